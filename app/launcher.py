@@ -1,0 +1,24 @@
+"""The `hearth` console script: no arguments opens the GUI; subcommands run headless.
+
+This module imports neither PySide6 nor the GUI unless the GUI is asked for, so that
+`hearth chat`, `hearth info` and `hearth hw` work on machines without a display.
+"""
+
+from __future__ import annotations
+
+import sys
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] not in ("--model", "-m"):
+        from engine.cli import main as cli_main
+
+        return cli_main(args)
+    from app.gui_main import run_gui
+
+    return run_gui(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

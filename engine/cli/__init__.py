@@ -1,0 +1,37 @@
+"""Headless command line: `hearth chat|info|hw ...`.
+
+Each subcommand lives in its own module with two functions: `add_arguments(parser)` and
+`run(args) -> int` (the exit status). Add a new one to SUBCOMMANDS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "chat": ("engine.cli.chat_cmd", "chat with a model in the terminal, or answer one --prompt"),
+    "info": ("engine.cli.info_cmd", "show what a GGUF file holds (header only, no weights read)"),
+    "hw": ("engine.cli.hw_cmd", "show the GPUs and memory Hearth can use"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hearth", description="Run GGUF models on your GPU.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in SUBCOMMANDS.items():
+        module = importlib.import_module(module_name)
+        sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        module.add_arguments(sub_parser)
+        sub_parser.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return args._run(args)
+    except KeyboardInterrupt:
+        return 130

@@ -1,0 +1,239 @@
+"""Drive the engine worker process: start it, send commands, receive its events.
+
+The worker runs llama.cpp in a child process so that an abort (GPU out-of-memory during compute),
+a segfault on a hostile file or a driver fault ends that process and never the GUI. This class is
+Qt-free: the GUI's bridge passes a callback that re-emits each event as a Qt signal, the CLI uses
+`EventQueue`.
+
+Events arrive on a reader thread, in order. When the process dies without being asked to, the
+callback receives `EngineCrashed` with the exit status and the last lines the engine printed.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from engine.runtime import protocol as p
+
+STDERR_LINES_KEPT = 40
+
+
+@dataclass(frozen=True)
+class EngineCrashed:
+    """The worker process ended without being asked to."""
+
+    exit_code: int | None
+    last_lines: tuple[str, ...]
+
+    @property
+    def message(self) -> str:
+        code = self.exit_code
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with status {code}"
+        return (
+            f"The engine process {how}. The app is fine; reload the model to go on. "
+            "If it happens again, try a shorter context or fewer GPU layers."
+        )
+
+
+EventCallback = Callable[[Any], None]
+
+
+class EngineClient:
+    """One engine worker process. Methods are safe to call from any thread."""
+
+    def __init__(self, on_event: EventCallback, *, env: dict[str, str] | None = None):
+        self._on_event = on_event
+        self._env = env
+        self._proc: subprocess.Popen | None = None
+        self._send_lock = threading.Lock()
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
+        self._stderr_done = threading.Event()
+        self._closing = False
+        self._next_request_id = 1
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the worker; its `Ready` event follows once llama.cpp is initialised."""
+        if self.alive:
+            return
+        self._closing = False
+        self._stderr_tail.clear()
+        self._stderr_done.clear()
+        env = dict(os.environ if self._env is None else self._env)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "engine.runtime.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            bufsize=0,
+        )
+        self._proc = proc
+        threading.Thread(target=self._read_stderr, args=(proc,), daemon=True).start()
+        threading.Thread(target=self._read_events, args=(proc,), daemon=True).start()
+
+    @property
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def last_lines(self) -> tuple[str, ...]:
+        return tuple(self._stderr_tail)
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Ask the worker to exit (it frees the model), and kill it if it does not."""
+        proc = self._proc
+        if proc is None:
+            return
+        self._closing = True
+        if proc.poll() is None:
+            try:
+                self._send(p.Shutdown())
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self._proc = None
+
+    def kill(self) -> None:
+        """End the worker at once (a hung driver call, say); no EngineCrashed is reported."""
+        proc = self._proc
+        if proc is not None:
+            self._closing = True
+            proc.kill()
+            proc.wait()
+            self._proc = None
+
+    # -- commands -------------------------------------------------------------------------------
+
+    def load(self, params: p.ModelParams) -> None:
+        self._send(p.Load(params=params))
+
+    def generate(
+        self,
+        *,
+        messages: list[p.ChatMessage] | tuple[p.ChatMessage, ...] = (),
+        prompt: str | None = None,
+        sampling: p.SamplingParams | None = None,
+        max_tokens: int = 512,
+        stop: tuple[str, ...] = (),
+    ) -> int:
+        """Start a generation; returns its request id (carried by its TokenText events)."""
+        request_id = self._next_request_id
+        self._next_request_id += 1
+        self._send(
+            p.Generate(
+                request_id=request_id,
+                messages=tuple(messages),
+                prompt=prompt,
+                sampling=sampling or p.SamplingParams(),
+                max_tokens=max_tokens,
+                stop=tuple(stop),
+            )
+        )
+        return request_id
+
+    def stop(self) -> None:
+        self._send(p.Stop())
+
+    def unload(self) -> None:
+        self._send(p.Unload())
+
+    def request_status(self) -> None:
+        self._send(p.GetStatus())
+
+    def request_memory_report(self) -> None:
+        self._send(p.GetMemoryReport())
+
+    def _send(self, msg: Any) -> None:
+        proc = self._proc
+        if proc is None or proc.stdin is None or proc.poll() is not None:
+            raise BrokenPipeError("the engine process is not running; start or reload it")
+        frame = p.encode(msg)
+        with self._send_lock:
+            proc.stdin.write(frame)
+            proc.stdin.flush()
+
+    # -- reader threads -------------------------------------------------------------------------
+
+    def _read_events(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None
+        protocol_error: str | None = None
+        while True:
+            try:
+                msg = p.read_frame(proc.stdout)
+            except p.ProtocolError as exc:
+                protocol_error = f"engine sent a bad message: {exc}"
+                proc.kill()
+                break
+            except (OSError, ValueError):
+                break
+            if msg is None:
+                break
+            self._on_event(msg)
+        exit_code = proc.wait()
+        self._stderr_done.wait(2.0)  # let the last lines the engine printed arrive
+        if not self._closing:
+            lines = tuple(self._stderr_tail)
+            if protocol_error:
+                lines = (*lines, protocol_error)
+            self._on_event(EngineCrashed(exit_code=exit_code, last_lines=lines))
+
+    def _read_stderr(self, proc: subprocess.Popen) -> None:
+        assert proc.stderr is not None
+        try:
+            for raw in iter(proc.stderr.readline, b""):
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line:
+                    self._stderr_tail.append(line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._stderr_done.set()
+
+
+class EventQueue:
+    """A callback that collects events for a thread that waits on them (the CLI, tests)."""
+
+    def __init__(self) -> None:
+        self._queue: queue.Queue = queue.Queue()
+
+    def __call__(self, event: Any) -> None:
+        self._queue.put(event)
+
+    def get(self, timeout: float | None = None) -> Any:
+        """The next event; raises TimeoutError after `timeout` seconds."""
+        try:
+            return self._queue.get(timeout=timeout)
+        except queue.Empty:
+            raise TimeoutError(f"no event from the engine within {timeout} s") from None
+
+    def wait_for(self, *types: type, timeout: float | None = None) -> Any:
+        """Skip events until one of `types` (or EngineCrashed) arrives; return it."""
+        while True:
+            event = self.get(timeout)
+            if isinstance(event, (*types, EngineCrashed)):
+                return event

@@ -1,0 +1,309 @@
+"""The messages between the GUI (or CLI) and the engine worker process.
+
+Commands go to the worker on its stdin; events come back on its stdout. Each message is a frame:
+a 4-byte little-endian length, then that many bytes of UTF-8 JSON holding the message's fields and
+its `type`. JSON rather than pickle: the worker parses files from strangers, and a worker that was
+subverted must not be able to run code in the GUI by what it sends back.
+
+Every message is a frozen dataclass registered by its class name; `encode` and `decode` are the
+only (de)serialisers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from dataclasses import dataclass, field
+from typing import Any, BinaryIO
+
+MAX_FRAME_BYTES = 16 * 1024 * 1024
+_HEADER = struct.Struct("<I")
+_REGISTRY: dict[str, type] = {}
+
+
+class ProtocolError(Exception):
+    """A frame that is not a valid message: a bug, or a worker that went wrong."""
+
+
+def message(cls):
+    """Register a dataclass as a protocol message (frozen, keyword-only)."""
+    cls = dataclass(frozen=True, kw_only=True)(cls)
+    _REGISTRY[cls.__name__] = cls
+    return cls
+
+
+# ---- settings carried by commands -------------------------------------------------------------
+
+
+@message
+class SamplingParams:
+    """llama.cpp's sampler chain, in its order: penalties, top-k, top-p, min-p, temperature.
+
+    temperature <= 0 means greedy decoding (argmax), which is deterministic.
+    """
+
+    temperature: float = 0.7
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: a random seed per generation
+
+
+@message
+class ModelParams:
+    """How to load a model. 0 / "auto" values mean: let llama.cpp or the planner decide."""
+
+    path: str
+    n_ctx: int = 4096
+    n_gpu_layers: int = -1  # -1: all layers that exist
+    flash_attn: str = "auto"  # "on", "off", "auto"
+    type_k: str = "f16"
+    type_v: str = "f16"
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_threads: int = 0  # 0: number of physical cores
+    use_mmap: bool = True
+
+
+@message
+class ChatMessage:
+    role: str  # "system", "user", "assistant"
+    content: str
+
+
+# ---- commands: GUI -> worker -------------------------------------------------------------------
+
+
+@message
+class Load:
+    params: ModelParams
+
+
+@message
+class Generate:
+    """Generate a reply. Give either `messages` (rendered with the model's chat template) or a
+    raw `prompt` (used as it is, for base models and benchmarks)."""
+
+    request_id: int
+    messages: tuple[ChatMessage, ...] = ()
+    prompt: str | None = None
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_tokens: int = 512
+    stop: tuple[str, ...] = ()
+
+
+@message
+class Stop:
+    """Stop the generation in progress; honoured before the next token is decoded."""
+
+
+@message
+class Unload:
+    pass
+
+
+@message
+class GetStatus:
+    pass
+
+
+@message
+class GetMemoryReport:
+    pass
+
+
+@message
+class Shutdown:
+    pass
+
+
+# ---- events: worker -> GUI ---------------------------------------------------------------------
+
+
+@message
+class Ready:
+    pid: int
+    llama_system_info: str
+    gpu_offload_supported: bool
+
+
+@message
+class ModelLoaded:
+    path: str
+    description: str
+    n_ctx: int
+    n_ctx_train: int
+    n_params: int
+    size_bytes: int
+    n_layers: int
+    n_gpu_layers: int
+    flash_attn: str
+    chat_template: str  # where the chat template comes from, for display
+    load_seconds: float
+
+
+@message
+class LoadFailed:
+    path: str
+    message: str  # what happened and what to do next
+
+
+@message
+class TokenText:
+    """Text produced by one or more tokens (already valid UTF-8, stop strings held back)."""
+
+    request_id: int
+    text: str
+    n_tokens: int = 1
+
+
+@message
+class GenerationStats:
+    n_prompt_tokens: int
+    n_prompt_tokens_reused: int  # prompt tokens whose KV cache was kept from the last turn
+    n_generated: int
+    prefill_seconds: float
+    time_to_first_token: float  # from the request arriving to the first text leaving the worker
+    decode_seconds: float
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        # The first token comes out of the prefill; the rest are decode steps.
+        steps = self.n_generated - 1
+        return steps / self.decode_seconds if steps > 0 and self.decode_seconds > 0 else 0.0
+
+    @property
+    def prefill_tokens_per_second(self) -> float:
+        computed = self.n_prompt_tokens - self.n_prompt_tokens_reused
+        return computed / self.prefill_seconds if self.prefill_seconds > 0 else 0.0
+
+
+@message
+class GenerationDone:
+    request_id: int
+    stop_reason: str  # "eos", "stop_string", "max_tokens", "stopped", "context_full"
+    stats: GenerationStats
+
+
+@message
+class GenerationFailed:
+    request_id: int
+    message: str
+
+
+@message
+class Unloaded:
+    pass
+
+
+@message
+class Status:
+    state: str  # "idle", "loading", "generating", "no_model"
+    model_path: str | None
+    n_ctx: int
+    n_tokens_cached: int
+
+
+@message
+class MemoryReport:
+    model_bytes: int
+    context_bytes: int  # KV cache and other per-context state
+    process_rss_bytes: int
+    devices: tuple[DeviceMemory, ...] = ()
+
+
+@message
+class DeviceMemory:
+    name: str
+    description: str
+    free_bytes: int
+    total_bytes: int
+
+
+@message
+class CommandFailed:
+    """A command that could not be carried out (for example Generate with no model loaded)."""
+
+    command: str
+    message: str
+
+
+# ---- framing -----------------------------------------------------------------------------------
+
+
+def _to_plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        plain = {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        plain["type"] = type(value).__name__
+        return plain
+    if isinstance(value, list | tuple):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+def _from_plain(value: Any) -> Any:
+    if isinstance(value, dict) and "type" in value:
+        cls = _REGISTRY.get(value["type"])
+        if cls is None:
+            raise ProtocolError(f"unknown message type {value['type']!r}")
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {k: _from_plain(v) for k, v in value.items() if k in names}
+        for f in dataclasses.fields(cls):
+            if isinstance(kwargs.get(f.name), list):
+                kwargs[f.name] = tuple(kwargs[f.name])
+        try:
+            return cls(**kwargs)
+        except TypeError as exc:
+            raise ProtocolError(f"bad fields for {value['type']}: {exc}") from exc
+    if isinstance(value, list):
+        return [_from_plain(v) for v in value]
+    return value
+
+
+def encode(msg: Any) -> bytes:
+    body = json.dumps(_to_plain(msg), ensure_ascii=False, separators=(",", ":")).encode()
+    if len(body) > MAX_FRAME_BYTES:
+        raise ProtocolError(f"message of {len(body)} bytes is over the {MAX_FRAME_BYTES} limit")
+    return _HEADER.pack(len(body)) + body
+
+
+def decode(body: bytes) -> Any:
+    try:
+        plain = json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ProtocolError(f"frame is not JSON: {exc}") from exc
+    msg = _from_plain(plain)
+    if type(msg).__name__ not in _REGISTRY:
+        raise ProtocolError("frame is not a message")
+    return msg
+
+
+def read_frame(stream: BinaryIO) -> Any | None:
+    """Read one message; None at a clean end of stream."""
+    header = _read_exactly(stream, _HEADER.size)
+    if header is None:
+        return None
+    (length,) = _HEADER.unpack(header)
+    if length > MAX_FRAME_BYTES:
+        raise ProtocolError(f"frame length {length} is over the {MAX_FRAME_BYTES} limit")
+    body = _read_exactly(stream, length)
+    if body is None:
+        raise ProtocolError("stream ended inside a frame")
+    return decode(body)
+
+
+def _read_exactly(stream: BinaryIO, n: int) -> bytes | None:
+    chunks = []
+    remaining = n
+    while remaining:
+        chunk = stream.read(remaining)
+        if not chunk:
+            if remaining == n:
+                return None
+            raise ProtocolError("stream ended inside a frame")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
