@@ -72,7 +72,11 @@ def choose() -> tuple[str, list[str], str]:
     """Return (backend, cmake_args, note for the user)."""
     wanted = os.environ.get("HEARTH_BACKEND", "").strip().lower()
     if wanted and wanted not in BACKENDS:
-        return "cpu", [], f"HEARTH_BACKEND={wanted!r} is not one of {', '.join(BACKENDS)}; using cpu."
+        return (
+            "cpu",
+            [],
+            f"HEARTH_BACKEND={wanted!r} is not one of {', '.join(BACKENDS)}; using cpu.",
+        )
 
     if wanted == "metal" or (not wanted and platform.system() == "Darwin"):
         if platform.system() != "Darwin":
@@ -81,18 +85,27 @@ def choose() -> tuple[str, list[str], str]:
 
     if wanted == "cuda" or (not wanted and _has_nvidia_gpu()):
         if not shutil.which("nvcc"):
-            return "cpu", [], (
-                "An NVIDIA GPU is present but the CUDA toolkit (nvcc) is not installed. Install "
-                "the CUDA toolkit and run `make run` again for GPU speed; using the CPU build now."
+            return (
+                "cpu",
+                [],
+                (
+                    "An NVIDIA GPU is present but the CUDA toolkit (nvcc) is not installed. "
+                    "Install the CUDA toolkit and run `make run` again for GPU speed; "
+                    "using the CPU build now."
+                ),
             )
         archs = _nvidia_archs() or ["native"]
         return "cuda", ["-DGGML_CUDA=on", f"-DCMAKE_CUDA_ARCHITECTURES={';'.join(archs)}"], ""
 
     if wanted == "rocm" or (not wanted and _has_amd_gpu() and shutil.which("hipcc")):
         if not shutil.which("hipcc"):
-            return "cpu", [], (
-                "ROCm was asked for but hipcc is not installed. Install ROCm (hipcc, rocminfo) "
-                "and run `make run` again; using the CPU build now."
+            return (
+                "cpu",
+                [],
+                (
+                    "ROCm was asked for but hipcc is not installed. Install ROCm (hipcc, rocminfo) "
+                    "and run `make run` again; using the CPU build now."
+                ),
             )
         args = ["-DGGML_HIP=on"]
         targets = _amd_gfx_targets()
@@ -103,10 +116,14 @@ def choose() -> tuple[str, list[str], str]:
     if wanted == "vulkan" or (not wanted and _has_amd_gpu()):
         missing = _vulkan_toolchain_missing()
         if missing:
-            return "cpu", [], (
-                "A GPU that Vulkan could drive is present but the build needs "
-                + " and ".join(missing)
-                + ". Install them and run `make run` again; using the CPU build now."
+            return (
+                "cpu",
+                [],
+                (
+                    "A GPU that Vulkan could drive is present but the build needs "
+                    + " and ".join(missing)
+                    + ". Install them and run `make run` again; using the CPU build now."
+                ),
             )
         return "vulkan", ["-DGGML_VULKAN=on"], ""
 

@@ -12,6 +12,7 @@ callback receives `EngineCrashed` with the exit status and the last lines the en
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import queue
 import signal
@@ -107,10 +108,8 @@ class EngineClient:
             return
         self._closing = True
         if proc.poll() is None:
-            try:
+            with contextlib.suppress(OSError):
                 self._send(p.Shutdown())
-            except OSError:
-                pass
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:

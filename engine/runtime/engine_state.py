@@ -1,0 +1,235 @@
+"""What the engine worker does with each command: the loaded model, its context and generation.
+
+Runs on the worker's main thread. Every failure becomes an event with a message the user can act
+on; only a fault in llama.cpp itself (abort, segfault) ends the process, and the client reports
+that.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from engine.runtime import llama_driver as llama
+from engine.runtime import protocol as p
+from engine.runtime.generation import Session, Stopped, generate
+
+
+class Engine:
+    def __init__(self, send: Callable[[Any], None], *, flush: Callable[[], None], faults):
+        self._send = send
+        self._flush = flush
+        self._faults = faults
+        self._stop = threading.Event()
+        self._session: Session | None = None
+        self._state = "no_model"
+        self._template_note = ""
+        llama.init_backend()
+
+    # -- called from the reader thread --------------------------------------------------------
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def status(self) -> p.Status:
+        session = self._session
+        return p.Status(
+            state=self._state,
+            model_path=session.model.params.path if session else None,
+            n_ctx=session.ctx.info.n_ctx if session else 0,
+            n_tokens_cached=len(session.cached) if session else 0,
+        )
+
+    # -- called from the main thread ----------------------------------------------------------
+
+    def announce_ready(self) -> None:
+        self._send(
+            p.Ready(
+                pid=os.getpid(),
+                llama_system_info=llama.system_info(),
+                gpu_offload_supported=llama.supports_gpu_offload(),
+            )
+        )
+
+    def handle(self, command: Any, *, received_at: float) -> None:
+        if isinstance(command, p.Load):
+            self.load(command.params)
+        elif isinstance(command, p.Generate):
+            self.generate(command, received_at)
+        elif isinstance(command, p.Unload):
+            self.unload()
+        elif isinstance(command, p.GetMemoryReport):
+            self._send(self.memory_report())
+        else:
+            self._send(p.CommandFailed(command=type(command).__name__, message="Unknown command."))
+
+    def load(self, params: p.ModelParams) -> None:
+        self.unload(quiet=True)  # return the old model's memory before taking more
+        self._state = "loading"
+        started = time.perf_counter()
+        model = ctx = None
+        try:
+            model = llama.Model(params)
+            ctx = llama.Context(model, params)
+        except llama.EngineError as exc:
+            if model is not None:
+                model.close()
+            self._state = "no_model"
+            self._send(p.LoadFailed(path=params.path, message=str(exc)))
+            return
+        self._session = Session(model=model, ctx=ctx)
+        self._state = "idle"
+        template = model.chat_template()
+        self._template_note = "the model's own" if template else "llama.cpp built-in"
+        self._send(
+            p.ModelLoaded(
+                path=params.path,
+                description=model.description(),
+                n_ctx=ctx.info.n_ctx,
+                n_ctx_train=model.n_ctx_train(),
+                n_params=model.n_params(),
+                size_bytes=model.size_bytes(),
+                n_layers=model.n_layers(),
+                n_gpu_layers=min(params.n_gpu_layers, model.n_layers())
+                if params.n_gpu_layers >= 0
+                else model.n_layers(),
+                flash_attn=ctx.info.flash_attn,
+                chat_template=self._template_note,
+                load_seconds=time.perf_counter() - started,
+            )
+        )
+
+    def unload(self, *, quiet: bool = False) -> None:
+        session, self._session = self._session, None
+        if session is not None:
+            session.close()
+        self._state = "no_model"
+        if not quiet:
+            self._send(p.Unloaded())
+
+    def generate(self, command: p.Generate, received_at: float) -> None:
+        session = self._session
+        rid = command.request_id
+        if session is None:
+            self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
+            return
+        self._stop.clear()
+        self._state = "generating"
+        try:
+            prompt = self._prompt_tokens(session, command)
+            outcome = generate(
+                session,
+                prompt,
+                command.sampling,
+                max_tokens=command.max_tokens,
+                stop_strings=command.stop,
+                emit=self._emitter(rid),
+                should_stop=self._stop.is_set,
+                started_at=received_at,
+            )
+        except Stopped:
+            self._send(
+                p.GenerationDone(
+                    request_id=rid, stop_reason="stopped", stats=_no_stats(received_at)
+                )
+            )
+        except (llama.EngineError, ValueError) as exc:
+            self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
+        else:
+            self._send(
+                p.GenerationDone(
+                    request_id=rid, stop_reason=outcome.stop_reason, stats=outcome.stats
+                )
+            )
+        finally:
+            self._state = "idle" if self._session else "no_model"
+
+    def _prompt_tokens(self, session: Session, command: p.Generate) -> list[int]:
+        model = session.model
+        if command.prompt is not None:
+            return model.tokenize(command.prompt, add_special=True)
+        if not command.messages:
+            raise ValueError("Nothing to answer: the conversation is empty.")
+        from engine.chat import ChatTemplateError, format_chat_prompt
+
+        try:
+            text, _ = format_chat_prompt(
+                model.chat_template(),
+                [{"role": m.role, "content": m.content} for m in command.messages],
+                architecture=model.meta("general.architecture"),
+                bos_token=model.bos_text(),
+                eos_token=model.eos_text(),
+                add_generation_prompt=True,
+            )
+        except ChatTemplateError as exc:
+            raise ValueError(str(exc)) from None
+        bos = model.bos_text()
+        if model.adds_bos() and bos and text.startswith(bos):
+            text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
+        return model.tokenize(text, add_special=True, parse_special=True)
+
+    def _emitter(self, request_id: int) -> Callable[[str], None]:
+        send = self._send
+        abort_after = self._faults.abort_after_tokens
+        if abort_after is None:
+            return lambda text: send(p.TokenText(request_id=request_id, text=text))
+
+        count = 0
+
+        def emit_then_maybe_abort(text: str) -> None:
+            nonlocal count
+            send(p.TokenText(request_id=request_id, text=text))
+            count += 1
+            if count >= abort_after:
+                self._flush()
+                print("hearth worker: fault injection: aborting mid-generation", flush=True)
+                os.abort()
+
+        return emit_then_maybe_abort
+
+    def memory_report(self) -> p.MemoryReport:
+        session = self._session
+        devices: tuple[p.DeviceMemory, ...] = ()
+        try:
+            from engine.hardware.llama_devices import list_engine_devices
+
+            devices = tuple(
+                p.DeviceMemory(
+                    name=d.name,
+                    description=d.description,
+                    free_bytes=d.free_bytes,
+                    total_bytes=d.total_bytes,
+                )
+                for d in list_engine_devices()
+            )
+        except Exception as exc:  # the device list is a nicety; the report must still go out
+            print(f"hearth worker: device list unavailable: {exc}", flush=True)
+        return p.MemoryReport(
+            model_bytes=session.model.size_bytes() if session else 0,
+            context_bytes=session.ctx.state_bytes() if session else 0,
+            process_rss_bytes=_rss_bytes(),
+            devices=devices,
+        )
+
+
+def _no_stats(received_at: float) -> p.GenerationStats:
+    return p.GenerationStats(
+        n_prompt_tokens=0,
+        n_prompt_tokens_reused=0,
+        n_generated=0,
+        prefill_seconds=0.0,
+        time_to_first_token=time.perf_counter() - received_at,
+        decode_seconds=0.0,
+    )
+
+
+def _rss_bytes() -> int:
+    try:
+        import psutil
+
+        return psutil.Process().memory_info().rss
+    except Exception:
+        return 0

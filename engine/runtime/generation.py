@@ -1,0 +1,142 @@
+"""The decode loop: prefill the prompt, then sample and decode one token at a time.
+
+Everything per token happens in C (llama.cpp's sampler chain, its detokenizer, llama_decode)
+except a few Python calls, so the loop keeps pace with llama.cpp's own benchmark. Text leaves
+through `emit`, which must not block (the worker hands it to a writer thread).
+
+The KV cache is kept between calls: a new prompt that starts with the tokens already cached
+(the next turn of a conversation) only computes the new tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from engine.runtime.detokenizer import StreamingDetokenizer
+from engine.runtime.llama_driver import Context, EngineError, Model, Sampler
+from engine.runtime.protocol import GenerationStats, SamplingParams
+
+
+@dataclass
+class Session:
+    """A loaded model with its context, and the tokens whose KV cache the context holds."""
+
+    model: Model
+    ctx: Context
+    cached: list[int] = field(default_factory=list)
+
+    def close(self) -> None:
+        self.ctx.close()
+        self.model.close()
+        self.cached = []
+
+
+@dataclass(frozen=True)
+class Outcome:
+    stop_reason: str
+    stats: GenerationStats
+
+
+class Stopped(Exception):
+    """The user asked to stop before the first token."""
+
+
+def reuse_cached_prefix(session: Session, prompt: list[int]) -> int:
+    """Keep the cached KV entries that the prompt starts with; return how many were kept."""
+    cached = session.cached
+    n = 0
+    limit = min(len(cached), len(prompt))
+    while n < limit and cached[n] == prompt[n]:
+        n += 1
+    # At least one token must be computed, to have logits to sample the next token from.
+    n = min(n, len(prompt) - 1)
+    if n < len(cached) and not session.ctx.forget_from(n):
+        # Some caches (sliding-window, recurrent) cannot drop a tail: start over.
+        session.ctx.clear()
+        n = 0
+    session.cached = cached[:n]
+    return n
+
+
+def generate(
+    session: Session,
+    prompt: list[int],
+    sampling: SamplingParams,
+    *,
+    max_tokens: int,
+    stop_strings: tuple[str, ...],
+    emit: Callable[[str], None],
+    should_stop: Callable[[], bool],
+    started_at: float,
+) -> Outcome:
+    """Generate up to `max_tokens` tokens after `prompt`, emitting text as it becomes final."""
+    ctx, model = session.ctx, session.model
+    n_ctx = ctx.info.n_ctx
+    if not prompt:
+        raise EngineError("The prompt is empty.")
+    if len(prompt) >= n_ctx:
+        raise EngineError(
+            f"The conversation is {len(prompt)} tokens long but the context holds {n_ctx}. "
+            "Start a new chat, shorten the conversation, or load the model with a longer context."
+        )
+
+    reused = reuse_cached_prefix(session, prompt)
+    prefill_start = time.perf_counter()
+    todo = prompt[reused:]
+    step = ctx.info.n_batch
+    for start in range(0, len(todo), step):
+        if should_stop():
+            raise Stopped
+        ctx.decode(todo[start : start + step])
+        session.cached.extend(todo[start : start + step])
+    prefill_seconds = time.perf_counter() - prefill_start
+
+    sampler = Sampler(model, sampling)
+    detok = StreamingDetokenizer(stop_strings)
+    n_generated = 0
+    first_token_at = last_token_at = time.perf_counter()
+    reason = "max_tokens"
+    try:
+        while n_generated < max_tokens:
+            token = sampler.sample(ctx)
+            now = time.perf_counter()
+            if n_generated == 0:
+                first_token_at = last_token_at = now
+            if model.is_end_of_generation(token):
+                reason = "eos"
+                break
+            n_generated += 1
+            last_token_at = now
+            text = detok.feed(model.token_bytes(token))
+            if text:
+                emit(text)
+            if detok.stopped:
+                reason = "stop_string"
+                break
+            if should_stop():
+                reason = "stopped"
+                break
+            if n_generated >= max_tokens:
+                break
+            if len(session.cached) + 1 >= n_ctx:
+                reason = "context_full"
+                break
+            ctx.decode_one(token)
+            session.cached.append(token)
+        tail = detok.finish()
+        if tail:
+            emit(tail)
+    finally:
+        sampler.close()
+
+    stats = GenerationStats(
+        n_prompt_tokens=len(prompt),
+        n_prompt_tokens_reused=reused,
+        n_generated=n_generated,
+        prefill_seconds=prefill_seconds,
+        time_to_first_token=first_token_at - started_at,
+        decode_seconds=last_token_at - first_token_at,
+    )
+    return Outcome(stop_reason=reason, stats=stats)

@@ -1,0 +1,305 @@
+"""Owning wrappers over llama.cpp's C API (through llama-cpp-python's ctypes bindings).
+
+Each wrapper owns one C handle and frees it in `close()`, deterministically: a model's device
+memory is returned when the next model is loaded, not whenever the garbage collector runs. The C
+prototype of each call is in llama.h; the bindings in `llama_cpp.llama_cpp` mirror it.
+
+Only the engine worker process imports this module.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+
+import llama_cpp.llama_cpp as C
+
+from engine.runtime.protocol import ModelParams, SamplingParams
+
+KV_TYPES = {"f16": C.GGML_TYPE_F16, "q8_0": C.GGML_TYPE_Q8_0, "q4_0": C.GGML_TYPE_Q4_0}
+FLASH_ATTN = {
+    "auto": C.LLAMA_FLASH_ATTN_TYPE_AUTO,
+    "on": C.LLAMA_FLASH_ATTN_TYPE_ENABLED,
+    "off": C.LLAMA_FLASH_ATTN_TYPE_DISABLED,
+}
+
+
+class EngineError(Exception):
+    """A failure the user can act on; the message says what happened and what to do."""
+
+
+_backend_ready = False
+
+
+def init_backend() -> None:
+    """Load llama.cpp's backends once per process (CUDA, Metal, ... and the CPU)."""
+    global _backend_ready
+    if not _backend_ready:
+        C.llama_backend_init()
+        _backend_ready = True
+
+
+def system_info() -> str:
+    return C.llama_print_system_info().decode("utf-8", "replace")
+
+
+def supports_gpu_offload() -> bool:
+    return bool(C.llama_supports_gpu_offload())
+
+
+class Model:
+    """A loaded model (weights on the devices llama.cpp chose for them)."""
+
+    def __init__(self, params: ModelParams):
+        init_backend()
+        if not os.path.isfile(params.path):
+            raise EngineError(f"No model file at {params.path}. Choose another file.")
+        mp = C.llama_model_default_params()
+        mp.n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers >= 0 else 2**31 - 1
+        mp.use_mmap = params.use_mmap
+        handle = C.llama_model_load_from_file(os.fsencode(params.path), mp)
+        if not handle:
+            raise EngineError(
+                f"llama.cpp could not load {os.path.basename(params.path)}. The file may be "
+                "damaged, or use an architecture this engine version does not know; the "
+                "engine's last lines say more."
+            )
+        self._handle = handle
+        self.vocab = C.llama_model_get_vocab(handle)
+        self.n_vocab = C.llama_vocab_n_tokens(self.vocab)
+        self.params = params
+        self._piece_buf = ctypes.create_string_buffer(256)
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise EngineError("The model was unloaded.")
+        return self._handle
+
+    def close(self) -> None:
+        if self._handle is not None:
+            C.llama_model_free(self._handle)
+            self._handle = None
+
+    # -- facts about the model --------------------------------------------------------------
+
+    def description(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        C.llama_model_desc(self.handle, buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    def meta(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1024)
+        n = C.llama_model_meta_val_str(self.handle, key.encode(), buf, len(buf))
+        if n < 0:
+            return None
+        if n >= len(buf):
+            buf = ctypes.create_string_buffer(n + 1)
+            C.llama_model_meta_val_str(self.handle, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", "replace")
+
+    def chat_template(self) -> str | None:
+        raw = C.llama_model_chat_template(self.handle, None)
+        return raw.decode("utf-8", "replace") if raw else None
+
+    def n_ctx_train(self) -> int:
+        return C.llama_model_n_ctx_train(self.handle)
+
+    def n_layers(self) -> int:
+        return C.llama_model_n_layer(self.handle)
+
+    def n_params(self) -> int:
+        return C.llama_model_n_params(self.handle)
+
+    def size_bytes(self) -> int:
+        return C.llama_model_size(self.handle)
+
+    def token_text(self, token: int) -> str:
+        return self.token_bytes(token, special=True).decode("utf-8", "replace")
+
+    def bos_text(self) -> str:
+        bos = C.llama_vocab_bos(self.vocab)
+        return self.token_text(bos) if bos != C.LLAMA_TOKEN_NULL else ""
+
+    def eos_text(self) -> str:
+        eos = C.llama_vocab_eos(self.vocab)
+        return self.token_text(eos) if eos != C.LLAMA_TOKEN_NULL else ""
+
+    # -- tokens -------------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        tokens = (C.llama_token * capacity)()
+        n = C.llama_tokenize(
+            self.vocab, data, len(data), tokens, capacity, add_special, parse_special
+        )
+        if n < 0:  # the buffer was too small: -n is the size needed
+            capacity = -n
+            tokens = (C.llama_token * capacity)()
+            n = C.llama_tokenize(
+                self.vocab, data, len(data), tokens, capacity, add_special, parse_special
+            )
+        if n < 0:
+            raise EngineError("The prompt could not be tokenized.")
+        return list(tokens[:n])
+
+    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
+        buf = self._piece_buf
+        n = C.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, special)
+        if n < 0:
+            bigger = ctypes.create_string_buffer(-n)
+            n = C.llama_token_to_piece(self.vocab, token, bigger, len(bigger), 0, special)
+            return bigger.raw[:n]
+        return buf.raw[:n]
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(C.llama_vocab_is_eog(self.vocab, token))
+
+    def adds_bos(self) -> bool:
+        return bool(C.llama_vocab_get_add_bos(self.vocab))
+
+
+@dataclass(frozen=True)
+class ContextInfo:
+    n_ctx: int
+    n_batch: int
+    flash_attn: str
+
+
+class Context:
+    """A llama.cpp context: the KV cache and compute buffers for one conversation."""
+
+    def __init__(self, model: Model, params: ModelParams):
+        cp = C.llama_context_default_params()
+        cp.n_ctx = params.n_ctx
+        cp.n_batch = min(params.n_batch, params.n_ctx)
+        cp.n_ubatch = min(params.n_ubatch, cp.n_batch)
+        threads = params.n_threads or _physical_cores()
+        cp.n_threads = threads
+        cp.n_threads_batch = threads
+        cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
+        try:
+            cp.type_k = KV_TYPES[params.type_k]
+            cp.type_v = KV_TYPES[params.type_v]
+        except KeyError as exc:
+            raise EngineError(
+                f"Unknown KV cache type {exc.args[0]!r}; use one of {', '.join(KV_TYPES)}."
+            ) from None
+        cp.no_perf = True
+        handle = C.llama_init_from_model(model.handle, cp)
+        if not handle:
+            raise EngineError(
+                f"llama.cpp could not create a context of {params.n_ctx} tokens. There is "
+                "probably not enough memory: try a shorter context, a smaller KV cache type "
+                "(q8_0) or fewer GPU layers."
+            )
+        self._handle = handle
+        self.model = model
+        self.memory = C.llama_get_memory(handle)
+        self._one = (C.llama_token * 1)()
+        self.info = ContextInfo(
+            n_ctx=C.llama_n_ctx(handle),
+            n_batch=C.llama_n_batch(handle),
+            flash_attn=params.flash_attn,
+        )
+
+    @property
+    def handle(self):
+        if self._handle is None:
+            raise EngineError("The context was freed.")
+        return self._handle
+
+    def close(self) -> None:
+        if self._handle is not None:
+            C.llama_free(self._handle)
+            self._handle = None
+
+    def state_bytes(self) -> int:
+        return int(C.llama_state_get_size(self.handle))
+
+    def clear(self) -> None:
+        C.llama_memory_clear(self.memory, True)
+
+    def forget_from(self, position: int) -> bool:
+        """Drop cached tokens at `position` and after; False if the cache cannot do that."""
+        return bool(C.llama_memory_seq_rm(self.memory, 0, position, -1))
+
+    def decode(self, tokens: list[int]) -> None:
+        """Run the model over `tokens` (appended after what is cached), in batches."""
+        step = self.info.n_batch
+        for start in range(0, len(tokens), step):
+            chunk = tokens[start : start + step]
+            arr = (C.llama_token * len(chunk))(*chunk)
+            rc = C.llama_decode(self.handle, C.llama_batch_get_one(arr, len(chunk)))
+            if rc != 0:
+                raise EngineError(_decode_failure(rc))
+
+    def decode_one(self, token: int) -> None:
+        """Decode a single token: the hot path of generation, so no allocation per call."""
+        self._one[0] = token
+        rc = C.llama_decode(self.handle, C.llama_batch_get_one(self._one, 1))
+        if rc != 0:
+            raise EngineError(_decode_failure(rc))
+
+
+def _decode_failure(rc: int) -> str:
+    if rc == 1:
+        return (
+            "The context is full (no room left in the KV cache). Start a new chat or load the "
+            "model with a longer context."
+        )
+    if rc == 2:
+        return "Generation was aborted."
+    return f"llama_decode failed (code {rc}); the engine's last lines say more."
+
+
+class Sampler:
+    """llama.cpp's sampler chain in C: penalties, top-k, top-p, min-p, temperature, then a draw.
+
+    temperature <= 0 selects the most likely token (greedy), which is deterministic.
+    """
+
+    def __init__(self, model: Model, sp: SamplingParams):
+        chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+        self._handle = chain
+        add = lambda s: C.llama_sampler_chain_add(chain, s)  # noqa: E731
+        if sp.repeat_penalty != 1.0 and sp.repeat_last_n != 0:
+            add(
+                C.llama_sampler_init_penalties(
+                    model.n_vocab, sp.repeat_last_n, sp.repeat_penalty, 0.0, 0.0
+                )
+            )
+        if sp.temperature <= 0:
+            add(C.llama_sampler_init_greedy())
+            return
+        if sp.top_k > 0:
+            add(C.llama_sampler_init_top_k(sp.top_k))
+        if 0 < sp.top_p < 1:
+            add(C.llama_sampler_init_top_p(sp.top_p, 1))
+        if sp.min_p > 0:
+            add(C.llama_sampler_init_min_p(sp.min_p, 1))
+        add(C.llama_sampler_init_temp(sp.temperature))
+        add(C.llama_sampler_init_dist(sp.seed & 0xFFFFFFFF))
+
+    def sample(self, ctx: Context) -> int:
+        """Pick the next token from the last decoded position (and record it for penalties)."""
+        return C.llama_sampler_sample(self._handle, ctx.handle, -1)
+
+    def accept(self, token: int) -> None:
+        C.llama_sampler_accept(self._handle, token)
+
+    def close(self) -> None:
+        if self._handle is not None:
+            C.llama_sampler_free(self._handle)
+            self._handle = None
+
+
+def _physical_cores() -> int:
+    try:
+        import psutil
+
+        return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+    except ImportError:
+        return max(1, os.cpu_count() or 1)

@@ -1,0 +1,151 @@
+"""The engine worker process with real llama.cpp and the starter model."""
+
+import os
+import time
+
+import psutil
+import pytest
+
+from engine.runtime import protocol as p
+from engine.runtime.client import EngineCrashed
+
+from .conftest import GREEDY, RunningEngine
+
+STORY = "Once upon a time, in a small village by the sea,"
+
+
+def test_greedy_output_is_identical_across_two_runs(loaded_engine):
+    first, done1 = loaded_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=48)
+    second, done2 = loaded_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=48)
+    assert isinstance(done1, p.GenerationDone) and isinstance(done2, p.GenerationDone)
+    assert done1.stats.n_generated == 48
+    assert "".join(first) == "".join(second)
+    assert len("".join(first)) > 40
+
+
+def test_the_same_prompt_reuses_the_kv_cache(loaded_engine):
+    loaded_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=4)
+    _, done = loaded_engine.run(prompt=STORY + " there lived", sampling=GREEDY, max_tokens=4)
+    stats = done.stats
+    assert 0 < stats.n_prompt_tokens_reused < stats.n_prompt_tokens
+
+
+def test_stop_ends_a_stream_midway(loaded_engine):
+    client, events = loaded_engine.client, loaded_engine.events
+    request_id = client.generate(prompt=STORY, sampling=GREEDY, max_tokens=2000)
+    received = 0
+    while received < 5:
+        event = events.get(timeout=60)
+        if isinstance(event, p.TokenText):
+            received += event.n_tokens
+    client.stop()
+    while True:
+        event = events.get(timeout=60)
+        if isinstance(event, p.GenerationDone):
+            break
+    assert event.request_id == request_id
+    assert event.stop_reason == "stopped"
+    assert 5 <= event.stats.n_generated < 200
+
+
+def test_stop_strings_end_the_reply_and_are_not_shown(loaded_engine):
+    full, _ = loaded_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=40)
+    text = "".join(full)
+    stop = text[20:26]
+    assert stop.strip()
+    cut, done = loaded_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=40, stop=(stop,))
+    assert done.stop_reason == "stop_string"
+    assert "".join(cut) == text[: text.find(stop)]
+
+
+def test_a_character_split_across_tokens_decodes_right(loaded_engine):
+    # The model repeats the pattern; in its byte-level vocabulary these characters take
+    # more than one token each, and a token alone is not valid UTF-8.
+    prompt = "🦙 🦙 🦙 🦙 🦙 🦙 🦙 🦙"
+    texts, done = loaded_engine.run(prompt=prompt, sampling=GREEDY, max_tokens=12)
+    assert isinstance(done, p.GenerationDone)
+    out = "".join(texts)
+    assert "🦙" in out
+    assert "\ufffd" not in out
+    assert done.stats.n_generated > out.count("🦙") + out.count(" ")
+
+
+def test_generating_without_a_model_fails_with_a_message(engine):
+    _, failed = engine.run(prompt="hi", max_tokens=3)
+    assert isinstance(failed, p.GenerationFailed)
+    assert "No model is loaded" in failed.message
+
+
+def test_a_file_llama_cpp_cannot_load_is_refused_and_the_worker_lives_on(engine, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + os.urandom(200))
+    failed = engine.load(str(bad))
+    assert isinstance(failed, p.LoadFailed)
+    assert "could not load bad.gguf" in failed.message
+    assert engine.client.alive
+
+
+def test_loading_a_second_model_returns_the_first_ones_memory(engine, starter_path):
+    worker = psutil.Process(engine.client.pid)
+    rss = []
+    for _ in range(4):
+        loaded = engine.load(starter_path, n_ctx=2048, use_mmap=False)
+        assert isinstance(loaded, p.ModelLoaded)
+        _, done = engine.run(prompt="Hi", sampling=GREEDY, max_tokens=2)
+        assert isinstance(done, p.GenerationDone)
+        rss.append(worker.memory_info().rss)
+    # Without mmap the weights (about 97 MB) live in the process: four loads that never freed
+    # would hold about 390 MB. Allow for allocator slack, far below one extra model.
+    assert rss[-1] - rss[0] < 40 * 1024 * 1024, rss
+
+
+def test_an_abort_inside_the_worker_is_reported_with_its_last_lines(starter_path):
+    running = RunningEngine(env={**os.environ, "HEARTH_WORKER_FAULT": "abort_after_tokens=5"})
+    try:
+        assert isinstance(running.load(starter_path, n_ctx=1024), p.ModelLoaded)
+        texts, crashed = running.run(prompt=STORY, sampling=GREEDY, max_tokens=100)
+        assert isinstance(crashed, EngineCrashed)
+        assert len(texts) >= 1
+        assert crashed.exit_code is not None and crashed.exit_code != 0
+        assert "SIGABRT" in crashed.message
+        assert any("aborting mid-generation" in line for line in crashed.last_lines)
+        assert not running.client.alive
+    finally:
+        running.close()
+
+
+def test_status_answers_while_generating(loaded_engine):
+    client, events = loaded_engine.client, loaded_engine.events
+    client.generate(prompt=STORY, sampling=GREEDY, max_tokens=300)
+    status = None
+    deadline = time.monotonic() + 60
+    asked = False
+    while time.monotonic() < deadline:
+        event = events.get(timeout=60)
+        if isinstance(event, p.TokenText) and not asked:
+            client.request_status()
+            asked = True
+        elif isinstance(event, p.Status):
+            status = event
+            client.stop()
+        elif isinstance(event, p.GenerationDone):
+            break
+    assert status is not None and status.state == "generating"
+    assert status.n_tokens_cached > 0
+
+
+def test_memory_report_counts_the_model(loaded_engine, starter_path):
+    loaded_engine.client.request_memory_report()
+    report = loaded_engine.events.wait_for(p.MemoryReport, timeout=30)
+    assert isinstance(report, p.MemoryReport)
+    assert report.model_bytes > 50_000_000
+    assert report.process_rss_bytes > 0
+
+
+def test_close_ends_the_worker_without_a_crash_report(starter_path):
+    running = RunningEngine()
+    pid = running.client.pid
+    running.close()
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    with pytest.raises(TimeoutError):
+        running.events.wait_for(EngineCrashed, timeout=1.0)
