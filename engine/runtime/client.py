@@ -139,6 +139,7 @@ class EngineClient:
         sampling: p.SamplingParams | None = None,
         max_tokens: int = 512,
         stop: tuple[str, ...] = (),
+        ignore_eos: bool = False,
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
         request_id = self._next_request_id
@@ -151,6 +152,7 @@ class EngineClient:
                 sampling=sampling or p.SamplingParams(),
                 max_tokens=max_tokens,
                 stop=tuple(stop),
+                ignore_eos=ignore_eos,
             )
         )
         return request_id

@@ -66,6 +66,15 @@ class Engine:
         else:
             self._send(p.CommandFailed(command=type(command).__name__, message="Unknown command."))
 
+    def failure_event(self, command: Any, message: str) -> Any:
+        """The event that tells the GUI a command failed, in the form it waits for."""
+        self._state = "idle" if self._session else "no_model"
+        if isinstance(command, p.Generate):
+            return p.GenerationFailed(request_id=command.request_id, message=message)
+        if isinstance(command, p.Load):
+            return p.LoadFailed(path=command.params.path, message=message)
+        return p.CommandFailed(command=type(command).__name__, message=message)
+
     def load(self, params: p.ModelParams) -> None:
         self.unload(quiet=True)  # return the old model's memory before taking more
         self._state = "loading"
@@ -126,6 +135,7 @@ class Engine:
                 command.sampling,
                 max_tokens=command.max_tokens,
                 stop_strings=command.stop,
+                ignore_eos=command.ignore_eos,
                 emit=self._emitter(rid),
                 should_stop=self._stop.is_set,
                 started_at=received_at,

@@ -67,6 +67,7 @@ def generate(
     *,
     max_tokens: int,
     stop_strings: tuple[str, ...],
+    ignore_eos: bool = False,
     emit: Callable[[str], None],
     should_stop: Callable[[], bool],
     started_at: float,
@@ -104,7 +105,7 @@ def generate(
             now = time.perf_counter()
             if n_generated == 0:
                 first_token_at = last_token_at = now
-            if model.is_end_of_generation(token):
+            if model.is_end_of_generation(token) and not ignore_eos:
                 reason = "eos"
                 break
             n_generated += 1

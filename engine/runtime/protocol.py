@@ -93,6 +93,7 @@ class Generate:
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
+    ignore_eos: bool = False  # benchmarks: always generate max_tokens tokens
 
 
 @message

@@ -18,6 +18,7 @@ import queue
 import sys
 import threading
 import time
+import traceback
 from typing import Any, BinaryIO
 
 from engine.runtime import protocol as p
@@ -137,8 +138,14 @@ def main() -> int:
         if isinstance(command, p.Shutdown):
             engine.unload(quiet=True)
             writer.flush(2.0)
-            return 0
-        engine.handle(command, received_at=time.perf_counter())
+            # Exit at once: the reader thread is blocked on stdin, and interpreter shutdown
+            # would wait on it.
+            os._exit(0)
+        try:
+            engine.handle(command, received_at=time.perf_counter())
+        except Exception as exc:  # a bug must not take the loaded model down with it
+            traceback.print_exc()
+            writer.send(engine.failure_event(command, f"Internal error in the engine: {exc!r}"))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# On an NVIDIA machine without network (see docs/performance.md): build the engine's llama.cpp
+# with CUDA, write a Llama-3-8B-shaped Q4_K_M GGUF, and run the given steps.
+#
+# Usage: benchmarks/gpu_run.sh STEP...     steps: decode, tests
+# Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-out}; mkdir -p "$out"
+bash .gpu-bundle/build-cuda.sh .gpu-bundle /tmp/llama >/dev/null
+source /tmp/llama/env.sh
+export PYTHONPATH="$PWD:$PYTHONPATH" PYTHONUNBUFFERED=1
+src=$(ls -d /tmp/llama/llama_cpp_python-*)
+models=/tmp/models; mkdir -p "$models"
+q4="$models/llama3-8b-q4_k_m.gguf"
+if [ ! -f "$q4" ]; then
+  python3 benchmarks/synthetic_gguf.py llama3-8b "$models/llama3-8b-f16.gguf" \
+    --vocab "$src/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf"
+  llama-quantize "$models/llama3-8b-f16.gguf" "$q4" Q4_K_M 16 >"$out/quantize.log" 2>&1
+fi
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+for step in "$@"; do
+  case "$step" in
+    decode) python3 benchmarks/bench_decode.py "$q4" --json | tee "$out/decode.json" ;;
+    tests) HEARTH_GPU_TESTS=1 python3 -m pytest -m gpu -v -p no:cacheprovider tests 2>&1 | tee "$out/gpu-tests.log" ;;
+    *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+done
