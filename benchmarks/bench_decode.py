@@ -26,13 +26,23 @@ GREEDY = p.SamplingParams(temperature=0.0)
 DEFAULT_CHAIN = p.SamplingParams(seed=1234)  # temp 0.7, top-k 40, top-p 0.95, min-p 0.05
 
 
-def hearth_decode(model: str, *, n: int, reps: int, ctx: int, flash_attn: str) -> dict:
+def hearth_decode(
+    model: str, *, n: int, reps: int, ctx: int, flash_attn: str, backend_sampling: bool
+) -> dict:
     events = EventQueue()
     client = EngineClient(events)
     client.start()
     try:
         events.wait_for(p.Ready, timeout=120)
-        client.load(p.ModelParams(path=model, n_ctx=ctx, n_gpu_layers=-1, flash_attn=flash_attn))
+        client.load(
+            p.ModelParams(
+                path=model,
+                n_ctx=ctx,
+                n_gpu_layers=-1,
+                flash_attn=flash_attn,
+                backend_sampling=backend_sampling,
+            )
+        )
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=600)
         if not isinstance(loaded, p.ModelLoaded):
             raise SystemExit(f"load failed: {loaded}")
@@ -89,28 +99,36 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     report = {"model": args.model, "n": args.n, "flash_attn": args.flash_attn}
-    report["hearth"] = hearth_decode(
-        args.model, n=args.n, reps=args.reps, ctx=args.ctx, flash_attn=args.flash_attn
-    )
+    for where, on_backend in (("hearth", False), ("hearth_backend_sampling", True)):
+        report[where] = hearth_decode(
+            args.model,
+            n=args.n,
+            reps=args.reps,
+            ctx=args.ctx,
+            flash_attn=args.flash_attn,
+            backend_sampling=on_backend,
+        )
     if args.llama_bench:
         bench = llama_bench_decode(
             args.llama_bench, args.model, n=args.n, reps=args.reps, flash_attn=args.flash_attn
         )
         report["llama_bench"] = bench
-        for label in ("greedy", "default_chain"):
-            report["hearth"][label]["ratio"] = report["hearth"][label]["tok_s"] / bench["tok_s"]
+        for where in ("hearth", "hearth_backend_sampling"):
+            for label in ("greedy", "default_chain"):
+                row = report[where][label]
+                row["ratio"] = row["tok_s"] / bench["tok_s"]
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    h = report["hearth"]
-    print(
-        f"model: {args.model} ({h['description']}), tg{args.n}, flash attention {args.flash_attn}"
-    )
+    desc = report["hearth"]["description"]
+    print(f"model: {args.model} ({desc}), tg{args.n}, flash attention {args.flash_attn}")
     if "llama_bench" in report:
-        print(f"  llama-bench tg{args.n}:            {report['llama_bench']['tok_s']:8.1f} tok/s")
-    for label in ("greedy", "default_chain"):
-        ratio = f"  ratio {h[label]['ratio']:.3f}" if "ratio" in h[label] else ""
-        print(f"  hearth decode ({label:13s}): {h[label]['tok_s']:8.1f} tok/s{ratio}")
+        print(f"  llama-bench tg{args.n}: {report['llama_bench']['tok_s']:8.1f} tok/s")
+    for where in ("hearth", "hearth_backend_sampling"):
+        for label in ("greedy", "default_chain"):
+            row = report[where][label]
+            ratio = f"  ratio {row['ratio']:.3f}" if "ratio" in row else ""
+            print(f"  {where} ({label}): {row['tok_s']:8.1f} tok/s{ratio}")
     return 0
 
 

@@ -67,14 +67,13 @@ def generate(
     *,
     max_tokens: int,
     stop_strings: tuple[str, ...],
-    ignore_eos: bool = False,
     emit: Callable[[str], None],
     should_stop: Callable[[], bool],
     started_at: float,
+    ignore_eos: bool = False,
 ) -> Outcome:
     """Generate up to `max_tokens` tokens after `prompt`, emitting text as it becomes final."""
-    ctx, model = session.ctx, session.model
-    n_ctx = ctx.info.n_ctx
+    n_ctx = session.ctx.info.n_ctx
     if not prompt:
         raise EngineError("The prompt is empty.")
     if len(prompt) >= n_ctx:
@@ -82,62 +81,81 @@ def generate(
             f"The conversation is {len(prompt)} tokens long but the context holds {n_ctx}. "
             "Start a new chat, shorten the conversation, or load the model with a longer context."
         )
+    sampler = Sampler(session.model, sampling)
+    try:
+        if session.ctx.info.backend_sampling:
+            sampler.attach(session.ctx)
+        reused, prefill_seconds = _prefill(session, prompt, should_stop)
+        loop = _DecodeLoop(session, sampler, StreamingDetokenizer(stop_strings), emit)
+        reason = loop.run(max_tokens, should_stop, ignore_eos)
+    finally:
+        sampler.close()
+    stats = GenerationStats(
+        n_prompt_tokens=len(prompt),
+        n_prompt_tokens_reused=reused,
+        n_generated=loop.n_generated,
+        prefill_seconds=prefill_seconds,
+        time_to_first_token=loop.first_token_at - started_at,
+        decode_seconds=loop.last_token_at - loop.first_token_at,
+    )
+    return Outcome(stop_reason=reason, stats=stats)
 
+
+def _prefill(session: Session, prompt: list[int], should_stop) -> tuple[int, float]:
+    """Compute the prompt's tokens that are not cached yet; return (reused, seconds)."""
+    started = time.perf_counter()
     reused = reuse_cached_prefix(session, prompt)
-    prefill_start = time.perf_counter()
     todo = prompt[reused:]
-    step = ctx.info.n_batch
+    step = session.ctx.info.n_batch
     for start in range(0, len(todo), step):
         if should_stop():
             raise Stopped
-        ctx.decode(todo[start : start + step])
-        session.cached.extend(todo[start : start + step])
-    prefill_seconds = time.perf_counter() - prefill_start
+        batch = todo[start : start + step]
+        session.ctx.decode(batch)
+        session.cached.extend(batch)
+    return reused, time.perf_counter() - started
 
-    sampler = Sampler(model, sampling)
-    detok = StreamingDetokenizer(stop_strings)
-    n_generated = 0
-    first_token_at = last_token_at = time.perf_counter()
-    reason = "max_tokens"
-    try:
-        while n_generated < max_tokens:
-            token = sampler.sample(ctx)
+
+class _DecodeLoop:
+    """One token per step: sample, show, decode. The hot path of the whole app."""
+
+    def __init__(self, session: Session, sampler: Sampler, detok: StreamingDetokenizer, emit):
+        self.session, self.sampler, self.detok, self.emit = session, sampler, detok, emit
+        self.n_generated = 0
+        self.first_token_at = self.last_token_at = time.perf_counter()
+
+    def run(self, max_tokens: int, should_stop, ignore_eos: bool) -> str:
+        try:
+            return self._steps(max_tokens, should_stop, ignore_eos)
+        finally:
+            tail = self.detok.finish()
+            if tail:
+                self.emit(tail)
+
+    def _steps(self, max_tokens: int, should_stop, ignore_eos: bool) -> str:
+        session, model, ctx = self.session, self.session.model, self.session.ctx
+        sample, detok, emit = self.sampler.sample, self.detok, self.emit
+        n_ctx = ctx.info.n_ctx
+        while self.n_generated < max_tokens:
+            token = sample(ctx)
             now = time.perf_counter()
-            if n_generated == 0:
-                first_token_at = last_token_at = now
-            if model.is_end_of_generation(token) and not ignore_eos:
-                reason = "eos"
-                break
-            n_generated += 1
-            last_token_at = now
+            if self.n_generated == 0:
+                self.first_token_at = self.last_token_at = now
+            if not ignore_eos and model.is_end_of_generation(token):
+                return "eos"
+            self.n_generated += 1
+            self.last_token_at = now
             text = detok.feed(model.token_bytes(token))
             if text:
                 emit(text)
             if detok.stopped:
-                reason = "stop_string"
-                break
+                return "stop_string"
             if should_stop():
-                reason = "stopped"
-                break
-            if n_generated >= max_tokens:
+                return "stopped"
+            if self.n_generated >= max_tokens:
                 break
             if len(session.cached) + 1 >= n_ctx:
-                reason = "context_full"
-                break
+                return "context_full"
             ctx.decode_one(token)
             session.cached.append(token)
-        tail = detok.finish()
-        if tail:
-            emit(tail)
-    finally:
-        sampler.close()
-
-    stats = GenerationStats(
-        n_prompt_tokens=len(prompt),
-        n_prompt_tokens_reused=reused,
-        n_generated=n_generated,
-        prefill_seconds=prefill_seconds,
-        time_to_first_token=first_token_at - started_at,
-        decode_seconds=last_token_at - first_token_at,
-    )
-    return Outcome(stop_reason=reason, stats=stats)
+        return "max_tokens"

@@ -166,6 +166,7 @@ class ContextInfo:
     n_ctx: int
     n_batch: int
     flash_attn: str
+    backend_sampling: bool
 
 
 class Context:
@@ -203,6 +204,7 @@ class Context:
             n_ctx=C.llama_n_ctx(handle),
             n_batch=C.llama_n_batch(handle),
             flash_attn=params.flash_attn,
+            backend_sampling=params.backend_sampling,
         )
 
     @property
@@ -264,6 +266,7 @@ class Sampler:
     def __init__(self, model: Model, sp: SamplingParams):
         chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
         self._handle = chain
+        self._attached_to: Context | None = None
         add = lambda s: C.llama_sampler_chain_add(chain, s)  # noqa: E731
         if sp.repeat_penalty != 1.0 and sp.repeat_last_n != 0:
             add(
@@ -283,14 +286,25 @@ class Sampler:
         add(C.llama_sampler_init_temp(sp.temperature))
         add(C.llama_sampler_init_dist(sp.seed & 0xFFFFFFFF))
 
+        self._attached_to: Context | None = None
+
+    def attach(self, ctx: Context) -> bool:
+        """Run the chain inside the model's graph on the output device (llama.cpp's backend
+        sampling): only the chosen token comes back instead of the whole vocabulary's logits.
+        False if llama.cpp cannot (then sampling stays on the CPU)."""
+        if C.llama_set_sampler(ctx.handle, 0, self._handle):
+            self._attached_to = ctx
+            return True
+        return False
+
     def sample(self, ctx: Context) -> int:
         """Pick the next token from the last decoded position (and record it for penalties)."""
         return C.llama_sampler_sample(self._handle, ctx.handle, -1)
 
-    def accept(self, token: int) -> None:
-        C.llama_sampler_accept(self._handle, token)
-
     def close(self) -> None:
+        if self._attached_to is not None:
+            C.llama_set_sampler(self._attached_to.handle, 0, None)
+            self._attached_to = None
         if self._handle is not None:
             C.llama_sampler_free(self._handle)
             self._handle = None

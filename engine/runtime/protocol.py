@@ -66,6 +66,9 @@ class ModelParams:
     n_ubatch: int = 512
     n_threads: int = 0  # 0: number of physical cores
     use_mmap: bool = True
+    # Sample inside the model's graph on the GPU (llama.cpp's experimental backend sampling),
+    # so only the chosen token is copied back each step instead of every logit.
+    backend_sampling: bool = False
 
 
 @message

@@ -149,3 +149,19 @@ def test_close_ends_the_worker_without_a_crash_report(starter_path):
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     with pytest.raises(TimeoutError):
         running.events.wait_for(EngineCrashed, timeout=1.0)
+
+
+@pytest.mark.parametrize("sampling", [GREEDY, p.SamplingParams(seed=42)], ids=["greedy", "seeded"])
+def test_sampling_inside_the_graph_picks_the_same_tokens_as_on_the_cpu(starter_path, sampling):
+    texts = []
+    for on_backend in (False, True):
+        running = RunningEngine()
+        try:
+            loaded = running.load(starter_path, n_ctx=1024, backend_sampling=on_backend)
+            assert isinstance(loaded, p.ModelLoaded)
+            out, done = running.run(prompt=STORY, sampling=sampling, max_tokens=40)
+            assert isinstance(done, p.GenerationDone) and done.stats.n_generated == 40
+            texts.append("".join(out))
+        finally:
+            running.close()
+    assert texts[0] == texts[1]

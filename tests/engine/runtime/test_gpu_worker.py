@@ -1,0 +1,27 @@
+"""The engine worker on an NVIDIA GPU with the CUDA build (run by benchmarks/gpu_run.sh tests)."""
+
+import pytest
+
+from engine.runtime import protocol as p
+
+from .conftest import GREEDY
+
+pytestmark = pytest.mark.gpu
+
+STORY = "Once upon a time, in a small village by the sea,"
+
+
+def test_all_layers_on_the_gpu_with_flash_attention_give_stable_greedy_output(engine, starter_path):
+    loaded = engine.load(starter_path, n_ctx=2048, n_gpu_layers=-1, flash_attn="on")
+    assert isinstance(loaded, p.ModelLoaded), loaded
+    assert loaded.n_gpu_layers == loaded.n_layers
+    first, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=32)
+    second, _ = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=32)
+    assert isinstance(done, p.GenerationDone) and done.stats.n_generated == 32
+    assert "".join(first) == "".join(second)
+
+    engine.client.request_memory_report()
+    report = engine.events.wait_for(p.MemoryReport, timeout=30)
+    gpus = [d for d in report.devices if d.name.upper().startswith("CUDA")]
+    assert gpus, report.devices
+    assert gpus[0].total_bytes > 1 << 30
