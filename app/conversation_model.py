@@ -1,0 +1,114 @@
+"""The visible conversation as a Qt list model: one row per message.
+
+A model + delegate (rather than one widget per message) keeps a 1,000-message chat cheap: only
+the rows on screen are painted, and the rows can later come from the conversation store.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
+
+from engine.runtime import protocol as p
+
+ROLE_USER = "user"
+ROLE_ASSISTANT = "assistant"
+
+# Custom item-data roles the delegate reads.
+MessageRole = Qt.ItemDataRole.UserRole + 1  # the ChatEntry itself
+VersionRole = Qt.ItemDataRole.UserRole + 2  # bumps on every change, for the delegate's cache
+
+_STOP_REASONS = {
+    "eos": "end of reply",
+    "stop_string": "stop string",
+    "max_tokens": "token limit reached",
+    "stopped": "stopped",
+    "context_full": "context full",
+}
+
+
+@dataclass(frozen=True)
+class ChatEntry:
+    role: str
+    text: str
+    author: str = ""  # who wrote it, as shown above the bubble (the model's name for replies)
+    footer: str = ""  # the stats line under a finished reply, or why it ended
+    streaming: bool = False
+    failed: bool = False  # a reply that ended in an error; not sent back to the model
+    version: int = 0
+
+
+def stats_line(done: p.GenerationDone) -> str:
+    """ "42.1 tok/s · 0.12 s to first token · 128 tokens · end of reply" """
+    stats = done.stats
+    reason = _STOP_REASONS.get(done.stop_reason, done.stop_reason)
+    tokens = "1 token" if stats.n_generated == 1 else f"{stats.n_generated} tokens"
+    return (
+        f"{stats.decode_tokens_per_second:.1f} tok/s · "
+        f"{stats.time_to_first_token:.2f} s to first token · {tokens} · {reason}"
+    )
+
+
+class ConversationModel(QAbstractListModel):
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self._entries: list[ChatEntry] = []
+
+    # -- Qt model interface ---------------------------------------------------------------------
+
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:  # noqa: B008
+        return 0 if parent.isValid() else len(self._entries)
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = 0):
+        if not index.isValid() or not 0 <= index.row() < len(self._entries):
+            return None
+        entry = self._entries[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return entry.text
+        if role == MessageRole:
+            return entry
+        if role == VersionRole:
+            return entry.version
+        return None
+
+    # -- editing --------------------------------------------------------------------------------
+
+    def entries(self) -> list[ChatEntry]:
+        return list(self._entries)
+
+    def entry(self, row: int) -> ChatEntry:
+        return self._entries[row]
+
+    def append(self, entry: ChatEntry) -> int:
+        row = len(self._entries)
+        self.beginInsertRows(QModelIndex(), row, row)
+        self._entries.append(entry)
+        self.endInsertRows()
+        return row
+
+    def append_text(self, row: int, text: str) -> None:
+        entry = self._entries[row]
+        self._update(row, text=entry.text + text)
+
+    def finish(self, row: int, footer: str, *, failed: bool = False) -> None:
+        self._update(row, footer=footer, streaming=False, failed=failed)
+
+    def clear(self) -> None:
+        self.beginResetModel()
+        self._entries.clear()
+        self.endResetModel()
+
+    def _update(self, row: int, **changes) -> None:
+        entry = self._entries[row]
+        self._entries[row] = replace(entry, version=entry.version + 1, **changes)
+        index = self.index(row)
+        self.dataChanged.emit(index, index)
+
+    def chat_messages(self) -> list[p.ChatMessage]:
+        """What the model sees: finished messages with text, failed replies left out."""
+        return [
+            p.ChatMessage(role=e.role, content=e.text)
+            for e in self._entries
+            if not e.streaming and not e.failed and e.text.strip()
+        ]

