@@ -166,16 +166,22 @@ class Engine:
         from engine.chat import ChatTemplateError, format_chat_prompt
 
         try:
-            text, _ = format_chat_prompt(
+            text, how = format_chat_prompt(
                 model.chat_template(),
                 [{"role": m.role, "content": m.content} for m in command.messages],
                 architecture=model.meta("general.architecture"),
+                model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),
                 eos_token=model.eos_text(),
                 add_generation_prompt=True,
             )
         except ChatTemplateError as exc:
             raise ValueError(str(exc)) from None
+        if how != self._template_note:
+            # Said once per change: a model whose own template failed falls back silently
+            # otherwise, and a template that tried something unsafe is worth knowing about.
+            print(f"hearth worker: chat template: {how}", flush=True)
+            self._template_note = how
         bos = model.bos_text()
         if model.adds_bos() and bos and text.startswith(bos):
             text = text[len(bos) :]  # the tokenizer adds BOS itself: never two

@@ -165,3 +165,19 @@ def test_sampling_inside_the_graph_picks_the_same_tokens_as_on_the_cpu(starter_p
         finally:
             running.close()
     assert texts[0] == texts[1]
+
+
+def test_a_chat_is_rendered_with_the_models_template_and_the_next_turn_reuses_the_cache(
+    loaded_engine,
+):
+    history = [p.ChatMessage(role="user", content="What is 2+2?")]
+    first, done = loaded_engine.run(messages=history, sampling=GREEDY, max_tokens=40)
+    assert isinstance(done, p.GenerationDone), done
+    assert "4" in "".join(first)
+    assert "<|im_end|>" not in "".join(first)  # the end-of-turn token ends it, unseen
+    history += [
+        p.ChatMessage(role="assistant", content="".join(first)),
+        p.ChatMessage(role="user", content="And 3+3?"),
+    ]
+    _, done2 = loaded_engine.run(messages=history, sampling=GREEDY, max_tokens=20)
+    assert done2.stats.n_prompt_tokens_reused >= done.stats.n_prompt_tokens
