@@ -102,14 +102,6 @@ class EngineBridge(QObject):
         return self._model
 
     @property
-    def loading_params(self) -> p.ModelParams | None:
-        return self._loading_params
-
-    @property
-    def current_request(self) -> int | None:
-        return self._request_id
-
-    @property
     def crashed_while_loading(self) -> p.ModelParams | None:
         """The model whose loading crashed the engine, if that is how it crashed."""
         return self._crashed_while_loading
@@ -121,9 +113,6 @@ class EngineBridge(QObject):
         last model that loaded successfully wins.
         """
         return self._last_good_params or self._loading_params
-
-    def last_lines(self) -> tuple[str, ...]:
-        return self._client.last_lines()
 
     # -- commands -------------------------------------------------------------------------------
 
@@ -174,10 +163,16 @@ class EngineBridge(QObject):
             self._send(self._client.stop)
 
     def unload(self) -> None:
-        if self._model is not None or self._state == STATE_LOADING:
-            self._send(self._client.unload)
-            self._model = None
-            self._loading_params = None
+        """Free the model (and its VRAM); the worker keeps running."""
+        if self._model is None and self._state != STATE_LOADING:
+            return
+        if self._state == STATE_GENERATING:
+            self._send(self._client.stop)
+        self._send(self._client.unload)
+        self._model = None
+        self._loading_params = None
+        self._request_id = None
+        self._set_state(STATE_NO_MODEL)
 
     def set_worker_env(self, env: dict[str, str] | None) -> None:
         """The worker's environment from the next (re)start on; None: the GUI's own."""

@@ -214,8 +214,12 @@ class MainWindow(QMainWindow):
 
     def load_model(self, path: Path) -> None:
         """Load a file already known to be good (the starter model) without re-checking it."""
-        self.bridge.load(model_params_for(path))
-        self._show_loading(path)
+        self._load_params(model_params_for(path))
+
+    def _load_params(self, params: p.ModelParams) -> None:
+        self.engine_banner.hide()
+        self.bridge.load(params)
+        self._show_loading(Path(params.path))
 
     def explain_no_model(self) -> None:
         self.file_banner.show_message(
@@ -288,7 +292,7 @@ class MainWindow(QMainWindow):
         if previous is not None and Path(previous.path) != Path(failed.path):
             actions.insert(
                 0,
-                (f"Load {display_name(previous.path)} again", lambda: self.bridge.load(previous)),
+                (f"Load {display_name(previous.path)} again", lambda: self._load_params(previous)),
             )
         self.engine_banner.show_message(
             b.ERROR, f"Could not load {display_name(failed.path)}", failed.message, actions=actions

@@ -231,3 +231,16 @@ def test_nothing_is_emitted_after_shutdown(qtbot, bridge, tmp_path):
     client.crash()
     qtbot.wait(3 * FLUSH_INTERVAL_MS)
     assert crashes == []
+
+
+def test_unload_mid_reply_stops_frees_and_ignores_the_late_end(qtbot, bridge, tmp_path):
+    client = load_fake_model(qtbot, bridge, tmp_path / "a.gguf")
+    request_id = bridge.generate([p.ChatMessage(role="user", content="hi")])
+    client.commands.clear()
+    bridge.unload()
+    assert client.names() == ["stop", "unload"]
+    assert bridge.state == STATE_NO_MODEL and bridge.model is None
+    client.emit(done(request_id, stop_reason="stopped"))
+    qtbot.wait(3 * FLUSH_INTERVAL_MS)
+    assert bridge.state == STATE_NO_MODEL
+    assert bridge.generate([p.ChatMessage(role="user", content="hi")]) is None

@@ -38,14 +38,20 @@ def starter_loaded(qtbot, bridge, window, starter_model) -> FakeEngineClient:
     return client_of(bridge)
 
 
+def _drag_enter(point: QPointF, actions, mime: QMimeData) -> QDragEnterEvent:
+    args = (actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    try:
+        return QDragEnterEvent(point, *args)  # PySide6 6.12 on
+    except TypeError:
+        return QDragEnterEvent(point.toPoint(), *args)  # before 6.12: a QPoint only
+
+
 def _drop(window: MainWindow, *paths: Path) -> QDropEvent:
     mime = QMimeData()
     mime.setUrls([QUrl.fromLocalFile(str(path)) for path in paths])
     point = QPointF(window.width() / 2, window.height() / 2)
     actions = Qt.DropAction.CopyAction
-    enter = QDragEnterEvent(
-        point.toPoint(), actions, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier
-    )
+    enter = _drag_enter(point, actions, mime)
     QApplication.sendEvent(window, enter)
     assert enter.isAccepted(), "the window refused the drag"
     drop = QDropEvent(
@@ -153,7 +159,7 @@ def test_a_drop_onto_the_message_box_opens_the_model(qtbot, window, bridge, star
     point = QPointF(target.rect().center())
     args = (Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton,
             Qt.KeyboardModifier.NoModifier)  # fmt: skip
-    QApplication.sendEvent(target, QDragEnterEvent(point.toPoint(), *args))
+    QApplication.sendEvent(target, _drag_enter(point, *args[:2]))
     QApplication.sendEvent(target, QDropEvent(point, *args))
     assert window.chat_view.input.toPlainText() == ""
     assert client_of(bridge).commands == [("load", p.ModelParams(path=str(starter_model)))]
