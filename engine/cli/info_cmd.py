@@ -1,0 +1,70 @@
+"""`hearth info MODEL`: show what a GGUF file holds, reading only its header.
+
+MODEL is a local path, or `hf://OWNER/REPO/FILE.gguf` (optionally `@REVISION` at the end) for a
+file on the Hub, read with HTTP Range requests without downloading the weights. Exit status 0
+on success, 2 when the file is not a usable GGUF (the reason goes to stderr).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from engine.gguf import GGUFError, ModelInfo, read_model_info
+from engine.gguf.summary import human_bytes
+
+HUB_PREFIX = "hf://"
+LOCAL_DEADLINE_S = 10.0
+REMOTE_DEADLINE_S = 60.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", metavar="MODEL", help="a .gguf path, or hf://OWNER/REPO/FILE")
+    parser.add_argument("--json", action="store_true", help="print everything as JSON")
+    parser.add_argument("--tensors", action="store_true", help="also list every tensor")
+
+
+def parse_hub_spec(spec: str) -> tuple[str, str, str]:
+    """`hf://owner/repo/path/file.gguf[@revision]` -> (repo_id, filename, revision)."""
+    rest = spec.removeprefix(HUB_PREFIX)
+    revision = "main"
+    if "@" in rest:
+        rest, revision = rest.rsplit("@", 1)
+    parts = rest.split("/")
+    if len(parts) < 3 or not all(parts):
+        raise ValueError(f"{spec!r} is not of the form hf://OWNER/REPO/FILE.gguf[@REVISION]")
+    return "/".join(parts[:2]), "/".join(parts[2:]), revision
+
+
+def read(model: str) -> ModelInfo:
+    if model.startswith(HUB_PREFIX):
+        from engine.gguf.remote import HubFileSource
+
+        repo_id, filename, revision = parse_hub_spec(model)
+        source = HubFileSource(repo_id, filename, revision=revision)
+        return read_model_info(source, deadline_s=REMOTE_DEADLINE_S)
+    return read_model_info(model, deadline_s=LOCAL_DEADLINE_S)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        info = read(args.model)
+    except GGUFError as exc:
+        print(f"hearth info: {exc.user_message(args.model)}", file=sys.stderr)
+        return 2
+    except ValueError as exc:
+        print(f"hearth info: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        json.dump(info.to_dict(tensors=args.tensors), sys.stdout, indent=2)
+        print()
+        return 0
+    for line in info.summary_lines():
+        print(line)
+    if args.tensors:
+        print()
+        for t in info.tensors:
+            shape = " x ".join(map(str, t.shape))
+            print(f"  {t.name:<48} {t.type_name:<8} {shape:<24} {human_bytes(t.n_bytes):>10}")
+    return 0
