@@ -2,7 +2,7 @@
 # On an NVIDIA machine without network (see docs/performance.md): build the engine's llama.cpp
 # with CUDA, write a Llama-3-8B-shaped Q4_K_M GGUF, and run the given steps.
 #
-# Usage: benchmarks/gpu_run.sh STEP...     steps: decode, tests
+# Usage: benchmarks/gpu_run.sh STEP...     steps: bench, bench-q8, bench-cpu-sampling, tests
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,7 +21,11 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 for step in "$@"; do
   case "$step" in
-    decode) python3 benchmarks/bench_decode.py "$q4" --json | tee "$out/decode.json" ;;
+    bench) python3 -m app.launcher bench "$q4" --kv f16 | tee "$out/bench-f16.txt" ;;
+    bench-q8) python3 -m app.launcher bench "$q4" --kv q8_0 | tee "$out/bench-q8_0.txt" ;;
+    bench-cpu-sampling)
+      python3 -m app.launcher bench "$q4" --cpu-sampling --decode 128 --depth 0 \
+        | tee "$out/bench-cpu-sampling.txt" ;;
     tests) HEARTH_GPU_TESTS=1 python3 -m pytest -m gpu -v -p no:cacheprovider tests 2>&1 | tee "$out/gpu-tests.log" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

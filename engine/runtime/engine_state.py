@@ -108,6 +108,7 @@ class Engine:
                 flash_attn=ctx.info.flash_attn,
                 chat_template=self._template_note,
                 load_seconds=time.perf_counter() - started,
+                n_vocab=model.n_vocab,
             )
         )
 
@@ -159,6 +160,11 @@ class Engine:
 
     def _prompt_tokens(self, session: Session, command: p.Generate) -> list[int]:
         model = session.model
+        if command.prompt_tokens:
+            bad = [t for t in command.prompt_tokens if not 0 <= t < model.n_vocab]
+            if bad:
+                raise ValueError(f"Token id {bad[0]} is outside the vocabulary.")
+            return list(command.prompt_tokens)
         if command.prompt is not None:
             return model.tokenize(command.prompt, add_special=True)
         if not command.messages:

@@ -87,12 +87,13 @@ class Load:
 
 @message
 class Generate:
-    """Generate a reply. Give either `messages` (rendered with the model's chat template) or a
-    raw `prompt` (used as it is, for base models and benchmarks)."""
+    """Generate a reply. Give `messages` (rendered with the model's chat template), a raw
+    `prompt` (used as it is, for base models), or `prompt_tokens` (benchmarks: exact lengths)."""
 
     request_id: int
     messages: tuple[ChatMessage, ...] = ()
     prompt: str | None = None
+    prompt_tokens: tuple[int, ...] = ()
     sampling: SamplingParams = field(default_factory=SamplingParams)
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
@@ -147,6 +148,7 @@ class ModelLoaded:
     flash_attn: str
     chat_template: str  # where the chat template comes from, for display
     load_seconds: float
+    n_vocab: int = 0
 
 
 @message

@@ -1,0 +1,50 @@
+"""`hearth bench` end to end on the CPU with the starter model (quick settings)."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from engine.benchmark.report import Comparison, compare
+
+FIGURES = {
+    "load_s": 1.0,
+    "prefill_tok_s": 950.0,
+    "time_to_first_token_s": 0.055,
+    "decode_128_tok_s": 264.0,
+    "decode_at_depth_tok_s": 200.0,
+}
+
+
+def test_the_benchmark_reports_every_figure_without_llama_bench():
+    cmd = [sys.executable, "-m", "app.launcher", "bench", "--reps", "1", "--prompt", "64"]
+    cmd += ["--decode", "16", "64", "--depth", "256", "--no-llama-bench", "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
+    report = json.loads(done.stdout)
+    hearth = report["hearth"]
+    for key in ("load_s", "prefill_tok_s", "time_to_first_token_s", "decode_16_tok_s",
+                "decode_64_tok_s", "decode_at_depth_tok_s", "peak_worker_rss_bytes"):  # fmt: skip
+        assert hearth[key] > 0, key
+    assert {row["metric"] for row in report["rows"]} >= {"load", "prefill", "decode at depth"}
+    assert all(row["ratio"] is None for row in report["rows"])
+
+
+@pytest.mark.parametrize(
+    "metric, reference, target_met",
+    [
+        ("decode 128", {"decode_128_tok_s": 270.0}, True),  # 264 / 270 = 0.978 >= 0.97
+        ("decode 128", {"decode_128_tok_s": 276.0}, False),  # 0.957
+        ("time to first token", {"prefill_s": 0.05}, True),  # 1.1 x 0.05 >= 0.055
+        ("time to first token", {"prefill_s": 0.049}, False),
+        ("load", {"load_s": 0.8}, False),  # 1.25 > 1.2
+    ],
+)
+def test_ratios_are_held_to_their_targets(metric, reference, target_met):
+    rows = {row.metric: row for row in compare(FIGURES, reference)}
+    assert rows[metric].meets_target is target_met
+
+
+def test_a_figure_without_a_reference_has_no_verdict():
+    row = Comparison("prefill", 10.0, "tok/s", None, ">= 0.95")
+    assert row.ratio is None and row.meets_target is None
