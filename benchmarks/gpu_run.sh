@@ -28,8 +28,9 @@ for step in "$@"; do
         | tee "$out/bench-cpu-sampling.txt" ;;
     tests)  # the GPU machine has no PySide6 or Hypothesis: collect only the GPU test files
       mapfile -t files < <(grep -rl "pytestmark = pytest.mark.gpu" tests)
-      HEARTH_GPU_TESTS=1 python3 -m pytest -v -p no:cacheprovider "${files[@]}" 2>&1 \
-        | tee "$out/gpu-tests.log" ;;
+      HEARTH_GPU_TESTS=1 HEARTH_GPU_TEST_MODEL="$q4" \
+        python3 -m pytest -v -p no:cacheprovider "${files[@]}" 2>&1 | tee "$out/gpu-tests.log" \
+        || echo "GPU TESTS FAILED" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done

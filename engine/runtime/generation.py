@@ -26,8 +26,28 @@ class Session:
     model: Model
     ctx: Context
     cached: list[int] = field(default_factory=list)
+    _sampler: Sampler | None = None
+    _sampler_params: SamplingParams | None = None
+
+    def sampler_for(self, sampling: SamplingParams) -> Sampler:
+        """The sampler chain for these settings, kept while they stay the same: attaching a
+        new chain to the graph makes llama.cpp reserve its compute graph again (milliseconds
+        on the first token of every reply)."""
+        if self._sampler is not None and self._sampler_params == sampling:
+            self._sampler.reset()
+            return self._sampler
+        if self._sampler is not None:
+            self._sampler.close()
+        self._sampler = Sampler(self.model, sampling)
+        self._sampler_params = sampling
+        if self.ctx.info.backend_sampling:
+            self._sampler.attach(self.ctx)
+        return self._sampler
 
     def close(self) -> None:
+        if self._sampler is not None:
+            self._sampler.close()
+            self._sampler = None
         self.ctx.close()
         self.model.close()
         self.cached = []
@@ -81,15 +101,10 @@ def generate(
             f"The conversation is {len(prompt)} tokens long but the context holds {n_ctx}. "
             "Start a new chat, shorten the conversation, or load the model with a longer context."
         )
-    sampler = Sampler(session.model, sampling)
-    try:
-        if session.ctx.info.backend_sampling:
-            sampler.attach(session.ctx)
-        reused, prefill_seconds = _prefill(session, prompt, should_stop)
-        loop = _DecodeLoop(session, sampler, StreamingDetokenizer(stop_strings), emit)
-        reason = loop.run(max_tokens, should_stop, ignore_eos)
-    finally:
-        sampler.close()
+    sampler = session.sampler_for(sampling)
+    reused, prefill_seconds = _prefill(session, prompt, should_stop)
+    loop = _DecodeLoop(session, sampler, StreamingDetokenizer(stop_strings), emit)
+    reason = loop.run(max_tokens, should_stop, ignore_eos)
     stats = GenerationStats(
         n_prompt_tokens=len(prompt),
         n_prompt_tokens_reused=reused,
@@ -113,6 +128,7 @@ def _prefill(session: Session, prompt: list[int], should_stop) -> tuple[int, flo
         batch = todo[start : start + step]
         session.ctx.decode(batch)
         session.cached.extend(batch)
+    session.ctx.synchronize()  # the clock must stop when the work is done, not queued
     return reused, time.perf_counter() - started
 
 

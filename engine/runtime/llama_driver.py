@@ -228,6 +228,10 @@ class Context:
         """Drop cached tokens at `position` and after; False if the cache cannot do that."""
         return bool(C.llama_memory_seq_rm(self.memory, 0, position, -1))
 
+    def synchronize(self) -> None:
+        """Wait for the device: llama_decode returns once work is queued, not done."""
+        C.llama_synchronize(self.handle)
+
     def decode(self, tokens: list[int]) -> None:
         """Run the model over `tokens` (appended after what is cached), in batches."""
         step = self.info.n_batch
@@ -296,6 +300,10 @@ class Sampler:
             self._attached_to = ctx
             return True
         return False
+
+    def reset(self) -> None:
+        """Start over (a new draw from the seed, no penalty history) for a new generation."""
+        C.llama_sampler_reset(self._handle)
 
     def sample(self, ctx: Context) -> int:
         """Pick the next token from the last decoded position (and record it for penalties)."""

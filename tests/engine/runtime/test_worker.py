@@ -181,3 +181,13 @@ def test_a_chat_is_rendered_with_the_models_template_and_the_next_turn_reuses_th
     ]
     _, done2 = loaded_engine.run(messages=history, sampling=GREEDY, max_tokens=20)
     assert done2.stats.n_prompt_tokens_reused >= done.stats.n_prompt_tokens
+
+
+def test_a_fixed_seed_draws_the_same_reply_again(loaded_engine):
+    seeded = p.SamplingParams(temperature=1.0, seed=7)
+    first, _ = loaded_engine.run(prompt=STORY, sampling=seeded, max_tokens=30)
+    second, _ = loaded_engine.run(prompt=STORY, sampling=seeded, max_tokens=30)
+    reseeded = p.SamplingParams(temperature=1.0, seed=8)
+    other, _ = loaded_engine.run(prompt=STORY, sampling=reseeded, max_tokens=30)
+    assert "".join(first) == "".join(second)
+    assert "".join(other) != "".join(first)
