@@ -22,6 +22,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 for step in "$@"; do
   case "$step" in
     bench) python3 -m app.launcher bench "$q4" --kv f16 | tee "$out/bench-f16.txt" ;;
+    diag-prefill)
+      python3 benchmarks/diag_prefill.py "$q4" 2>/dev/null | tee "$out/diag-prefill.txt"
+      llama-bench -m "$q4" -p 512 -n 0 -fa 1 -r 5 | tee -a "$out/diag-prefill.txt"
+      python3 -m app.launcher bench "$q4" --decode 128 --depth 0 | tee "$out/bench-small-ctx.txt" ;;
     bench-q8) python3 -m app.launcher bench "$q4" --kv q8_0 | tee "$out/bench-q8_0.txt" ;;
     bench-cpu-sampling)
       python3 -m app.launcher bench "$q4" --cpu-sampling --decode 128 --depth 0 \

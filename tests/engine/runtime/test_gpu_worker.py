@@ -32,13 +32,18 @@ def gpu_model_path() -> str:
 def test_all_layers_on_the_gpu_with_flash_attention_give_stable_greedy_output(
     engine, gpu_model_path
 ):
-    loaded = engine.load(gpu_model_path, n_ctx=2048, n_gpu_layers=-1, flash_attn="on")
-    assert isinstance(loaded, p.ModelLoaded), loaded
-    assert loaded.n_gpu_layers == loaded.n_layers
-    first, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=32)
-    second, _ = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=32)
-    assert isinstance(done, p.GenerationDone) and done.stats.n_generated == 32
-    assert "".join(first) == "".join(second)
+    replies = []
+    for _ in range(2):
+        # A fresh load each time, so both runs compute the same batch shapes: a prompt whose
+        # cache is reused computes its last token alone, and GPU kernels round differently
+        # for other shapes (with random weights that flips near-ties in the argmax).
+        loaded = engine.load(gpu_model_path, n_ctx=2048, n_gpu_layers=-1, flash_attn="on")
+        assert isinstance(loaded, p.ModelLoaded), loaded
+        assert loaded.n_gpu_layers == loaded.n_layers
+        text, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=32)
+        assert isinstance(done, p.GenerationDone) and done.stats.n_generated == 32
+        replies.append("".join(text))
+    assert replies[0] == replies[1]
 
     engine.client.request_memory_report()
     report = engine.events.wait_for(p.MemoryReport, timeout=30)
