@@ -83,9 +83,11 @@ class Engine:
         try:
             model = llama.Model(params)
             ctx = llama.Context(model, params)
+            ctx.warm_up()
         except llama.EngineError as exc:
-            if model is not None:
-                model.close()
+            for handle in (ctx, model):
+                if handle is not None:
+                    handle.close()
             self._state = "no_model"
             self._send(p.LoadFailed(path=params.path, message=str(exc)))
             return

@@ -228,6 +228,18 @@ class Context:
         """Drop cached tokens at `position` and after; False if the cache cannot do that."""
         return bool(C.llama_memory_seq_rm(self.memory, 0, position, -1))
 
+    def warm_up(self) -> None:
+        """Run the model once on two tokens and forget them, as llama.cpp's own programs do
+        after loading: the first real prompt then does not pay for loading kernels."""
+        vocab = self.model.vocab
+        tokens = [t for t in (C.llama_vocab_bos(vocab), C.llama_vocab_eos(vocab)) if t >= 0]
+        if not tokens:
+            tokens = [0]
+        arr = (C.llama_token * len(tokens))(*tokens)
+        C.llama_decode(self.handle, C.llama_batch_get_one(arr, len(tokens)))
+        C.llama_synchronize(self.handle)
+        self.clear()
+
     def synchronize(self) -> None:
         """Wait for the device: llama_decode returns once work is queued, not done."""
         C.llama_synchronize(self.handle)
