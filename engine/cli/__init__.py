@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("engine.cli.chat_cmd", "chat with a model in the terminal, or answer one --prompt"),
     "info": ("engine.cli.info_cmd", "show what a GGUF file holds (header only, no weights read)"),
     "hw": ("engine.cli.hw_cmd", "show the GPUs and memory Hearth can use"),
+    "plan": ("engine.cli.plan_cmd", "show how a model fits your GPU: quant, context, KV, layers"),
     "bench": ("engine.cli.bench_cmd", "measure Hearth's speed beside llama.cpp's llama-bench"),
 }
 

@@ -1,0 +1,140 @@
+"""`hearth plan MODEL [MODEL...] [--vram GB] [--ctx N]`: how a model would fit, without loading it.
+
+Each MODEL is a local .gguf or hf://OWNER/REPO/FILE.gguf (read with ranged requests, header
+only); several MODELs are candidate files of one model (quantizations) to choose among. The
+devices are detected, or, with --vram, one CUDA GPU with that much free memory is assumed (to
+plan for another card). Exit status: 0 when the plan fits, 1 when nothing fits (the nearest
+options are printed), 2 when a file cannot be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TextIO
+
+from engine.cli.info_cmd import read
+from engine.gguf import GGUFError
+from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
+from engine.planner.kv_cache import KV_TYPES
+from engine.planner.records import PREFERENCES
+
+GIB = 1024**3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "models", nargs="+", metavar="MODEL", help=".gguf path or hf://OWNER/REPO/FILE"
+    )
+    parser.add_argument(
+        "--vram", type=float, metavar="GB", help="plan for one GPU with GB GiB free"
+    )
+    parser.add_argument("--ram", type=float, metavar="GB", help="system RAM the plan may use (GiB)")
+    parser.add_argument("--ctx", type=int, metavar="N", help="target context (tokens)")
+    parser.add_argument("--min-ctx", type=int, default=2048, metavar="N", help="minimum context")
+    parser.add_argument("--prefer", choices=PREFERENCES, default="quality")
+    parser.add_argument(
+        "--kv", default=",".join(KV_TYPES), help="allowed KV cache types (default: %(default)s)"
+    )
+    parser.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
+    parser.add_argument("--backend", default="cuda", help="backend assumed with --vram")
+    parser.add_argument("--bandwidth", type=float, metavar="GB/s", help="GPU bandwidth with --vram")
+    parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+
+
+def build_request(args: argparse.Namespace) -> PlanRequest:
+    options: dict = {
+        "target_ctx": args.ctx,
+        "min_ctx": args.min_ctx,
+        "preference": args.prefer,
+        "kv_types": tuple(k.strip() for k in args.kv.split(",") if k.strip()),
+        "flash_attn": args.flash_attn,
+    }
+    if args.ram is not None:
+        options["host_budget_bytes"] = int(args.ram * GIB)
+    if args.vram is not None:
+        free = int(args.vram * GIB)
+        budget = max(0, free - safety_margin(free))
+        gpu = DeviceBudget("gpu0", f"{args.vram:g} GiB GPU", args.backend, budget, args.bandwidth)
+        return PlanRequest(gpus=(gpu,), **options)
+    from engine.hardware import detect_devices
+    from engine.planner import request_for_devices
+
+    return request_for_devices(detect_devices(), **options)
+
+
+def run(args: argparse.Namespace) -> int:
+    infos = []
+    for model in args.models:
+        try:
+            infos.append(read(model))
+        except GGUFError as exc:
+            print(f"hearth plan: {exc.user_message(model)}", file=sys.stderr)
+            return 2
+        except ValueError as exc:
+            print(f"hearth plan: {exc}", file=sys.stderr)
+            return 2
+    try:
+        request = build_request(args)
+    except ValueError as exc:
+        print(f"hearth plan: {exc}", file=sys.stderr)
+        return 2
+    result = Planner(infos).plan(request)
+    if args.json:
+        json.dump(result.to_dict(), sys.stdout, indent=2)
+        print()
+    else:
+        print_plan(result, sys.stdout)
+    return 0 if result.fits else 1
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / GIB:.2f}"
+
+
+def print_plan(result: Plan, out: TextIO) -> None:
+    c = result.choice
+    if c is not None:
+        fa = "on" if c.flash_attn else "off"
+        out.write(
+            f"Plan: {c.quant}, {c.n_ctx} tokens, KV {c.type_k}/{c.type_v}, flash attention {fa}\n"
+        )
+        out.write(f"      {c.offload_summary}  ({c.source})\n")
+    else:
+        out.write("Plan: nothing fits\n")
+    out.write(f"status: {result.status}, confidence: {result.confidence}\n")
+    if result.tokens_per_second is not None:
+        out.write(f"predicted decode speed: {result.tokens_per_second:.1f} tokens/s\n")
+    if result.devices:
+        out.write(
+            "\n  GiB                  weights      KV  compute overhead   total  budget    free\n"
+        )
+        for d in result.devices:
+            out.write(
+                f"  {d.name[:18]:<18} {_gib(d.weights_bytes):>9} {_gib(d.kv_bytes):>7} "
+                f"{_gib(d.compute_bytes):>8} {_gib(d.overhead_bytes):>8} {_gib(d.total_bytes):>7} "
+                f"{_gib(d.budget_bytes):>7} {_gib(d.free_bytes):>7}\n"
+            )
+    if result.reasons:
+        out.write("\nwhy:\n")
+        for reason in result.reasons:
+            out.write(f"  - {reason}\n")
+    if result.alternatives:
+        out.write("\nnearest options:\n")
+        for alt in result.alternatives:
+            out.write(f"  - {alt.summary}\n")
+    if result.notes:
+        out.write("\nnotes:\n")
+        for note in result.notes:
+            out.write(f"  - {note}\n")
+    if result.settings is not None:
+        s = result.settings
+        out.write(
+            f"\nload with: n_ctx={s.n_ctx} n_gpu_layers={s.n_gpu_layers} flash_attn={s.flash_attn} "
+            f"type_k={s.type_k} type_v={s.type_v} n_ubatch={s.n_ubatch} swa_full={s.swa_full}\n"
+        )
+        for pattern, buft in s.tensor_buft_overrides:
+            out.write(f"  override: {pattern} -> {buft}\n")
+        if s.tensor_split:
+            out.write(f"  tensor_split: {', '.join(f'{x:g}' for x in s.tensor_split)}\n")

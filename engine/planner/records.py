@@ -1,0 +1,153 @@
+"""What goes into the planner (PlanRequest) and what comes out (Plan), as frozen dataclasses."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.planner.settings import LoadSettings
+
+PREFERENCES = ("quality", "context", "speed")
+FITS = "fits"
+DOES_NOT_FIT = "does_not_fit"
+HIGH = "high"
+LOW = "low"
+
+
+@dataclass(frozen=True)
+class DeviceBudget:
+    """One GPU the plan may use, in llama.cpp's device order."""
+
+    id: str
+    name: str
+    backend: str  # "cuda", "rocm", "metal", "vulkan"
+    budget_bytes: int  # what the plan may take on it (free memory minus the safety margin)
+    bandwidth_gbps: float | None = None
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    gpus: tuple[DeviceBudget, ...] = ()  # none: run on the CPU
+    host_budget_bytes: int | None = None  # RAM the plan may take; None: not checked
+    host_bandwidth_gbps: float | None = None
+    target_ctx: int | None = None  # None: the model's training context
+    min_ctx: int = 2048
+    preference: str = "quality"  # "quality", "context" or "speed"
+    kv_types: tuple[str, ...] = ("f16", "q8_0", "q4_0")
+    flash_attn: str = "auto"  # "on", "off" or "auto" (the planner picks)
+    n_ubatch: int = 512
+    n_batch: int = 2048
+    allow_cpu_layers: bool = True  # layers in host memory when the GPU is too small
+    allow_cpu_experts: bool = True  # MoE experts in host memory
+    # quality and context plans stay above this speed when something does; None: 10 tokens/s for
+    # quality (faster than reading), 2 for context (the person asked for length over speed)
+    min_tokens_per_second: float | None = None
+    swa_full: bool = False  # True: sliding-window layers keep the whole context (llama default)
+    lean_outputs: bool = False  # reserve logits for one token per batch (n_outputs_max = 1)
+
+
+DEFAULT_MIN_TOKENS_PER_SECOND = {"quality": 10.0, "context": 2.0, "speed": 0.0}
+
+
+def min_tokens_per_second(request: PlanRequest) -> float:
+    if request.min_tokens_per_second is not None:
+        return request.min_tokens_per_second
+    return DEFAULT_MIN_TOKENS_PER_SECOND.get(request.preference, 0.0)
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    """Predicted memory on one device (a GPU, or "host" for system RAM)."""
+
+    id: str
+    name: str
+    budget_bytes: int | None
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    overhead_bytes: int
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.overhead_bytes
+
+    @property
+    def free_bytes(self) -> int | None:
+        return None if self.budget_bytes is None else self.budget_bytes - self.total_bytes
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        data["total_bytes"] = self.total_bytes
+        data["free_bytes"] = self.free_bytes
+        return data
+
+
+@dataclass(frozen=True)
+class Choice:
+    source: str  # the model file (path or hf:// spec)
+    quant: str
+    n_ctx: int
+    type_k: str
+    type_v: str
+    flash_attn: bool
+    n_gpu_layers: int  # llama.cpp's count: the output layer is one
+    n_layers: int  # repeating layers in the model
+    n_cpu_expert_layers: int = 0  # of the offloaded layers, how many keep experts in RAM
+    gpu_layer_counts: tuple[int, ...] = ()
+
+    @property
+    def offload_summary(self) -> str:
+        total = self.n_layers + 1
+        text = f"{min(self.n_gpu_layers, total)}/{total} layers on GPU"
+        if self.n_cpu_expert_layers:
+            text += f", experts of {self.n_cpu_expert_layers} layers in RAM"
+        return text
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """A nearby option, for a plan that does not fit or to show what else is possible."""
+
+    kind: str  # "smaller_quant", "shorter_context", "cpu_offload", "smaller_kv", "more_memory"
+    summary: str
+    choice: Choice | None = None
+    shortfall_bytes: int = 0  # how much more memory it would need (0: it fits)
+
+
+@dataclass(frozen=True)
+class Plan:
+    status: str  # FITS or DOES_NOT_FIT
+    confidence: str  # HIGH or LOW
+    choice: Choice | None
+    settings: LoadSettings | None
+    devices: tuple[DeviceUsage, ...]  # the GPUs, then "host"
+    tokens_per_second: float | None
+    reasons: tuple[str, ...] = ()
+    alternatives: tuple[Alternative, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def fits(self) -> bool:
+        return self.status == FITS
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status,
+            "confidence": self.confidence,
+            "choice": dataclasses.asdict(self.choice) if self.choice else None,
+            "settings": self.settings.to_dict() if self.settings else None,
+            "devices": [d.to_dict() for d in self.devices],
+            "tokens_per_second": self.tokens_per_second,
+            "reasons": list(self.reasons),
+            "alternatives": [
+                {
+                    "kind": a.kind,
+                    "summary": a.summary,
+                    "choice": dataclasses.asdict(a.choice) if a.choice else None,
+                    "shortfall_bytes": a.shortfall_bytes,
+                }
+                for a in self.alternatives
+            ],
+            "notes": list(self.notes),
+        }

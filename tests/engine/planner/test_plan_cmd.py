@@ -1,0 +1,61 @@
+"""`hearth plan`: the printed plan, --json, and the exit statuses."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import pytest
+
+from engine.cli import plan_cmd
+
+
+def run(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="hearth plan")
+    plan_cmd.add_arguments(parser)
+    return plan_cmd.run(parser.parse_args(list(argv)))
+
+
+@pytest.fixture
+def llama_files(synthetic_info) -> list[str]:
+    return [synthetic_info("llama3-8b", q).source for q in ("Q8_0", "Q4_K_M")]
+
+
+def test_prints_a_plan_that_fits(llama_files, capsys) -> None:
+    assert run(*llama_files, "--vram", "24", "--ram", "32", "--ctx", "16384") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Plan: Q8_0, 16384 tokens, KV f16/f16, flash attention on\n")
+    assert "33/33 layers on GPU" in out
+    assert "24 GiB GPU" in out and "system RAM" in out
+    assert "load with: n_ctx=16384 n_gpu_layers=33 flash_attn=on" in out
+
+
+def test_json(llama_files, capsys) -> None:
+    assert run(llama_files[1], "--vram", "8", "--ram", "32", "--prefer", "context", "--json") == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["status"] == "fits" and data["choice"]["quant"] == "Q4_K_M"
+    gpu = data["devices"][0]
+    assert gpu["total_bytes"] <= gpu["budget_bytes"]
+    assert data["settings"]["flash_attn"] in ("on", "off")
+
+
+def test_nothing_fits_exits_1_with_options(llama_files, capsys) -> None:
+    assert run(llama_files[0], "--vram", "2", "--ram", "4") == 1
+    out = capsys.readouterr().out
+    assert "Plan: nothing fits" in out and "nearest options:" in out
+    assert "system RAM" in out
+
+
+def test_a_file_that_is_not_gguf_exits_2(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf at all")
+    assert run(str(bad), "--vram", "8") == 2
+    assert "hearth plan:" in capsys.readouterr().err
+
+
+def test_kv_types_can_be_limited(llama_files, capsys) -> None:
+    code = run(
+        llama_files[1], "--vram", "6", "--ram", "32", "--ctx", "65536", "--kv", "f16", "--json"
+    )
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["choice"]["type_k"] == "f16"
