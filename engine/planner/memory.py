@@ -127,7 +127,9 @@ def estimate(
             weights += profile.output_bytes(backend)
         kv = kt.bytes(lo, layers_hi, n_cells)
         has_full, has_swa = kt.kinds(lo, layers_hi)
-        remote_experts = wt.largest_expert_suffix[max(exp_lo, lo)] if exp_lo < layers_hi else 0
+        # op_offload runs host-weight operations of prompt batches on the first GPU, whichever
+        # GPU holds the layer (ggml-backend.cpp: the first backend whose offload_op accepts)
+        remote_experts = wt.largest_expert_suffix[exp_lo] if index == 0 and exp_lo < n else 0
         work = DeviceWork(layers_hi > lo, has_swa, has_full, runs_output, 0, False, False,
                           remote_experts, 0, pipeline)  # fmt: skip
         if index == 0 and config.n_ubatch >= OP_OFFLOAD_MIN_BATCH:

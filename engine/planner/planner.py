@@ -103,12 +103,16 @@ def request_for_devices(
     gpus: list[DeviceBudget] = []
     host_budget = None
     host_bandwidth = None
+    unified = False
     for device in devices:
         if not device.is_gpu:
             host_budget = device.free_bytes
             host_bandwidth = device.memory_bandwidth_gbps
             continue
+        unified = unified or device.unified_memory
         free = vram_bytes if vram_bytes is not None else device.free_bytes
+        if vram_bytes is None and device.gpu_memory_limit_bytes is not None and free is not None:
+            free = min(free, device.gpu_memory_limit_bytes)  # Metal's working-set limit
         if free is None:
             continue
         margin = margin_bytes if margin_bytes is not None else safety_margin(device.total_bytes)
@@ -122,6 +126,8 @@ def request_for_devices(
                 bandwidth_gbps=device.memory_bandwidth_gbps,
             )
         )
-    options.setdefault("host_budget_bytes", host_budget)
+    # with unified memory the GPU's budget already is the host's free memory: checking both
+    # would count it twice
+    options.setdefault("host_budget_bytes", None if unified else host_budget)
     options.setdefault("host_bandwidth_gbps", host_bandwidth)
     return PlanRequest(gpus=tuple(gpus), **options)

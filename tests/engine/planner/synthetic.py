@@ -232,3 +232,24 @@ def _copy_vocab(writer: GGUFWriter, vocab_path: str) -> None:
     ):
         if key in fields:
             add(fields[key].contents())
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Write one file: python -m tests.engine.planner.synthetic SHAPE QUANT OUT [--vocab V].
+
+    The weights are a hole in the file, read as zeros: enough for memory and bandwidth
+    measurements (benchmarks/planner_accuracy.py), where values do not matter."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=main.__doc__.splitlines()[0])
+    parser.add_argument("shape", choices=sorted(SHAPES))
+    parser.add_argument("quant", choices=QUANTS)
+    parser.add_argument("out")
+    parser.add_argument("--vocab", help="a llama.cpp ggml-vocab-*.gguf, for files llama.cpp loads")
+    args = parser.parse_args(argv)
+    write_sparse_gguf(args.out, SHAPES[args.shape], args.quant, args.vocab)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

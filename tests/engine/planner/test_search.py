@@ -202,3 +202,31 @@ def test_lean_outputs_buy_context(synthetic_info) -> None:
     lean = planner.plan(dataclasses.replace(base, lean_outputs=True))
     assert lean.settings.n_outputs_max == 1 and plain.settings.n_outputs_max == 0
     assert (lean.choice.n_ctx, lean.choice.n_gpu_layers) >= (plain.choice.n_ctx, 0)
+
+
+def test_request_for_detected_devices() -> None:
+    from engine.hardware import Device
+    from engine.planner import request_for_devices, safety_margin
+
+    gpu_device = Device(
+        id="nvidia:0", vendor="nvidia", name="RTX 4070", kind="gpu", backends=("cuda", "vulkan"),
+        source="nvml", total_bytes=12 * GIB, free_bytes=11 * GIB, memory_bandwidth_gbps=504.0,
+    )  # fmt: skip
+    cpu = Device(
+        id="cpu", vendor="amd", name="Ryzen", kind="cpu", backends=("cpu",), source="psutil",
+        total_bytes=32 * GIB, free_bytes=20 * GIB,
+    )  # fmt: skip
+    req = request_for_devices([gpu_device, cpu], target_ctx=8192)
+    assert len(req.gpus) == 1 and req.gpus[0].backend == "cuda"
+    assert req.gpus[0].budget_bytes == 11 * GIB - safety_margin(12 * GIB)
+    assert req.gpus[0].bandwidth_gbps == 504.0
+    assert req.host_budget_bytes == 20 * GIB and req.target_ctx == 8192
+    other_card = request_for_devices([gpu_device, cpu], vram_bytes=8 * GIB)
+    assert other_card.gpus[0].budget_bytes == 8 * GIB - safety_margin(12 * GIB)
+    apple = dataclasses.replace(
+        gpu_device, kind="igpu", backends=("metal",), unified_memory=True,
+        gpu_memory_limit_bytes=10 * GIB,
+    )  # fmt: skip
+    unified = request_for_devices([apple, cpu])
+    assert unified.gpus[0].backend == "metal" and unified.host_budget_bytes is None
+    assert unified.gpus[0].budget_bytes == 10 * GIB - safety_margin(12 * GIB)
