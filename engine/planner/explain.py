@@ -253,6 +253,9 @@ def _not_fitting(search: Search, profiles: list[ModelProfile]) -> Plan:
     shorter = _shorter_context(search, nearest)
     if shorter is not None:
         alternatives.append(shorter)
+    smaller = _smaller_quant(search, nearest, profiles)
+    if smaller is not None:
+        alternatives.append(smaller)
     if not (req.allow_cpu_layers and req.allow_cpu_experts) and search.gpus:
         relaxed = dataclasses.replace(req, allow_cpu_layers=True, allow_cpu_experts=True)
         from engine.planner.planner import plan_profiles
@@ -291,3 +294,24 @@ def _shorter_context(search: Search, miss) -> Alternative | None:
     n_ctx = search.longest(profile, combo, level, CTX_PAD, config.n_ctx - CTX_PAD)
     choice = choice_of(profile, search.config(profile, combo, level, n_ctx))
     return Alternative("shorter_context", f"a context of {n_ctx} tokens would fit", choice)
+
+
+SMALLER_QUANT = ("Q4_K_M", 4.85)  # the usual next step down, and its bits per weight
+
+
+def _smaller_quant(search: Search, miss, profiles: list[ModelProfile]) -> Alternative | None:
+    """Would a Q4_K_M file of this model fit, at the nearest miss's placement? An estimate:
+    weights scaled by bits per weight (the planner needs the real file's header to be sure)."""
+    name, bits = SMALLER_QUANT
+    profile = miss.profile
+    if any(p.bits_per_weight <= bits + 0.3 for p in profiles):
+        return None  # a file that small was among the candidates already
+    scale = bits / profile.bits_per_weight
+    est = miss.estimate
+    devices = list(zip(est.gpus, (g.budget_bytes for g in search.request.gpus), strict=True))
+    devices.append((est.host, search.request.host_budget_bytes))
+    for mem, budget in devices:
+        if budget is not None and mem.total - int(mem.weights * (1 - scale)) > budget:
+            return None
+    size = gib(int(profile.info.weight_bytes * scale))
+    return Alternative("smaller_quant", f"a {name} file of this model (about {size}) would fit")

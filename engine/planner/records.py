@@ -109,7 +109,8 @@ class Choice:
 class Alternative:
     """A nearby option, for a plan that does not fit or to show what else is possible."""
 
-    kind: str  # "smaller_quant", "shorter_context", "cpu_offload", "smaller_kv", "more_memory"
+    kind: str  # smaller_quant, shorter_context, cpu_offload, more_memory (does not fit);
+    # larger_quant, longer_context, larger_kv, all_on_gpu (what a better plan would need)
     summary: str
     choice: Choice | None = None
     shortfall_bytes: int = 0  # how much more memory it would need (0: it fits)

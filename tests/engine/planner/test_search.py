@@ -230,3 +230,17 @@ def test_request_for_detected_devices() -> None:
     unified = request_for_devices([apple, cpu])
     assert unified.gpus[0].backend == "metal" and unified.host_budget_bytes is None
     assert unified.gpus[0].budget_bytes == 10 * GIB - safety_margin(12 * GIB)
+
+
+def test_a_smaller_quantization_is_suggested_when_it_would_fit(synthetic_info) -> None:
+    planner = Planner(synthetic_info("llama3-8b", "Q8_0"))
+    plan = planner.plan(request(gpu(7), allow_cpu_layers=False, target_ctx=4096, min_ctx=4096))
+    assert plan.status == DOES_NOT_FIT
+    smaller = [a for a in plan.alternatives if a.kind == "smaller_quant"]
+    assert smaller and "Q4_K_M" in smaller[0].summary
+    # and the real Q4_K_M file does fit there
+    q4 = Planner(synthetic_info("llama3-8b", "Q4_K_M"))
+    assert q4.plan(request(gpu(7), allow_cpu_layers=False, target_ctx=4096, min_ctx=4096)).fits
+    # no such suggestion when the file is that small already
+    tiny_card = q4.plan(request(gpu(3), allow_cpu_layers=False, target_ctx=4096, min_ctx=4096))
+    assert not [a for a in tiny_card.alternatives if a.kind == "smaller_quant"]
