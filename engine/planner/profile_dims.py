@@ -29,10 +29,6 @@ def _shape(info: ModelInfo, name: str) -> tuple[int, ...] | None:
     return tensor.shape if tensor is not None else None
 
 
-def _n_layer(info: ModelInfo) -> int:
-    return info.n_layer
-
-
 def _recurrent_state_bytes(info: ModelInfo, n_embd: int) -> int:
     rec = info.recurrent
     if rec is None:
@@ -53,7 +49,7 @@ def _recurrent_state_bytes(info: ModelInfo, n_embd: int) -> int:
 def model_dims(info: ModelInfo) -> dict:
     """Keyword arguments for ModelProfile (everything except `info`)."""
     notes: list[str] = []
-    n_layer = _n_layer(info)
+    n_layer = info.n_layer
     embd_shape = _shape(info, "token_embd.weight")
     n_embd = info.embedding_length or (embd_shape[0] if embd_shape else 0)
     out_shape = _shape(info, "output.weight") or embd_shape

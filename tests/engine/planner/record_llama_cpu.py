@@ -147,12 +147,13 @@ def real_models() -> dict[str, Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=FIXTURE)
+    parser.add_argument("--vocab-dir", type=Path, default=VOCAB_DIR, help="llama.cpp's models/")
     args = parser.parse_args(argv)
     result: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for key, vocab in VOCABS.items():
             target = Path(tmp) / f"{key}.gguf"
-            path = write_sparse_gguf(target, SHAPES[key], "Q4_K_M", str(VOCAB_DIR / vocab))
+            path = write_sparse_gguf(target, SHAPES[key], "Q4_K_M", str(args.vocab_dir / vocab))
             result[key] = measure(path, GRID)
             print(key, "done", file=sys.stderr)
         for key, path in real_models().items():
