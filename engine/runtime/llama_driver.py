@@ -189,6 +189,10 @@ class Context:
                 f"Unknown KV cache type {exc.args[0]!r}; use one of {', '.join(KV_TYPES)}."
             ) from None
         cp.no_perf = True
+        # Chat needs the logits of the last token of a batch only. llama.cpp otherwise reserves
+        # room for n_batch rows of logits in the compute buffer (times two with sampling in the
+        # graph): 1.2 GiB of VRAM for a 128k vocabulary, measured on an 8B Q4_K_M.
+        cp.n_outputs_max = 1
         handle = C.llama_init_from_model(model.handle, cp)
         if not handle:
             raise EngineError(
