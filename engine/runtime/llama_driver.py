@@ -57,7 +57,10 @@ class Model:
             raise EngineError(f"No model file at {params.path}. Choose another file.")
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers >= 0 else 2**31 - 1
-        mp.use_mmap = params.use_mmap
+        if not params.use_mmap:
+            # This llama.cpp has no use_mmap field (a ctypes Structure would take the assignment
+            # silently as a Python attribute): the load mode says it.
+            mp.load_mode = C.LLAMA_LOAD_MODE_NONE
         handle = C.llama_model_load_from_file(os.fsencode(params.path), mp)
         if not handle:
             raise EngineError(
