@@ -1,0 +1,329 @@
+"""Conversations on disk: one SQLite file (stdlib sqlite3, WAL), Qt-free.
+
+    store = ConversationStore.open(path)
+    chat = store.create_conversation("Trip ideas")
+    user = store.add_message(chat.id, "user", "Where to in May?")
+    reply = store.add_message(chat.id, "assistant", "", parent_id=user, partial=True)
+    store.update_partial(reply, "Lisbon is")          # while tokens stream, a few times a second
+    store.finish_message(reply, "Lisbon is lovely.", stats=MessageStats(...))
+
+A reply is written while it streams, flagged `partial`, and unflagged only when it ends; after a
+crash of the app or the engine the partial text is on disk and marked as such. WAL with
+synchronous=NORMAL makes every committed write survive the process dying (not a power cut, which
+would cost at most the last few writes and never corrupt the file).
+
+Messages form a tree through parent_id: regenerating a reply or editing a user message adds a
+sibling, and the conversation's active leaf says which branch is shown.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine.chat.store_schema import migrate
+
+
+@dataclass(frozen=True)
+class MessageStats:
+    n_prompt_tokens: int | None = None
+    n_generated: int | None = None
+    tokens_per_second: float | None = None
+    time_to_first_token: float | None = None
+    prefill_seconds: float | None = None
+    decode_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    id: int
+    conversation_id: int
+    parent_id: int | None
+    role: str
+    content: str
+    model: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    partial: bool = False
+    failed: bool = False
+    stop_reason: str = ""
+    stats: MessageStats = field(default_factory=MessageStats)
+    created_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Conversation:
+    id: int
+    title: str
+    system_prompt: str = ""
+    settings: dict[str, Any] = field(default_factory=dict)
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    active_leaf_id: int | None = None
+
+
+_CONVERSATION_COLUMNS = (
+    "id, title, system_prompt, settings_json, created_at, updated_at, active_leaf_id"
+)
+_MESSAGE_COLUMNS = (
+    "id, conversation_id, parent_id, role, content, model, settings_json, partial, failed, "
+    "stop_reason, n_prompt_tokens, n_generated, tokens_per_second, time_to_first_token, "
+    "prefill_seconds, decode_seconds, created_at"
+)
+
+
+def _conversation(row: tuple) -> Conversation:
+    return Conversation(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6])
+
+
+def _message(row: tuple) -> StoredMessage:
+    return StoredMessage(
+        id=row[0],
+        conversation_id=row[1],
+        parent_id=row[2],
+        role=row[3],
+        content=row[4],
+        model=row[5],
+        settings=json.loads(row[6]),
+        partial=bool(row[7]),
+        failed=bool(row[8]),
+        stop_reason=row[9],
+        stats=MessageStats(*row[10:16]),
+        created_at=row[16],
+    )
+
+
+class ConversationStore:
+    """One open conversation database. Use it from one thread (the GUI's)."""
+
+    def __init__(self, conn: sqlite3.Connection):
+        self._conn = conn
+
+    @classmethod
+    def open(cls, path: str | Path) -> ConversationStore:
+        """Open (creating, or migrating to this version) the database at `path`."""
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: autocommit; each write below is its own small transaction.
+        conn = sqlite3.connect(str(path), isolation_level=None)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=2000")
+        migrate(conn)
+        return cls(conn)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        # Autocommit connection: a write of several statements opens its own transaction.
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
+
+    # -- conversations --------------------------------------------------------------------------
+
+    def create_conversation(
+        self, title: str, *, system_prompt: str = "", settings: dict[str, Any] | None = None
+    ) -> Conversation:
+        now = time.time()
+        cursor = self._conn.execute(
+            "INSERT INTO conversations (title, system_prompt, settings_json, created_at, "
+            "updated_at) VALUES (?, ?, ?, ?, ?)",
+            (title, system_prompt, json.dumps(settings or {}), now, now),
+        )
+        return self.conversation(cursor.lastrowid)
+
+    def conversation(self, conversation_id: int) -> Conversation:
+        row = self._conn.execute(
+            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+        ).fetchone()
+        if row is None:
+            raise KeyError(f"no conversation {conversation_id}")
+        return _conversation(row)
+
+    def conversations(self, search: str = "") -> list[Conversation]:
+        """Most recently used first; `search` matches titles and message text, any case."""
+        if not search.strip():
+            rows = self._conn.execute(
+                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations "
+                "ORDER BY updated_at DESC, id DESC"
+            ).fetchall()
+        else:
+            pattern = "%" + _escape_like(search.strip()) + "%"
+            rows = self._conn.execute(
+                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c WHERE title LIKE ?1 "
+                "ESCAPE '\\' OR EXISTS (SELECT 1 FROM messages m WHERE m.conversation_id = c.id "
+                "AND m.content LIKE ?1 ESCAPE '\\') ORDER BY updated_at DESC, id DESC",
+                (pattern,),
+            ).fetchall()
+        return [_conversation(r) for r in rows]
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        self._update_conversation(conversation_id, title=title)
+
+    def set_system_prompt(self, conversation_id: int, system_prompt: str) -> None:
+        self._update_conversation(conversation_id, system_prompt=system_prompt)
+
+    def set_settings(self, conversation_id: int, settings: dict[str, Any]) -> None:
+        self._update_conversation(conversation_id, settings_json=json.dumps(settings))
+
+    def delete_conversation(self, conversation_id: int) -> None:
+        self._conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    def _update_conversation(self, conversation_id: int, **columns: Any) -> None:
+        columns["updated_at"] = time.time()
+        assignments = ", ".join(f"{name} = ?" for name in columns)
+        self._conn.execute(
+            f"UPDATE conversations SET {assignments} WHERE id = ?",
+            (*columns.values(), conversation_id),
+        )
+
+    # -- messages -------------------------------------------------------------------------------
+
+    def add_message(
+        self,
+        conversation_id: int,
+        role: str,
+        content: str,
+        *,
+        parent_id: int | None = None,
+        model: str = "",
+        settings: dict[str, Any] | None = None,
+        partial: bool = False,
+    ) -> int:
+        """Add a message under `parent_id` and make it the shown branch's end; its id."""
+        now = time.time()
+        with self._transaction():
+            cursor = self._conn.execute(
+                "INSERT INTO messages (conversation_id, parent_id, role, content, model, "
+                "settings_json, partial, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    parent_id,
+                    role,
+                    content,
+                    model,
+                    json.dumps(settings or {}),
+                    int(partial),
+                    now,
+                ),
+            )
+            message_id = int(cursor.lastrowid)
+            self._conn.execute(
+                "UPDATE conversations SET active_leaf_id = ?, updated_at = ? WHERE id = ?",
+                (message_id, now, conversation_id),
+            )
+        return message_id
+
+    def update_partial(self, message_id: int, content: str) -> None:
+        """The text a reply has so far; it stays marked partial."""
+        self._conn.execute(
+            "UPDATE messages SET content = ?, partial = 1 WHERE id = ?", (content, message_id)
+        )
+
+    def finish_message(
+        self,
+        message_id: int,
+        content: str,
+        *,
+        stats: MessageStats | None = None,
+        stop_reason: str = "",
+        failed: bool = False,
+    ) -> None:
+        s = stats or MessageStats()
+        self._conn.execute(
+            "UPDATE messages SET content = ?, partial = 0, failed = ?, stop_reason = ?, "
+            "n_prompt_tokens = ?, n_generated = ?, tokens_per_second = ?, "
+            "time_to_first_token = ?, prefill_seconds = ?, decode_seconds = ? WHERE id = ?",
+            (
+                content,
+                int(failed),
+                stop_reason,
+                s.n_prompt_tokens,
+                s.n_generated,
+                s.tokens_per_second,
+                s.time_to_first_token,
+                s.prefill_seconds,
+                s.decode_seconds,
+                message_id,
+            ),
+        )
+
+    def message(self, message_id: int) -> StoredMessage:
+        row = self._conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)
+        ).fetchone()
+        if row is None:
+            raise KeyError(f"no message {message_id}")
+        return _message(row)
+
+    def messages(self, conversation_id: int) -> list[StoredMessage]:
+        """Every message of the conversation, every branch, oldest first."""
+        rows = self._conn.execute(
+            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE conversation_id = ? ORDER BY id",
+            (conversation_id,),
+        ).fetchall()
+        return [_message(r) for r in rows]
+
+    def branch(self, conversation_id: int, leaf_id: int | None = None) -> list[StoredMessage]:
+        """The messages from the first to `leaf_id` (default: the active leaf), in order."""
+        if leaf_id is None:
+            leaf_id = self.conversation(conversation_id).active_leaf_id
+        by_id = {m.id: m for m in self.messages(conversation_id)}
+        path: list[StoredMessage] = []
+        current = by_id.get(leaf_id) if leaf_id is not None else None
+        while current is not None:
+            path.append(current)
+            current = by_id.get(current.parent_id) if current.parent_id is not None else None
+        path.reverse()
+        return path
+
+    def siblings(self, message_id: int) -> list[int]:
+        """Ids of the messages sharing `message_id`'s parent (itself included), oldest first."""
+        m = self.message(message_id)
+        rows = self._conn.execute(
+            "SELECT id FROM messages WHERE conversation_id = ? AND parent_id IS ? ORDER BY id",
+            (m.conversation_id, m.parent_id),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def set_active_leaf(self, conversation_id: int, message_id: int | None) -> None:
+        self._update_conversation(conversation_id, active_leaf_id=message_id)
+
+    def delete_message(self, message_id: int) -> None:
+        """Delete one message; its replies move up to its parent, so the thread stays whole."""
+        m = self.message(message_id)
+        with self._transaction():
+            self._conn.execute(
+                "UPDATE messages SET parent_id = ? WHERE parent_id = ?", (m.parent_id, m.id)
+            )
+            leaf = self.conversation(m.conversation_id).active_leaf_id
+            if leaf == m.id:
+                self._conn.execute(
+                    "UPDATE conversations SET active_leaf_id = ? WHERE id = ?",
+                    (m.parent_id, m.conversation_id),
+                )
+            self._conn.execute("DELETE FROM messages WHERE id = ?", (m.id,))
+
+
+def _escape_like(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+def default_store_path() -> Path:
+    """Where the app keeps its conversations: ~/.local/share/hearth (or $XDG_DATA_HOME)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "hearth" / "conversations.sqlite3"
