@@ -53,6 +53,10 @@ SIGNATURES: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "ggml_backend_reg_name": (ctypes.c_char_p, (ctypes.c_void_p,)),
     # void * ggml_backend_reg_get_proc_address(ggml_backend_reg_t reg, const char * name);
     "ggml_backend_reg_get_proc_address": (ctypes.c_void_p, (ctypes.c_void_p, ctypes.c_char_p)),
+    # ggml_backend_dev_t ggml_backend_dev_by_type(enum ggml_backend_dev_type type);
+    "ggml_backend_dev_by_type": (ctypes.c_void_p, (ctypes.c_int,)),
+    # ggml_backend_buffer_type_t ggml_backend_dev_buffer_type(ggml_backend_dev_t device);
+    "ggml_backend_dev_buffer_type": (ctypes.c_void_p, (ctypes.c_void_p,)),
     # void ggml_backend_load_all_from_path(const char * dir_path);
     "ggml_backend_load_all_from_path": (None, (ctypes.c_char_p,)),
 }
@@ -193,6 +197,16 @@ def list_engine_devices() -> list[EngineDevice]:
             )
         )
     return devices
+
+
+def cpu_buffer_type() -> int:
+    """The CPU device's buffer type (ggml_backend_cpu_buffer_type): where tensors named by a
+    buffer-type override (MoE experts kept in RAM) are placed."""
+    api = ggml_api()
+    device = api.ggml_backend_dev_by_type(0)  # GGML_BACKEND_DEVICE_TYPE_CPU
+    if not device:
+        raise RuntimeError("llama.cpp lists no CPU device")
+    return int(api.ggml_backend_dev_buffer_type(device))
 
 
 def list_backends() -> list[str]:

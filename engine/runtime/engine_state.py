@@ -27,6 +27,9 @@ class Engine:
         self._session: Session | None = None
         self._state = "no_model"
         self._template_note = ""
+        from engine.runtime.llama_log import LlamaLog
+
+        self._log = LlamaLog()  # before the backends load, so their lines go through it too
         llama.init_backend()
 
     # -- called from the reader thread --------------------------------------------------------
@@ -78,6 +81,9 @@ class Engine:
     def load(self, params: p.ModelParams) -> None:
         self.unload(quiet=True)  # return the old model's memory before taking more
         self._state = "loading"
+        self._log.take_allocations()
+        self._log.take_overridden()
+        used_before = _device_used()
         started = time.perf_counter()
         model = ctx = None
         try:
@@ -91,6 +97,8 @@ class Engine:
             self._state = "no_model"
             self._send(p.LoadFailed(path=params.path, message=str(exc)))
             return
+        load_seconds = time.perf_counter() - started
+        used_after = _device_used()
         self._session = Session(model=model, ctx=ctx)
         self._state = "idle"
         template = model.chat_template()
@@ -109,8 +117,15 @@ class Engine:
                 else model.n_layers(),
                 flash_attn=ctx.info.flash_attn,
                 chat_template=self._template_note,
-                load_seconds=time.perf_counter() - started,
+                load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
+                allocations=self._log.take_allocations(),
+                tensors_in_ram=self._log.take_overridden(),
+                device_used_delta=tuple(
+                    p.DeviceDelta(device=name, used_bytes=used_after[name] - used_before[name])
+                    for name in used_after
+                    if name in used_before
+                ),
             )
         )
 
@@ -248,6 +263,22 @@ def _no_stats(received_at: float) -> p.GenerationStats:
         time_to_first_token=time.perf_counter() - received_at,
         decode_seconds=0.0,
     )
+
+
+def _device_used() -> dict[str, int]:
+    """Memory in use per GPU now, as the driver reports it (the CPU device is left out: its
+    "memory" is the host's, moved by everything else running)."""
+    try:
+        from engine.hardware.llama_devices import list_engine_devices
+
+        return {
+            d.name: d.total_bytes - d.free_bytes
+            for d in list_engine_devices()
+            if d.type != "cpu" and d.total_bytes > 0
+        }
+    except Exception as exc:  # a nicety: the load must not fail for want of it
+        print(f"hearth worker: device memory unavailable: {exc}", flush=True)
+        return {}
 
 
 def _rss_bytes() -> int:

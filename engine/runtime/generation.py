@@ -72,12 +72,25 @@ def reuse_cached_prefix(session: Session, prompt: list[int]) -> int:
         n += 1
     # At least one token must be computed, to have logits to sample the next token from.
     n = min(n, len(prompt) - 1)
-    if n < len(cached) and not session.ctx.forget_from(n):
-        # Some caches (sliding-window, recurrent) cannot drop a tail: start over.
-        session.ctx.clear()
+    if n > 0 and _window_lost(session, n):
         n = 0
+    if n < len(cached) and not session.ctx.forget_from(n):
+        # Some caches (recurrent state) cannot drop a tail: start over.
+        n = 0
+    if n == 0:
+        session.ctx.clear()
     session.cached = cached[:n]
     return n
+
+
+def _window_lost(session: Session, n: int) -> bool:
+    """True if resuming at position n needs window tokens that the cache has already dropped:
+    sliding-window layers that do not keep the full context keep only the last window."""
+    ctx = session.ctx
+    n_swa = session.model.n_swa()
+    if ctx.info.swa_full or n_swa <= 0:
+        return False
+    return ctx.first_cached_position() > max(0, n - n_swa)
 
 
 def generate(

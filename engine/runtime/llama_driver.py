@@ -57,11 +57,13 @@ class Model:
             raise EngineError(f"No model file at {params.path}. Choose another file.")
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers >= 0 else 2**31 - 1
+        keep_alive = _apply_placement(mp, params)  # C arrays llama.cpp reads during the load
         if not params.use_mmap:
             # This llama.cpp has no use_mmap field (a ctypes Structure would take the assignment
             # silently as a Python attribute): the load mode says it.
             mp.load_mode = C.LLAMA_LOAD_MODE_NONE
         handle = C.llama_model_load_from_file(os.fsencode(params.path), mp)
+        del keep_alive
         if not handle:
             raise EngineError(
                 f"llama.cpp could not load {os.path.basename(params.path)}. The file may be "
@@ -105,6 +107,10 @@ class Model:
     def chat_template(self) -> str | None:
         raw = C.llama_model_chat_template(self.handle, None)
         return raw.decode("utf-8", "replace") if raw else None
+
+    def n_swa(self) -> int:
+        """The sliding window of the model's windowed layers (0: none)."""
+        return C.llama_model_n_swa(self.handle)
 
     def n_ctx_train(self) -> int:
         return C.llama_model_n_ctx_train(self.handle)
@@ -170,6 +176,7 @@ class ContextInfo:
     n_batch: int
     flash_attn: str
     backend_sampling: bool
+    swa_full: bool
 
 
 class Context:
@@ -192,6 +199,7 @@ class Context:
                 f"Unknown KV cache type {exc.args[0]!r}; use one of {', '.join(KV_TYPES)}."
             ) from None
         cp.no_perf = True
+        cp.swa_full = params.swa_full
         # Chat needs the logits of the last token of a batch only. llama.cpp otherwise reserves
         # room for n_batch rows of logits in the compute buffer (times two with sampling in the
         # graph): 1.2 GiB of VRAM for a 128k vocabulary, measured on an 8B Q4_K_M.
@@ -212,6 +220,7 @@ class Context:
             n_batch=C.llama_n_batch(handle),
             flash_attn=params.flash_attn,
             backend_sampling=params.backend_sampling,
+            swa_full=params.swa_full,
         )
 
     @property
@@ -230,6 +239,11 @@ class Context:
 
     def clear(self) -> None:
         C.llama_memory_clear(self.memory, True)
+
+    def first_cached_position(self) -> int:
+        """The lowest position still in the cache (-1: empty). Sliding-window layers that do
+        not keep the full context drop positions older than the window."""
+        return C.llama_memory_seq_pos_min(self.memory, 0)
 
     def forget_from(self, position: int) -> bool:
         """Drop cached tokens at `position` and after; False if the cache cannot do that."""
@@ -335,6 +349,34 @@ class Sampler:
         if self._handle is not None:
             C.llama_sampler_free(self._handle)
             self._handle = None
+
+
+class _TensorOverride(ctypes.Structure):
+    # struct llama_model_tensor_buft_override {
+    #     const char * pattern; ggml_backend_buffer_type_t buft; };
+    _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
+
+
+def _apply_placement(mp, params: ModelParams) -> list:
+    """Set the tensor split and the tensors kept in RAM; return what must stay alive meanwhile."""
+    keep: list = []
+    if params.tensor_split:
+        shares = list(params.tensor_split)[: C.llama_max_devices()]
+        arr = (ctypes.c_float * C.llama_max_devices())(*shares)
+        mp.tensor_split = arr
+        keep.append(arr)
+    if params.cpu_tensors:
+        from engine.hardware.llama_devices import cpu_buffer_type
+
+        cpu = cpu_buffer_type()
+        patterns = [pattern.encode() for pattern in params.cpu_tensors]
+        items = [_TensorOverride(pattern, cpu) for pattern in patterns]
+        items.append(_TensorOverride(None, None))  # the list ends with a NULL pattern
+        arr = (_TensorOverride * len(items))(*items)
+        # The binding declares the field as void *.
+        mp.tensor_buft_overrides = ctypes.cast(arr, ctypes.c_void_p)
+        keep += [arr, patterns]
+    return keep
 
 
 def _physical_cores() -> int:

@@ -66,6 +66,10 @@ class ModelParams:
     n_ubatch: int = 512
     n_threads: int = 0  # 0: number of physical cores
     use_mmap: bool = True
+    # What the planner decides beyond the basics (engine/planner/settings.py):
+    tensor_split: tuple[float, ...] = ()  # share of the layers per GPU; empty: llama.cpp's split
+    cpu_tensors: tuple[str, ...] = ()  # regexes of tensors kept in RAM (MoE experts)
+    swa_full: bool = True  # False: sliding-window layers keep only window + ubatch tokens
     # Sample inside the model's graph on the GPU (llama.cpp's experimental backend sampling),
     # so only the chosen token is copied back each step instead of every logit.
     backend_sampling: bool = False
@@ -149,6 +153,26 @@ class ModelLoaded:
     chat_template: str  # where the chat template comes from, for display
     load_seconds: float
     n_vocab: int = 0
+    allocations: tuple[BufferAllocation, ...] = ()
+    device_used_delta: tuple[DeviceDelta, ...] = ()
+    tensors_in_ram: tuple[str, ...] = ()  # placed in RAM by ModelParams.cpu_tensors
+
+
+@message
+class BufferAllocation:
+    """A buffer llama.cpp reported allocating while loading (from its log)."""
+
+    device: str  # "CUDA0", "CPU", "CPU_Mapped", ...
+    kind: str  # "model", "KV", "compute", "output"
+    bytes: int
+
+
+@message
+class DeviceDelta:
+    """Memory in use on a device after the load minus before it, as the driver reports it."""
+
+    device: str
+    used_bytes: int
 
 
 @message

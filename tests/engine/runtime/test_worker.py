@@ -191,3 +191,28 @@ def test_a_fixed_seed_draws_the_same_reply_again(loaded_engine):
     other, _ = loaded_engine.run(prompt=STORY, sampling=reseeded, max_tokens=30)
     assert "".join(first) == "".join(second)
     assert "".join(other) != "".join(first)
+
+
+def test_the_load_reports_what_llama_cpp_allocated(engine, starter_path):
+    loaded = engine.load(starter_path, n_ctx=2048, backend_sampling=True)
+    assert isinstance(loaded, p.ModelLoaded)
+    kv = [a for a in loaded.allocations if a.kind == "KV"]
+    # SmolLM2-135M: 30 layers x 3 KV heads x 64 values x (K + V) x 2 bytes (f16) per token.
+    assert sum(a.bytes for a in kv) == 30 * 3 * 64 * 2 * 2 * 2048
+    kinds = {a.kind for a in loaded.allocations}
+    assert {"model", "KV", "compute"} <= kinds
+    model_bytes = sum(a.bytes for a in loaded.allocations if a.kind == "model")
+    assert abs(model_bytes - loaded.size_bytes) < 2 * 1024 * 1024
+    # Debug lines (one per token with sampling in the graph) are dropped, not passed on to the
+    # GUI's crash report.
+    _, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=8)
+    assert isinstance(done, p.GenerationDone)
+    assert not any("Backend sampler selected" in line for line in engine.client.last_lines())
+
+
+def test_tensors_named_for_ram_are_placed_there(engine, starter_path):
+    loaded = engine.load(starter_path, n_ctx=1024, cpu_tensors=(r"blk\.0\.ffn_up\.weight",))
+    assert isinstance(loaded, p.ModelLoaded)
+    assert loaded.tensors_in_ram == ("blk.0.ffn_up.weight",)
+    _, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=4)
+    assert isinstance(done, p.GenerationDone)

@@ -1,0 +1,75 @@
+"""llama.cpp's log, routed through the worker: debug lines dropped, the rest to stderr (where the
+client keeps the last lines for crash reports), and the buffer sizes it reports while loading
+collected, so the GUI can show what was really allocated next to what the planner predicted.
+
+llama.cpp's default logger prints every level, debug included; with sampling in the graph that
+is a line per token on stderr, which the GUI process would then read and keep.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+
+import llama_cpp.llama_cpp as C
+
+from engine.runtime.protocol import BufferAllocation
+
+# llama.cpp: "llama_model_load_from_file_impl: CUDA0 model buffer size = 4403.49 MiB" and the like
+_BUFFER_LINE = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s+([\d.]+) MiB")
+# llama-model-loader.cpp (debug level): "tensor blk.0.ffn_up.weight (12 MiB f16) buffer type
+# overridden to CPU"
+_OVERRIDE_LINE = re.compile(r"tensor (\S+) \(.*\) buffer type overridden to (\S+)")
+_DEBUG, _CONT = 1, 5  # enum ggml_log_level
+
+
+def parse_buffer_line(text: str) -> BufferAllocation | None:
+    match = _BUFFER_LINE.search(text)
+    if not match:
+        return None
+    device, kind, mib = match.groups()
+    return BufferAllocation(device=device, kind=kind, bytes=round(float(mib) * 1024 * 1024))
+
+
+class LlamaLog:
+    """Installed once per process; keeps a reference to its C callback so it is not freed."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._allocations: list[BufferAllocation] = []
+        self._overridden: list[str] = []
+        self._last_level = 0
+        self._callback = C.llama_log_callback(self._on_log)
+        C.llama_log_set(self._callback, None)
+
+    def take_allocations(self) -> tuple[BufferAllocation, ...]:
+        """The buffers reported since the last call."""
+        with self._lock:
+            taken, self._allocations = tuple(self._allocations), []
+        return taken
+
+    def take_overridden(self) -> tuple[str, ...]:
+        """Tensors placed by a buffer-type override since the last call."""
+        with self._lock:
+            taken, self._overridden = tuple(self._overridden), []
+        return taken
+
+    def _on_log(self, level: int, text: bytes, _user_data) -> None:
+        if level == _CONT:
+            level = self._last_level
+        self._last_level = level
+        if not text:
+            return
+        if level == _DEBUG:
+            if b"overridden" in text:
+                match = _OVERRIDE_LINE.search(text.decode("utf-8", "replace"))
+                if match:
+                    with self._lock:
+                        self._overridden.append(match.group(1))
+            return
+        os.write(2, text)
+        found = parse_buffer_line(text.decode("utf-8", "replace"))
+        if found is not None:
+            with self._lock:
+                self._allocations.append(found)
