@@ -41,6 +41,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", default="cuda", help="backend assumed with --vram")
     parser.add_argument("--bandwidth", type=float, metavar="GB/s", help="GPU bandwidth with --vram")
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
+    parser.add_argument(
+        "--load",
+        action="store_true",
+        help="load the model as planned and print what llama.cpp really allocated",
+    )
 
 
 def build_request(args: argparse.Namespace) -> PlanRequest:
@@ -86,6 +91,10 @@ def run(args: argparse.Namespace) -> int:
         print()
     else:
         print_plan(result, sys.stdout)
+    if args.load and result.fits and result.settings is not None:
+        from engine.cli.plan_apply import load_and_report
+
+        return load_and_report(result, sys.stdout)
     return 0 if result.fits else 1
 
 

@@ -44,7 +44,8 @@ class PlanRequest:
     # quality (faster than reading), 2 for context (the person asked for length over speed)
     min_tokens_per_second: float | None = None
     swa_full: bool = False  # True: sliding-window layers keep the whole context (llama default)
-    lean_outputs: bool = False  # reserve logits for one token per batch (n_outputs_max = 1)
+    # Reserve logits for one token per batch (n_outputs_max = 1), as the engine worker does.
+    lean_outputs: bool = True
 
 
 DEFAULT_MIN_TOKENS_PER_SECOND = {"quality": 10.0, "context": 2.0, "speed": 0.0}

@@ -14,8 +14,9 @@ The fields map one to one onto llama.cpp's parameters (include/llama.h):
     n_outputs_max           llama_context_params.n_outputs_max (0: n_batch)
     use_mmap                llama_model_params.load_mode (MMAP when true, NONE when false)
 
-`model_params()` gives the engine's existing ModelParams for the fields it already carries;
-`extra_params()` the rest, for the driver to set on the C structs.
+`model_params()` gives the engine's ModelParams (engine/runtime/llama_driver.py sets the C
+fields from it). The worker always reserves logits for one output per batch (n_outputs_max = 1),
+which is why plans model lean outputs by default.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class LoadSettings:
             n_batch=self.n_batch,
             n_ubatch=self.n_ubatch,
             use_mmap=self.use_mmap,
+            tensor_split=tuple(self.tensor_split),
+            cpu_tensors=tuple(p for p, buft in self.tensor_buft_overrides if buft == "CPU"),
+            swa_full=self.swa_full,
         )
 
     def extra_params(self) -> dict[str, Any]:

@@ -182,6 +182,7 @@ def test_the_plan_breakdown_is_the_memory_model_of_its_choice(synthetic_info) ->
         flash_attn=c.flash_attn,
         n_gpu_layers=c.n_gpu_layers,
         n_cpu_expert_layers=c.n_cpu_expert_layers,
+        n_outputs_max=plan.settings.n_outputs_max,
     )
     from engine.planner import build_profile
 
@@ -198,7 +199,7 @@ def test_the_plan_breakdown_is_the_memory_model_of_its_choice(synthetic_info) ->
 def test_lean_outputs_buy_context(synthetic_info) -> None:
     planner = Planner(synthetic_info("gemma3-12b", "Q4_K_M"))
     base = request(gpu(8), preference="context", target_ctx=131072, min_ctx=2048)
-    plain = planner.plan(base)
+    plain = planner.plan(dataclasses.replace(base, lean_outputs=False))
     lean = planner.plan(dataclasses.replace(base, lean_outputs=True))
     assert lean.settings.n_outputs_max == 1 and plain.settings.n_outputs_max == 0
     assert (lean.choice.n_ctx, lean.choice.n_gpu_layers) >= (plain.choice.n_ctx, 0)
