@@ -67,6 +67,7 @@ class FakeHub:
         self.repos: dict[str, Repo] = {}
         self.faults: dict[str, list[object]] = {}
         self.flip: dict[str, int] = {}
+        self.api_status: int | None = None  # set: every /api/ request answers with it
         self.requests: list[tuple[str, str, str | None, int]] = []  # method, path, Range, status
         self._lock = threading.Lock()
         hub = self
@@ -126,10 +127,14 @@ class FakeHub:
         parsed = urlparse(req.path)
         path = unquote(parsed.path)
         query = parse_qs(parsed.query)
+        if self.api_status is not None and path.startswith("/api/"):
+            return self._status(req, "GET", self.api_status)
         if path == "/api/models":
             return self._json(req, head, self._search(query))
         match = _INFO.match(path)
-        if match and match.group(1) in self.repos:
+        if match:
+            if match.group(1) not in self.repos:  # as the Hub says it
+                return self._status(req, "GET", 404, {"X-Error-Code": "RepoNotFound"})
             return self._json(req, head, self._info(self.repos[match.group(1)], query))
         match = _RESOLVE.match(path)
         if match and match.group(1) in self.repos:
