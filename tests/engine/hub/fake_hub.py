@@ -48,10 +48,31 @@ class IgnoreRange:
     pass
 
 
+class Sparse:
+    """A large file that is its header and then zeros (a model whose weights nobody fetches):
+    only the header is kept in memory, and its listed sha256 is made up."""
+
+    def __init__(self, header: bytes, size: int) -> None:
+        self.header, self.size = header, size
+        self.sha256 = hashlib.sha256(header + size.to_bytes(8, "little")).hexdigest()
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, part: slice) -> bytes:
+        start, stop, _ = part.indices(self.size)
+        head = self.header[start:stop]
+        return head + bytes(max(0, stop - max(start, len(self.header))))
+
+
+def _sha256(content: bytes | Sparse) -> str:
+    return content.sha256 if isinstance(content, Sparse) else hashlib.sha256(content).hexdigest()
+
+
 @dataclass
 class Repo:
     repo_id: str
-    files: dict[str, bytes]
+    files: dict[str, bytes | Sparse]
     license: str | None = "apache-2.0"
     downloads: int = 0
     likes: int = 0
@@ -100,7 +121,7 @@ class FakeHub:
         host, port = self._httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def add_repo(self, repo_id: str, files: dict[str, bytes], **meta) -> Repo:
+    def add_repo(self, repo_id: str, files: dict[str, bytes | Sparse], **meta) -> Repo:
         repo = Repo(repo_id, dict(files), **meta)
         self.repos[repo_id] = repo
         return repo
@@ -197,17 +218,17 @@ class FakeHub:
         for name, content in repo.files.items():
             sibling: dict = {"rfilename": name}
             if query.get("blobs"):
-                sha = repo.sha256_override.get(name, hashlib.sha256(content).hexdigest())
+                sha = repo.sha256_override.get(name, _sha256(content))
                 sibling["size"] = len(content)
-                sibling["blobId"] = hashlib.sha1(content).hexdigest()
+                sibling["blobId"] = sha[:40]
                 sibling["lfs"] = {"sha256": sha, "size": len(content), "pointerSize": 134}
             siblings.append(sibling)
         card = {"license": repo.license} if repo.license else {}
         return {**self._summary(repo), "sha": repo.sha, "siblings": siblings, "cardData": card}
 
-    def _file(self, req: BaseHTTPRequestHandler, head: bool, name: str, content: bytes) -> None:
+    def _file(self, req: BaseHTTPRequestHandler, head: bool, name: str, content) -> None:
         size = len(content)
-        etag = hashlib.sha256(content).hexdigest()
+        etag = _sha256(content)
         if head:
             return self._status(
                 req,
