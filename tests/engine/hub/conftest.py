@@ -32,13 +32,16 @@ def sha256(data: bytes) -> str:
 
 
 def library_files(models_dir: Path) -> dict[str, bytes]:
-    """Every file a person would see in the models folder (not .part, not quarantine)."""
+    """Every file a person would see in the models folder (not .part files, not the hidden
+    quarantine folder or state files)."""
     if not models_dir.exists():
         return {}
     return {
         str(p.relative_to(models_dir)): p.read_bytes()
         for p in models_dir.rglob("*")
-        if p.is_file() and not p.name.endswith(".part") and ".quarantine" not in p.parts
+        if p.is_file()
+        and not p.name.endswith(".part")
+        and not any(part.startswith(".") for part in p.relative_to(models_dir).parts)
     }
 
 
