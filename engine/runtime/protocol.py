@@ -72,7 +72,7 @@ class ModelParams:
     swa_full: bool = True  # False: sliding-window layers keep only window + ubatch tokens
     # Sample inside the model's graph on the GPU (llama.cpp's experimental backend sampling),
     # so only the chosen token is copied back each step instead of every logit.
-    backend_sampling: bool = False
+    backend_sampling: bool = True
 
 
 @message
