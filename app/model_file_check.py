@@ -7,17 +7,16 @@ not a readable GGUF is refused with a message, and the model already loaded stay
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-GGUF_MAGIC = b"GGUF"
+from engine.gguf import GGUFError, ModelInfo, read_model_info
 
 
 class UnusableModelFile(Exception):
     """A file that cannot be opened as a model; str() is the message to show the user."""
 
 
-def check_model_file(path: str | Path) -> Any:
-    """The file's ModelInfo (from engine.gguf), or UnusableModelFile saying what is wrong."""
+def check_model_file(path: str | Path) -> ModelInfo:
+    """The file's ModelInfo, or UnusableModelFile saying what is wrong."""
     path = Path(path)
     name = path.name or str(path)
     if path.suffix.lower() != ".gguf":
@@ -30,11 +29,6 @@ def check_model_file(path: str | Path) -> Any:
     if not path.is_file():
         raise UnusableModelFile(f"“{name}” is a folder, not a GGUF model file.")
     try:
-        # Imported lazily so that the GUI still starts if the reader cannot be imported.
-        from engine.gguf import GGUFError, read_model_info
-    except ImportError:
-        return _check_magic_only(path, name)
-    try:
         return read_model_info(path)
     except GGUFError as exc:
         raise UnusableModelFile(f"“{name}” is not a readable GGUF file: {exc}") from exc
@@ -46,15 +40,3 @@ def check_model_file(path: str | Path) -> Any:
             f"“{name}” could not be read as a GGUF file ({type(exc).__name__}: {exc})."
         ) from exc
 
-
-def _check_magic_only(path: Path, name: str) -> None:
-    try:
-        with path.open("rb") as f:
-            magic = f.read(len(GGUF_MAGIC))
-    except OSError as exc:
-        raise UnusableModelFile(f"“{name}” could not be read: {exc.strerror or exc}") from exc
-    if magic != GGUF_MAGIC:
-        raise UnusableModelFile(
-            f"“{name}” is not a readable GGUF file: it does not start with the GGUF magic bytes."
-        )
-    return None
