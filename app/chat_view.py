@@ -1,27 +1,39 @@
-"""The Chat page: the transcript, the message box, Send and Stop.
+"""The Chat page: conversations on the left, the transcript and message box in the middle, the
+chat settings on the right (hidden until asked for).
 
-The conversation sent to the engine is exactly what is on screen (finished messages, failed replies
-left out); the worker renders it with the model's chat template.
+Every message is written to the conversation store as it happens (a reply while it streams), so
+quitting or a crash loses nothing. The conversation sent to the engine is the shown branch
+(finished messages, failed replies left out), after the system prompt, fitted to the context by
+the policy the user chose; the worker renders it with the model's chat template and reuses the
+KV cache of the turns it has seen.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, QPoint, Qt
-from PySide6.QtGui import QGuiApplication, QKeySequence, QPalette, QShortcut
+from pathlib import Path
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence, QPalette, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
     QHBoxLayout,
     QLabel,
     QListView,
-    QMenu,
     QPushButton,
+    QSizePolicy,
     QVBoxLayout,
     QWidget,
 )
 
-from app.banner import Banner
+from app import banner as b
+from app.chat_actions import MessageActions
+from app.chat_context import ContextOverflow, fit_to_context, used_tokens
+from app.chat_header import ChatHeader
 from app.chat_input import ChatInput
+from app.chat_session import ChatSession, message_stats
+from app.chat_settings import OVERFLOW_DROP_OLDEST, ChatSettingsPanel, sampling_from
+from app.chat_sidebar import ConversationSidebar
 from app.conversation_model import (
     ROLE_ASSISTANT,
     ROLE_USER,
@@ -31,9 +43,11 @@ from app.conversation_model import (
 )
 from app.engine_bridge import STATE_GENERATING, STATE_IDLE, EngineBridge
 from app.message_delegate import MessageDelegate
+from engine.chat.store import ConversationStore
 from engine.runtime import protocol as p
 
 BOTTOM_SLACK_PX = 24  # within this distance of the end counts as "following the reply"
+SIDEBAR_MIN_PAGE_WIDTH = 640  # narrower than this, the transcript gets the room
 
 
 class TranscriptView(QListView):
@@ -49,21 +63,40 @@ class TranscriptView(QListView):
         QAbstractItemView.dataChanged(self, top_left, bottom_right, roles)
 
 
-class ChatView(QWidget):
-    def __init__(self, bridge: EngineBridge, parent: QWidget | None = None):
+class ChatView(MessageActions, QWidget):
+    def __init__(
+        self,
+        bridge: EngineBridge,
+        parent: QWidget | None = None,
+        *,
+        store: ConversationStore | None = None,
+    ):
         super().__init__(parent)
         self.setObjectName("chatView")
         self.setBackgroundRole(QPalette.ColorRole.Base)
         self.setAutoFillBackground(True)
         self._bridge = bridge
-        self.sampling = p.SamplingParams()
-        self.max_tokens = 512
+        # Without a store (tests, a store that failed to open) chats live in memory only.
+        self.session = ChatSession(store or ConversationStore.open(":memory:"), self)
         self.assistant_name = "Assistant"
         self._request_id: int | None = None
         self._reply_row: int | None = None
+        self._editing_row: int | None = None
+        self._context_used = 0
 
-        self.notice = Banner(self)
+        self.notice = b.Banner(self)
         self.notice.setObjectName("chatNotice")
+        self.context_notice = b.Banner(self)
+        self.context_notice.setObjectName("contextNotice")
+        self.header = ChatHeader(self)
+        self.sidebar = ConversationSidebar(self.session.store, self)
+        self.sidebar.chosen.connect(self.open_conversation)
+        self.sidebar.new_requested.connect(self.new_chat)
+        self.sidebar.deleted.connect(self._on_conversation_deleted)
+        self.settings_panel = ChatSettingsPanel(self)
+        self.settings_panel.hide()
+        self.settings_panel.changed.connect(self._on_settings_changed)
+        self.header.settings_button.toggled.connect(self.settings_panel.setVisible)
 
         self.model = ConversationModel(self)
         self.transcript = TranscriptView(self)
@@ -71,6 +104,7 @@ class ChatView(QWidget):
         self.transcript.setModel(self.model)
         self.transcript.setFrameShape(QFrame.Shape.NoFrame)
         self.transcript.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.transcript.verticalScrollBar().setSingleStep(24)
         self.transcript.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.transcript.setResizeMode(QListView.ResizeMode.Adjust)
         self.transcript.setUniformItemSizes(False)
@@ -83,7 +117,9 @@ class ChatView(QWidget):
         self.model.dataChanged.connect(
             lambda top_left, _bottom_right, _roles=(): self.delegate.row_changed(top_left)
         )
+        # The delegate caches layouts by row: rows that move invalidate it.
         self.model.modelReset.connect(self.delegate.clear_cache)
+        self.model.rowsRemoved.connect(self.delegate.clear_cache)
 
         self.input = ChatInput(self)
         self.input.setObjectName("chatInput")
@@ -100,6 +136,7 @@ class ChatView(QWidget):
         self.new_chat_button = QPushButton("New chat")
         self.new_chat_button.setObjectName("newChatButton")
         self.new_chat_button.setFlat(True)
+        self.new_chat_button.setToolTip("New chat (Ctrl+N)")
         self.new_chat_button.clicked.connect(self.new_chat)
 
         composer = QFrame(self)
@@ -111,8 +148,10 @@ class ChatView(QWidget):
         composer_layout.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
         composer_layout.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
 
-        hint = QLabel("Enter to send · Shift+Enter for a new line · Esc to stop")
+        hint = QLabel("Enter to send · Shift+Enter for a new line · Esc to stop · Ctrl+N new chat")
         hint.setObjectName("composerHint")
+        # A hint, not content: it may be cut short rather than hold the page wide.
+        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         hints = QHBoxLayout()
         hints.setContentsMargins(4, 0, 0, 0)
         hints.addWidget(hint, 1)
@@ -124,16 +163,29 @@ class ChatView(QWidget):
         bottom.addWidget(composer)
         bottom.addLayout(hints)
 
-        layout = QVBoxLayout(self)
+        center = QVBoxLayout()
+        center.setContentsMargins(0, 0, 0, 0)
+        center.setSpacing(0)
+        center.addWidget(self.notice)
+        center.addWidget(self.header)
+        center.addWidget(self.context_notice)
+        center.addWidget(self.transcript, 1)
+        center.addLayout(bottom)
+        layout = QHBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
-        layout.addWidget(self.notice)
-        layout.addWidget(self.transcript, 1)
-        layout.addLayout(bottom)
+        layout.addWidget(self.sidebar)
+        layout.addLayout(center, 1)
+        layout.addWidget(self.settings_panel)
+        # The sidebar hides on a narrow page (resizeEvent), so it must not set a minimum width.
+        layout.setSizeConstraint(QHBoxLayout.SizeConstraint.SetNoConstraint)
 
         stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
         stop_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        stop_shortcut.activated.connect(self.stop)
+        stop_shortcut.activated.connect(self._on_escape)
+        new_shortcut = QShortcut(QKeySequence.StandardKey.New, self)
+        new_shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+        new_shortcut.activated.connect(self.new_chat)
         copy_shortcut = QShortcut(QKeySequence.StandardKey.Copy, self.transcript)
         copy_shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
         copy_shortcut.activated.connect(self.copy_selected)
@@ -143,8 +195,46 @@ class ChatView(QWidget):
         bridge.generation_failed.connect(self._on_generation_failed)
         bridge.command_failed.connect(self._on_command_failed)
         bridge.engine_crashed.connect(self._on_engine_crashed)
+        bridge.model_loaded.connect(lambda _loaded: self._show_usage())
         bridge.state_changed.connect(self._update_buttons)
         self._update_buttons()
+        self._show_usage()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self.sidebar.setVisible(event.size().width() >= SIDEBAR_MIN_PAGE_WIDTH)
+        super().resizeEvent(event)
+
+    # -- settings -------------------------------------------------------------------------------
+
+    @property
+    def sampling(self) -> p.SamplingParams:
+        return sampling_from(self.settings_panel.values())
+
+    @sampling.setter
+    def sampling(self, sampling: p.SamplingParams) -> None:
+        seed = -1 if sampling.seed == 0xFFFFFFFF else sampling.seed
+        values = {k: getattr(sampling, k) for k in ("temperature", "top_p", "top_k", "min_p")}
+        values.update(repeat_penalty=sampling.repeat_penalty, seed=seed, preset="Custom")
+        self.settings_panel.set_values({**self.settings_panel.values(), **values})
+
+    @property
+    def max_tokens(self) -> int:
+        return self.settings_panel.max_tokens.value()
+
+    @max_tokens.setter
+    def max_tokens(self, value: int) -> None:
+        self.settings_panel.max_tokens.setValue(value)
+
+    @property
+    def system_prompt(self) -> str:
+        return self.settings_panel.values()["system_prompt"]
+
+    def _on_settings_changed(self) -> None:
+        chat_id = self.session.conversation_id
+        if chat_id is not None:
+            values = self.settings_panel.values()
+            self.session.store.set_settings(chat_id, values)
+            self.session.store.set_system_prompt(chat_id, values["system_prompt"])
 
     # -- actions --------------------------------------------------------------------------------
 
@@ -156,11 +246,91 @@ class ChatView(QWidget):
         text = self.input.toPlainText().strip()
         if not text or not self.send_button.isEnabled():
             return
-        self.model.append(ChatEntry(role=ROLE_USER, text=text))
-        request_id = self._bridge.generate(
-            self.model.chat_messages(), sampling=self.sampling, max_tokens=self.max_tokens
-        )
+        settings = self.settings_panel.values()
+        chat_id = self.session.ensure_conversation(text, settings)
+        if self._editing_row is not None:
+            # Edit and resend: the new text is a sibling of the old, whose branch is kept.
+            edited = self.model.entry(self._editing_row).message_id
+            parent = self.session.store.message(edited).parent_id if edited else None
+            self.model.truncate(self._editing_row)
+            self._cancel_edit()
+        else:
+            parent = self._last_message_id()
+        user_id = self.session.store.add_message(chat_id, ROLE_USER, text, parent_id=parent)
+        self.model.append(ChatEntry(role=ROLE_USER, text=text, message_id=user_id))
         self.input.clear()
+        self.sidebar.set_current(chat_id)
+        self.header.title.setText(self.session.store.conversation(chat_id).title)
+        self._start_reply(user_id)
+
+    def stop(self) -> None:
+        if self.generating:
+            self._bridge.stop()
+
+    def new_chat(self) -> None:
+        self.stop()
+        self._end_reply()
+        self._cancel_edit()
+        self.session.conversation_id = None
+        self.model.clear()
+        self.context_notice.hide()
+        self.header.title.setText("New chat")
+        self.sidebar.set_current(None)
+        self._context_used = 0
+        self._show_usage()
+        self.input.setFocus()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id == self.session.conversation_id and self.model.rowCount():
+            return
+        self.stop()
+        self._end_reply()
+        self._cancel_edit()
+        chat = self.session.store.conversation(conversation_id)
+        self.session.conversation_id = conversation_id
+        self.settings_panel.set_values({**chat.settings, "system_prompt": chat.system_prompt})
+        self.model.set_entries(self.session.entries(self.assistant_name))
+        self.header.title.setText(chat.title)
+        self.sidebar.set_current(conversation_id)
+        self.context_notice.hide()
+        replies = [m for m in self.session.store.branch(conversation_id) if m.stats.n_generated]
+        last = replies[-1].stats if replies else None
+        self._context_used = (last.n_prompt_tokens or 0) + (last.n_generated or 0) if last else 0
+        self._show_usage()
+        self.transcript.scrollToBottom()
+
+    # -- replies --------------------------------------------------------------------------------
+
+    def _start_reply(self, parent_id: int | None) -> None:
+        settings = self.settings_panel.values()
+        messages = self.model.chat_messages(settings["system_prompt"])
+        loaded = self._bridge.model
+        if loaded is not None:
+            try:
+                fitted = fit_to_context(
+                    messages,
+                    loaded.n_ctx,
+                    # Room for the reply: Max tokens, but never most of a small context (a
+                    # reply that fills it still stops with a "context full" notice).
+                    min(settings["max_tokens"], loaded.n_ctx // 4),
+                    drop_oldest=settings["overflow"] == OVERFLOW_DROP_OLDEST,
+                )
+            except ContextOverflow as exc:
+                self.context_notice.show_message(b.ERROR, "The context is full", str(exc))
+                self._update_buttons()
+                return
+            messages = fitted.messages
+            if fitted.dropped:
+                self.context_notice.show_message(
+                    b.INFO,
+                    "Oldest turns left out",
+                    f"{fitted.dropped} of the oldest messages no longer fit the context and were "
+                    "not sent to the model (they are still here and saved).",
+                )
+        model_name = Path(loaded.path).name if loaded else ""
+        request_id = self._bridge.generate(
+            messages, sampling=sampling_from(settings), max_tokens=settings["max_tokens"]
+        )
         if request_id is None:
             self.model.append(
                 ChatEntry(
@@ -173,54 +343,68 @@ class ChatView(QWidget):
             )
         else:
             self._request_id = request_id
+            message_id = self.session.start_reply(parent_id, model_name, settings)
             self._reply_row = self.model.append(
-                ChatEntry(role=ROLE_ASSISTANT, text="", author=self.assistant_name, streaming=True)
+                ChatEntry(
+                    role=ROLE_ASSISTANT,
+                    text="",
+                    author=self.assistant_name,
+                    streaming=True,
+                    message_id=message_id,
+                )
             )
         self.transcript.scrollToBottom()
         self._update_buttons()
-
-    def stop(self) -> None:
-        if self.generating:
-            self._bridge.stop()
-
-    def new_chat(self) -> None:
-        self.stop()
-        self._end_reply()
-        self.model.clear()
-        self.input.setFocus()
-
-    def copy_selected(self) -> None:
-        index = self.transcript.currentIndex()
-        if index.isValid():
-            QGuiApplication.clipboard().setText(self.model.entry(index.row()).text)
-
-    # -- engine events --------------------------------------------------------------------------
 
     def _on_token_text(self, request_id: int, text: str, _n_tokens: int) -> None:
         if request_id != self._request_id or self._reply_row is None:
             return
         follow = self._at_bottom()
         self.model.append_text(self._reply_row, text)
+        self.session.reply_grew(self.model.entry(self._reply_row).text)
         if follow:
             self.transcript.scrollToBottom()
 
     def _on_generation_done(self, done: p.GenerationDone) -> None:
-        if done.request_id == self._request_id:
-            self._finish_reply(stats_line(done))
+        if done.request_id != self._request_id:
+            return
+        self.session.finish_reply(
+            self._reply_text(), stats=message_stats(done.stats), stop_reason=done.stop_reason
+        )
+        self._context_used = used_tokens(done.stats)
+        self._show_usage()
+        if done.stop_reason == "context_full":
+            self.context_notice.show_message(
+                b.ERROR,
+                "The reply stopped: the context is full",
+                "Start a new chat, set “Context full” to drop the oldest turns in Settings, or "
+                "load the model with a longer context.",
+            )
+        self._finish_reply(stats_line(done))
 
     def _on_generation_failed(self, failed: p.GenerationFailed) -> None:
         if failed.request_id == self._request_id:
-            self._finish_reply(f"The reply failed: {failed.message}", failed=True)
+            footer = f"The reply failed: {failed.message}"
+            self.session.finish_reply(self._reply_text(), stop_reason=footer, failed=True)
+            self._finish_reply(footer, failed=True)
 
     def _on_command_failed(self, failed: p.CommandFailed) -> None:
         if failed.command == "Generate" and self.generating:
-            self._finish_reply(f"The engine could not reply: {failed.message}", failed=True)
+            footer = f"The engine could not reply: {failed.message}"
+            self.session.finish_reply(self._reply_text(), stop_reason=footer, failed=True)
+            self._finish_reply(footer, failed=True)
 
     def _on_engine_crashed(self, _crash) -> None:
         if self.generating:
+            self.session.interrupt_reply(self._reply_text())
+            if self._reply_row is not None:
+                self.model.update(self._reply_row, partial=True)
             self._finish_reply(
                 "Interrupted: the engine process stopped. Reload the model to go on.", failed=True
             )
+
+    def _reply_text(self) -> str:
+        return self.model.entry(self._reply_row).text if self._reply_row is not None else ""
 
     def _finish_reply(self, footer: str, *, failed: bool = False) -> None:
         follow = self._at_bottom()
@@ -237,6 +421,30 @@ class ChatView(QWidget):
 
     # -- helpers --------------------------------------------------------------------------------
 
+    def _last_message_id(self) -> int | None:
+        ids = [e.message_id for e in self.model.entries() if e.message_id is not None]
+        return ids[-1] if ids else None
+
+    def _on_conversation_deleted(self, conversation_id: int) -> None:
+        if conversation_id == self.session.conversation_id:
+            self.new_chat()
+
+    def _on_escape(self) -> None:
+        if self.generating:
+            self.stop()
+        elif self._editing_row is not None:
+            self._cancel_edit()
+            self.input.clear()
+
+    def _cancel_edit(self) -> None:
+        if self._editing_row is not None:
+            self._editing_row = None
+            self.notice.hide()
+
+    def _show_usage(self) -> None:
+        loaded = self._bridge.model
+        self.header.set_usage(self._context_used, loaded.n_ctx if loaded else 0)
+
     def _at_bottom(self) -> bool:
         bar = self.transcript.verticalScrollBar()
         return bar.value() >= bar.maximum() - BOTTOM_SLACK_PX
@@ -245,12 +453,3 @@ class ChatView(QWidget):
         state = self._bridge.state
         self.send_button.setEnabled(state == STATE_IDLE and not self.generating)
         self.stop_button.setEnabled(self.generating and state == STATE_GENERATING)
-
-    def _show_context_menu(self, pos: QPoint) -> None:
-        index: QModelIndex = self.transcript.indexAt(pos)
-        if not index.isValid():
-            return
-        self.transcript.setCurrentIndex(index)
-        menu = QMenu(self)
-        menu.addAction("Copy message", self.copy_selected)
-        menu.exec(self.transcript.viewport().mapToGlobal(pos))

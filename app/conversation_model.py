@@ -36,13 +36,20 @@ class ChatEntry:
     footer: str = ""  # the stats line under a finished reply, or why it ended
     streaming: bool = False
     failed: bool = False  # a reply that ended in an error; not sent back to the model
+    partial: bool = False  # a reply cut short by a crash; kept, shown as incomplete
+    message_id: int | None = None  # its row in the conversation store
+    branches: tuple[int, int] = (1, 1)  # (which, of how many) siblings: regenerated or edited
     version: int = 0
+
+
+def stop_reason_text(stop_reason: str) -> str:
+    return _STOP_REASONS.get(stop_reason, stop_reason)
 
 
 def stats_line(done: p.GenerationDone) -> str:
     """ "42.1 tok/s · 0.12 s to first token · 128 tokens · end of reply" """
     stats = done.stats
-    reason = _STOP_REASONS.get(done.stop_reason, done.stop_reason)
+    reason = stop_reason_text(done.stop_reason)
     tokens = "1 token" if stats.n_generated == 1 else f"{stats.n_generated} tokens"
     return (
         f"{stats.decode_tokens_per_second:.1f} tok/s · "
@@ -94,10 +101,29 @@ class ConversationModel(QAbstractListModel):
     def finish(self, row: int, footer: str, *, failed: bool = False) -> None:
         self._update(row, footer=footer, streaming=False, failed=failed)
 
+    def update(self, row: int, **changes) -> None:
+        self._update(row, **changes)
+
     def clear(self) -> None:
+        self.set_entries([])
+
+    def set_entries(self, entries: list[ChatEntry]) -> None:
         self.beginResetModel()
-        self._entries.clear()
+        self._entries = list(entries)
         self.endResetModel()
+
+    def truncate(self, row: int) -> None:
+        """Remove `row` and every row after it (a branch being replaced)."""
+        if row >= len(self._entries):
+            return
+        self.beginRemoveRows(QModelIndex(), row, len(self._entries) - 1)
+        del self._entries[row:]
+        self.endRemoveRows()
+
+    def remove(self, row: int) -> None:
+        self.beginRemoveRows(QModelIndex(), row, row)
+        del self._entries[row]
+        self.endRemoveRows()
 
     def _update(self, row: int, **changes) -> None:
         entry = self._entries[row]
@@ -105,9 +131,11 @@ class ConversationModel(QAbstractListModel):
         index = self.index(row)
         self.dataChanged.emit(index, index)
 
-    def chat_messages(self) -> list[p.ChatMessage]:
-        """What the model sees: finished messages with text, failed replies left out."""
-        return [
+    def chat_messages(self, system_prompt: str = "") -> list[p.ChatMessage]:
+        """What the model sees: the system prompt, then finished messages with text (failed
+        replies left out)."""
+        system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
+        return system + [
             p.ChatMessage(role=e.role, content=e.text)
             for e in self._entries
             if not e.streaming and not e.failed and e.text.strip()

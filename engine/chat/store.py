@@ -184,7 +184,8 @@ class ConversationStore:
         self._conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
     def _update_conversation(self, conversation_id: int, **columns: Any) -> None:
-        columns["updated_at"] = time.time()
+        # updated_at is left alone: the list is ordered by when a chat last had a message,
+        # and renaming one should not move it to the top.
         assignments = ", ".join(f"{name} = ?" for name in columns)
         self._conn.execute(
             f"UPDATE conversations SET {assignments} WHERE id = ?",
@@ -299,6 +300,17 @@ class ConversationStore:
             (m.conversation_id, m.parent_id),
         ).fetchall()
         return [r[0] for r in rows]
+
+    def latest_leaf(self, message_id: int) -> int:
+        """The end of the newest branch below `message_id` (itself when it has no replies)."""
+        current = message_id
+        while True:
+            row = self._conn.execute(
+                "SELECT id FROM messages WHERE parent_id = ? ORDER BY id DESC LIMIT 1", (current,)
+            ).fetchone()
+            if row is None:
+                return current
+            current = row[0]
 
     def set_active_leaf(self, conversation_id: int, message_id: int | None) -> None:
         self._update_conversation(conversation_id, active_leaf_id=message_id)
