@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test lint format env env-test clean
+.PHONY: run test test-vulkan lint format env env-test clean
 
 env:
 	PYTHON=$(PYTHON) installers/setup_env.sh
@@ -15,17 +15,24 @@ run: env
 	$(BIN)/hearth
 
 test: env-test
-	$(BIN)/ruff check app engine kernels tests installers
-	$(BIN)/ruff format --check app engine kernels tests installers
+	$(BIN)/ruff check app engine kernels tests installers benchmarks backend_tests
+	$(BIN)/ruff format --check app engine kernels tests installers benchmarks backend_tests
 	$(BIN)/lint-imports
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
 
+# The Vulkan build in its own environment, on Mesa's software device (Debian: glslc,
+# libvulkan-dev, mesa-vulkan-drivers), checked against the CPU build's greedy output.
+test-vulkan: env-test
+	HEARTH_VENV=.venv-vulkan HEARTH_BACKEND=vulkan PYTHON=$(PYTHON) installers/setup_env.sh test
+	GGML_VK_VISIBLE_DEVICES=0 HEARTH_CPU_PYTHON=$(BIN)/python \
+		.venv-vulkan/bin/python -m pytest -v -p no:cacheprovider backend_tests/test_vulkan.py
+
 lint:
-	$(BIN)/ruff check app engine kernels tests installers
+	$(BIN)/ruff check app engine kernels tests installers benchmarks backend_tests
 
 format:
-	$(BIN)/ruff format app engine kernels tests installers
-	$(BIN)/ruff check --fix app engine kernels tests installers
+	$(BIN)/ruff format app engine kernels tests installers benchmarks backend_tests
+	$(BIN)/ruff check --fix app engine kernels tests installers benchmarks backend_tests
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -65,6 +65,13 @@ def _vulkan_toolchain_missing() -> list[str]:
         os.path.exists(p) for p in ("/usr/include/vulkan/vulkan.h", "/usr/local/include/vulkan")
     ):
         missing.append("the Vulkan headers (Debian/Ubuntu: libvulkan-dev)")
+    spirv_configs = (
+        "/usr/share/cmake/SPIRV-Headers",
+        "/usr/lib/cmake/SPIRV-Headers",
+        "/usr/local/share/cmake/SPIRV-Headers",
+    )
+    if not os.environ.get("VULKAN_SDK") and not any(os.path.isdir(p) for p in spirv_configs):
+        missing.append("the SPIR-V headers (Debian/Ubuntu: spirv-headers)")
     return missing
 
 

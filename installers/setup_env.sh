@@ -3,6 +3,7 @@
 # backend that installers/detect_backend.py picks.
 #
 # Usage: installers/setup_env.sh [EXTRAS]      e.g. `installers/setup_env.sh test`
+#        HEARTH_VENV=.venv-vulkan HEARTH_BACKEND=vulkan installers/setup_env.sh test
 #
 # pip's wheel cache keys a wheel built from source by the sdist alone, not by CMAKE_ARGS, so a CPU
 # build could be reused where a CUDA build was asked for. We therefore build with pip's cache off,
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/.."
 
 extras=${1:-}
 python=${PYTHON:-python3}
-venv=.venv
+venv=${HEARTH_VENV:-.venv}
 llama_version=0.3.36
 
 if ! "$python" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
