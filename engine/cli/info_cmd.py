@@ -23,6 +23,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", metavar="MODEL", help="a .gguf path, or hf://OWNER/REPO/FILE")
     parser.add_argument("--json", action="store_true", help="print everything as JSON")
     parser.add_argument("--tensors", action="store_true", help="also list every tensor")
+    parser.add_argument(
+        "--engine",
+        action="store_true",
+        help="load it in the engine and say which backend and device it runs on, and whether "
+        "flash attention is active",
+    )
 
 
 def parse_hub_spec(spec: str) -> tuple[str, str, str]:
@@ -67,4 +73,8 @@ def run(args: argparse.Namespace) -> int:
         for t in info.tensors:
             shape = " x ".join(map(str, t.shape))
             print(f"  {t.name:<48} {t.type_name:<8} {shape:<24} {human_bytes(t.n_bytes):>10}")
+    if args.engine:
+        from engine.cli.engine_check import report_engine_placement
+
+        return report_engine_placement(args.model, sys.stdout)
     return 0

@@ -83,6 +83,7 @@ class Engine:
         self._state = "loading"
         self._log.take_allocations()
         self._log.take_overridden()
+        self._log.flash_attn_resolved = None
         used_before = _device_used()
         started = time.perf_counter()
         model = ctx = None
@@ -99,6 +100,7 @@ class Engine:
             return
         load_seconds = time.perf_counter() - started
         used_after = _device_used()
+        allocations = self._log.take_allocations()
         self._session = Session(model=model, ctx=ctx)
         self._state = "idle"
         template = model.chat_template()
@@ -112,14 +114,13 @@ class Engine:
                 n_params=model.n_params(),
                 size_bytes=model.size_bytes(),
                 n_layers=model.n_layers(),
-                n_gpu_layers=min(params.n_gpu_layers, model.n_layers())
-                if params.n_gpu_layers >= 0
-                else model.n_layers(),
-                flash_attn=ctx.info.flash_attn,
+                n_gpu_layers=_layers_on_gpu(params.n_gpu_layers, model.n_layers()),
+                flash_attn=self._flash_attn_state(params.flash_attn),
                 chat_template=self._template_note,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
-                allocations=self._log.take_allocations(),
+                allocations=allocations,
+                runs_on=_devices_holding(allocations),
                 tensors_in_ram=self._log.take_overridden(),
                 device_used_delta=tuple(
                     p.DeviceDelta(device=name, used_bytes=used_after[name] - used_before[name])
@@ -128,6 +129,12 @@ class Engine:
                 ),
             )
         )
+
+    def _flash_attn_state(self, asked: str) -> str:
+        if asked in ("on", "off"):
+            return asked
+        resolved = self._log.flash_attn_resolved
+        return "auto" if resolved is None else ("on" if resolved else "off")
 
     def unload(self, *, quiet: bool = False) -> None:
         session, self._session = self._session, None
@@ -262,6 +269,34 @@ def _no_stats(received_at: float) -> p.GenerationStats:
         prefill_seconds=0.0,
         time_to_first_token=time.perf_counter() - received_at,
         decode_seconds=0.0,
+    )
+
+
+def _layers_on_gpu(asked: int, n_layers: int) -> int:
+    if not llama.supports_gpu_offload():
+        return 0  # a CPU build takes the request and runs everything on the CPU
+    return n_layers if asked < 0 else min(asked, n_layers)
+
+
+def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, ...]:
+    """The devices that hold weights or KV cache, GPUs first, each with its description."""
+    names: list[str] = []
+    for a in allocations:
+        if a.kind in ("model", "KV") and a.bytes > 0:
+            # "CPU_Mapped", "CUDA_Host", "CPU_REPACK": host memory, all of it the CPU's.
+            name = "CPU" if a.device.startswith("CPU") or a.device.endswith("_Host") else a.device
+            if name not in names:
+                names.append(name)
+    try:
+        from engine.hardware.llama_devices import list_engine_devices
+
+        described = {d.name: d.description for d in list_engine_devices()}
+    except Exception:
+        described = {}
+    gpus = [n for n in names if n != "CPU"]
+    return tuple(
+        [f"{n}: {described[n]}" if described.get(n) else n for n in gpus]
+        + (["CPU"] if "CPU" in names else [])
     )
 
 

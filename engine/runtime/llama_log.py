@@ -21,6 +21,9 @@ _BUFFER_LINE = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s+([
 # llama-model-loader.cpp (debug level): "tensor blk.0.ffn_up.weight (12 MiB f16) buffer type
 # overridden to CPU"
 _OVERRIDE_LINE = re.compile(r"tensor (\S+) \(.*\) buffer type overridden to (\S+)")
+# llama-context.cpp, when flash attention is "auto": "...: Flash Attention enabled" or
+# "...: Flash Attention not supported, set to disabled"
+_FLASH_ATTN_LINE = re.compile(r"Flash Attention (enabled|not supported)")
 _DEBUG, _CONT = 1, 5  # enum ggml_log_level
 
 
@@ -39,6 +42,7 @@ class LlamaLog:
         self._lock = threading.Lock()
         self._allocations: list[BufferAllocation] = []
         self._overridden: list[str] = []
+        self.flash_attn_resolved: bool | None = None  # what "auto" became, at the last load
         self._last_level = 0
         self._callback = C.llama_log_callback(self._on_log)
         C.llama_log_set(self._callback, None)
@@ -69,7 +73,12 @@ class LlamaLog:
                         self._overridden.append(match.group(1))
             return
         os.write(2, text)
-        found = parse_buffer_line(text.decode("utf-8", "replace"))
+        line = text.decode("utf-8", "replace")
+        if "Flash Attention" in line:
+            match = _FLASH_ATTN_LINE.search(line)
+            if match:
+                self.flash_attn_resolved = match.group(1) == "enabled"
+        found = parse_buffer_line(line)
         if found is not None:
             with self._lock:
                 self._allocations.append(found)

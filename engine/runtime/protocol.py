@@ -149,13 +149,15 @@ class ModelLoaded:
     size_bytes: int
     n_layers: int
     n_gpu_layers: int
-    flash_attn: str
+    flash_attn: str  # "on" or "off" as llama.cpp settled it ("auto" only if it did not say)
     chat_template: str  # where the chat template comes from, for display
     load_seconds: float
     n_vocab: int = 0
     allocations: tuple[BufferAllocation, ...] = ()
     device_used_delta: tuple[DeviceDelta, ...] = ()
     tensors_in_ram: tuple[str, ...] = ()  # placed in RAM by ModelParams.cpu_tensors
+    # Where the weights and the KV cache are, e.g. ("CUDA0: NVIDIA GeForce RTX 4090", "CPU").
+    runs_on: tuple[str, ...] = ()
 
 
 @message

@@ -216,3 +216,19 @@ def test_tensors_named_for_ram_are_placed_there(engine, starter_path):
     assert loaded.tensors_in_ram == ("blk.0.ffn_up.weight",)
     _, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=4)
     assert isinstance(done, p.GenerationDone)
+
+
+@pytest.mark.parametrize("asked", ["auto", "on", "off"])
+def test_the_load_says_where_the_model_runs_and_whether_flash_attention_is_on(
+    engine, starter_path, asked
+):
+    loaded = engine.load(starter_path, n_ctx=1024, flash_attn=asked)
+    assert isinstance(loaded, p.ModelLoaded)
+    assert loaded.runs_on == ("CPU",)  # the CPU build
+    # "auto" is settled by llama.cpp: its CPU backend supports flash attention.
+    assert loaded.flash_attn == {"auto": "on"}.get(asked, asked)
+
+
+def test_a_cpu_build_reports_no_layers_on_the_gpu(engine, starter_path):
+    loaded = engine.load(starter_path, n_ctx=1024, n_gpu_layers=-1)
+    assert (loaded.n_gpu_layers, loaded.n_layers) == (0, 30)
