@@ -109,6 +109,7 @@ class ChatView(MessageActions, QWidget):
         self.transcript.setResizeMode(QListView.ResizeMode.Adjust)
         self.transcript.setUniformItemSizes(False)
         self.transcript.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.transcript.setMouseTracking(True)  # the hand cursor over Copy and Thought links
         self.transcript.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.transcript.customContextMenuRequested.connect(self._show_context_menu)
         self.delegate = MessageDelegate(self.transcript)

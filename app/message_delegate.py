@@ -11,12 +11,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QRect, QRectF, QSize, Qt
+from PySide6.QtCore import (
+    QEvent,
+    QModelIndex,
+    QPersistentModelIndex,
+    QPoint,
+    QPointF,
+    QRect,
+    QRectF,
+    QSize,
+    Qt,
+    Signal,
+)
 from PySide6.QtGui import (
     QAbstractTextDocumentLayout,
     QColor,
     QFont,
     QFontMetrics,
+    QGuiApplication,
     QPainter,
     QPalette,
     QTextDocument,
@@ -30,6 +42,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.conversation_model import ROLE_USER, ChatEntry, MessageRole
+from app.message_markdown import COPY_SCHEME, THINK_HREF, Colors, render_markdown
 
 SIDE_MARGIN = 18
 ROW_SPACING = 14
@@ -44,10 +57,6 @@ ASSISTANT_MAX_FRACTION = 0.86
 WAITING_TEXT = "…"
 
 AnyIndex = QModelIndex | QPersistentModelIndex
-MARKDOWN_FEATURES = (
-    QTextDocument.MarkdownFeature.MarkdownDialectGitHub
-    | QTextDocument.MarkdownFeature.MarkdownNoHTML
-)
 
 
 def blend(a: QColor, b: QColor, amount: float) -> QColor:
@@ -65,19 +74,36 @@ class _RowLayout:
     row_width: int
     document: QTextDocument
     size: QSize
+    code_blocks: tuple[str, ...] = ()
+    show_thinking: bool = False
+
+
+def colors_for(palette: QPalette) -> Colors:
+    base = palette.color(QPalette.ColorRole.Base)
+    text = palette.color(QPalette.ColorRole.Text)
+    return Colors(
+        code_background=blend(base, text, 0.06).name(),
+        muted=blend(text, base, 0.45).name(),
+        link=palette.color(QPalette.ColorRole.Link).name(),
+        dark=base.lightness() < 128,
+    )
 
 
 class MessageDelegate(QStyledItemDelegate):
+    copied = Signal(int)  # a code block's Copy link was clicked (its index in the message)
+
     def __init__(self, view: QAbstractItemView):
         super().__init__(view)
         self._view = view
         self._layouts: dict[int, _RowLayout] = {}
         self._sizes_told: dict[int, QSize] = {}  # the size each row had when the view asked
         self.layouts_built = 0  # text layouts made (not served from the cache), for diagnostics
+        self._thinking_shown: set[int] = set()  # rows whose <think> section is expanded
 
     def clear_cache(self) -> None:
         self._layouts.clear()
         self._sizes_told.clear()
+        self._thinking_shown.clear()
 
     def row_changed(self, index: AnyIndex) -> None:
         """A row's content changed: have the view lay the rows out again only if its size did.
@@ -104,7 +130,13 @@ class MessageDelegate(QStyledItemDelegate):
     def _layout(self, row: int, entry: ChatEntry, font: QFont) -> _RowLayout:
         row_width = self._row_width()
         cached = self._layouts.get(row)
-        if cached and cached.version == entry.version and cached.row_width == row_width:
+        show_thinking = row in self._thinking_shown
+        if (
+            cached
+            and cached.version == entry.version
+            and cached.row_width == row_width
+            and cached.show_thinking == show_thinking
+        ):
             return cached
         self.layouts_built += 1
         doc = QTextDocument()
@@ -114,11 +146,16 @@ class MessageDelegate(QStyledItemDelegate):
         option = QTextOption()
         option.setWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         doc.setDefaultTextOption(option)
+        code_blocks: tuple[str, ...] = ()
         if entry.role == ROLE_USER or not entry.text:
             doc.setPlainText(entry.text or WAITING_TEXT)  # what the person typed, as typed
         else:
             # Models write markdown. Raw HTML stays text: a reply must not restyle the app.
-            doc.setMarkdown(entry.text, MARKDOWN_FEATURES)
+            rendered = render_markdown(
+                entry.text, colors_for(self._view.palette()), show_thinking=show_thinking
+            )
+            doc.setHtml(rendered.html)
+            code_blocks = rendered.code_blocks
         width = self._max_text_width(entry.role, row_width)
         doc.setTextWidth(width)
         # A short message gets a bubble that fits it rather than the widest one allowed.
@@ -132,7 +169,9 @@ class MessageDelegate(QStyledItemDelegate):
             + 2 * PADDING_Y
             + self._footer_height(entry, font, row_width)
         )
-        layout = _RowLayout(entry.version, row_width, doc, QSize(row_width, height))
+        layout = _RowLayout(
+            entry.version, row_width, doc, QSize(row_width, height), code_blocks, show_thinking
+        )
         self._layouts[row] = layout
         return layout
 
@@ -163,6 +202,53 @@ class MessageDelegate(QStyledItemDelegate):
             self._sizes_told[index.row()] = size
         return size
 
+    def _bubble(self, rect: QRect, entry: ChatEntry, doc: QTextDocument, font: QFont) -> QRect:
+        bubble_w = int(doc.size().width()) + 2 * PADDING_X
+        bubble_h = int(doc.size().height()) + 2 * PADDING_Y
+        is_user = entry.role == ROLE_USER
+        left = rect.right() - SIDE_MARGIN - bubble_w if is_user else rect.left() + SIDE_MARGIN
+        top = rect.top() + ROW_SPACING + QFontMetrics(self._label_font(font)).height() + LABEL_GAP
+        return QRect(left, top, bubble_w, bubble_h)
+
+    def anchor_at(self, index: AnyIndex, rect: QRect, pos: QPoint, font: QFont) -> str:
+        """The link under `pos` (view coordinates) in the row's text, or ""."""
+        entry: ChatEntry = index.data(MessageRole)
+        layout = self._layout(index.row(), entry, font)
+        bubble = self._bubble(rect, entry, layout.document, font)
+        inside = QPointF(pos - bubble.topLeft() - QPoint(PADDING_X, PADDING_Y))
+        return layout.document.documentLayout().anchorAt(inside)
+
+    def editorEvent(self, event, model, option: QStyleOptionViewItem, index: AnyIndex) -> bool:
+        kind = event.type()
+        if kind not in (QEvent.Type.MouseButtonRelease, QEvent.Type.MouseMove):
+            return False
+        href = self.anchor_at(index, option.rect, event.position().toPoint(), option.font)
+        viewport = self._view.viewport()
+        if kind == QEvent.Type.MouseMove:
+            shape = Qt.CursorShape.PointingHandCursor if href else Qt.CursorShape.ArrowCursor
+            viewport.setCursor(shape)
+            return False
+        if event.button() != Qt.MouseButton.LeftButton or not href:
+            return False
+        return self.activate(index, href)
+
+    def activate(self, index: AnyIndex, href: str) -> bool:
+        """Do what one of the transcript's own links says; other links are never followed."""
+        row = index.row()
+        layout = self._layouts.get(row)
+        if href.startswith(COPY_SCHEME) and layout is not None:
+            block = int(href[len(COPY_SCHEME) :])
+            if 0 <= block < len(layout.code_blocks):
+                QGuiApplication.clipboard().setText(layout.code_blocks[block])
+                self.copied.emit(block)
+                return True
+        if href == THINK_HREF:
+            self._thinking_shown ^= {row}
+            self.row_changed(index)
+            self._view.viewport().update()
+            return True
+        return False
+
     # -- painting -------------------------------------------------------------------------------
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: AnyIndex) -> None:
@@ -177,11 +263,7 @@ class MessageDelegate(QStyledItemDelegate):
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
 
-        bubble_w = int(doc.size().width()) + 2 * PADDING_X
-        bubble_h = int(doc.size().height()) + 2 * PADDING_Y
-        left = rect.right() - SIDE_MARGIN - bubble_w if is_user else rect.left() + SIDE_MARGIN
-        top = rect.top() + ROW_SPACING + label_metrics.height() + LABEL_GAP
-        bubble = QRect(left, top, bubble_w, bubble_h)
+        bubble = self._bubble(rect, entry, doc, option.font)
 
         muted = blend(
             palette.color(QPalette.ColorRole.Text), palette.color(QPalette.ColorRole.Base), 0.45
