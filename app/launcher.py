@@ -8,9 +8,18 @@ from __future__ import annotations
 
 import sys
 
+from engine.child_process import RUN_MODULE_FLAG
+
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if len(args) >= 2 and args[0] == RUN_MODULE_FLAG:
+        # A frozen bundle starting its own engine worker (engine/child_process.py).
+        import runpy
+
+        sys.argv = [args[1], *args[2:]]
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+        return 0
     if args and args[0] not in ("--model", "-m"):
         from engine.cli import main as cli_main
 

@@ -12,10 +12,11 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from engine.child_process import module_command
 
 ENGINE_PROBE_MODULE = "engine.hardware.engine_probe"
 DEFAULT_PROBE_TIMEOUT_S = 10.0
@@ -95,7 +96,7 @@ def probe_engine_devices(
     child_env.setdefault("PYTHONUNBUFFERED", "1")
     try:
         done = subprocess.run(
-            [python or sys.executable, "-m", ENGINE_PROBE_MODULE],
+            module_command(ENGINE_PROBE_MODULE, python=python),
             capture_output=True,
             text=True,
             errors="replace",

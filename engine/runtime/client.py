@@ -17,12 +17,12 @@ import os
 import queue
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from engine.child_process import module_command
 from engine.runtime import protocol as p
 
 STDERR_LINES_KEPT = 40
@@ -79,7 +79,7 @@ class EngineClient:
         env = dict(os.environ if self._env is None else self._env)
         env.setdefault("PYTHONUNBUFFERED", "1")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "engine.runtime.worker"],
+            module_command("engine.runtime.worker"),
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
