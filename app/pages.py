@@ -59,6 +59,14 @@ def _chat_page(window: MainWindow) -> QWidget:
 
 
 def _library_page(window: MainWindow) -> QWidget:
+    try:
+        from app.library_page import create_library_panel
+    except ImportError:
+        return _library_placeholder(window)
+    return create_library_panel(window)
+
+
+def _library_placeholder(window: MainWindow) -> QWidget:
     return placeholder_page(
         LIBRARY,
         "Your models, and models to download from the Hugging Face Hub, will be listed here. "
