@@ -8,6 +8,7 @@ other Hub call. Every failure becomes a HubError whose message says what to do.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from engine.hub.catalog import ModelFile, group_model_files
 from engine.hub.records import RemoteFile
 
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified"}
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _EXPAND = ["downloads", "likes", "lastModified", "tags", "gated", "cardData"]
 
 
@@ -115,6 +117,25 @@ class HubClient:
             return [_summary(info) for info in found]
         except Exception as exc:
             raise _hub_error(f"search the Hub for {text!r}", exc) from exc
+
+    def file_metadata(self, repo_id: str, filename: str, revision: str = "main") -> RemoteFile:
+        """One file's size and sha256 from a HEAD on its resolve URL (X-Linked-Size and
+        X-Linked-Etag, which for an LFS file is its sha256), without listing the repository."""
+        from huggingface_hub import get_hf_file_metadata, hf_hub_url
+
+        from engine.hub.paths import safe_relative_name
+
+        safe_relative_name(filename)
+        url = hf_hub_url(repo_id, filename, revision=revision, endpoint=self.endpoint)
+        try:
+            meta = get_hf_file_metadata(url, token=self.token, endpoint=self.endpoint)
+        except Exception as exc:
+            raise _hub_error(f"look up {repo_id}/{filename}", exc) from exc
+        if meta.size is None:
+            raise HubError(f"The Hub did not say how large {filename} is; try again later.")
+        etag = (meta.etag or "").strip('"').lower()
+        sha = etag if _SHA256.match(etag) else None  # a git blob's etag is a sha1: no hash
+        return RemoteFile(repo_id, filename, meta.size, sha, meta.commit_hash or revision)
 
     def repo_files(self, repo_id: str, revision: str | None = None) -> RepoFiles:
         try:

@@ -145,8 +145,10 @@ class Downloader:
                     f.size for f, d in zip(files, dests, strict=True) if _complete(f, d)
                 )
                 self._fetch(file, part_path(dest))
+            self._done_before = self._total - sum(f.size for f, _d in pending)
             for file, dest in pending:  # verify all before promoting any: a set is one model
                 self._verify(file, part_path(dest), quarantine_dir)
+                self._done_before += file.size
         except DownloadStopped as stopped:
             if stopped.reason == CANCEL:
                 for _file, dest in pending:
@@ -293,7 +295,7 @@ class Downloader:
                 self._check_stop()
                 digest.update(block)
                 done += len(block)
-                self._report("verifying", done)
+                self._report("verifying", self._done_before + done)
         if digest.hexdigest() == file.sha256.lower():
             return
         quarantine_dir.mkdir(parents=True, exist_ok=True)

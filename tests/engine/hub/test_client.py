@@ -100,3 +100,11 @@ def test_failures_are_hub_errors_that_say_what_to_do(fake_hub: FakeHub) -> None:
     fake_hub.api_status = 400  # (a refused connection works too, after the library's retries)
     with pytest.raises(HubError, match=r"search the Hub.*Check your connection"):
         client.search("llama")
+
+
+def test_file_metadata_from_head_gives_linked_size_and_sha256(fake_hub: FakeHub) -> None:
+    data = b"y" * 1234
+    fake_hub.add_repo("org/m-GGUF", {"m-Q4_0.gguf": data})
+    meta = HubClient(token=False).file_metadata("org/m-GGUF", "m-Q4_0.gguf")
+    assert (meta.size, meta.sha256) == (1234, sha256(data))
+    assert [m for m, *_ in fake_hub.requests] == ["HEAD"]  # no body was fetched

@@ -211,8 +211,11 @@ def test_a_split_set_is_verified_as_a_set(fake_hub: FakeHub, tmp_path: Path) -> 
     assert part_path(tmp_path / names[0]).exists()  # they stay, verified, for the retry
     del fake_hub.flip[names[2]]
     fake_hub.add_faults(names[1], Cut(10))
-    run(files, tmp_path)
+    seen = []
+    run(files, tmp_path, on_progress=seen.append)
     assert library_files(tmp_path) == parts
+    verifying = [p.done_bytes for p in seen if p.phase == "verifying"]
+    assert verifying == sorted(verifying) and verifying[-1] == 300_000  # over the whole set
     assert [r for _m, r, _s in fake_hub.resolve_requests(names[0])] == [None]  # fetched once
 
 
