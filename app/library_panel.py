@@ -9,8 +9,7 @@ here blocks the GUI thread on the network or the disk.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +17,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QComboBox,
-    QFileDialog,
     QHBoxLayout,
     QLabel,
     QLineEdit,
     QListWidget,
     QListWidgetItem,
-    QMessageBox,
-    QPushButton,
     QSplitter,
     QTreeWidget,
     QTreeWidgetItem,
@@ -33,12 +29,13 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.library_local import LocalModelsView, button
 from app.library_tasks import QueueBridge, TaskRunner
 from app.library_widgets import DownloadRow, size_text
 from engine.hub.catalog import ModelFile, by_quant
 from engine.hub.client import HubClient, RepoFiles, RepoSummary
 from engine.hub.fit import FitBadge, fit_badge
-from engine.hub.library import Library, LocalModel
+from engine.hub.library import Library
 from engine.hub.paths import UnsafePath
 from engine.hub.queue import DownloadQueue, Job
 from engine.hub.settings import HubSettings
@@ -54,13 +51,6 @@ def _heading(text: str) -> QLabel:
     font.setBold(True)
     label.setFont(font)
     return label
-
-
-def _button(text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
-    button = QPushButton(text)
-    button.setObjectName(name)
-    button.clicked.connect(slot)
-    return button
 
 
 class LibraryPanel(QWidget):
@@ -85,9 +75,7 @@ class LibraryPanel(QWidget):
         self.client_factory = client_factory
         self.load_model = load_model
         self.runner = runner or TaskRunner(self)
-        self.confirm: Callable[[str], bool] = self._ask
         self.rows: dict[str, DownloadRow] = {}
-        self.local_models: list[LocalModel] = []
         self._plan_request = plan_request
         self._request: PlanRequest | None = None
         self._request_lock = threading.Lock()
@@ -110,7 +98,7 @@ class LibraryPanel(QWidget):
         self.sort_box = QComboBox()
         self.sort_box.setObjectName("sortBox")
         self.sort_box.addItems(list(SORT_LABELS))
-        self.search_button = _button("Search", "searchButton", self.search)
+        self.search_button = button("Search", "searchButton", self.search)
         self.status_label = QLabel()
         self.status_label.setObjectName("libraryStatus")
         self.status_label.setWordWrap(True)
@@ -129,7 +117,7 @@ class LibraryPanel(QWidget):
         self.files.itemDoubleClicked.connect(lambda *_: self.download_selected())
         self.repo_label = QLabel()
         self.repo_label.setObjectName("repoLabel")
-        self.download_button = _button("Download", "downloadButton", self.download_selected)
+        self.download_button = button("Download", "downloadButton", self.download_selected)
         files_box = QWidget()
         files_layout = QVBoxLayout(files_box)
         files_layout.setContentsMargins(0, 0, 0, 0)
@@ -147,20 +135,14 @@ class LibraryPanel(QWidget):
         downloads_box.setObjectName("downloadsBox")
         downloads_box.setLayout(self.downloads)
 
-        self.local = QTreeWidget()
-        self.local.setObjectName("localTree")
-        self.local.setHeaderLabels(["Model", "Quant", "Size", "Where", "Last used"])
-        self.local.setColumnWidth(0, 300)
-        self.local.itemDoubleClicked.connect(lambda *_: self.load_selected())
-        local_buttons = QHBoxLayout()
-        local_buttons.addWidget(_button("Load", "loadButton", self.load_selected))
-        local_buttons.addWidget(_button("Delete", "deleteButton", self.delete_selected))
-        local_buttons.addWidget(_button("Import…", "importButton", self.import_dialog))
-        local_buttons.addWidget(_button("Refresh", "refreshButton", self.refresh_local))
-        local_buttons.addStretch(1)
-        self.folder_label = QLabel(f"Models folder: {self.settings.models_dir}")
-        self.folder_label.setObjectName("folderLabel")
-        local_buttons.addWidget(self.folder_label)
+        self.local_view = LocalModelsView(
+            settings=self.settings,
+            library=self.library,
+            runner=self.runner,
+            load_model=self.load_model,
+            show_status=self.show_status,
+        )
+        self.local = self.local_view.tree
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(24, 20, 24, 20)
@@ -171,8 +153,7 @@ class LibraryPanel(QWidget):
         layout.addWidget(_heading("Downloads"))
         layout.addWidget(downloads_box)
         layout.addWidget(_heading("Your models"))
-        layout.addWidget(self.local, 2)
-        layout.addLayout(local_buttons)
+        layout.addWidget(self.local_view, 2)
 
     def show_status(self, text: str, error: bool = False) -> None:
         self.status_label.setText(text)
@@ -309,94 +290,7 @@ class LibraryPanel(QWidget):
     # -- local models ---------------------------------------------------------------------------
 
     def refresh_local(self) -> None:
-        self.runner.run(self.library.scan, self._on_local)
-
-    def _on_local(self, result: list[LocalModel] | Exception) -> None:
-        if isinstance(result, Exception):
-            return self.show_status(f"Could not list your models: {result}", error=True)
-        self.local_models = result
-        self.local.clear()
-        for model in result:
-            used = time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used or 0))
-            item = QTreeWidgetItem(
-                [
-                    model.name,
-                    model.quant,
-                    size_text(model.size),
-                    model.repo_id or model.source,
-                    used if model.last_used else "never",
-                ]
-            )
-            item.setData(0, DATA, model)
-            item.setToolTip(0, model.error or "\n".join(model.info.summary_lines()[:8]))
-            self.local.addTopLevelItem(item)
-
-    def selected_local(self) -> LocalModel | None:
-        item = self.local.currentItem()
-        return item.data(0, DATA) if item is not None else None
-
-    def load_selected(self) -> None:
-        model = self.selected_local()
-        if model is None:
-            return self.show_status("Choose one of your models to load.")
-        if model.error:
-            return self.show_status(f"Can't load {model.name}: {model.error}", error=True)
-        self.library.mark_used(model.path)
-        self.load_model(model.path)
-        self.refresh_local()
-
-    def delete_selected(self) -> None:
-        model = self.selected_local()
-        if model is None:
-            return
-        if not model.deletable and model.source != "imported":
-            return self.show_status(
-                f"{model.name} is in the Hugging Face cache, shared with other programs. "
-                "Remove it with `hf cache delete`.",
-                error=True,
-            )
-        action = "Delete" if model.deletable else "Forget"
-        if not self.confirm(f"{action} {model.name} ({size_text(model.size)})?"):
-            return
-        try:
-            self.library.delete(model)
-        except Exception as exc:
-            return self.show_status(getattr(exc, "message", str(exc)), error=True)
-        self.refresh_local()
-
-    def _ask(self, text: str) -> bool:
-        answer = QMessageBox.question(self, "Library", text)
-        return answer == QMessageBox.StandardButton.Yes
-
-    def import_dialog(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(
-            self, "Import model", str(Path.home()), "GGUF models (*.gguf)"
-        )
-        if path:
-            self.import_paths([Path(path)])
-
-    def import_paths(self, paths: Iterable[Path]) -> None:
-        paths = list(paths)
-
-        def work() -> list[str]:
-            errors = []
-            for path in paths:
-                try:
-                    self.library.import_file(path)
-                except Exception as exc:
-                    errors.append(getattr(exc, "message", str(exc)))
-            return errors
-
-        def done(errors: list[str] | Exception) -> None:
-            if isinstance(errors, Exception):
-                errors = [str(errors)]
-            if errors:
-                self.show_status(" ".join(errors), error=True)
-            else:
-                self.show_status(f"Imported {len(paths)} model file(s).")
-            self.refresh_local()
-
-        self.runner.run(work, done)
+        self.local_view.refresh()
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         if any(url.isLocalFile() for url in event.mimeData().urls()):
@@ -407,5 +301,5 @@ class LibraryPanel(QWidget):
     def dropEvent(self, event: QDropEvent) -> None:
         paths = [Path(u.toLocalFile()) for u in event.mimeData().urls() if u.isLocalFile()]
         if paths:
-            self.import_paths(paths)
+            self.local_view.import_paths(paths)
             event.acceptProposedAction()

@@ -142,8 +142,8 @@ def test_download_then_load_and_delete(qtbot, hub, tmp_path, monkeypatch) -> Non
     qtbot.waitUntil(lambda: panel.local.topLevelItem(0).text(4) != "never", timeout=WAIT_MS)
 
     panel.local.setCurrentItem(panel.local.topLevelItem(0))
-    panel.confirm = lambda text: "Delete tiny-F16.gguf" in text
-    panel.delete_selected()
+    panel.local_view.confirm = lambda text: "Delete tiny-F16.gguf" in text
+    panel.local_view.delete_selected()
     qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 0, timeout=WAIT_MS)
     assert not first.exists()
 
@@ -208,7 +208,17 @@ def test_the_main_window_shows_the_library_panel(qtbot, bridge, tmp_path, monkey
     panel.refresh_local()
     qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
     panel.local.setCurrentItem(panel.local.topLevelItem(0))
-    panel.load_selected()
+    panel.local_view.load_selected()
     # the window's own, checked load path took it
     assert window.model_label.text().startswith("Loading m.gguf")
     assert window.file_banner.isHidden()
+
+
+def test_changing_the_models_folder_is_saved_for_the_next_start(qtbot, hub, tmp_path, monkeypatch):
+    monkeypatch.setenv("HEARTH_DATA_DIR", str(tmp_path / "data"))
+    panel = make_panel(qtbot, tmp_path)
+    panel.local_view.set_models_folder(tmp_path / "elsewhere")
+    from engine.hub.settings import load_settings
+
+    assert load_settings().models_dir == tmp_path / "elsewhere"
+    assert "next start" in panel.local_view.folder_label.text()
