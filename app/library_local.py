@@ -27,6 +27,7 @@ from engine.hub.library import IMPORTED, Library, LocalModel
 from engine.hub.settings import HubSettings, save_settings
 
 DATA = Qt.ItemDataRole.UserRole
+REMEMBERED = ("n_ctx", "n_gpu_layers", "flash_attn")  # what a load settled, shown again later
 
 
 def button(text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
@@ -97,8 +98,20 @@ class LocalModelsView(QWidget):
             )
             item.setData(0, DATA, model)
             summary = model.info.summary_lines()[:8] if model.info is not None else []
+            remembered = ", ".join(f"{k} {v}" for k, v in sorted(model.settings.items()))
+            if remembered:
+                summary.append(f"Last loaded with {remembered}")
             item.setToolTip(0, model.error or "\n".join([str(model.path), *summary]))
             self.tree.addTopLevelItem(item)
+
+    def remember_loaded(self, loaded: Any) -> None:
+        """Connected to the bridge's model_loaded (a ModelLoaded): remember when a model listed
+        here was loaded, and with what settings. Others (the starter model) are not recorded."""
+        settings = {key: getattr(loaded, key) for key in REMEMBERED}
+        path = Path(loaded.path).resolve()
+        if any(model.path.resolve() == path for model in self.models):
+            self.library.mark_used(path, settings)
+            self.refresh()
 
     def selected(self) -> LocalModel | None:
         item = self.tree.currentItem()

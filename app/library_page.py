@@ -60,6 +60,8 @@ def create_library_panel(window: MainWindow, settings: HubSettings | None = None
         load_model=load,
     )
     bridge.setParent(panel)
+    # a bound slot of the view: Qt drops the connection when the page is deleted
+    window.bridge.model_loaded.connect(panel.local_view.remember_loaded)
     if not offline:
         queue.start()
     app = QApplication.instance()

@@ -20,6 +20,7 @@ from engine.hub.library import Library
 from engine.hub.queue import DONE, PAUSED, DownloadQueue
 from engine.hub.settings import HubSettings
 from engine.planner import DeviceBudget, PlanRequest
+from tests.app.conftest import client_of
 from tests.engine.gguf.craft import valid_model
 from tests.engine.hub.fake_hub import Cut, FakeHub
 
@@ -212,6 +213,10 @@ def test_the_main_window_shows_the_library_panel(qtbot, bridge, tmp_path, monkey
     # the window's own, checked load path took it
     assert window.model_label.text().startswith("Loading m.gguf")
     assert window.file_banner.isHidden()
+    client_of(bridge).emit_loaded(str(model))
+    qtbot.waitUntil(lambda: panel.local_view.models[0].settings != {}, timeout=WAIT_MS)
+    assert panel.local_view.models[0].settings["n_ctx"] > 0
+    assert "Last loaded with" in panel.local.topLevelItem(0).toolTip(0)
 
 
 def test_changing_the_models_folder_is_saved_for_the_next_start(qtbot, hub, tmp_path, monkeypatch):
