@@ -1,0 +1,102 @@
+"""Memory for settings a person chose (the settings panel's sliders), rather than searched for.
+
+    planner = Planner(read_model_info(path))
+    result = plan_manual(planner, request, ManualChoice(n_ctx=8192, kv_type="q8_0", ...))
+    result.devices      # weights / KV / compute / overhead per GPU, then "host"
+    result.over_budget  # (device name, bytes over) for each device it does not fit
+    result.settings     # LoadSettings for the engine, whether or not it fits
+
+GPU layers "auto" (n_gpu_layers=None) offloads as many layers as fit the GPUs' budgets with the
+other choices fixed: memory grows with every layer offloaded, so a bisection finds the most.
+One estimate is a few table look-ups once Planner has built its tables, so a slider can call
+this on every move.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.planner.explain import settings_of, usage_of
+from engine.planner.memory import Config
+from engine.planner.planner import Planner
+from engine.planner.profile import ModelProfile
+from engine.planner.records import DeviceUsage, PlanRequest
+from engine.planner.search import Search
+from engine.planner.settings import LoadSettings
+
+
+@dataclass(frozen=True)
+class ManualChoice:
+    n_ctx: int
+    kv_type: str = "f16"  # K and V alike
+    flash_attn: bool = True
+    n_gpu_layers: int | None = None  # None: as many as fit; llama.cpp's count (output is one)
+    n_cpu_expert_layers: int = 0  # MoE: the last N layers keep their experts in RAM
+
+
+@dataclass(frozen=True)
+class ManualPlan:
+    choice: ManualChoice
+    config: Config
+    devices: tuple[DeviceUsage, ...]
+    over_budget: tuple[tuple[str, int], ...]
+    settings: LoadSettings
+    n_layers: int  # repeating layers; n_gpu_layers runs to n_layers + 1
+
+    @property
+    def fits(self) -> bool:
+        return not self.over_budget
+
+
+def _config(
+    profile: ModelProfile, choice: ManualChoice, n_gpu_layers: int, lean_outputs: bool = True
+) -> Config:
+    # V cache types other than f16 need flash attention in llama.cpp.
+    type_v = choice.kv_type if choice.flash_attn else "f16"
+    return Config(
+        n_ctx=choice.n_ctx,
+        type_k=choice.kv_type,
+        type_v=type_v,
+        flash_attn=choice.flash_attn,
+        n_gpu_layers=n_gpu_layers,
+        n_cpu_expert_layers=choice.n_cpu_expert_layers if profile.is_moe else 0,
+        # The worker reserves logits for one output per batch (PlanRequest.lean_outputs).
+        n_outputs_max=1 if lean_outputs else 0,
+    )
+
+
+def most_gpu_layers(search: Search, profile: ModelProfile, choice: ManualChoice) -> int:
+    """The most layers (output layer included) that fit the GPUs with `choice`'s other values."""
+    if not search.gpus:
+        return 0
+    lo, hi = 0, profile.n_layer + 1
+    if search.fits(profile, _config(profile, choice, hi, search.request.lean_outputs), "gpus"):
+        return hi
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if search.fits(profile, _config(profile, choice, mid, search.request.lean_outputs), "gpus"):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def plan_manual(planner: Planner, request: PlanRequest, choice: ManualChoice) -> ManualPlan:
+    profile = planner.profiles[0]
+    search = Search(request)
+    if choice.n_gpu_layers is None:
+        n_gpu_layers = most_gpu_layers(search, profile, choice)
+    else:
+        n_gpu_layers = max(0, min(choice.n_gpu_layers, profile.n_layer + 1))
+    if not search.gpus:
+        n_gpu_layers = 0
+    config = _config(profile, choice, n_gpu_layers, request.lean_outputs)
+    estimate = search.estimate(profile, config)
+    return ManualPlan(
+        choice=choice,
+        config=config,
+        devices=usage_of(search, estimate),
+        over_budget=tuple(search.over_budget(estimate)),
+        settings=settings_of(search, profile, config),
+        n_layers=profile.n_layer,
+    )
