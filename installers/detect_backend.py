@@ -57,14 +57,37 @@ def _has_amd_gpu() -> bool:
     return False
 
 
+# ggml-vulkan uses VK_EXT_layer_settings, in the Vulkan headers since 1.3.261.
+MIN_VULKAN_HEADER = 261
+
+
+def _vulkan_header_version(include_dirs: list[str]) -> int | None:
+    for folder in include_dirs:
+        try:
+            with open(os.path.join(folder, "vulkan", "vulkan_core.h")) as f:
+                for line in f:
+                    if line.startswith("#define VK_HEADER_VERSION "):
+                        return int(line.split()[2])
+        except (OSError, ValueError, IndexError):
+            continue
+    return None
+
+
 def _vulkan_toolchain_missing() -> list[str]:
     missing = []
     if not shutil.which("glslc"):
         missing.append("glslc (Debian/Ubuntu: glslc)")
-    if not any(
-        os.path.exists(p) for p in ("/usr/include/vulkan/vulkan.h", "/usr/local/include/vulkan")
-    ):
+    sdk = os.environ.get("VULKAN_SDK")
+    includes = [os.path.join(sdk, "include")] if sdk else []
+    includes += ["/usr/include", "/usr/local/include"]
+    version = _vulkan_header_version(includes)
+    if version is None:
         missing.append("the Vulkan headers (Debian/Ubuntu: libvulkan-dev)")
+    elif version < MIN_VULKAN_HEADER:
+        missing.append(
+            f"Vulkan headers 1.3.{MIN_VULKAN_HEADER} or newer (these are 1.3.{version}; on "
+            "Debian 12, installers/vulkan_headers.sh fetches newer ones)"
+        )
     spirv_configs = (
         "/usr/share/cmake/SPIRV-Headers",
         "/usr/lib/cmake/SPIRV-Headers",
@@ -132,7 +155,8 @@ def choose() -> tuple[str, list[str], str]:
                     + ". Install them and run `make run` again; using the CPU build now."
                 ),
             )
-        return "vulkan", ["-DGGML_VULKAN=on"], ""
+        extra = os.environ.get("HEARTH_VULKAN_CMAKE_ARGS", "").split()
+        return "vulkan", ["-DGGML_VULKAN=on", *extra], ""
 
     return "cpu", [], ""
 

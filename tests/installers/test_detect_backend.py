@@ -14,7 +14,7 @@ spec.loader.exec_module(detect)
 @pytest.fixture
 def machine(monkeypatch):
     """A Linux machine with nothing on it; tests add GPUs and tools."""
-    state = {"tools": set(), "nvidia": [], "amd": False, "vulkan_headers": False}
+    state = {"tools": set(), "nvidia": [], "amd": False, "vulkan_headers": None}
     monkeypatch.delenv("HEARTH_BACKEND", raising=False)
     monkeypatch.delenv("VULKAN_SDK", raising=False)
     monkeypatch.setattr(detect.platform, "system", lambda: "Linux")
@@ -24,14 +24,11 @@ def machine(monkeypatch):
     monkeypatch.setattr(detect, "_nvidia_archs", lambda: list(state["nvidia"]))
     monkeypatch.setattr(detect, "_has_amd_gpu", lambda: state["amd"])
     monkeypatch.setattr(detect, "_amd_gfx_targets", lambda: ["gfx1100"])
-    real_exists, real_isdir = detect.os.path.exists, detect.os.path.isdir
-    monkeypatch.setattr(
-        detect.os.path, "exists",
-        lambda p: state["vulkan_headers"] if "vulkan" in p else real_exists(p),
-    )  # fmt: skip
+    monkeypatch.setattr(detect, "_vulkan_header_version", lambda dirs: state["vulkan_headers"])
+    real_isdir = detect.os.path.isdir
     monkeypatch.setattr(
         detect.os.path, "isdir",
-        lambda p: state["vulkan_headers"] if "SPIRV" in p else real_isdir(p),
+        lambda p: state["vulkan_headers"] is not None if "SPIRV" in p else real_isdir(p),
     )  # fmt: skip
     return state
 
@@ -60,7 +57,7 @@ def test_an_amd_gpu_with_rocm_builds_hip_for_its_gfx_target(machine):
 
 
 def test_an_amd_gpu_without_rocm_takes_vulkan_when_its_tools_are_there(machine):
-    machine["amd"], machine["tools"], machine["vulkan_headers"] = True, {"glslc"}, True
+    machine["amd"], machine["tools"], machine["vulkan_headers"] = True, {"glslc"}, 309
     assert detect.choose()[:2] == ("vulkan", ["-DGGML_VULKAN=on"])
 
 
@@ -70,6 +67,21 @@ def test_a_vulkan_build_without_its_tools_names_each_missing_package(machine, mo
     assert backend == "cpu"
     for package in ("glslc", "libvulkan-dev", "spirv-headers"):
         assert package in note
+
+
+def test_vulkan_headers_too_old_for_the_engine_are_named_with_the_way_out(machine, monkeypatch):
+    monkeypatch.setenv("HEARTH_BACKEND", "vulkan")
+    machine["tools"], machine["vulkan_headers"] = {"glslc"}, 239
+    backend, _, note = detect.choose()
+    assert backend == "cpu"
+    assert "1.3.239" in note and "installers/vulkan_headers.sh" in note
+
+
+def test_extra_vulkan_flags_reach_the_build(machine, monkeypatch):
+    monkeypatch.setenv("HEARTH_BACKEND", "vulkan")
+    monkeypatch.setenv("HEARTH_VULKAN_CMAKE_ARGS", "-DVulkan_INCLUDE_DIR=/x/include")
+    machine["tools"], machine["vulkan_headers"] = {"glslc"}, 309
+    assert detect.choose()[1] == ["-DGGML_VULKAN=on", "-DVulkan_INCLUDE_DIR=/x/include"]
 
 
 def test_an_unknown_backend_name_is_refused_with_the_choices(machine, monkeypatch):
