@@ -227,3 +227,17 @@ def test_changing_the_models_folder_is_saved_for_the_next_start(qtbot, hub, tmp_
 
     assert load_settings().models_dir == tmp_path / "elsewhere"
     assert "next start" in panel.local_view.folder_label.text()
+
+
+def test_status_text_shows_bytes_rate_and_time_left() -> None:
+    from app.library_widgets import eta_text, job_status_text
+    from engine.hub.queue import DOWNLOADING, Job
+    from engine.hub.records import Progress, RemoteFile
+
+    file = RemoteFile(REPO, "m.gguf", 4 * 1024**3, None)
+    job = Job("j", REPO, "m.gguf", "Q4_0", (file,), (Path("/nonexistent/m.gguf"),), DOWNLOADING)
+    job.progress = Progress("downloading", 1024**3, 4 * 1024**3, 50 * 1024**2, 61.44)
+    assert job_status_text(job) == "1.0 GiB of 4.0 GiB · 50.0 MiB/s · 61 s left"
+    assert eta_text(600) == "10 min left" and eta_text(7200) == "2.0 h left"
+    job.state, job.message = "failed", "HTTP 500 … resume"
+    assert job_status_text(job) == "HTTP 500 … resume"

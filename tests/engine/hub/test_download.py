@@ -113,8 +113,8 @@ def test_persistent_errors_fail_clearly_and_keep_the_part(
 
 def test_a_stalled_body_times_out_and_is_retried(fake_hub: FakeHub, tmp_path: Path) -> None:
     data, file = setup_file(fake_hub)
-    fake_hub.add_faults(file.filename, Slow(1.0))
-    policy = RetryPolicy(attempts=3, first_delay_s=0.01, read_timeout_s=0.2)
+    fake_hub.add_faults(file.filename, Slow(3.0))
+    policy = RetryPolicy(attempts=3, first_delay_s=0.01, read_timeout_s=0.5)
     [path] = run(file, tmp_path, policy=policy)
     assert path.read_bytes() == data
     assert len(fake_hub.resolve_requests(file.filename)) == 2
