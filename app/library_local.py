@@ -60,6 +60,7 @@ class LocalModelsView(QWidget):
         self.tree.setObjectName("localTree")
         self.tree.setHeaderLabels(["Model", "Quant", "Size", "Where", "Last used"])
         self.tree.setColumnWidth(0, 300)
+        self.tree.setRootIsDecorated(False)
         self.tree.itemDoubleClicked.connect(lambda *_: self.load_selected())
         self.folder_label = QLabel(f"Models folder: {settings.models_dir}")
         self.folder_label.setObjectName("folderLabel")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QDragEnterEvent, QDropEvent
+from PySide6.QtGui import QBrush, QColor, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -34,7 +34,7 @@ from app.library_tasks import QueueBridge, TaskRunner
 from app.library_widgets import DownloadRow, size_text
 from engine.hub.catalog import ModelFile, by_quant
 from engine.hub.client import HubClient, RepoFiles, RepoSummary
-from engine.hub.fit import FitBadge, fit_badge
+from engine.hub.fit import DOES_NOT_FIT, FITS, FITS_WITH_OFFLOAD, FitBadge, fit_badge
 from engine.hub.library import Library
 from engine.hub.paths import UnsafePath
 from engine.hub.queue import DownloadQueue, Job
@@ -42,6 +42,7 @@ from engine.hub.settings import HubSettings
 from engine.planner import PlanRequest
 
 DATA = Qt.ItemDataRole.UserRole
+BADGE_COLOURS = {FITS: "#2e7d32", FITS_WITH_OFFLOAD: "#b26a00", DOES_NOT_FIT: "#c62828"}
 SORT_LABELS = {"Most downloaded": "downloads", "Most liked": "likes", "Recently updated": "recent"}
 
 
@@ -244,6 +245,8 @@ class LibraryPanel(QWidget):
                 return
             item.setText(2, badge.text)
             item.setData(2, DATA, badge.verdict)
+            if badge.verdict in BADGE_COLOURS:
+                item.setForeground(2, QBrush(QColor(BADGE_COLOURS[badge.verdict])))
             item.setToolTip(2, badge.detail)
 
         self.runner.run(work, done)
