@@ -8,15 +8,32 @@ text, and what is kept is shown as incomplete when the conversation is opened ag
 
 from __future__ import annotations
 
+import sqlite3
+
 from PySide6.QtCore import QObject, QTimer
 
 from app.conversation_model import ROLE_ASSISTANT, ChatEntry, stop_reason_text
-from engine.chat.store import ConversationStore, MessageStats, StoredMessage
+from engine.chat.store import ConversationStore, MessageStats, StoredMessage, default_store_path
+from engine.chat.store_schema import NewerSchemaError
 from engine.runtime import protocol as p
 
 PARTIAL_WRITE_MS = 300
 TITLE_CHARS = 48
 INCOMPLETE_FOOTER = "Incomplete: the reply was interrupted before it finished."
+
+
+def open_app_store(path=None) -> tuple[ConversationStore | None, str | None]:
+    """The app's conversation store, or None and why (the chat then keeps chats in memory)."""
+    path = path or default_store_path()
+    try:
+        return ConversationStore.open(path), None
+    except NewerSchemaError as exc:
+        return None, str(exc)
+    except (sqlite3.Error, OSError) as exc:
+        return None, (
+            f"Could not open the chat history at {path} ({exc}). Chats in this session will not "
+            "be saved; check that the folder is writable and the disk is not full."
+        )
 
 
 def title_from(text: str) -> str:

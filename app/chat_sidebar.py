@@ -22,6 +22,24 @@ from engine.chat.store import ConversationStore
 
 IdRole = Qt.ItemDataRole.UserRole + 1
 
+# Local to the sidebar, in palette roles, so it follows the light or dark system theme.
+STYLE = """
+QWidget#conversationSidebar { background: palette(window); border-right: 1px solid palette(mid); }
+QListWidget#conversationList { border: none; background: transparent; outline: 0; }
+QListWidget#conversationList::item { padding: 6px 8px; border-radius: 6px; margin: 1px 0; }
+QListWidget#conversationList::item:selected {
+    background: palette(highlight); color: palette(highlighted-text);
+}
+QLineEdit#conversationSearch {
+    padding: 5px 8px; border-radius: 6px; border: 1px solid palette(mid);
+    background: palette(base);
+}
+QPushButton#sidebarNewChat {
+    padding: 6px 10px; border-radius: 6px; font-weight: bold;
+    border: 1px solid palette(mid); background: palette(base);
+}
+"""
+
 
 class ConversationSidebar(QWidget):
     chosen = Signal(int)  # a conversation id to show
@@ -32,11 +50,13 @@ class ConversationSidebar(QWidget):
         super().__init__(parent)
         self.setObjectName("conversationSidebar")
         self.setFixedWidth(220)
+        self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground, True)
+        self.setStyleSheet(STYLE)
         self._store = store
         self._current: int | None = None
         self._refreshing = False
 
-        self.new_button = QPushButton("＋  New chat")
+        self.new_button = QPushButton("+  New chat")
         self.new_button.setObjectName("sidebarNewChat")
         self.new_button.setToolTip("New chat (Ctrl+N)")
         self.new_button.clicked.connect(self.new_requested)
@@ -53,6 +73,7 @@ class ConversationSidebar(QWidget):
         self.list.itemChanged.connect(self._on_item_renamed)
         self.list.setEditTriggers(QListWidget.EditTrigger.DoubleClicked)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 10, 6, 10)

@@ -70,6 +70,7 @@ class ChatView(MessageActions, QWidget):
         parent: QWidget | None = None,
         *,
         store: ConversationStore | None = None,
+        store_error: str | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("chatView")
@@ -200,6 +201,8 @@ class ChatView(MessageActions, QWidget):
         bridge.state_changed.connect(self._update_buttons)
         self._update_buttons()
         self._show_usage()
+        if store_error:
+            self.notice.show_message(b.ERROR, "Chats will not be saved", store_error)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         self.sidebar.setVisible(event.size().width() >= SIDEBAR_MIN_PAGE_WIDTH)

@@ -86,7 +86,7 @@ def _code_block_html(code: str, language: str, index: int, colors: Colors) -> st
         f'bgcolor="{colors.code_background}" style="margin-top:6px; margin-bottom:6px;">'
         f'<tr><td><span style="color:{colors.muted}; font-size:small;">{label}</span></td>'
         f'<td align="right"><a href="{COPY_SCHEME}{index}" '
-        f'style="color:{colors.link}; text-decoration:none; font-size:small;">⧉ Copy</a></td></tr>'
+        f'style="color:{colors.link}; text-decoration:none; font-size:small;">Copy</a></td></tr>'
         f'<tr><td colspan="2"><pre style="margin:0;">{body}</pre></td></tr></table>'
     )
 

@@ -254,3 +254,23 @@ def test_a_context_full_stop_shows_a_notice(qtbot, bridge, chat, tmp_path):
     client.emit(done(request_id, stop_reason="context_full"))
     qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT_MS)
     assert chat.context_notice.isVisible()
+
+
+def test_an_unopenable_history_says_chats_will_not_be_saved(qtbot, bridge, tmp_path):
+    from app.chat_session import open_app_store
+
+    (tmp_path / "file").write_text("not a folder")
+    store, error = open_app_store(tmp_path / "file" / "chats.sqlite3")
+    assert store is None and "will not be saved" in error
+    view = ChatView(bridge, store_error=error)
+    qtbot.addWidget(view)
+    view.show()
+    assert view.notice.isVisible() and view.notice.title() == "Chats will not be saved"
+
+
+def test_open_app_store_opens_a_working_store(tmp_path):
+    from app.chat_session import open_app_store
+
+    store, error = open_app_store(tmp_path / "hearth" / "chats.sqlite3")
+    assert error is None and store.conversations() == []
+    store.close()
