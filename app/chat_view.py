@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QKeySequence, QPalette, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -203,6 +203,16 @@ class ChatView(MessageActions, QWidget):
         self._show_usage()
         if store_error:
             self.notice.show_message(b.ERROR, "Chats will not be saved", store_error)
+
+    def changeEvent(self, event: QEvent) -> None:
+        # The system switched between light and dark: code colours are baked into the cached
+        # layouts, so they are made again with the new palette.
+        # (Qt also sends one while the page is being built, before the delegate exists.)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "delegate"):
+            self.delegate.clear_cache()
+            self.transcript.doItemsLayout()
+            self.transcript.viewport().update()
+        super().changeEvent(event)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
         self.sidebar.setVisible(event.size().width() >= SIDEBAR_MIN_PAGE_WIDTH)

@@ -76,6 +76,7 @@ class _RowLayout:
     size: QSize
     code_blocks: tuple[str, ...] = ()
     show_thinking: bool = False
+    colors: Colors | None = None  # the palette's colours it was made with
 
 
 def colors_for(palette: QPalette) -> Colors:
@@ -131,11 +132,13 @@ class MessageDelegate(QStyledItemDelegate):
         row_width = self._row_width()
         cached = self._layouts.get(row)
         show_thinking = row in self._thinking_shown
+        colors = colors_for(self._view.palette())
         if (
             cached
             and cached.version == entry.version
             and cached.row_width == row_width
             and cached.show_thinking == show_thinking
+            and cached.colors == colors  # a switch to dark mode recolours the code
         ):
             return cached
         self.layouts_built += 1
@@ -151,9 +154,7 @@ class MessageDelegate(QStyledItemDelegate):
             doc.setPlainText(entry.text or WAITING_TEXT)  # what the person typed, as typed
         else:
             # Models write markdown. Raw HTML stays text: a reply must not restyle the app.
-            rendered = render_markdown(
-                entry.text, colors_for(self._view.palette()), show_thinking=show_thinking
-            )
+            rendered = render_markdown(entry.text, colors, show_thinking=show_thinking)
             doc.setHtml(rendered.html)
             code_blocks = rendered.code_blocks
         width = self._max_text_width(entry.role, row_width)
@@ -170,7 +171,13 @@ class MessageDelegate(QStyledItemDelegate):
             + self._footer_height(entry, font, row_width)
         )
         layout = _RowLayout(
-            entry.version, row_width, doc, QSize(row_width, height), code_blocks, show_thinking
+            entry.version,
+            row_width,
+            doc,
+            QSize(row_width, height),
+            code_blocks,
+            show_thinking,
+            colors,
         )
         self._layouts[row] = layout
         return layout

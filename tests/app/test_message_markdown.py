@@ -129,3 +129,25 @@ def test_a_thousand_messages_scroll_smoothly(qtbot, chat):
     assert frames[len(frames) // 2] < 0.030, frames
     assert frames[-1] < 0.150, frames
     assert first_layout < 20, first_layout
+
+
+def test_a_switch_to_a_dark_palette_recolours_code_blocks(qtbot, chat, tmp_path):
+    from PySide6.QtGui import QColor, QPalette
+
+    from app.message_delegate import colors_for
+
+    chat.model.append(ChatEntry(role=ROLE_ASSISTANT, text=REPLY))
+    qtbot.wait(50)
+    light_html = chat.delegate._layout(0, chat.model.entry(0), chat.transcript.font()).document
+    light_background = colors_for(chat.transcript.palette()).code_background
+    dark = QPalette(chat.palette())
+    dark.setColor(QPalette.ColorRole.Base, QColor(30, 30, 30))
+    dark.setColor(QPalette.ColorRole.Window, QColor(40, 40, 40))
+    dark.setColor(QPalette.ColorRole.Text, QColor(230, 230, 230))
+    chat.setPalette(dark)
+    qtbot.wait(50)
+    colors = colors_for(chat.transcript.palette())
+    assert colors.dark and colors.code_background != light_background
+    document = chat.delegate._layout(0, chat.model.entry(0), chat.transcript.font()).document
+    assert document is not light_html  # laid out again, with the dark colours
+    assert chat.grab().save(str(tmp_path / "dark.png"))
