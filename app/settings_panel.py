@@ -208,6 +208,10 @@ class SettingsPanel(QWidget):
             self.context.setValue(steps.index(min(8192, steps[-1])) if 8192 in steps else 0)
             self.best_fit()
 
+    @property
+    def model_path(self) -> Path | None:
+        return self._model_path
+
     def _context_steps(self) -> list[int]:
         return [s for s in CONTEXT_STEPS if s <= self._n_ctx_train] or [self._n_ctx_train]
 
