@@ -99,8 +99,7 @@ class ChatSession(QObject):
         if self.conversation_id is None:
             return []
         rows = []
-        for m in self.store.branch(self.conversation_id):
-            siblings = self.store.siblings(m.id)
+        for m, which, count in self.store.branch_with_versions(self.conversation_id):
             rows.append(
                 ChatEntry(
                     role=m.role,
@@ -110,7 +109,7 @@ class ChatSession(QObject):
                     failed=m.failed,
                     partial=m.partial,
                     message_id=m.id,
-                    branches=(siblings.index(m.id) + 1, len(siblings)),
+                    branches=(which, count),
                 )
             )
         return rows

@@ -209,6 +209,10 @@ class ChatView(MessageActions, QWidget):
         # layouts, so they are made again with the new palette.
         # (Qt also sends one while the page is being built, before the delegate exists.)
         if event.type() == QEvent.Type.PaletteChange and hasattr(self, "delegate"):
+            # A style sheet's palette(base) is resolved when a widget is polished: polish the
+            # transcript again so that it takes the new colours too.
+            self.transcript.style().unpolish(self.transcript)
+            self.transcript.style().polish(self.transcript)
             self.delegate.clear_cache()
             self.transcript.doItemsLayout()
             self.transcript.viewport().update()

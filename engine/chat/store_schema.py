@@ -45,6 +45,10 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX messages_by_conversation ON messages(conversation_id, id);
     CREATE INDEX conversations_by_update ON conversations(updated_at DESC);
     """,
+    # 2: finding a message's replies (versions, deleting, the newest branch) without a scan.
+    """
+    CREATE INDEX messages_by_parent ON messages(parent_id);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

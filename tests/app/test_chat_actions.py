@@ -274,3 +274,23 @@ def test_open_app_store_opens_a_working_store(tmp_path):
     store, error = open_app_store(tmp_path / "hearth" / "chats.sqlite3")
     assert error is None and store.conversations() == []
     store.close()
+
+
+def test_sidebar_double_click_rename_and_confirmed_delete(
+    qtbot, bridge, chat, store, tmp_path, monkeypatch
+):
+    from PySide6.QtWidgets import QMessageBox
+
+    client = _load(qtbot, bridge, tmp_path)
+    _say(qtbot, chat, client, "first", "reply")
+    item = chat.sidebar.list.item(0)
+    item.setText("Renamed in place")  # what the inline editor does when editing ends
+    assert store.conversations()[0].title == "Renamed in place"
+
+    answers = iter([QMessageBox.StandardButton.No, QMessageBox.StandardButton.Yes])
+    monkeypatch.setattr(QMessageBox, "question", lambda *args, **kwargs: next(answers))
+    conversation_id = store.conversations()[0].id
+    chat.sidebar._confirm_delete(conversation_id, "Renamed in place")
+    assert len(store.conversations()) == 1  # "No" keeps it
+    chat.sidebar._confirm_delete(conversation_id, "Renamed in place")
+    assert store.conversations() == [] and chat.model.rowCount() == 0

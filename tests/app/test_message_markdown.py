@@ -133,6 +133,7 @@ def test_a_thousand_messages_scroll_smoothly(qtbot, chat):
 
 def test_a_switch_to_a_dark_palette_recolours_code_blocks(qtbot, chat, tmp_path):
     from PySide6.QtGui import QColor, QPalette
+    from PySide6.QtWidgets import QApplication
 
     from app.message_delegate import colors_for
 
@@ -140,14 +141,20 @@ def test_a_switch_to_a_dark_palette_recolours_code_blocks(qtbot, chat, tmp_path)
     qtbot.wait(50)
     light_html = chat.delegate._layout(0, chat.model.entry(0), chat.transcript.font()).document
     light_background = colors_for(chat.transcript.palette()).code_background
-    dark = QPalette(chat.palette())
+    dark = QPalette(QApplication.instance().palette())
     dark.setColor(QPalette.ColorRole.Base, QColor(30, 30, 30))
     dark.setColor(QPalette.ColorRole.Window, QColor(40, 40, 40))
     dark.setColor(QPalette.ColorRole.Text, QColor(230, 230, 230))
-    chat.setPalette(dark)
-    qtbot.wait(50)
-    colors = colors_for(chat.transcript.palette())
-    assert colors.dark and colors.code_background != light_background
-    document = chat.delegate._layout(0, chat.model.entry(0), chat.transcript.font()).document
-    assert document is not light_html  # laid out again, with the dark colours
-    assert chat.grab().save(str(tmp_path / "dark.png"))
+    # As the system does when it switches to dark mode: the application's palette changes.
+    app = QApplication.instance()
+    light = app.palette()
+    app.setPalette(dark)
+    try:
+        qtbot.wait(50)
+        colors = colors_for(chat.transcript.palette())
+        assert colors.dark and colors.code_background != light_background
+        document = chat.delegate._layout(0, chat.model.entry(0), chat.transcript.font()).document
+        assert document is not light_html  # laid out again, with the dark colours
+        assert chat.grab().save(str(tmp_path / "dark.png"))
+    finally:
+        app.setPalette(light)

@@ -183,3 +183,46 @@ def test_a_crash_mid_reply_leaves_the_partial_reply_on_disk_and_marked(tmp_path)
     assert reply.partial and not user.partial
     assert reply.content.startswith("word1 word2 ") and "word50 " in reply.content
     store.close()
+
+
+def test_a_thousand_message_conversation_opens_quickly(store):
+    chat = store.create_conversation("long")
+    parent = None
+    for i in range(1000):
+        parent = store.add_message(
+            chat.id, "user" if i % 2 == 0 else "assistant", f"message {i}", parent_id=parent
+        )
+    started = time.perf_counter()
+    shown = store.branch_with_versions(chat.id)
+    elapsed = time.perf_counter() - started
+    assert len(shown) == 1000 and shown[-1][0].content == "message 999"
+    assert all((which, count) == (1, 1) for _m, which, count in shown)
+    assert elapsed < 0.5, elapsed
+
+
+def test_versions_are_counted_among_siblings(store):
+    chat = store.create_conversation("c")
+    u = store.add_message(chat.id, "user", "q")
+    store.add_message(chat.id, "assistant", "a1", parent_id=u)
+    store.add_message(chat.id, "assistant", "a2", parent_id=u)
+    assert [(m.content, w, n) for m, w, n in store.branch_with_versions(chat.id)] == [
+        ("q", 1, 1),
+        ("a2", 2, 2),
+    ]
+
+
+def test_a_version_one_database_is_migrated_and_keeps_its_chats(tmp_path):
+    from engine.chat.store_schema import MIGRATIONS
+
+    path = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(path, isolation_level=None)
+    migrate(conn, MIGRATIONS[:1])
+    conn.execute("INSERT INTO conversations (title, created_at, updated_at) VALUES ('kept', 0, 0)")
+    conn.close()
+    store = ConversationStore.open(path)
+    assert [c.title for c in store.conversations()] == ["kept"]
+    store.close()
+    conn = sqlite3.connect(path)
+    assert current_version(conn) == SCHEMA_VERSION == 2
+    names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+    assert "messages_by_parent" in names
