@@ -39,4 +39,3 @@ def check_model_file(path: str | Path) -> ModelInfo:
         raise UnusableModelFile(
             f"“{name}” could not be read as a GGUF file ({type(exc).__name__}: {exc})."
         ) from exc
-
