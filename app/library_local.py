@@ -21,7 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.library_tasks import TaskRunner
+from app.background import TaskRunner
 from app.library_widgets import size_text
 from engine.hub.library import IMPORTED, Library, LocalModel
 from engine.hub.settings import HubSettings, save_settings

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING
 
 from PySide6.QtWidgets import QApplication, QWidget
 
+from app.background import QueueBridge
 from app.library_panel import LibraryPanel
-from app.library_tasks import QueueBridge
 from engine.hub.client import HubClient
 from engine.hub.library import Library
 from engine.hub.queue import DownloadQueue

@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.background import QueueBridge, TaskRunner
 from app.library_local import LocalModelsView, button
-from app.library_tasks import QueueBridge, TaskRunner
 from app.library_widgets import DownloadRow, size_text
 from engine.hub.catalog import ModelFile, by_quant
 from engine.hub.client import HubClient, RepoFiles, RepoSummary

@@ -177,10 +177,13 @@ class MainWindow(QMainWindow):
         self.model_label.linkActivated.connect(lambda _link: self.show_page(LIBRARY))
         self.context_label = QLabel()
         self.context_label.setObjectName("contextLabel")
+        self.placement_label = QLabel()  # where the model runs, and whether flash attention is on
+        self.placement_label.setObjectName("placementLabel")
         self.state_label = QLabel()
         self.state_label.setObjectName("engineStateLabel")
         bar = self.statusBar()
         bar.addWidget(self.model_label, 1)
+        bar.addPermanentWidget(self.placement_label)
         bar.addPermanentWidget(self.context_label)
         bar.addPermanentWidget(self.state_label)
 
@@ -231,6 +234,7 @@ class MainWindow(QMainWindow):
     def _show_loading(self, path: Path) -> None:
         self.model_label.setText(f"Loading {_escape(display_name(path))}…")
         self.context_label.clear()
+        self.placement_label.clear()
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:
         # Any local file is accepted here so that a wrong one gets an explanation on drop,
@@ -279,12 +283,15 @@ class MainWindow(QMainWindow):
             self.chat_view.notice.hide()
         self.model_label.setToolTip(f"{loaded.path}\n{loaded.description}")
         self.context_label.setText(f"Context {loaded.n_ctx:,} tokens")
+        self.placement_label.setText(placement_text(loaded))
+        self.placement_label.setToolTip("\n".join(loaded.runs_on))
         self.chat_view.assistant_name = (
             STARTER_LABEL.split(" (")[0] if starter else Path(loaded.path).stem
         )
         self.setWindowTitle(f"{name} — Hearth")
 
     def _on_load_failed(self, failed: p.LoadFailed) -> None:
+        self.placement_label.clear()
         self.model_label.setText("No model loaded")
         self.context_label.clear()
         actions = [("Open another model…", self.open_model_dialog)]
@@ -335,3 +342,14 @@ class MainWindow(QMainWindow):
 
 def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def placement_text(loaded: p.ModelLoaded) -> str:
+    """ "CUDA0 · 32/32 layers · flash attention on": where the model runs, from llama.cpp's own
+    buffers, so a GPU build that fell back to the CPU is visible at a glance."""
+    devices = [name.split(":", 1)[0] for name in loaded.runs_on] or ["CPU"]
+    parts = [" + ".join(devices)]
+    if loaded.n_gpu_layers:
+        parts.append(f"{loaded.n_gpu_layers}/{loaded.n_layers} layers on the GPU")
+    parts.append(f"flash attention {loaded.flash_attn}")
+    return " · ".join(parts)

@@ -284,7 +284,9 @@ class MessageDelegate(QStyledItemDelegate):
             label_metrics.height(),
         )
         align = Qt.AlignmentFlag.AlignRight if is_user else Qt.AlignmentFlag.AlignLeft
-        painter.drawText(label_rect, align | Qt.AlignmentFlag.AlignVCenter, self._label(entry))
+        # No clipping: at small sizes the underscore of a name like "Q4_K_M" sits below the descent.
+        flags = align | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextDontClip
+        painter.drawText(label_rect, flags, self._label(entry))
 
         base = palette.color(QPalette.ColorRole.Base)
         if is_user:

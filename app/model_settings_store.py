@@ -7,14 +7,14 @@ convenience, and the planner's best fit is always there to start from again.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from engine.paths import data_dir
+
 
 def default_settings_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "hearth" / "model-settings.json"
+    return data_dir() / "model-settings.json"
 
 
 class ModelSettingsStore:

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from app.main_window import MainWindow
 
 CHAT = "Chat"
+MODEL = "Model"
 LIBRARY = "Library"
 HARDWARE = "Hardware"
 
@@ -53,9 +54,17 @@ def placeholder_page(title: str, text: str, action: tuple[str, Callable[[], None
 
 
 def _chat_page(window: MainWindow) -> QWidget:
+    from app.chat_session import open_app_store
     from app.chat_view import ChatView
 
-    return ChatView(window.bridge)
+    store, problem = open_app_store()  # None and why: the chat then keeps chats in memory
+    return ChatView(window.bridge, store=store, store_error=problem)
+
+
+def _model_page(window: MainWindow) -> QWidget:
+    from app.settings_page import ModelSettingsPage
+
+    return ModelSettingsPage(window.bridge)
 
 
 def _library_page(window: MainWindow) -> QWidget:
@@ -86,6 +95,7 @@ def _hardware_page(window: MainWindow) -> QWidget:
 def default_pages() -> list[PageSpec]:
     return [
         PageSpec(CHAT, _chat_page),
+        PageSpec(MODEL, _model_page),
         PageSpec(LIBRARY, _library_page),
         PageSpec(HARDWARE, _hardware_page),
     ]

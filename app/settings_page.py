@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
+from app.background import TaskRunner
 from app.model_settings_store import ModelSettingsStore, default_settings_path
 from app.settings_panel import SettingsPanel, gpus_from_devices
 
@@ -22,22 +22,11 @@ def _detect_devices() -> list:
     return detect_devices()
 
 
-class _Signals(QObject):
-    done = Signal(object)
-
-
-class _Detect(QRunnable):
-    def __init__(self, detect: Callable[[], Sequence], signals: _Signals):
-        super().__init__()
-        self._detect = detect
-        self._signals = signals
-
-    def run(self) -> None:
-        try:
-            devices = list(self._detect())
-        except Exception:  # a probe that fails leaves a CPU-only plan, never a dead page
-            devices = []
-        self._signals.done.emit(devices)
+def _detect_or_nothing(detect: Callable[[], Sequence]) -> list:
+    try:
+        return list(detect())
+    except Exception:  # a probe that fails leaves a CPU-only plan, never a dead page
+        return []
 
 
 class ModelSettingsPage(QWidget):
@@ -63,9 +52,8 @@ class ModelSettingsPage(QWidget):
         self._layout.addWidget(self.message)
         self._layout.addStretch(1)
         bridge.model_loaded.connect(lambda loaded: self.show_model(loaded.path))
-        self._signals = _Signals(self)
-        self._signals.done.connect(self._on_devices)
-        QThreadPool.globalInstance().start(_Detect(detect, self._signals))
+        self._tasks = TaskRunner(self)
+        self._tasks.run(lambda: _detect_or_nothing(detect), self._on_devices)
 
     def _on_devices(self, devices: list) -> None:
         host = next((d.free_bytes for d in devices if not d.is_gpu), None)

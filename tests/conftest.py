@@ -1,6 +1,8 @@
 """Fixtures and hooks shared by every test package.
 
 - Qt runs offscreen, so GUI tests need no display (set before pytest-qt makes its QApplication).
+- Hearth's data folder (conversations, library, settings) is a fresh temporary folder for the
+  session, so no test reads or writes the user's own.
 - `starter_model`: the path of the starter GGUF (SmolLM2-135M-Instruct Q4_1); skips without it.
 - `gpu` marker: such tests run only where an NVIDIA GPU and a GPU build of llama.cpp are present
   (HEARTH_GPU_TESTS=1 forces them on, =0 off). The check imports llama_cpp in a child process,
@@ -14,11 +16,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["HEARTH_DATA_DIR"] = tempfile.mkdtemp(prefix="hearth-test-data-")
+# huggingface_hub's cache, which the Library lists: an empty one, not the user's.
+os.environ["HF_HOME"] = os.path.join(os.environ["HEARTH_DATA_DIR"], "hf-home")
 
 _GPU_PROBE = "import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 3)"
 

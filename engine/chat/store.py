@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -349,6 +348,7 @@ def _escape_like(text: str) -> str:
 
 
 def default_store_path() -> Path:
-    """Where the app keeps its conversations: ~/.local/share/hearth (or $XDG_DATA_HOME)."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "hearth" / "conversations.sqlite3"
+    """Where the app keeps its conversations, in Hearth's data folder (engine/paths.py)."""
+    from engine.paths import data_dir
+
+    return data_dir() / "conversations.sqlite3"

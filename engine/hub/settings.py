@@ -1,29 +1,18 @@
 """Where the library lives and whether Hearth may go online: a small, versioned JSON file.
 
-The data folder is HEARTH_DATA_DIR when set (tests, portable installs), else the platform's
-per-user data folder. The models folder defaults to `<data folder>/models`.
+The models folder defaults to `<data folder>/models` (engine/paths.py says where that is).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from engine.paths import data_dir
+
 SETTINGS_VERSION = 1
-
-
-def data_dir() -> Path:
-    override = os.environ.get("HEARTH_DATA_DIR")
-    if override:
-        return Path(override)
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "Hearth"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "Hearth"
-    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "hearth"
 
 
 @dataclass(frozen=True)

@@ -10,8 +10,8 @@ import pytest
 from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDropEvent
 
+from app.background import QueueBridge
 from app.library_panel import LibraryPanel
-from app.library_tasks import QueueBridge
 from app.main_window import MainWindow
 from app.pages import LIBRARY, default_pages
 from engine.hub.client import HubClient

@@ -61,10 +61,10 @@ def _drop(window: MainWindow, *paths: Path) -> QDropEvent:
     return drop
 
 
-def test_navigation_has_chat_library_and_hardware(qtbot, window):
-    assert window.page_names() == ["Chat", "Library", "Hardware"]
+def test_navigation_has_chat_model_library_and_hardware(qtbot, window):
+    assert window.page_names() == ["Chat", "Model", "Library", "Hardware"]
     assert window.current_page_name() == "Chat"
-    window.navigation.setCurrentRow(2)
+    window.navigation.setCurrentRow(3)
     assert window.current_page_name() == "Hardware"
     window.show_page("Library")
     assert window.pages.currentWidget() is window.page("Library")
@@ -206,3 +206,21 @@ def test_a_crash_shows_the_last_lines_and_reload_brings_the_model_back(
 def test_closing_the_window_stops_the_engine(qtbot, window, bridge, starter_loaded):
     window.close()
     assert ("close", None) in starter_loaded.commands
+
+
+def test_the_status_bar_says_where_the_model_runs():
+    from dataclasses import replace
+
+    from app.main_window import placement_text
+    from tests.app.fake_engine import model_loaded
+
+    on_gpu = replace(
+        model_loaded("/m/x.gguf"),
+        runs_on=("CUDA0: NVIDIA GeForce RTX 4090", "CPU"),
+        n_gpu_layers=30,
+        n_layers=32,
+        flash_attn="on",
+    )
+    assert placement_text(on_gpu) == "CUDA0 + CPU · 30/32 layers on the GPU · flash attention on"
+    cpu_only = replace(on_gpu, runs_on=("CPU",), n_gpu_layers=0, flash_attn="off")
+    assert placement_text(cpu_only) == "CPU · flash attention off"

@@ -1,5 +1,6 @@
-"""Background work for the Library page: pool tasks whose results come back as queued signals,
-and the bridge that carries the download queue's callbacks onto the GUI thread."""
+"""Background work for the GUI's pages: pool tasks whose results come back as queued signals
+(dropped if the page is gone by then), and the bridge that carries the download queue's
+callbacks onto the GUI thread."""
 
 from __future__ import annotations
 
