@@ -9,12 +9,11 @@ closed or destroyed. Tests inject a fake detection, engine view and sampler.
 
 from __future__ import annotations
 
-import contextlib
 import html
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QThread, QThreadPool, QTimer, Signal, Slot
+from PySide6.QtCore import QObject, Qt, QThread, QTimer, Signal, Slot
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
@@ -27,6 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.background import TaskRunner
 from engine import hardware as hw
 from engine.hardware import Detection, Device, DeviceStatus, EngineView, UsageSample
 from engine.hardware.records import format_bytes
@@ -61,27 +61,6 @@ def _label(text: str = "", name: str | None = None, *, wrap: bool = True) -> QLa
 
 
 # -- background work ------------------------------------------------------------------------------
-
-
-class _TaskSignals(QObject):
-    finished = Signal(object)
-
-
-class _Task(QRunnable):
-    """Run `fn` on a pool thread; its result arrives through `signals.finished` (queued)."""
-
-    def __init__(self, fn: Callable[[], Any]):
-        super().__init__()
-        self.fn = fn
-        self.signals = _TaskSignals()
-
-    def run(self) -> None:
-        try:
-            result = self.fn()
-        except Exception as exc:  # the callers never raise; a bug must still reach the page
-            result = exc
-        with contextlib.suppress(RuntimeError):  # the page went away while this ran
-            self.signals.finished.emit(result)
 
 
 class _MonitorWorker(QObject):
@@ -278,7 +257,7 @@ class HardwarePanel(QWidget):
         self.cards: dict[str, DeviceCard] = {}
         self.hints: list[BuildHint] = []
         self.monitor: LiveMonitor | None = None
-        self._tasks: set[_Task] = set()
+        self._tasks = TaskRunner(self)
         self._build()
         # Stop the monitor thread however this page ends; the closure holds no reference to self.
         monitor_box = self._monitor_box = [None]
@@ -324,12 +303,7 @@ class HardwarePanel(QWidget):
     # -- detection and the engine's view ---------------------------------------------------------
 
     def _run(self, fn: Callable[[], Any], done: Callable[[Any], None]) -> None:
-        task = _Task(fn)
-        task.setAutoDelete(False)  # Python keeps it until its signal has come back
-        self._tasks.add(task)
-        task.signals.finished.connect(done, Qt.ConnectionType.QueuedConnection)
-        task.signals.finished.connect(lambda _r, t=task: self._tasks.discard(t))
-        QThreadPool.globalInstance().start(task)
+        self._tasks.run(fn, done)
 
     @Slot()
     def refresh(self) -> None:
