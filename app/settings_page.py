@@ -62,7 +62,8 @@ class ModelSettingsPage(QWidget):
             settings_store=self._store,
         )  # fmt: skip
         self._layout.insertWidget(0, self.panel)
-        self._layout.setContentsMargins(0, 0, 0, 0)
+        self._layout.setContentsMargins(0, 0, 0, 0)  # the panel has its own margins
+        self.message.setContentsMargins(32, 28, 32, 0)  # the message keeps the page's
         self.message.setText("Load a model (File › Open model…) to see and change its settings.")
         self.panel.setVisible(False)
         loaded = self._bridge.model
