@@ -1,12 +1,8 @@
-"""The ggml type table against the vendored ggml source (when it is on this machine) and
-against the `gguf` package."""
+"""The ggml type table against the ggml that the installed llama.cpp runs, and against the
+`gguf` package."""
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-import pytest
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, LlamaFileType
 
 from engine.gguf.ggml_types import (
@@ -17,63 +13,39 @@ from engine.gguf.ggml_types import (
     ggml_type,
 )
 
-GGML_SRC = Path("/tmp/sdist/llama_cpp_python-0.3.36/vendor/llama.cpp/ggml")
-needs_source = pytest.mark.skipif(
-    not GGML_SRC.is_dir(), reason="the vendored llama.cpp source is not on this machine"
-)
 
-C_SIZES = {
-    "ggml_half": 2,
-    "uint8_t": 1,
-    "int8_t": 1,
-    "uint16_t": 2,
-    "int16_t": 2,
-    "uint32_t": 4,
-    "int32_t": 4,
-    "float": 4,
-    "double": 8,
-    "int64_t": 8,
-    "ggml_fp16_t": 2,
-    "ggml_bf16_t": 2,
-}
+def _installed_ggml():
+    """The ggml that the installed llama.cpp runs: its own type table, through ctypes."""
+    import ctypes
 
+    import llama_cpp
 
-def c_eval(expr: str, names: dict[str, int]) -> int:
-    """Evaluate a C size expression such as `2*sizeof(ggml_half) + QK_K/16`."""
-    expr = re.sub(r"sizeof\((\w+)\)", lambda m: str(names[m.group(1)]), expr)
-    expr = re.sub(r"\b[A-Za-z_]\w*\b", lambda m: f"({names[m.group(0)]})", expr)
-    return int(eval(expr.replace("/", "//"), {"__builtins__": {}}))  # trusted vendored source
+    from engine.hardware.llama_devices import _candidate_libraries
+
+    for lib in _candidate_libraries(llama_cpp):
+        try:
+            blck, size, name = lib.ggml_blck_size, lib.ggml_type_size, lib.ggml_type_name
+        except AttributeError:
+            continue
+        blck.restype, blck.argtypes = ctypes.c_int64, [ctypes.c_int]
+        size.restype, size.argtypes = ctypes.c_size_t, [ctypes.c_int]
+        name.restype, name.argtypes = ctypes.c_char_p, [ctypes.c_int]
+        return blck, size, name
+    raise AssertionError("the installed llama.cpp exports no ggml type functions")
 
 
-@needs_source
-def test_table_matches_ggml_source() -> None:
-    header = (GGML_SRC / "include" / "ggml.h").read_text()
-    enum = dict(
-        (name, int(value))
-        for name, value in re.findall(r"^\s*GGML_TYPE_(\w+)\s*=\s*(\d+),", header, re.M)
-    )
-    assert enum.pop("COUNT") == GGML_TYPE_COUNT
-    assert {name: t.id for name, t in ((t.name, t) for t in GGML_TYPES.values())} == enum
-
-    common = (GGML_SRC / "src" / "ggml-common.h").read_text()
-    names = dict(C_SIZES)
-    for name, value in re.findall(
-        r"^#define (QK\w*|K_SCALE_SIZE|IQ3S_N_SCALE) (.+?)\s*(?://.*)?$", common, re.M
-    ):
-        names[name] = c_eval(value, names)
-    for block, expr in re.findall(r"static_assert\(sizeof\((block_\w+)\) == (.+?), \"", common):
-        names[block] = c_eval(expr, names)
-
-    traits = (GGML_SRC / "src" / "ggml.c").read_text()
-    start = "type_traits[GGML_TYPE_COUNT] = {"
-    table = traits[traits.index(start) + len(start) :]
+def test_table_matches_the_installed_ggml() -> None:
+    blck_size, type_size, type_name = _installed_ggml()
     checked = 0
-    for name, body in re.findall(r"\[GGML_TYPE_(\w+)\] = \{(.*?)\n    \},", table, re.S):
-        blck = re.search(r"\.blck_size\s*=\s*([^,]+),", body).group(1)
-        size = re.search(r"\.type_size\s*=\s*([^,]+),", body).group(1)
-        ours = ggml_type(enum[name])
-        assert ours is not None, name
-        assert (ours.block_size, ours.type_size) == (c_eval(blck, names), c_eval(size, names)), name
+    for type_id in range(GGML_TYPE_COUNT):
+        ours = ggml_type(type_id)
+        if ours is None:  # ids ggml retired (Q4_2, Q4_3, ...): it keeps them as empty slots
+            assert blck_size(type_id) == 0, type_id
+            continue
+        assert (ours.block_size, ours.type_size) == (blck_size(type_id), type_size(type_id)), (
+            ours.name
+        )
+        assert type_name(type_id).decode().upper() == ours.name.upper(), type_id
         checked += 1
     assert checked == len(GGML_TYPES)
 
