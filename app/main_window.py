@@ -34,7 +34,7 @@ from app import banner as b
 from app.chat_view import ChatView
 from app.engine_bridge import EngineBridge
 from app.model_file_check import UnusableModelFile, check_model_file
-from app.pages import CHAT, LIBRARY, PageSpec, default_pages, placeholder_page
+from app.pages import CHAT, LIBRARY, MODEL, PageSpec, default_pages, placeholder_page
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
 from engine.starter_model import STARTER_LABEL, STARTER_NOTE, is_starter_model
@@ -216,8 +216,11 @@ class MainWindow(QMainWindow):
         return True
 
     def load_model(self, path: Path) -> None:
-        """Load a file already known to be good (the starter model) without re-checking it."""
-        self._load_params(model_params_for(path))
+        """Load a file already known to be good (the starter model) without re-checking it,
+        with the settings the Model page chooses for it (remembered, else the best fit)."""
+        model_page = self.page(MODEL) if MODEL in self._page_names else None
+        planned = model_page.params_for(path) if hasattr(model_page, "params_for") else None
+        self._load_params(planned or model_params_for(path))
 
     def _load_params(self, params: p.ModelParams) -> None:
         self.engine_banner.hide()

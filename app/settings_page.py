@@ -71,6 +71,18 @@ class ModelSettingsPage(QWidget):
         if model:
             self.show_model(model)
 
+    def params_for(self, path: str | Path):
+        """How to load `path`: its remembered settings, else the planner's best fit for this
+        machine; None until the hardware is known or when no setting fits (the window then
+        loads llama.cpp's defaults)."""
+        if self.panel is None:
+            return None
+        self.show_model(str(path))
+        plan = self.panel.plan
+        if plan is None or not plan.fits or self.panel.model_path != Path(path):
+            return None
+        return plan.settings.model_params()
+
     def show_model(self, path: str) -> None:
         if self.panel is None:
             self._pending_model = path

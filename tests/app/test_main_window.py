@@ -224,3 +224,17 @@ def test_the_status_bar_says_where_the_model_runs():
     assert placement_text(on_gpu) == "CUDA0 + CPU · 30/32 layers on the GPU · flash attention on"
     cpu_only = replace(on_gpu, runs_on=("CPU",), n_gpu_layers=0, flash_attn="off")
     assert placement_text(cpu_only) == "CPU · flash attention off"
+
+
+def test_an_opened_model_loads_with_the_settings_the_model_page_plans(qtbot, window, starter_model):
+    from app.settings_page import ModelSettingsPage
+
+    page = window.page("Model")
+    assert isinstance(page, ModelSettingsPage)
+    qtbot.waitUntil(lambda: page.panel is not None, timeout=30_000)  # hardware detected
+    planned = page.params_for(starter_model)
+    assert planned is not None and planned.path == str(starter_model)
+    loads = []
+    window.bridge.load = loads.append
+    window.load_model(Path(starter_model))
+    assert loads == [planned]
