@@ -1,131 +1,308 @@
-"""Write a GGUF with the shape of a real model, random weights and a real vocabulary.
+"""GGUFs with the shapes of real models, for the tests and the benchmarks (real weights cannot
+be downloaded here; memory and speed depend on shapes and types, not on the values).
 
-Benchmarks of speed and memory need files of real sizes, and real weights cannot be downloaded
-here. Speed and memory depend on the shapes and the quantization, not on the values, so random
-weights (cut as views from one random pool, which keeps writing fast) behave like the real model's.
-Quantize the F16 result with llama.cpp's `llama-quantize` to get Q4_K_M, Q8_0, ...
+Two kinds of file, both written with the `gguf` package:
+- sparse (`write_sparse_gguf`): metadata and tensor infos as in the real model at a given quant,
+  then the file is extended (a hole, no disk used) to where the tensor data would end. Hearth's
+  reader and llama.cpp accept it; weights read as zeros. For the planner's tests and memory
+  measurements (llama.cpp can load it with `no_alloc`, which is how
+  tests/engine/planner/record_llama_cpu.py measured fixtures/llama_cpu_measurements.json).
+- random F16 (`write_random_f16_gguf`): the same tensors with random values (windows of one
+  random pool, which keeps writing fast), to quantize with llama.cpp's `llama-quantize`. For
+  speed measurements, which must not run on zeros. Llama-3-8B in F16 is 16 GB (17 s on the GPU
+  machine); Qwen3-30B-A3B would be 61 GB, more than that machine's disk.
 
     python benchmarks/synthetic_gguf.py llama3-8b out-f16.gguf --vocab ggml-vocab-llama-bpe.gguf
     llama-quantize out-f16.gguf out-q4_k_m.gguf Q4_K_M
+    python benchmarks/synthetic_gguf.py gemma3-12b out.gguf --sparse Q4_K_M --vocab VOCAB
 
-The vocabulary files ship in llama.cpp's source tree (vendor/llama.cpp/models/ in
-llama-cpp-python's source distribution); they are trusted inputs, read with the gguf package.
+The vocabularies ship in llama.cpp's source tree (vendor/llama.cpp/models/ in llama-cpp-python's
+source distribution); they are trusted inputs, read with the gguf package.
+
+The quantization mixes follow llama-quantize's rules (src/llama-quant.cpp,
+llama_tensor_get_type_impl) for the tensors these three architectures have: Q4_K_M gives
+attn_v and ffn_down Q6_K on the "more bits" layers, the output (or the tied embedding) Q6_K;
+Q8_0 is Q8_0 throughout. Llama-3-8B at Q4_K_M comes to 4,920,733,440 bytes here, the published
+file is 4,920,734,272 (the difference is metadata).
 """
 
 from __future__ import annotations
 
-import argparse
+import os
 import sys
-import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
-from gguf import GGUFReader, GGUFWriter, LlamaFileType
+from gguf import GGMLQuantizationType, GGUFWriter
+from gguf.constants import GGML_QUANT_SIZES
+
+QT = GGMLQuantizationType
 
 
 @dataclass(frozen=True)
-class DenseShape:
+class Shape:
+    arch: str
     name: str
     n_layer: int
     n_embd: int
     n_ff: int
     n_head: int
     n_head_kv: int
+    head_dim: int
+    n_vocab: int
     n_ctx_train: int
-    rope_base: float
+    tied_embeddings: bool = False
+    qk_norm: bool = False
+    post_norms: bool = False  # gemma: post-attention and post-ffw norms
+    n_expert: int = 0
+    n_expert_used: int = 0
+    n_ff_exp: int = 0
+    sliding_window: int = 0
+    rope_base: float = 10000.0
 
 
-SHAPES = {
-    "llama3-8b": DenseShape("Llama-3-8B (synthetic)", 32, 4096, 14336, 32, 8, 8192, 500000.0),
-    "llama3-tiny": DenseShape("Llama-3 tiny (synthetic)", 2, 256, 512, 4, 2, 8192, 500000.0),
-}
+SHAPES: dict[str, Shape] = {
+    "llama3-8b": Shape(
+        "llama", "Llama-3-8B (synthetic)", 32, 4096, 14336, 32, 8, 128, 128256, 8192,
+        rope_base=500000.0,
+    ),
+    "gemma3-12b": Shape(
+        "gemma3", "Gemma-3-12B (synthetic)", 48, 3840, 15360, 16, 8, 256, 262144, 131072,
+        tied_embeddings=True, qk_norm=True, post_norms=True, sliding_window=1024,
+        rope_base=1000000.0,
+    ),
+    "qwen3-30b-a3b": Shape(
+        "qwen3moe", "Qwen3-30B-A3B (synthetic)", 48, 2048, 6144, 32, 4, 128, 151936, 40960,
+        qk_norm=True, n_expert=128, n_expert_used=8, n_ff_exp=768, rope_base=1000000.0,
+    ),
+    # small vocabularies, so that the feed-forward and attention stages, not the logits, set the
+    # compute buffer
+    "mistral-7b": Shape(
+        "llama", "Mistral-7B (synthetic)", 32, 4096, 14336, 32, 8, 128, 32000, 32768,
+        rope_base=1000000.0,
+    ),
+    "mixtral-8x7b": Shape(
+        "llama", "Mixtral-8x7B (synthetic)", 32, 4096, 14336, 32, 8, 128, 32000, 32768,
+        n_expert=8, n_expert_used=2, n_ff_exp=14336, rope_base=1000000.0,
+    ),
+    "llama-tiny": Shape("llama", "tiny llama (synthetic)", 4, 256, 512, 4, 2, 64, 32000, 4096),
+}  # fmt: skip
 
-LLAMA3_TEMPLATE = (
-    "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>"
-    "\n\n{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
-    "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}"
-)
+QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M")
+_BASE = {"Q8_0": QT.Q8_0, "Q6_K": QT.Q6_K, "Q5_K_M": QT.Q5_K, "Q4_K_M": QT.Q4_K, "Q3_K_M": QT.Q3_K}
+FILE_TYPES = {"F16": 1, "Q8_0": 7, "Q6_K": 18, "Q5_K_M": 17, "Q4_K_M": 15, "Q3_K_M": 12}
 
 
-def copy_vocab(writer: GGUFWriter, vocab_path: str) -> int:
-    reader = GGUFReader(vocab_path)
-    fields = reader.fields
-    tokens = fields["tokenizer.ggml.tokens"].contents()
+def _more_bits(i: int, n: int) -> bool:
+    return i < n // 8 or i >= 7 * n // 8 or (i - n // 8) % 3 == 2
+
+
+def _weight_type(quant: str, role: str, i: int, n: int, ne0: int) -> QT:
+    base = _BASE[quant]
+    if role == "output":
+        if ne0 % 256 != 0 or base == QT.Q8_0:
+            return QT.Q8_0
+        return QT.Q6_K
+    if ne0 % 256 != 0 and base != QT.Q8_0:  # k-quants need whole 256-blocks: llama.cpp falls back
+        return QT.Q5_0 if base in (QT.Q4_K, QT.Q3_K) else QT.Q8_0
+    if role == "attn_v":
+        if quant in ("Q4_K_M", "Q5_K_M") and _more_bits(i, n):
+            return QT.Q6_K
+        if quant == "Q3_K_M":
+            return QT.Q5_K if i < 2 else QT.Q4_K
+    if role == "ffn_down":
+        if quant in ("Q4_K_M", "Q5_K_M") and _more_bits(i, n):
+            return QT.Q6_K
+        if quant == "Q3_K_M":
+            return QT.Q5_K if i < n // 16 else QT.Q4_K
+    if role == "attn_output" and quant == "Q3_K_M":
+        return QT.Q4_K
+    return base
+
+
+def tensor_table(shape: Shape, quant: str) -> list[tuple[str, tuple[int, ...], QT]]:
+    """(name, shape in ggml order (ne0 first), type) for every tensor of the model."""
+    s = shape
+    n = s.n_layer
+    q_dim, kv_dim = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    out: list[tuple[str, tuple[int, ...], QT]] = []
+
+    def add(name: str, ne: tuple[int, ...], role: str = "", i: int = 0) -> None:
+        if len(ne) == 1 or role == "router":
+            out.append((name, ne, QT.F32))
+        else:
+            out.append((name, ne, _weight_type(quant, role, i, n, ne[0])))
+
+    embd_role = "output" if s.tied_embeddings else "token_embd"
+    add("token_embd.weight", (s.n_embd, s.n_vocab), embd_role)
+    for i in range(n):
+        b = f"blk.{i}."
+        add(b + "attn_norm.weight", (s.n_embd,))
+        add(b + "attn_q.weight", (s.n_embd, q_dim), "attn_q", i)
+        add(b + "attn_k.weight", (s.n_embd, kv_dim), "attn_k", i)
+        add(b + "attn_v.weight", (s.n_embd, kv_dim), "attn_v", i)
+        add(b + "attn_output.weight", (q_dim, s.n_embd), "attn_output", i)
+        if s.qk_norm:
+            add(b + "attn_q_norm.weight", (s.head_dim,))
+            add(b + "attn_k_norm.weight", (s.head_dim,))
+        if s.post_norms:
+            add(b + "post_attention_norm.weight", (s.n_embd,))
+        add(b + "ffn_norm.weight", (s.n_embd,))
+        if s.n_expert:
+            add(b + "ffn_gate_inp.weight", (s.n_embd, s.n_expert), "router", i)
+            add(b + "ffn_gate_exps.weight", (s.n_embd, s.n_ff_exp, s.n_expert), "ffn_gate", i)
+            add(b + "ffn_up_exps.weight", (s.n_embd, s.n_ff_exp, s.n_expert), "ffn_up", i)
+            add(b + "ffn_down_exps.weight", (s.n_ff_exp, s.n_embd, s.n_expert), "ffn_down", i)
+        else:
+            add(b + "ffn_gate.weight", (s.n_embd, s.n_ff), "ffn_gate", i)
+            add(b + "ffn_up.weight", (s.n_embd, s.n_ff), "ffn_up", i)
+            add(b + "ffn_down.weight", (s.n_ff, s.n_embd), "ffn_down", i)
+        if s.post_norms:
+            add(b + "post_ffw_norm.weight", (s.n_embd,))
+    add("output_norm.weight", (s.n_embd,))
+    if not s.tied_embeddings:
+        add("output.weight", (s.n_embd, s.n_vocab), "output")
+    return out
+
+
+def n_bytes(ggml_type: QT, ne: tuple[int, ...]) -> int:
+    block, size = GGML_QUANT_SIZES[ggml_type]
+    return int(np.prod(ne)) // block * size
+
+
+def _metadata(writer: GGUFWriter, shape: Shape, quant: str, with_vocab: bool) -> None:
+    s = shape
+    writer.add_name(s.name)
+    writer.add_block_count(s.n_layer)
+    writer.add_context_length(s.n_ctx_train)
+    writer.add_embedding_length(s.n_embd)
+    writer.add_feed_forward_length(s.n_ff)
+    writer.add_head_count(s.n_head)
+    writer.add_head_count_kv(s.n_head_kv)
+    writer.add_key_length(s.head_dim)
+    writer.add_value_length(s.head_dim)
+    writer.add_rope_dimension_count(s.head_dim)
+    writer.add_rope_freq_base(s.rope_base)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_file_type(FILE_TYPES[quant])
+    if not with_vocab:
+        writer.add_vocab_size(s.n_vocab)
+    if s.n_expert:
+        writer.add_expert_count(s.n_expert)
+        writer.add_expert_used_count(s.n_expert_used)
+        writer.add_expert_feed_forward_length(s.n_ff_exp)
+    if s.sliding_window:
+        writer.add_sliding_window(s.sliding_window)
+
+
+def write_sparse_gguf(
+    path: str | os.PathLike[str], shape: Shape, quant: str, vocab: str | None = None
+) -> Path:
+    """Write the header of `shape` at `quant`; the data section is a hole of the right size.
+
+    `vocab` is a llama.cpp vocabulary GGUF (vendor/llama.cpp/models/ggml-vocab-*.gguf) to copy,
+    needed only when llama.cpp itself will load the file.
+    """
+    writer = GGUFWriter(os.fspath(path), shape.arch)
+    _metadata(writer, shape, quant, with_vocab=vocab is not None)
+    if vocab is not None:
+        _copy_vocab(writer, vocab)
+    for name, ne, ggml_type in tensor_table(shape, quant):
+        numpy_shape = tuple(reversed(ne))
+        nbytes = n_bytes(ggml_type, ne)
+        writer.add_tensor_info(name, numpy_shape, np.dtype(np.float32), nbytes, raw_dtype=ggml_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    assert writer.fout is not None
+    out = writer.fout[0]
+    writer.write_padding(out, out.tell())
+    data_size = 0
+    for info in writer.tensors[0].values():
+        data_size += info.nbytes
+        data_size += (-data_size) % writer.data_alignment
+    out.truncate(out.tell() + data_size)
+    writer.close()
+    return Path(path)
+
+
+def _copy_vocab(writer: GGUFWriter, vocab_path: str) -> None:
+    from gguf import GGUFReader
+
+    fields = GGUFReader(vocab_path).fields
     writer.add_tokenizer_model(fields["tokenizer.ggml.model"].contents())
     if "tokenizer.ggml.pre" in fields:
         writer.add_tokenizer_pre(fields["tokenizer.ggml.pre"].contents())
-    writer.add_token_list(tokens)
+    writer.add_token_list(fields["tokenizer.ggml.tokens"].contents())
     writer.add_token_types(fields["tokenizer.ggml.token_type"].contents())
+    if "tokenizer.ggml.scores" in fields:
+        writer.add_token_scores(fields["tokenizer.ggml.scores"].contents())
     if "tokenizer.ggml.merges" in fields:
         writer.add_token_merges(fields["tokenizer.ggml.merges"].contents())
-    writer.add_bos_token_id(fields["tokenizer.ggml.bos_token_id"].contents())
-    writer.add_eos_token_id(fields["tokenizer.ggml.eos_token_id"].contents())
-    return len(tokens)
+    for key, add in (
+        ("tokenizer.ggml.bos_token_id", writer.add_bos_token_id),
+        ("tokenizer.ggml.eos_token_id", writer.add_eos_token_id),
+    ):
+        if key in fields:
+            add(fields[key].contents())
 
 
-def write_dense_llama(shape: DenseShape, vocab_path: str, out_path: str, seed: int = 0) -> None:
-    writer = GGUFWriter(out_path, "llama")
-    writer.add_name(shape.name)
-    n_vocab = copy_vocab(writer, vocab_path)
-    head_dim = shape.n_embd // shape.n_head
-    writer.add_block_count(shape.n_layer)
-    writer.add_context_length(shape.n_ctx_train)
-    writer.add_embedding_length(shape.n_embd)
-    writer.add_feed_forward_length(shape.n_ff)
-    writer.add_head_count(shape.n_head)
-    writer.add_head_count_kv(shape.n_head_kv)
-    writer.add_rope_dimension_count(head_dim)
-    writer.add_rope_freq_base(shape.rope_base)
-    writer.add_layer_norm_rms_eps(1e-5)
-    writer.add_vocab_size(n_vocab)
-    writer.add_file_type(LlamaFileType.MOSTLY_F16)
-    writer.add_chat_template(LLAMA3_TEMPLATE)
+def write_random_f16_gguf(
+    path: str | os.PathLike[str], shape: Shape, vocab: str, seed: int = 0
+) -> Path:
+    """Every tensor of `shape` in F16 (norms in F32) with random values, ready to quantize.
+    The embedding and output take the vocabulary's own size, so llama.cpp accepts the file."""
+    from dataclasses import replace
 
-    kv_dim = head_dim * shape.n_head_kv
-    largest = max(n_vocab * shape.n_embd, shape.n_ff * shape.n_embd)
+    from gguf import GGUFReader
+
+    n_tokens = len(GGUFReader(vocab).fields["tokenizer.ggml.tokens"].data)
+    shape = replace(shape, n_vocab=n_tokens)
+    writer = GGUFWriter(os.fspath(path), shape.arch)
+    _metadata(writer, shape, "F16", with_vocab=True)
+    _copy_vocab(writer, vocab)
+    table = tensor_table(shape, "Q8_0")  # the names and shapes; the types are chosen here
+    largest = max(int(np.prod(ne)) for _, ne, _ in table)
     rng = np.random.default_rng(seed)
     pool = (rng.standard_normal(largest + 4099, dtype=np.float32) * 0.02).astype(np.float16)
-    offset = 0
-
-    def weights(rows: int, cols: int) -> np.ndarray:
-        nonlocal offset
-        offset = (offset + 4093) % 4096  # a different window of the pool for each tensor
-        return pool[offset : offset + rows * cols].reshape(rows, cols)
-
-    ones = np.ones(shape.n_embd, dtype=np.float32)
-    writer.add_tensor("token_embd.weight", weights(n_vocab, shape.n_embd))
-    for i in range(shape.n_layer):
-        blk = f"blk.{i}."
-        writer.add_tensor(blk + "attn_norm.weight", ones)
-        writer.add_tensor(blk + "attn_q.weight", weights(shape.n_embd, shape.n_embd))
-        writer.add_tensor(blk + "attn_k.weight", weights(kv_dim, shape.n_embd))
-        writer.add_tensor(blk + "attn_v.weight", weights(kv_dim, shape.n_embd))
-        writer.add_tensor(blk + "attn_output.weight", weights(shape.n_embd, shape.n_embd))
-        writer.add_tensor(blk + "ffn_norm.weight", ones)
-        writer.add_tensor(blk + "ffn_gate.weight", weights(shape.n_ff, shape.n_embd))
-        writer.add_tensor(blk + "ffn_up.weight", weights(shape.n_ff, shape.n_embd))
-        writer.add_tensor(blk + "ffn_down.weight", weights(shape.n_embd, shape.n_ff))
-    writer.add_tensor("output_norm.weight", ones)
-    writer.add_tensor("output.weight", weights(n_vocab, shape.n_embd))
-
+    for index, (name, ne, ggml_type) in enumerate(table):
+        numpy_shape = tuple(reversed(ne))
+        if ggml_type == QT.F32:
+            writer.add_tensor(name, np.ones(numpy_shape, dtype=np.float32))
+            continue
+        start = (index * 4093) % 4096  # a different window of the pool for each tensor
+        writer.add_tensor(name, pool[start : start + int(np.prod(ne))].reshape(numpy_shape))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file(progress=False)
     writer.close()
+    return Path(path)
 
 
 def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import time
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("shape", choices=sorted(SHAPES))
-    parser.add_argument("out", help="output .gguf (F16)")
-    parser.add_argument("--vocab", required=True, help="a llama.cpp vocab GGUF to copy")
+    parser.add_argument("out")
+    parser.add_argument("--vocab", help="a llama.cpp ggml-vocab-*.gguf to copy")
+    parser.add_argument(
+        "--sparse", choices=QUANTS, metavar="QUANT", help="header only, at this quant"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    write_dense_llama(SHAPES[args.shape], args.vocab, args.out, args.seed)
+    if args.sparse:
+        write_sparse_gguf(args.out, SHAPES[args.shape], args.sparse, args.vocab)
+    elif not args.vocab:
+        parser.error("--vocab is needed for a file with weights")
+    else:
+        write_random_f16_gguf(args.out, SHAPES[args.shape], args.vocab, args.seed)
     print(f"wrote {args.out} in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(main())

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from app.model_settings_store import ModelSettingsStore
 from app.settings_page import ModelSettingsPage
+from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.hardware.records import CPU, GPU, Device
 from tests.app.conftest import load_fake_model
-from tests.engine.planner.synthetic import SHAPES, write_sparse_gguf
 
 GIB = 1024**3
 DEVICES = [

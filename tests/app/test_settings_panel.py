@@ -13,8 +13,8 @@ from app.main_window import model_params_for  # noqa: F401  (the window's loadin
 from app.model_settings_store import ModelSettingsStore
 from app.settings_panel import GpuSpec, SettingsPanel
 from app.theme import apply_theme
+from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.app.conftest import client_of
-from tests.engine.planner.synthetic import SHAPES, write_sparse_gguf
 
 GIB = 1024**3
 SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "settings.png"

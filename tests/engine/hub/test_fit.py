@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.hub.client import HubClient
 from engine.hub.fit import DOES_NOT_FIT, FITS, FITS_WITH_OFFLOAD, UNKNOWN, fit_badge
 from engine.planner import DeviceBudget, PlanRequest
 from tests.engine.hub.fake_hub import FakeHub, Sparse
-from tests.engine.planner.synthetic import SHAPES, write_sparse_gguf
 
 pytestmark = pytest.mark.timeout(60)
 GIB = 1024**3
