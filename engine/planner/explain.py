@@ -223,17 +223,9 @@ def _better_options(search: Search, profiles, best: Candidate) -> list[Alternati
 def _not_fitting(search: Search, profiles: list[ModelProfile]) -> Plan:
     req = search.request
     if not search.misses:
-        return Plan(
-            status=DOES_NOT_FIT,
-            confidence=LOW,
-            choice=None,
-            settings=None,
-            devices=(),
-            tokens_per_second=None,
-            reasons=(
-                "No combination of the allowed KV types and flash-attention settings "
-                "works for this model on these devices.",
-            ),
+        return Plan.impossible(
+            "No combination of the allowed KV types and flash-attention settings "
+            "works for this model on these devices."
         )
     nearest = min(search.misses, key=lambda m: m.shortfall)
     profile, config = nearest.profile, nearest.config

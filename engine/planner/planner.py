@@ -18,7 +18,7 @@ from engine.planner.backends import BACKENDS
 from engine.planner.explain import build_plan
 from engine.planner.kv_cache import KV_TYPES
 from engine.planner.profile import ModelProfile, build_profile
-from engine.planner.records import DOES_NOT_FIT, LOW, PREFERENCES, DeviceBudget, Plan, PlanRequest
+from engine.planner.records import PREFERENCES, DeviceBudget, Plan, PlanRequest
 from engine.planner.search import Search
 from engine.planner.tables import warm_tables
 
@@ -54,17 +54,9 @@ def plan_profiles(profiles: Sequence[ModelProfile], request: PlanRequest) -> Pla
     usable = [p for p in profiles if _usable(p)]
     if not usable:
         names = ", ".join(p.source for p in profiles) or "no file"
-        return Plan(
-            status=DOES_NOT_FIT,
-            confidence=LOW,
-            choice=None,
-            settings=None,
-            devices=(),
-            tokens_per_second=None,
-            reasons=(
-                f"{names}: the header lacks the layer count, embedding size or vocabulary, "
-                "so no memory estimate is possible.",
-            ),
+        return Plan.impossible(
+            f"{names}: the header lacks the layer count, embedding size or vocabulary, "
+            "so no memory estimate is possible."
         )
     search = Search(request)
     search.run(usable)

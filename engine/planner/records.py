@@ -129,6 +129,19 @@ class Plan:
     alternatives: tuple[Alternative, ...] = ()
     notes: tuple[str, ...] = field(default=())
 
+    @classmethod
+    def impossible(cls, reason: str) -> Plan:
+        """No estimate at all can be made (as opposed to one that does not fit)."""
+        return cls(
+            status=DOES_NOT_FIT,
+            confidence=LOW,
+            choice=None,
+            settings=None,
+            devices=(),
+            tokens_per_second=None,
+            reasons=(reason,),
+        )
+
     @property
     def fits(self) -> bool:
         return self.status == FITS
