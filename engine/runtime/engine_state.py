@@ -11,6 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from engine.runtime import llama_driver as llama
@@ -25,6 +26,7 @@ class Engine:
         self._faults = faults
         self._stop = threading.Event()
         self._session: Session | None = None
+        self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = "no_model"
         self._template_note = ""
         from engine.runtime.llama_log import LlamaLog
@@ -79,28 +81,51 @@ class Engine:
         return p.CommandFailed(command=type(command).__name__, message=message)
 
     def load(self, params: p.ModelParams) -> None:
-        self.unload(quiet=True)  # return the old model's memory before taking more
+        """Load `params`. When only context settings changed (context length, KV cache types,
+        flash attention, batch sizes) the weights already in memory are kept and only the
+        context is made anew: applying a new context length takes a fraction of a second
+        instead of reading gigabytes of weights again."""
+        session, self._session = self._session, None
         self._state = "loading"
+        if session is not None and _same_weights(session.model.params, params, self._weights):
+            session.close_context()
+            model, weights = session.model, self._weights
+            model.params = params
+            kept = True
+        else:
+            if session is not None:
+                session.close()  # return the old model's memory before taking more
+            model = weights = None
+            kept = False
+        started = time.perf_counter()
         self._log.take_allocations()
         self._log.take_overridden()
         self._log.flash_attn_resolved = None
-        used_before = _device_used()
-        started = time.perf_counter()
-        model = ctx = None
+        ctx = None
         try:
-            model = llama.Model(params)
+            if model is None:
+                used_before = _device_used()
+                model = llama.Model(params)
+                weights = _Weights(
+                    file=_file_identity(params.path),
+                    device_used_before=used_before,
+                    allocations=self._log.take_allocations(),
+                    tensors_in_ram=self._log.take_overridden(),
+                )
             ctx = llama.Context(model, params)
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
                 if handle is not None:
                     handle.close()
+            self._weights = None
             self._state = "no_model"
             self._send(p.LoadFailed(path=params.path, message=str(exc)))
             return
         load_seconds = time.perf_counter() - started
         used_after = _device_used()
-        allocations = self._log.take_allocations()
+        allocations = weights.allocations + self._log.take_allocations()
+        self._weights = weights
         self._session = Session(model=model, ctx=ctx)
         self._state = "idle"
         template = model.chat_template()
@@ -121,12 +146,13 @@ class Engine:
                 n_vocab=model.n_vocab,
                 allocations=allocations,
                 runs_on=_devices_holding(allocations),
-                tensors_in_ram=self._log.take_overridden(),
+                tensors_in_ram=weights.tensors_in_ram,
                 device_used_delta=tuple(
-                    p.DeviceDelta(device=name, used_bytes=used_after[name] - used_before[name])
-                    for name in used_after
-                    if name in used_before
+                    p.DeviceDelta(device=name, used_bytes=used_after[name] - used)
+                    for name, used in weights.device_used_before.items()
+                    if name in used_after
                 ),
+                weights_kept=kept,
             )
         )
 
@@ -138,6 +164,7 @@ class Engine:
 
     def unload(self, *, quiet: bool = False) -> None:
         session, self._session = self._session, None
+        self._weights = None
         if session is not None:
             session.close()
         self._state = "no_model"
@@ -259,6 +286,35 @@ class Engine:
             process_rss_bytes=_rss_bytes(),
             devices=devices,
         )
+
+
+@dataclass(frozen=True)
+class _Weights:
+    """What loading the weights took, kept for as long as they stay loaded: a context made
+    anew on them reports the whole model's buffers and memory, not only its own."""
+
+    file: tuple[int, int]
+    device_used_before: dict[str, int]
+    allocations: tuple[p.BufferAllocation, ...]
+    tensors_in_ram: tuple[str, ...]
+
+
+def _file_identity(path: str) -> tuple[int, int]:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return (-1, -1)
+    return (st.st_size, st.st_mtime_ns)
+
+
+# Model-level settings: the weights loaded with them can serve any context settings.
+_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap")
+
+
+def _same_weights(old: p.ModelParams, new: p.ModelParams, weights: _Weights | None) -> bool:
+    if weights is None or _file_identity(new.path) != weights.file:
+        return False  # never loaded through here, or the file was replaced since
+    return all(getattr(old, name) == getattr(new, name) for name in _WEIGHT_FIELDS)
 
 
 def _no_stats(received_at: float) -> p.GenerationStats:

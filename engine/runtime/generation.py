@@ -44,13 +44,17 @@ class Session:
             self._sampler.attach(self.ctx)
         return self._sampler
 
-    def close(self) -> None:
+    def close_context(self) -> None:
+        """Free the context (KV cache, compute buffers) and keep the weights."""
         if self._sampler is not None:
             self._sampler.close()
             self._sampler = None
         self.ctx.close()
-        self.model.close()
         self.cached = []
+
+    def close(self) -> None:
+        self.close_context()
+        self.model.close()
 
 
 @dataclass(frozen=True)

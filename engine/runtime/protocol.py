@@ -158,6 +158,9 @@ class ModelLoaded:
     tensors_in_ram: tuple[str, ...] = ()  # placed in RAM by ModelParams.cpu_tensors
     # Where the weights and the KV cache are, e.g. ("CUDA0: NVIDIA GeForce RTX 4090", "CPU").
     runs_on: tuple[str, ...] = ()
+    # True when the weights of the previous load were kept and only the context was made anew
+    # (the same file and placement, other context settings).
+    weights_kept: bool = False
 
 
 @message

@@ -2,6 +2,7 @@
 
 import os
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -88,9 +89,11 @@ def test_a_file_llama_cpp_cannot_load_is_refused_and_the_worker_lives_on(engine,
 def test_loading_a_second_model_returns_the_first_ones_memory(engine, starter_path):
     worker = psutil.Process(engine.client.pid)
     rss = []
-    for _ in range(4):
-        loaded = engine.load(starter_path, n_ctx=2048, use_mmap=False)
-        assert isinstance(loaded, p.ModelLoaded)
+    for i in range(4):
+        # Another placement each time, so the weights are loaded anew, not kept.
+        layers = (-1, 0)[i % 2]
+        loaded = engine.load(starter_path, n_ctx=2048, use_mmap=False, n_gpu_layers=layers)
+        assert isinstance(loaded, p.ModelLoaded) and not loaded.weights_kept
         _, done = engine.run(prompt="Hi", sampling=GREEDY, max_tokens=2)
         assert isinstance(done, p.GenerationDone)
         rss.append(worker.memory_info().rss)
@@ -191,6 +194,34 @@ def test_a_fixed_seed_draws_the_same_reply_again(loaded_engine):
     other, _ = loaded_engine.run(prompt=STORY, sampling=reseeded, max_tokens=30)
     assert "".join(first) == "".join(second)
     assert "".join(other) != "".join(first)
+
+
+def test_new_context_settings_keep_the_loaded_weights(engine, starter_path, tmp_path):
+    first = engine.load(starter_path, n_ctx=2048)
+    assert isinstance(first, p.ModelLoaded) and not first.weights_kept
+    second = engine.load(starter_path, n_ctx=1024, type_k="q8_0", type_v="q8_0")
+    assert isinstance(second, p.ModelLoaded) and second.weights_kept
+    assert second.n_ctx == 1024
+    # The report still covers the whole model: its buffers and where it runs.
+    model_bytes = sum(a.bytes for a in second.allocations if a.kind == "model")
+    assert abs(model_bytes - second.size_bytes) < 2 * 1024 * 1024
+    kv = sum(a.bytes for a in second.allocations if a.kind == "KV")
+    # q8_0: 34 bytes per 32 values, K and V; llama.cpp logs MiB with two decimals.
+    assert abs(kv - 30 * 3 * (2 * 34 * 64 // 32) * 1024) <= 0.005 * 1024 * 1024
+    _, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=8)
+    assert isinstance(done, p.GenerationDone) and done.stats.n_generated == 8
+    assert done.stats.n_prompt_tokens_reused == 0  # a new context holds nothing
+
+    # Another placement, or the same path holding another file, loads the weights anew.
+    third = engine.load(starter_path, n_ctx=1024, cpu_tensors=(r"blk\.0\.ffn_up\.weight",))
+    assert isinstance(third, p.ModelLoaded) and not third.weights_kept
+    copy = tmp_path / "model.gguf"
+    copy.write_bytes(Path(starter_path).read_bytes())
+    assert engine.load(str(copy), n_ctx=1024).weights_kept is False
+    copy.write_bytes(Path(starter_path).read_bytes())
+    os.utime(copy, ns=(1, 1))
+    reloaded = engine.load(str(copy), n_ctx=1024)
+    assert isinstance(reloaded, p.ModelLoaded) and not reloaded.weights_kept
 
 
 def test_the_load_reports_what_llama_cpp_allocated(engine, starter_path):
