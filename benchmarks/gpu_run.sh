@@ -1,40 +1,102 @@
 #!/usr/bin/env bash
-# On an NVIDIA machine without network (see docs/performance.md): build the engine's llama.cpp
-# with CUDA, write a Llama-3-8B-shaped Q4_K_M GGUF, and run the given steps.
+# On an NVIDIA machine without network (see docs/performance.md, docs/planner-accuracy.md): build
+# the engine's llama.cpp with CUDA, then run the given steps.
 #
-# Usage: benchmarks/gpu_run.sh STEP...     steps: bench, bench-q8, bench-cpu-sampling, tests
+# Usage: benchmarks/gpu_run.sh STEP...
+#   bench, bench-q8, bench-cpu-sampling, diag-prefill, tests   need a Llama-3-8B-shaped Q4_K_M
+#       with random weights (written and quantized here on first use, about 80 s)
+#   matrix, cards   the planner's accuracy benchmark on sparse GGUFs (weights read as zeros:
+#       memory depends on shapes and types only) of Llama-3-8B, Gemma-3-12B and Qwen3-30B-A3B
+#       at Q4_K_M and Q8_0
+#   starter-a, starter-check   the starter model travels in two halves (.starter-a/, .starter-b/,
+#       each under the transfer limit) to two calls on the same machine; starter-check joins
+#       them and records the CUDA build's greedy trace beside the CPU build's
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
-bash .gpu-bundle/build-cuda.sh .gpu-bundle /tmp/llama >/dev/null
+if [ ! -f /tmp/llama/env.sh ]; then
+  bash .gpu-bundle/build-cuda.sh .gpu-bundle /tmp/llama >/dev/null
+fi
 source /tmp/llama/env.sh
 export PYTHONPATH="$PWD:$PYTHONPATH" PYTHONUNBUFFERED=1
 src=$(ls -d /tmp/llama/llama_cpp_python-*)
+vocabs="$src/vendor/llama.cpp/models"
 models=/tmp/models; mkdir -p "$models"
 q4="$models/llama3-8b-q4_k_m.gguf"
-if [ ! -f "$q4" ]; then
-  python3 benchmarks/synthetic_gguf.py llama3-8b "$models/llama3-8b-f16.gguf" \
-    --vocab "$src/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf"
-  llama-quantize "$models/llama3-8b-f16.gguf" "$q4" Q4_K_M 16 >"$out/quantize.log" 2>&1
-fi
+sparse=/tmp/sparse
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+
+random_q4() {
+  if [ ! -f "$q4" ]; then
+    python3 benchmarks/synthetic_gguf.py llama3-8b "$models/llama3-8b-f16.gguf" \
+      --vocab "$vocabs/ggml-vocab-llama-bpe.gguf"
+    llama-quantize "$models/llama3-8b-f16.gguf" "$q4" Q4_K_M 16 >"$out/quantize.log" 2>&1
+    rm -f "$models/llama3-8b-f16.gguf"
+  fi
+}
+
+sparse_models() {
+  mkdir -p "$sparse"
+  local shape vocab quant
+  for pair in llama3-8b:llama-bpe gemma3-12b:gemma-4 qwen3-30b-a3b:qwen2; do
+    shape=${pair%%:*}; vocab=${pair##*:}
+    for quant in Q4_K_M Q8_0; do
+      [ -f "$sparse/$shape-$quant.gguf" ] || python3 benchmarks/synthetic_gguf.py "$shape" \
+        "$sparse/$shape-$quant.gguf" --sparse "$quant" --vocab "$vocabs/ggml-vocab-$vocab.gguf"
+    done
+  done
+}
+
 for step in "$@"; do
   case "$step" in
-    bench) python3 -m app.launcher bench "$q4" --kv f16 | tee "$out/bench-f16.txt" ;;
+    bench) random_q4; python3 -m app.launcher bench "$q4" --kv f16 | tee "$out/bench-f16.txt" ;;
+    bench-q8) random_q4; python3 -m app.launcher bench "$q4" --kv q8_0 | tee "$out/bench-q8_0.txt" ;;
+    bench-cpu-sampling)
+      random_q4
+      python3 -m app.launcher bench "$q4" --cpu-sampling --decode 128 --depth 0 \
+        | tee "$out/bench-cpu-sampling.txt" ;;
     diag-prefill)
+      random_q4
       python3 benchmarks/diag_prefill.py "$q4" 2>/dev/null | tee "$out/diag-prefill.txt"
       llama-bench -m "$q4" -p 512 -n 0 -fa 1 -r 5 | tee -a "$out/diag-prefill.txt"
       python3 -m app.launcher bench "$q4" --decode 128 --depth 0 | tee "$out/bench-small-ctx.txt" ;;
-    bench-q8) python3 -m app.launcher bench "$q4" --kv q8_0 | tee "$out/bench-q8_0.txt" ;;
-    bench-cpu-sampling)
-      python3 -m app.launcher bench "$q4" --cpu-sampling --decode 128 --depth 0 \
-        | tee "$out/bench-cpu-sampling.txt" ;;
     tests)  # the GPU machine has no PySide6 or Hypothesis: collect only the GPU test files
+      random_q4
       mapfile -t files < <(grep -rl "pytestmark = pytest.mark.gpu" tests)
-      HEARTH_GPU_TESTS=1 HEARTH_GPU_TEST_MODEL="$q4" \
+      HEARTH_GPU_TESTS=1 HEARTH_GPU_TEST_MODEL="$q4" HEARTH_GPU_STARTER_MODEL=/tmp/starter/model.gguf \
         python3 -m pytest -v -p no:cacheprovider "${files[@]}" 2>&1 | tee "$out/gpu-tests.log" \
         || echo "GPU TESTS FAILED" ;;
+    matrix)
+      sparse_models
+      python3 benchmarks/planner_accuracy.py matrix \
+        "$sparse"/llama3-8b-Q4_K_M.gguf "$sparse"/llama3-8b-Q8_0.gguf \
+        "$sparse"/gemma3-12b-Q4_K_M.gguf "$sparse"/gemma3-12b-Q8_0.gguf \
+        "$sparse"/qwen3-30b-a3b-Q4_K_M.gguf "$sparse"/qwen3-30b-a3b-Q8_0.gguf \
+        --out "$out" 2>&1 | tee "$out/matrix.log" ;;
+    cards)
+      sparse_models
+      python3 benchmarks/planner_accuracy.py cards --fit-params "$(command -v llama-fit-params)" \
+        "$sparse"/llama3-8b-Q4_K_M.gguf,"$sparse"/llama3-8b-Q8_0.gguf \
+        "$sparse"/gemma3-12b-Q4_K_M.gguf,"$sparse"/gemma3-12b-Q8_0.gguf \
+        "$sparse"/qwen3-30b-a3b-Q4_K_M.gguf,"$sparse"/qwen3-30b-a3b-Q8_0.gguf \
+        --out "$out" 2>&1 | tee "$out/cards.log" ;;
+    starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept half a" ;;
+    starter-check)
+      mkdir -p /tmp/starter
+      cat /tmp/starter/part.a .starter-b/part > /tmp/starter/model.gguf
+      echo "$(cat .starter-b/sha256)  /tmp/starter/model.gguf" | sha256sum -c -
+      story="Once upon a time, in a small village by the sea,"
+      trace="python3 -m engine.runtime.logit_trace /tmp/starter/model.gguf --prompt"
+      $trace "$story" --tokens 32 --gpu-layers 99 --flash-attn on \
+        > "$out/cuda-trace.json" 2>"$out/cuda-trace.err"
+      $trace "$story" --tokens 32 --gpu-layers 99 --flash-attn on \
+        --forced .starter-b/cpu_trace.json --watch .starter-b/cpu_trace.json \
+        > "$out/cuda-forced.json" 2>>"$out/cuda-trace.err"
+      CUDA_VISIBLE_DEVICES= $trace "$story" --tokens 32 --flash-attn on \
+        > "$out/cuda-build-cpu-trace.json" 2>>"$out/cuda-trace.err"
+      python3 -c "import json,sys; [print(f, json.load(open(f)).get('text', '')[:200]) for f in sys.argv[1:]]" \
+        .starter-b/cpu_trace.json "$out/cuda-trace.json" "$out/cuda-build-cpu-trace.json" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done

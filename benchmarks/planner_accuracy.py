@@ -12,15 +12,19 @@
 In `cards`, each FILES argument is one model: its quantizations joined with commas
 (a-q8_0.gguf,a-q4_k_m.gguf), among which the planner chooses.
 
-Every load runs in a child process (benchmarks/planner_accuracy_child.py), so an out-of-memory abort
-ends only that cell, and each cell starts from a fresh CUDA context. The child captures
-llama.cpp's log through llama_log_set ("CUDA0 model buffer size = ...", "CUDA0 KV buffer
-size", "CUDA0 compute buffer size") and reads the GPU memory its process uses (NVML, or
-nvidia-smi) after loading and again after a 512-token prefill. "Measured" is that per-process
-figure after the prefill (the CUDA context, cuBLAS and the scratch pools included); where the
-driver does not report per-process memory, the device's used memory minus what was used
-before the child started. A cell is within tolerance when |predicted - measured| <=
-max(3% of measured, 128 MiB). Results: DIR/planner-accuracy.json and DIR/planner-accuracy.md.
+Every cell is loaded by Hearth's own engine worker (engine/runtime), with the ModelParams the
+app would send, so what is measured is what a person gets: the worker's buffer-type overrides,
+one output row per batch, sampling in the graph, its warm-up. The cells of one file and
+placement share one worker: the worker keeps the weights and makes only the context anew, as it
+does when a person changes the context length (the first cell of each group is measured again
+at the end, to show that nothing of the earlier contexts stays behind).
+
+"Measured" is the GPU's memory in use (NVML) after a 512-token prefill and 32 decoded tokens,
+minus what was in use before the worker started: the CUDA context, cuBLAS, the scratch pools,
+the weights, the KV cache and the compute buffers, all of it. llama.cpp's own buffer sizes
+(captured by the worker through its log callback) are reported beside it. A cell is within
+tolerance when |predicted - measured| <= max(3% of measured, 128 MiB).
+Results: DIR/planner-accuracy-MODE.json and .md.
 
 Needs a CUDA build of llama-cpp-python and the NVIDIA driver; nothing else beyond the repo.
 """
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import subprocess
 import sys
@@ -52,67 +55,124 @@ from engine.planner import (
 from engine.planner.backends import BACKENDS
 from engine.planner.memory import layer_ranges
 from engine.planner.speed import bytes_read_per_token, tokens_per_second
+from engine.runtime import protocol as p
+from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from planner_accuracy_child import PREFILL, device_memory
+from gpu_memory import device_used
 
 MIB = 1024**2
 GIB = 1024**3
 TOLERANCE = 0.03
 TOLERANCE_FLOOR = 128 * MIB
-CHILD_TIMEOUT_S = 900
-CHILD = str(Path(__file__).with_name("planner_accuracy_child.py"))
-ENV = {**os.environ, "CUDA_DEVICE_ORDER": "PCI_BUS_ID", "PYTHONUNBUFFERED": "1"}
+PREFILL = 512
+DECODE = 32
+CELL_TIMEOUT_S = 900
+HOG = str(Path(__file__).with_name("gpu_memory.py"))
 
 
-def run_child(spec: dict) -> dict:
-    before = device_memory()[0]
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, CHILD, "load", json.dumps(spec)],
-        capture_output=True, text=True, timeout=CHILD_TIMEOUT_S, env=ENV, check=False,
-    )  # fmt: skip
-    result: dict = {"ok": False, "exit_status": proc.returncode}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith("{"):
-            result = json.loads(line)
-            result["exit_status"] = proc.returncode
-            break
-    else:
-        result["stderr_tail"] = proc.stderr[-3000:]
-    result["device_used_before"] = before
-    result["seconds"] = round(time.perf_counter() - started, 1)
-    return result
+class Worker:
+    """One engine worker, measured from outside; started again after a crash."""
 
+    def __init__(self) -> None:
+        self.client: EngineClient | None = None
+        self.events = EventQueue()
+        self.baseline: int | None = None
 
-def measured_bytes(result: dict) -> int | None:
-    after = result.get("after_prefill") or {}
-    if after.get("process"):
-        return after["process"]
-    if after.get("device_used") is not None and result.get("device_used_before") is not None:
-        return after["device_used"] - result["device_used_before"]
-    return None
+    def _start(self) -> None:
+        self.baseline = device_used()
+        self.events = EventQueue()
+        self.client = EngineClient(self.events)
+        self.client.start()
+        ready = self.events.wait_for(p.Ready, timeout=120)
+        if not isinstance(ready, p.Ready):
+            raise RuntimeError(f"the engine worker did not start: {ready}")
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+            self.client = None
+
+    def run(self, params: p.ModelParams) -> dict:
+        if self.client is None or not self.client.alive:
+            self.close()
+            self._start()
+        assert self.client is not None
+        started = time.perf_counter()
+        self.client.load(params)
+        loaded = self.events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=CELL_TIMEOUT_S)
+        result: dict = {"ok": False, "stage": "load"}
+        if not isinstance(loaded, p.ModelLoaded):
+            return self._failed(result, loaded)
+        result["after_load"] = self._used()
+        result["stage"] = "prefill"
+        n_vocab = loaded.n_vocab
+        prompt = tuple((i * 7919 + 17) % n_vocab for i in range(PREFILL))
+        self.client.generate(
+            prompt_tokens=prompt,
+            sampling=p.SamplingParams(temperature=0.0),
+            max_tokens=DECODE + 1,
+            ignore_eos=True,
+        )
+        done = self.events.wait_for(p.GenerationDone, p.GenerationFailed, timeout=CELL_TIMEOUT_S)
+        if not isinstance(done, p.GenerationDone):
+            return self._failed(result, done)
+        result["measured"] = self._used()
+        buffers: dict[str, float] = {}
+        for a in loaded.allocations:
+            key = f"{a.device} {a.kind}"
+            buffers[key] = round(buffers.get(key, 0.0) + a.bytes / MIB, 2)
+        result.update(
+            ok=True,
+            stage="done",
+            seconds=round(time.perf_counter() - started, 1),
+            load_seconds=round(loaded.load_seconds, 2),
+            weights_kept=loaded.weights_kept,
+            buffers_mib=buffers,
+            device_used_delta=[d.to_dict() for d in loaded.device_used_delta],
+            runs_on=list(loaded.runs_on),
+            flash_attn=loaded.flash_attn,
+            n_ctx_real=loaded.n_ctx,
+            tensors_in_ram=len(loaded.tensors_in_ram),
+            prefill_tokens_per_second=round(done.stats.prefill_tokens_per_second, 1),
+            decode_tokens_per_second=round(done.stats.decode_tokens_per_second, 1),
+        )
+        return result
+
+    def _used(self) -> int | None:
+        now = device_used()
+        return None if now is None or self.baseline is None else now - self.baseline
+
+    def _failed(self, result: dict, event) -> dict:
+        if isinstance(event, EngineCrashed):
+            result["error"] = event.message
+            result["last_lines"] = list(event.last_lines)[-12:]
+            self.close()
+        else:
+            result["error"] = getattr(event, "message", repr(event))
+        return result
 
 
 # -- predictions -------------------------------------------------------------------------------
 
 
-def spec_for(path: str, config: Config, overrides=()) -> dict:
-    return {
-        "path": path,
-        "n_ctx": config.n_ctx,
-        "n_gpu_layers": config.n_gpu_layers,
-        "flash_attn": "on" if config.flash_attn else "off",
-        "type_k": config.type_k,
-        "type_v": config.type_v,
-        "n_ubatch": config.n_ubatch,
-        "swa_full": config.swa_full,
-        "n_outputs_max": config.n_outputs_max,
-        "overrides": list(overrides),
-    }
+def params_for(path: str, config: Config, cpu_tensors: tuple[str, ...] = ()) -> p.ModelParams:
+    return p.ModelParams(
+        path=path,
+        n_ctx=config.n_ctx,
+        n_gpu_layers=config.n_gpu_layers,
+        flash_attn="on" if config.flash_attn else "off",
+        type_k=config.type_k,
+        type_v=config.type_v,
+        n_ubatch=config.n_ubatch,
+        swa_full=config.swa_full,
+        cpu_tensors=cpu_tensors,
+    )
 
 
 def offload_config(profile, name: str, n_ctx: int, kv: str) -> tuple[Config, tuple] | None:
+    """The matrix's placements: all layers, half of them (the output layer counts as one, and
+    llama.cpp offloads it first), or every layer on the GPU with the MoE experts in RAM."""
     n = profile.n_layer
     if name == "all":
         ngl, experts = n + 1, 0
@@ -122,10 +182,11 @@ def offload_config(profile, name: str, n_ctx: int, kv: str) -> tuple[Config, tup
         ngl, experts = n + 1, n
     else:
         return None
+    # n_outputs_max = 1: the worker reserves one row of logits per batch
     config = Config(n_ctx=n_ctx, type_k=kv, type_v=kv, flash_attn=True, n_gpu_layers=ngl,
-                    n_cpu_expert_layers=experts)  # fmt: skip
-    overrides = ((expert_override_pattern(range(n)), "CPU"),) if experts else ()
-    return config, overrides
+                    n_cpu_expert_layers=experts, n_outputs_max=1)  # fmt: skip
+    cpu_tensors = (expert_override_pattern(range(n)),) if experts else ()
+    return config, cpu_tensors
 
 
 def predicted_speed(profile, config: Config, bandwidth: float | None) -> float:
@@ -156,31 +217,44 @@ def matrix(args: argparse.Namespace) -> list[dict]:
     rows = []
     for path in args.models:
         profile = build_profile(read_model_info(path))
-        for n_ctx in args.ctx:
-            for kv in args.kv:
-                for offload in args.offload:
-                    made = offload_config(profile, offload, n_ctx, kv)
-                    if made is None:
-                        continue
-                    config, overrides = made
-                    est = estimate(profile, config, [BACKENDS["cuda"]])
-                    gpu = est.gpus[0]
-                    speed = predicted_speed(profile, config, args.bandwidth)
-                    result = run_child(spec_for(path, config, overrides))
-                    measured = measured_bytes(result) if result.get("ok") else None
-                    row = {
-                        "model": Path(path).name, "arch": profile.info.architecture,
-                        "quant": profile.quant, "n_ctx": n_ctx, "kv": kv, "offload": offload,
-                        "predicted": {"weights": gpu.weights, "kv": gpu.kv,
-                                      "compute": gpu.compute, "overhead": gpu.overhead,
-                                      "total": gpu.total, "host": est.host.total},
-                        "measured_total": measured, "result": result,
-                        "predicted_tokens_per_second": speed,
-                        "within": measured is not None and within(gpu.total, measured),
-                    }  # fmt: skip
-                    rows.append(row)
-                    print(_matrix_line(row), flush=True)
+        for offload in args.offload:
+            cells = [(n_ctx, kv) for n_ctx in args.ctx for kv in args.kv]
+            if not cells or offload_config(profile, offload, cells[0][0], cells[0][1]) is None:
+                continue
+            worker = Worker()  # one per file and placement: the weights stay, contexts change
+            try:
+                group = []
+                for n_ctx, kv in cells:
+                    group.append(_matrix_cell(args, worker, path, profile, offload, n_ctx, kv))
+                    print(_matrix_line(group[-1]), flush=True)
+                rows += group
+                again = _matrix_cell(args, worker, path, profile, offload, *cells[0])
+                first = group[0]
+                first["measured_again_at_end"] = again["measured_total"]
+                print(f"  first cell again after {len(cells) - 1} other contexts: measured "
+                      f"{_mib(again['measured_total'])} MiB (first: "
+                      f"{_mib(first['measured_total'])})", flush=True)  # fmt: skip
+            finally:
+                worker.close()
+            save(args, rows, [])  # a run cut short keeps what it measured
     return rows
+
+
+def _matrix_cell(args, worker: Worker, path: str, profile, offload: str, n_ctx: int, kv: str):
+    config, cpu_tensors = offload_config(profile, offload, n_ctx, kv)
+    est = estimate(profile, config, [BACKENDS["cuda"]])
+    gpu = est.gpus[0]
+    result = worker.run(params_for(path, config, cpu_tensors))
+    measured = result.get("measured") if result.get("ok") else None
+    return {
+        "model": Path(path).name, "arch": profile.info.architecture, "quant": profile.quant,
+        "n_ctx": n_ctx, "kv": kv, "offload": offload, "n_gpu_layers": config.n_gpu_layers,
+        "predicted": {"weights": gpu.weights, "kv": gpu.kv, "compute": gpu.compute,
+                      "overhead": gpu.overhead, "total": gpu.total, "host": est.host.total},
+        "measured_total": measured, "result": result,
+        "predicted_tokens_per_second": predicted_speed(profile, config, args.bandwidth),
+        "within": measured is not None and within(gpu.total, measured),
+    }  # fmt: skip
 
 
 def _mib(n) -> str:
@@ -207,8 +281,8 @@ def _matrix_line(row: dict) -> str:
 
 def start_hog(leave_gib: float) -> tuple[subprocess.Popen, int]:
     proc = subprocess.Popen(
-        [sys.executable, CHILD, "hog", str(int(leave_gib * GIB))],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=ENV,
+        [sys.executable, HOG, "hog", str(int(leave_gib * GIB))],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
     line = proc.stdout.readline()
     if not line.startswith("ready"):
@@ -221,7 +295,7 @@ def fit_params(binary: str, path: str, margin: int, min_ctx: int) -> dict:
     """llama.cpp's own fit for the same free memory: -c 0 (from the training context down to
     min_ctx), then fewer layers or experts."""
     cmd = [binary, "-m", path, "-c", "0", "-fitt", str(margin // MIB), "-fitc", str(min_ctx)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=ENV, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False)
     out = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     found = {
         "ctx": re.search(r"-c (\d+)", out),
@@ -249,6 +323,7 @@ def cards(args: argparse.Namespace) -> list[dict]:
         try:
             for group in args.models:
                 rows.extend(_card_rows(args, card, free, group.split(",")))
+                save(args, [], rows)
         finally:
             proc.stdin.close()
             proc.wait(timeout=60)
@@ -275,12 +350,12 @@ def _card_rows(args, card: float, free: int, paths: list[str]) -> list[dict]:
         plan = planner.plan(request)
         row: dict = {"card_gib": card, "free": free, "request": label, "plan": plan.to_dict()}
         if plan.fits:
-            s = plan.settings
-            spec = {**s.model_params().__dict__, "overrides": list(s.tensor_buft_overrides),
-                    "tensor_split": list(s.tensor_split), "swa_full": s.swa_full,
-                    "n_outputs_max": s.n_outputs_max}  # fmt: skip
-            result = run_child(spec)
-            measured = measured_bytes(result) if result.get("ok") else None
+            worker = Worker()  # a fresh process per plan, as the app's first load of a model
+            try:
+                result = worker.run(plan.settings.model_params())
+            finally:
+                worker.close()
+            measured = result.get("measured") if result.get("ok") else None
             predicted = plan.devices[0].total_bytes
             row.update(result=result, measured_total=measured, predicted_total=predicted,
                        within=measured is not None and within(predicted, measured))  # fmt: skip
@@ -334,7 +409,8 @@ def markdown(matrix_rows: list[dict], card_rows: list[dict]) -> str:
         inside = sum(r["within"] for r in done)
         lines += [
             f"Cells within max(3%, 128 MiB): **{inside}/{len(done)}**"
-            f" ({100 * inside / max(1, len(done)):.0f}%); {len(matrix_rows) - len(done)} failed.",
+            f" ({100 * inside / max(1, len(done)):.0f}%); "
+            f"{sum(not r['result'].get('ok') for r in matrix_rows)} failed to load or run.",
             "",
             "| model | ctx | KV | offload | predicted MiB | measured MiB | error | in | "
             "weights pred/log | KV pred/log | compute pred/log | tok/s pred/meas |",
@@ -387,6 +463,16 @@ def markdown(matrix_rows: list[dict], card_rows: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def save(args: argparse.Namespace, matrix_rows: list[dict], card_rows: list[dict]) -> str:
+    stem = f"planner-accuracy-{args.mode}"
+    (args.out / f"{stem}.json").write_text(
+        json.dumps({"matrix": matrix_rows, "cards": card_rows}, indent=1) + "\n"
+    )
+    text = markdown(matrix_rows, card_rows)
+    (args.out / f"{stem}.md").write_text(text)
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("mode", choices=("matrix", "cards"))
@@ -413,12 +499,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     matrix_rows = matrix(args) if args.mode == "matrix" else []
     card_rows = cards(args) if args.mode == "cards" else []
-    stem = f"planner-accuracy-{args.mode}"
-    (args.out / f"{stem}.json").write_text(
-        json.dumps({"matrix": matrix_rows, "cards": card_rows}, indent=1) + "\n"
-    )
-    (args.out / f"{stem}.md").write_text(markdown(matrix_rows, card_rows))
-    print(markdown(matrix_rows, card_rows))
+    print(save(args, matrix_rows, card_rows))
     return 0
 
 
