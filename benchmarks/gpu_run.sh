@@ -70,9 +70,9 @@ for step in "$@"; do
     matrix)
       sparse_models
       python3 benchmarks/planner_accuracy.py matrix \
-        "$sparse"/llama3-8b-Q4_K_M.gguf "$sparse"/llama3-8b-Q8_0.gguf \
-        "$sparse"/gemma3-12b-Q4_K_M.gguf "$sparse"/gemma3-12b-Q8_0.gguf \
-        "$sparse"/qwen3-30b-a3b-Q4_K_M.gguf "$sparse"/qwen3-30b-a3b-Q8_0.gguf \
+        "$sparse"/llama3-8b-Q4_K_M.gguf "$sparse"/gemma3-12b-Q4_K_M.gguf \
+        "$sparse"/qwen3-30b-a3b-Q4_K_M.gguf "$sparse"/llama3-8b-Q8_0.gguf \
+        "$sparse"/gemma3-12b-Q8_0.gguf "$sparse"/qwen3-30b-a3b-Q8_0.gguf \
         --out "$out" 2>&1 | tee "$out/matrix.log" ;;
     cards)
       sparse_models
