@@ -412,7 +412,9 @@ def comparison_rows(report: dict) -> list[Comparison]:
     reference = report["llama_bench"].get("tok_s")
     return [
         Comparison("GUI decode", report["gui_decode_tok_s"], "tok/s", reference, TARGET),
-        Comparison("worker decode", report["worker_decode_tok_s"], "tok/s", reference, TARGET),
+        # The engine's own rate while the GUI runs: no target of its own, it shows where a
+        # shortfall of the GUI-side rate comes from.
+        Comparison("worker decode", report["worker_decode_tok_s"], "tok/s", reference),
     ]
 
 
@@ -439,7 +441,10 @@ def format_report(report: dict, rows: list[Comparison]) -> str:
             f"{r['layouts_built']} layouts, first text {r['gui_first_text_s']:.3f} s after send"
         )
     tags = report["markdown_in_last_reply"]
-    extra["last reply renders to"] = ", ".join(f"{k}×{v}" for k, v in sorted(tags.items())) or "-"
+    rendered = ", ".join(f"{k}×{v}" for k, v in sorted(tags.items())) or "-"
+    if set(tags) <= {"p", "br"}:
+        rendered += " (the model wrote no markdown; it was rendered on every update all the same)"
+    extra["last reply renders to"] = rendered
     return format_table(header, rows, extra)
 
 
