@@ -4,6 +4,9 @@
     python benchmarks/planner_accuracy.py matrix MODEL.gguf... [--ctx 4096,32768,131072]
         [--kv f16,q8_0,q4_0] [--offload all,half,experts] [--out DIR]
 
+    # the recorded cells predicted again by the planner as it is now (after a calibration)
+    python benchmarks/planner_accuracy.py rescore RESULT.json --models-dir DIR [--out DIR]
+
     # consumer cards: leave 8, 12 or 24 GiB free (the rest held by a second process), plan,
     # load the plan, prefill 512 tokens, and compare with llama.cpp's llama-fit-params
     python benchmarks/planner_accuracy.py cards FILES... [--cards 8,12,24]
@@ -129,7 +132,7 @@ class Worker:
             load_seconds=round(loaded.load_seconds, 2),
             weights_kept=loaded.weights_kept,
             buffers_mib=buffers,
-            device_used_delta=[d.to_dict() for d in loaded.device_used_delta],
+            device_used_delta={d.device: d.used_bytes for d in loaded.device_used_delta},
             runs_on=list(loaded.runs_on),
             flash_attn=loaded.flash_attn,
             n_ctx_real=loaded.n_ctx,
@@ -255,6 +258,29 @@ def _matrix_cell(args, worker: Worker, path: str, profile, offload: str, n_ctx: 
         "predicted_tokens_per_second": predicted_speed(profile, config, args.bandwidth),
         "within": measured is not None and within(gpu.total, measured),
     }  # fmt: skip
+
+
+def rescore(args: argparse.Namespace) -> list[dict]:
+    """The recorded matrix cells with this planner's predictions: measurements stay as they were
+    measured, only the predicted side is computed again (from the same GGUF headers)."""
+    rows = json.loads(Path(args.models[0]).read_text())["matrix"]
+    profiles: dict[str, object] = {}
+    for row in rows:
+        name = row["model"]
+        if name not in profiles:
+            profiles[name] = build_profile(read_model_info(str(args.models_dir / name)))
+        profile = profiles[name]
+        config, _ = offload_config(profile, row["offload"], row["n_ctx"], row["kv"])
+        est = estimate(profile, config, [BACKENDS["cuda"]])
+        gpu = est.gpus[0]
+        row["predicted_at_run"] = row["predicted"]
+        row["predicted"] = {"weights": gpu.weights, "kv": gpu.kv, "compute": gpu.compute,
+                            "overhead": gpu.overhead, "total": gpu.total,
+                            "host": est.host.total}  # fmt: skip
+        row["predicted_tokens_per_second"] = predicted_speed(profile, config, args.bandwidth)
+        measured = row["measured_total"]
+        row["within"] = measured is not None and within(gpu.total, measured)
+    return rows
 
 
 def _mib(n) -> str:
@@ -466,7 +492,11 @@ def markdown(matrix_rows: list[dict], card_rows: list[dict]) -> str:
 def save(args: argparse.Namespace, matrix_rows: list[dict], card_rows: list[dict]) -> str:
     stem = f"planner-accuracy-{args.mode}"
     (args.out / f"{stem}.json").write_text(
-        json.dumps({"matrix": matrix_rows, "cards": card_rows}, indent=1) + "\n"
+        json.dumps(
+            {"bandwidth_gbps": args.bandwidth, "matrix": matrix_rows, "cards": card_rows},
+            indent=1,
+        )
+        + "\n"
     )
     text = markdown(matrix_rows, card_rows)
     (args.out / f"{stem}.md").write_text(text)
@@ -475,7 +505,7 @@ def save(args: argparse.Namespace, matrix_rows: list[dict], card_rows: list[dict
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("matrix", "cards"))
+    parser.add_argument("mode", choices=("matrix", "cards", "rescore"))
     parser.add_argument("models", nargs="+")
     ints = lambda text: [int(x) for x in text.split(",")]  # noqa: E731
     parser.add_argument("--ctx", type=ints, default=[4096, 32768, 131072])
@@ -493,11 +523,12 @@ def main(argv: list[str] | None = None) -> int:
         "--bandwidth", type=float, help="GPU memory bandwidth, GB/s (default: NVML)"
     )
     parser.add_argument("--out", type=Path, default=Path("out"))
+    parser.add_argument("--models-dir", type=Path, help="rescore: where the GGUFs are")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     if args.bandwidth is None:
         args.bandwidth = gpu_bandwidth()
     args.out.mkdir(parents=True, exist_ok=True)
-    matrix_rows = matrix(args) if args.mode == "matrix" else []
+    matrix_rows = {"matrix": matrix, "rescore": rescore}.get(args.mode, lambda _: [])(args)
     card_rows = cards(args) if args.mode == "cards" else []
     print(save(args, matrix_rows, card_rows))
     return 0

@@ -40,6 +40,9 @@ class BackendProfile:
     row_padding: int  # elements: quantized rows padded to a multiple of this (0: none)
     context_bytes: int  # driver context, library handles and workspaces, once per device
     pool_bytes_per_token_row: float  # scratch pool: x (ubatch tokens x widest row x 4 bytes)
+    # MoE scratch pool: x (ubatch tokens x experts used x (n_embd + expert width) x 4 bytes),
+    # the sorted and gathered activations of MUL_MAT_ID on prompt batches
+    moe_pool_bytes_per_token_row: float
     fa_pairs: frozenset[tuple[str, str]]  # K/V type pairs flash attention runs natively
     fa_head_dims: frozenset[int]  # head sizes with a flash-attention kernel
     fa_needs_f16_copy_in_prefill: bool  # quantized K/V converted to f16 for prompt batches
@@ -53,17 +56,24 @@ _ALL_PAIRS = frozenset((k, v) for k in ("f16", "q8_0", "q4_0") for v in ("f16", 
 _CUDA_FA_DIMS = frozenset({40, 64, 72, 80, 96, 112, 128, 256})
 
 BACKENDS: dict[str, BackendProfile] = {
+    # Calibrated on an NVIDIA H200 (driver 580.159.04, CUDA build for sm_90) by
+    # benchmarks/planner_accuracy.py matrix, 126 cells (docs/planner-accuracy.md): the memory
+    # in use beyond llama.cpp's logged buffers was 595-607 MiB after the load (CUDA context,
+    # cuBLAS, CUDA graphs) and 608-619 MiB after a 512-token prefill of a dense model, 707-715
+    # MiB of Qwen3-30B-A3B; decode reached 0.45-0.76 of the bandwidth bound, median 0.55.
+    # A consumer card's context is smaller (fewer SMs), so these err on the safe side there.
     "cuda": BackendProfile(
         name="cuda",
         alignment=128,
         row_padding=512,
-        context_bytes=420 * MIB,
-        pool_bytes_per_token_row=2.0,
+        context_bytes=600 * MIB,
+        pool_bytes_per_token_row=0.5,
+        moe_pool_bytes_per_token_row=2.5,
         fa_pairs=_MATCHING_PAIRS,
         fa_head_dims=_CUDA_FA_DIMS,
         fa_needs_f16_copy_in_prefill=True,
-        decode_efficiency=0.75,
-        calibrated=False,
+        decode_efficiency=0.55,
+        calibrated=True,
     ),
     "rocm": BackendProfile(
         name="rocm",
@@ -71,6 +81,7 @@ BACKENDS: dict[str, BackendProfile] = {
         row_padding=512,
         context_bytes=400 * MIB,
         pool_bytes_per_token_row=2.0,
+        moe_pool_bytes_per_token_row=2.5,
         fa_pairs=_MATCHING_PAIRS,
         fa_head_dims=_CUDA_FA_DIMS,
         fa_needs_f16_copy_in_prefill=True,
@@ -83,6 +94,7 @@ BACKENDS: dict[str, BackendProfile] = {
         row_padding=0,
         context_bytes=200 * MIB,
         pool_bytes_per_token_row=1.0,
+        moe_pool_bytes_per_token_row=2.5,
         fa_pairs=_MATCHING_PAIRS,
         fa_head_dims=_CUDA_FA_DIMS,
         fa_needs_f16_copy_in_prefill=False,
@@ -95,6 +107,7 @@ BACKENDS: dict[str, BackendProfile] = {
         row_padding=0,
         context_bytes=64 * MIB,
         pool_bytes_per_token_row=0.0,
+        moe_pool_bytes_per_token_row=0.0,
         fa_pairs=_MATCHING_PAIRS,
         fa_head_dims=_CUDA_FA_DIMS,
         fa_needs_f16_copy_in_prefill=False,
@@ -107,6 +120,7 @@ BACKENDS: dict[str, BackendProfile] = {
         row_padding=0,
         context_bytes=0,
         pool_bytes_per_token_row=0.0,
+        moe_pool_bytes_per_token_row=0.0,
         fa_pairs=_ALL_PAIRS,
         fa_head_dims=frozenset(range(1, 1025)),
         fa_needs_f16_copy_in_prefill=False,

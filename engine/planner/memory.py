@@ -140,6 +140,9 @@ def estimate(
         overhead = backend.context_bytes + int(
             backend.pool_bytes_per_token_row * 4 * s.tokens * profile.widest_row
         )
+        if profile.is_moe and (work.has_layers or work.remote_expert_weight):
+            moe_row = max(1, profile.n_expert_used) * (profile.n_embd + profile.n_ff_exp)
+            overhead += int(backend.moe_pool_bytes_per_token_row * 4 * s.tokens * moe_row)
         gpu_mem.append(DeviceMemory(weights, kv, compute, overhead))
 
     s_host = _stages(profile, config, n_cells, CPU)
