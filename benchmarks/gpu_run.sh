@@ -8,6 +8,7 @@
 #   matrix, cards   the planner's accuracy benchmark on sparse GGUFs (weights read as zeros:
 #       memory depends on shapes and types only) of Llama-3-8B, Gemma-3-12B and Qwen3-30B-A3B
 #       at Q4_K_M and Q8_0
+#   gui   decode with the main window attached and rendering markdown (needs .gui-carry/)
 #   starter-a, starter-check   the starter model travels in two halves (.starter-a/, .starter-b/,
 #       each under the transfer limit) to two calls on the same machine; starter-check joins
 #       them and records the CUDA build's greedy trace beside the CPU build's
@@ -41,9 +42,12 @@ sparse_models() {
   local shape vocab quant
   for pair in llama3-8b:llama-bpe gemma3-12b:gemma-4 qwen3-30b-a3b:qwen2; do
     shape=${pair%%:*}; vocab=${pair##*:}
+    vocab="$vocabs/ggml-vocab-$vocab.gguf"
+    # the bundle leaves some vocabularies out: those travel in .vocab/
+    [ -f "$vocab" ] || vocab=".vocab/$(basename "$vocab")"
     for quant in Q4_K_M Q8_0; do
       [ -f "$sparse/$shape-$quant.gguf" ] || python3 benchmarks/synthetic_gguf.py "$shape" \
-        "$sparse/$shape-$quant.gguf" --sparse "$quant" --vocab "$vocabs/ggml-vocab-$vocab.gguf"
+        "$sparse/$shape-$quant.gguf" --sparse "$quant" --vocab "$vocab"
     done
   done
 }
@@ -81,6 +85,11 @@ for step in "$@"; do
         "$sparse"/gemma3-12b-Q4_K_M.gguf,"$sparse"/gemma3-12b-Q8_0.gguf \
         "$sparse"/qwen3-30b-a3b-Q4_K_M.gguf,"$sparse"/qwen3-30b-a3b-Q8_0.gguf \
         --out "$out" 2>&1 | tee "$out/cards.log" ;;
+    gui)  # decode with the main window attached (the GUI's libraries travel in .gui-carry/)
+      random_q4
+      eval "$(bash benchmarks/gui_carry_install.sh .gui-carry)"
+      QT_QPA_PLATFORM=offscreen python3 benchmarks/gui_decode.py "$q4" --tokens 1024 \
+        --json "$out/gui-decode.json" --screenshot "$out/gui-decode.png" | tee "$out/gui-decode.txt" ;;
     starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept half a" ;;
     starter-check)
       mkdir -p /tmp/starter
