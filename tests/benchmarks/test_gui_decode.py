@@ -14,7 +14,9 @@ from benchmarks.gui_decode import (
     run_gui_decode,
 )
 
-TOKENS = 24
+pytestmark = pytest.mark.slow  # the real engine worker, about 2 s on an idle machine
+
+TOKENS = 16
 
 
 def test_replies_stream_through_the_chat_view_and_every_figure_is_measured(
@@ -22,7 +24,7 @@ def test_replies_stream_through_the_chat_view_and_every_figure_is_measured(
 ):
     screenshot = tmp_path / "window.png"
     config = GuiDecodeConfig(
-        model=str(starter_model), tokens=TOKENS, reps=2, warmup_tokens=4, screenshot=str(screenshot)
+        model=str(starter_model), tokens=TOKENS, reps=2, warmup_tokens=2, screenshot=str(screenshot)
     )
     report = run_gui_decode(config)
 
@@ -45,10 +47,16 @@ def test_replies_stream_through_the_chat_view_and_every_figure_is_measured(
     assert report["markdown_in_last_reply"]  # the final reply rendered to some HTML
     assert screenshot.stat().st_size > 0
 
-    report["llama_bench"] = {"note": "llama-bench (made up here)", "tok_s": 2 * TOKENS, "stddev": 0}
+    reference = 48.0  # a llama-bench figure made up here: only the arithmetic is checked
+    report["llama_bench"] = {
+        "note": "llama-bench",
+        "test": "tg128",
+        "tok_s": reference,
+        "stddev": 0,
+    }
     rows = comparison_rows(report)
     assert [r.ratio for r in rows] == pytest.approx(
-        [report["gui_decode_tok_s"] / 48, report["worker_decode_tok_s"] / 48]
+        [report["gui_decode_tok_s"] / reference, report["worker_decode_tok_s"] / reference]
     )
     text = format_report(report, rows)
     assert "GUI decode (tok/s)" in text and "reply 2:" in text
