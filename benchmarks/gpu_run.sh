@@ -68,7 +68,8 @@ for step in "$@"; do
     tests)  # the GPU machine has no PySide6 or Hypothesis: collect only the GPU test files
       random_q4
       mapfile -t files < <(grep -rl "pytestmark = pytest.mark.gpu" tests)
-      HEARTH_GPU_TESTS=1 HEARTH_GPU_TEST_MODEL="$q4" HEARTH_GPU_STARTER_MODEL=/tmp/starter/model.gguf \
+      starter=/tmp/starter/model.gguf; [ -f "$starter" ] || starter=  # after starter-check only
+      HEARTH_GPU_TESTS=1 HEARTH_GPU_TEST_MODEL="$q4" HEARTH_GPU_STARTER_MODEL="$starter" \
         python3 -m pytest -v -p no:cacheprovider "${files[@]}" 2>&1 | tee "$out/gpu-tests.log" \
         || echo "GPU TESTS FAILED" ;;
     matrix)

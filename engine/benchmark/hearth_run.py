@@ -65,6 +65,9 @@ class HearthBench:
             figures["worker_start_s"] = time.perf_counter() - started
             self._device_baseline = self._device_used()
             figures["load_s"] = statistics.median(self._load() for _ in range(self.config.reps))
+            # New context settings on the loaded weights (the worker keeps them): what applying
+            # a new context length or KV type costs a person, shown beside the full load.
+            figures["context_reload_s"] = self._load(fresh=False)
             figures.update(self._prefill())
             for n in self.config.decode_lengths:
                 figures[f"decode_{n}_tok_s"] = self._decode(n, depth=0)
@@ -81,7 +84,13 @@ class HearthBench:
 
     # -- phases ---------------------------------------------------------------------------------
 
-    def _load(self) -> float:
+    def _load(self, *, fresh: bool = True) -> float:
+        """Seconds from asking for the load to ModelLoaded. `fresh`: the weights are read again
+        (the worker would otherwise keep them for the same file and placement); the page cache
+        stays warm, as it does for llama.cpp's own figure."""
+        if fresh:
+            self.client.unload()
+            self._wait(p.Unloaded)
         c = self.config
         params = p.ModelParams(
             path=c.model,
@@ -99,6 +108,8 @@ class HearthBench:
         took = time.perf_counter() - sent
         if isinstance(loaded, p.LoadFailed):
             raise BenchFailed(loaded.message)
+        if loaded.weights_kept == fresh:
+            raise BenchFailed(f"the worker {'kept' if fresh else 'reloaded'} the weights")
         self.n_vocab = loaded.n_vocab
         self._note_peak()
         return took

@@ -80,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
     }
     extra = {
         "worker start (s)": round(hearth["worker_start_s"], 3),
+        "new context on loaded weights (s)": round(hearth["context_reload_s"], 3),
         "peak device memory (MiB)": round(hearth["peak_device_bytes"] / 2**20, 1),
         "peak worker RSS (MiB)": round(hearth["peak_worker_rss_bytes"] / 2**20, 1),
     }
