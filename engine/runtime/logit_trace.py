@@ -1,0 +1,150 @@
+"""Record a model's logits along a greedy continuation: the evidence for comparing two builds.
+
+`trace()` runs the prompt the way the engine does (one batch, BOS added), then steps one token
+at a time, and at each step keeps the top-k logits and the token chosen: the argmax (a greedy
+run), or a given token (teacher forcing, so that a second build is scored on the first one's
+tokens and one early difference cannot change everything after it). It uses the low-level
+driver directly, without the worker process, and reads the logits on the CPU instead of sampling
+inside the graph, because the comparison needs the numbers, not only the choice.
+
+Run as a program it prints the trace as JSON; the backend checks call it this way in a child
+process of the build under test (engine/runtime/greedy_check.py compares two traces):
+
+    python -m engine.runtime.logit_trace MODEL --prompt TEXT --tokens 32 [--gpu-layers N]
+        [--flash-attn on|off|auto] [--forced TRACE.json] [--watch TRACE.json] [--top-k 5]
+        [--save-logits LOGITS.npy]
+
+`--forced` feeds the tokens of an earlier trace instead of the argmax; `--watch` also records
+this build's logits at that trace's top-k ids at each position (to measure the difference on
+the tokens that mattered to the reference).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def trace(
+    model_path: str,
+    prompt: str,
+    n_tokens: int,
+    *,
+    n_gpu_layers: int = 0,
+    flash_attn: str = "auto",
+    forced: list[int] | None = None,
+    watch: list[list[int]] | None = None,
+    top_k: int = 5,
+    n_ctx: int = 1024,
+    save_logits: Path | None = None,
+) -> dict:
+    """The logits of `n_tokens` steps after `prompt`; see the module docstring.
+    `save_logits` also writes every step's whole logit vector there (.npy, steps x vocab)."""
+    import llama_cpp.llama_cpp as C
+
+    from engine.runtime import llama_driver as llama
+    from engine.runtime.llama_log import LlamaLog
+    from engine.runtime.protocol import ModelParams
+
+    if forced is not None and len(forced) < n_tokens:
+        raise ValueError(f"{len(forced)} forced tokens for {n_tokens} steps")
+    params = ModelParams(
+        path=model_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, flash_attn=flash_attn
+    )
+    log = LlamaLog()  # where the buffers went, as llama.cpp reports them
+    model = llama.Model(params)
+    ctx = llama.Context(model, params)
+    allocations = [
+        {"device": a.device, "kind": a.kind, "bytes": a.bytes} for a in log.take_allocations()
+    ]
+    try:
+        ctx.warm_up()  # as the engine does after a load
+        prompt_tokens = model.tokenize(prompt, add_special=True)
+        ctx.decode(prompt_tokens)
+        steps = []
+        tokens: list[int] = []
+        every = np.zeros((n_tokens, model.n_vocab), np.float32) if save_logits else None
+        for i in range(n_tokens):
+            pointer = C.llama_get_logits_ith(ctx.handle, -1)
+            logits = np.ctypeslib.as_array(
+                ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(model.n_vocab,)
+            ).copy()
+            if every is not None:
+                every[i] = logits
+            top = np.argsort(-logits, kind="stable")[:top_k]
+            step = {
+                "argmax": int(top[0]),
+                "argmax_piece": model.token_bytes(int(top[0])).hex(),
+                "top_ids": [int(t) for t in top],
+                "top_logits": [float(logits[t]) for t in top],
+            }
+            if watch is not None:
+                step["watched_logits"] = [float(logits[t]) for t in watch[i]]
+            steps.append(step)
+            token = forced[i] if forced is not None else int(top[0])
+            tokens.append(token)
+            if i + 1 < n_tokens:
+                ctx.decode_one(token)
+        if every is not None:
+            np.save(save_logits, every)
+        text = b"".join(model.token_bytes(t) for t in tokens).decode("utf-8", "replace")
+        return {
+            "model": Path(model_path).name,
+            "prompt": prompt,
+            "n_gpu_layers": n_gpu_layers,
+            "flash_attn": flash_attn,
+            "system_info": llama.system_info(),
+            "allocations": allocations,
+            "forced": forced is not None,
+            "prompt_tokens": prompt_tokens,
+            "tokens": tokens,
+            "pieces": [model.token_bytes(t).hex() for t in tokens],
+            "text": text,
+            "steps": steps,
+        }
+    finally:
+        ctx.close()
+        model.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("--prompt", required=True)
+    parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--gpu-layers", type=int, default=0, help="-1: all layers")
+    parser.add_argument("--flash-attn", default="auto", choices=("on", "off", "auto"))
+    parser.add_argument("--forced", type=Path, help="a trace whose tokens to feed")
+    parser.add_argument("--watch", type=Path, help="a trace whose top-k ids to record")
+    parser.add_argument("--top-k", type=int, default=5)
+    parser.add_argument("--ctx", type=int, default=1024)
+    parser.add_argument("--save-logits", type=Path, help="also write all logits (.npy)")
+    args = parser.parse_args(argv)
+    forced = json.loads(args.forced.read_text())["tokens"] if args.forced else None
+    watch = None
+    if args.watch:
+        watch = [step["top_ids"] for step in json.loads(args.watch.read_text())["steps"]]
+    result = trace(
+        args.model,
+        args.prompt,
+        args.tokens,
+        n_gpu_layers=args.gpu_layers,
+        flash_attn=args.flash_attn,
+        forced=forced,
+        watch=watch,
+        top_k=args.top_k,
+        n_ctx=args.ctx,
+        save_logits=args.save_logits,
+    )
+    json.dump(result, sys.stdout, indent=1)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
