@@ -1,48 +1,63 @@
 """The Vulkan build of the engine on Mesa's software Vulkan device (lavapipe): all layers on the
-device, flash attention on, and the same greedy tokens as the CPU build.
+device, flash attention on, and the CPU build's greedy output by the rule of
+engine/runtime/greedy_check.py (the same tokens, or a divergence only at a near-tie of the CPU
+build's own logits, with every logit close to the CPU build's when fed the CPU build's tokens).
 
 Run by `make test-vulkan`, which builds the Vulkan variant into .venv-vulkan and sets
 HEARTH_CPU_PYTHON to the CPU build's interpreter (the reference) and GGML_VK_VISIBLE_DEVICES=0
-(llama.cpp leaves CPU-type Vulkan devices out unless they are named).
+(llama.cpp leaves CPU-type Vulkan devices out unless they are named). The comparison table is
+printed; pytest shows it with -rP (test_vulkan.sh asks for it). The engine samples on the CPU
+here (backend_sampling=False): see the comment at the load.
 """
 
 import os
-import subprocess
+import sys
 
+import pytest
+
+from engine.runtime import greedy_check
 from engine.runtime import protocol as p
 from engine.starter_model import starter_model_path
 from tests.engine.runtime.conftest import GREEDY, RunningEngine
 
-STORY = "Once upon a time, in a small village by the sea,"
-N_TOKENS = 32
 
-
-def cpu_build_reply() -> str:
-    python = os.environ["HEARTH_CPU_PYTHON"]
-    cmd = [python, "-m", "app.launcher", "chat", "--raw", "--prompt", STORY, "--temp", "0"]
-    cmd += ["--max-tokens", str(N_TOKENS), "--ctx", "1024"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True)
-    return done.stdout.removesuffix("\n")
-
-
+@pytest.mark.timeout(900)
 def test_all_layers_on_the_vulkan_device_with_flash_attention_match_the_cpu_build():
+    model = str(starter_model_path())
+    reference = greedy_check.run_trace(os.environ["HEARTH_CPU_PYTHON"], model, n_gpu_layers=0)
+    assert all(a["device"].startswith("CPU") for a in reference["allocations"]), reference
+
     engine = RunningEngine()
     try:
         ready_devices = engine_devices(engine)
         assert any(name.startswith("Vulkan") for name in ready_devices), ready_devices
+        # Sampling on the CPU: with the sampler chain in the graph (backend sampling, the
+        # engine's default) lavapipe crashes in about half of the runs, inside its own command
+        # execution (docs/backends.md). The greedy choice is the argmax of the same logits.
         loaded = engine.load(
-            str(starter_model_path()), n_ctx=1024, n_gpu_layers=-1, flash_attn="on"
+            model, n_ctx=1024, n_gpu_layers=-1, flash_attn="on", backend_sampling=False
         )
         assert isinstance(loaded, p.ModelLoaded), loaded
         assert loaded.n_gpu_layers == loaded.n_layers
         on_device = [a for a in loaded.allocations if a.device.startswith("Vulkan")]
         assert sum(a.bytes for a in on_device if a.kind == "model") > 0.9 * loaded.size_bytes
         assert any(a.kind == "KV" for a in on_device)
-        texts, done = engine.run(prompt=STORY, sampling=GREEDY, max_tokens=N_TOKENS)
-        assert isinstance(done, p.GenerationDone) and done.stats.n_generated == N_TOKENS
+        texts, done = engine.run(
+            prompt=greedy_check.STORY, sampling=GREEDY, max_tokens=greedy_check.N_TOKENS
+        )
+        assert isinstance(done, p.GenerationDone), done
+        assert done.stats.n_generated == greedy_check.N_TOKENS
     finally:
         engine.close()
-    assert "".join(texts) == cpu_build_reply()
+
+    # Teacher-forced on the CPU build's tokens, in a child process like the engine's.
+    forced = greedy_check.run_trace(sys.executable, model, n_gpu_layers=-1, reference=reference)
+    assert any(
+        a["device"].startswith("Vulkan") and a["kind"] == "model" for a in forced["allocations"]
+    ), forced["allocations"]
+    verdict = greedy_check.check(reference, forced, "".join(texts))
+    print(verdict.report())
+    assert verdict.passed, verdict.report()
 
 
 def engine_devices(engine: RunningEngine) -> list[str]:
