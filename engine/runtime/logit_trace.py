@@ -27,8 +27,6 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 
 def trace(
     model_path: str,
@@ -58,6 +56,10 @@ def trace(
     )
     log = LlamaLog()  # where the buffers went, as llama.cpp reports them
     model = llama.Model(params)
+    # numpy only after llama.cpp's libraries are loaded: on the GPU machine (the CUDA build,
+    # Python 3.12, numpy 2) numpy imported first made the CUDA model load crash (SIGSEGV).
+    import numpy as np
+
     ctx = llama.Context(model, params)
     allocations = [
         {"device": a.device, "kind": a.kind, "bytes": a.bytes} for a in log.take_allocations()
