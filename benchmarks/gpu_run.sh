@@ -11,7 +11,8 @@
 #   gui   decode with the main window attached and rendering markdown (needs .gui-carry/)
 #   starter-a, starter-check   the starter model travels in two halves (.starter-a/, .starter-b/,
 #       each under the transfer limit) to two calls on the same machine; starter-check joins
-#       them and records the CUDA build's greedy trace beside the CPU build's
+#       them and runs the CUDA check (tests/engine/runtime/test_gpu_matches_cpu.py, which checks
+#       the file's SHA-256)
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -92,21 +93,12 @@ for step in "$@"; do
       QT_QPA_PLATFORM=offscreen python3 benchmarks/gui_decode.py "$q4" --tokens 1024 \
         --json "$out/gui-decode.json" --screenshot "$out/gui-decode.png" | tee "$out/gui-decode.txt" ;;
     starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept half a" ;;
-    starter-check)
+    starter-check)  # the CUDA build against the CPU build's recorded greedy reference
       mkdir -p /tmp/starter
       cat /tmp/starter/part.a .starter-b/part > /tmp/starter/model.gguf
-      echo "$(cat .starter-b/sha256)  /tmp/starter/model.gguf" | sha256sum -c -
-      story="Once upon a time, in a small village by the sea,"
-      trace="python3 -m engine.runtime.logit_trace /tmp/starter/model.gguf --prompt"
-      $trace "$story" --tokens 32 --gpu-layers 99 --flash-attn on \
-        > "$out/cuda-trace.json" 2>"$out/cuda-trace.err"
-      $trace "$story" --tokens 32 --gpu-layers 99 --flash-attn on \
-        --forced .starter-b/cpu_trace.json --watch .starter-b/cpu_trace.json \
-        > "$out/cuda-forced.json" 2>>"$out/cuda-trace.err"
-      CUDA_VISIBLE_DEVICES= $trace "$story" --tokens 32 --flash-attn on \
-        > "$out/cuda-build-cpu-trace.json" 2>>"$out/cuda-trace.err"
-      python3 -c "import json,sys; [print(f, json.load(open(f)).get('text', '')[:200]) for f in sys.argv[1:]]" \
-        .starter-b/cpu_trace.json "$out/cuda-trace.json" "$out/cuda-build-cpu-trace.json" ;;
+      HEARTH_GPU_TESTS=1 HEARTH_GPU_STARTER_MODEL=/tmp/starter/model.gguf \
+        python3 -m pytest -v -rP -p no:cacheprovider tests/engine/runtime/test_gpu_matches_cpu.py \
+        2>&1 | tee "$out/starter-check.log" || echo "STARTER CHECK FAILED" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done

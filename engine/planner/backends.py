@@ -61,7 +61,7 @@ BACKENDS: dict[str, BackendProfile] = {
     # in use beyond llama.cpp's logged buffers was 595-607 MiB after the load (CUDA context,
     # cuBLAS, CUDA graphs) and 608-619 MiB after a 512-token prefill of a dense model, 707-715
     # MiB of Qwen3-30B-A3B; decode reached 0.45-0.76 of the bandwidth bound, median 0.55.
-    # A consumer card's context is smaller (fewer SMs), so these err on the safe side there.
+    # A consumer card's CUDA context is likely smaller (not measured): these would then err safe.
     "cuda": BackendProfile(
         name="cuda",
         alignment=128,
