@@ -3,8 +3,9 @@ behind engine/runtime/greedy_check.py's NEAR_TIE and LOGIT_TOLERANCE (docs/backe
 
 "Exact" is the CPU build running an F32 copy of the starter model: every Q4_1 and Q8_0 tensor
 dequantized with the gguf package, so the weights have the same values and no build quantizes
-activations (an F32 matrix is multiplied in f32). Each build is fed the CPU build's greedy tokens
-of greedy_check's story and compared on the CPU build's top-5 tokens at each of the 32 positions.
+activations (an F32 matrix is multiplied in f32), with an F32 KV cache and flash attention off.
+Each build is fed the CPU build's greedy tokens of greedy_check's story and compared on the CPU
+build's top-5 tokens at each of the 32 positions.
 
     .venv/bin/python backend_tests/distance_from_exact.py [--build NAME=PYTHON[:ENV=VALUE]]...
 
@@ -80,7 +81,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="hearth-f32-") as folder:
         f32 = Path(folder) / "starter-f32.gguf"
         write_f32_copy(model, f32)
-        exact_trace = run_trace(args.cpu, str(f32), n_gpu_layers=0, reference=reference)
+        exact_trace = run_trace(
+            args.cpu,
+            str(f32),
+            n_gpu_layers=0,
+            reference=reference,
+            flash_attn="off",  # ggml-cpu's flash attention keeps V and its sums in f16
+            extra_args=("--kv", "f32"),
+        )
     exact = np.array([step["watched_logits"] for step in exact_trace["steps"]])
     exact_argmax = [step["argmax"] for step in exact_trace["steps"]]
     rows = [("cpu build", cpu_logits, [step["argmax"] for step in reference["steps"]])]

@@ -53,13 +53,16 @@ def run_trace(
     n_gpu_layers: int,
     reference: dict | None = None,
     env: dict[str, str] | None = None,
+    flash_attn: str = "on",
+    extra_args: tuple[str, ...] = (),
     timeout: float = 900,
 ) -> dict:
     """A greedy trace (or, given `reference`, one forced on its tokens and watching its top-k)
-    from the build that `python` runs, in a child process, with flash attention on."""
+    from the build that `python` runs, in a child process, with flash attention on unless told
+    otherwise; `extra_args` go to logit_trace as they are."""
     cmd = [python, "-m", "engine.runtime.logit_trace", model_path, "--prompt", STORY]
     cmd += ["--tokens", str(N_TOKENS), "--top-k", str(TOP_K), "--ctx", "1024"]
-    cmd += ["--gpu-layers", str(n_gpu_layers), "--flash-attn", "on"]
+    cmd += ["--gpu-layers", str(n_gpu_layers), "--flash-attn", flash_attn, *extra_args]
     with tempfile.TemporaryDirectory(prefix="hearth-trace-") as folder:
         if reference is not None:
             ref_file = Path(folder) / "reference.json"

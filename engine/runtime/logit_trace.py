@@ -11,12 +11,14 @@ Run as a program it prints the trace as JSON; the backend checks call it this wa
 process of the build under test (engine/runtime/greedy_check.py compares two traces):
 
     python -m engine.runtime.logit_trace MODEL --prompt TEXT --tokens 32 [--gpu-layers N]
-        [--flash-attn on|off|auto] [--forced TRACE.json] [--watch TRACE.json] [--top-k 5]
-        [--save-logits LOGITS.npy]
+        [--flash-attn on|off|auto] [--kv f16|f32|q8_0|...] [--prompt-by-token]
+        [--forced TRACE.json] [--watch TRACE.json] [--top-k 5] [--save-logits LOGITS.npy]
 
 `--forced` feeds the tokens of an earlier trace instead of the argmax; `--watch` also records
 this build's logits at that trace's top-k ids at each position (to measure the difference on
-the tokens that mattered to the reference).
+the tokens that mattered to the reference). `--kv` sets the KV cache type and `--prompt-by-token`
+decodes the prompt one token at a time: both for finding which kernel a difference comes from
+(backend_tests/cuda_error_sources.py), not what the engine does.
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ def trace(
     watch: list[list[int]] | None = None,
     top_k: int = 5,
     n_ctx: int = 1024,
+    kv_type: str = "f16",
+    prompt_by_token: bool = False,
     save_logits: Path | None = None,
 ) -> dict:
     """The logits of `n_tokens` steps after `prompt`; see the module docstring.
@@ -52,7 +56,12 @@ def trace(
     if forced is not None and len(forced) < n_tokens:
         raise ValueError(f"{len(forced)} forced tokens for {n_tokens} steps")
     params = ModelParams(
-        path=model_path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers, flash_attn=flash_attn
+        path=model_path,
+        n_ctx=n_ctx,
+        n_gpu_layers=n_gpu_layers,
+        flash_attn=flash_attn,
+        type_k=kv_type,
+        type_v=kv_type,
     )
     log = LlamaLog()  # where the buffers went, as llama.cpp reports them
     model = llama.Model(params)
@@ -67,7 +76,11 @@ def trace(
     try:
         ctx.warm_up()  # as the engine does after a load
         prompt_tokens = model.tokenize(prompt, add_special=True)
-        ctx.decode(prompt_tokens)
+        if prompt_by_token:  # batch-of-one kernels for the prompt too
+            for token in prompt_tokens:
+                ctx.decode_one(token)
+        else:
+            ctx.decode(prompt_tokens)
         steps = []
         tokens: list[int] = []
         every = np.zeros((n_tokens, model.n_vocab), np.float32) if save_logits else None
@@ -100,6 +113,8 @@ def trace(
             "prompt": prompt,
             "n_gpu_layers": n_gpu_layers,
             "flash_attn": flash_attn,
+            "kv_type": kv_type,
+            "prompt_by_token": prompt_by_token,
             "system_info": llama.system_info(),
             "allocations": allocations,
             "forced": forced is not None,
@@ -125,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--watch", type=Path, help="a trace whose top-k ids to record")
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--ctx", type=int, default=1024)
+    parser.add_argument("--kv", default="f16", help="KV cache type (K and V)")
+    parser.add_argument("--prompt-by-token", action="store_true")
     parser.add_argument("--save-logits", type=Path, help="also write all logits (.npy)")
     args = parser.parse_args(argv)
     forced = json.loads(args.forced.read_text())["tokens"] if args.forced else None
@@ -141,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         watch=watch,
         top_k=args.top_k,
         n_ctx=args.ctx,
+        kv_type=args.kv,
+        prompt_by_token=args.prompt_by_token,
         save_logits=args.save_logits,
     )
     json.dump(result, sys.stdout, indent=1)
