@@ -5,10 +5,9 @@
 # Usage: installers/setup_env.sh [EXTRAS]      e.g. `installers/setup_env.sh test`
 #        HEARTH_VENV=.venv-vulkan HEARTH_BACKEND=vulkan installers/setup_env.sh test
 #
-# pip's wheel cache keys a wheel built from source by the sdist alone, not by CMAKE_ARGS, so a CPU
-# build could be reused where a CUDA build was asked for. We therefore build with pip's cache off,
-# into a folder of our own keyed by (version, backend, CMake flags, Python, platform), and install
-# that exact file.
+# The engine's wheel is built (or found, already built) by installers/build_engine.py: in a folder
+# of our own keyed by version, backend, CMake flags, Hearth's llama.cpp patches, Python and
+# platform, since pip's wheel cache ignores CMAKE_ARGS.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,24 +28,14 @@ pip=("$venv/bin/python" -m pip --disable-pip-version-check)
 eval "$("$python" installers/detect_backend.py)"
 [ -n "$NOTE" ] && echo "hearth: $NOTE" >&2
 
-key_source="$llama_version|$BACKEND|$CMAKE_ARGS|$("$venv/bin/python" -c 'import sys, sysconfig; print(sys.version_info[:2], sysconfig.get_platform())')"
-key=$(printf '%s' "$key_source" | sha256sum | cut -c1-16)
-wheel_dir="${HEARTH_WHEEL_CACHE:-$HOME/.cache/hearth/wheels}/$BACKEND-$key"
-
-if ! ls "$wheel_dir"/llama_cpp_python-*.whl >/dev/null 2>&1; then
-  echo "hearth: building llama-cpp-python $llama_version for $BACKEND (a few minutes)..." >&2
-  mkdir -p "$wheel_dir.tmp"
-  CMAKE_ARGS="$CMAKE_ARGS" CMAKE_BUILD_PARALLEL_LEVEL="${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc 2>/dev/null || echo 2)}" \
-    "${pip[@]}" wheel --no-deps --no-cache-dir --no-binary llama-cpp-python \
-    -w "$wheel_dir.tmp" "llama-cpp-python==$llama_version"
-  rm -rf "$wheel_dir" && mv "$wheel_dir.tmp" "$wheel_dir"
-  printf '%s\n' "$key_source" >"$wheel_dir/KEY"
-fi
+wheel=$("$venv/bin/python" installers/build_engine.py --backend "$BACKEND" \
+  --cmake-args "$CMAKE_ARGS" --version "$llama_version")
+build_id=$(basename "$(dirname "$wheel")")
 
 installed_key=$("$venv/bin/python" -c 'import pathlib,sys; p=pathlib.Path(sys.prefix)/"hearth-engine-build"; print(p.read_text().strip() if p.exists() else "")')
-if [ "$installed_key" != "$BACKEND-$key" ]; then
-  "${pip[@]}" install -q --force-reinstall --no-deps "$wheel_dir"/llama_cpp_python-*.whl
-  echo "$BACKEND-$key" >"$venv/hearth-engine-build"
+if [ "$installed_key" != "$build_id" ]; then
+  "${pip[@]}" install -q --force-reinstall --no-deps "$wheel"
+  echo "$build_id" >"$venv/hearth-engine-build"
 fi
 
 spec="."

