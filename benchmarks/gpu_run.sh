@@ -13,6 +13,13 @@
 #       each under the transfer limit) to two calls on the same machine; starter-check joins
 #       them and runs the CUDA check (tests/engine/runtime/test_gpu_matches_cpu.py, which checks
 #       the file's SHA-256)
+#   cuda-sources   (after starter-a, with .starter-b/) which CUDA kernel choices move the starter
+#       model's logits from exact arithmetic (backend_tests/cuda_error_sources.py)
+#   sources-q4k   the same on a Q4_K_M made from the starter model's F32 copy (after cuda-sources)
+#   llama-bench   llama.cpp's own speed figures (pp512, tg128, flash attention on) on the random
+#       8B Q4_K_M and, when it is here, the starter model (Q4_1)
+#   patched   builds llama.cpp again with installers/patches/ applied (by the code that
+#       installers/build_engine.py uses) and makes the steps after it use that build; their outputs are named *-patched
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +28,7 @@ if [ ! -f /tmp/llama/env.sh ]; then
   bash .gpu-bundle/build-cuda.sh .gpu-bundle /tmp/llama >/dev/null
 fi
 source /tmp/llama/env.sh
+tag=""  # "-patched" after the patched step
 export PYTHONPATH="$PWD:$PYTHONPATH" PYTHONUNBUFFERED=1
 src=$(ls -d /tmp/llama/llama_cpp_python-*)
 vocabs="$src/vendor/llama.cpp/models"
@@ -51,6 +59,10 @@ sparse_models() {
         "$sparse/$shape-$quant.gguf" --sparse "$quant" --vocab "$vocab"
     done
   done
+}
+
+join_starter() {  # the halves carried by starter-a and .starter-b/
+  [ -f /tmp/starter/model.gguf ] || cat /tmp/starter/part.a .starter-b/part > /tmp/starter/model.gguf
 }
 
 for step in "$@"; do
@@ -94,11 +106,47 @@ for step in "$@"; do
         --json "$out/gui-decode.json" --screenshot "$out/gui-decode.png" | tee "$out/gui-decode.txt" ;;
     starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept half a" ;;
     starter-check)  # the CUDA build against the CPU build's recorded greedy reference
-      mkdir -p /tmp/starter
-      cat /tmp/starter/part.a .starter-b/part > /tmp/starter/model.gguf
+      join_starter
       HEARTH_GPU_TESTS=1 HEARTH_GPU_STARTER_MODEL=/tmp/starter/model.gguf \
         python3 -m pytest -v -rP -p no:cacheprovider tests/engine/runtime/test_gpu_matches_cpu.py \
-        2>&1 | tee "$out/starter-check.log" || echo "STARTER CHECK FAILED" ;;
+        2>&1 | tee "$out/starter-check$tag.log" || echo "STARTER CHECK FAILED" ;;
+    cuda-sources)
+      join_starter
+      python3 backend_tests/cuda_error_sources.py /tmp/starter/model.gguf --out "$out" \
+        --name "cuda-error-sources$tag" 2>&1 | tee "$out/cuda-error-sources$tag.txt" ;;
+    sources-q4k)
+      join_starter
+      q4k=/tmp/starter/q4_k_m.gguf
+      [ -f "$q4k" ] || llama-quantize /tmp/hearth-cuda-sources/model-f32.gguf "$q4k" Q4_K_M \
+        >"$out/quantize-starter.log" 2>&1
+      python3 backend_tests/cuda_error_sources.py /tmp/starter/model.gguf --out "$out" \
+        --quantized "$q4k" --name "cuda-error-sources-q4k$tag" 2>&1 \
+        | tee "$out/cuda-error-sources-q4k$tag.txt" ;;
+    llama-bench)
+      random_q4
+      models_to_bench=("$q4"); [ -f /tmp/starter/model.gguf ] && models_to_bench+=(/tmp/starter/model.gguf)
+      for m in "${models_to_bench[@]}"; do
+        llama-bench -m "$m" -p 512 -n 128 -fa 1 -r 5 2>/dev/null | tee -a "$out/llama-bench$tag.txt"
+      done ;;
+    patched)
+      if [ ! -f /tmp/llama-patched/env.sh ]; then
+        mkdir -p /tmp/llama-patched
+        cp -r "$src" /tmp/llama-patched/
+        psrc=/tmp/llama-patched/$(basename "$src")
+        rm -rf "$psrc/build"
+        python3 installers/source_patches.py "$psrc/vendor/llama.cpp" cuda
+        arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr -d '.[:space:]')
+        cmake -S "$psrc/vendor/llama.cpp" -B "$psrc/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$arch" -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+          -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+          >/tmp/llama-patched/configure.log
+        cmake --build "$psrc/build" -j"$(nproc)" --target llama llama-bench llama-quantize \
+          >/tmp/llama-patched/build.log
+        printf 'export LLAMA_CPP_LIB_PATH="%s"\nexport PATH="%s:$PATH"\n' \
+          "$psrc/build/bin" "$psrc/build/bin" >/tmp/llama-patched/env.sh
+      fi
+      source /tmp/llama-patched/env.sh
+      tag="-patched"; echo "using the patched build: $LLAMA_CPP_LIB_PATH" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac
 done
