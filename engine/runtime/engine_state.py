@@ -11,7 +11,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from engine.runtime import llama_driver as llama
@@ -97,6 +97,12 @@ class Engine:
                 session.close()  # return the old model's memory before taking more
             model = weights = None
             kept = False
+        if params.backend_sampling and _software_vulkan_device():
+            # Mesa's lavapipe crashed inside its own driver in about half of the runs with the
+            # sampler chain in the graph (docs/backends.md); sampling on the CPU costs little
+            # on a device that is a CPU anyway.
+            print("hearth worker: software Vulkan device: sampling on the CPU", flush=True)
+            params = replace(params, backend_sampling=False)
         started = time.perf_counter()
         self._log.take_allocations()
         self._log.take_overridden()
@@ -354,6 +360,25 @@ def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, 
         [f"{n}: {described[n]}" if described.get(n) else n for n in gpus]
         + (["CPU"] if "CPU" in names else [])
     )
+
+
+def software_vulkan(devices) -> bool:
+    """Whether llama.cpp's Vulkan backend has a software rasteriser among its devices (Mesa's
+    llvmpipe/lavapipe, SwiftShader): only there when GGML_VK_VISIBLE_DEVICES names one."""
+    markers = ("llvmpipe", "lavapipe", "swiftshader")
+    return any(
+        d.backend.lower() == "vulkan" and any(m in d.description.lower() for m in markers)
+        for d in devices
+    )
+
+
+def _software_vulkan_device() -> bool:
+    try:
+        from engine.hardware.llama_devices import list_engine_devices
+
+        return software_vulkan(list_engine_devices())
+    except Exception:  # no device list: keep the engine's default
+        return False
 
 
 def _device_used() -> dict[str, int]:
