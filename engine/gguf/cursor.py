@@ -177,6 +177,19 @@ class Cursor:
             )
         return self.take(length, field), start
 
+    def read_name(self, field: str, max_len: int, noun: str) -> tuple[str, int]:
+        """A metadata key or tensor name: a GGUF string that must be non-empty UTF-8 (`noun`
+        says which, in the messages). Returns the name and the offset it starts at."""
+        offset = self.pos
+        self.deadline.check(field, offset)
+        raw, _ = self.read_string_bytes(field, max_len)
+        if not raw:  # stricter than llama.cpp for tensor names, which it lets through empty
+            raise GGUFError(field, offset, f"the {noun} is empty")
+        try:
+            return raw.decode("utf-8"), offset
+        except UnicodeDecodeError:
+            raise GGUFError(field, offset, f"the {noun} is not UTF-8") from None
+
     def skip_strings(self, count: int, field: str, max_len: int, index_every: int) -> list[int]:
         """Walk `count` strings without building them; returns the offset of every
         `index_every`-th one so that single items can be looked up later.

@@ -163,15 +163,7 @@ class HeaderParser:
 
     def _read_kv(self, i: int, seen: dict[str, MetadataEntry]) -> MetadataEntry:
         cur = self.cur
-        key_offset = cur.pos
-        cur.deadline.check(f"metadata key #{i}", key_offset)
-        raw_key, _ = cur.read_string_bytes(f"metadata key #{i}", MAX_KEY_BYTES)
-        if not raw_key:
-            raise GGUFError(f"metadata key #{i}", key_offset, "the key is empty")
-        try:
-            key = raw_key.decode("utf-8")
-        except UnicodeDecodeError:
-            raise GGUFError(f"metadata key #{i}", key_offset, "the key is not UTF-8") from None
+        key, key_offset = cur.read_name(f"metadata key #{i}", MAX_KEY_BYTES, "key")
         if key in seen:
             raise GGUFError(
                 f"metadata key #{i} {quote(key)}",

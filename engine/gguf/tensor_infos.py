@@ -43,15 +43,7 @@ def read_tensor_infos(cur: Cursor, n_tensors: int, alignment: int) -> tuple[Tens
 def _read_tensor_info(
     cur: Cursor, i: int, seen: dict[str, int], alignment: int, expected_offset: int
 ) -> TensorInfo:
-    name_offset = cur.pos
-    cur.deadline.check(f"tensor #{i} name", name_offset)
-    raw_name, _ = cur.read_string_bytes(f"tensor #{i} name", MAX_TENSOR_NAME)
-    if not raw_name:  # stricter: llama.cpp lets an empty name through
-        raise GGUFError(f"tensor #{i} name", name_offset, "the name is empty")
-    try:
-        name = raw_name.decode("utf-8")
-    except UnicodeDecodeError:
-        raise GGUFError(f"tensor #{i} name", name_offset, "the name is not UTF-8") from None
+    name, name_offset = cur.read_name(f"tensor #{i} name", MAX_TENSOR_NAME, "name")
     if name in seen:
         raise GGUFError(
             f"tensor #{i} name {quote(name)}",
