@@ -47,8 +47,10 @@ def format_chat_prompt(
     model_name: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    variables: Mapping[str, Any] | None = None,
 ) -> tuple[str, str]:
-    """(prompt, description of the template used). See the module docstring for the order."""
+    """(prompt, description of the template used). See the module docstring for the order.
+    `variables` are extra template variables (`tools`); the built-in formats ignore them."""
     failure: ChatTemplateError | None = None
     if template_source and template_source.strip():
         try:
@@ -60,6 +62,7 @@ def format_chat_prompt(
                 add_generation_prompt=add_generation_prompt,
                 timeout_s=timeout_s,
                 max_output_chars=max_output_chars,
+                variables=variables,
             )
             return prompt, MODEL_TEMPLATE
         except ChatTemplateError as exc:

@@ -59,6 +59,7 @@ class EngineClient:
 
     def __init__(self, on_event: EventCallback, *, env: dict[str, str] | None = None):
         self._on_event = on_event
+        self._listeners: tuple[EventCallback, ...] = ()
         self._env = env
         self._proc: subprocess.Popen | None = None
         self._send_lock = threading.Lock()
@@ -126,6 +127,20 @@ class EngineClient:
             proc.wait()
             self._proc = None
 
+    def add_listener(self, callback: EventCallback) -> None:
+        """Also pass every event to `callback` (the API server beside the window): it is
+        called on the reader thread and must not block. Request ids tell whose events are
+        whose."""
+        self._listeners = (*self._listeners, callback)
+
+    def remove_listener(self, callback: EventCallback) -> None:
+        self._listeners = tuple(c for c in self._listeners if c is not callback)
+
+    def _deliver(self, event: Any) -> None:
+        self._on_event(event)
+        for listener in self._listeners:
+            listener(event)
+
     # -- commands -------------------------------------------------------------------------------
 
     def load(self, params: p.ModelParams) -> None:
@@ -141,10 +156,13 @@ class EngineClient:
         max_tokens: int = 512,
         stop: tuple[str, ...] = (),
         ignore_eos: bool = False,
+        top_logprobs: int = -1,
+        tools_json: str = "",
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
-        request_id = self._next_request_id
-        self._next_request_id += 1
+        with self._send_lock:  # ids stay unique with the window and the server both asking
+            request_id = self._next_request_id
+            self._next_request_id += 1
         self._send(
             p.Generate(
                 request_id=request_id,
@@ -155,12 +173,15 @@ class EngineClient:
                 max_tokens=max_tokens,
                 stop=tuple(stop),
                 ignore_eos=ignore_eos,
+                top_logprobs=top_logprobs,
+                tools_json=tools_json,
             )
         )
         return request_id
 
-    def stop(self) -> None:
-        self._send(p.Stop())
+    def stop(self, request_id: int | None = None) -> None:
+        """Stop generation `request_id`, or every generation in progress."""
+        self._send(p.Stop(request_id=request_id))
 
     def unload(self) -> None:
         self._send(p.Unload())
@@ -196,14 +217,14 @@ class EngineClient:
                 break
             if msg is None:
                 break
-            self._on_event(msg)
+            self._deliver(msg)
         exit_code = proc.wait()
         self._stderr_done.wait(2.0)  # let the last lines the engine printed arrive
         if not self._closing:
             lines = tuple(self._stderr_tail)
             if protocol_error:
                 lines = (*lines, protocol_error)
-            self._on_event(EngineCrashed(exit_code=exit_code, last_lines=lines))
+            self._deliver(EngineCrashed(exit_code=exit_code, last_lines=lines))
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
         assert proc.stderr is not None

@@ -7,6 +7,7 @@ that.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -16,6 +17,7 @@ from typing import Any
 
 from engine.runtime import llama_driver as llama
 from engine.runtime import protocol as p
+from engine.runtime.batched_decode import BatchedDecoder
 from engine.runtime.generation import Session, Stopped, generate
 
 
@@ -26,6 +28,8 @@ class Engine:
         self._faults = faults
         self._stop = threading.Event()
         self._session: Session | None = None
+        self._batched: BatchedDecoder | None = None  # when loaded with n_parallel > 1
+        self._current_request: int | None = None  # the single-sequence path's generation
         self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = "no_model"
         self._template_note = ""
@@ -36,17 +40,42 @@ class Engine:
 
     # -- called from the reader thread --------------------------------------------------------
 
-    def request_stop(self) -> None:
-        self._stop.set()
+    def request_stop(self, request_id: int | None = None) -> None:
+        batched = self._batched
+        if batched is not None:
+            batched.request_stop(request_id)
+        if request_id is None or request_id == self._current_request:
+            self._stop.set()
 
     def status(self) -> p.Status:
-        session = self._session
+        session, batched = self._session, self._batched
+        active, waiting = batched.counts() if batched else (int(self._state == "generating"), 0)
+        cached = batched.cached_tokens() if batched else len(session.cached) if session else 0
         return p.Status(
             state=self._state,
             model_path=session.model.params.path if session else None,
             n_ctx=session.ctx.info.n_ctx if session else 0,
-            n_tokens_cached=len(session.cached) if session else 0,
+            n_tokens_cached=cached,
+            n_active_sequences=active,
+            n_waiting=waiting,
         )
+
+    @property
+    def busy(self) -> bool:
+        """Generations are running in the batched decoder: call `step` between commands."""
+        return self._batched is not None and self._batched.busy
+
+    def step(self) -> None:
+        batched = self._batched
+        if batched is None:
+            return
+        self._state = "generating"
+        try:
+            batched.step()
+        except llama.EngineError as exc:
+            batched.fail_everything(str(exc))
+        if not batched.busy:
+            self._state = "idle"
 
     # -- called from the main thread ----------------------------------------------------------
 
@@ -85,6 +114,7 @@ class Engine:
         flash attention, batch sizes) the weights already in memory are kept and only the
         context is made anew: applying a new context length takes a fraction of a second
         instead of reading gigabytes of weights again."""
+        self._close_batched()
         session, self._session = self._session, None
         self._state = "loading"
         if session is not None and _same_weights(session.model.params, params, self._weights):
@@ -133,6 +163,8 @@ class Engine:
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = Session(model=model, ctx=ctx)
+        if params.n_parallel > 1:
+            self._batched = BatchedDecoder(model, ctx, params.n_parallel, self._send)
         self._state = "idle"
         template = model.chat_template()
         self._template_note = "the model's own" if template else "llama.cpp built-in"
@@ -159,6 +191,8 @@ class Engine:
                     if name in used_after
                 ),
                 weights_kept=kept,
+                n_parallel=max(1, params.n_parallel),
+                template_takes_tools=bool(template and "tools" in template),
             )
         )
 
@@ -168,7 +202,13 @@ class Engine:
         resolved = self._log.flash_attn_resolved
         return "auto" if resolved is None else ("on" if resolved else "off")
 
+    def _close_batched(self) -> None:
+        batched, self._batched = self._batched, None
+        if batched is not None:
+            batched.close()  # its generations end as "stopped" before the context goes
+
     def unload(self, *, quiet: bool = False) -> None:
+        self._close_batched()
         session, self._session = self._session, None
         self._weights = None
         if session is not None:
@@ -183,7 +223,11 @@ class Engine:
         if session is None:
             self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
             return
+        if self._batched is not None:
+            self._submit_batched(command, received_at)
+            return
         self._stop.clear()
+        self._current_request = rid
         self._state = "generating"
         try:
             prompt = self._prompt_tokens(session, command)
@@ -213,7 +257,17 @@ class Engine:
                 )
             )
         finally:
+            self._current_request = None
             self._state = "idle" if self._session else "no_model"
+
+    def _submit_batched(self, command: p.Generate, received_at: float) -> None:
+        try:
+            prompt = self._prompt_tokens(self._session, command)
+            self._batched.submit(command, received_at, prompt)
+        except (llama.EngineError, ValueError) as exc:
+            self._send(p.GenerationFailed(request_id=command.request_id, message=str(exc)))
+            return
+        self._state = "generating"
 
     def _prompt_tokens(self, session: Session, command: p.Generate) -> list[int]:
         model = session.model
@@ -231,12 +285,13 @@ class Engine:
         try:
             text, how = format_chat_prompt(
                 model.chat_template(),
-                [{"role": m.role, "content": m.content} for m in command.messages],
+                [_message_for_template(m) for m in command.messages],
                 architecture=model.meta("general.architecture"),
                 model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),
                 eos_token=model.eos_text(),
                 add_generation_prompt=True,
+                variables={"tools": json.loads(command.tools_json)} if command.tools_json else None,
             )
         except ChatTemplateError as exc:
             raise ValueError(str(exc)) from None
@@ -292,6 +347,18 @@ class Engine:
             process_rss_bytes=_rss_bytes(),
             devices=devices,
         )
+
+
+def _message_for_template(m: p.ChatMessage) -> dict[str, Any]:
+    """A message as chat templates take it: tool calls as data, not JSON text."""
+    message: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls_json:
+        message["tool_calls"] = json.loads(m.tool_calls_json)
+    if m.tool_call_id:
+        message["tool_call_id"] = m.tool_call_id
+    if m.name:
+        message["name"] = m.name
+    return message
 
 
 @dataclass(frozen=True)

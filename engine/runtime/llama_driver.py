@@ -211,6 +211,13 @@ class Context:
         # room for n_batch rows of logits in the compute buffer (times two with sampling in the
         # graph): 1.2 GiB of VRAM for a 128k vocabulary, measured on an 8B Q4_K_M.
         cp.n_outputs_max = 1
+        if params.n_parallel > 1:
+            # One pool of cells for all sequences, so a prompt prefix they share can be copied
+            # between them (llama_memory_seq_cp) instead of computed again; and one output row
+            # per sequence in a step.
+            cp.n_seq_max = params.n_parallel
+            cp.kv_unified = True
+            cp.n_outputs_max = params.n_parallel
         handle = C.llama_init_from_model(model.handle, cp)
         if not handle:
             raise EngineError(
@@ -256,6 +263,15 @@ class Context:
         """Drop cached tokens at `position` and after; False if the cache cannot do that."""
         return bool(C.llama_memory_seq_rm(self.memory, 0, position, -1))
 
+    def forget_sequence(self, seq: int, from_position: int = 0) -> bool:
+        """Drop sequence `seq`'s cached tokens at `from_position` and after."""
+        return bool(C.llama_memory_seq_rm(self.memory, seq, from_position, -1))
+
+    def share_prefix(self, src: int, dst: int, n_tokens: int) -> None:
+        """Give sequence `dst` the first `n_tokens` cached for `src`. In a unified cache the
+        cells are shared, not copied: nothing is computed again and no memory is taken."""
+        C.llama_memory_seq_cp(self.memory, src, dst, 0, n_tokens)
+
     def warm_up(self) -> None:
         """Run the model once on two tokens and forget them, as llama.cpp's own programs do
         after loading: the first real prompt then does not pay for loading kernels."""
@@ -280,17 +296,17 @@ class Context:
             arr = (C.llama_token * len(chunk))(*chunk)
             rc = C.llama_decode(self.handle, C.llama_batch_get_one(arr, len(chunk)))
             if rc != 0:
-                raise EngineError(_decode_failure(rc))
+                raise EngineError(decode_failure(rc))
 
     def decode_one(self, token: int) -> None:
         """Decode a single token: the hot path of generation, so no allocation per call."""
         self._one[0] = token
         rc = C.llama_decode(self.handle, C.llama_batch_get_one(self._one, 1))
         if rc != 0:
-            raise EngineError(_decode_failure(rc))
+            raise EngineError(decode_failure(rc))
 
 
-def _decode_failure(rc: int) -> str:
+def decode_failure(rc: int) -> str:
     if rc == 1:
         return (
             "The context is full (no room left in the KV cache). Start a new chat or load the "
@@ -305,38 +321,37 @@ class Sampler:
     """llama.cpp's sampler chain in C: penalties, top-k, top-p, min-p, temperature, then a draw.
 
     temperature <= 0 selects the most likely token (greedy), which is deterministic.
+
+    With a grammar (structured output), checking it against the whole vocabulary at every step
+    is slow (seconds per token for a free-form JSON grammar and a 50k vocabulary). So, as
+    llama.cpp's own `common_sampler` does, the token is first drawn without the grammar and
+    only checked against it; only when the grammar rejects it is the draw made again with the
+    grammar applied first. The output follows the grammar either way.
     """
 
     def __init__(self, model: Model, sp: SamplingParams):
-        chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
-        self._handle = chain
         self._attached_to: Context | None = None
-        add = lambda s: C.llama_sampler_chain_add(chain, s)  # noqa: E731
-        if sp.repeat_penalty != 1.0 and sp.repeat_last_n != 0:
-            add(
-                C.llama_sampler_init_penalties(
-                    model.n_vocab, sp.repeat_last_n, sp.repeat_penalty, 0.0, 0.0
+        self._grammar = None  # the grammar sampler, owned by _constrained
+        self._constrained = None  # grammar first, then the same chain
+        self._handle = _sampler_chain(model, sp)
+        if sp.grammar:
+            grammar = C.llama_sampler_init_grammar(model.vocab, sp.grammar.encode(), b"root")
+            if not grammar:
+                self.close()
+                raise EngineError(
+                    "llama.cpp could not parse the output grammar (the engine's last lines say "
+                    "where). Check the JSON schema or grammar sent with the request."
                 )
-            )
-        if sp.temperature <= 0:
-            add(C.llama_sampler_init_greedy())
-            return
-        if sp.top_k > 0:
-            add(C.llama_sampler_init_top_k(sp.top_k))
-        if 0 < sp.top_p < 1:
-            add(C.llama_sampler_init_top_p(sp.top_p, 1))
-        if sp.min_p > 0:
-            add(C.llama_sampler_init_min_p(sp.min_p, 1))
-        add(C.llama_sampler_init_temp(sp.temperature))
-        add(C.llama_sampler_init_dist(sp.seed & 0xFFFFFFFF))
-
-        self._attached_to: Context | None = None
+            self._constrained = _sampler_chain(model, sp, first=grammar)
+            self._grammar = grammar
+            self._one = (C.llama_token_data * 1)()
+            self._one_array = C.llama_token_data_array(self._one, 1, -1, False)
 
     def attach(self, ctx: Context) -> bool:
         """Run the chain inside the model's graph on the output device (llama.cpp's backend
         sampling): only the chosen token comes back instead of the whole vocabulary's logits.
         False if llama.cpp cannot (then sampling stays on the CPU)."""
-        if C.llama_set_sampler(ctx.handle, 0, self._handle):
+        if self._grammar is None and C.llama_set_sampler(ctx.handle, 0, self._handle):
             self._attached_to = ctx
             return True
         return False
@@ -344,18 +359,68 @@ class Sampler:
     def reset(self) -> None:
         """Start over (a new draw from the seed, no penalty history) for a new generation."""
         C.llama_sampler_reset(self._handle)
+        if self._constrained is not None:
+            C.llama_sampler_reset(self._constrained)
 
-    def sample(self, ctx: Context) -> int:
-        """Pick the next token from the last decoded position (and record it for penalties)."""
-        return C.llama_sampler_sample(self._handle, ctx.handle, -1)
+    def sample(self, ctx: Context, index: int = -1) -> int:
+        """Pick the next token from the output at batch position `index` (-1: the last one),
+        and record it for penalties and the grammar."""
+        token = C.llama_sampler_sample(self._handle, ctx.handle, index)
+        if self._grammar is None:
+            return token
+        if self._grammar_allows(token):
+            C.llama_sampler_accept(self._grammar, token)
+            return token
+        return C.llama_sampler_sample(self._constrained, ctx.handle, index)
+
+    def _grammar_allows(self, token: int) -> bool:
+        one = self._one[0]
+        one.id, one.logit, one.p = token, 1.0, 0.0
+        self._one_array.size, self._one_array.selected = 1, -1
+        C.llama_sampler_apply(self._grammar, ctypes.byref(self._one_array))
+        return self._one[0].logit != float("-inf")
 
     def close(self) -> None:
         if self._attached_to is not None:
             C.llama_set_sampler(self._attached_to.handle, 0, None)
             self._attached_to = None
-        if self._handle is not None:
-            C.llama_sampler_free(self._handle)
-            self._handle = None
+        for name in ("_handle", "_constrained"):
+            handle = getattr(self, name)
+            if handle is not None:
+                C.llama_sampler_free(handle)
+                setattr(self, name, None)
+        self._grammar = None
+
+
+def _sampler_chain(model: Model, sp: SamplingParams, first=None):
+    """A new sampler chain for `sp`, with `first` (a grammar) ahead of the rest if given."""
+    chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
+    add = lambda s: C.llama_sampler_chain_add(chain, s)  # noqa: E731
+    if first is not None:
+        add(first)
+    penalised = sp.presence_penalty != 0.0 or sp.frequency_penalty != 0.0
+    if (sp.repeat_penalty != 1.0 or penalised) and sp.repeat_last_n != 0:
+        add(
+            C.llama_sampler_init_penalties(
+                model.n_vocab,
+                sp.repeat_last_n,
+                sp.repeat_penalty,
+                sp.frequency_penalty,
+                sp.presence_penalty,
+            )
+        )
+    if sp.temperature <= 0:
+        add(C.llama_sampler_init_greedy())
+        return chain
+    if sp.top_k > 0:
+        add(C.llama_sampler_init_top_k(sp.top_k))
+    if 0 < sp.top_p < 1:
+        add(C.llama_sampler_init_top_p(sp.top_p, 1))
+    if sp.min_p > 0:
+        add(C.llama_sampler_init_min_p(sp.min_p, 1))
+    add(C.llama_sampler_init_temp(sp.temperature))
+    add(C.llama_sampler_init_dist(sp.seed & 0xFFFFFFFF))
+    return chain
 
 
 class _TensorOverride(ctypes.Structure):

@@ -50,6 +50,11 @@ class SamplingParams:
     repeat_penalty: float = 1.0
     repeat_last_n: int = 64
     seed: int = 0xFFFFFFFF  # llama.cpp's LLAMA_DEFAULT_SEED: a random seed per generation
+    presence_penalty: float = 0.0  # OpenAI's: subtracted once from every token already seen
+    frequency_penalty: float = 0.0  # OpenAI's: subtracted per occurrence
+    # A GBNF grammar the output must follow (llama.cpp's grammar sampler, first in the chain);
+    # empty: free text. Structured output and forced tool calls use it.
+    grammar: str = ""
 
 
 @message
@@ -73,12 +78,21 @@ class ModelParams:
     # Sample inside the model's graph on the GPU (llama.cpp's experimental backend sampling),
     # so only the chosen token is copied back each step instead of every logit.
     backend_sampling: bool = True
+    # Sequences decoded together in one context (the API server's concurrent requests). Above
+    # 1 the KV cache is one pool of n_ctx cells shared by all of them (llama.cpp's unified KV),
+    # and generation goes through engine/runtime/batched_decode.py.
+    n_parallel: int = 1
 
 
 @message
 class ChatMessage:
-    role: str  # "system", "user", "assistant"
+    role: str  # "system", "user", "assistant", "tool"
     content: str
+    # For templates that know tool calls: the calls an assistant made (a JSON list, OpenAI's
+    # shape), and for a "tool" message the call it answers.
+    tool_calls_json: str = ""
+    tool_call_id: str = ""
+    name: str = ""
 
 
 # ---- commands: GUI -> worker -------------------------------------------------------------------
@@ -102,11 +116,16 @@ class Generate:
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False  # benchmarks: always generate max_tokens tokens
+    top_logprobs: int = -1  # -1: no log-probabilities; n >= 0: the chosen token's and n more
+    tools_json: str = ""  # the tools offered (a JSON list), passed to the chat template
 
 
 @message
 class Stop:
-    """Stop the generation in progress; honoured before the next token is decoded."""
+    """Stop a generation; honoured before its next token is decoded. No request id: stop
+    every generation in progress (the single-sequence engine only ever has one)."""
+
+    request_id: int | None = None
 
 
 @message
@@ -161,6 +180,8 @@ class ModelLoaded:
     # True when the weights of the previous load were kept and only the context was made anew
     # (the same file and placement, other context settings).
     weights_kept: bool = False
+    n_parallel: int = 1  # sequences decoded together; they share the n_ctx cells of the cache
+    template_takes_tools: bool = False  # the model's chat template renders a `tools` list
 
 
 @message
@@ -187,12 +208,22 @@ class LoadFailed:
 
 
 @message
+class TokenLogprob:
+    """A generated token with its log-probability, and the most likely alternatives."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
+
+
+@message
 class TokenText:
     """Text produced by one or more tokens (already valid UTF-8, stop strings held back)."""
 
     request_id: int
     text: str
     n_tokens: int = 1
+    logprobs: tuple[TokenLogprob, ...] = ()  # one per token, when the request asked for them
 
 
 @message
@@ -240,6 +271,8 @@ class Status:
     model_path: str | None
     n_ctx: int
     n_tokens_cached: int
+    n_active_sequences: int = 0  # generations decoding now
+    n_waiting: int = 0  # generations waiting for room in the KV cache
 
 
 @message

@@ -5,7 +5,9 @@ written to stdout by C code is sent to stderr instead, where the client keeps th
 crash reports.
 
 Three threads:
-- the main thread runs commands one at a time (load, generate, unload, ...);
+- the main thread runs commands one at a time (load, generate, unload, ...); with several
+  sequences loaded (n_parallel > 1) a Generate only joins the batch, and the thread runs
+  decode steps of all running generations between commands;
 - a reader thread takes frames off stdin; Stop and GetStatus act at once even mid-generation;
 - a writer thread sends events, so the decode loop never waits on the pipe or the GUI. When the
   GUI falls behind, queued text of one request is merged into one event.
@@ -125,7 +127,7 @@ def main() -> int:
                 commands.put(p.Shutdown())
                 return
             if isinstance(msg, p.Stop):
-                engine.request_stop()
+                engine.request_stop(msg.request_id)
             elif isinstance(msg, p.GetStatus):
                 writer.send(engine.status())
             else:
@@ -134,7 +136,14 @@ def main() -> int:
     threading.Thread(target=read_commands, name="command-reader", daemon=True).start()
 
     while True:
-        command = commands.get()
+        if engine.busy:  # batched generations run: a step between commands, never a wait
+            try:
+                command = commands.get_nowait()
+            except queue.Empty:
+                engine.step()
+                continue
+        else:
+            command = commands.get()
         if isinstance(command, p.Shutdown):
             engine.unload(quiet=True)
             writer.flush(2.0)
