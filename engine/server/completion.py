@@ -1,0 +1,97 @@
+"""Running one generation for a route: the whole reply at once, or its pieces as they come.
+
+Both apply the server's time limit and turn the engine's failures into API errors. The stop
+reasons map to OpenAI's finish reasons here too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from engine.runtime import protocol as p
+from engine.runtime.client import EngineCrashed
+from engine.server.engine_link import EngineLink, GenerationRequest
+from engine.server.errors import APIError
+
+FINISH_REASONS = {
+    "eos": "stop",
+    "stop_string": "stop",
+    "max_tokens": "length",
+    "context_full": "length",
+    "stopped": "stop",
+}
+
+
+@dataclass
+class Reply:
+    text: str = ""
+    stop_reason: str = ""
+    stats: p.GenerationStats | None = None
+    logprobs: list[p.TokenLogprob] = field(default_factory=list)
+    n_tokens: int = 0
+
+    @property
+    def finish_reason(self) -> str:
+        return FINISH_REASONS.get(self.stop_reason, "stop")
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.stats.n_prompt_tokens if self.stats else 0
+
+    @property
+    def completion_tokens(self) -> int:
+        return self.stats.n_generated if self.stats else self.n_tokens
+
+
+@dataclass
+class Piece:
+    """Text that has become final while the reply is generated."""
+
+    text: str
+    logprobs: tuple[p.TokenLogprob, ...] = ()
+
+
+async def pieces(
+    link: EngineLink, request: GenerationRequest, timeout_s: float, reply: Reply
+) -> AsyncIterator[Piece]:
+    """The reply's text as it comes; `reply` holds the whole of it and its stats at the end.
+    Raises APIError for a failed generation, or 504 past `timeout_s` (the generation is
+    stopped then)."""
+    deadline = time.monotonic() + timeout_s
+    events = link.generate(request)
+    try:
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                event = await asyncio.wait_for(anext(events), max(left, 0.001))
+            except StopAsyncIteration:
+                return
+            except TimeoutError:
+                raise APIError(
+                    504,
+                    f"The reply took longer than the server's limit of "
+                    f"{timeout_s:.0f} s and was stopped; ask for fewer tokens.",
+                ) from None
+            if isinstance(event, p.TokenText):
+                reply.text += event.text
+                reply.n_tokens += event.n_tokens
+                reply.logprobs.extend(event.logprobs)
+                yield Piece(event.text, tuple(event.logprobs))
+            elif isinstance(event, p.GenerationDone):
+                reply.stop_reason, reply.stats = event.stop_reason, event.stats
+            elif isinstance(event, p.GenerationFailed):
+                raise APIError(400, event.message)
+            elif isinstance(event, EngineCrashed):
+                raise APIError(500, event.message)
+    finally:
+        await events.aclose()
+
+
+async def whole_reply(link: EngineLink, request: GenerationRequest, timeout_s: float) -> Reply:
+    reply = Reply()
+    async for _ in pieces(link, request, timeout_s, reply):
+        pass
+    return reply

@@ -1,0 +1,62 @@
+"""Errors in the shape each API's clients read: OpenAI's `{"error": {...}}` under /v1, Ollama's
+`{"error": "..."}` under /api. Every message says what was wrong and what to do instead."""
+
+from __future__ import annotations
+
+import json
+
+from starlette.responses import JSONResponse
+
+_OPENAI_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    413: "invalid_request_error",
+    429: "rate_limit_error",
+    500: "server_error",
+    501: "invalid_request_error",
+    503: "server_error",
+    504: "timeout_error",
+}
+
+
+class APIError(Exception):
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ):
+        super().__init__(message)
+        self.status, self.message, self.param, self.code = status, message, param, code
+        self.headers = headers or {}
+
+
+def is_ollama_path(path: str) -> bool:
+    return path.startswith("/api/")
+
+
+def error_body(path: str, status: int, message: str, *, param=None, code=None) -> dict:
+    if is_ollama_path(path):
+        return {"error": message}
+    return {
+        "error": {
+            "message": message,
+            "type": _OPENAI_TYPES.get(status, "invalid_request_error"),
+            "param": param,
+            "code": code,
+        }
+    }
+
+
+def error_response(path: str, error: APIError) -> JSONResponse:
+    body = error_body(path, error.status, error.message, param=error.param, code=error.code)
+    return JSONResponse(body, status_code=error.status, headers=error.headers)
+
+
+def error_bytes(path: str, status: int, message: str) -> bytes:
+    return json.dumps(error_body(path, status, message)).encode()

@@ -1,0 +1,265 @@
+"""Ollama's API, for the tools that speak it: /api/chat and /api/generate (NDJSON streams by
+default, as Ollama's), /api/tags, /api/show, /api/ps, /api/version.
+
+Model names are compared with the loaded model's name only (request_params.check_model_name);
+nothing a request says is ever used as a path.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.responses import JSONResponse, Response
+
+from engine.runtime import protocol as p
+from engine.server import request_params as rp
+from engine.server.completion import Reply, pieces
+from engine.server.engine_link import GenerationRequest
+from engine.server.errors import APIError
+from engine.server.responding import stream_response, whole_replies
+from engine.server.server_state import ServerState, state_of
+from engine.server.streaming import ndjson
+from engine.server.structured_output import schema_grammar
+
+router = APIRouter(prefix="/api", tags=["Ollama"])
+HEARTH_VERSION = "0.1.0"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class OllamaOptions(_Body):
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_k: int | None = Field(None, ge=0, le=1000)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    repeat_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    seed: int | None = None
+    num_predict: int | None = None
+    stop: list[str] | None = None
+
+
+class OllamaMessage(_Body):
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    images: list[str] | None = None
+
+
+class _Generating(_Body):
+    model: str = Field("", max_length=256)
+    stream: bool = True
+    format: str | dict[str, Any] | None = None
+    options: OllamaOptions = Field(default_factory=OllamaOptions)
+
+
+class ChatBody(_Generating):
+    messages: list[OllamaMessage] = Field(default_factory=list)
+
+
+class GenerateBody(_Generating):
+    prompt: str = ""
+    system: str | None = None
+    raw: bool = False
+    images: list[str] | None = None
+
+
+class ShowBody(_Body):
+    model: str = Field("", max_length=256)
+    name: str = Field("", max_length=256)  # older clients
+
+
+@router.get("/version")
+async def version() -> dict[str, str]:
+    return {"version": HEARTH_VERSION}
+
+
+@router.get("/tags")
+async def tags(request: Request) -> dict[str, Any]:
+    model = state_of(request).link.model
+    return {"models": [_model_entry(model)] if model else []}
+
+
+@router.get("/ps")
+async def running(request: Request) -> dict[str, Any]:
+    model = state_of(request).link.model
+    if model is None:
+        return {"models": []}
+    entry = _model_entry(model)
+    entry.update(expires_at="9999-12-31T23:59:59Z", size_vram=_bytes_on_gpus(model))
+    return {"models": [entry]}
+
+
+@router.post("/show")
+async def show(body: ShowBody, request: Request) -> dict[str, Any]:
+    model = state_of(request).link.require_model()
+    rp.check_model_name(body.model or body.name, model)
+    entry = _model_entry(model)
+    return {
+        "modelfile": "",
+        "parameters": "",
+        "template": "",
+        "details": entry["details"],
+        "model_info": {
+            "general.architecture": entry["details"]["family"],
+            "general.parameter_count": model.n_params,
+            "context_length": model.n_ctx,
+        },
+        "capabilities": ["completion", "tools"],
+    }
+
+
+@router.post("/chat")
+async def chat(body: ChatBody, request: Request) -> Response:
+    state = state_of(request)
+    model = state.link.require_model()
+    name = rp.check_model_name(body.model, model)
+    if not body.messages:  # Ollama's way to load a model: it is loaded
+        return JSONResponse(_final(name, {"message": {"role": "assistant", "content": ""}},
+                                   Reply(stop_reason="load")))  # fmt: skip
+    for i, m in enumerate(body.messages):
+        if m.images:
+            raise APIError(400, f"messages[{i}] has images; this server takes text only.")
+    generation = GenerationRequest(
+        messages=tuple(p.ChatMessage(role=m.role, content=m.content) for m in body.messages),
+        **_settings(body, state),
+    )
+    return await _answer(request, state, "/api/chat", name, body.stream, generation, "chat")
+
+
+@router.post("/generate")
+async def generate(body: GenerateBody, request: Request) -> Response:
+    state = state_of(request)
+    model = state.link.require_model()
+    name = rp.check_model_name(body.model, model)
+    if body.images:
+        raise APIError(400, "This server takes text only; images are not supported.")
+    if not body.prompt:
+        return JSONResponse(_final(name, {"response": ""}, Reply(stop_reason="load")))
+    if body.raw:
+        generation = GenerationRequest(prompt=body.prompt, **_settings(body, state))
+    else:
+        messages = [p.ChatMessage(role="user", content=body.prompt)]
+        if body.system:
+            messages.insert(0, p.ChatMessage(role="system", content=body.system))
+        generation = GenerationRequest(messages=tuple(messages), **_settings(body, state))
+    return await _answer(request, state, "/api/generate", name, body.stream, generation, "generate")
+
+
+# -- the parts ----------------------------------------------------------------------------------
+
+
+def _settings(body: _Generating, state: ServerState) -> dict[str, Any]:
+    limits = state.config.limits
+    options = body.options
+    predict = options.num_predict
+    max_tokens = rp.max_tokens_of(None if predict in (None, -1, -2) else predict, limits,
+                                  "options.num_predict")  # fmt: skip
+    grammar = ""
+    if body.format == "json":
+        grammar = schema_grammar({"type": "object"}, param="format")
+    elif isinstance(body.format, dict):
+        grammar = schema_grammar(body.format, param="format")
+    elif body.format not in (None, ""):
+        raise APIError(400, "format must be 'json' or a JSON schema object.")
+    return {
+        "sampling": rp.sampling_of(options, grammar=grammar),
+        "max_tokens": max_tokens,
+        "stop": rp.stop_of(options.stop, limits),
+    }
+
+
+async def _answer(request, state, route, name, stream, generation, kind) -> Response:
+    job = state.start_job(request, route, name, stream)
+    if stream:
+        return await stream_response(request, job, _lines(state, job, generation, kind),
+                             media_type="application/x-ndjson")  # fmt: skip
+    replies = await whole_replies(request, state, job, (generation,))
+    reply = replies[0]
+    content = {"message": {"role": "assistant", "content": reply.text}} if kind == "chat" else {
+        "response": reply.text}  # fmt: skip
+    return JSONResponse(_final(name, content, reply))
+
+
+async def _lines(state: ServerState, job, generation: GenerationRequest, kind: str):
+    reply = Reply()
+    events = pieces(state.link, generation, state.config.limits.request_seconds, reply)
+    status, note = 200, ""
+    try:
+        async for piece in events:
+            yield ndjson({"model": job.model, "created_at": _now(), **_content(kind, piece.text),
+                          "done": False})  # fmt: skip
+        yield ndjson(_final(job.model, _content(kind, ""), reply))
+    except APIError as error:
+        status, note = error.status, error.message
+        if reply.n_tokens == 0:
+            raise
+        yield ndjson({"error": error.message})
+    except BaseException:
+        status, note = 499, "client disconnected"
+        raise
+    finally:
+        await events.aclose()
+        job.finish(status, [reply], note=note or reply.stop_reason)
+
+
+def _content(kind: str, text: str) -> dict[str, Any]:
+    if kind == "chat":
+        return {"message": {"role": "assistant", "content": text}}
+    return {"response": text}
+
+
+def _final(name: str, content: dict[str, Any], reply: Reply) -> dict[str, Any]:
+    stats = reply.stats
+    ns = 1_000_000_000
+    done_reason = reply.stop_reason if reply.stop_reason == "load" else reply.finish_reason
+    final = {"model": name, "created_at": _now(), **content, "done": True,
+             "done_reason": done_reason}  # fmt: skip
+    if stats is not None:
+        final.update(
+            total_duration=int((stats.time_to_first_token + stats.decode_seconds) * ns),
+            load_duration=0,
+            prompt_eval_count=stats.n_prompt_tokens,
+            prompt_eval_duration=int(stats.prefill_seconds * ns),
+            eval_count=stats.n_generated,
+            eval_duration=int(stats.decode_seconds * ns),
+        )
+    return final
+
+
+def _model_entry(model: p.ModelLoaded) -> dict[str, Any]:
+    served = rp.served_model_id(model.path)
+    family = model.description.split(" ")[0] if model.description else "unknown"
+    quant = model.description.split(" ")[-1] if model.description else ""
+    return {
+        "name": f"{served}:latest",
+        "model": f"{served}:latest",
+        "modified_at": _now(),
+        "size": model.size_bytes,
+        "digest": "",
+        "details": {
+            "format": "gguf",
+            "family": family,
+            "families": [family],
+            "parameter_size": _parameter_size(model.n_params),
+            "quantization_level": quant,
+        },
+    }
+
+
+def _parameter_size(n: int) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
+
+
+def _bytes_on_gpus(model: p.ModelLoaded) -> int:
+    return sum(a.bytes for a in model.allocations if not a.device.upper().startswith("CPU"))
+
+
+def _now() -> str:
+    return datetime.fromtimestamp(time.time(), UTC).isoformat().replace("+00:00", "Z")

@@ -1,0 +1,297 @@
+"""OpenAI's API: /v1/models, /v1/chat/completions, /v1/completions (streamed or whole), and
+/v1/embeddings (refused clearly: no embedding model is served yet)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from fastapi import APIRouter, Request
+from starlette.responses import JSONResponse, Response
+
+from engine.runtime import protocol as p
+from engine.server import request_params as rp
+from engine.server.completion import Piece, Reply, pieces
+from engine.server.errors import APIError
+from engine.server.openai_chat import ChatPlan, plan_chat
+from engine.server.openai_schema import ChatCompletionRequest, CompletionRequest
+from engine.server.responding import stream_response, whole_replies
+from engine.server.server_state import ServerState, state_of
+from engine.server.streaming import sse
+from engine.server.tool_calls import may_begin_tool_call, parse_tool_calls
+
+router = APIRouter(prefix="/v1", tags=["OpenAI"])
+
+
+@router.get("/models")
+async def list_models(request: Request) -> dict[str, Any]:
+    model = state_of(request).link.require_model()
+    return {"object": "list", "data": [_model_card(model)]}
+
+
+@router.get("/models/{model_id}")
+async def get_model(model_id: str, request: Request) -> dict[str, Any]:
+    model = state_of(request).link.require_model()
+    rp.check_model_name(model_id, model)
+    return _model_card(model)
+
+
+def _model_card(model: p.ModelLoaded) -> dict[str, Any]:
+    try:
+        created = int(os.stat(model.path).st_mtime)
+    except OSError:
+        created = 0
+    return {
+        "id": rp.served_model_id(model.path),
+        "object": "model",
+        "created": created,
+        "owned_by": "hearth",
+        "meta": {"n_ctx": model.n_ctx, "n_params": model.n_params, "n_parallel": model.n_parallel},
+    }
+
+
+@router.post("/chat/completions")
+async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
+    state = state_of(request)
+    model = state.link.require_model()
+    model_id = rp.check_model_name(body.model, model)
+    plan = plan_chat(body, model, state.config.limits)
+    job = state.start_job(request, "/v1/chat/completions", model_id, body.stream)
+    if body.stream:
+        if len(plan.requests) > 1:
+            raise APIError(400, "n above 1 is not streamed; ask with stream=false.", param="n")
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        return await stream_response(request, job, _chat_chunks(state, job, plan, include_usage))
+    replies = await whole_replies(request, state, job, plan.requests)
+    choices = [_chat_choice(i, reply, plan) for i, reply in enumerate(replies)]
+    return JSONResponse(
+        {
+            "id": job.reply_id("chatcmpl"),
+            "object": "chat.completion",
+            "created": job.created,
+            "model": model_id,
+            "choices": choices,
+            "usage": _usage(replies),
+        }
+    )
+
+
+@router.post("/completions")
+async def completions(body: CompletionRequest, request: Request) -> Response:
+    state = state_of(request)
+    limits = state.config.limits
+    model = state.link.require_model()
+    model_id = rp.check_model_name(body.model, model)
+    prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
+    if len(prompts) != 1:
+        raise APIError(400, "Send one prompt per request.", param="prompt")
+    if body.suffix:
+        raise APIError(400, "suffix (fill-in-the-middle) is not supported.", param="suffix")
+    from engine.server.structured_output import grammar_for_response_format
+
+    grammar = grammar_for_response_format(body.response_format)
+    n = rp.n_of(body.n, limits)
+    top = -1 if body.logprobs is None else rp.top_logprobs_of(True, body.logprobs, limits)
+    requests = tuple(
+        _completion_request(body, prompts[0], grammar, i, top, limits) for i in range(n)
+    )
+    job = state.start_job(request, "/v1/completions", model_id, body.stream)
+    echo = prompts[0] if body.echo else ""
+    if body.stream:
+        if n > 1:
+            raise APIError(400, "n above 1 is not streamed; ask with stream=false.", param="n")
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        chunks = _completion_chunks(state, job, requests[0], echo, include_usage)
+        return await stream_response(request, job, chunks)
+    replies = await whole_replies(request, state, job, requests)
+    return JSONResponse(
+        {
+            "id": job.reply_id("cmpl"),
+            "object": "text_completion",
+            "created": job.created,
+            "model": model_id,
+            "choices": [
+                {
+                    "index": i,
+                    "text": echo + reply.text,
+                    "logprobs": _completion_logprobs(reply.logprobs) if top >= 0 else None,
+                    "finish_reason": reply.finish_reason,
+                }
+                for i, reply in enumerate(replies)
+            ],
+            "usage": _usage(replies),
+        }
+    )
+
+
+@router.post("/embeddings")
+async def embeddings(request: Request) -> Response:
+    state_of(request).link.require_model()
+    raise APIError(
+        501,
+        "This server does not compute embeddings yet. Use an embedding server for them.",
+        code="not_implemented",
+    )
+
+
+# -- the parts ----------------------------------------------------------------------------------
+
+
+def _completion_request(body, prompt, grammar, i, top, limits):
+    from engine.server.engine_link import GenerationRequest
+
+    return GenerationRequest(
+        prompt=prompt,
+        sampling=rp.sampling_of(body, grammar=grammar, seed_offset=i),
+        max_tokens=rp.max_tokens_of(body.max_tokens, limits),
+        stop=rp.stop_of(body.stop, limits),
+        top_logprobs=top,
+    )
+
+
+async def _chat_chunks(state: ServerState, job, plan: ChatPlan, include_usage: bool):
+    reply = Reply()
+    cid = job.reply_id("chatcmpl")
+
+    def chunk(delta: dict, finish: str | None = None, logprobs=None) -> str:
+        choice = {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+        return sse({"id": cid, "object": "chat.completion.chunk", "created": job.created,
+                    "model": job.model, "choices": [choice]})  # fmt: skip
+
+    events = pieces(state.link, plan.requests[0], state.config.limits.request_seconds, reply)
+    held: list[Piece] = []
+    deciding = plan.tools_offered
+    status, note = 200, ""
+    role = {"role": "assistant"}  # said in the first chunk, as OpenAI does
+    try:
+        async for piece in events:
+            if not deciding:
+                delta, role = {**role, "content": piece.text}, {}
+                yield chunk(delta, logprobs=_chat_logprobs(piece.logprobs))
+                continue
+            if not held:
+                yield chunk({**role, "content": ""})
+                role = {}
+            held.append(piece)
+            if not may_begin_tool_call("".join(x.text for x in held)):
+                deciding = False
+                for x in held:
+                    yield chunk({"content": x.text}, logprobs=_chat_logprobs(x.logprobs))
+                held = []
+        finish = reply.finish_reason
+        calls = parse_tool_calls(reply.text) if deciding and plan.tools_offered else None
+        if calls:
+            deltas = [{"index": i, **call} for i, call in enumerate(calls)]
+            yield chunk({"tool_calls": deltas})
+            finish = "tool_calls"
+        elif held:
+            yield chunk({"content": "".join(x.text for x in held)})
+        if role:  # nothing was said at all
+            yield chunk({**role, "content": ""})
+        yield chunk({}, finish=finish)
+        if include_usage:
+            yield sse({"id": cid, "object": "chat.completion.chunk", "created": job.created,
+                       "model": job.model, "choices": [], "usage": _usage([reply])})  # fmt: skip
+        yield "data: [DONE]\n\n"
+    except APIError as error:
+        status, note = error.status, error.message
+        if reply.n_tokens == 0 and not held:
+            raise  # nothing sent yet: a real status code (see _stream)
+        yield sse({"error": {"message": error.message, "type": "server_error", "code": None}})
+    except BaseException:
+        status, note = 499, "client disconnected"
+        raise
+    finally:
+        await events.aclose()
+        job.finish(status, [reply], note=note or reply.stop_reason)
+
+
+async def _completion_chunks(state: ServerState, job, request, echo: str, include_usage: bool):
+    reply = Reply()
+    cid = job.reply_id("cmpl")
+
+    def chunk(text: str, finish: str | None = None, logprobs=None) -> str:
+        choice = {"index": 0, "text": text, "logprobs": logprobs, "finish_reason": finish}
+        return sse({"id": cid, "object": "text_completion", "created": job.created,
+                    "model": job.model, "choices": [choice]})  # fmt: skip
+
+    events = pieces(state.link, request, state.config.limits.request_seconds, reply)
+    status, note = 200, ""
+    want_logprobs = request.top_logprobs >= 0
+    try:
+        first = True
+        async for piece in events:
+            text = (echo + piece.text) if first else piece.text
+            first = False
+            logprobs = _completion_logprobs(list(piece.logprobs)) if want_logprobs else None
+            yield chunk(text, logprobs=logprobs)
+        yield chunk("", finish=reply.finish_reason)
+        if include_usage:
+            yield sse({"id": cid, "object": "text_completion", "created": job.created,
+                       "model": job.model, "choices": [], "usage": _usage([reply])})  # fmt: skip
+        yield "data: [DONE]\n\n"
+    except APIError as error:
+        status, note = error.status, error.message
+        if reply.n_tokens == 0:
+            raise
+        yield sse({"error": {"message": error.message, "type": "server_error", "code": None}})
+    except BaseException:
+        status, note = 499, "client disconnected"
+        raise
+    finally:
+        await events.aclose()
+        job.finish(status, [reply], note=note or reply.stop_reason)
+
+
+def _chat_choice(index: int, reply: Reply, plan: ChatPlan) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": reply.text}
+    finish = reply.finish_reason
+    calls = parse_tool_calls(reply.text) if plan.tools_offered else None
+    if calls:
+        message = {"role": "assistant", "content": None, "tool_calls": calls}
+        finish = "tool_calls"
+    wanted = plan.requests[index].top_logprobs >= 0
+    return {
+        "index": index,
+        "message": message,
+        "logprobs": _chat_logprobs(reply.logprobs) if wanted else None,
+        "finish_reason": finish,
+    }
+
+
+def _chat_logprobs(entries) -> dict[str, Any] | None:
+    if not entries:
+        return None
+    return {
+        "content": [
+            {
+                "token": e.token,
+                "logprob": e.logprob,
+                "bytes": list(e.token.encode()),
+                "top_logprobs": [
+                    {"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in e.top
+                ],
+            }
+            for e in entries
+        ]
+    }
+
+
+def _completion_logprobs(entries) -> dict[str, Any]:
+    offsets, at = [], 0
+    for e in entries:
+        offsets.append(at)
+        at += len(e.token)
+    return {
+        "tokens": [e.token for e in entries],
+        "token_logprobs": [e.logprob for e in entries],
+        "top_logprobs": [dict(e.top) for e in entries],
+        "text_offset": offsets,
+    }
+
+
+def _usage(replies: list[Reply]) -> dict[str, int]:
+    prompt = replies[0].prompt_tokens if replies else 0
+    completion = sum(r.completion_tokens for r in replies)
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}  # fmt: skip

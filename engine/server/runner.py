@@ -1,0 +1,95 @@
+"""Serving the API with uvicorn: in the foreground (`hearth serve`) or on a thread of its own
+beside the window (`ServerThread`), over an engine worker that already has the model loaded."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import uvicorn
+
+from engine.runtime import protocol as p
+from engine.runtime.client import EngineClient
+from engine.server.app import create_app
+from engine.server.config import ServerConfig
+from engine.server.engine_link import EngineLink
+from engine.server.request_log import RequestLog
+from engine.server.server_state import ServerState
+
+
+def build_state(
+    client: EngineClient, config: ServerConfig, loaded: p.ModelLoaded, log: RequestLog | None = None
+) -> ServerState:
+    link = EngineLink(client, n_parallel=loaded.n_parallel, queue_length=config.limits.queue_length)
+    link.model = loaded  # it was loaded before the link listened
+    return ServerState(link=link, config=config.check(), log=log or RequestLog())
+
+
+def _uvicorn_server(state: ServerState) -> uvicorn.Server:
+    config = state.config
+    return uvicorn.Server(
+        uvicorn.Config(
+            create_app(state),
+            host=config.host,
+            port=config.port,
+            log_level="warning",
+            access_log=False,
+            timeout_keep_alive=5,
+            # Headers and one body chunk in h11 are bounded; the body as a whole by RequestGuard.
+            h11_max_incomplete_event_size=64 * 1024,
+            limit_concurrency=max(64, 4 * state.link.capacity),
+            lifespan="off",
+        )
+    )
+
+
+async def serve_async(state: ServerState, server: uvicorn.Server | None = None) -> None:
+    server = server or _uvicorn_server(state)
+    state.link.attach(asyncio.get_running_loop())
+    try:
+        await server.serve()
+    finally:
+        state.link.detach()
+
+
+def serve_forever(state: ServerState) -> None:
+    """Serve until Ctrl+C (uvicorn handles the signal and ends the loop)."""
+    asyncio.run(serve_async(state))
+
+
+class ServerThread:
+    """The server on a thread of its own, for the window: `start()`, then `stop()`."""
+
+    def __init__(self, state: ServerState):
+        self.state = state
+        self._server = _uvicorn_server(state)
+        self._server.install_signal_handlers = lambda: None  # the window owns the signals
+        self._thread = threading.Thread(target=self._run, name="api-server", daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self, timeout: float = 10.0) -> None:
+        self._thread.start()
+        for _ in range(int(timeout * 20)):
+            if self._server.started or not self._thread.is_alive():
+                break
+            threading.Event().wait(0.05)
+        if not self._server.started:
+            raise OSError(
+                f"The API server could not listen on {self.state.config.host}:"
+                f"{self.state.config.port} ({self.error or 'no answer'}). Is the port in use? "
+                "Choose another port."
+            )
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(serve_async(self.state, self._server))
+        except BaseException as exc:  # reported by start(); the window stays up
+            self.error = exc
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._server.should_exit = True
+        self._thread.join(timeout)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive() and self._server.started
