@@ -61,6 +61,9 @@ class BatchedDecoder:
     def __init__(self, model: Model, ctx: Context, n_parallel: int, send: Callable[[Any], None]):
         self.model, self.ctx, self._send = model, ctx, send
         self.slots = SlotTable(n_parallel, ctx.info.n_ctx)
+        # Each sequence may use its share of the cache, so one long request cannot starve
+        # the others; cells left over (by short requests) are what prefix sharing saves.
+        self.n_ctx_per_sequence = ctx.info.n_ctx // n_parallel
         self._batch = SequenceBatch(ctx.info.n_batch)
         self._waiting: collections.deque[_Generation] = collections.deque()
         self._running: list[_Generation] = []
@@ -90,12 +93,12 @@ class BatchedDecoder:
         return sum(len(s.cached) for s in self.slots.slots)
 
     def submit(self, command: p.Generate, received_at: float, prompt: list[int]) -> None:
-        n_ctx = self.ctx.info.n_ctx
         if not prompt:
             raise EngineError("The prompt is empty.")
-        if len(prompt) >= n_ctx:
+        if len(prompt) >= self.n_ctx_per_sequence:
             raise EngineError(
-                f"The prompt is {len(prompt)} tokens long but the context holds {n_ctx}. "
+                f"The prompt is {len(prompt)} tokens long but each of the "
+                f"{len(self.slots.slots)} parallel sequences holds {self.n_ctx_per_sequence}. "
                 "Shorten it, or load the model with a longer context."
             )
         with self._lock:
@@ -162,10 +165,12 @@ class BatchedDecoder:
             self._finish(gen, "stopped")
 
     def _admit(self) -> None:
-        n_ctx = self.ctx.info.n_ctx
         while self._waiting:
             gen = self._waiting[0]
-            max_new = min(gen.command.max_tokens, n_ctx - len(gen.prompt))
+            computing = {g.slot.seq: g.prompt for g in self._running if g.todo}
+            if computing and self.slots.prefix_in_progress(gen.prompt, computing):
+                return  # admitted next step, sharing the prefix once it is computed
+            max_new = min(gen.command.max_tokens, self.n_ctx_per_sequence - len(gen.prompt))
             admission = self.slots.plan(gen.prompt, max_new)
             if admission is None:
                 if not self._running:  # nothing will free cells: it can never fit
@@ -243,7 +248,7 @@ class BatchedDecoder:
             self._finish(gen, "stop_string")
         elif gen.n_generated >= command.max_tokens:
             self._finish(gen, "max_tokens")
-        elif len(gen.slot.cached) + 1 >= self.ctx.info.n_ctx:
+        elif len(gen.slot.cached) + 1 >= self.n_ctx_per_sequence:
             self._finish(gen, "context_full")
         else:
             gen.next_token = token

@@ -92,6 +92,20 @@ class SlotTable:
             return None
         return Admission(slot=slot, reuse=max(best, 0), source=source, evict=tuple(evict))
 
+    def prefix_in_progress(self, prompt: list[int], prompts: dict[int, list[int]]) -> bool:
+        """Whether a running generation's prompt (`prompts`: by sequence) shares more with
+        `prompt` than its sequence has computed yet: waiting a step then lets the new prompt
+        borrow those cells instead of computing them again (clients that start together with
+        the same system prompt)."""
+        limit = len(prompt) - 1
+        have = max((min(common_prefix(s.cached, prompt), limit) for s in self.slots), default=0)
+        for slot in self.slots:
+            if slot.busy and slot.seq in prompts:
+                coming = min(common_prefix(prompts[slot.seq], prompt), limit)
+                if coming > have and coming > len(slot.cached):
+                    return True
+        return False
+
     def apply(self, admission: Admission, prompt: list[int], max_new: int) -> None:
         """Record the plan as carried out (the decoder has changed the cache accordingly)."""
         for other in admission.evict:

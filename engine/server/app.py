@@ -114,6 +114,8 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 def _first_field(exc: RequestValidationError) -> str | None:
     for error in exc.errors()[:1]:
+        if error.get("type") == "json_invalid":
+            return None
         loc = [str(x) for x in error.get("loc", ()) if x != "body"]
         return ".".join(loc) or None
     return None

@@ -7,7 +7,8 @@
   rebinding attack needs a name it controls), other names only when listed.
 - API key: when one is set, `Authorization: Bearer KEY` (compared in constant time).
 - Body size: refused from Content-Length when it says too much, and counted as it arrives when
-  it does not say (chunked bodies), so no request can fill memory.
+  it does not say (chunked bodies), so no request can fill memory. Bodies are small JSON, so the
+  guard reads each whole before the routes run.
 """
 
 from __future__ import annotations
@@ -17,10 +18,6 @@ import ipaddress
 
 from engine.server.config import ServerConfig
 from engine.server.errors import error_bytes
-
-
-class BodyTooLarge(Exception):
-    pass
 
 
 class RequestGuard:
@@ -71,29 +68,31 @@ class RequestGuard:
         await self._run_bounded(scope, receive, send, limit, path)
 
     async def _run_bounded(self, scope, receive, send, limit: int, path: str) -> None:
-        received = 0
-        started = False
-
-        async def counting_receive():
-            nonlocal received
+        """Read the whole body first, counting: a body without a length (chunked) is refused
+        with 413 as soon as it passes the limit, and the app never sees a part of it."""
+        chunks, size = [], 0
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise BodyTooLarge
-            return message
-
-        async def tracking_send(message):
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-            await send(message)
-
-        try:
-            await self.app(scope, counting_receive, tracking_send)
-        except BodyTooLarge:
-            if not started:
+            if message["type"] != "http.request":  # the client went away
+                return
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
                 await _refuse(send, path, 413, _too_large(limit))
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        body_sent = False
+
+        async def replay():
+            nonlocal body_sent
+            if not body_sent:
+                body_sent = True
+                return {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+            return await receive()  # after the body: the disconnect, when it comes
+
+        await self.app(scope, replay, send)
 
     def host_allowed(self, host: str) -> bool:
         name = _strip_port(host).lower()
