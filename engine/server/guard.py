@@ -116,8 +116,8 @@ class RequestGuard:
 
 
 def _strip_port(host: str) -> str:
-    if host.startswith("["):  # [::1]:8741
-        return host[: host.find("]") + 1] if "]" in host else host
+    if host.startswith("["):  # [::1]:8741; without its "]" it is no address at all
+        return host[: host.find("]") + 1] if "]" in host else ""
     name, _, port = host.rpartition(":")
     return name if name and port.isdigit() else host
 
