@@ -73,7 +73,7 @@ _LAZY = {
     "quant_matmul": "kernels.gemv",
     "rms_norm": "kernels.norms",
     "swiglu": "kernels.activations",
-    "Rope": "kernels.rope",
+    "Rope": "kernels.rope_tables",
     "apply_rope": "kernels.rope",
     "KVCacheSpec": "kernels.kv_formats",
     "PagedKVCache": "kernels.kv_cache",
@@ -87,4 +87,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kernels' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as error:  # torch or triton missing: say so as the API promises
+        raise KernelsUnavailable(available()[1]) from error
