@@ -37,6 +37,7 @@ class GenerationRequest:
     stop: tuple[str, ...] = ()
     top_logprobs: int = -1
     tools_json: str = ""
+    ignore_eos: bool = False
 
 
 class EngineLink:
@@ -125,6 +126,7 @@ class EngineLink:
                 stop=request.stop,
                 top_logprobs=request.top_logprobs,
                 tools_json=request.tools_json,
+                ignore_eos=request.ignore_eos,
             )
             # No await between generate() and here: its events are dispatched on this loop,
             # so none can have been missed.

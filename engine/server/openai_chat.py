@@ -56,6 +56,7 @@ def plan_chat(body: ChatCompletionRequest, model: p.ModelLoaded, limits: Limits)
             stop=rp.stop_of(body.stop, limits),
             top_logprobs=rp.top_logprobs_of(body.logprobs, body.top_logprobs, limits),
             tools_json=tools_json,
+            ignore_eos=body.ignore_eos,
         )
         for i in range(n)
     )

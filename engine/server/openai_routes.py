@@ -146,6 +146,7 @@ def _completion_request(body, prompt, grammar, i, top, limits):
         max_tokens=rp.max_tokens_of(body.max_tokens, limits),
         stop=rp.stop_of(body.stop, limits),
         top_logprobs=top,
+        ignore_eos=body.ignore_eos,
     )
 
 

@@ -47,6 +47,7 @@ class _Sampling(_Body):
     n: int = 1
     stream: bool = False
     stream_options: StreamOptions | None = None
+    ignore_eos: bool = False  # llama.cpp's servers' extension: benchmarks of fixed lengths
 
 
 class ChatCompletionRequest(_Sampling):

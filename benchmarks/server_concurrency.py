@@ -1,0 +1,277 @@
+"""Concurrent streaming clients against `hearth serve` and llama.cpp's `llama-server`.
+
+    python -m benchmarks.server_concurrency MODEL.gguf [--llama-server PATH] [--clients 1 4 16]
+
+Each server is started on 127.0.0.1 with as many parallel slots as the largest client count and
+the same context per slot; then, for each client count, that many clients stream a completion
+of exactly --max-tokens tokens at once (`ignore_eos`, greedy) after prompts of about
+--prompt-words words, each prompt different from the others (no shared prefix to reuse). Per
+client count it reports:
+
+- aggregate tok/s: all generated tokens over the wall time from the first request sent to the
+  last token received;
+- time to first token, p50 and p95 over all requests of all rounds.
+
+The clients speak raw HTTP/1.1 on asyncio (one connection per request, no client library), so
+the client side costs the same for both servers. Results go to stdout and, with --json, to a
+file. Run it on the machine whose numbers you want; it says which servers it measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+START_TIMEOUT_S = 600
+WORDS = "river stone lantern meadow copper violet harbour thistle ember orchard quartz falcon"
+
+
+@dataclass(frozen=True)
+class RequestResult:
+    ttft_s: float
+    tokens: int
+    ended_s: float  # since the round started
+
+
+@dataclass(frozen=True)
+class LevelResult:
+    server: str
+    clients: int
+    rounds: int
+    aggregate_tok_s: float
+    ttft_p50_s: float
+    ttft_p95_s: float
+    tokens: int
+    failures: int
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-th percentile (0-100), linear between the two nearest ranks."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = int(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def prompt_for(client: int, words: int) -> str:
+    """A prompt that differs from the others from its first word on."""
+    vocabulary = WORDS.split()
+    body = " ".join(vocabulary[(client * 7 + i) % len(vocabulary)] for i in range(words))
+    return f"Request {client}: {body}. Continue the story:"
+
+
+def sse_payloads(buffer: bytes) -> tuple[list[dict], bytes]:
+    """Complete `data:` events of a server-sent-event stream, and what is left over."""
+    events = []
+    while b"\n\n" in buffer:
+        block, buffer = buffer.split(b"\n\n", 1)
+        for line in block.split(b"\n"):
+            line = line.strip()
+            if line.startswith(b"data:"):
+                data = line[5:].strip()
+                if data and data != b"[DONE]":
+                    events.append(json.loads(data))
+    return events, buffer
+
+
+async def stream_one(port: int, body: dict, started: float) -> RequestResult:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    payload = json.dumps(body).encode()
+    writer.write(
+        b"POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(payload), payload)
+    )
+    await writer.drain()
+    sent = time.perf_counter()
+    status = await reader.readline()
+    if b" 200 " not in status:
+        raise RuntimeError(f"server answered {status!r}: {(await reader.read(500))!r}")
+    chunked = False
+    while header := (await reader.readline()).strip():
+        name, _, value = header.partition(b":")
+        if name.strip().lower() == b"transfer-encoding" and b"chunked" in value.lower():
+            chunked = True
+    first: float | None = None
+    usage_tokens = None
+    buffer = b""
+    async for data in _body_pieces(reader, chunked):
+        events, buffer = sse_payloads(buffer + data.replace(b"\r\n", b"\n"))
+        for event in events:
+            if first is None and any(c.get("text") for c in event.get("choices") or []):
+                first = time.perf_counter()
+            if event.get("usage"):
+                usage_tokens = event["usage"].get("completion_tokens")
+    writer.close()
+    if first is None:
+        raise RuntimeError("the stream ended without text")
+    tokens = usage_tokens if usage_tokens is not None else body["max_tokens"]
+    return RequestResult(ttft_s=first - sent, tokens=tokens, ended_s=time.perf_counter() - started)
+
+
+async def _body_pieces(reader: asyncio.StreamReader, chunked: bool):
+    """The response body as it arrives, chunked transfer encoding undone."""
+    if not chunked:
+        while data := await reader.read(65536):
+            yield data
+        return
+    while True:
+        size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
+        if size == 0:
+            return
+        yield await reader.readexactly(size)
+        await reader.readline()  # the CRLF after each chunk
+
+
+async def run_level(port: int, clients: int, args) -> tuple[list[RequestResult], int, float]:
+    started = time.perf_counter()
+    bodies = [
+        {
+            "prompt": prompt_for(i, args.prompt_words),
+            "max_tokens": args.max_tokens,
+            "temperature": 0,
+            "stream": True,
+            "ignore_eos": True,
+            "stream_options": {"include_usage": True},
+        }
+        for i in range(clients)
+    ]
+    outcomes = await asyncio.gather(
+        *(stream_one(port, body, started) for body in bodies), return_exceptions=True
+    )
+    results = [o for o in outcomes if isinstance(o, RequestResult)]
+    failures = [o for o in outcomes if not isinstance(o, RequestResult)]
+    for failure in failures[:3]:
+        print(f"  a request failed: {failure}", file=sys.stderr)
+    wall = max((r.ended_s for r in results), default=time.perf_counter() - started)
+    return results, len(failures), wall
+
+
+def measure(server: str, port: int, args) -> list[LevelResult]:
+    asyncio.run(run_level(port, 1, args))  # warm-up: first-use costs stay out of the figures
+    levels = []
+    for clients in args.clients:
+        ttfts, tokens, wall_total, failures = [], 0, 0.0, 0
+        for _ in range(args.rounds):
+            results, failed, wall = asyncio.run(run_level(port, clients, args))
+            ttfts += [r.ttft_s for r in results]
+            tokens += sum(r.tokens for r in results)
+            wall_total += wall
+            failures += failed
+        level = LevelResult(
+            server=server,
+            clients=clients,
+            rounds=args.rounds,
+            aggregate_tok_s=tokens / wall_total if wall_total else 0.0,
+            ttft_p50_s=percentile(ttfts, 50),
+            ttft_p95_s=percentile(ttfts, 95),
+            tokens=tokens,
+            failures=failures,
+        )
+        print(
+            f"{server:13s} clients={clients:3d} aggregate {level.aggregate_tok_s:8.1f} tok/s  "
+            f"TTFT p50 {level.ttft_p50_s * 1000:7.1f} ms  p95 {level.ttft_p95_s * 1000:7.1f} ms"
+            + (f"  ({failures} failed)" if failures else ""),
+            flush=True,
+        )
+        levels.append(level)
+    return levels
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def hearth_command(args, port: int, slots: int) -> list[str]:
+    return [
+        sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
+        "serve", args.model, "--port", str(port), "--parallel", str(slots),
+        "--ctx", str(args.ctx), "--gpu-layers", str(args.gpu_layers), "--queue", "64",
+    ]  # fmt: skip
+
+
+def llama_server_command(args, port: int, slots: int) -> list[str]:
+    return [
+        args.llama_server, "-m", args.model, "--host", "127.0.0.1", "--port", str(port),
+        "--parallel", str(slots), "-c", str(args.ctx * slots), "-ngl", str(args.gpu_layers),
+        "--kv-unified", "--no-webui",
+    ]  # fmt: skip
+
+
+def started_server(command: list[str], port: int, log: Path) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{command[0]} exited ({proc.returncode}); see {log}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
+                sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                if b" 200 " in sock.recv(200):
+                    return proc
+        except OSError:
+            pass
+        time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError(f"{command[0]} did not answer within {START_TIMEOUT_S} s; see {log}")
+
+
+def run_server(name: str, command_for, args) -> list[LevelResult]:
+    port = free_port()
+    slots = max(args.clients)
+    log = Path(args.logs) / f"{name}.log"
+    proc = started_server(command_for(args, port, slots), port, log)
+    try:
+        return measure(name, port, args)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model", help="GGUF file")
+    parser.add_argument("--llama-server", help="path of llama.cpp's llama-server, to compare")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--prompt-words", type=int, default=64)
+    parser.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
+    parser.add_argument("--gpu-layers", type=int, default=-1)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--logs", default=os.environ.get("TMPDIR", "/tmp"))
+    parser.add_argument("--json", help="write the results to this file")
+    args = parser.parse_args(argv)
+    results = run_server("hearth", hearth_command, args)
+    if args.llama_server:
+        results += run_server("llama-server", llama_server_command, args)
+        for clients in args.clients:
+            ours, theirs = (
+                next(r for r in results if r.server == s and r.clients == clients)
+                for s in ("hearth", "llama-server")
+            )
+            if theirs.aggregate_tok_s:
+                ratio = ours.aggregate_tok_s / theirs.aggregate_tok_s
+                print(f"clients={clients:3d} hearth / llama-server throughput: {ratio:.3f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
