@@ -102,6 +102,12 @@ class EngineBridge(QObject):
         return self._model
 
     @property
+    def client(self) -> Any:
+        """The engine client, for the API server that shares the worker (it listens beside the
+        bridge and tells its requests by their ids). It is replaced when the engine restarts."""
+        return self._client
+
+    @property
     def crashed_while_loading(self) -> p.ModelParams | None:
         """The model whose loading crashed the engine, if that is how it crashed."""
         return self._crashed_while_loading
@@ -159,8 +165,9 @@ class EngineBridge(QObject):
         return request_id
 
     def stop(self) -> None:
+        """Stop the window's own reply (API requests on the same worker go on)."""
         if self._state == STATE_GENERATING:
-            self._send(self._client.stop)
+            self._send(self._client.stop, self._request_id)
 
     def unload(self) -> None:
         """Free the model (and its VRAM); the worker keeps running."""

@@ -22,6 +22,7 @@ CHAT = "Chat"
 MODEL = "Model"
 LIBRARY = "Library"
 HARDWARE = "Hardware"
+SERVER = "Server"
 
 
 @dataclass(frozen=True)
@@ -92,10 +93,19 @@ def _hardware_page(window: PageHost) -> QWidget:
     return HardwarePanel()
 
 
+def _server_page(window: PageHost) -> QWidget:
+    try:
+        from app.server.page import ServerPage
+    except ImportError:  # the server's packages (fastapi, uvicorn) are missing from this build
+        return placeholder_page(SERVER, "The API server is not available in this build.")
+    return ServerPage(window.bridge)
+
+
 def default_pages() -> list[PageSpec]:
     return [
         PageSpec(CHAT, _chat_page),
         PageSpec(MODEL, _model_page),
         PageSpec(LIBRARY, _library_page),
         PageSpec(HARDWARE, _hardware_page),
+        PageSpec(SERVER, _server_page),
     ]

@@ -37,8 +37,8 @@ class FakeEngineClient:
         self._command("generate", (request_id, tuple(messages), sampling, max_tokens))
         return request_id
 
-    def stop(self) -> None:
-        self._command("stop", None)
+    def stop(self, request_id: int | None = None) -> None:
+        self._command("stop", request_id)
 
     def unload(self) -> None:
         self._command("unload", None)

@@ -109,7 +109,8 @@ def test_stop_asks_the_engine_to_stop(qtbot, bridge, chat, tmp_path, how):
     else:
         chat.input.setFocus()
         qtbot.keyClick(chat.input, Qt.Key.Key_Escape)
-    assert client.names()[-1] == "stop"
+    # Its own request only: API requests sharing the worker go on.
+    assert client.commands[-1] == ("stop", request_id)
     assert bridge.state == STATE_GENERATING  # until the engine says it stopped
     client.emit(done(request_id, n_generated=3, stop_reason="stopped"))
     qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)

@@ -61,8 +61,8 @@ def _drop(window: MainWindow, *paths: Path) -> QDropEvent:
     return drop
 
 
-def test_navigation_has_chat_model_library_and_hardware(qtbot, window):
-    assert window.page_names() == ["Chat", "Model", "Library", "Hardware"]
+def test_navigation_has_chat_model_library_hardware_and_server(qtbot, window):
+    assert window.page_names() == ["Chat", "Model", "Library", "Hardware", "Server"]
     assert window.current_page_name() == "Chat"
     window.navigation.setCurrentRow(3)
     assert window.current_page_name() == "Hardware"

@@ -1,0 +1,1 @@
+"""The Server page: the local API over the window's own engine worker."""
