@@ -192,6 +192,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         bridge.token_text.connect(self._on_token_text)
         bridge.generation_done.connect(self._on_generation_done)
         bridge.generation_failed.connect(self._on_generation_failed)
+        bridge.prompt_fitted.connect(self._on_prompt_fitted)
         bridge.command_failed.connect(self._on_command_failed)
         bridge.engine_crashed.connect(self._on_engine_crashed)
         bridge.model_loaded.connect(lambda _loaded: self._show_usage())

@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.enums import EngineState, StopReason
+from engine.chat.context_fit import ContextOverflow, fit_conversation
+from engine.enums import EngineState, Overflow, StopReason
 from engine.runtime import llama_driver as llama
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, Stopped, generate
@@ -207,6 +208,8 @@ class Engine:
                     request_id=rid, stop_reason=StopReason.STOPPED, stats=_no_stats(received_at)
                 )
             )
+        except ContextOverflow as exc:
+            self._send(p.GenerationFailed(request_id=rid, message=str(exc), context_full=True))
         except (llama.EngineError, ValueError) as exc:
             self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
         else:
@@ -229,12 +232,39 @@ class Engine:
             return model.tokenize(command.prompt, add_special=True)
         if not command.messages:
             raise ValueError("Nothing to answer: the conversation is empty.")
+        n_ctx = session.ctx.info.n_ctx
+        reply_room = command.reply_room or min(command.max_tokens, n_ctx // 4)
+        rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
+
+        def count(messages: list) -> int:
+            rendered[len(messages)] = self._chat_tokens(session, messages)
+            return len(rendered[len(messages)])
+
+        fitted = fit_conversation(
+            list(command.messages),
+            count,
+            n_ctx - reply_room,
+            drop_oldest=command.overflow == Overflow.DROP_OLDEST,
+        )
+        if fitted.dropped:
+            self._send(
+                p.PromptFitted(
+                    request_id=command.request_id,
+                    n_prompt_tokens=fitted.n_tokens,
+                    messages_dropped=fitted.dropped,
+                )
+            )
+        return rendered[len(fitted.messages)]
+
+    def _chat_tokens(self, session: Session, messages: list[p.ChatMessage]) -> list[int]:
+        """`messages` with the model's chat template applied, as tokens."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
+        model = session.model
         try:
             text, how = format_chat_prompt(
                 model.chat_template(),
-                [{"role": m.role, "content": m.content} for m in command.messages],
+                [{"role": m.role, "content": m.content} for m in messages],
                 architecture=model.meta("general.architecture"),
                 model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),

@@ -102,6 +102,10 @@ class Generate:
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False  # benchmarks: always generate max_tokens tokens
+    # `messages` that do not fit the context with `reply_room` tokens left for the reply
+    # (0: max_tokens, but at most a quarter of the context): an engine.enums.Overflow.
+    overflow: str = "stop"
+    reply_room: int = 0
 
 
 @message
@@ -227,9 +231,20 @@ class GenerationDone:
 
 
 @message
+class PromptFitted:
+    """The conversation did not fit: the worker left out the oldest `messages_dropped` messages
+    (whole turns) so that the prompt of `n_prompt_tokens` and room for the reply fit."""
+
+    request_id: int
+    n_prompt_tokens: int
+    messages_dropped: int
+
+
+@message
 class GenerationFailed:
     request_id: int
     message: str
+    context_full: bool = False  # the conversation does not fit and the policy is to stop
 
 
 @message
