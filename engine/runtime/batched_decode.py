@@ -24,6 +24,7 @@ from typing import Any
 import llama_cpp.llama_cpp as C
 import numpy as np
 
+from engine.enums import StopReason
 from engine.runtime import protocol as p
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.kv_slots import Slot, SlotTable
@@ -109,9 +110,9 @@ class BatchedDecoder:
     def stop_everything(self) -> None:
         """End every generation now (a new model is loading)."""
         for gen in list(self._running):
-            self._finish(gen, "stopped")
+            self._finish(gen, StopReason.STOPPED)
         while self._waiting:
-            self._finish(self._waiting.popleft(), "stopped")
+            self._finish(self._waiting.popleft(), StopReason.STOPPED)
 
     def fail_everything(self, message: str) -> None:
         """llama.cpp failed a step: every generation ends with the reason, and the cache is
@@ -159,10 +160,10 @@ class BatchedDecoder:
         if not (stop_all or ids):
             return
         for gen in [g for g in self._running if stop_all or g.request_id in ids]:
-            self._finish(gen, "stopped")
+            self._finish(gen, StopReason.STOPPED)
         for gen in [g for g in self._waiting if stop_all or g.request_id in ids]:
             self._waiting.remove(gen)
-            self._finish(gen, "stopped")
+            self._finish(gen, StopReason.STOPPED)
 
     def _admit(self) -> None:
         while self._waiting:
@@ -236,7 +237,7 @@ class BatchedDecoder:
             gen.first_token_at = now
         gen.last_token_at = now
         if not command.ignore_eos and model.is_end_of_generation(token):
-            self._finish(gen, "eos")
+            self._finish(gen, StopReason.EOS)
             return
         gen.n_generated += 1
         if gen.top_logprobs_wanted:
@@ -245,11 +246,11 @@ class BatchedDecoder:
         if text:
             self._emit(gen, text)
         if gen.detok.stopped:
-            self._finish(gen, "stop_string")
+            self._finish(gen, StopReason.STOP_STRING)
         elif gen.n_generated >= command.max_tokens:
-            self._finish(gen, "max_tokens")
+            self._finish(gen, StopReason.MAX_TOKENS)
         elif len(gen.slot.cached) + 1 >= self.n_ctx_per_sequence:
-            self._finish(gen, "context_full")
+            self._finish(gen, StopReason.CONTEXT_FULL)
         else:
             gen.next_token = token
 
@@ -276,7 +277,7 @@ class BatchedDecoder:
             p.TokenText(request_id=gen.request_id, text=text, n_tokens=n_tokens, logprobs=logprobs)
         )
 
-    def _finish(self, gen: _Generation, reason: str) -> None:
+    def _finish(self, gen: _Generation, reason: StopReason) -> None:
         if gen in self._running:
             self._running.remove(gen)
         if gen.detok is not None:
@@ -313,6 +314,6 @@ class BatchedDecoder:
             gen.next_token, gen.todo = next_token, todo
         gen = self._running[-1]
         slot = gen.slot
-        self._finish(gen, "context_full")
+        self._finish(gen, StopReason.CONTEXT_FULL)
         self.ctx.forget_sequence(slot.seq, 0)
         self.slots.truncate(slot, 0)

@@ -158,6 +158,8 @@ class EngineClient:
         ignore_eos: bool = False,
         top_logprobs: int = -1,
         tools_json: str = "",
+        overflow: str = "stop",
+        reply_room: int = 0,
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
         with self._send_lock:  # ids stay unique with the window and the server both asking
@@ -175,6 +177,8 @@ class EngineClient:
                 ignore_eos=ignore_eos,
                 top_logprobs=top_logprobs,
                 tools_json=tools_json,
+                overflow=overflow,
+                reply_room=reply_room,
             )
         )
         return request_id

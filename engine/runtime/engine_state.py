@@ -15,6 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.chat.context_fit import ContextOverflow, fit_conversation
+from engine.enums import EngineState, Overflow, StopReason
 from engine.runtime import llama_driver as llama
 from engine.runtime import protocol as p
 from engine.runtime.batched_decode import BatchedDecoder
@@ -31,7 +33,7 @@ class Engine:
         self._batched: BatchedDecoder | None = None  # when loaded with n_parallel > 1
         self._current_request: int | None = None  # the single-sequence path's generation
         self._weights: _Weights | None = None  # how the loaded weights came to be there
-        self._state = "no_model"
+        self._state = EngineState.NO_MODEL
         self._template_note = ""
         from engine.runtime.llama_log import LlamaLog
 
@@ -49,7 +51,9 @@ class Engine:
 
     def status(self) -> p.Status:
         session, batched = self._session, self._batched
-        active, waiting = batched.counts() if batched else (int(self._state == "generating"), 0)
+        active, waiting = (
+            batched.counts() if batched else (int(self._state == EngineState.GENERATING), 0)
+        )
         cached = batched.cached_tokens() if batched else len(session.cached) if session else 0
         return p.Status(
             state=self._state,
@@ -69,13 +73,13 @@ class Engine:
         batched = self._batched
         if batched is None:
             return
-        self._state = "generating"
+        self._state = EngineState.GENERATING
         try:
             batched.step()
         except llama.EngineError as exc:
             batched.fail_everything(str(exc))
         if not batched.busy:
-            self._state = "idle"
+            self._state = EngineState.IDLE
 
     # -- called from the main thread ----------------------------------------------------------
 
@@ -102,7 +106,7 @@ class Engine:
 
     def failure_event(self, command: Any, message: str) -> Any:
         """The event that tells the GUI a command failed, in the form it waits for."""
-        self._state = "idle" if self._session else "no_model"
+        self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
         if isinstance(command, p.Generate):
             return p.GenerationFailed(request_id=command.request_id, message=message)
         if isinstance(command, p.Load):
@@ -116,7 +120,7 @@ class Engine:
         instead of reading gigabytes of weights again."""
         self._close_batched()
         session, self._session = self._session, None
-        self._state = "loading"
+        self._state = EngineState.LOADING
         if session is not None and _same_weights(session.model.params, params, self._weights):
             session.close_context()
             model, weights = session.model, self._weights
@@ -155,7 +159,7 @@ class Engine:
                 if handle is not None:
                     handle.close()
             self._weights = None
-            self._state = "no_model"
+            self._state = EngineState.NO_MODEL
             self._send(p.LoadFailed(path=params.path, message=str(exc)))
             return
         load_seconds = time.perf_counter() - started
@@ -165,7 +169,7 @@ class Engine:
         self._session = Session(model=model, ctx=ctx)
         if params.n_parallel > 1:
             self._batched = BatchedDecoder(model, ctx, params.n_parallel, self._send)
-        self._state = "idle"
+        self._state = EngineState.IDLE
         template = model.chat_template()
         self._template_note = "the model's own" if template else "llama.cpp built-in"
         self._send(
@@ -193,6 +197,8 @@ class Engine:
                 weights_kept=kept,
                 n_parallel=max(1, params.n_parallel),
                 template_takes_tools=bool(template and "tools" in template),
+                type_k=params.type_k,
+                type_v=params.type_v,
             )
         )
 
@@ -213,7 +219,7 @@ class Engine:
         self._weights = None
         if session is not None:
             session.close()
-        self._state = "no_model"
+        self._state = EngineState.NO_MODEL
         if not quiet:
             self._send(p.Unloaded())
 
@@ -228,7 +234,7 @@ class Engine:
             return
         self._stop.clear()
         self._current_request = rid
-        self._state = "generating"
+        self._state = EngineState.GENERATING
         try:
             prompt = self._prompt_tokens(session, command)
             outcome = generate(
@@ -245,9 +251,11 @@ class Engine:
         except Stopped:
             self._send(
                 p.GenerationDone(
-                    request_id=rid, stop_reason="stopped", stats=_no_stats(received_at)
+                    request_id=rid, stop_reason=StopReason.STOPPED, stats=_no_stats(received_at)
                 )
             )
+        except ContextOverflow as exc:
+            self._send(p.GenerationFailed(request_id=rid, message=str(exc), context_full=True))
         except (llama.EngineError, ValueError) as exc:
             self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
         else:
@@ -258,16 +266,23 @@ class Engine:
             )
         finally:
             self._current_request = None
-            self._state = "idle" if self._session else "no_model"
+            self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
 
     def _submit_batched(self, command: p.Generate, received_at: float) -> None:
         try:
             prompt = self._prompt_tokens(self._session, command)
             self._batched.submit(command, received_at, prompt)
+        except ContextOverflow as exc:
+            self._send(
+                p.GenerationFailed(
+                    request_id=command.request_id, message=str(exc), context_full=True
+                )
+            )
+            return
         except (llama.EngineError, ValueError) as exc:
             self._send(p.GenerationFailed(request_id=command.request_id, message=str(exc)))
             return
-        self._state = "generating"
+        self._state = EngineState.GENERATING
 
     def _prompt_tokens(self, session: Session, command: p.Generate) -> list[int]:
         model = session.model
@@ -280,18 +295,49 @@ class Engine:
             return model.tokenize(command.prompt, add_special=True)
         if not command.messages:
             raise ValueError("Nothing to answer: the conversation is empty.")
+        # With several sequences, a conversation has its sequence's share of the cache.
+        n_ctx = self._batched.n_ctx_per_sequence if self._batched else session.ctx.info.n_ctx
+        reply_room = command.reply_room or min(command.max_tokens, n_ctx // 4)
+        rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
+
+        def count(messages: list) -> int:
+            rendered[len(messages)] = self._chat_tokens(session, messages, command.tools_json)
+            return len(rendered[len(messages)])
+
+        fitted = fit_conversation(
+            list(command.messages),
+            count,
+            n_ctx - reply_room,
+            drop_oldest=command.overflow == Overflow.DROP_OLDEST,
+        )
+        if fitted.dropped:
+            self._send(
+                p.PromptFitted(
+                    request_id=command.request_id,
+                    n_prompt_tokens=fitted.n_tokens,
+                    messages_dropped=fitted.dropped,
+                )
+            )
+        return rendered[len(fitted.messages)]
+
+    def _chat_tokens(
+        self, session: Session, messages: list[p.ChatMessage], tools_json: str = ""
+    ) -> list[int]:
+        """`messages` with the model's chat template applied (and the tools offered), as
+        tokens."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
+        model = session.model
         try:
             text, how = format_chat_prompt(
                 model.chat_template(),
-                [_message_for_template(m) for m in command.messages],
+                [_message_for_template(m) for m in messages],
                 architecture=model.meta("general.architecture"),
                 model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),
                 eos_token=model.eos_text(),
                 add_generation_prompt=True,
-                variables={"tools": json.loads(command.tools_json)} if command.tools_json else None,
+                variables={"tools": json.loads(tools_json)} if tools_json else None,
             )
         except ChatTemplateError as exc:
             raise ValueError(str(exc)) from None

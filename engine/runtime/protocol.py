@@ -118,6 +118,10 @@ class Generate:
     ignore_eos: bool = False  # benchmarks: always generate max_tokens tokens
     top_logprobs: int = -1  # -1: no log-probabilities; n >= 0: the chosen token's and n more
     tools_json: str = ""  # the tools offered (a JSON list), passed to the chat template
+    # `messages` that do not fit the context with `reply_room` tokens left for the reply
+    # (0: max_tokens, but at most a quarter of the context): an engine.enums.Overflow.
+    overflow: str = "stop"
+    reply_room: int = 0
 
 
 @message
@@ -182,6 +186,9 @@ class ModelLoaded:
     weights_kept: bool = False
     n_parallel: int = 1  # sequences decoded together; they share the n_ctx cells of the cache
     template_takes_tools: bool = False  # the model's chat template renders a `tools` list
+    type_k: str = "f16"  # the KV cache's element types, as loaded
+    type_v: str = "f16"
+    engine: str = "llama.cpp"  # which engine runs it
 
 
 @message
@@ -250,14 +257,25 @@ class GenerationStats:
 @message
 class GenerationDone:
     request_id: int
-    stop_reason: str  # "eos", "stop_string", "max_tokens", "stopped", "context_full"
+    stop_reason: str  # an engine.enums.StopReason
     stats: GenerationStats
+
+
+@message
+class PromptFitted:
+    """The conversation did not fit: the worker left out the oldest `messages_dropped` messages
+    (whole turns) so that the prompt of `n_prompt_tokens` and room for the reply fit."""
+
+    request_id: int
+    n_prompt_tokens: int
+    messages_dropped: int
 
 
 @message
 class GenerationFailed:
     request_id: int
     message: str
+    context_full: bool = False  # the conversation does not fit and the policy is to stop
 
 
 @message
@@ -267,7 +285,7 @@ class Unloaded:
 
 @message
 class Status:
-    state: str  # "idle", "loading", "generating", "no_model"
+    state: str  # an engine.enums.EngineState: idle, loading, generating, no_model
     model_path: str | None
     n_ctx: int
     n_tokens_cached: int

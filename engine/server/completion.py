@@ -11,17 +11,18 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+from engine.enums import StopReason
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
 from engine.server.engine_link import EngineLink, GenerationRequest
 from engine.server.errors import APIError
 
 FINISH_REASONS = {
-    "eos": "stop",
-    "stop_string": "stop",
-    "max_tokens": "length",
-    "context_full": "length",
-    "stopped": "stop",
+    StopReason.EOS: "stop",
+    StopReason.STOP_STRING: "stop",
+    StopReason.MAX_TOKENS: "length",
+    StopReason.CONTEXT_FULL: "length",
+    StopReason.STOPPED: "stop",
 }
 
 

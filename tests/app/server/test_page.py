@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from app.common.engine_bridge import STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from app.server.page import ServerPage
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 
 LOAD_MS = 120_000
@@ -24,7 +25,7 @@ def _free_port() -> int:
 def real_bridge(qtbot, starter_model):
     bridge = EngineBridge()
     bridge.load(p.ModelParams(path=str(starter_model), n_ctx=1024, n_parallel=2))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=LOAD_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=LOAD_MS)
     yield bridge
     bridge.shutdown()
 

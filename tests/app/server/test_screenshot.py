@@ -19,10 +19,11 @@ from pathlib import Path
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app.common.engine_bridge import STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from app.common.theme import apply_theme
 from app.shell.main_window import MainWindow
 from app.shell.pages import SERVER
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from tests.app.server.test_page import _free_port
 
@@ -55,10 +56,10 @@ def test_the_chat_answers_beside_api_clients_and_the_page_logs_them(
     try:
         bridge.start()
         window.load_model(starter_model)
-        qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=60_000)
+        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=60_000)
         page.parallel_box.setValue(CLIENTS + 1)  # the window's chat gets a sequence too
         page.reload_for_parallel()
-        qtbot.waitUntil(lambda: bridge.state == STATE_IDLE and bridge.model is not None
+        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE and bridge.model is not None
                         and bridge.model.n_parallel == CLIENTS + 1, timeout=60_000)  # fmt: skip
         page.port_box.setValue(_free_port())
         assert page.start(), page.status_label.text()
