@@ -198,7 +198,8 @@ def hearth_command(args, port: int, slots: int) -> list[str]:
     return [
         sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
         "serve", args.model, "--port", str(port), "--parallel", str(slots),
-        "--ctx", str(args.ctx), "--gpu-layers", str(args.gpu_layers), "--queue", "64",
+        "--ctx", str(args.ctx), "--queue", "64",
+        *(["--gpu-layers", str(args.gpu_layers)] if args.gpu_layers >= 0 else []),
     ]  # fmt: skip
 
 

@@ -9,10 +9,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
+from engine.cli.planning import machine_with_engine, plan_from_command_line
+from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
-from engine.runtime.client import EngineClient, EventQueue
+from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, Limits, ServerConfig, ServerConfigError
 from engine.starter_model import starter_model_path
 
@@ -49,8 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--ctx", type=int, default=4096,
                         help="context tokens per parallel request (the KV cache holds "
-                        "parallel x ctx)")  # fmt: skip
-    parser.add_argument("--gpu-layers", type=int, default=-1, help="layers on the GPU (-1: all)")
+                        "parallel x ctx, and the plan checks that it fits)")  # fmt: skip
+    parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default f16)")
+    parser.add_argument(
+        "--gpu-layers", type=int, default=None, help="layers on the GPU (default: as many as fit)"
+    )
     parser.add_argument(
         "--max-tokens",
         type=int,
@@ -96,13 +102,18 @@ def run(args: argparse.Namespace) -> int:
     client = EngineClient(events)
     client.start()
     try:
-        params = p.ModelParams(
-            path=str(model_path),
-            n_ctx=args.ctx * args.parallel,
-            n_gpu_layers=args.gpu_layers,
-            n_parallel=args.parallel,
+        ready = events.wait_for(p.Ready, EngineCrashed, timeout=LOAD_TIMEOUT_S)
+        machine = machine_with_engine(ready if isinstance(ready, p.Ready) else None)
+        # The plan sees the whole cache: every parallel request has its own --ctx tokens.
+        planned = argparse.Namespace(
+            ctx=args.ctx * args.parallel, kv=args.kv, gpu_layers=args.gpu_layers
         )
-        client.load(params)
+        decision = plan_from_command_line(model_path, planned, machine, err=sys.stderr)
+        if decision is None:
+            print(f"Try fewer --parallel requests or a shorter --ctx than {args.ctx}.",
+                  file=sys.stderr)  # fmt: skip
+            return 1
+        client.load(replace(decision.params, n_parallel=args.parallel))
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=LOAD_TIMEOUT_S)
         if not isinstance(loaded, p.ModelLoaded):
             print(f"The model did not load: {loaded.message}", file=sys.stderr)
