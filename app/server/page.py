@@ -30,7 +30,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.common.engine_bridge import EngineBridge
+from app.common.machine_state import MachineState
 from engine.runtime import protocol as p
+from engine.server.capacity import parallel_that_fit
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig, ServerConfigError
 from engine.server.request_log import RequestLog, RequestRecord
 from engine.server.runner import ServerThread, build_state
@@ -43,9 +45,12 @@ OFF_TEXT = "The API server is off. Start it to let other programs on this comput
 class ServerPage(QWidget):
     record_logged = Signal(object)  # RequestRecord, emitted on the server's thread
 
-    def __init__(self, bridge: EngineBridge, parent: QWidget | None = None):
+    def __init__(
+        self, bridge: EngineBridge, machine: MachineState | None = None, parent=None
+    ) -> None:
         super().__init__(parent)
         self._bridge = bridge
+        self._machine = machine
         self._server: ServerThread | None = None
         self._config: ServerConfig | None = None
 
@@ -205,7 +210,21 @@ class ServerPage(QWidget):
                 f"One request at a time ({per:,} tokens of context); others wait. Reload "
                 "for more to answer several at once (each needs its own KV cache)."
             )
+        fit = self._parallel_that_fit(model, per)
+        if fit is not None:
+            text += (f" The planner finds room for {fit} such requests at once in the memory "
+                     "that was free when Hearth started.")  # fmt: skip
+            self.parallel_box.setMaximum(max(1, fit))
         self.capacity_label.setText(text)
+
+    def _parallel_that_fit(self, model: p.ModelLoaded, per_request: int) -> int | None:
+        snapshot = self._machine.snapshot if self._machine is not None else None
+        if snapshot is None:
+            return None
+        try:
+            return parallel_that_fit(model.path, snapshot, per_request, model.type_k)
+        except Exception:  # a file that changed since it loaded: the count is a nicety
+            return None
 
     def _add_record(self, record: RequestRecord) -> None:
         table = self.log_table

@@ -98,7 +98,7 @@ def _server_page(window: PageHost) -> QWidget:
         from app.server.page import ServerPage
     except ImportError:  # the server's packages (fastapi, uvicorn) are missing from this build
         return placeholder_page(SERVER, "The API server is not available in this build.")
-    return ServerPage(window.bridge)
+    return ServerPage(window.bridge, window.machine)
 
 
 def default_pages() -> list[PageSpec]:

@@ -4,13 +4,16 @@ beside the window, logs each request, and refuses what would be unsafe."""
 import http.client
 import json
 import socket
+from types import SimpleNamespace
 
 import pytest
 
 from app.common.engine_bridge import EngineBridge
 from app.server.page import ServerPage
 from engine.enums import EngineState
+from engine.hardware.records import Detection, Device
 from engine.runtime import protocol as p
+from engine.session import MachineSnapshot
 
 LOAD_MS = 120_000
 
@@ -42,6 +45,20 @@ def page(qtbot, real_bridge):
 def test_the_page_says_how_many_requests_fit(page):
     assert "2 requests decode together" in page.capacity_label.text()
     assert "512 tokens" in page.capacity_label.text()
+
+
+def test_the_page_says_how_many_fit_in_memory(qtbot, real_bridge):
+    cpu = Device(id="cpu", vendor="other", name="CPU", kind="CPU", backends=("cpu",),
+                 source="psutil", total_bytes=4 * 1024**3, free_bytes=2 * 1024**3)  # fmt: skip
+    machine = SimpleNamespace(
+        snapshot=MachineSnapshot(Detection(devices=(cpu,)), gpu_offload=False)
+    )
+    page = ServerPage(real_bridge, machine)
+    qtbot.addWidget(page)
+    text = page.capacity_label.text()
+    assert "The planner finds room for" in text
+    fit = int(text.split("room for ")[1].split()[0])
+    assert fit >= 2 and page.parallel_box.maximum() == fit
 
 
 def test_started_it_serves_the_windows_model_and_logs_each_request(qtbot, page):
