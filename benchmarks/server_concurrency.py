@@ -200,6 +200,7 @@ def hearth_command(args, port: int, slots: int) -> list[str]:
         "serve", args.model, "--port", str(port), "--parallel", str(slots),
         "--ctx", str(args.ctx), "--queue", "64",
         *(["--gpu-layers", str(args.gpu_layers)] if args.gpu_layers >= 0 else []),
+        *(["--threads", str(args.threads)] if args.threads else []),
     ]  # fmt: skip
 
 
@@ -207,7 +208,7 @@ def llama_server_command(args, port: int, slots: int) -> list[str]:
     return [
         args.llama_server, "-m", args.model, "--host", "127.0.0.1", "--port", str(port),
         "--parallel", str(slots), "-c", str(args.ctx * slots), "-ngl", str(args.gpu_layers),
-        "--kv-unified", "--no-webui",
+        "--kv-unified", "--no-webui", *(["-t", str(args.threads)] if args.threads else []),
     ]  # fmt: skip
 
 
@@ -255,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
     parser.add_argument("--gpu-layers", type=int, default=-1)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: the servers')")
     parser.add_argument("--logs", default=os.environ.get("TMPDIR", "/tmp"))
     parser.add_argument("--json", help="write the results to this file")
     args = parser.parse_args(argv)

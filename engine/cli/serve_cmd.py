@@ -55,6 +55,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "parallel x ctx, and the plan checks that it fits)")  # fmt: skip
     parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default f16)")
     parser.add_argument(
+        "--threads", type=int, default=0, help="CPU threads for llama.cpp (0: physical cores)"
+    )
+    parser.add_argument(
         "--gpu-layers", type=int, default=None, help="layers on the GPU (default: as many as fit)"
     )
     parser.add_argument(
@@ -113,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"Try fewer --parallel requests or a shorter --ctx than {args.ctx}.",
                   file=sys.stderr)  # fmt: skip
             return 1
-        client.load(replace(decision.params, n_parallel=args.parallel))
+        client.load(replace(decision.params, n_parallel=args.parallel, n_threads=args.threads))
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=LOAD_TIMEOUT_S)
         if not isinstance(loaded, p.ModelLoaded):
             print(f"The model did not load: {loaded.message}", file=sys.stderr)
