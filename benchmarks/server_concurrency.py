@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -64,11 +65,12 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def prompt_for(client: int, words: int) -> str:
-    """A prompt that differs from the others from its first word on."""
+def prompt_for(client: int, words: int, run: int = 0) -> str:
+    """A prompt that differs from every other one (other clients, other rounds, the warm-up)
+    from its first token on, so no server can answer any of it from its prompt cache."""
     vocabulary = WORDS.split()
     body = " ".join(vocabulary[(client * 7 + i) % len(vocabulary)] for i in range(words))
-    return f"Request {client}: {body}. Continue the story:"
+    return f"{run * 1000 + client} {body}. Continue the story:"
 
 
 def sse_payloads(buffer: bytes) -> tuple[list[dict], bytes]:
@@ -133,11 +135,13 @@ async def _body_pieces(reader: asyncio.StreamReader, chunked: bool):
         await reader.readline()  # the CRLF after each chunk
 
 
-async def run_level(port: int, clients: int, args) -> tuple[list[RequestResult], int, float]:
+async def run_level(
+    port: int, clients: int, args, run: int
+) -> tuple[list[RequestResult], int, float]:
     started = time.perf_counter()
     bodies = [
         {
-            "prompt": prompt_for(i, args.prompt_words),
+            "prompt": prompt_for(i, args.prompt_words, run),
             "max_tokens": args.max_tokens,
             "temperature": 0,
             "stream": True,
@@ -158,12 +162,13 @@ async def run_level(port: int, clients: int, args) -> tuple[list[RequestResult],
 
 
 def measure(server: str, port: int, args) -> list[LevelResult]:
-    asyncio.run(run_level(port, 1, args))  # warm-up: first-use costs stay out of the figures
+    asyncio.run(run_level(port, 1, args, run=0))  # warm-up: first-use costs stay out
     levels = []
+    runs = itertools.count(1)
     for clients in args.clients:
         ttfts, tokens, wall_total, failures = [], 0, 0.0, 0
         for _ in range(args.rounds):
-            results, failed, wall = asyncio.run(run_level(port, clients, args))
+            results, failed, wall = asyncio.run(run_level(port, clients, args, next(runs)))
             ttfts += [r.ttft_s for r in results]
             tokens += sum(r.tokens for r in results)
             wall_total += wall
