@@ -102,9 +102,8 @@ class BatchedDecoder:
                 f"{len(self.slots.slots)} parallel sequences holds {self.n_ctx_per_sequence}. "
                 "Shorten it, or load the model with a longer context."
             )
-        with self._lock:
-            self._stop_ids.discard(command.request_id)
-            self._stop_all = False
+        # A "stop everything" asked before this request arrived is for the others only.
+        self._honour_stops()
         self._waiting.append(_Generation(command=command, received_at=received_at, prompt=prompt))
 
     def stop_everything(self) -> None:
