@@ -11,14 +11,16 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.chat.context_fit import ContextOverflow, fit_conversation
 from engine.enums import EngineState, Overflow, StopReason
-from engine.runtime import llama_driver as llama
+from engine.llama import driver as llama
+from engine.llama.log import BufferAllocation
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, Stopped, generate
+from engine.runtime.to_llama import context_settings, model_settings
 
 
 class Engine:
@@ -31,7 +33,7 @@ class Engine:
         self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
         self._template_note = ""
-        from engine.runtime.llama_log import LlamaLog
+        from engine.llama.log import LlamaLog
 
         self._log = LlamaLog()  # before the backends load, so their lines go through it too
         llama.init_backend()
@@ -113,14 +115,14 @@ class Engine:
         try:
             if model is None:
                 used_before = _device_used()
-                model = llama.Model(params)
+                model = llama.Model(model_settings(params))
                 weights = _Weights(
                     file=_file_identity(params.path),
                     device_used_before=used_before,
                     allocations=self._log.take_allocations(),
                     tensors_in_ram=self._log.take_overridden(),
                 )
-            ctx = llama.Context(model, params)
+            ctx = llama.Context(model, context_settings(params))
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
@@ -152,7 +154,7 @@ class Engine:
                 chat_template=self._template_note,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
-                allocations=allocations,
+                allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
                 runs_on=_devices_holding(allocations),
                 tensors_in_ram=weights.tensors_in_ram,
                 device_used_delta=tuple(
@@ -306,7 +308,7 @@ class Engine:
         session = self._session
         devices: tuple[p.DeviceMemory, ...] = ()
         try:
-            from engine.hardware.llama_devices import list_engine_devices
+            from engine.llama.devices import list_engine_devices
 
             devices = tuple(
                 p.DeviceMemory(
@@ -334,7 +336,7 @@ class _Weights:
 
     file: tuple[int, int]
     device_used_before: dict[str, int]
-    allocations: tuple[p.BufferAllocation, ...]
+    allocations: tuple[BufferAllocation, ...]
     tensors_in_ram: tuple[str, ...]
 
 
@@ -373,7 +375,7 @@ def _layers_on_gpu(asked: int, n_layers: int) -> int:
     return n_layers if asked < 0 else min(asked, n_layers)
 
 
-def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, ...]:
+def _devices_holding(allocations: tuple[BufferAllocation, ...]) -> tuple[str, ...]:
     """The devices that hold weights or KV cache, GPUs first, each with its description."""
     names: list[str] = []
     for a in allocations:
@@ -383,7 +385,7 @@ def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, 
             if name not in names:
                 names.append(name)
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         described = {d.name: d.description for d in list_engine_devices()}
     except Exception:
@@ -407,7 +409,7 @@ def software_vulkan(devices) -> bool:
 
 def _software_vulkan_device() -> bool:
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         return software_vulkan(list_engine_devices())
     except Exception:  # no device list: keep the engine's default
@@ -418,7 +420,7 @@ def _device_used() -> dict[str, int]:
     """Memory in use per GPU now, as the driver reports it (the CPU device is left out: its
     "memory" is the host's, moved by everything else running)."""
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         return {
             d.name: d.total_bytes - d.free_bytes
