@@ -163,6 +163,8 @@ class Engine:
                     if name in used_after
                 ),
                 weights_kept=kept,
+                own_chat_template=bool(template),
+                **_format_choices(model, bool(template)),
                 type_k=params.type_k,
                 type_v=params.type_v,
             )
@@ -239,7 +241,7 @@ class Engine:
         rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
 
         def count(messages: list) -> int:
-            rendered[len(messages)] = self._chat_tokens(session, messages)
+            rendered[len(messages)] = self._chat_tokens(session, messages, command.chat_format)
             return len(rendered[len(messages)])
 
         fitted = fit_conversation(
@@ -258,20 +260,26 @@ class Engine:
             )
         return rendered[len(fitted.messages)]
 
-    def _chat_tokens(self, session: Session, messages: list[p.ChatMessage]) -> list[int]:
-        """`messages` with the model's chat template applied, as tokens."""
+    def _chat_tokens(
+        self, session: Session, messages: list[p.ChatMessage], chat_format: str = ""
+    ) -> list[int]:
+        """`messages` with the model's chat template (or the chosen format) applied, as tokens."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
         model = session.model
+        if chat_format == p.PLAIN_COMPLETION:
+            # A base model continues text: the conversation is one document, no roles.
+            return model.tokenize("".join(m.content for m in messages), add_special=True)
         try:
             text, how = format_chat_prompt(
-                model.chat_template(),
+                None if chat_format else model.chat_template(),
                 [{"role": m.role, "content": m.content} for m in messages],
                 architecture=model.meta("general.architecture"),
                 model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),
                 eos_token=model.eos_text(),
                 add_generation_prompt=True,
+                builtin=chat_format or None,
             )
         except ChatTemplateError as exc:
             raise ValueError(str(exc)) from None
@@ -439,3 +447,14 @@ def _rss_bytes() -> int:
         return psutil.Process().memory_info().rss
     except Exception:
         return 0
+
+
+def _format_choices(model, has_template: bool) -> dict:
+    """For a model without a chat template: the built-in formats a person may pick from, and
+    the one that fits best (the GUI process never loads llama.cpp, so the worker tells it)."""
+    if has_template:
+        return {}
+    from engine.chat.builtin import builtin_choice, builtin_template_names
+
+    name, _why = builtin_choice(model.meta("general.architecture"), model.meta("general.name"))
+    return {"builtin_formats": tuple(builtin_template_names()), "suggested_format": name}
