@@ -21,15 +21,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import llama_cpp.llama_cpp as C
 import numpy as np
 
 from engine.enums import StopReason
+from engine.llama.batch import SequenceBatch
+from engine.llama.driver import Context, EngineError, Model, Sampler
 from engine.runtime import protocol as p
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.kv_slots import Slot, SlotTable
-from engine.runtime.llama_driver import Context, EngineError, Model, Sampler
-from engine.runtime.seq_batch import SequenceBatch
+from engine.runtime.to_llama import sampler_settings
 
 
 @dataclass
@@ -189,7 +189,7 @@ class BatchedDecoder:
                 self.ctx.share_prefix(admission.source.seq, slot.seq, n)
             self.slots.apply(admission, gen.prompt, max_new)
             try:
-                gen.sampler = Sampler(self.model, gen.command.sampling)
+                gen.sampler = Sampler(self.model, sampler_settings(gen.command.sampling))
             except EngineError as exc:
                 self.slots.release(slot)
                 self._fail(gen, str(exc))
@@ -256,7 +256,7 @@ class BatchedDecoder:
     def _logprob_entry(self, index: int, n_top: int):
         """Log-probabilities of the model's distribution at `index`, before sampling changes it;
         returns a function of the chosen token."""
-        row = C.llama_get_logits_ith(self.ctx.handle, index)
+        row = self.ctx.logits_at(index)
         logits = np.ctypeslib.as_array(row, shape=(self.model.n_vocab,)).astype(np.float64)
         shifted = logits - logits.max()
         logprobs = shifted - np.log(np.exp(shifted).sum())

@@ -160,6 +160,7 @@ class EngineClient:
         tools_json: str = "",
         overflow: str = "stop",
         reply_room: int = 0,
+        chat_format: str = "",
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
         with self._send_lock:  # ids stay unique with the window and the server both asking
@@ -179,6 +180,7 @@ class EngineClient:
                 tools_json=tools_json,
                 overflow=overflow,
                 reply_room=reply_room,
+                chat_format=chat_format,
             )
         )
         return request_id

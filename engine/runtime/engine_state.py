@@ -12,15 +12,17 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.chat.context_fit import ContextOverflow, fit_conversation
 from engine.enums import EngineState, Overflow, StopReason
-from engine.runtime import llama_driver as llama
+from engine.llama import driver as llama
+from engine.llama.log import BufferAllocation
 from engine.runtime import protocol as p
 from engine.runtime.batched_decode import BatchedDecoder
 from engine.runtime.generation import Session, Stopped, generate
+from engine.runtime.to_llama import context_settings, model_settings
 
 
 class Engine:
@@ -35,7 +37,7 @@ class Engine:
         self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
         self._template_note = ""
-        from engine.runtime.llama_log import LlamaLog
+        from engine.llama.log import LlamaLog
 
         self._log = LlamaLog()  # before the backends load, so their lines go through it too
         llama.init_backend()
@@ -145,14 +147,14 @@ class Engine:
         try:
             if model is None:
                 used_before = _device_used()
-                model = llama.Model(params)
+                model = llama.Model(model_settings(params))
                 weights = _Weights(
                     file=_file_identity(params.path),
                     device_used_before=used_before,
                     allocations=self._log.take_allocations(),
                     tensors_in_ram=self._log.take_overridden(),
                 )
-            ctx = llama.Context(model, params)
+            ctx = llama.Context(model, context_settings(params))
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
@@ -186,7 +188,7 @@ class Engine:
                 chat_template=self._template_note,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
-                allocations=allocations,
+                allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
                 runs_on=_devices_holding(allocations),
                 tensors_in_ram=weights.tensors_in_ram,
                 device_used_delta=tuple(
@@ -197,6 +199,8 @@ class Engine:
                 weights_kept=kept,
                 n_parallel=max(1, params.n_parallel),
                 template_takes_tools=bool(template and "tools" in template),
+                own_chat_template=bool(template),
+                **_format_choices(model, bool(template)),
                 type_k=params.type_k,
                 type_v=params.type_v,
             )
@@ -301,7 +305,9 @@ class Engine:
         rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
 
         def count(messages: list) -> int:
-            rendered[len(messages)] = self._chat_tokens(session, messages, command.tools_json)
+            rendered[len(messages)] = self._chat_tokens(
+                session, messages, command.chat_format, command.tools_json
+            )
             return len(rendered[len(messages)])
 
         fitted = fit_conversation(
@@ -321,22 +327,30 @@ class Engine:
         return rendered[len(fitted.messages)]
 
     def _chat_tokens(
-        self, session: Session, messages: list[p.ChatMessage], tools_json: str = ""
+        self,
+        session: Session,
+        messages: list[p.ChatMessage],
+        chat_format: str = "",
+        tools_json: str = "",
     ) -> list[int]:
-        """`messages` with the model's chat template applied (and the tools offered), as
-        tokens."""
+        """`messages` with the model's chat template (or the chosen format) applied, and the
+        tools offered, as tokens."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
         model = session.model
+        if chat_format == p.PLAIN_COMPLETION:
+            # A base model continues text: the conversation is one document, no roles.
+            return model.tokenize("".join(m.content for m in messages), add_special=True)
         try:
             text, how = format_chat_prompt(
-                model.chat_template(),
+                None if chat_format else model.chat_template(),
                 [_message_for_template(m) for m in messages],
                 architecture=model.meta("general.architecture"),
                 model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),
                 eos_token=model.eos_text(),
                 add_generation_prompt=True,
+                builtin=chat_format or None,
                 variables={"tools": json.loads(tools_json)} if tools_json else None,
             )
         except ChatTemplateError as exc:
@@ -374,7 +388,7 @@ class Engine:
         session = self._session
         devices: tuple[p.DeviceMemory, ...] = ()
         try:
-            from engine.hardware.llama_devices import list_engine_devices
+            from engine.llama.devices import list_engine_devices
 
             devices = tuple(
                 p.DeviceMemory(
@@ -414,7 +428,7 @@ class _Weights:
 
     file: tuple[int, int]
     device_used_before: dict[str, int]
-    allocations: tuple[p.BufferAllocation, ...]
+    allocations: tuple[BufferAllocation, ...]
     tensors_in_ram: tuple[str, ...]
 
 
@@ -453,7 +467,7 @@ def _layers_on_gpu(asked: int, n_layers: int) -> int:
     return n_layers if asked < 0 else min(asked, n_layers)
 
 
-def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, ...]:
+def _devices_holding(allocations: tuple[BufferAllocation, ...]) -> tuple[str, ...]:
     """The devices that hold weights or KV cache, GPUs first, each with its description."""
     names: list[str] = []
     for a in allocations:
@@ -463,7 +477,7 @@ def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, 
             if name not in names:
                 names.append(name)
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         described = {d.name: d.description for d in list_engine_devices()}
     except Exception:
@@ -487,7 +501,7 @@ def software_vulkan(devices) -> bool:
 
 def _software_vulkan_device() -> bool:
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         return software_vulkan(list_engine_devices())
     except Exception:  # no device list: keep the engine's default
@@ -498,7 +512,7 @@ def _device_used() -> dict[str, int]:
     """Memory in use per GPU now, as the driver reports it (the CPU device is left out: its
     "memory" is the host's, moved by everything else running)."""
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         return {
             d.name: d.total_bytes - d.free_bytes
@@ -517,3 +531,14 @@ def _rss_bytes() -> int:
         return psutil.Process().memory_info().rss
     except Exception:
         return 0
+
+
+def _format_choices(model, has_template: bool) -> dict:
+    """For a model without a chat template: the built-in formats a person may pick from, and
+    the one that fits best (the GUI process never loads llama.cpp, so the worker tells it)."""
+    if has_template:
+        return {}
+    from engine.chat.builtin import builtin_choice, builtin_template_names
+
+    name, _why = builtin_choice(model.meta("general.architecture"), model.meta("general.name"))
+    return {"builtin_formats": tuple(builtin_template_names()), "suggested_format": name}

@@ -52,16 +52,13 @@ def schema_grammar(schema: Any, *, param: str) -> str:
     if not isinstance(schema, dict):
         raise APIError(400, "A JSON schema must be an object.", param=param)
     _check_bounds(schema, param, 0)
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
+    from engine.llama.grammar import json_schema_grammar
 
     try:
-        grammar = json_schema_to_gbnf(json.dumps(schema))
+        grammar = json_schema_grammar(json.dumps(schema))
     except (ValueError, KeyError, TypeError, AttributeError, AssertionError, RecursionError,
             NotImplementedError) as exc:  # fmt: skip
         raise APIError(400, f"The JSON schema cannot be used: {exc!s}"[:500], param=param) from None
-    # JSON strings cannot hold control characters; this port of the translation lets them
-    # through (llama.cpp's C++ one does not), and a newline inside a string fails json.loads.
-    grammar = grammar.replace('char ::= [^"\\\\]', 'char ::= [^"\\\\\\x7F\\x00-\\x1F]')
     if len(grammar) > MAX_GRAMMAR_CHARS:
         raise APIError(400, "The JSON schema is too large to enforce; simplify it.", param=param)
     return grammar

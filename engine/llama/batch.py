@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import llama_cpp.llama_cpp as C
 
-from engine.runtime.llama_driver import Context, EngineError, decode_failure
+from engine.llama.driver import Context, EngineError, decode_failure
 
 
 class SequenceBatch:
