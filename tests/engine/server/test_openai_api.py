@@ -188,3 +188,12 @@ def test_embeddings_are_refused_with_a_reason(openai_client, served):
         assert exc.status_code == 501 and "embeddings" in exc.message
     else:
         raise AssertionError("embeddings should be refused")
+
+
+def test_the_openapi_page_lists_every_route(served):
+    status, schema = served.request("GET", "/openapi.json")
+    assert status == 200
+    assert {"/v1/chat/completions", "/v1/completions", "/v1/models", "/api/chat",
+            "/api/generate", "/api/tags", "/api/show", "/api/ps", "/api/version"} <= set(
+        schema["paths"])  # fmt: skip
+    assert served.request("GET", "/docs")[0] == 200
