@@ -18,7 +18,7 @@ import triton
 from kernels.availability import require
 from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
 from kernels.errors import UnsupportedTensor
-from kernels.kv_formats import GROUP, KVCacheSpec, rotation_signs
+from kernels.kv_formats import GROUP, KVCacheSpec, hadamard, rotation_signs
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 from kernels.rope import inv_freq_tensor
@@ -70,6 +70,10 @@ class PagedKVCache:
         # the rotation's signs with its 1/sqrt(D) folded in (kv_tiles.rotate_rows)
         scaled = rotation_signs(spec.head_dim) / math.sqrt(spec.head_dim)
         self._signs = torch.tensor(scaled, dtype=torch.float32, device=device)
+        # R^T as a matrix, for attention outputs over a rotated V: y @ unrotate = R^T y
+        self._unrotate = torch.tensor(
+            hadamard(spec.head_dim) * scaled[None, :], dtype=torch.float32, device=device
+        )
         self._free = list(range(self.n_pages - 1, -1, -1))
         self._pages: dict[int, list[int]] = {}
         self._lengths: dict[int, int] = {}
@@ -173,7 +177,8 @@ class PagedKVCache:
         acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
         m = torch.empty(parts, dtype=torch.float32, device=q.device)
         l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
-        out = torch.empty_like(q)
+        v_rotated = spec.v_format == "rot4"
+        out = torch.empty(q.shape, dtype=torch.float32 if v_rotated else q.dtype, device=q.device)
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
         shared = {
@@ -190,10 +195,11 @@ class PagedKVCache:
             P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], **shared,
         )  # fmt: skip
-        decode_reduce_kernel[(n_seqs, spec.n_kv_heads)](
-            acc, m, l_sum, out, self._signs, n_splits, V_FMT=FORMAT_CODES[spec.v_format],
-            **shared,
-        )  # fmt: skip
+        decode_reduce_kernel[(n_seqs, n_heads)](
+            acc, m, l_sum, out, n_splits, HQ=n_heads, D=d, CHUNK=32
+        )
+        if v_rotated:  # in-kernel FWHT here gave wrong outputs on the H100 (docs/kernels.md)
+            out = (out.view(-1, d) @ self._unrotate).view(q.shape).to(q.dtype)
         return out
 
     def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
