@@ -1,14 +1,16 @@
 """Decode attention over the paged KV cache (flash-decoding), GQA aware, any K/V formats.
 
-One query per sequence and head; T cached positions. For each KV head, the G = n_heads /
-n_kv_heads query heads that share it are one tile [G padded to 16, D], so each K/V page is read
-once for the whole group, dequantized in registers, never written out.
+T query tokens per sequence (1 in decode; a few when verifying drafts, each seeing the
+positions up to its own) over the cached positions. For each KV head, the T * G query rows
+(G = n_heads / n_kv_heads heads share it) are one tile [T * G padded to 16, D], so each K/V page
+is read once for all of them, dequantized in registers, never written out.
 
     phase 1, grid (sequences, KV heads, splits): each program walks its run of pages:
         s = (q . k) * scale * log2(e)             (q rotated first when K is rotated)
         online softmax: m' = max(m, max s); l = l 2^(m-m') + sum 2^(s-m'); acc likewise
         acc += 2^(s-m') @ v                       (q8: per-row scales folded into s and p)
-    phase 2, grid (sequences, query heads): out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
+    phase 2, grid (sequences x tokens, query heads):
+        out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
         when V is stored rotated, one float32 matmul by R^T (a [D, D] matrix) follows.
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
@@ -30,18 +32,22 @@ def decode_split_kernel(
     q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr,
     qk_scale, stride_bt, n_splits, pages_per_split,
-    HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr,
-    D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
+    HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
+    G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr,
 ):  # fmt: skip
+    """Tile rows r = t * G + g: query token t (of the sequence's last T positions) and query
+    head g of this KV head's group; G_PAD >= T * G."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
     length = tl.load(lengths_ptr + seq)
     gi = tl.arange(0, G_PAD)
     j = tl.arange(0, D)
-    group_mask = gi < G
-    q_rows = seq * HQ + head * G + gi
+    group_mask = gi < T * G
+    token = gi // G
+    q_rows = (seq * T + token) * HQ + head * G + gi % G
+    last_visible = length - T + token  # causal among the T new tokens
     q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
     q = q.to(tl.float32)
     if K_FMT >= ROT4:  # rot4 or rot2: keys stored rotated
@@ -66,10 +72,12 @@ def decode_split_kernel(
         if K_FMT == Q8:
             s = s * k_scale[None, :]
         tokens = pg * P + tl.arange(0, P)
-        s = tl.where(tokens[None, :] < length, s, float("-inf"))
+        s = tl.where(tokens[None, :] <= last_visible[:, None], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        # a row that sees no position of this page yet keeps m = -inf; 0 keeps 2^x finite
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         if V_FMT == ROT4:
             v_even, v_odd = load_rot4_halves(row0, vq_ptr, vs_ptr, vm_ptr, P, D)
