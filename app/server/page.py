@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from app.common.engine_bridge import EngineBridge
 from app.common.machine_state import MachineState
 from engine.runtime import protocol as p
-from engine.server.capacity import parallel_that_fit
+from engine.server.capacity import MAX_PARALLEL, parallel_that_fit
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig, ServerConfigError
 from engine.server.request_log import RequestLog, RequestRecord
 from engine.server.runner import ServerThread, build_state
@@ -212,7 +212,8 @@ class ServerPage(QWidget):
             )
         fit = self._parallel_that_fit(model, per)
         if fit is not None:
-            text += (f" The planner finds room for {fit} such requests at once in the memory "
+            count = f"{fit} or more" if fit >= MAX_PARALLEL else str(fit)
+            text += (f" The planner finds room for {count} such requests at once in the memory "
                      "that was free when Hearth started.")  # fmt: skip
             self.parallel_box.setMaximum(max(1, fit))
         self.capacity_label.setText(text)
