@@ -220,6 +220,14 @@ class Context:
             cp.n_seq_max = params.n_parallel
             cp.kv_unified = True
             cp.n_outputs_max = params.n_parallel
+        if params.embeddings:
+            # Every token is an output, pooled per sequence: the model's own pooling (embedding
+            # models say theirs), else the mean, as llama-server does for generative models.
+            cp.embeddings = True
+            cp.n_ubatch = cp.n_batch  # the whole input in one ubatch (non-causal models need it)
+            cp.n_outputs_max = 0
+            pooling = model.meta(f"{model.meta('general.architecture')}.pooling_type")
+            cp.pooling_type = int(pooling) if pooling else C.LLAMA_POOLING_TYPE_MEAN
         handle = C.llama_init_from_model(model.handle, cp)
         if not handle:
             raise EngineError(
@@ -304,6 +312,29 @@ class Context:
         """The logits of the last output, as a ctypes float pointer of n_vocab entries (valid
         until the next decode)."""
         return ctypes.cast(C.llama_get_logits_ith(self.handle, -1), ctypes.POINTER(ctypes.c_float))
+
+    def embed(self, tokens: list[int]) -> list[float]:
+        """The pooled embedding of `tokens` (a context made with embeddings=True); the cache is
+        cleared before and after, so inputs never see each other."""
+        if len(tokens) > self.info.n_batch:
+            raise EngineError(
+                f"The input is {len(tokens)} tokens long; embeddings take at most "
+                f"{self.info.n_batch}. Split it."
+            )
+        self.clear()
+        arr = (C.llama_token * len(tokens))(*tokens)
+        rc = C.llama_decode(self.handle, C.llama_batch_get_one(arr, len(tokens)))
+        if rc != 0:
+            self.clear()
+            raise EngineError(decode_failure(rc))
+        pointer = C.llama_get_embeddings_seq(self.handle, 0)
+        if not pointer:
+            self.clear()
+            raise EngineError("llama.cpp gave no pooled embedding for this model.")
+        n_embd = C.llama_model_n_embd(self.model.handle)
+        vector = list(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float))[:n_embd])
+        self.clear()
+        return vector
 
     def logits_at(self, index: int):
         """The logits of the output at batch position `index`, as a ctypes float pointer of

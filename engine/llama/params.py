@@ -36,6 +36,7 @@ class ContextSettings:
     swa_full: bool = True
     backend_sampling: bool = True  # sample in the graph; only the token comes back
     n_parallel: int = 1  # sequences in one unified KV cache of n_ctx cells (n_seq_max)
+    embeddings: bool = False  # pooled sequence embeddings instead of logits (/v1/embeddings)
 
 
 @dataclass(frozen=True)

@@ -185,6 +185,15 @@ class EngineClient:
         )
         return request_id
 
+    def embed(self, inputs: tuple[str, ...]) -> int:
+        """Ask for the pooled embedding of each input; returns the request id of its
+        Embedded (or GenerationFailed) event."""
+        with self._send_lock:
+            request_id = self._next_request_id
+            self._next_request_id += 1
+        self._send(p.Embed(request_id=request_id, inputs=tuple(inputs)))
+        return request_id
+
     def stop(self, request_id: int | None = None) -> None:
         """Stop generation `request_id`, or every generation in progress."""
         self._send(p.Stop(request_id=request_id))

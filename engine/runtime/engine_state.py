@@ -19,10 +19,13 @@ from engine.chat.context_fit import ContextOverflow, fit_conversation
 from engine.enums import EngineState, Overflow, StopReason
 from engine.llama import driver as llama
 from engine.llama.log import BufferAllocation
+from engine.llama.params import ContextSettings
 from engine.runtime import protocol as p
 from engine.runtime.batched_decode import BatchedDecoder
 from engine.runtime.generation import Session, Stopped, generate
 from engine.runtime.to_llama import context_settings, model_settings
+
+EMBEDDING_CONTEXT = 2048  # tokens per embedding input, at most
 
 
 class Engine:
@@ -33,6 +36,8 @@ class Engine:
         self._stop = threading.Event()
         self._session: Session | None = None
         self._batched: BatchedDecoder | None = None  # when loaded with n_parallel > 1
+        self._embedder: llama.Context | None = None  # made at the first Embed
+        self._threads = 0  # the loaded context's CPU threads (0: physical cores)
         self._current_request: int | None = None  # the single-sequence path's generation
         self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
@@ -103,13 +108,15 @@ class Engine:
             self.unload()
         elif isinstance(command, p.GetMemoryReport):
             self._send(self.memory_report())
+        elif isinstance(command, p.Embed):
+            self.embed(command)
         else:
             self._send(p.CommandFailed(command=type(command).__name__, message="Unknown command."))
 
     def failure_event(self, command: Any, message: str) -> Any:
         """The event that tells the GUI a command failed, in the form it waits for."""
         self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
-        if isinstance(command, p.Generate):
+        if isinstance(command, p.Generate | p.Embed):
             return p.GenerationFailed(request_id=command.request_id, message=message)
         if isinstance(command, p.Load):
             return p.LoadFailed(path=command.params.path, message=message)
@@ -169,6 +176,7 @@ class Engine:
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = Session(model=model, ctx=ctx)
+        self._threads = params.n_threads
         if params.n_parallel > 1:
             self._batched = BatchedDecoder(model, ctx, params.n_parallel, self._send)
         self._state = EngineState.IDLE
@@ -216,6 +224,35 @@ class Engine:
         batched, self._batched = self._batched, None
         if batched is not None:
             batched.close()  # its generations end as "stopped" before the context goes
+        embedder, self._embedder = self._embedder, None
+        if embedder is not None:
+            embedder.close()
+
+    def embed(self, command: p.Embed) -> None:
+        """Embeddings in a small context of their own beside the chat's (made at the first
+        request), so they never disturb a conversation's cache."""
+        session, rid = self._session, command.request_id
+        if session is None:
+            self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
+            return
+        try:
+            if self._embedder is None:
+                n_ctx = min(EMBEDDING_CONTEXT, session.model.n_ctx_train() or EMBEDDING_CONTEXT)
+                threads = self._threads
+                self._embedder = llama.Context(
+                    session.model,
+                    ContextSettings(n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
+                                    embeddings=True),
+                )  # fmt: skip
+            vectors, n_tokens = [], 0
+            for text in command.inputs:
+                tokens = session.model.tokenize(text, add_special=True)
+                n_tokens += len(tokens)
+                vectors.append(tuple(self._embedder.embed(tokens)))
+        except llama.EngineError as exc:
+            self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
+            return
+        self._send(p.Embedded(request_id=rid, vectors=tuple(vectors), n_tokens=n_tokens))
 
     def unload(self, *, quiet: bool = False) -> None:
         self._close_batched()

@@ -129,6 +129,14 @@ class Generate:
 
 
 @message
+class Embed:
+    """Pooled embeddings of each input (the API's /v1/embeddings)."""
+
+    request_id: int
+    inputs: tuple[str, ...]
+
+
+@message
 class Stop:
     """Stop a generation; honoured before its next token is decoded. No request id: stop
     every generation in progress (the single-sequence engine only ever has one)."""
@@ -278,6 +286,13 @@ class PromptFitted:
     request_id: int
     n_prompt_tokens: int
     messages_dropped: int
+
+
+@message
+class Embedded:
+    request_id: int
+    vectors: tuple[tuple[float, ...], ...]  # one per input, in order
+    n_tokens: int  # the inputs' tokens, all together
 
 
 @message

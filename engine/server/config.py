@@ -30,6 +30,7 @@ class Limits:
     max_top_logprobs: int = 20
     max_tools: int = 64
     max_messages: int = 1024
+    max_embedding_inputs: int = 64
     request_seconds: float = 600.0  # a generation still running after this is stopped
     queue_length: int = 32  # requests waiting for a sequence, beyond those decoding
     retry_after_seconds: int = 2

@@ -146,6 +146,31 @@ class EngineLink:
                 if not finished:
                     self._stop_quietly(request_id)
 
+    async def embed(self, inputs: tuple[str, ...], timeout_s: float) -> p.Embedded:
+        """The pooled embeddings of `inputs`; APIError for a failure the client can act on."""
+        self.require_model()
+        self.admit()
+        self.in_flight += 1
+        queue: asyncio.Queue = asyncio.Queue()
+        request_id = None
+        try:
+            request_id = self.client.embed(inputs)
+            self._streams[request_id] = queue
+            event = await asyncio.wait_for(queue.get(), timeout_s)
+        except BrokenPipeError:
+            raise APIError(503, "The engine is not running; restart the server.") from None
+        except TimeoutError:
+            raise APIError(504, "The embeddings took longer than the server's limit.") from None
+        finally:
+            self.in_flight -= 1
+            if request_id is not None:
+                self._streams.pop(request_id, None)
+        if isinstance(event, p.Embedded):
+            return event
+        if isinstance(event, p.GenerationFailed):
+            raise APIError(400, event.message)
+        raise APIError(500, getattr(event, "message", "The engine stopped."))
+
     def _stop_quietly(self, request_id: int) -> None:
         with contextlib.suppress(OSError):  # the engine is gone: nothing left to stop
             self.client.stop(request_id)

@@ -1,9 +1,12 @@
 """OpenAI's API: /v1/models, /v1/chat/completions, /v1/completions (streamed or whole), and
-/v1/embeddings (refused clearly: no embedding model is served yet)."""
+/v1/embeddings."""
 
 from __future__ import annotations
 
+import base64
+import math
 import os
+import struct
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -14,7 +17,11 @@ from engine.server import request_params as rp
 from engine.server.completion import Piece, Reply, pieces
 from engine.server.errors import APIError
 from engine.server.openai_chat import ChatPlan, plan_chat
-from engine.server.openai_schema import ChatCompletionRequest, CompletionRequest
+from engine.server.openai_schema import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    EmbeddingRequest,
+)
 from engine.server.responding import stream_response, whole_replies
 from engine.server.server_state import ServerState, state_of
 from engine.server.streaming import sse
@@ -125,13 +132,46 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
 
 
 @router.post("/embeddings")
-async def embeddings(request: Request) -> Response:
-    state_of(request).link.require_model()
-    raise APIError(
-        501,
-        "This server does not compute embeddings yet. Use an embedding server for them.",
-        code="not_implemented",
+async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
+    """Mean-pooled (or the model's own pooling) embeddings, unit length as OpenAI's are."""
+    state = state_of(request)
+    limits = state.config.limits
+    model = state.link.require_model()
+    model_id = rp.check_model_name(body.model, model)
+    inputs = [body.input] if isinstance(body.input, str) else list(body.input)
+    if not 1 <= len(inputs) <= limits.max_embedding_inputs:
+        raise APIError(400, f"Send 1 to {limits.max_embedding_inputs} inputs.", param="input")
+    if any(not text for text in inputs):
+        raise APIError(400, "An input is empty; send text.", param="input")
+    job = state.start_job(request, "/v1/embeddings", model_id, False)
+    try:
+        done = await state.link.embed(tuple(inputs), limits.request_seconds)
+    except APIError as error:
+        job.finish(error.status, [], note=error.message)
+        raise
+    job.finish(200, [])
+    data = []
+    for i, vector in enumerate(done.vectors):
+        unit = _unit(vector)
+        encoded = (
+            base64.b64encode(struct.pack(f"<{len(unit)}f", *unit)).decode()
+            if body.encoding_format == "base64"
+            else unit
+        )
+        data.append({"object": "embedding", "index": i, "embedding": encoded})
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": data,
+            "model": model_id,
+            "usage": {"prompt_tokens": done.n_tokens, "total_tokens": done.n_tokens},
+        }
     )
+
+
+def _unit(vector) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector)) or 1.0
+    return [x / norm for x in vector]
 
 
 # -- the parts ----------------------------------------------------------------------------------

@@ -66,3 +66,9 @@ class CompletionRequest(_Sampling):
     echo: bool = False
     suffix: str | None = None
     response_format: dict[str, Any] | None = None  # llama.cpp's servers take it here too
+
+
+class EmbeddingRequest(_Body):
+    model: str = Field("", max_length=256)
+    input: str | list[str]
+    encoding_format: Literal["float", "base64"] = "float"

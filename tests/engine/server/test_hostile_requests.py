@@ -55,6 +55,16 @@ def test_bad_parameters_get_a_clear_400(served, body, status, says):
     assert says in _message(reply)
 
 
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [({"input": []}, "inputs"), ({"input": ["x"] * 65}, "inputs"), ({"input": [""]}, "empty"),
+     ({"input": "x", "encoding_format": "hex"}, "encoding_format")],
+)  # fmt: skip
+def test_bad_embedding_requests_get_400(served, body, says):
+    status, reply = served.request("POST", "/v1/embeddings", body)
+    assert status == 400 and says in _message(reply)
+
+
 def test_malformed_json_gets_400(served):
     status, reply = served.request("POST", CHAT, '{"messages": [')
     assert status == 400 and "not valid JSON" in _message(reply)

@@ -179,15 +179,23 @@ def test_a_text_completion_streamed_and_whole(openai_client, served):
     assert whole.usage.completion_tokens == 6
 
 
-def test_embeddings_are_refused_with_a_reason(openai_client, served):
-    import openai
+def test_embeddings_are_unit_vectors_in_input_order(openai_client, served):
+    import math
 
-    try:
-        openai_client.embeddings.create(model=served.model, input="hello")
-    except openai.APIStatusError as exc:
-        assert exc.status_code == 501 and "embeddings" in exc.message
-    else:
-        raise AssertionError("embeddings should be refused")
+    inputs = ["a cat", "a quarterly revenue spreadsheet", "a cat"]
+    reply = openai_client.embeddings.create(model=served.model, input=inputs)
+    vectors = [d.embedding for d in sorted(reply.data, key=lambda d: d.index)]
+    assert len(vectors) == 3 and len(vectors[0]) == 576  # SmolLM2-135M's n_embd
+    assert all(math.isclose(math.hypot(*v), 1.0, rel_tol=1e-4) for v in vectors)
+    assert vectors[0] == vectors[2] and vectors[0] != vectors[1]
+    assert reply.usage.prompt_tokens >= 6
+    # OpenAI's client asks for base64 unless told otherwise; both decode to the same numbers.
+    floats = (
+        openai_client.embeddings.create(model=served.model, input="a cat", encoding_format="float")
+        .data[0]
+        .embedding
+    )
+    assert all(math.isclose(x, y, abs_tol=1e-6) for x, y in zip(floats, vectors[0], strict=True))
 
 
 def test_the_openapi_page_lists_every_route(served):
