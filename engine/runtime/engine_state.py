@@ -111,14 +111,16 @@ class Engine:
         try:
             if model is None:
                 used_before = _device_used()
-                model = llama.Model(params)
+                model, engine_note = _open_model(params)
                 weights = _Weights(
                     file=_file_identity(params.path),
                     device_used_before=used_before,
                     allocations=self._log.take_allocations(),
                     tensors_in_ram=self._log.take_overridden(),
+                    engine_note=engine_note,
                 )
-            ctx = llama.Context(model, params)
+            hearth = hasattr(model, "new_context")  # the Hearth engine (engine/hearth/driver.py)
+            ctx = model.new_context(params) if hearth else llama.Context(model, params)
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
@@ -132,7 +134,7 @@ class Engine:
         used_after = _device_used()
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
-        self._session = Session(model=model, ctx=ctx)
+        self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
         self._state = "idle"
         template = model.chat_template()
         self._template_note = "the model's own" if template else "llama.cpp built-in"
@@ -159,6 +161,8 @@ class Engine:
                     if name in used_after
                 ),
                 weights_kept=kept,
+                engine=getattr(model, "engine_name", "llama"),
+                engine_note=weights.engine_note,
             )
         )
 
@@ -303,6 +307,23 @@ class _Weights:
     device_used_before: dict[str, int]
     allocations: tuple[p.BufferAllocation, ...]
     tensors_in_ram: tuple[str, ...]
+    engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
+
+
+def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
+    """The model on the engine that `params.engine` names, and a note: llama.cpp runs it, with
+    the reason in one line, when the Hearth engine cannot (no torch, an architecture or tensor
+    type it does not run, no GPU)."""
+    if params.engine != "hearth":
+        return llama.Model(params), ""
+    from engine.hearth.driver import HearthModel, HearthUnavailable
+
+    try:
+        return HearthModel(params), ""
+    except HearthUnavailable as exc:
+        note = f"Hearth engine unavailable, using llama.cpp: {exc}"
+        print(f"hearth worker: {note}", flush=True)
+        return llama.Model(params), note
 
 
 def _file_identity(path: str) -> tuple[int, int]:
@@ -314,7 +335,7 @@ def _file_identity(path: str) -> tuple[int, int]:
 
 
 # Model-level settings: the weights loaded with them can serve any context settings.
-_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap")
+_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "engine")
 
 
 def _same_weights(old: p.ModelParams, new: p.ModelParams, weights: _Weights | None) -> bool:

@@ -56,14 +56,16 @@ def supports_gpu_offload() -> bool:
 
 
 class Model:
-    """A loaded model (weights on the devices llama.cpp chose for them)."""
+    """A loaded model (weights on the devices llama.cpp chose for them). With `vocab_only`, only
+    the vocabulary and metadata: the Hearth engine's tokenizer and chat template."""
 
-    def __init__(self, params: ModelParams):
+    def __init__(self, params: ModelParams, *, vocab_only: bool = False):
         init_backend()
         if not os.path.isfile(params.path):
             raise EngineError(f"No model file at {params.path}. Choose another file.")
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers >= 0 else 2**31 - 1
+        mp.vocab_only = vocab_only
         keep_alive = _apply_placement(mp, params)  # C arrays llama.cpp reads during the load
         if not params.use_mmap:
             # This llama.cpp has no use_mmap field (a ctypes Structure would take the assignment

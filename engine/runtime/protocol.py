@@ -73,6 +73,9 @@ class ModelParams:
     # Sample inside the model's graph on the GPU (llama.cpp's experimental backend sampling),
     # so only the chosen token is copied back each step instead of every logit.
     backend_sampling: bool = True
+    # "llama" (llama.cpp) or "hearth" (engine/hearth: Hearth's own forward pass; llama.cpp runs
+    # the model instead, saying why, where that engine cannot).
+    engine: str = "llama"
 
 
 @message
@@ -161,6 +164,8 @@ class ModelLoaded:
     # True when the weights of the previous load were kept and only the context was made anew
     # (the same file and placement, other context settings).
     weights_kept: bool = False
+    engine: str = "llama"  # the engine that runs the model: "llama" or "hearth"
+    engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
 
 
 @message
