@@ -15,8 +15,8 @@ run: env
 	$(BIN)/hearth
 
 test: env-test
-	$(BIN)/ruff check app engine kernels tests installers benchmarks backend_tests
-	$(BIN)/ruff format --check app engine kernels tests installers benchmarks backend_tests
+	$(BIN)/ruff check app engine kernels tests installers benchmarks
+	$(BIN)/ruff format --check app engine kernels tests installers benchmarks
 	$(BIN)/lint-imports
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
 
@@ -26,11 +26,11 @@ test-vulkan: env-test
 	PYTHON=$(PYTHON) installers/test_vulkan.sh
 
 lint:
-	$(BIN)/ruff check app engine kernels tests installers benchmarks backend_tests
+	$(BIN)/ruff check app engine kernels tests installers benchmarks
 
 format:
-	$(BIN)/ruff format app engine kernels tests installers benchmarks backend_tests
-	$(BIN)/ruff check --fix app engine kernels tests installers benchmarks backend_tests
+	$(BIN)/ruff format app engine kernels tests installers benchmarks
+	$(BIN)/ruff check --fix app engine kernels tests installers benchmarks
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

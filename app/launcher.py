@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
         from engine.cli import main as cli_main
 
         return cli_main(args)
-    from app.gui_main import run_gui
+    from app.shell.gui_main import run_gui
 
     return run_gui(args)
 

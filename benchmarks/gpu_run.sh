@@ -14,7 +14,7 @@
 #       them and runs the CUDA check (tests/engine/runtime/test_gpu_matches_cpu.py, which checks
 #       the file's SHA-256)
 #   cuda-sources   (after starter-a, with .starter-b/) which CUDA kernel choices move the starter
-#       model's logits from exact arithmetic (backend_tests/cuda_error_sources.py)
+#       model's logits from exact arithmetic (benchmarks/backends/cuda_error_sources.py)
 #   sources-q4k   the same on a Q4_K_M made from the starter model's F32 copy (after cuda-sources)
 #   llama-bench   llama.cpp's own speed figures (pp512, tg128, flash attention on) on the random
 #       8B Q4_K_M and, when it is here, the starter model (Q4_1)
@@ -112,14 +112,14 @@ for step in "$@"; do
         2>&1 | tee "$out/starter-check$tag.log" || echo "STARTER CHECK FAILED" ;;
     cuda-sources)
       join_starter
-      python3 backend_tests/cuda_error_sources.py /tmp/starter/model.gguf --out "$out" \
+      python3 benchmarks/backends/cuda_error_sources.py /tmp/starter/model.gguf --out "$out" \
         --name "cuda-error-sources$tag" 2>&1 | tee "$out/cuda-error-sources$tag.txt" ;;
     sources-q4k)
       join_starter
       q4k=/tmp/starter/q4_k_m.gguf
       [ -f "$q4k" ] || llama-quantize /tmp/hearth-cuda-sources/model-f32.gguf "$q4k" Q4_K_M \
         >"$out/quantize-starter.log" 2>&1
-      python3 backend_tests/cuda_error_sources.py /tmp/starter/model.gguf --out "$out" \
+      python3 benchmarks/backends/cuda_error_sources.py /tmp/starter/model.gguf --out "$out" \
         --quantized "$q4k" --name "cuda-error-sources-q4k$tag" 2>&1 \
         | tee "$out/cuda-error-sources-q4k$tag.txt" ;;
     llama-bench)

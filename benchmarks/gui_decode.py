@@ -47,9 +47,9 @@ from PySide6.QtCore import QEvent, QEventLoop, QObject, QTimer, qVersion  # noqa
 from PySide6.QtGui import QGuiApplication  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-import app.message_delegate as message_delegate  # noqa: E402
-from app.engine_bridge import EngineBridge  # noqa: E402
-from app.main_window import MainWindow  # noqa: E402
+import app.chat.message_delegate as message_delegate  # noqa: E402
+from app.common.engine_bridge import EngineBridge  # noqa: E402
+from app.shell.main_window import MainWindow  # noqa: E402
 from engine.benchmark.llama_bench import (  # noqa: E402
     LlamaBenchError,
     find_llama_bench,
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     app = QApplication.instance() or QApplication([sys.argv[0]])
     app.setApplicationName("Hearth")
-    from app.theme import apply_theme
+    from app.common.theme import apply_theme
 
     apply_theme(app)
     try:

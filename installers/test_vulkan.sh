@@ -11,4 +11,4 @@ fi
 HEARTH_VENV=.venv-vulkan HEARTH_BACKEND=vulkan installers/setup_env.sh test
 # llama.cpp leaves CPU-type Vulkan devices (lavapipe) out unless they are named.
 GGML_VK_VISIBLE_DEVICES=0 HEARTH_CPU_PYTHON=.venv/bin/python \
-  .venv-vulkan/bin/python -m pytest -v -rP -p no:cacheprovider backend_tests/test_vulkan.py
+  .venv-vulkan/bin/python -m pytest -v -rP -p no:cacheprovider benchmarks/backends/test_vulkan.py

@@ -1,0 +1,93 @@
+"""Hearth's own fused GPU kernels (PyTorch + Triton), an optional part of Hearth.
+
+Importing `kernels` never needs torch or triton: the app installs without them (they are the
+`kernels` extra in pyproject.toml). Ask first, then use:
+
+    import kernels
+    ok, why = kernels.available()   # never raises; `why` says what is missing and what to do
+    kernels.require()               # raises kernels.KernelsUnavailable(why) when not ok
+
+The API (names exported lazily from this package; each lives in the module named):
+
+Weights (kernels/packed_weight.py, kernels/gemv.py)
+    w = PackedWeight.from_gguf(raw, ggml_type, shape, device="cuda")
+        raw: the tensor's bytes as stored in the GGUF file (bytes, numpy uint8 array or torch
+        uint8 tensor); ggml_type: gguf.GGMLQuantizationType, its int value or name ("Q4_K");
+        shape: (n_out, n_in), i.e. GGUF's ne reversed (ne[0] = n_in is the contiguous axis).
+        Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 (and F32).
+        The blocks are split once into planes of their fields (same bytes, same count:
+        docs/kernels.md says why); anything else raises UnsupportedTensor naming the type.
+    y = quant_matmul(x, w)        x: [..., n_in] f16/bf16/f32 -> y: [..., n_out], x's dtype.
+        Best for 1..16 rows (decode, draft verification); more rows work, slower per row.
+    w.dequantize() -> f32 [n_out, n_in] (for checks and prefill through torch matmul).
+
+Elementwise (kernels/norms.py, kernels/activations.py, kernels/rope.py)
+    y = rms_norm(x, weight, eps)                      y = x / rms(x) * weight
+    y, h = rms_norm(x, weight, eps, residual=r)       h = x + r; y = rms_norm(h) (fused)
+    y = swiglu(gate, up)                              silu(gate) * up
+    rope = Rope.from_gguf_params(head_dim, n_rot, base, layout="normal"|"neox",
+                                  scaling="none"|"linear"|"yarn"|"llama3", factor=...,
+                                  original_context=..., freq_factors=None)  (host-side table)
+    y = apply_rope(x, positions, rope)                x: [T, H, D], positions: int [T]
+
+KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
+    spec = KVCacheSpec(n_layers, n_kv_heads, head_dim, k_format="rot4", v_format="rot4",
+                       page_size=64, max_tokens=32768)
+        formats: "f16"; "q8" (int8, one f16 scale per token and head); "rot4" (Walsh-Hadamard
+        rotated per head, 4-bit, f16 scale+min per group of 32); "rot2" (K only, 2-bit).
+        K and V formats are chosen independently (e.g. k_format="q8", v_format="rot4").
+    cache = PagedKVCache(spec, device="cuda")
+    seq = cache.new_sequence();  cache.free_sequence(seq)
+    start = cache.grow(seq, n)           reserve n more positions (pages as needed)
+    cache.write(layer, seq, start, k, v, rope=None)
+        k, v: [n, n_kv_heads, head_dim]; with `rope`, RoPE is applied to k inside the write
+        kernel (positions start..start+n-1), then rotate + quantize + store, one launch each.
+    o = cache.attend(layer, q, seqs, scale=None)
+        q: [len(seqs), n_heads, head_dim], one query per sequence over all its positions
+        (flash-decoding split + reduce, GQA aware) -> o: [len(seqs), n_heads, head_dim].
+
+Reference (numpy; no torch needed; the tests and benchmarks use these and nothing else)
+    kernels.kv_formats.reference_roundtrip(fmt, x) -> x after quantize+dequantize (float32)
+    kernels.kv_formats.reference_quantize(fmt, x) / reference_dequantize(fmt, packed)
+    kernels.reference: gemv (via gguf.quants.dequantize), rms_norm, swiglu, rope, attention
+
+Errors
+    KernelsUnavailable   no torch / no triton / GPU without Triton support (CUDA cc < 8.0,
+                         Metal, Vulkan-only, ROCm without triton) — with the reason.
+    UnsupportedTensor    a ggml type, KV format or shape a kernel does not handle (ValueError).
+
+CPU: with TRITON_INTERPRET=1 set before import, every kernel runs on CPU tensors through
+Triton's interpreter (slow; used by the tests on small shapes).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from kernels.availability import KernelsUnavailable, available, require
+from kernels.errors import UnsupportedTensor
+
+_LAZY = {
+    "PackedWeight": "kernels.packed_weight",
+    "quant_matmul": "kernels.gemv",
+    "rms_norm": "kernels.norms",
+    "swiglu": "kernels.activations",
+    "Rope": "kernels.rope_tables",
+    "apply_rope": "kernels.rope",
+    "KVCacheSpec": "kernels.kv_formats",
+    "PagedKVCache": "kernels.kv_cache",
+}
+
+__all__ = ["KernelsUnavailable", "UnsupportedTensor", "available", "require", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    # torch and triton load only when a kernel is first asked for, so `import kernels` is free.
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as error:  # torch or triton missing: say so as the API promises
+        raise KernelsUnavailable(available()[1]) from error

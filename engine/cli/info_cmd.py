@@ -12,7 +12,7 @@ import json
 import sys
 
 from engine.gguf import GGUFError, ModelInfo, read_model_info
-from engine.gguf.summary import human_bytes
+from engine.gguf.summary import human_bytes, summary_lines, to_dict
 
 HUB_PREFIX = "hf://"
 LOCAL_DEADLINE_S = 10.0
@@ -63,10 +63,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"hearth info: {exc}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(info.to_dict(tensors=args.tensors), sys.stdout, indent=2)
+        json.dump(to_dict(info, tensors=args.tensors), sys.stdout, indent=2)
         print()
         return 0
-    for line in info.summary_lines():
+    for line in summary_lines(info):
         print(line)
     if args.tensors:
         print()

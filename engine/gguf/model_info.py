@@ -182,15 +182,3 @@ class ModelInfo:
     @property
     def is_split(self) -> bool:
         return (self.split_count or 0) > 1
-
-    # -- presentation -----------------------------------------------------------------------
-
-    def summary_lines(self) -> list[str]:
-        from engine.gguf.summary import summary_lines
-
-        return summary_lines(self)
-
-    def to_dict(self, *, tensors: bool = False) -> dict:
-        from engine.gguf.summary import to_dict
-
-        return to_dict(self, tensors=tensors)

@@ -7,7 +7,7 @@
     queue = DownloadQueue(models_dir); queue.restore(); queue.start(); queue.add(model)
     Library(models_dir).scan()                             # -> [LocalModel]
 
-Qt-free: the GUI (app/library_panel.py) runs these off its thread and forwards the callbacks.
+Qt-free: the GUI (app/library/panel.py) runs these off its thread and forwards the callbacks.
 """
 
 from engine.hub.catalog import ModelFile, by_quant, group_model_files, quant_of

@@ -12,7 +12,8 @@ in llama-cpp-python 0.3.36; docs/planner-accuracy.md holds the measured accuracy
 
 from engine.planner.memory import Config, DeviceMemory, MemoryEstimate, estimate
 from engine.planner.planner import Planner, plan, plan_profiles, request_for_devices, safety_margin
-from engine.planner.profile import ModelProfile, build_profile
+from engine.planner.profile import ModelProfile
+from engine.planner.profile_dims import build_profile
 from engine.planner.records import (
     DOES_NOT_FIT,
     FITS,

@@ -221,7 +221,6 @@ def _better_options(search: Search, profiles, best: Candidate) -> list[Alternati
 
 
 def _not_fitting(search: Search, profiles: list[ModelProfile]) -> Plan:
-    req = search.request
     if not search.misses:
         return Plan.impossible(
             "No combination of the allowed KV types and flash-attention settings "
@@ -248,19 +247,6 @@ def _not_fitting(search: Search, profiles: list[ModelProfile]) -> Plan:
     smaller = _smaller_quant(search, nearest, profiles)
     if smaller is not None:
         alternatives.append(smaller)
-    if not (req.allow_cpu_layers and req.allow_cpu_experts) and search.gpus:
-        relaxed = dataclasses.replace(req, allow_cpu_layers=True, allow_cpu_experts=True)
-        from engine.planner.planner import plan_profiles
-
-        other = plan_profiles(profiles, relaxed)
-        if other.fits and other.choice is not None:
-            alternatives.append(
-                Alternative(
-                    "cpu_offload",
-                    f"keeping part of the model in RAM: {other.choice.offload_summary}",
-                    other.choice,
-                )
-            )
     return Plan(
         status=DOES_NOT_FIT,
         confidence=confidence_of(profile),
@@ -307,3 +293,16 @@ def _smaller_quant(search: Search, miss, profiles: list[ModelProfile]) -> Altern
             return None
     size = gib(int(profile.info.weight_bytes * scale))
     return Alternative("smaller_quant", f"a {name} file of this model (about {size}) would fit")
+
+
+def with_cpu_offload_alternative(plan: Plan, relaxed: Plan) -> Plan:
+    """`plan` (which does not fit) with "keep part of the model in RAM" offered, when the same
+    request with CPU offload allowed (`relaxed`) fits."""
+    if not relaxed.fits or relaxed.choice is None:
+        return plan
+    offload = Alternative(
+        "cpu_offload",
+        f"keeping part of the model in RAM: {relaxed.choice.offload_summary}",
+        relaxed.choice,
+    )
+    return dataclasses.replace(plan, alternatives=(*plan.alternatives, offload))

@@ -11,13 +11,15 @@ planner cannot make sense of gets a DOES_NOT_FIT plan with the reason. Only a ma
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 from engine.gguf import ModelInfo
 from engine.planner.backends import BACKENDS
-from engine.planner.explain import build_plan
+from engine.planner.explain import build_plan, with_cpu_offload_alternative
 from engine.planner.kv_cache import KV_TYPES
-from engine.planner.profile import ModelProfile, build_profile
+from engine.planner.profile import ModelProfile
+from engine.planner.profile_dims import build_profile
 from engine.planner.records import PREFERENCES, DeviceBudget, Plan, PlanRequest
 from engine.planner.search import Search
 from engine.planner.tables import warm_tables
@@ -60,7 +62,11 @@ def plan_profiles(profiles: Sequence[ModelProfile], request: PlanRequest) -> Pla
         )
     search = Search(request)
     search.run(usable)
-    return build_plan(search, list(usable))
+    plan = build_plan(search, list(usable))
+    if plan.fits or not search.gpus or (request.allow_cpu_layers and request.allow_cpu_experts):
+        return plan
+    relaxed = dataclasses.replace(request, allow_cpu_layers=True, allow_cpu_experts=True)
+    return with_cpu_offload_alternative(plan, plan_profiles(usable, relaxed))
 
 
 class Planner:

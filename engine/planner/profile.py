@@ -241,11 +241,3 @@ def _layer_weights(classified, n_layer: int, backend: BackendProfile):
         LayerWeights(dense[i], experts[i], largest_dense[i], largest_expert[i])
         for i in range(n_layer)
     )
-
-
-def build_profile(info: ModelInfo) -> ModelProfile:
-    """Everything placement-independent about `info`; never raises for odd metadata."""
-    from engine.planner.profile_dims import model_dims
-
-    dims = model_dims(info)
-    return ModelProfile(info=info, **dims)

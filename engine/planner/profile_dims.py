@@ -16,6 +16,7 @@ from engine.planner.profile import (
     KNOWN_ARCHITECTURES,
     NORM_HEAVY_ARCHITECTURES,
     KVLayer,
+    ModelProfile,
 )
 
 
@@ -127,3 +128,8 @@ def model_dims(info: ModelInfo) -> dict:
         "norm_heavy": arch in NORM_HEAVY_ARCHITECTURES,
         "notes": tuple(notes),
     }
+
+
+def build_profile(info: ModelInfo) -> ModelProfile:
+    """Everything placement-independent about `info`; never raises for odd metadata."""
+    return ModelProfile(info=info, **model_dims(info))

@@ -1,6 +1,6 @@
 """Does a GPU build give the CPU build's greedy output? One rule for every backend check.
 
-Used by the Vulkan check (backend_tests/test_vulkan.py) and the CUDA check
+Used by the Vulkan check (benchmarks/backends/test_vulkan.py) and the CUDA check
 (tests/engine/runtime/test_gpu_matches_cpu.py). Both compare `N_TOKENS` greedy tokens after
 `STORY` on the starter model with the CPU build's, using traces from engine/runtime/logit_trace.py.
 

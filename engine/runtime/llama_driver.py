@@ -18,7 +18,7 @@ import llama_cpp.llama_cpp as C
 from engine.runtime.protocol import ModelParams, SamplingParams
 
 # The planner offers f16, q8_0 and q4_0; f32 is here for measuring rounding
-# (backend_tests/cuda_error_sources.py), at twice f16's memory.
+# (benchmarks/backends/cuda_error_sources.py), at twice f16's memory.
 KV_TYPES = {
     "f16": C.GGML_TYPE_F16,
     "q8_0": C.GGML_TYPE_Q8_0,

@@ -18,7 +18,7 @@ process of the build under test (engine/runtime/greedy_check.py compares two tra
 this build's logits at that trace's top-k ids at each position (to measure the difference on
 the tokens that mattered to the reference). `--kv` sets the KV cache type and `--prompt-by-token`
 decodes the prompt one token at a time: both for finding which kernel a difference comes from
-(backend_tests/cuda_error_sources.py), not what the engine does.
+(benchmarks/backends/cuda_error_sources.py), not what the engine does.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.engine_bridge import STATE_IDLE, EngineBridge
+from app.common.engine_bridge import STATE_IDLE, EngineBridge
 from tests.app.fake_engine import FakeEngineClient
 
 WAIT_MS = 5_000  # events from the fake engine: they only wait for the 33 ms flush
@@ -33,7 +33,7 @@ def client_of(bridge: EngineBridge) -> FakeEngineClient:
 
 def load_fake_model(qtbot, bridge: EngineBridge, path: str | Path) -> FakeEngineClient:
     """Have the bridge load `path` and the fake engine report it loaded."""
-    from app.main_window import model_params_for
+    from app.shell.main_window import model_params_for
 
     bridge.load(model_params_for(path))
     client = client_of(bridge)

@@ -1,14 +1,14 @@
 """The reason for installers/patches/0001-ggml-cuda-q8_1-sum-of-quantized-values.patch, computed:
 on the starter model's real Q4_1 matrices, keeping the sum of the rounded activations (ggml-cpu,
 and ggml-cuda as patched) gives a smaller error than the sum of the unrounded ones (ggml-cuda
-0.3.36). backend_tests/q8_1_sum_simulation.py prints the figures (docs/backends.md)."""
+0.3.36). benchmarks/backends/q8_1_sum_simulation.py prints the figures (docs/backends.md)."""
 
 import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "backend_tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks/backends"))
 
 from engine.starter_model import starter_model_path
 

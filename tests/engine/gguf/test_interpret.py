@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from engine.gguf import BytesSource, GGUFError, ModelInfo, read_model_info
+from engine.gguf.summary import summary_lines
 from engine.gguf.values import ValueType
 from tests.engine.gguf.craft import Builder, padded, tensor_bytes
 
@@ -73,7 +74,7 @@ def test_hybrid_moe_with_per_layer_arrays() -> None:
     assert [info.is_recurrent_layer(i) for i in range(4)] == [True, False, True, False]
     assert [info.is_swa_layer(i) for i in range(4)] == [False, True, False, True]
     assert (info.expert_count, info.n_expert_used(0)) == (32, 4)
-    assert any("varies by layer" in line for line in info.summary_lines())
+    assert any("varies by layer" in line for line in summary_lines(info))
 
 
 def test_mla_and_ssm_dimensions() -> None:

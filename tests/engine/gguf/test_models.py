@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.gguf import read_model_info
+from engine.gguf.summary import summary_lines
 
 
 def test_smollm2_starter_model(starter_model: Path) -> None:
@@ -51,7 +52,7 @@ def test_smollm2_starter_model(starter_model: Path) -> None:
     assert set(info.layer_weight_bytes) == {2_216_448}
     assert info.nonlayer_weight_bytes == 30_083_328
     assert info.weight_bytes == sum(by_type.values())
-    assert info.summary_lines()[0] == "Smollm2 135M 8k Lc100K Mix1 Ep2 (llama, 135M)"
+    assert summary_lines(info)[0] == "Smollm2 135M 8k Lc100K Mix1 Ep2 (llama, 135M)"
 
 
 def test_gemma3_270m_with_sliding_window_layers(gemma_model: Path) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from engine.gguf import GGUFError, GGUFInternalError, GGUFSourceError, read_model_info
 from engine.gguf.remote import HTTPRangeSource, HubFileSource
+from engine.gguf.summary import to_dict
 from engine.gguf.values import ValueType
 from tests.engine.gguf.craft import Builder
 from tests.engine.gguf.range_server import RangeServer
@@ -44,7 +45,7 @@ def test_remote_header_fetches_only_the_header_plus_one_chunk(
 
     assert info.header_bytes == header_end
     assert info.vocab_size == 20_000 and info.file_size == len(data)
-    assert info.to_dict() == {**read_model_info(local).to_dict(), "source": source.name}
+    assert to_dict(info) == {**to_dict(read_model_info(local)), "source": source.name}
     # the bytes fetched stay within the header plus one read chunk, far from the whole file
     assert range_server.bytes_sent == source.bytes_fetched
     assert source.bytes_fetched <= header_end + source.max_read
@@ -123,6 +124,6 @@ def test_starter_model_over_http_reads_only_its_header(
     source = hub_source(range_server)  # the default chunk sizes
     info = read_model_info(source)
     local = read_model_info(starter_model)
-    assert info.to_dict(tensors=True) == {**local.to_dict(tensors=True), "source": source.name}
+    assert to_dict(info, tensors=True) == {**to_dict(local, tensors=True), "source": source.name}
     assert source.bytes_fetched <= local.header_bytes + source.max_read
     assert range_server.bytes_sent < starter_model.stat().st_size // 20

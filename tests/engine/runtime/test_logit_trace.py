@@ -1,5 +1,6 @@
 """engine/runtime/logit_trace.py on the starter model with the CPU build: the options that
-backend_tests/cuda_error_sources.py varies (KV type, the prompt's batch path) do what they say."""
+benchmarks/backends/cuda_error_sources.py varies (KV type, the prompt's batch path) do what they
+say."""
 
 import pytest
 

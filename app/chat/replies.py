@@ -1,0 +1,137 @@
+"""Replies: fitting the conversation to the context, asking the engine, following the stream
+into the transcript and the store, and ending it (done, failed, or the engine gone).
+Mixed into ChatView.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from app.chat.context import ContextOverflow, fit_to_context, used_tokens
+from app.chat.conversation_model import ROLE_ASSISTANT, ChatEntry, stats_line
+from app.chat.session import message_stats
+from app.chat.settings import OVERFLOW_DROP_OLDEST, sampling_from
+from app.common import banner as b
+from engine.runtime import protocol as p
+
+
+class ReplyStreaming:
+    """Needs the ChatView's bridge, model, session, transcript, banners and buttons."""
+
+    def _start_reply(self, parent_id: int | None) -> None:
+        settings = self.settings_panel.values()
+        messages = self.model.chat_messages(settings["system_prompt"])
+        loaded = self._bridge.model
+        if loaded is not None:
+            try:
+                fitted = fit_to_context(
+                    messages,
+                    loaded.n_ctx,
+                    # Room for the reply: Max tokens, but never most of a small context (a
+                    # reply that fills it still stops with a "context full" notice).
+                    min(settings["max_tokens"], loaded.n_ctx // 4),
+                    drop_oldest=settings["overflow"] == OVERFLOW_DROP_OLDEST,
+                )
+            except ContextOverflow as exc:
+                self.context_notice.show_message(b.ERROR, "The context is full", str(exc))
+                self._update_buttons()
+                return
+            messages = fitted.messages
+            if fitted.dropped:
+                self.context_notice.show_message(
+                    b.INFO,
+                    "Oldest turns left out",
+                    f"{fitted.dropped} of the oldest messages no longer fit the context and were "
+                    "not sent to the model (they are still here and saved).",
+                )
+        model_name = Path(loaded.path).name if loaded else ""
+        request_id = self._bridge.generate(
+            messages, sampling=sampling_from(settings), max_tokens=settings["max_tokens"]
+        )
+        if request_id is None:
+            self.model.append(
+                ChatEntry(
+                    role=ROLE_ASSISTANT,
+                    text="",
+                    author=self.assistant_name,
+                    footer="The engine is not ready; wait for the model to load and try again.",
+                    failed=True,
+                )
+            )
+        else:
+            self._request_id = request_id
+            message_id = self.session.start_reply(parent_id, model_name, settings)
+            self._reply_row = self.model.append(
+                ChatEntry(
+                    role=ROLE_ASSISTANT,
+                    text="",
+                    author=self.assistant_name,
+                    streaming=True,
+                    message_id=message_id,
+                )
+            )
+        self.transcript.scrollToBottom()
+        self._update_buttons()
+
+    def _on_token_text(self, request_id: int, text: str, _n_tokens: int) -> None:
+        if request_id != self._request_id or self._reply_row is None:
+            return
+        follow = self._at_bottom()
+        self.model.append_text(self._reply_row, text)
+        self.session.reply_grew(self.model.entry(self._reply_row).text)
+        if follow:
+            self.transcript.scrollToBottom()
+
+    def _on_generation_done(self, done: p.GenerationDone) -> None:
+        if done.request_id != self._request_id:
+            return
+        self.session.finish_reply(
+            self._reply_text(), stats=message_stats(done.stats), stop_reason=done.stop_reason
+        )
+        self._context_used = used_tokens(done.stats)
+        self._show_usage()
+        if done.stop_reason == "context_full":
+            self.context_notice.show_message(
+                b.ERROR,
+                "The reply stopped: the context is full",
+                "Start a new chat, set “Context full” to drop the oldest turns in Settings, or "
+                "load the model with a longer context.",
+            )
+        self._finish_reply(stats_line(done))
+
+    def _on_generation_failed(self, failed: p.GenerationFailed) -> None:
+        if failed.request_id == self._request_id:
+            footer = f"The reply failed: {failed.message}"
+            self.session.finish_reply(self._reply_text(), stop_reason=footer, failed=True)
+            self._finish_reply(footer, failed=True)
+
+    def _on_command_failed(self, failed: p.CommandFailed) -> None:
+        if failed.command == "Generate" and self.generating:
+            footer = f"The engine could not reply: {failed.message}"
+            self.session.finish_reply(self._reply_text(), stop_reason=footer, failed=True)
+            self._finish_reply(footer, failed=True)
+
+    def _on_engine_crashed(self, _crash) -> None:
+        if self.generating:
+            self.session.interrupt_reply(self._reply_text())
+            if self._reply_row is not None:
+                self.model.update(self._reply_row, partial=True)
+            self._finish_reply(
+                "Interrupted: the engine process stopped. Reload the model to go on.", failed=True
+            )
+
+    def _reply_text(self) -> str:
+        return self.model.entry(self._reply_row).text if self._reply_row is not None else ""
+
+    def _finish_reply(self, footer: str, *, failed: bool = False) -> None:
+        follow = self._at_bottom()
+        if self._reply_row is not None:
+            self.model.finish(self._reply_row, footer, failed=failed)
+        self._end_reply()
+        if follow:
+            self.transcript.scrollToBottom()
+
+    def _end_reply(self) -> None:
+        self._request_id = None
+        self._reply_row = None
+        self._update_buttons()

@@ -1,0 +1,349 @@
+"""The Chat page: conversations on the left, the transcript and message box in the middle, the
+chat settings on the right (hidden until asked for).
+
+Every message is written to the conversation store as it happens (a reply while it streams), so
+quitting or a crash loses nothing. The conversation sent to the engine is the shown branch
+(finished messages, failed replies left out), after the system prompt, fitted to the context by
+the policy the user chose; the worker renders it with the model's chat template and reuses the
+KV cache of the turns it has seen.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, Qt
+from PySide6.QtGui import QKeySequence, QPalette, QResizeEvent, QShortcut
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QListView,
+    QPushButton,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.chat.actions import MessageActions
+from app.chat.conversation_model import (
+    ROLE_USER,
+    ChatEntry,
+    ConversationModel,
+)
+from app.chat.header import ChatHeader
+from app.chat.input_box import ChatInput
+from app.chat.message_delegate import MessageDelegate
+from app.chat.replies import ReplyStreaming
+from app.chat.session import ChatSession
+from app.chat.settings import ChatSettingsPanel, sampling_from
+from app.chat.sidebar import ConversationSidebar
+from app.common import banner as b
+from app.common.engine_bridge import STATE_GENERATING, STATE_IDLE, EngineBridge
+from engine.chat.store import ConversationStore
+from engine.runtime import protocol as p
+
+BOTTOM_SLACK_PX = 24  # within this distance of the end counts as "following the reply"
+SIDEBAR_MIN_PAGE_WIDTH = 640  # narrower than this, the transcript gets the room
+
+
+class TranscriptView(QListView):
+    """A list view that repaints a changed row without laying out every row again.
+
+    QListView answers any dataChanged by re-asking every row for its size. A streaming reply
+    changes 30 times a second; with a long conversation that relayout would cost more than the
+    decode it shows. Here a change only repaints its row, and the delegate asks for a relayout
+    (sizeHintChanged) when the row's height really changed.
+    """
+
+    def dataChanged(self, top_left, bottom_right, roles=()) -> None:
+        QAbstractItemView.dataChanged(self, top_left, bottom_right, roles)
+
+
+class ChatView(MessageActions, ReplyStreaming, QWidget):
+    def __init__(
+        self,
+        bridge: EngineBridge,
+        parent: QWidget | None = None,
+        *,
+        store: ConversationStore | None = None,
+        store_error: str | None = None,
+    ):
+        super().__init__(parent)
+        self.setObjectName("chatView")
+        self.setBackgroundRole(QPalette.ColorRole.Base)
+        self.setAutoFillBackground(True)
+        self._bridge = bridge
+        # Without a store (tests, a store that failed to open) chats live in memory only.
+        self.session = ChatSession(store or ConversationStore.open(":memory:"), self)
+        self.assistant_name = "Assistant"
+        self._request_id: int | None = None
+        self._reply_row: int | None = None
+        self._editing_row: int | None = None
+        self._context_used = 0
+
+        self.notice = b.Banner(self)
+        self.notice.setObjectName("chatNotice")
+        self.context_notice = b.Banner(self)
+        self.context_notice.setObjectName("contextNotice")
+        self.header = ChatHeader(self)
+        self.sidebar = ConversationSidebar(self.session.store, self)
+        self.sidebar.chosen.connect(self.open_conversation)
+        self.sidebar.new_requested.connect(self.new_chat)
+        self.sidebar.deleted.connect(self._on_conversation_deleted)
+        self.settings_panel = ChatSettingsPanel(self)
+        self.settings_panel.hide()
+        self.settings_panel.changed.connect(self._on_settings_changed)
+        self.header.settings_button.toggled.connect(self.settings_panel.setVisible)
+
+        self.model = ConversationModel(self)
+        self.transcript = TranscriptView(self)
+        self.transcript.setObjectName("transcript")
+        self.transcript.setModel(self.model)
+        self.transcript.setFrameShape(QFrame.Shape.NoFrame)
+        self.transcript.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)
+        self.transcript.verticalScrollBar().setSingleStep(24)
+        self.transcript.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.transcript.setResizeMode(QListView.ResizeMode.Adjust)
+        self.transcript.setUniformItemSizes(False)
+        self.transcript.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.transcript.setMouseTracking(True)  # the hand cursor over Copy and Thought links
+        self.transcript.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.transcript.customContextMenuRequested.connect(self._show_context_menu)
+        self.delegate = MessageDelegate(self.transcript)
+        self.transcript.setItemDelegate(self.delegate)
+        # A reply that grows may change its row's height; the delegate relayouts only then.
+        self.model.dataChanged.connect(
+            lambda top_left, _bottom_right, _roles=(): self.delegate.row_changed(top_left)
+        )
+        # The delegate caches layouts by row: rows that move invalidate it.
+        self.model.modelReset.connect(self.delegate.clear_cache)
+        self.model.rowsRemoved.connect(self.delegate.clear_cache)
+
+        self.input = ChatInput(self)
+        self.input.setObjectName("chatInput")
+        self.input.submitted.connect(self.send)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("sendButton")
+        self.send_button.setDefault(True)
+        self.send_button.setToolTip("Send (Enter)")
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setObjectName("stopButton")
+        self.stop_button.setToolTip("Stop the reply (Esc)")
+        self.stop_button.clicked.connect(self.stop)
+        self.new_chat_button = QPushButton("New chat")
+        self.new_chat_button.setObjectName("newChatButton")
+        self.new_chat_button.setFlat(True)
+        self.new_chat_button.setToolTip("New chat (Ctrl+N)")
+        self.new_chat_button.clicked.connect(self.new_chat)
+
+        composer = QFrame(self)
+        composer.setObjectName("composer")
+        composer_layout = QHBoxLayout(composer)
+        composer_layout.setContentsMargins(6, 6, 6, 6)
+        composer_layout.setSpacing(6)
+        composer_layout.addWidget(self.input, 1)
+        composer_layout.addWidget(self.stop_button, 0, Qt.AlignmentFlag.AlignBottom)
+        composer_layout.addWidget(self.send_button, 0, Qt.AlignmentFlag.AlignBottom)
+
+        hint = QLabel("Enter to send · Shift+Enter for a new line · Esc to stop · Ctrl+N new chat")
+        hint.setObjectName("composerHint")
+        # A hint, not content: it may be cut short rather than hold the page wide.
+        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        hints = QHBoxLayout()
+        hints.setContentsMargins(4, 0, 0, 0)
+        hints.addWidget(hint, 1)
+        hints.addWidget(self.new_chat_button)
+
+        bottom = QVBoxLayout()
+        bottom.setContentsMargins(18, 6, 18, 8)
+        bottom.setSpacing(2)
+        bottom.addWidget(composer)
+        bottom.addLayout(hints)
+
+        center = QVBoxLayout()
+        center.setContentsMargins(0, 0, 0, 0)
+        center.setSpacing(0)
+        center.addWidget(self.notice)
+        center.addWidget(self.header)
+        center.addWidget(self.context_notice)
+        center.addWidget(self.transcript, 1)
+        center.addLayout(bottom)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.sidebar)
+        layout.addLayout(center, 1)
+        layout.addWidget(self.settings_panel)
+        # The sidebar hides on a narrow page (resizeEvent), so it must not set a minimum width.
+        layout.setSizeConstraint(QHBoxLayout.SizeConstraint.SetNoConstraint)
+
+        stop_shortcut = QShortcut(QKeySequence(Qt.Key.Key_Escape), self)
+        stop_shortcut.setContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        stop_shortcut.activated.connect(self._on_escape)
+        new_shortcut = QShortcut(QKeySequence.StandardKey.New, self)
+        new_shortcut.setContext(Qt.ShortcutContext.WindowShortcut)
+        new_shortcut.activated.connect(self.new_chat)
+        copy_shortcut = QShortcut(QKeySequence.StandardKey.Copy, self.transcript)
+        copy_shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
+        copy_shortcut.activated.connect(self.copy_selected)
+
+        bridge.token_text.connect(self._on_token_text)
+        bridge.generation_done.connect(self._on_generation_done)
+        bridge.generation_failed.connect(self._on_generation_failed)
+        bridge.command_failed.connect(self._on_command_failed)
+        bridge.engine_crashed.connect(self._on_engine_crashed)
+        bridge.model_loaded.connect(lambda _loaded: self._show_usage())
+        bridge.state_changed.connect(self._update_buttons)
+        self._update_buttons()
+        self._show_usage()
+        if store_error:
+            self.notice.show_message(b.ERROR, "Chats will not be saved", store_error)
+
+    def changeEvent(self, event: QEvent) -> None:
+        # The system switched between light and dark: code colours are baked into the cached
+        # layouts, so they are made again with the new palette.
+        # (Qt also sends one while the page is being built, before the delegate exists.)
+        if event.type() == QEvent.Type.PaletteChange and hasattr(self, "delegate"):
+            # A style sheet's palette(base) is resolved when a widget is polished: polish the
+            # transcript again so that it takes the new colours too.
+            self.transcript.style().unpolish(self.transcript)
+            self.transcript.style().polish(self.transcript)
+            self.delegate.clear_cache()
+            self.transcript.doItemsLayout()
+            self.transcript.viewport().update()
+        super().changeEvent(event)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:
+        self.sidebar.setVisible(event.size().width() >= SIDEBAR_MIN_PAGE_WIDTH)
+        super().resizeEvent(event)
+
+    # -- settings -------------------------------------------------------------------------------
+
+    @property
+    def sampling(self) -> p.SamplingParams:
+        return sampling_from(self.settings_panel.values())
+
+    @sampling.setter
+    def sampling(self, sampling: p.SamplingParams) -> None:
+        seed = -1 if sampling.seed == 0xFFFFFFFF else sampling.seed
+        values = {k: getattr(sampling, k) for k in ("temperature", "top_p", "top_k", "min_p")}
+        values.update(repeat_penalty=sampling.repeat_penalty, seed=seed, preset="Custom")
+        self.settings_panel.set_values({**self.settings_panel.values(), **values})
+
+    @property
+    def max_tokens(self) -> int:
+        return self.settings_panel.max_tokens.value()
+
+    @max_tokens.setter
+    def max_tokens(self, value: int) -> None:
+        self.settings_panel.max_tokens.setValue(value)
+
+    @property
+    def system_prompt(self) -> str:
+        return self.settings_panel.values()["system_prompt"]
+
+    def _on_settings_changed(self) -> None:
+        chat_id = self.session.conversation_id
+        if chat_id is not None:
+            values = self.settings_panel.values()
+            self.session.store.set_settings(chat_id, values)
+            self.session.store.set_system_prompt(chat_id, values["system_prompt"])
+
+    # -- actions --------------------------------------------------------------------------------
+
+    @property
+    def generating(self) -> bool:
+        return self._request_id is not None
+
+    def send(self) -> None:
+        text = self.input.toPlainText().strip()
+        if not text or not self.send_button.isEnabled():
+            return
+        settings = self.settings_panel.values()
+        chat_id = self.session.ensure_conversation(text, settings)
+        if self._editing_row is not None:
+            # Edit and resend: the new text is a sibling of the old, whose branch is kept.
+            edited = self.model.entry(self._editing_row).message_id
+            parent = self.session.store.message(edited).parent_id if edited else None
+            self.model.truncate(self._editing_row)
+            self._cancel_edit()
+        else:
+            parent = self._last_message_id()
+        user_id = self.session.store.add_message(chat_id, ROLE_USER, text, parent_id=parent)
+        self.model.append(ChatEntry(role=ROLE_USER, text=text, message_id=user_id))
+        self.input.clear()
+        self.sidebar.set_current(chat_id)
+        self.header.title.setText(self.session.store.conversation(chat_id).title)
+        self._start_reply(user_id)
+
+    def stop(self) -> None:
+        if self.generating:
+            self._bridge.stop()
+
+    def new_chat(self) -> None:
+        self.stop()
+        self._end_reply()
+        self._cancel_edit()
+        self.session.conversation_id = None
+        self.model.clear()
+        self.context_notice.hide()
+        self.header.title.setText("New chat")
+        self.sidebar.set_current(None)
+        self._context_used = 0
+        self._show_usage()
+        self.input.setFocus()
+
+    def open_conversation(self, conversation_id: int) -> None:
+        if conversation_id == self.session.conversation_id and self.model.rowCount():
+            return
+        self.stop()
+        self._end_reply()
+        self._cancel_edit()
+        chat = self.session.store.conversation(conversation_id)
+        self.session.conversation_id = conversation_id
+        self.settings_panel.set_values({**chat.settings, "system_prompt": chat.system_prompt})
+        self.model.set_entries(self.session.entries(self.assistant_name))
+        self.header.title.setText(chat.title)
+        self.sidebar.set_current(conversation_id)
+        self.context_notice.hide()
+        replies = [m for m in self.session.store.branch(conversation_id) if m.stats.n_generated]
+        last = replies[-1].stats if replies else None
+        self._context_used = (last.n_prompt_tokens or 0) + (last.n_generated or 0) if last else 0
+        self._show_usage()
+        self.transcript.scrollToBottom()
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _last_message_id(self) -> int | None:
+        ids = [e.message_id for e in self.model.entries() if e.message_id is not None]
+        return ids[-1] if ids else None
+
+    def _on_conversation_deleted(self, conversation_id: int) -> None:
+        if conversation_id == self.session.conversation_id:
+            self.new_chat()
+
+    def _on_escape(self) -> None:
+        if self.generating:
+            self.stop()
+        elif self._editing_row is not None:
+            self._cancel_edit()
+            self.input.clear()
+
+    def _cancel_edit(self) -> None:
+        if self._editing_row is not None:
+            self._editing_row = None
+            self.notice.hide()
+
+    def _show_usage(self) -> None:
+        loaded = self._bridge.model
+        self.header.set_usage(self._context_used, loaded.n_ctx if loaded else 0)
+
+    def _at_bottom(self) -> bool:
+        bar = self.transcript.verticalScrollBar()
+        return bar.value() >= bar.maximum() - BOTTOM_SLACK_PX
+
+    def _update_buttons(self, *_args) -> None:
+        state = self._bridge.state
+        self.send_button.setEnabled(state == STATE_IDLE and not self.generating)
+        self.stop_button.setEnabled(self.generating and state == STATE_GENERATING)

@@ -1,0 +1,196 @@
+"""The Library page's list of local models: load, delete, import (picker or drop), and the
+models folder. Scans and imports read GGUF headers, so they run on the pool."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMessageBox,
+    QPushButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.common.background import TaskRunner
+from app.library.widgets import size_text
+from engine.gguf.summary import summary_lines
+from engine.hub.library import IMPORTED, Library, LocalModel
+from engine.hub.settings import HubSettings, save_settings
+
+DATA = Qt.ItemDataRole.UserRole
+REMEMBERED = ("n_ctx", "n_gpu_layers", "flash_attn")  # what a load settled, shown again later
+
+
+def button(text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
+    widget = QPushButton(text)
+    widget.setObjectName(name)
+    widget.clicked.connect(slot)
+    return widget
+
+
+class LocalModelsView(QWidget):
+    def __init__(
+        self,
+        *,
+        settings: HubSettings,
+        library: Library,
+        runner: TaskRunner,
+        load_model: Callable[[Path], Any],
+        show_status: Callable[..., None],
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.library = library
+        self.runner = runner
+        self.load_model = load_model
+        self.show_status = show_status
+        self.confirm: Callable[[str], bool] = self._ask
+        self.models: list[LocalModel] = []
+
+        self.tree = QTreeWidget()
+        self.tree.setObjectName("localTree")
+        self.tree.setHeaderLabels(["Model", "Quant", "Size", "Where", "Last used"])
+        self.tree.setColumnWidth(0, 300)
+        self.tree.setRootIsDecorated(False)
+        self.tree.itemDoubleClicked.connect(lambda *_: self.load_selected())
+        self.folder_label = QLabel(f"Models folder: {settings.models_dir}")
+        self.folder_label.setObjectName("folderLabel")
+        buttons = QHBoxLayout()
+        buttons.addWidget(button("Load", "loadButton", self.load_selected))
+        buttons.addWidget(button("Delete", "deleteButton", self.delete_selected))
+        buttons.addWidget(button("Import…", "importButton", self.import_dialog))
+        buttons.addWidget(button("Refresh", "refreshButton", self.refresh))
+        buttons.addStretch(1)
+        buttons.addWidget(self.folder_label)
+        buttons.addWidget(button("Change…", "folderButton", self.choose_folder))
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.tree, 1)
+        layout.addLayout(buttons)
+
+    def refresh(self) -> None:
+        self.runner.run(self.library.scan, self._on_scanned)
+
+    def _on_scanned(self, result: list[LocalModel] | Exception) -> None:
+        if isinstance(result, Exception):
+            return self.show_status(f"Could not list your models: {result}", error=True)
+        self.models = result
+        self.tree.clear()
+        for model in result:
+            used = time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used or 0))
+            where = model.repo_id or ("imported" if model.source == IMPORTED else model.source)
+            item = QTreeWidgetItem(
+                [
+                    model.name,
+                    model.quant,
+                    size_text(model.size),
+                    where,
+                    used if model.last_used else "never",
+                ]
+            )
+            item.setData(0, DATA, model)
+            summary = summary_lines(model.info)[:8] if model.info is not None else []
+            remembered = ", ".join(f"{k} {v}" for k, v in sorted(model.settings.items()))
+            if remembered:
+                summary.append(f"Last loaded with {remembered}")
+            item.setToolTip(0, model.error or "\n".join([str(model.path), *summary]))
+            self.tree.addTopLevelItem(item)
+
+    def remember_loaded(self, loaded: Any) -> None:
+        """Connected to the bridge's model_loaded (a ModelLoaded): remember when a model listed
+        here was loaded, and with what settings. Others (the starter model) are not recorded."""
+        settings = {key: getattr(loaded, key) for key in REMEMBERED}
+        path = Path(loaded.path).resolve()
+        if any(model.path.resolve() == path for model in self.models):
+            self.library.mark_used(path, settings)
+            self.refresh()
+
+    def selected(self) -> LocalModel | None:
+        item = self.tree.currentItem()
+        return item.data(0, DATA) if item is not None else None
+
+    def load_selected(self) -> None:
+        model = self.selected()
+        if model is None:
+            return self.show_status("Choose one of your models to load.")
+        if model.error:
+            return self.show_status(f"Can't load {model.name}: {model.error}", error=True)
+        self.library.mark_used(model.path)
+        self.load_model(model.path)
+        self.refresh()
+
+    def delete_selected(self) -> None:
+        model = self.selected()
+        if model is None:
+            return
+        if not model.deletable and model.source != IMPORTED:
+            return self.show_status(
+                f"{model.name} is in the Hugging Face cache, shared with other programs. "
+                "Remove it with `hf cache delete`.",
+                error=True,
+            )
+        action = "Delete" if model.deletable else "Forget"
+        if not self.confirm(f"{action} {model.name} ({size_text(model.size)})?"):
+            return
+        try:
+            self.library.delete(model)
+        except Exception as exc:
+            return self.show_status(getattr(exc, "message", str(exc)), error=True)
+        self.refresh()
+
+    def _ask(self, text: str) -> bool:
+        answer = QMessageBox.question(self, "Library", text)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def import_dialog(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Import model", str(Path.home()), "GGUF models (*.gguf)"
+        )
+        if path:
+            self.import_paths([Path(path)])
+
+    def import_paths(self, paths: Iterable[Path]) -> None:
+        paths = list(paths)
+
+        def work() -> list[str]:
+            errors = []
+            for path in paths:
+                try:
+                    self.library.import_file(path)
+                except Exception as exc:
+                    errors.append(getattr(exc, "message", str(exc)))
+            return errors
+
+        def done(errors: list[str] | Exception) -> None:
+            if isinstance(errors, Exception):
+                errors = [str(errors)]
+            if errors:
+                self.show_status(" ".join(errors), error=True)
+            else:
+                self.show_status(f"Imported {len(paths)} model file(s).")
+            self.refresh()
+
+        self.runner.run(work, done)
+
+    def choose_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(
+            self, "Models folder", str(self.settings.models_dir)
+        )
+        if folder:
+            self.set_models_folder(Path(folder))
+
+    def set_models_folder(self, folder: Path) -> None:
+        """Saved now; used from the next start, so downloads in flight finish where they began."""
+        save_settings(self.settings.with_models_dir(folder))
+        self.folder_label.setText(f"Models folder: {folder} (from the next start)")
+        self.show_status(f"New downloads will go to {folder} after Hearth restarts.")

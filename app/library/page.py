@@ -1,0 +1,71 @@
+"""Builds the Library page for the main window: settings, library, download queue, Hub client.
+
+The queue's thread lives as long as the application; on quit the download in flight is paused
+(its `.part` kept) and resumes at the next start.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from PySide6.QtWidgets import QApplication, QWidget
+
+from app.common.background import QueueBridge
+from app.library.panel import LibraryPanel
+from engine.hub.client import HubClient
+from engine.hub.library import Library
+from engine.hub.queue import DownloadQueue
+from engine.hub.settings import HubSettings, load_settings
+from engine.planner import PlanRequest, request_for_devices
+
+if TYPE_CHECKING:
+    from app.common.page_host import PageHost
+
+
+def device_plan_request() -> PlanRequest:
+    from engine.hardware import detect_devices
+
+    return request_for_devices(detect_devices())
+
+
+def is_offline(settings: HubSettings) -> bool:
+    flag = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
+    return settings.offline or flag in ("1", "true", "yes", "on")
+
+
+def create_library_panel(window: PageHost, settings: HubSettings | None = None) -> QWidget:
+    settings = settings or load_settings()
+    offline = is_offline(settings)
+    if offline != settings.offline:
+        settings = HubSettings(settings.models_dir, offline, settings.scan_hf_cache)
+    bridge = QueueBridge()
+    queue = DownloadQueue(
+        settings.models_dir, on_change=bridge.job_changed.emit, on_done=bridge.job_done.emit
+    )
+    queue.restore()
+    library = Library(settings.models_dir, scan_hf_cache=settings.scan_hf_cache)
+
+    def load(path: Path) -> None:
+        window.open_model_file(path)  # the window's own checks and load path
+
+    panel = LibraryPanel(
+        settings=settings,
+        library=library,
+        queue=queue,
+        bridge=bridge,
+        client_factory=HubClient,
+        plan_request=device_plan_request,
+        load_model=load,
+    )
+    bridge.setParent(panel)
+    # a bound slot of the view: Qt drops the connection when the page is deleted
+    window.bridge.model_loaded.connect(panel.local_view.remember_loaded)
+    if not offline:
+        queue.start()
+    app = QApplication.instance()
+    if app is not None:
+        app.aboutToQuit.connect(lambda: queue.shutdown(timeout=5.0))
+    panel.destroyed.connect(lambda *_: queue.shutdown(timeout=0.5))
+    return panel

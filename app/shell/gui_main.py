@@ -1,0 +1,56 @@
+"""Start the GUI: `hearth [--model PATH]`.
+
+With no model given, Hearth loads the starter model (a tiny demo) so that a first launch can chat
+offline. The engine runs in its own process, started here and shut down when the window closes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from PySide6.QtWidgets import QApplication
+
+from app.common.engine_bridge import EngineBridge
+from app.common.theme import apply_theme
+from app.shell.main_window import MainWindow
+from engine.starter_model import starter_model_path
+
+
+def parse_args(args: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="hearth", description="Chat with a local GGUF model.")
+    parser.add_argument("--model", "-m", metavar="PATH", help="the .gguf model to open")
+    return parser.parse_args(args)
+
+
+def create_window(bridge: EngineBridge, model: str | None) -> MainWindow:
+    """The main window with the engine started and the first model on its way."""
+    window = MainWindow(bridge)
+    window.resize(1100, 760)
+    bridge.start()
+    # A model given on the command line gets the same checks as a dropped one; if it is refused,
+    # the message stays on screen and the starter model is loaded instead.
+    if model is not None and window.open_model_file(model):
+        return window
+    starter = starter_model_path()
+    if starter is not None:
+        window.load_model(starter)
+    elif model is None:
+        window.explain_no_model()
+    return window
+
+
+def run_gui(args: list[str]) -> int:
+    options = parse_args(args)
+    app = QApplication.instance() or QApplication([sys.argv[0]])
+    app.setApplicationName("Hearth")
+    app.setApplicationDisplayName("Hearth")
+    app.setOrganizationName("Hearth")
+    apply_theme(app)
+    bridge = EngineBridge()
+    window = create_window(bridge, options.model)
+    window.show()
+    try:
+        return app.exec()
+    finally:
+        bridge.shutdown()

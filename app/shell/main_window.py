@@ -1,0 +1,358 @@
+"""Hearth's main window: left navigation, the pages, the File menu, the status bar, and the
+engine's crash and error reports.
+
+Opening a model (File › Open, a drop, `--model`) always goes through `open_model_file`, which reads
+the GGUF header here before the engine is touched: a bad file is refused with a message and the
+loaded model stays loaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QMimeData, Qt
+from PySide6.QtGui import (
+    QAction,
+    QCloseEvent,
+    QDragEnterEvent,
+    QDragMoveEvent,
+    QDropEvent,
+    QKeySequence,
+)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QMainWindow,
+    QStackedWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from app.chat.view import ChatView
+from app.common import banner as b
+from app.common.engine_bridge import EngineBridge
+from app.shell.model_file_check import UnusableModelFile, check_model_file
+from app.shell.pages import CHAT, LIBRARY, MODEL, PageSpec, default_pages, placeholder_page
+from engine.runtime import protocol as p
+from engine.runtime.client import EngineCrashed
+from engine.starter_model import STARTER_LABEL, STARTER_NOTE, is_starter_model
+
+STATE_TEXT = {
+    "stopped": "Engine stopped",
+    "starting": "Starting engine…",
+    "no_model": "No model loaded",
+    "loading": "Loading model…",
+    "idle": "Ready",
+    "generating": "Generating…",
+    "crashed": "Engine crashed",
+}
+
+
+def model_params_for(path: str | Path) -> p.ModelParams:
+    """How a model the user opens is loaded, until the planner chooses for the hardware."""
+    return p.ModelParams(path=str(path))
+
+
+def display_name(path: str | Path) -> str:
+    return STARTER_LABEL if is_starter_model(path) else Path(path).name
+
+
+def local_files(mime: QMimeData) -> list[Path]:
+    return [Path(url.toLocalFile()) for url in mime.urls() if url.isLocalFile()]
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, bridge: EngineBridge, *, pages: list[PageSpec] | None = None):
+        super().__init__()
+        self.bridge = bridge
+        self.setWindowTitle("Hearth")
+        self.setAcceptDrops(True)
+        self._last_folder = str(Path.home())
+
+        self.navigation = QListWidget()
+        self.navigation.setObjectName("navigation")
+        self.navigation.currentRowChanged.connect(self._on_navigation)
+        sidebar = QWidget()
+        sidebar.setObjectName("sidebar")
+        sidebar.setFixedWidth(176)
+        sidebar_layout = QVBoxLayout(sidebar)
+        sidebar_layout.setContentsMargins(0, 0, 0, 0)
+        sidebar_layout.setSpacing(0)
+        title = QLabel("Hearth")
+        title.setObjectName("appTitle")
+        sidebar_layout.addWidget(title)
+        sidebar_layout.addWidget(self.navigation, 1)
+        self.pages = QStackedWidget()
+        self._page_names: list[str] = []
+
+        # Two banners: a crash report with its Reload button must survive a refused drop.
+        self.engine_banner = b.Banner()
+        self.engine_banner.setObjectName("engineBanner")
+        self.file_banner = b.Banner()
+        self.file_banner.setObjectName("fileBanner")
+
+        content = QWidget()
+        content_layout = QVBoxLayout(content)
+        content_layout.setContentsMargins(0, 0, 0, 0)
+        content_layout.setSpacing(0)
+        content_layout.addWidget(self.engine_banner)
+        content_layout.addWidget(self.file_banner)
+        content_layout.addWidget(self.pages, 1)
+        central = QWidget()
+        central_layout = QHBoxLayout(central)
+        central_layout.setContentsMargins(0, 0, 0, 0)
+        central_layout.setSpacing(0)
+        central_layout.addWidget(sidebar)
+        central_layout.addWidget(content, 1)
+        self.setCentralWidget(central)
+
+        for spec in pages if pages is not None else default_pages():
+            self.add_page(spec.name, self._create_page(spec))
+        self.chat_view: ChatView = self.page(CHAT)  # type: ignore[assignment]
+        self.navigation.setCurrentRow(0)
+
+        self._build_menus()
+        self._build_status_bar()
+        bridge.model_loaded.connect(self._on_model_loaded)
+        bridge.load_failed.connect(self._on_load_failed)
+        bridge.engine_crashed.connect(self._on_engine_crashed)
+        bridge.state_changed.connect(self._on_state_changed)
+        self._on_state_changed(bridge.state)
+
+    # -- pages ----------------------------------------------------------------------------------
+
+    def add_page(self, name: str, widget: QWidget) -> None:
+        if name in self._page_names:
+            raise ValueError(f"a page named {name!r} is already in the window")
+        widget.setObjectName(widget.objectName() or f"page{name}")
+        self._page_names.append(name)
+        self.pages.addWidget(widget)
+        self.navigation.addItem(name)
+
+    def page(self, name: str) -> QWidget:
+        return self.pages.widget(self._page_names.index(name))
+
+    def page_names(self) -> list[str]:
+        return list(self._page_names)
+
+    def show_page(self, name: str) -> None:
+        self.navigation.setCurrentRow(self._page_names.index(name))
+
+    def current_page_name(self) -> str:
+        return self._page_names[self.pages.currentIndex()]
+
+    def _create_page(self, spec: PageSpec) -> QWidget:
+        try:
+            return spec.create(self)
+        except Exception as exc:
+            if spec.name == CHAT:
+                raise  # the window is useless without its chat
+            return placeholder_page(spec.name, f"This page failed to open: {exc}")
+
+    def _on_navigation(self, row: int) -> None:
+        if row >= 0:
+            self.pages.setCurrentIndex(row)
+
+    # -- menus and status bar -------------------------------------------------------------------
+
+    def _build_menus(self) -> None:
+        file_menu = self.menuBar().addMenu("&File")
+        self.open_action = QAction("&Open model…", self)
+        self.open_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.open_action.triggered.connect(self.open_model_dialog)
+        file_menu.addAction(self.open_action)
+        file_menu.addSeparator()
+        quit_action = QAction("&Quit", self)
+        quit_action.setShortcut(QKeySequence.StandardKey.Quit)
+        quit_action.setMenuRole(QAction.MenuRole.QuitRole)
+        quit_action.triggered.connect(self.close)
+        file_menu.addAction(quit_action)
+
+    def _build_status_bar(self) -> None:
+        self.model_label = QLabel("No model")
+        self.model_label.setObjectName("modelLabel")
+        self.model_label.setTextFormat(Qt.TextFormat.RichText)
+        self.model_label.linkActivated.connect(lambda _link: self.show_page(LIBRARY))
+        self.context_label = QLabel()
+        self.context_label.setObjectName("contextLabel")
+        self.placement_label = QLabel()  # where the model runs, and whether flash attention is on
+        self.placement_label.setObjectName("placementLabel")
+        self.state_label = QLabel()
+        self.state_label.setObjectName("engineStateLabel")
+        bar = self.statusBar()
+        bar.addWidget(self.model_label, 1)
+        bar.addPermanentWidget(self.placement_label)
+        bar.addPermanentWidget(self.context_label)
+        bar.addPermanentWidget(self.state_label)
+
+    # -- opening models -------------------------------------------------------------------------
+
+    def open_model_dialog(self) -> None:
+        path, _filter = QFileDialog.getOpenFileName(
+            self, "Open model", self._last_folder, "GGUF models (*.gguf);;All files (*)"
+        )
+        if path:
+            self.open_model_file(path)
+
+    def open_model_file(self, path: str | Path) -> bool:
+        """Check `path` and, if it is a readable GGUF, load it in place of the current model."""
+        path = Path(path)
+        try:
+            check_model_file(path)
+        except UnusableModelFile as exc:
+            current = self.bridge.model
+            keep = (
+                f"{display_name(current.path)} stays loaded."
+                if current is not None
+                else "Open a .gguf model file with File › Open model… or drag one here."
+            )
+            self.file_banner.show_message(b.ERROR, f"Can't open {path.name}", f"{exc} {keep}")
+            return False
+        self.file_banner.hide()
+        self._last_folder = str(path.parent)
+        self.load_model(path)
+        return True
+
+    def load_model(self, path: Path) -> None:
+        """Load a file already known to be good (the starter model) without re-checking it,
+        with the settings the Model page chooses for it (remembered, else the best fit)."""
+        model_page = self.page(MODEL) if MODEL in self._page_names else None
+        planned = model_page.params_for(path) if hasattr(model_page, "params_for") else None
+        self._load_params(planned or model_params_for(path))
+
+    def _load_params(self, params: p.ModelParams) -> None:
+        self.engine_banner.hide()
+        self.bridge.load(params)
+        self._show_loading(Path(params.path))
+
+    def explain_no_model(self) -> None:
+        self.file_banner.show_message(
+            b.INFO,
+            "No model yet",
+            "Open a .gguf model with File › Open model… or drag one onto the window.",
+        )
+
+    def _show_loading(self, path: Path) -> None:
+        self.model_label.setText(f"Loading {_escape(display_name(path))}…")
+        self.context_label.clear()
+        self.placement_label.clear()
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:
+        # Any local file is accepted here so that a wrong one gets an explanation on drop,
+        # rather than a silent "no entry" cursor.
+        if local_files(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dragMoveEvent(self, event: QDragMoveEvent) -> None:
+        self.dragEnterEvent(event)
+
+    def dropEvent(self, event: QDropEvent) -> None:
+        if self.handle_drop(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def handle_drop(self, mime: QMimeData) -> bool:
+        files = local_files(mime)
+        if not files:
+            return False
+        # Several files: open the first model among them; the rest are ignored.
+        ggufs = [f for f in files if f.suffix.lower() == ".gguf"]
+        self.open_model_file(ggufs[0] if ggufs else files[0])
+        return True
+
+    # -- engine events --------------------------------------------------------------------------
+
+    def _on_model_loaded(self, loaded: p.ModelLoaded) -> None:
+        self.engine_banner.hide()
+        name = display_name(loaded.path)
+        starter = is_starter_model(loaded.path)
+        if starter:
+            self.model_label.setText(
+                f"{_escape(STARTER_LABEL)} · <a href='library'>Find real models in the Library</a>"
+            )
+            self.chat_view.notice.show_message(
+                b.INFO,
+                "You are chatting with a tiny demo model",
+                STARTER_NOTE,
+                actions=[("Open Library", lambda: self.show_page(LIBRARY))],
+            )
+        else:
+            self.model_label.setText(_escape(name))
+            self.chat_view.notice.hide()
+        self.model_label.setToolTip(f"{loaded.path}\n{loaded.description}")
+        self.context_label.setText(f"Context {loaded.n_ctx:,} tokens")
+        self.placement_label.setText(placement_text(loaded))
+        self.placement_label.setToolTip("\n".join(loaded.runs_on))
+        self.chat_view.assistant_name = (
+            STARTER_LABEL.split(" (")[0] if starter else Path(loaded.path).stem
+        )
+        self.setWindowTitle(f"{name} — Hearth")
+
+    def _on_load_failed(self, failed: p.LoadFailed) -> None:
+        self.placement_label.clear()
+        self.model_label.setText("No model loaded")
+        self.context_label.clear()
+        actions = [("Open another model…", self.open_model_dialog)]
+        previous = self.bridge.reload_params()
+        if previous is not None and Path(previous.path) != Path(failed.path):
+            actions.insert(
+                0,
+                (f"Load {display_name(previous.path)} again", lambda: self._load_params(previous)),
+            )
+        self.engine_banner.show_message(
+            b.ERROR, f"Could not load {display_name(failed.path)}", failed.message, actions=actions
+        )
+
+    def _on_engine_crashed(self, crash: EngineCrashed) -> None:
+        self.model_label.setText("No model loaded")
+        self.context_label.clear()
+        self.chat_view.notice.hide()  # it was about the model that is gone
+        text = crash.message
+        culprit = self.bridge.crashed_while_loading
+        reload_params = self.bridge.reload_params()
+        if culprit is not None:
+            text += f" It happened while loading {display_name(culprit.path)}."
+            if reload_params is not None and reload_params != culprit:
+                text += f" Reload loads {display_name(reload_params.path)} instead."
+        self.engine_banner.show_message(
+            b.ERROR,
+            "The engine stopped unexpectedly",
+            text,
+            details=crash.last_lines or ("(the engine printed nothing)",),
+            details_label="Show the engine's last lines",
+            actions=[("Reload model" if reload_params else "Restart engine", self.reload_engine)],
+        )
+
+    def reload_engine(self) -> None:
+        self.engine_banner.hide()
+        params = self.bridge.reload_params()
+        self.bridge.reload()
+        if params is not None:
+            self._show_loading(Path(params.path))
+
+    def _on_state_changed(self, state: str) -> None:
+        self.state_label.setText(STATE_TEXT.get(state, state))
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.bridge.shutdown()
+        super().closeEvent(event)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def placement_text(loaded: p.ModelLoaded) -> str:
+    """ "CUDA0 · 32/32 layers · flash attention on": where the model runs, from llama.cpp's own
+    buffers, so a GPU build that fell back to the CPU is visible at a glance."""
+    devices = [name.split(":", 1)[0] for name in loaded.runs_on] or ["CPU"]
+    parts = [" + ".join(devices)]
+    if loaded.n_gpu_layers:
+        parts.append(f"{loaded.n_gpu_layers}/{loaded.n_layers} layers on the GPU")
+    parts.append(f"flash attention {loaded.flash_attn}")
+    return " · ".join(parts)

@@ -1,0 +1,101 @@
+"""The pages of the main window's left navigation, by name.
+
+A panel plugs in by adding a PageSpec to `default_pages()` (or by `MainWindow.add_page` at run
+time). Factories are called with the window as a PageHost, so a page can reach the bridge and the
+window's actions without globals and without importing the window above it. Panels are imported
+lazily: the window still opens, with a placeholder, when one of them fails to import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QPushButton, QVBoxLayout, QWidget
+
+if TYPE_CHECKING:
+    from app.common.page_host import PageHost
+
+CHAT = "Chat"
+MODEL = "Model"
+LIBRARY = "Library"
+HARDWARE = "Hardware"
+
+
+@dataclass(frozen=True)
+class PageSpec:
+    name: str
+    create: Callable[[PageHost], QWidget]
+
+
+def placeholder_page(title: str, text: str, action: tuple[str, Callable[[], None]] | None = None):
+    page = QWidget()
+    heading = QLabel(title)
+    font = heading.font()
+    font.setPointSizeF(font.pointSizeF() * 1.5)
+    font.setBold(True)
+    heading.setFont(font)
+    body = QLabel(text)
+    body.setWordWrap(True)
+    body.setObjectName("placeholderText")
+    layout = QVBoxLayout(page)
+    layout.setContentsMargins(32, 28, 32, 28)
+    layout.setSpacing(10)
+    layout.addWidget(heading)
+    layout.addWidget(body)
+    if action is not None:
+        button = QPushButton(action[0])
+        button.clicked.connect(action[1])
+        layout.addWidget(button, 0, Qt.AlignmentFlag.AlignLeft)
+    layout.addStretch(1)
+    return page
+
+
+def _chat_page(window: PageHost) -> QWidget:
+    from app.chat.session import open_app_store
+    from app.chat.view import ChatView
+
+    store, problem = open_app_store()  # None and why: the chat then keeps chats in memory
+    return ChatView(window.bridge, store=store, store_error=problem)
+
+
+def _model_page(window: PageHost) -> QWidget:
+    from app.model.page import ModelSettingsPage
+
+    return ModelSettingsPage(window.bridge)
+
+
+def _library_page(window: PageHost) -> QWidget:
+    try:
+        from app.library.page import create_library_panel
+    except ImportError:
+        return _library_placeholder(window)
+    return create_library_panel(window)
+
+
+def _library_placeholder(window: PageHost) -> QWidget:
+    return placeholder_page(
+        LIBRARY,
+        "Your models, and models to download from the Hugging Face Hub, will be listed here. "
+        "For now, open a .gguf file with File › Open model… or drag one onto the window.",
+        ("Open model…", window.open_model_dialog),
+    )
+
+
+def _hardware_page(window: PageHost) -> QWidget:
+    try:
+        from app.hardware.panel import HardwarePanel
+    except ImportError:
+        return placeholder_page(HARDWARE, "The hardware panel is not available in this build.")
+    return HardwarePanel()
+
+
+def default_pages() -> list[PageSpec]:
+    return [
+        PageSpec(CHAT, _chat_page),
+        PageSpec(MODEL, _model_page),
+        PageSpec(LIBRARY, _library_page),
+        PageSpec(HARDWARE, _hardware_page),
+    ]

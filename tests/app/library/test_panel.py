@@ -1,0 +1,243 @@
+"""The Library page against the fake Hub: search, fit badges, downloads with pause and resume,
+local models (load, delete, import, drop), offline mode, and its place in the main window."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from app.common.background import QueueBridge
+from app.library.panel import LibraryPanel
+from app.shell.main_window import MainWindow
+from app.shell.pages import LIBRARY, default_pages
+from engine.hub.client import HubClient
+from engine.hub.download import RetryPolicy, part_path
+from engine.hub.library import Library
+from engine.hub.queue import DONE, PAUSED, DownloadQueue
+from engine.hub.settings import HubSettings
+from engine.planner import DeviceBudget, PlanRequest
+from tests.app.conftest import client_of
+from tests.engine.gguf.craft import valid_model
+from tests.engine.hub.fake_hub import Cut, FakeHub
+
+pytestmark = pytest.mark.timeout(60)
+WAIT_MS = 10_000
+GGUF = valid_model().bytes()
+REPO = "org/tiny-GGUF"
+BIG_CARD = PlanRequest(
+    gpus=(DeviceBudget("0", "card", "cuda", 8 << 30),), host_budget_bytes=8 << 30
+)
+TINY_CARD = PlanRequest(gpus=(DeviceBudget("0", "card", "cuda", 1 << 20),), host_budget_bytes=1)
+STUCK = RetryPolicy(attempts=3, first_delay_s=30.0)
+
+
+@pytest.fixture
+def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
+    hub = FakeHub()
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    hub.add_repo(
+        REPO,
+        {
+            "tiny-Q8_0.gguf": GGUF,
+            "tiny-F16-00001-of-00002.gguf": GGUF,
+            "tiny-F16-00002-of-00002.gguf": GGUF,
+        },
+        downloads=10,
+        license="mit",
+    )
+    hub.add_repo("org/other-GGUF", {"o-Q4_0.gguf": GGUF}, downloads=5)
+    try:
+        yield hub
+    finally:
+        hub.close()
+
+
+def make_panel(qtbot, tmp_path: Path, *, offline=False, request=BIG_CARD, policy=None):
+    settings = HubSettings(models_dir=tmp_path / "models", offline=offline)
+    bridge = QueueBridge()
+    queue = DownloadQueue(
+        settings.models_dir,
+        token=False,
+        policy=policy or RetryPolicy(attempts=2, first_delay_s=0.01),
+        on_change=bridge.job_changed.emit,
+        on_done=bridge.job_done.emit,
+        downloader_options={"reserve_bytes": 0},
+    )
+    loaded: list[Path] = []
+    panel = LibraryPanel(
+        settings=settings,
+        library=Library(settings.models_dir, scan_hf_cache=False),
+        queue=queue,
+        bridge=bridge,
+        client_factory=lambda: HubClient(token=False),
+        plan_request=lambda: request,
+        load_model=loaded.append,
+    )
+    bridge.setParent(panel)
+    qtbot.addWidget(panel)
+    panel.loaded = loaded
+    queue.start()
+    panel.destroyed.connect(lambda *_: queue.shutdown(timeout=1.0))
+    qtbot.waitUntil(lambda: not panel.runner.busy, timeout=WAIT_MS)
+    return panel
+
+
+def search_and_open(qtbot, panel: LibraryPanel, text: str = "tiny") -> None:
+    panel.search_box.setText(text)
+    qtbot.mouseClick(panel.search_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: panel.results.count() > 0, timeout=WAIT_MS)
+    panel.results.setCurrentRow(0)
+    qtbot.waitUntil(
+        lambda: bool(panel.file_items()) and all(i.text(2) != "…" for i in panel.file_items()),
+        timeout=WAIT_MS,
+    )
+
+
+def select_file(panel: LibraryPanel, name: str) -> None:
+    [item] = [i for i in panel.file_items() if i.text(0) == name]
+    panel.files.setCurrentItem(item)
+
+
+def test_search_lists_files_by_quant_with_fit_badges(qtbot, hub, tmp_path) -> None:
+    panel = make_panel(qtbot, tmp_path)
+    search_and_open(qtbot, panel)
+    assert panel.results.count() == 1 and "10 downloads" in panel.results.item(0).text()
+    assert "license: mit" in panel.repo_label.text()
+    groups = [panel.files.topLevelItem(i).text(0) for i in range(panel.files.topLevelItemCount())]
+    assert groups == ["F16", "Q8_0"]
+    badges = {i.text(0): (i.text(1), i.text(2)) for i in panel.file_items()}
+    assert badges["tiny-F16.gguf (2 parts)"][1] == "Fits"
+    assert badges["tiny-Q8_0.gguf"][1] == "Fits"
+    assert "All on the GPU" in panel.file_items()[0].toolTip(2)
+    # nothing was downloaded to decide: only header ranges were read
+    assert not (tmp_path / "models").exists() or not any((tmp_path / "models").rglob("*.gguf"))
+
+
+def test_does_not_fit_badge(qtbot, hub, tmp_path) -> None:
+    panel = make_panel(qtbot, tmp_path, request=TINY_CARD)
+    search_and_open(qtbot, panel)
+    assert {i.text(2) for i in panel.file_items()} == {"Does not fit"}
+
+
+def test_download_then_load_and_delete(qtbot, hub, tmp_path, monkeypatch) -> None:
+    panel = make_panel(qtbot, tmp_path)
+    search_and_open(qtbot, panel)
+    select_file(panel, "tiny-F16.gguf (2 parts)")
+    qtbot.mouseClick(panel.download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bool(panel.rows) and next(iter(panel.rows.values())).state == DONE,
+                    timeout=WAIT_MS)  # fmt: skip
+    row = next(iter(panel.rows.values()))
+    assert row.bar.value() == 1000 and "verified" in row.status.text()
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
+    item = panel.local.topLevelItem(0)
+    assert item.text(0) == "tiny-F16.gguf" and item.text(3) == REPO
+    panel.local.setCurrentItem(item)
+    qtbot.mouseClick(panel.findChild(type(panel.download_button), "loadButton"),
+                     Qt.MouseButton.LeftButton)  # fmt: skip
+    first = tmp_path / "models" / "org" / "tiny-GGUF" / "tiny-F16-00001-of-00002.gguf"
+    assert panel.loaded == [first.resolve()]
+    qtbot.waitUntil(lambda: panel.local.topLevelItem(0).text(4) != "never", timeout=WAIT_MS)
+
+    panel.local.setCurrentItem(panel.local.topLevelItem(0))
+    panel.local_view.confirm = lambda text: "Delete tiny-F16.gguf" in text
+    panel.local_view.delete_selected()
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 0, timeout=WAIT_MS)
+    assert not first.exists()
+
+
+def test_pause_and_resume_from_the_row(qtbot, hub, tmp_path) -> None:
+    panel = make_panel(qtbot, tmp_path, policy=STUCK)
+    search_and_open(qtbot, panel)
+    hub.add_faults("tiny-Q8_0.gguf", Cut(300))  # after the fit badge's header reads
+    select_file(panel, "tiny-Q8_0.gguf")
+    panel.download_selected()
+    qtbot.waitUntil(lambda: len(panel.rows) == 1, timeout=WAIT_MS)
+    row = next(iter(panel.rows.values()))
+    job = panel.queue.job(row.job_id)
+    qtbot.waitUntil(lambda: job.received_bytes() == 300, timeout=WAIT_MS)
+    qtbot.mouseClick(row.pause_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: row.state == PAUSED, timeout=WAIT_MS)
+    assert row.pause_button.text() == "Resume" and "Paused" in row.status.text()
+    assert part_path(job.path).stat().st_size == 300
+    panel.queue._policy = RetryPolicy(attempts=2, first_delay_s=0.01)
+    qtbot.mouseClick(row.pause_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: row.state == DONE, timeout=WAIT_MS)
+    assert job.path.read_bytes() == GGUF
+
+
+def test_offline_shows_local_models_only(qtbot, hub, tmp_path) -> None:
+    local = tmp_path / "models" / "mine.gguf"
+    local.parent.mkdir(parents=True)
+    local.write_bytes(GGUF)
+    panel = make_panel(qtbot, tmp_path, offline=True)
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
+    assert not panel.search_box.isEnabled() and not panel.download_button.isEnabled()
+    assert "Offline" in panel.status_label.text()
+    panel.search()
+    assert panel.results.count() == 0 and not hub.requests
+
+
+def test_import_by_drop_and_bad_files_say_why(qtbot, hub, tmp_path) -> None:
+    panel = make_panel(qtbot, tmp_path)
+    good, bad = tmp_path / "good.gguf", tmp_path / "bad.gguf"
+    good.write_bytes(GGUF)
+    bad.write_bytes(b"nope")
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(good)), QUrl.fromLocalFile(str(bad))])
+    event = QDropEvent(QPointF(5, 5), Qt.DropAction.CopyAction, mime,
+                       Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)  # fmt: skip
+    panel.dropEvent(event)
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
+    assert panel.local.topLevelItem(0).text(0) == "good.gguf"
+    assert "bad.gguf is not a usable GGUF" in panel.status_label.text()
+
+
+def test_the_main_window_shows_the_library_panel(qtbot, bridge, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HEARTH_DATA_DIR", str(tmp_path))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    window = MainWindow(bridge, pages=default_pages())
+    qtbot.addWidget(window)
+    panel = window.page(LIBRARY)
+    assert isinstance(panel, LibraryPanel) and panel.offline
+    model = tmp_path / "models" / "m.gguf"
+    model.parent.mkdir(parents=True)
+    model.write_bytes(GGUF)
+    panel.refresh_local()
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
+    panel.local.setCurrentItem(panel.local.topLevelItem(0))
+    panel.local_view.load_selected()
+    # the window's own, checked load path took it
+    assert window.model_label.text().startswith("Loading m.gguf")
+    assert window.file_banner.isHidden()
+    client_of(bridge).emit_loaded(str(model))
+    qtbot.waitUntil(lambda: panel.local_view.models[0].settings != {}, timeout=WAIT_MS)
+    assert panel.local_view.models[0].settings["n_ctx"] > 0
+    assert "Last loaded with" in panel.local.topLevelItem(0).toolTip(0)
+
+
+def test_changing_the_models_folder_is_saved_for_the_next_start(qtbot, hub, tmp_path, monkeypatch):
+    monkeypatch.setenv("HEARTH_DATA_DIR", str(tmp_path / "data"))
+    panel = make_panel(qtbot, tmp_path)
+    panel.local_view.set_models_folder(tmp_path / "elsewhere")
+    from engine.hub.settings import load_settings
+
+    assert load_settings().models_dir == tmp_path / "elsewhere"
+    assert "next start" in panel.local_view.folder_label.text()
+
+
+def test_status_text_shows_bytes_rate_and_time_left() -> None:
+    from app.library.widgets import eta_text, job_status_text
+    from engine.hub.queue import DOWNLOADING, Job
+    from engine.hub.records import Progress, RemoteFile
+
+    file = RemoteFile(REPO, "m.gguf", 4 * 1024**3, None)
+    job = Job("j", REPO, "m.gguf", "Q4_0", (file,), (Path("/nonexistent/m.gguf"),), DOWNLOADING)
+    job.progress = Progress("downloading", 1024**3, 4 * 1024**3, 50 * 1024**2, 61.44)
+    assert job_status_text(job) == "1.0 GiB of 4.0 GiB · 50.0 MiB/s · 61 s left"
+    assert eta_text(600) == "10 min left" and eta_text(7200) == "2.0 h left"
+    job.state, job.message = "failed", "HTTP 500 … resume"
+    assert job_status_text(job) == "HTTP 500 … resume"

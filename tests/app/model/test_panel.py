@@ -1,0 +1,138 @@
+"""The model settings panel: sliders re-plan and repaint the memory bars within 50 ms, over-budget
+choices turn red and say what would happen, Best fit, Apply reloads, settings remembered."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from app.common.theme import apply_theme
+from app.model.panel import GpuSpec, SettingsPanel
+from app.model.settings_store import ModelSettingsStore
+from app.shell.main_window import model_params_for  # noqa: F401  (the window's loading path exists)
+from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from tests.app.conftest import client_of
+
+GIB = 1024**3
+SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "settings.png"
+RTX = GpuSpec("cuda:0", "RTX 4070 (12 GB)", "cuda", 12 * GIB, int(11.4 * GIB))
+
+
+@pytest.fixture(scope="module")
+def model_files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("models")
+    return {
+        "dense": write_sparse_gguf(
+            folder / "Llama-3-8B-Q4_K_M.gguf", SHAPES["llama3-8b"], "Q4_K_M"
+        ),
+        "moe": write_sparse_gguf(
+            folder / "Qwen3-30B-A3B-Q4_K_M.gguf", SHAPES["qwen3-30b-a3b"], "Q4_K_M"
+        ),
+    }
+
+
+@pytest.fixture
+def panel(qtbot, bridge, model_files, tmp_path):
+    view = SettingsPanel(
+        bridge,
+        [RTX],
+        host_budget_bytes=24 * GIB,
+        settings_store=ModelSettingsStore(tmp_path / "model-settings.json"),
+    )
+    qtbot.addWidget(view)
+    view.resize(820, 520)
+    view.show()
+    view.set_model(model_files["dense"])
+    return view
+
+
+def test_a_new_model_starts_from_the_best_fit(panel):
+    assert panel.plan is not None and panel.plan.fits
+    assert [r.name.text() for r in panel.rows] == ["RTX 4070 (12 GB)", "system RAM"]
+    assert panel.status.text().startswith("Fits:")
+
+
+def test_every_slider_move_updates_the_bars_within_50_ms(panel):
+    gpu_bar = panel.rows[0].bar
+    times = []
+    for step in range(panel.context.maximum() + 1):
+        panel.context.setValue(step)
+        times.append(panel.last_update_seconds)
+        assert gpu_bar.usage.kv_bytes == panel.plan.devices[0].kv_bytes
+    for value in range(panel.vram.maximum(), 0, -3):
+        panel.vram.setValue(value)
+        times.append(panel.last_update_seconds)
+    assert max(times) < 0.050, max(times)
+
+
+def test_more_context_means_a_bigger_kv_segment(panel):
+    panel.auto_layers.setChecked(False)
+    panel.layers.setValue(panel.layers.maximum())
+    panel.context.setValue(0)
+    small = panel.rows[0].bar.usage.kv_bytes
+    panel.context.setValue(panel.context.maximum())
+    assert panel.rows[0].bar.usage.kv_bytes > 4 * small
+
+
+def test_over_budget_turns_red_and_says_what_happens(panel):
+    panel.auto_layers.setChecked(False)
+    panel.layers.setValue(panel.layers.maximum())
+    panel.vram.setValue(8)  # 2 GiB for a 4.6 GiB model
+    assert panel.rows[0].bar.over_budget
+    assert "Over budget" in panel.status.text() and "run out of GPU memory" in panel.status.text()
+    assert "color" in panel.status.styleSheet()
+    panel.best_fit_button.click()
+    assert panel.plan.fits and not panel.rows[0].bar.over_budget
+
+
+def test_a_smaller_kv_type_and_auto_layers(panel):
+    panel.set_values({"n_ctx": 8192, "kv_type": "f16", "n_gpu_layers": None})
+    f16 = panel.plan.devices[0].kv_bytes
+    panel.kv_type.setCurrentText("q8_0")
+    assert panel.plan.devices[0].kv_bytes < 0.6 * f16
+    panel.vram.setValue(12)  # 3 GiB: auto offloads only part of the model
+    assert panel.plan.fits and 0 < panel.plan.config.n_gpu_layers < 33
+
+
+def test_moe_experts_on_cpu_move_weights_to_ram(qtbot, panel, model_files):
+    panel.set_model(model_files["moe"])
+    assert panel.experts.isEnabled()
+    panel.set_values({"n_ctx": 4096, "n_gpu_layers": 49, "n_cpu_expert_layers": 0})
+    gpu_before = panel.plan.devices[0].weights_bytes
+    panel.experts.setValue(24)
+    assert panel.plan.devices[0].weights_bytes < gpu_before
+    assert panel.plan.settings.tensor_buft_overrides  # the experts' regex goes to the engine
+
+
+def test_apply_reloads_with_the_plan_and_remembers_per_model(panel, bridge, model_files, tmp_path):
+    bridge.start()
+    panel.set_values({"n_ctx": 4096, "kv_type": "q8_0", "n_gpu_layers": None})
+    panel.apply_button.click()
+    (name, params) = client_of(bridge).commands[-1]
+    assert name == "load"
+    assert (params.n_ctx, params.type_k, params.type_v) == (4096, "q8_0", "q8_0")
+    assert params.n_gpu_layers == panel.plan.config.n_gpu_layers
+    saved = json.loads((tmp_path / "model-settings.json").read_text())
+    assert next(iter(saved.values()))["n_ctx"] == 4096
+
+    panel.set_model(model_files["moe"])
+    panel.set_model(model_files["dense"])  # back: the remembered choices, not the best fit
+    assert panel.values()["n_ctx"] == 4096 and panel.values()["kv_type"] == "q8_0"
+
+
+def test_settings_screenshot(qtbot, panel, model_files, tmp_path):
+    from PySide6.QtWidgets import QApplication
+
+    apply_theme(QApplication.instance())
+    panel.set_model(model_files["moe"])
+    panel.set_values(
+        {"n_ctx": 32768, "kv_type": "q8_0", "n_gpu_layers": None, "n_cpu_expert_layers": 30}
+    )
+    panel.resize(860, 540)
+    qtbot.wait(50)
+    target = SCREENSHOT if os.environ.get("HEARTH_SCREENSHOTS") == "1" else tmp_path / "s.png"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    assert panel.grab().save(str(target))
