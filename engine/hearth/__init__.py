@@ -16,7 +16,10 @@ loads the model with llama.cpp and says why in one line (`unavailable_reason`).
     forward.py     the decoder
     reference.py   a plain-torch forward pass without cache, written once, for the tests
     sampler.py     llama.cpp's sampler chain in torch
-    driver.py      Model / Context / Sampler with the llama.cpp driver's interface
+
+The worker's side is engine/runtime/hearth_driver.py (Model / Context / Sampler with the
+llama.cpp driver's interface) and engine/runtime/hearth_trace.py (logit traces for the
+near-tie check); this package imports nothing from engine.runtime.
 """
 
 from __future__ import annotations

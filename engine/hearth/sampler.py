@@ -24,12 +24,24 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from typing import Protocol
 
 import torch
 
-from engine.runtime.protocol import SamplingParams
-
 DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: a random seed per reply
+
+
+class SamplingParams(Protocol):
+    """The fields of engine.runtime.protocol.SamplingParams this sampler reads (this package
+    sits below engine.runtime and does not import it)."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    min_p: float
+    repeat_penalty: float
+    repeat_last_n: int
+    seed: int
 
 
 class TorchSampler:

@@ -119,7 +119,9 @@ class Engine:
                     tensors_in_ram=self._log.take_overridden(),
                     engine_note=engine_note,
                 )
-            hearth = hasattr(model, "new_context")  # the Hearth engine (engine/hearth/driver.py)
+            hearth = hasattr(
+                model, "new_context"
+            )  # the Hearth engine (engine/runtime/hearth_driver.py)
             ctx = model.new_context(params) if hearth else llama.Context(model, params)
             ctx.warm_up()
         except llama.EngineError as exc:
@@ -316,7 +318,7 @@ def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
     type it does not run, no GPU)."""
     if params.engine != "hearth":
         return llama.Model(params), ""
-    from engine.hearth.driver import HearthModel, HearthUnavailable
+    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
 
     try:
         return HearthModel(params), ""

@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-from engine.hearth.trace import trace
 from engine.runtime.greedy_check import N_TOKENS, STORY, TOP_K, check, run_trace
+from engine.runtime.hearth_trace import trace
 
 pytestmark = pytest.mark.slow
 # One torch thread: on a machine whose cores are shared with other jobs, two threads measured
@@ -53,8 +53,8 @@ def test_gemma3_matches_llama_cpp(on_cpu, gemma_model):
 def test_starter_model_is_exact_arithmetic_with_an_f32_cache(on_cpu, starter_model):
     """Against engine/hearth/reference.py (float64, no cache) on the real weights: what is left
     is float32 rounding, so the distance to llama.cpp above is llama.cpp's own."""
-    from engine.hearth.driver import HearthModel
     from engine.hearth.reference import reference_logits
+    from engine.runtime.hearth_driver import HearthModel
     from engine.runtime.protocol import ModelParams
 
     params = ModelParams(

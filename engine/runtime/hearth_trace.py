@@ -5,7 +5,7 @@ GPU build of llama.cpp: a greedy trace (or one forced on a reference's tokens, w
 reference's top-k ids) of `n_tokens` steps after `prompt`, computed the way the worker computes
 them (prompt in one batch with BOS, then one token per decode step over the whole cache).
 
-    python -m engine.hearth.trace MODEL --prompt TEXT [--tokens 32] [--forced TRACE.json]
+    python -m engine.runtime.hearth_trace MODEL --prompt TEXT [--tokens 32] [--forced TRACE.json]
         [--watch TRACE.json] [--top-k 5] [--save-logits LOGITS.npy]
 
 Runs on HEARTH_ENGINE_DEVICE, or the GPU.
@@ -35,7 +35,7 @@ def trace(
     import numpy as np
     import torch
 
-    from engine.hearth.driver import HearthModel
+    from engine.runtime.hearth_driver import HearthModel
     from engine.runtime.protocol import ModelParams
 
     if forced is not None and len(forced) < n_tokens:

@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels extra)")
 from engine.runtime import protocol as p
 from engine.runtime.greedy_check import STORY
 from tests.engine.hearth.tiny_models import TinySpec, write_tiny_gguf
@@ -94,7 +95,7 @@ def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter):
 
 
 def test_unsupported_architecture_is_a_reason_not_a_crash(tmp_path, monkeypatch):
-    from engine.hearth.driver import HearthModel, HearthUnavailable
+    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
 
     monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cpu")
     path = write_tiny_gguf(tmp_path / "phi2.gguf", TinySpec(arch="phi2"))
@@ -103,7 +104,7 @@ def test_unsupported_architecture_is_a_reason_not_a_crash(tmp_path, monkeypatch)
 
 
 def test_missing_torch_is_a_reason(tmp_path, monkeypatch, starter):
-    from engine.hearth import driver
+    from engine.runtime import hearth_driver as driver
 
     monkeypatch.setattr(driver, "torch_missing_reason", lambda: "PyTorch is not installed")
     with pytest.raises(driver.HearthUnavailable, match="PyTorch is not installed"):
