@@ -9,13 +9,16 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     y = ops.gated_ffn_activation(gate, up, kind)   silu(gate) * up or gelu_tanh(gate) * up
     q = ops.rope(x, cos, sin, layout)    x: [T, H, D]; "normal" pairs or "neox" halves
 
-`TorchOps` is the plain-torch implementation: the CPU path and the fallback where kernels/ is
-not available. It dequantizes a matrix with the `gguf` package's numpy dequantizers (the same
-oracle kernels/ is tested against) the first time the matrix is used and keeps the result: a
+`select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run, and
+`TorchOps` otherwise. `TorchOps` is the plain-torch implementation: the CPU path and the
+fallback where kernels/ is not available. It dequantizes a matrix with the `gguf` package's
+numpy dequantizers (the same oracle kernels/ is tested against) the first time the matrix is
+used and keeps the result: a
 torch CPU dequantization of every weight at every step measured 8.5 s per token for the 135M
 starter model on this machine, so the CPU path trades memory (4 bytes a weight, in RAM) for
 speed. On a GPU the kernels of kernels/ read the blocks as stored instead (`KernelsOps`), so the
-weights stay quantized in VRAM; swapping one for the other changes nothing else.
+weights stay quantized in VRAM; swapping one for the other changes nothing else. (On the CPU
+KernelsOps runs only under TRITON_INTERPRET=1, for the tests.)
 """
 
 from __future__ import annotations
@@ -137,6 +140,60 @@ def inverse_frequencies(
     return inv
 
 
-def select_ops(device: torch.device | str) -> TorchOps:
-    """The operations for `device`: plain torch until kernels/ provides its kernels."""
+class KernelsOps(TorchOps):
+    """kernels/ where it has a kernel, plain torch for the rest.
+
+    Matrices become kernels.PackedWeight (the file's blocks split once into planes of their
+    fields, the same bytes) and are multiplied by the fused-dequantization GEMV for up to
+    `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix for that one product
+    and lets torch's GEMM do the work, keeping nothing. A type kernels/ does not pack falls back
+    to TorchOps (dequantized once, kept). RMSNorm and SwiGLU are kernels; GELU and RoPE stay in
+    torch for now (elementwise, a small share of a decode step).
+    """
+
+    name = "kernels"
+    GEMV_MAX_ROWS = 16
+
+    def __init__(self, device: torch.device | str, dtype: torch.dtype = torch.float32):
+        super().__init__(device, dtype)
+        import kernels
+
+        kernels.require()
+        self._k = kernels
+
+    def prepare(self, w: QuantWeight):
+        try:
+            return self._k.PackedWeight.from_gguf(
+                w.data, w.ggml_type, (w.rows, w.cols), device=self.device
+            )
+        except self._k.UnsupportedTensor:
+            return super().prepare(w)
+
+    def matmul(self, x: torch.Tensor, w) -> torch.Tensor:
+        if isinstance(w, PreparedWeight):
+            return super().matmul(x, w)
+        if x.reshape(-1, x.shape[-1]).shape[0] <= self.GEMV_MAX_ROWS:
+            return self._k.quant_matmul(x, w)
+        return x @ w.dequantize().to(x.dtype).T
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        return self._k.rms_norm(x, weight, eps)
+
+    def gated_ffn_activation(self, gate, up, kind: str) -> torch.Tensor:
+        if kind == "silu":
+            return self._k.swiglu(gate, up)
+        return super().gated_ffn_activation(gate, up, kind)
+
+
+def select_ops(device: torch.device | str, *, kernels: bool | None = None) -> TorchOps:
+    """The operations for `device`: kernels/ where it can run (asked for, or by default on a
+    GPU), plain torch otherwise. `kernels=True` on the CPU needs TRITON_INTERPRET=1 (tests)."""
+    device = torch.device(device)
+    if kernels is None:
+        kernels = device.type != "cpu"
+    if kernels:
+        import kernels as kernels_package
+
+        if kernels_package.available()[0]:
+            return KernelsOps(device)
     return TorchOps(device)

@@ -29,11 +29,11 @@ CASES = {
 }
 
 
-def run_engine(path, cache_dtype=torch.float32) -> np.ndarray:
+def run_engine(path, cache_dtype=torch.float32, ops=None) -> np.ndarray:
     """Logits of every position from the engine: chunked prefill, then decode steps."""
     info = read_model_info(path)
     config = model_config(info)
-    model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps("cpu"))
+    model = Transformer.load(config, GGUFTensors(str(path), info), ops or TorchOps("cpu"))
     cache = TorchKVCache(
         n_layer=config.n_layer,
         n_head_kv=config.n_head_kv,
