@@ -45,6 +45,10 @@ class TorchKVCache:
     def nbytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
 
+    def truncate(self, n: int) -> bool:
+        """Keep the first n positions: nothing to do, since attention masks by position."""
+        return True
+
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Store k, v [T, n_kv_heads, head_dim] at `positions` [T]."""
         if self.k_codec is not None:

@@ -22,7 +22,8 @@ from engine.runtime.generation import Session
 from engine.runtime.llama_driver import ContextInfo, EngineError
 from engine.runtime.protocol import ModelParams, SamplingParams
 
-# KV cache types the plain-torch cache stores (ModelParams.type_k / type_v).
+# KV cache types the plain-torch cache stores (ModelParams.type_k / type_v); kernels' paged
+# cache adds engine.hearth.paged_cache.PAGED_FORMATS on a GPU.
 _CACHE_DTYPES = ("f16", "f32")
 DEVICE_ENV = "HEARTH_ENGINE_DEVICE"  # "cpu" runs the engine on the CPU (tests, development)
 
@@ -109,6 +110,7 @@ class _Loaded:
     tensors: object
     transformer: object
     device: str
+    ops: object
 
 
 def _load_transformer(params: ModelParams) -> _Loaded:
@@ -136,7 +138,7 @@ def _load_transformer(params: ModelParams) -> _Loaded:
         torch.set_num_threads(params.n_threads or llama._physical_cores())
     tensors = GGUFTensors(params.path, info)
     transformer = Transformer.load(config, tensors, ops)
-    return _Loaded(info, config, tensors, transformer, device)
+    return _Loaded(info, config, tensors, transformer, device, ops)
 
 
 class HearthContext:
@@ -145,26 +147,10 @@ class HearthContext:
     def __init__(self, model: HearthModel, params: ModelParams):
         import torch
 
-        from engine.hearth.kv_cache import TorchKVCache
-
-        for kind in (params.type_k, params.type_v):
-            if kind not in _CACHE_DTYPES:
-                raise EngineError(
-                    f"The Hearth engine's KV cache holds {' or '.join(_CACHE_DTYPES)} for now, "
-                    f"not {kind}. Choose f16, or the llama.cpp engine for a {kind} cache."
-                )
         self.model = model
         hearth = model.hearth
-        config = hearth.config
-        n_ctx = params.n_ctx or config.n_ctx_train
-        self.cache = TorchKVCache(
-            n_layer=config.n_layer,
-            n_head_kv=config.n_head_kv,
-            head_dim=config.head_dim,
-            n_ctx=n_ctx,
-            device=hearth.device,
-            dtype=torch.float16 if params.type_k == "f16" else torch.float32,
-        )
+        n_ctx = params.n_ctx or hearth.config.n_ctx_train
+        self.cache = _new_cache(hearth, params, n_ctx)
         self.info = ContextInfo(
             n_ctx=n_ctx,
             n_batch=max(1, min(params.n_batch, n_ctx)),
@@ -186,14 +172,17 @@ class HearthContext:
         return self.cache.nbytes if self.cache is not None else 0
 
     def clear(self) -> None:
+        self.cache.truncate(0)
         self.n_past = 0
 
     def first_cached_position(self) -> int:
         return 0 if self.n_past > 0 else -1
 
     def forget_from(self, position: int) -> bool:
-        # Positions past n_past are never attended to, so forgetting is moving the end.
-        self.n_past = min(self.n_past, position)
+        position = min(self.n_past, position)
+        if not self.cache.truncate(position):
+            return False  # the paged cache cannot drop a tail: the caller starts over
+        self.n_past = position
         return True
 
     def warm_up(self) -> None:
@@ -245,6 +234,45 @@ class HearthContext:
                 "The context is full (no room left in the KV cache). Start a new chat or load "
                 "the model with a longer context."
             )
+
+
+def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
+    """The plain-torch cache for f16/f32, kernels' paged cache for its formats (GPU only)."""
+    import torch
+
+    from engine.hearth.kv_cache import TorchKVCache
+    from engine.hearth.paged_cache import PAGED_FORMATS, PagedCacheAdapter
+
+    config = hearth.config
+    dims = dict(
+        n_layer=config.n_layer,
+        n_head_kv=config.n_head_kv,
+        head_dim=config.head_dim,
+        n_ctx=n_ctx,
+        device=hearth.device,
+    )
+    kinds = (params.type_k, params.type_v)
+    if all(kind in _CACHE_DTYPES for kind in kinds):
+        dtype = torch.float16 if kinds == ("f16", "f16") else torch.float32
+        return TorchKVCache(**dims, dtype=dtype)
+    known = (*_CACHE_DTYPES, *PAGED_FORMATS)
+    unknown = [kind for kind in kinds if kind not in known]
+    if unknown:
+        raise EngineError(
+            f"The Hearth engine has no {unknown[0]} KV cache (it holds {', '.join(known)}; the "
+            "last three need a GPU). Choose one of those, or the llama.cpp engine."
+        )
+    if hearth.ops.name != "kernels":
+        raise EngineError(
+            f"The Hearth engine's {'/'.join(kinds)} KV cache runs on kernels/ on a GPU, which "
+            "is not available here. Choose f16."
+        )
+    if config.swa_window:
+        raise EngineError(
+            "The Hearth engine's quantized KV caches do not do sliding-window attention yet "
+            f"({config.architecture}). Choose f16."
+        )
+    return PagedCacheAdapter(**dims, k_format=params.type_k, v_format=params.type_v)
 
 
 class HearthSampler:

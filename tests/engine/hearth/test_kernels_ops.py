@@ -55,3 +55,39 @@ def test_weights_stay_packed_as_stored(tmp_path):
     assert type(layer.wq).__name__ == "PackedWeight"  # Q4_K blocks as stored, on the device
     assert layer.wq.nbytes == info.tensor("blk.0.attn_q.weight").n_bytes
     assert not isinstance(layer.wo, PreparedWeight)  # F16: packed too
+
+
+def test_paged_cache_matches_the_same_formats_simulated_in_torch(tmp_path):
+    """kernels' paged cache (write kernel, flash-decoding attention, readback for prefill)
+    against the plain cache storing rows through kernels' numpy reference of the formats."""
+    from engine.hearth.forward import Transformer
+    from engine.hearth.kv_cache import TorchKVCache
+    from engine.hearth.paged_cache import PagedCacheAdapter
+    from kernels.kv_formats import reference_roundtrip
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama", n_layer=2))
+    info = read_model_info(path)
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps(DEVICE))
+    dims = dict(n_layer=2, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=16)
+
+    def codec(fmt):
+        return lambda rows: torch.from_numpy(reference_roundtrip(fmt, rows.float().numpy()))
+
+    simulated = TorchKVCache(
+        **dims, dtype=torch.float32, k_codec=codec("q8"), v_codec=codec("rot4")
+    )
+    paged = PagedCacheAdapter(**dims, device=DEVICE, k_format="q8", v_format="rot4")
+    tokens = [5, 17, 300, 42, 0, 99]
+    rows = {}
+    for name, cache in (("simulated", simulated), ("paged", paged)):
+        out = [model.forward(torch.tensor(tokens[:4]), torch.arange(4), cache, n_keys=4)]
+        for pos in (4, 5):  # decode steps: the paged cache's own attention kernel
+            step = model.forward(torch.tensor([tokens[pos]]), torch.tensor([pos]), cache, n_keys=16)
+            out.append(step)
+        rows[name] = torch.stack(out).numpy()
+    scale = np.abs(rows["simulated"]).max()
+    np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
+    assert paged.length == 6
+    assert not paged.truncate(3) and paged.truncate(6) and paged.truncate(0)
+    assert paged.length == 0

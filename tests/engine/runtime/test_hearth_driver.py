@@ -119,3 +119,17 @@ def test_a_cache_type_it_does_not_hold_fails_the_load_with_advice(starter):
         running.close()
     assert isinstance(failed, p.LoadFailed), failed
     assert "f16" in failed.message and "llama.cpp engine" in failed.message
+
+
+def test_kernels_cache_formats_need_a_gpu(starter, monkeypatch):
+    from engine.runtime.hearth_driver import HearthModel
+    from engine.runtime.llama_driver import EngineError
+
+    monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cpu")
+    params = p.ModelParams(path=starter, engine="hearth", n_ctx=64, type_k="q8", type_v="rot4")
+    model = HearthModel(params)
+    try:
+        with pytest.raises(EngineError, match="q8/rot4 KV cache runs on kernels/ on a GPU"):
+            model.new_context(params)
+    finally:
+        model.close()
