@@ -35,15 +35,15 @@ def fwht(x, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
 
 
 @triton.jit
-def rotate_rows(x, signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
-    """R x = H (signs * x) / sqrt(D), row by row."""
-    return fwht(x * signs[None, :], R, D, LOG2D) * (1.0 / tl.sqrt(D * 1.0))
+def rotate_rows(x, scaled_signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
+    """R x = H (signs * x) / sqrt(D), row by row; scaled_signs = signs / sqrt(D)."""
+    return fwht(x * scaled_signs[None, :], R, D, LOG2D)
 
 
 @triton.jit
-def unrotate_rows(y, signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
-    """R^T y = signs * (H y) / sqrt(D), row by row."""
-    return fwht(y, R, D, LOG2D) * (1.0 / tl.sqrt(D * 1.0)) * signs[None, :]
+def unrotate_rows(y, scaled_signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
+    """R^T y = signs * (H y) / sqrt(D), row by row; scaled_signs = signs / sqrt(D)."""
+    return fwht(y, R, D, LOG2D) * scaled_signs[None, :]
 
 
 @triton.jit

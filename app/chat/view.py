@@ -38,8 +38,9 @@ from app.chat.session import ChatSession
 from app.chat.settings import ChatSettingsPanel, sampling_from
 from app.chat.sidebar import ConversationSidebar
 from app.common import banner as b
-from app.common.engine_bridge import STATE_GENERATING, STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from engine.chat.store import ConversationStore
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 
 BOTTOM_SLACK_PX = 24  # within this distance of the end counts as "following the reply"
@@ -191,6 +192,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         bridge.token_text.connect(self._on_token_text)
         bridge.generation_done.connect(self._on_generation_done)
         bridge.generation_failed.connect(self._on_generation_failed)
+        bridge.prompt_fitted.connect(self._on_prompt_fitted)
         bridge.command_failed.connect(self._on_command_failed)
         bridge.engine_crashed.connect(self._on_engine_crashed)
         bridge.model_loaded.connect(lambda _loaded: self._show_usage())
@@ -345,5 +347,5 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
 
     def _update_buttons(self, *_args) -> None:
         state = self._bridge.state
-        self.send_button.setEnabled(state == STATE_IDLE and not self.generating)
-        self.stop_button.setEnabled(self.generating and state == STATE_GENERATING)
+        self.send_button.setEnabled(state == EngineState.IDLE and not self.generating)
+        self.stop_button.setEnabled(self.generating and state == EngineState.GENERATING)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.chat.context_fit import ContextOverflow, fit_conversation
+from engine.enums import EngineState, Overflow, StopReason
 from engine.runtime import llama_driver as llama
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, Stopped, generate
@@ -27,7 +29,7 @@ class Engine:
         self._stop = threading.Event()
         self._session: Session | None = None
         self._weights: _Weights | None = None  # how the loaded weights came to be there
-        self._state = "no_model"
+        self._state = EngineState.NO_MODEL
         self._template_note = ""
         from engine.runtime.llama_log import LlamaLog
 
@@ -73,7 +75,7 @@ class Engine:
 
     def failure_event(self, command: Any, message: str) -> Any:
         """The event that tells the GUI a command failed, in the form it waits for."""
-        self._state = "idle" if self._session else "no_model"
+        self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
         if isinstance(command, p.Generate):
             return p.GenerationFailed(request_id=command.request_id, message=message)
         if isinstance(command, p.Load):
@@ -86,7 +88,7 @@ class Engine:
         context is made anew: applying a new context length takes a fraction of a second
         instead of reading gigabytes of weights again."""
         session, self._session = self._session, None
-        self._state = "loading"
+        self._state = EngineState.LOADING
         if session is not None and _same_weights(session.model.params, params, self._weights):
             session.close_context()
             model, weights = session.model, self._weights
@@ -129,7 +131,7 @@ class Engine:
                 if handle is not None:
                     handle.close()
             self._weights = None
-            self._state = "no_model"
+            self._state = EngineState.NO_MODEL
             self._send(p.LoadFailed(path=params.path, message=str(exc)))
             return
         load_seconds = time.perf_counter() - started
@@ -137,7 +139,7 @@ class Engine:
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
-        self._state = "idle"
+        self._state = EngineState.IDLE
         template = model.chat_template()
         self._template_note = "the model's own" if template else "llama.cpp built-in"
         self._send(
@@ -163,7 +165,9 @@ class Engine:
                     if name in used_after
                 ),
                 weights_kept=kept,
-                engine=getattr(model, "engine_name", "llama"),
+                type_k=params.type_k,
+                type_v=params.type_v,
+                engine=getattr(model, "engine_name", "llama.cpp"),
                 engine_note=weights.engine_note,
             )
         )
@@ -179,7 +183,7 @@ class Engine:
         self._weights = None
         if session is not None:
             session.close()
-        self._state = "no_model"
+        self._state = EngineState.NO_MODEL
         if not quiet:
             self._send(p.Unloaded())
 
@@ -190,7 +194,7 @@ class Engine:
             self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
             return
         self._stop.clear()
-        self._state = "generating"
+        self._state = EngineState.GENERATING
         try:
             prompt = self._prompt_tokens(session, command)
             outcome = generate(
@@ -207,9 +211,11 @@ class Engine:
         except Stopped:
             self._send(
                 p.GenerationDone(
-                    request_id=rid, stop_reason="stopped", stats=_no_stats(received_at)
+                    request_id=rid, stop_reason=StopReason.STOPPED, stats=_no_stats(received_at)
                 )
             )
+        except ContextOverflow as exc:
+            self._send(p.GenerationFailed(request_id=rid, message=str(exc), context_full=True))
         except (llama.EngineError, ValueError) as exc:
             self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
         else:
@@ -219,7 +225,7 @@ class Engine:
                 )
             )
         finally:
-            self._state = "idle" if self._session else "no_model"
+            self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
 
     def _prompt_tokens(self, session: Session, command: p.Generate) -> list[int]:
         model = session.model
@@ -232,12 +238,39 @@ class Engine:
             return model.tokenize(command.prompt, add_special=True)
         if not command.messages:
             raise ValueError("Nothing to answer: the conversation is empty.")
+        n_ctx = session.ctx.info.n_ctx
+        reply_room = command.reply_room or min(command.max_tokens, n_ctx // 4)
+        rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
+
+        def count(messages: list) -> int:
+            rendered[len(messages)] = self._chat_tokens(session, messages)
+            return len(rendered[len(messages)])
+
+        fitted = fit_conversation(
+            list(command.messages),
+            count,
+            n_ctx - reply_room,
+            drop_oldest=command.overflow == Overflow.DROP_OLDEST,
+        )
+        if fitted.dropped:
+            self._send(
+                p.PromptFitted(
+                    request_id=command.request_id,
+                    n_prompt_tokens=fitted.n_tokens,
+                    messages_dropped=fitted.dropped,
+                )
+            )
+        return rendered[len(fitted.messages)]
+
+    def _chat_tokens(self, session: Session, messages: list[p.ChatMessage]) -> list[int]:
+        """`messages` with the model's chat template applied, as tokens."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
+        model = session.model
         try:
             text, how = format_chat_prompt(
                 model.chat_template(),
-                [{"role": m.role, "content": m.content} for m in command.messages],
+                [{"role": m.role, "content": m.content} for m in messages],
                 architecture=model.meta("general.architecture"),
                 model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),

@@ -49,7 +49,7 @@ def choose_device() -> str:
 class HearthModel(llama.Model):
     """The model's weights in Hearth's forward pass, and llama.cpp's vocabulary for its text."""
 
-    engine_name = "hearth"
+    engine_name = "Hearth"  # ModelLoaded.engine, shown in the status bar
 
     def __init__(self, params: ModelParams):
         if not os.path.isfile(params.path):

@@ -105,6 +105,10 @@ class Generate:
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False  # benchmarks: always generate max_tokens tokens
+    # `messages` that do not fit the context with `reply_room` tokens left for the reply
+    # (0: max_tokens, but at most a quarter of the context): an engine.enums.Overflow.
+    overflow: str = "stop"
+    reply_room: int = 0
 
 
 @message
@@ -164,7 +168,9 @@ class ModelLoaded:
     # True when the weights of the previous load were kept and only the context was made anew
     # (the same file and placement, other context settings).
     weights_kept: bool = False
-    engine: str = "llama"  # the engine that runs the model: "llama" or "hearth"
+    type_k: str = "f16"  # the KV cache's element types, as loaded
+    type_v: str = "f16"
+    engine: str = "llama.cpp"  # which engine runs it: "llama.cpp" or "Hearth"
     engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
 
 
@@ -224,14 +230,25 @@ class GenerationStats:
 @message
 class GenerationDone:
     request_id: int
-    stop_reason: str  # "eos", "stop_string", "max_tokens", "stopped", "context_full"
+    stop_reason: str  # an engine.enums.StopReason
     stats: GenerationStats
+
+
+@message
+class PromptFitted:
+    """The conversation did not fit: the worker left out the oldest `messages_dropped` messages
+    (whole turns) so that the prompt of `n_prompt_tokens` and room for the reply fit."""
+
+    request_id: int
+    n_prompt_tokens: int
+    messages_dropped: int
 
 
 @message
 class GenerationFailed:
     request_id: int
     message: str
+    context_full: bool = False  # the conversation does not fit and the policy is to stop
 
 
 @message
@@ -241,7 +258,7 @@ class Unloaded:
 
 @message
 class Status:
-    state: str  # "idle", "loading", "generating", "no_model"
+    state: str  # an engine.enums.EngineState: idle, loading, generating, no_model
     model_path: str | None
     n_ctx: int
     n_tokens_cached: int

@@ -35,7 +35,7 @@ def hearth_engine(starter):
 
 def test_the_worker_runs_the_hearth_engine(hearth_engine):
     loaded = hearth_engine.loaded
-    assert (loaded.engine, loaded.engine_note) == ("hearth", "")
+    assert (loaded.engine, loaded.engine_note) == ("Hearth", "")
     assert loaded.n_layers == 30 and loaded.n_vocab == 49152 and loaded.n_ctx == 512
     assert "Hearth engine" in loaded.description
     texts, done = hearth_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=8)
@@ -90,7 +90,7 @@ def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter):
     finally:
         running.close()
     assert isinstance(loaded, p.ModelLoaded), loaded
-    assert loaded.engine == "llama"
+    assert loaded.engine == "llama.cpp"
     assert "Hearth engine unavailable, using llama.cpp: no CUDA" in loaded.engine_note
 
 
