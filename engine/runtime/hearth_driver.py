@@ -13,14 +13,21 @@ worker then loads the model with llama.cpp and prints the reason.
 from __future__ import annotations
 
 import os
-import time
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from engine.hearth import torch_missing_reason
 from engine.runtime import llama_driver as llama
 from engine.runtime.generation import Session
 from engine.runtime.llama_driver import ContextInfo, EngineError
 from engine.runtime.protocol import ModelParams, SamplingParams
+
+if TYPE_CHECKING:  # torch loads only when the Hearth engine is asked for
+    from engine.gguf import ModelInfo
+    from engine.hearth.config import ModelConfig
+    from engine.hearth.forward import Transformer
+    from engine.hearth.ops import TorchOps
+    from engine.hearth.weights import GGUFTensors
 
 # KV cache types the plain-torch cache stores (ModelParams.type_k / type_v); kernels' paged
 # cache adds engine.hearth.paged_cache.PAGED_FORMATS on a GPU.
@@ -57,14 +64,12 @@ class HearthModel(llama.Model):
         reason = torch_missing_reason()
         if reason:
             raise HearthUnavailable(reason)
-        started = time.perf_counter()
         self.hearth = _load_transformer(params)
         try:
             super().__init__(params, vocab_only=True)
         except EngineError:
             self.hearth.tensors.close()
             raise
-        self.load_seconds = time.perf_counter() - started
 
     # A vocabulary-only llama.cpp model knows no hyperparameters: these come from the header.
 
@@ -105,12 +110,12 @@ class HearthModel(llama.Model):
 
 @dataclass
 class _Loaded:
-    info: object
-    config: object
-    tensors: object
-    transformer: object
+    info: ModelInfo
+    config: ModelConfig
+    tensors: GGUFTensors
+    transformer: Transformer
     device: str
-    ops: object
+    ops: TorchOps
 
 
 def _load_transformer(params: ModelParams) -> _Loaded:
@@ -137,7 +142,15 @@ def _load_transformer(params: ModelParams) -> _Loaded:
     if device == "cpu":
         torch.set_num_threads(params.n_threads or llama._physical_cores())
     tensors = GGUFTensors(params.path, info)
-    transformer = Transformer.load(config, tensors, ops)
+    try:
+        transformer = Transformer.load(config, tensors, ops)
+    except torch.OutOfMemoryError:
+        tensors.close()
+        raise EngineError(
+            f"Not enough GPU memory for the weights of {os.path.basename(params.path)} "
+            f"({info.weight_bytes / 2**30:.1f} GiB). Close other programs that use the GPU, "
+            "or load the model with the llama.cpp engine and fewer GPU layers."
+        ) from None
     return _Loaded(info, config, tensors, transformer, device, ops)
 
 
@@ -150,7 +163,13 @@ class HearthContext:
         self.model = model
         hearth = model.hearth
         n_ctx = params.n_ctx or hearth.config.n_ctx_train
-        self.cache = _new_cache(hearth, params, n_ctx)
+        try:
+            self.cache = _new_cache(hearth, params, n_ctx)
+        except torch.OutOfMemoryError:
+            raise EngineError(
+                f"Not enough GPU memory for a KV cache of {n_ctx} tokens. Try a shorter "
+                "context or a smaller cache type (rot4)."
+            ) from None
         self.info = ContextInfo(
             n_ctx=n_ctx,
             n_batch=max(1, min(params.n_batch, n_ctx)),
