@@ -141,7 +141,7 @@ def llama_scores(model, tokens: list[int], chunk: int, threads: int) -> dict[str
     """llama.cpp's CPU build with each cache type, all logits of every chunk."""
     import llama_cpp.llama_cpp as C
 
-    from engine.runtime.llama_driver import FLASH_ATTN, KV_TYPES
+    from engine.llama.driver import FLASH_ATTN, KV_TYPES
 
     contexts = {}
     for kind in LLAMA_FORMATS:
@@ -235,8 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     import llama_cpp.llama_cpp as C
     import torch
 
-    from engine.runtime import llama_driver as llama
-    from engine.runtime.protocol import ModelParams
+    from engine.llama import driver as llama
+    from engine.llama.params import ModelSettings
 
     torch.set_num_threads(args.threads)
     llama.init_backend()
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     C.llama_log_set(_LOG_KEEPER[-1], None)
     text = TEXT.read_text(encoding="utf-8")
     for title, path in model_paths(args.models).items():
-        model = llama.Model(ModelParams(path=path, n_gpu_layers=0))
+        model = llama.Model(ModelSettings(path=path, n_gpu_layers=0))
         try:
             tokens = model.tokenize(text, add_special=True)
             if args.max_tokens:

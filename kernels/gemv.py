@@ -42,11 +42,11 @@ class GemvConfig:
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
-    """Tile shapes measured on an H100 (docs/kernels.md): about 512 weights per row per step."""
-    blocks = {256: 2, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
+    """Tile shapes from the H100 sweeps (docs/kernels.md): 8 rows, 1024 weights per K step."""
+    blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
-        return GemvConfig(block_n=16, blocks_per_tile=blocks, block_b=1)
-    return GemvConfig(block_n=64, blocks_per_tile=max(1, blocks // 2), block_b=16)
+        return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)
+    return GemvConfig(block_n=64, blocks_per_tile=max(1, blocks // 4), block_b=16)
 
 
 @dataclass(frozen=True)

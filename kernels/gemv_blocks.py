@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.gemv_common import mac, mac_codes, new_acc, program_rows, store_acc
+from kernels.gemv_common import lanes, mac, mac_codes, new_acc, program_rows, store_acc
 
 
 @triton.jit
@@ -33,9 +33,9 @@ def q4_q5_kernel(
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = (rows < N) | EVEN
     g = tl.arange(0, NBLK)
-    lane = tl.arange(0, 16)
+    lane = lanes(16)
     acc = new_acc(BLOCK_N, NBLK, 16, BLOCK_B)
-    acc_off = tl.zeros((BLOCK_N, NBLK), dtype=tl.float32)
+    zero_rows = (rows * 0)[:, None, None, None]
     first = tl.program_id(1) * blocks_per_split
     for t in range(0, blocks_per_split, NBLK):
         blk = first + t + g
@@ -43,28 +43,29 @@ def q4_q5_kernel(
         mask2 = row_mask[:, None] & group_mask[None, :]
         row_blk = rows[:, None] * NB + blk[None, :]
         qs = tl.load(
-            qs_ptr + (row_blk * 16)[:, :, None] + lane[None, None, :],
-            mask=mask2[:, :, None],
+            qs_ptr + (row_blk * 16)[:, :, None, None] + lane[None, None, :, :],
+            mask=mask2[:, :, None, None],
             other=0,
         )
         d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
-        u_lo = (qs & 15).to(tl.int32)
-        u_hi = (qs >> 4).to(tl.int32)
+        codes = qs.to(tl.int32)  # widen once: each nibble is then one integer op
+        u_lo = codes & 15
+        u_hi = codes >> 4
         if HAS_QH:
-            qh = tl.load(qh_ptr + row_blk, mask=mask2, other=0)[:, :, None]
-            u_lo = u_lo | (((qh >> lane[None, None, :]) & 1) << 4)
-            u_hi = u_hi | (((qh >> (lane[None, None, :] + 16)) & 1) << 4)
+            qh = tl.load(qh_ptr + row_blk, mask=mask2, other=0)[:, :, None, None]
+            u_lo = u_lo | (((qh >> lane[None, None, :, :]) & 1) << 4)
+            u_hi = u_hi | (((qh >> (lane[None, None, :, :] + 16)) & 1) << 4)
         if HAS_MIN:  # w = d q + m
             offset = -tl.load(m_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
         else:  # w = d (q - 8), or d (q - 16) with the fifth bit
             offset = d * (16.0 if HAS_QH else 8.0)
-        cols = (blk * 32)[:, None] + lane[None, :]
-        col_mask = group_mask[:, None] & (lane[None, :] < 16)
-        acc, acc_off = mac_codes(acc, acc_off, u_lo, d, offset, x_ptr, cols, col_mask,
+        cols = (blk * 32)[:, None, None] + lane[None, :, :]
+        col_mask = group_mask[:, None, None] & (lane[None, :, :] < 16)
+        acc = mac_codes(acc, u_lo, d, offset, x_ptr, cols, col_mask, zero_rows,
                                  stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
-        acc, acc_off = mac_codes(acc, acc_off, u_hi, d, offset, x_ptr, cols + 16, col_mask,
+        acc = mac_codes(acc, u_hi, d, offset, x_ptr, cols + 16, col_mask, zero_rows,
                                  stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
-    store_acc(acc, acc_off, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
+    store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
 
 
 @triton.jit
@@ -79,9 +80,9 @@ def q8_0_kernel(
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = (rows < N) | EVEN
     g = tl.arange(0, NBLK)
-    lane = tl.arange(0, 32)
+    lane = lanes(32)
     acc = new_acc(BLOCK_N, NBLK, 32, BLOCK_B)
-    acc_off = tl.zeros((BLOCK_N, NBLK), dtype=tl.float32)
+    zero_rows = (rows * 0)[:, None, None, None]
     first = tl.program_id(1) * blocks_per_split
     for t in range(0, blocks_per_split, NBLK):
         blk = first + t + g
@@ -89,17 +90,17 @@ def q8_0_kernel(
         mask2 = row_mask[:, None] & group_mask[None, :]
         row_blk = rows[:, None] * NB + blk[None, :]
         qs = tl.load(
-            qs_ptr + (row_blk * 32)[:, :, None] + lane[None, None, :],
-            mask=mask2[:, :, None],
+            qs_ptr + (row_blk * 32)[:, :, None, None] + lane[None, None, :, :],
+            mask=mask2[:, :, None, None],
             other=0,
         )
         d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
-        u = (qs ^ 128).to(tl.int32)
-        cols = (blk * 32)[:, None] + lane[None, :]
-        col_mask = group_mask[:, None] & (lane[None, :] < 32)
-        acc, acc_off = mac_codes(acc, acc_off, u, d, 128.0 * d, x_ptr, cols, col_mask,
+        u = qs.to(tl.int32) ^ 128
+        cols = (blk * 32)[:, None, None] + lane[None, :, :]
+        col_mask = group_mask[:, None, None] & (lane[None, :, :] < 32)
+        acc = mac_codes(acc, u, d, 128.0 * d, x_ptr, cols, col_mask, zero_rows,
                                  stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
-    store_acc(acc, acc_off, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
+    store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
 
 
 @triton.jit
@@ -113,21 +114,21 @@ def float_kernel(
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = (rows < N) | EVEN
     g = tl.arange(0, NBLK)
-    lane = tl.arange(0, 64)
+    lane = lanes(64)
     acc = new_acc(BLOCK_N, NBLK, 64, BLOCK_B)
-    no_offset = tl.zeros((BLOCK_N, 1), dtype=tl.float32)
+    zero_rows = (rows * 0)[:, None, None, None]
     first = tl.program_id(1) * blocks_per_split
     for t in range(0, blocks_per_split, NBLK):
         run = first + t + g
-        cols = (run * 64)[:, None] + lane[None, :]
-        col_mask = (cols < K) & ((t + g) < blocks_per_split)[:, None]
+        cols = (run * 64)[:, None, None] + lane[None, :, :]
+        col_mask = (cols < K) & ((t + g) < blocks_per_split)[:, None, None]
         w = tl.load(
-            w_ptr + (rows * K)[:, None, None] + cols[None, :, :],
-            mask=row_mask[:, None, None] & col_mask[None, :, :],
+            w_ptr + (rows * K)[:, None, None, None] + cols[None, :, :, :],
+            mask=row_mask[:, None, None, None] & col_mask[None, :, :, :],
             other=0.0,
         ).to(tl.float32)
-        acc = mac(acc, w, x_ptr, cols, col_mask, stride_xb, n_rows_x, BLOCK_B)
-    store_acc(acc, no_offset, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
+        acc = mac(acc, w, x_ptr, cols, col_mask, zero_rows, stride_xb, n_rows_x, BLOCK_B)
+    store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
 
 
 def launch_q4_q5(w, x, out, grid, plan, cfg):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.gemv_common import mac_codes, new_acc, program_rows, store_acc
+from kernels.gemv_common import lanes, mac_codes, new_acc, program_rows, store_acc
 
 
 @triton.jit
@@ -47,19 +47,21 @@ def q4_k_q5_k_kernel(
     row_mask = (rows < N) | EVEN
     NG: tl.constexpr = NBLK * 4
     g = tl.arange(0, NG)
-    lane = tl.arange(0, 32)
+    lane = lanes(32)
     chunk = g % 4
     acc = new_acc(BLOCK_N, NG, 32, BLOCK_B)
-    acc_off = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
+    zero_rows = (rows * 0)[:, None, None, None]
     first = tl.program_id(1) * blocks_per_split
     for t in range(0, blocks_per_split, NBLK):
         blk = first + t + g // 4
         group_mask = ((blk < NB) & (t + g // 4 < blocks_per_split)) | EVEN
         mask2 = row_mask[:, None] & group_mask[None, :]
-        mask3 = mask2[:, :, None]
+        mask3 = mask2[:, :, None, None]
         row_blk = rows[:, None] * NB + blk[None, :]
         qs = tl.load(
-            qs_ptr + (row_blk * 128 + chunk[None, :] * 32)[:, :, None] + lane[None, None, :],
+            qs_ptr
+            + (row_blk * 128 + chunk[None, :] * 32)[:, :, None, None]
+            + lane[None, None, :, :],
             mask=mask3,
             other=0,
         )
@@ -68,22 +70,25 @@ def q4_k_q5_k_kernel(
         scale_base = scales_ptr + row_blk * 12
         sc_lo, m_lo = _scale_min_k4(scale_base, 2 * chunk[None, :], mask2)
         sc_hi, m_hi = _scale_min_k4(scale_base, 2 * chunk[None, :] + 1, mask2)
-        u_lo = (qs & 15).to(tl.int32)
-        u_hi = (qs >> 4).to(tl.int32)
+        codes = qs.to(tl.int32)  # widen once: each nibble is then one integer op
+        u_lo = codes & 15
+        u_hi = codes >> 4
         if HAS_QH:
             qh = tl.load(
-                qh_ptr + (row_blk * 32)[:, :, None] + lane[None, None, :], mask=mask3, other=0
+                qh_ptr + (row_blk * 32)[:, :, None, None] + lane[None, None, :, :],
+                mask=mask3,
+                other=0,
             ).to(tl.int32)
-            shift = (2 * chunk)[None, :, None]
+            shift = (2 * chunk)[None, :, None, None]
             u_lo = u_lo | (((qh >> shift) & 1) << 4)
             u_hi = u_hi | (((qh >> (shift + 1)) & 1) << 4)
-        cols = (blk * 256 + chunk * 64)[:, None] + lane[None, :]
-        col_mask = group_mask[:, None] & (lane[None, :] < 32)
-        acc, acc_off = mac_codes(acc, acc_off, u_lo, d * sc_lo, dmin * m_lo, x_ptr, cols,
-                                 col_mask, stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
-        acc, acc_off = mac_codes(acc, acc_off, u_hi, d * sc_hi, dmin * m_hi, x_ptr, cols + 32,
-                                 col_mask, stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
-    store_acc(acc, acc_off, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
+        cols = (blk * 256 + chunk * 64)[:, None, None] + lane[None, :, :]
+        col_mask = group_mask[:, None, None] & (lane[None, :, :] < 32)
+        acc = mac_codes(acc, u_lo, d * sc_lo, dmin * m_lo, x_ptr, cols, col_mask, zero_rows,
+                        stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
+        acc = mac_codes(acc, u_hi, d * sc_hi, dmin * m_hi, x_ptr, cols + 32, col_mask,
+                        zero_rows, stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
+    store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
 
 
 @triton.jit
@@ -98,31 +103,33 @@ def q6_k_kernel(
     row_mask = (rows < N) | EVEN
     NG: tl.constexpr = NBLK * 4
     g = tl.arange(0, NG)
-    lane = tl.arange(0, 16)
+    lane = lanes(16)
     half = (g // 2) % 2  # 128-weight half of the super-block
     run = g % 2  # which 16 of the half's 32 ql/qh positions
     acc = new_acc(BLOCK_N, NG, 16, BLOCK_B)
-    acc_off = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
+    zero_rows = (rows * 0)[:, None, None, None]
     first = tl.program_id(1) * blocks_per_split
     for t in range(0, blocks_per_split, NBLK):
         blk = first + t + g // 4
         group_mask = ((blk < NB) & (t + g // 4 < blocks_per_split)) | EVEN
         mask2 = row_mask[:, None] & group_mask[None, :]
-        mask3 = mask2[:, :, None]
+        mask3 = mask2[:, :, None, None]
         row_blk = rows[:, None] * NB + blk[None, :]
         pos = (half * 32 + run * 16)[None, :]  # [1, NG]
         qh = tl.load(
-            qh_ptr + (row_blk * 64 + pos)[:, :, None] + lane[None, None, :], mask=mask3, other=0
+            qh_ptr + (row_blk * 64 + pos)[:, :, None, None] + lane[None, None, :, :],
+            mask=mask3,
+            other=0,
         ).to(tl.int32)
         d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
         scale_idx = row_blk * 16 + (half * 8 + run)[None, :]
         col0 = blk * 256 + half * 128 + run * 16
-        col_mask = group_mask[:, None] & (lane[None, :] < 16)
+        col_mask = group_mask[:, None, None] & (lane[None, :, :] < 16)
         for j in tl.static_range(2):
             ql = tl.load(
                 ql_ptr
-                + (row_blk * 128 + pos + half[None, :] * 32 + 32 * j)[:, :, None]
-                + lane[None, None, :],
+                + (row_blk * 128 + pos + half[None, :] * 32 + 32 * j)[:, :, None, None]
+                + lane[None, None, :, :],
                 mask=mask3,
                 other=0,
             ).to(tl.int32)
@@ -132,12 +139,13 @@ def q6_k_kernel(
             )
             u_a = (ql & 15) | (((qh >> (2 * j)) & 3) << 4)
             u_b = (ql >> 4) | (((qh >> (2 * j + 4)) & 3) << 4)
-            cols = (col0 + 32 * j)[:, None] + lane[None, :]
-            acc, acc_off = mac_codes(acc, acc_off, u_a, s_a, 32.0 * s_a, x_ptr, cols, col_mask,
+            cols = (col0 + 32 * j)[:, None, None] + lane[None, :, :]
+            acc = mac_codes(acc, u_a, s_a, 32.0 * s_a, x_ptr, cols, col_mask, zero_rows,
                                      stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
-            acc, acc_off = mac_codes(acc, acc_off, u_b, s_b, 32.0 * s_b, x_ptr, cols + 64,
-                                     col_mask, stride_xb, n_rows_x, BLOCK_B, EXACT_FMA)  # fmt: skip
-    store_acc(acc, acc_off, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
+            acc = mac_codes(acc, u_b, s_b, 32.0 * s_b, x_ptr, cols + 64,
+                                     col_mask, zero_rows, stride_xb, n_rows_x, BLOCK_B,
+                                     EXACT_FMA)  # fmt: skip
+    store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
 
 
 def launch_q4_k_q5_k(w, x, out, grid, plan, cfg):

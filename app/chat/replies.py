@@ -34,6 +34,7 @@ class ReplyStreaming:
             max_tokens=settings["max_tokens"],
             overflow=settings["overflow"],
             reply_room=min(settings["max_tokens"], n_ctx // 4),
+            chat_format=self.header.current_format(),
         )
         if request_id is None:
             self.model.append(

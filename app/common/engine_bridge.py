@@ -140,6 +140,7 @@ class EngineBridge(QObject):
         max_tokens: int = 512,
         overflow: str = Overflow.STOP,
         reply_room: int = 0,
+        chat_format: str = "",
     ) -> int | None:
         """Start a reply to `messages`; its request id, or None when the engine is not ready."""
         if self._state != EngineState.IDLE:
@@ -151,6 +152,7 @@ class EngineBridge(QObject):
                 max_tokens=max_tokens,
                 overflow=overflow,
                 reply_room=reply_room,
+                chat_format=chat_format,
             )
         except OSError:
             return None  # the worker died; its EngineCrashed is on the way

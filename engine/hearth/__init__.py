@@ -1,6 +1,6 @@
 """The Hearth engine: GGUF models run by Hearth's own forward pass in torch (kernels/ on a GPU).
 
-A second engine behind the worker protocol, beside llama.cpp (engine/runtime/llama_driver.py):
+A second engine behind the worker protocol, beside llama.cpp (engine/llama/driver.py):
 the weights stay quantized as the file stores them, the forward pass is engine/hearth/forward.py
 over the operations of engine/hearth/ops.py, the KV cache is preallocated. llama.cpp still
 provides the tokenizer and chat template (a vocabulary-only load), so both engines see the same

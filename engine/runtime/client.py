@@ -143,6 +143,7 @@ class EngineClient:
         ignore_eos: bool = False,
         overflow: str = "stop",
         reply_room: int = 0,
+        chat_format: str = "",
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
         request_id = self._next_request_id
@@ -159,6 +160,7 @@ class EngineClient:
                 ignore_eos=ignore_eos,
                 overflow=overflow,
                 reply_room=reply_room,
+                chat_format=chat_format,
             )
         )
         return request_id

@@ -11,14 +11,16 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from engine.chat.context_fit import ContextOverflow, fit_conversation
 from engine.enums import EngineState, Overflow, StopReason
-from engine.runtime import llama_driver as llama
+from engine.llama import driver as llama
+from engine.llama.log import BufferAllocation
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, Stopped, generate
+from engine.runtime.to_llama import context_settings, model_settings
 
 
 class Engine:
@@ -31,7 +33,7 @@ class Engine:
         self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
         self._template_note = ""
-        from engine.runtime.llama_log import LlamaLog
+        from engine.llama.log import LlamaLog
 
         self._log = LlamaLog()  # before the backends load, so their lines go through it too
         llama.init_backend()
@@ -119,12 +121,14 @@ class Engine:
                     device_used_before=used_before,
                     allocations=self._log.take_allocations(),
                     tensors_in_ram=self._log.take_overridden(),
+                    engine_asked=params.engine,
                     engine_note=engine_note,
                 )
-            hearth = hasattr(
-                model, "new_context"
-            )  # the Hearth engine (engine/runtime/hearth_driver.py)
-            ctx = model.new_context(params) if hearth else llama.Context(model, params)
+            hearth = hasattr(model, "new_context")  # the Hearth engine (runtime/hearth_driver.py)
+            if hearth:
+                ctx = model.new_context(params)
+            else:
+                ctx = llama.Context(model, context_settings(params))
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
@@ -156,7 +160,7 @@ class Engine:
                 chat_template=self._template_note,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
-                allocations=allocations,
+                allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
                 runs_on=_devices_holding(allocations),
                 tensors_in_ram=weights.tensors_in_ram,
                 device_used_delta=tuple(
@@ -165,6 +169,8 @@ class Engine:
                     if name in used_after
                 ),
                 weights_kept=kept,
+                own_chat_template=bool(template),
+                **_format_choices(model, bool(template)),
                 type_k=params.type_k,
                 type_v=params.type_v,
                 engine=getattr(model, "engine_name", "llama.cpp"),
@@ -243,7 +249,7 @@ class Engine:
         rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
 
         def count(messages: list) -> int:
-            rendered[len(messages)] = self._chat_tokens(session, messages)
+            rendered[len(messages)] = self._chat_tokens(session, messages, command.chat_format)
             return len(rendered[len(messages)])
 
         fitted = fit_conversation(
@@ -262,20 +268,26 @@ class Engine:
             )
         return rendered[len(fitted.messages)]
 
-    def _chat_tokens(self, session: Session, messages: list[p.ChatMessage]) -> list[int]:
-        """`messages` with the model's chat template applied, as tokens."""
+    def _chat_tokens(
+        self, session: Session, messages: list[p.ChatMessage], chat_format: str = ""
+    ) -> list[int]:
+        """`messages` with the model's chat template (or the chosen format) applied, as tokens."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
         model = session.model
+        if chat_format == p.PLAIN_COMPLETION:
+            # A base model continues text: the conversation is one document, no roles.
+            return model.tokenize("".join(m.content for m in messages), add_special=True)
         try:
             text, how = format_chat_prompt(
-                model.chat_template(),
+                None if chat_format else model.chat_template(),
                 [{"role": m.role, "content": m.content} for m in messages],
                 architecture=model.meta("general.architecture"),
                 model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),
                 eos_token=model.eos_text(),
                 add_generation_prompt=True,
+                builtin=chat_format or None,
             )
         except ChatTemplateError as exc:
             raise ValueError(str(exc)) from None
@@ -312,7 +324,7 @@ class Engine:
         session = self._session
         devices: tuple[p.DeviceMemory, ...] = ()
         try:
-            from engine.hardware.llama_devices import list_engine_devices
+            from engine.llama.devices import list_engine_devices
 
             devices = tuple(
                 p.DeviceMemory(
@@ -340,8 +352,9 @@ class _Weights:
 
     file: tuple[int, int]
     device_used_before: dict[str, int]
-    allocations: tuple[p.BufferAllocation, ...]
+    allocations: tuple[BufferAllocation, ...]
     tensors_in_ram: tuple[str, ...]
+    engine_asked: str = "llama"  # ModelParams.engine of the load
     engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
 
 
@@ -350,7 +363,7 @@ def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
     the reason in one line, when the Hearth engine cannot (no torch, an architecture or tensor
     type it does not run, no GPU)."""
     if params.engine != "hearth":
-        return llama.Model(params), ""
+        return llama.Model(model_settings(params)), ""
     from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
 
     try:
@@ -358,7 +371,7 @@ def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
     except HearthUnavailable as exc:
         note = f"Hearth engine unavailable, using llama.cpp: {exc}"
         print(f"hearth worker: {note}", flush=True)
-        return llama.Model(params), note
+        return llama.Model(model_settings(params)), note
 
 
 def _file_identity(path: str) -> tuple[int, int]:
@@ -370,12 +383,14 @@ def _file_identity(path: str) -> tuple[int, int]:
 
 
 # Model-level settings: the weights loaded with them can serve any context settings.
-_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "engine")
+_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap")
 
 
 def _same_weights(old: p.ModelParams, new: p.ModelParams, weights: _Weights | None) -> bool:
     if weights is None or _file_identity(new.path) != weights.file:
         return False  # never loaded through here, or the file was replaced since
+    if weights.engine_asked != new.engine:
+        return False
     return all(getattr(old, name) == getattr(new, name) for name in _WEIGHT_FIELDS)
 
 
@@ -396,7 +411,7 @@ def _layers_on_gpu(asked: int, n_layers: int) -> int:
     return n_layers if asked < 0 else min(asked, n_layers)
 
 
-def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, ...]:
+def _devices_holding(allocations: tuple[BufferAllocation, ...]) -> tuple[str, ...]:
     """The devices that hold weights or KV cache, GPUs first, each with its description."""
     names: list[str] = []
     for a in allocations:
@@ -406,7 +421,7 @@ def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, 
             if name not in names:
                 names.append(name)
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         described = {d.name: d.description for d in list_engine_devices()}
     except Exception:
@@ -430,7 +445,7 @@ def software_vulkan(devices) -> bool:
 
 def _software_vulkan_device() -> bool:
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         return software_vulkan(list_engine_devices())
     except Exception:  # no device list: keep the engine's default
@@ -441,7 +456,7 @@ def _device_used() -> dict[str, int]:
     """Memory in use per GPU now, as the driver reports it (the CPU device is left out: its
     "memory" is the host's, moved by everything else running)."""
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         return {
             d.name: d.total_bytes - d.free_bytes
@@ -460,3 +475,14 @@ def _rss_bytes() -> int:
         return psutil.Process().memory_info().rss
     except Exception:
         return 0
+
+
+def _format_choices(model, has_template: bool) -> dict:
+    """For a model without a chat template: the built-in formats a person may pick from, and
+    the one that fits best (the GUI process never loads llama.cpp, so the worker tells it)."""
+    if has_template:
+        return {}
+    from engine.chat.builtin import builtin_choice, builtin_template_names
+
+    name, _why = builtin_choice(model.meta("general.architecture"), model.meta("general.name"))
+    return {"builtin_formats": tuple(builtin_template_names()), "suggested_format": name}

@@ -1,4 +1,4 @@
-"""The Hearth engine behind the worker: Model, Context and Sampler shaped like llama_driver's.
+"""The Hearth engine behind the worker: Model, Context and Sampler shaped like engine/llama's.
 
 engine/runtime/engine_state.py and generation.py drive these exactly as they drive llama.cpp's
 (prefill in batches, one token per step, KV reuse across turns by `forget_from`, stop at every
@@ -13,14 +13,15 @@ worker then loads the model with llama.cpp and prints the reason.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from engine.hearth import torch_missing_reason
-from engine.runtime import llama_driver as llama
+from engine.llama import driver as llama
+from engine.llama.driver import ContextInfo, EngineError
 from engine.runtime.generation import Session
-from engine.runtime.llama_driver import ContextInfo, EngineError
 from engine.runtime.protocol import ModelParams, SamplingParams
+from engine.runtime.to_llama import model_settings
 
 if TYPE_CHECKING:  # torch loads only when the Hearth engine is asked for
     from engine.gguf import ModelInfo
@@ -66,7 +67,7 @@ class HearthModel(llama.Model):
             raise HearthUnavailable(reason)
         self.hearth = _load_transformer(params)
         try:
-            super().__init__(params, vocab_only=True)
+            super().__init__(replace(model_settings(params), vocab_only=True))
         except EngineError:
             self.hearth.tensors.close()
             raise
@@ -295,7 +296,7 @@ def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
 
 
 class HearthSampler:
-    """llama_driver.Sampler's interface over engine.hearth.sampler.TorchSampler."""
+    """engine.llama.driver.Sampler's interface over engine.hearth.sampler.TorchSampler."""
 
     def __init__(self, model: HearthModel, sampling: SamplingParams):
         from engine.hearth.sampler import TorchSampler

@@ -122,8 +122,8 @@ def test_a_cache_type_it_does_not_hold_fails_the_load_with_advice(starter):
 
 
 def test_kernels_cache_formats_need_a_gpu(starter, monkeypatch):
+    from engine.llama.driver import EngineError
     from engine.runtime.hearth_driver import HearthModel
-    from engine.runtime.llama_driver import EngineError
 
     monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cpu")
     params = p.ModelParams(path=starter, engine="hearth", n_ctx=64, type_k="q8", type_v="rot4")
