@@ -19,6 +19,7 @@ from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
 from engine.planner.kv_cache import KV_TYPES
 from engine.planner.records import PREFERENCES
+from engine.untrusted_text import printable_line
 
 GIB = 1024**3
 
@@ -75,10 +76,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             infos.append(read(model))
         except GGUFError as exc:
-            print(f"hearth plan: {exc.user_message(model)}", file=sys.stderr)
+            print(f"hearth plan: {printable_line(exc.user_message(model))}", file=sys.stderr)
             return 2
         except ValueError as exc:
-            print(f"hearth plan: {exc}", file=sys.stderr)
+            print(f"hearth plan: {printable_line(str(exc))}", file=sys.stderr)
             return 2
     try:
         request = build_request(args)
@@ -128,15 +129,15 @@ def print_plan(result: Plan, out: TextIO) -> None:
     if result.reasons:
         out.write("\nwhy:\n")
         for reason in result.reasons:
-            out.write(f"  - {reason}\n")
+            out.write(f"  - {printable_line(reason)}\n")
     if result.alternatives:
         out.write("\nnearest options:\n")
         for alt in result.alternatives:
-            out.write(f"  - {alt.summary}\n")
+            out.write(f"  - {printable_line(alt.summary)}\n")
     if result.notes:
         out.write("\nnotes:\n")
         for note in result.notes:
-            out.write(f"  - {note}\n")
+            out.write(f"  - {printable_line(note)}\n")
     if result.settings is not None:
         s = result.settings
         out.write(

@@ -107,6 +107,7 @@ class Engine:
         self._log.take_allocations()
         self._log.take_overridden()
         self._log.flash_attn_resolved = None
+        self._log.take_errors()
         ctx = None
         try:
             if model is None:
@@ -126,7 +127,9 @@ class Engine:
                     handle.close()
             self._weights = None
             self._state = "no_model"
-            self._send(p.LoadFailed(path=params.path, message=str(exc)))
+            self._send(
+                p.LoadFailed(path=params.path, message=str(exc), details=self._log.take_errors())
+            )
             return
         load_seconds = time.perf_counter() - started
         used_after = _device_used()
@@ -134,8 +137,7 @@ class Engine:
         self._weights = weights
         self._session = Session(model=model, ctx=ctx)
         self._state = "idle"
-        template = model.chat_template()
-        self._template_note = "the model's own" if template else "llama.cpp built-in"
+        self._template_note, template_problem = _check_template(model)
         self._send(
             p.ModelLoaded(
                 path=params.path,
@@ -148,6 +150,7 @@ class Engine:
                 n_gpu_layers=_layers_on_gpu(params.n_gpu_layers, model.n_layers()),
                 flash_attn=self._flash_attn_state(params.flash_attn),
                 chat_template=self._template_note,
+                chat_template_problem=template_problem,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
                 allocations=allocations,
@@ -245,6 +248,7 @@ class Engine:
             # otherwise, and a template that tried something unsafe is worth knowing about.
             print(f"hearth worker: chat template: {how}", flush=True)
             self._template_note = how
+            self._send(p.ChatTemplateChanged(template=how))
         bos = model.bos_text()
         if model.adds_bos() and bos and text.startswith(bos):
             text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
@@ -404,3 +408,24 @@ def _rss_bytes() -> int:
         return psutil.Process().memory_info().rss
     except Exception:
         return 0
+
+
+def _check_template(model: llama.Model) -> tuple[str, str]:
+    """The format chats will be written in, and why the model's own template was refused ("" if
+    it was not): said at the load, where the person sees it, not only in the worker's log."""
+    from engine.chat import ChatTemplateError, check_model_template
+
+    try:
+        checked = check_model_template(
+            model.chat_template(),
+            architecture=model.meta("general.architecture"),
+            model_name=model.meta("general.name"),
+            bos_token=model.bos_text(),
+            eos_token=model.eos_text(),
+        )
+    except ChatTemplateError as exc:
+        return "none that works", str(exc)
+    if checked.refused is None:
+        return checked.template, ""
+    print(f"hearth worker: chat template: {checked.template}", flush=True)
+    return checked.template, f"{checked.refused} Chats are written in {checked.template} instead."
