@@ -1,0 +1,144 @@
+"""GEMV / small GEMM over ggml's 32-weight blocks (Q4_0, Q4_1, Q8_0) and plain F16/BF16/F32.
+
+    Q4_0: w = d * (q - 8)        q 4-bit; byte i of a block holds weights i (low nibble) and
+    Q4_1: w = d * q + m          i + 16 (high nibble)
+    Q8_0: w = d * q              q int8
+    F16 / BF16 / F32: w as stored.
+
+One group is one block (its d and m loaded once); the float kernel's groups are runs of 64
+columns, masked at the row's end so any row length works. Oracle: gguf.quants.dequantize.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kernels.gemv_common import mac, new_acc, program_rows, store_acc
+
+
+@triton.jit
+def q4_0_q4_1_kernel(
+    x_ptr, out_ptr, d_ptr, m_ptr, qs_ptr,
+    N, NB, n_rows_x, stride_xb, stride_ob, stride_split, blocks_per_split,
+    HAS_MIN: tl.constexpr, BLOCK_N: tl.constexpr, NBLK: tl.constexpr, BLOCK_B: tl.constexpr,
+):  # fmt: skip
+    x_ptr, out_ptr, n_rows_x = program_rows(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, BLOCK_B)
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < N
+    g = tl.arange(0, NBLK)
+    lane = tl.arange(0, 16)
+    acc = new_acc(BLOCK_N, NBLK, 16, BLOCK_B)
+    first = tl.program_id(1) * blocks_per_split
+    for t in range(0, blocks_per_split, NBLK):
+        blk = first + t + g
+        group_mask = (blk < NB) & (t + g < blocks_per_split)
+        mask2 = row_mask[:, None] & group_mask[None, :]
+        row_blk = rows[:, None] * NB + blk[None, :]
+        qs = tl.load(
+            qs_ptr + (row_blk * 16)[:, :, None] + lane[None, None, :],
+            mask=mask2[:, :, None],
+            other=0,
+        )
+        d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)[:, :, None]
+        if HAS_MIN:
+            m = tl.load(m_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)[:, :, None]
+            w_lo = (qs & 15).to(tl.float32) * d + m
+            w_hi = (qs >> 4).to(tl.float32) * d + m
+        else:
+            w_lo = ((qs & 15).to(tl.int32) - 8).to(tl.float32) * d
+            w_hi = ((qs >> 4).to(tl.int32) - 8).to(tl.float32) * d
+        cols = (blk * 32)[:, None] + lane[None, :]
+        col_mask = group_mask[:, None] & (lane[None, :] < 16)
+        acc = mac(acc, w_lo, x_ptr, cols, col_mask, stride_xb, n_rows_x, BLOCK_B)
+        acc = mac(acc, w_hi, x_ptr, cols + 16, col_mask, stride_xb, n_rows_x, BLOCK_B)
+    store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
+
+
+@triton.jit
+def q8_0_kernel(
+    x_ptr, out_ptr, d_ptr, qs_ptr,
+    N, NB, n_rows_x, stride_xb, stride_ob, stride_split, blocks_per_split,
+    BLOCK_N: tl.constexpr, NBLK: tl.constexpr, BLOCK_B: tl.constexpr,
+):  # fmt: skip
+    x_ptr, out_ptr, n_rows_x = program_rows(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, BLOCK_B)
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < N
+    g = tl.arange(0, NBLK)
+    lane = tl.arange(0, 32)
+    acc = new_acc(BLOCK_N, NBLK, 32, BLOCK_B)
+    first = tl.program_id(1) * blocks_per_split
+    for t in range(0, blocks_per_split, NBLK):
+        blk = first + t + g
+        group_mask = (blk < NB) & (t + g < blocks_per_split)
+        mask2 = row_mask[:, None] & group_mask[None, :]
+        row_blk = rows[:, None] * NB + blk[None, :]
+        qs = tl.load(
+            qs_ptr + (row_blk * 32)[:, :, None] + lane[None, None, :],
+            mask=mask2[:, :, None],
+            other=0,
+        )
+        d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)[:, :, None]
+        w = qs.to(tl.float32) * d
+        cols = (blk * 32)[:, None] + lane[None, :]
+        col_mask = group_mask[:, None] & (lane[None, :] < 32)
+        acc = mac(acc, w, x_ptr, cols, col_mask, stride_xb, n_rows_x, BLOCK_B)
+    store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
+
+
+@triton.jit
+def float_kernel(
+    x_ptr, out_ptr, w_ptr,
+    N, K, n_rows_x, stride_xb, stride_ob, stride_split, blocks_per_split,
+    BLOCK_N: tl.constexpr, NBLK: tl.constexpr, BLOCK_B: tl.constexpr,
+):  # fmt: skip
+    """`blocks` here are runs of 64 columns; K need not be a multiple of 64."""
+    x_ptr, out_ptr, n_rows_x = program_rows(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, BLOCK_B)
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < N
+    g = tl.arange(0, NBLK)
+    lane = tl.arange(0, 64)
+    acc = new_acc(BLOCK_N, NBLK, 64, BLOCK_B)
+    first = tl.program_id(1) * blocks_per_split
+    for t in range(0, blocks_per_split, NBLK):
+        run = first + t + g
+        cols = (run * 64)[:, None] + lane[None, :]
+        col_mask = (cols < K) & ((t + g) < blocks_per_split)[:, None]
+        w = tl.load(
+            w_ptr + (rows * K)[:, None, None] + cols[None, :, :],
+            mask=row_mask[:, None, None] & col_mask[None, :, :],
+            other=0.0,
+        ).to(tl.float32)
+        acc = mac(acc, w, x_ptr, cols, col_mask, stride_xb, n_rows_x, BLOCK_B)
+    store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
+
+
+def launch_q4_0_q4_1(w, x, out, grid, plan, cfg):
+    p = w.planes
+    has_min = "m" in p
+    q4_0_q4_1_kernel[grid](
+        x, out, p["d"], p["m"] if has_min else p["d"], p["qs"],
+        w.n_out, w.n_in // 32, x.shape[0], x.stride(0), out.stride(-2), plan.stride_split,
+        plan.blocks_per_split, HAS_MIN=has_min, BLOCK_N=cfg.block_n,
+        NBLK=cfg.blocks_per_tile, BLOCK_B=cfg.block_b, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
+    )  # fmt: skip
+
+
+def launch_q8_0(w, x, out, grid, plan, cfg):
+    p = w.planes
+    q8_0_kernel[grid](
+        x, out, p["d"], p["qs"],
+        w.n_out, w.n_in // 32, x.shape[0], x.stride(0), out.stride(-2), plan.stride_split,
+        plan.blocks_per_split, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile,
+        BLOCK_B=cfg.block_b, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+
+
+def launch_float(w, x, out, grid, plan, cfg):
+    float_kernel[grid](
+        x, out, w.planes["w"],
+        w.n_out, w.n_in, x.shape[0], x.stride(0), out.stride(-2), plan.stride_split,
+        plan.blocks_per_split, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile,
+        BLOCK_B=cfg.block_b, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
