@@ -12,6 +12,7 @@ from pathlib import Path
 from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from app.common.background import TaskRunner
+from app.common.file_text import show_plain
 from app.model.panel import SettingsPanel, gpus_from_devices
 from app.model.settings_store import ModelSettingsStore, default_settings_path
 
@@ -92,9 +93,10 @@ class ModelSettingsPage(QWidget):
         try:
             self.panel.set_model(path)
         except Exception as exc:  # a header the planner cannot read: say so, keep the page
-            self.message.setText(
+            show_plain(
+                self.message,
                 f"Can't plan for {Path(path).name}: {exc}. Its settings can't be changed here; "
-                "it still runs with the settings it was loaded with."
+                "it still runs with the settings it was loaded with.",
             )
             self.message.show()
             self.panel.hide()

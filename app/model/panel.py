@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.file_text import show_plain
 from app.model.memory_bar import OVER_COLOR, DeviceMemoryRow, Legend, gib
 from app.model.settings_store import ModelSettingsStore
 from engine.gguf import read_model_info
@@ -190,7 +191,7 @@ class SettingsPanel(QWidget):
         self._planner = Planner(info)
         profile = self._planner.profiles[0]
         self._n_ctx_train = profile.n_ctx_train or 4096
-        self.title.setText(self._model_path.name)
+        show_plain(self.title, self._model_path.name)
         self._updating = True
         steps = [s for s in CONTEXT_STEPS if s <= self._n_ctx_train] or [self._n_ctx_train]
         self.context.setRange(0, len(steps) - 1)

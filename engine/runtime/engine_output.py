@@ -79,15 +79,21 @@ class EngineOutput:
             return tuple(self._causes)
 
 
-def crash_report(message: str, causes: tuple[str, ...], tail: tuple[str, ...], n_tail: int) -> str:
-    """The text the CLI prints for a crash: the message, the cause lines, then the last
-    `n_tail` lines that are not cause lines already shown."""
-    parts = [message]
+def report_lines(
+    causes: tuple[str, ...], tail: tuple[str, ...], n_tail: int = TAIL_LINES_KEPT
+) -> list[str]:
+    """The cause lines, then the last `n_tail` lines that are not cause lines already shown."""
+    lines = []
     if causes:
-        parts.append("llama.cpp said:")
-        parts.extend(f"  ! {line}" for line in causes)
+        lines.append("llama.cpp said:")
+        lines.extend(f"  ! {line}" for line in causes)
     rest = [line for line in tail if line not in causes][-n_tail:]
     if rest:
-        parts.append("Last lines from the engine:")
-        parts.extend(f"  | {line}" for line in rest)
-    return "\n".join(parts)
+        lines.append("Last lines from the engine:")
+        lines.extend(f"  | {line}" for line in rest)
+    return lines
+
+
+def crash_report(message: str, causes: tuple[str, ...], tail: tuple[str, ...], n_tail: int) -> str:
+    """The text the CLI prints for a crash: the message, then `report_lines`."""
+    return "\n".join([message, *report_lines(causes, tail, n_tail)])
