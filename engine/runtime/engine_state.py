@@ -111,6 +111,9 @@ class Engine:
         ctx = None
         try:
             if model is None:
+                refused = _refused_by_header(params.path) if self._faults.header_check else None
+                if refused:
+                    raise llama.EngineError(refused)
                 used_before = _device_used()
                 model = llama.Model(params)
                 weights = _Weights(
@@ -429,3 +432,17 @@ def _check_template(model: llama.Model) -> tuple[str, str]:
         return checked.template, ""
     print(f"hearth worker: chat template: {checked.template}", flush=True)
     return checked.template, f"{checked.refused} Chats are written in {checked.template} instead."
+
+
+def _refused_by_header(path: str) -> str | None:
+    """Why llama.cpp must not be given this file (engine.gguf.load_check: it would abort on it),
+    for every client of the worker. A header this reader cannot read is left to llama.cpp,
+    which has the last word on what it loads."""
+    from engine.gguf import GGUFError, read_model_info
+    from engine.gguf.load_check import load_problem
+
+    try:
+        problem = load_problem(read_model_info(path))
+    except (GGUFError, OSError):
+        return None
+    return f"{os.path.basename(path)} cannot be loaded: {problem}" if problem else None

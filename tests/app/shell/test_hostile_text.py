@@ -15,6 +15,7 @@ from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
 from tests.app.conftest import WAIT_MS, client_of
 from tests.app.fake_engine import model_loaded
+from tests.engine.gguf.craft import VALID_TENSORS, valid_model
 from tests.engine.hostile_gguf import TERMINAL_ATTACK
 
 HOSTILE_NAME = "<img src='x.png'><b>Evil\x1b]0;pwned\x07\u202egguf.exe.gguf"  # no '/': a file
@@ -71,9 +72,7 @@ def test_banners_show_file_text_as_plain_text(qtbot, window) -> None:
     assert window.file_banner.text() == "<b>bold</b>\\x1b[2J"
 
 
-def test_a_refused_chat_template_is_shown_with_the_advice(
-    qtbot, window, bridge, tmp_path
-) -> None:
+def test_a_refused_chat_template_is_shown_with_the_advice(qtbot, window, bridge, tmp_path) -> None:
     path = tmp_path / "evil.gguf"
     path.write_bytes(b"")
     load(qtbot, window, bridge, path, chat_template="llama.cpp's built-in 'chatml' format",
@@ -128,3 +127,12 @@ def test_a_failed_load_offers_llama_cpps_own_lines(qtbot, window, bridge, tmp_pa
     client_of(bridge).emit(p.LoadFailed(path=str(path), message="could not load", details=said))
     qtbot.waitUntil(window.engine_banner.isVisible, timeout=WAIT_MS)
     assert window.engine_banner.details() == said[0]
+
+
+def test_a_file_llama_cpp_would_abort_on_is_refused_when_opened(qtbot, window, tmp_path) -> None:
+    tensors = [(n, s, "I32" if n == "blk.1.ffn_norm.weight" else k) for n, s, k in VALID_TENSORS]
+    path = tmp_path / "i32-norm.gguf"
+    path.write_bytes(valid_model(tensors=tensors).bytes())
+    assert not window.open_model_file(path)
+    assert window.file_banner.isVisible()
+    assert "blk.1.ffn_norm.weight is typed I32" in window.file_banner.text()

@@ -77,11 +77,28 @@ def test_the_models_name_reaches_the_engines_log_lines_escaped(
     assert not any(c in line for line in lines for c in "\x1b\x07\r\u202e")
 
 
-def test_an_abort_in_llama_cpp_keeps_its_cause_apart_from_the_backtrace(
-    engine: RunningEngine, starter_path: str, hostile_dir: Path
+@pytest.fixture(scope="module")
+def i32_norm_model(starter_path: str, hostile_dir: Path) -> Path:
+    return with_tensor_type(starter_path, hostile_dir / "i32.gguf", "output_norm.weight", "I32")
+
+
+def test_a_file_llama_cpp_would_abort_on_is_refused_before_it_sees_it(
+    engine: RunningEngine, i32_norm_model: Path
 ) -> None:
-    bad = with_tensor_type(starter_path, hostile_dir / "i32-norm.gguf", "output_norm.weight", "I32")
-    crashed = engine.load(str(bad), n_ctx=512)
+    refused = engine.load(str(i32_norm_model), n_ctx=512)
+    assert isinstance(refused, p.LoadFailed), refused
+    assert "output_norm.weight is typed I32, which no weight can be" in refused.message
+    assert engine.client.alive
+
+
+def test_an_abort_in_llama_cpp_keeps_its_cause_apart_from_the_backtrace(
+    i32_norm_model: Path,
+) -> None:
+    engine = RunningEngine(env={**os.environ, "HEARTH_WORKER_FAULT": "no_header_check"})
+    try:
+        crashed = engine.load(str(i32_norm_model), n_ctx=512)
+    finally:
+        engine.close()
     assert isinstance(crashed, EngineCrashed), crashed
     assert "binary_op: unsupported types" in crashed.cause_lines[0]
     assert len(crashed.cause_lines) <= 2  # the cause, not the backtrace
