@@ -14,7 +14,7 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
         raw: the tensor's bytes as stored in the GGUF file (bytes, numpy uint8 array or torch
         uint8 tensor); ggml_type: gguf.GGMLQuantizationType, its int value or name ("Q4_K");
         shape: (n_out, n_in), i.e. GGUF's ne reversed (ne[0] = n_in is the contiguous axis).
-        Types: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 (F32 too, for small tensors).
+        Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 (and F32).
         The blocks are split once into planes of their fields (same bytes, same count:
         docs/kernels.md says why); anything else raises UnsupportedTensor naming the type.
     y = quant_matmul(x, w)        x: [..., n_in] f16/bf16/f32 -> y: [..., n_out], x's dtype.

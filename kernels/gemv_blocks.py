@@ -1,7 +1,10 @@
-"""GEMV / small GEMM over ggml's 32-weight blocks (Q4_0, Q4_1, Q8_0) and plain F16/BF16/F32.
+"""GEMV / small GEMM over ggml's 32-weight blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and plain
+F16/BF16/F32.
 
     Q4_0: w = d * (q - 8)        q 4-bit; byte i of a block holds weights i (low nibble) and
     Q4_1: w = d * q + m          i + 16 (high nibble)
+    Q5_0: w = d * (q - 16)       q 5-bit: the nibbles as above, fifth bits in the 32-bit qh
+    Q5_1: w = d * q + m          (bit i for weight i)
     Q8_0: w = d * q              q int8
     F16 / BF16 / F32: w as stored.
 
@@ -18,10 +21,11 @@ from kernels.gemv_common import mac, new_acc, program_rows, store_acc
 
 
 @triton.jit
-def q4_0_q4_1_kernel(
-    x_ptr, out_ptr, d_ptr, m_ptr, qs_ptr,
+def q4_q5_kernel(
+    x_ptr, out_ptr, d_ptr, m_ptr, qs_ptr, qh_ptr,
     N, NB, n_rows_x, stride_xb, stride_ob, stride_split, blocks_per_split,
-    HAS_MIN: tl.constexpr, BLOCK_N: tl.constexpr, NBLK: tl.constexpr, BLOCK_B: tl.constexpr,
+    HAS_MIN: tl.constexpr, HAS_QH: tl.constexpr,
+    BLOCK_N: tl.constexpr, NBLK: tl.constexpr, BLOCK_B: tl.constexpr,
 ):  # fmt: skip
     x_ptr, out_ptr, n_rows_x = program_rows(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, BLOCK_B)
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -41,13 +45,20 @@ def q4_0_q4_1_kernel(
             other=0,
         )
         d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)[:, :, None]
+        q_lo = (qs & 15).to(tl.int32)
+        q_hi = (qs >> 4).to(tl.int32)
+        if HAS_QH:
+            qh = tl.load(qh_ptr + row_blk, mask=mask2, other=0)[:, :, None]
+            q_lo = q_lo | (((qh >> lane[None, None, :]) & 1) << 4)
+            q_hi = q_hi | (((qh >> (lane[None, None, :] + 16)) & 1) << 4)
         if HAS_MIN:
             m = tl.load(m_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)[:, :, None]
-            w_lo = (qs & 15).to(tl.float32) * d + m
-            w_hi = (qs >> 4).to(tl.float32) * d + m
+            w_lo = q_lo.to(tl.float32) * d + m
+            w_hi = q_hi.to(tl.float32) * d + m
         else:
-            w_lo = ((qs & 15).to(tl.int32) - 8).to(tl.float32) * d
-            w_hi = ((qs >> 4).to(tl.int32) - 8).to(tl.float32) * d
+            OFFSET: tl.constexpr = 16 if HAS_QH else 8
+            w_lo = (q_lo - OFFSET).to(tl.float32) * d
+            w_hi = (q_hi - OFFSET).to(tl.float32) * d
         cols = (blk * 32)[:, None] + lane[None, :]
         col_mask = group_mask[:, None] & (lane[None, :] < 16)
         acc = mac(acc, w_lo, x_ptr, cols, col_mask, stride_xb, n_rows_x, BLOCK_B)
@@ -113,13 +124,12 @@ def float_kernel(
     store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x, BLOCK_B)
 
 
-def launch_q4_0_q4_1(w, x, out, grid, plan, cfg):
+def launch_q4_q5(w, x, out, grid, plan, cfg):
     p = w.planes
-    has_min = "m" in p
-    q4_0_q4_1_kernel[grid](
-        x, out, p["d"], p["m"] if has_min else p["d"], p["qs"],
+    q4_q5_kernel[grid](
+        x, out, p["d"], p.get("m", p["d"]), p["qs"], p.get("qh", p["qs"]),
         w.n_out, w.n_in // 32, x.shape[0], x.stride(0), out.stride(-2), plan.stride_split,
-        plan.blocks_per_split, HAS_MIN=has_min, BLOCK_N=cfg.block_n,
+        plan.blocks_per_split, HAS_MIN="m" in p, HAS_QH="qh" in p, BLOCK_N=cfg.block_n,
         NBLK=cfg.blocks_per_tile, BLOCK_B=cfg.block_b, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages,
     )  # fmt: skip

@@ -46,6 +46,25 @@ FORMATS: dict[str, BlockFormat] = {
             20,
             (_f("d", 0, 2, "float16"), _f("m", 2, 2, "float16"), _f("qs", 4, 16, "uint8")),
         ),
+        BlockFormat(
+            "Q5_0",
+            6,
+            32,
+            22,
+            (_f("d", 0, 2, "float16"), _f("qh", 2, 4, "int32"), _f("qs", 6, 16, "uint8")),
+        ),
+        BlockFormat(
+            "Q5_1",
+            7,
+            32,
+            24,
+            (
+                _f("d", 0, 2, "float16"),
+                _f("m", 2, 2, "float16"),
+                _f("qh", 4, 4, "int32"),
+                _f("qs", 8, 16, "uint8"),
+            ),
+        ),
         BlockFormat("Q8_0", 8, 32, 34, (_f("d", 0, 2, "float16"), _f("qs", 2, 32, "int8"))),
         BlockFormat(
             "Q4_K",

@@ -16,6 +16,7 @@ _TORCH_DTYPES = {
     "bfloat16": torch.bfloat16,
     "uint8": torch.uint8,
     "int8": torch.int8,
+    "int32": torch.int32,
 }
 
 

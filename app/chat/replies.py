@@ -12,6 +12,7 @@ from app.chat.conversation_model import ROLE_ASSISTANT, ChatEntry, stats_line
 from app.chat.session import message_stats
 from app.chat.settings import OVERFLOW_DROP_OLDEST, sampling_from
 from app.common import banner as b
+from engine.enums import StopReason
 from engine.runtime import protocol as p
 
 
@@ -90,7 +91,7 @@ class ReplyStreaming:
         )
         self._context_used = used_tokens(done.stats)
         self._show_usage()
-        if done.stop_reason == "context_full":
+        if done.stop_reason == StopReason.CONTEXT_FULL:
             self.context_notice.show_message(
                 b.ERROR,
                 "The reply stopped: the context is full",

@@ -38,9 +38,10 @@ from app.chat.session import ChatSession
 from app.chat.settings import ChatSettingsPanel, sampling_from
 from app.chat.sidebar import ConversationSidebar
 from app.common import banner as b
-from app.common.engine_bridge import STATE_GENERATING, STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from engine.chat.prompt import MODEL_TEMPLATE
 from engine.chat.store import ConversationStore
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 
 BOTTOM_SLACK_PX = 24  # within this distance of the end counts as "following the reply"
@@ -369,5 +370,5 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
 
     def _update_buttons(self, *_args) -> None:
         state = self._bridge.state
-        self.send_button.setEnabled(state == STATE_IDLE and not self.generating)
-        self.stop_button.setEnabled(self.generating and state == STATE_GENERATING)
+        self.send_button.setEnabled(state == EngineState.IDLE and not self.generating)
+        self.stop_button.setEnabled(self.generating and state == EngineState.GENERATING)

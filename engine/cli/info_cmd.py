@@ -12,7 +12,8 @@ import json
 import sys
 
 from engine.gguf import GGUFError, ModelInfo, read_model_info
-from engine.gguf.summary import human_bytes, summary_lines, to_dict
+from engine.gguf.summary import summary_lines, to_dict
+from engine.units import format_bytes
 from engine.untrusted_text import printable_line
 
 HUB_PREFIX = "hf://"
@@ -82,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
         for t in info.tensors:
             shape = " x ".join(map(str, t.shape))
             name = printable_line(t.name)
-            print(f"  {name:<48} {t.type_name:<8} {shape:<24} {human_bytes(t.n_bytes):>10}")
+            print(f"  {name:<48} {t.type_name:<8} {shape:<24} {format_bytes(t.n_bytes):>10}")
     if args.engine:
         from engine.cli.engine_check import report_engine_placement
 

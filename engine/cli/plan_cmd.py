@@ -15,9 +15,9 @@ import sys
 from typing import TextIO
 
 from engine.cli.info_cmd import read
+from engine.enums import KV_TYPES
 from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
-from engine.planner.kv_cache import KV_TYPES
 from engine.planner.records import PREFERENCES
 from engine.untrusted_text import printable_line
 

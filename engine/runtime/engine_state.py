@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from engine.enums import EngineState, StopReason
 from engine.runtime import llama_driver as llama
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, Stopped, generate
@@ -27,7 +28,7 @@ class Engine:
         self._stop = threading.Event()
         self._session: Session | None = None
         self._weights: _Weights | None = None  # how the loaded weights came to be there
-        self._state = "no_model"
+        self._state = EngineState.NO_MODEL
         self._template_note = ""
         from engine.runtime.llama_log import LlamaLog
 
@@ -73,7 +74,7 @@ class Engine:
 
     def failure_event(self, command: Any, message: str) -> Any:
         """The event that tells the GUI a command failed, in the form it waits for."""
-        self._state = "idle" if self._session else "no_model"
+        self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
         if isinstance(command, p.Generate):
             return p.GenerationFailed(request_id=command.request_id, message=message)
         if isinstance(command, p.Load):
@@ -86,7 +87,7 @@ class Engine:
         context is made anew: applying a new context length takes a fraction of a second
         instead of reading gigabytes of weights again."""
         session, self._session = self._session, None
-        self._state = "loading"
+        self._state = EngineState.LOADING
         if session is not None and _same_weights(session.model.params, params, self._weights):
             session.close_context()
             model, weights = session.model, self._weights
@@ -129,7 +130,7 @@ class Engine:
                 if handle is not None:
                     handle.close()
             self._weights = None
-            self._state = "no_model"
+            self._state = EngineState.NO_MODEL
             self._send(
                 p.LoadFailed(path=params.path, message=str(exc), details=self._log.take_errors())
             )
@@ -139,7 +140,7 @@ class Engine:
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = Session(model=model, ctx=ctx)
-        self._state = "idle"
+        self._state = EngineState.IDLE
         self._template_note, template_problem = _check_template(model)
         self._send(
             p.ModelLoaded(
@@ -165,6 +166,8 @@ class Engine:
                     if name in used_after
                 ),
                 weights_kept=kept,
+                type_k=params.type_k,
+                type_v=params.type_v,
             )
         )
 
@@ -179,7 +182,7 @@ class Engine:
         self._weights = None
         if session is not None:
             session.close()
-        self._state = "no_model"
+        self._state = EngineState.NO_MODEL
         if not quiet:
             self._send(p.Unloaded())
 
@@ -190,7 +193,7 @@ class Engine:
             self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
             return
         self._stop.clear()
-        self._state = "generating"
+        self._state = EngineState.GENERATING
         try:
             prompt = self._prompt_tokens(session, command)
             outcome = generate(
@@ -207,7 +210,7 @@ class Engine:
         except Stopped:
             self._send(
                 p.GenerationDone(
-                    request_id=rid, stop_reason="stopped", stats=_no_stats(received_at)
+                    request_id=rid, stop_reason=StopReason.STOPPED, stats=_no_stats(received_at)
                 )
             )
         except (llama.EngineError, ValueError) as exc:
@@ -219,7 +222,7 @@ class Engine:
                 )
             )
         finally:
-            self._state = "idle" if self._session else "no_model"
+            self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
 
     def _prompt_tokens(self, session: Session, command: p.Generate) -> list[int]:
         model = session.model

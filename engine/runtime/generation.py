@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.enums import StopReason
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.llama_driver import Context, EngineError, Model, Sampler
 from engine.runtime.protocol import GenerationStats, SamplingParams
@@ -175,20 +176,20 @@ class _DecodeLoop:
             if self.n_generated == 0:
                 self.first_token_at = self.last_token_at = now
             if not ignore_eos and model.is_end_of_generation(token):
-                return "eos"
+                return StopReason.EOS
             self.n_generated += 1
             self.last_token_at = now
             text = detok.feed(model.token_bytes(token))
             if text:
                 emit(text)
             if detok.stopped:
-                return "stop_string"
+                return StopReason.STOP_STRING
             if should_stop():
-                return "stopped"
+                return StopReason.STOPPED
             if self.n_generated >= max_tokens:
                 break
             if len(session.cached) + 1 >= n_ctx:
-                return "context_full"
+                return StopReason.CONTEXT_FULL
             ctx.decode_one(token)
             session.cached.append(token)
-        return "max_tokens"
+        return StopReason.MAX_TOKENS

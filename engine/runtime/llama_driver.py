@@ -15,14 +15,15 @@ from dataclasses import dataclass
 
 import llama_cpp.llama_cpp as C
 
+from engine.enums import KVType
 from engine.runtime.protocol import ModelParams, SamplingParams
 
-# The planner offers f16, q8_0 and q4_0; f32 is here for measuring rounding
+# The planner's types (engine.enums.KVType) as ggml types; f32 is here for measuring rounding
 # (benchmarks/backends/cuda_error_sources.py), at twice f16's memory.
 KV_TYPES = {
-    "f16": C.GGML_TYPE_F16,
-    "q8_0": C.GGML_TYPE_Q8_0,
-    "q4_0": C.GGML_TYPE_Q4_0,
+    KVType.F16: C.GGML_TYPE_F16,
+    KVType.Q8_0: C.GGML_TYPE_Q8_0,
+    KVType.Q4_0: C.GGML_TYPE_Q4_0,
     "f32": C.GGML_TYPE_F32,
 }
 FLASH_ATTN = {

@@ -166,6 +166,9 @@ class ModelLoaded:
     # True when the weights of the previous load were kept and only the context was made anew
     # (the same file and placement, other context settings).
     weights_kept: bool = False
+    type_k: str = "f16"  # the KV cache's element types, as loaded
+    type_v: str = "f16"
+    engine: str = "llama.cpp"  # which engine runs it
 
 
 @message
@@ -233,7 +236,7 @@ class GenerationStats:
 @message
 class GenerationDone:
     request_id: int
-    stop_reason: str  # "eos", "stop_string", "max_tokens", "stopped", "context_full"
+    stop_reason: str  # an engine.enums.StopReason
     stats: GenerationStats
 
 
@@ -250,7 +253,7 @@ class Unloaded:
 
 @message
 class Status:
-    state: str  # "idle", "loading", "generating", "no_model"
+    state: str  # an engine.enums.EngineState: idle, loading, generating, no_model
     model_path: str | None
     n_ctx: int
     n_tokens_cached: int

@@ -27,6 +27,11 @@ class FakeEngineClient:
     def start(self) -> None:
         self.alive = True
         self.starts += 1
+        # The real worker says at once what it can do; a CPU build here, so plans use the CPU.
+        self.emit(p.Ready(pid=0, llama_system_info="fake engine", gpu_offload_supported=False))
+
+    def loads(self) -> list[p.ModelParams]:
+        return [arg for name, arg in self.commands if name == "load"]
 
     def load(self, params: p.ModelParams) -> None:
         self._command("load", params)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -16,7 +18,19 @@ from tests.kernels.conftest import relative_error
 # Relative error against float64 arithmetic: f32 inputs are exact up to f32 sums; f16/bf16
 # inputs are rounded, and the 2..16-row path multiplies weights rounded to the input's dtype.
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.5e-2}
-FORMAT_NAMES = ["Q4_0", "Q4_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16", "F32"]
+FORMAT_NAMES = [
+    "Q4_0",
+    "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q8_0",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+    "F16",
+    "BF16",
+    "F32",
+]
 
 
 def _odd_inputs(fmt: str) -> int:
@@ -91,17 +105,22 @@ def test_input_width_mismatch_is_refused(device):
         quant_matmul(torch.randn(1, 65).to(device), w)
 
 
+@functools.lru_cache(maxsize=1)
+def _full_size_case(fmt: str, shape: tuple[int, int]):
+    raw = reference.random_weight_bytes(fmt, *shape, seed=6)
+    dequantized = reference.dequantize_weight(raw, fmt, shape).astype(np.float64)
+    return PackedWeight.from_gguf(raw, fmt, shape, device="cuda"), dequantized
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", FORMAT_NAMES)
 @pytest.mark.parametrize("rows", [1, 4, 16])
+@pytest.mark.parametrize("fmt", FORMAT_NAMES)
 @pytest.mark.parametrize("shape", [(1024, 4096), (4096, 14336)])
-def test_llama3_8b_shapes(fmt, rows, shape):
+def test_llama3_8b_shapes(rows, fmt, shape):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    n_out, n_in = shape
-    raw = reference.random_weight_bytes(fmt, n_out, n_in, seed=6)
-    w = PackedWeight.from_gguf(raw, fmt, shape, device="cuda")
-    x = torch.randn(rows, n_in, dtype=torch.float16)
+    w, dequantized = _full_size_case(fmt, shape)
+    x = torch.randn(rows, shape[1], dtype=torch.float16)
     y = quant_matmul(x.cuda(), w)
-    expected = reference.gemv(x.float().numpy(), raw, fmt, shape)
+    expected = x.double().numpy() @ dequantized.T
     assert relative_error(y.float().cpu(), expected) < TOLERANCE[torch.float16]

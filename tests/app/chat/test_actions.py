@@ -9,8 +9,8 @@ from PySide6.QtCore import Qt
 from app.chat.session import INCOMPLETE_FOOTER
 from app.chat.settings import OVERFLOW_DROP_OLDEST
 from app.chat.view import ChatView
-from app.common.engine_bridge import STATE_IDLE
 from engine.chat.store import ConversationStore
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from tests.app.conftest import WAIT_MS, client_of
 from tests.app.fake_engine import done
@@ -43,12 +43,12 @@ def chat(qtbot, bridge, store) -> ChatView:
 
 
 def _load(qtbot, bridge, tmp_path, n_ctx=4096):
-    from app.shell.main_window import model_params_for
+    from engine.runtime import protocol as p
 
-    bridge.load(model_params_for(tmp_path / "m.gguf"))
+    bridge.load(p.ModelParams(path=str(tmp_path / "m.gguf")))
     client = client_of(bridge)
     client.emit_loaded(str(tmp_path / "m.gguf"), n_ctx=n_ctx)
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
     return client
 
 
