@@ -19,6 +19,7 @@ INT32_MAX = 2**31 - 1
 MAX_CONTEXT_TOKENS = 2**24
 # llama.cpp pads a context to 256 tokens; below 64 not even a chat template and a reply fit.
 MIN_CONTEXT_TOKENS = 64
+MAX_MEMORY_GIB = 1 << 20  # a mebibyte of gibibytes: above any machine, below float trouble
 
 
 def int_in_range(low: int, high: int, *, also: tuple[int, ...] = ()) -> Callable[[str], int]:
@@ -47,9 +48,15 @@ def float_in_range(low: float, high: float) -> Callable[[str], float]:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
         if math.isfinite(value) and low <= value <= high:
             return value
-        raise argparse.ArgumentTypeError(f"{text} is out of range: use {low:g} to {high:g}")
+        raise argparse.ArgumentTypeError(
+            f"{text} is out of range: use {_shown(low)} to {_shown(high)}"
+        )
 
     return parse
+
+
+def _shown(x: float) -> str:
+    return f"{x:,.0f}" if x == int(x) else f"{x:g}"
 
 
 context_tokens = int_in_range(MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS)

@@ -14,6 +14,7 @@ import json
 import sys
 from typing import TextIO
 
+from engine.cli import numbers
 from engine.cli.info_cmd import read
 from engine.enums import KV_TYPES
 from engine.gguf import GGUFError
@@ -28,19 +29,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "models", nargs="+", metavar="MODEL", help=".gguf path or hf://OWNER/REPO/FILE"
     )
-    parser.add_argument(
-        "--vram", type=float, metavar="GB", help="plan for one GPU with GB GiB free"
-    )
-    parser.add_argument("--ram", type=float, metavar="GB", help="system RAM the plan may use (GiB)")
-    parser.add_argument("--ctx", type=int, metavar="N", help="target context (tokens)")
-    parser.add_argument("--min-ctx", type=int, default=2048, metavar="N", help="minimum context")
+    gib = numbers.float_in_range(0.0, numbers.MAX_MEMORY_GIB)
+    parser.add_argument("--vram", type=gib, metavar="GB", help="plan for one GPU with GB GiB free")
+    parser.add_argument("--ram", type=gib, metavar="GB", help="system RAM the plan may use (GiB)")
+    ctx = numbers.context_tokens
+    parser.add_argument("--ctx", type=ctx, metavar="N", help="target context (tokens)")
+    parser.add_argument("--min-ctx", type=ctx, default=2048, metavar="N", help="minimum context")
     parser.add_argument("--prefer", choices=PREFERENCES, default="quality")
     parser.add_argument(
         "--kv", default=",".join(KV_TYPES), help="allowed KV cache types (default: %(default)s)"
     )
     parser.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--backend", default="cuda", help="backend assumed with --vram")
-    parser.add_argument("--bandwidth", type=float, metavar="GB/s", help="GPU bandwidth with --vram")
+    parser.add_argument(
+        "--bandwidth",
+        type=numbers.float_in_range(1.0, 100_000.0),
+        metavar="GB/s",
+        help="GPU bandwidth with --vram",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
         "--load",

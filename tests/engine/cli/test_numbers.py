@@ -6,7 +6,7 @@ import argparse
 
 import pytest
 
-from engine.cli import numbers
+from engine.cli import build_parser, numbers
 
 
 @pytest.mark.parametrize("text", ["1099511627776", "0", "-5", "63", "16777217", "4k", ""])
@@ -39,3 +39,24 @@ def test_seeds_are_uint32() -> None:
         numbers.seed("-1")
     with pytest.raises(argparse.ArgumentTypeError):
         numbers.seed("4294967296")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["chat", "--ctx", "1099511627776"],
+        ["chat", "--max-tokens", "0"],
+        ["plan", "m.gguf", "--vram", "nan"],
+        ["plan", "m.gguf", "--ram", "-1"],
+        ["plan", "m.gguf", "--ctx", "0"],
+        ["plan", "m.gguf", "--min-ctx", "-5"],
+        ["bench", "--reps", "0"],
+        ["bench", "--gpu-layers", "-7"],
+        ["bench", "--decode", "128", "0"],
+    ],
+)
+def test_every_command_checks_its_numbers(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit) as exited:
+        build_parser().parse_args(argv)
+    assert exited.value.code == 2
+    assert "is out of range: use" in capsys.readouterr().err
