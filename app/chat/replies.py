@@ -14,6 +14,7 @@ from app.chat.settings import OVERFLOW_DROP_OLDEST, sampling_from
 from app.common import banner as b
 from engine.enums import StopReason
 from engine.runtime import protocol as p
+from engine.untrusted_text import printable_line
 
 
 class ReplyStreaming:
@@ -45,7 +46,9 @@ class ReplyStreaming:
                     f"{fitted.dropped} of the oldest messages no longer fit the context and were "
                     "not sent to the model (they are still here and saved).",
                 )
-        model_name = Path(loaded.path).name if loaded else ""
+        # Stored with the reply: a file name that is not UTF-8 (lone surrogates) cannot be
+        # written to SQLite as it is, and is shown escaped anyway.
+        model_name = printable_line(Path(loaded.path).name) if loaded else ""
         request_id = self._bridge.generate(
             messages, sampling=sampling_from(settings), max_tokens=settings["max_tokens"]
         )
