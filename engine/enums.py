@@ -34,6 +34,13 @@ class EngineState(StrEnum):
     STOPPED = "stopped"
 
 
+class Overflow(StrEnum):
+    """What to do when a conversation no longer fits the context with room for the reply."""
+
+    STOP = "stop"  # fail, and say so
+    DROP_OLDEST = "drop_oldest"  # leave out the oldest whole turns (the worker counts exactly)
+
+
 class StopReason(StrEnum):
     """Why a reply ended."""
 

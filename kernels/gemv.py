@@ -10,7 +10,7 @@ import torch
 import triton
 
 from kernels import gemv_blocks, gemv_kquants
-from kernels.availability import require
+from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.gemv_common import split_plan
 from kernels.packed_weight import PackedWeight
@@ -42,11 +42,11 @@ class GemvConfig:
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
-    """Tile shapes measured on an H100 (docs/kernels.md): about 512 weights per row per step."""
-    blocks = {256: 2, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
+    """Tile shapes from the H100 sweeps (docs/kernels.md): 8 rows, 1024 weights per K step."""
+    blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
-        return GemvConfig(block_n=16, blocks_per_tile=blocks, block_b=1)
-    return GemvConfig(block_n=64, blocks_per_tile=max(1, blocks // 2), block_b=16)
+        return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)
+    return GemvConfig(block_n=64, blocks_per_tile=max(1, blocks // 4), block_b=16)
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,9 @@ class _Plan:
     blocks_per_split: int
     splits: int
     stride_split: int
+    even_rows: bool  # n_out is whole tiles of rows
+    even: bool  # ... and K is whole tiles in every split: no bounds masks at all
+    exact_fma: bool  # fma rounds once (the GPU); Triton's CPU interpreter rounds twice
 
 
 @functools.cache
@@ -90,7 +93,10 @@ def quant_matmul(x: torch.Tensor, w: PackedWeight, config: GemvConfig | None = N
         out = torch.empty(n_rows_x, w.n_out, dtype=x.dtype, device=x.device)
     else:
         out = torch.empty(splits, n_rows_x, w.n_out, dtype=torch.float32, device=x.device)
-    plan = _Plan(per_split, splits, out.stride(0) if splits > 1 else 0)
+    even_rows = w.n_out % cfg.block_n == 0
+    even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
+    exact_fma = not interpret_mode()
+    plan = _Plan(per_split, splits, out.stride(0) if splits > 1 else 0, even_rows, even, exact_fma)
     launch(w, x2, out, (n_row_tiles, splits, b_tiles), plan, cfg)
     if splits > 1:
         out = out.sum(0).to(x.dtype)

@@ -67,7 +67,9 @@ class PagedKVCache:
         self._v = [
             _allocate(spec.v_format, self.n_pages, spec, device) for _ in range(spec.n_layers)
         ]
-        self._signs = torch.tensor(rotation_signs(spec.head_dim), device=device)
+        # the rotation's signs with its 1/sqrt(D) folded in (kv_tiles.rotate_rows)
+        scaled = rotation_signs(spec.head_dim) / math.sqrt(spec.head_dim)
+        self._signs = torch.tensor(scaled, dtype=torch.float32, device=device)
         self._free = list(range(self.n_pages - 1, -1, -1))
         self._pages: dict[int, list[int]] = {}
         self._lengths: dict[int, int] = {}

@@ -26,8 +26,7 @@ FORMAT_CODES = {"f16": 0, "q8": 1, "rot4": 2, "rot2": 3}
 def fwht(x, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
     """x [R, D] @ H_D (unnormalized Sylvester Hadamard): log2(D) butterfly stages."""
     for s in tl.static_range(LOG2D):
-        h: tl.constexpr = 1 << s
-        y = tl.permute(tl.reshape(x, (R, D // (2 * h), 2, h)), (0, 1, 3, 2))
+        y = tl.permute(tl.reshape(x, (R, D >> (s + 1), 2, 1 << s)), (0, 1, 3, 2))
         a, b = tl.split(y)
         y = tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2))
         x = tl.reshape(y, (R, D))
@@ -35,15 +34,15 @@ def fwht(x, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
 
 
 @triton.jit
-def rotate_rows(x, signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
-    """R x = H (signs * x) / sqrt(D), row by row."""
-    return fwht(x * signs[None, :], R, D, LOG2D) * (1.0 / tl.sqrt(D * 1.0))
+def rotate_rows(x, scaled_signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
+    """R x = H (signs * x) / sqrt(D), row by row; scaled_signs = signs / sqrt(D)."""
+    return fwht(x * scaled_signs[None, :], R, D, LOG2D)
 
 
 @triton.jit
-def unrotate_rows(y, signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
-    """R^T y = signs * (H y) / sqrt(D), row by row."""
-    return fwht(y, R, D, LOG2D) * (1.0 / tl.sqrt(D * 1.0)) * signs[None, :]
+def unrotate_rows(y, scaled_signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
+    """R^T y = signs * (H y) / sqrt(D), row by row; scaled_signs = signs / sqrt(D)."""
+    return fwht(y, R, D, LOG2D) * scaled_signs[None, :]
 
 
 @triton.jit

@@ -1,17 +1,22 @@
 """The strip above the transcript: the conversation's title, a warning when the model's own chat
-template was refused, how full the context is, and the button that shows the chat settings."""
+template was refused, how full the context is, the button that shows the chat settings, and, for
+a model without a chat template (a base model), what its chats are formatted with: plain
+completion or one of llama.cpp's built-in formats."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
 from app.common.file_text import plain_tooltip
+from engine.runtime import protocol as p
 
 WARN_FRACTION = 0.8
 
 
 class ChatHeader(QWidget):
+    format_chosen = Signal(str)  # a chat format picked for a model without a template
+
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.setObjectName("chatHeader")
@@ -37,6 +42,21 @@ class ChatHeader(QWidget):
         layout.setSpacing(8)
         layout.addWidget(self.title, 1)
         layout.addWidget(self.template_warning)
+        self.format_note = QLabel("No chat template:")
+        self.format_note.setObjectName("chatFormatNote")
+        self.format_note.setToolTip(
+            "This model file has no chat template (often a base model, which continues text "
+            "rather than chatting). Choose how the conversation is given to it: plain "
+            "completion continues your text; a chat format may suit a fine-tuned model."
+        )
+        self.chat_format = QComboBox()
+        self.chat_format.setObjectName("chatFormat")
+        self.chat_format.activated.connect(
+            lambda _i: self.format_chosen.emit(self.chat_format.currentData())
+        )
+        layout.addWidget(self.format_note)
+        layout.addWidget(self.chat_format)
+        self.show_formats(None)
         layout.addWidget(self.context_label)
         layout.addWidget(self.context_bar)
         layout.addWidget(self.settings_button)
@@ -73,3 +93,25 @@ class ChatHeader(QWidget):
             if full
             else "Tokens of the model's context this conversation uses."
         )
+
+    def show_formats(self, loaded: p.ModelLoaded | None, chosen: str | None = None) -> None:
+        """Offer the formats for a model without a chat template; hide them otherwise."""
+        offer = loaded is not None and not loaded.own_chat_template
+        self.format_note.setVisible(offer)
+        self.chat_format.setVisible(offer)
+        self.chat_format.clear()
+        if not offer:
+            return
+        self.chat_format.addItem("Plain completion", p.PLAIN_COMPLETION)
+        for name in loaded.builtin_formats:
+            suffix = " (suggested)" if name == loaded.suggested_format else ""
+            self.chat_format.addItem(f"Chat format: {name}{suffix}", name)
+        wanted = chosen or loaded.suggested_format or p.PLAIN_COMPLETION
+        index = self.chat_format.findData(wanted)
+        self.chat_format.setCurrentIndex(max(index, 0))
+
+    def current_format(self) -> str:
+        """What Generate.chat_format should say: "" (the model's own template) unless offered."""
+        if not self.chat_format.isVisibleTo(self) or self.chat_format.count() == 0:
+            return ""
+        return self.chat_format.currentData() or ""

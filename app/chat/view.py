@@ -43,6 +43,7 @@ from engine.chat.prompt import MODEL_TEMPLATE
 from engine.chat.store import ConversationStore
 from engine.enums import EngineState
 from engine.runtime import protocol as p
+from engine.session import ChatFormats
 
 BOTTOM_SLACK_PX = 24  # within this distance of the end counts as "following the reply"
 SIDEBAR_MIN_PAGE_WIDTH = 640  # narrower than this, the transcript gets the room
@@ -69,6 +70,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         *,
         store: ConversationStore | None = None,
         store_error: str | None = None,
+        chat_formats: ChatFormats | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("chatView")
@@ -88,6 +90,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.context_notice = b.Banner(self)
         self.context_notice.setObjectName("contextNotice")
         self.header = ChatHeader(self)
+        self._chat_formats = chat_formats or ChatFormats()
+        self.header.format_chosen.connect(self._remember_format)
         self.sidebar = ConversationSidebar(self.session.store, self)
         self.sidebar.chosen.connect(self.open_conversation)
         self.sidebar.new_requested.connect(self.new_chat)
@@ -193,10 +197,12 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         bridge.token_text.connect(self._on_token_text)
         bridge.generation_done.connect(self._on_generation_done)
         bridge.generation_failed.connect(self._on_generation_failed)
+        bridge.prompt_fitted.connect(self._on_prompt_fitted)
         bridge.command_failed.connect(self._on_command_failed)
         bridge.engine_crashed.connect(self._on_engine_crashed)
         bridge.model_loaded.connect(lambda _loaded: self._show_usage())
         bridge.model_loaded.connect(self._on_model_loaded)
+        bridge.model_loaded.connect(self._show_formats)
         bridge.chat_template_changed.connect(self._on_template_changed)
         bridge.state_changed.connect(self._update_buttons)
         self._update_buttons()
@@ -359,6 +365,14 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         if not problem and changed.template != MODEL_TEMPLATE and "failed" in changed.template:
             problem = f"The model's chat template failed on this conversation: {changed.template}."
         self.header.show_template(changed.template, problem)
+
+    def _show_formats(self, loaded: p.ModelLoaded) -> None:
+        self.header.show_formats(loaded, self._chat_formats.get(loaded.path))
+
+    def _remember_format(self, chat_format: str) -> None:
+        loaded = self._bridge.model
+        if loaded is not None:
+            self._chat_formats.put(loaded.path, chat_format)
 
     def _show_usage(self) -> None:
         loaded = self._bridge.model

@@ -22,7 +22,7 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
-from engine.enums import EngineState
+from engine.enums import EngineState, Overflow
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed
 
@@ -42,6 +42,7 @@ class EngineBridge(QObject):
     token_text = Signal(int, str, int)  # request_id, text, number of tokens
     generation_done = Signal(object)  # p.GenerationDone
     generation_failed = Signal(object)  # p.GenerationFailed
+    prompt_fitted = Signal(object)  # p.PromptFitted: the oldest turns were left out
     command_failed = Signal(object)  # p.CommandFailed
     engine_crashed = Signal(object)  # EngineCrashed
     status_received = Signal(object)  # p.Status
@@ -138,13 +139,21 @@ class EngineBridge(QObject):
         *,
         sampling: p.SamplingParams | None = None,
         max_tokens: int = 512,
+        overflow: str = Overflow.STOP,
+        reply_room: int = 0,
+        chat_format: str = "",
     ) -> int | None:
         """Start a reply to `messages`; its request id, or None when the engine is not ready."""
         if self._state != EngineState.IDLE:
             return None
         try:
             request_id = self._client.generate(
-                messages=tuple(messages), sampling=sampling, max_tokens=max_tokens
+                messages=tuple(messages),
+                sampling=sampling,
+                max_tokens=max_tokens,
+                overflow=overflow,
+                reply_room=reply_room,
+                chat_format=chat_format,
             )
         except OSError:
             return None  # the worker died; its EngineCrashed is on the way
@@ -304,6 +313,8 @@ class EngineBridge(QObject):
                 self.generation_done.emit(event)
             else:
                 self.generation_failed.emit(event)
+        elif isinstance(event, p.PromptFitted):
+            self.prompt_fitted.emit(event)
         elif isinstance(event, p.CommandFailed):
             if event.command == "Generate" and self._state == EngineState.GENERATING:
                 self._request_id = None

@@ -189,6 +189,7 @@ class SettingsPanel(QWidget):
         has_gpu = bool(self._gpus)
         self.form.setRowVisible(self.vram.parentWidget(), has_gpu)
         self.form.setRowVisible(self.layers.parentWidget(), has_gpu)
+        self.form.setRowVisible(self.experts.parentWidget(), has_gpu)  # all on the CPU anyway
         self.no_gpu_note.setVisible(not has_gpu)
 
     def set_machine(self, machine: MachineSnapshot) -> None:
@@ -252,7 +253,9 @@ class SettingsPanel(QWidget):
         )
         self.set_values(choice)
         if not decision.fits:
-            self.status.setText(decision.refusal())
+            self.status.setText(
+                f"{decision.name} does not fit on this computer. {decision.refusal()}"
+            )
 
     @property
     def model_path(self) -> Path | None:

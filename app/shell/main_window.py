@@ -248,7 +248,7 @@ class MainWindow(QMainWindow):
                 )  # fmt: skip
             return
         actions = [
-            (f"Load {option.path.name}", lambda o=option: self.open_model_file(o.path))
+            (f"Load {option.path.name}", lambda *_, o=option: self.open_model_file(o.path))
             for option in decision.options
         ]
         actions.append(("Model settings", lambda: self.show_page(MODEL)))

@@ -70,9 +70,9 @@ def sweep(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
     """Batch-1 tile shapes around the default, best first."""
     base = default_config(fmt, 1)
     results = []
-    for block_n in (8, 16, 32):
-        for scale in (0.5, 1, 2):
-            for warps in (2, 4, 8):
+    for block_n in (4, 8, 16):
+        for scale in (1, 2):
+            for warps in (4, 8):
                 tile = max(1, int(base.blocks_per_tile * scale))
                 cfg = GemvConfig(block_n, tile, 1, num_warps=warps, num_stages=base.num_stages)
                 try:

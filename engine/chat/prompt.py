@@ -62,14 +62,27 @@ def format_chat_prompt(
     model_name: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    builtin: str | None = None,
 ) -> tuple[str, str]:
-    """(prompt, description of the template used). See the module docstring for the order."""
-    prompt = explain_chat_prompt(
+    """(prompt, description of the template used). See the module docstring for the order;
+    `builtin` names a llama.cpp built-in format chosen by the person, used instead."""
+    if builtin:
+        try:
+            prompt = apply_builtin_template(builtin, messages, add_generation_prompt)
+        except ImportError:
+            raise ChatTemplateError(
+                "The built-in chat formats need llama-cpp-python, which is not installed; "
+                "reinstall Hearth.",
+                reason="llama-cpp-python is not installed",
+                kind="builtin",
+            ) from None
+        return prompt, f"llama.cpp's built-in '{builtin}' format, chosen for this model"
+    explained = explain_chat_prompt(
         template_source, messages, architecture=architecture, bos_token=bos_token,
         eos_token=eos_token, add_generation_prompt=add_generation_prompt,
         model_name=model_name, timeout_s=timeout_s, max_output_chars=max_output_chars,
     )  # fmt: skip
-    return prompt.text, prompt.template
+    return explained.text, explained.template
 
 
 def check_model_template(

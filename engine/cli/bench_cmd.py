@@ -13,12 +13,12 @@ import json
 import platform
 import sys
 
-from engine.benchmark.baseline_load import measure_in_child
 from engine.benchmark.hearth_run import BenchConfig, BenchFailed, HearthBench
 from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_llama_bench
 from engine.benchmark.report import compare, format_table
 from engine.cli import numbers
 from engine.enums import KV_TYPES
+from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
 
 

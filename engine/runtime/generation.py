@@ -15,9 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.enums import StopReason
+from engine.llama.driver import Context, EngineError, Model, Sampler
 from engine.runtime.detokenizer import StreamingDetokenizer
-from engine.runtime.llama_driver import Context, EngineError, Model, Sampler
 from engine.runtime.protocol import GenerationStats, SamplingParams
+from engine.runtime.to_llama import sampler_settings
 
 
 @dataclass
@@ -39,7 +40,7 @@ class Session:
             return self._sampler
         if self._sampler is not None:
             self._sampler.close()
-        self._sampler = Sampler(self.model, sampling)
+        self._sampler = Sampler(self.model, sampler_settings(sampling))
         self._sampler_params = sampling
         if self.ctx.info.backend_sampling:
             self._sampler.attach(self.ctx)

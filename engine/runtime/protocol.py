@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
+PLAIN_COMPLETION = "completion"  # Generate.chat_format: the messages' text as it is, no template
 _HEADER = struct.Struct("<I")
 _REGISTRY: dict[str, type] = {}
 
@@ -104,6 +105,13 @@ class Generate:
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False  # benchmarks: always generate max_tokens tokens
+    # `messages` that do not fit the context with `reply_room` tokens left for the reply
+    # (0: max_tokens, but at most a quarter of the context): an engine.enums.Overflow.
+    overflow: str = "stop"
+    reply_room: int = 0
+    # How to turn `messages` into a prompt: "" the model's own template (else a built-in),
+    # a llama.cpp built-in format's name ("chatml", "gemma", ...), or PLAIN_COMPLETION.
+    chat_format: str = ""
 
 
 @message
@@ -166,6 +174,11 @@ class ModelLoaded:
     # True when the weights of the previous load were kept and only the context was made anew
     # (the same file and placement, other context settings).
     weights_kept: bool = False
+    # False: the file has no chat template (a base model); chats then use a built-in format or
+    # plain completion (Generate.chat_format).
+    own_chat_template: bool = True
+    builtin_formats: tuple[str, ...] = ()  # llama.cpp's built-in chat formats (no template only)
+    suggested_format: str = ""  # the built-in that fits the model best, by name or architecture
     type_k: str = "f16"  # the KV cache's element types, as loaded
     type_v: str = "f16"
     engine: str = "llama.cpp"  # which engine runs it
@@ -241,9 +254,20 @@ class GenerationDone:
 
 
 @message
+class PromptFitted:
+    """The conversation did not fit: the worker left out the oldest `messages_dropped` messages
+    (whole turns) so that the prompt of `n_prompt_tokens` and room for the reply fit."""
+
+    request_id: int
+    n_prompt_tokens: int
+    messages_dropped: int
+
+
+@message
 class GenerationFailed:
     request_id: int
     message: str
+    context_full: bool = False  # the conversation does not fit and the policy is to stop
 
 
 @message

@@ -21,11 +21,17 @@ from engine.session.load_policy import (
 )
 from engine.session.machine import MachineSnapshot, snapshot_machine
 from engine.session.model_file import UnusableModelFile, check_model_file
-from engine.session.remembered import RememberedChoice, RememberedSettings, default_settings_path
+from engine.session.remembered import (
+    ChatFormats,
+    RememberedChoice,
+    RememberedSettings,
+    default_settings_path,
+)
 
 __all__ = [
     "DEFAULT_CONTEXT",
     "MIN_CONTEXT",
+    "ChatFormats",
     "LoadDecision",
     "LoadOption",
     "MachineSnapshot",

@@ -67,6 +67,14 @@ class LoadDecision:
     params: ModelParams | None  # None: do not load
     notes: tuple[str, ...] = ()  # what the person should know (a choice that no longer fits)
     options: tuple[LoadOption, ...] = ()
+    # The person's choice, when it did not fit: (device, bytes over its budget) for each device.
+    chosen_over_budget: tuple[tuple[str, int], ...] = ()
+
+    def shortfall_text(self) -> str:
+        """ "2.10 GiB more on RTX 4070, 0.50 GiB more on system RAM" for a choice that failed."""
+        return ", ".join(
+            f"{format_bytes(n, 2)} more on {dev}" for dev, n in self.chosen_over_budget
+        )
 
     @property
     def fits(self) -> bool:
@@ -87,22 +95,25 @@ class LoadDecision:
         return f"{c.n_ctx:,} tokens · {kv} KV · {layers}"
 
     def refusal(self) -> str:
-        """Why nothing is loaded, and what would help (for a banner or the terminal)."""
-        reasons = " ".join(self.best.reasons) if self.best is not None else ""
-        text = f"{self.name} does not fit on this machine, even on the CPU with a short context."
-        if reasons:
-            text += f" {reasons}"
-        more = [a.summary for a in (self.best.alternatives if self.best else ()) if a.summary]
+        """Why nothing is loaded, and what would help (a banner's text; the title names the
+        file). E.g. "Even the leanest placement (...) needs 4.13 GiB more on system RAM. ..."."""
+        parts = list(self.best.reasons) if self.best is not None else []
+        more = [
+            a.summary
+            for a in (self.best.alternatives if self.best is not None else ())
+            if a.summary and a.kind != "more_memory"  # the reason says how much already
+        ]
         if more:
-            text += " It would fit with " + "; or ".join(more) + "."
+            parts.append("It would fit with " + "; or ".join(more) + ".")
         if self.options:
-            text += " Other files of this model that fit: " + "; ".join(
-                o.summary for o in self.options
+            parts.append(
+                "Other files of this model that fit: "
+                + "; ".join(o.summary for o in self.options)
+                + "."
             )
-            text += "."
         else:
-            text += " Free some memory (close other programs) or choose a smaller quantization."
-        return text
+            parts.append("Free some memory (close other programs) or use a smaller quantization.")
+        return " ".join(parts)
 
 
 def plan_load(
@@ -120,12 +131,14 @@ def plan_load(
     info = info if info is not None else check_model_file(path)
     planner = Planner(info)
     notes: list[str] = []
+    chosen_over: tuple[tuple[str, int], ...] = ()
     if chosen is not None:
         request = machine.plan_request(vram_budget_bytes=chosen.vram_budget_bytes)
         manual = plan_manual(planner, request, chosen.manual_choice)
         if manual.fits:
             return _decision(path, info, PlanSource.CHOSEN, chosen, manual, None)
-        over = ", ".join(f"{format_bytes(n, 2)} more on {dev}" for dev, n in manual.over_budget)
+        chosen_over = tuple(manual.over_budget)
+        over = ", ".join(f"{format_bytes(n, 2)} more on {dev}" for dev, n in chosen_over)
         notes.append(
             f"Your settings for {path.name} ({chosen.n_ctx:,} tokens, {chosen.kv_type} KV) need "
             f"{over} than this machine has free now, so it loads with the best fit instead. "
@@ -139,7 +152,7 @@ def plan_load(
         decision = _decision(path, info, PlanSource.BEST_FIT, choice, manual, best)
         if not manual.fits:  # the search and the manual estimate agree; this guards the seam
             decision = replace(decision, params=best.settings.model_params())
-        return replace(decision, notes=tuple(notes))
+        return replace(decision, notes=tuple(notes), chosen_over_budget=chosen_over)
     options = tuple(_options_among(siblings, path, info, machine, target_ctx))
     return LoadDecision(
         path=path,
@@ -151,6 +164,7 @@ def plan_load(
         params=None,
         notes=tuple(notes),
         options=options,
+        chosen_over_budget=chosen_over,
     )
 
 

@@ -72,9 +72,11 @@ class RememberedChoice:
         return choice
 
 
-class RememberedSettings:
-    def __init__(self, path: str | Path | None = None):
-        self.path = Path(path) if path is not None else default_settings_path()
+class _JsonMap:
+    """One small JSON object keyed by the model's full path."""
+
+    def __init__(self, path: Path):
+        self.path = path
 
     def _read(self) -> dict[str, Any]:
         try:
@@ -86,16 +88,44 @@ class RememberedSettings:
             return {}
         return data if isinstance(data, dict) else {}
 
-    def get(self, model_path: str | Path) -> RememberedChoice | None:
-        value = self._read().get(str(Path(model_path).resolve()))
-        return RememberedChoice.from_dict(value) if isinstance(value, dict) else None
+    def _value(self, model_path: str | Path) -> Any:
+        return self._read().get(str(Path(model_path).resolve()))
 
-    def put(self, model_path: str | Path, choice: RememberedChoice) -> None:
+    def _put(self, model_path: str | Path, value: Any) -> None:
         data = self._read()
-        data[str(Path(model_path).resolve())] = choice.to_dict()
+        data[str(Path(model_path).resolve())] = value
         write_json_atomic(self.path, data)
 
     def forget(self, model_path: str | Path) -> None:
         data = self._read()
         if data.pop(str(Path(model_path).resolve()), None) is not None:
             write_json_atomic(self.path, data)
+
+
+class RememberedSettings(_JsonMap):
+    """The Model page's choice per model file."""
+
+    def __init__(self, path: str | Path | None = None):
+        super().__init__(Path(path) if path is not None else default_settings_path())
+
+    def get(self, model_path: str | Path) -> RememberedChoice | None:
+        value = self._value(model_path)
+        return RememberedChoice.from_dict(value) if isinstance(value, dict) else None
+
+    def put(self, model_path: str | Path, choice: RememberedChoice) -> None:
+        self._put(model_path, choice.to_dict())
+
+
+class ChatFormats(_JsonMap):
+    """For models without a chat template: the format the person chose (a llama.cpp built-in's
+    name, or plain completion), per model file."""
+
+    def __init__(self, path: str | Path | None = None):
+        super().__init__(Path(path) if path is not None else data_dir() / "chat-formats.json")
+
+    def get(self, model_path: str | Path) -> str | None:
+        value = self._value(model_path)
+        return value if isinstance(value, str) and value else None
+
+    def put(self, model_path: str | Path, chat_format: str) -> None:
+        self._put(model_path, chat_format)

@@ -16,6 +16,7 @@ class FakeEngineClient:
         self.on_event = on_event
         self.env = env
         self.commands: list[tuple[str, Any]] = []
+        self.fitting: list[dict[str, Any]] = []
         self.alive = False
         self.starts = 0
         self._next_request_id = 1
@@ -36,10 +37,13 @@ class FakeEngineClient:
     def load(self, params: p.ModelParams) -> None:
         self._command("load", params)
 
-    def generate(self, *, messages=(), prompt=None, sampling=None, max_tokens=512, stop=()):
+    def generate(
+        self, *, messages=(), prompt=None, sampling=None, max_tokens=512, stop=(), **fitting
+    ):
         request_id = self._next_request_id
         self._next_request_id += 1
         self._command("generate", (request_id, tuple(messages), sampling, max_tokens))
+        self.fitting.append(fitting)  # overflow policy and reply room, as sent
         return request_id
 
     def stop(self) -> None:

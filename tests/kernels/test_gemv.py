@@ -124,3 +124,16 @@ def test_llama3_8b_shapes(rows, fmt, shape):
     y = quant_matmul(x.cuda(), w)
     expected = x.double().numpy() @ dequantized.T
     assert relative_error(y.float().cpu(), expected) < TOLERANCE[torch.float16]
+
+
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K", "Q8_0", "Q4_1", "Q5_0", "F16"])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_whole_tiles_take_the_unmasked_path(fmt, rows, device):
+    """Shapes that divide into whole tiles compile without bounds masks (EVEN)."""
+    n_out, n_in = 32, 1024
+    raw = reference.random_weight_bytes(fmt, n_out, n_in, seed=7)
+    w = PackedWeight.from_gguf(raw, fmt, (n_out, n_in), device=device)
+    x = torch.randn(rows, n_in, generator=torch.Generator().manual_seed(8))
+    y = quant_matmul(x.to(device), w)
+    expected = reference.gemv(x.numpy(), raw, fmt, (n_out, n_in))
+    assert relative_error(y.cpu(), expected) < TOLERANCE[torch.float32]

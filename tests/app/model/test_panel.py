@@ -18,7 +18,7 @@ from engine.session import MachineSnapshot, RememberedSettings
 from tests.app.conftest import client_of, cpu_only_detection
 
 GIB = 1024**3
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "settings.png"
+SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "screenshots" / "settings.png"
 RTX = Device(
     "cuda:0", "nvidia", "RTX 4070 (12 GB)", GPU, ("cuda",), "nvml", 12 * GIB, int(11.4 * GIB)
 )
@@ -217,3 +217,62 @@ def test_a_gpu_the_engine_cannot_use_is_no_gpu(qtbot, bridge, tmp_path, model_fi
     view.set_model(model_files["dense"])
     assert view.no_gpu_note.isVisible() and not view.vram.isVisible()
     assert view.plan.config.n_gpu_layers == 0
+
+
+def _screenshot_target(name: str, tmp_path) -> Path:
+    on = os.environ.get("HEARTH_SCREENSHOTS") == "1"
+    return SCREENSHOT.parent / name if on else tmp_path / name
+
+
+def test_no_gpu_screenshot(qtbot, bridge, tmp_path, model_files):
+    from PySide6.QtWidgets import QApplication
+
+    apply_theme(QApplication.instance())
+    laptop = MachineSnapshot(cpu_only_detection(free_gib=12.0))
+    view = _panel(qtbot, bridge, tmp_path, laptop)
+    view.resize(860, 480)
+    view.show()
+    view.set_model(model_files["dense"])
+    qtbot.wait(50)
+    assert view.grab().save(str(_screenshot_target("settings-no-gpu.png", tmp_path)))
+
+
+def test_the_over_budget_question_as_the_person_sees_it(qtbot, bridge, tmp_path, model_files):
+    """The real dialog of the Model page: its text, its three answers; Cancel loads nothing."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app.common.machine_state import MachineState
+    from app.model.page import ModelSettingsPage
+
+    apply_theme(QApplication.instance())
+    page = ModelSettingsPage(
+        bridge,
+        MachineState(detect_fn=lambda: GAMING_PC.detection),
+        remembered=RememberedSettings(tmp_path / "s.json"),
+    )
+    qtbot.addWidget(page)
+    page.resize(860, 560)
+    page.show()
+    qtbot.waitUntil(lambda: page.panel is not None, timeout=5000)
+    page.panel.set_model(model_files["dense"])
+    page.show_decision(page.panel.decision)
+    page.panel.auto_layers.setChecked(False)
+    page.panel.layers.setValue(page.panel.layers.maximum())
+    page.panel.vram.setValue(8)  # 2 GiB
+    seen = {}
+
+    def answer():
+        box = next(w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox))
+        seen["text"] = box.informativeText()
+        seen["buttons"] = [b.text() for b in box.buttons()]
+        box.adjustSize()
+        box.grab().save(str(_screenshot_target("apply-over-budget.png", tmp_path)))
+        box.button(QMessageBox.StandardButton.Cancel).click()
+
+    bridge.start()
+    QTimer.singleShot(200, answer)
+    page.panel.apply_button.click()
+    assert "out-of-memory" in seen["text"] and "will not remember" in seen["text"]
+    assert seen["buttons"][:2] == ["Load once", "Load and remember"]
+    assert client_of(bridge).loads() == []

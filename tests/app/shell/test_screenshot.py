@@ -22,7 +22,7 @@ from app.shell.main_window import MainWindow
 from engine.enums import EngineState
 from engine.runtime import protocol as p
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "chat.png"
+SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "screenshots" / "chat.png"
 QUESTIONS = (
     "What is the capital of France? Answer in one sentence.",
     "Give me three short tips for staying focused while studying.",

@@ -127,7 +127,7 @@ def test_a_message_too_long_is_refused_and_the_chat_goes_on(starter: str) -> Non
     done = hearth_chat(starter, "--max-tokens", "6", "--temp", "0", "--ctx", "256", stdin=stdin)
     err = done.stderr.decode()
     assert done.returncode == 0, err
-    assert "but the context holds" in err
+    assert "no longer fit the model's context" in err
     assert "The message is too long to send" in err
     assert err.count("That message was not sent") == 2
     assert done.stdout.count(b"> ") == 4  # three messages asked for, then the end

@@ -65,7 +65,7 @@ def test_a_model_that_fits_nowhere_is_not_loaded(model_file):
     assert decision.source == PlanSource.NOTHING_FITS
     assert not decision.fits and decision.params is None and decision.plan is None
     text = decision.refusal()
-    assert "does not fit on this machine" in text and "GiB more" in text
+    assert "Even the leanest placement" in text and "GiB more on system RAM" in text
 
 
 def test_nothing_fits_offers_another_quantization_beside_it(model_file):
