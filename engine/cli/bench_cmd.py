@@ -64,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         backend_sampling=not args.cpu_sampling,
         threads=args.threads,
     )
+    problem = bench_does_not_fit(config)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
     try:
         hearth = HearthBench(config).run()
     except BenchFailed as exc:
@@ -134,3 +138,24 @@ def llama_cpp_figures(binary: str, c: BenchConfig) -> dict:
     ]
     figures["load_s"] = sorted(loads)[len(loads) // 2]
     return figures
+
+
+def bench_does_not_fit(config: BenchConfig) -> str | None:
+    """Why the benchmark's settings would not fit this machine now (the load policy's check),
+    or None. The benchmark then loads with exactly these settings, as llama-bench does."""
+    from engine.session import PlanSource, RememberedChoice, plan_load, snapshot_machine
+
+    chosen = RememberedChoice(
+        n_ctx=config.n_ctx,
+        kv_type=config.type_k,
+        flash_attn=config.flash_attn == "on",
+        n_gpu_layers=None if config.gpu_layers < 0 else config.gpu_layers,
+    )
+    decision = plan_load(config.model, snapshot_machine(), chosen)
+    if decision.source == PlanSource.CHOSEN:
+        return None
+    return (
+        f"The benchmark's settings ({config.n_ctx:,} tokens, {config.type_k} KV) need "
+        f"{decision.shortfall_text()} than this machine has free; lower --depth or --decode, "
+        "or use a smaller model."
+    )
