@@ -150,7 +150,7 @@ class Model:
     # -- tokens -------------------------------------------------------------------------------
 
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
-        data = text.encode("utf-8")
+        data = text.encode("utf-8", "replace")  # a lone surrogate must not fail the turn
         capacity = len(data) + 8
         tokens = (C.llama_token * capacity)()
         n = C.llama_tokenize(

@@ -111,9 +111,13 @@ class Engine:
         self._log.take_allocations()
         self._log.take_overridden()
         self._log.flash_attn_resolved = None
+        self._log.take_errors()
         ctx = None
         try:
             if model is None:
+                refused = _refused_by_header(params.path) if self._faults.header_check else None
+                if refused:
+                    raise llama.EngineError(refused)
                 used_before = _device_used()
                 model, engine_note = _open_model(params)
                 weights = _Weights(
@@ -136,7 +140,9 @@ class Engine:
                     handle.close()
             self._weights = None
             self._state = EngineState.NO_MODEL
-            self._send(p.LoadFailed(path=params.path, message=str(exc)))
+            self._send(
+                p.LoadFailed(path=params.path, message=str(exc), details=self._log.take_errors())
+            )
             return
         load_seconds = time.perf_counter() - started
         used_after = _device_used()
@@ -145,7 +151,7 @@ class Engine:
         self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
         self._state = EngineState.IDLE
         template = model.chat_template()
-        self._template_note = "the model's own" if template else "llama.cpp built-in"
+        self._template_note, template_problem = _check_template(model)
         self._send(
             p.ModelLoaded(
                 path=params.path,
@@ -158,6 +164,7 @@ class Engine:
                 n_gpu_layers=_layers_on_gpu(params.n_gpu_layers, model.n_layers()),
                 flash_attn=self._flash_attn_state(params.flash_attn),
                 chat_template=self._template_note,
+                chat_template_problem=template_problem,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
                 allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
@@ -296,6 +303,7 @@ class Engine:
             # otherwise, and a template that tried something unsafe is worth knowing about.
             print(f"hearth worker: chat template: {how}", flush=True)
             self._template_note = how
+            self._send(p.ChatTemplateChanged(template=how))
         bos = model.bos_text()
         if model.adds_bos() and bos and text.startswith(bos):
             text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
@@ -475,6 +483,41 @@ def _rss_bytes() -> int:
         return psutil.Process().memory_info().rss
     except Exception:
         return 0
+
+
+def _check_template(model: llama.Model) -> tuple[str, str]:
+    """The format chats will be written in, and why the model's own template was refused ("" if
+    it was not): said at the load, where the person sees it, not only in the worker's log."""
+    from engine.chat import ChatTemplateError, check_model_template
+
+    try:
+        checked = check_model_template(
+            model.chat_template(),
+            architecture=model.meta("general.architecture"),
+            model_name=model.meta("general.name"),
+            bos_token=model.bos_text(),
+            eos_token=model.eos_text(),
+        )
+    except ChatTemplateError as exc:
+        return "none that works", str(exc)
+    if checked.refused is None:
+        return checked.template, ""
+    print(f"hearth worker: chat template: {checked.template}", flush=True)
+    return checked.template, f"{checked.refused} Chats are written in {checked.template} instead."
+
+
+def _refused_by_header(path: str) -> str | None:
+    """Why llama.cpp must not be given this file (engine.gguf.load_check: it would abort on it),
+    for every client of the worker. A header this reader cannot read is left to llama.cpp,
+    which has the last word on what it loads."""
+    from engine.gguf import GGUFError, read_model_info
+    from engine.gguf.load_check import load_problem
+
+    try:
+        problem = load_problem(read_model_info(path))
+    except (GGUFError, OSError):
+        return None
+    return f"{os.path.basename(path)} cannot be loaded: {problem}" if problem else None
 
 
 def _format_choices(model, has_template: bool) -> dict:
