@@ -39,6 +39,7 @@ from app.chat.settings import ChatSettingsPanel, sampling_from
 from app.chat.sidebar import ConversationSidebar
 from app.common import banner as b
 from app.common.engine_bridge import EngineBridge
+from engine.chat.prompt import MODEL_TEMPLATE
 from engine.chat.store import ConversationStore
 from engine.enums import EngineState
 from engine.runtime import protocol as p
@@ -200,7 +201,9 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         bridge.command_failed.connect(self._on_command_failed)
         bridge.engine_crashed.connect(self._on_engine_crashed)
         bridge.model_loaded.connect(lambda _loaded: self._show_usage())
+        bridge.model_loaded.connect(self._on_model_loaded)
         bridge.model_loaded.connect(self._show_formats)
+        bridge.chat_template_changed.connect(self._on_template_changed)
         bridge.state_changed.connect(self._update_buttons)
         self._update_buttons()
         self._show_usage()
@@ -341,6 +344,27 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         if self._editing_row is not None:
             self._editing_row = None
             self.notice.hide()
+
+    def _on_model_loaded(self, loaded: p.ModelLoaded) -> None:
+        self.header.show_template(loaded.chat_template, loaded.chat_template_problem)
+
+    def show_template_notice(self, loaded: p.ModelLoaded) -> bool:
+        """Say in full, above the transcript, why the model's own chat template was refused (the
+        window calls it after a load, as it owns the other notices); False when it was not."""
+        if not loaded.chat_template_problem:
+            return False
+        self.notice.show_message(
+            b.ERROR, "This model's chat template was refused", loaded.chat_template_problem
+        )
+        return True
+
+    def _on_template_changed(self, changed: p.ChatTemplateChanged) -> None:
+        """Mid-chat, the model's template refused this conversation (or took it again)."""
+        loaded = self._bridge.model
+        problem = loaded.chat_template_problem if loaded is not None else ""
+        if not problem and changed.template != MODEL_TEMPLATE and "failed" in changed.template:
+            problem = f"The model's chat template failed on this conversation: {changed.template}."
+        self.header.show_template(changed.template, problem)
 
     def _show_formats(self, loaded: p.ModelLoaded) -> None:
         self.header.show_formats(loaded, self._chat_formats.get(loaded.path))

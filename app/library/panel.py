@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.common.background import QueueBridge, TaskRunner
+from app.common.file_text import show_plain
 from app.library.local import LocalModelsView, button
 from app.library.widgets import DownloadRow, size_text
 from engine.hub.catalog import ModelFile, by_quant
@@ -157,7 +158,7 @@ class LibraryPanel(QWidget):
         layout.addWidget(self.local_view, 2)
 
     def show_status(self, text: str, error: bool = False) -> None:
-        self.status_label.setText(text)
+        show_plain(self.status_label, text)  # it quotes Hub and file names
         self.status_label.setProperty("error", error)
 
     def set_offline(self, offline: bool) -> None:
@@ -213,7 +214,7 @@ class LibraryPanel(QWidget):
             self.repo_label.clear()
             return self.show_status(getattr(result, "message", str(result)), error=True)
         license_text = result.license or "no license given"
-        self.repo_label.setText(f"{result.repo_id} · license: {license_text}")
+        show_plain(self.repo_label, f"{result.repo_id} · license: {license_text}")
         for quant, models in by_quant(result.models).items():
             group = QTreeWidgetItem([quant, "", ""])
             group.setFlags(group.flags() & ~Qt.ItemFlag.ItemIsSelectable)
@@ -287,7 +288,9 @@ class LibraryPanel(QWidget):
         row.update_job(job)
 
     def _on_job_done(self, job: Job) -> None:
-        self.library.record_download(job.path, job.repo_id, job.files[0].sha256)
+        self.library.record_download(
+            job.path, job.repo_id, job.files[0].sha256, verified=job.verified
+        )
         self.refresh_local()
 
     # -- local models ---------------------------------------------------------------------------
