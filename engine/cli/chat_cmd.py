@@ -1,7 +1,7 @@
 """`hearth chat [MODEL] [--prompt TEXT]`: stream a reply to stdout, or chat interactively.
 
-Runs the same engine worker process as the GUI. Ctrl+C during a reply stops the reply; Ctrl+C
-or Ctrl+D at the prompt leaves.
+Runs the same engine worker process as the GUI. Ctrl+C during a reply stops the reply; Ctrl+C,
+Ctrl+D or /exit at the prompt leaves; /help lists the commands (engine/cli/chat_commands.py).
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from engine.cli.chat_commands import EXIT, HELP, HELP_TEXT, UNKNOWN, WELCOME, chat_command
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.starter_model import STARTER_NOTE, starter_model_path
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _interactive(client, events, args, sampling, history) -> int:
+    print(WELCOME, file=sys.stderr)
     while True:
         try:
             line = input("> ")
@@ -79,6 +81,15 @@ def _interactive(client, events, args, sampling, history) -> int:
             print()
             return 0
         if not line.strip():
+            continue
+        command = chat_command(line)
+        if command == EXIT:
+            return 0
+        if command == HELP:
+            print(HELP_TEXT, file=sys.stderr)
+            continue
+        if command == UNKNOWN:
+            print(f"{line.strip()} is not a command. /help lists them.", file=sys.stderr)
             continue
         history.append(p.ChatMessage(role="user", content=line))
         status, reply = _stream(client, events, args, sampling, messages=history)
