@@ -297,6 +297,7 @@ class MainWindow(QMainWindow):
         self.placement_label.clear()
         self.model_label.setText("No model loaded")
         self.context_label.clear()
+        self.setWindowTitle("Hearth")  # the model before was unloaded to make room
         actions = [("Open another model…", self.open_model_dialog)]
         previous = self.bridge.reload_params()
         if previous is not None and Path(previous.path) != Path(failed.path):
@@ -305,12 +306,22 @@ class MainWindow(QMainWindow):
                 (f"Load {display_name(previous.path)} again", lambda: self._load_params(previous)),
             )
         self.engine_banner.show_message(
-            b.ERROR, f"Could not load {display_name(failed.path)}", failed.message, actions=actions
+            b.ERROR,
+            f"Could not load {display_name(failed.path)}",
+            failed.message,
+            details=self.bridge.engine_last_lines() or ("(the engine printed nothing)",),
+            details_label="Show the engine's last lines",
+            actions=actions,
         )
 
     def _on_engine_crashed(self, crash: EngineCrashed) -> None:
+        # Nothing in the status bar may still describe the model that is gone.
         self.model_label.setText("No model loaded")
+        self.model_label.setToolTip("")
         self.context_label.clear()
+        self.placement_label.clear()
+        self.placement_label.setToolTip("")
+        self.setWindowTitle("Hearth")
         self.chat_view.notice.hide()  # it was about the model that is gone
         text = crash.message
         culprit = self.bridge.crashed_while_loading
