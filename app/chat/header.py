@@ -33,8 +33,10 @@ class ChatHeader(QWidget):
         layout.addWidget(self.settings_button)
         self.set_usage(0, 0)
 
-    def set_usage(self, used: int, n_ctx: int) -> None:
-        """`used` of `n_ctx` tokens are taken by the conversation (n_ctx 0: no model)."""
+    def set_usage(self, used: int, n_ctx: int, *, estimated: bool = False) -> None:
+        """`used` of `n_ctx` tokens are taken by the conversation (n_ctx 0: no model);
+        `estimated`: counted from the text, not by the loaded model (it has not answered in
+        this conversation yet)."""
         if n_ctx <= 0:
             self.context_label.setText("No model")
             self.context_bar.setRange(0, 1)
@@ -45,14 +47,18 @@ class ChatHeader(QWidget):
         self.context_bar.setRange(0, n_ctx)
         self.context_bar.setValue(used)
         percent = round(100 * used / n_ctx)
-        self.context_label.setText(f"Context {used:,} / {n_ctx:,} ({percent}%)")
+        about = "≈" if estimated else ""
+        self.context_label.setText(f"Context {about}{used:,} / {n_ctx:,} ({percent}%)")
         full = used >= WARN_FRACTION * n_ctx
         self.context_bar.setProperty("warn", full)
         self.context_bar.style().unpolish(self.context_bar)
         self.context_bar.style().polish(self.context_bar)
-        self.context_label.setToolTip(
+        tip = (
             "The conversation is close to the model's context length; older turns will "
             "not fit much longer."
             if full
             else "Tokens of the model's context this conversation uses."
         )
+        if estimated:
+            tip += " Estimated from the text: the loaded model counts it exactly at its reply."
+        self.context_label.setToolTip(tip)

@@ -89,6 +89,8 @@ class ReplyStreaming:
             self._reply_text(), stats=message_stats(done.stats), stop_reason=done.stop_reason
         )
         self._context_used = used_tokens(done.stats)
+        loaded = self._bridge.model
+        self._context_model = Path(loaded.path).name if loaded else ""
         self._show_usage()
         if done.stop_reason == "context_full":
             self.context_notice.show_message(

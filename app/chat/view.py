@@ -10,6 +10,8 @@ KV cache of the turns it has seen.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QKeySequence, QPalette, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.actions import MessageActions
+from app.chat.context import estimate_prompt
 from app.chat.conversation_model import (
     ROLE_USER,
     ChatEntry,
@@ -99,7 +102,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self._request_id: int | None = None
         self._reply_row: int | None = None
         self._editing_row: int | None = None
-        self._context_used = 0
+        self._context_used = 0  # tokens the last reply took, as counted by...
+        self._context_model = ""  # ...this model file (another model's count is not shown)
 
         self.notice = b.Banner(self)
         self.notice.setObjectName("chatNotice")
@@ -144,6 +148,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         # Follows a streaming reply to its end unless the person scrolled up.
         self.follower = TranscriptFollower(self.transcript)
         self._model_defaults: dict[str, dict] = {}  # sampling each model file recommends
+        self._start_settings = self.settings_panel.values()  # what the new chat started with
 
         self.input = ChatInput(self)
         self.input.setObjectName("chatInput")
@@ -220,6 +225,9 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         bridge.command_failed.connect(self._on_command_failed)
         bridge.engine_crashed.connect(self._on_engine_crashed)
         bridge.model_loaded.connect(self._on_model_loaded)
+        # No model, no context: the counter says so rather than keep the gone model's figures.
+        bridge.engine_crashed.connect(lambda _crash: self._show_usage())
+        bridge.load_failed.connect(lambda _failed: self._show_usage())
         bridge.state_changed.connect(self._update_buttons)
         self._update_buttons()
         self._show_usage()
@@ -332,11 +340,12 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.session.conversation_id = None
         self.model.clear()
         # The loaded model's defaults, not the settings of the chat that was open.
-        self.settings_panel.set_values(self.new_chat_settings())
+        self._start_settings = self.new_chat_settings()
+        self.settings_panel.set_values(self._start_settings)
         self.context_notice.hide()
         self.header.title.setText("New chat")
         self.sidebar.set_current(None)
-        self._context_used = 0
+        self._context_used, self._context_model = 0, ""
         self._show_usage()
         self.input.setFocus()
 
@@ -356,6 +365,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         replies = [m for m in self.session.store.branch(conversation_id) if m.stats.n_generated]
         last = replies[-1].stats if replies else None
         self._context_used = (last.n_prompt_tokens or 0) + (last.n_generated or 0) if last else 0
+        self._context_model = Path(replies[-1].model).name if replies else ""
         self._show_usage()
         self.follower.jump_to_latest()
 
@@ -391,13 +401,26 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
             self.notice.hide()
 
     def _on_model_loaded(self, _loaded: p.ModelLoaded) -> None:
-        if self.session.conversation_id is None and not self.model.rowCount():
-            self.settings_panel.set_values(self.new_chat_settings())  # nothing sent yet
+        untouched = self.settings_panel.values() == self._start_settings
+        if self.session.conversation_id is None and not self.model.rowCount() and untouched:
+            # Nothing sent, nothing changed by hand: start from this model's defaults.
+            self._start_settings = self.new_chat_settings()
+            self.settings_panel.set_values(self._start_settings)
         self._show_usage()
 
     def _show_usage(self) -> None:
+        """The context counter of the loaded model: its own count after its last reply here,
+        else an estimate from the text (another model's count is for another tokenizer)."""
         loaded = self._bridge.model
-        self.header.set_usage(self._context_used, loaded.n_ctx if loaded else 0)
+        if loaded is None:
+            self.header.set_usage(0, 0)
+        elif self._context_model and self._context_model == Path(loaded.path).name:
+            self.header.set_usage(self._context_used, loaded.n_ctx)
+        elif self.model.rowCount():
+            estimate = estimate_prompt(self.model.chat_messages(self.system_prompt))
+            self.header.set_usage(estimate, loaded.n_ctx, estimated=True)
+        else:
+            self.header.set_usage(0, loaded.n_ctx)
 
     def _update_buttons(self, *_args) -> None:
         state = self._bridge.state

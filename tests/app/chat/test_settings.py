@@ -60,3 +60,10 @@ def test_opening_the_settings_does_not_widen_the_window(qtbot, bridge, width):
         assert not chat.settings_drawer.horizontalScrollBar().isVisible()
     chat.header.settings_button.click()
     assert not chat.settings_drawer.isVisible()
+
+
+def test_settings_changed_before_the_model_loads_are_kept(qtbot, bridge, chat, tmp_path):
+    write_model(tmp_path / "m.gguf", {"temp": 0.6})
+    chat.settings_panel.temperature.setValue(1.3)  # the person is quicker than the load
+    _load(qtbot, bridge, tmp_path)
+    assert chat.settings_panel.values()["temperature"] == 1.3
