@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QBrush, QColor, QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import (
     QComboBox,
@@ -29,11 +29,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common import banner as b
 from app.common.background import QueueBridge, TaskRunner
 from app.library.local import LocalModelsView, button
 from app.library.widgets import DownloadRow, size_text
 from engine.hub.catalog import ModelFile, by_quant
-from engine.hub.client import HubClient, RepoFiles, RepoSummary
+from engine.hub.client import (
+    SEARCH_TIMEOUT_S,
+    HubClient,
+    RepoFiles,
+    RepoSummary,
+    no_connection_message,
+)
 from engine.hub.fit import DOES_NOT_FIT, FITS, FITS_WITH_OFFLOAD, FitBadge, fit_badge
 from engine.hub.library import Library
 from engine.hub.paths import UnsafePath
@@ -44,6 +51,16 @@ from engine.planner import PlanRequest
 DATA = Qt.ItemDataRole.UserRole
 BADGE_COLOURS = {FITS: "#2e7d32", FITS_WITH_OFFLOAD: "#b26a00", DOES_NOT_FIT: "#c62828"}
 SORT_LABELS = {"Most downloaded": "downloads", "Most liked": "likes", "Recently updated": "recent"}
+# The client gives up after SEARCH_TIMEOUT_S per step; this is the backstop should a step
+# (a name lookup) not honour it.
+SEARCH_DEADLINE_MS = int((SEARCH_TIMEOUT_S + 4) * 1000)
+
+
+def split_sentence(text: str) -> tuple[str, str]:
+    """ "What happened. What to do." -> ("What happened", "What to do."): a banner's title and
+    text."""
+    head, dot, rest = text.partition(". ")
+    return (head, rest) if dot and rest else (text.rstrip("."), "")
 
 
 def _heading(text: str) -> QLabel:
@@ -81,6 +98,10 @@ class LibraryPanel(QWidget):
         self._request: PlanRequest | None = None
         self._request_lock = threading.Lock()
         self._listing_generation = 0
+        self._search_generation = 0  # a cancelled or late search's answer is dropped
+        self._search_deadline = QTimer(self)
+        self._search_deadline.setSingleShot(True)
+        self._search_deadline.timeout.connect(self._on_search_deadline)
         self._build()
         bridge.job_changed.connect(self._on_job_changed)
         bridge.job_done.connect(self._on_job_done)
@@ -100,6 +121,10 @@ class LibraryPanel(QWidget):
         self.sort_box.setObjectName("sortBox")
         self.sort_box.addItems(list(SORT_LABELS))
         self.search_button = button("Search", "searchButton", self.search)
+        self.cancel_search_button = button("Cancel", "cancelSearchButton", self.cancel_search)
+        self.cancel_search_button.hide()
+        self.error_banner = b.Banner()
+        self.error_banner.setObjectName("libraryError")
         self.status_label = QLabel()
         self.status_label.setObjectName("libraryStatus")
         self.status_label.setWordWrap(True)
@@ -107,6 +132,7 @@ class LibraryPanel(QWidget):
         search_row.addWidget(self.search_box, 1)
         search_row.addWidget(self.sort_box)
         search_row.addWidget(self.search_button)
+        search_row.addWidget(self.cancel_search_button)
 
         self.results = QListWidget()
         self.results.setObjectName("resultsList")
@@ -145,7 +171,12 @@ class LibraryPanel(QWidget):
         )
         self.local = self.local_view.tree
 
-        layout = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        outer.addWidget(self.error_banner)
+        layout = QVBoxLayout()
+        outer.addLayout(layout, 1)
         layout.setContentsMargins(24, 20, 24, 20)
         layout.addWidget(_heading("Find models on the Hub"))
         layout.addLayout(search_row)
@@ -156,9 +187,21 @@ class LibraryPanel(QWidget):
         layout.addWidget(_heading("Your models"))
         layout.addWidget(self.local_view, 2)
 
-    def show_status(self, text: str, error: bool = False) -> None:
-        self.status_label.setText(text)
-        self.status_label.setProperty("error", error)
+    def show_status(
+        self,
+        text: str,
+        error: bool = False,
+        actions: list[tuple[str, Callable[[], Any]]] | None = None,
+    ) -> None:
+        """A line under the search box; an error goes in the red banner above the page (its
+        first sentence as the title) and stays until the next status replaces it."""
+        if error:
+            title, rest = split_sentence(text)
+            self.error_banner.show_message(b.ERROR, title, rest, actions=actions or ())
+            self.status_label.clear()
+        else:
+            self.error_banner.hide()
+            self.status_label.setText(text)
 
     def set_offline(self, offline: bool) -> None:
         self.offline = offline
@@ -174,12 +217,45 @@ class LibraryPanel(QWidget):
             return
         text = self.search_box.text()
         sort = SORT_LABELS[self.sort_box.currentText()]
-        self.show_status(f"Searching for {text!r}…" if text else "Searching…")
-        self.runner.run(lambda: self.client_factory().search(text, sort=sort), self._on_results)
+        self._search_generation += 1
+        generation = self._search_generation
+        self.show_status(f"Searching for “{text}”…" if text else "Searching…")
+        self.search_button.setEnabled(False)
+        self.cancel_search_button.show()
+        self._search_deadline.start(SEARCH_DEADLINE_MS)
+        self.runner.run(
+            lambda: self.client_factory().search(text, sort=sort),
+            lambda result: self._on_results(result, generation),
+        )
 
-    def _on_results(self, result: list[RepoSummary] | Exception) -> None:
+    def searching(self) -> bool:
+        return not self.cancel_search_button.isHidden()
+
+    def cancel_search(self) -> None:
+        """Stop waiting for the search (its answer, should it still come, is dropped)."""
+        self._end_search()
+        self.show_status("Search cancelled.")
+
+    def _end_search(self) -> None:
+        self._search_generation += 1
+        self._search_deadline.stop()
+        self.cancel_search_button.hide()
+        self.search_button.setEnabled(not self.offline)
+
+    def _on_search_deadline(self) -> None:
+        self._end_search()
+        endpoint = self.client_factory().endpoint
+        self.show_status(
+            no_connection_message(endpoint), error=True, actions=[("Search again", self.search)]
+        )
+
+    def _on_results(self, result: list[RepoSummary] | Exception, generation: int = 0) -> None:
+        if generation != self._search_generation:
+            return  # cancelled, timed out, or replaced by a newer search
+        self._end_search()
         if isinstance(result, Exception):
-            return self.show_status(getattr(result, "message", str(result)), error=True)
+            message = getattr(result, "message", str(result))
+            return self.show_status(message, error=True, actions=[("Search again", self.search)])
         self.results.clear()
         for repo in result:
             license_text = f" · {repo.license}" if repo.license else ""

@@ -3,6 +3,8 @@ local models (load, delete, import, drop), offline mode, and its place in the ma
 
 from __future__ import annotations
 
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -117,6 +119,47 @@ def test_search_lists_files_by_quant_with_fit_badges(qtbot, hub, tmp_path) -> No
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").rglob("*.gguf"))
 
 
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_search_without_a_connection_says_so_in_seconds(qtbot, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    panel = make_panel(qtbot, tmp_path)
+    panel.search_box.setText("qwen")
+    started = time.monotonic()
+    qtbot.mouseClick(panel.search_button, Qt.MouseButton.LeftButton)
+    assert panel.searching() and not panel.search_button.isEnabled()
+    qtbot.waitUntil(lambda: not panel.error_banner.isHidden(), timeout=WAIT_MS)
+    assert time.monotonic() - started < 5.0
+    assert panel.error_banner.title() == "No connection to the Hugging Face Hub (127.0.0.1)"
+    assert "Check your internet connection" in panel.error_banner.text()
+    assert [button.text() for button in panel.error_banner.action_buttons()] == ["Search again"]
+    assert not panel.searching() and panel.search_button.isEnabled()
+
+
+def test_a_search_that_hangs_can_be_cancelled_and_times_out(qtbot, tmp_path, monkeypatch) -> None:
+    with socket.socket() as silent:  # connects, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        panel = make_panel(qtbot, tmp_path)
+        panel.search()
+        assert panel.searching()
+        qtbot.mouseClick(panel.cancel_search_button, Qt.MouseButton.LeftButton)
+        assert not panel.searching() and panel.status_label.text() == "Search cancelled."
+        qtbot.waitUntil(lambda: not panel.runner.busy, timeout=WAIT_MS)  # the late answer...
+        assert panel.error_banner.isHidden()  # ...is dropped
+
+        monkeypatch.setattr("app.library.panel.SEARCH_DEADLINE_MS", 300)  # should the client
+        monkeypatch.setattr("engine.hub.client.SEARCH_TIMEOUT_S", 30.0)  # not give up itself
+        panel.search()
+        qtbot.waitUntil(lambda: not panel.error_banner.isHidden(), timeout=WAIT_MS)
+        assert panel.error_banner.title().startswith("No connection")
+
+
 def test_does_not_fit_badge(qtbot, hub, tmp_path) -> None:
     panel = make_panel(qtbot, tmp_path, request=TINY_CARD)
     search_and_open(qtbot, panel)
@@ -193,7 +236,8 @@ def test_import_by_drop_and_bad_files_say_why(qtbot, hub, tmp_path) -> None:
     panel.dropEvent(event)
     qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
     assert panel.local.topLevelItem(0).text(0) == "good.gguf"
-    assert "bad.gguf is not a usable GGUF" in panel.status_label.text()
+    assert not panel.error_banner.isHidden()
+    assert "bad.gguf is not a usable GGUF" in panel.error_banner.title()
 
 
 def test_the_main_window_shows_the_library_panel(qtbot, bridge, tmp_path, monkeypatch) -> None:
