@@ -56,6 +56,8 @@ class LocalModelsView(QWidget):
         self.show_status = show_status
         self.confirm: Callable[[str], bool] = self._ask
         self.models: list[LocalModel] = []
+        # Scans run on a pool of threads and may finish out of order: only the latest is shown.
+        self._scan_generation = 0
 
         self.tree = QTreeWidget()
         self.tree.setObjectName("localTree")
@@ -79,9 +81,13 @@ class LocalModelsView(QWidget):
         layout.addLayout(buttons)
 
     def refresh(self) -> None:
-        self.runner.run(self.library.scan, self._on_scanned)
+        self._scan_generation += 1
+        generation = self._scan_generation
+        self.runner.run(self.library.scan, lambda result: self._on_scanned(result, generation))
 
-    def _on_scanned(self, result: list[LocalModel] | Exception) -> None:
+    def _on_scanned(self, result: list[LocalModel] | Exception, generation: int = 0) -> None:
+        if generation != self._scan_generation:
+            return  # an older scan that finished late: a newer one is on its way
         if isinstance(result, Exception):
             return self.show_status(f"Could not list your models: {result}", error=True)
         self.models = result

@@ -4,6 +4,7 @@ local models (load, delete, import, drop), offline mode, and its place in the ma
 from __future__ import annotations
 
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -285,3 +286,26 @@ def test_status_text_shows_bytes_rate_and_time_left() -> None:
     assert eta_text(600) == "10 min left" and eta_text(7200) == "2.0 h left"
     job.state, job.message = "failed", "HTTP 500 … resume"
     assert job_status_text(job) == "HTTP 500 … resume"
+
+
+def test_an_older_scan_that_finishes_last_does_not_hide_newer_models(qtbot, tmp_path) -> None:
+    panel = make_panel(qtbot, tmp_path, offline=True)
+    release = threading.Event()
+    scan = panel.library.scan
+
+    def first_scan_is_slow():
+        found = scan()  # before the model below is written: finds nothing...
+        release.wait(10)  # ...and answers after the second scan (a busy machine)
+        return found
+
+    panel.library.scan = first_scan_is_slow
+    panel.refresh_local()
+    model = tmp_path / "models" / "m.gguf"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.write_bytes(GGUF)
+    panel.library.scan = scan
+    panel.refresh_local()
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
+    release.set()
+    qtbot.waitUntil(lambda: not panel.runner.busy, timeout=WAIT_MS)
+    assert panel.local.topLevelItemCount() == 1
