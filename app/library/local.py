@@ -24,11 +24,12 @@ from PySide6.QtWidgets import (
 from app.common.background import TaskRunner
 from app.library.widgets import size_text
 from engine.gguf.summary import summary_lines
-from engine.hub.library import IMPORTED, Library, LocalModel
+from engine.hub.library import BUNDLED, IMPORTED, Library, LocalModel
 from engine.hub.settings import HubSettings, save_settings
 
 DATA = Qt.ItemDataRole.UserRole
 REMEMBERED = ("n_ctx", "n_gpu_layers", "flash_attn")  # what a load settled, shown again later
+WHERE = {IMPORTED: "opened from its folder", BUNDLED: "comes with Hearth (demo)"}
 
 
 def button(text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
@@ -94,7 +95,7 @@ class LocalModelsView(QWidget):
         self.tree.clear()
         for model in result:
             used = time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used or 0))
-            where = model.repo_id or ("imported" if model.source == IMPORTED else model.source)
+            where = model.repo_id or WHERE.get(model.source, model.source)
             item = QTreeWidgetItem(
                 [
                     model.name,
@@ -113,13 +114,16 @@ class LocalModelsView(QWidget):
             self.tree.addTopLevelItem(item)
 
     def remember_loaded(self, loaded: Any) -> None:
-        """Connected to the bridge's model_loaded (a ModelLoaded): remember when a model listed
-        here was loaded, and with what settings. Others (the starter model) are not recorded."""
+        """Connected to the bridge's model_loaded (a ModelLoaded): every model that loads, from
+        wherever it was opened (File › Open, a drop, --model, this list), is listed from now
+        on, with when and with what settings it was loaded."""
         settings = {key: getattr(loaded, key) for key in REMEMBERED}
         path = Path(loaded.path).resolve()
         if any(model.path.resolve() == path for model in self.models):
             self.library.mark_used(path, settings)
-            self.refresh()
+        else:
+            self.library.remember_opened(path, settings)
+        self.refresh()
 
     def selected(self) -> LocalModel | None:
         item = self.tree.currentItem()
@@ -139,6 +143,8 @@ class LocalModelsView(QWidget):
         model = self.selected()
         if model is None:
             return
+        if model.source == BUNDLED:
+            return self.show_status(f"{model.name} comes with Hearth; it cannot be deleted.")
         if not model.deletable and model.source != IMPORTED:
             return self.show_status(
                 f"{model.name} is in the Hugging Face cache, shared with other programs. "
