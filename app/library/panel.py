@@ -9,12 +9,12 @@ here blocks the GUI thread on the network or the disk.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer
-from PySide6.QtGui import QBrush, QColor, QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QModelIndex, Qt, QTimer
+from PySide6.QtGui import QBrush, QColor, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 from app.common import banner as b
 from app.common.background import QueueBridge, TaskRunner
 from app.library.local import LocalModelsView, button
+from app.library.suggestions import SuggestedModels
 from app.library.widgets import DownloadRow, size_text
 from engine.hub.catalog import ModelFile, by_quant
 from engine.hub.client import (
@@ -46,6 +47,7 @@ from engine.hub.library import Library
 from engine.hub.paths import UnsafePath
 from engine.hub.queue import DownloadQueue, Job
 from engine.hub.settings import HubSettings
+from engine.hub.suggestions import CatalogueEntry, Suggestion, load_catalogue
 from engine.planner import PlanRequest
 
 DATA = Qt.ItemDataRole.UserRole
@@ -61,6 +63,11 @@ def split_sentence(text: str) -> tuple[str, str]:
     text."""
     head, dot, rest = text.partition(". ")
     return (head, rest) if dot and rest else (text.rstrip("."), "")
+
+
+def _unselect(tree: QTreeWidget) -> None:
+    tree.setCurrentIndex(QModelIndex())
+    tree.clearSelection()
 
 
 def _heading(text: str) -> QLabel:
@@ -83,6 +90,7 @@ class LibraryPanel(QWidget):
         plan_request: Callable[[], PlanRequest],
         load_model: Callable[[Path], Any],
         runner: TaskRunner | None = None,
+        catalogue: Callable[[], Sequence[CatalogueEntry]] = load_catalogue,
     ) -> None:
         super().__init__()
         self.setObjectName("libraryPanel")
@@ -102,6 +110,7 @@ class LibraryPanel(QWidget):
         self._search_deadline = QTimer(self)
         self._search_deadline.setSingleShot(True)
         self._search_deadline.timeout.connect(self._on_search_deadline)
+        self._catalogue = catalogue
         self._build()
         bridge.job_changed.connect(self._on_job_changed)
         bridge.job_done.connect(self._on_job_done)
@@ -134,6 +143,15 @@ class LibraryPanel(QWidget):
         search_row.addWidget(self.search_button)
         search_row.addWidget(self.cancel_search_button)
 
+        self.suggestions = SuggestedModels(
+            runner=self.runner,
+            client_factory=self.client_factory,
+            plan_request=self.plan_request,
+            catalogue=self._catalogue,
+            download=self._download_suggestion,
+        )
+        # Download takes what was chosen last: a suggestion or a file of the listing.
+        self.suggestions.tree.itemClicked.connect(lambda *_: _unselect(self.files))
         self.results = QListWidget()
         self.results.setObjectName("resultsList")
         self.results.currentItemChanged.connect(self._on_result_selected)
@@ -142,6 +160,7 @@ class LibraryPanel(QWidget):
         self.files.setHeaderLabels(["Model file", "Size", "Fit"])
         self.files.setColumnWidth(0, 320)
         self.files.itemDoubleClicked.connect(lambda *_: self.download_selected())
+        self.files.itemClicked.connect(lambda *_: _unselect(self.suggestions.tree))
         self.repo_label = QLabel()
         self.repo_label.setObjectName("repoLabel")
         self.download_button = button("Download", "downloadButton", self.download_selected)
@@ -181,6 +200,7 @@ class LibraryPanel(QWidget):
         layout.addWidget(_heading("Find models on the Hub"))
         layout.addLayout(search_row)
         layout.addWidget(self.status_label)
+        layout.addWidget(self.suggestions)
         layout.addWidget(hub_split, 3)
         layout.addWidget(_heading("Downloads"))
         layout.addWidget(downloads_box)
@@ -207,8 +227,14 @@ class LibraryPanel(QWidget):
         self.offline = offline
         for widget in (self.search_box, self.search_button, self.sort_box, self.download_button):
             widget.setEnabled(not offline)
+        self.suggestions.setVisible(not offline)
         if offline:
             self.show_status("Offline: showing your local models only.")
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self.offline:
+            self.suggestions.ask_once()  # the first visit: a handful of models that fit
 
     # -- the Hub --------------------------------------------------------------------------------
 
@@ -342,8 +368,17 @@ class LibraryPanel(QWidget):
     def download_selected(self) -> None:
         item = self.files.currentItem()
         model = item.data(0, DATA) if item is not None else None
+        suggestion = self.suggestions.selected()
+        if not isinstance(model, ModelFile) and suggestion is not None:
+            model = suggestion.model
         if not isinstance(model, ModelFile):
             return self.show_status("Choose a model file to download.")
+        self._queue_download(model)
+
+    def _download_suggestion(self, suggestion: Suggestion) -> None:
+        self._queue_download(suggestion.model)
+
+    def _queue_download(self, model: ModelFile) -> None:
         try:
             self.queue.add(model)
         except (UnsafePath, ValueError) as exc:
