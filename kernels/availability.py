@@ -9,7 +9,6 @@ tests use this); that is for checking, far too slow for use.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 
 MIN_CUDA_CAPABILITY = (8, 0)
@@ -29,14 +28,16 @@ _EXTRA = "install Hearth with its kernels extra: pip install 'hearth[kernels]'"
 @functools.cache
 def available() -> tuple[bool, str]:
     """(True, device description) or (False, the reason). Never raises."""
-    if importlib.util.find_spec("torch") is None:
-        return False, f"PyTorch is not installed; {_EXTRA}"
-    if importlib.util.find_spec("triton") is None:
-        return False, f"Triton is not installed; {_EXTRA}"
     try:
         import torch
+    except ImportError:
+        return False, f"PyTorch is not installed; {_EXTRA}"
     except Exception as error:  # a broken CUDA install raises all sorts of things on import
         return False, f"PyTorch failed to load ({error}); reinstall it"
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False, f"Triton is not installed; {_EXTRA}"
     if interpret_mode():
         return True, "Triton interpreter on the CPU (TRITON_INTERPRET=1): correct but slow"
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
+from engine.enums import StopReason
 from engine.runtime import protocol as p
 
 ROLE_USER = "user"
@@ -20,11 +21,11 @@ MessageRole = Qt.ItemDataRole.UserRole + 1  # the ChatEntry itself
 VersionRole = Qt.ItemDataRole.UserRole + 2  # bumps on every change, for the delegate's cache
 
 _STOP_REASONS = {
-    "eos": "end of reply",
-    "stop_string": "stop string",
-    "max_tokens": "token limit reached",
-    "stopped": "stopped",
-    "context_full": "context full",
+    StopReason.EOS: "end of reply",
+    StopReason.STOP_STRING: "stop string",
+    StopReason.MAX_TOKENS: "token limit reached",
+    StopReason.STOPPED: "stopped",
+    StopReason.CONTEXT_FULL: "context full",
 }
 
 

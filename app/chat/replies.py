@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from app.chat.context import ContextOverflow, fit_to_context, used_tokens
+from app.chat.context import used_tokens
 from app.chat.conversation_model import ROLE_ASSISTANT, ChatEntry, stats_line
 from app.chat.session import author_label, message_stats
-from app.chat.settings import OVERFLOW_DROP_OLDEST, sampling_from
+from app.chat.settings import sampling_from
 from app.common import banner as b
+from engine.enums import StopReason
 from engine.runtime import protocol as p
 
 
@@ -22,32 +23,19 @@ class ReplyStreaming:
         settings = self.settings_panel.values()
         messages = self.model.chat_messages(settings["system_prompt"])
         loaded = self._bridge.model
-        if loaded is not None:
-            try:
-                fitted = fit_to_context(
-                    messages,
-                    loaded.n_ctx,
-                    # Room for the reply: Max tokens, but never most of a small context (a
-                    # reply that fills it still stops with a "context full" notice).
-                    min(settings["max_tokens"], loaded.n_ctx // 4),
-                    drop_oldest=settings["overflow"] == OVERFLOW_DROP_OLDEST,
-                )
-            except ContextOverflow as exc:
-                self.context_notice.show_message(b.ERROR, "The context is full", str(exc))
-                self._update_buttons()
-                return
-            messages = fitted.messages
-            if fitted.dropped:
-                self.context_notice.show_message(
-                    b.INFO,
-                    "Oldest turns left out",
-                    f"{fitted.dropped} of the oldest messages no longer fit the context and were "
-                    "not sent to the model (they are still here and saved).",
-                )
         model_name = Path(loaded.path).name if loaded else ""
         author = author_label(model_name, self.assistant_name)
+        # The worker fits the conversation to the context with its tokenizer (exact counts);
+        # room for the reply: Max tokens, but never most of a small context (a reply that fills
+        # it still stops with a "context full" notice).
+        n_ctx = loaded.n_ctx if loaded else 0
         request_id = self._bridge.generate(
-            messages, sampling=sampling_from(settings), max_tokens=settings["max_tokens"]
+            messages,
+            sampling=sampling_from(settings),
+            max_tokens=settings["max_tokens"],
+            overflow=settings["overflow"],
+            reply_room=min(settings["max_tokens"], n_ctx // 4),
+            chat_format=self.header.current_format(),
         )
         if request_id is None:
             self.model.append(
@@ -92,7 +80,7 @@ class ReplyStreaming:
         loaded = self._bridge.model
         self._context_model = Path(loaded.path).name if loaded else ""
         self._show_usage()
-        if done.stop_reason == "context_full":
+        if done.stop_reason == StopReason.CONTEXT_FULL:
             self.context_notice.show_message(
                 b.ERROR,
                 "The reply stopped: the context is full",
@@ -101,7 +89,19 @@ class ReplyStreaming:
             )
         self._finish_reply(stats_line(done))
 
+    def _on_prompt_fitted(self, fitted: p.PromptFitted) -> None:
+        if fitted.request_id != self._request_id:
+            return
+        self.context_notice.show_message(
+            b.INFO,
+            "Oldest turns left out",
+            f"{fitted.messages_dropped} of the oldest messages no longer fit the context and were "
+            "not sent to the model (they are still here and saved).",
+        )
+
     def _on_generation_failed(self, failed: p.GenerationFailed) -> None:
+        if failed.context_full and failed.request_id == self._request_id:
+            self.context_notice.show_message(b.ERROR, "The context is full", failed.message)
         if failed.request_id == self._request_id:
             footer = f"The reply failed: {failed.message}"
             self.session.finish_reply(self._reply_text(), stop_reason=footer, failed=True)

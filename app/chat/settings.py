@@ -21,11 +21,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.enums import Overflow
 from engine.runtime import protocol as p
 
 RANDOM_SEED = -1
-OVERFLOW_STOP = "stop"
-OVERFLOW_DROP_OLDEST = "drop_oldest"
+OVERFLOW_STOP = Overflow.STOP
+OVERFLOW_DROP_OLDEST = Overflow.DROP_OLDEST
 
 # Presets set the sampler; the names say what they are for.
 PRESETS: dict[str, dict[str, Any]] = {

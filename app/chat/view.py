@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.actions import MessageActions
-from app.chat.context import estimate_prompt
 from app.chat.conversation_model import (
     ROLE_USER,
     ChatEntry,
@@ -43,10 +42,12 @@ from app.chat.session import ChatSession
 from app.chat.settings import ChatSettingsPanel, new_chat_settings, sampling_from
 from app.chat.sidebar import ConversationSidebar
 from app.common import banner as b
-from app.common.engine_bridge import STATE_GENERATING, STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from engine.chat.sampling_defaults import model_sampling_defaults
 from engine.chat.store import ConversationStore
+from engine.enums import EngineState
 from engine.runtime import protocol as p
+from engine.session import ChatFormats
 
 SIDEBAR_MIN_PAGE_WIDTH = 640  # narrower than this, the transcript gets the room
 
@@ -90,6 +91,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         *,
         store: ConversationStore | None = None,
         store_error: str | None = None,
+        chat_formats: ChatFormats | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("chatView")
@@ -110,6 +112,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.context_notice = b.Banner(self)
         self.context_notice.setObjectName("contextNotice")
         self.header = ChatHeader(self)
+        self._chat_formats = chat_formats or ChatFormats()
+        self.header.format_chosen.connect(self._remember_format)
         self.sidebar = ConversationSidebar(self.session.store, self)
         self.sidebar.chosen.connect(self.open_conversation)
         self.sidebar.new_requested.connect(self.new_chat)
@@ -222,9 +226,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         bridge.token_text.connect(self._on_token_text)
         bridge.generation_done.connect(self._on_generation_done)
         bridge.generation_failed.connect(self._on_generation_failed)
+        bridge.prompt_fitted.connect(self._on_prompt_fitted)
         bridge.command_failed.connect(self._on_command_failed)
         bridge.engine_crashed.connect(self._on_engine_crashed)
         bridge.model_loaded.connect(self._on_model_loaded)
+        bridge.model_loaded.connect(self._show_formats)
         # No model, no context: the counter says so rather than keep the gone model's figures.
         bridge.engine_crashed.connect(lambda _crash: self._show_usage())
         bridge.load_failed.connect(lambda _failed: self._show_usage())
@@ -408,24 +414,31 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
             self.settings_panel.set_values(self._start_settings)
         self._show_usage()
 
+    def _show_formats(self, loaded: p.ModelLoaded) -> None:
+        self.header.show_formats(loaded, self._chat_formats.get(loaded.path))
+
+    def _remember_format(self, chat_format: str) -> None:
+        loaded = self._bridge.model
+        if loaded is not None:
+            self._chat_formats.put(loaded.path, chat_format)
+
     def _show_usage(self) -> None:
         """The context counter of the loaded model: its own count after its last reply here,
-        else an estimate from the text (another model's count is for another tokenizer)."""
+        else "not counted yet" (another model's count is for another tokenizer)."""
         loaded = self._bridge.model
         if loaded is None:
             self.header.set_usage(0, 0)
         elif self._context_model and self._context_model == Path(loaded.path).name:
             self.header.set_usage(self._context_used, loaded.n_ctx)
         elif self.model.rowCount():
-            estimate = estimate_prompt(self.model.chat_messages(self.system_prompt))
-            self.header.set_usage(estimate, loaded.n_ctx, estimated=True)
+            self.header.set_usage(None, loaded.n_ctx)  # counted when this model answers here
         else:
             self.header.set_usage(0, loaded.n_ctx)
 
     def _update_buttons(self, *_args) -> None:
         state = self._bridge.state
-        self.send_button.setEnabled(state == STATE_IDLE and not self.generating)
-        self.stop_button.setEnabled(self.generating and state == STATE_GENERATING)
+        self.send_button.setEnabled(state == EngineState.IDLE and not self.generating)
+        self.stop_button.setEnabled(self.generating and state == EngineState.GENERATING)
         if self.delegate.versions_enabled == self.generating:
             self.delegate.versions_enabled = not self.generating
             self.transcript.viewport().update()

@@ -22,19 +22,12 @@ from typing import Any
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 
+from engine.enums import EngineState, Overflow
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed
 
 FLUSH_INTERVAL_MS = 33  # about 30 repaints a second at most
 
-# Engine states the GUI shows; "crashed" and "stopped" mean no worker process is running.
-STATE_STOPPED = "stopped"
-STATE_STARTING = "starting"
-STATE_NO_MODEL = "no_model"
-STATE_LOADING = "loading"
-STATE_IDLE = "idle"
-STATE_GENERATING = "generating"
-STATE_CRASHED = "crashed"
 
 ClientFactory = Callable[..., Any]  # (on_event, *, env) -> an EngineClient-like object
 
@@ -49,6 +42,7 @@ class EngineBridge(QObject):
     token_text = Signal(int, str, int)  # request_id, text, number of tokens
     generation_done = Signal(object)  # p.GenerationDone
     generation_failed = Signal(object)  # p.GenerationFailed
+    prompt_fitted = Signal(object)  # p.PromptFitted: the oldest turns were left out
     command_failed = Signal(object)  # p.CommandFailed
     engine_crashed = Signal(object)  # EngineCrashed
     status_received = Signal(object)  # p.Status
@@ -82,7 +76,7 @@ class EngineBridge(QObject):
         # Events of a client that was replaced (a reload after a crash) are dropped by epoch.
         self._epoch = 0
         self._client = self._new_client()
-        self._state = STATE_STOPPED
+        self._state = EngineState.STOPPED
         self._loading_params: p.ModelParams | None = None
         self._model: p.ModelLoaded | None = None
         self._last_good_params: p.ModelParams | None = None
@@ -125,22 +119,22 @@ class EngineBridge(QObject):
         if self._client.alive:
             return
         self._client.start()
-        self._set_state(STATE_STARTING)
+        self._set_state(EngineState.STARTING)
 
     def load(self, params: p.ModelParams) -> None:
         """Replace the loaded model (if any) with `params.path`; starts the worker if needed."""
         self.start()
-        if self._state == STATE_GENERATING:
+        if self._state == EngineState.GENERATING:
             self._send(self._client.stop)
             self._request_id = None  # its GenerationDone still comes; it ends nothing now
-        if self._model is not None or self._state == STATE_LOADING:
+        if self._model is not None or self._state == EngineState.LOADING:
             # Free the old model first, so two models never sit in VRAM together.
             self._send(self._client.unload)
             self._model = None
         self._loading_params = params
         self._crashed_while_loading = None
         if self._send(self._client.load, params):
-            self._set_state(STATE_LOADING)
+            self._set_state(EngineState.LOADING)
 
     def generate(
         self,
@@ -148,35 +142,43 @@ class EngineBridge(QObject):
         *,
         sampling: p.SamplingParams | None = None,
         max_tokens: int = 512,
+        overflow: str = Overflow.STOP,
+        reply_room: int = 0,
+        chat_format: str = "",
     ) -> int | None:
         """Start a reply to `messages`; its request id, or None when the engine is not ready."""
-        if self._state != STATE_IDLE:
+        if self._state != EngineState.IDLE:
             return None
         try:
             request_id = self._client.generate(
-                messages=tuple(messages), sampling=sampling, max_tokens=max_tokens
+                messages=tuple(messages),
+                sampling=sampling,
+                max_tokens=max_tokens,
+                overflow=overflow,
+                reply_room=reply_room,
+                chat_format=chat_format,
             )
         except OSError:
             return None  # the worker died; its EngineCrashed is on the way
         self._request_id = request_id
-        self._set_state(STATE_GENERATING)
+        self._set_state(EngineState.GENERATING)
         return request_id
 
     def stop(self) -> None:
-        if self._state == STATE_GENERATING:
+        if self._state == EngineState.GENERATING:
             self._send(self._client.stop)
 
     def unload(self) -> None:
         """Free the model (and its VRAM); the worker keeps running."""
-        if self._model is None and self._state != STATE_LOADING:
+        if self._model is None and self._state != EngineState.LOADING:
             return
-        if self._state == STATE_GENERATING:
+        if self._state == EngineState.GENERATING:
             self._send(self._client.stop)
         self._send(self._client.unload)
         self._model = None
         self._loading_params = None
         self._request_id = None
-        self._set_state(STATE_NO_MODEL)
+        self._set_state(EngineState.NO_MODEL)
 
     def set_worker_env(self, env: dict[str, str] | None) -> None:
         """The worker's environment from the next (re)start on; None: the GUI's own."""
@@ -187,17 +189,22 @@ class EngineBridge(QObject):
 
         Returns False when there is no model to load.
         """
-        self._client.kill()
-        self._client = self._new_client()
-        self._model = None
-        self._request_id = None
-        self._set_state(STATE_STOPPED)
+        self.restart()
         params = self.reload_params()
         if params is None:
             self.start()
             return False
         self.load(params)
         return True
+
+    def restart(self) -> None:
+        """A fresh worker with no model (the old one is killed, whatever it was doing)."""
+        self._client.kill()
+        self._client = self._new_client()
+        self._model = None
+        self._request_id = None
+        self._set_state(EngineState.STOPPED)
+        self.start()
 
     def request_status(self) -> None:
         self._send(self._client.request_status)
@@ -211,7 +218,7 @@ class EngineBridge(QObject):
         self._drain_timer.stop()
         self._client.close()
         self._model = None
-        self._set_state(STATE_STOPPED)
+        self._set_state(EngineState.STOPPED)
 
     def _send(self, command: Callable[..., None], *args: Any) -> bool:
         try:
@@ -283,43 +290,45 @@ class EngineBridge(QObject):
 
     def _dispatch(self, event: Any) -> None:
         if isinstance(event, p.Ready):
-            if self._state == STATE_STARTING:
-                self._set_state(STATE_NO_MODEL)
+            if self._state == EngineState.STARTING:
+                self._set_state(EngineState.NO_MODEL)
             self.ready.emit(event)
         elif isinstance(event, p.ModelLoaded):
             if not self._matches_pending_load(event.path):
                 return  # a load that was replaced by a newer one before it finished
             self._model = event
             self._last_good_params = self._loading_params
-            self._set_state(STATE_IDLE)
+            self._set_state(EngineState.IDLE)
             self.model_loaded.emit(event)
         elif isinstance(event, p.LoadFailed):
             if not self._matches_pending_load(event.path):
                 return
             self._loading_params = None
-            self._set_state(STATE_NO_MODEL)
+            self._set_state(EngineState.NO_MODEL)
             self.load_failed.emit(event)
         elif isinstance(event, p.Unloaded):
             self.unloaded.emit()
         elif isinstance(event, p.GenerationDone | p.GenerationFailed):
-            if event.request_id == self._request_id and self._state == STATE_GENERATING:
+            if event.request_id == self._request_id and self._state == EngineState.GENERATING:
                 self._request_id = None
-                self._set_state(STATE_IDLE if self._model else STATE_NO_MODEL)
+                self._set_state(EngineState.IDLE if self._model else EngineState.NO_MODEL)
             if isinstance(event, p.GenerationDone):
                 self.generation_done.emit(event)
             else:
                 self.generation_failed.emit(event)
+        elif isinstance(event, p.PromptFitted):
+            self.prompt_fitted.emit(event)
         elif isinstance(event, p.CommandFailed):
-            if event.command == "Generate" and self._state == STATE_GENERATING:
+            if event.command == "Generate" and self._state == EngineState.GENERATING:
                 self._request_id = None
-                self._set_state(STATE_IDLE if self._model else STATE_NO_MODEL)
+                self._set_state(EngineState.IDLE if self._model else EngineState.NO_MODEL)
             self.command_failed.emit(event)
         elif isinstance(event, EngineCrashed):
-            if self._state == STATE_LOADING:
+            if self._state == EngineState.LOADING:
                 self._crashed_while_loading = self._loading_params
             self._model = None
             self._request_id = None
-            self._set_state(STATE_CRASHED)
+            self._set_state(EngineState.CRASHED)
             self.engine_crashed.emit(event)
         elif isinstance(event, p.Status):
             self.status_received.emit(event)

@@ -27,10 +27,11 @@ from PySide6.QtWidgets import (
 )
 
 from app.common.background import TaskRunner
+from app.common.machine_state import MachineState
 from engine import hardware as hw
 from engine.hardware import Detection, Device, DeviceStatus, EngineView, UsageSample
-from engine.hardware.records import format_bytes
 from engine.hardware.summary import bandwidth_phrase, detail_phrases, engine_phrase, memory_phrase
+from engine.units import format_bytes
 
 POLL_INTERVAL_MS = 1000
 
@@ -245,6 +246,7 @@ class HardwarePanel(QWidget):
         sampler_factory: SamplerFactory = hw.UsageSampler,
         poll_interval_ms: int = POLL_INTERVAL_MS,
         autostart: bool = True,
+        machine: MachineState | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("hardwarePanel")
@@ -258,6 +260,10 @@ class HardwarePanel(QWidget):
         self.hints: list[BuildHint] = []
         self.monitor: LiveMonitor | None = None
         self._tasks = TaskRunner(self)
+        # The window's shared snapshot, when there is one: detection runs once for all pages.
+        self._machine = machine
+        if machine is not None:
+            machine.changed.connect(lambda snapshot: self._on_detected(snapshot.detection))
         self._build()
         # Stop the monitor thread however this page ends; the closure holds no reference to self.
         monitor_box = self._monitor_box = [None]
@@ -309,7 +315,12 @@ class HardwarePanel(QWidget):
     def refresh(self) -> None:
         self.refresh_button.setEnabled(False)
         self.summary.setText("Detecting GPUs…")
-        self._run(self._detect_fn, self._on_detected)
+        if self._machine is None:
+            self._run(self._detect_fn, self._on_detected)
+        elif self._machine.snapshot is not None and self.detection is None:
+            self._on_detected(self._machine.snapshot.detection)  # the first look: already taken
+        else:
+            self._machine.refresh()
         if self._engine_probe_fn is not None:
             self.engine_label.setText("Asking the installed engine which devices it can use…")
             self._run(self._engine_probe_fn, self._on_engine)

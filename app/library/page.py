@@ -18,17 +18,19 @@ from engine.hub.client import HubClient
 from engine.hub.library import Library
 from engine.hub.queue import DownloadQueue
 from engine.hub.settings import HubSettings, load_settings
-from engine.planner import PlanRequest, request_for_devices
+from engine.planner import PlanRequest
+from engine.session import snapshot_machine
 from engine.starter_model import starter_model_path
 
 if TYPE_CHECKING:
     from app.common.page_host import PageHost
 
 
-def device_plan_request() -> PlanRequest:
-    from engine.hardware import detect_devices
-
-    return request_for_devices(detect_devices())
+def machine_plan_request(window: PageHost) -> PlanRequest:
+    """The window's shared snapshot of the machine, the same one the Model page plans from
+    (detected here, on the pool thread that asks, only if the window has none yet)."""
+    snapshot = window.machine.snapshot
+    return (snapshot or snapshot_machine()).plan_request()
 
 
 def is_offline(settings: HubSettings) -> bool:
@@ -54,7 +56,7 @@ def create_library_panel(window: PageHost, settings: HubSettings | None = None) 
     )
 
     def load(path: Path) -> None:
-        window.open_model_file(path)  # the window's own checks and load path
+        window.open_model_file(path)  # the window's checks and the load policy
 
     panel = LibraryPanel(
         settings=settings,
@@ -62,7 +64,7 @@ def create_library_panel(window: PageHost, settings: HubSettings | None = None) 
         queue=queue,
         bridge=bridge,
         client_factory=HubClient,
-        plan_request=device_plan_request,
+        plan_request=lambda: machine_plan_request(window),
         load_model=load,
     )
     bridge.setParent(panel)

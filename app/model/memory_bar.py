@@ -12,6 +12,7 @@ from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from engine.planner import DeviceUsage
+from engine.units import format_bytes
 
 GIB = 1024**3
 SEGMENTS = (  # (name, colour); the order they are stacked in
@@ -25,7 +26,7 @@ BAR_HEIGHT = 22
 
 
 def gib(n: int) -> str:
-    return f"{n / GIB:.1f} GiB"
+    return format_bytes(n, 1, "GiB")
 
 
 class MemoryBar(QWidget):

@@ -1,49 +1,36 @@
-"""The model settings panel as a page: it waits for the hardware to be detected (off the GUI
-thread: probes may take seconds) and for a model to be loaded, then shows that model's settings.
+"""The model settings panel as a page: it waits for the machine snapshot (detected once, off the
+GUI thread, shared by every page) and shows the load policy's decision for each model the
+window opens.
 
-    PageSpec("Model", lambda window: ModelSettingsPage(window.bridge))
+    PageSpec("Model", lambda window: ModelSettingsPage(window.bridge, window.machine,
+                                                       opener=window.opener))
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from pathlib import Path
+from PySide6.QtWidgets import QLabel, QMessageBox, QVBoxLayout, QWidget
 
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
-
-from app.common.background import TaskRunner
-from app.model.panel import SettingsPanel, gpus_from_devices
-from app.model.settings_store import ModelSettingsStore, default_settings_path
-
-
-def _detect_devices() -> list:
-    from engine.hardware.detection import detect_devices
-
-    return detect_devices()
-
-
-def _detect_or_nothing(detect: Callable[[], Sequence]) -> list:
-    try:
-        return list(detect())
-    except Exception:  # a probe that fails leaves a CPU-only plan, never a dead page
-        return []
+from app.common.machine_state import MachineState
+from app.model.panel import CANCEL, LOAD_AND_REMEMBER, LOAD_ONCE, SettingsPanel
+from engine.session import LoadDecision, MachineSnapshot, RememberedSettings
 
 
 class ModelSettingsPage(QWidget):
     def __init__(
         self,
         bridge,
+        machine: MachineState,
         *,
-        detect: Callable[[], Sequence] = _detect_devices,
-        settings_store: ModelSettingsStore | None = None,
+        remembered: RememberedSettings | None = None,
+        opener=None,  # app.shell.model_opener.ModelOpener: its decisions are shown here
         parent: QWidget | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("modelSettingsPage")
         self._bridge = bridge
-        self._store = settings_store or ModelSettingsStore(default_settings_path())
+        self._remembered = remembered or (opener.remembered if opener else RememberedSettings())
         self.panel: SettingsPanel | None = None
-        self._pending_model: str | None = None
+        self._pending: LoadDecision | None = None
         self.message = QLabel("Looking at your hardware…")
         self.message.setObjectName("placeholderText")
         self.message.setWordWrap(True)
@@ -51,53 +38,55 @@ class ModelSettingsPage(QWidget):
         self._layout.setContentsMargins(32, 28, 32, 28)
         self._layout.addWidget(self.message)
         self._layout.addStretch(1)
-        bridge.model_loaded.connect(lambda loaded: self.show_model(loaded.path))
-        self._tasks = TaskRunner(self)
-        self._tasks.run(lambda: _detect_or_nothing(detect), self._on_devices)
+        if opener is not None:
+            opener.decided.connect(self.show_decision)
+            if opener.last_decision is not None:
+                self._pending = opener.last_decision
+        machine.changed.connect(self._on_machine)
+        if machine.snapshot is not None:
+            self._on_machine(machine.snapshot)
+        elif not machine.detecting:
+            machine.refresh()
 
-    def _on_devices(self, devices: list) -> None:
-        host = next((d.free_bytes for d in devices if not d.is_gpu), None)
+    def _on_machine(self, snapshot: MachineSnapshot) -> None:
+        if self.panel is not None:
+            self.panel.set_machine(snapshot)
+            return
         self.panel = SettingsPanel(
-            self._bridge, gpus_from_devices(devices), host_budget_bytes=host,
-            settings_store=self._store,
-        )  # fmt: skip
+            self._bridge,
+            snapshot,
+            remembered=self._remembered,
+            confirm_over_budget=self._confirm_over_budget,
+        )
         self._layout.insertWidget(0, self.panel)
         self._layout.setContentsMargins(0, 0, 0, 0)  # the panel has its own margins
         self.message.setContentsMargins(32, 28, 32, 0)  # the message keeps the page's
         self.message.setText("Load a model (File › Open model…) to see and change its settings.")
         self.panel.setVisible(False)
-        loaded = self._bridge.model
-        model = self._pending_model or (loaded.path if loaded else None)
-        if model:
-            self.show_model(model)
+        if self._pending is not None:
+            self.show_decision(self._pending)
 
-    def params_for(self, path: str | Path):
-        """How to load `path`: its remembered settings, else the planner's best fit for this
-        machine; None until the hardware is known or when no setting fits (the window then
-        loads llama.cpp's defaults)."""
+    def show_decision(self, decision: LoadDecision) -> None:
         if self.panel is None:
-            return None
-        self.show_model(str(path))
-        plan = self.panel.plan
-        if plan is None or not plan.fits or self.panel.model_path != Path(path):
-            return None
-        return plan.settings.model_params()
-
-    def show_model(self, path: str) -> None:
-        if self.panel is None:
-            self._pending_model = path
+            self._pending = decision
             return
-        if self.panel.model_path is not None and Path(path) == self.panel.model_path:
-            return  # reloaded with the panel's own settings: nothing to re-read
-        try:
-            self.panel.set_model(path)
-        except Exception as exc:  # a header the planner cannot read: say so, keep the page
-            self.message.setText(
-                f"Can't plan for {Path(path).name}: {exc}. Its settings can't be changed here; "
-                "it still runs with the settings it was loaded with."
-            )
-            self.message.show()
-            self.panel.hide()
-            return
+        self._pending = None
+        self.panel.show_decision(decision)
         self.message.hide()
         self.panel.show()
+
+    def _confirm_over_budget(self, warning: str) -> str:
+        box = QMessageBox(self)
+        box.setIcon(QMessageBox.Icon.Warning)
+        box.setWindowTitle("These settings do not fit")
+        box.setText("These settings need more memory than is free.")
+        box.setInformativeText(
+            warning + " Load anyway? Hearth will not remember these settings unless you ask it to."
+        )
+        once = box.addButton("Load once", QMessageBox.ButtonRole.AcceptRole)
+        remember = box.addButton("Load and remember", QMessageBox.ButtonRole.AcceptRole)
+        cancel = box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(cancel)
+        box.exec()
+        clicked = box.clickedButton()
+        return {once: LOAD_ONCE, remember: LOAD_AND_REMEMBER}.get(clicked, CANCEL)

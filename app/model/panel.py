@@ -1,16 +1,20 @@
 """The model settings panel: VRAM budget, context, KV cache type, flash attention, GPU layers and
 MoE experts on the CPU, with a live memory bar per device from the planner.
 
-Every control change re-plans (engine.planner.manual: a few table look-ups) and repaints the bars
-at once; `last_update_seconds` keeps the cost visible (tests hold it under 50 ms). "Best fit" asks
-the planner to choose for the budget; Apply loads the model through the bridge with the plan's
-ModelParams and remembers the choices for that file.
+The panel shows the load policy's decision (engine.session.LoadDecision) for the model the window
+opened: it never reads the header or plans a load itself. Every control change re-plans
+(engine.planner.manual: a few table look-ups) and repaints the bars at once;
+`last_update_seconds` keeps the cost visible (tests hold it under 50 ms). "Best fit" asks the
+planner to choose for the budget; Apply loads the model through the bridge with the plan's
+ModelParams and remembers the choice for that file. Apply with a plan over budget asks first, and
+is remembered only if the person says so. Without a usable GPU the VRAM and GPU-layer controls
+are hidden: they could not apply.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -29,13 +33,22 @@ from PySide6.QtWidgets import (
 )
 
 from app.model.memory_bar import OVER_COLOR, DeviceMemoryRow, Legend, gib
-from app.model.settings_store import ModelSettingsStore
-from engine.gguf import read_model_info
-from engine.planner import DeviceBudget, Planner, PlanRequest, safety_margin
-from engine.planner.manual import ManualChoice, ManualPlan, plan_manual
+from engine.enums import KV_TYPES
+from engine.planner import Planner, PlanRequest, safety_margin
+from engine.planner.manual import ManualPlan, plan_manual
+from engine.session import (
+    LoadDecision,
+    MachineSnapshot,
+    RememberedChoice,
+    RememberedSettings,
+    best_fit,
+    choice_from,
+    plan_load,
+)
 
 MIB = 1024 * 1024
-KV_TYPES = ("f16", "q8_0", "q4_0")
+# What Apply does with a plan over budget: the person's answer to confirm_over_budget.
+LOAD_ONCE, LOAD_AND_REMEMBER, CANCEL = "once", "remember", "cancel"
 CONTEXT_STEPS = (512, 1024, 2048, 3072, 4096, 6144, 8192, 12288, 16384, 24576, 32768, 49152,
                  65536, 98304, 131072, 196608, 262144, 524288, 1048576)  # fmt: skip
 
@@ -70,18 +83,20 @@ class SettingsPanel(QWidget):
     def __init__(
         self,
         bridge,
-        gpus: Sequence[GpuSpec],
+        machine: MachineSnapshot,
         *,
-        host_budget_bytes: int | None = None,
-        settings_store: ModelSettingsStore | None = None,
+        remembered: RememberedSettings | None = None,
+        confirm_over_budget: Callable[[str], str] | None = None,
         parent: QWidget | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("settingsPanel")
         self._bridge = bridge
-        self._gpus = list(gpus)
-        self._host_budget = host_budget_bytes
-        self._store = settings_store
+        self._machine = machine
+        self._gpus = gpus_from_devices(machine.usable_gpus)
+        self._store = remembered
+        self._confirm = confirm_over_budget or (lambda _text: CANCEL)
+        self.decision: LoadDecision | None = None
         self._planner: Planner | None = None
         self._model_path: Path | None = None
         self._n_ctx_train = 4096
@@ -124,7 +139,7 @@ class SettingsPanel(QWidget):
         self.apply_button.setDefault(True)
         self.apply_button.setToolTip("Reload the model with these settings")
 
-        form = QFormLayout()
+        self.form = form = QFormLayout()
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow("VRAM budget", self._with_label(self.vram, self.vram_label))
         form.addRow("Context", self._with_label(self.context, self.context_label))
@@ -132,6 +147,11 @@ class SettingsPanel(QWidget):
         layers_row = self._row(self.auto_layers, self.layers, self.layers_label)
         form.addRow("GPU layers", layers_row)
         form.addRow("MoE experts on CPU", self._with_label(self.experts, self.experts_label))
+        self.no_gpu_note = QLabel(
+            "No GPU that this engine can use: the model runs on the CPU, in system RAM."
+        )
+        self.no_gpu_note.setObjectName("noGpuNote")
+        self.no_gpu_note.setWordWrap(True)
         buttons = QHBoxLayout()
         buttons.addStretch(1)
         buttons.addWidget(self.best_fit_button)
@@ -140,6 +160,7 @@ class SettingsPanel(QWidget):
         layout.setContentsMargins(24, 20, 24, 20)
         layout.setSpacing(12)
         layout.addWidget(self.title)
+        layout.addWidget(self.no_gpu_note)
         layout.addLayout(form)
         memory_heading = QLabel("Memory after loading")
         memory_heading.setObjectName("sectionHeading")
@@ -161,6 +182,25 @@ class SettingsPanel(QWidget):
         self.best_fit_button.clicked.connect(self.best_fit)
         self.apply_button.clicked.connect(self.apply)
         self._set_enabled(False)
+        self._show_gpu_controls()
+
+    def _show_gpu_controls(self) -> None:
+        has_gpu = bool(self._gpus)
+        self.form.setRowVisible(self.vram.parentWidget(), has_gpu)
+        self.form.setRowVisible(self.layers.parentWidget(), has_gpu)
+        self.form.setRowVisible(self.experts.parentWidget(), has_gpu)  # all on the CPU anyway
+        self.no_gpu_note.setVisible(not has_gpu)
+
+    def set_machine(self, machine: MachineSnapshot) -> None:
+        """A new snapshot of the machine (a refresh): the same choices, planned against it."""
+        self._machine = machine
+        self._gpus = gpus_from_devices(machine.usable_gpus)
+        biggest = max((g.total_bytes for g in self._gpus), default=0)
+        self._updating = True
+        self.vram.setRange(0, max(1, biggest // (256 * MIB)))
+        self._updating = False
+        self._show_gpu_controls()
+        self.update_plan()
 
     @staticmethod
     def _row(*widgets: QWidget) -> QWidget:
@@ -184,29 +224,37 @@ class SettingsPanel(QWidget):
     # -- the model ------------------------------------------------------------------------------
 
     def set_model(self, path: str | Path) -> None:
-        """Read `path`'s header and show its settings: remembered ones, else the best fit."""
-        self._model_path = Path(path)
-        info = read_model_info(self._model_path)
-        self._planner = Planner(info)
+        """Show `path` as the load policy would load it now (its remembered choice if it fits,
+        else the best fit)."""
+        remembered = self._store.get(path) if self._store else None
+        self.show_decision(plan_load(path, self._machine, remembered))
+
+    def show_decision(self, decision: LoadDecision) -> None:
+        """Show the model the window opened, with the settings the load policy chose for it."""
+        self.decision = decision
+        self._model_path = decision.path
+        self._planner = Planner(decision.info)
         profile = self._planner.profiles[0]
         self._n_ctx_train = profile.n_ctx_train or 4096
         self.title.setText(self._model_path.name)
         self._updating = True
-        steps = [s for s in CONTEXT_STEPS if s <= self._n_ctx_train] or [self._n_ctx_train]
+        steps = self._context_steps()
         self.context.setRange(0, len(steps) - 1)
         self.layers.setRange(0, profile.n_layer + 1)
         self.experts.setRange(0, profile.n_layer if profile.is_moe else 0)
-        biggest = max((g.free_bytes - safety_margin(g.total_bytes) for g in self._gpus), default=0)
-        self.vram.setValue(max(0, biggest) // (256 * MIB))
         self._updating = False
         self._set_enabled(True)
         self.experts.setEnabled(profile.is_moe)
-        remembered = self._store.get(self._model_path) if self._store else None
-        if remembered:
-            self.set_values(remembered)
-        else:
-            self.context.setValue(steps.index(min(8192, steps[-1])) if 8192 in steps else 0)
-            self.best_fit()
+        choice = decision.choice or RememberedChoice(
+            n_ctx=steps[0],
+            kv_type=KV_TYPES[-1],
+            n_gpu_layers=0,  # the leanest, shown red
+        )
+        self.set_values(choice)
+        if not decision.fits:
+            self.status.setText(
+                f"{decision.name} does not fit on this computer. {decision.refusal()}"
+            )
 
     @property
     def model_path(self) -> Path | None:
@@ -215,31 +263,46 @@ class SettingsPanel(QWidget):
     def _context_steps(self) -> list[int]:
         return [s for s in CONTEXT_STEPS if s <= self._n_ctx_train] or [self._n_ctx_train]
 
-    def values(self) -> dict[str, Any]:
-        return {
-            "vram_budget_bytes": self.vram.value() * 256 * MIB,
-            "n_ctx": self._context_steps()[self.context.value()],
-            "kv_type": self.kv_type.currentText(),
-            "flash_attn": self.flash_attn.isChecked(),
-            "n_gpu_layers": None if self.auto_layers.isChecked() else self.layers.value(),
-            "n_cpu_expert_layers": self.experts.value(),
-        }
+    def default_vram_budget(self) -> int:
+        """The biggest GPU's free memory less the safety margin: what the planner assumes."""
+        return max(0, max((g.free_bytes - safety_margin(g.total_bytes) for g in self._gpus),
+                          default=0))  # fmt: skip
 
-    def set_values(self, values: dict[str, Any]) -> None:
+    def chosen(self) -> RememberedChoice:
+        """The controls as a choice (what Apply remembers)."""
+        budget = self.vram.value() * 256 * MIB if self._gpus else None
+        default = self.default_vram_budget() // (256 * MIB) * 256 * MIB
+        return RememberedChoice(
+            n_ctx=self._context_steps()[self.context.value()],
+            kv_type=self.kv_type.currentText(),
+            flash_attn=self.flash_attn.isChecked(),
+            n_gpu_layers=None if self.auto_layers.isChecked() else self.layers.value(),
+            n_cpu_expert_layers=self.experts.value(),
+            vram_budget_bytes=None if budget == default else budget,
+        )
+
+    def values(self) -> dict[str, Any]:
+        return self.chosen().to_dict()
+
+    def set_values(self, choice: RememberedChoice | dict[str, Any]) -> None:
+        if isinstance(choice, dict):
+            choice = RememberedChoice.from_dict({**self.chosen().to_dict(), **choice})
+            if choice is None:
+                return
         self._updating = True
         try:
-            if "vram_budget_bytes" in values:
-                self.vram.setValue(int(values["vram_budget_bytes"]) // (256 * MIB))
+            budget = choice.vram_budget_bytes
+            budget = self.default_vram_budget() if budget is None else budget
+            self.vram.setValue(budget // (256 * MIB))
             steps = self._context_steps()
-            n_ctx = int(values.get("n_ctx", 4096))
+            n_ctx = choice.n_ctx
             self.context.setValue(min(range(len(steps)), key=lambda i: abs(steps[i] - n_ctx)))
-            self.kv_type.setCurrentText(values.get("kv_type", "f16"))
-            self.flash_attn.setChecked(bool(values.get("flash_attn", True)))
-            layers = values.get("n_gpu_layers")
-            self.auto_layers.setChecked(layers is None)
-            if layers is not None:
-                self.layers.setValue(int(layers))
-            self.experts.setValue(int(values.get("n_cpu_expert_layers", 0)))
+            self.kv_type.setCurrentText(choice.kv_type)
+            self.flash_attn.setChecked(choice.flash_attn)
+            self.auto_layers.setChecked(choice.n_gpu_layers is None)
+            if choice.n_gpu_layers is not None:
+                self.layers.setValue(choice.n_gpu_layers)
+            self.experts.setValue(choice.n_cpu_expert_layers)
         finally:
             self._updating = False
         self.update_plan()
@@ -247,33 +310,19 @@ class SettingsPanel(QWidget):
     # -- planning -------------------------------------------------------------------------------
 
     def request(self) -> PlanRequest:
-        cap = self.vram.value() * 256 * MIB
-        gpus = tuple(
-            DeviceBudget(g.id, g.name, g.backend, max(0, min(cap, g.total_bytes)))
-            for g in self._gpus
-        )
-        return PlanRequest(gpus=gpus, host_budget_bytes=self._host_budget)
+        return self._machine.plan_request(vram_budget_bytes=self.chosen().vram_budget_bytes)
 
     def update_plan(self, *_args) -> None:
         if self._updating or self._planner is None:
             return
         started = time.perf_counter()
-        values = self.values()
-        choice = ManualChoice(
-            n_ctx=values["n_ctx"],
-            kv_type=values["kv_type"],
-            flash_attn=values["flash_attn"],
-            n_gpu_layers=values["n_gpu_layers"],
-            n_cpu_expert_layers=values["n_cpu_expert_layers"],
-        )
-        self.plan = plan_manual(self._planner, self.request(), choice)
+        self.plan = plan_manual(self._planner, self.request(), self.chosen().manual_choice)
         self._show(self.plan)
         self.last_update_seconds = time.perf_counter() - started
 
     def _show(self, plan: ManualPlan) -> None:
-        v = self.values()
-        self.vram_label.setText(gib(v["vram_budget_bytes"]))
-        self.context_label.setText(f"{v['n_ctx']:,} tokens")
+        self.vram_label.setText(gib(self.vram.value() * 256 * MIB))
+        self.context_label.setText(f"{self.chosen().n_ctx:,} tokens")
         self.layers.setEnabled(not self.auto_layers.isChecked())
         self._updating = True
         self.layers.setValue(plan.config.n_gpu_layers)
@@ -293,7 +342,10 @@ class SettingsPanel(QWidget):
         self.status.setStyleSheet(f"color: {colour};" if colour else "")
 
     def _status_text(self, plan: ManualPlan) -> str:
-        on_gpu = f"{plan.config.n_gpu_layers} of {plan.n_layers + 1} layers on the GPU"
+        if self._gpus:
+            on_gpu = f"{plan.config.n_gpu_layers} of {plan.n_layers + 1} layers on the GPU"
+        else:
+            on_gpu = "all layers on the CPU"
         if plan.fits:
             gpu = plan.devices[0] if self._gpus else None
             where = (
@@ -312,43 +364,62 @@ class SettingsPanel(QWidget):
                     f"{gib(over)} over the budget on {name}: loading would run out of GPU "
                     "memory and fail, or crowd out other programs"
                 )
+        advice = ["shorten the context"]
+        if plan.config.type_k != KV_TYPES[-1]:
+            advice.append("pick a smaller KV cache type")
+        gpu_over = any(name != "system RAM" for name, _ in plan.over_budget)
+        if gpu_over and plan.config.n_gpu_layers > 0:
+            advice.append("set fewer GPU layers")
+        if any(name == "system RAM" for name, _ in plan.over_budget) and self._gpus:
+            advice.append("put more layers on the GPU")
         return (
-            "Over budget — " + "; ".join(problems) + ". Shorten the context, pick a smaller KV "
-            "cache type, set fewer GPU layers, or press Best fit."
-        )
+            "Over budget — " + "; ".join(problems) + ". To fit: " + ", ".join(advice)
+            + ", or press Best fit."
+        )  # fmt: skip
 
     def best_fit(self) -> None:
         """Let the planner pick everything for the budget, aiming at the current context."""
         if self._planner is None:
             return
-        request = self.request()
-        target = self.values()["n_ctx"]
-
-        result = self._planner.plan(replace(request, target_ctx=target, min_ctx=512))
+        result = best_fit(self._planner, self.request(), self.chosen().n_ctx)
         if result.choice is None:
             self.update_plan()
             self.status.setText(
                 "Nothing fits this budget: " + " ".join(result.reasons or ("raise the budget.",))
             )
             return
-        c = result.choice
-        all_layers = c.n_gpu_layers >= c.n_layers + 1
-        self.set_values(
-            {
-                "n_ctx": c.n_ctx,
-                "kv_type": c.type_k,
-                "flash_attn": c.flash_attn,
-                "n_gpu_layers": None if all_layers else c.n_gpu_layers,
-                "n_cpu_expert_layers": c.n_cpu_expert_layers,
-            }
-        )
+        budget = self.chosen().vram_budget_bytes
+        self.set_values(replace(choice_from(result.choice), vram_budget_bytes=budget))
 
     def apply(self) -> None:
-        """Reload the engine with these settings, and remember them for this file."""
+        """Reload the engine with these settings, and remember them for this file. A plan over
+        budget asks first (what would likely happen), and is remembered only if asked to."""
         if self.plan is None or self._model_path is None:
             return
+        remember = True
+        if not self.plan.fits:
+            answer = self._confirm(self.over_budget_warning())
+            if answer == CANCEL:
+                return
+            remember = answer == LOAD_AND_REMEMBER
         params = self.plan.settings.model_params()
-        if self._store is not None:
-            self._store.put(self._model_path, self.values())
+        if remember and self._store is not None:
+            self._store.put(self._model_path, self.chosen())
         self._bridge.load(params)
         self.applied.emit(params)
+
+    def over_budget_warning(self) -> str:
+        assert self.plan is not None
+        lines = []
+        for name, over in self.plan.over_budget:
+            if name == "system RAM":
+                lines.append(
+                    f"It needs {gib(over)} more than the free system RAM: the computer will "
+                    "likely swap and slow to a crawl, or the load will fail."
+                )
+            else:
+                lines.append(
+                    f"It needs {gib(over)} more than the budget on {name}: the load will likely "
+                    "fail with out-of-memory, or other programs will lose their GPU memory."
+                )
+        return " ".join(lines)

@@ -27,6 +27,7 @@ def create_window(bridge: EngineBridge, model: str | None) -> MainWindow:
     """The main window with the engine started and the first model on its way."""
     window = MainWindow(bridge)
     window.resize(1100, 760)
+    window.machine.refresh()  # detection and the worker's start run side by side
     bridge.start()
     # A model given on the command line gets the same checks as a dropped one; if it is refused,
     # the message stays on screen and the starter model is loaded instead.

@@ -1,9 +1,12 @@
 """Hearth's main window: left navigation, the pages, the File menu, the status bar, and the
 engine's crash and error reports.
 
-Opening a model (File › Open, a drop, `--model`) always goes through `open_model_file`, which reads
-the GGUF header here before the engine is touched: a bad file is refused with a message and the
-loaded model stays loaded.
+Opening a model (File › Open, a drop, `--model`, the Library, start-up, "Load … again", Reload)
+always goes through `open_model_file`, that is through the ModelOpener and the engine's one load
+policy: the GGUF header is read before the engine is touched (a bad file is refused with a message
+and the loaded model stays loaded), and a model is loaded only with settings the planner checked
+against the shared machine snapshot. A model that fits nowhere is not loaded: a banner says what
+it would need and offers the nearest plans that fit.
 """
 
 from __future__ import annotations
@@ -33,26 +36,24 @@ from PySide6.QtWidgets import (
 from app.chat.view import ChatView
 from app.common import banner as b
 from app.common.engine_bridge import EngineBridge
-from app.shell.model_file_check import UnusableModelFile, check_model_file
+from app.common.machine_state import MachineState
+from app.common.model_opener import ModelOpener
 from app.shell.pages import CHAT, LIBRARY, MODEL, PageSpec, default_pages, placeholder_page
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
+from engine.session import LoadDecision, RememberedSettings
 from engine.starter_model import STARTER_LABEL, STARTER_NOTE, is_starter_model
 
 STATE_TEXT = {
-    "stopped": "Engine stopped",
-    "starting": "Starting engine…",
-    "no_model": "No model loaded",
-    "loading": "Loading model…",
-    "idle": "Ready",
-    "generating": "Generating…",
-    "crashed": "Engine crashed",
+    EngineState.STOPPED: "Engine stopped",
+    EngineState.STARTING: "Starting engine…",
+    EngineState.NO_MODEL: "No model loaded",
+    EngineState.LOADING: "Loading model…",
+    EngineState.IDLE: "Ready",
+    EngineState.GENERATING: "Generating…",
+    EngineState.CRASHED: "Engine crashed",
 }
-
-
-def model_params_for(path: str | Path) -> p.ModelParams:
-    """How a model the user opens is loaded, until the planner chooses for the hardware."""
-    return p.ModelParams(path=str(path))
 
 
 def display_name(path: str | Path) -> str:
@@ -64,9 +65,20 @@ def local_files(mime: QMimeData) -> list[Path]:
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, bridge: EngineBridge, *, pages: list[PageSpec] | None = None):
+    def __init__(
+        self,
+        bridge: EngineBridge,
+        *,
+        pages: list[PageSpec] | None = None,
+        machine: MachineState | None = None,
+        remembered: RememberedSettings | None = None,
+    ):
         super().__init__()
         self.bridge = bridge
+        self.machine = machine or MachineState(parent=self)
+        self.opener = ModelOpener(bridge, self.machine, remembered or RememberedSettings(), self)
+        self.opener.unusable.connect(self._on_unusable_file)
+        self.opener.decided.connect(self._on_decided)
         self.setWindowTitle("Hearth")
         self.setAcceptDrops(True)
         self._last_folder = str(Path.home())
@@ -197,35 +209,62 @@ class MainWindow(QMainWindow):
             self.open_model_file(path)
 
     def open_model_file(self, path: str | Path) -> bool:
-        """Check `path` and, if it is a readable GGUF, load it in place of the current model."""
+        """Check `path` and, if it is a readable GGUF, load it in place of the current model as
+        the load policy plans it (once the machine is known). False if the file is unusable."""
         path = Path(path)
-        try:
-            check_model_file(path)
-        except UnusableModelFile as exc:
-            current = self.bridge.model
-            keep = (
-                f"{display_name(current.path)} stays loaded."
-                if current is not None
-                else "Open a .gguf model file with File › Open model… or drag one here."
-            )
-            self.file_banner.show_message(b.ERROR, f"Can't open {path.name}", f"{exc} {keep}")
+        if not self.opener.open(path):
             return False
         self.file_banner.hide()
         self._last_folder = str(path.parent)
-        self.load_model(path)
+        self._show_loading(path, planning=self.machine.snapshot is None)
         return True
 
-    def load_model(self, path: Path) -> None:
-        """Load a file already known to be good (the starter model) without re-checking it,
-        with the settings the Model page chooses for it (remembered, else the best fit)."""
-        model_page = self.page(MODEL) if MODEL in self._page_names else None
-        planned = model_page.params_for(path) if hasattr(model_page, "params_for") else None
-        self._load_params(planned or model_params_for(path))
+    def load_model(self, path: str | Path) -> bool:
+        """The same as open_model_file (the starter model takes the same road)."""
+        return self.open_model_file(path)
 
-    def _load_params(self, params: p.ModelParams) -> None:
-        self.engine_banner.hide()
-        self.bridge.load(params)
-        self._show_loading(Path(params.path))
+    def _on_unusable_file(self, path: Path, message: str) -> None:
+        current = self.bridge.model
+        keep = (
+            f"{display_name(current.path)} stays loaded."
+            if current is not None
+            else "Open a .gguf model file with File › Open model… or drag one here."
+        )
+        self.file_banner.show_message(b.ERROR, f"Can't open {path.name}", f"{message} {keep}")
+        self._restore_model_label()
+
+    def _on_decided(self, decision: LoadDecision) -> None:
+        if decision.fits:
+            self.engine_banner.hide()
+            self._show_loading(decision.path)
+            if decision.notes:
+                self.file_banner.show_message(
+                    b.INFO, f"{display_name(decision.path)}: your settings no longer fit",
+                    " ".join(decision.notes),
+                    actions=[("Model settings", lambda: self.show_page(MODEL))],
+                )  # fmt: skip
+            return
+        actions = [
+            (f"Load {option.path.name}", lambda *_, o=option: self.open_model_file(o.path))
+            for option in decision.options
+        ]
+        actions.append(("Model settings", lambda: self.show_page(MODEL)))
+        current = self.bridge.model
+        stays = f" {display_name(current.path)} stays loaded." if current is not None else ""
+        self.file_banner.show_message(
+            b.ERROR,
+            f"{display_name(decision.path)} does not fit on this computer",
+            decision.refusal() + stays,
+            actions=actions,
+        )
+        self._restore_model_label()
+
+    def _restore_model_label(self) -> None:
+        loaded = self.bridge.model
+        if loaded is not None:
+            self._on_model_loaded(loaded)
+        elif self.bridge.state != EngineState.LOADING:
+            self.model_label.setText("No model loaded")
 
     def explain_no_model(self) -> None:
         self.file_banner.show_message(
@@ -234,8 +273,9 @@ class MainWindow(QMainWindow):
             "Open a .gguf model with File › Open model… or drag one onto the window.",
         )
 
-    def _show_loading(self, path: Path) -> None:
-        self.model_label.setText(f"Loading {_escape(display_name(path))}…")
+    def _show_loading(self, path: Path, *, planning: bool = False) -> None:
+        what = "Looking at your hardware for" if planning else "Loading"
+        self.model_label.setText(f"{what} {_escape(display_name(path))}…")
         self.context_label.clear()
         self.placement_label.clear()
 
@@ -285,7 +325,7 @@ class MainWindow(QMainWindow):
             self.model_label.setText(_escape(name))
             self.chat_view.notice.hide()
         self.model_label.setToolTip(f"{loaded.path}\n{loaded.description}")
-        self.context_label.setText(f"Context {loaded.n_ctx:,} tokens")
+        self.context_label.setText(context_text(loaded))
         self.placement_label.setText(placement_text(loaded))
         self.placement_label.setToolTip("\n".join(loaded.runs_on))
         self.chat_view.assistant_name = (
@@ -303,7 +343,10 @@ class MainWindow(QMainWindow):
         if previous is not None and Path(previous.path) != Path(failed.path):
             actions.insert(
                 0,
-                (f"Load {display_name(previous.path)} again", lambda: self._load_params(previous)),
+                (
+                    f"Load {display_name(previous.path)} again",
+                    lambda: self.open_model_file(previous.path),
+                ),
             )
         self.engine_banner.show_message(
             b.ERROR,
@@ -340,11 +383,13 @@ class MainWindow(QMainWindow):
         )
 
     def reload_engine(self) -> None:
+        """A fresh worker, and the model again as the load policy plans it now (memory may have
+        changed since it was loaded)."""
         self.engine_banner.hide()
         params = self.bridge.reload_params()
-        self.bridge.reload()
+        self.bridge.restart()
         if params is not None:
-            self._show_loading(Path(params.path))
+            self.open_model_file(params.path)
 
     def _on_state_changed(self, state: str) -> None:
         self.state_label.setText(STATE_TEXT.get(state, state))
@@ -358,6 +403,12 @@ def _escape(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def context_text(loaded: p.ModelLoaded) -> str:
+    """ "Context 8,192 tokens · KV f16": what the loaded model really has."""
+    kv = loaded.type_k if loaded.type_k == loaded.type_v else f"{loaded.type_k}/{loaded.type_v}"
+    return f"Context {loaded.n_ctx:,} tokens · KV {kv}"
+
+
 def placement_text(loaded: p.ModelLoaded) -> str:
     """ "CUDA0 · 32/32 layers · flash attention on": where the model runs, from llama.cpp's own
     buffers, so a GPU build that fell back to the CPU is visible at a glance."""
@@ -366,4 +417,5 @@ def placement_text(loaded: p.ModelLoaded) -> str:
     if loaded.n_gpu_layers:
         parts.append(f"{loaded.n_gpu_layers}/{loaded.n_layers} layers on the GPU")
     parts.append(f"flash attention {loaded.flash_attn}")
+    parts.append(loaded.engine)
     return " · ".join(parts)

@@ -64,7 +64,7 @@ def _chat_page(window: PageHost) -> QWidget:
 def _model_page(window: PageHost) -> QWidget:
     from app.model.page import ModelSettingsPage
 
-    return ModelSettingsPage(window.bridge)
+    return ModelSettingsPage(window.bridge, window.machine, opener=window.opener)
 
 
 def _library_page(window: PageHost) -> QWidget:
@@ -89,7 +89,7 @@ def _hardware_page(window: PageHost) -> QWidget:
         from app.hardware.panel import HardwarePanel
     except ImportError:
         return placeholder_page(HARDWARE, "The hardware panel is not available in this build.")
-    return HardwarePanel()
+    return HardwarePanel(machine=window.machine)
 
 
 def default_pages() -> list[PageSpec]:

@@ -12,18 +12,17 @@ model. The fallback order is in `engine.chat.prompt`; this module gives the piec
 - `apply_builtin_template(name, messages)`: format a conversation with one of them, and
   `apply_matching_builtin(source, messages)` with the one recognised in a template's text.
 
-llama_cpp is imported inside the functions that call it, so the rest of engine.chat can be used
-without the compiled engine.
+The calls into llama.cpp live at its boundary (engine/llama/templates.py), which imports llama_cpp
+only when called, so the rest of engine.chat can be used without the compiled engine.
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from engine.chat.errors import ChatTemplateError, builtin_failure
+from engine.llama.templates import apply_template, builtin_names
 
 DEFAULT_BUILTIN = "chatml"
 
@@ -116,17 +115,7 @@ _PROBE = (
 
 def builtin_template_names() -> list[str]:
     """The names llama.cpp knows, e.g. ["bailing", ..., "chatml", ..., "zephyr"]."""
-    return list(_builtin_names())
-
-
-@functools.cache
-def _builtin_names() -> tuple[str, ...]:
-    import llama_cpp
-
-    count = llama_cpp.llama_chat_builtin_templates(None, 0)
-    names = (ctypes.c_char_p * count)()
-    llama_cpp.llama_chat_builtin_templates(names, count)
-    return tuple(name.decode("utf-8") for name in names)
+    return list(builtin_names())
 
 
 def builtin_template_for(architecture: str | None, model_name: str | None = None) -> str:
@@ -157,11 +146,11 @@ def builtin_template_matching(source: str) -> str | None:
     picked, so each built-in is tried on a probe conversation and the one that formats it
     exactly as the template text does is the answer.
     """
-    target = _apply(source.encode("utf-8", "replace"), _PROBE, True)
+    target = apply_template(source.encode("utf-8", "replace"), _PROBE, True)
     if target is None:
         return None
-    for name in _builtin_names():
-        if _apply(name.encode(), _PROBE, True) == target:
+    for name in builtin_names():
+        if apply_template(name.encode(), _PROBE, True) == target:
             return name
     return None
 
@@ -176,7 +165,7 @@ def apply_matching_builtin(
     if name is None:
         return None
     turns = [_turn(message) for message in messages]
-    prompt = _apply(source.encode("utf-8", "replace"), turns, add_generation_prompt)
+    prompt = apply_template(source.encode("utf-8", "replace"), turns, add_generation_prompt)
     return (prompt, name) if prompt is not None else None
 
 
@@ -184,15 +173,15 @@ def apply_builtin_template(
     name: str, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True
 ) -> str:
     """Format `messages` with the built-in format `name` (one of `builtin_template_names()`)."""
-    if name not in _builtin_names():
+    if name not in builtin_names():
         raise ChatTemplateError(
             f"There is no built-in chat format called '{name}'. "
-            f"Choose one of: {', '.join(_builtin_names())}.",
+            f"Choose one of: {', '.join(builtin_names())}.",
             reason=f"there is no built-in chat format called '{name}'",
             kind="builtin",
         )
     turns = [_turn(message) for message in messages]
-    result = _apply(name.encode(), turns, add_generation_prompt)
+    result = apply_template(name.encode(), turns, add_generation_prompt)
     if result is None:
         raise builtin_failure(name, "llama.cpp did not recognise it")
     return result
@@ -211,30 +200,3 @@ def _turn(message: Mapping[str, Any]) -> tuple[str, str]:
             kind="builtin",
         )
     return role, content
-
-
-def _c_text(text: str) -> bytes:
-    # C strings end at the first NUL, which would silently cut a message short
-    return text.encode("utf-8", "replace").replace(b"\x00", b"")
-
-
-def _apply(template: bytes, turns: Sequence[tuple[str, str]], add_assistant: bool) -> str | None:
-    """llama_chat_apply_template, with the buffer grown to fit; None if llama.cpp does not know
-    the template."""
-    import llama_cpp
-
-    encoded = [(_c_text(role), _c_text(content)) for role, content in turns]
-    chat = (llama_cpp.llama_chat_message * len(encoded))()
-    for slot, (role, content) in zip(chat, encoded, strict=True):
-        slot.role, slot.content = role, content  # `encoded` keeps the bytes alive
-    size = 2 * sum(len(role) + len(content) for role, content in encoded) + 256
-    while True:
-        buffer = ctypes.create_string_buffer(size)
-        written = llama_cpp.llama_chat_apply_template(
-            template, chat, len(encoded), add_assistant, buffer, size
-        )
-        if written < 0:
-            return None
-        if written <= size:
-            return buffer.raw[:written].decode("utf-8", "replace")
-        size = written

@@ -47,8 +47,21 @@ def format_chat_prompt(
     model_name: str | None = None,
     timeout_s: float = DEFAULT_TIMEOUT_S,
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+    builtin: str | None = None,
 ) -> tuple[str, str]:
-    """(prompt, description of the template used). See the module docstring for the order."""
+    """(prompt, description of the template used). See the module docstring for the order;
+    `builtin` names a llama.cpp built-in format chosen by the person, used instead."""
+    if builtin:
+        try:
+            prompt = apply_builtin_template(builtin, messages, add_generation_prompt)
+        except ImportError:
+            raise ChatTemplateError(
+                "The built-in chat formats need llama-cpp-python, which is not installed; "
+                "reinstall Hearth.",
+                reason="llama-cpp-python is not installed",
+                kind="builtin",
+            ) from None
+        return prompt, f"llama.cpp's built-in '{builtin}' format, chosen for this model"
     failure: ChatTemplateError | None = None
     if template_source and template_source.strip():
         try:

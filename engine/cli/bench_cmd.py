@@ -13,10 +13,11 @@ import json
 import platform
 import sys
 
-from engine.benchmark.baseline_load import measure_in_child
 from engine.benchmark.hearth_run import BenchConfig, BenchFailed, HearthBench
 from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_llama_bench
 from engine.benchmark.report import compare, format_table
+from engine.enums import KV_TYPES
+from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
 
 
@@ -26,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", type=int, default=512, help="prefill prompt length")
     parser.add_argument("--decode", type=int, nargs="+", default=[128, 1024])
     parser.add_argument("--depth", type=int, default=8192, help="0 skips the depth test")
-    parser.add_argument("--kv", default="f16", choices=["f16", "q8_0", "q4_0"])
+    parser.add_argument("--kv", default="f16", choices=list(KV_TYPES))
     parser.add_argument("--flash-attn", default="on", choices=["on", "off"])
     parser.add_argument("--gpu-layers", type=int, default=-1)
     parser.add_argument("--threads", type=int, default=0, help="0: physical cores")

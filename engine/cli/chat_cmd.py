@@ -10,6 +10,7 @@ import argparse
 import sys
 
 from engine.cli.chat_commands import EXIT, HELP, HELP_TEXT, UNKNOWN, WELCOME, chat_command
+from engine.cli.planning import add_load_arguments, machine_with_engine, plan_from_command_line
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.starter_model import STARTER_NOTE, starter_model_path
@@ -23,8 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", help="answer this one message and exit")
     parser.add_argument("--system", help="system prompt")
     parser.add_argument("--raw", action="store_true", help="send --prompt as is, no chat template")
-    parser.add_argument("--ctx", type=int, default=4096, help="context length in tokens")
-    parser.add_argument("--gpu-layers", type=int, default=-1, help="layers on the GPU (-1: all)")
+    add_load_arguments(parser)
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--temp", type=float, default=0.7, help="temperature; 0 = greedy")
     parser.add_argument("--seed", type=int, default=p.SamplingParams().seed)
@@ -51,9 +51,13 @@ def run(args: argparse.Namespace) -> int:
     client = EngineClient(events)
     client.start()
     try:
-        client.load(
-            p.ModelParams(path=str(model_path), n_ctx=args.ctx, n_gpu_layers=args.gpu_layers)
-        )
+        # The worker says at start whether this engine can offload to a GPU: the plan needs it.
+        ready = events.wait_for(p.Ready, EngineCrashed, timeout=LOAD_TIMEOUT_S)
+        machine = machine_with_engine(ready if isinstance(ready, p.Ready) else None)
+        decision = plan_from_command_line(model_path, args, machine, err=sys.stderr)
+        if decision is None:
+            return 1
+        client.load(decision.params)
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=LOAD_TIMEOUT_S)
         if not isinstance(loaded, p.ModelLoaded):
             print(_failure_text(loaded), file=sys.stderr)

@@ -13,7 +13,8 @@ import json
 import sys
 
 from engine.gguf import GGUFError, ModelInfo, read_model_info
-from engine.gguf.summary import human_bytes, summary_lines, to_dict
+from engine.gguf.summary import summary_lines, to_dict
+from engine.units import format_bytes
 
 HUB_PREFIX = "hf://"
 LOCAL_DEADLINE_S = 10.0
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         print()
         for t in info.tensors:
             shape = " x ".join(map(str, t.shape))
-            print(f"  {t.name:<48} {t.type_name:<8} {shape:<24} {human_bytes(t.n_bytes):>10}")
+            print(f"  {t.name:<48} {t.type_name:<8} {shape:<24} {format_bytes(t.n_bytes):>10}")
     if args.engine:
         from engine.cli.engine_check import report_engine_placement
 

@@ -2,8 +2,9 @@
 
 Each MODEL is a local .gguf or hf://OWNER/REPO/FILE.gguf (read with ranged requests, header
 only); several MODELs are candidate files of one model (quantizations) to choose among. The
-devices are detected, or, with --vram, one CUDA GPU with that much free memory is assumed (to
-plan for another card). Exit status: 0 when the plan fits, 1 when nothing fits (the nearest
+devices are detected with their free memory now (the GPUs' less a safety margin, and the free
+RAM), or, with --vram, one CUDA GPU with that much free memory is assumed (to plan for another
+card), and --ram sets the RAM. Exit status: 0 when the plan fits, 1 when nothing fits (the nearest
 options are printed), 2 when a file cannot be read.
 """
 
@@ -15,9 +16,9 @@ import sys
 from typing import TextIO
 
 from engine.cli.info_cmd import read
+from engine.enums import KV_TYPES
 from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
-from engine.planner.kv_cache import KV_TYPES
 from engine.planner.records import PREFERENCES
 
 GIB = 1024**3
@@ -63,10 +64,11 @@ def build_request(args: argparse.Namespace) -> PlanRequest:
         budget = max(0, free - safety_margin(free))
         gpu = DeviceBudget("gpu0", f"{args.vram:g} GiB GPU", args.backend, budget, args.bandwidth)
         return PlanRequest(gpus=(gpu,), **options)
-    from engine.hardware import detect_devices
-    from engine.planner import request_for_devices
+    from engine.session import snapshot_machine
 
-    return request_for_devices(detect_devices(), **options)
+    # This machine as it is now: the GPUs' free memory and the free RAM (the same question the
+    # window asks; --ram and --vram override it for planning another machine).
+    return snapshot_machine().plan_request(**options)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,18 +8,10 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from engine.gguf.values import GGUFArray
+from engine.units import format_bytes
 
 if TYPE_CHECKING:
     from engine.gguf.model_info import ModelInfo, PerLayer
-
-
-def human_bytes(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    raise AssertionError("unreachable")
 
 
 def human_count(n: int) -> str:
@@ -47,7 +39,7 @@ def summary_lines(info: ModelInfo) -> list[str]:
         lines.append(f"  {label + ':':<16}{text}")
 
     order = "little-endian" if info.byte_order == "little" else "big-endian"
-    add("file", f"{info.source} (GGUF v{info.version}, {order}, {human_bytes(info.file_size)})")
+    add("file", f"{info.source} (GGUF v{info.version}, {order}, {format_bytes(info.file_size)})")
     if info.is_split:
         add("split", f"part {(info.split_no or 0) + 1} of {info.split_count}")
     quant = info.quant_name or "unknown"
@@ -55,12 +47,12 @@ def summary_lines(info: ModelInfo) -> list[str]:
         quant += f" (file type {info.file_type})"
     add("quantization", quant)
     add("parameters", human_count(info.parameter_count))
-    in_layers = human_bytes(sum(info.layer_weight_bytes))
-    outside = human_bytes(info.nonlayer_weight_bytes)
+    in_layers = format_bytes(sum(info.layer_weight_bytes))
+    outside = format_bytes(info.nonlayer_weight_bytes)
     n_layers = len(info.layer_weight_bytes)
     add(
         "weights",
-        f"{human_bytes(info.weight_bytes)} ({in_layers} in {n_layers} layers, {outside} outside)",
+        f"{format_bytes(info.weight_bytes)} ({in_layers} in {n_layers} layers, {outside} outside)",
     )
     if info.context_length:
         add("context", f"{info.context_length} tokens")

@@ -6,7 +6,7 @@
     reconcile(devices, engine_view) -> list[DeviceStatus]
     UsageSampler(devices).sample()                   live VRAM and utilisation, at most 1 Hz
 
-Inside the engine worker (llama.cpp loaded): `engine.hardware.llama_devices.list_engine_devices`.
+Inside the engine worker (llama.cpp loaded): `engine.llama.devices.list_engine_devices`.
 Nothing here loads llama.cpp, NVML or amdsmi at import time.
 """
 

@@ -108,7 +108,7 @@ def detect(
         run.done.wait(max(end - time.perf_counter(), 0.0))
     reports = {run.name: run.report(timeout_s) for run in runs}
     found = {run.name: run.result.devices for run in runs if run.done.is_set() and run.result}
-    devices = merge(found, reports, on_pci_bus)
+    devices = merge(found, reports, on_pci_bus, host)
     notes = tuple(
         f"The {r.name} probe did not answer within {timeout_s:.1f} s; what it would have found "
         "is missing or incomplete."
@@ -132,6 +132,7 @@ def merge(
     found: Mapping[str, tuple[Device, ...]],
     reports: Mapping[str, ProbeReport],
     on_pci_bus: list[pci_scan.PciGpu],
+    host: Host | None = None,
 ) -> list[Device]:
     """One record per physical device: vendor probes first, then Vulkan for vendors they did not
     cover, then PCI placeholders for GPUs nobody described."""
@@ -156,7 +157,7 @@ def merge(
         devices.append(pci_scan.placeholder(gpu, _why_unseen(gpu.vendor, reports)))
 
     if not any(d.kind == CPU for d in devices):
-        devices.append(_fallback_cpu(reports))
+        devices.append(_fallback_cpu(host or Host(), reports))
 
     def order(d: Device) -> tuple[int, int, str]:
         return (KIND_ORDER.get(d.kind, 1), VENDOR_ORDER.get(d.vendor, 9), d.pci_bus_id or d.id)
@@ -174,10 +175,19 @@ def _why_unseen(vendor: str, reports: Mapping[str, ProbeReport]) -> str:
     return f"Seen on the PCI bus only; {probe_name} probe {report.status}: {report.message}"
 
 
-def _fallback_cpu(reports: Mapping[str, ProbeReport]) -> Device:
+def _fallback_cpu(host: Host, reports: Mapping[str, ProbeReport]) -> Device:
     report = reports.get("cpu")
     why = f"cpu probe {report.status}: {report.message}" if report else "the cpu probe did not run"
     logical = os.cpu_count()
+    # The memory, at least: without it a plan could not check RAM at all and would call a model
+    # that fits nowhere a fit (seen when the probe timed out on a busy machine).
+    total = free = None
+    try:
+        memory = host.load_psutil().virtual_memory()
+        total, free = int(memory.total), int(memory.available)
+    except Exception:
+        pass
+    unknown = "Memory and instruction sets" if free is None else "Instruction sets"
     return Device(
         id="cpu",
         vendor="other",
@@ -185,7 +195,9 @@ def _fallback_cpu(reports: Mapping[str, ProbeReport]) -> Device:
         kind=CPU,
         backends=("cpu",),
         source="os",
+        total_bytes=total,
+        free_bytes=free,
         cpu=CpuDetails(None, logical),
         locator="cpu",
-        notes=(f"Memory and instruction sets unknown: {why}",),
+        notes=(f"{unknown} unknown: {why}",),
     )

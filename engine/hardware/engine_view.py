@@ -1,7 +1,7 @@
 """The installed engine's own view of the hardware, asked for from a short-lived child process.
 
 The GUI process never loads llama.cpp (a driver fault there would take the window down), so
-`probe_engine_devices` runs `python -m engine.hardware.engine_probe`, which loads llama.cpp,
+`probe_engine_devices` runs `python -m engine.llama.probe`, which loads llama.cpp,
 lists its backends and devices and prints them as JSON. Any failure (no llama_cpp, a crash, a
 hang, unreadable output) comes back as an `EngineView` whose `error` says what happened.
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 from engine.child_process import module_command
 
-ENGINE_PROBE_MODULE = "engine.hardware.engine_probe"
+ENGINE_PROBE_MODULE = "engine.llama.probe"
 DEFAULT_PROBE_TIMEOUT_S = 10.0
 
 

@@ -172,11 +172,3 @@ def normalize_pci_bus_id(bus_id: str | bytes | None) -> str | None:
     except ValueError:
         return text
     return f"{domain}:{bus}:{rest}"
-
-
-def format_bytes(n: int | None) -> str:
-    if n is None:
-        return "?"
-    if n >= GIB:
-        return f"{n / GIB:.1f} GiB"
-    return f"{n / 1024**2:.0f} MiB"

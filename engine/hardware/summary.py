@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from engine.hardware.engine_view import EngineView
-from engine.hardware.records import CPU, Device, format_bytes
+from engine.hardware.records import CPU, Device
+from engine.units import format_bytes
 
 
 def memory_phrase(device: Device, free: int | None = None, total: int | None = None) -> str:

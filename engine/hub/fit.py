@@ -14,7 +14,8 @@ from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.gguf.remote import HubFileSource
 from engine.hub.catalog import ModelFile
 from engine.hub.split_info import merge_split_infos
-from engine.planner import Plan, PlanRequest, plan
+from engine.planner import Plan, Planner, PlanRequest
+from engine.session import best_fit
 
 FITS = "fits"
 FITS_WITH_OFFLOAD = "offload"
@@ -77,8 +78,10 @@ def fit_badge(
         info = remote_model_info(model, endpoint=endpoint, token=token)
     except GGUFError as exc:
         return FitBadge(UNKNOWN, "Unknown", f"Could not read the header: {exc}")
-    return badge_for_plan(plan(info, request), request)
+    return local_fit_badge(info, request)
 
 
 def local_fit_badge(info: ModelInfo, request: PlanRequest) -> FitBadge:
-    return badge_for_plan(plan(info, request), request)
+    """What the load policy would do with this file on this machine (engine.session), so the
+    badge and the Model page never disagree."""
+    return badge_for_plan(best_fit(Planner(info), request), request)

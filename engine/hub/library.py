@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.files import write_json_atomic
 from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.hub.catalog import quant_of
-from engine.hub.settings import write_json_atomic
 from engine.hub.split_info import merge_split_infos
 
 INDEX_VERSION = 1

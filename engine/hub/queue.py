@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engine.files import write_json_atomic
 from engine.hub.catalog import ModelFile
 from engine.hub.control import CANCEL, PAUSE, StopFlag
 from engine.hub.download import Downloader, RetryPolicy, part_path
 from engine.hub.paths import library_path
 from engine.hub.records import DownloadError, DownloadStopped, Progress, RemoteFile
-from engine.hub.settings import write_json_atomic
 
 QUEUED = "queued"
 DOWNLOADING = "downloading"

@@ -6,10 +6,10 @@ The models folder defaults to `<data folder>/models` (engine/paths.py says where
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from engine.files import write_json_atomic
 from engine.paths import data_dir
 
 SETTINGS_VERSION = 1
@@ -65,11 +65,3 @@ def save_settings(settings: HubSettings, path: Path | None = None) -> None:
         "scan_hf_cache": settings.scan_hf_cache,
     }
     write_json_atomic(path, data)
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    """Write-then-rename, so a crash mid-write leaves the previous file, never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
-    os.replace(tmp, path)

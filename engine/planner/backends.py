@@ -29,6 +29,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine.enums import KV_TYPES
+
 MIB = 1024 * 1024
 GIB = 1024 * MIB
 
@@ -50,8 +52,8 @@ class BackendProfile:
     calibrated: bool
 
 
-_MATCHING_PAIRS = frozenset({("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0")})
-_ALL_PAIRS = frozenset((k, v) for k in ("f16", "q8_0", "q4_0") for v in ("f16", "q8_0", "q4_0"))
+_MATCHING_PAIRS = frozenset((kv, kv) for kv in KV_TYPES)
+_ALL_PAIRS = frozenset((k, v) for k in KV_TYPES for v in KV_TYPES)
 # ggml-cuda/fattn.cu, ggml_cuda_get_best_fattn_kernel: head sizes with a kernel (K == V).
 _CUDA_FA_DIMS = frozenset({40, 64, 72, 80, 96, 112, 128, 256})
 

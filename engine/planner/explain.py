@@ -21,12 +21,13 @@ from engine.planner.records import (
 )
 from engine.planner.search import Candidate, Search, rank_key
 from engine.planner.settings import LoadSettings, expert_override_pattern
+from engine.units import format_bytes
 
 GIB = 1024**3
 
 
 def gib(n: int) -> str:
-    return f"{n / GIB:.2f} GiB"
+    return format_bytes(n, 2, "GiB")
 
 
 def choice_of(profile: ModelProfile, config: Config) -> Choice:

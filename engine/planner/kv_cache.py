@@ -21,7 +21,6 @@ from __future__ import annotations
 from engine.planner.backends import BackendProfile
 from engine.planner.profile import KVLayer
 
-KV_TYPES = ("f16", "q8_0", "q4_0")
 _BLOCK = {"f16": (1, 2), "q8_0": (32, 34), "q4_0": (32, 18), "f32": (1, 4)}
 CTX_PAD = 256
 

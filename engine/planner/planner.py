@@ -14,10 +14,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from engine.enums import KV_TYPES
 from engine.gguf import ModelInfo
 from engine.planner.backends import BACKENDS
 from engine.planner.explain import build_plan, with_cpu_offload_alternative
-from engine.planner.kv_cache import KV_TYPES
 from engine.planner.profile import ModelProfile
 from engine.planner.profile_dims import build_profile
 from engine.planner.records import PREFERENCES, DeviceBudget, Plan, PlanRequest
@@ -93,10 +93,12 @@ def request_for_devices(
     *,
     vram_bytes: int | None = None,
     margin_bytes: int | None = None,
+    vram_budget_bytes: int | None = None,
     **options,
 ) -> PlanRequest:
     """A PlanRequest for detected devices (engine.hardware.Device): each GPU's budget is its
-    free memory (or `vram_bytes`, to plan for another card) minus the safety margin; host RAM
+    free memory (or `vram_bytes`, to plan for another card) minus the safety margin, or
+    `vram_budget_bytes` as it is (a budget the person chose, at most the card's total); host RAM
     is the CPU device's free memory."""
     gpus: list[DeviceBudget] = []
     host_budget = None
@@ -114,13 +116,16 @@ def request_for_devices(
         if free is None:
             continue
         margin = margin_bytes if margin_bytes is not None else safety_margin(device.total_bytes)
+        budget = max(0, free - margin)
+        if vram_budget_bytes is not None:
+            budget = max(0, min(vram_budget_bytes, device.total_bytes or vram_budget_bytes))
         backend = next((b for b in device.backends if b != "cpu"), "cuda")
         gpus.append(
             DeviceBudget(
                 id=device.id,
                 name=device.name,
                 backend=backend,
-                budget_bytes=max(0, free - margin),
+                budget_bytes=budget,
                 bandwidth_gbps=device.memory_bandwidth_gbps,
             )
         )

@@ -6,6 +6,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.enums import KV_TYPES
 from engine.planner.settings import LoadSettings
 
 PREFERENCES = ("quality", "context", "speed")
@@ -34,7 +35,7 @@ class PlanRequest:
     target_ctx: int | None = None  # None: the model's training context
     min_ctx: int = 2048
     preference: str = "quality"  # "quality", "context" or "speed"
-    kv_types: tuple[str, ...] = ("f16", "q8_0", "q4_0")
+    kv_types: tuple[str, ...] = KV_TYPES
     flash_attn: str = "auto"  # "on", "off" or "auto" (the planner picks)
     n_ubatch: int = 512
     n_batch: int = 2048

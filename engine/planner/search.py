@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from engine.enums import KV_TYPES
 from engine.planner.backends import BACKENDS, BackendProfile, backend
 from engine.planner.kv_cache import CTX_PAD, pad_to, type_fits_width
 from engine.planner.memory import Config, MemoryEstimate, estimate, layer_counts, layer_ranges
@@ -22,9 +23,9 @@ from engine.planner.records import PlanRequest, min_tokens_per_second
 from engine.planner.speed import bytes_read_per_token, tokens_per_second
 
 DEFAULT_TARGET_CTX = 32768  # when the request names none: the training context, at most this
-KV_RANK = {"f16": 2, "q8_0": 1, "q4_0": 0}
+KV_RANK = {kv: len(KV_TYPES) - 1 - i for i, kv in enumerate(KV_TYPES)}  # f16 best
 SPEED_STEP = 1.03  # speeds within one step of each other rank as equal
-KV_PAIRS = (("f16", "f16"), ("q8_0", "q8_0"), ("q4_0", "q4_0"))  # matching pairs only
+KV_PAIRS = tuple((kv, kv) for kv in KV_TYPES)  # matching pairs only
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ The fields map one to one onto llama.cpp's parameters (include/llama.h):
     n_outputs_max           llama_context_params.n_outputs_max (0: n_batch)
     use_mmap                llama_model_params.load_mode (MMAP when true, NONE when false)
 
-`model_params()` gives the engine's ModelParams (engine/runtime/llama_driver.py sets the C
+`model_params()` gives the engine's ModelParams (engine/llama/driver.py sets the C
 fields from it). The worker always reserves logits for one output per batch (n_outputs_max = 1),
 which is why plans model lean outputs by default.
 """

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import accumulate
 
+from engine.enums import KV_TYPES
 from engine.planner.backends import BackendProfile
 from engine.planner.kv_cache import pad_to, row_bytes
 from engine.planner.profile import ModelProfile
@@ -122,6 +123,6 @@ def warm_tables(profile: ModelProfile, backends) -> None:
         profile.input_bytes(backend)
         profile.output_bytes(backend)
         profile.output_matrix_bytes(backend)
-        for kv_type in ("f16", "q8_0", "q4_0"):
+        for kv_type in KV_TYPES:
             for v_trans in (False, True):
                 kv_tables(profile, kv_type, kv_type, v_trans, backend)

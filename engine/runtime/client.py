@@ -141,6 +141,9 @@ class EngineClient:
         max_tokens: int = 512,
         stop: tuple[str, ...] = (),
         ignore_eos: bool = False,
+        overflow: str = "stop",
+        reply_room: int = 0,
+        chat_format: str = "",
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
         request_id = self._next_request_id
@@ -155,6 +158,9 @@ class EngineClient:
                 max_tokens=max_tokens,
                 stop=tuple(stop),
                 ignore_eos=ignore_eos,
+                overflow=overflow,
+                reply_room=reply_room,
+                chat_format=chat_format,
             )
         )
         return request_id

@@ -11,12 +11,16 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from engine.runtime import llama_driver as llama
+from engine.chat.context_fit import ContextOverflow, fit_conversation
+from engine.enums import EngineState, Overflow, StopReason
+from engine.llama import driver as llama
+from engine.llama.log import BufferAllocation
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, Stopped, generate
+from engine.runtime.to_llama import context_settings, model_settings
 
 
 class Engine:
@@ -27,9 +31,9 @@ class Engine:
         self._stop = threading.Event()
         self._session: Session | None = None
         self._weights: _Weights | None = None  # how the loaded weights came to be there
-        self._state = "no_model"
+        self._state = EngineState.NO_MODEL
         self._template_note = ""
-        from engine.runtime.llama_log import LlamaLog
+        from engine.llama.log import LlamaLog
 
         self._log = LlamaLog()  # before the backends load, so their lines go through it too
         llama.init_backend()
@@ -73,7 +77,7 @@ class Engine:
 
     def failure_event(self, command: Any, message: str) -> Any:
         """The event that tells the GUI a command failed, in the form it waits for."""
-        self._state = "idle" if self._session else "no_model"
+        self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
         if isinstance(command, p.Generate):
             return p.GenerationFailed(request_id=command.request_id, message=message)
         if isinstance(command, p.Load):
@@ -86,7 +90,7 @@ class Engine:
         context is made anew: applying a new context length takes a fraction of a second
         instead of reading gigabytes of weights again."""
         session, self._session = self._session, None
-        self._state = "loading"
+        self._state = EngineState.LOADING
         if session is not None and _same_weights(session.model.params, params, self._weights):
             session.close_context()
             model, weights = session.model, self._weights
@@ -111,21 +115,21 @@ class Engine:
         try:
             if model is None:
                 used_before = _device_used()
-                model = llama.Model(params)
+                model = llama.Model(model_settings(params))
                 weights = _Weights(
                     file=_file_identity(params.path),
                     device_used_before=used_before,
                     allocations=self._log.take_allocations(),
                     tensors_in_ram=self._log.take_overridden(),
                 )
-            ctx = llama.Context(model, params)
+            ctx = llama.Context(model, context_settings(params))
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
                 if handle is not None:
                     handle.close()
             self._weights = None
-            self._state = "no_model"
+            self._state = EngineState.NO_MODEL
             self._send(p.LoadFailed(path=params.path, message=str(exc)))
             return
         load_seconds = time.perf_counter() - started
@@ -133,7 +137,7 @@ class Engine:
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = Session(model=model, ctx=ctx)
-        self._state = "idle"
+        self._state = EngineState.IDLE
         template = model.chat_template()
         self._template_note = "the model's own" if template else "llama.cpp built-in"
         self._send(
@@ -150,7 +154,7 @@ class Engine:
                 chat_template=self._template_note,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
-                allocations=allocations,
+                allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
                 runs_on=_devices_holding(allocations),
                 tensors_in_ram=weights.tensors_in_ram,
                 device_used_delta=tuple(
@@ -159,6 +163,10 @@ class Engine:
                     if name in used_after
                 ),
                 weights_kept=kept,
+                own_chat_template=bool(template),
+                **_format_choices(model, bool(template)),
+                type_k=params.type_k,
+                type_v=params.type_v,
             )
         )
 
@@ -173,7 +181,7 @@ class Engine:
         self._weights = None
         if session is not None:
             session.close()
-        self._state = "no_model"
+        self._state = EngineState.NO_MODEL
         if not quiet:
             self._send(p.Unloaded())
 
@@ -184,7 +192,7 @@ class Engine:
             self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
             return
         self._stop.clear()
-        self._state = "generating"
+        self._state = EngineState.GENERATING
         try:
             prompt = self._prompt_tokens(session, command)
             outcome = generate(
@@ -201,9 +209,11 @@ class Engine:
         except Stopped:
             self._send(
                 p.GenerationDone(
-                    request_id=rid, stop_reason="stopped", stats=_no_stats(received_at)
+                    request_id=rid, stop_reason=StopReason.STOPPED, stats=_no_stats(received_at)
                 )
             )
+        except ContextOverflow as exc:
+            self._send(p.GenerationFailed(request_id=rid, message=str(exc), context_full=True))
         except (llama.EngineError, ValueError) as exc:
             self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
         else:
@@ -213,7 +223,7 @@ class Engine:
                 )
             )
         finally:
-            self._state = "idle" if self._session else "no_model"
+            self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
 
     def _prompt_tokens(self, session: Session, command: p.Generate) -> list[int]:
         model = session.model
@@ -226,17 +236,50 @@ class Engine:
             return model.tokenize(command.prompt, add_special=True)
         if not command.messages:
             raise ValueError("Nothing to answer: the conversation is empty.")
+        n_ctx = session.ctx.info.n_ctx
+        reply_room = command.reply_room or min(command.max_tokens, n_ctx // 4)
+        rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
+
+        def count(messages: list) -> int:
+            rendered[len(messages)] = self._chat_tokens(session, messages, command.chat_format)
+            return len(rendered[len(messages)])
+
+        fitted = fit_conversation(
+            list(command.messages),
+            count,
+            n_ctx - reply_room,
+            drop_oldest=command.overflow == Overflow.DROP_OLDEST,
+        )
+        if fitted.dropped:
+            self._send(
+                p.PromptFitted(
+                    request_id=command.request_id,
+                    n_prompt_tokens=fitted.n_tokens,
+                    messages_dropped=fitted.dropped,
+                )
+            )
+        return rendered[len(fitted.messages)]
+
+    def _chat_tokens(
+        self, session: Session, messages: list[p.ChatMessage], chat_format: str = ""
+    ) -> list[int]:
+        """`messages` with the model's chat template (or the chosen format) applied, as tokens."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
+        model = session.model
+        if chat_format == p.PLAIN_COMPLETION:
+            # A base model continues text: the conversation is one document, no roles.
+            return model.tokenize("".join(m.content for m in messages), add_special=True)
         try:
             text, how = format_chat_prompt(
-                model.chat_template(),
-                [{"role": m.role, "content": m.content} for m in command.messages],
+                None if chat_format else model.chat_template(),
+                [{"role": m.role, "content": m.content} for m in messages],
                 architecture=model.meta("general.architecture"),
                 model_name=model.meta("general.name"),
                 bos_token=model.bos_text(),
                 eos_token=model.eos_text(),
                 add_generation_prompt=True,
+                builtin=chat_format or None,
             )
         except ChatTemplateError as exc:
             raise ValueError(str(exc)) from None
@@ -273,7 +316,7 @@ class Engine:
         session = self._session
         devices: tuple[p.DeviceMemory, ...] = ()
         try:
-            from engine.hardware.llama_devices import list_engine_devices
+            from engine.llama.devices import list_engine_devices
 
             devices = tuple(
                 p.DeviceMemory(
@@ -301,7 +344,7 @@ class _Weights:
 
     file: tuple[int, int]
     device_used_before: dict[str, int]
-    allocations: tuple[p.BufferAllocation, ...]
+    allocations: tuple[BufferAllocation, ...]
     tensors_in_ram: tuple[str, ...]
 
 
@@ -340,7 +383,7 @@ def _layers_on_gpu(asked: int, n_layers: int) -> int:
     return n_layers if asked < 0 else min(asked, n_layers)
 
 
-def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, ...]:
+def _devices_holding(allocations: tuple[BufferAllocation, ...]) -> tuple[str, ...]:
     """The devices that hold weights or KV cache, GPUs first, each with its description."""
     names: list[str] = []
     for a in allocations:
@@ -350,7 +393,7 @@ def _devices_holding(allocations: tuple[p.BufferAllocation, ...]) -> tuple[str, 
             if name not in names:
                 names.append(name)
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         described = {d.name: d.description for d in list_engine_devices()}
     except Exception:
@@ -374,7 +417,7 @@ def software_vulkan(devices) -> bool:
 
 def _software_vulkan_device() -> bool:
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         return software_vulkan(list_engine_devices())
     except Exception:  # no device list: keep the engine's default
@@ -385,7 +428,7 @@ def _device_used() -> dict[str, int]:
     """Memory in use per GPU now, as the driver reports it (the CPU device is left out: its
     "memory" is the host's, moved by everything else running)."""
     try:
-        from engine.hardware.llama_devices import list_engine_devices
+        from engine.llama.devices import list_engine_devices
 
         return {
             d.name: d.total_bytes - d.free_bytes
@@ -404,3 +447,14 @@ def _rss_bytes() -> int:
         return psutil.Process().memory_info().rss
     except Exception:
         return 0
+
+
+def _format_choices(model, has_template: bool) -> dict:
+    """For a model without a chat template: the built-in formats a person may pick from, and
+    the one that fits best (the GUI process never loads llama.cpp, so the worker tells it)."""
+    if has_template:
+        return {}
+    from engine.chat.builtin import builtin_choice, builtin_template_names
+
+    name, _why = builtin_choice(model.meta("general.architecture"), model.meta("general.name"))
+    return {"builtin_formats": tuple(builtin_template_names()), "suggested_format": name}

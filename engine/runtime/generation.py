@@ -14,9 +14,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from engine.enums import StopReason
+from engine.llama.driver import Context, EngineError, Model, Sampler
 from engine.runtime.detokenizer import StreamingDetokenizer
-from engine.runtime.llama_driver import Context, EngineError, Model, Sampler
 from engine.runtime.protocol import GenerationStats, SamplingParams
+from engine.runtime.to_llama import sampler_settings
 
 
 @dataclass
@@ -38,7 +40,7 @@ class Session:
             return self._sampler
         if self._sampler is not None:
             self._sampler.close()
-        self._sampler = Sampler(self.model, sampling)
+        self._sampler = Sampler(self.model, sampler_settings(sampling))
         self._sampler_params = sampling
         if self.ctx.info.backend_sampling:
             self._sampler.attach(self.ctx)
@@ -175,20 +177,20 @@ class _DecodeLoop:
             if self.n_generated == 0:
                 self.first_token_at = self.last_token_at = now
             if not ignore_eos and model.is_end_of_generation(token):
-                return "eos"
+                return StopReason.EOS
             self.n_generated += 1
             self.last_token_at = now
             text = detok.feed(model.token_bytes(token))
             if text:
                 emit(text)
             if detok.stopped:
-                return "stop_string"
+                return StopReason.STOP_STRING
             if should_stop():
-                return "stopped"
+                return StopReason.STOPPED
             if self.n_generated >= max_tokens:
                 break
             if len(session.cached) + 1 >= n_ctx:
-                return "context_full"
+                return StopReason.CONTEXT_FULL
             ctx.decode_one(token)
             session.cached.append(token)
-        return "max_tokens"
+        return StopReason.MAX_TOKENS

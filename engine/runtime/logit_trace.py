@@ -24,7 +24,6 @@ decodes the prompt one token at a time: both for finding which kernel a differen
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import sys
 from pathlib import Path
@@ -47,11 +46,11 @@ def trace(
 ) -> dict:
     """The logits of `n_tokens` steps after `prompt`; see the module docstring.
     `save_logits` also writes every step's whole logit vector there (.npy, steps x vocab)."""
-    import llama_cpp.llama_cpp as C
 
-    from engine.runtime import llama_driver as llama
-    from engine.runtime.llama_log import LlamaLog
+    from engine.llama import driver as llama
+    from engine.llama.log import LlamaLog
     from engine.runtime.protocol import ModelParams
+    from engine.runtime.to_llama import context_settings, model_settings
 
     if forced is not None and len(forced) < n_tokens:
         raise ValueError(f"{len(forced)} forced tokens for {n_tokens} steps")
@@ -64,12 +63,12 @@ def trace(
         type_v=kv_type,
     )
     log = LlamaLog()  # where the buffers went, as llama.cpp reports them
-    model = llama.Model(params)
+    model = llama.Model(model_settings(params))
     # numpy only after llama.cpp's libraries are loaded: on the GPU machine (the CUDA build,
     # Python 3.12, numpy 2) numpy imported first made the CUDA model load crash (SIGSEGV).
     import numpy as np
 
-    ctx = llama.Context(model, params)
+    ctx = llama.Context(model, context_settings(params))
     allocations = [
         {"device": a.device, "kind": a.kind, "bytes": a.bytes} for a in log.take_allocations()
     ]
@@ -85,10 +84,7 @@ def trace(
         tokens: list[int] = []
         every = np.zeros((n_tokens, model.n_vocab), np.float32) if save_logits else None
         for i in range(n_tokens):
-            pointer = C.llama_get_logits_ith(ctx.handle, -1)
-            logits = np.ctypeslib.as_array(
-                ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(model.n_vocab,)
-            ).copy()
+            logits = np.ctypeslib.as_array(ctx.logits_of_last(), shape=(model.n_vocab,)).copy()
             if every is not None:
                 every[i] = logits
             top = np.argsort(-logits, kind="stable")[:top_k]

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
+PLAIN_COMPLETION = "completion"  # Generate.chat_format: the messages' text as it is, no template
 _HEADER = struct.Struct("<I")
 _REGISTRY: dict[str, type] = {}
 
@@ -102,6 +103,13 @@ class Generate:
     max_tokens: int = 512
     stop: tuple[str, ...] = ()
     ignore_eos: bool = False  # benchmarks: always generate max_tokens tokens
+    # `messages` that do not fit the context with `reply_room` tokens left for the reply
+    # (0: max_tokens, but at most a quarter of the context): an engine.enums.Overflow.
+    overflow: str = "stop"
+    reply_room: int = 0
+    # How to turn `messages` into a prompt: "" the model's own template (else a built-in),
+    # a llama.cpp built-in format's name ("chatml", "gemma", ...), or PLAIN_COMPLETION.
+    chat_format: str = ""
 
 
 @message
@@ -161,6 +169,14 @@ class ModelLoaded:
     # True when the weights of the previous load were kept and only the context was made anew
     # (the same file and placement, other context settings).
     weights_kept: bool = False
+    # False: the file has no chat template (a base model); chats then use a built-in format or
+    # plain completion (Generate.chat_format).
+    own_chat_template: bool = True
+    builtin_formats: tuple[str, ...] = ()  # llama.cpp's built-in chat formats (no template only)
+    suggested_format: str = ""  # the built-in that fits the model best, by name or architecture
+    type_k: str = "f16"  # the KV cache's element types, as loaded
+    type_v: str = "f16"
+    engine: str = "llama.cpp"  # which engine runs it
 
 
 @message
@@ -219,14 +235,25 @@ class GenerationStats:
 @message
 class GenerationDone:
     request_id: int
-    stop_reason: str  # "eos", "stop_string", "max_tokens", "stopped", "context_full"
+    stop_reason: str  # an engine.enums.StopReason
     stats: GenerationStats
+
+
+@message
+class PromptFitted:
+    """The conversation did not fit: the worker left out the oldest `messages_dropped` messages
+    (whole turns) so that the prompt of `n_prompt_tokens` and room for the reply fit."""
+
+    request_id: int
+    n_prompt_tokens: int
+    messages_dropped: int
 
 
 @message
 class GenerationFailed:
     request_id: int
     message: str
+    context_full: bool = False  # the conversation does not fit and the policy is to stop
 
 
 @message
@@ -236,7 +263,7 @@ class Unloaded:
 
 @message
 class Status:
-    state: str  # "idle", "loading", "generating", "no_model"
+    state: str  # an engine.enums.EngineState: idle, loading, generating, no_model
     model_path: str | None
     n_ctx: int
     n_tokens_cached: int

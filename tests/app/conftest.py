@@ -7,10 +7,41 @@ from pathlib import Path
 
 import pytest
 
-from app.common.engine_bridge import STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
+from engine.enums import EngineState
 from tests.app.fake_engine import FakeEngineClient
 
 WAIT_MS = 5_000  # events from the fake engine: they only wait for the 33 ms flush
+GIB = 1024**3
+
+
+def cpu_only_detection(free_gib: float = 16.0):
+    """A detection of a machine with no GPU and `free_gib` of free RAM (no probe runs)."""
+    from engine.hardware import Detection, Device
+    from engine.hardware.records import CPU
+
+    cpu = Device(
+        id="cpu", vendor="other", name="Test CPU", kind=CPU, backends=("cpu",),
+        source="psutil", total_bytes=int((free_gib + 2) * GIB), free_bytes=int(free_gib * GIB),
+        memory_bandwidth_gbps=50.0,
+    )  # fmt: skip
+    return Detection(devices=(cpu,))
+
+
+def make_window(qtbot, bridge, tmp_path, detection=None):
+    """A main window over the fake engine, a made-up machine and its own remembered settings."""
+    from app.common.machine_state import MachineState
+    from app.shell.main_window import MainWindow
+    from engine.session import RememberedSettings
+
+    found = detection or cpu_only_detection()
+    win = MainWindow(
+        bridge,
+        machine=MachineState(detect_fn=lambda: found),
+        remembered=RememberedSettings(tmp_path / "model-settings.json"),
+    )
+    qtbot.addWidget(win)
+    return win
 
 
 @pytest.fixture
@@ -33,12 +64,26 @@ def client_of(bridge: EngineBridge) -> FakeEngineClient:
 
 def load_fake_model(qtbot, bridge: EngineBridge, path: str | Path) -> FakeEngineClient:
     """Have the bridge load `path` and the fake engine report it loaded."""
-    from app.shell.main_window import model_params_for
+    from engine.runtime import protocol as p
 
-    bridge.load(model_params_for(path))
+    bridge.load(p.ModelParams(path=str(path)))
     client = client_of(bridge)
     client.emit_loaded(str(path))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
+    return client
+
+
+def open_in_window(qtbot, window, path: str | Path, n_ctx: int | None = None) -> FakeEngineClient:
+    """Open `path` in the window as a person would, wait for the load policy to send its load
+    to the fake engine, and have the engine report it loaded (with the planned context)."""
+    client = client_of(window.bridge)
+    before = len(client.loads())
+    assert window.open_model_file(path)
+    qtbot.waitUntil(lambda: len(client_of(window.bridge).loads()) > before, timeout=WAIT_MS)
+    client = client_of(window.bridge)
+    params = client.loads()[-1]
+    client.emit_loaded(str(path), n_ctx or params.n_ctx)
+    qtbot.waitUntil(lambda: window.bridge.state == EngineState.IDLE, timeout=WAIT_MS)
     return client
 
 

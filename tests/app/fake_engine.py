@@ -16,6 +16,7 @@ class FakeEngineClient:
         self.on_event = on_event
         self.env = env
         self.commands: list[tuple[str, Any]] = []
+        self.fitting: list[dict[str, Any]] = []
         self.alive = False
         self.starts = 0
         self._next_request_id = 1
@@ -27,14 +28,22 @@ class FakeEngineClient:
     def start(self) -> None:
         self.alive = True
         self.starts += 1
+        # The real worker says at once what it can do; a CPU build here, so plans use the CPU.
+        self.emit(p.Ready(pid=0, llama_system_info="fake engine", gpu_offload_supported=False))
+
+    def loads(self) -> list[p.ModelParams]:
+        return [arg for name, arg in self.commands if name == "load"]
 
     def load(self, params: p.ModelParams) -> None:
         self._command("load", params)
 
-    def generate(self, *, messages=(), prompt=None, sampling=None, max_tokens=512, stop=()):
+    def generate(
+        self, *, messages=(), prompt=None, sampling=None, max_tokens=512, stop=(), **fitting
+    ):
         request_id = self._next_request_id
         self._next_request_id += 1
         self._command("generate", (request_id, tuple(messages), sampling, max_tokens))
+        self.fitting.append(fitting)  # overflow policy and reply room, as sent
         return request_id
 
     def stop(self) -> None:

@@ -8,8 +8,8 @@ from PySide6.QtCore import Qt
 from app.chat.session import INCOMPLETE_FOOTER
 from app.chat.settings import OVERFLOW_DROP_OLDEST
 from app.chat.view import ChatView
-from app.common.engine_bridge import STATE_IDLE
 from engine.chat.store import ConversationStore
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from tests.app.chat.conftest import _chat
 from tests.app.conftest import WAIT_MS, client_of
@@ -17,12 +17,12 @@ from tests.app.fake_engine import done
 
 
 def _load(qtbot, bridge, tmp_path, n_ctx=4096):
-    from app.shell.main_window import model_params_for
+    from engine.runtime import protocol as p
 
-    bridge.load(model_params_for(tmp_path / "m.gguf"))
+    bridge.load(p.ModelParams(path=str(tmp_path / "m.gguf")))
     client = client_of(bridge)
     client.emit_loaded(str(tmp_path / "m.gguf"), n_ctx=n_ctx)
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
     return client
 
 
@@ -194,30 +194,44 @@ def test_context_usage_is_shown_after_a_reply(qtbot, bridge, chat, tmp_path):
     assert chat.header.context_label.text() == "Context 63 / 1,000 (6%)"  # 20 prompt + 43
 
 
-def test_overflow_with_stop_policy_says_so_and_sends_nothing(qtbot, bridge, chat, tmp_path):
+def test_the_worker_is_asked_to_fit_by_the_chat_policy(qtbot, bridge, chat, tmp_path):
+    """The window sends the whole conversation, the overflow policy and the room for the
+    reply; the worker fits it with exact counts (tests/engine/runtime/test_context_fit_worker)."""
     client = _load(qtbot, bridge, tmp_path, n_ctx=600)
     chat.max_tokens = 100
     _say(qtbot, chat, client, "x" * 600, "ok")
-    generates = client.names().count("generate")
+    assert client.fitting[-1] == {"overflow": "stop", "reply_room": 100}
+    chat.settings_panel.overflow.setCurrentIndex(
+        chat.settings_panel.overflow.findData(OVERFLOW_DROP_OLDEST)
+    )
+    chat.max_tokens = 1000
+    _say(qtbot, chat, client, "y" * 900, "fine")
+    assert client.fitting[-1] == {"overflow": "drop_oldest", "reply_room": 150}  # 600 // 4
+    assert len(client.commands[-1][1][1]) == 3  # the whole conversation: x, ok, y
+
+
+def test_overflow_with_stop_policy_says_so(qtbot, bridge, chat, tmp_path):
+    client = _load(qtbot, bridge, tmp_path, n_ctx=600)
     chat.input.setPlainText("y" * 900)
     qtbot.keyClick(chat.input, Qt.Key.Key_Return)
-    assert client.names().count("generate") == generates
+    request_id = client.commands[-1][1][0]
+    message = "The conversation (700 tokens) and room for a reply no longer fit. Start a new chat."
+    client.emit(p.GenerationFailed(request_id=request_id, message=message, context_full=True))
+    qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT_MS)
     assert chat.context_notice.isVisible() and "Start a new chat" in chat.context_notice.text()
     assert chat.send_button.isEnabled()  # nothing is stuck
 
 
-def test_overflow_with_drop_policy_sends_the_newest_turns(qtbot, bridge, chat, tmp_path):
+def test_dropped_turns_are_said(qtbot, bridge, chat, tmp_path):
     client = _load(qtbot, bridge, tmp_path, n_ctx=600)
-    chat.max_tokens = 100
-    chat.settings_panel.overflow.setCurrentIndex(
-        chat.settings_panel.overflow.findData(OVERFLOW_DROP_OLDEST)
-    )
-    _say(qtbot, chat, client, "x" * 600, "ok")
-    _say(qtbot, chat, client, "y" * 900, "fine")
-    sent = client.commands[-1][1][1]
-    assert sent == (p.ChatMessage(role="user", content="y" * 900),)
-    assert chat.context_notice.isVisible()
+    chat.input.setPlainText("go on")
+    qtbot.keyClick(chat.input, Qt.Key.Key_Return)
+    request_id = client.commands[-1][1][0]
+    client.emit(p.PromptFitted(request_id=request_id, n_prompt_tokens=420, messages_dropped=4))
+    client.emit(done(request_id))
+    qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT_MS)
     assert chat.context_notice.title() == "Oldest turns left out"
+    assert chat.context_notice.text().startswith("4 of the oldest messages")
 
 
 def test_a_context_full_stop_shows_a_notice(qtbot, bridge, chat, tmp_path):

@@ -7,8 +7,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from app.common.engine_bridge import STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from app.shell.main_window import MainWindow
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 
 pytestmark = pytest.mark.slow
@@ -23,7 +24,7 @@ def test_turn_ten_computes_about_as_little_as_turn_two(qtbot, real_engine, start
     try:
         bridge.start()
         window.load_model(starter_model)
-        qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=60_000)
+        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=60_000)
         chat = window.chat_view
         chat.sampling = p.SamplingParams(temperature=0)
         chat.max_tokens = 6

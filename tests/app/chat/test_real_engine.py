@@ -12,9 +12,10 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication
 
-from app.common.engine_bridge import STATE_CRASHED, STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from app.shell.gui_main import run_gui
 from app.shell.main_window import MainWindow
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.starter_model import STARTER_LABEL
 
@@ -36,7 +37,7 @@ def _open_window(qtbot, starter_model, env=None) -> MainWindow:
     window.show()
     bridge.start()
     window.load_model(starter_model)
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=LOAD_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=LOAD_MS)
     window.chat_view.sampling = p.SamplingParams(temperature=0)
     return window
 
@@ -101,7 +102,7 @@ def test_a_bad_drop_leaves_the_model_working(qtbot, window, tmp_path):
     bad.write_text("not a model")
     window.open_model_file(bad)
     assert "not a readable GGUF file" in window.file_banner.text()
-    assert window.bridge.state == STATE_IDLE
+    assert window.bridge.state == EngineState.IDLE
     _send(qtbot, window, "Say hello.")
     qtbot.waitUntil(lambda: not window.chat_view.generating, timeout=REPLY_MS)
     assert STATS.match(_reply(window).footer), _reply(window).footer
@@ -110,7 +111,7 @@ def test_a_bad_drop_leaves_the_model_working(qtbot, window, tmp_path):
 def test_loading_the_model_again_replaces_it(qtbot, window, starter_model):
     first_pid = window.bridge._client.pid
     assert window.open_model_file(starter_model)
-    qtbot.waitUntil(lambda: window.bridge.state == STATE_IDLE, timeout=LOAD_MS)
+    qtbot.waitUntil(lambda: window.bridge.state == EngineState.IDLE, timeout=LOAD_MS)
     assert window.bridge._client.pid == first_pid  # same worker, model swapped inside it
     assert STARTER_LABEL in window.model_label.text()
     _send(qtbot, window, "Say hello.")
@@ -126,7 +127,7 @@ def test_an_engine_abort_is_reported_and_reload_recovers(qtbot, real_engine, sta
         _send(qtbot, window, "Tell me about the moon.")
         qtbot.waitUntil(banner.isVisible, timeout=REPLY_MS)
 
-        assert bridge.state == STATE_CRASHED
+        assert bridge.state == EngineState.CRASHED
         assert "SIGABRT" in banner.text()
         assert "fault injection" in banner.details()
         assert "Interrupted" in _reply(window).footer
@@ -140,7 +141,7 @@ def test_an_engine_abort_is_reported_and_reload_recovers(qtbot, real_engine, sta
         reload_button = banner.action_buttons()[0]
         assert reload_button.text() == "Reload model"
         qtbot.mouseClick(reload_button, Qt.MouseButton.LeftButton)
-        qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=LOAD_MS)
+        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=LOAD_MS)
         assert not banner.isVisible()
 
         _send(qtbot, window, "What is the capital of France? Answer in one sentence.")
@@ -159,7 +160,7 @@ def test_run_gui_refuses_a_bad_model_and_falls_back_to_the_starter(qtbot, real_e
     def check_then_close():
         windows = [w for w in QApplication.topLevelWidgets() if isinstance(w, MainWindow)]
         live = [w for w in windows if w.isVisible()]
-        if live and live[0].bridge.state == STATE_IDLE:
+        if live and live[0].bridge.state == EngineState.IDLE:
             seen["banner"] = live[0].file_banner.text()
             seen["model"] = live[0].model_label.text()
             live[0].close()  # the last window: the application quits

@@ -20,7 +20,7 @@ from engine.runtime import protocol as p
 from tests.app.conftest import WAIT_MS, client_of, load_fake_model
 from tests.app.fake_engine import done
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "chat-markdown.png"
+SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "screenshots" / "chat-markdown.png"
 REPLY = """<think>The user wants a small function; a dict keeps the counts.</think>Here is a \
 short function that counts **word frequencies**, ignoring case:
 

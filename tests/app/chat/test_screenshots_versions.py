@@ -13,9 +13,10 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from app.common.engine_bridge import STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from app.common.theme import apply_theme
 from app.shell.main_window import MainWindow
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 
 pytestmark = pytest.mark.slow
@@ -46,7 +47,7 @@ def window(qtbot, real_engine, starter_model, tmp_path, monkeypatch):
     window.show()
     bridge.start()
     window.load_model(starter_model)
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=LOAD_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=LOAD_MS)
     window.chat_view.notice.hide()  # the "tiny demo model" note: not what these pictures show
     yield window
     bridge.shutdown()

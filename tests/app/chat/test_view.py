@@ -10,7 +10,8 @@ from PySide6.QtCore import QEvent, QObject, Qt
 
 from app.chat.conversation_model import ROLE_ASSISTANT, ROLE_USER, ChatEntry, stats_line
 from app.chat.view import ChatView
-from app.common.engine_bridge import FLUSH_INTERVAL_MS, STATE_GENERATING, STATE_IDLE
+from app.common.engine_bridge import FLUSH_INTERVAL_MS
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from tests.app.conftest import WAIT_MS, client_of, load_fake_model
 from tests.app.fake_engine import done
@@ -110,9 +111,9 @@ def test_stop_asks_the_engine_to_stop(qtbot, bridge, chat, tmp_path, how):
         chat.input.setFocus()
         qtbot.keyClick(chat.input, Qt.Key.Key_Escape)
     assert client.names()[-1] == "stop"
-    assert bridge.state == STATE_GENERATING  # until the engine says it stopped
+    assert bridge.state == EngineState.GENERATING  # until the engine says it stopped
     client.emit(done(request_id, n_generated=3, stop_reason="stopped"))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
     assert chat.model.entry(1).footer.endswith("· 3 tokens · stopped")
     assert chat.model.entry(1).text == "1, 2, 3"
 

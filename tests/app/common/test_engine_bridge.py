@@ -7,15 +7,8 @@ import time
 
 from PySide6.QtCore import QThread
 
-from app.common.engine_bridge import (
-    FLUSH_INTERVAL_MS,
-    STATE_CRASHED,
-    STATE_GENERATING,
-    STATE_IDLE,
-    STATE_LOADING,
-    STATE_NO_MODEL,
-    STATE_STARTING,
-)
+from app.common.engine_bridge import FLUSH_INTERVAL_MS
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from tests.app.conftest import WAIT_MS, client_of, load_fake_model
 from tests.app.fake_engine import done, model_loaded
@@ -61,7 +54,7 @@ def test_a_burst_of_2000_tokens_is_coalesced_into_a_few_flushes(qtbot, bridge, t
     # One flush per 33 ms interval at most (plus the first, which is immediate).
     assert flushes <= 1 + elapsed / (FLUSH_INTERVAL_MS / 1000) + 1
     assert flushes < 20, f"{flushes} flushes for a burst that took {elapsed:.2f} s"
-    assert bridge.state == STATE_IDLE
+    assert bridge.state == EngineState.IDLE
 
 
 def test_a_steady_fast_stream_flushes_about_30_times_a_second(qtbot, bridge, tmp_path):
@@ -143,23 +136,23 @@ def test_states_follow_the_engine(qtbot, bridge, tmp_path):
     states = []
     bridge.state_changed.connect(states.append)
     bridge.start()
-    assert bridge.state == STATE_STARTING
+    assert bridge.state == EngineState.STARTING
     client = client_of(bridge)
     client.emit(p.Ready(pid=1, llama_system_info="CPU", gpu_offload_supported=False))
-    qtbot.waitUntil(lambda: bridge.state == STATE_NO_MODEL, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.NO_MODEL, timeout=WAIT_MS)
     assert bridge.generate([p.ChatMessage(role="user", content="hi")]) is None
 
     bridge.load(p.ModelParams(path=str(tmp_path / "a.gguf")))
-    assert bridge.state == STATE_LOADING
+    assert bridge.state == EngineState.LOADING
     client.emit_loaded(str(tmp_path / "a.gguf"))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
     assert bridge.model.path == str(tmp_path / "a.gguf")
     request_id = bridge.generate([p.ChatMessage(role="user", content="hi")])
-    assert bridge.state == STATE_GENERATING
+    assert bridge.state == EngineState.GENERATING
     client.emit(done(request_id))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
-    assert states == [STATE_STARTING, STATE_NO_MODEL, STATE_LOADING, STATE_IDLE,
-                      STATE_GENERATING, STATE_IDLE]  # fmt: skip
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
+    S = EngineState
+    assert states == [S.STARTING, S.NO_MODEL, S.LOADING, S.IDLE, S.GENERATING, S.IDLE]
 
 
 def test_loading_a_second_model_unloads_the_first(qtbot, bridge, tmp_path):
@@ -174,9 +167,9 @@ def test_loading_a_second_model_unloads_the_first(qtbot, bridge, tmp_path):
     client.emit(done(request_id, stop_reason="stopped"))
     client.emit(model_loaded(str(tmp_path / "a.gguf")))
     qtbot.wait(3 * FLUSH_INTERVAL_MS)
-    assert bridge.state == STATE_LOADING
+    assert bridge.state == EngineState.LOADING
     client.emit_loaded(str(tmp_path / "b.gguf"))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
     assert bridge.model.path == str(tmp_path / "b.gguf")
 
 
@@ -187,7 +180,7 @@ def test_a_crash_while_loading_reloads_the_last_good_model(qtbot, bridge, tmp_pa
     bridge.load(p.ModelParams(path=str(tmp_path / "hostile.gguf")))
     client.crash(lines=("Segmentation fault",))
     qtbot.waitUntil(lambda: bool(crashes), timeout=WAIT_MS)
-    assert bridge.state == STATE_CRASHED
+    assert bridge.state == EngineState.CRASHED
     assert bridge.model is None
     assert bridge.crashed_while_loading.path == str(tmp_path / "hostile.gguf")
     assert crashes[0].last_lines == ("Segmentation fault",)
@@ -201,16 +194,16 @@ def test_a_crash_while_loading_reloads_the_last_good_model(qtbot, bridge, tmp_pa
 def test_events_of_a_replaced_client_are_dropped(qtbot, bridge, tmp_path):
     old = load_fake_model(qtbot, bridge, tmp_path / "a.gguf")
     old.crash()
-    qtbot.waitUntil(lambda: bridge.state == STATE_CRASHED, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.CRASHED, timeout=WAIT_MS)
     bridge.set_worker_env({"X": "1"})
     bridge.reload()
     new = client_of(bridge)
     assert new.env == {"X": "1"}
     old.emit(model_loaded(str(tmp_path / "a.gguf")))  # a straggler from the dead process
     qtbot.wait(3 * FLUSH_INTERVAL_MS)
-    assert bridge.state == STATE_LOADING
+    assert bridge.state == EngineState.LOADING
     new.emit_loaded(str(tmp_path / "a.gguf"))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
 
 
 def test_commands_to_a_dead_worker_do_not_raise(qtbot, bridge, tmp_path):
@@ -239,8 +232,8 @@ def test_unload_mid_reply_stops_frees_and_ignores_the_late_end(qtbot, bridge, tm
     client.commands.clear()
     bridge.unload()
     assert client.names() == ["stop", "unload"]
-    assert bridge.state == STATE_NO_MODEL and bridge.model is None
+    assert bridge.state == EngineState.NO_MODEL and bridge.model is None
     client.emit(done(request_id, stop_reason="stopped"))
     qtbot.wait(3 * FLUSH_INTERVAL_MS)
-    assert bridge.state == STATE_NO_MODEL
+    assert bridge.state == EngineState.NO_MODEL
     assert bridge.generate([p.ChatMessage(role="user", content="hi")]) is None

@@ -26,7 +26,7 @@ from engine.hub.settings import HubSettings
 from engine.hub.suggestions import CatalogueEntry
 from engine.planner import DeviceBudget, PlanRequest
 from engine.starter_model import STARTER_FILE
-from tests.app.conftest import client_of
+from tests.app.conftest import client_of, open_in_window
 from tests.engine.gguf.craft import valid_model
 from tests.engine.hub.fake_hub import Cut, FakeHub
 
@@ -378,8 +378,7 @@ def test_models_opened_from_anywhere_and_the_starter_are_listed(
     opened = tmp_path / "Downloads" / "found-Q4_K_M.gguf"  # File > Open, a drop or --model
     opened.parent.mkdir()
     opened.write_bytes(GGUF)
-    assert window.open_model_file(opened)
-    client_of(bridge).emit_loaded(str(opened))
+    open_in_window(qtbot, window, opened)
     qtbot.waitUntil(lambda: "found-Q4_K_M.gguf" in _local_names(panel), timeout=WAIT_MS)
     row = panel.local.topLevelItem(_local_names(panel).index("found-Q4_K_M.gguf"))
     assert row.text(3) == "opened from its folder" and row.text(4) != "never"

@@ -10,15 +10,20 @@ from pathlib import Path
 import pytest
 
 from app.common.theme import apply_theme
-from app.model.panel import GpuSpec, SettingsPanel
-from app.model.settings_store import ModelSettingsStore
-from app.shell.main_window import model_params_for  # noqa: F401  (the window's loading path exists)
+from app.model.panel import CANCEL, LOAD_AND_REMEMBER, LOAD_ONCE, SettingsPanel
 from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
-from tests.app.conftest import client_of
+from engine.hardware import Detection, Device
+from engine.hardware.records import CPU, GPU
+from engine.session import MachineSnapshot, RememberedSettings
+from tests.app.conftest import client_of, cpu_only_detection
 
 GIB = 1024**3
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "settings.png"
-RTX = GpuSpec("cuda:0", "RTX 4070 (12 GB)", "cuda", 12 * GIB, int(11.4 * GIB))
+SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "screenshots" / "settings.png"
+RTX = Device(
+    "cuda:0", "nvidia", "RTX 4070 (12 GB)", GPU, ("cuda",), "nvml", 12 * GIB, int(11.4 * GIB)
+)
+HOST = Device("cpu", "other", "CPU", CPU, ("cpu",), "psutil", 32 * GIB, 24 * GIB)
+GAMING_PC = MachineSnapshot(Detection(devices=(RTX, HOST)), gpu_offload=True)
 
 
 @pytest.fixture(scope="module")
@@ -34,15 +39,37 @@ def model_files(tmp_path_factory):
     }
 
 
+class Answers:
+    """What the person answers when Apply asks about an over-budget plan (and what was asked)."""
+
+    def __init__(self):
+        self.answer = CANCEL
+        self.asked: list[str] = []
+
+    def __call__(self, warning: str) -> str:
+        self.asked.append(warning)
+        return self.answer
+
+
 @pytest.fixture
-def panel(qtbot, bridge, model_files, tmp_path):
+def answers():
+    return Answers()
+
+
+def _panel(qtbot, bridge, tmp_path, machine, answers=None):
     view = SettingsPanel(
         bridge,
-        [RTX],
-        host_budget_bytes=24 * GIB,
-        settings_store=ModelSettingsStore(tmp_path / "model-settings.json"),
+        machine,
+        remembered=RememberedSettings(tmp_path / "model-settings.json"),
+        confirm_over_budget=answers,
     )
     qtbot.addWidget(view)
+    return view
+
+
+@pytest.fixture
+def panel(qtbot, bridge, model_files, tmp_path, answers):
+    view = _panel(qtbot, bridge, tmp_path, GAMING_PC, answers)
     view.resize(820, 520)
     view.show()
     view.set_model(model_files["dense"])
@@ -136,3 +163,116 @@ def test_settings_screenshot(qtbot, panel, model_files, tmp_path):
     target = SCREENSHOT if os.environ.get("HEARTH_SCREENSHOTS") == "1" else tmp_path / "s.png"
     target.parent.mkdir(parents=True, exist_ok=True)
     assert panel.grab().save(str(target))
+
+
+def test_apply_over_budget_asks_first_and_remembers_only_if_asked(panel, bridge, answers, tmp_path):
+    bridge.start()
+    settings = tmp_path / "model-settings.json"
+    panel.auto_layers.setChecked(False)
+    panel.layers.setValue(panel.layers.maximum())
+    panel.vram.setValue(8)  # 2 GiB for a 4.6 GiB model: red
+    assert not panel.plan.fits
+    loads = client_of(bridge).loads
+
+    answers.answer = CANCEL
+    panel.apply_button.click()
+    assert len(answers.asked) == 1 and "out-of-memory" in answers.asked[0]
+    assert loads() == [] and not settings.exists()
+
+    answers.answer = LOAD_ONCE
+    panel.apply_button.click()
+    assert len(loads()) == 1 and not settings.exists()  # loaded, not remembered
+
+    answers.answer = LOAD_AND_REMEMBER
+    panel.apply_button.click()
+    assert len(loads()) == 2
+    saved = next(iter(json.loads(settings.read_text()).values()))
+    assert saved["vram_budget_bytes"] == 2 * GIB and saved["n_gpu_layers"] == 33
+
+
+def test_apply_within_budget_does_not_ask(panel, bridge, answers):
+    bridge.start()
+    panel.apply_button.click()
+    assert answers.asked == [] and len(client_of(bridge).loads()) == 1
+
+
+def test_without_a_usable_gpu_there_are_no_gpu_controls(qtbot, bridge, tmp_path, model_files):
+    laptop = MachineSnapshot(cpu_only_detection(free_gib=3.0))
+    view = _panel(qtbot, bridge, tmp_path, laptop)
+    view.show()
+    view.set_model(model_files["dense"])
+    assert view.no_gpu_note.isVisible()
+    assert not view.vram.isVisible() and not view.layers.isVisible()
+    assert view.form.isRowVisible(view.context.parentWidget())
+    view.set_values({"n_ctx": 131072, "kv_type": "f16"})  # far over 3 GiB of RAM
+    status = view.status.text()
+    assert "Over budget" in status and "GPU" not in status  # never "set fewer GPU layers" at 0
+    assert [r.name.text() for r in view.rows] == ["system RAM"]
+
+
+def test_a_gpu_the_engine_cannot_use_is_no_gpu(qtbot, bridge, tmp_path, model_files):
+    cpu_build = MachineSnapshot(Detection(devices=(RTX, HOST)), gpu_offload=False)
+    view = _panel(qtbot, bridge, tmp_path, cpu_build)
+    view.show()
+    view.set_model(model_files["dense"])
+    assert view.no_gpu_note.isVisible() and not view.vram.isVisible()
+    assert view.plan.config.n_gpu_layers == 0
+
+
+def _screenshot_target(name: str, tmp_path) -> Path:
+    on = os.environ.get("HEARTH_SCREENSHOTS") == "1"
+    return SCREENSHOT.parent / name if on else tmp_path / name
+
+
+def test_no_gpu_screenshot(qtbot, bridge, tmp_path, model_files):
+    from PySide6.QtWidgets import QApplication
+
+    apply_theme(QApplication.instance())
+    laptop = MachineSnapshot(cpu_only_detection(free_gib=12.0))
+    view = _panel(qtbot, bridge, tmp_path, laptop)
+    view.resize(860, 480)
+    view.show()
+    view.set_model(model_files["dense"])
+    qtbot.wait(50)
+    assert view.grab().save(str(_screenshot_target("settings-no-gpu.png", tmp_path)))
+
+
+def test_the_over_budget_question_as_the_person_sees_it(qtbot, bridge, tmp_path, model_files):
+    """The real dialog of the Model page: its text, its three answers; Cancel loads nothing."""
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication, QMessageBox
+
+    from app.common.machine_state import MachineState
+    from app.model.page import ModelSettingsPage
+
+    apply_theme(QApplication.instance())
+    page = ModelSettingsPage(
+        bridge,
+        MachineState(detect_fn=lambda: GAMING_PC.detection),
+        remembered=RememberedSettings(tmp_path / "s.json"),
+    )
+    qtbot.addWidget(page)
+    page.resize(860, 560)
+    page.show()
+    qtbot.waitUntil(lambda: page.panel is not None, timeout=5000)
+    page.panel.set_model(model_files["dense"])
+    page.show_decision(page.panel.decision)
+    page.panel.auto_layers.setChecked(False)
+    page.panel.layers.setValue(page.panel.layers.maximum())
+    page.panel.vram.setValue(8)  # 2 GiB
+    seen = {}
+
+    def answer():
+        box = next(w for w in QApplication.topLevelWidgets() if isinstance(w, QMessageBox))
+        seen["text"] = box.informativeText()
+        seen["buttons"] = [b.text() for b in box.buttons()]
+        box.adjustSize()
+        box.grab().save(str(_screenshot_target("apply-over-budget.png", tmp_path)))
+        box.button(QMessageBox.StandardButton.Cancel).click()
+
+    bridge.start()
+    QTimer.singleShot(200, answer)
+    page.panel.apply_button.click()
+    assert "out-of-memory" in seen["text"] and "will not remember" in seen["text"]
+    assert seen["buttons"][:2] == ["Load once", "Load and remember"]
+    assert client_of(bridge).loads() == []

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from app.model.settings_store import default_settings_path
+from engine.session.remembered import default_settings_path
 
 GUIDE = Path(__file__).resolve().parents[3] / "docs" / "chat-and-settings.md"
 

@@ -8,11 +8,10 @@ import os
 
 import pytest
 
-from app.common.engine_bridge import STATE_IDLE
 from app.shell.main_window import MainWindow
-from app.shell.model_file_check import UnusableModelFile, check_model_file
 from engine.runtime import protocol as p
-from tests.app.conftest import WAIT_MS, client_of
+from engine.session.model_file import UnusableModelFile, check_model_file
+from tests.app.conftest import WAIT_MS, open_in_window
 from tests.app.fake_engine import FakeEngineClient, done
 from tests.engine.gguf.craft import valid_model
 
@@ -31,10 +30,8 @@ def window(qtbot, bridge) -> MainWindow:
 def loaded(qtbot, bridge, window, tmp_path) -> FakeEngineClient:
     model = tmp_path / "Qwen3-0.6B-Q4_K_M.gguf"
     model.write_bytes(valid_model().bytes())
-    window.open_model_file(model)
-    client_of(bridge).emit_loaded(str(model))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
-    return client_of(bridge)
+    bridge.start()
+    return open_in_window(qtbot, window, model)
 
 
 def _problem(path) -> str:
@@ -77,7 +74,8 @@ def test_the_load_failure_banner_shows_the_engines_last_lines(
     broken = tmp_path / "broken.gguf"  # a readable header; llama.cpp refuses it
     broken.write_bytes(valid_model().bytes())
     loaded._last_lines = ("llama_model_load: error loading model: missing tensor 'output'",)
-    window.open_model_file(broken)
+    assert window.open_model_file(broken)
+    qtbot.waitUntil(lambda: loaded.loads()[-1].path == str(broken), timeout=WAIT_MS)
     loaded.emit(p.LoadFailed(path=str(broken), message="The model could not be loaded."))
     qtbot.waitUntil(window.engine_banner.isVisible, timeout=WAIT_MS)
     banner = window.engine_banner
@@ -106,14 +104,11 @@ def test_the_context_counter_belongs_to_the_loaded_model(qtbot, window, bridge, 
     loaded.emit(p.TokenText(request_id=request_id, text="Hi!"))
     loaded.emit(done(request_id, n_generated=3))  # 20 prompt tokens + 3
     qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT_MS)
-    assert chat.header.context_label.text() == "Context 23 / 4,096 (1%)"
+    assert chat.header.context_label.text().startswith(f"Context 23 / {bridge.model.n_ctx:,} (")
 
     # Another model: its context, and no count made by the first model's tokenizer.
     other = tmp_path / "gemma-3-270m.gguf"
     other.write_bytes(valid_model().bytes())
-    window.open_model_file(other)
-    loaded.emit_loaded(str(other), n_ctx=2048)
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
-    text = chat.header.context_label.text()
-    assert text.startswith("Context ≈") and text.endswith("/ 2,048 (1%)")
-    assert "Estimated" in chat.header.context_label.toolTip()
+    open_in_window(qtbot, window, other, n_ctx=1024)
+    assert chat.header.context_label.text() == "Context – / 1,024"  # not counted by it yet
+    assert "first reply" in chat.header.context_label.toolTip()

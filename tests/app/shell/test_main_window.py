@@ -10,19 +10,18 @@ from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
 from PySide6.QtGui import QDragEnterEvent, QDropEvent
 from PySide6.QtWidgets import QApplication, QLabel
 
-from app.common.engine_bridge import STATE_CRASHED, STATE_IDLE, STATE_LOADING
 from app.shell.main_window import MainWindow
 from app.shell.pages import PageSpec, default_pages
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.starter_model import STARTER_LABEL, STARTER_NOTE
-from tests.app.conftest import WAIT_MS, client_of, load_fake_model
+from tests.app.conftest import WAIT_MS, client_of, load_fake_model, make_window, open_in_window
 from tests.app.fake_engine import FakeEngineClient
 
 
 @pytest.fixture
-def window(qtbot, bridge) -> MainWindow:
-    win = MainWindow(bridge)
-    qtbot.addWidget(win)
+def window(qtbot, bridge, tmp_path) -> MainWindow:
+    win = make_window(qtbot, bridge, tmp_path)
     win.resize(900, 600)
     win.show()
     qtbot.waitExposed(win)
@@ -32,10 +31,19 @@ def window(qtbot, bridge) -> MainWindow:
 @pytest.fixture
 def starter_loaded(qtbot, bridge, window, starter_model) -> FakeEngineClient:
     bridge.start()
-    window.load_model(starter_model)
-    client_of(bridge).emit_loaded(str(starter_model))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
-    return client_of(bridge)
+    return open_in_window(qtbot, window, starter_model)
+
+
+def planned(window: MainWindow, path) -> p.ModelParams:
+    """What the load policy loads `path` with on the window's machine."""
+    from engine.session import plan_load
+
+    return plan_load(path, window.machine.snapshot).params
+
+
+def wait_for_load(qtbot, bridge) -> p.ModelParams:
+    qtbot.waitUntil(lambda: bool(client_of(bridge).loads()), timeout=WAIT_MS)
+    return client_of(bridge).loads()[-1]
 
 
 def _drag_enter(point: QPointF, actions, mime: QMimeData) -> QDragEnterEvent:
@@ -96,7 +104,7 @@ def test_the_starter_model_is_labelled_as_a_tiny_demo(qtbot, window, starter_loa
     assert "Library" in window.model_label.text()
     assert window.chat_view.notice.isVisible()
     assert window.chat_view.notice.text() == STARTER_NOTE
-    assert window.context_label.text() == "Context 4,096 tokens"
+    assert window.context_label.text() == "Context 8,192 tokens · KV f16"  # the planned context
     assert window.state_label.text() == "Ready"
     window.chat_view.notice.action_buttons()[0].click()
     assert window.current_page_name() == "Library"
@@ -113,7 +121,7 @@ def test_dropping_a_text_file_named_gguf_keeps_the_model(qtbot, window, starter_
     assert "not a readable GGUF file" in message
     assert f"{STARTER_LABEL} stays loaded" in message
     assert starter_loaded.commands == []  # the engine was never touched
-    assert window.bridge.state == STATE_IDLE
+    assert window.bridge.state == EngineState.IDLE
     assert window.bridge.model is not None
 
 
@@ -141,12 +149,13 @@ def test_dropping_a_gguf_replaces_the_loaded_model(qtbot, window, bridge, tmp_pa
     window.file_banner.show_message("error", "stale")
     _drop(window, starter_model)
     assert not window.file_banner.isVisible()
+    wait_for_load(qtbot, bridge)
     assert client.names() == ["unload", "load"]
-    assert client.commands[-1][1] == p.ModelParams(path=str(starter_model))
-    assert bridge.state == STATE_LOADING
+    assert client.commands[-1][1] == planned(window, starter_model)
+    assert bridge.state == EngineState.LOADING
     assert "Loading" in window.model_label.text()
     client.emit_loaded(str(starter_model))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
     assert STARTER_LABEL in window.model_label.text()
 
 
@@ -162,10 +171,13 @@ def test_a_drop_onto_the_message_box_opens_the_model(qtbot, window, bridge, star
     QApplication.sendEvent(target, _drag_enter(point, *args[:2]))
     QApplication.sendEvent(target, QDropEvent(point, *args))
     assert window.chat_view.input.toPlainText() == ""
-    assert client_of(bridge).commands == [("load", p.ModelParams(path=str(starter_model)))]
+    assert wait_for_load(qtbot, bridge) == planned(window, starter_model)
+    assert client_of(bridge).names() == ["load"]
 
 
-def test_a_load_failure_offers_the_previous_model(qtbot, window, bridge, starter_loaded, tmp_path):
+def test_a_load_failure_offers_the_previous_model(
+    qtbot, window, bridge, starter_loaded, starter_model, tmp_path
+):
     other = tmp_path / "other.gguf"
     bridge.load(p.ModelParams(path=str(other)))
     starter_loaded.emit(p.LoadFailed(path=str(other), message="unknown architecture 'foo'"))
@@ -174,7 +186,8 @@ def test_a_load_failure_offers_the_previous_model(qtbot, window, bridge, starter
     buttons = window.engine_banner.action_buttons()
     assert buttons[0].text() == f"Load {STARTER_LABEL} again"
     starter_loaded.commands.clear()
-    buttons[0].click()
+    buttons[0].click()  # through the load policy again: memory may have changed since
+    assert wait_for_load(qtbot, bridge) == planned(window, starter_model)
     assert starter_loaded.names() == ["load"]
 
 
@@ -188,7 +201,7 @@ def test_a_crash_shows_the_last_lines_and_reload_brings_the_model_back(
     assert "SIGABRT" in banner.text()
     assert banner.details() == "ggml_cuda_compute_forward: out of memory\nAborted"
     assert window.state_label.text() == "Engine crashed"
-    assert bridge.state == STATE_CRASHED
+    assert bridge.state == EngineState.CRASHED
     assert not window.chat_view.send_button.isEnabled()
 
     reload_button = banner.action_buttons()[0]
@@ -197,9 +210,10 @@ def test_a_crash_shows_the_last_lines_and_reload_brings_the_model_back(
     assert not banner.isVisible()
     new_client = client_of(bridge)
     assert new_client is not starter_loaded and new_client.alive
-    assert new_client.commands == [("load", p.ModelParams(path=str(starter_model)))]
+    assert wait_for_load(qtbot, bridge) == planned(window, starter_model)
+    assert new_client.names() == ["load"]
     new_client.emit_loaded(str(starter_model))
-    qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
     assert window.chat_view.send_button.isEnabled()
 
 
@@ -221,20 +235,22 @@ def test_the_status_bar_says_where_the_model_runs():
         n_layers=32,
         flash_attn="on",
     )
-    assert placement_text(on_gpu) == "CUDA0 + CPU · 30/32 layers on the GPU · flash attention on"
+    assert (
+        placement_text(on_gpu)
+        == "CUDA0 + CPU · 30/32 layers on the GPU · flash attention on · llama.cpp"
+    )
     cpu_only = replace(on_gpu, runs_on=("CPU",), n_gpu_layers=0, flash_attn="off")
-    assert placement_text(cpu_only) == "CPU · flash attention off"
+    assert placement_text(cpu_only) == "CPU · flash attention off · llama.cpp"
 
 
-def test_an_opened_model_loads_with_the_settings_the_model_page_plans(qtbot, window, starter_model):
+def test_an_opened_model_shows_on_the_model_page_as_it_was_loaded(qtbot, window, starter_model):
+    """The Model page shows the decision the window loaded by; it plans nothing itself."""
     from app.model.page import ModelSettingsPage
 
     page = window.page("Model")
     assert isinstance(page, ModelSettingsPage)
-    qtbot.waitUntil(lambda: page.panel is not None, timeout=30_000)  # hardware detected
-    planned = page.params_for(starter_model)
-    assert planned is not None and planned.path == str(starter_model)
-    loads = []
-    window.bridge.load = loads.append
-    window.load_model(Path(starter_model))
-    assert loads == [planned]
+    window.bridge.start()
+    sent = open_in_window(qtbot, window, starter_model).loads()[-1]
+    qtbot.waitUntil(lambda: page.panel is not None and page.panel.plan is not None, timeout=WAIT_MS)
+    assert page.panel.plan.settings.model_params() == sent
+    assert page.panel.chosen().n_ctx == sent.n_ctx

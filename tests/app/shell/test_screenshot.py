@@ -16,12 +16,13 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QApplication
 
-from app.common.engine_bridge import STATE_IDLE, EngineBridge
+from app.common.engine_bridge import EngineBridge
 from app.common.theme import apply_theme
 from app.shell.main_window import MainWindow
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 
-SCREENSHOT = Path(__file__).resolve().parents[2] / "docs" / "screenshots" / "chat.png"
+SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "screenshots" / "chat.png"
 QUESTIONS = (
     "What is the capital of France? Answer in one sentence.",
     "Give me three short tips for staying focused while studying.",
@@ -39,7 +40,7 @@ def test_the_chat_window_answers_on_screen(qtbot, real_engine, starter_model, tm
     try:
         bridge.start()
         window.load_model(starter_model)
-        qtbot.waitUntil(lambda: bridge.state == STATE_IDLE, timeout=60_000)
+        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=60_000)
         chat = window.chat_view
         chat.sampling = p.SamplingParams(temperature=0)
         chat.max_tokens = 200

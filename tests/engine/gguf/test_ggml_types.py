@@ -20,7 +20,7 @@ def _installed_ggml():
 
     import llama_cpp
 
-    from engine.hardware.llama_devices import _candidate_libraries
+    from engine.llama.devices import _candidate_libraries
 
     for lib in _candidate_libraries(llama_cpp):
         try:

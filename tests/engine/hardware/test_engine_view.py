@@ -40,7 +40,7 @@ def test_probe_in_a_child_process_lists_the_cpu_with_system_memory():
 
 def test_the_probe_module_prints_one_json_line_on_stdout():
     done = subprocess.run(
-        [sys.executable, "-m", "engine.hardware.engine_probe"],
+        [sys.executable, "-m", "engine.llama.probe"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -54,7 +54,7 @@ def test_the_probe_module_prints_one_json_line_on_stdout():
 
 IN_PROCESS = """
 import json
-from engine.hardware.llama_devices import list_backends, list_engine_devices
+from engine.llama.devices import list_backends, list_engine_devices
 print(json.dumps({
     "devices": [[d.name, d.backend, d.type, d.total_bytes] for d in list_engine_devices()],
     "backends": list_backends(),

@@ -10,9 +10,9 @@ from engine.hardware.records import (
     CpuDetails,
     Device,
     PcieLink,
-    format_bytes,
     normalize_pci_bus_id,
 )
+from engine.units import format_bytes
 
 
 @pytest.mark.parametrize(

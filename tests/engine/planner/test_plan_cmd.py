@@ -8,6 +8,7 @@ import json
 import pytest
 
 from engine.cli import plan_cmd
+from engine.session import MachineSnapshot
 
 
 def run(*argv: str) -> int:
@@ -59,3 +60,34 @@ def test_kv_types_can_be_limited(llama_files, capsys) -> None:
     )
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["choice"]["type_k"] == "f16"
+
+
+def test_by_default_it_plans_for_this_machines_free_memory(tmp_path, capsys, monkeypatch) -> None:
+    """No --ram/--vram: the machine as detected now (made up here: 20 GiB of RAM free, no GPU)."""
+    import engine.session
+    from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+    from engine.hardware import Detection, Device
+    from engine.hardware.records import CPU
+
+    gib = 1024**3
+    machine = Detection(
+        devices=(Device("cpu", "other", "CPU", CPU, ("cpu",), "psutil", 24 * gib, 20 * gib),)
+    )
+    monkeypatch.setattr(engine.session, "snapshot_machine", lambda: MachineSnapshot(machine))
+    mixtral = write_sparse_gguf(tmp_path / "mixtral.gguf", SHAPES["mixtral-8x7b"], "Q4_K_M")
+    assert mixtral.stat().st_size > 24 * gib  # more than the whole RAM
+    assert run(str(mixtral)) == 1
+    out = capsys.readouterr().out
+    assert "nothing fits" in out and "more on system RAM" in out
+    llama = write_sparse_gguf(tmp_path / "llama.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+    assert run(str(llama)) == 0
+    assert "20.00" in capsys.readouterr().out  # the budget column: the free RAM, not the total
+
+
+def test_a_cpu_probe_that_fails_still_leaves_the_ram_to_check() -> None:
+    from engine.hardware.detection import detect
+
+    found = detect(probes={})  # no probe at all ran: the fallback CPU device
+    cpu = found.devices[-1]
+    assert cpu.free_bytes and cpu.free_bytes > 0 and cpu.total_bytes >= cpu.free_bytes
+    assert MachineSnapshot(found).plan_request().host_budget_bytes == cpu.free_bytes

@@ -29,8 +29,8 @@ def sha256(path: Path) -> str:
 
 
 def record() -> dict:
+    from engine.llama.driver import supports_gpu_offload
     from engine.runtime import greedy_check as g
-    from engine.runtime.llama_driver import supports_gpu_offload
     from engine.runtime.logit_trace import trace
     from engine.starter_model import starter_model_path
 

@@ -1,4 +1,4 @@
-"""`python -m engine.hardware.engine_probe`: print the installed engine's view as one JSON line.
+"""`python -m engine.llama.probe`: print the installed engine's view as one JSON line.
 
 Run in a short-lived child process by `probe_engine_devices`; llama.cpp's own log lines go to
 stderr, the answer is the last line of stdout. Exit status 0 with an answer, 1 with an answer
@@ -13,7 +13,7 @@ import sys
 
 def main() -> int:
     try:
-        from engine.hardware.llama_devices import describe_engine
+        from engine.llama.devices import describe_engine
 
         view = describe_engine()
     except ImportError as exc:

@@ -4,7 +4,7 @@ llama-bench does not report load time, so the reference is the two C calls every
 program makes (llama_model_load_from_file, llama_init_from_model) with the same parameters Hearth
 uses, timed in a fresh process:
 
-    python -m engine.benchmark.baseline_load MODEL --ctx N --gpu-layers N --flash-attn on
+    python -m engine.llama.baseline_load MODEL --ctx N --gpu-layers N --flash-attn on
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def measure_in_child(
     model: str, *, n_ctx: int, gpu_layers: int, flash_attn: str, type_k: str, type_v: str
 ) -> float:
     cmd = [
-        sys.executable, "-m", "engine.benchmark.baseline_load", model, "--ctx", str(n_ctx),
+        sys.executable, "-m", "engine.llama.baseline_load", model, "--ctx", str(n_ctx),
         "--gpu-layers", str(gpu_layers), "--flash-attn", flash_attn,
         "--type-k", type_k, "--type-v", type_v,
     ]  # fmt: skip
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import llama_cpp.llama_cpp as C
 
-    from engine.runtime.llama_driver import FLASH_ATTN, KV_TYPES
+    from engine.llama.driver import FLASH_ATTN, KV_TYPES
 
     C.llama_backend_init()
     mp = C.llama_model_default_params()

@@ -11,10 +11,9 @@ from __future__ import annotations
 import os
 import re
 import threading
+from dataclasses import dataclass
 
 import llama_cpp.llama_cpp as C
-
-from engine.runtime.protocol import BufferAllocation
 
 # llama.cpp: "llama_model_load_from_file_impl: CUDA0 model buffer size = 4403.49 MiB" and the like
 _BUFFER_LINE = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s+([\d.]+) MiB")
@@ -25,6 +24,15 @@ _OVERRIDE_LINE = re.compile(r"tensor (\S+) \(.*\) buffer type overridden to (\S+
 # "...: Flash Attention not supported, set to disabled"
 _FLASH_ATTN_LINE = re.compile(r"Flash Attention (enabled|not supported)")
 _DEBUG, _CONT = 1, 5  # enum ggml_log_level
+
+
+@dataclass(frozen=True)
+class BufferAllocation:
+    """A buffer llama.cpp reported allocating while loading (from its log)."""
+
+    device: str  # "CUDA0", "CPU", "CPU_Mapped", ...
+    kind: str  # "model", "KV", "compute", "output"
+    bytes: int
 
 
 def parse_buffer_line(text: str) -> BufferAllocation | None:

@@ -1,7 +1,6 @@
 import pytest
 
-from engine.runtime.llama_log import parse_buffer_line
-from engine.runtime.protocol import BufferAllocation
+from engine.llama.log import BufferAllocation, parse_buffer_line
 
 MIB = 1024 * 1024
 

@@ -4,7 +4,8 @@ Each wrapper owns one C handle and frees it in `close()`, deterministically: a m
 memory is returned when the next model is loaded, not whenever the garbage collector runs. The C
 prototype of each call is in llama.h; the bindings in `llama_cpp.llama_cpp` mirror it.
 
-Only the engine worker process imports this module.
+Only the engine worker process imports this module. Its settings are its own types
+(engine/llama/params.py); the runtime translates the wire protocol into them.
 """
 
 from __future__ import annotations
@@ -15,14 +16,15 @@ from dataclasses import dataclass
 
 import llama_cpp.llama_cpp as C
 
-from engine.runtime.protocol import ModelParams, SamplingParams
+from engine.enums import KVType
+from engine.llama.params import ContextSettings, ModelSettings, SamplerSettings
 
-# The planner offers f16, q8_0 and q4_0; f32 is here for measuring rounding
+# The planner's types (engine.enums.KVType) as ggml types; f32 is here for measuring rounding
 # (benchmarks/backends/cuda_error_sources.py), at twice f16's memory.
 KV_TYPES = {
-    "f16": C.GGML_TYPE_F16,
-    "q8_0": C.GGML_TYPE_Q8_0,
-    "q4_0": C.GGML_TYPE_Q4_0,
+    KVType.F16: C.GGML_TYPE_F16,
+    KVType.Q8_0: C.GGML_TYPE_Q8_0,
+    KVType.Q4_0: C.GGML_TYPE_Q4_0,
     "f32": C.GGML_TYPE_F32,
 }
 FLASH_ATTN = {
@@ -58,7 +60,7 @@ def supports_gpu_offload() -> bool:
 class Model:
     """A loaded model (weights on the devices llama.cpp chose for them)."""
 
-    def __init__(self, params: ModelParams):
+    def __init__(self, params: ModelSettings):
         init_backend()
         if not os.path.isfile(params.path):
             raise EngineError(f"No model file at {params.path}. Choose another file.")
@@ -189,7 +191,7 @@ class ContextInfo:
 class Context:
     """A llama.cpp context: the KV cache and compute buffers for one conversation."""
 
-    def __init__(self, model: Model, params: ModelParams):
+    def __init__(self, model: Model, params: ContextSettings):
         cp = C.llama_context_default_params()
         cp.n_ctx = params.n_ctx
         cp.n_batch = min(params.n_batch, params.n_ctx)
@@ -282,6 +284,11 @@ class Context:
             if rc != 0:
                 raise EngineError(_decode_failure(rc))
 
+    def logits_of_last(self):
+        """The logits of the last output, as a ctypes float pointer of n_vocab entries (valid
+        until the next decode)."""
+        return ctypes.cast(C.llama_get_logits_ith(self.handle, -1), ctypes.POINTER(ctypes.c_float))
+
     def decode_one(self, token: int) -> None:
         """Decode a single token: the hot path of generation, so no allocation per call."""
         self._one[0] = token
@@ -307,7 +314,7 @@ class Sampler:
     temperature <= 0 selects the most likely token (greedy), which is deterministic.
     """
 
-    def __init__(self, model: Model, sp: SamplingParams):
+    def __init__(self, model: Model, sp: SamplerSettings):
         chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
         self._handle = chain
         self._attached_to: Context | None = None
@@ -364,7 +371,7 @@ class _TensorOverride(ctypes.Structure):
     _fields_ = [("pattern", ctypes.c_char_p), ("buft", ctypes.c_void_p)]
 
 
-def _apply_placement(mp, params: ModelParams) -> list:
+def _apply_placement(mp, params: ModelSettings) -> list:
     """Set the tensor split and the tensors kept in RAM; return what must stay alive meanwhile."""
     keep: list = []
     if params.tensor_split:
@@ -373,7 +380,7 @@ def _apply_placement(mp, params: ModelParams) -> list:
         mp.tensor_split = arr
         keep.append(arr)
     if params.cpu_tensors:
-        from engine.hardware.llama_devices import cpu_buffer_type
+        from engine.llama.devices import cpu_buffer_type
 
         cpu = cpu_buffer_type()
         patterns = [pattern.encode() for pattern in params.cpu_tensors]

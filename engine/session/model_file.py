@@ -1,6 +1,7 @@
 """Check a file the user offers as a model before the engine ever sees it.
 
-A dropped file is read here, in the GUI process, by the bounded GGUF header reader: a file that is
+The header is read here, in the calling process (the window or the CLI), by the bounded GGUF
+header reader, once per open: the load policy plans from the ModelInfo it returns. A file that is
 not a readable GGUF is refused with a message, and the model already loaded stays loaded.
 """
 

@@ -1,0 +1,109 @@
+"""python -m benchmarks.kernels [--sweep] [--quick] [--json PATH]: see __init__.py."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import torch
+
+from benchmarks.kernels import attention, gemv
+from benchmarks.kernels.timing import copy_bandwidth
+
+
+def _gemv_table(rows: list[dict]) -> None:
+    print(f"{'format':20} {'shape':>12} {'rows':>4} {'us':>8} {'GB/s':>7} {'of copy':>8}")
+    for r in rows:
+        shape = f"{r['n_out']}x{r['n_in']}"
+        print(f"{r['format']:20} {shape:>12} {r['rows']:>4} {r['us']:8.1f} {r['gb_s']:7.0f} "
+              f"{r['of_copy']:8.1%}")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels")
+    parser.add_argument("--sweep", action="store_true", help="try GEMV tile shapes too")
+    parser.add_argument("--quick", action="store_true", help="fewer shapes (a first look)")
+    parser.add_argument("--no-attention", action="store_true")
+    parser.add_argument("--no-gemv", action="store_true")
+    parser.add_argument("--formats", help="GEMV formats, e.g. Q4_K,Q6_K (default: all)")
+    parser.add_argument("--batches", default="1,4,16", help="GEMV input rows, e.g. 1,16")
+    parser.add_argument("--contexts", default="4096,32768,131072", help="attention contexts")
+    parser.add_argument("--pairs", help="K/V formats, e.g. f16/f16,rot4/rot4 (default: all)")
+    parser.add_argument("--json", help="write every figure here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device = torch.cuda.get_device_name(0)
+    copy_bw = copy_bandwidth()
+    print(f"device: {device}; device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)")
+    report: dict = {"device": device, "copy_gb_s": copy_bw / 1e9}
+
+    if not args.no_gemv:
+        shapes = gemv.LLAMA3_8B[:1] + gemv.LLAMA3_8B[2:3] if args.quick else gemv.LLAMA3_8B
+        batches = [int(b) for b in args.batches.split(",")]
+        formats = args.formats.split(",") if args.formats else gemv.FORMATS
+        rows = []
+        for fmt in formats:
+            for _name, n_out, n_in in shapes:
+                for b in batches:
+                    rows.append(gemv.measure(fmt, n_out, n_in, b, copy_bw))
+        for _name, n_out, n_in in shapes:
+            rows.append(gemv.cublas_f16(n_out, n_in, 1, copy_bw))
+        print("\nGEMV (weights + x + y bytes over time; GGUF bytes, unchanged by the planes)")
+        _gemv_table(rows)
+        report["gemv"] = rows
+        if args.sweep:
+            report["sweep"] = {}
+            targets = [(f, s) for f in ("Q4_K", "Q6_K") for s in gemv.LLAMA3_8B]
+            targets += [(f, s) for f in ("Q8_0", "Q4_1") for s in gemv.LLAMA3_8B[::2]]
+            targets = [(f, s) for f, s in targets if f in formats and s in shapes]
+            for fmt, (_name, n_out, n_in) in targets:
+                found = gemv.sweep(fmt, n_out, n_in, copy_bw)
+                report["sweep"][f"{fmt} {n_out}x{n_in}"] = found
+                print(f"\nsweep {fmt} {n_out}x{n_in}, best 3:")
+                for r in found[:3]:
+                    print(f"  {r['config']}  {r['us']:.1f} us  {r['of_copy']:.1%}")
+
+    if not args.no_attention:
+        contexts = [int(c) for c in args.contexts.split(",")]
+        pairs = attention.FORMAT_PAIRS
+        if args.pairs:
+            pairs = [tuple(p.split("/")) for p in args.pairs.split(",")]
+        rows = []
+        for context in contexts:
+            for k, v in pairs:
+                try:
+                    rows.append(attention.measure(k, v, context, copy_bw))
+                except Exception as error:  # report it and go on to the next figure
+                    print(f"attention {k}/{v} at {context}: failed: {error!r}"[:300])
+        print("\nDecode attention, one layer (32 q heads, 8 KV heads of 128), batch 1")
+        print(f"{'K/V':10} {'context':>8} {'us/layer':>9} {'ms/token x32':>12} {'GB/s':>7} "
+              f"{'of copy':>8} {'vs f16':>7}")  # fmt: skip
+        f16 = {r["context"]: r["us_per_layer"] for r in rows if r["k"] == r["v"] == "f16"}
+        for r in rows:
+            speedup = f16.get(r["context"], float("nan")) / r["us_per_layer"]
+            print(f"{r['k'] + '/' + r['v']:10} {r['context']:>8} {r['us_per_layer']:9.1f} "
+                  f"{r['ms_per_token_32_layers']:12.3f} {r['gb_s']:7.0f} {r['of_copy']:8.1%} "
+                  f"{speedup:6.2f}x")  # fmt: skip
+        writes = []
+        for k, v in pairs:
+            try:
+                writes.append(attention.measure_write(k, v))
+            except Exception as error:
+                print(f"write {k}/{v}: failed: {error!r}"[:300])
+        print("\nKV write (RoPE off): one position, and 4096 positions")
+        for w in writes:
+            print(f"{w['k'] + '/' + w['v']:10} {w['us_one_token']:8.1f} us {w['us_4096']:9.1f} us")
+        report["attention"] = rows
+        report["write"] = writes
+
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

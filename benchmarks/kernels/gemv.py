@@ -1,0 +1,85 @@
+"""GEMV at Llama-3-8B's shapes, each GGUF format, 1 / 4 / 16 input rows."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+
+from benchmarks.kernels.timing import L2_DEFEAT_BYTES, time_calls
+from kernels.gemv import GemvConfig, default_config, quant_matmul
+from kernels.packed_weight import PackedWeight
+from kernels.reference import random_weight_bytes
+
+# (name, n_out, n_in) of one Llama-3-8B layer
+LLAMA3_8B = [
+    ("attn_q/o 4096x4096", 4096, 4096),
+    ("attn_k/v 1024x4096", 1024, 4096),
+    ("ffn_gate/up 14336x4096", 14336, 4096),
+    ("ffn_down 4096x14336", 4096, 14336),
+]
+FORMATS = ["Q4_K", "Q6_K", "Q5_K", "Q8_0", "Q4_0", "Q4_1", "F16"]
+
+
+def _copies(w: PackedWeight) -> list[PackedWeight]:
+    n = max(2, math.ceil(L2_DEFEAT_BYTES / w.nbytes))
+    planes = [{k: p.clone() for k, p in w.planes.items()} for _ in range(n - 1)]
+    return [w, *(dataclasses.replace(w, planes=p) for p in planes)]
+
+
+def measure(fmt: str, n_out: int, n_in: int, rows: int, copy_bw: float,
+            config: GemvConfig | None = None) -> dict:  # fmt: skip
+    w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
+    weights = _copies(w)
+    x = torch.randn(rows, n_in, dtype=torch.float16, device="cuda")
+
+    def run() -> None:
+        for wi in weights:
+            quant_matmul(x, wi, config)
+
+    seconds = time_calls(run) / len(weights)
+    moved = w.nbytes + x.numel() * 2 + rows * n_out * 2
+    return {
+        "format": fmt, "n_out": n_out, "n_in": n_in, "rows": rows,
+        "us": seconds * 1e6, "gb_s": moved / seconds / 1e9, "of_copy": moved / seconds / copy_bw,
+        "bits_per_weight": w.fmt.bits_per_weight,
+    }  # fmt: skip
+
+
+def cublas_f16(n_out: int, n_in: int, rows: int, copy_bw: float) -> dict:
+    """torch's own f16 matmul (cuBLAS), the baseline for F16 weights."""
+    n = max(2, math.ceil(L2_DEFEAT_BYTES / (n_out * n_in * 2)))
+    weights = [torch.randn(n_out, n_in, dtype=torch.float16, device="cuda") for _ in range(n)]
+    x = torch.randn(rows, n_in, dtype=torch.float16, device="cuda")
+
+    def run() -> None:
+        for wi in weights:
+            torch.matmul(x, wi.t())
+
+    seconds = time_calls(run) / n
+    moved = n_out * n_in * 2 + x.numel() * 2 + rows * n_out * 2
+    return {
+        "format": "F16 (torch/cuBLAS)", "n_out": n_out, "n_in": n_in, "rows": rows,
+        "us": seconds * 1e6, "gb_s": moved / seconds / 1e9, "of_copy": moved / seconds / copy_bw,
+        "bits_per_weight": 16.0,
+    }  # fmt: skip
+
+
+def sweep(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
+    """Batch-1 tile shapes around the default, best first."""
+    base = default_config(fmt, 1)
+    results = []
+    for block_n in (4, 8, 16):
+        for scale in (1, 2):
+            for warps in (4, 8):
+                tile = max(1, int(base.blocks_per_tile * scale))
+                cfg = GemvConfig(block_n, tile, 1, num_warps=warps, num_stages=base.num_stages)
+                try:
+                    r = measure(fmt, n_out, n_in, 1, copy_bw, cfg)
+                except Exception as error:  # a shape Triton cannot compile: note it, go on
+                    print(f"  {cfg}: failed ({type(error).__name__})")
+                    continue
+                r["config"] = dataclasses.asdict(cfg)
+                results.append(r)
+    return sorted(results, key=lambda r: r["us"])

@@ -1,0 +1,46 @@
+"""Timing helpers: copy bandwidth, and CUDA-graph replays timed with events (median)."""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+L2_DEFEAT_BYTES = 400 * 2**20  # data spread over this much, so repeats come from HBM
+
+
+def copy_bandwidth(n_bytes: int = 2 * 2**30, repeats: int = 20) -> float:
+    """Bytes per second of a device-to-device copy, counting bytes read and written."""
+    src = torch.randint(0, 255, (n_bytes,), dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    seconds = time_calls(lambda: dst.copy_(src), repeats=repeats, graph=False)
+    return 2 * n_bytes / seconds
+
+
+def time_calls(fn, repeats: int = 20, graph: bool = True) -> float:
+    """Median seconds of one fn() (fn itself may do many launches), after warm-up."""
+    fn()
+    fn()
+    torch.cuda.synchronize()
+    run = fn
+    if graph:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):
+            fn()
+        torch.cuda.current_stream().wait_stream(stream)
+        captured = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(captured):
+            fn()
+        run = captured.replay
+        run()
+    times = []
+    for _ in range(repeats):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        run()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1000.0)
+    return statistics.median(times)

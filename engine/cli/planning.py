@@ -1,0 +1,91 @@
+"""The load policy on the command line: `hearth chat`, `bench` and `plan --load` load nothing the
+planner did not check, exactly as the window does (engine.session.plan_load).
+
+Options given on the command line (--ctx, --kv, --gpu-layers) are the person's choice: used if
+they fit, refused with the reason if not (a terminal cannot ask, and a silent change would
+surprise). Without them, the choice remembered from the window's Model page, else the best fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TextIO
+
+from engine.enums import KV_TYPES
+from engine.runtime import protocol as p
+from engine.session import (
+    LoadDecision,
+    MachineSnapshot,
+    PlanSource,
+    RememberedChoice,
+    RememberedSettings,
+    UnusableModelFile,
+    plan_load,
+    sibling_files,
+    snapshot_machine,
+)
+
+
+def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--ctx", type=int, metavar="N", help="context length in tokens (default: the plan's)"
+    )
+    parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default: the plan's)")
+    parser.add_argument(
+        "--gpu-layers", type=int, metavar="N", help="layers on the GPU (default: the plan's)"
+    )
+
+
+def chosen_from(args: argparse.Namespace) -> RememberedChoice | None:
+    """The command line's choice, or None when it makes none (then the remembered one)."""
+    ctx, kv, layers = getattr(args, "ctx", None), getattr(args, "kv", None), args.gpu_layers
+    if ctx is None and kv is None and layers is None:
+        return None
+    return RememberedChoice(
+        n_ctx=ctx or 4096,
+        kv_type=kv or KV_TYPES[0],
+        n_gpu_layers=None if layers is None or layers < 0 else layers,
+    )
+
+
+def plan_from_command_line(
+    path: str | Path,
+    args: argparse.Namespace,
+    machine: MachineSnapshot | None = None,
+    *,
+    err: TextIO,
+    remembered: RememberedSettings | None = None,
+) -> LoadDecision | None:
+    """The decision to load `path` with, or None after saying why not (on `err`)."""
+    machine = machine or snapshot_machine()
+    given = chosen_from(args)
+    chosen = given or (remembered or RememberedSettings()).get(path)
+    try:
+        decision = plan_load(path, machine, chosen, siblings=sibling_files(path))
+    except UnusableModelFile as exc:
+        print(exc, file=err)
+        return None
+    if given is not None and decision.source != PlanSource.CHOSEN:
+        what = f"{given.n_ctx:,} tokens, {given.kv_type} KV"
+        if given.n_gpu_layers is not None:
+            what += f", {given.n_gpu_layers} GPU layers"
+        text = f"{Path(path).name} with {what} needs {decision.shortfall_text()} than is free."
+        if decision.fits:
+            text += f" What fits: {decision.summary()} (leave out --ctx/--kv/--gpu-layers)."
+        else:
+            text += " Nothing fits: " + decision.refusal()
+        print(text, file=err)
+        return None
+    if not decision.fits:
+        print(f"{decision.name} does not fit on this computer. {decision.refusal()}", file=err)
+        return None
+    for note in decision.notes:
+        print(f"[{note}]", file=err)
+    print(f"[{decision.name}: {decision.summary()}]", file=err)
+    return decision
+
+
+def machine_with_engine(ready: p.Ready | None) -> MachineSnapshot:
+    """This machine, with what the started worker said about GPU offload."""
+    return snapshot_machine(gpu_offload=None if ready is None else ready.gpu_offload_supported)

@@ -1,0 +1,51 @@
+"""The engine's vocabulary, written once: KV cache types, engine states, why a reply stopped.
+
+StrEnum members are the strings they always were, so they travel over the worker protocol (JSON),
+sit in settings files and compare with plain strings unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class KVType(StrEnum):
+    """llama.cpp KV cache element types Hearth plans for (ggml type names)."""
+
+    F16 = "f16"
+    Q8_0 = "q8_0"
+    Q4_0 = "q4_0"
+
+
+# Best first: the order the planner prefers them in when memory allows.
+KV_TYPES: tuple[str, ...] = tuple(KVType)
+
+
+class EngineState(StrEnum):
+    """Where the engine is. The worker reports NO_MODEL..GENERATING; the GUI adds the states of
+    the worker process itself (STARTING, CRASHED, STOPPED: no worker running)."""
+
+    STARTING = "starting"
+    NO_MODEL = "no_model"
+    LOADING = "loading"
+    IDLE = "idle"
+    GENERATING = "generating"
+    CRASHED = "crashed"
+    STOPPED = "stopped"
+
+
+class Overflow(StrEnum):
+    """What to do when a conversation no longer fits the context with room for the reply."""
+
+    STOP = "stop"  # fail, and say so
+    DROP_OLDEST = "drop_oldest"  # leave out the oldest whole turns (the worker counts exactly)
+
+
+class StopReason(StrEnum):
+    """Why a reply ended."""
+
+    EOS = "eos"  # the model's end-of-generation token
+    STOP_STRING = "stop_string"
+    MAX_TOKENS = "max_tokens"
+    STOPPED = "stopped"  # the person (or a client) asked
+    CONTEXT_FULL = "context_full"

@@ -1,0 +1,50 @@
+"""The llama.cpp boundary's own parameter types: what the binding needs to load a model, make a
+context and build a sampler chain, in llama.cpp's terms.
+
+The worker protocol is translated into these at the runtime's edge (engine/runtime/to_llama.py),
+so a change of the wire format never reaches the binding, and a bump of llama-cpp-python touches
+engine/llama/ only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """llama_model_params."""
+
+    path: str
+    n_gpu_layers: int = -1  # -1: every layer
+    use_mmap: bool = True
+    tensor_split: tuple[float, ...] = ()  # share of the layers per GPU; empty: llama.cpp's split
+    cpu_tensors: tuple[str, ...] = ()  # regexes of tensors kept in host memory (MoE experts)
+
+
+@dataclass(frozen=True)
+class ContextSettings:
+    """llama_context_params."""
+
+    n_ctx: int = 4096
+    n_batch: int = 2048
+    n_ubatch: int = 512
+    n_threads: int = 0  # 0: the physical cores
+    flash_attn: str = "auto"  # "on", "off", "auto"
+    type_k: str = "f16"
+    type_v: str = "f16"
+    swa_full: bool = True
+    backend_sampling: bool = True  # sample in the graph; only the token comes back
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    """llama.cpp's sampler chain, in its order: penalties, top-k, top-p, min-p, temperature."""
+
+    temperature: float = 0.7  # <= 0: greedy
+    top_k: int = 40
+    top_p: float = 0.95
+    min_p: float = 0.05
+    repeat_penalty: float = 1.0
+    repeat_last_n: int = 64
+    seed: int = 0xFFFFFFFF

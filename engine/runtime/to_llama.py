@@ -1,0 +1,42 @@
+"""The wire protocol's settings as the llama.cpp boundary's own types (engine/llama/params.py)."""
+
+from __future__ import annotations
+
+from engine.llama.params import ContextSettings, ModelSettings, SamplerSettings
+from engine.runtime.protocol import ModelParams, SamplingParams
+
+
+def model_settings(params: ModelParams) -> ModelSettings:
+    return ModelSettings(
+        path=params.path,
+        n_gpu_layers=params.n_gpu_layers,
+        use_mmap=params.use_mmap,
+        tensor_split=tuple(params.tensor_split),
+        cpu_tensors=tuple(params.cpu_tensors),
+    )
+
+
+def context_settings(params: ModelParams) -> ContextSettings:
+    return ContextSettings(
+        n_ctx=params.n_ctx,
+        n_batch=params.n_batch,
+        n_ubatch=params.n_ubatch,
+        n_threads=params.n_threads,
+        flash_attn=str(params.flash_attn),
+        type_k=str(params.type_k),
+        type_v=str(params.type_v),
+        swa_full=params.swa_full,
+        backend_sampling=params.backend_sampling,
+    )
+
+
+def sampler_settings(sampling: SamplingParams) -> SamplerSettings:
+    return SamplerSettings(
+        temperature=sampling.temperature,
+        top_k=sampling.top_k,
+        top_p=sampling.top_p,
+        min_p=sampling.min_p,
+        repeat_penalty=sampling.repeat_penalty,
+        repeat_last_n=sampling.repeat_last_n,
+        seed=sampling.seed,
+    )

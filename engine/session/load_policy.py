@@ -1,0 +1,249 @@
+"""How a model is loaded: the one policy behind every way of opening a model.
+
+    decision = plan_load(path, snapshot_machine(), RememberedSettings().get(path))
+    if decision.fits:
+        client.load(decision.params)        # what the planner checked, nothing else
+    else:
+        print(decision.refusal())           # what it would need, and the nearest that fit
+
+The window (File › Open, drag-and-drop, --model, the Library, reload, start-up), the CLI
+(`chat`, `bench`, `plan --load`) and the server all come here, so a model is never loaded with
+settings nobody checked. In order:
+
+1. the person's own choice (remembered from the Model page, or given on the command line), if it
+   still fits this machine as it is now;
+2. else the planner's best fit, aiming at DEFAULT_CONTEXT tokens (the training context if
+   shorter), never below MIN_CONTEXT; a choice that no longer fits is said so in `notes`;
+3. else nothing is loaded: the decision says what the model would need, and offers other
+   quantizations of the same model beside it on disk that do fit.
+
+Pure apart from reading GGUF headers: the machine comes in as a snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from pathlib import Path
+
+from engine.gguf import ModelInfo
+from engine.planner import Plan, Planner, PlanRequest
+from engine.planner.manual import ManualPlan, plan_manual
+from engine.planner.records import Choice
+from engine.runtime.protocol import ModelParams
+from engine.session.machine import MachineSnapshot
+from engine.session.model_file import UnusableModelFile, check_model_file
+from engine.session.remembered import RememberedChoice
+from engine.units import format_bytes
+
+DEFAULT_CONTEXT = 8192  # a first load: room for a real conversation; the slider goes further
+MIN_CONTEXT = 512  # below this a chat model is of no use
+
+
+class PlanSource(StrEnum):
+    CHOSEN = "chosen"  # the person's remembered (or command-line) choice
+    BEST_FIT = "best_fit"
+    NOTHING_FITS = "nothing_fits"
+
+
+@dataclass(frozen=True)
+class LoadOption:
+    """A plan that fits, offered when the model asked for does not."""
+
+    summary: str  # e.g. "Qwen3-8B-Q3_K_M.gguf, 8,192 tokens, all layers on the GPU"
+    path: Path
+    params: ModelParams
+
+
+@dataclass(frozen=True)
+class LoadDecision:
+    path: Path
+    info: ModelInfo
+    source: PlanSource
+    choice: RememberedChoice | None  # what the Model page shows; None when nothing fits
+    plan: ManualPlan | None  # memory per device for `choice`
+    best: Plan | None  # the planner's search (its reasons and alternatives), when it ran
+    params: ModelParams | None  # None: do not load
+    notes: tuple[str, ...] = ()  # what the person should know (a choice that no longer fits)
+    options: tuple[LoadOption, ...] = ()
+    # The person's choice, when it did not fit: (device, bytes over its budget) for each device.
+    chosen_over_budget: tuple[tuple[str, int], ...] = ()
+
+    def shortfall_text(self) -> str:
+        """ "2.10 GiB more on RTX 4070, 0.50 GiB more on system RAM" for a choice that failed."""
+        return ", ".join(
+            f"{format_bytes(n, 2)} more on {dev}" for dev, n in self.chosen_over_budget
+        )
+
+    @property
+    def fits(self) -> bool:
+        return self.params is not None
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+    def summary(self) -> str:
+        """One line: what will run, e.g. "8,192 tokens · f16 KV · 31/33 layers on the GPU"."""
+        if self.plan is None:
+            return "does not fit"
+        c = self.plan.config
+        kv = c.type_k if c.type_k == c.type_v else f"{c.type_k}/{c.type_v}"
+        total = self.plan.n_layers + 1
+        layers = f"{c.n_gpu_layers}/{total} layers on the GPU" if c.n_gpu_layers else "on the CPU"
+        return f"{c.n_ctx:,} tokens · {kv} KV · {layers}"
+
+    def refusal(self) -> str:
+        """Why nothing is loaded, and what would help (a banner's text; the title names the
+        file). E.g. "Even the leanest placement (...) needs 4.13 GiB more on system RAM. ..."."""
+        parts = list(self.best.reasons) if self.best is not None else []
+        more = [
+            a.summary
+            for a in (self.best.alternatives if self.best is not None else ())
+            if a.summary and a.kind != "more_memory"  # the reason says how much already
+        ]
+        if more:
+            parts.append("It would fit with " + "; or ".join(more) + ".")
+        if self.options:
+            parts.append(
+                "Other files of this model that fit: "
+                + "; ".join(o.summary for o in self.options)
+                + "."
+            )
+        else:
+            parts.append("Free some memory (close other programs) or use a smaller quantization.")
+        return " ".join(parts)
+
+
+def plan_load(
+    path: str | Path,
+    machine: MachineSnapshot,
+    chosen: RememberedChoice | None = None,
+    *,
+    info: ModelInfo | None = None,
+    siblings: Iterable[str | Path] = (),
+    target_ctx: int | None = None,
+) -> LoadDecision:
+    """Decide how to load `path` on `machine`. Raises UnusableModelFile for a file that is not a
+    readable GGUF; `info` skips reading the header again when the caller just did."""
+    path = Path(path)
+    info = info if info is not None else check_model_file(path)
+    planner = Planner(info)
+    notes: list[str] = []
+    chosen_over: tuple[tuple[str, int], ...] = ()
+    if chosen is not None:
+        request = machine.plan_request(vram_budget_bytes=chosen.vram_budget_bytes)
+        manual = plan_manual(planner, request, chosen.manual_choice)
+        if manual.fits:
+            return _decision(path, info, PlanSource.CHOSEN, chosen, manual, None)
+        chosen_over = tuple(manual.over_budget)
+        over = ", ".join(f"{format_bytes(n, 2)} more on {dev}" for dev, n in chosen_over)
+        notes.append(
+            f"Your settings for {path.name} ({chosen.n_ctx:,} tokens, {chosen.kv_type} KV) need "
+            f"{over} than this machine has free now, so it loads with the best fit instead. "
+            "Your settings are kept: free memory and apply them again on the Model page."
+        )
+    request = machine.plan_request()
+    best = best_fit(planner, request, target_ctx)
+    if best.fits and best.choice is not None:
+        choice = choice_from(best.choice)
+        manual = plan_manual(planner, request, choice.manual_choice)
+        decision = _decision(path, info, PlanSource.BEST_FIT, choice, manual, best)
+        if not manual.fits:  # the search and the manual estimate agree; this guards the seam
+            decision = replace(decision, params=best.settings.model_params())
+        return replace(decision, notes=tuple(notes), chosen_over_budget=chosen_over)
+    options = tuple(_options_among(siblings, path, info, machine, target_ctx))
+    return LoadDecision(
+        path=path,
+        info=info,
+        source=PlanSource.NOTHING_FITS,
+        choice=None,
+        plan=None,
+        best=best,
+        params=None,
+        notes=tuple(notes),
+        options=options,
+        chosen_over_budget=chosen_over,
+    )
+
+
+def choice_from(choice: Choice) -> RememberedChoice:
+    """The planner's choice as the Model page's controls hold it."""
+    all_layers = choice.n_gpu_layers >= choice.n_layers + 1
+    return RememberedChoice(
+        n_ctx=choice.n_ctx,
+        kv_type=choice.type_k,
+        flash_attn=choice.flash_attn,
+        n_gpu_layers=None if all_layers else choice.n_gpu_layers,
+        n_cpu_expert_layers=choice.n_cpu_expert_layers,
+    )
+
+
+def best_fit(planner: Planner, request: PlanRequest, target_ctx: int | None = None) -> Plan:
+    """The planner's best choice aiming at `target_ctx` (else DEFAULT_CONTEXT, or the training
+    context if shorter), never below MIN_CONTEXT."""
+    n_ctx_train = planner.profiles[0].n_ctx_train or DEFAULT_CONTEXT
+    target = target_ctx or min(DEFAULT_CONTEXT, n_ctx_train)
+    return planner.plan(replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target)))
+
+
+def _decision(path, info, source, choice, manual: ManualPlan, best) -> LoadDecision:
+    return LoadDecision(
+        path=path,
+        info=info,
+        source=source,
+        choice=choice,
+        plan=manual,
+        best=best,
+        params=manual.settings.model_params(),
+    )
+
+
+def _options_among(
+    siblings: Iterable[str | Path],
+    path: Path,
+    info: ModelInfo,
+    machine: MachineSnapshot,
+    target_ctx: int | None,
+) -> list[LoadOption]:
+    options = []
+    for other in siblings:
+        other = Path(other)
+        if other.resolve() == path.resolve():
+            continue
+        try:
+            other_info = check_model_file(other)
+        except UnusableModelFile:
+            continue
+        if not same_model(info, other_info):
+            continue
+        decision = plan_load(other, machine, info=other_info, target_ctx=target_ctx)
+        if decision.fits:
+            options.append(
+                LoadOption(f"{other.name}, {decision.summary()}", other, decision.params)
+            )
+    return options
+
+
+def same_model(a: ModelInfo, b: ModelInfo) -> bool:
+    """Two files of one model in other quantizations: same architecture, shape and vocabulary."""
+    keys = ("block_count", "embedding_length", "attention.head_count", "feed_forward_length")
+    return (
+        a.architecture == b.architecture
+        and a.vocab_size == b.vocab_size
+        and all(
+            a.metadata.get(f"{a.architecture}.{k}") == b.metadata.get(f"{b.architecture}.{k}")
+            for k in keys
+        )
+    )
+
+
+def sibling_files(path: str | Path) -> Sequence[Path]:
+    """Other GGUF files in the same folder: in Hearth's library a folder is one Hub repository,
+    which holds the quantizations of one model."""
+    path = Path(path)
+    try:
+        return sorted(p for p in path.parent.glob("*.gguf") if p.name != path.name)
+    except OSError:
+        return ()

@@ -1,0 +1,57 @@
+"""One snapshot of the machine: what detection found, taken once and shared.
+
+The window takes it at start-up off the GUI thread and every page plans from it; the CLI takes
+one per command. `plan_request` is the only place a PlanRequest is built from devices, so the
+Library's fit badge, the Model page and `hearth plan` ask the planner the same question.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from engine.hardware import Detection, Device, detect
+from engine.planner import PlanRequest, request_for_devices
+
+
+@dataclass(frozen=True)
+class MachineSnapshot:
+    detection: Detection
+    taken_at: float = field(default_factory=time.time)
+    # Whether the installed engine can put layers on a GPU (the worker's Ready event says so;
+    # None until known). A CPU-only build on a machine with a GPU must plan for the CPU alone.
+    gpu_offload: bool | None = None
+
+    @property
+    def devices(self) -> tuple[Device, ...]:
+        return self.detection.devices
+
+    @property
+    def usable_gpus(self) -> tuple[Device, ...]:
+        return () if self.gpu_offload is False else self.detection.gpus
+
+    @property
+    def has_usable_gpu(self) -> bool:
+        return bool(self.usable_gpus)
+
+    def with_gpu_offload(self, supported: bool) -> MachineSnapshot:
+        return replace(self, gpu_offload=supported)
+
+    def plan_request(self, *, vram_budget_bytes: int | None = None, **options) -> PlanRequest:
+        """The planner's question for this machine: each usable GPU's free memory less the
+        safety margin (or `vram_budget_bytes`, a budget the person chose), and free RAM."""
+        devices = [d for d in self.devices if not d.is_gpu or d in self.usable_gpus]
+        return request_for_devices(devices, vram_budget_bytes=vram_budget_bytes, **options)
+
+
+def snapshot_machine(
+    detect_fn: Callable[[], Detection] = detect, *, gpu_offload: bool | None = None
+) -> MachineSnapshot:
+    """Detect now (never raises: a probe that fails leaves its devices out, and the CPU is
+    always there)."""
+    try:
+        detection = detect_fn()
+    except Exception as exc:  # detection promises not to raise; a plan on the CPU if it does
+        detection = Detection(devices=(), notes=(f"Hardware detection failed: {exc}",))
+    return MachineSnapshot(detection=detection, gpu_offload=gpu_offload)

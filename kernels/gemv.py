@@ -1,0 +1,103 @@
+"""y = x @ w.T for a PackedWeight, dequantizing GGUF blocks on the fly (one launch, plus one
+small sum when split-K is used). Formats: see gemv_kquants.py and gemv_blocks.py."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from kernels import gemv_blocks, gemv_kquants
+from kernels.availability import interpret_mode, require
+from kernels.errors import UnsupportedTensor
+from kernels.gemv_common import split_plan
+from kernels.packed_weight import PackedWeight
+
+# Per format: the launcher and how many weights one of its kernel's "blocks" covers.
+_LAUNCH = {
+    "Q4_K": (gemv_kquants.launch_q4_k_q5_k, 256),
+    "Q5_K": (gemv_kquants.launch_q4_k_q5_k, 256),
+    "Q6_K": (gemv_kquants.launch_q6_k, 256),
+    "Q4_0": (gemv_blocks.launch_q4_q5, 32),
+    "Q4_1": (gemv_blocks.launch_q4_q5, 32),
+    "Q5_0": (gemv_blocks.launch_q4_q5, 32),
+    "Q5_1": (gemv_blocks.launch_q4_q5, 32),
+    "Q8_0": (gemv_blocks.launch_q8_0, 32),
+    "F16": (gemv_blocks.launch_float, 64),
+    "BF16": (gemv_blocks.launch_float, 64),
+    "F32": (gemv_blocks.launch_float, 64),
+}
+_X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    block_n: int  # weight rows per program
+    blocks_per_tile: int  # format blocks per K step
+    block_b: int  # input rows per program: 1 (FMA path) or 16 (tl.dot path)
+    num_warps: int = 4
+    num_stages: int = 2
+
+
+def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
+    """Tile shapes from the H100 sweeps (docs/kernels.md): 8 rows, 1024 weights per K step."""
+    blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
+    if n_rows_x == 1:
+        return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)
+    return GemvConfig(block_n=64, blocks_per_tile=max(1, blocks // 4), block_b=16)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    blocks_per_split: int
+    splits: int
+    stride_split: int
+    even_rows: bool  # n_out is whole tiles of rows
+    even: bool  # ... and K is whole tiles in every split: no bounds masks at all
+    exact_fma: bool  # fma rounds once (the GPU); Triton's CPU interpreter rounds twice
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4  # the CPU interpreter: small, so the tests' small shapes still take split-K
+
+
+def quant_matmul(x: torch.Tensor, w: PackedWeight, config: GemvConfig | None = None):
+    """x: [..., n_in] f16/bf16/f32 -> [..., n_out] in x's dtype."""
+    require()
+    fmt = w.fmt.name
+    if x.shape[-1] != w.n_in:
+        raise UnsupportedTensor(
+            f"input of shape {tuple(x.shape)} does not match the {fmt} weight's {w.n_in} inputs"
+        )
+    if x.dtype not in _X_DTYPES:
+        raise UnsupportedTensor(f"input dtype {x.dtype}: use float16, bfloat16 or float32")
+    lead = x.shape[:-1]
+    x2 = x.reshape(-1, w.n_in).contiguous()
+    n_rows_x = x2.shape[0]
+    if n_rows_x == 0:
+        return x.new_empty(*lead, w.n_out)
+    launch, unit = _LAUNCH[fmt]
+    cfg = config or default_config(fmt, n_rows_x)
+    n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
+    b_tiles = triton.cdiv(n_rows_x, cfg.block_b)
+    n_blocks = triton.cdiv(w.n_in, unit)
+    per_split, splits = split_plan(
+        n_blocks, cfg.blocks_per_tile, n_row_tiles * b_tiles, _sm_count(x.device)
+    )
+    if splits == 1:
+        out = torch.empty(n_rows_x, w.n_out, dtype=x.dtype, device=x.device)
+    else:
+        out = torch.empty(splits, n_rows_x, w.n_out, dtype=torch.float32, device=x.device)
+    even_rows = w.n_out % cfg.block_n == 0
+    even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
+    exact_fma = not interpret_mode()
+    plan = _Plan(per_split, splits, out.stride(0) if splits > 1 else 0, even_rows, even, exact_fma)
+    launch(w, x2, out, (n_row_tiles, splits, b_tiles), plan, cfg)
+    if splits > 1:
+        out = out.sum(0).to(x.dtype)
+    return out.reshape(*lead, w.n_out)

@@ -1,0 +1,135 @@
+"""What every GGUF GEMV kernel shares: the multiply-accumulate step and the split-K plan.
+
+Each format's kernel loads a tile of weight codes u[BLOCK_N rows, NG groups, GS weights] (the
+groups are the format's scale groups, so scales are loaded once per group, not per weight),
+with each group's scale s and offset c, w = u * s - c, and hands them to `mac_codes` with the
+input columns those weights multiply:
+
+    one input row (decode):   acc[n, g, i] += (u s - c)[n, g, i] * x[col[g, i]]
+                              y[n] = sum acc   (reduced once, after the K loop)
+    2..16 rows (drafts):      acc[n, b] += sum_k w[n, k] * x[b, col[k]]   (tl.dot on the
+                              dequantized tile, rows padded to 16)
+
+Why the decode path looks like this: a 4-bit GEMV at the H100's 3 TB/s must turn 5e12 codes a
+second into floats. The int-to-float instruction runs at 16 per clock per multiprocessor, well
+under that, so codes become floats by the exponent trick instead: (u | 0x4B000000) read as a
+float is 2^23 + u, and one fma(2^23 + u, s, -2^23 s) gives u s with a single rounding. Per
+weight that leaves a nibble extract (integer unit), an FMA, the offset's add and the FMA with
+x. (Moving the offset out as c * sum(x) per group cost more: the sums needed shuffles.)
+
+Split-K: a program covers `blocks_per_split` blocks of K; with several splits it writes fp32
+partial sums that one torch sum adds up, so small matrices (the 1024-row K/V projections of an
+8B model) still start enough programs to fill the GPU. EVEN (shapes that divide into whole
+tiles) drops every bounds mask: the masks fold to constants.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+MAGIC = tl.constexpr(0x4B000000)  # the bits of 2.0**23 as float32
+TWO_23 = tl.constexpr(8388608.0)
+
+
+@triton.jit
+def codes_to_float(u):
+    """int32 codes 0 <= u < 2^23 -> float32(2^23 + u), without the int-to-float unit."""
+    return (u | MAGIC).to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def mac_codes(acc, u, s, c, x_ptr, cols, col_mask, zero_rows, stride_xb, n_rows_x,
+              BLOCK_B: tl.constexpr, EXACT_FMA: tl.constexpr):  # fmt: skip
+    """Accumulate (u * s - c) * x; u [BN, NG, GS/4, 4] codes, s and c [BN, NG] per group."""
+    s4 = s[:, :, None, None]
+    c4 = c[:, :, None, None]
+    if EXACT_FMA:
+        w = tl.fma(codes_to_float(u), s4, -TWO_23 * s4) - c4
+    else:  # Triton's CPU interpreter rounds fma twice: subtract first there
+        w = (codes_to_float(u) - TWO_23) * s4 - c4
+    return mac(acc, w, x_ptr, cols, col_mask, zero_rows, stride_xb, n_rows_x, BLOCK_B)
+
+
+@triton.jit
+def mac(acc, w, x_ptr, cols, col_mask, zero_rows, stride_xb, n_rows_x, BLOCK_B: tl.constexpr):
+    """acc += w * x for a dequantized tile w [BN, NG, GS/4, 4]; cols [NG, GS/4, 4].
+
+    One input row: x is loaded as a full [BN, ...] tile (zero_rows is 0 of that shape), so it
+    gets the weights' own register layout and no shuffle through shared memory."""
+    if BLOCK_B == 1:
+        x = tl.load(x_ptr + zero_rows + cols[None, :, :, :], mask=col_mask[None, :, :, :],
+                    other=0.0)  # fmt: skip
+        acc += w * x.to(tl.float32)
+    else:
+        BN: tl.constexpr = w.shape[0]
+        K: tl.constexpr = w.shape[1] * w.shape[2] * w.shape[3]
+        flat_cols = tl.reshape(cols, (K,))
+        flat_mask = tl.reshape(col_mask, (K,))
+        b = tl.arange(0, BLOCK_B)
+        xt = tl.load(
+            x_ptr + b[None, :] * stride_xb + flat_cols[:, None],
+            mask=flat_mask[:, None] & (b[None, :] < n_rows_x),
+            other=0.0,
+        )
+        w2 = tl.reshape(w, (BN, K))
+        if xt.dtype == tl.float32:  # float32 inputs get float32 products, not tf32
+            acc += tl.dot(w2, xt, input_precision="ieee")
+        elif xt.dtype == tl.bfloat16:
+            # tf32 keeps more of the weight than bf16 would, at no cost that shows in a
+            # memory-bound kernel (and Triton's CPU interpreter gets bf16 dots wrong).
+            acc += tl.dot(w2, xt.to(tl.float32))
+        else:
+            acc += tl.dot(w2.to(xt.dtype), xt)
+    return acc
+
+
+@triton.jit
+def lanes(GS: tl.constexpr):
+    """Offsets 0..GS-1 of a group as [GS/4, 4]: runs of 4 contiguous values, the widest that
+    the uint8 codes and the f16 inputs share (so both get one register layout)."""
+    return tl.arange(0, GS // 4)[:, None] * 4 + tl.arange(0, 4)[None, :]
+
+
+@triton.jit
+def new_acc(BLOCK_N: tl.constexpr, NG: tl.constexpr, GS: tl.constexpr, BLOCK_B: tl.constexpr):
+    if BLOCK_B == 1:
+        acc = tl.zeros((BLOCK_N, NG, GS // 4, 4), dtype=tl.float32)
+    else:
+        acc = tl.zeros((BLOCK_N, BLOCK_B), dtype=tl.float32)
+    return acc
+
+
+@triton.jit
+def store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x,
+              BLOCK_B: tl.constexpr):  # fmt: skip
+    """out[split, b, n] (fp32 partials) or out[b, n] (final, in out's dtype); out_ptr and
+    n_rows_x already moved to this program's first input row (see `program_rows`)."""
+    split = tl.program_id(1)
+    base = out_ptr + split * stride_split
+    if BLOCK_B == 1:
+        y = tl.sum(tl.sum(tl.sum(acc, axis=3), axis=2), axis=1)
+        tl.store(base + rows, y.to(out_ptr.dtype.element_ty), mask=row_mask)
+    else:
+        b = tl.arange(0, BLOCK_B)
+        ptrs = base + b[None, :] * stride_ob + rows[:, None]
+        mask = row_mask[:, None] & (b[None, :] < n_rows_x)
+        tl.store(ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def program_rows(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, BLOCK_B: tl.constexpr):
+    """Move x and out to the input rows of this program (grid axis 2 tiles the batch)."""
+    first = tl.program_id(2) * BLOCK_B
+    return x_ptr + first * stride_xb, out_ptr + first * stride_ob, n_rows_x - first
+
+
+def split_plan(n_blocks: int, blocks_per_tile: int, n_row_tiles: int, n_sm: int) -> tuple[int, int]:
+    """(blocks per split, number of splits): enough programs for about 4 waves of the GPU,
+    but never a split shorter than two tiles (the partial sums cost a pass of their own)."""
+    tiles = triton.cdiv(n_blocks, blocks_per_tile)
+    wanted = max(1, (4 * n_sm) // max(1, n_row_tiles))
+    splits = max(1, min(wanted, tiles // 2))
+    tiles_per_split = triton.cdiv(tiles, splits)
+    blocks_per_split = tiles_per_split * blocks_per_tile
+    return blocks_per_split, triton.cdiv(n_blocks, blocks_per_split)

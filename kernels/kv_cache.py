@@ -1,0 +1,208 @@
+"""A paged KV cache on the GPU, in any K and V formats (kv_formats.py), with its write kernel
+(kv_write.py) and flash-decoding attention (decode_attention.py).
+
+Pages of `page_size` positions come from one pool shared by the sequences; a sequence's block
+table lists its pages in order. The cache keeps each sequence's block table and length on the
+device, so `attend` copies nothing from the host (the table changes only when a page is added).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+import torch
+import triton
+
+from kernels.availability import require
+from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
+from kernels.errors import UnsupportedTensor
+from kernels.kv_formats import GROUP, KVCacheSpec, rotation_signs
+from kernels.kv_tiles import FORMAT_CODES
+from kernels.kv_write import kv_write_kernel
+from kernels.rope import inv_freq_tensor
+from kernels.rope_tables import Rope
+
+
+def _allocate(fmt: str, n_pages: int, spec: KVCacheSpec, device) -> dict[str, torch.Tensor]:
+    rows = (n_pages, spec.n_kv_heads, spec.page_size)
+    d = spec.head_dim
+    if fmt == "f16":
+        return {"q": torch.zeros(*rows, d, dtype=torch.float16, device=device)}
+    if fmt == "q8":
+        return {
+            "q": torch.zeros(*rows, d, dtype=torch.int8, device=device),
+            "scale": torch.zeros(*rows, dtype=torch.float16, device=device),
+        }
+    per_byte = 2 if fmt == "rot4" else 4
+    return {
+        "q": torch.zeros(*rows, d // per_byte, dtype=torch.uint8, device=device),
+        "scale": torch.zeros(*rows, d // GROUP, dtype=torch.float16, device=device),
+        "min": torch.zeros(*rows, d // GROUP, dtype=torch.float16, device=device),
+    }
+
+
+def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    q = planes["q"]  # formats without a scale or min field pass q in its place (never read)
+    return q, planes.get("scale", q), planes.get("min", q)
+
+
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).multi_processor_count
+    return 4
+
+
+class PagedKVCache:
+    def __init__(self, spec: KVCacheSpec, device: object = "cuda") -> None:
+        require()
+        self.spec = spec
+        self.device = torch.device(device)
+        self.n_pages = triton.cdiv(spec.max_tokens, spec.page_size)
+        self._k = [
+            _allocate(spec.k_format, self.n_pages, spec, device) for _ in range(spec.n_layers)
+        ]
+        self._v = [
+            _allocate(spec.v_format, self.n_pages, spec, device) for _ in range(spec.n_layers)
+        ]
+        # the rotation's signs with its 1/sqrt(D) folded in (kv_tiles.rotate_rows)
+        scaled = rotation_signs(spec.head_dim) / math.sqrt(spec.head_dim)
+        self._signs = torch.tensor(scaled, dtype=torch.float32, device=device)
+        self._free = list(range(self.n_pages - 1, -1, -1))
+        self._pages: dict[int, list[int]] = {}
+        self._lengths: dict[int, int] = {}
+        self._tables: dict[int, torch.Tensor] = {}
+        self._length_tensors: dict[int, torch.Tensor] = {}
+        self._next_seq = 0
+
+    # --- sequences -------------------------------------------------------------------------
+    def new_sequence(self) -> int:
+        seq = self._next_seq
+        self._next_seq += 1
+        self._pages[seq] = []
+        self._lengths[seq] = 0
+        self._tables[seq] = torch.zeros(self.n_pages, dtype=torch.int32, device=self.device)
+        self._length_tensors[seq] = torch.zeros(1, dtype=torch.int32, device=self.device)
+        return seq
+
+    def free_sequence(self, seq: int) -> None:
+        self._free.extend(reversed(self._pages.pop(seq)))
+        for table in (self._lengths, self._tables, self._length_tensors):
+            table.pop(seq)
+
+    def length(self, seq: int) -> int:
+        return self._lengths[seq]
+
+    def grow(self, seq: int, n: int) -> int:
+        """Reserve n more positions for seq; returns the first of them."""
+        start = self._lengths[seq]
+        pages = self._pages[seq]
+        needed = triton.cdiv(start + n, self.spec.page_size) - len(pages)
+        if needed > len(self._free):
+            raise UnsupportedTensor(
+                f"the KV cache is full: {needed} more pages of {self.spec.page_size} positions "
+                f"asked for, {len(self._free)} free; make max_tokens larger or free a sequence"
+            )
+        if needed > 0:
+            new = [self._free.pop() for _ in range(needed)]
+            self._tables[seq][len(pages) : len(pages) + needed] = torch.tensor(new)
+            pages.extend(new)
+        self._lengths[seq] = start + n
+        self._length_tensors[seq].fill_(start + n)
+        return start
+
+    # --- kernels ---------------------------------------------------------------------------
+    def write(self, layer: int, seq: int, start: int, k, v, rope: Rope | None = None) -> None:
+        """Store k, v [n, n_kv_heads, head_dim] at positions start..start+n-1 (after grow)."""
+        spec = self.spec
+        shape = (k.shape[0], spec.n_kv_heads, spec.head_dim)
+        if tuple(k.shape) != shape or tuple(v.shape) != shape:
+            raise UnsupportedTensor(
+                f"KV rows of shapes {tuple(k.shape)} and {tuple(v.shape)}: need {shape}"
+            )
+        if start + shape[0] > self._lengths[seq]:
+            raise UnsupportedTensor(
+                f"positions up to {start + shape[0]} written to a sequence of "
+                f"{self._lengths[seq]}: grow it first"
+            )
+        if shape[0] == 0:
+            return
+        k, v = k.contiguous(), v.contiguous()
+        inv_freq = inv_freq_tensor(rope, self.device) if rope is not None else self._signs
+        kq, ks, km = _pointers(self._k[layer])
+        vq, vs, vm = _pointers(self._v[layer])
+        kv_write_kernel[(shape[0],)](
+            k, v, self._tables[seq], start, k.stride(0), v.stride(0), self._signs,
+            inv_freq, rope.mscale if rope is not None else 1.0,
+            kq, ks, km, vq, vs, vm,
+            HKV=spec.n_kv_heads, HKV_PAD=triton.next_power_of_2(spec.n_kv_heads),
+            D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
+            K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
+            ROPE=rope is not None, N_ROT=rope.n_rot if rope is not None else 2,
+            NEOX=bool(rope is not None and rope.neox),
+        )  # fmt: skip
+
+    def attend(self, layer: int, q: torch.Tensor, seqs: list[int], scale: float | None = None):
+        """q [len(seqs), n_heads, head_dim] -> attention output of the same shape and dtype."""
+        spec = self.spec
+        n_seqs, n_heads, d = q.shape
+        if n_seqs != len(seqs) or d != spec.head_dim or n_heads % spec.n_kv_heads:
+            raise UnsupportedTensor(
+                f"queries of shape {tuple(q.shape)} for {len(seqs)} sequences and "
+                f"{spec.n_kv_heads} KV heads of {spec.head_dim}"
+            )
+        lengths = [self._lengths[s] for s in seqs]
+        if min(lengths) < 1:
+            raise UnsupportedTensor("attention over an empty sequence: write a position first")
+        q = q.contiguous()
+        group = n_heads // spec.n_kv_heads
+        pages = triton.cdiv(max(lengths), spec.page_size)
+        wanted = triton.cdiv(4 * _sm_count(q.device), n_seqs * spec.n_kv_heads)
+        pages_per_split = triton.cdiv(pages, max(1, min(wanted, pages)))
+        n_splits = triton.cdiv(pages, pages_per_split)
+        tables = torch.stack([self._tables[s] for s in seqs]) if n_seqs > 1 else None
+        table = tables if tables is not None else self._tables[seqs[0]]
+        length_t = (
+            torch.cat([self._length_tensors[s] for s in seqs])
+            if n_seqs > 1
+            else self._length_tensors[seqs[0]]
+        )
+        parts = n_seqs * n_heads * n_splits
+        acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
+        m = torch.empty(parts, dtype=torch.float32, device=q.device)
+        l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
+        out = torch.empty_like(q)
+        kq, ks, km = _pointers(self._k[layer])
+        vq, vs, vm = _pointers(self._v[layer])
+        shared = {
+            "HQ": n_heads,
+            "G": group,
+            "G_PAD": max(16, triton.next_power_of_2(group)),
+            "D": d,
+            "LOG2D": int(math.log2(d)),
+        }
+        qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
+        decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
+            q, acc, m, l_sum, table, length_t, self._signs, kq, ks, km, vq, vs, vm,
+            qk_scale, self.n_pages, n_splits, pages_per_split, HKV=spec.n_kv_heads,
+            P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
+            V_FMT=FORMAT_CODES[spec.v_format], **shared,
+        )  # fmt: skip
+        decode_reduce_kernel[(n_seqs, spec.n_kv_heads)](
+            acc, m, l_sum, out, self._signs, n_splits, V_FMT=FORMAT_CODES[spec.v_format],
+            **shared,
+        )  # fmt: skip
+        return out
+
+    def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
+        """K and V of seq as the cache would return them (dequantized, unrotated; float32
+        numpy [length, n_kv_heads, head_dim]): for checks, slow."""
+        from kernels.kv_readback import dequantize_pages
+
+        pages = self._pages[seq]
+        n = self._lengths[seq]
+        k = dequantize_pages(self.spec.k_format, self._k[layer], pages, self.spec)[:n]
+        v = dequantize_pages(self.spec.v_format, self._v[layer], pages, self.spec)[:n]
+        return k, v

@@ -1,0 +1,138 @@
+"""KV cache formats: what is stored per token and head, and the numpy reference of each.
+
+    f16    the row as float16.
+    q8     int8 q = round(x / s), s = max|x| / 127 per token and head (f16).      8.1 bits/value
+    rot4   y = R x, then per group of 32 values: q = round((y - mn) / s) in 0..15,
+           s = (max - mn) / 15, s and mn stored as f16.                             5 bits/value
+    rot2   (K only) the same with 2 bits, q in 0..3.                                3 bits/value
+
+R is a fixed orthonormal rotation per head: R x = H (signs * x) / sqrt(D), H the Sylvester
+Hadamard matrix (applied by the fast Walsh-Hadamard transform, D log D adds) and signs a fixed
+random +-1 vector. Rotating spreads the few large channels of K and V over all of them, so
+that 4 bits per value with one scale per group lose little (QuaRot, KIVI, TurboQuant). Since
+R is orthonormal, q.k = (R q).(R k): attention rotates the query once and reads rotated keys
+as they are; for V it sums rotated rows and rotates the result back once (R^T = R^-1).
+
+K and V formats are independent (e.g. K q8 with V rot4). This module needs numpy only: the
+engine's KV-quality tool uses `reference_roundtrip` to see what a format does to a cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.errors import UnsupportedTensor
+
+KV_FORMATS = ("f16", "q8", "rot4", "rot2")
+GROUP = 32  # values per scale group in rot4 / rot2
+_LEVELS = {"rot4": 15, "rot2": 3}
+_SIGN_SEED = 0x4EA27  # fixed: the signs are part of the stored format
+
+
+@dataclass(frozen=True)
+class KVCacheSpec:
+    n_layers: int
+    n_kv_heads: int
+    head_dim: int
+    k_format: str = "rot4"
+    v_format: str = "rot4"
+    page_size: int = 64
+    max_tokens: int = 32768
+
+    def __post_init__(self) -> None:
+        for role, fmt in (("K", self.k_format), ("V", self.v_format)):
+            check_format(fmt, self.head_dim, role)
+        if self.page_size not in (16, 32, 64, 128):
+            raise UnsupportedTensor(f"KV page size {self.page_size}: use 16, 32, 64 or 128")
+
+    @property
+    def bytes_per_token(self) -> int:
+        """Bytes one token takes in one layer, K and V together."""
+        per_row = bytes_per_row(self.k_format, self.head_dim)
+        per_row += bytes_per_row(self.v_format, self.head_dim)
+        return per_row * self.n_kv_heads
+
+
+def check_format(fmt: str, head_dim: int, role: str = "K") -> None:
+    if fmt not in KV_FORMATS:
+        raise UnsupportedTensor(f"KV cache format {fmt!r}: supported are {', '.join(KV_FORMATS)}")
+    if fmt == "rot2" and role != "K":
+        raise UnsupportedTensor("KV cache format 'rot2' is for K only; use rot4 or q8 for V")
+    if head_dim & (head_dim - 1) or not 32 <= head_dim <= 256:
+        raise UnsupportedTensor(
+            f"head size {head_dim}: the KV kernels need a power of two from 32 to 256"
+        )
+
+
+def bytes_per_row(fmt: str, head_dim: int) -> int:
+    if fmt == "f16":
+        return 2 * head_dim
+    if fmt == "q8":
+        return head_dim + 2
+    bits = 4 if fmt == "rot4" else 2
+    return head_dim * bits // 8 + 4 * (head_dim // GROUP)
+
+
+def rotation_signs(head_dim: int) -> np.ndarray:
+    rng = np.random.default_rng(_SIGN_SEED + head_dim)
+    return np.where(rng.random(head_dim) < 0.5, -1.0, 1.0).astype(np.float32)
+
+
+def hadamard(n: int) -> np.ndarray:
+    h = np.ones((1, 1))
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def rotate(x: np.ndarray) -> np.ndarray:
+    """R x over the last axis (float64)."""
+    d = x.shape[-1]
+    return (np.asarray(x, np.float64) * rotation_signs(d)) @ hadamard(d) / np.sqrt(d)
+
+
+def unrotate(y: np.ndarray) -> np.ndarray:
+    """R^T y over the last axis (float64)."""
+    d = y.shape[-1]
+    return (np.asarray(y, np.float64) @ hadamard(d) / np.sqrt(d)) * rotation_signs(d)
+
+
+def reference_quantize(fmt: str, x: np.ndarray) -> dict[str, np.ndarray]:
+    """Rows x [..., D] -> the stored fields (codes unpacked, one per value)."""
+    check_format(fmt, x.shape[-1], "K")
+    x = np.asarray(x, np.float32)
+    if fmt == "f16":
+        return {"values": x.astype(np.float16)}
+    if fmt == "q8":
+        scale = (np.abs(x).max(axis=-1, keepdims=True) / 127).astype(np.float16)
+        s = scale.astype(np.float32)
+        q = np.floor(np.divide(x, s, out=np.zeros_like(x), where=s > 0) + 0.5)
+        return {"q": np.clip(q, -127, 127).astype(np.int8), "scale": scale}
+    levels = _LEVELS[fmt]
+    y = rotate(x).astype(np.float32)
+    groups = y.reshape(*y.shape[:-1], -1, GROUP)
+    mn = groups.min(axis=-1, keepdims=True).astype(np.float16)
+    scale = (groups.max(axis=-1, keepdims=True) - groups.min(axis=-1, keepdims=True)) / levels
+    scale = scale.astype(np.float16)
+    s, m = scale.astype(np.float32), mn.astype(np.float32)
+    q = np.floor(np.divide(groups - m, s, out=np.zeros_like(groups), where=s > 0) + 0.5)
+    return {"q": np.clip(q, 0, levels).astype(np.uint8), "scale": scale, "min": mn}
+
+
+def reference_dequantize(fmt: str, packed: dict[str, np.ndarray]) -> np.ndarray:
+    """The stored fields -> rows [..., D] as the cache returns them (float32, unrotated)."""
+    if fmt == "f16":
+        return packed["values"].astype(np.float32)
+    if fmt == "q8":
+        return packed["q"].astype(np.float32) * packed["scale"].astype(np.float32)
+    q = packed["q"].astype(np.float32)
+    y = q * packed["scale"].astype(np.float32) + packed["min"].astype(np.float32)
+    y = y.reshape(*y.shape[:-2], -1)
+    return unrotate(y).astype(np.float32)
+
+
+def reference_roundtrip(fmt: str, x: np.ndarray) -> np.ndarray:
+    """What attention sees of rows x [..., D] after storing them in format `fmt`."""
+    return reference_dequantize(fmt, reference_quantize(fmt, x))

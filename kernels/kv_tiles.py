@@ -1,0 +1,131 @@
+"""Triton helpers shared by the KV cache's write and attention kernels: the fast
+Walsh-Hadamard transform, and storing / loading rows of each cache format (kv_formats.py has
+the math and the numpy reference).
+
+Per layer and per role (K or V) the cache holds pages [n_pages, n_kv_heads, page_size, ...]:
+    f16   q [.., D] float16
+    q8    q [.., D] int8, scale [..] float16
+    rot4  q [.., D/2] uint8 (byte i: dim 2i low nibble, 2i+1 high), scale, min [.., D/32] f16
+    rot2  q [.., D/4] uint8 (byte i: dims 4i..4i+3 at bits 0, 2, 4, 6), scale, min as rot4
+A row is addressed by its index (page * n_kv_heads + head) * page_size + slot.
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+F16: tl.constexpr = tl.constexpr(0)
+Q8: tl.constexpr = tl.constexpr(1)
+ROT4: tl.constexpr = tl.constexpr(2)
+ROT2: tl.constexpr = tl.constexpr(3)
+FORMAT_CODES = {"f16": 0, "q8": 1, "rot4": 2, "rot2": 3}
+
+
+@triton.jit
+def fwht(x, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
+    """x [R, D] @ H_D (unnormalized Sylvester Hadamard): log2(D) butterfly stages."""
+    for s in tl.static_range(LOG2D):
+        y = tl.permute(tl.reshape(x, (R, D >> (s + 1), 2, 1 << s)), (0, 1, 3, 2))
+        a, b = tl.split(y)
+        y = tl.permute(tl.join(a + b, a - b), (0, 1, 3, 2))
+        x = tl.reshape(y, (R, D))
+    return x
+
+
+@triton.jit
+def rotate_rows(x, scaled_signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
+    """R x = H (signs * x) / sqrt(D), row by row; scaled_signs = signs / sqrt(D)."""
+    return fwht(x * scaled_signs[None, :], R, D, LOG2D)
+
+
+@triton.jit
+def unrotate_rows(y, scaled_signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
+    """R^T y = signs * (H y) / sqrt(D), row by row; scaled_signs = signs / sqrt(D)."""
+    return fwht(y, R, D, LOG2D) * scaled_signs[None, :]
+
+
+@triton.jit
+def _round_codes(v, lo, scale, levels):
+    safe = tl.where(scale > 0, scale, 1.0)
+    q = tl.floor((v - lo) / safe + 0.5)
+    q = tl.where(scale > 0, q, 0.0)
+    return tl.minimum(tl.maximum(q, 0.0), levels).to(tl.uint8)
+
+
+@triton.jit
+def store_rows(x, rows, row_mask, q_ptr, scale_ptr, min_ptr,
+               FMT: tl.constexpr, R: tl.constexpr, D: tl.constexpr):  # fmt: skip
+    """Quantize rows x [R, D] (f32, already rotated for rot formats) into row indices rows."""
+    j = tl.arange(0, D)
+    mask = row_mask[:, None]
+    if FMT == F16:
+        tl.store(q_ptr + rows[:, None] * D + j[None, :], x.to(tl.float16), mask=mask)
+    elif FMT == Q8:
+        scale = (tl.max(tl.abs(x), axis=1) / 127.0).to(tl.float16)
+        s = scale.to(tl.float32)[:, None]
+        q = tl.floor(x / tl.where(s > 0, s, 1.0) + 0.5)
+        q = tl.minimum(tl.maximum(q, -127.0), 127.0).to(tl.int8)
+        tl.store(q_ptr + rows[:, None] * D + j[None, :], q, mask=mask)
+        tl.store(scale_ptr + rows, scale, mask=row_mask)
+    else:
+        LEVELS: tl.constexpr = 15.0 if FMT == ROT4 else 3.0
+        NGROUP: tl.constexpr = D // 32
+        g = tl.reshape(x, (R, NGROUP, 32))
+        lo = tl.min(g, axis=2)
+        scale = ((tl.max(g, axis=2) - lo) / LEVELS).to(tl.float16)
+        lo = lo.to(tl.float16)
+        q = _round_codes(g, lo.to(tl.float32)[:, :, None], scale.to(tl.float32)[:, :, None], LEVELS)
+        gi = tl.arange(0, NGROUP)
+        group_rows = rows[:, None] * NGROUP + gi[None, :]
+        tl.store(scale_ptr + group_rows, scale, mask=mask)
+        tl.store(min_ptr + group_rows, lo, mask=mask)
+        if FMT == ROT4:
+            even, odd = tl.split(tl.reshape(q, (R, D // 2, 2)))
+            packed = even | (odd << 4)
+            i = tl.arange(0, D // 2)
+            tl.store(q_ptr + rows[:, None] * (D // 2) + i[None, :], packed, mask=mask)
+        else:
+            even, odd = tl.split(tl.reshape(q, (R, D // 4, 2, 2)))
+            d0, d2 = tl.split(even)
+            d1, d3 = tl.split(odd)
+            packed = d0 | (d1 << 2) | (d2 << 4) | (d3 << 6)
+            i = tl.arange(0, D // 4)
+            tl.store(q_ptr + rows[:, None] * (D // 4) + i[None, :], packed, mask=mask)
+
+
+@triton.jit
+def load_tile(row0, q_ptr, scale_ptr, min_ptr,
+              FMT: tl.constexpr, P: tl.constexpr, D: tl.constexpr):  # fmt: skip
+    """Rows row0 .. row0+P-1 as an f16 tile [P, D] (still rotated for rot formats; q8 codes
+    unscaled) and the per-row scale [P] that q8 leaves to the caller (1 otherwise)."""
+    t = row0 + tl.arange(0, P)
+    if FMT <= Q8:  # f16 or q8: one value per byte or two
+        j = tl.arange(0, D)
+        tile = tl.load(q_ptr + t[:, None] * D + j[None, :]).to(tl.float16)
+        if FMT == Q8:
+            row_scale = tl.load(scale_ptr + t).to(tl.float32)
+        else:
+            row_scale = tl.full((P,), 1.0, tl.float32)
+    else:
+        NGROUP: tl.constexpr = D // 32
+        gi = tl.arange(0, NGROUP)
+        group_rows = t[:, None] * NGROUP + gi[None, :]
+        scale = tl.load(scale_ptr + group_rows).to(tl.float32)[:, :, None]
+        lo = tl.load(min_ptr + group_rows).to(tl.float32)[:, :, None]
+        if FMT == ROT4:
+            i = tl.arange(0, 16)
+            b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
+            even = (b & 15).to(tl.float32) * scale + lo
+            odd = (b >> 4).to(tl.float32) * scale + lo
+            tile = tl.reshape(tl.join(even, odd), (P, D)).to(tl.float16)
+        else:
+            i = tl.arange(0, 8)
+            b = tl.load(q_ptr + (group_rows * 8)[:, :, None] + i[None, None, :])
+            c0 = (b & 3).to(tl.float32) * scale + lo
+            c1 = ((b >> 2) & 3).to(tl.float32) * scale + lo
+            c2 = ((b >> 4) & 3).to(tl.float32) * scale + lo
+            c3 = (b >> 6).to(tl.float32) * scale + lo
+            tile = tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), (P, D)).to(tl.float16)
+        row_scale = tl.full((P,), 1.0, tl.float32)
+    return tile, row_scale

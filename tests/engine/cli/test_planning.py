@@ -1,0 +1,76 @@
+"""The load policy on the command line: flags are the person's choice (used if they fit, refused
+with the reason if not), else the remembered choice, else the best fit; nothing that does not fit
+is ever loaded."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from engine.cli.planning import add_load_arguments, plan_from_command_line
+from engine.session import PlanSource, RememberedChoice, RememberedSettings
+from tests.engine.session.conftest import cpu, machine, nvidia
+
+GAMING_PC = machine(nvidia(11.5, 12), cpu(24))
+
+
+def args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    add_load_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli-models")
+    return write_sparse_gguf(folder / "llama.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+
+
+def plan(path, *argv, remembered=None):
+    err = io.StringIO()
+    decision = plan_from_command_line(path, args(*argv), GAMING_PC, err=err, remembered=remembered)
+    return decision, err.getvalue()
+
+
+def test_flags_that_fit_are_what_loads(llama, tmp_path):
+    decision, err = plan(llama, "--ctx", "16384", "--kv", "q8_0", remembered=None)
+    assert decision.source == PlanSource.CHOSEN
+    assert (decision.params.n_ctx, decision.params.type_k) == (16384, "q8_0")
+    assert "16,384 tokens · q8_0 KV" in err
+
+
+def test_flags_that_do_not_fit_are_refused_with_what_would(llama):
+    decision, err = plan(llama, "--ctx", "1099511627776")
+    assert decision is None
+    assert "1,099,511,627,776 tokens" in err and "more on" in err
+    assert "What fits: 8,192 tokens" in err
+
+
+def test_without_flags_the_remembered_choice_then_the_best_fit(llama, tmp_path):
+    remembered = RememberedSettings(tmp_path / "s.json")
+    decision, _ = plan(llama, remembered=remembered)
+    assert decision.source == PlanSource.BEST_FIT and decision.params.n_ctx == 8192
+    remembered.put(llama, RememberedChoice(n_ctx=12288, kv_type="q4_0"))
+    decision, _ = plan(llama, remembered=remembered)
+    assert decision.source == PlanSource.CHOSEN and decision.params.n_ctx == 12288
+
+
+def test_hearth_chat_refuses_a_model_that_fits_nowhere(tmp_path):
+    """The real command, on this machine: a header-only Mixtral bigger than its RAM."""
+    import psutil
+
+    mixtral = write_sparse_gguf(tmp_path / "mixtral.gguf", SHAPES["mixtral-8x7b"], "Q8_0")
+    if mixtral.stat().st_size < psutil.virtual_memory().total:
+        pytest.skip("this machine has more RAM than the test's model")
+    run = subprocess.run(
+        [sys.executable, "-m", "app.launcher", "chat", str(mixtral), "--prompt", "hi"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1
+    assert "mixtral.gguf does not fit on this computer" in run.stderr
+    assert "more on system RAM" in run.stderr

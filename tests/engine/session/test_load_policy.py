@@ -1,0 +1,112 @@
+"""The load policy, by table: the person's choice if it fits, else the best fit, else nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.enums import KVType
+from engine.session import (
+    DEFAULT_CONTEXT,
+    PlanSource,
+    RememberedChoice,
+    UnusableModelFile,
+    plan_load,
+    same_model,
+    sibling_files,
+)
+from engine.session.machine import snapshot_machine
+from tests.engine.session.conftest import GIB, cpu, machine, nvidia
+
+GAMING_PC = machine(nvidia(11.5, 12), cpu(24))  # a 12 GiB card, 24 GiB of RAM free
+SMALL_LAPTOP = machine(cpu(6, 8))  # no GPU, 6 GiB of RAM free
+
+
+def test_first_load_is_the_best_fit_at_the_default_context(model_file):
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), GAMING_PC)
+    assert decision.source == PlanSource.BEST_FIT and decision.fits
+    assert decision.params.n_ctx == DEFAULT_CONTEXT
+    assert decision.params.n_gpu_layers == 33  # all 32 layers and the output on the 12 GiB card
+    assert decision.plan.fits and not decision.notes
+
+
+@pytest.mark.parametrize(
+    ("n_ctx", "kv_type", "layers"),
+    [(4096, KVType.F16, None), (16384, KVType.Q8_0, None), (8192, KVType.Q4_0, 20)],
+)
+def test_a_remembered_choice_that_fits_is_what_loads(model_file, n_ctx, kv_type, layers):
+    chosen = RememberedChoice(n_ctx=n_ctx, kv_type=kv_type, n_gpu_layers=layers)
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), GAMING_PC, chosen)
+    assert decision.source == PlanSource.CHOSEN and decision.choice == chosen
+    params = decision.params
+    assert (params.n_ctx, params.type_k, params.type_v) == (n_ctx, kv_type, kv_type)
+    assert params.n_gpu_layers == (33 if layers is None else layers)
+
+
+def test_a_remembered_choice_that_no_longer_fits_falls_back_and_says_so(model_file):
+    chosen = RememberedChoice(n_ctx=131072, kv_type=KVType.F16, n_gpu_layers=33)
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), GAMING_PC, chosen)
+    assert decision.source == PlanSource.BEST_FIT and decision.fits
+    assert decision.params.n_ctx < 131072
+    assert len(decision.notes) == 1 and "131,072 tokens" in decision.notes[0]
+    assert "more on" in decision.notes[0] and "kept" in decision.notes[0]
+
+
+def test_a_chosen_vram_budget_limits_the_gpu(model_file):
+    chosen = RememberedChoice(n_ctx=8192, vram_budget_bytes=3 * GIB)
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), GAMING_PC, chosen)
+    assert decision.source == PlanSource.CHOSEN
+    assert 0 < decision.params.n_gpu_layers < 33  # part of the 4.6 GiB of weights fit in 3 GiB
+    gpu_use = decision.plan.devices[0]
+    assert gpu_use.weights_bytes + gpu_use.kv_bytes + gpu_use.compute_bytes <= 3 * GIB
+
+
+def test_a_model_that_fits_nowhere_is_not_loaded(model_file):
+    decision = plan_load(model_file("mixtral-8x7b", "Q4_K_M"), SMALL_LAPTOP)
+    assert decision.source == PlanSource.NOTHING_FITS
+    assert not decision.fits and decision.params is None and decision.plan is None
+    text = decision.refusal()
+    assert "Even the leanest placement" in text and "GiB more on system RAM" in text
+
+
+def test_nothing_fits_offers_another_quantization_beside_it(model_file):
+    big = model_file("llama3-8b", "Q8_0", folder="repo")
+    small = model_file("llama3-8b", "Q3_K_M", folder="repo")
+    model_file("mistral-7b", "Q3_K_M", folder="repo")  # another model in the folder: not offered
+    laptop = machine(cpu(5.5, 8))  # Q8_0 (8 GiB) does not fit, Q3_K_M (3.7 GiB) does
+    decision = plan_load(big, laptop, siblings=sibling_files(big))
+    assert not decision.fits
+    assert [o.path for o in decision.options] == [small]
+    assert decision.options[0].params.path == str(small)
+    assert small.name in decision.refusal()
+
+
+def test_a_cpu_only_engine_plans_for_the_cpu_even_with_a_gpu(model_file):
+    cpu_build = machine(nvidia(11.5, 12), cpu(24), gpu_offload=False)
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), cpu_build)
+    assert decision.fits and decision.params.n_gpu_layers == 0
+    assert decision.summary().endswith("on the CPU")
+
+
+def test_a_file_that_is_not_a_gguf_is_refused(tmp_path):
+    bad = tmp_path / "notes.gguf"
+    bad.write_bytes(b"GGUF\x03\x00\x00\x00" + b"\xff" * 40)
+    with pytest.raises(UnusableModelFile, match="not a readable GGUF"):
+        plan_load(bad, GAMING_PC)
+
+
+def test_same_model_tells_quantizations_from_other_models(model_file):
+    from engine.gguf import read_model_info
+
+    a = read_model_info(model_file("llama3-8b", "Q4_K_M"))
+    b = read_model_info(model_file("llama3-8b", "Q8_0"))
+    c = read_model_info(model_file("mistral-7b", "Q4_K_M"))
+    assert same_model(a, b) and not same_model(a, c)
+
+
+def test_snapshot_of_a_failing_detection_still_plans_for_the_cpu(model_file):
+    def broken():
+        raise RuntimeError("probe exploded")
+
+    snap = snapshot_machine(broken)
+    assert "probe exploded" in snap.detection.notes[0]
+    assert not snap.has_usable_gpu and snap.plan_request().gpus == ()

@@ -1,0 +1,141 @@
+"""The paged KV cache: what the write kernel stores, and decode attention over it, against
+kv_formats' numpy reference, for every K/V format pair, odd lengths, GQA and several sequences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kernels import reference
+from kernels.errors import UnsupportedTensor
+from kernels.kv_cache import PagedKVCache
+from kernels.kv_formats import KVCacheSpec, reference_roundtrip
+from kernels.rope_tables import Rope
+from tests.kernels.conftest import relative_error
+
+FORMAT_PAIRS = [
+    ("f16", "f16"),
+    ("q8", "q8"),
+    ("rot4", "rot4"),
+    ("q8", "rot4"),
+    ("rot4", "q8"),
+    ("rot2", "rot4"),
+    ("f16", "rot4"),
+]
+# Attention in the kernel multiplies f16 tiles (q rounded to f16, p rounded to f16), against
+# float64 over the same dequantized rows.
+ATTENTION_TOLERANCE = 3e-3
+
+
+def _cache(k_format, v_format, device, heads=2, dim=64, page=16, tokens=256):
+    spec = KVCacheSpec(
+        n_layers=2, n_kv_heads=heads, head_dim=dim, k_format=k_format, v_format=v_format,
+        page_size=page, max_tokens=tokens,
+    )  # fmt: skip
+    return PagedKVCache(spec, device=device)
+
+
+@pytest.mark.parametrize(("k_format", "v_format"), FORMAT_PAIRS)
+def test_write_then_attend_matches_reference(k_format, v_format, device):
+    gen = torch.Generator().manual_seed(len(k_format) * 7 + len(v_format))
+    cache = _cache(k_format, v_format, device)
+    seq, other = cache.new_sequence(), cache.new_sequence()
+    k = torch.randn(37, 2, 64, generator=gen)
+    v = torch.randn(37, 2, 64, generator=gen)
+    # two writes, interleaved with another sequence, so pages are not contiguous
+    cache.grow(other, 5)
+    cache.write(1, seq, cache.grow(seq, 20), k[:20].to(device), v[:20].to(device))
+    cache.grow(other, 20)
+    cache.write(1, seq, cache.grow(seq, 17), k[20:].to(device), v[20:].to(device))
+
+    k_ref = reference_roundtrip(k_format, k.numpy())
+    v_ref = reference_roundtrip(v_format, v.numpy())
+    k_back, v_back = cache.read_rows(1, seq)
+    # Rounding of the rotation in f32 may flip a code at a tie: at most one step, rarely.
+    for got, want in ((k_back, k_ref), (v_back, v_ref)):
+        assert np.mean(np.abs(got - want) > 1e-3) < 0.01
+
+    q = torch.randn(1, 8, 64, generator=gen)  # 8 query heads over 2 KV heads
+    out = cache.attend(1, q.to(device), [seq])
+    expected = reference.decode_attention(q[0].numpy(), k_ref, v_ref, 1 / 8)
+    assert out.shape == q.shape
+    assert relative_error(out[0].cpu(), expected) < ATTENTION_TOLERANCE
+
+
+def test_several_sequences_of_different_lengths(device):
+    cache = _cache("rot4", "rot4", device, heads=1, dim=32, page=16)
+    rows = {}
+    for n in (1, 16, 45):
+        seq = cache.new_sequence()
+        k, v = torch.randn(n, 1, 32), torch.randn(n, 1, 32)
+        cache.write(0, seq, cache.grow(seq, n), k.to(device), v.to(device))
+        rows[seq] = (k, v)
+    seqs = list(rows)
+    q = torch.randn(len(seqs), 3, 32)
+    out = cache.attend(0, q.to(device), seqs)
+    for i, seq in enumerate(seqs):
+        k, v = rows[seq]
+        expected = reference.decode_attention(
+            q[i].numpy(), reference_roundtrip("rot4", k.numpy()),
+            reference_roundtrip("rot4", v.numpy()), 32**-0.5,
+        )  # fmt: skip
+        assert relative_error(out[i].cpu(), expected) < ATTENTION_TOLERANCE
+
+
+@pytest.mark.parametrize("layout", ["normal", "neox"])
+def test_rope_fused_into_the_write(layout, device):
+    rope = Rope.from_gguf_params(64, 64, base=10000.0, layout=layout)
+    cache = _cache("f16", "f16", device)
+    seq = cache.new_sequence()
+    cache.grow(seq, 3)
+    k, v = torch.randn(5, 2, 64), torch.randn(5, 2, 64)
+    cache.write(0, seq, cache.grow(seq, 5), k.to(device), v.to(device), rope=rope)
+    k_back, _ = cache.read_rows(0, seq)
+    rotated = reference.rope(k.numpy(), np.arange(3, 8), rope.inv_freq, 64, rope.neox)
+    np.testing.assert_allclose(k_back[3:], rotated, atol=2e-3)
+
+
+def test_rot4_keeps_attention_closer_than_plain_error_bound(device):
+    """Rotation's point: a channel 30x larger than the rest (as real keys have) must not
+    wreck the 4-bit groups. Against the unquantized rows, rot4 stays near its Gaussian error."""
+    gen = torch.Generator().manual_seed(11)
+    k = torch.randn(64, 2, 64, generator=gen)
+    k[:, :, 5] *= 30.0
+    rot = reference_roundtrip("rot4", k.numpy())
+    assert relative_error(rot, k.numpy()) < 0.12
+
+
+def test_errors_name_the_problem(device):
+    with pytest.raises(UnsupportedTensor, match="'rot2' is for K only"):
+        KVCacheSpec(1, 1, 64, k_format="f16", v_format="rot2")
+    with pytest.raises(UnsupportedTensor, match="'q3'"):
+        KVCacheSpec(1, 1, 64, k_format="q3")
+    with pytest.raises(UnsupportedTensor, match="head size 80"):
+        KVCacheSpec(1, 1, 80)
+    cache = _cache("f16", "f16", device, tokens=32)
+    seq = cache.new_sequence()
+    with pytest.raises(UnsupportedTensor, match="KV cache is full"):
+        cache.grow(seq, 33)
+    with pytest.raises(UnsupportedTensor, match="grow it first"):
+        cache.write(0, seq, 0, torch.zeros(1, 2, 64), torch.zeros(1, 2, 64))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4")])
+def test_llama3_8b_shape_at_4k(k_format, v_format):
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
+    cache = PagedKVCache(spec, device="cuda")
+    seq = cache.new_sequence()
+    k = torch.randn(4000, 8, 128, dtype=torch.float16)
+    v = torch.randn(4000, 8, 128, dtype=torch.float16)
+    cache.write(0, seq, cache.grow(seq, 4000), k.cuda(), v.cuda())
+    q = torch.randn(1, 32, 128, dtype=torch.float16)
+    out = cache.attend(0, q.cuda(), [seq])
+    expected = reference.decode_attention(
+        q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
+        reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
+    )  # fmt: skip
+    assert relative_error(out[0].float().cpu(), expected) < 5e-3
