@@ -44,7 +44,10 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
         kernel (positions start..start+n-1), then rotate + quantize + store, one launch each.
     o = cache.attend(layer, q, seqs, scale=None)
         q: [len(seqs), n_heads, head_dim], one query per sequence over all its positions
-        (flash-decoding split + reduce, GQA aware) -> o: [len(seqs), n_heads, head_dim].
+        (flash-decoding split + reduce, GQA aware) -> o: [len(seqs), n_heads, head_dim];
+        or q: [len(seqs), T, n_heads, head_dim] for each sequence's last T positions (draft
+        verification; token t sees positions up to its own; T * n_heads/n_kv_heads <= 128).
+    k, v = cache.read_rows(layer, seq)   numpy float32, dequantized and unrotated (checks)
 
 Reference (numpy; no torch needed; the tests and benchmarks use these and nothing else)
     kernels.kv_formats.reference_roundtrip(fmt, x) -> x after quantize+dequantize (float32)

@@ -1,15 +1,17 @@
 """Decode attention over the paged KV cache (flash-decoding), GQA aware, any K/V formats.
 
-One query per sequence and head; T cached positions. For each KV head, the G = n_heads /
-n_kv_heads query heads that share it are one tile [G padded to 16, D], so each K/V page is read
-once for the whole group, dequantized in registers, never written out.
+T query tokens per sequence (1 in decode; a few when verifying drafts, each seeing the
+positions up to its own) over the cached positions. For each KV head, the T * G query rows
+(G = n_heads / n_kv_heads heads share it) are one tile [T * G padded to 16, D], so each K/V page
+is read once for all of them, dequantized in registers, never written out.
 
     phase 1, grid (sequences, KV heads, splits): each program walks its run of pages:
         s = (q . k) * scale * log2(e)             (q rotated first when K is rotated)
         online softmax: m' = max(m, max s); l = l 2^(m-m') + sum 2^(s-m'); acc likewise
         acc += 2^(s-m') @ v                       (q8: per-row scales folded into s and p)
-    phase 2, grid (sequences, KV heads): out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i,
-        rotated back (R^T) when V is stored rotated.
+    phase 2, grid (sequences x tokens, query heads):
+        out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
+        when V is stored rotated, one float32 matmul by R^T (a [D, D] matrix) follows.
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.
@@ -20,7 +22,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.kv_tiles import Q8, ROT4, load_tile, rotate_rows, unrotate_rows
+from kernels.kv_tiles import Q8, ROT4, load_rot4_halves, load_tile, rotate_rows
 
 LOG2E = 1.4426950408889634
 
@@ -30,18 +32,22 @@ def decode_split_kernel(
     q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr,
     qk_scale, stride_bt, n_splits, pages_per_split,
-    HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr,
-    D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
+    HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
+    G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr,
 ):  # fmt: skip
+    """Tile rows r = t * G + g: query token t (of the sequence's last T positions) and query
+    head g of this KV head's group; G_PAD >= T * G."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
     length = tl.load(lengths_ptr + seq)
     gi = tl.arange(0, G_PAD)
     j = tl.arange(0, D)
-    group_mask = gi < G
-    q_rows = seq * HQ + head * G + gi
+    group_mask = gi < T * G
+    token = gi // G
+    q_rows = (seq * T + token) * HQ + head * G + gi % G
+    last_visible = length - T + token  # causal among the T new tokens
     q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
     q = q.to(tl.float32)
     if K_FMT >= ROT4:  # rot4 or rot2: keys stored rotated
@@ -50,7 +56,12 @@ def decode_split_kernel(
 
     m_i = tl.full((G_PAD,), float("-inf"), tl.float32)
     l_i = tl.zeros((G_PAD,), tl.float32)
-    acc = tl.zeros((G_PAD, D), tl.float32)
+    if V_FMT == ROT4:  # even and odd dims apart (see kv_tiles.load_rot4_halves)
+        acc = tl.zeros((G_PAD, D // 2), tl.float32)
+        acc_odd = tl.zeros((G_PAD, D // 2), tl.float32)
+    else:
+        acc = tl.zeros((G_PAD, D), tl.float32)
+        acc_odd = tl.zeros((G_PAD, 1), tl.float32)  # unused
     first = split * pages_per_split
     last = tl.minimum(first + pages_per_split, tl.cdiv(length, P))
     for pg in range(first, last):
@@ -61,51 +72,62 @@ def decode_split_kernel(
         if K_FMT == Q8:
             s = s * k_scale[None, :]
         tokens = pg * P + tl.arange(0, P)
-        s = tl.where(tokens[None, :] < length, s, float("-inf"))
+        s = tl.where(tokens[None, :] <= last_visible[:, None], s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
+        # a row that sees no position of this page yet keeps m = -inf; 0 keeps 2^x finite
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        alpha = tl.exp2(m_i - m_safe)
+        p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
-        v, v_scale = load_tile(row0, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D)
-        if V_FMT == Q8:
-            p = p * v_scale[None, :]
-        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+        if V_FMT == ROT4:
+            v_even, v_odd = load_rot4_halves(row0, vq_ptr, vs_ptr, vm_ptr, P, D)
+            p16 = p.to(tl.float16)
+            acc = acc * alpha[:, None] + tl.dot(p16, v_even)
+            acc_odd = acc_odd * alpha[:, None] + tl.dot(p16, v_odd)
+        else:
+            v, v_scale = load_tile(row0, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D)
+            if V_FMT == Q8:
+                p = p * v_scale[None, :]
+            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
         m_i = m_new
 
     part = q_rows * n_splits + split
     tl.store(m_ptr + part, m_i, mask=group_mask)
     tl.store(l_ptr + part, l_i, mask=group_mask)
-    tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
+    if V_FMT == ROT4:
+        half = tl.arange(0, D // 2)
+        rows = acc_ptr + part[:, None] * D
+        tl.store(rows + 2 * half[None, :], acc, mask=group_mask[:, None])
+        tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
+    else:
+        tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
 
 
 @triton.jit
 def decode_reduce_kernel(
-    acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, n_splits,
-    HQ: tl.constexpr, G: tl.constexpr, G_PAD: tl.constexpr, D: tl.constexpr,
-    LOG2D: tl.constexpr, V_FMT: tl.constexpr,
+    acc_ptr, m_ptr, l_ptr, out_ptr, n_splits,
+    HQ: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr,
 ):  # fmt: skip
-    seq = tl.program_id(0)
-    head = tl.program_id(1)
-    gi = tl.arange(0, G_PAD)
+    """One program per (sequence, query head), reading CHUNK splits per step as one tile: a
+    loop over single splits made this phase a chain of dependent loads, about 30 us at 64
+    splits on an H100 (docs/kernels.md). For V stored rotated, the output is still rotated
+    here; the caller rotates it back."""
+    row = tl.program_id(0) * HQ + tl.program_id(1)
+    split = tl.arange(0, CHUNK)
     j = tl.arange(0, D)
-    group_mask = gi < G
-    q_rows = seq * HQ + head * G + gi
-    m_max = tl.full((G_PAD,), float("-inf"), tl.float32)
-    for split in range(n_splits):
-        m = tl.load(m_ptr + q_rows * n_splits + split, mask=group_mask, other=float("-inf"))
-        m_max = tl.maximum(m_max, m)
-    m_max = tl.where(m_max == float("-inf"), 0.0, m_max)  # padded rows: keep them finite
-    total = tl.zeros((G_PAD,), tl.float32)
-    out = tl.zeros((G_PAD, D), tl.float32)
-    for split in range(n_splits):
-        part = q_rows * n_splits + split
-        m = tl.load(m_ptr + part, mask=group_mask, other=float("-inf"))
-        weight = tl.exp2(m - m_max)
-        total += weight * tl.load(l_ptr + part, mask=group_mask, other=0.0)
-        acc = tl.load(acc_ptr + part[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
-        out += weight[:, None] * acc
-    out = out / tl.where(total > 0, total, 1.0)[:, None]
-    if V_FMT == ROT4:
-        out = unrotate_rows(out, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
-    tl.store(out_ptr + q_rows[:, None] * D + j[None, :], out.to(out_ptr.dtype.element_ty),
-             mask=group_mask[:, None])  # fmt: skip
+    base = row * n_splits
+    m_max = float("-inf")
+    for first in range(0, n_splits, CHUNK):
+        mask = first + split < n_splits
+        m = tl.load(m_ptr + base + first + split, mask=mask, other=float("-inf"))
+        m_max = tl.maximum(m_max, tl.max(m, axis=0))
+    total = 0.0
+    out = tl.zeros((D,), tl.float32)
+    for first in range(0, n_splits, CHUNK):
+        mask = first + split < n_splits
+        part = base + first + split
+        weight = tl.exp2(tl.load(m_ptr + part, mask=mask, other=float("-inf")) - m_max)
+        total += tl.sum(weight * tl.load(l_ptr + part, mask=mask, other=0.0), axis=0)
+        acc = tl.load(acc_ptr + part[:, None] * D + j[None, :], mask=mask[:, None], other=0.0)
+        out += tl.sum(weight[:, None] * acc, axis=0)
+    tl.store(out_ptr + row * D + j, (out / total).to(out_ptr.dtype.element_ty))

@@ -18,7 +18,7 @@ import triton
 from kernels.availability import require
 from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
 from kernels.errors import UnsupportedTensor
-from kernels.kv_formats import GROUP, KVCacheSpec, rotation_signs
+from kernels.kv_formats import GROUP, KVCacheSpec, hadamard, rotation_signs
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 from kernels.rope import inv_freq_tensor
@@ -70,6 +70,10 @@ class PagedKVCache:
         # the rotation's signs with its 1/sqrt(D) folded in (kv_tiles.rotate_rows)
         scaled = rotation_signs(spec.head_dim) / math.sqrt(spec.head_dim)
         self._signs = torch.tensor(scaled, dtype=torch.float32, device=device)
+        # R^T as a matrix, for attention outputs over a rotated V: y @ unrotate = R^T y
+        self._unrotate = torch.tensor(
+            hadamard(spec.head_dim) * scaled[None, :], dtype=torch.float32, device=device
+        )
         self._free = list(range(self.n_pages - 1, -1, -1))
         self._pages: dict[int, list[int]] = {}
         self._lengths: dict[int, int] = {}
@@ -145,18 +149,31 @@ class PagedKVCache:
         )  # fmt: skip
 
     def attend(self, layer: int, q: torch.Tensor, seqs: list[int], scale: float | None = None):
-        """q [len(seqs), n_heads, head_dim] -> attention output of the same shape and dtype."""
+        """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
+        q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
+        verification), token t seeing positions up to its own. Returns q's shape and dtype."""
         spec = self.spec
-        n_seqs, n_heads, d = q.shape
+        one_token = q.dim() == 3
+        q4 = q.unsqueeze(1) if one_token else q
+        n_seqs, n_tokens, n_heads, d = q4.shape
         if n_seqs != len(seqs) or d != spec.head_dim or n_heads % spec.n_kv_heads:
             raise UnsupportedTensor(
                 f"queries of shape {tuple(q.shape)} for {len(seqs)} sequences and "
                 f"{spec.n_kv_heads} KV heads of {spec.head_dim}"
             )
+        rows = n_tokens * (n_heads // spec.n_kv_heads)
+        if rows > 128:
+            raise UnsupportedTensor(
+                f"{n_tokens} query tokens x {n_heads // spec.n_kv_heads} heads per KV head: "
+                "at most 128 rows; split the queries"
+            )
         lengths = [self._lengths[s] for s in seqs]
-        if min(lengths) < 1:
-            raise UnsupportedTensor("attention over an empty sequence: write a position first")
-        q = q.contiguous()
+        if min(lengths) < n_tokens:
+            raise UnsupportedTensor(
+                f"{n_tokens} query tokens for a sequence of {min(lengths)} positions: "
+                "write their K and V first"
+            )
+        q = q4.contiguous()
         group = n_heads // spec.n_kv_heads
         pages = triton.cdiv(max(lengths), spec.page_size)
         wanted = triton.cdiv(4 * _sm_count(q.device), n_seqs * spec.n_kv_heads)
@@ -169,17 +186,19 @@ class PagedKVCache:
             if n_seqs > 1
             else self._length_tensors[seqs[0]]
         )
-        parts = n_seqs * n_heads * n_splits
+        parts = n_seqs * n_tokens * n_heads * n_splits
         acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
         m = torch.empty(parts, dtype=torch.float32, device=q.device)
         l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
-        out = torch.empty_like(q)
+        v_rotated = spec.v_format == "rot4"
+        out = torch.empty(q.shape, dtype=torch.float32 if v_rotated else q.dtype, device=q.device)
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
         shared = {
             "HQ": n_heads,
             "G": group,
-            "G_PAD": max(16, triton.next_power_of_2(group)),
+            "T": n_tokens,
+            "G_PAD": max(16, triton.next_power_of_2(rows)),
             "D": d,
             "LOG2D": int(math.log2(d)),
         }
@@ -190,11 +209,12 @@ class PagedKVCache:
             P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], **shared,
         )  # fmt: skip
-        decode_reduce_kernel[(n_seqs, spec.n_kv_heads)](
-            acc, m, l_sum, out, self._signs, n_splits, V_FMT=FORMAT_CODES[spec.v_format],
-            **shared,
-        )  # fmt: skip
-        return out
+        decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
+            acc, m, l_sum, out, n_splits, HQ=n_heads, D=d, CHUNK=32
+        )
+        if v_rotated:  # rotated back outside the kernel: see docs/kernels.md, "Wrong on the GPU"
+            out = (out.view(-1, d) @ self._unrotate).view(q.shape).to(q.dtype)
+        return out.squeeze(1) if one_token else out
 
     def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
         """K and V of seq as the cache would return them (dequantized, unrotated; float32

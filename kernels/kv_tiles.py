@@ -40,12 +40,6 @@ def rotate_rows(x, scaled_signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.con
 
 
 @triton.jit
-def unrotate_rows(y, scaled_signs, R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):
-    """R^T y = signs * (H y) / sqrt(D), row by row; scaled_signs = signs / sqrt(D)."""
-    return fwht(y, R, D, LOG2D) * scaled_signs[None, :]
-
-
-@triton.jit
 def _round_codes(v, lo, scale, levels):
     safe = tl.where(scale > 0, scale, 1.0)
     q = tl.floor((v - lo) / safe + 0.5)
@@ -129,3 +123,22 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
             tile = tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), (P, D)).to(tl.float16)
         row_scale = tl.full((P,), 1.0, tl.float32)
     return tile, row_scale
+
+
+@triton.jit
+def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.constexpr):
+    """Rows row0 .. row0+P-1 of a rot4 plane as two f16 tiles [P, D/2]: the even dims and the
+    odd dims. Attention multiplies V this way, with two dots, rather than joining the halves
+    into one [P, D] tile: the joined tile as a dot's right operand gave wrong outputs on an
+    H100 under Triton 3.6 (right in the interpreter; as K, transposed, it was right)."""
+    t = row0 + tl.arange(0, P)
+    NGROUP: tl.constexpr = D // 32
+    gi = tl.arange(0, NGROUP)
+    group_rows = t[:, None] * NGROUP + gi[None, :]
+    scale = tl.load(scale_ptr + group_rows).to(tl.float32)[:, :, None]
+    lo = tl.load(min_ptr + group_rows).to(tl.float32)[:, :, None]
+    i = tl.arange(0, 16)
+    b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
+    even = tl.reshape((b & 15).to(tl.float32) * scale + lo, (P, D // 2))
+    odd = tl.reshape((b >> 4).to(tl.float32) * scale + lo, (P, D // 2))
+    return even.to(tl.float16), odd.to(tl.float16)

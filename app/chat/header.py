@@ -1,12 +1,14 @@
-"""The strip above the transcript: the conversation's title, how full the context is, the button
-that shows the chat settings, and, for a model without a chat template (a base model), what its
-chats are formatted with: plain completion or one of llama.cpp's built-in formats."""
+"""The strip above the transcript: the conversation's title, a warning when the model's own chat
+template was refused, how full the context is, the button that shows the chat settings, and, for
+a model without a chat template (a base model), what its chats are formatted with: plain
+completion or one of llama.cpp's built-in formats."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
+from app.common.file_text import plain_tooltip
 from engine.runtime import protocol as p
 
 WARN_FRACTION = 0.8
@@ -20,6 +22,11 @@ class ChatHeader(QWidget):
         self.setObjectName("chatHeader")
         self.title = QLabel("New chat")
         self.title.setObjectName("chatTitle")
+        self.title.setTextFormat(Qt.TextFormat.PlainText)  # a title is the person's own words
+        self.template_warning = QLabel("⚠ Chat template refused")
+        self.template_warning.setObjectName("templateWarning")
+        self.template_warning.setTextFormat(Qt.TextFormat.PlainText)
+        self.template_warning.hide()
         self.context_bar = QProgressBar()
         self.context_bar.setObjectName("contextBar")
         self.context_bar.setTextVisible(False)
@@ -34,6 +41,7 @@ class ChatHeader(QWidget):
         layout.setContentsMargins(18, 8, 12, 6)
         layout.setSpacing(8)
         layout.addWidget(self.title, 1)
+        layout.addWidget(self.template_warning)
         self.format_note = QLabel("No chat template:")
         self.format_note.setObjectName("chatFormatNote")
         self.format_note.setToolTip(
@@ -53,6 +61,14 @@ class ChatHeader(QWidget):
         layout.addWidget(self.context_bar)
         layout.addWidget(self.settings_button)
         self.set_usage(0, 0)
+
+    def show_template(self, template: str, problem: str) -> None:
+        """The format chats are written in; `problem` (why the model's own template was refused,
+        and the advice to distrust the file) shows the warning, with both in its tooltip."""
+        self.template_warning.setVisible(bool(problem))
+        self.template_warning.setToolTip(
+            plain_tooltip(problem, "", f"Chats are written in {template}.") if problem else ""
+        )
 
     def set_usage(self, used: int | None, n_ctx: int) -> None:
         """`used` of `n_ctx` tokens are taken by the conversation (n_ctx 0: no model; used

@@ -14,6 +14,7 @@ from app.chat.settings import sampling_from
 from app.common import banner as b
 from engine.enums import StopReason
 from engine.runtime import protocol as p
+from engine.untrusted_text import printable_line
 
 
 class ReplyStreaming:
@@ -23,7 +24,9 @@ class ReplyStreaming:
         settings = self.settings_panel.values()
         messages = self.model.chat_messages(settings["system_prompt"])
         loaded = self._bridge.model
-        model_name = Path(loaded.path).name if loaded else ""
+        # Stored with the reply: a file name that is not UTF-8 (lone surrogates) cannot be
+        # written to SQLite as it is, and is shown escaped anyway.
+        model_name = printable_line(Path(loaded.path).name) if loaded else ""
         author = author_label(model_name, self.assistant_name)
         # The worker fits the conversation to the context with its tokenizer (exact counts);
         # room for the reply: Max tokens, but never most of a small context (a reply that fills

@@ -43,6 +43,7 @@ from app.chat.settings import ChatSettingsPanel, new_chat_settings, sampling_fro
 from app.chat.sidebar import ConversationSidebar
 from app.common import banner as b
 from app.common.engine_bridge import EngineBridge
+from engine.chat.prompt import MODEL_TEMPLATE
 from engine.chat.sampling_defaults import model_sampling_defaults
 from engine.chat.store import ConversationStore
 from engine.enums import EngineState
@@ -234,6 +235,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         # No model, no context: the counter says so rather than keep the gone model's figures.
         bridge.engine_crashed.connect(lambda _crash: self._show_usage())
         bridge.load_failed.connect(lambda _failed: self._show_usage())
+        bridge.chat_template_changed.connect(self._on_template_changed)
         bridge.state_changed.connect(self._update_buttons)
         self._update_buttons()
         self._show_usage()
@@ -406,13 +408,32 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
             self._editing_row = None
             self.notice.hide()
 
-    def _on_model_loaded(self, _loaded: p.ModelLoaded) -> None:
+    def _on_model_loaded(self, loaded: p.ModelLoaded) -> None:
+        self.header.show_template(loaded.chat_template, loaded.chat_template_problem)
         untouched = self.settings_panel.values() == self._start_settings
         if self.session.conversation_id is None and not self.model.rowCount() and untouched:
             # Nothing sent, nothing changed by hand: start from this model's defaults.
             self._start_settings = self.new_chat_settings()
             self.settings_panel.set_values(self._start_settings)
         self._show_usage()
+
+    def show_template_notice(self, loaded: p.ModelLoaded) -> bool:
+        """Say in full, above the transcript, why the model's own chat template was refused (the
+        window calls it after a load, as it owns the other notices); False when it was not."""
+        if not loaded.chat_template_problem:
+            return False
+        self.notice.show_message(
+            b.ERROR, "This model's chat template was refused", loaded.chat_template_problem
+        )
+        return True
+
+    def _on_template_changed(self, changed: p.ChatTemplateChanged) -> None:
+        """Mid-chat, the model's template refused this conversation (or took it again)."""
+        loaded = self._bridge.model
+        problem = loaded.chat_template_problem if loaded is not None else ""
+        if not problem and changed.template != MODEL_TEMPLATE and "failed" in changed.template:
+            problem = f"The model's chat template failed on this conversation: {changed.template}."
+        self.header.show_template(changed.template, problem)
 
     def _show_formats(self, loaded: p.ModelLoaded) -> None:
         self.header.show_formats(loaded, self._chat_formats.get(loaded.path))

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.common.theme import blend
+from engine.untrusted_text import printable_line, printable_text
 
 INFO = "info"
 ERROR = "error"
@@ -45,6 +46,7 @@ class Banner(QFrame):
         self._title.setObjectName("bannerTitle")
         self._title.setWordWrap(True)
         self._title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._title.setTextFormat(Qt.TextFormat.PlainText)  # messages quote file names and text
         font = self._title.font()
         font.setBold(True)
         self._title.setFont(font)
@@ -52,6 +54,7 @@ class Banner(QFrame):
         self._text.setObjectName("bannerText")
         self._text.setWordWrap(True)
         self._text.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._text.setTextFormat(Qt.TextFormat.PlainText)
 
         self._details_toggle = QToolButton()
         self._details_toggle.setObjectName("bannerDetailsToggle")
@@ -125,8 +128,8 @@ class Banner(QFrame):
         actions: Sequence[tuple[str, Callable[[], None]]] = (),
     ) -> None:
         self._kind = kind
-        self._title.setText(title)
-        self._text.setText(text)
+        self._title.setText(printable_line(title))
+        self._text.setText(printable_text(text))
         self._text.setVisible(bool(text))
         self._details.setPlainText("\n".join(details))
         self._details_toggle.setText(details_label)

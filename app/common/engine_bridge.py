@@ -47,6 +47,7 @@ class EngineBridge(QObject):
     engine_crashed = Signal(object)  # EngineCrashed
     status_received = Signal(object)  # p.Status
     memory_report = Signal(object)  # p.MemoryReport
+    chat_template_changed = Signal(object)  # p.ChatTemplateChanged
     state_changed = Signal(str)
 
     _wake = Signal()  # posted from the reader thread; queued to the GUI thread
@@ -334,6 +335,8 @@ class EngineBridge(QObject):
             self.status_received.emit(event)
         elif isinstance(event, p.MemoryReport):
             self.memory_report.emit(event)
+        elif isinstance(event, p.ChatTemplateChanged):
+            self.chat_template_changed.emit(event)
 
     def _matches_pending_load(self, path: str) -> bool:
         params = self._loading_params

@@ -263,7 +263,9 @@ class HardwarePanel(QWidget):
         # The window's shared snapshot, when there is one: detection runs once for all pages.
         self._machine = machine
         if machine is not None:
-            machine.changed.connect(lambda snapshot: self._on_detected(snapshot.detection))
+            # A bound method, not a lambda: Qt drops the connection when this page is deleted
+            # (a lambda outlived it and touched deleted widgets when the snapshot changed).
+            machine.changed.connect(self._on_machine_changed)
         self._build()
         # Stop the monitor thread however this page ends; the closure holds no reference to self.
         monitor_box = self._monitor_box = [None]
@@ -324,6 +326,9 @@ class HardwarePanel(QWidget):
         if self._engine_probe_fn is not None:
             self.engine_label.setText("Asking the installed engine which devices it can use…")
             self._run(self._engine_probe_fn, self._on_engine)
+
+    def _on_machine_changed(self, snapshot) -> None:
+        self._on_detected(snapshot.detection)
 
     def _on_detected(self, detection: Detection | Exception) -> None:
         self.refresh_button.setEnabled(True)

@@ -22,10 +22,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.common.background import TaskRunner
+from app.common.file_text import plain_tooltip
 from app.library.widgets import size_text
 from engine.gguf.summary import summary_lines
 from engine.hub.library import BUNDLED, IMPORTED, Library, LocalModel
 from engine.hub.settings import HubSettings, save_settings
+from engine.untrusted_text import printable_line
 
 DATA = Qt.ItemDataRole.UserRole
 REMEMBERED = ("n_ctx", "n_gpu_layers", "flash_attn")  # what a load settled, shown again later
@@ -37,6 +39,12 @@ def button(text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
     widget.setObjectName(name)
     widget.clicked.connect(slot)
     return widget
+
+
+UNVERIFIED_NOTE = (
+    "Not verified: the Hub listed no sha256 for this file, so only its size and GGUF structure "
+    "were checked when it was downloaded (see docs/library.md)."
+)
 
 
 class LocalModelsView(QWidget):
@@ -96,9 +104,11 @@ class LocalModelsView(QWidget):
         for model in result:
             used = time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used or 0))
             where = model.repo_id or WHERE.get(model.source, model.source)
+            if model.unverified:
+                where += " · unverified"
             item = QTreeWidgetItem(
                 [
-                    model.name,
+                    printable_line(model.name),
                     model.quant,
                     size_text(model.size),
                     where,
@@ -110,7 +120,12 @@ class LocalModelsView(QWidget):
             remembered = ", ".join(f"{k} {v}" for k, v in sorted(model.settings.items()))
             if remembered:
                 summary.append(f"Last loaded with {remembered}")
-            item.setToolTip(0, model.error or "\n".join([str(model.path), *summary]))
+            lines = [model.error] if model.error else [str(model.path), *summary]
+            if model.unverified:
+                lines.insert(0, UNVERIFIED_NOTE)
+            item.setToolTip(0, plain_tooltip(*lines))  # the file's own text, shown as written
+            if model.unverified:
+                item.setToolTip(3, plain_tooltip(UNVERIFIED_NOTE))
             self.tree.addTopLevelItem(item)
 
     def remember_loaded(self, loaded: Any) -> None:

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
 
 from app.common import banner as b
 from app.common.background import QueueBridge, TaskRunner
+from app.common.file_text import show_plain
 from app.library.local import LocalModelsView, button
 from app.library.suggestions import SuggestedModels
 from app.library.widgets import DownloadRow, size_text
@@ -221,7 +222,7 @@ class LibraryPanel(QWidget):
             self.status_label.clear()
         else:
             self.error_banner.hide()
-            self.status_label.setText(text)
+            show_plain(self.status_label, text)  # it quotes Hub and file names
 
     def set_offline(self, offline: bool) -> None:
         self.offline = offline
@@ -315,7 +316,7 @@ class LibraryPanel(QWidget):
             self.repo_label.clear()
             return self.show_status(getattr(result, "message", str(result)), error=True)
         license_text = result.license or "no license given"
-        self.repo_label.setText(f"{result.repo_id} · license: {license_text}")
+        show_plain(self.repo_label, f"{result.repo_id} · license: {license_text}")
         for quant, models in by_quant(result.models).items():
             group = QTreeWidgetItem([quant, "", ""])
             group.setFlags(group.flags() & ~Qt.ItemFlag.ItemIsSelectable)
@@ -398,7 +399,9 @@ class LibraryPanel(QWidget):
         row.update_job(job)
 
     def _on_job_done(self, job: Job) -> None:
-        self.library.record_download(job.path, job.repo_id, job.files[0].sha256)
+        self.library.record_download(
+            job.path, job.repo_id, job.files[0].sha256, verified=job.verified
+        )
         self.refresh_local()
 
     # -- local models ---------------------------------------------------------------------------

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout, QWidget
 
+from app.common.file_text import show_plain
 from engine.hub.queue import CANCELLED, DONE, FAILED, PAUSED, QUEUED, Job
 
 
@@ -32,7 +33,9 @@ def job_status_text(job: Job) -> str:
     if job.state == FAILED:
         return job.message or "Failed."
     if job.state == DONE:
-        return f"Done · {size_text(job.size)} · verified"
+        if not job.verified:  # the queue's message says why ("Not verified: ...")
+            return f"Done · {size_text(job.size)} · {job.message or 'not verified'}"
+        return f"Done · {size_text(job.size)} · sha256 verified"
     if job.state == CANCELLED:
         return "Cancelled"
     received = progress.done_bytes if progress is not None else job.received_bytes()
@@ -63,7 +66,8 @@ class DownloadRow(QWidget):
         self.setObjectName("downloadRow")
         self.job_id = job.id
         self._pause, self._resume = pause, resume
-        self.title = QLabel(f"{job.repo_id} · {job.name}")
+        self.title = QLabel()
+        show_plain(self.title, f"{job.repo_id} · {job.name}")  # a name from the Hub
         self.bar = QProgressBar()
         self.bar.setRange(0, 1000)
         self.bar.setTextVisible(False)
@@ -100,9 +104,12 @@ class DownloadRow(QWidget):
         if received is None or job.state in (PAUSED, QUEUED, FAILED):
             received = job.received_bytes() if job.state != DONE else job.size
         self.bar.setValue(int(1000 * received / job.size) if job.size else 1000)
-        self.status.setText(job_status_text(job))
+        show_plain(self.status, job_status_text(job))
         self.status.setProperty("failed", job.state == FAILED)
         finished = job.state in (DONE, CANCELLED)
         self.pause_button.setText("Resume" if job.state in (PAUSED, FAILED) else "Pause")
         self.pause_button.setVisible(not finished)
         self.cancel_button.setVisible(not finished)
+        kept = job.received_bytes() if job.state == FAILED else 0
+        # After a full disk the kept .part holds that space: cancelling deletes it.
+        self.cancel_button.setText(f"Delete {size_text(kept)} received" if kept else "Cancel")

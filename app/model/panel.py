@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.file_text import show_plain
 from app.model.memory_bar import OVER_COLOR, DeviceMemoryRow, Legend, gib
 from engine.enums import KV_TYPES
 from engine.planner import Planner, PlanRequest, safety_margin
@@ -236,7 +237,7 @@ class SettingsPanel(QWidget):
         self._planner = Planner(decision.info)
         profile = self._planner.profiles[0]
         self._n_ctx_train = profile.n_ctx_train or 4096
-        self.title.setText(self._model_path.name)
+        show_plain(self.title, self._model_path.name)
         self._updating = True
         steps = self._context_steps()
         self.context.setRange(0, len(steps) - 1)

@@ -36,14 +36,17 @@ from PySide6.QtWidgets import (
 from app.chat.view import ChatView
 from app.common import banner as b
 from app.common.engine_bridge import EngineBridge
+from app.common.file_text import plain_tooltip, rich_escape
 from app.common.machine_state import MachineState
 from app.common.model_opener import ModelOpener
 from app.shell.pages import CHAT, LIBRARY, MODEL, PageSpec, default_pages, placeholder_page
 from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
+from engine.runtime.engine_output import report_lines
 from engine.session import LoadDecision, RememberedSettings
 from engine.starter_model import STARTER_LABEL, STARTER_NOTE, is_starter_model
+from engine.untrusted_text import printable_line
 
 STATE_TEXT = {
     EngineState.STOPPED: "Engine stopped",
@@ -275,7 +278,7 @@ class MainWindow(QMainWindow):
 
     def _show_loading(self, path: Path, *, planning: bool = False) -> None:
         what = "Looking at your hardware for" if planning else "Loading"
-        self.model_label.setText(f"{what} {_escape(display_name(path))}…")
+        self.model_label.setText(f"{what} {rich_escape(display_name(path))}…")
         self.context_label.clear()
         self.placement_label.clear()
 
@@ -312,9 +315,8 @@ class MainWindow(QMainWindow):
         name = display_name(loaded.path)
         starter = is_starter_model(loaded.path)
         if starter:
-            self.model_label.setText(
-                f"{_escape(STARTER_LABEL)} · <a href='library'>Find real models in the Library</a>"
-            )
+            link = "<a href='library'>Find real models in the Library</a>"
+            self.model_label.setText(f"{rich_escape(STARTER_LABEL)} · {link}")
             self.chat_view.notice.show_message(
                 b.INFO,
                 "You are chatting with a tiny demo model",
@@ -322,16 +324,17 @@ class MainWindow(QMainWindow):
                 actions=[("Open Library", lambda: self.show_page(LIBRARY))],
             )
         else:
-            self.model_label.setText(_escape(name))
-            self.chat_view.notice.hide()
-        self.model_label.setToolTip(f"{loaded.path}\n{loaded.description}")
+            self.model_label.setText(rich_escape(name))
+            if not self.chat_view.show_template_notice(loaded):
+                self.chat_view.notice.hide()
+        self.model_label.setToolTip(plain_tooltip(loaded.path, loaded.description))
         self.context_label.setText(context_text(loaded))
         self.placement_label.setText(placement_text(loaded))
         self.placement_label.setToolTip("\n".join(loaded.runs_on))
         self.chat_view.assistant_name = (
-            STARTER_LABEL.split(" (")[0] if starter else Path(loaded.path).stem
+            STARTER_LABEL.split(" (")[0] if starter else printable_line(Path(loaded.path).stem)
         )
-        self.setWindowTitle(f"{name} — Hearth")
+        self.setWindowTitle(f"{printable_line(name)} — Hearth")
 
     def _on_load_failed(self, failed: p.LoadFailed) -> None:
         self.placement_label.clear()
@@ -352,8 +355,9 @@ class MainWindow(QMainWindow):
             b.ERROR,
             f"Could not load {display_name(failed.path)}",
             failed.message,
-            details=self.bridge.engine_last_lines() or ("(the engine printed nothing)",),
-            details_label="Show the engine's last lines",
+            # llama.cpp's own words about the load, else the engine's last lines
+            details=failed.details or self.bridge.engine_last_lines() or ("(it printed nothing)",),
+            details_label="Show what llama.cpp said",
             actions=actions,
         )
 
@@ -377,7 +381,13 @@ class MainWindow(QMainWindow):
             b.ERROR,
             "The engine stopped unexpectedly",
             text,
-            details=crash.last_lines or ("(the engine printed nothing)",),
+            # llama.cpp's own error lines first: a backtrace after them fills the tail
+            details=(
+                report_lines(crash.cause_lines, crash.last_lines)
+                if crash.cause_lines
+                else crash.last_lines
+            )
+            or ("(the engine printed nothing)",),
             details_label="Show the engine's last lines",
             actions=[("Reload model" if reload_params else "Restart engine", self.reload_engine)],
         )
@@ -397,10 +407,6 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self.bridge.shutdown()
         super().closeEvent(event)
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def context_text(loaded: p.ModelLoaded) -> str:

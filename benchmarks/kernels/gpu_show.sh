@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The kernels' whole Show run on an NVIDIA machine without network, in one command (see
-# docs/kernels.md): the gpu-marked kernel tests at full shapes, `python -m benchmarks.kernels
-# --sweep`, and llama.cpp's own flash-attention decode at the same depths with f16, q8_0 and
-# q4_0 caches (llama-bench -d), on a Llama-3-8B-shaped Q4_K_M with random weights.
+# docs/kernels.md): the gpu-marked kernel tests (full size on the 1024x4096 GEMV shape),
+# `python -m benchmarks.kernels` (SWEEP=--sweep adds tile sweeps), and llama.cpp's own
+# flash-attention decode at the same depths with f16, q8_0 and q4_0 caches (llama-bench -d), on
+# a Llama-3-8B-shaped Q4_K_M with random weights. Took 560 s on an H100 and was cut there during
+# the 128k q8_0 run: give it the full 600 s, or LLAMA_S=45.
 # llama.cpp is built and the model written in the background while the kernels use the GPU.
 #
 # Needs .gpu-bundle/ (../shared/gpu/make-bundle.sh) in the repository root; results go to $OUT.

@@ -21,7 +21,10 @@ _ADVICE: dict[FailureKind, str] = {
         "Hearth never lets a template reach Python internals, and one that tries may be "
         "malicious: use a built-in chat format, and consider deleting this model file."
     ),
-    "limit": "Hearth stopped it: use a built-in chat format for this model.",
+    "limit": (
+        "Hearth stopped it: use a built-in chat format for this model. No published template "
+        "needs that much, so distrust this file: get the model from its publisher again."
+    ),
     "error": (
         "A built-in chat format can be used instead; if replies look wrong, report the "
         "template to the model's publisher."

@@ -23,6 +23,7 @@ template wrote it. The built-in formats never write a BOS; they rely on the toke
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from engine.chat.builtin import (
@@ -34,6 +35,20 @@ from engine.chat.errors import ChatTemplateError
 from engine.chat.template import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, render_chat_template
 
 MODEL_TEMPLATE = "the model's chat template"
+# What a model's template is tried on when it loads: the plainest conversation there is, so a
+# template refused here (unsafe, too slow, too large, broken) is refused for every chat.
+SAMPLE_CONVERSATION = (
+    {"role": "user", "content": "Hello"},
+    {"role": "assistant", "content": "Hello! How can I help?"},
+    {"role": "user", "content": "Tell me a story."},
+)
+
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    text: str
+    template: str  # which format wrote it, and why: for the GUI, the CLI and the logs
+    refused: ChatTemplateError | None = None  # why the model's own template was not used
 
 
 def format_chat_prompt(
@@ -62,6 +77,43 @@ def format_chat_prompt(
                 kind="builtin",
             ) from None
         return prompt, f"llama.cpp's built-in '{builtin}' format, chosen for this model"
+    explained = explain_chat_prompt(
+        template_source, messages, architecture=architecture, bos_token=bos_token,
+        eos_token=eos_token, add_generation_prompt=add_generation_prompt,
+        model_name=model_name, timeout_s=timeout_s, max_output_chars=max_output_chars,
+    )  # fmt: skip
+    return explained.text, explained.template
+
+
+def check_model_template(
+    template_source: str | None,
+    *,
+    architecture: str | None,
+    bos_token: str,
+    eos_token: str,
+    model_name: str | None = None,
+) -> ChatPrompt:
+    """The format a model's chats will be written in, found by writing SAMPLE_CONVERSATION;
+    `refused` says why the model's own template is not used, if it has one and it failed."""
+    return explain_chat_prompt(
+        template_source, SAMPLE_CONVERSATION, architecture=architecture, bos_token=bos_token,
+        eos_token=eos_token, model_name=model_name,
+    )  # fmt: skip
+
+
+def explain_chat_prompt(
+    template_source: str | None,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    architecture: str | None,
+    bos_token: str,
+    eos_token: str,
+    add_generation_prompt: bool = True,
+    model_name: str | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+) -> ChatPrompt:
+    """format_chat_prompt, with the refusal of the model's template kept (not only described)."""
     failure: ChatTemplateError | None = None
     if template_source and template_source.strip():
         try:
@@ -74,12 +126,13 @@ def format_chat_prompt(
                 timeout_s=timeout_s,
                 max_output_chars=max_output_chars,
             )
-            return prompt, MODEL_TEMPLATE
+            return ChatPrompt(prompt, MODEL_TEMPLATE)
         except ChatTemplateError as exc:
             failure = exc
     try:
-        return _builtin_prompt(template_source, messages, add_generation_prompt, failure,
-                               architecture, model_name)  # fmt: skip
+        text, template = _builtin_prompt(template_source, messages, add_generation_prompt,
+                                         failure, architecture, model_name)  # fmt: skip
+        return ChatPrompt(text, template, failure)
     except ChatTemplateError as exc:
         if failure is None:
             raise

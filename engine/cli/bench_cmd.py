@@ -16,6 +16,7 @@ import sys
 from engine.benchmark.hearth_run import BenchConfig, BenchFailed, HearthBench
 from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_llama_bench
 from engine.benchmark.report import compare, format_table
+from engine.cli import numbers
 from engine.enums import KV_TYPES
 from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
@@ -23,14 +24,20 @@ from engine.starter_model import starter_model_path
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", help="GGUF file (default: the starter model)")
-    parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--prompt", type=int, default=512, help="prefill prompt length")
-    parser.add_argument("--decode", type=int, nargs="+", default=[128, 1024])
-    parser.add_argument("--depth", type=int, default=8192, help="0 skips the depth test")
+    tokens = numbers.int_in_range(1, numbers.MAX_CONTEXT_TOKENS)
+    parser.add_argument("--reps", type=numbers.int_in_range(1, 1000), default=3)
+    parser.add_argument("--prompt", type=tokens, default=512, help="prefill prompt length")
+    parser.add_argument("--decode", type=tokens, nargs="+", default=[128, 1024])
+    parser.add_argument(
+        "--depth", type=numbers.int_in_range(0, numbers.MAX_CONTEXT_TOKENS), default=8192,
+        help="0 skips the depth test",
+    )  # fmt: skip
     parser.add_argument("--kv", default="f16", choices=list(KV_TYPES))
     parser.add_argument("--flash-attn", default="on", choices=["on", "off"])
-    parser.add_argument("--gpu-layers", type=int, default=-1)
-    parser.add_argument("--threads", type=int, default=0, help="0: physical cores")
+    parser.add_argument("--gpu-layers", type=numbers.gpu_layers, default=-1)
+    parser.add_argument(
+        "--threads", type=numbers.int_in_range(0, 4096), default=0, help="0: physical cores"
+    )
     parser.add_argument(
         "--cpu-sampling", action="store_true", help="sample on the CPU, not inside the graph"
     )
@@ -57,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
         backend_sampling=not args.cpu_sampling,
         threads=args.threads,
     )
+    problem = bench_does_not_fit(config)
+    if problem:
+        print(problem, file=sys.stderr)
+        return 1
     try:
         hearth = HearthBench(config, progress=_progress).run()
     except BenchFailed as exc:
@@ -133,3 +144,24 @@ def llama_cpp_figures(binary: str, c: BenchConfig) -> dict:
     ]
     figures["load_s"] = sorted(loads)[len(loads) // 2]
     return figures
+
+
+def bench_does_not_fit(config: BenchConfig) -> str | None:
+    """Why the benchmark's settings would not fit this machine now (the load policy's check),
+    or None. The benchmark then loads with exactly these settings, as llama-bench does."""
+    from engine.session import PlanSource, RememberedChoice, plan_load, snapshot_machine
+
+    chosen = RememberedChoice(
+        n_ctx=config.n_ctx,
+        kv_type=config.type_k,
+        flash_attn=config.flash_attn == "on",
+        n_gpu_layers=None if config.gpu_layers < 0 else config.gpu_layers,
+    )
+    decision = plan_load(config.model, snapshot_machine(), chosen)
+    if decision.source == PlanSource.CHOSEN:
+        return None
+    return (
+        f"The benchmark's settings ({config.n_ctx:,} tokens, {config.type_k} KV) need "
+        f"{decision.shortfall_text()} than this machine has free; lower --depth or --decode, "
+        "or use a smaller model."
+    )

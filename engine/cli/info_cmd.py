@@ -15,6 +15,7 @@ import sys
 from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.gguf.summary import summary_lines, to_dict
 from engine.units import format_bytes
+from engine.untrusted_text import printable_line
 
 HUB_PREFIX = "hf://"
 LOCAL_DEADLINE_S = 10.0
@@ -39,15 +40,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_hub_spec(spec: str) -> tuple[str, str, str]:
-    """`hf://owner/repo/path/file.gguf[@revision]` -> (repo_id, filename, revision)."""
+    """`hf://owner/repo/path/file.gguf[@revision]` -> (repo_id, filename, revision), each checked
+    as a download's names are (engine.hub_names): ValueError says what is refused."""
+    from engine.hub_names import check_repo_id, check_revision, safe_relative_name
+
     rest = spec.removeprefix(HUB_PREFIX)
     revision = "main"
     if "@" in rest:
         rest, revision = rest.rsplit("@", 1)
     parts = rest.split("/")
-    if len(parts) < 3 or not all(parts):
+    if len(parts) < 3 or not all(parts[:2]):
         raise ValueError(f"{spec!r} is not of the form hf://OWNER/REPO/FILE.gguf[@REVISION]")
-    return "/".join(parts[:2]), "/".join(parts[2:]), revision
+    repo_id, filename = "/".join(parts[:2]), "/".join(parts[2:])
+    check_repo_id(repo_id)
+    safe_relative_name(filename)
+    check_revision(revision)
+    return repo_id, filename, revision
 
 
 def read(model: str) -> ModelInfo:
@@ -76,22 +84,24 @@ def run(args: argparse.Namespace) -> int:
     try:
         info = read(args.model)
     except GGUFError as exc:
-        print(f"hearth info: {exc.user_message(args.model)}", file=sys.stderr)
+        print(f"hearth info: {printable_line(exc.user_message(args.model))}", file=sys.stderr)
         return 2
     except ValueError as exc:
-        print(f"hearth info: {exc}", file=sys.stderr)
+        print(f"hearth info: {printable_line(str(exc))}", file=sys.stderr)
         return 2
-    if args.json:
+    if args.json:  # JSON's own escapes (ASCII output) keep control characters off the terminal
         json.dump(to_dict(info, tensors=args.tensors), sys.stdout, indent=2)
         print()
         return 0
+    # Every line holds text from the file (its name, tokenizer, tensor names): escaped.
     for line in summary_lines(info):
-        print(line)
+        print(printable_line(line))
     if args.tensors:
         print()
         for t in info.tensors:
             shape = " x ".join(map(str, t.shape))
-            print(f"  {t.name:<48} {t.type_name:<8} {shape:<24} {format_bytes(t.n_bytes):>10}")
+            name = printable_line(t.name)
+            print(f"  {name:<48} {t.type_name:<8} {shape:<24} {format_bytes(t.n_bytes):>10}")
     if args.engine:
         from engine.cli.engine_check import report_engine_placement
 

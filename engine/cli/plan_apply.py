@@ -10,6 +10,8 @@ from typing import TextIO
 from engine.planner import Plan
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
+from engine.runtime.engine_output import crash_report
+from engine.untrusted_text import printable_line
 
 MIB = 1024 * 1024
 LOAD_TIMEOUT_S = 900.0
@@ -26,11 +28,13 @@ def load_and_report(plan: Plan, out: TextIO) -> int:
     finally:
         client.close()
     if isinstance(loaded, EngineCrashed):
-        tail = "\n".join(f"  | {line}" for line in loaded.last_lines[-10:])
-        out.write(f"\nThe load crashed the engine: {loaded.message}\n{tail}\n")
+        message = f"The load crashed the engine: {loaded.message}"
+        out.write(f"\n{crash_report(message, loaded.cause_lines, loaded.last_lines, 10)}\n")
         return 1
     if isinstance(loaded, p.LoadFailed):
-        out.write(f"\nThe load failed: {loaded.message}\n")
+        out.write(f"\nThe load failed: {printable_line(loaded.message)}\n")
+        for line in loaded.details:
+            out.write(f"  ! {line}\n")
         return 1
     write_allocations(loaded, plan, out)
     return 0

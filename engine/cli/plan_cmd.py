@@ -15,11 +15,13 @@ import json
 import sys
 from typing import TextIO
 
+from engine.cli import numbers
 from engine.cli.info_cmd import read
 from engine.enums import KV_TYPES
 from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
 from engine.planner.records import PREFERENCES
+from engine.untrusted_text import printable_line
 
 GIB = 1024**3
 
@@ -28,19 +30,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "models", nargs="+", metavar="MODEL", help=".gguf path or hf://OWNER/REPO/FILE"
     )
-    parser.add_argument(
-        "--vram", type=float, metavar="GB", help="plan for one GPU with GB GiB free"
-    )
-    parser.add_argument("--ram", type=float, metavar="GB", help="system RAM the plan may use (GiB)")
-    parser.add_argument("--ctx", type=int, metavar="N", help="target context (tokens)")
-    parser.add_argument("--min-ctx", type=int, default=2048, metavar="N", help="minimum context")
+    gib = numbers.float_in_range(0.0, numbers.MAX_MEMORY_GIB)
+    parser.add_argument("--vram", type=gib, metavar="GB", help="plan for one GPU with GB GiB free")
+    parser.add_argument("--ram", type=gib, metavar="GB", help="system RAM the plan may use (GiB)")
+    ctx = numbers.context_tokens
+    parser.add_argument("--ctx", type=ctx, metavar="N", help="target context (tokens)")
+    parser.add_argument("--min-ctx", type=ctx, default=2048, metavar="N", help="minimum context")
     parser.add_argument("--prefer", choices=PREFERENCES, default="quality")
     parser.add_argument(
         "--kv", default=",".join(KV_TYPES), help="allowed KV cache types (default: %(default)s)"
     )
     parser.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--backend", default="cuda", help="backend assumed with --vram")
-    parser.add_argument("--bandwidth", type=float, metavar="GB/s", help="GPU bandwidth with --vram")
+    parser.add_argument(
+        "--bandwidth",
+        type=numbers.float_in_range(1.0, 100_000.0),
+        metavar="GB/s",
+        help="GPU bandwidth with --vram",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
         "--load",
@@ -77,10 +84,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             infos.append(read(model))
         except GGUFError as exc:
-            print(f"hearth plan: {exc.user_message(model)}", file=sys.stderr)
+            print(f"hearth plan: {printable_line(exc.user_message(model))}", file=sys.stderr)
             return 2
         except ValueError as exc:
-            print(f"hearth plan: {exc}", file=sys.stderr)
+            print(f"hearth plan: {printable_line(str(exc))}", file=sys.stderr)
             return 2
     try:
         request = build_request(args)
@@ -130,15 +137,15 @@ def print_plan(result: Plan, out: TextIO) -> None:
     if result.reasons:
         out.write("\nwhy:\n")
         for reason in result.reasons:
-            out.write(f"  - {reason}\n")
+            out.write(f"  - {printable_line(reason)}\n")
     if result.alternatives:
         out.write("\nnearest options:\n")
         for alt in result.alternatives:
-            out.write(f"  - {alt.summary}\n")
+            out.write(f"  - {printable_line(alt.summary)}\n")
     if result.notes:
         out.write("\nnotes:\n")
         for note in result.notes:
-            out.write(f"  - {note}\n")
+            out.write(f"  - {printable_line(note)}\n")
     if result.settings is not None:
         s = result.settings
         out.write(

@@ -12,6 +12,7 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
+from engine.cli import numbers
 from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
 from engine.session import (
@@ -25,15 +26,25 @@ from engine.session import (
     sibling_files,
     snapshot_machine,
 )
+from engine.untrusted_text import printable_line
 
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
+    # Range-checked (engine.cli.numbers): --ctx 1099511627776 wrapped to 0 in llama.cpp, and
+    # --ctx 0 or -5 failed deep in the load.
     parser.add_argument(
-        "--ctx", type=int, metavar="N", help="context length in tokens (default: the plan's)"
+        "--ctx",
+        type=numbers.context_tokens,
+        metavar="N",
+        help=f"context length in tokens, {numbers.MIN_CONTEXT_TOKENS} to "
+        f"{numbers.MAX_CONTEXT_TOKENS:,} (default: the plan's)",
     )
     parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default: the plan's)")
     parser.add_argument(
-        "--gpu-layers", type=int, metavar="N", help="layers on the GPU (default: the plan's)"
+        "--gpu-layers",
+        type=numbers.gpu_layers,
+        metavar="N",
+        help="layers on the GPU, -1 for all (default: the plan's)",
     )
 
 
@@ -64,7 +75,7 @@ def plan_from_command_line(
     try:
         decision = plan_load(path, machine, chosen, siblings=sibling_files(path))
     except UnusableModelFile as exc:
-        print(exc, file=err)
+        print(printable_line(str(exc)), file=err)  # it quotes the file
         return None
     if given is not None and decision.source != PlanSource.CHOSEN:
         what = f"{given.n_ctx:,} tokens, {given.kv_type} KV"
@@ -75,14 +86,15 @@ def plan_from_command_line(
             text += f" What fits: {decision.summary()} (leave out --ctx/--kv/--gpu-layers)."
         else:
             text += " Nothing fits: " + decision.refusal()
-        print(text, file=err)
+        print(printable_line(text), file=err)
         return None
     if not decision.fits:
-        print(f"{decision.name} does not fit on this computer. {decision.refusal()}", file=err)
+        refusal = f"{decision.name} does not fit on this computer. {decision.refusal()}"
+        print(printable_line(refusal), file=err)
         return None
     for note in decision.notes:
-        print(f"[{note}]", file=err)
-    print(f"[{decision.name}: {decision.summary()}]", file=err)
+        print(f"[{printable_line(note)}]", file=err)
+    print(f"[{printable_line(decision.name)}: {decision.summary()}]", file=err)
     return decision
 
 

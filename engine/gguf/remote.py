@@ -17,6 +17,7 @@ from typing import Any
 
 from engine.gguf.errors import GGUFDeadlineError, GGUFError, GGUFSourceError
 from engine.gguf.source import KIB, MIB
+from engine.hub_names import hub_file_url
 
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+|\*)")
 _UNSATISFIED_RANGE = re.compile(r"bytes\s+\*/(\d+)")
@@ -143,6 +144,10 @@ class HTTPRangeSource:
 class HubFileSource(HTTPRangeSource):
     """A file in a Hub repository, read by ranges from its `resolve` URL.
 
+    The repository, file name and revision are checked as download names are
+    (engine.hub_names.hub_file_url): `..`, empty parts, backslashes and their encoded forms
+    raise UnsafePath (a ValueError) before any request is made.
+
     The endpoint is `endpoint`, else the HF_ENDPOINT environment variable (read now, so a
     change after import is honoured), else huggingface_hub's default.
     """
@@ -160,13 +165,12 @@ class HubFileSource(HTTPRangeSource):
         first_read: int | None = None,
         max_read: int | None = None,
     ) -> None:
-        from huggingface_hub import constants, hf_hub_url
+        from huggingface_hub import constants
         from huggingface_hub.utils import build_hf_headers
 
         endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
-        url = hf_hub_url(
-            repo_id, filename, repo_type=repo_type, revision=revision, endpoint=endpoint
-        )
+        # Checked before any request: the token goes with it, and only to this file's URL.
+        url = hub_file_url(endpoint, repo_id, filename, revision, repo_type)
         suffix = "" if revision == "main" else f"@{revision}"
         self.repo_id = repo_id
         self.filename = filename

@@ -6,9 +6,16 @@
 Bytes go to `<dest>.part`; after a dropped connection, a timeout, a 5xx or an app restart the
 next request asks for `Range: bytes=<part size>-`, so nothing received is fetched twice. When
 every file of the set is complete its sha256 is compared with the Hub's LFS hash, and only then
-are the files renamed into place: the library never holds a partial or unverified file. A
-mismatch moves the `.part` into quarantine. huggingface_hub's own downloader is not used: it no
-longer resumes, and it checks sizes only.
+are the files renamed into place: the library never holds a partial file, nor one that differs
+from the hash the Hub lists. A mismatch moves the `.part` into quarantine.
+
+A file the Hub lists no sha256 for (not stored in LFS, or a mirror that omits it) cannot be
+verified that way. It is checked by what it says of itself: its GGUF header must parse and its
+tensor data must end where the header says (engine.gguf.load_check), else it is quarantined as
+damaged. That catches a truncated, padded or foreign file, not a changed byte inside the
+weights; so such a file enters the library marked unverified (`Job.verified`, the library's
+`verified_by`), and the Library page says so. huggingface_hub's own downloader is not used: it
+no longer resumes, and it checks sizes only.
 """
 
 from __future__ import annotations
@@ -23,18 +30,19 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import quote
 
 from engine.hub.control import CANCEL, PAUSE, StopFlag
 from engine.hub.rate import RateMeter
 from engine.hub.records import (
     ChecksumMismatch,
+    DamagedFile,
     DiskFull,
     DownloadError,
     DownloadStopped,
     Progress,
     RemoteFile,
 )
+from engine.hub_names import hub_file_url
 
 RESERVE_BYTES = 64 * 1024 * 1024  # left free beyond the download, so the disk never fills up
 _CONTENT_RANGE = re.compile(r"bytes\s+(\d+)-(\d+)/(\d+)")
@@ -59,8 +67,8 @@ class RetryPolicy:
 
 
 def resolve_url(endpoint: str, file: RemoteFile) -> str:
-    revision = quote(file.revision, safe="")
-    return f"{endpoint.rstrip('/')}/{file.repo_id}/resolve/{revision}/{quote(file.filename)}"
+    """The file's URL; UnsafePath for a name that would lead elsewhere (engine.hub_names)."""
+    return hub_file_url(endpoint, file.repo_id, file.filename, file.revision)
 
 
 def part_path(dest: Path) -> Path:
@@ -276,9 +284,14 @@ class Downloader:
 
     def _write_failed(self, exc: OSError, file: RemoteFile, part: Path) -> None:
         if exc.errno in _DISK_FULL:
+            kept = part.stat().st_size if part.exists() else 0
             raise DiskFull(
-                f"The disk holding {part.parent} is full; {file.filename} stopped. Free some "
-                "space and resume: the bytes received are kept."
+                f"The disk holding {part.parent} is full; {file.filename} stopped. The "
+                f"{_size_text(kept)} received are kept in {part.name}, and take that much of "
+                "the disk: free some space elsewhere and resume, or cancel the download to "
+                "delete them.",
+                part=str(part),
+                part_bytes=kept,
             ) from exc
         raise DownloadError(
             f"Could not write {part}: {exc.strerror or exc}. Check that the models folder is "
@@ -287,7 +300,8 @@ class Downloader:
 
     def _verify(self, file: RemoteFile, part: Path, quarantine_dir: Path) -> None:
         if file.sha256 is None:
-            return  # not an LFS file: the size, checked above, is all the Hub tells us
+            self._check_structure(file, part, quarantine_dir)
+            return
         digest = hashlib.sha256()
         done = 0
         with open(part, "rb") as f:
@@ -298,13 +312,31 @@ class Downloader:
                 self._report("verifying", self._done_before + done)
         if digest.hexdigest() == file.sha256.lower():
             return
-        quarantine_dir.mkdir(parents=True, exist_ok=True)
-        target = quarantine_dir / f"{int(time.time())}-{Path(file.filename).name}"
-        shutil.move(part, target)
+        target = _quarantine(file, part, quarantine_dir)
         raise ChecksumMismatch(
             f"{file.filename} arrived damaged: its sha256 is {digest.hexdigest()[:16]}…, the Hub "
             f"says {file.sha256[:16]}…. It was moved to {target} and not added to the library. "
             "Download it again; if this repeats, your connection or a proxy alters the data.",
+            str(target),
+        )
+
+    def _check_structure(self, file: RemoteFile, part: Path, quarantine_dir: Path) -> None:
+        """For a file without a sha256: its header parses and its data ends where it says."""
+        from engine.gguf import GGUFError, read_model_info
+        from engine.gguf.load_check import data_end_problem
+
+        self._report("verifying", self._done_before + file.size)
+        try:
+            problem = data_end_problem(read_model_info(part))
+        except GGUFError as exc:
+            problem = f"its GGUF header does not parse ({exc})"
+        if problem is None:
+            return
+        target = _quarantine(file, part, quarantine_dir)
+        raise DamagedFile(
+            f"{file.filename} arrived damaged or is not a GGUF model: {problem}. The Hub lists "
+            f"no sha256 for it, so this check is all Hearth could do. It was moved to {target} "
+            "and not added to the library. Download it again, or get it from another source.",
             str(target),
         )
 
@@ -331,6 +363,13 @@ class Downloader:
         if force or now - self._last_report >= 0.1 or done >= total:
             self._last_report = now
             self._on_progress(self._meter.progress(phase, done, total))
+
+
+def _quarantine(file: RemoteFile, part: Path, quarantine_dir: Path) -> Path:
+    quarantine_dir.mkdir(parents=True, exist_ok=True)
+    target = quarantine_dir / f"{int(time.time())}-{Path(file.filename).name}"
+    shutil.move(part, target)
+    return target
 
 
 def _have(file: RemoteFile, dest: Path) -> int:

@@ -14,6 +14,7 @@ from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.gguf.remote import HubFileSource
 from engine.hub.catalog import ModelFile
 from engine.hub.split_info import merge_split_infos
+from engine.hub_names import UnsafePath
 from engine.planner import Plan, Planner, PlanRequest
 from engine.session import best_fit
 
@@ -78,6 +79,8 @@ def fit_badge(
         info = remote_model_info(model, endpoint=endpoint, token=token)
     except GGUFError as exc:
         return FitBadge(UNKNOWN, "Unknown", f"Could not read the header: {exc}")
+    except UnsafePath as exc:  # a listed name that leads elsewhere: nothing was requested
+        return FitBadge(UNKNOWN, "Refused", exc.args[0])
     return local_fit_badge(info, request)
 
 

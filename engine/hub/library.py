@@ -32,6 +32,10 @@ LIBRARY = "library"  # a file inside the models folder (downloaded or copied the
 IMPORTED = "imported"  # a file elsewhere on disk, registered by drag-and-drop or the picker
 HF_CACHE = "hf-cache"  # a file in huggingface_hub's cache
 BUNDLED = "bundled"  # shipped with Hearth (the starter model): always listed, never deleted
+# How a downloaded file was checked (LocalModel.verified_by); files Hearth did not download
+# (imported, in the HF cache, put in the folder by hand) have None: nothing is promised for them.
+BY_SHA256 = "sha256"  # its sha256 equals the one the Hub lists
+BY_STRUCTURE = "size and GGUF structure"  # the Hub listed no sha256: unverified
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 
@@ -53,6 +57,12 @@ class LocalModel:
     error: str | None = None  # why the header could not be read
     last_used: float | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    verified_by: str | None = None  # BY_SHA256, BY_STRUCTURE, or None (not downloaded here)
+
+    @property
+    def unverified(self) -> bool:
+        """Downloaded without a sha256 to check it against: the Library page says so."""
+        return self.verified_by == BY_STRUCTURE
 
     @property
     def name(self) -> str:
@@ -125,8 +135,18 @@ class Library:
             fields["settings"] = dict(settings)
         self._update(path, **fields)
 
-    def record_download(self, path: Path, repo_id: str, sha256: str | None) -> None:
-        self._update(path, repo_id=repo_id, sha256=sha256)
+    def record_download(
+        self, path: Path, repo_id: str, sha256: str | None, *, verified: bool | None = None
+    ) -> None:
+        """Remember where a download came from and how it was checked (`verified`: every file
+        of the set against a Hub sha256; by default, whether `sha256` is given)."""
+        verified = bool(sha256) if verified is None else verified
+        self._update(
+            path,
+            repo_id=repo_id,
+            sha256=sha256,
+            verified_by=BY_SHA256 if verified else BY_STRUCTURE,
+        )
 
     # -- listing --------------------------------------------------------------------------------
 
@@ -207,6 +227,7 @@ class Library:
             error=error,
             last_used=known.get("last_used"),
             settings=known.get("settings") or {},
+            verified_by=_verified_by(known),
         )
 
     # -- changes --------------------------------------------------------------------------------
@@ -258,3 +279,11 @@ class Library:
         if key in index["models"]:
             del index["models"][key]
             write_json_atomic(self.index_path, index)
+
+
+def _verified_by(known: dict[str, Any]) -> str | None:
+    if known.get("verified_by") in (BY_SHA256, BY_STRUCTURE):
+        return known["verified_by"]
+    if "repo_id" in known and "sha256" in known:  # recorded before verified_by existed
+        return BY_SHA256 if known["sha256"] else BY_STRUCTURE
+    return None

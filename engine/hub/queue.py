@@ -27,6 +27,7 @@ from engine.files import write_json_atomic
 from engine.hub.catalog import ModelFile
 from engine.hub.control import CANCEL, PAUSE, StopFlag
 from engine.hub.download import Downloader, RetryPolicy, part_path
+from engine.hub.library import Library
 from engine.hub.paths import library_path
 from engine.hub.records import DownloadError, DownloadStopped, Progress, RemoteFile
 
@@ -58,6 +59,12 @@ class Job:
     @property
     def path(self) -> Path:
         return self.dests[0]
+
+    @property
+    def verified(self) -> bool:
+        """True when every file has a sha256 from the Hub, which the download was checked
+        against; False when some file could only be checked by its size and GGUF structure."""
+        return all(f.sha256 for f in self.files)
 
     def received_bytes(self) -> int:
         """Bytes on disk so far (a paused job's progress bar after a restart)."""
@@ -281,6 +288,14 @@ class DownloadQueue:
             return FAILED, exc.message
         except Exception as exc:  # a defect must not kill the queue's thread
             return FAILED, f"Unexpected error: {type(exc).__name__}: {exc}. Try again."
+        # Recorded here, not only by the GUI, so that no file enters the library unmarked.
+        Library(self.models_dir).record_download(job.path, job.repo_id, job.files[0].sha256,
+                                                 verified=job.verified)  # fmt: skip
+        if not job.verified:
+            return DONE, (
+                "Not verified: the Hub lists no sha256 for it, so only its size and GGUF "
+                "structure were checked. Prefer a repository that stores its files in LFS."
+            )
         return DONE, None
 
     def _changed(self, job: Job) -> None:

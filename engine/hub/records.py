@@ -12,7 +12,9 @@ class RemoteFile:
     repo_id: str
     filename: str
     size: int
-    sha256: str | None = None  # None for files not stored in LFS (GGUFs always are)
+    # None where the Hub lists none: a file not stored in LFS, or a mirror that omits it. Such a
+    # file is checked by its size and GGUF structure only, and the library marks it unverified.
+    sha256: str | None = None
     revision: str = "main"
 
 
@@ -42,13 +44,24 @@ class DownloadError(Exception):
 
 
 class DiskFull(DownloadError):
-    pass
+    """The disk filled up. The `.part` is kept for a resume, but it holds disk space too:
+    `part` and `part_bytes` say where and how much, so the person can be offered to delete it."""
+
+    def __init__(self, message: str, *, part: str | None = None, part_bytes: int = 0) -> None:
+        super().__init__(message)
+        self.part = part
+        self.part_bytes = part_bytes
 
 
 class ChecksumMismatch(DownloadError):
     def __init__(self, message: str, quarantined: str) -> None:
         super().__init__(message, part_kept=False)
         self.quarantined = quarantined
+
+
+class DamagedFile(ChecksumMismatch):
+    """A file the Hub lists no sha256 for, whose GGUF header does not parse or whose tensor
+    data does not end where the header says: quarantined like a sha256 mismatch."""
 
 
 class DownloadStopped(Exception):

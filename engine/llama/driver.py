@@ -58,7 +58,9 @@ def supports_gpu_offload() -> bool:
 
 
 class Model:
-    """A loaded model (weights on the devices llama.cpp chose for them)."""
+    """A loaded model (weights on the devices llama.cpp chose for them). With
+    `ModelSettings.vocab_only`, only the vocabulary and metadata: the Hearth engine's tokenizer
+    and chat template."""
 
     def __init__(self, params: ModelSettings):
         init_backend()
@@ -66,6 +68,7 @@ class Model:
             raise EngineError(f"No model file at {params.path}. Choose another file.")
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers >= 0 else 2**31 - 1
+        mp.vocab_only = params.vocab_only
         keep_alive = _apply_placement(mp, params)  # C arrays llama.cpp reads during the load
         if not params.use_mmap:
             # This llama.cpp has no use_mmap field (a ctypes Structure would take the assignment
@@ -147,7 +150,7 @@ class Model:
     # -- tokens -------------------------------------------------------------------------------
 
     def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
-        data = text.encode("utf-8")
+        data = text.encode("utf-8", "replace")  # a lone surrogate must not fail the turn
         capacity = len(data) + 8
         tokens = (C.llama_token * capacity)()
         n = C.llama_tokenize(

@@ -1,6 +1,7 @@
 """llama.cpp's log, routed through the worker: debug lines dropped, the rest to stderr (where the
 client keeps the last lines for crash reports), and the buffer sizes it reports while loading
-collected, so the GUI can show what was really allocated next to what the planner predicted.
+collected, so the GUI can show what was really allocated next to what the planner predicted,
+and its error lines kept, so a failed load can say what llama.cpp said.
 
 llama.cpp's default logger prints every level, debug included; with sampling in the graph that
 is a line per token on stderr, which the GUI process would then read and keep.
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 
 import llama_cpp.llama_cpp as C
 
+from engine.untrusted_text import printable_line
+
 # llama.cpp: "llama_model_load_from_file_impl: CUDA0 model buffer size = 4403.49 MiB" and the like
 _BUFFER_LINE = re.compile(r"(\S+)\s+(model|KV|compute|output) buffer size =\s+([\d.]+) MiB")
 # llama-model-loader.cpp (debug level): "tensor blk.0.ffn_up.weight (12 MiB f16) buffer type
@@ -23,7 +26,8 @@ _OVERRIDE_LINE = re.compile(r"tensor (\S+) \(.*\) buffer type overridden to (\S+
 # llama-context.cpp, when flash attention is "auto": "...: Flash Attention enabled" or
 # "...: Flash Attention not supported, set to disabled"
 _FLASH_ATTN_LINE = re.compile(r"Flash Attention (enabled|not supported)")
-_DEBUG, _CONT = 1, 5  # enum ggml_log_level
+_DEBUG, _ERROR, _CONT = 1, 4, 5  # enum ggml_log_level
+_ERRORS_KEPT = 8
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,7 @@ class LlamaLog:
         self._lock = threading.Lock()
         self._allocations: list[BufferAllocation] = []
         self._overridden: list[str] = []
+        self._errors: list[str] = []
         self.flash_attn_resolved: bool | None = None  # what "auto" became, at the last load
         self._last_level = 0
         self._callback = C.llama_log_callback(self._on_log)
@@ -67,6 +72,12 @@ class LlamaLog:
             taken, self._overridden = tuple(self._overridden), []
         return taken
 
+    def take_errors(self) -> tuple[str, ...]:
+        """llama.cpp's error lines since the last call (the first few), escaped for display."""
+        with self._lock:
+            taken, self._errors = tuple(self._errors), []
+        return taken
+
     def _on_log(self, level: int, text: bytes, _user_data) -> None:
         if level == _CONT:
             level = self._last_level
@@ -82,6 +93,10 @@ class LlamaLog:
             return
         os.write(2, text)
         line = text.decode("utf-8", "replace")
+        if level == _ERROR and line.strip():
+            with self._lock:
+                if len(self._errors) < _ERRORS_KEPT:
+                    self._errors.append(printable_line(line.strip()[:1000]))
         if "Flash Attention" in line:
             match = _FLASH_ATTN_LINE.search(line)
             if match:

@@ -20,6 +20,7 @@ class ModelSettings:
     use_mmap: bool = True
     tensor_split: tuple[float, ...] = ()  # share of the layers per GPU; empty: llama.cpp's split
     cpu_tensors: tuple[str, ...] = ()  # regexes of tensors kept in host memory (MoE experts)
+    vocab_only: bool = False  # the vocabulary and metadata only (the Hearth engine's tokenizer)
 
 
 @dataclass(frozen=True)

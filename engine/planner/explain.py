@@ -230,9 +230,10 @@ def _not_fitting(search: Search, profiles: list[ModelProfile]) -> Plan:
     nearest = min(search.misses, key=lambda m: m.shortfall)
     profile, config = nearest.profile, nearest.config
     over = ", ".join(f"{gib(n)} more on {name}" for name, n in search.over_budget(nearest.estimate))
+    where = choice_of(profile, config).offload_summary if search.gpus else "all on the CPU"
     reasons = [
-        f"Even the leanest placement ({choice_of(profile, config).offload_summary}, "
-        f"{config.n_ctx} tokens, {config.type_k} KV cache, {profile.quant}) needs {over}."
+        f"Even the leanest placement ({where}, {config.n_ctx} tokens, {config.type_k} KV cache, "
+        f"{profile.quant}) needs {over}."
     ]
     alternatives = [
         Alternative(

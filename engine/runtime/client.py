@@ -11,7 +11,6 @@ callback receives `EngineCrashed` with the exit status and the last lines the en
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import queue
@@ -24,16 +23,21 @@ from typing import Any
 
 from engine.child_process import module_command
 from engine.runtime import protocol as p
+from engine.runtime.engine_output import EngineOutput
 
-STDERR_LINES_KEPT = 40
+STDERR_READ_BYTES = 64 * 1024
 
 
 @dataclass(frozen=True)
 class EngineCrashed:
-    """The worker process ended without being asked to."""
+    """The worker process ended without being asked to.
+
+    `cause_lines`: the first lines where llama.cpp stated an error (an abort's reason comes
+    before a long backtrace); `last_lines`: the tail of what it printed. Both escaped."""
 
     exit_code: int | None
     last_lines: tuple[str, ...]
+    cause_lines: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -62,7 +66,7 @@ class EngineClient:
         self._env = env
         self._proc: subprocess.Popen | None = None
         self._send_lock = threading.Lock()
-        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_LINES_KEPT)
+        self._stderr = EngineOutput()
         self._stderr_done = threading.Event()
         self._closing = False
         self._next_request_id = 1
@@ -74,7 +78,7 @@ class EngineClient:
         if self.alive:
             return
         self._closing = False
-        self._stderr_tail.clear()
+        self._stderr.clear()
         self._stderr_done.clear()
         env = dict(os.environ if self._env is None else self._env)
         env.setdefault("PYTHONUNBUFFERED", "1")
@@ -99,7 +103,10 @@ class EngineClient:
         return self._proc.pid if self._proc else None
 
     def last_lines(self) -> tuple[str, ...]:
-        return tuple(self._stderr_tail)
+        return self._stderr.last_lines()
+
+    def cause_lines(self) -> tuple[str, ...]:
+        return self._stderr.cause_lines()
 
     def close(self, timeout: float = 5.0) -> None:
         """Ask the worker to exit (it frees the model), and kill it if it does not."""
@@ -206,18 +213,21 @@ class EngineClient:
         exit_code = proc.wait()
         self._stderr_done.wait(2.0)  # let the last lines the engine printed arrive
         if not self._closing:
-            lines = tuple(self._stderr_tail)
+            lines = self._stderr.last_lines()
             if protocol_error:
                 lines = (*lines, protocol_error)
-            self._on_event(EngineCrashed(exit_code=exit_code, last_lines=lines))
+            self._on_event(
+                EngineCrashed(
+                    exit_code=exit_code, last_lines=lines, cause_lines=self._stderr.cause_lines()
+                )
+            )
 
     def _read_stderr(self, proc: subprocess.Popen) -> None:
         assert proc.stderr is not None
         try:
-            for raw in iter(proc.stderr.readline, b""):
-                line = raw.decode("utf-8", "replace").rstrip()
-                if line:
-                    self._stderr_tail.append(line)
+            # Bounded reads: a line of a hostile file's text cannot grow without end.
+            for raw in iter(lambda: proc.stderr.readline(STDERR_READ_BYTES), b""):
+                self._stderr.add(raw)
         except (OSError, ValueError):
             pass
         finally:

@@ -111,18 +111,28 @@ class Engine:
         self._log.take_allocations()
         self._log.take_overridden()
         self._log.flash_attn_resolved = None
+        self._log.take_errors()
         ctx = None
         try:
             if model is None:
+                refused = _refused_by_header(params.path) if self._faults.header_check else None
+                if refused:
+                    raise llama.EngineError(refused)
                 used_before = _device_used()
-                model = llama.Model(model_settings(params))
+                model, engine_note = _open_model(params)
                 weights = _Weights(
                     file=_file_identity(params.path),
                     device_used_before=used_before,
                     allocations=self._log.take_allocations(),
                     tensors_in_ram=self._log.take_overridden(),
+                    engine_asked=params.engine,
+                    engine_note=engine_note,
                 )
-            ctx = llama.Context(model, context_settings(params))
+            hearth = hasattr(model, "new_context")  # the Hearth engine (runtime/hearth_driver.py)
+            if hearth:
+                ctx = model.new_context(params)
+            else:
+                ctx = llama.Context(model, context_settings(params))
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
@@ -130,16 +140,18 @@ class Engine:
                     handle.close()
             self._weights = None
             self._state = EngineState.NO_MODEL
-            self._send(p.LoadFailed(path=params.path, message=str(exc)))
+            self._send(
+                p.LoadFailed(path=params.path, message=str(exc), details=self._log.take_errors())
+            )
             return
         load_seconds = time.perf_counter() - started
         used_after = _device_used()
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
-        self._session = Session(model=model, ctx=ctx)
+        self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
         self._state = EngineState.IDLE
         template = model.chat_template()
-        self._template_note = "the model's own" if template else "llama.cpp built-in"
+        self._template_note, template_problem = _check_template(model)
         self._send(
             p.ModelLoaded(
                 path=params.path,
@@ -152,6 +164,7 @@ class Engine:
                 n_gpu_layers=_layers_on_gpu(params.n_gpu_layers, model.n_layers()),
                 flash_attn=self._flash_attn_state(params.flash_attn),
                 chat_template=self._template_note,
+                chat_template_problem=template_problem,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
                 allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
@@ -167,6 +180,8 @@ class Engine:
                 **_format_choices(model, bool(template)),
                 type_k=params.type_k,
                 type_v=params.type_v,
+                engine=getattr(model, "engine_name", "llama.cpp"),
+                engine_note=weights.engine_note,
             )
         )
 
@@ -288,6 +303,7 @@ class Engine:
             # otherwise, and a template that tried something unsafe is worth knowing about.
             print(f"hearth worker: chat template: {how}", flush=True)
             self._template_note = how
+            self._send(p.ChatTemplateChanged(template=how))
         bos = model.bos_text()
         if model.adds_bos() and bos and text.startswith(bos):
             text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
@@ -346,6 +362,24 @@ class _Weights:
     device_used_before: dict[str, int]
     allocations: tuple[BufferAllocation, ...]
     tensors_in_ram: tuple[str, ...]
+    engine_asked: str = "llama"  # ModelParams.engine of the load
+    engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
+
+
+def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
+    """The model on the engine that `params.engine` names, and a note: llama.cpp runs it, with
+    the reason in one line, when the Hearth engine cannot (no torch, an architecture or tensor
+    type it does not run, no GPU)."""
+    if params.engine != "hearth":
+        return llama.Model(model_settings(params)), ""
+    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
+
+    try:
+        return HearthModel(params), ""
+    except HearthUnavailable as exc:
+        note = f"Hearth engine unavailable, using llama.cpp: {exc}"
+        print(f"hearth worker: {note}", flush=True)
+        return llama.Model(model_settings(params)), note
 
 
 def _file_identity(path: str) -> tuple[int, int]:
@@ -363,6 +397,8 @@ _WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mm
 def _same_weights(old: p.ModelParams, new: p.ModelParams, weights: _Weights | None) -> bool:
     if weights is None or _file_identity(new.path) != weights.file:
         return False  # never loaded through here, or the file was replaced since
+    if weights.engine_asked != new.engine:
+        return False
     return all(getattr(old, name) == getattr(new, name) for name in _WEIGHT_FIELDS)
 
 
@@ -447,6 +483,41 @@ def _rss_bytes() -> int:
         return psutil.Process().memory_info().rss
     except Exception:
         return 0
+
+
+def _check_template(model: llama.Model) -> tuple[str, str]:
+    """The format chats will be written in, and why the model's own template was refused ("" if
+    it was not): said at the load, where the person sees it, not only in the worker's log."""
+    from engine.chat import ChatTemplateError, check_model_template
+
+    try:
+        checked = check_model_template(
+            model.chat_template(),
+            architecture=model.meta("general.architecture"),
+            model_name=model.meta("general.name"),
+            bos_token=model.bos_text(),
+            eos_token=model.eos_text(),
+        )
+    except ChatTemplateError as exc:
+        return "none that works", str(exc)
+    if checked.refused is None:
+        return checked.template, ""
+    print(f"hearth worker: chat template: {checked.template}", flush=True)
+    return checked.template, f"{checked.refused} Chats are written in {checked.template} instead."
+
+
+def _refused_by_header(path: str) -> str | None:
+    """Why llama.cpp must not be given this file (engine.gguf.load_check: it would abort on it),
+    for every client of the worker. A header this reader cannot read is left to llama.cpp,
+    which has the last word on what it loads."""
+    from engine.gguf import GGUFError, read_model_info
+    from engine.gguf.load_check import load_problem
+
+    try:
+        problem = load_problem(read_model_info(path))
+    except (GGUFError, OSError):
+        return None
+    return f"{os.path.basename(path)} cannot be loaded: {problem}" if problem else None
 
 
 def _format_choices(model, has_template: bool) -> dict:

@@ -1,9 +1,11 @@
 """The messages between the GUI (or CLI) and the engine worker process.
 
 Commands go to the worker on its stdin; events come back on its stdout. Each message is a frame:
-a 4-byte little-endian length, then that many bytes of UTF-8 JSON holding the message's fields and
-its `type`. JSON rather than pickle: the worker parses files from strangers, and a worker that was
-subverted must not be able to run code in the GUI by what it sends back.
+a 4-byte little-endian length, then that many bytes of ASCII JSON holding the message's fields and
+its `type`. ASCII, because a path with bytes that are not UTF-8 holds lone surrogates (PEP 383),
+which UTF-8 cannot encode but JSON's `\\udcff` escapes carry unchanged. JSON rather than pickle:
+the worker parses files from strangers, and a worker that was subverted must not be able to run
+code in the GUI by what it sends back.
 
 Every message is a frozen dataclass registered by its class name; `encode` and `decode` are the
 only (de)serialisers.
@@ -74,6 +76,9 @@ class ModelParams:
     # Sample inside the model's graph on the GPU (llama.cpp's experimental backend sampling),
     # so only the chosen token is copied back each step instead of every logit.
     backend_sampling: bool = True
+    # "llama" (llama.cpp) or "hearth" (engine/hearth: Hearth's own forward pass; llama.cpp runs
+    # the model instead, saying why, where that engine cannot).
+    engine: str = "llama"
 
 
 @message
@@ -158,8 +163,11 @@ class ModelLoaded:
     n_layers: int
     n_gpu_layers: int
     flash_attn: str  # "on" or "off" as llama.cpp settled it ("auto" only if it did not say)
-    chat_template: str  # where the chat template comes from, for display
+    chat_template: str  # the format conversations are written in, for display
     load_seconds: float
+    # Set when the model's own chat template was refused (unsafe, too slow, too large, broken)
+    # and a built-in format is used instead: what happened and what to do, for the person.
+    chat_template_problem: str = ""
     n_vocab: int = 0
     allocations: tuple[BufferAllocation, ...] = ()
     device_used_delta: tuple[DeviceDelta, ...] = ()
@@ -176,7 +184,8 @@ class ModelLoaded:
     suggested_format: str = ""  # the built-in that fits the model best, by name or architecture
     type_k: str = "f16"  # the KV cache's element types, as loaded
     type_v: str = "f16"
-    engine: str = "llama.cpp"  # which engine runs it
+    engine: str = "llama.cpp"  # which engine runs it: "llama.cpp" or "Hearth"
+    engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
 
 
 @message
@@ -200,6 +209,15 @@ class DeviceDelta:
 class LoadFailed:
     path: str
     message: str  # what happened and what to do next
+    details: tuple[str, ...] = ()  # llama.cpp's own error lines during the load, escaped
+
+
+@message
+class ChatTemplateChanged:
+    """The format conversations are written in changed since the last load or reply: the
+    model's template refused this conversation and a built-in format stands in (or back)."""
+
+    template: str
 
 
 @message
@@ -326,7 +344,7 @@ def _from_plain(value: Any) -> Any:
 
 
 def encode(msg: Any) -> bytes:
-    body = json.dumps(_to_plain(msg), ensure_ascii=False, separators=(",", ":")).encode()
+    body = json.dumps(_to_plain(msg), separators=(",", ":")).encode("ascii")
     if len(body) > MAX_FRAME_BYTES:
         raise ProtocolError(f"message of {len(body)} bytes is over the {MAX_FRAME_BYTES} limit")
     return _HEADER.pack(len(body)) + body

@@ -88,14 +88,18 @@ class EventWriter:
 
 
 class FaultInjection:
-    """Test hooks, set through HEARTH_WORKER_FAULT (e.g. "abort_after_tokens=5")."""
+    """Test hooks, set through HEARTH_WORKER_FAULT (e.g. "abort_after_tokens=5", or
+    "no_header_check" to hand llama.cpp a file it aborts on, to test crash reports)."""
 
     def __init__(self, spec: str):
         self.abort_after_tokens: int | None = None
+        self.header_check = True
         for part in filter(None, (s.strip() for s in spec.split(","))):
             name, _, value = part.partition("=")
             if name == "abort_after_tokens":
                 self.abort_after_tokens = int(value)
+            elif name == "no_header_check":
+                self.header_check = False
 
 
 def main() -> int:

@@ -2,7 +2,8 @@
 
 The header is read here, in the calling process (the window or the CLI), by the bounded GGUF
 header reader, once per open: the load policy plans from the ModelInfo it returns. A file that is
-not a readable GGUF is refused with a message, and the model already loaded stays loaded.
+not a readable GGUF, or one llama.cpp would abort on (engine.gguf.load_check), is refused with a
+message, and the model already loaded stays loaded.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from engine.gguf import GGUFError, ModelInfo, read_model_info
+from engine.gguf.load_check import load_problem
 
 
 class UnusableModelFile(Exception):
@@ -30,7 +32,7 @@ def check_model_file(path: str | Path) -> ModelInfo:
     if not path.is_file():
         raise UnusableModelFile(f"“{name}” is a folder, not a GGUF model file.")
     try:
-        return read_model_info(path)
+        info = read_model_info(path)
     except GGUFError as exc:
         raise UnusableModelFile(
             f"“{name}” is not a readable GGUF file: {problem_text(exc)}"
@@ -42,6 +44,11 @@ def check_model_file(path: str | Path) -> ModelInfo:
         raise UnusableModelFile(
             f"“{name}” could not be read as a GGUF file ({type(exc).__name__}: {exc})."
         ) from exc
+    # Refused here, not by an abort of the engine: types llama.cpp would crash on, no vocabulary.
+    problem = load_problem(info, for_chat=True)
+    if problem:
+        raise UnusableModelFile(f"“{name}” cannot be loaded: {problem}")
+    return info
 
 
 def problem_text(exc: GGUFError) -> str:

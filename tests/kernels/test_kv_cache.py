@@ -139,3 +139,39 @@ def test_llama3_8b_shape_at_4k(k_format, v_format):
         reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
     )  # fmt: skip
     assert relative_error(out[0].float().cpu(), expected) < 5e-3
+
+
+def test_many_splits_are_reduced_in_chunks(device, monkeypatch):
+    """More splits than the reduce kernel reads in one step (32): as on a large GPU."""
+    from kernels import kv_cache
+
+    monkeypatch.setattr(kv_cache, "_sm_count", lambda _device: 64)
+    cache = _cache("f16", "f16", device, heads=1, dim=32, page=16, tokens=544)
+    seq = cache.new_sequence()
+    k, v = torch.randn(530, 1, 32), torch.randn(530, 1, 32)
+    cache.write(0, seq, cache.grow(seq, 530), k.to(device), v.to(device))
+    q = torch.randn(1, 2, 32)
+    out = cache.attend(0, q.to(device), [seq])  # 34 pages, one split each
+    expected = reference.decode_attention(q[0].numpy(), k.numpy(), v.numpy(), 32**-0.5)
+    assert relative_error(out[0].cpu(), expected) < ATTENTION_TOLERANCE
+
+
+@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "rot4")])
+def test_several_query_tokens_see_up_to_their_own_position(k_format, v_format, device):
+    """Draft verification: the last T positions' queries, each causal up to itself. With 33
+    positions in pages of 16, the last page (one split) holds a position only token 4 sees."""
+    cache = _cache(k_format, v_format, device, heads=2, dim=32, page=16)
+    seq = cache.new_sequence()
+    k, v = torch.randn(33, 2, 32), torch.randn(33, 2, 32)
+    cache.write(0, seq, cache.grow(seq, 33), k.to(device), v.to(device))
+    q = torch.randn(1, 5, 6, 32)  # 5 tokens x 3 query heads per KV head = 15 rows
+    out = cache.attend(0, q.to(device), [seq])
+    assert out.shape == q.shape
+    k_ref = reference_roundtrip(k_format, k.numpy())
+    v_ref = reference_roundtrip(v_format, v.numpy())
+    for t in range(5):
+        visible = 33 - 5 + t + 1
+        expected = reference.decode_attention(
+            q[0, t].numpy(), k_ref[:visible], v_ref[:visible], 32**-0.5
+        )
+        assert relative_error(out[0, t].cpu(), expected) < ATTENTION_TOLERANCE

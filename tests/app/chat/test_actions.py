@@ -200,13 +200,14 @@ def test_the_worker_is_asked_to_fit_by_the_chat_policy(qtbot, bridge, chat, tmp_
     client = _load(qtbot, bridge, tmp_path, n_ctx=600)
     chat.max_tokens = 100
     _say(qtbot, chat, client, "x" * 600, "ok")
-    assert client.fitting[-1] == {"overflow": "stop", "reply_room": 100}
+    assert client.fitting[-1] == {"overflow": "stop", "reply_room": 100, "chat_format": ""}
     chat.settings_panel.overflow.setCurrentIndex(
         chat.settings_panel.overflow.findData(OVERFLOW_DROP_OLDEST)
     )
     chat.max_tokens = 1000
     _say(qtbot, chat, client, "y" * 900, "fine")
-    assert client.fitting[-1] == {"overflow": "drop_oldest", "reply_room": 150}  # 600 // 4
+    assert client.fitting[-1]["reply_room"] == 150  # 600 // 4
+    assert client.fitting[-1]["overflow"] == "drop_oldest"
     assert len(client.commands[-1][1][1]) == 3  # the whole conversation: x, ok, y
 
 

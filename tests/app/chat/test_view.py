@@ -193,3 +193,13 @@ def test_a_2000_token_burst_repaints_the_transcript_about_30_times_a_second(
     assert 1 <= flushes <= allowed
     # Each flush may repaint the view once (Qt merges the rest); never once per token.
     assert 1 <= counter.paints <= allowed + 2, (counter.paints, flushes, elapsed)
+
+
+def test_a_model_at_a_path_that_is_not_utf8_can_be_chatted_with(qtbot, bridge, chat, tmp_path):
+    import os
+
+    path = os.fsdecode(bytes(tmp_path) + b"/model-\xff.gguf")  # lone surrogates, as from disk
+    client = load_fake_model(qtbot, bridge, path)
+    _type_and_press_enter(qtbot, chat, "hello")
+    assert "generate" in client.names()  # the reply was started and stored
+    assert [e.role for e in chat.model.entries()] == [ROLE_USER, ROLE_ASSISTANT]

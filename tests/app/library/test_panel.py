@@ -21,7 +21,7 @@ from app.shell.pages import LIBRARY, default_pages
 from engine.hub.client import HubClient
 from engine.hub.download import RetryPolicy, part_path
 from engine.hub.library import Library
-from engine.hub.queue import DONE, PAUSED, DownloadQueue
+from engine.hub.queue import DONE, FAILED, PAUSED, DownloadQueue
 from engine.hub.settings import HubSettings
 from engine.hub.suggestions import CatalogueEntry
 from engine.planner import DeviceBudget, PlanRequest
@@ -382,3 +382,43 @@ def test_models_opened_from_anywhere_and_the_starter_are_listed(
     qtbot.waitUntil(lambda: "found-Q4_K_M.gguf" in _local_names(panel), timeout=WAIT_MS)
     row = panel.local.topLevelItem(_local_names(panel).index("found-Q4_K_M.gguf"))
     assert row.text(3) == "opened from its folder" and row.text(4) != "never"
+
+
+def test_a_download_without_a_sha256_is_shown_unverified(qtbot, hub, tmp_path) -> None:
+    hub.add_repo("org/mirror-GGUF", {"m-Q8_0.gguf": GGUF}, not_in_lfs={"m-Q8_0.gguf"})
+    panel = make_panel(qtbot, tmp_path)
+    [model] = HubClient(token=False).repo_files("org/mirror-GGUF").models
+    panel.queue.add(model)
+    qtbot.waitUntil(lambda: bool(panel.rows) and next(iter(panel.rows.values())).state == DONE,
+                    timeout=WAIT_MS)  # fmt: skip
+    row = next(iter(panel.rows.values()))
+    assert "Not verified: the Hub lists no sha256" in row.status.text()
+    assert "sha256 verified" not in row.status.text()
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
+    item = panel.local.topLevelItem(0)
+    assert item.text(3) == "org/mirror-GGUF · unverified"
+    assert "Not verified: the Hub listed no sha256" in item.toolTip(0)
+
+
+def test_after_a_full_disk_the_row_offers_to_delete_what_was_kept(qtbot, hub, tmp_path) -> None:
+    import errno
+
+    from engine.hub.download import write_all
+
+    def full_after_1000_bytes(f, chunk: bytes) -> None:
+        if f.tell() + len(chunk) > 1000:
+            write_all(f, chunk[: 1000 - f.tell()])
+            raise OSError(errno.ENOSPC, "No space left on device")
+        write_all(f, chunk)
+
+    panel = make_panel(qtbot, tmp_path)
+    panel.queue._options = {"reserve_bytes": 0, "write": full_after_1000_bytes}
+    [model] = [m for m in HubClient(token=False).repo_files(REPO).models if m.quant == "Q8_0"]
+    job = panel.queue.add(model)
+    qtbot.waitUntil(lambda: bool(panel.rows) and next(iter(panel.rows.values())).state == FAILED,
+                    timeout=WAIT_MS)  # fmt: skip
+    row = next(iter(panel.rows.values()))
+    assert "The 1,000 bytes received are kept in tiny-Q8_0.gguf.part" in row.status.text()
+    assert row.cancel_button.text() == "Delete 1,000 B received"
+    qtbot.mouseClick(row.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not part_path(job.path).exists(), timeout=WAIT_MS)

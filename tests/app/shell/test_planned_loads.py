@@ -98,7 +98,7 @@ def test_a_model_that_fits_nowhere_is_not_loaded(qtbot, bridge, too_big, tmp_pat
     assert client_of(bridge).loads() == []
     assert window.file_banner.title() == f"{too_big.name} does not fit on this computer"
     text = window.file_banner.text()
-    assert "more on system RAM" in text and "0/33 layers on GPU, 512 tokens" in text
+    assert "more on system RAM" in text and "all on the CPU, 512 tokens" in text
     assert window.model_label.text() == "No model loaded"
     page = window.page("Model")
     qtbot.waitUntil(

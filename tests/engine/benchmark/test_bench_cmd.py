@@ -53,3 +53,25 @@ def test_ratios_are_held_to_their_targets(metric, reference, target_met):
 def test_a_figure_without_a_reference_has_no_verdict():
     row = Comparison("prefill", 10.0, "tok/s", None, ">= 0.95")
     assert row.ratio is None and row.meets_target is None
+
+
+def test_settings_that_do_not_fit_are_refused_before_anything_loads(tmp_path, monkeypatch):
+    import engine.session
+    from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+    from engine.benchmark.hearth_run import BenchConfig
+    from engine.cli.bench_cmd import bench_does_not_fit
+    from engine.hardware import Detection, Device
+    from engine.hardware.records import CPU
+
+    gib = 1024**3
+    laptop = Detection(
+        devices=(Device("cpu", "other", "CPU", CPU, ("cpu",), "psutil", 16 * gib, 12 * gib),)
+    )
+    monkeypatch.setattr(
+        engine.session, "snapshot_machine", lambda: engine.session.MachineSnapshot(laptop)
+    )
+    big = write_sparse_gguf(tmp_path / "mixtral.gguf", SHAPES["mixtral-8x7b"], "Q4_K_M")
+    small = write_sparse_gguf(tmp_path / "llama.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+    problem = bench_does_not_fit(BenchConfig(model=str(big)))
+    assert problem is not None and "more on system RAM" in problem
+    assert bench_does_not_fit(BenchConfig(model=str(small), depth=0)) is None

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.chat import ChatTemplateError, format_chat_prompt, strip_leading_bos
+from engine.chat import (
+    ChatTemplateError,
+    check_model_template,
+    format_chat_prompt,
+    strip_leading_bos,
+)
 from tests.engine.chat.templates import GEMMA3, LLAMA3, TWO_TURNS
 
 pytest.importorskip(
@@ -98,3 +103,24 @@ def test_strip_leading_bos():
     assert strip_leading_bos("<s><s>text", "<s>") == "<s>text"  # one, never more
     assert strip_leading_bos("text<s>", "<s>") == "text<s>"
     assert strip_leading_bos("<s>text", "") == "<s>text"
+
+
+@pytest.mark.parametrize(
+    ("source", "kind", "advice"),
+    [
+        ("{{ ''.__class__ }}<|im_start|>", "unsafe", "consider deleting this model file"),
+        ("{% for i in range(99999999) %}{{ i }}{% endfor %}<|im_start|>", "limit", "distrust"),
+        ("{% for %}<|im_start|>", "syntax", "corrected file"),
+    ],
+)
+def test_a_refused_template_is_found_at_load_with_its_advice(source, kind, advice):
+    checked = check_model_template(source, architecture="qwen2", bos_token="<s>", eos_token="</s>")
+    assert checked.refused is not None and checked.refused.kind == kind
+    assert advice in str(checked.refused)
+    assert checked.template.startswith("llama.cpp's built-in 'chatml' format")
+    assert "<|im_start|>user\nHello<|im_end|>" in checked.text
+
+
+def test_a_sound_template_is_not_refused_at_load():
+    checked = check_model_template(LLAMA3, architecture="llama", bos_token="<s>", eos_token="")
+    assert checked.refused is None and checked.template == "the model's chat template"

@@ -126,13 +126,20 @@ VALID_TENSORS = (
 )
 
 
-def valid_model(order: str = "<", *, alignment: int | None = None) -> Builder:
+def valid_model(
+    order: str = "<",
+    *,
+    alignment: int | None = None,
+    name: str | bytes = "Tiny Test",
+    tensors: Sequence[tuple[str, tuple[int, ...], str]] = VALID_TENSORS,
+    tokenizer: str = "gpt2",
+) -> Builder:
     """A consistent little 'llama' model; tests and fuzz seeds start from it."""
     b = Builder(order)
     kvs = 12 + (alignment is not None)
-    b.header(len(VALID_TENSORS), kvs)
+    b.header(len(tensors), kvs)
     b.kv("general.architecture", ValueType.STRING, "llama", "kv.arch")
-    b.kv("general.name", ValueType.STRING, "Tiny Test", "kv.name")
+    b.kv("general.name", ValueType.STRING, name, "kv.name")
     b.kv("general.file_type", ValueType.UINT32, 7)
     b.kv("llama.block_count", ValueType.UINT32, 2, "kv.block_count")
     b.kv("llama.context_length", ValueType.UINT32, 2048)
@@ -140,15 +147,15 @@ def valid_model(order: str = "<", *, alignment: int | None = None) -> Builder:
     b.kv("llama.attention.head_count", ValueType.UINT32, 4)
     b.kv_array("llama.attention.head_count_kv", ValueType.INT32, [2, 1], "kv.head_count_kv")
     b.kv("llama.rope.freq_base", ValueType.FLOAT32, 10000.0)
-    b.kv("tokenizer.ggml.model", ValueType.STRING, "gpt2")
+    b.kv("tokenizer.ggml.model", ValueType.STRING, tokenizer)
     b.kv_array("tokenizer.ggml.tokens", ValueType.STRING, ["<s>", "</s>", "a", "b"], "kv.tokens")
     b.kv("tokenizer.ggml.eos_token_id", ValueType.UINT32, 1)
     if alignment is not None:
         b.kv("general.alignment", ValueType.UINT32, alignment, "kv.alignment")
     align = alignment or ALIGNMENT
     offset = 0
-    for i, (name, shape, type_name) in enumerate(VALID_TENSORS):
-        b.tensor(name, shape, type_name, offset, f"t{i}")
+    for i, (tensor, shape, type_name) in enumerate(tensors):
+        b.tensor(tensor, shape, type_name, offset, f"t{i}")
         offset += padded(tensor_bytes(shape, type_name), align)
     b.mark("header_end")
     b.pad(align)

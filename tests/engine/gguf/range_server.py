@@ -20,6 +20,7 @@ class RangeServer:
         self.honour_range = True
         self.bytes_sent = 0
         self.requests: list[tuple[str, str | None, int]] = []  # (path, Range header, status)
+        self.authorized: list[str] = []  # paths requested with an Authorization header
         self.redirects: dict[str, str] = {}
         self._lock = threading.Lock()
         server = self
@@ -60,6 +61,9 @@ class RangeServer:
     def _handle(self, req: BaseHTTPRequestHandler) -> None:
         path = req.path.split("?")[0]
         range_header = req.headers.get("Range")
+        if req.headers.get("Authorization"):
+            with self._lock:
+                self.authorized.append(path)
         if path in self.redirects:
             self._record(path, range_header, 302)
             req.send_response(302)

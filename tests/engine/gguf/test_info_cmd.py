@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,7 @@ import pytest
 from engine.cli import info_cmd
 from tests.engine.gguf.craft import valid_model
 from tests.engine.gguf.range_server import RangeServer
+from tests.engine.hostile_gguf import TERMINAL_ATTACK
 
 
 def run(*argv: str) -> int:
@@ -98,3 +100,72 @@ def test_without_a_model_or_a_starter_model_it_says_what_to_do(
     monkeypatch.setattr("engine.starter_model.starter_model_path", lambda: None)
     assert run() == 2
     assert "Pass a .gguf file" in capsys.readouterr().err
+
+
+def test_terminal_escapes_in_a_model_name_are_printed_inert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "evil.gguf"
+    path.write_bytes(valid_model(name=TERMINAL_ATTACK).bytes())
+    assert run(str(path), "--tensors") == 0
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out and "\r" not in out and "\u202e" not in out
+    assert out.startswith("Evil\\x1b]0;pwned\\x07\\x1b[2J\\x0dFAKE: all checks passed\\u202e")
+    assert run(str(path), "--json") == 0
+    assert "\x1b" not in capsys.readouterr().out  # JSON escapes it as \u001b
+
+
+def test_a_path_that_is_not_utf8_is_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = os.fsdecode(bytes(tmp_path) + b"/m\xff.gguf")
+    Path(path).write_bytes(valid_model().bytes())
+    assert run(path) == 0
+    assert "m\\xff.gguf (GGUF v3" in capsys.readouterr().out
+
+
+HOSTILE_ADDRESSES = [
+    "hf://owner/repo/../../../etc/passwd.gguf",
+    "hf://owner/repo/%2e%2e/%2e%2e/etc/passwd.gguf",
+    "hf://owner/repo/..%2F..%2Fetc/passwd.gguf",
+    "hf://owner/repo/%252e%252e/x.gguf",
+    "hf://owner/repo/\uff0e\uff0e/x.gguf",  # fullwidth dots: '..' after NFKC
+    "hf://owner/repo/a\\..\\..\\x.gguf",
+    "hf://owner/repo/a%5c..%5cx.gguf",
+    "hf://owner/repo//x.gguf",
+    "hf://owner/repo/sub//x.gguf",
+    "hf://owner/repo/x.gguf/",
+    "hf://owner/../x.gguf",
+    "hf://../repo/x.gguf",
+    "hf://owner/repo/x%00.gguf",
+    "hf://owner/repo/x.gguf@../../main",
+]
+
+
+@pytest.mark.parametrize("address", HOSTILE_ADDRESSES)
+def test_hostile_hub_addresses_are_refused_before_any_request(
+    address: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    range_server: RangeServer,
+) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", range_server.url)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
+    assert run(address) == 2
+    err = capsys.readouterr().err
+    assert "Refused" in err or "not of the form" in err
+    assert range_server.requests == []
+
+
+def test_the_hub_token_goes_only_to_the_files_resolve_path(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], range_server: RangeServer
+) -> None:
+    range_server.serve("/org/model/resolve/main/sub/tiny.gguf", valid_model().bytes())
+    monkeypatch.setenv("HF_ENDPOINT", range_server.url)
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
+    from huggingface_hub import constants  # read at its import: another test may have set it
+
+    monkeypatch.setattr(constants, "HF_HUB_DISABLE_IMPLICIT_TOKEN", False)
+    assert run("hf://org/model/sub/tiny.gguf") == 0
+    assert range_server.authorized  # the token was sent...
+    assert set(range_server.authorized) == {"/org/model/resolve/main/sub/tiny.gguf"}  # ...there

@@ -41,6 +41,7 @@ def library_files(models_dir: Path) -> dict[str, bytes]:
         for p in models_dir.rglob("*")
         if p.is_file()
         and not p.name.endswith(".part")
+        and p.relative_to(models_dir) != Path("library.json")  # Hearth's index of the folder
         and not any(part.startswith(".") for part in p.relative_to(models_dir).parts)
     }
 

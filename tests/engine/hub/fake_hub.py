@@ -8,7 +8,8 @@
 Faults are queued per file and each GET on that file takes the next one: `Cut(at)` sends the
 body up to absolute byte `at` and drops the connection, `Status(code)` answers with an error,
 `Slow(delay_s)` stalls before the body (a read timeout), `IgnoreRange()` answers 200 with the
-whole file. `flip[filename] = offset` serves that byte inverted on every request. The server
+whole file. `flip[filename] = offset` serves that byte inverted on every request;
+`Repo.not_in_lfs` lists files with a size and no sha256 (a git file, or a mirror). The server
 shuts itself down after `lifetime_s` even if a test forgets to.
 """
 
@@ -81,6 +82,7 @@ class Repo:
     gated: bool = False
     sha: str = "0123456789abcdef0123456789abcdef01234567"
     sha256_override: dict[str, str] = field(default_factory=dict)  # a Hub that lies
+    not_in_lfs: set[str] = field(default_factory=set)  # listed with a size and no sha256
 
 
 class FakeHub:
@@ -221,7 +223,8 @@ class FakeHub:
                 sha = repo.sha256_override.get(name, _sha256(content))
                 sibling["size"] = len(content)
                 sibling["blobId"] = sha[:40]
-                sibling["lfs"] = {"sha256": sha, "size": len(content), "pointerSize": 134}
+                if name not in repo.not_in_lfs:
+                    sibling["lfs"] = {"sha256": sha, "size": len(content), "pointerSize": 134}
             siblings.append(sibling)
         card = {"license": repo.license} if repo.license else {}
         return {**self._summary(repo), "sha": repo.sha, "siblings": siblings, "cardData": card}

@@ -19,6 +19,7 @@ from engine.hub.control import CANCEL, PAUSE, StopFlag
 from engine.hub.download import Downloader, RetryPolicy, part_path, write_all
 from engine.hub.records import (
     ChecksumMismatch,
+    DamagedFile,
     DiskFull,
     DownloadError,
     DownloadStopped,
@@ -171,9 +172,16 @@ def test_enospc_at_the_write_seam_stops_cleanly_then_resumes(
         write_all(f, chunk)
         limit["left"] -= len(chunk)
 
-    with pytest.raises(DiskFull, match=r"is full.*Free some space and resume"):
+    with pytest.raises(DiskFull, match=r"is full") as full:
         run(file, tmp_path, write=small_disk)
-    assert part_path(tmp_path / file.filename).read_bytes() == data[:100_000]
+    part = part_path(tmp_path / file.filename)
+    assert part.read_bytes() == data[:100_000]
+    # the kept .part holds disk space too: how much, where, and how to get it back
+    assert (full.value.part, full.value.part_bytes) == (str(part), 100_000)
+    assert f"The 97.7 KiB received are kept in {part.name}" in full.value.message
+    assert "free some space elsewhere and resume, or cancel the download to delete them" in (
+        full.value.message
+    )
     assert library_files(tmp_path) == {}
     [path] = run(file, tmp_path)
     assert path.read_bytes() == data
@@ -310,3 +318,50 @@ def test_a_disk_too_small_is_refused_before_starting(fake_hub: FakeHub, small_tm
     with pytest.raises(DiskFull, match="Not enough free disk space"):
         run(file, small_tmpfs)
     assert fake_hub.resolve_requests(file.filename) == []
+
+
+def setup_unhashed_gguf(
+    hub: FakeHub, trailing: bytes = b""
+) -> tuple[bytes, RemoteFile, dict[str, int]]:
+    """A real (tiny) GGUF the Hub lists with a size and no sha256 (and `trailing` bytes after
+    its tensor data), and where its fields are."""
+    from engine.hub.client import HubClient
+    from tests.engine.gguf.craft import valid_model
+
+    builder = valid_model()
+    data = builder.bytes() + trailing
+    hub.add_repo(REPO, {"tiny-Q8_0.gguf": data}, not_in_lfs={"tiny-Q8_0.gguf"})
+    [model] = HubClient(token=False).repo_files(REPO).models
+    assert model.files[0].sha256 is None
+    return data, model.files[0], builder.marks
+
+
+def test_without_a_sha256_a_changed_weight_byte_cannot_be_seen(
+    fake_hub: FakeHub, tmp_path: Path
+) -> None:
+    """What the structural check does not promise: the file enters (and is marked unverified by
+    the queue and the library, tests/engine/hub/test_queue.py)."""
+    data, file, marks = setup_unhashed_gguf(fake_hub)
+    fake_hub.flip[file.filename] = marks["data"] + 5
+    [path] = run(file, tmp_path)
+    assert path.read_bytes() != data and len(path.read_bytes()) == len(data)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said"),
+    [("magic", "GGUF header does not parse"), ("trailing", "tensor data ends at byte")],
+)
+def test_without_a_sha256_a_file_that_is_not_the_gguf_it_claims_is_quarantined(
+    fake_hub: FakeHub, tmp_path: Path, damage: str, said: str
+) -> None:
+    # a flipped magic; or 4 KiB after the data that the header does not account for
+    _data, file, _marks = setup_unhashed_gguf(
+        fake_hub, bytes(4096) if damage == "trailing" else b""
+    )
+    if damage == "magic":
+        fake_hub.flip[file.filename] = 0
+    with pytest.raises(DamagedFile, match="Hub lists no sha256 for it") as damaged:
+        run(file, tmp_path)
+    assert said in damaged.value.message
+    assert library_files(tmp_path) == {}
+    assert Path(damaged.value.quarantined).parent == tmp_path / ".quarantine"

@@ -80,3 +80,13 @@ def test_unreadable_or_incomplete_models_get_an_unknown_badge(listing) -> None:
 def test_cpu_only_requests_say_so(listing) -> None:
     badge = fit_badge(listing["llama-Q4_K_M.gguf"], PlanRequest(host_budget_bytes=64 * GIB))
     assert badge.verdict == FITS and badge.text == "Fits (CPU)"
+
+
+def test_a_hostile_listed_name_gets_a_refused_badge_and_no_request(fake_hub: FakeHub) -> None:
+    from engine.hub.catalog import ModelFile
+    from engine.hub.records import RemoteFile
+
+    file = RemoteFile("org/llama-GGUF", "%2e%2e/%2e%2e/etc/passwd.gguf", 1000, None)
+    badge = fit_badge(ModelFile("passwd.gguf", "Q4_0", (file,)), card(16))
+    assert badge.verdict == UNKNOWN and badge.text == "Refused" and "Refused" in badge.detail
+    assert fake_hub.requests == []

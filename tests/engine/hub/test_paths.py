@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.hub.paths import UnsafePath, library_path, safe_relative_name
+from engine.hub.download import Downloader
+from engine.hub.paths import UnsafePath, hub_file_url, library_path, safe_relative_name
+from engine.hub.records import RemoteFile
 
 
 @pytest.mark.parametrize(
@@ -25,6 +27,13 @@ from engine.hub.paths import UnsafePath, library_path, safe_relative_name
         "a/..",
         "evil\x00.gguf",
         "x" * 2000,
+        "%2e%2e/evil.gguf",  # encoded forms: a server or file system further on may decode them
+        "..%2fevil.gguf",
+        "%252e%252e/evil.gguf",
+        "a%5c..%5cevil.gguf",
+        "evil%00.gguf",
+        "\uff0e\uff0e/evil.gguf",  # fullwidth dots: '..' after NFKC normalisation
+        "a\uff0fevil.gguf",  # fullwidth solidus: '/' after NFKC
     ],
 )
 def test_escaping_names_are_refused_with_a_reason(name: str, tmp_path: Path) -> None:
@@ -52,3 +61,20 @@ def test_a_symlink_inside_the_folder_cannot_redirect_the_write(tmp_path: Path) -
     os.symlink(outside, models / "org" / "repo")
     with pytest.raises(UnsafePath, match="outside the models folder"):
         library_path(models, "org/repo", "model.gguf")
+
+
+def test_hub_urls_are_built_only_under_the_files_resolve_path() -> None:
+    url = hub_file_url("http://hub.test/", "org/repo", "Q4/a b#1.gguf", "refs/pr/3")
+    assert url == "http://hub.test/org/repo/resolve/refs%2Fpr%2F3/Q4/a%20b%231.gguf"
+    for name, revision in [("../x.gguf", "main"), ("x.gguf", "../main"), ("x.gguf", "a//b")]:
+        with pytest.raises(UnsafePath, match="Refused"):
+            hub_file_url("http://hub.test", "org/repo", name, revision)
+
+
+def test_the_downloader_refuses_a_hostile_name_before_any_request(tmp_path: Path) -> None:
+    file = RemoteFile("org/repo", "../../etc/passwd.gguf", 10, None)
+    with pytest.raises(UnsafePath):
+        Downloader(endpoint="http://127.0.0.1:9", token=False).download(
+            [file], [tmp_path / "x.gguf"], tmp_path / ".quarantine"
+        )
+    assert not any(tmp_path.iterdir())

@@ -165,3 +165,32 @@ def test_a_tampered_state_file_is_set_aside(tmp_path: Path) -> None:
     queue.state_path.write_text(json.dumps({"version": 1, "jobs": [job]}))
     assert queue.restore() == [] and queue.jobs() == []
     assert queue.state_path.with_suffix(".broken").exists()
+
+
+def test_a_download_without_a_sha256_is_marked_unverified_in_the_job_and_the_library(
+    fake_hub: FakeHub, repo: dict[str, bytes], tmp_path: Path
+) -> None:
+    from engine.hub.library import BY_SHA256, BY_STRUCTURE, Library
+    from tests.engine.gguf.craft import valid_model
+
+    builder = valid_model()
+    fake_hub.add_repo(
+        "org/mirror-GGUF", {"tiny-Q8_0.gguf": builder.bytes()}, not_in_lfs={"tiny-Q8_0.gguf"}
+    )
+    fake_hub.flip["tiny-Q8_0.gguf"] = builder.marks["data"] + 5  # a weight byte, unseen
+    [unhashed] = HubClient(token=False).repo_files("org/mirror-GGUF").models
+    done: list = []
+    queue = make_queue(tmp_path, on_done=done.append)
+    jobs = [queue.add(unhashed), queue.add(models()["Q4_K_M"])]
+    queue.start()
+    try:
+        wait_for(lambda: len(done) == 2)
+    finally:
+        queue.shutdown()
+    assert [j.state for j in jobs] == [DONE, DONE]
+    assert not jobs[0].verified and jobs[0].message.startswith("Not verified: the Hub lists no")
+    assert jobs[1].verified and jobs[1].message is None
+    found = {m.repo_id: m for m in Library(tmp_path / "models", scan_hf_cache=False).scan()}
+    assert found["org/mirror-GGUF"].verified_by == BY_STRUCTURE
+    assert found["org/mirror-GGUF"].unverified
+    assert found[REPO].verified_by == BY_SHA256 and not found[REPO].unverified

@@ -43,7 +43,7 @@ class RunningEngine:
             elif isinstance(event, p.GenerationDone | p.GenerationFailed):
                 assert event.request_id == request_id
                 return texts, event
-            elif not isinstance(event, p.Status | p.MemoryReport):
+            elif not isinstance(event, p.Status | p.MemoryReport | p.ChatTemplateChanged):
                 return texts, event
 
     def close(self):

@@ -41,4 +41,4 @@ def test_a_model_with_a_template_says_so(engine, starter_path):
     loaded = engine.load(starter_path, n_ctx=1024)
     assert isinstance(loaded, p.ModelLoaded)
     assert loaded.own_chat_template and loaded.builtin_formats == ()
-    assert loaded.chat_template == "the model's own"
+    assert loaded.chat_template == "the model's chat template" and not loaded.chat_template_problem

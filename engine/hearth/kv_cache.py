@@ -1,0 +1,89 @@
+"""A plain-torch KV cache, and attention over it: the CPU path and the stand-in for kernels/.
+
+One preallocated tensor per K and V, [n_layer, n_kv_heads, n_ctx, head_dim], in f16 by default
+(llama.cpp's default cache type, so the two engines round keys and values alike). Writing puts a
+chunk's keys and values at their positions; attention reads the first `n_keys` slots. A decode
+step that passes n_keys = n_ctx (every slot, the unwritten ones masked out by position) has the
+same shapes at every step, which is what a CUDA graph needs; prefill passes just the written
+length. kernels.PagedKVCache replaces this on the GPU with the same two calls.
+
+A lossy cache format is simulated by `codec`s: functions applied to K or V rows before they are
+stored (quantize then dequantize, e.g. kernels.kv_formats.reference_roundtrip). The quality
+benchmark (benchmarks/kv_quality.py) measures formats this way on the CPU.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+Codec = Callable[[torch.Tensor], torch.Tensor]
+
+
+class TorchKVCache:
+    def __init__(
+        self,
+        *,
+        n_layer: int,
+        n_head_kv: int,
+        head_dim: int,
+        n_ctx: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float16,
+        k_codec: Codec | None = None,
+        v_codec: Codec | None = None,
+    ):
+        shape = (n_layer, n_head_kv, n_ctx, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.n_ctx = n_ctx
+        self.k_codec, self.v_codec = k_codec, v_codec
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * self.k.numel() * self.k.element_size()
+
+    def truncate(self, n: int) -> bool:
+        """Keep the first n positions: nothing to do, since attention masks by position."""
+        return True
+
+    def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        """Store k, v [T, n_kv_heads, head_dim] at `positions` [T]."""
+        if self.k_codec is not None:
+            k = self.k_codec(k)
+        if self.v_codec is not None:
+            v = self.v_codec(v)
+        self.k[layer].index_copy_(1, positions, k.transpose(0, 1).to(self.k.dtype))
+        self.v[layer].index_copy_(1, positions, v.transpose(0, 1).to(self.v.dtype))
+
+    def attend(
+        self,
+        layer: int,
+        q: torch.Tensor,
+        positions: torch.Tensor,
+        n_keys: int,
+        *,
+        scale: float,
+        window: int = 0,
+    ) -> torch.Tensor:
+        """softmax(q k^T * scale + mask) v for q [T, n_heads, head_dim] at `positions`, over
+        slots 0..n_keys-1: a query at position p sees slot j when j <= p and, with a sliding
+        `window`, p - j < window (llama.cpp's standard SWA mask). Returns [T, n_heads, head_dim].
+        """
+        keys = self.k[layer, :, :n_keys].to(q.dtype)
+        values = self.v[layer, :, :n_keys].to(q.dtype)
+        slots = torch.arange(n_keys, device=q.device)
+        seen = slots[None, :] <= positions[:, None]
+        if window > 0:
+            seen &= positions[:, None] - slots[None, :] < window
+        out = F.scaled_dot_product_attention(
+            q.transpose(0, 1),
+            keys,
+            values,
+            attn_mask=seen,
+            scale=scale,
+            enable_gqa=True,
+        )
+        return out.transpose(0, 1)

@@ -1,0 +1,196 @@
+"""The seam between the forward pass and what computes it: kernels/ on a GPU, plain torch else.
+
+The forward pass (engine/hearth/forward.py) calls only these operations:
+
+    w = ops.prepare(quant_weight)        once per matrix, at load
+    y = ops.matmul(x, w)                 x: [T, n_in] -> y: [T, n_out]
+    x = ops.embed_rows(quant_weight, ids)  rows of a (quantized) embedding table, on the host
+    y = ops.rms_norm(x, weight, eps)     over the last axis
+    y = ops.gated_ffn_activation(gate, up, kind)   silu(gate) * up or gelu_tanh(gate) * up
+    q = ops.rope(x, cos, sin, layout)    x: [T, H, D]; "normal" pairs or "neox" halves
+
+`select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run: the
+blocks stay as stored in VRAM and are dequantized in registers by the GEMV. Elsewhere it picks
+`TorchOps`, plain torch: the CPU path. TorchOps dequantizes a matrix with the `gguf` package's
+numpy dequantizers (the oracle kernels/ is tested against) the first time it is used and keeps
+the result, trading RAM (4 bytes a weight) for speed: dequantizing every weight at every step
+took 1.2 s (numpy) to 8.5 s (torch) per token for the 135M starter model on this shared 2-core
+machine. On the CPU KernelsOps runs only under TRITON_INTERPRET=1, for the tests.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from engine.hearth.weights import QuantWeight
+
+# ggml type ids gguf.quants.dequantize handles, besides the plain float types.
+_DEQUANTIZABLE = {
+    0: "F32",
+    1: "F16",
+    30: "BF16",
+    2: "Q4_0",
+    3: "Q4_1",
+    6: "Q5_0",
+    7: "Q5_1",
+    8: "Q8_0",
+    10: "Q2_K",
+    11: "Q3_K",
+    12: "Q4_K",
+    13: "Q5_K",
+    14: "Q6_K",
+}
+
+
+def dequantize(w: QuantWeight, rows: np.ndarray | None = None) -> np.ndarray:
+    """The matrix (or only `rows` of it) as float32, through the gguf package's dequantizers."""
+    from gguf import GGMLQuantizationType
+    from gguf.quants import dequantize as gguf_dequantize
+
+    data = w.data if w.data.device.type == "cpu" else w.data.cpu()
+    if rows is not None:
+        data = data[torch.as_tensor(rows, dtype=torch.long)]
+    if w.is_float:
+        return data.float().numpy()
+    return gguf_dequantize(data.numpy(), GGMLQuantizationType(w.ggml_type)).reshape(-1, w.cols)
+
+
+@dataclass
+class PreparedWeight:
+    """A matrix ready for `matmul`: the stored blocks and, once used, their dequantization."""
+
+    source: QuantWeight
+    dense: torch.Tensor | None = field(default=None, repr=False)
+
+
+class TorchOps:
+    """Plain torch (see the module docstring)."""
+
+    name = "torch"
+
+    def __init__(self, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
+        self.device = torch.device(device)
+        self.dtype = dtype
+
+    def supports(self, ggml_type: int) -> bool:
+        return ggml_type in _DEQUANTIZABLE
+
+    def prepare(self, w: QuantWeight) -> PreparedWeight:
+        if not self.supports(w.ggml_type):
+            raise ValueError(f"{w.name}: ggml type {w.type_name} is not supported")
+        return PreparedWeight(w)
+
+    def matmul(self, x: torch.Tensor, w: PreparedWeight) -> torch.Tensor:
+        if w.dense is None:
+            w.dense = torch.from_numpy(dequantize(w.source)).to(self.device, self.dtype)
+        return x @ w.dense.T
+
+    def embed_rows(self, w: QuantWeight, ids: torch.Tensor) -> torch.Tensor:
+        rows = dequantize(w, ids.cpu().numpy())
+        return torch.from_numpy(rows).to(self.device, self.dtype)
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        x32 = x.float()
+        normed = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)
+        return (normed * weight).to(x.dtype)
+
+    def gated_ffn_activation(self, gate: torch.Tensor, up: torch.Tensor, kind: str) -> torch.Tensor:
+        if kind == "silu":
+            return F.silu(gate) * up
+        if kind == "gelu_tanh":
+            return F.gelu(gate, approximate="tanh") * up
+        raise ValueError(f"unknown activation {kind!r}")
+
+    def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str):
+        """Rotate x [T, H, D] by angles whose cos/sin are [T, D/2]."""
+        cos, sin = cos[:, None, :], sin[:, None, :]
+        if layout == "neox":
+            half = x.shape[-1] // 2
+            a, b = x[..., :half], x[..., half:]
+            return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
+        a, b = x[..., 0::2], x[..., 1::2]
+        return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+def rope_angles(
+    positions: torch.Tensor, inv_freq: torch.Tensor, attn_factor: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos and sin [T, n_rot/2] of positions x inverse frequencies, times attn_factor (ggml's
+    rope_yarn without the YaRN ramp: mscale multiplies both)."""
+    theta = positions.to(torch.float64)[:, None] * inv_freq.to(torch.float64)[None, :]
+    return (torch.cos(theta) * attn_factor).float(), (torch.sin(theta) * attn_factor).float()
+
+
+def inverse_frequencies(
+    n_rot: int, base: float, scale: float, freq_factors: torch.Tensor | None
+) -> torch.Tensor:
+    """scale * base^(-2i/n_rot) / factor_i, i < n_rot/2 (ggml_rope_cache_init), in float64."""
+    exponents = torch.arange(0, n_rot, 2, dtype=torch.float64) / n_rot
+    inv = scale * torch.exp(-exponents * math.log(base))
+    if freq_factors is not None:
+        inv = inv / freq_factors.to(torch.float64)
+    return inv
+
+
+class KernelsOps(TorchOps):
+    """kernels/ where it has a kernel, plain torch for the rest.
+
+    Matrices become kernels.PackedWeight (the file's blocks split once into planes of their
+    fields, the same bytes) and are multiplied by the fused-dequantization GEMV for up to
+    `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix for that one product
+    and lets torch's GEMM do the work, keeping nothing. A type kernels/ does not pack falls back
+    to TorchOps (dequantized once, kept). RMSNorm and SwiGLU are kernels; GELU and RoPE stay in
+    torch for now (elementwise, a small share of a decode step).
+    """
+
+    name = "kernels"
+    GEMV_MAX_ROWS = 16
+
+    def __init__(self, device: torch.device | str, dtype: torch.dtype = torch.float32):
+        super().__init__(device, dtype)
+        import kernels
+
+        kernels.require()
+        self._k = kernels
+
+    def prepare(self, w: QuantWeight):
+        try:
+            return self._k.PackedWeight.from_gguf(
+                w.data, w.ggml_type, (w.rows, w.cols), device=self.device
+            )
+        except self._k.UnsupportedTensor:
+            return super().prepare(w)
+
+    def matmul(self, x: torch.Tensor, w) -> torch.Tensor:
+        if isinstance(w, PreparedWeight):
+            return super().matmul(x, w)
+        if x.reshape(-1, x.shape[-1]).shape[0] <= self.GEMV_MAX_ROWS:
+            return self._k.quant_matmul(x, w)
+        return x @ w.dequantize().to(x.dtype).T
+
+    def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+        return self._k.rms_norm(x, weight, eps)
+
+    def gated_ffn_activation(self, gate, up, kind: str) -> torch.Tensor:
+        if kind == "silu":
+            return self._k.swiglu(gate, up)
+        return super().gated_ffn_activation(gate, up, kind)
+
+
+def select_ops(device: torch.device | str, *, kernels: bool | None = None) -> TorchOps:
+    """The operations for `device`: kernels/ where it can run (asked for, or by default on a
+    GPU), plain torch otherwise. `kernels=True` on the CPU needs TRITON_INTERPRET=1 (tests)."""
+    device = torch.device(device)
+    if kernels is None:
+        kernels = device.type != "cpu"
+    if kernels:
+        import kernels as kernels_package
+
+        if kernels_package.available()[0]:
+            return KernelsOps(device)
+    return TorchOps(device)

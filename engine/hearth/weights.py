@@ -1,0 +1,103 @@
+"""A GGUF's tensors as torch tensors, quantized blocks kept exactly as the file stores them.
+
+The file is memory-mapped (copy-on-write, so torch may wrap it without a copy); each matrix
+becomes a `QuantWeight` whose `data` is a view into the map: uint8 rows of ggml blocks for
+quantized types, or the float matrix itself for F32/F16/BF16. Nothing is dequantized here, so
+loading costs what reading the file costs and no f16 copy of the model is ever made. Moving a
+weight to a GPU copies its blocks as they are (`to(device)`); the kernels behind engine.hearth.ops
+read them there. Vectors (norm weights, biases, RoPE frequency factors) are small and become
+float32.
+
+Offsets, shapes and types come from Hearth's own bounded reader (engine.gguf), which has already
+checked that every tensor lies inside the file.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from engine.gguf import ModelInfo, TensorInfo
+from engine.gguf.ggml_types import GGML_TYPES
+
+# ggml type ids whose elements are plain numbers, and their torch dtypes
+_FLOAT_TYPES = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class QuantWeight:
+    """A [rows, cols] matrix (torch order: out_features x in_features) as stored in the GGUF."""
+
+    name: str
+    ggml_type: int
+    rows: int
+    cols: int
+    data: torch.Tensor  # uint8 [rows, row_bytes] of blocks, or the float matrix [rows, cols]
+
+    @property
+    def type_name(self) -> str:
+        return GGML_TYPES[self.ggml_type].name
+
+    @property
+    def is_float(self) -> bool:
+        return self.ggml_type in _FLOAT_TYPES
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
+
+    def to(self, device: torch.device | str) -> QuantWeight:
+        return QuantWeight(self.name, self.ggml_type, self.rows, self.cols, self.data.to(device))
+
+
+class GGUFTensors:
+    """The tensors of one GGUF file, memory-mapped; look them up by name."""
+
+    def __init__(self, path: str, info: ModelInfo):
+        self.path = path
+        self.info = info
+        # mode "c": a private mapping, writable as far as numpy knows (torch.from_numpy refuses
+        # read-only arrays) while the file itself can never be written through it.
+        self._map = np.memmap(path, dtype=np.uint8, mode="c")
+        self._by_name = {t.name: t for t in info.tensors}
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._by_name
+
+    def _bytes(self, t: TensorInfo) -> torch.Tensor:
+        start = self.info.data_offset + t.offset
+        return torch.from_numpy(self._map[start : start + t.n_bytes])
+
+    def matrix(self, name: str) -> QuantWeight:
+        t = self._require(name)
+        if len(t.shape) != 2:
+            raise ValueError(f"tensor {name} has shape {t.shape}, not a matrix")
+        cols, rows = t.shape  # ggml order: the row length first
+        raw = self._bytes(t)
+        dtype = _FLOAT_TYPES.get(t.ggml_type)
+        data = raw.view(dtype).view(rows, cols) if dtype else raw.view(rows, -1)
+        return QuantWeight(name, t.ggml_type, rows, cols, data)
+
+    def vector(self, name: str) -> torch.Tensor:
+        """A 1-D tensor (norm weight, bias, frequency factors) as float32."""
+        t = self._require(name)
+        dtype = _FLOAT_TYPES.get(t.ggml_type)
+        if len(t.shape) != 1 or dtype is None:
+            raise ValueError(f"tensor {name} ({t.type_name}, {t.shape}) is not a float vector")
+        return self._bytes(t).view(dtype).float()
+
+    def optional_vector(self, name: str) -> torch.Tensor | None:
+        return self.vector(name) if name in self else None
+
+    def _require(self, name: str) -> TensorInfo:
+        t = self._by_name.get(name)
+        if t is None:
+            raise KeyError(f"the model file has no tensor {name}")
+        return t
+
+    def close(self) -> None:
+        mapping = getattr(self._map, "_mmap", None)
+        self._map = None  # views handed out keep the map alive until they are dropped
+        del mapping

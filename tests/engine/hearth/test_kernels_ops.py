@@ -1,0 +1,93 @@
+"""The forward pass on kernels/ (KernelsOps) against the plain reference, on tiny models: on the
+CPU through Triton's interpreter (slow, so two architectures and a short prompt)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("the kernels' extra (triton) is not installed", allow_module_level=True)
+
+import torch
+
+# Triton reads TRITON_INTERPRET when it is first imported (tests/kernels/conftest.py does the same)
+assert "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") is not None
+if not torch.cuda.is_available():
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from engine.gguf import read_model_info  # noqa: E402
+from engine.hearth.config import model_config  # noqa: E402
+from engine.hearth.ops import KernelsOps, PreparedWeight, select_ops  # noqa: E402
+from engine.hearth.reference import reference_logits  # noqa: E402
+from engine.hearth.weights import GGUFTensors  # noqa: E402
+from tests.engine.hearth import test_forward  # noqa: E402
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_kernels_forward_matches_the_reference(arch, tmp_path, monkeypatch):
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=2))
+    monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
+    info = read_model_info(path)
+    expected = reference_logits(
+        model_config(info), GGUFTensors(str(path), info), test_forward.TOKENS
+    )
+    ops = select_ops(DEVICE, kernels=True)
+    assert isinstance(ops, KernelsOps)
+    got = test_forward.run_engine(path, ops=ops)
+    np.testing.assert_allclose(got, expected, atol=2e-3 * max(1.0, np.abs(expected).max()))
+
+
+def test_weights_stay_packed_as_stored(tmp_path):
+    from engine.hearth.forward import Transformer
+
+    path = write_tiny_gguf(tmp_path / "qwen3.gguf", tiny_spec("qwen3", n_layer=1))
+    info = read_model_info(path)
+    model = Transformer.load(model_config(info), GGUFTensors(str(path), info), KernelsOps(DEVICE))
+    layer = model.layers[0]
+    assert type(layer.wq).__name__ == "PackedWeight"  # Q4_K blocks as stored, on the device
+    assert layer.wq.nbytes == info.tensor("blk.0.attn_q.weight").n_bytes
+    assert not isinstance(layer.wo, PreparedWeight)  # F16: packed too
+
+
+def test_paged_cache_matches_the_same_formats_simulated_in_torch(tmp_path):
+    """kernels' paged cache (write kernel, flash-decoding attention, readback for prefill)
+    against the plain cache storing rows through kernels' numpy reference of the formats."""
+    from engine.hearth.forward import Transformer
+    from engine.hearth.kv_cache import TorchKVCache
+    from engine.hearth.paged_cache import PagedCacheAdapter
+    from kernels.kv_formats import reference_roundtrip
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama", n_layer=2))
+    info = read_model_info(path)
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps(DEVICE))
+    dims = dict(n_layer=2, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=16)
+
+    def codec(fmt):
+        return lambda rows: torch.from_numpy(reference_roundtrip(fmt, rows.float().numpy()))
+
+    simulated = TorchKVCache(
+        **dims, dtype=torch.float32, k_codec=codec("q8"), v_codec=codec("rot4")
+    )
+    paged = PagedCacheAdapter(**dims, device=DEVICE, k_format="q8", v_format="rot4")
+    tokens = [5, 17, 300, 42, 0, 99]
+    rows = {}
+    for name, cache in (("simulated", simulated), ("paged", paged)):
+        out = [model.forward(torch.tensor(tokens[:4]), torch.arange(4), cache, n_keys=4)]
+        for pos in (4, 5):  # decode steps: the paged cache's own attention kernel
+            step = model.forward(torch.tensor([tokens[pos]]), torch.tensor([pos]), cache, n_keys=16)
+            out.append(step)
+        rows[name] = torch.stack(out).numpy()
+    scale = np.abs(rows["simulated"]).max()
+    np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
+    assert paged.length == 6
+    assert not paged.truncate(3) and paged.truncate(6) and paged.truncate(0)
+    assert paged.length == 0

@@ -1,0 +1,135 @@
+"""The Hearth engine behind the worker protocol: load, generate, KV reuse, stops, and the
+fallback to llama.cpp with a reason."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels extra)")
+from engine.runtime import protocol as p
+from engine.runtime.greedy_check import STORY
+from tests.engine.hearth.tiny_models import TinySpec, write_tiny_gguf
+from tests.engine.runtime.conftest import GREEDY, RunningEngine
+
+
+@pytest.fixture(scope="module")
+def starter(starter_model) -> str:
+    return str(starter_model)
+
+
+CPU_ENV = {**os.environ, "HEARTH_ENGINE_DEVICE": "cpu"}
+HEARTH = dict(engine="hearth", n_ctx=512, n_threads=1)  # one thread: shared CI cores
+
+
+@pytest.fixture(scope="module")
+def hearth_engine(starter):
+    running = RunningEngine(env=CPU_ENV)
+    loaded = running.load(starter, **HEARTH)
+    assert isinstance(loaded, p.ModelLoaded), loaded
+    running.loaded = loaded
+    yield running
+    running.close()
+
+
+def test_the_worker_runs_the_hearth_engine(hearth_engine):
+    loaded = hearth_engine.loaded
+    assert (loaded.engine, loaded.engine_note) == ("Hearth", "")
+    assert loaded.n_layers == 30 and loaded.n_vocab == 49152 and loaded.n_ctx == 512
+    assert "Hearth engine" in loaded.description
+    texts, done = hearth_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=8)
+    assert isinstance(done, p.GenerationDone), done
+    assert done.stop_reason == "max_tokens" and done.stats.n_generated == 8
+    # the CPU build of llama.cpp says the same up to its first near-tie (test_real_models.py)
+    assert "".join(texts).startswith(" there was a wise old w")
+
+
+def test_a_later_turn_reuses_the_cache_and_says_what_a_fresh_start_says(hearth_engine, starter):
+    first = (p.ChatMessage(role="user", content="Name a colour."),)
+    texts, _ = hearth_engine.run(messages=first, sampling=GREEDY, max_tokens=6)
+    second = (
+        *first,
+        p.ChatMessage(role="assistant", content="".join(texts)),
+        p.ChatMessage(role="user", content="Another one?"),
+    )
+    reused_texts, reused = hearth_engine.run(messages=second, sampling=GREEDY, max_tokens=6)
+    assert reused.stats.n_prompt_tokens_reused > 10
+
+    fresh_engine = RunningEngine(env=CPU_ENV)
+    try:
+        assert isinstance(fresh_engine.load(starter, **HEARTH), p.ModelLoaded)
+        fresh_texts, fresh = fresh_engine.run(messages=second, sampling=GREEDY, max_tokens=6)
+    finally:
+        fresh_engine.close()
+    assert fresh.stats.n_prompt_tokens_reused == 0
+    assert "".join(reused_texts) == "".join(fresh_texts)
+
+
+def test_stop_strings_end_the_reply(hearth_engine):
+    texts, done = hearth_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=16, stop=("wizard",))
+    assert done.stop_reason == "stop_string"
+    assert "".join(texts) == " there was a wise old "
+
+
+def test_seeded_sampling_repeats_itself(hearth_engine):
+    sampling = p.SamplingParams(temperature=1.0, seed=42)
+    first, _ = hearth_engine.run(prompt=STORY, sampling=sampling, max_tokens=8)
+    again, _ = hearth_engine.run(prompt=STORY, sampling=sampling, max_tokens=8)
+    assert "".join(first) == "".join(again)
+
+
+def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("there is a GPU here: the Hearth engine runs")
+    env = {k: v for k, v in os.environ.items() if k != "HEARTH_ENGINE_DEVICE"}
+    running = RunningEngine(env=env)
+    try:
+        loaded = running.load(starter, **HEARTH)
+    finally:
+        running.close()
+    assert isinstance(loaded, p.ModelLoaded), loaded
+    assert loaded.engine == "llama.cpp"
+    assert "Hearth engine unavailable, using llama.cpp: no CUDA" in loaded.engine_note
+
+
+def test_unsupported_architecture_is_a_reason_not_a_crash(tmp_path, monkeypatch):
+    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
+
+    monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cpu")
+    path = write_tiny_gguf(tmp_path / "phi2.gguf", TinySpec(arch="phi2"))
+    with pytest.raises(HearthUnavailable, match="architecture 'phi2' is not one"):
+        HearthModel(p.ModelParams(path=str(path), engine="hearth"))
+
+
+def test_missing_torch_is_a_reason(tmp_path, monkeypatch, starter):
+    from engine.runtime import hearth_driver as driver
+
+    monkeypatch.setattr(driver, "torch_missing_reason", lambda: "PyTorch is not installed")
+    with pytest.raises(driver.HearthUnavailable, match="PyTorch is not installed"):
+        driver.HearthModel(p.ModelParams(path=starter, engine="hearth"))
+
+
+def test_a_cache_type_it_does_not_hold_fails_the_load_with_advice(starter):
+    running = RunningEngine(env=CPU_ENV)
+    try:
+        failed = running.load(starter, **HEARTH, type_k="q4_0", type_v="q4_0")
+    finally:
+        running.close()
+    assert isinstance(failed, p.LoadFailed), failed
+    assert "f16" in failed.message and "llama.cpp engine" in failed.message
+
+
+def test_kernels_cache_formats_need_a_gpu(starter, monkeypatch):
+    from engine.llama.driver import EngineError
+    from engine.runtime.hearth_driver import HearthModel
+
+    monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cpu")
+    params = p.ModelParams(path=starter, engine="hearth", n_ctx=64, type_k="q8", type_v="rot4")
+    model = HearthModel(params)
+    try:
+        with pytest.raises(EngineError, match="q8/rot4 KV cache runs on kernels/ on a GPU"):
+            model.new_context(params)
+    finally:
+        model.close()
