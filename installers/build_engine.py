@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import source_patches
+from build_progress import run_with_progress
 
 LLAMA_VERSION = "0.3.36"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
@@ -120,12 +121,10 @@ def build(args: argparse.Namespace) -> Path:
         out = Path(work) / "wheel"
         env = {**os.environ, "CMAKE_ARGS": args.cmake_args}
         env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
-        subprocess.run(
-            [*PIP, "wheel", "--no-deps", "--no-cache-dir", "-w", str(out), str(source)],
-            check=True,
-            env=env,
-            stdout=sys.stderr,
-        )
+        # -v: pip passes the build's output through, which is where its progress is read from
+        wheel = [*PIP, "wheel", "-v", "--no-deps", "--no-cache-dir", "-w", str(out), str(source)]
+        if run_with_progress(wheel, env=env) != 0:
+            raise SystemExit("hearth: building the engine failed (its last lines are above)")
         built = sorted(out.glob("llama_cpp_python-*.whl"))
         if not built:
             raise SystemExit("hearth: pip built no llama-cpp-python wheel")

@@ -57,6 +57,18 @@ class MessageActions:
         if 0 <= target < len(siblings):
             store.set_active_leaf(self.session.conversation_id, store.latest_leaf(siblings[target]))
             self.model.set_entries(self.session.entries(self.assistant_name))
+            # The first message shown changed: the title follows (unless renamed).
+            first_changed = row == 0 and entry.role == ROLE_USER
+            if first_changed and self.session.retitle_for_first_message(
+                entry.text, self.model.entry(0).text
+            ):
+                self._show_title()
+
+    def _show_title(self) -> None:
+        chat_id = self.session.conversation_id
+        if chat_id is not None:
+            self.header.title.setText(self.session.store.conversation(chat_id).title)
+            self.sidebar.set_current(chat_id)
 
     def copy_selected(self) -> None:
         index = self.transcript.currentIndex()
@@ -71,10 +83,19 @@ class MessageActions:
         menu = self.context_menu(index.row())
         menu.exec(self.transcript.viewport().mapToGlobal(pos))
 
-    def context_menu(self, row: int) -> QMenu:
+    def _show_text_menu(self, row: int, global_pos: QPoint, selected: str) -> None:
+        """A right-click on a message's selectable text: the message's menu, with the
+        selection's Copy first."""
+        self.transcript.setCurrentIndex(self.model.index(row))
+        self.context_menu(row, selected=selected).exec(global_pos)
+
+    def context_menu(self, row: int, *, selected: str = "") -> QMenu:
         entry = self.model.entry(row)
         idle = not self.generating
         menu = QMenu(self)
+        if selected:
+            copy_part = menu.addAction("Copy selected text")
+            copy_part.triggered.connect(lambda: QGuiApplication.clipboard().setText(selected))
         menu.addAction("Copy message", self.copy_selected)
         if entry.role == ROLE_ASSISTANT:
             regenerate = menu.addAction("Regenerate", lambda: self.regenerate(row))

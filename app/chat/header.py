@@ -70,13 +70,24 @@ class ChatHeader(QWidget):
             plain_tooltip(problem, "", f"Chats are written in {template}.") if problem else ""
         )
 
-    def set_usage(self, used: int, n_ctx: int) -> None:
-        """`used` of `n_ctx` tokens are taken by the conversation (n_ctx 0: no model)."""
+    def set_usage(self, used: int | None, n_ctx: int) -> None:
+        """`used` of `n_ctx` tokens are taken by the conversation (n_ctx 0: no model; used
+        None: not counted by the loaded model yet, which has not answered in this
+        conversation)."""
         if n_ctx <= 0:
             self.context_label.setText("No model")
             self.context_bar.setRange(0, 1)
             self.context_bar.setValue(0)
             self.context_label.setToolTip("")
+            return
+        if used is None:
+            self.context_label.setText(f"Context – / {n_ctx:,}")
+            self.context_bar.setRange(0, n_ctx)
+            self.context_bar.setValue(0)
+            self.context_label.setToolTip(
+                "Counted by the loaded model at its first reply in this conversation (another "
+                "model's count was for another tokenizer)."
+            )
             return
         used = min(used, n_ctx)
         self.context_bar.setRange(0, n_ctx)

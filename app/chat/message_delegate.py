@@ -1,6 +1,9 @@
 """Paints one chat message as a bubble: the user's on the right, the assistant's on the left with
 its stats line underneath.
 
+A message with several versions gets a `‹ 2/3 ›` switch beside its label (version_switch.py).
+The row under the mouse gets a selectable copy of its text (text_selection.py).
+
 Colours are blended from the widget's palette rather than fixed, so the transcript follows the
 system's light or dark theme. Laid-out text is cached per row and version: while a reply streams,
 the list view asks every row for its size on each relayout, and re-laying out a thousand messages
@@ -43,6 +46,8 @@ from PySide6.QtWidgets import (
 
 from app.chat.conversation_model import ROLE_USER, ChatEntry, MessageRole
 from app.chat.message_markdown import COPY_SCHEME, THINK_HREF, Colors, render_markdown
+from app.chat.text_selection import MessageTextView, SelectableText
+from app.chat.version_switch import VersionSwitch, paint_version_switch, version_switch
 from app.common.theme import blend
 
 SIDE_MARGIN = 18
@@ -84,10 +89,14 @@ def colors_for(palette: QPalette) -> Colors:
 
 class MessageDelegate(QStyledItemDelegate):
     copied = Signal(int)  # a code block's Copy link was clicked (its index in the message)
+    version_step = Signal(int, int)  # row, -1 or +1: an arrow of the version switch was clicked
+    text_menu = Signal(int, object, str)  # row, global position, selected text: a right-click
 
     def __init__(self, view: QAbstractItemView):
         super().__init__(view)
         self._view = view
+        self.selectable = SelectableText(view)
+        self.versions_enabled = True  # False while a reply streams: versions cannot change then
         self._layouts: dict[int, _RowLayout] = {}
         self._sizes_told: dict[int, QSize] = {}  # the size each row had when the view asked
         self.layouts_built = 0  # text layouts made (not served from the cache), for diagnostics
@@ -209,6 +218,32 @@ class MessageDelegate(QStyledItemDelegate):
         top = rect.top() + ROW_SPACING + QFontMetrics(self._label_font(font)).height() + LABEL_GAP
         return QRect(left, top, bubble_w, bubble_h)
 
+    def _label_rect(self, rect: QRect, font: QFont) -> QRect:
+        height = QFontMetrics(self._label_font(font)).height()
+        return QRect(
+            rect.left() + SIDE_MARGIN,
+            rect.top() + ROW_SPACING,
+            rect.width() - 2 * SIDE_MARGIN,
+            height,
+        )
+
+    def switch_for(self, rect: QRect, entry: ChatEntry, font: QFont) -> VersionSwitch | None:
+        """The version switch of a row drawn in `rect`, or None (one version)."""
+        metrics = QFontMetrics(self._label_font(font))
+        return version_switch(
+            self._label_rect(rect, font),
+            metrics.horizontalAdvance(self._label(entry)),
+            metrics,
+            entry.branches,
+            on_right=entry.role == ROLE_USER,
+        )
+
+    def text_rect(self, index: AnyIndex, rect: QRect, font: QFont) -> QRect:
+        """Where the row's text is drawn (inside the bubble's padding)."""
+        entry: ChatEntry = index.data(MessageRole)
+        bubble = self._bubble(rect, entry, self._layout(index.row(), entry, font).document, font)
+        return bubble.adjusted(PADDING_X, PADDING_Y, -PADDING_X, -PADDING_Y)
+
     def anchor_at(self, index: AnyIndex, rect: QRect, pos: QPoint, font: QFont) -> str:
         """The link under `pos` (view coordinates) in the row's text, or ""."""
         entry: ChatEntry = index.data(MessageRole)
@@ -221,15 +256,62 @@ class MessageDelegate(QStyledItemDelegate):
         kind = event.type()
         if kind not in (QEvent.Type.MouseButtonRelease, QEvent.Type.MouseMove):
             return False
-        href = self.anchor_at(index, option.rect, event.position().toPoint(), option.font)
+        pos = event.position().toPoint()
+        entry: ChatEntry = index.data(MessageRole)
+        switch = self.switch_for(option.rect, entry, option.font)
+        step = switch.step_at(pos) if switch is not None and self.versions_enabled else 0
+        href = self.anchor_at(index, option.rect, pos, option.font)
         viewport = self._view.viewport()
         if kind == QEvent.Type.MouseMove:
-            shape = Qt.CursorShape.PointingHandCursor if href else Qt.CursorShape.ArrowCursor
+            clickable = bool(href) or step != 0
+            shape = Qt.CursorShape.PointingHandCursor if clickable else Qt.CursorShape.ArrowCursor
             viewport.setCursor(shape)
+            if self.text_rect(index, option.rect, option.font).contains(pos):
+                self.offer_selection(index)
             return False
-        if event.button() != Qt.MouseButton.LeftButton or not href:
+        if event.button() != Qt.MouseButton.LeftButton:
             return False
-        return self.activate(index, href)
+        if step:
+            self.version_step.emit(index.row(), step)
+            return True
+        return self.activate(index, href) if href else False
+
+    # -- selectable text ------------------------------------------------------------------------
+
+    def offer_selection(self, index: AnyIndex) -> None:
+        """Lay the selectable copy of the text over this row (finished messages only: a
+        streaming reply changes under the selection)."""
+        entry: ChatEntry = index.data(MessageRole)
+        if entry is not None and entry.text and not entry.streaming:
+            self.selectable.open_row(index.row())
+
+    def createEditor(self, parent, option: QStyleOptionViewItem, index: AnyIndex):
+        editor = MessageTextView(parent)
+        editor.setFont(option.font)
+        persistent = QPersistentModelIndex(index)
+
+        def follow_link(url) -> None:
+            if persistent.isValid() and self.activate(persistent, url.toString()):
+                self.setEditorData(editor, persistent)  # a Thought section opened or closed
+
+        editor.anchorClicked.connect(follow_link)
+        editor.menu_requested.connect(
+            lambda pos, text: (
+                persistent.isValid() and self.text_menu.emit(persistent.row(), pos, text)
+            )
+        )
+        return editor
+
+    def setEditorData(self, editor, index: AnyIndex) -> None:
+        if isinstance(editor, MessageTextView):
+            entry: ChatEntry = index.data(MessageRole)
+            editor.show_document(self._layout(index.row(), entry, self._view.font()).document)
+
+    def setModelData(self, editor, model, index: AnyIndex) -> None:
+        pass  # read-only: the text view never changes a message
+
+    def updateEditorGeometry(self, editor, option: QStyleOptionViewItem, index: AnyIndex) -> None:
+        editor.setGeometry(self.text_rect(index, option.rect, option.font))
 
     def activate(self, index: AnyIndex, href: str) -> bool:
         """Do what one of the transcript's own links says; other links are never followed."""
@@ -257,7 +339,6 @@ class MessageDelegate(QStyledItemDelegate):
         is_user = entry.role == ROLE_USER
         rect: QRect = option.rect
         label_font = self._label_font(option.font)
-        label_metrics = QFontMetrics(label_font)
 
         painter.save()
         painter.setRenderHint(QPainter.RenderHint.Antialiasing)
@@ -269,16 +350,15 @@ class MessageDelegate(QStyledItemDelegate):
         )
         painter.setFont(label_font)
         painter.setPen(muted)
-        label_rect = QRect(
-            rect.left() + SIDE_MARGIN,
-            rect.top() + ROW_SPACING,
-            rect.width() - 2 * SIDE_MARGIN,
-            label_metrics.height(),
-        )
+        label_rect = self._label_rect(rect, option.font)
         align = Qt.AlignmentFlag.AlignRight if is_user else Qt.AlignmentFlag.AlignLeft
         # No clipping: at small sizes the underscore of a name like "Q4_K_M" sits below the descent.
         flags = align | Qt.AlignmentFlag.AlignVCenter | Qt.TextFlag.TextDontClip
         painter.drawText(label_rect, flags, self._label(entry))
+        switch = self.switch_for(rect, entry, option.font)
+        if switch is not None:
+            text_colour = palette.color(QPalette.ColorRole.Text)
+            paint_version_switch(painter, switch, text_colour, muted, enabled=self.versions_enabled)
 
         base = palette.color(QPalette.ColorRole.Base)
         if is_user:
@@ -301,7 +381,8 @@ class MessageDelegate(QStyledItemDelegate):
         if not entry.text:
             text_palette.setColor(QPalette.ColorRole.Text, muted)
         context.palette = text_palette
-        doc.documentLayout().draw(painter, context)
+        if not self.selectable.is_open(index):  # else the selectable copy over it draws the text
+            doc.documentLayout().draw(painter, context)
         painter.translate(-(bubble.left() + PADDING_X), -(bubble.top() + PADDING_Y))
 
         if entry.footer:

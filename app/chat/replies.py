@@ -9,7 +9,7 @@ from pathlib import Path
 
 from app.chat.context import used_tokens
 from app.chat.conversation_model import ROLE_ASSISTANT, ChatEntry, stats_line
-from app.chat.session import message_stats
+from app.chat.session import author_label, message_stats
 from app.chat.settings import sampling_from
 from app.common import banner as b
 from engine.enums import StopReason
@@ -27,6 +27,7 @@ class ReplyStreaming:
         # Stored with the reply: a file name that is not UTF-8 (lone surrogates) cannot be
         # written to SQLite as it is, and is shown escaped anyway.
         model_name = printable_line(Path(loaded.path).name) if loaded else ""
+        author = author_label(model_name, self.assistant_name)
         # The worker fits the conversation to the context with its tokenizer (exact counts);
         # room for the reply: Max tokens, but never most of a small context (a reply that fills
         # it still stops with a "context full" notice).
@@ -44,7 +45,7 @@ class ReplyStreaming:
                 ChatEntry(
                     role=ROLE_ASSISTANT,
                     text="",
-                    author=self.assistant_name,
+                    author=author,
                     footer="The engine is not ready; wait for the model to load and try again.",
                     failed=True,
                 )
@@ -56,22 +57,21 @@ class ReplyStreaming:
                 ChatEntry(
                     role=ROLE_ASSISTANT,
                     text="",
-                    author=self.assistant_name,
+                    author=author,
                     streaming=True,
                     message_id=message_id,
+                    branches=self.session.versions(message_id),  # a regenerated one: n/n
                 )
             )
-        self.transcript.scrollToBottom()
+        self.follower.jump_to_latest()  # sending a message means wanting to see the answer
         self._update_buttons()
 
     def _on_token_text(self, request_id: int, text: str, _n_tokens: int) -> None:
         if request_id != self._request_id or self._reply_row is None:
             return
-        follow = self._at_bottom()
+        # The follower keeps the end in view as the row grows, unless the person scrolled up.
         self.model.append_text(self._reply_row, text)
         self.session.reply_grew(self.model.entry(self._reply_row).text)
-        if follow:
-            self.transcript.scrollToBottom()
 
     def _on_generation_done(self, done: p.GenerationDone) -> None:
         if done.request_id != self._request_id:
@@ -80,6 +80,8 @@ class ReplyStreaming:
             self._reply_text(), stats=message_stats(done.stats), stop_reason=done.stop_reason
         )
         self._context_used = used_tokens(done.stats)
+        loaded = self._bridge.model
+        self._context_model = Path(loaded.path).name if loaded else ""
         self._show_usage()
         if done.stop_reason == StopReason.CONTEXT_FULL:
             self.context_notice.show_message(
@@ -127,12 +129,9 @@ class ReplyStreaming:
         return self.model.entry(self._reply_row).text if self._reply_row is not None else ""
 
     def _finish_reply(self, footer: str, *, failed: bool = False) -> None:
-        follow = self._at_bottom()
         if self._reply_row is not None:
             self.model.finish(self._reply_row, footer, failed=failed)
         self._end_reply()
-        if follow:
-            self.transcript.scrollToBottom()
 
     def _end_reply(self) -> None:
         self._request_id = None

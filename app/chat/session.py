@@ -9,6 +9,7 @@ text, and what is kept is shown as incomplete when the conversation is opened ag
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 
 from PySide6.QtCore import QObject, QTimer
 
@@ -16,6 +17,7 @@ from app.chat.conversation_model import ROLE_ASSISTANT, ChatEntry, stop_reason_t
 from engine.chat.store import ConversationStore, MessageStats, StoredMessage, default_store_path
 from engine.chat.store_schema import NewerSchemaError
 from engine.runtime import protocol as p
+from engine.starter_model import STARTER_FILE, STARTER_LABEL
 
 PARTIAL_WRITE_MS = 300
 TITLE_CHARS = 48
@@ -40,6 +42,17 @@ def title_from(text: str) -> str:
     """A conversation's first title: the start of its first message, on one line."""
     line = " ".join(text.split())
     return line if len(line) <= TITLE_CHARS else line[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def author_label(model_file: str, fallback: str) -> str:
+    """The name above a reply, from the model file it was written by (the same while it streams
+    and when the chat is opened again): the file's stem, the starter model's short name, or
+    `fallback` when the file is not known."""
+    if not model_file:
+        return fallback
+    if Path(model_file).name == STARTER_FILE:
+        return STARTER_LABEL.split(" (")[0]
+    return Path(model_file).stem
 
 
 def message_stats(stats: p.GenerationStats) -> MessageStats:
@@ -104,7 +117,9 @@ class ChatSession(QObject):
                 ChatEntry(
                     role=m.role,
                     text=m.content,
-                    author=(m.model or assistant_name) if m.role == ROLE_ASSISTANT else "",
+                    author=author_label(m.model, assistant_name)
+                    if m.role == ROLE_ASSISTANT
+                    else "",
                     footer=footer_for(m) if m.role == ROLE_ASSISTANT else "",
                     failed=m.failed,
                     partial=m.partial,
@@ -113,6 +128,24 @@ class ChatSession(QObject):
                 )
             )
         return rows
+
+    def versions(self, message_id: int) -> tuple[int, int]:
+        """(which, of how many) versions `message_id` is among its siblings."""
+        siblings = self.store.siblings(message_id)
+        return siblings.index(message_id) + 1, len(siblings)
+
+    def retitle_for_first_message(self, old_text: str, new_text: str) -> bool:
+        """The first message now reads `new_text` (edited, or another version shown): the
+        title follows it, unless the person renamed the chat (its title is no longer the one
+        made from `old_text`). True when the title changed."""
+        if self.conversation_id is None:
+            return False
+        chat = self.store.conversation(self.conversation_id)
+        new_title = title_from(new_text)
+        if chat.title != title_from(old_text) or chat.title == new_title:
+            return False
+        self.store.rename(self.conversation_id, new_title)
+        return True
 
     # -- a reply streaming ----------------------------------------------------------------------
 

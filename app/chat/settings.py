@@ -46,6 +46,15 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+def new_chat_settings(model_defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What a new chat starts with: Hearth's defaults, then the sampling the loaded model's
+    authors recommend (engine/chat/sampling_defaults.py), named after the preset they match."""
+    values = {**DEFAULTS, **(model_defaults or {})}
+    matching = (name for name, preset in PRESETS.items() if _matches(values, preset))
+    values["preset"] = next(matching, CUSTOM)
+    return values
+
+
 def sampling_from(values: dict[str, Any]) -> p.SamplingParams:
     v = {**DEFAULTS, **values}
     seed = int(v["seed"])

@@ -10,6 +10,8 @@ KV cache of the turns it has seen.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QKeySequence, QPalette, QResizeEvent, QShortcut
 from PySide6.QtWidgets import (
@@ -19,6 +21,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QListView,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
     QVBoxLayout,
     QWidget,
@@ -30,22 +33,23 @@ from app.chat.conversation_model import (
     ChatEntry,
     ConversationModel,
 )
+from app.chat.follow import TranscriptFollower
 from app.chat.header import ChatHeader
 from app.chat.input_box import ChatInput
 from app.chat.message_delegate import MessageDelegate
 from app.chat.replies import ReplyStreaming
 from app.chat.session import ChatSession
-from app.chat.settings import ChatSettingsPanel, sampling_from
+from app.chat.settings import ChatSettingsPanel, new_chat_settings, sampling_from
 from app.chat.sidebar import ConversationSidebar
 from app.common import banner as b
 from app.common.engine_bridge import EngineBridge
 from engine.chat.prompt import MODEL_TEMPLATE
+from engine.chat.sampling_defaults import model_sampling_defaults
 from engine.chat.store import ConversationStore
 from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.session import ChatFormats
 
-BOTTOM_SLACK_PX = 24  # within this distance of the end counts as "following the reply"
 SIDEBAR_MIN_PAGE_WIDTH = 640  # narrower than this, the transcript gets the room
 
 
@@ -60,6 +64,24 @@ class TranscriptView(QListView):
 
     def dataChanged(self, top_left, bottom_right, roles=()) -> None:
         QAbstractItemView.dataChanged(self, top_left, bottom_right, roles)
+
+
+def settings_drawer(panel: QWidget, parent: QWidget) -> QScrollArea:
+    """The settings panel in a scroll area: it takes its full width where the page has room,
+    and scrolls rather than widening the window where it has not (a short window scrolls it
+    too). Opening the settings never makes the window grow."""
+    drawer = QScrollArea(parent)
+    drawer.setObjectName("chatSettingsDrawer")
+    drawer.setWidget(panel)
+    drawer.setWidgetResizable(True)
+    drawer.setFrameShape(QFrame.Shape.NoFrame)
+    drawer.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    drawer.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    full = panel.sizeHint().width() + drawer.verticalScrollBar().sizeHint().width()
+    drawer.setMaximumWidth(full)
+    drawer.setMinimumWidth(1)  # set, so the layout does not take the scroll bars' width as least
+    drawer.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+    return drawer
 
 
 class ChatView(MessageActions, ReplyStreaming, QWidget):
@@ -83,7 +105,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self._request_id: int | None = None
         self._reply_row: int | None = None
         self._editing_row: int | None = None
-        self._context_used = 0
+        self._context_used = 0  # tokens the last reply took, as counted by...
+        self._context_model = ""  # ...this model file (another model's count is not shown)
 
         self.notice = b.Banner(self)
         self.notice.setObjectName("chatNotice")
@@ -97,9 +120,10 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.sidebar.new_requested.connect(self.new_chat)
         self.sidebar.deleted.connect(self._on_conversation_deleted)
         self.settings_panel = ChatSettingsPanel(self)
-        self.settings_panel.hide()
         self.settings_panel.changed.connect(self._on_settings_changed)
-        self.header.settings_button.toggled.connect(self.settings_panel.setVisible)
+        self.settings_drawer = settings_drawer(self.settings_panel, self)
+        self.settings_drawer.hide()
+        self.header.settings_button.toggled.connect(self._show_settings)
 
         self.model = ConversationModel(self)
         self.transcript = TranscriptView(self)
@@ -124,6 +148,12 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         # The delegate caches layouts by row: rows that move invalidate it.
         self.model.modelReset.connect(self.delegate.clear_cache)
         self.model.rowsRemoved.connect(self.delegate.clear_cache)
+        self.delegate.version_step.connect(self.show_version)
+        self.delegate.text_menu.connect(self._show_text_menu)
+        # Follows a streaming reply to its end unless the person scrolled up.
+        self.follower = TranscriptFollower(self.transcript)
+        self._model_defaults: dict[str, dict] = {}  # sampling each model file recommends
+        self._start_settings = self.settings_panel.values()  # what the new chat started with
 
         self.input = ChatInput(self)
         self.input.setObjectName("chatInput")
@@ -180,7 +210,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         layout.setSpacing(0)
         layout.addWidget(self.sidebar)
         layout.addLayout(center, 1)
-        layout.addWidget(self.settings_panel)
+        layout.addWidget(self.settings_drawer)
         # The sidebar hides on a narrow page (resizeEvent), so it must not set a minimum width.
         layout.setSizeConstraint(QHBoxLayout.SizeConstraint.SetNoConstraint)
 
@@ -200,9 +230,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         bridge.prompt_fitted.connect(self._on_prompt_fitted)
         bridge.command_failed.connect(self._on_command_failed)
         bridge.engine_crashed.connect(self._on_engine_crashed)
-        bridge.model_loaded.connect(lambda _loaded: self._show_usage())
         bridge.model_loaded.connect(self._on_model_loaded)
         bridge.model_loaded.connect(self._show_formats)
+        # No model, no context: the counter says so rather than keep the gone model's figures.
+        bridge.engine_crashed.connect(lambda _crash: self._show_usage())
+        bridge.load_failed.connect(lambda _failed: self._show_usage())
         bridge.chat_template_changed.connect(self._on_template_changed)
         bridge.state_changed.connect(self._update_buttons)
         self._update_buttons()
@@ -225,8 +257,19 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         super().changeEvent(event)
 
     def resizeEvent(self, event: QResizeEvent) -> None:
-        self.sidebar.setVisible(event.size().width() >= SIDEBAR_MIN_PAGE_WIDTH)
+        self._arrange(event.size().width())
         super().resizeEvent(event)
+
+    def _show_settings(self, shown: bool) -> None:
+        self.settings_drawer.setVisible(shown)
+        self._arrange(self.width())
+
+    def _arrange(self, page_width: int) -> None:
+        """The conversation list gives way first: to a narrow page, then to the settings."""
+        room = page_width
+        if self.settings_drawer.isVisibleTo(self):
+            room -= self.settings_drawer.maximumWidth()
+        self.sidebar.setVisible(room >= SIDEBAR_MIN_PAGE_WIDTH)
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -274,14 +317,21 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         chat_id = self.session.ensure_conversation(text, settings)
         if self._editing_row is not None:
             # Edit and resend: the new text is a sibling of the old, whose branch is kept.
-            edited = self.model.entry(self._editing_row).message_id
-            parent = self.session.store.message(edited).parent_id if edited else None
+            old = self.model.entry(self._editing_row)
+            parent = (
+                self.session.store.message(old.message_id).parent_id if old.message_id else None
+            )
+            if self._editing_row == 0:
+                self.session.retitle_for_first_message(old.text, text)
             self.model.truncate(self._editing_row)
             self._cancel_edit()
         else:
             parent = self._last_message_id()
         user_id = self.session.store.add_message(chat_id, ROLE_USER, text, parent_id=parent)
-        self.model.append(ChatEntry(role=ROLE_USER, text=text, message_id=user_id))
+        versions = self.session.versions(user_id)
+        self.model.append(
+            ChatEntry(role=ROLE_USER, text=text, message_id=user_id, branches=versions)
+        )
         self.input.clear()
         self.sidebar.set_current(chat_id)
         self.header.title.setText(self.session.store.conversation(chat_id).title)
@@ -297,10 +347,13 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self._cancel_edit()
         self.session.conversation_id = None
         self.model.clear()
+        # The loaded model's defaults, not the settings of the chat that was open.
+        self._start_settings = self.new_chat_settings()
+        self.settings_panel.set_values(self._start_settings)
         self.context_notice.hide()
         self.header.title.setText("New chat")
         self.sidebar.set_current(None)
-        self._context_used = 0
+        self._context_used, self._context_model = 0, ""
         self._show_usage()
         self.input.setFocus()
 
@@ -320,8 +373,18 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         replies = [m for m in self.session.store.branch(conversation_id) if m.stats.n_generated]
         last = replies[-1].stats if replies else None
         self._context_used = (last.n_prompt_tokens or 0) + (last.n_generated or 0) if last else 0
+        self._context_model = Path(replies[-1].model).name if replies else ""
         self._show_usage()
-        self.transcript.scrollToBottom()
+        self.follower.jump_to_latest()
+
+    def new_chat_settings(self) -> dict:
+        """Settings for a new chat: Hearth's defaults and what the loaded model recommends."""
+        loaded = self._bridge.model
+        if loaded is None:
+            return new_chat_settings()
+        if loaded.path not in self._model_defaults:
+            self._model_defaults[loaded.path] = model_sampling_defaults(loaded.path)
+        return new_chat_settings(self._model_defaults[loaded.path])
 
     # -- helpers --------------------------------------------------------------------------------
 
@@ -347,6 +410,12 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
 
     def _on_model_loaded(self, loaded: p.ModelLoaded) -> None:
         self.header.show_template(loaded.chat_template, loaded.chat_template_problem)
+        untouched = self.settings_panel.values() == self._start_settings
+        if self.session.conversation_id is None and not self.model.rowCount() and untouched:
+            # Nothing sent, nothing changed by hand: start from this model's defaults.
+            self._start_settings = self.new_chat_settings()
+            self.settings_panel.set_values(self._start_settings)
+        self._show_usage()
 
     def show_template_notice(self, loaded: p.ModelLoaded) -> bool:
         """Say in full, above the transcript, why the model's own chat template was refused (the
@@ -375,14 +444,22 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
             self._chat_formats.put(loaded.path, chat_format)
 
     def _show_usage(self) -> None:
+        """The context counter of the loaded model: its own count after its last reply here,
+        else "not counted yet" (another model's count is for another tokenizer)."""
         loaded = self._bridge.model
-        self.header.set_usage(self._context_used, loaded.n_ctx if loaded else 0)
-
-    def _at_bottom(self) -> bool:
-        bar = self.transcript.verticalScrollBar()
-        return bar.value() >= bar.maximum() - BOTTOM_SLACK_PX
+        if loaded is None:
+            self.header.set_usage(0, 0)
+        elif self._context_model and self._context_model == Path(loaded.path).name:
+            self.header.set_usage(self._context_used, loaded.n_ctx)
+        elif self.model.rowCount():
+            self.header.set_usage(None, loaded.n_ctx)  # counted when this model answers here
+        else:
+            self.header.set_usage(0, loaded.n_ctx)
 
     def _update_buttons(self, *_args) -> None:
         state = self._bridge.state
         self.send_button.setEnabled(state == EngineState.IDLE and not self.generating)
         self.stop_button.setEnabled(self.generating and state == EngineState.GENERATING)
+        if self.delegate.versions_enabled == self.generating:
+            self.delegate.versions_enabled = not self.generating
+            self.transcript.viewport().update()

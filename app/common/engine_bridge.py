@@ -107,6 +107,10 @@ class EngineBridge(QObject):
         """The model whose loading crashed the engine, if that is how it crashed."""
         return self._crashed_while_loading
 
+    def engine_last_lines(self) -> tuple[str, ...]:
+        """The last lines the engine printed (llama.cpp's log): why a load failed, in its words."""
+        return tuple(self._client.last_lines())
+
     def reload_params(self) -> p.ModelParams | None:
         """What "Reload" loads: the last model that loaded fine, else the last one asked for.
 

@@ -75,6 +75,13 @@ QPushButton#sendButton:enabled {
 QPushButton#sendButton:disabled, QPushButton#stopButton:disabled {
     color: palette(placeholder-text);
 }
+QPushButton#jumpToLatest {
+    padding: 5px 14px;
+    border-radius: 13px;
+    border: 1px solid palette(highlight);
+    background: palette(highlight);
+    color: palette(highlighted-text);
+}
 QStatusBar QLabel {
     padding: 0 8px;
 }

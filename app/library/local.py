@@ -25,12 +25,13 @@ from app.common.background import TaskRunner
 from app.common.file_text import plain_tooltip
 from app.library.widgets import size_text
 from engine.gguf.summary import summary_lines
-from engine.hub.library import IMPORTED, Library, LocalModel
+from engine.hub.library import BUNDLED, IMPORTED, Library, LocalModel
 from engine.hub.settings import HubSettings, save_settings
 from engine.untrusted_text import printable_line
 
 DATA = Qt.ItemDataRole.UserRole
 REMEMBERED = ("n_ctx", "n_gpu_layers", "flash_attn")  # what a load settled, shown again later
+WHERE = {IMPORTED: "opened from its folder", BUNDLED: "comes with Hearth (demo)"}
 
 
 def button(text: str, name: str, slot: Callable[[], Any]) -> QPushButton:
@@ -64,6 +65,8 @@ class LocalModelsView(QWidget):
         self.show_status = show_status
         self.confirm: Callable[[str], bool] = self._ask
         self.models: list[LocalModel] = []
+        # Scans run on a pool of threads and may finish out of order: only the latest is shown.
+        self._scan_generation = 0
 
         self.tree = QTreeWidget()
         self.tree.setObjectName("localTree")
@@ -87,16 +90,20 @@ class LocalModelsView(QWidget):
         layout.addLayout(buttons)
 
     def refresh(self) -> None:
-        self.runner.run(self.library.scan, self._on_scanned)
+        self._scan_generation += 1
+        generation = self._scan_generation
+        self.runner.run(self.library.scan, lambda result: self._on_scanned(result, generation))
 
-    def _on_scanned(self, result: list[LocalModel] | Exception) -> None:
+    def _on_scanned(self, result: list[LocalModel] | Exception, generation: int = 0) -> None:
+        if generation != self._scan_generation:
+            return  # an older scan that finished late: a newer one is on its way
         if isinstance(result, Exception):
             return self.show_status(f"Could not list your models: {result}", error=True)
         self.models = result
         self.tree.clear()
         for model in result:
             used = time.strftime("%Y-%m-%d %H:%M", time.localtime(model.last_used or 0))
-            where = model.repo_id or ("imported" if model.source == IMPORTED else model.source)
+            where = model.repo_id or WHERE.get(model.source, model.source)
             if model.unverified:
                 where += " · unverified"
             item = QTreeWidgetItem(
@@ -122,13 +129,16 @@ class LocalModelsView(QWidget):
             self.tree.addTopLevelItem(item)
 
     def remember_loaded(self, loaded: Any) -> None:
-        """Connected to the bridge's model_loaded (a ModelLoaded): remember when a model listed
-        here was loaded, and with what settings. Others (the starter model) are not recorded."""
+        """Connected to the bridge's model_loaded (a ModelLoaded): every model that loads, from
+        wherever it was opened (File › Open, a drop, --model, this list), is listed from now
+        on, with when and with what settings it was loaded."""
         settings = {key: getattr(loaded, key) for key in REMEMBERED}
         path = Path(loaded.path).resolve()
         if any(model.path.resolve() == path for model in self.models):
             self.library.mark_used(path, settings)
-            self.refresh()
+        else:
+            self.library.remember_opened(path, settings)
+        self.refresh()
 
     def selected(self) -> LocalModel | None:
         item = self.tree.currentItem()
@@ -148,6 +158,8 @@ class LocalModelsView(QWidget):
         model = self.selected()
         if model is None:
             return
+        if model.source == BUNDLED:
+            return self.show_status(f"{model.name} comes with Hearth; it cannot be deleted.")
         if not model.deletable and model.source != IMPORTED:
             return self.show_status(
                 f"{model.name} is in the Hugging Face cache, shared with other programs. "

@@ -20,6 +20,7 @@ from engine.hub.queue import DownloadQueue
 from engine.hub.settings import HubSettings, load_settings
 from engine.planner import PlanRequest
 from engine.session import snapshot_machine
+from engine.starter_model import starter_model_path
 
 if TYPE_CHECKING:
     from app.common.page_host import PageHost
@@ -47,7 +48,12 @@ def create_library_panel(window: PageHost, settings: HubSettings | None = None) 
         settings.models_dir, on_change=bridge.job_changed.emit, on_done=bridge.job_done.emit
     )
     queue.restore()
-    library = Library(settings.models_dir, scan_hf_cache=settings.scan_hf_cache)
+    starter = starter_model_path()
+    library = Library(
+        settings.models_dir,
+        scan_hf_cache=settings.scan_hf_cache,
+        bundled=(starter,) if starter is not None else (),
+    )
 
     def load(path: Path) -> None:
         window.open_model_file(path)  # the window's checks and the load policy

@@ -9,12 +9,12 @@ here blocks the GUI thread on the network or the disk.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt
-from PySide6.QtGui import QBrush, QColor, QDragEnterEvent, QDropEvent
+from PySide6.QtCore import QModelIndex, Qt, QTimer
+from PySide6.QtGui import QBrush, QColor, QDragEnterEvent, QDropEvent, QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
     QHBoxLayout,
@@ -29,22 +29,46 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common import banner as b
 from app.common.background import QueueBridge, TaskRunner
 from app.common.file_text import show_plain
 from app.library.local import LocalModelsView, button
+from app.library.suggestions import SuggestedModels
 from app.library.widgets import DownloadRow, size_text
 from engine.hub.catalog import ModelFile, by_quant
-from engine.hub.client import HubClient, RepoFiles, RepoSummary
+from engine.hub.client import (
+    SEARCH_TIMEOUT_S,
+    HubClient,
+    RepoFiles,
+    RepoSummary,
+    no_connection_message,
+)
 from engine.hub.fit import DOES_NOT_FIT, FITS, FITS_WITH_OFFLOAD, FitBadge, fit_badge
 from engine.hub.library import Library
 from engine.hub.paths import UnsafePath
 from engine.hub.queue import DownloadQueue, Job
 from engine.hub.settings import HubSettings
+from engine.hub.suggestions import CatalogueEntry, Suggestion, load_catalogue
 from engine.planner import PlanRequest
 
 DATA = Qt.ItemDataRole.UserRole
 BADGE_COLOURS = {FITS: "#2e7d32", FITS_WITH_OFFLOAD: "#b26a00", DOES_NOT_FIT: "#c62828"}
 SORT_LABELS = {"Most downloaded": "downloads", "Most liked": "likes", "Recently updated": "recent"}
+# The client gives up after SEARCH_TIMEOUT_S per step; this is the backstop should a step
+# (a name lookup) not honour it.
+SEARCH_DEADLINE_MS = int((SEARCH_TIMEOUT_S + 4) * 1000)
+
+
+def split_sentence(text: str) -> tuple[str, str]:
+    """ "What happened. What to do." -> ("What happened", "What to do."): a banner's title and
+    text."""
+    head, dot, rest = text.partition(". ")
+    return (head, rest) if dot and rest else (text.rstrip("."), "")
+
+
+def _unselect(tree: QTreeWidget) -> None:
+    tree.setCurrentIndex(QModelIndex())
+    tree.clearSelection()
 
 
 def _heading(text: str) -> QLabel:
@@ -67,6 +91,7 @@ class LibraryPanel(QWidget):
         plan_request: Callable[[], PlanRequest],
         load_model: Callable[[Path], Any],
         runner: TaskRunner | None = None,
+        catalogue: Callable[[], Sequence[CatalogueEntry]] = load_catalogue,
     ) -> None:
         super().__init__()
         self.setObjectName("libraryPanel")
@@ -82,6 +107,11 @@ class LibraryPanel(QWidget):
         self._request: PlanRequest | None = None
         self._request_lock = threading.Lock()
         self._listing_generation = 0
+        self._search_generation = 0  # a cancelled or late search's answer is dropped
+        self._search_deadline = QTimer(self)
+        self._search_deadline.setSingleShot(True)
+        self._search_deadline.timeout.connect(self._on_search_deadline)
+        self._catalogue = catalogue
         self._build()
         bridge.job_changed.connect(self._on_job_changed)
         bridge.job_done.connect(self._on_job_done)
@@ -101,6 +131,10 @@ class LibraryPanel(QWidget):
         self.sort_box.setObjectName("sortBox")
         self.sort_box.addItems(list(SORT_LABELS))
         self.search_button = button("Search", "searchButton", self.search)
+        self.cancel_search_button = button("Cancel", "cancelSearchButton", self.cancel_search)
+        self.cancel_search_button.hide()
+        self.error_banner = b.Banner()
+        self.error_banner.setObjectName("libraryError")
         self.status_label = QLabel()
         self.status_label.setObjectName("libraryStatus")
         self.status_label.setWordWrap(True)
@@ -108,7 +142,17 @@ class LibraryPanel(QWidget):
         search_row.addWidget(self.search_box, 1)
         search_row.addWidget(self.sort_box)
         search_row.addWidget(self.search_button)
+        search_row.addWidget(self.cancel_search_button)
 
+        self.suggestions = SuggestedModels(
+            runner=self.runner,
+            client_factory=self.client_factory,
+            plan_request=self.plan_request,
+            catalogue=self._catalogue,
+            download=self._download_suggestion,
+        )
+        # Download takes what was chosen last: a suggestion or a file of the listing.
+        self.suggestions.tree.itemClicked.connect(lambda *_: _unselect(self.files))
         self.results = QListWidget()
         self.results.setObjectName("resultsList")
         self.results.currentItemChanged.connect(self._on_result_selected)
@@ -117,6 +161,7 @@ class LibraryPanel(QWidget):
         self.files.setHeaderLabels(["Model file", "Size", "Fit"])
         self.files.setColumnWidth(0, 320)
         self.files.itemDoubleClicked.connect(lambda *_: self.download_selected())
+        self.files.itemClicked.connect(lambda *_: _unselect(self.suggestions.tree))
         self.repo_label = QLabel()
         self.repo_label.setObjectName("repoLabel")
         self.download_button = button("Download", "downloadButton", self.download_selected)
@@ -146,27 +191,51 @@ class LibraryPanel(QWidget):
         )
         self.local = self.local_view.tree
 
-        layout = QVBoxLayout(self)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.setSpacing(0)
+        outer.addWidget(self.error_banner)
+        layout = QVBoxLayout()
+        outer.addLayout(layout, 1)
         layout.setContentsMargins(24, 20, 24, 20)
         layout.addWidget(_heading("Find models on the Hub"))
         layout.addLayout(search_row)
         layout.addWidget(self.status_label)
+        layout.addWidget(self.suggestions)
         layout.addWidget(hub_split, 3)
         layout.addWidget(_heading("Downloads"))
         layout.addWidget(downloads_box)
         layout.addWidget(_heading("Your models"))
         layout.addWidget(self.local_view, 2)
 
-    def show_status(self, text: str, error: bool = False) -> None:
-        show_plain(self.status_label, text)  # it quotes Hub and file names
-        self.status_label.setProperty("error", error)
+    def show_status(
+        self,
+        text: str,
+        error: bool = False,
+        actions: list[tuple[str, Callable[[], Any]]] | None = None,
+    ) -> None:
+        """A line under the search box; an error goes in the red banner above the page (its
+        first sentence as the title) and stays until the next status replaces it."""
+        if error:
+            title, rest = split_sentence(text)
+            self.error_banner.show_message(b.ERROR, title, rest, actions=actions or ())
+            self.status_label.clear()
+        else:
+            self.error_banner.hide()
+            show_plain(self.status_label, text)  # it quotes Hub and file names
 
     def set_offline(self, offline: bool) -> None:
         self.offline = offline
         for widget in (self.search_box, self.search_button, self.sort_box, self.download_button):
             widget.setEnabled(not offline)
+        self.suggestions.setVisible(not offline)
         if offline:
             self.show_status("Offline: showing your local models only.")
+
+    def showEvent(self, event: QShowEvent) -> None:
+        super().showEvent(event)
+        if not self.offline:
+            self.suggestions.ask_once()  # the first visit: a handful of models that fit
 
     # -- the Hub --------------------------------------------------------------------------------
 
@@ -175,12 +244,45 @@ class LibraryPanel(QWidget):
             return
         text = self.search_box.text()
         sort = SORT_LABELS[self.sort_box.currentText()]
-        self.show_status(f"Searching for {text!r}…" if text else "Searching…")
-        self.runner.run(lambda: self.client_factory().search(text, sort=sort), self._on_results)
+        self._search_generation += 1
+        generation = self._search_generation
+        self.show_status(f"Searching for “{text}”…" if text else "Searching…")
+        self.search_button.setEnabled(False)
+        self.cancel_search_button.show()
+        self._search_deadline.start(SEARCH_DEADLINE_MS)
+        self.runner.run(
+            lambda: self.client_factory().search(text, sort=sort),
+            lambda result: self._on_results(result, generation),
+        )
 
-    def _on_results(self, result: list[RepoSummary] | Exception) -> None:
+    def searching(self) -> bool:
+        return not self.cancel_search_button.isHidden()
+
+    def cancel_search(self) -> None:
+        """Stop waiting for the search (its answer, should it still come, is dropped)."""
+        self._end_search()
+        self.show_status("Search cancelled.")
+
+    def _end_search(self) -> None:
+        self._search_generation += 1
+        self._search_deadline.stop()
+        self.cancel_search_button.hide()
+        self.search_button.setEnabled(not self.offline)
+
+    def _on_search_deadline(self) -> None:
+        self._end_search()
+        endpoint = self.client_factory().endpoint
+        self.show_status(
+            no_connection_message(endpoint), error=True, actions=[("Search again", self.search)]
+        )
+
+    def _on_results(self, result: list[RepoSummary] | Exception, generation: int = 0) -> None:
+        if generation != self._search_generation:
+            return  # cancelled, timed out, or replaced by a newer search
+        self._end_search()
         if isinstance(result, Exception):
-            return self.show_status(getattr(result, "message", str(result)), error=True)
+            message = getattr(result, "message", str(result))
+            return self.show_status(message, error=True, actions=[("Search again", self.search)])
         self.results.clear()
         for repo in result:
             license_text = f" · {repo.license}" if repo.license else ""
@@ -267,8 +369,17 @@ class LibraryPanel(QWidget):
     def download_selected(self) -> None:
         item = self.files.currentItem()
         model = item.data(0, DATA) if item is not None else None
+        suggestion = self.suggestions.selected()
+        if not isinstance(model, ModelFile) and suggestion is not None:
+            model = suggestion.model
         if not isinstance(model, ModelFile):
             return self.show_status("Choose a model file to download.")
+        self._queue_download(model)
+
+    def _download_suggestion(self, suggestion: Suggestion) -> None:
+        self._queue_download(suggestion.model)
+
+    def _queue_download(self, model: ModelFile) -> None:
         try:
             self.queue.add(model)
         except (UnsafePath, ValueError) as exc:

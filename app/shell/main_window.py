@@ -340,6 +340,7 @@ class MainWindow(QMainWindow):
         self.placement_label.clear()
         self.model_label.setText("No model loaded")
         self.context_label.clear()
+        self.setWindowTitle("Hearth")  # the model before was unloaded to make room
         actions = [("Open another model…", self.open_model_dialog)]
         previous = self.bridge.reload_params()
         if previous is not None and Path(previous.path) != Path(failed.path):
@@ -354,14 +355,20 @@ class MainWindow(QMainWindow):
             b.ERROR,
             f"Could not load {display_name(failed.path)}",
             failed.message,
-            details=failed.details,
+            # llama.cpp's own words about the load, else the engine's last lines
+            details=failed.details or self.bridge.engine_last_lines() or ("(it printed nothing)",),
             details_label="Show what llama.cpp said",
             actions=actions,
         )
 
     def _on_engine_crashed(self, crash: EngineCrashed) -> None:
+        # Nothing in the status bar may still describe the model that is gone.
         self.model_label.setText("No model loaded")
+        self.model_label.setToolTip("")
         self.context_label.clear()
+        self.placement_label.clear()
+        self.placement_label.setToolTip("")
+        self.setWindowTitle("Hearth")
         self.chat_view.notice.hide()  # it was about the model that is gone
         text = crash.message
         culprit = self.bridge.crashed_while_loading

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from engine.runtime import protocol as p
@@ -46,8 +47,11 @@ class BenchFailed(Exception):
 
 
 class HearthBench:
-    def __init__(self, config: BenchConfig):
+    def __init__(self, config: BenchConfig, progress: Callable[[str], None] | None = None):
         self.config = config
+        # Told at the start of each phase: a run on a slow machine takes minutes, and a silent
+        # terminal for that long reads as a hang.
+        self.progress = progress or (lambda _text: None)
         self.events = EventQueue()
         self.client = EngineClient(self.events)
         self.rng = random.Random(1234)
@@ -59,19 +63,24 @@ class HearthBench:
     def run(self) -> dict:
         figures: dict = {}
         started = time.perf_counter()
+        self.progress("Starting the engine…")
         self.client.start()
         try:
             self._wait(p.Ready)
             figures["worker_start_s"] = time.perf_counter() - started
             self._device_baseline = self._device_used()
+            self.progress(f"Loading the model ({self.config.reps}×)…")
             figures["load_s"] = statistics.median(self._load() for _ in range(self.config.reps))
             # New context settings on the loaded weights (the worker keeps them): what applying
             # a new context length or KV type costs a person, shown beside the full load.
             figures["context_reload_s"] = self._load(fresh=False)
+            self.progress(f"Prefill of {self.config.prompt_tokens:,} tokens…")
             figures.update(self._prefill())
             for n in self.config.decode_lengths:
+                self.progress(f"Decoding {n:,} tokens…")
                 figures[f"decode_{n}_tok_s"] = self._decode(n, depth=0)
             if self.config.depth:
+                self.progress(f"Decoding at a depth of {self.config.depth:,} tokens…")
                 figures["decode_at_depth_tok_s"] = self._decode(
                     self.config.depth_decode, depth=self.config.depth, reps=1
                 )

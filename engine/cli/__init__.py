@@ -21,8 +21,33 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+WINDOW_EPILOG = """\
+The window:
+  hearth                   open the window
+  hearth --model PATH      open the window and load PATH (a .gguf file); -m for short
+
+None of the commands above opens the window: they run in this terminal only.
+`hearth COMMAND --help` tells more about one of them."""
+
+
+def hearth_version() -> str:
+    """The installed distribution's version; a source tree that was never installed says so."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hearth")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hearth", description="Run GGUF models on your GPU.")
+    parser = argparse.ArgumentParser(
+        prog="hearth",
+        description="Run GGUF models on your GPU: a desktop window, and the commands below.",
+        epilog=WINDOW_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"hearth {hearth_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         module = importlib.import_module(module_name)

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
         print(problem, file=sys.stderr)
         return 1
     try:
-        hearth = HearthBench(config).run()
+        hearth = HearthBench(config, progress=_progress).run()
     except BenchFailed as exc:
         print(f"The benchmark could not run: {exc}", file=sys.stderr)
         return 1
@@ -77,6 +77,7 @@ def run(args: argparse.Namespace) -> int:
     llama: dict = {}
     note = "llama-bench not found: Hearth's figures only (see docs/performance.md)"
     if binary:
+        _progress(f"Running llama-bench ({binary}) on the same file…")
         try:
             llama = llama_cpp_figures(binary, config)
             note = binary
@@ -102,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_table(header, rows, extra))
     return 0
+
+
+def _progress(text: str) -> None:
+    # stderr: stdout carries the table or the --json report, which must stay parseable.
+    print(f"[bench] {text}", file=sys.stderr, flush=True)
 
 
 def llama_cpp_figures(binary: str, c: BenchConfig) -> dict:

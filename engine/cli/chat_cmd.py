@@ -1,8 +1,9 @@
 """`hearth chat [MODEL] [--prompt TEXT]`: stream a reply to stdout, or chat interactively.
 
-Runs the same engine worker process as the GUI. Ctrl+C during a reply stops the reply; Ctrl+C
-or Ctrl+D at the prompt leaves. A message the engine refuses (longer than the context, say) is
-reported and dropped, and the chat goes on.
+Runs the same engine worker process as the GUI. Ctrl+C during a reply stops the reply; Ctrl+C,
+Ctrl+D or /exit at the prompt leaves; /help lists the commands (engine/cli/chat_commands.py). A
+message the engine refuses (longer than the context, say) is reported and dropped, and the chat
+goes on.
 
 Text from the model file (its reply, its name in messages, llama.cpp's lines) is printed through
 engine.untrusted_text, so it cannot drive the terminal. Text from the person that is not UTF-8
@@ -15,6 +16,7 @@ import argparse
 import sys
 
 from engine.cli import numbers
+from engine.cli.chat_commands import EXIT, HELP, HELP_TEXT, UNKNOWN, WELCOME, chat_command
 from engine.cli.planning import add_load_arguments, machine_with_engine, plan_from_command_line
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
@@ -117,6 +119,7 @@ def _user_text(text: str, where: str) -> str:
 
 
 def _interactive(client, events, args, sampling, history) -> int:
+    print(WELCOME, file=sys.stderr)
     reconfigure = getattr(sys.stdin, "reconfigure", None)
     if reconfigure is not None:  # undecodable bytes arrive as surrogates, not as an exception
         reconfigure(errors="surrogateescape")
@@ -127,6 +130,15 @@ def _interactive(client, events, args, sampling, history) -> int:
             print()
             return 0
         if not line.strip():
+            continue
+        command = chat_command(line)
+        if command == EXIT:
+            return 0
+        if command == HELP:
+            print(HELP_TEXT, file=sys.stderr)
+            continue
+        if command == UNKNOWN:
+            print(f"{line.strip()} is not a command. /help lists them.", file=sys.stderr)
             continue
         history.append(p.ChatMessage(role="user", content=_user_text(line, "your message")))
         status, reply = _stream(client, events, args, sampling, messages=history)

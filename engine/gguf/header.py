@@ -82,7 +82,11 @@ class HeaderParser:
         cur = self.cur
         magic = cur.take(4, "magic")
         if magic != MAGIC:
-            raise GGUFError("magic", 0, f"{magic!r} is not b'GGUF'; this is not a GGUF file")
+            raise GGUFError(
+                "magic",
+                0,
+                f"it begins with {shown_bytes(magic)}, not “GGUF” as every GGUF file does",
+            )
         version, byte_order = self._read_version()
         n_tensors = cur.read_i64("tensor count")
         n_kv = cur.read_i64("metadata key count")
@@ -268,3 +272,12 @@ class HeaderParser:
         if alignment > MAX_ALIGNMENT:
             raise GGUFError(what, entry.offset, f"{alignment} is over {MAX_ALIGNMENT}")
         return alignment
+
+
+def shown_bytes(data: bytes) -> str:
+    """Bytes as a person reads them: “text” when printable, else hex (never Python's b'...')."""
+    if data and all(32 <= byte < 127 for byte in data):
+        return f"“{data.decode('ascii')}”"
+    if not data:
+        return "nothing"
+    return "the bytes " + " ".join(f"{byte:02X}" for byte in data)

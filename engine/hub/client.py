@@ -1,8 +1,13 @@
 """Searching the Hub for GGUF repositories and listing a repository's model files.
 
-Calls go through huggingface_hub's HfApi with the endpoint from HF_ENDPOINT (read at each
-HubClient, so tests and mirrors work), so proxies, tokens and offline mode behave as in every
-other Hub call. Every failure becomes a HubError whose message says what to do.
+Calls go through huggingface_hub (its HfApi, or its shared HTTP session and headers) with the
+endpoint from HF_ENDPOINT (read at each HubClient, so tests and mirrors work), so proxies, tokens
+and offline mode behave as in every other Hub call. Every failure becomes a HubError whose message
+says what to do; without a connection it says so in a few seconds.
+
+A search is one request with a short timeout and no retries: a person is waiting for it, and
+HfApi.list_models retries a refused connection five times with back-off (24 s measured here
+before the error came).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlparse
 
 from engine.hub.catalog import ModelFile, group_model_files
 from engine.hub.records import RemoteFile
@@ -19,6 +25,21 @@ from engine.hub.records import RemoteFile
 SORTS = {"downloads": "downloads", "likes": "likes", "recent": "last_modified"}
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
 _EXPAND = ["downloads", "likes", "lastModified", "tags", "gated", "cardData"]
+SEARCH_TIMEOUT_S = 6.0  # to connect, and then for each read
+# Exception class names (httpx's and requests' families) that mean the network, not the Hub
+_NETWORK_ERRORS = {
+    "ConnectError",
+    "ConnectTimeout",
+    "ReadTimeout",
+    "TimeoutException",
+    "NetworkError",
+    "TransportError",
+    "ProxyError",
+    "ConnectionError",  # requests', and Python's own (refused, reset)
+    "Timeout",
+    "TimeoutError",
+    "gaierror",  # the name did not resolve
+}
 
 
 class HubError(Exception):
@@ -69,7 +90,28 @@ def _summary(info: Any) -> RepoSummary:
     )
 
 
-def _hub_error(action: str, exc: Exception) -> HubError:
+def is_connection_problem(exc: BaseException) -> bool:
+    """True when `exc` (or what caused it) is a failure to reach the Hub at all."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        names = {cls.__name__ for cls in type(current).__mro__}
+        if names & _NETWORK_ERRORS:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def no_connection_message(endpoint: str) -> str:
+    host = urlparse(endpoint).hostname or endpoint
+    return (
+        f"No connection to the Hugging Face Hub ({host}). Check your internet connection or "
+        "proxy, then search again; the models you already have work without one."
+    )
+
+
+def _hub_error(action: str, exc: Exception, endpoint: str = "") -> HubError:
     from huggingface_hub.errors import (
         GatedRepoError,
         OfflineModeIsEnabled,
@@ -85,6 +127,8 @@ def _hub_error(action: str, exc: Exception) -> HubError:
         )
     if isinstance(exc, RepositoryNotFoundError):
         return HubError(f"Cannot {action}: no such repository (or it is private).")
+    if is_connection_problem(exc):
+        return HubError(no_connection_message(endpoint or "huggingface.co"))
     return HubError(
         f"Cannot {action}: {type(exc).__name__}: {str(exc)[:300]}. Check your connection and "
         "try again."
@@ -106,17 +150,27 @@ class HubClient:
         first."""
         if sort not in SORTS:
             raise ValueError(f"sort must be one of {sorted(SORTS)}, not {sort!r}")
+        from huggingface_hub import ModelInfo, constants
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+        if constants.HF_HUB_OFFLINE:
+            raise HubError("Cannot search the Hub: Hearth is offline (HF_HUB_OFFLINE is set).")
+        params: list[tuple[str, str | int]] = [("filter", "gguf"), ("limit", limit)]
+        params.append(("sort", "lastModified" if sort == "recent" else SORTS[sort]))
+        params += [("expand", field) for field in _EXPAND]
+        if text.strip():
+            params.append(("search", text.strip()))
         try:
-            found = self.api.list_models(
-                search=text.strip() or None,
-                filter="gguf",
-                sort=SORTS[sort],
-                limit=limit,
-                expand=_EXPAND,
+            response = get_session().get(
+                f"{self.endpoint}/api/models",
+                params=params,
+                headers=build_hf_headers(token=self.token, library_name="hearth"),
+                timeout=SEARCH_TIMEOUT_S,
             )
-            return [_summary(info) for info in found]
+            hf_raise_for_status(response)
+            return [_summary(ModelInfo(**{"siblings": None, **item})) for item in response.json()]
         except Exception as exc:
-            raise _hub_error(f"search the Hub for {text!r}", exc) from exc
+            raise _hub_error(f"search the Hub for {text!r}", exc, self.endpoint) from exc
 
     def file_metadata(self, repo_id: str, filename: str, revision: str = "main") -> RemoteFile:
         """One file's size and sha256 from a HEAD on its resolve URL (X-Linked-Size and
@@ -130,7 +184,7 @@ class HubClient:
         try:
             meta = get_hf_file_metadata(url, token=self.token, endpoint=self.endpoint)
         except Exception as exc:
-            raise _hub_error(f"look up {repo_id}/{filename}", exc) from exc
+            raise _hub_error(f"look up {repo_id}/{filename}", exc, self.endpoint) from exc
         if meta.size is None:
             raise HubError(f"The Hub did not say how large {filename} is; try again later.")
         etag = (meta.etag or "").strip('"').lower()
@@ -141,7 +195,7 @@ class HubClient:
         try:
             info = self.api.model_info(repo_id, revision=revision, files_metadata=True)
         except Exception as exc:
-            raise _hub_error(f"list the files of {repo_id}", exc) from exc
+            raise _hub_error(f"list the files of {repo_id}", exc, self.endpoint) from exc
         commit = info.sha or revision or "main"
         remote = []
         for sibling in info.siblings or ():

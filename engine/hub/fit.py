@@ -30,6 +30,7 @@ class FitBadge:
     text: str  # short, for the badge itself
     detail: str  # the plan's context, offload and reasons, for a tooltip
     plan: Plan | None = None
+    on_gpu: bool = False  # fits with every layer on the GPU
 
 
 def remote_model_info(
@@ -55,7 +56,7 @@ def badge_for_plan(result: Plan, request: PlanRequest) -> FitBadge:
         return FitBadge(FITS, "Fits (CPU)", f"Runs on the CPU with {context}.", result)
     all_on_gpu = choice.n_gpu_layers >= choice.n_layers + 1 and not choice.n_cpu_expert_layers
     if all_on_gpu:
-        return FitBadge(FITS, "Fits", f"All on the GPU with {context}.", result)
+        return FitBadge(FITS, "Fits", f"All on the GPU with {context}.", result, on_gpu=True)
     return FitBadge(
         FITS_WITH_OFFLOAD,
         "Fits with offload",

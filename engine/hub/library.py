@@ -5,6 +5,7 @@ huggingface_hub's cache, each with its header, size, quant, last use and remembe
     models = library.scan()                 # -> list[LocalModel], most recently used first
     library.import_file(path)               # register a .gguf from elsewhere (not copied)
     library.mark_used(model.path, settings) # after a load: when, and with what settings
+    library.remember_opened(path, settings) # a model opened from anywhere: listed from now on
 
 What Hearth knows beyond the files lives in `<models folder>/library.json` (written atomically).
 The `.part` files of downloads in flight and the `.quarantine` folder are never listed.
@@ -30,6 +31,7 @@ INDEX_VERSION = 1
 LIBRARY = "library"  # a file inside the models folder (downloaded or copied there)
 IMPORTED = "imported"  # a file elsewhere on disk, registered by drag-and-drop or the picker
 HF_CACHE = "hf-cache"  # a file in huggingface_hub's cache
+BUNDLED = "bundled"  # shipped with Hearth (the starter model): always listed, never deleted
 # How a downloaded file was checked (LocalModel.verified_by); files Hearth did not download
 # (imported, in the HF cache, put in the folder by hand) have None: nothing is promised for them.
 BY_SHA256 = "sha256"  # its sha256 equals the one the Hub lists
@@ -87,8 +89,16 @@ def split_parts(first: Path) -> tuple[Path, ...] | None:
 
 
 class Library:
-    def __init__(self, models_dir: Path, *, hf_cache_dir: Path | None = None, scan_hf_cache=True):
+    def __init__(
+        self,
+        models_dir: Path,
+        *,
+        hf_cache_dir: Path | None = None,
+        scan_hf_cache=True,
+        bundled: tuple[Path, ...] = (),
+    ):
         self.models_dir = Path(models_dir)
+        self.bundled = tuple(Path(p) for p in bundled)
         self.index_path = self.models_dir / "library.json"
         self.hf_cache_dir = hf_cache_dir
         self.scan_hf_cache = scan_hf_cache
@@ -117,6 +127,14 @@ class Library:
             fields["settings"] = dict(settings)
         self._update(path, **fields)
 
+    def remember_opened(self, path: Path, settings: dict[str, Any] | None = None) -> None:
+        """A model that was loaded from wherever it is (File › Open, a drop, --model): listed
+        from now on, in place (not copied), with when and how it was loaded."""
+        fields: dict[str, Any] = {"last_used": time.time(), "imported": True}
+        if settings is not None:
+            fields["settings"] = dict(settings)
+        self._update(path, **fields)
+
     def record_download(
         self, path: Path, repo_id: str, sha256: str | None, *, verified: bool | None = None
     ) -> None:
@@ -137,15 +155,19 @@ class Library:
         found: dict[Path, LocalModel] = {}
         for first in self._library_files():
             found.setdefault(first.resolve(), self._entry(first, LIBRARY, index))
+        # Before the registered files: a cached file that was opened stays a cached file.
+        if self.scan_hf_cache:
+            for first, repo_id in self._hf_cache_files():
+                if first.resolve() not in found:
+                    found[first.resolve()] = self._entry(first, HF_CACHE, index, repo_id)
+        for first in self.bundled:
+            if first.is_file() and first.resolve() not in found:
+                found[first.resolve()] = self._entry(first, BUNDLED, index)
         for key, entry in index.items():
             if entry.get("imported"):
                 first = Path(key)
                 if first.exists() and first.resolve() not in found:
                     found[first.resolve()] = self._entry(first, IMPORTED, index)
-        if self.scan_hf_cache:
-            for first, repo_id in self._hf_cache_files():
-                if first.resolve() not in found:
-                    found[first.resolve()] = self._entry(first, HF_CACHE, index, repo_id)
         return sorted(found.values(), key=lambda m: (-(m.last_used or 0), m.name.lower()))
 
     def _library_files(self) -> Iterable[Path]:
@@ -247,6 +269,8 @@ class Library:
                     raise LibraryError(f"{part} is outside the models folder; not deleted.")
             for part in model.parts:
                 part.unlink(missing_ok=True)
+        elif model.source == BUNDLED:
+            raise LibraryError(f"{model.name} comes with Hearth; it cannot be deleted.")
         elif model.source == HF_CACHE:
             raise LibraryError(
                 f"{model.name} is in the Hugging Face cache, shared with other programs. "

@@ -34,7 +34,9 @@ def check_model_file(path: str | Path) -> ModelInfo:
     try:
         info = read_model_info(path)
     except GGUFError as exc:
-        raise UnusableModelFile(f"“{name}” is not a readable GGUF file: {exc}") from exc
+        raise UnusableModelFile(
+            f"“{name}” is not a readable GGUF file: {problem_text(exc)}"
+        ) from exc
     except OSError as exc:
         raise UnusableModelFile(f"“{name}” could not be read: {exc.strerror or exc}") from exc
     except Exception as exc:
@@ -47,3 +49,14 @@ def check_model_file(path: str | Path) -> ModelInfo:
     if problem:
         raise UnusableModelFile(f"“{name}” cannot be loaded: {problem}")
     return info
+
+
+def problem_text(exc: GGUFError) -> str:
+    """What is wrong with the file and what to do, as sentences (the field and byte offset are
+    for a bug report, so they come last)."""
+    if exc.field == "magic":
+        return (
+            f"{exc.detail}. It may be another kind of file with a .gguf name, or a download that "
+            "went wrong; choose a GGUF model file or download it again."
+        )
+    return f"{exc.headline} ({exc.field}, byte {exc.offset:,}: {exc.detail}). {exc.advice}"

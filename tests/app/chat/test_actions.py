@@ -3,7 +3,6 @@ crash mid-reply, regenerate, edit and resend, delete, system prompt, presets, co
 
 from __future__ import annotations
 
-import pytest
 from PySide6.QtCore import Qt
 
 from app.chat.session import INCOMPLETE_FOOTER
@@ -12,34 +11,9 @@ from app.chat.view import ChatView
 from engine.chat.store import ConversationStore
 from engine.enums import EngineState
 from engine.runtime import protocol as p
+from tests.app.chat.conftest import _chat
 from tests.app.conftest import WAIT_MS, client_of
 from tests.app.fake_engine import done
-
-
-@pytest.fixture
-def store_path(tmp_path):
-    return tmp_path / "chats.sqlite3"
-
-
-@pytest.fixture
-def store(store_path):
-    s = ConversationStore.open(store_path)
-    yield s
-    s.close()
-
-
-def _chat(qtbot, bridge, store) -> ChatView:
-    view = ChatView(bridge, store=store)
-    qtbot.addWidget(view)
-    view.resize(1000, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
-
-
-@pytest.fixture
-def chat(qtbot, bridge, store) -> ChatView:
-    return _chat(qtbot, bridge, store)
 
 
 def _load(qtbot, bridge, tmp_path, n_ctx=4096):

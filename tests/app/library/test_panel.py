@@ -3,6 +3,9 @@ local models (load, delete, import, drop), offline mode, and its place in the ma
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +15,7 @@ from PySide6.QtGui import QDropEvent
 
 from app.common.background import QueueBridge
 from app.library.panel import LibraryPanel
+from app.library.suggestions import NO_CONNECTION
 from app.shell.main_window import MainWindow
 from app.shell.pages import LIBRARY, default_pages
 from engine.hub.client import HubClient
@@ -19,8 +23,10 @@ from engine.hub.download import RetryPolicy, part_path
 from engine.hub.library import Library
 from engine.hub.queue import DONE, FAILED, PAUSED, DownloadQueue
 from engine.hub.settings import HubSettings
+from engine.hub.suggestions import CatalogueEntry
 from engine.planner import DeviceBudget, PlanRequest
-from tests.app.conftest import client_of
+from engine.starter_model import STARTER_FILE
+from tests.app.conftest import client_of, open_in_window
 from tests.engine.gguf.craft import valid_model
 from tests.engine.hub.fake_hub import Cut, FakeHub
 
@@ -56,7 +62,9 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
         hub.close()
 
 
-def make_panel(qtbot, tmp_path: Path, *, offline=False, request=BIG_CARD, policy=None):
+def make_panel(
+    qtbot, tmp_path: Path, *, offline=False, request=BIG_CARD, policy=None, catalogue=list
+):
     settings = HubSettings(models_dir=tmp_path / "models", offline=offline)
     bridge = QueueBridge()
     queue = DownloadQueue(
@@ -76,6 +84,7 @@ def make_panel(qtbot, tmp_path: Path, *, offline=False, request=BIG_CARD, policy
         client_factory=lambda: HubClient(token=False),
         plan_request=lambda: request,
         load_model=loaded.append,
+        catalogue=catalogue,
     )
     bridge.setParent(panel)
     qtbot.addWidget(panel)
@@ -115,6 +124,47 @@ def test_search_lists_files_by_quant_with_fit_badges(qtbot, hub, tmp_path) -> No
     assert "All on the GPU" in panel.file_items()[0].toolTip(2)
     # nothing was downloaded to decide: only header ranges were read
     assert not (tmp_path / "models").exists() or not any((tmp_path / "models").rglob("*.gguf"))
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_a_search_without_a_connection_says_so_in_seconds(qtbot, tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    panel = make_panel(qtbot, tmp_path)
+    panel.search_box.setText("qwen")
+    started = time.monotonic()
+    qtbot.mouseClick(panel.search_button, Qt.MouseButton.LeftButton)
+    assert panel.searching() and not panel.search_button.isEnabled()
+    qtbot.waitUntil(lambda: not panel.error_banner.isHidden(), timeout=WAIT_MS)
+    assert time.monotonic() - started < 5.0
+    assert panel.error_banner.title() == "No connection to the Hugging Face Hub (127.0.0.1)"
+    assert "Check your internet connection" in panel.error_banner.text()
+    assert [button.text() for button in panel.error_banner.action_buttons()] == ["Search again"]
+    assert not panel.searching() and panel.search_button.isEnabled()
+
+
+def test_a_search_that_hangs_can_be_cancelled_and_times_out(qtbot, tmp_path, monkeypatch) -> None:
+    with socket.socket() as silent:  # connects, never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{silent.getsockname()[1]}")
+        panel = make_panel(qtbot, tmp_path)
+        panel.search()
+        assert panel.searching()
+        qtbot.mouseClick(panel.cancel_search_button, Qt.MouseButton.LeftButton)
+        assert not panel.searching() and panel.status_label.text() == "Search cancelled."
+        qtbot.waitUntil(lambda: not panel.runner.busy, timeout=WAIT_MS)  # the late answer...
+        assert panel.error_banner.isHidden()  # ...is dropped
+
+        monkeypatch.setattr("app.library.panel.SEARCH_DEADLINE_MS", 300)  # should the client
+        monkeypatch.setattr("engine.hub.client.SEARCH_TIMEOUT_S", 30.0)  # not give up itself
+        panel.search()
+        qtbot.waitUntil(lambda: not panel.error_banner.isHidden(), timeout=WAIT_MS)
+        assert panel.error_banner.title().startswith("No connection")
 
 
 def test_does_not_fit_badge(qtbot, hub, tmp_path) -> None:
@@ -193,7 +243,12 @@ def test_import_by_drop_and_bad_files_say_why(qtbot, hub, tmp_path) -> None:
     panel.dropEvent(event)
     qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
     assert panel.local.topLevelItem(0).text(0) == "good.gguf"
-    assert "bad.gguf is not a usable GGUF" in panel.status_label.text()
+    assert not panel.error_banner.isHidden()
+    assert "bad.gguf is not a usable GGUF" in panel.error_banner.title()
+
+
+def _local_names(panel: LibraryPanel) -> list[str]:
+    return [panel.local.topLevelItem(i).text(0) for i in range(panel.local.topLevelItemCount())]
 
 
 def test_the_main_window_shows_the_library_panel(qtbot, bridge, tmp_path, monkeypatch) -> None:
@@ -207,8 +262,8 @@ def test_the_main_window_shows_the_library_panel(qtbot, bridge, tmp_path, monkey
     model.parent.mkdir(parents=True)
     model.write_bytes(GGUF)
     panel.refresh_local()
-    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
-    panel.local.setCurrentItem(panel.local.topLevelItem(0))
+    qtbot.waitUntil(lambda: "m.gguf" in _local_names(panel), timeout=WAIT_MS)
+    panel.local.setCurrentItem(panel.local.topLevelItem(_local_names(panel).index("m.gguf")))
     panel.local_view.load_selected()
     # the window's own, checked load path took it
     assert window.model_label.text().startswith("Loading m.gguf")
@@ -241,6 +296,92 @@ def test_status_text_shows_bytes_rate_and_time_left() -> None:
     assert eta_text(600) == "10 min left" and eta_text(7200) == "2.0 h left"
     job.state, job.message = "failed", "HTTP 500 … resume"
     assert job_status_text(job) == "HTTP 500 … resume"
+
+
+def test_an_older_scan_that_finishes_last_does_not_hide_newer_models(qtbot, tmp_path) -> None:
+    panel = make_panel(qtbot, tmp_path, offline=True)
+    release = threading.Event()
+    scan = panel.library.scan
+
+    def first_scan_is_slow():
+        found = scan()  # before the model below is written: finds nothing...
+        release.wait(10)  # ...and answers after the second scan (a busy machine)
+        return found
+
+    panel.library.scan = first_scan_is_slow
+    panel.refresh_local()
+    model = tmp_path / "models" / "m.gguf"
+    model.parent.mkdir(parents=True, exist_ok=True)
+    model.write_bytes(GGUF)
+    panel.library.scan = scan
+    panel.refresh_local()
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1, timeout=WAIT_MS)
+    release.set()
+    qtbot.waitUntil(lambda: not panel.runner.busy, timeout=WAIT_MS)
+    assert panel.local.topLevelItemCount() == 1
+
+
+SUGGESTED = [
+    CatalogueEntry(REPO, "tiny-Q8_0.gguf", "Tiny Q8", "The test model."),
+    CatalogueEntry("org/other-GGUF", "o-Q4_0.gguf", "Other", "Another one."),
+]
+
+
+def test_the_first_visit_suggests_models_that_fit_with_badges(qtbot, hub, tmp_path) -> None:
+    panel = make_panel(qtbot, tmp_path, catalogue=lambda: SUGGESTED)
+    assert not panel.suggestions.asked  # nothing asked of the Hub before the page is seen
+    panel.show()
+    qtbot.waitUntil(lambda: panel.suggestions.tree.topLevelItemCount() == 2, timeout=WAIT_MS)
+    rows = [panel.suggestions.tree.topLevelItem(i) for i in range(2)]
+    assert {row.text(0) for row in rows} == {"Tiny Q8", "Other"}
+    assert {row.text(2) for row in rows} == {"Fits"}
+    assert "All on the GPU" in rows[0].toolTip(2)
+    asked = len(hub.requests)
+    panel.hide()
+    panel.show()  # a second visit asks nothing again
+    qtbot.wait(100)
+    assert len(hub.requests) == asked
+
+    panel.suggestions.tree.setCurrentItem(rows[0])
+    qtbot.mouseClick(panel.download_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: len(panel.rows) == 1, timeout=WAIT_MS)
+    [row] = panel.rows.values()
+    assert row.title.text().endswith(rows[0].data(0, Qt.ItemDataRole.UserRole).model.name)
+
+
+def test_no_suggestions_offline_and_a_quiet_line_without_a_connection(
+    qtbot, tmp_path, monkeypatch
+) -> None:
+    offline = make_panel(qtbot, tmp_path / "a", offline=True, catalogue=lambda: SUGGESTED)
+    offline.show()
+    assert offline.suggestions.isHidden() and not offline.suggestions.asked
+
+    monkeypatch.setenv("HF_ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
+    panel = make_panel(qtbot, tmp_path / "b", catalogue=lambda: SUGGESTED)
+    panel.show()
+    qtbot.waitUntil(lambda: panel.suggestions.note.text() == NO_CONNECTION, timeout=WAIT_MS)
+    assert panel.error_banner.isHidden()  # not an error: nobody asked for it
+
+
+def test_models_opened_from_anywhere_and_the_starter_are_listed(
+    qtbot, bridge, tmp_path, monkeypatch, starter_model
+) -> None:
+    monkeypatch.setenv("HEARTH_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    window = MainWindow(bridge, pages=default_pages())
+    qtbot.addWidget(window)
+    panel = window.page(LIBRARY)
+    qtbot.waitUntil(lambda: STARTER_FILE in _local_names(panel), timeout=WAIT_MS)
+    starter_row = panel.local.topLevelItem(_local_names(panel).index(STARTER_FILE))
+    assert starter_row.text(3) == "comes with Hearth (demo)"
+
+    opened = tmp_path / "Downloads" / "found-Q4_K_M.gguf"  # File > Open, a drop or --model
+    opened.parent.mkdir()
+    opened.write_bytes(GGUF)
+    open_in_window(qtbot, window, opened)
+    qtbot.waitUntil(lambda: "found-Q4_K_M.gguf" in _local_names(panel), timeout=WAIT_MS)
+    row = panel.local.topLevelItem(_local_names(panel).index("found-Q4_K_M.gguf"))
+    assert row.text(3) == "opened from its folder" and row.text(4) != "never"
 
 
 def test_a_download_without_a_sha256_is_shown_unverified(qtbot, hub, tmp_path) -> None:

@@ -28,6 +28,11 @@ def test_the_benchmark_reports_every_figure_without_llama_bench():
         assert hearth[key] > 0, key
     assert {row["metric"] for row in report["rows"]} >= {"load", "prefill", "decode at depth"}
     assert all(row["ratio"] is None for row in report["rows"])
+    # Progress on stderr, one line per phase, so that minutes of work never look like a hang.
+    progress = [line for line in done.stderr.splitlines() if line.startswith("[bench] ")]
+    assert progress[0] == "[bench] Starting the engine…"
+    assert "[bench] Decoding 64 tokens…" in progress
+    assert progress[-1] == "[bench] Decoding at a depth of 256 tokens…"
 
 
 @pytest.mark.parametrize(

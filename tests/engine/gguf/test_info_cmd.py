@@ -84,6 +84,24 @@ def test_parse_hub_spec() -> None:
     assert info_cmd.parse_hub_spec("hf://a/b/d.gguf") == ("a/b", "d.gguf", "main")
 
 
+def test_without_a_model_it_describes_the_starter_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    starter = tmp_path / "starter.gguf"
+    starter.write_bytes(valid_model().bytes())
+    monkeypatch.setattr("engine.starter_model.starter_model_path", lambda: starter)
+    assert run() == 0
+    assert capsys.readouterr().out.startswith("Tiny Test (llama)\n")
+
+
+def test_without_a_model_or_a_starter_model_it_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("engine.starter_model.starter_model_path", lambda: None)
+    assert run() == 2
+    assert "Pass a .gguf file" in capsys.readouterr().err
+
+
 def test_terminal_escapes_in_a_model_name_are_printed_inert(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -1,11 +1,15 @@
-"""Search and repository listings through huggingface_hub's HfApi, against the fake Hub."""
+"""Search and repository listings through huggingface_hub, against the fake Hub; no
+connection is said in seconds."""
 
 from __future__ import annotations
+
+import socket
+import time
 
 import pytest
 
 from engine.hub.catalog import OTHER, by_quant, group_model_files, quant_of
-from engine.hub.client import HubClient, HubError
+from engine.hub.client import HubClient, HubError, is_connection_problem
 from engine.hub.records import RemoteFile
 from tests.engine.hub.conftest import sha256
 from tests.engine.hub.fake_hub import FakeHub
@@ -97,9 +101,44 @@ def test_failures_are_hub_errors_that_say_what_to_do(fake_hub: FakeHub) -> None:
     client = HubClient(token=False)
     with pytest.raises(HubError, match="no such repository"):
         client.repo_files("org/missing")
-    fake_hub.api_status = 400  # (a refused connection works too, after the library's retries)
+    fake_hub.api_status = 400
     with pytest.raises(HubError, match=r"search the Hub.*Check your connection"):
         client.search("llama")
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]  # nothing listens there once closed
+
+
+def test_a_search_without_a_connection_says_so_at_once() -> None:
+    client = HubClient(endpoint=f"http://127.0.0.1:{_closed_port()}", token=False)
+    started = time.monotonic()
+    with pytest.raises(HubError, match=r"^No connection to the Hugging Face Hub \(127.0.0.1\)"):
+        client.search("llama")
+    assert time.monotonic() - started < 3.0  # no retries with back-off (24 s before)
+
+
+def test_a_hub_that_never_answers_is_no_connection_after_the_timeout(monkeypatch) -> None:
+    monkeypatch.setattr("engine.hub.client.SEARCH_TIMEOUT_S", 0.5)
+    with socket.socket() as silent:  # accepts connections (the backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(4)
+        client = HubClient(endpoint=f"http://127.0.0.1:{silent.getsockname()[1]}", token=False)
+        started = time.monotonic()
+        with pytest.raises(HubError, match="No connection"):
+            client.search("llama")
+        assert time.monotonic() - started < 3.0
+
+
+def test_connection_problems_are_told_from_hub_answers() -> None:
+    assert is_connection_problem(ConnectionRefusedError(111, "refused"))
+    assert is_connection_problem(socket.gaierror(-2, "Name or service not known"))
+    wrapped = RuntimeError("request failed")
+    wrapped.__cause__ = TimeoutError()
+    assert is_connection_problem(wrapped)
+    assert not is_connection_problem(ValueError("bad JSON"))
 
 
 def test_file_metadata_from_head_gives_linked_size_and_sha256(fake_hub: FakeHub) -> None:

@@ -9,6 +9,8 @@ import os
 import random
 import subprocess
 import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -29,7 +31,9 @@ from tests.engine.hub.fake_hub import Cut, FakeHub, IgnoreRange, Slow, Status
 pytestmark = pytest.mark.timeout(60)
 
 SIZE = 300 * 1024
-FAST = RetryPolicy(attempts=3, first_delay_s=0.01, max_delay_s=0.05, read_timeout_s=0.5)
+# Short waits between tries, but a read timeout no busy machine reaches by accident: a spurious
+# timeout is one more request, which changes which fault the next request meets.
+FAST = RetryPolicy(attempts=3, first_delay_s=0.01, max_delay_s=0.05, read_timeout_s=10.0)
 REPO = "org/model-GGUF"
 
 
@@ -114,8 +118,8 @@ def test_persistent_errors_fail_clearly_and_keep_the_part(
 
 def test_a_stalled_body_times_out_and_is_retried(fake_hub: FakeHub, tmp_path: Path) -> None:
     data, file = setup_file(fake_hub)
-    fake_hub.add_faults(file.filename, Slow(3.0))
-    policy = RetryPolicy(attempts=3, first_delay_s=0.01, read_timeout_s=0.5)
+    fake_hub.add_faults(file.filename, Slow(8.0))  # far past the timeout, busy machine or not
+    policy = RetryPolicy(attempts=3, first_delay_s=0.01, read_timeout_s=2.0)
     [path] = run(file, tmp_path, policy=policy)
     assert path.read_bytes() == data
     assert len(fake_hub.resolve_requests(file.filename)) == 2
@@ -190,17 +194,43 @@ def test_free_space_is_checked_before_starting(fake_hub: FakeHub, tmp_path: Path
     assert fake_hub.resolve_requests(file.filename) == []
 
 
+def stop_when(condition: Callable[[], bool], stop: StopFlag, reason: str) -> None:
+    """Request the stop as soon as `condition` holds, however long the download takes to get
+    there.
+
+    (A timer of 0.2 s assumed the download got there first. On a busy machine setting up the
+    HTTP client alone took longer, the pause came before any byte, and no part was kept: 5 of 6
+    runs failed with six other processes spinning on the 2 cores.)
+    """
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            if condition():
+                stop.request(reason)
+                return
+            time.sleep(0.005)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 def test_pause_keeps_the_part_and_cancel_deletes_it(fake_hub: FakeHub, tmp_path: Path) -> None:
     data, file = setup_file(fake_hub)
+    part = part_path(tmp_path / file.filename)
     for reason in (PAUSE, CANCEL):
         stop = StopFlag()
-        fake_hub.add_faults(file.filename, Cut(40_000))  # then a slow retry, stopped meanwhile
-        policy = RetryPolicy(attempts=3, first_delay_s=5.0)
-        threading.Timer(0.2, stop.request, (reason,)).start()
+        fake_hub.add_faults(file.filename, Cut(40_000))  # then a long wait to retry...
+        policy = RetryPolicy(attempts=3, first_delay_s=60.0)
+        asked = len(fake_hub.resolve_requests(file.filename))
+
+        def cut_and_waiting(asked: int = asked) -> bool:  # ...in which the stop comes
+            answered = len(fake_hub.resolve_requests(file.filename)) > asked
+            return answered and part.exists() and part.stat().st_size >= 40_000
+
+        stop_when(cut_and_waiting, stop, reason)
         with pytest.raises(DownloadStopped) as info:
             run(file, tmp_path, stop=stop, policy=policy)
         assert info.value.reason == reason
-        part = part_path(tmp_path / file.filename)
         assert part.exists() == (reason == PAUSE)
         assert library_files(tmp_path) == {}
     [path] = run(file, tmp_path)

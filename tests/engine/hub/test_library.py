@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.hub.library import HF_CACHE, IMPORTED, LIBRARY, Library, LibraryError
+from engine.hub.library import BUNDLED, HF_CACHE, IMPORTED, LIBRARY, Library, LibraryError
 from engine.hub.settings import HubSettings, load_settings, save_settings
 from tests.engine.gguf.craft import valid_model
 
@@ -113,3 +113,32 @@ def test_settings_round_trip_and_survive_a_broken_file(tmp_path: Path) -> None:
     path.write_text("{broken")
     assert load_settings(path) == HubSettings.default()
     assert HubSettings.default().with_models_dir("~/x").models_dir == Path.home() / "x"
+
+
+def test_a_model_opened_from_anywhere_is_listed_from_then_on(tmp_path: Path) -> None:
+    opened = put(tmp_path / "Downloads" / "found-Q4_K_M.gguf")
+    Library(tmp_path / "models", scan_hf_cache=False).remember_opened(opened, {"n_ctx": 4096})
+    [model] = Library(tmp_path / "models", scan_hf_cache=False).scan()
+    assert model.path == opened and model.source == IMPORTED
+    assert model.settings == {"n_ctx": 4096} and model.last_used
+    assert opened.exists()  # listed where it is, not copied
+
+
+def test_a_cached_file_that_was_opened_stays_a_cached_file(tmp_path: Path) -> None:
+    cache = tmp_path / "hf"
+    fake_hf_cache(cache, "org/m-GGUF", {"m-Q4_0.gguf": GGUF})
+    snapshot = cache / "models--org--m-GGUF" / "snapshots" / ("a" * 40)
+    library = Library(tmp_path / "models", hf_cache_dir=cache)
+    library.remember_opened(snapshot / "m-Q4_0.gguf")
+    [model] = library.scan()
+    assert model.source == HF_CACHE and model.repo_id == "org/m-GGUF" and model.last_used
+
+
+def test_the_bundled_starter_model_is_always_listed_and_never_deleted(tmp_path: Path) -> None:
+    starter = put(tmp_path / "site-packages" / "starter.gguf")
+    library = Library(tmp_path / "models", scan_hf_cache=False, bundled=(starter,))
+    [model] = library.scan()
+    assert model.source == BUNDLED and not model.deletable
+    with pytest.raises(LibraryError, match="comes with Hearth"):
+        library.delete(model)
+    assert starter.exists()
