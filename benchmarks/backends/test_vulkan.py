@@ -35,7 +35,7 @@ def test_all_layers_on_the_vulkan_device_with_flash_attention_match_the_cpu_buil
         # With the sampler chain in the graph (backend sampling, the engine's default) lavapipe
         # crashed in about half of the runs, inside its own command execution
         # (docs/backends.md); the worker therefore samples on the CPU when the Vulkan device is
-        # a software one (engine_state.software_vulkan). The greedy choice is the argmax of the
+        # a software one (device_facts.software_vulkan). The greedy choice is the argmax of the
         # same logits either way.
         loaded = engine.load(model, n_ctx=1024, n_gpu_layers=-1, flash_attn="on")
         assert isinstance(loaded, p.ModelLoaded), loaded

@@ -22,6 +22,13 @@ from engine.llama.log import BufferAllocation
 from engine.llama.params import ContextSettings
 from engine.runtime import protocol as p
 from engine.runtime.batched_decode import BatchedDecoder
+from engine.runtime.device_facts import (
+    device_used,
+    devices_holding,
+    layers_on_gpu,
+    rss_bytes,
+    software_vulkan_device,
+)
 from engine.runtime.generation import Session, Stopped, generate
 from engine.runtime.to_llama import context_settings, model_settings
 
@@ -140,7 +147,7 @@ class Engine:
                 session.close()  # return the old model's memory before taking more
             model = weights = None
             kept = False
-        if params.backend_sampling and _software_vulkan_device():
+        if params.backend_sampling and software_vulkan_device():
             # Mesa's lavapipe crashed inside its own driver in about half of the runs with the
             # sampler chain in the graph (docs/backends.md); sampling on the CPU costs little
             # on a device that is a CPU anyway.
@@ -157,7 +164,7 @@ class Engine:
                 refused = _refused_by_header(params.path) if self._faults.header_check else None
                 if refused:
                     raise llama.EngineError(refused)
-                used_before = _device_used()
+                used_before = device_used()
                 model, engine_note = _open_model(params)
                 weights = _Weights(
                     file=_file_identity(params.path),
@@ -184,7 +191,7 @@ class Engine:
             )
             return
         load_seconds = time.perf_counter() - started
-        used_after = _device_used()
+        used_after = device_used()
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
@@ -203,14 +210,14 @@ class Engine:
                 n_params=model.n_params(),
                 size_bytes=model.size_bytes(),
                 n_layers=model.n_layers(),
-                n_gpu_layers=_layers_on_gpu(params.n_gpu_layers, model.n_layers()),
+                n_gpu_layers=layers_on_gpu(params.n_gpu_layers, model.n_layers()),
                 flash_attn=self._flash_attn_state(params.flash_attn),
                 chat_template=self._template_note,
                 chat_template_problem=template_problem,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
                 allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
-                runs_on=_devices_holding(allocations),
+                runs_on=devices_holding(allocations),
                 tensors_in_ram=weights.tensors_in_ram,
                 device_used_delta=tuple(
                     p.DeviceDelta(device=name, used_bytes=used_after[name] - used)
@@ -461,7 +468,7 @@ class Engine:
         return p.MemoryReport(
             model_bytes=session.model.size_bytes() if session else 0,
             context_bytes=session.ctx.state_bytes() if session else 0,
-            process_rss_bytes=_rss_bytes(),
+            process_rss_bytes=rss_bytes(),
             devices=devices,
         )
 
@@ -536,78 +543,6 @@ def _no_stats(received_at: float) -> p.GenerationStats:
         time_to_first_token=time.perf_counter() - received_at,
         decode_seconds=0.0,
     )
-
-
-def _layers_on_gpu(asked: int, n_layers: int) -> int:
-    if not llama.supports_gpu_offload():
-        return 0  # a CPU build takes the request and runs everything on the CPU
-    return n_layers if asked < 0 else min(asked, n_layers)
-
-
-def _devices_holding(allocations: tuple[BufferAllocation, ...]) -> tuple[str, ...]:
-    """The devices that hold weights or KV cache, GPUs first, each with its description."""
-    names: list[str] = []
-    for a in allocations:
-        if a.kind in ("model", "KV") and a.bytes > 0:
-            # "CPU_Mapped", "CUDA_Host", "CPU_REPACK": host memory, all of it the CPU's.
-            name = "CPU" if a.device.startswith("CPU") or a.device.endswith("_Host") else a.device
-            if name not in names:
-                names.append(name)
-    try:
-        from engine.llama.devices import list_engine_devices
-
-        described = {d.name: d.description for d in list_engine_devices()}
-    except Exception:
-        described = {}
-    gpus = [n for n in names if n != "CPU"]
-    return tuple(
-        [f"{n}: {described[n]}" if described.get(n) else n for n in gpus]
-        + (["CPU"] if "CPU" in names else [])
-    )
-
-
-def software_vulkan(devices) -> bool:
-    """Whether llama.cpp's Vulkan backend has a software rasteriser among its devices (Mesa's
-    llvmpipe/lavapipe, SwiftShader): only there when GGML_VK_VISIBLE_DEVICES names one."""
-    markers = ("llvmpipe", "lavapipe", "swiftshader")
-    return any(
-        d.backend.lower() == "vulkan" and any(m in d.description.lower() for m in markers)
-        for d in devices
-    )
-
-
-def _software_vulkan_device() -> bool:
-    try:
-        from engine.llama.devices import list_engine_devices
-
-        return software_vulkan(list_engine_devices())
-    except Exception:  # no device list: keep the engine's default
-        return False
-
-
-def _device_used() -> dict[str, int]:
-    """Memory in use per GPU now, as the driver reports it (the CPU device is left out: its
-    "memory" is the host's, moved by everything else running)."""
-    try:
-        from engine.llama.devices import list_engine_devices
-
-        return {
-            d.name: d.total_bytes - d.free_bytes
-            for d in list_engine_devices()
-            if d.type != "cpu" and d.total_bytes > 0
-        }
-    except Exception as exc:  # a nicety: the load must not fail for want of it
-        print(f"hearth worker: device memory unavailable: {exc}", flush=True)
-        return {}
-
-
-def _rss_bytes() -> int:
-    try:
-        import psutil
-
-        return psutil.Process().memory_info().rss
-    except Exception:
-        return 0
 
 
 def _check_template(model: llama.Model) -> tuple[str, str]:

@@ -4,7 +4,7 @@
 import pytest
 
 from engine.hardware.engine_view import EngineDevice
-from engine.runtime.engine_state import software_vulkan
+from engine.runtime.device_facts import software_vulkan
 
 
 def device(name, description, backend, kind="gpu"):
