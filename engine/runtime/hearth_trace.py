@@ -32,10 +32,9 @@ def trace(
     save_logits: Path | None = None,
 ) -> dict:
     """See the module docstring; `save_logits` also writes every step's logits (.npy)."""
-    import numpy as np
-    import torch
 
     from engine.runtime.hearth_driver import HearthModel
+    from engine.runtime.logit_trace import trace_steps
     from engine.runtime.protocol import ModelParams
 
     if forced is not None and len(forced) < n_tokens:
@@ -47,27 +46,16 @@ def trace(
         ctx.warm_up()
         prompt_tokens = model.tokenize(prompt, add_special=True)
         ctx.decode(prompt_tokens)
-        steps, tokens, every = [], [], []
-        for i in range(n_tokens):
-            logits = ctx.last_logits.float().cpu()
-            if save_logits is not None:
-                every.append(logits.numpy())
-            top = torch.sort(-logits, stable=True).indices[:top_k].tolist()
-            step = {
-                "argmax": top[0],
-                "argmax_piece": model.token_bytes(top[0]).hex(),
-                "top_ids": top,
-                "top_logits": [float(logits[t]) for t in top],
-            }
-            if watch is not None:
-                step["watched_logits"] = [float(logits[t]) for t in watch[i]]
-            steps.append(step)
-            token = forced[i] if forced is not None else top[0]
-            tokens.append(token)
-            if i + 1 < n_tokens:
-                ctx.decode_one(token)
-        if save_logits is not None:
-            np.save(save_logits, np.stack(every))
+        steps, tokens = trace_steps(
+            ctx,
+            model,
+            lambda: ctx.last_logits.float().cpu().numpy(),
+            n_tokens,
+            forced=forced,
+            watch=watch,
+            top_k=top_k,
+            save_logits=save_logits,
+        )
         text = b"".join(model.token_bytes(t) for t in tokens).decode("utf-8", "replace")
         return {
             "model": Path(model_path).name,

@@ -80,29 +80,16 @@ def trace(
                 ctx.decode_one(token)
         else:
             ctx.decode(prompt_tokens)
-        steps = []
-        tokens: list[int] = []
-        every = np.zeros((n_tokens, model.n_vocab), np.float32) if save_logits else None
-        for i in range(n_tokens):
-            logits = np.ctypeslib.as_array(ctx.logits_of_last(), shape=(model.n_vocab,)).copy()
-            if every is not None:
-                every[i] = logits
-            top = np.argsort(-logits, kind="stable")[:top_k]
-            step = {
-                "argmax": int(top[0]),
-                "argmax_piece": model.token_bytes(int(top[0])).hex(),
-                "top_ids": [int(t) for t in top],
-                "top_logits": [float(logits[t]) for t in top],
-            }
-            if watch is not None:
-                step["watched_logits"] = [float(logits[t]) for t in watch[i]]
-            steps.append(step)
-            token = forced[i] if forced is not None else int(top[0])
-            tokens.append(token)
-            if i + 1 < n_tokens:
-                ctx.decode_one(token)
-        if every is not None:
-            np.save(save_logits, every)
+        steps, tokens = trace_steps(
+            ctx,
+            model,
+            lambda: np.ctypeslib.as_array(ctx.logits_of_last(), shape=(model.n_vocab,)).copy(),
+            n_tokens,
+            forced=forced,
+            watch=watch,
+            top_k=top_k,
+            save_logits=save_logits,
+        )
         text = b"".join(model.token_bytes(t) for t in tokens).decode("utf-8", "replace")
         return {
             "model": Path(model_path).name,
@@ -123,6 +110,38 @@ def trace(
     finally:
         ctx.close()
         model.close()
+
+
+def trace_steps(ctx, model, logits_now, n_tokens: int, *, forced, watch, top_k, save_logits):
+    """(steps, tokens): `n_tokens` greedy (or forced) decode steps of an engine's context,
+    each step's top-k and watched logits recorded; `logits_now()` is the last output's logits
+    as a numpy vector. Shared by every engine's trace, so greedy_check reads one format."""
+    import numpy as np
+
+    steps: list[dict] = []
+    tokens: list[int] = []
+    every = []
+    for i in range(n_tokens):
+        logits = logits_now()
+        if save_logits is not None:
+            every.append(logits)
+        top = np.argsort(-logits, kind="stable")[:top_k]
+        step = {
+            "argmax": int(top[0]),
+            "argmax_piece": model.token_bytes(int(top[0])).hex(),
+            "top_ids": [int(t) for t in top],
+            "top_logits": [float(logits[t]) for t in top],
+        }
+        if watch is not None:
+            step["watched_logits"] = [float(logits[t]) for t in watch[i]]
+        steps.append(step)
+        token = forced[i] if forced is not None else int(top[0])
+        tokens.append(token)
+        if i + 1 < n_tokens:
+            ctx.decode_one(token)
+    if save_logits is not None:
+        np.save(save_logits, np.stack(every))
+    return steps, tokens
 
 
 def main(argv: list[str] | None = None) -> int:
