@@ -17,7 +17,7 @@ import sys
 
 from engine.cli import numbers
 from engine.cli.chat_commands import EXIT, HELP, HELP_TEXT, UNKNOWN, WELCOME, chat_command
-from engine.cli.planning import add_load_arguments, machine_with_engine, plan_from_command_line
+from engine.cli.planning import add_load_arguments, machine_after_start, plan_from_command_line
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.runtime.engine_output import crash_report
@@ -73,9 +73,7 @@ def run(args: argparse.Namespace) -> int:
     client = EngineClient(events)
     client.start()
     try:
-        # The worker says at start whether this engine can offload to a GPU: the plan needs it.
-        ready = events.wait_for(p.Ready, EngineCrashed, timeout=LOAD_TIMEOUT_S)
-        machine = machine_with_engine(ready if isinstance(ready, p.Ready) else None)
+        machine = machine_after_start(events, LOAD_TIMEOUT_S)
         decision = plan_from_command_line(model_path, args, machine, err=sys.stderr)
         if decision is None:
             return 1

@@ -101,3 +101,12 @@ def plan_from_command_line(
 def machine_with_engine(ready: p.Ready | None) -> MachineSnapshot:
     """This machine, with what the started worker said about GPU offload."""
     return snapshot_machine(gpu_offload=None if ready is None else ready.gpu_offload_supported)
+
+
+def machine_after_start(events, timeout_s: float) -> MachineSnapshot:
+    """Wait for the started worker's Ready (it says whether this engine can offload to a GPU:
+    the plan needs it) and take this machine's snapshot with that."""
+    from engine.runtime.client import EngineCrashed
+
+    ready = events.wait_for(p.Ready, EngineCrashed, timeout=timeout_s)
+    return machine_with_engine(ready if isinstance(ready, p.Ready) else None)

@@ -12,10 +12,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.cli.planning import machine_with_engine, plan_from_command_line
+from engine.cli.planning import machine_after_start, plan_from_command_line
 from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
-from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
+from engine.runtime.client import EngineClient, EventQueue
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, Limits, ServerConfig, ServerConfigError
 from engine.starter_model import starter_model_path
 
@@ -105,8 +105,7 @@ def run(args: argparse.Namespace) -> int:
     client = EngineClient(events)
     client.start()
     try:
-        ready = events.wait_for(p.Ready, EngineCrashed, timeout=LOAD_TIMEOUT_S)
-        machine = machine_with_engine(ready if isinstance(ready, p.Ready) else None)
+        machine = machine_after_start(events, LOAD_TIMEOUT_S)
         # The plan sees the whole cache: every parallel request has its own --ctx tokens.
         planned = argparse.Namespace(
             ctx=args.ctx * args.parallel, kv=args.kv, gpu_layers=args.gpu_layers
