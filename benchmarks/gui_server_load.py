@@ -43,6 +43,7 @@ from app.shell.pages import SERVER  # noqa: E402
 from benchmarks.gui_decode import (  # noqa: E402
     GREEDY,
     LOAD_TIMEOUT_S,
+    REPLY_TIMEOUT_S,
     EosIgnoringClient,
     GuiBenchFailed,
     GuiDecodeConfig,
@@ -143,14 +144,27 @@ class _Clients:
 
 
 def _window_reply(chat, bridge, config: GuiDecodeConfig, probe: _TextProbe, ticks) -> dict:
+    """One reply in the window, as a user sends it; only its own request's text is counted
+    (the bridge also carries the API requests' tokens: they share the engine client)."""
     chat.new_chat()
     QApplication.processEvents()
     probe.reset()
     ticks.start()
-    sent, done = _reply(chat, bridge, config, config.tokens)
+    chat.max_tokens = config.tokens
+    chat.input.setPlainText(config.prompt)
+    sent = time.perf_counter()
+    chat.send()
+    request = chat.request_id
+    if request is None:
+        raise GuiBenchFailed(f"the chat did not start a reply: {chat.model.entries()[-1].footer}")
+    failures = [bridge.generation_failed, bridge.command_failed, bridge.engine_crashed]
+    done = None
+    while done is None or done.request_id != request:
+        done = _wait([bridge.generation_done], failures, REPLY_TIMEOUT_S, "reply")
     responsiveness = ticks.stop()
-    (first_at, first_pieces), (last_at, _) = probe.updates[0], probe.updates[-1]
-    pieces = sum(n for _, n in probe.updates)
+    ours = [(at, n) for at, n, rid in probe.updates if rid == request]
+    (first_at, first_pieces), (last_at, _) = ours[0], ours[-1]
+    pieces = sum(n for _, n in ours)
     span = last_at - first_at
     return {
         "first_text_s": first_at - sent,
@@ -163,13 +177,21 @@ def _window_reply(chat, bridge, config: GuiDecodeConfig, probe: _TextProbe, tick
     }
 
 
+class _RequestProbe(_TextProbe):
+    """gui_decode's probe, keeping which request each text update belongs to."""
+
+    def __call__(self, request_id: int, text: str, n_pieces: int) -> None:
+        self.updates.append((time.perf_counter(), n_pieces, request_id))
+        self.text.append(text)
+
+
 def run(config: GuiDecodeConfig, clients: int, client_tokens: int, per_seq_ctx: int) -> dict:
     bridge = EngineBridge(client_factory=EosIgnoringClient)
     window = MainWindow(bridge)
     window.resize(*config.window_size)
     window.show()
     chat = window.chat_view
-    probe = _TextProbe()
+    probe = _RequestProbe()
     bridge.token_text.connect(probe)
     ticks = _TickGaps()
     slots = clients + 1
