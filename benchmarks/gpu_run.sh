@@ -66,10 +66,8 @@ sparse_models() {
 }
 
 server_wheels() {  # FastAPI, uvicorn, pydantic: not on the GPU machine's image
-  if [ ! -d /tmp/server-site ]; then
-    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
-      --target /tmp/server-site .whl/*.whl
-  fi
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/server-site .whl/*.whl
   export PYTHONPATH="$PYTHONPATH:/tmp/server-site"
 }
 
