@@ -49,9 +49,9 @@ class Engine:
         self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
         self._template_note = ""
-        from engine.llama.log import LlamaLog
+        from engine.llama.log import process_log
 
-        self._log = LlamaLog()  # before the backends load, so their lines go through it too
+        self._log = process_log()  # before the backends load, so their lines go through it too
         llama.init_backend()
 
     # -- called from the reader thread --------------------------------------------------------
