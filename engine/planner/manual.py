@@ -32,6 +32,8 @@ class ManualChoice:
     flash_attn: bool = True
     n_gpu_layers: int | None = None  # None: as many as fit; llama.cpp's count (output is one)
     n_cpu_expert_layers: int = 0  # MoE: the last N layers keep their experts in RAM
+    type_v: str | None = None  # None: as kv_type (K)
+    engine: str = "llama"  # "hearth": engine/planner/hearth_plan.py plans it
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def _config(
     profile: ModelProfile, choice: ManualChoice, n_gpu_layers: int, lean_outputs: bool = True
 ) -> Config:
     # V cache types other than f16 need flash attention in llama.cpp.
-    type_v = choice.kv_type if choice.flash_attn else "f16"
+    type_v = (choice.type_v or choice.kv_type) if choice.flash_attn else "f16"
     return Config(
         n_ctx=choice.n_ctx,
         type_k=choice.kv_type,
@@ -83,6 +85,11 @@ def most_gpu_layers(search: Search, profile: ModelProfile, choice: ManualChoice)
 
 def plan_manual(planner: Planner, request: PlanRequest, choice: ManualChoice) -> ManualPlan:
     profile = planner.profiles[0]
+    if choice.engine == "hearth":
+        from engine.planner.hearth_plan import manual_hearth
+
+        type_v = choice.type_v or choice.kv_type
+        return manual_hearth(profile.info, request, choice.n_ctx, choice.kv_type, type_v)
     search = Search(request)
     if choice.n_gpu_layers is None:
         n_gpu_layers = most_gpu_layers(search, profile, choice)

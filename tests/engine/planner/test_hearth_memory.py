@@ -1,0 +1,143 @@
+"""The Hearth engine's memory model, item by item, against hand-computed tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.gguf import TensorInfo
+from engine.planner.hearth_memory import (
+    MIB,
+    HearthConfig,
+    HearthProfile,
+    _matrix_allocations,
+    hearth_estimate,
+    hearth_items,
+    kv_allocations,
+    kv_bytes_per_token,
+    torch_reserved,
+)
+
+# Llama-3-8B: 32 layers, 8 KV heads of 128 values
+LAYERS, HEADS, D = 32, 8, 128
+
+
+@pytest.fixture(scope="module")
+def llama(synthetic_info):
+    return HearthProfile.of(synthetic_info("llama3-8b", "Q4_K_M"))
+
+
+def _rows(n_ctx: int) -> int:
+    """positions x heads in whole pages of 64"""
+    return -(-n_ctx // 64) * 64 * HEADS
+
+
+@pytest.mark.parametrize(
+    ("n_ctx", "type_k", "type_v", "per_row"),
+    [
+        (4096, "q8", "q8", (D + 2) * 2),  # int8 values + one f16 scale per row
+        (4096, "rot4", "rot4", (D // 2 + 4 * D // 32) * 2),  # nibbles + f16 scale and min / 32
+        (4096, "q8", "rot4", (D + 2) + (D // 2 + 4 * D // 32)),
+        (4096, "rot2", "rot4", (D // 4 + 4 * D // 32) + (D // 2 + 4 * D // 32)),
+        (4097, "q8", "q8", (D + 2) * 2),  # one more page of 64
+        (100, "rot4", "q8", (D // 2 + 4 * D // 32) + (D + 2)),
+        (4096, "f16", "q8", 2 * D + D + 2),  # f16 beside a paged format: paged f16 pages
+    ],
+)
+def test_paged_kv_bytes_per_format(llama, n_ctx, type_k, type_v, per_row):
+    sizes = kv_allocations(llama.config, HearthConfig(n_ctx, type_k, type_v))
+    extras = 4 * D * D + 4 * D + 8 * -(-n_ctx // 64)  # rotation matrix, signs, block table
+    assert sum(sizes) == _rows(n_ctx) * per_row * LAYERS + extras
+
+
+@pytest.mark.parametrize(("type_k", "type_v", "element"), [("f16", "f16", 2), ("f32", "f32", 4)])
+def test_plain_kv_is_one_tensor_per_role_at_the_exact_context(llama, type_k, type_v, element):
+    sizes = kv_allocations(llama.config, HearthConfig(1000, type_k, type_v))
+    assert sizes == [LAYERS * HEADS * 1000 * D * element] * 2
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bits"), [("f16", 16.0), ("q8", 8.125), ("rot4", 5.0), ("rot2", 3.0)]
+)
+def test_bits_per_value_match_the_quality_table(llama, fmt, bits):
+    # docs/hearth-engine.md lists 16, 8.1, 5 and 3 bits per value
+    v = "rot4" if fmt == "rot2" else fmt
+    per_token = kv_bytes_per_token(llama.config, fmt, v)
+    other = kv_bytes_per_token(llama.config, v, v) / 2
+    assert (per_token - other) * 8 / (LAYERS * HEADS * D) == bits
+
+
+def test_weights_on_the_gpu_are_the_file_less_the_embedding(llama, synthetic_info):
+    info = synthetic_info("llama3-8b", "Q4_K_M")
+    items = hearth_items(llama, HearthConfig(4096))
+    embedding = info.tensor("token_embd.weight").n_bytes
+    assert items.host_weights == embedding
+    assert items.weights == info.weight_bytes - embedding  # every plane a multiple of 512
+    assert items.weights <= items.weights_reserved < items.weights + 64 * MIB
+
+
+def test_a_tied_output_packs_the_embedding_on_the_gpu(synthetic_info):
+    info = synthetic_info("gemma3-12b", "Q4_K_M")
+    assert info.tensor("output.weight") is None
+    profile = HearthProfile.of(info)
+    items = hearth_items(profile, HearthConfig(4096))
+    assert items.host_weights == info.tensor("token_embd.weight").n_bytes
+    assert items.weights >= info.weight_bytes  # the embedding counts once more, as the output
+
+
+def test_types_kernels_do_not_pack_are_kept_dequantized():
+    q3k = TensorInfo("blk.0.ffn_up.weight", 11, "Q3_K", (4096, 1024), 4096 * 1024,
+                     4096 * 1024 * 110 // 256, 0, 0)  # fmt: skip
+    q4k = TensorInfo("blk.0.ffn_up.weight", 12, "Q4_K", (4096, 1024), 4096 * 1024,
+                     4096 * 1024 * 144 // 256, 0, 0)  # fmt: skip
+    assert _matrix_allocations(q3k) == [q3k.n_bytes, 4 * q3k.n_elements]
+    # Q4_K planes: d, dmin (2 bytes), scales (12), qs (128) per block of 256
+    blocks = 1024 * 4096 // 256
+    assert _matrix_allocations(q4k) == [2 * blocks, 2 * blocks, 12 * blocks, 128 * blocks]
+
+
+def test_q3_k_m_costs_four_bytes_a_weight_where_kernels_has_no_gemv(synthetic_info):
+    info = synthetic_info("llama3-8b", "Q3_K_M")
+    items = hearth_items(HearthProfile.of(info), HearthConfig(4096))
+    assert items.weights > 3 * info.weight_bytes
+
+
+@pytest.mark.parametrize(
+    ("sizes", "reserved"),
+    [
+        ([100], 2 * MIB),  # small: one 2 MiB segment
+        ([100] * 3, 2 * MIB),
+        ([3 * MIB], 20 * MIB),  # medium: 20 MiB segments
+        ([3 * MIB] * 7, 40 * MIB),
+        ([11 * MIB], 12 * MIB),  # large: rounded to 2 MiB
+        ([11 * MIB, 100, 3 * MIB], 34 * MIB),
+    ],
+)
+def test_torch_reserved(sizes, reserved):
+    assert torch_reserved(sizes) == reserved
+
+
+def test_paged_decode_does_not_grow_with_the_context_but_plain_decode_does(llama):
+    def decode(n_ctx: int, kv: str) -> int:
+        return hearth_items(llama, HearthConfig(n_ctx, kv, kv)).decode_workspace
+
+    assert decode(4096, "q8") == decode(65536, "q8")
+    # the plain cache's decode attends over the whole cache through torch SDPA's math path
+    assert decode(65536, "f16") > 10 * decode(4096, "f16")
+
+
+def test_prefill_attends_over_the_whole_context(llama):
+    def prefill(n_ctx: int) -> int:
+        return hearth_items(llama, HearthConfig(n_ctx, "rot4", "rot4")).prefill_workspace
+
+    # scores and softmax of 32 heads x 512 rows x n_ctx keys in float32 dominate
+    grown = prefill(65536) - prefill(32768)
+    assert grown >= 2 * 32 * 512 * 32768 * 4
+
+
+def test_the_estimate_puts_everything_on_the_first_gpu(llama):
+    est = hearth_estimate(llama, HearthConfig(8192, "q8", "rot4"), n_gpus=2)
+    first, second = est.gpus
+    items = hearth_items(llama, HearthConfig(8192, "q8", "rot4"))
+    assert first.total == items.gpu_total
+    assert second.total == 0
+    assert est.host.weights == items.host_weights
