@@ -1,0 +1,49 @@
+"""benchmarks/hearth_memory.py off the GPU: the engine driven on the CPU with a tiny model, and
+the report's table. The GPU run itself is the lead's device call (its raw output is kept in
+docs/measurements/)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.hearth_memory import Engine, _pair, markdown
+from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "tiny.gguf"
+    return Engine(str(write_sparse_gguf(path, SHAPES["llama-tiny"], "Q8_0")), device="cpu")
+
+
+def test_fill_prefill_and_decode_over_the_whole_plain_cache(tiny):
+    cache = tiny.new_cache(256, "f16", "f16")
+    tiny.fill(cache, 200)
+    assert cache.k[:, :, :200].abs().sum() > 0 and cache.k[:, :, 200:].abs().sum() == 0
+    tiny.prefill_chunk(cache, 200, 48)
+    assert cache.v[:, :, 200:248].abs().sum() == 0  # a zero model writes zero values
+    assert tiny.decode(cache, 248, 8) > 0
+
+
+@pytest.mark.parametrize(
+    ("k", "v", "dtype"), [("f16", "f16", "float16"), ("f32", "f32", "float32")]
+)
+def test_the_cache_is_the_one_the_driver_makes(tiny, k, v, dtype):
+    cache = tiny.new_cache(64, k, v)
+    assert str(cache.k.dtype) == f"torch.{dtype}" and cache.n_ctx == 64
+
+
+def test_pairs_and_the_table():
+    assert _pair("q8/rot4") == ("q8", "rot4") and _pair("f16") == ("f16", "f16")
+    predicted = dict(weights=2**30, kv=2**28, decode_workspace=2**20, prefill_workspace=2**25,
+                     context=2**29, gpu_total=2**31)  # fmt: skip
+    item = dict(n_ctx=4096, type_k="q8", type_v="q8", ok=True, weights=2**30, kv=2**28,
+                decode_workspace=2**20, context=2**29, used=2**31, decode_tok_s=123.4,
+                predicted=predicted)  # fmt: skip
+    card = dict(card_gib=12, type_k="rot4", type_v="rot4", n_ctx=29184, predicted_total=2**33,
+                used=2**33, free=12 * 2**30, ok=True, decode_tok_s=99.0)  # fmt: skip
+    table = markdown([item], [card])
+    assert "| 4,096 | q8 / q8 | 1,024 / 1,024 | 256 / 256 | 1 / 1 | 32 / - |" in table
+    assert "| 12 GiB | rot4 / rot4 | 29,184 | 8,192 | 8,192 | 12,288 | yes | 99.0 |" in table
