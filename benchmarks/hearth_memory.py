@@ -11,25 +11,26 @@ file can be given with --model.
 
 items: one process loads the weights once through engine.hearth (Transformer.load with
 select_ops: kernels/ on the GPU), then for each context and K/V pair makes the cache, fills
-it (below), decodes one token at its end and, for the plain f16 cache, runs one prefill chunk of
-512 tokens there. Each item is printed beside its prediction: weights (torch's allocated
-bytes), KV cache, decode and prefill workspace (torch's peak allocation above the cache), the
-CUDA context (NVML's used memory less torch's reserved), and the total (NVML's used memory of
-the process).
+it (below), runs one 512-token prefill chunk at its end and 8 decode steps after it (in the
+CUDA graph, where the engine has one). Each item is printed beside its prediction: weights
+(torch's allocated bytes), KV cache, decode and prefill workspace (torch's peak allocation
+above the cache), the CUDA context (NVML's used memory less torch's reserved), and the total
+(NVML's used memory of the process).
 
 cards: a memory hog (benchmarks/gpu_memory.py) holds all but N GiB of the GPU, as a smaller
 card would; for each K/V pair the planner's longest context on that card (the Model page's
-budget: free memory less the safety margin) is loaded in a fresh process, the cache is filled
-to all but the last 8 positions, and 8 tokens are decoded at the end, over the whole cache.
+budget: free memory less the safety margin) is loaded in a fresh process, the cache is filled,
+and its last 520 positions are a real 512-token prefill chunk and 8 decode steps, each
+attending over the whole cache.
 
 How the cache is filled, honestly: K and V rows of random values are written straight into the
-cache through its own write path (kernels' write kernel for the paged cache, a tensor copy for
-the plain one), not computed by a prefill of that many tokens: a real prefill of 100k tokens
-would take most of the call's time on this engine today (its paged prefill reads the pages back
-through numpy). The decode steps that follow are real: they attend over every filled position.
-The plain f16 cache also runs one real 512-token prefill chunk at the end of the filled cache,
-the largest workspace the planner reserves for it; the paged formats' prefill workspace is
-predicted but not measured here.
+cache through the forward pass's own write call (kernels' write kernel for the paged cache, a
+tensor copy for the plain one), not computed by a prefill of that many tokens: a real prefill
+of 100k tokens of an 8B model would take most of the call's time. The prefill chunk and
+decode steps that follow are real: they attend over every filled position, the largest
+workspace the planner reserves. An engine whose paged cache still reads its pages back through
+numpy for a prefill (no `attend_prefill`) skips the chunk for the paged formats, and the table
+says so.
 """
 
 from __future__ import annotations
@@ -98,40 +99,47 @@ class Engine:
         return PagedCacheAdapter(**dims, k_format=type_k, v_format=type_v)
 
     def fill(self, cache, n: int) -> None:
-        """Random K and V rows at positions 0..n-1, through the cache's own write path."""
+        """Random K and V rows at positions 0..n-1, through the write call the forward pass
+        makes (chunk by chunk, every layer: the order a prefill writes in)."""
         torch, cfg = self.torch, self.config
         gen = torch.Generator(device=self.device).manual_seed(0)
-        paged = hasattr(cache, "seq")
-        if paged:
-            cache.cache.grow(cache.seq, n)
         step = 4096
-        for layer in range(cfg.n_layer):
+        with torch.inference_mode():
             for start in range(0, n, step):
                 rows = min(step, n - start)
+                positions = torch.arange(start, start + rows, device=self.device)
                 shape = (rows, cfg.n_head_kv, cfg.head_dim)
-                k = torch.randn(shape, generator=gen, device=self.device, dtype=torch.float16)
-                v = torch.randn(shape, generator=gen, device=self.device, dtype=torch.float16)
-                if paged:
-                    cache.cache.write(layer, cache.seq, start, k, v)
-                else:
-                    positions = torch.arange(start, start + rows, device=self.device)
+                for layer in range(cfg.n_layer):
+                    k = torch.randn(shape, generator=gen, device=self.device, dtype=torch.float16)
+                    v = torch.randn(shape, generator=gen, device=self.device, dtype=torch.float16)
                     cache.write(layer, positions, k, v)
         self.sync()
 
     def decode(self, cache, start: int, steps: int) -> float:
-        """`steps` one-token forward passes from position `start`, over the whole cache as
-        hearth_driver.HearthContext.decode_one does on a GPU; returns tokens per second."""
+        """`steps` decode steps from position `start`, over the whole cache, as the worker
+        decodes on a GPU: the step captured in a CUDA graph where the engine has one
+        (engine/hearth/decode_graph.py), else one forward pass per token. Tokens per second."""
         torch = self.torch
-        n_keys = cache.n_ctx
+        graph = _decode_graph(self, cache, start)
         token = torch.tensor([1], device=self.device)
         began = time.perf_counter()
         with torch.inference_mode():
             for i in range(steps):
+                if graph is not None:
+                    graph(int(token), start + i)
+                    token = graph.greedy.view(1)
+                    continue
                 position = torch.tensor([start + i], device=self.device)
-                logits = self.transformer.forward(token, position, cache, n_keys=n_keys)
+                logits = self.transformer.forward(token, position, cache, n_keys=cache.n_ctx)
                 token = logits.argmax().view(1)
         self.sync()
         return steps / (time.perf_counter() - began)
+
+    def can_prefill(self, cache) -> bool:
+        """Whether a prefill chunk over this cache runs on the device (the paged cache's
+        prefill attention read its pages back through numpy before kernels' attend_prefill)."""
+        inner = getattr(cache, "cache", None)
+        return inner is None or hasattr(inner, "attend_prefill")
 
     def prefill_chunk(self, cache, start: int, rows: int) -> None:
         torch = self.torch
@@ -140,6 +148,16 @@ class Engine:
             ids = torch.ones(rows, dtype=torch.long, device=self.device)
             self.transformer.forward(ids, positions, cache, n_keys=start + rows)
         self.sync()
+
+
+def _decode_graph(engine: Engine, cache, position: int):
+    if not engine.device.startswith("cuda"):
+        return None
+    try:
+        from engine.hearth.decode_graph import DecodeGraph, can_capture
+    except ImportError:  # an engine without CUDA graphs yet
+        return None
+    return DecodeGraph(engine.transformer, cache, position=position) if can_capture(cache) else None
 
 
 # -- part 1: each item, predicted and measured ----------------------------------------------------
@@ -184,17 +202,20 @@ def _measure(engine: Engine, n_ctx: int, type_k: str, type_v: str, base: int) ->
     cache = engine.new_cache(n_ctx, type_k, type_v)
     engine.sync()
     kv = torch.cuda.memory_allocated() - base
-    filled = n_ctx - DECODE_STEPS - (CHUNK if type_k == type_v == "f16" else 0)
+    prefill = engine.can_prefill(cache)
+    filled = n_ctx - DECODE_STEPS - (CHUNK if prefill else 0)
     engine.fill(cache, filled)
     out = {"kv": kv, "filled": filled}
-    if type_k == type_v == "f16":  # one real prefill chunk at the end of the filled cache
+    if prefill:  # one real prefill chunk at the end of the filled cache
         torch.cuda.reset_peak_memory_stats()
         engine.prefill_chunk(cache, filled, CHUNK)
         out["prefill_workspace"] = torch.cuda.max_memory_allocated() - base - kv
         filled += CHUNK
     torch.cuda.reset_peak_memory_stats()
+    reserved = torch.cuda.memory_reserved()
     out["decode_tok_s"] = engine.decode(cache, filled, DECODE_STEPS)
     out["decode_workspace"] = torch.cuda.max_memory_allocated() - base - kv
+    out["decode_reserved_growth"] = torch.cuda.memory_reserved() - reserved
     del cache
     return out
 
@@ -279,8 +300,12 @@ def verify(args) -> int:
     try:
         engine = Engine(args.model)
         cache = engine.new_cache(args.n_ctx, type_k, type_v)
-        filled = args.n_ctx - DECODE_STEPS
+        out["prefill"] = engine.can_prefill(cache)
+        filled = args.n_ctx - DECODE_STEPS - (CHUNK if out["prefill"] else 0)
         engine.fill(cache, filled)
+        if out["prefill"]:  # the last 512-token chunk of a prefill, over the whole cache
+            engine.prefill_chunk(cache, filled, CHUNK)
+            filled += CHUNK
         out["decode_tok_s"] = engine.decode(cache, filled, DECODE_STEPS)
         out["ok"] = True
     except torch.OutOfMemoryError as exc:
@@ -332,11 +357,16 @@ def markdown(item_rows: list[dict], card_rows: list[dict]) -> str:
         out += [
             "",
             "| card | K / V | longest context planned | predicted MiB | used MiB (NVML) | "
-            "free MiB | verified (fill + 8 decode steps at the end) | decode tok/s |",
+            "free MiB | verified at the end of the filled cache | decode tok/s |",
             "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |",
         ]
         for r in card_rows:
-            ok = "yes" if r.get("ok") else f"no: {r.get('error', 'nothing fits')}"
+            steps = (
+                "512-token prefill chunk + 8 decode steps"
+                if r.get("prefill")
+                else ("8 decode steps (no prefill chunk)")
+            )
+            ok = f"yes: {steps}" if r.get("ok") else f"no: {r.get('error', 'nothing fits')}"
             speed = f"{r['decode_tok_s']:.1f}" if r.get("decode_tok_s") else "-"
             out.append(
                 f"| {r['card_gib']:g} GiB | {r['type_k']} / {r['type_v']} | {r['n_ctx']:,} | "

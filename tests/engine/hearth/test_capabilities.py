@@ -64,3 +64,15 @@ def test_kv_format_problems(k, v, swa, head_dim, gpu, problem):
 def test_device_problems(backend, cc, problem):
     found = device_unsupported_reason(backend, cc)
     assert found == problem if problem is None else problem in found
+
+
+def test_the_sliding_window_flag_matches_kernels_attention():
+    """Flip PAGED_SLIDING_WINDOW when kernels' paged decode attention takes a window."""
+    import inspect
+
+    pytest.importorskip("triton")
+    from engine.hearth.capabilities import PAGED_SLIDING_WINDOW
+    from kernels.kv_cache import PagedKVCache
+
+    takes_window = "window" in inspect.signature(PagedKVCache.attend).parameters
+    assert PAGED_SLIDING_WINDOW == takes_window

@@ -70,7 +70,7 @@ def test_weights_on_the_gpu_are_the_file_less_the_embedding(llama, synthetic_inf
     info = synthetic_info("llama3-8b", "Q4_K_M")
     items = hearth_items(llama, HearthConfig(4096))
     embedding = info.tensor("token_embd.weight").n_bytes
-    assert items.host_weights == embedding
+    assert items.host_weights == embedding + 4096 * 4096 * 4  # + 4,096 rows kept in float32
     assert items.weights == info.weight_bytes - embedding  # every plane a multiple of 512
     assert items.weights <= items.weights_reserved < items.weights + 64 * MIB
 
@@ -80,7 +80,7 @@ def test_a_tied_output_packs_the_embedding_on_the_gpu(synthetic_info):
     assert info.tensor("output.weight") is None
     profile = HearthProfile.of(info)
     items = hearth_items(profile, HearthConfig(4096))
-    assert items.host_weights == info.tensor("token_embd.weight").n_bytes
+    assert items.host_weights == info.tensor("token_embd.weight").n_bytes + 4096 * 3840 * 4
     assert items.weights >= info.weight_bytes  # the embedding counts once more, as the output
 
 
@@ -121,17 +121,35 @@ def test_paged_decode_does_not_grow_with_the_context_but_plain_decode_does(llama
         return hearth_items(llama, HearthConfig(n_ctx, kv, kv)).decode_workspace
 
     assert decode(4096, "q8") == decode(65536, "q8")
-    # the plain cache's decode attends over the whole cache through torch SDPA's math path
-    assert decode(65536, "f16") > 10 * decode(4096, "f16")
+    # the plain cache's one-query attention: 10 bytes per query head and slot, 8 per slot id
+    assert decode(65536, "f16") - decode(4096, "f16") == (65536 - 4096) * (32 * 10 + 8)
 
 
-def test_prefill_attends_over_the_whole_context(llama):
+@pytest.mark.parametrize(("kv", "kv_bytes"), [("f16", 4), ("rot4", 2)])
+def test_prefill_attends_over_the_whole_context(llama, kv, kv_bytes):
     def prefill(n_ctx: int) -> int:
-        return hearth_items(llama, HearthConfig(n_ctx, "rot4", "rot4")).prefill_workspace
+        return hearth_items(llama, HearthConfig(n_ctx, kv, kv)).prefill_workspace
 
-    # scores and softmax of 32 heads x 512 rows x n_ctx keys in float32 dominate
-    grown = prefill(65536) - prefill(32768)
-    assert grown >= 2 * 32 * 512 * 32768 * 4
+    # per key: float32 scores and softmax of 32 heads x 512 rows, the mask, K and V (float32
+    # copies of the plain cache, f16 pages gathered from the paged one) and their repetition
+    # for the 32 query heads
+    per_key = 2 * 32 * 512 * 4 + 512 + 2 * (8 + 32) * 128 * kv_bytes
+    assert prefill(65536) - prefill(32768) == 32768 * per_key
+
+
+def test_joined_matrices_and_the_prefill_gemm(llama, synthetic_info):
+    from engine.planner.hearth_memory import matrix_groups
+
+    groups = matrix_groups(synthetic_info("llama3-8b", "Q4_K_M"))
+    first = [[t.name for t in g] for g in groups if g[0].name.startswith("blk.0.")]
+    # Q4_K_M: Q and K (Q4_K) joined, V alone where it is Q6_K; gate and up joined
+    assert ["blk.0.attn_q.weight", "blk.0.attn_k.weight"] in first
+    assert ["blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"] in first
+    assert llama.largest_matrix == 2 * 14336 * 4096  # gate + up, not the output matrix
+    # the largest raw copy while loading: the Q6_K output matrix (431 MB), more than gate and
+    # up with their joined copy (2 x 66 MB)
+    assert llama.load_transient == (128256 * 4096 * 210 // 256,)
+    assert 2 * 2 * 14336 * 4096 * 144 // 256 < llama.load_transient[0]
 
 
 def test_the_estimate_puts_everything_on_the_first_gpu(llama):
