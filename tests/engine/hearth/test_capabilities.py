@@ -75,4 +75,4 @@ def test_the_sliding_window_flag_matches_kernels_attention():
     from kernels.kv_cache import PagedKVCache
 
     takes_window = "window" in inspect.signature(PagedKVCache.attend).parameters
-    assert PAGED_SLIDING_WINDOW == takes_window
+    assert takes_window == PAGED_SLIDING_WINDOW
