@@ -278,6 +278,7 @@ class SettingsPanel(QWidget):
 
         notes = decision.best.notes if decision.best is not None else ()
         note = next((n for n in notes if n.startswith("Engine:")), "")
+        note = "Best fit: " + note.removeprefix("Engine: ") if note else ""
         self.engine_controls.set_support(reason, check, note)
 
     @property
