@@ -2,12 +2,13 @@
 fits on the GPU, the pair a preference picks, and the memory of a choice made by hand.
 
     plan_hearth(info, request)                   -> Plan (engine "hearth"), or why not
-    manual_hearth(info, request, type_k, ...)    -> ManualPlan for the Model page's sliders
+    longest_context(info, request, type_k, type_v) -> tokens
 
 The Hearth engine keeps the whole model on the first GPU (no layer split, no CPU layers), so the
 search is over the context and the K/V pair only: memory grows with the context, so the longest
 context of each pair is a bisection. Only pairs whose quality was measured (engine_table) are
-picked; the Model page may still choose any pair the engine holds.
+picked; the Model page may still choose any pair the engine holds (engine/planner/manual.py
+plans that choice).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from engine.planner.hearth_memory import (
     kv_bytes_per_token,
 )
 from engine.planner.kv_cache import CTX_PAD, pad_to
-from engine.planner.memory import Config, DeviceMemory, MemoryEstimate
+from engine.planner.memory import MemoryEstimate
 from engine.planner.records import (
     DOES_NOT_FIT,
     FITS,
@@ -244,40 +245,3 @@ def _not_fitting(profile, search: Search, lo: int) -> Plan:
             Alternative("cpu_offload", "llama.cpp, which can keep part of the model in system RAM"),
         ),
     )
-
-
-# -- a choice made by hand -------------------------------------------------------------------------
-
-
-def manual_hearth(info: ModelInfo, request: PlanRequest, n_ctx: int, type_k: str, type_v: str):
-    """The memory of a Hearth load with these settings (the Model page's sliders)."""
-    from engine.planner.manual import ManualChoice, ManualPlan
-
-    profile = hearth_profile(info)
-    search = Search(request)
-    config = HearthConfig(n_ctx, type_k, type_v, min(request.n_ubatch, n_ctx))
-    est = hearth_estimate(profile, config, len(search.gpus)) if search.gpus else None
-    if est is None:  # no GPU: the engine runs on the CPU (HEARTH_ENGINE_DEVICE=cpu)
-        est = MemoryEstimate((), _on_host(profile, hearth_estimate(profile, config, 1)), (), 0)
-    n = profile.config.n_layer
-    return ManualPlan(
-        choice=ManualChoice(n_ctx=n_ctx, kv_type=type_k, type_v=type_v, engine=HEARTH),
-        config=Config(
-            n_ctx=n_ctx,
-            type_k=type_k,
-            type_v=type_v,
-            flash_attn=False,
-            n_gpu_layers=n + 1 if search.gpus else 0,
-        ),
-        devices=usage_of(search, est),
-        over_budget=tuple(search.over_budget(est)),
-        settings=settings_of(profile, request, (type_k, type_v), n_ctx),
-        n_layers=n,
-    )
-
-
-def _on_host(profile: HearthProfile, est: MemoryEstimate) -> DeviceMemory:
-    """The estimate on the CPU: TorchOps keeps every matrix dequantized to float32 (ops.py),
-    beside the mapped file's embedding; no CUDA context."""
-    g, h = est.gpus[0], est.host
-    return DeviceMemory(4 * profile.values_on_gpu + h.weights, g.kv, g.compute, h.overhead)

@@ -6,16 +6,16 @@ import dataclasses
 
 import pytest
 
-from engine.planner import DeviceBudget, PlanRequest
+from engine.planner import DeviceBudget, Planner, PlanRequest
 from engine.planner.hearth_memory import HearthConfig, hearth_estimate
 from engine.planner.hearth_plan import (
     auto_pairs,
     hearth_profile,
     hearth_unavailable,
     longest_context,
-    manual_hearth,
     plan_hearth,
 )
+from engine.planner.manual import ManualChoice, plan_manual
 
 GIB = 1024**3
 
@@ -120,10 +120,16 @@ def test_an_unsupported_model_gets_the_reason(synthetic_info):
     assert not plan.fits and "mixture-of-experts" in plan.reasons[0]
 
 
+def manual_hearth(info, request, n_ctx, type_k, type_v):
+    choice = ManualChoice(n_ctx=n_ctx, kv_type=type_k, type_v=type_v, engine="hearth")
+    return plan_manual(Planner(info), request, choice)
+
+
 def test_a_manual_choice_over_budget_says_where(synthetic_info):
     info = synthetic_info("llama3-8b", "Q4_K_M")
     fits = manual_hearth(info, card(24), 8192, "q8", "rot4")
     assert fits.fits and fits.settings.type_v == "rot4" and fits.settings.engine == "hearth"
+    assert fits.config.n_gpu_layers == 33 and fits.choice.engine == "hearth"
     over = manual_hearth(info, card(8), 131072, "f16", "f16")
     assert not over.fits and over.over_budget[0][0] == "8 GiB card"
 
@@ -133,3 +139,4 @@ def test_a_manual_choice_without_gpu_counts_float32_weights_in_ram(synthetic_inf
     plan = manual_hearth(info, PlanRequest(host_budget_bytes=64 * GIB), 2048, "f16", "f16")
     (host,) = plan.devices
     assert host.weights_bytes > 4 * 7e9  # ~7.5 billion weights on the GPU side, 4 bytes each
+    assert plan.config.n_gpu_layers == 0
