@@ -282,7 +282,10 @@ def cards(args) -> list[dict]:
 def _verify_in_child(model: str, n_ctx: int, type_k: str, type_v: str) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.hearth_memory", "verify", "--model", model,
            "--n-ctx", str(n_ctx), "--kv", f"{type_k}/{type_v}"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, check=False)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": "no answer within 150 s"}
     for line in reversed(proc.stdout.splitlines()):
         if line.startswith("{"):
             return json.loads(line)
