@@ -48,3 +48,35 @@ def test_pairs_and_the_table():
     assert "| 4,096 | q8 / q8 | 1,024 / 1,024 | 256 / 256 | 1 / 1 | 32 / - |" in table
     row = "| 12 GiB | rot4 / rot4 | 29,184 | 8,192 | 8,192 | 12,288 | yes: 8 decode steps"
     assert row + " (no prefill chunk) | 99.0 |" in table
+
+
+def test_cards_plan_each_pair_and_verify_it(monkeypatch, tmp_path):
+    """The card simulation's planning and rows, with the hog and the child process stubbed."""
+    import argparse
+
+    from benchmarks import hearth_memory as hm
+
+    model = str(write_sparse_gguf(tmp_path / "l.gguf", SHAPES["llama3-8b"], "Q4_K_M"))
+
+    class Hog:
+        stdin = type("S", (), {"close": lambda self: None})()
+
+        def wait(self, timeout):
+            return 0
+
+    monkeypatch.setattr(hm, "start_hog", lambda leave: (Hog(), leave))
+    verified = []
+
+    def child(path, n_ctx, k, v):
+        verified.append((n_ctx, k, v))
+        return {"ok": True, "prefill": True, "used": 11 * 2**30, "decode_tok_s": 100.0}
+
+    monkeypatch.setattr(hm, "_verify_in_child", child)
+    args = argparse.Namespace(model=model, cards=[12.0], target_ctx=262144,
+                              pairs=[("f16", "f16"), ("rot4", "rot4")])  # fmt: skip
+    rows = hm.cards(args)
+    assert [(r["type_k"], r["type_v"]) for r in rows] == [("f16", "f16"), ("rot4", "rot4")]
+    assert 0 < rows[0]["n_ctx"] < rows[1]["n_ctx"] and len(verified) == 2
+    for row in rows:
+        assert row["predicted_total"] <= row["budget"] < 12 * 2**30
+    assert "yes: 512-token prefill chunk + 8 decode steps" in hm.markdown([], rows)
