@@ -220,10 +220,10 @@ class SettingsPanel(QWidget):
         return self._row(slider, label)
 
     def _set_enabled(self, enabled: bool) -> None:
-        for w in (self.vram, self.context, self.engine_controls, self.flash_attn,
-                  self.auto_layers, self.layers, self.experts, self.best_fit_button,
-                  self.apply_button):  # fmt: skip
+        for w in (self.vram, self.context, self.kv_type, self.flash_attn, self.auto_layers,
+                  self.layers, self.experts, self.best_fit_button, self.apply_button):  # fmt: skip
             w.setEnabled(enabled)
+        self.engine_controls.setEnabled(enabled)
 
     # -- the model ------------------------------------------------------------------------------
 
@@ -241,6 +241,7 @@ class SettingsPanel(QWidget):
         profile = self._planner.profiles[0]
         self._n_ctx_train = profile.n_ctx_train or 4096
         show_plain(self.title, self._model_path.name)
+        self._show_engine_support(decision)
         self._updating = True
         steps = self._context_steps()
         self.context.setRange(0, len(steps) - 1)
@@ -249,7 +250,6 @@ class SettingsPanel(QWidget):
         self._updating = False
         self._set_enabled(True)
         self.experts.setEnabled(profile.is_moe)
-        self._show_engine_support(decision)
         choice = decision.choice or RememberedChoice(
             n_ctx=steps[0],
             kv_type=KV_TYPES[-1],

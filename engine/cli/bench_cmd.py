@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from engine.benchmark.hearth_run import BenchConfig, BenchFailed, HearthBench
 from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_llama_bench
-from engine.benchmark.report import compare, compare_engines, format_table
+from engine.benchmark.report import compare, format_table
 from engine.cli import numbers
 from engine.enums import KV_TYPES
 from engine.llama.baseline_load import measure_in_child
@@ -41,7 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kv", default="f16", choices=list(KV_TYPES), help="llama.cpp's KV type")
     parser.add_argument("--engine", default="llama", choices=["llama", "hearth", "both"])
     parser.add_argument(
-        "--hearth-kv", default="f16", metavar="K[/V]", type=_hearth_kv,
+        "--hearth-kv", default="f16", metavar="K[/V]", type=hearth_kv,
         help="the Hearth engine's K/V cache types (f16, q8, rot4; rot2 for K)",
     )  # fmt: skip
     parser.add_argument("--flash-attn", default="on", choices=["on", "off"])
@@ -57,24 +57,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true")
 
 
-def _hearth_kv(text: str) -> tuple[str, str]:
-    from engine.hearth.capabilities import K_FORMATS, V_FORMATS
-
-    k, _, v = text.partition("/")
-    v = v or k
-    if k not in K_FORMATS or v not in V_FORMATS:
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: K one of {', '.join(K_FORMATS)}, V one of {', '.join(V_FORMATS)}"
-        )
-    return k, v
-
-
 def run(args: argparse.Namespace) -> int:
     model = args.model or str(starter_model_path() or "")
     if not model:
         print("No model given and the starter model is not installed.", file=sys.stderr)
         return 2
-    config = _config(args, model)
+    config = BenchConfig(
+        model=model,
+        prompt_tokens=args.prompt,
+        decode_lengths=tuple(args.decode),
+        depth=args.depth,
+        reps=args.reps,
+        gpu_layers=args.gpu_layers,
+        flash_attn=args.flash_attn,
+        type_k=args.kv,
+        type_v=args.kv,
+        backend_sampling=not args.cpu_sampling,
+        threads=args.threads,
+    )
     engines = ["llama", "hearth"] if args.engine == "both" else [args.engine]
     configs = {e: _for_engine(config, e, args.hearth_kv) for e in engines}
     for c in configs.values():
@@ -93,29 +93,13 @@ def run(args: argparse.Namespace) -> int:
         return 1
     if args.engine == "llama":
         return _report_against_llama_bench(args, config, figures["llama"], model)
-    return _report_engines(args, configs, figures, model)
+    return _report_engines(args, config, figures, model)
 
 
-def _for_engine(config: BenchConfig, engine: str, hearth_kv: tuple[str, str]) -> BenchConfig:
+def _for_engine(config: BenchConfig, engine: str, kv: tuple[str, str]) -> BenchConfig:
     if engine == "llama":
         return config
-    return replace(config, engine="hearth", type_k=hearth_kv[0], type_v=hearth_kv[1])
-
-
-def _config(args: argparse.Namespace, model: str) -> BenchConfig:
-    return BenchConfig(
-        model=model,
-        prompt_tokens=args.prompt,
-        decode_lengths=tuple(args.decode),
-        depth=args.depth,
-        reps=args.reps,
-        gpu_layers=args.gpu_layers,
-        flash_attn=args.flash_attn,
-        type_k=args.kv,
-        type_v=args.kv,
-        backend_sampling=not args.cpu_sampling,
-        threads=args.threads,
-    )
+    return replace(config, engine="hearth", type_k=kv[0], type_v=kv[1])
 
 
 def _llama_bench(args: argparse.Namespace, config: BenchConfig) -> tuple[dict, str]:
@@ -131,12 +115,14 @@ def _llama_bench(args: argparse.Namespace, config: BenchConfig) -> tuple[dict, s
         return {}, f"llama-bench failed: {exc}"
 
 
-def _report_engines(args, configs: dict, figures: dict, model: str) -> int:
-    """The Hearth engine beside llama.cpp: in Hearth's worker (both), or llama-bench (hearth)."""
+def _report_engines(args, config: BenchConfig, figures: dict, model: str) -> int:
+    """The Hearth engine beside llama.cpp: in Hearth's worker (both), or llama-bench (hearth);
+    `config` is llama.cpp's."""
+    from engine.benchmark.report import compare_engines
+
     hearth = figures["hearth"]
     kv = "/".join(args.hearth_kv)
-    llama_config = configs.get("llama") or _config(args, model)
-    bench, note = _llama_bench(args, llama_config)
+    bench, note = _llama_bench(args, config)
     reference = figures.get("llama", bench)
     rows = compare_engines(hearth, reference, kv)
     names = ("Hearth", "llama.cpp" if "llama" in figures else "llama-bench")
@@ -267,3 +253,16 @@ def bench_does_not_fit(config: BenchConfig) -> str | None:
         f"{config.engine} engine) need {over} than this machine has free; lower --depth or "
         "--decode, or use a smaller model."
     )
+
+
+def hearth_kv(text: str) -> tuple[str, str]:
+    """--hearth-kv: "K/V" or "K" (V alike), of the formats the Hearth engine holds."""
+    from engine.hearth.capabilities import K_FORMATS, V_FORMATS
+
+    k, _, v = text.partition("/")
+    v = v or k
+    if k not in K_FORMATS or v not in V_FORMATS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: K one of {', '.join(K_FORMATS)}, V one of {', '.join(V_FORMATS)}"
+        )
+    return k, v

@@ -111,9 +111,9 @@ def test_the_hearth_engine_is_held_to_its_own_targets():
 def test_a_hearth_kv_pair_the_engine_does_not_hold_is_refused():
     import argparse
 
-    from engine.cli.bench_cmd import _hearth_kv
+    from engine.cli.bench_cmd import hearth_kv
 
-    assert _hearth_kv("q8/rot4") == ("q8", "rot4") and _hearth_kv("rot4") == ("rot4", "rot4")
+    assert hearth_kv("q8/rot4") == ("q8", "rot4") and hearth_kv("rot4") == ("rot4", "rot4")
     for bad in ("q8_0", "rot4/rot2"):
         with pytest.raises(argparse.ArgumentTypeError):
-            _hearth_kv(bad)
+            hearth_kv(bad)
