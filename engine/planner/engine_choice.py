@@ -30,13 +30,17 @@ from engine.planner.records import Plan, PlanRequest
 ENGINES = ("auto", LLAMA, HEARTH)
 
 
-def plan_engines(planner: Planner, request: PlanRequest, engine: str = "auto") -> Plan:
+def plan_engines(
+    planner: Planner, request: PlanRequest, engine: str = "auto", llama: Plan | None = None
+) -> Plan:
+    """`llama`: llama.cpp's plan when the caller has made it (across helper machines, say);
+    else planner.plan(request)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
     info = planner.profiles[0].info
     if engine == HEARTH:
         return plan_hearth(info, request)
-    llama = planner.plan(request)
+    llama = llama if llama is not None else planner.plan(request)
     if engine == LLAMA:
         return llama
     unavailable = hearth_unavailable(info, request)

@@ -100,3 +100,9 @@ def test_named_engines_plan_for_that_engine_alone(llama8b):
 def test_an_unknown_engine_is_a_programming_error(llama8b):
     with pytest.raises(ValueError):
         plan_engines(llama8b, h100(), "vllm")
+
+
+def test_a_llama_plan_made_elsewhere_is_the_one_compared(llama8b):
+    made = plan_engines(llama8b, h100(target_ctx=4096), "llama")
+    plan = plan_engines(llama8b, h100(), llama=made)
+    assert plan.choice == made.choice and "not been measured" in plan.notes[0]
