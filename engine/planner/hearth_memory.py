@@ -69,6 +69,9 @@ class HearthCosts:
     # a prefill GEMM's matrix: the f16 result (2) and the dequantizer's int32 codes and float32
     # values alive beside it (engine/hearth/dequant.py)
     dequant_bytes_per_weight: int = 12
+    # torch SDPA with grouped-query heads and a mask takes the math path, which materializes
+    # the scores (docs/engine-choice.md); False where the device's torch has a fused kernel
+    prefill_scores_materialized: bool = True
     host_process_bytes: int = 2 * GIB  # the worker's RSS besides the model: torch, CUDA runtime
     calibrated: bool = False
 
@@ -267,7 +270,9 @@ def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
 # -- workspace -------------------------------------------------------------------------------------
 
 
-def _prefill_attention(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
+def _prefill_attention(
+    cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
+) -> int:
     """torch SDPA's math path for `rows` queries over n_ctx positions: K and V in the
     attention's type (float32 copies of the plain cache, or the paged pages gathered to f16),
     repeated for every query head, float32 scores and softmax, the boolean mask."""
@@ -275,7 +280,7 @@ def _prefill_attention(cfg: ModelConfig, config: HearthConfig, rows: int) -> int
     kv_bytes = 2 if uses_paged_cache(config.type_k, config.type_v) else 4
     kv = 2 * cfg.n_head_kv * n * d * kv_bytes
     repeated = 2 * cfg.n_head * n * d * kv_bytes if cfg.n_rep > 1 else 0
-    scores = 2 * cfg.n_head * rows * n * 4
+    scores = 2 * cfg.n_head * rows * n * 4 if costs.prefill_scores_materialized else 0
     return kv + repeated + scores + rows * n
 
 
@@ -307,7 +312,9 @@ def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: Heart
     per_row = 3 * cfg.n_embd + qkv + cfg.n_head * cfg.head_dim + 3 * cfg.n_ff
     activations = rows * per_row * costs.activation_bytes
     gemm = profile.largest_matrix * costs.dequant_bytes_per_weight + rows * 2 * cfg.n_ff * 2
-    return activations + gemm + _prefill_attention(cfg, config, rows) + _logits_workspace(cfg)
+    return (
+        activations + gemm + _prefill_attention(cfg, config, rows, costs) + _logits_workspace(cfg)
+    )
 
 
 # -- the estimate ----------------------------------------------------------------------------------

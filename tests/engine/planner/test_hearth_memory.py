@@ -159,3 +159,16 @@ def test_the_estimate_puts_everything_on_the_first_gpu(llama):
     assert first.total == items.gpu_total
     assert second.total == 0
     assert est.host.weights == items.host_weights
+
+
+def test_a_fused_sdpa_kernel_drops_the_scores(llama):
+    import dataclasses
+
+    from engine.planner.hearth_memory import HEARTH_COSTS
+
+    fused = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=False)
+    config = HearthConfig(32768, "rot4", "rot4")
+    math_path = hearth_items(llama, config).prefill_workspace
+    assert (
+        math_path - hearth_items(llama, config, fused).prefill_workspace == 2 * 32 * 512 * 32768 * 4
+    )
