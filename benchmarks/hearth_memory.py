@@ -330,6 +330,57 @@ def _card_line(row: dict) -> str:
     )
 
 
+# -- what the measurements say of HEARTH_COSTS ---------------------------------------------------
+
+
+def suggested_costs(item_rows: list[dict], model: str) -> dict:
+    """HEARTH_COSTS as the measured items put them: the CUDA context (median), whether the
+    prefill's scores were materialized (the measured growth of the prefill workspace between
+    the shortest and the longest context, against both predictions), and the prefill GEMM's
+    bytes per weight (the shortest context's measured prefill less everything else predicted)."""
+    import dataclasses
+    import statistics
+
+    from engine.planner.hearth_memory import HEARTH_COSTS
+
+    rows = [r for r in item_rows if r.get("ok") and r.get("prefill_workspace") is not None]
+    out: dict = {}
+    contexts = [r["context"] for r in item_rows if r.get("ok")]
+    if contexts:
+        out["context_bytes"] = int(statistics.median(contexts))
+    profile = hearth_profile(read_model_info(model))
+    by_pair: dict = {}
+    for r in rows:
+        by_pair.setdefault((r["type_k"], r["type_v"]), []).append(r)
+    growth = []
+    for (k, v), found in by_pair.items():
+        if len(found) < 2:
+            continue
+        lo, hi = min(found, key=lambda r: r["n_ctx"]), max(found, key=lambda r: r["n_ctx"])
+        measured = hi["prefill_workspace"] - lo["prefill_workspace"]
+        predictions = {}
+        for materialized in (True, False):
+            costs = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=materialized)
+            at = [hearth_items(profile, HearthConfig(r["n_ctx"], k, v, CHUNK), costs)
+                  for r in (lo, hi)]  # fmt: skip
+            predictions[materialized] = at[1].prefill_workspace - at[0].prefill_workspace
+        growth.append(min(predictions, key=lambda m: abs(predictions[m] - measured)))
+    if growth:
+        out["prefill_scores_materialized"] = statistics.mode(growth)
+    if rows and profile.largest_matrix:
+        lo = min(rows, key=lambda r: r["n_ctx"])
+        costs = dataclasses.replace(
+            HEARTH_COSTS, dequant_bytes_per_weight=0,
+            prefill_scores_materialized=out.get("prefill_scores_materialized", True),
+        )  # fmt: skip
+        config = HearthConfig(lo["n_ctx"], lo["type_k"], lo["type_v"], CHUNK)
+        rest = hearth_items(profile, config, costs).prefill_workspace
+        out["dequant_bytes_per_weight"] = round(
+            (lo["prefill_workspace"] - rest) / profile.largest_matrix, 1
+        )
+    return out
+
+
 # -- the report -----------------------------------------------------------------------------------
 
 
@@ -412,6 +463,8 @@ def main(argv: list[str] | None = None) -> int:
     item_rows = items(args) if args.part in ("all", "items") else []
     card_rows = cards(args) if args.part in ("all", "cards") else []
     table = markdown(item_rows, card_rows)
+    if item_rows:
+        table += f"\n\nsuggested HEARTH_COSTS: {suggested_costs(item_rows, args.model)}"
     print("\n" + table)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

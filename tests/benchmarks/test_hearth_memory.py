@@ -80,3 +80,31 @@ def test_cards_plan_each_pair_and_verify_it(monkeypatch, tmp_path):
     for row in rows:
         assert row["predicted_total"] <= row["budget"] < 12 * 2**30
     assert "yes: 512-token prefill chunk + 8 decode steps" in hm.markdown([], rows)
+
+
+def test_the_measurements_give_back_the_costs_they_came_from(tmp_path):
+    """Rows made from known costs: suggested_costs finds those costs again."""
+    import dataclasses
+
+    from benchmarks.hearth_memory import CHUNK, suggested_costs
+    from engine.gguf import read_model_info
+    from engine.planner.hearth_memory import HEARTH_COSTS, HearthConfig, hearth_items
+    from engine.planner.hearth_plan import hearth_profile
+
+    model = str(write_sparse_gguf(tmp_path / "l.gguf", SHAPES["llama3-8b"], "Q4_K_M"))
+    profile = hearth_profile(read_model_info(model))
+    truth = dataclasses.replace(
+        HEARTH_COSTS, prefill_scores_materialized=False, dequant_bytes_per_weight=6
+    )
+    rows = []
+    for n_ctx in (4096, 32768):
+        for kv in ("f16", "rot4"):
+            items = hearth_items(profile, HearthConfig(n_ctx, kv, kv, CHUNK), truth)
+            rows.append(dict(ok=True, n_ctx=n_ctx, type_k=kv, type_v=kv, context=700 * 2**20,
+                             prefill_workspace=items.prefill_workspace))  # fmt: skip
+    found = suggested_costs(rows, model)
+    assert found == {
+        "context_bytes": 700 * 2**20,
+        "prefill_scores_materialized": False,
+        "dequant_bytes_per_weight": 6.0,
+    }
