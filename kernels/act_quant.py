@@ -21,9 +21,14 @@ small kernel of its own, and the GEMV loads words, scales and sums in its weight
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import torch
 import triton
 import triton.language as tl
+
+from kernels.errors import UnsupportedTensor
 
 ROUND_MAGIC = tl.constexpr(12582912.0)  # 1.5 * 2**23
 ROUND_BITS = tl.constexpr(0x4B400000)  # its float32 bits
@@ -124,18 +129,36 @@ def quantize_kernel(x_ptr, xq_ptr, xd_ptr, xs_ptr, n_groups, stride_xb, GROUPS: 
     tl.store(xs_ptr + b * n_groups * 2 + runs, isum, mask=runs < n_groups * 2)
 
 
-def quantize_activation(x):
-    """x [B, K] (K a multiple of 32) -> (words [B, K/4] int32, d [B, K/32] f32, sums of q per
-    16 values [B, K/16] int32), one small launch."""
-    import torch
+@dataclass(frozen=True)
+class QuantizedActivation:
+    """x [B, K] in 8 bits, as the integer GEMV reads it: words [B, K/4] int32 (4 int8 q each),
+    scales [B, K/32] float32 (d per 32 values), sums [B, K/16] int32 (sum of q per 16)."""
 
+    words: torch.Tensor
+    scales: torch.Tensor
+    sums: torch.Tensor
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.words.shape[0], self.words.shape[1] * 4
+
+
+def quantize_activation(x: torch.Tensor) -> QuantizedActivation:
+    """x [..., K] (K a multiple of 32, f16/bf16/f32) in 8 bits, one small launch. Quantize once
+    and pass the result to every quant_matmul that reads the same x (`quantized=`): the q, k
+    and v projections, or gate and up, then pay one launch instead of three or two."""
+    x = x.reshape(-1, x.shape[-1])
+    if x.stride(-1) != 1:
+        x = x.contiguous()
     n_rows, k = x.shape
+    if k % 32:
+        raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {k}")
     n_groups = k // 32
-    xq = torch.empty(n_rows, k // 4, dtype=torch.int32, device=x.device)
-    xd = torch.empty(n_rows, n_groups, dtype=torch.float32, device=x.device)
-    xs = torch.empty(n_rows, n_groups * 2, dtype=torch.int32, device=x.device)
+    words = torch.empty(n_rows, k // 4, dtype=torch.int32, device=x.device)
+    scales = torch.empty(n_rows, n_groups, dtype=torch.float32, device=x.device)
+    sums = torch.empty(n_rows, n_groups * 2, dtype=torch.int32, device=x.device)
     groups = 16
     quantize_kernel[(triton.cdiv(n_groups, groups), n_rows)](
-        x, xq, xd, xs, n_groups, x.stride(0), GROUPS=groups, num_warps=2
+        x, words, scales, sums, n_groups, x.stride(0), GROUPS=groups, num_warps=2
     )
-    return xq, xd, xs
+    return QuantizedActivation(words, scales, sums)

@@ -15,6 +15,7 @@ import torch
 import triton
 
 from kernels import gemv_blocks, gemv_dp4a, gemv_kquants
+from kernels.act_quant import QuantizedActivation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.gemv_common import split_plan
@@ -85,8 +86,18 @@ def _sm_count(device: torch.device) -> int:
     return 4  # the CPU interpreter: small, so the tests' small shapes still take split-K
 
 
-def quant_matmul(x: torch.Tensor, w: PackedWeight, config: GemvConfig | None = None):
-    """x: [..., n_in] f16/bf16/f32 -> [..., n_out] in x's dtype."""
+def quant_matmul(
+    x: torch.Tensor,
+    w: PackedWeight,
+    config: GemvConfig | None = None,
+    *,
+    quantized: QuantizedActivation | None = None,
+) -> torch.Tensor:
+    """x: [..., n_in] f16/bf16/f32 -> [..., n_out] in x's dtype.
+
+    quantized: x's 8-bit form from kernels.quantize_activation(x), shared by the calls that
+    read the same x; the integer path then skips its own quantization launch (the float path,
+    which every other case takes, ignores it)."""
     require()
     fmt = w.fmt.name
     if x.shape[-1] != w.n_in:
@@ -105,7 +116,12 @@ def quant_matmul(x: torch.Tensor, w: PackedWeight, config: GemvConfig | None = N
     if cfg.path == "dp4a":
         if fmt not in _DP4A:
             raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")
-        return _dp4a_matmul(x2, w, cfg).reshape(*lead, w.n_out)
+        if quantized is not None and quantized.shape != tuple(x2.shape):
+            raise UnsupportedTensor(
+                f"quantized activation of shape {quantized.shape} is not of this input "
+                f"{tuple(x2.shape)}: quantize the same x that is passed"
+            )
+        return _dp4a_matmul(x2, w, cfg, quantized).reshape(*lead, w.n_out)
     n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
     b_tiles = triton.cdiv(n_rows_x, cfg.block_b)
     n_blocks = triton.cdiv(w.n_in, unit)
@@ -140,7 +156,9 @@ def _split_counters(device: torch.device, n: int) -> torch.Tensor:
     return counters
 
 
-def _dp4a_matmul(x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig) -> torch.Tensor:
+def _dp4a_matmul(
+    x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig, quantized: QuantizedActivation | None
+) -> torch.Tensor:
     n_rows_x = x2.shape[0]
     n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
     b_tiles = triton.cdiv(n_rows_x, cfg.block_b)
@@ -157,5 +175,5 @@ def _dp4a_matmul(x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig) -> torch.Te
     even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
     plan = _Plan(per_split, splits, 0, even_rows, even, not interpret_mode())
     grid = (n_row_tiles, splits, b_tiles)
-    _DP4A[w.fmt.name](w, x2, out, part, counters, grid, plan, cfg)
+    _DP4A[w.fmt.name](w, x2, quantized, out, part, counters, grid, plan, cfg)
     return out

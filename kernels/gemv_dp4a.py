@@ -168,15 +168,19 @@ def _words(plane: torch.Tensor) -> torch.Tensor:
     return plane.view(-1).view(torch.int32)
 
 
-def _x_buffers(x, cfg):
-    """(words, d, sums) of x from quantize_activation, or x itself thrice (unused)."""
-    return quantize_activation(x) if cfg.prequantize else (x, x, x)
+def _x_buffers(x, xq, cfg):
+    """(words, d, sums) of x: `xq` when the caller quantized x already, else one launch of
+    quantize_activation; x itself thrice (unused) when each program quantizes x itself."""
+    if not cfg.prequantize:
+        return x, x, x
+    xq = xq or quantize_activation(x)
+    return xq.words, xq.scales, xq.sums
 
 
-def launch_q4_k(w, x, out, part, count, grid, plan, cfg):
+def launch_q4_k(w, x, xq, out, part, count, grid, plan, cfg):
     p = w.planes
     q4_k_dp4a_kernel[grid](
-        x, *_x_buffers(x, cfg), out, part, count, p["d"], p["dmin"], _words(p["scales"]),
+        x, *_x_buffers(x, xq, cfg), out, part, count, p["d"], p["dmin"], _words(p["scales"]),
         _words(p["qs"]),
         w.n_out, w.n_in // 256, x.shape[0], x.stride(0), out.stride(0), plan.blocks_per_split,
         plan.splits, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile,
@@ -185,10 +189,10 @@ def launch_q4_k(w, x, out, part, count, grid, plan, cfg):
     )  # fmt: skip
 
 
-def launch_q6_k(w, x, out, part, count, grid, plan, cfg):
+def launch_q6_k(w, x, xq, out, part, count, grid, plan, cfg):
     p = w.planes
     q6_k_dp4a_kernel[grid](
-        x, *_x_buffers(x, cfg), out, part, count, _words(p["ql"]), _words(p["qh"]), p["scales"],
+        x, *_x_buffers(x, xq, cfg), out, part, count, _words(p["ql"]), _words(p["qh"]), p["scales"],
         p["d"],
         w.n_out, w.n_in // 256, x.shape[0], x.stride(0), out.stride(0), plan.blocks_per_split,
         plan.splits, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile,

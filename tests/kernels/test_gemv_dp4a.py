@@ -13,6 +13,7 @@ import triton.language as tl
 
 from kernels import gemv, reference
 from kernels.act_quant import dp4a, quantize_activation, reference_quantize
+from kernels.errors import UnsupportedTensor
 from kernels.gemv import GemvConfig, quant_matmul
 from kernels.packed_weight import PackedWeight
 from tests.kernels.conftest import relative_error
@@ -93,12 +94,48 @@ def test_half_precision_inputs_and_output(device):
 
 def test_quantize_activation_matches_numpy(device):
     x = torch.randn(3, 512) * torch.linspace(0.01, 10.0, 512)
-    xq, xd, xs = quantize_activation(x.to(device))
+    quantized = quantize_activation(x.to(device))
+    xq, xd, xs = quantized.words, quantized.scales, quantized.sums
+    assert quantized.shape == (3, 512)
     q = xq.cpu().contiguous().view(torch.int8).reshape(3, 16, 32).to(torch.float64)
     values = (q * xd.cpu().to(torch.float64)[:, :, None]).reshape(3, 512).numpy()
     np.testing.assert_allclose(values, reference_quantize(x.numpy()), rtol=1e-6, atol=1e-6)
     assert q.abs().max() <= 127
     np.testing.assert_array_equal(xs.cpu().numpy(), q.reshape(3, 32, 16).sum(-1).numpy())
+
+
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+def test_a_shared_quantized_input_gives_the_same_result(fmt, device):
+    """q/k/v (or gate/up) share one quantize_activation: bit for bit what each call gets alone."""
+    raw = reference.random_weight_bytes(fmt, 24, 1024, seed=7)
+    w = PackedWeight.from_gguf(raw, fmt, (24, 1024), device=device)
+    x = torch.randn(1, 1024).to(device)
+    shared = quantize_activation(x)
+    alone = quant_matmul(x, w)
+    torch.testing.assert_close(quant_matmul(x, w, quantized=shared), alone, rtol=0, atol=0)
+
+
+def test_a_quantized_input_of_another_shape_is_refused(device):
+    raw = reference.random_weight_bytes("Q4_K", 8, 512, seed=8)
+    w = PackedWeight.from_gguf(raw, "Q4_K", (8, 512), device=device)
+    x = torch.randn(1, 512).to(device)
+    other = quantize_activation(torch.randn(1, 1024).to(device))
+    with pytest.raises(UnsupportedTensor, match="quantize the same x"):
+        quant_matmul(x, w, quantized=other)
+
+
+def test_the_float_path_ignores_a_quantized_input(device):
+    """Formats without an integer kernel (and 2..16 rows) read x itself, unrounded."""
+    raw = reference.random_weight_bytes("Q8_0", 8, 512, seed=9)
+    w = PackedWeight.from_gguf(raw, "Q8_0", (8, 512), device=device)
+    x = torch.randn(1, 512)
+    y = quant_matmul(x.to(device), w, quantized=quantize_activation(x.to(device))).cpu()
+    assert relative_error(y, reference.gemv(x.numpy(), raw, "Q8_0", (8, 512))) < 1e-5
+
+
+def test_rows_that_are_not_whole_32s_are_refused(device):
+    with pytest.raises(UnsupportedTensor, match="whole 32s"):
+        quantize_activation(torch.randn(1, 48).to(device))
 
 
 @triton.jit
