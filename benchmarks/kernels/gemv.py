@@ -88,15 +88,19 @@ def sweep(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
     return sorted(results, key=lambda r: r["us"])
 
 
-# The batch-1 variants of the integer path beside the float path it replaces (docs/kernels.md).
+# The batch-1 variants of the integer path beside the float path it replaces (docs/kernels.md):
+# the float kernel, the two first tries, the measured best (the default, 4x16), and untried
+# neighbours of it (fewer threads per program or more rows: fewer instructions per weight in
+# their SASS, more registers; benchmarks/kernels/gemv_sass.py), to settle on the next run.
 VARIANTS = {
     "float 8x4": GemvConfig(8, 4, 1),
     "dp4a fused 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a"),
     "dp4a preq 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a", prequantize=True),
     "dp4a preq 4x16": GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True),
     "dp4a preq 8x8": GemvConfig(8, 8, 1, num_stages=3, path="dp4a", prequantize=True),
-    "dp4a preq 16x4": GemvConfig(16, 4, 1, num_stages=3, path="dp4a", prequantize=True),
-    "dp4a preq 8x4": GemvConfig(8, 4, 1, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 4x16 w2": GemvConfig(4, 16, 1, 2, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 2x16 w2": GemvConfig(2, 16, 1, 2, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 8x16": GemvConfig(8, 16, 1, num_stages=3, path="dp4a", prequantize=True),
 }
 
 
