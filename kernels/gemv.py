@@ -161,19 +161,18 @@ def _dp4a_matmul(
 ) -> torch.Tensor:
     n_rows_x = x2.shape[0]
     n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
-    b_tiles = triton.cdiv(n_rows_x, cfg.block_b)
     n_blocks = w.n_in // 256
     per_split, splits = split_plan(
-        n_blocks, cfg.blocks_per_tile, n_row_tiles * b_tiles, _sm_count(x2.device)
+        n_blocks, cfg.blocks_per_tile, n_row_tiles * n_rows_x, _sm_count(x2.device)
     )
     out = torch.empty(n_rows_x, w.n_out, dtype=x2.dtype, device=x2.device)
     part = out
     if splits > 1:
         part = torch.empty(splits, n_rows_x, w.n_out, dtype=torch.float32, device=x2.device)
-    counters = _split_counters(x2.device, n_row_tiles * b_tiles)
+    counters = _split_counters(x2.device, n_row_tiles * n_rows_x)
     even_rows = w.n_out % cfg.block_n == 0
     even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
     plan = _Plan(per_split, splits, 0, even_rows, even, not interpret_mode())
-    grid = (n_row_tiles, splits, b_tiles)
+    grid = (n_row_tiles * n_rows_x, splits)  # one input row per program (block_b unused)
     _DP4A[w.fmt.name](w, x2, quantized, out, part, counters, grid, plan, cfg)
     return out

@@ -138,7 +138,8 @@ def split_plan(n_blocks: int, blocks_per_tile: int, n_row_tiles: int, n_sm: int)
 @triton.jit
 def finish_rows(y, out_ptr, part_ptr, count_ptr, b, rows, row_mask, stride_ob, N, n_rows_x,
                 n_splits, SPLIT_K: tl.constexpr):  # fmt: skip
-    """Write y [BN] (input row b, weight rows `rows`) to out, in one launch also with split-K.
+    """Write y [BN] (input row b, weight rows `rows`) to out, in one launch also with split-K;
+    the grid is ((weight row tile, input row), split).
 
     With split-K each program stores its fp32 partial in part[split, b, n] and takes a ticket
     from its tile's counter; the last of the tile's n_splits programs to arrive adds the
@@ -152,7 +153,7 @@ def finish_rows(y, out_ptr, part_ptr, count_ptr, b, rows, row_mask, stride_ob, N
         tile_stride = n_rows_x * N
         tl.store(part + tl.program_id(1) * tile_stride, y, mask=row_mask)
         tl.debug_barrier()
-        tile = b * tl.num_programs(0) + tl.program_id(0)
+        tile = tl.program_id(0)
         ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if ticket == n_splits - 1:
             total = tl.zeros_like(y)

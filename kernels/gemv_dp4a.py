@@ -21,6 +21,9 @@ Q6_K: per 128-weight half h, words i of ql (bytes 64h + 4i and 64h + 32 + 4i) an
 The weight bytes are the GGUF bytes in PackedWeight's planes, unchanged. Tile: BLOCK_N weight
 rows x NBLK super-blocks a K step, every one of BLOCK_B input rows per program; split-K with the
 reduction in the same launch (gemv_common.finish_rows) so 1024-row matrices still fill the GPU.
+Several input rows: one per program, grid axis 0 = (weight row tile, input row) with the input
+row fastest, so the programs that read the same weight tile run together and all but the first
+find it in L2 (one axis: axis 0 has room for a 262,144-row vocabulary matrix, y and z do not).
 """
 
 from __future__ import annotations
@@ -67,12 +70,12 @@ def q4_k_dp4a_kernel(
     BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
     PREQ: tl.constexpr, ASM: tl.constexpr,
 ):  # fmt: skip
-    """One input row per program (grid axis 2). qs_ptr and scales_ptr are the planes as int32
-    words; d, dmin f16."""
-    b = tl.program_id(2)
+    """One input row per program (the grid: module docstring). qs_ptr and scales_ptr are the
+    planes as int32 words; d, dmin f16."""
+    b = tl.program_id(0) % n_rows_x
     x_row = x_ptr + b * stride_xb
     xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = tl.program_id(0) // n_rows_x * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = (rows < N) | EVEN
     NG: tl.constexpr = NBLK * 4  # groups: (super-block, chunk of 64 weights)
     g = tl.arange(0, NG)
@@ -113,12 +116,12 @@ def q6_k_dp4a_kernel(
     BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
     PREQ: tl.constexpr, ASM: tl.constexpr,
 ):  # fmt: skip
-    """One input row per program (grid axis 2). ql_ptr and qh_ptr are the planes as int32
-    words; scales int8, d f16."""
-    b = tl.program_id(2)
+    """One input row per program (the grid: module docstring). ql_ptr and qh_ptr are the
+    planes as int32 words; scales int8, d f16."""
+    b = tl.program_id(0) % n_rows_x
     x_row = x_ptr + b * stride_xb
     xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    rows = tl.program_id(0) // n_rows_x * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = (rows < N) | EVEN
     NG: tl.constexpr = NBLK * 2  # groups: (super-block, half of 128 weights)
     g = tl.arange(0, NG)

@@ -57,18 +57,21 @@ def test_matches_references(fmt, variant, n_out, n_in, rows, device):
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
 def test_split_k_counters_reset_for_the_next_call(fmt, device):
-    """The last program of each tile resets its ticket counter: a second call must give the
-    same result, and the counters must be back at zero."""
+    """Split-K over 2 input rows (each (tile, input row) has its own ticket counter): the last
+    program of each resets it, so a second call gives the same result and the counters are
+    back at zero."""
     cfg = CONFIGS["fused"]
-    raw = reference.random_weight_bytes(fmt, 40, 2048, seed=3)
-    w = PackedWeight.from_gguf(raw, fmt, (40, 2048), device=device)
-    x = torch.randn(1, 2048).to(device)
-    _per_split, splits = gemv.split_plan(8, cfg.blocks_per_tile, 3, gemv._sm_count(x.device))
+    raw = reference.random_weight_bytes(fmt, 16, 2048, seed=3)
+    w = PackedWeight.from_gguf(raw, fmt, (16, 2048), device=device)
+    x = torch.randn(2, 2048)
+    _per_split, splits = gemv.split_plan(8, cfg.blocks_per_tile, 2, gemv._sm_count(x.device))
     assert splits > 1 or device == "cuda"  # the interpreter's 4 "SMs" make this one split-K
-    first = quant_matmul(x, w, cfg)
-    second = quant_matmul(x, w, cfg)
+    first = quant_matmul(x.to(device), w, cfg)
+    second = quant_matmul(x.to(device), w, cfg)
     torch.testing.assert_close(first, second, rtol=0, atol=0)
-    assert int(gemv._COUNTERS[x.device].abs().sum()) == 0
+    assert int(gemv._COUNTERS[first.device].abs().sum()) == 0
+    exact = reference.gemv(reference_quantize(x.numpy()), raw, fmt, (16, 2048))
+    assert relative_error(first.cpu(), exact) < EXACT
 
 
 def test_zero_input_groups_give_zero(device):
