@@ -47,10 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         for fmt in formats:
             for _name, n_out, n_in in gemv.LLAMA3_8B:
                 rows += gemv.variants(fmt, n_out, n_in, copy_bw)
-        print("\nGEMV variants, 1 row (weights + x + y bytes over time)")
-        print(f"{'format':6} {'variant':18} {'shape':>12} {'us':>8} {'GB/s':>7} {'of copy':>8}")
+        print("\nGEMV variants (weights + x + y bytes over time; 1 row unless named)")
+        print(f"{'format':6} {'variant':24} {'shape':>12} {'us':>8} {'GB/s':>7} {'of copy':>8}")
         for r in rows:
-            print(f"{r['format']:6} {r['variant']:18} {r['n_out']}x{r['n_in']:<7} {r['us']:8.1f} "
+            print(f"{r['format']:6} {r['variant']:24} {r['n_out']}x{r['n_in']:<7} {r['us']:8.1f} "
                   f"{r['gb_s']:7.0f} {r['of_copy']:8.1%}")  # fmt: skip
         quant = {k: gemv.activation_quantize_us(k) for k in (4096, 14336)}
         print("quantize_activation alone, 1 row: " + ", ".join(
