@@ -21,6 +21,7 @@ small kernel of its own, and the GEMV loads words, scales and sums in its weight
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,6 +30,7 @@ import triton
 import triton.language as tl
 
 from kernels.errors import UnsupportedTensor
+from kernels.gemv_common import gdc_launch_dependents
 
 ROUND_MAGIC = tl.constexpr(12582912.0)  # 1.5 * 2**23
 ROUND_BITS = tl.constexpr(0x4B400000)  # its float32 bits
@@ -115,8 +117,13 @@ def x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ: tl.cons
 
 
 @triton.jit
-def quantize_kernel(x_ptr, xq_ptr, xd_ptr, xs_ptr, n_groups, stride_xb, GROUPS: tl.constexpr):
-    """x [B, K] -> words xq [B, K/4] int32, d xd [B, K/32] f32, sums xs [B, K/16] int32."""
+def quantize_kernel(x_ptr, xq_ptr, xd_ptr, xs_ptr, n_groups, stride_xb, GROUPS: tl.constexpr,
+                    LET_NEXT_START: tl.constexpr):  # fmt: skip
+    """x [B, K] -> words xq [B, K/4] int32, d xd [B, K/32] f32, sums xs [B, K/16] int32.
+    LET_NEXT_START (sm_90+): a GEMV launched after it with launch_pdl may start at once (it
+    streams its weights and waits for these words with griddepcontrol.wait)."""
+    if LET_NEXT_START:
+        gdc_launch_dependents()
     b = tl.program_id(1)
     g = tl.program_id(0) * GROUPS + tl.arange(0, GROUPS)
     word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
@@ -127,6 +134,13 @@ def quantize_kernel(x_ptr, xq_ptr, xd_ptr, xs_ptr, n_groups, stride_xb, GROUPS: 
     tl.store(xd_ptr + b * n_groups + g, d, mask=g < n_groups)
     runs = g[:, None] * 2 + tl.arange(0, 2)[None, :]
     tl.store(xs_ptr + b * n_groups * 2 + runs, isum, mask=runs < n_groups * 2)
+
+
+def has_griddepcontrol(device: torch.device) -> bool:
+    """Programmatic dependent launch: a CUDA GPU of sm_90 or newer, not the interpreter."""
+    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
 
 
 @dataclass(frozen=True)
@@ -143,10 +157,12 @@ class QuantizedActivation:
         return self.words.shape[0], self.words.shape[1] * 4
 
 
-def quantize_activation(x: torch.Tensor) -> QuantizedActivation:
+def quantize_activation(x: torch.Tensor, *, let_next_start: bool = False) -> QuantizedActivation:
     """x [..., K] (K a multiple of 32, f16/bf16/f32) in 8 bits, one small launch. Quantize once
     and pass the result to every quant_matmul that reads the same x (`quantized=`): the q, k
-    and v projections, or gate and up, then pay one launch instead of three or two."""
+    and v projections, or gate and up, then pay one launch instead of three or two.
+    let_next_start: the next kernel, if a programmatic dependent launch, may start before this
+    one ends (GEMV's pipelined variant; only on sm_90+, ignored elsewhere)."""
     x = x.reshape(-1, x.shape[-1])
     if x.stride(-1) != 1:
         x = x.contiguous()
@@ -159,6 +175,7 @@ def quantize_activation(x: torch.Tensor) -> QuantizedActivation:
     sums = torch.empty(n_rows, n_groups * 2, dtype=torch.int32, device=x.device)
     groups = 16
     quantize_kernel[(triton.cdiv(n_groups, groups), n_rows)](
-        x, words, scales, sums, n_groups, x.stride(0), GROUPS=groups, num_warps=2
-    )
+        x, words, scales, sums, n_groups, x.stride(0), GROUPS=groups,
+        LET_NEXT_START=let_next_start and has_griddepcontrol(x.device), num_warps=2,
+    )  # fmt: skip
     return QuantizedActivation(words, scales, sums)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernels import gemv_blocks, gemv_dp4a, gemv_kquants
+from kernels import gemv_blocks, gemv_dp4a, gemv_dp4a_pipelined, gemv_kquants
 from kernels.act_quant import QuantizedActivation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
@@ -38,6 +38,10 @@ _LAUNCH = {
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # The integer path: its launcher, and the most input rows one program takes.
 _DP4A = {"Q4_K": gemv_dp4a.launch_q4_k, "Q6_K": gemv_dp4a.launch_q6_k}
+_DP4A_PIPELINED = {
+    "Q4_K": gemv_dp4a_pipelined.launch_q4_k,
+    "Q6_K": gemv_dp4a_pipelined.launch_q6_k,
+}
 DP4A_MAX_ROWS = 1
 
 
@@ -50,6 +54,9 @@ class GemvConfig:
     num_stages: int = 2
     path: str = "float"  # "float" (dequantize to floats) or "dp4a" (8-bit x, integer dots)
     prequantize: bool = False  # dp4a: quantize x in a launch of its own, not in every program
+    # dp4a: gemv_dp4a_pipelined.py, weights loaded one K step ahead by hand and launched as a
+    # programmatic dependent launch on sm_90+ (not yet measured on a GPU: not the default)
+    pipelined: bool = False
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
@@ -174,5 +181,6 @@ def _dp4a_matmul(
     even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
     plan = _Plan(per_split, splits, 0, even_rows, even, not interpret_mode())
     grid = (n_row_tiles * n_rows_x, splits)  # one input row per program (block_b unused)
-    _DP4A[w.fmt.name](w, x2, quantized, out, part, counters, grid, plan, cfg)
+    launch = (_DP4A_PIPELINED if cfg.pipelined else _DP4A)[w.fmt.name]
+    launch(w, x2, quantized, out, part, counters, grid, plan, cfg)
     return out

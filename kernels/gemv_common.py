@@ -164,3 +164,19 @@ def finish_rows(y, out_ptr, part_ptr, count_ptr, b, rows, row_mask, stride_ob, N
             tl.atomic_xchg(count_ptr + tile, 0)
     else:
         tl.store(out, y.to(out_ptr.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit
+def gdc_wait():
+    """Wait until the previous kernel in the stream has finished and its writes are visible
+    (griddepcontrol, sm_90+): a kernel launched with launch_pdl=True may start before then and
+    must read nothing that kernel writes, and write nothing, before this."""
+    tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
+
+
+@triton.jit
+def gdc_launch_dependents():
+    """Let the next kernel (if launched with launch_pdl=True) start its programs now."""
+    tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [],
+                              dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip

@@ -58,7 +58,7 @@ def _q4_k_scales_mins(scales_ptr, row_blk, chunk, mask):
 
 
 @triton.jit
-def _dot_words(w, xw, ASM: tl.constexpr):
+def dot_words(w, xw, ASM: tl.constexpr):
     """sum over the last two axes of dp4a(w [BN, G, S, 4], xw [1, G, S, 4]) -> [BN, G]"""
     return tl.sum(tl.sum(dp4a(w, xw, tl.zeros_like(w), ASM), axis=3), axis=2)
 
@@ -100,8 +100,8 @@ def q4_k_dp4a_kernel(
                                        rows, PREQ)  # fmt: skip
         sum_lo = dx_lo * tl.sum(isum_lo, axis=2).to(tl.float32)  # sum of x' over sub-block
         sum_hi = dx_hi * tl.sum(isum_hi, axis=2).to(tl.float32)
-        dot_lo = _dot_words(qs & LOW_NIBBLES, x_lo, ASM)
-        dot_hi = _dot_words((qs >> 4) & LOW_NIBBLES, x_hi, ASM)
+        dot_lo = dot_words(qs & LOW_NIBBLES, x_lo, ASM)
+        dot_hi = dot_words((qs >> 4) & LOW_NIBBLES, x_hi, ASM)
         scaled = (sc_lo * dx_lo) * dot_lo.to(tl.float32) + (sc_hi * dx_hi) * dot_hi.to(tl.float32)
         acc += d * scaled - dmin * (m_lo * sum_lo + m_hi * sum_hi)
     y = tl.sum(acc, axis=1)
@@ -166,25 +166,25 @@ def q6_k_dp4a_kernel(
                 n_splits, SPLIT_K)  # fmt: skip
 
 
-def _words(plane: torch.Tensor) -> torch.Tensor:
+def words(plane: torch.Tensor) -> torch.Tensor:
     """A uint8 plane (rows of whole 4-byte words) read as int32 words."""
     return plane.view(-1).view(torch.int32)
 
 
-def _x_buffers(x, xq, cfg):
+def x_buffers(x, xq, cfg):
     """(words, d, sums) of x: `xq` when the caller quantized x already, else one launch of
     quantize_activation; x itself thrice (unused) when each program quantizes x itself."""
     if not cfg.prequantize:
         return x, x, x
-    xq = xq or quantize_activation(x)
+    xq = xq or quantize_activation(x, let_next_start=cfg.pipelined)
     return xq.words, xq.scales, xq.sums
 
 
 def launch_q4_k(w, x, xq, out, part, count, grid, plan, cfg):
     p = w.planes
     q4_k_dp4a_kernel[grid](
-        x, *_x_buffers(x, xq, cfg), out, part, count, p["d"], p["dmin"], _words(p["scales"]),
-        _words(p["qs"]),
+        x, *x_buffers(x, xq, cfg), out, part, count, p["d"], p["dmin"], words(p["scales"]),
+        words(p["qs"]),
         w.n_out, w.n_in // 256, x.shape[0], x.stride(0), out.stride(0), plan.blocks_per_split,
         plan.splits, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile,
         EVEN=plan.even, SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, ASM=plan.native,
@@ -195,7 +195,7 @@ def launch_q4_k(w, x, xq, out, part, count, grid, plan, cfg):
 def launch_q6_k(w, x, xq, out, part, count, grid, plan, cfg):
     p = w.planes
     q6_k_dp4a_kernel[grid](
-        x, *_x_buffers(x, xq, cfg), out, part, count, _words(p["ql"]), _words(p["qh"]), p["scales"],
+        x, *x_buffers(x, xq, cfg), out, part, count, words(p["ql"]), words(p["qh"]), p["scales"],
         p["d"],
         w.n_out, w.n_in // 256, x.shape[0], x.stride(0), out.stride(0), plan.blocks_per_split,
         plan.splits, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile,

@@ -95,7 +95,8 @@ def sweep(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
 # The batch-1 variants of the integer path beside the float path it replaces (docs/kernels.md):
 # the float kernel, the two first tries, the measured best (the default, 4x16), and untried
 # neighbours of it (fewer threads per program or more rows: fewer instructions per weight in
-# their SASS, more registers; benchmarks/kernels/gemv_sass.py), to settle on the next run.
+# their SASS, more registers; benchmarks/kernels/gemv_sass.py) and the pipelined kernels, to
+# settle on the next run.
 VARIANTS = {
     "float 8x4": GemvConfig(8, 4, 1),
     "dp4a fused 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a"),
@@ -105,6 +106,13 @@ VARIANTS = {
     "dp4a preq 4x16 w2": GemvConfig(4, 16, 1, 2, num_stages=3, path="dp4a", prequantize=True),
     "dp4a preq 2x16 w2": GemvConfig(2, 16, 1, 2, num_stages=3, path="dp4a", prequantize=True),
     "dp4a preq 8x16": GemvConfig(8, 16, 1, num_stages=3, path="dp4a", prequantize=True),
+    # gemv_dp4a_pipelined.py: weights before x (programmatic dependent launch), prefetch
+    "dp4a pipe 4x16": GemvConfig(
+        4, 16, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True
+    ),
+    "dp4a pipe 8x8": GemvConfig(
+        8, 8, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True
+    ),
 }
 
 

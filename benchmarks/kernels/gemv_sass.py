@@ -21,7 +21,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from kernels import gemv_dp4a
+from kernels import gemv_dp4a, gemv_dp4a_pipelined
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 POINTERS = {
@@ -52,16 +52,23 @@ POINTERS = {
         "*fp16",
     ],
 }
-KERNELS = {"q4_k": gemv_dp4a.q4_k_dp4a_kernel, "q6_k": gemv_dp4a.q6_k_dp4a_kernel}
+KERNELS = {
+    "q4_k": gemv_dp4a.q4_k_dp4a_kernel,
+    "q6_k": gemv_dp4a.q6_k_dp4a_kernel,
+    "q4_k pipelined": gemv_dp4a_pipelined.q4_k_dp4a_pipelined_kernel,
+    "q6_k pipelined": gemv_dp4a_pipelined.q6_k_dp4a_pipelined_kernel,
+}
 
 
 def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, stages: int,
-                 split_k: bool = True):  # fmt: skip
+                 split_k: bool = True, pipe: bool = False, one_step: bool = False):  # fmt: skip
+    name = f"{name} pipelined" if pipe else name
     fn = KERNELS[name]
-    consts = dict(BLOCK_N=block_n, NBLK=nblk, EVEN=True, SPLIT_K=split_k,
-                  PREQ=preq, ASM=True)  # fmt: skip
+    consts = dict(BLOCK_N=block_n, NBLK=nblk, EVEN=True, SPLIT_K=split_k, PREQ=preq, ASM=True)
+    if pipe:
+        consts.update(GDC=True, ONE_STEP=one_step)  # fmt: skip
     signature = {}
-    pointers = iter(POINTERS[name])
+    pointers = iter(POINTERS.get(name, POINTERS[name.split()[0]]))
     for arg in fn.arg_names:
         if arg in consts:
             signature[arg] = "constexpr"
@@ -72,8 +79,8 @@ def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, sta
     aligned = [(i,) for i, a in enumerate(fn.arg_names) if a.endswith("_ptr") or a == "N"]
     attrs = {k: [["tt.divisibility", 16]] for k in aligned}
     src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": warps, "num_stages": stages})  # fmt: skip
+    options = {"num_warps": warps, "num_stages": stages, "launch_pdl": pipe}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
 def loop_instructions(sass: str) -> int:
@@ -94,18 +101,22 @@ def main() -> None:
     parser.add_argument("--dump", help="write each SASS listing here")
     args = parser.parse_args()
     configs = []
-    for preq in (False, True):
-        for name in ("q4_k", "q6_k"):
-            for block_n, nblk in ((4, 16), (8, 8), (8, 4), (16, 4)):
-                configs.append((name, block_n, nblk, preq, 4, 3))
-    for name, block_n, nblk, preq, warps, stages in configs:
-        kernel = compile_sm90(name, block_n, nblk, preq, warps, stages)
+    for name in ("q4_k", "q6_k"):
+        for block_n, nblk, preq in ((16, 2, False), (16, 2, True), (4, 16, True), (8, 8, True)):
+            for pipe in (False, True):
+                configs.append((name, block_n, nblk, preq, 4, 3, pipe))
+    # a 4096-wide row (16 super-blocks) is one step at NBLK=16: the pipelined kernel's ONE_STEP
+    configs += [(name, 4, 16, True, 4, 3, "one step") for name in ("q4_k", "q6_k")]
+    for name, block_n, nblk, preq, warps, stages, pipe in configs:
+        kernel = compile_sm90(name, block_n, nblk, preq, warps, stages, pipe=bool(pipe),
+                              one_step=pipe == "one step")  # fmt: skip
         path = Path(os.environ.get("TMPDIR", "/tmp")) / f"gemv_{name}.cubin"
         path.write_bytes(kernel.asm["cubin"])
         sass = subprocess.run([str(CUOBJDUMP), "-sass", str(path)], capture_output=True,
                               text=True, check=True).stdout  # fmt: skip
         if args.dump:
-            tag = f"{name}_n{block_n}_k{nblk}_p{int(preq)}_w{warps}"
+            pipe_tag = str(pipe).replace(" ", "_")
+            tag = f"{name}_n{block_n}_k{nblk}_p{int(preq)}_w{warps}_pipe{pipe_tag}"
             Path(args.dump, f"{tag}.sass").write_text(sass)
         usage = subprocess.run([str(CUOBJDUMP), "-res-usage", str(path)], capture_output=True,
                                text=True, check=True).stdout  # fmt: skip
@@ -113,9 +124,11 @@ def main() -> None:
         stack = re.search(r"STACK:(\d+)", usage).group(1)
         n_loop = loop_instructions(sass)
         weights = block_n * nblk * 256 / (warps * 32)  # per thread per iteration
-        print(f"{name} BLOCK_N={block_n:2} NBLK={nblk} PREQ={preq:d} warps={warps}: "
-              f"{regs} regs, stack {stack}, loop {n_loop} instr = "
-              f"{n_loop / weights:.2f} per weight")  # fmt: skip
+        n_all = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, flags=re.M))
+        gdc = "griddepcontrol" in kernel.asm["ptx"]
+        print(f"{name} BLOCK_N={block_n:2} NBLK={nblk:2} PREQ={preq:d} PIPE={pipe!s:8}: "
+              f"{regs} regs, stack {stack}, instructions: loop {n_loop / weights:.2f}, whole "
+              f"{n_all / weights:.2f} per weight{' (griddepcontrol)' if gdc else ''}")  # fmt: skip
 
 
 if __name__ == "__main__":

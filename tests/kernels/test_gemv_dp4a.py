@@ -5,6 +5,8 @@ computes: tight), and x @ W.T (what 8-bit activations cost: loose, as in llama.c
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 import torch
@@ -25,6 +27,10 @@ CONFIGS = {
     "fused-1blk": GemvConfig(16, 1, 1, path="dp4a"),
     "prequantized": GemvConfig(16, 2, 1, path="dp4a", prequantize=True),
     "default": gemv.default_config("Q4_K", 1),  # prequantized, 4 rows x 16 super-blocks
+    # gemv_dp4a_pipelined.py: one step (rows of up to 16 super-blocks), and K loops
+    "pipelined-4x16": GemvConfig(4, 16, 1, path="dp4a", prequantize=True, pipelined=True),
+    "pipelined-16x1": GemvConfig(16, 1, 1, path="dp4a", prequantize=True, pipelined=True),
+    "pipelined-fused": GemvConfig(16, 1, 1, path="dp4a", pipelined=True),
 }
 
 
@@ -34,15 +40,24 @@ def test_one_row_of_q4_k_and_q6_k_takes_the_integer_path():
     assert gemv.default_config("Q4_K", 2).path == "float"
 
 
-def _check(fmt, n_out, n_in, rows, config, device, seed=0):
+@functools.lru_cache(maxsize=2)
+def _case(fmt, n_out, n_in, rows, device, seed):
+    """Weights, x and both references, computed once per case (the 8B shapes' numpy
+    dequantization takes seconds, and every variant reuses it)."""
     raw = reference.random_weight_bytes(fmt, n_out, n_in, seed=seed)
     w = PackedWeight.from_gguf(raw, fmt, (n_out, n_in), device=device)
     x = torch.randn(rows, n_in, generator=torch.Generator().manual_seed(seed + 1))
+    dequantized = reference.dequantize_weight(raw, fmt, (n_out, n_in)).astype(np.float64)
+    exact = reference_quantize(x.numpy()) @ dequantized.T
+    return w, x, exact, x.double().numpy() @ dequantized.T
+
+
+def _check(fmt, n_out, n_in, rows, config, device, seed=0):
+    w, x, exact, unrounded = _case(fmt, n_out, n_in, rows, device, seed)
     y = quant_matmul(x.to(device), w, config).cpu()
     assert y.shape == (rows, n_out)
-    exact = reference.gemv(reference_quantize(x.numpy()), raw, fmt, (n_out, n_in))
     assert relative_error(y, exact) < EXACT
-    assert relative_error(y, reference.gemv(x.numpy(), raw, fmt, (n_out, n_in))) < ACTIVATION_ERROR
+    assert relative_error(y, unrounded) < ACTIVATION_ERROR
     return y
 
 
@@ -167,10 +182,11 @@ def test_dp4a_assembly_agrees_with_the_interpreter_path():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
 @pytest.mark.parametrize("variant", list(CONFIGS))
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
 @pytest.mark.parametrize("shape", [(1024, 4096), (4096, 4096)])
-def test_llama3_8b_shapes(fmt, variant, shape):
+def test_llama3_8b_shapes(shape, fmt, variant):
+    """Variants innermost: each case's weights and references are made once."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     _check(fmt, *shape, 1, CONFIGS[variant], "cuda", seed=6)
