@@ -4,8 +4,8 @@
     x . w  ~=  d * sum(q * w)       (w's integer codes; the sums are exact in int32)
 
 This is what llama.cpp's CUDA (q8_1, MMVQ) and CPU (q8_K) builds do to the activation before
-their integer dot products. The error it adds is about 0.3-0.5% of a dot product (rounding to
-1/254 of each group's range), measured against the float64 reference in tests/kernels.
+their integer dot products. The error it adds is 0.3-0.9% of a dot product on the tests' random
+weights (relative to the float64 product; each x is rounded to 1/254 of its group's range).
 
 Four consecutive int8 values are packed little-endian into one int32 word, so that a word of a
 weight plane (4 codes of 4 consecutive weights, one per byte) meets its 4 inputs in one `dp4a`:
