@@ -36,7 +36,9 @@ _LAUNCH = {
     "F32": (gemv_blocks.launch_float, 64),
 }
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
-# The integer path: its launcher, and the most input rows one program takes.
+# The integer path: its launchers, and the most input rows that take it by default (0: none,
+# every call takes the float path; a test comparing a whole forward pass with a float reference
+# can set it so: 8-bit activations move a tiny random model's logits by a few percent).
 _DP4A = {"Q4_K": gemv_dp4a.launch_q4_k, "Q6_K": gemv_dp4a.launch_q6_k}
 _DP4A_PIPELINED = {
     "Q4_K": gemv_dp4a_pipelined.launch_q4_k,
