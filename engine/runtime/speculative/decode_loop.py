@@ -58,6 +58,9 @@ class SpeculativeLoop:
             return StopReason.MAX_TOKENS
         pending = self._choice(-1)  # from the prefill's last logits
         while True:
+            # Steps are timed from here: a plain step's price includes emitting its token, as
+            # in plain decoding, and a checking step's includes drafting.
+            started = time.perf_counter()
             reason = reply.take(pending)
             if reason is not None:
                 return reason
@@ -67,27 +70,25 @@ class SpeculativeLoop:
             # Drafts beyond the reply's end or the context's are never worth checking.
             room = min(reply.max_tokens - reply.n_generated - 1, n_ctx - 2 - len(session.cached))
             wanted = 0 if spec.plain_step_due() else min(spec.length.next_length(), room)
-            started = time.perf_counter()
             drafts = spec.drafter.propose(self.history, wanted)[:wanted] if wanted > 0 else []
             if not drafts:
                 pending = self._plain_step(pending)
+                spec.record_plain_step(time.perf_counter() - started)
                 continue
             pending, reason = self._checked_step(pending, drafts)
             if reason is not None:
                 return reason
-            # What drafting and checking cost against a plain step, drafting included (a
-            # draft model's own decodes are part of the price).
+            # What drafting and checking cost against a plain step (a draft model's own
+            # decodes are part of the price).
             seconds = time.perf_counter() - started
             spec.length.record_cost(len(drafts), seconds, spec.plain_step_seconds)
 
     def _plain_step(self, token: int) -> int:
-        """Decode one token as plain decoding does, and time it: the speed-up's baseline."""
-        started = time.perf_counter()
+        """Decode one token as plain decoding does (timed by the caller: the speed-up's
+        baseline)."""
         self.session.ctx.decode_one(token)
         self.session.cached.append(token)
-        chosen = self._choice(-1)
-        self.spec.record_plain_step(time.perf_counter() - started)
-        return chosen
+        return self._choice(-1)
 
     def _checked_step(self, token: int, drafts: list[int]) -> tuple[int, str | None]:
         """Decode `token` and the drafts in one batch; emit the drafts the model agrees with.
