@@ -7,6 +7,7 @@ import os
 
 from engine.cli import numbers
 from engine.runtime import protocol as p
+from engine.runtime.speculative.summary import speculation_text
 
 # Command-line spelling -> SpeculativeParams.method
 METHODS = {
@@ -50,10 +51,6 @@ def speculative_from(args: argparse.Namespace) -> tuple[p.SpeculativeParams, str
 
 
 def speculative_summary(stats: p.GenerationStats) -> str:
-    """ ", 62% of 40 drafts kept, 1.8x" for a reply that speculated; "" for one that did not."""
-    if not stats.speculative:
-        return ""
-    text = f", {stats.acceptance_rate:.0%} of {stats.n_drafted} drafts kept"
-    if stats.speedup:
-        text += f", {stats.speedup:.2f}x"
-    return text
+    """ ", prompt lookup: 62% of 40 drafts kept, 1.8x speed" for a reply that speculated."""
+    text = speculation_text(stats)
+    return f", {text}" if text else ""

@@ -62,7 +62,7 @@ def test_the_summary_says_drafts_kept_and_speed_up():
     stats = _stats(speculative="prompt_lookup", n_drafted=40, n_draft_accepted=30,
                    plain_step_seconds=0.1)  # fmt: skip
     # 40 steps at 0.1 s plain = 4 s, done in 2 s: 2x
-    assert speculative_summary(stats) == ", 75% of 40 drafts kept, 2.00x"
+    assert speculative_summary(stats) == ", prompt lookup: 75% of 40 drafts kept, 2.0x speed"
 
 
 def test_no_summary_without_speculation():
