@@ -18,6 +18,9 @@
 #   sources-q4k   the same on a Q4_K_M made from the starter model's F32 copy (after cuda-sources)
 #   llama-bench   llama.cpp's own speed figures (pp512, tg128, flash attention on) on the random
 #       8B Q4_K_M and, when it is here, the starter model (Q4_1)
+#   speculative   speculative decoding: checking k tokens against one step, beside llama-bench,
+#       and prompt lookup on the rewrite task, on the random 8B Q4_K_M (and the starter model
+#       end to end when it is here) (benchmarks/speculative_gpu.py)
 #   patched   builds llama.cpp again with installers/patches/ applied (by the code that
 #       installers/build_engine.py uses) and makes the steps after it use that build; their outputs are named *-patched
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
@@ -128,6 +131,11 @@ for step in "$@"; do
       for m in "${models_to_bench[@]}"; do
         llama-bench -m "$m" -p 512 -n 128 -fa 1 -r 5 2>/dev/null | tee -a "$out/llama-bench$tag.txt"
       done ;;
+    speculative)
+      random_q4
+      starter_arg=(); [ -f /tmp/starter/model.gguf ] && starter_arg=(--starter /tmp/starter/model.gguf)
+      python3 benchmarks/speculative_gpu.py "$q4" "${starter_arg[@]}" --out "$out" 2>&1 \
+        | tee "$out/speculative-gpu$tag.txt" ;;
     patched)
       if [ ! -f /tmp/llama-patched/env.sh ]; then
         mkdir -p /tmp/llama-patched
