@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
             return 1
         if loaded.speculative_note:
             print(f"[{loaded.speculative_note}]", file=sys.stderr)
+        elif loaded.speculative != "off":
+            print(f"[speculative decoding: {loaded.speculative}]", file=sys.stderr)
         state = build_state(client, config, loaded)
         state.log.subscribe(lambda record: print(record.line(), flush=True))
         print(
