@@ -64,8 +64,10 @@ def open_speculation(
             "Speculative decoding is off while several requests are decoded together "
             "(parallel requests above 1); set them to 1 to use it."
         )
-    if not isinstance(model, Model):
-        return None, "Speculative decoding runs on the llama.cpp engine only; load with it."
+    if not isinstance(ctx, Context):  # the Hearth engine's context (its model is vocab-only)
+        return None, (
+            "Speculative decoding runs on the llama.cpp engine only; choose that engine to use it."
+        )
     if model.is_recurrent():
         return None, (
             "Speculative decoding is off: this model keeps a recurrent state, from which "

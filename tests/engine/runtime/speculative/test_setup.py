@@ -93,3 +93,9 @@ def test_an_unknown_method_is_named(starter):
     params, model, ctx = starter
     spec, note = open_speculation(_asking(params, method="telepathy"), model, ctx)
     assert spec is None and "'telepathy'" in note
+
+
+def test_another_engine_s_context_is_refused_with_what_to_choose(starter):
+    params, model, _ = starter
+    spec, note = open_speculation(_asking(params, method="prompt_lookup"), model, object())
+    assert spec is None and "llama.cpp engine only" in note
