@@ -191,13 +191,13 @@ class Engine:
                 p.LoadFailed(path=params.path, message=str(exc), details=self._log.take_errors())
             )
             return
+        speculation, speculative_note = open_speculation(params, model, ctx)  # a draft: loaded too
         load_seconds = time.perf_counter() - started
         used_after = device_used()
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
         self._threads = params.n_threads
-        speculation, speculative_note = open_speculation(params, model, ctx)
         if speculation is not None:
             self._session.speculation = speculation
         if params.n_parallel > 1 and not hearth:  # batching is llama.cpp's (Hearth's own: not yet)
