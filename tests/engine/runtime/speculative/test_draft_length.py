@@ -54,3 +54,21 @@ def test_measured_cost_moves_the_estimate():
     for _ in range(30):
         length.record_cost(4, seconds=0.05, plain_seconds=0.01)  # (5 - 1) / 4 per draft
     assert length.cost == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_measured_length_is_priced_at_its_own_cost():
+    """A GPU switches kernels above 8 rows: 16 drafts cost far more than the line says."""
+    line_only, _ = best_length(0.95, 0.02, 16)
+    assert line_only == 16
+    k, _ = best_length(0.95, 0.02, 16, measured={16: 2.5})
+    assert k == 15  # the next longest, priced on the line
+
+
+def test_recorded_costs_steer_the_length():
+    length = DraftLength(max_length=16, cost=0.02)
+    for _ in range(8):
+        length.record(16, 16)  # every draft kept: acceptance near 1
+    assert length.next_length() == 16
+    for _ in range(10):
+        length.record_cost(16, seconds=0.05, plain_seconds=0.01)  # 16 drafts: 5 plain steps
+    assert length.next_length() < 16
