@@ -22,6 +22,9 @@
 #       and the same build's llama-server (the server's Python packages travel as wheels in .whl/)
 #   gui-server   benchmarks/gui_server_load.py: the window's chat while 16 API clients stream
 #       through its Server page (needs .gui-carry/ and .whl/)
+#   speculative   speculative decoding: checking k tokens against one step, beside llama-bench,
+#       and prompt lookup on the rewrite task, on the random 8B Q4_K_M (and the starter model
+#       end to end when it is here) (benchmarks/speculative_gpu.py)
 #   patched   builds llama.cpp again with installers/patches/ applied (by the code that
 #       installers/build_engine.py uses) and makes the steps after it use that build; their outputs are named *-patched
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
@@ -149,6 +152,11 @@ for step in "$@"; do
       for m in "${models_to_bench[@]}"; do
         llama-bench -m "$m" -p 512 -n 128 -fa 1 -r 5 2>/dev/null | tee -a "$out/llama-bench$tag.txt"
       done ;;
+    speculative)
+      random_q4
+      starter_arg=(); [ -f /tmp/starter/model.gguf ] && starter_arg=(--starter /tmp/starter/model.gguf)
+      python3 benchmarks/speculative_gpu.py "$q4" "${starter_arg[@]}" --out "$out" 2>&1 \
+        | tee "$out/speculative-gpu$tag.txt" ;;
     patched)
       if [ ! -f /tmp/llama-patched/env.sh ]; then
         mkdir -p /tmp/llama-patched

@@ -34,6 +34,7 @@ from PySide6.QtWidgets import (
 from app.common.file_text import show_plain
 from app.model.engine_row import EngineControls
 from app.model.memory_bar import OVER_COLOR, DeviceMemoryRow, Legend, gib
+from app.model.speculative_choice import SpeculativeChoice
 from engine.enums import KV_TYPES
 from engine.planner import Planner, PlanRequest, safety_margin
 from engine.planner.hearth_plan import hearth_profile, hearth_unavailable, pair_problem
@@ -128,6 +129,7 @@ class SettingsPanel(QWidget):
         self.layers_label = QLabel()
         self.experts = _slider(0, 0)
         self.experts_label = QLabel()
+        self.speculative = SpeculativeChoice(parent=self)
         self.rows: list[DeviceMemoryRow] = []
         self.bars_box = QVBoxLayout()
         self.bars_box.setSpacing(4)
@@ -150,6 +152,7 @@ class SettingsPanel(QWidget):
         layers_row = self._row(self.auto_layers, self.layers, self.layers_label)
         form.addRow("GPU layers", layers_row)
         form.addRow("MoE experts on CPU", self._with_label(self.experts, self.experts_label))
+        form.addRow("Speculative decoding", self.speculative)
         self.no_gpu_note = QLabel(
             "No GPU that this engine can use: the model runs on the CPU, in system RAM."
         )
@@ -182,6 +185,7 @@ class SettingsPanel(QWidget):
         self.engine_controls.changed.connect(self.update_plan)
         self.flash_attn.toggled.connect(self.update_plan)
         self.auto_layers.toggled.connect(self.update_plan)
+        self.speculative.changed.connect(self.update_plan)
         self.best_fit_button.clicked.connect(self.best_fit)
         self.apply_button.clicked.connect(self.apply)
         self._set_enabled(False)
@@ -221,7 +225,8 @@ class SettingsPanel(QWidget):
 
     def _set_enabled(self, enabled: bool) -> None:
         for w in (self.vram, self.context, self.kv_type, self.flash_attn, self.auto_layers,
-                  self.layers, self.experts, self.best_fit_button, self.apply_button):  # fmt: skip
+                  self.layers, self.experts, self.best_fit_button, self.apply_button,
+                  self.speculative):  # fmt: skip
             w.setEnabled(enabled)
         self.engine_controls.setEnabled(enabled)
 
@@ -250,6 +255,7 @@ class SettingsPanel(QWidget):
         self._updating = False
         self._set_enabled(True)
         self.experts.setEnabled(profile.is_moe)
+        self.speculative.set_model(decision.info)
         choice = decision.choice or RememberedChoice(
             n_ctx=steps[0],
             kv_type=KV_TYPES[-1],
@@ -338,7 +344,12 @@ class SettingsPanel(QWidget):
     # -- planning -------------------------------------------------------------------------------
 
     def request(self) -> PlanRequest:
-        return self._machine.plan_request(vram_budget_bytes=self.chosen().vram_budget_bytes)
+        """The machine's budgets, less what speculative decoding takes beside the model."""
+        chosen = self.chosen()
+        request = self._machine.plan_request(vram_budget_bytes=chosen.vram_budget_bytes)
+        on_gpu = bool(self._gpus) and (chosen.n_gpu_layers is None or chosen.n_gpu_layers > 0)
+        return self.speculative.reserve(request, n_ctx=chosen.n_ctx, kv_type=chosen.kv_type,
+                                        flash_attn=chosen.flash_attn, on_gpu=on_gpu)  # fmt: skip
 
     def update_plan(self, *_args) -> None:
         if self._updating or self._planner is None:
@@ -436,7 +447,7 @@ class SettingsPanel(QWidget):
             if answer == CANCEL:
                 return
             remember = answer == LOAD_AND_REMEMBER
-        params = self.plan.settings.model_params()
+        params = replace(self.plan.settings.model_params(), speculative=self.speculative.params())
         if remember and self._store is not None:
             self._store.put(self._model_path, self.chosen())
         self._bridge.load(params)

@@ -22,7 +22,7 @@ from dataclasses import replace
 from engine.benchmark.hearth_run import BenchConfig, BenchFailed, HearthBench
 from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_llama_bench
 from engine.benchmark.report import compare, format_table
-from engine.cli import numbers
+from engine.cli import numbers, speculative_bench_cmd
 from engine.enums import KV_TYPES
 from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
@@ -55,6 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llama-bench", help="path of llama-bench (default: search)")
     parser.add_argument("--no-llama-bench", action="store_true")
     parser.add_argument("--json", action="store_true")
+    speculative_bench_cmd.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -62,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if not model:
         print("No model given and the starter model is not installed.", file=sys.stderr)
         return 2
+    if speculative_bench_cmd.wanted(args):
+        return speculative_bench_cmd.run(args, model)
     config = BenchConfig(
         model=model,
         prompt_tokens=args.prompt,

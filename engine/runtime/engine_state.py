@@ -30,6 +30,7 @@ from engine.runtime.device_facts import (
     software_vulkan_device,
 )
 from engine.runtime.generation import Session, Stopped, generate
+from engine.runtime.speculative.setup import open_speculation
 from engine.runtime.to_llama import context_settings, model_settings
 
 EMBEDDING_CONTEXT = 2048  # tokens per embedding input, at most
@@ -191,12 +192,15 @@ class Engine:
                 p.LoadFailed(path=params.path, message=str(exc), details=self._log.take_errors())
             )
             return
+        speculation, speculative_note = open_speculation(params, model, ctx)  # a draft: loaded too
         load_seconds = time.perf_counter() - started
         used_after = device_used()
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
         self._threads = params.n_threads
+        if speculation is not None:
+            self._session.speculation = speculation
         if params.n_parallel > 1 and not hearth:  # batching is llama.cpp's (Hearth's own: not yet)
             self._batched = BatchedDecoder(model, ctx, params.n_parallel, self._send)
         self._state = EngineState.IDLE
@@ -234,6 +238,8 @@ class Engine:
                 type_v=params.type_v,
                 engine=getattr(model, "engine_name", "llama.cpp"),
                 engine_note=weights.engine_note,
+                speculative=speculation.drafter.name if speculation else "off",
+                speculative_note=speculative_note,
             )
         )
 
@@ -315,6 +321,7 @@ class Engine:
                 emit=self._emitter(rid),
                 should_stop=self._stop.is_set,
                 started_at=received_at,
+                speculate=command.speculate,
             )
         except Stopped:
             self._send(
