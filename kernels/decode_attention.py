@@ -15,6 +15,14 @@ is read once for all of them, dequantized in registers, never written out.
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.
+
+The number of splits is fixed by the caller from the cache's capacity (or the sliding window's
+span), never from the current length: each program reads the query positions (or the length)
+from device memory and takes its share of the visible pages, so one launch can be captured in
+a CUDA graph and replayed as the sequence grows; splits with no pages left store an empty
+partial (m = -inf, l = 0) that the reduce weighs by zero. A sliding window (Gemma 3) both masks
+the positions a query no longer sees and moves the first page read, so a windowed layer reads
+about `window` positions whatever the length.
 """
 
 from __future__ import annotations
@@ -29,25 +37,36 @@ LOG2E = 1.4426950408889634
 
 @triton.jit
 def decode_split_kernel(
-    q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, signs_ptr,
+    q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr,
-    qk_scale, stride_bt, n_splits, pages_per_split,
+    qk_scale, stride_bt, n_splits, window,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
-    K_FMT: tl.constexpr, V_FMT: tl.constexpr,
+    K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
 ):  # fmt: skip
-    """Tile rows r = t * G + g: query token t (of the sequence's last T positions) and query
-    head g of this KV head's group; G_PAD >= T * G."""
+    """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
+    G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
+    length - T + t; it sees the positions j <= its own, and with window > 0 only those with
+    its position - j < window. Nothing here depends on a host-side length: the grid is fixed
+    by the caller and each split takes its share of the pages that the queries can see."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
-    length = tl.load(lengths_ptr + seq)
     gi = tl.arange(0, G_PAD)
     j = tl.arange(0, D)
     group_mask = gi < T * G
     token = gi // G
     q_rows = (seq * T + token) * HQ + head * G + gi % G
-    last_visible = length - T + token  # causal among the T new tokens
+    if POSITIONS:
+        position = tl.load(positions_ptr + seq * T + token, mask=group_mask, other=0)
+        position = position.to(tl.int32)
+    else:
+        position = tl.load(lengths_ptr + seq) - T + token
+    # the pages some query row can see: [first_page, end_page)
+    end_page = tl.cdiv(tl.max(tl.where(group_mask, position, 0), axis=0) + 1, P)
+    lowest = tl.min(tl.where(group_mask, position, 2**30), axis=0)
+    first_page = tl.where(window > 0, tl.maximum(lowest - window + 1, 0) // P, 0)
+    pages_per_split = tl.cdiv(end_page - first_page, n_splits)
     q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
     q = q.to(tl.float32)
     if K_FMT >= ROT4:  # rot4 or rot2: keys stored rotated
@@ -62,17 +81,19 @@ def decode_split_kernel(
     else:
         acc = tl.zeros((G_PAD, D), tl.float32)
         acc_odd = tl.zeros((G_PAD, 1), tl.float32)  # unused
-    first = split * pages_per_split
-    last = tl.minimum(first + pages_per_split, tl.cdiv(length, P))
+    first = first_page + split * pages_per_split
+    last = tl.minimum(first + pages_per_split, end_page)
     for pg in range(first, last):
-        page = tl.load(block_table_ptr + seq * stride_bt + pg)
+        page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown
         row0 = (page * HKV + head) * P
         k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D)
         s = tl.dot(q, tl.trans(k))
         if K_FMT == Q8:
             s = s * k_scale[None, :]
         tokens = pg * P + tl.arange(0, P)
-        s = tl.where(tokens[None, :] <= last_visible[:, None], s, float("-inf"))
+        behind = position[:, None] - tokens[None, :]
+        visible = (behind >= 0) & ((window <= 0) | (behind < window))
+        s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         # a row that sees no position of this page yet keeps m = -inf; 0 keeps 2^x finite
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
