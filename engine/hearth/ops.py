@@ -6,8 +6,10 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     y = ops.matmul(x, w)                 x: [T, n_in] -> y: [T, n_out]
     x = ops.embed_rows(quant_weight, ids)  rows of a (quantized) embedding table, on the host
     y = ops.rms_norm(x, weight, eps)     over the last axis
+    y, h = ops.add_rms_norm(a, h, weight, eps)     h = h + a; y = rms_norm(h) (one kernel)
     y = ops.gated_ffn_activation(gate, up, kind)   silu(gate) * up or gelu_tanh(gate) * up
-    q = ops.rope(x, cos, sin, layout)    x: [T, H, D]; "normal" pairs or "neox" halves
+    r = ops.rope_positions(positions, table)      once per forward: what `rope` needs
+    q = ops.rope(x, r, table)            x: [T, H, D]; "normal" pairs or "neox" halves
 
 `select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run: the
 blocks stay as stored in VRAM and are dequantized in registers by the GEMV. Elsewhere it picks
@@ -85,6 +87,17 @@ class TorchOps:
             raise ValueError(f"{w.name}: ggml type {w.type_name} is not supported")
         return PreparedWeight(w)
 
+    def prepare_joined(self, weights: list[QuantWeight]):
+        """One matrix whose rows are the given matrices' rows in order (one GEMV instead of
+        several at decode), or None when their types or row lengths differ."""
+        first = weights[0]
+        if any(w.ggml_type != first.ggml_type or w.cols != first.cols for w in weights):
+            return None
+        data = torch.cat([w.data.to(self.device) for w in weights])
+        rows = sum(w.rows for w in weights)
+        name = "+".join(w.name for w in weights)
+        return self.prepare(QuantWeight(name, first.ggml_type, rows, first.cols, data))
+
     def matmul(self, x: torch.Tensor, w: PreparedWeight) -> torch.Tensor:
         if w.dense is None:
             w.dense = torch.from_numpy(dequantize(w.source)).to(self.device, self.dtype)
@@ -106,15 +119,40 @@ class TorchOps:
             return F.gelu(gate, approximate="tanh") * up
         raise ValueError(f"unknown activation {kind!r}")
 
-    def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str):
-        """Rotate x [T, H, D] by angles whose cos/sin are [T, D/2]."""
+    def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float):
+        """(rms_norm(h + a), h + a): the residual add and the next norm."""
+        h = h + a
+        return self.rms_norm(h, weight, eps), h
+
+    def rope_positions(self, positions: torch.Tensor, table: RopeTable):
+        """cos and sin [T, n_rot/2] of the positions' angles."""
+        return rope_angles(positions, table.inv_freq, table.attn_factor)
+
+    def rope(self, x: torch.Tensor, angles, table: RopeTable):
+        """Rotate x [T, H, D] by `angles` (from rope_positions)."""
+        cos, sin = angles
         cos, sin = cos[:, None, :], sin[:, None, :]
-        if layout == "neox":
+        if table.layout == "neox":
             half = x.shape[-1] // 2
             a, b = x[..., :half], x[..., half:]
             return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
         a, b = x[..., 0::2], x[..., 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+@dataclass(frozen=True, eq=False)  # by identity: KernelsOps keeps its kernels.Rope
+class RopeTable:
+    """What RoPE needs: the inverse frequencies (float64 [n_rot/2]), the factor on cos and sin,
+    the layout, and the head size."""
+
+    inv_freq: torch.Tensor
+    attn_factor: float
+    layout: str
+    head_dim: int
+
+    @property
+    def n_rot(self) -> int:
+        return 2 * self.inv_freq.numel()
 
 
 def rope_angles(
@@ -142,10 +180,10 @@ class KernelsOps(TorchOps):
 
     Matrices become kernels.PackedWeight (the file's blocks split once into planes of their
     fields, the same bytes) and are multiplied by the fused-dequantization GEMV for up to
-    `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix for that one product
-    and lets torch's GEMM do the work, keeping nothing. A type kernels/ does not pack falls back
-    to TorchOps (dequantized once, kept). RMSNorm and SwiGLU are kernels; GELU and RoPE stay in
-    torch for now (elementwise, a small share of a decode step).
+    `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix on the device
+    (engine/hearth/dequant.py) for that one f16 product through torch's GEMM, keeping nothing.
+    A type kernels/ does not pack falls back to TorchOps (dequantized once, kept). RMSNorm (with
+    the residual add fused), SwiGLU and RoPE are kernels; GELU stays in torch.
     """
 
     name = "kernels"
@@ -157,6 +195,10 @@ class KernelsOps(TorchOps):
 
         kernels.require()
         self._k = kernels
+        # the GEMM's operand type for prefill: f16 on the tensor cores; the CPU (Triton's
+        # interpreter, for the tests) keeps float32
+        self._gemm_dtype = torch.float16 if self.device.type == "cuda" else torch.float32
+        self._ropes: dict[RopeTable, object] = {}
 
     def prepare(self, w: QuantWeight):
         try:
@@ -171,10 +213,40 @@ class KernelsOps(TorchOps):
             return super().matmul(x, w)
         if x.reshape(-1, x.shape[-1]).shape[0] <= self.GEMV_MAX_ROWS:
             return self._k.quant_matmul(x, w)
-        return x @ w.dequantize().to(x.dtype).T
+        from engine.hearth.dequant import dequantize
+
+        try:
+            dense = dequantize(w, self._gemm_dtype)
+        except self._k.UnsupportedTensor:  # a re-layout this module does not know: slow path
+            dense = w.dequantize().to(self._gemm_dtype)
+        return (x.to(self._gemm_dtype) @ dense.T).to(x.dtype)
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         return self._k.rms_norm(x, weight, eps)
+
+    def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float):
+        return self._k.rms_norm(a, weight, eps, residual=h)
+
+    def rope_positions(self, positions: torch.Tensor, table: RopeTable) -> torch.Tensor:
+        return positions.to(torch.int32)  # the kernel computes its angles (in float32, as ggml)
+
+    def rope(self, x: torch.Tensor, positions: torch.Tensor, table: RopeTable) -> torch.Tensor:
+        return self._k.apply_rope(x, positions, self._rope_for(table))
+
+    def _rope_for(self, table: RopeTable):
+        rope = self._ropes.get(table)
+        if rope is None:
+            from kernels.rope_tables import Rope
+
+            rope = Rope(
+                table.head_dim,
+                table.n_rot,
+                table.layout == "neox",
+                table.inv_freq.numpy(),
+                float(table.attn_factor),
+            )
+            self._ropes[table] = rope
+        return rope
 
     def gated_ffn_activation(self, gate, up, kind: str) -> torch.Tensor:
         if kind == "silu":

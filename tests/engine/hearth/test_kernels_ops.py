@@ -52,8 +52,12 @@ def test_weights_stay_packed_as_stored(tmp_path):
     info = read_model_info(path)
     model = Transformer.load(model_config(info), GGUFTensors(str(path), info), KernelsOps(DEVICE))
     layer = model.layers[0]
-    assert type(layer.wq).__name__ == "PackedWeight"  # Q4_K blocks as stored, on the device
-    assert layer.wq.nbytes == info.tensor("blk.0.attn_q.weight").n_bytes
+    first = layer.attn_in[0]
+    assert type(first.weight).__name__ == "PackedWeight"  # Q4_K blocks as stored, on the device
+    names = [f"blk.0.attn_{part}.weight" for part in first.parts]
+    # joined with the matrices of the same type that follow it, byte for byte
+    assert first.parts[0] == "q" and len(first.parts) >= 2
+    assert first.weight.nbytes == sum(info.tensor(name).n_bytes for name in names)
     assert not isinstance(layer.wo, PreparedWeight)  # F16: packed too
 
 
