@@ -96,10 +96,12 @@ class TorchSampler:
             keep &= logits >= best + math.log(sp.min_p)
         return (logits / sp.temperature).masked_fill(~keep, -math.inf)
 
-    def sample(self, logits: torch.Tensor) -> int:
-        """Pick the next token from a row of logits and record it."""
+    def sample(self, logits: torch.Tensor, greedy: torch.Tensor | None = None) -> int:
+        """Pick the next token from a row of logits and record it. `greedy`: the logits'
+        argmax already computed (inside the decode step's CUDA graph), used when the settings
+        are greedy; reading it is the step's one synchronization."""
         if self.params.temperature <= 0 and not (self.penalizes and self._history):
-            token = int(torch.argmax(logits))
+            token = int(greedy if greedy is not None else torch.argmax(logits))
         else:
             filtered = self.filtered_logits(logits)
             if self.params.temperature <= 0:
