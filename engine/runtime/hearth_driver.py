@@ -222,7 +222,7 @@ class HearthContext:
         self.decode(bos[:1] or [0])
         self.clear()
         if self._use_graph:
-            with _worker_ends_when_out_of_memory("capturing the decode step"):
+            with worker_ends_when_out_of_memory("capturing the decode step"):
                 self._capture()
 
     def synchronize(self) -> None:
@@ -236,7 +236,7 @@ class HearthContext:
         device = self.model.hearth.device
         forward = self.model.hearth.transformer.forward
         self.last_greedy = None
-        with torch.inference_mode(), _worker_ends_when_out_of_memory("the prompt"):
+        with torch.inference_mode(), worker_ends_when_out_of_memory("the prompt"):
             for start in range(0, len(tokens), self._chunk):
                 chunk = tokens[start : start + self._chunk]
                 end = self.n_past + len(chunk)
@@ -250,7 +250,7 @@ class HearthContext:
         masked by position, so every step has the same shapes); on the CPU, where no graph is
         captured, attention reads only the filled part."""
         self._check_room(1)
-        with _worker_ends_when_out_of_memory("decoding"):
+        with worker_ends_when_out_of_memory("decoding"):
             if self._use_graph:
                 if self._graph is None:
                     self._capture()
@@ -321,7 +321,7 @@ def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
 
 
 @contextlib.contextmanager
-def _worker_ends_when_out_of_memory(doing: str):
+def worker_ends_when_out_of_memory(doing: str):
     """A GPU out-of-memory while computing ends the worker process with one line saying so:
     torch may have left the graph pool or the cache half-written, and the GUI offers a
     smaller plan when a worker dies (as it does when llama.cpp aborts)."""
