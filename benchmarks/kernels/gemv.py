@@ -29,9 +29,12 @@ def _copies(w: PackedWeight) -> list[PackedWeight]:
 
 
 def measure(fmt: str, n_out: int, n_in: int, rows: int, copy_bw: float,
-            config: GemvConfig | None = None) -> dict:  # fmt: skip
-    w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
-    weights = _copies(w)
+            config: GemvConfig | None = None, weights: list[PackedWeight] | None = None
+            ) -> dict:  # fmt: skip
+    if weights is None:
+        w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
+        weights = _copies(w)
+    w = weights[0]
     x = torch.randn(rows, n_in, dtype=torch.float16, device="cuda")
 
     def run() -> None:
@@ -83,3 +86,44 @@ def sweep(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
                 r["config"] = dataclasses.asdict(cfg)
                 results.append(r)
     return sorted(results, key=lambda r: r["us"])
+
+
+# The batch-1 variants of the integer path beside the float path it replaces (docs/kernels.md).
+VARIANTS = {
+    "float 8x4": GemvConfig(8, 4, 1),
+    "dp4a fused 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a"),
+    "dp4a preq 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 4x16": GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 8x8": GemvConfig(8, 8, 1, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 16x4": GemvConfig(16, 4, 1, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 8x4": GemvConfig(8, 4, 1, num_stages=3, path="dp4a", prequantize=True),
+}
+
+
+def variants(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
+    """Each of VARIANTS on one weight (and its copies), 1 input row."""
+    w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
+    weights = _copies(w)
+    results = []
+    for name, cfg in VARIANTS.items():
+        try:
+            r = measure(fmt, n_out, n_in, 1, copy_bw, cfg, weights)
+        except Exception as error:  # report it and go on to the next variant
+            print(f"  {fmt} {n_out}x{n_in} {name}: failed: {error!r}"[:300])
+            continue
+        r["variant"] = name
+        results.append(r)
+    return results
+
+
+def activation_quantize_us(n_in: int) -> float:
+    """quantize_activation alone (the prequantized variants' extra launch), one row."""
+    from kernels.act_quant import quantize_activation
+
+    x = torch.randn(1, n_in, dtype=torch.float16, device="cuda")
+
+    def run() -> None:  # 20 calls a graph replay: one alone would time the replay's latency
+        for _ in range(20):
+            quantize_activation(x)
+
+    return time_calls(run) / 20 * 1e6
