@@ -113,12 +113,15 @@ class Transformer:
         output: PreparedWeight,
         rope: RopeTable,
         rope_swa: RopeTable,
+        output_is_embedding: bool = False,
     ):
         self.config, self.ops = config, ops
         self.embedding, self.layers = embedding, layers
         self.output_norm, self.output = output_norm, output
         self.rope, self.rope_swa = rope, rope_swa
+        self.output_is_embedding = output_is_embedding
         self._host_rows: dict[int, torch.Tensor] = {}
+        self._device_table = None
 
     @classmethod
     def load(
@@ -179,6 +182,7 @@ class Transformer:
             output=ops.prepare(tensors.matrix(output_name).to(device)),
             rope=table(rope.freq_base, rope.freq_scale),
             rope_swa=table(rope.freq_base_swa, rope.freq_scale_swa),
+            output_is_embedding=output_name == "token_embd.weight",
         )
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -194,6 +198,20 @@ class Transformer:
             if len(self._host_rows) < self.HOST_ROWS_KEPT:
                 self._host_rows[token] = row
         return row
+
+    def device_embedding(self):
+        """The embedding table on ops.device, as stored (for a CUDA graph's input, which must
+        come from the device): the output matrix itself when the model ties them."""
+        if self._device_table is None:
+            if self.output_is_embedding:
+                self._device_table = self.output
+            else:
+                self._device_table = self.ops.prepare(self.embedding.to(self.ops.device))
+        return self._device_table
+
+    def embed_on_device(self, table, tokens: torch.Tensor) -> torch.Tensor:
+        """Rows of `table` (from device_embedding) for device token ids [T]: [T, n_embd]."""
+        return self.ops.gather_rows(table, tokens)
 
     def forward(
         self,
@@ -228,7 +246,7 @@ class Transformer:
             h = h * cfg.embed_scale
         angles = ops.rope_positions(positions, self.rope)
         angles_swa = ops.rope_positions(positions, self.rope_swa) if cfg.swa_window else None
-        x = ops.rms_norm(h, self.layers[0].attn_norm, cfg.rms_eps)
+        x = ops.rms_norm(h, self.layers[0].attn_norm, cfg.rms_eps).to(ops.activation_dtype)
         for i, layer in enumerate(self.layers):
             swa = cfg.is_swa(i)
             rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
@@ -240,7 +258,7 @@ class Transformer:
             x, h = ops.add_rms_norm(f, h, next_norm, cfg.rms_eps)
         if not all_logits:
             x = x[-1:]
-        logits = ops.matmul(x, self.output)
+        logits = ops.matmul(x.to(self.ops.dtype), self.output)  # float32 logits
         if cfg.final_softcap:
             logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
         return logits
@@ -296,8 +314,9 @@ def _project(ops: TorchOps, x: torch.Tensor, projections: list[Projection]) -> d
     """Each part's output [T, size] (views into a joined product); "qk" too when Q and K are
     the first two parts of one product."""
     out = {}
+    shared = ops.shared_input(x, [p.weight for p in projections]) if len(projections) > 1 else None
     for p in projections:
-        y = ops.matmul(x, p.weight)
+        y = ops.matmul(x, p.weight, shared)
         if len(p.parts) == 1:
             out[p.parts[0]] = y
             continue

@@ -3,8 +3,10 @@
 The forward pass (engine/hearth/forward.py) calls only these operations:
 
     w = ops.prepare(quant_weight)        once per matrix, at load
-    y = ops.matmul(x, w)                 x: [T, n_in] -> y: [T, n_out]
+    y = ops.matmul(x, w, shared)         x: [T, n_in] -> y: [T, n_out]
+    s = ops.shared_input(x, [w1, w2])    what matmuls of the same x share (8-bit x), or None
     x = ops.embed_rows(quant_weight, ids)  rows of a (quantized) embedding table, on the host
+    x = ops.gather_rows(w, ids)          rows of a prepared matrix, on its device (ids there)
     y = ops.rms_norm(x, weight, eps)     over the last axis
     y, h = ops.add_rms_norm(a, h, weight, eps)     h = h + a; y = rms_norm(h) (one kernel)
     y = ops.gated_ffn_activation(gate, up, kind)   silu(gate) * up or gelu_tanh(gate) * up
@@ -78,6 +80,8 @@ class TorchOps:
     def __init__(self, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
         self.device = torch.device(device)
         self.dtype = dtype
+        # the matrices' inputs and outputs; the residual stream stays in `dtype`
+        self.activation_dtype = dtype
 
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in _DEQUANTIZABLE
@@ -98,10 +102,20 @@ class TorchOps:
         name = "+".join(w.name for w in weights)
         return self.prepare(QuantWeight(name, first.ggml_type, rows, first.cols, data))
 
-    def matmul(self, x: torch.Tensor, w: PreparedWeight) -> torch.Tensor:
+    def gather_rows(self, w: PreparedWeight, ids: torch.Tensor) -> torch.Tensor:
+        """Rows `ids` [T] (a device tensor) of a prepared matrix as float32 [T, n_in]."""
         if w.dense is None:
             w.dense = torch.from_numpy(dequantize(w.source)).to(self.device, self.dtype)
-        return x @ w.dense.T
+        return w.dense.index_select(0, ids).float()
+
+    def shared_input(self, x: torch.Tensor, weights: list) -> object | None:
+        """Whatever several matmuls of the same x can share (see KernelsOps); here nothing."""
+        return None
+
+    def matmul(self, x: torch.Tensor, w: PreparedWeight, shared: object | None = None):
+        if w.dense is None:
+            w.dense = torch.from_numpy(dequantize(w.source)).to(self.device, self.dtype)
+        return (x.to(w.dense.dtype) @ w.dense.T).to(x.dtype)
 
     def embed_rows(self, w: QuantWeight, ids: torch.Tensor) -> torch.Tensor:
         rows = dequantize(w, ids.cpu().numpy())
@@ -198,6 +212,10 @@ class KernelsOps(TorchOps):
         # the GEMM's operand type for prefill: f16 on the tensor cores; the CPU (Triton's
         # interpreter, for the tests) keeps float32
         self._gemm_dtype = torch.float16 if self.device.type == "cuda" else torch.float32
+        # f16 between the matrices on a GPU: every K, V and query then reaches the f16 KV
+        # cache and attention without a cast (three launches a layer fewer), and the GEMVs
+        # read half the activation bytes; the residual stream and the logits stay float32
+        self.activation_dtype = self._gemm_dtype
         self._ropes: dict[RopeTable, object] = {}
 
     def prepare(self, w: QuantWeight):
@@ -208,11 +226,34 @@ class KernelsOps(TorchOps):
         except self._k.UnsupportedTensor:
             return super().prepare(w)
 
-    def matmul(self, x: torch.Tensor, w) -> torch.Tensor:
+    def gather_rows(self, w, ids: torch.Tensor) -> torch.Tensor:
+        """Rows `ids` of a PackedWeight, dequantized on the device: float32 [T, n_in]."""
+        if isinstance(w, PreparedWeight):
+            return super().gather_rows(w, ids)
+        from engine.hearth.dequant import dequantize as dequantize_on_device
+
+        planes = {name: plane.index_select(0, ids) for name, plane in w.planes.items()}
+        rows = self._k.PackedWeight(w.fmt, ids.numel(), w.n_in, planes)
+        return dequantize_on_device(rows, torch.float32)
+
+    def shared_input(self, x: torch.Tensor, weights: list) -> object | None:
+        """x in 8 bits, once, for the integer GEMVs (Q4_K, Q6_K at one row) that read it:
+        Q+K and V of a Q4_K_M layer then pay one quantization launch, not two."""
+        from kernels.gemv import default_config
+
+        rows = x.reshape(-1, x.shape[-1]).shape[0]
+        integer = [
+            w
+            for w in weights
+            if not isinstance(w, PreparedWeight) and default_config(w.fmt.name, rows).path == "dp4a"
+        ]
+        return self._k.quantize_activation(x) if len(integer) > 1 else None
+
+    def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
             return super().matmul(x, w)
         if x.reshape(-1, x.shape[-1]).shape[0] <= self.GEMV_MAX_ROWS:
-            return self._k.quant_matmul(x, w)
+            return self._k.quant_matmul(x, w, quantized=shared)
         from engine.hearth.dequant import dequantize
 
         try:
