@@ -21,7 +21,8 @@ attends to its own stored keys and values too), in both engines.
 
 --formats takes K/V pairs of kernels' formats or of the 4-bit K layouts of
 benchmarks/kv_variants.py (KIVI's per-channel K, smaller groups, smoothing); the first must be
-f16/f16, the baseline.
+f16/f16, the baseline. A K format ending in +rN keeps each query's own unfinished group of N
+positions exact (KIVI's residual; kv_variants.residual_cache).
 
 CPU only, about 15 minutes for both models on two cores.
 """
@@ -103,6 +104,7 @@ def hearth_scores(path: str, tokens: list[int], chunk: int, formats) -> dict[str
     """Every Hearth format over the text, in lockstep chunk by chunk (one set of weights)."""
     import torch
 
+    from benchmarks.kv_variants import residual_cache
     from engine.gguf import read_model_info
     from engine.hearth.config import model_config
     from engine.hearth.forward import Transformer
@@ -113,8 +115,10 @@ def hearth_scores(path: str, tokens: list[int], chunk: int, formats) -> dict[str
     info = read_model_info(path)
     config = model_config(info)
     model = Transformer.load(config, GGUFTensors(path, info), TorchOps("cpu"))
-    caches = {
-        label: TorchKVCache(
+
+    def cache(k: str, v: str):
+        k, _, residual = k.partition("+r")
+        args = dict(
             n_layer=config.n_layer,
             n_head_kv=config.n_head_kv,
             head_dim=config.head_dim,
@@ -123,8 +127,9 @@ def hearth_scores(path: str, tokens: list[int], chunk: int, formats) -> dict[str
             k_codec=roundtrip_codec(k),
             v_codec=roundtrip_codec(v),
         )
-        for label, k, v in formats
-    }
+        return residual_cache(int(residual), **args) if residual else TorchKVCache(**args)
+
+    caches = {label: cache(k, v) for label, k, v in formats}
     scores = {label: Score() for label in caches}
     with torch.inference_mode():
         for start in range(0, len(tokens) - 1, chunk):
@@ -221,6 +226,7 @@ def table(title: str, n_tokens: int, hearth: dict, llama: dict, formats) -> str:
 
     bits = {"f16": 16, "q8": 8.1, "rot4": 5, "rot2": 3, **BITS}
     for label, k, v in formats:
+        k = k.partition("+r")[0]
         kl, p99, top1, ppl = hearth[label].row()
         lines.append(
             f"| Hearth | {label} | {bits[k]:g}, {bits[v]:g} | {kl:.5f} | {p99:.4f} | "

@@ -32,6 +32,8 @@ def _attention_table(rows: list[dict], tuning: bool = False) -> None:
         speedup = f16.get(key, float("nan")) / r["us_per_layer"]
         t = r["tuning"]
         launch = f"  {t['programs_per_sm']}/{t['num_warps']}/{t['num_stages']}" if tuning else ""
+        if tuning and r["page_size"] != 64:
+            launch += f", pages of {r['page_size']}"
         print(f"{r['k'] + '/' + r['v']:10} {r['context']:>8} {r['us_per_layer']:9.1f} "
               f"{r['ms_per_token_32_layers']:12.3f} {r['gb_s']:7.0f} {r['of_copy']:8.1%} "
               f"{speedup:6.2f}x{launch}")  # fmt: skip
@@ -110,9 +112,11 @@ def main(argv: list[str] | None = None) -> int:
                     swept += attention.measure(
                         k, v, context, copy_bw, tunings=attention.sweep_tunings()
                     )
+                    for page_size in (32, 128):
+                        swept += attention.measure(k, v, context, copy_bw, page_size=page_size)
                 except Exception as error:
                     print(f"sweep {k}/{v} at {context}: failed: {error!r}"[:300])
-            print(f"\nLaunch shapes at {context} (programs per SM, warps, stages)")
+            print(f"\nLaunch shapes at {context} (programs per SM, warps, stages; pages of 64)")
             _attention_table(swept, tuning=True)
             report["attention_sweep"] = swept
         writes = []

@@ -19,12 +19,16 @@ FORMAT_PAIRS = [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), 
 CHUNK = 8192
 
 
-def _filled_cache(k_format: str, v_format: str, context: int) -> tuple[PagedKVCache, int, int]:
+def _filled_cache(
+    k_format: str, v_format: str, context: int, page_size: int = 64
+) -> tuple[PagedKVCache, int, int]:
     """A cache of `context` random positions in as many layers as the L2 cannot hold."""
     torch.cuda.empty_cache()  # the last measurement's cache is garbage by now
     probe = KVCacheSpec(1, KV_HEADS, HEAD_DIM, k_format, v_format, max_tokens=context)
     layers = max(1, min(16, math.ceil(L2_DEFEAT_BYTES / (probe.bytes_per_token * context))))
-    spec = KVCacheSpec(layers, KV_HEADS, HEAD_DIM, k_format, v_format, max_tokens=context)
+    spec = KVCacheSpec(
+        layers, KV_HEADS, HEAD_DIM, k_format, v_format, page_size=page_size, max_tokens=context
+    )
     cache = PagedKVCache(spec, device="cuda")
     seq = cache.new_sequence()
     cache.grow(seq, context)
@@ -38,10 +42,16 @@ def _filled_cache(k_format: str, v_format: str, context: int) -> tuple[PagedKVCa
 
 
 def measure(
-    k_format: str, v_format: str, context: int, copy_bw: float, tunings=(None,), window: int = 0
+    k_format: str,
+    v_format: str,
+    context: int,
+    copy_bw: float,
+    tunings=(None,),
+    window: int = 0,
+    page_size: int = 64,
 ) -> list[dict]:
     """One figure per tuning (None: the cache's default), all over the same cache."""
-    cache, seq, layers = _filled_cache(k_format, v_format, context)
+    cache, seq, layers = _filled_cache(k_format, v_format, context, page_size)
     layer_bytes = cache.spec.bytes_per_token * min(context, window or context)
     q = torch.randn(1, HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
 
@@ -56,7 +66,8 @@ def measure(
         seconds = time_calls(run) / layers
         rows.append({
             "k": k_format, "v": v_format, "context": context, "window": window,
-            "tuning": dataclasses.asdict(cache.tuning), "us_per_layer": seconds * 1e6,
+            "tuning": dataclasses.asdict(cache.tuning), "page_size": page_size,
+            "us_per_layer": seconds * 1e6,
             "ms_per_token_32_layers": seconds * LAYERS * 1e3,
             "gb_s": layer_bytes / seconds / 1e9, "of_copy": layer_bytes / seconds / copy_bw,
             "bytes_per_token_layer": cache.spec.bytes_per_token,
