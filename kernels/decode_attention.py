@@ -11,7 +11,7 @@ is read once for all of them, dequantized in registers, never written out.
         acc += 2^(s-m') @ v                       (q8: per-row scales folded into s and p)
     phase 2, grid (sequences x tokens, query heads):
         out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
-        when V is stored rotated, one float32 matmul by R^T (a [D, D] matrix) follows.
+        when V is stored rotated, out = R^T out (a Walsh-Hadamard transform, in the same program).
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.
@@ -30,7 +30,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.kv_tiles import Q8, ROT4, load_rot4_halves, load_tile, rotate_rows
+from kernels.kv_tiles import Q8, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
 
 LOG2E = 1.4426950408889634
 
@@ -72,6 +72,8 @@ def decode_split_kernel(
     if K_FMT >= ROT4:  # rot4 or rot2: keys stored rotated
         q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
     q = (q * qk_scale).to(tl.float16)
+    # rot4 K: q's even and odd dims apart, for the two halves of the key tile
+    q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
 
     m_i = tl.full((G_PAD,), float("-inf"), tl.float32)
     l_i = tl.zeros((G_PAD,), tl.float32)
@@ -86,10 +88,14 @@ def decode_split_kernel(
     for pg in range(first, last):
         page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown
         row0 = (page * HKV + head) * P
-        k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D)
-        s = tl.dot(q, tl.trans(k))
-        if K_FMT == Q8:
-            s = s * k_scale[None, :]
+        if K_FMT == ROT4:
+            k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D)
+            s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
+        else:
+            k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D)
+            s = tl.dot(q, tl.trans(k))
+            if K_FMT == Q8:
+                s = s * k_scale[None, :]
         tokens = pg * P + tl.arange(0, P)
         behind = position[:, None] - tokens[None, :]
         visible = (behind >= 0) & ((window <= 0) | (behind < window))
@@ -126,13 +132,15 @@ def decode_split_kernel(
 
 @triton.jit
 def decode_reduce_kernel(
-    acc_ptr, m_ptr, l_ptr, out_ptr, n_splits,
-    HQ: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr,
+    acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, n_splits,
+    HQ: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, CHUNK: tl.constexpr,
+    V_ROTATED: tl.constexpr,
 ):  # fmt: skip
     """One program per (sequence, query head), reading CHUNK splits per step as one tile: a
     loop over single splits made this phase a chain of dependent loads, about 30 us at 64
-    splits on an H100 (docs/kernels.md). For V stored rotated, the output is still rotated
-    here; the caller rotates it back."""
+    splits on an H100 (docs/kernels.md). For V stored rotated, the output is rotated back
+    here, R^T y = signs * (H y) / sqrt(D) (signs_ptr holds signs / sqrt(D)): done by the
+    caller as a matmul and a cast, it was two more launches, about 5 us of a decode step."""
     row = tl.program_id(0) * HQ + tl.program_id(1)
     split = tl.arange(0, CHUNK)
     j = tl.arange(0, D)
@@ -151,4 +159,8 @@ def decode_reduce_kernel(
         total += tl.sum(weight * tl.load(l_ptr + part, mask=mask, other=0.0), axis=0)
         acc = tl.load(acc_ptr + part[:, None] * D + j[None, :], mask=mask[:, None], other=0.0)
         out += tl.sum(weight[:, None] * acc, axis=0)
-    tl.store(out_ptr + row * D + j, (out / total).to(out_ptr.dtype.element_ty))
+    out = out / total
+    if V_ROTATED:
+        out = tl.reshape(fwht(tl.reshape(out, (1, D)), 1, D, LOG2D), (D,))
+        out = out * tl.load(signs_ptr + j)
+    tl.store(out_ptr + row * D + j, out.to(out_ptr.dtype.element_ty))

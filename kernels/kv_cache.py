@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -23,7 +24,7 @@ import triton
 from kernels.availability import require
 from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
 from kernels.errors import UnsupportedTensor
-from kernels.kv_formats import GROUP, KVCacheSpec, hadamard, rotation_signs
+from kernels.kv_formats import GROUP, KVCacheSpec, rotation_signs
 from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
@@ -54,6 +55,17 @@ def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     return q, planes.get("scale", q), planes.get("min", q)
 
 
+@dataclass
+class AttentionTuning:
+    """Launch shape of the decode attention: programs per SM (sets the split count from the
+    capacity), warps and pipeline stages per program. benchmarks/kernels/attention.py sweeps
+    these (--sweep); the defaults are the best of that sweep on an H100 (docs/kernels.md)."""
+
+    programs_per_sm: int = 4
+    num_warps: int = 4
+    num_stages: int = 3
+
+
 @functools.cache
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
@@ -76,16 +88,13 @@ class PagedKVCache:
         # the rotation's signs with its 1/sqrt(D) folded in (kv_tiles.rotate_rows)
         scaled = rotation_signs(spec.head_dim) / math.sqrt(spec.head_dim)
         self._signs = torch.tensor(scaled, dtype=torch.float32, device=device)
-        # R^T as a matrix, for attention outputs over a rotated V: y @ unrotate = R^T y
-        self._unrotate = torch.tensor(
-            hadamard(spec.head_dim) * scaled[None, :], dtype=torch.float32, device=device
-        )
         self._free = list(range(self.n_pages - 1, -1, -1))
         self._pages: dict[int, list[int]] = {}
         self._lengths: dict[int, int] = {}
         self._tables: dict[int, torch.Tensor] = {}
         self._length_tensors: dict[int, torch.Tensor] = {}
         self._next_seq = 0
+        self.tuning = AttentionTuning()
 
     # --- sequences -------------------------------------------------------------------------
     def new_sequence(self) -> int:
@@ -237,8 +246,7 @@ class PagedKVCache:
         acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
         m = torch.empty(parts, dtype=torch.float32, device=q.device)
         l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
-        v_rotated = spec.v_format == "rot4"
-        out = torch.empty(q.shape, dtype=torch.float32 if v_rotated else q.dtype, device=q.device)
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
         shared = {
@@ -256,21 +264,22 @@ class PagedKVCache:
             kq, ks, km, vq, vs, vm, qk_scale, self.n_pages, n_splits, window,
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
+            num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
         )  # fmt: skip
         decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
-            acc, m, l_sum, out, n_splits, HQ=n_heads, D=d, CHUNK=32
-        )
-        if v_rotated:  # rotated back outside the kernel: see docs/kernels.md, "Wrong on the GPU"
-            out = (out.view(-1, d) @ self._unrotate).view(q.shape).to(q.dtype)
+            acc, m, l_sum, out, self._signs, n_splits, HQ=n_heads, D=d, LOG2D=int(math.log2(d)),
+            CHUNK=32, V_ROTATED=spec.v_format == "rot4",
+        )  # fmt: skip
         return out.squeeze(1) if one_token else out
 
     def _split_count(self, n_seqs: int, n_tokens: int, window: int) -> int:
         """Splits of the sequence for attention, from the capacity (or the window's span),
-        never the length: about 4 programs per SM."""
+        never the length: about `tuning.programs_per_sm` programs per SM."""
         span = self.n_pages
         if window > 0:  # the positions the T queries see lie on at most this many pages
             span = min(span, triton.cdiv(window + n_tokens - 1, self.spec.page_size) + 1)
-        wanted = triton.cdiv(4 * _sm_count(self.device), n_seqs * self.spec.n_kv_heads)
+        programs = self.tuning.programs_per_sm * _sm_count(self.device)
+        wanted = triton.cdiv(programs, n_seqs * self.spec.n_kv_heads)
         return max(1, min(wanted, span))
 
     def gather(self, layer: int, seq: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -61,12 +61,14 @@ class PagedCacheAdapter:
         return True
 
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        positions = positions.to(self.cache.device)  # no copy where they already are
         self.cache.write(layer, self.seq, positions, k.to(torch.float16), v.to(torch.float16))
 
     def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0):
         """q [T, n_heads, head_dim] at `positions` [T]. One token: the decode kernel over the
         whole reserved cache (n_keys unused: the grid is the capacity's); more: the prefill
         path over positions 0..n_keys-1."""
+        positions = positions.to(self.cache.device)
         if q.shape[0] == 1:
             out = self.cache.attend(
                 layer, q.to(torch.float16), [self.seq], scale=scale, window=window,

@@ -16,20 +16,21 @@ if importlib.util.find_spec("triton") is None:
 
 import torch
 
-# Triton reads TRITON_INTERPRET when it is first imported (tests/kernels/conftest.py does the same)
-assert "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") is not None
+# Triton reads TRITON_INTERPRET when it is first imported (tests/kernels/conftest.py does the
+# same); on a GPU it must stay unset, whatever imported triton first
 if not torch.cuda.is_available():
+    assert "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") is not None
     os.environ["TRITON_INTERPRET"] = "1"
 
-from engine.gguf import read_model_info  # noqa: E402
-from engine.hearth.config import model_config  # noqa: E402
-from engine.hearth.forward import Transformer  # noqa: E402
-from engine.hearth.kv_cache import TorchKVCache  # noqa: E402
-from engine.hearth.ops import KernelsOps  # noqa: E402
-from engine.hearth.paged_cache import PagedCacheAdapter  # noqa: E402
-from engine.hearth.weights import GGUFTensors  # noqa: E402
-from kernels.kv_formats import reference_roundtrip  # noqa: E402
-from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: E402
+from engine.gguf import read_model_info
+from engine.hearth.config import model_config
+from engine.hearth.forward import Transformer
+from engine.hearth.kv_cache import TorchKVCache
+from engine.hearth.ops import KernelsOps
+from engine.hearth.paged_cache import PagedCacheAdapter
+from engine.hearth.weights import GGUFTensors
+from kernels.kv_formats import reference_roundtrip
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 N_CTX = 80
@@ -53,20 +54,14 @@ def _model_and_caches(tmp_path, arch, k_format, v_format):
 
 
 def _run(model, cache, tokens, start, n_keys_decode):
-    """A prefill of the first tokens, then one decode step per remaining token."""
+    """A prefill of the first tokens, then one decode step per remaining token (tokens and
+    positions on the host, as test_kernels_ops passes them)."""
     prefill = 5
-    out = [
-        model.forward(
-            torch.tensor(tokens[:prefill]).to(DEVICE),
-            torch.arange(start, start + prefill).to(DEVICE),
-            cache,
-            n_keys=start + prefill,
-        )
-    ]
+    ids, positions = torch.tensor(tokens[:prefill]), torch.arange(start, start + prefill)
+    out = [model.forward(ids, positions, cache, n_keys=start + prefill)]
     for i in range(prefill, len(tokens)):
-        position = torch.tensor([start + i]).to(DEVICE)
-        out.append(model.forward(torch.tensor([tokens[i]]).to(DEVICE), position, cache,
-                                 n_keys=n_keys_decode))  # fmt: skip
+        position = torch.tensor([start + i])
+        out.append(model.forward(torch.tensor([tokens[i]]), position, cache, n_keys=n_keys_decode))
     return torch.stack(out).float().cpu().numpy()
 
 
