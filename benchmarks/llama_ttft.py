@@ -19,10 +19,12 @@ import statistics
 import sys
 import time
 
-import numpy as np
-
 
 def main() -> int:
+    # llama.cpp's libraries must load before numpy is imported: on the GPU machine (CUDA build,
+    # Python 3.12, numpy 2) a model load after numpy came first crashed with SIGSEGV inside
+    # llama_model_load_from_file (docs/backends.md; engine/runtime/logit_trace.py). The
+    # llama_cpp package loads them, then imports numpy itself; nothing here imports it before.
     import llama_cpp.llama_cpp as C
 
     path = os.fsencode(sys.argv[1])
@@ -37,6 +39,8 @@ def main() -> int:
         started = time.perf_counter()
         model = C.llama_model_load_from_file(path, params)
         loads.append(time.perf_counter() - started)
+    import numpy as np
+
     n_vocab = C.llama_vocab_n_tokens(C.llama_model_get_vocab(model))
     cp = C.llama_context_default_params()
     cp.n_ctx, cp.n_batch, cp.n_ubatch = 1024, 512, 512
