@@ -171,16 +171,39 @@ def hearth_trace_in_a_child(model: str, *extra: str) -> dict:
     return json.loads(done.stdout[done.stdout.index("{") :])
 
 
-def test_starter_model_greedy_matches_the_cpu_build(starter_file):
+@pytest.fixture(scope="module")
+def starter_greedy(starter_file) -> dict:
+    """The Hearth engine's own greedy trace: one token at a time, nothing launched ahead."""
+    return hearth_trace_in_a_child(starter_file)
+
+
+def test_starter_model_greedy_matches_the_cpu_build(starter_file, starter_greedy):
     from engine.runtime.greedy_check import check
 
     reference = json.loads(REFERENCE.read_text())
     # the recorded reference's tokens forced, its top-5 ids watched
     recorded = str(REFERENCE)
     forced = hearth_trace_in_a_child(starter_file, "--forced", recorded, "--watch", recorded)
-    greedy = hearth_trace_in_a_child(starter_file)
-    assert forced["device"] == greedy["device"] == "cuda"
-    verdict = check(reference, forced, greedy["text"])
+    assert forced["device"] == starter_greedy["device"] == "cuda"
+    verdict = check(reference, forced, starter_greedy["text"])
     print(f"== Hearth engine (CUDA) against the CPU build ({reference['system_info']})")
     print(verdict.report())
     assert verdict.passed, verdict.report()
+
+
+def test_the_worker_launching_ahead_writes_the_same_greedy_reply(starter_file, starter_greedy):
+    """Through the worker, greedy sampling launches each next decode step before reading the
+    token (decode_graph.py): the reply must be the one the step-by-step trace wrote."""
+    from engine.runtime import protocol as p
+    from engine.runtime.greedy_check import N_TOKENS, STORY
+    from tests.engine.runtime.conftest import GREEDY, RunningEngine
+
+    running = RunningEngine()
+    try:
+        loaded = running.load(starter_file, engine="hearth", n_ctx=1024)
+        assert isinstance(loaded, p.ModelLoaded) and loaded.engine == "Hearth", loaded
+        texts, done = running.run(prompt=STORY, sampling=GREEDY, max_tokens=N_TOKENS)
+    finally:
+        running.close()
+    assert isinstance(done, p.GenerationDone), done
+    assert "".join(texts) == starter_greedy["text"]
