@@ -49,9 +49,9 @@ class Engine:
         self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
         self._template_note = ""
-        from engine.llama.log import LlamaLog
+        from engine.llama.log import process_log
 
-        self._log = LlamaLog()  # before the backends load, so their lines go through it too
+        self._log = process_log()  # before the backends load, so their lines go through it too
         llama.init_backend()
 
     # -- called from the reader thread --------------------------------------------------------
@@ -178,6 +178,7 @@ class Engine:
             if hearth:
                 ctx = model.new_context(params)
             else:
+                params = _llama_kv(params)
                 ctx = llama.Context(model, context_settings(params))
             ctx.warm_up()
         except llama.EngineError as exc:
@@ -512,6 +513,23 @@ def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
         note = f"Hearth engine unavailable, using llama.cpp: {exc}"
         print(f"hearth worker: {note}", flush=True)
         return llama.Model(model_settings(params)), note
+
+
+# A Hearth load that fell back to llama.cpp still names Hearth's KV formats; llama.cpp holds
+# these instead: rot4/rot2 (5 and 3 bits a value) as q4_0 (4.5 bits: no more memory than planned
+# for rot4), q8 (8.1 bits) as q8_0 (8.5).
+_LLAMA_KV_FOR = {"q8": "q8_0", "rot4": "q4_0", "rot2": "q4_0"}
+
+
+def _llama_kv(params: p.ModelParams) -> p.ModelParams:
+    """`params` with KV types llama.cpp has, saying so when one changed."""
+    k = _LLAMA_KV_FOR.get(params.type_k, params.type_k)
+    v = _LLAMA_KV_FOR.get(params.type_v, params.type_v)
+    if (k, v) == (params.type_k, params.type_v):
+        return params
+    asked = f"{params.type_k}/{params.type_v}"
+    print(f"hearth worker: llama.cpp holds the KV cache as {k}/{v} (asked: {asked})", flush=True)
+    return replace(params, type_k=k, type_v=v)
 
 
 def _file_identity(path: str) -> tuple[int, int]:
