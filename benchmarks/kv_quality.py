@@ -17,7 +17,12 @@ the last tokens attend to some 2,700 earlier ones. Prefill attention reads the c
 attends to its own stored keys and values too), in both engines.
 
     python -m benchmarks.kv_quality [--models starter gemma] [--chunk 256] [--threads 2]
-        [--max-tokens N]
+        [--max-tokens N] [--formats f16/f16 kivi4/rot4 ...] [--llama f16 q8_0]
+
+--formats takes K/V pairs of kernels' formats or of the 4-bit K layouts of
+benchmarks/kv_variants.py (KIVI's per-channel K, smaller groups, smoothing); the first must be
+f16/f16, the baseline. A K format ending in +rN keeps each query's own unfinished group of N
+positions exact (KIVI's residual; kv_variants.residual_cache).
 
 CPU only, about 15 minutes for both models on two cores.
 """
@@ -78,22 +83,28 @@ def log_softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def roundtrip_codec(fmt: str):
-    """A cache codec: rows [T, heads, D] through format `fmt` and back (kernels' reference)."""
+    """A cache codec: rows [T, heads, D] through format `fmt` and back (kernels' reference, or
+    a layout of kv_variants.py)."""
     import torch
 
+    from benchmarks.kv_variants import VARIANTS
     from kernels.kv_formats import reference_roundtrip
 
+    def roundtrip(rows):
+        return VARIANTS[fmt](rows) if fmt in VARIANTS else reference_roundtrip(fmt, rows)
+
     def codec(rows: torch.Tensor) -> torch.Tensor:
-        out = reference_roundtrip(fmt, rows.detach().float().cpu().numpy())
+        out = roundtrip(rows.detach().float().cpu().numpy())
         return torch.from_numpy(out).to(rows.device)
 
     return codec
 
 
-def hearth_scores(path: str, tokens: list[int], chunk: int) -> dict[str, Score]:
+def hearth_scores(path: str, tokens: list[int], chunk: int, formats) -> dict[str, Score]:
     """Every Hearth format over the text, in lockstep chunk by chunk (one set of weights)."""
     import torch
 
+    from benchmarks.kv_variants import residual_cache
     from engine.gguf import read_model_info
     from engine.hearth.config import model_config
     from engine.hearth.forward import Transformer
@@ -104,8 +115,10 @@ def hearth_scores(path: str, tokens: list[int], chunk: int) -> dict[str, Score]:
     info = read_model_info(path)
     config = model_config(info)
     model = Transformer.load(config, GGUFTensors(path, info), TorchOps("cpu"))
-    caches = {
-        label: TorchKVCache(
+
+    def cache(k: str, v: str):
+        k, _, residual = k.partition("+r")
+        args = dict(
             n_layer=config.n_layer,
             n_head_kv=config.n_head_kv,
             head_dim=config.head_dim,
@@ -114,8 +127,9 @@ def hearth_scores(path: str, tokens: list[int], chunk: int) -> dict[str, Score]:
             k_codec=roundtrip_codec(k),
             v_codec=roundtrip_codec(v),
         )
-        for label, k, v in HEARTH_FORMATS
-    }
+        return residual_cache(int(residual), **args) if residual else TorchKVCache(**args)
+
+    caches = {label: cache(k, v) for label, k, v in formats}
     scores = {label: Score() for label in caches}
     with torch.inference_mode():
         for start in range(0, len(tokens) - 1, chunk):
@@ -137,14 +151,16 @@ def hearth_scores(path: str, tokens: list[int], chunk: int) -> dict[str, Score]:
 _LOG_KEEPER = []  # llama.cpp keeps a pointer to the log callback: it must outlive the contexts
 
 
-def llama_scores(model, tokens: list[int], chunk: int, threads: int) -> dict[str, Score]:
+def llama_scores(
+    model, tokens: list[int], chunk: int, threads: int, kinds=LLAMA_FORMATS
+) -> dict[str, Score]:
     """llama.cpp's CPU build with each cache type, all logits of every chunk."""
     import llama_cpp.llama_cpp as C
 
     from engine.llama.driver import FLASH_ATTN, KV_TYPES
 
     contexts = {}
-    for kind in LLAMA_FORMATS:
+    for kind in kinds:
         cp = C.llama_context_default_params()
         cp.n_ctx = len(tokens) + chunk
         cp.n_batch = cp.n_ubatch = cp.n_outputs_max = chunk
@@ -198,7 +214,7 @@ def model_paths(names: list[str]) -> dict[str, str]:
     return paths
 
 
-def table(title: str, n_tokens: int, hearth: dict, llama: dict) -> str:
+def table(title: str, n_tokens: int, hearth: dict, llama: dict, formats) -> str:
     lines = [
         f"### {title} ({n_tokens} tokens)",
         "",
@@ -206,15 +222,18 @@ def table(title: str, n_tokens: int, hearth: dict, llama: dict) -> str:
         "| PPL |",
         "| --- | --- | --- | ---: | ---: | ---: | ---: |",
     ]
-    bits = {"f16": 16, "q8": 8.1, "rot4": 5, "rot2": 3}
-    for label, k, v in HEARTH_FORMATS:
+    from benchmarks.kv_variants import BITS
+
+    bits = {"f16": 16, "q8": 8.1, "rot4": 5, "rot2": 3, **BITS}
+    for label, k, v in formats:
+        k = k.partition("+r")[0]
         kl, p99, top1, ppl = hearth[label].row()
         lines.append(
             f"| Hearth | {label} | {bits[k]:g}, {bits[v]:g} | {kl:.5f} | {p99:.4f} | "
             f"{100 * top1:.1f}% | {ppl:.3f} |"
         )
     llama_bits = {"f16": 16, "q8_0": 8.5, "q4_0": 4.5}
-    for kind in LLAMA_FORMATS:
+    for kind in llama:
         kl, p99, top1, ppl = llama[kind].row()
         b = llama_bits[kind]
         lines.append(
@@ -230,7 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunk", type=int, default=256)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=0, help="0: the whole text")
+    parser.add_argument("--formats", nargs="+", help="K/V pairs, f16/f16 first")
+    parser.add_argument("--llama", nargs="+", default=list(LLAMA_FORMATS), help="f16 first")
     args = parser.parse_args(argv)
+    formats = HEARTH_FORMATS
+    if args.formats:
+        pairs = [pair.split("/") for pair in args.formats]
+        formats = tuple((k if k == v else f"K {k} / V {v}", k, v) for k, v in pairs)
 
     import llama_cpp.llama_cpp as C
     import torch
@@ -250,11 +275,11 @@ def main(argv: list[str] | None = None) -> int:
             if args.max_tokens:
                 tokens = tokens[: args.max_tokens]
             started = time.perf_counter()
-            llama_result = llama_scores(model, tokens, args.chunk, args.threads)
-            hearth_result = hearth_scores(path, tokens, args.chunk)
+            llama_result = llama_scores(model, tokens, args.chunk, args.threads, args.llama)
+            hearth_result = hearth_scores(path, tokens, args.chunk, formats)
         finally:
             model.close()
-        print(table(title, len(tokens), hearth_result, llama_result))
+        print(table(title, len(tokens), hearth_result, llama_result, formats))
         print(f"\n({time.perf_counter() - started:.0f} s)\n", flush=True)
     return 0
 

@@ -45,14 +45,25 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
     cache = PagedKVCache(spec, device="cuda")
     seq = cache.new_sequence();  cache.free_sequence(seq)
     start = cache.grow(seq, n)           reserve n more positions (pages as needed)
+    cache.truncate(seq, n)               keep the first n positions (pages past them freed)
     cache.write(layer, seq, start, k, v, rope=None)
         k, v: [n, n_kv_heads, head_dim]; with `rope`, RoPE is applied to k inside the write
         kernel (positions start..start+n-1), then rotate + quantize + store, one launch each.
-    o = cache.attend(layer, q, seqs, scale=None)
+        `start` may be a device tensor of n positions instead (no host sync: CUDA graphs).
+    o = cache.attend(layer, q, seqs, scale=None, *, window=0, positions=None)
         q: [len(seqs), n_heads, head_dim], one query per sequence over all its positions
         (flash-decoding split + reduce, GQA aware) -> o: [len(seqs), n_heads, head_dim];
         or q: [len(seqs), T, n_heads, head_dim] for each sequence's last T positions (draft
         verification; token t sees positions up to its own; T * n_heads/n_kv_heads <= 128).
+        positions: device tensor of the query tokens' positions, in place of the lengths;
+        window > 0: a query at p sees only j with p - j < window (Gemma 3's local layers).
+        The launch grid depends on the capacity (or window), never the length: a decode step
+        captured once in a CUDA graph replays at every position already grown.
+    o = cache.attend_prefill(layer, q, seq, positions, n_keys, scale=None, *, window=0)
+        a prefill chunk q [T, n_heads, head_dim] over stored positions 0..n_keys-1: the pages
+        gathered to f16 on the device, then torch's SDPA with the causal (+window) mask.
+    k, v = cache.gather(layer, seq, n)   f16 [n, n_kv_heads, head_dim], dequantized on the GPU
+    cache.tuning = AttentionTuning(programs_per_sm=4, num_warps=4, num_stages=3)
     k, v = cache.read_rows(layer, seq)   numpy float32, dequantized and unrotated (checks)
 
 Reference (numpy; no torch needed; the tests and benchmarks use these and nothing else)
@@ -87,6 +98,7 @@ _LAZY = {
     "apply_rope": "kernels.rope",
     "KVCacheSpec": "kernels.kv_formats",
     "PagedKVCache": "kernels.kv_cache",
+    "AttentionTuning": "kernels.kv_cache",
 }
 
 __all__ = ["KernelsUnavailable", "UnsupportedTensor", "available", "require", *_LAZY]

@@ -11,10 +11,18 @@ is read once for all of them, dequantized in registers, never written out.
         acc += 2^(s-m') @ v                       (q8: per-row scales folded into s and p)
     phase 2, grid (sequences x tokens, query heads):
         out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
-        when V is stored rotated, one float32 matmul by R^T (a [D, D] matrix) follows.
+        when V is stored rotated, out = R^T out (a Walsh-Hadamard transform, in the same program).
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.
+
+The number of splits is fixed by the caller from the cache's capacity (or the sliding window's
+span), never from the current length: each program reads the query positions (or the length)
+from device memory and takes its share of the visible pages, so one launch can be captured in
+a CUDA graph and replayed as the sequence grows; splits with no pages left store an empty
+partial (m = -inf, l = 0) that the reduce weighs by zero. A sliding window (Gemma 3) both masks
+the positions a query no longer sees and moves the first page read, so a windowed layer reads
+about `window` positions whatever the length.
 """
 
 from __future__ import annotations
@@ -22,37 +30,50 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.kv_tiles import Q8, ROT4, load_rot4_halves, load_tile, rotate_rows
+from kernels.kv_tiles import Q8, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
 
 LOG2E = 1.4426950408889634
 
 
 @triton.jit
 def decode_split_kernel(
-    q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, signs_ptr,
+    q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr,
-    qk_scale, stride_bt, n_splits, pages_per_split,
+    qk_scale, stride_bt, n_splits, window,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
-    K_FMT: tl.constexpr, V_FMT: tl.constexpr,
+    K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
 ):  # fmt: skip
-    """Tile rows r = t * G + g: query token t (of the sequence's last T positions) and query
-    head g of this KV head's group; G_PAD >= T * G."""
+    """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
+    G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
+    length - T + t; it sees the positions j <= its own, and with window > 0 only those with
+    its position - j < window. Nothing here depends on a host-side length: the grid is fixed
+    by the caller and each split takes its share of the pages that the queries can see."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
-    length = tl.load(lengths_ptr + seq)
     gi = tl.arange(0, G_PAD)
     j = tl.arange(0, D)
     group_mask = gi < T * G
     token = gi // G
     q_rows = (seq * T + token) * HQ + head * G + gi % G
-    last_visible = length - T + token  # causal among the T new tokens
+    if POSITIONS:
+        position = tl.load(positions_ptr + seq * T + token, mask=group_mask, other=0)
+        position = position.to(tl.int32)
+    else:
+        position = tl.load(lengths_ptr + seq) - T + token
+    # the pages some query row can see: [first_page, end_page)
+    end_page = tl.cdiv(tl.max(tl.where(group_mask, position, 0), axis=0) + 1, P)
+    lowest = tl.min(tl.where(group_mask, position, 2**30), axis=0)
+    first_page = tl.where(window > 0, tl.maximum(lowest - window + 1, 0) // P, 0)
+    pages_per_split = tl.cdiv(end_page - first_page, n_splits)
     q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
     q = q.to(tl.float32)
     if K_FMT >= ROT4:  # rot4 or rot2: keys stored rotated
         q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
     q = (q * qk_scale).to(tl.float16)
+    # rot4 K: q's even and odd dims apart, for the two halves of the key tile
+    q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
 
     m_i = tl.full((G_PAD,), float("-inf"), tl.float32)
     l_i = tl.zeros((G_PAD,), tl.float32)
@@ -62,17 +83,23 @@ def decode_split_kernel(
     else:
         acc = tl.zeros((G_PAD, D), tl.float32)
         acc_odd = tl.zeros((G_PAD, 1), tl.float32)  # unused
-    first = split * pages_per_split
-    last = tl.minimum(first + pages_per_split, tl.cdiv(length, P))
+    first = first_page + split * pages_per_split
+    last = tl.minimum(first + pages_per_split, end_page)
     for pg in range(first, last):
-        page = tl.load(block_table_ptr + seq * stride_bt + pg)
+        page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown
         row0 = (page * HKV + head) * P
-        k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D)
-        s = tl.dot(q, tl.trans(k))
-        if K_FMT == Q8:
-            s = s * k_scale[None, :]
+        if K_FMT == ROT4:
+            k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D)
+            s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
+        else:
+            k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D)
+            s = tl.dot(q, tl.trans(k))
+            if K_FMT == Q8:
+                s = s * k_scale[None, :]
         tokens = pg * P + tl.arange(0, P)
-        s = tl.where(tokens[None, :] <= last_visible[:, None], s, float("-inf"))
+        behind = position[:, None] - tokens[None, :]
+        visible = (behind >= 0) & ((window <= 0) | (behind < window))
+        s = tl.where(visible, s, float("-inf"))
         m_new = tl.maximum(m_i, tl.max(s, axis=1))
         # a row that sees no position of this page yet keeps m = -inf; 0 keeps 2^x finite
         m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -105,13 +132,15 @@ def decode_split_kernel(
 
 @triton.jit
 def decode_reduce_kernel(
-    acc_ptr, m_ptr, l_ptr, out_ptr, n_splits,
-    HQ: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr,
+    acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, n_splits,
+    HQ: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, CHUNK: tl.constexpr,
+    V_ROTATED: tl.constexpr,
 ):  # fmt: skip
     """One program per (sequence, query head), reading CHUNK splits per step as one tile: a
     loop over single splits made this phase a chain of dependent loads, about 30 us at 64
-    splits on an H100 (docs/kernels.md). For V stored rotated, the output is still rotated
-    here; the caller rotates it back."""
+    splits on an H100 (docs/kernels.md). For V stored rotated, the output is rotated back
+    here, R^T y = signs * (H y) / sqrt(D) (signs_ptr holds signs / sqrt(D)): done by the
+    caller as a matmul and a cast, it was two more launches, about 5 us of a decode step."""
     row = tl.program_id(0) * HQ + tl.program_id(1)
     split = tl.arange(0, CHUNK)
     j = tl.arange(0, D)
@@ -130,4 +159,8 @@ def decode_reduce_kernel(
         total += tl.sum(weight * tl.load(l_ptr + part, mask=mask, other=0.0), axis=0)
         acc = tl.load(acc_ptr + part[:, None] * D + j[None, :], mask=mask[:, None], other=0.0)
         out += tl.sum(weight[:, None] * acc, axis=0)
-    tl.store(out_ptr + row * D + j, (out / total).to(out_ptr.dtype.element_ty))
+    out = out / total
+    if V_ROTATED:
+        out = tl.reshape(fwht(tl.reshape(out, (1, D)), 1, D, LOG2D), (D,))
+        out = out * tl.load(signs_ptr + j)
+    tl.store(out_ptr + row * D + j, out.to(out_ptr.dtype.element_ty))

@@ -4,12 +4,18 @@
 Pages of `page_size` positions come from one pool shared by the sequences; a sequence's block
 table lists its pages in order. The cache keeps each sequence's block table and length on the
 device, so `attend` copies nothing from the host (the table changes only when a page is added).
+
+For a CUDA graph, `write` and `attend` also take the positions as a device tensor: then no
+launch argument depends on the length (attention's grid is sized for the capacity, or for a
+sliding window's span), so one captured decode step replays at every position of the pages
+already grown.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -18,7 +24,8 @@ import triton
 from kernels.availability import require
 from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
 from kernels.errors import UnsupportedTensor
-from kernels.kv_formats import GROUP, KVCacheSpec, hadamard, rotation_signs
+from kernels.kv_formats import GROUP, KVCacheSpec, rotation_signs
+from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 from kernels.rope import inv_freq_tensor
@@ -48,6 +55,17 @@ def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     return q, planes.get("scale", q), planes.get("min", q)
 
 
+@dataclass
+class AttentionTuning:
+    """Launch shape of the decode attention: programs per SM (sets the split count from the
+    capacity), warps and pipeline stages per program. benchmarks/kernels/attention.py sweeps
+    these (--sweep); the defaults are the best of that sweep on an H100 (docs/kernels.md)."""
+
+    programs_per_sm: int = 4
+    num_warps: int = 4
+    num_stages: int = 3
+
+
 @functools.cache
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
@@ -70,16 +88,13 @@ class PagedKVCache:
         # the rotation's signs with its 1/sqrt(D) folded in (kv_tiles.rotate_rows)
         scaled = rotation_signs(spec.head_dim) / math.sqrt(spec.head_dim)
         self._signs = torch.tensor(scaled, dtype=torch.float32, device=device)
-        # R^T as a matrix, for attention outputs over a rotated V: y @ unrotate = R^T y
-        self._unrotate = torch.tensor(
-            hadamard(spec.head_dim) * scaled[None, :], dtype=torch.float32, device=device
-        )
         self._free = list(range(self.n_pages - 1, -1, -1))
         self._pages: dict[int, list[int]] = {}
         self._lengths: dict[int, int] = {}
         self._tables: dict[int, torch.Tensor] = {}
         self._length_tensors: dict[int, torch.Tensor] = {}
         self._next_seq = 0
+        self.tuning = AttentionTuning()
 
     # --- sequences -------------------------------------------------------------------------
     def new_sequence(self) -> int:
@@ -87,7 +102,8 @@ class PagedKVCache:
         self._next_seq += 1
         self._pages[seq] = []
         self._lengths[seq] = 0
-        self._tables[seq] = torch.zeros(self.n_pages, dtype=torch.int32, device=self.device)
+        # -1: no page; writes there are dropped (kv_write_kernel)
+        self._tables[seq] = torch.full((self.n_pages,), -1, dtype=torch.int32, device=self.device)
         self._length_tensors[seq] = torch.zeros(1, dtype=torch.int32, device=self.device)
         return seq
 
@@ -117,16 +133,40 @@ class PagedKVCache:
         self._length_tensors[seq].fill_(start + n)
         return start
 
+    def truncate(self, seq: int, n: int) -> None:
+        """Keep seq's first n positions (a chat turn that edits history): the pages past them
+        go back to the pool, and the next `grow` continues at n."""
+        if not 0 <= n <= self._lengths[seq]:
+            raise UnsupportedTensor(
+                f"truncating a sequence of {self._lengths[seq]} positions to {n}: "
+                "keep between 0 and its length"
+            )
+        pages = self._pages[seq]
+        keep = triton.cdiv(n, self.spec.page_size)
+        self._free.extend(reversed(pages[keep:]))
+        del pages[keep:]
+        self._tables[seq][keep:] = -1
+        self._lengths[seq] = n
+        self._length_tensors[seq].fill_(n)
+
     # --- kernels ---------------------------------------------------------------------------
-    def write(self, layer: int, seq: int, start: int, k, v, rope: Rope | None = None) -> None:
-        """Store k, v [n, n_kv_heads, head_dim] at positions start..start+n-1 (after grow)."""
+    def write(
+        self, layer: int, seq: int, start: int | torch.Tensor, k, v, rope: Rope | None = None
+    ) -> None:
+        """Store k, v [n, n_kv_heads, head_dim] at positions start..start+n-1 (after grow); or,
+        with `start` a device tensor of n integers, row i at position start[i] (read on the
+        device: no host sync, a CUDA graph can replay it; rows past the grown pages are
+        dropped, not checked)."""
         spec = self.spec
         shape = (k.shape[0], spec.n_kv_heads, spec.head_dim)
         if tuple(k.shape) != shape or tuple(v.shape) != shape:
             raise UnsupportedTensor(
                 f"KV rows of shapes {tuple(k.shape)} and {tuple(v.shape)}: need {shape}"
             )
-        if start + shape[0] > self._lengths[seq]:
+        positions = start if isinstance(start, torch.Tensor) else None
+        if positions is not None and positions.numel() != shape[0]:
+            raise UnsupportedTensor(f"{positions.numel()} positions for {shape[0]} KV rows")
+        if positions is None and start + shape[0] > self._lengths[seq]:
             raise UnsupportedTensor(
                 f"positions up to {start + shape[0]} written to a sequence of "
                 f"{self._lengths[seq]}: grow it first"
@@ -138,20 +178,35 @@ class PagedKVCache:
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
         kv_write_kernel[(shape[0],)](
-            k, v, self._tables[seq], start, k.stride(0), v.stride(0), self._signs,
+            k, v, self._tables[seq], 0 if positions is not None else start,
+            positions.reshape(-1) if positions is not None else self._signs, self.n_pages,
+            k.stride(0), v.stride(0), self._signs,
             inv_freq, rope.mscale if rope is not None else 1.0,
             kq, ks, km, vq, vs, vm,
             HKV=spec.n_kv_heads, HKV_PAD=triton.next_power_of_2(spec.n_kv_heads),
             D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
             K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
             ROPE=rope is not None, N_ROT=rope.n_rot if rope is not None else 2,
-            NEOX=bool(rope is not None and rope.neox),
+            NEOX=bool(rope is not None and rope.neox), POSITIONS=positions is not None,
         )  # fmt: skip
 
-    def attend(self, layer: int, q: torch.Tensor, seqs: list[int], scale: float | None = None):
+    def attend(
+        self,
+        layer: int,
+        q: torch.Tensor,
+        seqs: list[int],
+        scale: float | None = None,
+        *,
+        window: int = 0,
+        positions: torch.Tensor | None = None,
+    ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
-        verification), token t seeing positions up to its own. Returns q's shape and dtype."""
+        verification), token t seeing positions up to its own. Returns q's shape and dtype.
+
+        positions: a device tensor of len(seqs) * T integers, the query tokens' own positions
+        (in place of the lengths: what a CUDA graph replays); each sees the stored positions up
+        to its own. window > 0: only the last `window` of those (p - j < window)."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -167,18 +222,19 @@ class PagedKVCache:
                 f"{n_tokens} query tokens x {n_heads // spec.n_kv_heads} heads per KV head: "
                 "at most 128 rows; split the queries"
             )
+        if positions is not None and positions.numel() != n_seqs * n_tokens:
+            raise UnsupportedTensor(
+                f"{positions.numel()} positions for {n_seqs} x {n_tokens} query tokens"
+            )
         lengths = [self._lengths[s] for s in seqs]
-        if min(lengths) < n_tokens:
+        if positions is None and min(lengths) < n_tokens:
             raise UnsupportedTensor(
                 f"{n_tokens} query tokens for a sequence of {min(lengths)} positions: "
                 "write their K and V first"
             )
         q = q4.contiguous()
         group = n_heads // spec.n_kv_heads
-        pages = triton.cdiv(max(lengths), spec.page_size)
-        wanted = triton.cdiv(4 * _sm_count(q.device), n_seqs * spec.n_kv_heads)
-        pages_per_split = triton.cdiv(pages, max(1, min(wanted, pages)))
-        n_splits = triton.cdiv(pages, pages_per_split)
+        n_splits = self._split_count(n_seqs, n_tokens, window)
         tables = torch.stack([self._tables[s] for s in seqs]) if n_seqs > 1 else None
         table = tables if tables is not None else self._tables[seqs[0]]
         length_t = (
@@ -190,8 +246,7 @@ class PagedKVCache:
         acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
         m = torch.empty(parts, dtype=torch.float32, device=q.device)
         l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
-        v_rotated = spec.v_format == "rot4"
-        out = torch.empty(q.shape, dtype=torch.float32 if v_rotated else q.dtype, device=q.device)
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
         shared = {
@@ -204,17 +259,82 @@ class PagedKVCache:
         }
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
         decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
-            q, acc, m, l_sum, table, length_t, self._signs, kq, ks, km, vq, vs, vm,
-            qk_scale, self.n_pages, n_splits, pages_per_split, HKV=spec.n_kv_heads,
-            P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
-            V_FMT=FORMAT_CODES[spec.v_format], **shared,
+            q, acc, m, l_sum, table, length_t,
+            positions.reshape(-1) if positions is not None else length_t, self._signs,
+            kq, ks, km, vq, vs, vm, qk_scale, self.n_pages, n_splits, window,
+            HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
+            V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
+            num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
         )  # fmt: skip
         decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
-            acc, m, l_sum, out, n_splits, HQ=n_heads, D=d, CHUNK=32
-        )
-        if v_rotated:  # rotated back outside the kernel: see docs/kernels.md, "Wrong on the GPU"
-            out = (out.view(-1, d) @ self._unrotate).view(q.shape).to(q.dtype)
+            acc, m, l_sum, out, self._signs, n_splits, HQ=n_heads, D=d, LOG2D=int(math.log2(d)),
+            CHUNK=32, V_ROTATED=spec.v_format == "rot4",
+        )  # fmt: skip
         return out.squeeze(1) if one_token else out
+
+    def _split_count(self, n_seqs: int, n_tokens: int, window: int) -> int:
+        """Splits of the sequence for attention, from the capacity (or the window's span),
+        never the length: about `tuning.programs_per_sm` programs per SM."""
+        span = self.n_pages
+        if window > 0:  # the positions the T queries see lie on at most this many pages
+            span = min(span, triton.cdiv(window + n_tokens - 1, self.spec.page_size) + 1)
+        programs = self.tuning.programs_per_sm * _sm_count(self.device)
+        wanted = triton.cdiv(programs, n_seqs * self.spec.n_kv_heads)
+        return max(1, min(wanted, span))
+
+    def gather(self, layer: int, seq: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Positions 0..n-1 of seq as f16 rows [n, n_kv_heads, head_dim], K and V, dequantized
+        and unrotated on the device (one launch each): what a prefill chunk attends to."""
+        spec = self.spec
+        if not 0 < n <= len(self._pages[seq]) * spec.page_size:
+            raise UnsupportedTensor(
+                f"{n} positions gathered from a sequence with room for "
+                f"{len(self._pages[seq]) * spec.page_size}: grow it first"
+            )
+        pages = triton.cdiv(n, spec.page_size)
+        shape = (n, spec.n_kv_heads, spec.head_dim)
+        rows = []
+        for fmt, planes in ((spec.k_format, self._k[layer]), (spec.v_format, self._v[layer])):
+            out = torch.empty(shape, dtype=torch.float16, device=self.device)
+            kv_gather_kernel[(pages, spec.n_kv_heads)](
+                self._tables[seq], out, *_pointers(planes), self._signs, n,
+                HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
+                P=spec.page_size, FMT=FORMAT_CODES[fmt],
+            )  # fmt: skip
+            rows.append(out)
+        return rows[0], rows[1]
+
+    def attend_prefill(
+        self,
+        layer: int,
+        q: torch.Tensor,
+        seq: int,
+        positions: torch.Tensor,
+        n_keys: int,
+        scale: float | None = None,
+        *,
+        window: int = 0,
+    ) -> torch.Tensor:
+        """Attention of a prefill chunk, q [T, n_heads, head_dim] at `positions` [T] (device),
+        over the stored positions 0..n_keys-1 (the chunk's own K and V written first): the
+        pages gathered to f16, then torch's scaled_dot_product_attention with the causal (and
+        sliding-window) mask. Returns [T, n_heads, head_dim] in q's dtype."""
+        k, v = self.gather(layer, seq, n_keys)
+        slots = torch.arange(n_keys, device=q.device)
+        behind = positions.reshape(-1, 1) - slots[None, :]
+        seen = behind >= 0
+        if window > 0:
+            seen &= behind < window
+        dtype = torch.float16 if q.is_cuda else torch.float32  # the CPU: tests only
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q.transpose(0, 1).to(dtype),
+            k.transpose(0, 1).to(dtype),
+            v.transpose(0, 1).to(dtype),
+            attn_mask=seen,
+            scale=scale,
+            enable_gqa=True,
+        )
+        return out.transpose(0, 1).to(q.dtype)
 
     def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
         """K and V of seq as the cache would return them (dequantized, unrotated; float32

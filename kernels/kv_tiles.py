@@ -89,6 +89,15 @@ def store_rows(x, rows, row_mask, q_ptr, scale_ptr, min_ptr,
 
 
 @triton.jit
+def nibbles_to_f16(codes):
+    """Codes 0..15 (uint8) -> the same values as f16, without the int-to-float unit (a quarter
+    of the FMA rate on an H100, which made rot4 attention compute-bound): the f16 with bits
+    0x6400 | c is 1024 + c exactly, and subtracting 1024 is exact too."""
+    magic = (codes.to(tl.int16) | 0x6400).to(tl.float16, bitcast=True)
+    return magic - 1024.0
+
+
+@triton.jit
 def load_tile(row0, q_ptr, scale_ptr, min_ptr,
               FMT: tl.constexpr, P: tl.constexpr, D: tl.constexpr):  # fmt: skip
     """Rows row0 .. row0+P-1 as an f16 tile [P, D] (still rotated for rot formats; q8 codes
@@ -96,8 +105,11 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
     t = row0 + tl.arange(0, P)
     if FMT <= Q8:  # f16 or q8: one value per byte or two
         j = tl.arange(0, D)
-        tile = tl.load(q_ptr + t[:, None] * D + j[None, :]).to(tl.float16)
+        tile = tl.load(q_ptr + t[:, None] * D + j[None, :])
         if FMT == Q8:
+            # -127..127 as f16 by the exponent trick (nibbles_to_f16): 0x6480 + q is the f16
+            # 1152 + q, exactly; no int-to-float conversion
+            tile = (tile.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0
             row_scale = tl.load(scale_ptr + t).to(tl.float32)
         else:
             row_scale = tl.full((P,), 1.0, tl.float32)
@@ -105,22 +117,22 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
         NGROUP: tl.constexpr = D // 32
         gi = tl.arange(0, NGROUP)
         group_rows = t[:, None] * NGROUP + gi[None, :]
-        scale = tl.load(scale_ptr + group_rows).to(tl.float32)[:, :, None]
-        lo = tl.load(min_ptr + group_rows).to(tl.float32)[:, :, None]
+        scale = tl.load(scale_ptr + group_rows)[:, :, None]
+        lo = tl.load(min_ptr + group_rows)[:, :, None]
         if FMT == ROT4:
             i = tl.arange(0, 16)
             b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
-            even = (b & 15).to(tl.float32) * scale + lo
-            odd = (b >> 4).to(tl.float32) * scale + lo
-            tile = tl.reshape(tl.join(even, odd), (P, D)).to(tl.float16)
+            even = tl.fma(nibbles_to_f16(b & 15), scale, lo)
+            odd = tl.fma(nibbles_to_f16(b >> 4), scale, lo)
+            tile = tl.reshape(tl.join(even, odd), (P, D))
         else:
             i = tl.arange(0, 8)
             b = tl.load(q_ptr + (group_rows * 8)[:, :, None] + i[None, None, :])
-            c0 = (b & 3).to(tl.float32) * scale + lo
-            c1 = ((b >> 2) & 3).to(tl.float32) * scale + lo
-            c2 = ((b >> 4) & 3).to(tl.float32) * scale + lo
-            c3 = (b >> 6).to(tl.float32) * scale + lo
-            tile = tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), (P, D)).to(tl.float16)
+            c0 = tl.fma(nibbles_to_f16(b & 3), scale, lo)
+            c1 = tl.fma(nibbles_to_f16((b >> 2) & 3), scale, lo)
+            c2 = tl.fma(nibbles_to_f16((b >> 4) & 3), scale, lo)
+            c3 = tl.fma(nibbles_to_f16(b >> 6), scale, lo)
+            tile = tl.reshape(tl.join(tl.join(c0, c2), tl.join(c1, c3)), (P, D))
         row_scale = tl.full((P,), 1.0, tl.float32)
     return tile, row_scale
 
@@ -128,17 +140,19 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
 @triton.jit
 def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.constexpr):
     """Rows row0 .. row0+P-1 of a rot4 plane as two f16 tiles [P, D/2]: the even dims and the
-    odd dims. Attention multiplies V this way, with two dots, rather than joining the halves
-    into one [P, D] tile: the joined tile as a dot's right operand gave wrong outputs on an
-    H100 under Triton 3.6 (right in the interpreter; as K, transposed, it was right)."""
+    odd dims, dequantized in f16 (c * scale + min, one fused multiply-add, rounded once as the
+    f16 tile always was). Attention multiplies K and V this way, with two dots each, rather
+    than joining the halves into one [P, D] tile: joining costs shuffles, and the joined tile
+    as a dot's right operand gave wrong outputs on an H100 under Triton 3.6 (right in the
+    interpreter)."""
     t = row0 + tl.arange(0, P)
     NGROUP: tl.constexpr = D // 32
     gi = tl.arange(0, NGROUP)
     group_rows = t[:, None] * NGROUP + gi[None, :]
-    scale = tl.load(scale_ptr + group_rows).to(tl.float32)[:, :, None]
-    lo = tl.load(min_ptr + group_rows).to(tl.float32)[:, :, None]
+    scale = tl.load(scale_ptr + group_rows)[:, :, None]
+    lo = tl.load(min_ptr + group_rows)[:, :, None]
     i = tl.arange(0, 16)
     b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
-    even = tl.reshape((b & 15).to(tl.float32) * scale + lo, (P, D // 2))
-    odd = tl.reshape((b >> 4).to(tl.float32) * scale + lo, (P, D // 2))
-    return even.to(tl.float16), odd.to(tl.float16)
+    even = tl.fma(nibbles_to_f16(b & 15), scale, lo)
+    odd = tl.fma(nibbles_to_f16(b >> 4), scale, lo)
+    return tl.reshape(even, (P, D // 2)), tl.reshape(odd, (P, D // 2))

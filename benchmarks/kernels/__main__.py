@@ -20,6 +20,25 @@ def _gemv_table(rows: list[dict]) -> None:
               f"{r['of_copy']:8.1%}")  # fmt: skip
 
 
+def _attention_table(rows: list[dict], tuning: bool = False) -> None:
+    print(f"{'K/V':10} {'context':>8} {'us/layer':>9} {'ms/token x32':>12} {'GB/s':>7} "
+          f"{'of copy':>8} {'vs f16':>7}" + ("  launch" if tuning else ""))  # fmt: skip
+    f16 = {}
+    for r in rows:  # the f16 figure of the same context (and launch shape, in a sweep)
+        if r["k"] == r["v"] == "f16":
+            f16.setdefault((r["context"], str(r["tuning"]) if tuning else ""), r["us_per_layer"])
+    for r in rows:
+        key = (r["context"], str(r["tuning"]) if tuning else "")
+        speedup = f16.get(key, float("nan")) / r["us_per_layer"]
+        t = r["tuning"]
+        launch = f"  {t['programs_per_sm']}/{t['num_warps']}/{t['num_stages']}" if tuning else ""
+        if tuning and r["page_size"] != 64:
+            launch += f", pages of {r['page_size']}"
+        print(f"{r['k'] + '/' + r['v']:10} {r['context']:>8} {r['us_per_layer']:9.1f} "
+              f"{r['ms_per_token_32_layers']:12.3f} {r['gb_s']:7.0f} {r['of_copy']:8.1%} "
+              f"{speedup:6.2f}x{launch}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels")
     parser.add_argument("--sweep", action="store_true", help="try GEMV tile shapes too")
@@ -31,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batches", default="1,4,16", help="GEMV input rows, e.g. 1,16")
     parser.add_argument("--contexts", default="4096,32768,131072", help="attention contexts")
     parser.add_argument("--pairs", help="K/V formats, e.g. f16/f16,rot4/rot4 (default: all)")
+    parser.add_argument("--attention-sweep", help="launch shapes of attention at this context")
+    parser.add_argument("--window", type=int, default=0, help="attention with a sliding window")
+    parser.add_argument("--no-write", action="store_true", help="skip the KV write figures")
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -94,20 +116,30 @@ def main(argv: list[str] | None = None) -> int:
         for context in contexts:
             for k, v in pairs:
                 try:
-                    rows.append(attention.measure(k, v, context, copy_bw))
+                    rows += attention.measure(k, v, context, copy_bw, window=args.window)
                 except Exception as error:  # report it and go on to the next figure
                     print(f"attention {k}/{v} at {context}: failed: {error!r}"[:300])
-        print("\nDecode attention, one layer (32 q heads, 8 KV heads of 128), batch 1")
-        print(f"{'K/V':10} {'context':>8} {'us/layer':>9} {'ms/token x32':>12} {'GB/s':>7} "
-              f"{'of copy':>8} {'vs f16':>7}")  # fmt: skip
-        f16 = {r["context"]: r["us_per_layer"] for r in rows if r["k"] == r["v"] == "f16"}
-        for r in rows:
-            speedup = f16.get(r["context"], float("nan")) / r["us_per_layer"]
-            print(f"{r['k'] + '/' + r['v']:10} {r['context']:>8} {r['us_per_layer']:9.1f} "
-                  f"{r['ms_per_token_32_layers']:12.3f} {r['gb_s']:7.0f} {r['of_copy']:8.1%} "
-                  f"{speedup:6.2f}x")  # fmt: skip
+        window = f", sliding window {args.window}" if args.window else ""
+        print(f"\nDecode attention, one layer (32 q heads, 8 KV heads of 128), batch 1{window}")
+        _attention_table(rows)
+        report["attention"] = rows
+        if args.attention_sweep:
+            context = int(args.attention_sweep)
+            swept = []
+            for k, v in pairs:
+                try:
+                    swept += attention.measure(
+                        k, v, context, copy_bw, tunings=attention.sweep_tunings()
+                    )
+                    for page_size in (32, 128):
+                        swept += attention.measure(k, v, context, copy_bw, page_size=page_size)
+                except Exception as error:
+                    print(f"sweep {k}/{v} at {context}: failed: {error!r}"[:300])
+            print(f"\nLaunch shapes at {context} (programs per SM, warps, stages; pages of 64)")
+            _attention_table(swept, tuning=True)
+            report["attention_sweep"] = swept
         writes = []
-        for k, v in pairs:
+        for k, v in pairs if not args.no_write else []:
             try:
                 writes.append(attention.measure_write(k, v))
             except Exception as error:
@@ -115,7 +147,6 @@ def main(argv: list[str] | None = None) -> int:
         print("\nKV write (RoPE off): one position, and 4096 positions")
         for w in writes:
             print(f"{w['k'] + '/' + w['v']:10} {w['us_one_token']:8.1f} us {w['us_4096']:9.1f} us")
-        report["attention"] = rows
         report["write"] = writes
 
     if args.json:

@@ -1,14 +1,17 @@
 """Decode attention over the paged cache at Llama-3-8B's shape (32 query heads, 8 KV heads of
-128) and 4k / 32k / 128k positions, per K/V format; one layer's attention per figure."""
+128) and 4k / 32k / 128k positions, per K/V format; one layer's attention per figure. A sweep
+of launch shapes (programs per SM, warps, stages) at one depth, and a sliding window (Gemma 3's
+layers read only the last `window` positions whatever the depth)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, time_calls
-from kernels.kv_cache import PagedKVCache
+from kernels.kv_cache import AttentionTuning, PagedKVCache
 from kernels.kv_formats import KVCacheSpec
 
 HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
@@ -16,12 +19,16 @@ FORMAT_PAIRS = [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), 
 CHUNK = 8192
 
 
-def measure(k_format: str, v_format: str, context: int, copy_bw: float) -> dict:
+def _filled_cache(
+    k_format: str, v_format: str, context: int, page_size: int = 64
+) -> tuple[PagedKVCache, int, int]:
+    """A cache of `context` random positions in as many layers as the L2 cannot hold."""
     torch.cuda.empty_cache()  # the last measurement's cache is garbage by now
     probe = KVCacheSpec(1, KV_HEADS, HEAD_DIM, k_format, v_format, max_tokens=context)
-    layer_bytes = probe.bytes_per_token * context
-    layers = max(1, min(16, math.ceil(L2_DEFEAT_BYTES / layer_bytes)))
-    spec = KVCacheSpec(layers, KV_HEADS, HEAD_DIM, k_format, v_format, max_tokens=context)
+    layers = max(1, min(16, math.ceil(L2_DEFEAT_BYTES / (probe.bytes_per_token * context))))
+    spec = KVCacheSpec(
+        layers, KV_HEADS, HEAD_DIM, k_format, v_format, page_size=page_size, max_tokens=context
+    )
     cache = PagedKVCache(spec, device="cuda")
     seq = cache.new_sequence()
     cache.grow(seq, context)
@@ -31,19 +38,47 @@ def measure(k_format: str, v_format: str, context: int, copy_bw: float) -> dict:
             k = torch.randn(n, KV_HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
             v = torch.randn(n, KV_HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
             cache.write(layer, seq, start, k, v)
+    return cache, seq, layers
+
+
+def measure(
+    k_format: str,
+    v_format: str,
+    context: int,
+    copy_bw: float,
+    tunings=(None,),
+    window: int = 0,
+    page_size: int = 64,
+) -> list[dict]:
+    """One figure per tuning (None: the cache's default), all over the same cache."""
+    cache, seq, layers = _filled_cache(k_format, v_format, context, page_size)
+    layer_bytes = cache.spec.bytes_per_token * min(context, window or context)
     q = torch.randn(1, HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
 
     def run() -> None:
         for layer in range(layers):
-            cache.attend(layer, q, [seq])
+            cache.attend(layer, q, [seq], window=window)
 
-    seconds = time_calls(run) / layers
-    return {
-        "k": k_format, "v": v_format, "context": context, "us_per_layer": seconds * 1e6,
-        "ms_per_token_32_layers": seconds * LAYERS * 1e3,
-        "gb_s": layer_bytes / seconds / 1e9, "of_copy": layer_bytes / seconds / copy_bw,
-        "bytes_per_token_layer": probe.bytes_per_token,
-    }  # fmt: skip
+    rows = []
+    default = cache.tuning
+    for tuning in tunings:
+        cache.tuning = tuning or default
+        seconds = time_calls(run) / layers
+        rows.append({
+            "k": k_format, "v": v_format, "context": context, "window": window,
+            "tuning": dataclasses.asdict(cache.tuning), "page_size": page_size,
+            "us_per_layer": seconds * 1e6,
+            "ms_per_token_32_layers": seconds * LAYERS * 1e3,
+            "gb_s": layer_bytes / seconds / 1e9, "of_copy": layer_bytes / seconds / copy_bw,
+            "bytes_per_token_layer": cache.spec.bytes_per_token,
+        })  # fmt: skip
+    return rows
+
+
+def sweep_tunings() -> list[AttentionTuning]:
+    shapes = [(4, 4, 3), (4, 4, 1), (4, 4, 2), (4, 4, 4), (2, 4, 3), (8, 4, 3), (4, 2, 3)]
+    shapes += [(8, 2, 3), (8, 2, 2)]
+    return [AttentionTuning(*shape) for shape in shapes]
 
 
 def measure_write(k_format: str, v_format: str) -> dict:

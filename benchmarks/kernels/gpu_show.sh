@@ -7,6 +7,8 @@
 # the 128k q8_0 run: give it the full 600 s, or LLAMA_S=45.
 # llama.cpp is built and the model written in the background while the kernels use the GPU.
 #
+# PART=attention runs only the KV cache's tests and figures (gpu_attention.sh, about 3 minutes
+# on an H100) before llama-bench, in place of every kernel's.
 # Needs .gpu-bundle/ (../shared/gpu/make-bundle.sh) in the repository root; results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,6 +34,9 @@ model=/tmp/models/llama3-8b-q4_k_m.gguf
 background=$!
 
 SECONDS=0
+if [ "${PART:-all}" = attention ]; then  # the KV cache's part only, about 3 minutes
+  OUT="$out" SWEEP="" bash benchmarks/kernels/gpu_attention.sh
+else
 # the full-size GEMV checks on the 1024x4096 shape (numpy's reference for 4096x14336 takes
 # minutes of CPU beside the llama.cpp build)
 HEARTH_GPU_TESTS=1 timeout "${TEST_S:-150}" python3 -m pytest tests/kernels -v -p no:cacheprovider \
@@ -40,6 +45,7 @@ echo "== tests ($SECONDS s): $(grep -c PASSED "$out/gpu-tests.log") passed"; gre
 timeout "${BENCH_S:-240}" python3 -m benchmarks.kernels ${SWEEP:-} --batches 1,16 \
   --json "$out/kernels.json" >"$out/kernels.txt" 2>&1
 echo "== kernels ($SECONDS s)"; cat "$out/kernels.txt"
+fi
 wait "$background" || { echo "llama.cpp build or model failed:"; tail -20 "$out/llama-build.log"; }
 echo "== llama.cpp ready ($SECONDS s)"
 source /tmp/llama/env.sh

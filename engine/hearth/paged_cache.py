@@ -1,23 +1,22 @@
 """kernels.PagedKVCache behind the two calls the forward pass makes of a cache (write, attend).
 
-One sequence per context. Keys arrive already rotated by RoPE (forward.py applies it), so the
-write kernel only rotates (Walsh-Hadamard, for the rot formats), quantizes and stores them.
-A decode step (one query) is kernels' flash-decoding attention over the stored pages; a
-prefill chunk reads the stored rows back and lets torch attend (correct, slow: the rows come
-back through kernels' numpy reference). What kernels/ does not offer yet, and so what this
-adapter cannot do:
-- attention limited to a sliding window (Gemma 3): such models keep the plain f16 cache;
-- dropping a sequence's tail: `truncate` can only go back to nothing, so a chat turn that does
-  not extend the cached tokens exactly is computed from the start (generation.py does that
-  when `forget_from` says no);
-- a fast prefill attention over stored pages, and a decode launch whose grid does not depend
-  on the length (what a CUDA graph needs).
+One sequence per context, its pages all reserved at creation (the context's n_ctx), so a write
+or a decode step never changes the block table. Positions reach the kernels as the device
+tensor the forward pass already has: nothing is read back to the host, and a decode step
+(write + attend of one token at every layer) can be captured once in a CUDA graph and replayed
+at the next position. Attention masks by position, as TorchKVCache does, so rows past the
+current length (an earlier, longer history) are never seen until rewritten: `truncate` is
+always possible and costs nothing.
+
+Keys arrive already rotated by RoPE (forward.py applies it), so the write kernel only rotates
+(Walsh-Hadamard, for the rot formats), quantizes and stores them. A decode step (one query) is
+kernels' flash-decoding attention, with Gemma 3's sliding window where the layer has one; a
+prefill chunk gathers the stored pages to f16 on the device and lets torch's SDPA attend.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 # Hearth KV formats (kernels/kv_formats.py) a ModelParams.type_k / type_v may name.
 PAGED_FORMATS = ("q8", "rot4", "rot2")
@@ -51,45 +50,32 @@ class PagedCacheAdapter:
         self.spec = spec
         self.n_ctx = n_ctx
         self.seq = self.cache.new_sequence()
+        self.cache.grow(self.seq, n_ctx)
 
     @property
     def nbytes(self) -> int:
         return self.spec.bytes_per_token * self.spec.n_layers * self.n_ctx
 
-    @property
-    def length(self) -> int:
-        return self.cache.length(self.seq)
-
     def truncate(self, n: int) -> bool:
-        """Keep the first n positions; only n equal to the length, or 0, can be done."""
-        if n == self.length:
-            return True
-        if n == 0:
-            self.cache.free_sequence(self.seq)
-            self.seq = self.cache.new_sequence()
-            return True
-        return False
+        """Keep the first n positions: nothing to do, attention masks by position."""
+        return True
 
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
-        start = int(positions[0])  # a host number: kernels' write takes the start position
-        if layer == 0:
-            if start != self.length:
-                raise ValueError(f"paged cache: writing at {start}, the sequence has {self.length}")
-            self.cache.grow(self.seq, len(positions))
-        self.cache.write(layer, self.seq, start, k.to(torch.float16), v.to(torch.float16))
+        positions = positions.to(self.cache.device)  # no copy where they already are
+        self.cache.write(layer, self.seq, positions, k.to(torch.float16), v.to(torch.float16))
 
     def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0):
-        if window:
-            raise ValueError("kernels' paged attention has no sliding window yet")
+        """q [T, n_heads, head_dim] at `positions` [T]. One token: the decode kernel over the
+        whole reserved cache (n_keys unused: the grid is the capacity's); more: the prefill
+        path over positions 0..n_keys-1."""
+        positions = positions.to(self.cache.device)
         if q.shape[0] == 1:
-            out = self.cache.attend(layer, q.to(torch.float16), [self.seq], scale=scale)
+            out = self.cache.attend(
+                layer, q.to(torch.float16), [self.seq], scale=scale, window=window,
+                positions=positions,
+            )  # fmt: skip
             return out.to(q.dtype)
-        k, v = self.cache.read_rows(layer, self.seq)
-        keys = torch.from_numpy(k).to(q.device, q.dtype).transpose(0, 1)
-        values = torch.from_numpy(v).to(q.device, q.dtype).transpose(0, 1)
-        slots = torch.arange(keys.shape[1], device=q.device)
-        seen = slots[None, :] <= positions[:, None]
-        out = F.scaled_dot_product_attention(
-            q.transpose(0, 1), keys, values, attn_mask=seen, scale=scale, enable_gqa=True
+        out = self.cache.attend_prefill(
+            layer, q, self.seq, positions, n_keys, scale=scale, window=window
         )
-        return out.transpose(0, 1)
+        return out.to(q.dtype)

@@ -1,0 +1,127 @@
+"""4-bit K layouts from the literature, as numpy codecs for benchmarks/kv_quality.py (not formats
+of kernels/ yet: this measures whether one is worth a kernel).
+
+Each codec takes rows [T, heads, D] (one prefill chunk, T consecutive positions starting at a
+multiple of the page size) and returns what attention would read back.
+
+    rot4-g16   kernels' rot4 (Walsh-Hadamard rotation, then per token) with groups of 16
+               values instead of 32: 6 bits a value.
+    kivi4      KIVI's K: no rotation; per channel over a page of 64 positions, 4-bit codes with
+               an f16 scale and min per (page, head, channel): 4.5 bits a value. Outlier channels
+               of K get their own range instead of stretching every token's.
+    kivi4-p32, kivi4-p16  the same over 32 or 16 positions: 5 or 6 bits a value.
+    kivi4-rot  the same after the rotation (rotation evens the channels out, which per-channel
+               quantization no longer needs: measured to see if the two add up).
+    smooth-rot4  a per-(page, head, channel) smoothing scale (max |k| of that channel over the
+               page, f16), divided out before the rotation and multiplied back after: the
+               channel outliers are tamed before rot4's per-token groups (SmoothQuant, applied
+               to K as in QServe's SmoothAttention).
+
+A real kernel for the per-page layouts must keep the page being filled in f16 until it is full
+(KIVI's residual); the codecs quantize every page as if full, which is what a finished page is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.kv_formats import reference_roundtrip, rotate, unrotate
+
+PAGE = 64
+
+
+def _quantize_minmax(x: np.ndarray, axis: int, levels: int = 15) -> np.ndarray:
+    """Round x to `levels`+1 steps between its min and max along `axis` (f16 scale and min)."""
+    lo = x.min(axis=axis, keepdims=True).astype(np.float16).astype(np.float32)
+    scale = ((x.max(axis=axis, keepdims=True) - lo) / levels).astype(np.float16).astype(np.float32)
+    q = np.floor(np.divide(x - lo, scale, out=np.zeros_like(x), where=scale > 0) + 0.5)
+    return np.clip(q, 0, levels) * scale + lo
+
+
+def _pages(x: np.ndarray, page: int = PAGE):
+    for start in range(0, x.shape[0], page):
+        yield slice(start, start + page)
+
+
+def rot4_groups(x: np.ndarray, group: int) -> np.ndarray:
+    y = rotate(x).astype(np.float32)
+    g = y.reshape(*y.shape[:-1], -1, group)
+    return unrotate(_quantize_minmax(g, axis=-1).reshape(y.shape)).astype(np.float32)
+
+
+def kivi4(x: np.ndarray, rotated: bool = False, page_size: int = PAGE) -> np.ndarray:
+    y = rotate(x).astype(np.float32) if rotated else np.asarray(x, np.float32)
+    out = np.empty_like(y)
+    for page in _pages(y, page_size):
+        out[page] = _quantize_minmax(y[page], axis=0)  # per channel over the page's positions
+    return unrotate(out).astype(np.float32) if rotated else out
+
+
+def smooth_rot4(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, np.float32)
+    out = np.empty_like(x)
+    for page in _pages(x):
+        smooth = np.abs(x[page]).max(axis=0, keepdims=True).astype(np.float16).astype(np.float32)
+        smooth = np.where(smooth > 0, smooth, 1.0)
+        out[page] = reference_roundtrip("rot4", x[page] / smooth) * smooth
+    return out
+
+
+VARIANTS = {
+    "rot4-g16": lambda x: rot4_groups(x, 16),
+    "kivi4": kivi4,
+    "kivi4-rot": lambda x: kivi4(x, rotated=True),
+    "smooth-rot4": smooth_rot4,
+    "kivi4-p32": lambda x: kivi4(x, page_size=32),
+    "kivi4-p16": lambda x: kivi4(x, page_size=16),
+}
+BITS = {
+    "rot4-g16": 6,
+    "kivi4": 4.5,
+    "kivi4-rot": 4.5,
+    "smooth-rot4": 5.25,
+    "kivi4-p32": 5,
+    "kivi4-p16": 6,
+}
+
+
+def residual_cache(group: int, **cache_args):
+    """KIVI's residual: a page (group of positions) is quantized only once full, so a query
+    sees the keys and values of its own, unfinished group exactly (j // group == p // group)
+    and the earlier ones through the codecs. A TorchKVCache that keeps both copies."""
+    import torch
+    import torch.nn.functional as F
+
+    from engine.hearth.kv_cache import TorchKVCache
+
+    class ResidualCache(TorchKVCache):
+        def __init__(self):
+            super().__init__(**cache_args)
+            self.exact_k, self.exact_v = torch.zeros_like(self.k), torch.zeros_like(self.v)
+
+        def write(self, layer, positions, k, v):
+            super().write(layer, positions, k, v)
+            self.exact_k[layer].index_copy_(1, positions, k.transpose(0, 1).to(self.k.dtype))
+            self.exact_v[layer].index_copy_(1, positions, v.transpose(0, 1).to(self.v.dtype))
+
+        def attend(self, layer, q, positions, n_keys, *, scale, window=0):
+            slots = torch.arange(n_keys)
+            behind = positions[:, None] - slots[None, :]
+            seen = behind >= 0
+            if window > 0:
+                seen &= behind < window
+            exact = seen & (slots[None, :] // group == positions[:, None] // group)
+            stored = seen & ~exact
+            qh = q.transpose(0, 1)  # [H, T, D]
+            heads = qh.shape[0] // self.k.shape[1]
+
+            def rows(t):
+                return t[layer, :, :n_keys].to(q.dtype).repeat_interleave(heads, dim=0)
+
+            k_e, v_e, k_s, v_s = (rows(t) for t in (self.exact_k, self.exact_v, self.k, self.v))
+            s = torch.where(exact, qh @ k_e.transpose(1, 2), qh @ k_s.transpose(1, 2)) * scale
+            p = F.softmax(s.masked_fill(~seen, float("-inf")), dim=-1)
+            out = (p * exact) @ v_e + (p * stored) @ v_s
+            return out.transpose(0, 1)
+
+    return ResidualCache()

@@ -1,0 +1,34 @@
+"""Stored KV pages back to f16 rows on the device, dequantized and unrotated: what a prefill
+chunk attends to (torch's SDPA over them, kv_cache.PagedKVCache.attend_prefill).
+
+    row = dequantize(fmt, stored)              (kv_formats.py)
+    row = R^T row = signs * (H row) / sqrt(D)  for the rotated formats (H symmetric)
+
+One program per (page of the sequence, KV head); rows come out as [positions, heads, D].
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kernels.kv_tiles import ROT4, fwht, load_tile
+
+
+@triton.jit
+def kv_gather_kernel(
+    block_table_ptr, out_ptr, q_ptr, scale_ptr, min_ptr, signs_ptr, n_rows,
+    HKV: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
+    FMT: tl.constexpr,
+):  # fmt: skip
+    pg = tl.program_id(0)
+    head = tl.program_id(1)
+    page = tl.load(block_table_ptr + pg)
+    tile, row_scale = load_tile((page * HKV + head) * P, q_ptr, scale_ptr, min_ptr, FMT, P, D)
+    rows = tile.to(tl.float32) * row_scale[:, None]
+    j = tl.arange(0, D)
+    if FMT >= ROT4:  # stored rotated: rotate back (signs_ptr holds signs / sqrt(D))
+        rows = fwht(rows, P, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
+    position = pg * P + tl.arange(0, P)
+    target = out_ptr + (position[:, None] * HKV + head) * D + j[None, :]
+    tl.store(target, rows.to(tl.float16), mask=(position < n_rows)[:, None])

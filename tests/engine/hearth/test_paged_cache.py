@@ -1,0 +1,88 @@
+"""engine.hearth.paged_cache: kernels' paged cache under the forward pass, against the plain
+cache storing rows through kernels' numpy reference of the same formats, for what the engine
+asks of it: a sliding window (Gemma 3), and a chat turn that drops the tail of the history."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("the kernels' extra (triton) is not installed", allow_module_level=True)
+
+import torch
+
+# Triton reads TRITON_INTERPRET when it is first imported (tests/kernels/conftest.py does the
+# same); on a GPU it must stay unset, whatever imported triton first
+if not torch.cuda.is_available():
+    assert "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") is not None
+    os.environ["TRITON_INTERPRET"] = "1"
+
+from engine.gguf import read_model_info
+from engine.hearth.config import model_config
+from engine.hearth.forward import Transformer
+from engine.hearth.kv_cache import TorchKVCache
+from engine.hearth.ops import KernelsOps
+from engine.hearth.paged_cache import PagedCacheAdapter
+from engine.hearth.weights import GGUFTensors
+from kernels.kv_formats import reference_roundtrip
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+
+DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+N_CTX = 80
+
+
+def _codec(fmt):
+    return lambda rows: torch.from_numpy(reference_roundtrip(fmt, rows.float().numpy()))
+
+
+def _model_and_caches(tmp_path, arch, k_format, v_format):
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=2))
+    info = read_model_info(path)
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps(DEVICE))
+    dims = dict(n_layer=2, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=N_CTX)
+    simulated = TorchKVCache(
+        **dims, dtype=torch.float32, k_codec=_codec(k_format), v_codec=_codec(v_format)
+    )
+    paged = PagedCacheAdapter(**dims, device=DEVICE, k_format=k_format, v_format=v_format)
+    return model, config, {"simulated": simulated, "paged": paged}
+
+
+def _run(model, cache, tokens, start, n_keys_decode):
+    """A prefill of the first tokens, then one decode step per remaining token (tokens and
+    positions on the host, as test_kernels_ops passes them)."""
+    prefill = 5
+    ids, positions = torch.tensor(tokens[:prefill]), torch.arange(start, start + prefill)
+    out = [model.forward(ids, positions, cache, n_keys=start + prefill)]
+    for i in range(prefill, len(tokens)):
+        position = torch.tensor([start + i])
+        out.append(model.forward(torch.tensor([tokens[i]]), position, cache, n_keys=n_keys_decode))
+    return torch.stack(out).float().cpu().numpy()
+
+
+def test_sliding_window_layers_match_the_simulated_cache(tmp_path):
+    """Gemma 3 (window 3 in the tiny model): prefill and decode steps far past the window."""
+    model, config, caches = _model_and_caches(tmp_path, "gemma3", "q8", "rot4")
+    assert config.swa_window == 3
+    tokens = [5, 17, 300, 42, 0, 99, 7, 250, 3]
+    rows = {name: _run(model, cache, tokens, 0, N_CTX) for name, cache in caches.items()}
+    scale = np.abs(rows["simulated"]).max()
+    np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
+
+
+def test_a_turn_that_edits_history_continues_after_truncate(tmp_path):
+    """8 tokens, then back to 6 and two different ones: the stale rows at 6 and 7 must not
+    be seen, in prefill nor in decode."""
+    model, _config, caches = _model_and_caches(tmp_path, "llama", "rot4", "q8")
+    rows = {}
+    for name, cache in caches.items():
+        _run(model, cache, [5, 17, 300, 42, 0, 99, 7, 250], 0, N_CTX)
+        assert cache.truncate(6)
+        rows[name] = _run(model, cache, [11, 12, 13, 14, 15, 16], 6, N_CTX)
+    scale = np.abs(rows["simulated"]).max()
+    np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
