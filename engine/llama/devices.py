@@ -59,6 +59,17 @@ SIGNATURES: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "ggml_backend_dev_buffer_type": (ctypes.c_void_p, (ctypes.c_void_p,)),
     # void ggml_backend_load_all_from_path(const char * dir_path);
     "ggml_backend_load_all_from_path": (None, (ctypes.c_char_p,)),
+    # For llama.cpp's RPC backend (engine/llama/rpc.py):
+    # ggml_backend_reg_t ggml_backend_reg_by_name(const char * name);
+    "ggml_backend_reg_by_name": (ctypes.c_void_p, (ctypes.c_char_p,)),
+    # void ggml_backend_register(ggml_backend_reg_t reg);
+    "ggml_backend_register": (None, (ctypes.c_void_p,)),
+    # size_t ggml_backend_reg_dev_count(ggml_backend_reg_t reg);
+    "ggml_backend_reg_dev_count": (ctypes.c_size_t, (ctypes.c_void_p,)),
+    # ggml_backend_dev_t ggml_backend_reg_dev_get(ggml_backend_reg_t reg, size_t index);
+    "ggml_backend_reg_dev_get": (ctypes.c_void_p, (ctypes.c_void_p, ctypes.c_size_t)),
+    # ggml_backend_dev_t ggml_backend_dev_by_name(const char * name);
+    "ggml_backend_dev_by_name": (ctypes.c_void_p, (ctypes.c_char_p,)),
 }
 
 # enum ggml_backend_dev_type

@@ -480,6 +480,15 @@ class _TensorOverride(ctypes.Structure):
 def _apply_placement(mp, params: ModelSettings) -> list:
     """Set the tensor split and the tensors kept in RAM; return what must stay alive meanwhile."""
     keep: list = []
+    if params.rpc_servers:
+        from engine.llama.rpc import attach_servers, local_offload_devices
+
+        # Helpers first, as llama.cpp orders RPC devices itself; the list is explicit so that
+        # a helper attached for an earlier load but not in this plan stays out.
+        handles = attach_servers(params.rpc_servers) + local_offload_devices()
+        arr = (ctypes.c_void_p * (len(handles) + 1))(*handles, None)
+        mp.devices = ctypes.cast(arr, ctypes.c_void_p)
+        keep.append(arr)
     if params.tensor_split:
         shares = list(params.tensor_split)[: C.llama_max_devices()]
         arr = (ctypes.c_float * C.llama_max_devices())(*shares)

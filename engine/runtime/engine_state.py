@@ -523,7 +523,7 @@ def _file_identity(path: str) -> tuple[int, int]:
 
 
 # Model-level settings: the weights loaded with them can serve any context settings.
-_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap")
+_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "rpc_servers")
 
 
 def _same_weights(old: p.ModelParams, new: p.ModelParams, weights: _Weights | None) -> bool:

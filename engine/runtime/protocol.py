@@ -88,6 +88,9 @@ class ModelParams:
     # "llama" (llama.cpp) or "hearth" (engine/hearth: Hearth's own forward pass; llama.cpp runs
     # the model instead, saying why, where that engine cannot).
     engine: str = "llama"
+    # Helper machines (`hearth host`, "host:port") whose devices the plan uses, in the order of
+    # their shares at the front of tensor_split (engine/planner/remote.py).
+    rpc_servers: tuple[str, ...] = ()
 
 
 @message
