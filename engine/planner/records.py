@@ -25,6 +25,10 @@ class DeviceBudget:
     backend: str  # "cuda", "rocm", "metal", "vulkan"
     budget_bytes: int  # what the plan may take on it (free memory minus the safety margin)
     bandwidth_gbps: float | None = None
+    # A helper machine's device (engine/planner/remote.py): its "host:port", and the link to it
+    rpc_server: str | None = None
+    link_latency_s: float | None = None
+    link_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)
