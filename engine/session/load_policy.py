@@ -28,9 +28,11 @@ from enum import StrEnum
 from pathlib import Path
 
 from engine.gguf import ModelInfo
+from engine.hardware.remote import RemoteHost
 from engine.planner import Plan, Planner, PlanRequest
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import Choice
+from engine.planner.remote import plan_with_helpers
 from engine.runtime.protocol import ModelParams
 from engine.session.machine import MachineSnapshot
 from engine.session.model_file import UnusableModelFile, check_model_file
@@ -145,8 +147,10 @@ def plan_load(
             "Your settings are kept: free memory and apply them again on the Model page."
         )
     request = machine.plan_request()
-    best = best_fit(planner, request, target_ctx)
+    best = best_fit(planner, request, target_ctx, machine.helpers)
     if best.fits and best.choice is not None:
+        if best.settings is not None and best.settings.rpc_servers:
+            request = machine.plan_request(helpers=True)  # the devices the best fit placed on
         choice = choice_from(best.choice)
         manual = plan_manual(planner, request, choice.manual_choice)
         decision = _decision(path, info, PlanSource.BEST_FIT, choice, manual, best)
@@ -180,12 +184,18 @@ def choice_from(choice: Choice) -> RememberedChoice:
     )
 
 
-def best_fit(planner: Planner, request: PlanRequest, target_ctx: int | None = None) -> Plan:
+def best_fit(
+    planner: Planner,
+    request: PlanRequest,
+    target_ctx: int | None = None,
+    helpers: Sequence[RemoteHost] = (),
+) -> Plan:
     """The planner's best choice aiming at `target_ctx` (else DEFAULT_CONTEXT, or the training
-    context if shorter), never below MIN_CONTEXT."""
+    context if shorter), never below MIN_CONTEXT; across `helpers` where they help."""
     n_ctx_train = planner.profiles[0].n_ctx_train or DEFAULT_CONTEXT
     target = target_ctx or min(DEFAULT_CONTEXT, n_ctx_train)
-    return planner.plan(replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target)))
+    request = replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target))
+    return plan_with_helpers(planner, request, helpers)
 
 
 def _decision(path, info, source, choice, manual: ManualPlan, best) -> LoadDecision:
