@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     about = {
         "hearth": hearth_version(),
         "rpc_protocol": version_text(PROTOCOL_VERSION),
-        "llama_cpp_python": _llama_cpp_version(),
+        "llama_cpp_python": rpc.engine_version(),
         "devices": [
             {
                 "name": facts.name,
@@ -171,12 +171,3 @@ def _cache_dir():
     folder = data_dir() / "rpc-cache"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
-
-
-def _llama_cpp_version() -> str:
-    try:
-        import llama_cpp
-
-        return str(getattr(llama_cpp, "__version__", ""))
-    except ImportError:
-        return ""

@@ -49,6 +49,13 @@ class LocalDevice:
     total_bytes: int
 
 
+def engine_version() -> str:
+    """The installed llama-cpp-python's version (a helper says it to other machines)."""
+    import llama_cpp
+
+    return str(getattr(llama_cpp, "__version__", ""))
+
+
 def rpc_available() -> bool:
     api = ggml_api()
     return api.has("ggml_backend_reg_by_name") and bool(api.ggml_backend_reg_by_name(RPC_REGISTRY))

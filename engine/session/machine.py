@@ -28,6 +28,7 @@ class MachineSnapshot:
     # Helper machines (llama.cpp RPC, `hearth host`) that answered when the snapshot was taken;
     # plans may place layers on them (engine/planner/remote.py).
     helpers: tuple[RemoteHost, ...] = ()
+    helper_problems: tuple[str, ...] = ()  # remembered helpers that did not answer, and why
 
     @property
     def devices(self) -> tuple[Device, ...]:
@@ -65,6 +66,7 @@ def snapshot_machine(
     *,
     gpu_offload: bool | None = None,
     helpers: tuple[RemoteHost, ...] = (),
+    helper_problems: tuple[str, ...] = (),
 ) -> MachineSnapshot:
     """Detect now (never raises: a probe that fails leaves its devices out, and the CPU is
     always there)."""
@@ -72,10 +74,17 @@ def snapshot_machine(
         detection = detect_fn()
     except Exception as exc:  # detection promises not to raise; a plan on the CPU if it does
         detection = Detection(devices=(), notes=(f"Hardware detection failed: {exc}",))
-    return MachineSnapshot(detection=detection, gpu_offload=gpu_offload, helpers=helpers)
+    return MachineSnapshot(
+        detection=detection,
+        gpu_offload=gpu_offload,
+        helpers=helpers,
+        helper_problems=helper_problems,
+    )
 
 
-def probe_helpers(addresses: list[str] | None = None) -> tuple[tuple[RemoteHost, ...], list[str]]:
+def probe_helpers(
+    addresses: list[str] | None = None,
+) -> tuple[tuple[RemoteHost, ...], tuple[str, ...]]:
     """The helpers that answer (the remembered ones, by default), and a line for each that
     does not, saying why."""
     found, problems = [], []
@@ -84,4 +93,4 @@ def probe_helpers(addresses: list[str] | None = None) -> tuple[tuple[RemoteHost,
             found.append(probe_remote(address))
         except RemoteHostError as exc:
             problems.append(str(exc))
-    return tuple(found), problems
+    return tuple(found), tuple(problems)
