@@ -18,6 +18,8 @@
 #   sources-q4k   the same on a Q4_K_M made from the starter model's F32 copy (after cuda-sources)
 #   llama-bench   llama.cpp's own speed figures (pp512, tg128, flash attention on) on the random
 #       8B Q4_K_M and, when it is here, the starter model (Q4_1)
+#   rpc-show   decode with half the layers on the GPU behind llama.cpp's RPC link (a `hearth host`
+#       on loopback) against the same split all local, planner's figures beside (rpc_show.py)
 #   patched   builds llama.cpp again with installers/patches/ applied (by the code that
 #       installers/build_engine.py uses) and makes the steps after it use that build; their outputs are named *-patched
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
@@ -128,6 +130,9 @@ for step in "$@"; do
       for m in "${models_to_bench[@]}"; do
         llama-bench -m "$m" -p 512 -n 128 -fa 1 -r 5 2>/dev/null | tee -a "$out/llama-bench$tag.txt"
       done ;;
+    rpc-show)  # half the layers on the GPU behind llama.cpp's RPC link (benchmarks/rpc_show.py)
+      random_q4
+      python3 benchmarks/rpc_show.py "$q4" --out "$out" --llama-bench | tee "$out/rpc-show.txt" ;;
     patched)
       if [ ! -f /tmp/llama-patched/env.sh ]; then
         mkdir -p /tmp/llama-patched

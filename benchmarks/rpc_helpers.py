@@ -75,15 +75,24 @@ class LocalHelper:
 
 @contextlib.contextmanager
 def local_helper(
-    memory_limit_gib: float | None = None, threads: int = 1, data_dir: str | None = None
+    memory_limit_gib: float | None = None,
+    threads: int = 1,
+    data_dir: str | None = None,
+    devices: tuple[str, ...] = ("CPU",),
+    cache: bool = True,
+    env: dict[str, str] | None = None,
 ) -> Iterator[LocalHelper]:
-    """A `hearth host` process serving this machine's CPU on 127.0.0.1 (its own port)."""
+    """A `hearth host` process on 127.0.0.1 (its own port) serving `devices` of this machine."""
     port = free_port_pair()
     command = [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())"]
     command += ["host", "--port", str(port), "--threads", str(threads)]
+    for device in devices:
+        command += ["--device", device]
     if memory_limit_gib is not None:
         command += ["--memory-limit", str(memory_limit_gib)]
-    env = dict(os.environ)
+    if not cache:
+        command.append("--no-cache")
+    env = dict(os.environ if env is None else env)
     if data_dir:
         env["HEARTH_DATA_DIR"] = data_dir
     process = subprocess.Popen(

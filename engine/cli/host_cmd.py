@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     cache_dir = None if args.no_cache else str(_cache_dir())
     threads = args.threads or max(1, (os.cpu_count() or 2) // 2)
     where = f"{listen}:{args.port}"
+    bandwidths = _bandwidths([facts for _, facts in served])
     about = {
         "hearth": hearth_version(),
         "rpc_protocol": version_text(PROTOCOL_VERSION),
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
                 "description": facts.description,
                 "backend": facts.backend.lower(),
                 "memory_limit_bytes": limit,
+                "memory_bandwidth_gbps": bandwidths.get(facts.name),
             }
             for _, facts in served
         ],
@@ -165,6 +167,22 @@ def _listen_address(text: str) -> str:
             f"10.0.0.2 on WireGuard, 0.0.0.0 for all), not '{text}'"
         )
     return str(address)
+
+
+def _bandwidths(served) -> dict[str, float]:
+    """Memory bandwidth per served device, from this machine's detection (GPUs by PCI address,
+    the CPU by kind), for the planner's speed estimate on the other machine."""
+    from engine.hardware import detect
+
+    devices = detect().devices
+    by_bus = {d.pci_bus_id: d for d in devices if d.pci_bus_id}
+    cpu = next((d for d in devices if not d.is_gpu), None)
+    found = {}
+    for facts in served:
+        device = cpu if facts.type in ("cpu", "accel") else by_bus.get(facts.pci_bus_id or "")
+        if device is not None and device.memory_bandwidth_gbps:
+            found[facts.name] = device.memory_bandwidth_gbps
+    return found
 
 
 def _cache_dir():

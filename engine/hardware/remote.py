@@ -40,6 +40,7 @@ class RemoteDevice:
     free_bytes: int
     total_bytes: int
     memory_limit_bytes: int | None = None  # `hearth host --memory-limit`: the most to plan for
+    memory_bandwidth_gbps: float | None = None  # as the helper's own detection found it
 
     @property
     def usable_bytes(self) -> int:
@@ -154,6 +155,7 @@ def probe_remote(address: str, *, measure_link: bool = True, timeout_s: float = 
                 free_bytes=int(free),
                 total_bytes=int(total),
                 memory_limit_bytes=facts.get("memory_limit_bytes"),
+                memory_bandwidth_gbps=facts.get("memory_bandwidth_gbps"),
             )
         )
     notes = ()

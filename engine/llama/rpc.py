@@ -21,7 +21,7 @@ from __future__ import annotations
 import ctypes
 from dataclasses import dataclass
 
-from engine.llama.devices import DEVICE_TYPES, ggml_api
+from engine.llama.devices import DEVICE_TYPES, _pci_bus_id, ggml_api
 
 RPC_REGISTRY = b"RPC"
 _CPU_TYPES = ("cpu", "accel")
@@ -47,6 +47,7 @@ class LocalDevice:
     type: str  # "gpu", "igpu", "cpu", "accel"
     free_bytes: int
     total_bytes: int
+    pci_bus_id: str | None = None  # how detection's record of it is found (bandwidth)
 
 
 def engine_version() -> str:
@@ -97,6 +98,7 @@ def local_devices() -> list[tuple[int, LocalDevice]]:
                     type=DEVICE_TYPES.get(api.ggml_backend_dev_type(handle), "unknown"),
                     free_bytes=int(free.value),
                     total_bytes=int(total.value),
+                    pci_bus_id=_pci_bus_id(api, handle),
                 ),
             )
         )

@@ -41,7 +41,9 @@ def helper_budgets(
         budget = max(0, device.free_bytes - margin_of(device.total_bytes))
         if device.memory_limit_bytes is not None:
             budget = min(budget, device.memory_limit_bytes)
-        bandwidth = DEFAULT_CPU_BANDWIDTH_GBPS if backend == "cpu" else None
+        bandwidth = device.memory_bandwidth_gbps
+        if bandwidth is None and backend == "cpu":
+            bandwidth = DEFAULT_CPU_BANDWIDTH_GBPS
         out.append(
             DeviceBudget(
                 id=f"rpc:{host.address}:{device.index}",

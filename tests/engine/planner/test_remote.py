@@ -4,6 +4,10 @@ token, and Best fit uses them only when they make the model fit or run faster.""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
 import pytest
 
 from engine.hardware.remote import RemoteDevice, RemoteHost, RemoteLink
@@ -66,8 +70,10 @@ def test_network_time_counts_the_link_and_the_logits_of_the_output_layer(synthet
     middle = network_seconds_per_token(profile, 4096, [(8, 16)], [fast])
     last = network_seconds_per_token(profile, 4096, [(16, 33)], [fast])
     assert 0 < middle < last  # the logits come back from the device holding the output layer
-    assert traffic_bytes_per_token(profile, 4096, True) > 4 * profile.n_vocab
-    assert traffic_bytes_per_token(profile, 4096, False) < 4 * profile.n_vocab
+    assert traffic_bytes_per_token(profile, 4096, 16, True) > 4 * profile.n_vocab
+    assert traffic_bytes_per_token(profile, 4096, 16, False) < 4 * profile.n_vocab
+    deeper = traffic_bytes_per_token(profile, 32768, 16, False)
+    assert deeper > traffic_bytes_per_token(profile, 4096, 16, False)  # the mask grows
     assert network_seconds_per_token(profile, 4096, [(16, 33)], [slow]) > 100 * last
     assert network_seconds_per_token(profile, 4096, [(5, 5)], [slow]) == 0.0  # no layers
 
@@ -118,3 +124,25 @@ def test_the_predicted_speed_counts_the_link(planner):
 def test_a_plan_without_helpers_is_unchanged(planner):
     req = request(gpu(6), target_ctx=8192)
     assert plan_with_helpers(planner, req, []) == planner.plan(req)
+
+
+MEASURED = Path(__file__).parents[3] / "docs" / "measurements"
+
+
+@pytest.mark.parametrize(
+    ("file", "shape"),
+    [
+        ("starter", dict(n_embd=576, n_vocab=49152, n_layer=30)),
+        ("gemma3-270m", dict(n_embd=640, n_vocab=262144, n_layer=18)),
+    ],
+)
+def test_the_traffic_model_is_within_ten_percent_of_the_counted_traffic(file, shape):
+    """benchmarks/rpc_traffic.py counted these; the helper held the output layer and the last
+    n_gpu_layers - 1 layers, at `prompt_tokens` of depth (the model's n_ctx // 2)."""
+    profile = SimpleNamespace(**shape)
+    counted_file = MEASURED / f"2026-11-25-rpc-traffic-{file}-cpu.json"
+    for row in json.loads(counted_file.read_text())["rows"]:
+        counted = row["sent_per_token"] + row["received_per_token"]
+        depth = row["prompt_tokens"] + 24  # the middle of the counted tokens
+        model = traffic_bytes_per_token(profile, 2 * depth, row["n_gpu_layers"] - 1, True)
+        assert model == pytest.approx(counted, rel=0.1), row["n_gpu_layers"]
