@@ -311,7 +311,13 @@ class SettingsPanel(QWidget):
     # -- planning -------------------------------------------------------------------------------
 
     def request(self) -> PlanRequest:
-        return self._machine.plan_request(vram_budget_bytes=self.chosen().vram_budget_bytes)
+        # A model the load policy placed partly on helper machines is planned, and its memory
+        # bar drawn, with their devices (a row each).
+        params = self.decision.params if self.decision is not None else None
+        return self._machine.plan_request(
+            vram_budget_bytes=self.chosen().vram_budget_bytes,
+            helpers=bool(params is not None and params.rpc_servers),
+        )
 
     def update_plan(self, *_args) -> None:
         if self._updating or self._planner is None:
