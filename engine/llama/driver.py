@@ -481,11 +481,14 @@ def _apply_placement(mp, params: ModelSettings) -> list:
     """Set the tensor split and the tensors kept in RAM; return what must stay alive meanwhile."""
     keep: list = []
     if params.rpc_servers:
-        from engine.llama.rpc import attach_servers, local_offload_devices
+        from engine.llama import rpc
 
         # Helpers first, as llama.cpp orders RPC devices itself; the list is explicit so that
         # a helper attached for an earlier load but not in this plan stays out.
-        handles = attach_servers(params.rpc_servers) + local_offload_devices()
+        try:
+            handles = rpc.attach_servers(params.rpc_servers) + rpc.local_offload_devices()
+        except (rpc.HelperRefused, rpc.RpcUnavailable) as exc:
+            raise EngineError(str(exc)) from None
         arr = (ctypes.c_void_p * (len(handles) + 1))(*handles, None)
         mp.devices = ctypes.cast(arr, ctypes.c_void_p)
         keep.append(arr)

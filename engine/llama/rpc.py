@@ -39,6 +39,10 @@ class RpcUnavailable(Exception):
     """The installed engine was built without llama.cpp's RPC backend."""
 
 
+class HelperRefused(Exception):
+    """A helper that a load cannot use; the message says why and what to do."""
+
+
 @dataclass(frozen=True)
 class LocalDevice:
     name: str  # ggml's device name: "CUDA0", "Vulkan0", "CPU"
@@ -141,9 +145,7 @@ def attach_servers(endpoints: list[str] | tuple[str, ...]) -> list[int]:
     for endpoint in endpoints:
         registry = add_server(endpoint.encode())
         if not registry:
-            from engine.llama.driver import EngineError
-
-            raise EngineError(f"The helper at {endpoint} offers no devices; see `hearth host`.")
+            raise HelperRefused(f"The helper at {endpoint} offers no devices; see `hearth host`.")
         if registry not in _registered:
             api.ggml_backend_register(registry)
             _registered.add(registry)
@@ -156,15 +158,14 @@ _registered: set[int] = set()
 
 
 def check_helper(endpoint: str) -> None:
-    """Raise EngineError, saying what to do, where llama.cpp's RPC client would abort: the
+    """Raise HelperRefused, saying what to do, where llama.cpp's RPC client would abort: the
     helper does not answer, or speaks another protocol version (both named)."""
     from engine.hardware.remote import RemoteHostError, probe_remote
-    from engine.llama.driver import EngineError
 
     try:
         probe_remote(endpoint, measure_link=False)
     except RemoteHostError as exc:
-        raise EngineError(str(exc)) from None
+        raise HelperRefused(str(exc)) from None
 
 
 def local_offload_devices() -> list[int]:
