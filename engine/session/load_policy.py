@@ -148,6 +148,8 @@ def plan_load(
         )
     request = machine.plan_request()
     best = best_fit(planner, request, target_ctx, machine.helpers)
+    if machine.helpers and best.notes:
+        notes.append(best.notes[-1])  # whether the helpers are used, and why
     if best.fits and best.choice is not None:
         if best.settings is not None and best.settings.rpc_servers:
             request = machine.plan_request(helpers=True)  # the devices the best fit placed on
