@@ -74,3 +74,29 @@ def test_remembered_helpers_that_did_not_answer_are_listed_with_the_reason(qtbot
     section.show_helpers([pc2()], ["The helper at 10.0.0.3:50052 cannot be reached: refused."])
     assert list(section.cards) == ["10.0.0.2:50052"]
     assert "10.0.0.3" in section.problems[0].text()
+
+
+def test_the_hardware_page_with_a_helper_as_the_person_sees_it(qtbot, tmp_path):
+    """docs/screenshots/hardware-helpers.png (written with HEARTH_SCREENSHOTS=1)."""
+    import os
+    from pathlib import Path
+
+    from PySide6.QtWidgets import QApplication
+
+    from app.common.theme import apply_theme
+    from tests.app.hardware.test_panel import make_panel
+
+    apply_theme(QApplication.instance())
+    panel = make_panel(qtbot)
+    qtbot.waitUntil(lambda: bool(panel.detection and panel.cards), timeout=WAIT_MS)
+    there = pc2()
+    pc3 = "The helper at 10.0.0.3:50052 runs llama.cpp RPC protocol 6.1.0; this Hearth's engine "
+    pc3 += "speaks 7.0.0. Install the same Hearth version on both machines."
+    panel.helpers.show_helpers([there], [pc3])
+    panel.resize(900, 900)
+    qtbot.wait(50)
+    assert "CUDA0 (cuda)" in panel.helpers.cards[there.address].devices[0].text()
+    on = os.environ.get("HEARTH_SCREENSHOTS") == "1"
+    shots = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
+    target = shots / "hardware-helpers.png" if on else tmp_path / "hardware-helpers.png"
+    assert panel.grab().save(str(target))
