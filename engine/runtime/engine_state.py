@@ -504,6 +504,10 @@ def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
     type it does not run, no GPU)."""
     if params.engine != "hearth":
         return llama.Model(model_settings(params)), ""
+    if params.rpc_servers:
+        note = "Hearth engine unavailable, using llama.cpp: helper machines are llama.cpp's"
+        print(f"hearth worker: {note}", flush=True)
+        return llama.Model(model_settings(params)), note
     from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
 
     try:
