@@ -4,6 +4,7 @@ token, and Best fit uses them only when they make the model fit or run faster.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,6 +13,7 @@ import pytest
 
 from engine.hardware.remote import RemoteDevice, RemoteHost, RemoteLink
 from engine.planner import Planner
+from engine.planner.backends import DEFAULT_CPU_BANDWIDTH_GBPS
 from engine.planner.remote import helper_budgets, plan_with_helpers, with_helpers
 from engine.planner.remote_link import network_seconds_per_token, traffic_bytes_per_token
 from tests.engine.planner.conftest import GIB, gpu, request
@@ -48,6 +50,17 @@ def test_helper_devices_are_budgeted_like_local_ones_of_their_backend():
     assert budget.rpc_server == "pc2:50052"
     assert budget.link_latency_s == TEN_GBE.latency_s
     assert budget.name == "CUDA0 on pc2:50052"
+
+
+def test_the_helpers_own_bandwidth_figure_is_used_and_a_cpu_gets_the_default():
+    host = helper()
+    measured = dataclasses.replace(host.devices[0], memory_bandwidth_gbps=936.0)
+    (gpu_budget,) = helper_budgets(dataclasses.replace(host, devices=(measured,)))
+    assert gpu_budget.bandwidth_gbps == 936.0
+    (cpu_budget,) = helper_budgets(helper(backend="cpu"))
+    assert cpu_budget.bandwidth_gbps == DEFAULT_CPU_BANDWIDTH_GBPS
+    (unknown,) = helper_budgets(helper())
+    assert unknown.bandwidth_gbps is None  # the speed model's mid-range card
 
 
 def test_a_memory_limit_caps_the_budget_and_an_unknown_kind_is_planned_as_cuda():
