@@ -210,6 +210,21 @@ def list_engine_devices() -> list[EngineDevice]:
     return devices
 
 
+def local_gpu_offload() -> bool:
+    """Whether this llama.cpp can put layers on a GPU of this machine. Not
+    llama_supports_gpu_offload(): that also counts the RPC backend (helper machines), which
+    every Hearth build has, so a CPU build on a machine with a GPU would plan for that GPU."""
+    api = ggml_api()
+    for index in range(api.ggml_backend_dev_count()):
+        device = api.ggml_backend_dev_get(index)
+        if not device or DEVICE_TYPES.get(api.ggml_backend_dev_type(device)) not in ("gpu", "igpu"):
+            continue
+        reg = api.ggml_backend_dev_backend_reg(device)
+        if not reg or _text(api.ggml_backend_reg_name(reg)) != "RPC":
+            return True
+    return False
+
+
 def cpu_buffer_type() -> int:
     """The CPU device's buffer type (ggml_backend_cpu_buffer_type): where tensors named by a
     buffer-type override (MoE experts kept in RAM) are placed."""
@@ -256,7 +271,7 @@ def describe_engine() -> EngineView:
     return EngineView(
         backends=tuple(list_backends()),
         devices=tuple(devices),
-        gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
+        gpu_offload=local_gpu_offload(),
         features=backend_features(),
         system_info=_text(llama_cpp.llama_print_system_info()).strip(),
         llama_cpp_version=str(getattr(llama_cpp, "__version__", "")),

@@ -54,7 +54,10 @@ def system_info() -> str:
 
 
 def supports_gpu_offload() -> bool:
-    return bool(C.llama_supports_gpu_offload())
+    """Layers can go on a GPU of this machine (helper machines' GPUs are not counted)."""
+    from engine.llama.devices import local_gpu_offload
+
+    return local_gpu_offload()
 
 
 class Model:

@@ -39,11 +39,8 @@ class FakeRpcServer:
                 client, _ = self._listener.accept()
             except OSError:
                 return
-            with client:
-                try:
-                    self._session(client)
-                except (OSError, struct.error):
-                    pass
+            with client, contextlib.suppress(OSError, struct.error):  # the client left
+                self._session(client)
 
     def _session(self, sock: socket.socket) -> None:
         command, payload = _read_command(sock)

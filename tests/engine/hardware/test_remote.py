@@ -40,7 +40,7 @@ def test_addresses_parse(text, expected):
 
 @pytest.mark.parametrize("text", ["", ":50052", "pc2:port", "pc2:70000", "pc2:0"])
 def test_bad_addresses_say_how_to_write_one(text):
-    with pytest.raises(RemoteHostError, match="HOST|port"):
+    with pytest.raises(RemoteHostError, match=r"HOST|port"):
         parse_address(text)
 
 
@@ -118,7 +118,7 @@ def test_nothing_listening_says_to_start_hearth_host():
     fake = FakeRpcServer()
     port = fake.port
     fake.close()
-    with pytest.raises(RemoteHostError, match="cannot be reached.*hearth host"):
+    with pytest.raises(RemoteHostError, match=r"cannot be reached.*hearth host"):
         probe_remote(f"127.0.0.1:{port}", timeout_s=1.0)
 
 
