@@ -376,7 +376,10 @@ class MainWindow(QMainWindow):
             self.machine.drop_helpers(crash.lost_helpers)
             self.reload_engine()
             self.engine_banner.show_message(
-                b.INFO, "A helper machine went away", crash.message, details=crash.last_lines
+                b.INFO,
+                "A helper machine went away",
+                f"{crash.message} Loading the model again without it.",
+                details=crash.last_lines,
             )
             return
         text = crash.message

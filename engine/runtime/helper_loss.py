@@ -32,6 +32,6 @@ def lost_helper_message(lost: Sequence[str]) -> str:
     helper = "helper machine" if len(lost) == 1 else "helper machines"
     return (
         f"The {helper} at {which} went away, and llama.cpp stops the engine when a helper "
-        "stops answering: the reply ends here. The app and your chats are fine; the model is "
-        f"loaded again without the {helper}. Start `hearth host` there again to use it later."
+        "stops answering, so the reply ends here. Load the model again to go on without it "
+        "(the window does so at once); start `hearth host` there again to use it later."
     )
