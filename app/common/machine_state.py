@@ -46,9 +46,10 @@ class MachineState(QObject):
         if self._tasks.busy:
             return
         offload = self._gpu_offload
+        earlier = self._snapshot.helpers if self._snapshot is not None else ()
 
         def take() -> MachineSnapshot:
-            helpers, problems = probe_helpers()
+            helpers, problems = probe_helpers(previous=earlier)
             return snapshot_machine(
                 self._detect_fn, gpu_offload=offload, helpers=helpers, helper_problems=problems
             )

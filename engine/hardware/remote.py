@@ -30,6 +30,11 @@ class RemoteHostError(Exception):
     """A helper that cannot be used; the message says what happened and what to do."""
 
 
+class HelperBusy(RemoteHostError):
+    """The helper accepted the connection but does not answer: it serves one client at a time,
+    and another (this app's engine, with a model on it) may be holding it."""
+
+
 @dataclass(frozen=True)
 class RemoteDevice:
     address: str  # "host:port" of the helper
@@ -117,6 +122,12 @@ def probe_remote(address: str, *, measure_link: bool = True, timeout_s: float = 
     where = endpoint(host, port)
     try:
         connection = rpc_wire.RpcConnection.open(host, port, timeout_s)
+    except rpc_wire.RpcNoAnswer:
+        raise HelperBusy(
+            f"The helper at {where} accepted the connection but did not answer within "
+            f"{timeout_s:g} s. It serves one connection at a time: a model loaded on it (here or "
+            "on another machine) holds it. Unload that model, or check `hearth host` there."
+        ) from None
     except rpc_wire.RpcWireError as exc:
         raise RemoteHostError(
             f"The helper at {where} cannot be reached: {exc}. Start `hearth host` there (with "

@@ -48,6 +48,11 @@ class RpcWireError(Exception):
     """The helper did not answer as an RPC server of this protocol would; the message says how."""
 
 
+class RpcNoAnswer(RpcWireError):
+    """Connected, but no answer in time: the server serves one client at a time, so another
+    client (a Hearth engine with a model on it) may be holding it."""
+
+
 def compatible(server: tuple[int, int, int], client: tuple[int, int, int]) -> bool:
     """llama.cpp's own rule (negotiate_hello): the same major version, a minor no newer."""
     return server[0] == client[0] and server[1] <= client[1]
@@ -71,6 +76,9 @@ class RpcConnection:
         try:
             _send(sock, HELLO, bytes(CONN_CAPS_SIZE))
             reply = _receive(sock, 4 + CONN_CAPS_SIZE)
+        except RpcNoAnswer:
+            sock.close()
+            raise
         except RpcWireError:
             sock.close()
             # A server of protocol 3.x or older closes on a HELLO with a payload; ask as it did.
@@ -187,7 +195,7 @@ def _read_exactly(sock: socket.socket, size: int) -> bytes:
         try:
             part = sock.recv(left)
         except TimeoutError:
-            raise RpcWireError("the helper stopped answering") from None
+            raise RpcNoAnswer("the helper stopped answering") from None
         except OSError as exc:
             raise RpcWireError(f"the connection broke: {exc.strerror or exc}") from None
         if not part:

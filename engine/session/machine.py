@@ -12,7 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from engine.hardware import Detection, Device, detect
-from engine.hardware.remote import RemoteHost, RemoteHostError, probe_remote
+from engine.hardware.remote import (
+    HelperBusy,
+    RemoteHost,
+    RemoteHostError,
+    endpoint,
+    parse_address,
+    probe_remote,
+)
 from engine.hardware.remote_store import load_helpers
 from engine.planner import PlanRequest, request_for_devices
 from engine.planner.remote import with_helpers
@@ -83,14 +90,22 @@ def snapshot_machine(
 
 
 def probe_helpers(
-    addresses: list[str] | None = None,
+    addresses: list[str] | None = None, previous: tuple[RemoteHost, ...] = ()
 ) -> tuple[tuple[RemoteHost, ...], tuple[str, ...]]:
     """The helpers that answer (the remembered ones, by default), and a line for each that
-    does not, saying why."""
+    does not, saying why. A helper in `previous` that is busy (serving the model this app has
+    loaded on it: it serves one connection at a time) keeps its earlier figures."""
+    known = {host.address: host for host in previous}
     found, problems = [], []
     for address in load_helpers() if addresses is None else addresses:
         try:
             found.append(probe_remote(address))
+        except HelperBusy as exc:
+            earlier = known.get(address) or known.get(endpoint(*parse_address(address)))
+            if earlier is not None:
+                found.append(earlier)
+            else:
+                problems.append(str(exc))
         except RemoteHostError as exc:
             problems.append(str(exc))
     return tuple(found), tuple(problems)

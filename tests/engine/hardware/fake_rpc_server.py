@@ -20,6 +20,7 @@ class FakeRpcServer:
     devices: list[tuple[int, int]] = field(default_factory=lambda: [(3 << 30, 4 << 30)])
     legacy_hello: bool = False  # protocol < 4: HELLO without payload, 3-byte answer
     hang_up_after_hello: bool = False
+    silent: bool = False  # accepts, never answers (busy with another client)
     received_tensor_bytes: int = 0
 
     def __post_init__(self) -> None:
@@ -43,6 +44,10 @@ class FakeRpcServer:
                 self._session(client)
 
     def _session(self, sock: socket.socket) -> None:
+        if self.silent:
+            while sock.recv(1 << 16):  # holds the connection until the client gives up
+                pass
+            return
         command, payload = _read_command(sock)
         if command != rpc_wire.HELLO:
             return

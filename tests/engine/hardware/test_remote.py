@@ -8,6 +8,7 @@ import pytest
 from engine.hardware import remote_about
 from engine.hardware.remote import (
     DEFAULT_PORT,
+    HelperBusy,
     RemoteHost,
     RemoteHostError,
     parse_address,
@@ -127,6 +128,15 @@ def test_a_helper_that_hangs_up_says_so():
     try:
         with pytest.raises(RemoteHostError, match="stopped answering"):
             probe_remote(f"127.0.0.1:{fake.port}", timeout_s=1.0)
+    finally:
+        fake.close()
+
+
+def test_a_helper_that_accepts_but_does_not_answer_is_busy_not_gone():
+    fake = FakeRpcServer(silent=True)
+    try:
+        with pytest.raises(HelperBusy, match="one connection at a time"):
+            probe_remote(f"127.0.0.1:{fake.port}", timeout_s=0.5)
     finally:
         fake.close()
 
