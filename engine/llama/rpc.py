@@ -144,6 +144,7 @@ def attach_servers(endpoints: list[str] | tuple[str, ...]) -> list[int]:
     handles: list[int] = []
     for endpoint in endpoints:
         registry = add_server(endpoint.encode())
+        _attached.add(endpoint)
         if not registry:
             raise HelperRefused(f"The helper at {endpoint} offers no devices; see `hearth host`.")
         if registry not in _registered:
@@ -155,15 +156,19 @@ def attach_servers(endpoints: list[str] | tuple[str, ...]) -> list[int]:
 
 
 _registered: set[int] = set()
+_attached: set[str] = set()  # helpers this process has connected to
 
 
 def check_helper(endpoint: str) -> None:
     """Raise HelperRefused, saying what to do, where llama.cpp's RPC client would abort: the
     helper does not answer, or speaks another protocol version (both named)."""
-    from engine.hardware.remote import RemoteHostError, probe_remote
+    from engine.hardware.remote import HelperBusy, RemoteHostError, probe_remote
 
     try:
         probe_remote(endpoint, measure_link=False)
+    except HelperBusy as exc:
+        if endpoint not in _attached:  # else it is this process's own connection that holds it
+            raise HelperRefused(str(exc)) from None
     except RemoteHostError as exc:
         raise HelperRefused(str(exc)) from None
 

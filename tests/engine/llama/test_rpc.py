@@ -8,6 +8,8 @@ it with -DGGML_RPC=ON; a wheel from before that does not have it)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from benchmarks.rpc_helpers import local_helper
@@ -87,6 +89,11 @@ def test_a_split_across_two_helpers_replies_as_one_process_and_as_planned(
     try:
         loaded = engine.load(**vars(plan.settings.model_params()))
         assert isinstance(loaded, p.ModelLoaded), loaded
+        assert reply(engine) == single_process_reply
+        # another split in the same worker: its connections to the helpers are reused
+        other = replace(plan.settings.model_params(), n_gpu_layers=sum(counts) - 1)
+        other = replace(other, tensor_split=(counts[0] - 1.0, float(counts[1])))
+        assert isinstance(engine.load(**vars(other)), p.ModelLoaded)
         assert reply(engine) == single_process_reply
     finally:
         engine.close()
