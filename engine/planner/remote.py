@@ -9,7 +9,7 @@ llama.cpp puts RPC devices before local GPUs in its device list (llama_model_loa
 their shares first in tensor_split.
 
     with_helpers(request, hosts) -> PlanRequest
-    plan_with_helpers(plan_fn, request, hosts) -> Plan    local first; helpers when they help
+    plan_with_helpers(planner, request, hosts) -> Plan    local first; helpers when they help
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Callable, Sequence
 
 from engine.hardware.remote import RemoteHost
 from engine.planner.backends import BACKENDS, DEFAULT_CPU_BANDWIDTH_GBPS
+from engine.planner.planner import safety_margin
 from engine.planner.records import DeviceBudget, Plan, PlanRequest
 from engine.planner.search import SPEED_STEP
 
@@ -32,8 +33,6 @@ def helper_budgets(
 ) -> tuple[DeviceBudget, ...]:
     """A DeviceBudget per device of the helper: its free memory (capped by `hearth host
     --memory-limit`) less the safety margin local devices get."""
-    from engine.planner.planner import safety_margin
-
     margin_of = margin_of or safety_margin
     out = []
     for device in host.devices:
