@@ -51,3 +51,22 @@ def test_json_has_the_helpers(helper, capsys):
     (entry,) = data["helpers"]
     assert entry["devices"][0]["total_bytes"] == 24 * GIB
     assert entry["link"]["bytes_per_s"] > 0
+
+
+def test_hearth_plan_places_what_this_machine_cannot_hold_on_a_helper(helper, tmp_path, capsys):
+    from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+
+    model = write_sparse_gguf(tmp_path / "llama3-8b.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+    argv = ["plan", str(model), "--vram", "3", "--ram", "2", "--ctx", "4096"]
+    assert main(argv) == 1  # 4.6 GiB of weights: not on a 3 GiB card and 2 GiB of RAM
+    capsys.readouterr()
+    assert main([*argv, "--host", f"127.0.0.1:{helper.port}"]) == 0
+    out = capsys.readouterr().out
+    assert f"RPC device 0 on 127.0.0.1:{helper.port}" in out
+    assert "Uses the helpers" in out
+
+
+def test_hearth_plan_with_a_helper_that_does_not_answer_says_so(tmp_path, capsys):
+    gone = FakeRpcServer()
+    gone.close()
+    assert main(["plan", "x.gguf", "--host", f"127.0.0.1:{gone.port}"]) == 2
