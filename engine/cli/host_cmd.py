@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import socket
 import sys
 import threading
 
@@ -127,7 +128,8 @@ def run(args: argparse.Namespace) -> int:
             f"of {facts.total_bytes / 1024**3:.1f} GiB{cap}"
         )
     print(f"  tensor cache: {cache_dir or 'off'}")
-    print(f"On the other machine: hearth hw --host {where}   (Ctrl-C here stops the helper)")
+    reach = f"{_address_for_others()}:{args.port}" if listen == "0.0.0.0" else where
+    print(f"On the other machine: hearth hw --host {reach}   (Ctrl-C here stops the helper)")
     sys.stdout.flush()
     handles = [handle for handle, _ in served]
     # The server blocks in C for good; on a thread of its own, Ctrl-C still reaches Python.
@@ -183,6 +185,17 @@ def _bandwidths(served) -> dict[str, float]:
         if device is not None and device.memory_bandwidth_gbps:
             found[facts.name] = device.memory_bandwidth_gbps
     return found
+
+
+def _address_for_others() -> str:
+    """This machine's address on its default route (for 0.0.0.0, which others cannot dial).
+    A UDP "connect" only picks the route; nothing is sent."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect(("10.255.255.255", 1))
+            return probe.getsockname()[0]
+    except OSError:
+        return "THIS-MACHINE"
 
 
 def _cache_dir():
