@@ -31,6 +31,8 @@
 #       context on simulated 12 and 24 GiB cards per KV format (benchmarks/hearth_memory.py)
 #   hearth-starter   (after starter-a, with .starter-b/) the Hearth engine's greedy starter
 #       model against the CPU build's recorded reply, and the llama.cpp CUDA check beside it
+#   rpc-show   decode with half the layers on the GPU behind llama.cpp's RPC link (a `hearth host`
+#       on loopback) against the same split all local, planner's figures beside (rpc_show.py)
 #   patched   builds llama.cpp again with installers/patches/ applied (by the code that
 #       installers/build_engine.py uses) and makes the steps after it use that build; their outputs are named *-patched
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
@@ -174,6 +176,9 @@ for step in "$@"; do
       starter_arg=(); [ -f /tmp/starter/model.gguf ] && starter_arg=(--starter /tmp/starter/model.gguf)
       python3 benchmarks/speculative_gpu.py "$q4" "${starter_arg[@]}" --out "$out" 2>&1 \
         | tee "$out/speculative-gpu$tag.txt" ;;
+    rpc-show)  # half the layers on the GPU behind llama.cpp's RPC link (benchmarks/rpc_show.py)
+      random_q4
+      python3 benchmarks/rpc_show.py "$q4" --out "$out" --llama-bench | tee "$out/rpc-show.txt" ;;
     patched)
       if [ ! -f /tmp/llama-patched/env.sh ]; then
         mkdir -p /tmp/llama-patched

@@ -67,6 +67,10 @@ SHAPES: dict[str, Shape] = {
         "llama", "Llama-3-8B (synthetic)", 32, 4096, 14336, 32, 8, 128, 128256, 8192,
         rope_base=500000.0,
     ),
+    "llama3-70b": Shape(
+        "llama", "Llama-3-70B (synthetic)", 80, 8192, 28672, 64, 8, 128, 128256, 8192,
+        rope_base=500000.0,
+    ),
     "gemma3-12b": Shape(
         "gemma3", "Gemma-3-12B (synthetic)", 48, 3840, 15360, 16, 8, 256, 262144, 131072,
         tied_embeddings=True, qk_norm=True, post_norms=True, sliding_window=1024,

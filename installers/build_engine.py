@@ -12,6 +12,12 @@ built from source by the sdist alone, not by CMAKE_ARGS, so it would hand a CPU 
 request. The key hashes the version, backend, CMake flags, Python and platform, and the text of
 the patches applied.
 
+Every backend is built with llama.cpp's RPC backend (-DGGML_RPC=ON, added here so that the
+Linux, macOS and Windows installers all get it): it adds libggml-rpc to the same compile, which
+`hearth host` serves from (engine/hardware/rpc_server.py) and which loads layers onto helper
+machines. The flag is part of the CMake flags the key hashes, so a wheel built without it is not
+reused.
+
 The build: the sdist (`pip download`, kept in CACHE/sdist; or --sdist FILE, for a machine
 without network) is unpacked into a temporary folder, the patches of installers/patches/ that
 name the backend are applied to its vendor/llama.cpp (installers/source_patches.py), and
@@ -37,6 +43,7 @@ import source_patches
 from build_progress import run_with_progress
 
 LLAMA_VERSION = "0.3.36"
+RPC_FLAG = "-DGGML_RPC=ON"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 
 
@@ -57,6 +64,13 @@ def build_key(
     if patches:
         source += f"|patches {source_patches.digest(patches)}"
     return hashlib.sha256(source.encode()).hexdigest()[:16], source
+
+
+def with_rpc(cmake_args: str) -> str:
+    """The CMake flags with the RPC backend on, unless the caller's flags already say RPC."""
+    if "GGML_RPC" in cmake_args:
+        return cmake_args
+    return f"{cmake_args} {RPC_FLAG}".strip()
 
 
 def fetch_sdist(version: str, cache: Path) -> Path:
@@ -95,6 +109,7 @@ def unpack(sdist: Path, into: Path) -> Path:
 
 
 def build(args: argparse.Namespace) -> Path:
+    args.cmake_args = with_rpc(args.cmake_args)
     patches = source_patches.patches_for(args.backend)
     key, key_source = build_key(args.version, args.backend, args.cmake_args, patches)
     wheels_root = Path(os.environ.get("HEARTH_WHEEL_CACHE") or args.cache / "wheels")

@@ -26,7 +26,12 @@ os.environ["HEARTH_DATA_DIR"] = tempfile.mkdtemp(prefix="hearth-test-data-")
 # huggingface_hub's cache, which the Library lists: an empty one, not the user's.
 os.environ["HF_HOME"] = os.path.join(os.environ["HEARTH_DATA_DIR"], "hf-home")
 
-_GPU_PROBE = "import llama_cpp, sys; sys.exit(0 if llama_cpp.llama_supports_gpu_offload() else 3)"
+# A GPU of this machine in llama.cpp's device list (llama_supports_gpu_offload() also counts
+# the RPC backend, which every Hearth build has).
+_GPU_PROBE = (
+    "import sys; from engine.llama.devices import local_gpu_offload; "
+    "sys.exit(0 if local_gpu_offload() else 3)"
+)
 
 
 @functools.cache

@@ -116,14 +116,19 @@ class ReplyStreaming:
             self.session.finish_reply(self._reply_text(), stop_reason=footer, failed=True)
             self._finish_reply(footer, failed=True)
 
-    def _on_engine_crashed(self, _crash) -> None:
+    def _on_engine_crashed(self, crash) -> None:
         if self.generating:
             self.session.interrupt_reply(self._reply_text())
             if self._reply_row is not None:
                 self.model.update(self._reply_row, partial=True)
-            self._finish_reply(
-                "Interrupted: the engine process stopped. Reload the model to go on.", failed=True
+            lost = ", ".join(getattr(crash, "lost_helpers", ()))
+            footer = (
+                f"Interrupted: the helper machine {lost} went away. The model is loading again "
+                "without it."
+                if lost
+                else "Interrupted: the engine process stopped. Reload the model to go on."
             )
+            self._finish_reply(footer, failed=True)
 
     def _reply_text(self) -> str:
         return self.model.entry(self._reply_row).text if self._reply_row is not None else ""

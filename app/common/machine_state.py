@@ -3,6 +3,9 @@ again when a page asks for a refresh (engine.session.MachineSnapshot).
 
 `when_ready(fn)` runs `fn(snapshot)` once the first detection has finished (at once if it has):
 the first model load waits for it instead of racing it with an unplanned load.
+
+Helper machines (`hearth host`, remembered by the Hardware page) are asked in the same
+background task; `drop_helpers` takes out one that went away, so the next plan is made without it.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 from app.common.background import TaskRunner
 from engine.hardware import Detection, detect
 from engine.session import MachineSnapshot, snapshot_machine
+from engine.session.machine import probe_helpers
 
 
 class MachineState(QObject):
@@ -42,7 +46,15 @@ class MachineState(QObject):
         if self._tasks.busy:
             return
         offload = self._gpu_offload
-        self._tasks.run(lambda: snapshot_machine(self._detect_fn, gpu_offload=offload), self._done)
+        earlier = self._snapshot.helpers if self._snapshot is not None else ()
+
+        def take() -> MachineSnapshot:
+            helpers, problems = probe_helpers(previous=earlier)
+            return snapshot_machine(
+                self._detect_fn, gpu_offload=offload, helpers=helpers, helper_problems=problems
+            )
+
+        self._tasks.run(take, self._done)
 
     def when_ready(self, fn: Callable[[MachineSnapshot], None]) -> None:
         if self._snapshot is not None:
@@ -56,6 +68,12 @@ class MachineState(QObject):
         self._gpu_offload = supported
         if self._snapshot is not None and self._snapshot.gpu_offload != supported:
             self._snapshot = self._snapshot.with_gpu_offload(supported)
+            self.changed.emit(self._snapshot)
+
+    def drop_helpers(self, addresses) -> None:
+        """Plan without the helpers at `addresses` from now on (they went away)."""
+        if self._snapshot is not None and addresses:
+            self._snapshot = self._snapshot.without_helpers(addresses)
             self.changed.emit(self._snapshot)
 
     def _done(self, result) -> None:

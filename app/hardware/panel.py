@@ -1,4 +1,5 @@
-"""The Hardware page: a card per GPU and the CPU, what the installed engine can use, live memory.
+"""The Hardware page: a card per GPU and the CPU, what the installed engine can use, live memory,
+and helper machines lending theirs (app/hardware/helpers.py).
 
 Nothing here blocks the GUI thread. Detection and the engine probe (a child process) run as
 one-shot tasks on Qt's global thread pool and come back through queued signals. The live monitor
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 
 from app.common.background import TaskRunner
 from app.common.machine_state import MachineState
+from app.hardware.helpers import HelpersSection
 from engine import hardware as hw
 from engine.hardware import Detection, Device, DeviceStatus, EngineView, UsageSample
 from engine.hardware.summary import bandwidth_phrase, detail_phrases, engine_phrase, memory_phrase
@@ -302,6 +304,10 @@ class HardwarePanel(QWidget):
         self.body_layout = QVBoxLayout(body)
         self.body_layout.setContentsMargins(0, 0, 0, 0)
         self.body_layout.setSpacing(10)
+        self.helpers = HelpersSection()
+        # A helper added or removed: take the snapshot again, so plans see it (or stop to).
+        self.helpers.helpers_changed.connect(self._on_helpers_changed)
+        self.body_layout.addWidget(self.helpers)
         self.body_layout.addStretch(1)
         scroll.setWidget(body)
         outer.addWidget(scroll, 1)
@@ -328,7 +334,12 @@ class HardwarePanel(QWidget):
             self._run(self._engine_probe_fn, self._on_engine)
 
     def _on_machine_changed(self, snapshot) -> None:
+        self.helpers.show_helpers(snapshot.helpers, snapshot.helper_problems)
         self._on_detected(snapshot.detection)
+
+    def _on_helpers_changed(self) -> None:
+        if self._machine is not None:
+            self._machine.refresh()
 
     def _on_detected(self, detection: Detection | Exception) -> None:
         self.refresh_button.setEnabled(True)
@@ -367,7 +378,7 @@ class HardwarePanel(QWidget):
         by_id = {s.device.id: s for s in self.statuses}
         known = {d.id for d in devices}
         shown = devices + [s.device for s in self.statuses if s.device.id not in known]
-        while self.body_layout.count() > 1:  # everything but the closing stretch
+        while self.body_layout.count() > 2:  # everything but the helpers and the stretch
             widget = self.body_layout.takeAt(0).widget()
             if widget is not None:
                 widget.deleteLater()
@@ -378,7 +389,7 @@ class HardwarePanel(QWidget):
         if not any(d.is_gpu for d in shown):
             widgets.insert(0, _label(NO_GPU_TEXT, "hwNoGpu"))
         for widget in widgets:
-            self.body_layout.insertWidget(self.body_layout.count() - 1, widget)
+            self.body_layout.insertWidget(self.body_layout.count() - 2, widget)
 
     # -- live monitor ------------------------------------------------------------------------------
 

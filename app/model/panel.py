@@ -344,9 +344,15 @@ class SettingsPanel(QWidget):
     # -- planning -------------------------------------------------------------------------------
 
     def request(self) -> PlanRequest:
-        """The machine's budgets, less what speculative decoding takes beside the model."""
+        """The machine's budgets, less what speculative decoding takes beside the model. A model
+        the load policy placed partly on helper machines is planned, and its memory bar drawn,
+        with their devices (a row each)."""
         chosen = self.chosen()
-        request = self._machine.plan_request(vram_budget_bytes=chosen.vram_budget_bytes)
+        params = self.decision.params if self.decision is not None else None
+        request = self._machine.plan_request(
+            vram_budget_bytes=chosen.vram_budget_bytes,
+            helpers=bool(params is not None and params.rpc_servers),
+        )
         on_gpu = bool(self._gpus) and (chosen.n_gpu_layers is None or chosen.n_gpu_layers > 0)
         return self.speculative.reserve(request, n_ctx=chosen.n_ctx, kv_type=chosen.kv_type,
                                         flash_attn=chosen.flash_attn, on_gpu=on_gpu)  # fmt: skip

@@ -370,6 +370,18 @@ class MainWindow(QMainWindow):
         self.placement_label.setToolTip("")
         self.setWindowTitle("Hearth")
         self.chat_view.notice.hide()  # it was about the model that is gone
+        if crash.lost_helpers and self.bridge.reload_params() is not None:
+            # A helper machine went away: plan without it and load again at once; the reply
+            # that was cut short is kept as it was, and the banner says what happened.
+            self.machine.drop_helpers(crash.lost_helpers)
+            self.reload_engine()
+            self.engine_banner.show_message(
+                b.INFO,
+                "A helper machine went away",
+                f"{crash.message} Loading the model again without it.",
+                details=crash.last_lines,
+            )
+            return
         text = crash.message
         culprit = self.bridge.crashed_while_loading
         reload_params = self.bridge.reload_params()

@@ -1,4 +1,6 @@
-"""`hearth hw [--json] [--no-engine]`: the GPUs, the CPU and what the installed engine can use."""
+"""`hearth hw [--json] [--no-engine] [--host ADDR ...]`: the GPUs, the CPU and what the installed
+engine can use; with --host, the devices of helper machines (`hearth host`) beside them, with
+the measured link to each."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import json
 import sys
 from typing import TextIO
 
+from engine.cli import remote_cmd
 from engine.hardware import (
     DEFAULT_TIMEOUT_S,
     Detection,
@@ -34,18 +37,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds the driver probes may take (default {DEFAULT_TIMEOUT_S:g})",
     )
+    parser.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="a helper machine running `hearth host` (HOST or HOST:PORT); repeat for several",
+    )
+    parser.add_argument(
+        "--remember",
+        action="store_true",
+        help="keep the --host helpers for planning and loading (the Hardware page lists them)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     detection = detect(timeout_s=args.timeout)
     view = None if args.no_engine else probe_engine_devices(timeout_s=DEFAULT_PROBE_TIMEOUT_S)
     statuses = reconcile(list(detection.devices), view) if view is not None else None
+    helpers = remote_cmd.probe_helpers(args.host)
     if args.json:
-        json.dump(to_json(detection, view, statuses), sys.stdout, indent=2)
+        data = to_json(detection, view, statuses)
+        data["helpers"] = remote_cmd.helpers_json(helpers)
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         print_table(detection, view, statuses, sys.stdout)
-    return 0
+        remote_cmd.print_helpers(helpers, sys.stdout)
+    if args.remember and args.host:
+        remote_cmd.remember([address for address, found in helpers if not isinstance(found, str)])
+    return 1 if any(isinstance(found, str) for _, found in helpers) else 0
 
 
 def to_json(

@@ -1,4 +1,5 @@
-"""`hearth plan MODEL [MODEL...] [--vram GB] [--ctx N]`: how a model would fit, without loading it.
+"""`hearth plan MODEL [MODEL...] [--vram GB] [--ctx N] [--host ADDR]`: how a model would fit,
+without loading it (with --host, across helper machines too: docs/multi-machine.md).
 
 Each MODEL is a local .gguf or hf://OWNER/REPO/FILE.gguf (read with ranged requests, header
 only); several MODELs are candidate files of one model (quantizations) to choose among. The
@@ -17,13 +18,14 @@ import json
 import sys
 from typing import TextIO
 
-from engine.cli import numbers
+from engine.cli import numbers, remote_cmd
 from engine.cli.info_cmd import read
 from engine.enums import KV_TYPES
 from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
 from engine.planner.engine_choice import ENGINES, engine_name, plan_engines
 from engine.planner.records import PREFERENCES
+from engine.planner.remote import plan_with_helpers
 from engine.untrusted_text import printable_line
 
 GIB = 1024**3
@@ -58,6 +60,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--engine", choices=ENGINES, default="auto",
         help="llama (llama.cpp), hearth (the Hearth engine) or auto (default: %(default)s)",
     )  # fmt: skip
+    parser.add_argument(
+        "--host",
+        action="append",
+        default=[],
+        metavar="ADDR",
+        help="a helper machine running `hearth host` whose devices the plan may use; repeat",
+    )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
         "--load",
@@ -107,7 +116,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"hearth plan: {exc}", file=sys.stderr)
         return 2
-    result = plan_engines(Planner(infos), request, args.engine)
+    probed = remote_cmd.probe_helpers(args.host)
+    for _, found in probed:
+        if isinstance(found, str):
+            print(f"hearth plan: {printable_line(found)}", file=sys.stderr)
+            return 2
+    planner = Planner(infos)
+    helpers = plan_with_helpers(planner, request, remote_cmd.reachable(probed))
+    result = plan_engines(planner, request, args.engine, llama=helpers)
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         print()
@@ -139,12 +155,14 @@ def print_plan(result: Plan, out: TextIO) -> None:
     if result.tokens_per_second is not None:
         out.write(f"predicted decode speed: {result.tokens_per_second:.1f} tokens/s\n")
     if result.devices:
+        # wide enough for a helper machine's device ("CUDA0 on 192.168.1.20:50052")
+        width = min(40, max(18, *(len(d.name) for d in result.devices)))
         out.write(
-            "\n  GiB                  weights      KV  compute overhead   total  budget    free\n"
+            f"\n  {'GiB':<{width}}   weights      KV  compute overhead   total  budget    free\n"
         )
         for d in result.devices:
             out.write(
-                f"  {d.name[:18]:<18} {_gib(d.weights_bytes):>9} {_gib(d.kv_bytes):>7} "
+                f"  {d.name[:width]:<{width}} {_gib(d.weights_bytes):>9} {_gib(d.kv_bytes):>7} "
                 f"{_gib(d.compute_bytes):>8} {_gib(d.overhead_bytes):>8} {_gib(d.total_bytes):>7} "
                 f"{_gib(d.budget_bytes):>7} {_gib(d.free_bytes):>7}\n"
             )

@@ -26,6 +26,7 @@ from engine.session import (
     sibling_files,
     snapshot_machine,
 )
+from engine.session.machine import probe_helpers
 from engine.untrusted_text import printable_line
 
 
@@ -92,15 +93,21 @@ def plan_from_command_line(
         refusal = f"{decision.name} does not fit on this computer. {decision.refusal()}"
         print(printable_line(refusal), file=err)
         return None
-    for note in decision.notes:
+    for note in (*machine.helper_problems, *decision.notes):
         print(f"[{printable_line(note)}]", file=err)
     print(f"[{printable_line(decision.name)}: {decision.summary()}]", file=err)
     return decision
 
 
 def machine_with_engine(ready: p.Ready | None) -> MachineSnapshot:
-    """This machine, with what the started worker said about GPU offload."""
-    return snapshot_machine(gpu_offload=None if ready is None else ready.gpu_offload_supported)
+    """This machine, with what the started worker said about GPU offload, and the remembered
+    helper machines that answer (`hearth hw --host ADDR --remember`)."""
+    helpers, problems = probe_helpers()
+    return snapshot_machine(
+        gpu_offload=None if ready is None else ready.gpu_offload_supported,
+        helpers=helpers,
+        helper_problems=problems,
+    )
 
 
 def machine_after_start(events, timeout_s: float) -> MachineSnapshot:

@@ -5,6 +5,7 @@
     probe_engine_devices(timeout_s=10) -> EngineView  llama.cpp's own view, from a child process
     reconcile(devices, engine_view) -> list[DeviceStatus]
     UsageSampler(devices).sample()                   live VRAM and utilisation, at most 1 Hz
+    remote.probe_remote("10.0.0.2:50052") -> RemoteHost   a helper machine (llama.cpp RPC)
 
 Inside the engine worker (llama.cpp loaded): `engine.llama.devices.list_engine_devices`.
 Nothing here loads llama.cpp, NVML or amdsmi at import time.

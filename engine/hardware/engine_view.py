@@ -43,7 +43,7 @@ class EngineDevice:
 class EngineView:
     backends: tuple[str, ...] = ()  # registry names the build contains, in registry order
     devices: tuple[EngineDevice, ...] = ()
-    gpu_offload: bool = False  # llama_supports_gpu_offload()
+    gpu_offload: bool = False  # a GPU of this machine (engine.llama.devices.local_gpu_offload)
     # Build features per backend, as ggml_backend_get_features reports them:
     # {"CPU": ("AVX2", "AVX512", ...), "CUDA": ("ARCHS=890", ...)}
     features: dict[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)

@@ -59,6 +59,17 @@ SIGNATURES: dict[str, tuple[Any, tuple[Any, ...]]] = {
     "ggml_backend_dev_buffer_type": (ctypes.c_void_p, (ctypes.c_void_p,)),
     # void ggml_backend_load_all_from_path(const char * dir_path);
     "ggml_backend_load_all_from_path": (None, (ctypes.c_char_p,)),
+    # For llama.cpp's RPC backend (engine/llama/rpc.py):
+    # ggml_backend_reg_t ggml_backend_reg_by_name(const char * name);
+    "ggml_backend_reg_by_name": (ctypes.c_void_p, (ctypes.c_char_p,)),
+    # void ggml_backend_register(ggml_backend_reg_t reg);
+    "ggml_backend_register": (None, (ctypes.c_void_p,)),
+    # size_t ggml_backend_reg_dev_count(ggml_backend_reg_t reg);
+    "ggml_backend_reg_dev_count": (ctypes.c_size_t, (ctypes.c_void_p,)),
+    # ggml_backend_dev_t ggml_backend_reg_dev_get(ggml_backend_reg_t reg, size_t index);
+    "ggml_backend_reg_dev_get": (ctypes.c_void_p, (ctypes.c_void_p, ctypes.c_size_t)),
+    # ggml_backend_dev_t ggml_backend_dev_by_name(const char * name);
+    "ggml_backend_dev_by_name": (ctypes.c_void_p, (ctypes.c_char_p,)),
 }
 
 # enum ggml_backend_dev_type
@@ -199,6 +210,21 @@ def list_engine_devices() -> list[EngineDevice]:
     return devices
 
 
+def local_gpu_offload() -> bool:
+    """Whether this llama.cpp can put layers on a GPU of this machine. Not
+    llama_supports_gpu_offload(): that also counts the RPC backend (helper machines), which
+    every Hearth build has, so a CPU build on a machine with a GPU would plan for that GPU."""
+    api = ggml_api()
+    for index in range(api.ggml_backend_dev_count()):
+        device = api.ggml_backend_dev_get(index)
+        if not device or DEVICE_TYPES.get(api.ggml_backend_dev_type(device)) not in ("gpu", "igpu"):
+            continue
+        reg = api.ggml_backend_dev_backend_reg(device)
+        if not reg or _text(api.ggml_backend_reg_name(reg)) != "RPC":
+            return True
+    return False
+
+
 def cpu_buffer_type() -> int:
     """The CPU device's buffer type (ggml_backend_cpu_buffer_type): where tensors named by a
     buffer-type override (MoE experts kept in RAM) are placed."""
@@ -245,7 +271,7 @@ def describe_engine() -> EngineView:
     return EngineView(
         backends=tuple(list_backends()),
         devices=tuple(devices),
-        gpu_offload=bool(llama_cpp.llama_supports_gpu_offload()),
+        gpu_offload=local_gpu_offload(),
         features=backend_features(),
         system_info=_text(llama_cpp.llama_print_system_info()).strip(),
         llama_cpp_version=str(getattr(llama_cpp, "__version__", "")),

@@ -54,7 +54,10 @@ def system_info() -> str:
 
 
 def supports_gpu_offload() -> bool:
-    return bool(C.llama_supports_gpu_offload())
+    """Layers can go on a GPU of this machine (helper machines' GPUs are not counted)."""
+    from engine.llama.devices import local_gpu_offload
+
+    return local_gpu_offload()
 
 
 class Model:
@@ -507,6 +510,18 @@ class _TensorOverride(ctypes.Structure):
 def _apply_placement(mp, params: ModelSettings) -> list:
     """Set the tensor split and the tensors kept in RAM; return what must stay alive meanwhile."""
     keep: list = []
+    if params.rpc_servers:
+        from engine.llama import rpc
+
+        # Helpers first, as llama.cpp orders RPC devices itself; the list is explicit so that
+        # a helper attached for an earlier load but not in this plan stays out.
+        try:
+            handles = rpc.attach_servers(params.rpc_servers) + rpc.local_offload_devices()
+        except (rpc.HelperRefused, rpc.RpcUnavailable) as exc:
+            raise EngineError(str(exc)) from None
+        arr = (ctypes.c_void_p * (len(handles) + 1))(*handles, None)
+        mp.devices = ctypes.cast(arr, ctypes.c_void_p)
+        keep.append(arr)
     if params.tensor_split:
         shares = list(params.tensor_split)[: C.llama_max_devices()]
         arr = (ctypes.c_float * C.llama_max_devices())(*shares)

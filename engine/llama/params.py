@@ -21,6 +21,8 @@ class ModelSettings:
     tensor_split: tuple[float, ...] = ()  # share of the layers per GPU; empty: llama.cpp's split
     cpu_tensors: tuple[str, ...] = ()  # regexes of tensors kept in host memory (MoE experts)
     vocab_only: bool = False  # the vocabulary and metadata only (the Hearth engine's tokenizer)
+    # helper machines ("host:port" of `hearth host`), whose devices come first in tensor_split
+    rpc_servers: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

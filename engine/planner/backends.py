@@ -50,6 +50,9 @@ class BackendProfile:
     fa_needs_f16_copy_in_prefill: bool  # quantized K/V converted to f16 for prompt batches
     decode_efficiency: float  # achieved / nominal memory bandwidth while decoding
     calibrated: bool
+    # Whether ggml_backend_sched may run host-weight operations of prompt batches here
+    # (op_offload). llama.cpp's RPC devices do not (ggml-rpc.cpp: offload_op = NULL).
+    offloads_ops: bool = True
 
 
 _MATCHING_PAIRS = frozenset((kv, kv) for kv in KV_TYPES)

@@ -19,6 +19,7 @@ from engine.planner.records import (
     Plan,
     min_tokens_per_second,
 )
+from engine.planner.remote_link import rpc_servers
 from engine.planner.search import Candidate, Search, rank_key
 from engine.planner.settings import LoadSettings, expert_override_pattern
 from engine.units import format_bytes
@@ -67,6 +68,7 @@ def settings_of(search: Search, profile: ModelProfile, config: Config) -> LoadSe
         tensor_buft_overrides=overrides,
         swa_full=config.swa_full,
         n_outputs_max=config.n_outputs_max,
+        rpc_servers=rpc_servers(search.request),
     )
 
 

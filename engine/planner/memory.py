@@ -117,6 +117,7 @@ def estimate(
     # -- GPUs ------------------------------------------------------------------------------------
     gpu_mem = []
     pipeline = len(gpus) > 1 and ngl == n + 1 and n_exp_cpu == 0
+    first_offloading = next((i for i, b in enumerate(gpus) if b.offloads_ops), None)
     for index, (backend, (lo, hi)) in enumerate(zip(gpus, ranges, strict=True)):
         wt = weight_tables(profile, backend)
         kt = kv_tables(profile, config.type_k, config.type_v, v_trans, backend)
@@ -129,10 +130,11 @@ def estimate(
         has_full, has_swa = kt.kinds(lo, layers_hi)
         # op_offload runs host-weight operations of prompt batches on the first GPU, whichever
         # GPU holds the layer (ggml-backend.cpp: the first backend whose offload_op accepts)
-        remote_experts = wt.largest_expert_suffix[exp_lo] if index == 0 and exp_lo < n else 0
+        takes_host_ops = index == first_offloading
+        remote_experts = wt.largest_expert_suffix[exp_lo] if takes_host_ops and exp_lo < n else 0
         work = DeviceWork(layers_hi > lo, has_swa, has_full, runs_output, 0, False, False,
                           remote_experts, 0, pipeline)  # fmt: skip
-        if index == 0 and config.n_ubatch >= OP_OFFLOAD_MIN_BATCH:
+        if takes_host_ops and config.n_ubatch >= OP_OFFLOAD_MIN_BATCH:
             host_kinds = kt_cpu.kinds(0, host_layers)
             work = _with_host_work(profile, work, wt, host_layers, host_kinds, output_on_host)
         s = _stages(profile, config, n_cells, backend)

@@ -26,6 +26,10 @@ class DeviceBudget:
     budget_bytes: int  # what the plan may take on it (free memory minus the safety margin)
     bandwidth_gbps: float | None = None
     compute_capability: str | None = None  # NVIDIA's "8.9": whether the Hearth engine runs
+    # A helper machine's device (engine/planner/remote.py): its "host:port", and the link to it
+    rpc_server: str | None = None
+    link_latency_s: float | None = None
+    link_bytes_per_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from engine.enums import KV_TYPES
-from engine.planner.backends import BACKENDS, BackendProfile, backend
+from engine.planner.backends import BACKENDS, BackendProfile
 from engine.planner.kv_cache import CTX_PAD, pad_to, type_fits_width
 from engine.planner.memory import Config, MemoryEstimate, estimate, layer_counts, layer_ranges
 from engine.planner.profile import ModelProfile
 from engine.planner.records import PlanRequest, min_tokens_per_second
+from engine.planner.remote_link import device_backend, network_seconds_per_token
 from engine.planner.speed import bytes_read_per_token, tokens_per_second
 
 DEFAULT_TARGET_CTX = 32768  # when the request names none: the training context, at most this
@@ -50,7 +51,7 @@ class Miss:
 class Search:
     def __init__(self, request: PlanRequest) -> None:
         self.request = request
-        self.gpus: tuple[BackendProfile, ...] = tuple(backend(g.backend) for g in request.gpus)
+        self.gpus: tuple[BackendProfile, ...] = tuple(device_backend(g) for g in request.gpus)
         self.budgets = tuple(g.budget_bytes for g in request.gpus)
         self.candidates: list[Candidate] = []
         self.misses: list[Miss] = []
@@ -100,13 +101,15 @@ class Search:
         ngl = max(0, min(config.n_gpu_layers, n + 1)) if self.gpus else 0
         ranges = layer_ranges(n, ngl, config.gpu_layer_counts or layer_counts(ngl, len(self.gpus)))
         per_gpu, host = bytes_read_per_token(profile, config, ranges, self.gpus, kv=kv)
-        return tokens_per_second(
+        speed = tokens_per_second(
             per_gpu,
             host,
             self.gpus,
             [g.bandwidth_gbps for g in self.request.gpus],
             self.request.host_bandwidth_gbps,
         )
+        network = network_seconds_per_token(profile, config.n_ctx, ranges, self.request.gpus)
+        return speed if network == 0.0 else 1.0 / (1.0 / speed + network)
 
     # -- the space -------------------------------------------------------------------------------
 

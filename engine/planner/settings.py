@@ -13,6 +13,8 @@ The fields map one to one onto llama.cpp's parameters (include/llama.h):
     swa_full                llama_context_params.swa_full (llama.cpp's default is true)
     n_outputs_max           llama_context_params.n_outputs_max (0: n_batch)
     use_mmap                llama_model_params.load_mode (MMAP when true, NONE when false)
+    rpc_servers             helper machines (llama.cpp's RPC backend): their devices are
+                            registered and put first in llama_model_params.devices
 
 `model_params()` gives the engine's ModelParams (engine/llama/driver.py sets the C
 fields from it). The worker always reserves logits for one output per batch (n_outputs_max = 1),
@@ -52,6 +54,7 @@ class LoadSettings:
     n_outputs_max: int = 0
     use_mmap: bool = True
     engine: str = "llama"  # ModelParams.engine: "llama" or "hearth"
+    rpc_servers: tuple[str, ...] = ()  # helper machines ("host:port"), their devices first
 
     def model_params(self) -> ModelParams:
         return ModelParams(
@@ -68,6 +71,7 @@ class LoadSettings:
             cpu_tensors=tuple(p for p, buft in self.tensor_buft_overrides if buft == "CPU"),
             swa_full=self.swa_full,
             engine=self.engine,
+            rpc_servers=tuple(self.rpc_servers),
         )
 
     def extra_params(self) -> dict[str, Any]:

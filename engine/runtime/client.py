@@ -24,6 +24,7 @@ from typing import Any
 from engine.child_process import module_command
 from engine.runtime import protocol as p
 from engine.runtime.engine_output import EngineOutput
+from engine.runtime.helper_loss import lost_helper_message, lost_helpers
 
 STDERR_READ_BYTES = 64 * 1024
 
@@ -38,9 +39,13 @@ class EngineCrashed:
     exit_code: int | None
     last_lines: tuple[str, ...]
     cause_lines: tuple[str, ...] = ()
+    # helper machines (llama.cpp RPC) the loaded model used that no longer answer: the cause
+    lost_helpers: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
+        if self.lost_helpers:
+            return lost_helper_message(self.lost_helpers)
         code = self.exit_code
         if code is not None and code < 0:
             try:
@@ -71,6 +76,7 @@ class EngineClient:
         self._stderr_done = threading.Event()
         self._closing = False
         self._next_request_id = 1
+        self._helpers: tuple[str, ...] = ()  # the helper machines the last load asked for
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -151,6 +157,7 @@ class EngineClient:
     # -- commands -------------------------------------------------------------------------------
 
     def load(self, params: p.ModelParams) -> None:
+        self._helpers = tuple(params.rpc_servers)
         self._send(p.Load(params=params))
 
     def generate(
@@ -250,7 +257,10 @@ class EngineClient:
                 lines = (*lines, protocol_error)
             self._deliver(
                 EngineCrashed(
-                    exit_code=exit_code, last_lines=lines, cause_lines=self._stderr.cause_lines()
+                    exit_code=exit_code,
+                    last_lines=lines,
+                    cause_lines=self._stderr.cause_lines(),
+                    lost_helpers=lost_helpers(self._helpers) if self._helpers else (),
                 )
             )
 

@@ -512,6 +512,10 @@ def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
     type it does not run, no GPU)."""
     if params.engine != "hearth":
         return llama.Model(model_settings(params)), ""
+    if params.rpc_servers:
+        note = "Hearth engine unavailable, using llama.cpp: helper machines are llama.cpp's"
+        print(f"hearth worker: {note}", flush=True)
+        return llama.Model(model_settings(params)), note
     from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
 
     try:
@@ -548,7 +552,7 @@ def _file_identity(path: str) -> tuple[int, int]:
 
 
 # Model-level settings: the weights loaded with them can serve any context settings.
-_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap")
+_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "rpc_servers")
 
 
 def _same_weights(old: p.ModelParams, new: p.ModelParams, weights: _Weights | None) -> bool:

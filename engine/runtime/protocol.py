@@ -101,6 +101,9 @@ class ModelParams:
     # the model instead, saying why, where that engine cannot).
     engine: str = "llama"
     speculative: SpeculativeParams = field(default_factory=SpeculativeParams)
+    # Helper machines (`hearth host`, "host:port") whose devices the plan uses, in the order of
+    # their shares at the front of tensor_split (engine/planner/remote.py).
+    rpc_servers: tuple[str, ...] = ()
 
 
 @message

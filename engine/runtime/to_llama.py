@@ -13,6 +13,7 @@ def model_settings(params: ModelParams) -> ModelSettings:
         use_mmap=params.use_mmap,
         tensor_split=tuple(params.tensor_split),
         cpu_tensors=tuple(params.cpu_tensors),
+        rpc_servers=tuple(params.rpc_servers),
     )
 
 

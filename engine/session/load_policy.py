@@ -28,11 +28,13 @@ from enum import StrEnum
 from pathlib import Path
 
 from engine.gguf import ModelInfo
+from engine.hardware.remote import RemoteHost
 from engine.planner import Plan, Planner, PlanRequest
 from engine.planner.engine_choice import plan_engines
 from engine.planner.hearth_plan import hearth_unavailable
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import Choice
+from engine.planner.remote import plan_with_helpers
 from engine.runtime.protocol import ModelParams
 from engine.session.machine import MachineSnapshot
 from engine.session.model_file import UnusableModelFile, check_model_file
@@ -157,8 +159,12 @@ def plan_load(
             "Your settings are kept: free memory and apply them again on the Model page."
         )
     request = machine.plan_request()
-    best = best_fit(planner, request, target_ctx)
+    best = best_fit(planner, request, target_ctx, helpers=machine.helpers)
+    if machine.helpers and best.notes:
+        notes.append(best.notes[-1])  # whether the helpers are used, and why
     if best.fits and best.choice is not None:
+        if best.settings is not None and best.settings.rpc_servers:
+            request = machine.plan_request(helpers=True)  # the devices the best fit placed on
         choice = choice_from(best.choice)
         manual = plan_manual(planner, request, choice.manual_choice)
         decision = _decision(path, info, PlanSource.BEST_FIT, choice, manual, best)
@@ -195,15 +201,21 @@ def choice_from(choice: Choice) -> RememberedChoice:
 
 
 def best_fit(
-    planner: Planner, request: PlanRequest, target_ctx: int | None = None, engine: str = "auto"
+    planner: Planner,
+    request: PlanRequest,
+    target_ctx: int | None = None,
+    engine: str = "auto",
+    helpers: Sequence[RemoteHost] = (),
 ) -> Plan:
     """The planner's best choice aiming at `target_ctx` (else DEFAULT_CONTEXT, or the training
-    context if shorter), never below MIN_CONTEXT, on the engine the measured figures favour
-    (engine/planner/engine_choice.py) unless `engine` names one."""
+    context if shorter), never below MIN_CONTEXT, across `helpers` where they help, on the
+    engine the measured figures favour (engine/planner/engine_choice.py) unless `engine` names
+    one."""
     n_ctx_train = planner.profiles[0].n_ctx_train or DEFAULT_CONTEXT
     target = target_ctx or min(DEFAULT_CONTEXT, n_ctx_train)
     request = replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target))
-    return plan_engines(planner, request, engine)
+    llama = plan_with_helpers(planner, request, helpers)
+    return plan_engines(planner, request, engine, llama=llama)
 
 
 def _decision(path, info, source, choice, manual: ManualPlan, best) -> LoadDecision:

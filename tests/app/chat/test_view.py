@@ -139,6 +139,23 @@ def test_a_crash_mid_reply_ends_it_and_disables_send(qtbot, bridge, chat, tmp_pa
     assert not chat.send_button.isEnabled() and not chat.stop_button.isEnabled()
 
 
+def test_a_helper_machine_gone_mid_reply_is_named_in_the_kept_partial_reply(
+    qtbot, bridge, chat, tmp_path
+):
+    from engine.runtime.client import EngineCrashed
+
+    client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
+    _type_and_press_enter(qtbot, chat, "hi")
+    request_id = client.commands[-1][1][0]
+    client.emit(p.TokenText(request_id=request_id, text="partial"))
+    client.alive = False
+    client.emit(EngineCrashed(-6, ("Remote RPC server crashed",), (), ("10.0.0.2:50052",)))
+    qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT_MS)
+    entry = chat.model.entry(1)
+    assert entry.text == "partial"
+    assert "helper machine 10.0.0.2:50052 went away" in entry.footer
+
+
 def test_new_chat_clears_the_transcript(qtbot, bridge, chat, tmp_path):
     load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
     chat.model.append(ChatEntry(role=ROLE_USER, text="old"))

@@ -302,3 +302,27 @@ def test_without_a_gpu_the_hearth_engine_is_offered_disabled(qtbot, bridge, mode
     view.set_model(model_files["dense"])
     model = view.engine_controls.engine.model()
     assert not model.item(1).isEnabled() and "no GPU" in model.item(1).toolTip()
+
+
+def test_a_model_placed_on_a_helper_machine_has_a_bar_row_for_its_device(
+    qtbot, bridge, tmp_path, model_files
+):
+    from engine.hardware.remote import RemoteDevice, RemoteHost, RemoteLink
+
+    address = "10.0.0.2:50052"
+    card = RemoteDevice(address, 0, "CUDA0", "RTX 3090", "cuda", 23 * GIB, 24 * GIB, None, 936.0)
+    helper = RemoteHost(address, (7, 0, 0), (card,), RemoteLink(0.0002, 1.1e9))
+    small_card = Device("cuda:0", "nvidia", "RTX 3050", GPU, ("cuda",), "nvml", 4 * GIB, 4 * GIB)
+    machine = MachineSnapshot(
+        Detection(devices=(small_card, HOST)), gpu_offload=True, helpers=(helper,)
+    )
+    view = _panel(qtbot, bridge, tmp_path, machine)
+    view.show()
+    view.set_model(model_files["dense"])  # 4.6 GiB: fits the helper, not the 4 GiB card
+    assert view.decision.params.rpc_servers == (address,)
+    assert [r.name.text() for r in view.rows] == [
+        f"CUDA0 on {address}",
+        "RTX 3050",
+        "system RAM",
+    ]
+    assert view.plan.settings.rpc_servers == (address,)

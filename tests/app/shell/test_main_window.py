@@ -217,6 +217,29 @@ def test_a_crash_shows_the_last_lines_and_reload_brings_the_model_back(
     assert window.chat_view.send_button.isEnabled()
 
 
+def test_a_helper_gone_mid_reply_reloads_at_once_without_it(
+    qtbot, window, bridge, starter_loaded, starter_model
+):
+    from dataclasses import replace
+
+    from engine.hardware.remote import RemoteDevice, RemoteHost
+    from engine.runtime.client import EngineCrashed
+
+    address = "10.0.0.2:50052"
+    gone = RemoteHost(address, (7, 0, 0), (RemoteDevice(address, 0, "CUDA0", "", "cuda", 1, 1),))
+    qtbot.waitUntil(lambda: window.machine.snapshot is not None, timeout=WAIT_MS)
+    window.machine._snapshot = replace(window.machine.snapshot, helpers=(gone,))
+    starter_loaded.alive = False
+    starter_loaded.emit(EngineCrashed(-6, ("Remote RPC server crashed",), (), (address,)))
+    qtbot.waitUntil(window.engine_banner.isVisible, timeout=WAIT_MS)
+    assert window.engine_banner.title() == "A helper machine went away"
+    assert address in window.engine_banner.text()
+    assert window.machine.snapshot.helpers == ()
+    new_client = client_of(bridge)
+    assert new_client is not starter_loaded and new_client.alive
+    assert wait_for_load(qtbot, bridge).rpc_servers == ()
+
+
 def test_closing_the_window_stops_the_engine(qtbot, window, bridge, starter_loaded):
     window.close()
     assert ("close", None) in starter_loaded.commands

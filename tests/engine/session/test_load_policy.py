@@ -157,3 +157,23 @@ def test_remembered_choices_hold_only_what_their_engine_holds(data, usable):
     assert (choice is not None) == usable
     if choice is not None:
         assert RememberedChoice.from_dict(choice.to_dict()) == choice
+
+
+def test_a_helper_machine_takes_what_this_one_cannot_hold(model_file):
+    """A model too big for this machine's card loads across a helper's, and the decision's
+    parameters name the helper; without the helper (gone) it is planned here alone."""
+    from dataclasses import replace
+
+    from engine.hardware.remote import RemoteDevice, RemoteHost, RemoteLink
+
+    address = "10.0.0.2:50052"
+    card = RemoteDevice(address, 0, "CUDA0", "RTX 3090", "cuda", 23 * GIB, 24 * GIB, None, 936.0)
+    helper = RemoteHost(address, (7, 0, 0), (card,), RemoteLink(0.0002, 1.1e9))
+    here = replace(machine(nvidia(3.5, 4), cpu(24)), helpers=(helper,))
+    path = model_file("llama3-8b", "Q4_K_M")
+    decision = plan_load(path, here)
+    assert decision.fits and decision.params.rpc_servers == (address,)
+    assert decision.plan.devices[0].name == f"CUDA0 on {address}"
+    assert any("Uses the helpers" in note for note in decision.notes)
+    alone = plan_load(path, here.without_helpers([address]))
+    assert alone.fits and alone.params.rpc_servers == ()
