@@ -10,7 +10,8 @@
 #       at Q4_K_M and Q8_0
 #   gui   decode with the main window attached and rendering markdown (needs .gui-carry/)
 #   starter-a, starter-check   the starter model travels in two halves (.starter-a/, .starter-b/,
-#       each under the transfer limit) to two calls on the same machine; starter-check joins
+#       each under the transfer limit) to two calls on the same machine, or in three parts
+#       (starter-a, starter-b, then .starter-c/ beside .gpu-bundle's calls); starter-check joins
 #       them and runs the CUDA check (tests/engine/runtime/test_gpu_matches_cpu.py, which checks
 #       the file's SHA-256)
 #   cuda-sources   (after starter-a, with .starter-b/) which CUDA kernel choices move the starter
@@ -82,8 +83,13 @@ server_wheels() {  # FastAPI, uvicorn, pydantic: not on the GPU machine's image
   export PYTHONPATH="$PYTHONPATH:/tmp/server-site"
 }
 
-join_starter() {  # the halves carried by starter-a and .starter-b/
-  [ -f /tmp/starter/model.gguf ] || cat /tmp/starter/part.a .starter-b/part > /tmp/starter/model.gguf
+join_starter() {  # the parts carried by starter-a (and starter-b), then .starter-b/ or .starter-c/
+  [ -f /tmp/starter/model.gguf ] && return
+  if [ -f /tmp/starter/part.b ]; then
+    cat /tmp/starter/part.a /tmp/starter/part.b .starter-c/part > /tmp/starter/model.gguf
+  else
+    cat /tmp/starter/part.a .starter-b/part > /tmp/starter/model.gguf
+  fi
 }
 
 for step in "$@"; do
@@ -147,7 +153,8 @@ for step in "$@"; do
         -rP -p no:cacheprovider tests/engine/hearth/test_gpu.py -k "starter or cpu_build" \
         tests/engine/runtime/test_gpu_matches_cpu.py 2>&1 | tee "$out/hearth-starter.log" \
         || echo "STARTER CHECK FAILED" ;;
-    starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept half a" ;;
+    starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept part a" ;;
+    starter-b) mkdir -p /tmp/starter && cp .starter-b/part /tmp/starter/part.b && echo "kept part b" ;;
     starter-check)  # the CUDA build against the CPU build's recorded greedy reference
       join_starter
       HEARTH_GPU_TESTS=1 HEARTH_GPU_STARTER_MODEL=/tmp/starter/model.gguf \
