@@ -18,6 +18,13 @@
 #   sources-q4k   the same on a Q4_K_M made from the starter model's F32 copy (after cuda-sources)
 #   llama-bench   llama.cpp's own speed figures (pp512, tg128, flash attention on) on the random
 #       8B Q4_K_M and, when it is here, the starter model (Q4_1)
+#   server   benchmarks/server_concurrency.py: 1, 4 and 16 streaming clients against `hearth serve`
+#       and the same build's llama-server (the server's Python packages travel as wheels in .whl/)
+#   gui-server   benchmarks/gui_server_load.py: the window's chat while 16 API clients stream
+#       through its Server page (needs .gui-carry/ and .whl/)
+#   speculative   speculative decoding: checking k tokens against one step, beside llama-bench,
+#       and prompt lookup on the rewrite task, on the random 8B Q4_K_M (and the starter model
+#       end to end when it is here) (benchmarks/speculative_gpu.py)
 #   patched   builds llama.cpp again with installers/patches/ applied (by the code that
 #       installers/build_engine.py uses) and makes the steps after it use that build; their outputs are named *-patched
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
@@ -59,6 +66,12 @@ sparse_models() {
         "$sparse/$shape-$quant.gguf" --sparse "$quant" --vocab "$vocab"
     done
   done
+}
+
+server_wheels() {  # FastAPI, uvicorn, pydantic: not on the GPU machine's image
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/server-site .whl/*.whl
+  export PYTHONPATH="$PYTHONPATH:/tmp/server-site"
 }
 
 join_starter() {  # the halves carried by starter-a and .starter-b/
@@ -104,6 +117,17 @@ for step in "$@"; do
       eval "$(bash benchmarks/gui_carry_install.sh .gui-carry)"
       QT_QPA_PLATFORM=offscreen python3 benchmarks/gui_decode.py "$q4" --tokens 1024 \
         --json "$out/gui-decode.json" --screenshot "$out/gui-decode.png" | tee "$out/gui-decode.txt" ;;
+    server)
+      random_q4; server_wheels
+      python3 benchmarks/server_concurrency.py "$q4" --llama-server "$(command -v llama-server)" \
+        --clients 1 4 16 --ctx 1024 --max-tokens 128 --rounds 2 --logs "$out" \
+        --json "$out/server-concurrency.json" 2>&1 | tee "$out/server-concurrency.txt" ;;
+    gui-server)
+      random_q4; server_wheels
+      eval "$(bash benchmarks/gui_carry_install.sh .gui-carry)"
+      QT_QPA_PLATFORM=offscreen python3 benchmarks/gui_server_load.py "$q4" --clients 16 \
+        --tokens 256 --json "$out/gui-server-load.json" --screenshot "$out/gui-server-load.png" \
+        2>&1 | tee "$out/gui-server-load.txt" ;;
     starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept half a" ;;
     starter-check)  # the CUDA build against the CPU build's recorded greedy reference
       join_starter
@@ -128,6 +152,11 @@ for step in "$@"; do
       for m in "${models_to_bench[@]}"; do
         llama-bench -m "$m" -p 512 -n 128 -fa 1 -r 5 2>/dev/null | tee -a "$out/llama-bench$tag.txt"
       done ;;
+    speculative)
+      random_q4
+      starter_arg=(); [ -f /tmp/starter/model.gguf ] && starter_arg=(--starter /tmp/starter/model.gguf)
+      python3 benchmarks/speculative_gpu.py "$q4" "${starter_arg[@]}" --out "$out" 2>&1 \
+        | tee "$out/speculative-gpu$tag.txt" ;;
     patched)
       if [ ! -f /tmp/llama-patched/env.sh ]; then
         mkdir -p /tmp/llama-patched

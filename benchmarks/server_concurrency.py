@@ -87,7 +87,8 @@ def sse_payloads(buffer: bytes) -> tuple[list[dict], bytes]:
     return events, buffer
 
 
-async def stream_one(port: int, body: dict, started: float) -> RequestResult:
+async def stream_one(port: int, body: dict, started: float, on_first=None) -> RequestResult:
+    """One streamed completion; `on_first()` is called when its first text arrives."""
     reader, writer = await asyncio.open_connection("127.0.0.1", port)
     payload = json.dumps(body).encode()
     writer.write(
@@ -112,6 +113,8 @@ async def stream_one(port: int, body: dict, started: float) -> RequestResult:
         for event in events:
             if first is None and any(c.get("text") for c in event.get("choices") or []):
                 first = time.perf_counter()
+                if on_first is not None:
+                    on_first()
             if event.get("usage"):
                 usage_tokens = event["usage"].get("completion_tokens")
     writer.close()

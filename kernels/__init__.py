@@ -19,6 +19,12 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
         docs/kernels.md says why); anything else raises UnsupportedTensor naming the type.
     y = quant_matmul(x, w)        x: [..., n_in] f16/bf16/f32 -> y: [..., n_out], x's dtype.
         Best for 1..16 rows (decode, draft verification); more rows work, slower per row.
+        Q4_K and Q6_K at one row round x to 8 bits per 32 values first and use integer dot
+        products (as llama.cpp's CUDA and CPU builds do): 0.3-0.9% relative error against
+        float x; GemvConfig(path="float") avoids it (slower).
+    xq = quantize_activation(x);  y = quant_matmul(x, w, quantized=xq)
+        x's 8-bit form computed once and shared by the weights that read the same x (q/k/v,
+        gate/up): one launch per x instead of one per weight.
     w.dequantize() -> f32 [n_out, n_in] (for checks and prefill through torch matmul).
 
 Elementwise (kernels/norms.py, kernels/activations.py, kernels/rope.py)
@@ -85,6 +91,7 @@ from kernels.errors import UnsupportedTensor
 _LAZY = {
     "PackedWeight": "kernels.packed_weight",
     "quant_matmul": "kernels.gemv",
+    "quantize_activation": "kernels.act_quant",
     "rms_norm": "kernels.norms",
     "swiglu": "kernels.activations",
     "Rope": "kernels.rope_tables",

@@ -1,5 +1,10 @@
-"""y = x @ w.T for a PackedWeight, dequantizing GGUF blocks on the fly (one launch, plus one
-small sum when split-K is used). Formats: see gemv_kquants.py and gemv_blocks.py."""
+"""y = x @ w.T for a PackedWeight, dequantizing GGUF blocks on the fly.
+
+Two paths: Q4_K and Q6_K with few input rows take the integer one (gemv_dp4a.py: x quantized to
+8 bits per 32 values inside the kernel, dp4a against the packed codes, split-K reduced in the
+same launch); every other case dequantizes to floats (gemv_kquants.py, gemv_blocks.py; one
+launch, plus one small sum when split-K is used). `GemvConfig(path="float")` forces the float
+path (float inputs unrounded) where a caller needs it."""
 
 from __future__ import annotations
 
@@ -9,7 +14,8 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernels import gemv_blocks, gemv_kquants
+from kernels import gemv_blocks, gemv_dp4a, gemv_dp4a_pipelined, gemv_kquants
+from kernels.act_quant import QuantizedActivation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.gemv_common import split_plan
@@ -30,6 +36,15 @@ _LAUNCH = {
     "F32": (gemv_blocks.launch_float, 64),
 }
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+# The integer path: its launchers, and the most input rows that take it by default (0: none,
+# every call takes the float path; a test comparing a whole forward pass with a float reference
+# can set it so: 8-bit activations move a tiny random model's logits by a few percent).
+_DP4A = {"Q4_K": gemv_dp4a.launch_q4_k, "Q6_K": gemv_dp4a.launch_q6_k}
+_DP4A_PIPELINED = {
+    "Q4_K": gemv_dp4a_pipelined.launch_q4_k,
+    "Q6_K": gemv_dp4a_pipelined.launch_q6_k,
+}
+DP4A_MAX_ROWS = 1
 
 
 @dataclass(frozen=True)
@@ -39,10 +54,19 @@ class GemvConfig:
     block_b: int  # input rows per program: 1 (FMA path) or 16 (tl.dot path)
     num_warps: int = 4
     num_stages: int = 2
+    path: str = "float"  # "float" (dequantize to floats) or "dp4a" (8-bit x, integer dots)
+    prequantize: bool = False  # dp4a: quantize x in a launch of its own, not in every program
+    # dp4a: gemv_dp4a_pipelined.py, weights loaded one K step ahead by hand and launched as a
+    # programmatic dependent launch on sm_90+ (not yet measured on a GPU: not the default)
+    pipelined: bool = False
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
-    """Tile shapes from the H100 sweeps (docs/kernels.md): 8 rows, 1024 weights per K step."""
+    """Tile shapes from the H100 sweeps (docs/kernels.md). The integer path: x quantized in a
+    launch of its own, then 4 weight rows x 16 super-blocks a program (a 4096-wide row in one
+    step: every load of the program in flight at once), the best of the variants measured."""
+    if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
+        return GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True)
     blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
         return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)
@@ -58,6 +82,11 @@ class _Plan:
     even: bool  # ... and K is whole tiles in every split: no bounds masks at all
     exact_fma: bool  # fma rounds once (the GPU); Triton's CPU interpreter rounds twice
 
+    @property
+    def native(self) -> bool:
+        """On the GPU (inline assembly runs), not in Triton's CPU interpreter."""
+        return self.exact_fma
+
 
 @functools.cache
 def _sm_count(device: torch.device) -> int:
@@ -66,8 +95,18 @@ def _sm_count(device: torch.device) -> int:
     return 4  # the CPU interpreter: small, so the tests' small shapes still take split-K
 
 
-def quant_matmul(x: torch.Tensor, w: PackedWeight, config: GemvConfig | None = None):
-    """x: [..., n_in] f16/bf16/f32 -> [..., n_out] in x's dtype."""
+def quant_matmul(
+    x: torch.Tensor,
+    w: PackedWeight,
+    config: GemvConfig | None = None,
+    *,
+    quantized: QuantizedActivation | None = None,
+) -> torch.Tensor:
+    """x: [..., n_in] f16/bf16/f32 -> [..., n_out] in x's dtype.
+
+    quantized: x's 8-bit form from kernels.quantize_activation(x), shared by the calls that
+    read the same x; the integer path then skips its own quantization launch (the float path,
+    which every other case takes, ignores it)."""
     require()
     fmt = w.fmt.name
     if x.shape[-1] != w.n_in:
@@ -83,6 +122,15 @@ def quant_matmul(x: torch.Tensor, w: PackedWeight, config: GemvConfig | None = N
         return x.new_empty(*lead, w.n_out)
     launch, unit = _LAUNCH[fmt]
     cfg = config or default_config(fmt, n_rows_x)
+    if cfg.path == "dp4a":
+        if fmt not in _DP4A:
+            raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")
+        if quantized is not None and quantized.shape != tuple(x2.shape):
+            raise UnsupportedTensor(
+                f"quantized activation of shape {quantized.shape} is not of this input "
+                f"{tuple(x2.shape)}: quantize the same x that is passed"
+            )
+        return _dp4a_matmul(x2, w, cfg, quantized).reshape(*lead, w.n_out)
     n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
     b_tiles = triton.cdiv(n_rows_x, cfg.block_b)
     n_blocks = triton.cdiv(w.n_in, unit)
@@ -101,3 +149,40 @@ def quant_matmul(x: torch.Tensor, w: PackedWeight, config: GemvConfig | None = N
     if splits > 1:
         out = out.sum(0).to(x.dtype)
     return out.reshape(*lead, w.n_out)
+
+
+_COUNTERS: dict[torch.device, torch.Tensor] = {}
+
+
+def _split_counters(device: torch.device, n: int) -> torch.Tensor:
+    """Zeroed int32 tickets, one per output tile, for split-K reduced in the same launch (the
+    last program of a tile resets its counter). Kept per device and grown only when too small,
+    so CUDA-graph captures reuse the buffer; one stream at a time may use it."""
+    counters = _COUNTERS.get(device)
+    if counters is None or counters.numel() < n:
+        counters = torch.zeros(max(n, 1 << 16), dtype=torch.int32, device=device)
+        _COUNTERS[device] = counters
+    return counters
+
+
+def _dp4a_matmul(
+    x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig, quantized: QuantizedActivation | None
+) -> torch.Tensor:
+    n_rows_x = x2.shape[0]
+    n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
+    n_blocks = w.n_in // 256
+    per_split, splits = split_plan(
+        n_blocks, cfg.blocks_per_tile, n_row_tiles * n_rows_x, _sm_count(x2.device)
+    )
+    out = torch.empty(n_rows_x, w.n_out, dtype=x2.dtype, device=x2.device)
+    part = out
+    if splits > 1:
+        part = torch.empty(splits, n_rows_x, w.n_out, dtype=torch.float32, device=x2.device)
+    counters = _split_counters(x2.device, n_row_tiles * n_rows_x)
+    even_rows = w.n_out % cfg.block_n == 0
+    even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
+    plan = _Plan(per_split, splits, 0, even_rows, even, not interpret_mode())
+    grid = (n_row_tiles * n_rows_x, splits)  # one input row per program (block_b unused)
+    launch = (_DP4A_PIPELINED if cfg.pipelined else _DP4A)[w.fmt.name]
+    launch(w, x2, quantized, out, part, counters, grid, plan, cfg)
+    return out

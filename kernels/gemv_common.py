@@ -133,3 +133,50 @@ def split_plan(n_blocks: int, blocks_per_tile: int, n_row_tiles: int, n_sm: int)
     tiles_per_split = triton.cdiv(tiles, splits)
     blocks_per_split = tiles_per_split * blocks_per_tile
     return blocks_per_split, triton.cdiv(n_blocks, blocks_per_split)
+
+
+@triton.jit
+def finish_rows(y, out_ptr, part_ptr, count_ptr, b, rows, row_mask, stride_ob, N, n_rows_x,
+                n_splits, SPLIT_K: tl.constexpr):  # fmt: skip
+    """Write y [BN] (input row b, weight rows `rows`) to out, in one launch also with split-K;
+    the grid is ((weight row tile, input row), split).
+
+    With split-K each program stores its fp32 partial in part[split, b, n] and takes a ticket
+    from its tile's counter; the last of the tile's n_splits programs to arrive adds the
+    partials up in split order, writes out in out's dtype and resets the counter for the next
+    call. (The barrier orders all of the program's stores before its ticket; the atomic is
+    acq_rel at GPU scope and the partials are read past L1, so the last program sees every
+    other program's partial.) This saves the separate sum kernel: a launch per GEMV."""
+    out = out_ptr + b * stride_ob + rows
+    if SPLIT_K:
+        part = part_ptr + b * N + rows
+        tile_stride = n_rows_x * N
+        tl.store(part + tl.program_id(1) * tile_stride, y, mask=row_mask)
+        tl.debug_barrier()
+        tile = tl.program_id(0)
+        ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+        if ticket == n_splits - 1:
+            total = tl.zeros_like(y)
+            for split in range(0, n_splits):
+                total += tl.load(part + split * tile_stride, mask=row_mask, other=0.0,
+                                 cache_modifier=".cg")  # fmt: skip
+            tl.store(out, total.to(out_ptr.dtype.element_ty), mask=row_mask)
+            tl.atomic_xchg(count_ptr + tile, 0)
+    else:
+        tl.store(out, y.to(out_ptr.dtype.element_ty), mask=row_mask)
+
+
+@triton.jit
+def gdc_wait():
+    """Wait until the previous kernel in the stream has finished and its writes are visible
+    (griddepcontrol, sm_90+): a kernel launched with launch_pdl=True may start before then and
+    must read nothing that kernel writes, and write nothing, before this."""
+    tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32,
+                              is_pure=False, pack=1)  # fmt: skip
+
+
+@triton.jit
+def gdc_launch_dependents():
+    """Let the next kernel (if launched with launch_pdl=True) start its programs now."""
+    tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [],
+                              dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip

@@ -12,6 +12,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 
 from engine.enums import StopReason
 from engine.runtime import protocol as p
+from engine.runtime.speculative.summary import speculation_text
 
 ROLE_USER = "user"
 ROLE_ASSISTANT = "assistant"
@@ -48,14 +49,16 @@ def stop_reason_text(stop_reason: str) -> str:
 
 
 def stats_line(done: p.GenerationDone) -> str:
-    """ "42.1 tok/s · 0.12 s to first token · 128 tokens · end of reply" """
+    """ "42.1 tok/s · 0.12 s to first token · 128 tokens · end of reply", then with speculative
+    decoding " · prompt lookup: 75% of 40 drafts kept, 1.8x speed" """
     stats = done.stats
     reason = stop_reason_text(done.stop_reason)
     tokens = "1 token" if stats.n_generated == 1 else f"{stats.n_generated} tokens"
+    speculation = speculation_text(stats)
     return (
         f"{stats.decode_tokens_per_second:.1f} tok/s · "
         f"{stats.time_to_first_token:.2f} s to first token · {tokens} · {reason}"
-    )
+    ) + (f" · {speculation}" if speculation else "")
 
 
 class ConversationModel(QAbstractListModel):

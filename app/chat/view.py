@@ -309,6 +309,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
     def generating(self) -> bool:
         return self._request_id is not None
 
+    @property
+    def request_id(self) -> int | None:
+        """The engine request of the reply being written (None between replies)."""
+        return self._request_id
+
     def send(self) -> None:
         text = self.input.toPlainText().strip()
         if not text or not self.send_button.isEnabled():

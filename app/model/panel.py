@@ -22,7 +22,6 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
-    QComboBox,
     QFormLayout,
     QHBoxLayout,
     QLabel,
@@ -33,9 +32,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.common.file_text import show_plain
+from app.model.engine_row import EngineControls
 from app.model.memory_bar import OVER_COLOR, DeviceMemoryRow, Legend, gib
+from app.model.speculative_choice import SpeculativeChoice
 from engine.enums import KV_TYPES
 from engine.planner import Planner, PlanRequest, safety_margin
+from engine.planner.hearth_plan import hearth_profile, hearth_unavailable, pair_problem
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.session import (
     LoadDecision,
@@ -116,9 +118,9 @@ class SettingsPanel(QWidget):
         self.vram_label = QLabel()
         self.context = _slider(0, len(CONTEXT_STEPS) - 1)
         self.context_label = QLabel()
-        self.kv_type = QComboBox()
-        self.kv_type.addItems(KV_TYPES)
-        self.kv_type.setToolTip("q8_0 halves the KV cache, q4_0 quarters it, at a small cost")
+        self.engine_controls = EngineControls()
+        self.kv_type = self.engine_controls.k_type  # K (V follows it on llama.cpp)
+        self.kv_type_v = self.engine_controls.v_type
         self.flash_attn = QCheckBox("Flash attention")
         self.flash_attn.setChecked(True)
         self.auto_layers = QCheckBox("Auto")
@@ -127,6 +129,7 @@ class SettingsPanel(QWidget):
         self.layers_label = QLabel()
         self.experts = _slider(0, 0)
         self.experts_label = QLabel()
+        self.speculative = SpeculativeChoice(parent=self)
         self.rows: list[DeviceMemoryRow] = []
         self.bars_box = QVBoxLayout()
         self.bars_box.setSpacing(4)
@@ -144,10 +147,12 @@ class SettingsPanel(QWidget):
         form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
         form.addRow("VRAM budget", self._with_label(self.vram, self.vram_label))
         form.addRow("Context", self._with_label(self.context, self.context_label))
-        form.addRow("KV cache type", self._row(self.kv_type, self.flash_attn))
+        form.addRow("Engine", self.engine_controls)
+        form.addRow("KV cache K / V", self._row(self.kv_type, self.kv_type_v, self.flash_attn))
         layers_row = self._row(self.auto_layers, self.layers, self.layers_label)
         form.addRow("GPU layers", layers_row)
         form.addRow("MoE experts on CPU", self._with_label(self.experts, self.experts_label))
+        form.addRow("Speculative decoding", self.speculative)
         self.no_gpu_note = QLabel(
             "No GPU that this engine can use: the model runs on the CPU, in system RAM."
         )
@@ -177,9 +182,10 @@ class SettingsPanel(QWidget):
 
         for slider in (self.vram, self.context, self.layers, self.experts):
             slider.valueChanged.connect(self.update_plan)
-        self.kv_type.currentIndexChanged.connect(self.update_plan)
+        self.engine_controls.changed.connect(self.update_plan)
         self.flash_attn.toggled.connect(self.update_plan)
         self.auto_layers.toggled.connect(self.update_plan)
+        self.speculative.changed.connect(self.update_plan)
         self.best_fit_button.clicked.connect(self.best_fit)
         self.apply_button.clicked.connect(self.apply)
         self._set_enabled(False)
@@ -219,8 +225,10 @@ class SettingsPanel(QWidget):
 
     def _set_enabled(self, enabled: bool) -> None:
         for w in (self.vram, self.context, self.kv_type, self.flash_attn, self.auto_layers,
-                  self.layers, self.experts, self.best_fit_button, self.apply_button):  # fmt: skip
+                  self.layers, self.experts, self.best_fit_button, self.apply_button,
+                  self.speculative):  # fmt: skip
             w.setEnabled(enabled)
+        self.engine_controls.setEnabled(enabled)
 
     # -- the model ------------------------------------------------------------------------------
 
@@ -238,6 +246,7 @@ class SettingsPanel(QWidget):
         profile = self._planner.profiles[0]
         self._n_ctx_train = profile.n_ctx_train or 4096
         show_plain(self.title, self._model_path.name)
+        self._show_engine_support(decision)
         self._updating = True
         steps = self._context_steps()
         self.context.setRange(0, len(steps) - 1)
@@ -246,6 +255,7 @@ class SettingsPanel(QWidget):
         self._updating = False
         self._set_enabled(True)
         self.experts.setEnabled(profile.is_moe)
+        self.speculative.set_model(decision.info)
         choice = decision.choice or RememberedChoice(
             n_ctx=steps[0],
             kv_type=KV_TYPES[-1],
@@ -256,6 +266,26 @@ class SettingsPanel(QWidget):
             self.status.setText(
                 f"{decision.name} does not fit on this computer. {decision.refusal()}"
             )
+
+    def _show_engine_support(self, decision: LoadDecision) -> None:
+        """Which engines and K/V pairs this model can use here, and why Best fit chose its
+        engine (the planner's note)."""
+        info = decision.info
+        reason = hearth_unavailable(info, self.request())
+        if reason is None:
+            profile = hearth_profile(info)
+
+            def check(k: str, v: str) -> str | None:
+                return pair_problem(profile, k, v, gpu=bool(self._gpus))
+        else:
+
+            def check(k: str, v: str) -> str | None:
+                return None
+
+        notes = decision.best.notes if decision.best is not None else ()
+        note = next((n for n in notes if n.startswith("Engine:")), "")
+        note = "Best fit: " + note.removeprefix("Engine: ") if note else ""
+        self.engine_controls.set_support(reason, check, note)
 
     @property
     def model_path(self) -> Path | None:
@@ -273,9 +303,12 @@ class SettingsPanel(QWidget):
         """The controls as a choice (what Apply remembers)."""
         budget = self.vram.value() * 256 * MIB if self._gpus else None
         default = self.default_vram_budget() // (256 * MIB) * 256 * MIB
+        engine, type_k, type_v = self.engine_controls.values()
         return RememberedChoice(
             n_ctx=self._context_steps()[self.context.value()],
-            kv_type=self.kv_type.currentText(),
+            kv_type=type_k,
+            type_v=None if type_v == type_k else type_v,
+            engine=engine,
             flash_attn=self.flash_attn.isChecked(),
             n_gpu_layers=None if self.auto_layers.isChecked() else self.layers.value(),
             n_cpu_expert_layers=self.experts.value(),
@@ -298,7 +331,7 @@ class SettingsPanel(QWidget):
             steps = self._context_steps()
             n_ctx = choice.n_ctx
             self.context.setValue(min(range(len(steps)), key=lambda i: abs(steps[i] - n_ctx)))
-            self.kv_type.setCurrentText(choice.kv_type)
+            self.engine_controls.set_values(choice.engine, choice.kv_type, choice.type_v)
             self.flash_attn.setChecked(choice.flash_attn)
             self.auto_layers.setChecked(choice.n_gpu_layers is None)
             if choice.n_gpu_layers is not None:
@@ -311,7 +344,12 @@ class SettingsPanel(QWidget):
     # -- planning -------------------------------------------------------------------------------
 
     def request(self) -> PlanRequest:
-        return self._machine.plan_request(vram_budget_bytes=self.chosen().vram_budget_bytes)
+        """The machine's budgets, less what speculative decoding takes beside the model."""
+        chosen = self.chosen()
+        request = self._machine.plan_request(vram_budget_bytes=chosen.vram_budget_bytes)
+        on_gpu = bool(self._gpus) and (chosen.n_gpu_layers is None or chosen.n_gpu_layers > 0)
+        return self.speculative.reserve(request, n_ctx=chosen.n_ctx, kv_type=chosen.kv_type,
+                                        flash_attn=chosen.flash_attn, on_gpu=on_gpu)  # fmt: skip
 
     def update_plan(self, *_args) -> None:
         if self._updating or self._planner is None:
@@ -324,7 +362,13 @@ class SettingsPanel(QWidget):
     def _show(self, plan: ManualPlan) -> None:
         self.vram_label.setText(gib(self.vram.value() * 256 * MIB))
         self.context_label.setText(f"{self.chosen().n_ctx:,} tokens")
-        self.layers.setEnabled(not self.auto_layers.isChecked())
+        llama = plan.settings.engine != "hearth"
+        for w in (self.flash_attn, self.auto_layers, self.layers):
+            w.setEnabled(llama)
+            w.setToolTip("" if llama else "The Hearth engine keeps every layer on one GPU and "
+                         "has its own attention")  # fmt: skip
+        self.experts.setEnabled(llama and bool(self.experts.maximum()))
+        self.layers.setEnabled(llama and not self.auto_layers.isChecked())
         self._updating = True
         self.layers.setValue(plan.config.n_gpu_layers)
         self._updating = False
@@ -366,7 +410,7 @@ class SettingsPanel(QWidget):
                     "memory and fail, or crowd out other programs"
                 )
         advice = ["shorten the context"]
-        if plan.config.type_k != KV_TYPES[-1]:
+        if plan.config.type_k not in (KV_TYPES[-1], "rot4", "rot2"):
             advice.append("pick a smaller KV cache type")
         gpu_over = any(name != "system RAM" for name, _ in plan.over_budget)
         if gpu_over and plan.config.n_gpu_layers > 0:
@@ -403,7 +447,7 @@ class SettingsPanel(QWidget):
             if answer == CANCEL:
                 return
             remember = answer == LOAD_AND_REMEMBER
-        params = self.plan.settings.model_params()
+        params = replace(self.plan.settings.model_params(), speculative=self.speculative.params())
         if remember and self._store is not None:
             self._store.put(self._model_path, self.chosen())
         self._bridge.load(params)

@@ -201,6 +201,8 @@ class ServerPage(QWidget):
             self.capacity_label.setText("No model is loaded.")
             return
         per = model.n_ctx // max(1, model.n_parallel)
+        # The box starts at what is loaded, so "Reload for this many" changes nothing by itself.
+        self.parallel_box.setValue(max(1, model.n_parallel))
         if model.n_parallel > 1:
             text = (f"{model.n_parallel} requests decode together, each with up to {per:,} "
                     "tokens of context; more wait their turn, and past a queue of 32 get "
@@ -215,7 +217,7 @@ class ServerPage(QWidget):
             count = f"{fit} or more" if fit >= MAX_PARALLEL else str(fit)
             text += (f" The planner finds room for {count} such requests at once in the memory "
                      "that was free when Hearth started.")  # fmt: skip
-            self.parallel_box.setMaximum(max(1, fit))
+            self.parallel_box.setMaximum(max(1, fit, model.n_parallel))
         self.capacity_label.setText(text)
 
     def _parallel_that_fit(self, model: p.ModelLoaded, per_request: int) -> int | None:

@@ -330,7 +330,7 @@ class MainWindow(QMainWindow):
         self.model_label.setToolTip(plain_tooltip(loaded.path, loaded.description))
         self.context_label.setText(context_text(loaded))
         self.placement_label.setText(placement_text(loaded))
-        self.placement_label.setToolTip("\n".join(loaded.runs_on))
+        self.placement_label.setToolTip("\n".join((*loaded.runs_on, loaded.engine_note)).strip())
         self.chat_view.assistant_name = (
             STARTER_LABEL.split(" (")[0] if starter else printable_line(Path(loaded.path).stem)
         )
@@ -419,9 +419,14 @@ def placement_text(loaded: p.ModelLoaded) -> str:
     """ "CUDA0 · 32/32 layers · flash attention on": where the model runs, from llama.cpp's own
     buffers, so a GPU build that fell back to the CPU is visible at a glance."""
     devices = [name.split(":", 1)[0] for name in loaded.runs_on] or ["CPU"]
+    if loaded.engine == "Hearth":
+        # llama.cpp holds only the vocabulary here: its buffers do not say where the model runs
+        # (the description does), and the engine has its own attention
+        return "Hearth kernels"
     parts = [" + ".join(devices)]
     if loaded.n_gpu_layers:
         parts.append(f"{loaded.n_gpu_layers}/{loaded.n_layers} layers on the GPU")
     parts.append(f"flash attention {loaded.flash_attn}")
-    parts.append(loaded.engine)
+    # A model that asked for the Hearth engine and fell back says so (the tooltip says why).
+    parts.append("llama.cpp (Hearth engine unavailable)" if loaded.engine_note else loaded.engine)
     return " · ".join(parts)

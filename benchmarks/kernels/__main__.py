@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="fewer shapes (a first look)")
     parser.add_argument("--no-attention", action="store_true")
     parser.add_argument("--no-gemv", action="store_true")
+    parser.add_argument("--variants", action="store_true", help="only the batch-1 GEMV variants")
     parser.add_argument("--formats", help="GEMV formats, e.g. Q4_K,Q6_K (default: all)")
     parser.add_argument("--batches", default="1,4,16", help="GEMV input rows, e.g. 1,16")
     parser.add_argument("--contexts", default="4096,32768,131072", help="attention contexts")
@@ -61,6 +62,24 @@ def main(argv: list[str] | None = None) -> int:
     copy_bw = copy_bandwidth()
     print(f"device: {device}; device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)")
     report: dict = {"device": device, "copy_gb_s": copy_bw / 1e9}
+
+    if args.variants:
+        formats = args.formats.split(",") if args.formats else ["Q4_K", "Q6_K"]
+        rows = []
+        for fmt in formats:
+            for _name, n_out, n_in in gemv.LLAMA3_8B:
+                rows += gemv.variants(fmt, n_out, n_in, copy_bw)
+        print("\nGEMV variants (weights + x + y bytes over time; 1 row unless named)")
+        print(f"{'format':6} {'variant':24} {'shape':>12} {'us':>8} {'GB/s':>7} {'of copy':>8}")
+        for r in rows:
+            print(f"{r['format']:6} {r['variant']:24} {r['n_out']}x{r['n_in']:<7} {r['us']:8.1f} "
+                  f"{r['gb_s']:7.0f} {r['of_copy']:8.1%}")  # fmt: skip
+        quant = {k: gemv.activation_quantize_us(k) for k in (4096, 14336)}
+        print("quantize_activation alone, 1 row: " + ", ".join(
+            f"K={k}: {us:.1f} us" for k, us in quant.items()))  # fmt: skip
+        report["variants"] = rows
+        report["quantize_us"] = quant
+        args.no_gemv = args.no_attention = True
 
     if not args.no_gemv:
         shapes = gemv.LLAMA3_8B[:1] + gemv.LLAMA3_8B[2:3] if args.quick else gemv.LLAMA3_8B

@@ -8,6 +8,7 @@ import math
 import torch
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, time_calls
+from kernels.act_quant import quantize_activation
 from kernels.gemv import GemvConfig, default_config, quant_matmul
 from kernels.packed_weight import PackedWeight
 from kernels.reference import random_weight_bytes
@@ -29,14 +30,20 @@ def _copies(w: PackedWeight) -> list[PackedWeight]:
 
 
 def measure(fmt: str, n_out: int, n_in: int, rows: int, copy_bw: float,
-            config: GemvConfig | None = None) -> dict:  # fmt: skip
-    w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
-    weights = _copies(w)
+            config: GemvConfig | None = None, weights: list[PackedWeight] | None = None,
+            share_x: bool = False) -> dict:  # fmt: skip
+    """share_x: x quantized once outside the timed calls (quant_matmul(quantized=)), as an
+    engine does for the projections that read one x: the GEMV's own time."""
+    if weights is None:
+        w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
+        weights = _copies(w)
+    w = weights[0]
     x = torch.randn(rows, n_in, dtype=torch.float16, device="cuda")
+    quantized = quantize_activation(x) if share_x else None
 
     def run() -> None:
         for wi in weights:
-            quant_matmul(x, wi, config)
+            quant_matmul(x, wi, config, quantized=quantized)
 
     seconds = time_calls(run) / len(weights)
     moved = w.nbytes + x.numel() * 2 + rows * n_out * 2
@@ -83,3 +90,66 @@ def sweep(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
                 r["config"] = dataclasses.asdict(cfg)
                 results.append(r)
     return sorted(results, key=lambda r: r["us"])
+
+
+# The batch-1 variants of the integer path beside the float path it replaces (docs/kernels.md):
+# the float kernel, the two first tries, the measured best (the default, 4x16), and untried
+# neighbours of it (fewer threads per program or more rows: fewer instructions per weight in
+# their SASS, more registers; benchmarks/kernels/gemv_sass.py) and the pipelined kernels, to
+# settle on the next run.
+VARIANTS = {
+    "float 8x4": GemvConfig(8, 4, 1),
+    "dp4a fused 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a"),
+    "dp4a preq 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 4x16": GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 8x8": GemvConfig(8, 8, 1, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 4x16 w2": GemvConfig(4, 16, 1, 2, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 2x16 w2": GemvConfig(2, 16, 1, 2, num_stages=3, path="dp4a", prequantize=True),
+    "dp4a preq 8x16": GemvConfig(8, 16, 1, num_stages=3, path="dp4a", prequantize=True),
+    # gemv_dp4a_pipelined.py: weights before x (programmatic dependent launch), prefetch
+    "dp4a pipe 4x16": GemvConfig(
+        4, 16, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True
+    ),
+    "dp4a pipe 8x8": GemvConfig(
+        8, 8, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True
+    ),
+}
+
+
+# (name, config, input rows, x quantized outside the timing): the default with x shared, and
+# 4 / 16 rows on the float path (tl.dot) beside the integer path, one program per input row.
+EXTRA_VARIANTS = [
+    ("dp4a preq 4x16 x shared", VARIANTS["dp4a preq 4x16"], 1, True),
+    ("float tl.dot, 4 rows", None, 4, False),
+    ("dp4a preq 4x16, 4 rows", VARIANTS["dp4a preq 4x16"], 4, False),
+    ("float tl.dot, 16 rows", None, 16, False),
+    ("dp4a preq 4x16, 16 rows", VARIANTS["dp4a preq 4x16"], 16, False),
+]
+
+
+def variants(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
+    """Each of VARIANTS (1 input row) and EXTRA_VARIANTS on one weight (and its copies)."""
+    w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
+    weights = _copies(w)
+    cases = [(name, cfg, 1, False) for name, cfg in VARIANTS.items()] + EXTRA_VARIANTS
+    results = []
+    for name, cfg, rows, share_x in cases:
+        try:
+            r = measure(fmt, n_out, n_in, rows, copy_bw, cfg, weights, share_x)
+        except Exception as error:  # report it and go on to the next variant
+            print(f"  {fmt} {n_out}x{n_in} {name}: failed: {error!r}"[:300])
+            continue
+        r["variant"] = name
+        results.append(r)
+    return results
+
+
+def activation_quantize_us(n_in: int) -> float:
+    """quantize_activation alone (the prequantized variants' extra launch), one row."""
+    x = torch.randn(1, n_in, dtype=torch.float16, device="cuda")
+
+    def run() -> None:  # 20 calls a graph replay: one alone would time the replay's latency
+        for _ in range(20):
+            quantize_activation(x)
+
+    return time_calls(run) / 20 * 1e6

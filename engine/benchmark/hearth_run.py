@@ -35,6 +35,7 @@ class BenchConfig:
     type_v: str = "f16"
     backend_sampling: bool = True
     threads: int = 0
+    engine: str = "llama"  # ModelParams.engine: "llama" (llama.cpp) or "hearth"
 
     @property
     def n_ctx(self) -> int:
@@ -110,6 +111,7 @@ class HearthBench:
             type_v=c.type_v,
             n_threads=c.threads,
             backend_sampling=c.backend_sampling,
+            engine=c.engine,
         )
         sent = time.perf_counter()
         self.client.load(params)
@@ -117,6 +119,9 @@ class HearthBench:
         took = time.perf_counter() - sent
         if isinstance(loaded, p.LoadFailed):
             raise BenchFailed(loaded.message)
+        if c.engine == "hearth" and loaded.engine != "Hearth":
+            # the worker fell back to llama.cpp: its figures would be reported as Hearth's
+            raise BenchFailed(f"the Hearth engine did not run the model: {loaded.engine_note}")
         if loaded.weights_kept == fresh:
             raise BenchFailed(f"the worker {'kept' if fresh else 'reloaded'} the weights")
         self.n_vocab = loaded.n_vocab

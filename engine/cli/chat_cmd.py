@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
 from engine.cli import numbers
 from engine.cli.chat_commands import EXIT, HELP, HELP_TEXT, UNKNOWN, WELCOME, chat_command
 from engine.cli.planning import add_load_arguments, machine_after_start, plan_from_command_line
+from engine.cli.speculative_args import (
+    add_speculative_arguments,
+    speculative_from,
+    speculative_summary,
+)
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.runtime.engine_output import crash_report
@@ -44,6 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--seed", type=numbers.seed, default=p.SamplingParams().seed)
     parser.add_argument("--stats", action="store_true", help="print tok/s after each reply")
+    add_speculative_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -64,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.model is None:
         print(f"[{STARTER_NOTE}]", file=sys.stderr)
-    problem = _header_problem(str(model_path))
+    speculative, problem = speculative_from(args)
+    problem = problem or _header_problem(str(model_path))
     if problem:
         print(problem, file=sys.stderr)
         return 2
@@ -77,11 +85,13 @@ def run(args: argparse.Namespace) -> int:
         decision = plan_from_command_line(model_path, args, machine, err=sys.stderr)
         if decision is None:
             return 1
-        client.load(decision.params)
+        client.load(replace(decision.params, speculative=speculative))
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=LOAD_TIMEOUT_S)
         if not isinstance(loaded, p.ModelLoaded):
             print(_failure_text(loaded), file=sys.stderr)
             return 1
+        if loaded.speculative_note:
+            print(f"[{printable_line(loaded.speculative_note)}]", file=sys.stderr)
         if loaded.chat_template_problem and not args.raw:
             print(f"[{printable_line(loaded.chat_template_problem)}]", file=sys.stderr)
         sampling = p.SamplingParams(temperature=args.temp, seed=args.seed)
@@ -177,7 +187,8 @@ def _stream(client, events, args, sampling, **what) -> tuple[str, str]:
                 s = event.stats
                 print(
                     f"[{s.n_generated} tokens, {s.decode_tokens_per_second:.1f} tok/s, "
-                    f"first token after {s.time_to_first_token:.2f} s, {event.stop_reason}]",
+                    f"first token after {s.time_to_first_token:.2f} s, {event.stop_reason}"
+                    f"{speculative_summary(s)}]",
                     file=sys.stderr,
                 )
             return DONE, "".join(parts)

@@ -1,11 +1,17 @@
 """`hearth info MODEL --engine`: load the model in the engine worker (all layers offered to the
 GPU, flash attention left to llama.cpp) and say where it really runs, from llama.cpp's own
-buffers and settings. A GPU build that silently falls back to the CPU shows up here."""
+buffers and settings. A GPU build that silently falls back to the CPU shows up here. Then the
+Hearth engine: whether it can run the model on this machine (and if not, why), which engine
+Best fit picks and why, and, where it can, a load with it: which engine the worker really used."""
 
 from __future__ import annotations
 
 from typing import TextIO
 
+from engine.gguf import ModelInfo, read_model_info
+from engine.planner import Planner
+from engine.planner.engine_choice import engine_name, plan_engines
+from engine.planner.hearth_plan import hearth_unavailable
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.runtime.engine_output import crash_report
@@ -39,4 +45,48 @@ def report_engine_placement(path: str, out: TextIO) -> int:
     out.write(f"  runs on: {', '.join(loaded.runs_on) or 'unknown'}\n")
     out.write(f"  layers on the GPU: {loaded.n_gpu_layers} of {loaded.n_layers}\n")
     out.write(f"  flash attention: {loaded.flash_attn}\n")
+    from engine.session import snapshot_machine
+
+    machine = snapshot_machine(gpu_offload=ready.gpu_offload_supported)
+    info = read_model_info(path)
+    lines, can_run = hearth_lines(info, machine)
+    out.writelines(f"  {line}\n" for line in lines)
+    if can_run:
+        out.write(f"  {load_with_hearth(path)}\n")
     return 0
+
+
+def hearth_lines(info: ModelInfo, machine) -> tuple[list[str], bool]:
+    """What the planner says of the Hearth engine for this file on this machine: whether it
+    can run it (why not), and the engine Best fit picks (why). Pure: no load."""
+    request = machine.plan_request()
+    reason = hearth_unavailable(info, request)
+    if reason:
+        lines = [f"Hearth engine: not available here: {printable_line(reason)}"]
+    else:
+        lines = [f"Hearth engine: can run it on {printable_line(request.gpus[0].name)}"]
+    best = plan_engines(Planner(info), request)
+    if best.choice is not None:
+        note = next((n for n in best.notes if n.startswith("Engine:")), "")
+        lines.append(f"Best fit: {engine_name(best.choice.engine)}. {printable_line(note)}")
+    return lines, reason is None
+
+
+def load_with_hearth(path: str) -> str:
+    """Load with engine="hearth" in a fresh worker: which engine really ran it, or why not."""
+    events = EventQueue()
+    client = EngineClient(events)
+    client.start()
+    try:
+        events.wait_for(p.Ready, timeout=TIMEOUT_S)
+        client.load(p.ModelParams(path=path, n_ctx=2048, engine="hearth"))
+        loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=TIMEOUT_S)
+    finally:
+        client.close()
+    if isinstance(loaded, p.LoadFailed):
+        return f"Hearth engine load failed: {printable_line(loaded.message)}"
+    if isinstance(loaded, EngineCrashed):
+        return f"Hearth engine load crashed the worker: {printable_line(loaded.message)}"
+    if loaded.engine_note:
+        return f"Hearth engine load: ran on {loaded.engine} ({printable_line(loaded.engine_note)})"
+    return f"Hearth engine load: ran on {loaded.engine} ({printable_line(loaded.description)})"

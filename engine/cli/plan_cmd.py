@@ -4,8 +4,10 @@ Each MODEL is a local .gguf or hf://OWNER/REPO/FILE.gguf (read with ranged reque
 only); several MODELs are candidate files of one model (quantizations) to choose among. The
 devices are detected with their free memory now (the GPUs' less a safety margin, and the free
 RAM), or, with --vram, one CUDA GPU with that much free memory is assumed (to plan for another
-card), and --ram sets the RAM. Exit status: 0 when the plan fits, 1 when nothing fits (the nearest
-options are printed), 2 when a file cannot be read.
+card), and --ram sets the RAM. --engine picks the engine (auto: llama.cpp unless the measured
+figures favour the Hearth engine on this GPU, saying why; hearth: the Hearth engine alone, with
+its own K/V formats, for the first MODEL). Exit status: 0 when the plan fits, 1 when nothing
+fits (the nearest options are printed), 2 when a file cannot be read.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from engine.cli.info_cmd import read
 from engine.enums import KV_TYPES
 from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
+from engine.planner.engine_choice import ENGINES, engine_name, plan_engines
 from engine.planner.records import PREFERENCES
 from engine.untrusted_text import printable_line
 
@@ -48,6 +51,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="GB/s",
         help="GPU bandwidth with --vram",
     )
+    parser.add_argument(
+        "--compute-capability", metavar="X.Y", help="NVIDIA compute capability with --vram"
+    )
+    parser.add_argument(
+        "--engine", choices=ENGINES, default="auto",
+        help="llama (llama.cpp), hearth (the Hearth engine) or auto (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
         "--load",
@@ -69,7 +79,10 @@ def build_request(args: argparse.Namespace) -> PlanRequest:
     if args.vram is not None:
         free = int(args.vram * GIB)
         budget = max(0, free - safety_margin(free))
-        gpu = DeviceBudget("gpu0", f"{args.vram:g} GiB GPU", args.backend, budget, args.bandwidth)
+        gpu = DeviceBudget(
+            "gpu0", f"{args.vram:g} GiB GPU", args.backend, budget, args.bandwidth,
+            args.compute_capability,
+        )  # fmt: skip
         return PlanRequest(gpus=(gpu,), **options)
     from engine.session import snapshot_machine
 
@@ -94,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"hearth plan: {exc}", file=sys.stderr)
         return 2
-    result = Planner(infos).plan(request)
+    result = plan_engines(Planner(infos), request, args.engine)
     if args.json:
         json.dump(result.to_dict(), sys.stdout, indent=2)
         print()
@@ -115,13 +128,14 @@ def print_plan(result: Plan, out: TextIO) -> None:
     c = result.choice
     if c is not None:
         fa = "on" if c.flash_attn else "off"
-        out.write(
-            f"Plan: {c.quant}, {c.n_ctx} tokens, KV {c.type_k}/{c.type_v}, flash attention {fa}\n"
-        )
+        how = "Hearth kernels" if c.engine == "hearth" else f"flash attention {fa}"
+        out.write(f"Plan: {c.quant}, {c.n_ctx} tokens, KV {c.type_k}/{c.type_v}, {how}\n")
         out.write(f"      {c.offload_summary}  ({c.source})\n")
     else:
         out.write("Plan: nothing fits\n")
     out.write(f"status: {result.status}, confidence: {result.confidence}\n")
+    if c is not None:
+        out.write(f"engine: {engine_name(c.engine)}\n")
     if result.tokens_per_second is not None:
         out.write(f"predicted decode speed: {result.tokens_per_second:.1f} tokens/s\n")
     if result.devices:
@@ -150,7 +164,8 @@ def print_plan(result: Plan, out: TextIO) -> None:
         s = result.settings
         out.write(
             f"\nload with: n_ctx={s.n_ctx} n_gpu_layers={s.n_gpu_layers} flash_attn={s.flash_attn} "
-            f"type_k={s.type_k} type_v={s.type_v} n_ubatch={s.n_ubatch} swa_full={s.swa_full}\n"
+            f"type_k={s.type_k} type_v={s.type_v} n_ubatch={s.n_ubatch} swa_full={s.swa_full} "
+            f"engine={s.engine}\n"
         )
         for pattern, buft in s.tensor_buft_overrides:
             out.write(f"  override: {pattern} -> {buft}\n")

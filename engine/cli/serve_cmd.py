@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.cli.planning import machine_after_start, plan_from_command_line
+from engine.cli.speculative_args import add_speculative_arguments, speculative_from
 from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EventQueue
@@ -75,6 +76,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--timeout", type=float, default=Limits().request_seconds, help="seconds a request may run"
     )
+    add_speculative_arguments(parser)  # with --parallel 1: requests take turns, each speculating
 
 
 def run(args: argparse.Namespace) -> int:
@@ -115,11 +117,20 @@ def run(args: argparse.Namespace) -> int:
             print(f"Try fewer --parallel requests or a shorter --ctx than {args.ctx}.",
                   file=sys.stderr)  # fmt: skip
             return 1
-        client.load(replace(decision.params, n_parallel=args.parallel, n_threads=args.threads))
+        speculative, problem = speculative_from(args)
+        if problem:
+            print(problem, file=sys.stderr)
+            return 2
+        client.load(replace(decision.params, n_parallel=args.parallel, n_threads=args.threads,
+                            speculative=speculative))  # fmt: skip
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=LOAD_TIMEOUT_S)
         if not isinstance(loaded, p.ModelLoaded):
             print(f"The model did not load: {loaded.message}", file=sys.stderr)
             return 1
+        if loaded.speculative_note:
+            print(f"[{loaded.speculative_note}]", file=sys.stderr)
+        elif loaded.speculative != "off":
+            print(f"[speculative decoding: {loaded.speculative}]", file=sys.stderr)
         state = build_state(client, config, loaded)
         state.log.subscribe(lambda record: print(record.line(), flush=True))
         print(

@@ -136,6 +136,32 @@ class Model:
     def size_bytes(self) -> int:
         return C.llama_model_size(self.handle)
 
+    def n_mtp_layers(self) -> int:
+        """Multi-token-prediction (NextN) layers the file carries (0: none)."""
+        return C.llama_model_n_layer_nextn(self.handle)
+
+    def is_recurrent(self) -> bool:
+        """A recurrent or hybrid model (Mamba, RWKV, Qwen3-Next, ...): its state cannot drop
+        a tail of tokens (llama_memory_seq_rm fails)."""
+        h = self.handle
+        return bool(C.llama_model_is_recurrent(h) or C.llama_model_is_hybrid(h))
+
+    def vocab_type(self) -> int:
+        """The tokenizer's kind (llama_vocab_type: SPM, BPE, WPM, ...)."""
+        return C.llama_vocab_type(self.vocab)
+
+    def token_source_text(self, token: int) -> bytes:
+        """The token's text as the vocabulary stores it (before any detokenizing)."""
+        return C.llama_vocab_get_text(self.vocab, token) or b""
+
+    def special_tokens(self) -> tuple[int, ...]:
+        """BOS, EOS, EOT, PAD: what two vocabularies must agree on to share drafts."""
+        v = self.vocab
+        return tuple(
+            f(v)
+            for f in (C.llama_vocab_bos, C.llama_vocab_eos, C.llama_vocab_eot, C.llama_vocab_pad)
+        )
+
     def token_text(self, token: int) -> str:
         return self.token_bytes(token, special=True).decode("utf-8", "replace")
 
@@ -212,10 +238,11 @@ class Context:
             ) from None
         cp.no_perf = True
         cp.swa_full = params.swa_full
-        # Chat needs the logits of the last token of a batch only. llama.cpp otherwise reserves
-        # room for n_batch rows of logits in the compute buffer (times two with sampling in the
-        # graph): 1.2 GiB of VRAM for a 128k vocabulary, measured on an 8B Q4_K_M.
-        cp.n_outputs_max = 1
+        # Chat needs the logits of the last token of a batch only (of the drafted tokens too
+        # with speculative decoding). llama.cpp otherwise reserves room for n_batch rows of
+        # logits in the compute buffer (times two with sampling in the graph): 1.2 GiB of VRAM
+        # for a 128k vocabulary, measured on an 8B Q4_K_M.
+        cp.n_outputs_max = max(1, params.n_outputs)
         if params.n_parallel > 1:
             # One pool of cells for all sequences, so a prompt prefix they share can be copied
             # between them (llama_memory_seq_cp) instead of computed again; and one output row

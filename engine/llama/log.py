@@ -28,6 +28,8 @@ _OVERRIDE_LINE = re.compile(r"tensor (\S+) \(.*\) buffer type overridden to (\S+
 _FLASH_ATTN_LINE = re.compile(r"Flash Attention (enabled|not supported)")
 _DEBUG, _ERROR, _CONT = 1, 4, 5  # enum ggml_log_level
 _ERRORS_KEPT = 8
+_install_lock = threading.Lock()
+_process_log: LlamaLog | None = None
 
 
 @dataclass(frozen=True)
@@ -47,8 +49,23 @@ def parse_buffer_line(text: str) -> BufferAllocation | None:
     return BufferAllocation(device=device, kind=kind, bytes=round(float(mib) * 1024 * 1024))
 
 
+def process_log() -> LlamaLog:
+    """The process's one LlamaLog, installed on first use.
+
+    llama.cpp keeps the callback's address for the rest of the process, so the callback must
+    live as long. A second LlamaLog used to replace the first, and when its owner let it go
+    (logit_trace kept it in a local), ctypes freed the trampoline llama.cpp still called: a
+    later model load in the same process crashed (SIGSEGV) or raised "cannot build parameter"
+    from inside the log callback."""
+    global _process_log
+    with _install_lock:
+        if _process_log is None:
+            _process_log = LlamaLog()
+        return _process_log
+
+
 class LlamaLog:
-    """Installed once per process; keeps a reference to its C callback so it is not freed."""
+    """llama.cpp's log callback and what it collected; use process_log(), never two of these."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()

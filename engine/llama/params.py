@@ -38,6 +38,9 @@ class ContextSettings:
     backend_sampling: bool = True  # sample in the graph; only the token comes back
     n_parallel: int = 1  # sequences in one unified KV cache of n_ctx cells (n_seq_max)
     embeddings: bool = False  # pooled sequence embeddings instead of logits (/v1/embeddings)
+    # Rows of logits one llama_decode may return: a speculative step checks every drafted
+    # token at once and needs each one's logits (n_outputs_max; 1 for plain decoding).
+    n_outputs: int = 1
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.planner.explain import settings_of, usage_of
-from engine.planner.memory import Config
+from engine.planner.hearth_memory import HearthConfig, hearth_estimate
+from engine.planner.hearth_plan import hearth_profile
+from engine.planner.hearth_plan import settings_of as hearth_settings
+from engine.planner.memory import Config, DeviceMemory, MemoryEstimate
 from engine.planner.planner import Planner
 from engine.planner.profile import ModelProfile
 from engine.planner.records import DeviceUsage, PlanRequest
@@ -32,6 +35,8 @@ class ManualChoice:
     flash_attn: bool = True
     n_gpu_layers: int | None = None  # None: as many as fit; llama.cpp's count (output is one)
     n_cpu_expert_layers: int = 0  # MoE: the last N layers keep their experts in RAM
+    type_v: str | None = None  # None: as kv_type (K)
+    engine: str = "llama"  # "hearth": engine/planner/hearth_plan.py plans it
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,7 @@ def _config(
     profile: ModelProfile, choice: ManualChoice, n_gpu_layers: int, lean_outputs: bool = True
 ) -> Config:
     # V cache types other than f16 need flash attention in llama.cpp.
-    type_v = choice.kv_type if choice.flash_attn else "f16"
+    type_v = (choice.type_v or choice.kv_type) if choice.flash_attn else "f16"
     return Config(
         n_ctx=choice.n_ctx,
         type_k=choice.kv_type,
@@ -83,6 +88,8 @@ def most_gpu_layers(search: Search, profile: ModelProfile, choice: ManualChoice)
 
 def plan_manual(planner: Planner, request: PlanRequest, choice: ManualChoice) -> ManualPlan:
     profile = planner.profiles[0]
+    if choice.engine == "hearth":
+        return _plan_hearth(profile, request, choice)
     search = Search(request)
     if choice.n_gpu_layers is None:
         n_gpu_layers = most_gpu_layers(search, profile, choice)
@@ -99,4 +106,34 @@ def plan_manual(planner: Planner, request: PlanRequest, choice: ManualChoice) ->
         over_budget=tuple(search.over_budget(estimate)),
         settings=settings_of(search, profile, config),
         n_layers=profile.n_layer,
+    )
+
+
+def _plan_hearth(profile: ModelProfile, request: PlanRequest, choice: ManualChoice) -> ManualPlan:
+    """The Hearth engine's memory for this choice: the whole model on the first GPU, or, with
+    no GPU, on the CPU (HEARTH_ENGINE_DEVICE=cpu), where TorchOps keeps every matrix it uses
+    dequantized to float32 (engine/hearth/ops.py) beside the mapped file's embedding."""
+    hearth = hearth_profile(profile.info)
+    search = Search(request)
+    type_k, type_v = choice.kv_type, choice.type_v or choice.kv_type
+    config = HearthConfig(choice.n_ctx, type_k, type_v, min(request.n_ubatch, choice.n_ctx))
+    est = hearth_estimate(hearth, config, max(1, len(search.gpus)))
+    if not search.gpus:
+        g, h = est.gpus[0], est.host
+        on_cpu = DeviceMemory(4 * hearth.values_on_gpu + h.weights, g.kv, g.compute, h.overhead)
+        est = MemoryEstimate((), on_cpu, (), 0)
+    n = hearth.config.n_layer
+    return ManualPlan(
+        choice=choice,
+        config=Config(
+            n_ctx=choice.n_ctx,
+            type_k=type_k,
+            type_v=type_v,
+            flash_attn=False,
+            n_gpu_layers=n + 1 if search.gpus else 0,
+        ),
+        devices=usage_of(search, est),
+        over_budget=tuple(search.over_budget(est)),
+        settings=hearth_settings(hearth, request, (type_k, type_v), choice.n_ctx),
+        n_layers=n,
     )

@@ -127,6 +127,7 @@ def request_for_devices(
                 backend=backend,
                 budget_bytes=budget,
                 bandwidth_gbps=device.memory_bandwidth_gbps,
+                compute_capability=device.compute_capability,
             )
         )
     # with unified memory the GPU's budget already is the host's free memory: checking both

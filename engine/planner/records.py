@@ -25,6 +25,7 @@ class DeviceBudget:
     backend: str  # "cuda", "rocm", "metal", "vulkan"
     budget_bytes: int  # what the plan may take on it (free memory minus the safety margin)
     bandwidth_gbps: float | None = None
+    compute_capability: str | None = None  # NVIDIA's "8.9": whether the Hearth engine runs
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class Choice:
     n_layers: int  # repeating layers in the model
     n_cpu_expert_layers: int = 0  # of the offloaded layers, how many keep experts in RAM
     gpu_layer_counts: tuple[int, ...] = ()
+    engine: str = "llama"  # "llama" (llama.cpp) or "hearth" (the Hearth engine, one GPU)
 
     @property
     def offload_summary(self) -> str:

@@ -51,6 +51,7 @@ class LoadSettings:
     swa_full: bool = False
     n_outputs_max: int = 0
     use_mmap: bool = True
+    engine: str = "llama"  # ModelParams.engine: "llama" or "hearth"
 
     def model_params(self) -> ModelParams:
         return ModelParams(
@@ -66,6 +67,7 @@ class LoadSettings:
             tensor_split=tuple(self.tensor_split),
             cpu_tensors=tuple(p for p, buft in self.tensor_buft_overrides if buft == "CPU"),
             swa_full=self.swa_full,
+            engine=self.engine,
         )
 
     def extra_params(self) -> dict[str, Any]:

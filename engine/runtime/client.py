@@ -168,6 +168,7 @@ class EngineClient:
         overflow: str = "stop",
         reply_room: int = 0,
         chat_format: str = "",
+        speculate: bool = True,
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
         with self._send_lock:  # ids stay unique with the window and the server both asking
@@ -188,6 +189,7 @@ class EngineClient:
                 overflow=overflow,
                 reply_room=reply_room,
                 chat_format=chat_format,
+                speculate=speculate,
             )
         )
         return request_id

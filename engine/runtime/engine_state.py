@@ -30,6 +30,7 @@ from engine.runtime.device_facts import (
     software_vulkan_device,
 )
 from engine.runtime.generation import Session, Stopped, generate
+from engine.runtime.speculative.setup import open_speculation
 from engine.runtime.to_llama import context_settings, model_settings
 
 EMBEDDING_CONTEXT = 2048  # tokens per embedding input, at most
@@ -49,9 +50,9 @@ class Engine:
         self._weights: _Weights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
         self._template_note = ""
-        from engine.llama.log import LlamaLog
+        from engine.llama.log import process_log
 
-        self._log = LlamaLog()  # before the backends load, so their lines go through it too
+        self._log = process_log()  # before the backends load, so their lines go through it too
         llama.init_backend()
 
     # -- called from the reader thread --------------------------------------------------------
@@ -178,6 +179,7 @@ class Engine:
             if hearth:
                 ctx = model.new_context(params)
             else:
+                params = _llama_kv(params)
                 ctx = llama.Context(model, context_settings(params))
             ctx.warm_up()
         except llama.EngineError as exc:
@@ -190,12 +192,15 @@ class Engine:
                 p.LoadFailed(path=params.path, message=str(exc), details=self._log.take_errors())
             )
             return
+        speculation, speculative_note = open_speculation(params, model, ctx)  # a draft: loaded too
         load_seconds = time.perf_counter() - started
         used_after = device_used()
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
         self._threads = params.n_threads
+        if speculation is not None:
+            self._session.speculation = speculation
         if params.n_parallel > 1 and not hearth:  # batching is llama.cpp's (Hearth's own: not yet)
             self._batched = BatchedDecoder(model, ctx, params.n_parallel, self._send)
         self._state = EngineState.IDLE
@@ -233,6 +238,8 @@ class Engine:
                 type_v=params.type_v,
                 engine=getattr(model, "engine_name", "llama.cpp"),
                 engine_note=weights.engine_note,
+                speculative=speculation.drafter.name if speculation else "off",
+                speculative_note=speculative_note,
             )
         )
 
@@ -314,6 +321,7 @@ class Engine:
                 emit=self._emitter(rid),
                 should_stop=self._stop.is_set,
                 started_at=received_at,
+                speculate=command.speculate,
             )
         except Stopped:
             self._send(
@@ -512,6 +520,23 @@ def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
         note = f"Hearth engine unavailable, using llama.cpp: {exc}"
         print(f"hearth worker: {note}", flush=True)
         return llama.Model(model_settings(params)), note
+
+
+# A Hearth load that fell back to llama.cpp still names Hearth's KV formats; llama.cpp holds
+# these instead: rot4/rot2 (5 and 3 bits a value) as q4_0 (4.5 bits: no more memory than planned
+# for rot4), q8 (8.1 bits) as q8_0 (8.5).
+_LLAMA_KV_FOR = {"q8": "q8_0", "rot4": "q4_0", "rot2": "q4_0"}
+
+
+def _llama_kv(params: p.ModelParams) -> p.ModelParams:
+    """`params` with KV types llama.cpp has, saying so when one changed."""
+    k = _LLAMA_KV_FOR.get(params.type_k, params.type_k)
+    v = _LLAMA_KV_FOR.get(params.type_v, params.type_v)
+    if (k, v) == (params.type_k, params.type_v):
+        return params
+    asked = f"{params.type_k}/{params.type_v}"
+    print(f"hearth worker: llama.cpp holds the KV cache as {k}/{v} (asked: {asked})", flush=True)
+    return replace(params, type_k=k, type_v=v)
 
 
 def _file_identity(path: str) -> tuple[int, int]:

@@ -18,6 +18,9 @@ from engine.enums import StopReason
 from engine.llama.driver import Context, EngineError, Model, Sampler
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.protocol import GenerationStats, SamplingParams
+from engine.runtime.reply_tokens import ReplyTokens
+from engine.runtime.speculative.decode_loop import SpeculativeLoop
+from engine.runtime.speculative.setup import Speculation
 from engine.runtime.to_llama import sampler_settings
 
 
@@ -28,6 +31,7 @@ class Session:
     model: Model
     ctx: Context
     cached: list[int] = field(default_factory=list)
+    speculation: Speculation | None = None  # the drafter and what it has learnt, when asked
     _sampler: Sampler | None = None
     _sampler_params: SamplingParams | None = None
 
@@ -51,6 +55,9 @@ class Session:
         if self._sampler is not None:
             self._sampler.close()
             self._sampler = None
+        if self.speculation is not None:
+            self.speculation.close()  # a draft model's weights and context go with it
+            self.speculation = None
         self.ctx.close()
         self.cached = []
 
@@ -110,8 +117,11 @@ def generate(
     should_stop: Callable[[], bool],
     started_at: float,
     ignore_eos: bool = False,
+    speculate: bool = True,
 ) -> Outcome:
-    """Generate up to `max_tokens` tokens after `prompt`, emitting text as it becomes final."""
+    """Generate up to `max_tokens` tokens after `prompt`, emitting text as it becomes final.
+    With a drafter in the session (and `speculate`), drafted tokens are checked several per
+    step; the text is the same."""
     n_ctx = session.ctx.info.n_ctx
     if not prompt:
         raise EngineError("The prompt is empty.")
@@ -122,17 +132,38 @@ def generate(
         )
     sampler = session.sampler_for(sampling)
     reused, prefill_seconds = _prefill(session, prompt, should_stop)
-    loop = _DecodeLoop(session, sampler, StreamingDetokenizer(stop_strings), emit)
-    reason = loop.run(max_tokens, should_stop, ignore_eos)
+    reply = ReplyTokens(
+        session.model,
+        StreamingDetokenizer(stop_strings),
+        emit,
+        max_tokens=max_tokens,
+        should_stop=should_stop,
+        ignore_eos=ignore_eos,
+    )
+    if speculate and session.speculation is not None:
+        loop = SpeculativeLoop(session, sampler, reply, prompt, greedy=_plain_greedy(sampling))
+        reason, speculated = loop.run(), loop.figures()
+    else:
+        reason, speculated = _DecodeLoop(session, sampler, reply).run(), {}
     stats = GenerationStats(
         n_prompt_tokens=len(prompt),
         n_prompt_tokens_reused=reused,
-        n_generated=loop.n_generated,
+        n_generated=reply.n_generated,
         prefill_seconds=prefill_seconds,
-        time_to_first_token=loop.first_token_at - started_at,
-        decode_seconds=loop.last_token_at - loop.first_token_at,
+        time_to_first_token=reply.first_token_at - started_at,
+        decode_seconds=reply.last_token_at - reply.first_token_at,
+        **speculated,
     )
     return Outcome(stop_reason=reason, stats=stats)
+
+
+def _plain_greedy(sampling: SamplingParams) -> bool:
+    """Greedy with nothing that looks at the history: the chosen token is the logits' argmax,
+    which the speculative loop then reads directly (llama.cpp's greedy sampler keeps the first
+    of equal maxima, as numpy's argmax does)."""
+    penalised = sampling.repeat_penalty != 1.0 or sampling.presence_penalty != 0.0
+    penalised = (penalised or sampling.frequency_penalty != 0.0) and sampling.repeat_last_n != 0
+    return sampling.temperature <= 0 and not penalised and not sampling.grammar
 
 
 def _prefill(session: Session, prompt: list[int], should_stop) -> tuple[int, float]:
@@ -154,41 +185,24 @@ def _prefill(session: Session, prompt: list[int], should_stop) -> tuple[int, flo
 class _DecodeLoop:
     """One token per step: sample, show, decode. The hot path of the whole app."""
 
-    def __init__(self, session: Session, sampler: Sampler, detok: StreamingDetokenizer, emit):
-        self.session, self.sampler, self.detok, self.emit = session, sampler, detok, emit
-        self.n_generated = 0
-        self.first_token_at = self.last_token_at = time.perf_counter()
+    def __init__(self, session: Session, sampler: Sampler, reply: ReplyTokens):
+        self.session, self.sampler, self.reply = session, sampler, reply
 
-    def run(self, max_tokens: int, should_stop, ignore_eos: bool) -> str:
+    def run(self) -> str:
         try:
-            return self._steps(max_tokens, should_stop, ignore_eos)
+            return self._steps()
         finally:
-            tail = self.detok.finish()
-            if tail:
-                self.emit(tail)
+            self.reply.finish()
 
-    def _steps(self, max_tokens: int, should_stop, ignore_eos: bool) -> str:
-        session, model, ctx = self.session, self.session.model, self.session.ctx
-        sample, detok, emit = self.sampler.sample, self.detok, self.emit
+    def _steps(self) -> str:
+        session, ctx = self.session, self.session.ctx
+        sample, take, reply = self.sampler.sample, self.reply.take, self.reply
         n_ctx = ctx.info.n_ctx
-        while self.n_generated < max_tokens:
+        while reply.n_generated < reply.max_tokens:
             token = sample(ctx)
-            now = time.perf_counter()
-            if self.n_generated == 0:
-                self.first_token_at = self.last_token_at = now
-            if not ignore_eos and model.is_end_of_generation(token):
-                return StopReason.EOS
-            self.n_generated += 1
-            self.last_token_at = now
-            text = detok.feed(model.token_bytes(token))
-            if text:
-                emit(text)
-            if detok.stopped:
-                return StopReason.STOP_STRING
-            if should_stop():
-                return StopReason.STOPPED
-            if self.n_generated >= max_tokens:
-                break
+            reason = take(token)
+            if reason is not None:
+                return reason
             if len(session.cached) + 1 >= n_ctx:
                 return StopReason.CONTEXT_FULL
             ctx.decode_one(token)

@@ -48,7 +48,7 @@ def trace(
     `save_logits` also writes every step's whole logit vector there (.npy, steps x vocab)."""
 
     from engine.llama import driver as llama
-    from engine.llama.log import LlamaLog
+    from engine.llama.log import process_log
     from engine.runtime.protocol import ModelParams
     from engine.runtime.to_llama import context_settings, model_settings
 
@@ -62,7 +62,8 @@ def trace(
         type_k=kv_type,
         type_v=kv_type,
     )
-    log = LlamaLog()  # where the buffers went, as llama.cpp reports them
+    log = process_log()  # where the buffers went, as llama.cpp reports them
+    log.take_allocations()  # only this load's
     model = llama.Model(model_settings(params))
     # numpy only after llama.cpp's libraries are loaded: on the GPU machine (the CUDA build,
     # Python 3.12, numpy 2) numpy imported first made the CUDA model load crash (SIGSEGV).

@@ -61,6 +61,18 @@ class SamplingParams:
 
 
 @message
+class SpeculativeParams:
+    """Speculative decoding (docs/speculative.md): a drafter proposes tokens, the model checks
+    them all in one step and keeps those it would have produced itself."""
+
+    # "off", "prompt_lookup" (n-gram match over prompt and reply), "draft_model" (a second,
+    # small GGUF with the same vocabulary) or "mtp" (the model's own MTP layers).
+    method: str = "off"
+    draft_path: str = ""  # the draft model's GGUF, for "draft_model"
+    max_draft: int = 16  # the most tokens drafted in one step; the length adapts below it
+
+
+@message
 class ModelParams:
     """How to load a model. 0 / "auto" values mean: let llama.cpp or the planner decide."""
 
@@ -88,6 +100,7 @@ class ModelParams:
     # "llama" (llama.cpp) or "hearth" (engine/hearth: Hearth's own forward pass; llama.cpp runs
     # the model instead, saying why, where that engine cannot).
     engine: str = "llama"
+    speculative: SpeculativeParams = field(default_factory=SpeculativeParams)
 
 
 @message
@@ -131,6 +144,9 @@ class Generate:
     # How to turn `messages` into a prompt: "" the model's own template (else a built-in),
     # a llama.cpp built-in format's name ("chatml", "gemma", ...), or PLAIN_COMPLETION.
     chat_format: str = ""
+    # False: decode without speculation even when the model was loaded with it (benchmarks
+    # compare both on one load).
+    speculate: bool = True
 
 
 @message
@@ -215,6 +231,8 @@ class ModelLoaded:
     type_v: str = "f16"
     engine: str = "llama.cpp"  # which engine runs it: "llama.cpp" or "Hearth"
     engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
+    speculative: str = "off"  # the speculative decoding that runs (SpeculativeParams.method)
+    speculative_note: str = ""  # why it does not run as asked, and what to do
 
 
 @message
@@ -276,6 +294,25 @@ class GenerationStats:
     prefill_seconds: float
     time_to_first_token: float  # from the request arriving to the first text leaving the worker
     decode_seconds: float
+    # Speculative decoding: the method, tokens proposed and kept, and the mean time of one
+    # plain decode step measured in the same session (the speed-up's baseline; 0: unmeasured).
+    speculative: str = ""
+    n_drafted: int = 0
+    n_draft_accepted: int = 0
+    plain_step_seconds: float = 0.0
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.n_draft_accepted / self.n_drafted if self.n_drafted else 0.0
+
+    @property
+    def speedup(self) -> float:
+        """Decode time without speculation (plain steps at their measured cost) over the
+        time taken; 0 when no plain step was measured."""
+        steps = self.n_generated - 1
+        if steps <= 0 or self.decode_seconds <= 0 or self.plain_step_seconds <= 0:
+            return 0.0
+        return steps * self.plain_step_seconds / self.decode_seconds
 
     @property
     def decode_tokens_per_second(self) -> float:

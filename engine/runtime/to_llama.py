@@ -17,6 +17,7 @@ def model_settings(params: ModelParams) -> ModelSettings:
 
 
 def context_settings(params: ModelParams) -> ContextSettings:
+    speculating = params.speculative.method != "off" and params.n_parallel <= 1
     return ContextSettings(
         n_ctx=params.n_ctx,
         n_batch=params.n_batch,
@@ -26,8 +27,11 @@ def context_settings(params: ModelParams) -> ContextSettings:
         type_k=str(params.type_k),
         type_v=str(params.type_v),
         swa_full=params.swa_full,
-        backend_sampling=params.backend_sampling,
+        # A speculative step reads the logits of every checked position; with the sampler in
+        # the graph only the chosen tokens come back.
+        backend_sampling=params.backend_sampling and not speculating,
         n_parallel=max(1, params.n_parallel),
+        n_outputs=params.speculative.max_draft + 1 if speculating else 1,
     )
 
 

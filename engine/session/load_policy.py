@@ -29,6 +29,8 @@ from pathlib import Path
 
 from engine.gguf import ModelInfo
 from engine.planner import Plan, Planner, PlanRequest
+from engine.planner.engine_choice import plan_engines
+from engine.planner.hearth_plan import hearth_unavailable
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import Choice
 from engine.runtime.protocol import ModelParams
@@ -92,7 +94,8 @@ class LoadDecision:
         kv = c.type_k if c.type_k == c.type_v else f"{c.type_k}/{c.type_v}"
         total = self.plan.n_layers + 1
         layers = f"{c.n_gpu_layers}/{total} layers on the GPU" if c.n_gpu_layers else "on the CPU"
-        return f"{c.n_ctx:,} tokens · {kv} KV · {layers}"
+        engine = " · Hearth kernels" if self.plan.settings.engine == "hearth" else ""
+        return f"{c.n_ctx:,} tokens · {kv} KV · {layers}{engine}"
 
     def refusal(self) -> str:
         """Why nothing is loaded, and what would help (a banner's text; the title names the
@@ -132,6 +135,15 @@ def plan_load(
     planner = Planner(info)
     notes: list[str] = []
     chosen_over: tuple[tuple[str, int], ...] = ()
+    unavailable = None
+    if chosen is not None and chosen.engine == "hearth":
+        unavailable = hearth_unavailable(info, machine.plan_request())
+    if unavailable:
+        notes.append(
+            f"Your settings for {path.name} ask for the Hearth engine, which cannot run it here "
+            f"({unavailable}), so it loads with llama.cpp's best fit instead."
+        )
+        chosen = None
     if chosen is not None:
         request = machine.plan_request(vram_budget_bytes=chosen.vram_budget_bytes)
         manual = plan_manual(planner, request, chosen.manual_choice)
@@ -140,7 +152,7 @@ def plan_load(
         chosen_over = tuple(manual.over_budget)
         over = ", ".join(f"{format_bytes(n, 2)} more on {dev}" for dev, n in chosen_over)
         notes.append(
-            f"Your settings for {path.name} ({chosen.n_ctx:,} tokens, {chosen.kv_type} KV) need "
+            f"Your settings for {path.name} ({chosen.n_ctx:,} tokens, {chosen.kv_text} KV) need "
             f"{over} than this machine has free now, so it loads with the best fit instead. "
             "Your settings are kept: free memory and apply them again on the Model page."
         )
@@ -177,15 +189,21 @@ def choice_from(choice: Choice) -> RememberedChoice:
         flash_attn=choice.flash_attn,
         n_gpu_layers=None if all_layers else choice.n_gpu_layers,
         n_cpu_expert_layers=choice.n_cpu_expert_layers,
+        engine=choice.engine,
+        type_v=None if choice.type_v == choice.type_k else choice.type_v,
     )
 
 
-def best_fit(planner: Planner, request: PlanRequest, target_ctx: int | None = None) -> Plan:
+def best_fit(
+    planner: Planner, request: PlanRequest, target_ctx: int | None = None, engine: str = "auto"
+) -> Plan:
     """The planner's best choice aiming at `target_ctx` (else DEFAULT_CONTEXT, or the training
-    context if shorter), never below MIN_CONTEXT."""
+    context if shorter), never below MIN_CONTEXT, on the engine the measured figures favour
+    (engine/planner/engine_choice.py) unless `engine` names one."""
     n_ctx_train = planner.profiles[0].n_ctx_train or DEFAULT_CONTEXT
     target = target_ctx or min(DEFAULT_CONTEXT, n_ctx_train)
-    return planner.plan(replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target)))
+    request = replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target))
+    return plan_engines(planner, request, engine)
 
 
 def _decision(path, info, source, choice, manual: ManualPlan, best) -> LoadDecision:

@@ -17,8 +17,12 @@ from typing import Any
 
 from engine.enums import KV_TYPES, KVType
 from engine.files import write_json_atomic
+from engine.hearth.capabilities import K_FORMATS, V_FORMATS
 from engine.paths import data_dir
 from engine.planner.manual import ManualChoice
+
+# (K types, V types) each engine holds
+_KV_TYPES = {"llama": (KV_TYPES, KV_TYPES), "hearth": (K_FORMATS, V_FORMATS)}
 
 
 def default_settings_path() -> Path:
@@ -35,6 +39,8 @@ class RememberedChoice:
     n_gpu_layers: int | None = None  # None: as many as fit
     n_cpu_expert_layers: int = 0
     vram_budget_bytes: int | None = None  # None: the GPUs' free memory less the margin
+    engine: str = "llama"  # "llama" or "hearth"
+    type_v: str | None = None  # the V cache's type; None: as kv_type (K)
 
     @property
     def manual_choice(self) -> ManualChoice:
@@ -44,7 +50,15 @@ class RememberedChoice:
             flash_attn=self.flash_attn,
             n_gpu_layers=self.n_gpu_layers,
             n_cpu_expert_layers=self.n_cpu_expert_layers,
+            type_v=self.type_v,
+            engine=self.engine,
         )
+
+    @property
+    def kv_text(self) -> str:
+        """ "q8_0", or "K q8 / V rot4" when K and V differ."""
+        v = self.type_v or self.kv_type
+        return self.kv_type if v == self.kv_type else f"K {self.kv_type} / V {v}"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,10 +78,18 @@ class RememberedChoice:
                 n_gpu_layers=None if layers is None else int(layers),
                 n_cpu_expert_layers=int(data.get("n_cpu_expert_layers", 0)),
                 vram_budget_bytes=None if budget is None else int(budget),
+                engine=str(data.get("engine", "llama")),
+                type_v=None if data.get("type_v") is None else str(data["type_v"]),
             )
         except (KeyError, TypeError, ValueError):
             return None
-        if choice.n_ctx <= 0 or choice.kv_type not in KV_TYPES or choice.n_cpu_expert_layers < 0:
+        k_types, v_types = _KV_TYPES.get(choice.engine, ((), ()))
+        if (
+            choice.n_ctx <= 0
+            or choice.kv_type not in k_types
+            or (choice.type_v is not None and choice.type_v not in v_types)
+            or choice.n_cpu_expert_layers < 0
+        ):
             return None
         return choice
 

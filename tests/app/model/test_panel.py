@@ -276,3 +276,29 @@ def test_the_over_budget_question_as_the_person_sees_it(qtbot, bridge, tmp_path,
     assert "out-of-memory" in seen["text"] and "will not remember" in seen["text"]
     assert seen["buttons"][:2] == ["Load once", "Load and remember"]
     assert client_of(bridge).loads() == []
+
+
+def test_the_hearth_engine_plans_its_own_memory_and_applies_with_its_formats(panel, bridge):
+    bridge.start()
+    assert panel.engine_controls.values()[0] == "llama"  # Best fit: not measured yet
+    assert "not been measured" in panel.engine_controls.note.text()
+    panel.set_values({"engine": "hearth", "n_ctx": 8192, "kv_type": "q8", "type_v": "rot4"})
+    assert panel.plan.settings.engine == "hearth" and panel.plan.fits
+    assert not panel.flash_attn.isEnabled() and not panel.layers.isEnabled()
+    gpu = panel.plan.devices[0]
+    assert 4 * GIB < gpu.weights_bytes < 4.5 * GIB  # everything but the embedding
+    target = SCREENSHOT.with_name("settings-hearth.png")
+    if os.environ.get("HEARTH_SCREENSHOTS") == "1":
+        assert panel.grab().save(str(target))
+    panel.apply_button.click()
+    (name, params) = client_of(bridge).commands[-1]
+    assert name == "load" and params.engine == "hearth"
+    assert (params.n_ctx, params.type_k, params.type_v) == (8192, "q8", "rot4")
+    assert panel.values()["engine"] == "hearth" and panel.values()["type_v"] == "rot4"
+
+
+def test_without_a_gpu_the_hearth_engine_is_offered_disabled(qtbot, bridge, model_files, tmp_path):
+    view = _panel(qtbot, bridge, tmp_path, MachineSnapshot(cpu_only_detection()))
+    view.set_model(model_files["dense"])
+    model = view.engine_controls.engine.model()
+    assert not model.item(1).isEnabled() and "no GPU" in model.item(1).toolTip()

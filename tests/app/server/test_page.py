@@ -45,6 +45,8 @@ def page(qtbot, real_bridge):
 def test_the_page_says_how_many_requests_fit(page):
     assert "2 requests decode together" in page.capacity_label.text()
     assert "512 tokens" in page.capacity_label.text()
+    # the box shows what is loaded (it showed its default of 4 whatever was loaded)
+    assert page.parallel_box.value() == 2
 
 
 def test_the_page_says_how_many_fit_in_memory(qtbot, real_bridge):

@@ -241,6 +241,11 @@ def test_the_status_bar_says_where_the_model_runs():
     )
     cpu_only = replace(on_gpu, runs_on=("CPU",), n_gpu_layers=0, flash_attn="off")
     assert placement_text(cpu_only) == "CPU · flash attention off · llama.cpp"
+    hearth = replace(on_gpu, runs_on=("CUDA0: NVIDIA H100",), n_gpu_layers=33, n_layers=32,
+                     flash_attn="off", engine="Hearth")  # fmt: skip
+    assert placement_text(hearth) == "Hearth kernels"
+    fell_back = replace(on_gpu, engine_note="no CUDA or ROCm GPU visible to PyTorch")
+    assert placement_text(fell_back).endswith("· llama.cpp (Hearth engine unavailable)")
 
 
 def test_an_opened_model_shows_on_the_model_page_as_it_was_loaded(qtbot, window, starter_model):

@@ -75,3 +75,45 @@ def test_settings_that_do_not_fit_are_refused_before_anything_loads(tmp_path, mo
     problem = bench_does_not_fit(BenchConfig(model=str(big)))
     assert problem is not None and "more on system RAM" in problem
     assert bench_does_not_fit(BenchConfig(model=str(small), depth=0)) is None
+
+
+@pytest.mark.slow
+def test_both_engines_side_by_side_on_the_cpu():
+    """The Hearth engine forced onto the CPU (HEARTH_ENGINE_DEVICE=cpu) beside llama.cpp."""
+    import os
+
+    cmd = [sys.executable, "-m", "app.launcher", "bench", "--engine", "both", "--reps", "1"]
+    cmd += ["--prompt", "8", "--decode", "4", "--depth", "0", "--no-llama-bench", "--json"]
+    env = {**os.environ, "HEARTH_ENGINE_DEVICE": "cpu"}
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=True, env=env)
+    report = json.loads(done.stdout)
+    assert set(report["engines"]) == {"llama", "hearth"}
+    for figures in report["engines"].values():
+        assert figures["decode_4_tok_s"] > 0 and figures["load_s"] > 0
+    rows = {row["metric"]: row for row in report["rows"]}
+    assert rows["decode 4"]["target"] == ">= 1.3" and rows["load"]["target"] == "<= 1.5"
+    assert rows["time to first token"]["ratio"] > 0  # the llama.cpp worker's own TTFT
+    assert "[bench] Engine: the Hearth engine" in done.stderr
+
+
+def test_the_hearth_engine_is_held_to_its_own_targets():
+    from engine.benchmark.report import compare_engines
+
+    worker = {**FIGURES, "decode_128_tok_s": 200.0, "decode_at_depth_tok_s": 100.0}
+    rows = {r.metric: r for r in compare_engines(FIGURES, worker, "rot4/rot4")}
+    assert rows["decode 128"].meets_target  # 264 / 200 = 1.32 >= 1.3
+    assert rows["decode at depth"].target == ">= 1.5" and rows["decode at depth"].meets_target
+    assert rows["time to first token"].ratio == 1.0  # against the worker's own TTFT
+    f16 = {r.metric: r for r in compare_engines(FIGURES, worker, "f16")}
+    assert f16["decode at depth"].target == ">= 1.3"
+
+
+def test_a_hearth_kv_pair_the_engine_does_not_hold_is_refused():
+    import argparse
+
+    from engine.cli.bench_cmd import hearth_kv
+
+    assert hearth_kv("q8/rot4") == ("q8", "rot4") and hearth_kv("rot4") == ("rot4", "rot4")
+    for bad in ("q8_0", "rot4/rot2"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            hearth_kv(bad)

@@ -132,3 +132,20 @@ def test_a_message_too_long_is_refused_and_the_chat_goes_on(starter: str) -> Non
     assert err.count("That message was not sent") == 2
     assert done.stdout.count(b"> ") == 4  # three messages asked for, then the end
     assert done.stdout.split(b"> ")[3].strip()  # and the last one answered
+
+
+def test_speculative_decoding_keeps_the_reply_and_says_what_it_kept(starter: str) -> None:
+    prompt = "Repeat exactly: red green blue red green blue red green blue"
+    args = ("--prompt", prompt, "--max-tokens", "24", "--temp", "0", "--ctx", "512", "--stats")
+    plain = hearth_chat(starter, *args)
+    fast = hearth_chat(starter, *args, "--speculative", "prompt-lookup")
+    assert fast.returncode == 0, fast.stderr.decode()
+    assert fast.stdout == plain.stdout
+    assert b"prompt lookup: " in fast.stderr and b"drafts kept" in fast.stderr
+    assert b"prompt lookup" not in plain.stderr
+
+
+def test_a_draft_model_without_its_file_is_refused_before_loading(starter: str) -> None:
+    done = hearth_chat(starter, "--prompt", "hi", *QUICK, "--speculative", "draft-model")
+    assert done.returncode == 2
+    assert b"--speculative draft-model needs --draft-model GGUF." in done.stderr

@@ -34,3 +34,17 @@ MIB = 1024 * 1024
 )
 def test_buffer_lines_from_llama_cpp(line, expected):
     assert parse_buffer_line(line) == expected
+
+
+def test_the_process_has_one_log_callback_that_outlives_its_users():
+    """llama.cpp keeps the callback's address for good: a second LlamaLog let the first be
+    freed while llama.cpp still called it (SIGSEGV in a later load, order-dependent)."""
+    import gc
+
+    from engine.llama.log import process_log
+
+    first = id(process_log())
+    callback = process_log()._callback
+    gc.collect()
+    assert id(process_log()) == first
+    assert process_log()._callback is callback

@@ -91,3 +91,22 @@ def test_a_cpu_probe_that_fails_still_leaves_the_ram_to_check() -> None:
     cpu = found.devices[-1]
     assert cpu.free_bytes and cpu.free_bytes > 0 and cpu.total_bytes >= cpu.free_bytes
     assert MachineSnapshot(found).plan_request().host_budget_bytes == cpu.free_bytes
+
+
+def test_auto_engine_says_why_llama_cpp_and_hearth_plans_its_own_formats(llama_files, capsys):
+    assert run(llama_files[1], "--vram", "24", "--ram", "32", "--ctx", "65536",
+               "--compute-capability", "8.9") == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "engine: llama.cpp\n" in out and "not been measured" in out
+    assert run(llama_files[1], "--vram", "24", "--ram", "32", "--ctx", "65536",
+               "--engine", "hearth") == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.startswith("Plan: Q4_K_M, ") and ", Hearth kernels\n" in out
+    assert "engine: Hearth kernels\n" in out and "engine=hearth" in out
+    assert "stays in system RAM" in out
+
+
+def test_the_hearth_engine_refuses_an_old_gpu(llama_files, capsys):
+    assert run(llama_files[1], "--vram", "24", "--engine", "hearth",
+               "--compute-capability", "7.5") == 1  # fmt: skip
+    assert "compute capability 7.5" in capsys.readouterr().out

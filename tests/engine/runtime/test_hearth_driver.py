@@ -94,6 +94,23 @@ def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter):
     assert "Hearth engine unavailable, using llama.cpp: no CUDA" in loaded.engine_note
 
 
+def test_a_fallback_with_hearth_kv_formats_loads_with_llama_cpps_nearest(starter):
+    """The plan chose the Hearth engine with its own KV formats; llama.cpp has none of them
+    (a KeyError in the driver before): it holds q8_0 for q8 and q4_0 for rot4."""
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("there is a GPU here: the Hearth engine runs")
+    env = {k: v for k, v in os.environ.items() if k != "HEARTH_ENGINE_DEVICE"}
+    running = RunningEngine(env=env)
+    try:
+        loaded = running.load(starter, **{**HEARTH, "type_k": "q8", "type_v": "rot4"})
+    finally:
+        running.close()
+    assert isinstance(loaded, p.ModelLoaded), loaded
+    assert loaded.engine == "llama.cpp"
+    assert (loaded.type_k, loaded.type_v) == ("q8_0", "q4_0")
+
+
 def test_unsupported_architecture_is_a_reason_not_a_crash(tmp_path, monkeypatch):
     from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
 

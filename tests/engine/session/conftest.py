@@ -24,11 +24,11 @@ def cpu(free_gib: float, total_gib: float | None = None) -> Device:
     )  # fmt: skip
 
 
-def nvidia(free_gib: float, total_gib: float) -> Device:
+def nvidia(free_gib: float, total_gib: float, cc: str = "8.9") -> Device:
     return Device(
         id="nvidia:0000:01:00.0", vendor="nvidia", name="Test RTX", kind=GPU,
         backends=("cuda", "vulkan"), source="nvml", total_bytes=int(total_gib * GIB),
-        free_bytes=int(free_gib * GIB), memory_bandwidth_gbps=1000.0, compute_capability="8.9",
+        free_bytes=int(free_gib * GIB), memory_bandwidth_gbps=1000.0, compute_capability=cc,
     )  # fmt: skip
 
 

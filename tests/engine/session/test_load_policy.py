@@ -110,3 +110,50 @@ def test_snapshot_of_a_failing_detection_still_plans_for_the_cpu(model_file):
     snap = snapshot_machine(broken)
     assert "probe exploded" in snap.detection.notes[0]
     assert not snap.has_usable_gpu and snap.plan_request().gpus == ()
+
+
+# -- the engine ------------------------------------------------------------------------------------
+
+H100_PC = machine(nvidia(78, 80, cc="9.0"), cpu(100))
+
+
+def test_best_fit_keeps_llama_cpp_until_the_hearth_engine_is_measured(model_file):
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), H100_PC)
+    assert decision.params.engine == "llama" and decision.choice.engine == "llama"
+    assert "not been measured" in decision.best.notes[0]
+
+
+@pytest.mark.parametrize(("kv_type", "type_v"), [("q8", "rot4"), ("rot4", None), ("f16", None)])
+def test_a_remembered_hearth_choice_loads_on_the_hearth_engine(model_file, kv_type, type_v):
+    chosen = RememberedChoice(n_ctx=16384, kv_type=kv_type, type_v=type_v, engine="hearth")
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), H100_PC, chosen)
+    assert decision.source == PlanSource.CHOSEN and decision.params.engine == "hearth"
+    assert (decision.params.type_k, decision.params.type_v) == (kv_type, type_v or kv_type)
+    assert decision.summary().endswith("Hearth kernels")
+
+
+def test_a_hearth_choice_where_the_engine_cannot_run_falls_back_and_says_why(model_file):
+    chosen = RememberedChoice(n_ctx=8192, kv_type="rot4", engine="hearth")
+    old_card = machine(nvidia(11.5, 12, cc="7.5"), cpu(24))
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), old_card, chosen)
+    assert decision.source == PlanSource.BEST_FIT and decision.params.engine == "llama"
+    assert "compute capability 7.5" in decision.notes[0]
+
+
+@pytest.mark.parametrize(
+    ("data", "usable"),
+    [
+        ({"n_ctx": 8192, "kv_type": "q8", "type_v": "rot4", "engine": "hearth"}, True),
+        ({"n_ctx": 8192, "kv_type": "rot2", "engine": "hearth"}, True),
+        ({"n_ctx": 8192, "kv_type": "q8", "engine": "llama"}, False),  # not llama.cpp's name
+        ({"n_ctx": 8192, "kv_type": "q8_0", "engine": "hearth"}, False),
+        ({"n_ctx": 8192, "kv_type": "q8", "type_v": "rot2", "engine": "hearth"}, False),
+        ({"n_ctx": 8192, "kv_type": "f16", "engine": "vllm"}, False),
+        ({"n_ctx": 8192, "kv_type": "q4_0"}, True),  # saved before engines were remembered
+    ],
+)
+def test_remembered_choices_hold_only_what_their_engine_holds(data, usable):
+    choice = RememberedChoice.from_dict(data)
+    assert (choice is not None) == usable
+    if choice is not None:
+        assert RememberedChoice.from_dict(choice.to_dict()) == choice

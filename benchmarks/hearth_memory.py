@@ -1,0 +1,479 @@
+"""The Hearth engine's GPU memory, predicted (engine/planner/hearth_memory.py) against measured,
+and the longest context the planner fits on simulated 12 and 24 GiB cards, each verified.
+
+    python -m benchmarks.hearth_memory --out DIR            # both parts, about 3-4 minutes
+    python -m benchmarks.hearth_memory items --ctx 4096 32768
+    python -m benchmarks.hearth_memory cards --cards 12 24
+
+The model is a Llama-3-8B-shaped Q4_K_M written header-only ("sparse": the weights read as
+zeros, which costs no disk and no download); memory depends on shapes and types only. A real
+file can be given with --model.
+
+items: one process loads the weights once through engine.hearth (Transformer.load with
+select_ops: kernels/ on the GPU), then for each context and K/V pair makes the cache, fills
+it (below), runs one 512-token prefill chunk at its end and 8 decode steps after it (in the
+CUDA graph, where the engine has one). Each item is printed beside its prediction: weights
+(torch's allocated bytes), KV cache, decode and prefill workspace (torch's peak allocation
+above the cache), the CUDA context (NVML's used memory less torch's reserved), and the total
+(NVML's used memory of the process).
+
+cards: a memory hog (benchmarks/gpu_memory.py) holds all but N GiB of the GPU, as a smaller
+card would; for each K/V pair the planner's longest context on that card (the Model page's
+budget: free memory less the safety margin) is loaded in a fresh process, the cache is filled,
+and its last 520 positions are a real 512-token prefill chunk and 8 decode steps, each
+attending over the whole cache.
+
+How the cache is filled, honestly: K and V rows of random values are written straight into the
+cache through the forward pass's own write call (kernels' write kernel for the paged cache, a
+tensor copy for the plain one), not computed by a prefill of that many tokens: a real prefill
+of 100k tokens of an 8B model would take most of the call's time. The prefill chunk and
+decode steps that follow are real: they attend over every filled position, the largest
+workspace the planner reserves. An engine whose paged cache still reads its pages back through
+numpy for a prefill (no `attend_prefill`) skips the chunk for the paged formats, and the table
+says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.gpu_memory import device_used
+from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from engine.gguf import read_model_info
+from engine.planner import DeviceBudget, PlanRequest, safety_margin
+from engine.planner.hearth_memory import HearthConfig, hearth_items
+from engine.planner.hearth_plan import hearth_profile, longest_context, pair_problem
+
+MIB = 1024**2
+GIB = 1024**3
+PAIRS = (("f16", "f16"), ("q8", "q8"), ("q8", "rot4"), ("rot4", "rot4"), ("rot2", "rot4"))
+CHUNK = 512
+DECODE_STEPS = 8
+HOG = str(Path(__file__).with_name("gpu_memory.py"))
+
+
+# -- the engine, loaded and driven the way the worker does ----------------------------------------
+
+
+class Engine:
+    def __init__(self, path: str, device: str = "cuda"):
+        import torch
+
+        from engine.hearth.config import model_config
+        from engine.hearth.forward import Transformer
+        from engine.hearth.ops import select_ops
+        from engine.hearth.weights import GGUFTensors
+
+        self.torch = torch
+        self.device = device
+        self.info = read_model_info(path)
+        self.config = model_config(self.info)
+        self.tensors = GGUFTensors(path, self.info)
+        self.ops = select_ops(device)
+        self.transformer = Transformer.load(self.config, self.tensors, self.ops)
+        self.sync()
+
+    def sync(self) -> None:
+        if self.device.startswith("cuda"):
+            self.torch.cuda.synchronize()
+
+    def new_cache(self, n_ctx: int, type_k: str, type_v: str):
+        """The cache hearth_driver._new_cache makes for these types (plain or paged)."""
+        from engine.hearth.capabilities import uses_paged_cache
+        from engine.hearth.kv_cache import TorchKVCache
+
+        cfg = self.config
+        dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim,
+                    n_ctx=n_ctx, device=self.device)  # fmt: skip
+        if not uses_paged_cache(type_k, type_v):
+            dtype = self.torch.float16 if (type_k, type_v) == ("f16", "f16") else self.torch.float32
+            return TorchKVCache(**dims, dtype=dtype)
+        from engine.hearth.paged_cache import PagedCacheAdapter
+
+        return PagedCacheAdapter(**dims, k_format=type_k, v_format=type_v)
+
+    def fill(self, cache, n: int) -> None:
+        """Random K and V rows at positions 0..n-1, through the write call the forward pass
+        makes (chunk by chunk, every layer: the order a prefill writes in)."""
+        torch, cfg = self.torch, self.config
+        gen = torch.Generator(device=self.device).manual_seed(0)
+        step = 4096
+        with torch.inference_mode():
+            for start in range(0, n, step):
+                rows = min(step, n - start)
+                positions = torch.arange(start, start + rows, device=self.device)
+                shape = (rows, cfg.n_head_kv, cfg.head_dim)
+                for layer in range(cfg.n_layer):
+                    k = torch.randn(shape, generator=gen, device=self.device, dtype=torch.float16)
+                    v = torch.randn(shape, generator=gen, device=self.device, dtype=torch.float16)
+                    cache.write(layer, positions, k, v)
+        self.sync()
+
+    def decode(self, cache, start: int, steps: int) -> float:
+        """`steps` decode steps from position `start`, over the whole cache, as the worker
+        decodes on a GPU: the step captured in a CUDA graph where the engine has one
+        (engine/hearth/decode_graph.py), else one forward pass per token. Tokens per second."""
+        torch = self.torch
+        graph = _decode_graph(self, cache, start)
+        token = torch.tensor([1], device=self.device)
+        began = time.perf_counter()
+        with torch.inference_mode():
+            for i in range(steps):
+                if graph is not None:
+                    graph(int(token), start + i)
+                    token = graph.greedy.view(1)
+                    continue
+                position = torch.tensor([start + i], device=self.device)
+                logits = self.transformer.forward(token, position, cache, n_keys=cache.n_ctx)
+                token = logits.argmax().view(1)
+        self.sync()
+        return steps / (time.perf_counter() - began)
+
+    def can_prefill(self, cache) -> bool:
+        """Whether a prefill chunk over this cache runs on the device (the paged cache's
+        prefill attention read its pages back through numpy before kernels' attend_prefill)."""
+        inner = getattr(cache, "cache", None)
+        return inner is None or hasattr(inner, "attend_prefill")
+
+    def prefill_chunk(self, cache, start: int, rows: int) -> None:
+        torch = self.torch
+        with torch.inference_mode():
+            positions = torch.arange(start, start + rows, device=self.device)
+            ids = torch.ones(rows, dtype=torch.long, device=self.device)
+            self.transformer.forward(ids, positions, cache, n_keys=start + rows)
+        self.sync()
+
+
+def _decode_graph(engine: Engine, cache, position: int):
+    if not engine.device.startswith("cuda"):
+        return None
+    try:
+        from engine.hearth.decode_graph import DecodeGraph, can_capture
+    except ImportError:  # an engine without CUDA graphs yet
+        return None
+    return DecodeGraph(engine.transformer, cache, position=position) if can_capture(cache) else None
+
+
+# -- part 1: each item, predicted and measured ----------------------------------------------------
+
+
+def items(args) -> list[dict]:
+    import torch
+
+    before = device_used() or 0
+    torch.zeros(1, device="cuda")
+    engine = Engine(args.model)
+    weights_allocated = torch.cuda.memory_allocated()
+    weights_reserved = torch.cuda.memory_reserved()
+    profile = hearth_profile(engine.info)
+    rows = []
+    for n_ctx in args.ctx:
+        for type_k, type_v in args.pairs:
+            if pair_problem(profile, type_k, type_v):
+                continue
+            predicted = hearth_items(profile, HearthConfig(n_ctx, type_k, type_v, CHUNK))
+            row = {"n_ctx": n_ctx, "type_k": type_k, "type_v": type_v}
+            try:
+                row.update(_measure(engine, n_ctx, type_k, type_v, weights_allocated))
+                row["ok"] = True
+            except torch.OutOfMemoryError as exc:
+                row.update(ok=False, error=str(exc).splitlines()[0])
+            row["used"] = (device_used() or 0) - before
+            row["reserved"] = torch.cuda.memory_reserved()
+            row["context"] = row["used"] - row["reserved"]
+            row.update(weights=weights_allocated, weights_reserved_at_load=weights_reserved)
+            row["predicted"] = {k: getattr(predicted, k) for k in predicted.__dataclass_fields__}
+            row["predicted"]["gpu_total"] = predicted.gpu_total
+            rows.append(row)
+            print(_item_line(row), flush=True)
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _measure(engine: Engine, n_ctx: int, type_k: str, type_v: str, base: int) -> dict:
+    torch = engine.torch
+    torch.cuda.reset_peak_memory_stats()
+    cache = engine.new_cache(n_ctx, type_k, type_v)
+    engine.sync()
+    kv = torch.cuda.memory_allocated() - base
+    prefill = engine.can_prefill(cache)
+    filled = n_ctx - DECODE_STEPS - (CHUNK if prefill else 0)
+    engine.fill(cache, filled)
+    out = {"kv": kv, "filled": filled}
+    if prefill:  # one real prefill chunk at the end of the filled cache
+        torch.cuda.reset_peak_memory_stats()
+        engine.prefill_chunk(cache, filled, CHUNK)
+        out["prefill_workspace"] = torch.cuda.max_memory_allocated() - base - kv
+        filled += CHUNK
+    torch.cuda.reset_peak_memory_stats()
+    reserved = torch.cuda.memory_reserved()
+    out["decode_tok_s"] = engine.decode(cache, filled, DECODE_STEPS)
+    out["decode_workspace"] = torch.cuda.max_memory_allocated() - base - kv
+    out["decode_reserved_growth"] = torch.cuda.memory_reserved() - reserved
+    del cache
+    return out
+
+
+def _mib(n) -> str:
+    return "-" if n is None else f"{n / MIB:,.0f}"
+
+
+def _item_line(row: dict) -> str:
+    p = row["predicted"]
+    head = f"{row['n_ctx']:>7} K {row['type_k']:<4} V {row['type_v']:<4}"
+    if not row["ok"]:
+        return f"{head} FAILED: {row['error']}"
+    return (
+        f"{head} MiB pred/meas: weights {_mib(p['weights'])}/{_mib(row['weights'])} "
+        f"kv {_mib(p['kv'])}/{_mib(row['kv'])} decode {_mib(p['decode_workspace'])}/"
+        f"{_mib(row['decode_workspace'])} prefill {_mib(p['prefill_workspace'])}/"
+        f"{_mib(row.get('prefill_workspace'))} context {_mib(p['context'])}/"
+        f"{_mib(row['context'])} total {_mib(p['gpu_total'])}/{_mib(row['used'])}"
+    )
+
+
+# -- part 2: simulated cards ----------------------------------------------------------------------
+
+
+def start_hog(leave_bytes: int) -> tuple[subprocess.Popen, int]:
+    proc = subprocess.Popen([sys.executable, HOG, "hog", str(leave_bytes)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)  # fmt: skip
+    line = proc.stdout.readline()
+    if not line.startswith("ready"):
+        proc.kill()
+        raise RuntimeError(f"the memory hog did not start: {line!r}")
+    return proc, int(line.split()[1])
+
+
+def cards(args) -> list[dict]:
+    info = read_model_info(args.model)
+    profile = hearth_profile(info)
+    rows = []
+    for card in args.cards:
+        proc, free = start_hog(int(card * GIB))
+        try:
+            margin = safety_margin(int(card * GIB))
+            gpu = DeviceBudget("cuda0", f"{card:g} GiB card", "cuda", max(0, free - margin))
+            request = PlanRequest(gpus=(gpu,), target_ctx=args.target_ctx, min_ctx=512)
+            for type_k, type_v in args.pairs:
+                if pair_problem(profile, type_k, type_v):
+                    continue
+                n_ctx = longest_context(info, request, type_k, type_v)
+                row = {"card_gib": card, "free": free, "budget": gpu.budget_bytes,
+                       "type_k": type_k, "type_v": type_v, "n_ctx": n_ctx}  # fmt: skip
+                if n_ctx:
+                    est = hearth_items(profile, HearthConfig(n_ctx, type_k, type_v, CHUNK))
+                    row["predicted_total"] = est.gpu_total
+                    row.update(_verify_in_child(args.model, n_ctx, type_k, type_v))
+                rows.append(row)
+                print(_card_line(row), flush=True)
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=60)
+    return rows
+
+
+def _verify_in_child(model: str, n_ctx: int, type_k: str, type_v: str) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.hearth_memory", "verify", "--model", model,
+           "--n-ctx", str(n_ctx), "--kv", f"{type_k}/{type_v}"]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, check=False)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": "no answer within 150 s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"ok": False, "error": f"exit {proc.returncode}: {tail}"}
+
+
+def verify(args) -> int:
+    """One load at args.n_ctx in this (fresh) process: fill, decode at the end; one JSON line."""
+    import torch
+
+    type_k, type_v = _pair(args.kv[0])
+    before = device_used() or 0
+    out: dict = {"ok": False}
+    try:
+        engine = Engine(args.model)
+        cache = engine.new_cache(args.n_ctx, type_k, type_v)
+        out["prefill"] = engine.can_prefill(cache)
+        filled = args.n_ctx - DECODE_STEPS - (CHUNK if out["prefill"] else 0)
+        engine.fill(cache, filled)
+        if out["prefill"]:  # the last 512-token chunk of a prefill, over the whole cache
+            engine.prefill_chunk(cache, filled, CHUNK)
+            filled += CHUNK
+        out["decode_tok_s"] = engine.decode(cache, filled, DECODE_STEPS)
+        out["ok"] = True
+    except torch.OutOfMemoryError as exc:
+        out["error"] = "out of GPU memory: " + str(exc).splitlines()[0][:160]
+    out["used"] = (device_used() or 0) - before
+    out["peak_allocated"] = torch.cuda.max_memory_allocated()
+    print(json.dumps(out), flush=True)
+    return 0 if out["ok"] else 1
+
+
+def _card_line(row: dict) -> str:
+    head = f"{row['card_gib']:>4g} GiB K {row['type_k']:<4} V {row['type_v']:<4}"
+    if not row["n_ctx"]:
+        return f"{head} nothing fits"
+    verdict = "decoded" if row.get("ok") else f"FAILED ({row.get('error')})"
+    return (
+        f"{head} planned {row['n_ctx']:>7} tokens, predicted {_mib(row['predicted_total'])} "
+        f"MiB, used {_mib(row.get('used'))} MiB of {_mib(row['free'])} free: {verdict}"
+    )
+
+
+# -- what the measurements say of HEARTH_COSTS ---------------------------------------------------
+
+
+def suggested_costs(item_rows: list[dict], model: str) -> dict:
+    """HEARTH_COSTS as the measured items put them: the CUDA context (median), whether the
+    prefill's scores were materialized (the measured growth of the prefill workspace between
+    the shortest and the longest context, against both predictions), and the prefill GEMM's
+    bytes per weight (the shortest context's measured prefill less everything else predicted)."""
+    import dataclasses
+    import statistics
+
+    from engine.planner.hearth_memory import HEARTH_COSTS
+
+    rows = [r for r in item_rows if r.get("ok") and r.get("prefill_workspace") is not None]
+    out: dict = {}
+    contexts = [r["context"] for r in item_rows if r.get("ok")]
+    if contexts:
+        out["context_bytes"] = int(statistics.median(contexts))
+    profile = hearth_profile(read_model_info(model))
+    by_pair: dict = {}
+    for r in rows:
+        by_pair.setdefault((r["type_k"], r["type_v"]), []).append(r)
+    growth = []
+    for (k, v), found in by_pair.items():
+        if len(found) < 2:
+            continue
+        lo, hi = min(found, key=lambda r: r["n_ctx"]), max(found, key=lambda r: r["n_ctx"])
+        measured = hi["prefill_workspace"] - lo["prefill_workspace"]
+        predictions = {}
+        for materialized in (True, False):
+            costs = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=materialized)
+            at = [hearth_items(profile, HearthConfig(r["n_ctx"], k, v, CHUNK), costs)
+                  for r in (lo, hi)]  # fmt: skip
+            predictions[materialized] = at[1].prefill_workspace - at[0].prefill_workspace
+        growth.append(min(predictions, key=lambda m: abs(predictions[m] - measured)))
+    if growth:
+        out["prefill_scores_materialized"] = statistics.mode(growth)
+    if rows and profile.largest_matrix:
+        lo = min(rows, key=lambda r: r["n_ctx"])
+        costs = dataclasses.replace(
+            HEARTH_COSTS, dequant_bytes_per_weight=0,
+            prefill_scores_materialized=out.get("prefill_scores_materialized", True),
+        )  # fmt: skip
+        config = HearthConfig(lo["n_ctx"], lo["type_k"], lo["type_v"], CHUNK)
+        rest = hearth_items(profile, config, costs).prefill_workspace
+        out["dequant_bytes_per_weight"] = round(
+            (lo["prefill_workspace"] - rest) / profile.largest_matrix, 1
+        )
+    return out
+
+
+# -- the report -----------------------------------------------------------------------------------
+
+
+def markdown(item_rows: list[dict], card_rows: list[dict]) -> str:
+    out = []
+    if item_rows:
+        out += [
+            "| context | K / V | weights MiB pred / meas | KV pred / meas | decode workspace "
+            "pred / meas | prefill workspace pred / meas | CUDA context pred / meas | "
+            "total pred / NVML | decode tok/s |",
+            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for r in item_rows:
+            p = r["predicted"]
+            if not r["ok"]:
+                out.append(f"| {r['n_ctx']:,} | {r['type_k']} / {r['type_v']} | "
+                           f"failed: {r['error']} ||||||| ")  # fmt: skip
+                continue
+            out.append(
+                f"| {r['n_ctx']:,} | {r['type_k']} / {r['type_v']} | {_mib(p['weights'])} / "
+                f"{_mib(r['weights'])} | {_mib(p['kv'])} / {_mib(r['kv'])} | "
+                f"{_mib(p['decode_workspace'])} / {_mib(r['decode_workspace'])} | "
+                f"{_mib(p['prefill_workspace'])} / {_mib(r.get('prefill_workspace'))} | "
+                f"{_mib(p['context'])} / {_mib(r['context'])} | {_mib(p['gpu_total'])} / "
+                f"{_mib(r['used'])} | {r['decode_tok_s']:.1f} |"
+            )
+    if card_rows:
+        out += [
+            "",
+            "| card | K / V | longest context planned | predicted MiB | used MiB (NVML) | "
+            "free MiB | verified at the end of the filled cache | decode tok/s |",
+            "| ---: | --- | ---: | ---: | ---: | ---: | --- | ---: |",
+        ]
+        for r in card_rows:
+            steps = (
+                "512-token prefill chunk + 8 decode steps"
+                if r.get("prefill")
+                else ("8 decode steps (no prefill chunk)")
+            )
+            ok = f"yes: {steps}" if r.get("ok") else f"no: {r.get('error', 'nothing fits')}"
+            speed = f"{r['decode_tok_s']:.1f}" if r.get("decode_tok_s") else "-"
+            out.append(
+                f"| {r['card_gib']:g} GiB | {r['type_k']} / {r['type_v']} | {r['n_ctx']:,} | "
+                f"{_mib(r.get('predicted_total'))} | {_mib(r.get('used'))} | {_mib(r['free'])} | "
+                f"{ok} | {speed} |"
+            )
+    return "\n".join(out)
+
+
+def default_model(folder: str) -> str:
+    path = Path(folder) / "llama3-8b-Q4_K_M-sparse.gguf"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_sparse_gguf(path, SHAPES["llama3-8b"], "Q4_K_M")
+    return str(path)
+
+
+def _pair(text: str) -> tuple[str, str]:
+    k, _, v = text.partition("/")
+    return k, v or k
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("part", nargs="?", default="all", choices=("all", "items", "cards",
+                                                                   "verify"))  # fmt: skip
+    parser.add_argument("--model", help="GGUF (default: a sparse Llama-3-8B Q4_K_M)")
+    parser.add_argument("--ctx", type=int, nargs="+", default=[4096, 32768])
+    parser.add_argument("--kv", nargs="+", default=[f"{k}/{v}" for k, v in PAIRS],
+                        help="K/V pairs, e.g. q8/rot4")  # fmt: skip
+    parser.add_argument("--cards", type=float, nargs="+", default=[12, 24])
+    parser.add_argument("--target-ctx", type=int, default=262144)
+    parser.add_argument("--n-ctx", type=int, default=4096, help="verify: the context")
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = parser.parse_args(argv)
+    args.model = args.model or default_model("/tmp/hearth-memory")
+    if args.part == "verify":
+        return verify(args)
+    args.pairs = [_pair(p) for p in args.kv]
+    item_rows = items(args) if args.part in ("all", "items") else []
+    card_rows = cards(args) if args.part in ("all", "cards") else []
+    table = markdown(item_rows, card_rows)
+    if item_rows:
+        table += f"\n\nsuggested HEARTH_COSTS: {suggested_costs(item_rows, args.model)}"
+    print("\n" + table)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "hearth-memory.json").write_text(
+        json.dumps({"items": item_rows, "cards": card_rows}, indent=1)
+    )
+    (out / "hearth-memory.md").write_text(table + "\n")
+    return 0 if all(r.get("ok") for r in item_rows + card_rows if r.get("n_ctx")) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

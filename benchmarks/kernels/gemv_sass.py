@@ -1,0 +1,135 @@
+"""Compile the integer GEMV for sm_90 on a machine without a GPU and count its SASS.
+
+    python -m benchmarks.kernels.gemv_sass [--dump DIR]
+
+Prints, per kernel and tile, registers, spills and the SASS instructions of the K loop per
+weight (the loop's instruction count over the weights one iteration covers per thread). A
+4.5-bit GEMV at the H100's ~3 TB/s leaves about 5.6 thread-instructions per weight (132 SMs x
+4 schedulers x 1.75 GHz x 32 lanes over 5.3e12 weights/s); this is the cheap check before a
+device run. Needs triton with its bundled ptxas and cuobjdump (no GPU, no CUDA driver).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from kernels import gemv_dp4a, gemv_dp4a_pipelined
+
+CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+POINTERS = {
+    "q4_k": [
+        "*fp16",
+        "*i32",
+        "*fp32",
+        "*i32",
+        "*fp16",
+        "*fp32",
+        "*i32",
+        "*fp16",
+        "*fp16",
+        "*i32",
+        "*i32",
+    ],
+    "q6_k": [
+        "*fp16",
+        "*i32",
+        "*fp32",
+        "*i32",
+        "*fp16",
+        "*fp32",
+        "*i32",
+        "*i32",
+        "*i32",
+        "*i8",
+        "*fp16",
+    ],
+}
+KERNELS = {
+    "q4_k": gemv_dp4a.q4_k_dp4a_kernel,
+    "q6_k": gemv_dp4a.q6_k_dp4a_kernel,
+    "q4_k pipelined": gemv_dp4a_pipelined.q4_k_dp4a_pipelined_kernel,
+    "q6_k pipelined": gemv_dp4a_pipelined.q6_k_dp4a_pipelined_kernel,
+}
+
+
+def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, stages: int,
+                 split_k: bool = True, pipe: bool = False, one_step: bool = False):  # fmt: skip
+    name = f"{name} pipelined" if pipe else name
+    fn = KERNELS[name]
+    consts = dict(BLOCK_N=block_n, NBLK=nblk, EVEN=True, SPLIT_K=split_k, PREQ=preq, ASM=True)
+    if pipe:
+        consts.update(GDC=True, ONE_STEP=one_step)  # fmt: skip
+    signature = {}
+    pointers = iter(POINTERS.get(name, POINTERS[name.split()[0]]))
+    for arg in fn.arg_names:
+        if arg in consts:
+            signature[arg] = "constexpr"
+        elif arg.endswith("_ptr"):
+            signature[arg] = next(pointers)
+        else:
+            signature[arg] = "i32"
+    aligned = [(i,) for i, a in enumerate(fn.arg_names) if a.endswith("_ptr") or a == "N"]
+    attrs = {k: [["tt.divisibility", 16]] for k in aligned}
+    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
+    options = {"num_warps": warps, "num_stages": stages, "launch_pdl": pipe}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def loop_instructions(sass: str) -> int:
+    """Instructions of the longest backward-branch loop (the K loop)."""
+    lines = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
+    addr = [int(re.match(r"\s+/\*([0-9a-f]+)\*/", ln).group(1), 16) for ln in lines]
+    best = 0
+    for ln, a in zip(lines, addr, strict=True):
+        m = re.search(r"BRA\s+(?:`\(\.L_x_\d+\)|0x([0-9a-f]+))", ln)
+        target = re.search(r"BRA\s+0x([0-9a-f]+)", ln)
+        if m and target and int(target.group(1), 16) < a:
+            best = max(best, (a - int(target.group(1), 16)) // 16 + 1)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dump", help="write each SASS listing here")
+    args = parser.parse_args()
+    configs = []
+    for name in ("q4_k", "q6_k"):
+        for block_n, nblk, preq in ((16, 2, False), (16, 2, True), (4, 16, True), (8, 8, True)):
+            for pipe in (False, True):
+                configs.append((name, block_n, nblk, preq, 4, 3, pipe))
+    # a 4096-wide row (16 super-blocks) is one step at NBLK=16: the pipelined kernel's ONE_STEP
+    configs += [(name, 4, 16, True, 4, 3, "one step") for name in ("q4_k", "q6_k")]
+    for name, block_n, nblk, preq, warps, stages, pipe in configs:
+        kernel = compile_sm90(name, block_n, nblk, preq, warps, stages, pipe=bool(pipe),
+                              one_step=pipe == "one step")  # fmt: skip
+        path = Path(os.environ.get("TMPDIR", "/tmp")) / f"gemv_{name}.cubin"
+        path.write_bytes(kernel.asm["cubin"])
+        sass = subprocess.run([str(CUOBJDUMP), "-sass", str(path)], capture_output=True,
+                              text=True, check=True).stdout  # fmt: skip
+        if args.dump:
+            pipe_tag = str(pipe).replace(" ", "_")
+            tag = f"{name}_n{block_n}_k{nblk}_p{int(preq)}_w{warps}_pipe{pipe_tag}"
+            Path(args.dump, f"{tag}.sass").write_text(sass)
+        usage = subprocess.run([str(CUOBJDUMP), "-res-usage", str(path)], capture_output=True,
+                               text=True, check=True).stdout  # fmt: skip
+        regs = re.search(r"REG:(\d+)", usage).group(1)
+        stack = re.search(r"STACK:(\d+)", usage).group(1)
+        n_loop = loop_instructions(sass)
+        weights = block_n * nblk * 256 / (warps * 32)  # per thread per iteration
+        n_all = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, flags=re.M))
+        gdc = "griddepcontrol" in kernel.asm["ptx"]
+        print(f"{name} BLOCK_N={block_n:2} NBLK={nblk:2} PREQ={preq:d} PIPE={pipe!s:8}: "
+              f"{regs} regs, stack {stack}, instructions: loop {n_loop / weights:.2f}, whole "
+              f"{n_all / weights:.2f} per weight{' (griddepcontrol)' if gdc else ''}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

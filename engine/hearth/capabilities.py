@@ -1,0 +1,102 @@
+"""What the Hearth engine can run, answered from a GGUF header and a device description alone.
+
+Pure (no torch): the planner and the Model page ask these questions in the window's process,
+where importing torch to plan would cost seconds; the worker asks the same questions (and
+the ones only a live torch can answer: is a GPU visible) before loading. One place for the
+answers keeps the planner from offering what the driver would refuse.
+
+    model_unsupported_reason(info)            -> None, or one line: why not this file
+    device_unsupported_reason(backend, cc)    -> None, or one line: why not this device
+    kv_format_problem(k, v, swa=..., gpu=...) -> None, or one line: why not this K/V pair
+"""
+
+from __future__ import annotations
+
+from engine.gguf import ModelInfo
+from engine.hearth.config import UnsupportedModel, model_config
+from kernels.errors import UnsupportedTensor
+from kernels.kv_formats import check_format
+
+# ggml tensor types the engine reads (engine/hearth/ops.py, TorchOps.supports): the gguf
+# package's dequantizers, and kernels/ packs most of them for its GEMV on a GPU.
+TENSOR_TYPES = {
+    0: "F32", 1: "F16", 30: "BF16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0",
+    10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K",
+}  # fmt: skip
+
+# KV cache formats (ModelParams.type_k / type_v). The plain torch cache holds f16 and f32 on any
+# device; kernels' paged cache (engine/hearth/paged_cache.py PAGED_FORMATS) holds the rest on a
+# GPU, K and V chosen independently, rot2 for K only (kernels/kv_formats.py).
+PLAIN_FORMATS = ("f16", "f32")
+PAGED_FORMATS = ("q8", "rot4", "rot2")
+K_FORMATS = ("f16", "q8", "rot4", "rot2")  # what the Model page offers (f32 is for the tests)
+V_FORMATS = ("f16", "q8", "rot4")
+# kernels' paged decode attention has no sliding window yet: Gemma 3 keeps the plain cache.
+PAGED_SLIDING_WINDOW = False
+
+# Triton compiles for NVIDIA compute capability 8.0 and newer (kernels/availability.py) and for
+# AMD GPUs through ROCm builds of torch; Metal, Vulkan and the CPU have no Triton backend.
+MIN_CUDA_CAPABILITY = (8, 0)
+GPU_BACKENDS = ("cuda", "rocm")
+
+
+def model_unsupported_reason(info: ModelInfo) -> str | None:
+    """Why the Hearth engine cannot run this file (the worker's fallback reasons for the file:
+    architecture, mixture-of-experts, RoPE scaling, per-layer shapes, tensor types), or None."""
+    try:
+        model_config(info)
+    except UnsupportedModel as exc:
+        return str(exc)
+    unsupported = sorted({t.type_name for t in info.tensors if t.ggml_type not in TENSOR_TYPES})
+    if unsupported:
+        return f"tensor types {', '.join(unsupported)} are not supported yet"
+    return None
+
+
+def device_unsupported_reason(backend: str, compute_capability: str | None = None) -> str | None:
+    """Why the Hearth engine's kernels cannot run on a GPU of this llama.cpp backend, or None.
+    `compute_capability` is NVIDIA's "8.9" (None: not known, taken to be new enough)."""
+    if backend == "cuda":
+        if compute_capability:
+            try:
+                major, minor = (int(x) for x in compute_capability.split(".")[:2])
+            except ValueError:
+                return None
+            if (major, minor) < MIN_CUDA_CAPABILITY:
+                return (
+                    f"compute capability {major}.{minor}; Hearth's Triton kernels need 8.0 or "
+                    "newer (Ampere, Ada, Hopper, Blackwell)"
+                )
+        return None
+    if backend == "rocm":
+        return None
+    if backend == "metal":
+        return "Apple GPUs (Metal): Triton has no Metal backend"
+    if backend == "vulkan":
+        return "Vulkan-only GPUs: Triton has no Vulkan backend"
+    return "no CUDA or ROCm GPU: the Hearth engine runs on NVIDIA (CUDA) and AMD (ROCm) GPUs"
+
+
+def kv_format_problem(
+    type_k: str, type_v: str, *, sliding_window: bool, head_dim: int = 128, gpu: bool = True
+) -> str | None:
+    """Why the Hearth engine cannot hold this K/V pair for a model, or None."""
+    for role, fmt, allowed in (("K", type_k, K_FORMATS), ("V", type_v, V_FORMATS)):
+        if fmt not in allowed and fmt not in PLAIN_FORMATS:
+            return f"the Hearth engine has no {fmt} {role} cache (it holds {', '.join(allowed)})"
+    if (type_k in PLAIN_FORMATS) and (type_v in PLAIN_FORMATS):
+        return None
+    if not gpu:
+        return f"the {type_k}/{type_v} cache runs on kernels/ on a GPU"
+    if sliding_window and not PAGED_SLIDING_WINDOW:
+        return "quantized caches do not do sliding-window attention yet (f16 only)"
+    try:
+        for role, fmt in (("K", type_k), ("V", type_v)):
+            check_format(fmt, head_dim, role)
+    except UnsupportedTensor as exc:
+        return str(exc)
+    return None
+
+
+def uses_paged_cache(type_k: str, type_v: str) -> bool:
+    return not (type_k in PLAIN_FORMATS and type_v in PLAIN_FORMATS)

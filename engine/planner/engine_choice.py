@@ -1,0 +1,99 @@
+"""Which engine runs a model: llama.cpp's plan, the Hearth engine's plan, and the choice between
+them, with its reason in words.
+
+    plan_engines(planner, request, engine="auto")   -> Plan (choice.engine says which)
+
+"llama" and "hearth" plan for that engine alone. "auto" (Best fit) takes the Hearth engine only
+where the measured figures say it is at least as fast as llama.cpp on this GPU class
+(engine_table.speed_verdict) and its K/V cache is at least as good as the one llama.cpp's plan
+uses (measured mean KL), or where llama.cpp cannot fit the model at all. Otherwise llama.cpp
+runs it, and the plan's notes say why the Hearth engine was not chosen, so a slower or lossier
+engine is never picked in silence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from engine.planner.engine_table import (
+    ENGINE_NAMES,
+    HEARTH,
+    LLAMA,
+    device_class,
+    kv_cost,
+    speed_verdict,
+)
+from engine.planner.hearth_plan import hearth_unavailable, plan_hearth
+from engine.planner.planner import Planner
+from engine.planner.records import Plan, PlanRequest
+
+ENGINES = ("auto", LLAMA, HEARTH)
+
+
+def plan_engines(
+    planner: Planner, request: PlanRequest, engine: str = "auto", llama: Plan | None = None
+) -> Plan:
+    """`llama`: llama.cpp's plan when the caller has made it (across helper machines, say);
+    else planner.plan(request)."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {ENGINES}, not {engine!r}")
+    info = planner.profiles[0].info
+    if engine == HEARTH:
+        return plan_hearth(info, request)
+    llama = llama if llama is not None else planner.plan(request)
+    if engine == LLAMA:
+        return llama
+    unavailable = hearth_unavailable(info, request)
+    if unavailable:
+        return _with_note(llama, f"Engine: llama.cpp (the Hearth engine cannot run it here: "
+                                 f"{unavailable}).")  # fmt: skip
+    hearth = plan_hearth(info, request)
+    gpu = request.gpus[0]
+    verdict = speed_verdict(device_class(gpu.backend, gpu.compute_capability))
+    if not llama.fits and hearth.fits:
+        speed = "" if verdict.hearth_faster else f"; note that {verdict.text}"
+        return _with_note(hearth, f"Engine: Hearth kernels, since llama.cpp cannot fit the "
+                                  f"model on these devices{speed}.")  # fmt: skip
+    if not hearth.fits or hearth.choice is None or llama.choice is None:
+        return _with_note(llama, "Engine: llama.cpp (the Hearth engine does not fit it here).")
+    if not verdict.hearth_faster:
+        longer = hearth.choice.n_ctx > llama.choice.n_ctx
+        extra = (
+            f" It would fit {hearth.choice.n_ctx:,} tokens with a K {hearth.choice.type_k} / "
+            f"V {hearth.choice.type_v} cache; choose it on the Model page to try it."
+            if longer
+            else ""
+        )
+        return _with_note(llama, f"Engine: llama.cpp, because {verdict.text}.{extra}")
+    ours = kv_cost(HEARTH, hearth.choice.type_k, hearth.choice.type_v)
+    theirs = kv_cost(LLAMA, llama.choice.type_k, llama.choice.type_v)
+    if ours is None or theirs is None or ours > theirs:
+        return _with_note(
+            llama,
+            f"Engine: llama.cpp: {verdict.text}, but its plan here needs a K "
+            f"{hearth.choice.type_k} / V {hearth.choice.type_v} cache, which loses more than "
+            f"llama.cpp's {llama.choice.type_k} (mean KL {_kl(ours)} against {_kl(theirs)}).",
+        )
+    if hearth.choice.n_ctx < min(llama.choice.n_ctx, _target(request, llama)):
+        return _with_note(
+            llama,
+            f"Engine: llama.cpp: {verdict.text}, but it fits only {hearth.choice.n_ctx:,} "
+            f"tokens here against llama.cpp's {llama.choice.n_ctx:,}.",
+        )
+    return _with_note(hearth, f"Engine: Hearth kernels: {verdict.text}.")
+
+
+def _target(request: PlanRequest, llama: Plan) -> int:
+    return request.target_ctx or (llama.choice.n_ctx if llama.choice else 0)
+
+
+def _kl(value: float | None) -> str:
+    return "not measured" if value is None else f"{value:.4f}"
+
+
+def _with_note(plan: Plan, note: str) -> Plan:
+    return dataclasses.replace(plan, notes=(note, *plan.notes))
+
+
+def engine_name(engine: str) -> str:
+    return ENGINE_NAMES.get(engine, engine)

@@ -1,0 +1,115 @@
+"""The measured figures that choose between llama.cpp and the Hearth engine, and the words for it.
+
+engine_figures.json (beside this module) holds measured figures only, each with its source:
+decode speed per device class, engine, K/V types and depth; and the quality of each KV cache
+format (mean KL against the same engine's f16 cache, per model). Nothing here is estimated:
+a device class without the Hearth engine's figures has no verdict, and Best fit keeps llama.cpp
+there, saying so.
+
+    verdict = speed_verdict("cuda sm_90")        # SpeedVerdict: faster / slower / unmeasured
+    kv_cost("hearth", "q8", "rot4")              # worst mean KL over the measured models
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+FIGURES = Path(__file__).with_name("engine_figures.json")
+LLAMA, HEARTH = "llama", "hearth"
+ENGINE_NAMES = {LLAMA: "llama.cpp", HEARTH: "Hearth kernels"}
+# KV formats whose KL is above this lose too much to be chosen by Best fit (Hearth's K rot2:
+# perplexity 82.6 against 24.1 on SmolLM2); the Model page still offers them, marked.
+UNUSABLE_KL = 0.5
+
+
+@dataclass(frozen=True)
+class DecodeFigure:
+    device_class: str
+    device: str
+    model: str
+    engine: str
+    type_k: str
+    type_v: str
+    depth: int
+    tokens_per_second: float
+    source: str
+
+
+@dataclass(frozen=True)
+class SpeedVerdict:
+    """How the Hearth engine's measured decode compares with llama.cpp's on a device class."""
+
+    device_class: str
+    ratio: float | None  # the worst Hearth / llama.cpp ratio over the depths both measured
+    text: str
+
+    @property
+    def hearth_faster(self) -> bool:
+        return self.ratio is not None and self.ratio >= 1.0
+
+
+def device_class(backend: str, compute_capability: str | None = None) -> str:
+    """ "cuda sm_90" (NVIDIA, by compute capability), "cuda" when unknown, "rocm", "metal"..."""
+    if backend == "cuda" and compute_capability:
+        return "cuda sm_" + compute_capability.replace(".", "")
+    return backend
+
+
+@cache
+def _figures() -> dict:
+    return json.loads(FIGURES.read_text(encoding="utf-8"))
+
+
+def decode_figures(device_class_name: str | None = None) -> tuple[DecodeFigure, ...]:
+    rows = (DecodeFigure(**row) for row in _figures()["decode"])
+    return tuple(r for r in rows if device_class_name in (None, r.device_class))
+
+
+def kv_cost(engine: str, type_k: str, type_v: str) -> float | None:
+    """The worst mean KL (against f16) of a K/V pair over the measured models; None: unmeasured."""
+    for row in _figures()["kv_quality"]:
+        if (row["engine"], row["type_k"], row["type_v"]) == (engine, type_k, type_v):
+            return max(row["mean_kl"].values())
+    return None
+
+
+def measured_kv_pairs(engine: str) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (row["type_k"], row["type_v"])
+        for row in _figures()["kv_quality"]
+        if row["engine"] == engine
+    )
+
+
+def speed_verdict(device_class_name: str) -> SpeedVerdict:
+    """Hearth against llama.cpp on this device class: f16 caches, the same model, every depth
+    both engines were measured at; the worst ratio decides."""
+    figures = decode_figures(device_class_name)
+
+    def f16(engine: str) -> dict[tuple[str, int], DecodeFigure]:
+        return {
+            (f.model, f.depth): f
+            for f in figures
+            if f.engine == engine and f.type_k == f.type_v == "f16"
+        }
+
+    hearth, llama = f16(HEARTH), f16(LLAMA)
+    shared = sorted(set(hearth) & set(llama))
+    if not shared:
+        return SpeedVerdict(
+            device_class_name,
+            None,
+            f"the Hearth engine's speed has not been measured on this GPU class "
+            f"({device_class_name}) beside llama.cpp's",
+        )
+    ratios = [(hearth[k].tokens_per_second / llama[k].tokens_per_second, k) for k in shared]
+    worst, (model, depth) = min(ratios)
+    where = f"{model}, {depth:,} tokens deep ({hearth[(model, depth)].source})"
+    if worst >= 1.0:
+        text = f"the Hearth engine decodes at least {worst:.2f}x llama.cpp's speed here ({where})"
+    else:
+        text = f"the Hearth engine decodes at {worst:.2f}x llama.cpp's speed here ({where})"
+    return SpeedVerdict(device_class_name, worst, text)

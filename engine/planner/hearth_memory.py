@@ -1,0 +1,357 @@
+"""GPU and host memory of the Hearth engine (engine/hearth) for one model, context and K/V pair.
+
+The Hearth engine puts the whole model on one GPU (no layer split, no CPU layers), so the only
+choices are the context and the K and V cache formats. What it allocates, item by item, as the
+engine stands with its GPU path (engine/hearth/forward.py, ops.py, dequant.py, decode_graph.py,
+kv_cache.py, paged_cache.py; kernels/kv_cache.py):
+
+- weights: every matrix but `token_embd` goes to the GPU as the file stores it; kernels'
+  PackedWeight splits each into planes of its block fields (the same bytes, one allocation per
+  field). Matrices that take the same input and share a block type and row length are joined at
+  load (Q, K, V; gate, up): their raw bytes are concatenated on the GPU, then split into planes,
+  so loading briefly holds the members' raw copies and the joined one (allocator slack
+  afterwards). A type kernels/ does not pack (Q2_K, Q3_K) stays as raw bytes and is
+  dequantized to float32 on its first use and kept (4 bytes a weight). Vectors (norms, biases)
+  are float32. `token_embd` stays in host memory (its rows are dequantized there); a model
+  without `output.weight` uses it as the output matrix, packed on the GPU as well.
+- KV cache: f16/f32 in a plain [layers, kv heads, n_ctx, head dim] tensor per K and V; any
+  other pair in kernels' paged cache: pages of 64 positions, per layer and role one allocation
+  per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
+  and minimums included).
+- decode workspace, kept by the CUDA graph's private pool (decode_graph.py): the activations
+  of one token, the plain cache's one-query attention (scores over every slot: f16, float32
+  softmax, f16 probabilities per query head), the logits. kernels' paged decode needs only
+  partial sums.
+- prefill workspace (a chunk of n_ubatch rows, the last one attending over the whole context):
+  float32 activations; the largest (joined) matrix dequantized on the device for torch's f16
+  GEMM, with the dequantizer's intermediates; and torch's scaled_dot_product_attention with a
+  boolean mask and grouped-query heads, whose math path repeats K and V for every query head
+  and materializes the scores and their softmax: over float32 copies of the plain cache, or
+  over the paged cache's pages gathered to f16.
+- overhead: the CUDA context, cuBLAS and Triton's modules (HEARTH_COSTS.context_bytes), and the
+  rounding of torch's caching allocator (blocks of 512 bytes, 2 MiB segments for small
+  allocations, 20 MiB for medium ones, large ones rounded to 2 MiB).
+- host: the embedding table (mapped from the file), up to 4,096 of its rows kept dequantized
+  (forward.Transformer.HOST_ROWS_KEPT), and the worker process with torch and the CUDA runtime.
+
+The constants that only a device can settle are in HEARTH_COSTS, `calibrated=False` until
+benchmarks/hearth_memory.py has measured them; it prints each item beside its measurement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from engine.gguf import ModelInfo, TensorInfo
+from engine.gguf.ggml_types import GGML_TYPES
+from engine.hearth.capabilities import uses_paged_cache
+from engine.hearth.config import ModelConfig, model_config
+from engine.planner.memory import DeviceMemory, MemoryEstimate
+from kernels.ggml_formats import FORMATS
+from kernels.kv_formats import bytes_per_row
+
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+PAGE = 64  # positions per page of kernels' paged cache (engine/hearth/paged_cache.py)
+_PLAIN_BYTES = {"f16": 2, "f32": 4}
+_PACKED = {f.ggml_type: f for f in FORMATS.values()}
+_EMBEDDING = "token_embd.weight"
+HOST_ROWS_KEPT = 4096  # embedding rows kept dequantized on the host (forward.Transformer)
+
+
+@dataclass(frozen=True)
+class HearthCosts:
+    """What only a measurement on the device settles (benchmarks/hearth_memory.py)."""
+
+    context_bytes: int = 512 * MIB  # CUDA context, cuBLAS handle and workspace, Triton modules
+    activation_bytes: int = 4  # bytes per activation value: KernelsOps computes in float32
+    # a prefill GEMM's matrix: the f16 result (2) and the dequantizer's int32 codes and float32
+    # values alive beside it (engine/hearth/dequant.py)
+    dequant_bytes_per_weight: int = 12
+    # torch SDPA with grouped-query heads and a mask takes the math path, which materializes
+    # the scores (docs/engine-choice.md); False where the device's torch has a fused kernel
+    prefill_scores_materialized: bool = True
+    host_process_bytes: int = 2 * GIB  # the worker's RSS besides the model: torch, CUDA runtime
+    calibrated: bool = False
+
+
+HEARTH_COSTS = HearthCosts()
+
+
+@dataclass(frozen=True)
+class HearthConfig:
+    n_ctx: int
+    type_k: str = "f16"
+    type_v: str = "f16"
+    n_ubatch: int = 512  # rows per prefill chunk
+
+
+@dataclass(frozen=True)
+class HearthItems:
+    """The estimate item by item, in bytes (what the benchmark prints beside its measurement)."""
+
+    weights: int  # allocated for the weights on the GPU
+    weights_reserved: int  # the same, as torch's allocator reserves it
+    load_transient: int  # raw copies made while loading, kept in torch's cache afterwards
+    kv: int
+    kv_reserved: int
+    decode_workspace: int  # kept by the CUDA graph's own pool
+    prefill_workspace: int  # the regular pool, at the last chunk of a full context
+    context: int
+    host_weights: int
+    host_process: int
+
+    @property
+    def gpu_total(self) -> int:
+        return (
+            self.weights_reserved + self.load_transient + self.kv_reserved
+            + self.decode_workspace + self.prefill_workspace + self.context
+        )  # fmt: skip
+
+
+def round_block(size: int) -> int:
+    return max(512, -(-size // 512) * 512)
+
+
+def torch_reserved(sizes: Iterable[int]) -> int:
+    """What torch's CUDA caching allocator reserves for these allocations, all live at once
+    (c10/cuda/CUDACachingAllocator.cpp: kSmallSize 1 MiB in 2 MiB segments, up to kMinLargeAlloc
+    10 MiB in 20 MiB segments, larger ones rounded up to kRoundLarge 2 MiB)."""
+    small = medium = large = 0
+    for size in sizes:
+        block = round_block(size)
+        if block <= MIB:
+            small += block
+        elif block < 10 * MIB:
+            medium += block
+        else:
+            large += -(-block // (2 * MIB)) * 2 * MIB
+    return _segments(small, 2 * MIB) + _segments(medium, 20 * MIB) + large
+
+
+def _segments(total: int, segment: int) -> int:
+    return -(-total // segment) * segment
+
+
+# -- weights ---------------------------------------------------------------------------------------
+
+# Matrices that take the same input, joined at load where block type and row length match
+# (engine/hearth/forward.py _projections), in this order.
+_JOINED = (("attn_q", "attn_k", "attn_v"), ("ffn_gate", "ffn_up"))
+
+
+def _plane_allocations(ggml_type: int, n_out: int, n_in: int) -> list[int]:
+    """The GPU allocations one (joined) matrix keeps: its packed planes, or raw + float32."""
+    fmt = _PACKED.get(ggml_type)
+    if fmt is None:
+        raw = n_out * (GGML_TYPES[ggml_type].row_bytes(n_in))
+        return [raw, 4 * n_out * n_in]
+    blocks = n_in // fmt.block_size
+    return [n_out * blocks * length for _name, _offset, length, _dtype in fmt.fields]
+
+
+def _matrix_allocations(t: TensorInfo) -> list[int]:
+    return _plane_allocations(t.ggml_type, t.n_elements // t.shape[0], t.shape[0])
+
+
+def _gpu_tensors(info: ModelInfo) -> list[TensorInfo]:
+    """The tensors the engine puts on the GPU: all but the embedding, which comes back as the
+    output matrix of a model without `output.weight`."""
+    names = {t.name for t in info.tensors}
+    out = [t for t in info.tensors if t.name != _EMBEDDING]
+    if "output.weight" not in names:
+        out += [t for t in info.tensors if t.name == _EMBEDDING]
+    return out
+
+
+def matrix_groups(info: ModelInfo) -> list[list[TensorInfo]]:
+    """The GPU's matrices as the engine prepares them: runs of Q/K/V and gate/up that share a
+    block type and row length joined into one, every other matrix alone."""
+    by_name = {t.name: t for t in info.tensors}
+    groups: list[list[TensorInfo]] = []
+    joined: set[str] = set()
+    for layer in range(info.n_layer or 0):
+        for names in _JOINED:
+            run: list[TensorInfo] = []
+            for name in names:
+                t = by_name.get(f"blk.{layer}.{name}.weight")
+                if t is None:
+                    continue
+                joined.add(t.name)
+                if run and (run[-1].ggml_type, run[-1].shape[0]) == (t.ggml_type, t.shape[0]):
+                    run.append(t)
+                else:
+                    groups += [run] if run else []
+                    run = [t]
+            groups += [run] if run else []
+    groups += [[t] for t in _gpu_tensors(info) if len(t.shape) >= 2 and t.name not in joined]
+    return groups
+
+
+@dataclass(frozen=True)
+class HearthProfile:
+    """What the estimate needs from one file, worked out once (a slider re-plans on every move)."""
+
+    info: ModelInfo
+    config: ModelConfig
+    weight_allocations: tuple[int, ...]  # every weight allocation on the GPU
+    load_transient: tuple[int, ...]  # the largest group's raw copies while it is being joined
+    largest_matrix: int  # values of the largest (joined) matrix: a prefill GEMM dequantizes it
+    embedding_bytes: int  # token_embd, in host memory
+    values_on_gpu: int  # values of every tensor the GPU holds (float32 each on the CPU path)
+
+    @classmethod
+    def of(cls, info: ModelInfo) -> HearthProfile:
+        """Raises engine.hearth.config.UnsupportedModel for a file the engine does not run."""
+        config = model_config(info)
+        sizes: list[int] = []
+        transient: list[int] = []
+        largest = 0
+        for group in matrix_groups(info):
+            n_out = sum(t.n_elements // t.shape[0] for t in group)
+            sizes += _plane_allocations(group[0].ggml_type, n_out, group[0].shape[0])
+            raws = [t.n_bytes for t in group]
+            raws += [sum(raws)] if len(group) > 1 else []  # torch.cat of the members
+            if sum(raws) > sum(transient):
+                transient = raws
+            if group[0].layer is not None:  # the output matrix runs one row: the GEMV
+                largest = max(largest, n_out * group[0].shape[0])
+        on_gpu = _gpu_tensors(info)
+        sizes += [4 * t.n_elements for t in on_gpu if len(t.shape) < 2]  # float32 vectors
+        embedding = info.tensor(_EMBEDDING)
+        return cls(
+            info=info,
+            config=config,
+            weight_allocations=tuple(sizes),
+            load_transient=tuple(transient),
+            largest_matrix=largest,
+            embedding_bytes=embedding.n_bytes if embedding is not None else 0,
+            values_on_gpu=sum(t.n_elements for t in on_gpu),
+        )
+
+
+# -- KV cache --------------------------------------------------------------------------------------
+
+
+def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
+    """The KV cache's allocations on the GPU."""
+    d, heads, layers = cfg.head_dim, cfg.n_head_kv, cfg.n_layer
+    if not uses_paged_cache(config.type_k, config.type_v):
+        element = _PLAIN_BYTES[config.type_k if config.type_k == config.type_v else "f32"]
+        return [layers * heads * config.n_ctx * d * element] * 2
+    rows = -(-config.n_ctx // PAGE) * heads * PAGE  # positions x heads, whole pages
+    sizes = []
+    for fmt in (config.type_k, config.type_v):
+        sizes += [rows * plane for plane in _planes(fmt, d)] * layers
+    return [*sizes, 4 * d * d, 4 * d, 8 * -(-config.n_ctx // PAGE)]  # rotation, block table
+
+
+def _planes(fmt: str, d: int) -> list[int]:
+    """Bytes per row of each field kernels/kv_cache.py allocates for a format."""
+    if fmt == "f16":
+        return [2 * d]
+    if fmt == "q8":
+        return [d, 2]
+    planes = [d // (2 if fmt == "rot4" else 4), 2 * (d // 32), 2 * (d // 32)]
+    assert sum(planes) == bytes_per_row(fmt, d)  # the format's own count, scales included
+    return planes
+
+
+def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
+    """Bytes one cached position takes over all layers (for rates; pages not counted)."""
+    if not uses_paged_cache(type_k, type_v):
+        element = _PLAIN_BYTES[type_k if type_k == type_v else "f32"]
+        return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * element
+    per_row = bytes_per_row(type_k, cfg.head_dim) + bytes_per_row(type_v, cfg.head_dim)
+    return cfg.n_layer * cfg.n_head_kv * per_row
+
+
+# -- workspace -------------------------------------------------------------------------------------
+
+
+def _prefill_attention(
+    cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
+) -> int:
+    """torch SDPA's math path for `rows` queries over n_ctx positions: K and V in the
+    attention's type (float32 copies of the plain cache, or the paged pages gathered to f16),
+    repeated for every query head, float32 scores and softmax, the boolean mask."""
+    n, d = config.n_ctx, cfg.head_dim
+    kv_bytes = 2 if uses_paged_cache(config.type_k, config.type_v) else 4
+    kv = 2 * cfg.n_head_kv * n * d * kv_bytes
+    repeated = 2 * cfg.n_head * n * d * kv_bytes if cfg.n_rep > 1 else 0
+    scores = 2 * cfg.n_head * rows * n * 4 if costs.prefill_scores_materialized else 0
+    return kv + repeated + scores + rows * n
+
+
+def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:
+    if uses_paged_cache(config.type_k, config.type_v):
+        # kernels' split-K decode: partial sums per head and split (a few splits per SM)
+        return 4 * cfg.n_head * 64 * (cfg.head_dim + 2) * 4
+    # TorchKVCache._attend_one: f16 scores, the masked copy, float32 softmax, f16 probabilities
+    # and the slot ids, over every slot of the cache
+    return cfg.n_head * config.n_ctx * (2 + 2 + 4 + 2) + 8 * config.n_ctx
+
+
+def _logits_workspace(cfg: ModelConfig) -> int:
+    # logits, probabilities, a sorted copy with int64 indices, the kept mask (sampler.py)
+    return cfg.n_vocab * (4 + 4 + 4 + 8 + 1)
+
+
+def decode_workspace(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts) -> int:
+    """One decode step's peak: what the CUDA graph's private pool keeps (decode_graph.py)."""
+    widest = max(cfg.n_embd, 2 * cfg.n_ff, (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim)
+    activations = 8 * widest * costs.activation_bytes
+    return activations + _decode_attention(cfg, config) + _logits_workspace(cfg)
+
+
+def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: HearthCosts) -> int:
+    cfg = profile.config
+    rows = max(1, min(config.n_ubatch, config.n_ctx))
+    qkv = (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim
+    per_row = 3 * cfg.n_embd + qkv + cfg.n_head * cfg.head_dim + 3 * cfg.n_ff
+    activations = rows * per_row * costs.activation_bytes
+    gemm = profile.largest_matrix * costs.dequant_bytes_per_weight + rows * 2 * cfg.n_ff * 2
+    return (
+        activations + gemm + _prefill_attention(cfg, config, rows, costs) + _logits_workspace(cfg)
+    )
+
+
+# -- the estimate ----------------------------------------------------------------------------------
+
+
+def hearth_items(
+    profile: HearthProfile, config: HearthConfig, costs: HearthCosts = HEARTH_COSTS
+) -> HearthItems:
+    """Every item of the Hearth engine's memory for `config`."""
+    kv = kv_allocations(profile.config, config)
+    return HearthItems(
+        weights=sum(round_block(s) for s in profile.weight_allocations),
+        weights_reserved=torch_reserved(profile.weight_allocations),
+        load_transient=torch_reserved(profile.load_transient),
+        kv=sum(round_block(s) for s in kv),
+        kv_reserved=torch_reserved(kv),
+        decode_workspace=decode_workspace(profile.config, config, costs),
+        prefill_workspace=prefill_workspace(profile, config, costs),
+        context=costs.context_bytes,
+        host_weights=profile.embedding_bytes + HOST_ROWS_KEPT * profile.config.n_embd * 4,
+        host_process=costs.host_process_bytes,
+    )
+
+
+def hearth_estimate(
+    profile: HearthProfile,
+    config: HearthConfig,
+    n_gpus: int = 1,
+    costs: HearthCosts = HEARTH_COSTS,
+) -> MemoryEstimate:
+    """The estimate in the planner's shape: everything on the first GPU, none on the others."""
+    items = hearth_items(profile, config, costs)
+    workspace = items.decode_workspace + items.prefill_workspace
+    first = DeviceMemory(
+        items.weights_reserved, items.kv_reserved, workspace, items.context + items.load_transient
+    )
+    others = (DeviceMemory(0, 0, 0, 0),) * max(0, n_gpus - 1)
+    host = DeviceMemory(items.host_weights, 0, 0, items.host_process)
+    full = profile.config.n_layer + 1
+    return MemoryEstimate((first, *others), host, ((0, full),) * min(1, n_gpus), full)

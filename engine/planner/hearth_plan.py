@@ -1,0 +1,247 @@
+"""Plans for the Hearth engine: whether it can run a file here, the longest context each K/V pair
+fits on the GPU, the pair a preference picks, and the memory of a choice made by hand.
+
+    plan_hearth(info, request)                   -> Plan (engine "hearth"), or why not
+    longest_context(info, request, type_k, type_v) -> tokens
+
+The Hearth engine keeps the whole model on the first GPU (no layer split, no CPU layers), so the
+search is over the context and the K/V pair only: memory grows with the context, so the longest
+context of each pair is a bisection. Only pairs whose quality was measured (engine_table) are
+picked; the Model page may still choose any pair the engine holds (engine/planner/manual.py
+plans that choice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from engine.gguf import ModelInfo
+from engine.hearth.capabilities import (
+    device_unsupported_reason,
+    kv_format_problem,
+    model_unsupported_reason,
+)
+from engine.planner.engine_table import HEARTH, UNUSABLE_KL, kv_cost, measured_kv_pairs
+from engine.planner.explain import gib, usage_of
+from engine.planner.hearth_memory import (
+    HEARTH_COSTS,
+    HearthConfig,
+    HearthProfile,
+    hearth_estimate,
+    kv_bytes_per_token,
+)
+from engine.planner.kv_cache import CTX_PAD, pad_to
+from engine.planner.memory import MemoryEstimate
+from engine.planner.records import (
+    DOES_NOT_FIT,
+    FITS,
+    HIGH,
+    LOW,
+    Alternative,
+    Choice,
+    Plan,
+    PlanRequest,
+)
+from engine.planner.search import DEFAULT_TARGET_CTX, Search
+from engine.planner.settings import LoadSettings
+
+_PROFILES: dict[int, HearthProfile] = {}
+
+
+def hearth_profile(info: ModelInfo) -> HearthProfile:
+    """HearthProfile.of(info), kept for the same header object (sliders re-plan often)."""
+    found = _PROFILES.get(id(info))
+    if found is None or found.info is not info:
+        if len(_PROFILES) > 16:
+            _PROFILES.clear()
+        found = _PROFILES[id(info)] = HearthProfile.of(info)
+    return found
+
+
+def hearth_unavailable(info: ModelInfo, request: PlanRequest) -> str | None:
+    """Why the Hearth engine cannot run this file on the request's first GPU, or None."""
+    reason = model_unsupported_reason(info)
+    if reason:
+        return reason
+    if not request.gpus:
+        return "no GPU: the Hearth engine runs on NVIDIA (CUDA) and AMD (ROCm) GPUs"
+    gpu = request.gpus[0]
+    return device_unsupported_reason(gpu.backend, gpu.compute_capability)
+
+
+def pair_problem(profile: HearthProfile, type_k: str, type_v: str, gpu: bool = True) -> str | None:
+    cfg = profile.config
+    return kv_format_problem(
+        type_k, type_v, sliding_window=cfg.swa_window > 0, head_dim=cfg.head_dim, gpu=gpu
+    )
+
+
+def auto_pairs(profile: HearthProfile) -> list[tuple[str, str]]:
+    """The pairs Best fit may pick for this model: measured, good enough, held here."""
+    return [
+        pair
+        for pair in measured_kv_pairs(HEARTH)
+        if (kv_cost(HEARTH, *pair) or 0.0) < UNUSABLE_KL and not pair_problem(profile, *pair)
+    ]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    pair: tuple[str, str]
+    n_ctx: int
+    estimate: MemoryEstimate
+    cost: float
+
+
+def _estimate(profile, search: Search, pair, n_ctx: int) -> MemoryEstimate:
+    config = HearthConfig(n_ctx, pair[0], pair[1], min(search.request.n_ubatch, n_ctx))
+    return hearth_estimate(profile, config, len(search.gpus))
+
+
+def _longest(profile, search: Search, pair, lo: int, hi: int) -> int:
+    """The longest context in [lo, hi] (multiples of CTX_PAD) that fits; 0 when lo does not."""
+    steps_lo, steps_hi = lo // CTX_PAD, hi // CTX_PAD
+    if search.shortfall(_estimate(profile, search, pair, lo)) > 0:
+        return 0
+    while steps_lo < steps_hi:
+        mid = (steps_lo + steps_hi + 1) // 2
+        if search.shortfall(_estimate(profile, search, pair, mid * CTX_PAD)) <= 0:
+            steps_lo = mid
+        else:
+            steps_hi = mid - 1
+    return steps_lo * CTX_PAD
+
+
+def _bounds(info: ModelInfo, request: PlanRequest) -> tuple[int, int]:
+    """(the shortest context worth planning, the target), multiples of CTX_PAD."""
+    train = info.context_length or 4096
+    target = pad_to(max(CTX_PAD, request.target_ctx or min(train, DEFAULT_TARGET_CTX)), CTX_PAD)
+    return min(pad_to(max(CTX_PAD, request.min_ctx), CTX_PAD), target), target
+
+
+def longest_context(info: ModelInfo, request: PlanRequest, type_k: str, type_v: str) -> int:
+    """The longest context up to the request's target that this K/V pair fits on the first
+    GPU (0: not even the minimum); the pair is not checked against the model here."""
+    lo, target = _bounds(info, request)
+    return _longest(hearth_profile(info), Search(request), (type_k, type_v), lo, target)
+
+
+def plan_hearth(info: ModelInfo, request: PlanRequest) -> Plan:
+    reason = hearth_unavailable(info, request)
+    if reason:
+        return Plan.impossible(f"The Hearth engine cannot run this model here: {reason}.")
+    profile = hearth_profile(info)
+    search = Search(request)
+    lo, target = _bounds(info, request)
+    candidates = []
+    for pair in auto_pairs(profile):
+        n_ctx = _longest(profile, search, pair, lo, target)
+        if n_ctx:
+            est = _estimate(profile, search, pair, n_ctx)
+            candidates.append(_Candidate(pair, n_ctx, est, kv_cost(HEARTH, *pair) or 0.0))
+    if not candidates:
+        return _not_fitting(profile, search, lo)
+    best = max(candidates, key=lambda c: _rank(c, target, request.preference))
+    return _fitting(profile, search, best, target, candidates)
+
+
+def _rank(c: _Candidate, target: int, preference: str):
+    tier = 0 if c.cost <= 0.01 else 1  # f16, q8, K q8 / V rot4 ~ llama.cpp's f16 and q8_0 tier
+    if preference == "context":
+        return (c.n_ctx, -tier, -c.cost)
+    return (min(c.n_ctx, target), -tier, -c.cost)
+
+
+def choice_of(profile: HearthProfile, pair, n_ctx: int) -> Choice:
+    n = profile.config.n_layer
+    return Choice(
+        source=profile.info.source,
+        quant=profile.info.quant_name or "?",
+        n_ctx=n_ctx,
+        type_k=pair[0],
+        type_v=pair[1],
+        flash_attn=False,
+        n_gpu_layers=n + 1,
+        n_layers=n,
+        engine=HEARTH,
+    )
+
+
+def settings_of(profile: HearthProfile, request: PlanRequest, pair, n_ctx: int) -> LoadSettings:
+    return LoadSettings(
+        path=profile.info.source,
+        n_ctx=n_ctx,
+        n_gpu_layers=-1,
+        flash_attn="off",  # llama.cpp's setting; the Hearth engine has its own attention
+        type_k=pair[0],
+        type_v=pair[1],
+        n_batch=request.n_batch,
+        n_ubatch=min(request.n_ubatch, request.n_batch),
+        engine=HEARTH,
+    )
+
+
+def kv_text(profile: HearthProfile, pair) -> str:
+    per_token = kv_bytes_per_token(profile.config, *pair)
+    cost = kv_cost(HEARTH, *pair)
+    quality = "quality not measured" if cost is None else f"mean KL {cost:.4f} against f16"
+    return f"K {pair[0]} / V {pair[1]} cache: {per_token / 1024:.0f} KiB per token, {quality}"
+
+
+def _fitting(profile, search: Search, best: _Candidate, target: int, candidates) -> Plan:
+    info, n = profile.info, profile.config.n_layer
+    gpu = search.request.gpus[0]
+    reasons = [
+        f"{info.quant_name or '?'} ({gib(info.weight_bytes)} of weights) on the Hearth engine: "
+        f"all {n} layers and the output on {gpu.name}; the token embedding "
+        f"({gib(profile.embedding_bytes)}) stays in system RAM.",
+        f"Context {best.n_ctx} tokens"
+        + (" (the target)." if best.n_ctx >= target else f" (target {target})."),
+        kv_text(profile, best.pair) + ".",
+    ]
+    if not HEARTH_COSTS.calibrated:
+        reasons.append(
+            "The Hearth engine's memory model has not been checked on a GPU yet "
+            "(benchmarks/hearth_memory.py): its workspace and CUDA context are estimates."
+        )
+    alternatives = [
+        Alternative(
+            "longer_context",
+            f"K {c.pair[0]} / V {c.pair[1]} would fit {c.n_ctx} tokens (mean KL {c.cost:.4f})",
+            choice_of(profile, c.pair, c.n_ctx),
+        )
+        for c in candidates
+        if c.n_ctx > best.n_ctx
+    ]
+    return Plan(
+        status=FITS,
+        confidence=HIGH if HEARTH_COSTS.calibrated else LOW,
+        choice=choice_of(profile, best.pair, best.n_ctx),
+        settings=settings_of(profile, search.request, best.pair, best.n_ctx),
+        devices=usage_of(search, best.estimate),
+        tokens_per_second=None,  # no measured figure to predict from yet (engine_table)
+        reasons=tuple(reasons),
+        alternatives=tuple(alternatives),
+    )
+
+
+def _not_fitting(profile, search: Search, lo: int) -> Plan:
+    pairs = auto_pairs(profile) or [("f16", "f16")]
+    leanest = min(pairs, key=lambda p: kv_bytes_per_token(profile.config, *p))
+    est = _estimate(profile, search, leanest, lo)
+    over = ", ".join(f"{gib(b)} more on {name}" for name, b in search.over_budget(est))
+    return Plan(
+        status=DOES_NOT_FIT,
+        confidence=LOW,
+        choice=None,
+        settings=None,
+        devices=usage_of(search, est),
+        tokens_per_second=None,
+        reasons=(
+            f"On the Hearth engine, even {lo} tokens with the K {leanest[0]} / V {leanest[1]} "
+            f"cache need {over}: it keeps every layer on the GPU.",
+        ),
+        alternatives=(
+            Alternative("cpu_offload", "llama.cpp, which can keep part of the model in system RAM"),
+        ),
+    )

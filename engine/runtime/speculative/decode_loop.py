@@ -1,0 +1,142 @@
+"""The speculative decode loop: draft, check every draft in one llama_decode, keep the run the
+model agrees with, drop the rest from the KV cache.
+
+Each step decodes the last sampled token followed by the drafts, with logits for every position.
+Position i's logits give the token the model chooses after the drafts before it; drafts are
+taken while the model's choice equals them, and the first choice that differs (or, when all are
+taken, the choice after the last draft) is the next sampled token - exactly the token plain
+decoding would have produced there, drawn by the same sampler chain in the same order, so greedy
+and seeded replies are the same text token for token (acceptance.py: why the distribution is
+kept). Tokens reach the reply through ReplyTokens.take one at a time, as in plain decoding: stop
+strings, end of generation, stop requests and max_tokens act at the same token.
+
+The KV cache is kept as plain decoding would leave it: rejected drafts are removed at once, and
+when the reply ends in the middle of a step, the tokens after the last emitted one too.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from engine.enums import StopReason
+from engine.llama.driver import EngineError, Sampler, decode_failure
+from engine.runtime.reply_tokens import ReplyTokens
+from engine.runtime.speculative.setup import Speculation
+
+
+class SpeculativeLoop:
+    def __init__(self, session, sampler: Sampler, reply: ReplyTokens, prompt, *, greedy: bool):
+        """`session`: engine.runtime.generation.Session, with `speculation` set."""
+        self.session, self.sampler, self.reply = session, sampler, reply
+        self.spec: Speculation = session.speculation
+        self.greedy = greedy  # plain argmax: read the logits, skip the sampler chain
+        self.history = list(prompt)  # prompt + every token emitted, for the drafter
+        self.n_drafted = self.n_accepted = 0
+        self.spec.drafter.begin(self.history)
+
+    def run(self) -> str:
+        try:
+            return self._steps()
+        finally:
+            self.reply.finish()
+
+    def figures(self) -> dict:
+        """GenerationStats' speculative fields for this reply."""
+        return {
+            "speculative": self.spec.drafter.name,
+            "n_drafted": self.n_drafted,
+            "n_draft_accepted": self.n_accepted,
+            "plain_step_seconds": self.spec.plain_step_seconds,
+        }
+
+    def _steps(self) -> str:
+        reply, session, spec = self.reply, self.session, self.spec
+        n_ctx = session.ctx.info.n_ctx
+        if reply.max_tokens <= 0:
+            return StopReason.MAX_TOKENS
+        pending = self._choice(-1)  # from the prefill's last logits
+        while True:
+            # Steps are timed from here: a plain step's price includes emitting its token, as
+            # in plain decoding, and a checking step's includes drafting.
+            started = time.perf_counter()
+            reason = reply.take(pending)
+            if reason is not None:
+                return reason
+            if len(session.cached) + 1 >= n_ctx:
+                return StopReason.CONTEXT_FULL
+            self.history.append(pending)
+            # Drafts beyond the reply's end or the context's are never worth checking.
+            room = min(reply.max_tokens - reply.n_generated - 1, n_ctx - 2 - len(session.cached))
+            wanted = 0 if spec.plain_step_due() else min(spec.length.next_length(), room)
+            drafts = spec.drafter.propose(self.history, wanted)[:wanted] if wanted > 0 else []
+            if not drafts:
+                pending = self._plain_step(pending)
+                spec.record_plain_step(time.perf_counter() - started)
+                continue
+            pending, reason = self._checked_step(pending, drafts)
+            if reason is not None:
+                return reason
+            # What drafting and checking cost against a plain step (a draft model's own
+            # decodes are part of the price).
+            seconds = time.perf_counter() - started
+            spec.length.record_cost(len(drafts), seconds, spec.plain_step_seconds)
+
+    def _plain_step(self, token: int) -> int:
+        """Decode one token as plain decoding does (timed by the caller: the speed-up's
+        baseline)."""
+        self.session.ctx.decode_one(token)
+        self.session.cached.append(token)
+        return self._choice(-1)
+
+    def _checked_step(self, token: int, drafts: list[int]) -> tuple[int, str | None]:
+        """Decode `token` and the drafts in one batch; emit the drafts the model agrees with.
+        Returns the next sampled token, and the stop reason if the reply ended here."""
+        session, reply, ctx = self.session, self.reply, self.session.ctx
+        n_ctx = ctx.info.n_ctx
+        batch = self.spec.batch
+        batch.clear()
+        position = len(session.cached)
+        for offset, t in enumerate([token, *drafts]):
+            batch.add(t, position + offset, 0, output=True)
+        if batch.decode(ctx) != 0:
+            raise EngineError(decode_failure(1))
+        session.cached.append(token)
+        self.n_drafted += len(drafts)
+        accepted, reason, chosen = 0, None, -1
+        for row, draft in enumerate(drafts):
+            chosen = self._choice(row)
+            if chosen != draft:
+                break
+            accepted += 1
+            reason = reply.take(chosen)
+            if reason is None and len(session.cached) + 1 >= n_ctx:
+                reason = StopReason.CONTEXT_FULL
+            if reason is not None:
+                break
+            self.history.append(chosen)
+            session.cached.append(chosen)
+        else:
+            chosen = self._choice(len(drafts))
+        self.n_accepted += accepted
+        self.spec.length.record(len(drafts), accepted)
+        if len(session.cached) < position + 1 + len(drafts):
+            self._forget_after_cached()
+        return chosen, reason
+
+    def _forget_after_cached(self) -> None:
+        session = self.session
+        if not session.ctx.forget_from(len(session.cached)):
+            raise EngineError(
+                "This model's cache cannot drop rejected draft tokens (a recurrent model). "
+                "Turn speculative decoding off on the Model page and load it again."
+            )
+
+    def _choice(self, row: int) -> int:
+        """The token the model picks from the logits at batch row `row` (-1: the last)."""
+        ctx = self.session.ctx
+        if self.greedy:
+            logits = np.ctypeslib.as_array(ctx.logits_at(row), shape=(self.spec.n_vocab,))
+            return int(logits.argmax())
+        return self.sampler.sample(ctx, row)

@@ -1,0 +1,181 @@
+"""8-bit activations for the integer GEMV: x quantized per 32 values into int8 words, and dp4a.
+
+    d = max|x| / 127 over a group of 32 values,  q = round(x / d) in [-127, 127]
+    x . w  ~=  d * sum(q * w)       (w's integer codes; the sums are exact in int32)
+
+This is what llama.cpp's CUDA (q8_1, MMVQ) and CPU (q8_K) builds do to the activation before
+their integer dot products. The error it adds is 0.3-0.9% of a dot product on the tests' random
+weights (relative to the float64 product; each x is rounded to 1/254 of its group's range).
+
+Four consecutive int8 values are packed little-endian into one int32 word, so that a word of a
+weight plane (4 codes of 4 consecutive weights, one per byte) meets its 4 inputs in one `dp4a`:
+4 multiply-adds in one instruction. Rounding uses the magic-number trick: the float32 bits of
+v + 1.5 * 2^23 are 0x4B400000 + round(v) (nearest, ties to even) for |v| < 2^22, so the low byte
+is q as a two's-complement byte, without the float-to-int unit (a quarter-rate instruction).
+
+Two ways to feed a GEMV (gemv_dp4a.py, chosen by its PREQ flag): each program quantizes the
+slice of x it needs in each K step (`quantize_words`, no extra launch, but the work repeats in
+every program and its reductions cross threads), or `quantize_activation` does it once, in a
+small kernel of its own, and the GEMV loads words, scales and sums in its weight tile's layout.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+from kernels.errors import UnsupportedTensor
+from kernels.gemv_common import gdc_launch_dependents
+
+ROUND_MAGIC = tl.constexpr(12582912.0)  # 1.5 * 2**23
+ROUND_BITS = tl.constexpr(0x4B400000)  # its float32 bits
+
+
+@triton.jit
+def dp4a(a, b, c, ASM: tl.constexpr):
+    """c + sum over the 4 bytes i of a[i] (unsigned) * b[i] (signed); int32 tensors of one shape.
+
+    ASM=False is the same sum in plain integer arithmetic, for Triton's CPU interpreter (inline
+    assembly does not run there); the gpu-marked tests check that both agree."""
+    if ASM:
+        return tl.inline_asm_elementwise(
+            "dp4a.u32.s32 $0, $1, $2, $3;",
+            "=r,r,r,r",
+            [a, b, c],
+            dtype=tl.int32,
+            is_pure=True,
+            pack=1,
+        )
+    else:
+        total = c
+        for i in tl.static_range(4):
+            total += ((a >> (8 * i)) & 0xFF) * ((b << (24 - 8 * i)) >> 24)
+        return total
+
+
+@triton.jit
+def quantize_words(x_ptr, words, mask):
+    """Quantize the values of x at word indices `words` [G, S, 4] (value 4 * word + j), one
+    scale per group of S * 4 * 4 = 32 values (S = 2); x_ptr points at the input row; mask
+    [G, S, 4] (False reads 0). Returns (packed int8 words [G, S, 4] int32, d [G] float32, the
+    sum of q per run of 16 values [G, S] int32). The dot products then use x' = d q exactly
+    (also for the offsets), so a kernel computes x' @ W.T up to float32 rounding
+    (`reference_quantize`)."""
+    j = tl.arange(0, 4)
+    x = tl.load(x_ptr + words[:, :, :, None] * 4 + j[None, None, None, :],
+                mask=mask[:, :, :, None], other=0.0).to(tl.float32)  # fmt: skip
+    amax = tl.max(tl.max(tl.max(tl.abs(x), axis=3), axis=2), axis=1)  # [G]
+    # correctly rounded, as numpy's (Triton's `/` is an approximate division); amax = 0: all
+    # x are 0 and so is every q
+    inv = tl.math.div_rn(127.0, tl.maximum(amax, 1e-30))
+    bits = (x * inv[:, None, None, None] + ROUND_MAGIC).to(tl.int32, bitcast=True)
+    q = bits - ROUND_BITS  # round(x / d), -127..127
+    packed = tl.sum((bits & 0xFF) << (8 * j[None, None, None, :]), axis=3)
+    isum = tl.sum(tl.sum(q, axis=3), axis=2)
+    return packed, amax * (1.0 / 127.0), isum
+
+
+def reference_quantize(x: np.ndarray) -> np.ndarray:
+    """x' = d q as the kernels see it, in numpy: x [..., K] (K a multiple of 32) -> float64."""
+    x = np.asarray(x, dtype=np.float32)
+    groups = x.reshape(*x.shape[:-1], -1, 32)
+    amax = np.abs(groups).max(axis=-1, keepdims=True)
+    q = np.rint(groups * (np.float32(127.0) / np.maximum(amax, np.float32(1e-30))))
+    d = amax * np.float32(1.0 / 127.0)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
+
+
+@triton.jit
+def x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ: tl.constexpr):
+    """x's int8 words base[g] + [0, 8) for groups g of 32 values (base [G], a multiple of 8),
+    with d [.., G] and the sums of q per 16 [.., G, 2]: as [1, G, 2, 4] from quantize_words
+    (PREQ=False), or loaded from `quantize_activation`'s buffers as [BN, G, 2, 4] in the
+    weight tile's own layout (rows [BN] give the shape: every thread loads the words its
+    weights meet, from L1, with no shuffle through shared memory)."""
+    run = tl.arange(0, 2)
+    word = run[:, None] * 4 + tl.arange(0, 4)[None, :]
+    words = base[:, None, None] + word[None]
+    mask = group_mask[:, None, None] & (word[None] >= 0)
+    if PREQ:
+        zero = rows * 0
+        packed = tl.load(xq_row + zero[:, None, None, None] + words[None], mask=mask[None],
+                         other=0)  # fmt: skip
+        d = tl.load(xd_row + zero[:, None] + (base // 8)[None, :], mask=group_mask[None, :],
+                    other=0.0)  # fmt: skip
+        runs = (base // 4)[:, None] + run[None, :]
+        run_mask = group_mask[None, :, None] & (run[None, None, :] >= 0)
+        isum = tl.load(xs_row + zero[:, None, None] + runs[None], mask=run_mask, other=0)
+        return packed, d, isum
+    else:
+        packed, d, isum = quantize_words(x_row, words, mask)
+        return packed[None], d[None], isum[None]
+
+
+@triton.jit
+def quantize_kernel(x_ptr, xq_ptr, xd_ptr, xs_ptr, n_groups, stride_xb, GROUPS: tl.constexpr,
+                    LET_NEXT_START: tl.constexpr):  # fmt: skip
+    """x [B, K] -> words xq [B, K/4] int32, d xd [B, K/32] f32, sums xs [B, K/16] int32.
+    LET_NEXT_START (sm_90+): a GEMV launched after it with launch_pdl may start at once (it
+    streams its weights and waits for these words with griddepcontrol.wait)."""
+    if LET_NEXT_START:
+        gdc_launch_dependents()
+    b = tl.program_id(1)
+    g = tl.program_id(0) * GROUPS + tl.arange(0, GROUPS)
+    word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    words = g[:, None, None] * 8 + word[None]
+    mask = (g < n_groups)[:, None, None] & (word[None] >= 0)
+    packed, d, isum = quantize_words(x_ptr + b * stride_xb, words, mask)
+    tl.store(xq_ptr + b * n_groups * 8 + words, packed, mask=mask)
+    tl.store(xd_ptr + b * n_groups + g, d, mask=g < n_groups)
+    runs = g[:, None] * 2 + tl.arange(0, 2)[None, :]
+    tl.store(xs_ptr + b * n_groups * 2 + runs, isum, mask=runs < n_groups * 2)
+
+
+def has_griddepcontrol(device: torch.device) -> bool:
+    """Programmatic dependent launch: a CUDA GPU of sm_90 or newer, not the interpreter."""
+    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
+        return False
+    return torch.cuda.get_device_capability(device)[0] >= 9
+
+
+@dataclass(frozen=True)
+class QuantizedActivation:
+    """x [B, K] in 8 bits, as the integer GEMV reads it: words [B, K/4] int32 (4 int8 q each),
+    scales [B, K/32] float32 (d per 32 values), sums [B, K/16] int32 (sum of q per 16)."""
+
+    words: torch.Tensor
+    scales: torch.Tensor
+    sums: torch.Tensor
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.words.shape[0], self.words.shape[1] * 4
+
+
+def quantize_activation(x: torch.Tensor, *, let_next_start: bool = False) -> QuantizedActivation:
+    """x [..., K] (K a multiple of 32, f16/bf16/f32) in 8 bits, one small launch. Quantize once
+    and pass the result to every quant_matmul that reads the same x (`quantized=`): the q, k
+    and v projections, or gate and up, then pay one launch instead of three or two.
+    let_next_start: the next kernel, if a programmatic dependent launch, may start before this
+    one ends (GEMV's pipelined variant; only on sm_90+, ignored elsewhere)."""
+    x = x.reshape(-1, x.shape[-1])
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    n_rows, k = x.shape
+    if k % 32:
+        raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {k}")
+    n_groups = k // 32
+    words = torch.empty(n_rows, k // 4, dtype=torch.int32, device=x.device)
+    scales = torch.empty(n_rows, n_groups, dtype=torch.float32, device=x.device)
+    sums = torch.empty(n_rows, n_groups * 2, dtype=torch.int32, device=x.device)
+    groups = 16
+    quantize_kernel[(triton.cdiv(n_groups, groups), n_rows)](
+        x, words, scales, sums, n_groups, x.stride(0), GROUPS=groups,
+        LET_NEXT_START=let_next_start and has_griddepcontrol(x.device), num_warps=2,
+    )  # fmt: skip
+    return QuantizedActivation(words, scales, sums)

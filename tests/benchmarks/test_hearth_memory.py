@@ -1,0 +1,110 @@
+"""benchmarks/hearth_memory.py off the GPU: the engine driven on the CPU with a tiny model, and
+the report's table. The GPU run itself is the lead's device call (its raw output is kept in
+docs/measurements/)."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.hearth_memory import Engine, _pair, markdown
+from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+
+torch = pytest.importorskip("torch")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    path = tmp_path_factory.mktemp("m") / "tiny.gguf"
+    return Engine(str(write_sparse_gguf(path, SHAPES["llama-tiny"], "Q8_0")), device="cpu")
+
+
+def test_fill_prefill_and_decode_over_the_whole_plain_cache(tiny):
+    cache = tiny.new_cache(256, "f16", "f16")
+    tiny.fill(cache, 200)
+    assert cache.k[:, :, :200].abs().sum() > 0 and cache.k[:, :, 200:].abs().sum() == 0
+    tiny.prefill_chunk(cache, 200, 48)
+    assert cache.v[:, :, 200:248].abs().sum() == 0  # a zero model writes zero values
+    assert tiny.decode(cache, 248, 8) > 0
+
+
+@pytest.mark.parametrize(
+    ("k", "v", "dtype"), [("f16", "f16", "float16"), ("f32", "f32", "float32")]
+)
+def test_the_cache_is_the_one_the_driver_makes(tiny, k, v, dtype):
+    cache = tiny.new_cache(64, k, v)
+    assert str(cache.k.dtype) == f"torch.{dtype}" and cache.n_ctx == 64
+
+
+def test_pairs_and_the_table():
+    assert _pair("q8/rot4") == ("q8", "rot4") and _pair("f16") == ("f16", "f16")
+    predicted = dict(weights=2**30, kv=2**28, decode_workspace=2**20, prefill_workspace=2**25,
+                     context=2**29, gpu_total=2**31)  # fmt: skip
+    item = dict(n_ctx=4096, type_k="q8", type_v="q8", ok=True, weights=2**30, kv=2**28,
+                decode_workspace=2**20, context=2**29, used=2**31, decode_tok_s=123.4,
+                predicted=predicted)  # fmt: skip
+    card = dict(card_gib=12, type_k="rot4", type_v="rot4", n_ctx=29184, predicted_total=2**33,
+                used=2**33, free=12 * 2**30, ok=True, decode_tok_s=99.0)  # fmt: skip
+    table = markdown([item], [card])
+    assert "| 4,096 | q8 / q8 | 1,024 / 1,024 | 256 / 256 | 1 / 1 | 32 / - |" in table
+    row = "| 12 GiB | rot4 / rot4 | 29,184 | 8,192 | 8,192 | 12,288 | yes: 8 decode steps"
+    assert row + " (no prefill chunk) | 99.0 |" in table
+
+
+def test_cards_plan_each_pair_and_verify_it(monkeypatch, tmp_path):
+    """The card simulation's planning and rows, with the hog and the child process stubbed."""
+    import argparse
+
+    from benchmarks import hearth_memory as hm
+
+    model = str(write_sparse_gguf(tmp_path / "l.gguf", SHAPES["llama3-8b"], "Q4_K_M"))
+
+    class Hog:
+        stdin = type("S", (), {"close": lambda self: None})()
+
+        def wait(self, timeout):
+            return 0
+
+    monkeypatch.setattr(hm, "start_hog", lambda leave: (Hog(), leave))
+    verified = []
+
+    def child(path, n_ctx, k, v):
+        verified.append((n_ctx, k, v))
+        return {"ok": True, "prefill": True, "used": 11 * 2**30, "decode_tok_s": 100.0}
+
+    monkeypatch.setattr(hm, "_verify_in_child", child)
+    args = argparse.Namespace(model=model, cards=[12.0], target_ctx=262144,
+                              pairs=[("f16", "f16"), ("rot4", "rot4")])  # fmt: skip
+    rows = hm.cards(args)
+    assert [(r["type_k"], r["type_v"]) for r in rows] == [("f16", "f16"), ("rot4", "rot4")]
+    assert 0 < rows[0]["n_ctx"] < rows[1]["n_ctx"] and len(verified) == 2
+    for row in rows:
+        assert row["predicted_total"] <= row["budget"] < 12 * 2**30
+    assert "yes: 512-token prefill chunk + 8 decode steps" in hm.markdown([], rows)
+
+
+def test_the_measurements_give_back_the_costs_they_came_from(tmp_path):
+    """Rows made from known costs: suggested_costs finds those costs again."""
+    import dataclasses
+
+    from benchmarks.hearth_memory import CHUNK, suggested_costs
+    from engine.gguf import read_model_info
+    from engine.planner.hearth_memory import HEARTH_COSTS, HearthConfig, hearth_items
+    from engine.planner.hearth_plan import hearth_profile
+
+    model = str(write_sparse_gguf(tmp_path / "l.gguf", SHAPES["llama3-8b"], "Q4_K_M"))
+    profile = hearth_profile(read_model_info(model))
+    truth = dataclasses.replace(
+        HEARTH_COSTS, prefill_scores_materialized=False, dequant_bytes_per_weight=6
+    )
+    rows = []
+    for n_ctx in (4096, 32768):
+        for kv in ("f16", "rot4"):
+            items = hearth_items(profile, HearthConfig(n_ctx, kv, kv, CHUNK), truth)
+            rows.append(dict(ok=True, n_ctx=n_ctx, type_k=kv, type_v=kv, context=700 * 2**20,
+                             prefill_workspace=items.prefill_workspace))  # fmt: skip
+    found = suggested_costs(rows, model)
+    assert found == {
+        "context_bytes": 700 * 2**20,
+        "prefill_scores_materialized": False,
+        "dequant_bytes_per_weight": 6.0,
+    }

@@ -1,0 +1,108 @@
+"""Best fit between llama.cpp and the Hearth engine: measured figures decide, and say so."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+
+import pytest
+
+from engine.planner import DeviceBudget, Planner, PlanRequest, engine_table
+from engine.planner.engine_choice import plan_engines
+from engine.planner.engine_table import device_class, kv_cost, speed_verdict
+
+GIB = 1024**3
+
+
+def h100(gib: float = 70, **options) -> PlanRequest:
+    gpu = DeviceBudget("gpu0", "H100", "cuda", int(gib * GIB), 3350.0, "9.0")
+    options.setdefault("host_budget_bytes", 64 * GIB)
+    return PlanRequest(gpus=(gpu,), **options)
+
+
+def with_hearth_figures(monkeypatch, tokens_per_second: dict[int, float]) -> None:
+    """The figures file plus Hearth rows on cuda sm_90 (a test's own, not measurements)."""
+    data = copy.deepcopy(engine_table._figures())
+    for depth, speed in tokens_per_second.items():
+        data["decode"].append(dict(
+            device_class="cuda sm_90", device="test", model="llama3-8b Q4_K_M", engine="hearth",
+            type_k="f16", type_v="f16", depth=depth, tokens_per_second=speed, source="test",
+        ))  # fmt: skip
+    monkeypatch.setattr(engine_table, "_figures", lambda: data)
+
+
+@pytest.fixture(scope="module")
+def llama8b(synthetic_info):
+    return Planner(synthetic_info("llama3-8b", "Q4_K_M"))
+
+
+@pytest.mark.parametrize(
+    ("backend", "cc", "name"),
+    [("cuda", "9.0", "cuda sm_90"), ("cuda", "8.6", "cuda sm_86"), ("cuda", None, "cuda"),
+     ("rocm", None, "rocm")],
+)  # fmt: skip
+def test_device_classes(backend, cc, name):
+    assert device_class(backend, cc) == name
+
+
+def test_every_figure_names_its_source():
+    for figure in engine_table.decode_figures():
+        assert figure.source.startswith("docs/measurements/") and figure.tokens_per_second > 0
+    assert kv_cost("hearth", "q8", "q8") == 0.00469  # the worse of the two measured models
+    assert kv_cost("hearth", "f16", "q8") is None  # never measured
+
+
+def test_without_hearth_figures_best_fit_keeps_llama_cpp_and_says_why(llama8b):
+    verdict = speed_verdict("cuda sm_90")
+    assert verdict.ratio is None and not verdict.hearth_faster
+    plan = plan_engines(llama8b, h100())
+    assert plan.fits and plan.choice.engine == "llama"
+    assert "not been measured" in plan.notes[0]
+
+
+def test_measured_faster_picks_hearth(llama8b, monkeypatch):
+    with_hearth_figures(monkeypatch, {0: 330.0, 4096: 300.0, 32768: 250.0})
+    verdict = speed_verdict("cuda sm_90")
+    assert verdict.ratio == pytest.approx(300.0 / 236.85)
+    plan = plan_engines(llama8b, h100(target_ctx=8192))
+    assert plan.choice.engine == "hearth" and plan.settings.engine == "hearth"
+    assert plan.notes[0].startswith("Engine: Hearth kernels")
+
+
+def test_slower_at_any_measured_depth_keeps_llama_cpp(llama8b, monkeypatch):
+    with_hearth_figures(monkeypatch, {0: 330.0, 32768: 150.0})  # llama.cpp: 160.49 at 32k
+    plan = plan_engines(llama8b, h100(target_ctx=8192))
+    assert plan.choice.engine == "llama"
+    assert "0.93x llama.cpp" in plan.notes[0]
+
+
+def test_a_lossier_cache_than_llama_cpps_keeps_llama_cpp(llama8b, monkeypatch):
+    with_hearth_figures(monkeypatch, {0: 330.0})
+    # 12 GiB at 64k: llama.cpp fits it with q8_0 (KL 0.0075), Hearth needs rot4 (KL 0.088)
+    request = h100(12, target_ctx=65536, preference="context")
+    plan = plan_engines(llama8b, request)
+    llama = plan_engines(llama8b, request, "llama")
+    assert plan.choice == llama.choice and plan.choice.engine == "llama"
+    assert "loses more" in plan.notes[0]
+
+
+def test_named_engines_plan_for_that_engine_alone(llama8b):
+    assert plan_engines(llama8b, h100(), "llama").notes == ()
+    hearth = plan_engines(llama8b, h100(), "hearth")
+    assert hearth.choice.engine == "hearth"
+    metal = dataclasses.replace(h100(), gpus=(DeviceBudget("m", "M2", "metal", 16 * GIB),))
+    refused = plan_engines(llama8b, metal, "hearth")
+    assert not refused.fits and "Metal" in refused.reasons[0]
+    auto = plan_engines(llama8b, metal)
+    assert auto.choice.engine == "llama" and "Metal" in auto.notes[0]
+
+
+def test_an_unknown_engine_is_a_programming_error(llama8b):
+    with pytest.raises(ValueError):
+        plan_engines(llama8b, h100(), "vllm")
+
+
+def test_a_llama_plan_made_elsewhere_is_the_one_compared(llama8b):
+    made = plan_engines(llama8b, h100(target_ctx=4096), "llama")
+    plan = plan_engines(llama8b, h100(), llama=made)
+    assert plan.choice == made.choice and "not been measured" in plan.notes[0]

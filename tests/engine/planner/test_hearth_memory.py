@@ -1,0 +1,174 @@
+"""The Hearth engine's memory model, item by item, against hand-computed tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.gguf import TensorInfo
+from engine.planner.hearth_memory import (
+    MIB,
+    HearthConfig,
+    HearthProfile,
+    _matrix_allocations,
+    hearth_estimate,
+    hearth_items,
+    kv_allocations,
+    kv_bytes_per_token,
+    torch_reserved,
+)
+
+# Llama-3-8B: 32 layers, 8 KV heads of 128 values
+LAYERS, HEADS, D = 32, 8, 128
+
+
+@pytest.fixture(scope="module")
+def llama(synthetic_info):
+    return HearthProfile.of(synthetic_info("llama3-8b", "Q4_K_M"))
+
+
+def _rows(n_ctx: int) -> int:
+    """positions x heads in whole pages of 64"""
+    return -(-n_ctx // 64) * 64 * HEADS
+
+
+@pytest.mark.parametrize(
+    ("n_ctx", "type_k", "type_v", "per_row"),
+    [
+        (4096, "q8", "q8", (D + 2) * 2),  # int8 values + one f16 scale per row
+        (4096, "rot4", "rot4", (D // 2 + 4 * D // 32) * 2),  # nibbles + f16 scale and min / 32
+        (4096, "q8", "rot4", (D + 2) + (D // 2 + 4 * D // 32)),
+        (4096, "rot2", "rot4", (D // 4 + 4 * D // 32) + (D // 2 + 4 * D // 32)),
+        (4097, "q8", "q8", (D + 2) * 2),  # one more page of 64
+        (100, "rot4", "q8", (D // 2 + 4 * D // 32) + (D + 2)),
+        (4096, "f16", "q8", 2 * D + D + 2),  # f16 beside a paged format: paged f16 pages
+    ],
+)
+def test_paged_kv_bytes_per_format(llama, n_ctx, type_k, type_v, per_row):
+    sizes = kv_allocations(llama.config, HearthConfig(n_ctx, type_k, type_v))
+    extras = 4 * D * D + 4 * D + 8 * -(-n_ctx // 64)  # rotation matrix, signs, block table
+    assert sum(sizes) == _rows(n_ctx) * per_row * LAYERS + extras
+
+
+@pytest.mark.parametrize(("type_k", "type_v", "element"), [("f16", "f16", 2), ("f32", "f32", 4)])
+def test_plain_kv_is_one_tensor_per_role_at_the_exact_context(llama, type_k, type_v, element):
+    sizes = kv_allocations(llama.config, HearthConfig(1000, type_k, type_v))
+    assert sizes == [LAYERS * HEADS * 1000 * D * element] * 2
+
+
+@pytest.mark.parametrize(
+    ("fmt", "bits"), [("f16", 16.0), ("q8", 8.125), ("rot4", 5.0), ("rot2", 3.0)]
+)
+def test_bits_per_value_match_the_quality_table(llama, fmt, bits):
+    # docs/hearth-engine.md lists 16, 8.1, 5 and 3 bits per value
+    v = "rot4" if fmt == "rot2" else fmt
+    per_token = kv_bytes_per_token(llama.config, fmt, v)
+    other = kv_bytes_per_token(llama.config, v, v) / 2
+    assert (per_token - other) * 8 / (LAYERS * HEADS * D) == bits
+
+
+def test_weights_on_the_gpu_are_the_file_less_the_embedding(llama, synthetic_info):
+    info = synthetic_info("llama3-8b", "Q4_K_M")
+    items = hearth_items(llama, HearthConfig(4096))
+    embedding = info.tensor("token_embd.weight").n_bytes
+    assert items.host_weights == embedding + 4096 * 4096 * 4  # + 4,096 rows kept in float32
+    assert items.weights == info.weight_bytes - embedding  # every plane a multiple of 512
+    assert items.weights <= items.weights_reserved < items.weights + 64 * MIB
+
+
+def test_a_tied_output_packs_the_embedding_on_the_gpu(synthetic_info):
+    info = synthetic_info("gemma3-12b", "Q4_K_M")
+    assert info.tensor("output.weight") is None
+    profile = HearthProfile.of(info)
+    items = hearth_items(profile, HearthConfig(4096))
+    assert items.host_weights == info.tensor("token_embd.weight").n_bytes + 4096 * 3840 * 4
+    assert items.weights >= info.weight_bytes  # the embedding counts once more, as the output
+
+
+def test_types_kernels_do_not_pack_are_kept_dequantized():
+    q3k = TensorInfo("blk.0.ffn_up.weight", 11, "Q3_K", (4096, 1024), 4096 * 1024,
+                     4096 * 1024 * 110 // 256, 0, 0)  # fmt: skip
+    q4k = TensorInfo("blk.0.ffn_up.weight", 12, "Q4_K", (4096, 1024), 4096 * 1024,
+                     4096 * 1024 * 144 // 256, 0, 0)  # fmt: skip
+    assert _matrix_allocations(q3k) == [q3k.n_bytes, 4 * q3k.n_elements]
+    # Q4_K planes: d, dmin (2 bytes), scales (12), qs (128) per block of 256
+    blocks = 1024 * 4096 // 256
+    assert _matrix_allocations(q4k) == [2 * blocks, 2 * blocks, 12 * blocks, 128 * blocks]
+
+
+def test_q3_k_m_costs_four_bytes_a_weight_where_kernels_has_no_gemv(synthetic_info):
+    info = synthetic_info("llama3-8b", "Q3_K_M")
+    items = hearth_items(HearthProfile.of(info), HearthConfig(4096))
+    assert items.weights > 3 * info.weight_bytes
+
+
+@pytest.mark.parametrize(
+    ("sizes", "reserved"),
+    [
+        ([100], 2 * MIB),  # small: one 2 MiB segment
+        ([100] * 3, 2 * MIB),
+        ([3 * MIB], 20 * MIB),  # medium: 20 MiB segments
+        ([3 * MIB] * 7, 40 * MIB),
+        ([11 * MIB], 12 * MIB),  # large: rounded to 2 MiB
+        ([11 * MIB, 100, 3 * MIB], 34 * MIB),
+    ],
+)
+def test_torch_reserved(sizes, reserved):
+    assert torch_reserved(sizes) == reserved
+
+
+def test_paged_decode_does_not_grow_with_the_context_but_plain_decode_does(llama):
+    def decode(n_ctx: int, kv: str) -> int:
+        return hearth_items(llama, HearthConfig(n_ctx, kv, kv)).decode_workspace
+
+    assert decode(4096, "q8") == decode(65536, "q8")
+    # the plain cache's one-query attention: 10 bytes per query head and slot, 8 per slot id
+    assert decode(65536, "f16") - decode(4096, "f16") == (65536 - 4096) * (32 * 10 + 8)
+
+
+@pytest.mark.parametrize(("kv", "kv_bytes"), [("f16", 4), ("rot4", 2)])
+def test_prefill_attends_over_the_whole_context(llama, kv, kv_bytes):
+    def prefill(n_ctx: int) -> int:
+        return hearth_items(llama, HearthConfig(n_ctx, kv, kv)).prefill_workspace
+
+    # per key: float32 scores and softmax of 32 heads x 512 rows, the mask, K and V (float32
+    # copies of the plain cache, f16 pages gathered from the paged one) and their repetition
+    # for the 32 query heads
+    per_key = 2 * 32 * 512 * 4 + 512 + 2 * (8 + 32) * 128 * kv_bytes
+    assert prefill(65536) - prefill(32768) == 32768 * per_key
+
+
+def test_joined_matrices_and_the_prefill_gemm(llama, synthetic_info):
+    from engine.planner.hearth_memory import matrix_groups
+
+    groups = matrix_groups(synthetic_info("llama3-8b", "Q4_K_M"))
+    first = [[t.name for t in g] for g in groups if g[0].name.startswith("blk.0.")]
+    # Q4_K_M: Q and K (Q4_K) joined, V alone where it is Q6_K; gate and up joined
+    assert ["blk.0.attn_q.weight", "blk.0.attn_k.weight"] in first
+    assert ["blk.0.ffn_gate.weight", "blk.0.ffn_up.weight"] in first
+    assert llama.largest_matrix == 2 * 14336 * 4096  # gate + up, not the output matrix
+    # the largest raw copy while loading: the Q6_K output matrix (431 MB), more than gate and
+    # up with their joined copy (2 x 66 MB)
+    assert llama.load_transient == (128256 * 4096 * 210 // 256,)
+    assert llama.load_transient[0] > 2 * 2 * 14336 * 4096 * 144 // 256
+
+
+def test_the_estimate_puts_everything_on_the_first_gpu(llama):
+    est = hearth_estimate(llama, HearthConfig(8192, "q8", "rot4"), n_gpus=2)
+    first, second = est.gpus
+    items = hearth_items(llama, HearthConfig(8192, "q8", "rot4"))
+    assert first.total == items.gpu_total
+    assert second.total == 0
+    assert est.host.weights == items.host_weights
+
+
+def test_a_fused_sdpa_kernel_drops_the_scores(llama):
+    import dataclasses
+
+    from engine.planner.hearth_memory import HEARTH_COSTS
+
+    fused = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=False)
+    config = HearthConfig(32768, "rot4", "rot4")
+    math_path = hearth_items(llama, config).prefill_workspace
+    assert (
+        math_path - hearth_items(llama, config, fused).prefill_workspace == 2 * 32 * 512 * 32768 * 4
+    )

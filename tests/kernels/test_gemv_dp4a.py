@@ -1,0 +1,192 @@
+"""The integer GEMV (8-bit activations, dp4a) and its activation quantizer, against numpy.
+
+Two references: x' @ W.T in float64 with x' = act_quant.reference_quantize(x) (what the kernel
+computes: tight), and x @ W.T (what 8-bit activations cost: loose, as in llama.cpp)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernels import gemv, reference
+from kernels.act_quant import dp4a, quantize_activation, reference_quantize
+from kernels.errors import UnsupportedTensor
+from kernels.gemv import GemvConfig, quant_matmul
+from kernels.packed_weight import PackedWeight
+from tests.kernels.conftest import relative_error
+
+EXACT = 5e-4  # against x' @ W.T: float32 sums, and a rare rounding tie decided the other way
+ACTIVATION_ERROR = 2e-2  # against x @ W.T: 8-bit x costs 0.3-0.9% on these random weights
+CONFIGS = {
+    "fused": GemvConfig(16, 2, 1, path="dp4a"),
+    "fused-1blk": GemvConfig(16, 1, 1, path="dp4a"),
+    "prequantized": GemvConfig(16, 2, 1, path="dp4a", prequantize=True),
+    "default": gemv.default_config("Q4_K", 1),  # prequantized, 4 rows x 16 super-blocks
+    # gemv_dp4a_pipelined.py: one step (rows of up to 16 super-blocks), and K loops
+    "pipelined-4x16": GemvConfig(4, 16, 1, path="dp4a", prequantize=True, pipelined=True),
+    "pipelined-16x1": GemvConfig(16, 1, 1, path="dp4a", prequantize=True, pipelined=True),
+    "pipelined-fused": GemvConfig(16, 1, 1, path="dp4a", pipelined=True),
+}
+
+
+def test_one_row_of_q4_k_and_q6_k_takes_the_integer_path():
+    assert gemv.default_config("Q4_K", 1) == gemv.default_config("Q6_K", 1) == CONFIGS["default"]
+    assert CONFIGS["default"].path == "dp4a"
+    assert gemv.default_config("Q4_K", 2).path == "float"
+
+
+@functools.lru_cache(maxsize=2)
+def _case(fmt, n_out, n_in, rows, device, seed):
+    """Weights, x and both references, computed once per case (the 8B shapes' numpy
+    dequantization takes seconds, and every variant reuses it)."""
+    raw = reference.random_weight_bytes(fmt, n_out, n_in, seed=seed)
+    w = PackedWeight.from_gguf(raw, fmt, (n_out, n_in), device=device)
+    x = torch.randn(rows, n_in, generator=torch.Generator().manual_seed(seed + 1))
+    dequantized = reference.dequantize_weight(raw, fmt, (n_out, n_in)).astype(np.float64)
+    exact = reference_quantize(x.numpy()) @ dequantized.T
+    return w, x, exact, x.double().numpy() @ dequantized.T
+
+
+def _check(fmt, n_out, n_in, rows, config, device, seed=0):
+    w, x, exact, unrounded = _case(fmt, n_out, n_in, rows, device, seed)
+    y = quant_matmul(x.to(device), w, config).cpu()
+    assert y.shape == (rows, n_out)
+    assert relative_error(y, exact) < EXACT
+    assert relative_error(y, unrounded) < ACTIVATION_ERROR
+    return y
+
+
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("variant", list(CONFIGS))
+@pytest.mark.parametrize(("n_out", "n_in", "rows"), [(37, 768, 1), (32, 1024, 2), (40, 2048, 1)])
+def test_matches_references(fmt, variant, n_out, n_in, rows, device):
+    """Ragged rows (37, 40), whole tiles (32 x 1024), split-K (40 x 2048 on the interpreter's
+    4 SMs), several input rows."""
+    _check(fmt, n_out, n_in, rows, CONFIGS[variant], device)
+
+
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+def test_split_k_counters_reset_for_the_next_call(fmt, device):
+    """Split-K over 2 input rows (each (tile, input row) has its own ticket counter): the last
+    program of each resets it, so a second call gives the same result and the counters are
+    back at zero."""
+    cfg = CONFIGS["fused"]
+    raw = reference.random_weight_bytes(fmt, 16, 2048, seed=3)
+    w = PackedWeight.from_gguf(raw, fmt, (16, 2048), device=device)
+    x = torch.randn(2, 2048)
+    _per_split, splits = gemv.split_plan(8, cfg.blocks_per_tile, 2, gemv._sm_count(x.device))
+    assert splits > 1 or device == "cuda"  # the interpreter's 4 "SMs" make this one split-K
+    first = quant_matmul(x.to(device), w, cfg)
+    second = quant_matmul(x.to(device), w, cfg)
+    torch.testing.assert_close(first, second, rtol=0, atol=0)
+    assert int(gemv._COUNTERS[first.device].abs().sum()) == 0
+    exact = reference.gemv(reference_quantize(x.numpy()), raw, fmt, (16, 2048))
+    assert relative_error(first.cpu(), exact) < EXACT
+
+
+def test_zero_input_groups_give_zero(device):
+    """A group of 32 zeros has no scale (max |x| = 0): it must contribute 0, not NaN."""
+    raw = reference.random_weight_bytes("Q4_K", 16, 512, seed=4)
+    w = PackedWeight.from_gguf(raw, "Q4_K", (16, 512), device=device)
+    x = torch.randn(1, 512)
+    x[:, 64:160] = 0.0
+    y = quant_matmul(x.to(device), w, CONFIGS["fused"]).cpu()
+    expected = reference.gemv(reference_quantize(x.numpy()), raw, "Q4_K", (16, 512))
+    assert relative_error(y, expected) < EXACT
+
+
+def test_half_precision_inputs_and_output(device):
+    raw = reference.random_weight_bytes("Q6_K", 24, 1024, seed=5)
+    w = PackedWeight.from_gguf(raw, "Q6_K", (24, 1024), device=device)
+    x = torch.randn(1, 1024).to(torch.float16)
+    y = quant_matmul(x.to(device), w, CONFIGS["prequantized"])
+    assert y.dtype == torch.float16
+    expected = reference.gemv(reference_quantize(x.float().numpy()), raw, "Q6_K", (24, 1024))
+    assert relative_error(y.float().cpu(), expected) < EXACT + 2e-3
+
+
+def test_quantize_activation_matches_numpy(device):
+    x = torch.randn(3, 512) * torch.linspace(0.01, 10.0, 512)
+    quantized = quantize_activation(x.to(device))
+    xq, xd, xs = quantized.words, quantized.scales, quantized.sums
+    assert quantized.shape == (3, 512)
+    q = xq.cpu().contiguous().view(torch.int8).reshape(3, 16, 32).to(torch.float64)
+    values = (q * xd.cpu().to(torch.float64)[:, :, None]).reshape(3, 512).numpy()
+    np.testing.assert_allclose(values, reference_quantize(x.numpy()), rtol=1e-6, atol=1e-6)
+    assert q.abs().max() <= 127
+    np.testing.assert_array_equal(xs.cpu().numpy(), q.reshape(3, 32, 16).sum(-1).numpy())
+
+
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+def test_a_shared_quantized_input_gives_the_same_result(fmt, device):
+    """q/k/v (or gate/up) share one quantize_activation: bit for bit what each call gets alone."""
+    raw = reference.random_weight_bytes(fmt, 24, 1024, seed=7)
+    w = PackedWeight.from_gguf(raw, fmt, (24, 1024), device=device)
+    x = torch.randn(1, 1024).to(device)
+    shared = quantize_activation(x)
+    alone = quant_matmul(x, w)
+    torch.testing.assert_close(quant_matmul(x, w, quantized=shared), alone, rtol=0, atol=0)
+
+
+def test_a_quantized_input_of_another_shape_is_refused(device):
+    raw = reference.random_weight_bytes("Q4_K", 8, 512, seed=8)
+    w = PackedWeight.from_gguf(raw, "Q4_K", (8, 512), device=device)
+    x = torch.randn(1, 512).to(device)
+    other = quantize_activation(torch.randn(1, 1024).to(device))
+    with pytest.raises(UnsupportedTensor, match="quantize the same x"):
+        quant_matmul(x, w, quantized=other)
+
+
+def test_the_float_path_ignores_a_quantized_input(device):
+    """Formats without an integer kernel (and 2..16 rows) read x itself, unrounded."""
+    raw = reference.random_weight_bytes("Q8_0", 8, 512, seed=9)
+    w = PackedWeight.from_gguf(raw, "Q8_0", (8, 512), device=device)
+    x = torch.randn(1, 512)
+    y = quant_matmul(x.to(device), w, quantized=quantize_activation(x.to(device))).cpu()
+    assert relative_error(y, reference.gemv(x.numpy(), raw, "Q8_0", (8, 512))) < 1e-5
+
+
+def test_rows_that_are_not_whole_32s_are_refused(device):
+    with pytest.raises(UnsupportedTensor, match="whole 32s"):
+        quantize_activation(torch.randn(1, 48).to(device))
+
+
+@triton.jit
+def _dp4a_both(a_ptr, b_ptr, out_ptr, BLOCK: tl.constexpr):
+    i = tl.arange(0, BLOCK)
+    a = tl.load(a_ptr + i)
+    b = tl.load(b_ptr + i)
+    tl.store(out_ptr + i, dp4a(a, b, i, True))
+    tl.store(out_ptr + BLOCK + i, dp4a(a, b, i, False))
+
+
+@pytest.mark.gpu
+def test_dp4a_assembly_agrees_with_the_interpreter_path():
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    n = 4096
+    a = torch.randint(-(2**31), 2**31 - 1, (n,), dtype=torch.int32, device="cuda")
+    b = torch.randint(-(2**31), 2**31 - 1, (n,), dtype=torch.int32, device="cuda")
+    out = torch.empty(2 * n, dtype=torch.int32, device="cuda")
+    _dp4a_both[(1,)](a, b, out, BLOCK=n)
+    ua = a.cpu().view(torch.uint8).reshape(n, 4).to(torch.int64)
+    sb = b.cpu().view(torch.int8).reshape(n, 4).to(torch.int64)
+    expected = (ua * sb).sum(1) + torch.arange(n)
+    assert torch.equal(out[:n].cpu().to(torch.int64), expected)
+    assert torch.equal(out[n:].cpu().to(torch.int64), expected)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("variant", list(CONFIGS))
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("shape", [(1024, 4096), (4096, 4096)])
+def test_llama3_8b_shapes(shape, fmt, variant):
+    """Variants innermost: each case's weights and references are made once."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    _check(fmt, *shape, 1, CONFIGS[variant], "cuda", seed=6)
