@@ -31,8 +31,9 @@ PLAIN_FORMATS = ("f16", "f32")
 PAGED_FORMATS = ("q8", "rot4", "rot2")
 K_FORMATS = ("f16", "q8", "rot4", "rot2")  # what the Model page offers (f32 is for the tests)
 V_FORMATS = ("f16", "q8", "rot4")
-# kernels' paged decode attention has no sliding window yet: Gemma 3 keeps the plain cache.
-PAGED_SLIDING_WINDOW = False
+# kernels' paged attention takes a sliding window (PagedKVCache.attend(window=), the kv branch):
+# Gemma 3 may use the quantized caches.
+PAGED_SLIDING_WINDOW = True
 
 # Triton compiles for NVIDIA compute capability 8.0 and newer (kernels/availability.py) and for
 # AMD GPUs through ROCm builds of torch; Metal, Vulkan and the CPU have no Triton backend.

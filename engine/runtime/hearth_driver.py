@@ -287,11 +287,6 @@ def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
             f"The Hearth engine's {'/'.join(kinds)} KV cache runs on kernels/ on a GPU, which "
             "is not available here. Choose f16."
         )
-    if config.swa_window:
-        raise EngineError(
-            "The Hearth engine's quantized KV caches do not do sliding-window attention yet "
-            f"({config.architecture}). Choose f16."
-        )
     return PagedCacheAdapter(**dims, k_format=params.type_k, v_format=params.type_v)
 
 
