@@ -25,6 +25,12 @@
 #   speculative   speculative decoding: checking k tokens against one step, beside llama-bench,
 #       and prompt lookup on the rewrite task, on the random 8B Q4_K_M (and the starter model
 #       end to end when it is here) (benchmarks/speculative_gpu.py)
+#   hearth   the Hearth engine beside llama-bench (benchmarks/hearth_show.sh); later steps then
+#       use its random-block 8B Q4_K_M as their random 8B model (no llama-quantize pass)
+#   hearth-memory   the Hearth engine's memory, predicted against measured, and the longest
+#       context on simulated 12 and 24 GiB cards per KV format (benchmarks/hearth_memory.py)
+#   hearth-starter   (after starter-a, with .starter-b/) the Hearth engine's greedy starter
+#       model against the CPU build's recorded reply, and the llama.cpp CUDA check beside it
 #   patched   builds llama.cpp again with installers/patches/ applied (by the code that
 #       installers/build_engine.py uses) and makes the steps after it use that build; their outputs are named *-patched
 # Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
@@ -128,6 +134,17 @@ for step in "$@"; do
       QT_QPA_PLATFORM=offscreen python3 benchmarks/gui_server_load.py "$q4" --clients 16 \
         --tokens 256 --json "$out/gui-server-load.json" --screenshot "$out/gui-server-load.png" \
         2>&1 | tee "$out/gui-server-load.txt" ;;
+    hearth)
+      OUT="$out" bash benchmarks/hearth_show.sh
+      [ -f "$q4" ] || ln -s /tmp/models/llama3-8b-random-q4_k_m.gguf "$q4" ;;
+    hearth-memory)
+      python3 -m benchmarks.hearth_memory --out "$out" 2>&1 | tee "$out/hearth-memory.log" ;;
+    hearth-starter)
+      join_starter
+      HEARTH_GPU_TESTS=1 HEARTH_GPU_STARTER_MODEL=/tmp/starter/model.gguf python3 -m pytest -v \
+        -rP -p no:cacheprovider tests/engine/hearth/test_gpu.py -k "starter or cpu_build" \
+        tests/engine/runtime/test_gpu_matches_cpu.py 2>&1 | tee "$out/hearth-starter.log" \
+        || echo "STARTER CHECK FAILED" ;;
     starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept half a" ;;
     starter-check)  # the CUDA build against the CPU build's recorded greedy reference
       join_starter

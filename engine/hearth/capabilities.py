@@ -31,8 +31,8 @@ PLAIN_FORMATS = ("f16", "f32")
 PAGED_FORMATS = ("q8", "rot4", "rot2")
 K_FORMATS = ("f16", "q8", "rot4", "rot2")  # what the Model page offers (f32 is for the tests)
 V_FORMATS = ("f16", "q8", "rot4")
-# kernels' paged attention takes a sliding window (PagedKVCache.attend(window=), the kv branch):
-# Gemma 3 may use the quantized caches.
+# kernels' paged attention takes a sliding window (PagedKVCache.attend(..., window=)), so the
+# quantized formats serve Gemma 3 too.
 PAGED_SLIDING_WINDOW = True
 
 # Triton compiles for NVIDIA compute capability 8.0 and newer (kernels/availability.py) and for

@@ -15,33 +15,52 @@ then logits = rms_norm(h) Wout, soft-capped for gemma3 when the file says so. Th
 scaled by sqrt(n_embd) for gemma3. Only the rows whose logits are asked for go through the
 output matrix (a 262k-entry vocabulary makes that the largest matrix of a small model).
 
-Everything the step needs is a tensor argument (tokens, positions) or preallocated (the cache),
-so on a GPU one decode step can be captured in a CUDA graph; `n_keys` is the only Python number
-that varies, and a decode step passes the cache's full length to keep it fixed.
+Everything the step needs is a tensor argument (the embedded rows, positions) or preallocated
+(the cache), so on a GPU one decode step is captured in a CUDA graph (decode_graph.py);
+`n_keys` is the only Python number that varies, and a decode step passes the cache's full
+length to keep it fixed.
+
+Fewer, larger launches for decode, where each kernel is a few microseconds: matrices that take
+the same input and share a block type are joined at load (Q, K and V; gate and up), so one GEMV
+reads them all; each residual add is fused into the norm that follows it; RoPE turns Q and K in
+one launch when nothing (a bias, a per-head norm) comes between them.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from engine.hearth.config import ModelConfig
 from engine.hearth.kv_cache import TorchKVCache
-from engine.hearth.ops import PreparedWeight, TorchOps, inverse_frequencies, rope_angles
+from engine.hearth.ops import (
+    PreparedWeight,
+    RopeTable,
+    TorchOps,
+    dequantize,
+    inverse_frequencies,
+)
 from engine.hearth.weights import GGUFTensors, QuantWeight
+
+
+@dataclass
+class Projection:
+    """One prepared matrix whose output columns are one or more named projections, in order."""
+
+    weight: PreparedWeight
+    parts: tuple[str, ...]  # e.g. ("q", "k", "v"), or ("v",)
+    sizes: tuple[int, ...]  # output columns of each part
 
 
 @dataclass
 class Layer:
     attn_norm: torch.Tensor
-    wq: PreparedWeight
-    wk: PreparedWeight
-    wv: PreparedWeight
+    attn_in: list[Projection]  # q, k, v
     wo: PreparedWeight
     ffn_norm: torch.Tensor
-    w_gate: PreparedWeight
-    w_up: PreparedWeight
+    ffn_in: list[Projection]  # gate, up
     w_down: PreparedWeight
     bq: torch.Tensor | None = None
     bk: torch.Tensor | None = None
@@ -52,8 +71,38 @@ class Layer:
     post_attn_norm: torch.Tensor | None = None
     post_ffn_norm: torch.Tensor | None = None
 
+    def matrices(self) -> list[PreparedWeight]:
+        return [p.weight for p in (*self.attn_in, *self.ffn_in)] + [self.wo, self.w_down]
+
+
+def _projections(
+    ops: TorchOps, weights: list[QuantWeight], parts: tuple[str, ...], join: bool
+) -> list[Projection]:
+    """Consecutive matrices of the same block type joined into one (see the module docstring);
+    e.g. Q4_K_M's Q and K (Q4_K) joined and V alone where it is Q6_K."""
+    groups: list[list[int]] = []
+    for i, w in enumerate(weights):
+        if join and groups and weights[groups[-1][-1]].ggml_type == w.ggml_type:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    out = []
+    for group in groups:
+        members = [weights[i] for i in group]
+        joined = ops.prepare_joined(members) if len(group) > 1 else None
+        if joined is None and len(group) > 1:  # row lengths differ: keep them apart
+            out += _projections(ops, members, tuple(parts[i] for i in group), join=False)
+            continue
+        weight = joined if joined is not None else ops.prepare(members[0])
+        out.append(
+            Projection(weight, tuple(parts[i] for i in group), tuple(w.rows for w in members))
+        )
+    return out
+
 
 class Transformer:
+    HOST_ROWS_KEPT = 4096  # embedding rows kept on the host: 64 MiB at 4096 values a row
+
     def __init__(
         self,
         config: ModelConfig,
@@ -62,21 +111,29 @@ class Transformer:
         layers: list[Layer],
         output_norm: torch.Tensor,
         output: PreparedWeight,
-        inv_freq: torch.Tensor,
-        inv_freq_swa: torch.Tensor,
+        rope: RopeTable,
+        rope_swa: RopeTable,
+        output_is_embedding: bool = False,
     ):
         self.config, self.ops = config, ops
         self.embedding, self.layers = embedding, layers
         self.output_norm, self.output = output_norm, output
-        self.inv_freq, self.inv_freq_swa = inv_freq, inv_freq_swa
+        self.rope, self.rope_swa = rope, rope_swa
+        self.output_is_embedding = output_is_embedding
+        self._host_rows: dict[int, torch.Tensor] = {}
+        self._device_table = None
 
     @classmethod
-    def load(cls, config: ModelConfig, tensors: GGUFTensors, ops: TorchOps) -> Transformer:
-        """Take the model's tensors from the file (quantized blocks as stored) onto ops.device."""
+    def load(
+        cls, config: ModelConfig, tensors: GGUFTensors, ops: TorchOps, *, join: bool = True
+    ) -> Transformer:
+        """Take the model's tensors from the file (quantized blocks as stored) onto ops.device;
+        `join` joins the matrices that share an input and a block type (see the docstring)."""
         device = ops.device
 
-        def matrix(name: str) -> PreparedWeight:
-            return ops.prepare(tensors.matrix(name).to(device))
+        def matrices(prefix: str, names: tuple[str, ...], parts: tuple[str, ...]):
+            weights = [tensors.matrix(prefix + n).to(device) for n in names]
+            return _projections(ops, weights, parts, join)
 
         def vector(name: str) -> torch.Tensor | None:
             found = tensors.optional_vector(name)
@@ -85,17 +142,16 @@ class Transformer:
         layers = []
         for i in range(config.n_layer):
             p = f"blk.{i}."
+            attn = ("attn_q.weight", "attn_k.weight", "attn_v.weight")
+            ffn = ("ffn_gate.weight", "ffn_up.weight")
             layers.append(
                 Layer(
                     attn_norm=vector(p + "attn_norm.weight"),
-                    wq=matrix(p + "attn_q.weight"),
-                    wk=matrix(p + "attn_k.weight"),
-                    wv=matrix(p + "attn_v.weight"),
-                    wo=matrix(p + "attn_output.weight"),
+                    attn_in=matrices(p, attn, ("q", "k", "v")),
+                    wo=ops.prepare(tensors.matrix(p + "attn_output.weight").to(device)),
                     ffn_norm=vector(p + "ffn_norm.weight"),
-                    w_gate=matrix(p + "ffn_gate.weight"),
-                    w_up=matrix(p + "ffn_up.weight"),
-                    w_down=matrix(p + "ffn_down.weight"),
+                    ffn_in=matrices(p, ffn, ("gate", "up")),
+                    w_down=ops.prepare(tensors.matrix(p + "ffn_down.weight").to(device)),
                     bq=vector(p + "attn_q.bias"),
                     bk=vector(p + "attn_k.bias"),
                     bv=vector(p + "attn_v.bias"),
@@ -112,18 +168,50 @@ class Transformer:
         output_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
         rope = config.rope
         factors = tensors.optional_vector("rope_freqs.weight")
+
+        def table(base: float, scale: float) -> RopeTable:
+            inv_freq = inverse_frequencies(rope.n_rot, base, scale, factors)
+            return RopeTable(inv_freq, rope.attn_factor, rope.layout, config.head_dim)
+
         return cls(
             config,
             ops,
             embedding,
             layers,
             output_norm=vector("output_norm.weight"),
-            output=matrix(output_name),
-            inv_freq=inverse_frequencies(rope.n_rot, rope.freq_base, rope.freq_scale, factors),
-            inv_freq_swa=inverse_frequencies(
-                rope.n_rot, rope.freq_base_swa, rope.freq_scale_swa, factors
-            ),
+            output=ops.prepare(tensors.matrix(output_name).to(device)),
+            rope=table(rope.freq_base, rope.freq_scale),
+            rope_swa=table(rope.freq_base_swa, rope.freq_scale_swa),
+            output_is_embedding=output_name == "token_embd.weight",
         )
+
+    def embed(self, tokens: torch.Tensor) -> torch.Tensor:
+        """The tokens' embedding rows [T, n_embd], dequantized on the host, on ops.device."""
+        return self.ops.embed_rows(self.embedding, tokens)
+
+    def embed_host(self, token: int) -> torch.Tensor:
+        """One token's embedding row [1, n_embd], float32 in host memory (a decode step's
+        input). Rows are kept once made, up to `HOST_ROWS_KEPT`: replies repeat tokens."""
+        row = self._host_rows.get(token)
+        if row is None:
+            row = torch.from_numpy(dequantize(self.embedding, np.array([token]))).float()
+            if len(self._host_rows) < self.HOST_ROWS_KEPT:
+                self._host_rows[token] = row
+        return row
+
+    def device_embedding(self):
+        """The embedding table on ops.device, as stored (for a CUDA graph's input, which must
+        come from the device): the output matrix itself when the model ties them."""
+        if self._device_table is None:
+            if self.output_is_embedding:
+                self._device_table = self.output
+            else:
+                self._device_table = self.ops.prepare(self.embedding.to(self.ops.device))
+        return self._device_table
+
+    def embed_on_device(self, table, tokens: torch.Tensor) -> torch.Tensor:
+        """Rows of `table` (from device_embedding) for device token ids [T]: [T, n_embd]."""
+        return self.ops.gather_rows(table, tokens)
 
     def forward(
         self,
@@ -137,58 +225,107 @@ class Transformer:
         """Run `tokens` [T] at `positions` [T] (on ops.device), writing their K and V into the
         cache; attention reads cache slots 0..n_keys-1. Returns the logits of the last token
         [vocab], or of every token [T, vocab] with `all_logits`."""
-        cfg, ops = self.config, self.ops
-        h = ops.embed_rows(self.embedding, tokens)
-        if cfg.embed_scale != 1.0:
-            h = h * cfg.embed_scale
-        angles = rope_angles(positions, self.inv_freq, cfg.rope.attn_factor)
-        angles_swa = rope_angles(positions, self.inv_freq_swa, cfg.rope.attn_factor)
-        for i, layer in enumerate(self.layers):
-            swa = cfg.is_swa(i)
-            h = h + self._attention(
-                layer, i, h, positions, cache, n_keys, swa, angles_swa if swa else angles
-            )
-            h = h + self._feed_forward(layer, h)
-        if not all_logits:
-            h = h[-1:]
-        h = ops.rms_norm(h, self.output_norm, cfg.rms_eps)
-        logits = ops.matmul(h, self.output)
-        if cfg.final_softcap:
-            logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
+        logits = self.forward_embedded(
+            self.embed(tokens), positions, cache, n_keys=n_keys, all_logits=all_logits
+        )
         return logits if all_logits else logits[0]
 
-    def _attention(self, layer, i, h, positions, cache, n_keys, swa, angles) -> torch.Tensor:
+    def forward_embedded(
+        self,
+        h: torch.Tensor,
+        positions: torch.Tensor,
+        cache: TorchKVCache,
+        *,
+        n_keys: int,
+        all_logits: bool = False,
+    ) -> torch.Tensor:
+        """`forward` from the embedded rows h [T, n_embd]; logits [T or 1, vocab]. Everything
+        here runs on the device, so a CUDA graph can capture it (decode_graph.py)."""
         cfg, ops = self.config, self.ops
-        x = ops.rms_norm(h, layer.attn_norm, cfg.rms_eps)
-        q = _linear(ops, x, layer.wq, layer.bq).view(-1, cfg.n_head, cfg.head_dim)
-        k = _linear(ops, x, layer.wk, layer.bk).view(-1, cfg.n_head_kv, cfg.head_dim)
-        v = _linear(ops, x, layer.wv, layer.bv).view(-1, cfg.n_head_kv, cfg.head_dim)
-        if layer.q_norm is not None:
-            q = ops.rms_norm(q, layer.q_norm, cfg.rms_eps)
-            k = ops.rms_norm(k, layer.k_norm, cfg.rms_eps)
-        cos, sin = angles
-        q = ops.rope(q, cos, sin, cfg.rope.layout)
-        k = ops.rope(k, cos, sin, cfg.rope.layout)
+        if cfg.embed_scale != 1.0:
+            h = h * cfg.embed_scale
+        angles = ops.rope_positions(positions, self.rope)
+        angles_swa = ops.rope_positions(positions, self.rope_swa) if cfg.swa_window else None
+        x = ops.rms_norm(h, self.layers[0].attn_norm, cfg.rms_eps).to(ops.activation_dtype)
+        for i, layer in enumerate(self.layers):
+            swa = cfg.is_swa(i)
+            rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
+            a = self._attention(layer, i, x, positions, cache, n_keys, swa, rope)
+            x, h = ops.add_rms_norm(a, h, layer.ffn_norm, cfg.rms_eps)
+            f = self._feed_forward(layer, x)
+            last = i + 1 == len(self.layers)
+            next_norm = self.output_norm if last else self.layers[i + 1].attn_norm
+            x, h = ops.add_rms_norm(f, h, next_norm, cfg.rms_eps)
+        if not all_logits:
+            x = x[-1:]
+        logits = ops.matmul(x.to(self.ops.dtype), self.output)  # float32 logits
+        if cfg.final_softcap:
+            logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
+        return logits
+
+    def _attention(self, layer, i, x, positions, cache, n_keys, swa, rope) -> torch.Tensor:
+        cfg, ops = self.config, self.ops
+        n_tokens, hd = x.shape[0], cfg.head_dim
+        y = _project(ops, x, layer.attn_in)
+        angles, table = rope
+        if _joint_qk(layer):  # q and k side by side in one output: one RoPE launch for both
+            qk = y["qk"].view(n_tokens, cfg.n_head + cfg.n_head_kv, hd)
+            qk = ops.rope(qk, angles, table)
+            q, k = qk[:, : cfg.n_head], qk[:, cfg.n_head :]
+        else:
+            q = _add_bias(y["q"], layer.bq).view(n_tokens, cfg.n_head, hd)
+            k = _add_bias(y["k"], layer.bk).view(n_tokens, cfg.n_head_kv, hd)
+            if layer.q_norm is not None:
+                q = ops.rms_norm(q, layer.q_norm, cfg.rms_eps)
+                k = ops.rms_norm(k, layer.k_norm, cfg.rms_eps)
+            q = ops.rope(q, angles, table)
+            k = ops.rope(k, angles, table)
+        v = _add_bias(y["v"], layer.bv).view(n_tokens, cfg.n_head_kv, hd)
         cache.write(i, positions, k, v)
         window = cfg.swa_window if swa else 0
         a = cache.attend(i, q, positions, n_keys, scale=cfg.attn_scale, window=window)
-        a = _linear(ops, a.reshape(a.shape[0], -1), layer.wo, layer.bo)
+        a = _add_bias(ops.matmul(a.reshape(n_tokens, -1), layer.wo), layer.bo)
         if layer.post_attn_norm is not None:
             a = ops.rms_norm(a, layer.post_attn_norm, cfg.rms_eps)
         return a
 
-    def _feed_forward(self, layer: Layer, h: torch.Tensor) -> torch.Tensor:
+    def _feed_forward(self, layer: Layer, x: torch.Tensor) -> torch.Tensor:
         cfg, ops = self.config, self.ops
-        x = ops.rms_norm(h, layer.ffn_norm, cfg.rms_eps)
-        gated = ops.gated_ffn_activation(
-            ops.matmul(x, layer.w_gate), ops.matmul(x, layer.w_up), cfg.activation
-        )
+        y = _project(ops, x, layer.ffn_in)
+        gated = ops.gated_ffn_activation(y["gate"], y["up"], cfg.activation)
         f = ops.matmul(gated, layer.w_down)
         if layer.post_ffn_norm is not None:
             f = ops.rms_norm(f, layer.post_ffn_norm, cfg.rms_eps)
         return f
 
 
-def _linear(ops: TorchOps, x, w: PreparedWeight, bias: torch.Tensor | None) -> torch.Tensor:
-    y = ops.matmul(x, w)
+def _joint_qk(layer: Layer) -> bool:
+    """Q and K come out of one matrix, adjacent, with nothing to do between them and RoPE."""
+    first = layer.attn_in[0]
+    return (
+        first.parts[:2] == ("q", "k")
+        and layer.bq is None
+        and layer.bk is None
+        and layer.q_norm is None
+    )
+
+
+def _project(ops: TorchOps, x: torch.Tensor, projections: list[Projection]) -> dict:
+    """Each part's output [T, size] (views into a joined product); "qk" too when Q and K are
+    the first two parts of one product."""
+    out = {}
+    shared = ops.shared_input(x, [p.weight for p in projections]) if len(projections) > 1 else None
+    for p in projections:
+        y = ops.matmul(x, p.weight, shared)
+        if len(p.parts) == 1:
+            out[p.parts[0]] = y
+            continue
+        for name, part in zip(p.parts, y.split(p.sizes, dim=-1), strict=True):
+            out[name] = part
+        if p.parts[:2] == ("q", "k"):
+            out["qk"] = y[:, : p.sizes[0] + p.sizes[1]]
+    return out
+
+
+def _add_bias(y: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
     return y if bias is None else y + bias

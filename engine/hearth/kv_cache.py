@@ -72,6 +72,8 @@ class TorchKVCache:
         slots 0..n_keys-1: a query at position p sees slot j when j <= p and, with a sliding
         `window`, p - j < window (llama.cpp's standard SWA mask). Returns [T, n_heads, head_dim].
         """
+        if q.shape[0] == 1:
+            return self._attend_one(layer, q, positions, n_keys, scale, window)
         keys = self.k[layer, :, :n_keys].to(q.dtype)
         values = self.v[layer, :, :n_keys].to(q.dtype)
         slots = torch.arange(n_keys, device=q.device)
@@ -87,3 +89,27 @@ class TorchKVCache:
             enable_gqa=True,
         )
         return out.transpose(0, 1)
+
+    def _attend_one(self, layer, q, positions, n_keys, scale: float, window: int):
+        """One query (a decode step): two batched products over the KV heads, each reading the
+        cache once. SDPA would repeat K and V per query head for grouped-query attention, or
+        refuse the mask; here the heads that share a KV head are one [G, D] block."""
+        keys = self.k[layer, :, :n_keys]  # [n_kv_heads, n, D]
+        values = self.v[layer, :, :n_keys]
+        n_kv, head_dim = keys.shape[0], keys.shape[-1]
+        q_groups = (q * scale).reshape(n_kv, -1, head_dim).to(keys.dtype)
+        scores = torch.bmm(q_groups, keys.transpose(1, 2))  # [n_kv_heads, G, n]
+        slots = self._slots(n_keys, q.device)
+        seen = slots <= positions
+        if window > 0:
+            seen &= positions - slots < window
+        scores = torch.where(seen, scores, float("-inf"))
+        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
+        return torch.bmm(probs, values).reshape(q.shape).to(q.dtype)
+
+    def _slots(self, n: int, device) -> torch.Tensor:
+        """0..n-1 on the device, made once (a decode step in a graph reuses it)."""
+        slots = getattr(self, "_slot_ids", None)
+        if slots is None or slots.numel() < n:
+            slots = self._slot_ids = torch.arange(self.n_ctx, device=device)
+        return slots[:n]

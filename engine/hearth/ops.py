@@ -3,11 +3,15 @@
 The forward pass (engine/hearth/forward.py) calls only these operations:
 
     w = ops.prepare(quant_weight)        once per matrix, at load
-    y = ops.matmul(x, w)                 x: [T, n_in] -> y: [T, n_out]
+    y = ops.matmul(x, w, shared)         x: [T, n_in] -> y: [T, n_out]
+    s = ops.shared_input(x, [w1, w2])    what matmuls of the same x share (8-bit x), or None
     x = ops.embed_rows(quant_weight, ids)  rows of a (quantized) embedding table, on the host
+    x = ops.gather_rows(w, ids)          rows of a prepared matrix, on its device (ids there)
     y = ops.rms_norm(x, weight, eps)     over the last axis
+    y, h = ops.add_rms_norm(a, h, weight, eps)     h = h + a; y = rms_norm(h) (one kernel)
     y = ops.gated_ffn_activation(gate, up, kind)   silu(gate) * up or gelu_tanh(gate) * up
-    q = ops.rope(x, cos, sin, layout)    x: [T, H, D]; "normal" pairs or "neox" halves
+    r = ops.rope_positions(positions, table)      once per forward: what `rope` needs
+    q = ops.rope(x, r, table)            x: [T, H, D]; "normal" pairs or "neox" halves
 
 `select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run: the
 blocks stay as stored in VRAM and are dequantized in registers by the GEMV. Elsewhere it picks
@@ -76,6 +80,8 @@ class TorchOps:
     def __init__(self, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
         self.device = torch.device(device)
         self.dtype = dtype
+        # the matrices' inputs and outputs; the residual stream stays in `dtype`
+        self.activation_dtype = dtype
 
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in _DEQUANTIZABLE
@@ -85,10 +91,31 @@ class TorchOps:
             raise ValueError(f"{w.name}: ggml type {w.type_name} is not supported")
         return PreparedWeight(w)
 
-    def matmul(self, x: torch.Tensor, w: PreparedWeight) -> torch.Tensor:
+    def prepare_joined(self, weights: list[QuantWeight]):
+        """One matrix whose rows are the given matrices' rows in order (one GEMV instead of
+        several at decode), or None when their types or row lengths differ."""
+        first = weights[0]
+        if any(w.ggml_type != first.ggml_type or w.cols != first.cols for w in weights):
+            return None
+        data = torch.cat([w.data.to(self.device) for w in weights])
+        rows = sum(w.rows for w in weights)
+        name = "+".join(w.name for w in weights)
+        return self.prepare(QuantWeight(name, first.ggml_type, rows, first.cols, data))
+
+    def gather_rows(self, w: PreparedWeight, ids: torch.Tensor) -> torch.Tensor:
+        """Rows `ids` [T] (a device tensor) of a prepared matrix as float32 [T, n_in]."""
         if w.dense is None:
             w.dense = torch.from_numpy(dequantize(w.source)).to(self.device, self.dtype)
-        return x @ w.dense.T
+        return w.dense.index_select(0, ids).float()
+
+    def shared_input(self, x: torch.Tensor, weights: list) -> object | None:
+        """Whatever several matmuls of the same x can share (see KernelsOps); here nothing."""
+        return None
+
+    def matmul(self, x: torch.Tensor, w: PreparedWeight, shared: object | None = None):
+        if w.dense is None:
+            w.dense = torch.from_numpy(dequantize(w.source)).to(self.device, self.dtype)
+        return (x.to(w.dense.dtype) @ w.dense.T).to(x.dtype)
 
     def embed_rows(self, w: QuantWeight, ids: torch.Tensor) -> torch.Tensor:
         rows = dequantize(w, ids.cpu().numpy())
@@ -106,15 +133,40 @@ class TorchOps:
             return F.gelu(gate, approximate="tanh") * up
         raise ValueError(f"unknown activation {kind!r}")
 
-    def rope(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, layout: str):
-        """Rotate x [T, H, D] by angles whose cos/sin are [T, D/2]."""
+    def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float):
+        """(rms_norm(h + a), h + a): the residual add and the next norm."""
+        h = h + a
+        return self.rms_norm(h, weight, eps), h
+
+    def rope_positions(self, positions: torch.Tensor, table: RopeTable):
+        """cos and sin [T, n_rot/2] of the positions' angles."""
+        return rope_angles(positions, table.inv_freq, table.attn_factor)
+
+    def rope(self, x: torch.Tensor, angles, table: RopeTable):
+        """Rotate x [T, H, D] by `angles` (from rope_positions)."""
+        cos, sin = angles
         cos, sin = cos[:, None, :], sin[:, None, :]
-        if layout == "neox":
+        if table.layout == "neox":
             half = x.shape[-1] // 2
             a, b = x[..., :half], x[..., half:]
             return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
         a, b = x[..., 0::2], x[..., 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+@dataclass(frozen=True, eq=False)  # by identity: KernelsOps keeps its kernels.Rope
+class RopeTable:
+    """What RoPE needs: the inverse frequencies (float64 [n_rot/2]), the factor on cos and sin,
+    the layout, and the head size."""
+
+    inv_freq: torch.Tensor
+    attn_factor: float
+    layout: str
+    head_dim: int
+
+    @property
+    def n_rot(self) -> int:
+        return 2 * self.inv_freq.numel()
 
 
 def rope_angles(
@@ -142,10 +194,10 @@ class KernelsOps(TorchOps):
 
     Matrices become kernels.PackedWeight (the file's blocks split once into planes of their
     fields, the same bytes) and are multiplied by the fused-dequantization GEMV for up to
-    `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix for that one product
-    and lets torch's GEMM do the work, keeping nothing. A type kernels/ does not pack falls back
-    to TorchOps (dequantized once, kept). RMSNorm and SwiGLU are kernels; GELU and RoPE stay in
-    torch for now (elementwise, a small share of a decode step).
+    `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix on the device
+    (engine/hearth/dequant.py) for that one f16 product through torch's GEMM, keeping nothing.
+    A type kernels/ does not pack falls back to TorchOps (dequantized once, kept). RMSNorm (with
+    the residual add fused), SwiGLU and RoPE are kernels; GELU stays in torch.
     """
 
     name = "kernels"
@@ -157,6 +209,14 @@ class KernelsOps(TorchOps):
 
         kernels.require()
         self._k = kernels
+        # the GEMM's operand type for prefill: f16 on the tensor cores; the CPU (Triton's
+        # interpreter, for the tests) keeps float32
+        self._gemm_dtype = torch.float16 if self.device.type == "cuda" else torch.float32
+        # f16 between the matrices on a GPU: every K, V and query then reaches the f16 KV
+        # cache and attention without a cast (three launches a layer fewer), and the GEMVs
+        # read half the activation bytes; the residual stream and the logits stay float32
+        self.activation_dtype = self._gemm_dtype
+        self._ropes: dict[RopeTable, object] = {}
 
     def prepare(self, w: QuantWeight):
         try:
@@ -166,15 +226,68 @@ class KernelsOps(TorchOps):
         except self._k.UnsupportedTensor:
             return super().prepare(w)
 
-    def matmul(self, x: torch.Tensor, w) -> torch.Tensor:
+    def gather_rows(self, w, ids: torch.Tensor) -> torch.Tensor:
+        """Rows `ids` of a PackedWeight, dequantized on the device: float32 [T, n_in]."""
+        if isinstance(w, PreparedWeight):
+            return super().gather_rows(w, ids)
+        from engine.hearth.dequant import dequantize as dequantize_on_device
+
+        planes = {name: plane.index_select(0, ids) for name, plane in w.planes.items()}
+        rows = self._k.PackedWeight(w.fmt, ids.numel(), w.n_in, planes)
+        return dequantize_on_device(rows, torch.float32)
+
+    def shared_input(self, x: torch.Tensor, weights: list) -> object | None:
+        """x in 8 bits, once, for the integer GEMVs (Q4_K, Q6_K at one row) that read it:
+        Q+K and V of a Q4_K_M layer then pay one quantization launch, not two."""
+        from kernels.gemv import default_config
+
+        rows = x.reshape(-1, x.shape[-1]).shape[0]
+        integer = [
+            w
+            for w in weights
+            if not isinstance(w, PreparedWeight) and default_config(w.fmt.name, rows).path == "dp4a"
+        ]
+        return self._k.quantize_activation(x) if len(integer) > 1 else None
+
+    def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
             return super().matmul(x, w)
         if x.reshape(-1, x.shape[-1]).shape[0] <= self.GEMV_MAX_ROWS:
-            return self._k.quant_matmul(x, w)
-        return x @ w.dequantize().to(x.dtype).T
+            return self._k.quant_matmul(x, w, quantized=shared)
+        from engine.hearth.dequant import dequantize
+
+        try:
+            dense = dequantize(w, self._gemm_dtype)
+        except self._k.UnsupportedTensor:  # a re-layout this module does not know: slow path
+            dense = w.dequantize().to(self._gemm_dtype)
+        return (x.to(self._gemm_dtype) @ dense.T).to(x.dtype)
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         return self._k.rms_norm(x, weight, eps)
+
+    def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float):
+        return self._k.rms_norm(a, weight, eps, residual=h)
+
+    def rope_positions(self, positions: torch.Tensor, table: RopeTable) -> torch.Tensor:
+        return positions.to(torch.int32)  # the kernel computes its angles (in float32, as ggml)
+
+    def rope(self, x: torch.Tensor, positions: torch.Tensor, table: RopeTable) -> torch.Tensor:
+        return self._k.apply_rope(x, positions, self._rope_for(table))
+
+    def _rope_for(self, table: RopeTable):
+        rope = self._ropes.get(table)
+        if rope is None:
+            from kernels.rope_tables import Rope
+
+            rope = Rope(
+                table.head_dim,
+                table.n_rot,
+                table.layout == "neox",
+                table.inv_freq.numpy(),
+                float(table.attn_factor),
+            )
+            self._ropes[table] = rope
+        return rope
 
     def gated_ffn_activation(self, gate, up, kind: str) -> torch.Tensor:
         if kind == "silu":

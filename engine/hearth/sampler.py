@@ -64,6 +64,11 @@ class TorchSampler:
             seed = random.SystemRandom().getrandbits(32)
         self._generator.manual_seed(seed)
 
+    @property
+    def plain_greedy(self) -> bool:
+        """Greedy with no repeat penalty: the pick is the logits' argmax, whatever came before."""
+        return self.params.temperature <= 0 and not self.penalizes
+
     def accept(self, token: int) -> None:
         """Record a generated token for the repeat penalty."""
         if self.penalizes:
@@ -96,10 +101,12 @@ class TorchSampler:
             keep &= logits >= best + math.log(sp.min_p)
         return (logits / sp.temperature).masked_fill(~keep, -math.inf)
 
-    def sample(self, logits: torch.Tensor) -> int:
-        """Pick the next token from a row of logits and record it."""
+    def sample(self, logits: torch.Tensor, greedy: int | None = None) -> int:
+        """Pick the next token from a row of logits and record it. `greedy`: the logits'
+        argmax already computed (inside the decode step's CUDA graph), used when the settings
+        are greedy."""
         if self.params.temperature <= 0 and not (self.penalizes and self._history):
-            token = int(torch.argmax(logits))
+            token = int(greedy if greedy is not None else torch.argmax(logits))
         else:
             filtered = self.filtered_logits(logits)
             if self.params.temperature <= 0:

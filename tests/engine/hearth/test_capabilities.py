@@ -38,7 +38,7 @@ def test_the_paged_formats_are_the_paged_caches():
         ("rot2", "rot4", False, 64, True, None),
         ("f16", "q8", False, 128, True, None),  # f16 beside a paged format: paged f16 pages
         ("q8", "q8", False, 128, False, "on a GPU"),
-        ("q8", "q8", True, 256, True, None),  # kernels' paged attention takes a window
+        ("q8", "q8", True, 256, True, None),  # kernels' paged attention has the window
         ("rot4", "rot2", False, 128, True, "no rot2 V cache"),
         ("q4_0", "q4_0", False, 128, True, "no q4_0 K cache"),
         ("q8", "q8", False, 80, True, "power of two"),

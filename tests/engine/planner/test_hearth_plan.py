@@ -63,8 +63,8 @@ def test_no_gpu_no_hearth(synthetic_info):
     assert "no GPU" in hearth_unavailable(synthetic_info("llama3-8b", "Q4_K_M"), request)
 
 
-def test_sliding_window_models_may_use_the_paged_formats(synthetic_info):
-    """kernels' paged attention takes Gemma 3's window (PAGED_SLIDING_WINDOW)."""
+def test_sliding_window_models_get_the_paged_formats_too(synthetic_info):
+    """kernels' paged attention takes Gemma 3's window (engine/hearth/capabilities.py)."""
     pairs = auto_pairs(hearth_profile(synthetic_info("gemma3-12b", "Q4_K_M")))
     assert ("f16", "f16") in pairs and ("rot4", "rot4") in pairs
 

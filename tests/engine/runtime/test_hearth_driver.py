@@ -150,3 +150,23 @@ def test_kernels_cache_formats_need_a_gpu(starter, monkeypatch):
             model.new_context(params)
     finally:
         model.close()
+
+
+def test_out_of_gpu_memory_while_computing_ends_the_worker_with_advice(monkeypatch, capsys):
+    """torch's OOM mid-step ends the process (the GUI offers a smaller plan when a worker
+    dies), after one line that says what happened and what to do."""
+    import torch
+
+    from engine.runtime import hearth_driver
+
+    def exit_now(status):
+        raise SystemExit(status)
+
+    monkeypatch.setattr(hearth_driver.os, "_exit", exit_now)
+    oom = hearth_driver.worker_ends_when_out_of_memory("decoding")
+    with pytest.raises(SystemExit) as ended, oom:
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert ended.value.code == hearth_driver.OUT_OF_MEMORY_EXIT
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("hearth worker: error: the GPU ran out of memory while decoding")
+    assert "Tried to allocate 2.00 GiB" in line and "shorter context" in line

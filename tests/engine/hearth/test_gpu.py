@@ -1,0 +1,209 @@
+"""The Hearth engine on a GPU (HEARTH_GPU_TESTS=1 on the device machine).
+
+- Every architecture of the tiny models against the float64 reference on kernels/ (prefill
+  through the device dequantizer and torch's GEMM, decode through the GEMV), and the decode
+  step's CUDA graph against the same steps run eagerly.
+- The starter model (SmolLM2-135M-Instruct Q4_1), greedy, against llama.cpp's CPU build by
+  the near-tie rule of engine/runtime/greedy_check.py. The GPU machine has no CPU build, so the
+  reference is the one recorded on the CI machine (tests/engine/runtime/data/cpu_reference.json,
+  the same file the CUDA build of llama.cpp is judged against); HEARTH_GPU_STARTER_MODEL names
+  the model file, whose SHA-256 must be the recorded one. The Hearth engine still loads
+  llama.cpp for its vocabulary, so this one needs the llama.cpp build there too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from engine.gguf import read_model_info
+from engine.hearth.config import model_config
+from engine.hearth.forward import Transformer
+from engine.hearth.kv_cache import TorchKVCache
+from engine.hearth.ops import KernelsOps
+from engine.hearth.reference import reference_logits
+from engine.hearth.weights import GGUFTensors
+from tests.engine.hearth import test_forward
+from tests.engine.hearth.tiny_models import write_tiny_gguf
+
+pytestmark = pytest.mark.gpu
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU visible to PyTorch", allow_module_level=True)
+
+REFERENCE = Path(__file__).resolve().parents[1] / "runtime" / "data" / "cpu_reference.json"
+
+
+def load(path, paged: bool = False) -> tuple[Transformer, TorchKVCache]:
+    """The model on kernels/, and the plain f16 cache or kernels' paged f16 one (the worker's
+    cache on a GPU)."""
+    from engine.hearth.paged_cache import PagedCacheAdapter
+
+    info = read_model_info(path)
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    dims = dict(
+        n_layer=config.n_layer,
+        n_head_kv=config.n_head_kv,
+        head_dim=config.head_dim,
+        n_ctx=test_forward.N_CTX,
+        device="cuda",
+    )
+    if paged:
+        return model, PagedCacheAdapter(**dims, k_format="f16", v_format="f16")
+    return model, TorchKVCache(**dims)
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["plain", "paged"])
+@pytest.mark.parametrize("arch", list(test_forward.CASES))
+def test_every_architecture_matches_the_reference_on_the_gpu(arch, paged, tmp_path):
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", test_forward.CASES[arch])
+    info = read_model_info(path)
+    expected = reference_logits(
+        model_config(info), GGUFTensors(str(path), info), test_forward.TOKENS
+    )
+    # 17 prefill rows exceed the GEMV's 16: the chunk goes through the device dequantizer
+    model, cache = load(path, paged)
+    n = len(test_forward.TOKENS)
+    got = model.forward(
+        torch.tensor(test_forward.TOKENS, device="cuda"),
+        torch.arange(n, device="cuda"),
+        cache,
+        n_keys=n,
+        all_logits=True,
+    )
+    scale = max(1.0, np.abs(expected).max())
+    # f16 operands in the GEMM and the cache: llama.cpp's CUDA build rounds the same way
+    np.testing.assert_allclose(got.float().cpu().numpy(), expected, atol=2e-2 * scale)
+
+
+def _prefilled(path, n: int, paged: bool = False):
+    model, cache = load(path, paged)
+    model.forward(
+        torch.tensor(test_forward.TOKENS[:n], device="cuda"),
+        torch.arange(n, device="cuda"),
+        cache,
+        n_keys=n,
+    )
+    return model, cache
+
+
+def _eager_step(model, cache, token: int, position: int) -> torch.Tensor:
+    return model.forward(
+        torch.tensor([token], device="cuda"),
+        torch.tensor([position], device="cuda"),
+        cache,
+        n_keys=cache.n_ctx,
+    )
+
+
+@pytest.mark.parametrize("paged", [False, True], ids=["plain", "paged"])
+@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+def test_the_graph_replays_what_eager_decode_computes(arch, paged, tmp_path):
+    """Given tokens (as a sampler would choose them), graph steps give eager steps' logits;
+    gemma3: a tied output matrix as the device embedding table, sliding-window layers."""
+    from engine.hearth.decode_graph import DecodeGraph
+
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", test_forward.CASES[arch])
+    model, eager_cache = _prefilled(path, 4, paged)
+    _, graph_cache = _prefilled(path, 4, paged)
+    graph = DecodeGraph(model, graph_cache, position=4)
+    for pos in range(4, len(test_forward.TOKENS)):
+        token = test_forward.TOKENS[pos]
+        expected = _eager_step(model, eager_cache, token, pos)
+        got, greedy = graph.step(token, pos, speculate=False)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-3)
+        assert greedy == int(torch.argmax(expected))
+
+
+def test_launching_ahead_gives_the_same_greedy_reply(tmp_path):
+    """Greedy decoding with each next step launched before the token is read: the same
+    tokens and logits as plain eager greedy steps; a step that breaks the chain (another
+    token, as a sampled one would be) is recomputed, not taken from the step launched ahead."""
+    from engine.hearth.decode_graph import DecodeGraph
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", test_forward.CASES["llama"])
+    model, eager_cache = _prefilled(path, 4, paged=True)
+    _, graph_cache = _prefilled(path, 4, paged=True)
+    graph = DecodeGraph(model, graph_cache, position=4)
+    eager_token = graph_token = test_forward.TOKENS[4]
+    for pos in range(4, 20):
+        if pos == 12:  # a token other than the greedy pick
+            eager_token = graph_token = (graph_token + 1) % model.config.n_vocab
+        expected = _eager_step(model, eager_cache, eager_token, pos)
+        eager_token = int(torch.argmax(expected))
+        logits, graph_token = graph.step(graph_token, pos, speculate=True)
+        torch.testing.assert_close(logits, expected, rtol=0, atol=1e-3)
+        assert graph_token == eager_token
+
+
+@pytest.fixture(scope="module")
+def starter_file() -> str:
+    path = os.environ.get("HEARTH_GPU_STARTER_MODEL")
+    reference = json.loads(REFERENCE.read_text())
+    if not path:
+        pytest.skip(f"HEARTH_GPU_STARTER_MODEL is not set (the {reference['model']} GGUF)")
+    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    if digest != reference["model_sha256"]:
+        pytest.fail(f"{path} is not the file the CPU reference was recorded from")
+    return path
+
+
+def hearth_trace_in_a_child(model: str, *extra: str) -> dict:
+    """engine.runtime.hearth_trace in a fresh process, where llama.cpp (the vocabulary) loads
+    before numpy: this process imported numpy first, and on the GPU machine a llama.cpp load
+    after that ended with a segmentation fault (docs/backends.md)."""
+    from engine.runtime.greedy_check import N_TOKENS, STORY
+
+    command = [sys.executable, "-m", "engine.runtime.hearth_trace", model, "--prompt", STORY]
+    command += ["--tokens", str(N_TOKENS), *extra]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    if done.returncode != 0:
+        pytest.fail(f"hearth_trace ended with {done.returncode}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout[done.stdout.index("{") :])
+
+
+@pytest.fixture(scope="module")
+def starter_greedy(starter_file) -> dict:
+    """The Hearth engine's own greedy trace: one token at a time, nothing launched ahead."""
+    return hearth_trace_in_a_child(starter_file)
+
+
+def test_starter_model_greedy_matches_the_cpu_build(starter_file, starter_greedy):
+    from engine.runtime.greedy_check import check
+
+    reference = json.loads(REFERENCE.read_text())
+    # the recorded reference's tokens forced, its top-5 ids watched
+    recorded = str(REFERENCE)
+    forced = hearth_trace_in_a_child(starter_file, "--forced", recorded, "--watch", recorded)
+    assert forced["device"] == starter_greedy["device"] == "cuda"
+    verdict = check(reference, forced, starter_greedy["text"])
+    print(f"== Hearth engine (CUDA) against the CPU build ({reference['system_info']})")
+    print(verdict.report())
+    assert verdict.passed, verdict.report()
+
+
+def test_the_worker_launching_ahead_writes_the_same_greedy_reply(starter_file, starter_greedy):
+    """Through the worker, greedy sampling launches each next decode step before reading the
+    token (decode_graph.py): the reply must be the one the step-by-step trace wrote."""
+    from engine.runtime import protocol as p
+    from engine.runtime.greedy_check import N_TOKENS, STORY
+    from tests.engine.runtime.conftest import GREEDY, RunningEngine
+
+    running = RunningEngine()
+    try:
+        loaded = running.load(starter_file, engine="hearth", n_ctx=1024)
+        assert isinstance(loaded, p.ModelLoaded) and loaded.engine == "Hearth", loaded
+        texts, done = running.run(prompt=STORY, sampling=GREEDY, max_tokens=N_TOKENS)
+    finally:
+        running.close()
+    assert isinstance(done, p.GenerationDone), done
+    assert "".join(texts) == starter_greedy["text"]
