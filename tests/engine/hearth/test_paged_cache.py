@@ -53,10 +53,9 @@ def _model_and_caches(tmp_path, arch, k_format, v_format):
     return model, config, {"simulated": simulated, "paged": paged}
 
 
-def _run(model, cache, tokens, start, n_keys_decode):
+def _run(model, cache, tokens, start, n_keys_decode, prefill=4):
     """A prefill of the first tokens, then one decode step per remaining token (tokens and
     positions on the host, as test_kernels_ops passes them)."""
-    prefill = 5
     ids, positions = torch.tensor(tokens[:prefill]), torch.arange(start, start + prefill)
     out = [model.forward(ids, positions, cache, n_keys=start + prefill)]
     for i in range(prefill, len(tokens)):
@@ -69,20 +68,20 @@ def test_sliding_window_layers_match_the_simulated_cache(tmp_path):
     """Gemma 3 (window 3 in the tiny model): prefill and decode steps far past the window."""
     model, config, caches = _model_and_caches(tmp_path, "gemma3", "q8", "rot4")
     assert config.swa_window == 3
-    tokens = [5, 17, 300, 42, 0, 99, 7, 250, 3]
+    tokens = [5, 17, 300, 42, 0, 99, 7]  # decode steps at 4..6, each seeing only 3 positions
     rows = {name: _run(model, cache, tokens, 0, N_CTX) for name, cache in caches.items()}
     scale = np.abs(rows["simulated"]).max()
     np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
 
 
 def test_a_turn_that_edits_history_continues_after_truncate(tmp_path):
-    """8 tokens, then back to 6 and two different ones: the stale rows at 6 and 7 must not
-    be seen, in prefill nor in decode."""
+    """6 tokens, then back to 4 and three different ones (a prefill of two over the stale
+    rows at 4 and 5, then a decode step)."""
     model, _config, caches = _model_and_caches(tmp_path, "llama", "rot4", "q8")
     rows = {}
     for name, cache in caches.items():
-        _run(model, cache, [5, 17, 300, 42, 0, 99, 7, 250], 0, N_CTX)
-        assert cache.truncate(6)
-        rows[name] = _run(model, cache, [11, 12, 13, 14, 15, 16], 6, N_CTX)
+        _run(model, cache, [5, 17, 300, 42, 0, 99], 0, N_CTX)
+        assert cache.truncate(4)
+        rows[name] = _run(model, cache, [11, 12, 13], 4, N_CTX, prefill=2)
     scale = np.abs(rows["simulated"]).max()
     np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
