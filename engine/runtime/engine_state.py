@@ -12,13 +12,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from typing import Any
 
 from engine.chat.context_fit import ContextOverflow, fit_conversation
 from engine.enums import EngineState, Overflow, StopReason
 from engine.llama import driver as llama
-from engine.llama.log import BufferAllocation
 from engine.llama.params import ContextSettings
 from engine.runtime import protocol as p
 from engine.runtime.batched_decode import BatchedDecoder
@@ -30,8 +29,16 @@ from engine.runtime.device_facts import (
     software_vulkan_device,
 )
 from engine.runtime.generation import Session, Stopped, generate
+from engine.runtime.model_open import (
+    LoadedWeights,
+    file_identity,
+    open_model,
+    refused_by_header,
+    same_weights,
+    with_llama_kv,
+)
 from engine.runtime.speculative.setup import open_speculation
-from engine.runtime.to_llama import context_settings, model_settings
+from engine.runtime.to_llama import context_settings
 
 EMBEDDING_CONTEXT = 2048  # tokens per embedding input, at most
 
@@ -47,7 +54,7 @@ class Engine:
         self._embedder: llama.Context | None = None  # made at the first Embed
         self._threads = 0  # the loaded context's CPU threads (0: physical cores)
         self._current_request: int | None = None  # the single-sequence path's generation
-        self._weights: _Weights | None = None  # how the loaded weights came to be there
+        self._weights: LoadedWeights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
         self._template_note = ""
         from engine.llama.log import process_log
@@ -138,7 +145,7 @@ class Engine:
         self._close_batched()
         session, self._session = self._session, None
         self._state = EngineState.LOADING
-        if session is not None and _same_weights(session.model.params, params, self._weights):
+        if session is not None and same_weights(session.model.params, params, self._weights):
             session.close_context()
             model, weights = session.model, self._weights
             model.params = params
@@ -162,13 +169,13 @@ class Engine:
         ctx = None
         try:
             if model is None:
-                refused = _refused_by_header(params.path) if self._faults.header_check else None
+                refused = refused_by_header(params.path) if self._faults.header_check else None
                 if refused:
                     raise llama.EngineError(refused)
                 used_before = device_used()
-                model, engine_note = _open_model(params)
-                weights = _Weights(
-                    file=_file_identity(params.path),
+                model, engine_note = open_model(params)
+                weights = LoadedWeights(
+                    file=file_identity(params.path),
                     device_used_before=used_before,
                     allocations=self._log.take_allocations(),
                     tensors_in_ram=self._log.take_overridden(),
@@ -179,7 +186,7 @@ class Engine:
             if hearth:
                 ctx = model.new_context(params)
             else:
-                params = _llama_kv(params)
+                params = with_llama_kv(params)
                 ctx = llama.Context(model, context_settings(params))
             ctx.warm_up()
         except llama.EngineError as exc:
@@ -493,76 +500,6 @@ def _message_for_template(m: p.ChatMessage) -> dict[str, Any]:
     return message
 
 
-@dataclass(frozen=True)
-class _Weights:
-    """What loading the weights took, kept for as long as they stay loaded: a context made
-    anew on them reports the whole model's buffers and memory, not only its own."""
-
-    file: tuple[int, int]
-    device_used_before: dict[str, int]
-    allocations: tuple[BufferAllocation, ...]
-    tensors_in_ram: tuple[str, ...]
-    engine_asked: str = "llama"  # ModelParams.engine of the load
-    engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
-
-
-def _open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
-    """The model on the engine that `params.engine` names, and a note: llama.cpp runs it, with
-    the reason in one line, when the Hearth engine cannot (no torch, an architecture or tensor
-    type it does not run, no GPU)."""
-    if params.engine != "hearth":
-        return llama.Model(model_settings(params)), ""
-    if params.rpc_servers:
-        note = "Hearth engine unavailable, using llama.cpp: helper machines are llama.cpp's"
-        print(f"hearth worker: {note}", flush=True)
-        return llama.Model(model_settings(params)), note
-    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
-
-    try:
-        return HearthModel(params), ""
-    except HearthUnavailable as exc:
-        note = f"Hearth engine unavailable, using llama.cpp: {exc}"
-        print(f"hearth worker: {note}", flush=True)
-        return llama.Model(model_settings(params)), note
-
-
-# A Hearth load that fell back to llama.cpp still names Hearth's KV formats; llama.cpp holds
-# these instead: rot4/rot2 (5 and 3 bits a value) as q4_0 (4.5 bits: no more memory than planned
-# for rot4), q8 (8.1 bits) as q8_0 (8.5).
-_LLAMA_KV_FOR = {"q8": "q8_0", "rot4": "q4_0", "rot2": "q4_0"}
-
-
-def _llama_kv(params: p.ModelParams) -> p.ModelParams:
-    """`params` with KV types llama.cpp has, saying so when one changed."""
-    k = _LLAMA_KV_FOR.get(params.type_k, params.type_k)
-    v = _LLAMA_KV_FOR.get(params.type_v, params.type_v)
-    if (k, v) == (params.type_k, params.type_v):
-        return params
-    asked = f"{params.type_k}/{params.type_v}"
-    print(f"hearth worker: llama.cpp holds the KV cache as {k}/{v} (asked: {asked})", flush=True)
-    return replace(params, type_k=k, type_v=v)
-
-
-def _file_identity(path: str) -> tuple[int, int]:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return (-1, -1)
-    return (st.st_size, st.st_mtime_ns)
-
-
-# Model-level settings: the weights loaded with them can serve any context settings.
-_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "rpc_servers")
-
-
-def _same_weights(old: p.ModelParams, new: p.ModelParams, weights: _Weights | None) -> bool:
-    if weights is None or _file_identity(new.path) != weights.file:
-        return False  # never loaded through here, or the file was replaced since
-    if weights.engine_asked != new.engine:
-        return False
-    return all(getattr(old, name) == getattr(new, name) for name in _WEIGHT_FIELDS)
-
-
 def _no_stats(received_at: float) -> p.GenerationStats:
     return p.GenerationStats(
         n_prompt_tokens=0,
@@ -593,20 +530,6 @@ def _check_template(model: llama.Model) -> tuple[str, str]:
         return checked.template, ""
     print(f"hearth worker: chat template: {checked.template}", flush=True)
     return checked.template, f"{checked.refused} Chats are written in {checked.template} instead."
-
-
-def _refused_by_header(path: str) -> str | None:
-    """Why llama.cpp must not be given this file (engine.gguf.load_check: it would abort on it),
-    for every client of the worker. A header this reader cannot read is left to llama.cpp,
-    which has the last word on what it loads."""
-    from engine.gguf import GGUFError, read_model_info
-    from engine.gguf.load_check import load_problem
-
-    try:
-        problem = load_problem(read_model_info(path))
-    except (GGUFError, OSError):
-        return None
-    return f"{os.path.basename(path)} cannot be loaded: {problem}" if problem else None
 
 
 def _format_choices(model, has_template: bool) -> dict:
