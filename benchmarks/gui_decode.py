@@ -203,7 +203,9 @@ def run_gui_decode(config: GuiDecodeConfig) -> dict:
     ready: list[p.Ready] = []
     bridge.ready.connect(ready.append)
     try:
-        bridge.load(
+        loaded = load_and_warm_up(
+            window,
+            config,
             p.ModelParams(
                 path=config.model,
                 n_ctx=config.n_ctx,
@@ -211,16 +213,8 @@ def run_gui_decode(config: GuiDecodeConfig) -> dict:
                 flash_attn=config.flash_attn,
                 type_k=config.kv,
                 type_v=config.kv,
-            )
+            ),
         )
-        loaded: p.ModelLoaded = _wait(
-            [bridge.model_loaded],
-            [bridge.load_failed, bridge.engine_crashed],
-            LOAD_TIMEOUT_S,
-            "load",
-        )
-        chat.sampling = GREEDY
-        _reply(chat, bridge, config, config.warmup_tokens)  # untimed, as llama-bench warms up
         runs = []
         for rep in range(config.reps):
             chat.new_chat()
@@ -258,6 +252,19 @@ def run_gui_decode(config: GuiDecodeConfig) -> dict:
         bridge.shutdown()
         window.close()
         window.deleteLater()
+
+
+def load_and_warm_up(window, config: GuiDecodeConfig, params: p.ModelParams) -> p.ModelLoaded:
+    """Load through the window's bridge, then one short untimed greedy reply (as llama-bench
+    warms up); what the worker loaded."""
+    bridge, chat = window.bridge, window.chat_view
+    bridge.load(params)
+    loaded: p.ModelLoaded = _wait(
+        [bridge.model_loaded], [bridge.load_failed, bridge.engine_crashed], LOAD_TIMEOUT_S, "load"
+    )
+    chat.sampling = GREEDY
+    _reply(chat, bridge, config, config.warmup_tokens)
+    return loaded
 
 
 def _reply(chat, bridge, config: GuiDecodeConfig, tokens: int) -> tuple[float, p.GenerationDone]:

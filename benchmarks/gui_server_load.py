@@ -41,16 +41,15 @@ from app.common.engine_bridge import EngineBridge  # noqa: E402
 from app.shell.main_window import MainWindow  # noqa: E402
 from app.shell.pages import SERVER  # noqa: E402
 from benchmarks.gui_decode import (  # noqa: E402
-    GREEDY,
     LOAD_TIMEOUT_S,
     REPLY_TIMEOUT_S,
     EosIgnoringClient,
     GuiBenchFailed,
     GuiDecodeConfig,
-    _reply,
     _TextProbe,
     _wait,
     cpu_name,
+    load_and_warm_up,
 )
 from benchmarks.server_concurrency import (  # noqa: E402
     free_port,
@@ -196,23 +195,17 @@ def run(config: GuiDecodeConfig, clients: int, client_tokens: int, per_seq_ctx: 
     ticks = _TickGaps()
     slots = clients + 1
     try:
-        bridge.load(
+        loaded = load_and_warm_up(
+            window,
+            config,
             p.ModelParams(
                 path=config.model,
                 n_ctx=per_seq_ctx * slots,
                 n_parallel=slots,
                 n_gpu_layers=config.gpu_layers,
                 flash_attn=config.flash_attn,
-            )
+            ),
         )
-        loaded: p.ModelLoaded = _wait(
-            [bridge.model_loaded],
-            [bridge.load_failed, bridge.engine_crashed],
-            LOAD_TIMEOUT_S,
-            "load",
-        )
-        chat.sampling = GREEDY
-        _reply(chat, bridge, config, config.warmup_tokens)  # warm-up, untimed
         alone = _window_reply(chat, bridge, config, probe, ticks)
 
         page = window.page(SERVER)
