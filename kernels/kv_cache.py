@@ -24,6 +24,7 @@ import triton
 from kernels.availability import require
 from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
 from kernels.errors import UnsupportedTensor
+from kernels.grouped_attention import grouped_prefill_attention
 from kernels.kv_formats import GROUP, KVCacheSpec, rotation_signs
 from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_tiles import FORMAT_CODES
@@ -318,7 +319,8 @@ class PagedKVCache:
         """Attention of a prefill chunk, q [T, n_heads, head_dim] at `positions` [T] (device),
         over the stored positions 0..n_keys-1 (the chunk's own K and V written first): the
         pages gathered to f16, then torch's scaled_dot_product_attention with the causal (and
-        sliding-window) mask. Returns [T, n_heads, head_dim] in q's dtype."""
+        sliding-window) mask, the query heads of a KV head folded into one (grouped_attention.py:
+        no score matrix). Returns [T, n_heads, head_dim] in q's dtype."""
         k, v = self.gather(layer, seq, n_keys)
         slots = torch.arange(n_keys, device=q.device)
         behind = positions.reshape(-1, 1) - slots[None, :]
@@ -326,15 +328,8 @@ class PagedKVCache:
         if window > 0:
             seen &= behind < window
         dtype = torch.float16 if q.is_cuda else torch.float32  # the CPU: tests only
-        out = torch.nn.functional.scaled_dot_product_attention(
-            q.transpose(0, 1).to(dtype),
-            k.transpose(0, 1).to(dtype),
-            v.transpose(0, 1).to(dtype),
-            attn_mask=seen,
-            scale=scale,
-            enable_gqa=True,
-        )
-        return out.transpose(0, 1).to(q.dtype)
+        k, v = k.transpose(0, 1).to(dtype), v.transpose(0, 1).to(dtype)
+        return grouped_prefill_attention(q, k, v, seen, scale)
 
     def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
         """K and V of seq as the cache would return them (dequantized, unrotated; float32

@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-import torch.nn.functional as F
+
+from kernels.grouped_attention import grouped_prefill_attention
 
 Codec = Callable[[torch.Tensor], torch.Tensor]
 
@@ -80,15 +81,7 @@ class TorchKVCache:
         seen = slots[None, :] <= positions[:, None]
         if window > 0:
             seen &= positions[:, None] - slots[None, :] < window
-        out = F.scaled_dot_product_attention(
-            q.transpose(0, 1),
-            keys,
-            values,
-            attn_mask=seen,
-            scale=scale,
-            enable_gqa=True,
-        )
-        return out.transpose(0, 1)
+        return grouped_prefill_attention(q, keys, values, seen, scale)
 
     def _attend_one(self, layer, q, positions, n_keys, scale: float, window: int):
         """One query (a decode step): two batched products over the KV heads, each reading the
