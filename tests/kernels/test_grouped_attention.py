@@ -10,7 +10,7 @@ from kernels.grouped_attention import grouped_prefill_attention  # noqa: E402
 
 def plain_attention(q, k, v, seen, scale):
     """Each query head against its KV head (h // G), written out."""
-    n_tokens, n_heads, head_dim = q.shape
+    n_heads = q.shape[1]
     group = n_heads // k.shape[0]
     out = torch.empty_like(q)
     for h in range(n_heads):
