@@ -69,9 +69,10 @@ class HearthCosts:
     # a prefill GEMM's matrix: the f16 result (2) and the dequantizer's int32 codes and float32
     # values alive beside it (engine/hearth/dequant.py)
     dequant_bytes_per_weight: int = 12
-    # torch SDPA with grouped-query heads and a mask takes the math path, which materializes
-    # the scores (docs/engine-choice.md); False where the device's torch has a fused kernel
-    prefill_scores_materialized: bool = True
+    # torch SDPA with grouped-query heads (enable_gqa) and a mask took the math path, which
+    # materializes the scores (docs/engine-choice.md); kernels/grouped_attention.py folds the
+    # heads so the memory-efficient kernel runs instead. True: a device's torch without it.
+    prefill_scores_materialized: bool = False
     host_process_bytes: int = 2 * GIB  # the worker's RSS besides the model: torch, CUDA runtime
     calibrated: bool = False
 
@@ -273,15 +274,21 @@ def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
 def _prefill_attention(
     cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
 ) -> int:
-    """torch SDPA's math path for `rows` queries over n_ctx positions: K and V in the
-    attention's type (float32 copies of the plain cache, or the paged pages gathered to f16),
-    repeated for every query head, float32 scores and softmax, the boolean mask."""
+    """Prefill attention for `rows` queries over n_ctx positions: K and V in the attention's
+    type (float32 copies of the plain cache, or the paged pages gathered to f16) and the
+    boolean mask; then either torch SDPA's math path (K and V repeated for every query head,
+    float32 scores and softmax) or, as kernels/grouped_attention.py calls it, the
+    memory-efficient kernel (the mask repeated for the G heads of a KV head and made additive
+    in f16; the scores tiled, never whole)."""
     n, d = config.n_ctx, cfg.head_dim
     kv_bytes = 2 if uses_paged_cache(config.type_k, config.type_v) else 4
     kv = 2 * cfg.n_head_kv * n * d * kv_bytes
+    mask = rows * n
+    if not costs.prefill_scores_materialized:
+        return kv + mask + cfg.n_rep * mask * (1 + 2)
     repeated = 2 * cfg.n_head * n * d * kv_bytes if cfg.n_rep > 1 else 0
-    scores = 2 * cfg.n_head * rows * n * 4 if costs.prefill_scores_materialized else 0
-    return kv + repeated + scores + rows * n
+    scores = 2 * cfg.n_head * rows * n * 4
+    return kv + repeated + scores + mask
 
 
 def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:
