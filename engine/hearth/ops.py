@@ -28,7 +28,9 @@ machine. On the CPU KernelsOps runs only under TRITON_INTERPRET=1, for the tests
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -237,6 +239,15 @@ class KernelsOps(TorchOps):
         # read half the activation bytes; the residual stream and the logits stay float32
         self.activation_dtype = self._gemm_dtype
         self._ropes: dict[RopeTable, object] = {}
+        # gemv's pipelined integer GEMV (weights fetched a step ahead; a programmatic dependent
+        # launch that starts while the previous kernel ends) on sm_90+: an 8B decode step
+        # replayed in 2.762 ms, not 2.881 (H100, docs/performance.md); HEARTH_GEMV_PIPELINED=0
+        # turns it off
+        from kernels.act_quant import has_griddepcontrol
+
+        self.pipelined_gemv = has_griddepcontrol(self.device) and (
+            os.environ.get("HEARTH_GEMV_PIPELINED", "1") != "0"
+        )
 
     def prepare(self, w: QuantWeight):
         try:
@@ -261,6 +272,16 @@ class KernelsOps(TorchOps):
         Q+K and V of a Q4_K_M layer then pay one quantization launch, not two."""
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         return self._k.quantize_activation(x) if self._integer_readers(rows, weights) > 1 else None
+
+    def _gemv_config(self, w, rows: int):
+        """The integer GEMV as gemv's pipelined variant where `pipelined_gemv` (None: gemv's
+        default config)."""
+        from kernels.gemv import default_config
+
+        config = default_config(w.fmt.name, rows)
+        if self.pipelined_gemv and config.path == "dp4a":
+            return dataclasses.replace(config, pipelined=True)
+        return None
 
     def _integer_readers(self, rows: int, weights: list) -> int:
         """How many of `weights` take x in 8 bits at `rows` input rows (the integer GEMV)."""
@@ -289,8 +310,9 @@ class KernelsOps(TorchOps):
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
             return super().matmul(x, w)
-        if x.reshape(-1, x.shape[-1]).shape[0] <= self.GEMV_MAX_ROWS:
-            return self._k.quant_matmul(x, w, quantized=shared)
+        rows = x.reshape(-1, x.shape[-1]).shape[0]
+        if rows <= self.GEMV_MAX_ROWS:
+            return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
         from engine.hearth.dequant import dequantize
 
         try:
