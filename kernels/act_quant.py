@@ -17,6 +17,8 @@ Two ways to feed a GEMV (gemv_dp4a.py, chosen by its PREQ flag): each program qu
 slice of x it needs in each K step (`quantize_words`, no extra launch, but the work repeats in
 every program and its reductions cross threads), or `quantize_activation` does it once, in a
 small kernel of its own, and the GEMV loads words, scales and sums in its weight tile's layout.
+A third: the kernel that produces x writes it in 8 bits as well (`store_quantized`, used by
+kernels/norms.py and kernels/activations.py), in the same buffers as `quantize_activation`.
 """
 
 from __future__ import annotations
