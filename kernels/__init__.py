@@ -31,6 +31,10 @@ Elementwise (kernels/norms.py, kernels/activations.py, kernels/rope.py)
     y = rms_norm(x, weight, eps)                      y = x / rms(x) * weight
     y, h = rms_norm(x, weight, eps, residual=r)       h = x + r; y = rms_norm(h) (fused)
     y = swiglu(gate, up)                              silu(gate) * up
+    y, h, yq = rms_norm_quantized(x, weight, eps, residual=None, out_dtype=None)
+    y, yq = swiglu_quantized(gate, up)
+        the same, plus y in 8 bits from the same launch (yq as quantize_activation(y) gives
+        it: pass it as quant_matmul's `quantized=`); h is None without a residual
     rope = Rope.from_gguf_params(head_dim, n_rot, base, layout="normal"|"neox",
                                   scaling="none"|"linear"|"yarn"|"llama3", factor=...,
                                   original_context=..., freq_factors=None)  (host-side table)
@@ -93,7 +97,9 @@ _LAZY = {
     "quant_matmul": "kernels.gemv",
     "quantize_activation": "kernels.act_quant",
     "rms_norm": "kernels.norms",
+    "rms_norm_quantized": "kernels.norms",
     "swiglu": "kernels.activations",
+    "swiglu_quantized": "kernels.activations",
     "Rope": "kernels.rope_tables",
     "apply_rope": "kernels.rope",
     "KVCacheSpec": "kernels.kv_formats",

@@ -17,6 +17,8 @@ Two ways to feed a GEMV (gemv_dp4a.py, chosen by its PREQ flag): each program qu
 slice of x it needs in each K step (`quantize_words`, no extra launch, but the work repeats in
 every program and its reductions cross threads), or `quantize_activation` does it once, in a
 small kernel of its own, and the GEMV loads words, scales and sums in its weight tile's layout.
+A third: the kernel that produces x writes it in 8 bits as well (`store_quantized`, used by
+kernels/norms.py and kernels/activations.py), in the same buffers as `quantize_activation`.
 """
 
 from __future__ import annotations
@@ -59,6 +61,24 @@ def dp4a(a, b, c, ASM: tl.constexpr):
 
 
 @triton.jit
+def quantize_values(x):
+    """x [G, 2, 4, 4] float32 (groups of 32 values in order) -> (packed int8 words [G, 2, 4]
+    int32, d [G] float32, the sum of q per run of 16 values [G, 2] int32). The one place the
+    rounding happens: every kernel that quantizes (this module's, the fused RMSNorm and SwiGLU)
+    calls it, so their codes and scales are the same bits for the same values."""
+    j = tl.arange(0, 4)
+    amax = tl.max(tl.max(tl.max(tl.abs(x), axis=3), axis=2), axis=1)  # [G]
+    # correctly rounded, as numpy's (Triton's `/` is an approximate division); amax = 0: all
+    # x are 0 and so is every q
+    inv = tl.math.div_rn(127.0, tl.maximum(amax, 1e-30))
+    bits = (x * inv[:, None, None, None] + ROUND_MAGIC).to(tl.int32, bitcast=True)
+    q = bits - ROUND_BITS  # round(x / d), -127..127
+    packed = tl.sum((bits & 0xFF) << (8 * j[None, None, None, :]), axis=3)
+    isum = tl.sum(tl.sum(q, axis=3), axis=2)
+    return packed, amax * (1.0 / 127.0), isum
+
+
+@triton.jit
 def quantize_words(x_ptr, words, mask):
     """Quantize the values of x at word indices `words` [G, S, 4] (value 4 * word + j), one
     scale per group of S * 4 * 4 = 32 values (S = 2); x_ptr points at the input row; mask
@@ -69,15 +89,25 @@ def quantize_words(x_ptr, words, mask):
     j = tl.arange(0, 4)
     x = tl.load(x_ptr + words[:, :, :, None] * 4 + j[None, None, None, :],
                 mask=mask[:, :, :, None], other=0.0).to(tl.float32)  # fmt: skip
-    amax = tl.max(tl.max(tl.max(tl.abs(x), axis=3), axis=2), axis=1)  # [G]
-    # correctly rounded, as numpy's (Triton's `/` is an approximate division); amax = 0: all
-    # x are 0 and so is every q
-    inv = tl.math.div_rn(127.0, tl.maximum(amax, 1e-30))
-    bits = (x * inv[:, None, None, None] + ROUND_MAGIC).to(tl.int32, bitcast=True)
-    q = bits - ROUND_BITS  # round(x / d), -127..127
-    packed = tl.sum((bits & 0xFF) << (8 * j[None, None, None, :]), axis=3)
-    isum = tl.sum(tl.sum(q, axis=3), axis=2)
-    return packed, amax * (1.0 / 127.0), isum
+    return quantize_values(x)
+
+
+@triton.jit
+def store_quantized(values, first, n, xq_ptr, xd_ptr, xs_ptr, BLOCK: tl.constexpr):
+    """Quantize `values` [BLOCK] (float32; BLOCK a multiple of 32) that sit at flat positions
+    first .. first + BLOCK - 1 of an x of n values (first and n multiples of 32; positions
+    past n are not stored) and store them as `quantize_activation` does. For kernels that
+    produce a GEMV's input: they quantize it in registers instead of a launch of their own."""
+    G: tl.constexpr = BLOCK // 32
+    packed, d, isum = quantize_values(tl.reshape(values, (G, 2, 4, 4)))
+    g = first // 32 + tl.arange(0, G)
+    in_x = g < n // 32
+    word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    tl.store(xq_ptr + g[:, None, None] * 8 + word[None], packed,
+             mask=in_x[:, None, None] & (word[None] >= 0))  # fmt: skip
+    tl.store(xd_ptr + g, d, mask=in_x)
+    run = tl.arange(0, 2)
+    tl.store(xs_ptr + g[:, None] * 2 + run[None, :], isum, mask=in_x[:, None] & (run[None] >= 0))
 
 
 def reference_quantize(x: np.ndarray) -> np.ndarray:
@@ -170,12 +200,22 @@ def quantize_activation(x: torch.Tensor, *, let_next_start: bool = False) -> Qua
     if k % 32:
         raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {k}")
     n_groups = k // 32
-    words = torch.empty(n_rows, k // 4, dtype=torch.int32, device=x.device)
-    scales = torch.empty(n_rows, n_groups, dtype=torch.float32, device=x.device)
-    sums = torch.empty(n_rows, n_groups * 2, dtype=torch.int32, device=x.device)
+    out = empty_quantized(n_rows, k, x.device)
     groups = 16
     quantize_kernel[(triton.cdiv(n_groups, groups), n_rows)](
-        x, words, scales, sums, n_groups, x.stride(0), GROUPS=groups,
+        x, out.words, out.scales, out.sums, n_groups, x.stride(0), GROUPS=groups,
         LET_NEXT_START=let_next_start and has_griddepcontrol(x.device), num_warps=2,
     )  # fmt: skip
-    return QuantizedActivation(words, scales, sums)
+    return out
+
+
+def empty_quantized(n_rows: int, k: int, device: torch.device) -> QuantizedActivation:
+    """Buffers for n_rows rows of k values in 8 bits (k a multiple of 32), for a kernel that
+    writes them (`store_quantized`)."""
+    if k % 32:
+        raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {k}")
+    return QuantizedActivation(
+        torch.empty(n_rows, k // 4, dtype=torch.int32, device=device),
+        torch.empty(n_rows, k // 32, dtype=torch.float32, device=device),
+        torch.empty(n_rows, k // 16, dtype=torch.int32, device=device),
+    )

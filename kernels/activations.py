@@ -1,4 +1,10 @@
-"""SwiGLU, fused: y = silu(gate) * up = gate * sigmoid(gate) * up, computed in float32."""
+"""SwiGLU, fused: y = silu(gate) * up = gate * sigmoid(gate) * up, computed in float32.
+
+`swiglu_quantized` also writes y in 8 bits (kernels/act_quant.py) from the same launch, for the
+integer GEMV of the down projection that reads it next: the values are rounded to y's dtype
+first, so the codes and scales are the bits `quantize_activation(y)` would give. Like the
+fused RMSNorm (kernels/norms.py) it lets a programmatic dependent launch start early on sm_90+.
+"""
 
 from __future__ import annotations
 
@@ -6,23 +12,50 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.act_quant import (
+    QuantizedActivation,
+    empty_quantized,
+    has_griddepcontrol,
+    store_quantized,
+)
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
+from kernels.gemv_common import gdc_launch_dependents
 
-_BLOCK = 1024
+_BLOCK = 1024  # a multiple of 32: a program's values are whole groups of the quantization
 
 
 @triton.jit
-def _swiglu_kernel(g_ptr, u_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+def _swiglu_kernel(g_ptr, u_ptr, y_ptr, xq_ptr, xd_ptr, xs_ptr, n, QUANTIZE: tl.constexpr,
+                   LET_NEXT_START: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    if LET_NEXT_START:  # as in kernels/norms.py
+        gdc_launch_dependents()
+    first = tl.program_id(0) * BLOCK
+    offs = first + tl.arange(0, BLOCK)
     mask = offs < n
     g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    y = g * tl.sigmoid(g) * u
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    y = (g * tl.sigmoid(g) * u).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + offs, y, mask=mask)
+    if QUANTIZE:  # rows of whole 32s: a group never spans two rows of the flat values
+        store_quantized(y.to(tl.float32), first, n, xq_ptr, xd_ptr, xs_ptr, BLOCK)
 
 
 def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    return _launch(gate, up, quantize=False)[0]
+
+
+def swiglu_quantized(
+    gate: torch.Tensor, up: torch.Tensor
+) -> tuple[torch.Tensor, QuantizedActivation]:
+    """(y, y in 8 bits as [rows, N] for `quant_matmul(y, w, quantized=...)`), one launch;
+    N (the last axis) a multiple of 32."""
+    if gate.shape[-1] % 32:
+        raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {gate.shape[-1]}")
+    return _launch(gate, up, quantize=True)
+
+
+def _launch(gate: torch.Tensor, up: torch.Tensor, *, quantize: bool):
     require()
     if gate.shape != up.shape:
         raise UnsupportedTensor(
@@ -31,6 +64,23 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     gate, up = gate.contiguous(), up.contiguous()
     y = torch.empty_like(gate)
     n = gate.numel()
+    quantized = None
+    xq = xd = xs = y  # stand-ins for the 8-bit buffers when not quantizing (never touched)
+    if quantize:
+        k = gate.shape[-1]
+        quantized = empty_quantized(n // k if k else 0, k, gate.device)
+        xq, xd, xs = quantized.words, quantized.scales, quantized.sums
     if n:
-        _swiglu_kernel[(triton.cdiv(n, _BLOCK),)](gate, up, y, n, BLOCK=_BLOCK)
-    return y
+        _swiglu_kernel[(triton.cdiv(n, _BLOCK),)](
+            gate,
+            up,
+            y,
+            xq,
+            xd,
+            xs,
+            n,
+            QUANTIZE=quantize,
+            BLOCK=_BLOCK,
+            LET_NEXT_START=quantize and has_griddepcontrol(gate.device),
+        )
+    return y, quantized

@@ -5,6 +5,14 @@ of each output):
     y = h / sqrt(mean(h^2) + eps) * weight
 
 Statistics in float32 whatever the input dtype, as ggml does.
+
+`rms_norm_quantized` also writes y in 8 bits (kernels/act_quant.py) from the same launch, for
+the integer GEMVs that read y next (Q/K/V, gate/up, the output matrix at decode): the values
+are rounded to y's dtype first, so the codes and scales are the bits `quantize_activation(y)`
+would give, without its launch (one of ~130 small launches in an 8B decode step). On sm_90+
+it also lets a GEMV launched after it as a programmatic dependent launch (gemv's pipelined
+variant) start at once: such a GEMV reads nothing of ours before its griddepcontrol.wait; any
+other next kernel starts as usual.
 """
 
 from __future__ import annotations
@@ -13,13 +21,23 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.act_quant import (
+    QuantizedActivation,
+    empty_quantized,
+    has_griddepcontrol,
+    store_quantized,
+)
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
+from kernels.gemv_common import gdc_launch_dependents
 
 
 @triton.jit
-def _rms_norm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, N, eps, stride_x, stride_r,
-                     HAS_RESIDUAL: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+def _rms_norm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, xq_ptr, xd_ptr, xs_ptr, N, eps,
+                     stride_x, stride_r, HAS_RESIDUAL: tl.constexpr, QUANTIZE: tl.constexpr,
+                     LET_NEXT_START: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+    if LET_NEXT_START:  # see the module docstring
+        gdc_launch_dependents()
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
@@ -29,11 +47,34 @@ def _rms_norm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, N, eps, stride_x, stride
         tl.store(h_ptr + row * N + cols, h.to(h_ptr.dtype.element_ty), mask=mask)
     inv_rms = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / N + eps)
     w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-    tl.store(y_ptr + row * N + cols, (h * inv_rms * w).to(y_ptr.dtype.element_ty), mask=mask)
+    y = (h * inv_rms * w).to(y_ptr.dtype.element_ty)
+    tl.store(y_ptr + row * N + cols, y, mask=mask)
+    if QUANTIZE:  # y as stored (masked columns are 0), in this row's part of the buffers
+        store_quantized(y.to(tl.float32), row * N, (row + 1) * N, xq_ptr, xd_ptr, xs_ptr, BLOCK)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual=None):
     """y, or (y, x + residual) when a residual is given; shapes [..., N], y in x's dtype."""
+    y, h, _ = _launch(x, weight, eps, residual, x.dtype, quantize=False)
+    return y if residual is None else (y, h)
+
+
+def rms_norm_quantized(
+    x: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    residual=None,
+    *,
+    out_dtype: torch.dtype | None = None,
+) -> tuple[torch.Tensor, torch.Tensor | None, QuantizedActivation]:
+    """(y, x + residual or None, y in 8 bits as [rows, N] for `quant_matmul(y, w,
+    quantized=...)`), one launch. y in out_dtype (default x's); N a multiple of 32."""
+    if x.shape[-1] % 32:
+        raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {x.shape[-1]}")
+    return _launch(x, weight, eps, residual, out_dtype or x.dtype, quantize=True)
+
+
+def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool):
     require()
     n = x.shape[-1]
     if weight.shape != (n,):
@@ -43,7 +84,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual=None):
     x2 = x.reshape(-1, n)
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
-    y = torch.empty(x2.shape, dtype=x.dtype, device=x.device)
+    y = torch.empty(x2.shape, dtype=out_dtype, device=x.device)
     has_residual = residual is not None
     if has_residual:
         if residual.shape != x.shape:
@@ -54,12 +95,15 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual=None):
         h = torch.empty(x2.shape, dtype=residual.dtype, device=x.device)
     else:
         r2, h = x2, y
+    quantized = empty_quantized(x2.shape[0], n, x.device) if quantize else None
+    # without quantizing, y stands in for the 8-bit buffers (never touched)
+    xq, xd, xs = (quantized.words, quantized.scales, quantized.sums) if quantize else (y, y, y)
     if x2.shape[0]:
         block = triton.next_power_of_2(n)
         _rms_norm_kernel[(x2.shape[0],)](
-            x2, r2, weight, y, h, n, eps, x2.stride(0), r2.stride(0),
-            HAS_RESIDUAL=has_residual, BLOCK=block, num_warps=min(16, max(1, block // 256)),
+            x2, r2, weight, y, h, xq, xd, xs, n, eps, x2.stride(0), r2.stride(0),
+            HAS_RESIDUAL=has_residual, QUANTIZE=quantize, BLOCK=max(block, 32),
+            LET_NEXT_START=quantize and has_griddepcontrol(x.device),
+            num_warps=min(16, max(1, block // 256)),
         )  # fmt: skip
-    if has_residual:
-        return y.reshape(x.shape), h.reshape(x.shape)
-    return y.reshape(x.shape)
+    return y.reshape(x.shape), h.reshape(x.shape) if has_residual else None, quantized

@@ -246,27 +246,36 @@ class Transformer:
             h = h * cfg.embed_scale
         angles = ops.rope_positions(positions, self.rope)
         angles_swa = ops.rope_positions(positions, self.rope_swa) if cfg.swa_window else None
-        x = ops.rms_norm(h, self.layers[0].attn_norm, cfg.rms_eps).to(ops.activation_dtype)
+        # Each norm's (and SwiGLU's) output comes with what the matrices reading it share: on a
+        # GPU, the output in 8 bits from the same launch, for the integer GEMVs.
+        first = self.layers[0]
+        x, _, shared = ops.rms_norm_for(
+            _readers(first.attn_in), h, first.attn_norm, cfg.rms_eps, dtype=ops.activation_dtype
+        )
         for i, layer in enumerate(self.layers):
             swa = cfg.is_swa(i)
             rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
-            a = self._attention(layer, i, x, positions, cache, n_keys, swa, rope)
-            x, h = ops.add_rms_norm(a, h, layer.ffn_norm, cfg.rms_eps)
-            f = self._feed_forward(layer, x)
+            a = self._attention(layer, i, x, shared, positions, cache, n_keys, swa, rope)
+            x, h, shared = ops.rms_norm_for(
+                _readers(layer.ffn_in), a, layer.ffn_norm, cfg.rms_eps, residual=h
+            )
+            f = self._feed_forward(layer, x, shared)
             last = i + 1 == len(self.layers)
-            next_norm = self.output_norm if last else self.layers[i + 1].attn_norm
-            x, h = ops.add_rms_norm(f, h, next_norm, cfg.rms_eps)
-        if not all_logits:
-            x = x[-1:]
-        logits = ops.matmul(x.to(self.ops.dtype), self.output)  # float32 logits
+            following = self.layers[i + 1] if not last else None
+            next_norm = self.output_norm if last else following.attn_norm
+            readers = [self.output] if last else _readers(following.attn_in)
+            x, h, shared = ops.rms_norm_for(readers, f, next_norm, cfg.rms_eps, residual=h)
+        if not all_logits and x.shape[0] > 1:
+            x, shared = x[-1:], None
+        logits = ops.matmul(x.to(self.ops.dtype), self.output, shared)  # float32 logits
         if cfg.final_softcap:
             logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
         return logits
 
-    def _attention(self, layer, i, x, positions, cache, n_keys, swa, rope) -> torch.Tensor:
+    def _attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope):
         cfg, ops = self.config, self.ops
         n_tokens, hd = x.shape[0], cfg.head_dim
-        y = _project(ops, x, layer.attn_in)
+        y = _project(ops, x, layer.attn_in, shared)
         angles, table = rope
         if _joint_qk(layer):  # q and k side by side in one output: one RoPE launch for both
             qk = y["qk"].view(n_tokens, cfg.n_head + cfg.n_head_kv, hd)
@@ -289,11 +298,13 @@ class Transformer:
             a = ops.rms_norm(a, layer.post_attn_norm, cfg.rms_eps)
         return a
 
-    def _feed_forward(self, layer: Layer, x: torch.Tensor) -> torch.Tensor:
+    def _feed_forward(self, layer: Layer, x: torch.Tensor, shared) -> torch.Tensor:
         cfg, ops = self.config, self.ops
-        y = _project(ops, x, layer.ffn_in)
-        gated = ops.gated_ffn_activation(y["gate"], y["up"], cfg.activation)
-        f = ops.matmul(gated, layer.w_down)
+        y = _project(ops, x, layer.ffn_in, shared)
+        gated, shared_down = ops.gated_ffn_activation_for(
+            [layer.w_down], y["gate"], y["up"], cfg.activation
+        )
+        f = ops.matmul(gated, layer.w_down, shared_down)
         if layer.post_ffn_norm is not None:
             f = ops.rms_norm(f, layer.post_ffn_norm, cfg.rms_eps)
         return f
@@ -310,11 +321,16 @@ def _joint_qk(layer: Layer) -> bool:
     )
 
 
-def _project(ops: TorchOps, x: torch.Tensor, projections: list[Projection]) -> dict:
+def _readers(projections: list[Projection]) -> list:
+    """The matrices that read one input."""
+    return [p.weight for p in projections]
+
+
+def _project(ops: TorchOps, x: torch.Tensor, projections: list[Projection], shared) -> dict:
     """Each part's output [T, size] (views into a joined product); "qk" too when Q and K are
-    the first two parts of one product."""
+    the first two parts of one product. `shared`: what the matrices share of x (from the
+    ops' *_for call that made x)."""
     out = {}
-    shared = ops.shared_input(x, [p.weight for p in projections]) if len(projections) > 1 else None
     for p in projections:
         y = ops.matmul(x, p.weight, shared)
         if len(p.parts) == 1:

@@ -9,7 +9,11 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     x = ops.gather_rows(w, ids)          rows of a prepared matrix, on its device (ids there)
     y = ops.rms_norm(x, weight, eps)     over the last axis
     y, h = ops.add_rms_norm(a, h, weight, eps)     h = h + a; y = rms_norm(h) (one kernel)
+    y, h, s = ops.rms_norm_for(readers, x, weight, eps, residual=h, dtype=None)
+                                         the same (h None without a residual), plus what the
+                                         matmuls `readers` of y share (as shared_input)
     y = ops.gated_ffn_activation(gate, up, kind)   silu(gate) * up or gelu_tanh(gate) * up
+    y, s = ops.gated_ffn_activation_for(readers, gate, up, kind)   the same, plus `s`
     r = ops.rope_positions(positions, table)      once per forward: what `rope` needs
     q = ops.rope(x, r, table)            x: [T, H, D]; "normal" pairs or "neox" halves
 
@@ -24,7 +28,9 @@ machine. On the CPU KernelsOps runs only under TRITON_INTERPRET=1, for the tests
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -138,6 +144,22 @@ class TorchOps:
         h = h + a
         return self.rms_norm(h, weight, eps), h
 
+    def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None):
+        """(y, h, shared): rms_norm(x) (after h = x + residual when one is given; h None
+        otherwise) in `dtype` (default x's), and what the matmuls `readers` of y will share
+        (shared_input; KernelsOps makes it in the same launch)."""
+        if residual is None:
+            y, h = self.rms_norm(x, weight, eps), None
+        else:
+            y, h = self.add_rms_norm(x, residual, weight, eps)
+        y = y if dtype is None else y.to(dtype)
+        return y, h, self.shared_input(y, readers)
+
+    def gated_ffn_activation_for(self, readers: list, gate, up, kind: str):
+        """(gated_ffn_activation(gate, up, kind), what the matmuls `readers` of it share)."""
+        y = self.gated_ffn_activation(gate, up, kind)
+        return y, self.shared_input(y, readers)
+
     def rope_positions(self, positions: torch.Tensor, table: RopeTable):
         """cos and sin [T, n_rot/2] of the positions' angles."""
         return rope_angles(positions, table.inv_freq, table.attn_factor)
@@ -217,6 +239,15 @@ class KernelsOps(TorchOps):
         # read half the activation bytes; the residual stream and the logits stay float32
         self.activation_dtype = self._gemm_dtype
         self._ropes: dict[RopeTable, object] = {}
+        # gemv's pipelined integer GEMV (weights fetched a step ahead; a programmatic dependent
+        # launch that starts while the previous kernel ends) on sm_90+: an 8B decode step
+        # replayed in 2.762 ms, not 2.881 (H100, docs/performance.md); HEARTH_GEMV_PIPELINED=0
+        # turns it off
+        from kernels.act_quant import has_griddepcontrol
+
+        self.pipelined_gemv = has_griddepcontrol(self.device) and (
+            os.environ.get("HEARTH_GEMV_PIPELINED", "1") != "0"
+        )
 
     def prepare(self, w: QuantWeight):
         try:
@@ -239,21 +270,49 @@ class KernelsOps(TorchOps):
     def shared_input(self, x: torch.Tensor, weights: list) -> object | None:
         """x in 8 bits, once, for the integer GEMVs (Q4_K, Q6_K at one row) that read it:
         Q+K and V of a Q4_K_M layer then pay one quantization launch, not two."""
+        rows = x.reshape(-1, x.shape[-1]).shape[0]
+        return self._k.quantize_activation(x) if self._integer_readers(rows, weights) > 1 else None
+
+    def _gemv_config(self, w, rows: int):
+        """The integer GEMV as gemv's pipelined variant where `pipelined_gemv` (None: gemv's
+        default config)."""
         from kernels.gemv import default_config
 
-        rows = x.reshape(-1, x.shape[-1]).shape[0]
-        integer = [
-            w
+        config = default_config(w.fmt.name, rows)
+        if self.pipelined_gemv and config.path == "dp4a":
+            return dataclasses.replace(config, pipelined=True)
+        return None
+
+    def _integer_readers(self, rows: int, weights: list) -> int:
+        """How many of `weights` take x in 8 bits at `rows` input rows (the integer GEMV)."""
+        from kernels.gemv import default_config
+
+        return sum(
+            not isinstance(w, PreparedWeight) and default_config(w.fmt.name, rows).path == "dp4a"
             for w in weights
-            if not isinstance(w, PreparedWeight) and default_config(w.fmt.name, rows).path == "dp4a"
-        ]
-        return self._k.quantize_activation(x) if len(integer) > 1 else None
+        )
+
+    def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None):
+        """The norm writes y in 8 bits too, in the same launch, when an integer GEMV reads y
+        (even one: the quantization launch it would make is saved)."""
+        rows = x.reshape(-1, x.shape[-1]).shape[0]
+        if not self._integer_readers(rows, readers):
+            return super().rms_norm_for(readers, x, weight, eps, residual, dtype)
+        return self._k.rms_norm_quantized(x, weight, eps, residual, out_dtype=dtype)
+
+    def gated_ffn_activation_for(self, readers: list, gate, up, kind: str):
+        """SwiGLU writes its output in 8 bits too, in the same launch, for an integer GEMV."""
+        rows = gate.reshape(-1, gate.shape[-1]).shape[0]
+        if kind != "silu" or not self._integer_readers(rows, readers):
+            return super().gated_ffn_activation_for(readers, gate, up, kind)
+        return self._k.swiglu_quantized(gate, up)
 
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
             return super().matmul(x, w)
-        if x.reshape(-1, x.shape[-1]).shape[0] <= self.GEMV_MAX_ROWS:
-            return self._k.quant_matmul(x, w, quantized=shared)
+        rows = x.reshape(-1, x.shape[-1]).shape[0]
+        if rows <= self.GEMV_MAX_ROWS:
+            return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
         from engine.hearth.dequant import dequantize
 
         try:

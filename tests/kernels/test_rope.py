@@ -76,3 +76,17 @@ def test_llama3_factors_follow_llama31():
 def test_unknown_scaling_is_named():
     with pytest.raises(UnsupportedTensor, match="'longrope'"):
         Rope.from_gguf_params(128, scaling="longrope")
+
+
+@pytest.mark.parametrize(("n_tokens", "n_heads"), [(1, 40), (300, 3)])
+def test_head_grid_matches_reference(n_tokens, n_heads, device):
+    """A program per head for decode (1 token x 40 heads: Llama-3-8B's Q and K), several heads
+    a program once tokens alone give programs enough (300 x 3: 4 heads, one masked)."""
+    rope = Rope.from_gguf_params(64, 64, 500000.0, layout="normal")
+    x = torch.randn(n_tokens, n_heads, 64)
+    positions = torch.arange(n_tokens) * 13 + 5
+    y = apply_rope(x.to(device), positions, rope)
+    expected = reference.rope(
+        x.numpy(), positions.numpy(), rope.inv_freq, 64, rope.neox, rope.mscale
+    )
+    np.testing.assert_allclose(y.cpu().numpy(), expected, atol=ATOL)

@@ -24,7 +24,7 @@ os.environ["TRITON_INTERPRET"] = "1"
 
 from engine.gguf import read_model_info  # noqa: E402
 from engine.hearth.config import model_config  # noqa: E402
-from engine.hearth.ops import KernelsOps, PreparedWeight, select_ops  # noqa: E402
+from engine.hearth.ops import KernelsOps, PreparedWeight, TorchOps, select_ops  # noqa: E402
 from engine.hearth.reference import reference_logits  # noqa: E402
 from engine.hearth.weights import GGUFTensors  # noqa: E402
 from tests.engine.hearth import test_forward  # noqa: E402
@@ -55,6 +55,40 @@ def test_kernels_forward_matches_the_reference(arch, tmp_path, monkeypatch):
         np.testing.assert_allclose(got[:4], expected[:4], atol=2e-3 * scale)
         error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
         assert error < 3e-2
+
+
+class _UnfusedOps(KernelsOps):
+    """KernelsOps with the norms and SwiGLU unfused: their outputs quantized apart (by the
+    GEMV's own launch, or one shared_input launch), as before the fused kernels."""
+
+    rms_norm_for = TorchOps.rms_norm_for
+    gated_ffn_activation_for = TorchOps.gated_ffn_activation_for
+
+
+def test_fused_quantization_gives_the_same_logits_in_fewer_launches(tmp_path, monkeypatch):
+    import kernels.act_quant
+    import kernels.gemv_dp4a
+
+    path = write_tiny_gguf(tmp_path / "qwen3.gguf", tiny_spec("qwen3", n_layer=2))
+    monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
+    launches = []
+    quantize = kernels.act_quant.quantize_activation
+
+    def counted(x, **kw):
+        launches.append(x.shape)
+        return quantize(x, **kw)
+
+    monkeypatch.setattr(kernels.act_quant, "quantize_activation", counted)
+    monkeypatch.setattr(kernels.gemv_dp4a, "quantize_activation", counted)
+    fused = test_forward.run_engine(path, ops=KernelsOps(DEVICE))
+    n_fused = len(launches)
+    launches.clear()
+    unfused = test_forward.run_engine(path, ops=_UnfusedOps(DEVICE))
+    # the same 8-bit codes reach the same GEMVs: the same logits, bit for bit
+    np.testing.assert_array_equal(fused, unfused)
+    # qwen3's Q/K norms and RoPE sit between its GEMVs; per decode step and layer only the
+    # attention output's quantization is left (and none for the output matrix)
+    assert n_fused < len(launches) / 2, (n_fused, len(launches))
 
 
 def test_weights_stay_packed_as_stored(tmp_path):
@@ -104,3 +138,17 @@ def test_paged_cache_matches_the_same_formats_simulated_in_torch(tmp_path):
         rows[name] = torch.stack(out).numpy()
     scale = np.abs(rows["simulated"]).max()
     np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
+
+
+def test_the_pipelined_gemv_computes_what_the_default_does(tmp_path, monkeypatch):
+    """gemv's pipelined variant (on by default on sm_90+ only: off here) forced on in the
+    interpreter: the same logits up to float32 summation order."""
+    path = write_tiny_gguf(tmp_path / "qwen3.gguf", tiny_spec("qwen3", n_layer=2))
+    monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
+    plain = KernelsOps(DEVICE)
+    assert not plain.pipelined_gemv  # no programmatic dependent launch on the CPU
+    pipelined = KernelsOps(DEVICE)
+    pipelined.pipelined_gemv = True
+    expected = test_forward.run_engine(path, ops=plain)
+    got = test_forward.run_engine(path, ops=pipelined)
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
