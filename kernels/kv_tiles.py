@@ -15,6 +15,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernels.nibbles import rot4_codes_f16
+
 F16: tl.constexpr = tl.constexpr(0)
 Q8: tl.constexpr = tl.constexpr(1)
 ROT4: tl.constexpr = tl.constexpr(2)
@@ -138,13 +140,23 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
 
 
 @triton.jit
-def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.constexpr):
+def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.constexpr,
+                     WORDS: tl.constexpr = False, ASM: tl.constexpr = False,
+                     AT_LOAD: tl.constexpr = False):  # fmt: skip
     """Rows row0 .. row0+P-1 of a rot4 plane as two f16 tiles [P, D/2]: the even dims and the
     odd dims, dequantized in f16 (c * scale + min, one fused multiply-add, rounded once as the
     f16 tile always was). Attention multiplies K and V this way, with two dots each, rather
     than joining the halves into one [P, D] tile: joining costs shuffles, and the joined tile
     as a dot's right operand gave wrong outputs on an H100 under Triton 3.6 (right in the
-    interpreter)."""
+    interpreter).
+
+    WORDS: codes to f16 four bytes at a time (nibbles.rot4_codes_f16; ASM on a GPU), else
+    byte by byte (nibbles_to_f16: the path before, kept selectable by AttentionTuning).
+    AT_LOAD (with WORDS and ASM): unpack in the layout the bytes were loaded in, and let the
+    f16 tiles take the way to the dot's layout (shared memory, ldmatrix); without it Triton
+    moves that conversion onto the bytes, which is right for K (a key row's bytes are a dot
+    operand's consecutive pairs) but not for V, whose dot pairs two positions: each V byte
+    then came through shared memory on its own (LDS.U8 and a PRMT per byte)."""
     t = row0 + tl.arange(0, P)
     NGROUP: tl.constexpr = D // 32
     gi = tl.arange(0, NGROUP)
@@ -153,6 +165,11 @@ def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.con
     lo = tl.load(min_ptr + group_rows)[:, :, None]
     i = tl.arange(0, 16)
     b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
-    even = tl.fma(nibbles_to_f16(b & 15), scale, lo)
-    odd = tl.fma(nibbles_to_f16(b >> 4), scale, lo)
+    if WORDS:
+        even, odd = rot4_codes_f16(b, ASM, not AT_LOAD)
+    else:
+        even = nibbles_to_f16(b & 15)
+        odd = nibbles_to_f16(b >> 4)
+    even = tl.fma(even, scale, lo)
+    odd = tl.fma(odd, scale, lo)
     return tl.reshape(even, (P, D // 2)), tl.reshape(odd, (P, D // 2))
