@@ -78,12 +78,13 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=["f16/f16", "rot4/rot4"])
     parser.add_argument("--unpack", nargs="+", default=["bytes", "words"],
                         help="rot4 unpacking paths (AttentionTuning.rot4_unpack)")  # fmt: skip
+    parser.add_argument("--warps", type=int, default=4, help="AttentionTuning.num_warps")
     args = parser.parse_args()
     for pair in args.formats:
         k_fmt, v_fmt = pair.split("/")
         rot4 = "rot4" in (k_fmt, v_fmt)
         for unpack in args.unpack if rot4 else ["-"]:
-            sass, usage = sass_of(compile_sm90(k_fmt, v_fmt, unpack))
+            sass, usage = sass_of(compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps))
             if args.dump:
                 Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)
             regs = re.search(r"REG:(\d+)", usage).group(1)
