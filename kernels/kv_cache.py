@@ -66,15 +66,17 @@ class AttentionTuning:
     programs_per_sm: int = 4
     num_warps: int = 4
     num_stages: int = 3
-    # rot4 codes to f16: "words" (four bytes per inline-assembly step, kernels/nibbles.py) or
-    # "bytes" (the path before it, one byte at a time); docs/kernels.md has both SASS counts
-    rot4_unpack: str = "words"
+    # rot4 and q8 codes to f16: "words" (four bytes per inline-assembly step,
+    # kernels/nibbles.py) or "bytes" (the path before, byte by byte); docs/kernels.md has
+    # both SASS counts
+    code_unpack: str = "words"
 
     def __post_init__(self) -> None:
-        if self.rot4_unpack not in ("words", "bytes"):
+        if self.code_unpack not in ("words", "bytes"):
             raise ValueError(
-                f"rot4_unpack is 'words' or 'bytes', not {self.rot4_unpack!r}: "
-                "'bytes' is the older rot4 unpacking, kept to compare and to fall back to"
+                f"code_unpack is 'words' or 'bytes', not {self.code_unpack!r}: "
+                "'bytes' is the older unpacking of rot4 and q8 codes, kept to compare and to "
+                "fall back to"
             )
 
 
@@ -281,7 +283,7 @@ class PagedKVCache:
             kq, ks, km, vq, vs, vm, qk_scale, self.n_pages, n_splits, window,
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
-            ROT4_WORDS=self.tuning.rot4_unpack == "words", ASM=_runs_assembly(q.device),
+            CODE_WORDS=self.tuning.code_unpack == "words", ASM=_runs_assembly(q.device),
             num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
         )  # fmt: skip
         decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](

@@ -15,7 +15,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.nibbles import rot4_codes_f16
+from kernels.nibbles import q8_codes_f16, rot4_codes_f16
 
 F16: tl.constexpr = tl.constexpr(0)
 Q8: tl.constexpr = tl.constexpr(1)
@@ -101,9 +101,12 @@ def nibbles_to_f16(codes):
 
 @triton.jit
 def load_tile(row0, q_ptr, scale_ptr, min_ptr,
-              FMT: tl.constexpr, P: tl.constexpr, D: tl.constexpr):  # fmt: skip
+              FMT: tl.constexpr, P: tl.constexpr, D: tl.constexpr,
+              WORDS: tl.constexpr = False, ASM: tl.constexpr = False,
+              AT_LOAD: tl.constexpr = False):  # fmt: skip
     """Rows row0 .. row0+P-1 as an f16 tile [P, D] (still rotated for rot formats; q8 codes
-    unscaled) and the per-row scale [P] that q8 leaves to the caller (1 otherwise)."""
+    unscaled) and the per-row scale [P] that q8 leaves to the caller (1 otherwise).
+    WORDS, ASM, AT_LOAD: q8 codes four bytes at a time, as load_rot4_halves' rot4 codes."""
     t = row0 + tl.arange(0, P)
     if FMT <= Q8:  # f16 or q8: one value per byte or two
         j = tl.arange(0, D)
@@ -111,7 +114,10 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
         if FMT == Q8:
             # -127..127 as f16 by the exponent trick (nibbles_to_f16): 0x6480 + q is the f16
             # 1152 + q, exactly; no int-to-float conversion
-            tile = (tile.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0
+            if WORDS:
+                tile = q8_codes_f16(tile, ASM, not AT_LOAD)
+            else:
+                tile = (tile.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0
             row_scale = tl.load(scale_ptr + t).to(tl.float32)
         else:
             row_scale = tl.full((P,), 1.0, tl.float32)

@@ -65,3 +65,31 @@ def rot4_codes_f16(b, ASM: tl.constexpr, PURE: tl.constexpr = True):
         low = ((b & 15).to(tl.int16) | 0x6400).to(tl.float16, bitcast=True) - 1024.0
         high = ((b >> 4).to(tl.int16) << 4 | 0x6400).to(tl.float16, bitcast=True)
         return low, high * 0.0625 - 64.0
+
+
+_Q8_ASM = tl.constexpr("""
+{
+.reg .b32 w01, w23, magic;
+mov.b32 magic, 0x64806480;
+prmt.b32 w01, $2, 0, 0x4140;
+prmt.b32 w23, $2, 0, 0x4342;
+lop3.b32 $0, w01, 0x00800080, 0x64006400, 0xBE;
+lop3.b32 $1, w23, 0x00800080, 0x64006400, 0xBE;
+sub.f16x2 $0, $0, magic;
+sub.f16x2 $1, $1, magic;
+}
+""")
+# lop3 0xBE is (a ^ b) | c: the byte q ^ 0x80 is q + 128 unsigned, so 0x6400 | (q ^ 0x80) is
+# the f16 1024 + 128 + q, and 0x6480 is 1152.
+
+
+@triton.jit
+def q8_codes_f16(q, ASM: tl.constexpr, PURE: tl.constexpr = True):
+    """int8 codes q (-127..127) -> the same values as f16, exact, four bytes at a time as
+    rot4_codes_f16 (PURE likewise)."""
+    if ASM:
+        return tl.inline_asm_elementwise(
+            _Q8_ASM, "=r,=r,r", [q], dtype=tl.float16, is_pure=PURE, pack=4
+        )
+    else:
+        return (q.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0

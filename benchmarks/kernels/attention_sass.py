@@ -2,7 +2,7 @@
 
     python -m benchmarks.kernels.attention_sass [--dump DIR] [--formats f16/f16 rot4/rot4 ...]
 
-Prints, per K/V format pair and rot4 unpacking path, registers, spills and the SASS
+Prints, per K/V format pair and unpacking of rot4 and q8 codes, registers, spills and the SASS
 instructions of one page step (the page loop's body: 64 positions of one KV head, per
 thread), for Llama-3-8B's shape (4 query heads per KV head of 128, one token). The cheap
 check before a device run: rot4 reads 3.2x fewer bytes than f16, so its page step must not
@@ -35,11 +35,11 @@ PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8"}
 
 def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 3):
     """The split kernel for one format pair and rot4 unpacking path ("words" or "bytes", as
-    AttentionTuning.rot4_unpack), with its inline assembly, for sm_90."""
+    AttentionTuning.code_unpack), with its inline assembly, for sm_90."""
     fn = decode_split_kernel
     consts = dict(HQ=32, HKV=8, G=4, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
                   K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=False,
-                  ROT4_WORDS=unpack == "words", ASM=True)  # fmt: skip
+                  CODE_WORDS=unpack == "words", ASM=True)  # fmt: skip
     signature = {}
     for arg in fn.arg_names:
         if arg in consts:
@@ -77,13 +77,13 @@ def main() -> None:
     parser.add_argument("--dump", help="write each SASS listing here")
     parser.add_argument("--formats", nargs="+", default=["f16/f16", "rot4/rot4"])
     parser.add_argument("--unpack", nargs="+", default=["bytes", "words"],
-                        help="rot4 unpacking paths (AttentionTuning.rot4_unpack)")  # fmt: skip
+                        help="rot4/q8 unpacking paths (AttentionTuning.code_unpack)")  # fmt: skip
     parser.add_argument("--warps", type=int, default=4, help="AttentionTuning.num_warps")
     args = parser.parse_args()
     for pair in args.formats:
         k_fmt, v_fmt = pair.split("/")
-        rot4 = "rot4" in (k_fmt, v_fmt)
-        for unpack in args.unpack if rot4 else ["-"]:
+        coded = {"rot4", "q8"} & {k_fmt, v_fmt}  # the formats AttentionTuning.code_unpack moves
+        for unpack in args.unpack if coded else ["-"]:
             sass, usage = sass_of(compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps))
             if args.dump:
                 Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)

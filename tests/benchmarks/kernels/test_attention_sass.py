@@ -39,7 +39,7 @@ def test_the_loop_body_is_the_longest_backward_branch():
     reason="needs triton's compiler (not its interpreter) and its bundled cuobjdump",
 )
 def test_words_unpacking_cuts_the_rot4_page_step():
-    """The default rot4 unpacking (AttentionTuning.rot4_unpack = "words") must stay clearly
+    """The default rot4 unpacking (AttentionTuning.code_unpack = "words") must stay clearly
     cheaper than the byte-wise one it replaced (872 -> 573 instructions with Triton 3.8)."""
     words = _loop_instructions("rot4", "rot4", "words")
     by_bytes = _loop_instructions("rot4", "rot4", "bytes")
