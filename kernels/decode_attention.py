@@ -43,12 +43,15 @@ def decode_split_kernel(
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
+    CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
     length - T + t; it sees the positions j <= its own, and with window > 0 only those with
     its position - j < window. Nothing here depends on a host-side length: the grid is fixed
-    by the caller and each split takes its share of the pages that the queries can see."""
+    by the caller and each split takes its share of the pages that the queries can see.
+    CODE_WORDS: rot4 and q8 codes to f16 four bytes at a time (kernels/nibbles.py), else
+    byte by byte; ASM: its inline assembly (a GPU), else the same values in plain operations."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
@@ -89,10 +92,10 @@ def decode_split_kernel(
         page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown
         row0 = (page * HKV + head) * P
         if K_FMT == ROT4:
-            k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D)
+            k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D, CODE_WORDS, ASM)
             s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
         else:
-            k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D)
+            k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D, CODE_WORDS, ASM)
             s = tl.dot(q, tl.trans(k))
             if K_FMT == Q8:
                 s = s * k_scale[None, :]
@@ -107,12 +110,16 @@ def decode_split_kernel(
         p = tl.exp2(s - m_safe[:, None])
         l_i = l_i * alpha + tl.sum(p, axis=1)
         if V_FMT == ROT4:
-            v_even, v_odd = load_rot4_halves(row0, vq_ptr, vs_ptr, vm_ptr, P, D)
+            v_even, v_odd = load_rot4_halves(
+                row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True
+            )
             p16 = p.to(tl.float16)
             acc = acc * alpha[:, None] + tl.dot(p16, v_even)
             acc_odd = acc_odd * alpha[:, None] + tl.dot(p16, v_odd)
         else:
-            v, v_scale = load_tile(row0, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D)
+            v, v_scale = load_tile(
+                row0, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D, CODE_WORDS, ASM, AT_LOAD=True
+            )
             if V_FMT == Q8:
                 p = p * v_scale[None, :]
             acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)

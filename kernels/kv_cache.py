@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,6 +66,23 @@ class AttentionTuning:
     programs_per_sm: int = 4
     num_warps: int = 4
     num_stages: int = 3
+    # rot4 and q8 codes to f16: "words" (four bytes per inline-assembly step,
+    # kernels/nibbles.py) or "bytes" (the path before, byte by byte); docs/kernels.md has
+    # both SASS counts
+    code_unpack: str = "words"
+
+    def __post_init__(self) -> None:
+        if self.code_unpack not in ("words", "bytes"):
+            raise ValueError(
+                f"code_unpack is 'words' or 'bytes', not {self.code_unpack!r}: "
+                "'bytes' is the older unpacking of rot4 and q8 codes, kept to compare and to "
+                "fall back to"
+            )
+
+
+def _runs_assembly(device: torch.device) -> bool:
+    """Inline PTX runs on a CUDA GPU, not in Triton's CPU interpreter."""
+    return device.type == "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1"
 
 
 @functools.cache
@@ -265,6 +283,7 @@ class PagedKVCache:
             kq, ks, km, vq, vs, vm, qk_scale, self.n_pages, n_splits, window,
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
+            CODE_WORDS=self.tuning.code_unpack == "words", ASM=_runs_assembly(q.device),
             num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
         )  # fmt: skip
         decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](

@@ -15,6 +15,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernels.nibbles import q8_codes_f16, rot4_codes_f16
+
 F16: tl.constexpr = tl.constexpr(0)
 Q8: tl.constexpr = tl.constexpr(1)
 ROT4: tl.constexpr = tl.constexpr(2)
@@ -99,9 +101,12 @@ def nibbles_to_f16(codes):
 
 @triton.jit
 def load_tile(row0, q_ptr, scale_ptr, min_ptr,
-              FMT: tl.constexpr, P: tl.constexpr, D: tl.constexpr):  # fmt: skip
+              FMT: tl.constexpr, P: tl.constexpr, D: tl.constexpr,
+              WORDS: tl.constexpr = False, ASM: tl.constexpr = False,
+              AT_LOAD: tl.constexpr = False):  # fmt: skip
     """Rows row0 .. row0+P-1 as an f16 tile [P, D] (still rotated for rot formats; q8 codes
-    unscaled) and the per-row scale [P] that q8 leaves to the caller (1 otherwise)."""
+    unscaled) and the per-row scale [P] that q8 leaves to the caller (1 otherwise).
+    WORDS, ASM, AT_LOAD: q8 codes four bytes at a time, as load_rot4_halves' rot4 codes."""
     t = row0 + tl.arange(0, P)
     if FMT <= Q8:  # f16 or q8: one value per byte or two
         j = tl.arange(0, D)
@@ -109,7 +114,10 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
         if FMT == Q8:
             # -127..127 as f16 by the exponent trick (nibbles_to_f16): 0x6480 + q is the f16
             # 1152 + q, exactly; no int-to-float conversion
-            tile = (tile.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0
+            if WORDS:
+                tile = q8_codes_f16(tile, ASM, not AT_LOAD)
+            else:
+                tile = (tile.to(tl.int16) + 0x6480).to(tl.float16, bitcast=True) - 1152.0
             row_scale = tl.load(scale_ptr + t).to(tl.float32)
         else:
             row_scale = tl.full((P,), 1.0, tl.float32)
@@ -138,13 +146,23 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
 
 
 @triton.jit
-def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.constexpr):
+def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.constexpr,
+                     WORDS: tl.constexpr = False, ASM: tl.constexpr = False,
+                     AT_LOAD: tl.constexpr = False):  # fmt: skip
     """Rows row0 .. row0+P-1 of a rot4 plane as two f16 tiles [P, D/2]: the even dims and the
     odd dims, dequantized in f16 (c * scale + min, one fused multiply-add, rounded once as the
     f16 tile always was). Attention multiplies K and V this way, with two dots each, rather
     than joining the halves into one [P, D] tile: joining costs shuffles, and the joined tile
     as a dot's right operand gave wrong outputs on an H100 under Triton 3.6 (right in the
-    interpreter)."""
+    interpreter).
+
+    WORDS: codes to f16 four bytes at a time (nibbles.rot4_codes_f16; ASM on a GPU), else
+    byte by byte (nibbles_to_f16: the path before, kept selectable by AttentionTuning).
+    AT_LOAD (with WORDS and ASM): unpack in the layout the bytes were loaded in, and let the
+    f16 tiles take the way to the dot's layout (shared memory, ldmatrix); without it Triton
+    moves that conversion onto the bytes, which is right for K (a key row's bytes are a dot
+    operand's consecutive pairs) but not for V, whose dot pairs two positions: each V byte
+    then came through shared memory on its own (LDS.U8 and a PRMT per byte)."""
     t = row0 + tl.arange(0, P)
     NGROUP: tl.constexpr = D // 32
     gi = tl.arange(0, NGROUP)
@@ -153,6 +171,11 @@ def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.con
     lo = tl.load(min_ptr + group_rows)[:, :, None]
     i = tl.arange(0, 16)
     b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
-    even = tl.fma(nibbles_to_f16(b & 15), scale, lo)
-    odd = tl.fma(nibbles_to_f16(b >> 4), scale, lo)
+    if WORDS:
+        even, odd = rot4_codes_f16(b, ASM, not AT_LOAD)
+    else:
+        even = nibbles_to_f16(b & 15)
+        odd = nibbles_to_f16(b >> 4)
+    even = tl.fma(even, scale, lo)
+    odd = tl.fma(odd, scale, lo)
     return tl.reshape(even, (P, D // 2)), tl.reshape(odd, (P, D // 2))

@@ -9,7 +9,7 @@ import torch
 
 from kernels import reference
 from kernels.errors import UnsupportedTensor
-from kernels.kv_cache import PagedKVCache
+from kernels.kv_cache import AttentionTuning, PagedKVCache
 from kernels.kv_formats import KVCacheSpec, reference_roundtrip
 from kernels.rope_tables import Rope
 from tests.kernels.conftest import relative_error
@@ -139,6 +139,67 @@ def test_llama3_8b_shape_at_4k(k_format, v_format):
         reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
     )  # fmt: skip
     assert relative_error(out[0].float().cpu(), expected) < 5e-3
+
+
+def _attend_both_code_unpackings(cache, layer, q, seq):
+    outs = []
+    for unpack in ("words", "bytes"):
+        cache.tuning = AttentionTuning(code_unpack=unpack)
+        outs.append(cache.attend(layer, q, [seq])[0].float().cpu())
+    return outs
+
+
+@pytest.mark.parametrize(
+    ("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("rot4", "q8"), ("q8", "f16")]
+)
+def test_both_code_unpackings_give_the_reference_attention(k_format, v_format, device):
+    """AttentionTuning.code_unpack: codes four bytes at a time (the default) or byte by byte
+    (the path before, kept to fall back to) compute the same function."""
+    gen = torch.Generator().manual_seed(3)
+    cache = _cache(k_format, v_format, device)
+    seq = cache.new_sequence()
+    k, v = torch.randn(45, 2, 64, generator=gen), torch.randn(45, 2, 64, generator=gen)
+    cache.write(0, seq, cache.grow(seq, 45), k.to(device), v.to(device))
+    q = torch.randn(1, 8, 64, generator=gen)
+    words, by_bytes = _attend_both_code_unpackings(cache, 0, q.to(device), seq)
+    expected = reference.decode_attention(
+        q[0].numpy(), reference_roundtrip(k_format, k.numpy()),
+        reference_roundtrip(v_format, v.numpy()), 1 / 8,
+    )  # fmt: skip
+    assert relative_error(words, expected) < ATTENTION_TOLERANCE
+    assert relative_error(by_bytes, expected) < ATTENTION_TOLERANCE
+    assert relative_error(words, by_bytes) < 1e-3
+
+
+def test_an_unknown_code_unpacking_is_refused():
+    with pytest.raises(ValueError, match="'words' or 'bytes'"):
+        AttentionTuning(code_unpack="nibbles")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("rot4", "q8"), ("q8", "q8")]
+)
+def test_code_unpackings_agree_at_the_llama3_8b_shape(k_format, v_format):
+    """The inline-assembly unpacking (kernels/nibbles.py) in the real kernel layout: K's codes
+    unpacked in the dot's layout, V's where they were loaded."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
+    cache = PagedKVCache(spec, device="cuda")
+    seq = cache.new_sequence()
+    k = torch.randn(3000, 8, 128, dtype=torch.float16)
+    v = torch.randn(3000, 8, 128, dtype=torch.float16)
+    cache.write(0, seq, cache.grow(seq, 3000), k.cuda(), v.cuda())
+    q = torch.randn(1, 32, 128, dtype=torch.float16)
+    words, by_bytes = _attend_both_code_unpackings(cache, 0, q.cuda(), seq)
+    expected = reference.decode_attention(
+        q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
+        reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
+    )  # fmt: skip
+    assert relative_error(words, expected) < 5e-3
+    assert relative_error(by_bytes, expected) < 5e-3
+    assert relative_error(words, by_bytes) < 1e-3
 
 
 def test_many_splits_are_reduced_in_chunks(device, monkeypatch):

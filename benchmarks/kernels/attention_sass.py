@@ -1,0 +1,120 @@
+"""Compile the decode attention for sm_90 on a machine without a GPU and count its SASS.
+
+    python -m benchmarks.kernels.attention_sass [--dump DIR] [--formats f16/f16 rot4/rot4 ...]
+
+Prints, per K/V format pair and unpacking of rot4 and q8 codes, registers, spills and the SASS
+instructions of one page step (the page loop's body: 64 positions of one KV head, per
+thread), for Llama-3-8B's shape (4 query heads per KV head of 128, one token). The cheap
+check before a device run: rot4 reads 3.2x fewer bytes than f16, so its page step must not
+cost much more issue time (gemv_sass.py does the same for the GEMV).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from benchmarks.kernels.gemv_sass import CUOBJDUMP, loop_instructions
+from kernels.decode_attention import decode_split_kernel
+from kernels.kv_tiles import FORMAT_CODES
+
+POINTER_TYPES = {
+    "q_ptr": "*fp16", "acc_ptr": "*fp32", "m_ptr": "*fp32", "l_ptr": "*fp32",
+    "block_table_ptr": "*i32", "lengths_ptr": "*i32", "positions_ptr": "*i32",
+    "signs_ptr": "*fp32",
+}  # fmt: skip
+PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8"}
+
+
+def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 3):
+    """The split kernel for one format pair and rot4 unpacking path ("words" or "bytes", as
+    AttentionTuning.code_unpack), with its inline assembly, for sm_90."""
+    fn = decode_split_kernel
+    consts = dict(HQ=32, HKV=8, G=4, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
+                  K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=False,
+                  CODE_WORDS=unpack == "words", ASM=True)  # fmt: skip
+    signature = {}
+    for arg in fn.arg_names:
+        if arg in consts:
+            signature[arg] = "constexpr"
+        elif arg in POINTER_TYPES:
+            signature[arg] = POINTER_TYPES[arg]
+        elif arg.endswith("_ptr"):
+            fmt = k_fmt if arg.startswith("k") else v_fmt
+            signature[arg] = PLANE_TYPES[fmt] if arg[1] == "q" else "*fp16"
+        elif arg == "qk_scale":
+            signature[arg] = "fp32"
+        else:
+            signature[arg] = "i32"
+    aligned = [(i,) for i, a in enumerate(fn.arg_names) if a.endswith("_ptr")]
+    attrs = {k: [["tt.divisibility", 16]] for k in aligned}
+    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
+    options = {"num_warps": warps, "num_stages": stages}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def sass_of(kernel) -> tuple[str, str]:
+    """The SASS listing and the resource usage line of a compiled kernel."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp, "kernel.cubin")
+        path.write_bytes(kernel.asm["cubin"])
+        run = [str(CUOBJDUMP), "-sass", str(path)]
+        sass = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+        run = [str(CUOBJDUMP), "-res-usage", str(path)]
+        usage = subprocess.run(run, capture_output=True, text=True, check=True).stdout
+    return sass, usage
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--dump", help="write each SASS listing here")
+    parser.add_argument("--formats", nargs="+", default=["f16/f16", "rot4/rot4"])
+    parser.add_argument("--unpack", nargs="+", default=["bytes", "words"],
+                        help="rot4/q8 unpacking paths (AttentionTuning.code_unpack)")  # fmt: skip
+    parser.add_argument("--warps", type=int, default=4, help="AttentionTuning.num_warps")
+    args = parser.parse_args()
+    for pair in args.formats:
+        k_fmt, v_fmt = pair.split("/")
+        coded = {"rot4", "q8"} & {k_fmt, v_fmt}  # the formats AttentionTuning.code_unpack moves
+        for unpack in args.unpack if coded else ["-"]:
+            sass, usage = sass_of(compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps))
+            if args.dump:
+                Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)
+            regs = re.search(r"REG:(\d+)", usage).group(1)
+            stack = re.search(r"STACK:(\d+)", usage).group(1)
+            body = sass_loop_body(sass)
+            ops = {}
+            for line in body:
+                op = re.search(r"\*/\s+(?:@!?U?P\w+\s+)?([A-Z0-9_]+)", line)
+                if op:
+                    ops[op.group(1).split(".")[0]] = ops.get(op.group(1).split(".")[0], 0) + 1
+            top = ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:8])
+            print(f"{pair:10} unpack {unpack:5}: {regs} regs, stack {stack}, page step "
+                  f"{loop_instructions(sass)} instructions ({top})")  # fmt: skip
+
+
+def sass_loop_body(sass: str) -> list[str]:
+    """The instructions of the longest backward-branch loop (the page loop)."""
+    lines = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
+    best: list[str] = []
+    for i, ln in enumerate(lines):
+        target = re.search(r"BRA\s+0x([0-9a-f]+)", ln)
+        addr = int(re.match(r"\s+/\*([0-9a-f]+)\*/", ln).group(1), 16)
+        if target and int(target.group(1), 16) < addr:
+            start = int(target.group(1), 16)
+            body = [x for x in lines[: i + 1]
+                    if int(re.match(r"\s+/\*([0-9a-f]+)\*/", x).group(1), 16) >= start]  # fmt: skip
+            if len(body) > len(best):
+                best = body
+    return best
+
+
+if __name__ == "__main__":
+    main()
