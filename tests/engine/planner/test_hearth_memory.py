@@ -178,5 +178,3 @@ def test_the_math_path_would_materialize_the_scores(llama):
     assert hearth_items(llama, config, math).prefill_workspace - fused == (
         scores + repeated - mask_copy
     )
-
-
