@@ -69,10 +69,12 @@ class HearthCosts:
     # a prefill GEMM's matrix: the f16 result (2) and the dequantizer's int32 codes and float32
     # values alive beside it (engine/hearth/dequant.py)
     dequant_bytes_per_weight: int = 12
-    # torch SDPA with grouped-query heads (enable_gqa) and a mask took the math path, which
-    # materializes the scores (docs/engine-choice.md); kernels/grouped_attention.py folds the
-    # heads so the memory-efficient kernel runs instead. True: a device's torch without it.
-    prefill_scores_materialized: bool = False
+    # torch SDPA with grouped-query heads (enable_gqa) and a mask takes the math path, which
+    # materializes the scores (docs/engine-choice.md). kernels/grouped_attention.py folds the
+    # heads so that the memory-efficient kernel can run instead, but its first version still
+    # took the math path on the H100 and the fixed one has not run on a GPU: until its gpu test
+    # passes, plan for the scores (a plan must never run out of memory).
+    prefill_scores_materialized: bool = True
     host_process_bytes: int = 2 * GIB  # the worker's RSS besides the model: torch, CUDA runtime
     calibrated: bool = False
 

@@ -78,8 +78,8 @@ def test_slower_at_any_measured_depth_keeps_llama_cpp(llama8b, monkeypatch):
 
 def test_a_lossier_cache_than_llama_cpps_keeps_llama_cpp(llama8b, monkeypatch):
     with_hearth_figures(monkeypatch, {0: 330.0})
-    # 12 GiB at 96k: llama.cpp fits it with q8_0 (KL 0.0075), Hearth needs rot4 (KL 0.088)
-    request = h100(12, target_ctx=98304, preference="context")
+    # 12 GiB at 64k: llama.cpp fits it with q8_0 (KL 0.0075), Hearth needs rot4 (KL 0.088)
+    request = h100(12, target_ctx=65536, preference="context")
     plan = plan_engines(llama8b, request)
     llama = plan_engines(llama8b, request, "llama")
     assert plan.choice == llama.choice and plan.choice.engine == "llama"

@@ -130,11 +130,10 @@ def test_prefill_attends_over_the_whole_context(llama, kv, kv_bytes):
     def prefill(n_ctx: int) -> int:
         return hearth_items(llama, HearthConfig(n_ctx, kv, kv)).prefill_workspace
 
-    # per key (kernels/grouped_attention.py, SDPA's memory-efficient kernel): K and V of the 8
-    # KV heads (float32 copies of the plain cache, f16 pages gathered from the paged one), the
-    # boolean mask of 512 rows, and its copy for the 4 query heads of a KV head made additive
-    # in f16 (1 + 2 bytes); no scores
-    per_key = 2 * 8 * 128 * kv_bytes + 512 + 4 * 512 * 3
+    # per key: float32 scores and softmax of 32 heads x 512 rows, the mask, K and V (float32
+    # copies of the plain cache, f16 pages gathered from the paged one) and their repetition
+    # for the 32 query heads
+    per_key = 2 * 32 * 512 * 4 + 512 + 2 * (8 + 32) * 128 * kv_bytes
     assert prefill(65536) - prefill(32768) == 32768 * per_key
 
 
@@ -162,19 +161,20 @@ def test_the_estimate_puts_everything_on_the_first_gpu(llama):
     assert est.host.weights == items.host_weights
 
 
-def test_the_math_path_would_materialize_the_scores(llama):
-    """A torch whose SDPA falls back to its math path (HearthCosts.prefill_scores_materialized)
-    pays the float32 scores and softmax of every query head, and K and V repeated per head."""
+def test_a_fused_sdpa_kernel_drops_the_scores(llama):
+    """Where SDPA's memory-efficient kernel runs (kernels/grouped_attention.py, once its gpu
+    test passes): no float32 scores and no K and V repeated per query head, but the mask
+    repeated for the 4 query heads of a KV head and made additive in f16."""
     import dataclasses
 
     from engine.planner.hearth_memory import HEARTH_COSTS
 
-    math = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=True)
+    fused = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=False)
     config = HearthConfig(32768, "rot4", "rot4")
-    fused = hearth_items(llama, config).prefill_workspace
+    math_path = hearth_items(llama, config).prefill_workspace
     scores = 2 * 32 * 512 * 32768 * 4
     repeated = 2 * 32 * 32768 * 128 * 2
     mask_copy = 4 * 512 * 32768 * 3
-    assert hearth_items(llama, config, math).prefill_workspace - fused == (
+    assert math_path - hearth_items(llama, config, fused).prefill_workspace == (
         scores + repeated - mask_copy
     )
