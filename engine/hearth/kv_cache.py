@@ -18,8 +18,6 @@ from collections.abc import Callable
 
 import torch
 
-from kernels.grouped_attention import grouped_prefill_attention
-
 Codec = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -81,6 +79,10 @@ class TorchKVCache:
         seen = slots[None, :] <= positions[:, None]
         if window > 0:
             seen &= positions[:, None] - slots[None, :] < window
+        # Imported here: `import kernels` loads triton, which must not happen before the tests
+        # (and a CPU-only run) have chosen its interpreter.
+        from kernels.grouped_attention import grouped_prefill_attention
+
         return grouped_prefill_attention(q, keys, values, seen, scale)
 
     def _attend_one(self, layer, q, positions, n_keys, scale: float, window: int):
