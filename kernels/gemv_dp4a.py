@@ -40,12 +40,18 @@ LOW_NIBBLES = tl.constexpr(0x0F0F0F0F)
 
 @triton.jit
 def _q4_k_scales_mins(scales_ptr, row_blk, chunk, mask):
-    """(sc, m) of sub-blocks 2c and 2c + 1 of each (row, block) from the 12 scale bytes as 3
-    int32 words (ggml's get_scale_min_k4, four sub-blocks per operation)."""
+    """(sc, m) of sub-blocks 2c and 2c + 1 of each (row, block), loaded from its 12 scale bytes."""
     base = scales_ptr + row_blk * 3
     s0 = tl.load(base, mask=mask, other=0)
     s1 = tl.load(base + 1, mask=mask, other=0)
     s2 = tl.load(base + 2, mask=mask, other=0)
+    return q4_k_scales_from_words(s0, s1, s2, chunk)
+
+
+@triton.jit
+def q4_k_scales_from_words(s0, s1, s2, chunk):
+    """(sc, m) of sub-blocks 2c and 2c + 1 from the 12 scale bytes as 3 int32 words s0..s2
+    (ggml's get_scale_min_k4, four sub-blocks per operation)."""
     upper = chunk >= 2  # sub-blocks 4..7: low 4 bits in s2, top 2 bits in s0 / s1's bits 6..7
     sc4 = tl.where(upper, (s2 & LOW_NIBBLES) | ((s0 >> 2) & 0x30303030), s0 & 0x3F3F3F3F)
     m4 = tl.where(upper, ((s2 >> 4) & LOW_NIBBLES) | ((s1 >> 2) & 0x30303030), s1 & 0x3F3F3F3F)

@@ -16,22 +16,7 @@ import triton.language as tl
 
 from kernels.act_quant import dp4a, has_griddepcontrol, x_words
 from kernels.gemv_common import finish_rows, gdc_launch_dependents, gdc_wait
-from kernels.gemv_dp4a import LOW_NIBBLES, dot_words, words, x_buffers
-
-
-@triton.jit
-def _q4_k_scales_mins(s0, s1, s2, chunk):
-    """(sc, m) of sub-blocks 2c and 2c + 1 of each (row, block) from the 12 scale bytes as 3
-    int32 words s0..s2 (ggml's get_scale_min_k4, four sub-blocks per operation)."""
-    upper = chunk >= 2  # sub-blocks 4..7: low 4 bits in s2, top 2 bits in s0 / s1's bits 6..7
-    sc4 = tl.where(upper, (s2 & LOW_NIBBLES) | ((s0 >> 2) & 0x30303030), s0 & 0x3F3F3F3F)
-    m4 = tl.where(upper, ((s2 >> 4) & LOW_NIBBLES) | ((s1 >> 2) & 0x30303030), s1 & 0x3F3F3F3F)
-    shift = (chunk % 2) * 16
-    sc_lo = ((sc4 >> shift) & 0xFF).to(tl.float32)
-    sc_hi = ((sc4 >> (shift + 8)) & 0xFF).to(tl.float32)
-    m_lo = ((m4 >> shift) & 0xFF).to(tl.float32)
-    m_hi = ((m4 >> (shift + 8)) & 0xFF).to(tl.float32)
-    return sc_lo, sc_hi, m_lo, m_hi
+from kernels.gemv_dp4a import LOW_NIBBLES, dot_words, q4_k_scales_from_words, words, x_buffers
 
 
 @triton.jit
@@ -57,7 +42,7 @@ def _q4_k_mac(acc, qs, d, dmin, s0, s1, s2, blk, group_mask, rows, x_row, xq_row
               PREQ: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
     """acc [BN, G] += one K step of d sc dx sum(q xq) - dmin m dx sum(xq), per sub-block."""
     chunk = tl.arange(0, blk.shape[0]) % 4
-    sc_lo, sc_hi, m_lo, m_hi = _q4_k_scales_mins(s0, s1, s2, chunk[None, :])
+    sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, chunk[None, :])
     base = blk * 64 + chunk * 16
     x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ)
     x_hi, dx_hi, isum_hi = x_words(x_row, xq_row, xd_row, xs_row, base + 8, group_mask, rows,
