@@ -126,8 +126,8 @@ class Engine:
         with torch.inference_mode():
             for i in range(steps):
                 if graph is not None:
-                    graph(int(token), start + i)
-                    token = graph.greedy.view(1)
+                    _, greedy = graph.step(int(token), start + i, speculate=False)
+                    token = torch.tensor([greedy], device=self.device)
                     continue
                 position = torch.tensor([start + i], device=self.device)
                 logits = self.transformer.forward(token, position, cache, n_keys=cache.n_ctx)

@@ -18,9 +18,9 @@ step already in flight; any other call (a sampled token, a new prompt) launches 
 the speculative step's K and V, written at a position not yet visible to any query, are
 overwritten. Each step still costs the host one wait, on its own event.
 
-The embedding table, kept in host memory by the prefill path, is on the device here (the tied
-output matrix itself where the model has one, else a copy of its blocks as stored: 282 MB for
-Llama-3-8B's Q4_K table), so that a step's input can come from the previous step.
+The embedding table is on the device (the tied output matrix itself where the model has one,
+else a copy of its blocks as stored: 282 MB for Llama-3-8B's Q4_K table), so that a step's input
+can come from the previous step; the prefill on a GPU reads its rows from the same table.
 
 The cache must be one whose decode step can be captured (`can_capture`): fixed shapes at every
 step and positions read from the device, never from the host. Warming up and capturing write K

@@ -186,7 +186,14 @@ class Transformer:
         )
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
-        """The tokens' embedding rows [T, n_embd], dequantized on the host, on ops.device."""
+        """The tokens' embedding rows [T, n_embd] on ops.device. On a GPU they come from the
+        device's table (the one the CUDA-graph decode step reads anyway), dequantized there:
+        dequantizing a 512-token prompt's rows on the host with numpy and copying them over
+        left the GPU idle for about 10 ms at the start of every prefill chunk (H100,
+        benchmarks/prefill_profile.py). Elsewhere (the CPU; plain torch, which would dequantize
+        the whole table) the rows are dequantized on the host."""
+        if self.ops.name == "kernels" and self.ops.device.type != "cpu":
+            return self.embed_on_device(self.device_embedding(), tokens)
         return self.ops.embed_rows(self.embedding, tokens)
 
     def embed_host(self, token: int) -> torch.Tensor:

@@ -1,8 +1,9 @@
 """The measured figures that choose between llama.cpp and the Hearth engine, and the words for it.
 
 engine_figures.json (beside this module) holds measured figures only, each with its source:
-decode speed per device class, engine, K/V types and depth; and the quality of each KV cache
-format (mean KL against the same engine's f16 cache, per model). Nothing here is estimated:
+decode speed per device class, engine, K/V types and depth; prompt speed (a chunk of tokens
+into an empty cache) per device class and engine; and the quality of each KV cache format
+(mean KL against the same engine's f16 cache, per model). Nothing here is estimated:
 a device class without the Hearth engine's figures has no verdict, and Best fit keeps llama.cpp
 there, saying so.
 
@@ -39,11 +40,23 @@ class DecodeFigure:
 
 
 @dataclass(frozen=True)
+class PromptFigure:
+    device_class: str
+    device: str
+    model: str
+    engine: str
+    tokens: int  # in one chunk, into an empty cache
+    tokens_per_second: float
+    source: str
+
+
+@dataclass(frozen=True)
 class SpeedVerdict:
     """How the Hearth engine's measured decode compares with llama.cpp's on a device class."""
 
     device_class: str
-    ratio: float | None  # the worst Hearth / llama.cpp ratio over the depths both measured
+    # the worst Hearth / llama.cpp ratio over the depths both measured and the prompt figures
+    ratio: float | None
     text: str
 
     @property
@@ -65,6 +78,11 @@ def _figures() -> dict:
 
 def decode_figures(device_class_name: str | None = None) -> tuple[DecodeFigure, ...]:
     rows = (DecodeFigure(**row) for row in _figures()["decode"])
+    return tuple(r for r in rows if device_class_name in (None, r.device_class))
+
+
+def prompt_figures(device_class_name: str | None = None) -> tuple[PromptFigure, ...]:
+    rows = (PromptFigure(**row) for row in _figures().get("prompt", ()))
     return tuple(r for r in rows if device_class_name in (None, r.device_class))
 
 
@@ -105,11 +123,22 @@ def speed_verdict(device_class_name: str) -> SpeedVerdict:
             f"the Hearth engine's speed has not been measured on this GPU class "
             f"({device_class_name}) beside llama.cpp's",
         )
-    ratios = [(hearth[k].tokens_per_second / llama[k].tokens_per_second, k) for k in shared]
-    worst, (model, depth) = min(ratios)
-    where = f"{model}, {depth:,} tokens deep ({hearth[(model, depth)].source})"
-    if worst >= 1.0:
-        text = f"the Hearth engine decodes at least {worst:.2f}x llama.cpp's speed here ({where})"
-    else:
-        text = f"the Hearth engine decodes at {worst:.2f}x llama.cpp's speed here ({where})"
+    ratios = [
+        (
+            hearth[k].tokens_per_second / llama[k].tokens_per_second,
+            "decodes",
+            f"{k[0]}, {k[1]:,} tokens deep ({hearth[k].source})",
+        )
+        for k in shared
+    ]
+    prompts = {(f.engine, f.model, f.tokens): f for f in prompt_figures(device_class_name)}
+    for (engine, model, tokens), ours in prompts.items():
+        theirs = prompts.get((LLAMA, model, tokens))
+        if engine == HEARTH and theirs is not None:
+            where = f"{model}, a {tokens}-token prompt ({ours.source})"
+            ratio = ours.tokens_per_second / theirs.tokens_per_second
+            ratios.append((ratio, "reads prompts", where))
+    worst, what, where = min(ratios)
+    at_least = "at least " if worst >= 1.0 else ""
+    text = f"the Hearth engine {what} at {at_least}{worst:.2f}x llama.cpp's speed here ({where})"
     return SpeedVerdict(device_class_name, worst, text)

@@ -12,8 +12,9 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   so loading briefly holds the members' raw copies and the joined one (allocator slack
   afterwards). A type kernels/ does not pack (Q2_K, Q3_K) stays as raw bytes and is
   dequantized to float32 on its first use and kept (4 bytes a weight). Vectors (norms, biases)
-  are float32. `token_embd` stays in host memory (its rows are dequantized there); a model
-  without `output.weight` uses it as the output matrix, packed on the GPU as well.
+  are float32. `token_embd` goes to the GPU too, as stored (the CUDA-graph decode step reads
+  the next token's row there, and a prefill chunk its rows); a model without `output.weight`
+  uses that one copy as its output matrix.
 - KV cache: f16/f32 in a plain [layers, kv heads, n_ctx, head dim] tensor per K and V; any
   other pair in kernels' paged cache: pages of 64 positions, per layer and role one allocation
   per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
@@ -159,13 +160,10 @@ def _matrix_allocations(t: TensorInfo) -> list[int]:
 
 
 def _gpu_tensors(info: ModelInfo) -> list[TensorInfo]:
-    """The tensors the engine puts on the GPU: all but the embedding, which comes back as the
-    output matrix of a model without `output.weight`."""
-    names = {t.name for t in info.tensors}
-    out = [t for t in info.tensors if t.name != _EMBEDDING]
-    if "output.weight" not in names:
-        out += [t for t in info.tensors if t.name == _EMBEDDING]
-    return out
+    """The tensors the engine puts on the GPU: all of them (the embedding as the decode graph's
+    and the prefill's table, forward.Transformer.device_embedding; it is also the output matrix
+    of a model without `output.weight`)."""
+    return list(info.tensors)
 
 
 def matrix_groups(info: ModelInfo) -> list[list[TensorInfo]]:

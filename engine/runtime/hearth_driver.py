@@ -226,10 +226,20 @@ class HearthContext:
 
     def warm_up(self) -> None:
         """One token through every layer and forgotten: on the CPU this dequantizes the weights,
-        so the first prompt does not pay for it."""
+        so the first prompt does not pay for it. On a GPU also two short prompts (17 and 32
+        tokens: a row count Triton specializes as a multiple of 16 and one it does not), which
+        compile the prefill's kernels and set up cuBLAS and SDPA under the load's progress:
+        otherwise the first prompt after a load waited about 7 s for them (H100, 8B,
+        benchmarks/prefill_profile.py's first run)."""
         bos = self.model.tokenize("", add_special=True)
-        self.decode(bos[:1] or [0])
+        first = bos[:1] or [0]
+        self.decode(first)
         self.clear()
+        if self._fixed_shapes:
+            for n in (17, 32):
+                if n <= self.info.n_ctx:
+                    self.decode(first * n)
+                    self.clear()
         if self._use_graph:
             with worker_ends_when_out_of_memory("capturing the decode step"):
                 self._capture()

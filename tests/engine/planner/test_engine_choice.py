@@ -20,9 +20,27 @@ def h100(gib: float = 70, **options) -> PlanRequest:
     return PlanRequest(gpus=(gpu,), **options)
 
 
-def with_hearth_figures(monkeypatch, tokens_per_second: dict[int, float]) -> None:
-    """The figures file plus Hearth rows on cuda sm_90 (a test's own, not measurements)."""
+def llama_figures_only() -> dict:
+    """The figures file without its Hearth speed rows (as on a GPU class never measured)."""
     data = copy.deepcopy(engine_table._figures())
+    data["decode"] = [row for row in data["decode"] if row["engine"] == "llama"]
+    data["prompt"] = [row for row in data.get("prompt", ()) if row["engine"] == "llama"]
+    return data
+
+
+def with_hearth_figures(
+    monkeypatch, tokens_per_second: dict[int, float], prompt: float | None = None
+) -> None:
+    """llama.cpp's figures plus Hearth rows on cuda sm_90 (a test's own, not measurements);
+    `prompt`: Hearth's 512-token prompt speed, beside a llama.cpp one of 8,000 tokens/s."""
+    data = llama_figures_only()
+    data["prompt"] = []
+    if prompt is not None:
+        for engine, speed in (("llama", 8000.0), ("hearth", prompt)):
+            data["prompt"].append(dict(
+                device_class="cuda sm_90", device="test", model="llama3-8b Q4_K_M",
+                engine=engine, tokens=512, tokens_per_second=speed, source="test",
+            ))  # fmt: skip
     for depth, speed in tokens_per_second.items():
         data["decode"].append(dict(
             device_class="cuda sm_90", device="test", model="llama3-8b Q4_K_M", engine="hearth",
@@ -46,13 +64,15 @@ def test_device_classes(backend, cc, name):
 
 
 def test_every_figure_names_its_source():
-    for figure in engine_table.decode_figures():
+    for figure in engine_table.decode_figures() + engine_table.prompt_figures():
         assert figure.source.startswith("docs/measurements/") and figure.tokens_per_second > 0
     assert kv_cost("hearth", "q8", "q8") == 0.00469  # the worse of the two measured models
     assert kv_cost("hearth", "f16", "q8") is None  # never measured
 
 
-def test_without_hearth_figures_best_fit_keeps_llama_cpp_and_says_why(llama8b):
+def test_without_hearth_figures_best_fit_keeps_llama_cpp_and_says_why(llama8b, monkeypatch):
+    data = llama_figures_only()
+    monkeypatch.setattr(engine_table, "_figures", lambda: data)
     verdict = speed_verdict("cuda sm_90")
     assert verdict.ratio is None and not verdict.hearth_faster
     plan = plan_engines(llama8b, h100())
@@ -74,6 +94,15 @@ def test_slower_at_any_measured_depth_keeps_llama_cpp(llama8b, monkeypatch):
     plan = plan_engines(llama8b, h100(target_ctx=8192))
     assert plan.choice.engine == "llama"
     assert "0.93x llama.cpp" in plan.notes[0]
+
+
+def test_slower_prompts_keep_llama_cpp_and_say_so(llama8b, monkeypatch):
+    with_hearth_figures(monkeypatch, {0: 330.0, 32768: 250.0}, prompt=4000.0)
+    plan = plan_engines(llama8b, h100(target_ctx=8192))
+    assert plan.choice.engine == "llama"
+    assert "reads prompts at 0.50x llama.cpp" in plan.notes[0]
+    with_hearth_figures(monkeypatch, {0: 330.0, 32768: 250.0}, prompt=9000.0)
+    assert plan_engines(llama8b, h100(target_ctx=8192)).choice.engine == "hearth"
 
 
 def test_a_lossier_cache_than_llama_cpps_keeps_llama_cpp(llama8b, monkeypatch):
@@ -102,7 +131,9 @@ def test_an_unknown_engine_is_a_programming_error(llama8b):
         plan_engines(llama8b, h100(), "vllm")
 
 
-def test_a_llama_plan_made_elsewhere_is_the_one_compared(llama8b):
+def test_a_llama_plan_made_elsewhere_is_the_one_compared(llama8b, monkeypatch):
+    data = llama_figures_only()
+    monkeypatch.setattr(engine_table, "_figures", lambda: data)
     made = plan_engines(llama8b, h100(target_ctx=4096), "llama")
     plan = plan_engines(llama8b, h100(), llama=made)
     assert plan.choice == made.choice and "not been measured" in plan.notes[0]

@@ -1,0 +1,145 @@
+"""Where a Hearth prefill chunk's time goes on the GPU: run-to-run spread, GPU-busy time against
+wall time (is the host the bottleneck?), and the kernels that take the device time.
+
+    python -m benchmarks.prefill_profile MODEL.gguf [--tokens 512] [--runs 12]
+
+Prints, for a chunk of `--tokens` random ids into an empty f16 cache (as hearth_speed's pp512):
+each run's wall time; the same with CUDA events (device time from the first launch to the
+last); the host's own launching time with the GPU held busy; then one run under
+torch.profiler, the kernels sorted by device time, the copies by shape, and the host-side
+operators sorted by their own CPU time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+from benchmarks.hearth_speed import DEVICE, new_cache, sync
+from engine.gguf import read_model_info
+from engine.hearth.config import model_config
+from engine.hearth.forward import Transformer
+from engine.hearth.ops import select_ops
+from engine.hearth.weights import GGUFTensors
+
+
+def timed_runs(model: Transformer, n_tokens: int, runs: int) -> None:
+    cache = new_cache(model, "f16", n_tokens + 16)
+    rng = np.random.default_rng(1)
+    walls, devices = [], []
+    for _ in range(runs):
+        ids = torch.tensor(rng.integers(0, model.config.n_vocab, n_tokens), device=DEVICE)
+        positions = torch.arange(n_tokens, device=DEVICE)
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        sync()
+        began = time.perf_counter()
+        start.record()
+        model.forward(ids, positions, cache, n_keys=n_tokens)
+        end.record()
+        launched = time.perf_counter()
+        sync()
+        walls.append((time.perf_counter() - began, launched - began))
+        devices.append(start.elapsed_time(end) / 1e3)
+    for i, ((wall, host), dev) in enumerate(zip(walls, devices, strict=True)):
+        print(
+            f"run {i:2d}: wall {wall * 1e3:7.1f} ms ({n_tokens / wall:7.0f} tok/s), host launching "
+            f"{host * 1e3:7.1f} ms, device {dev * 1e3:7.1f} ms"
+        )
+    median = statistics.median(w for w, _ in walls[2:])
+    print(f"median wall after 2 warm runs: {median * 1e3:.1f} ms = {n_tokens / median:.0f} tok/s")
+
+
+def host_cost(model: Transformer, n_tokens: int, runs: int = 4) -> None:
+    """The host's own time to launch one chunk: the GPU is held by a sleeping kernel first,
+    so no launch waits for it (up to the launch queue's depth, about a thousand)."""
+    cache = new_cache(model, "f16", n_tokens + 16)
+    ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
+    positions = torch.arange(n_tokens, device=DEVICE)
+    times = []
+    for _ in range(runs):
+        sync()
+        torch.cuda._sleep(2_000_000_000)  # about a second of GPU clock cycles
+        began = time.perf_counter()
+        model.forward(ids, positions, cache, n_keys=n_tokens)
+        times.append(time.perf_counter() - began)
+        sync()
+    print("host time to launch a chunk: " + ", ".join(f"{t * 1e3:.1f} ms" for t in times))
+
+
+def python_profile(model: Transformer, n_tokens: int) -> None:
+    """The host's Python functions by their own time over three chunks (cProfile; the GPU
+    held busy as in host_cost, so no function's time is a wait for the device)."""
+    import cProfile
+    import pstats
+
+    cache = new_cache(model, "f16", n_tokens + 16)
+    ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
+    positions = torch.arange(n_tokens, device=DEVICE)
+    profiler = cProfile.Profile()
+    for _ in range(3):
+        sync()
+        torch.cuda._sleep(2_000_000_000)
+        profiler.enable()
+        model.forward(ids, positions, cache, n_keys=n_tokens)
+        profiler.disable()
+        sync()
+    print("\nPython functions by own time, three chunks (cProfile):")
+    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
+
+
+def profiled_run(model: Transformer, n_tokens: int) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    cache = new_cache(model, "f16", n_tokens + 16)
+    ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
+    positions = torch.arange(n_tokens, device=DEVICE)
+    model.forward(ids, positions, cache, n_keys=n_tokens)
+    sync()
+    with profile(
+        activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True
+    ) as prof:
+        model.forward(ids, positions, cache, n_keys=n_tokens)
+        sync()
+    averages = prof.key_averages()
+
+    def device_us(e) -> float:
+        return getattr(e, "self_device_time_total", None) or getattr(e, "self_cuda_time_total", 0)
+
+    kernels = sorted((e for e in averages if device_us(e) > 0), key=lambda e: -device_us(e))
+    total = sum(device_us(e) for e in kernels)
+    print(f"\nkernels by device time (total {total / 1e3:.1f} ms):")
+    for e in kernels[:25]:
+        print(f"  {device_us(e) / 1e3:8.2f} ms  {e.count:5d} calls  {e.key[:100]}")
+    copies = [e for e in prof.key_averages(group_by_input_shape=True) if e.key == "aten::copy_"]
+    print("\naten::copy_ by input shapes (device time of what it launched):")
+    for e in sorted(copies, key=lambda e: -getattr(e, "device_time_total", 0))[:10]:
+        print(f"  {e.device_time_total / 1e3:8.2f} ms  {e.count:5d} calls  {e.input_shapes}")
+    host = sorted(averages, key=lambda e: -e.self_cpu_time_total)
+    print("\nhost operators by own CPU time:")
+    for e in host[:25]:
+        print(f"  {e.self_cpu_time_total / 1e3:8.2f} ms  {e.count:5d} calls  {e.key[:100]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("--tokens", type=int, default=512)
+    parser.add_argument("--runs", type=int, default=12)
+    args = parser.parse_args(argv)
+    info = read_model_info(args.model)
+    model = Transformer.load(model_config(info), GGUFTensors(args.model, info), select_ops(DEVICE))
+    sync()
+    timed_runs(model, args.tokens, args.runs)
+    host_cost(model, args.tokens)
+    python_profile(model, args.tokens)
+    profiled_run(model, args.tokens)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
