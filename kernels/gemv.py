@@ -1,10 +1,11 @@
 """y = x @ w.T for a PackedWeight, dequantizing GGUF blocks on the fly.
 
-Two paths: Q4_K and Q6_K with few input rows take the integer one (gemv_dp4a.py: x quantized to
-8 bits per 32 values inside the kernel, dp4a against the packed codes, split-K reduced in the
-same launch); every other case dequantizes to floats (gemv_kquants.py, gemv_blocks.py; one
-launch, plus one small sum when split-K is used). `GemvConfig(path="float")` forces the float
-path (float inputs unrounded) where a caller needs it."""
+Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x in 8 bits per
+32 values, quantized by a small launch of its own unless the caller passes it, dp4a against the
+packed codes, split-K reduced in the same launch); every other case dequantizes to floats
+(gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
+`GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
+it."""
 
 from __future__ import annotations
 
@@ -68,13 +69,17 @@ class GemvConfig:
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
     """Tile shapes from the H100 runs (docs/kernels.md). The integer path: 4 weight rows x 16
-    super-blocks a program (a 4096-wide row in one step: every load in flight at once), K split
-    so that each program computes one step (`whole_steps`), x quantized in a launch of its own
-    unless given, and on sm_90+ a programmatic dependent launch that lets the next kernel start
-    as soon as every program has started (the best of the variants measured)."""
+    super-blocks a step (a 4096-wide row in one step: every load of a program in flight at
+    once), weights loaded a step ahead in longer rows, x quantized in a launch of its own unless
+    given, and on sm_90+ a programmatic dependent launch that lets the next kernel start as
+    soon as every program has started. Q6_K: 2 warps a program and K split into one step a
+    program (`one_step`), its best measured form (Q4_K lost with either)."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
-        return GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True,
-                          early_next=True, one_step=True)  # fmt: skip
+        config = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True,
+                            pipelined=True, early_next=True)  # fmt: skip
+        if fmt == "Q6_K":
+            config = dataclasses.replace(config, num_warps=2, one_step=True)
+        return config
     blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
         return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)
