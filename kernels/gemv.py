@@ -1,20 +1,22 @@
 """y = x @ w.T for a PackedWeight, dequantizing GGUF blocks on the fly.
 
-Two paths: Q4_K and Q6_K with few input rows take the integer one (gemv_dp4a.py: x quantized to
-8 bits per 32 values inside the kernel, dp4a against the packed codes, split-K reduced in the
-same launch); every other case dequantizes to floats (gemv_kquants.py, gemv_blocks.py; one
-launch, plus one small sum when split-K is used). `GemvConfig(path="float")` forces the float
-path (float inputs unrounded) where a caller needs it."""
+Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x in 8 bits per
+32 values, quantized by a small launch of its own unless the caller passes it, dp4a against the
+packed codes, split-K reduced in the same launch); every other case dequantizes to floats
+(gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
+`GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
+it."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
 import torch
 import triton
 
-from kernels import gemv_blocks, gemv_dp4a, gemv_dp4a_pipelined, gemv_kquants
+from kernels import gemv_blocks, gemv_dp4a, gemv_kquants
 from kernels.act_quant import QuantizedActivation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
@@ -39,11 +41,7 @@ _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # The integer path: its launchers, and the most input rows that take it by default (0: none,
 # every call takes the float path; a test comparing a whole forward pass with a float reference
 # can set it so: 8-bit activations move a tiny random model's logits by a few percent).
-_DP4A = {"Q4_K": gemv_dp4a.launch_q4_k, "Q6_K": gemv_dp4a.launch_q6_k}
-_DP4A_PIPELINED = {
-    "Q4_K": gemv_dp4a_pipelined.launch_q4_k,
-    "Q6_K": gemv_dp4a_pipelined.launch_q6_k,
-}
+_DP4A = ("Q4_K", "Q6_K")
 DP4A_MAX_ROWS = 1
 
 
@@ -56,17 +54,32 @@ class GemvConfig:
     num_stages: int = 2
     path: str = "float"  # "float" (dequantize to floats) or "dp4a" (8-bit x, integer dots)
     prequantize: bool = False  # dp4a: quantize x in a launch of its own, not in every program
-    # dp4a: gemv_dp4a_pipelined.py, weights loaded one K step ahead by hand and launched as a
-    # programmatic dependent launch on sm_90+ (not yet measured on a GPU: not the default)
+    # dp4a (gemv_dp4a.py's flags): weights loaded one step ahead by hand, and on sm_90+ a
+    # programmatic dependent launch (PREFETCH and GDC)
     pipelined: bool = False
+    # dp4a, pipelined: let the next kernel start as soon as every program has started, not
+    # once each has computed (EARLY_NEXT)
+    early_next: bool = False
+    # dp4a: 0, one program per tile; else this many programs per SM walk the tiles (PERSISTENT)
+    programs_per_sm: int = 0
+    # dp4a: K split so that every program computes one step of `whole_steps` super-blocks
+    # (more programs, each with all its loads in flight at once; split-K sums in the launch)
+    one_step: bool = False
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
-    """Tile shapes from the H100 sweeps (docs/kernels.md). The integer path: x quantized in a
-    launch of its own, then 4 weight rows x 16 super-blocks a program (a 4096-wide row in one
-    step: every load of the program in flight at once), the best of the variants measured."""
+    """Tile shapes from the H100 runs (docs/kernels.md). The integer path: 4 weight rows x 16
+    super-blocks a step (a 4096-wide row in one step: every load of a program in flight at
+    once), weights loaded a step ahead in longer rows, x quantized in a launch of its own unless
+    given, and on sm_90+ a programmatic dependent launch that lets the next kernel start as
+    soon as every program has started. Q6_K: 2 warps a program and K split into one step a
+    program (`one_step`), its best measured form (Q4_K lost with either)."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
-        return GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True)
+        config = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True,
+                            pipelined=True, early_next=True)  # fmt: skip
+        if fmt == "Q6_K":
+            config = dataclasses.replace(config, num_warps=2, one_step=True)
+        return config
     blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
         return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)
@@ -165,15 +178,30 @@ def _split_counters(device: torch.device, n: int) -> torch.Tensor:
     return counters
 
 
+def whole_steps(n_blocks: int, most: int) -> int:
+    """Super-blocks a step for a row of n_blocks: the largest power of two up to `most` that
+    divides it (no step half empty: Llama-3-8B's 14336-wide rows, 56 super-blocks, go in 7
+    steps of 8, not 4 of 16 with the last half masked), unless that is under most / 2."""
+    step = most
+    while n_blocks % step and step > max(1, most // 2):
+        step //= 2
+    return step if n_blocks % step == 0 else most
+
+
 def _dp4a_matmul(
     x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig, quantized: QuantizedActivation | None
 ) -> torch.Tensor:
     n_rows_x = x2.shape[0]
     n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
     n_blocks = w.n_in // 256
-    per_split, splits = split_plan(
-        n_blocks, cfg.blocks_per_tile, n_row_tiles * n_rows_x, _sm_count(x2.device)
-    )
+    if cfg.one_step:
+        cfg = dataclasses.replace(cfg, blocks_per_tile=whole_steps(n_blocks, cfg.blocks_per_tile))
+        per_split = cfg.blocks_per_tile
+        splits = triton.cdiv(n_blocks, per_split)
+    else:
+        per_split, splits = split_plan(
+            n_blocks, cfg.blocks_per_tile, n_row_tiles * n_rows_x, _sm_count(x2.device)
+        )
     out = torch.empty(n_rows_x, w.n_out, dtype=x2.dtype, device=x2.device)
     part = out
     if splits > 1:
@@ -182,7 +210,5 @@ def _dp4a_matmul(
     even_rows = w.n_out % cfg.block_n == 0
     even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
     plan = _Plan(per_split, splits, 0, even_rows, even, not interpret_mode())
-    grid = (n_row_tiles * n_rows_x, splits)  # one input row per program (block_b unused)
-    launch = (_DP4A_PIPELINED if cfg.pipelined else _DP4A)[w.fmt.name]
-    launch(w, x2, quantized, out, part, counters, grid, plan, cfg)
+    gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg, _sm_count(x2.device))
     return out

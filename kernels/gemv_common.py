@@ -136,10 +136,10 @@ def split_plan(n_blocks: int, blocks_per_tile: int, n_row_tiles: int, n_sm: int)
 
 
 @triton.jit
-def finish_rows(y, out_ptr, part_ptr, count_ptr, b, rows, row_mask, stride_ob, N, n_rows_x,
-                n_splits, SPLIT_K: tl.constexpr):  # fmt: skip
+def finish_rows(y, out_ptr, part_ptr, count_ptr, tile, split, b, rows, row_mask, stride_ob, N,
+                n_rows_x, n_splits, SPLIT_K: tl.constexpr):  # fmt: skip
     """Write y [BN] (input row b, weight rows `rows`) to out, in one launch also with split-K;
-    the grid is ((weight row tile, input row), split).
+    `tile` numbers the (weight row tile, input row) pair, `split` the part of K summed in y.
 
     With split-K each program stores its fp32 partial in part[split, b, n] and takes a ticket
     from its tile's counter; the last of the tile's n_splits programs to arrive adds the
@@ -151,14 +151,13 @@ def finish_rows(y, out_ptr, part_ptr, count_ptr, b, rows, row_mask, stride_ob, N
     if SPLIT_K:
         part = part_ptr + b * N + rows
         tile_stride = n_rows_x * N
-        tl.store(part + tl.program_id(1) * tile_stride, y, mask=row_mask)
+        tl.store(part + split * tile_stride, y, mask=row_mask)
         tl.debug_barrier()
-        tile = tl.program_id(0)
         ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
         if ticket == n_splits - 1:
             total = tl.zeros_like(y)
-            for split in range(0, n_splits):
-                total += tl.load(part + split * tile_stride, mask=row_mask, other=0.0,
+            for j in range(0, n_splits):
+                total += tl.load(part + j * tile_stride, mask=row_mask, other=0.0,
                                  cache_modifier=".cg")  # fmt: skip
             tl.store(out, total.to(out_ptr.dtype.element_ty), mask=row_mask)
             tl.atomic_xchg(count_ptr + tile, 0)

@@ -2,11 +2,11 @@
 
     y[b, n] = sum over sub-blocks j of  d * sc_j * dx_j * sum_k q[n, k] xq[b, k]  (-  offsets)
 
-x is quantized per 32 values inside the kernel (act_quant.py: int8 words, scale dx, sums), the
-weight planes are read as int32 words, and each word's codes meet the matching x word in one
-`dp4a` (4 multiply-adds). Why: the float path (gemv_kquants.py) spends about 8.5 instructions
-per weight turning nibbles into floats and is instruction-bound at 42-46% of the copy rate;
-here a word of Q4_K codes costs two logic ops and two dp4a for 8 weights.
+x is quantized per 32 values (act_quant.py: int8 words, scale dx, sums), the weight planes are
+read as int32 words, and each word's codes meet the matching x word in one `dp4a` (4
+multiply-adds). Why: the float path (gemv_kquants.py) spends about 8.5 instructions per weight
+turning nibbles into floats and is instruction-bound at 42-46% of the copy rate; here a word of
+Q4_K codes costs two logic ops and two dp4a for 8 weights.
 
 Q4_K: a 32-bit word at byte 32c + 4i of qs holds the low nibbles of weights 64c + 4i..4i+3
     (sub-block 2c) and the high nibbles of weights 64c + 32 + 4i.. (sub-block 2c + 1), so
@@ -18,12 +18,24 @@ Q6_K: per 128-weight half h, words i of ql (bytes 64h + 4i and 64h + 32 + 4i) an
     for weights 128h + 32 quarter + 4i. w = d sc (q - 32) gives, per run of 16,
     d sc dx (sum(q xq) - 32 sum(xq)), all integer up to the last multiply.
 
-The weight bytes are the GGUF bytes in PackedWeight's planes, unchanged. Tile: BLOCK_N weight
-rows x NBLK super-blocks a K step, every one of BLOCK_B input rows per program; split-K with the
-reduction in the same launch (gemv_common.finish_rows) so 1024-row matrices still fill the GPU.
-Several input rows: one per program, grid axis 0 = (weight row tile, input row) with the input
-row fastest, so the programs that read the same weight tile run together and all but the first
-find it in L2 (one axis: axis 0 has room for a 262,144-row vocabulary matrix, y and z do not).
+The weight bytes are the GGUF bytes in PackedWeight's planes, unchanged.
+
+Work: a tile is BLOCK_N weight rows x one input row x one split of K, numbered with the split
+fastest, then the input row (so programs that read the same weights run together and all but
+the first find them in L2), then the row tile; split-K partials are added in the same launch
+(gemv_common.finish_rows). A program walks its tiles in steps of NBLK super-blocks: one tile
+(grid = tiles), or with PERSISTENT every num_programs-th tile from its own (grid = a few
+programs per SM). Why persistent: a program that ends leaves its SM idle until the next is
+scheduled, and the last wave leaves most SMs idle; a program that keeps going keeps its loads
+coming. The flags, all constexpr:
+    PREFETCH  step s + 1's weight planes are loaded before step s is computed (Triton does not
+              software-pipeline these plain loads: their SASS is LDG, each step would wait a
+              memory latency); else after it.
+    GDC       (sm_90+, a programmatic dependent launch) the kernel may start while the one
+              before it runs: it loads its first weights, then griddepcontrol.wait before it
+              reads x or writes anything; and it lets the next kernel start (launch_dependents)
+              at once (EARLY_NEXT) or once its last step is computed.
+    ONE_STEP  the whole grid is one step per program (a 4096-wide row at NBLK=16): no loop.
 """
 
 from __future__ import annotations
@@ -32,20 +44,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.act_quant import dp4a, quantize_activation, x_words
-from kernels.gemv_common import finish_rows
+from kernels.act_quant import dp4a, has_griddepcontrol, quantize_activation, x_words
+from kernels.gemv_common import finish_rows, gdc_launch_dependents, gdc_wait
 
 LOW_NIBBLES = tl.constexpr(0x0F0F0F0F)
-
-
-@triton.jit
-def _q4_k_scales_mins(scales_ptr, row_blk, chunk, mask):
-    """(sc, m) of sub-blocks 2c and 2c + 1 of each (row, block), loaded from its 12 scale bytes."""
-    base = scales_ptr + row_blk * 3
-    s0 = tl.load(base, mask=mask, other=0)
-    s1 = tl.load(base + 1, mask=mask, other=0)
-    s2 = tl.load(base + 2, mask=mask, other=0)
-    return q4_k_scales_from_words(s0, s1, s2, chunk)
 
 
 @triton.jit
@@ -70,106 +72,200 @@ def dot_words(w, xw, ASM: tl.constexpr):
 
 
 @triton.jit
-def q4_k_dp4a_kernel(
-    x_ptr, xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, d_ptr, dmin_ptr, scales_ptr,
-    qs_ptr, N, NB, n_rows_x, stride_xb, stride_ob, blocks_per_split, n_splits,
-    BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
-    PREQ: tl.constexpr, ASM: tl.constexpr,
-):  # fmt: skip
-    """One input row per program (the grid: module docstring). qs_ptr and scales_ptr are the
-    planes as int32 words; d, dmin f16."""
-    b = tl.program_id(0) % n_rows_x
-    x_row = x_ptr + b * stride_xb
-    xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
-    rows = tl.program_id(0) // n_rows_x * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = (rows < N) | EVEN
-    NG: tl.constexpr = NBLK * 4  # groups: (super-block, chunk of 64 weights)
-    g = tl.arange(0, NG)
-    chunk = g % 4
-    word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]  # [2, 4]
-    acc = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
-    first = tl.program_id(1) * blocks_per_split
-    for t in range(0, blocks_per_split, NBLK):
-        blk = first + t + g // 4
-        group_mask = ((blk < NB) & (t + g // 4 < blocks_per_split)) | EVEN
-        mask2 = row_mask[:, None] & group_mask[None, :]
-        row_blk = rows[:, None] * NB + blk[None, :]
-        qs = tl.load(qs_ptr + (row_blk * 32 + chunk[None, :] * 8)[:, :, None, None] + word,
-                     mask=mask2[:, :, None, None], other=0)  # fmt: skip
-        d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
-        dmin = tl.load(dmin_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
-        sc_lo, sc_hi, m_lo, m_hi = _q4_k_scales_mins(scales_ptr, row_blk, chunk[None, :], mask2)
-        base = blk * 64 + chunk * 16
-        x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows,
-                                       PREQ)  # fmt: skip
-        x_hi, dx_hi, isum_hi = x_words(x_row, xq_row, xd_row, xs_row, base + 8, group_mask,
-                                       rows, PREQ)  # fmt: skip
-        sum_lo = dx_lo * tl.sum(isum_lo, axis=2).to(tl.float32)  # sum of x' over sub-block
-        sum_hi = dx_hi * tl.sum(isum_hi, axis=2).to(tl.float32)
-        dot_lo = dot_words(qs & LOW_NIBBLES, x_lo, ASM)
-        dot_hi = dot_words((qs >> 4) & LOW_NIBBLES, x_hi, ASM)
-        scaled = (sc_lo * dx_lo) * dot_lo.to(tl.float32) + (sc_hi * dx_hi) * dot_hi.to(tl.float32)
-        acc += d * scaled - dmin * (m_lo * sum_lo + m_hi * sum_hi)
-    y = tl.sum(acc, axis=1)
-    finish_rows(y, out_ptr, part_ptr, count_ptr, b, rows, row_mask, stride_ob, N, n_rows_x,
-                n_splits, SPLIT_K)  # fmt: skip
+def _step(s, steps_per_tile, n_splits, n_rows_x, blocks_per_split, N, NB, BLOCK_N: tl.constexpr,
+          NBLK: tl.constexpr, PER: tl.constexpr, EVEN: tl.constexpr):  # fmt: skip
+    """Where this program's step s lies (module docstring): (tile, split, input row b, weight
+    rows [BN] and their mask, super-block blk [G] of each group and its mask), G = NBLK * PER
+    groups (PER per super-block)."""
+    t = tl.program_id(0) + (s // steps_per_tile) * tl.num_programs(0)
+    k = (s % steps_per_tile) * NBLK  # the step's first super-block within the split
+    split = t % n_splits
+    tile = t // n_splits
+    b = tile % n_rows_x
+    rows = tile // n_rows_x * BLOCK_N + tl.arange(0, BLOCK_N)
+    g = tl.arange(0, NBLK * PER) // PER
+    blk = split * blocks_per_split + k + g
+    group_mask = ((blk < NB) & (k + g < blocks_per_split)) | EVEN
+    return tile, split, b, rows, (rows < N) | EVEN, blk, group_mask
 
 
 @triton.jit
-def q6_k_dp4a_kernel(
-    x_ptr, xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, ql_ptr, qh_ptr, scales_ptr,
-    d_ptr, N, NB, n_rows_x, stride_xb, stride_ob, blocks_per_split, n_splits,
-    BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
-    PREQ: tl.constexpr, ASM: tl.constexpr,
-):  # fmt: skip
-    """One input row per program (the grid: module docstring). ql_ptr and qh_ptr are the
-    planes as int32 words; scales int8, d f16."""
-    b = tl.program_id(0) % n_rows_x
-    x_row = x_ptr + b * stride_xb
-    xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
-    rows = tl.program_id(0) // n_rows_x * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = (rows < N) | EVEN
-    NG: tl.constexpr = NBLK * 2  # groups: (super-block, half of 128 weights)
-    g = tl.arange(0, NG)
-    half = g % 2
+def _q4_k_load(d_ptr, dmin_ptr, scales_ptr, qs_ptr, rows, row_mask, blk, group_mask, NB):
+    """One step's Q4_K planes for weight rows x groups (super-block blk, chunk g % 4):
+    qs words [BN, G, 2, 4], d and dmin [BN, G] f32, scale words s0..s2 [BN, G]."""
+    chunk = tl.arange(0, blk.shape[0]) % 4
+    word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    mask2 = row_mask[:, None] & group_mask[None, :]
+    row_blk = rows[:, None] * NB + blk[None, :]
+    qs = tl.load(qs_ptr + (row_blk * 32 + chunk[None, :] * 8)[:, :, None, None] + word,
+                 mask=mask2[:, :, None, None], other=0)  # fmt: skip
+    d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
+    dmin = tl.load(dmin_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
+    s0 = tl.load(scales_ptr + row_blk * 3, mask=mask2, other=0)
+    s1 = tl.load(scales_ptr + row_blk * 3 + 1, mask=mask2, other=0)
+    s2 = tl.load(scales_ptr + row_blk * 3 + 2, mask=mask2, other=0)
+    return qs, d, dmin, s0, s1, s2
+
+
+@triton.jit
+def _q4_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
+              PREQ: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    """acc [BN, G] += one step of d sc dx sum(q xq) - dmin m dx sum(xq), per sub-block."""
+    qs, d, dmin, s0, s1, s2 = planes
+    chunk = tl.arange(0, blk.shape[0]) % 4
+    sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, chunk[None, :])
+    base = blk * 64 + chunk * 16
+    x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ)
+    x_hi, dx_hi, isum_hi = x_words(x_row, xq_row, xd_row, xs_row, base + 8, group_mask, rows,
+                                   PREQ)  # fmt: skip
+    sum_lo = dx_lo * tl.sum(isum_lo, axis=2).to(tl.float32)  # sum of x' over the sub-block
+    sum_hi = dx_hi * tl.sum(isum_hi, axis=2).to(tl.float32)
+    dot_lo = dot_words(qs & LOW_NIBBLES, x_lo, ASM)
+    dot_hi = dot_words((qs >> 4) & LOW_NIBBLES, x_hi, ASM)
+    scaled = (sc_lo * dx_lo) * dot_lo.to(tl.float32) + (sc_hi * dx_hi) * dot_hi.to(tl.float32)
+    return acc + d * scaled - dmin * (m_lo * sum_lo + m_hi * sum_hi)
+
+
+@triton.jit
+def _q6_k_load(ql_ptr, qh_ptr, sc_words_ptr, d_ptr, rows, row_mask, blk, group_mask, NB):
+    """One step's Q6_K planes for weight rows x groups (super-block blk, half g % 2): ql
+    words of the half's two 32-byte runs, qh words [BN, G, 2, 4], d [BN, G] f32, and the
+    half's 8 int8 scales as 2 words [BN, G]."""
+    half = tl.arange(0, blk.shape[0]) % 2
+    word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    mask2 = row_mask[:, None] & group_mask[None, :]
+    mask4 = mask2[:, :, None, None]
+    row_blk = rows[:, None] * NB + blk[None, :]
+    ql_words = (row_blk * 32 + half[None, :] * 16)[:, :, None, None] + word
+    ql_a = tl.load(ql_ptr + ql_words, mask=mask4, other=0)
+    ql_b = tl.load(ql_ptr + ql_words + 8, mask=mask4, other=0)
+    qh = tl.load(qh_ptr + (row_blk * 16 + half[None, :] * 8)[:, :, None, None] + word,
+                 mask=mask4, other=0)  # fmt: skip
+    d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
+    sw0 = tl.load(sc_words_ptr + row_blk * 4 + half[None, :] * 2, mask=mask2, other=0)
+    sw1 = tl.load(sc_words_ptr + row_blk * 4 + half[None, :] * 2 + 1, mask=mask2, other=0)
+    return ql_a, ql_b, qh, d, sw0, sw1
+
+
+@triton.jit
+def _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
+              PREQ: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    """acc [BN, G] += one step of d sc dx (sum(q xq) - 32 sum(xq)), per run of 16."""
+    ql_a, ql_b, qh, d, sw0, sw1 = planes
+    half = tl.arange(0, blk.shape[0]) % 2
     run = tl.arange(0, 2)  # which 16 of a quarter's 32 weights (one scale each)
-    word = run[:, None] * 4 + tl.arange(0, 4)[None, :]  # [2, 4]
+    base = blk * 64 + half * 32
+    total = tl.zeros(acc.shape, dtype=tl.float32)
+    for quarter in tl.static_range(4):
+        # the 4 quarters of a half: low / high nibbles of ql_a / ql_b, qh bits 2*quarter..
+        if quarter % 2 == 0:  # noqa: SIM108 (a static if; Triton's ternary is not one)
+            ql = ql_a
+        else:
+            ql = ql_b
+        if quarter >= 2:
+            ql = ql >> 4
+        codes = (ql & LOW_NIBBLES) | (((qh >> (2 * quarter)) << 4) & 0x30303030)
+        xq, dx, isum = x_words(x_row, xq_row, xd_row, xs_row, base + 8 * quarter, group_mask,
+                               rows, PREQ)  # fmt: skip
+        dot = tl.sum(dp4a(codes, xq, tl.zeros_like(codes), ASM), axis=3)  # [BN, NG, 2]
+        # scales 8h + 2 quarter + run: bytes 2 (quarter % 2) + run of word quarter // 2
+        if quarter < 2:  # noqa: SIM108 (a static if)
+            sw = sw0
+        else:
+            sw = sw1
+        shift = 24 - 8 * (2 * (quarter % 2) + run)
+        sc = (sw[:, :, None] << shift[None, None, :]) >> 24  # sign-extended int8
+        runs = (dot - 32 * isum) * sc
+        total += dx * tl.sum(runs, axis=2).to(tl.float32)
+    return acc + d * total
+
+
+@triton.jit
+def _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.constexpr):
+    """One step's weight planes, the format's six tensors."""
+    if Q6:
+        planes = _q6_k_load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB)
+    else:
+        planes = _q4_k_load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB)
+    return planes
+
+
+@triton.jit
+def _mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ: tl.constexpr,
+         ASM: tl.constexpr, Q6: tl.constexpr):  # fmt: skip
+    """acc += one step of the format's integer dot products, scaled."""
+    if Q6:
+        acc = _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ,
+                        ASM)  # fmt: skip
+    else:
+        acc = _q4_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ,
+                        ASM)  # fmt: skip
+    return acc
+
+
+@triton.jit
+def dp4a_gemv_kernel(
+    x_ptr, xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3,
+    N, NB, n_rows_x, stride_xb, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
+    BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
+    PREQ: tl.constexpr, Q6: tl.constexpr, ONE_STEP: tl.constexpr, PREFETCH: tl.constexpr,
+    GDC: tl.constexpr, EARLY_NEXT: tl.constexpr, ASM: tl.constexpr,
+):  # fmt: skip
+    """The planes p0..p3: Q4_K d, dmin (f16), scales, qs (int32 words); Q6_K ql, qh, scales
+    (int32 words), d (f16). steps_per_tile = cdiv(blocks_per_split, NBLK), an argument so that
+    Triton's specialization of 1 folds the divisions by it away. The flags: module docstring.
+    (A step's six plane tensors are kept as six names, not a tuple, so the loop carries them
+    as plain values.)"""
+    PER: tl.constexpr = 2 if Q6 else 4  # groups per super-block (Q6_K halves, Q4_K chunks)
+    NG: tl.constexpr = NBLK * PER
+    n_steps = tl.cdiv(n_tiles - tl.program_id(0), tl.num_programs(0)) * steps_per_tile
+    tile, split, b, rows, row_mask, blk, group_mask = _step(
+        0, steps_per_tile, n_splits, n_rows_x, blocks_per_split, N, NB, BLOCK_N, NBLK, PER, EVEN
+    )
+    w0, w1, w2, w3, w4, w5 = _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6)
+    if GDC:
+        if EARLY_NEXT:
+            gdc_launch_dependents()
+        gdc_wait()
     acc = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
-    first = tl.program_id(1) * blocks_per_split
-    for t in range(0, blocks_per_split, NBLK):
-        blk = first + t + g // 2
-        group_mask = ((blk < NB) & (t + g // 2 < blocks_per_split)) | EVEN
-        mask2 = row_mask[:, None] & group_mask[None, :]
-        mask4 = mask2[:, :, None, None]
-        row_blk = rows[:, None] * NB + blk[None, :]
-        ql_words = (row_blk * 32 + half[None, :] * 16)[:, :, None, None] + word
-        ql_a = tl.load(ql_ptr + ql_words, mask=mask4, other=0)
-        ql_b = tl.load(ql_ptr + ql_words + 8, mask=mask4, other=0)
-        qh = tl.load(qh_ptr + (row_blk * 16 + half[None, :] * 8)[:, :, None, None] + word,
-                     mask=mask4, other=0)  # fmt: skip
-        d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
-        scale_idx = (row_blk * 16 + half[None, :] * 8)[:, :, None] + run[None, None, :]
-        base = blk * 64 + half * 32
-        total = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
-        for quarter in tl.static_range(4):
-            # the 4 quarters of a half: low / high nibbles of ql_a / ql_b, qh bits 2*quarter..
-            if quarter % 2 == 0:  # noqa: SIM108 (a static if; Triton's ternary is not one)
-                ql = ql_a
-            else:
-                ql = ql_b
-            if quarter >= 2:
-                ql = ql >> 4
-            codes = (ql & LOW_NIBBLES) | (((qh >> (2 * quarter)) << 4) & 0x30303030)
-            xq, dx, isum = x_words(x_row, xq_row, xd_row, xs_row, base + 8 * quarter, group_mask,
-                                   rows, PREQ)  # fmt: skip
-            dot = tl.sum(dp4a(codes, xq, tl.zeros_like(codes), ASM), axis=3)  # [BN, NG, 2]
-            sc = tl.load(scales_ptr + scale_idx + 2 * quarter, mask=mask2[:, :, None], other=0)
-            runs = (dot - 32 * isum) * sc.to(tl.int32)
-            total += dx * tl.sum(runs, axis=2).to(tl.float32)
-        acc += d * total
-    y = tl.sum(acc, axis=1)
-    finish_rows(y, out_ptr, part_ptr, count_ptr, b, rows, row_mask, stride_ob, N, n_rows_x,
-                n_splits, SPLIT_K)  # fmt: skip
+    if ONE_STEP:
+        x_row = x_ptr + b * stride_xb
+        xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
+        acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, x_row, xq_row, xd_row,
+                   xs_row, PREQ, ASM, Q6)  # fmt: skip
+        if GDC and not EARLY_NEXT:
+            gdc_launch_dependents()
+        finish_rows(tl.sum(acc, axis=1), out_ptr, part_ptr, count_ptr, tile, split, b, rows,
+                    row_mask, stride_ob, N, n_rows_x, n_splits, SPLIT_K)  # fmt: skip
+    else:
+        for s in range(n_steps):
+            # the next step's place; past the last step, the last again (a load from L2, no
+            # mask: EVEN tiles keep their unmasked loads)
+            tile_n, split_n, b_n, rows_n, row_mask_n, blk_n, group_mask_n = _step(
+                tl.minimum(s + 1, n_steps - 1), steps_per_tile, n_splits, n_rows_x,
+                blocks_per_split, N, NB, BLOCK_N, NBLK, PER, EVEN,
+            )  # fmt: skip
+            if PREFETCH:
+                u0, u1, u2, u3, u4, u5 = _load(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
+                                               group_mask_n, NB, Q6)  # fmt: skip
+            x_row = x_ptr + b * stride_xb
+            xq_row, xd_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8
+            xs_row = xs_ptr + b * NB * 16
+            acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, x_row, xq_row,
+                       xd_row, xs_row, PREQ, ASM, Q6)  # fmt: skip
+            if not PREFETCH:
+                u0, u1, u2, u3, u4, u5 = _load(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
+                                               group_mask_n, NB, Q6)  # fmt: skip
+            if (s + 1) % steps_per_tile == 0:  # the tile's last step
+                if GDC and not EARLY_NEXT:  # noqa: SIM102 (a static if around a runtime one)
+                    if s + 1 == n_steps:
+                        gdc_launch_dependents()
+                finish_rows(tl.sum(acc, axis=1), out_ptr, part_ptr, count_ptr, tile, split, b,
+                            rows, row_mask, stride_ob, N, n_rows_x, n_splits, SPLIT_K)  # fmt: skip
+                acc = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
+            w0, w1, w2, w3, w4, w5 = u0, u1, u2, u3, u4, u5
+            tile, split, b, rows, row_mask = tile_n, split_n, b_n, rows_n, row_mask_n
+            blk, group_mask = blk_n, group_mask_n
 
 
 def words(plane: torch.Tensor) -> torch.Tensor:
@@ -177,34 +273,34 @@ def words(plane: torch.Tensor) -> torch.Tensor:
     return plane.view(-1).view(torch.int32)
 
 
-def x_buffers(x, xq, cfg):
-    """(words, d, sums) of x: `xq` when the caller quantized x already, else one launch of
-    quantize_activation; x itself thrice (unused) when each program quantizes x itself."""
-    if not cfg.prequantize:
-        return x, x, x
-    xq = xq or quantize_activation(x, let_next_start=cfg.pipelined)
-    return xq.words, xq.scales, xq.sums
-
-
-def launch_q4_k(w, x, xq, out, part, count, grid, plan, cfg):
+def plane_args(w) -> tuple[torch.Tensor, ...]:
+    """The kernel's p0..p3 for a Q4_K or Q6_K PackedWeight."""
     p = w.planes
-    q4_k_dp4a_kernel[grid](
-        x, *x_buffers(x, xq, cfg), out, part, count, p["d"], p["dmin"], words(p["scales"]),
-        words(p["qs"]),
-        w.n_out, w.n_in // 256, x.shape[0], x.stride(0), out.stride(0), plan.blocks_per_split,
-        plan.splits, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile,
-        EVEN=plan.even, SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, ASM=plan.native,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
-    )  # fmt: skip
+    if w.fmt.name == "Q6_K":
+        return words(p["ql"]), words(p["qh"]), words(p["scales"]), p["d"]
+    return p["d"], p["dmin"], words(p["scales"]), words(p["qs"])
 
 
-def launch_q6_k(w, x, xq, out, part, count, grid, plan, cfg):
-    p = w.planes
-    q6_k_dp4a_kernel[grid](
-        x, *x_buffers(x, xq, cfg), out, part, count, words(p["ql"]), words(p["qh"]), p["scales"],
-        p["d"],
+def launch(w, x, xq, out, part, count, plan, cfg, n_sm: int) -> None:
+    """One launch over every tile of plan (split-K) for x [B, K] (xq: x's 8-bit form or None)."""
+    n_tiles = triton.cdiv(w.n_out, cfg.block_n) * x.shape[0] * plan.splits
+    grid = n_tiles
+    if cfg.programs_per_sm:
+        grid = min(n_tiles, cfg.programs_per_sm * n_sm)
+    gdc = cfg.pipelined and has_griddepcontrol(x.device)
+    if cfg.prequantize:
+        xq = xq or quantize_activation(x, let_next_start=gdc)
+        x_buffers = (xq.words, xq.scales, xq.sums)
+    else:  # each program quantizes the x it reads (x passed thrice, the buffers unused)
+        x_buffers = (x, x, x)
+    one_step = grid == n_tiles and plan.blocks_per_split <= cfg.blocks_per_tile
+    extra = {"launch_pdl": True} if gdc else {}
+    dp4a_gemv_kernel[(grid,)](
+        x, *x_buffers, out, part, count, *plane_args(w),
         w.n_out, w.n_in // 256, x.shape[0], x.stride(0), out.stride(0), plan.blocks_per_split,
-        plan.splits, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile,
-        EVEN=plan.even, SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, ASM=plan.native,
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        plan.splits, n_tiles, triton.cdiv(plan.blocks_per_split, cfg.blocks_per_tile),
+        BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile, EVEN=plan.even,
+        SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, Q6=w.fmt.name == "Q6_K",
+        ONE_STEP=one_step, PREFETCH=cfg.pipelined, GDC=gdc, EARLY_NEXT=cfg.early_next,
+        ASM=plan.native, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **extra,
     )  # fmt: skip

@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-attention", action="store_true")
     parser.add_argument("--no-gemv", action="store_true")
     parser.add_argument("--variants", action="store_true", help="only the batch-1 GEMV variants")
+    parser.add_argument("--variant-names", help="with --variants: only these, comma-separated")
     parser.add_argument("--formats", help="GEMV formats, e.g. Q4_K,Q6_K (default: all)")
     parser.add_argument("--batches", default="1,4,16", help="GEMV input rows, e.g. 1,16")
     parser.add_argument("--contexts", default="4096,32768,131072", help="attention contexts")
@@ -65,15 +66,13 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.variants:
         formats = args.formats.split(",") if args.formats else ["Q4_K", "Q6_K"]
+        names = args.variant_names.split(",") if args.variant_names else None
         rows = []
-        for fmt in formats:
-            for _name, n_out, n_in in gemv.LLAMA3_8B:
-                rows += gemv.variants(fmt, n_out, n_in, copy_bw)
         print("\nGEMV variants (weights + x + y bytes over time; 1 row unless named)")
         print(f"{'format':6} {'variant':24} {'shape':>12} {'us':>8} {'GB/s':>7} {'of copy':>8}")
-        for r in rows:
-            print(f"{r['format']:6} {r['variant']:24} {r['n_out']}x{r['n_in']:<7} {r['us']:8.1f} "
-                  f"{r['gb_s']:7.0f} {r['of_copy']:8.1%}")  # fmt: skip
+        for fmt in formats:
+            for _name, n_out, n_in in gemv.LLAMA3_8B:
+                rows += gemv.variants(fmt, n_out, n_in, copy_bw, names)
         quant = {k: gemv.activation_quantize_us(k) for k in (4096, 14336)}
         print("quantize_activation alone, 1 row: " + ", ".join(
             f"K={k}: {us:.1f} us" for k, us in quant.items()))  # fmt: skip

@@ -92,54 +92,55 @@ def sweep(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
     return sorted(results, key=lambda r: r["us"])
 
 
-# The batch-1 variants of the integer path beside the float path it replaces (docs/kernels.md):
-# the float kernel, the two first tries, the measured best (the default, 4x16), and untried
-# neighbours of it (fewer threads per program or more rows: fewer instructions per weight in
-# their SASS, more registers; benchmarks/kernels/gemv_sass.py) and the pipelined kernels, to
-# settle on the next run.
-VARIANTS = {
-    "float 8x4": GemvConfig(8, 4, 1),
-    "dp4a fused 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a"),
-    "dp4a preq 16x2": GemvConfig(16, 2, 1, num_stages=3, path="dp4a", prequantize=True),
-    "dp4a preq 4x16": GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True),
-    "dp4a preq 8x8": GemvConfig(8, 8, 1, num_stages=3, path="dp4a", prequantize=True),
-    "dp4a preq 4x16 w2": GemvConfig(4, 16, 1, 2, num_stages=3, path="dp4a", prequantize=True),
-    "dp4a preq 2x16 w2": GemvConfig(2, 16, 1, 2, num_stages=3, path="dp4a", prequantize=True),
-    "dp4a preq 8x16": GemvConfig(8, 16, 1, num_stages=3, path="dp4a", prequantize=True),
-    # gemv_dp4a_pipelined.py: weights before x (programmatic dependent launch), prefetch
-    "dp4a pipe 4x16": GemvConfig(
-        4, 16, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True
-    ),
-    "dp4a pipe 8x8": GemvConfig(
-        8, 8, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True
-    ),
-}
+# The batch-1 variants of the integer path (docs/kernels.md): (name, config, input rows, x
+# quantized outside the timed calls). "xs" (x shared): x arrives in 8 bits, as the engine
+# gives it (the RMSNorm writes it, or one quantize_activation serves q/k/v): the GEMV's own
+# time. Without it, each call also quantizes x in a launch of its own. The measured default of
+# the last session (4x16), the engine's pipelined variant, and the new persistent ones.
+_PREQ = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True)
+_PIPE = dataclasses.replace(_PREQ, pipelined=True)
+_EARLY = dataclasses.replace(_PIPE, early_next=True)
+_ONE_STEP = dataclasses.replace(_EARLY, one_step=True)
+VARIANTS = [
+    ("preq 4x16", _PREQ, 1, False),
+    ("pipe 4x16", _PIPE, 1, False),
+    ("preq 4x16 xs", _PREQ, 1, True),
+    ("pipe 4x16 xs", _PIPE, 1, True),
+    ("pipe early 4x16 xs", _EARLY, 1, True),
+    ("pipe early 2x16 w2 xs", dataclasses.replace(_EARLY, block_n=2, num_warps=2), 1, True),
+    ("onestep early 4x16", _ONE_STEP, 1, False),
+    ("onestep early 4x16 xs", _ONE_STEP, 1, True),
+    ("onestep early 4x8 xs", dataclasses.replace(_ONE_STEP, blocks_per_tile=8), 1, True),
+    ("onestep early 4x16 w2 xs", dataclasses.replace(_ONE_STEP, num_warps=2), 1, True),
+    ("onestep early 8x16 xs", dataclasses.replace(_ONE_STEP, block_n=8), 1, True),
+    ("onestep early 8x16 w8 xs", dataclasses.replace(_ONE_STEP, block_n=8, num_warps=8), 1,
+     True),
+    ("persist4 4x16 xs", dataclasses.replace(_EARLY, programs_per_sm=4), 1, True),
+    ("persist6 4x16 xs", dataclasses.replace(_EARLY, programs_per_sm=6), 1, True),
+    ("persist2 8x16 w8 xs",
+     dataclasses.replace(_EARLY, block_n=8, num_warps=8, programs_per_sm=2), 1, True),
+    ("persist4 4x8 xs", dataclasses.replace(_EARLY, blocks_per_tile=8, programs_per_sm=4), 1,
+     True),
+]  # fmt: skip
 
 
-# (name, config, input rows, x quantized outside the timing): the default with x shared, and
-# 4 / 16 rows on the float path (tl.dot) beside the integer path, one program per input row.
-EXTRA_VARIANTS = [
-    ("dp4a preq 4x16 x shared", VARIANTS["dp4a preq 4x16"], 1, True),
-    ("float tl.dot, 4 rows", None, 4, False),
-    ("dp4a preq 4x16, 4 rows", VARIANTS["dp4a preq 4x16"], 4, False),
-    ("float tl.dot, 16 rows", None, 16, False),
-    ("dp4a preq 4x16, 16 rows", VARIANTS["dp4a preq 4x16"], 16, False),
-]
-
-
-def variants(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[dict]:
-    """Each of VARIANTS (1 input row) and EXTRA_VARIANTS on one weight (and its copies)."""
+def variants(fmt: str, n_out: int, n_in: int, copy_bw: float, names=None) -> list[dict]:
+    """Each of VARIANTS (or those named) on one weight (and its copies), printed as measured
+    (a run cut by its time limit keeps what it measured)."""
     w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
     weights = _copies(w)
-    cases = [(name, cfg, 1, False) for name, cfg in VARIANTS.items()] + EXTRA_VARIANTS
     results = []
-    for name, cfg, rows, share_x in cases:
+    for name, cfg, rows, share_x in VARIANTS:
+        if names and name not in names:
+            continue
         try:
             r = measure(fmt, n_out, n_in, rows, copy_bw, cfg, weights, share_x)
         except Exception as error:  # report it and go on to the next variant
-            print(f"  {fmt} {n_out}x{n_in} {name}: failed: {error!r}"[:300])
+            print(f"  {fmt} {n_out}x{n_in} {name}: failed: {error!r}"[:300], flush=True)
             continue
         r["variant"] = name
+        print(f"{fmt:6} {name:24} {n_out}x{n_in:<7} {r['us']:8.1f} {r['gb_s']:7.0f} "
+              f"{r['of_copy']:8.1%}", flush=True)  # fmt: skip
         results.append(r)
     return results
 

@@ -21,62 +21,38 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from kernels import gemv_dp4a, gemv_dp4a_pipelined
+from kernels import gemv_dp4a
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+# dp4a_gemv_kernel's pointers: x, xq, xd, xs, out, part, count, then the planes p0..p3
 POINTERS = {
-    "q4_k": [
-        "*fp16",
-        "*i32",
-        "*fp32",
-        "*i32",
-        "*fp16",
-        "*fp32",
-        "*i32",
-        "*fp16",
-        "*fp16",
-        "*i32",
-        "*i32",
-    ],
-    "q6_k": [
-        "*fp16",
-        "*i32",
-        "*fp32",
-        "*i32",
-        "*fp16",
-        "*fp32",
-        "*i32",
-        "*i32",
-        "*i32",
-        "*i8",
-        "*fp16",
-    ],
-}
-KERNELS = {
-    "q4_k": gemv_dp4a.q4_k_dp4a_kernel,
-    "q6_k": gemv_dp4a.q6_k_dp4a_kernel,
-    "q4_k pipelined": gemv_dp4a_pipelined.q4_k_dp4a_pipelined_kernel,
-    "q6_k pipelined": gemv_dp4a_pipelined.q6_k_dp4a_pipelined_kernel,
-}
+    "q4_k": ["*fp16", "*i32", "*fp32", "*i32", "*fp16", "*fp32", "*i32", "*fp16", "*fp16", "*i32",
+             "*i32"],
+    "q6_k": ["*fp16", "*i32", "*fp32", "*i32", "*fp16", "*fp32", "*i32", "*i32", "*i32", "*i32",
+             "*fp16"],
+}  # fmt: skip
+POINTER_ARGS = ("x_ptr", "xq_ptr", "xd_ptr", "xs_ptr", "out_ptr", "part_ptr", "count_ptr", "p0",
+                "p1", "p2", "p3")  # fmt: skip
 
 
 def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, stages: int,
-                 split_k: bool = True, pipe: bool = False, one_step: bool = False):  # fmt: skip
-    name = f"{name} pipelined" if pipe else name
-    fn = KERNELS[name]
-    consts = dict(BLOCK_N=block_n, NBLK=nblk, EVEN=True, SPLIT_K=split_k, PREQ=preq, ASM=True)
-    if pipe:
-        consts.update(GDC=True, ONE_STEP=one_step)  # fmt: skip
+                 split_k: bool = True, pipe: bool = False, one_step: bool = False,
+                 early_next: bool = False):  # fmt: skip
+    """name: q4_k or q6_k; pipe: PREFETCH and GDC (a programmatic dependent launch)."""
+    fn = gemv_dp4a.dp4a_gemv_kernel
+    consts = dict(BLOCK_N=block_n, NBLK=nblk, EVEN=True, SPLIT_K=split_k, PREQ=preq,
+                  Q6=name == "q6_k", ONE_STEP=one_step, PREFETCH=pipe, GDC=pipe,
+                  EARLY_NEXT=early_next, ASM=True)  # fmt: skip
     signature = {}
-    pointers = iter(POINTERS.get(name, POINTERS[name.split()[0]]))
+    pointers = iter(POINTERS[name])
     for arg in fn.arg_names:
         if arg in consts:
             signature[arg] = "constexpr"
-        elif arg.endswith("_ptr"):
+        elif arg in POINTER_ARGS:
             signature[arg] = next(pointers)
         else:
             signature[arg] = "i32"
-    aligned = [(i,) for i, a in enumerate(fn.arg_names) if a.endswith("_ptr") or a == "N"]
+    aligned = [(i,) for i, a in enumerate(fn.arg_names) if a in POINTER_ARGS or a == "N"]
     attrs = {k: [["tt.divisibility", 16]] for k in aligned}
     src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
     options = {"num_warps": warps, "num_stages": stages, "launch_pdl": pipe}
@@ -105,7 +81,7 @@ def main() -> None:
         for block_n, nblk, preq in ((16, 2, False), (16, 2, True), (4, 16, True), (8, 8, True)):
             for pipe in (False, True):
                 configs.append((name, block_n, nblk, preq, 4, 3, pipe))
-    # a 4096-wide row (16 super-blocks) is one step at NBLK=16: the pipelined kernel's ONE_STEP
+    # a 4096-wide row (16 super-blocks) is one step at NBLK=16: ONE_STEP, no loop
     configs += [(name, 4, 16, True, 4, 3, "one step") for name in ("q4_k", "q6_k")]
     for name, block_n, nblk, preq, warps, stages, pipe in configs:
         kernel = compile_sm90(name, block_n, nblk, preq, warps, stages, pipe=bool(pipe),

@@ -5,6 +5,7 @@ computes: tight), and x @ W.T (what 8-bit activations cost: loose, as in llama.c
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -22,21 +23,45 @@ from tests.kernels.conftest import relative_error
 
 EXACT = 5e-4  # against x' @ W.T: float32 sums, and a rare rounding tie decided the other way
 ACTIVATION_ERROR = 2e-2  # against x @ W.T: 8-bit x costs 0.3-0.9% on these random weights
+ONE_STEP = GemvConfig(
+    4, 16, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True, one_step=True
+)
 CONFIGS = {
     "fused": GemvConfig(16, 2, 1, path="dp4a"),
     "fused-1blk": GemvConfig(16, 1, 1, path="dp4a"),
     "prequantized": GemvConfig(16, 2, 1, path="dp4a", prequantize=True),
-    "default": gemv.default_config("Q4_K", 1),  # prequantized, 4 rows x 16 super-blocks
-    # gemv_dp4a_pipelined.py: one step (rows of up to 16 super-blocks), and K loops
+    "default": gemv.default_config("Q4_K", 1),  # 4 rows x 16 super-blocks, early next launch
+    "default-q6_k": gemv.default_config("Q6_K", 1),  # the same, 2 warps, one step a program
+    # weights a step ahead (+ programmatic dependent launch on sm_90): one step (rows of up to
+    # 16 super-blocks), and K loops
     "pipelined-4x16": GemvConfig(4, 16, 1, path="dp4a", prequantize=True, pipelined=True),
     "pipelined-16x1": GemvConfig(16, 1, 1, path="dp4a", prequantize=True, pipelined=True),
     "pipelined-fused": GemvConfig(16, 1, 1, path="dp4a", pipelined=True),
+    "pipelined-early": GemvConfig(
+        4, 16, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True
+    ),
+    # K split into one step per program (whole_steps), with and without the early next launch
+    "onestep-4x4": GemvConfig(4, 4, 1, path="dp4a", prequantize=True, one_step=True),
+    "onestep-early-4x16": ONE_STEP,
+    # its neighbours (rows a program, warps), timed beside it
+    "onestep-early-4x16-w2": dataclasses.replace(ONE_STEP, num_warps=2),
+    "onestep-early-8x16": dataclasses.replace(ONE_STEP, block_n=8),
+    "onestep-early-8x16-w8": dataclasses.replace(ONE_STEP, block_n=8, num_warps=8),
+    # persistent programs (1 per SM: the interpreter's 4 "SMs" then walk several tiles each,
+    # across split-K and ragged rows), with and without the step-ahead loads
+    "persistent-4x4": GemvConfig(4, 4, 1, path="dp4a", prequantize=True, programs_per_sm=1),
+    "persistent-pipelined-4x4": GemvConfig(
+        4, 4, 1, path="dp4a", prequantize=True, pipelined=True, programs_per_sm=1
+    ),
+    "persistent-pipelined-16x1": GemvConfig(  # split-K: 2 steps a tile
+        16, 1, 1, path="dp4a", prequantize=True, pipelined=True, programs_per_sm=1
+    ),
+    "persistent-pipelined-4x16": dataclasses.replace(ONE_STEP, one_step=False, programs_per_sm=1),
 }
 
 
 def test_one_row_of_q4_k_and_q6_k_takes_the_integer_path():
-    assert gemv.default_config("Q4_K", 1) == gemv.default_config("Q6_K", 1) == CONFIGS["default"]
-    assert CONFIGS["default"].path == "dp4a"
+    assert CONFIGS["default"].path == CONFIGS["default-q6_k"].path == "dp4a"
     assert gemv.default_config("Q4_K", 2).path == "float"
 
 
