@@ -95,7 +95,7 @@ SHAPES: dict[str, Shape] = {
 
 QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M")
 _BASE = {"Q8_0": QT.Q8_0, "Q6_K": QT.Q6_K, "Q5_K_M": QT.Q5_K, "Q4_K_M": QT.Q4_K, "Q3_K_M": QT.Q3_K}
-FILE_TYPES = {"F16": 1, "Q8_0": 7, "Q6_K": 18, "Q5_K_M": 17, "Q4_K_M": 15, "Q3_K_M": 12}
+FILE_TYPES = {"F32": 0, "F16": 1, "Q8_0": 7, "Q6_K": 18, "Q5_K_M": 17, "Q4_K_M": 15, "Q3_K_M": 12}
 
 
 def _more_bits(i: int, n: int) -> bool:
@@ -277,6 +277,98 @@ def write_random_f16_gguf(
             continue
         start = (index * 4093) % 4096  # a different window of the pool for each tensor
         writer.add_tensor(name, pool[start : start + int(np.prod(ne))].reshape(numpy_shape))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file(progress=False)
+    writer.close()
+    return Path(path)
+
+
+# A model whose GGUF carries an MTP (NextN) layer, for MTP drafting (docs/speculative.md). Of the
+# architectures the vendored llama.cpp drafts MTP for, glm4moe (GLM-4.5) has the fewest tensor
+# kinds and no recurrent state: grouped-query attention, mixture-of-experts feed-forward with one
+# shared expert, and a NextN block (eh_proj, enorm, hnorm) appended after the trunk, whose
+# feed-forward must be MoE too (src/models/glm4-moe.cpp asserts ffn_gate_inp there).
+MTP_TINY = Shape(
+    "glm4moe", "GLM-4.5-shaped MTP (synthetic)", 2, 64, 128, 4, 2, 16, 0, 4096,
+    tied_embeddings=True, n_expert=4, n_expert_used=2, n_ff_exp=32,
+)  # fmt: skip
+MTP_LAYERS = 1
+
+
+def mtp_tensor_table(shape: Shape, n_mtp: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape in ggml order) of a glm4moe model with `n_mtp` NextN layers after its
+    `shape.n_layer` trunk layers (every layer MoE, one shared expert, tied output)."""
+    s = shape
+    q_dim, kv_dim = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    out = [("token_embd.weight", (s.n_embd, s.n_vocab)), ("output_norm.weight", (s.n_embd,))]
+    for i in range(s.n_layer + n_mtp):
+        b = f"blk.{i}."
+        out += [
+            (b + "attn_norm.weight", (s.n_embd,)),
+            (b + "attn_q.weight", (s.n_embd, q_dim)),
+            (b + "attn_k.weight", (s.n_embd, kv_dim)),
+            (b + "attn_v.weight", (s.n_embd, kv_dim)),
+            (b + "attn_output.weight", (q_dim, s.n_embd)),
+            (b + "post_attention_norm.weight", (s.n_embd,)),
+            (b + "ffn_gate_inp.weight", (s.n_embd, s.n_expert)),
+            (b + "exp_probs_b.bias", (s.n_expert,)),
+            (b + "ffn_gate_exps.weight", (s.n_embd, s.n_ff_exp, s.n_expert)),
+            (b + "ffn_up_exps.weight", (s.n_embd, s.n_ff_exp, s.n_expert)),
+            (b + "ffn_down_exps.weight", (s.n_ff_exp, s.n_embd, s.n_expert)),
+            (b + "ffn_gate_shexp.weight", (s.n_embd, s.n_ff_exp)),
+            (b + "ffn_up_shexp.weight", (s.n_embd, s.n_ff_exp)),
+            (b + "ffn_down_shexp.weight", (s.n_ff_exp, s.n_embd)),
+        ]
+        if i >= s.n_layer:
+            out += [
+                (b + "nextn.eh_proj.weight", (2 * s.n_embd, s.n_embd)),
+                (b + "nextn.enorm.weight", (s.n_embd,)),
+                (b + "nextn.hnorm.weight", (s.n_embd,)),
+            ]
+    return out
+
+
+def write_mtp_gguf(
+    path: str | os.PathLike[str],
+    vocab: str | os.PathLike[str],
+    shape: Shape = MTP_TINY,
+    n_mtp: int = MTP_LAYERS,
+    seed: int = 0,
+) -> Path:
+    """A glm4moe model with NextN layer(s) and random F32 weights, and the tokenizer of
+    `vocab` (any GGUF that has one: a llama.cpp ggml-vocab-*.gguf, or the starter model).
+
+    Weights are drawn at a scale that keeps a token's logits far apart (greedy decoding then
+    does not sit on near-ties), biases and norms are ones/zeros as in a fresh model.
+    """
+    from dataclasses import replace
+
+    from gguf import ExpertGatingFuncType, GGUFReader
+
+    n_tokens = len(GGUFReader(os.fspath(vocab)).fields["tokenizer.ggml.tokens"].data)
+    shape = replace(shape, n_vocab=n_tokens)
+    writer = GGUFWriter(os.fspath(path), shape.arch)
+    # block_count counts the trunk and the NextN layers; the last n_mtp blocks are NextN
+    _metadata(writer, replace(shape, n_layer=shape.n_layer + n_mtp), "F32", with_vocab=True)
+    writer.add_nextn_predict_layers(n_mtp)
+    writer.add_expert_shared_count(1)
+    writer.add_leading_dense_block_count(0)
+    writer.add_expert_weights_norm(True)
+    writer.add_expert_weights_scale(1.0)
+    writer.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)  # as GLM-4.5
+    _copy_vocab(writer, os.fspath(vocab))
+    rng = np.random.default_rng(seed)
+    for name, ne in mtp_tensor_table(shape, n_mtp):
+        numpy_shape = tuple(reversed(ne))
+        if name.endswith(".bias"):
+            values = np.zeros(numpy_shape, dtype=np.float32)
+        elif len(ne) == 1:
+            values = np.ones(numpy_shape, dtype=np.float32)
+        else:
+            scale = 1.0 if name == "token_embd.weight" else 1.0 / np.sqrt(ne[0])
+            values = (rng.standard_normal(numpy_shape, dtype=np.float32) * scale).astype(np.float32)
+        writer.add_tensor(name, values)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file(progress=False)
