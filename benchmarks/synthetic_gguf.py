@@ -335,19 +335,29 @@ def write_mtp_gguf(
     shape: Shape = MTP_TINY,
     n_mtp: int = MTP_LAYERS,
     seed: int = 0,
+    *,
+    predictable: bool = False,
 ) -> Path:
     """A glm4moe model with NextN layer(s) and random F32 weights, and the tokenizer of
     `vocab` (any GGUF that has one: a llama.cpp ggml-vocab-*.gguf, or the starter model).
 
-    Weights are drawn at a scale that keeps a token's logits far apart (greedy decoding then
-    does not sit on near-ties), biases and norms are ones/zeros as in a fresh model.
+    Random weights are drawn at a scale that keeps a token's logits apart (greedy decoding does
+    not sit on near-ties); norms are ones and biases zeros, as in a fresh model. Its MTP layer
+    guesses the trunk's next token no better than chance.
+
+    `predictable`: the same tensors set so that the MTP layer knows what the trunk will say, as
+    a trained head would (mostly): attention and feed-forward outputs are zero, so the trunk's
+    state is the token's embedding and it always answers f(token) for a fixed permutation f of
+    the vocabulary (an untied output whose row f(t) is t's embedding); the NextN block's
+    eh_proj keeps the token half of its input, so it answers f of its token too. Every draft is
+    then kept: for the mechanics of a kept draft and the speed of drafting at full acceptance.
     """
     from dataclasses import replace
 
     from gguf import ExpertGatingFuncType, GGUFReader
 
     n_tokens = len(GGUFReader(os.fspath(vocab)).fields["tokenizer.ggml.tokens"].data)
-    shape = replace(shape, n_vocab=n_tokens)
+    shape = replace(shape, n_vocab=n_tokens, tied_embeddings=not predictable)
     writer = GGUFWriter(os.fspath(path), shape.arch)
     # block_count counts the trunk and the NextN layers; the last n_mtp blocks are NextN
     _metadata(writer, replace(shape, n_layer=shape.n_layer + n_mtp), "F32", with_vocab=True)
@@ -359,21 +369,44 @@ def write_mtp_gguf(
     writer.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)  # as GLM-4.5
     _copy_vocab(writer, os.fspath(vocab))
     rng = np.random.default_rng(seed)
-    for name, ne in mtp_tensor_table(shape, n_mtp):
+    table = mtp_tensor_table(shape, n_mtp)
+    if predictable:
+        table.append(("output.weight", (shape.n_embd, shape.n_vocab)))
+    values: dict[str, np.ndarray] = {}
+    for name, ne in table:
         numpy_shape = tuple(reversed(ne))
         if name.endswith(".bias"):
-            values = np.zeros(numpy_shape, dtype=np.float32)
+            values[name] = np.zeros(numpy_shape, dtype=np.float32)
         elif len(ne) == 1:
-            values = np.ones(numpy_shape, dtype=np.float32)
+            values[name] = np.ones(numpy_shape, dtype=np.float32)
         else:
-            scale = 1.0 if name == "token_embd.weight" else 1.0 / np.sqrt(ne[0])
-            values = (rng.standard_normal(numpy_shape, dtype=np.float32) * scale).astype(np.float32)
-        writer.add_tensor(name, values)
+            scale = 1.0 if name == "token_embd.weight" else float(ne[0]) ** -0.5
+            values[name] = rng.standard_normal(numpy_shape, dtype=np.float32) * scale
+    if predictable:
+        _make_predictable(values, shape, rng)
+    for name, _ in table:
+        writer.add_tensor(name, values[name])
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file(progress=False)
     writer.close()
     return Path(path)
+
+
+def _make_predictable(values: dict[str, np.ndarray], shape: Shape, rng) -> None:
+    """write_mtp_gguf(predictable=True)'s weights (its docstring says what they do)."""
+    follows = rng.permutation(shape.n_vocab)  # f: token t is followed by follows[t]
+    output = np.empty_like(values["token_embd.weight"])
+    output[follows] = values["token_embd.weight"]  # row f(t) scores highest for t's state
+    values["output.weight"] = output
+    for name, array in values.items():
+        if name.endswith(("attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight")):
+            array[...] = 0.0  # no block adds to the residual stream
+        elif name.endswith("nextn.eh_proj.weight"):
+            # numpy shape (n_embd, 2 n_embd); its input is [normed token embedding, normed state]
+            array[...] = np.hstack(
+                [np.eye(shape.n_embd, dtype=np.float32), np.zeros((shape.n_embd,) * 2, np.float32)]
+            )
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -50,64 +50,59 @@ class MtpDrafter:
         self.n_embd = self.mtp.n_embd
         self._zeros = np.zeros(self.n_embd, dtype=np.float32)
         self._states: dict[int, np.ndarray] = {}  # position -> main model's hidden state
-        self._fed = 0  # the MTP cache holds positions [0, _fed)
+        self._fed = 0  # the MTP cache matches the main one on positions [0, _fed)
+        self._unfed: list[int] | None = []  # decoded since, not fed yet (None: not all known)
         keep_hidden_states(ctx)
 
     def begin(self, prompt: list[int]) -> None:
         pass  # the prompt's batches came through `decoded`
 
     def decoded(self, tokens: list[int], position: int) -> None:
+        """Keep the states; the MTP cache is fed when a draft is asked for (in one batch with
+        it), or when a batch's worth has piled up while drafting pauses."""
         if not tokens:
             return
-        states = np.stack([hidden_state(self.ctx, row, self.n_embd) for row in range(len(tokens))])
-        if position > self._fed:  # positions the MTP never saw (a reply decoded without it)
-            self._states.update(enumerate(states, start=position))
-            return  # filled in by the next propose, from its tokens
-        paired = np.vstack([self._state(position - 1)[None, :], states[:-1]])
-        self.mtp.forget_from(position)
-        self.mtp.feed(tokens, position, paired, logits=False)
-        self._fed = position + len(tokens)
-        self._states.update(enumerate(states, start=position))
-        for old in [p for p in self._states if p < self._fed - KEPT_STATES]:
-            del self._states[old]
+        for row in range(len(tokens)):
+            self._states[position + row] = hidden_state(self.ctx, row, self.n_embd)
+        if position < self._fed:  # the main cache dropped these positions (a new prompt)
+            self.mtp.forget_from(position)
+            self._fed, self._unfed = position, []
+        if self._unfed is None or position > self._fed + len(self._unfed):
+            self._unfed = None  # tokens decoded without telling us: `propose` has them all
+        else:
+            self._unfed[position - self._fed :] = tokens
+            if len(self._unfed) >= self.mtp.n_batch:
+                self._feed(self._unfed, self._fed, logits=False)
 
     def propose(self, tokens: list[int], n: int) -> list[int]:
         if n <= 0:
             return []
         last = len(tokens) - 1  # the sampled token's position; the main model has the rest
-        self._catch_up(tokens[:last])
-        self.mtp.forget_from(last)  # the previous step's drafts
+        for start in range(self._fed, last, self.mtp.n_batch):  # catch up, a batch at a time
+            self._feed(tokens[start : min(start + self.mtp.n_batch, last)], start, logits=False)
+        self._feed([tokens[last]], last, logits=True)
         drafts: list[int] = []
-        token, state = tokens[last], self._state(last - 1)
-        for position in range(last, last + n):
-            self.mtp.feed([token], position, state[None, :], logits=True)
-            self._fed = position + 1
-            token = int(self.mtp.logits_of_last().argmax())
-            drafts.append(token)
+        while True:
+            drafts.append(int(self.mtp.logits_of_last().argmax()))
             state = self.mtp.last_hidden()
-            if state is None:
-                break  # this llama.cpp does not show the MTP layer's state: one draft a step
+            if len(drafts) >= n or state is None:  # None: this llama.cpp hides the MTP state
+                break
+            self.mtp.feed(drafts[-1:], last + len(drafts), state[None, :], logits=True)
+        self._fed = last + 1  # the drafts after it are dropped before the next feed
+        for old in [p for p in self._states if p < last - KEPT_STATES]:
+            del self._states[old]
         return drafts
 
-    def _catch_up(self, tokens: list[int]) -> None:
-        """Feed the positions the MTP cache lacks (decoded while it was not told), with the
-        states still kept and zeros for the rest (llama.cpp's own first-position state): the
-        drafts may be worse there, the reply is the same."""
-        if self._fed >= len(tokens):
-            return
-        start = self._fed
-        todo = tokens[start:]
-        step = self.mtp.n_batch
-        for offset in range(0, len(todo), step):
-            chunk = todo[offset : offset + step]
-            first = start + offset
-            paired = np.stack([self._state(p - 1) for p in range(first, first + len(chunk))])
-            self.mtp.forget_from(first)
-            self.mtp.feed(chunk, first, paired, logits=False)
-        self._fed = len(tokens)
-
-    def _state(self, position: int) -> np.ndarray:
-        return self._states.get(position, self._zeros)
+    def _feed(self, tokens: list[int], position: int, *, logits: bool) -> None:
+        """Put `tokens` at `position` on in the MTP cache, each with the main model's state at
+        the position before it (zeros where none is kept: llama.cpp's own state for a
+        position it never saw), after dropping whatever the cache held from there."""
+        paired = np.stack(
+            [self._states.get(p - 1, self._zeros) for p in range(position, position + len(tokens))]
+        )
+        self.mtp.forget_from(position)
+        self.mtp.feed(tokens, position, paired, logits=logits)
+        self._fed, self._unfed = position + len(tokens), []
 
     def close(self) -> None:
         self.mtp.close()

@@ -128,3 +128,34 @@ def test_a_context_that_keeps_too_few_rows_is_refused_with_what_to_do(mtp_gguf):
     finally:
         ctx.close()
         model.close()
+
+
+@pytest.fixture(scope="module")
+def knowing_session(tmp_path_factory):
+    """The file whose MTP layer knows what the trunk will say (write_mtp_gguf, predictable)."""
+    path = write_mtp_gguf(
+        tmp_path_factory.mktemp("mtp") / "glm4moe-mtp-predictable.gguf",
+        starter_model_path(),
+        predictable=True,
+    )
+    params = _params(path)
+    model = Model(model_settings(params))
+    ctx = Context(model, context_settings(params))
+    s = Session(model=model, ctx=ctx)
+    s.speculation, note = open_speculation(params, model, ctx)
+    assert s.speculation is not None, note
+    yield s
+    s.close()
+
+
+@pytest.mark.parametrize("max_tokens", [5, 40])  # the first step is a timed plain one
+def test_drafts_the_model_agrees_with_are_all_kept_and_the_reply_is_the_same(
+    knowing_session, max_tokens
+):
+    prompt = _prompt(knowing_session, LONG)
+    text, plain, cache = _reply(knowing_session, prompt, speculate=False, max_tokens=max_tokens)
+    text_s, fast, cache_s = _reply(knowing_session, prompt, speculate=True, max_tokens=max_tokens)
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+    assert fast.stats.n_generated == max_tokens
+    assert fast.stats.n_drafted > 0
+    assert fast.stats.n_draft_accepted == fast.stats.n_drafted
