@@ -15,6 +15,7 @@ Two kinds of file, both written with the `gguf` package:
     python benchmarks/synthetic_gguf.py llama3-8b out-f16.gguf --vocab ggml-vocab-llama-bpe.gguf
     llama-quantize out-f16.gguf out-q4_k_m.gguf Q4_K_M
     python benchmarks/synthetic_gguf.py gemma3-12b out.gguf --sparse Q4_K_M --vocab VOCAB
+    python benchmarks/synthetic_gguf.py glm4moe-mtp-tiny mtp.gguf --vocab VOCAB [--predictable]
 
 The vocabularies ship in llama.cpp's source tree (vendor/llama.cpp/models/ in llama-cpp-python's
 source distribution); they are trusted inputs, read with the gguf package.
@@ -294,6 +295,7 @@ MTP_TINY = Shape(
     tied_embeddings=True, n_expert=4, n_expert_used=2, n_ff_exp=32,
 )  # fmt: skip
 MTP_LAYERS = 1
+MTP_NAME = "glm4moe-mtp-tiny"  # its name on the command line
 
 
 def mtp_tensor_table(shape: Shape, n_mtp: int) -> list[tuple[str, tuple[int, ...]]]:
@@ -414,16 +416,23 @@ def main(argv: list[str] | None = None) -> int:
     import time
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("shape", choices=sorted(SHAPES))
+    parser.add_argument("shape", choices=[*sorted(SHAPES), MTP_NAME])
     parser.add_argument("out")
     parser.add_argument("--vocab", help="a llama.cpp ggml-vocab-*.gguf to copy")
     parser.add_argument(
         "--sparse", choices=QUANTS, metavar="QUANT", help="header only, at this quant"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--predictable", action="store_true", help=f"{MTP_NAME}: an MTP layer that is always right"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    if args.sparse:
+    if args.shape == MTP_NAME:
+        if not args.vocab or args.sparse:
+            parser.error(f"{MTP_NAME} needs --vocab (any GGUF with a tokenizer) and no --sparse")
+        write_mtp_gguf(args.out, args.vocab, seed=args.seed, predictable=args.predictable)
+    elif args.sparse:
         write_sparse_gguf(args.out, SHAPES[args.shape], args.sparse, args.vocab)
     elif not args.vocab:
         parser.error("--vocab is needed for a file with weights")
