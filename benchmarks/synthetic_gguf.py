@@ -339,6 +339,7 @@ def write_mtp_gguf(
     seed: int = 0,
     *,
     predictable: bool = False,
+    mtp_weights: bool = True,
 ) -> Path:
     """A glm4moe model with NextN layer(s) and random F32 weights, and the tokenizer of
     `vocab` (any GGUF that has one: a llama.cpp ggml-vocab-*.gguf, or the starter model).
@@ -353,6 +354,9 @@ def write_mtp_gguf(
     the vocabulary (an untied output whose row f(t) is t's embedding); the NextN block's
     eh_proj keeps the token half of its input, so it answers f of its token too. Every draft is
     then kept: for the mechanics of a kept draft and the speed of drafting at full acceptance.
+
+    `mtp_weights=False`: the NextN layers declared, their tensors left out (as some conversions
+    do; llama.cpp loads such a file and aborts when asked for an MTP context).
     """
     from dataclasses import replace
 
@@ -372,6 +376,9 @@ def write_mtp_gguf(
     _copy_vocab(writer, os.fspath(vocab))
     rng = np.random.default_rng(seed)
     table = mtp_tensor_table(shape, n_mtp)
+    if not mtp_weights:
+        nextn = tuple(f"blk.{i}." for i in range(shape.n_layer, shape.n_layer + n_mtp))
+        table = [(name, ne) for name, ne in table if not name.startswith(nextn)]
     if predictable:
         table.append(("output.weight", (shape.n_embd, shape.n_vocab)))
     values: dict[str, np.ndarray] = {}

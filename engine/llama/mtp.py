@@ -25,15 +25,18 @@ from __future__ import annotations
 
 import ctypes
 import os
+import re
 
 import llama_cpp as C
 import numpy as np
 from llama_cpp import llama_cpp as _binding
 
+from engine.gguf import GGUFError, read_model_info
 from engine.llama.driver import Context, EngineError, Model, _physical_cores, decode_failure
 from engine.llama.params import ContextSettings
 
 HIDDEN_TENSOR = b"h_nextn"  # the name every DECODER_MTP graph gives its hidden output
+SPLIT_NAME = re.compile(r"(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")  # llama.cpp's
 
 
 def _ggml_base():
@@ -69,12 +72,47 @@ def hidden_state(ctx: Context, row: int, n_embd: int) -> np.ndarray:
     return np.ctypeslib.as_array(pointer, shape=(n_embd,)).copy()
 
 
+def has_mtp_weights(path: str) -> bool:
+    """Whether the GGUF (all its parts, when split) holds the last block's NextN projection:
+    llama.cpp's own test (common/speculative.cpp). A file can declare NextN layers whose
+    weights its conversion left out; llama.cpp then loads it, and aborts the process when an
+    MTP context is made."""
+    info = read_model_info(path)
+    wanted = f"blk.{(info.block_count or 0) - 1}.nextn.eh_proj.weight"
+    paths = [path]
+    match = SPLIT_NAME.match(os.path.basename(path))
+    if info.is_split and match:
+        n = int(match["count"])
+        folder = os.path.dirname(path)
+        paths = [
+            os.path.join(folder, f"{match['stem']}-{i:05d}-of-{n:05d}.gguf")
+            for i in range(1, n + 1)
+        ]
+    for part in paths:
+        names = {t.name for t in (info if part == path else read_model_info(part)).tensors}
+        if wanted in names:
+            return True
+    return False
+
+
 class MtpContext:
     """The MTP layer's context: its KV cache follows the main context's, one position each."""
 
     def __init__(self, model: Model, settings: ContextSettings):
         if model.n_mtp_layers() == 0:
             raise EngineError("This model has no MTP layers to draft with.")
+        try:
+            present = has_mtp_weights(model.params.path)
+        except (GGUFError, OSError) as exc:
+            raise EngineError(
+                f"The model file could not be read again to find its MTP weights ({exc})."
+            ) from exc
+        if not present:
+            raise EngineError(
+                "This file declares MTP layers but does not carry their weights (its conversion "
+                "left them out); choose prompt lookup or a draft model, or a GGUF with the MTP "
+                "layers."
+            )
         self.model = model
         self.n_embd = C.llama_model_n_embd(model.handle)
         self._ggml = _ggml_base()

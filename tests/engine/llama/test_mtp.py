@@ -11,8 +11,8 @@ import pytest
 from llama_cpp import llama_cpp as binding
 
 from benchmarks.synthetic_gguf import write_mtp_gguf
-from engine.llama.driver import Context, Model
-from engine.llama.mtp import MtpContext, hidden_state, keep_hidden_states
+from engine.llama.driver import Context, EngineError, Model
+from engine.llama.mtp import MtpContext, has_mtp_weights, hidden_state, keep_hidden_states
 from engine.llama.params import ContextSettings, ModelSettings
 from engine.starter_model import starter_model_path
 
@@ -99,3 +99,38 @@ def test_the_mtp_layer_s_state_is_llama_cpp_s_nextn_row(model):
         assert np.array_equal(mtp.last_hidden(), theirs)
     finally:
         mtp.close()
+
+
+def test_a_file_that_declares_mtp_layers_without_their_weights_is_refused(tmp_path):
+    """llama.cpp loads it and would abort the worker making the MTP context: say so first."""
+    path = write_mtp_gguf(tmp_path / "no-nextn.gguf", starter_model_path(), mtp_weights=False)
+    stripped = Model(ModelSettings(path=str(path), n_gpu_layers=0, load_mtp=True))
+    try:
+        assert stripped.n_mtp_layers() == 1  # declared
+        with pytest.raises(EngineError, match="does not carry their weights"):
+            MtpContext(stripped, SETTINGS)
+    finally:
+        stripped.close()
+
+
+def _split_file(folder, names: list[str]) -> str:
+    """A GGUF in parts of two tensors each (gguf's own shard names), block_count 3."""
+    from gguf import GGUFWriter
+
+    writer = GGUFWriter(str(folder / "split.gguf"), "glm4moe", split_max_tensors=2)
+    writer.add_block_count(3)
+    for name in names:
+        writer.add_tensor(name, np.ones(4, dtype=np.float32))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file(progress=False)
+    writer.close()
+    return str(folder / "split-00001-of-00002.gguf")
+
+
+def test_the_mtp_weights_are_found_in_any_part_of_a_split_file(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    trunk = ["blk.0.attn_norm.weight", "blk.1.attn_norm.weight", "blk.1.ffn_norm.weight"]
+    assert has_mtp_weights(_split_file(tmp_path / "a", [*trunk, "blk.2.nextn.eh_proj.weight"]))
+    assert not has_mtp_weights(_split_file(tmp_path / "b", [*trunk, "blk.2.attn_norm.weight"]))
