@@ -40,9 +40,14 @@ SPLIT_NAME = re.compile(r"(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$"
 
 
 def _ggml_base():
-    """ggml's own library beside libllama (its public C API: tensor names and reads)."""
-    folder = os.path.dirname(_binding._lib._name)
-    lib = ctypes.CDLL(os.path.join(folder, "libggml-base.so"))
+    """ggml's own library beside libllama (its public C API: tensor names and reads), or None
+    when it cannot be opened (drafting then makes one draft a step)."""
+    llama = _binding._lib._name  # libllama.so / libllama.dylib / llama.dll
+    name = os.path.basename(llama).replace("llama", "ggml-base", 1)
+    try:
+        lib = ctypes.CDLL(os.path.join(os.path.dirname(llama), name))
+    except OSError:
+        return None
     lib.ggml_get_name.argtypes = [ctypes.c_void_p]
     lib.ggml_get_name.restype = ctypes.c_char_p
     lib.ggml_nbytes.argtypes = [ctypes.c_void_p]
@@ -125,7 +130,8 @@ class MtpContext:
         cp.n_ubatch = min(settings.n_ubatch, cp.n_batch)
         cp.n_threads = cp.n_threads_batch = settings.n_threads or _physical_cores()
         cp.no_perf = True
-        cp.cb_eval = self._callback
+        if self._ggml is not None:
+            cp.cb_eval = self._callback
         handle = C.llama_init_from_model(model.handle, cp)
         if not handle:
             raise EngineError(
