@@ -15,6 +15,7 @@ Two kinds of file, both written with the `gguf` package:
     python benchmarks/synthetic_gguf.py llama3-8b out-f16.gguf --vocab ggml-vocab-llama-bpe.gguf
     llama-quantize out-f16.gguf out-q4_k_m.gguf Q4_K_M
     python benchmarks/synthetic_gguf.py gemma3-12b out.gguf --sparse Q4_K_M --vocab VOCAB
+    python benchmarks/synthetic_gguf.py glm4moe-mtp-tiny mtp.gguf --vocab VOCAB [--predictable]
 
 The vocabularies ship in llama.cpp's source tree (vendor/llama.cpp/models/ in llama-cpp-python's
 source distribution); they are trusted inputs, read with the gguf package.
@@ -95,7 +96,7 @@ SHAPES: dict[str, Shape] = {
 
 QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M")
 _BASE = {"Q8_0": QT.Q8_0, "Q6_K": QT.Q6_K, "Q5_K_M": QT.Q5_K, "Q4_K_M": QT.Q4_K, "Q3_K_M": QT.Q3_K}
-FILE_TYPES = {"F16": 1, "Q8_0": 7, "Q6_K": 18, "Q5_K_M": 17, "Q4_K_M": 15, "Q3_K_M": 12}
+FILE_TYPES = {"F32": 0, "F16": 1, "Q8_0": 7, "Q6_K": 18, "Q5_K_M": 17, "Q4_K_M": 15, "Q3_K_M": 12}
 
 
 def _more_bits(i: int, n: int) -> bool:
@@ -284,21 +285,161 @@ def write_random_f16_gguf(
     return Path(path)
 
 
+# A model whose GGUF carries an MTP (NextN) layer, for MTP drafting (docs/speculative.md). Of the
+# architectures the vendored llama.cpp drafts MTP for, glm4moe (GLM-4.5) has the fewest tensor
+# kinds and no recurrent state: grouped-query attention, mixture-of-experts feed-forward with one
+# shared expert, and a NextN block (eh_proj, enorm, hnorm) appended after the trunk, whose
+# feed-forward must be MoE too (src/models/glm4-moe.cpp asserts ffn_gate_inp there).
+MTP_TINY = Shape(
+    "glm4moe", "GLM-4.5-shaped MTP (synthetic)", 2, 64, 128, 4, 2, 16, 0, 4096,
+    tied_embeddings=True, n_expert=4, n_expert_used=2, n_ff_exp=32,
+)  # fmt: skip
+MTP_LAYERS = 1
+MTP_NAME = "glm4moe-mtp-tiny"  # its name on the command line
+
+
+def mtp_tensor_table(shape: Shape, n_mtp: int) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape in ggml order) of a glm4moe model with `n_mtp` NextN layers after its
+    `shape.n_layer` trunk layers (every layer MoE, one shared expert, tied output)."""
+    s = shape
+    q_dim, kv_dim = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
+    out = [("token_embd.weight", (s.n_embd, s.n_vocab)), ("output_norm.weight", (s.n_embd,))]
+    for i in range(s.n_layer + n_mtp):
+        b = f"blk.{i}."
+        out += [
+            (b + "attn_norm.weight", (s.n_embd,)),
+            (b + "attn_q.weight", (s.n_embd, q_dim)),
+            (b + "attn_k.weight", (s.n_embd, kv_dim)),
+            (b + "attn_v.weight", (s.n_embd, kv_dim)),
+            (b + "attn_output.weight", (q_dim, s.n_embd)),
+            (b + "post_attention_norm.weight", (s.n_embd,)),
+            (b + "ffn_gate_inp.weight", (s.n_embd, s.n_expert)),
+            (b + "exp_probs_b.bias", (s.n_expert,)),
+            (b + "ffn_gate_exps.weight", (s.n_embd, s.n_ff_exp, s.n_expert)),
+            (b + "ffn_up_exps.weight", (s.n_embd, s.n_ff_exp, s.n_expert)),
+            (b + "ffn_down_exps.weight", (s.n_ff_exp, s.n_embd, s.n_expert)),
+            (b + "ffn_gate_shexp.weight", (s.n_embd, s.n_ff_exp)),
+            (b + "ffn_up_shexp.weight", (s.n_embd, s.n_ff_exp)),
+            (b + "ffn_down_shexp.weight", (s.n_ff_exp, s.n_embd)),
+        ]
+        if i >= s.n_layer:
+            out += [
+                (b + "nextn.eh_proj.weight", (2 * s.n_embd, s.n_embd)),
+                (b + "nextn.enorm.weight", (s.n_embd,)),
+                (b + "nextn.hnorm.weight", (s.n_embd,)),
+            ]
+    return out
+
+
+def write_mtp_gguf(
+    path: str | os.PathLike[str],
+    vocab: str | os.PathLike[str],
+    shape: Shape = MTP_TINY,
+    n_mtp: int = MTP_LAYERS,
+    seed: int = 0,
+    *,
+    predictable: bool = False,
+    mtp_weights: bool = True,
+) -> Path:
+    """A glm4moe model with NextN layer(s) and random F32 weights, and the tokenizer of
+    `vocab` (any GGUF that has one: a llama.cpp ggml-vocab-*.gguf, or the starter model).
+
+    Random weights are drawn at a scale that keeps a token's logits apart (greedy decoding does
+    not sit on near-ties); norms are ones and biases zeros, as in a fresh model. Its MTP layer
+    guesses the trunk's next token no better than chance.
+
+    `predictable`: the same tensors set so that the MTP layer knows what the trunk will say, as
+    a trained head would (mostly): attention and feed-forward outputs are zero, so the trunk's
+    state is the token's embedding and it always answers f(token) for a fixed permutation f of
+    the vocabulary (an untied output whose row f(t) is t's embedding); the NextN block's
+    eh_proj keeps the token half of its input, so it answers f of its token too. Every draft is
+    then kept: for the mechanics of a kept draft and the speed of drafting at full acceptance.
+
+    `mtp_weights=False`: the NextN layers declared, their tensors left out (as some conversions
+    do; llama.cpp loads such a file and aborts when asked for an MTP context).
+    """
+    from dataclasses import replace
+
+    from gguf import ExpertGatingFuncType, GGUFReader
+
+    n_tokens = len(GGUFReader(os.fspath(vocab)).fields["tokenizer.ggml.tokens"].data)
+    shape = replace(shape, n_vocab=n_tokens, tied_embeddings=not predictable)
+    writer = GGUFWriter(os.fspath(path), shape.arch)
+    # block_count counts the trunk and the NextN layers; the last n_mtp blocks are NextN
+    _metadata(writer, replace(shape, n_layer=shape.n_layer + n_mtp), "F32", with_vocab=True)
+    writer.add_nextn_predict_layers(n_mtp)
+    writer.add_expert_shared_count(1)
+    writer.add_leading_dense_block_count(0)
+    writer.add_expert_weights_norm(True)
+    writer.add_expert_weights_scale(1.0)
+    writer.add_expert_gating_func(ExpertGatingFuncType.SIGMOID)  # as GLM-4.5
+    _copy_vocab(writer, os.fspath(vocab))
+    rng = np.random.default_rng(seed)
+    table = mtp_tensor_table(shape, n_mtp)
+    if not mtp_weights:
+        nextn = tuple(f"blk.{i}." for i in range(shape.n_layer, shape.n_layer + n_mtp))
+        table = [(name, ne) for name, ne in table if not name.startswith(nextn)]
+    if predictable:
+        table.append(("output.weight", (shape.n_embd, shape.n_vocab)))
+    values: dict[str, np.ndarray] = {}
+    for name, ne in table:
+        numpy_shape = tuple(reversed(ne))
+        if name.endswith(".bias"):
+            values[name] = np.zeros(numpy_shape, dtype=np.float32)
+        elif len(ne) == 1:
+            values[name] = np.ones(numpy_shape, dtype=np.float32)
+        else:
+            scale = 1.0 if name == "token_embd.weight" else float(ne[0]) ** -0.5
+            values[name] = rng.standard_normal(numpy_shape, dtype=np.float32) * scale
+    if predictable:
+        _make_predictable(values, shape, rng)
+    for name, _ in table:
+        writer.add_tensor(name, values[name])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file(progress=False)
+    writer.close()
+    return Path(path)
+
+
+def _make_predictable(values: dict[str, np.ndarray], shape: Shape, rng) -> None:
+    """write_mtp_gguf(predictable=True)'s weights (its docstring says what they do)."""
+    follows = rng.permutation(shape.n_vocab)  # f: token t is followed by follows[t]
+    output = np.empty_like(values["token_embd.weight"])
+    output[follows] = values["token_embd.weight"]  # row f(t) scores highest for t's state
+    values["output.weight"] = output
+    for name, array in values.items():
+        if name.endswith(("attn_output.weight", "ffn_down_exps.weight", "ffn_down_shexp.weight")):
+            array[...] = 0.0  # no block adds to the residual stream
+        elif name.endswith("nextn.eh_proj.weight"):
+            # numpy shape (n_embd, 2 n_embd); its input is [normed token embedding, normed state]
+            array[...] = np.hstack(
+                [np.eye(shape.n_embd, dtype=np.float32), np.zeros((shape.n_embd,) * 2, np.float32)]
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import time
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("shape", choices=sorted(SHAPES))
+    parser.add_argument("shape", choices=[*sorted(SHAPES), MTP_NAME])
     parser.add_argument("out")
     parser.add_argument("--vocab", help="a llama.cpp ggml-vocab-*.gguf to copy")
     parser.add_argument(
         "--sparse", choices=QUANTS, metavar="QUANT", help="header only, at this quant"
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--predictable", action="store_true", help=f"{MTP_NAME}: an MTP layer that is always right"
+    )
     args = parser.parse_args(argv)
     started = time.perf_counter()
-    if args.sparse:
+    if args.shape == MTP_NAME:
+        if not args.vocab or args.sparse:
+            parser.error(f"{MTP_NAME} needs --vocab (any GGUF with a tokenizer) and no --sparse")
+        write_mtp_gguf(args.out, args.vocab, seed=args.seed, predictable=args.predictable)
+    elif args.sparse:
         write_sparse_gguf(args.out, SHAPES[args.shape], args.sparse, args.vocab)
     elif not args.vocab:
         parser.error("--vocab is needed for a file with weights")

@@ -72,6 +72,7 @@ class Model:
         mp = C.llama_model_default_params()
         mp.n_gpu_layers = params.n_gpu_layers if params.n_gpu_layers >= 0 else 2**31 - 1
         mp.vocab_only = params.vocab_only
+        mp.load_mtp = params.load_mtp  # without it llama.cpp skips the NextN tensors
         keep_alive = _apply_placement(mp, params)  # C arrays llama.cpp reads during the load
         if not params.use_mmap:
             # This llama.cpp has no use_mmap field (a ctypes Structure would take the assignment
@@ -218,6 +219,7 @@ class ContextInfo:
     flash_attn: str
     backend_sampling: bool
     swa_full: bool
+    n_outputs_max: int = 1  # rows of logits (and hidden states) one decode may return
 
 
 class Context:
@@ -278,6 +280,7 @@ class Context:
             flash_attn=params.flash_attn,
             backend_sampling=params.backend_sampling,
             swa_full=params.swa_full,
+            n_outputs_max=cp.n_outputs_max or cp.n_batch,  # 0: a whole batch
         )
 
     @property

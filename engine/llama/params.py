@@ -23,6 +23,7 @@ class ModelSettings:
     vocab_only: bool = False  # the vocabulary and metadata only (the Hearth engine's tokenizer)
     # helper machines ("host:port" of `hearth host`), whose devices come first in tensor_split
     rpc_servers: tuple[str, ...] = ()
+    load_mtp: bool = False  # also load the MTP (NextN) layers, for MTP drafting
 
 
 @dataclass(frozen=True)

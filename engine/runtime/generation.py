@@ -177,6 +177,8 @@ def _prefill(session: Session, prompt: list[int], should_stop) -> tuple[int, flo
             raise Stopped
         batch = todo[start : start + step]
         session.ctx.decode(batch)
+        if session.speculation is not None:  # MTP drafting pairs each token with its state
+            session.speculation.drafter.decoded(batch, len(session.cached))
         session.cached.extend(batch)
     session.ctx.synchronize()  # the clock must stop when the work is done, not queued
     return reused, time.perf_counter() - started

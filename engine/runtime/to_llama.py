@@ -14,6 +14,7 @@ def model_settings(params: ModelParams) -> ModelSettings:
         tensor_split=tuple(params.tensor_split),
         cpu_tensors=tuple(params.cpu_tensors),
         rpc_servers=tuple(params.rpc_servers),
+        load_mtp=params.speculative.method == "mtp" and params.n_parallel <= 1,
     )
 
 
@@ -32,8 +33,19 @@ def context_settings(params: ModelParams) -> ContextSettings:
         # the graph only the chosen tokens come back.
         backend_sampling=params.backend_sampling and not speculating,
         n_parallel=max(1, params.n_parallel),
-        n_outputs=params.speculative.max_draft + 1 if speculating else 1,
+        n_outputs=_outputs_per_decode(params, speculating),
     )
+
+
+def _outputs_per_decode(params: ModelParams, speculating: bool) -> int:
+    """Rows of logits one llama_decode may return (llama.cpp's n_outputs_max)."""
+    if not speculating:
+        return 1
+    if params.speculative.method == "mtp":
+        # MTP drafting reads the hidden state of every token, prompt included; llama.cpp then
+        # outputs every row of a batch (engine/llama/mtp.py).
+        return max(params.n_batch, params.speculative.max_draft + 1)
+    return params.speculative.max_draft + 1
 
 
 def sampler_settings(sampling: SamplingParams) -> SamplerSettings:

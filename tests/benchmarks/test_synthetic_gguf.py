@@ -22,3 +22,18 @@ def test_a_random_f16_file_loads_and_generates(tmp_path):
         assert isinstance(done, p.GenerationDone) and done.stats.n_generated == 4
     finally:
         engine.close()
+
+
+def test_the_mtp_file_declares_its_nextn_layer_and_has_its_tensors(tmp_path):
+    from benchmarks.synthetic_gguf import main
+    from engine.planner.draft import mtp_layers
+
+    out = tmp_path / "mtp.gguf"
+    assert main(["glm4moe-mtp-tiny", str(out), "--vocab", str(starter_model_path())]) == 0
+    info = read_model_info(out)
+    assert (info.architecture, info.block_count, mtp_layers(info)) == ("glm4moe", 3, 1)
+    names = {t.name for t in info.tensors}
+    assert {"blk.2.nextn.eh_proj.weight", "blk.2.nextn.enorm.weight"} <= names
+    assert "blk.1.nextn.eh_proj.weight" not in names  # the trunk's blocks have none
+    assert "output.weight" not in names  # tied: the token embedding is the output
+    assert {t.type_name for t in info.tensors} == {"F32"}

@@ -86,8 +86,10 @@ class SpeculativeLoop:
     def _plain_step(self, token: int) -> int:
         """Decode one token as plain decoding does (timed by the caller: the speed-up's
         baseline)."""
+        position = len(self.session.cached)
         self.session.ctx.decode_one(token)
         self.session.cached.append(token)
+        self.spec.drafter.decoded([token], position)
         return self._choice(-1)
 
     def _checked_step(self, token: int, drafts: list[int]) -> tuple[int, str | None]:
@@ -123,6 +125,7 @@ class SpeculativeLoop:
         self.spec.length.record(len(drafts), accepted)
         if len(session.cached) < position + 1 + len(drafts):
             self._forget_after_cached()
+        self.spec.drafter.decoded(session.cached[position:], position)  # what the cache kept
         return chosen, reason
 
     def _forget_after_cached(self) -> None:

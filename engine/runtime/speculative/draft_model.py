@@ -95,6 +95,9 @@ class DraftModel:
             self.cached.append(token)
         return drafts
 
+    def decoded(self, tokens: list[int], position: int) -> None:
+        pass  # the draft keeps its own cache in step from the tokens (propose)
+
     def _catch_up(self, tokens: list[int]) -> None:
         """Make the draft's cache hold `tokens`: keep the common prefix, compute the rest (at
         least the last token, whose logits give the first guess)."""

@@ -23,5 +23,10 @@ class Drafter(Protocol):
         """Up to `n` tokens expected after `tokens` (prompt + reply so far); [] when the
         drafter has no guess worth checking."""
 
+    def decoded(self, tokens: list[int], position: int) -> None:
+        """The main model has just computed `tokens` from `position` on (a prompt batch, a
+        plain step, or a checked step's token and its kept drafts), one output row each, and
+        the rows are readable until its next decode (MTP reads their hidden states here)."""
+
     def close(self) -> None:
         """Free what the drafter holds (a draft model's weights and context)."""

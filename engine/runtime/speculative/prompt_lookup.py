@@ -39,6 +39,9 @@ class PromptLookup:
                 return tokens[start : start + n]
         return []
 
+    def decoded(self, tokens: list[int], position: int) -> None:
+        pass  # the tokens alone are the index
+
     def _index(self, tokens: list[int]) -> None:
         """Record, for every n-gram that ends before the last token, where its continuation
         starts (the last token's own n-grams have no continuation yet). `tokens` only grows

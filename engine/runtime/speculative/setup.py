@@ -99,6 +99,7 @@ def _make_drafter(params: ModelParams, model: Model, ctx: Context) -> Drafter:
         from engine.runtime.speculative.draft_model import DraftModel
 
         return DraftModel.open(params, model)
-    from engine.runtime.speculative.mtp import mtp_drafter
+    from engine.runtime.speculative.mtp import MtpDrafter
+    from engine.runtime.to_llama import context_settings
 
-    return mtp_drafter(model, ctx)
+    return MtpDrafter(model, ctx, context_settings(params))

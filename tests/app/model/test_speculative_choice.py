@@ -105,3 +105,33 @@ def test_mtp_is_offered_only_when_the_file_has_mtp_layers(qtbot, files):
     choice.set_model(read_model_info(files["main"]))
     item = choice.method.model().item(choice.method.findData("mtp"))
     assert not item.isEnabled() and "not in this model" in item.text()
+
+
+def test_mtp_chosen_on_the_page_drafts_in_the_worker(qtbot, bridge, tmp_path):
+    """End to end: a file with an MTP layer, MTP picked on the Model page, the load it sends
+    run by a real worker, whose reply was drafted by the MTP layer."""
+    from benchmarks.synthetic_gguf import write_mtp_gguf
+    from engine.runtime import protocol as p
+    from tests.engine.runtime.conftest import GREEDY, RunningEngine
+
+    path = write_mtp_gguf(tmp_path / "glm4moe-mtp.gguf", starter_model_path())
+    view = SettingsPanel(bridge, GAMING_PC, remembered=RememberedSettings(tmp_path / "s.json"))
+    qtbot.addWidget(view)
+    view.set_model(path)
+    item = view.speculative.method.model().item(view.speculative.method.findData("mtp"))
+    assert item.isEnabled() and item.text() == "MTP (1 layer in this model)"
+    bridge.start()
+    _pick(view.speculative, "mtp")
+    view.apply_button.click()
+    _, params = client_of(bridge).commands[-1]
+    assert params.speculative.method == "mtp"
+    engine = RunningEngine()
+    try:
+        loaded = engine.load(**{**vars(replace(params, n_ctx=512, n_gpu_layers=0, n_threads=1))})
+        assert isinstance(loaded, p.ModelLoaded), loaded
+        assert (loaded.speculative, loaded.speculative_note) == ("mtp", "")
+        _, done = engine.run(prompt="Hello there", sampling=GREEDY, max_tokens=24, ignore_eos=True)
+        assert isinstance(done, p.GenerationDone) and done.stats.n_generated == 24
+        assert done.stats.n_drafted > 0
+    finally:
+        engine.close()
