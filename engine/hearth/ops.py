@@ -240,9 +240,9 @@ class KernelsOps(TorchOps):
         self.activation_dtype = self._gemm_dtype
         self._ropes: dict[RopeTable, object] = {}
         # gemv's pipelined integer GEMV (weights fetched a step ahead; a programmatic dependent
-        # launch that starts while the previous kernel ends) on sm_90+: an 8B decode step
-        # replayed in 2.762 ms, not 2.881 (H100, docs/performance.md); HEARTH_GEMV_PIPELINED=0
-        # turns it off
+        # launch that starts while the previous kernel ends) on sm_90+, gemv's default: an 8B
+        # decode step replayed in 2.762 ms, not 2.881, with its first version (H100,
+        # docs/performance.md); HEARTH_GEMV_PIPELINED=0 turns it off
         from kernels.act_quant import has_griddepcontrol
 
         self.pipelined_gemv = has_griddepcontrol(self.device) and (
@@ -274,14 +274,15 @@ class KernelsOps(TorchOps):
         return self._k.quantize_activation(x) if self._integer_readers(rows, weights) > 1 else None
 
     def _gemv_config(self, w, rows: int):
-        """The integer GEMV as gemv's pipelined variant where `pipelined_gemv` (None: gemv's
-        default config)."""
+        """gemv's default config, which is the pipelined integer GEMV (weights fetched a step
+        ahead, a programmatic dependent launch) at one row; without `pipelined_gemv` (before
+        sm_90, or HEARTH_GEMV_PIPELINED=0) the same tiles launched plainly."""
         from kernels.gemv import default_config
 
         config = default_config(w.fmt.name, rows)
-        if self.pipelined_gemv and config.path == "dp4a":
-            return dataclasses.replace(config, pipelined=True)
-        return None
+        if config.path == "dp4a" and config.pipelined and not self.pipelined_gemv:
+            return dataclasses.replace(config, pipelined=False, early_next=False)
+        return config
 
     def _integer_readers(self, rows: int, weights: list) -> int:
         """How many of `weights` take x in 8 bits at `rows` input rows (the integer GEMV)."""

@@ -139,6 +139,6 @@ def speed_verdict(device_class_name: str) -> SpeedVerdict:
             ratio = ours.tokens_per_second / theirs.tokens_per_second
             ratios.append((ratio, "reads prompts", where))
     worst, what, where = min(ratios)
-    at_least = "at least " if worst >= 1.0 else ""
-    text = f"the Hearth engine {what} at {at_least}{worst:.2f}x llama.cpp's speed here ({where})"
+    at = "at least" if worst >= 1.0 else "at"
+    text = f"the Hearth engine {what} {at} {worst:.2f}x llama.cpp's speed here ({where})"
     return SpeedVerdict(device_class_name, worst, text)

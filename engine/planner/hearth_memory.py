@@ -63,21 +63,25 @@ HOST_ROWS_KEPT = 4096  # embedding rows kept dequantized on the host (forward.Tr
 
 @dataclass(frozen=True)
 class HearthCosts:
-    """What only a measurement on the device settles (benchmarks/hearth_memory.py)."""
+    """What only a measurement on the device settles (benchmarks/hearth_memory.py). Calibrated
+    on the H100 (torch 2.11, Llama-3-8B Q4_K_M, contexts 4k and 32k, every K/V pair;
+    docs/measurements/2026-11-25-hearth-memory-h100.*): the benchmark's suggestion, rounded up
+    where a rounding could under-reserve."""
 
-    context_bytes: int = 512 * MIB  # CUDA context, cuBLAS handle and workspace, Triton modules
-    activation_bytes: int = 4  # bytes per activation value: KernelsOps computes in float32
-    # a prefill GEMM's matrix: the f16 result (2) and the dequantizer's int32 codes and float32
-    # values alive beside it (engine/hearth/dequant.py)
-    dequant_bytes_per_weight: int = 12
-    # torch SDPA with grouped-query heads (enable_gqa) and a mask takes the math path, which
-    # materializes the scores (docs/engine-choice.md). kernels/grouped_attention.py folds the
-    # heads so that the memory-efficient kernel can run instead, but its first version still
-    # took the math path on the H100 and the fixed one has not run on a GPU: until its gpu test
-    # passes, plan for the scores (a plan must never run out of memory).
-    prefill_scores_materialized: bool = True
+    # CUDA context, cuBLAS handle and workspace, Triton modules: 767 MiB measured (NVML's used
+    # memory less torch's reserved, the same at every size)
+    context_bytes: int = 768 * MIB
+    activation_bytes: int = 4  # bytes per activation value (f16 between matrices: 2; kept 4)
+    # a prefill GEMM's matrix: the f16 result and what the one-pass dequantizer keeps beside
+    # it; 3.3 bytes a weight measured (kernels/dequant.py), 4 planned
+    dequant_bytes_per_weight: int = 4
+    # kernels/grouped_attention.py folds grouped-query heads so that SDPA's memory-efficient
+    # kernel runs: its gpu test passed on the H100 (no score matrix for 512 queries over 32k
+    # positions), and the measured prefill workspace does not grow with the context as the
+    # scores would
+    prefill_scores_materialized: bool = False
     host_process_bytes: int = 2 * GIB  # the worker's RSS besides the model: torch, CUDA runtime
-    calibrated: bool = False
+    calibrated: bool = True
 
 
 HEARTH_COSTS = HearthCosts()

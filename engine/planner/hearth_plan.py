@@ -193,8 +193,7 @@ def _fitting(profile, search: Search, best: _Candidate, target: int, candidates)
     gpu = search.request.gpus[0]
     reasons = [
         f"{info.quant_name or '?'} ({gib(info.weight_bytes)} of weights) on the Hearth engine: "
-        f"all {n} layers and the output on {gpu.name}; the token embedding "
-        f"({gib(profile.embedding_bytes)}) stays in system RAM.",
+        f"all {n} layers, the output and the token embedding on {gpu.name}.",
         f"Context {best.n_ctx} tokens"
         + (" (the target)." if best.n_ctx >= target else f" (target {target})."),
         kv_text(profile, best.pair) + ".",

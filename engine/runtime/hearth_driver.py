@@ -24,6 +24,7 @@ from engine.llama.driver import ContextInfo, EngineError
 from engine.runtime.generation import Session
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import model_settings
+from engine.runtime.torch_beside_llama import torch_import_problem
 
 if TYPE_CHECKING:  # torch loads only when the Hearth engine is asked for
     from engine.gguf import ModelInfo
@@ -66,7 +67,7 @@ class HearthModel(llama.Model):
     def __init__(self, params: ModelParams):
         if not os.path.isfile(params.path):
             raise EngineError(f"No model file at {params.path}. Choose another file.")
-        reason = torch_missing_reason()
+        reason = torch_missing_reason() or torch_import_problem()
         if reason:
             raise HearthUnavailable(reason)
         self.hearth = _load_transformer(params)

@@ -127,14 +127,25 @@ def test_paged_decode_does_not_grow_with_the_context_but_plain_decode_does(llama
 
 
 @pytest.mark.parametrize(("kv", "kv_bytes"), [("f16", 4), ("rot4", 2)])
-def test_prefill_attends_over_the_whole_context(llama, kv, kv_bytes):
-    def prefill(n_ctx: int) -> int:
-        return hearth_items(llama, HearthConfig(n_ctx, kv, kv)).prefill_workspace
+@pytest.mark.parametrize("materialized", [False, True])
+def test_prefill_attends_over_the_whole_context(llama, kv, kv_bytes, materialized):
+    import dataclasses
 
-    # per key: float32 scores and softmax of 32 heads x 512 rows, the mask, K and V (float32
-    # copies of the plain cache, f16 pages gathered from the paged one) and their repetition
-    # for the 32 query heads
-    per_key = 2 * 32 * 512 * 4 + 512 + 2 * (8 + 32) * 128 * kv_bytes
+    from engine.planner.hearth_memory import HEARTH_COSTS
+
+    costs = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=materialized)
+
+    def prefill(n_ctx: int) -> int:
+        return hearth_items(llama, HearthConfig(n_ctx, kv, kv), costs).prefill_workspace
+
+    # per key: K and V (float32 copies of the plain cache, f16 pages gathered from the paged
+    # one) and the mask of 512 rows; then either the memory-efficient kernel's copies of the
+    # mask (repeated for the 4 query heads of a KV head, made additive in f16), or the math
+    # path's float32 scores and softmax of 32 heads x 512 rows and K and V repeated per head
+    if materialized:
+        per_key = 2 * 32 * 512 * 4 + 512 + 2 * (8 + 32) * 128 * kv_bytes
+    else:
+        per_key = 2 * 8 * 128 * kv_bytes + 512 + 4 * 512 * 3
     assert prefill(65536) - prefill(32768) == 32768 * per_key
 
 
@@ -163,16 +174,18 @@ def test_the_estimate_puts_everything_on_the_first_gpu(llama):
 
 
 def test_a_fused_sdpa_kernel_drops_the_scores(llama):
-    """Where SDPA's memory-efficient kernel runs (kernels/grouped_attention.py, once its gpu
-    test passes): no float32 scores and no K and V repeated per query head, but the mask
-    repeated for the 4 query heads of a KV head and made additive in f16."""
+    """Where SDPA's memory-efficient kernel runs (kernels/grouped_attention.py; its gpu test
+    passed on the H100, and the planner's default assumes it): no float32 scores and no K and
+    V repeated per query head, but the mask repeated for the 4 query heads of a KV head and
+    made additive in f16."""
     import dataclasses
 
     from engine.planner.hearth_memory import HEARTH_COSTS
 
     fused = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=False)
+    math = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=True)
     config = HearthConfig(32768, "rot4", "rot4")
-    math_path = hearth_items(llama, config).prefill_workspace
+    math_path = hearth_items(llama, config, math).prefill_workspace
     scores = 2 * 32 * 512 * 32768 * 4
     repeated = 2 * 32 * 32768 * 128 * 2
     mask_copy = 4 * 512 * 32768 * 3

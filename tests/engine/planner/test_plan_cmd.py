@@ -103,7 +103,7 @@ def test_auto_engine_says_why_llama_cpp_and_hearth_plans_its_own_formats(llama_f
     out = capsys.readouterr().out
     assert out.startswith("Plan: Q4_K_M, ") and ", Hearth kernels\n" in out
     assert "engine: Hearth kernels\n" in out and "engine=hearth" in out
-    assert "stays in system RAM" in out
+    assert "the output and the token embedding on" in out
 
 
 def test_the_hearth_engine_refuses_an_old_gpu(llama_files, capsys):
