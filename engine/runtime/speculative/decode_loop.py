@@ -48,7 +48,10 @@ class SpeculativeLoop:
             "speculative": self.spec.drafter.name,
             "n_drafted": self.n_drafted,
             "n_draft_accepted": self.n_accepted,
-            "plain_step_seconds": self.spec.plain_step_seconds,
+            # no baseline where the loop's plain steps are not plain decoding's (setup.py)
+            "plain_step_seconds": self.spec.plain_step_seconds
+            if self.spec.comparable_baseline
+            else 0.0,
         }
 
     def _steps(self) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from engine.llama.batch import SequenceBatch
 from engine.llama.driver import Context, EngineError, Model
+from engine.runtime.device_facts import layers_on_gpu
 from engine.runtime.protocol import ModelParams
 from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.drafter import Drafter
@@ -28,6 +29,8 @@ class Speculation:
     batch: SequenceBatch  # the checking step's batch: the last token and the drafts
     n_vocab: int
     plain_step_seconds: float = 0.0  # running mean of a plain step (0: none measured yet)
+    # whether this loop's plain steps cost what plain decoding's do (see open_speculation)
+    comparable_baseline: bool = True
     _steps_since_plain: int = field(default=PLAIN_STEP_EVERY)
 
     def plain_step_due(self) -> bool:
@@ -78,12 +81,19 @@ def open_speculation(
     except EngineError as exc:
         return None, f"{exc} Decoding without speculation."
     max_draft = max(1, spec.max_draft)
+    # With speculation every step reads its logits back and samples on the CPU, where plain
+    # decoding on a GPU samples in the graph and reads one token id. There the loop's own plain
+    # steps are slower than plain decoding (the starter model on the H100: the stats line said
+    # 1.32x for a reply measured at 0.54x, docs/speculative.md), so they are no baseline for
+    # a reply's speed-up: the stats line then gives none.
+    on_gpu = layers_on_gpu(params.n_gpu_layers, model.n_layers()) > 0
     return (
         Speculation(
             drafter=drafter,
             length=DraftLength(max_length=max_draft),
             batch=SequenceBatch(max_draft + 1),
             n_vocab=model.n_vocab,
+            comparable_baseline=not (params.backend_sampling and on_gpu),
         ),
         "",
     )

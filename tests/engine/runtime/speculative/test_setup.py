@@ -46,6 +46,25 @@ def test_prompt_lookup_runs(starter):
         spec.close()
 
 
+def test_the_speed_up_has_a_baseline_only_where_plain_steps_are_plain_decodings(
+    starter, monkeypatch
+):
+    """On a GPU, plain decoding samples in the graph while the loop's plain steps sample on the
+    CPU: there the stats line gives no speed-up (this CPU build: the steps are the same)."""
+    from engine.runtime.speculative import setup
+
+    params, model, ctx = starter
+    asked = _asking(params, method="prompt_lookup", max_draft=4)
+    for gpu_layers, in_graph, comparable in ((0, True, True), (30, True, False),
+                                             (30, False, True)):  # fmt: skip
+        monkeypatch.setattr(setup, "layers_on_gpu", lambda asked, n, g=gpu_layers: g)
+        spec, _ = open_speculation(replace(asked, backend_sampling=in_graph), model, ctx)
+        try:
+            assert spec.comparable_baseline is comparable
+        finally:
+            spec.close()
+
+
 def test_a_draft_model_of_another_vocabulary_is_refused_with_the_reason(starter):
     params, model, ctx = starter
     other = str(gemma.assemble())
