@@ -286,7 +286,7 @@ def test_the_hearth_engine_plans_its_own_memory_and_applies_with_its_formats(pan
     assert panel.plan.settings.engine == "hearth" and panel.plan.fits
     assert not panel.flash_attn.isEnabled() and not panel.layers.isEnabled()
     gpu = panel.plan.devices[0]
-    assert 4 * GIB < gpu.weights_bytes < 4.5 * GIB  # everything but the embedding
+    assert 4.5 * GIB < gpu.weights_bytes < 4.7 * GIB  # the embedding table included
     target = SCREENSHOT.with_name("settings-hearth.png")
     if os.environ.get("HEARTH_SCREENSHOTS") == "1":
         assert panel.grab().save(str(target))
