@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.kv_formats import reference_roundtrip, rotate, unrotate
+from kernels.kv_formats import reference_kivi_pages, reference_roundtrip, rotate, unrotate
 
 PAGE = 64
 
@@ -50,10 +50,10 @@ def rot4_groups(x: np.ndarray, group: int) -> np.ndarray:
 
 
 def kivi4(x: np.ndarray, rotated: bool = False, page_size: int = PAGE) -> np.ndarray:
+    """kernels' kivi4 as stored (its numpy reference): every full page sealed, an unfinished
+    last page kept as f16; optionally after the rotation."""
     y = rotate(x).astype(np.float32) if rotated else np.asarray(x, np.float32)
-    out = np.empty_like(y)
-    for page in _pages(y, page_size):
-        out[page] = _quantize_minmax(y[page], axis=0)  # per channel over the page's positions
+    out = reference_kivi_pages(y, page_size, n_sealed=y.shape[0] // page_size)
     return unrotate(out).astype(np.float32) if rotated else out
 
 
@@ -85,10 +85,12 @@ BITS = {
 }
 
 
-def residual_cache(group: int, **cache_args):
+def residual_cache(group: int, exact_values: bool = False, **cache_args):
     """KIVI's residual: a page (group of positions) is quantized only once full, so a query
-    sees the keys and values of its own, unfinished group exactly (j // group == p // group)
-    and the earlier ones through the codecs. A TorchKVCache that keeps both copies."""
+    sees the keys of its own, unfinished group exactly (j // group == p // group) and the
+    earlier ones through the codecs; values likewise only with exact_values (kernels' kivi4
+    keeps K's open page exact, V is stored as it comes). A TorchKVCache that keeps both
+    copies."""
     import torch
     import torch.nn.functional as F
 
@@ -121,6 +123,8 @@ def residual_cache(group: int, **cache_args):
             k_e, v_e, k_s, v_s = (rows(t) for t in (self.exact_k, self.exact_v, self.k, self.v))
             s = torch.where(exact, qh @ k_e.transpose(1, 2), qh @ k_s.transpose(1, 2)) * scale
             p = F.softmax(s.masked_fill(~seen, float("-inf")), dim=-1)
+            if not exact_values:
+                v_e = v_s
             out = (p * exact) @ v_e + (p * stored) @ v_s
             return out.transpose(0, 1)
 

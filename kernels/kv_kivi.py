@@ -1,0 +1,180 @@
+"""kivi4 keys (kv_formats.py has the math): sealing a page once full, the open page, and reading
+sealed pages in attention and the gather.
+
+A kivi4 page is quantized per channel over its positions, so it cannot be quantized row by
+row as they come. Each sequence has one open page of f16 rows per layer (its `open` slot,
+[HKV, P, D]): the page of its last written position, "being filled or just filled". Its
+rows stay there exact, and attention reads that page from it (KIVI's residual); every
+earlier page is sealed: codes [P, D/2] (two 4-bit codes a byte, dims 2i and 2i+1 as rot4),
+scale and min [D] f16 per (page, head).
+
+Writing n rows at consecutive positions first .. last (kv_write_kernel puts them, after RoPE,
+as f16 into a scratch, or for n = 1 straight into the open page):
+
+    kivi_seal_kernel   each page whose last slot is in first .. last: rows before `first` from
+                       the open page, the rest from the scratch; per channel
+                       mn = min, s = (max - mn) / 15, c = round((k - mn) / s); codes, s, mn
+                       stored. It also copies those earlier open rows into the scratch (its
+                       rows before `first`), so the scratch holds the exact rows of every page
+                       the write touched (the prefill attention reads them: attend_prefill).
+    kivi_open_kernel   (n > 1) the rows of last's page into the open page.
+
+The open page's number (the page index in the sequence) is kept on the device per slot, so
+attention, the gather and a truncation know which page to read from it with no host copy.
+Truncating to n positions reopens page (n - 1) // P: if it is not the open one it is sealed
+(every page before the open one is), and its dequantized rows become the open rows (they stay
+as quantized once; the page is sealed again, from those, when it fills).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+from kernels.kv_tiles import _round_codes, nibbles_to_f16
+from kernels.nibbles import rot4_codes_f16
+
+
+@triton.jit
+def _first_position(positions_ptr, start, POSITIONS: tl.constexpr):
+    if POSITIONS:
+        return tl.load(positions_ptr).to(tl.int32)
+    else:
+        return start
+
+
+@triton.jit
+def kivi_seal_kernel(
+    scratch_ptr, open_ptr, open_page_ptr, block_table_ptr, positions_ptr, start, n_rows,
+    table_pages, slot, q_ptr, scale_ptr, min_ptr,
+    HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr, POSITIONS: tl.constexpr,
+    SCRATCH: tl.constexpr,
+):  # fmt: skip
+    """Grid (pages a write of n_rows can touch, HKV). SCRATCH: rows come from the scratch
+    (row r at position first - first % P + r); else (n = 1) the open page already holds all."""
+    first = _first_position(positions_ptr, start, POSITIONS)
+    last = first + n_rows - 1
+    pg = first // P + tl.program_id(0)
+    head = tl.program_id(1)
+    page_end = pg * P + P - 1
+    if (page_end >= first) & (page_end <= last) & (pg < table_pages):
+        page = tl.load(block_table_ptr + pg)
+        if page >= 0:  # -1: a page not grown, nothing written
+            s = tl.arange(0, P)
+            j = tl.arange(0, D)
+            open_rows = open_ptr + ((slot * HKV + head) * P + s)[:, None] * D + j[None, :]
+            if SCRATCH:
+                base = first - first % P  # the scratch's row 0
+                scratch_rows = scratch_ptr + ((pg * P - base + s) * HKV + head)[:, None] * D
+                scratch_rows += j[None, :]
+                earlier = (pg * P + s < first)[:, None]
+                old = tl.load(open_rows, mask=earlier, other=0.0)
+                tl.store(scratch_rows, old, mask=earlier)
+                x = tl.where(earlier, old, tl.load(scratch_rows, mask=~earlier, other=0.0))
+            else:
+                x = tl.load(open_rows)
+            x = x.to(tl.float32)
+            lo = tl.min(x, axis=0).to(tl.float16)
+            scale = ((tl.max(x, axis=0) - lo.to(tl.float32)) / 15.0).to(tl.float16)
+            q = _round_codes(x, lo.to(tl.float32)[None, :], scale.to(tl.float32)[None, :], 15.0)
+            even, odd = tl.split(tl.reshape(q, (P, D // 2, 2)))
+            i = tl.arange(0, D // 2)
+            row0 = (page * HKV + head) * P
+            tl.store(q_ptr + (row0 + s)[:, None] * (D // 2) + i[None, :], even | (odd << 4))
+            tl.store(scale_ptr + (page * HKV + head) * D + j, scale)
+            tl.store(min_ptr + (page * HKV + head) * D + j, lo)
+
+
+@triton.jit
+def kivi_open_kernel(
+    scratch_ptr, open_ptr, open_page_ptr, positions_ptr, start, n_rows, slot,
+    HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr, POSITIONS: tl.constexpr,
+):  # fmt: skip
+    """Grid (HKV,): the rows of the last position's page (of this write) into the open page,
+    which becomes that page. When the write began in that page, the open rows before it go
+    to the scratch first (kivi_seal_kernel does so for a page it seals)."""
+    first = _first_position(positions_ptr, start, POSITIONS)
+    last = first + n_rows - 1
+    head = tl.program_id(0)
+    pg = last // P
+    s = tl.arange(0, P)
+    j = tl.arange(0, D)
+    earlier = (pg * P + s < first)[:, None]
+    written = (pg * P + s >= first)[:, None] & (pg * P + s <= last)[:, None]
+    base = first - first % P
+    scratch_rows = scratch_ptr + ((pg * P - base + s) * HKV + head)[:, None] * D + j[None, :]
+    open_rows = open_ptr + ((slot * HKV + head) * P + s)[:, None] * D + j[None, :]
+    tl.store(scratch_rows, tl.load(open_rows, mask=earlier), mask=earlier)
+    tl.store(open_rows, tl.load(scratch_rows, mask=written), mask=written)
+    if head == 0:
+        tl.store(open_page_ptr + slot, pg)
+
+
+@triton.jit
+def kivi_reopen_kernel(
+    open_ptr, open_page_ptr, block_table_ptr, slot, pg, q_ptr, scale_ptr, min_ptr,
+    HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr,
+):  # fmt: skip
+    """Grid (HKV,): page pg (sealed, since it precedes the open page) dequantized into the
+    open page, unless it is the open page already. The caller then sets open_page[slot] = pg
+    (after this launch: a program here storing it would race the others' check)."""
+    head = tl.program_id(0)
+    if tl.load(open_page_ptr + slot) != pg:
+        page = tl.load(block_table_ptr + pg)
+        rows = load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV, P, D)
+        s = tl.arange(0, P)
+        j = tl.arange(0, D)
+        target = open_ptr + ((slot * HKV + head) * P + s)[:, None] * D + j[None, :]
+        tl.store(target, rows.to(tl.float16))
+
+
+@triton.jit
+def load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV: tl.constexpr, P: tl.constexpr,
+                   D: tl.constexpr):  # fmt: skip
+    """A sealed page's rows [P, D], dequantized in f32: c * s + mn per channel."""
+    row0 = (page * HKV + head) * P
+    i = tl.arange(0, D // 2)
+    b = tl.load(q_ptr + (row0 + tl.arange(0, P))[:, None] * (D // 2) + i[None, :])
+    j = tl.arange(0, D)
+    scale = tl.load(scale_ptr + (page * HKV + head) * D + j).to(tl.float32)
+    lo = tl.load(min_ptr + (page * HKV + head) * D + j).to(tl.float32)
+    codes = tl.reshape(tl.join(b & 15, b >> 4), (P, D)).to(tl.float32)
+    return codes * scale[None, :] + lo[None, :]
+
+
+@triton.jit
+def kivi_page_scores(q32, q_even32, q_odd32, page, head, q_ptr, scale_ptr, min_ptr,
+                     HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr,
+                     CODE_WORDS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    """Scores [rows, P] of queries q32 [rows, D] (f32, already scaled; q_even32 / q_odd32 its
+    even and odd dims) against a sealed page: the query scaled by the page's per-channel s,
+    times the codes as they are (two dots, even and odd dims, as rot4's halves), plus q . mn:
+
+        q . k = sum_d (q_d s_d) c_d + sum_d q_d mn_d
+
+    so the page costs no multiply-add per stored value, only the code-to-f16 unpacking."""
+    row0 = (page * HKV + head) * P
+    i = tl.arange(0, D // 2)
+    b = tl.load(q_ptr + (row0 + tl.arange(0, P))[:, None] * (D // 2) + i[None, :])
+    if CODE_WORDS:
+        c_even, c_odd = rot4_codes_f16(b, ASM)
+    else:
+        c_even = nibbles_to_f16(b & 15)
+        c_odd = nibbles_to_f16(b >> 4)
+    base = (page * HKV + head) * D
+    s_even = tl.load(scale_ptr + base + 2 * i).to(tl.float32)
+    s_odd = tl.load(scale_ptr + base + 2 * i + 1).to(tl.float32)
+    lo = tl.load(min_ptr + base + tl.arange(0, D)).to(tl.float32)
+    qs_even = (q_even32 * s_even[None, :]).to(tl.float16)
+    qs_odd = (q_odd32 * s_odd[None, :]).to(tl.float16)
+    s = tl.dot(qs_odd, tl.trans(c_odd), tl.dot(qs_even, tl.trans(c_even)))
+    return s + tl.sum(q32 * lo[None, :], axis=1)[:, None]
+
+
+@triton.jit
+def load_open_tile(slot, head, open_ptr, HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr):
+    """The open page's rows [P, D] f16 (slots not written yet hold older rows: masked by
+    position by the caller)."""
+    s = tl.arange(0, P)
+    j = tl.arange(0, D)
+    return tl.load(open_ptr + ((slot * HKV + head) * P + s)[:, None] * D + j[None, :])
