@@ -25,8 +25,8 @@ the positions a query no longer sees and moves the first page read, so a windowe
 about `window` positions whatever the length.
 
 kivi4 keys (kv_kivi.py): the pages before the sequence's open page are sealed and read as
-codes, the query scaled per channel by each page's scales; the open page (the newest, read
-by the split whose run holds it, after its loop) from its f16 rows.
+codes, dequantized with each channel's scale and min; the open page (the newest, read by the
+split whose run holds it, after its loop) from its f16 rows.
 """
 
 from __future__ import annotations
@@ -78,11 +78,11 @@ def decode_split_kernel(
     first_page = tl.where(window > 0, tl.maximum(lowest - window + 1, 0) // P, 0)
     pages_per_split = tl.cdiv(end_page - first_page, n_splits)
     q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
-    q32 = q.to(tl.float32)
+    q = q.to(tl.float32)
     if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
-        q32 = rotate_rows(q32, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
-    q = (q32 * qk_scale).to(tl.float16)
-    # rot4 K: q's even and odd dims apart, for the two halves of the key tile
+        q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
+    q = (q * qk_scale).to(tl.float16)
+    # rot4 and kivi4 K: q's even and odd dims apart, for the two halves of the key tile
     q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
 
     m_i = tl.full((G_PAD,), float("-inf"), tl.float32)
@@ -100,8 +100,6 @@ def decode_split_kernel(
         slot = tl.load(open_slots_ptr + seq)
         open_page = tl.load(open_page_ptr + slot)
         loop_end = tl.minimum(last, open_page)
-        q32 = q32 * qk_scale
-        q_even32, q_odd32 = tl.split(tl.reshape(q32, (G_PAD, D // 2, 2)))
     for pg in range(first, loop_end):
         page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown
         row0 = (page * HKV + head) * P
@@ -109,7 +107,7 @@ def decode_split_kernel(
             k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D, CODE_WORDS, ASM)
             s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
         elif K_FMT == KIVI4:
-            s = kivi_page_scores(q32, q_even32, q_odd32, page, head, kq_ptr, ks_ptr, km_ptr,
+            s = kivi_page_scores(q_even, q_odd, page, head, kq_ptr, ks_ptr, km_ptr,
                                  HKV, P, D, CODE_WORDS, ASM)  # fmt: skip
         else:
             k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D, CODE_WORDS, ASM)

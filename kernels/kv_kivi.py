@@ -143,16 +143,17 @@ def load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV: tl.constexpr, P: 
 
 
 @triton.jit
-def kivi_page_scores(q32, q_even32, q_odd32, page, head, q_ptr, scale_ptr, min_ptr,
+def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
                      HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr,
                      CODE_WORDS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
-    """Scores [rows, P] of queries q32 [rows, D] (f32, already scaled; q_even32 / q_odd32 its
-    even and odd dims) against a sealed page: the query scaled by the page's per-channel s,
-    times the codes as they are (two dots, even and odd dims, as rot4's halves), plus q . mn:
+    """Scores [rows, P] of queries against a sealed page, the query (f16, already scaled) as
+    its even and odd dims: the codes dequantized in f16 by one multiply-add each with their
+    channel's scale and min (c * s + mn, as rot4's halves but with the scale of a channel,
+    not of a group of a row), then two dots.
 
-        q . k = sum_d (q_d s_d) c_d + sum_d q_d mn_d
-
-    so the page costs no multiply-add per stored value, only the code-to-f16 unpacking."""
+    (Scaling the query per page instead, q.k = sum_d (q_d s_d) c_d + sum_d q_d mn_d, saves
+    those multiply-adds but moved the scaled query into the dot's layout at every page:
+    57 us a layer at 32k on an H100 against rot4's 40, docs/kernels.md.)"""
     row0 = (page * HKV + head) * P
     i = tl.arange(0, D // 2)
     b = tl.load(q_ptr + (row0 + tl.arange(0, P))[:, None] * (D // 2) + i[None, :])
@@ -162,13 +163,11 @@ def kivi_page_scores(q32, q_even32, q_odd32, page, head, q_ptr, scale_ptr, min_p
         c_even = nibbles_to_f16(b & 15)
         c_odd = nibbles_to_f16(b >> 4)
     base = (page * HKV + head) * D
-    s_even = tl.load(scale_ptr + base + 2 * i).to(tl.float32)
-    s_odd = tl.load(scale_ptr + base + 2 * i + 1).to(tl.float32)
-    lo = tl.load(min_ptr + base + tl.arange(0, D)).to(tl.float32)
-    qs_even = (q_even32 * s_even[None, :]).to(tl.float16)
-    qs_odd = (q_odd32 * s_odd[None, :]).to(tl.float16)
-    s = tl.dot(qs_odd, tl.trans(c_odd), tl.dot(qs_even, tl.trans(c_even)))
-    return s + tl.sum(q32 * lo[None, :], axis=1)[:, None]
+    k_even = tl.fma(c_even, tl.load(scale_ptr + base + 2 * i)[None, :],
+                    tl.load(min_ptr + base + 2 * i)[None, :])  # fmt: skip
+    k_odd = tl.fma(c_odd, tl.load(scale_ptr + base + 2 * i + 1)[None, :],
+                   tl.load(min_ptr + base + 2 * i + 1)[None, :])  # fmt: skip
+    return tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
 
 
 @triton.jit

@@ -11,8 +11,8 @@ cd "$(dirname "$0")/../.."
 out=${OUT:-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1 PYTHONPATH="${PYTHONPATH:-}:$PWD"
 SECONDS=0
-timeout "${TEST_S:-100}" python3 -m pytest tests/kernels/test_kv_cache.py \
-  tests/kernels/test_kv_cache_positions.py tests/kernels/test_kv_kivi.py ${ENGINE_TESTS:-} -v -p no:cacheprovider \
+timeout "${TEST_S:-100}" python3 -m pytest tests/kernels/test_kv_kivi.py tests/kernels/test_kv_cache.py \
+  tests/kernels/test_kv_cache_positions.py ${ENGINE_TESTS:-} -v -p no:cacheprovider \
   >"$out/attention-tests.log" 2>&1
 echo "== tests ($SECONDS s): $(grep -c PASSED "$out/attention-tests.log") passed"
 grep -E "FAILED|ERROR|passed|failed" "$out/attention-tests.log" | tail -15
