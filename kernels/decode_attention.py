@@ -26,7 +26,8 @@ about `window` positions whatever the length.
 
 kivi4 keys (kv_kivi.py): the pages before the sequence's open page are sealed and read as
 codes, dequantized with each channel's scale and min; the open page (the newest, read by the
-split whose run holds it, after its loop) from its f16 rows.
+split whose run holds it, after its loop) from its f16 rows, keys and values (its values
+rotated after the product when V is rot4, whose other pages are summed rotated).
 """
 
 from __future__ import annotations
@@ -120,14 +121,18 @@ def decode_split_kernel(
         )  # fmt: skip
     # a compile-time branch around a run-time one: Triton cannot join them with `and`
     if K_FMT == KIVI4:  # noqa: SIM102
-        if (open_page >= first) & (open_page < last):
-            page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + open_page), 0)
-            k = load_open_tile(slot, head, k_open_ptr, HKV, P, D)
-            s = tl.dot(q, tl.trans(k))
-            m_i, l_i, acc, acc_odd = _accumulate_page(
-                s, open_page, (page * HKV + head) * P, position, window, m_i, l_i, acc,
-                acc_odd, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D, CODE_WORDS, ASM,
-            )  # fmt: skip
+        if (open_page >= first) & (open_page < last):  # the open page, K and V exact
+            s = tl.dot(q, tl.trans(load_open_tile(slot, 0, head, k_open_ptr, HKV, P, D)))
+            m_i, l_i, p, alpha = _softmax_step(s, open_page, position, window, m_i, l_i, P)
+            v = load_open_tile(slot, 1, head, k_open_ptr, HKV, P, D)
+            if V_FMT == ROT4:  # acc holds rotated rows: rotate this page's share to match
+                share = tl.dot(p.to(tl.float16), v)
+                share = rotate_rows(share, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
+                share_even, share_odd = tl.split(tl.reshape(share, (G_PAD, D // 2, 2)))
+                acc = acc * alpha[:, None] + share_even
+                acc_odd = acc_odd * alpha[:, None] + share_odd
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
 
     part = q_rows * n_splits + split
     tl.store(m_ptr + part, m_i, mask=group_mask)
@@ -142,10 +147,8 @@ def decode_split_kernel(
 
 
 @triton.jit
-def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
-                     vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
-                     D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
-    """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
+def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr):
+    """Scores s [rows, P] of page pg into the online softmax: (m, l, p, alpha)."""
     tokens = pg * P + tl.arange(0, P)
     behind = position[:, None] - tokens[None, :]
     visible = (behind >= 0) & ((window <= 0) | (behind < window))
@@ -155,7 +158,15 @@ def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.exp2(m_i - m_safe)
     p = tl.exp2(s - m_safe[:, None])
-    l_i = l_i * alpha + tl.sum(p, axis=1)
+    return m_new, l_i * alpha + tl.sum(p, axis=1), p, alpha
+
+
+@triton.jit
+def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
+                     vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
+                     D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
+    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P)
     if V_FMT == ROT4:
         v_even, v_odd = load_rot4_halves(
             row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True
@@ -170,7 +181,7 @@ def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
         if V_FMT == Q8:
             p = p * v_scale[None, :]
         acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-    return m_new, l_i, acc, acc_odd
+    return m_i, l_i, acc, acc_odd
 
 
 @triton.jit

@@ -11,8 +11,8 @@ sliding window's span), so one captured decode step replays at every position of
 already grown.
 
 kivi4 keys are sealed a page at a time (kv_kivi.py): each sequence holds an open page of f16
-rows per layer, from `open_pages` slots made with the cache (a sequence takes one while it
-lives; their memory is `open_page_bytes`).
+rows per layer (K and V), from `open_pages` slots made with the cache (a sequence takes one
+while it lives; their memory is `open_page_bytes`).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class PagedKVCache:
         self.tuning = AttentionTuning()
         self.kivi = spec.k_format == "kivi4"
         slots = open_pages if self.kivi else 0
-        shape = (slots, spec.n_kv_heads, spec.page_size, spec.head_dim) if self.kivi else (1,)
+        shape = (slots, 2, spec.n_kv_heads, spec.page_size, spec.head_dim) if self.kivi else (1,)
         self._open = [
             torch.zeros(shape, dtype=torch.float16, device=device) for _ in range(spec.n_layers)
         ]
@@ -228,8 +228,9 @@ class PagedKVCache:
         for layer in range(spec.n_layers):
             kivi_reopen_kernel[(spec.n_kv_heads,)](
                 self._open[layer], self._open_page[layer], self._tables[seq], slot, pg,
-                *_pointers(self._k[layer]), HKV=spec.n_kv_heads, D=spec.head_dim,
-                P=spec.page_size,
+                *_pointers(self._k[layer]), *_pointers(self._v[layer]), self._signs,
+                HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
+                P=spec.page_size, V_FMT=FORMAT_CODES[spec.v_format],
             )  # fmt: skip
             self._open_page[layer][slot] = pg
 
@@ -262,9 +263,10 @@ class PagedKVCache:
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
         direct = self.kivi and shape[0] == 1
-        if self.kivi and not direct:  # the rows as f16 from the first one's page start
+        scratch_len = shape[0] + spec.page_size
+        if self.kivi and not direct:  # K and V rows as f16 from the first one's page start
             # zeros: the rows past the last are masked in attend_prefill, never NaN
-            kq = torch.zeros(shape[0] + spec.page_size, *shape[1:], dtype=torch.float16,
+            kq = torch.zeros(2, scratch_len, *shape[1:], dtype=torch.float16,
                              device=self.device)  # fmt: skip
             self._scratch[layer] = (kq, start)
         elif direct:
@@ -276,6 +278,7 @@ class PagedKVCache:
             k.stride(0), v.stride(0), self._signs,
             inv_freq, rope.mscale if rope is not None else 1.0,
             kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], self._slots[seq],
+            scratch_len,
             HKV=spec.n_kv_heads, HKV_PAD=triton.next_power_of_2(spec.n_kv_heads),
             D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
             K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
@@ -293,13 +296,12 @@ class PagedKVCache:
         common = {"HKV": spec.n_kv_heads, "D": spec.head_dim, "P": spec.page_size}
         open_rows, open_page, slot = self._open[layer], self._open_page[layer], self._slots[seq]
         kivi_seal_kernel[((n + spec.page_size - 2) // spec.page_size + 1, spec.n_kv_heads)](
-            scratch, open_rows, open_page, self._tables[seq], position_arg, first, n,
-            self.n_pages, slot, *_pointers(self._k[layer]), POSITIONS=on_device,
-            SCRATCH=n > 1, **common,
+            scratch, open_rows, self._tables[seq], position_arg, first, n, self.n_pages, slot,
+            *_pointers(self._k[layer]), POSITIONS=on_device, SCRATCH=n > 1, **common,
         )  # fmt: skip
         if n > 1:
             kivi_open_kernel[(spec.n_kv_heads,)](
-                scratch, open_rows, open_page, position_arg, first, n, slot,
+                scratch, scratch.shape[1], open_rows, open_page, position_arg, first, n, slot,
                 POSITIONS=on_device, **common,
             )  # fmt: skip
 
@@ -414,11 +416,12 @@ class PagedKVCache:
         pages = triton.cdiv(n, spec.page_size)
         shape = (n, spec.n_kv_heads, spec.head_dim)
         rows = []
-        for fmt, planes in ((spec.k_format, self._k[layer]), (spec.v_format, self._v[layer])):
+        roles = ((spec.k_format, self._k[layer]), (spec.v_format, self._v[layer]))
+        for role, (fmt, planes) in enumerate(roles):
             out = torch.empty(shape, dtype=torch.float16, device=self.device)
             kv_gather_kernel[(pages, spec.n_kv_heads)](
                 self._tables[seq], out, *_pointers(planes), self._signs, n,
-                self._open[layer], self._open_page[layer], self._slots[seq],
+                self._open[layer], self._open_page[layer], self._slots[seq], role, int(self.kivi),
                 HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
                 P=spec.page_size, FMT=FORMAT_CODES[fmt],
             )  # fmt: skip
@@ -459,21 +462,20 @@ class PagedKVCache:
         return seen
 
     def _own_pages_exact(self, layer, positions, n_keys, window, k, v, seen):
-        """kivi4: each query of the chunk sees the keys of its own page as written (exact, as
-        decode does through the open page), not as sealed: the last write's scratch holds
-        them (kv_kivi.py), appended as extra keys with their own mask."""
+        """kivi4: each query of the chunk sees the keys and values of its own page as written
+        (exact, as decode does through the open page), not as stored: the last write's
+        scratch holds them (kv_kivi.py), appended as extra keys with their own mask."""
         scratch, start = self._scratch[layer]
         page = self.spec.page_size
         first = start.reshape(-1)[:1] if isinstance(start, torch.Tensor) else start
-        exact_slots = first - first % page + torch.arange(scratch.shape[0], device=k.device)
+        exact_slots = first - first % page + torch.arange(scratch.shape[1], device=k.device)
         own = positions.reshape(-1, 1) // page
         exact_seen = self._seen(positions, exact_slots, window)
         exact_seen &= (exact_slots[None, :] // page == own) & (exact_slots < n_keys)[None, :]
         seen = seen & (torch.arange(n_keys, device=k.device)[None, :] // page != own)
-        v_exact = v.index_select(0, exact_slots.clamp(0, n_keys - 1))
         return (
-            torch.cat([k, scratch]),
-            torch.cat([v, v_exact]),
+            torch.cat([k, scratch[0]]),
+            torch.cat([v, scratch[1]]),
             torch.cat([seen, exact_seen], dim=1),
         )
 
@@ -484,12 +486,15 @@ class PagedKVCache:
 
         pages = self._pages[seq]
         n = self._lengths[seq]
-        if self.kivi:
-            slot = self._slots[seq]
-            open_rows = self._open[layer][slot]
-            open_page = int(self._open_page[layer][slot])
-            k = dequantize_kivi_pages(self._k[layer], pages, open_rows, open_page)[:n]
-        else:
-            k = dequantize_pages(self.spec.k_format, self._k[layer], pages, self.spec)[:n]
-        v = dequantize_pages(self.spec.v_format, self._v[layer], pages, self.spec)[:n]
-        return k, v
+        v = dequantize_pages(self.spec.v_format, self._v[layer], pages, self.spec)
+        if not self.kivi:
+            k = dequantize_pages(self.spec.k_format, self._k[layer], pages, self.spec)
+            return k[:n], v[:n]
+        slot = self._slots[seq]
+        open_rows = self._open[layer][slot]  # [2, heads, P, D]
+        open_page = int(self._open_page[layer][slot])
+        k = dequantize_kivi_pages(self._k[layer], pages, open_rows[0], open_page)
+        if open_page < len(pages):  # the open page's values as written
+            rows = open_rows[1].transpose(0, 1).float().cpu().numpy()
+            v[open_page * self.spec.page_size : (open_page + 1) * self.spec.page_size] = rows
+        return k[:n], v[:n]

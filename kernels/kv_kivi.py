@@ -2,28 +2,31 @@
 sealed pages in attention and the gather.
 
 A kivi4 page is quantized per channel over its positions, so it cannot be quantized row by
-row as they come. Each sequence has one open page of f16 rows per layer (its `open` slot,
-[HKV, P, D]): the page of its last written position, "being filled or just filled". Its
-rows stay there exact, and attention reads that page from it (KIVI's residual); every
-earlier page is sealed: codes [P, D/2] (two 4-bit codes a byte, dims 2i and 2i+1 as rot4),
-scale and min [D] f16 per (page, head).
+row as they come. Each sequence has one open page per layer (its `open` slot, [2, HKV, P, D]
+f16: K and V): the page of its last written position, "being filled or just filled". Its
+rows stay there exact, and attention reads that page's keys and values from it (KIVI's
+residual, for K and V: keeping V's newest rows exact as well took SmolLM2's KL from 0.0068 to
+0.0040, docs/hearth-engine.md); every earlier key page is sealed: codes [P, D/2] (two 4-bit
+codes a byte, dims 2i and 2i+1 as rot4), scale and min [D] f16 per (page, head). V is stored
+in its own format as always (rot4, q8, f16), row by row; the open page only adds an exact copy
+(unrotated) of the newest rows.
 
-Writing n rows at consecutive positions first .. last (kv_write_kernel puts them, after RoPE,
-as f16 into a scratch, or for n = 1 straight into the open page):
+Writing n rows at consecutive positions first .. last (kv_write_kernel puts them as f16, K
+after RoPE, into a scratch [2, n + P, HKV, D] whose row r is position first - first % P + r,
+or for n = 1 straight into the open page):
 
     kivi_seal_kernel   each page whose last slot is in first .. last: rows before `first` from
                        the open page, the rest from the scratch; per channel
-                       mn = min, s = (max - mn) / 15, c = round((k - mn) / s); codes, s, mn
-                       stored. It also copies those earlier open rows into the scratch (its
-                       rows before `first`), so the scratch holds the exact rows of every page
-                       the write touched (the prefill attention reads them: attend_prefill).
-    kivi_open_kernel   (n > 1) the rows of last's page into the open page.
+                       mn = min, s = (max - mn) / 15, c = round((k - mn) / s); codes, s, mn.
+    kivi_open_kernel   (n > 1) the open rows before `first` into the scratch (so it holds the
+                       exact rows of every page the write touched: attend_prefill reads them),
+                       then the rows of last's page into the open page.
 
 The open page's number (the page index in the sequence) is kept on the device per slot, so
 attention, the gather and a truncation know which page to read from it with no host copy.
 Truncating to n positions reopens page (n - 1) // P: if it is not the open one it is sealed
 (every page before the open one is), and its dequantized rows become the open rows (they stay
-as quantized once; the page is sealed again, from those, when it fills).
+as quantized once; the key page is sealed again, from those, when it fills).
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.kv_tiles import _round_codes, nibbles_to_f16
+from kernels.kv_tiles import ROT4, _round_codes, fwht, load_tile, nibbles_to_f16
 from kernels.nibbles import rot4_codes_f16
 
 
@@ -44,14 +47,22 @@ def _first_position(positions_ptr, start, POSITIONS: tl.constexpr):
 
 
 @triton.jit
+def open_rows(open_ptr, slot, role, head, HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr):
+    """Pointers [P, D] to the open page's rows: role 0 keys, 1 values."""
+    s = tl.arange(0, P)
+    j = tl.arange(0, D)
+    return open_ptr + (((slot * 2 + role) * HKV + head) * P + s)[:, None] * D + j[None, :]
+
+
+@triton.jit
 def kivi_seal_kernel(
-    scratch_ptr, open_ptr, open_page_ptr, block_table_ptr, positions_ptr, start, n_rows,
-    table_pages, slot, q_ptr, scale_ptr, min_ptr,
+    scratch_ptr, open_ptr, block_table_ptr, positions_ptr, start, n_rows, table_pages, slot,
+    q_ptr, scale_ptr, min_ptr,
     HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr, POSITIONS: tl.constexpr,
     SCRATCH: tl.constexpr,
 ):  # fmt: skip
-    """Grid (pages a write of n_rows can touch, HKV). SCRATCH: rows come from the scratch
-    (row r at position first - first % P + r); else (n = 1) the open page already holds all."""
+    """Grid (pages a write of n_rows can touch, HKV). SCRATCH: the write's rows come from the
+    scratch (its K half); else (n = 1) the open page already holds all."""
     first = _first_position(positions_ptr, start, POSITIONS)
     last = first + n_rows - 1
     pg = first // P + tl.program_id(0)
@@ -62,17 +73,18 @@ def kivi_seal_kernel(
         if page >= 0:  # -1: a page not grown, nothing written
             s = tl.arange(0, P)
             j = tl.arange(0, D)
-            open_rows = open_ptr + ((slot * HKV + head) * P + s)[:, None] * D + j[None, :]
+            keys = open_rows(open_ptr, slot, 0, head, HKV, P, D)
             if SCRATCH:
                 base = first - first % P  # the scratch's row 0
-                scratch_rows = scratch_ptr + ((pg * P - base + s) * HKV + head)[:, None] * D
-                scratch_rows += j[None, :]
+                scratch = scratch_ptr + ((pg * P - base + s) * HKV + head)[:, None] * D
                 earlier = (pg * P + s < first)[:, None]
-                old = tl.load(open_rows, mask=earlier, other=0.0)
-                tl.store(scratch_rows, old, mask=earlier)
-                x = tl.where(earlier, old, tl.load(scratch_rows, mask=~earlier, other=0.0))
+                x = tl.where(
+                    earlier,
+                    tl.load(keys, mask=earlier, other=0.0),
+                    tl.load(scratch + j[None, :], mask=~earlier, other=0.0),
+                )
             else:
-                x = tl.load(open_rows)
+                x = tl.load(keys)
             x = x.to(tl.float32)
             lo = tl.min(x, axis=0).to(tl.float16)
             scale = ((tl.max(x, axis=0) - lo.to(tl.float32)) / 15.0).to(tl.float16)
@@ -87,25 +99,29 @@ def kivi_seal_kernel(
 
 @triton.jit
 def kivi_open_kernel(
-    scratch_ptr, open_ptr, open_page_ptr, positions_ptr, start, n_rows, slot,
+    scratch_ptr, scratch_len, open_ptr, open_page_ptr, positions_ptr, start, n_rows, slot,
     HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr, POSITIONS: tl.constexpr,
 ):  # fmt: skip
-    """Grid (HKV,): the rows of the last position's page (of this write) into the open page,
-    which becomes that page. When the write began in that page, the open rows before it go
-    to the scratch first (kivi_seal_kernel does so for a page it seals)."""
+    """Grid (HKV,), after the seal kernel: for K and V, the open rows before `first` (of the
+    page the write began in) into the scratch, then the rows of last's page into the open
+    page, which becomes that page."""
     first = _first_position(positions_ptr, start, POSITIONS)
     last = first + n_rows - 1
     head = tl.program_id(0)
-    pg = last // P
     s = tl.arange(0, P)
     j = tl.arange(0, D)
-    earlier = (pg * P + s < first)[:, None]
-    written = (pg * P + s >= first)[:, None] & (pg * P + s <= last)[:, None]
     base = first - first % P
-    scratch_rows = scratch_ptr + ((pg * P - base + s) * HKV + head)[:, None] * D + j[None, :]
-    open_rows = open_ptr + ((slot * HKV + head) * P + s)[:, None] * D + j[None, :]
-    tl.store(scratch_rows, tl.load(open_rows, mask=earlier), mask=earlier)
-    tl.store(open_rows, tl.load(scratch_rows, mask=written), mask=written)
+    earlier = (s < first % P)[:, None]
+    pg = last // P
+    written = (pg * P + s >= first)[:, None] & (pg * P + s <= last)[:, None]
+    for role in tl.static_range(2):
+        half = scratch_ptr + role * scratch_len * HKV * D
+        rows = open_rows(open_ptr, slot, role, head, HKV, P, D)
+        tl.store(half + ((s * HKV + head) * D)[:, None] + j[None, :],
+                 tl.load(rows, mask=earlier), mask=earlier)  # fmt: skip
+        tl.debug_barrier()  # those open rows are read before the new ones overwrite them
+        new = half + (((pg * P - base + s) * HKV + head) * D)[:, None] + j[None, :]
+        tl.store(rows, tl.load(new, mask=written), mask=written)
     if head == 0:
         tl.store(open_page_ptr + slot, pg)
 
@@ -113,19 +129,24 @@ def kivi_open_kernel(
 @triton.jit
 def kivi_reopen_kernel(
     open_ptr, open_page_ptr, block_table_ptr, slot, pg, q_ptr, scale_ptr, min_ptr,
-    HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr,
+    vq_ptr, vs_ptr, vm_ptr, signs_ptr,
+    HKV: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
+    V_FMT: tl.constexpr,
 ):  # fmt: skip
     """Grid (HKV,): page pg (sealed, since it precedes the open page) dequantized into the
-    open page, unless it is the open page already. The caller then sets open_page[slot] = pg
-    (after this launch: a program here storing it would race the others' check)."""
+    open page, K and V (V unrotated), unless it is the open page already. The caller then
+    sets open_page[slot] = pg (after this launch: a program here storing it would race the
+    others' check)."""
     head = tl.program_id(0)
     if tl.load(open_page_ptr + slot) != pg:
         page = tl.load(block_table_ptr + pg)
-        rows = load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV, P, D)
-        s = tl.arange(0, P)
-        j = tl.arange(0, D)
-        target = open_ptr + ((slot * HKV + head) * P + s)[:, None] * D + j[None, :]
-        tl.store(target, rows.to(tl.float16))
+        keys = load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV, P, D)
+        tl.store(open_rows(open_ptr, slot, 0, head, HKV, P, D), keys.to(tl.float16))
+        tile, row_scale = load_tile((page * HKV + head) * P, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D)
+        values = tile.to(tl.float32) * row_scale[:, None]
+        if V_FMT == ROT4:  # rotated back (signs_ptr holds signs / sqrt(D))
+            values = fwht(values, P, D, LOG2D) * tl.load(signs_ptr + tl.arange(0, D))[None, :]
+        tl.store(open_rows(open_ptr, slot, 1, head, HKV, P, D), values.to(tl.float16))
 
 
 @triton.jit
@@ -171,9 +192,8 @@ def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
 
 
 @triton.jit
-def load_open_tile(slot, head, open_ptr, HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr):
-    """The open page's rows [P, D] f16 (slots not written yet hold older rows: masked by
-    position by the caller)."""
-    s = tl.arange(0, P)
-    j = tl.arange(0, D)
-    return tl.load(open_ptr + ((slot * HKV + head) * P + s)[:, None] * D + j[None, :])
+def load_open_tile(slot, role, head, open_ptr, HKV: tl.constexpr, P: tl.constexpr,
+                   D: tl.constexpr):  # fmt: skip
+    """The open page's keys (role 0) or values (1) [P, D] f16 (slots not written yet hold
+    older rows: masked by position by the caller)."""
+    return tl.load(open_rows(open_ptr, slot, role, head, HKV, P, D))

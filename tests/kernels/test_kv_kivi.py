@@ -35,6 +35,16 @@ def _rows(n, heads=2, dim=32, seed=0):
     return k, torch.randn(n, heads, dim, generator=gen)
 
 
+def _values(v, fmt, page, n_stored=None):
+    """V of a kivi4 cache: stored in its format, the open page (that of the last position, or
+    of n_stored - 1) as written."""
+    n_stored = len(v) if n_stored is None else n_stored
+    out = reference_roundtrip(fmt, v.numpy())
+    open_start = (n_stored - 1) // page * page
+    out[open_start:] = v.numpy()[open_start:].astype(np.float16)
+    return out
+
+
 def _expected(q, k_ref, v_ref, position, window=0):
     first = max(0, position - window + 1) if window else 0
     return reference.decode_attention(
@@ -67,10 +77,11 @@ def test_stored_rows_and_attention_match_the_reference(pieces, page, dim, v_form
     k, v = _rows(n, dim=dim, seed=n)
     _write_in_pieces(cache, 1, seq, k, v, pieces, device)
     k_ref = reference_roundtrip("kivi4", k.numpy(), page)
-    v_ref = reference_roundtrip(v_format, v.numpy())
-    k_back, _ = cache.read_rows(1, seq)
+    v_ref = _values(v, v_format, page)
+    k_back, v_back = cache.read_rows(1, seq)
     # codes may differ by one step at a rounding tie (f32 division on either side)
     assert np.mean(np.abs(k_back - k_ref) > 1e-2) < 0.01
+    assert np.mean(np.abs(v_back - v_ref) > 1e-2) < 0.01
     q = torch.randn(1, 6, dim)
     out = cache.attend(1, q.to(device), [seq])
     assert relative_error(out[0].cpu(), _expected(q[0].numpy(), k_ref, v_ref, n - 1)) < (
@@ -96,7 +107,7 @@ def test_positions_on_the_device_and_a_window(device):
         where = torch.arange(start, start + n, device=device)
         cache.write(0, seq, where, k[start : start + n].to(device), v[start : start + n].to(device))
     k_ref = reference_kivi_pages(k.numpy(), 16, n_sealed=82 // 16)
-    v_ref = reference_roundtrip("rot4", v.numpy())
+    v_ref = _values(v, "rot4", 16)
     q = torch.randn(1, 4, 32)
     for window in (0, 1, 20):
         out = cache.attend(0, q.to(device), [seq], positions=torch.tensor([82], device=device),
@@ -118,8 +129,9 @@ def test_truncating_into_a_sealed_page_reopens_it(device):
     kept = reference_kivi_pages(k.numpy()[:48], 16, n_sealed=3)[:40]  # as sealed before
     k_all = np.concatenate([kept, k2.numpy()])
     k_ref = reference_kivi_pages(k_all, 16, n_sealed=3)  # page 2 sealed again, 3 open
-    v_ref = np.concatenate([reference_roundtrip("rot4", v.numpy()[:40]),
-                            reference_roundtrip("rot4", v2.numpy())])  # fmt: skip
+    v_all = torch.cat([v[:40], v2])
+    v_ref = _values(v_all, "rot4", 16)
+    v_ref[32:40] = reference_roundtrip("rot4", v.numpy()[32:40])  # reopened: as stored
     k_back, _ = cache.read_rows(0, seq)
     assert np.mean(np.abs(k_back - k_ref) > 1e-2) < 0.01
     q = torch.randn(1, 4, 32)
@@ -147,17 +159,21 @@ def test_gather_and_prefill_see_their_own_page_exact(device):
     seq = cache.new_sequence()
     k, v = _rows(53)
     _write_in_pieces(cache, 0, seq, k, v, (20, 33), device)
-    k_held, _ = cache.gather(0, seq, 53)
+    k_held, v_held = cache.gather(0, seq, 53)
     k_ref = reference_roundtrip("kivi4", k.numpy(), 16)
-    v_ref = reference_roundtrip("rot4", v.numpy())
+    v_ref = _values(v, "rot4", 16)
     np.testing.assert_allclose(k_held.float().cpu().numpy(), k_ref, atol=3e-3, rtol=3e-3)
+    np.testing.assert_allclose(v_held.float().cpu().numpy(), v_ref, atol=3e-3, rtol=3e-3)
     q = torch.randn(33, 4, 32)
     out = cache.attend_prefill(0, q.to(device), seq, torch.arange(20, 53, device=device), 53)
     exact = k.numpy().astype(np.float16).astype(np.float32)
+    exact_v = v.numpy().astype(np.float16).astype(np.float32)
+    stored_v = reference_roundtrip("rot4", v.numpy())
     for t, position in enumerate(range(20, 53)):
         own = position // 16 * 16
         keys = np.concatenate([reference_kivi_pages(k.numpy(), 16, 4)[:own], exact[own:]])
-        expected = _expected(q[t].numpy(), keys, v_ref, position)
+        values = np.concatenate([stored_v[:own], exact_v[own:]])
+        expected = _expected(q[t].numpy(), keys, values, position)
         assert relative_error(out[t].cpu(), expected) < ATTENTION_TOLERANCE
 
 
@@ -169,7 +185,7 @@ def test_several_sequences_each_with_its_open_page(device):
         k, v = _rows(n, heads=1, seed=n)
         _write_in_pieces(cache, 0, seq, k, v, (n,), device)
         k_ref = reference_roundtrip("kivi4", k.numpy(), 16)
-        v_ref = reference_roundtrip("rot4", v.numpy())
+        v_ref = _values(v, "rot4", 16)
         expected.append(_expected(q[i].numpy(), k_ref, v_ref, n - 1))
         seqs.append(seq)
     out = cache.attend(0, q.to(device), seqs)
@@ -240,7 +256,6 @@ def test_llama3_8b_shape_at_4k_and_a_graph_replay():
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = step()
-    v_ref = reference_roundtrip("rot4", v_all.float().numpy())
     for p in range(3800, 4000):
         q = torch.randn(1, 32, 128, generator=gen, dtype=torch.float16)
         position.fill_(p)
@@ -250,5 +265,6 @@ def test_llama3_8b_shape_at_4k_and_a_graph_replay():
         graph.replay()
         if p % 23 == 0 or p in (3839, 3840, 3999):
             k_ref = reference_kivi_pages(k_all[: p + 1].float().numpy(), 64, p // 64)
+            v_ref = _values(v_all[: p + 1].float(), "rot4", 64)
             expected = _expected(q[0].float().numpy(), k_ref, v_ref, p)
             assert relative_error(out[0].float().cpu(), expected) < 5e-3
