@@ -23,8 +23,9 @@ attends to its own stored keys and values too), in both engines.
 benchmarks/kv_variants.py (KIVI's per-channel K, smaller groups, smoothing); the first must be
 f16/f16, the baseline. A K format ending in +rN keeps each query's own unfinished group of N
 positions of K exact (KIVI's residual; kv_variants.residual_cache), and V too when the V
-format ends in +rN as well. kivi4+r64 / rot4 is exactly what kernels' kivi4 K (pages of 64)
-with rot4 V gives, in decode and in prefill; kivi4-p32+r32 the same with pages of 32.
+format ends in +rN as well. kivi4+r64 / rot4+r64 is exactly what kernels' kivi4 K (groups of
+32 positions, pages of 64, the open page of K and V exact) with rot4 V gives, in decode and in
+prefill.
 
 CPU only, about 15 minutes for both models on two cores.
 """
@@ -229,7 +230,7 @@ def table(title: str, n_tokens: int, hearth: dict, llama: dict, formats) -> str:
     ]
     from benchmarks.kv_variants import BITS
 
-    bits = {"f16": 16, "q8": 8.1, "rot4": 5, "rot2": 3, **BITS}
+    bits = {"f16": 16, "q8": 8.1, "rot4": 5, "rot2": 3, **BITS}  # kivi4: BITS (the same)
     for label, k, v in formats:
         k, v = k.partition("+r")[0], v.partition("+r")[0]
         kl, p99, top1, ppl = hearth[label].row()

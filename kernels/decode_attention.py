@@ -49,7 +49,7 @@ def decode_split_kernel(
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
-    CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False,
+    CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False, KG: tl.constexpr = 32,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -59,7 +59,7 @@ def decode_split_kernel(
     CODE_WORDS: rot4 and q8 codes to f16 four bytes at a time (kernels/nibbles.py), else
     byte by byte; ASM: its inline assembly (a GPU), else the same values in plain operations.
     kivi4 K: k_open_ptr the open pages, open_page_ptr their page numbers, open_slots_ptr each
-    sequence's slot."""
+    sequence's slot, KG positions per scale group."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
@@ -109,7 +109,7 @@ def decode_split_kernel(
             s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
         elif K_FMT == KIVI4:
             s = kivi_page_scores(q_even, q_odd, page, head, kq_ptr, ks_ptr, km_ptr,
-                                 HKV, P, D, CODE_WORDS, ASM)  # fmt: skip
+                                 HKV, P, D, KG, CODE_WORDS, ASM)  # fmt: skip
         else:
             k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D, CODE_WORDS, ASM)
             s = tl.dot(q, tl.trans(k))

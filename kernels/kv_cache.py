@@ -30,7 +30,7 @@ from kernels.availability import require
 from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
 from kernels.errors import UnsupportedTensor
 from kernels.grouped_attention import grouped_prefill_attention
-from kernels.kv_formats import GROUP, KVCacheSpec, rotation_signs
+from kernels.kv_formats import GROUP, KVCacheSpec, kivi_group, rotation_signs
 from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_kivi import kivi_open_kernel, kivi_reopen_kernel, kivi_seal_kernel
 from kernels.kv_tiles import FORMAT_CODES
@@ -49,11 +49,12 @@ def _allocate(fmt: str, n_pages: int, spec: KVCacheSpec, device) -> dict[str, to
             "q": torch.zeros(*rows, d, dtype=torch.int8, device=device),
             "scale": torch.zeros(*rows, dtype=torch.float16, device=device),
         }
-    if fmt == "kivi4":  # scale and min per page and channel
+    if fmt == "kivi4":  # scale and min per group of positions and channel
+        groups = (*rows[:2], spec.page_size // kivi_group(spec.page_size), d)
         return {
             "q": torch.zeros(*rows, d // 2, dtype=torch.uint8, device=device),
-            "scale": torch.zeros(*rows[:2], d, dtype=torch.float16, device=device),
-            "min": torch.zeros(*rows[:2], d, dtype=torch.float16, device=device),
+            "scale": torch.zeros(groups, dtype=torch.float16, device=device),
+            "min": torch.zeros(groups, dtype=torch.float16, device=device),
         }
     per_byte = 2 if fmt == "rot4" else 4
     return {
@@ -230,7 +231,7 @@ class PagedKVCache:
                 self._open[layer], self._open_page[layer], self._tables[seq], slot, pg,
                 *_pointers(self._k[layer]), *_pointers(self._v[layer]), self._signs,
                 HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
-                P=spec.page_size, V_FMT=FORMAT_CODES[spec.v_format],
+                P=spec.page_size, G=kivi_group(spec.page_size), V_FMT=FORMAT_CODES[spec.v_format],
             )  # fmt: skip
             self._open_page[layer][slot] = pg
 
@@ -297,7 +298,8 @@ class PagedKVCache:
         open_rows, open_page, slot = self._open[layer], self._open_page[layer], self._slots[seq]
         kivi_seal_kernel[((n + spec.page_size - 2) // spec.page_size + 1, spec.n_kv_heads)](
             scratch, open_rows, self._tables[seq], position_arg, first, n, self.n_pages, slot,
-            *_pointers(self._k[layer]), POSITIONS=on_device, SCRATCH=n > 1, **common,
+            *_pointers(self._k[layer]), G=kivi_group(spec.page_size), POSITIONS=on_device,
+            SCRATCH=n > 1, **common,
         )  # fmt: skip
         if n > 1:
             kivi_open_kernel[(spec.n_kv_heads,)](
@@ -386,6 +388,7 @@ class PagedKVCache:
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
             CODE_WORDS=self.tuning.code_unpack == "words", ASM=_runs_assembly(q.device),
+            KG=kivi_group(spec.page_size),
             num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
         )  # fmt: skip
         decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
@@ -423,7 +426,7 @@ class PagedKVCache:
                 self._tables[seq], out, *_pointers(planes), self._signs, n,
                 self._open[layer], self._open_page[layer], self._slots[seq], role, int(self.kivi),
                 HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
-                P=spec.page_size, FMT=FORMAT_CODES[fmt],
+                P=spec.page_size, FMT=FORMAT_CODES[fmt], KG=kivi_group(spec.page_size),
             )  # fmt: skip
             rows.append(out)
         return rows[0], rows[1]

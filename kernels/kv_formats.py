@@ -5,11 +5,11 @@
     rot4   y = R x, then per group of 32 values: q = round((y - mn) / s) in 0..15,
            s = (max - mn) / 15, s and mn stored as f16.                             5 bits/value
     rot2   (K only) the same with 2 bits, q in 0..3.                                3 bits/value
-    kivi4  (K only) KIVI's key format: no rotation; per channel over the positions of a page
-           (the group is the page, 64 positions by default): q = round((k - mn) / s) in
-           0..15, s = (max - mn) / 15 and mn per (page, head, channel) as f16.  4 + 32/page bits
+    kivi4  (K only) KIVI's key format: no rotation; per channel over a group of 32 positions
+           (of a page; the page when pages are of 16): q = round((k - mn) / s) in 0..15,
+           s = (max - mn) / 15 and mn per (group, head, channel) as f16.    5 bits/value
            A page is quantized only once its last position is written (it is "sealed"); until
-           then its rows stay f16 in the sequence's open page (kv_kivi.py).
+           then its rows stay f16, K and V, in the sequence's open page (kv_kivi.py).
 
 R is a fixed orthonormal rotation per head: R x = H (signs * x) / sqrt(D), H the Sylvester
 Hadamard matrix (applied by the fast Walsh-Hadamard transform, D log D adds) and signs a fixed
@@ -38,6 +38,14 @@ from kernels.errors import UnsupportedTensor
 
 KV_FORMATS = ("f16", "q8", "rot4", "rot2", "kivi4")
 K_ONLY_FORMATS = ("rot2", "kivi4")
+KIVI_GROUP = 32  # positions per kivi4 scale group: measured against 64 and 16 (hearth-engine.md)
+
+
+def kivi_group(page_size: int) -> int:
+    """Positions per kivi4 scale group in pages of page_size."""
+    return min(KIVI_GROUP, page_size)
+
+
 GROUP = 32  # values per scale group in rot4 / rot2
 _LEVELS = {"rot4": 15, "rot2": 3}
 _SIGN_SEED = 0x4EA27  # fixed: the signs are part of the stored format
@@ -80,14 +88,14 @@ def check_format(fmt: str, head_dim: int, role: str = "K") -> None:
 
 def bytes_per_row(fmt: str, head_dim: int, page_size: int = 64) -> int:
     """Bytes of one row (a token and head) in format fmt, its share of scales included: kivi4's
-    scale and min per page and channel are spread over the page's positions. (A kivi4 cache
+    scale and min per group and channel are spread over the group's positions. (A kivi4 cache
     also holds one f16 page per sequence, the open one: PagedKVCache.open_page_bytes.)"""
     if fmt == "f16":
         return 2 * head_dim
     if fmt == "q8":
         return head_dim + 2
     if fmt == "kivi4":
-        return head_dim // 2 + 4 * head_dim // page_size
+        return head_dim // 2 + 4 * head_dim // kivi_group(page_size)
     bits = 4 if fmt == "rot4" else 2
     return head_dim * bits // 8 + 4 * (head_dim // GROUP)
 
@@ -118,7 +126,7 @@ def unrotate(y: np.ndarray) -> np.ndarray:
 
 def reference_quantize(fmt: str, x: np.ndarray) -> dict[str, np.ndarray]:
     """Rows x [..., D] -> the stored fields (codes unpacked, one per value). For kivi4, x is
-    one sealed page [P, ..., D] (axis 0 the positions): scale and min come out [1, ..., D]."""
+    one scale group [G, ..., D] (axis 0 the positions): scale and min come out [1, ..., D]."""
     check_format(fmt, x.shape[-1], "K")
     x = np.asarray(x, np.float32)
     if fmt == "kivi4":
@@ -173,10 +181,11 @@ def reference_roundtrip(fmt: str, x: np.ndarray, page_size: int = 64) -> np.ndar
 
 
 def reference_kivi_pages(x: np.ndarray, page_size: int, n_sealed: int) -> np.ndarray:
-    """Rows x [T, ..., D] from position 0 with their first n_sealed pages through kivi4 and
-    the rest as f16."""
+    """Rows x [T, ..., D] from position 0 with their first n_sealed pages through kivi4 (in
+    groups of kivi_group(page_size) positions) and the rest as f16."""
     out = np.asarray(x, np.float32).astype(np.float16).astype(np.float32)
-    for start in range(0, n_sealed * page_size, page_size):
-        page = slice(start, start + page_size)
-        out[page] = reference_dequantize("kivi4", reference_quantize("kivi4", x[page]))
+    group = kivi_group(page_size)
+    for start in range(0, n_sealed * page_size, group):
+        rows = slice(start, start + group)
+        out[rows] = reference_dequantize("kivi4", reference_quantize("kivi4", x[rows]))
     return out

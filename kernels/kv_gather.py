@@ -21,7 +21,7 @@ def kv_gather_kernel(
     block_table_ptr, out_ptr, q_ptr, scale_ptr, min_ptr, signs_ptr, n_rows,
     open_ptr, open_page_ptr, slot, role, use_open,
     HKV: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
-    FMT: tl.constexpr,
+    FMT: tl.constexpr, KG: tl.constexpr = 32,
 ):  # fmt: skip
     """use_open (1 in a kivi4 cache): the sequence's open page (open_page[slot]) from its f16
     rows of `role` (0 K, 1 V), the other pages as stored."""
@@ -33,7 +33,7 @@ def kv_gather_kernel(
         rows = load_open_tile(slot, role, head, open_ptr, HKV, P, D).to(tl.float32)
     else:
         if FMT == KIVI4:
-            rows = load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV, P, D)
+            rows = load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV, P, D, KG)
         else:
             tile, row_scale = load_tile((page * HKV + head) * P, q_ptr, scale_ptr, min_ptr,
                                         FMT, P, D)  # fmt: skip

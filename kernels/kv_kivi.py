@@ -2,7 +2,8 @@
 sealed pages in attention and the gather.
 
 A kivi4 page is quantized per channel over its positions, so it cannot be quantized row by
-row as they come. Each sequence has one open page per layer (its `open` slot, [2, HKV, P, D]
+row as they come (nor per group of 32 positions, which would make the residual below a
+group, not a page). Each sequence has one open page per layer (its `open` slot, [2, HKV, P, D]
 f16: K and V): the page of its last written position, "being filled or just filled". Its
 rows stay there exact, and attention reads that page's keys and values from it (KIVI's
 residual, for K and V: keeping V's newest rows exact as well took SmolLM2's KL from 0.0068 to
@@ -17,7 +18,8 @@ or for n = 1 straight into the open page):
 
     kivi_seal_kernel   each page whose last slot is in first .. last: rows before `first` from
                        the open page, the rest from the scratch; per channel
-                       mn = min, s = (max - mn) / 15, c = round((k - mn) / s); codes, s, mn.
+                       mn = min, s = (max - mn) / 15, c = round((k - mn) / s) per group of G
+                       positions; codes, s, mn.
     kivi_open_kernel   (n > 1) the open rows before `first` into the scratch (so it holds the
                        exact rows of every page the write touched: attend_prefill reads them),
                        then the rows of last's page into the open page.
@@ -58,8 +60,8 @@ def open_rows(open_ptr, slot, role, head, HKV: tl.constexpr, P: tl.constexpr, D:
 def kivi_seal_kernel(
     scratch_ptr, open_ptr, block_table_ptr, positions_ptr, start, n_rows, table_pages, slot,
     q_ptr, scale_ptr, min_ptr,
-    HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr, POSITIONS: tl.constexpr,
-    SCRATCH: tl.constexpr,
+    HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr, G: tl.constexpr,
+    POSITIONS: tl.constexpr, SCRATCH: tl.constexpr,
 ):  # fmt: skip
     """Grid (pages a write of n_rows can touch, HKV). SCRATCH: the write's rows come from the
     scratch (its K half); else (n = 1) the open page already holds all."""
@@ -85,16 +87,18 @@ def kivi_seal_kernel(
                 )
             else:
                 x = tl.load(keys)
-            x = x.to(tl.float32)
-            lo = tl.min(x, axis=0).to(tl.float16)
-            scale = ((tl.max(x, axis=0) - lo.to(tl.float32)) / 15.0).to(tl.float16)
-            q = _round_codes(x, lo.to(tl.float32)[None, :], scale.to(tl.float32)[None, :], 15.0)
+            x = tl.reshape(x.to(tl.float32), (P // G, G, D))
+            lo = tl.min(x, axis=1).to(tl.float16)
+            scale = ((tl.max(x, axis=1) - lo.to(tl.float32)) / 15.0).to(tl.float16)
+            q = _round_codes(x, lo.to(tl.float32)[:, None, :], scale.to(tl.float32)[:, None, :],
+                             15.0)  # fmt: skip
             even, odd = tl.split(tl.reshape(q, (P, D // 2, 2)))
             i = tl.arange(0, D // 2)
             row0 = (page * HKV + head) * P
             tl.store(q_ptr + (row0 + s)[:, None] * (D // 2) + i[None, :], even | (odd << 4))
-            tl.store(scale_ptr + (page * HKV + head) * D + j, scale)
-            tl.store(min_ptr + (page * HKV + head) * D + j, lo)
+            groups = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D
+            tl.store(scale_ptr + groups + j[None, :], scale)
+            tl.store(min_ptr + groups + j[None, :], lo)
 
 
 @triton.jit
@@ -130,7 +134,7 @@ def kivi_open_kernel(
 def kivi_reopen_kernel(
     open_ptr, open_page_ptr, block_table_ptr, slot, pg, q_ptr, scale_ptr, min_ptr,
     vq_ptr, vs_ptr, vm_ptr, signs_ptr,
-    HKV: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
+    HKV: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr, G: tl.constexpr,
     V_FMT: tl.constexpr,
 ):  # fmt: skip
     """Grid (HKV,): page pg (sealed, since it precedes the open page) dequantized into the
@@ -140,7 +144,7 @@ def kivi_reopen_kernel(
     head = tl.program_id(0)
     if tl.load(open_page_ptr + slot) != pg:
         page = tl.load(block_table_ptr + pg)
-        keys = load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV, P, D)
+        keys = load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV, P, D, G)
         tl.store(open_rows(open_ptr, slot, 0, head, HKV, P, D), keys.to(tl.float16))
         tile, row_scale = load_tile((page * HKV + head) * P, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D)
         values = tile.to(tl.float32) * row_scale[:, None]
@@ -151,26 +155,27 @@ def kivi_reopen_kernel(
 
 @triton.jit
 def load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV: tl.constexpr, P: tl.constexpr,
-                   D: tl.constexpr):  # fmt: skip
-    """A sealed page's rows [P, D], dequantized in f32: c * s + mn per channel."""
+                   D: tl.constexpr, G: tl.constexpr):  # fmt: skip
+    """A sealed page's rows [P, D], dequantized in f32: c * s + mn per group and channel."""
     row0 = (page * HKV + head) * P
     i = tl.arange(0, D // 2)
     b = tl.load(q_ptr + (row0 + tl.arange(0, P))[:, None] * (D // 2) + i[None, :])
+    groups = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D
     j = tl.arange(0, D)
-    scale = tl.load(scale_ptr + (page * HKV + head) * D + j).to(tl.float32)
-    lo = tl.load(min_ptr + (page * HKV + head) * D + j).to(tl.float32)
-    codes = tl.reshape(tl.join(b & 15, b >> 4), (P, D)).to(tl.float32)
-    return codes * scale[None, :] + lo[None, :]
+    scale = tl.load(scale_ptr + groups + j[None, :]).to(tl.float32)[:, None, :]
+    lo = tl.load(min_ptr + groups + j[None, :]).to(tl.float32)[:, None, :]
+    codes = tl.reshape(tl.join(b & 15, b >> 4), (P // G, G, D)).to(tl.float32)
+    return tl.reshape(codes * scale + lo, (P, D))
 
 
 @triton.jit
 def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
-                     HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr,
+                     HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr, G: tl.constexpr,
                      CODE_WORDS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
     """Scores [rows, P] of queries against a sealed page, the query (f16, already scaled) as
     its even and odd dims: the codes dequantized in f16 by one multiply-add each with their
-    channel's scale and min (c * s + mn, as rot4's halves but with the scale of a channel,
-    not of a group of a row), then two dots.
+    group's and channel's scale and min (c * s + mn, as rot4's halves but with the scale of
+    a channel over G positions, not of a group of a row), then two dots.
 
     (Scaling the query per page instead, q.k = sum_d (q_d s_d) c_d + sum_d q_d mn_d, saves
     those multiply-adds but moved the scaled query into the dot's layout at every page:
@@ -183,11 +188,18 @@ def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
     else:
         c_even = nibbles_to_f16(b & 15)
         c_odd = nibbles_to_f16(b >> 4)
-    base = (page * HKV + head) * D
-    k_even = tl.fma(c_even, tl.load(scale_ptr + base + 2 * i)[None, :],
-                    tl.load(min_ptr + base + 2 * i)[None, :])  # fmt: skip
-    k_odd = tl.fma(c_odd, tl.load(scale_ptr + base + 2 * i + 1)[None, :],
-                   tl.load(min_ptr + base + 2 * i + 1)[None, :])  # fmt: skip
+    groups = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D
+    even = groups + 2 * i[None, :]
+    k_even = tl.fma(
+        tl.reshape(c_even, (P // G, G, D // 2)),
+        tl.load(scale_ptr + even)[:, None, :],
+        tl.load(min_ptr + even)[:, None, :],
+    )
+    k_odd = tl.fma(tl.reshape(c_odd, (P // G, G, D // 2)),
+                   tl.load(scale_ptr + even + 1)[:, None, :],
+                   tl.load(min_ptr + even + 1)[:, None, :])  # fmt: skip
+    k_even = tl.reshape(k_even, (P, D // 2))
+    k_odd = tl.reshape(k_odd, (P, D // 2))
     return tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
 
 

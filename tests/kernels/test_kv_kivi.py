@@ -67,6 +67,7 @@ def _write_in_pieces(cache, layer, seq, k, v, pieces, device):
         ((5, 1, 1, 9, 1, 20), 16, 32, "rot4"),  # single rows through page ends, chunks across
         ((1,) * 33, 16, 64, "q8"),  # decode only
         ((64, 3), 32, 32, "f16"),  # a chunk that ends exactly at a page end
+        ((70, 1, 40), 64, 32, "rot4"),  # groups of 32 positions in pages of 64
     ],
 )
 def test_stored_rows_and_attention_match_the_reference(pieces, page, dim, v_format, device):
@@ -117,7 +118,7 @@ def test_positions_on_the_device_and_a_window(device):
 
 
 def test_truncating_into_a_sealed_page_reopens_it(device):
-    """Positions 0..49 written (pages 0-2 sealed, 3 open), 40 kept: page 2 becomes the open
+    """Positions 0..49 written (pages of 16: 0-2 sealed, 3 open), 40 kept: page 2 becomes the open
     one, from its sealed rows; writing on seals it again from those and the new rows."""
     cache = _cache(device)
     seq = cache.new_sequence()
@@ -218,10 +219,11 @@ def test_open_pages_run_out_with_a_clear_error(device):
 def test_kivi4_is_for_keys_only_and_its_size():
     with pytest.raises(UnsupportedTensor, match="for K only"):
         KVCacheSpec(1, 2, 32, "rot4", "kivi4")
-    # codes 4 bits, scale and min f16 per channel shared by the page's 64 positions
-    assert bytes_per_row("kivi4", 128, 64) == 64 + 8
+    # codes 4 bits, scale and min f16 per channel shared by a group's 32 positions
+    assert bytes_per_row("kivi4", 128, 64) == 64 + 16
+    assert bytes_per_row("kivi4", 128, 16) == 64 + 32  # pages of 16: groups of 16
     spec = KVCacheSpec(1, 8, 128, "kivi4", "rot4", page_size=64)
-    assert spec.bytes_per_token == 8 * (72 + 80)
+    assert spec.bytes_per_token == 8 * (80 + 80)
 
 
 @pytest.mark.gpu
