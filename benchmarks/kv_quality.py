@@ -22,7 +22,10 @@ attends to its own stored keys and values too), in both engines.
 --formats takes K/V pairs of kernels' formats or of the 4-bit K layouts of
 benchmarks/kv_variants.py (KIVI's per-channel K, smaller groups, smoothing); the first must be
 f16/f16, the baseline. A K format ending in +rN keeps each query's own unfinished group of N
-positions exact (KIVI's residual; kv_variants.residual_cache).
+positions of K exact (KIVI's residual; kv_variants.residual_cache), and V too when the V
+format ends in +rN as well. kivi4+r64 / rot4+r64 is exactly what kernels' kivi4 K (groups of
+32 positions, pages of 64, the open page of K and V exact) with rot4 V gives, in decode and in
+prefill.
 
 CPU only, about 15 minutes for both models on two cores.
 """
@@ -118,6 +121,7 @@ def hearth_scores(path: str, tokens: list[int], chunk: int, formats) -> dict[str
 
     def cache(k: str, v: str):
         k, _, residual = k.partition("+r")
+        v, _, v_residual = v.partition("+r")
         args = dict(
             n_layer=config.n_layer,
             n_head_kv=config.n_head_kv,
@@ -127,7 +131,9 @@ def hearth_scores(path: str, tokens: list[int], chunk: int, formats) -> dict[str
             k_codec=roundtrip_codec(k),
             v_codec=roundtrip_codec(v),
         )
-        return residual_cache(int(residual), **args) if residual else TorchKVCache(**args)
+        if residual:
+            return residual_cache(int(residual), exact_values=bool(v_residual), **args)
+        return TorchKVCache(**args)
 
     caches = {label: cache(k, v) for label, k, v in formats}
     scores = {label: Score() for label in caches}
@@ -224,9 +230,9 @@ def table(title: str, n_tokens: int, hearth: dict, llama: dict, formats) -> str:
     ]
     from benchmarks.kv_variants import BITS
 
-    bits = {"f16": 16, "q8": 8.1, "rot4": 5, "rot2": 3, **BITS}
+    bits = {"f16": 16, "q8": 8.1, "rot4": 5, "rot2": 3, **BITS}  # kivi4: BITS (the same)
     for label, k, v in formats:
-        k = k.partition("+r")[0]
+        k, v = k.partition("+r")[0], v.partition("+r")[0]
         kl, p99, top1, ppl = hearth[label].row()
         lines.append(
             f"| Hearth | {label} | {bits[k]:g}, {bits[v]:g} | {kl:.5f} | {p99:.4f} | "

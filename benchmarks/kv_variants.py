@@ -6,10 +6,11 @@ multiple of the page size) and returns what attention would read back.
 
     rot4-g16   kernels' rot4 (Walsh-Hadamard rotation, then per token) with groups of 16
                values instead of 32: 6 bits a value.
-    kivi4      KIVI's K: no rotation; per channel over a page of 64 positions, 4-bit codes with
-               an f16 scale and min per (page, head, channel): 4.5 bits a value. Outlier channels
-               of K get their own range instead of stretching every token's.
-    kivi4-p32, kivi4-p16  the same over 32 or 16 positions: 5 or 6 bits a value.
+    kivi4      kernels' kivi4 K (KIVI's): no rotation; per channel over a group of 32 positions,
+               4-bit codes with an f16 scale and min per (group, head, channel): 5 bits a
+               value. Outlier channels of K get their own range instead of stretching every
+               token's.
+    kivi4-g64, kivi4-g16  the same over 64 or 16 positions: 4.5 or 6 bits a value.
     kivi4-rot  the same after the rotation (rotation evens the channels out, which per-channel
                quantization no longer needs: measured to see if the two add up).
     smooth-rot4  a per-(page, head, channel) smoothing scale (max |k| of that channel over the
@@ -17,15 +18,22 @@ multiple of the page size) and returns what attention would read back.
                channel outliers are tamed before rot4's per-token groups (SmoothQuant, applied
                to K as in QServe's SmoothAttention).
 
-A real kernel for the per-page layouts must keep the page being filled in f16 until it is full
-(KIVI's residual); the codecs quantize every page as if full, which is what a finished page is.
+The kernel keeps the page being filled in f16 until it is full (KIVI's residual: kv_quality's
++r64); the codecs quantize every full group of a chunk, which is what a finished page holds.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from kernels.kv_formats import reference_roundtrip, rotate, unrotate
+from kernels.kv_formats import (
+    KIVI_GROUP,
+    reference_dequantize,
+    reference_quantize,
+    reference_roundtrip,
+    rotate,
+    unrotate,
+)
 
 PAGE = 64
 
@@ -49,11 +57,15 @@ def rot4_groups(x: np.ndarray, group: int) -> np.ndarray:
     return unrotate(_quantize_minmax(g, axis=-1).reshape(y.shape)).astype(np.float32)
 
 
-def kivi4(x: np.ndarray, rotated: bool = False, page_size: int = PAGE) -> np.ndarray:
+def kivi4(x: np.ndarray, rotated: bool = False, group: int = KIVI_GROUP) -> np.ndarray:
+    """kernels' kivi4 K as stored (its numpy reference) over groups of `group` positions:
+    every full group quantized, an unfinished last one kept as f16; optionally after the
+    rotation."""
     y = rotate(x).astype(np.float32) if rotated else np.asarray(x, np.float32)
-    out = np.empty_like(y)
-    for page in _pages(y, page_size):
-        out[page] = _quantize_minmax(y[page], axis=0)  # per channel over the page's positions
+    out = y.astype(np.float16).astype(np.float32)
+    for start in range(0, y.shape[0] - group + 1, group):
+        rows = slice(start, start + group)
+        out[rows] = reference_dequantize("kivi4", reference_quantize("kivi4", y[rows]))
     return unrotate(out).astype(np.float32) if rotated else out
 
 
@@ -72,23 +84,25 @@ VARIANTS = {
     "kivi4": kivi4,
     "kivi4-rot": lambda x: kivi4(x, rotated=True),
     "smooth-rot4": smooth_rot4,
-    "kivi4-p32": lambda x: kivi4(x, page_size=32),
-    "kivi4-p16": lambda x: kivi4(x, page_size=16),
+    "kivi4-g64": lambda x: kivi4(x, group=64),
+    "kivi4-g16": lambda x: kivi4(x, group=16),
 }
 BITS = {
     "rot4-g16": 6,
-    "kivi4": 4.5,
-    "kivi4-rot": 4.5,
+    "kivi4": 5,
+    "kivi4-rot": 5,
     "smooth-rot4": 5.25,
-    "kivi4-p32": 5,
-    "kivi4-p16": 6,
+    "kivi4-g64": 4.5,
+    "kivi4-g16": 6,
 }
 
 
-def residual_cache(group: int, **cache_args):
+def residual_cache(group: int, exact_values: bool = False, **cache_args):
     """KIVI's residual: a page (group of positions) is quantized only once full, so a query
-    sees the keys and values of its own, unfinished group exactly (j // group == p // group)
-    and the earlier ones through the codecs. A TorchKVCache that keeps both copies."""
+    sees the keys of its own, unfinished group exactly (j // group == p // group) and the
+    earlier ones through the codecs; values likewise only with exact_values (kernels' kivi4
+    keeps K's open page exact, V is stored as it comes). A TorchKVCache that keeps both
+    copies."""
     import torch
     import torch.nn.functional as F
 
@@ -121,6 +135,8 @@ def residual_cache(group: int, **cache_args):
             k_e, v_e, k_s, v_s = (rows(t) for t in (self.exact_k, self.exact_v, self.k, self.v))
             s = torch.where(exact, qh @ k_e.transpose(1, 2), qh @ k_s.transpose(1, 2)) * scale
             p = F.softmax(s.masked_fill(~seen, float("-inf")), dim=-1)
+            if not exact_values:
+                v_e = v_s
             out = (p * exact) @ v_e + (p * stored) @ v_s
             return out.transpose(0, 1)
 

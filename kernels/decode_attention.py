@@ -23,6 +23,11 @@ a CUDA graph and replayed as the sequence grows; splits with no pages left store
 partial (m = -inf, l = 0) that the reduce weighs by zero. A sliding window (Gemma 3) both masks
 the positions a query no longer sees and moves the first page read, so a windowed layer reads
 about `window` positions whatever the length.
+
+kivi4 keys (kv_kivi.py): the pages before the sequence's open page are sealed and read as
+codes, dequantized with each channel's scale and min; the open page (the newest, read by the
+split whose run holds it, after its loop) from its f16 rows, keys and values (its values
+rotated after the product when V is rot4, whose other pages are summed rotated).
 """
 
 from __future__ import annotations
@@ -30,7 +35,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.kv_tiles import Q8, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
+from kernels.kv_kivi import kivi_page_scores, load_open_tile
+from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
 
 LOG2E = 1.4426950408889634
 
@@ -38,12 +44,12 @@ LOG2E = 1.4426950408889634
 @triton.jit
 def decode_split_kernel(
     q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
-    kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr,
+    kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,
     qk_scale, stride_bt, n_splits, window,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
-    CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False,
+    CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False, KG: tl.constexpr = 32,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -51,7 +57,9 @@ def decode_split_kernel(
     its position - j < window. Nothing here depends on a host-side length: the grid is fixed
     by the caller and each split takes its share of the pages that the queries can see.
     CODE_WORDS: rot4 and q8 codes to f16 four bytes at a time (kernels/nibbles.py), else
-    byte by byte; ASM: its inline assembly (a GPU), else the same values in plain operations."""
+    byte by byte; ASM: its inline assembly (a GPU), else the same values in plain operations.
+    kivi4 K: k_open_ptr the open pages, open_page_ptr their page numbers, open_slots_ptr each
+    sequence's slot, KG positions per scale group."""
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
@@ -72,10 +80,10 @@ def decode_split_kernel(
     pages_per_split = tl.cdiv(end_page - first_page, n_splits)
     q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
     q = q.to(tl.float32)
-    if K_FMT >= ROT4:  # rot4 or rot2: keys stored rotated
+    if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
         q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
     q = (q * qk_scale).to(tl.float16)
-    # rot4 K: q's even and odd dims apart, for the two halves of the key tile
+    # rot4 and kivi4 K: q's even and odd dims apart, for the two halves of the key tile
     q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
 
     m_i = tl.full((G_PAD,), float("-inf"), tl.float32)
@@ -88,42 +96,43 @@ def decode_split_kernel(
         acc_odd = tl.zeros((G_PAD, 1), tl.float32)  # unused
     first = first_page + split * pages_per_split
     last = tl.minimum(first + pages_per_split, end_page)
-    for pg in range(first, last):
+    loop_end = last
+    if K_FMT == KIVI4:  # sealed pages in the loop, the open page after it
+        slot = tl.load(open_slots_ptr + seq)
+        open_page = tl.load(open_page_ptr + slot)
+        loop_end = tl.minimum(last, open_page)
+    for pg in range(first, loop_end):
         page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown
         row0 = (page * HKV + head) * P
         if K_FMT == ROT4:
             k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D, CODE_WORDS, ASM)
             s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
+        elif K_FMT == KIVI4:
+            s = kivi_page_scores(q_even, q_odd, page, head, kq_ptr, ks_ptr, km_ptr,
+                                 HKV, P, D, KG, CODE_WORDS, ASM)  # fmt: skip
         else:
             k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D, CODE_WORDS, ASM)
             s = tl.dot(q, tl.trans(k))
             if K_FMT == Q8:
                 s = s * k_scale[None, :]
-        tokens = pg * P + tl.arange(0, P)
-        behind = position[:, None] - tokens[None, :]
-        visible = (behind >= 0) & ((window <= 0) | (behind < window))
-        s = tl.where(visible, s, float("-inf"))
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        # a row that sees no position of this page yet keeps m = -inf; 0 keeps 2^x finite
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        alpha = tl.exp2(m_i - m_safe)
-        p = tl.exp2(s - m_safe[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-        if V_FMT == ROT4:
-            v_even, v_odd = load_rot4_halves(
-                row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True
-            )
-            p16 = p.to(tl.float16)
-            acc = acc * alpha[:, None] + tl.dot(p16, v_even)
-            acc_odd = acc_odd * alpha[:, None] + tl.dot(p16, v_odd)
-        else:
-            v, v_scale = load_tile(
-                row0, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D, CODE_WORDS, ASM, AT_LOAD=True
-            )
-            if V_FMT == Q8:
-                p = p * v_scale[None, :]
-            acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
-        m_i = m_new
+        m_i, l_i, acc, acc_odd = _accumulate_page(
+            s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
+            V_FMT, P, D, CODE_WORDS, ASM,
+        )  # fmt: skip
+    # a compile-time branch around a run-time one: Triton cannot join them with `and`
+    if K_FMT == KIVI4:  # noqa: SIM102
+        if (open_page >= first) & (open_page < last):  # the open page, K and V exact
+            s = tl.dot(q, tl.trans(load_open_tile(slot, 0, head, k_open_ptr, HKV, P, D)))
+            m_i, l_i, p, alpha = _softmax_step(s, open_page, position, window, m_i, l_i, P)
+            v = load_open_tile(slot, 1, head, k_open_ptr, HKV, P, D)
+            if V_FMT == ROT4:  # acc holds rotated rows: rotate this page's share to match
+                share = tl.dot(p.to(tl.float16), v)
+                share = rotate_rows(share, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
+                share_even, share_odd = tl.split(tl.reshape(share, (G_PAD, D // 2, 2)))
+                acc = acc * alpha[:, None] + share_even
+                acc_odd = acc_odd * alpha[:, None] + share_odd
+            else:
+                acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
 
     part = q_rows * n_splits + split
     tl.store(m_ptr + part, m_i, mask=group_mask)
@@ -135,6 +144,44 @@ def decode_split_kernel(
         tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
     else:
         tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
+
+
+@triton.jit
+def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr):
+    """Scores s [rows, P] of page pg into the online softmax: (m, l, p, alpha)."""
+    tokens = pg * P + tl.arange(0, P)
+    behind = position[:, None] - tokens[None, :]
+    visible = (behind >= 0) & ((window <= 0) | (behind < window))
+    s = tl.where(visible, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1))
+    # a row that sees no position of this page yet keeps m = -inf; 0 keeps 2^x finite
+    m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+    alpha = tl.exp2(m_i - m_safe)
+    p = tl.exp2(s - m_safe[:, None])
+    return m_new, l_i * alpha + tl.sum(p, axis=1), p, alpha
+
+
+@triton.jit
+def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
+                     vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
+                     D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
+    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P)
+    if V_FMT == ROT4:
+        v_even, v_odd = load_rot4_halves(
+            row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True
+        )
+        p16 = p.to(tl.float16)
+        acc = acc * alpha[:, None] + tl.dot(p16, v_even)
+        acc_odd = acc_odd * alpha[:, None] + tl.dot(p16, v_odd)
+    else:
+        v, v_scale = load_tile(
+            row0, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D, CODE_WORDS, ASM, AT_LOAD=True
+        )
+        if V_FMT == Q8:
+            p = p * v_scale[None, :]
+        acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+    return m_i, l_i, acc, acc_odd
 
 
 @triton.jit

@@ -9,6 +9,10 @@ For a CUDA graph, `write` and `attend` also take the positions as a device tenso
 launch argument depends on the length (attention's grid is sized for the capacity, or for a
 sliding window's span), so one captured decode step replays at every position of the pages
 already grown.
+
+kivi4 keys are sealed a page at a time (kv_kivi.py): each sequence holds an open page of f16
+rows per layer (K and V), from `open_pages` slots made with the cache (a sequence takes one
+while it lives; their memory is `open_page_bytes`).
 """
 
 from __future__ import annotations
@@ -26,8 +30,9 @@ from kernels.availability import require
 from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
 from kernels.errors import UnsupportedTensor
 from kernels.grouped_attention import grouped_prefill_attention
-from kernels.kv_formats import GROUP, KVCacheSpec, rotation_signs
+from kernels.kv_formats import GROUP, KVCacheSpec, kivi_group, rotation_signs
 from kernels.kv_gather import kv_gather_kernel
+from kernels.kv_kivi import kivi_open_kernel, kivi_reopen_kernel, kivi_seal_kernel
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 from kernels.rope import inv_freq_tensor
@@ -43,6 +48,13 @@ def _allocate(fmt: str, n_pages: int, spec: KVCacheSpec, device) -> dict[str, to
         return {
             "q": torch.zeros(*rows, d, dtype=torch.int8, device=device),
             "scale": torch.zeros(*rows, dtype=torch.float16, device=device),
+        }
+    if fmt == "kivi4":  # scale and min per group of positions and channel
+        groups = (*rows[:2], spec.page_size // kivi_group(spec.page_size), d)
+        return {
+            "q": torch.zeros(*rows, d // 2, dtype=torch.uint8, device=device),
+            "scale": torch.zeros(groups, dtype=torch.float16, device=device),
+            "min": torch.zeros(groups, dtype=torch.float16, device=device),
         }
     per_byte = 2 if fmt == "rot4" else 4
     return {
@@ -93,7 +105,9 @@ def _sm_count(device: torch.device) -> int:
 
 
 class PagedKVCache:
-    def __init__(self, spec: KVCacheSpec, device: object = "cuda") -> None:
+    def __init__(self, spec: KVCacheSpec, device: object = "cuda", open_pages: int = 8) -> None:
+        """open_pages: how many sequences a kivi4 K cache holds at once (each keeps its open
+        page in f16; unused by the other formats)."""
         require()
         self.spec = spec
         self.device = torch.device(device)
@@ -114,9 +128,36 @@ class PagedKVCache:
         self._length_tensors: dict[int, torch.Tensor] = {}
         self._next_seq = 0
         self.tuning = AttentionTuning()
+        self.kivi = spec.k_format == "kivi4"
+        slots = open_pages if self.kivi else 0
+        shape = (slots, 2, spec.n_kv_heads, spec.page_size, spec.head_dim) if self.kivi else (1,)
+        self._open = [
+            torch.zeros(shape, dtype=torch.float16, device=device) for _ in range(spec.n_layers)
+        ]
+        # per layer and slot: the page of the sequence that the open page holds
+        self._open_page = [
+            torch.zeros(max(slots, 1), dtype=torch.int32, device=device)
+            for _ in range(spec.n_layers)
+        ]
+        self._free_slots = list(range(slots - 1, -1, -1))
+        self._slots: dict[int, int] = {}
+        self._slot_tensors: dict[int, torch.Tensor] = {}
+        self._scratch: dict[int, tuple[torch.Tensor, int | torch.Tensor]] = {}
+
+    @property
+    def open_page_bytes(self) -> int:
+        """Memory of the kivi4 open pages, all slots and layers (0 for other K formats)."""
+        if not self.kivi:
+            return 0
+        return sum(t.numel() * t.element_size() for t in self._open)
 
     # --- sequences -------------------------------------------------------------------------
     def new_sequence(self) -> int:
+        if self.kivi and not self._free_slots:
+            raise UnsupportedTensor(
+                f"all {len(self._slots)} open pages of the kivi4 K cache are taken: free a "
+                "sequence, or make the cache with more open_pages"
+            )
         seq = self._next_seq
         self._next_seq += 1
         self._pages[seq] = []
@@ -124,9 +165,16 @@ class PagedKVCache:
         # -1: no page; writes there are dropped (kv_write_kernel)
         self._tables[seq] = torch.full((self.n_pages,), -1, dtype=torch.int32, device=self.device)
         self._length_tensors[seq] = torch.zeros(1, dtype=torch.int32, device=self.device)
+        slot = self._free_slots.pop() if self.kivi else 0
+        self._slots[seq] = slot
+        self._slot_tensors[seq] = torch.full((1,), slot, dtype=torch.int32, device=self.device)
         return seq
 
     def free_sequence(self, seq: int) -> None:
+        if self.kivi:
+            self._free_slots.append(self._slots[seq])
+        self._slots.pop(seq)
+        self._slot_tensors.pop(seq)
         self._free.extend(reversed(self._pages.pop(seq)))
         for table in (self._lengths, self._tables, self._length_tensors):
             table.pop(seq)
@@ -167,6 +215,25 @@ class PagedKVCache:
         self._tables[seq][keep:] = -1
         self._lengths[seq] = n
         self._length_tensors[seq].fill_(n)
+        self.reopen(seq, n)
+
+    def reopen(self, seq: int, n: int) -> None:
+        """kivi4 K: after keeping seq's first n positions, the page of position n - 1 becomes
+        the open one again (kv_kivi.py), at every layer; the next write continues it. Other
+        formats: nothing to do (attention masks by position)."""
+        if not self.kivi or n == 0:
+            return
+        spec = self.spec
+        pg = (n - 1) // spec.page_size
+        slot = self._slots[seq]
+        for layer in range(spec.n_layers):
+            kivi_reopen_kernel[(spec.n_kv_heads,)](
+                self._open[layer], self._open_page[layer], self._tables[seq], slot, pg,
+                *_pointers(self._k[layer]), *_pointers(self._v[layer]), self._signs,
+                HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
+                P=spec.page_size, G=kivi_group(spec.page_size), V_FMT=FORMAT_CODES[spec.v_format],
+            )  # fmt: skip
+            self._open_page[layer][slot] = pg
 
     # --- kernels ---------------------------------------------------------------------------
     def write(
@@ -196,18 +263,49 @@ class PagedKVCache:
         inv_freq = inv_freq_tensor(rope, self.device) if rope is not None else self._signs
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
+        direct = self.kivi and shape[0] == 1
+        scratch_len = shape[0] + spec.page_size
+        if self.kivi and not direct:  # K and V rows as f16 from the first one's page start
+            # zeros: the rows past the last are masked in attend_prefill, never NaN
+            kq = torch.zeros(2, scratch_len, *shape[1:], dtype=torch.float16,
+                             device=self.device)  # fmt: skip
+            self._scratch[layer] = (kq, start)
+        elif direct:
+            self._scratch.pop(layer, None)
+        first = 0 if positions is not None else start
+        position_arg = positions.reshape(-1) if positions is not None else self._signs
         kv_write_kernel[(shape[0],)](
-            k, v, self._tables[seq], 0 if positions is not None else start,
-            positions.reshape(-1) if positions is not None else self._signs, self.n_pages,
+            k, v, self._tables[seq], first, position_arg, self.n_pages,
             k.stride(0), v.stride(0), self._signs,
             inv_freq, rope.mscale if rope is not None else 1.0,
-            kq, ks, km, vq, vs, vm,
+            kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], self._slots[seq],
+            scratch_len,
             HKV=spec.n_kv_heads, HKV_PAD=triton.next_power_of_2(spec.n_kv_heads),
             D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
             K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
             ROPE=rope is not None, N_ROT=rope.n_rot if rope is not None else 2,
             NEOX=bool(rope is not None and rope.neox), POSITIONS=positions is not None,
+            KIVI_DIRECT=direct,
         )  # fmt: skip
+        if self.kivi:
+            self._seal(layer, seq, first, position_arg, shape[0], kq, positions is not None)
+
+    def _seal(self, layer, seq, first, position_arg, n, scratch, on_device) -> None:
+        """kivi4 K after the write kernel: the pages the write filled sealed, and (n > 1) its
+        last page's rows into the open page (kv_kivi.py)."""
+        spec = self.spec
+        common = {"HKV": spec.n_kv_heads, "D": spec.head_dim, "P": spec.page_size}
+        open_rows, open_page, slot = self._open[layer], self._open_page[layer], self._slots[seq]
+        kivi_seal_kernel[((n + spec.page_size - 2) // spec.page_size + 1, spec.n_kv_heads)](
+            scratch, open_rows, self._tables[seq], position_arg, first, n, self.n_pages, slot,
+            *_pointers(self._k[layer]), G=kivi_group(spec.page_size), POSITIONS=on_device,
+            SCRATCH=n > 1, **common,
+        )  # fmt: skip
+        if n > 1:
+            kivi_open_kernel[(spec.n_kv_heads,)](
+                scratch, scratch.shape[1], open_rows, open_page, position_arg, first, n, slot,
+                POSITIONS=on_device, **common,
+            )  # fmt: skip
 
     def attend(
         self,
@@ -268,6 +366,11 @@ class PagedKVCache:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
+        slots = (
+            torch.cat([self._slot_tensors[s] for s in seqs])
+            if n_seqs > 1
+            else self._slot_tensors[seqs[0]]
+        )
         shared = {
             "HQ": n_heads,
             "G": group,
@@ -280,10 +383,12 @@ class PagedKVCache:
         decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
             q, acc, m, l_sum, table, length_t,
             positions.reshape(-1) if positions is not None else length_t, self._signs,
-            kq, ks, km, vq, vs, vm, qk_scale, self.n_pages, n_splits, window,
+            kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], slots,
+            qk_scale, self.n_pages, n_splits, window,
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
             CODE_WORDS=self.tuning.code_unpack == "words", ASM=_runs_assembly(q.device),
+            KG=kivi_group(spec.page_size),
             num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
         )  # fmt: skip
         decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
@@ -314,12 +419,14 @@ class PagedKVCache:
         pages = triton.cdiv(n, spec.page_size)
         shape = (n, spec.n_kv_heads, spec.head_dim)
         rows = []
-        for fmt, planes in ((spec.k_format, self._k[layer]), (spec.v_format, self._v[layer])):
+        roles = ((spec.k_format, self._k[layer]), (spec.v_format, self._v[layer]))
+        for role, (fmt, planes) in enumerate(roles):
             out = torch.empty(shape, dtype=torch.float16, device=self.device)
             kv_gather_kernel[(pages, spec.n_kv_heads)](
                 self._tables[seq], out, *_pointers(planes), self._signs, n,
+                self._open[layer], self._open_page[layer], self._slots[seq], role, int(self.kivi),
                 HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
-                P=spec.page_size, FMT=FORMAT_CODES[fmt],
+                P=spec.page_size, FMT=FORMAT_CODES[fmt], KG=kivi_group(spec.page_size),
             )  # fmt: skip
             rows.append(out)
         return rows[0], rows[1]
@@ -342,21 +449,55 @@ class PagedKVCache:
         no score matrix). Returns [T, n_heads, head_dim] in q's dtype."""
         k, v = self.gather(layer, seq, n_keys)
         slots = torch.arange(n_keys, device=q.device)
-        behind = positions.reshape(-1, 1) - slots[None, :]
-        seen = behind >= 0
-        if window > 0:
-            seen &= behind < window
+        seen = self._seen(positions, slots, window)
+        if self.kivi and layer in self._scratch:
+            k, v, seen = self._own_pages_exact(layer, positions, n_keys, window, k, v, seen)
         dtype = torch.float16 if q.is_cuda else torch.float32  # the CPU: tests only
         k, v = k.transpose(0, 1).to(dtype), v.transpose(0, 1).to(dtype)
         return grouped_prefill_attention(q, k, v, seen, scale)
 
+    @staticmethod
+    def _seen(positions: torch.Tensor, slots: torch.Tensor, window: int) -> torch.Tensor:
+        behind = positions.reshape(-1, 1) - slots[None, :]
+        seen = behind >= 0
+        if window > 0:
+            seen &= behind < window
+        return seen
+
+    def _own_pages_exact(self, layer, positions, n_keys, window, k, v, seen):
+        """kivi4: each query of the chunk sees the keys and values of its own page as written
+        (exact, as decode does through the open page), not as stored: the last write's
+        scratch holds them (kv_kivi.py), appended as extra keys with their own mask."""
+        scratch, start = self._scratch[layer]
+        page = self.spec.page_size
+        first = start.reshape(-1)[:1] if isinstance(start, torch.Tensor) else start
+        exact_slots = first - first % page + torch.arange(scratch.shape[1], device=k.device)
+        own = positions.reshape(-1, 1) // page
+        exact_seen = self._seen(positions, exact_slots, window)
+        exact_seen &= (exact_slots[None, :] // page == own) & (exact_slots < n_keys)[None, :]
+        seen = seen & (torch.arange(n_keys, device=k.device)[None, :] // page != own)
+        return (
+            torch.cat([k, scratch[0]]),
+            torch.cat([v, scratch[1]]),
+            torch.cat([seen, exact_seen], dim=1),
+        )
+
     def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
         """K and V of seq as the cache would return them (dequantized, unrotated; float32
         numpy [length, n_kv_heads, head_dim]): for checks, slow."""
-        from kernels.kv_readback import dequantize_pages
+        from kernels.kv_readback import dequantize_kivi_pages, dequantize_pages
 
         pages = self._pages[seq]
         n = self._lengths[seq]
-        k = dequantize_pages(self.spec.k_format, self._k[layer], pages, self.spec)[:n]
-        v = dequantize_pages(self.spec.v_format, self._v[layer], pages, self.spec)[:n]
-        return k, v
+        v = dequantize_pages(self.spec.v_format, self._v[layer], pages, self.spec)
+        if not self.kivi:
+            k = dequantize_pages(self.spec.k_format, self._k[layer], pages, self.spec)
+            return k[:n], v[:n]
+        slot = self._slots[seq]
+        open_rows = self._open[layer][slot]  # [2, heads, P, D]
+        open_page = int(self._open_page[layer][slot])
+        k = dequantize_kivi_pages(self._k[layer], pages, open_rows[0], open_page)
+        if open_page < len(pages):  # the open page's values as written
+            rows = open_rows[1].transpose(0, 1).float().cpu().numpy()
+            v[open_page * self.spec.page_size : (open_page + 1) * self.spec.page_size] = rows
+        return k[:n], v[:n]

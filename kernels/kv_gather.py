@@ -12,23 +12,34 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.kv_tiles import ROT4, fwht, load_tile
+from kernels.kv_kivi import load_kivi_tile, load_open_tile
+from kernels.kv_tiles import KIVI4, ROT2, ROT4, fwht, load_tile
 
 
 @triton.jit
 def kv_gather_kernel(
     block_table_ptr, out_ptr, q_ptr, scale_ptr, min_ptr, signs_ptr, n_rows,
+    open_ptr, open_page_ptr, slot, role, use_open,
     HKV: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
-    FMT: tl.constexpr,
+    FMT: tl.constexpr, KG: tl.constexpr = 32,
 ):  # fmt: skip
+    """use_open (1 in a kivi4 cache): the sequence's open page (open_page[slot]) from its f16
+    rows of `role` (0 K, 1 V), the other pages as stored."""
     pg = tl.program_id(0)
     head = tl.program_id(1)
     page = tl.load(block_table_ptr + pg)
-    tile, row_scale = load_tile((page * HKV + head) * P, q_ptr, scale_ptr, min_ptr, FMT, P, D)
-    rows = tile.to(tl.float32) * row_scale[:, None]
     j = tl.arange(0, D)
-    if FMT >= ROT4:  # stored rotated: rotate back (signs_ptr holds signs / sqrt(D))
-        rows = fwht(rows, P, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
+    if (use_open != 0) & (pg == tl.load(open_page_ptr + slot)):
+        rows = load_open_tile(slot, role, head, open_ptr, HKV, P, D).to(tl.float32)
+    else:
+        if FMT == KIVI4:
+            rows = load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV, P, D, KG)
+        else:
+            tile, row_scale = load_tile((page * HKV + head) * P, q_ptr, scale_ptr, min_ptr,
+                                        FMT, P, D)  # fmt: skip
+            rows = tile.to(tl.float32) * row_scale[:, None]
+        if (FMT == ROT4) | (FMT == ROT2):  # stored rotated: rotate back (signs / sqrt(D))
+            rows = fwht(rows, P, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
     position = pg * P + tl.arange(0, P)
     target = out_ptr + (position[:, None] * HKV + head) * D + j[None, :]
     tl.store(target, rows.to(tl.float16), mask=(position < n_rows)[:, None])

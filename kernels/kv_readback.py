@@ -34,3 +34,25 @@ def dequantize_pages(
     groups = codes.reshape(*codes.shape[:-1], spec.head_dim // GROUP, GROUP)
     packed = {"q": groups, "scale": take("scale")[..., None], "min": take("min")[..., None]}
     return reference_dequantize(fmt, packed)
+
+
+def dequantize_kivi_pages(
+    planes: dict[str, torch.Tensor], pages: list[int], open_rows: torch.Tensor, open_page: int
+) -> np.ndarray:
+    """kivi4 K: [len(pages) * page_size, n_kv_heads, head_dim] float32, the sealed pages
+    through the reference (scale and min per group of positions) and page number open_page
+    from the open rows [heads, P, D]."""
+    out = []
+    for i, page in enumerate(pages):
+        if i == open_page:
+            rows = open_rows.float().cpu().numpy()
+        else:
+            codes = _unpack(planes["q"][page].cpu().numpy(), 4)  # [heads, P, D]
+            scale = planes["scale"][page].cpu().numpy()  # [heads, P / G, D]
+            heads, groups, dim = scale.shape
+            codes = codes.reshape(heads, groups, -1, dim)
+            fields = {"q": codes, "scale": scale[:, :, None], "min": None}
+            fields["min"] = planes["min"][page].cpu().numpy()[:, :, None]
+            rows = reference_dequantize("kivi4", fields).reshape(heads, -1, dim)
+        out.append(rows.transpose(1, 0, 2))
+    return np.concatenate(out)

@@ -7,6 +7,8 @@ Per layer and per role (K or V) the cache holds pages [n_pages, n_kv_heads, page
     q8    q [.., D] int8, scale [..] float16
     rot4  q [.., D/2] uint8 (byte i: dim 2i low nibble, 2i+1 high), scale, min [.., D/32] f16
     rot2  q [.., D/4] uint8 (byte i: dims 4i..4i+3 at bits 0, 2, 4, 6), scale, min as rot4
+    kivi4 q as rot4, scale and min [n_pages, n_kv_heads, D] f16 (per page and channel), and
+          an open page per sequence (kv_kivi.py)
 A row is addressed by its index (page * n_kv_heads + head) * page_size + slot.
 """
 
@@ -21,7 +23,8 @@ F16: tl.constexpr = tl.constexpr(0)
 Q8: tl.constexpr = tl.constexpr(1)
 ROT4: tl.constexpr = tl.constexpr(2)
 ROT2: tl.constexpr = tl.constexpr(3)
-FORMAT_CODES = {"f16": 0, "q8": 1, "rot4": 2, "rot2": 3}
+KIVI4: tl.constexpr = tl.constexpr(4)  # K only, its own pages and kernels: kv_kivi.py
+FORMAT_CODES = {"f16": 0, "q8": 1, "rot4": 2, "rot2": 3, "kivi4": 4}
 
 
 @triton.jit

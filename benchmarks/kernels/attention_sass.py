@@ -28,9 +28,9 @@ from kernels.kv_tiles import FORMAT_CODES
 POINTER_TYPES = {
     "q_ptr": "*fp16", "acc_ptr": "*fp32", "m_ptr": "*fp32", "l_ptr": "*fp32",
     "block_table_ptr": "*i32", "lengths_ptr": "*i32", "positions_ptr": "*i32",
-    "signs_ptr": "*fp32",
+    "signs_ptr": "*fp32", "open_page_ptr": "*i32", "open_slots_ptr": "*i32",
 }  # fmt: skip
-PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8"}
+PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8", "kivi4": "*u8"}
 
 
 def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 3):
@@ -39,7 +39,7 @@ def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: in
     fn = decode_split_kernel
     consts = dict(HQ=32, HKV=8, G=4, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
                   K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=False,
-                  CODE_WORDS=unpack == "words", ASM=True)  # fmt: skip
+                  CODE_WORDS=unpack == "words", ASM=True, KG=32)  # fmt: skip
     signature = {}
     for arg in fn.arg_names:
         if arg in consts:
@@ -82,7 +82,8 @@ def main() -> None:
     args = parser.parse_args()
     for pair in args.formats:
         k_fmt, v_fmt = pair.split("/")
-        coded = {"rot4", "q8"} & {k_fmt, v_fmt}  # the formats AttentionTuning.code_unpack moves
+        # the formats whose unpacking AttentionTuning.code_unpack chooses
+        coded = {"rot4", "q8", "kivi4"} & {k_fmt, v_fmt}
         for unpack in args.unpack if coded else ["-"]:
             sass, usage = sass_of(compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps))
             if args.dump:

@@ -6,7 +6,8 @@ tensor the forward pass already has: nothing is read back to the host, and a dec
 (write + attend of one token at every layer) can be captured once in a CUDA graph and replayed
 at the next position. Attention masks by position, as TorchKVCache does, so rows past the
 current length (an earlier, longer history) are never seen until rewritten: `truncate` is
-always possible and costs nothing.
+always possible and costs nothing (kivi4 keys: it reopens the page of the last kept position,
+one small launch a layer; kernels/kv_kivi.py).
 
 Keys arrive already rotated by RoPE (forward.py applies it), so the write kernel only rotates
 (Walsh-Hadamard, for the rot formats), quantizes and stores them. A decode step (one query) is
@@ -19,7 +20,7 @@ from __future__ import annotations
 import torch
 
 # Hearth KV formats (kernels/kv_formats.py) a ModelParams.type_k / type_v may name.
-PAGED_FORMATS = ("q8", "rot4", "rot2")
+PAGED_FORMATS = ("q8", "rot4", "rot2", "kivi4")
 
 
 class PagedCacheAdapter:
@@ -46,7 +47,7 @@ class PagedCacheAdapter:
             page_size=page_size,
             max_tokens=n_ctx,
         )
-        self.cache = kernels.PagedKVCache(spec, device=device)
+        self.cache = kernels.PagedKVCache(spec, device=device, open_pages=1)
         self.spec = spec
         self.n_ctx = n_ctx
         self.seq = self.cache.new_sequence()
@@ -54,10 +55,13 @@ class PagedCacheAdapter:
 
     @property
     def nbytes(self) -> int:
-        return self.spec.bytes_per_token * self.spec.n_layers * self.n_ctx
+        pages = self.spec.bytes_per_token * self.spec.n_layers * self.n_ctx
+        return pages + self.cache.open_page_bytes
 
     def truncate(self, n: int) -> bool:
-        """Keep the first n positions: nothing to do, attention masks by position."""
+        """Keep the first n positions: attention masks by position; kivi4 keys reopen the
+        page of position n - 1 (its sealed rows become the open ones again)."""
+        self.cache.reopen(self.seq, n)
         return True
 
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):

@@ -29,7 +29,7 @@ from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.ops import KernelsOps
 from engine.hearth.paged_cache import PagedCacheAdapter
 from engine.hearth.weights import GGUFTensors
-from kernels.kv_formats import reference_roundtrip
+from kernels.kv_formats import reference_kivi_pages, reference_roundtrip
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
@@ -83,5 +83,36 @@ def test_a_turn_that_edits_history_continues_after_truncate(tmp_path):
         _run(model, cache, [5, 17, 300, 42, 0, 99], 0, N_CTX)
         assert cache.truncate(4)
         rows[name] = _run(model, cache, [11, 12, 13], 4, N_CTX, prefill=2)
+    scale = np.abs(rows["simulated"]).max()
+    np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
+
+
+def test_kivi4_keys_match_a_cache_that_keeps_the_open_page_exact(tmp_path):
+    """kivi4 K (pages of 64) under the forward pass: a prefill past the first page (sealed),
+    then decode steps in the open page, against the plain cache that stores K through kivi4's
+    reference and lets each query see its own page's keys and values exact. V q8: rot4's
+    rotation, in f32 in the kernel and float64 in the reference, flips a code at a tie now
+    and then (one step, up to 0.06 here), which this tiny random model amplifies past the
+    tolerance over 69 positions."""
+    from benchmarks.kv_variants import residual_cache
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama", n_layer=2))
+    info = read_model_info(path)
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps(DEVICE))
+    dims = dict(n_layer=2, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=N_CTX)
+    kivi = lambda rows: torch.from_numpy(  # noqa: E731
+        reference_kivi_pages(rows.float().numpy(), 64, rows.shape[0] // 64)
+    )
+    caches = {
+        "simulated": residual_cache(
+            64, True, dtype=torch.float32, k_codec=kivi, v_codec=_codec("q8"), **dims
+        ),
+        "paged": PagedCacheAdapter(**dims, device=DEVICE, k_format="kivi4", v_format="q8"),
+    }
+    tokens = [(7 * i + 3) % 300 for i in range(69)]
+    rows = {
+        name: _run(model, cache, tokens, 0, N_CTX, prefill=66) for name, cache in caches.items()
+    }
     scale = np.abs(rows["simulated"]).max()
     np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
