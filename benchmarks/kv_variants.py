@@ -119,7 +119,7 @@ def residual_cache(group: int, exact_values: bool = False, **cache_args):
             self.exact_v[layer].index_copy_(1, positions, v.transpose(0, 1).to(self.v.dtype))
 
         def attend(self, layer, q, positions, n_keys, *, scale, window=0):
-            slots = torch.arange(n_keys)
+            slots = torch.arange(n_keys, device=positions.device)
             behind = positions[:, None] - slots[None, :]
             seen = behind >= 0
             if window > 0:

@@ -193,7 +193,7 @@ class Transformer:
         benchmarks/prefill_profile.py). Elsewhere (the CPU; plain torch, which would dequantize
         the whole table) the rows are dequantized on the host."""
         if self.ops.name == "kernels" and self.ops.device.type != "cpu":
-            return self.embed_on_device(self.device_embedding(), tokens)
+            return self.embed_on_device(self.device_embedding(), tokens.to(self.ops.device))
         return self.ops.embed_rows(self.embedding, tokens)
 
     def embed_host(self, token: int) -> torch.Tensor:

@@ -37,7 +37,10 @@ N_CTX = 80
 
 
 def _codec(fmt):
-    return lambda rows: torch.from_numpy(reference_roundtrip(fmt, rows.float().numpy()))
+    """The format's numpy reference as a cache codec (rows come and go on their device)."""
+    return lambda rows: torch.from_numpy(reference_roundtrip(fmt, rows.float().cpu().numpy())).to(
+        rows.device
+    )
 
 
 def _model_and_caches(tmp_path, arch, k_format, v_format):
@@ -47,7 +50,11 @@ def _model_and_caches(tmp_path, arch, k_format, v_format):
     model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps(DEVICE))
     dims = dict(n_layer=2, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=N_CTX)
     simulated = TorchKVCache(
-        **dims, dtype=torch.float32, k_codec=_codec(k_format), v_codec=_codec(v_format)
+        **dims,
+        device=DEVICE,
+        dtype=torch.float32,
+        k_codec=_codec(k_format),
+        v_codec=_codec(v_format),
     )
     paged = PagedCacheAdapter(**dims, device=DEVICE, k_format=k_format, v_format=v_format)
     return model, config, {"simulated": simulated, "paged": paged}
@@ -55,12 +62,14 @@ def _model_and_caches(tmp_path, arch, k_format, v_format):
 
 def _run(model, cache, tokens, start, n_keys_decode, prefill=4):
     """A prefill of the first tokens, then one decode step per remaining token (tokens and
-    positions on the host, as test_kernels_ops passes them)."""
-    ids, positions = torch.tensor(tokens[:prefill]), torch.arange(start, start + prefill)
+    positions on the model's device, as the engine passes them)."""
+    ids = torch.tensor(tokens[:prefill], device=DEVICE)
+    positions = torch.arange(start, start + prefill, device=DEVICE)
     out = [model.forward(ids, positions, cache, n_keys=start + prefill)]
     for i in range(prefill, len(tokens)):
-        position = torch.tensor([start + i])
-        out.append(model.forward(torch.tensor([tokens[i]]), position, cache, n_keys=n_keys_decode))
+        position = torch.tensor([start + i], device=DEVICE)
+        token = torch.tensor([tokens[i]], device=DEVICE)
+        out.append(model.forward(token, position, cache, n_keys=n_keys_decode))
     return torch.stack(out).float().cpu().numpy()
 
 
@@ -102,11 +111,17 @@ def test_kivi4_keys_match_a_cache_that_keeps_the_open_page_exact(tmp_path):
     model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps(DEVICE))
     dims = dict(n_layer=2, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=N_CTX)
     kivi = lambda rows: torch.from_numpy(  # noqa: E731
-        reference_kivi_pages(rows.float().numpy(), 64, rows.shape[0] // 64)
-    )
+        reference_kivi_pages(rows.float().cpu().numpy(), 64, rows.shape[0] // 64)
+    ).to(rows.device)
     caches = {
         "simulated": residual_cache(
-            64, True, dtype=torch.float32, k_codec=kivi, v_codec=_codec("q8"), **dims
+            64,
+            True,
+            device=DEVICE,
+            dtype=torch.float32,
+            k_codec=kivi,
+            v_codec=_codec("q8"),
+            **dims,
         ),
         "paged": PagedCacheAdapter(**dims, device=DEVICE, k_format="kivi4", v_format="q8"),
     }
