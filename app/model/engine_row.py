@@ -28,6 +28,8 @@ _TIPS = {
     "q4_0": "about a quarter of the memory of f16, at a visible cost",
     "q8": "8.1 bits a value; closer to f16 than llama.cpp's q8_0",
     "rot4": "5 bits a value (rotated, 4-bit); K q8 with V rot4 matches llama.cpp's q8_0",
+    "kivi4": "5 bits a value, K only (4-bit per channel, the newest 64 positions exact): with "
+    "V rot4 as close to f16 as llama.cpp's q8_0 at 10 bits a pair; decodes slower than rot4",
     "rot2": "3 bits a value, K only: too lossy for most models (measured perplexity 82.6 "
     "against 24.1 on SmolLM2)",
 }

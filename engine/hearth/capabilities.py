@@ -26,10 +26,12 @@ TENSOR_TYPES = {
 
 # KV cache formats (ModelParams.type_k / type_v). The plain torch cache holds f16 and f32 on any
 # device; kernels' paged cache (engine/hearth/paged_cache.py PAGED_FORMATS) holds the rest on a
-# GPU, K and V chosen independently, rot2 for K only (kernels/kv_formats.py).
+# GPU, K and V chosen independently, rot2 and kivi4 (per-channel 4-bit, the newest page exact)
+# for K only (kernels/kv_formats.py).
 PLAIN_FORMATS = ("f16", "f32")
-PAGED_FORMATS = ("q8", "rot4", "rot2")
-K_FORMATS = ("f16", "q8", "rot4", "rot2")  # what the Model page offers (f32 is for the tests)
+PAGED_FORMATS = ("q8", "rot4", "rot2", "kivi4")
+# what the Model page offers (f32 is for the tests)
+K_FORMATS = ("f16", "q8", "kivi4", "rot4", "rot2")
 V_FORMATS = ("f16", "q8", "rot4")
 # kernels' paged attention takes a sliding window (PagedKVCache.attend(..., window=)), so the
 # quantized formats serve Gemma 3 too.

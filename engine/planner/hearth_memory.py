@@ -50,7 +50,7 @@ from engine.hearth.capabilities import uses_paged_cache
 from engine.hearth.config import ModelConfig, model_config
 from engine.planner.memory import DeviceMemory, MemoryEstimate
 from kernels.ggml_formats import FORMATS
-from kernels.kv_formats import bytes_per_row
+from kernels.kv_formats import bytes_per_row, kivi_group
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -249,6 +249,12 @@ def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
     sizes = []
     for fmt in (config.type_k, config.type_v):
         sizes += [rows * plane for plane in _planes(fmt, d)] * layers
+    if config.type_k == "kivi4":
+        # per layer: the sequence's open page (K and V rows in f16), and the f16 scratch a
+        # prefill chunk's rows go through before they are sealed (kept until the next write)
+        page_rows = 2 * heads * PAGE * d * 2
+        scratch = 2 * (config.n_ubatch + PAGE) * heads * d * 2
+        sizes += [page_rows, scratch] * layers
     return [*sizes, 4 * d * d, 4 * d, 8 * -(-config.n_ctx // PAGE)]  # rotation, block table
 
 
@@ -258,6 +264,11 @@ def _planes(fmt: str, d: int) -> list[int]:
         return [2 * d]
     if fmt == "q8":
         return [d, 2]
+    if fmt == "kivi4":  # codes; scale and min per group of positions and channel, f16
+        share = 2 * d // kivi_group(PAGE)
+        planes = [d // 2, share, share]
+        assert sum(planes) == bytes_per_row(fmt, d, PAGE)
+        return planes
     planes = [d // (2 if fmt == "rot4" else 4), 2 * (d // 32), 2 * (d // 32)]
     assert sum(planes) == bytes_per_row(fmt, d)  # the format's own count, scales included
     return planes

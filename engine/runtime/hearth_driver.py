@@ -336,8 +336,9 @@ def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
     unknown = [kind for kind in kinds if kind not in known]
     if unknown:
         raise EngineError(
-            f"The Hearth engine has no {unknown[0]} KV cache (it holds {', '.join(known)}; the "
-            "last three need a GPU). Choose one of those, or the llama.cpp engine."
+            f"The Hearth engine has no {unknown[0]} KV cache (it holds {', '.join(known)}; all "
+            f"but {' and '.join(_CACHE_DTYPES)} need a GPU). Choose one of those, or the "
+            "llama.cpp engine."
         )
     if hearth.ops.name != "kernels":
         raise EngineError(

@@ -52,9 +52,9 @@ def open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
 
 
 # A Hearth load that fell back to llama.cpp still names Hearth's KV formats; llama.cpp holds
-# these instead: rot4/rot2 (5 and 3 bits a value) as q4_0 (4.5 bits: no more memory than planned
-# for rot4), q8 (8.1 bits) as q8_0 (8.5).
-_LLAMA_KV_FOR = {"q8": "q8_0", "rot4": "q4_0", "rot2": "q4_0"}
+# these instead: rot4/kivi4/rot2 (5, 5 and 3 bits a value) as q4_0 (4.5 bits: no more memory
+# than planned for them), q8 (8.1 bits) as q8_0 (8.5).
+_LLAMA_KV_FOR = {"q8": "q8_0", "rot4": "q4_0", "kivi4": "q4_0", "rot2": "q4_0"}
 
 
 def with_llama_kv(params: p.ModelParams) -> p.ModelParams:

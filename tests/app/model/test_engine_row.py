@@ -67,7 +67,7 @@ def test_formats_the_model_cannot_hold_are_disabled_with_the_reason(controls):
     controls.set_support(None, sliding_window, "Engine: llama.cpp, because it is not measured.")
     controls.set_values("hearth", "f16", "f16")
     assert [(d, ok) for d, ok, _ in items(controls.k_type)] == [
-        ("f16", True), ("q8", False), ("rot4", False), ("rot2", False)
+        ("f16", True), ("q8", False), ("kivi4", False), ("rot4", False), ("rot2", False)
     ]  # fmt: skip
     assert "sliding-window" in items(controls.v_type)[2][2]
     assert controls.note.text().startswith("Engine: llama.cpp")

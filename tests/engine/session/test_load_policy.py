@@ -117,8 +117,14 @@ def test_snapshot_of_a_failing_detection_still_plans_for_the_cpu(model_file):
 H100_PC = machine(nvidia(78, 80, cc="9.0"), cpu(100))
 
 
-def test_best_fit_keeps_llama_cpp_until_the_hearth_engine_is_measured(model_file):
+def test_best_fit_takes_the_hearth_engine_only_where_it_was_measured_faster(model_file):
+    # sm_90: engine_figures.json has both engines from one H100 run (Hearth 1.36x at worst)
     decision = plan_load(model_file("llama3-8b", "Q4_K_M"), H100_PC)
+    assert decision.params.engine == "hearth" and decision.choice.engine == "hearth"
+    assert decision.best.notes[0].startswith("Engine: Hearth kernels")
+    # sm_89 has no Hearth figures: llama.cpp, and the plan says why
+    rtx4090 = machine(nvidia(23, 24, cc="8.9"), cpu(64))
+    decision = plan_load(model_file("llama3-8b", "Q4_K_M"), rtx4090)
     assert decision.params.engine == "llama" and decision.choice.engine == "llama"
     assert "not been measured" in decision.best.notes[0]
 
