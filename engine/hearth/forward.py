@@ -162,8 +162,9 @@ class Transformer:
                     post_ffn_norm=vector(p + "post_ffw_norm.weight"),
                 )
             )
-        # The embedding stays in host memory: only the rows of the tokens are ever read
-        # (llama.cpp keeps it on the CPU too). A tied output matrix is the same tensor.
+        # The embedding is kept as mapped from the file: the CPU path dequantizes the rows it
+        # reads; on a GPU, device_embedding() puts its blocks there once (the decode graph and
+        # the prefill read their rows on the device). A tied output matrix is the same tensor.
         embedding = tensors.matrix("token_embd.weight")
         output_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
         rope = config.rope
