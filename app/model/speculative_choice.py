@@ -10,6 +10,7 @@ is planned against, and said under the row.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -31,12 +32,16 @@ from engine.planner.draft import (
     SpeculativeMemory,
     draft_model_memory,
     mtp_layers,
+    mtp_memory,
     reserve,
     tokenizer_mismatch,
     with_checked_logits,
 )
 from engine.planner.records import PlanRequest
-from engine.runtime.protocol import SpeculativeParams
+from engine.runtime.protocol import ModelParams, SpeculativeParams
+
+# the load's n_batch (the Model page does not change it): rows an MTP load outputs at once
+_DEFAULT_BATCH = next(f.default for f in fields(ModelParams) if f.name == "n_batch")
 
 METHODS = (
     ("Off", "off"),
@@ -167,6 +172,10 @@ class SpeculativeChoice(QWidget):
             draft = draft_model_memory(self._draft, request, n_ctx=n_ctx, kv_type=kv_type,
                                        flash_attn=flash_attn, on_gpu=on_gpu)  # fmt: skip
         device = request.gpus[0].id if on_gpu and request.gpus else "host"
+        if params.method == "mtp":
+            return mtp_memory(self._main, n_ctx=n_ctx, kv_type=kv_type,
+                              n_batch=_DEFAULT_BATCH, max_draft=params.max_draft,
+                              device=device)  # fmt: skip
         return with_checked_logits(draft, self._main.vocab_size or 0, params.max_draft, device)
 
     # -- showing ------------------------------------------------------------------------------
@@ -192,6 +201,11 @@ class SpeculativeChoice(QWidget):
             text += (
                 f" Draft model: {gib(memory.weights_bytes)} of weights and "
                 f"{gib(memory.kv_bytes)} of KV cache, set aside from the budget."
+            )
+        elif method == "mtp" and memory is not None:
+            text += (
+                f" Set aside from the budget: {gib(memory.logits_bytes)} for a whole batch of "
+                f"output rows and {gib(memory.kv_bytes)} for the MTP layers' KV cache."
             )
         self.note.setText(text)
         self.note.setVisible(bool(text))

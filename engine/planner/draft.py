@@ -9,6 +9,12 @@ counted once, with the main model.
 
 Checking drafts asks the main context for up to `max_draft + 1` rows of logits instead of one
 (n_outputs_max), a float per vocabulary entry each: 8.7 MiB for 17 rows of a 128k vocabulary.
+
+MTP drafting (engine/llama/mtp.py) reads the hidden state of every token, prompt included, and
+llama.cpp then outputs every row of a batch: n_outputs_max is a whole batch (2,048 rows by
+default), each a row of logits and a row of the hidden state, 1.2 GiB for a 152k vocabulary.
+The MTP context is a second llama.cpp context over the file's NextN layers, as long as the main
+one: its KV cache is that many layers of the main model's shape.
 """
 
 from __future__ import annotations
@@ -73,6 +79,26 @@ def with_checked_logits(
     per_device = dict(memory.per_device)
     per_device[device] = per_device.get(device, 0) + extra
     return replace(memory, per_device=tuple(per_device.items()), logits_bytes=extra)
+
+
+def mtp_memory(
+    main: ModelInfo, *, n_ctx: int, kv_type: str, n_batch: int, max_draft: int, device: str
+) -> SpeculativeMemory:
+    """MTP drafting's memory on `device` (the output layer's): the whole batch of logits and
+    hidden-state rows beyond plain decoding's one row, and the MTP context's KV cache (its
+    NextN layers at the main context's length, each shaped like the main model's last layer).
+    An estimate from the code paths (engine/runtime/to_llama.py, engine/llama/mtp.py): no MTP
+    model has been measured."""
+    from engine.planner.kv_cache import CTX_PAD, bytes_per_cell, pad_to
+    from engine.planner.profile_dims import build_profile
+
+    profile = build_profile(main)
+    rows = max(n_batch, max_draft + 1)
+    logits = (rows - 1) * profile.n_vocab * 4 + rows * profile.n_embd * 4
+    layer = next((x for x in reversed(profile.kv_layers) if x.has_kv), None)
+    per_cell = bytes_per_cell(layer, kv_type, kv_type, None) if layer is not None else 0
+    kv = mtp_layers(main) * per_cell * pad_to(n_ctx, CTX_PAD)
+    return SpeculativeMemory(per_device=((device, logits + kv),), kv_bytes=kv, logits_bytes=logits)
 
 
 def reserve(request: PlanRequest, memory: SpeculativeMemory) -> PlanRequest:

@@ -122,6 +122,8 @@ def test_mtp_chosen_on_the_page_drafts_in_the_worker(qtbot, bridge, tmp_path):
     assert item.isEnabled() and item.text() == "MTP (1 layer in this model)"
     bridge.start()
     _pick(view.speculative, "mtp")
+    # the plan sets aside a whole batch of output rows and the MTP layer's KV (planner/draft.py)
+    assert "for a whole batch of output rows" in view.speculative.note.text()
     view.apply_button.click()
     _, params = client_of(bridge).commands[-1]
     assert params.speculative.method == "mtp"

@@ -85,3 +85,24 @@ def test_mtp_layers_from_the_header(tiny):
     assert mtp_layers(tiny) == 0
     with_mtp = replace(tiny, metadata={**tiny.metadata, "llama.nextn_predict_layers": 1})
     assert mtp_layers(with_mtp) == 1
+
+
+def test_mtp_sets_aside_a_batch_of_output_rows_and_its_layers_kv(tiny):
+    from engine.planner.draft import mtp_memory
+    from engine.planner.kv_cache import row_bytes
+    from engine.planner.profile_dims import build_profile
+
+    with_mtp = replace(tiny, metadata={**tiny.metadata, "llama.nextn_predict_layers": 1})
+    profile = build_profile(with_mtp)
+    memory = mtp_memory(with_mtp, n_ctx=1000, kv_type="f16", n_batch=2048, max_draft=8,
+                        device="cuda:0")  # fmt: skip
+    # every row of a 2,048-token batch: logits (beyond plain decoding's one) and hidden state
+    assert memory.logits_bytes == 2047 * profile.n_vocab * 4 + 2048 * profile.n_embd * 4
+    # one NextN layer shaped like the last one, at the context padded to 256 cells
+    layer = profile.kv_layers[-1]
+    per_cell = row_bytes("f16", layer.k_width) + row_bytes("f16", layer.v_width)
+    assert memory.kv_bytes == per_cell * 1024
+    assert memory.per_device == (("cuda:0", memory.logits_bytes + memory.kv_bytes),)
+    two = replace(tiny, metadata={**tiny.metadata, "llama.nextn_predict_layers": 2})
+    assert mtp_memory(two, n_ctx=1000, kv_type="f16", n_batch=2048, max_draft=8,
+                      device="cuda:0").kv_bytes == 2 * memory.kv_bytes  # fmt: skip
