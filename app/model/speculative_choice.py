@@ -10,7 +10,7 @@ is planned against, and said under the row.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import Signal
@@ -30,18 +30,13 @@ from engine.gguf import GGUFError, read_model_info
 from engine.gguf.model_info import ModelInfo
 from engine.planner.draft import (
     SpeculativeMemory,
-    draft_model_memory,
     mtp_layers,
-    mtp_memory,
     reserve,
+    speculation_memory,
     tokenizer_mismatch,
-    with_checked_logits,
 )
 from engine.planner.records import PlanRequest
-from engine.runtime.protocol import ModelParams, SpeculativeParams
-
-# the load's n_batch (the Model page does not change it): rows an MTP load outputs at once
-_DEFAULT_BATCH = next(f.default for f in fields(ModelParams) if f.name == "n_batch")
+from engine.runtime.protocol import SpeculativeParams
 
 METHODS = (
     ("Off", "off"),
@@ -164,19 +159,13 @@ class SpeculativeChoice(QWidget):
     def memory(
         self, request: PlanRequest, *, n_ctx: int, kv_type: str, flash_attn: bool, on_gpu: bool
     ) -> SpeculativeMemory | None:
-        params = self.params()
-        if params.method == "off" or self._main is None:
+        if self._main is None:
             return None
-        draft = None
-        if params.method == "draft_model" and self._draft is not None:
-            draft = draft_model_memory(self._draft, request, n_ctx=n_ctx, kv_type=kv_type,
-                                       flash_attn=flash_attn, on_gpu=on_gpu)  # fmt: skip
-        device = request.gpus[0].id if on_gpu and request.gpus else "host"
-        if params.method == "mtp":
-            return mtp_memory(self._main, n_ctx=n_ctx, kv_type=kv_type,
-                              n_batch=_DEFAULT_BATCH, max_draft=params.max_draft,
-                              device=device)  # fmt: skip
-        return with_checked_logits(draft, self._main.vocab_size or 0, params.max_draft, device)
+        if not on_gpu:  # the main model runs on the CPU: so do the drafter's extras
+            request = replace(request, gpus=())
+        return speculation_memory(self._main, self.params(), request, n_ctx=n_ctx,
+                                  kv_type=kv_type, flash_attn=flash_attn,
+                                  draft=self._draft)  # fmt: skip
 
     # -- showing ------------------------------------------------------------------------------
 

@@ -82,7 +82,9 @@ def run(args: argparse.Namespace) -> int:
     client.start()
     try:
         machine = machine_after_start(events, LOAD_TIMEOUT_S)
-        decision = plan_from_command_line(model_path, args, machine, err=sys.stderr)
+        decision = plan_from_command_line(
+            model_path, args, machine, err=sys.stderr, speculative=speculative
+        )
         if decision is None:
             return 1
         client.load(replace(decision.params, speculative=speculative))

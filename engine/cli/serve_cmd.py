@@ -112,15 +112,16 @@ def run(args: argparse.Namespace) -> int:
         planned = argparse.Namespace(
             ctx=args.ctx * args.parallel, kv=args.kv, gpu_layers=args.gpu_layers
         )
-        decision = plan_from_command_line(model_path, planned, machine, err=sys.stderr)
-        if decision is None:
-            print(f"Try fewer --parallel requests or a shorter --ctx than {args.ctx}.",
-                  file=sys.stderr)  # fmt: skip
-            return 1
         speculative, problem = speculative_from(args)
         if problem:
             print(problem, file=sys.stderr)
             return 2
+        decision = plan_from_command_line(model_path, planned, machine, err=sys.stderr,
+                                          speculative=speculative)  # fmt: skip
+        if decision is None:
+            print(f"Try fewer --parallel requests or a shorter --ctx than {args.ctx}.",
+                  file=sys.stderr)  # fmt: skip
+            return 1
         client.load(replace(decision.params, n_parallel=args.parallel, n_threads=args.threads,
                             speculative=speculative))  # fmt: skip
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=LOAD_TIMEOUT_S)

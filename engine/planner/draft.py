@@ -19,14 +19,18 @@ one: its KV cache is that many layers of the main model's shape.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from engine.gguf.model_info import ModelInfo
 from engine.planner.manual import ManualChoice, plan_manual
 from engine.planner.planner import Planner
 from engine.planner.records import PlanRequest
+from engine.runtime.protocol import ModelParams, SpeculativeParams
 
 HOST = "host"
+# the load's n_batch (neither the Model page nor the command line changes it): the rows an MTP
+# load outputs at once
+_LOAD_BATCH = next(f.default for f in fields(ModelParams) if f.name == "n_batch")
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,33 @@ def mtp_memory(
     per_cell = bytes_per_cell(layer, kv_type, kv_type, None) if layer is not None else 0
     kv = mtp_layers(main) * per_cell * pad_to(n_ctx, CTX_PAD)
     return SpeculativeMemory(per_device=((device, logits + kv),), kv_bytes=kv, logits_bytes=logits)
+
+
+def speculation_memory(
+    main: ModelInfo,
+    speculative: SpeculativeParams,
+    request: PlanRequest,
+    *,
+    n_ctx: int,
+    kv_type: str,
+    flash_attn: bool,
+    draft: ModelInfo | None = None,
+) -> SpeculativeMemory | None:
+    """What `speculative` takes beside the main model (None: nothing, it is off): the draft
+    model (`draft`, its header, when one is usable), MTP's rows and KV, or the checked logits;
+    on the first GPU when the request has one, else in system RAM."""
+    if speculative.method == "off":
+        return None
+    on_gpu = bool(request.gpus)
+    device = request.gpus[0].id if on_gpu else HOST
+    if speculative.method == "mtp":
+        return mtp_memory(main, n_ctx=n_ctx, kv_type=kv_type, n_batch=_LOAD_BATCH,
+                          max_draft=speculative.max_draft, device=device)  # fmt: skip
+    memory = None
+    if speculative.method == "draft_model" and draft is not None:
+        memory = draft_model_memory(draft, request, n_ctx=n_ctx, kv_type=kv_type,
+                                    flash_attn=flash_attn, on_gpu=on_gpu)  # fmt: skip
+    return with_checked_logits(memory, main.vocab_size or 0, speculative.max_draft, device)
 
 
 def reserve(request: PlanRequest, memory: SpeculativeMemory) -> PlanRequest:

@@ -27,15 +27,16 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from engine.gguf import ModelInfo
+from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.hardware.remote import RemoteHost
 from engine.planner import Plan, Planner, PlanRequest
+from engine.planner.draft import reserve, speculation_memory
 from engine.planner.engine_choice import plan_engines
 from engine.planner.hearth_plan import hearth_unavailable
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import Choice
 from engine.planner.remote import plan_with_helpers
-from engine.runtime.protocol import ModelParams
+from engine.runtime.protocol import ModelParams, SpeculativeParams
 from engine.session.machine import MachineSnapshot
 from engine.session.model_file import UnusableModelFile, check_model_file
 from engine.session.remembered import RememberedChoice
@@ -129,13 +130,17 @@ def plan_load(
     info: ModelInfo | None = None,
     siblings: Iterable[str | Path] = (),
     target_ctx: int | None = None,
+    speculative: SpeculativeParams | None = None,
 ) -> LoadDecision:
     """Decide how to load `path` on `machine`. Raises UnusableModelFile for a file that is not a
-    readable GGUF; `info` skips reading the header again when the caller just did."""
+    readable GGUF; `info` skips reading the header again when the caller just did.
+    `speculative`: what speculative decoding will take (a draft model, MTP's rows and KV, the
+    checked logits) is set aside from the budgets first (engine/planner/draft.py)."""
     path = Path(path)
     info = info if info is not None else check_model_file(path)
     planner = Planner(info)
     notes: list[str] = []
+    set_aside = _SpeculationSetAside(info, speculative, notes)
     chosen_over: tuple[tuple[str, int], ...] = ()
     unavailable = None
     if chosen is not None and chosen.engine == "hearth":
@@ -148,6 +153,7 @@ def plan_load(
         chosen = None
     if chosen is not None:
         request = machine.plan_request(vram_budget_bytes=chosen.vram_budget_bytes)
+        request = set_aside(request, chosen.n_ctx, chosen.kv_type, chosen.flash_attn)
         manual = plan_manual(planner, request, chosen.manual_choice)
         if manual.fits:
             return _decision(path, info, PlanSource.CHOSEN, chosen, manual, None)
@@ -158,13 +164,15 @@ def plan_load(
             f"{over} than this machine has free now, so it loads with the best fit instead. "
             "Your settings are kept: free memory and apply them again on the Model page."
         )
-    request = machine.plan_request()
+    n_ctx_train = planner.profiles[0].n_ctx_train or DEFAULT_CONTEXT
+    request = set_aside(machine.plan_request(), target_ctx or min(DEFAULT_CONTEXT, n_ctx_train))
     best = best_fit(planner, request, target_ctx, helpers=machine.helpers)
     if machine.helpers and best.notes:
         notes.append(best.notes[-1])  # whether the helpers are used, and why
     if best.fits and best.choice is not None:
         if best.settings is not None and best.settings.rpc_servers:
-            request = machine.plan_request(helpers=True)  # the devices the best fit placed on
+            # the devices the best fit placed on
+            request = set_aside(machine.plan_request(helpers=True), best.choice.n_ctx)
         choice = choice_from(best.choice)
         manual = plan_manual(planner, request, choice.manual_choice)
         decision = _decision(path, info, PlanSource.BEST_FIT, choice, manual, best)
@@ -184,6 +192,41 @@ def plan_load(
         options=options,
         chosen_over_budget=chosen_over,
     )
+
+
+class _SpeculationSetAside:
+    """A plan request less what speculative decoding takes at a context (engine/planner/
+    draft.py), said once in the decision's notes; the request itself when it is off."""
+
+    def __init__(self, info: ModelInfo, speculative: SpeculativeParams | None, notes: list):
+        self.info, self.notes, self.said = info, notes, False
+        self.speculative = speculative if speculative and speculative.method != "off" else None
+        self.draft = None
+        if self.speculative and self.speculative.method == "draft_model":
+            try:
+                self.draft = read_model_info(self.speculative.draft_path)
+            except (GGUFError, OSError):
+                self.draft = None  # the worker refuses it when it loads, saying why
+
+    def __call__(
+        self, request: PlanRequest, n_ctx: int, kv_type: str = "f16", flash_attn: bool = True
+    ) -> PlanRequest:
+        if self.speculative is None:
+            return request
+        if kv_type not in ("f16", "f32", "q8_0", "q4_0"):  # a Hearth format: llama.cpp's own
+            kv_type = "f16"
+        memory = speculation_memory(self.info, self.speculative, request, n_ctx=n_ctx,
+                                    kv_type=kv_type, flash_attn=flash_attn,
+                                    draft=self.draft)  # fmt: skip
+        if memory is None or memory.total_bytes == 0:
+            return request
+        if not self.said:
+            self.said = True
+            self.notes.append(
+                f"{format_bytes(memory.total_bytes, 2)} set aside for speculative decoding "
+                f"({self.speculative.method.replace('_', ' ')})."
+            )
+        return reserve(request, memory)
 
 
 def choice_from(choice: Choice) -> RememberedChoice:

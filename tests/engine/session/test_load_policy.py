@@ -183,3 +183,23 @@ def test_a_helper_machine_takes_what_this_one_cannot_hold(model_file):
     assert any("Uses the helpers" in note for note in decision.notes)
     alone = plan_load(path, here.without_helpers([address]))
     assert alone.fits and alone.params.rpc_servers == ()
+
+
+def test_speculative_decoding_s_memory_is_set_aside_before_the_plan(model_file):
+    """A 7B draft model (4 GiB) beside an 8B on a 12 GiB card: the main model's plan is made
+    against what is left, and the decision says how much was set aside."""
+    from engine.runtime.protocol import SpeculativeParams
+
+    main = model_file("llama3-8b", "Q4_K_M")
+    draft_file = model_file("mistral-7b", "Q4_K_M", folder="d")
+    draft = SpeculativeParams(method="draft_model", draft_path=str(draft_file))
+    alone = plan_load(main, GAMING_PC)
+    beside = plan_load(main, GAMING_PC, speculative=draft)
+    assert any("set aside for speculative decoding (draft model)" in n for n in beside.notes)
+    # the 8k context still fits beside the draft, with a q8_0 cache instead of f16
+    assert (alone.choice.n_ctx, alone.choice.kv_type) == (8192, "f16")
+    assert (beside.choice.n_ctx, beside.choice.kv_type) == (8192, "q8_0")
+    off = plan_load(main, GAMING_PC, speculative=SpeculativeParams())
+    assert off.choice == alone.choice and off.notes == alone.notes
+    lookup = plan_load(main, GAMING_PC, speculative=SpeculativeParams(method="prompt_lookup"))
+    assert any("(prompt lookup)" in n for n in lookup.notes)  # 16 rows of logits: 7.8 MiB
