@@ -22,10 +22,13 @@ from __future__ import annotations
 from dataclasses import dataclass, fields, replace
 
 from engine.gguf.model_info import ModelInfo
+from engine.planner.kv_cache import CTX_PAD, bytes_per_cell, pad_to
 from engine.planner.manual import ManualChoice, plan_manual
 from engine.planner.planner import Planner
+from engine.planner.profile_dims import build_profile
 from engine.planner.records import PlanRequest
 from engine.runtime.protocol import ModelParams, SpeculativeParams
+from engine.runtime.to_llama import speculating_outputs
 
 HOST = "host"
 # the load's n_batch (neither the Model page nor the command line changes it): the rows an MTP
@@ -93,11 +96,8 @@ def mtp_memory(
     NextN layers at the main context's length, each shaped like the main model's last layer).
     An estimate from the code paths (engine/runtime/to_llama.py, engine/llama/mtp.py): no MTP
     model has been measured."""
-    from engine.planner.kv_cache import CTX_PAD, bytes_per_cell, pad_to
-    from engine.planner.profile_dims import build_profile
-
     profile = build_profile(main)
-    rows = max(n_batch, max_draft + 1)
+    rows = speculating_outputs("mtp", max_draft, n_batch)
     logits = (rows - 1) * profile.n_vocab * 4 + rows * profile.n_embd * 4
     layer = next((x for x in reversed(profile.kv_layers) if x.has_kv), None)
     per_cell = bytes_per_cell(layer, kv_type, kv_type, None) if layer is not None else 0

@@ -41,11 +41,18 @@ def _outputs_per_decode(params: ModelParams, speculating: bool) -> int:
     """Rows of logits one llama_decode may return (llama.cpp's n_outputs_max)."""
     if not speculating:
         return 1
-    if params.speculative.method == "mtp":
-        # MTP drafting reads the hidden state of every token, prompt included; llama.cpp then
-        # outputs every row of a batch (engine/llama/mtp.py).
-        return max(params.n_batch, params.speculative.max_draft + 1)
-    return params.speculative.max_draft + 1
+    return speculating_outputs(params.speculative.method, params.speculative.max_draft,
+                               params.n_batch)  # fmt: skip
+
+
+def speculating_outputs(method: str, max_draft: int, n_batch: int) -> int:
+    """n_outputs_max while speculating (the planner sets their memory aside, planner/draft.py):
+    the last token and the drafts; for MTP a whole batch, since MTP drafting reads the hidden
+    state of every token, prompt included, and llama.cpp then outputs every row of a batch
+    (engine/llama/mtp.py)."""
+    if method == "mtp":
+        return max(n_batch, max_draft + 1)
+    return max_draft + 1
 
 
 def sampler_settings(sampling: SamplingParams) -> SamplerSettings:

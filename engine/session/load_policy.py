@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
+from engine.enums import KV_TYPES
 from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.hardware.remote import RemoteHost
 from engine.planner import Plan, Planner, PlanRequest
@@ -164,8 +165,7 @@ def plan_load(
             f"{over} than this machine has free now, so it loads with the best fit instead. "
             "Your settings are kept: free memory and apply them again on the Model page."
         )
-    n_ctx_train = planner.profiles[0].n_ctx_train or DEFAULT_CONTEXT
-    request = set_aside(machine.plan_request(), target_ctx or min(DEFAULT_CONTEXT, n_ctx_train))
+    request = set_aside(machine.plan_request(), _target_context(planner, target_ctx))
     best = best_fit(planner, request, target_ctx, helpers=machine.helpers)
     if machine.helpers and best.notes:
         notes.append(best.notes[-1])  # whether the helpers are used, and why
@@ -213,7 +213,7 @@ class _SpeculationSetAside:
     ) -> PlanRequest:
         if self.speculative is None:
             return request
-        if kv_type not in ("f16", "f32", "q8_0", "q4_0"):  # a Hearth format: llama.cpp's own
+        if kv_type not in KV_TYPES:  # a Hearth format: speculation runs on llama.cpp's cache
             kv_type = "f16"
         memory = speculation_memory(self.info, self.speculative, request, n_ctx=n_ctx,
                                     kv_type=kv_type, flash_attn=flash_attn,
@@ -254,11 +254,16 @@ def best_fit(
     context if shorter), never below MIN_CONTEXT, across `helpers` where they help, on the
     engine the measured figures favour (engine/planner/engine_choice.py) unless `engine` names
     one."""
-    n_ctx_train = planner.profiles[0].n_ctx_train or DEFAULT_CONTEXT
-    target = target_ctx or min(DEFAULT_CONTEXT, n_ctx_train)
+    target = _target_context(planner, target_ctx)
     request = replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target))
     llama = plan_with_helpers(planner, request, helpers)
     return plan_engines(planner, request, engine, llama=llama)
+
+
+def _target_context(planner: Planner, target_ctx: int | None) -> int:
+    """The context a best fit aims at: `target_ctx`, else DEFAULT_CONTEXT or the training
+    context if shorter."""
+    return target_ctx or min(DEFAULT_CONTEXT, planner.profiles[0].n_ctx_train or DEFAULT_CONTEXT)
 
 
 def _decision(path, info, source, choice, manual: ManualPlan, best) -> LoadDecision:
