@@ -41,7 +41,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
 if [ ! -f /tmp/llama/env.sh ]; then
-  bash .gpu-bundle/build-cuda.sh .gpu-bundle /tmp/llama >/dev/null
+  bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
 fi
 source /tmp/llama/env.sh
 tag=""  # "-patched" after the patched step

@@ -23,7 +23,7 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 model=/tmp/models/llama3-8b-q4_k_m.gguf
 (
   set -e
-  bash .gpu-bundle/build-cuda.sh .gpu-bundle /tmp/llama
+  bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama
   source /tmp/llama/env.sh
   vocab=$(ls -d /tmp/llama/llama_cpp_python-*)/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf
   mkdir -p /tmp/models

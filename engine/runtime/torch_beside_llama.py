@@ -1,12 +1,12 @@
 """Whether torch can be imported into a process that has already loaded llama.cpp.
 
 The worker loads llama.cpp first (its tokenizer serves both engines, and the llama.cpp engine
-itself), and a Hearth load imports torch after it. On the H100 machine with llama.cpp's CUDA
-build that import ends the process: `free(): invalid pointer` inside torch's TorchScript source
-parser, reached from `import torch.nn.functional`
-(docs/measurements/2026-11-25-s6-hearth-trace-abort-h100.err; the CPU build imports both in
-either order). Importing torch first is no cure there: numpy before the CUDA build loads a
-model crashed that load (docs/backends.md), and torch imports numpy.
+itself), and a Hearth load imports torch after it. A llama.cpp build whose libraries carry
+their own static copy of the C++ runtime makes that import end the process (`free(): invalid
+pointer` inside torch's TorchScript source parser: torch's std::stringstream reaching the
+build's std::locale), and no import order is safe with it (numpy or torch first crashes the
+CUDA model load instead). That was the H100 machine's CUDA build until session 7
+(docs/hearth-engine.md, Not done); built against the shared libstdc++, both load in any order.
 
 So before the first Hearth load the worker asks a child process to do exactly that (load
 llama.cpp's library, then import torch). A child that dies means the Hearth engine would take
@@ -60,7 +60,9 @@ def _run_probe(probe: str) -> str | None:
     last = (done.stderr.strip().splitlines() or ["no message"])[-1][:200]
     return (
         f"torch cannot be imported after this llama.cpp build in one process (a test process "
-        f"ended with status {done.returncode}: {last}); see docs/hearth-engine.md, Not done"
+        f"ended with status {done.returncode}: {last}). Seen with llama.cpp builds that link "
+        f"the C++ runtime statically: rebuild llama-cpp-python against the shared libstdc++ "
+        f"(docs/hearth-engine.md, Not done)"
     )
 
 
