@@ -132,7 +132,7 @@ class Transformer:
         device = ops.device
 
         def matrices(prefix: str, names: tuple[str, ...], parts: tuple[str, ...]):
-            weights = [tensors.matrix(prefix + n).to(device) for n in names]
+            weights = [tensors.matrix(prefix + n, device) for n in names]
             return _projections(ops, weights, parts, join)
 
         def vector(name: str) -> torch.Tensor | None:
@@ -148,10 +148,10 @@ class Transformer:
                 Layer(
                     attn_norm=vector(p + "attn_norm.weight"),
                     attn_in=matrices(p, attn, ("q", "k", "v")),
-                    wo=ops.prepare(tensors.matrix(p + "attn_output.weight").to(device)),
+                    wo=ops.prepare(tensors.matrix(p + "attn_output.weight", device)),
                     ffn_norm=vector(p + "ffn_norm.weight"),
                     ffn_in=matrices(p, ffn, ("gate", "up")),
-                    w_down=ops.prepare(tensors.matrix(p + "ffn_down.weight").to(device)),
+                    w_down=ops.prepare(tensors.matrix(p + "ffn_down.weight", device)),
                     bq=vector(p + "attn_q.bias"),
                     bk=vector(p + "attn_k.bias"),
                     bv=vector(p + "attn_v.bias"),
@@ -174,17 +174,19 @@ class Transformer:
             inv_freq = inverse_frequencies(rope.n_rot, base, scale, factors)
             return RopeTable(inv_freq, rope.attn_factor, rope.layout, config.head_dim)
 
-        return cls(
+        model = cls(
             config,
             ops,
             embedding,
             layers,
             output_norm=vector("output_norm.weight"),
-            output=ops.prepare(tensors.matrix(output_name).to(device)),
+            output=ops.prepare(tensors.matrix(output_name, device)),
             rope=table(rope.freq_base, rope.freq_scale),
             rope_swa=table(rope.freq_base_swa, rope.freq_scale_swa),
             output_is_embedding=output_name == "token_embd.weight",
         )
+        tensors.finish_uploads()  # the last copies have landed; the pinned buffers go back
+        return model
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """The tokens' embedding rows [T, n_embd] on ops.device. On a GPU they come from the

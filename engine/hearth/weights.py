@@ -14,6 +14,7 @@ checked that every tensor lies inside the file.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ import torch
 
 from engine.gguf import ModelInfo, TensorInfo
 from engine.gguf.ggml_types import GGML_TYPES
+from engine.hearth.upload import FileUploader
 
 # ggml type ids whose elements are plain numbers, and their torch dtypes
 _FLOAT_TYPES = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}
@@ -62,6 +64,7 @@ class GGUFTensors:
         # read-only arrays) while the file itself can never be written through it.
         self._map = np.memmap(path, dtype=np.uint8, mode="c")
         self._by_name = {t.name: t for t in info.tensors}
+        self._upload: FileUploader | None = None
 
     def __contains__(self, name: str) -> bool:
         return name in self._by_name
@@ -70,15 +73,40 @@ class GGUFTensors:
         start = self.info.data_offset + t.offset
         return torch.from_numpy(self._map[start : start + t.n_bytes])
 
-    def matrix(self, name: str) -> QuantWeight:
+    def matrix(self, name: str, device: torch.device | str | None = None) -> QuantWeight:
+        """The matrix as stored, mapped from the file; with a GPU `device`, on that GPU, read
+        there through pinned buffers (engine/hearth/upload.py; call finish_uploads() after the
+        last one). HEARTH_UPLOAD=pageable copies through `to(device)` instead."""
         t = self._require(name)
         if len(t.shape) != 2:
             raise ValueError(f"tensor {name} has shape {t.shape}, not a matrix")
         cols, rows = t.shape  # ggml order: the row length first
-        raw = self._bytes(t)
+        uploader = self._uploader(device)
+        if uploader is not None:
+            raw = uploader.read(self.info.data_offset + t.offset, t.n_bytes)
+        else:
+            raw = self._bytes(t)
+            if device is not None:
+                raw = raw.to(device)
         dtype = _FLOAT_TYPES.get(t.ggml_type)
         data = raw.view(dtype).view(rows, cols) if dtype else raw.view(rows, -1)
         return QuantWeight(name, t.ggml_type, rows, cols, data)
+
+    def _uploader(self, device: torch.device | str | None) -> FileUploader | None:
+        if device is None or torch.device(device).type != "cuda":
+            return None
+        if os.environ.get("HEARTH_UPLOAD", "") == "pageable":
+            return None
+        if self._upload is None or self._upload.device != torch.device(device):
+            self.finish_uploads()
+            self._upload = FileUploader(self.path, device)
+        return self._upload
+
+    def finish_uploads(self) -> None:
+        """Wait for the GPU copies in flight and give the pinned buffers back."""
+        if self._upload is not None:
+            self._upload.close()
+            self._upload = None
 
     def vector(self, name: str) -> torch.Tensor:
         """A 1-D tensor (norm weight, bias, frequency factors) as float32."""
@@ -98,6 +126,7 @@ class GGUFTensors:
         return t
 
     def close(self) -> None:
+        self.finish_uploads()
         mapping = getattr(self._map, "_mmap", None)
         self._map = None  # views handed out keep the map alive until they are dropped
         del mapping
