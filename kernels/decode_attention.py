@@ -190,29 +190,37 @@ def decode_reduce_kernel(
     HQ: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, CHUNK: tl.constexpr,
     V_ROTATED: tl.constexpr,
 ):  # fmt: skip
-    """One program per (sequence, query head), reading CHUNK splits per step as one tile: a
-    loop over single splits made this phase a chain of dependent loads, about 30 us at 64
-    splits on an H100 (docs/kernels.md). For V stored rotated, the output is rotated back
-    here, R^T y = signs * (H y) / sqrt(D) (signs_ptr holds signs / sqrt(D)): done by the
-    caller as a matmul and a cast, it was two more launches, about 5 us of a decode step."""
+    """One program per (sequence, query head), merging CHUNK splits per step as one tile, with
+    the online softmax's rescaling across steps: the loads of a step (m, l and the partial
+    rows) do not wait on one another, so with every split in one step (the caller's CHUNK)
+    the reduce is one round trip to memory. (A loop over single splits made this phase a chain
+    of dependent loads, about 30 us at 64 splits on an H100; a first pass for the maximum and a
+    second for the sums made it two round trips a step: docs/kernels.md.) For V stored
+    rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D) (signs_ptr holds
+    signs / sqrt(D)): done by the caller as a matmul and a cast, it was two more launches,
+    about 5 us of a decode step."""
     row = tl.program_id(0) * HQ + tl.program_id(1)
     split = tl.arange(0, CHUNK)
     j = tl.arange(0, D)
     base = row * n_splits
-    m_max = float("-inf")
-    for first in range(0, n_splits, CHUNK):
-        mask = first + split < n_splits
-        m = tl.load(m_ptr + base + first + split, mask=mask, other=float("-inf"))
-        m_max = tl.maximum(m_max, tl.max(m, axis=0))
+    m_run = float("-inf")
     total = 0.0
     out = tl.zeros((D,), tl.float32)
     for first in range(0, n_splits, CHUNK):
         mask = first + split < n_splits
         part = base + first + split
-        weight = tl.exp2(tl.load(m_ptr + part, mask=mask, other=float("-inf")) - m_max)
-        total += tl.sum(weight * tl.load(l_ptr + part, mask=mask, other=0.0), axis=0)
+        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"))
+        l_part = tl.load(l_ptr + part, mask=mask, other=0.0)
         acc = tl.load(acc_ptr + part[:, None] * D + j[None, :], mask=mask[:, None], other=0.0)
-        out += tl.sum(weight[:, None] * acc, axis=0)
+        m_new = tl.maximum(m_run, tl.max(m, axis=0))
+        # splits with no visible page keep m = -inf (weight 0); 0 keeps 2^x finite until one
+        # split has seen a position
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        rescale = tl.exp2(m_run - m_safe)
+        weight = tl.exp2(m - m_safe)
+        total = total * rescale + tl.sum(weight * l_part, axis=0)
+        out = out * rescale + tl.sum(weight[:, None] * acc, axis=0)
+        m_run = m_new
     out = out / total
     if V_ROTATED:
         out = tl.reshape(fwht(tl.reshape(out, (1, D)), 1, D, LOG2D), (D,))

@@ -35,6 +35,7 @@ from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_kivi import kivi_open_kernel, kivi_reopen_kernel, kivi_seal_kernel
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
+from kernels.occupancy import compiled_programs_per_sm, sm_limits
 from kernels.rope import inv_freq_tensor
 from kernels.rope_tables import Rope
 
@@ -72,12 +73,20 @@ def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
 @dataclass
 class AttentionTuning:
     """Launch shape of the decode attention: programs per SM (sets the split count from the
-    capacity), warps and pipeline stages per program. benchmarks/kernels/attention.py sweeps
-    these (--sweep); the defaults are the best of that sweep on an H100 (docs/kernels.md)."""
+    capacity; 0: as many as the compiled kernel's registers and shared memory let one SM hold,
+    so that one wave fills the GPU, kernels/occupancy.py), warps and pipeline stages per
+    program. benchmarks/kernels/attention.py sweeps these (--attention-sweep); the defaults are
+    the best of that sweep on an H100 (docs/kernels.md).
 
-    programs_per_sm: int = 4
+    num_stages: Triton's software pipelining of the page loop. The loads of a page depend on a
+    load (its number, from the block table), so Triton keeps one stage for that; with 3 or 4
+    stages the loop waited for the page it had just asked for at the top of every step (the
+    SASS's wait count is 0: no load overlapped any compute), with 5 one page is in flight while
+    another is computed, with 7 two (python -m benchmarks.kernels.attention_sass shows it)."""
+
+    programs_per_sm: int = 0
     num_warps: int = 4
-    num_stages: int = 3
+    num_stages: int = 5
     # rot4 and q8 codes to f16: "words" (four bytes per inline-assembly step,
     # kernels/nibbles.py) or "bytes" (the path before, byte by byte); docs/kernels.md has
     # both SASS counts
@@ -104,6 +113,12 @@ def _sm_count(device: torch.device) -> int:
     return 4
 
 
+INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's interpreter
+# splits the reduce reads in one step: all of them up to this many, so that its loads of m, l
+# and the partial rows go out at once (a [128, D] f32 tile is 64 registers a thread at 8 warps)
+REDUCE_MAX_CHUNK = 128
+
+
 class PagedKVCache:
     def __init__(self, spec: KVCacheSpec, device: object = "cuda", open_pages: int = 8) -> None:
         """open_pages: how many sequences a kivi4 K cache holds at once (each keeps its open
@@ -128,6 +143,7 @@ class PagedKVCache:
         self._length_tensors: dict[int, torch.Tensor] = {}
         self._next_seq = 0
         self.tuning = AttentionTuning()
+        self._programs_per_sm: dict[tuple, int] = {}  # per launch shape (_fitting_programs)
         self.kivi = spec.k_format == "kivi4"
         slots = open_pages if self.kivi else 0
         shape = (slots, 2, spec.n_kv_heads, spec.page_size, spec.head_dim) if self.kivi else (1,)
@@ -351,7 +367,6 @@ class PagedKVCache:
             )
         q = q4.contiguous()
         group = n_heads // spec.n_kv_heads
-        n_splits = self._split_count(n_seqs, n_tokens, window)
         tables = torch.stack([self._tables[s] for s in seqs]) if n_seqs > 1 else None
         table = tables if tables is not None else self._tables[seqs[0]]
         length_t = (
@@ -359,18 +374,13 @@ class PagedKVCache:
             if n_seqs > 1
             else self._length_tensors[seqs[0]]
         )
-        parts = n_seqs * n_tokens * n_heads * n_splits
-        acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
-        m = torch.empty(parts, dtype=torch.float32, device=q.device)
-        l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        kq, ks, km = _pointers(self._k[layer])
-        vq, vs, vm = _pointers(self._v[layer])
         slots = (
             torch.cat([self._slot_tensors[s] for s in seqs])
             if n_seqs > 1
             else self._slot_tensors[seqs[0]]
         )
+        kq, ks, km = _pointers(self._k[layer])
+        vq, vs, vm = _pointers(self._v[layer])
         shared = {
             "HQ": n_heads,
             "G": group,
@@ -379,33 +389,67 @@ class PagedKVCache:
             "D": d,
             "LOG2D": int(math.log2(d)),
         }
-        qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
-        decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
-            q, acc, m, l_sum, table, length_t,
-            positions.reshape(-1) if positions is not None else length_t, self._signs,
-            kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], slots,
-            qk_scale, self.n_pages, n_splits, window,
+        consts = dict(
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
             CODE_WORDS=self.tuning.code_unpack == "words", ASM=_runs_assembly(q.device),
             KG=kivi_group(spec.page_size),
             num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
         )  # fmt: skip
+        qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
+
+        def arguments(n_splits: int, acc, m, l_sum) -> tuple:
+            return (
+                q, acc, m, l_sum, table, length_t,
+                positions.reshape(-1) if positions is not None else length_t, self._signs,
+                kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], slots,
+                qk_scale, self.n_pages, n_splits, window,
+            )  # fmt: skip
+
+        per_sm = self.tuning.programs_per_sm
+        if not per_sm:
+            probe = self._split_count(n_seqs, n_tokens, window)  # any count but 1 compiles alike
+            per_sm = self._fitting_programs(consts, functools.partial(arguments, probe))
+        n_splits = self._split_count(n_seqs, n_tokens, window, per_sm)
+        parts = n_seqs * n_tokens * n_heads * n_splits
+        acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
+        m = torch.empty(parts, dtype=torch.float32, device=q.device)
+        l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
+            *arguments(n_splits, acc, m, l_sum), **consts
+        )
+        chunk = min(REDUCE_MAX_CHUNK, triton.next_power_of_2(n_splits))
         decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
             acc, m, l_sum, out, self._signs, n_splits, HQ=n_heads, D=d, LOG2D=int(math.log2(d)),
-            CHUNK=32, V_ROTATED=spec.v_format == "rot4",
+            CHUNK=chunk, V_ROTATED=spec.v_format == "rot4", num_warps=8 if chunk >= 64 else 4,
         )  # fmt: skip
         return out.squeeze(1) if one_token else out
 
-    def _split_count(self, n_seqs: int, n_tokens: int, window: int) -> int:
+    def _split_count(
+        self, n_seqs: int, n_tokens: int, window: int, per_sm: int = INTERPRETER_PROGRAMS_PER_SM
+    ) -> int:
         """Splits of the sequence for attention, from the capacity (or the window's span),
-        never the length: about `tuning.programs_per_sm` programs per SM."""
+        never the length: about `per_sm` programs per SM."""
         span = self.n_pages
         if window > 0:  # the positions the T queries see lie on at most this many pages
             span = min(span, triton.cdiv(window + n_tokens - 1, self.spec.page_size) + 1)
-        programs = self.tuning.programs_per_sm * _sm_count(self.device)
+        programs = per_sm * _sm_count(self.device)
         wanted = triton.cdiv(programs, n_seqs * self.spec.n_kv_heads)
         return max(1, min(wanted, span))
+
+    def _fitting_programs(self, consts: dict, arguments) -> int:
+        """Programs of the split kernel one SM holds at once (kernels/occupancy.py), compiled
+        once per launch shape; the interpreter has no compiled kernel (a fixed count)."""
+        if not _runs_assembly(self.device):
+            return INTERPRETER_PROGRAMS_PER_SM
+        key = tuple(sorted(consts.items()))
+        if key not in self._programs_per_sm:
+            buffers = [torch.empty(1, dtype=torch.float32, device=self.device) for _ in range(3)]
+            kernel = decode_split_kernel.warmup(*arguments(*buffers), grid=(1,), **consts)
+            limits = sm_limits(self.device)
+            self._programs_per_sm[key] = compiled_programs_per_sm(kernel, limits)
+        return self._programs_per_sm[key]
 
     def gather(self, layer: int, seq: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Positions 0..n-1 of seq as f16 rows [n, n_kv_heads, head_dim], K and V, dequantized
