@@ -19,15 +19,20 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import triton
 
 from kernels.availability import require
-from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
+from kernels.decode_attention import LOG2E
+from kernels.decode_launch import (
+    INTERPRETER_PROGRAMS_PER_SM,
+    AttentionTuning,
+    fitting_programs,
+    launch_decode,
+    runs_assembly,
+)
 from kernels.errors import UnsupportedTensor
 from kernels.grouped_attention import grouped_prefill_attention
 from kernels.kv_formats import GROUP, KVCacheSpec, kivi_group, rotation_signs
@@ -35,7 +40,6 @@ from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_kivi import kivi_open_kernel, kivi_reopen_kernel, kivi_seal_kernel
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
-from kernels.occupancy import compiled_programs_per_sm, sm_limits
 from kernels.rope import inv_freq_tensor
 from kernels.rope_tables import Rope
 
@@ -70,53 +74,11 @@ def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     return q, planes.get("scale", q), planes.get("min", q)
 
 
-@dataclass
-class AttentionTuning:
-    """Launch shape of the decode attention: programs per SM (sets the split count from the
-    capacity; 0: as many as the compiled kernel's registers and shared memory let one SM hold,
-    so that one wave fills the GPU, kernels/occupancy.py), warps and pipeline stages per
-    program. benchmarks/kernels/attention.py sweeps these (--attention-sweep); the defaults are
-    the best of that sweep on an H100 (docs/kernels.md).
-
-    num_stages: Triton's software pipelining of the page loop. The loads of a page depend on a
-    load (its number, from the block table), so Triton keeps one stage for that; with 3 or 4
-    stages the loop waited for the page it had just asked for at the top of every step (the
-    SASS's wait count is 0: no load overlapped any compute), with 5 one page is in flight while
-    another is computed, with 7 two (python -m benchmarks.kernels.attention_sass shows it)."""
-
-    programs_per_sm: int = 0
-    num_warps: int = 4
-    num_stages: int = 5
-    # rot4 and q8 codes to f16: "words" (four bytes per inline-assembly step,
-    # kernels/nibbles.py) or "bytes" (the path before, byte by byte); docs/kernels.md has
-    # both SASS counts
-    code_unpack: str = "words"
-
-    def __post_init__(self) -> None:
-        if self.code_unpack not in ("words", "bytes"):
-            raise ValueError(
-                f"code_unpack is 'words' or 'bytes', not {self.code_unpack!r}: "
-                "'bytes' is the older unpacking of rot4 and q8 codes, kept to compare and to "
-                "fall back to"
-            )
-
-
-def _runs_assembly(device: torch.device) -> bool:
-    """Inline PTX runs on a CUDA GPU, not in Triton's CPU interpreter."""
-    return device.type == "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1"
-
-
 @functools.cache
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
         return torch.cuda.get_device_properties(device).multi_processor_count
     return 4
-
-
-INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's interpreter
-# splits the reduce reads in one step: all of them up to this many, so that its loads of m, l
-# and the partial rows go out at once (a [128, D] f32 tile is 64 registers a thread at 8 warps)
-REDUCE_MAX_CHUNK = 128
 
 
 class PagedKVCache:
@@ -143,7 +105,6 @@ class PagedKVCache:
         self._length_tensors: dict[int, torch.Tensor] = {}
         self._next_seq = 0
         self.tuning = AttentionTuning()
-        self._programs_per_sm: dict[tuple, int] = {}  # per launch shape (_fitting_programs)
         self.kivi = spec.k_format == "kivi4"
         slots = open_pages if self.kivi else 0
         shape = (slots, 2, spec.n_kv_heads, spec.page_size, spec.head_dim) if self.kivi else (1,)
@@ -392,15 +353,17 @@ class PagedKVCache:
         consts = dict(
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
-            CODE_WORDS=self.tuning.code_unpack == "words", ASM=_runs_assembly(q.device),
+            CODE_WORDS=self.tuning.code_unpack == "words", ASM=runs_assembly(q.device),
             KG=kivi_group(spec.page_size),
             num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
         )  # fmt: skip
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
 
-        def arguments(n_splits: int, acc, m, l_sum) -> tuple:
+        def arguments(n_splits: int) -> tuple:
+            """The split kernel's arguments before its first (q) and its outputs (launch_decode
+            puts both in)."""
             return (
-                q, acc, m, l_sum, table, length_t,
+                table, length_t,
                 positions.reshape(-1) if positions is not None else length_t, self._signs,
                 kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], slots,
                 qk_scale, self.n_pages, n_splits, window,
@@ -409,21 +372,10 @@ class PagedKVCache:
         per_sm = self.tuning.programs_per_sm
         if not per_sm:
             probe = self._split_count(n_seqs, n_tokens, window)  # any count but 1 compiles alike
-            per_sm = self._fitting_programs(consts, functools.partial(arguments, probe))
+            per_sm = fitting_programs(q, consts, arguments(probe))
         n_splits = self._split_count(n_seqs, n_tokens, window, per_sm)
-        parts = n_seqs * n_tokens * n_heads * n_splits
-        acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
-        m = torch.empty(parts, dtype=torch.float32, device=q.device)
-        l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
-            *arguments(n_splits, acc, m, l_sum), **consts
-        )
-        chunk = min(REDUCE_MAX_CHUNK, triton.next_power_of_2(n_splits))
-        decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
-            acc, m, l_sum, out, self._signs, n_splits, HQ=n_heads, D=d, LOG2D=int(math.log2(d)),
-            CHUNK=chunk, V_ROTATED=spec.v_format == "rot4", num_warps=8 if chunk >= 64 else 4,
-        )  # fmt: skip
+        tuning = self.tuning
+        out = launch_decode(q, arguments(n_splits), consts, n_splits, spec, self._signs, tuning)
         return out.squeeze(1) if one_token else out
 
     def _split_count(
@@ -437,19 +389,6 @@ class PagedKVCache:
         programs = per_sm * _sm_count(self.device)
         wanted = triton.cdiv(programs, n_seqs * self.spec.n_kv_heads)
         return max(1, min(wanted, span))
-
-    def _fitting_programs(self, consts: dict, arguments) -> int:
-        """Programs of the split kernel one SM holds at once (kernels/occupancy.py), compiled
-        once per launch shape; the interpreter has no compiled kernel (a fixed count)."""
-        if not _runs_assembly(self.device):
-            return INTERPRETER_PROGRAMS_PER_SM
-        key = tuple(sorted(consts.items()))
-        if key not in self._programs_per_sm:
-            buffers = [torch.empty(1, dtype=torch.float32, device=self.device) for _ in range(3)]
-            kernel = decode_split_kernel.warmup(*arguments(*buffers), grid=(1,), **consts)
-            limits = sm_limits(self.device)
-            self._programs_per_sm[key] = compiled_programs_per_sm(kernel, limits)
-        return self._programs_per_sm[key]
 
     def gather(self, layer: int, seq: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Positions 0..n-1 of seq as f16 rows [n, n_kv_heads, head_dim], K and V, dequantized

@@ -11,7 +11,8 @@ import math
 import torch
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, time_calls
-from kernels.kv_cache import AttentionTuning, PagedKVCache
+from kernels.decode_launch import AttentionTuning
+from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
 
 HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
