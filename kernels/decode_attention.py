@@ -42,7 +42,9 @@ from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load
 LOG2E = 1.4426950408889634
 
 
-@triton.jit
+# n_splits and window: one compiled kernel for every count (Triton would specialize a 1, and
+# counts divisible by 16, into separate kernels)
+@triton.jit(do_not_specialize=["n_splits", "window"])
 def decode_split_kernel(
     q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,

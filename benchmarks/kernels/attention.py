@@ -77,9 +77,26 @@ def measure(
 
 
 def sweep_tunings() -> list[AttentionTuning]:
-    shapes = [(4, 4, 3), (4, 4, 1), (4, 4, 2), (4, 4, 4), (2, 4, 3), (8, 4, 3), (4, 2, 3)]
-    shapes += [(8, 2, 3), (8, 2, 2)]
-    return [AttentionTuning(*shape) for shape in shapes]
+    """The default first; then session 6's (4 programs an SM, 3 stages, no overlapped reduce),
+    and one change at a time from the default (programs per SM 0: as many as fit)."""
+    default = AttentionTuning()
+    return [
+        default,
+        AttentionTuning(4, 4, 3, overlap_reduce=False),
+        dataclasses.replace(default, overlap_reduce=False),
+        dataclasses.replace(default, num_stages=3),
+        dataclasses.replace(default, num_stages=7),
+        dataclasses.replace(default, num_warps=2),
+        dataclasses.replace(default, num_warps=2, num_stages=7),
+        dataclasses.replace(default, programs_per_sm=4),
+    ]
+
+
+def launch_label(tuning: dict) -> str:
+    """programs per SM (fit: as many as fit) / warps / stages, and whether the reduce overlaps."""
+    per_sm = tuning["programs_per_sm"] or "fit"
+    label = f"{per_sm}/{tuning['num_warps']}/{tuning['num_stages']}"
+    return label + ("" if tuning.get("overlap_reduce", False) else " serial reduce")
 
 
 def measure_write(k_format: str, v_format: str) -> dict:

@@ -189,7 +189,9 @@ def test_decode_step_captured_once_replays_at_every_position(k_format, v_format)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("q8", "q8")])
+@pytest.mark.parametrize(
+    ("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("q8", "q8"), ("kivi4", "rot4")]
+)
 def test_every_swept_launch_shape_gives_the_same_attention(k_format, v_format):
     """benchmarks/kernels/attention.py sweeps warps, stages and programs per SM; a shape may
     become the default only if it computes the same function (Triton lays tiles out per warp
