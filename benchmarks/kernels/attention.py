@@ -64,7 +64,11 @@ def measure(
     default = cache.tuning
     for tuning in tunings:
         cache.tuning = tuning or default
-        seconds = time_calls(run) / layers
+        try:
+            seconds = time_calls(run) / layers
+        except Exception as error:  # one launch shape failing must not hide the others
+            print(f"attention {k_format}/{v_format} {cache.tuning}: failed: {error!r}"[:300])
+            continue
         rows.append({
             "k": k_format, "v": v_format, "context": context, "window": window,
             "tuning": dataclasses.asdict(cache.tuning), "page_size": page_size,
