@@ -21,6 +21,12 @@ import triton
 from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
 from kernels.occupancy import compiled_programs_per_sm, sm_limits
 
+# Warps a program where 4 is not the fastest, from the H100 sweep at 32k (docs/kernels.md,
+# session 7): rot4/rot4 34.6 us with 2 warps against 37.3 with 4 (5 programs an SM instead of
+# 4, and 1,928 warp-instructions a page against 2,316). kivi4/rot4 was faster still with 2
+# (44.3 against 54.3 us) but its GPU correctness test at 2 warps had not run; q8 K and f16
+# were as fast or faster with 4.
+FASTEST_WARPS = {("rot4", "rot4"): 2}
 INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's interpreter
 # splits the reduce reads in one step: all of them up to this many, so that its loads of m, l
 # and the partial rows go out at once (a [128, D] f32 tile is 64 registers a thread at 8 warps)
@@ -42,7 +48,7 @@ class AttentionTuning:
     another is computed, with 7 two (python -m benchmarks.kernels.attention_sass shows it)."""
 
     programs_per_sm: int = 0
-    num_warps: int = 4
+    num_warps: int = 0  # 0: by the K/V formats (FASTEST_WARPS, else 4)
     num_stages: int = 5
     # rot4 and q8 codes to f16: "words" (four bytes per inline-assembly step,
     # kernels/nibbles.py) or "bytes" (the path before, byte by byte); docs/kernels.md has
@@ -51,6 +57,10 @@ class AttentionTuning:
     # Hopper: launch the reduce while the split kernel runs (programmatic dependent launch; it
     # waits for the split kernel's grid in-kernel), hiding its launch gap; ignored elsewhere
     overlap_reduce: bool = True
+
+    def warps(self, k_format: str, v_format: str) -> int:
+        """Warps a program for this K/V pair: num_warps, or when 0 the measured fastest."""
+        return self.num_warps or FASTEST_WARPS.get((k_format, v_format), 4)
 
     def __post_init__(self) -> None:
         if self.code_unpack not in ("words", "bytes"):

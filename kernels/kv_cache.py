@@ -355,7 +355,8 @@ class PagedKVCache:
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
             CODE_WORDS=self.tuning.code_unpack == "words", ASM=runs_assembly(q.device),
             KG=kivi_group(spec.page_size),
-            num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
+            num_warps=self.tuning.warps(spec.k_format, spec.v_format),
+            num_stages=self.tuning.num_stages,
         )  # fmt: skip
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
 

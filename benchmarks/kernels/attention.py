@@ -81,10 +81,12 @@ def measure(
 
 
 def sweep_tunings() -> list[AttentionTuning]:
-    """The default first; then session 6's (4 programs an SM, 3 stages, no overlapped reduce),
-    and one change at a time from the default (programs per SM 0: as many as fit)."""
-    default = AttentionTuning()
+    """The default first (warps by format pair); 4 warps with the default's other settings;
+    session 6's launch (4 programs an SM, 3 stages, no overlapped reduce); and one change at
+    a time from the second (programs per SM 0: as many as fit)."""
+    default = AttentionTuning(num_warps=4)
     return [
+        AttentionTuning(),
         default,
         AttentionTuning(4, 4, 3, overlap_reduce=False),
         dataclasses.replace(default, overlap_reduce=False),
@@ -99,7 +101,8 @@ def sweep_tunings() -> list[AttentionTuning]:
 def launch_label(tuning: dict) -> str:
     """programs per SM (fit: as many as fit) / warps / stages, and whether the reduce overlaps."""
     per_sm = tuning["programs_per_sm"] or "fit"
-    label = f"{per_sm}/{tuning['num_warps']}/{tuning['num_stages']}"
+    warps = tuning["num_warps"] or "auto"
+    label = f"{per_sm}/{warps}/{tuning['num_stages']}"
     return label + ("" if tuning.get("overlap_reduce", False) else " serial reduce")
 
 
