@@ -67,7 +67,8 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
         a prefill chunk q [T, n_heads, head_dim] over stored positions 0..n_keys-1: the pages
         gathered to f16 on the device, then torch's SDPA with the causal (+window) mask.
     k, v = cache.gather(layer, seq, n)   f16 [n, n_kv_heads, head_dim], dequantized on the GPU
-    cache.tuning = AttentionTuning(programs_per_sm=4, num_warps=4, num_stages=3)
+    cache.tuning = AttentionTuning(programs_per_sm=0, num_warps=0, num_stages=5)  (0s: fit one
+        wave; warps by the K/V formats)
     k, v = cache.read_rows(layer, seq)   numpy float32, dequantized and unrotated (checks)
 
 Reference (numpy; no torch needed; the tests and benchmarks use these and nothing else)
@@ -104,7 +105,7 @@ _LAZY = {
     "apply_rope": "kernels.rope",
     "KVCacheSpec": "kernels.kv_formats",
     "PagedKVCache": "kernels.kv_cache",
-    "AttentionTuning": "kernels.kv_cache",
+    "AttentionTuning": "kernels.decode_launch",
 }
 
 __all__ = ["KernelsUnavailable", "UnsupportedTensor", "available", "require", *_LAZY]

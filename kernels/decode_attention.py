@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels.kv_kivi import kivi_page_scores, load_open_tile
 from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
@@ -41,7 +42,9 @@ from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load
 LOG2E = 1.4426950408889634
 
 
-@triton.jit
+# n_splits and window: one compiled kernel for every count (Triton would specialize a 1, and
+# counts divisible by 16, into separate kernels)
+@triton.jit(do_not_specialize=["n_splits", "window"])
 def decode_split_kernel(
     q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,
@@ -50,6 +53,7 @@ def decode_split_kernel(
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
     CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False, KG: tl.constexpr = 32,
+    LAUNCH_DEPENDENTS: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -59,7 +63,11 @@ def decode_split_kernel(
     CODE_WORDS: rot4 and q8 codes to f16 four bytes at a time (kernels/nibbles.py), else
     byte by byte; ASM: its inline assembly (a GPU), else the same values in plain operations.
     kivi4 K: k_open_ptr the open pages, open_page_ptr their page numbers, open_slots_ptr each
-    sequence's slot, KG positions per scale group."""
+    sequence's slot, KG positions per scale group. LAUNCH_DEPENDENTS (Hopper, launched with
+    programmatic dependent launch): let the reduce kernel start now; it waits for this grid
+    in-kernel (decode_reduce_kernel's WAIT_PRIMARY), so its launch overlaps this one's work."""
+    if LAUNCH_DEPENDENTS:
+        gdc_launch_dependents()
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
@@ -188,31 +196,43 @@ def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
 def decode_reduce_kernel(
     acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, n_splits,
     HQ: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, CHUNK: tl.constexpr,
-    V_ROTATED: tl.constexpr,
+    V_ROTATED: tl.constexpr, WAIT_PRIMARY: tl.constexpr = False,
 ):  # fmt: skip
-    """One program per (sequence, query head), reading CHUNK splits per step as one tile: a
-    loop over single splits made this phase a chain of dependent loads, about 30 us at 64
-    splits on an H100 (docs/kernels.md). For V stored rotated, the output is rotated back
-    here, R^T y = signs * (H y) / sqrt(D) (signs_ptr holds signs / sqrt(D)): done by the
-    caller as a matmul and a cast, it was two more launches, about 5 us of a decode step."""
+    """One program per (sequence, query head), merging CHUNK splits per step as one tile, with
+    the online softmax's rescaling across steps: the loads of a step (m, l and the partial
+    rows) do not wait on one another, so with every split in one step (the caller's CHUNK)
+    the reduce is one round trip to memory. (A loop over single splits made this phase a chain
+    of dependent loads, about 30 us at 64 splits on an H100; a first pass for the maximum and a
+    second for the sums made it two round trips a step: docs/kernels.md.) For V stored
+    rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D) (signs_ptr holds
+    signs / sqrt(D)): done by the caller as a matmul and a cast, it was two more launches,
+    about 5 us of a decode step. WAIT_PRIMARY: launched before the split kernel has finished
+    (programmatic dependent launch), so first wait until its grid is done and its stores are
+    visible."""
+    if WAIT_PRIMARY:
+        gdc_wait()
     row = tl.program_id(0) * HQ + tl.program_id(1)
     split = tl.arange(0, CHUNK)
     j = tl.arange(0, D)
     base = row * n_splits
-    m_max = float("-inf")
-    for first in range(0, n_splits, CHUNK):
-        mask = first + split < n_splits
-        m = tl.load(m_ptr + base + first + split, mask=mask, other=float("-inf"))
-        m_max = tl.maximum(m_max, tl.max(m, axis=0))
+    m_run = float("-inf")
     total = 0.0
     out = tl.zeros((D,), tl.float32)
     for first in range(0, n_splits, CHUNK):
         mask = first + split < n_splits
         part = base + first + split
-        weight = tl.exp2(tl.load(m_ptr + part, mask=mask, other=float("-inf")) - m_max)
-        total += tl.sum(weight * tl.load(l_ptr + part, mask=mask, other=0.0), axis=0)
+        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"))
+        l_part = tl.load(l_ptr + part, mask=mask, other=0.0)
         acc = tl.load(acc_ptr + part[:, None] * D + j[None, :], mask=mask[:, None], other=0.0)
-        out += tl.sum(weight[:, None] * acc, axis=0)
+        m_new = tl.maximum(m_run, tl.max(m, axis=0))
+        # splits with no visible page keep m = -inf (weight 0); 0 keeps 2^x finite until one
+        # split has seen a position
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        rescale = tl.exp2(m_run - m_safe)
+        weight = tl.exp2(m - m_safe)
+        total = total * rescale + tl.sum(weight * l_part, axis=0)
+        out = out * rescale + tl.sum(weight[:, None] * acc, axis=0)
+        m_run = m_new
     out = out / total
     if V_ROTATED:
         out = tl.reshape(fwht(tl.reshape(out, (1, D)), 1, D, LOG2D), (D,))

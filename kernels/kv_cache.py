@@ -19,15 +19,20 @@ from __future__ import annotations
 
 import functools
 import math
-import os
-from dataclasses import dataclass
 
 import numpy as np
 import torch
 import triton
 
 from kernels.availability import require
-from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
+from kernels.decode_attention import LOG2E
+from kernels.decode_launch import (
+    INTERPRETER_PROGRAMS_PER_SM,
+    AttentionTuning,
+    fitting_programs,
+    launch_decode,
+    runs_assembly,
+)
 from kernels.errors import UnsupportedTensor
 from kernels.grouped_attention import grouped_prefill_attention
 from kernels.kv_formats import GROUP, KVCacheSpec, kivi_group, rotation_signs
@@ -67,34 +72,6 @@ def _allocate(fmt: str, n_pages: int, spec: KVCacheSpec, device) -> dict[str, to
 def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     q = planes["q"]  # formats without a scale or min field pass q in its place (never read)
     return q, planes.get("scale", q), planes.get("min", q)
-
-
-@dataclass
-class AttentionTuning:
-    """Launch shape of the decode attention: programs per SM (sets the split count from the
-    capacity), warps and pipeline stages per program. benchmarks/kernels/attention.py sweeps
-    these (--sweep); the defaults are the best of that sweep on an H100 (docs/kernels.md)."""
-
-    programs_per_sm: int = 4
-    num_warps: int = 4
-    num_stages: int = 3
-    # rot4 and q8 codes to f16: "words" (four bytes per inline-assembly step,
-    # kernels/nibbles.py) or "bytes" (the path before, byte by byte); docs/kernels.md has
-    # both SASS counts
-    code_unpack: str = "words"
-
-    def __post_init__(self) -> None:
-        if self.code_unpack not in ("words", "bytes"):
-            raise ValueError(
-                f"code_unpack is 'words' or 'bytes', not {self.code_unpack!r}: "
-                "'bytes' is the older unpacking of rot4 and q8 codes, kept to compare and to "
-                "fall back to"
-            )
-
-
-def _runs_assembly(device: torch.device) -> bool:
-    """Inline PTX runs on a CUDA GPU, not in Triton's CPU interpreter."""
-    return device.type == "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1"
 
 
 @functools.cache
@@ -351,7 +328,6 @@ class PagedKVCache:
             )
         q = q4.contiguous()
         group = n_heads // spec.n_kv_heads
-        n_splits = self._split_count(n_seqs, n_tokens, window)
         tables = torch.stack([self._tables[s] for s in seqs]) if n_seqs > 1 else None
         table = tables if tables is not None else self._tables[seqs[0]]
         length_t = (
@@ -359,18 +335,13 @@ class PagedKVCache:
             if n_seqs > 1
             else self._length_tensors[seqs[0]]
         )
-        parts = n_seqs * n_tokens * n_heads * n_splits
-        acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
-        m = torch.empty(parts, dtype=torch.float32, device=q.device)
-        l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        kq, ks, km = _pointers(self._k[layer])
-        vq, vs, vm = _pointers(self._v[layer])
         slots = (
             torch.cat([self._slot_tensors[s] for s in seqs])
             if n_seqs > 1
             else self._slot_tensors[seqs[0]]
         )
+        kq, ks, km = _pointers(self._k[layer])
+        vq, vs, vm = _pointers(self._v[layer])
         shared = {
             "HQ": n_heads,
             "G": group,
@@ -379,31 +350,44 @@ class PagedKVCache:
             "D": d,
             "LOG2D": int(math.log2(d)),
         }
-        qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
-        decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
-            q, acc, m, l_sum, table, length_t,
-            positions.reshape(-1) if positions is not None else length_t, self._signs,
-            kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], slots,
-            qk_scale, self.n_pages, n_splits, window,
+        consts = dict(
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
-            CODE_WORDS=self.tuning.code_unpack == "words", ASM=_runs_assembly(q.device),
+            CODE_WORDS=self.tuning.code_unpack == "words", ASM=runs_assembly(q.device),
             KG=kivi_group(spec.page_size),
-            num_warps=self.tuning.num_warps, num_stages=self.tuning.num_stages,
+            num_warps=self.tuning.warps(spec.k_format, spec.v_format),
+            num_stages=self.tuning.num_stages,
         )  # fmt: skip
-        decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
-            acc, m, l_sum, out, self._signs, n_splits, HQ=n_heads, D=d, LOG2D=int(math.log2(d)),
-            CHUNK=32, V_ROTATED=spec.v_format == "rot4",
-        )  # fmt: skip
+        qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
+
+        def arguments(n_splits: int) -> tuple:
+            """The split kernel's arguments before its first (q) and its outputs (launch_decode
+            puts both in)."""
+            return (
+                table, length_t,
+                positions.reshape(-1) if positions is not None else length_t, self._signs,
+                kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], slots,
+                qk_scale, self.n_pages, n_splits, window,
+            )  # fmt: skip
+
+        per_sm = self.tuning.programs_per_sm
+        if not per_sm:
+            probe = self._split_count(n_seqs, n_tokens, window)  # any count but 1 compiles alike
+            per_sm = fitting_programs(q, consts, arguments(probe))
+        n_splits = self._split_count(n_seqs, n_tokens, window, per_sm)
+        tuning = self.tuning
+        out = launch_decode(q, arguments(n_splits), consts, n_splits, spec, self._signs, tuning)
         return out.squeeze(1) if one_token else out
 
-    def _split_count(self, n_seqs: int, n_tokens: int, window: int) -> int:
+    def _split_count(
+        self, n_seqs: int, n_tokens: int, window: int, per_sm: int = INTERPRETER_PROGRAMS_PER_SM
+    ) -> int:
         """Splits of the sequence for attention, from the capacity (or the window's span),
-        never the length: about `tuning.programs_per_sm` programs per SM."""
+        never the length: about `per_sm` programs per SM."""
         span = self.n_pages
         if window > 0:  # the positions the T queries see lie on at most this many pages
             span = min(span, triton.cdiv(window + n_tokens - 1, self.spec.page_size) + 1)
-        programs = self.tuning.programs_per_sm * _sm_count(self.device)
+        programs = per_sm * _sm_count(self.device)
         wanted = triton.cdiv(programs, n_seqs * self.spec.n_kv_heads)
         return max(1, min(wanted, span))
 

@@ -31,7 +31,7 @@ def _attention_table(rows: list[dict], tuning: bool = False) -> None:
         key = (r["context"], str(r["tuning"]) if tuning else "")
         speedup = f16.get(key, float("nan")) / r["us_per_layer"]
         t = r["tuning"]
-        launch = f"  {t['programs_per_sm']}/{t['num_warps']}/{t['num_stages']}" if tuning else ""
+        launch = f"  {attention.launch_label(t)}" if tuning else ""
         if tuning and r["page_size"] != 64:
             launch += f", pages of {r['page_size']}"
         print(f"{r['k'] + '/' + r['v']:10} {r['context']:>8} {r['us_per_layer']:9.1f} "
@@ -52,6 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--contexts", default="4096,32768,131072", help="attention contexts")
     parser.add_argument("--pairs", help="K/V formats, e.g. f16/f16,rot4/rot4 (default: all)")
     parser.add_argument("--attention-sweep", help="launch shapes of attention at this context")
+    parser.add_argument("--sweep-pages", type=int, nargs="*", default=[],
+                        help="with --attention-sweep: page sizes too, e.g. 32 128")  # fmt: skip
     parser.add_argument("--window", type=int, default=0, help="attention with a sliding window")
     parser.add_argument("--no-write", action="store_true", help="skip the KV write figures")
     parser.add_argument("--json", help="write every figure here")
@@ -130,11 +132,12 @@ def main(argv: list[str] | None = None) -> int:
                     swept += attention.measure(
                         k, v, context, copy_bw, tunings=attention.sweep_tunings()
                     )
-                    for page_size in (32, 128):
+                    for page_size in args.sweep_pages:
                         swept += attention.measure(k, v, context, copy_bw, page_size=page_size)
                 except Exception as error:
                     print(f"sweep {k}/{v} at {context}: failed: {error!r}"[:300])
             print(f"\nLaunch shapes at {context} (programs per SM, warps, stages; pages of 64)")
+            print("(fit: as many programs as one SM holds; serial reduce: not overlapped)")
             _attention_table(swept, tuning=True)
             report["attention_sweep"] = swept
         writes = []

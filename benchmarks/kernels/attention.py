@@ -11,7 +11,8 @@ import math
 import torch
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, time_calls
-from kernels.kv_cache import AttentionTuning, PagedKVCache
+from kernels.decode_launch import AttentionTuning
+from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
 
 HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
@@ -63,7 +64,11 @@ def measure(
     default = cache.tuning
     for tuning in tunings:
         cache.tuning = tuning or default
-        seconds = time_calls(run) / layers
+        try:
+            seconds = time_calls(run) / layers
+        except Exception as error:  # one launch shape failing must not hide the others
+            print(f"attention {k_format}/{v_format} {cache.tuning}: failed: {error!r}"[:300])
+            continue
         rows.append({
             "k": k_format, "v": v_format, "context": context, "window": window,
             "tuning": dataclasses.asdict(cache.tuning), "page_size": page_size,
@@ -76,9 +81,29 @@ def measure(
 
 
 def sweep_tunings() -> list[AttentionTuning]:
-    shapes = [(4, 4, 3), (4, 4, 1), (4, 4, 2), (4, 4, 4), (2, 4, 3), (8, 4, 3), (4, 2, 3)]
-    shapes += [(8, 2, 3), (8, 2, 2)]
-    return [AttentionTuning(*shape) for shape in shapes]
+    """The default first (warps by format pair); 4 warps with the default's other settings;
+    session 6's launch (4 programs an SM, 3 stages, no overlapped reduce); and one change at
+    a time from the second (programs per SM 0: as many as fit)."""
+    default = AttentionTuning(num_warps=4)
+    return [
+        AttentionTuning(),
+        default,
+        AttentionTuning(4, 4, 3, overlap_reduce=False),
+        dataclasses.replace(default, overlap_reduce=False),
+        dataclasses.replace(default, num_stages=3),
+        dataclasses.replace(default, num_stages=7),
+        dataclasses.replace(default, num_warps=2),
+        dataclasses.replace(default, num_warps=2, num_stages=7),
+        dataclasses.replace(default, programs_per_sm=4),
+    ]
+
+
+def launch_label(tuning: dict) -> str:
+    """programs per SM (fit: as many as fit) / warps / stages, and whether the reduce overlaps."""
+    per_sm = tuning["programs_per_sm"] or "fit"
+    warps = tuning["num_warps"] or "auto"
+    label = f"{per_sm}/{warps}/{tuning['num_stages']}"
+    return label + ("" if tuning.get("overlap_reduce", False) else " serial reduce")
 
 
 def measure_write(k_format: str, v_format: str) -> dict:

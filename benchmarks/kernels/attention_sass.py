@@ -7,6 +7,11 @@ instructions of one page step (the page loop's body: 64 positions of one KV head
 thread), for Llama-3-8B's shape (4 query heads per KV head of 128, one token). The cheap
 check before a device run: rot4 reads 3.2x fewer bytes than f16, so its page step must not
 cost much more issue time (gemv_sass.py does the same for the GEMV).
+
+Also, per launch shape (--warps, --stages): the shared memory, the programs an H100 SM holds
+(kernels/occupancy.py), and the page loop's wait: the count of load groups the loop's
+`DEPBAR.LE SB0, n` lets stay in flight while it computes. 0 means each step waits for every
+load it has issued, the one of the next page included: no load overlaps compute.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from triton.compiler import ASTSource
 from benchmarks.kernels.gemv_sass import CUOBJDUMP, loop_instructions
 from kernels.decode_attention import decode_split_kernel
 from kernels.kv_tiles import FORMAT_CODES
+from kernels.occupancy import SmLimits, programs_per_sm
 
 POINTER_TYPES = {
     "q_ptr": "*fp16", "acc_ptr": "*fp32", "m_ptr": "*fp32", "l_ptr": "*fp32",
@@ -33,7 +39,7 @@ POINTER_TYPES = {
 PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8", "kivi4": "*u8"}
 
 
-def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 3):
+def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 5):
     """The split kernel for one format pair and rot4 unpacking path ("words" or "bytes", as
     AttentionTuning.code_unpack), with its inline assembly, for sm_90."""
     fn = decode_split_kernel
@@ -79,13 +85,15 @@ def main() -> None:
     parser.add_argument("--unpack", nargs="+", default=["bytes", "words"],
                         help="rot4/q8 unpacking paths (AttentionTuning.code_unpack)")  # fmt: skip
     parser.add_argument("--warps", type=int, default=4, help="AttentionTuning.num_warps")
+    parser.add_argument("--stages", type=int, default=5, help="AttentionTuning.num_stages")
     args = parser.parse_args()
     for pair in args.formats:
         k_fmt, v_fmt = pair.split("/")
         # the formats whose unpacking AttentionTuning.code_unpack chooses
         coded = {"rot4", "q8", "kivi4"} & {k_fmt, v_fmt}
         for unpack in args.unpack if coded else ["-"]:
-            sass, usage = sass_of(compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps))
+            kernel = compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps, stages=args.stages)
+            sass, usage = sass_of(kernel)
             if args.dump:
                 Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)
             regs = re.search(r"REG:(\d+)", usage).group(1)
@@ -97,8 +105,20 @@ def main() -> None:
                 if op:
                     ops[op.group(1).split(".")[0]] = ops.get(op.group(1).split(".")[0], 0) + 1
             top = ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:8])
+            shared = kernel.metadata.shared
+            fit = programs_per_sm(int(regs), args.warps, shared, SmLimits())
             print(f"{pair:10} unpack {unpack:5}: {regs} regs, stack {stack}, page step "
-                  f"{loop_instructions(sass)} instructions ({top})")  # fmt: skip
+                  f"{loop_instructions(sass)} instructions ({top}); {shared} B shared, "
+                  f"{fit} programs an SM, loop wait {loop_wait(body)}")  # fmt: skip
+
+
+def loop_wait(body: list[str]) -> int | None:
+    """The load groups the loop leaves in flight at its wait (DEPBAR.LE SB0, n), if it waits."""
+    for line in body:
+        wait = re.search(r"DEPBAR\.LE SB0, (0x[0-9a-f]+)", line)
+        if wait:
+            return int(wait.group(1), 16)
+    return None
 
 
 def sass_loop_body(sass: str) -> list[str]:

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 from kernels import reference
+from kernels.decode_launch import AttentionTuning
 from kernels.errors import UnsupportedTensor
-from kernels.kv_cache import AttentionTuning, PagedKVCache
+from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec, reference_roundtrip
 from kernels.rope_tables import Rope
 from tests.kernels.conftest import relative_error
@@ -203,10 +204,12 @@ def test_code_unpackings_agree_at_the_llama3_8b_shape(k_format, v_format):
 
 
 def test_many_splits_are_reduced_in_chunks(device, monkeypatch):
-    """More splits than the reduce kernel reads in one step (32): as on a large GPU."""
-    from kernels import kv_cache
+    """More splits than the reduce kernel reads in one step (16 here, 128 in use): the steps
+    merged by the online softmax's rescaling, the last one partial."""
+    from kernels import decode_launch, kv_cache
 
     monkeypatch.setattr(kv_cache, "_sm_count", lambda _device: 64)
+    monkeypatch.setattr(decode_launch, "REDUCE_MAX_CHUNK", 16)
     cache = _cache("f16", "f16", device, heads=1, dim=32, page=16, tokens=544)
     seq = cache.new_sequence()
     k, v = torch.randn(530, 1, 32), torch.randn(530, 1, 32)

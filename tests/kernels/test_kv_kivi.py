@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from kernels import reference
+from kernels.decode_launch import AttentionTuning
 from kernels.errors import UnsupportedTensor
-from kernels.kv_cache import AttentionTuning, PagedKVCache
+from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import (
     KVCacheSpec,
     bytes_per_row,

@@ -10,10 +10,20 @@ pytest.importorskip("triton", reason="compiling the kernels needs triton")
 
 from benchmarks.kernels import attention_sass
 
+NEEDS_COMPILER = pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") == "1" or not attention_sass.CUOBJDUMP.exists(),
+    reason="needs triton's compiler (not its interpreter) and its bundled cuobjdump",
+)
+
+
+def _loop(k_fmt: str, v_fmt: str, unpack: str, stages: int = 5) -> list[str]:
+    kernel = attention_sass.compile_sm90(k_fmt, v_fmt, unpack, stages=stages)
+    sass, _usage = attention_sass.sass_of(kernel)
+    return attention_sass.sass_loop_body(sass)
+
 
 def _loop_instructions(k_fmt: str, v_fmt: str, unpack: str) -> int:
-    sass, _usage = attention_sass.sass_of(attention_sass.compile_sm90(k_fmt, v_fmt, unpack))
-    return len(attention_sass.sass_loop_body(sass))
+    return len(_loop(k_fmt, v_fmt, unpack))
 
 
 def test_the_loop_body_is_the_longest_backward_branch():
@@ -34,10 +44,21 @@ def test_the_loop_body_is_the_longest_backward_branch():
     assert ops == ["HMMA.16816.F32", "LOP3.LUT", "@P1"]
 
 
-@pytest.mark.skipif(
-    os.environ.get("TRITON_INTERPRET") == "1" or not attention_sass.CUOBJDUMP.exists(),
-    reason="needs triton's compiler (not its interpreter) and its bundled cuobjdump",
-)
+def test_the_loop_wait_is_read_from_its_depbar():
+    body = ["/*2880*/  DEPBAR.LE SB0, 0x7 ;", "/*2890*/  BAR.SYNC.DEFER_BLOCKING 0x0 ;"]
+    assert attention_sass.loop_wait(body) == 7
+    assert attention_sass.loop_wait(body[1:]) is None
+
+
+@NEEDS_COMPILER
+def test_the_default_stages_keep_a_page_in_flight():
+    """With 3 stages the page loop waited for every load at its top (wait count 0: the next
+    page's loads included); the default (5) must leave the next page's loads in flight."""
+    assert attention_sass.loop_wait(_loop("rot4", "rot4", "words", stages=3)) == 0
+    assert attention_sass.loop_wait(_loop("rot4", "rot4", "words")) > 0
+
+
+@NEEDS_COMPILER
 def test_words_unpacking_cuts_the_rot4_page_step():
     """The default rot4 unpacking (AttentionTuning.code_unpack = "words") must stay clearly
     cheaper than the byte-wise one it replaced (872 -> 573 instructions with Triton 3.8)."""

@@ -1,0 +1,134 @@
+"""Launching the decode attention (decode_attention.py): its launch shape (AttentionTuning), how
+many programs an SM holds (so that the caller sizes its splits to one wave), and the two
+launches, the reduce overlapping the split kernel on Hopper.
+
+Programmatic dependent launch: the split kernel signals at its start that the next launch may
+begin (griddepcontrol.launch_dependents), and the reduce, launched with the launch_pdl
+attribute, waits in-kernel until the split kernel's grid has finished and its stores are
+visible (griddepcontrol.wait). The reduce's launch then overlaps the split kernel's work
+instead of following its end; in a CUDA graph the edge is kept as a programmatic one.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+import torch
+import triton
+
+from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
+from kernels.occupancy import compiled_programs_per_sm, sm_limits
+
+# Warps a program where 4 is not the fastest, from the H100 sweep at 32k (docs/kernels.md,
+# session 7): rot4/rot4 34.6 us with 2 warps against 37.3 with 4 (5 programs an SM instead of
+# 4, and 1,928 warp-instructions a page against 2,316). kivi4/rot4 was faster still with 2
+# (44.3 against 54.3 us) but its GPU correctness test at 2 warps had not run; q8 K and f16
+# were as fast or faster with 4.
+FASTEST_WARPS = {("rot4", "rot4"): 2}
+INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's interpreter
+# splits the reduce reads in one step: all of them up to this many, so that its loads of m, l
+# and the partial rows go out at once (a [128, D] f32 tile is 64 registers a thread at 8 warps)
+REDUCE_MAX_CHUNK = 128
+
+
+@dataclass
+class AttentionTuning:
+    """Launch shape of the decode attention: programs per SM (sets the split count from the
+    capacity; 0: as many as the compiled kernel's registers and shared memory let one SM hold,
+    so that one wave fills the GPU, kernels/occupancy.py), warps and pipeline stages per
+    program. benchmarks/kernels/attention.py sweeps these (--attention-sweep); the defaults are
+    the best of that sweep on an H100 (docs/kernels.md).
+
+    num_stages: Triton's software pipelining of the page loop. The loads of a page depend on a
+    load (its number, from the block table), so Triton keeps one stage for that; with 3 or 4
+    stages the loop waited for the page it had just asked for at the top of every step (the
+    SASS's wait count is 0: no load overlapped any compute), with 5 one page is in flight while
+    another is computed, with 7 two (python -m benchmarks.kernels.attention_sass shows it).
+    Measured at 32k (H100): 5 stages took q8/q8 from 40.2 to 36.5 us and kivi4/rot4 from 62.2
+    to 54.3; rot4/rot4 did not gain (36.6 with 3, 37.3 with 5): its loads were not its bound."""
+
+    programs_per_sm: int = 0
+    num_warps: int = 0  # 0: by the K/V formats (FASTEST_WARPS, else 4)
+    num_stages: int = 5
+    # rot4 and q8 codes to f16: "words" (four bytes per inline-assembly step,
+    # kernels/nibbles.py) or "bytes" (the path before, byte by byte); docs/kernels.md has
+    # both SASS counts
+    code_unpack: str = "words"
+    # Hopper: launch the reduce while the split kernel runs (programmatic dependent launch; it
+    # waits for the split kernel's grid in-kernel), hiding its launch gap; ignored elsewhere.
+    # 0.2-1.1 us a layer on four pairs at 32k, -1.0 on q8/q8: about twice the run's spread
+    overlap_reduce: bool = True
+
+    def warps(self, k_format: str, v_format: str) -> int:
+        """Warps a program for this K/V pair: num_warps, or when 0 the measured fastest."""
+        return self.num_warps or FASTEST_WARPS.get((k_format, v_format), 4)
+
+    def __post_init__(self) -> None:
+        if self.code_unpack not in ("words", "bytes"):
+            raise ValueError(
+                f"code_unpack is 'words' or 'bytes', not {self.code_unpack!r}: "
+                "'bytes' is the older unpacking of rot4 and q8 codes, kept to compare and to "
+                "fall back to"
+            )
+
+
+def runs_assembly(device: torch.device) -> bool:
+    """Inline PTX runs on a CUDA GPU, not in Triton's CPU interpreter."""
+    return device.type == "cuda" and os.environ.get("TRITON_INTERPRET", "0") != "1"
+
+
+@functools.cache
+def has_dependent_launch(device: torch.device) -> bool:
+    """Programmatic dependent launch (griddepcontrol): Hopper and newer, compiled kernels, a
+    Triton whose launcher sets the attribute (its `launch_pdl` option)."""
+    if not runs_assembly(device):
+        return False
+    from triton.backends.nvidia.compiler import CUDAOptions
+
+    if "launch_pdl" not in CUDAOptions.__dataclass_fields__:
+        return False
+    return torch.cuda.get_device_capability(device) >= (9, 0)
+
+
+_FITS: dict[tuple, int] = {}  # programs per SM, per launch shape and device
+
+
+def fitting_programs(q: torch.Tensor, consts: dict, arguments: tuple) -> int:
+    """Programs of the split kernel that one SM holds at once (kernels/occupancy.py), for
+    these compile-time arguments: compiled (not launched) once per launch shape. The
+    interpreter has no compiled kernel: a fixed count there."""
+    if not runs_assembly(q.device):
+        return INTERPRETER_PROGRAMS_PER_SM
+    key = (str(q.device), *sorted(consts.items()))
+    if key not in _FITS:
+        outputs = [torch.empty(1, dtype=torch.float32, device=q.device) for _ in range(3)]
+        kernel = decode_split_kernel.warmup(q, *outputs, *arguments, grid=(1,), **consts)
+        _FITS[key] = compiled_programs_per_sm(kernel, sm_limits(q.device))
+    return _FITS[key]
+
+
+def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int, spec,
+                  signs: torch.Tensor, tuning: AttentionTuning) -> torch.Tensor:  # fmt: skip
+    """Both phases over q [n_seqs, T, n_heads, D] with n_splits splits a KV head; arguments:
+    the split kernel's after q and its outputs (kv_cache.PagedKVCache.attend). Returns
+    q's shape and dtype."""
+    n_seqs, n_tokens, n_heads, d = q.shape
+    parts = n_seqs * n_tokens * n_heads * n_splits
+    acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
+    m = torch.empty(parts, dtype=torch.float32, device=q.device)
+    l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    overlap = tuning.overlap_reduce and has_dependent_launch(q.device)
+    decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
+        q, acc, m, l_sum, *arguments, LAUNCH_DEPENDENTS=overlap, **consts
+    )
+    chunk = min(REDUCE_MAX_CHUNK, triton.next_power_of_2(n_splits))
+    dependent = {"launch_pdl": True} if overlap else {}
+    decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
+        acc, m, l_sum, out, signs, n_splits, HQ=n_heads, D=d, LOG2D=int(d).bit_length() - 1,
+        CHUNK=chunk, V_ROTATED=spec.v_format == "rot4", WAIT_PRIMARY=overlap,
+        num_warps=8 if chunk >= 64 else 4, **dependent,
+    )  # fmt: skip
+    return out

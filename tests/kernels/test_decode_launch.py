@@ -1,0 +1,30 @@
+"""kernels/decode_launch.py: the decode attention's launch shape."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels import decode_launch
+from kernels.decode_launch import AttentionTuning
+
+
+def test_warps_follow_the_format_pair_unless_given():
+    tuning = AttentionTuning()
+    assert tuning.warps("rot4", "rot4") == decode_launch.FASTEST_WARPS[("rot4", "rot4")]
+    assert tuning.warps("f16", "f16") == 4
+    assert tuning.warps("kivi4", "rot4") == 4
+    assert AttentionTuning(num_warps=8).warps("rot4", "rot4") == 8
+
+
+def test_an_unknown_code_unpacking_is_refused_by_name():
+    with pytest.raises(ValueError, match="'nibbles'"):
+        AttentionTuning(code_unpack="nibbles")
+
+
+def test_without_a_compiled_kernel_the_split_count_uses_a_fixed_count(monkeypatch):
+    """Triton's interpreter (and a CPU tensor) has no registers to count."""
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    q = torch.zeros(1, 1, 4, 32)
+    assert decode_launch.fitting_programs(q, {}, ()) == decode_launch.INTERPRETER_PROGRAMS_PER_SM
+    assert not decode_launch.has_dependent_launch(q.device)
