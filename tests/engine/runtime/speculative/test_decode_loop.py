@@ -196,3 +196,39 @@ def test_a_draft_model_drafts_the_same_reply():
         assert fast.stats.n_draft_accepted == fast.stats.n_drafted
     finally:
         session.close()
+
+
+def test_checked_rows_are_sampled_in_the_graph_with_no_logits_read(session, monkeypatch):
+    """As plain decoding samples in the graph, so does the loop: each checked row's token is
+    drawn there and only token ids come back, never a row of logits."""
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    text, plain, cache = _reply(session, prompt, speculate=False, max_tokens=40)
+
+    def no_logits(index):
+        raise AssertionError(f"the logits of row {index} were read on the host")
+
+    monkeypatch.setattr(session.ctx, "logits_at", no_logits)
+    session.speculation.length.cost = 0.0
+    text_s, fast, cache_s = _reply(session, prompt, speculate=True, max_tokens=40)
+    assert session.sampler_for(GREEDY).in_graph
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+    assert fast.stats.n_draft_accepted > 0
+
+
+def test_a_seeded_reply_draws_as_on_a_load_without_speculation(session):
+    """A checked row's random number comes from a copy of the chain's generator, which moves
+    on only for the tokens kept: the reply is the one a load that never speculates draws."""
+    params = p.ModelParams(path=str(starter_model_path()), n_ctx=1024, n_threads=1)
+    plain_session = Session(
+        model=session.model, ctx=Context(session.model, context_settings(params))
+    )
+    sampling = p.SamplingParams(temperature=0.8, seed=1234)
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    try:
+        text, plain, _ = _reply(plain_session, prompt, speculate=False, sampling=sampling)
+        session.speculation.length.cost = 0.0
+        text_s, fast, _ = _reply(session, prompt, speculate=True, sampling=sampling)
+    finally:
+        plain_session.close_context()  # the model is the fixture's
+    assert (text_s, fast.stop_reason) == (text, plain.stop_reason)
+    assert fast.stats.n_draft_accepted > 0
