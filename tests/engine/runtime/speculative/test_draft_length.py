@@ -69,6 +69,17 @@ def test_recorded_costs_steer_the_length():
     for _ in range(8):
         length.record(16, 16)  # every draft kept: acceptance near 1
     assert length.next_length() == 16
+    length.record_cost(8, seconds=0.015, plain_seconds=0.01)  # 8 drafts: 1.5 plain steps
     for _ in range(10):
         length.record_cost(16, seconds=0.05, plain_seconds=0.01)  # 16 drafts: 5 plain steps
     assert length.next_length() < 16
+
+
+def test_lengths_not_tried_are_priced_from_the_cheapest_cost_a_draft():
+    """Short probes cost the most a draft (one draft: 2 plain steps on this CPU, 15: 11): their
+    price must not keep long drafts from being tried."""
+    length = DraftLength(max_length=16)
+    length.record_cost(15, seconds=0.11, plain_seconds=0.01)
+    for _ in range(20):
+        length.record_cost(1, seconds=0.02, plain_seconds=0.01)
+    assert length.cost == pytest.approx(10 / 15)
