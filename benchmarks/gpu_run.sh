@@ -24,8 +24,8 @@
 #   gui-server   benchmarks/gui_server_load.py: the window's chat while 16 API clients stream
 #       through its Server page (needs .gui-carry/ and .whl/)
 #   speculative   speculative decoding: checking k tokens against one step, beside llama-bench,
-#       and prompt lookup on the rewrite task, on the random 8B Q4_K_M (and the starter model
-#       end to end when it is here) (benchmarks/speculative_gpu.py)
+#       and prompt lookup on the four tasks, on the starter model when it is here (then the
+#       random 8B Q4_K_M for the cost and the rewrite task), else on the 8B (speculative_gpu.py)
 #   hearth   the Hearth engine beside llama-bench (benchmarks/hearth_show.sh); later steps then
 #       use its random-block 8B Q4_K_M as their random 8B model (no llama-quantize pass)
 #   hearth-memory   the Hearth engine's memory, predicted against measured, and the longest
@@ -180,8 +180,12 @@ for step in "$@"; do
       done ;;
     speculative)
       random_q4
-      starter_arg=(); [ -f /tmp/starter/model.gguf ] && starter_arg=(--starter /tmp/starter/model.gguf)
-      python3 benchmarks/speculative_gpu.py "$q4" "${starter_arg[@]}" --out "$out" 2>&1 \
+      if [ -f /tmp/starter/model.gguf ]; then  # real weights for the tasks, the 8B for the cost
+        spec_args=(/tmp/starter/model.gguf --cost-model "$q4")
+      else
+        spec_args=("$q4")
+      fi
+      python3 benchmarks/speculative_gpu.py "${spec_args[@]}" --out "$out" 2>&1 \
         | tee "$out/speculative-gpu$tag.txt" ;;
     rpc-show)  # half the layers on the GPU behind llama.cpp's RPC link (benchmarks/rpc_show.py)
       random_q4

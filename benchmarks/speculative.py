@@ -7,18 +7,17 @@ The tasks (benchmarks/data/speculative_tasks.json) are answered greedily without
 speculation, back to back on one load (engine/benchmark/speculative_run.py, the code behind
 `hearth bench --speculative`), so on a shared machine both figures of a pair see the same load;
 every pair's texts are compared. The checking cost bounds what any drafter can gain: a step that
-checks k drafts costs cost(k) plain steps and emits at most k + 1 tokens.
+checks k tokens costs cost(k) plain steps and emits at most k tokens (speculative_cost.py).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
+from benchmarks.speculative_cost import checking_cost, format_cost
 from engine.benchmark.speculative_run import (
     SpeculativeBench,
     SpeculativeBenchConfig,
@@ -28,73 +27,6 @@ from engine.benchmark.speculative_run import (
 from engine.runtime import protocol as p
 
 TASKS = Path(__file__).resolve().parent / "data" / "speculative_tasks.json"
-
-
-def checking_cost(
-    model_path: str,
-    ks: tuple[int, ...] = (2, 3, 4, 6, 8, 12, 16),
-    *,
-    depth: int = 512,
-    reps: int = 10,
-    gpu_layers: int = -1,
-    threads: int = 0,
-) -> dict:
-    """Median seconds of one decode step, and of one step checking k tokens (a batch of k
-    with logits for every one, as the speculative loop asks), after `depth` cached tokens."""
-    from engine.llama.batch import SequenceBatch
-    from engine.llama.driver import Context, Model
-    from engine.runtime.to_llama import context_settings, model_settings
-
-    params = p.ModelParams(
-        path=model_path, n_ctx=depth + 64, n_gpu_layers=gpu_layers, n_threads=threads,
-        flash_attn="on", speculative=p.SpeculativeParams(method="prompt_lookup", max_draft=max(ks)),
-    )  # fmt: skip
-    model = Model(model_settings(params))
-    ctx = Context(model, context_settings(params))
-    batch = SequenceBatch(max(ks) + 1)
-    try:
-        ctx.decode([(7 * i + 11) % model.n_vocab for i in range(depth)])
-        ctx.synchronize()
-
-        def timed(k: int) -> float:
-            samples = []
-            for rep in range(reps + 1):  # the first is a warm-up (graph reserve for this size)
-                batch.clear()
-                for i in range(k):
-                    batch.add((13 * (rep + i) + 5) % model.n_vocab, depth + i, 0, output=True)
-                started = time.perf_counter()
-                batch.decode(ctx)
-                ctx.synchronize()
-                ctx.logits_at(k - 1)
-                samples.append(time.perf_counter() - started)
-                ctx.forget_from(depth)
-            return statistics.median(samples[1:])
-
-        one = timed(1)
-        rows = {k: timed(k) for k in ks}
-        return {
-            "depth": depth,
-            "one_step_ms": one * 1000,
-            "checking_ms": {k: s * 1000 for k, s in rows.items()},
-            "cost_in_steps": {k: s / one for k, s in rows.items()},
-        }
-    finally:
-        batch.close()
-        ctx.close()
-        model.close()
-
-
-def format_cost(cost: dict) -> str:
-    lines = [
-        f"checking k tokens in one llama_decode after {cost['depth']} cached tokens "
-        f"(one decode step: {cost['one_step_ms']:.2f} ms)",
-        f"{'k':>3} {'ms':>8} {'steps':>6}  bound (k tokens: the last sampled one and k - 1 drafts; "
-        "at most k come out, so at most k / steps)",
-    ]
-    for k, ms in cost["checking_ms"].items():
-        steps = cost["cost_in_steps"][k]
-        lines.append(f"{k:>3} {ms:>8.2f} {steps:>6.2f}  {k / steps:>5.2f}x")
-    return "\n".join(lines)
 
 
 def run_tasks(model: str, args, names: tuple[str, ...] = ()) -> dict:

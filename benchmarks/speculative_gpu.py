@@ -1,15 +1,14 @@
-"""Speculative decoding on a GPU: what checking k tokens costs against one decode step (this
-bounds every drafter's speed-up), beside llama.cpp's own llama-bench figures for the same batch
-sizes, and prompt lookup end to end on the rewrite task.
+"""Speculative decoding on a GPU in one call: the four fixed tasks with and without prompt lookup
+on a model with real weights (tokens per second, drafts kept, same text), and what checking k
+tokens costs against one plain step, beside llama.cpp's own llama-bench for the same batches.
 
-    python3 benchmarks/speculative_gpu.py MODEL.gguf [--starter STARTER.gguf] --out DIR
-    (benchmarks/gpu_run.sh speculative: the random Llama-3-8B-shaped Q4_K_M, and the starter
-    model when it is on the machine)
+    source /tmp/llama/env.sh   # llama.cpp's CUDA build (benchmarks/gpu_run.sh makes it)
+    python3 benchmarks/speculative_gpu.py /tmp/starter/model.gguf --out DIR
 
-A model with random weights does not copy its prompt as a trained one does, so its acceptance
-on the rewrite task says little; the checking cost does not depend on the weights. The starter
-model (real weights) gives the end-to-end figure with real acceptance. About a minute and a half
-on an H100 once the model exists.
+`--cost-model 8B.gguf` adds the checking cost and the rewrite task on a model that is bound by
+memory bandwidth (`gpu_run.sh speculative` passes its random Llama-3-8B Q4_K_M; random weights
+copy nothing, so its acceptance says little). About a minute on an H100 for the starter model;
+it runs on the CPU build too (`--gpu-layers 0`), only slower.
 """
 
 from __future__ import annotations
@@ -18,16 +17,18 @@ import argparse
 import json
 import shutil
 import subprocess
+import sys
+import time
 from pathlib import Path
 
-from benchmarks.speculative import add_common_arguments, checking_cost, format_cost, run_tasks
+from benchmarks.speculative import add_common_arguments, run_tasks
+from benchmarks.speculative_cost import KS, checking_cost, format_cost
 from engine.benchmark.speculative_run import format_report
-
-KS = (2, 3, 4, 6, 8, 12, 16)
 
 
 def llama_bench_cost(model: str, depth: int) -> dict | None:
-    """llama.cpp's own seconds for a batch of k (pp k) and one token (tg), at the same depth."""
+    """llama.cpp's own seconds for a batch of k (pp k) and one token (tg), at the same depth
+    (None where llama-bench is not on PATH)."""
     binary = shutil.which("llama-bench")
     if binary is None:
         return None
@@ -45,36 +46,49 @@ def llama_bench_cost(model: str, depth: int) -> dict | None:
     return {"command": " ".join(cmd), "one_step_ms": one_step * 1000, "cost_in_steps": cost}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model")
-    parser.add_argument("--starter", help="the starter model, for the end-to-end figures")
-    parser.add_argument("--depth", type=int, default=512)
-    add_common_arguments(parser)
-    parser.set_defaults(reps=3)
-    args = parser.parse_args(argv)
-    out_dir = Path(args.out or ".")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    result: dict = {"model": args.model}
+def costs(model: str, args) -> dict:
+    """The checking cost of `model`, printed, with llama-bench's beside it where it runs."""
+    result: dict = {"model": model}
     result["checking_cost"] = cost = checking_cost(
-        args.model, KS, depth=args.depth, gpu_layers=args.gpu_layers, threads=args.threads
+        model, KS, depth=args.depth, gpu_layers=args.gpu_layers, threads=args.threads
     )
-    print(format_cost(cost), flush=True)
+    print(f"model: {model}\n{format_cost(cost)}", flush=True)
     try:
-        result["llama_bench"] = theirs = llama_bench_cost(args.model, args.depth)
+        theirs = llama_bench_cost(model, args.depth)
     except (subprocess.SubprocessError, ValueError, StopIteration, KeyError) as exc:
         result["llama_bench"], theirs = {"error": str(exc)}, None
+        print(f"llama-bench failed: {exc}", flush=True)
+    else:
+        result["llama_bench"] = theirs
     if theirs:
         print(f"llama-bench, same model and depth (one step {theirs['one_step_ms']:.2f} ms; "
               "its batches return the last token's logits only):")  # fmt: skip
         for k, steps in sorted(theirs["cost_in_steps"].items()):
             print(f"{k:>3} {steps:>6.2f} steps  (Hearth: {cost['cost_in_steps'].get(k, 0):.2f})")
-    result["rewrite"] = run_tasks(args.model, args, names=("rewrite",))
-    print(format_report(result["rewrite"]), flush=True)
-    if args.starter:
-        result["starter"] = run_tasks(args.starter, args)
-        print(format_report(result["starter"]), flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model", help="a GGUF with real weights (the starter model)")
+    parser.add_argument("--cost-model", help="also a bandwidth-bound GGUF: cost and rewrite")
+    parser.add_argument("--depth", type=int, default=512)
+    add_common_arguments(parser)
+    parser.set_defaults(reps=5)
+    args = parser.parse_args(argv)
+    out_dir = Path(args.out or ".")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    result = costs(args.model, args)
+    result["tasks"] = run_tasks(args.model, args)
+    print(format_report(result["tasks"]), flush=True)
+    if args.cost_model:
+        result["cost_model"] = costs(args.cost_model, args)
+        result["cost_model"]["rewrite"] = run_tasks(args.cost_model, args, names=("rewrite",))
+        print(format_report(result["cost_model"]["rewrite"]), flush=True)
+    result["seconds"] = time.perf_counter() - started
     (out_dir / "speculative-gpu.json").write_text(json.dumps(result, indent=2))
+    print(f"done in {result['seconds']:.0f} s", file=sys.stderr)
     return 0
 
 

@@ -248,6 +248,10 @@ class Context:
         # logits in the compute buffer (times two with sampling in the graph): 1.2 GiB of VRAM
         # for a 128k vocabulary, measured on an 8B Q4_K_M.
         cp.n_outputs_max = max(1, params.n_outputs)
+        # A speculative step checks several positions of one sequence in one decode; with the
+        # sampler in the graph each of those rows gets its token there (llama.cpp's default
+        # allows one row a sequence, and refuses the decode otherwise).
+        cp.n_outputs_max_per_seq = cp.n_outputs_max
         if params.n_parallel > 1:
             # One pool of cells for all sequences, so a prompt prefix they share can be copied
             # between them (llama_memory_seq_cp) instead of computed again; and one output row
@@ -255,6 +259,7 @@ class Context:
             cp.n_seq_max = params.n_parallel
             cp.kv_unified = True
             cp.n_outputs_max = params.n_parallel
+            cp.n_outputs_max_per_seq = 1  # one row a sequence in a step
         if params.embeddings:
             # Every token is an output, pooled per sequence: the model's own pooling (embedding
             # models say theirs), else the mean, as llama-server does for generative models.
@@ -436,6 +441,12 @@ class Sampler:
             self._attached_to = ctx
             return True
         return False
+
+    @property
+    def in_graph(self) -> bool:
+        """Whether the chain is attached to a context's graph: `sample` then returns the token
+        drawn there (a speculative step's rows included), and no logits come back."""
+        return self._attached_to is not None
 
     def reset(self) -> None:
         """Start over (a new draw from the seed, no penalty history) for a new generation."""

@@ -29,9 +29,11 @@ def context_settings(params: ModelParams) -> ContextSettings:
         type_k=str(params.type_k),
         type_v=str(params.type_v),
         swa_full=params.swa_full,
-        # A speculative step reads the logits of every checked position; with the sampler in
-        # the graph only the chosen tokens come back.
-        backend_sampling=params.backend_sampling and not speculating,
+        # A speculative step samples every checked position in the graph, as plain decoding
+        # samples its one (only token ids come back). Not with MTP: llama.cpp then outputs
+        # every row of a batch, prompt included, and each would be sampled.
+        backend_sampling=params.backend_sampling
+        and not (speculating and params.speculative.method == "mtp"),
         n_parallel=max(1, params.n_parallel),
         n_outputs=_outputs_per_decode(params, speculating),
     )

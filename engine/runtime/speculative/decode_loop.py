@@ -10,6 +10,13 @@ and seeded replies are the same text token for token (acceptance.py: why the dis
 kept). Tokens reach the reply through ReplyTokens.take one at a time, as in plain decoding: stop
 strings, end of generation, stop requests and max_tokens act at the same token.
 
+Where plain decoding samples in the graph (llama.cpp's backend sampling), so does this loop: its
+plain steps are plain decoding's steps, and a checking step has every row's token drawn on the
+device (the argmax when greedy) so that only token ids come back, never a row of logits.
+llama.cpp draws each row's random number from a copy of the chain's generator and advances the
+generator only for the tokens accepted (`llama_sampler_sample` accepts, rows in order), so a
+seeded reply uses the same draws as plain decoding.
+
 The KV cache is kept as plain decoding would leave it: rejected drafts are removed at once, and
 when the reply ends in the middle of a step, the tokens after the last emitted one too.
 """
@@ -40,6 +47,7 @@ class SpeculativeLoop:
         try:
             return self._steps()
         finally:
+            self.spec.reply_ended()
             self.reply.finish()
 
     def figures(self) -> dict:
@@ -82,9 +90,8 @@ class SpeculativeLoop:
             if reason is not None:
                 return reason
             # What drafting and checking cost against a plain step (a draft model's own
-            # decodes are part of the price).
-            seconds = time.perf_counter() - started
-            spec.length.record_cost(len(drafts), seconds, spec.plain_step_seconds)
+            # decodes are part of the price, and so is going back to plain steps after it).
+            spec.record_checking_step(len(drafts), time.perf_counter() - started)
 
     def _plain_step(self, token: int) -> int:
         """Decode one token as plain decoding does (timed by the caller: the speed-up's
@@ -140,9 +147,11 @@ class SpeculativeLoop:
             )
 
     def _choice(self, row: int) -> int:
-        """The token the model picks from the logits at batch row `row` (-1: the last)."""
+        """The token the model picks at batch row `row` (-1: the last). With the sampler in the
+        graph every row's token was drawn there, as plain decoding's is, and only token ids
+        come back; otherwise the row's logits are read here."""
         ctx = self.session.ctx
-        if self.greedy:
+        if self.greedy and not self.sampler.in_graph:
             logits = np.ctypeslib.as_array(ctx.logits_at(row), shape=(self.spec.n_vocab,))
             return int(logits.argmax())
         return self.sampler.sample(ctx, row)

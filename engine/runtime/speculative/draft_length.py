@@ -6,16 +6,21 @@ A step that checks k drafts, each kept with probability a (until the first miss)
 checked token adds. On a GPU, batch-1 decode reads all the weights for one token and c is a few
 percent, so long drafts pay; on a CPU the arithmetic grows with every token (c near 0.7 for the
 starter model here) and only well-kept drafts pay. Costs are not linear (llama.cpp changes kernels
-with the batch size), so a length that has been checked is priced at its own measured cost, and
-the straight line prices only lengths not tried yet. When no length is expected to beat a plain
-step, nothing is drafted for a pause that doubles while drafting keeps failing (1, 2, 4, ... up
-to `max_pause` steps) and ends with a probe of one draft - so text the drafter cannot guess costs
-little more than plain decoding.
+with the batch size, and the cost per draft falls with the length), so a length that has been
+checked is priced at its own measured cost, and a straight line through the cheapest measured
+cost per draft prices only lengths not tried yet. A checking step's price includes the plain
+steps after it paying for the switch back (setup.py). When no length is expected to beat a plain
+step, nothing is drafted for a pause that doubles until drafting pays again (1, 2, 4, ... up to
+`max_pause` steps, longer where a probe is dear) and ends with a probe of one draft - so text the
+drafter cannot guess, or checking too dear to pay, costs little more than plain decoding.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+
+PROBE_SHARE = 0.03  # the most that probes which keep nothing may add to paused decoding
 
 
 def expected_tokens(accept: float, k: int) -> float:
@@ -66,6 +71,8 @@ class DraftLength:
         k, _gain = best_length(self.acceptance, self.cost, self.max_length, self._measured)
         if k == 0:
             self._start_pause()
+        else:
+            self._pause = 0  # drafting pays again: the next pause starts short
         return k
 
     def record(self, drafted: int, accepted: int) -> None:
@@ -73,20 +80,33 @@ class DraftLength:
         if drafted <= 0:
             return
         self._steps = [*self._steps, (accepted, int(accepted < drafted))][-self.window :]
+        # A kept draft does not end the doubling by itself: a probe can be kept and drafting
+        # still not pay (its price is what decides, next_length), and a pause of one step
+        # after each kept probe made every other step a probe.
         if accepted == 0:
             self._start_pause()
-        else:
-            self._pause = 0
 
     def record_cost(self, drafted: int, seconds: float, plain_seconds: float) -> None:
         """A checking step of `drafted` drafts took `seconds`; a plain step `plain_seconds`."""
         if drafted <= 0 or plain_seconds <= 0:
             return
         steps = seconds / plain_seconds
-        self.cost = 0.8 * self.cost + 0.2 * max(0.0, (steps - 1.0) / drafted)
         known = self._measured.get(drafted)
         self._measured[drafted] = steps if known is None else 0.8 * known + 0.2 * steps
+        # A checking step's cost grows less than linearly with its drafts (per draft, 15 cost
+        # less than 1 on this CPU and on the H100), so lengths not tried yet are priced on the
+        # line through the cheapest measured cost per draft. A mean over the steps taken, most
+        # of them one-draft probes after pauses, priced long drafts out before they were ever
+        # tried (on this CPU: 1.03 steps a draft, stuck at one draft, rewrite 1.05x -> 0.99x).
+        self.cost = max(0.0, min((m - 1.0) / k for k, m in self._measured.items()))
 
     def _start_pause(self) -> None:
-        self._pause = min(self.max_pause, max(1, self._pause * 2))
+        self._pause = min(self._longest_pause(), max(1, self._pause * 2))
         self._paused_for = self._pause
+
+    def _longest_pause(self) -> int:
+        """`max_pause` steps, or more where a probe costs more: a probe that keeps nothing then
+        costs at most PROBE_SHARE of the steps paused before it (on a GPU a probe between plain
+        steps also pays for llama.cpp building its graph twice: several steps for a small model)."""
+        probe = self._measured.get(1, 1.0 + self.cost)
+        return max(self.max_pause, math.ceil((probe - 1.0) / PROBE_SHARE))

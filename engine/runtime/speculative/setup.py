@@ -16,9 +16,14 @@ from engine.runtime.protocol import ModelParams
 from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.drafter import Drafter
 
-# A plain step is timed at least this often (in steps), so that each reply's speed-up is
-# measured against plain decoding in the same session, not guessed.
-PLAIN_STEP_EVERY = 64
+# The baseline is kept current: a plain step is due at least this often (in steps).
+PLAIN_STEP_EVERY = 128
+# llama.cpp builds its graph again when a decode's shape changes (a checking step's batch, then
+# one token), and a CUDA build replays a captured CUDA graph only from the third step of the
+# same shape on (one step run directly, one captured). So the plain steps just after a checking
+# step cost more than plain decoding's: only a plain step with this many plain steps before it
+# is a baseline, and the extra time of those before it is the checking step's price.
+WARM_AFTER = 2
 METHODS = ("off", "prompt_lookup", "draft_model", "mtp")
 
 
@@ -28,21 +33,56 @@ class Speculation:
     length: DraftLength
     batch: SequenceBatch  # the checking step's batch: the last token and the drafts
     n_vocab: int
-    plain_step_seconds: float = 0.0  # running mean of a plain step (0: none measured yet)
+    plain_step_seconds: float = 0.0  # running mean of a warm plain step (0: none measured yet)
     # whether this loop's plain steps cost what plain decoding's do (see open_speculation)
     comparable_baseline: bool = True
     _steps_since_plain: int = field(default=PLAIN_STEP_EVERY)
+    _plain_run: int = 0  # plain steps in a row before the coming one, since the last other shape
+    _measuring: bool = False  # a run of plain steps is under way to time a warm one
+    _open_check: list | None = None  # [drafts, seconds] of a checking step still being priced
 
     def plain_step_due(self) -> bool:
+        """Whether the coming step must be plain: at least every PLAIN_STEP_EVERY steps, a run
+        of plain steps long enough to time a warm one."""
         self._steps_since_plain += 1
-        return self._steps_since_plain > PLAIN_STEP_EVERY
+        if self._steps_since_plain > PLAIN_STEP_EVERY:
+            self._measuring = True
+        return self._measuring
 
     def record_plain_step(self, seconds: float) -> None:
-        self._steps_since_plain = 0
+        """A plain step took `seconds` (emitting its token included)."""
+        warm = self._plain_run >= WARM_AFTER
+        self._plain_run += 1
+        if not warm:
+            check = self._open_check
+            if check is not None and self.plain_step_seconds > 0:
+                check[1] += max(0.0, seconds - self.plain_step_seconds)  # the switch back
+            return
+        self._price_open_check()
+        self._steps_since_plain, self._measuring = 0, False
         if self.plain_step_seconds <= 0:
             self.plain_step_seconds = seconds
         else:  # a moving mean: the cost follows the context's depth slowly
             self.plain_step_seconds = 0.8 * self.plain_step_seconds + 0.2 * seconds
+
+    def record_checking_step(self, drafts: int, seconds: float) -> None:
+        """A step checking `drafts` drafts took `seconds` (drafting included); it is priced
+        once the plain steps after it have paid for going back to one token."""
+        self._price_open_check()
+        self._plain_run = 0
+        self._open_check = [drafts, seconds]
+
+    def reply_ended(self) -> None:
+        """The next reply starts after a prompt batch: its first plain steps are not warm, and
+        what the last checking step cost is known as far as it will be."""
+        self._price_open_check()
+        self._plain_run = 0
+
+    def _price_open_check(self) -> None:
+        if self._open_check is not None:
+            drafts, seconds = self._open_check
+            self.length.record_cost(drafts, seconds, self.plain_step_seconds)
+            self._open_check = None
 
     def close(self) -> None:
         self.drafter.close()
@@ -81,19 +121,20 @@ def open_speculation(
     except EngineError as exc:
         return None, f"{exc} Decoding without speculation."
     max_draft = max(1, spec.max_draft)
-    # With speculation every step reads its logits back and samples on the CPU, where plain
-    # decoding on a GPU samples in the graph and reads one token id. There the loop's own plain
-    # steps are slower than plain decoding (the starter model on the H100: the stats line said
-    # 1.32x for a reply measured at 0.54x, docs/speculative.md), so they are no baseline for
-    # a reply's speed-up: the stats line then gives none.
+    # The loop's plain steps sample where this context samples. Where a load without
+    # speculation would sample in the graph on a GPU and this context cannot (MTP: to_llama.py),
+    # its plain steps read the logits back and are slower than plain decoding's (session 6 on
+    # the H100, docs/speculative.md), so they are no baseline for a reply's speed-up: the stats
+    # line then gives none.
     on_gpu = layers_on_gpu(params.n_gpu_layers, model.n_layers()) > 0
+    samples_as_plain_decoding = ctx.info.backend_sampling or not params.backend_sampling
     return (
         Speculation(
             drafter=drafter,
             length=DraftLength(max_length=max_draft),
             batch=SequenceBatch(max_draft + 1),
             n_vocab=model.n_vocab,
-            comparable_baseline=not (params.backend_sampling and on_gpu),
+            comparable_baseline=samples_as_plain_decoding or not on_gpu,
         ),
         "",
     )

@@ -11,6 +11,7 @@ from engine.enums import StopReason
 from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, generate
+from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.setup import open_speculation
 from engine.runtime.to_llama import context_settings, model_settings
 from engine.starter_model import starter_model_path
@@ -29,6 +30,15 @@ REWRITE = (
 )
 
 
+class _AlwaysDraft(DraftLength):
+    """Drafts the longest length at every step, whatever this machine's costs: these tests are
+    about the text, and pauses driven by the measured costs made them depend on the machine's
+    load."""
+
+    def next_length(self) -> int:
+        return self.max_length
+
+
 def _session(method: str = "prompt_lookup", n_ctx: int = 1024) -> Session:
     path = starter_model_path()
     if path is None:
@@ -44,8 +54,7 @@ def _session(method: str = "prompt_lookup", n_ctx: int = 1024) -> Session:
     session = Session(model=model, ctx=ctx)
     session.speculation, note = open_speculation(params, model, ctx)
     assert session.speculation is not None, note
-    # Draft from the first step, whatever this machine's costs: these tests are about the text.
-    session.speculation.length.cost = 0.0
+    session.speculation.length = _AlwaysDraft(max_length=8)
     return session
 
 
@@ -77,7 +86,6 @@ def _reply(
 
 def _both(session, prompt, **kwargs):
     plain = _reply(session, prompt, speculate=False, **kwargs)
-    session.speculation.length.cost = 0.0
     fast = _reply(session, prompt, speculate=True, **kwargs)
     return plain, fast
 
@@ -128,7 +136,6 @@ def test_a_stop_request_acts_at_the_same_token(session):
     prompt = session.model.tokenize(REWRITE, add_special=True)
     results = []
     for speculate in (False, True):
-        session.speculation.length.cost = 0.0
         texts, emit, should_stop = _stopping_after(5)
         outcome = generate(session, prompt, GREEDY, max_tokens=40, stop_strings=(), emit=emit,
                            should_stop=should_stop, started_at=time.perf_counter(),
@@ -196,3 +203,37 @@ def test_a_draft_model_drafts_the_same_reply():
         assert fast.stats.n_draft_accepted == fast.stats.n_drafted
     finally:
         session.close()
+
+
+def test_checked_rows_are_sampled_in_the_graph_with_no_logits_read(session, monkeypatch):
+    """As plain decoding samples in the graph, so does the loop: each checked row's token is
+    drawn there and only token ids come back, never a row of logits."""
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    text, plain, cache = _reply(session, prompt, speculate=False, max_tokens=40)
+
+    def no_logits(index):
+        raise AssertionError(f"the logits of row {index} were read on the host")
+
+    monkeypatch.setattr(session.ctx, "logits_at", no_logits)
+    text_s, fast, cache_s = _reply(session, prompt, speculate=True, max_tokens=40)
+    assert session.sampler_for(GREEDY).in_graph
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+    assert fast.stats.n_draft_accepted > 0
+
+
+def test_a_seeded_reply_draws_as_on_a_load_without_speculation(session):
+    """A checked row's random number comes from a copy of the chain's generator, which moves
+    on only for the tokens kept: the reply is the one a load that never speculates draws."""
+    params = p.ModelParams(path=str(starter_model_path()), n_ctx=1024, n_threads=1)
+    plain_session = Session(
+        model=session.model, ctx=Context(session.model, context_settings(params))
+    )
+    sampling = p.SamplingParams(temperature=0.8, seed=1234)
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    try:
+        text, plain, _ = _reply(plain_session, prompt, speculate=False, sampling=sampling)
+        text_s, fast, _ = _reply(session, prompt, speculate=True, sampling=sampling)
+    finally:
+        plain_session.close_context()  # the model is the fixture's
+    assert (text_s, fast.stop_reason) == (text, plain.stop_reason)
+    assert fast.stats.n_draft_accepted > 0

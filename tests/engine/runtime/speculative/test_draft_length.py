@@ -40,13 +40,48 @@ def test_steps_that_keep_nothing_pause_drafting_longer_each_time():
     assert pauses == [0, 1, 3, 7]  # pauses of 1, 2, 4, 8 steps, each ending with a probe
 
 
-def test_a_kept_draft_ends_the_doubling():
+def _drain_pause(length: DraftLength) -> int:
+    """Steps until the pause ends; returns the length then drafted (the probe's: 1)."""
+    while (k := length.next_length()) == 0:
+        pass
+    return k
+
+
+def test_drafting_that_pays_again_ends_the_doubling():
     length = DraftLength(max_length=8, cost=0.1)
     length.record(4, 0)
-    length.record(4, 0)
-    length.record(4, 3)
+    length.record(4, 0)  # pauses of 1, then 2 steps
+    assert _drain_pause(length) == 1
+    for _ in range(8):
+        length.record(4, 4)  # kept: drafting pays again
+    assert length.next_length() > 0
     length.record(4, 0)
     assert length.next_length() == 1  # a pause of one step again, ended by its probe
+
+
+def test_a_kept_probe_where_drafting_does_not_pay_keeps_doubling():
+    """Checking one draft costs 2 plain steps: a kept probe (2 tokens at best) does not pay,
+    so the pauses keep growing instead of probing every other step."""
+    length = DraftLength(max_length=1, cost=1.0, max_pause=64)
+    length.record_cost(1, seconds=0.02, plain_seconds=0.01)
+    pauses = []
+    for _ in range(5):
+        steps = 0
+        while length.next_length() == 0:
+            steps += 1
+        pauses.append(steps)
+        length.record(1, 1)  # the probe is kept
+    assert pauses == [1, 2, 4, 8, 16]  # each pause ended by a kept probe
+
+
+def test_a_dear_probe_waits_longer():
+    """A probe that costs 4 plain steps (a GPU's graph built again around it) may add at most
+    3% to the steps paused: pauses grow past max_pause, to 134 steps."""
+    length = DraftLength(max_length=4, max_pause=32)
+    length.record_cost(1, seconds=0.05, plain_seconds=0.01)
+    for _ in range(10):
+        length.record(1, 0)
+    assert length._pause == 134  # ceil((5 - 1) / 0.03)
 
 
 def test_measured_cost_moves_the_estimate():
@@ -69,6 +104,17 @@ def test_recorded_costs_steer_the_length():
     for _ in range(8):
         length.record(16, 16)  # every draft kept: acceptance near 1
     assert length.next_length() == 16
+    length.record_cost(8, seconds=0.015, plain_seconds=0.01)  # 8 drafts: 1.5 plain steps
     for _ in range(10):
         length.record_cost(16, seconds=0.05, plain_seconds=0.01)  # 16 drafts: 5 plain steps
     assert length.next_length() < 16
+
+
+def test_lengths_not_tried_are_priced_from_the_cheapest_cost_a_draft():
+    """Short probes cost the most a draft (one draft: 2 plain steps on this CPU, 15: 11): their
+    price must not keep long drafts from being tried."""
+    length = DraftLength(max_length=16)
+    length.record_cost(15, seconds=0.11, plain_seconds=0.01)
+    for _ in range(20):
+        length.record_cost(1, seconds=0.02, plain_seconds=0.01)
+    assert length.cost == pytest.approx(10 / 15)

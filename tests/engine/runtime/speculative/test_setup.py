@@ -6,6 +6,8 @@ import pytest
 
 from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
+from engine.runtime.speculative import setup as speculation_setup
+from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.draft_model import vocabulary_mismatch
 from engine.runtime.speculative.setup import open_speculation
 from engine.runtime.to_llama import context_settings, model_settings
@@ -46,23 +48,89 @@ def test_prompt_lookup_runs(starter):
         spec.close()
 
 
+@pytest.mark.parametrize(
+    ("gpu_layers", "asked_in_graph", "context_in_graph", "comparable"),
+    [
+        (0, True, False, True),
+        (30, True, True, True),
+        (30, True, False, False),
+        (30, False, False, True),
+    ],
+)
 def test_the_speed_up_has_a_baseline_only_where_plain_steps_are_plain_decodings(
-    starter, monkeypatch
+    starter, monkeypatch, gpu_layers, asked_in_graph, context_in_graph, comparable
 ):
-    """On a GPU, plain decoding samples in the graph while the loop's plain steps sample on the
-    CPU: there the stats line gives no speed-up (this CPU build: the steps are the same)."""
+    """On a GPU, plain decoding samples in the graph: where the speculating context cannot
+    (MTP), its plain steps are slower and the stats line gives no speed-up."""
     from engine.runtime.speculative import setup
 
-    params, model, ctx = starter
-    asked = _asking(params, method="prompt_lookup", max_draft=4)
-    for gpu_layers, in_graph, comparable in ((0, True, True), (30, True, False),
-                                             (30, False, True)):  # fmt: skip
-        monkeypatch.setattr(setup, "layers_on_gpu", lambda asked, n, g=gpu_layers: g)
-        spec, _ = open_speculation(replace(asked, backend_sampling=in_graph), model, ctx)
-        try:
-            assert spec.comparable_baseline is comparable
-        finally:
-            spec.close()
+    params, model, _ = starter
+    monkeypatch.setattr(setup, "layers_on_gpu", lambda asked, n: gpu_layers)
+    asked = replace(_asking(params, method="prompt_lookup", max_draft=4),
+                    backend_sampling=asked_in_graph)  # fmt: skip
+    ctx = Context(model, replace(context_settings(asked), backend_sampling=context_in_graph))
+    spec, _ = open_speculation(asked, model, ctx)
+    try:
+        assert spec.comparable_baseline is comparable
+    finally:
+        spec.close()
+        ctx.close()
+
+
+def _timing() -> speculation_setup.Speculation:
+    """A Speculation for its clocks only (no drafter or batch is touched)."""
+    return speculation_setup.Speculation(drafter=None, length=DraftLength(), batch=None, n_vocab=1)
+
+
+def test_only_a_plain_step_after_plain_steps_is_the_baseline():
+    """The plain steps just after another shape of decode pay for llama.cpp building its
+    graph again (and a CUDA build capturing it): they are not plain decoding's cost."""
+    spec = _timing()
+    spec.record_checking_step(4, 0.030)
+    for seconds in (0.050, 0.040):  # the switch back: not warm
+        spec.record_plain_step(seconds)
+    assert spec.plain_step_seconds == 0.0
+    spec.record_plain_step(0.010)
+    assert spec.plain_step_seconds == pytest.approx(0.010)
+
+
+def test_the_switch_back_is_part_of_the_checking_step_s_price():
+    spec = _timing()
+    for _ in range(speculation_setup.WARM_AFTER + 1):
+        spec.record_plain_step(0.010)  # a baseline: 10 ms
+    spec.record_checking_step(4, 0.020)
+    spec.record_plain_step(0.025)  # 15 ms more than a plain step
+    spec.record_plain_step(0.012)  # 2 ms more
+    assert 4 not in spec.length._measured  # priced once the steps after it are warm
+    spec.record_plain_step(0.010)
+    assert spec.length._measured[4] == pytest.approx((0.020 + 0.015 + 0.002) / 0.010)
+
+
+def test_back_to_back_checking_steps_are_priced_alone():
+    spec = _timing()
+    for _ in range(speculation_setup.WARM_AFTER + 1):
+        spec.record_plain_step(0.010)
+    spec.record_checking_step(4, 0.020)
+    spec.record_checking_step(4, 0.020)
+    assert spec.length._measured[4] == pytest.approx(2.0)
+    spec.reply_ended()  # the last one is priced as far as it got
+    assert spec.length._measured[4] == pytest.approx(2.0)
+
+
+def test_a_run_of_plain_steps_long_enough_to_be_warm_is_due_every_so_often():
+    spec = _timing()
+    due = [spec.plain_step_due() for _ in range(3)]
+    assert due == [True, True, True]  # at the start: no baseline yet
+    for _ in range(speculation_setup.WARM_AFTER + 1):
+        spec.record_plain_step(0.010)
+    steps = [spec.plain_step_due() for _ in range(speculation_setup.PLAIN_STEP_EVERY + 1)]
+    assert steps == [False] * speculation_setup.PLAIN_STEP_EVERY + [True]
+    spec.record_checking_step(4, 0.020)  # (what the steps were does not matter)
+    spec.record_plain_step(0.010)  # not warm: the run goes on
+    assert spec.plain_step_due()
+    spec.record_plain_step(0.010)
+    spec.record_plain_step(0.010)  # warm: the baseline is current again
+    assert not spec.plain_step_due()
 
 
 def test_a_draft_model_of_another_vocabulary_is_refused_with_the_reason(starter):
