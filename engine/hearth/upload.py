@@ -25,7 +25,7 @@ import torch
 
 CHUNK_BYTES = 32 * 2**20
 N_BUFFERS = 3
-N_READERS = 2
+N_READERS = max(2, min(8, (os.cpu_count() or 2) // 2))  # page-cache copies: ~3 GB/s a thread
 
 
 class FileUploader:
