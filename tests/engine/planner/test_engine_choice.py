@@ -20,6 +20,15 @@ def h100(gib: float = 70, **options) -> PlanRequest:
     return PlanRequest(gpus=(gpu,), **options)
 
 
+def llama_decode(depth: int) -> float:
+    """llama.cpp's measured f16-cache decode speed at `depth` in engine_figures.json."""
+    return next(
+        r["tokens_per_second"]
+        for r in engine_table._figures()["decode"]
+        if r["engine"] == "llama" and r["depth"] == depth and r["type_k"] == "f16"
+    )
+
+
 def llama_figures_only() -> dict:
     """The figures file without its Hearth speed rows (as on a GPU class never measured)."""
     data = copy.deepcopy(engine_table._figures())
@@ -83,17 +92,17 @@ def test_without_hearth_figures_best_fit_keeps_llama_cpp_and_says_why(llama8b, m
 def test_measured_faster_picks_hearth(llama8b, monkeypatch):
     with_hearth_figures(monkeypatch, {0: 330.0, 4096: 300.0, 32768: 250.0})
     verdict = speed_verdict("cuda sm_90")
-    assert verdict.ratio == pytest.approx(330.0 / 265.08)  # the worst depth: 0
+    assert verdict.ratio == pytest.approx(330.0 / llama_decode(0))  # the worst depth: 0
     plan = plan_engines(llama8b, h100(target_ctx=8192))
     assert plan.choice.engine == "hearth" and plan.settings.engine == "hearth"
     assert plan.notes[0].startswith("Engine: Hearth kernels")
 
 
 def test_slower_at_any_measured_depth_keeps_llama_cpp(llama8b, monkeypatch):
-    with_hearth_figures(monkeypatch, {0: 330.0, 32768: 150.0})  # llama.cpp: 160.49 at 32k
+    with_hearth_figures(monkeypatch, {0: 330.0, 32768: 150.0})  # llama.cpp: ~160 at 32k
     plan = plan_engines(llama8b, h100(target_ctx=8192))
     assert plan.choice.engine == "llama"
-    assert "0.93x llama.cpp" in plan.notes[0]
+    assert f"{150.0 / llama_decode(32768):.2f}x llama.cpp" in plan.notes[0]
 
 
 def test_slower_prompts_keep_llama_cpp_and_say_so(llama8b, monkeypatch):
