@@ -5,6 +5,8 @@ positions up to its own) over the cached positions. For each KV head, the T * G 
 (G = n_heads / n_kv_heads heads share it) are one tile [T * G padded to 16, D], so each K/V page
 is read once for all of them, dequantized in registers, never written out.
 
+    phase 0 (rotated K, when AttentionTuning.rotate_q_once): the query rows rotated, scaled
+        and cast once for every program of phase 1 (prepare_queries_kernel)
     phase 1, grid (sequences, KV heads, splits): each program walks its run of pages:
         s = (q . k) * scale * log2(e)             (q rotated first when K is rotated)
         online softmax: m' = max(m, max s); l = l 2^(m-m') + sum 2^(s-m'); acc likewise
@@ -53,7 +55,8 @@ def decode_split_kernel(
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
     CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False, KG: tl.constexpr = 32,
-    LAUNCH_DEPENDENTS: tl.constexpr = False,
+    LAUNCH_DEPENDENTS: tl.constexpr = False, Q_READY: tl.constexpr = False,
+    WAIT_Q: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -65,7 +68,11 @@ def decode_split_kernel(
     kivi4 K: k_open_ptr the open pages, open_page_ptr their page numbers, open_slots_ptr each
     sequence's slot, KG positions per scale group. LAUNCH_DEPENDENTS (Hopper, launched with
     programmatic dependent launch): let the reduce kernel start now; it waits for this grid
-    in-kernel (decode_reduce_kernel's WAIT_PRIMARY), so its launch overlaps this one's work."""
+    in-kernel (decode_reduce_kernel's WAIT_PRIMARY), so its launch overlaps this one's work.
+    Q_READY (rot4 and rot2 K): q_ptr holds prepare_queries_kernel's rows, already rotated,
+    scaled by qk_scale and in f16 (rot4: even dims, then odd), so no program rotates q;
+    WAIT_Q: that kernel is this one's primary launch (programmatic dependent launch), so the
+    work before q's load overlaps it and q is read only once its grid is done."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     seq = tl.program_id(0)
@@ -86,13 +93,25 @@ def decode_split_kernel(
     lowest = tl.min(tl.where(group_mask, position, 2**30), axis=0)
     first_page = tl.where(window > 0, tl.maximum(lowest - window + 1, 0) // P, 0)
     pages_per_split = tl.cdiv(end_page - first_page, n_splits)
-    q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
-    q = q.to(tl.float32)
-    if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
-        q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
-    q = (q * qk_scale).to(tl.float16)
-    # rot4 and kivi4 K: q's even and odd dims apart, for the two halves of the key tile
-    q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
+    if WAIT_Q:
+        gdc_wait()
+    q_row_ptrs = q_ptr + q_rows[:, None] * D
+    if Q_READY:
+        if K_FMT == ROT4:  # the halves as stored: no reshape, no split
+            half = tl.arange(0, D // 2)
+            q_even = tl.load(q_row_ptrs + half[None, :], mask=group_mask[:, None], other=0.0)
+            q_odd = tl.load(q_row_ptrs + D // 2 + half[None, :], mask=group_mask[:, None],
+                            other=0.0)  # fmt: skip
+        else:
+            q = tl.load(q_row_ptrs + j[None, :], mask=group_mask[:, None], other=0.0)
+    else:
+        q = tl.load(q_row_ptrs + j[None, :], mask=group_mask[:, None], other=0.0)
+        q = q.to(tl.float32)
+        if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
+            q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
+        q = (q * qk_scale).to(tl.float16)
+        # rot4 and kivi4 K: q's even and odd dims apart, for the two halves of the key tile
+        q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
 
     m_i = tl.full((G_PAD,), float("-inf"), tl.float32)
     l_i = tl.zeros((G_PAD,), tl.float32)
@@ -152,6 +171,37 @@ def decode_split_kernel(
         tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
     else:
         tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
+
+
+@triton.jit
+def prepare_queries_kernel(
+    q_ptr, out_ptr, signs_ptr, qk_scale, n_rows,
+    ROWS: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, HALVES: tl.constexpr,
+    LAUNCH_DEPENDENTS: tl.constexpr = False,
+):  # fmt: skip
+    """Query rows [n_rows, D] as the split kernel reads them with Q_READY: rotated as the
+    stored keys (R q = H (signs * q) / sqrt(D), signs_ptr holding signs / sqrt(D)), times
+    qk_scale, in f16; HALVES (rot4 K): each row's even dims first, then its odd dims (the two
+    halves of the key tile, kv_tiles.load_rot4_halves). Done here once a step for every query
+    row; in the split kernel every program rotated its KV head's rows again (an H100 decode
+    step at 32k runs about 80 programs a KV head), and the transform's reshapes were most of
+    the barriers before its page loop (docs/kernels.md). LAUNCH_DEPENDENTS: the split kernel
+    is launched as this one's dependent and waits for it in-kernel (its WAIT_Q)."""
+    if LAUNCH_DEPENDENTS:
+        gdc_launch_dependents()
+    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+    j = tl.arange(0, D)
+    mask = (rows < n_rows)[:, None]
+    q = tl.load(q_ptr + rows[:, None] * D + j[None, :], mask=mask, other=0.0).to(tl.float32)
+    q = rotate_rows(q, tl.load(signs_ptr + j), ROWS, D, LOG2D)
+    q = (q * qk_scale).to(tl.float16)
+    if HALVES:
+        even, odd = tl.split(tl.reshape(q, (ROWS, D // 2, 2)))
+        half = tl.arange(0, D // 2)
+        tl.store(out_ptr + rows[:, None] * D + half[None, :], even, mask=mask)
+        tl.store(out_ptr + rows[:, None] * D + D // 2 + half[None, :], odd, mask=mask)
+    else:
+        tl.store(out_ptr + rows[:, None] * D + j[None, :], q, mask=mask)
 
 
 @triton.jit

@@ -18,7 +18,11 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
+from kernels.decode_attention import (
+    decode_reduce_kernel,
+    decode_split_kernel,
+    prepare_queries_kernel,
+)
 from kernels.occupancy import compiled_programs_per_sm, sm_limits
 
 # Warps a program where 4 is not the fastest, from the H100 sweep at 32k (docs/kernels.md,
@@ -31,6 +35,11 @@ INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's i
 # splits the reduce reads in one step: all of them up to this many, so that its loads of m, l
 # and the partial rows go out at once (a [128, D] f32 tile is 64 registers a thread at 8 warps)
 REDUCE_MAX_CHUNK = 128
+# query rows a program of prepare_queries_kernel rotates: a decode step's 32 rows (Llama-3-8B)
+# in 8 programs side by side rather than one program's chain of butterfly stages
+PREPARE_ROWS = 4
+# K formats stored rotated: q is rotated to match them (AttentionTuning.rotate_q_once)
+ROTATED_K = ("rot4", "rot2")
 
 
 @dataclass
@@ -60,6 +69,17 @@ class AttentionTuning:
     # waits for the split kernel's grid in-kernel), hiding its launch gap; ignored elsewhere.
     # 0.2-1.1 us a layer on four pairs at 32k, -1.0 on q8/q8: about twice the run's spread
     overlap_reduce: bool = True
+    # rot4 and rot2 K: q rotated, scaled and cast (rot4: its even and odd dims apart) once a
+    # step by a small launch before the split kernel (overlapped with that kernel's start on
+    # Hopper), instead of by each of the split kernel's programs. sm_90 SASS at 2 warps: rot4's
+    # code before its page loop 1,043 -> 376 instructions, 32 -> 5 barriers; its page step
+    # 964 -> 1,000 (both q halves now read from shared memory each step). Off until a GPU has
+    # timed it (docs/kernels.md): the launch and the longer step may cost more than it saves.
+    rotate_q_once: bool = False
+
+    def prepares_queries(self, k_format: str) -> bool:
+        """Whether the split kernel reads q from prepare_queries_kernel (its Q_READY)."""
+        return self.rotate_q_once and k_format in ROTATED_K
 
     def warps(self, k_format: str, v_format: str) -> int:
         """Warps a program for this K/V pair: num_warps, or when 0 the measured fastest."""
@@ -103,17 +123,35 @@ def fitting_programs(q: torch.Tensor, consts: dict, arguments: tuple) -> int:
         return INTERPRETER_PROGRAMS_PER_SM
     key = (str(q.device), *sorted(consts.items()))
     if key not in _FITS:
+        if consts.get("Q_READY"):  # the kernel then reads q as f16 (prepare_queries)
+            q = q.to(torch.float16)
         outputs = [torch.empty(1, dtype=torch.float32, device=q.device) for _ in range(3)]
         kernel = decode_split_kernel.warmup(q, *outputs, *arguments, grid=(1,), **consts)
         _FITS[key] = compiled_programs_per_sm(kernel, sm_limits(q.device))
     return _FITS[key]
 
 
+def prepare_queries(q: torch.Tensor, signs: torch.Tensor, qk_scale: float, halves: bool,
+                    launch_dependents: bool) -> torch.Tensor:  # fmt: skip
+    """q [..., D] as prepare_queries_kernel leaves it for the split kernel (rotated, scaled,
+    f16, rot4 K: halves): a new tensor of q's shape."""
+    d = q.shape[-1]
+    rows = q.numel() // d
+    out = torch.empty(q.shape, dtype=torch.float16, device=q.device)
+    prepare_queries_kernel[(triton.cdiv(rows, PREPARE_ROWS),)](
+        q, out, signs, qk_scale, rows, ROWS=PREPARE_ROWS, D=d, LOG2D=int(d).bit_length() - 1,
+        HALVES=halves, LAUNCH_DEPENDENTS=launch_dependents, num_warps=1,
+    )  # fmt: skip
+    return out
+
+
 def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int, spec,
-                  signs: torch.Tensor, tuning: AttentionTuning) -> torch.Tensor:  # fmt: skip
+                  signs: torch.Tensor, tuning: AttentionTuning,
+                  qk_scale: float) -> torch.Tensor:  # fmt: skip
     """Both phases over q [n_seqs, T, n_heads, D] with n_splits splits a KV head; arguments:
-    the split kernel's after q and its outputs (kv_cache.PagedKVCache.attend). Returns
-    q's shape and dtype."""
+    the split kernel's after q and its outputs (kv_cache.PagedKVCache.attend). With
+    consts["Q_READY"] (AttentionTuning.prepares_queries), q prepared first by its own launch.
+    Returns q's shape and dtype."""
     n_seqs, n_tokens, n_heads, d = q.shape
     parts = n_seqs * n_tokens * n_heads * n_splits
     acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
@@ -121,8 +159,14 @@ def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int
     l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     overlap = tuning.overlap_reduce and has_dependent_launch(q.device)
+    q_split, after_prepare = q, {}
+    if consts.get("Q_READY"):
+        # the split kernel as the preparation's dependent where the reduce is one too: both
+        # edges are programmatic, or neither (overlap_reduce off keeps every launch serial)
+        q_split = prepare_queries(q, signs, qk_scale, spec.k_format == "rot4", overlap)
+        after_prepare = {"launch_pdl": True, "WAIT_Q": True} if overlap else {}
     decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
-        q, acc, m, l_sum, *arguments, LAUNCH_DEPENDENTS=overlap, **consts
+        q_split, acc, m, l_sum, *arguments, LAUNCH_DEPENDENTS=overlap, **after_prepare, **consts
     )
     chunk = min(REDUCE_MAX_CHUNK, triton.next_power_of_2(n_splits))
     dependent = {"launch_pdl": True} if overlap else {}

@@ -357,6 +357,7 @@ class PagedKVCache:
             KG=kivi_group(spec.page_size),
             num_warps=self.tuning.warps(spec.k_format, spec.v_format),
             num_stages=self.tuning.num_stages,
+            Q_READY=self.tuning.prepares_queries(spec.k_format),
         )  # fmt: skip
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
 
@@ -376,7 +377,9 @@ class PagedKVCache:
             per_sm = fitting_programs(q, consts, arguments(probe))
         n_splits = self._split_count(n_seqs, n_tokens, window, per_sm)
         tuning = self.tuning
-        out = launch_decode(q, arguments(n_splits), consts, n_splits, spec, self._signs, tuning)
+        out = launch_decode(
+            q, arguments(n_splits), consts, n_splits, spec, self._signs, tuning, qk_scale
+        )
         return out.squeeze(1) if one_token else out
 
     def _split_count(

@@ -11,7 +11,7 @@ import math
 import torch
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, time_calls
-from kernels.decode_launch import AttentionTuning
+from kernels.decode_launch import ROTATED_K, AttentionTuning
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
 
@@ -95,7 +95,19 @@ def sweep_tunings() -> list[AttentionTuning]:
         dataclasses.replace(default, num_warps=2),
         dataclasses.replace(default, num_warps=2, num_stages=7),
         dataclasses.replace(default, programs_per_sm=4),
+        AttentionTuning(rotate_q_once=True),
+        dataclasses.replace(default, rotate_q_once=True),
     ]
+
+
+def flag_comparison(k_format: str, flag: str) -> tuple:
+    """Tunings that time an AttentionTuning flag against the default over one cache: the
+    default, the flag on, the default again (the two defaults' difference is the run's
+    spread, what a gain must beat: attention_flags.py). Only the default where the flag
+    does not apply to this K format (rotate_q_once: rotated K only)."""
+    if flag == "rotate_q_once" and k_format not in ROTATED_K:
+        return (None,)
+    return (None, AttentionTuning(**{flag: True}), None)
 
 
 def launch_label(tuning: dict) -> str:
@@ -103,7 +115,8 @@ def launch_label(tuning: dict) -> str:
     per_sm = tuning["programs_per_sm"] or "fit"
     warps = tuning["num_warps"] or "auto"
     label = f"{per_sm}/{warps}/{tuning['num_stages']}"
-    return label + ("" if tuning.get("overlap_reduce", False) else " serial reduce")
+    label += "" if tuning.get("overlap_reduce", False) else " serial reduce"
+    return label + (" q once" if tuning.get("rotate_q_once", False) else "")
 
 
 def measure_write(k_format: str, v_format: str) -> dict:

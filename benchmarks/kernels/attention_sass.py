@@ -1,10 +1,17 @@
 """Compile the decode attention for sm_90 on a machine without a GPU and count its SASS.
 
     python -m benchmarks.kernels.attention_sass [--dump DIR] [--formats f16/f16 rot4/rot4 ...]
+        [--rotate-q-once]
 
 Prints, per K/V format pair and unpacking of rot4 and q8 codes, registers, spills and the SASS
 instructions of one page step (the page loop's body: 64 positions of one KV head, per
-thread), for Llama-3-8B's shape (4 query heads per KV head of 128, one token). The cheap
+thread), for Llama-3-8B's shape (4 query heads per KV head of 128, one token), with the
+block-wide barriers (BAR) and warp shuffles (SHFL) in it; and the instructions, barriers and
+shuffles before the loop (every program's fixed cost: q's load and, for rotated K, its
+rotation, the page range, the pipeline's first loads). --rotate-q-once compiles the split
+kernel as AttentionTuning(rotate_q_once=True) launches it (q prepared by its own kernel,
+whose SASS is counted too). Compiled as an H100 launches them (overlap_reduce: the
+griddepcontrol calls in). The cheap
 check before a device run: rot4 reads 3.2x fewer bytes than f16, so its page step must not
 cost much more issue time (gemv_sass.py does the same for the GEMV).
 
@@ -27,7 +34,8 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from benchmarks.kernels.gemv_sass import CUOBJDUMP, loop_instructions
-from kernels.decode_attention import decode_split_kernel
+from kernels.decode_attention import decode_split_kernel, prepare_queries_kernel
+from kernels.decode_launch import PREPARE_ROWS
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.occupancy import SmLimits, programs_per_sm
 
@@ -39,13 +47,16 @@ POINTER_TYPES = {
 PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8", "kivi4": "*u8"}
 
 
-def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 5):
+def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 5,
+                 q_ready: bool = False):  # fmt: skip
     """The split kernel for one format pair and rot4 unpacking path ("words" or "bytes", as
-    AttentionTuning.code_unpack), with its inline assembly, for sm_90."""
+    AttentionTuning.code_unpack), with its inline assembly, for sm_90; q_ready: reading q
+    from prepare_queries_kernel (AttentionTuning.rotate_q_once, rotated K)."""
     fn = decode_split_kernel
     consts = dict(HQ=32, HKV=8, G=4, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
                   K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=False,
-                  CODE_WORDS=unpack == "words", ASM=True, KG=32)  # fmt: skip
+                  CODE_WORDS=unpack == "words", ASM=True, KG=32, LAUNCH_DEPENDENTS=True,
+                  Q_READY=q_ready, WAIT_Q=q_ready)  # fmt: skip
     signature = {}
     for arg in fn.arg_names:
         if arg in consts:
@@ -64,6 +75,19 @@ def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: in
     src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
     options = {"num_warps": warps, "num_stages": stages}
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def compile_prepare_sm90(k_fmt: str):
+    """prepare_queries_kernel as launch_decode launches it for this K format, for sm_90."""
+    consts = dict(ROWS=PREPARE_ROWS, D=128, LOG2D=7, HALVES=k_fmt == "rot4",
+                  LAUNCH_DEPENDENTS=True)  # fmt: skip
+    types = {"q_ptr": "*fp16", "out_ptr": "*fp16", "signs_ptr": "*fp32", "qk_scale": "fp32"}
+    fn = prepare_queries_kernel
+    signature = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, a in enumerate(fn.arg_names) if a in types}
+    attrs.pop((fn.arg_names.index("qk_scale"),))
+    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 1})
 
 
 def sass_of(kernel) -> tuple[str, str]:
@@ -86,13 +110,26 @@ def main() -> None:
                         help="rot4/q8 unpacking paths (AttentionTuning.code_unpack)")  # fmt: skip
     parser.add_argument("--warps", type=int, default=4, help="AttentionTuning.num_warps")
     parser.add_argument("--stages", type=int, default=5, help="AttentionTuning.num_stages")
+    parser.add_argument("--rotate-q-once", action="store_true",
+                        help="AttentionTuning.rotate_q_once (rot4 and rot2 K)")  # fmt: skip
     args = parser.parse_args()
+    for k_fmt in sorted({p.split("/")[0] for p in args.formats} & {"rot4", "rot2"}):
+        if args.rotate_q_once:
+            sass, usage = sass_of(compile_prepare_sm90(k_fmt))
+            lines = instruction_lines(sass)
+            regs = re.search(r"REG:(\d+)", usage).group(1)
+            print(f"prepare_queries_kernel for {k_fmt} K: {len(lines)} instructions, "
+                  f"BAR {count_ops(lines, 'BAR')}, SHFL {count_ops(lines, 'SHFL')}, "
+                  f"{regs} regs")  # fmt: skip
     for pair in args.formats:
         k_fmt, v_fmt = pair.split("/")
         # the formats whose unpacking AttentionTuning.code_unpack chooses
         coded = {"rot4", "q8", "kivi4"} & {k_fmt, v_fmt}
         for unpack in args.unpack if coded else ["-"]:
-            kernel = compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps, stages=args.stages)
+            q_ready = args.rotate_q_once and k_fmt in ("rot4", "rot2")
+            kernel = compile_sm90(
+                k_fmt, v_fmt, unpack, warps=args.warps, stages=args.stages, q_ready=q_ready
+            )
             sass, usage = sass_of(kernel)
             if args.dump:
                 Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)
@@ -107,8 +144,12 @@ def main() -> None:
             top = ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda kv: -kv[1])[:8])
             shared = kernel.metadata.shared
             fit = programs_per_sm(int(regs), args.warps, shared, SmLimits())
+            before = sass_prologue(sass)
             print(f"{pair:10} unpack {unpack:5}: {regs} regs, stack {stack}, page step "
-                  f"{loop_instructions(sass)} instructions ({top}); {shared} B shared, "
+                  f"{loop_instructions(sass)} instructions ({top}), BAR "
+                  f"{count_ops(body, 'BAR')}, SHFL {count_ops(body, 'SHFL')}; before the loop "
+                  f"{len(before)} instructions, BAR {count_ops(before, 'BAR')}, SHFL "
+                  f"{count_ops(before, 'SHFL')}; {shared} B shared, "
                   f"{fit} programs an SM, loop wait {loop_wait(body)}")  # fmt: skip
 
 
@@ -121,9 +162,27 @@ def loop_wait(body: list[str]) -> int | None:
     return None
 
 
+def instruction_lines(sass: str) -> list[str]:
+    """The listing's instruction lines (those that start with an address)."""
+    return [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
+
+
+def count_ops(lines: list[str], opcode: str) -> int:
+    """Instructions of this opcode (any modifiers, predicated or not): BAR, SHFL, ..."""
+    pattern = re.compile(r"\*/\s+(?:@!?U?P\w+\s+)?" + opcode + r"\b")
+    return sum(1 for line in lines if pattern.search(line))
+
+
+def sass_prologue(sass: str) -> list[str]:
+    """The instructions before the page loop (the longest backward-branch loop)."""
+    lines = instruction_lines(sass)
+    body = sass_loop_body(sass)
+    return lines[: lines.index(body[0])] if body else lines
+
+
 def sass_loop_body(sass: str) -> list[str]:
     """The instructions of the longest backward-branch loop (the page loop)."""
-    lines = [ln for ln in sass.splitlines() if re.match(r"\s+/\*[0-9a-f]{4,}\*/", ln)]
+    lines = instruction_lines(sass)
     best: list[str] = []
     for i, ln in enumerate(lines):
         target = re.search(r"BRA\s+0x([0-9a-f]+)", ln)

@@ -28,3 +28,12 @@ def test_without_a_compiled_kernel_the_split_count_uses_a_fixed_count(monkeypatc
     q = torch.zeros(1, 1, 4, 32)
     assert decode_launch.fitting_programs(q, {}, ()) == decode_launch.INTERPRETER_PROGRAMS_PER_SM
     assert not decode_launch.has_dependent_launch(q.device)
+
+
+def test_q_is_rotated_once_only_when_asked_and_for_rotated_keys():
+    assert not AttentionTuning().prepares_queries("rot4")  # off until a GPU has timed it
+    once = AttentionTuning(rotate_q_once=True)
+    assert once.prepares_queries("rot4")
+    assert once.prepares_queries("rot2")
+    for k_format in ("f16", "q8", "kivi4"):  # keys not rotated: q is not either
+        assert not once.prepares_queries(k_format)

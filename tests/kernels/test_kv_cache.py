@@ -64,8 +64,10 @@ def test_write_then_attend_matches_reference(k_format, v_format, device):
     assert relative_error(out[0].cpu(), expected) < ATTENTION_TOLERANCE
 
 
-def test_several_sequences_of_different_lengths(device):
+@pytest.mark.parametrize("rotate_q_once", [False, True])
+def test_several_sequences_of_different_lengths(rotate_q_once, device):
     cache = _cache("rot4", "rot4", device, heads=1, dim=32, page=16)
+    cache.tuning = AttentionTuning(rotate_q_once=rotate_q_once)
     rows = {}
     for n in (1, 16, 45):
         seq = cache.new_sequence()
@@ -201,6 +203,69 @@ def test_code_unpackings_agree_at_the_llama3_8b_shape(k_format, v_format):
     assert relative_error(words, expected) < 5e-3
     assert relative_error(by_bytes, expected) < 5e-3
     assert relative_error(words, by_bytes) < 1e-3
+
+
+def _attend_with_and_without_q_rotated_once(cache, layer, q, seqs):
+    outs = []
+    for once in (False, True):
+        cache.tuning = AttentionTuning(rotate_q_once=once)
+        outs.append(cache.attend(layer, q, seqs).float().cpu())
+    return outs
+
+
+@pytest.mark.parametrize(
+    ("k_format", "v_format"), [("rot4", "rot4"), ("rot4", "q8"), ("rot2", "rot4")]
+)
+def test_q_rotated_once_gives_the_same_attention(k_format, v_format, device):
+    """AttentionTuning.rotate_q_once: q rotated, scaled and cast by its own launch before the
+    split kernel computes what each split program rotating q computed: two sequences of
+    different lengths (pages interleaved), 3 query tokens each, 4 query heads a KV head."""
+    gen = torch.Generator().manual_seed(5)
+    cache = _cache(k_format, v_format, device)
+    rows = {}
+    for n in (45, 20):
+        seq = cache.new_sequence()
+        k, v = torch.randn(n, 2, 64, generator=gen), torch.randn(n, 2, 64, generator=gen)
+        cache.write(0, seq, cache.grow(seq, n), k.to(device), v.to(device))
+        rows[seq] = (
+            reference_roundtrip(k_format, k.numpy()),
+            reference_roundtrip(v_format, v.numpy()),
+        )
+    q = torch.randn(2, 3, 8, 64, generator=gen)
+    per_program, once = _attend_with_and_without_q_rotated_once(cache, 0, q.to(device), list(rows))
+    assert relative_error(once, per_program) < 1e-3
+    for i, (k_ref, v_ref) in enumerate(rows.values()):
+        for t in range(3):
+            visible = len(k_ref) - 3 + t + 1
+            expected = reference.decode_attention(
+                q[i, t].numpy(), k_ref[:visible], v_ref[:visible], 1 / 8
+            )
+            assert relative_error(once[i, t], expected) < ATTENTION_TOLERANCE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("k_format", "v_format"), [("rot4", "rot4"), ("rot4", "q8"), ("rot2", "rot4")]
+)
+def test_q_rotated_once_at_the_llama3_8b_shape(k_format, v_format):
+    """The same at Llama-3-8B's shape on the GPU, where the split kernel waits for the
+    preparing launch in-kernel (programmatic dependent launch) on Hopper."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
+    cache = PagedKVCache(spec, device="cuda")
+    seq = cache.new_sequence()
+    k = torch.randn(3000, 8, 128, dtype=torch.float16)
+    v = torch.randn(3000, 8, 128, dtype=torch.float16)
+    cache.write(0, seq, cache.grow(seq, 3000), k.cuda(), v.cuda())
+    q = torch.randn(1, 32, 128, dtype=torch.float16)
+    per_program, once = _attend_with_and_without_q_rotated_once(cache, 0, q.cuda(), [seq])
+    expected = reference.decode_attention(
+        q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
+        reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
+    )  # fmt: skip
+    assert relative_error(once[0], expected) < 5e-3
+    assert relative_error(once, per_program) < 1e-3
 
 
 def test_many_splits_are_reduced_in_chunks(device, monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from kernels import reference
+from kernels.decode_launch import AttentionTuning
 from kernels.errors import UnsupportedTensor
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec, reference_roundtrip
@@ -147,15 +148,33 @@ def test_prefill_attention_over_the_stored_pages(window, device):
         assert relative_error(out[t].cpu(), expected) < ATTENTION_TOLERANCE
 
 
+def test_q_rotated_once_with_device_positions_and_a_window(device):
+    """AttentionTuning.rotate_q_once with the positions a CUDA graph replays (read on the
+    device) and a sliding window: rot4 K, 3 query heads a KV head."""
+    cache, seq, rows = _filled("rot4", "rot4", device, 150)
+    cache.tuning = AttentionTuning(rotate_q_once=True)
+    q = torch.randn(1, 6, 32)
+    for position, window in ((37, 0), (149, 20)):
+        where = torch.tensor([position], device=device)
+        out = cache.attend(0, q.to(device), [seq], positions=where, window=window)
+        expected = _expected(q[0].numpy(), rows, position, window)
+        assert relative_error(out[0].cpu(), expected) < ATTENTION_TOLERANCE
+
+
 @pytest.mark.gpu
-@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("rot4", "rot4")])
-def test_decode_step_captured_once_replays_at_every_position(k_format, v_format):
+@pytest.mark.parametrize(
+    ("k_format", "v_format", "rotate_q_once"),
+    [("f16", "f16", False), ("rot4", "rot4", False), ("rot4", "rot4", True)],
+)
+def test_decode_step_captured_once_replays_at_every_position(k_format, v_format, rotate_q_once):
     """Write + attend captured in one CUDA graph; the position tensor is the only input that
-    changes between replays, at positions across several pages."""
+    changes between replays, at positions across several pages. rotate_q_once: three
+    launches a step, chained by programmatic dependent launch on Hopper, kept in the graph."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
     cache = PagedKVCache(spec, device="cuda")
+    cache.tuning = AttentionTuning(rotate_q_once=rotate_q_once)
     seq = cache.new_sequence()
     cache.grow(seq, 4096)
     gen = torch.Generator().manual_seed(3)

@@ -65,3 +65,26 @@ def test_words_unpacking_cuts_the_rot4_page_step():
     words = _loop_instructions("rot4", "rot4", "words")
     by_bytes = _loop_instructions("rot4", "rot4", "bytes")
     assert words < 0.8 * by_bytes
+
+
+@NEEDS_COMPILER
+def test_q_rotated_once_takes_the_rotation_out_of_the_split_kernel():
+    """AttentionTuning.rotate_q_once: rot4's code before the page loop loses q's rotation
+    (1,043 -> 376 instructions, 32 -> 5 barriers at 2 warps with Triton 3.8), down to about
+    f16's (510 instructions, 5 barriers), where no q is rotated."""
+    counts = {}
+    for q_ready in (False, True):
+        kernel = attention_sass.compile_sm90("rot4", "rot4", "words", warps=2, q_ready=q_ready)
+        before = attention_sass.sass_prologue(attention_sass.sass_of(kernel)[0])
+        counts[q_ready] = (len(before), attention_sass.count_ops(before, "BAR"))
+    f16 = attention_sass.compile_sm90("f16", "f16", "-", warps=2)
+    f16_before = attention_sass.sass_prologue(attention_sass.sass_of(f16)[0])
+    assert counts[True][0] < 0.5 * counts[False][0]
+    assert counts[True][1] <= attention_sass.count_ops(f16_before, "BAR") < counts[False][1]
+
+
+def test_opcodes_are_counted_with_any_modifier_or_predicate():
+    lines = ["/*0010*/  BAR.SYNC.DEFER_BLOCKING 0x0 ;", "/*0020*/  @!P0 SHFL.BFLY PT, R1 ;",
+             "/*0030*/  BAR.ARV 0x1, 0x40 ;", "/*0040*/  BARRIER_X R1 ;"]  # fmt: skip
+    assert attention_sass.count_ops(lines, "BAR") == 2
+    assert attention_sass.count_ops(lines, "SHFL") == 1

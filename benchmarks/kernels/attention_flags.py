@@ -1,0 +1,66 @@
+"""Whether an AttentionTuning flag should become the default, from one run's attention table.
+
+    python -m benchmarks.kernels.attention_flags attention.json [--flag rotate_q_once]
+
+Reads the JSON of `python -m benchmarks.kernels --flag FLAG --json attention.json`, where each
+pair the flag applies to was timed as default, flag on, default again over the same cache
+(attention.flag_comparison). Per pair and context it prints the default (mean of its two
+timings), the flag's time, the gain and the spread (the two defaults' difference: a gain
+smaller than it is noise, docs/kernels.md). The verdict per pair: make the flag its default
+only where it gains more than the spread at every context measured; else keep it off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+
+
+def compare(rows: list[dict], flag: str) -> dict[tuple[str, str], list[dict]]:
+    """Per K/V pair, one comparison per context: default, flag on, gain and spread (us)."""
+    timings: dict[tuple, dict[bool, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for r in rows:
+        on = bool(r["tuning"].get(flag, False))
+        timings[(r["k"], r["v"], r["context"], r["window"])][on].append(r["us_per_layer"])
+    found: dict[tuple[str, str], list[dict]] = defaultdict(list)
+    for (k, v, context, window), by_flag in sorted(timings.items()):
+        off, on = by_flag[False], by_flag[True]
+        if len(off) < 2 or not on:  # the flag does not apply here, or a timing failed
+            continue
+        default = sum(off) / len(off)
+        found[(k, v)].append({
+            "context": context, "window": window, "default_us": default, "flag_us": on[0],
+            "gain_us": default - on[0], "spread_us": max(off) - min(off),
+        })  # fmt: skip
+    return dict(found)
+
+
+def verdict(comparisons: list[dict]) -> bool:
+    """Make the flag default: it gains more than the run's spread at every context."""
+    return bool(comparisons) and all(c["gain_us"] > c["spread_us"] for c in comparisons)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels.attention_flags")
+    parser.add_argument("json", help="the JSON of python -m benchmarks.kernels --flag FLAG")
+    parser.add_argument("--flag", default="rotate_q_once")
+    args = parser.parse_args(argv)
+    with open(args.json) as f:
+        rows = json.load(f).get("attention", [])
+    found = compare(rows, args.flag)
+    if not found:
+        print(f"no pair timed with and without {args.flag} (was --flag {args.flag} given?)")
+        return 1
+    for (k, v), comparisons in found.items():
+        for c in comparisons:
+            print(f"{k}/{v:5} {c['context']:>7}: default {c['default_us']:6.1f} us, "
+                  f"{args.flag} {c['flag_us']:6.1f} us, gain {c['gain_us']:+5.1f} "
+                  f"(spread {c['spread_us']:.1f})")  # fmt: skip
+        decision = "make it default" if verdict(comparisons) else "keep it off"
+        print(f"{k}/{v}: {args.flag}: {decision}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
