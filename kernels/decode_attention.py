@@ -56,7 +56,7 @@ def decode_split_kernel(
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
     CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False, KG: tl.constexpr = 32,
     LAUNCH_DEPENDENTS: tl.constexpr = False, Q_READY: tl.constexpr = False,
-    WAIT_Q: tl.constexpr = False,
+    WAIT_Q: tl.constexpr = False, SUM_AFTER_LOOP: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -72,7 +72,11 @@ def decode_split_kernel(
     Q_READY (rot4 and rot2 K): q_ptr holds prepare_queries_kernel's rows, already rotated,
     scaled by qk_scale and in f16 (rot4: even dims, then odd), so no program rotates q;
     WAIT_Q: that kernel is this one's primary launch (programmatic dependent launch), so the
-    work before q's load overlaps it and q is read only once its grid is done."""
+    work before q's load overlaps it and q is read only once its grid is done.
+    SUM_AFTER_LOOP: the softmax's row sums l kept per position ([rows, P], rescaled as acc
+    is) and summed over positions once, after the loop, instead of at every page step: that
+    sum was a cross-warp reduction (shuffles, a shared-memory round trip and its barriers)
+    in each step of a loop bound by latency."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     seq = tl.program_id(0)
@@ -114,7 +118,11 @@ def decode_split_kernel(
         q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
 
     m_i = tl.full((G_PAD,), float("-inf"), tl.float32)
-    l_i = tl.zeros((G_PAD,), tl.float32)
+    # compile-time branches: Triton builds both sides of a conditional expression
+    if SUM_AFTER_LOOP:  # noqa: SIM108
+        l_i = tl.zeros((G_PAD, P), tl.float32)
+    else:
+        l_i = tl.zeros((G_PAD,), tl.float32)
     if V_FMT == ROT4:  # even and odd dims apart (see kv_tiles.load_rot4_halves)
         acc = tl.zeros((G_PAD, D // 2), tl.float32)
         acc_odd = tl.zeros((G_PAD, D // 2), tl.float32)
@@ -144,13 +152,14 @@ def decode_split_kernel(
                 s = s * k_scale[None, :]
         m_i, l_i, acc, acc_odd = _accumulate_page(
             s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
-            V_FMT, P, D, CODE_WORDS, ASM,
+            V_FMT, P, D, CODE_WORDS, ASM, SUM_AFTER_LOOP,
         )  # fmt: skip
     # a compile-time branch around a run-time one: Triton cannot join them with `and`
     if K_FMT == KIVI4:  # noqa: SIM102
         if (open_page >= first) & (open_page < last):  # the open page, K and V exact
             s = tl.dot(q, tl.trans(load_open_tile(slot, 0, head, k_open_ptr, HKV, P, D)))
-            m_i, l_i, p, alpha = _softmax_step(s, open_page, position, window, m_i, l_i, P)
+            m_i, l_i, p, alpha = _softmax_step(s, open_page, position, window, m_i, l_i, P,
+                                               SUM_AFTER_LOOP)  # fmt: skip
             v = load_open_tile(slot, 1, head, k_open_ptr, HKV, P, D)
             if V_FMT == ROT4:  # acc holds rotated rows: rotate this page's share to match
                 share = tl.dot(p.to(tl.float16), v)
@@ -161,6 +170,8 @@ def decode_split_kernel(
             else:
                 acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
 
+    if SUM_AFTER_LOOP:
+        l_i = tl.sum(l_i, axis=1)
     part = q_rows * n_splits + split
     tl.store(m_ptr + part, m_i, mask=group_mask)
     tl.store(l_ptr + part, l_i, mask=group_mask)
@@ -205,8 +216,10 @@ def prepare_queries_kernel(
 
 
 @triton.jit
-def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr):
-    """Scores s [rows, P] of page pg into the online softmax: (m, l, p, alpha)."""
+def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr,
+                  SUM_AFTER_LOOP: tl.constexpr = False):  # fmt: skip
+    """Scores s [rows, P] of page pg into the online softmax: (m, l, p, alpha); with
+    SUM_AFTER_LOOP, l per row and position [rows, P] (the caller sums it)."""
     tokens = pg * P + tl.arange(0, P)
     behind = position[:, None] - tokens[None, :]
     visible = (behind >= 0) & ((window <= 0) | (behind < window))
@@ -216,15 +229,20 @@ def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr):
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.exp2(m_i - m_safe)
     p = tl.exp2(s - m_safe[:, None])
-    return m_new, l_i * alpha + tl.sum(p, axis=1), p, alpha
+    if SUM_AFTER_LOOP:  # noqa: SIM108 (a compile-time branch, as l_i's in the split kernel)
+        l_new = l_i * alpha[:, None] + p
+    else:
+        l_new = l_i * alpha + tl.sum(p, axis=1)
+    return m_new, l_new, p, alpha
 
 
 @triton.jit
 def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
                      vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
-                     D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+                     D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr,
+                     SUM_AFTER_LOOP: tl.constexpr):  # fmt: skip
     """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
-    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P)
+    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P, SUM_AFTER_LOOP)
     if V_FMT == ROT4:
         v_even, v_odd = load_rot4_halves(
             row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True

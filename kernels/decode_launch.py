@@ -76,6 +76,11 @@ class AttentionTuning:
     # 964 -> 1,000 (both q halves now read from shared memory each step). Off until a GPU has
     # timed it (docs/kernels.md): the launch and the longer step may cost more than it saves.
     rotate_q_once: bool = False
+    # every K/V pair: the softmax's row sums kept per position and summed once after the page
+    # loop, not reduced across the warps at every page step. sm_90 SASS, rot4/rot4 page step:
+    # 7 -> 5 barriers, 12 -> 6 shuffles at 2 warps (but 168 -> 210 registers: 4 programs an SM
+    # where 5 fit), 16 -> 8 at 4 warps (128 registers either way). Off until a GPU has timed it.
+    sum_after_loop: bool = False
 
     def prepares_queries(self, k_format: str) -> bool:
         """Whether the split kernel reads q from prepare_queries_kernel (its Q_READY)."""

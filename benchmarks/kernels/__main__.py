@@ -32,8 +32,9 @@ def _attention_table(rows: list[dict], tuning: bool = False) -> None:
         speedup = f16.get(key, float("nan")) / r["us_per_layer"]
         t = r["tuning"]
         launch = f"  {attention.launch_label(t)}" if tuning else ""
-        if not tuning and t.get("rotate_q_once"):  # a flag timed beside the default
-            launch = "  q once"
+        if not tuning:  # a flag timed beside the default (--flag)
+            launch = "  q once" if t.get("rotate_q_once") else ""
+            launch += "  sum after loop" if t.get("sum_after_loop") else ""
         if tuning and r["page_size"] != 64:
             launch += f", pages of {r['page_size']}"
         print(f"{r['k'] + '/' + r['v']:10} {r['context']:>8} {r['us_per_layer']:9.1f} "
@@ -58,9 +59,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="with --attention-sweep: page sizes too, e.g. 32 128")  # fmt: skip
     parser.add_argument("--window", type=int, default=0, help="attention with a sliding window")
     parser.add_argument("--no-write", action="store_true", help="skip the KV write figures")
-    parser.add_argument("--flag", choices=["rotate_q_once"],
-                        help="an AttentionTuning flag timed on, "
-                        "between two timings of the default, in the attention table")  # fmt: skip
+    parser.add_argument("--flag", action="append", choices=attention.FLAGS,
+                        help="an AttentionTuning flag timed on between timings of the default "
+                        "in the attention table (repeat for several)")  # fmt: skip
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -121,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for context in contexts:
             for k, v in pairs:
-                tunings = attention.flag_comparison(k, args.flag) if args.flag else (None,)
+                tunings = attention.flag_comparison(k, args.flag or [])
                 try:
                     rows += attention.measure(
                         k, v, context, copy_bw, tunings=tunings, window=args.window

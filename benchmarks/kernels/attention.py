@@ -16,6 +16,9 @@ from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
 
 HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
+# AttentionTuning's flags that are off until a GPU has timed them (--flag of
+# python -m benchmarks.kernels; attention_flags.py gives each one's verdict)
+FLAGS = ("rotate_q_once", "sum_after_loop")
 FORMAT_PAIRS = [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), ("rot2", "rot4")]
 CHUNK = 8192
 
@@ -97,17 +100,24 @@ def sweep_tunings() -> list[AttentionTuning]:
         dataclasses.replace(default, programs_per_sm=4),
         AttentionTuning(rotate_q_once=True),
         dataclasses.replace(default, rotate_q_once=True),
+        AttentionTuning(sum_after_loop=True),
+        dataclasses.replace(default, sum_after_loop=True),
+        dataclasses.replace(default, rotate_q_once=True, sum_after_loop=True),
     ]
 
 
-def flag_comparison(k_format: str, flag: str) -> tuple:
-    """Tunings that time an AttentionTuning flag against the default over one cache: the
-    default, the flag on, the default again (the two defaults' difference is the run's
-    spread, what a gain must beat: attention_flags.py). Only the default where the flag
-    does not apply to this K format (rotate_q_once: rotated K only)."""
-    if flag == "rotate_q_once" and k_format not in ROTATED_K:
-        return (None,)
-    return (None, AttentionTuning(**{flag: True}), None)
+def flag_comparison(k_format: str, flags: list[str]) -> tuple:
+    """Tunings that time AttentionTuning flags against the default over one cache: the
+    default first, then each flag that applies to this K format (rotate_q_once: rotated K
+    only) and, with several, all of them together, each followed by the default again (the
+    defaults' differences are the run's spread, what a gain must beat: attention_flags.py)."""
+    applies = [f for f in flags if f != "rotate_q_once" or k_format in ROTATED_K]
+    tunings: list = [None]
+    for flag in applies:
+        tunings += [AttentionTuning(**{flag: True}), None]
+    if len(applies) > 1:
+        tunings += [AttentionTuning(**dict.fromkeys(applies, True)), None]
+    return tuple(tunings)
 
 
 def launch_label(tuning: dict) -> str:
@@ -116,7 +126,8 @@ def launch_label(tuning: dict) -> str:
     warps = tuning["num_warps"] or "auto"
     label = f"{per_sm}/{warps}/{tuning['num_stages']}"
     label += "" if tuning.get("overlap_reduce", False) else " serial reduce"
-    return label + (" q once" if tuning.get("rotate_q_once", False) else "")
+    label += " q once" if tuning.get("rotate_q_once", False) else ""
+    return label + (" sum after loop" if tuning.get("sum_after_loop", False) else "")
 
 
 def measure_write(k_format: str, v_format: str) -> dict:

@@ -1,13 +1,14 @@
 """Whether an AttentionTuning flag should become the default, from one run's attention table.
 
-    python -m benchmarks.kernels.attention_flags attention.json [--flag rotate_q_once]
+    python -m benchmarks.kernels.attention_flags attention.json [--flag FLAG ...]
 
-Reads the JSON of `python -m benchmarks.kernels --flag FLAG --json attention.json`, where each
-pair the flag applies to was timed as default, flag on, default again over the same cache
-(attention.flag_comparison). Per pair and context it prints the default (mean of its two
-timings), the flag's time, the gain and the spread (the two defaults' difference: a gain
-smaller than it is noise, docs/kernels.md). The verdict per pair: make the flag its default
-only where it gains more than the spread at every context measured; else keep it off.
+Reads the JSON of `python -m benchmarks.kernels --flag FLAG ... --json attention.json`, where
+each pair a flag applies to was timed with the default before and after each flag over the
+same cache (attention.flag_comparison). Per flag, pair and context it prints the default (the
+mean of its timings), the flag's time (that flag alone on), the gain and the spread (the
+defaults' largest difference: a gain smaller than it is noise, docs/kernels.md). The verdict
+per flag and pair: make it default only where it gains more than the spread at every context
+measured; else keep it off.
 """
 
 from __future__ import annotations
@@ -16,11 +17,16 @@ import argparse
 import json
 from collections import defaultdict
 
+from benchmarks.kernels.attention import FLAGS
+
 
 def compare(rows: list[dict], flag: str) -> dict[tuple[str, str], list[dict]]:
-    """Per K/V pair, one comparison per context: default, flag on, gain and spread (us)."""
+    """Per K/V pair, one comparison per context: default, flag on (alone), gain and spread
+    (us). Rows with another flag on are not this flag's."""
     timings: dict[tuple, dict[bool, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
+        if any(r["tuning"].get(other, False) for other in FLAGS if other != flag):
+            continue
         on = bool(r["tuning"].get(flag, False))
         timings[(r["k"], r["v"], r["context"], r["window"])][on].append(r["us_per_layer"])
     found: dict[tuple[str, str], list[dict]] = defaultdict(list)
@@ -44,22 +50,24 @@ def verdict(comparisons: list[dict]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels.attention_flags")
     parser.add_argument("json", help="the JSON of python -m benchmarks.kernels --flag FLAG")
-    parser.add_argument("--flag", default="rotate_q_once")
+    parser.add_argument("--flag", action="append", choices=FLAGS)
     args = parser.parse_args(argv)
     with open(args.json) as f:
         rows = json.load(f).get("attention", [])
-    found = compare(rows, args.flag)
-    if not found:
-        print(f"no pair timed with and without {args.flag} (was --flag {args.flag} given?)")
-        return 1
-    for (k, v), comparisons in found.items():
-        for c in comparisons:
-            print(f"{k}/{v:5} {c['context']:>7}: default {c['default_us']:6.1f} us, "
-                  f"{args.flag} {c['flag_us']:6.1f} us, gain {c['gain_us']:+5.1f} "
-                  f"(spread {c['spread_us']:.1f})")  # fmt: skip
-        decision = "make it default" if verdict(comparisons) else "keep it off"
-        print(f"{k}/{v}: {args.flag}: {decision}")
-    return 0
+    missing = 0
+    for flag in args.flag or list(FLAGS):
+        found = compare(rows, flag)
+        if not found:
+            print(f"no pair timed with and without {flag} (was --flag {flag} given?)")
+            missing += 1
+        for (k, v), comparisons in found.items():
+            for c in comparisons:
+                print(f"{k}/{v:5} {c['context']:>7}: default {c['default_us']:6.1f} us, "
+                      f"{flag} {c['flag_us']:6.1f} us, gain {c['gain_us']:+5.1f} "
+                      f"(spread {c['spread_us']:.1f})")  # fmt: skip
+            decision = "make it default" if verdict(comparisons) else "keep it off"
+            print(f"{k}/{v}: {flag}: {decision}")
+    return 1 if missing else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Compile the decode attention for sm_90 on a machine without a GPU and count its SASS.
 
     python -m benchmarks.kernels.attention_sass [--dump DIR] [--formats f16/f16 rot4/rot4 ...]
-        [--rotate-q-once]
+        [--rotate-q-once] [--sum-after-loop]
 
 Prints, per K/V format pair and unpacking of rot4 and q8 codes, registers, spills and the SASS
 instructions of one page step (the page loop's body: 64 positions of one KV head, per
@@ -10,8 +10,9 @@ block-wide barriers (BAR) and warp shuffles (SHFL) in it; and the instructions, 
 shuffles before the loop (every program's fixed cost: q's load and, for rotated K, its
 rotation, the page range, the pipeline's first loads). --rotate-q-once compiles the split
 kernel as AttentionTuning(rotate_q_once=True) launches it (q prepared by its own kernel,
-whose SASS is counted too). Compiled as an H100 launches them (overlap_reduce: the
-griddepcontrol calls in). The cheap
+whose SASS is counted too); --sum-after-loop as AttentionTuning(sum_after_loop=True) (the
+softmax's row sums reduced after the loop). Compiled as an H100 launches them
+(overlap_reduce: the griddepcontrol calls in). The cheap
 check before a device run: rot4 reads 3.2x fewer bytes than f16, so its page step must not
 cost much more issue time (gemv_sass.py does the same for the GEMV).
 
@@ -48,15 +49,19 @@ PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8", "kivi4
 
 
 def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 5,
-                 q_ready: bool = False):  # fmt: skip
+                 q_ready: bool = False, sum_after_loop: bool = False):  # fmt: skip
     """The split kernel for one format pair and rot4 unpacking path ("words" or "bytes", as
     AttentionTuning.code_unpack), with its inline assembly, for sm_90; q_ready: reading q
-    from prepare_queries_kernel (AttentionTuning.rotate_q_once, rotated K)."""
+    from prepare_queries_kernel (AttentionTuning.rotate_q_once, rotated K); sum_after_loop:
+    AttentionTuning.sum_after_loop."""
     fn = decode_split_kernel
     consts = dict(HQ=32, HKV=8, G=4, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
                   K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=False,
                   CODE_WORDS=unpack == "words", ASM=True, KG=32, LAUNCH_DEPENDENTS=True,
-                  Q_READY=q_ready, WAIT_Q=q_ready)  # fmt: skip
+                  Q_READY=q_ready, WAIT_Q=q_ready, SUM_AFTER_LOOP=sum_after_loop)  # fmt: skip
+    for param in fn.params:  # the other compile-time flags at their defaults
+        if param.is_constexpr and param.name not in consts:
+            consts[param.name] = param.default
     signature = {}
     for arg in fn.arg_names:
         if arg in consts:
@@ -112,6 +117,8 @@ def main() -> None:
     parser.add_argument("--stages", type=int, default=5, help="AttentionTuning.num_stages")
     parser.add_argument("--rotate-q-once", action="store_true",
                         help="AttentionTuning.rotate_q_once (rot4 and rot2 K)")  # fmt: skip
+    parser.add_argument("--sum-after-loop", action="store_true",
+                        help="AttentionTuning.sum_after_loop")  # fmt: skip
     args = parser.parse_args()
     for k_fmt in sorted({p.split("/")[0] for p in args.formats} & {"rot4", "rot2"}):
         if args.rotate_q_once:
@@ -127,9 +134,8 @@ def main() -> None:
         coded = {"rot4", "q8", "kivi4"} & {k_fmt, v_fmt}
         for unpack in args.unpack if coded else ["-"]:
             q_ready = args.rotate_q_once and k_fmt in ("rot4", "rot2")
-            kernel = compile_sm90(
-                k_fmt, v_fmt, unpack, warps=args.warps, stages=args.stages, q_ready=q_ready
-            )
+            kernel = compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps, stages=args.stages,
+                                  q_ready=q_ready, sum_after_loop=args.sum_after_loop)  # fmt: skip
             sass, usage = sass_of(kernel)
             if args.dump:
                 Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)

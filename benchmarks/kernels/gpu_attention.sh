@@ -4,20 +4,24 @@
 # graph replay, every format pair), then decode attention at 4k / 32k / 128k for each K/V
 # format beside our f16 in the same run (python -m benchmarks.kernels --no-gemv), and a
 # sliding-window figure. SWEEP=32768 adds the launch-shape sweep at that depth (SWEEP_PAIRS:
-# its K/V pairs). FLAG=rotate_q_once (an AttentionTuning flag not yet default): its GPU tests
-# first (FLAG_TESTS, a pytest -k expression), then the table with the flag on between two
-# timings of the default, and attention_flags.py's verdict per K/V pair (make it default or not).
+# its K/V pairs). FLAGS="rotate_q_once sum_after_loop" (AttentionTuning flags not yet
+# default): their GPU tests first (FLAG_TESTS, a pytest -k expression), then the table with each
+# flag on between timings of the default, and attention_flags.py's verdict per flag and K/V
+# pair (make it default or keep it off).
 # gpu_show.sh runs this with PART=attention, beside llama-bench's figures. Results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}; mkdir -p "$out"
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1 PYTHONPATH="${PYTHONPATH:-}:$PWD"
 SECONDS=0
-if [ -n "${FLAG:-}" ]; then
+flag_args=()
+for flag in ${FLAGS:-}; do flag_args+=(--flag "$flag"); done
+if [ -n "${FLAGS:-}" ]; then
   timeout "${FLAG_TEST_S:-150}" python3 -m pytest tests/kernels/test_kv_cache.py \
-    tests/kernels/test_kv_cache_positions.py -k "${FLAG_TESTS:-q_rotated_once or swept or captured}" \
+    tests/kernels/test_kv_cache_positions.py \
+    -k "${FLAG_TESTS:-q_rotated_once or sum_after_loop or swept or captured}" \
     -v -p no:cacheprovider >"$out/attention-flag-tests.log" 2>&1
-  echo "== $FLAG tests ($SECONDS s): $(grep -c PASSED "$out/attention-flag-tests.log") passed"
+  echo "== flag tests ($SECONDS s): $(grep -c PASSED "$out/attention-flag-tests.log") passed"
   grep -E "FAILED|ERROR|passed|failed" "$out/attention-flag-tests.log" | tail -15
 fi
 timeout "${TEST_S:-100}" python3 -m pytest tests/kernels/test_kv_kivi.py tests/kernels/test_kv_cache.py \
@@ -33,10 +37,10 @@ if [ -n "${SWEEP:-}" ]; then
 fi
 timeout "${BENCH_S:-100}" python3 -m benchmarks.kernels --no-gemv \
   --pairs "${PAIRS:-f16/f16,q8/q8,rot4/rot4,q8/rot4,rot2/rot4,kivi4/rot4}" \
-  ${FLAG:+--flag "$FLAG"} --json "$out/attention.json" >"$out/attention.txt" 2>&1
+  ${flag_args[@]+"${flag_args[@]}"} --json "$out/attention.json" >"$out/attention.txt" 2>&1
 echo "== attention ($SECONDS s)"; cat "$out/attention.txt"
-if [ -n "${FLAG:-}" ]; then
-  python3 -m benchmarks.kernels.attention_flags "$out/attention.json" --flag "$FLAG" \
+if [ -n "${FLAGS:-}" ]; then
+  python3 -m benchmarks.kernels.attention_flags "$out/attention.json" "${flag_args[@]}" \
     | tee "$out/attention-flag-verdict.txt"
 fi
 timeout "${WINDOW_S:-30}" python3 -m benchmarks.kernels --no-gemv --no-write --window 1024 \

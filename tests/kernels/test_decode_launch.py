@@ -32,6 +32,7 @@ def test_without_a_compiled_kernel_the_split_count_uses_a_fixed_count(monkeypatc
 
 def test_q_is_rotated_once_only_when_asked_and_for_rotated_keys():
     assert not AttentionTuning().prepares_queries("rot4")  # off until a GPU has timed it
+    assert not AttentionTuning().sum_after_loop
     once = AttentionTuning(rotate_q_once=True)
     assert once.prepares_queries("rot4")
     assert once.prepares_queries("rot2")

@@ -37,10 +37,13 @@ def _cache(k_format, v_format, device, heads=2, dim=64, page=16, tokens=256):
     return PagedKVCache(spec, device=device)
 
 
+@pytest.mark.parametrize("sum_after_loop", [False, True])
 @pytest.mark.parametrize(("k_format", "v_format"), FORMAT_PAIRS)
-def test_write_then_attend_matches_reference(k_format, v_format, device):
+def test_write_then_attend_matches_reference(k_format, v_format, sum_after_loop, device):
+    """sum_after_loop: AttentionTuning's row sums kept per position through the page loop."""
     gen = torch.Generator().manual_seed(len(k_format) * 7 + len(v_format))
     cache = _cache(k_format, v_format, device)
+    cache.tuning = AttentionTuning(sum_after_loop=sum_after_loop)
     seq, other = cache.new_sequence(), cache.new_sequence()
     k = torch.randn(37, 2, 64, generator=gen)
     v = torch.randn(37, 2, 64, generator=gen)
@@ -268,6 +271,34 @@ def test_q_rotated_once_at_the_llama3_8b_shape(k_format, v_format):
     assert relative_error(once, per_program) < 1e-3
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(("k_format", "v_format"), [("rot4", "rot4"), ("q8", "q8"), ("f16", "f16")])
+def test_sum_after_loop_at_the_llama3_8b_shape(k_format, v_format):
+    """AttentionTuning.sum_after_loop (with and without q rotated once) on the GPU: the same
+    function as the sums reduced at every page step, at 2 and 4 warps."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
+    cache = PagedKVCache(spec, device="cuda")
+    seq = cache.new_sequence()
+    k = torch.randn(3000, 8, 128, dtype=torch.float16)
+    v = torch.randn(3000, 8, 128, dtype=torch.float16)
+    cache.write(0, seq, cache.grow(seq, 3000), k.cuda(), v.cuda())
+    q = torch.randn(1, 32, 128, dtype=torch.float16)
+    expected = reference.decode_attention(
+        q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
+        reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
+    )  # fmt: skip
+    cache.tuning = AttentionTuning()
+    per_step = cache.attend(0, q.cuda(), [seq]).float().cpu()
+    for warps in (2, 4):
+        for once in (False, True):
+            cache.tuning = AttentionTuning(num_warps=warps, rotate_q_once=once, sum_after_loop=True)
+            out = cache.attend(0, q.cuda(), [seq]).float().cpu()
+            assert relative_error(out[0], expected) < 5e-3, cache.tuning
+            assert relative_error(out, per_step) < 1e-3, cache.tuning
+
+
 def test_many_splits_are_reduced_in_chunks(device, monkeypatch):
     """More splits than the reduce kernel reads in one step (16 here, 128 in use): the steps
     merged by the online softmax's rescaling, the last one partial."""
@@ -285,11 +316,20 @@ def test_many_splits_are_reduced_in_chunks(device, monkeypatch):
     assert relative_error(out[0].cpu(), expected) < ATTENTION_TOLERANCE
 
 
-@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "rot4")])
-def test_several_query_tokens_see_up_to_their_own_position(k_format, v_format, device):
+@pytest.mark.parametrize(
+    ("k_format", "v_format", "tuning"),
+    [
+        ("f16", "f16", AttentionTuning()),
+        ("q8", "rot4", AttentionTuning()),
+        ("rot4", "rot4", AttentionTuning(rotate_q_once=True, sum_after_loop=True)),
+    ],
+)
+def test_several_query_tokens_see_up_to_their_own_position(k_format, v_format, tuning, device):
     """Draft verification: the last T positions' queries, each causal up to itself. With 33
-    positions in pages of 16, the last page (one split) holds a position only token 4 sees."""
+    positions in pages of 16, the last page (one split) holds a position only token 4 sees
+    (with sum_after_loop, its invisible positions add 2^-inf = 0 to the per-position sums)."""
     cache = _cache(k_format, v_format, device, heads=2, dim=32, page=16)
+    cache.tuning = tuning
     seq = cache.new_sequence()
     k, v = torch.randn(33, 2, 32), torch.randn(33, 2, 32)
     cache.write(0, seq, cache.grow(seq, 33), k.to(device), v.to(device))

@@ -100,8 +100,11 @@ def test_per_channel_pages_beat_per_token_rot4_on_outlier_channels(device):
     assert kivi_error < 0.7 * rot4_error
 
 
-def test_positions_on_the_device_and_a_window(device):
+@pytest.mark.parametrize("sum_after_loop", [False, True])
+def test_positions_on_the_device_and_a_window(sum_after_loop, device):
+    """AttentionTuning.sum_after_loop too: the open page's step adds to the per-position sums."""
     cache = _cache(device)
+    cache.tuning = AttentionTuning(sum_after_loop=sum_after_loop)
     seq = cache.new_sequence()
     cache.grow(seq, 100)
     k, v = _rows(83)
@@ -179,8 +182,10 @@ def test_gather_and_prefill_see_their_own_page_exact(device):
         assert relative_error(out[t].cpu(), expected) < ATTENTION_TOLERANCE
 
 
-def test_several_sequences_each_with_its_open_page(device):
+@pytest.mark.parametrize("sum_after_loop", [False, True])
+def test_several_sequences_each_with_its_open_page(sum_after_loop, device):
     cache = _cache(device, heads=1)
+    cache.tuning = AttentionTuning(sum_after_loop=sum_after_loop)
     expected, seqs, q = [], [], torch.randn(3, 2, 32)
     for i, n in enumerate((1, 16, 45)):
         seq = cache.new_sequence()

@@ -29,6 +29,15 @@ def test_gain_and_spread_per_context():
     assert abs(c["spread_us"] - 0.4) < 1e-9
 
 
+def test_rows_with_another_flag_on_are_not_this_flags():
+    both = _row("rot4", 4096, 11.0, True)
+    both["tuning"]["sum_after_loop"] = True
+    rows = [*_timed("rot4", 4096, 15.0, 13.0, 15.2), both]
+    (c,) = attention_flags.compare(rows, "rotate_q_once")[("rot4", "rot4")]
+    assert c["flag_us"] == 13.0
+    assert attention_flags.compare(rows, "sum_after_loop") == {}  # never on alone
+
+
 def test_default_only_where_the_gain_beats_the_spread_at_every_context():
     clear = _timed("rot4", 4096, 15.0, 13.0, 15.2) + _timed("rot4", 32768, 35.0, 33.0, 35.3)
     assert attention_flags.verdict(
@@ -45,8 +54,8 @@ def test_default_only_where_the_gain_beats_the_spread_at_every_context():
 def test_main_prints_the_verdict(tmp_path, capsys):
     path = tmp_path / "attention.json"
     path.write_text(json.dumps({"attention": _timed("rot2", 4096, 16.0, 14.0, 16.1)}))
-    assert attention_flags.main([str(path)]) == 0
+    assert attention_flags.main([str(path), "--flag", "rotate_q_once"]) == 0
     assert "rot2/rot4: rotate_q_once: make it default" in capsys.readouterr().out
     path.write_text(json.dumps({"attention": [_row("rot4", 4096, 15.0, False)]}))
-    assert attention_flags.main([str(path)]) == 1
+    assert attention_flags.main([str(path), "--flag", "rotate_q_once"]) == 1
     assert "was --flag rotate_q_once given?" in capsys.readouterr().out

@@ -88,3 +88,14 @@ def test_opcodes_are_counted_with_any_modifier_or_predicate():
              "/*0030*/  BAR.ARV 0x1, 0x40 ;", "/*0040*/  BARRIER_X R1 ;"]  # fmt: skip
     assert attention_sass.count_ops(lines, "BAR") == 2
     assert attention_sass.count_ops(lines, "SHFL") == 1
+
+
+@NEEDS_COMPILER
+def test_sums_after_the_loop_take_barriers_and_shuffles_out_of_the_page_step():
+    """AttentionTuning.sum_after_loop: the row sums' cross-warp reduction leaves the rot4
+    page step (7 -> 5 barriers, 16 -> 8 shuffles at 4 warps with Triton 3.8)."""
+    per_step = _loop("rot4", "rot4", "words")
+    kernel = attention_sass.compile_sm90("rot4", "rot4", "words", sum_after_loop=True)
+    after = attention_sass.sass_loop_body(attention_sass.sass_of(kernel)[0])
+    for op in ("BAR", "SHFL"):
+        assert attention_sass.count_ops(after, op) < attention_sass.count_ops(per_step, op)

@@ -1,0 +1,38 @@
+"""benchmarks/kernels/attention.py: which launches a run times (no GPU needed to choose them)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch", reason="the attention benchmark needs torch")
+
+from benchmarks.kernels import attention
+
+
+def _flags_on(tunings) -> list[tuple[str, ...]]:
+    """Each tuning as the flags it turns on (None: the cache's default, none)."""
+    return [() if t is None else tuple(f for f in attention.FLAGS if getattr(t, f))
+            for t in tunings]  # fmt: skip
+
+
+def test_each_flag_sits_between_timings_of_the_default():
+    tunings = attention.flag_comparison("rot4", ["rotate_q_once", "sum_after_loop"])
+    assert _flags_on(tunings) == [
+        (), ("rotate_q_once",), (), ("sum_after_loop",), (),
+        ("rotate_q_once", "sum_after_loop"), (),
+    ]  # fmt: skip
+
+
+def test_q_rotated_once_is_timed_only_for_rotated_keys():
+    assert _flags_on(attention.flag_comparison("q8", ["rotate_q_once"])) == [()]
+    tunings = attention.flag_comparison("f16", ["rotate_q_once", "sum_after_loop"])
+    assert _flags_on(tunings) == [(), ("sum_after_loop",), ()]
+    assert _flags_on(attention.flag_comparison("rot4", [])) == [()]
+
+
+def test_launch_labels_name_the_flags():
+    tuning = {"programs_per_sm": 0, "num_warps": 2, "num_stages": 5, "overlap_reduce": True,
+              "rotate_q_once": True, "sum_after_loop": True}  # fmt: skip
+    assert attention.launch_label(tuning) == "fit/2/5 q once sum after loop"
+    tuning.update(rotate_q_once=False, sum_after_loop=False, overlap_reduce=False)
+    assert attention.launch_label(tuning) == "fit/2/5 serial reduce"
