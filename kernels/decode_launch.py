@@ -81,10 +81,28 @@ class AttentionTuning:
     # 7 -> 5 barriers, 12 -> 6 shuffles at 2 warps (but 168 -> 210 registers: 4 programs an SM
     # where 5 fit), 16 -> 8 at 4 warps (128 registers either way). Off until a GPU has timed it.
     sum_after_loop: bool = False
+    # registers a thread the split kernel may use (Triton's maxnreg; 0: the compiler's choice).
+    # With sum_after_loop at 2 warps rot4/rot4 takes 210 and an SM holds 4 programs; capped at
+    # 200 it compiles without spills (sm_90 SASS here) and 5 fit again. Unset until a GPU has
+    # timed it.
+    max_registers: int = 0
 
     def prepares_queries(self, k_format: str) -> bool:
         """Whether the split kernel reads q from prepare_queries_kernel (its Q_READY)."""
         return self.rotate_q_once and k_format in ROTATED_K
+
+    def register_cap(self) -> dict:
+        """The split kernel's compile option for max_registers (none when 0)."""
+        if not self.max_registers:
+            return {}
+        from triton.backends.nvidia.compiler import CUDAOptions
+
+        if "maxnreg" not in CUDAOptions.__dataclass_fields__:
+            raise ValueError(
+                f"max_registers={self.max_registers} needs a Triton whose compiler takes "
+                "maxnreg; set max_registers=0 (the compiler's choice)"
+            )
+        return {"maxnreg": self.max_registers}
 
     def warps(self, k_format: str, v_format: str) -> int:
         """Warps a program for this K/V pair: num_warps, or when 0 the measured fastest."""

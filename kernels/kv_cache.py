@@ -359,6 +359,7 @@ class PagedKVCache:
             num_stages=self.tuning.num_stages,
             Q_READY=self.tuning.prepares_queries(spec.k_format),
             SUM_AFTER_LOOP=self.tuning.sum_after_loop,
+            **(self.tuning.register_cap() if runs_assembly(q.device) else {}),
         )  # fmt: skip
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
 

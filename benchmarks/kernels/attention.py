@@ -103,6 +103,8 @@ def sweep_tunings() -> list[AttentionTuning]:
         AttentionTuning(sum_after_loop=True),
         dataclasses.replace(default, sum_after_loop=True),
         dataclasses.replace(default, rotate_q_once=True, sum_after_loop=True),
+        AttentionTuning(sum_after_loop=True, max_registers=200),
+        AttentionTuning(rotate_q_once=True, sum_after_loop=True, max_registers=200),
     ]
 
 
@@ -127,7 +129,8 @@ def launch_label(tuning: dict) -> str:
     label = f"{per_sm}/{warps}/{tuning['num_stages']}"
     label += "" if tuning.get("overlap_reduce", False) else " serial reduce"
     label += " q once" if tuning.get("rotate_q_once", False) else ""
-    return label + (" sum after loop" if tuning.get("sum_after_loop", False) else "")
+    label += " sum after loop" if tuning.get("sum_after_loop", False) else ""
+    return label + (f" max {tuning['max_registers']} regs" if tuning.get("max_registers") else "")
 
 
 def measure_write(k_format: str, v_format: str) -> dict:

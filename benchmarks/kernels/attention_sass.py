@@ -1,7 +1,7 @@
 """Compile the decode attention for sm_90 on a machine without a GPU and count its SASS.
 
     python -m benchmarks.kernels.attention_sass [--dump DIR] [--formats f16/f16 rot4/rot4 ...]
-        [--rotate-q-once] [--sum-after-loop]
+        [--rotate-q-once] [--sum-after-loop] [--max-registers N]
 
 Prints, per K/V format pair and unpacking of rot4 and q8 codes, registers, spills and the SASS
 instructions of one page step (the page loop's body: 64 positions of one KV head, per
@@ -49,11 +49,12 @@ PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8", "kivi4
 
 
 def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 5,
-                 q_ready: bool = False, sum_after_loop: bool = False):  # fmt: skip
+                 q_ready: bool = False, sum_after_loop: bool = False,
+                 max_registers: int = 0):  # fmt: skip
     """The split kernel for one format pair and rot4 unpacking path ("words" or "bytes", as
     AttentionTuning.code_unpack), with its inline assembly, for sm_90; q_ready: reading q
     from prepare_queries_kernel (AttentionTuning.rotate_q_once, rotated K); sum_after_loop:
-    AttentionTuning.sum_after_loop."""
+    AttentionTuning.sum_after_loop; max_registers: AttentionTuning.max_registers."""
     fn = decode_split_kernel
     consts = dict(HQ=32, HKV=8, G=4, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
                   K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=False,
@@ -79,6 +80,8 @@ def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: in
     attrs = {k: [["tt.divisibility", 16]] for k in aligned}
     src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
     options = {"num_warps": warps, "num_stages": stages}
+    if max_registers:
+        options["maxnreg"] = max_registers
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
@@ -119,6 +122,8 @@ def main() -> None:
                         help="AttentionTuning.rotate_q_once (rot4 and rot2 K)")  # fmt: skip
     parser.add_argument("--sum-after-loop", action="store_true",
                         help="AttentionTuning.sum_after_loop")  # fmt: skip
+    parser.add_argument("--max-registers", type=int, default=0,
+                        help="AttentionTuning.max_registers (0: compiler's choice)")  # fmt: skip
     args = parser.parse_args()
     for k_fmt in sorted({p.split("/")[0] for p in args.formats} & {"rot4", "rot2"}):
         if args.rotate_q_once:
@@ -135,7 +140,8 @@ def main() -> None:
         for unpack in args.unpack if coded else ["-"]:
             q_ready = args.rotate_q_once and k_fmt in ("rot4", "rot2")
             kernel = compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps, stages=args.stages,
-                                  q_ready=q_ready, sum_after_loop=args.sum_after_loop)  # fmt: skip
+                                  q_ready=q_ready, sum_after_loop=args.sum_after_loop,
+                                  max_registers=args.max_registers)  # fmt: skip
             sass, usage = sass_of(kernel)
             if args.dump:
                 Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)

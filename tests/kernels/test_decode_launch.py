@@ -38,3 +38,8 @@ def test_q_is_rotated_once_only_when_asked_and_for_rotated_keys():
     assert once.prepares_queries("rot2")
     for k_format in ("f16", "q8", "kivi4"):  # keys not rotated: q is not either
         assert not once.prepares_queries(k_format)
+
+
+def test_the_register_cap_is_a_compile_option_only_when_set():
+    assert AttentionTuning().register_cap() == {}
+    assert AttentionTuning(max_registers=200).register_cap() == {"maxnreg": 200}

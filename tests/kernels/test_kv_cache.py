@@ -275,7 +275,8 @@ def test_q_rotated_once_at_the_llama3_8b_shape(k_format, v_format):
 @pytest.mark.parametrize(("k_format", "v_format"), [("rot4", "rot4"), ("q8", "q8"), ("f16", "f16")])
 def test_sum_after_loop_at_the_llama3_8b_shape(k_format, v_format):
     """AttentionTuning.sum_after_loop (with and without q rotated once) on the GPU: the same
-    function as the sums reduced at every page step, at 2 and 4 warps."""
+    function as the sums reduced at every page step, at 2 warps (registers capped at 200 or
+    not) and 4."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
@@ -291,9 +292,11 @@ def test_sum_after_loop_at_the_llama3_8b_shape(k_format, v_format):
     )  # fmt: skip
     cache.tuning = AttentionTuning()
     per_step = cache.attend(0, q.cuda(), [seq]).float().cpu()
-    for warps in (2, 4):
+    for warps, cap in ((2, 0), (2, 200), (4, 0)):
         for once in (False, True):
-            cache.tuning = AttentionTuning(num_warps=warps, rotate_q_once=once, sum_after_loop=True)
+            cache.tuning = AttentionTuning(
+                num_warps=warps, rotate_q_once=once, sum_after_loop=True, max_registers=cap
+            )
             out = cache.attend(0, q.cuda(), [seq]).float().cpu()
             assert relative_error(out[0], expected) < 5e-3, cache.tuning
             assert relative_error(out, per_step) < 1e-3, cache.tuning

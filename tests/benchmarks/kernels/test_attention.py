@@ -36,3 +36,9 @@ def test_launch_labels_name_the_flags():
     assert attention.launch_label(tuning) == "fit/2/5 q once sum after loop"
     tuning.update(rotate_q_once=False, sum_after_loop=False, overlap_reduce=False)
     assert attention.launch_label(tuning) == "fit/2/5 serial reduce"
+
+
+def test_a_register_cap_is_named_in_the_label():
+    tuning = {"programs_per_sm": 0, "num_warps": 0, "num_stages": 5, "overlap_reduce": True,
+              "sum_after_loop": True, "max_registers": 200}  # fmt: skip
+    assert attention.launch_label(tuning) == "fit/auto/5 sum after loop max 200 regs"

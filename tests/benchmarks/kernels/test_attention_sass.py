@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import pytest
 
@@ -99,3 +100,17 @@ def test_sums_after_the_loop_take_barriers_and_shuffles_out_of_the_page_step():
     after = attention_sass.sass_loop_body(attention_sass.sass_of(kernel)[0])
     for op in ("BAR", "SHFL"):
         assert attention_sass.count_ops(after, op) < attention_sass.count_ops(per_step, op)
+
+
+@NEEDS_COMPILER
+def test_capped_registers_let_five_two_warp_programs_share_an_sm():
+    """AttentionTuning.max_registers=200 with sum_after_loop at 2 warps (rot4/rot4 takes 210
+    uncapped): at most 200 registers and no spills (no stack, no local loads or stores)."""
+    kernel = attention_sass.compile_sm90(
+        "rot4", "rot4", "words", warps=2, sum_after_loop=True, max_registers=200
+    )
+    sass, usage = attention_sass.sass_of(kernel)
+    assert int(re.search(r"REG:(\d+)", usage).group(1)) <= 200
+    assert int(re.search(r"STACK:(\d+)", usage).group(1)) == 0
+    lines = attention_sass.instruction_lines(sass)
+    assert attention_sass.count_ops(lines, "STL") == attention_sass.count_ops(lines, "LDL") == 0
