@@ -75,6 +75,13 @@ class DraftLength:
             self._pause = 0  # drafting pays again: the next pause starts short
         return k
 
+    def new_reply(self) -> None:
+        """A reply starts: no pause and no acceptance carried over from the last one. Its text
+        is another (a free-chat reply's misses say nothing of a rewrite's copying), and a pause
+        that had doubled to 32 steps or more would let a short reply never draft at all. The
+        measured costs stay: they are the machine's, not the text's."""
+        self._steps, self._pause, self._paused_for = [], 0, 0
+
     def record(self, drafted: int, accepted: int) -> None:
         """A checking step kept `accepted` of `drafted` drafts."""
         if drafted <= 0:
