@@ -40,6 +40,17 @@ def test_one_slow_plain_step_does_not_set_the_price():
     assert speed.plain_step_seconds() == pytest.approx(0.010)
 
 
+def test_bursts_that_slow_every_step_now_and_then_are_in_the_price():
+    """Another program takes the core now and then, in plain steps and checking steps alike:
+    the median of plain steps alone would price a reply that gained nothing under 1x."""
+    speed = ReplySpeed()
+    for _ in range(5):
+        for seconds in (0.010, 0.010, 0.010, 0.020):  # every fourth step doubled
+            speed.step(seconds, 1, warm_plain=True)
+    mean = (3 * 0.010 + 0.020) / 4
+    assert 0.95 * mean <= speed.plain_step_seconds() <= mean
+
+
 @pytest.mark.parametrize("first, then", [(0.020, 0.010), (0.010, 0.020)])
 def test_where_the_speed_moved_each_stretch_is_priced_at_its_own_plain_steps(first, then):
     """Half the reply at one speed, half at another, plain steps timed between stretches of
