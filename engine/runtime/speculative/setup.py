@@ -51,8 +51,7 @@ class Speculation:
 
     def reply_started(self) -> None:
         """A reply starts after its prompt: its speed-up will be against its own plain steps,
-        and drafting gets a fresh chance (the last reply's pauses and misses were another
-        text's)."""
+        and drafting gets its chance (no pause carried over from the last reply)."""
         self.reply = ReplySpeed()
         self._steps_since_plain, self._warm_wanted = 0, PLAIN_AT_REPLY_START
         self.length.new_reply()
