@@ -173,4 +173,8 @@ def format_report(report: dict) -> str:
             f"{t['acceptance']:>6.0%} {statistics.median(t['speedup_reported']):>8.2f}x  "
             f"{'yes' if t['same_text'] else 'NO'}"
         )
+    lines.append("per pair, measured (spec. tok/s over plain tok/s) / the stats line's claim:")
+    for name, t in report["tasks"].items():
+        pairs = zip(t["speedup_per_pair"], t["speedup_reported"], strict=True)
+        lines.append(f"{name:<12} " + "  ".join(f"{m:.2f}/{r:.2f}" for m, r in pairs))
     return "\n".join(lines)

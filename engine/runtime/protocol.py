@@ -297,8 +297,8 @@ class GenerationStats:
     prefill_seconds: float
     time_to_first_token: float  # from the request arriving to the first text leaving the worker
     decode_seconds: float
-    # Speculative decoding: the method, tokens proposed and kept, and the mean time of one
-    # plain decode step measured in the same session (the speed-up's baseline; 0: unmeasured).
+    # Speculative decoding: the method, tokens proposed and kept, and the time of one plain
+    # decode step measured in the same reply (the speed-up's baseline; 0: too few measured).
     speculative: str = ""
     n_drafted: int = 0
     n_draft_accepted: int = 0

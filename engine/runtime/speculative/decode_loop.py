@@ -42,6 +42,7 @@ class SpeculativeLoop:
         self.history = list(prompt)  # prompt + every token emitted, for the drafter
         self.n_drafted = self.n_accepted = 0
         self.spec.drafter.begin(self.history)
+        self.spec.reply_started()
 
     def run(self) -> str:
         try:
@@ -56,10 +57,9 @@ class SpeculativeLoop:
             "speculative": self.spec.drafter.name,
             "n_drafted": self.n_drafted,
             "n_draft_accepted": self.n_accepted,
-            # no baseline where the loop's plain steps are not plain decoding's (setup.py)
-            "plain_step_seconds": self.spec.plain_step_seconds
-            if self.spec.comparable_baseline
-            else 0.0,
+            # the baseline: plain steps timed in this reply (reply_speed.py); none where too
+            # few were, or where the loop's plain steps are not plain decoding's (setup.py)
+            "plain_step_seconds": self.spec.reply_plain_step_seconds(),
         }
 
     def _steps(self) -> str:
@@ -71,7 +71,7 @@ class SpeculativeLoop:
         while True:
             # Steps are timed from here: a plain step's price includes emitting its token, as
             # in plain decoding, and a checking step's includes drafting.
-            started = time.perf_counter()
+            started, emitted = time.perf_counter(), reply.n_generated
             reason = reply.take(pending)
             if reason is not None:
                 return reason
@@ -84,14 +84,16 @@ class SpeculativeLoop:
             drafts = spec.drafter.propose(self.history, wanted)[:wanted] if wanted > 0 else []
             if not drafts:
                 pending = self._plain_step(pending)
-                spec.record_plain_step(time.perf_counter() - started)
+                spec.record_plain_step(time.perf_counter() - started, reply.n_generated - emitted)
                 continue
             pending, reason = self._checked_step(pending, drafts)
             if reason is not None:
                 return reason
             # What drafting and checking cost against a plain step (a draft model's own
             # decodes are part of the price, and so is going back to plain steps after it).
-            spec.record_checking_step(len(drafts), time.perf_counter() - started)
+            spec.record_checking_step(
+                len(drafts), time.perf_counter() - started, reply.n_generated - emitted
+            )
 
     def _plain_step(self, token: int) -> int:
         """Decode one token as plain decoding does (timed by the caller: the speed-up's

@@ -75,6 +75,14 @@ class DraftLength:
             self._pause = 0  # drafting pays again: the next pause starts short
         return k
 
+    def new_reply(self) -> None:
+        """A reply starts: no pause carried over from the last one. A pause that had doubled to
+        32 steps or more (longer where a probe is dear) let a short reply end before it drafted
+        at all; now a reply whose first length does not pay probes after one step. The recent
+        acceptance stays (the window is 8 steps: the new text soon fills it), and so do the
+        measured costs: they are the machine's, not the text's."""
+        self._pause = self._paused_for = 0
+
     def record(self, drafted: int, accepted: int) -> None:
         """A checking step kept `accepted` of `drafted` drafts."""
         if drafted <= 0:

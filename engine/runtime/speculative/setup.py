@@ -15,9 +15,14 @@ from engine.runtime.device_facts import layers_on_gpu
 from engine.runtime.protocol import ModelParams
 from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.drafter import Drafter
+from engine.runtime.speculative.reply_speed import ReplySpeed
 
-# The baseline is kept current: a plain step is due at least this often (in steps).
-PLAIN_STEP_EVERY = 128
+# Each reply's speed-up is against plain steps timed in that reply (reply_speed.py): a run of
+# plain steps long enough to time this many warm ones opens every reply, and one more warm plain
+# step is due whenever this many steps have passed without one (drafting that keeps paying never
+# pauses by itself). A run costs the gain of about three steps: ~2% of a 64-step stretch at 1.5x.
+PLAIN_AT_REPLY_START = 2
+PLAIN_STEP_EVERY = 64
 # llama.cpp builds its graph again when a decode's shape changes (a checking step's batch, then
 # one token), and a CUDA build replays a captured CUDA graph only from the third step of the
 # same shape on (one step run directly, one captured). So the plain steps just after a checking
@@ -33,50 +38,69 @@ class Speculation:
     length: DraftLength
     batch: SequenceBatch  # the checking step's batch: the last token and the drafts
     n_vocab: int
-    plain_step_seconds: float = 0.0  # running mean of a warm plain step (0: none measured yet)
+    # running mean of a warm plain step over the session (0: none measured yet): what checking
+    # steps are priced against for the draft length; the stats line uses the reply's own
+    plain_step_seconds: float = 0.0
     # whether this loop's plain steps cost what plain decoding's do (see open_speculation)
     comparable_baseline: bool = True
-    _steps_since_plain: int = field(default=PLAIN_STEP_EVERY)
+    reply: ReplySpeed = field(default_factory=ReplySpeed)  # the current reply's clocks
+    _steps_since_plain: int = 0  # steps since the last warm plain step, in this reply
     _plain_run: int = 0  # plain steps in a row before the coming one, since the last other shape
-    _measuring: bool = False  # a run of plain steps is under way to time a warm one
+    _warm_wanted: int = 0  # warm plain steps still to time before drafting goes on
     _open_check: list | None = None  # [drafts, seconds] of a checking step still being priced
 
+    def reply_started(self) -> None:
+        """A reply starts after its prompt: its speed-up will be against its own plain steps,
+        and drafting gets its chance (no pause carried over from the last reply)."""
+        self.reply = ReplySpeed()
+        self._steps_since_plain, self._warm_wanted = 0, PLAIN_AT_REPLY_START
+        self.length.new_reply()
+
     def plain_step_due(self) -> bool:
-        """Whether the coming step must be plain: at least every PLAIN_STEP_EVERY steps, a run
-        of plain steps long enough to time a warm one."""
+        """Whether the coming step must be plain: a run of plain steps long enough to time
+        warm ones is under way (at a reply's start, and every PLAIN_STEP_EVERY steps)."""
         self._steps_since_plain += 1
         if self._steps_since_plain > PLAIN_STEP_EVERY:
-            self._measuring = True
-        return self._measuring
+            self._warm_wanted = max(self._warm_wanted, 1)
+        return self._warm_wanted > 0
 
-    def record_plain_step(self, seconds: float) -> None:
-        """A plain step took `seconds` (emitting its token included)."""
+    def record_plain_step(self, seconds: float, tokens: int = 1) -> None:
+        """A plain step took `seconds` (emitting its `tokens` included)."""
         warm = self._plain_run >= WARM_AFTER
         self._plain_run += 1
+        self.reply.step(seconds, tokens, warm_plain=warm)
         if not warm:
             check = self._open_check
             if check is not None and self.plain_step_seconds > 0:
                 check[1] += max(0.0, seconds - self.plain_step_seconds)  # the switch back
             return
         self._price_open_check()
-        self._steps_since_plain, self._measuring = 0, False
+        self._steps_since_plain = 0
+        self._warm_wanted = max(0, self._warm_wanted - 1)
         if self.plain_step_seconds <= 0:
             self.plain_step_seconds = seconds
         else:  # a moving mean: the cost follows the context's depth slowly
             self.plain_step_seconds = 0.8 * self.plain_step_seconds + 0.2 * seconds
 
-    def record_checking_step(self, drafts: int, seconds: float) -> None:
-        """A step checking `drafts` drafts took `seconds` (drafting included); it is priced
-        once the plain steps after it have paid for going back to one token."""
+    def record_checking_step(self, drafts: int, seconds: float, tokens: int = 1) -> None:
+        """A step checking `drafts` drafts took `seconds` (drafting included) and emitted
+        `tokens`; it is priced once the plain steps after it have paid for going back to one
+        token."""
         self._price_open_check()
         self._plain_run = 0
         self._open_check = [drafts, seconds]
+        self.reply.step(seconds, tokens)
 
     def reply_ended(self) -> None:
         """The next reply starts after a prompt batch: its first plain steps are not warm, and
         what the last checking step cost is known as far as it will be."""
         self._price_open_check()
         self._plain_run = 0
+
+    def reply_plain_step_seconds(self) -> float:
+        """The stats line's baseline: a plain step's cost from this reply's own plain steps
+        (0.0 where too few were timed, or where they are not plain decoding's)."""
+        return self.reply.plain_step_seconds() if self.comparable_baseline else 0.0
 
     def _price_open_check(self) -> None:
         if self._open_check is not None:

@@ -12,7 +12,8 @@ LABELS = {"prompt_lookup": "prompt lookup", "draft_model": "draft model", "mtp":
 
 def speculation_text(stats: GenerationStats) -> str:
     """ "prompt lookup: 75% of 40 drafts kept, 1.8x speed" ("" for a reply without it). The
-    speed is against plain decode steps timed in the same session (GenerationStats.speedup)."""
+    speed is against plain decode steps timed in the same reply (GenerationStats.speedup); a
+    reply with too few of them states none rather than one it cannot stand behind."""
     if not stats.speculative:
         return ""
     label = LABELS.get(stats.speculative, stats.speculative)

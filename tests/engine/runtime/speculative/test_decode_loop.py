@@ -4,13 +4,17 @@ tokens, stop reason and cache, whatever ends the reply; in one process, no worke
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
 import pytest
 
 from engine.enums import StopReason
 from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
+from engine.runtime import reply_tokens
 from engine.runtime.generation import Session, generate
+from engine.runtime.speculative import decode_loop
+from engine.runtime.speculative import setup as speculation_setup
 from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.setup import open_speculation
 from engine.runtime.to_llama import context_settings, model_settings
@@ -237,3 +241,95 @@ def test_a_seeded_reply_draws_as_on_a_load_without_speculation(session):
         plain_session.close_context()  # the model is the fixture's
     assert (text_s, fast.stop_reason) == (text, plain.stop_reason)
     assert fast.stats.n_draft_accepted > 0
+
+
+class _Machine:
+    """A fake clock that moves only when the model decodes, by what this machine charges: a
+    plain step `plain(now)` seconds, checking k tokens 1 + 0.05 (k - 1) plain steps (a GPU).
+    The truth a stats line must not exceed: each token after the first at the plain price of
+    its time."""
+
+    def __init__(self, session, monkeypatch, plain):
+        self.now, self.plain, self.token_prices = 0.0, plain, []
+        clock = SimpleNamespace(perf_counter=lambda: self.now)
+        monkeypatch.setattr(decode_loop, "time", clock)
+        monkeypatch.setattr(reply_tokens, "time", clock)
+        decode_one, batch = session.ctx.decode_one, session.speculation.batch
+        decode_batch = batch.decode
+
+        def charged_one(token):
+            decode_one(token)
+            self.now += self.plain(self.now)
+
+        def charged_batch(ctx):
+            rc = decode_batch(ctx)
+            self.now += self.plain(self.now) * (1 + 0.05 * (batch.n_tokens - 1))
+            return rc
+
+        take = reply_tokens.ReplyTokens.take
+
+        def priced_take(reply, token):
+            before = reply.n_generated
+            reason = take(reply, token)
+            if reply.n_generated > before:
+                self.token_prices.append(self.plain(self.now))
+            return reason
+
+        monkeypatch.setattr(session.ctx, "decode_one", charged_one)
+        monkeypatch.setattr(batch, "decode", charged_batch)
+        monkeypatch.setattr(reply_tokens.ReplyTokens, "take", priced_take)
+
+    def reply(self, session, prompt, **kwargs):
+        self.token_prices = []
+        _, outcome, _ = _reply(session, prompt, speculate=True, **kwargs)
+        stats = outcome.stats
+        true_speedup = sum(self.token_prices[1:]) / stats.decode_seconds
+        return stats, true_speedup
+
+
+def test_the_speed_up_is_against_this_reply_s_plain_steps(monkeypatch):
+    """The machine got twice as fast between two replies: a baseline timed in the first
+    reply (the session's, re-timed every 128 steps) made the second claim twice its gain."""
+    session = _session()
+    try:
+        speed = {"plain": 0.020}
+        machine = _Machine(session, monkeypatch, lambda now: speed["plain"])
+        prompt = session.model.tokenize(REWRITE, add_special=True)
+        machine.reply(session, prompt, max_tokens=60)
+        speed["plain"] = 0.010
+        stats, true_speedup = machine.reply(session, prompt, max_tokens=60)
+        assert stats.n_draft_accepted > 0 and true_speedup > 1.0  # drafting gained
+        assert stats.speedup == pytest.approx(true_speedup, rel=1e-6)
+    finally:
+        session.close()
+
+
+@pytest.mark.parametrize("first, then", [(0.020, 0.010), (0.010, 0.020)])
+def test_a_reply_during_which_the_machine_s_speed_moved_claims_no_more_than_it_gained(
+    monkeypatch, first, then
+):
+    """Each stretch of the reply is priced at the cheaper of the plain steps timed just
+    before and just after it: where the speed moved between two, the claim stays under the
+    truth, and near it."""
+    monkeypatch.setattr(speculation_setup, "PLAIN_STEP_EVERY", 4)
+    session = _session()
+    try:
+        machine = _Machine(session, monkeypatch, lambda now: first if now < 0.15 else then)
+        prompt = session.model.tokenize(REWRITE, add_special=True)
+        stats, true_speedup = machine.reply(session, prompt, max_tokens=60)
+        assert min(machine.token_prices) < max(machine.token_prices)  # it moved mid-reply
+        assert 0.85 * true_speedup <= stats.speedup <= true_speedup
+    finally:
+        session.close()
+
+
+def test_a_reply_too_short_to_time_a_plain_step_states_no_speed_up(monkeypatch):
+    session = _session()
+    try:
+        machine = _Machine(session, monkeypatch, lambda now: 0.010)
+        prompt = session.model.tokenize(REWRITE, add_special=True)
+        machine.reply(session, prompt, max_tokens=60)  # the session has a baseline now
+        stats, _ = machine.reply(session, prompt, max_tokens=3)
+        assert stats.n_generated == 3 and stats.speedup == 0.0
+    finally:
+        session.close()

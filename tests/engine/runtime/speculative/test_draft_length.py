@@ -118,3 +118,14 @@ def test_lengths_not_tried_are_priced_from_the_cheapest_cost_a_draft():
     for _ in range(20):
         length.record_cost(1, seconds=0.02, plain_seconds=0.01)
     assert length.cost == pytest.approx(10 / 15)
+
+
+def test_a_new_reply_does_not_sit_out_the_last_one_s_pause():
+    """A free-chat reply's misses doubled the pause; the next reply, which may copy its
+    prompt, must not sit that pause out (it could end before drafting at all)."""
+    length = DraftLength(max_length=8, cost=0.5, max_pause=32)
+    for _ in range(6):
+        length.record(4, 0)  # pauses of 1, 2, 4, 8, 16, 32 steps
+    assert [length.next_length() for _ in range(3)] == [0, 0, 0]
+    length.new_reply()
+    assert [length.next_length() for _ in range(2)] == [0, 1]  # a pause of one, then a probe

@@ -157,7 +157,7 @@ def knowing_session(tmp_path_factory):
     s.close()
 
 
-@pytest.mark.parametrize("max_tokens", [6, 40])  # the first 3 steps: plain, timed (setup.py)
+@pytest.mark.parametrize("max_tokens", [8, 40])  # a reply's first 4 steps: plain, timed (setup.py)
 def test_drafts_the_model_agrees_with_are_all_kept_and_the_reply_is_the_same(
     knowing_session, max_tokens
 ):
