@@ -127,23 +127,31 @@ def test_errors_name_the_problem(device):
         cache.write(0, seq, 0, torch.zeros(1, 2, 64), torch.zeros(1, 2, 64))
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4")])
-def test_llama3_8b_shape_at_4k(k_format, v_format):
+def _llama3_8b_cache(k_format, v_format, n_rows):
+    """A GPU cache at Llama-3-8B's attention shape (8 KV heads of 128, 32 query heads) holding
+    n_rows random K/V rows; a query on the GPU, and its reference attention over the rows as
+    the formats store them. Skips without a CUDA GPU."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
     cache = PagedKVCache(spec, device="cuda")
     seq = cache.new_sequence()
-    k = torch.randn(4000, 8, 128, dtype=torch.float16)
-    v = torch.randn(4000, 8, 128, dtype=torch.float16)
-    cache.write(0, seq, cache.grow(seq, 4000), k.cuda(), v.cuda())
+    k = torch.randn(n_rows, 8, 128, dtype=torch.float16)
+    v = torch.randn(n_rows, 8, 128, dtype=torch.float16)
+    cache.write(0, seq, cache.grow(seq, n_rows), k.cuda(), v.cuda())
     q = torch.randn(1, 32, 128, dtype=torch.float16)
-    out = cache.attend(0, q.cuda(), [seq])
     expected = reference.decode_attention(
         q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
         reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
     )  # fmt: skip
+    return cache, seq, q.cuda(), expected
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4")])
+def test_llama3_8b_shape_at_4k(k_format, v_format):
+    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 4000)
+    out = cache.attend(0, q, [seq])
     assert relative_error(out[0].float().cpu(), expected) < 5e-3
 
 
@@ -189,20 +197,8 @@ def test_an_unknown_code_unpacking_is_refused():
 def test_code_unpackings_agree_at_the_llama3_8b_shape(k_format, v_format):
     """The inline-assembly unpacking (kernels/nibbles.py) in the real kernel layout: K's codes
     unpacked in the dot's layout, V's where they were loaded."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
-    cache = PagedKVCache(spec, device="cuda")
-    seq = cache.new_sequence()
-    k = torch.randn(3000, 8, 128, dtype=torch.float16)
-    v = torch.randn(3000, 8, 128, dtype=torch.float16)
-    cache.write(0, seq, cache.grow(seq, 3000), k.cuda(), v.cuda())
-    q = torch.randn(1, 32, 128, dtype=torch.float16)
-    words, by_bytes = _attend_both_code_unpackings(cache, 0, q.cuda(), seq)
-    expected = reference.decode_attention(
-        q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
-        reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
-    )  # fmt: skip
+    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
+    words, by_bytes = _attend_both_code_unpackings(cache, 0, q, seq)
     assert relative_error(words, expected) < 5e-3
     assert relative_error(by_bytes, expected) < 5e-3
     assert relative_error(words, by_bytes) < 1e-3
@@ -253,20 +249,8 @@ def test_q_rotated_once_gives_the_same_attention(k_format, v_format, device):
 def test_q_rotated_once_at_the_llama3_8b_shape(k_format, v_format):
     """The same at Llama-3-8B's shape on the GPU, where the split kernel waits for the
     preparing launch in-kernel (programmatic dependent launch) on Hopper."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
-    cache = PagedKVCache(spec, device="cuda")
-    seq = cache.new_sequence()
-    k = torch.randn(3000, 8, 128, dtype=torch.float16)
-    v = torch.randn(3000, 8, 128, dtype=torch.float16)
-    cache.write(0, seq, cache.grow(seq, 3000), k.cuda(), v.cuda())
-    q = torch.randn(1, 32, 128, dtype=torch.float16)
-    per_program, once = _attend_with_and_without_q_rotated_once(cache, 0, q.cuda(), [seq])
-    expected = reference.decode_attention(
-        q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
-        reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
-    )  # fmt: skip
+    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
+    per_program, once = _attend_with_and_without_q_rotated_once(cache, 0, q, [seq])
     assert relative_error(once[0], expected) < 5e-3
     assert relative_error(once, per_program) < 1e-3
 
@@ -277,27 +261,15 @@ def test_sum_after_loop_at_the_llama3_8b_shape(k_format, v_format):
     """AttentionTuning.sum_after_loop (with and without q rotated once) on the GPU: the same
     function as the sums reduced at every page step, at 2 warps (registers capped at 200 or
     not) and 4."""
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
-    cache = PagedKVCache(spec, device="cuda")
-    seq = cache.new_sequence()
-    k = torch.randn(3000, 8, 128, dtype=torch.float16)
-    v = torch.randn(3000, 8, 128, dtype=torch.float16)
-    cache.write(0, seq, cache.grow(seq, 3000), k.cuda(), v.cuda())
-    q = torch.randn(1, 32, 128, dtype=torch.float16)
-    expected = reference.decode_attention(
-        q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
-        reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
-    )  # fmt: skip
+    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
     cache.tuning = AttentionTuning()
-    per_step = cache.attend(0, q.cuda(), [seq]).float().cpu()
+    per_step = cache.attend(0, q, [seq]).float().cpu()
     for warps, cap in ((2, 0), (2, 200), (4, 0)):
         for once in (False, True):
             cache.tuning = AttentionTuning(
                 num_warps=warps, rotate_q_once=once, sum_after_loop=True, max_registers=cap
             )
-            out = cache.attend(0, q.cuda(), [seq]).float().cpu()
+            out = cache.attend(0, q, [seq]).float().cpu()
             assert relative_error(out[0], expected) < 5e-3, cache.tuning
             assert relative_error(out, per_step) < 1e-3, cache.tuning
 
