@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -44,6 +45,13 @@ from build_progress import run_with_progress
 
 LLAMA_VERSION = "0.3.36"
 RPC_FLAG = "-DGGML_RPC=ON"
+# llama.cpp's AMX matrix products (ggml-cpu/amx, compiled in when -march=native finds AMX, as
+# on Sapphire Rapids and later Xeons) crash on some of those machines: ggml_backend_amx_mul_mat
+# segfaulted at the starter model's first prompt on this project's x86 build machine in
+# session 8 (llama.cpp issue 20824, closed without a fix). ggml compiles them only where
+# __AMX_INT8__ is defined; an explicit -mno-amx-int8 wins over -march=native (GCC and Clang
+# keep explicitly disabled ISA extensions off), and the AVX-512 paths remain.
+NO_AMX_FLAGS = "-DCMAKE_C_FLAGS=-mno-amx-int8 -DCMAKE_CXX_FLAGS=-mno-amx-int8"
 PIP = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
 
 
@@ -71,6 +79,18 @@ def with_rpc(cmake_args: str) -> str:
     if "GGML_RPC" in cmake_args:
         return cmake_args
     return f"{cmake_args} {RPC_FLAG}".strip()
+
+
+def without_amx(cmake_args: str, machine: str | None = None, system: str | None = None) -> str:
+    """The CMake flags with llama.cpp's AMX kernels left out on x86-64 (not under MSVC, which
+    never builds them), unless the caller's flags set the C or C++ flags themselves."""
+    machine = (machine or platform.machine()).lower()
+    system = system or platform.system()
+    if machine not in ("x86_64", "amd64") or system == "Windows":
+        return cmake_args
+    if "CMAKE_C_FLAGS" in cmake_args or "CMAKE_CXX_FLAGS" in cmake_args:
+        return cmake_args
+    return f"{cmake_args} {NO_AMX_FLAGS}".strip()
 
 
 def fetch_sdist(version: str, cache: Path) -> Path:
@@ -109,7 +129,7 @@ def unpack(sdist: Path, into: Path) -> Path:
 
 
 def build(args: argparse.Namespace) -> Path:
-    args.cmake_args = with_rpc(args.cmake_args)
+    args.cmake_args = without_amx(with_rpc(args.cmake_args))
     patches = source_patches.patches_for(args.backend)
     key, key_source = build_key(args.version, args.backend, args.cmake_args, patches)
     wheels_root = Path(os.environ.get("HEARTH_WHEEL_CACHE") or args.cache / "wheels")

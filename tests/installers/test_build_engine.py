@@ -20,6 +20,21 @@ def test_the_rpc_backend_is_added_to_every_build(given, built):
     assert build_engine.with_rpc(given) == built
 
 
+@pytest.mark.parametrize(
+    ("given", "machine", "system", "built"),
+    [
+        ("-DGGML_RPC=ON", "x86_64", "Linux", f"-DGGML_RPC=ON {build_engine.NO_AMX_FLAGS}"),
+        ("", "AMD64", "Darwin", build_engine.NO_AMX_FLAGS),
+        ("-DGGML_RPC=ON", "AMD64", "Windows", "-DGGML_RPC=ON"),  # MSVC builds no AMX
+        ("-DGGML_METAL=on", "arm64", "Darwin", "-DGGML_METAL=on"),
+        ("-DCMAKE_C_FLAGS=-O2", "x86_64", "Linux", "-DCMAKE_C_FLAGS=-O2"),  # the caller's own
+    ],
+)
+def test_amx_kernels_are_left_out_of_x86_builds(given, machine, system, built):
+    """llama.cpp's AMX matrix products segfaulted on this project's x86 machine (session 8)."""
+    assert build_engine.without_amx(given, machine, system) == built
+
+
 def _args(tmp_path, cmake_args=""):
     return argparse.Namespace(
         backend="cpu",
@@ -43,7 +58,7 @@ def _cache_wheel(tmp_path, cmake_args: str):
 
 def test_a_cached_rpc_wheel_is_reused(tmp_path, monkeypatch):
     monkeypatch.delenv("HEARTH_WHEEL_CACHE", raising=False)
-    wheel = _cache_wheel(tmp_path, "-DGGML_RPC=ON")
+    wheel = _cache_wheel(tmp_path, build_engine.without_amx("-DGGML_RPC=ON"))
     assert build_engine.build(_args(tmp_path)) == wheel
 
 
