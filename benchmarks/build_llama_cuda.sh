@@ -8,6 +8,7 @@
 # backend and a shared C++ runtime; gpu_run.sh and the other device scripts call this one.
 #
 # Usage: build_llama_cuda.sh BUNDLE_DIR [BUILD_ROOT]     (BUILD_ROOT defaults to /tmp/llama)
+#        LLAMA_PATCHES=1 build_llama_cuda.sh ...   applies installers/patches/ first (what users get)
 # Then:  source BUILD_ROOT/env.sh   (sets PYTHONPATH, LLAMA_CPP_LIB_PATH and PATH)
 set -euo pipefail
 bundle=${1:?usage: build-cuda.sh BUNDLE_DIR [BUILD_ROOT]}
@@ -16,6 +17,12 @@ mkdir -p "$root"
 if [ ! -f "$root/env.sh" ]; then
   tar -xzf "$bundle/llama-cpp-python-src.tgz" -C "$root"
   src=$(ls -d "$root"/llama_cpp_python-*)
+  if [ -n "${LLAMA_PATCHES:-}" ]; then
+    # Hearth's llama.cpp patches (installers/patches/), as installers/build_engine.py applies
+    # them to the engine users install; off by default so that figures compare with earlier runs
+    python3 "$(dirname "$0")/../installers/source_patches.py" "$src/vendor/llama.cpp" cuda \
+      | tee "$root/patches.log"
+  fi
   ui="$src/vendor/llama.cpp/tools/ui"
   if [ ! -d "$ui" ]; then
     # The sdist leaves llama.cpp's web UI out; llama-server links it. A stand-in with no

@@ -132,14 +132,21 @@ def test_a_missing_file_is_named(tmp_path):
         sp.apply(tmp_path, [sp.parse(PATCH, "x.patch")])
 
 
-def test_hearths_patches_parse_and_the_cuda_one_is_for_cuda_and_hip_only():
+def test_hearths_patches_parse_and_the_cuda_ones_are_for_cuda_and_hip_only():
     assert sp.patches_for("cuda") and sp.patches_for("cuda") == sp.patches_for("hip")
     for backend in ("cpu", "vulkan", "metal"):
         assert sp.patches_for(backend) == []
     names = [p.name for p in sp.patches_for("cuda")]
-    assert "0001-ggml-cuda-q8_1-sum-of-quantized-values.patch" in names
+    assert names == [
+        "0001-ggml-cuda-q8_1-sum-of-quantized-values.patch",
+        "0002-ggml-cuda-graph-per-batch-shape.patch",
+    ]
     paths = {f.path for p in sp.patches_for("cuda") for f in p.files}
-    assert paths == {"ggml/src/ggml-cuda/quantize.cu", "ggml/src/ggml-cuda/fattn-common.cuh"}
+    assert paths == {
+        "ggml/src/ggml-cuda/quantize.cu",
+        "ggml/src/ggml-cuda/fattn-common.cuh",
+        "ggml/src/ggml-cuda/ggml-cuda.cu",
+    }
 
 
 def test_hearths_patches_apply_to_the_llama_cpp_they_were_written_for(tmp_path):
