@@ -82,11 +82,23 @@ class SpeculativeLoop:
             room = min(reply.max_tokens - reply.n_generated - 1, n_ctx - 2 - len(session.cached))
             wanted = 0 if spec.plain_step_due() else min(spec.length.next_length(), room)
             drafts = spec.drafter.propose(self.history, wanted)[:wanted] if wanted > 0 else []
+            proposed = len(drafts)
+            if proposed:
+                spec.length.proposed()
+            elif spec.pad_drafts and wanted > 0 and spec.length.pad_empty_check(wanted):
+                # Nothing to propose, yet a check of padding keeps the run's batch shape for
+                # less than leaving the run would cost (draft_length.py).
+                drafts = [pending]
             if not drafts:
                 pending = self._plain_step(pending)
                 spec.record_plain_step(time.perf_counter() - started, reply.n_generated - emitted)
                 continue
-            pending, reason = self._checked_step(pending, drafts)
+            if spec.pad_drafts and len(drafts) < wanted:
+                # The batch keeps the drafted length's shape (setup.py: on a GPU a new shape
+                # costs more than the padding). The padding is checked like any draft: the
+                # model's own choices decide what is kept, so the text cannot change.
+                drafts = drafts + [drafts[-1]] * (wanted - len(drafts))
+            pending, reason = self._checked_step(pending, drafts, proposed)
             if reason is not None:
                 return reason
             # What drafting and checking cost against a plain step (a draft model's own
@@ -104,9 +116,11 @@ class SpeculativeLoop:
         self.spec.drafter.decoded([token], position)
         return self._choice(-1)
 
-    def _checked_step(self, token: int, drafts: list[int]) -> tuple[int, str | None]:
+    def _checked_step(self, token: int, drafts: list[int], proposed: int) -> tuple[int, str | None]:
         """Decode `token` and the drafts in one batch; emit the drafts the model agrees with.
-        Returns the next sampled token, and the stop reason if the reply ended here."""
+        The first `proposed` drafts are the drafter's, the rest padding: the acceptance rate
+        is the drafter's own. Returns the next sampled token, and the stop reason if the reply
+        ended here."""
         session, reply, ctx = self.session, self.reply, self.session.ctx
         n_ctx = ctx.info.n_ctx
         batch = self.spec.batch
@@ -117,7 +131,7 @@ class SpeculativeLoop:
         if batch.decode(ctx) != 0:
             raise EngineError(decode_failure(1))
         session.cached.append(token)
-        self.n_drafted += len(drafts)
+        self.n_drafted += proposed
         accepted, reason, chosen = 0, None, -1
         for row, draft in enumerate(drafts):
             chosen = self._choice(row)
@@ -133,8 +147,8 @@ class SpeculativeLoop:
             session.cached.append(chosen)
         else:
             chosen = self._choice(len(drafts))
-        self.n_accepted += accepted
-        self.spec.length.record(len(drafts), accepted)
+        self.n_accepted += min(accepted, proposed)
+        self.spec.length.record(proposed, min(accepted, proposed))
         if len(session.cached) < position + 1 + len(drafts):
             self._forget_after_cached()
         self.spec.drafter.decoded(session.cached[position:], position)  # what the cache kept

@@ -7,13 +7,14 @@ Hearth engine decode without speculation, and the load says so (ModelLoaded.spec
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from engine.llama.batch import SequenceBatch
 from engine.llama.driver import Context, EngineError, Model
 from engine.runtime.device_facts import layers_on_gpu
 from engine.runtime.protocol import ModelParams
-from engine.runtime.speculative.draft_length import DraftLength
+from engine.runtime.speculative.draft_length import DraftLength, fixed_shape_lengths
 from engine.runtime.speculative.drafter import Drafter
 from engine.runtime.speculative.reply_speed import ReplySpeed
 
@@ -24,11 +25,20 @@ from engine.runtime.speculative.reply_speed import ReplySpeed
 PLAIN_AT_REPLY_START = 2
 PLAIN_STEP_EVERY = 64
 # llama.cpp builds its graph again when a decode's shape changes (a checking step's batch, then
-# one token), and a CUDA build replays a captured CUDA graph only from the third step of the
-# same shape on (one step run directly, one captured). So the plain steps just after a checking
-# step cost more than plain decoding's: only a plain step with this many plain steps before it
-# is a baseline, and the extra time of those before it is the checking step's price.
+# one token), and a stock CUDA build replays a captured CUDA graph only from the third step of
+# the same shape on (one step run directly, one captured; Hearth's patch 0002 keeps a graph per
+# shape, leaving the graph build: the first plain step after a check cost 1.33 steps on an 8B
+# on the H100, the second 1.02). So the plain steps just after a checking step cost more than
+# plain decoding's: only a plain step with this many plain steps before it is a baseline, and
+# the extra time of those before it is the checking step's price.
 WARM_AFTER = 2
+# A CUDA build runs a batch shape it has no graph for directly, then captures its graph (the
+# second call instantiates it: several plain steps on the H100 for the starter model), and
+# drops a graph unused for 10 s (ggml-cuda). Those first checks of a shape are not what the
+# shape costs: priced as such they priced one-draft checks at 6.6 plain steps against 1.1
+# measured step after step (session 8), and drafting never started again.
+GRAPH_WARMUP_CHECKS = 2
+GRAPH_IDLE_S = 10.0
 METHODS = ("off", "prompt_lookup", "draft_model", "mtp")
 
 
@@ -43,11 +53,19 @@ class Speculation:
     plain_step_seconds: float = 0.0
     # whether this loop's plain steps cost what plain decoding's do (see open_speculation)
     comparable_baseline: bool = True
+    # whether a checking step fills its batch up to the drafted length when the drafter
+    # proposes fewer (on a GPU: a few batch shapes, each keeping its graph; fixed_shape_lengths)
+    pad_drafts: bool = False
+    # checks of a batch shape not priced after it was new or idle (GRAPH_WARMUP_CHECKS on a GPU)
+    graph_warmup: int = 0
     reply: ReplySpeed = field(default_factory=ReplySpeed)  # the current reply's clocks
     _steps_since_plain: int = 0  # steps since the last warm plain step, in this reply
     _plain_run: int = 0  # plain steps in a row before the coming one, since the last other shape
     _warm_wanted: int = 0  # warm plain steps still to time before drafting goes on
-    _open_check: list | None = None  # [drafts, seconds] of a checking step still being priced
+    _open_check: list | None = None  # [drafts, seconds, new shape, warming] of a check to price
+    _run_checks: int = 0  # checks in the run of checks under way (or just ended)
+    _run_switch: float = 0.0  # what that run's switches have cost so far, in plain steps
+    _shapes: dict = field(default_factory=dict)  # drafts -> (checks since new or idle, when)
 
     def reply_started(self) -> None:
         """A reply starts after its prompt: its speed-up will be against its own plain steps,
@@ -68,13 +86,15 @@ class Speculation:
         """A plain step took `seconds` (emitting its `tokens` included)."""
         warm = self._plain_run >= WARM_AFTER
         self._plain_run += 1
+        self.length.run_length = 0
         self.reply.step(seconds, tokens, warm_plain=warm)
         if not warm:
-            check = self._open_check
-            if check is not None and self.plain_step_seconds > 0:
-                check[1] += max(0.0, seconds - self.plain_step_seconds)  # the switch back
+            if self._run_checks > 0 and self.plain_step_seconds > 0:  # the switch back
+                extra = max(0.0, seconds - self.plain_step_seconds)
+                self._run_switch += extra / self.plain_step_seconds
             return
         self._price_open_check()
+        self._close_run()
         self._steps_since_plain = 0
         self._warm_wanted = max(0, self._warm_wanted - 1)
         if self.plain_step_seconds <= 0:
@@ -84,18 +104,35 @@ class Speculation:
 
     def record_checking_step(self, drafts: int, seconds: float, tokens: int = 1) -> None:
         """A step checking `drafts` drafts took `seconds` (drafting included) and emitted
-        `tokens`; it is priced once the plain steps after it have paid for going back to one
-        token."""
+        `tokens`. A check inside a run of checks is priced as it is (the draft length's steady
+        cost); one that starts a run pays for the switch from plain steps, and the plain steps
+        after a run pay for the switch back: both are the run's switch cost."""
         self._price_open_check()
+        starts_run = not self.length.in_run
+        if starts_run:
+            self._close_run()
+        # a check of another length than the one before builds llama.cpp's graph again: like a
+        # run's first check, only its excess over a check inside a run is known (the switch)
+        new_shape = starts_run or drafts != self.length.run_length
+        self._run_checks += 1
         self._plain_run = 0
-        self._open_check = [drafts, seconds]
+        now = time.monotonic()
+        uses, last = self._shapes.get(drafts, (0, now))
+        uses = 1 if now - last > GRAPH_IDLE_S else uses + 1
+        self._shapes[drafts] = (uses, now)
+        warming = uses <= self.graph_warmup  # its graph being made: not what the shape costs
+        self._open_check = [drafts, seconds, new_shape, warming]
+        self.length.run_length = drafts
         self.reply.step(seconds, tokens)
 
     def reply_ended(self) -> None:
         """The next reply starts after a prompt batch: its first plain steps are not warm, and
-        what the last checking step cost is known as far as it will be."""
+        what the last checks cost is known as far as it will be (the prompt's batch changes
+        the graph anyway: no switch back is owed)."""
         self._price_open_check()
+        self._close_run()
         self._plain_run = 0
+        self.length.run_length = 0
 
     def reply_plain_step_seconds(self) -> float:
         """The stats line's baseline: a plain step's cost from this reply's own plain steps
@@ -103,10 +140,22 @@ class Speculation:
         return self.reply.plain_step_seconds() if self.comparable_baseline else 0.0
 
     def _price_open_check(self) -> None:
-        if self._open_check is not None:
-            drafts, seconds = self._open_check
+        check, self._open_check = self._open_check, None
+        if check is None or self.plain_step_seconds <= 0:
+            return
+        drafts, seconds, new_shape, warming = check
+        if warming:
+            return
+        if new_shape:  # beyond what the same check costs inside a run: a switch
+            steps = seconds / self.plain_step_seconds
+            self._run_switch += max(0.0, steps - self.length.steady_cost(drafts))
+        else:
             self.length.record_cost(drafts, seconds, self.plain_step_seconds)
-            self._open_check = None
+
+    def _close_run(self) -> None:
+        if self._run_checks > 0:
+            self.length.record_run(self._run_checks, self._run_switch)
+        self._run_checks, self._run_switch = 0, 0.0
 
     def close(self) -> None:
         self.drafter.close()
@@ -152,13 +201,20 @@ def open_speculation(
     # line then gives none.
     on_gpu = layers_on_gpu(params.n_gpu_layers, model.n_layers()) > 0
     samples_as_plain_decoding = ctx.info.backend_sampling or not params.backend_sampling
+    # On a GPU a checking step costs little more for a few more tokens, but a new batch size
+    # costs a graph build and a CUDA graph capture (session 8 on the H100: the plain step after
+    # a check cost 1.33 steps on an 8B, 2.0 on the starter model), so checks keep to a few
+    # sizes and are padded up to them. On a CPU every token checked costs arithmetic: no padding.
+    lengths = fixed_shape_lengths(max_draft) if on_gpu else ()
     return (
         Speculation(
             drafter=drafter,
-            length=DraftLength(max_length=max_draft),
+            length=DraftLength(max_length=max_draft, lengths=lengths),
             batch=SequenceBatch(max_draft + 1),
             n_vocab=model.n_vocab,
             comparable_baseline=samples_as_plain_decoding or not on_gpu,
+            pad_drafts=on_gpu,
+            graph_warmup=GRAPH_WARMUP_CHECKS if on_gpu else 0,
         ),
         "",
     )

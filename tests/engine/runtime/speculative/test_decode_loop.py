@@ -164,6 +164,86 @@ def test_the_next_turn_reuses_the_cache_as_without_speculation(session):
     assert fast_next.stats.n_prompt_tokens_reused > len(first)
 
 
+class _ShortDrafts:
+    """The session's drafter, proposing at most two tokens: the rest of a step is padding."""
+
+    def __init__(self, drafter):
+        self.drafter, self.name = drafter, drafter.name
+
+    def begin(self, tokens):
+        self.drafter.begin(tokens)
+
+    def propose(self, tokens, n):
+        return self.drafter.propose(tokens, n)[:2]
+
+    def decoded(self, tokens, position):
+        self.drafter.decoded(tokens, position)
+
+    def close(self):
+        self.drafter.close()
+
+
+@pytest.mark.parametrize("sampling", [GREEDY, p.SamplingParams(temperature=0.8, seed=99)])
+def test_padded_checking_steps_keep_one_shape_and_the_same_reply(session, monkeypatch, sampling):
+    """On a GPU checks are padded up to a fixed batch (setup.py): the padding is checked like
+    a draft, so the reply is unchanged, every checking batch has the same size, and the
+    drafts counted are the drafter's own."""
+    spec = session.speculation
+    monkeypatch.setattr(spec, "pad_drafts", True)
+    monkeypatch.setattr(spec, "length", _AlwaysDraft(max_length=7))
+    monkeypatch.setattr(spec, "drafter", _ShortDrafts(spec.drafter))
+    sizes = []
+    decode = spec.batch.decode
+
+    def spy(ctx):
+        sizes.append(spec.batch.n_tokens)
+        return decode(ctx)
+
+    monkeypatch.setattr(spec.batch, "decode", spy)
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    (text, plain, cache), (text_s, fast, cache_s) = _both(
+        session, prompt, sampling=sampling, max_tokens=60
+    )
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+    assert sizes and set(sizes) == {8}  # the last token and 7 drafts, 2 of them proposed
+    assert 0 < fast.stats.n_drafted <= 2 * len(sizes)
+    assert fast.stats.n_draft_accepted <= fast.stats.n_drafted
+
+
+class _GapDrafts(_ShortDrafts):
+    """Proposes nothing at every other call: the loop pads whole checks to keep its shape."""
+
+    calls = 0
+
+    def propose(self, tokens, n):
+        self.calls += 1
+        return self.drafter.propose(tokens, n) if self.calls % 2 else []
+
+
+def test_checks_of_padding_only_keep_the_reply_and_count_no_drafts(session, monkeypatch):
+    spec = session.speculation
+    length = _AlwaysDraft(max_length=7, switch=100.0)  # leaving a run dearer than staying
+    length._measured = {7: 1.5}
+    monkeypatch.setattr(spec, "pad_drafts", True)
+    monkeypatch.setattr(spec, "length", length)
+    monkeypatch.setattr(spec, "drafter", _GapDrafts(spec.drafter))
+    sizes = []
+    decode = spec.batch.decode
+
+    def spy(ctx):
+        sizes.append(spec.batch.n_tokens)
+        return decode(ctx)
+
+    monkeypatch.setattr(spec.batch, "decode", spy)
+    prompt = session.model.tokenize(REWRITE, add_special=True)
+    (text, plain, cache), (text_s, fast, cache_s) = _both(session, prompt, max_tokens=60)
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+    assert set(sizes) == {8}
+    checks_with_drafts = (spec.drafter.calls + 1) // 2
+    assert len(sizes) > checks_with_drafts  # checks of padding only were made too
+    assert fast.stats.n_drafted <= 7 * checks_with_drafts
+
+
 def test_a_full_context_stops_at_the_same_token():
     session = _session(n_ctx=160)
     try:

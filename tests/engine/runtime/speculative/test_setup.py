@@ -94,16 +94,52 @@ def test_only_a_plain_step_after_plain_steps_is_the_baseline():
     assert spec.plain_step_seconds == pytest.approx(0.010)
 
 
-def test_the_switch_back_is_part_of_the_checking_step_s_price():
+def test_a_run_of_checks_pays_its_switches_once():
+    """Checks inside a run are priced as they are; the run's first check and the plain steps
+    after it pay for llama.cpp's graph changing shape, once for the run (session 8 on the
+    H100: charging that to every check priced a one-draft probe at 2.8 steps)."""
     spec = _timing()
     for _ in range(speculation_setup.WARM_AFTER + 1):
         spec.record_plain_step(0.010)  # a baseline: 10 ms
-    spec.record_checking_step(4, 0.020)
-    spec.record_plain_step(0.025)  # 15 ms more than a plain step
-    spec.record_plain_step(0.012)  # 2 ms more
-    assert 4 not in spec.length._measured  # priced once the steps after it are warm
+    for seconds in (0.020, 0.020, 0.020):  # a run of three checks, 2 steps each
+        spec.record_checking_step(4, seconds)
+    spec.record_plain_step(0.025)  # the switch back: 1.5 steps more than a plain step
+    spec.record_plain_step(0.012)  # 0.2 more
+    assert spec.length.run_steps == 4.0  # the run is closed by a warm plain step
     spec.record_plain_step(0.010)
-    assert spec.length._measured[4] == pytest.approx((0.020 + 0.015 + 0.002) / 0.010)
+    assert spec.length._measured[4] == pytest.approx(2.0)  # its 2nd and 3rd checks
+    # the first cost no more than the line's guess for 4 drafts (2.2): its switch in is 0
+    assert spec.length.switch == pytest.approx(0.7 * 0.5 + 0.3 * 1.7)
+    assert spec.length.run_steps == pytest.approx(0.7 * 4.0 + 0.3 * 3)
+    spec.record_checking_step(4, 0.035)  # a run of one: 1.5 steps over a check inside a run
+    for _ in range(speculation_setup.WARM_AFTER + 1):
+        spec.record_plain_step(0.010)  # a switch back that costs nothing
+    assert spec.length._measured[4] == pytest.approx(2.0)  # not a check inside a run
+    assert spec.length.switch == pytest.approx(0.7 * (0.35 + 0.51) + 0.3 * 1.5)
+
+
+def test_a_shape_s_first_checks_are_not_its_price_where_its_cuda_graph_is_being_made(
+    monkeypatch,
+):
+    """On a GPU a new or idle batch shape runs without a graph, then captures one: those checks
+    are dear once, not every time (session 8: 6.6 steps priced for 1.1)."""
+    clock = [100.0]
+    monkeypatch.setattr(speculation_setup.time, "monotonic", lambda: clock[0])
+    spec = _timing()
+    spec.graph_warmup = speculation_setup.GRAPH_WARMUP_CHECKS
+    for _ in range(speculation_setup.WARM_AFTER + 1):
+        spec.record_plain_step(0.010)
+    for seconds in (0.070, 0.060, 0.012, 0.012):  # run, then capture, then the graph
+        spec.record_checking_step(1, seconds)
+    spec.reply_ended()
+    assert spec.length._measured[1] == pytest.approx(1.2)
+    clock[0] += speculation_setup.GRAPH_IDLE_S + 1  # the graph was dropped: warming again
+    for _ in range(speculation_setup.WARM_AFTER + 1):
+        spec.record_plain_step(0.010)
+    for seconds in (0.070, 0.070, 0.070):
+        spec.record_checking_step(1, seconds)
+    spec.reply_ended()
+    assert spec.length._measured[1] == pytest.approx(0.8 * 1.2 + 0.2 * 7.0)  # the third only
 
 
 def test_back_to_back_checking_steps_are_priced_alone():
@@ -112,9 +148,10 @@ def test_back_to_back_checking_steps_are_priced_alone():
         spec.record_plain_step(0.010)
     spec.record_checking_step(4, 0.020)
     spec.record_checking_step(4, 0.020)
-    assert spec.length._measured[4] == pytest.approx(2.0)
+    assert 4 not in spec.length._measured  # the first started the run: it priced the switch
     spec.reply_ended()  # the last one is priced as far as it got
     assert spec.length._measured[4] == pytest.approx(2.0)
+    assert not spec.length.in_run  # the next reply starts with plain steps
 
 
 def _warm_run(spec, n: int = 1) -> None:
@@ -161,7 +198,7 @@ def test_a_new_reply_starts_without_the_last_reply_s_pause():
         spec.length.record(4, 0)  # every draft missed: pauses of 1, 2, 4 ... 32 steps
     spec.reply_started()
     _warm_run(spec, speculation_setup.PLAIN_AT_REPLY_START)
-    spec.length.cost = 0.05  # (checking is cheap here: a fresh reply drafts at once)
+    spec.length.cost, spec.length.switch = 0.05, 0.0  # (cheap: a fresh reply drafts at once)
     assert not spec.plain_step_due() and spec.length.next_length() > 0
 
 
