@@ -5,7 +5,8 @@ drafter's proposals, checks of padding only, and what the loop has learned of it
     python3 benchmarks/speculative_trace.py [MODEL] [--task rewrite] [--reps 3] [--gpu-layers -1]
 
 `benchmarks/speculative.py` and `speculative_gpu.py` say how fast; this says why. The prompt is
-the task's text in ChatML (the starter model's template).
+the task's text in the model's chat template, as the worker writes it. `--show` prints the
+speculative reply with each check's kept drafts in [brackets] and its missed draft in {braces}.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import time
 from pathlib import Path
 
+from engine.chat.prompt import format_chat_prompt
 from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, generate
@@ -33,6 +35,7 @@ class _Traced:
     def __init__(self, spec):
         self.lengths, self.proposals = collections.Counter(), collections.Counter()
         self.empty_checks = 0
+        self.drafts: list[tuple[int, list[int]]] = []  # (where it starts, its tokens)
         length, drafter = spec.length, spec.drafter
         next_length, propose, pad = length.next_length, drafter.propose, length.pad_empty_check
 
@@ -44,6 +47,8 @@ class _Traced:
         def traced_propose(tokens, n):
             drafts = propose(tokens, n)
             self.proposals[(n, len(drafts[:n]))] += 1
+            if drafts:
+                self.drafts.append((len(tokens), drafts[:n]))
             return drafts
 
         def traced_pad(n):
@@ -58,6 +63,25 @@ class _Traced:
         self.lengths.clear()
         self.proposals.clear()
         self.empty_checks = 0
+        self.drafts = []
+
+    def marked(self, model, tokens: list[int], start: int) -> str:
+        """The reply from `start`, drafted tokens kept in [brackets], a missed one in {braces}."""
+        mark: dict[int, str] = {}
+        for at, draft in self.drafts:
+            for i, token in enumerate(draft):
+                if at + i >= len(tokens):
+                    break
+                kept = tokens[at + i] == token
+                mark.setdefault(at + i, "kept" if kept else "missed")
+                if not kept:
+                    break
+        out = []
+        for position in range(start, len(tokens)):
+            piece = model.token_text(tokens[position])
+            kind = mark.get(position)
+            out.append(f"[{piece}]" if kind == "kept" else f"{{{piece}}}" if kind else piece)
+        return "".join(out)
 
 
 def _reply(session, prompt, max_tokens, *, speculate):
@@ -85,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-layers", type=int, default=-1)
     parser.add_argument("--threads", type=int, default=0)
     parser.add_argument("--max-draft", type=int, default=16)
+    parser.add_argument("--show", action="store_true", help="print the marked replies")
     args = parser.parse_args(argv)
     model_path = args.model or str(starter_model_path())
     task = next(t for t in json.loads(TASKS.read_text())["tasks"] if t["name"] == args.task)
@@ -103,9 +128,14 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit(f"no speculation: {note}")
     spec = session.speculation
     traced = _Traced(spec)
-    prompt = model.tokenize(
-        f"<|im_start|>user\n{task['user']}<|im_end|>\n<|im_start|>assistant\n", add_special=True
+    text, _template = format_chat_prompt(
+        model.chat_template(),
+        [{"role": "user", "content": task["user"]}],
+        architecture=model.meta("general.architecture"),
+        bos_token=model.bos_text(),
+        eos_token=model.eos_text(),
     )
+    prompt = model.tokenize(text, add_special=True)
     print(f"model: {model_path}; task {args.task}; padded checks: {spec.pad_drafts}; "
           f"lengths: {spec.length.lengths or 'any'}")  # fmt: skip
     for rep in range(args.reps):
@@ -127,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             f"run {length.run_steps:.1f} checks, measured {measured}, acceptance "
             f"{length.acceptance:.2f}, plain step {spec.plain_step_seconds * 1000:.2f} ms"
         )
+        if args.show:
+            print(traced.marked(model, list(session.cached), len(prompt)))
     session.close()
     return 0
 
