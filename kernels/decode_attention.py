@@ -14,6 +14,9 @@ is read once for all of them, dequantized in registers, never written out.
     phase 2, grid (sequences x tokens, query heads):
         out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
         when V is stored rotated, out = R^T out (a Walsh-Hadamard transform, in the same program).
+        With AttentionTuning.fused_reduce, phase 2 runs in phase 1's launch instead: the last
+        program of each (sequence, KV head) to finish merges its partials (an atomic ticket
+        counter per head, as the GEMV's split-K does), so a step is one launch.
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.
@@ -48,7 +51,8 @@ LOG2E = 1.4426950408889634
 # counts divisible by 16, into separate kernels)
 @triton.jit(do_not_specialize=["n_splits", "window"])
 def decode_split_kernel(
-    q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
+    q_ptr, acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr,
+    block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,
     qk_scale, stride_bt, n_splits, window,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
@@ -57,6 +61,8 @@ def decode_split_kernel(
     CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False, KG: tl.constexpr = 32,
     LAUNCH_DEPENDENTS: tl.constexpr = False, Q_READY: tl.constexpr = False,
     WAIT_Q: tl.constexpr = False, SUM_AFTER_LOOP: tl.constexpr = False,
+    FUSED_REDUCE: tl.constexpr = False, MERGE_ROWS: tl.constexpr = 16,
+    MERGE_CHUNK: tl.constexpr = 8, MERGE_STAGES: tl.constexpr = 1,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -76,7 +82,12 @@ def decode_split_kernel(
     SUM_AFTER_LOOP: the softmax's row sums l kept per position ([rows, P], rescaled as acc
     is) and summed over positions once, after the loop, instead of at every page step: that
     sum was a cross-warp reduction (shuffles, a shared-memory round trip and its barriers)
-    in each step of a loop bound by latency."""
+    in each step of a loop bound by latency.
+    FUSED_REDUCE: phase 2 in this launch. Each program, once its partials are stored, takes a
+    ticket from its (sequence, KV head)'s counter (count_ptr, zero before the launch); the
+    last of the n_splits to arrive merges that head's partials into out_ptr (merge_splits,
+    MERGE_ROWS >= T * G rows, MERGE_CHUNK splits a step) and sets the counter back to zero
+    for the next launch (a CUDA graph replays the same counters)."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     seq = tl.program_id(0)
@@ -182,6 +193,58 @@ def decode_split_kernel(
         tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
     else:
         tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
+    if FUSED_REDUCE:
+        # the barrier orders every thread's stores above before the ticket; the ticket is
+        # acq_rel at GPU scope and the merge reads past L1, so the last program to arrive
+        # sees every other program's partials (gemv_common.finish_rows does the same)
+        tl.debug_barrier()
+        counter = count_ptr + seq * HKV + head
+        ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
+        if ticket == n_splits - 1:
+            merge_splits(acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, seq, head, n_splits,
+                         HQ, G, T, D, LOG2D, MERGE_ROWS, MERGE_CHUNK, V_FMT == ROT4,
+                         MERGE_STAGES)  # fmt: skip
+            tl.atomic_xchg(counter, 0)
+
+
+@triton.jit
+def merge_splits(acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, seq, head, n_splits,
+                 HQ: tl.constexpr, G: tl.constexpr, T: tl.constexpr, D: tl.constexpr,
+                 LOG2D: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
+                 V_ROTATED: tl.constexpr, MERGE_STAGES: tl.constexpr):  # fmt: skip
+    """Phase 2 for the T * G query rows of one (sequence, KV head), in the split kernel's
+    last program of that head (FUSED_REDUCE): the reduce kernel's merge, CHUNK splits of
+    every row a step ([ROWS, CHUNK, D] f32: small enough that the merge needs no more
+    registers than the page loop), the partials read past L1 (.cg: written by other SMs)."""
+    r = tl.arange(0, ROWS)
+    rows_mask = r < T * G
+    q_rows = (seq * T + r // G) * HQ + head * G + r % G
+    c = tl.arange(0, CHUNK)
+    j = tl.arange(0, D)
+    m_run = tl.full((ROWS,), float("-inf"), tl.float32)
+    total = tl.zeros((ROWS,), tl.float32)
+    out = tl.zeros((ROWS, D), tl.float32)
+    # tiles [splits, rows, D]: Triton spreads the lanes over D and the warps over the rows,
+    # so the sums over splits stay inside each thread (as [rows, splits, D] they crossed warps)
+    for first in tl.range(0, n_splits, CHUNK, num_stages=MERGE_STAGES):
+        mask = (first + c < n_splits)[:, None] & rows_mask[None, :]
+        part = q_rows[None, :] * n_splits + first + c[:, None]
+        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+        l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
+        acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :], mask=mask[:, :, None],
+                      other=0.0, cache_modifier=".cg")  # fmt: skip
+        m_new = tl.maximum(m_run, tl.max(m, axis=0))
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        rescale = tl.exp2(m_run - m_safe)
+        weight = tl.exp2(m - m_safe[None, :])
+        total = total * rescale + tl.sum(weight * l_part, axis=0)
+        out = out * rescale[:, None] + tl.sum(weight[:, :, None] * acc, axis=0)
+        m_run = m_new
+    out = out / tl.where(rows_mask, total, 1.0)[:, None]  # padding rows: 0, never stored
+    if V_ROTATED:
+        out = fwht(out, ROWS, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
+    out_rows = out_ptr + q_rows[:, None] * D + j[None, :]
+    tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=rows_mask[:, None])
 
 
 @triton.jit

@@ -38,6 +38,16 @@ REDUCE_MAX_CHUNK = 128
 # query rows a program of prepare_queries_kernel rotates: a decode step's 32 rows (Llama-3-8B)
 # in 8 programs side by side rather than one program's chain of butterfly stages
 PREPARE_ROWS = 4
+# the fused reduce's tile of partials [rows, splits, D] f32 at most this many registers a
+# thread, so that merging needs no more registers than the page loop (which sets occupancy)
+MERGE_TILE_REGISTERS = 64
+# the fused reduce's loop over its steps pipelined by Triton (cp.async into shared memory,
+# which the page loop's buffers free by then: sm_90 SASS, the shared memory is unchanged), so
+# that 2 steps' loads are in flight while one is merged; with 1 every step waits for its loads
+MERGE_STAGES = 3
+# per device: one zeroed ticket counter per (sequence, KV head) for the fused reduce; the last
+# program of a head sets its counter back to zero, so a CUDA graph replays them as they are
+_COUNTERS: dict[torch.device, torch.Tensor] = {}
 # K formats stored rotated: q is rotated to match them (AttentionTuning.rotate_q_once)
 ROTATED_K = ("rot4", "rot2")
 
@@ -86,6 +96,10 @@ class AttentionTuning:
     # 200 it compiles without spills (sm_90 SASS here) and 5 fit again. Unset until a GPU has
     # timed it.
     max_registers: int = 0
+    # the reduce in the split kernel's launch: the last program of each (sequence, KV head)
+    # to finish merges the partials (an atomic ticket per head), one launch a step instead
+    # of two. Off: the separate reduce kernel (overlapped on Hopper by overlap_reduce).
+    fused_reduce: bool = False
 
     def prepares_queries(self, k_format: str) -> bool:
         """Whether the split kernel reads q from prepare_queries_kernel (its Q_READY)."""
@@ -149,6 +163,7 @@ def fitting_programs(q: torch.Tensor, consts: dict, arguments: tuple) -> int:
         if consts.get("Q_READY"):  # the kernel then reads q as f16 (prepare_queries)
             q = q.to(torch.float16)
         outputs = [torch.empty(1, dtype=torch.float32, device=q.device) for _ in range(3)]
+        outputs += [q, torch.zeros(1, dtype=torch.int32, device=q.device)]  # out, counters
         kernel = decode_split_kernel.warmup(q, *outputs, *arguments, grid=(1,), **consts)
         _FITS[key] = compiled_programs_per_sm(kernel, sm_limits(q.device))
     return _FITS[key]
@@ -168,29 +183,61 @@ def prepare_queries(q: torch.Tensor, signs: torch.Tensor, qk_scale: float, halve
     return out
 
 
+def split_counters(device: torch.device, n: int) -> torch.Tensor:
+    """n zeroed int32 ticket counters on device for the fused reduce (shared by every cache on
+    that device: launches on one stream never overlap in their use of them; grown only when
+    too small, outside a CUDA graph's capture in practice, as kernels/gemv.py's)."""
+    counters = _COUNTERS.get(device)
+    if counters is None or counters.numel() < n:
+        counters = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        _COUNTERS[device] = counters
+    return counters
+
+
+def fused_reduce_consts(tuning: AttentionTuning, rows: int, d: int, num_warps: int) -> dict:
+    """The split kernel's compile-time arguments for the fused reduce (none when off):
+    MERGE_ROWS, the query rows of a KV head (a power of two), and MERGE_CHUNK, the splits
+    merged a step (a power of two, MERGE_TILE_REGISTERS f32 a thread at most)."""
+    if not tuning.fused_reduce:
+        return {}
+    merge_rows = triton.next_power_of_2(rows)
+    budget = MERGE_TILE_REGISTERS * 32 * num_warps // (merge_rows * d)
+    chunk = max(1, triton.next_power_of_2(budget + 1) // 2)  # the largest power of 2 <= it
+    return {
+        "FUSED_REDUCE": True, "MERGE_ROWS": merge_rows, "MERGE_CHUNK": chunk,
+        "MERGE_STAGES": MERGE_STAGES,
+    }  # fmt: skip
+
+
 def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int, spec,
-                  signs: torch.Tensor, tuning: AttentionTuning,
-                  qk_scale: float) -> torch.Tensor:  # fmt: skip
+                  signs: torch.Tensor, tuning: AttentionTuning, qk_scale: float,
+                  q_prepared: bool = False) -> torch.Tensor:  # fmt: skip
     """Both phases over q [n_seqs, T, n_heads, D] with n_splits splits a KV head; arguments:
     the split kernel's after q and its outputs (kv_cache.PagedKVCache.attend). With
-    consts["Q_READY"] (AttentionTuning.prepares_queries), q prepared first by its own launch.
-    Returns q's shape and dtype."""
+    consts["Q_READY"] (AttentionTuning.prepares_queries), q prepared first by its own launch,
+    unless q_prepared (q as the RoPE kernel left it with a QueryPreparation: f16). Returns
+    q's shape; q's dtype, or f16 where q came prepared."""
     n_seqs, n_tokens, n_heads, d = q.shape
     parts = n_seqs * n_tokens * n_heads * n_splits
     acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
     m = torch.empty(parts, dtype=torch.float32, device=q.device)
     l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    fused = tuning.fused_reduce
+    counters = split_counters(q.device, n_seqs * spec.n_kv_heads) if fused else m
     overlap = tuning.overlap_reduce and has_dependent_launch(q.device)
     q_split, after_prepare = q, {}
-    if consts.get("Q_READY"):
+    if consts.get("Q_READY") and not q_prepared:
         # the split kernel as the preparation's dependent where the reduce is one too: both
         # edges are programmatic, or neither (overlap_reduce off keeps every launch serial)
         q_split = prepare_queries(q, signs, qk_scale, spec.k_format == "rot4", overlap)
         after_prepare = {"launch_pdl": True, "WAIT_Q": True} if overlap else {}
     decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
-        q_split, acc, m, l_sum, *arguments, LAUNCH_DEPENDENTS=overlap, **after_prepare, **consts
-    )
+        q_split, acc, m, l_sum, out, counters, *arguments, LAUNCH_DEPENDENTS=overlap,
+        **after_prepare, **consts,
+    )  # fmt: skip
+    if fused:
+        return out
     chunk = min(REDUCE_MAX_CHUNK, triton.next_power_of_2(n_splits))
     dependent = {"launch_pdl": True} if overlap else {}
     decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
