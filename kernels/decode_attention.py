@@ -83,11 +83,11 @@ def decode_split_kernel(
     is) and summed over positions once, after the loop, instead of at every page step: that
     sum was a cross-warp reduction (shuffles, a shared-memory round trip and its barriers)
     in each step of a loop bound by latency.
-    FUSED_REDUCE: phase 2 in this launch. Each program, once its partials are stored, takes a
-    ticket from its (sequence, KV head)'s counter (count_ptr, zero before the launch); the
-    last of the n_splits to arrive merges that head's partials into out_ptr (merge_splits,
-    MERGE_ROWS >= T * G rows, MERGE_CHUNK splits a step) and sets the counter back to zero
-    for the next launch (a CUDA graph replays the same counters)."""
+    FUSED_REDUCE: phase 2 in this launch (_fused_reduce): the splits of each (sequence, KV
+    head) merged in groups of MERGE_CHUNK by the last program of each group to finish, then
+    the groups by the last group's (ticket counters at count_ptr, zero before the launch and
+    after it; MERGE_ROWS >= T * G rows). acc_ptr, m_ptr and l_ptr then also hold the group
+    partials, after the splits'."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     seq = tl.program_id(0)
@@ -194,57 +194,119 @@ def decode_split_kernel(
     else:
         tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
     if FUSED_REDUCE:
-        # the barrier orders every thread's stores above before the ticket; the ticket is
-        # acq_rel at GPU scope and the merge reads past L1, so the last program to arrive
-        # sees every other program's partials (gemv_common.finish_rows does the same)
-        tl.debug_barrier()
-        counter = count_ptr + seq * HKV + head
-        ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-        if ticket == n_splits - 1:
-            merge_splits(acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, seq, head, n_splits,
-                         HQ, G, T, D, LOG2D, MERGE_ROWS, MERGE_CHUNK, V_FMT == ROT4,
-                         MERGE_STAGES)  # fmt: skip
-            tl.atomic_xchg(counter, 0)
+        _fused_reduce(acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr, signs_ptr, seq, head, split,
+                      n_splits, HQ, HKV, G, T, D, LOG2D, MERGE_ROWS, MERGE_CHUNK,
+                      V_FMT == ROT4, MERGE_STAGES)  # fmt: skip
 
 
 @triton.jit
-def merge_splits(acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, seq, head, n_splits,
-                 HQ: tl.constexpr, G: tl.constexpr, T: tl.constexpr, D: tl.constexpr,
-                 LOG2D: tl.constexpr, ROWS: tl.constexpr, CHUNK: tl.constexpr,
-                 V_ROTATED: tl.constexpr, MERGE_STAGES: tl.constexpr):  # fmt: skip
-    """Phase 2 for the T * G query rows of one (sequence, KV head), in the split kernel's
-    last program of that head (FUSED_REDUCE): the reduce kernel's merge, CHUNK splits of
-    every row a step ([ROWS, CHUNK, D] f32: small enough that the merge needs no more
-    registers than the page loop), the partials read past L1 (.cg: written by other SMs)."""
+def _fused_reduce(acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr, signs_ptr, seq, head, split,
+                  n_splits, HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
+                  T: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, ROWS: tl.constexpr,
+                  CHUNK: tl.constexpr, V_ROTATED: tl.constexpr,
+                  MERGE_STAGES: tl.constexpr):  # fmt: skip
+    """Phase 2 in the split kernel's launch, in two levels so that no program merges more
+    than a few steps' partials: the splits of a KV head in groups of CHUNK (one merge step);
+    the last program of a group to store its partial (a ticket from the group's counter)
+    merges the group into one partial, stored past the splits' (index rows * n_splits +
+    q_row * n_groups + group), then takes a ticket from the head's counter; the last group
+    merges the n_groups group partials into out. With one group the last split writes out
+    directly. Every ticket's counter is set back to zero by the program that drew the last
+    one, for the next launch (a CUDA graph replays them).
+
+    Ordering: the barrier orders every thread's stores before the ticket, the ticket is
+    acq_rel at GPU scope and the merges read past L1 (.cg), so the program that draws a
+    group's (or the head's) last ticket sees every partial of it (gemv_common.finish_rows
+    does the same). The groups of a head merge while its other splits still run."""
     r = tl.arange(0, ROWS)
     rows_mask = r < T * G
     q_rows = (seq * T + r // G) * HQ + head * G + r % G
-    c = tl.arange(0, CHUNK)
+    n_groups = tl.cdiv(n_splits, CHUNK)
+    group = split // CHUNK
+    group_size = tl.minimum(CHUNK, n_splits - group * CHUNK)
+    counters = count_ptr + (seq * HKV + head) * (n_groups + 1)
+    tl.debug_barrier()
+    ticket = tl.atomic_add(counters + group, 1, sem="acq_rel", scope="gpu")
+    if ticket == group_size - 1:
+        tl.atomic_xchg(counters + group, 0)
+        first = q_rows * n_splits + group * CHUNK
+        m, total, out = merge_partials(acc_ptr, m_ptr, l_ptr, first, group_size, rows_mask,
+                                       D, ROWS, CHUNK, MERGE_STAGES)  # fmt: skip
+        if n_groups == 1:
+            _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D, LOG2D, ROWS,
+                          V_ROTATED)  # fmt: skip
+        else:
+            # the group partials past the splits' (the kernel's grid holds every query row)
+            rows_total = tl.num_programs(0) * T * HQ
+            group_part = rows_total * n_splits + q_rows * n_groups + group
+            j = tl.arange(0, D)
+            tl.store(m_ptr + group_part, m, mask=rows_mask)
+            tl.store(l_ptr + group_part, total, mask=rows_mask)
+            tl.store(acc_ptr + group_part[:, None] * D + j[None, :], out,
+                     mask=rows_mask[:, None])  # fmt: skip
+            tl.debug_barrier()
+            head_ticket = tl.atomic_add(counters + n_groups, 1, sem="acq_rel", scope="gpu")
+            if head_ticket == n_groups - 1:
+                tl.atomic_xchg(counters + n_groups, 0)
+                first = rows_total * n_splits + q_rows * n_groups
+                m, total, out = merge_partials(acc_ptr, m_ptr, l_ptr, first, n_groups,
+                                               rows_mask, D, ROWS, CHUNK,
+                                               MERGE_STAGES)  # fmt: skip
+                _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D, LOG2D,
+                              ROWS, V_ROTATED)  # fmt: skip
+
+
+@triton.jit
+def _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D: tl.constexpr,
+                  LOG2D: tl.constexpr, ROWS: tl.constexpr, V_ROTATED: tl.constexpr):  # fmt: skip
+    """out / total into the output rows, rotated back (R^T) when V is stored rotated."""
     j = tl.arange(0, D)
-    m_run = tl.full((ROWS,), float("-inf"), tl.float32)
-    total = tl.zeros((ROWS,), tl.float32)
-    out = tl.zeros((ROWS, D), tl.float32)
-    # tiles [splits, rows, D]: Triton spreads the lanes over D and the warps over the rows,
-    # so the sums over splits stay inside each thread (as [rows, splits, D] they crossed warps)
-    for first in tl.range(0, n_splits, CHUNK, num_stages=MERGE_STAGES):
-        mask = (first + c < n_splits)[:, None] & rows_mask[None, :]
-        part = q_rows[None, :] * n_splits + first + c[:, None]
-        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
-        l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
-        acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :], mask=mask[:, :, None],
-                      other=0.0, cache_modifier=".cg")  # fmt: skip
-        m_new = tl.maximum(m_run, tl.max(m, axis=0))
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        rescale = tl.exp2(m_run - m_safe)
-        weight = tl.exp2(m - m_safe[None, :])
-        total = total * rescale + tl.sum(weight * l_part, axis=0)
-        out = out * rescale[:, None] + tl.sum(weight[:, :, None] * acc, axis=0)
-        m_run = m_new
     out = out / tl.where(rows_mask, total, 1.0)[:, None]  # padding rows: 0, never stored
     if V_ROTATED:
         out = fwht(out, ROWS, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
     out_rows = out_ptr + q_rows[:, None] * D + j[None, :]
     tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=rows_mask[:, None])
+
+
+@triton.jit
+def merge_partials(acc_ptr, m_ptr, l_ptr, first, n, rows_mask, D: tl.constexpr,
+                   ROWS: tl.constexpr, CHUNK: tl.constexpr, MERGE_STAGES: tl.constexpr,
+                   SUM_CHUNK: tl.constexpr = 128):  # fmt: skip
+    """n partials (m, l, acc) of each of ROWS rows, row r's at first[r], first[r] + 1, ...:
+    returns (m, sum of 2^(m_i - m) l_i, sum of 2^(m_i - m) acc_i) with m their maximum
+    (-inf where every m_i is), CHUNK partials a step ([CHUNK, ROWS, D] f32), the loads past
+    L1 (.cg: stored by other SMs)."""
+    # first the maxima and sums (m and l only, SUM_CHUNK partials a step), so that the steps
+    # over the partial rows carry nothing from one to the next but their sum
+    s = tl.arange(0, SUM_CHUNK)
+    m_max = tl.full((ROWS,), float("-inf"), tl.float32)
+    total = tl.zeros((ROWS,), tl.float32)
+    for start in range(0, n, SUM_CHUNK):
+        mask = (start + s < n)[:, None] & rows_mask[None, :]
+        part = first[None, :] + start + s[:, None]
+        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+        l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
+        m_new = tl.maximum(m_max, tl.max(m, axis=0))
+        # partials with no visible position keep m = -inf (weight 0); 0 keeps 2^x finite
+        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+        total = total * tl.exp2(m_max - m_safe) + tl.sum(tl.exp2(m - m_safe[None, :]) * l_part, 0)
+        m_max = m_new
+    m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
+    c = tl.arange(0, CHUNK)
+    j = tl.arange(0, D)
+    out = tl.zeros((ROWS, D), tl.float32)
+    # tiles [partials, rows, D]: Triton spreads the lanes over D and the warps over the rows,
+    # so the sums over partials stay inside each thread (as [rows, partials, D] they crossed
+    # warps: 24 barriers a step in the sm_90 SASS, against 2-3)
+    for start in tl.range(0, n, CHUNK, num_stages=MERGE_STAGES):
+        mask = (start + c < n)[:, None] & rows_mask[None, :]
+        part = first[None, :] + start + c[:, None]
+        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+        acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :], mask=mask[:, :, None],
+                      other=0.0, cache_modifier=".cg")  # fmt: skip
+        weight = tl.exp2(m - m_safe[None, :])
+        out += tl.sum(weight[:, :, None] * acc, axis=0)
+    return m_max, total, out
 
 
 @triton.jit

@@ -38,15 +38,19 @@ REDUCE_MAX_CHUNK = 128
 # query rows a program of prepare_queries_kernel rotates: a decode step's 32 rows (Llama-3-8B)
 # in 8 programs side by side rather than one program's chain of butterfly stages
 PREPARE_ROWS = 4
-# the fused reduce's tile of partials [rows, splits, D] f32 at most this many registers a
-# thread, so that merging needs no more registers than the page loop (which sets occupancy)
+# the fused reduce's tile of partials [splits, rows, D] f32 at most this many registers a
+# thread, so that merging needs no more registers than the page loop (which sets occupancy):
+# sm_90 SASS with Triton 3.6 (the device's) and 3.8, every pair's registers and programs an
+# SM unchanged at 64 (at 128 q8/rot4 and q8/q8 lose a program an SM). 64 is 8 splits a step
+# at 2 warps (Llama-3-8B's 4 rows of 128), 16 at 4; also the size of a group of splits
 MERGE_TILE_REGISTERS = 64
 # the fused reduce's loop over its steps pipelined by Triton (cp.async into shared memory,
-# which the page loop's buffers free by then: sm_90 SASS, the shared memory is unchanged), so
-# that 2 steps' loads are in flight while one is merged; with 1 every step waits for its loads
-MERGE_STAGES = 3
-# per device: one zeroed ticket counter per (sequence, KV head) for the fused reduce; the last
-# program of a head sets its counter back to zero, so a CUDA graph replays them as they are
+# which the page loop's buffers free by then), one step's loads in flight while one is
+# merged; with 3, Triton 3.6 gave the merge its own shared memory (75 KiB: fewer programs)
+MERGE_STAGES = 2
+# per device: zeroed ticket counters for the fused reduce (per sequence and KV head: one per
+# group of splits and one for the head); the program that draws a counter's last ticket sets
+# it back to zero, so a CUDA graph replays them as they are
 _COUNTERS: dict[torch.device, torch.Tensor] = {}
 # K formats stored rotated: q is rotated to match them (AttentionTuning.rotate_q_once)
 ROTATED_K = ("rot4", "rot2")
@@ -219,12 +223,17 @@ def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int
     q's shape; q's dtype, or f16 where q came prepared."""
     n_seqs, n_tokens, n_heads, d = q.shape
     parts = n_seqs * n_tokens * n_heads * n_splits
+    fused = consts.get("FUSED_REDUCE", False)
+    counters = None
+    if fused:  # room for the group partials (decode_attention._fused_reduce), and counters
+        groups = triton.cdiv(n_splits, consts["MERGE_CHUNK"])
+        parts = n_seqs * n_tokens * n_heads * (n_splits + groups)
+        counters = split_counters(q.device, n_seqs * spec.n_kv_heads * (groups + 1))
     acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
     m = torch.empty(parts, dtype=torch.float32, device=q.device)
     l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    fused = tuning.fused_reduce
-    counters = split_counters(q.device, n_seqs * spec.n_kv_heads) if fused else m
+    counters = m if counters is None else counters
     overlap = tuning.overlap_reduce and has_dependent_launch(q.device)
     q_split, after_prepare = q, {}
     if consts.get("Q_READY") and not q_prepared:

@@ -68,8 +68,10 @@ def test_fused_reduce_at_several_split_counts(k_format, v_format, n_splits, devi
 def test_fused_reduce_twice_in_a_row_and_several_sequences(device, monkeypatch):
     """The counters are left at zero by each launch, so the next launch (another step, with
     other queries; two sequences of different lengths and 3 query tokens each, 12 rows a KV
-    head) merges right again."""
+    head) merges right again. One split a group (MERGE_TILE_REGISTERS cut to 4), so the
+    three groups' partials are merged by the head's last one."""
     _splits_of(monkeypatch, 3, 2 * 2)
+    monkeypatch.setattr(decode_launch, "MERGE_TILE_REGISTERS", 4)
     spec = KVCacheSpec(1, 2, 32, "rot4", "q8", page_size=16, max_tokens=256)
     cache = PagedKVCache(spec, device=device)
     cache.tuning = AttentionTuning(programs_per_sm=1, fused_reduce=True)

@@ -114,3 +114,22 @@ def test_capped_registers_let_five_two_warp_programs_share_an_sm():
     assert int(re.search(r"STACK:(\d+)", usage).group(1)) == 0
     lines = attention_sass.instruction_lines(sass)
     assert attention_sass.count_ops(lines, "STL") == attention_sass.count_ops(lines, "LDL") == 0
+
+
+@NEEDS_COMPILER
+def test_the_fused_reduce_keeps_the_programs_an_sm():
+    """AttentionTuning.fused_reduce: the merge after the page loop takes no more registers or
+    shared memory than the loop (rot4/rot4 at its 2 warps: as many programs an SM; Triton 3.8
+    here, also checked with the device's 3.6 in docs/kernels.md), and its steps' loads are
+    cp.async copies (LDGSTS) outside the page loop."""
+    per_sm = []
+    for fused in (False, True):
+        kernel = attention_sass.compile_sm90("rot4", "rot4", "words", warps=2, fused_reduce=fused)
+        sass, usage = attention_sass.sass_of(kernel)
+        regs = int(re.search(r"REG:(\d+)", usage).group(1))
+        limits = attention_sass.SmLimits()
+        per_sm.append(attention_sass.programs_per_sm(regs, 2, kernel.metadata.shared, limits))
+    assert per_sm[1] == per_sm[0]
+    after = attention_sass.sass_epilogue(sass)
+    assert attention_sass.count_ops(after, "LDGSTS") > 0
+    assert attention_sass.count_ops(after, "ATOM") + attention_sass.count_ops(after, "ATOMG") > 0
