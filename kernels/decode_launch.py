@@ -191,6 +191,8 @@ def split_counters(device: torch.device, n: int) -> torch.Tensor:
     """n zeroed int32 ticket counters on device for the fused reduce (shared by every cache on
     that device: launches on one stream never overlap in their use of them; grown only when
     too small, outside a CUDA graph's capture in practice, as kernels/gemv.py's)."""
+    if device.type == "cuda" and device.index is None:  # one key per GPU: "cuda" is cuda:N
+        device = torch.device("cuda", torch.cuda.current_device())
     counters = _COUNTERS.get(device)
     if counters is None or counters.numel() < n:
         counters = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)

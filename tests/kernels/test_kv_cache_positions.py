@@ -172,6 +172,7 @@ def test_q_rotated_once_with_device_positions_and_a_window(device):
         ("rot4", "rot4", False, True),
         ("rot4", "rot4", True, True),
     ],
+    ids=["f16", "rot4", "rot4-q-once", "f16-fused", "rot4-fused", "rot4-q-once-fused"],
 )
 def test_decode_step_captured_once_replays_at_every_position(
     k_format, v_format, rotate_q_once, fused
