@@ -44,10 +44,12 @@ PREPARE_ROWS = 4
 # SM unchanged at 64 (at 128 q8/rot4 and q8/q8 lose a program an SM). 64 is 8 splits a step
 # at 2 warps (Llama-3-8B's 4 rows of 128), 16 at 4; also the size of a group of splits
 MERGE_TILE_REGISTERS = 64
-# the fused reduce's loop over its steps pipelined by Triton (cp.async into shared memory,
-# which the page loop's buffers free by then), one step's loads in flight while one is
-# merged; with 3, Triton 3.6 gave the merge its own shared memory (75 KiB: fewer programs)
-MERGE_STAGES = 2
+# Triton's pipelining of the fused reduce's steps: 1, none. Pipelined, its loads become
+# cp.async copies of 4 bytes through L1 (.ca, whatever the load's cache modifier), and L1 is not
+# coherent within a launch: a program could read a partial as an earlier program on its SM
+# had seen it before it was written. Unpipelined they are ld.global.cg (16 bytes, past L1).
+# Two levels keep the steps in a program few (a group: 1; the groups: n_groups / CHUNK)
+MERGE_STAGES = 1
 # per device: zeroed ticket counters for the fused reduce (per sequence and KV head: one per
 # group of splits and one for the head); the program that draws a counter's last ticket sets
 # it back to zero, so a CUDA graph replays them as they are

@@ -120,8 +120,10 @@ def test_capped_registers_let_five_two_warp_programs_share_an_sm():
 def test_the_fused_reduce_keeps_the_programs_an_sm():
     """AttentionTuning.fused_reduce: the merge after the page loop takes no more registers or
     shared memory than the loop (rot4/rot4 at its 2 warps: as many programs an SM; Triton 3.8
-    here, also checked with the device's 3.6 in docs/kernels.md), and its steps' loads are
-    cp.async copies (LDGSTS) outside the page loop."""
+    here, also checked with the device's 3.6 in docs/kernels.md), and it reads the partials
+    past L1 (L1 is not coherent within a launch): no cp.async copy (LDGSTS, through L1 at 4
+    bytes) after the page loop, and its loads of 16 bytes marked .cg (LDG.E.128 ... STRONG.GPU
+    or .CG in the SASS; counted in the PTX, which names the modifier)."""
     per_sm = []
     for fused in (False, True):
         kernel = attention_sass.compile_sm90("rot4", "rot4", "words", warps=2, fused_reduce=fused)
@@ -131,5 +133,9 @@ def test_the_fused_reduce_keeps_the_programs_an_sm():
         per_sm.append(attention_sass.programs_per_sm(regs, 2, kernel.metadata.shared, limits))
     assert per_sm[1] == per_sm[0]
     after = attention_sass.sass_epilogue(sass)
-    assert attention_sass.count_ops(after, "LDGSTS") > 0
+    assert attention_sass.count_ops(after, "LDGSTS") == 0
     assert attention_sass.count_ops(after, "ATOM") + attention_sass.count_ops(after, "ATOMG") > 0
+    ptx = kernel.asm["ptx"]
+    merge = ptx[ptx.index("atom.global.gpu.acq_rel.add") :]
+    assert "cp.async" not in merge
+    assert merge.count("ld.global.cg.v4") > 0
