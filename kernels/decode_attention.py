@@ -274,38 +274,52 @@ def merge_partials(acc_ptr, m_ptr, l_ptr, first, n, rows_mask, D: tl.constexpr,
                    SUM_CHUNK: tl.constexpr = 128):  # fmt: skip
     """n partials (m, l, acc) of each of ROWS rows, row r's at first[r], first[r] + 1, ...:
     returns (m, sum of 2^(m_i - m) l_i, sum of 2^(m_i - m) acc_i) with m their maximum
-    (-inf where every m_i is), CHUNK partials a step ([CHUNK, ROWS, D] f32), the loads past
-    L1 (.cg: stored by other SMs)."""
-    # first the maxima and sums (m and l only, SUM_CHUNK partials a step), so that the steps
-    # over the partial rows carry nothing from one to the next but their sum
-    s = tl.arange(0, SUM_CHUNK)
-    m_max = tl.full((ROWS,), float("-inf"), tl.float32)
-    total = tl.zeros((ROWS,), tl.float32)
-    for start in range(0, n, SUM_CHUNK):
-        mask = (start + s < n)[:, None] & rows_mask[None, :]
-        part = first[None, :] + start + s[:, None]
-        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
-        l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
-        m_new = tl.maximum(m_max, tl.max(m, axis=0))
-        # partials with no visible position keep m = -inf (weight 0); 0 keeps 2^x finite
-        m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-        total = total * tl.exp2(m_max - m_safe) + tl.sum(tl.exp2(m - m_safe[None, :]) * l_part, 0)
-        m_max = m_new
-    m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
+    (-inf where every m_i is), from tiles [CHUNK, ROWS, D] f32, the loads past L1 (.cg:
+    stored by other SMs). Up to CHUNK partials (a group, always) in one step: one round trip
+    to memory; more in two passes (the maxima and sums, then the rows in steps)."""
     c = tl.arange(0, CHUNK)
     j = tl.arange(0, D)
-    out = tl.zeros((ROWS, D), tl.float32)
     # tiles [partials, rows, D]: Triton spreads the lanes over D and the warps over the rows,
     # so the sums over partials stay inside each thread (as [rows, partials, D] they crossed
     # warps: 24 barriers a step in the sm_90 SASS, against 2-3)
-    for start in tl.range(0, n, CHUNK, num_stages=MERGE_STAGES):
-        mask = (start + c < n)[:, None] & rows_mask[None, :]
-        part = first[None, :] + start + c[:, None]
+    if n <= CHUNK:
+        mask = (c < n)[:, None] & rows_mask[None, :]
+        part = first[None, :] + c[:, None]
         m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+        l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
         acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :], mask=mask[:, :, None],
                       other=0.0, cache_modifier=".cg")  # fmt: skip
-        weight = tl.exp2(m - m_safe[None, :])
-        out += tl.sum(weight[:, :, None] * acc, axis=0)
+        m_max = tl.max(m, axis=0)
+        # partials with no visible position keep m = -inf (weight 0); 0 keeps 2^x finite
+        weight = tl.exp2(m - tl.where(m_max == float("-inf"), 0.0, m_max)[None, :])
+        total = tl.sum(weight * l_part, axis=0)
+        out = tl.sum(weight[:, :, None] * acc, axis=0)
+    else:
+        # first the maxima and sums (m and l only, SUM_CHUNK partials a step), so that the
+        # steps over the partial rows carry nothing from one to the next but their sum
+        s = tl.arange(0, SUM_CHUNK)
+        m_max = tl.full((ROWS,), float("-inf"), tl.float32)
+        total = tl.zeros((ROWS,), tl.float32)
+        for start in range(0, n, SUM_CHUNK):
+            mask = (start + s < n)[:, None] & rows_mask[None, :]
+            part = first[None, :] + start + s[:, None]
+            m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+            l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
+            m_new = tl.maximum(m_max, tl.max(m, axis=0))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            weight = tl.exp2(m - m_safe[None, :])
+            total = total * tl.exp2(m_max - m_safe) + tl.sum(weight * l_part, axis=0)
+            m_max = m_new
+        m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
+        out = tl.zeros((ROWS, D), tl.float32)
+        for start in tl.range(0, n, CHUNK, num_stages=MERGE_STAGES):
+            mask = (start + c < n)[:, None] & rows_mask[None, :]
+            part = first[None, :] + start + c[:, None]
+            m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+            acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :],
+                          mask=mask[:, :, None], other=0.0, cache_modifier=".cg")  # fmt: skip
+            weight = tl.exp2(m - m_safe[None, :])
+            out += tl.sum(weight[:, :, None] * acc, axis=0)
     return m_max, total, out
 
 

@@ -41,18 +41,20 @@ def _splits_of(monkeypatch, n_splits: int, n_kv_heads: int) -> None:
     monkeypatch.setattr(kv_cache, "_sm_count", lambda _device: n_splits * n_kv_heads)
 
 
-@pytest.mark.parametrize("n_splits", [1, 5, 16])
+@pytest.mark.parametrize(("n_splits", "tile_registers"), [(1, 4), (5, 4), (16, 4), (16, 2)])
 @pytest.mark.parametrize(("k_format", "v_format"), THREE_PAIRS)
-def test_fused_reduce_at_several_split_counts(k_format, v_format, n_splits, device, monkeypatch):
+def test_fused_reduce_at_several_split_counts(
+    k_format, v_format, n_splits, tile_registers, device, monkeypatch
+):
     """201 positions on 13 pages of 16: one split (the merge of a single partial), 5 (each
-    with 3 pages, the last with one), 16 (three splits see no page: m = -inf, weight 0). Merge
-    steps of 4 splits (MERGE_TILE_REGISTERS cut to 4), so 5 and 16 splits take 2 and 4 steps,
-    the last of 5 partial."""
+    with 3 pages, the last with one), 16 (three splits see no page: m = -inf, weight 0).
+    MERGE_TILE_REGISTERS cut to 4: groups of 4 splits (5: a group of 4 and one of 1; 16: four
+    groups), each group and the groups merged in one step; cut to 2: groups of 2, and the 8
+    groups of 16 splits merged in two passes of 4 steps."""
     _splits_of(monkeypatch, n_splits, 2)
-    monkeypatch.setattr(decode_launch, "MERGE_TILE_REGISTERS", 4)
-    assert decode_launch.fused_reduce_consts(AttentionTuning(fused_reduce=True), 4, 32, 4)[
-        "MERGE_CHUNK"
-    ] == 4  # fmt: skip
+    monkeypatch.setattr(decode_launch, "MERGE_TILE_REGISTERS", tile_registers)
+    consts = decode_launch.fused_reduce_consts(AttentionTuning(fused_reduce=True), 4, 32, 4)
+    assert consts["MERGE_CHUNK"] == tile_registers
     cache, seq, (k_ref, v_ref) = _filled(k_format, v_format, device, 201)
     q = torch.randn(1, 8, 32, generator=torch.Generator().manual_seed(1))
     outs = {}
