@@ -41,6 +41,29 @@ def _splits_of(monkeypatch, n_splits: int, n_kv_heads: int) -> None:
     monkeypatch.setattr(kv_cache, "_sm_count", lambda _device: n_splits * n_kv_heads)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize(("k_format", "v_format"), THREE_PAIRS)
+def test_fused_reduce_at_the_llama3_8b_shape(k_format, v_format):
+    """Llama-3-8B's shape on the GPU: 3,000 positions, the split count from the compiled
+    kernel, fused against two launches, and with q prepared (rot4 K)."""
+    from tests.kernels.test_kv_cache import _llama3_8b_cache
+
+    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
+    cache.tuning = AttentionTuning()
+    two_launch = cache.attend(0, q, [seq]).float().cpu()
+    for warps in (0, 4):
+        cache.tuning = AttentionTuning(num_warps=warps, fused_reduce=True)
+        out = cache.attend(0, q, [seq]).float().cpu()
+        assert relative_error(out[0], expected) < 5e-3, cache.tuning
+        assert relative_error(out, two_launch) < 1e-4, cache.tuning
+        if k_format == "rot4":  # q prepared as the RoPE kernel leaves it (no RoPE here)
+            prep = cache.query_preparation()
+            ready = decode_launch.prepare_queries(q, prep.signs, prep.qk_scale, True, False)
+            prepared = cache.attend(0, ready, [seq], prepared=True)
+            assert relative_error(prepared.float().cpu(), two_launch) < 1e-3, cache.tuning
+    assert int(split_counters(torch.device("cuda"), 8).count_nonzero()) == 0
+
+
 @pytest.mark.parametrize(("n_splits", "tile_registers"), [(1, 4), (5, 4), (16, 4), (16, 2)])
 @pytest.mark.parametrize(("k_format", "v_format"), THREE_PAIRS)
 def test_fused_reduce_at_several_split_counts(
@@ -142,26 +165,3 @@ def test_prepared_queries_are_refused_where_keys_are_not_rotated(device):
     q = torch.randn(1, 8, 32, dtype=torch.float16, device=device)
     with pytest.raises(UnsupportedTensor, match="prepared queries"):
         cache.attend(0, q, [seq], prepared=True)
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(("k_format", "v_format"), THREE_PAIRS)
-def test_fused_reduce_at_the_llama3_8b_shape(k_format, v_format):
-    """Llama-3-8B's shape on the GPU: 3,000 positions, the split count from the compiled
-    kernel, fused against two launches, and with q prepared (rot4 K)."""
-    from tests.kernels.test_kv_cache import _llama3_8b_cache
-
-    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
-    cache.tuning = AttentionTuning()
-    two_launch = cache.attend(0, q, [seq]).float().cpu()
-    for warps in (0, 4):
-        cache.tuning = AttentionTuning(num_warps=warps, fused_reduce=True)
-        out = cache.attend(0, q, [seq]).float().cpu()
-        assert relative_error(out[0], expected) < 5e-3, cache.tuning
-        assert relative_error(out, two_launch) < 1e-4, cache.tuning
-        if k_format == "rot4":  # q prepared as the RoPE kernel leaves it (no RoPE here)
-            prep = cache.query_preparation()
-            ready = decode_launch.prepare_queries(q, prep.signs, prep.qk_scale, True, False)
-            prepared = cache.attend(0, ready, [seq], prepared=True)
-            assert relative_error(prepared.float().cpu(), two_launch) < 1e-3, cache.tuning
-    assert int(split_counters(torch.device("cuda"), 8).count_nonzero()) == 0
