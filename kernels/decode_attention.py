@@ -15,8 +15,9 @@ is read once for all of them, dequantized in registers, never written out.
         out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
         when V is stored rotated, out = R^T out (a Walsh-Hadamard transform, in the same program).
         With AttentionTuning.fused_reduce, phase 2 runs in phase 1's launch instead: the last
-        program of each (sequence, KV head) to finish merges its partials (an atomic ticket
-        counter per head, as the GEMV's split-K does), so a step is one launch.
+        program of each group of splits to finish merges the group, the last group of each
+        (sequence, KV head) the groups (atomic ticket counters, as the GEMV's split-K uses),
+        so a step is one launch.
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.

@@ -102,9 +102,10 @@ class AttentionTuning:
     # 200 it compiles without spills (sm_90 SASS here) and 5 fit again. Unset until a GPU has
     # timed it.
     max_registers: int = 0
-    # the reduce in the split kernel's launch: the last program of each (sequence, KV head)
-    # to finish merges the partials (an atomic ticket per head), one launch a step instead
-    # of two. Off: the separate reduce kernel (overlapped on Hopper by overlap_reduce).
+    # the reduce in the split kernel's launch: the last program of each group of splits to
+    # finish merges the group, the last group of a (sequence, KV head) the groups (atomic
+    # tickets; decode_attention._fused_reduce), one launch a step instead of two. Off: the
+    # separate reduce kernel (overlapped on Hopper by overlap_reduce).
     fused_reduce: bool = False
 
     def prepares_queries(self, k_format: str) -> bool:
