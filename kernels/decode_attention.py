@@ -64,6 +64,7 @@ def decode_split_kernel(
     WAIT_Q: tl.constexpr = False, SUM_AFTER_LOOP: tl.constexpr = False,
     FUSED_REDUCE: tl.constexpr = False, MERGE_ROWS: tl.constexpr = 16,
     MERGE_CHUNK: tl.constexpr = 8, MERGE_STAGES: tl.constexpr = 1,
+    FLAT_V: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -88,7 +89,8 @@ def decode_split_kernel(
     head) merged in groups of MERGE_CHUNK by the last program of each group to finish, then
     the groups by the last group's (ticket counters at count_ptr, zero before the launch and
     after it; MERGE_ROWS >= T * G rows). acc_ptr, m_ptr and l_ptr then also hold the group
-    partials, after the splits'."""
+    partials, after the splits'. FLAT_V: rot4 V's tile built 2-D (kv_tiles.load_rot4_halves'
+    FLAT)."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     seq = tl.program_id(0)
@@ -164,7 +166,7 @@ def decode_split_kernel(
                 s = s * k_scale[None, :]
         m_i, l_i, acc, acc_odd = _accumulate_page(
             s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
-            V_FMT, P, D, CODE_WORDS, ASM, SUM_AFTER_LOOP,
+            V_FMT, P, D, CODE_WORDS, ASM, SUM_AFTER_LOOP, FLAT_V,
         )  # fmt: skip
     # a compile-time branch around a run-time one: Triton cannot join them with `and`
     if K_FMT == KIVI4:  # noqa: SIM102
@@ -380,12 +382,12 @@ def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr,
 def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
                      vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
                      D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr,
-                     SUM_AFTER_LOOP: tl.constexpr):  # fmt: skip
+                     SUM_AFTER_LOOP: tl.constexpr, FLAT_V: tl.constexpr = False):  # fmt: skip
     """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
     m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P, SUM_AFTER_LOOP)
     if V_FMT == ROT4:
         v_even, v_odd = load_rot4_halves(
-            row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True
+            row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True, FLAT=FLAT_V
         )
         p16 = p.to(tl.float16)
         acc = acc * alpha[:, None] + tl.dot(p16, v_even)

@@ -107,6 +107,12 @@ class AttentionTuning:
     # tickets; decode_attention._fused_reduce), one launch a step instead of two. Off: the
     # separate reduce kernel (overlapped on Hopper by overlap_reduce).
     fused_reduce: bool = False
+    # rot4 V: its f16 tile built 2-D, not reshaped from [P, D/32, 16] (kv_tiles.load_rot4_halves'
+    # FLAT). sm_90 SASS with Triton 3.6 (the device's), rot4/rot4 at 2 warps: 16 STS.128 a
+    # page step instead of 128 STS.U16, the step 1,122 -> 935 instructions (206 -> 224
+    # registers, 4 programs an SM either way); q8/rot4 at 4 warps 742 -> 644. Off until a
+    # GPU has run and timed it.
+    flat_v: bool = False
 
     def prepares_queries(self, k_format: str) -> bool:
         """Whether the split kernel reads q from prepare_queries_kernel (its Q_READY)."""

@@ -371,7 +371,7 @@ class PagedKVCache:
             KG=kivi_group(spec.page_size),
             num_warps=warps, num_stages=self.tuning.num_stages,
             Q_READY=prepared or self.tuning.prepares_queries(spec.k_format),
-            SUM_AFTER_LOOP=self.tuning.sum_after_loop,
+            SUM_AFTER_LOOP=self.tuning.sum_after_loop, FLAT_V=self.tuning.flat_v,
             **fused_reduce_consts(self.tuning, rows, d, warps),
             **(self.tuning.register_cap() if runs_assembly(q.device) else {}),
         )  # fmt: skip

@@ -36,6 +36,7 @@ def _attention_table(rows: list[dict], tuning: bool = False) -> None:
             launch = "  q once" if t.get("rotate_q_once") else ""
             launch += "  sum after loop" if t.get("sum_after_loop") else ""
             launch += "  fused reduce" if t.get("fused_reduce") else ""
+            launch += "  flat V" if t.get("flat_v") else ""
             launch += "  q prepared" if t.get("q_prepared") else ""
         if tuning and r["page_size"] != 64:
             launch += f", pages of {r['page_size']}"
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for context in contexts:
             for k, v in pairs:
-                tunings = attention.flag_comparison(k, args.flag or [])
+                tunings = attention.flag_comparison(k, args.flag or [], v)
                 base = None
                 if args.programs_per_sm is not None:
                     base = attention.AttentionTuning(programs_per_sm=args.programs_per_sm)

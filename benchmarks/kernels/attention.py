@@ -23,8 +23,9 @@ HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
 # the queries come prepared (rotated, scaled, f16) as the RoPE kernel leaves them with the
 # cache's query_preparation (rot4 and rot2 K; attend(..., prepared=True)), so the attention's
 # time leaves that work out: measure_rope_q times it inside the RoPE kernel
-FLAGS = ("rotate_q_once", "sum_after_loop", "fused_reduce", "q_prepared")
+FLAGS = ("rotate_q_once", "sum_after_loop", "fused_reduce", "flat_v", "q_prepared")
 ROTATED_K_ONLY = ("rotate_q_once", "q_prepared")
+ROT4_V_ONLY = ("flat_v",)
 FORMAT_PAIRS = [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), ("rot2", "rot4")]
 CHUNK = 8192
 
@@ -153,12 +154,13 @@ def sweep_tunings() -> list[AttentionTuning]:
     ]
 
 
-def flag_comparison(k_format: str, flags: list[str]) -> tuple:
+def flag_comparison(k_format: str, flags: list[str], v_format: str = "rot4") -> tuple:
     """Tunings that time AttentionTuning flags against the default over one cache: the
     default first, then each flag that applies to this K format (rotate_q_once: rotated K
     only) and, with several, all of them together, each followed by the default again (the
     defaults' differences are the run's spread, what a gain must beat: attention_flags.py)."""
     applies = [f for f in flags if f not in ROTATED_K_ONLY or k_format in ROTATED_K]
+    applies = [f for f in applies if f not in ROT4_V_ONLY or v_format == "rot4"]
     tunings: list = [None]
     for flag in applies:
         tunings += [{flag: True}, None]
@@ -176,6 +178,7 @@ def launch_label(tuning: dict) -> str:
     label += " q once" if tuning.get("rotate_q_once", False) else ""
     label += " sum after loop" if tuning.get("sum_after_loop", False) else ""
     label += " fused reduce" if tuning.get("fused_reduce", False) else ""
+    label += " flat V" if tuning.get("flat_v", False) else ""
     label += " q prepared" if tuning.get("q_prepared", False) else ""
     return label + (f" max {tuning['max_registers']} regs" if tuning.get("max_registers") else "")
 

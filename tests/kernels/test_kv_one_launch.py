@@ -165,3 +165,40 @@ def test_prepared_queries_are_refused_where_keys_are_not_rotated(device):
     q = torch.randn(1, 8, 32, dtype=torch.float16, device=device)
     with pytest.raises(UnsupportedTensor, match="prepared queries"):
         cache.attend(0, q, [seq], prepared=True)
+
+
+@pytest.mark.parametrize("unpack", ["words", "bytes"])
+@pytest.mark.parametrize(
+    ("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("f16", "rot4"), ("kivi4", "rot4")]
+)
+def test_the_flat_v_tile_gives_the_same_attention(k_format, v_format, unpack, device):
+    """AttentionTuning.flat_v: rot4 V's f16 tile built 2-D (the scale and min broadcast over
+    their 16 bytes) is the same tile as the one reshaped from [P, D/32, 16]: the same output
+    as without it, and the reference (kivi4 K: against the two-launch output only)."""
+    cache, seq, (k_ref, v_ref) = _filled(k_format, v_format, device, 75, dim=64, page=32)
+    q = torch.randn(1, 8, 64, generator=torch.Generator().manual_seed(8))
+    outs = []
+    for flat in (False, True):
+        cache.tuning = AttentionTuning(code_unpack=unpack, flat_v=flat)
+        outs.append(cache.attend(0, q.to(device), [seq]).float().cpu())
+    assert relative_error(outs[1], outs[0]) < 1e-4
+    if k_format != "kivi4":  # kivi4's open page is read exact, not as the reference stores it
+        expected = reference.decode_attention(q[0].numpy(), k_ref, v_ref, 64**-0.5)
+        assert relative_error(outs[1][0], expected) < ATTENTION_TOLERANCE
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4")])
+def test_the_flat_v_tile_at_the_llama3_8b_shape(k_format, v_format):
+    """The same on the GPU at Llama-3-8B's shape, with the inline assembly (and the fused
+    reduce on or off)."""
+    from tests.kernels.test_kv_cache import _llama3_8b_cache
+
+    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
+    cache.tuning = AttentionTuning()
+    before = cache.attend(0, q, [seq]).float().cpu()
+    for fused in (False, True):
+        cache.tuning = AttentionTuning(flat_v=True, fused_reduce=fused)
+        out = cache.attend(0, q, [seq]).float().cpu()
+        assert relative_error(out[0], expected) < 5e-3, cache.tuning
+        assert relative_error(out, before) < 1e-4, cache.tuning

@@ -17,7 +17,8 @@ def _flags_on(tunings) -> list[tuple[str, ...]]:
         on = () if t is None else tuple(f for f in attention.FLAGS if t.get(f))
         tuning, prepared = attention._variant(t)
         assert prepared == ("q_prepared" in on)
-        assert tuple(f for f in attention.FLAGS[:3] if getattr(tuning, f, False)) == tuple(
+        tuning_flags = [f for f in attention.FLAGS if f != "q_prepared"]
+        assert tuple(f for f in tuning_flags if getattr(tuning, f, False)) == tuple(
             f for f in on if f != "q_prepared"
         )
         flags.append(on)
@@ -63,3 +64,8 @@ def test_a_register_cap_is_named_in_the_label():
     tuning = {"programs_per_sm": 0, "num_warps": 0, "num_stages": 5, "overlap_reduce": True,
               "sum_after_loop": True, "max_registers": 200}  # fmt: skip
     assert attention.launch_label(tuning) == "fit/auto/5 sum after loop max 200 regs"
+
+
+def test_the_flat_v_tile_is_timed_only_for_rot4_values():
+    assert _flags_on(attention.flag_comparison("q8", ["flat_v"], "rot4")) == [(), ("flat_v",), ()]
+    assert _flags_on(attention.flag_comparison("rot4", ["flat_v"], "q8")) == [()]

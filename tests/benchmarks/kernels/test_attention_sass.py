@@ -139,3 +139,24 @@ def test_the_fused_reduce_keeps_the_programs_an_sm():
     merge = ptx[ptx.index("atom.global.gpu.acq_rel.add") :]
     assert "cp.async" not in merge
     assert merge.count("ld.global.cg.v4") > 0
+
+
+@NEEDS_COMPILER
+def test_the_flat_v_tile_is_stored_sixteen_bytes_at_a_time():
+    """AttentionTuning.flat_v: rot4 V's tile reaches the dot's layout through 16-byte shared
+    stores (STS.128), none of 2 bytes, at as many programs an SM. Triton 3.8 here does that
+    with or without it; the device's 3.6 needs it (128 STS.U16 a step without: the raw SASS
+    in docs/measurements/2026-11-27-s8-flat-v-sass-sm90.txt)."""
+    kernel = attention_sass.compile_sm90("rot4", "rot4", "words", warps=2, flat_v=True)
+    sass, usage = attention_sass.sass_of(kernel)
+    body = attention_sass.sass_loop_body(sass)
+    stores = [line for line in body if re.search(r"\*/\s+(?:@!?U?P\w+\s+)?STS", line)]
+    assert any("STS.128" in line for line in stores)
+    assert not any("STS.U16" in line for line in stores)
+    regs = int(re.search(r"REG:(\d+)", usage).group(1))
+    limits = attention_sass.SmLimits()
+    default = attention_sass.compile_sm90("rot4", "rot4", "words", warps=2)
+    default_regs = int(re.search(r"REG:(\d+)", attention_sass.sass_of(default)[1]).group(1))
+    assert attention_sass.programs_per_sm(
+        regs, 2, kernel.metadata.shared, limits
+    ) == attention_sass.programs_per_sm(default_regs, 2, default.metadata.shared, limits)
