@@ -7,10 +7,10 @@
 # its K/V pairs). FLAGS="rotate_q_once sum_after_loop" (AttentionTuning flags not yet
 # default): their GPU tests first (FLAG_TESTS, a pytest -k expression), then the table with each
 # flag on between timings of the default, and attention_flags.py's verdict per flag and K/V
-# pair (make it default or keep it off). FLAGS="fused_reduce flat_v q_prepared" (session 8): the reduce
-# in the split kernel's launch, and q prepared as the RoPE kernel leaves it (rotated K); their
-# tests: FLAG_TESTS="fused or prepar or flat" (test_kv_one_launch.py, test_rope.py, the CUDA-graph replays
-# with the fused reduce in test_kv_cache_positions.py).
+# pair (make it default or keep it off). FLAGS="fused_reduce flat_v q_prepared" (session 8):
+# the reduce in the split kernel's launch, rot4 V's tile built 2-D, and q prepared as the RoPE
+# kernel leaves it (rotated K); their tests: FLAG_TESTS="fused or prepar or flat"
+# (test_kv_one_launch.py, test_rope.py, the CUDA-graph replays with the fused reduce).
 # TEST_S=0 / WINDOW_S=0 skip the general KV tests / the sliding-window figure. PPSM_PAIRS with
 # PPSM=N: the table again for those pairs at N programs an SM (--programs-per-sm), the flags
 # timed beside that default (PPSM_CONTEXTS, PPSM_S).
