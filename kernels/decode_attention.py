@@ -14,6 +14,10 @@ is read once for all of them, dequantized in registers, never written out.
     phase 2, grid (sequences x tokens, query heads):
         out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
         when V is stored rotated, out = R^T out (a Walsh-Hadamard transform, in the same program).
+        With AttentionTuning.fused_reduce, phase 2 runs in phase 1's launch instead: the last
+        program of each group of splits to finish merges the group, the last group of each
+        (sequence, KV head) the groups (atomic ticket counters, as the GEMV's split-K uses),
+        so a step is one launch.
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.
@@ -48,7 +52,8 @@ LOG2E = 1.4426950408889634
 # counts divisible by 16, into separate kernels)
 @triton.jit(do_not_specialize=["n_splits", "window"])
 def decode_split_kernel(
-    q_ptr, acc_ptr, m_ptr, l_ptr, block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
+    q_ptr, acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr,
+    block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,
     qk_scale, stride_bt, n_splits, window,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
@@ -57,6 +62,9 @@ def decode_split_kernel(
     CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False, KG: tl.constexpr = 32,
     LAUNCH_DEPENDENTS: tl.constexpr = False, Q_READY: tl.constexpr = False,
     WAIT_Q: tl.constexpr = False, SUM_AFTER_LOOP: tl.constexpr = False,
+    FUSED_REDUCE: tl.constexpr = False, MERGE_ROWS: tl.constexpr = 16,
+    MERGE_CHUNK: tl.constexpr = 8, MERGE_STAGES: tl.constexpr = 1,
+    FLAT_V: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -76,7 +84,13 @@ def decode_split_kernel(
     SUM_AFTER_LOOP: the softmax's row sums l kept per position ([rows, P], rescaled as acc
     is) and summed over positions once, after the loop, instead of at every page step: that
     sum was a cross-warp reduction (shuffles, a shared-memory round trip and its barriers)
-    in each step of a loop bound by latency."""
+    in each step of a loop bound by latency.
+    FUSED_REDUCE: phase 2 in this launch (_fused_reduce): the splits of each (sequence, KV
+    head) merged in groups of MERGE_CHUNK by the last program of each group to finish, then
+    the groups by the last group's (ticket counters at count_ptr, zero before the launch and
+    after it; MERGE_ROWS >= T * G rows). acc_ptr, m_ptr and l_ptr then also hold the group
+    partials, after the splits'. FLAT_V: rot4 V's tile built 2-D (kv_tiles.load_rot4_halves'
+    FLAT)."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     seq = tl.program_id(0)
@@ -152,7 +166,7 @@ def decode_split_kernel(
                 s = s * k_scale[None, :]
         m_i, l_i, acc, acc_odd = _accumulate_page(
             s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
-            V_FMT, P, D, CODE_WORDS, ASM, SUM_AFTER_LOOP,
+            V_FMT, P, D, CODE_WORDS, ASM, SUM_AFTER_LOOP, FLAT_V,
         )  # fmt: skip
     # a compile-time branch around a run-time one: Triton cannot join them with `and`
     if K_FMT == KIVI4:  # noqa: SIM102
@@ -182,6 +196,134 @@ def decode_split_kernel(
         tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
     else:
         tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
+    if FUSED_REDUCE:
+        _fused_reduce(acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr, signs_ptr, seq, head, split,
+                      n_splits, HQ, HKV, G, T, D, LOG2D, MERGE_ROWS, MERGE_CHUNK,
+                      V_FMT == ROT4, MERGE_STAGES)  # fmt: skip
+
+
+@triton.jit
+def _fused_reduce(acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr, signs_ptr, seq, head, split,
+                  n_splits, HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
+                  T: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, ROWS: tl.constexpr,
+                  CHUNK: tl.constexpr, V_ROTATED: tl.constexpr,
+                  MERGE_STAGES: tl.constexpr):  # fmt: skip
+    """Phase 2 in the split kernel's launch, in two levels so that no program merges more
+    than a few steps' partials: the splits of a KV head in groups of CHUNK (one merge step);
+    the last program of a group to store its partial (a ticket from the group's counter)
+    merges the group into one partial, stored past the splits' (index rows * n_splits +
+    q_row * n_groups + group), then takes a ticket from the head's counter; the last group
+    merges the n_groups group partials into out. With one group the last split writes out
+    directly. Every ticket's counter is set back to zero by the program that drew the last
+    one, for the next launch (a CUDA graph replays them).
+
+    Ordering: the barrier orders every thread's stores before the ticket, the ticket is
+    acq_rel at GPU scope and the merges read past L1 (.cg), so the program that draws a
+    group's (or the head's) last ticket sees every partial of it (gemv_common.finish_rows
+    does the same). The groups of a head merge while its other splits still run."""
+    r = tl.arange(0, ROWS)
+    rows_mask = r < T * G
+    q_rows = (seq * T + r // G) * HQ + head * G + r % G
+    n_groups = tl.cdiv(n_splits, CHUNK)
+    group = split // CHUNK
+    group_size = tl.minimum(CHUNK, n_splits - group * CHUNK)
+    counters = count_ptr + (seq * HKV + head) * (n_groups + 1)
+    tl.debug_barrier()
+    ticket = tl.atomic_add(counters + group, 1, sem="acq_rel", scope="gpu")
+    if ticket == group_size - 1:
+        tl.atomic_xchg(counters + group, 0)
+        first = q_rows * n_splits + group * CHUNK
+        m, total, out = merge_partials(acc_ptr, m_ptr, l_ptr, first, group_size, rows_mask,
+                                       D, ROWS, CHUNK, MERGE_STAGES)  # fmt: skip
+        if n_groups == 1:
+            _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D, LOG2D, ROWS,
+                          V_ROTATED)  # fmt: skip
+        else:
+            # the group partials past the splits' (the kernel's grid holds every query row)
+            rows_total = tl.num_programs(0) * T * HQ
+            group_part = rows_total * n_splits + q_rows * n_groups + group
+            j = tl.arange(0, D)
+            tl.store(m_ptr + group_part, m, mask=rows_mask)
+            tl.store(l_ptr + group_part, total, mask=rows_mask)
+            tl.store(acc_ptr + group_part[:, None] * D + j[None, :], out,
+                     mask=rows_mask[:, None])  # fmt: skip
+            tl.debug_barrier()
+            head_ticket = tl.atomic_add(counters + n_groups, 1, sem="acq_rel", scope="gpu")
+            if head_ticket == n_groups - 1:
+                tl.atomic_xchg(counters + n_groups, 0)
+                first = rows_total * n_splits + q_rows * n_groups
+                m, total, out = merge_partials(acc_ptr, m_ptr, l_ptr, first, n_groups,
+                                               rows_mask, D, ROWS, CHUNK,
+                                               MERGE_STAGES)  # fmt: skip
+                _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D, LOG2D,
+                              ROWS, V_ROTATED)  # fmt: skip
+
+
+@triton.jit
+def _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D: tl.constexpr,
+                  LOG2D: tl.constexpr, ROWS: tl.constexpr, V_ROTATED: tl.constexpr):  # fmt: skip
+    """out / total into the output rows, rotated back (R^T) when V is stored rotated."""
+    j = tl.arange(0, D)
+    out = out / tl.where(rows_mask, total, 1.0)[:, None]  # padding rows: 0, never stored
+    if V_ROTATED:
+        out = fwht(out, ROWS, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
+    out_rows = out_ptr + q_rows[:, None] * D + j[None, :]
+    tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=rows_mask[:, None])
+
+
+@triton.jit
+def merge_partials(acc_ptr, m_ptr, l_ptr, first, n, rows_mask, D: tl.constexpr,
+                   ROWS: tl.constexpr, CHUNK: tl.constexpr, MERGE_STAGES: tl.constexpr,
+                   SUM_CHUNK: tl.constexpr = 128):  # fmt: skip
+    """n partials (m, l, acc) of each of ROWS rows, row r's at first[r], first[r] + 1, ...:
+    returns (m, sum of 2^(m_i - m) l_i, sum of 2^(m_i - m) acc_i) with m their maximum
+    (-inf where every m_i is), from tiles [CHUNK, ROWS, D] f32, the loads past L1 (.cg:
+    stored by other SMs). Up to CHUNK partials (a group, always) in one step: one round trip
+    to memory; more in two passes (the maxima and sums, then the rows in steps)."""
+    c = tl.arange(0, CHUNK)
+    j = tl.arange(0, D)
+    # tiles [partials, rows, D]: Triton spreads the lanes over D and the warps over the rows,
+    # so the sums over partials stay inside each thread (as [rows, partials, D] they crossed
+    # warps: 24 barriers a step in the sm_90 SASS, against 2-3)
+    if n <= CHUNK:
+        mask = (c < n)[:, None] & rows_mask[None, :]
+        part = first[None, :] + c[:, None]
+        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+        l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
+        acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :], mask=mask[:, :, None],
+                      other=0.0, cache_modifier=".cg")  # fmt: skip
+        m_max = tl.max(m, axis=0)
+        # partials with no visible position keep m = -inf (weight 0); 0 keeps 2^x finite
+        weight = tl.exp2(m - tl.where(m_max == float("-inf"), 0.0, m_max)[None, :])
+        total = tl.sum(weight * l_part, axis=0)
+        out = tl.sum(weight[:, :, None] * acc, axis=0)
+    else:
+        # first the maxima and sums (m and l only, SUM_CHUNK partials a step), so that the
+        # steps over the partial rows carry nothing from one to the next but their sum
+        s = tl.arange(0, SUM_CHUNK)
+        m_max = tl.full((ROWS,), float("-inf"), tl.float32)
+        total = tl.zeros((ROWS,), tl.float32)
+        for start in range(0, n, SUM_CHUNK):
+            mask = (start + s < n)[:, None] & rows_mask[None, :]
+            part = first[None, :] + start + s[:, None]
+            m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+            l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
+            m_new = tl.maximum(m_max, tl.max(m, axis=0))
+            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
+            weight = tl.exp2(m - m_safe[None, :])
+            total = total * tl.exp2(m_max - m_safe) + tl.sum(weight * l_part, axis=0)
+            m_max = m_new
+        m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
+        out = tl.zeros((ROWS, D), tl.float32)
+        for start in tl.range(0, n, CHUNK, num_stages=MERGE_STAGES):
+            mask = (start + c < n)[:, None] & rows_mask[None, :]
+            part = first[None, :] + start + c[:, None]
+            m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
+            acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :],
+                          mask=mask[:, :, None], other=0.0, cache_modifier=".cg")  # fmt: skip
+            weight = tl.exp2(m - m_safe[None, :])
+            out += tl.sum(weight[:, :, None] * acc, axis=0)
+    return m_max, total, out
 
 
 @triton.jit
@@ -240,12 +382,12 @@ def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr,
 def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
                      vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
                      D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr,
-                     SUM_AFTER_LOOP: tl.constexpr):  # fmt: skip
+                     SUM_AFTER_LOOP: tl.constexpr, FLAT_V: tl.constexpr = False):  # fmt: skip
     """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
     m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P, SUM_AFTER_LOOP)
     if V_FMT == ROT4:
         v_even, v_odd = load_rot4_halves(
-            row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True
+            row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True, FLAT=FLAT_V
         )
         p16 = p.to(tl.float16)
         acc = acc * alpha[:, None] + tl.dot(p16, v_even)

@@ -38,6 +38,22 @@ REDUCE_MAX_CHUNK = 128
 # query rows a program of prepare_queries_kernel rotates: a decode step's 32 rows (Llama-3-8B)
 # in 8 programs side by side rather than one program's chain of butterfly stages
 PREPARE_ROWS = 4
+# the fused reduce's tile of partials [splits, rows, D] f32 at most this many registers a
+# thread, so that merging needs no more registers than the page loop (which sets occupancy):
+# sm_90 SASS with Triton 3.6 (the device's) and 3.8, every pair's registers and programs an
+# SM unchanged at 64 (at 128 q8/rot4 and q8/q8 lose a program an SM). 64 is 8 splits a step
+# at 2 warps (Llama-3-8B's 4 rows of 128), 16 at 4; also the size of a group of splits
+MERGE_TILE_REGISTERS = 64
+# Triton's pipelining of the fused reduce's steps: 1, none. Pipelined, its loads become
+# cp.async copies of 4 bytes through L1 (.ca, whatever the load's cache modifier), and L1 is not
+# coherent within a launch: a program could read a partial as an earlier program on its SM
+# had seen it before it was written. Unpipelined they are ld.global.cg (16 bytes, past L1).
+# Two levels keep the steps in a program few (a group: 1; the groups: n_groups / CHUNK)
+MERGE_STAGES = 1
+# per device: zeroed ticket counters for the fused reduce (per sequence and KV head: one per
+# group of splits and one for the head); the program that draws a counter's last ticket sets
+# it back to zero, so a CUDA graph replays them as they are
+_COUNTERS: dict[torch.device, torch.Tensor] = {}
 # K formats stored rotated: q is rotated to match them (AttentionTuning.rotate_q_once)
 ROTATED_K = ("rot4", "rot2")
 
@@ -86,6 +102,17 @@ class AttentionTuning:
     # 200 it compiles without spills (sm_90 SASS here) and 5 fit again. Unset until a GPU has
     # timed it.
     max_registers: int = 0
+    # the reduce in the split kernel's launch: the last program of each group of splits to
+    # finish merges the group, the last group of a (sequence, KV head) the groups (atomic
+    # tickets; decode_attention._fused_reduce), one launch a step instead of two. Off: the
+    # separate reduce kernel (overlapped on Hopper by overlap_reduce).
+    fused_reduce: bool = False
+    # rot4 V: its f16 tile built 2-D, not reshaped from [P, D/32, 16] (kv_tiles.load_rot4_halves'
+    # FLAT). sm_90 SASS with Triton 3.6 (the device's), rot4/rot4 at 2 warps: 16 STS.128 a
+    # page step instead of 128 STS.U16, the step 1,122 -> 935 instructions (206 -> 224
+    # registers, 4 programs an SM either way); q8/rot4 at 4 warps 742 -> 644. Off until a
+    # GPU has run and timed it.
+    flat_v: bool = False
 
     def prepares_queries(self, k_format: str) -> bool:
         """Whether the split kernel reads q from prepare_queries_kernel (its Q_READY)."""
@@ -149,6 +176,7 @@ def fitting_programs(q: torch.Tensor, consts: dict, arguments: tuple) -> int:
         if consts.get("Q_READY"):  # the kernel then reads q as f16 (prepare_queries)
             q = q.to(torch.float16)
         outputs = [torch.empty(1, dtype=torch.float32, device=q.device) for _ in range(3)]
+        outputs += [q, torch.zeros(1, dtype=torch.int32, device=q.device)]  # out, counters
         kernel = decode_split_kernel.warmup(q, *outputs, *arguments, grid=(1,), **consts)
         _FITS[key] = compiled_programs_per_sm(kernel, sm_limits(q.device))
     return _FITS[key]
@@ -168,29 +196,68 @@ def prepare_queries(q: torch.Tensor, signs: torch.Tensor, qk_scale: float, halve
     return out
 
 
+def split_counters(device: torch.device, n: int) -> torch.Tensor:
+    """n zeroed int32 ticket counters on device for the fused reduce (shared by every cache on
+    that device: launches on one stream never overlap in their use of them; grown only when
+    too small, outside a CUDA graph's capture in practice, as kernels/gemv.py's)."""
+    if device.type == "cuda" and device.index is None:  # one key per GPU: "cuda" is cuda:N
+        device = torch.device("cuda", torch.cuda.current_device())
+    counters = _COUNTERS.get(device)
+    if counters is None or counters.numel() < n:
+        counters = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
+        _COUNTERS[device] = counters
+    return counters
+
+
+def fused_reduce_consts(tuning: AttentionTuning, rows: int, d: int, num_warps: int) -> dict:
+    """The split kernel's compile-time arguments for the fused reduce (none when off):
+    MERGE_ROWS, the query rows of a KV head (a power of two), and MERGE_CHUNK, the splits
+    merged a step (a power of two, MERGE_TILE_REGISTERS f32 a thread at most)."""
+    if not tuning.fused_reduce:
+        return {}
+    merge_rows = triton.next_power_of_2(rows)
+    budget = MERGE_TILE_REGISTERS * 32 * num_warps // (merge_rows * d)
+    chunk = max(1, triton.next_power_of_2(budget + 1) // 2)  # the largest power of 2 <= it
+    return {
+        "FUSED_REDUCE": True, "MERGE_ROWS": merge_rows, "MERGE_CHUNK": chunk,
+        "MERGE_STAGES": MERGE_STAGES,
+    }  # fmt: skip
+
+
 def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int, spec,
-                  signs: torch.Tensor, tuning: AttentionTuning,
-                  qk_scale: float) -> torch.Tensor:  # fmt: skip
+                  signs: torch.Tensor, tuning: AttentionTuning, qk_scale: float,
+                  q_prepared: bool = False) -> torch.Tensor:  # fmt: skip
     """Both phases over q [n_seqs, T, n_heads, D] with n_splits splits a KV head; arguments:
     the split kernel's after q and its outputs (kv_cache.PagedKVCache.attend). With
-    consts["Q_READY"] (AttentionTuning.prepares_queries), q prepared first by its own launch.
-    Returns q's shape and dtype."""
+    consts["Q_READY"] (AttentionTuning.prepares_queries), q prepared first by its own launch,
+    unless q_prepared (q as the RoPE kernel left it with a QueryPreparation: f16). Returns
+    q's shape; q's dtype, or f16 where q came prepared."""
     n_seqs, n_tokens, n_heads, d = q.shape
     parts = n_seqs * n_tokens * n_heads * n_splits
+    fused = consts.get("FUSED_REDUCE", False)
+    counters = None
+    if fused:  # room for the group partials (decode_attention._fused_reduce), and counters
+        groups = triton.cdiv(n_splits, consts["MERGE_CHUNK"])
+        parts = n_seqs * n_tokens * n_heads * (n_splits + groups)
+        counters = split_counters(q.device, n_seqs * spec.n_kv_heads * (groups + 1))
     acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
     m = torch.empty(parts, dtype=torch.float32, device=q.device)
     l_sum = torch.empty(parts, dtype=torch.float32, device=q.device)
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    counters = m if counters is None else counters
     overlap = tuning.overlap_reduce and has_dependent_launch(q.device)
     q_split, after_prepare = q, {}
-    if consts.get("Q_READY"):
+    if consts.get("Q_READY") and not q_prepared:
         # the split kernel as the preparation's dependent where the reduce is one too: both
         # edges are programmatic, or neither (overlap_reduce off keeps every launch serial)
         q_split = prepare_queries(q, signs, qk_scale, spec.k_format == "rot4", overlap)
         after_prepare = {"launch_pdl": True, "WAIT_Q": True} if overlap else {}
     decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
-        q_split, acc, m, l_sum, *arguments, LAUNCH_DEPENDENTS=overlap, **after_prepare, **consts
-    )
+        q_split, acc, m, l_sum, out, counters, *arguments, LAUNCH_DEPENDENTS=overlap,
+        **after_prepare, **consts,
+    )  # fmt: skip
+    if fused:
+        return out
     chunk = min(REDUCE_MAX_CHUNK, triton.next_power_of_2(n_splits))
     dependent = {"launch_pdl": True} if overlap else {}
     decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](

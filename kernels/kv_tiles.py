@@ -151,7 +151,7 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
 @triton.jit
 def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.constexpr,
                      WORDS: tl.constexpr = False, ASM: tl.constexpr = False,
-                     AT_LOAD: tl.constexpr = False):  # fmt: skip
+                     AT_LOAD: tl.constexpr = False, FLAT: tl.constexpr = False):  # fmt: skip
     """Rows row0 .. row0+P-1 of a rot4 plane as two f16 tiles [P, D/2]: the even dims and the
     odd dims, dequantized in f16 (c * scale + min, one fused multiply-add, rounded once as the
     f16 tile always was). Attention multiplies K and V this way, with two dots each, rather
@@ -165,11 +165,31 @@ def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.con
     f16 tiles take the way to the dot's layout (shared memory, ldmatrix); without it Triton
     moves that conversion onto the bytes, which is right for K (a key row's bytes are a dot
     operand's consecutive pairs) but not for V, whose dot pairs two positions: each V byte
-    then came through shared memory on its own (LDS.U8 and a PRMT per byte)."""
+    then came through shared memory on its own (LDS.U8 and a PRMT per byte).
+    FLAT (with AT_LOAD: V, AttentionTuning.flat_v): the tile built 2-D ([P, D/2] bytes, the
+    scale and min broadcast over their 16 bytes), not reshaped from [P, D/32, 16]: with the
+    reshape Triton 3.6 (the device's) stores the f16 tile to shared memory 2 bytes at a time
+    (128 STS.U16 a thread a page step at 2 warps), 2-D it uses 16 STS.128 and ldmatrix.trans
+    as 3.8 does either way (docs/kernels.md, session 8)."""
     t = row0 + tl.arange(0, P)
     NGROUP: tl.constexpr = D // 32
     gi = tl.arange(0, NGROUP)
     group_rows = t[:, None] * NGROUP + gi[None, :]
+    if AT_LOAD & FLAT:
+        # 2-D throughout: the bytes [P, D/2], and each group's scale and min broadcast over its
+        # 16 bytes and reshaped, rather than the f16 tiles reshaped from [P, D/32, 16]
+        col = tl.arange(0, D // 2)
+        b = tl.load(q_ptr + t[:, None] * (D // 2) + col[None, :])
+        scale = tl.reshape(tl.broadcast_to(tl.load(scale_ptr + group_rows)[:, :, None],
+                                           (P, NGROUP, 16)), (P, D // 2))  # fmt: skip
+        lo = tl.reshape(tl.broadcast_to(tl.load(min_ptr + group_rows)[:, :, None],
+                                        (P, NGROUP, 16)), (P, D // 2))  # fmt: skip
+        if WORDS:
+            even, odd = rot4_codes_f16(b, ASM, False)
+        else:
+            even = nibbles_to_f16(b & 15)
+            odd = nibbles_to_f16(b >> 4)
+        return tl.fma(even, scale, lo), tl.fma(odd, scale, lo)
     scale = tl.load(scale_ptr + group_rows)[:, :, None]
     lo = tl.load(min_ptr + group_rows)[:, :, None]
     i = tl.arange(0, 16)

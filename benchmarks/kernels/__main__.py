@@ -35,6 +35,9 @@ def _attention_table(rows: list[dict], tuning: bool = False) -> None:
         if not tuning:  # a flag timed beside the default (--flag)
             launch = "  q once" if t.get("rotate_q_once") else ""
             launch += "  sum after loop" if t.get("sum_after_loop") else ""
+            launch += "  fused reduce" if t.get("fused_reduce") else ""
+            launch += "  flat V" if t.get("flat_v") else ""
+            launch += "  q prepared" if t.get("q_prepared") else ""
         if tuning and r["page_size"] != 64:
             launch += f", pages of {r['page_size']}"
         print(f"{r['k'] + '/' + r['v']:10} {r['context']:>8} {r['us_per_layer']:9.1f} "
@@ -62,6 +65,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flag", action="append", choices=attention.FLAGS,
                         help="an AttentionTuning flag timed on between timings of the default "
                         "in the attention table (repeat for several)")  # fmt: skip
+    parser.add_argument("--programs-per-sm", type=int, default=None,
+                        help="AttentionTuning.programs_per_sm of the attention table's "
+                        "default and of its --flag timings (0: as many as fit)")  # fmt: skip
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -122,13 +128,22 @@ def main(argv: list[str] | None = None) -> int:
         rows = []
         for context in contexts:
             for k, v in pairs:
-                tunings = attention.flag_comparison(k, args.flag or [])
+                tunings = attention.flag_comparison(k, args.flag or [], v)
+                base = None
+                if args.programs_per_sm is not None:
+                    base = attention.AttentionTuning(programs_per_sm=args.programs_per_sm)
                 try:
                     rows += attention.measure(
-                        k, v, context, copy_bw, tunings=tunings, window=args.window
+                        k, v, context, copy_bw, tunings=tunings, window=args.window, base=base
                     )
                 except Exception as error:  # report it and go on to the next figure
                     print(f"attention {k}/{v} at {context}: failed: {error!r}"[:300])
+        if "q_prepared" in (args.flag or []):
+            rope_q = attention.measure_rope_q()
+            print(f"\nRoPE on one token's q (32 heads of 128), per launch: plain "
+                  f"{rope_q['us_plain']:.1f} us, with the rot4 query preparation "
+                  f"{rope_q['us_prepared']:.1f} us (q prepared rows: attention alone)")  # fmt: skip
+            report["rope_q"] = rope_q
         window = f", sliding window {args.window}" if args.window else ""
         print(f"\nDecode attention, one layer (32 q heads, 8 KV heads of 128), batch 1{window}")
         _attention_table(rows)

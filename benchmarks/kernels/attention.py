@@ -11,14 +11,21 @@ import math
 import torch
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, time_calls
-from kernels.decode_launch import ROTATED_K, AttentionTuning
+from kernels.decode_launch import ROTATED_K, AttentionTuning, prepare_queries
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
+from kernels.rope import apply_rope
+from kernels.rope_tables import Rope
 
 HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
 # AttentionTuning's flags that are off until a GPU has timed them (--flag of
-# python -m benchmarks.kernels; attention_flags.py gives each one's verdict)
-FLAGS = ("rotate_q_once", "sum_after_loop")
+# python -m benchmarks.kernels; attention_flags.py gives each one's verdict), and q_prepared:
+# the queries come prepared (rotated, scaled, f16) as the RoPE kernel leaves them with the
+# cache's query_preparation (rot4 and rot2 K; attend(..., prepared=True)), so the attention's
+# time leaves that work out: measure_rope_q times it inside the RoPE kernel
+FLAGS = ("rotate_q_once", "sum_after_loop", "fused_reduce", "flat_v", "q_prepared")
+ROTATED_K_ONLY = ("rotate_q_once", "q_prepared")
+ROT4_V_ONLY = ("flat_v",)
 FORMAT_PAIRS = [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), ("rot2", "rot4")]
 CHUNK = 8192
 
@@ -53,34 +60,73 @@ def measure(
     tunings=(None,),
     window: int = 0,
     page_size: int = 64,
+    base: AttentionTuning | None = None,
 ) -> list[dict]:
-    """One figure per tuning (None: the cache's default), all over the same cache."""
+    """One figure per tuning (None: the cache's default; an AttentionTuning; or a dict of
+    FLAGS, q_prepared among them), all over the same cache. base: the tuning that None
+    stands for and that the flags change (None: the cache's default)."""
     cache, seq, layers = _filled_cache(k_format, v_format, context, page_size)
     layer_bytes = cache.spec.bytes_per_token * min(context, window or context)
     q = torch.randn(1, HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
+    ready = None
+    if k_format in ROTATED_K:  # what apply_rope(..., prepare=) leaves (RoPE aside)
+        prep = cache.query_preparation()
+        ready = prepare_queries(q, prep.signs, prep.qk_scale, prep.halves, False)
 
-    def run() -> None:
+    def run(prepared: bool) -> None:
         for layer in range(layers):
-            cache.attend(layer, q, [seq], window=window)
+            cache.attend(layer, ready if prepared else q, [seq], window=window, prepared=prepared)
 
     rows = []
-    default = cache.tuning
-    for tuning in tunings:
+    default = base or cache.tuning
+    for entry in tunings:
+        tuning, prepared = _variant(entry, default)
         cache.tuning = tuning or default
         try:
-            seconds = time_calls(run) / layers
+            seconds = time_calls(lambda prepared=prepared: run(prepared)) / layers
         except Exception as error:  # one launch shape failing must not hide the others
-            print(f"attention {k_format}/{v_format} {cache.tuning}: failed: {error!r}"[:300])
+            print(f"attention {k_format}/{v_format} {entry}: failed: {error!r}"[:300])
             continue
         rows.append({
             "k": k_format, "v": v_format, "context": context, "window": window,
-            "tuning": dataclasses.asdict(cache.tuning), "page_size": page_size,
+            "tuning": {**dataclasses.asdict(cache.tuning), "q_prepared": prepared},
+            "page_size": page_size,
             "us_per_layer": seconds * 1e6,
             "ms_per_token_32_layers": seconds * LAYERS * 1e3,
             "gb_s": layer_bytes / seconds / 1e9, "of_copy": layer_bytes / seconds / copy_bw,
             "bytes_per_token_layer": cache.spec.bytes_per_token,
         })  # fmt: skip
     return rows
+
+
+def _variant(entry, base: AttentionTuning | None = None) -> tuple[AttentionTuning | None, bool]:
+    """measure's entries as (tuning or None for the default, q prepared); a dict's flags
+    change base (or AttentionTuning())."""
+    if isinstance(entry, dict):
+        fields = {k: v for k, v in entry.items() if k != "q_prepared"}
+        tuning = dataclasses.replace(base or AttentionTuning(), **fields) if fields else None
+        return tuning, bool(entry.get("q_prepared"))
+    return entry, False
+
+
+def measure_rope_q(repeats: int = LAYERS) -> dict:
+    """RoPE on one token's queries (32 heads of 128), plain and with the rot4 cache's query
+    preparation (the rotation, scale and cast that attend(..., prepared=True) then skips):
+    `repeats` launches in one graph (a step's layers), per launch."""
+    spec = KVCacheSpec(1, KV_HEADS, HEAD_DIM, "rot4", "rot4", max_tokens=64)
+    prep = PagedKVCache(spec, device="cuda").query_preparation()
+    rope = Rope.from_gguf_params(HEAD_DIM, HEAD_DIM, 500000.0, layout="normal")
+    q = torch.randn(1, HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
+    position = torch.tensor([4000], dtype=torch.int32, device="cuda")
+    figures = {}
+    for name, prepare in (("plain", None), ("prepared", prep)):
+
+        def run(prepare=prepare) -> None:
+            for _ in range(repeats):
+                apply_rope(q, position, rope, prepare=prepare)
+
+        figures[f"us_{name}"] = time_calls(run) / repeats * 1e6
+    return figures
 
 
 def sweep_tunings() -> list[AttentionTuning]:
@@ -108,17 +154,18 @@ def sweep_tunings() -> list[AttentionTuning]:
     ]
 
 
-def flag_comparison(k_format: str, flags: list[str]) -> tuple:
+def flag_comparison(k_format: str, flags: list[str], v_format: str = "rot4") -> tuple:
     """Tunings that time AttentionTuning flags against the default over one cache: the
     default first, then each flag that applies to this K format (rotate_q_once: rotated K
     only) and, with several, all of them together, each followed by the default again (the
     defaults' differences are the run's spread, what a gain must beat: attention_flags.py)."""
-    applies = [f for f in flags if f != "rotate_q_once" or k_format in ROTATED_K]
+    applies = [f for f in flags if f not in ROTATED_K_ONLY or k_format in ROTATED_K]
+    applies = [f for f in applies if f not in ROT4_V_ONLY or v_format == "rot4"]
     tunings: list = [None]
     for flag in applies:
-        tunings += [AttentionTuning(**{flag: True}), None]
+        tunings += [{flag: True}, None]
     if len(applies) > 1:
-        tunings += [AttentionTuning(**dict.fromkeys(applies, True)), None]
+        tunings += [dict.fromkeys(applies, True), None]
     return tuple(tunings)
 
 
@@ -130,6 +177,9 @@ def launch_label(tuning: dict) -> str:
     label += "" if tuning.get("overlap_reduce", False) else " serial reduce"
     label += " q once" if tuning.get("rotate_q_once", False) else ""
     label += " sum after loop" if tuning.get("sum_after_loop", False) else ""
+    label += " fused reduce" if tuning.get("fused_reduce", False) else ""
+    label += " flat V" if tuning.get("flat_v", False) else ""
+    label += " q prepared" if tuning.get("q_prepared", False) else ""
     return label + (f" max {tuning['max_registers']} regs" if tuning.get("max_registers") else "")
 
 

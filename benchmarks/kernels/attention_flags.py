@@ -22,12 +22,15 @@ from benchmarks.kernels.attention import FLAGS
 
 def compare(rows: list[dict], flag: str) -> dict[tuple[str, str], list[dict]]:
     """Per K/V pair, one comparison per context: default, flag on (alone), gain and spread
-    (us). Rows with another flag on are not this flag's."""
+    (us). Rows with another flag on are not this flag's. flag may name several joined by
+    '+' (all of them on together, flag_comparison's last timing)."""
+    wanted = set(flag.split("+"))
     timings: dict[tuple, dict[bool, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        if any(r["tuning"].get(other, False) for other in FLAGS if other != flag):
+        on_flags = {f for f in FLAGS if r["tuning"].get(f, False)}
+        if on_flags and on_flags != wanted:
             continue
-        on = bool(r["tuning"].get(flag, False))
+        on = bool(on_flags)
         timings[(r["k"], r["v"], r["context"], r["window"])][on].append(r["us_per_layer"])
     found: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for (k, v, context, window), by_flag in sorted(timings.items()):
@@ -55,7 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.json) as f:
         rows = json.load(f).get("attention", [])
     missing = 0
-    for flag in args.flag or list(FLAGS):
+    flags = args.flag or list(FLAGS)
+    for flag in flags + (["+".join(flags)] if len(flags) > 1 else []):
         found = compare(rows, flag)
         if not found:
             print(f"no pair timed with and without {flag} (was --flag {flag} given?)")

@@ -36,12 +36,13 @@ from triton.compiler import ASTSource
 
 from benchmarks.kernels.gemv_sass import CUOBJDUMP, loop_instructions
 from kernels.decode_attention import decode_split_kernel, prepare_queries_kernel
-from kernels.decode_launch import PREPARE_ROWS
+from kernels.decode_launch import PREPARE_ROWS, AttentionTuning, fused_reduce_consts
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.occupancy import SmLimits, programs_per_sm
 
 POINTER_TYPES = {
     "q_ptr": "*fp16", "acc_ptr": "*fp32", "m_ptr": "*fp32", "l_ptr": "*fp32",
+    "out_ptr": "*fp16", "count_ptr": "*i32",
     "block_table_ptr": "*i32", "lengths_ptr": "*i32", "positions_ptr": "*i32",
     "signs_ptr": "*fp32", "open_page_ptr": "*i32", "open_slots_ptr": "*i32",
 }  # fmt: skip
@@ -50,16 +51,21 @@ PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8", "kivi4
 
 def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 5,
                  q_ready: bool = False, sum_after_loop: bool = False,
-                 max_registers: int = 0):  # fmt: skip
+                 max_registers: int = 0, fused_reduce: bool = False,
+                 flat_v: bool = False):  # fmt: skip
     """The split kernel for one format pair and rot4 unpacking path ("words" or "bytes", as
     AttentionTuning.code_unpack), with its inline assembly, for sm_90; q_ready: reading q
     from prepare_queries_kernel (AttentionTuning.rotate_q_once, rotated K); sum_after_loop:
-    AttentionTuning.sum_after_loop; max_registers: AttentionTuning.max_registers."""
+    AttentionTuning.sum_after_loop; max_registers: AttentionTuning.max_registers;
+    fused_reduce: AttentionTuning.fused_reduce (the merge in the last program of a head);
+    flat_v: AttentionTuning.flat_v (rot4 V's tile built 2-D)."""
     fn = decode_split_kernel
     consts = dict(HQ=32, HKV=8, G=4, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
                   K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=False,
                   CODE_WORDS=unpack == "words", ASM=True, KG=32, LAUNCH_DEPENDENTS=True,
-                  Q_READY=q_ready, WAIT_Q=q_ready, SUM_AFTER_LOOP=sum_after_loop)  # fmt: skip
+                  Q_READY=q_ready, WAIT_Q=q_ready, SUM_AFTER_LOOP=sum_after_loop,
+                  FLAT_V=flat_v)  # fmt: skip
+    consts.update(fused_reduce_consts(AttentionTuning(fused_reduce=fused_reduce), 4, 128, warps))
     for param in fn.params:  # the other compile-time flags at their defaults
         if param.is_constexpr and param.name not in consts:
             consts[param.name] = param.default
@@ -122,6 +128,10 @@ def main() -> None:
                         help="AttentionTuning.rotate_q_once (rot4 and rot2 K)")  # fmt: skip
     parser.add_argument("--sum-after-loop", action="store_true",
                         help="AttentionTuning.sum_after_loop")  # fmt: skip
+    parser.add_argument("--flat-v", action="store_true",
+                        help="AttentionTuning.flat_v (rot4 V's tile built 2-D)")  # fmt: skip
+    parser.add_argument("--fused-reduce", action="store_true",
+                        help="AttentionTuning.fused_reduce (one launch)")  # fmt: skip
     parser.add_argument("--max-registers", type=int, default=0,
                         help="AttentionTuning.max_registers (0: compiler's choice)")  # fmt: skip
     args = parser.parse_args()
@@ -141,7 +151,9 @@ def main() -> None:
             q_ready = args.rotate_q_once and k_fmt in ("rot4", "rot2")
             kernel = compile_sm90(k_fmt, v_fmt, unpack, warps=args.warps, stages=args.stages,
                                   q_ready=q_ready, sum_after_loop=args.sum_after_loop,
-                                  max_registers=args.max_registers)  # fmt: skip
+                                  max_registers=args.max_registers,
+                                  fused_reduce=args.fused_reduce,
+                                  flat_v=args.flat_v)  # fmt: skip
             sass, usage = sass_of(kernel)
             if args.dump:
                 Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)
@@ -157,11 +169,13 @@ def main() -> None:
             shared = kernel.metadata.shared
             fit = programs_per_sm(int(regs), args.warps, shared, SmLimits())
             before = sass_prologue(sass)
+            after = sass_epilogue(sass)
             print(f"{pair:10} unpack {unpack:5}: {regs} regs, stack {stack}, page step "
                   f"{loop_instructions(sass)} instructions ({top}), BAR "
                   f"{count_ops(body, 'BAR')}, SHFL {count_ops(body, 'SHFL')}; before the loop "
                   f"{len(before)} instructions, BAR {count_ops(before, 'BAR')}, SHFL "
-                  f"{count_ops(before, 'SHFL')}; {shared} B shared, "
+                  f"{count_ops(before, 'SHFL')}; after it {len(after)} instructions, BAR "
+                  f"{count_ops(after, 'BAR')}; {shared} B shared, "
                   f"{fit} programs an SM, loop wait {loop_wait(body)}")  # fmt: skip
 
 
@@ -190,6 +204,14 @@ def sass_prologue(sass: str) -> list[str]:
     lines = instruction_lines(sass)
     body = sass_loop_body(sass)
     return lines[: lines.index(body[0])] if body else lines
+
+
+def sass_epilogue(sass: str) -> list[str]:
+    """The instructions after the page loop (the partials' stores; with the fused reduce, the
+    ticket and the merge too)."""
+    lines = instruction_lines(sass)
+    body = sass_loop_body(sass)
+    return lines[lines.index(body[-1]) + 1 :] if body else []
 
 
 def sass_loop_body(sass: str) -> list[str]:

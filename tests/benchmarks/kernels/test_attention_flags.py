@@ -59,3 +59,17 @@ def test_main_prints_the_verdict(tmp_path, capsys):
     path.write_text(json.dumps({"attention": [_row("rot4", 4096, 15.0, False)]}))
     assert attention_flags.main([str(path), "--flag", "rotate_q_once"]) == 1
     assert "was --flag rotate_q_once given?" in capsys.readouterr().out
+
+
+def test_flags_together_are_compared_as_one():
+    """'fused_reduce+q_prepared': the rows with exactly those two on against the default."""
+    rows = _timed("rot4", 4096, 15.0, 14.0, 15.2)  # rotate_q_once alone
+    both = _row("rot4", 4096, 12.0, False)
+    both["tuning"].update(fused_reduce=True, q_prepared=True)
+    fused = _row("rot4", 4096, 13.5, False)
+    fused["tuning"]["fused_reduce"] = True
+    rows += [both, fused]
+    (c,) = attention_flags.compare(rows, "fused_reduce+q_prepared")[("rot4", "rot4")]
+    assert c["flag_us"] == 12.0 and abs(c["default_us"] - 15.1) < 1e-9
+    (c,) = attention_flags.compare(rows, "fused_reduce")[("rot4", "rot4")]
+    assert c["flag_us"] == 13.5

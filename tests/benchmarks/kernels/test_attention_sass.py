@@ -114,3 +114,49 @@ def test_capped_registers_let_five_two_warp_programs_share_an_sm():
     assert int(re.search(r"STACK:(\d+)", usage).group(1)) == 0
     lines = attention_sass.instruction_lines(sass)
     assert attention_sass.count_ops(lines, "STL") == attention_sass.count_ops(lines, "LDL") == 0
+
+
+@NEEDS_COMPILER
+def test_the_fused_reduce_keeps_the_programs_an_sm():
+    """AttentionTuning.fused_reduce: the merge after the page loop takes no more registers or
+    shared memory than the loop (rot4/rot4 at its 2 warps: as many programs an SM; Triton 3.8
+    here, also checked with the device's 3.6 in docs/kernels.md), and it reads the partials
+    past L1 (L1 is not coherent within a launch): no cp.async copy (LDGSTS, through L1 at 4
+    bytes) after the page loop, and its loads of 16 bytes marked .cg (LDG.E.128 ... STRONG.GPU
+    or .CG in the SASS; counted in the PTX, which names the modifier)."""
+    per_sm = []
+    for fused in (False, True):
+        kernel = attention_sass.compile_sm90("rot4", "rot4", "words", warps=2, fused_reduce=fused)
+        sass, usage = attention_sass.sass_of(kernel)
+        regs = int(re.search(r"REG:(\d+)", usage).group(1))
+        limits = attention_sass.SmLimits()
+        per_sm.append(attention_sass.programs_per_sm(regs, 2, kernel.metadata.shared, limits))
+    assert per_sm[1] == per_sm[0]
+    after = attention_sass.sass_epilogue(sass)
+    assert attention_sass.count_ops(after, "LDGSTS") == 0
+    assert attention_sass.count_ops(after, "ATOM") + attention_sass.count_ops(after, "ATOMG") > 0
+    ptx = kernel.asm["ptx"]
+    merge = ptx[ptx.index("atom.global.gpu.acq_rel.add") :]
+    assert "cp.async" not in merge
+    assert merge.count("ld.global.cg.v4") > 0
+
+
+@NEEDS_COMPILER
+def test_the_flat_v_tile_is_stored_sixteen_bytes_at_a_time():
+    """AttentionTuning.flat_v: rot4 V's tile reaches the dot's layout through 16-byte shared
+    stores (STS.128), none of 2 bytes, at as many programs an SM. Triton 3.8 here does that
+    with or without it; the device's 3.6 needs it (128 STS.U16 a step without: the raw SASS
+    in docs/measurements/2026-11-27-s8-flat-v-sass-sm90.txt)."""
+    kernel = attention_sass.compile_sm90("rot4", "rot4", "words", warps=2, flat_v=True)
+    sass, usage = attention_sass.sass_of(kernel)
+    body = attention_sass.sass_loop_body(sass)
+    stores = [line for line in body if re.search(r"\*/\s+(?:@!?U?P\w+\s+)?STS", line)]
+    assert any("STS.128" in line for line in stores)
+    assert not any("STS.U16" in line for line in stores)
+    regs = int(re.search(r"REG:(\d+)", usage).group(1))
+    limits = attention_sass.SmLimits()
+    default = attention_sass.compile_sm90("rot4", "rot4", "words", warps=2)
+    default_regs = int(re.search(r"REG:(\d+)", attention_sass.sass_of(default)[1]).group(1))
+    assert attention_sass.programs_per_sm(
+        regs, 2, kernel.metadata.shared, limits
+    ) == attention_sass.programs_per_sm(default_regs, 2, default.metadata.shared, limits)
