@@ -80,6 +80,9 @@ class GemvConfig:
     # dp4a, x in 8 bits: weights and x loaded so that a thread holds several rows of one
     # group and x's words once for them (gemv_common.load_words), not once per row
     rows_in_thread: bool = False
+    # dp4a, Q4_K one step a program: the scales decoded (weight-only work) before the
+    # programmatic dependent launch's wait, not after
+    scales_early: bool = False
     # dp4a: the config for rows longer than one step of this one (ffn_down's 14336 inputs),
     # so that one config (what default_config gives a caller) can serve every shape; it keeps
     # this one's `pipelined` and `early_next`; None: this config for every row length

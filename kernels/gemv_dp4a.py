@@ -41,6 +41,8 @@ coming. The flags, all constexpr:
               groups and several rows of a group in each thread: x's words are loaded and held
               once for those rows instead of once per row (Q4_K 4x16, 4 warps: 48 registers
               instead of 64, so 10 programs an SM instead of 8).
+    SCALES_EARLY  (Q4_K, ONE_STEP) the scales' decoding and their products with d and dmin
+              (weight-only work) before the wait, so that less is left to do once x is ready.
 """
 
 from __future__ import annotations
@@ -128,6 +130,35 @@ def _q4_k_load(d_ptr, dmin_ptr, scales_ptr, qs_ptr, rows, row_mask, blk, group_m
     s1 = tl.load(scales_ptr + row_blk * 3 + 1, mask=mask2, other=0)
     s2 = tl.load(scales_ptr + row_blk * 3 + 2, mask=mask2, other=0)
     return qs, d, dmin, s0, s1, s2
+
+
+@triton.jit
+def _q4_k_scales(d, dmin, s0, s1, s2, blk):
+    """A step's Q4_K planes' weight-only float factors: (d sc, dmin m) of sub-blocks 2c and
+    2c + 1 of each group, [BN, G] each (SCALES_EARLY: computed before the wait)."""
+    chunk = tl.arange(0, blk.shape[0]) % 4
+    sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, chunk[None, :])
+    return d * sc_lo, d * sc_hi, dmin * m_lo, dmin * m_hi
+
+
+@triton.jit
+def _q4_k_mac_scaled(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
+                     PREQ: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
+    """_q4_k_mac on planes (qs, d sc_lo, d sc_hi, dmin m_lo, dmin m_hi, unused) whose scales
+    _q4_k_scales has made (SCALES_EARLY)."""
+    qs, a_lo, a_hi, c_lo, c_hi, _unused = planes
+    chunk = tl.arange(0, blk.shape[0]) % 4
+    base = blk * 64 + chunk * 16
+    x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ,
+                                   RIT)  # fmt: skip
+    x_hi, dx_hi, isum_hi = x_words(x_row, xq_row, xd_row, xs_row, base + 8, group_mask, rows,
+                                   PREQ, RIT)  # fmt: skip
+    sum_lo = dx_lo * tl.sum(isum_lo, axis=2).to(tl.float32)
+    sum_hi = dx_hi * tl.sum(isum_hi, axis=2).to(tl.float32)
+    dot_lo = dot_words(qs & LOW_NIBBLES, x_lo, ASM)
+    dot_hi = dot_words((qs >> 4) & LOW_NIBBLES, x_hi, ASM)
+    scaled = (a_lo * dx_lo) * dot_lo.to(tl.float32) + (a_hi * dx_hi) * dot_hi.to(tl.float32)
+    return acc + scaled - (c_lo * sum_lo + c_hi * sum_hi)
 
 
 @triton.jit
@@ -231,11 +262,16 @@ def _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.constexpr,
 
 @triton.jit
 def _mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ: tl.constexpr,
-         ASM: tl.constexpr, Q6: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
-    """acc += one step of the format's integer dot products, scaled."""
+         ASM: tl.constexpr, Q6: tl.constexpr, RIT: tl.constexpr,
+         SCALED: tl.constexpr = False):  # fmt: skip
+    """acc += one step of the format's integer dot products, scaled (SCALED: Q4_K planes
+    whose scales _q4_k_scales has made)."""
     if Q6:
         acc = _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ,
                         ASM, RIT)  # fmt: skip
+    elif SCALED:
+        acc = _q4_k_mac_scaled(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row,
+                               xs_row, PREQ, ASM, RIT)  # fmt: skip
     else:
         acc = _q4_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ,
                         ASM, RIT)  # fmt: skip
@@ -249,6 +285,7 @@ def dp4a_gemv_kernel(
     BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
     PREQ: tl.constexpr, Q6: tl.constexpr, ONE_STEP: tl.constexpr, PREFETCH: tl.constexpr,
     GDC: tl.constexpr, EARLY_NEXT: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr = False,
+    SCALES_EARLY: tl.constexpr = False,
 ):  # fmt: skip
     """The planes p0..p3: Q4_K d, dmin (f16), scales, qs (int32 words); Q6_K ql, qh, scales
     (int32 words), d (f16). steps_per_tile = cdiv(blocks_per_split, NBLK), an argument so that
@@ -263,6 +300,9 @@ def dp4a_gemv_kernel(
     )
     w0, w1, w2, w3, w4, w5 = _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6,
                                    RIT)  # fmt: skip
+    SCALED: tl.constexpr = SCALES_EARLY and ONE_STEP and not Q6
+    if SCALED:  # Q4_K's weight-only float factors before the wait, while the kernel before ends
+        w1, w2, w3, w4 = _q4_k_scales(w1, w2, w3, w4, w5, blk)
     if GDC:
         if EARLY_NEXT:
             gdc_launch_dependents()
@@ -272,7 +312,7 @@ def dp4a_gemv_kernel(
         x_row = x_ptr + b * stride_xb
         xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
         acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, x_row, xq_row, xd_row,
-                   xs_row, PREQ, ASM, Q6, RIT)  # fmt: skip
+                   xs_row, PREQ, ASM, Q6, RIT, SCALED)  # fmt: skip
         if GDC and not EARLY_NEXT:
             gdc_launch_dependents()
         finish_rows(tl.sum(acc, axis=1), out_ptr, part_ptr, count_ptr, tile, split, b, rows,
@@ -346,6 +386,7 @@ def launch(w, x, xq, out, part, count, plan, cfg, n_sm: int) -> None:
         BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile, EVEN=plan.even,
         SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, Q6=w.fmt.name == "Q6_K",
         ONE_STEP=one_step, PREFETCH=prefetch, GDC=gdc, EARLY_NEXT=cfg.early_next,
-        ASM=plan.native, RIT=cfg.rows_in_thread, num_warps=cfg.num_warps,
+        ASM=plan.native, RIT=cfg.rows_in_thread, SCALES_EARLY=cfg.scales_early,
+        num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **extra,
     )  # fmt: skip

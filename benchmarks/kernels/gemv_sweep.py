@@ -74,6 +74,14 @@ CANDIDATES = [
     Candidate("rit 4x16 w2", dataclasses.replace(RIT, num_warps=2)),  # Q4_K 80, Q6_K 96
     # Q4_K none spilled; Q6_K 10 words
     Candidate("rit 4x16 w2 r72", dataclasses.replace(RIT, num_warps=2, max_registers=72)),
+    # "se": Q4_K's scales decoded before the PDL wait (GemvConfig.scales_early): 56 and 72
+    # registers (3 spilled); after the wait 247 and 382 instructions are left, not 295 and 471
+    Candidate("rit 4x16 w4 se", dataclasses.replace(RIT, scales_early=True), ("Q4_K",)),
+    Candidate(
+        "rit 4x16 w2 r72 se",
+        dataclasses.replace(RIT, num_warps=2, max_registers=72, scales_early=True),
+        ("Q4_K",),
+    ),
     Candidate("4x16 w2 r80", dataclasses.replace(ONE, num_warps=2, max_registers=80), ("Q6_K",)),
     Candidate(
         "rit 4x16 w2 r80", dataclasses.replace(RIT, num_warps=2, max_registers=80), ("Q6_K",)
@@ -168,6 +176,44 @@ def warm(formats: list[str], workers: int) -> None:
             print(line, flush=True)
 
 
+def print_report(path: str) -> None:
+    """A sweep's json as markdown tables, one per format: the median over passes of each
+    variant's share of the copy rate (its µs), and the default's spread (lowest to highest
+    of its figures: first and last of each shape, every pass)."""
+    import statistics
+
+    with open(path) as f:
+        data = json.load(f)
+    results = data["results"]
+    shapes = [(n_out, n_in) for _label, n_out, n_in in SHAPES]
+    shapes = [s for s in shapes if any((r["n_out"], r["n_in"]) == s for r in results)]
+    print(f"{data['device']}, copy rate {data['copy_gb_s']:.0f} GB/s, passes: "
+          f"{max(r.get('pass', 1) for r in results)}")  # fmt: skip
+    for fmt in dict.fromkeys(r["format"] for r in results):
+        mine = [r for r in results if r["format"] == fmt]
+        names = list(dict.fromkeys("default" if r["variant"] == "default again" else r["variant"]
+                                   for r in mine))  # fmt: skip
+        print(f"\n| {fmt} | " + " | ".join(f"{o}x{i}" for o, i in shapes) + " |")
+        print("| --- |" + " --- |" * len(shapes))
+        for name in names:
+            cells = []
+            for shape in shapes:
+                runs = [r for r in mine if (r["n_out"], r["n_in"]) == shape
+                        and r["variant"] in ((name, "default again") if name == "default"
+                                             else (name,))]  # fmt: skip
+                if not runs:
+                    cells.append("")
+                    continue
+                share = statistics.median(r["of_copy"] for r in runs)
+                us = statistics.median(r["us"] for r in runs)
+                cell = f"{share:.1%} ({us:.2f})"
+                if name == "default":
+                    low, high = min(r["of_copy"] for r in runs), max(r["of_copy"] for r in runs)
+                    cell += f" [{low:.1%}-{high:.1%}]"
+                cells.append(cell)
+            print(f"| {name} | " + " | ".join(cells) + " |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels.gemv_sweep")
     parser.add_argument("--json", help="write every figure here")
@@ -177,7 +223,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--passes", type=int, default=1, help="the whole sweep this many times")
     parser.add_argument("--warm", type=int, help="only compile every kernel, in this many "
                         "processes at once (before the tests and the timings)")  # fmt: skip
+    parser.add_argument("--report", help="print a sweep's json as tables (no GPU needed)")
     args = parser.parse_args(argv)
+    if args.report:
+        print_report(args.report)
+        return 0
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2

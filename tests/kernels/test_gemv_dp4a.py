@@ -94,6 +94,11 @@ CONFIGS = {
         rows_in_thread=True,
     ),
     "rit-8x16-w8": dataclasses.replace(ONE_STEP, block_n=8, num_warps=8, rows_in_thread=True),
+    # Q4_K's scales decoded before the wait (one step; in split-K parts with masked tails)
+    "scales-early-4x4": dataclasses.replace(ONE_STEP, blocks_per_tile=4, scales_early=True),
+    "scales-early-split3-4x2": dataclasses.replace(
+        ONE_STEP, blocks_per_tile=2, splits=3, scales_early=True
+    ),
 }
 # the candidates of session 8's sweep (benchmarks/kernels/gemv_sweep.py), each as timed
 SWEEP = {c.name: c for c in CANDIDATES}
