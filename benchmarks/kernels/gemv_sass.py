@@ -38,14 +38,15 @@ POINTER_ARGS = ("x_ptr", "xq_ptr", "xd_ptr", "xs_ptr", "out_ptr", "part_ptr", "c
 def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, stages: int,
                  split_k: bool = True, pipe: bool = False, one_step: bool = False,
                  early_next: bool = False, even: bool = True, prefetch: bool | None = None,
-                 rit: bool = False, maxnreg: int = 0):  # fmt: skip
+                 rit: bool = False, maxnreg: int = 0, scales_early: bool = False):  # fmt: skip
     """name: q4_k or q6_k; pipe: PREFETCH (unless prefetch=False) and GDC (a programmatic
     dependent launch); rit: RIT (GemvConfig.rows_in_thread); maxnreg: a register cap."""
     fn = gemv_dp4a.dp4a_gemv_kernel
     consts = dict(BLOCK_N=block_n, NBLK=nblk, EVEN=even, SPLIT_K=split_k, PREQ=preq,
                   Q6=name == "q6_k", ONE_STEP=one_step,
                   PREFETCH=pipe if prefetch is None else pipe and prefetch, GDC=pipe,
-                  EARLY_NEXT=early_next, ASM=True, RIT=rit)  # fmt: skip
+                  EARLY_NEXT=early_next, ASM=True, RIT=rit,
+                  SCALES_EARLY=scales_early)  # fmt: skip
     signature = {}
     pointers = iter(POINTERS[name])
     for arg in fn.arg_names:
@@ -110,6 +111,7 @@ def session8() -> None:
                     one_step=plan.blocks_per_split <= cfg.blocks_per_tile,
                     early_next=cfg.early_next, even=plan.even, prefetch=cfg.prefetch,
                     rit=cfg.rows_in_thread, maxnreg=cfg.max_registers,
+                    scales_early=cfg.scales_early,
                 )  # fmt: skip
                 regs, stack, n_all = usage(kernel)
                 per_warp = -(-regs // 8) * 8 * 32
