@@ -176,10 +176,10 @@ def warm(formats: list[str], workers: int) -> None:
             print(line, flush=True)
 
 
-def print_report(path: str) -> None:
+def print_report(path: str, spread: bool = False) -> None:
     """A sweep's json as markdown tables, one per format: the median over passes of each
-    variant's share of the copy rate (its µs), and the default's spread (lowest to highest
-    of its figures: first and last of each shape, every pass)."""
+    variant's share of the copy rate (its µs); spread: also the lowest and highest figure
+    (the default's: first and last of each shape, every pass)."""
     import statistics
 
     with open(path) as f:
@@ -207,7 +207,7 @@ def print_report(path: str) -> None:
                 share = statistics.median(r["of_copy"] for r in runs)
                 us = statistics.median(r["us"] for r in runs)
                 cell = f"{share:.1%} ({us:.2f})"
-                if name == "default":
+                if spread:
                     low, high = min(r["of_copy"] for r in runs), max(r["of_copy"] for r in runs)
                     cell += f" [{low:.1%}-{high:.1%}]"
                 cells.append(cell)
@@ -224,9 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warm", type=int, help="only compile every kernel, in this many "
                         "processes at once (before the tests and the timings)")  # fmt: skip
     parser.add_argument("--report", help="print a sweep's json as tables (no GPU needed)")
+    parser.add_argument("--spread", action="store_true", help="with --report: lowest-highest")
     args = parser.parse_args(argv)
     if args.report:
-        print_report(args.report)
+        print_report(args.report, args.spread)
         return 0
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)

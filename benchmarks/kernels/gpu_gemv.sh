@@ -11,13 +11,20 @@ export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
     | tee -a "$OUT/gpu.txt"
+# the tests' reference is gguf's dequantizer: a gguf wheel in the tree is installed into this
+# python (session 8's call installed it with a bare `pip` and its 93 reference-needing tests
+# failed in 7 s, their errors cut by `tail`: now the whole output is kept)
+for wheel in gguf-*.whl; do
+    [ -e "$wheel" ] && python -m pip install -q --no-deps "$wheel" 2>&1 | grep -v "as the 'root'"
+done
+python -c "import gguf" 2>&1 | tail -1 | sed 's/^/import gguf: /' | tee -a "$OUT/gpu.txt"
 start=$SECONDS
 timeout "$WARM_S" python -m benchmarks.kernels.gemv_sweep --warm 12 > "$OUT/warm.txt" 2>&1
 echo "warm: $((SECONDS - start)) s, $(grep -c '^warm' "$OUT/warm.txt") kernels" \
     | tee -a "$OUT/gpu.txt"
 timeout "$TEST_S" python -m pytest tests/kernels/test_gemv_dp4a.py -q -p no:cacheprovider \
-    -k "${TESTS:-sweep_candidates_at_llama3_8b_shapes or dp4a_assembly}" 2>&1 | tail -40 \
-    | tee "$OUT/tests.txt"
+    -k "${TESTS:-sweep_candidates_at_llama3_8b_shapes or dp4a_assembly}" > "$OUT/tests.txt" 2>&1
+tail -5 "$OUT/tests.txt"
 echo "tests done: $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
 timeout "$SWEEP_S" python -m benchmarks.kernels.gemv_sweep --passes "$PASSES" \
     --json "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1
