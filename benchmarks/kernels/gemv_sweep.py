@@ -68,6 +68,9 @@ class Candidate:
 # 3.6, compiled here; benchmarks/kernels/gemv_sass.py --session8) in the comments.
 RIT = dataclasses.replace(ONE, rows_in_thread=True)
 CANDIDATES = [
+    # session 6's defaults (the defaults until session 8), to time beside the new ones
+    Candidate("s6 default", dataclasses.replace(ONE, one_step=False), ("Q4_K",)),
+    Candidate("s6 default w2", dataclasses.replace(ONE, num_warps=2), ("Q6_K",)),
     Candidate("4x16 w4 r48", dataclasses.replace(ONE, max_registers=48), ("Q4_K",)),  # 8 spilled
     Candidate("rit 4x16 w4", RIT),  # Q4_K 48 (its default: 64), Q6_K 64 (its default: 104)
     Candidate("rit 4x16 w8", dataclasses.replace(RIT, num_warps=8)),  # Q4_K 32, Q6_K 47
