@@ -32,7 +32,7 @@ import triton
 import triton.language as tl
 
 from kernels.errors import UnsupportedTensor
-from kernels.gemv_common import gdc_launch_dependents
+from kernels.gemv_common import gdc_launch_dependents, load_groups, load_runs, load_words
 
 ROUND_MAGIC = tl.constexpr(12582912.0)  # 1.5 * 2**23
 ROUND_BITS = tl.constexpr(0x4B400000)  # its float32 bits
@@ -121,17 +121,27 @@ def reference_quantize(x: np.ndarray) -> np.ndarray:
 
 
 @triton.jit
-def x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ: tl.constexpr):
+def x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ: tl.constexpr,
+            RIT: tl.constexpr = False):  # fmt: skip
     """x's int8 words base[g] + [0, 8) for groups g of 32 values (base [G], a multiple of 8),
     with d [.., G] and the sums of q per 16 [.., G, 2]: as [1, G, 2, 4] from quantize_words
     (PREQ=False), or loaded from `quantize_activation`'s buffers as [BN, G, 2, 4] in the
     weight tile's own layout (rows [BN] give the shape: every thread loads the words its
-    weights meet, from L1, with no shuffle through shared memory)."""
+    weights meet, from L1, with no shuffle through shared memory); RIT: as the weights are
+    loaded with gemv_common.load_words' RIT, so the layouts match."""
     run = tl.arange(0, 2)
     word = run[:, None] * 4 + tl.arange(0, 4)[None, :]
     words = base[:, None, None] + word[None]
     mask = group_mask[:, None, None] & (word[None] >= 0)
-    if PREQ:
+    if PREQ and RIT:  # loaded as the weights are with RIT (gemv_common.load_words)
+        zero = rows * 0
+        every_row = zero == 0
+        packed = load_words(xq_row, zero, words, every_row, group_mask, RIT)
+        d = load_groups(xd_row, zero, base // 8, every_row, group_mask, RIT)
+        runs = (base // 4)[:, None] + run[None, :]
+        isum = load_runs(xs_row, zero, runs, every_row, group_mask, RIT)
+        return packed, d, isum
+    elif PREQ:
         zero = rows * 0
         packed = tl.load(xq_row + zero[:, None, None, None] + words[None], mask=mask[None],
                          other=0)  # fmt: skip

@@ -65,21 +65,49 @@ class GemvConfig:
     # dp4a: K split so that every program computes one step of `whole_steps` super-blocks
     # (more programs, each with all its loads in flight at once; split-K sums in the launch)
     one_step: bool = False
+    # dp4a, pipelined: False keeps the programmatic dependent launch but loads each step's
+    # weights after the step before is computed (half the registers of the step-ahead loop)
+    prefetch: bool = True
+    # dp4a: rows longer than one step (blocks_per_tile super-blocks) are split into this many
+    # parts (0: `one_step` or gemv_common.split_plan decides); a part that is not whole steps
+    # masks its last step (4096x14336: 4 parts of 14 super-blocks, each one step of 16 with 2
+    # masked). Rows of one step or less are not split.
+    splits: int = 0
+    # dp4a: the most registers a thread may use (Triton's maxnreg; 0: ptxas chooses). Fewer
+    # registers, more programs resident per SM: more of the next GEMV's weights in flight
+    # while this one computes
+    max_registers: int = 0
+    # dp4a, x in 8 bits: weights and x loaded so that a thread holds several rows of one
+    # group and x's words once for them (gemv_common.load_words), not once per row
+    rows_in_thread: bool = False
+    # dp4a, Q4_K one step a program: the scales decoded (weight-only work) before the
+    # programmatic dependent launch's wait, not after
+    scales_early: bool = False
+    # dp4a: the config for rows longer than one step of this one (ffn_down's 14336 inputs),
+    # so that one config (what default_config gives a caller) can serve every shape; it keeps
+    # this one's `pipelined` and `early_next`; None: this config for every row length
+    long_rows: GemvConfig | None = None
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
     """Tile shapes from the H100 runs (docs/kernels.md). The integer path: 4 weight rows x 16
     super-blocks a step (a 4096-wide row in one step: every load of a program in flight at
-    once), weights loaded a step ahead in longer rows, x quantized in a launch of its own unless
-    given, and on sm_90+ a programmatic dependent launch that lets the next kernel start as
-    soon as every program has started. Q6_K: 2 warps a program and K split into one step a
-    program (`one_step`), its best measured form (Q4_K lost with either)."""
+    once), x quantized in a launch of its own unless given, and on sm_90+ a programmatic
+    dependent launch that lets the next kernel start as soon as every program has started.
+    Q4_K: 2 warps, weights and x loaded with several rows in a thread (`rows_in_thread`);
+    Q6_K: 2 warps, K split into one step a program. Rows longer than one step (ffn_down's
+    14336) take a K loop with the programmatic dependent launch and no prefetch (`long_rows`):
+    Q4_K in steps of 8 super-blocks, Q6_K of 16 (session 8's sweep)."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
-        config = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True,
-                            pipelined=True, early_next=True)  # fmt: skip
+        step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True,
+                          early_next=True, num_warps=2, one_step=True)  # fmt: skip
+        loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True,
+                          early_next=True, prefetch=False)  # fmt: skip
         if fmt == "Q6_K":
-            config = dataclasses.replace(config, num_warps=2, one_step=True)
-        return config
+            return dataclasses.replace(
+                step, long_rows=dataclasses.replace(loop, blocks_per_tile=16)
+            )
+        return dataclasses.replace(step, rows_in_thread=True, long_rows=loop)
     blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
         return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)
@@ -188,27 +216,41 @@ def whole_steps(n_blocks: int, most: int) -> int:
     return step if n_blocks % step == 0 else most
 
 
-def _dp4a_matmul(
-    x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig, quantized: QuantizedActivation | None
-) -> torch.Tensor:
-    n_rows_x = x2.shape[0]
-    n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
-    n_blocks = w.n_in // 256
-    if cfg.one_step:
+def dp4a_plan(cfg: GemvConfig, n_out: int, n_in: int, n_rows_x: int, n_sm: int, native: bool):
+    """(the config that serves this shape, its _Plan): how _dp4a_matmul cuts the work (also
+    for benchmarks/kernels/gemv_sass.py, which compiles what a shape launches)."""
+    n_blocks = n_in // 256
+    if cfg.long_rows is not None and n_blocks > cfg.blocks_per_tile:
+        # the launch flags stay the caller's (the engine turns PDL off with its own switch)
+        cfg = dataclasses.replace(cfg.long_rows, pipelined=cfg.pipelined, early_next=cfg.early_next)
+    n_row_tiles = triton.cdiv(n_out, cfg.block_n)
+    if cfg.splits and n_blocks > cfg.blocks_per_tile:
+        per_split = triton.cdiv(n_blocks, cfg.splits)
+        splits = triton.cdiv(n_blocks, per_split)
+    elif cfg.splits:
+        per_split, splits = n_blocks, 1
+    elif cfg.one_step:
         cfg = dataclasses.replace(cfg, blocks_per_tile=whole_steps(n_blocks, cfg.blocks_per_tile))
         per_split = cfg.blocks_per_tile
         splits = triton.cdiv(n_blocks, per_split)
     else:
-        per_split, splits = split_plan(
-            n_blocks, cfg.blocks_per_tile, n_row_tiles * n_rows_x, _sm_count(x2.device)
-        )
+        per_split, splits = split_plan(n_blocks, cfg.blocks_per_tile, n_row_tiles * n_rows_x, n_sm)
+    even_rows = n_out % cfg.block_n == 0
+    even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
+    return cfg, _Plan(per_split, splits, 0, even_rows, even, native)
+
+
+def _dp4a_matmul(
+    x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig, quantized: QuantizedActivation | None
+) -> torch.Tensor:
+    n_rows_x = x2.shape[0]
+    cfg, plan = dp4a_plan(
+        cfg, w.n_out, w.n_in, n_rows_x, _sm_count(x2.device), not interpret_mode()
+    )
     out = torch.empty(n_rows_x, w.n_out, dtype=x2.dtype, device=x2.device)
     part = out
-    if splits > 1:
-        part = torch.empty(splits, n_rows_x, w.n_out, dtype=torch.float32, device=x2.device)
-    counters = _split_counters(x2.device, n_row_tiles * n_rows_x)
-    even_rows = w.n_out % cfg.block_n == 0
-    even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
-    plan = _Plan(per_split, splits, 0, even_rows, even, not interpret_mode())
+    if plan.splits > 1:
+        part = torch.empty(plan.splits, n_rows_x, w.n_out, dtype=torch.float32, device=x2.device)
+    counters = _split_counters(x2.device, triton.cdiv(w.n_out, cfg.block_n) * n_rows_x)
     gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg, _sm_count(x2.device))
     return out

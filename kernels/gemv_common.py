@@ -179,3 +179,49 @@ def gdc_launch_dependents():
     """Let the next kernel (if launched with launch_pdl=True) start its programs now."""
     tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [],
                               dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
+
+
+# Loads of a [BN rows, G groups, ...] tile whose offsets are a row part plus a group part
+# (gemv_dp4a's weight planes, and x broadcast over the rows: a row part of 0). RIT ("rows in
+# the thread"): the pointers are built as [G, BN, ...] and the loaded tile permuted back, so
+# that Triton's coalescing (3.6: threads along the first dimension after the contiguous one,
+# then warps along the next) puts threads along the groups and keeps a group's words and
+# several of its rows in each thread: x's words, the same for every row, are then loaded and
+# held once per thread, not once per row, and a group's sums stay in the thread. Else the
+# plain [BN, G, ...] load.
+@triton.jit
+def load_words(ptr, row_off, col_off, row_mask, col_mask, RIT: tl.constexpr):
+    """ptr[row_off[n] + col_off[g, h, j]] as [BN, G, H, J], masked by row_mask[n] & col_mask[g]
+    (0 where masked)."""
+    if RIT:
+        mask = col_mask[:, None, None, None] & row_mask[None, :, None, None]
+        tile = tl.load(ptr + col_off[:, None, :, :] + row_off[None, :, None, None], mask=mask,
+                       other=0)  # fmt: skip
+        return tl.permute(tile, (1, 0, 2, 3))
+    else:
+        mask = row_mask[:, None, None, None] & col_mask[None, :, None, None]
+        return tl.load(ptr + row_off[:, None, None, None] + col_off[None], mask=mask, other=0)
+
+
+@triton.jit
+def load_runs(ptr, row_off, col_off, row_mask, col_mask, RIT: tl.constexpr):
+    """ptr[row_off[n] + col_off[g, h]] as [BN, G, H] (masked as load_words)."""
+    if RIT:
+        mask = col_mask[:, None, None] & row_mask[None, :, None]
+        tile = tl.load(ptr + col_off[:, None, :] + row_off[None, :, None], mask=mask, other=0)
+        return tl.permute(tile, (1, 0, 2))
+    else:
+        mask = row_mask[:, None, None] & col_mask[None, :, None]
+        return tl.load(ptr + row_off[:, None, None] + col_off[None], mask=mask, other=0)
+
+
+@triton.jit
+def load_groups(ptr, row_off, col_off, row_mask, col_mask, RIT: tl.constexpr):
+    """ptr[row_off[n] + col_off[g]] as [BN, G] (masked as load_words)."""
+    if RIT:
+        mask = col_mask[:, None] & row_mask[None, :]
+        tile = tl.load(ptr + col_off[:, None] + row_off[None, :], mask=mask, other=0)
+        return tl.permute(tile, (1, 0))
+    else:
+        mask = row_mask[:, None] & col_mask[None, :]
+        return tl.load(ptr + row_off[:, None] + col_off[None, :], mask=mask, other=0)

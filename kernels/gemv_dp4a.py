@@ -30,12 +30,19 @@ scheduled, and the last wave leaves most SMs idle; a program that keeps going ke
 coming. The flags, all constexpr:
     PREFETCH  step s + 1's weight planes are loaded before step s is computed (Triton does not
               software-pipeline these plain loads: their SASS is LDG, each step would wait a
-              memory latency); else after it.
+              memory latency); else after it (and none after the last step).
     GDC       (sm_90+, a programmatic dependent launch) the kernel may start while the one
               before it runs: it loads its first weights, then griddepcontrol.wait before it
               reads x or writes anything; and it lets the next kernel start (launch_dependents)
               at once (EARLY_NEXT) or once its last step is computed.
     ONE_STEP  the whole grid is one step per program (a 4096-wide row at NBLK=16): no loop.
+    RIT       (x in 8 bits) weights and x are loaded as [groups, rows, ...] and permuted back
+              (gemv_common.load_words), which Triton 3.6 lays out with threads along the
+              groups and several rows of a group in each thread: x's words are loaded and held
+              once for those rows instead of once per row (Q4_K 4x16, 4 warps: 48 registers
+              instead of 64, so 10 programs an SM instead of 8).
+    SCALES_EARLY  (Q4_K, ONE_STEP) the scales' decoding and their products with d and dmin
+              (weight-only work) before the wait, so that less is left to do once x is ready.
 """
 
 from __future__ import annotations
@@ -45,7 +52,13 @@ import triton
 import triton.language as tl
 
 from kernels.act_quant import dp4a, has_griddepcontrol, quantize_activation, x_words
-from kernels.gemv_common import finish_rows, gdc_launch_dependents, gdc_wait
+from kernels.gemv_common import (
+    finish_rows,
+    gdc_launch_dependents,
+    gdc_wait,
+    load_groups,
+    load_words,
+)
 
 LOW_NIBBLES = tl.constexpr(0x0F0F0F0F)
 
@@ -90,11 +103,23 @@ def _step(s, steps_per_tile, n_splits, n_rows_x, blocks_per_split, N, NB, BLOCK_
 
 
 @triton.jit
-def _q4_k_load(d_ptr, dmin_ptr, scales_ptr, qs_ptr, rows, row_mask, blk, group_mask, NB):
+def _q4_k_load(d_ptr, dmin_ptr, scales_ptr, qs_ptr, rows, row_mask, blk, group_mask, NB,
+               RIT: tl.constexpr):  # fmt: skip
     """One step's Q4_K planes for weight rows x groups (super-block blk, chunk g % 4):
-    qs words [BN, G, 2, 4], d and dmin [BN, G] f32, scale words s0..s2 [BN, G]."""
+    qs words [BN, G, 2, 4], d and dmin [BN, G] f32, scale words s0..s2 [BN, G]. RIT: the
+    same tensors, loaded with several rows in a thread (gemv_common.load_words)."""
     chunk = tl.arange(0, blk.shape[0]) % 4
     word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    if RIT:
+        row_blk = rows * NB
+        qs = load_words(qs_ptr, row_blk * 32, (blk * 32 + chunk * 8)[:, None, None] + word[None],
+                        row_mask, group_mask, RIT)  # fmt: skip
+        d = load_groups(d_ptr, row_blk, blk, row_mask, group_mask, RIT).to(tl.float32)
+        dmin = load_groups(dmin_ptr, row_blk, blk, row_mask, group_mask, RIT).to(tl.float32)
+        s0 = load_groups(scales_ptr, row_blk * 3, blk * 3, row_mask, group_mask, RIT)
+        s1 = load_groups(scales_ptr, row_blk * 3, blk * 3 + 1, row_mask, group_mask, RIT)
+        s2 = load_groups(scales_ptr, row_blk * 3, blk * 3 + 2, row_mask, group_mask, RIT)
+        return qs, d, dmin, s0, s1, s2
     mask2 = row_mask[:, None] & group_mask[None, :]
     row_blk = rows[:, None] * NB + blk[None, :]
     qs = tl.load(qs_ptr + (row_blk * 32 + chunk[None, :] * 8)[:, :, None, None] + word,
@@ -108,16 +133,46 @@ def _q4_k_load(d_ptr, dmin_ptr, scales_ptr, qs_ptr, rows, row_mask, blk, group_m
 
 
 @triton.jit
+def _q4_k_scales(d, dmin, s0, s1, s2, blk):
+    """A step's Q4_K planes' weight-only float factors: (d sc, dmin m) of sub-blocks 2c and
+    2c + 1 of each group, [BN, G] each (SCALES_EARLY: computed before the wait)."""
+    chunk = tl.arange(0, blk.shape[0]) % 4
+    sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, chunk[None, :])
+    return d * sc_lo, d * sc_hi, dmin * m_lo, dmin * m_hi
+
+
+@triton.jit
+def _q4_k_mac_scaled(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
+                     PREQ: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
+    """_q4_k_mac on planes (qs, d sc_lo, d sc_hi, dmin m_lo, dmin m_hi, unused) whose scales
+    _q4_k_scales has made (SCALES_EARLY)."""
+    qs, a_lo, a_hi, c_lo, c_hi, _unused = planes
+    chunk = tl.arange(0, blk.shape[0]) % 4
+    base = blk * 64 + chunk * 16
+    x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ,
+                                   RIT)  # fmt: skip
+    x_hi, dx_hi, isum_hi = x_words(x_row, xq_row, xd_row, xs_row, base + 8, group_mask, rows,
+                                   PREQ, RIT)  # fmt: skip
+    sum_lo = dx_lo * tl.sum(isum_lo, axis=2).to(tl.float32)
+    sum_hi = dx_hi * tl.sum(isum_hi, axis=2).to(tl.float32)
+    dot_lo = dot_words(qs & LOW_NIBBLES, x_lo, ASM)
+    dot_hi = dot_words((qs >> 4) & LOW_NIBBLES, x_hi, ASM)
+    scaled = (a_lo * dx_lo) * dot_lo.to(tl.float32) + (a_hi * dx_hi) * dot_hi.to(tl.float32)
+    return acc + scaled - (c_lo * sum_lo + c_hi * sum_hi)
+
+
+@triton.jit
 def _q4_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
-              PREQ: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+              PREQ: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
     """acc [BN, G] += one step of d sc dx sum(q xq) - dmin m dx sum(xq), per sub-block."""
     qs, d, dmin, s0, s1, s2 = planes
     chunk = tl.arange(0, blk.shape[0]) % 4
     sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, chunk[None, :])
     base = blk * 64 + chunk * 16
-    x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ)
+    x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ,
+                                   RIT)  # fmt: skip
     x_hi, dx_hi, isum_hi = x_words(x_row, xq_row, xd_row, xs_row, base + 8, group_mask, rows,
-                                   PREQ)  # fmt: skip
+                                   PREQ, RIT)  # fmt: skip
     sum_lo = dx_lo * tl.sum(isum_lo, axis=2).to(tl.float32)  # sum of x' over the sub-block
     sum_hi = dx_hi * tl.sum(isum_hi, axis=2).to(tl.float32)
     dot_lo = dot_words(qs & LOW_NIBBLES, x_lo, ASM)
@@ -127,12 +182,26 @@ def _q4_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
 
 
 @triton.jit
-def _q6_k_load(ql_ptr, qh_ptr, sc_words_ptr, d_ptr, rows, row_mask, blk, group_mask, NB):
+def _q6_k_load(ql_ptr, qh_ptr, sc_words_ptr, d_ptr, rows, row_mask, blk, group_mask, NB,
+               RIT: tl.constexpr):  # fmt: skip
     """One step's Q6_K planes for weight rows x groups (super-block blk, half g % 2): ql
     words of the half's two 32-byte runs, qh words [BN, G, 2, 4], d [BN, G] f32, and the
-    half's 8 int8 scales as 2 words [BN, G]."""
+    half's 8 int8 scales as 2 words [BN, G]. RIT: as _q4_k_load's."""
     half = tl.arange(0, blk.shape[0]) % 2
     word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
+    if RIT:
+        row_blk = rows * NB
+        ql_words = (blk * 32 + half * 16)[:, None, None] + word[None]
+        ql_a = load_words(ql_ptr, row_blk * 32, ql_words, row_mask, group_mask, RIT)
+        ql_b = load_words(ql_ptr, row_blk * 32, ql_words + 8, row_mask, group_mask, RIT)
+        qh = load_words(qh_ptr, row_blk * 16, (blk * 16 + half * 8)[:, None, None] + word[None],
+                        row_mask, group_mask, RIT)  # fmt: skip
+        d = load_groups(d_ptr, row_blk, blk, row_mask, group_mask, RIT).to(tl.float32)
+        sw0 = load_groups(sc_words_ptr, row_blk * 4, blk * 4 + half * 2, row_mask, group_mask,
+                          RIT)  # fmt: skip
+        sw1 = load_groups(sc_words_ptr, row_blk * 4, blk * 4 + half * 2 + 1, row_mask,
+                          group_mask, RIT)  # fmt: skip
+        return ql_a, ql_b, qh, d, sw0, sw1
     mask2 = row_mask[:, None] & group_mask[None, :]
     mask4 = mask2[:, :, None, None]
     row_blk = rows[:, None] * NB + blk[None, :]
@@ -149,7 +218,7 @@ def _q6_k_load(ql_ptr, qh_ptr, sc_words_ptr, d_ptr, rows, row_mask, blk, group_m
 
 @triton.jit
 def _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
-              PREQ: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+              PREQ: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
     """acc [BN, G] += one step of d sc dx (sum(q xq) - 32 sum(xq)), per run of 16."""
     ql_a, ql_b, qh, d, sw0, sw1 = planes
     half = tl.arange(0, blk.shape[0]) % 2
@@ -166,7 +235,7 @@ def _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
             ql = ql >> 4
         codes = (ql & LOW_NIBBLES) | (((qh >> (2 * quarter)) << 4) & 0x30303030)
         xq, dx, isum = x_words(x_row, xq_row, xd_row, xs_row, base + 8 * quarter, group_mask,
-                               rows, PREQ)  # fmt: skip
+                               rows, PREQ, RIT)  # fmt: skip
         dot = tl.sum(dp4a(codes, xq, tl.zeros_like(codes), ASM), axis=3)  # [BN, NG, 2]
         # scales 8h + 2 quarter + run: bytes 2 (quarter % 2) + run of word quarter // 2
         if quarter < 2:  # noqa: SIM108 (a static if)
@@ -181,25 +250,31 @@ def _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
 
 
 @triton.jit
-def _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.constexpr):
+def _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.constexpr,
+          RIT: tl.constexpr):  # fmt: skip
     """One step's weight planes, the format's six tensors."""
     if Q6:
-        planes = _q6_k_load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB)
+        planes = _q6_k_load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, RIT)
     else:
-        planes = _q4_k_load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB)
+        planes = _q4_k_load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, RIT)
     return planes
 
 
 @triton.jit
 def _mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ: tl.constexpr,
-         ASM: tl.constexpr, Q6: tl.constexpr):  # fmt: skip
-    """acc += one step of the format's integer dot products, scaled."""
+         ASM: tl.constexpr, Q6: tl.constexpr, RIT: tl.constexpr,
+         SCALED: tl.constexpr = False):  # fmt: skip
+    """acc += one step of the format's integer dot products, scaled (SCALED: Q4_K planes
+    whose scales _q4_k_scales has made)."""
     if Q6:
         acc = _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ,
-                        ASM)  # fmt: skip
+                        ASM, RIT)  # fmt: skip
+    elif SCALED:
+        acc = _q4_k_mac_scaled(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row,
+                               xs_row, PREQ, ASM, RIT)  # fmt: skip
     else:
         acc = _q4_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ,
-                        ASM)  # fmt: skip
+                        ASM, RIT)  # fmt: skip
     return acc
 
 
@@ -209,7 +284,8 @@ def dp4a_gemv_kernel(
     N, NB, n_rows_x, stride_xb, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
     BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
     PREQ: tl.constexpr, Q6: tl.constexpr, ONE_STEP: tl.constexpr, PREFETCH: tl.constexpr,
-    GDC: tl.constexpr, EARLY_NEXT: tl.constexpr, ASM: tl.constexpr,
+    GDC: tl.constexpr, EARLY_NEXT: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr = False,
+    SCALES_EARLY: tl.constexpr = False,
 ):  # fmt: skip
     """The planes p0..p3: Q4_K d, dmin (f16), scales, qs (int32 words); Q6_K ql, qh, scales
     (int32 words), d (f16). steps_per_tile = cdiv(blocks_per_split, NBLK), an argument so that
@@ -222,7 +298,11 @@ def dp4a_gemv_kernel(
     tile, split, b, rows, row_mask, blk, group_mask = _step(
         0, steps_per_tile, n_splits, n_rows_x, blocks_per_split, N, NB, BLOCK_N, NBLK, PER, EVEN
     )
-    w0, w1, w2, w3, w4, w5 = _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6)
+    w0, w1, w2, w3, w4, w5 = _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6,
+                                   RIT)  # fmt: skip
+    SCALED: tl.constexpr = SCALES_EARLY and ONE_STEP and not Q6
+    if SCALED:  # Q4_K's weight-only float factors before the wait, while the kernel before ends
+        w1, w2, w3, w4 = _q4_k_scales(w1, w2, w3, w4, w5, blk)
     if GDC:
         if EARLY_NEXT:
             gdc_launch_dependents()
@@ -232,7 +312,7 @@ def dp4a_gemv_kernel(
         x_row = x_ptr + b * stride_xb
         xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
         acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, x_row, xq_row, xd_row,
-                   xs_row, PREQ, ASM, Q6)  # fmt: skip
+                   xs_row, PREQ, ASM, Q6, RIT, SCALED)  # fmt: skip
         if GDC and not EARLY_NEXT:
             gdc_launch_dependents()
         finish_rows(tl.sum(acc, axis=1), out_ptr, part_ptr, count_ptr, tile, split, b, rows,
@@ -247,15 +327,16 @@ def dp4a_gemv_kernel(
             )  # fmt: skip
             if PREFETCH:
                 u0, u1, u2, u3, u4, u5 = _load(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
-                                               group_mask_n, NB, Q6)  # fmt: skip
+                                               group_mask_n, NB, Q6, RIT)  # fmt: skip
             x_row = x_ptr + b * stride_xb
             xq_row, xd_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8
             xs_row = xs_ptr + b * NB * 16
             acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, x_row, xq_row,
-                       xd_row, xs_row, PREQ, ASM, Q6)  # fmt: skip
-            if not PREFETCH:
+                       xd_row, xs_row, PREQ, ASM, Q6, RIT)  # fmt: skip
+            if not PREFETCH:  # the next step's weights, none past the last step
                 u0, u1, u2, u3, u4, u5 = _load(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
-                                               group_mask_n, NB, Q6)  # fmt: skip
+                                               group_mask_n & (s + 1 < n_steps), NB,
+                                               Q6, RIT)  # fmt: skip
             if (s + 1) % steps_per_tile == 0:  # the tile's last step
                 if GDC and not EARLY_NEXT:  # noqa: SIM102 (a static if around a runtime one)
                     if s + 1 == n_steps:
@@ -288,6 +369,7 @@ def launch(w, x, xq, out, part, count, plan, cfg, n_sm: int) -> None:
     if cfg.programs_per_sm:
         grid = min(n_tiles, cfg.programs_per_sm * n_sm)
     gdc = cfg.pipelined and has_griddepcontrol(x.device)
+    prefetch = cfg.pipelined and cfg.prefetch
     if cfg.prequantize:
         xq = xq or quantize_activation(x, let_next_start=gdc)
         x_buffers = (xq.words, xq.scales, xq.sums)
@@ -295,12 +377,16 @@ def launch(w, x, xq, out, part, count, plan, cfg, n_sm: int) -> None:
         x_buffers = (x, x, x)
     one_step = grid == n_tiles and plan.blocks_per_split <= cfg.blocks_per_tile
     extra = {"launch_pdl": True} if gdc else {}
+    if cfg.max_registers and plan.native:
+        extra["maxnreg"] = cfg.max_registers
     dp4a_gemv_kernel[(grid,)](
         x, *x_buffers, out, part, count, *plane_args(w),
         w.n_out, w.n_in // 256, x.shape[0], x.stride(0), out.stride(0), plan.blocks_per_split,
         plan.splits, n_tiles, triton.cdiv(plan.blocks_per_split, cfg.blocks_per_tile),
         BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile, EVEN=plan.even,
         SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, Q6=w.fmt.name == "Q6_K",
-        ONE_STEP=one_step, PREFETCH=cfg.pipelined, GDC=gdc, EARLY_NEXT=cfg.early_next,
-        ASM=plan.native, num_warps=cfg.num_warps, num_stages=cfg.num_stages, **extra,
+        ONE_STEP=one_step, PREFETCH=prefetch, GDC=gdc, EARLY_NEXT=cfg.early_next,
+        ASM=plan.native, RIT=cfg.rows_in_thread, SCALES_EARLY=cfg.scales_early,
+        num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages, **extra,
     )  # fmt: skip

@@ -37,12 +37,16 @@ POINTER_ARGS = ("x_ptr", "xq_ptr", "xd_ptr", "xs_ptr", "out_ptr", "part_ptr", "c
 
 def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, stages: int,
                  split_k: bool = True, pipe: bool = False, one_step: bool = False,
-                 early_next: bool = False):  # fmt: skip
-    """name: q4_k or q6_k; pipe: PREFETCH and GDC (a programmatic dependent launch)."""
+                 early_next: bool = False, even: bool = True, prefetch: bool | None = None,
+                 rit: bool = False, maxnreg: int = 0, scales_early: bool = False):  # fmt: skip
+    """name: q4_k or q6_k; pipe: PREFETCH (unless prefetch=False) and GDC (a programmatic
+    dependent launch); rit: RIT (GemvConfig.rows_in_thread); maxnreg: a register cap."""
     fn = gemv_dp4a.dp4a_gemv_kernel
-    consts = dict(BLOCK_N=block_n, NBLK=nblk, EVEN=True, SPLIT_K=split_k, PREQ=preq,
-                  Q6=name == "q6_k", ONE_STEP=one_step, PREFETCH=pipe, GDC=pipe,
-                  EARLY_NEXT=early_next, ASM=True)  # fmt: skip
+    consts = dict(BLOCK_N=block_n, NBLK=nblk, EVEN=even, SPLIT_K=split_k, PREQ=preq,
+                  Q6=name == "q6_k", ONE_STEP=one_step,
+                  PREFETCH=pipe if prefetch is None else pipe and prefetch, GDC=pipe,
+                  EARLY_NEXT=early_next, ASM=True, RIT=rit,
+                  SCALES_EARLY=scales_early)  # fmt: skip
     signature = {}
     pointers = iter(POINTERS[name])
     for arg in fn.arg_names:
@@ -56,6 +60,8 @@ def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, sta
     attrs = {k: [["tt.divisibility", 16]] for k in aligned}
     src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
     options = {"num_warps": warps, "num_stages": stages, "launch_pdl": pipe}
+    if maxnreg:
+        options["maxnreg"] = maxnreg
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
@@ -72,10 +78,59 @@ def loop_instructions(sass: str) -> int:
     return best
 
 
+def usage(kernel) -> tuple[int, int, int]:
+    """(registers, stack bytes, instructions) of a compiled kernel."""
+    path = Path(os.environ.get("TMPDIR", "/tmp")) / "gemv_usage.cubin"
+    path.write_bytes(kernel.asm["cubin"])
+    out = subprocess.run([str(CUOBJDUMP), "-res-usage", str(path)], capture_output=True,
+                         text=True, check=True).stdout  # fmt: skip
+    sass = subprocess.run([str(CUOBJDUMP), "-sass", str(path)], capture_output=True, text=True,
+                          check=True).stdout  # fmt: skip
+    n_all = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, flags=re.M))
+    regs = int(re.search(r"REG:(\d+)", out).group(1))
+    return regs, int(re.search(r"STACK:(\d+)", out).group(1)), n_all
+
+
+def session8() -> None:
+    """Each candidate of benchmarks/kernels/gemv_sweep.py and the default, compiled as the
+    4096- and 14336-wide rows launch it (gemv.dp4a_plan, 132 SMs): registers, stack (spilled
+    bytes), instructions, and how many 4-warp-equivalent programs an SM holds by registers."""
+    from benchmarks.kernels.gemv_sweep import CANDIDATES, applies
+    from kernels.gemv import default_config, dp4a_plan
+
+    for fmt in ("Q4_K", "Q6_K"):
+        for n_out, n_in in ((4096, 4096), (4096, 14336)):
+            named = [("default", default_config(fmt, 1))]
+            named += [(c.name, c.config) for c in CANDIDATES if applies(c, fmt, n_in)]
+            for label, config in named:
+                cfg, plan = dp4a_plan(config, n_out, n_in, 1, 132, True)
+                n_tiles = triton.cdiv(n_out, cfg.block_n) * plan.splits
+                kernel = compile_sm90(
+                    fmt.lower(), cfg.block_n, cfg.blocks_per_tile, cfg.prequantize,
+                    cfg.num_warps, cfg.num_stages, split_k=plan.splits > 1, pipe=cfg.pipelined,
+                    one_step=plan.blocks_per_split <= cfg.blocks_per_tile,
+                    early_next=cfg.early_next, even=plan.even, prefetch=cfg.prefetch,
+                    rit=cfg.rows_in_thread, maxnreg=cfg.max_registers,
+                    scales_early=cfg.scales_early,
+                )  # fmt: skip
+                regs, stack, n_all = usage(kernel)
+                per_warp = -(-regs // 8) * 8 * 32
+                programs = min(65536 // (per_warp * cfg.num_warps), 32, 64 // cfg.num_warps)
+                tile_kb = cfg.block_n * cfg.blocks_per_tile * (144 if fmt == "Q4_K" else 210)
+                print(f"{fmt} {n_out}x{n_in:<6} {label:20} {regs:3} regs, stack {stack:3}, "
+                      f"{n_all:4} instructions, {programs:2} programs/SM of {cfg.num_warps} "
+                      f"warps ({programs * tile_kb / 1024:.0f} KiB of weights), "
+                      f"{n_tiles} programs", flush=True)  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dump", help="write each SASS listing here")
+    parser.add_argument("--session8", action="store_true", help="the sweep's candidates only")
     args = parser.parse_args()
+    if args.session8:
+        session8()
+        return
     configs = []
     for name in ("q4_k", "q6_k"):
         for block_n, nblk, preq in ((16, 2, False), (16, 2, True), (4, 16, True), (8, 8, True)):

@@ -14,6 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
+from benchmarks.kernels.gemv_sweep import CANDIDATES
 from kernels import gemv, reference
 from kernels.act_quant import dp4a, quantize_activation, reference_quantize
 from kernels.errors import UnsupportedTensor
@@ -30,8 +31,10 @@ CONFIGS = {
     "fused": GemvConfig(16, 2, 1, path="dp4a"),
     "fused-1blk": GemvConfig(16, 1, 1, path="dp4a"),
     "prequantized": GemvConfig(16, 2, 1, path="dp4a", prequantize=True),
-    "default": gemv.default_config("Q4_K", 1),  # 4 rows x 16 super-blocks, early next launch
-    "default-q6_k": gemv.default_config("Q6_K", 1),  # the same, 2 warps, one step a program
+    # 4 rows x 16 super-blocks, 2 warps, early next launch; Q4_K rows in the thread; rows
+    # longer than a step: a K loop with PDL, no prefetch (long_rows)
+    "default": gemv.default_config("Q4_K", 1),
+    "default-q6_k": gemv.default_config("Q6_K", 1),
     # weights a step ahead (+ programmatic dependent launch on sm_90): one step (rows of up to
     # 16 super-blocks), and K loops
     "pipelined-4x16": GemvConfig(4, 16, 1, path="dp4a", prequantize=True, pipelined=True),
@@ -57,7 +60,50 @@ CONFIGS = {
         16, 1, 1, path="dp4a", prequantize=True, pipelined=True, programs_per_sm=1
     ),
     "persistent-pipelined-4x16": dataclasses.replace(ONE_STEP, one_step=False, programs_per_sm=1),
+    # session 8: K cut into a given number of parts where a row is longer than a step (3 SB
+    # rows: 3 parts of one step, half masked; 8 SB rows: parts of 3, 3, 2 walked in 2 steps,
+    # the last masked), also with one part's steps in a loop
+    "split3-4x2": dataclasses.replace(ONE_STEP, blocks_per_tile=2, splits=3),
+    "split2-4x4-w2": dataclasses.replace(ONE_STEP, blocks_per_tile=4, splits=2, num_warps=2),
+    # a K loop with the programmatic dependent launch but no prefetch (2 SB steps: 768 ends
+    # on a masked half step, 2048 in split-K)
+    "loop-pdl-4x2": GemvConfig(
+        4, 2, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True, prefetch=False
+    ),
+    # the register cap (ignored by the interpreter, but the launch must accept it) and the
+    # config chosen by row length: rows up to 4 SB take the outer config, longer ones long_rows
+    "r40-4x16-w8": dataclasses.replace(ONE_STEP, num_warps=8, max_registers=40),
+    "long-rows": dataclasses.replace(
+        ONE_STEP,
+        blocks_per_tile=4,
+        long_rows=dataclasses.replace(ONE_STEP, blocks_per_tile=2, splits=3, num_warps=2),
+    ),
+    "2x16": dataclasses.replace(ONE_STEP, block_n=2),
+    # rows in the thread (x's words loaded once for several rows): one step, split into parts
+    # with masked tails, a K loop without prefetch, and 8 rows a program
+    "rit-split3-4x2-w2": dataclasses.replace(
+        ONE_STEP, blocks_per_tile=2, splits=3, num_warps=2, rows_in_thread=True
+    ),
+    "rit-loop-pdl-4x2": GemvConfig(
+        4,
+        2,
+        1,
+        path="dp4a",
+        prequantize=True,
+        pipelined=True,
+        early_next=True,
+        prefetch=False,
+        rows_in_thread=True,
+    ),
+    "rit-8x16-w8": dataclasses.replace(ONE_STEP, block_n=8, num_warps=8, rows_in_thread=True),
+    # Q4_K's scales decoded before the wait (one step; in split-K parts with masked tails)
+    "scales-early-4x4": dataclasses.replace(ONE_STEP, blocks_per_tile=4, scales_early=True),
+    "scales-early-split3-4x2": dataclasses.replace(
+        ONE_STEP, blocks_per_tile=2, splits=3, scales_early=True
+    ),
 }
+# the candidates of session 8's sweep (benchmarks/kernels/gemv_sweep.py), each as timed
+SWEEP = {c.name: c for c in CANDIDATES}
 
 
 def test_one_row_of_q4_k_and_q6_k_takes_the_integer_path():
@@ -215,3 +261,69 @@ def test_llama3_8b_shapes(shape, fmt, variant):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     _check(fmt, *shape, 1, CONFIGS[variant], "cuda", seed=6)
+
+
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("name", list(SWEEP))
+@pytest.mark.parametrize(("n_out", "n_in"), [(37, 768), (40, 4608)])
+def test_sweep_candidates(fmt, name, n_out, n_in, device):
+    """Each candidate of the sweep, for every format: ragged rows; 3 super-blocks (one
+    masked step), and 18 (longer than a step: split into parts with a masked tail, or a K
+    loop)."""
+    if fmt not in SWEEP[name].formats:
+        pytest.skip(f"{name} is not timed for {fmt}")
+    _check(fmt, n_out, n_in, 1, SWEEP[name].config, device, seed=11)
+
+
+@functools.lru_cache(maxsize=1)
+def _half_case(fmt, n_out, n_in):
+    """Weights on the GPU, an f16 x (the benchmark's kernel specializations, so the compiles
+    are shared with it) and x' @ W.T in float64."""
+    raw = reference.random_weight_bytes(fmt, n_out, n_in, seed=12)
+    w = PackedWeight.from_gguf(raw, fmt, (n_out, n_in), device="cuda")
+    x = torch.randn(1, n_in, generator=torch.Generator().manual_seed(13)).to(torch.float16)
+    exact = reference.gemv(reference_quantize(x.float().numpy()), raw, fmt, (n_out, n_in))
+    return w, x.cuda(), exact
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["default", *SWEEP])
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("shape", [(4096, 14336), (4096, 4096), (1024, 4096)])
+def test_sweep_candidates_at_llama3_8b_shapes(shape, fmt, name):
+    """Every candidate of the sweep (any may become a default), f16 in and out, on the rows
+    of ffn_down (longer than a step), attn_q/o and attn_k/v; candidates innermost."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    config = None if name == "default" else SWEEP[name].config
+    if name != "default" and fmt not in SWEEP[name].formats:
+        pytest.skip(f"{name} is not timed for {fmt}")
+    w, x, exact = _half_case(fmt, *shape)
+    y = quant_matmul(x, w, config)
+    assert y.dtype == torch.float16
+    assert relative_error(y.float().cpu(), exact) < EXACT + 2e-3  # f16 output rounding
+    again = quant_matmul(x, w, config)  # split-K counters were reset
+    torch.testing.assert_close(again, y, rtol=0, atol=0)
+
+
+def test_the_plan_by_row_length():
+    """long_rows serves rows longer than a step and keeps the caller's launch flags; splits
+    cut only rows longer than a step, the last part's step masked (not EVEN)."""
+    long = dataclasses.replace(ONE_STEP, splits=4, num_warps=2)
+    cfg = dataclasses.replace(ONE_STEP, long_rows=long)
+    short, plan = gemv.dp4a_plan(cfg, 4096, 4096, 1, 132, True)
+    assert short == cfg and (plan.splits, plan.blocks_per_split, plan.even) == (1, 16, True)
+    chosen, plan = gemv.dp4a_plan(cfg, 4096, 14336, 1, 132, True)
+    assert chosen.num_warps == 2 and (plan.splits, plan.blocks_per_split) == (4, 14)
+    assert not plan.even  # 14 of a 16-block step
+    plain = dataclasses.replace(cfg, pipelined=False, early_next=False)
+    chosen, _ = gemv.dp4a_plan(plain, 4096, 14336, 1, 132, True)
+    assert not chosen.pipelined and not chosen.early_next
+
+
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+def test_the_default_on_rows_longer_than_a_step(fmt, device):
+    """18 super-blocks (more than one step of 16): the default's long_rows K loop (steps of 8
+    for Q4_K, the last of 3 masked to 2; of 16 for Q6_K, the second masked to 2), ragged rows."""
+    assert gemv.default_config(fmt, 1).long_rows is not None
+    _check(fmt, 37, 4608, 1, None, device, seed=14)
