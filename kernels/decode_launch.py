@@ -28,9 +28,10 @@ from kernels.occupancy import compiled_programs_per_sm, sm_limits
 # Warps a program where 4 is not the fastest, from the H100 sweep at 32k (docs/kernels.md,
 # session 7): rot4/rot4 34.6 us with 2 warps against 37.3 with 4 (5 programs an SM instead of
 # 4, and 1,928 warp-instructions a page against 2,316). kivi4/rot4 was faster still with 2
-# (44.3 against 54.3 us) but its GPU correctness test at 2 warps had not run; q8 K and f16
-# were as fast or faster with 4.
-FASTEST_WARPS = {("rot4", "rot4"): 2}
+# (44.3 against 54.3 us; 4 programs an SM instead of 3), and its swept-launch GPU test (every
+# swept shape, 2 warps among them, the same attention) passed on the H100 in session 8; q8 K
+# and f16 were as fast or faster with 4.
+FASTEST_WARPS = {("rot4", "rot4"): 2, ("kivi4", "rot4"): 2}
 INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's interpreter
 # splits the reduce reads in one step: all of them up to this many, so that its loads of m, l
 # and the partial rows go out at once (a [128, D] f32 tile is 64 registers a thread at 8 warps)
