@@ -24,6 +24,7 @@ from kernels.decode_attention import (
     prepare_queries_kernel,
 )
 from kernels.occupancy import compiled_programs_per_sm, sm_limits
+from kernels.tickets import TicketCounters
 
 # Warps a program where 4 is not the fastest, from the H100 sweep at 32k (docs/kernels.md,
 # session 7): rot4/rot4 34.6 us with 2 warps against 37.3 with 4 (5 programs an SM instead of
@@ -51,10 +52,9 @@ MERGE_TILE_REGISTERS = 64
 # had seen it before it was written. Unpipelined they are ld.global.cg (16 bytes, past L1).
 # Two levels keep the steps in a program few (a group: 1; the groups: n_groups / CHUNK)
 MERGE_STAGES = 1
-# per device: zeroed ticket counters for the fused reduce (per sequence and KV head: one per
-# group of splits and one for the head); the program that draws a counter's last ticket sets
-# it back to zero, so a CUDA graph replays them as they are
-_COUNTERS: dict[torch.device, torch.Tensor] = {}
+# ticket counters for the fused reduce (per sequence and KV head: one per group of splits and
+# one for the head; kernels/tickets.py), a buffer of their own beside the GEMV's
+_REDUCE_TICKETS = TicketCounters(minimum=4096)
 # K formats stored rotated: q is rotated to match them (AttentionTuning.rotate_q_once)
 ROTATED_K = ("rot4", "rot2")
 
@@ -199,15 +199,8 @@ def prepare_queries(q: torch.Tensor, signs: torch.Tensor, qk_scale: float, halve
 
 def split_counters(device: torch.device, n: int) -> torch.Tensor:
     """n zeroed int32 ticket counters on device for the fused reduce (shared by every cache on
-    that device: launches on one stream never overlap in their use of them; grown only when
-    too small, outside a CUDA graph's capture in practice, as kernels/gemv.py's)."""
-    if device.type == "cuda" and device.index is None:  # one key per GPU: "cuda" is cuda:N
-        device = torch.device("cuda", torch.cuda.current_device())
-    counters = _COUNTERS.get(device)
-    if counters is None or counters.numel() < n:
-        counters = torch.zeros(max(n, 4096), dtype=torch.int32, device=device)
-        _COUNTERS[device] = counters
-    return counters
+    that device: launches on one stream never overlap in their use of them)."""
+    return _REDUCE_TICKETS.get(device, n)
 
 
 def fused_reduce_consts(tuning: AttentionTuning, rows: int, d: int, num_warps: int) -> dict:

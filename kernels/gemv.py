@@ -22,6 +22,7 @@ from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.gemv_common import split_plan
 from kernels.packed_weight import PackedWeight
+from kernels.tickets import TicketCounters
 
 # Per format: the launcher and how many weights one of its kernel's "blocks" covers.
 _LAUNCH = {
@@ -186,18 +187,8 @@ def quant_matmul(
     return out.reshape(*lead, w.n_out)
 
 
-_COUNTERS: dict[torch.device, torch.Tensor] = {}
-
-
-def _split_counters(device: torch.device, n: int) -> torch.Tensor:
-    """Zeroed int32 tickets, one per output tile, for split-K reduced in the same launch (the
-    last program of a tile resets its counter). Kept per device and grown only when too small,
-    so CUDA-graph captures reuse the buffer; one stream at a time may use it."""
-    counters = _COUNTERS.get(device)
-    if counters is None or counters.numel() < n:
-        counters = torch.zeros(max(n, 1 << 16), dtype=torch.int32, device=device)
-        _COUNTERS[device] = counters
-    return counters
+# one ticket per output tile, for split-K reduced in the same launch (kernels/tickets.py)
+_COUNTERS = TicketCounters(minimum=1 << 16)
 
 
 def whole_steps(n_blocks: int, most: int) -> int:
@@ -245,6 +236,6 @@ def _dp4a_matmul(
     part = out
     if plan.splits > 1:
         part = torch.empty(plan.splits, n_rows_x, w.n_out, dtype=torch.float32, device=x2.device)
-    counters = _split_counters(x2.device, triton.cdiv(w.n_out, cfg.block_n) * n_rows_x)
+    counters = _COUNTERS.get(x2.device, triton.cdiv(w.n_out, cfg.block_n) * n_rows_x)
     gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg, _sm_count(x2.device))
     return out

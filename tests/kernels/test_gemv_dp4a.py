@@ -153,7 +153,7 @@ def test_split_k_counters_reset_for_the_next_call(fmt, device):
     first = quant_matmul(x.to(device), w, cfg)
     second = quant_matmul(x.to(device), w, cfg)
     torch.testing.assert_close(first, second, rtol=0, atol=0)
-    assert int(gemv._COUNTERS[first.device].abs().sum()) == 0
+    assert int(gemv._COUNTERS.get(first.device, 1).abs().sum()) == 0
     exact = reference.gemv(reference_quantize(x.numpy()), raw, fmt, (16, 2048))
     assert relative_error(first.cpu(), exact) < EXACT
 
