@@ -128,11 +128,15 @@ def variants(fmt: str, n_out: int, n_in: int, copy_bw: float, names=None) -> lis
     """Each of VARIANTS (or those named) on one weight (and its copies), printed as measured
     (a run cut by its time limit keeps what it measured)."""
     w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
-    weights = _copies(w)
+    runs = [v for v in VARIANTS if not names or v[0] in names]
+    return measure_each(fmt, n_out, n_in, copy_bw, _copies(w), runs)
+
+
+def measure_each(fmt: str, n_out: int, n_in: int, copy_bw: float, weights, runs) -> list[dict]:
+    """Each run (name, config, input rows, x shared) on the same weight copies, printed as
+    measured; one that fails is reported and the next one goes on."""
     results = []
-    for name, cfg, rows, share_x in VARIANTS:
-        if names and name not in names:
-            continue
+    for name, cfg, rows, share_x in runs:
         try:
             r = measure(fmt, n_out, n_in, rows, copy_bw, cfg, weights, share_x)
         except Exception as error:  # report it and go on to the next variant

@@ -23,7 +23,7 @@ import time
 
 import torch
 
-from benchmarks.kernels.gemv import _copies, measure
+from benchmarks.kernels.gemv import _copies, measure_each
 from benchmarks.kernels.timing import copy_bandwidth
 from kernels.act_quant import quantize_activation
 from kernels.gemv import GemvConfig, quant_matmul
@@ -120,23 +120,12 @@ def applies(c: Candidate, fmt: str, n_in: int) -> bool:
 def sweep_shape(fmt: str, n_out: int, n_in: int, copy_bw: float, names=None) -> list[dict]:
     """The default, each candidate that applies, the default again, on one weight's copies."""
     w = PackedWeight.from_gguf(random_weight_bytes(fmt, n_out, n_in), fmt, (n_out, n_in))
-    weights = _copies(w)
     runs = [("default", None)]
     runs += [(c.name, c.config) for c in CANDIDATES
              if applies(c, fmt, n_in) and (not names or c.name in names)]  # fmt: skip
     runs.append(("default again", None))
-    results = []
-    for name, cfg in runs:
-        try:
-            r = measure(fmt, n_out, n_in, 1, copy_bw, cfg, weights, share_x=True)
-        except Exception as error:  # report it and go on to the next candidate
-            print(f"{fmt:6} {name:22} {n_out}x{n_in}: failed: {error!r}"[:300], flush=True)
-            continue
-        r["variant"] = name
-        print(f"{fmt:6} {name:22} {n_out:>6}x{n_in:<6} {r['us']:7.2f} {r['gb_s']:7.0f} "
-              f"{r['of_copy']:8.1%}", flush=True)  # fmt: skip
-        results.append(r)
-    return results
+    # one input row, x shared (given in 8 bits, as the engine does)
+    return measure_each(fmt, n_out, n_in, copy_bw, _copies(w), [(*r, 1, True) for r in runs])
 
 
 # one shape of each kernel specialization the sweep and the GPU tests launch (the others
