@@ -62,7 +62,8 @@ class Speculation:
     _steps_since_plain: int = 0  # steps since the last warm plain step, in this reply
     _plain_run: int = 0  # plain steps in a row before the coming one, since the last other shape
     _warm_wanted: int = 0  # warm plain steps still to time before drafting goes on
-    _open_check: list | None = None  # [drafts, seconds, new shape, warming] of a check to price
+    # (drafts, seconds, new shape, warming) of the last check, priced at the next step
+    _open_check: tuple[int, float, bool, bool] | None = None
     _run_checks: int = 0  # checks in the run of checks under way (or just ended)
     _run_switch: float = 0.0  # what that run's switches have cost so far, in plain steps
     _shapes: dict = field(default_factory=dict)  # drafts -> (checks since new or idle, when)
@@ -121,7 +122,7 @@ class Speculation:
         uses = 1 if now - last > GRAPH_IDLE_S else uses + 1
         self._shapes[drafts] = (uses, now)
         warming = uses <= self.graph_warmup  # its graph being made: not what the shape costs
-        self._open_check = [drafts, seconds, new_shape, warming]
+        self._open_check = (drafts, seconds, new_shape, warming)
         self.length.run_length = drafts
         self.reply.step(seconds, tokens)
 

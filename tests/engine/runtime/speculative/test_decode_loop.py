@@ -183,6 +183,19 @@ class _ShortDrafts:
         self.drafter.close()
 
 
+def _checking_batch_sizes(spec, monkeypatch) -> list[int]:
+    """The size of every checking batch decoded from now on, as they are decoded."""
+    sizes: list[int] = []
+    decode = spec.batch.decode
+
+    def spy(ctx):
+        sizes.append(spec.batch.n_tokens)
+        return decode(ctx)
+
+    monkeypatch.setattr(spec.batch, "decode", spy)
+    return sizes
+
+
 @pytest.mark.parametrize("sampling", [GREEDY, p.SamplingParams(temperature=0.8, seed=99)])
 def test_padded_checking_steps_keep_one_shape_and_the_same_reply(session, monkeypatch, sampling):
     """On a GPU checks are padded up to a fixed batch (setup.py): the padding is checked like
@@ -192,14 +205,7 @@ def test_padded_checking_steps_keep_one_shape_and_the_same_reply(session, monkey
     monkeypatch.setattr(spec, "pad_drafts", True)
     monkeypatch.setattr(spec, "length", _AlwaysDraft(max_length=7))
     monkeypatch.setattr(spec, "drafter", _ShortDrafts(spec.drafter))
-    sizes = []
-    decode = spec.batch.decode
-
-    def spy(ctx):
-        sizes.append(spec.batch.n_tokens)
-        return decode(ctx)
-
-    monkeypatch.setattr(spec.batch, "decode", spy)
+    sizes = _checking_batch_sizes(spec, monkeypatch)
     prompt = session.model.tokenize(REWRITE, add_special=True)
     (text, plain, cache), (text_s, fast, cache_s) = _both(
         session, prompt, sampling=sampling, max_tokens=60
@@ -227,14 +233,7 @@ def test_checks_of_padding_only_keep_the_reply_and_count_no_drafts(session, monk
     monkeypatch.setattr(spec, "pad_drafts", True)
     monkeypatch.setattr(spec, "length", length)
     monkeypatch.setattr(spec, "drafter", _GapDrafts(spec.drafter))
-    sizes = []
-    decode = spec.batch.decode
-
-    def spy(ctx):
-        sizes.append(spec.batch.n_tokens)
-        return decode(ctx)
-
-    monkeypatch.setattr(spec.batch, "decode", spy)
+    sizes = _checking_batch_sizes(spec, monkeypatch)
     prompt = session.model.tokenize(REWRITE, add_special=True)
     (text, plain, cache), (text_s, fast, cache_s) = _both(session, prompt, max_tokens=60)
     assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
