@@ -93,16 +93,22 @@ class GemvConfig:
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
     """Tile shapes from the H100 runs (docs/kernels.md). The integer path: 4 weight rows x 16
     super-blocks a step (a 4096-wide row in one step: every load of a program in flight at
-    once), weights loaded a step ahead in longer rows, x quantized in a launch of its own unless
-    given, and on sm_90+ a programmatic dependent launch that lets the next kernel start as
-    soon as every program has started. Q6_K: 2 warps a program and K split into one step a
-    program (`one_step`), its best measured form (Q4_K lost with either)."""
+    once), x quantized in a launch of its own unless given, and on sm_90+ a programmatic
+    dependent launch that lets the next kernel start as soon as every program has started.
+    Q4_K: 2 warps, weights and x loaded with several rows in a thread (`rows_in_thread`);
+    Q6_K: 2 warps, K split into one step a program. Rows longer than one step (ffn_down's
+    14336) take a K loop with the programmatic dependent launch and no prefetch (`long_rows`):
+    Q4_K in steps of 8 super-blocks, Q6_K of 16 (session 8's sweep)."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
-        config = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True,
-                            pipelined=True, early_next=True)  # fmt: skip
+        step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True,
+                          early_next=True, num_warps=2, one_step=True)  # fmt: skip
+        loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True,
+                          early_next=True, prefetch=False)  # fmt: skip
         if fmt == "Q6_K":
-            config = dataclasses.replace(config, num_warps=2, one_step=True)
-        return config
+            return dataclasses.replace(
+                step, long_rows=dataclasses.replace(loop, blocks_per_tile=16)
+            )
+        return dataclasses.replace(step, rows_in_thread=True, long_rows=loop)
     blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
         return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)

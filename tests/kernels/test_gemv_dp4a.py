@@ -31,8 +31,10 @@ CONFIGS = {
     "fused": GemvConfig(16, 2, 1, path="dp4a"),
     "fused-1blk": GemvConfig(16, 1, 1, path="dp4a"),
     "prequantized": GemvConfig(16, 2, 1, path="dp4a", prequantize=True),
-    "default": gemv.default_config("Q4_K", 1),  # 4 rows x 16 super-blocks, early next launch
-    "default-q6_k": gemv.default_config("Q6_K", 1),  # the same, 2 warps, one step a program
+    # 4 rows x 16 super-blocks, 2 warps, early next launch; Q4_K rows in the thread; rows
+    # longer than a step: a K loop with PDL, no prefetch (long_rows)
+    "default": gemv.default_config("Q4_K", 1),
+    "default-q6_k": gemv.default_config("Q6_K", 1),
     # weights a step ahead (+ programmatic dependent launch on sm_90): one step (rows of up to
     # 16 super-blocks), and K loops
     "pipelined-4x16": GemvConfig(4, 16, 1, path="dp4a", prequantize=True, pipelined=True),
@@ -317,3 +319,11 @@ def test_the_plan_by_row_length():
     plain = dataclasses.replace(cfg, pipelined=False, early_next=False)
     chosen, _ = gemv.dp4a_plan(plain, 4096, 14336, 1, 132, True)
     assert not chosen.pipelined and not chosen.early_next
+
+
+@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
+def test_the_default_on_rows_longer_than_a_step(fmt, device):
+    """18 super-blocks (more than one step of 16): the default's long_rows K loop (steps of 8
+    for Q4_K, the last of 3 masked to 2; of 16 for Q6_K, the second masked to 2), ragged rows."""
+    assert gemv.default_config(fmt, 1).long_rows is not None
+    _check(fmt, 37, 4608, 1, None, device, seed=14)
