@@ -64,7 +64,7 @@ def decode_split_kernel(
     WAIT_Q: tl.constexpr = False, SUM_AFTER_LOOP: tl.constexpr = False,
     FUSED_REDUCE: tl.constexpr = False, MERGE_ROWS: tl.constexpr = 16,
     MERGE_CHUNK: tl.constexpr = 8, MERGE_STAGES: tl.constexpr = 1,
-    FLAT_V: tl.constexpr = False,
+    FLAT_V: tl.constexpr = False, MASK_TAIL: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -90,7 +90,9 @@ def decode_split_kernel(
     the groups by the last group's (ticket counters at count_ptr, zero before the launch and
     after it; MERGE_ROWS >= T * G rows). acc_ptr, m_ptr and l_ptr then also hold the group
     partials, after the splits'. FLAT_V: rot4 V's tile built 2-D (kv_tiles.load_rot4_halves'
-    FLAT)."""
+    FLAT). MASK_TAIL: the positions masked only on pages that some query row does not see
+    whole (without a window: the pages past the lowest query position; decode: the last),
+    not on every page."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     seq = tl.program_id(0)
@@ -110,6 +112,8 @@ def decode_split_kernel(
     end_page = tl.cdiv(tl.max(tl.where(group_mask, position, 0), axis=0) + 1, P)
     lowest = tl.min(tl.where(group_mask, position, 2**30), axis=0)
     first_page = tl.where(window > 0, tl.maximum(lowest - window + 1, 0) // P, 0)
+    # pages before this one every query row sees whole (MASK_TAIL); a window masks them all
+    whole_end = tl.where(window > 0, 0, (lowest + 1) // P)
     pages_per_split = tl.cdiv(end_page - first_page, n_splits)
     if WAIT_Q:
         gdc_wait()
@@ -164,9 +168,14 @@ def decode_split_kernel(
             s = tl.dot(q, tl.trans(k))
             if K_FMT == Q8:
                 s = s * k_scale[None, :]
+        # a compile-time branch: Triton builds both sides of a conditional expression
+        if MASK_TAIL:  # noqa: SIM108
+            whole = pg < whole_end
+        else:
+            whole = False
         m_i, l_i, acc, acc_odd = _accumulate_page(
             s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
-            V_FMT, P, D, CODE_WORDS, ASM, SUM_AFTER_LOOP, FLAT_V,
+            V_FMT, P, D, CODE_WORDS, ASM, SUM_AFTER_LOOP, FLAT_V, whole,
         )  # fmt: skip
     # a compile-time branch around a run-time one: Triton cannot join them with `and`
     if K_FMT == KIVI4:  # noqa: SIM102
@@ -359,13 +368,15 @@ def prepare_queries_kernel(
 
 @triton.jit
 def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr,
-                  SUM_AFTER_LOOP: tl.constexpr = False):  # fmt: skip
+                  SUM_AFTER_LOOP: tl.constexpr = False, whole=False):  # fmt: skip
     """Scores s [rows, P] of page pg into the online softmax: (m, l, p, alpha); with
-    SUM_AFTER_LOOP, l per row and position [rows, P] (the caller sums it)."""
-    tokens = pg * P + tl.arange(0, P)
-    behind = position[:, None] - tokens[None, :]
-    visible = (behind >= 0) & ((window <= 0) | (behind < window))
-    s = tl.where(visible, s, float("-inf"))
+    SUM_AFTER_LOOP, l per row and position [rows, P] (the caller sums it). whole: every row
+    sees the whole page (no mask needed)."""
+    if not whole:
+        tokens = pg * P + tl.arange(0, P)
+        behind = position[:, None] - tokens[None, :]
+        visible = (behind >= 0) & ((window <= 0) | (behind < window))
+        s = tl.where(visible, s, float("-inf"))
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     # a row that sees no position of this page yet keeps m = -inf; 0 keeps 2^x finite
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
@@ -382,9 +393,11 @@ def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr,
 def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
                      vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
                      D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr,
-                     SUM_AFTER_LOOP: tl.constexpr, FLAT_V: tl.constexpr = False):  # fmt: skip
+                     SUM_AFTER_LOOP: tl.constexpr, FLAT_V: tl.constexpr = False,
+                     whole=False):  # fmt: skip
     """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
-    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P, SUM_AFTER_LOOP)
+    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P, SUM_AFTER_LOOP,
+                                       whole)  # fmt: skip
     if V_FMT == ROT4:
         v_even, v_odd = load_rot4_halves(
             row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True, FLAT=FLAT_V

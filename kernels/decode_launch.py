@@ -33,6 +33,9 @@ from kernels.tickets import TicketCounters
 # swept shape, 2 warps among them, the same attention) passed on the H100 in session 8; q8 K
 # and f16 were as fast or faster with 4.
 FASTEST_WARPS = {("rot4", "rot4"): 2, ("kivi4", "rot4"): 2}
+# K/V pairs that mask positions only on the pages that need it (AttentionTuning.mask_tail
+# None): where the H100 measured a gain beyond the spread at 4k, 32k and 128k (session 9)
+MASK_TAIL_PAIRS = {("rot4", "rot4")}
 INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's interpreter
 # splits the reduce reads in one step: all of them up to this many, so that its loads of m, l
 # and the partial rows go out at once (a [128, D] f32 tile is 64 registers a thread at 8 warps)
@@ -111,9 +114,21 @@ class AttentionTuning:
     # rot4 V: its f16 tile built 2-D, not reshaped from [P, D/32, 16] (kv_tiles.load_rot4_halves'
     # FLAT). sm_90 SASS with Triton 3.6 (the device's), rot4/rot4 at 2 warps: 16 STS.128 a
     # page step instead of 128 STS.U16, the step 1,122 -> 935 instructions (206 -> 224
-    # registers, 4 programs an SM either way); q8/rot4 at 4 warps 742 -> 644. Off until a
-    # GPU has run and timed it.
-    flat_v: bool = False
+    # registers, 4 programs an SM either way); q8/rot4 at 4 warps 742 -> 644. H100, session 9:
+    # rot4/rot4 at 32k 34.8 -> 29.9 us, 128k 104.9 -> 86.1; q8/rot4 35.5 -> 31.0, 112.1 -> 94.8
+    # (beyond the spread at 4k, 32k and 128k: docs/kernels.md)
+    flat_v: bool = True
+    # the position mask only on pages some query row does not see whole (without a window,
+    # decode: the last page; decode_attention's MASK_TAIL); None: by K/V pair (MASK_TAIL_PAIRS).
+    # H100, session 9: rot4/rot4 29.4 -> 27.6 us at 32k, 86.2 -> 80.6 at 128k, 14.1 -> 13.7
+    # at 4k; f16/f16 lost 6.3 us at 32k and q8/rot4 1.6 at 4k (docs/kernels.md)
+    mask_tail: bool | None = None
+
+    def masks_tail(self, k_format: str, v_format: str) -> bool:
+        """Whether the split kernel masks positions only where needed (mask_tail)."""
+        if self.mask_tail is not None:
+            return self.mask_tail
+        return (k_format, v_format) in MASK_TAIL_PAIRS
 
     def prepares_queries(self, k_format: str) -> bool:
         """Whether the split kernel reads q from prepare_queries_kernel (its Q_READY)."""

@@ -33,11 +33,7 @@ def _attention_table(rows: list[dict], tuning: bool = False) -> None:
         t = r["tuning"]
         launch = f"  {attention.launch_label(t)}" if tuning else ""
         if not tuning:  # a flag timed beside the default (--flag)
-            launch = "  q once" if t.get("rotate_q_once") else ""
-            launch += "  sum after loop" if t.get("sum_after_loop") else ""
-            launch += "  fused reduce" if t.get("fused_reduce") else ""
-            launch += "  flat V" if t.get("flat_v") else ""
-            launch += "  q prepared" if t.get("q_prepared") else ""
+            launch = attention.flags_label(t)
         if tuning and r["page_size"] != 64:
             launch += f", pages of {r['page_size']}"
         print(f"{r['k'] + '/' + r['v']:10} {r['context']:>8} {r['us_per_layer']:9.1f} "

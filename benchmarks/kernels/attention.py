@@ -23,8 +23,28 @@ HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
 # the queries come prepared (rotated, scaled, f16) as the RoPE kernel leaves them with the
 # cache's query_preparation (rot4 and rot2 K; attend(..., prepared=True)), so the attention's
 # time leaves that work out: measure_rope_q times it inside the RoPE kernel
-FLAGS = ("rotate_q_once", "sum_after_loop", "fused_reduce", "flat_v", "q_prepared")
+FLAGS = ("rotate_q_once", "sum_after_loop", "fused_reduce", "flat_v", "q_prepared", "mask_tail")
 ROTATED_K_ONLY = ("rotate_q_once", "q_prepared")
+FLAG_LABELS = {
+    "rotate_q_once": "q once", "sum_after_loop": "sum after loop", "fused_reduce": "fused reduce",
+    "flat_v": "flat V", "q_prepared": "q prepared", "mask_tail": "mask tail",
+}  # fmt: skip
+
+
+def flags_changed(tuning: dict) -> list[str]:
+    """The FLAGS a row's tuning (a JSON row's "tuning") sets otherwise than the default
+    AttentionTuning (flat_v is on by default since session 9: its rows then say "no flat V")."""
+    default = {**dataclasses.asdict(AttentionTuning()), "q_prepared": False}
+    return [f for f in FLAGS if tuning.get(f, default[f]) != default[f]]
+
+
+def flags_label(tuning: dict) -> str:
+    """The changed flags as the tables print them."""
+    return "".join(
+        f"  {'' if tuning.get(f) else 'no '}{FLAG_LABELS[f]}" for f in flags_changed(tuning)
+    )
+
+
 ROT4_V_ONLY = ("flat_v",)
 FORMAT_PAIRS = [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), ("rot2", "rot4")]
 CHUNK = 8192
@@ -155,17 +175,23 @@ def sweep_tunings() -> list[AttentionTuning]:
 
 
 def flag_comparison(k_format: str, flags: list[str], v_format: str = "rot4") -> tuple:
-    """Tunings that time AttentionTuning flags against the default over one cache: the
-    default first, then each flag that applies to this K format (rotate_q_once: rotated K
-    only) and, with several, all of them together, each followed by the default again (the
-    defaults' differences are the run's spread, what a gain must beat: attention_flags.py)."""
+    """Tunings that time AttentionTuning flags against the default over one cache (each set
+    the other way than the default): the default first, then each flag that applies to this
+    K format (rotate_q_once: rotated K only) and, with several, all of them together, each
+    followed by the default again (the defaults' differences are the run's spread, what a
+    gain must beat: attention_flags.py)."""
     applies = [f for f in flags if f not in ROTATED_K_ONLY or k_format in ROTATED_K]
     applies = [f for f in applies if f not in ROT4_V_ONLY or v_format == "rot4"]
+    # each flag set the other way than the default (flat_v: off since session 9; mask_tail:
+    # the other way than its default for this pair)
+    default = {**dataclasses.asdict(AttentionTuning()), "q_prepared": False}
+    default["mask_tail"] = AttentionTuning().masks_tail(k_format, v_format)
+    changed = {f: not default[f] for f in applies}
     tunings: list = [None]
     for flag in applies:
-        tunings += [{flag: True}, None]
+        tunings += [{flag: changed[flag]}, None]
     if len(applies) > 1:
-        tunings += [dict.fromkeys(applies, True), None]
+        tunings += [changed, None]
     return tuple(tunings)
 
 
@@ -180,6 +206,7 @@ def launch_label(tuning: dict) -> str:
     label += " fused reduce" if tuning.get("fused_reduce", False) else ""
     label += " flat V" if tuning.get("flat_v", False) else ""
     label += " q prepared" if tuning.get("q_prepared", False) else ""
+    label += " mask tail" if tuning.get("mask_tail", False) else ""
     return label + (f" max {tuning['max_registers']} regs" if tuning.get("max_registers") else "")
 
 

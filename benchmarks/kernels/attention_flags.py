@@ -14,10 +14,12 @@ measured; else keep it off.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from collections import defaultdict
 
-from benchmarks.kernels.attention import FLAGS
+from benchmarks.kernels.attention import FLAGS, flags_changed
+from kernels.decode_launch import AttentionTuning
 
 
 def compare(rows: list[dict], flag: str) -> dict[tuple[str, str], list[dict]]:
@@ -27,7 +29,7 @@ def compare(rows: list[dict], flag: str) -> dict[tuple[str, str], list[dict]]:
     wanted = set(flag.split("+"))
     timings: dict[tuple, dict[bool, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
-        on_flags = {f for f in FLAGS if r["tuning"].get(f, False)}
+        on_flags = set(flags_changed(r["tuning"]))
         if on_flags and on_flags != wanted:
             continue
         on = bool(on_flags)
@@ -43,6 +45,14 @@ def compare(rows: list[dict], flag: str) -> dict[tuple[str, str], list[dict]]:
             "gain_us": default - on[0], "spread_us": max(off) - min(off),
         })  # fmt: skip
     return dict(found)
+
+
+def flag_default(flag: str, k_format: str, v_format: str) -> bool:
+    """Whether AttentionTuning has this flag (every one of a '+' join) on by default for this
+    K/V pair (mask_tail: by pair)."""
+    default = {**dataclasses.asdict(AttentionTuning()), "q_prepared": False}
+    default["mask_tail"] = AttentionTuning().masks_tail(k_format, v_format)
+    return all(default[f] for f in flag.split("+"))
 
 
 def verdict(comparisons: list[dict]) -> bool:
@@ -69,7 +79,12 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{k}/{v:5} {c['context']:>7}: default {c['default_us']:6.1f} us, "
                       f"{flag} {c['flag_us']:6.1f} us, gain {c['gain_us']:+5.1f} "
                       f"(spread {c['spread_us']:.1f})")  # fmt: skip
-            decision = "make it default" if verdict(comparisons) else "keep it off"
+            on = flag_default(flag, k, v)
+            decision = (
+                ("make it default" if verdict(comparisons) else "keep it off")
+                if not on
+                else ("turn the default off" if verdict(comparisons) else "keep it on")
+            )
             print(f"{k}/{v}: {flag}: {decision}")
     return 1 if missing else 0
 

@@ -52,19 +52,20 @@ PLANE_TYPES = {"f16": "*fp16", "q8": "*i8", "rot4": "*u8", "rot2": "*u8", "kivi4
 def compile_sm90(k_fmt: str, v_fmt: str, unpack: str, warps: int = 4, stages: int = 5,
                  q_ready: bool = False, sum_after_loop: bool = False,
                  max_registers: int = 0, fused_reduce: bool = False,
-                 flat_v: bool = False):  # fmt: skip
+                 flat_v: bool = False, extra: dict | None = None):  # fmt: skip
     """The split kernel for one format pair and rot4 unpacking path ("words" or "bytes", as
     AttentionTuning.code_unpack), with its inline assembly, for sm_90; q_ready: reading q
     from prepare_queries_kernel (AttentionTuning.rotate_q_once, rotated K); sum_after_loop:
     AttentionTuning.sum_after_loop; max_registers: AttentionTuning.max_registers;
     fused_reduce: AttentionTuning.fused_reduce (the merge in the last program of a head);
-    flat_v: AttentionTuning.flat_v (rot4 V's tile built 2-D)."""
+    flat_v: AttentionTuning.flat_v (rot4 V's tile built 2-D); extra: other compile-time
+    arguments by name (e.g. MASK_TAIL=True)."""
     fn = decode_split_kernel
     consts = dict(HQ=32, HKV=8, G=4, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
                   K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=False,
                   CODE_WORDS=unpack == "words", ASM=True, KG=32, LAUNCH_DEPENDENTS=True,
                   Q_READY=q_ready, WAIT_Q=q_ready, SUM_AFTER_LOOP=sum_after_loop,
-                  FLAT_V=flat_v)  # fmt: skip
+                  FLAT_V=flat_v, **(extra or {}))  # fmt: skip
     consts.update(fused_reduce_consts(AttentionTuning(fused_reduce=fused_reduce), 4, 128, warps))
     for param in fn.params:  # the other compile-time flags at their defaults
         if param.is_constexpr and param.name not in consts:
@@ -134,7 +135,10 @@ def main() -> None:
                         help="AttentionTuning.fused_reduce (one launch)")  # fmt: skip
     parser.add_argument("--max-registers", type=int, default=0,
                         help="AttentionTuning.max_registers (0: compiler's choice)")  # fmt: skip
+    parser.add_argument("--set", nargs="*", default=[], metavar="NAME=0|1",
+                        help="other compile-time flags, e.g. MASK_TAIL=1 FOLD_HIGH=1")  # fmt: skip
     args = parser.parse_args()
+    extra = {name: bool(int(value)) for name, value in (f.split("=") for f in args.set)}
     for k_fmt in sorted({p.split("/")[0] for p in args.formats} & {"rot4", "rot2"}):
         if args.rotate_q_once:
             sass, usage = sass_of(compile_prepare_sm90(k_fmt))
@@ -153,7 +157,7 @@ def main() -> None:
                                   q_ready=q_ready, sum_after_loop=args.sum_after_loop,
                                   max_registers=args.max_registers,
                                   fused_reduce=args.fused_reduce,
-                                  flat_v=args.flat_v)  # fmt: skip
+                                  flat_v=args.flat_v, extra=extra)  # fmt: skip
             sass, usage = sass_of(kernel)
             if args.dump:
                 Path(args.dump, f"{k_fmt}-{v_fmt}-{unpack}.sass").write_text(sass)

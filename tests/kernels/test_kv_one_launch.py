@@ -195,7 +195,7 @@ def test_the_flat_v_tile_at_the_llama3_8b_shape(k_format, v_format):
     from tests.kernels.test_kv_cache import _llama3_8b_cache
 
     cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
-    cache.tuning = AttentionTuning()
+    cache.tuning = AttentionTuning(flat_v=False)
     before = cache.attend(0, q, [seq]).float().cpu()
     for fused in (False, True):
         cache.tuning = AttentionTuning(flat_v=True, fused_reduce=fused)

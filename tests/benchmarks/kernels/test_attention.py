@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 pytest.importorskip("torch", reason="the attention benchmark needs torch")
 
 from benchmarks.kernels import attention
+from kernels.decode_launch import AttentionTuning
 
 
 def _flags_on(tunings) -> list[tuple[str, ...]]:
@@ -14,13 +17,11 @@ def _flags_on(tunings) -> list[tuple[str, ...]]:
     against what measure makes of it (an AttentionTuning and whether q comes prepared)."""
     flags = []
     for t in tunings:
-        on = () if t is None else tuple(f for f in attention.FLAGS if t.get(f))
+        on = () if t is None else tuple(attention.flags_changed(t))
         tuning, prepared = attention._variant(t)
         assert prepared == ("q_prepared" in on)
-        tuning_flags = [f for f in attention.FLAGS if f != "q_prepared"]
-        assert tuple(f for f in tuning_flags if getattr(tuning, f, False)) == tuple(
-            f for f in on if f != "q_prepared"
-        )
+        row = {**dataclasses.asdict(tuning or AttentionTuning()), "q_prepared": prepared}
+        assert tuple(attention.flags_changed(row)) == on
         flags.append(on)
     return flags
 
@@ -67,5 +68,13 @@ def test_a_register_cap_is_named_in_the_label():
 
 
 def test_the_flat_v_tile_is_timed_only_for_rot4_values():
-    assert _flags_on(attention.flag_comparison("q8", ["flat_v"], "rot4")) == [(), ("flat_v",), ()]
+    """flat_v is on by default: its comparison turns it off."""
+    tunings = attention.flag_comparison("q8", ["flat_v"], "rot4")
+    assert _flags_on(tunings) == [(), ("flat_v",), ()]
+    assert tunings[1] == {"flat_v": False}
     assert _flags_on(attention.flag_comparison("rot4", ["flat_v"], "q8")) == [()]
+
+
+def test_flags_label_names_what_differs_from_the_default():
+    row = {**dataclasses.asdict(AttentionTuning(flat_v=False, mask_tail=True)), "q_prepared": 0}
+    assert attention.flags_label(row) == "  no flat V  mask tail"
