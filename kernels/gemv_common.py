@@ -265,3 +265,27 @@ def prefetch_l2_rows(plane_ptr, row_bytes, first_row, end_row, WARPS: tl.constex
             is_pure=False,
             pack=1,
         )
+
+
+@triton.jit
+def prefetch_l2_lines(plane_ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr,
+                      ASM: tl.constexpr):  # fmt: skip
+    """prefetch_l2_rows' rows asked line by line instead: `prefetch.global.L2` of each
+    128-byte line, one line a thread per round (the load/store unit's path, not the bulk
+    copy engine's). ASM=False: the loop runs, nothing is issued."""
+    lo = (first_row.to(tl.int64) * row_bytes) // 128
+    hi = (end_row.to(tl.int64) * row_bytes + 127) // 128
+    lane = tl.arange(0, 32 * WARPS)
+    for base in range(lo, hi, 32 * WARPS):
+        line = base + lane
+        if ASM:
+            addr = plane_ptr.to(tl.pointer_type(tl.int8)).to(tl.int64) + line * 128
+            tl.inline_asm_elementwise(
+                "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p prefetch.global.L2 [$1]; "
+                "mov.u32 $0, 0; }",
+                "=r,l,r",
+                [addr, (line < hi).to(tl.int32)],
+                dtype=tl.int32,
+                is_pure=False,
+                pack=1,
+            )

@@ -63,6 +63,7 @@ from kernels.gemv_common import (
     gdc_wait,
     load_groups,
     load_words,
+    prefetch_l2_lines,
     prefetch_l2_rows,
 )
 
@@ -285,20 +286,30 @@ def _mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ
 
 
 @triton.jit
-def prefetch_planes(p0, p1, p2, p3, NB, first_row, end_row, Q6: tl.constexpr,
-                    WARPS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
-    """Rows [first_row, end_row) of every plane into L2, the quant bytes first (bytes per
-    super-block: Q4_K d 2, dmin 2, scales 12, qs 128; Q6_K ql 128, qh 64, scales 16, d 2)."""
-    if Q6:
-        prefetch_l2_rows(p0, NB * 128, first_row, end_row, WARPS, ASM)
-        prefetch_l2_rows(p1, NB * 64, first_row, end_row, WARPS, ASM)
-        prefetch_l2_rows(p2, NB * 16, first_row, end_row, WARPS, ASM)
-        prefetch_l2_rows(p3, NB * 2, first_row, end_row, WARPS, ASM)
+def _prefetch(ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr, LINES: tl.constexpr,
+              ASM: tl.constexpr):  # fmt: skip
+    if LINES:
+        prefetch_l2_lines(ptr, row_bytes, first_row, end_row, WARPS, ASM)
     else:
-        prefetch_l2_rows(p3, NB * 128, first_row, end_row, WARPS, ASM)
-        prefetch_l2_rows(p2, NB * 12, first_row, end_row, WARPS, ASM)
-        prefetch_l2_rows(p0, NB * 2, first_row, end_row, WARPS, ASM)
-        prefetch_l2_rows(p1, NB * 2, first_row, end_row, WARPS, ASM)
+        prefetch_l2_rows(ptr, row_bytes, first_row, end_row, WARPS, ASM)
+
+
+@triton.jit
+def prefetch_planes(p0, p1, p2, p3, NB, first_row, end_row, Q6: tl.constexpr,
+                    WARPS: tl.constexpr, LINES: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    """Rows [first_row, end_row) of every plane into L2, the quant bytes first (bytes per
+    super-block: Q4_K d 2, dmin 2, scales 12, qs 128; Q6_K ql 128, qh 64, scales 16, d 2);
+    LINES: line by line (gemv_common.prefetch_l2_lines), else one bulk span a warp."""
+    if Q6:
+        _prefetch(p0, NB * 128, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p1, NB * 64, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p2, NB * 16, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p3, NB * 2, first_row, end_row, WARPS, LINES, ASM)
+    else:
+        _prefetch(p3, NB * 128, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p2, NB * 12, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p0, NB * 2, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p1, NB * 2, first_row, end_row, WARPS, LINES, ASM)
 
 
 @triton.jit
@@ -309,6 +320,7 @@ def dp4a_gemv_kernel(
     PREQ: tl.constexpr, Q6: tl.constexpr, ONE_STEP: tl.constexpr, PREFETCH: tl.constexpr,
     GDC: tl.constexpr, EARLY_NEXT: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr = False,
     SCALES_EARLY: tl.constexpr = False, L2_AHEAD: tl.constexpr = 0, WARPS: tl.constexpr = 4,
+    L2_LINES: tl.constexpr = False,
 ):  # fmt: skip
     """The planes p0..p3: Q4_K d, dmin (f16), scales, qs (int32 words); Q6_K ql, qh, scales
     (int32 words), d (f16). steps_per_tile = cdiv(blocks_per_split, NBLK), an argument so that
@@ -329,7 +341,7 @@ def dp4a_gemv_kernel(
     if L2_AHEAD > 0:  # later tiles' weights into L2 (the launch sends one tile a program)
         first_row = tl.program_id(0) * (L2_AHEAD * BLOCK_N)
         end_row = tl.minimum(first_row + L2_AHEAD * BLOCK_N, N)
-        prefetch_planes(p0, p1, p2, p3, NB, first_row, end_row, Q6, WARPS, ASM)
+        prefetch_planes(p0, p1, p2, p3, NB, first_row, end_row, Q6, WARPS, L2_LINES, ASM)
     if GDC:
         if EARLY_NEXT:
             gdc_launch_dependents()
@@ -419,6 +431,6 @@ def launch(w, x, xq, out, part, count, plan, cfg, n_sm: int) -> None:
         SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, Q6=w.fmt.name == "Q6_K",
         ONE_STEP=one_step, PREFETCH=prefetch, GDC=gdc, EARLY_NEXT=cfg.early_next,
         ASM=plan.native, RIT=cfg.rows_in_thread, SCALES_EARLY=cfg.scales_early,
-        L2_AHEAD=l2_ahead, WARPS=cfg.num_warps, num_warps=cfg.num_warps,
+        L2_AHEAD=l2_ahead, WARPS=cfg.num_warps, L2_LINES=cfg.l2_lines, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **extra,
     )  # fmt: skip

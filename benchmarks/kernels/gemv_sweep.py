@@ -132,6 +132,24 @@ CANDIDATES += [
     for ahead in (2, 4)
     for fmt in ("Q4_K", "Q6_K")
 ]
+# after session 9's first call (l2x2 and l2x4 lost everywhere, 2 to 26 points): the program's
+# own tile only ("l2x1": the instruction's cost, nothing ahead), and 2 tiles asked line by line
+# through the load/store unit ("lines": prefetch.global.L2, not the bulk copy engine)
+CANDIDATES += [
+    Candidate(f"default l2x1 {fmt[:2].lower()}", _l2(fmt, 1), (fmt,)) for fmt in ("Q4_K", "Q6_K")
+]
+CANDIDATES += [
+    Candidate(
+        f"default lines l2x2 {fmt[:2].lower()}",
+        dataclasses.replace(
+            _l2(fmt, 2),
+            l2_lines=True,
+            long_rows=dataclasses.replace(_l2(fmt, 2).long_rows, l2_lines=True),
+        ),
+        (fmt,),
+    )
+    for fmt in ("Q4_K", "Q6_K")
+]
 SESSION9 = [c.name for c in CANDIDATES if "l2x" in c.name]
 
 

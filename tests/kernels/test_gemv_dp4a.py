@@ -106,6 +106,7 @@ CONFIGS = {
     # in the interpreter: test_l2_spans_cover_the_rows checks them), one step and a K loop
     "l2x2": dataclasses.replace(ONE_STEP, l2_ahead=2),
     "l2x3-rit-w2": dataclasses.replace(ONE_STEP, l2_ahead=3, rows_in_thread=True, num_warps=2),
+    "l2x2-lines": dataclasses.replace(ONE_STEP, l2_ahead=2, l2_lines=True),
     "l2x2-loop-pdl-4x2": GemvConfig(
         4,
         2,

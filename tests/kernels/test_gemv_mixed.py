@@ -26,12 +26,21 @@ def _case(n_a, n_b, n_in, device, seed):
     raw_b = reference.random_weight_bytes("Q6_K", n_b, n_in, seed=seed + 1)
     a = PackedWeight.from_gguf(raw_a, "Q4_K", (n_a, n_in), device=device)
     b = PackedWeight.from_gguf(raw_b, "Q6_K", (n_b, n_in), device=device)
-    # f16-exact values: the GPU test passes x in f16, and the reference quantizes the same x
-    x = torch.randn(1, n_in, generator=torch.Generator().manual_seed(seed + 2)).half().float()
-    xr = reference_quantize(x.numpy())
-    exact_a = reference.gemv(xr, raw_a, "Q4_K", (n_a, n_in))
-    exact = np.concatenate([exact_a, reference.gemv(xr, raw_b, "Q6_K", (n_b, n_in))], axis=-1)
-    return MixedWeight(a, b), x, exact
+    dequantized = np.concatenate(
+        [reference.dequantize_weight(raw_a, "Q4_K", (n_a, n_in)),
+         reference.dequantize_weight(raw_b, "Q6_K", (n_b, n_in))]
+    ).astype(np.float64)  # fmt: skip
+    return MixedWeight(a, b), dequantized
+
+
+def _exact(xq, dequantized):
+    """x' @ [A; B].T for the x' that the kernel reads: quantize_activation's own codes and
+    scales (on the GPU its rounding is an FMA, so a value on a rounding tie of numpy's two
+    roundings, common for f16 inputs, may round the other way: reference_quantize would
+    count that against the GEMV)."""
+    q = xq.words.cpu().contiguous().view(torch.int8).to(torch.float64).reshape(1, -1, 32)
+    x_used = (q * xq.scales.cpu().to(torch.float64)[:, :, None]).reshape(1, -1).numpy()
+    return x_used @ dequantized.T
 
 
 @pytest.mark.parametrize(("b_rows", "b_rit"), TILES)
@@ -40,23 +49,29 @@ def test_matches_the_reference(n_a, n_b, n_in, b_rows, b_rit, device):
     """Ragged rows of both (37 and 10: Q6_K's last tile half empty at 4 rows a program), whole
     tiles (32 + 8 at 1024: the masks folded away only where the row is one whole step), a
     4096-wide row (16 super-blocks, one whole step: EVEN for A, not B's 7 rows)."""
-    w, x, exact = _case(n_a, n_b, n_in, device, 0)
-    y = mixed_matmul(x.to(device), w, b_rows=b_rows, b_rows_in_thread=b_rit).cpu()
+    w, dequantized = _case(n_a, n_b, n_in, device, 0)
+    x = torch.randn(1, n_in, generator=torch.Generator().manual_seed(2)).to(device)
+    xq = quantize_activation(x)
+    exact = _exact(xq, dequantized)
+    # the codes are x's (a code rounded the other way on a tie costs about 3e-4 here)
+    assert relative_error(exact, reference_quantize(x.cpu().numpy()) @ dequantized.T) < 5e-3
+    y = mixed_matmul(x, w, b_rows=b_rows, b_rows_in_thread=b_rit).cpu()
     assert y.shape == (1, n_a + n_b)
     assert relative_error(y[:, :n_a], exact[:, :n_a]) < EXACT  # each part on its own too
     assert relative_error(y[:, n_a:], exact[:, n_a:]) < EXACT
 
 
 def test_a_shared_quantized_input_gives_the_same_result(device):
-    w, x, _exact = _case(37, 10, 768, device, 0)
-    x = x.to(device)
+    w, _dequantized = _case(37, 10, 768, device, 0)
+    x = torch.randn(1, 768).to(device)
     alone = mixed_matmul(x, w)
     shared = mixed_matmul(x, w, quantized=quantize_activation(x))
     torch.testing.assert_close(shared, alone, rtol=0, atol=0)
 
 
 def test_what_it_cannot_serve_is_refused(device):
-    w, x, _exact = _case(37, 10, 768, device, 0)
+    w, _dequantized = _case(37, 10, 768, device, 0)
+    x = torch.randn(1, 768)
     assert supports(w.a, w.b) and not supports(w.b, w.a) and not supports(w.a, w.b, 2)
     with pytest.raises(UnsupportedTensor, match="Q4_K then Q6_K"):
         mixed_matmul(x.to(device), MixedWeight(w.b, w.a))
@@ -76,10 +91,13 @@ def test_the_q4_k_m_attention_input_of_llama3_8b(b_rows, b_rit):
     """Q+K (5120x4096 Q4_K) and V (1024x4096 Q6_K), f16 in and out, as timed."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    w, x, exact = _case(5120, 1024, 4096, "cuda", 6)
-    y = mixed_matmul(x.to(torch.float16).cuda(), w, b_rows=b_rows, b_rows_in_thread=b_rit)
+    w, dequantized = _case(5120, 1024, 4096, "cuda", 6)
+    x = torch.randn(1, 4096, generator=torch.Generator().manual_seed(8)).half().cuda()
+    xq = quantize_activation(x)
+    exact = _exact(xq, dequantized)
+    y = mixed_matmul(x, w, quantized=xq, b_rows=b_rows, b_rows_in_thread=b_rit)
     assert y.dtype == torch.float16
     assert relative_error(y[:, :5120].float().cpu(), exact[:, :5120]) < EXACT + 2e-3
     assert relative_error(y[:, 5120:].float().cpu(), exact[:, 5120:]) < EXACT + 2e-3
-    again = mixed_matmul(x.to(torch.float16).cuda(), w, b_rows=b_rows, b_rows_in_thread=b_rit)
+    again = mixed_matmul(x, w, quantized=xq, b_rows=b_rows, b_rows_in_thread=b_rit)
     torch.testing.assert_close(again, y, rtol=0, atol=0)
