@@ -13,7 +13,7 @@ set -o pipefail
 S9_ARGS=() TEST_FILES=(tests/kernels/test_gemv_dp4a.py)
 if [ "${S9:-0}" = 1 ]; then
     S9_ARGS=(--session9) TEST_FILES+=(tests/kernels/test_gemv_mixed.py) PROFILE=0
-    : "${TESTS:=mixed or (sweep_candidates_at_llama3_8b_shapes and (default or l2x)) or dp4a_assembly or l2_spans}"
+    : "${TESTS:=mixed or (sweep_candidates_at_llama3_8b_shapes and default) or dp4a_assembly or l2_spans}"
 fi
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
