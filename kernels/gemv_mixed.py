@@ -115,14 +115,17 @@ def mixed_matmul(
     pipelined: bool = True,
     num_warps: int = 2,
     b_rows: int = 2,
-    b_rows_in_thread: bool = True,
+    b_rows_in_thread: bool = False,
 ) -> torch.Tensor:
     """x [1, K] (or [K]) f16/bf16/f32 -> [1, n_a + n_b] in x's dtype, one launch (plus x's
     quantization unless `quantized` is given). pipelined=False: a plain launch (the engine's
     HEARTH_GEMV_PIPELINED=0). b_rows, b_rows_in_thread: B's (Q6_K's) tile, rows a program and
     gemv_dp4a's RIT. Both parts are one kernel, so they get the registers of the larger: Q6_K
     at its own default's tile (4 rows, 104 registers a thread, sm_90) would cost the Q4_K part
-    (80) a quarter of its programs resident; 2 rows in the thread hold it near 80."""
+    (80) a quarter of its programs resident; at 2 rows the kernel takes 72. The default, 2
+    rows without RIT, is session 9's measured best (docs/kernels.md: 7.0-7.2 µs for Q+K 5120
+    and V 1024 rows at 4096 inputs on an H100, against 7.9 µs as two launches; 2 rows with
+    RIT and 4 rows with RIT were no faster than two launches)."""
     lead = x.shape[:-1]
     x2 = x.reshape(-1, x.shape[-1])
     if not supports(w.a, w.b, x2.shape[0]) or x.shape[-1] != w.n_in:
