@@ -84,6 +84,14 @@ class GemvConfig:
     # dp4a, Q4_K one step a program: the scales decoded (weight-only work) before the
     # programmatic dependent launch's wait, not after
     scales_early: bool = False
+    # dp4a, pipelined on sm_90, a tile of whole rows a program (one split, one input row):
+    # before the wait each program also asks L2 (cp.async.bulk.prefetch, no registers held)
+    # for the weights of this many tiles, its own among them if 1, of programs not yet
+    # resident if more (program p: tiles l2_ahead p .. l2_ahead (p + 1) - 1); 0: off
+    l2_ahead: int = 0
+    # with l2_ahead: each 128-byte line asked with prefetch.global.L2 (a thread a line),
+    # not one cp.async.bulk.prefetch span a warp
+    l2_lines: bool = False
     # dp4a: the config for rows longer than one step of this one (ffn_down's 14336 inputs),
     # so that one config (what default_config gives a caller) can serve every shape; it keeps
     # this one's `pipelined` and `early_next`; None: this config for every row length

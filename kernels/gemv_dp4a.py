@@ -43,6 +43,11 @@ coming. The flags, all constexpr:
               instead of 64, so 10 programs an SM instead of 8).
     SCALES_EARLY  (Q4_K, ONE_STEP) the scales' decoding and their products with d and dmin
               (weight-only work) before the wait, so that less is left to do once x is ready.
+    L2_AHEAD  (GDC, one tile a program, one split, one input row: a tile is BLOCK_N whole rows)
+              before the wait, program p also asks L2 for the rows of tiles L2_AHEAD p ..
+              L2_AHEAD (p + 1) - 1, every plane (gemv_common.prefetch_l2_rows): the programs
+              that start early, while the kernel before runs, pull in the weights of programs
+              not yet resident, without holding registers for them.
 """
 
 from __future__ import annotations
@@ -58,6 +63,8 @@ from kernels.gemv_common import (
     gdc_wait,
     load_groups,
     load_words,
+    prefetch_l2_lines,
+    prefetch_l2_rows,
 )
 
 LOW_NIBBLES = tl.constexpr(0x0F0F0F0F)
@@ -279,13 +286,41 @@ def _mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ
 
 
 @triton.jit
+def _prefetch(ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr, LINES: tl.constexpr,
+              ASM: tl.constexpr):  # fmt: skip
+    if LINES:
+        prefetch_l2_lines(ptr, row_bytes, first_row, end_row, WARPS, ASM)
+    else:
+        prefetch_l2_rows(ptr, row_bytes, first_row, end_row, WARPS, ASM)
+
+
+@triton.jit
+def prefetch_planes(p0, p1, p2, p3, NB, first_row, end_row, Q6: tl.constexpr,
+                    WARPS: tl.constexpr, LINES: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+    """Rows [first_row, end_row) of every plane into L2, the quant bytes first (bytes per
+    super-block: Q4_K d 2, dmin 2, scales 12, qs 128; Q6_K ql 128, qh 64, scales 16, d 2);
+    LINES: line by line (gemv_common.prefetch_l2_lines), else one bulk span a warp."""
+    if Q6:
+        _prefetch(p0, NB * 128, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p1, NB * 64, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p2, NB * 16, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p3, NB * 2, first_row, end_row, WARPS, LINES, ASM)
+    else:
+        _prefetch(p3, NB * 128, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p2, NB * 12, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p0, NB * 2, first_row, end_row, WARPS, LINES, ASM)
+        _prefetch(p1, NB * 2, first_row, end_row, WARPS, LINES, ASM)
+
+
+@triton.jit
 def dp4a_gemv_kernel(
     x_ptr, xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3,
     N, NB, n_rows_x, stride_xb, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
     BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
     PREQ: tl.constexpr, Q6: tl.constexpr, ONE_STEP: tl.constexpr, PREFETCH: tl.constexpr,
     GDC: tl.constexpr, EARLY_NEXT: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr = False,
-    SCALES_EARLY: tl.constexpr = False,
+    SCALES_EARLY: tl.constexpr = False, L2_AHEAD: tl.constexpr = 0, WARPS: tl.constexpr = 4,
+    L2_LINES: tl.constexpr = False,
 ):  # fmt: skip
     """The planes p0..p3: Q4_K d, dmin (f16), scales, qs (int32 words); Q6_K ql, qh, scales
     (int32 words), d (f16). steps_per_tile = cdiv(blocks_per_split, NBLK), an argument so that
@@ -303,6 +338,10 @@ def dp4a_gemv_kernel(
     SCALED: tl.constexpr = SCALES_EARLY and ONE_STEP and not Q6
     if SCALED:  # Q4_K's weight-only float factors before the wait, while the kernel before ends
         w1, w2, w3, w4 = _q4_k_scales(w1, w2, w3, w4, w5, blk)
+    if L2_AHEAD > 0:  # later tiles' weights into L2 (the launch sends one tile a program)
+        first_row = tl.program_id(0) * (L2_AHEAD * BLOCK_N)
+        end_row = tl.minimum(first_row + L2_AHEAD * BLOCK_N, N)
+        prefetch_planes(p0, p1, p2, p3, NB, first_row, end_row, Q6, WARPS, L2_LINES, ASM)
     if GDC:
         if EARLY_NEXT:
             gdc_launch_dependents()
@@ -376,6 +415,11 @@ def launch(w, x, xq, out, part, count, plan, cfg, n_sm: int) -> None:
     else:  # each program quantizes the x it reads (x passed thrice, the buffers unused)
         x_buffers = (x, x, x)
     one_step = grid == n_tiles and plan.blocks_per_split <= cfg.blocks_per_tile
+    # L2 prefetch needs a tile of whole rows a program (one split, one input row, not
+    # persistent) and sm_90 (gdc); the interpreter traces it as a no-op
+    l2_ahead = 0
+    if plan.splits == 1 and x.shape[0] == 1 and grid == n_tiles and (gdc or not plan.native):
+        l2_ahead = cfg.l2_ahead
     extra = {"launch_pdl": True} if gdc else {}
     if cfg.max_registers and plan.native:
         extra["maxnreg"] = cfg.max_registers
@@ -387,6 +431,6 @@ def launch(w, x, xq, out, part, count, plan, cfg, n_sm: int) -> None:
         SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, Q6=w.fmt.name == "Q6_K",
         ONE_STEP=one_step, PREFETCH=prefetch, GDC=gdc, EARLY_NEXT=cfg.early_next,
         ASM=plan.native, RIT=cfg.rows_in_thread, SCALES_EARLY=cfg.scales_early,
-        num_warps=cfg.num_warps,
+        L2_AHEAD=l2_ahead, WARPS=cfg.num_warps, L2_LINES=cfg.l2_lines, num_warps=cfg.num_warps,
         num_stages=cfg.num_stages, **extra,
     )  # fmt: skip

@@ -38,7 +38,8 @@ POINTER_ARGS = ("x_ptr", "xq_ptr", "xd_ptr", "xs_ptr", "out_ptr", "part_ptr", "c
 def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, stages: int,
                  split_k: bool = True, pipe: bool = False, one_step: bool = False,
                  early_next: bool = False, even: bool = True, prefetch: bool | None = None,
-                 rit: bool = False, maxnreg: int = 0, scales_early: bool = False):  # fmt: skip
+                 rit: bool = False, maxnreg: int = 0, scales_early: bool = False,
+                 l2_ahead: int = 0):  # fmt: skip
     """name: q4_k or q6_k; pipe: PREFETCH (unless prefetch=False) and GDC (a programmatic
     dependent launch); rit: RIT (GemvConfig.rows_in_thread); maxnreg: a register cap."""
     fn = gemv_dp4a.dp4a_gemv_kernel
@@ -46,7 +47,8 @@ def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, sta
                   Q6=name == "q6_k", ONE_STEP=one_step,
                   PREFETCH=pipe if prefetch is None else pipe and prefetch, GDC=pipe,
                   EARLY_NEXT=early_next, ASM=True, RIT=rit,
-                  SCALES_EARLY=scales_early)  # fmt: skip
+                  SCALES_EARLY=scales_early, L2_AHEAD=l2_ahead,
+                  WARPS=warps)  # fmt: skip
     signature = {}
     pointers = iter(POINTERS[name])
     for arg in fn.arg_names:
@@ -63,6 +65,52 @@ def compile_sm90(name: str, block_n: int, nblk: int, preq: bool, warps: int, sta
     if maxnreg:
         options["maxnreg"] = maxnreg
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def compile_mixed_sm90(warps: int = 2, even: bool = True, b_rows: int = 2, b_rit: bool = True):
+    """kernels/gemv_mixed.py's kernel (Q4_K and Q6_K rows in one launch) for sm_90."""
+    from kernels import gemv_mixed
+
+    fn = gemv_mixed.mixed_gemv_kernel
+    consts = dict(BLOCK_A=gemv_mixed.BLOCK_A, BLOCK_B=b_rows, NBLK=gemv_mixed.NBLK, EVEN_A=even,
+                  EVEN_B=even, RIT_B=b_rit, GDC=True, ASM=True)  # fmt: skip
+    pointers = iter(["*i32", "*fp32", "*i32", "*fp16", "*fp16", "*fp16", "*i32", "*i32", "*i32",
+                     "*i32", "*i32", "*fp16"])  # fmt: skip
+    signature, attrs = {}, {}
+    for i, arg in enumerate(fn.arg_names):
+        if arg in consts:
+            signature[arg] = "constexpr"
+        elif arg in ("N_A", "N_B", "NB", "tiles_a"):
+            signature[arg] = "i32"
+        else:
+            signature[arg] = next(pointers)
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
+    options = {"num_warps": warps, "num_stages": 3, "launch_pdl": True}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def session9() -> None:
+    """Session 9's candidates compiled for sm_90: the defaults with L2 prefetch, and the mixed
+    Q4_K + Q6_K launch: registers, stack, instructions."""
+    for name, rit in (("q4_k", True), ("q6_k", False)):
+        for l2 in (0, 2, 4):
+            kernel = compile_sm90(name, 4, 16, True, 2, 3, split_k=False, pipe=True,
+                                  one_step=True, early_next=True, rit=rit, l2_ahead=l2)  # fmt: skip
+            regs, stack, n_all = usage(kernel)
+            print(f"{name} 4x16 w2 one step l2_ahead={l2}: {regs} regs, stack {stack}, "
+                  f"{n_all} instructions", flush=True)  # fmt: skip
+    for name, nblk in (("q4_k", 8), ("q6_k", 16)):
+        for l2 in (0, 2):
+            kernel = compile_sm90(name, 4, nblk, True, 4, 3, split_k=False, pipe=True,
+                                  early_next=True, prefetch=False, l2_ahead=l2)  # fmt: skip
+            regs, stack, n_all = usage(kernel)
+            print(f"{name} loop 4x{nblk} pdl (long rows) l2_ahead={l2}: {regs} regs, stack "
+                  f"{stack}, {n_all} instructions", flush=True)  # fmt: skip
+    for b_rows, b_rit in ((4, False), (4, True), (2, False), (2, True)):
+        regs, stack, n_all = usage(compile_mixed_sm90(b_rows=b_rows, b_rit=b_rit))
+        print(f"mixed Q4_K rit 4x16 + Q6_K {'rit ' if b_rit else ''}{b_rows}x16, 2 warps: "
+              f"{regs} regs, stack {stack}, {n_all} instructions", flush=True)  # fmt: skip
 
 
 def loop_instructions(sass: str) -> int:
@@ -127,9 +175,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--dump", help="write each SASS listing here")
     parser.add_argument("--session8", action="store_true", help="the sweep's candidates only")
+    parser.add_argument("--session9", action="store_true", help="L2 prefetch, mixed launch")
     args = parser.parse_args()
     if args.session8:
         session8()
+        return
+    if args.session9:
+        session9()
         return
     configs = []
     for name in ("q4_k", "q6_k"):

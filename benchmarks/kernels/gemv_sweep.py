@@ -26,7 +26,8 @@ import torch
 from benchmarks.kernels.gemv import _copies, measure_each
 from benchmarks.kernels.timing import copy_bandwidth
 from kernels.act_quant import quantize_activation
-from kernels.gemv import GemvConfig, quant_matmul
+from kernels.gemv import GemvConfig, default_config, quant_matmul
+from kernels.gemv_mixed import MixedWeight, mixed_matmul
 from kernels.packed_weight import PackedWeight
 from kernels.reference import random_weight_bytes
 
@@ -112,6 +113,53 @@ CANDIDATES = [
 ]
 
 
+def _l2(fmt: str, ahead: int) -> GemvConfig:
+    """The format's default (session 8's winners), its long-rows loop too, with L2 prefetch of
+    `ahead` tiles a program (GemvConfig.l2_ahead)."""
+    base = default_config(fmt, 1)
+    return dataclasses.replace(
+        base, l2_ahead=ahead, long_rows=dataclasses.replace(base.long_rows, l2_ahead=ahead)
+    )
+
+
+# Session 9: the defaults with L2 prefetch under the programmatic dependent launch ("l2xA q4"
+# for Q4_K's default, "q6" Q6_K's:
+# program p asks L2 for tiles A p .. A p + A - 1 before its wait; registers unchanged, sm_90
+# Triton 3.6: Q4_K 80, Q6_K 102, the long-rows loops 56 and 80; benchmarks/kernels/gemv_sass.py
+# --session9)
+CANDIDATES += [
+    Candidate(f"default l2x{ahead} {fmt[:2].lower()}", _l2(fmt, ahead), (fmt,))
+    for ahead in (2, 4)
+    for fmt in ("Q4_K", "Q6_K")
+]
+# after session 9's first call (l2x2 and l2x4 lost everywhere, 2 to 26 points): the program's
+# own tile only ("l2x1": the instruction's cost, nothing ahead), and 2 tiles asked line by line
+# through the load/store unit ("lines": prefetch.global.L2, not the bulk copy engine)
+CANDIDATES += [
+    Candidate(f"default l2x1 {fmt[:2].lower()}", _l2(fmt, 1), (fmt,)) for fmt in ("Q4_K", "Q6_K")
+]
+CANDIDATES += [
+    Candidate(
+        f"default lines l2x2 {fmt[:2].lower()}",
+        dataclasses.replace(
+            _l2(fmt, 2),
+            l2_lines=True,
+            long_rows=dataclasses.replace(_l2(fmt, 2).long_rows, l2_lines=True),
+        ),
+        (fmt,),
+    )
+    for fmt in ("Q4_K", "Q6_K")
+]
+# and Q6_K's default at 2 rows a program (not timed in session 8; in the mixed launch its
+# Q6_K part at 2 rows kept the kernel at 72 registers)
+CANDIDATES.append(
+    Candidate(
+        "default 2x16 q6", dataclasses.replace(default_config("Q6_K", 1), block_n=2), ("Q6_K",)
+    )
+)
+SESSION9 = [c.name for c in CANDIDATES if "l2x" in c.name or c.name == "default 2x16 q6"]
+
+
 def applies(c: Candidate, fmt: str, n_in: int) -> bool:
     """Long rows: more than 16 super-blocks (4096 inputs), one step of the default."""
     return fmt in c.formats and (not c.long_rows_only or n_in // 256 > 16)
@@ -126,6 +174,56 @@ def sweep_shape(fmt: str, n_out: int, n_in: int, copy_bw: float, names=None) -> 
     runs.append(("default again", None))
     # one input row, x shared (given in 8 bits, as the engine does)
     return measure_each(fmt, n_out, n_in, copy_bw, _copies(w), [(*r, 1, True) for r in runs])
+
+
+# Session 9: Q+K (Q4_K) and V (Q6_K) of a Q4_K_M layer in one launch (kernels/gemv_mixed.py),
+# beside the engine's two launches on the same weights and x: (name, B's rows a program, B's
+# rows in the thread); registers (sm_90, Triton 3.6): 80, 72, 72
+MIXED = [("mixed b4 rit", 4, True), ("mixed b2 rit", 2, True), ("mixed b2", 2, False)]
+
+
+def sweep_mixed(copy_bw: float, n_a: int = 5120, n_b: int = 1024, n_in: int = 4096) -> list[dict]:
+    """Two launches (the engine today: Q+K's Q4_K GEMV, then V's Q6_K GEMV, one quantized x),
+    each mixed launch, the two launches again, on the same weight copies (L2 cannot hold
+    them), x given in 8 bits. Bytes: both matrices + x + y."""
+    from benchmarks.kernels.timing import time_calls
+
+    a = PackedWeight.from_gguf(random_weight_bytes("Q4_K", n_a, n_in), "Q4_K", (n_a, n_in))
+    b = PackedWeight.from_gguf(random_weight_bytes("Q6_K", n_b, n_in, seed=1), "Q6_K",
+                               (n_b, n_in))  # fmt: skip
+    copies = [MixedWeight(wa, wb) for wa, wb in zip(_copies(a), _copies(b), strict=False)]
+    x = torch.randn(1, n_in, dtype=torch.float16, device="cuda")
+    xq = quantize_activation(x)
+
+    def two_launches() -> None:
+        for w in copies:
+            quant_matmul(x, w.a, quantized=xq)
+            quant_matmul(x, w.b, quantized=xq)
+
+    runs = [("default", two_launches)]
+    for name, b_rows, b_rit in MIXED:
+
+        def mixed(b_rows=b_rows, b_rit=b_rit) -> None:
+            for w in copies:
+                mixed_matmul(x, w, quantized=xq, b_rows=b_rows, b_rows_in_thread=b_rit)
+
+        runs.append((name, mixed))
+    runs.append(("default again", two_launches))
+    moved = a.nbytes + b.nbytes + n_in * 2 + (n_a + n_b) * 2
+    results = []
+    for name, run in runs:
+        try:
+            seconds = time_calls(run) / len(copies)
+        except Exception as error:  # report it and go on
+            print(f"  mixed {name}: failed: {error!r}"[:300], flush=True)
+            continue
+        r = {"format": "Q4_K+Q6_K", "n_out": n_a + n_b, "n_in": n_in, "rows": 1,
+             "us": seconds * 1e6, "gb_s": moved / seconds / 1e9,
+             "of_copy": moved / seconds / copy_bw, "variant": name}  # fmt: skip
+        print(f"{'Q4+Q6':6} {name:24} {n_a}+{n_b}x{n_in:<5} {r['us']:8.2f} {r['gb_s']:7.0f} "
+              f"{r['of_copy']:8.1%}", flush=True)  # fmt: skip
+        results.append(r)
+    return results
 
 
 # one shape of each kernel specialization the sweep and the GPU tests launch (the others
@@ -154,15 +252,16 @@ def _warm_one(job: tuple) -> str:
     return f"warm {fmt} {n_out}x{n_in} {name}: {time.monotonic() - start:.1f} s"
 
 
-def warm(formats: list[str], workers: int) -> None:
+def warm(formats: list[str], workers: int, names: list[str] | None = None) -> None:
     """Compile every kernel that the GPU tests and the sweep launch, in `workers` processes
     at once: Triton compiles a kernel at its first launch, one at a time, and its disk cache
     then serves the tests and the timings (about a second a kernel otherwise, in series)."""
     jobs = []
     for n_out, n_in in WARM_SHAPES:
         for fmt in formats:
-            names = [c.name for c in CANDIDATES if applies(c, fmt, n_in)]
-            jobs += [(fmt, n_out, n_in, name) for name in ["default", *names]]
+            chosen = [c.name for c in CANDIDATES
+                      if applies(c, fmt, n_in) and (not names or c.name in names)]  # fmt: skip
+            jobs += [(fmt, n_out, n_in, name) for name in ["default", *chosen]]
     with multiprocessing.get_context("spawn").Pool(workers) as pool:
         for line in pool.imap_unordered(_warm_one, jobs):
             print(line, flush=True)
@@ -213,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--shapes", help="indices into SHAPES, comma-separated (default: all)")
     parser.add_argument("--names", help="only these candidates, comma-separated")
     parser.add_argument("--passes", type=int, default=1, help="the whole sweep this many times")
+    parser.add_argument("--session9", action="store_true", help="only session 9's candidates "
+                        "(L2 prefetch) and the mixed Q4_K + Q6_K launch")  # fmt: skip
+    parser.add_argument("--no-mixed", action="store_true", help="skip the mixed launch")
     parser.add_argument("--warm", type=int, help="only compile every kernel, in this many "
                         "processes at once (before the tests and the timings)")  # fmt: skip
     parser.add_argument("--report", help="print a sweep's json as tables (no GPU needed)")
@@ -225,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
     if args.warm:
-        warm(args.formats.split(","), args.warm)
+        warm(args.formats.split(","), args.warm, SESSION9 if args.session9 else None)
         return 0
     start = time.monotonic()
     device = torch.cuda.get_device_name(0)
@@ -236,9 +338,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.shapes:
         shapes = [SHAPES[int(i)] for i in args.shapes.split(",")]
     names = args.names.split(",") if args.names else None
+    if args.session9:
+        names = SESSION9
     report = {"device": device, "copy_gb_s": copy_bw / 1e9, "results": []}
     for n_pass in range(1, args.passes + 1):
         print(f"pass {n_pass}", flush=True)
+        if not args.no_mixed:
+            rows = sweep_mixed(copy_bw)
+            for r in rows:
+                r["shape_name"] = "engine q+k, v mixed"
+                r["pass"] = n_pass
+            report["results"] += rows
         for label, n_out, n_in in shapes:
             for fmt in args.formats.split(","):
                 rows = sweep_shape(fmt, n_out, n_in, copy_bw, names)

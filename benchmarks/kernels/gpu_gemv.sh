@@ -5,8 +5,16 @@
 # the default, the candidates, the default again; the copy rate measured at the start), then
 # ncu of the default beside NCU_CANDIDATE on 4096x4096. Each step has its own time limit, so
 # the call returns what the others printed. OUT: where the outputs go (6 files).
+# S9=1 (session 9): only session 9's kernels (the defaults with L2 prefetch, the mixed Q4_K +
+# Q6_K launch): their GPU tests and the defaults', the sweep `--session9` (the engine's Q+K
+# then V beside the mixed launch, then each shape's default, candidates, default again); no ncu.
 set -o pipefail
 : "${OUT:?set OUT}" "${WARM_S:=60}" "${TEST_S:=60}" "${SWEEP_S:=110}" "${PASSES:=3}"
+S9_ARGS=() TEST_FILES=(tests/kernels/test_gemv_dp4a.py)
+if [ "${S9:-0}" = 1 ]; then
+    S9_ARGS=(--session9) TEST_FILES+=(tests/kernels/test_gemv_mixed.py) PROFILE=0
+    : "${TESTS:=mixed or (sweep_candidates_at_llama3_8b_shapes and default) or dp4a_assembly or l2_spans}"
+fi
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
@@ -19,15 +27,16 @@ for wheel in gguf-*.whl; do
 done
 python -c "import gguf" 2>&1 | tail -1 | sed 's/^/import gguf: /' | tee -a "$OUT/gpu.txt"
 start=$SECONDS
-timeout "$WARM_S" python -m benchmarks.kernels.gemv_sweep --warm 12 > "$OUT/warm.txt" 2>&1
+timeout "$WARM_S" python -m benchmarks.kernels.gemv_sweep --warm 12 "${S9_ARGS[@]}" \
+    > "$OUT/warm.txt" 2>&1
 echo "warm: $((SECONDS - start)) s, $(grep -c '^warm' "$OUT/warm.txt") kernels" \
     | tee -a "$OUT/gpu.txt"
-timeout "$TEST_S" python -m pytest tests/kernels/test_gemv_dp4a.py -q -p no:cacheprovider \
+timeout "$TEST_S" python -m pytest "${TEST_FILES[@]}" -q -p no:cacheprovider \
     -k "${TESTS:-sweep_candidates_at_llama3_8b_shapes or dp4a_assembly}" > "$OUT/tests.txt" 2>&1
 tail -5 "$OUT/tests.txt"
 echo "tests done: $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
-timeout "$SWEEP_S" python -m benchmarks.kernels.gemv_sweep --passes "$PASSES" \
-    --json "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1
+timeout "$SWEEP_S" python -m benchmarks.kernels.gemv_sweep --passes "$PASSES" "${S9_ARGS[@]}" \
+    ${SHAPES:+--shapes "$SHAPES"} --json "$OUT/sweep.json" > "$OUT/sweep.txt" 2>&1
 echo "sweep done: $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
 tail -5 "$OUT/sweep.txt"
 if [ "${PROFILE:-1}" != 0 ] && command -v ncu >/dev/null; then

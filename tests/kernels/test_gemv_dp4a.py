@@ -19,6 +19,7 @@ from kernels import gemv, reference
 from kernels.act_quant import dp4a, quantize_activation, reference_quantize
 from kernels.errors import UnsupportedTensor
 from kernels.gemv import GemvConfig, quant_matmul
+from kernels.gemv_common import l2_spans
 from kernels.packed_weight import PackedWeight
 from tests.kernels.conftest import relative_error
 
@@ -100,6 +101,22 @@ CONFIGS = {
     "scales-early-4x4": dataclasses.replace(ONE_STEP, blocks_per_tile=4, scales_early=True),
     "scales-early-split3-4x2": dataclasses.replace(
         ONE_STEP, blocks_per_tile=2, splits=3, scales_early=True
+    ),
+    # session 9: L2 prefetch of 2 and 3 tiles a program (its spans computed, nothing issued
+    # in the interpreter: test_l2_spans_cover_the_rows checks them), one step and a K loop
+    "l2x2": dataclasses.replace(ONE_STEP, l2_ahead=2),
+    "l2x3-rit-w2": dataclasses.replace(ONE_STEP, l2_ahead=3, rows_in_thread=True, num_warps=2),
+    "l2x2-lines": dataclasses.replace(ONE_STEP, l2_ahead=2, l2_lines=True),
+    "l2x2-loop-pdl-4x2": GemvConfig(
+        4,
+        2,
+        1,
+        path="dp4a",
+        prequantize=True,
+        pipelined=True,
+        early_next=True,
+        prefetch=False,
+        l2_ahead=2,
     ),
 }
 # the candidates of session 8's sweep (benchmarks/kernels/gemv_sweep.py), each as timed
@@ -327,3 +344,34 @@ def test_the_default_on_rows_longer_than_a_step(fmt, device):
     for Q4_K, the last of 3 masked to 2; of 16 for Q6_K, the second masked to 2), ragged rows."""
     assert gemv.default_config(fmt, 1).long_rows is not None
     _check(fmt, 37, 4608, 1, None, device, seed=14)
+
+
+@triton.jit
+def _spans(out_ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr):
+    start, words = l2_spans(row_bytes, first_row, end_row, WARPS)
+    i = tl.arange(0, 32 * WARPS)
+    tl.store(out_ptr + i, start)
+    tl.store(out_ptr + 32 * WARPS + i, words)
+
+
+@pytest.mark.parametrize("warps", [2, 4])
+@pytest.mark.parametrize(
+    ("row_bytes", "first_row", "end_row"),
+    [(2048, 8, 16), (32, 8, 16), (6, 9, 13), (216, 0, 3), (192, 40, 40), (128, 44, 40)],
+)
+def test_l2_spans_cover_the_rows(row_bytes, first_row, end_row, warps, device):
+    """L2 prefetch (GemvConfig.l2_ahead): the warps' spans cover every 16-byte word of rows
+    [first_row, end_row), none twice, each warp's lanes agree (one instruction a warp), and
+    rows past the plane's end (first_row >= end_row: a program beyond the last tiles) ask
+    for nothing."""
+    out = torch.empty(2 * 32 * warps, dtype=torch.int64, device=device)
+    _spans[(1,)](out, row_bytes, first_row, end_row, WARPS=warps)
+    start, words = out.cpu().numpy().reshape(2, warps, 32)
+    assert (start == start[:, :1]).all() and (words == words[:, :1]).all()
+    covered = []
+    for s, n in zip(start[:, 0], words[:, 0], strict=True):
+        assert n >= 0
+        covered += range(s, s + n)
+    lo, hi = first_row * row_bytes // 16, -(-end_row * row_bytes // 16)
+    expected = list(range(lo, hi)) if end_row > first_row else []
+    assert sorted(covered) == covered == expected
