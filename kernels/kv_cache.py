@@ -64,10 +64,12 @@ def _allocate(fmt: str, n_pages: int, spec: KVCacheSpec, device) -> dict[str, to
             "min": torch.zeros(groups, dtype=torch.float16, device=device),
         }
     per_byte = 2 if fmt == "rot4" else 4
+    # each row's scales, then its mins, in one run (kv_tiles.load_scales_mins)
+    scales_mins = torch.zeros(*rows, 2, d // GROUP, dtype=torch.float16, device=device)
     return {
         "q": torch.zeros(*rows, d // per_byte, dtype=torch.uint8, device=device),
-        "scale": torch.zeros(*rows, d // GROUP, dtype=torch.float16, device=device),
-        "min": torch.zeros(*rows, d // GROUP, dtype=torch.float16, device=device),
+        "scale": scales_mins[..., 0, :],
+        "min": scales_mins[..., 1, :],
     }
 
 

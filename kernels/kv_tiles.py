@@ -6,6 +6,8 @@ Per layer and per role (K or V) the cache holds pages [n_pages, n_kv_heads, page
     f16   q [.., D] float16
     q8    q [.., D] int8, scale [..] float16
     rot4  q [.., D/2] uint8 (byte i: dim 2i low nibble, 2i+1 high), scale, min [.., D/32] f16
+          interleaved: each row's D/32 scales, then its D/32 mins (one 16-byte run a row at
+          D = 128), so that a page's scales and mins load as 16-byte copies past L1
     rot2  q [.., D/4] uint8 (byte i: dims 4i..4i+3 at bits 0, 2, 4, 6), scale, min as rot4
     kivi4 q as rot4, scale and min [n_pages, n_kv_heads, D] f16 (per page and channel), and
           an open page per sequence (kv_kivi.py)
@@ -76,9 +78,9 @@ def store_rows(x, rows, row_mask, q_ptr, scale_ptr, min_ptr,
         lo = lo.to(tl.float16)
         q = _round_codes(g, lo.to(tl.float32)[:, :, None], scale.to(tl.float32)[:, :, None], LEVELS)
         gi = tl.arange(0, NGROUP)
-        group_rows = rows[:, None] * NGROUP + gi[None, :]
+        group_rows = rows[:, None] * (2 * NGROUP) + gi[None, :]  # scales and mins interleaved
         tl.store(scale_ptr + group_rows, scale, mask=mask)
-        tl.store(min_ptr + group_rows, lo, mask=mask)
+        tl.store(scale_ptr + NGROUP + group_rows, lo, mask=mask)
         if FMT == ROT4:
             even, odd = tl.split(tl.reshape(q, (R, D // 2, 2)))
             packed = even | (odd << 4)
@@ -100,6 +102,18 @@ def nibbles_to_f16(codes):
     0x6400 | c is 1024 + c exactly, and subtracting 1024 is exact too."""
     magic = (codes.to(tl.int16) | 0x6400).to(tl.float16, bitcast=True)
     return magic - 1024.0
+
+
+@triton.jit
+def load_scales_mins(t, scale_ptr, NGROUP: tl.constexpr):
+    """Rows t's per-group scales and mins [len(t), NGROUP] each, from their interleaved run
+    (each row's scales, then its mins): one load of 2 * NGROUP f16 a row, 16 bytes at D = 128,
+    which Triton copies with cp.async.cg past L1; the two planes apart were two 8-byte copies a
+    row through L1 (cp.async.ca)."""
+    c = tl.arange(0, 2 * NGROUP)
+    both = tl.load(scale_ptr + t[:, None] * (2 * NGROUP) + c[None, :])
+    scale, lo = tl.split(tl.permute(tl.reshape(both, (t.shape[0], 2, NGROUP)), (0, 2, 1)))
+    return scale, lo
 
 
 @triton.jit
@@ -128,8 +142,9 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
         NGROUP: tl.constexpr = D // 32
         gi = tl.arange(0, NGROUP)
         group_rows = t[:, None] * NGROUP + gi[None, :]
-        scale = tl.load(scale_ptr + group_rows)[:, :, None]
-        lo = tl.load(min_ptr + group_rows)[:, :, None]
+        scale, lo = load_scales_mins(t, scale_ptr, NGROUP)
+        scale = scale[:, :, None]
+        lo = lo[:, :, None]
         if FMT == ROT4:
             i = tl.arange(0, 16)
             b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
@@ -180,18 +195,18 @@ def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.con
         # 16 bytes and reshaped, rather than the f16 tiles reshaped from [P, D/32, 16]
         col = tl.arange(0, D // 2)
         b = tl.load(q_ptr + t[:, None] * (D // 2) + col[None, :])
-        scale = tl.reshape(tl.broadcast_to(tl.load(scale_ptr + group_rows)[:, :, None],
-                                           (P, NGROUP, 16)), (P, D // 2))  # fmt: skip
-        lo = tl.reshape(tl.broadcast_to(tl.load(min_ptr + group_rows)[:, :, None],
-                                        (P, NGROUP, 16)), (P, D // 2))  # fmt: skip
+        scale, lo = load_scales_mins(t, scale_ptr, NGROUP)
+        scale = tl.reshape(tl.broadcast_to(scale[:, :, None], (P, NGROUP, 16)), (P, D // 2))
+        lo = tl.reshape(tl.broadcast_to(lo[:, :, None], (P, NGROUP, 16)), (P, D // 2))
         if WORDS:
             even, odd = rot4_codes_f16(b, ASM, False)
         else:
             even = nibbles_to_f16(b & 15)
             odd = nibbles_to_f16(b >> 4)
         return tl.fma(even, scale, lo), tl.fma(odd, scale, lo)
-    scale = tl.load(scale_ptr + group_rows)[:, :, None]
-    lo = tl.load(min_ptr + group_rows)[:, :, None]
+    scale, lo = load_scales_mins(t, scale_ptr, NGROUP)
+    scale = scale[:, :, None]
+    lo = lo[:, :, None]
     i = tl.arange(0, 16)
     b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
     if WORDS:
