@@ -78,9 +78,10 @@ def store_rows(x, rows, row_mask, q_ptr, scale_ptr, min_ptr,
         lo = lo.to(tl.float16)
         q = _round_codes(g, lo.to(tl.float32)[:, :, None], scale.to(tl.float32)[:, :, None], LEVELS)
         gi = tl.arange(0, NGROUP)
-        group_rows = rows[:, None] * (2 * NGROUP) + gi[None, :]  # scales and mins interleaved
+        # each row's scales, then its mins (min_ptr is scale_ptr + NGROUP: load_scales_mins)
+        group_rows = rows[:, None] * (2 * NGROUP) + gi[None, :]
         tl.store(scale_ptr + group_rows, scale, mask=mask)
-        tl.store(scale_ptr + NGROUP + group_rows, lo, mask=mask)
+        tl.store(min_ptr + group_rows, lo, mask=mask)
         if FMT == ROT4:
             even, odd = tl.split(tl.reshape(q, (R, D // 2, 2)))
             packed = even | (odd << 4)

@@ -31,10 +31,19 @@ FLAG_LABELS = {
 }  # fmt: skip
 
 
+def default_flags(k_format: str | None = None, v_format: str | None = None) -> dict:
+    """Each flag's value in the default AttentionTuning (q_prepared: False); with a K/V pair,
+    mask_tail resolved for it (MASK_TAIL_PAIRS), else as stored (None: by pair)."""
+    default = {**dataclasses.asdict(AttentionTuning()), "q_prepared": False}
+    if k_format is not None:
+        default["mask_tail"] = AttentionTuning().masks_tail(k_format, v_format)
+    return default
+
+
 def flags_changed(tuning: dict) -> list[str]:
     """The FLAGS a row's tuning (a JSON row's "tuning") sets otherwise than the default
     AttentionTuning (flat_v is on by default since session 9: its rows then say "no flat V")."""
-    default = {**dataclasses.asdict(AttentionTuning()), "q_prepared": False}
+    default = default_flags()
     return [f for f in FLAGS if tuning.get(f, default[f]) != default[f]]
 
 
@@ -184,8 +193,7 @@ def flag_comparison(k_format: str, flags: list[str], v_format: str = "rot4") -> 
     applies = [f for f in applies if f not in ROT4_V_ONLY or v_format == "rot4"]
     # each flag set the other way than the default (flat_v: off since session 9; mask_tail:
     # the other way than its default for this pair)
-    default = {**dataclasses.asdict(AttentionTuning()), "q_prepared": False}
-    default["mask_tail"] = AttentionTuning().masks_tail(k_format, v_format)
+    default = default_flags(k_format, v_format)
     changed = {f: not default[f] for f in applies}
     tunings: list = [None]
     for flag in applies:
@@ -201,12 +209,7 @@ def launch_label(tuning: dict) -> str:
     warps = tuning["num_warps"] or "auto"
     label = f"{per_sm}/{warps}/{tuning['num_stages']}"
     label += "" if tuning.get("overlap_reduce", False) else " serial reduce"
-    label += " q once" if tuning.get("rotate_q_once", False) else ""
-    label += " sum after loop" if tuning.get("sum_after_loop", False) else ""
-    label += " fused reduce" if tuning.get("fused_reduce", False) else ""
-    label += " flat V" if tuning.get("flat_v", False) else ""
-    label += " q prepared" if tuning.get("q_prepared", False) else ""
-    label += " mask tail" if tuning.get("mask_tail", False) else ""
+    label += "".join(f" {FLAG_LABELS[f]}" for f in FLAGS if tuning.get(f, False))
     return label + (f" max {tuning['max_registers']} regs" if tuning.get("max_registers") else "")
 
 

@@ -14,12 +14,10 @@ measured; else keep it off.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from collections import defaultdict
 
-from benchmarks.kernels.attention import FLAGS, flags_changed
-from kernels.decode_launch import AttentionTuning
+from benchmarks.kernels.attention import FLAGS, default_flags, flags_changed
 
 
 def compare(rows: list[dict], flag: str) -> dict[tuple[str, str], list[dict]]:
@@ -50,8 +48,7 @@ def compare(rows: list[dict], flag: str) -> dict[tuple[str, str], list[dict]]:
 def flag_default(flag: str, k_format: str, v_format: str) -> bool:
     """Whether AttentionTuning has this flag (every one of a '+' join) on by default for this
     K/V pair (mask_tail: by pair)."""
-    default = {**dataclasses.asdict(AttentionTuning()), "q_prepared": False}
-    default["mask_tail"] = AttentionTuning().masks_tail(k_format, v_format)
+    default = default_flags(k_format, v_format)
     return all(default[f] for f in flag.split("+"))
 
 
