@@ -65,6 +65,7 @@ def decode_split_kernel(
     FUSED_REDUCE: tl.constexpr = False, MERGE_ROWS: tl.constexpr = 16,
     MERGE_CHUNK: tl.constexpr = 8, MERGE_STAGES: tl.constexpr = 1,
     FLAT_V: tl.constexpr = False, MASK_TAIL: tl.constexpr = False,
+    WAIT_PRIOR: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -92,9 +93,14 @@ def decode_split_kernel(
     partials, after the splits'. FLAT_V: rot4 V's tile built 2-D (kv_tiles.load_rot4_halves'
     FLAT). MASK_TAIL: the positions masked only on pages that some query row does not see
     whole (without a window: the pages past the lowest query position; decode: the last),
-    not on every page."""
+    not on every page. WAIT_PRIOR (AttentionTuning.chain_launches): launched as the previous
+    launch's dependent (programmatic dependent launch), so wait for its grid before reading
+    anything: whatever kernel wrote q or the newest K/V rows has finished. The launch and the
+    programs' placement on the SMs then overlap the kernel before."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
+    if WAIT_PRIOR:
+        gdc_wait()
     seq = tl.program_id(0)
     head = tl.program_id(1)
     split = tl.program_id(2)
@@ -115,6 +121,8 @@ def decode_split_kernel(
     # pages before this one every query row sees whole (MASK_TAIL); a window masks them all
     whole_end = tl.where(window > 0, 0, (lowest + 1) // P)
     pages_per_split = tl.cdiv(end_page - first_page, n_splits)
+    first = first_page + split * pages_per_split
+    last = tl.minimum(first + pages_per_split, end_page)
     if WAIT_Q:
         gdc_wait()
     q_row_ptrs = q_ptr + q_rows[:, None] * D
@@ -147,8 +155,6 @@ def decode_split_kernel(
     else:
         acc = tl.zeros((G_PAD, D), tl.float32)
         acc_odd = tl.zeros((G_PAD, 1), tl.float32)  # unused
-    first = first_page + split * pages_per_split
-    last = tl.minimum(first + pages_per_split, end_page)
     loop_end = last
     if K_FMT == KIVI4:  # sealed pages in the loop, the open page after it
         slot = tl.load(open_slots_ptr + seq)
@@ -420,6 +426,7 @@ def decode_reduce_kernel(
     acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, n_splits,
     HQ: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, CHUNK: tl.constexpr,
     V_ROTATED: tl.constexpr, WAIT_PRIMARY: tl.constexpr = False,
+    LAUNCH_NEXT: tl.constexpr = False,
 ):  # fmt: skip
     """One program per (sequence, query head), merging CHUNK splits per step as one tile, with
     the online softmax's rescaling across steps: the loads of a step (m, l and the partial
@@ -431,7 +438,10 @@ def decode_reduce_kernel(
     signs / sqrt(D)): done by the caller as a matmul and a cast, it was two more launches,
     about 5 us of a decode step. WAIT_PRIMARY: launched before the split kernel has finished
     (programmatic dependent launch), so first wait until its grid is done and its stores are
-    visible."""
+    visible. LAUNCH_NEXT: let the next launch on the stream start now (if it was launched as a
+    dependent, it waits for this grid in-kernel: the split kernel's WAIT_PRIOR)."""
+    if LAUNCH_NEXT:
+        gdc_launch_dependents()
     if WAIT_PRIMARY:
         gdc_wait()
     row = tl.program_id(0) * HQ + tl.program_id(1)

@@ -102,9 +102,11 @@ class AttentionTuning:
     # where 5 fit), 16 -> 8 at 4 warps (128 registers either way). Off until a GPU has timed it.
     sum_after_loop: bool = False
     # registers a thread the split kernel may use (Triton's maxnreg; 0: the compiler's choice).
-    # With sum_after_loop at 2 warps rot4/rot4 takes 210 and an SM holds 4 programs; capped at
-    # 200 it compiles without spills (sm_90 SASS here) and 5 fit again. Unset until a GPU has
-    # timed it.
+    # 2-warp programs fit 5 an SM at 168 or fewer (3 warps on a sub-partition's 16,384
+    # registers; kernels/occupancy.py), not at 200 as session 8 counted. H100, session 10, with
+    # the count right: rot4/rot4 capped at 168 (5 programs) 30.8 against 27.0 us at 32k and
+    # 82.6 against 77.1 at 128k (10.9 against 13.5 at 4k); 4 warps capped at 128 (4 programs of
+    # 4 warps) 31.4 and 95.3. Unset.
     max_registers: int = 0
     # the reduce in the split kernel's launch: the last program of each group of splits to
     # finish merges the group, the last group of a (sequence, KV head) the groups (atomic
@@ -123,6 +125,19 @@ class AttentionTuning:
     # H100, session 9: rot4/rot4 29.4 -> 27.6 us at 32k, 86.2 -> 80.6 at 128k, 14.1 -> 13.7
     # at 4k; f16/f16 lost 6.3 us at 32k and q8/rot4 1.6 at 4k (docs/kernels.md)
     mask_tail: bool | None = None
+    # Hopper: each step's split kernel launched as the previous launch's dependent, waiting in
+    # -kernel for it before any read (its WAIT_PRIOR), and the reduce letting the next launch
+    # start at once (LAUNCH_NEXT); the KV write before it does the same (kv_write's
+    # LAUNCH_DEPENDENTS), so the split kernel's launch and its programs' placement overlap the
+    # kernel before instead of following its end. H100, session 10 (with reduce_warps 4, each
+    # timed between two timings of the default): rot4/rot4 32k 27.0-27.5 -> 25.6 us, 4k 13.6 ->
+    # 10.6, 128k 75.5 -> 74.0; q8/rot4 32k 31.2 -> 29.5; f16 32k within the spread (53.6 against
+    # 53.6-53.7), 4k 14.7 -> 12.1
+    chain_launches: bool = True
+    # warps a reduce program (0: 8 when it merges 64 splits or more a step, else 4). 4 won at
+    # every depth timed against 8 (H100, session 10, two calls): rot4/rot4 4k 13.3 -> 10.8 us,
+    # 32k 27.2 -> 26.4-26.5, 128k 75.7 -> 75.4; f16 32k 53.7-54.1 -> 52.7-53.2, 4k 14.7 -> 13.1
+    reduce_warps: int = 4
 
     def masks_tail(self, k_format: str, v_format: str) -> bool:
         """Whether the split kernel masks positions only where needed (mask_tail)."""
@@ -261,6 +276,9 @@ def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int
         # edges are programmatic, or neither (overlap_reduce off keeps every launch serial)
         q_split = prepare_queries(q, signs, qk_scale, spec.k_format == "rot4", overlap)
         after_prepare = {"launch_pdl": True, "WAIT_Q": True} if overlap else {}
+    chain = tuning.chain_launches and overlap and not fused
+    if chain and not after_prepare:
+        after_prepare = {"launch_pdl": True, "WAIT_PRIOR": True}
     decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](
         q_split, acc, m, l_sum, out, counters, *arguments, LAUNCH_DEPENDENTS=overlap,
         **after_prepare, **consts,
@@ -272,6 +290,7 @@ def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int
     decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
         acc, m, l_sum, out, signs, n_splits, HQ=n_heads, D=d, LOG2D=int(d).bit_length() - 1,
         CHUNK=chunk, V_ROTATED=spec.v_format == "rot4", WAIT_PRIMARY=overlap,
-        num_warps=8 if chunk >= 64 else 4, **dependent,
+        LAUNCH_NEXT=chain, num_warps=tuning.reduce_warps or (8 if chunk >= 64 else 4),
+        **dependent,
     )  # fmt: skip
     return out

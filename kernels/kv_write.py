@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents
 
 from kernels.kv_tiles import KIVI4, ROT2, ROT4, rotate_rows, store_rows
 from kernels.rope import rope_rows
@@ -27,14 +28,18 @@ def kv_write_kernel(
     HKV: tl.constexpr, HKV_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr,
     P: tl.constexpr, K_FMT: tl.constexpr, V_FMT: tl.constexpr,
     ROPE: tl.constexpr, N_ROT: tl.constexpr, NEOX: tl.constexpr, POSITIONS: tl.constexpr,
-    KIVI_DIRECT: tl.constexpr = False,
+    KIVI_DIRECT: tl.constexpr = False, LAUNCH_DEPENDENTS: tl.constexpr = False,
 ):  # fmt: skip
     """Row t goes to position positions[t] (POSITIONS: read on the device, so a CUDA graph
     can replay the write at the next position) or start + t. A position past the block table
     writes nothing rather than into another sequence's page. kivi4 K: kq_ptr is the scratch
     [2, scratch_len, HKV, D] (K and V as written, row r at position first - first % P + r);
     KIVI_DIRECT (one row): the open page [2, HKV, P, D] of `slot` instead. V is also stored
-    in its own format, as for any K format."""
+    in its own format, as for any K format. LAUNCH_DEPENDENTS (Hopper; AttentionTuning.
+    chain_launches): the next launch may start now; the attention's split kernel, launched as a
+    dependent, waits in-kernel for this grid to finish before it reads anything."""
+    if LAUNCH_DEPENDENTS:
+        gdc_launch_dependents()
     t = tl.program_id(0)
     pos = tl.load(positions_ptr + t).to(tl.int32) if POSITIONS else start + t
     in_table = (pos >= 0) & (pos // P < table_pages)

@@ -7,7 +7,9 @@ a second wave and doubles the time (kivi4's decode kernel took 167 registers a t
 H100 SM held 3 programs of 4 warps, not the 4 the split count assumed: docs/kernels.md). The
 count here is what the launch sizes its splits from.
 
-    registers: a warp takes ceil(regs * 32 / 256) * 256 of the SM's 65,536
+    registers: a warp takes ceil(regs * 32 / 256) * 256 registers, from the register file of
+               one of the SM's 4 sub-partitions (16,384 each; a warp runs on one scheduler):
+               an SM holds 4 * floor(16,384 / that) warps, not 65,536 / that
     shared:    a program takes its shared memory + 1 KiB the driver reserves, of the SM's 228 KiB
     warps:     at most 64 an SM (2,048 threads)
 """
@@ -20,6 +22,13 @@ from dataclasses import dataclass
 # the same on every GPU from Ampere to Hopper
 RESERVED_SHARED = 1024
 REGISTER_GRANULE = 256  # registers are given to a warp in multiples of this
+# an SM's schedulers, each with its quarter of the register file: CUDA's occupancy calculator
+# (cuda_occupancy.h, cudaOccSubPartitionsPerMultiprocessor: 4 from Volta to Blackwell) counts
+# the warps that registers allow per sub-partition. Counted over the whole file instead, 2-warp
+# programs of 200 registers came to 5 an SM where 4 fit (10 warps of 6,400 registers: 3 on a
+# sub-partition need 19,200 of its 16,384), so the splits sized to one wave took two
+# (docs/kernels.md, session 10)
+SUB_PARTITIONS = 4
 
 
 @dataclass(frozen=True)
@@ -34,7 +43,8 @@ def programs_per_sm(n_regs: int, num_warps: int, shared_bytes: int, limits: SmLi
     """Programs of num_warps warps, n_regs registers a thread and shared_bytes of shared memory
     that one SM runs at once (at least 1: a kernel that launched at all fits once)."""
     warp_regs = -(-max(n_regs, 1) * 32 // REGISTER_GRANULE) * REGISTER_GRANULE
-    by_regs = limits.registers // (warp_regs * num_warps)
+    warps_by_regs = limits.registers // SUB_PARTITIONS // warp_regs * SUB_PARTITIONS
+    by_regs = warps_by_regs // num_warps
     by_shared = limits.shared_bytes // (shared_bytes + RESERVED_SHARED)
     by_warps = limits.max_warps // num_warps
     return max(1, min(by_regs, by_shared, by_warps, limits.max_programs))

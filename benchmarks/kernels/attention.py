@@ -23,11 +23,15 @@ HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
 # the queries come prepared (rotated, scaled, f16) as the RoPE kernel leaves them with the
 # cache's query_preparation (rot4 and rot2 K; attend(..., prepared=True)), so the attention's
 # time leaves that work out: measure_rope_q times it inside the RoPE kernel
-FLAGS = ("rotate_q_once", "sum_after_loop", "fused_reduce", "flat_v", "q_prepared", "mask_tail")
+FLAGS = (
+    "rotate_q_once", "sum_after_loop", "fused_reduce", "flat_v", "q_prepared", "mask_tail",
+    "chain_launches",
+)  # fmt: skip
 ROTATED_K_ONLY = ("rotate_q_once", "q_prepared")
 FLAG_LABELS = {
     "rotate_q_once": "q once", "sum_after_loop": "sum after loop", "fused_reduce": "fused reduce",
     "flat_v": "flat V", "q_prepared": "q prepared", "mask_tail": "mask tail",
+    "chain_launches": "chained launches",
 }  # fmt: skip
 
 

@@ -1,6 +1,9 @@
-"""Session 9's change to the decode attention's page step, against the same attention without it
-and against the float64 reference: the position mask only on pages some query row does not see
-whole (AttentionTuning.mask_tail)."""
+"""Changes to the decode attention's step, against the same attention without them and against
+the float64 reference: the position mask only on pages some query row does not see whole
+(AttentionTuning.mask_tail, session 9); the split kernel launched as the previous launch's
+dependent (chain_launches, session 10: the interpreter runs it as before, the GPU test
+launches it so); reduce programs of one warp (reduce_warps: the flag set True is 1, the
+fewest; the default is 4 since session 10)."""
 
 from __future__ import annotations
 
@@ -12,7 +15,7 @@ from kernels.decode_launch import MASK_TAIL_PAIRS, AttentionTuning
 from tests.kernels.conftest import relative_error
 from tests.kernels.test_kv_one_launch import ATTENTION_TOLERANCE, _filled
 
-FLAGS = ["mask_tail"]
+FLAGS = ["mask_tail", "chain_launches", "reduce_warps"]
 PAIRS = [("f16", "f16"), ("rot4", "rot4"), ("q8", "rot4"), ("rot4", "f16"), ("kivi4", "rot4")]
 
 
