@@ -1,9 +1,11 @@
 """Can Hearth's kernels run here? Answered without crashing, with a reason a person can act on.
 
-Triton compiles for NVIDIA GPUs of compute capability 8.0 (Ampere) and newer here, and for AMD
-GPUs through ROCm builds of torch. Apple (Metal) and Vulkan-only machines have no Triton
-backend. With TRITON_INTERPRET=1 the kernels run on the CPU through Triton's interpreter (the
-tests use this); that is for checking, far too slow for use.
+Triton compiles for NVIDIA GPUs of compute capability 8.0 (Ampere) and newer here. It also
+compiles for AMD GPUs through ROCm builds of torch, but Hearth's kernels carry NVIDIA inline
+assembly (PTX: the 4-bit unpacking, dp4a, griddepcontrol) that the ROCm backend cannot take, and
+they have never run on an AMD GPU, so ROCm is refused with that reason. Apple (Metal) and
+Vulkan-only machines have no Triton backend. With TRITON_INTERPRET=1 the kernels run on the CPU
+through Triton's interpreter (the tests use this); that is for checking, far too slow for use.
 """
 
 from __future__ import annotations
@@ -48,14 +50,19 @@ def available() -> tuple[bool, str]:
             "backend); Hearth uses llama.cpp here"
         )
     name = torch.cuda.get_device_name(0)
-    if torch.version.hip is None:
-        capability = torch.cuda.get_device_capability(0)
-        if capability < MIN_CUDA_CAPABILITY:
-            major, minor = capability
-            return False, (
-                f"{name} has compute capability {major}.{minor}; Hearth's Triton kernels need "
-                f"8.0 or newer (Ampere, Ada, Hopper, Blackwell); Hearth uses llama.cpp here"
-            )
+    if torch.version.hip is not None:
+        return False, (
+            f"{name} (ROCm): Hearth's kernels use NVIDIA inline assembly that Triton's AMD "
+            "backend does not compile, and have not been tested on AMD GPUs; Hearth uses "
+            "llama.cpp here"
+        )
+    capability = torch.cuda.get_device_capability(0)
+    if capability < MIN_CUDA_CAPABILITY:
+        major, minor = capability
+        return False, (
+            f"{name} has compute capability {major}.{minor}; Hearth's Triton kernels need "
+            f"8.0 or newer (Ampere, Ada, Hopper, Blackwell); Hearth uses llama.cpp here"
+        )
     return True, name
 
 

@@ -37,8 +37,10 @@ V_FORMATS = ("f16", "q8", "rot4")
 # quantized formats serve Gemma 3 too.
 PAGED_SLIDING_WINDOW = True
 
-# Triton compiles for NVIDIA compute capability 8.0 and newer (kernels/availability.py) and for
-# AMD GPUs through ROCm builds of torch; Metal, Vulkan and the CPU have no Triton backend.
+# Triton compiles for NVIDIA compute capability 8.0 and newer (kernels/availability.py). ROCm
+# builds of torch give Triton an AMD backend too, but the kernels carry NVIDIA inline assembly
+# it cannot compile (kernels/availability.py refuses ROCm); Metal, Vulkan and the CPU have no
+# Triton backend.
 MIN_CUDA_CAPABILITY = (8, 0)
 GPU_BACKENDS = ("cuda", "rocm")
 
@@ -72,12 +74,15 @@ def device_unsupported_reason(backend: str, compute_capability: str | None = Non
                 )
         return None
     if backend == "rocm":
-        return None
+        return (
+            "AMD GPUs (ROCm): Hearth's kernels use NVIDIA inline assembly that Triton's AMD "
+            "backend does not compile"
+        )
     if backend == "metal":
         return "Apple GPUs (Metal): Triton has no Metal backend"
     if backend == "vulkan":
         return "Vulkan-only GPUs: Triton has no Vulkan backend"
-    return "no CUDA or ROCm GPU: the Hearth engine runs on NVIDIA (CUDA) and AMD (ROCm) GPUs"
+    return "no CUDA GPU: the Hearth engine runs on NVIDIA GPUs (CUDA, compute capability 8.0+)"
 
 
 def kv_format_problem(

@@ -64,7 +64,7 @@ def hearth_unavailable(info: ModelInfo, request: PlanRequest) -> str | None:
     if reason:
         return reason
     if not request.gpus:
-        return "no GPU: the Hearth engine runs on NVIDIA (CUDA) and AMD (ROCm) GPUs"
+        return "no GPU: the Hearth engine runs on NVIDIA GPUs (CUDA, compute capability 8.0+)"
     gpu = request.gpus[0]
     return device_unsupported_reason(gpu.backend, gpu.compute_capability)
 

@@ -50,6 +50,17 @@ def test_old_nvidia_gpu_is_refused_with_its_name(monkeypatch, real_gpu_check):
         availability.require()
 
 
+def test_amd_gpu_is_refused_with_the_reason(monkeypatch, real_gpu_check):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda _=0: "AMD Instinct MI300X")
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda _=0: (9, 4))
+    monkeypatch.setattr(torch.version, "hip", "6.2.41133")
+    ok, why = availability.available()
+    assert not ok
+    assert why.startswith("AMD Instinct MI300X (ROCm)")
+    assert "NVIDIA inline assembly" in why and "llama.cpp" in why
+
+
 def test_no_gpu_is_refused(monkeypatch, real_gpu_check):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     ok, why = availability.available()

@@ -32,7 +32,7 @@ def card(gib: float, backend: str = "cuda", cc: str | None = "8.9") -> PlanReque
         ("cuda", "8.0", None),
         ("cuda", "9.0", None),
         ("cuda", None, None),  # not known: taken to be new enough, the worker checks again
-        ("rocm", None, None),
+        ("rocm", None, "ROCm"),
         ("cuda", "7.5", "compute capability 7.5"),
         ("metal", None, "Metal"),
         ("vulkan", None, "Vulkan"),
