@@ -96,6 +96,16 @@ class GemvConfig:
     # so that one config (what default_config gives a caller) can serve every shape; it keeps
     # this one's `pipelined` and `early_next`; None: this config for every row length
     long_rows: GemvConfig | None = None
+    # dp4a: the config for matrices of at least `tall_from` output rows whose rows are one step
+    # of this one (gate/up, 14336 and 28672 rows), likewise keeping this one's `pipelined` and
+    # `early_next`; None: this config whatever the row count
+    tall_rows: GemvConfig | None = None
+    tall_from: int = 0
+
+
+# output rows from which default_config's Q4_K takes 8 rows a program (tall_rows): above the
+# joined Q+K+V (6144, equal either way) and below gate/up (14336, where 8 rows won)
+TALL_ROWS = 8192
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
@@ -116,7 +126,15 @@ def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
             return dataclasses.replace(
                 step, long_rows=dataclasses.replace(loop, blocks_per_tile=16)
             )
-        return dataclasses.replace(step, rows_in_thread=True, long_rows=loop)
+        # Q4_K matrices of many waves: 8 rows a program (x's words once for 8 rows, 128
+        # registers, 8 programs an SM) beat 4 beyond the spread on 14336 and 28672 rows (H100,
+        # session 10: 79.0-79.4% -> 82.3-83.1% and 88.4-90.2% -> 88.7-91.8% of the copy rate)
+        # and lost on the one-wave ones (4096: 76.1-76.9% -> 69.1-69.2%, 5120: -1.7 points):
+        # there a program's work after the wait is the chain, and 8 rows double it
+        tall = dataclasses.replace(step, rows_in_thread=True, block_n=8)
+        return dataclasses.replace(
+            step, rows_in_thread=True, long_rows=loop, tall_rows=tall, tall_from=TALL_ROWS
+        )
     blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
         return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)
@@ -222,6 +240,8 @@ def dp4a_plan(cfg: GemvConfig, n_out: int, n_in: int, n_rows_x: int, n_sm: int, 
     if cfg.long_rows is not None and n_blocks > cfg.blocks_per_tile:
         # the launch flags stay the caller's (the engine turns PDL off with its own switch)
         cfg = dataclasses.replace(cfg.long_rows, pipelined=cfg.pipelined, early_next=cfg.early_next)
+    elif cfg.tall_rows is not None and n_out >= cfg.tall_from:
+        cfg = dataclasses.replace(cfg.tall_rows, pipelined=cfg.pipelined, early_next=cfg.early_next)
     n_row_tiles = triton.cdiv(n_out, cfg.block_n)
     if cfg.splits and n_blocks > cfg.blocks_per_tile:
         per_split = triton.cdiv(n_blocks, cfg.splits)

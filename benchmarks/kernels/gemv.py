@@ -54,6 +54,12 @@ def measure(fmt: str, n_out: int, n_in: int, rows: int, copy_bw: float,
     }  # fmt: skip
 
 
+def takes_8_bit_x(fmt: str, rows: int) -> bool:
+    """Whether the engine hands this GEMV its x already in 8 bits (the integer path of
+    default_config): measure(share_x=True) is then the engine's figure."""
+    return default_config(fmt, rows).path == "dp4a"
+
+
 def cublas_f16(n_out: int, n_in: int, rows: int, copy_bw: float) -> dict:
     """torch's own f16 matmul (cuBLAS), the baseline for F16 weights."""
     n = max(2, math.ceil(L2_DEFEAT_BYTES / (n_out * n_in * 2)))

@@ -22,6 +22,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernels import gemv_dp4a
+from kernels.occupancy import SmLimits, programs_per_sm
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 # dp4a_gemv_kernel's pointers: x, xq, xd, xs, out, part, count, then the planes p0..p3
@@ -162,8 +163,7 @@ def session8() -> None:
                     scales_early=cfg.scales_early,
                 )  # fmt: skip
                 regs, stack, n_all = usage(kernel)
-                per_warp = -(-regs // 8) * 8 * 32
-                programs = min(65536 // (per_warp * cfg.num_warps), 32, 64 // cfg.num_warps)
+                programs = programs_per_sm(regs, cfg.num_warps, kernel.metadata.shared, SmLimits())
                 tile_kb = cfg.block_n * cfg.blocks_per_tile * (144 if fmt == "Q4_K" else 210)
                 print(f"{fmt} {n_out}x{n_in:<6} {label:20} {regs:3} regs, stack {stack:3}, "
                       f"{n_all:4} instructions, {programs:2} programs/SM of {cfg.num_warps} "

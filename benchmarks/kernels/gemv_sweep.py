@@ -157,6 +157,14 @@ CANDIDATES.append(
         "default 2x16 q6", dataclasses.replace(default_config("Q6_K", 1), block_n=2), ("Q6_K",)
     )
 )
+# Session 10: Q4_K 8 rows x 16 super-blocks a program, rows in the thread, 2 warps: 128
+# registers (sm_90, Triton 3.6, none spilled), so 8 programs an SM (kernels/occupancy.py: 4 warps
+# a sub-partition), 1,056 slots for a 4096x4096 matrix's 512 programs: the next matrix's
+# programs all fit beside this one's and stream their weights while it computes (at 4 rows, 12
+# an SM hold 1,584 of two matrices' 2,048). Rows longer than a step keep the default's loop.
+CANDIDATES += [
+    Candidate("rit 8x16 w2", dataclasses.replace(default_config("Q4_K", 1), block_n=8), ("Q4_K",))
+]
 SESSION9 = [c.name for c in CANDIDATES if "l2x" in c.name or c.name == "default 2x16 q6"]
 
 

@@ -346,6 +346,43 @@ def test_the_default_on_rows_longer_than_a_step(fmt, device):
     _check(fmt, 37, 4608, 1, None, device, seed=14)
 
 
+def test_the_plan_takes_eight_rows_a_program_for_tall_q4_k_matrices():
+    """default_config's tall_rows: Q4_K matrices of TALL_ROWS output rows or more (gate/up)
+    take 8 rows a program, keeping the caller's launch flags; fewer rows (Q+K+V, attn_q/o) and
+    rows longer than a step (ffn_down: the K loop) do not; Q6_K has no tall config."""
+    cfg = gemv.default_config("Q4_K", 1)
+    tall, _ = gemv.dp4a_plan(cfg, gemv.TALL_ROWS, 4096, 1, 132, True)
+    assert (tall.block_n, tall.rows_in_thread, tall.num_warps) == (8, True, 2)
+    assert gemv.dp4a_plan(cfg, 6144, 4096, 1, 132, True)[0].block_n == 4
+    assert gemv.dp4a_plan(cfg, 28672, 14336, 1, 132, True)[0] == dataclasses.replace(
+        cfg.long_rows, pipelined=cfg.pipelined, early_next=cfg.early_next
+    )
+    plain = dataclasses.replace(cfg, pipelined=False, early_next=False)
+    chosen, _ = gemv.dp4a_plan(plain, 14336, 4096, 1, 132, True)
+    assert chosen.block_n == 8 and not chosen.pipelined and not chosen.early_next
+    assert gemv.default_config("Q6_K", 1).tall_rows is None
+
+
+def test_the_default_on_a_tall_q4_k_matrix(device, monkeypatch):
+    """The tall config computes what the reference does: ragged rows (a last tile of 3 of its
+    8), the threshold lowered so that the interpreter's shape is tall."""
+    monkeypatch.setattr(gemv, "TALL_ROWS", 16)
+    assert gemv.dp4a_plan(gemv.default_config("Q4_K", 1), 35, 768, 1, 132, True)[0].block_n == 8
+    _check("Q4_K", 35, 768, 1, gemv.default_config("Q4_K", 1), device, seed=15)
+
+
+@pytest.mark.gpu
+def test_the_default_at_gate_up_rows_on_the_gpu():
+    """The tall config at ffn_gate/up's 14336 rows of 4096 (f16 in and out), as the engine
+    launches it, against x' @ W.T."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    w, x, exact = _half_case("Q4_K", 14336, 4096)
+    assert gemv.dp4a_plan(gemv.default_config("Q4_K", 1), 14336, 4096, 1, 132, True)[0].block_n == 8
+    y = quant_matmul(x, w)
+    assert relative_error(y.float().cpu(), exact) < EXACT + 2e-3
+
+
 @triton.jit
 def _spans(out_ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr):
     start, words = l2_spans(row_bytes, first_row, end_row, WARPS)
