@@ -65,7 +65,7 @@ def decode_split_kernel(
     FUSED_REDUCE: tl.constexpr = False, MERGE_ROWS: tl.constexpr = 16,
     MERGE_CHUNK: tl.constexpr = 8, MERGE_STAGES: tl.constexpr = 1,
     FLAT_V: tl.constexpr = False, MASK_TAIL: tl.constexpr = False,
-    WAIT_PRIOR: tl.constexpr = False,
+    WAIT_PRIOR: tl.constexpr = False, FLAT_K: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -168,7 +168,7 @@ def decode_split_kernel(
             s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
         elif K_FMT == KIVI4:
             s = kivi_page_scores(q_even, q_odd, page, head, kq_ptr, ks_ptr, km_ptr,
-                                 HKV, P, D, KG, CODE_WORDS, ASM)  # fmt: skip
+                                 HKV, P, D, KG, CODE_WORDS, ASM, FLAT_K)  # fmt: skip
         else:
             k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D, CODE_WORDS, ASM)
             s = tl.dot(q, tl.trans(k))

@@ -134,6 +134,14 @@ class AttentionTuning:
     # 10.6, 128k 75.5 -> 74.0; q8/rot4 32k 31.2 -> 29.5; f16 32k within the spread (53.6 against
     # 53.6-53.7), 4k 14.7 -> 12.1
     chain_launches: bool = True
+    # kivi4 K: its page's channel scales and mins loaded as whole rows and broadcast over their
+    # positions, so the dequantized key tile stays 2-D (kv_kivi.kivi_page_scores' FLAT), as
+    # flat_v does for rot4 V. sm_90 SASS, Triton 3.6, kivi4/rot4 at 2 warps: the page step
+    # 1,242 -> 1,214 instructions, 17 -> 9 barriers, its 8 two-byte scale loads become
+    # cp.async copies (238 registers, 4 programs an SM either way). H100, session 10, between
+    # two timings of the default: 32k 38.1 -> 30.2 us, 128k 116.5 -> 90.5, 4k 11.8 -> 11.9
+    # (within the spread: one page a split there)
+    flat_kivi_k: bool = True
     # warps a reduce program (0: 8 when it merges 64 splits or more a step, else 4). 4 won at
     # every depth timed against 8 (H100, session 10, two calls): rot4/rot4 4k 13.3 -> 10.8 us,
     # 32k 27.2 -> 26.4-26.5, 128k 75.7 -> 75.4; f16 32k 53.7-54.1 -> 52.7-53.2, 4k 14.7 -> 13.1

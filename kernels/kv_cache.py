@@ -376,6 +376,7 @@ class PagedKVCache:
             num_warps=warps, num_stages=self.tuning.num_stages,
             Q_READY=prepared or self.tuning.prepares_queries(spec.k_format),
             SUM_AFTER_LOOP=self.tuning.sum_after_loop, FLAT_V=self.tuning.flat_v,
+            FLAT_K=self.tuning.flat_kivi_k and spec.k_format == "kivi4",
             MASK_TAIL=self.tuning.masks_tail(spec.k_format, spec.v_format),
             **fused_reduce_consts(self.tuning, rows, d, warps),
             **(self.tuning.register_cap() if runs_assembly(q.device) else {}),

@@ -171,7 +171,8 @@ def load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV: tl.constexpr, P: 
 @triton.jit
 def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
                      HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr, G: tl.constexpr,
-                     CODE_WORDS: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+                     CODE_WORDS: tl.constexpr, ASM: tl.constexpr,
+                     FLAT: tl.constexpr = False):  # fmt: skip
     """Scores [rows, P] of queries against a sealed page, the query (f16, already scaled) as
     its even and odd dims: the codes dequantized in f16 by one multiply-add each with their
     group's and channel's scale and min (c * s + mn, as rot4's halves but with the scale of
@@ -189,6 +190,17 @@ def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
         c_even = nibbles_to_f16(b & 15)
         c_odd = nibbles_to_f16(b >> 4)
     groups = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D
+    if FLAT:
+        # the page's scale and min rows [P/G, D] loaded whole (16-byte runs), cut into even and
+        # odd channels, and broadcast over their G positions: the codes' f16 tiles stay 2-D
+        j = tl.arange(0, D)
+        s_even, s_odd = tl.split(tl.reshape(tl.load(scale_ptr + groups + j[None, :]),
+                                            (P // G, D // 2, 2)))  # fmt: skip
+        m_even, m_odd = tl.split(tl.reshape(tl.load(min_ptr + groups + j[None, :]),
+                                            (P // G, D // 2, 2)))  # fmt: skip
+        k_even = tl.fma(c_even, _over_positions(s_even, P, G, D), _over_positions(m_even, P, G, D))
+        k_odd = tl.fma(c_odd, _over_positions(s_odd, P, G, D), _over_positions(m_odd, P, G, D))
+        return tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
     even = groups + 2 * i[None, :]
     k_even = tl.fma(
         tl.reshape(c_even, (P // G, G, D // 2)),
@@ -201,6 +213,12 @@ def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
     k_even = tl.reshape(k_even, (P, D // 2))
     k_odd = tl.reshape(k_odd, (P, D // 2))
     return tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
+
+
+@triton.jit
+def _over_positions(rows, P: tl.constexpr, G: tl.constexpr, D: tl.constexpr):
+    """Per-group rows [P/G, D/2] as a tile [P, D/2]: each group's row over its G positions."""
+    return tl.reshape(tl.broadcast_to(rows[:, None, :], (P // G, G, D // 2)), (P, D // 2))
 
 
 @triton.jit

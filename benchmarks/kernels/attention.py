@@ -25,13 +25,13 @@ HEADS, KV_HEADS, HEAD_DIM, LAYERS = 32, 8, 128, 32
 # time leaves that work out: measure_rope_q times it inside the RoPE kernel
 FLAGS = (
     "rotate_q_once", "sum_after_loop", "fused_reduce", "flat_v", "q_prepared", "mask_tail",
-    "chain_launches",
+    "chain_launches", "flat_kivi_k",
 )  # fmt: skip
 ROTATED_K_ONLY = ("rotate_q_once", "q_prepared")
 FLAG_LABELS = {
     "rotate_q_once": "q once", "sum_after_loop": "sum after loop", "fused_reduce": "fused reduce",
     "flat_v": "flat V", "q_prepared": "q prepared", "mask_tail": "mask tail",
-    "chain_launches": "chained launches",
+    "chain_launches": "chained launches", "flat_kivi_k": "flat kivi4 K",
 }  # fmt: skip
 
 
@@ -59,6 +59,7 @@ def flags_label(tuning: dict) -> str:
 
 
 ROT4_V_ONLY = ("flat_v",)
+KIVI4_K_ONLY = ("flat_kivi_k",)
 FORMAT_PAIRS = [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), ("rot2", "rot4")]
 CHUNK = 8192
 
@@ -195,6 +196,7 @@ def flag_comparison(k_format: str, flags: list[str], v_format: str = "rot4") -> 
     gain must beat: attention_flags.py)."""
     applies = [f for f in flags if f not in ROTATED_K_ONLY or k_format in ROTATED_K]
     applies = [f for f in applies if f not in ROT4_V_ONLY or v_format == "rot4"]
+    applies = [f for f in applies if f not in KIVI4_K_ONLY or k_format == "kivi4"]
     # each flag set the other way than the default (flat_v: off since session 9; mask_tail:
     # the other way than its default for this pair)
     default = default_flags(k_format, v_format)

@@ -116,12 +116,25 @@ def test_slower_prompts_keep_llama_cpp_and_say_so(llama8b, monkeypatch):
 
 def test_a_lossier_cache_than_llama_cpps_keeps_llama_cpp(llama8b, monkeypatch):
     with_hearth_figures(monkeypatch, {0: 330.0})
-    # 12 GiB at 96k: llama.cpp fits it with q8_0 (KL 0.0075), Hearth needs rot4 (KL 0.088)
+    # Hearth without its kivi4 K (as before session 10 measured its speed): 12 GiB at 96k,
+    # llama.cpp fits it with q8_0 (KL 0.0075), Hearth needs rot4 (KL 0.088)
+    data = engine_table._figures()
+    data["kv_quality"] = [r for r in data["kv_quality"] if r["type_k"] != "kivi4"]
     request = h100(12, target_ctx=98304, preference="context")
     plan = plan_engines(llama8b, request)
     llama = plan_engines(llama8b, request, "llama")
     assert plan.choice == llama.choice and plan.choice.engine == "llama"
     assert "loses more" in plan.notes[0]
+
+
+def test_a_4_bit_cache_within_q8_0s_loss_takes_the_long_context_to_hearth(llama8b, monkeypatch):
+    # the same 12 GiB at 96k with kivi4 K / rot4 V measured (worst mean KL 0.0036, against
+    # llama.cpp q8_0's 0.0075): Hearth holds the target at 5 bits a value and decodes faster
+    with_hearth_figures(monkeypatch, {0: 330.0})
+    plan = plan_engines(llama8b, h100(12, target_ctx=98304, preference="context"))
+    assert plan.choice.engine == "hearth"
+    assert (plan.choice.type_k, plan.choice.type_v) == ("kivi4", "rot4")
+    assert plan.choice.n_ctx == 98304
 
 
 def test_named_engines_plan_for_that_engine_alone(llama8b):

@@ -95,11 +95,12 @@ def test_the_longest_context_is_the_last_that_fits(synthetic_info, gib):
 def test_smaller_formats_fit_longer_contexts(synthetic_info):
     info = synthetic_info("llama3-8b", "Q4_K_M")
     plan = plan_hearth(info, card(12))
-    assert plan.choice.type_k == "rot4"  # preference "context": the leanest usable pair
-    longest = {
-        pair: longest_context(info, card(12), *pair)
-        for pair in (("f16", "f16"), ("q8", "q8"), ("q8", "rot4"), ("rot4", "rot4"))
-    }
+    pairs = (("f16", "f16"), ("q8", "q8"), ("q8", "rot4"), ("rot4", "rot4"), ("kivi4", "rot4"))
+    longest = {pair: longest_context(info, card(12), *pair) for pair in pairs}
+    # preference "context": the longest context, and at the same length the better quality:
+    # kivi4 K holds as many positions as rot4 K (5 bits a value each) within llama.cpp q8_0's KL
+    assert longest[("kivi4", "rot4")] == longest[("rot4", "rot4")]
+    assert (plan.choice.type_k, plan.choice.type_v) == ("kivi4", "rot4")
     assert plan.choice.n_ctx == longest[("rot4", "rot4")]
     assert longest[("rot4", "rot4")] > longest[("q8", "rot4")] > longest[("q8", "q8")]
     assert longest[("q8", "q8")] > longest[("f16", "f16")] > 0
