@@ -78,7 +78,8 @@ Reference (numpy; no torch needed; the tests and benchmarks use these and nothin
 
 Errors
     KernelsUnavailable   no torch / no triton / GPU without Triton support (CUDA cc < 8.0,
-                         Metal, Vulkan-only, ROCm without triton) — with the reason.
+                         Metal, Vulkan-only) or AMD via ROCm (NVIDIA inline assembly) — with
+                         the reason.
     UnsupportedTensor    a ggml type, KV format or shape a kernel does not handle (ValueError).
 
 CPU: with TRITON_INTERPRET=1 set before import, every kernel runs on CPU tensors through

@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import torch
 
 from benchmarks.kernels import attention
-from benchmarks.kernels.timing import time_calls
+from benchmarks.kernels.timing import captured_graph, time_calls
 from kernels import decode_launch
 from kernels.decode_attention import decode_split_kernel
 from kernels.occupancy import programs_per_sm, sm_limits
@@ -53,28 +53,15 @@ def _without(name: str):
         setattr(decode_launch, name, kept)
 
 
-def _graph_of(fn):
-    """fn captured in a CUDA graph (after two warm-up calls), as time_calls captures it."""
-    fn()
-    fn()
-    torch.cuda.synchronize()
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        fn()
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        fn()
-    return graph
-
-
 def kernel_profile(fn, replays: int = 5) -> dict:
     """Each kernel's mean time (µs) and the mean gap (µs) from one kernel's end to the next
     one's start, by (kernel, next kernel), over `replays` replays of fn's graph."""
     from torch.profiler import ProfilerActivity, profile
 
-    graph = _graph_of(fn)
+    fn()
+    fn()
+    torch.cuda.synchronize()
+    graph = captured_graph(fn)
     graph.replay()
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA], acc_events=True) as prof:

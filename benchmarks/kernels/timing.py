@@ -24,15 +24,7 @@ def time_calls(fn, repeats: int = 20, graph: bool = True) -> float:
     torch.cuda.synchronize()
     run = fn
     if graph:
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            fn()
-        torch.cuda.current_stream().wait_stream(stream)
-        captured = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(captured):
-            fn()
-        run = captured.replay
+        run = captured_graph(fn).replay
         run()
     times = []
     for _ in range(repeats):
@@ -44,3 +36,17 @@ def time_calls(fn, repeats: int = 20, graph: bool = True) -> float:
         end.synchronize()
         times.append(start.elapsed_time(end) / 1000.0)
     return statistics.median(times)
+
+
+def captured_graph(fn) -> torch.cuda.CUDAGraph:
+    """fn captured in a CUDA graph, after a warm-up call on a side stream (its compiles and
+    allocations outside the capture)."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()
+    torch.cuda.current_stream().wait_stream(stream)
+    captured = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(captured):
+        fn()
+    return captured
