@@ -153,6 +153,17 @@ class AttentionTuning:
             return self.mask_tail
         return (k_format, v_format) in MASK_TAIL_PAIRS
 
+    def chains(self, device: torch.device) -> bool:
+        """Whether the split kernel is launched as the previous launch's dependent here
+        (chain_launches: Hopper, with the overlapped reduce, not the fused one); the KV write
+        before it then lets it start early."""
+        return (
+            self.chain_launches
+            and self.overlap_reduce
+            and not self.fused_reduce
+            and has_dependent_launch(device)
+        )
+
     def prepares_queries(self, k_format: str) -> bool:
         """Whether the split kernel reads q from prepare_queries_kernel (its Q_READY)."""
         return self.rotate_q_once and k_format in ROTATED_K
@@ -284,7 +295,7 @@ def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int
         # edges are programmatic, or neither (overlap_reduce off keeps every launch serial)
         q_split = prepare_queries(q, signs, qk_scale, spec.k_format == "rot4", overlap)
         after_prepare = {"launch_pdl": True, "WAIT_Q": True} if overlap else {}
-    chain = tuning.chain_launches and overlap and not fused
+    chain = tuning.chains(q.device)
     if chain and not after_prepare:
         after_prepare = {"launch_pdl": True, "WAIT_PRIOR": True}
     decode_split_kernel[(n_seqs, spec.n_kv_heads, n_splits)](

@@ -32,7 +32,6 @@ from kernels.decode_launch import (
     AttentionTuning,
     fitting_programs,
     fused_reduce_consts,
-    has_dependent_launch,
     launch_decode,
     runs_assembly,
 )
@@ -268,7 +267,7 @@ class PagedKVCache:
             ROPE=rope is not None, N_ROT=rope.n_rot if rope is not None else 2,
             NEOX=bool(rope is not None and rope.neox), POSITIONS=positions is not None,
             KIVI_DIRECT=direct,
-            LAUNCH_DEPENDENTS=self.tuning.chain_launches and has_dependent_launch(self.device),
+            LAUNCH_DEPENDENTS=self.tuning.chains(self.device),
         )  # fmt: skip
         if self.kivi:
             self._seal(layer, seq, first, position_arg, shape[0], kq, positions is not None)

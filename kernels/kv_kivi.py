@@ -178,6 +178,10 @@ def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
     group's and channel's scale and min (c * s + mn, as rot4's halves but with the scale of
     a channel over G positions, not of a group of a row), then two dots.
 
+    FLAT (AttentionTuning.flat_kivi_k): the scales and mins loaded as whole rows and broadcast
+    over their positions, so the key tiles stay 2-D rather than being reshaped from [P/G, G,
+    D/2] (the reshape cost 8 barriers a page step under Triton 3.6).
+
     (Scaling the query per page instead, q.k = sum_d (q_d s_d) c_d + sum_d q_d mn_d, saves
     those multiply-adds but moved the scaled query into the dot's layout at every page:
     57 us a layer at 32k on an H100 against rot4's 40, docs/kernels.md.)"""

@@ -11,23 +11,14 @@ import sys
 
 import torch
 
-from benchmarks.kernels.attention import HEAD_DIM, HEADS, KV_HEADS
-from kernels.kv_cache import PagedKVCache
-from kernels.kv_formats import KVCacheSpec
+from benchmarks.kernels.attention import HEAD_DIM, HEADS, _filled_cache
 
 
 def main(pair: str, context: int, *fields: str) -> None:
     k_format, v_format = pair.split("/")
-    spec = KVCacheSpec(1, KV_HEADS, HEAD_DIM, k_format, v_format, max_tokens=context)
-    cache = PagedKVCache(spec, device="cuda")
+    cache, seq, _ = _filled_cache(k_format, v_format, context)
     changes = {name: int(value) for name, value in (f.split("=") for f in fields)}
     cache.tuning = dataclasses.replace(cache.tuning, **changes)
-    seq = cache.new_sequence()
-    cache.grow(seq, context)
-    for start in range(0, context, 8192):
-        n = min(8192, context - start)
-        k = torch.randn(n, KV_HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
-        cache.write(0, seq, start, k, torch.randn_like(k))
     q = torch.randn(1, HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
     for _ in range(10):
         cache.attend(0, q, [seq])

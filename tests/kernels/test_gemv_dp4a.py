@@ -28,6 +28,10 @@ ACTIVATION_ERROR = 2e-2  # against x @ W.T: 8-bit x costs 0.3-0.9% on these rand
 ONE_STEP = GemvConfig(
     4, 16, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True, one_step=True
 )
+# a K loop of 2 super-blocks a step, PDL, no prefetch: long_rows' loop, at the interpreter's sizes
+LOOP_PDL_4X2 = GemvConfig(
+    4, 2, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True, prefetch=False
+)
 CONFIGS = {
     "fused": GemvConfig(16, 2, 1, path="dp4a"),
     "fused-1blk": GemvConfig(16, 1, 1, path="dp4a"),
@@ -85,17 +89,7 @@ CONFIGS = {
     "rit-split3-4x2-w2": dataclasses.replace(
         ONE_STEP, blocks_per_tile=2, splits=3, num_warps=2, rows_in_thread=True
     ),
-    "rit-loop-pdl-4x2": GemvConfig(
-        4,
-        2,
-        1,
-        path="dp4a",
-        prequantize=True,
-        pipelined=True,
-        early_next=True,
-        prefetch=False,
-        rows_in_thread=True,
-    ),
+    "rit-loop-pdl-4x2": dataclasses.replace(LOOP_PDL_4X2, rows_in_thread=True),
     "rit-8x16-w8": dataclasses.replace(ONE_STEP, block_n=8, num_warps=8, rows_in_thread=True),
     # Q4_K's scales decoded before the wait (one step; in split-K parts with masked tails)
     "scales-early-4x4": dataclasses.replace(ONE_STEP, blocks_per_tile=4, scales_early=True),
@@ -107,17 +101,7 @@ CONFIGS = {
     "l2x2": dataclasses.replace(ONE_STEP, l2_ahead=2),
     "l2x3-rit-w2": dataclasses.replace(ONE_STEP, l2_ahead=3, rows_in_thread=True, num_warps=2),
     "l2x2-lines": dataclasses.replace(ONE_STEP, l2_ahead=2, l2_lines=True),
-    "l2x2-loop-pdl-4x2": GemvConfig(
-        4,
-        2,
-        1,
-        path="dp4a",
-        prequantize=True,
-        pipelined=True,
-        early_next=True,
-        prefetch=False,
-        l2_ahead=2,
-    ),
+    "l2x2-loop-pdl-4x2": dataclasses.replace(LOOP_PDL_4X2, l2_ahead=2),
 }
 # the candidates of session 8's sweep (benchmarks/kernels/gemv_sweep.py), each as timed
 SWEEP = {c.name: c for c in CANDIDATES}
