@@ -55,7 +55,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 
 random_q4() {
   if [ ! -f "$q4" ]; then
-    python3 benchmarks/synthetic_gguf.py llama3-8b "$models/llama3-8b-f16.gguf" \
+    python3 -m testkit.synthetic_gguf llama3-8b "$models/llama3-8b-f16.gguf" \
       --vocab "$vocabs/ggml-vocab-llama-bpe.gguf"
     llama-quantize "$models/llama3-8b-f16.gguf" "$q4" Q4_K_M 16 >"$out/quantize.log" 2>&1
     rm -f "$models/llama3-8b-f16.gguf"
@@ -71,7 +71,7 @@ sparse_models() {
     # the bundle leaves some vocabularies out: those travel in .vocab/
     [ -f "$vocab" ] || vocab=".vocab/$(basename "$vocab")"
     for quant in Q4_K_M Q8_0; do
-      [ -f "$sparse/$shape-$quant.gguf" ] || python3 benchmarks/synthetic_gguf.py "$shape" \
+      [ -f "$sparse/$shape-$quant.gguf" ] || python3 -m testkit.synthetic_gguf "$shape" \
         "$sparse/$shape-$quant.gguf" --sparse "$quant" --vocab "$vocab"
     done
   done

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 
 from benchmarks.gpu_memory import device_used
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, PlanRequest, safety_margin
 from engine.planner.hearth_memory import HearthConfig, hearth_items

@@ -1,7 +1,7 @@
 """A GGUF of a real model's shape at Q4_K_M's tensor types, filled with random valid blocks.
 
 For measuring speed where llama.cpp's `llama-quantize` is not at hand (it needs a llama.cpp
-build, about 3 minutes on the GPU machine): benchmarks/synthetic_gguf.py writes the header and
+build, about 3 minutes on the GPU machine): testkit/synthetic_gguf.py writes the header and
 leaves the data a hole; this fills every tensor with random quant bytes and small finite f16
 scales (kernels.reference.random_weight_bytes makes the blocks), norm vectors with ones. The
 values are not a trained model's, so only speed can be measured on it, never quality; the
@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from kernels.ggml_formats import block_format
 from kernels.reference import random_weight_bytes

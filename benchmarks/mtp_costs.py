@@ -4,7 +4,7 @@ a prompt batch with hidden states on (llama.cpp then computes every prompt token
 
     python benchmarks/mtp_costs.py MODEL.gguf [--threads 1]
 
-MODEL: a GGUF with NextN layers, e.g. `benchmarks/synthetic_gguf.py glm4moe-mtp-tiny`.
+MODEL: a GGUF with NextN layers, e.g. `testkit/synthetic_gguf.py glm4moe-mtp-tiny`.
 """
 
 from __future__ import annotations

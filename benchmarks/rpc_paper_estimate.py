@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.hardware.remote import RemoteDevice, RemoteHost, RemoteLink
 from engine.planner import DeviceBudget, Planner, PlanRequest, safety_margin

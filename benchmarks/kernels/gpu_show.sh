@@ -27,7 +27,7 @@ model=/tmp/models/llama3-8b-q4_k_m.gguf
   source /tmp/llama/env.sh
   vocab=$(ls -d /tmp/llama/llama_cpp_python-*)/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf
   mkdir -p /tmp/models
-  python3 benchmarks/synthetic_gguf.py llama3-8b /tmp/models/f16.gguf --vocab "$vocab"
+  python3 -m testkit.synthetic_gguf llama3-8b /tmp/models/f16.gguf --vocab "$vocab"
   llama-quantize /tmp/models/f16.gguf "$model" Q4_K_M 16
   rm -f /tmp/models/f16.gguf
 ) >"$out/llama-build.log" 2>&1 &

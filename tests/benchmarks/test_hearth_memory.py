@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.hearth_memory import Engine, _pair, markdown
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 torch = pytest.importorskip("torch")
 

@@ -11,7 +11,7 @@ import pytest
 
 from app.common.theme import apply_theme
 from app.model.panel import CANCEL, LOAD_AND_REMEMBER, LOAD_ONCE, SettingsPanel
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.hardware import Detection, Device
 from engine.hardware.records import CPU, GPU
 from engine.session import MachineSnapshot, RememberedSettings

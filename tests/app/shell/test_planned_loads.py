@@ -14,7 +14,7 @@ import pytest
 
 from app.common.machine_state import MachineState
 from app.shell.gui_main import create_window
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.cli.planning import add_load_arguments, plan_from_command_line
 from engine.session import RememberedChoice, RememberedSettings
 from tests.app.conftest import WAIT_MS, client_of, cpu_only_detection, make_window

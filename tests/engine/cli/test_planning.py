@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.cli.planning import add_load_arguments, plan_from_command_line
 from engine.session import PlanSource, RememberedChoice, RememberedSettings
 from tests.engine.session.conftest import cpu, machine, nvidia

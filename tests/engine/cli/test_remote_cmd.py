@@ -54,7 +54,7 @@ def test_json_has_the_helpers(helper, capsys):
 
 
 def test_hearth_plan_places_what_this_machine_cannot_hold_on_a_helper(helper, tmp_path, capsys):
-    from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
     model = write_sparse_gguf(tmp_path / "llama3-8b.gguf", SHAPES["llama3-8b"], "Q4_K_M")
     argv = ["plan", str(model), "--vram", "3", "--ram", "2", "--ctx", "4096"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.hub.client import HubClient
 from engine.hub.fit import DOES_NOT_FIT, FITS, FITS_WITH_OFFLOAD, UNKNOWN, fit_badge

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from llama_cpp import llama_cpp as binding
 
-from benchmarks.synthetic_gguf import write_mtp_gguf
+from testkit.synthetic_gguf import write_mtp_gguf
 from engine.llama.driver import Context, EngineError, Model
 from engine.llama.mtp import MtpContext, has_mtp_weights, hidden_state, keep_hidden_states
 from engine.llama.params import ContextSettings, ModelSettings

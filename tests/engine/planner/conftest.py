@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import ModelInfo, read_model_info
 from engine.planner import DeviceBudget, ModelProfile, PlanRequest, build_profile
 

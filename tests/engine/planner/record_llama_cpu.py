@@ -2,7 +2,7 @@
 
     .venv/bin/python -m tests.engine.planner.record_llama_cpu [--out FILE]
 
-For each shape, a sparse GGUF with a real vocabulary is written (benchmarks/synthetic_gguf.py)
+For each shape, a sparse GGUF with a real vocabulary is written (testkit/synthetic_gguf.py)
 and loaded with `no_alloc` (llama.cpp's own memory-fit mode: no weights read, no buffers
 allocated), then contexts are created over a grid of context sizes, flash attention, KV types and
 micro-batch sizes. llama.cpp logs, per context:
@@ -27,7 +27,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 VOCABS = {
     "llama3-8b": "ggml-vocab-llama-bpe.gguf",

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, PlanRequest
 from engine.planner.draft import (

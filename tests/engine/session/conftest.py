@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.hardware import Detection, Device
 from engine.hardware.records import CPU, GPU
 from engine.session import MachineSnapshot

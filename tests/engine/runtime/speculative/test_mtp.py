@@ -1,4 +1,4 @@
-"""MTP drafting on a synthetic GGUF with a NextN layer (benchmarks/synthetic_gguf.py): the reply is
+"""MTP drafting on a synthetic GGUF with a NextN layer (testkit/synthetic_gguf.py): the reply is
 the one plain decoding gives, token for token, and the drafts really come from the MTP layer.
 
 Random weights: the MTP layer was never trained to predict the trunk, so few drafts are kept;
@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.synthetic_gguf import write_mtp_gguf
+from testkit.synthetic_gguf import write_mtp_gguf
 from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, generate

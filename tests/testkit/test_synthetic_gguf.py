@@ -1,6 +1,6 @@
 """The synthetic GGUF tool writes files that Hearth's reader and llama.cpp both accept."""
 
-from benchmarks.synthetic_gguf import SHAPES, write_random_f16_gguf
+from testkit.synthetic_gguf import SHAPES, write_random_f16_gguf
 from engine.gguf import read_model_info
 from engine.runtime import protocol as p
 from engine.starter_model import starter_model_path
@@ -25,7 +25,7 @@ def test_a_random_f16_file_loads_and_generates(tmp_path):
 
 
 def test_the_mtp_file_declares_its_nextn_layer_and_has_its_tensors(tmp_path):
-    from benchmarks.synthetic_gguf import main
+    from testkit.synthetic_gguf import main
     from engine.planner.draft import mtp_layers
 
     out = tmp_path / "mtp.gguf"

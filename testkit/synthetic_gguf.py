@@ -12,10 +12,10 @@ Two kinds of file, both written with the `gguf` package:
   speed measurements, which must not run on zeros. Llama-3-8B in F16 is 16 GB (17 s on the GPU
   machine); Qwen3-30B-A3B would be 61 GB, more than that machine's disk.
 
-    python benchmarks/synthetic_gguf.py llama3-8b out-f16.gguf --vocab ggml-vocab-llama-bpe.gguf
+    python -m testkit.synthetic_gguf llama3-8b out-f16.gguf --vocab ggml-vocab-llama-bpe.gguf
     llama-quantize out-f16.gguf out-q4_k_m.gguf Q4_K_M
-    python benchmarks/synthetic_gguf.py gemma3-12b out.gguf --sparse Q4_K_M --vocab VOCAB
-    python benchmarks/synthetic_gguf.py glm4moe-mtp-tiny mtp.gguf --vocab VOCAB [--predictable]
+    python -m testkit.synthetic_gguf gemma3-12b out.gguf --sparse Q4_K_M --vocab VOCAB
+    python -m testkit.synthetic_gguf glm4moe-mtp-tiny mtp.gguf --vocab VOCAB [--predictable]
 
 The vocabularies ship in llama.cpp's source tree (vendor/llama.cpp/models/ in llama-cpp-python's
 source distribution); they are trusted inputs, read with the gguf package.
