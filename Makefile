@@ -16,8 +16,8 @@ run: env
 	$(BIN)/hearth
 
 test: env-test
-	$(BIN)/ruff check app engine kernels tests installers benchmarks
-	$(BIN)/ruff format --check app engine kernels tests installers benchmarks
+	$(BIN)/ruff check app engine kernels tests installers benchmarks testkit
+	$(BIN)/ruff format --check app engine kernels tests installers benchmarks testkit
 	$(BIN)/lint-imports
 	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest
 
@@ -27,11 +27,11 @@ test-vulkan: env-test
 	PYTHON=$(PYTHON) installers/test_vulkan.sh
 
 lint:
-	$(BIN)/ruff check app engine kernels tests installers benchmarks
+	$(BIN)/ruff check app engine kernels tests installers benchmarks testkit
 
 format:
-	$(BIN)/ruff format app engine kernels tests installers benchmarks
-	$(BIN)/ruff check --fix app engine kernels tests installers benchmarks
+	$(BIN)/ruff format app engine kernels tests installers benchmarks testkit
+	$(BIN)/ruff check --fix app engine kernels tests installers benchmarks testkit
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -44,11 +44,11 @@ import time
 from pathlib import Path
 
 from benchmarks.gpu_memory import device_used
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, PlanRequest, safety_margin
 from engine.planner.hearth_memory import HearthConfig, hearth_items
 from engine.planner.hearth_plan import hearth_profile, longest_context, pair_problem
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 MIB = 1024**2
 GIB = 1024**3
@@ -84,19 +84,14 @@ class Engine:
             self.torch.cuda.synchronize()
 
     def new_cache(self, n_ctx: int, type_k: str, type_v: str):
-        """The cache hearth_driver._new_cache makes for these types (plain or paged)."""
-        from engine.hearth.capabilities import uses_paged_cache
-        from engine.hearth.kv_cache import TorchKVCache
+        """The cache the driver builds for these types on this device (cache_layout.py)."""
+        from engine.hearth.cache_layout import cache_layout
+        from engine.hearth.kv_cache import new_kv_cache
 
         cfg = self.config
-        dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim,
-                    n_ctx=n_ctx, device=self.device)  # fmt: skip
-        if not uses_paged_cache(type_k, type_v):
-            dtype = self.torch.float16 if (type_k, type_v) == ("f16", "f16") else self.torch.float32
-            return TorchKVCache(**dims, dtype=dtype)
-        from engine.hearth.paged_cache import PagedCacheAdapter
-
-        return PagedCacheAdapter(**dims, k_format=type_k, v_format=type_v)
+        layout = cache_layout(type_k, type_v, kernels_on_gpu=self.device.startswith("cuda"))
+        return new_kv_cache(layout, n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv,
+                            head_dim=cfg.head_dim, n_ctx=n_ctx, device=self.device)  # fmt: skip
 
     def fill(self, cache, n: int) -> None:
         """Random K and V rows at positions 0..n-1, through the write call the forward pass
@@ -126,7 +121,7 @@ class Engine:
         with torch.inference_mode():
             for i in range(steps):
                 if graph is not None:
-                    _, greedy = graph.step(int(token), start + i, speculate=False)
+                    _, greedy = graph.step(int(token), start + i, launch_ahead=False)
                     token = torch.tensor([greedy], device=self.device)
                     continue
                 position = torch.tensor([start + i], device=self.device)

@@ -74,15 +74,16 @@ def copy_rate() -> float:
 
 
 def new_cache(model: Transformer, kv: str, n_ctx: int):
-    cfg = model.config
-    dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim, n_ctx=n_ctx)
-    if kv == "f16":
-        return TorchKVCache(**dims, device=DEVICE)
-    from engine.hearth.paged_cache import PagedCacheAdapter
+    """The cache the engine builds on this GPU for `kv` ("rot4" or "kivi4/rot4"): the same rule
+    (engine/hearth/cache_layout.py) and the same factory as the driver."""
+    from engine.hearth.cache_layout import cache_layout
+    from engine.hearth.kv_cache import new_kv_cache
 
+    cfg = model.config
     k_format, _, v_format = kv.removeprefix("paged-").partition("/")
-    v_format = v_format or k_format
-    return PagedCacheAdapter(**dims, device=DEVICE, k_format=k_format, v_format=v_format)
+    layout = cache_layout(k_format, v_format or k_format, kernels_on_gpu=True)
+    return new_kv_cache(layout, n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv,
+                        head_dim=cfg.head_dim, n_ctx=n_ctx, device=DEVICE)  # fmt: skip
 
 
 def fill_randomly(model: Transformer, cache, depth: int) -> None:
@@ -121,17 +122,17 @@ def _nbytes(w) -> int:
 
 
 def decode_tokens(
-    model: Transformer, cache, first: int, position: int, n: int, graph, speculate: bool = True
+    model: Transformer, cache, first: int, position: int, n: int, graph, launch_ahead: bool = True
 ) -> float:
     """n greedy steps from `first` at `position`, each fed the last one's pick; seconds per
-    token. With a graph: `speculate` launches each next step before reading this one's token
+    token. With a graph: `launch_ahead` launches each next step before reading this one's token
     (what the worker does for greedy sampling; decode_graph.py)."""
     token = first
     sync()
     started = time.perf_counter()
     for i in range(n):
         if graph is not None:
-            _, token = graph.step(token, position + i, speculate=speculate)
+            _, token = graph.step(token, position + i, launch_ahead=launch_ahead)
         else:
             logits = model.forward(
                 torch.tensor([token], device=DEVICE),
@@ -259,7 +260,7 @@ def measure_tg(model: Transformer, args, kv: str, result: dict) -> None:
     decode_tokens(model, cache, 1, 0, 8, graph)  # warm
     per_token = decode_tokens(model, cache, 1, 0, n, graph)
     out["tok_s"] = 1 / per_token
-    out["sequential_tok_s"] = 1 / decode_tokens(model, cache, 1, 0, n, graph, speculate=False)
+    out["sequential_tok_s"] = 1 / decode_tokens(model, cache, 1, 0, n, graph, launch_ahead=False)
     out["replay_ms"] = graph.replay_seconds() * 1e3
     read = result["weight_bytes_read"] + kv_bytes_read(model, cache, n // 2)
     out["bound_fraction"] = read / per_token / (result["copy_GBps"] * 1e9)

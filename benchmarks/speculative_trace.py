@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 
 from engine.chat.prompt import format_chat_prompt
-from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, generate
+from engine.runtime.llama_engine import LlamaContext, LlamaModel
 from engine.runtime.speculative.setup import open_speculation
-from engine.runtime.to_llama import context_settings, model_settings
+from engine.runtime.to_llama import context_settings
 from engine.starter_model import starter_model_path
 
 TASKS = Path(__file__).resolve().parent / "data" / "speculative_tasks.json"
@@ -120,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         n_threads=args.threads,
         speculative=p.SpeculativeParams(method="prompt_lookup", max_draft=args.max_draft),
     )
-    model = Model(model_settings(params))
-    ctx = Context(model, context_settings(params))
+    model = LlamaModel(params)
+    ctx = LlamaContext(model, context_settings(params))
     session = Session(model=model, ctx=ctx)
     session.speculation, note = open_speculation(params, model, ctx)
     if session.speculation is None:

@@ -1,4 +1,5 @@
-"""The engine's vocabulary, written once: KV cache types, engine states, why a reply stopped.
+"""The engine's vocabulary, written once: which engine, KV cache types, engine states, why a reply
+stopped.
 
 StrEnum members are the strings they always were, so they travel over the worker protocol (JSON),
 sit in settings files and compare with plain strings unchanged.
@@ -7,6 +8,21 @@ sit in settings files and compare with plain strings unchanged.
 from __future__ import annotations
 
 from enum import StrEnum
+
+
+class Engine(StrEnum):
+    """Which engine runs a model: the value travels in ModelParams, ModelLoaded, settings and
+    plans; `display_name` is what a person reads."""
+
+    LLAMA = "llama"
+    HEARTH = "hearth"
+
+    @property
+    def display_name(self) -> str:
+        return _ENGINE_DISPLAY_NAMES[self]
+
+
+_ENGINE_DISPLAY_NAMES = {Engine.LLAMA: "llama.cpp", Engine.HEARTH: "Hearth engine"}
 
 
 class KVType(StrEnum):

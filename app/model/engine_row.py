@@ -1,4 +1,4 @@
-"""The Model page's engine and KV cache controls: "Engine: llama.cpp / Hearth kernels", and the K
+"""The Model page's engine and KV cache controls: "Engine: llama.cpp / Hearth engine", and the K
 and V cache types the chosen engine holds, each disabled with its reason where it cannot run.
 
 llama.cpp holds f16, q8_0 and q4_0 with K and V alike (its GPU flash attention has kernels for
@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
 from engine.enums import KV_TYPES
 from engine.hearth.capabilities import K_FORMATS, V_FORMATS
-from engine.planner.engine_table import ENGINE_NAMES, HEARTH, LLAMA
+from engine.planner.engine_table import HEARTH, LLAMA
 
 # A pair's problem for the loaded model on this machine (None: it can run).
 PairCheck = Callable[[str, str], str | None]
@@ -58,7 +58,7 @@ class EngineControls(QWidget):
         super().__init__(parent)
         self.engine = QComboBox()
         for key in (LLAMA, HEARTH):
-            self.engine.addItem(ENGINE_NAMES[key], key)
+            self.engine.addItem(key.display_name, key)
         self.note = QLabel()
         self.note.setObjectName("engineNote")
         self.note.setWordWrap(True)

@@ -40,7 +40,7 @@ from app.common.file_text import plain_tooltip, rich_escape
 from app.common.machine_state import MachineState
 from app.common.model_opener import ModelOpener
 from app.shell.pages import CHAT, LIBRARY, MODEL, PageSpec, default_pages, placeholder_page
-from engine.enums import EngineState
+from engine.enums import Engine, EngineState
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
 from engine.runtime.engine_output import report_lines
@@ -431,14 +431,15 @@ def placement_text(loaded: p.ModelLoaded) -> str:
     """ "CUDA0 · 32/32 layers · flash attention on": where the model runs, from llama.cpp's own
     buffers, so a GPU build that fell back to the CPU is visible at a glance."""
     devices = [name.split(":", 1)[0] for name in loaded.runs_on] or ["CPU"]
-    if loaded.engine == "Hearth":
+    if loaded.engine == Engine.HEARTH:
         # llama.cpp holds only the vocabulary here: its buffers do not say where the model runs
         # (the description does), and the engine has its own attention
-        return "Hearth kernels"
+        return Engine.HEARTH.display_name
     parts = [" + ".join(devices)]
     if loaded.n_gpu_layers:
         parts.append(f"{loaded.n_gpu_layers}/{loaded.n_layers} layers on the GPU")
     parts.append(f"flash attention {loaded.flash_attn}")
     # A model that asked for the Hearth engine and fell back says so (the tooltip says why).
-    parts.append("llama.cpp (Hearth engine unavailable)" if loaded.engine_note else loaded.engine)
+    llama = Engine.LLAMA.display_name
+    parts.append(f"{llama} (Hearth engine unavailable)" if loaded.engine_note else llama)
     return " · ".join(parts)

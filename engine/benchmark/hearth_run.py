@@ -119,7 +119,7 @@ class HearthBench:
         took = time.perf_counter() - sent
         if isinstance(loaded, p.LoadFailed):
             raise BenchFailed(loaded.message)
-        if c.engine == "hearth" and loaded.engine != "Hearth":
+        if c.engine == "hearth" and loaded.engine != "hearth":
             # the worker fell back to llama.cpp: its figures would be reported as Hearth's
             raise BenchFailed(f"the Hearth engine did not run the model: {loaded.engine_note}")
         if loaded.weights_kept == fresh:

@@ -87,6 +87,5 @@ def load_with_hearth(path: str) -> str:
         return f"Hearth engine load failed: {printable_line(loaded.message)}"
     if isinstance(loaded, EngineCrashed):
         return f"Hearth engine load crashed the worker: {printable_line(loaded.message)}"
-    if loaded.engine_note:
-        return f"Hearth engine load: ran on {loaded.engine} ({printable_line(loaded.engine_note)})"
-    return f"Hearth engine load: ran on {loaded.engine} ({printable_line(loaded.description)})"
+    why = loaded.engine_note or loaded.description
+    return f"Hearth engine load: ran on {engine_name(loaded.engine)} ({printable_line(why)})"

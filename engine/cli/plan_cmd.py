@@ -20,7 +20,7 @@ from typing import TextIO
 
 from engine.cli import numbers, remote_cmd
 from engine.cli.info_cmd import read
-from engine.enums import KV_TYPES
+from engine.enums import KV_TYPES, Engine
 from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
 from engine.planner.engine_choice import ENGINES, engine_name, plan_engines
@@ -144,7 +144,7 @@ def print_plan(result: Plan, out: TextIO) -> None:
     c = result.choice
     if c is not None:
         fa = "on" if c.flash_attn else "off"
-        how = "Hearth kernels" if c.engine == "hearth" else f"flash attention {fa}"
+        how = Engine.HEARTH.display_name if c.engine == Engine.HEARTH else f"flash attention {fa}"
         out.write(f"Plan: {c.quant}, {c.n_ctx} tokens, KV {c.type_k}/{c.type_v}, {how}\n")
         out.write(f"      {c.offload_summary}  ({c.source})\n")
     else:

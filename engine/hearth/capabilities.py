@@ -13,6 +13,7 @@ answers keeps the planner from offering what the driver would refuse.
 from __future__ import annotations
 
 from engine.gguf import ModelInfo
+from engine.hearth.cache_layout import PLAIN_FORMATS
 from engine.hearth.config import UnsupportedModel, model_config
 from kernels.errors import UnsupportedTensor
 from kernels.kv_formats import check_format
@@ -24,13 +25,9 @@ TENSOR_TYPES = {
     10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K",
 }  # fmt: skip
 
-# KV cache formats (ModelParams.type_k / type_v). The plain torch cache holds f16 and f32 on any
-# device; kernels' paged cache (engine/hearth/paged_cache.py PAGED_FORMATS) holds the rest on a
-# GPU, K and V chosen independently, rot2 and kivi4 (per-channel 4-bit, the newest page exact)
-# for K only (kernels/kv_formats.py).
-PLAIN_FORMATS = ("f16", "f32")
-PAGED_FORMATS = ("q8", "rot4", "rot2", "kivi4")
-# what the Model page offers (f32 is for the tests)
+# KV cache formats (ModelParams.type_k / type_v; which cache holds them: cache_layout.py), K and
+# V chosen independently, rot2 and kivi4 (per-channel 4-bit, the newest page exact) for K only
+# (kernels/kv_formats.py). What the Model page offers (f32 is for the tests):
 K_FORMATS = ("f16", "q8", "kivi4", "rot4", "rot2")
 V_FORMATS = ("f16", "q8", "rot4")
 # kernels' paged attention takes a sliding window (PagedKVCache.attend(..., window=)), so the
@@ -104,7 +101,3 @@ def kv_format_problem(
     except UnsupportedTensor as exc:
         return str(exc)
     return None
-
-
-def uses_paged_cache(type_k: str, type_v: str) -> bool:
-    return not (type_k in PLAIN_FORMATS and type_v in PLAIN_FORMATS)

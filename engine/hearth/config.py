@@ -31,6 +31,10 @@ from dataclasses import dataclass
 
 from engine.gguf import ModelInfo
 
+# Embedding rows the forward pass keeps dequantized on the host (forward.Transformer); the
+# planner counts them.
+HOST_ROWS_KEPT = 4096
+
 # Architecture traits that the header does not spell out (models/<arch>.cpp in llama.cpp).
 _ARCHITECTURES = {
     "llama": dict(rope_layout="normal", activation="silu"),

@@ -5,17 +5,17 @@ one from Python, the launches and not the GPU set the pace. Captured once, the w
 (the token's embedding row, every layer, the output matrix, the greedy pick) is one launch.
 
     step = DecodeGraph(model, cache, position=n_past)   # warms up (compiles), then captures
-    logits, greedy = step.step(token, position, speculate=False)
+    logits, greedy = step.step(token, position, launch_ahead=False)
         # logits [vocab]: a static buffer, valid until the step after next; greedy: its argmax
 
 Launching a graph of ~500 nodes still costs the host about half a millisecond, during which the
 GPU waits for the next token's step, 10-15% of a step. So there are two graphs, A and B, each
 of which ends by writing its greedy token and the next position into the other's inputs. With
-`speculate=True` (greedy sampling, where the next input is known to be that argmax) the next
-step is launched before the host reads this one's token: the GPU goes from step to step while
+`launch_ahead=True` (greedy sampling, where the next input is known to be that argmax) the
+next step is launched before the host reads this one's token: the GPU goes from step to step while
 the host reads tokens one behind. A later call with that very token and position takes the
 step already in flight; any other call (a sampled token, a new prompt) launches afresh, and
-the speculative step's K and V, written at a position not yet visible to any query, are
+the step launched ahead writes K and V, written at a position not yet visible to any query, are
 overwritten. Each step still costs the host one wait, on its own event.
 
 The embedding table is on the device (the tied output matrix itself where the model has one,
@@ -111,9 +111,9 @@ class DecodeGraph:
         """Drop the step launched ahead: the history it continued has changed."""
         self._ahead = None
 
-    def step(self, token: int, position: int, *, speculate: bool) -> tuple[torch.Tensor, int]:
+    def step(self, token: int, position: int, *, launch_ahead: bool) -> tuple[torch.Tensor, int]:
         """Run `token` at `position`; returns the logits [vocab] (a static buffer, valid until
-        the step after next) and their argmax. `speculate`: also launch the next step on that
+        the step after next) and their argmax. `launch_ahead`: also launch the next step on that
         argmax before returning (see the module docstring)."""
         ahead, self._ahead = self._ahead, None
         if ahead is not None and (ahead.token, ahead.position) == (token, position):
@@ -123,7 +123,7 @@ class DecodeGraph:
             slot.token.fill_(token)
             slot.position.fill_(position)
             self._launch(slot)
-        if speculate:
+        if launch_ahead:
             following = self._other(slot)  # its inputs come from `slot`'s own last nodes
             self._launch(following)
             self._ahead = _InFlight(following, position + 1, None)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.hearth.config import ModelConfig
+from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
 from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.ops import (
     PreparedWeight,
@@ -101,7 +101,7 @@ def _projections(
 
 
 class Transformer:
-    HOST_ROWS_KEPT = 4096  # embedding rows kept on the host: 64 MiB at 4096 values a row
+    HOST_ROWS_KEPT = HOST_ROWS_KEPT  # 64 MiB at 4096 values a row
 
     def __init__(
         self,

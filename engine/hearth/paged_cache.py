@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import torch
 
-# Hearth KV formats (kernels/kv_formats.py) a ModelParams.type_k / type_v may name.
-PAGED_FORMATS = ("q8", "rot4", "rot2", "kivi4")
+from engine.hearth.cache_layout import PAGE_SIZE
 
 
 class PagedCacheAdapter:
@@ -34,7 +33,7 @@ class PagedCacheAdapter:
         device: torch.device | str,
         k_format: str,
         v_format: str,
-        page_size: int = 64,
+        page_size: int = PAGE_SIZE,
     ):
         import kernels
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from engine.enums import Engine
 from engine.planner.engine_table import (
-    ENGINE_NAMES,
     HEARTH,
     LLAMA,
     device_class,
@@ -52,7 +52,8 @@ def plan_engines(
     verdict = speed_verdict(device_class(gpu.backend, gpu.compute_capability))
     if not llama.fits and hearth.fits:
         speed = "" if verdict.hearth_faster else f"; note that {verdict.text}"
-        return _with_note(hearth, f"Engine: Hearth kernels, since llama.cpp cannot fit the "
+        hearth_name = Engine.HEARTH.display_name
+        return _with_note(hearth, f"Engine: {hearth_name}, since llama.cpp cannot fit the "
                                   f"model on these devices{speed}.")  # fmt: skip
     if not hearth.fits or hearth.choice is None or llama.choice is None:
         return _with_note(llama, "Engine: llama.cpp (the Hearth engine does not fit it here).")
@@ -80,7 +81,7 @@ def plan_engines(
             f"Engine: llama.cpp: {verdict.text}, but it fits only {hearth.choice.n_ctx:,} "
             f"tokens here against llama.cpp's {llama.choice.n_ctx:,}.",
         )
-    return _with_note(hearth, f"Engine: Hearth kernels: {verdict.text}.")
+    return _with_note(hearth, f"Engine: {Engine.HEARTH.display_name}: {verdict.text}.")
 
 
 def _target(request: PlanRequest, llama: Plan) -> int:
@@ -96,4 +97,4 @@ def _with_note(plan: Plan, note: str) -> Plan:
 
 
 def engine_name(engine: str) -> str:
-    return ENGINE_NAMES.get(engine, engine)
+    return Engine(engine).display_name if engine in tuple(Engine) else engine

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from engine.enums import Engine
+
 FIGURES = Path(__file__).with_name("engine_figures.json")
-LLAMA, HEARTH = "llama", "hearth"
-ENGINE_NAMES = {LLAMA: "llama.cpp", HEARTH: "Hearth kernels"}
+LLAMA, HEARTH = Engine.LLAMA, Engine.HEARTH
 # KV formats whose KL is above this lose too much to be chosen by Best fit (Hearth's K rot2:
 # perplexity 82.6 against 24.1 on SmolLM2); the Model page still offers them, marked.
 UNUSABLE_KL = 0.5

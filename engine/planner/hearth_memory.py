@@ -46,19 +46,17 @@ from dataclasses import dataclass
 
 from engine.gguf import ModelInfo, TensorInfo
 from engine.gguf.ggml_types import GGML_TYPES
-from engine.hearth.capabilities import uses_paged_cache
-from engine.hearth.config import ModelConfig, model_config
+from engine.hearth.cache_layout import PAGE_SIZE as PAGE
+from engine.hearth.cache_layout import CacheLayout, cache_layout
+from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig, model_config
 from engine.planner.memory import DeviceMemory, MemoryEstimate
 from kernels.ggml_formats import FORMATS
 from kernels.kv_formats import bytes_per_row, kivi_group
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
-PAGE = 64  # positions per page of kernels' paged cache (engine/hearth/paged_cache.py)
-_PLAIN_BYTES = {"f16": 2, "f32": 4}
 _PACKED = {f.ggml_type: f for f in FORMATS.values()}
 _EMBEDDING = "token_embd.weight"
-HOST_ROWS_KEPT = 4096  # embedding rows kept dequantized on the host (forward.Transformer)
 
 
 @dataclass(frozen=True)
@@ -239,12 +237,17 @@ class HearthProfile:
 # -- KV cache --------------------------------------------------------------------------------------
 
 
+def gpu_cache_layout(type_k: str, type_v: str) -> CacheLayout:
+    """The cache the driver builds for this pair on a GPU (the Hearth engine's only device)."""
+    return cache_layout(type_k, type_v, kernels_on_gpu=True)
+
+
 def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
     """The KV cache's allocations on the GPU."""
     d, heads, layers = cfg.head_dim, cfg.n_head_kv, cfg.n_layer
-    if not uses_paged_cache(config.type_k, config.type_v):
-        element = _PLAIN_BYTES[config.type_k if config.type_k == config.type_v else "f32"]
-        return [layers * heads * config.n_ctx * d * element] * 2
+    layout = gpu_cache_layout(config.type_k, config.type_v)
+    if not layout.paged:
+        return [layers * heads * config.n_ctx * d * layout.plain_element_bytes] * 2
     rows = -(-config.n_ctx // PAGE) * heads * PAGE  # positions x heads, whole pages
     sizes = []
     for fmt in (config.type_k, config.type_v):
@@ -276,9 +279,9 @@ def _planes(fmt: str, d: int) -> list[int]:
 
 def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
     """Bytes one cached position takes over all layers (for rates; pages not counted)."""
-    if not uses_paged_cache(type_k, type_v):
-        element = _PLAIN_BYTES[type_k if type_k == type_v else "f32"]
-        return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * element
+    layout = gpu_cache_layout(type_k, type_v)
+    if not layout.paged:
+        return 2 * cfg.n_layer * cfg.n_head_kv * cfg.head_dim * layout.plain_element_bytes
     per_row = bytes_per_row(type_k, cfg.head_dim) + bytes_per_row(type_v, cfg.head_dim)
     return cfg.n_layer * cfg.n_head_kv * per_row
 
@@ -296,7 +299,7 @@ def _prefill_attention(
     memory-efficient kernel (the mask repeated for the G heads of a KV head and made additive
     in f16; the scores tiled, never whole)."""
     n, d = config.n_ctx, cfg.head_dim
-    kv_bytes = 2 if uses_paged_cache(config.type_k, config.type_v) else 4
+    kv_bytes = 2 if gpu_cache_layout(config.type_k, config.type_v).paged else 4
     kv = 2 * cfg.n_head_kv * n * d * kv_bytes
     mask = rows * n
     if not costs.prefill_scores_materialized:
@@ -307,7 +310,7 @@ def _prefill_attention(
 
 
 def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:
-    if uses_paged_cache(config.type_k, config.type_v):
+    if gpu_cache_layout(config.type_k, config.type_v).paged:
         # kernels' split-K decode: partial sums per head and split (a few splits per SM)
         return 4 * cfg.n_head * 64 * (cfg.head_dim + 2) * 4
     # TorchKVCache._attend_one: f16 scores, the masked copy, float32 softmax, f16 probabilities

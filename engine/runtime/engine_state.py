@@ -1,13 +1,13 @@
 """What the engine worker does with each command: the loaded model, its context and generation.
 
 Runs on the worker's main thread. Every failure becomes an event with a message the user can act
-on; only a fault in llama.cpp itself (abort, segfault) ends the process, and the client reports
-that.
+on; only a fault in an engine itself (llama.cpp's abort, a segfault, a GPU out-of-memory) ends
+the process, and the client reports that. Either engine is driven through the seam
+(engine_api.py); what an engine does not declare in its Capabilities is refused with a reason.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import threading
 import time
@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import asdict, replace
 from typing import Any
 
-from engine.chat.context_fit import ContextOverflow, fit_conversation
-from engine.enums import EngineState, Overflow, StopReason
+from engine.chat.context_fit import ContextOverflow
+from engine.enums import Engine, EngineState, StopReason
 from engine.llama import driver as llama
 from engine.llama.params import ContextSettings
 from engine.runtime import protocol as p
@@ -28,6 +28,7 @@ from engine.runtime.device_facts import (
     rss_bytes,
     software_vulkan_device,
 )
+from engine.runtime.engine_api import refusal
 from engine.runtime.generation import Session, Stopped, generate
 from engine.runtime.model_open import (
     LoadedWeights,
@@ -37,13 +38,15 @@ from engine.runtime.model_open import (
     same_weights,
     with_llama_kv,
 )
+from engine.runtime.prompt_tokens import PromptBuilder
 from engine.runtime.speculative.setup import open_speculation
-from engine.runtime.to_llama import context_settings
 
 EMBEDDING_CONTEXT = 2048  # tokens per embedding input, at most
 
 
-class Engine:
+class WorkerEngine:
+    """The worker's engine state: the loaded model, its session, and what each command does."""
+
     def __init__(self, send: Callable[[Any], None], *, flush: Callable[[], None], faults):
         self._send = send
         self._flush = flush
@@ -52,11 +55,11 @@ class Engine:
         self._session: Session | None = None
         self._batched: BatchedDecoder | None = None  # when loaded with n_parallel > 1
         self._embedder: llama.Context | None = None  # made at the first Embed
+        self._prompts: PromptBuilder | None = None  # the loaded model's prompt builder
         self._threads = 0  # the loaded context's CPU threads (0: physical cores)
         self._current_request: int | None = None  # the single-sequence path's generation
         self._weights: LoadedWeights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
-        self._template_note = ""
         from engine.llama.log import process_log
 
         self._log = process_log()  # before the backends load, so their lines go through it too
@@ -182,12 +185,9 @@ class Engine:
                     engine_asked=params.engine,
                     engine_note=engine_note,
                 )
-            hearth = hasattr(model, "new_context")  # the Hearth engine (runtime/hearth_driver.py)
-            if hearth:
-                ctx = model.new_context(params)
-            else:
-                params = with_llama_kv(params)
-                ctx = llama.Context(model, context_settings(params))
+            if model.engine == Engine.LLAMA:
+                params = with_llama_kv(params)  # a Hearth load that fell back keeps its plan
+            ctx = model.new_context(params)
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
@@ -204,15 +204,13 @@ class Engine:
         used_after = device_used()
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
-        self._session = model.new_session(ctx) if hearth else Session(model=model, ctx=ctx)
+        self._session = Session(model=model, ctx=ctx, speculation=speculation)
         self._threads = params.n_threads
-        if speculation is not None:
-            self._session.speculation = speculation
-        if params.n_parallel > 1 and not hearth:  # batching is llama.cpp's (Hearth's own: not yet)
+        if params.n_parallel > 1 and model.capabilities.batching:
             self._batched = BatchedDecoder(model, ctx, params.n_parallel, self._send)
         self._state = EngineState.IDLE
         template = model.chat_template()
-        self._template_note, template_problem = _check_template(model)
+        self._prompts = prompts = PromptBuilder(model, self._send)
         self._send(
             p.ModelLoaded(
                 path=params.path,
@@ -224,8 +222,8 @@ class Engine:
                 n_layers=model.n_layers(),
                 n_gpu_layers=layers_on_gpu(params.n_gpu_layers, model.n_layers()),
                 flash_attn=self._flash_attn_state(params.flash_attn),
-                chat_template=self._template_note,
-                chat_template_problem=template_problem,
+                chat_template=prompts.template_note,
+                chat_template_problem=prompts.template_problem,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
                 allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
@@ -240,10 +238,10 @@ class Engine:
                 n_parallel=max(1, params.n_parallel) if self._batched else 1,
                 template_takes_tools=bool(template and "tools" in template),
                 own_chat_template=bool(template),
-                **_format_choices(model, bool(template)),
+                **prompts.format_choices(),
                 type_k=params.type_k,
                 type_v=params.type_v,
-                engine=getattr(model, "engine_name", "llama.cpp"),
+                engine=model.engine,
                 engine_note=weights.engine_note,
                 speculative=speculation.drafter.name if speculation else "off",
                 speculative_note=speculative_note,
@@ -271,9 +269,9 @@ class Engine:
         if session is None:
             self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
             return
-        if not isinstance(session.model, llama.Model):
-            self._send(p.GenerationFailed(request_id=rid, message="Embeddings need the llama.cpp "
-                                          "engine; load the model with it."))  # fmt: skip
+        refused = refusal(session.model.engine, session.model.capabilities, "embeddings")
+        if refused:
+            self._send(p.GenerationFailed(request_id=rid, message=refused))
             return
         try:
             if self._embedder is None:
@@ -297,6 +295,7 @@ class Engine:
     def unload(self, *, quiet: bool = False) -> None:
         self._close_batched()
         session, self._session = self._session, None
+        self._prompts = None
         self._weights = None
         if session is not None:
             session.close()
@@ -317,7 +316,12 @@ class Engine:
         self._current_request = rid
         self._state = EngineState.GENERATING
         try:
-            prompt = self._prompt_tokens(session, command)
+            grammar_refused = command.sampling.grammar and refusal(
+                session.model.engine, session.model.capabilities, "grammar"
+            )
+            if grammar_refused:
+                raise ValueError(grammar_refused)
+            prompt = self._prompts.tokens(command, session.ctx.info.n_ctx)
             outcome = generate(
                 session,
                 prompt,
@@ -352,7 +356,7 @@ class Engine:
 
     def _submit_batched(self, command: p.Generate, received_at: float) -> None:
         try:
-            prompt = self._prompt_tokens(self._session, command)
+            prompt = self._prompts.tokens(command, self._batched.n_ctx_per_sequence)
             self._batched.submit(command, received_at, prompt)
         except ContextOverflow as exc:
             self._send(
@@ -365,84 +369,6 @@ class Engine:
             self._send(p.GenerationFailed(request_id=command.request_id, message=str(exc)))
             return
         self._state = EngineState.GENERATING
-
-    def _prompt_tokens(self, session: Session, command: p.Generate) -> list[int]:
-        model = session.model
-        if command.prompt_tokens:
-            bad = [t for t in command.prompt_tokens if not 0 <= t < model.n_vocab]
-            if bad:
-                raise ValueError(f"Token id {bad[0]} is outside the vocabulary.")
-            return list(command.prompt_tokens)
-        if command.prompt is not None:
-            return model.tokenize(command.prompt, add_special=True)
-        if not command.messages:
-            raise ValueError("Nothing to answer: the conversation is empty.")
-        # With several sequences, a conversation has its sequence's share of the cache.
-        n_ctx = self._batched.n_ctx_per_sequence if self._batched else session.ctx.info.n_ctx
-        reply_room = command.reply_room or min(command.max_tokens, n_ctx // 4)
-        rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
-
-        def count(messages: list) -> int:
-            rendered[len(messages)] = self._chat_tokens(
-                session, messages, command.chat_format, command.tools_json
-            )
-            return len(rendered[len(messages)])
-
-        fitted = fit_conversation(
-            list(command.messages),
-            count,
-            n_ctx - reply_room,
-            drop_oldest=command.overflow == Overflow.DROP_OLDEST,
-        )
-        if fitted.dropped:
-            self._send(
-                p.PromptFitted(
-                    request_id=command.request_id,
-                    n_prompt_tokens=fitted.n_tokens,
-                    messages_dropped=fitted.dropped,
-                )
-            )
-        return rendered[len(fitted.messages)]
-
-    def _chat_tokens(
-        self,
-        session: Session,
-        messages: list[p.ChatMessage],
-        chat_format: str = "",
-        tools_json: str = "",
-    ) -> list[int]:
-        """`messages` with the model's chat template (or the chosen format) applied, and the
-        tools offered, as tokens."""
-        from engine.chat import ChatTemplateError, format_chat_prompt
-
-        model = session.model
-        if chat_format == p.PLAIN_COMPLETION:
-            # A base model continues text: the conversation is one document, no roles.
-            return model.tokenize("".join(m.content for m in messages), add_special=True)
-        try:
-            text, how = format_chat_prompt(
-                None if chat_format else model.chat_template(),
-                [_message_for_template(m) for m in messages],
-                architecture=model.meta("general.architecture"),
-                model_name=model.meta("general.name"),
-                bos_token=model.bos_text(),
-                eos_token=model.eos_text(),
-                add_generation_prompt=True,
-                builtin=chat_format or None,
-                variables={"tools": json.loads(tools_json)} if tools_json else None,
-            )
-        except ChatTemplateError as exc:
-            raise ValueError(str(exc)) from None
-        if how != self._template_note:
-            # Said once per change: a model whose own template failed falls back silently
-            # otherwise, and a template that tried something unsafe is worth knowing about.
-            print(f"hearth worker: chat template: {how}", flush=True)
-            self._template_note = how
-            self._send(p.ChatTemplateChanged(template=how))
-        bos = model.bos_text()
-        if model.adds_bos() and bos and text.startswith(bos):
-            text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
-        return model.tokenize(text, add_special=True, parse_special=True)
 
     def _emitter(self, request_id: int) -> Callable[[str], None]:
         send = self._send
@@ -488,18 +414,6 @@ class Engine:
         )
 
 
-def _message_for_template(m: p.ChatMessage) -> dict[str, Any]:
-    """A message as chat templates take it: tool calls as data, not JSON text."""
-    message: dict[str, Any] = {"role": m.role, "content": m.content}
-    if m.tool_calls_json:
-        message["tool_calls"] = json.loads(m.tool_calls_json)
-    if m.tool_call_id:
-        message["tool_call_id"] = m.tool_call_id
-    if m.name:
-        message["name"] = m.name
-    return message
-
-
 def _no_stats(received_at: float) -> p.GenerationStats:
     return p.GenerationStats(
         n_prompt_tokens=0,
@@ -509,35 +423,3 @@ def _no_stats(received_at: float) -> p.GenerationStats:
         time_to_first_token=time.perf_counter() - received_at,
         decode_seconds=0.0,
     )
-
-
-def _check_template(model: llama.Model) -> tuple[str, str]:
-    """The format chats will be written in, and why the model's own template was refused ("" if
-    it was not): said at the load, where the person sees it, not only in the worker's log."""
-    from engine.chat import ChatTemplateError, check_model_template
-
-    try:
-        checked = check_model_template(
-            model.chat_template(),
-            architecture=model.meta("general.architecture"),
-            model_name=model.meta("general.name"),
-            bos_token=model.bos_text(),
-            eos_token=model.eos_text(),
-        )
-    except ChatTemplateError as exc:
-        return "none that works", str(exc)
-    if checked.refused is None:
-        return checked.template, ""
-    print(f"hearth worker: chat template: {checked.template}", flush=True)
-    return checked.template, f"{checked.refused} Chats are written in {checked.template} instead."
-
-
-def _format_choices(model, has_template: bool) -> dict:
-    """For a model without a chat template: the built-in formats a person may pick from, and
-    the one that fits best (the GUI process never loads llama.cpp, so the worker tells it)."""
-    if has_template:
-        return {}
-    from engine.chat.builtin import builtin_choice, builtin_template_names
-
-    name, _why = builtin_choice(model.meta("general.architecture"), model.meta("general.name"))
-    return {"builtin_formats": tuple(builtin_template_names()), "suggested_format": name}

@@ -1,8 +1,10 @@
 """The decode loop: prefill the prompt, then sample and decode one token at a time.
 
-Everything per token happens in C (llama.cpp's sampler chain, its detokenizer, llama_decode)
-except a few Python calls, so the loop keeps pace with llama.cpp's own benchmark. Text leaves
-through `emit`, which must not block (the worker hands it to a writer thread).
+The loop drives any engine through the seam (engine_api.py): `ctx.decode(prompt)` and
+`ctx.step(token)` return the output the sampler picks the next token from. Per token it makes a
+few Python calls around the engine's own work (llama.cpp's sampler chain and llama_decode in C,
+or the Hearth engine's captured decode graph), so it keeps pace with llama.cpp's own benchmark.
+Text leaves through `emit`, which must not block (the worker hands it to a writer thread).
 
 The KV cache is kept between calls: a new prompt that starts with the tokens already cached
 (the next turn of a conversation) only computes the new tokens.
@@ -15,13 +17,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.enums import StopReason
-from engine.llama.driver import Context, EngineError, Model, Sampler
 from engine.runtime.detokenizer import StreamingDetokenizer
+from engine.runtime.engine_api import Context, EngineError, Model, Sampler, StepOutput
 from engine.runtime.protocol import GenerationStats, SamplingParams
 from engine.runtime.reply_tokens import ReplyTokens
 from engine.runtime.speculative.decode_loop import SpeculativeLoop
 from engine.runtime.speculative.setup import Speculation
-from engine.runtime.to_llama import sampler_settings
 
 
 @dataclass
@@ -36,18 +37,16 @@ class Session:
     _sampler_params: SamplingParams | None = None
 
     def sampler_for(self, sampling: SamplingParams) -> Sampler:
-        """The sampler chain for these settings, kept while they stay the same: attaching a
-        new chain to the graph makes llama.cpp reserve its compute graph again (milliseconds
-        on the first token of every reply)."""
+        """The sampler for these settings, kept while they stay the same: attaching a new
+        chain to llama.cpp's graph makes it reserve its compute graph again (milliseconds on
+        the first token of every reply)."""
         if self._sampler is not None and self._sampler_params == sampling:
             self._sampler.reset()
             return self._sampler
         if self._sampler is not None:
             self._sampler.close()
-        self._sampler = Sampler(self.model, sampler_settings(sampling))
+        self._sampler = self.ctx.new_sampler(sampling)
         self._sampler_params = sampling
-        if self.ctx.info.backend_sampling:
-            self._sampler.attach(self.ctx)
         return self._sampler
 
     def close_context(self) -> None:
@@ -131,7 +130,7 @@ def generate(
             "Start a new chat, shorten the conversation, or load the model with a longer context."
         )
     sampler = session.sampler_for(sampling)
-    reused, prefill_seconds = _prefill(session, prompt, should_stop)
+    reused, prefill_seconds, out = _prefill(session, prompt, should_stop)
     reply = ReplyTokens(
         session.model,
         StreamingDetokenizer(stop_strings),
@@ -144,7 +143,7 @@ def generate(
         loop = SpeculativeLoop(session, sampler, reply, prompt, greedy=_plain_greedy(sampling))
         reason, speculated = loop.run(), loop.figures()
     else:
-        reason, speculated = _DecodeLoop(session, sampler, reply).run(), {}
+        reason, speculated = _DecodeLoop(session, sampler, reply, out).run(), {}
     stats = GenerationStats(
         n_prompt_tokens=len(prompt),
         n_prompt_tokens_reused=reused,
@@ -166,29 +165,31 @@ def _plain_greedy(sampling: SamplingParams) -> bool:
     return sampling.temperature <= 0 and not penalised and not sampling.grammar
 
 
-def _prefill(session: Session, prompt: list[int], should_stop) -> tuple[int, float]:
-    """Compute the prompt's tokens that are not cached yet; return (reused, seconds)."""
+def _prefill(session: Session, prompt: list[int], should_stop) -> tuple[int, float, StepOutput]:
+    """Compute the prompt's tokens that are not cached yet; return (reused, seconds, the last
+    token's output). At least one token is always computed (reuse_cached_prefix)."""
     started = time.perf_counter()
     reused = reuse_cached_prefix(session, prompt)
     todo = prompt[reused:]
     step = session.ctx.info.n_batch
+    out = None
     for start in range(0, len(todo), step):
         if should_stop():
             raise Stopped
         batch = todo[start : start + step]
-        session.ctx.decode(batch)
+        out = session.ctx.decode(batch)
         if session.speculation is not None:  # MTP drafting pairs each token with its state
             session.speculation.drafter.decoded(batch, len(session.cached))
         session.cached.extend(batch)
     session.ctx.synchronize()  # the clock must stop when the work is done, not queued
-    return reused, time.perf_counter() - started
+    return reused, time.perf_counter() - started, out
 
 
 class _DecodeLoop:
     """One token per step: sample, show, decode. The hot path of the whole app."""
 
-    def __init__(self, session: Session, sampler: Sampler, reply: ReplyTokens):
-        self.session, self.sampler, self.reply = session, sampler, reply
+    def __init__(self, session: Session, sampler: Sampler, reply: ReplyTokens, out: StepOutput):
+        self.session, self.sampler, self.reply, self.out = session, sampler, reply, out
 
     def run(self) -> str:
         try:
@@ -197,16 +198,16 @@ class _DecodeLoop:
             self.reply.finish()
 
     def _steps(self) -> str:
-        session, ctx = self.session, self.session.ctx
+        session, ctx, out = self.session, self.session.ctx, self.out
         sample, take, reply = self.sampler.sample, self.reply.take, self.reply
         n_ctx = ctx.info.n_ctx
         while reply.n_generated < reply.max_tokens:
-            token = sample(ctx)
+            token = sample(out)
             reason = take(token)
             if reason is not None:
                 return reason
             if len(session.cached) + 1 >= n_ctx:
                 return StopReason.CONTEXT_FULL
-            ctx.decode_one(token)
+            out = ctx.step(token)
             session.cached.append(token)
         return StopReason.MAX_TOKENS

@@ -1,9 +1,10 @@
-"""The Hearth engine behind the worker: Model, Context and Sampler shaped like engine/llama's.
+"""The Hearth engine behind the engine seam (engine_api.py): its Model, Context and Sampler.
 
 engine/runtime/engine_state.py and generation.py drive these exactly as they drive llama.cpp's
 (prefill in batches, one token per step, KV reuse across turns by `forget_from`, stop at every
 token); only the load differs. The tokenizer, chat template and metadata come from a
-vocabulary-only llama.cpp load of the same file, so both engines see the same tokens.
+vocabulary-only llama.cpp load of the same file (`HearthModel.vocabulary`), so both engines see
+the same tokens.
 
 `HearthModel(params)` raises `HearthUnavailable` with a one-line reason when this engine cannot
 run the model here (no torch, an architecture or tensor type it does not run, no GPU); the
@@ -18,10 +19,11 @@ import sys
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+from engine.enums import Engine
 from engine.hearth import torch_missing_reason
 from engine.llama import driver as llama
 from engine.llama.driver import ContextInfo, EngineError
-from engine.runtime.generation import Session
+from engine.runtime.engine_api import Capabilities, StepOutput
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import model_settings
 from engine.runtime.torch_beside_llama import torch_import_problem
@@ -33,9 +35,6 @@ if TYPE_CHECKING:  # torch loads only when the Hearth engine is asked for
     from engine.hearth.ops import TorchOps
     from engine.hearth.weights import GGUFTensors
 
-# KV cache types the plain-torch cache stores (ModelParams.type_k / type_v); kernels' paged
-# cache adds engine.hearth.paged_cache.PAGED_FORMATS on a GPU.
-_CACHE_DTYPES = ("f16", "f32")
 DEVICE_ENV = "HEARTH_ENGINE_DEVICE"  # "cpu" runs the engine on the CPU (tests, development)
 GRAPH_ENV = "HEARTH_CUDA_GRAPH"  # "0": decode without the CUDA graph (measurements, debugging)
 OUT_OF_MEMORY_EXIT = 3  # the worker's exit status after a GPU out-of-memory mid-generation
@@ -59,10 +58,11 @@ def choose_device() -> str:
     )
 
 
-class HearthModel(llama.Model):
+class HearthModel:
     """The model's weights in Hearth's forward pass, and llama.cpp's vocabulary for its text."""
 
-    engine_name = "Hearth"  # ModelLoaded.engine, shown in the status bar
+    engine = Engine.HEARTH
+    capabilities = Capabilities()  # one sequence of plain decoding
 
     def __init__(self, params: ModelParams):
         if not os.path.isfile(params.path):
@@ -70,12 +70,46 @@ class HearthModel(llama.Model):
         reason = torch_missing_reason() or torch_import_problem()
         if reason:
             raise HearthUnavailable(reason)
+        self.params = params
         self.hearth = _load_transformer(params)
         try:
-            super().__init__(replace(model_settings(params), vocab_only=True))
+            self.vocabulary = llama.Model(replace(model_settings(params), vocab_only=True))
         except EngineError:
             self.hearth.tensors.close()
             raise
+        self.n_vocab = self.vocabulary.n_vocab
+
+    # The vocabulary and metadata: llama.cpp's, from the same file.
+
+    def meta(self, key: str) -> str | None:
+        return self.vocabulary.meta(key)
+
+    def chat_template(self) -> str | None:
+        return self.vocabulary.chat_template()
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool = True) -> list[int]:
+        return self.vocabulary.tokenize(text, add_special=add_special, parse_special=parse_special)
+
+    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
+        return self.vocabulary.token_bytes(token, special=special)
+
+    def token_text(self, token: int) -> str:
+        return self.vocabulary.token_text(token)
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return self.vocabulary.is_end_of_generation(token)
+
+    def adds_bos(self) -> bool:
+        return self.vocabulary.adds_bos()
+
+    def bos_text(self) -> str:
+        return self.vocabulary.bos_text()
+
+    def eos_text(self) -> str:
+        return self.vocabulary.eos_text()
+
+    def special_tokens(self) -> tuple[int, ...]:
+        return self.vocabulary.special_tokens()
 
     # A vocabulary-only llama.cpp model knows no hyperparameters: these come from the header.
 
@@ -102,15 +136,10 @@ class HearthModel(llama.Model):
     def new_context(self, params: ModelParams) -> HearthContext:
         return HearthContext(self, params)
 
-    def new_session(self, ctx: HearthContext) -> HearthSession:
-        return HearthSession(model=self, ctx=ctx)
-
     def close(self) -> None:
-        if getattr(self, "_handle", None) is not None:
-            super().close()
-        hearth = getattr(self, "hearth", None)
-        if hearth is not None:
-            hearth.tensors.close()
+        self.vocabulary.close()
+        if self.hearth is not None:
+            self.hearth.tensors.close()
             self.hearth = None
 
 
@@ -189,18 +218,19 @@ class HearthContext:
         # the decode step as one CUDA graph (engine/hearth/decode_graph.py), captured on first use
         self._use_graph = hearth.device.startswith("cuda") and os.environ.get(GRAPH_ENV) != "0"
         self._graph = None
-        # greedy sampling: the graph may launch each next step before the host reads this
-        # one's token (HearthSession.sampler_for sets it; decode_graph.py says how)
-        self.speculate_greedy = False
+        # plain greedy sampling: the graph may launch each next step before the host reads
+        # this one's token (set by new_sampler; decode_graph.py says how)
+        self.launch_ahead = False
         self.n_past = 0
-        self.last_logits = None
-        self.last_greedy = None  # the greedy token as the graph computed it, when it did
 
     def close(self) -> None:
         self._graph = None
         self.cache = None
-        self.last_logits = None
-        self.last_greedy = None
+
+    def new_sampler(self, sampling: SamplingParams) -> HearthSampler:
+        sampler = HearthSampler(self.model, sampling)
+        self.launch_ahead = sampler.plain_greedy
+        return sampler
 
     def state_bytes(self) -> int:
         return self.cache.nbytes if self.cache is not None else 0
@@ -249,24 +279,26 @@ class HearthContext:
         if self._torch.cuda.is_available() and self.model.hearth.device.startswith("cuda"):
             self._torch.cuda.synchronize()
 
-    def decode(self, tokens: list[int]) -> None:
-        """Run `tokens` after what is cached, in chunks of n_ubatch (the prefill)."""
+    def decode(self, tokens: list[int]) -> StepOutput:
+        """Run `tokens` after what is cached, in chunks of n_ubatch (the prefill); the output
+        is the last token's logits."""
         torch = self._torch
         self._check_room(len(tokens))
         device = self.model.hearth.device
         forward = self.model.hearth.transformer.forward
-        self.last_greedy = None
         self._history_changes()
+        logits = None
         with torch.inference_mode(), worker_ends_when_out_of_memory("the prompt"):
             for start in range(0, len(tokens), self._chunk):
                 chunk = tokens[start : start + self._chunk]
                 end = self.n_past + len(chunk)
                 positions = torch.arange(self.n_past, end, device=device)
                 ids = torch.tensor(chunk, device=device)
-                self.last_logits = forward(ids, positions, self.cache, n_keys=end)
+                logits = forward(ids, positions, self.cache, n_keys=end)
                 self.n_past = end
+        return StepOutput(logits=logits)
 
-    def decode_one(self, token: int) -> None:
+    def step(self, token: int) -> StepOutput:
         """One decode step: on a GPU a replay of the captured graph (over the whole cache,
         masked by position, so every step has the same shapes); on the CPU, where no graph is
         captured, attention reads only the filled part."""
@@ -275,13 +307,14 @@ class HearthContext:
             if self._use_graph:
                 if self._graph is None:
                     self._capture()
-                self.last_logits, self.last_greedy = self._graph.step(
-                    token, self.n_past, speculate=self.speculate_greedy
+                logits, greedy = self._graph.step(
+                    token, self.n_past, launch_ahead=self.launch_ahead
                 )
+                out = StepOutput(logits=logits, greedy=greedy)
             else:
-                self.last_logits = self._decode_eagerly(token)
-                self.last_greedy = None
+                out = StepOutput(logits=self._decode_eagerly(token))
         self.n_past += 1
+        return out
 
     def _decode_eagerly(self, token: int):
         torch = self._torch
@@ -309,48 +342,24 @@ class HearthContext:
 
 
 def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
-    """On a GPU, kernels' paged cache for f16 and its own formats (its decode attention reads
-    only the filled pages and writes K/V in one launch: 183 against 150 tok/s for the plain
-    cache on the 8B model on an H100, 152 against 118 at 32k); the plain torch cache on the
-    CPU, and for f32."""
-    import torch
+    """The cache engine/hearth/cache_layout.py names for this pair on this device."""
+    from engine.hearth.cache_layout import CacheUnavailable, cache_layout
+    from engine.hearth.kv_cache import new_kv_cache
 
-    from engine.hearth.kv_cache import TorchKVCache
-    from engine.hearth.paged_cache import PAGED_FORMATS, PagedCacheAdapter
-
+    kernels_on_gpu = hearth.ops.name == "kernels" and hearth.device != "cpu"
+    try:
+        layout = cache_layout(params.type_k, params.type_v, kernels_on_gpu=kernels_on_gpu)
+    except CacheUnavailable as exc:
+        raise EngineError(str(exc)) from None
     config = hearth.config
-    dims = dict(
+    return new_kv_cache(
+        layout,
         n_layer=config.n_layer,
         n_head_kv=config.n_head_kv,
         head_dim=config.head_dim,
         n_ctx=n_ctx,
         device=hearth.device,
     )
-    kinds = (params.type_k, params.type_v)
-    if kinds == ("f16", "f16") and hearth.ops.name == "kernels" and hearth.device != "cpu":
-        return PagedCacheAdapter(**dims, k_format="f16", v_format="f16")
-    if all(kind in _CACHE_DTYPES for kind in kinds):
-        dtype = torch.float16 if kinds == ("f16", "f16") else torch.float32
-        return TorchKVCache(**dims, dtype=dtype)
-    known = (*_CACHE_DTYPES, *PAGED_FORMATS)
-    unknown = [kind for kind in kinds if kind not in known]
-    if unknown:
-        raise EngineError(
-            f"The Hearth engine has no {unknown[0]} KV cache (it holds {', '.join(known)}; all "
-            f"but {' and '.join(_CACHE_DTYPES)} need a GPU). Choose one of those, or the "
-            "llama.cpp engine."
-        )
-    if hearth.ops.name != "kernels":
-        raise EngineError(
-            f"The Hearth engine's {'/'.join(kinds)} KV cache runs on kernels/ on a GPU, which "
-            "is not available here. Choose f16."
-        )
-    if "f32" in kinds:
-        raise EngineError(
-            f"The Hearth engine cannot mix an f32 KV cache with {'/'.join(kinds)}. Choose f16 "
-            "for the other one, or f32 for both."
-        )
-    return PagedCacheAdapter(**dims, k_format=params.type_k, v_format=params.type_v)
 
 
 @contextlib.contextmanager
@@ -375,7 +384,7 @@ def worker_ends_when_out_of_memory(doing: str):
 
 
 class HearthSampler:
-    """engine.llama.driver.Sampler's interface over engine.hearth.sampler.TorchSampler."""
+    """The seam's Sampler over engine.hearth.sampler.TorchSampler (llama.cpp's chain in torch)."""
 
     def __init__(self, model: HearthModel, sampling: SamplingParams):
         from engine.hearth.sampler import TorchSampler
@@ -387,27 +396,11 @@ class HearthSampler:
         """The argmax and nothing else: the token the decode graph already picked."""
         return self._sampler.plain_greedy
 
-    def attach(self, ctx) -> bool:
-        return False  # sampling already runs where the logits are
-
     def reset(self) -> None:
         self._sampler.reset()
 
-    def sample(self, ctx: HearthContext) -> int:
-        return self._sampler.sample(ctx.last_logits, greedy=ctx.last_greedy)
+    def sample(self, out: StepOutput) -> int:
+        return self._sampler.sample(out.logits, greedy=out.greedy)
 
     def close(self) -> None:
         self._sampler = None
-
-
-class HearthSession(Session):
-    """generation.Session with the Hearth sampler."""
-
-    def sampler_for(self, sampling: SamplingParams) -> HearthSampler:
-        if self._sampler is None or self._sampler_params != sampling:
-            self._sampler = HearthSampler(self.model, sampling)
-            self._sampler_params = sampling
-        else:
-            self._sampler.reset()
-        self.ctx.speculate_greedy = self._sampler.plain_greedy
-        return self._sampler

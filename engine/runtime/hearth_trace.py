@@ -45,11 +45,12 @@ def trace(
     try:
         ctx.warm_up()
         prompt_tokens = model.tokenize(prompt, add_special=True)
-        ctx.decode(prompt_tokens)
+        out = ctx.decode(prompt_tokens)
         steps, tokens = trace_steps(
             ctx,
             model,
-            lambda: ctx.last_logits.float().cpu().numpy(),
+            out,
+            lambda step: step.logits.float().cpu().numpy(),
             n_tokens,
             forced=forced,
             watch=watch,

@@ -49,8 +49,8 @@ def trace(
 
     from engine.llama import driver as llama
     from engine.llama.log import process_log
+    from engine.runtime.llama_engine import LlamaModel
     from engine.runtime.protocol import ModelParams
-    from engine.runtime.to_llama import context_settings, model_settings
 
     if forced is not None and len(forced) < n_tokens:
         raise ValueError(f"{len(forced)} forced tokens for {n_tokens} steps")
@@ -64,12 +64,12 @@ def trace(
     )
     log = process_log()  # where the buffers went, as llama.cpp reports them
     log.take_allocations()  # only this load's
-    model = llama.Model(model_settings(params))
+    model = LlamaModel(params)
     # numpy only after llama.cpp's libraries are loaded: on the GPU machine (the CUDA build,
     # Python 3.12, numpy 2) numpy imported first made the CUDA model load crash (SIGSEGV).
     import numpy as np
 
-    ctx = llama.Context(model, context_settings(params))
+    ctx = model.new_context(params)
     allocations = [
         {"device": a.device, "kind": a.kind, "bytes": a.bytes} for a in log.take_allocations()
     ]
@@ -78,13 +78,14 @@ def trace(
         prompt_tokens = model.tokenize(prompt, add_special=True)
         if prompt_by_token:  # batch-of-one kernels for the prompt too
             for token in prompt_tokens:
-                ctx.decode_one(token)
+                out = ctx.step(token)
         else:
-            ctx.decode(prompt_tokens)
+            out = ctx.decode(prompt_tokens)
         steps, tokens = trace_steps(
             ctx,
             model,
-            lambda: np.ctypeslib.as_array(ctx.logits_of_last(), shape=(model.n_vocab,)).copy(),
+            out,
+            lambda _out: np.ctypeslib.as_array(ctx.logits_of_last(), shape=(model.n_vocab,)).copy(),
             n_tokens,
             forced=forced,
             watch=watch,
@@ -113,17 +114,18 @@ def trace(
         model.close()
 
 
-def trace_steps(ctx, model, logits_now, n_tokens: int, *, forced, watch, top_k, save_logits):
-    """(steps, tokens): `n_tokens` greedy (or forced) decode steps of an engine's context,
-    each step's top-k and watched logits recorded; `logits_now()` is the last output's logits
-    as a numpy vector. Shared by every engine's trace, so greedy_check reads one format."""
+def trace_steps(ctx, model, out, logits_of, n_tokens: int, *, forced, watch, top_k, save_logits):
+    """(steps, tokens): `n_tokens` greedy (or forced) decode steps of an engine's context
+    (engine_api.py) from the prompt's output `out`, each step's top-k and watched logits
+    recorded; `logits_of(out)` is a step output's logits as a numpy vector. Shared by every
+    engine's trace, so greedy_check reads one format."""
     import numpy as np
 
     steps: list[dict] = []
     tokens: list[int] = []
     every = []
     for i in range(n_tokens):
-        logits = logits_now()
+        logits = logits_of(out)
         if save_logits is not None:
             every.append(logits)
         top = np.argsort(-logits, kind="stable")[:top_k]
@@ -139,7 +141,7 @@ def trace_steps(ctx, model, logits_now, n_tokens: int, *, forced, watch, top_k, 
         token = forced[i] if forced is not None else int(top[0])
         tokens.append(token)
         if i + 1 < n_tokens:
-            ctx.decode_one(token)
+            out = ctx.step(token)
     if save_logits is not None:
         np.save(save_logits, np.stack(every))
     return steps, tokens

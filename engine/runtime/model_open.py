@@ -12,10 +12,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, replace
 
-from engine.llama import driver as llama
+from engine.enums import Engine
 from engine.llama.log import BufferAllocation
 from engine.runtime import protocol as p
-from engine.runtime.to_llama import model_settings
+from engine.runtime.engine_api import Model
+from engine.runtime.llama_engine import LlamaModel
 
 
 @dataclass(frozen=True)
@@ -27,20 +28,20 @@ class LoadedWeights:
     device_used_before: dict[str, int]
     allocations: tuple[BufferAllocation, ...]
     tensors_in_ram: tuple[str, ...]
-    engine_asked: str = "llama"  # ModelParams.engine of the load
+    engine_asked: str = Engine.LLAMA  # ModelParams.engine of the load
     engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
 
 
-def open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
+def open_model(params: p.ModelParams) -> tuple[Model, str]:
     """The model on the engine that `params.engine` names, and a note: llama.cpp runs it, with
     the reason in one line, when the Hearth engine cannot (no torch, an architecture or tensor
     type it does not run, no GPU)."""
-    if params.engine != "hearth":
-        return llama.Model(model_settings(params)), ""
+    if params.engine != Engine.HEARTH:
+        return LlamaModel(params), ""
     if params.rpc_servers:
         note = "Hearth engine unavailable, using llama.cpp: helper machines are llama.cpp's"
         print(f"hearth worker: {note}", flush=True)
-        return llama.Model(model_settings(params)), note
+        return LlamaModel(params), note
     from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
 
     try:
@@ -48,7 +49,7 @@ def open_model(params: p.ModelParams) -> tuple[llama.Model, str]:
     except HearthUnavailable as exc:
         note = f"Hearth engine unavailable, using llama.cpp: {exc}"
         print(f"hearth worker: {note}", flush=True)
-        return llama.Model(model_settings(params)), note
+        return LlamaModel(params), note
 
 
 # A Hearth load that fell back to llama.cpp still names Hearth's KV formats; llama.cpp holds

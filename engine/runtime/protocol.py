@@ -232,7 +232,7 @@ class ModelLoaded:
     suggested_format: str = ""  # the built-in that fits the model best, by name or architecture
     type_k: str = "f16"  # the KV cache's element types, as loaded
     type_v: str = "f16"
-    engine: str = "llama.cpp"  # which engine runs it: "llama.cpp" or "Hearth"
+    engine: str = "llama"  # which engine runs it: an engine.enums.Engine
     engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
     speculative: str = "off"  # the speculative decoding that runs (SpeculativeParams.method)
     speculative_note: str = ""  # why it does not run as asked, and what to do

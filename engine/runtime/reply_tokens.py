@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 
 from engine.enums import StopReason
-from engine.llama.driver import Model
 from engine.runtime.detokenizer import StreamingDetokenizer
+from engine.runtime.engine_api import Vocabulary as Model
 
 
 class ReplyTokens:

@@ -110,10 +110,10 @@ def main() -> int:
     sys.stdout = sys.stderr
     writer = EventWriter(protocol_out)
 
-    from engine.runtime.engine_state import Engine  # imports llama.cpp: after the redirect
+    from engine.runtime.engine_state import WorkerEngine  # imports llama.cpp: after the redirect
 
     faults = FaultInjection(os.environ.get("HEARTH_WORKER_FAULT", ""))
-    engine = Engine(writer.send, flush=writer.flush, faults=faults)
+    engine = WorkerEngine(writer.send, flush=writer.flush, faults=faults)
     engine.announce_ready()
 
     commands: queue.Queue = queue.Queue()

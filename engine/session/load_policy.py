@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-from engine.enums import KV_TYPES
+from engine.enums import KV_TYPES, Engine
 from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.hardware.remote import RemoteHost
 from engine.planner import Plan, Planner, PlanRequest
@@ -98,7 +98,8 @@ class LoadDecision:
         kv = c.type_k if c.type_k == c.type_v else f"{c.type_k}/{c.type_v}"
         total = self.plan.n_layers + 1
         layers = f"{c.n_gpu_layers}/{total} layers on the GPU" if c.n_gpu_layers else "on the CPU"
-        engine = " · Hearth kernels" if self.plan.settings.engine == "hearth" else ""
+        hearth = self.plan.settings.engine == Engine.HEARTH
+        engine = f" · {Engine.HEARTH.display_name}" if hearth else ""
         return f"{c.n_ctx:,} tokens · {kv} KV · {layers}{engine}"
 
     def refusal(self) -> str:

@@ -1,9 +1,9 @@
 """The synthetic GGUF tool writes files that Hearth's reader and llama.cpp both accept."""
 
-from testkit.synthetic_gguf import SHAPES, write_random_f16_gguf
 from engine.gguf import read_model_info
 from engine.runtime import protocol as p
 from engine.starter_model import starter_model_path
+from testkit.synthetic_gguf import SHAPES, write_random_f16_gguf
 from tests.engine.runtime.conftest import GREEDY, RunningEngine
 
 
@@ -25,8 +25,8 @@ def test_a_random_f16_file_loads_and_generates(tmp_path):
 
 
 def test_the_mtp_file_declares_its_nextn_layer_and_has_its_tensors(tmp_path):
-    from testkit.synthetic_gguf import main
     from engine.planner.draft import mtp_layers
+    from testkit.synthetic_gguf import main
 
     out = tmp_path / "mtp.gguf"
     assert main(["glm4moe-mtp-tiny", str(out), "--vocab", str(starter_model_path())]) == 0

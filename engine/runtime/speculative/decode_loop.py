@@ -28,14 +28,17 @@ import time
 import numpy as np
 
 from engine.enums import StopReason
-from engine.llama.driver import EngineError, Sampler, decode_failure
+from engine.llama.driver import EngineError, decode_failure
+from engine.runtime.engine_api import StepOutput
+from engine.runtime.llama_engine import LlamaSampler
 from engine.runtime.reply_tokens import ReplyTokens
 from engine.runtime.speculative.setup import Speculation
 
 
 class SpeculativeLoop:
-    def __init__(self, session, sampler: Sampler, reply: ReplyTokens, prompt, *, greedy: bool):
-        """`session`: engine.runtime.generation.Session, with `speculation` set."""
+    def __init__(self, session, sampler: LlamaSampler, reply: ReplyTokens, prompt, *, greedy: bool):
+        """`session`: engine.runtime.generation.Session on llama.cpp (the engine that declares
+        speculative decoding), with `speculation` set."""
         self.session, self.sampler, self.reply = session, sampler, reply
         self.spec: Speculation = session.speculation
         self.greedy = greedy  # plain argmax: read the logits, skip the sampler chain
@@ -170,4 +173,4 @@ class SpeculativeLoop:
         if self.greedy and not self.sampler.in_graph:
             logits = np.ctypeslib.as_array(ctx.logits_at(row), shape=(self.spec.n_vocab,))
             return int(logits.argmax())
-        return self.sampler.sample(ctx, row)
+        return self.sampler.sample(StepOutput(row=row))

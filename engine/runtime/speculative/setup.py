@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from engine.llama.batch import SequenceBatch
 from engine.llama.driver import Context, EngineError, Model
 from engine.runtime.device_facts import layers_on_gpu
+from engine.runtime.engine_api import refusal
 from engine.runtime.protocol import ModelParams
 from engine.runtime.speculative.draft_length import DraftLength, fixed_shape_lengths
 from engine.runtime.speculative.drafter import Drafter
@@ -163,11 +164,11 @@ class Speculation:
         self.batch.close()
 
 
-def open_speculation(
-    params: ModelParams, model: Model, ctx: Context
-) -> tuple[Speculation | None, str]:
+def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | None, str]:
     """The speculation `params.speculative` asks for on this model and context, and a note for
-    the person when it cannot run ("" when it runs or was not asked for)."""
+    the person when it cannot run ("" when it runs or was not asked for). `model` and `ctx`
+    are any engine's (engine_api.py); only an engine that declares speculative decoding gets
+    a drafter, on its llama.cpp bindings."""
     spec = params.speculative
     if spec.method == "off":
         return None, ""
@@ -181,10 +182,9 @@ def open_speculation(
             "Speculative decoding is off while several requests are decoded together "
             "(parallel requests above 1); set them to 1 to use it."
         )
-    if not isinstance(ctx, Context):  # the Hearth engine's context (its model is vocab-only)
-        return None, (
-            "Speculative decoding runs on the llama.cpp engine only; choose that engine to use it."
-        )
+    refused = refusal(model.engine, model.capabilities, "speculative")
+    if refused:
+        return None, refused
     if model.is_recurrent():
         return None, (
             "Speculative decoding is off: this model keeps a recurrent state, from which "

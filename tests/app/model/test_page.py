@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from app.common.machine_state import MachineState
 from app.model.page import ModelSettingsPage
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.hardware import Detection
 from engine.hardware.records import CPU, GPU, Device
 from engine.session import MachineSnapshot, RememberedSettings, plan_load
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 GIB = 1024**3
 DEVICES = (

@@ -11,10 +11,10 @@ import pytest
 
 from app.common.theme import apply_theme
 from app.model.panel import CANCEL, LOAD_AND_REMEMBER, LOAD_ONCE, SettingsPanel
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.hardware import Detection, Device
 from engine.hardware.records import CPU, GPU
 from engine.session import MachineSnapshot, RememberedSettings
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.app.conftest import client_of, cpu_only_detection
 
 GIB = 1024**3

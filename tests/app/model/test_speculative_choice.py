@@ -9,10 +9,10 @@ import pytest
 
 from app.model.panel import SettingsPanel
 from app.model.speculative_choice import SpeculativeChoice
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.session import RememberedSettings
 from engine.starter_model import starter_model_path
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.app.conftest import client_of
 from tests.app.model.test_panel import GAMING_PC
 
@@ -110,8 +110,8 @@ def test_mtp_is_offered_only_when_the_file_has_mtp_layers(qtbot, files):
 def test_mtp_chosen_on_the_page_drafts_in_the_worker(qtbot, bridge, tmp_path):
     """End to end: a file with an MTP layer, MTP picked on the Model page, the load it sends
     run by a real worker, whose reply was drafted by the MTP layer."""
-    from testkit.synthetic_gguf import write_mtp_gguf
     from engine.runtime import protocol as p
+    from testkit.synthetic_gguf import write_mtp_gguf
     from tests.engine.runtime.conftest import GREEDY, RunningEngine
 
     path = write_mtp_gguf(tmp_path / "glm4moe-mtp.gguf", starter_model_path())

@@ -265,8 +265,8 @@ def test_the_status_bar_says_where_the_model_runs():
     cpu_only = replace(on_gpu, runs_on=("CPU",), n_gpu_layers=0, flash_attn="off")
     assert placement_text(cpu_only) == "CPU · flash attention off · llama.cpp"
     hearth = replace(on_gpu, runs_on=("CUDA0: NVIDIA H100",), n_gpu_layers=33, n_layers=32,
-                     flash_attn="off", engine="Hearth")  # fmt: skip
-    assert placement_text(hearth) == "Hearth kernels"
+                     flash_attn="off", engine="hearth")  # fmt: skip
+    assert placement_text(hearth) == "Hearth engine"
     fell_back = replace(on_gpu, engine_note="no CUDA or ROCm GPU visible to PyTorch")
     assert placement_text(fell_back).endswith("· llama.cpp (Hearth engine unavailable)")
 

@@ -14,9 +14,9 @@ import pytest
 
 from app.common.machine_state import MachineState
 from app.shell.gui_main import create_window
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.cli.planning import add_load_arguments, plan_from_command_line
 from engine.session import RememberedChoice, RememberedSettings
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.app.conftest import WAIT_MS, client_of, cpu_only_detection, make_window
 
 SCREENSHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"

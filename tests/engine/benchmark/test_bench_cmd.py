@@ -57,11 +57,11 @@ def test_a_figure_without_a_reference_has_no_verdict():
 
 def test_settings_that_do_not_fit_are_refused_before_anything_loads(tmp_path, monkeypatch):
     import engine.session
-    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
     from engine.benchmark.hearth_run import BenchConfig
     from engine.cli.bench_cmd import bench_does_not_fit
     from engine.hardware import Detection, Device
     from engine.hardware.records import CPU
+    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
     gib = 1024**3
     laptop = Detection(

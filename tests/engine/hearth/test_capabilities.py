@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from engine.hearth.cache_layout import PAGED_FORMATS
 from engine.hearth.capabilities import (
-    PAGED_FORMATS,
     TENSOR_TYPES,
     device_unsupported_reason,
     kv_format_problem,
@@ -22,11 +22,11 @@ def test_the_tensor_types_are_the_ones_the_engine_reads():
     assert not any(ops.supports(t) for t in range(64) if t not in TENSOR_TYPES)
 
 
-def test_the_paged_formats_are_the_paged_caches():
-    pytest.importorskip("torch")
-    from engine.hearth.paged_cache import PAGED_FORMATS as ADAPTER_FORMATS
+def test_the_paged_formats_are_formats_the_kernels_hold():
+    from kernels.kv_formats import check_format
 
-    assert PAGED_FORMATS == ADAPTER_FORMATS
+    for fmt in PAGED_FORMATS:
+        check_format(fmt, 128, "K")
 
 
 @pytest.mark.parametrize(

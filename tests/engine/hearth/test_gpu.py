@@ -119,7 +119,7 @@ def test_the_graph_replays_what_eager_decode_computes(arch, paged, tmp_path):
     for pos in range(4, len(test_forward.TOKENS)):
         token = test_forward.TOKENS[pos]
         expected = _eager_step(model, eager_cache, token, pos)
-        got, greedy = graph.step(token, pos, speculate=False)
+        got, greedy = graph.step(token, pos, launch_ahead=False)
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-3)
         assert greedy == int(torch.argmax(expected))
 
@@ -140,7 +140,7 @@ def test_launching_ahead_gives_the_same_greedy_reply(tmp_path):
             eager_token = graph_token = (graph_token + 1) % model.config.n_vocab
         expected = _eager_step(model, eager_cache, eager_token, pos)
         eager_token = int(torch.argmax(expected))
-        logits, graph_token = graph.step(graph_token, pos, speculate=True)
+        logits, graph_token = graph.step(graph_token, pos, launch_ahead=True)
         torch.testing.assert_close(logits, expected, rtol=0, atol=1e-3)
         assert graph_token == eager_token
 
@@ -201,7 +201,7 @@ def test_the_worker_launching_ahead_writes_the_same_greedy_reply(starter_file, s
     running = RunningEngine()
     try:
         loaded = running.load(starter_file, engine="hearth", n_ctx=1024)
-        assert isinstance(loaded, p.ModelLoaded) and loaded.engine == "Hearth", loaded
+        assert isinstance(loaded, p.ModelLoaded) and loaded.engine == "hearth", loaded
         texts, done = running.run(prompt=STORY, sampling=GREEDY, max_tokens=N_TOKENS)
     finally:
         running.close()

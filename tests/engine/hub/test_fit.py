@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.hub.client import HubClient
 from engine.hub.fit import DOES_NOT_FIT, FITS, FITS_WITH_OFFLOAD, UNKNOWN, fit_badge
 from engine.planner import DeviceBudget, PlanRequest
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.engine.hub.fake_hub import FakeHub, Sparse
 
 pytestmark = pytest.mark.timeout(60)

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 from llama_cpp import llama_cpp as binding
 
-from testkit.synthetic_gguf import write_mtp_gguf
 from engine.llama.driver import Context, EngineError, Model
 from engine.llama.mtp import MtpContext, has_mtp_weights, hidden_state, keep_hidden_states
 from engine.llama.params import ContextSettings, ModelSettings
 from engine.starter_model import starter_model_path
+from testkit.synthetic_gguf import write_mtp_gguf
 
 SETTINGS = ContextSettings(n_ctx=256, n_batch=64, n_threads=1, n_outputs=64)
 PROMPT = [1, 504, 3458, 282, 4649, 314, 260, 1345, 30, 422]

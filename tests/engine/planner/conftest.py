@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import ModelInfo, read_model_info
 from engine.planner import DeviceBudget, ModelProfile, PlanRequest, build_profile
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 GIB = 1024**3
 MIB = 1024**2

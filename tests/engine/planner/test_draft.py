@@ -5,7 +5,6 @@ from dataclasses import replace
 
 import pytest
 
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, PlanRequest
 from engine.planner.draft import (
@@ -17,6 +16,7 @@ from engine.planner.draft import (
     tokenizer_mismatch,
     with_checked_logits,
 )
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 GIB = 1024**3
 REQUEST = PlanRequest(

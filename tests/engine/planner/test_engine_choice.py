@@ -95,7 +95,7 @@ def test_measured_faster_picks_hearth(llama8b, monkeypatch):
     assert verdict.ratio == pytest.approx(330.0 / llama_decode(0))  # the worst depth: 0
     plan = plan_engines(llama8b, h100(target_ctx=8192))
     assert plan.choice.engine == "hearth" and plan.settings.engine == "hearth"
-    assert plan.notes[0].startswith("Engine: Hearth kernels")
+    assert plan.notes[0].startswith("Engine: Hearth engine")
 
 
 def test_slower_at_any_measured_depth_keeps_llama_cpp(llama8b, monkeypatch):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, Planner, PlanRequest
 from engine.planner.manual import ManualChoice, plan_manual
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 GIB = 1024**3
 

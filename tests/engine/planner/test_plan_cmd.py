@@ -65,9 +65,9 @@ def test_kv_types_can_be_limited(llama_files, capsys) -> None:
 def test_by_default_it_plans_for_this_machines_free_memory(tmp_path, capsys, monkeypatch) -> None:
     """No --ram/--vram: the machine as detected now (made up here: 20 GiB of RAM free, no GPU)."""
     import engine.session
-    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
     from engine.hardware import Detection, Device
     from engine.hardware.records import CPU
+    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
     gib = 1024**3
     machine = Detection(
@@ -101,8 +101,8 @@ def test_auto_engine_says_why_llama_cpp_and_hearth_plans_its_own_formats(llama_f
     assert run(llama_files[1], "--vram", "24", "--ram", "32", "--ctx", "65536",
                "--engine", "hearth") == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert out.startswith("Plan: Q4_K_M, ") and ", Hearth kernels\n" in out
-    assert "engine: Hearth kernels\n" in out and "engine=hearth" in out
+    assert out.startswith("Plan: Q4_K_M, ") and ", Hearth engine\n" in out
+    assert "engine: Hearth engine\n" in out and "engine=hearth" in out
     assert "the output and the token embedding on" in out
 
 

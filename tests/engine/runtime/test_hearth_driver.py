@@ -35,7 +35,7 @@ def hearth_engine(starter):
 
 def test_the_worker_runs_the_hearth_engine(hearth_engine):
     loaded = hearth_engine.loaded
-    assert (loaded.engine, loaded.engine_note) == ("Hearth", "")
+    assert (loaded.engine, loaded.engine_note) == ("hearth", "")
     assert loaded.n_layers == 30 and loaded.n_vocab == 49152 and loaded.n_ctx == 512
     assert "Hearth engine" in loaded.description
     texts, done = hearth_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=8)
@@ -66,6 +66,24 @@ def test_a_later_turn_reuses_the_cache_and_says_what_a_fresh_start_says(hearth_e
     assert "".join(reused_texts) == "".join(fresh_texts)
 
 
+def test_embeddings_on_the_hearth_engine_are_refused_with_what_to_do(hearth_engine):
+    """The Hearth engine declares no embeddings: the request is refused before any work (it
+    used to build a llama.cpp context on the vocabulary-only model)."""
+    request_id = hearth_engine.client.embed(("a sentence",))
+    event = hearth_engine.events.wait_for(p.GenerationFailed, p.Embedded, timeout=60)
+    assert isinstance(event, p.GenerationFailed) and event.request_id == request_id
+    assert "Embeddings run on the llama.cpp engine only" in event.message
+    assert "Hearth engine" in event.message and "--engine llama" in event.message
+
+
+def test_a_grammar_on_the_hearth_engine_is_refused_not_ignored(hearth_engine):
+    """Its sampler has no grammar: structured output would silently not follow the schema."""
+    constrained = p.SamplingParams(temperature=0.0, grammar='root ::= "yes" | "no"')
+    texts, done = hearth_engine.run(prompt=STORY, sampling=constrained, max_tokens=4)
+    assert isinstance(done, p.GenerationFailed) and texts == []
+    assert "Structured output" in done.message and "llama.cpp engine" in done.message
+
+
 def test_stop_strings_end_the_reply(hearth_engine):
     texts, done = hearth_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=16, stop=("wizard",))
     assert done.stop_reason == "stop_string"
@@ -90,7 +108,7 @@ def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter):
     finally:
         running.close()
     assert isinstance(loaded, p.ModelLoaded), loaded
-    assert loaded.engine == "llama.cpp"
+    assert loaded.engine == "llama"
     assert "Hearth engine unavailable, using llama.cpp: no CUDA" in loaded.engine_note
 
 
@@ -107,7 +125,7 @@ def test_a_fallback_with_hearth_kv_formats_loads_with_llama_cpps_nearest(starter
     finally:
         running.close()
     assert isinstance(loaded, p.ModelLoaded), loaded
-    assert loaded.engine == "llama.cpp"
+    assert loaded.engine == "llama"
     assert (loaded.type_k, loaded.type_v) == ("q8_0", "q4_0")
 
 

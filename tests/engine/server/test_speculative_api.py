@@ -51,14 +51,14 @@ def speculating_server(starter_model, tmp_path_factory):
 
 def _plain_greedy(model_path, prompt: str, max_tokens: int) -> str:
     """The same completion decoded without speculation, in this process."""
-    from engine.llama.driver import Context, Model
     from engine.runtime import protocol as p
     from engine.runtime.generation import Session, generate
-    from engine.runtime.to_llama import context_settings, model_settings
+    from engine.runtime.llama_engine import LlamaContext, LlamaModel
+    from engine.runtime.to_llama import context_settings
 
     params = p.ModelParams(path=str(model_path), n_ctx=512, n_threads=1)
-    model = Model(model_settings(params))
-    session = Session(model=model, ctx=Context(model, context_settings(params)))
+    model = LlamaModel(params)
+    session = Session(model=model, ctx=LlamaContext(model, context_settings(params)))
     try:
         texts: list[str] = []
         generate(session, model.tokenize(prompt, add_special=True), p.SamplingParams(temperature=0),

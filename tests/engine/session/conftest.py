@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.hardware import Detection, Device
 from engine.hardware.records import CPU, GPU
 from engine.session import MachineSnapshot
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 GIB = 1024**3
 

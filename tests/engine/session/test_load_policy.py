@@ -121,7 +121,7 @@ def test_best_fit_takes_the_hearth_engine_only_where_it_was_measured_faster(mode
     # sm_90: engine_figures.json has both engines from one H100 run (Hearth 1.36x at worst)
     decision = plan_load(model_file("llama3-8b", "Q4_K_M"), H100_PC)
     assert decision.params.engine == "hearth" and decision.choice.engine == "hearth"
-    assert decision.best.notes[0].startswith("Engine: Hearth kernels")
+    assert decision.best.notes[0].startswith("Engine: Hearth engine")
     # sm_89 has no Hearth figures: llama.cpp, and the plan says why
     rtx4090 = machine(nvidia(23, 24, cc="8.9"), cpu(64))
     decision = plan_load(model_file("llama3-8b", "Q4_K_M"), rtx4090)
@@ -135,7 +135,7 @@ def test_a_remembered_hearth_choice_loads_on_the_hearth_engine(model_file, kv_ty
     decision = plan_load(model_file("llama3-8b", "Q4_K_M"), H100_PC, chosen)
     assert decision.source == PlanSource.CHOSEN and decision.params.engine == "hearth"
     assert (decision.params.type_k, decision.params.type_v) == (kv_type, type_v or kv_type)
-    assert decision.summary().endswith("Hearth kernels")
+    assert decision.summary().endswith("Hearth engine")
 
 
 def test_a_hearth_choice_where_the_engine_cannot_run_falls_back_and_says_why(model_file):

@@ -9,15 +9,15 @@ from types import SimpleNamespace
 import pytest
 
 from engine.enums import StopReason
-from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
 from engine.runtime import reply_tokens
 from engine.runtime.generation import Session, generate
+from engine.runtime.llama_engine import LlamaContext, LlamaModel
 from engine.runtime.speculative import decode_loop
 from engine.runtime.speculative import setup as speculation_setup
 from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.setup import open_speculation
-from engine.runtime.to_llama import context_settings, model_settings
+from engine.runtime.to_llama import context_settings
 from engine.starter_model import starter_model_path
 
 GREEDY = p.SamplingParams(temperature=0)
@@ -53,8 +53,8 @@ def _session(method: str = "prompt_lookup", n_ctx: int = 1024) -> Session:
         n_threads=1,
         speculative=p.SpeculativeParams(method=method, draft_path=str(path), max_draft=8),
     )
-    model = Model(model_settings(params))
-    ctx = Context(model, context_settings(params))
+    model = LlamaModel(params)
+    ctx = LlamaContext(model, context_settings(params))
     session = Session(model=model, ctx=ctx)
     session.speculation, note = open_speculation(params, model, ctx)
     assert session.speculation is not None, note
@@ -309,7 +309,7 @@ def test_a_seeded_reply_draws_as_on_a_load_without_speculation(session):
     on only for the tokens kept: the reply is the one a load that never speculates draws."""
     params = p.ModelParams(path=str(starter_model_path()), n_ctx=1024, n_threads=1)
     plain_session = Session(
-        model=session.model, ctx=Context(session.model, context_settings(params))
+        model=session.model, ctx=LlamaContext(session.model, context_settings(params))
     )
     sampling = p.SamplingParams(temperature=0.8, seed=1234)
     prompt = session.model.tokenize(REWRITE, add_special=True)

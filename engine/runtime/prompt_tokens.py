@@ -1,0 +1,145 @@
+"""A Generate command's prompt as tokens: raw token ids, plain text, or a conversation written
+in the model's chat template (or a chosen built-in format) and fitted to the context by exact
+token counts. Works on any engine's model through the seam's Vocabulary (engine_api.py).
+
+The worker keeps one `PromptBuilder` per loaded model: it remembers which template chats are
+written in, so a change (the model's own template failed, or tried something unsafe) is said
+once, where the person sees it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from engine.chat.context_fit import fit_conversation
+from engine.enums import Overflow
+from engine.runtime import protocol as p
+from engine.runtime.engine_api import Vocabulary
+
+
+class PromptBuilder:
+    def __init__(self, model: Vocabulary, send: Callable[[Any], None]):
+        self.model = model
+        self._send = send
+        self.template_note, self.template_problem = _check_template(model)
+
+    def tokens(self, command: p.Generate, n_ctx: int) -> list[int]:
+        """The prompt of `command` for a sequence whose share of the cache is `n_ctx` tokens.
+        Raises ValueError (a bad request) or ContextOverflow (the conversation does not fit)."""
+        model = self.model
+        if command.prompt_tokens:
+            bad = [t for t in command.prompt_tokens if not 0 <= t < model.n_vocab]
+            if bad:
+                raise ValueError(f"Token id {bad[0]} is outside the vocabulary.")
+            return list(command.prompt_tokens)
+        if command.prompt is not None:
+            return model.tokenize(command.prompt, add_special=True)
+        if not command.messages:
+            raise ValueError("Nothing to answer: the conversation is empty.")
+        reply_room = command.reply_room or min(command.max_tokens, n_ctx // 4)
+        rendered: dict[int, list[int]] = {}  # the last fitting's tokens, by message count
+
+        def count(messages: list) -> int:
+            rendered[len(messages)] = self.chat_tokens(
+                messages, command.chat_format, command.tools_json
+            )
+            return len(rendered[len(messages)])
+
+        fitted = fit_conversation(
+            list(command.messages),
+            count,
+            n_ctx - reply_room,
+            drop_oldest=command.overflow == Overflow.DROP_OLDEST,
+        )
+        if fitted.dropped:
+            self._send(
+                p.PromptFitted(
+                    request_id=command.request_id,
+                    n_prompt_tokens=fitted.n_tokens,
+                    messages_dropped=fitted.dropped,
+                )
+            )
+        return rendered[len(fitted.messages)]
+
+    def chat_tokens(
+        self, messages: list[p.ChatMessage], chat_format: str = "", tools_json: str = ""
+    ) -> list[int]:
+        """`messages` with the model's chat template (or the chosen format) applied, and the
+        tools offered, as tokens."""
+        from engine.chat import ChatTemplateError, format_chat_prompt
+
+        model = self.model
+        if chat_format == p.PLAIN_COMPLETION:
+            # A base model continues text: the conversation is one document, no roles.
+            return model.tokenize("".join(m.content for m in messages), add_special=True)
+        try:
+            text, how = format_chat_prompt(
+                None if chat_format else model.chat_template(),
+                [_message_for_template(m) for m in messages],
+                architecture=model.meta("general.architecture"),
+                model_name=model.meta("general.name"),
+                bos_token=model.bos_text(),
+                eos_token=model.eos_text(),
+                add_generation_prompt=True,
+                builtin=chat_format or None,
+                variables={"tools": json.loads(tools_json)} if tools_json else None,
+            )
+        except ChatTemplateError as exc:
+            raise ValueError(str(exc)) from None
+        if how != self.template_note:
+            # Said once per change: a model whose own template failed falls back silently
+            # otherwise, and a template that tried something unsafe is worth knowing about.
+            print(f"hearth worker: chat template: {how}", flush=True)
+            self.template_note = how
+            self._send(p.ChatTemplateChanged(template=how))
+        bos = model.bos_text()
+        if model.adds_bos() and bos and text.startswith(bos):
+            text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
+        return model.tokenize(text, add_special=True, parse_special=True)
+
+    def format_choices(self) -> dict:
+        """For a model without a chat template: the built-in formats a person may pick from,
+        and the one that fits best (the GUI process never loads llama.cpp, so the worker tells
+        it). Empty for a model with its own template."""
+        if self.model.chat_template():
+            return {}
+        from engine.chat.builtin import builtin_choice, builtin_template_names
+
+        model = self.model
+        name, _why = builtin_choice(model.meta("general.architecture"), model.meta("general.name"))
+        return {"builtin_formats": tuple(builtin_template_names()), "suggested_format": name}
+
+
+def _message_for_template(m: p.ChatMessage) -> dict[str, Any]:
+    """A message as chat templates take it: tool calls as data, not JSON text."""
+    message: dict[str, Any] = {"role": m.role, "content": m.content}
+    if m.tool_calls_json:
+        message["tool_calls"] = json.loads(m.tool_calls_json)
+    if m.tool_call_id:
+        message["tool_call_id"] = m.tool_call_id
+    if m.name:
+        message["name"] = m.name
+    return message
+
+
+def _check_template(model: Vocabulary) -> tuple[str, str]:
+    """The format chats will be written in, and why the model's own template was refused ("" if
+    it was not): said at the load, where the person sees it, not only in the worker's log."""
+    from engine.chat import ChatTemplateError, check_model_template
+
+    try:
+        checked = check_model_template(
+            model.chat_template(),
+            architecture=model.meta("general.architecture"),
+            model_name=model.meta("general.name"),
+            bos_token=model.bos_text(),
+            eos_token=model.eos_text(),
+        )
+    except ChatTemplateError as exc:
+        return "none that works", str(exc)
+    if checked.refused is None:
+        return checked.template, ""
+    print(f"hearth worker: chat template: {checked.template}", flush=True)
+    return checked.template, f"{checked.refused} Chats are written in {checked.template} instead."
