@@ -95,3 +95,11 @@ def served(starter_model, tmp_path_factory):
 def openai_client(served):
     openai = pytest.importorskip("openai")
     return openai.OpenAI(base_url=served.base_url, api_key=served.key, timeout=120, max_retries=0)
+
+
+@pytest.fixture(scope="session")
+def anthropic_client(served):
+    anthropic = pytest.importorskip("anthropic")
+    return anthropic.Anthropic(
+        base_url=f"http://127.0.0.1:{served.port}", api_key=served.key, timeout=120, max_retries=0
+    )

@@ -1,0 +1,37 @@
+"""The request body of OpenAI's Responses API (/v1/responses), as a pydantic model. Input items
+and tools stay plain dicts here and are read one by one in responses_routes, so that each
+unusable one gets a message naming it.
+
+Unknown fields are ignored (`store`, `reasoning`, `truncation`, `include`, `user`, ...).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ResponsesRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field("", max_length=256)
+    input: str | list[dict[str, Any]]
+    instructions: str | None = None
+    previous_response_id: str | None = Field(None, max_length=256)
+    max_output_tokens: int | None = None
+    stream: bool = False
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    text: dict[str, Any] | None = None  # {"format": {"type": "text" | "json_schema" | ...}}
+    metadata: dict[str, str] | None = None
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
+    # Hearth's sampling settings beyond OpenAI's (read by request_params.sampling_of).
+    top_k: int | None = Field(None, ge=0, le=1000)
+    min_p: float | None = Field(None, ge=0.0, le=1.0)
+    repeat_penalty: float | None = Field(None, gt=0.0, le=10.0)
+    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
+    seed: int | None = None
+    stop: str | list[str] | None = None  # llama.cpp's servers take it; OpenAI's has none
