@@ -20,6 +20,7 @@ from engine.server import (
     anthropic_routes,
     ollama_routes,
     openai_routes,
+    rerank_routes,
     responses_routes,
 )
 from engine.server.errors import APIError, error_body, error_response
@@ -39,6 +40,7 @@ def create_app(state: ServerState) -> FastAPI:
     app.include_router(ollama_routes.router)
     app.include_router(anthropic_routes.router)
     app.include_router(responses_routes.router)
+    app.include_router(rerank_routes.router)
 
     @app.get("/", include_in_schema=False)
     async def root() -> Response:

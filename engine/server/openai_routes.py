@@ -23,7 +23,7 @@ from engine.server.openai_schema import (
     CompletionRequest,
     EmbeddingRequest,
 )
-from engine.server.responding import stream_response, whole_replies
+from engine.server.responding import pooled_outputs, stream_response, whole_replies
 from engine.server.server_state import ServerState, state_of
 from engine.server.streaming import sse
 from engine.server.tool_calls import parse_tool_calls
@@ -136,21 +136,12 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
 async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     """Mean-pooled (or the model's own pooling) embeddings, unit length as OpenAI's are."""
     state = state_of(request)
-    limits = state.config.limits
     model = state.link.require_model()
     model_id = rp.check_model_name(body.model, model)
-    inputs = [body.input] if isinstance(body.input, str) else list(body.input)
-    if not 1 <= len(inputs) <= limits.max_embedding_inputs:
-        raise APIError(400, f"Send 1 to {limits.max_embedding_inputs} inputs.", param="input")
-    if any(not text for text in inputs):
-        raise APIError(400, "An input is empty; send text.", param="input")
+    given = [body.input] if isinstance(body.input, str) else list(body.input)
+    inputs = rp.pooled_inputs_of(given, state.config.limits, "input")
     job = state.start_job(request, "/v1/embeddings", model_id, False)
-    try:
-        done = await state.link.embed(tuple(inputs), limits.request_seconds)
-    except APIError as error:
-        job.finish(error.status, [], note=error.message)
-        raise
-    job.finish(200, [])
+    done = await pooled_outputs(state, job, inputs)
     data = []
     for i, vector in enumerate(done.vectors):
         unit = _unit(vector)

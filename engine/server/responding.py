@@ -1,5 +1,6 @@
 """Answering with a generation: whole (several choices at once, stopped if the client goes) or
-streamed (headers only once the first piece is ready, so refusals keep their status code)."""
+streamed (headers only once the first piece is ready, so refusals keep their status code); and
+with pooled outputs (embeddings, a reranker's scores)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 from starlette.requests import Request
 from starlette.responses import Response
 
+from engine.runtime import protocol as p
 from engine.server.completion import Reply, whole_reply
 from engine.server.errors import APIError
 from engine.server.server_state import ServerState
@@ -65,3 +67,16 @@ async def stream_response(
         media_type=media_type,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+async def pooled_outputs(
+    state: ServerState, job, inputs: tuple[str, ...], query: str = ""
+) -> p.Embedded:
+    """The pooled output of each input (with a query: a reranker's scores); the job is logged."""
+    try:
+        done = await state.link.embed(inputs, state.config.limits.request_seconds, query)
+    except APIError as error:
+        job.finish(error.status, [], note=error.message)
+        raise
+    job.finish(200, [])
+    return done
