@@ -39,7 +39,7 @@ from engine.server.completion import Reply, pieces
 from engine.server.config import Limits
 from engine.server.engine_link import GenerationRequest
 from engine.server.errors import APIError, anthropic_error
-from engine.server.responding import stream_response, whole_replies
+from engine.server.responding import logged_stream, stream_response, whole_replies
 from engine.server.server_state import ServerState, state_of
 from engine.server.streaming import named_sse
 
@@ -228,45 +228,39 @@ def _message(job, **fields) -> dict[str, Any]:
             "model": job.model, **fields}  # fmt: skip
 
 
-async def _events(state: ServerState, job, plan: MessagesPlan):
+def _events(state: ServerState, job, plan: MessagesPlan):
     reply = Reply()
     events = pieces(state.link, plan.request, state.config.limits.request_seconds, reply)
+
+    def error_event(error: APIError) -> str:
+        return named_sse("error", {"error": anthropic_error(error.status, error.message)["error"]})
+
+    return logged_stream(job, reply, events, _message_events(job, plan, reply, events), error_event)
+
+
+async def _message_events(job, plan: MessagesPlan, reply: Reply, events):
     watch = ToolCallWatch(plan.tools_offered)
     blocks = _Blocks()
-    status, note = 200, ""
     start = named_sse(
         "message_start",
         {"message": _message(job, content=[], stop_reason=None, stop_sequence=None,
                              usage={"input_tokens": 0, "output_tokens": 0})},
     )  # fmt: skip
-    try:
-        async for piece in events:
-            out = start + "".join(blocks.text(x.text) for x in watch.feed(piece))
-            start = ""
-            if out:
-                yield out
-        calls = watch.calls(reply.text)
-        out = start + (blocks.text(watch.rest()) if not calls else "")
-        for call in calls or ():
-            out += blocks.tool_use(_tool_use(call))
-        stop_reason, stop_sequence = _stop(plan, reply, calls)
-        usage = {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens}
-        yield out + blocks.close() + named_sse(
-            "message_delta",
-            {"delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence},
-             "usage": usage},
-        ) + named_sse("message_stop", {})  # fmt: skip
-    except APIError as error:
-        status, note = error.status, error.message
-        if start:
-            raise  # nothing sent yet: a real status code
-        yield named_sse("error", {"error": anthropic_error(error.status, error.message)["error"]})
-    except BaseException:
-        status, note = 499, "client disconnected"
-        raise
-    finally:
-        await events.aclose()
-        job.finish(status, [reply], note=note or reply.stop_reason)
+    async for piece in events:
+        out = start + "".join(blocks.text(x.text) for x in watch.feed(piece))
+        start = ""
+        if out:
+            yield out
+    calls = watch.calls(reply.text)
+    out = start + (blocks.text(watch.rest()) if not calls else "")
+    for call in calls or ():
+        out += blocks.tool_use(_tool_use(call))
+    stop_reason, stop_sequence = _stop(plan, reply, calls)
+    usage = {"input_tokens": reply.prompt_tokens, "output_tokens": reply.completion_tokens}
+    yield out + blocks.close() + named_sse(
+        "message_delta",
+        {"delta": {"stop_reason": stop_reason, "stop_sequence": stop_sequence}, "usage": usage},
+    ) + named_sse("message_stop", {})  # fmt: skip
 
 
 class _Blocks:

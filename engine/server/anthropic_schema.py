@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from engine.server.openai_schema import SamplingExtras
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -42,16 +44,9 @@ class CountTokensRequest(_Body):
     tool_choice: ToolChoice | None = None
 
 
-class MessagesRequest(CountTokensRequest):
+class MessagesRequest(CountTokensRequest, SamplingExtras):
     max_tokens: int
     stop_sequences: list[str] | None = None
     stream: bool = False
     temperature: float | None = Field(None, ge=0.0, le=1.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=0, le=1000)
-    # Hearth's sampling settings beyond Anthropic's (read by request_params.sampling_of).
-    min_p: float | None = Field(None, ge=0.0, le=1.0)
-    repeat_penalty: float | None = Field(None, gt=0.0, le=10.0)
-    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    seed: int | None = None

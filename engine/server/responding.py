@@ -5,6 +5,7 @@ with pooled outputs (embeddings, a reranker's scores)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -80,3 +81,29 @@ async def pooled_outputs(
         raise
     job.finish(200, [])
     return done
+
+
+async def logged_stream(
+    job, reply: Reply, events, chunks: AsyncIterator[str], error_event: Callable[[APIError], str]
+) -> AsyncIterator[str]:
+    """`chunks` (made from the generation's `events`), logged once when the stream ends. An API
+    error before anything was sent is raised, so stream_response answers it with its status
+    code; after, it goes out as `error_event(error)`. Closing this closes `events`, which stops
+    the generation."""
+    status, note, sent = 200, "", False
+    try:
+        async for chunk in chunks:
+            sent = True
+            yield chunk
+    except APIError as error:
+        status, note = error.status, error.message
+        if not sent:
+            raise
+        yield error_event(error)
+    except BaseException:
+        status, note = 499, "client disconnected"
+        raise
+    finally:
+        await chunks.aclose()
+        await events.aclose()
+        job.finish(status, [reply], note=note or reply.stop_reason)

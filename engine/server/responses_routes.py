@@ -37,7 +37,7 @@ from engine.server.completion import Reply, pieces
 from engine.server.config import Limits
 from engine.server.engine_link import GenerationRequest
 from engine.server.errors import APIError
-from engine.server.responding import stream_response, whole_replies
+from engine.server.responding import logged_stream, stream_response, whole_replies
 from engine.server.responses_schema import ResponsesRequest
 from engine.server.server_state import ServerState, state_of
 from engine.server.streaming import named_sse
@@ -266,18 +266,26 @@ def _finished(state: ServerState, job, plan: ResponsesPlan, reply: Reply, calls,
     return body
 
 
-async def _events(state: ServerState, job, plan: ResponsesPlan):
+def _events(state: ServerState, job, plan: ResponsesPlan):
     reply = Reply()
     events = pieces(state.link, plan.request, state.config.limits.request_seconds, reply)
-    watch = ToolCallWatch(plan.tools_offered)
-    items = _Items(job)
     sequence = iter(range(1 << 62))
-    status, note = 200, ""
-    text_open = False
-    item_id = items.message_id
 
     def event(kind: str, **data) -> str:
         return named_sse(kind, {"sequence_number": next(sequence), **data})
+
+    def error_event(error: APIError) -> str:
+        return event("error", code=str(error.status), message=error.message, param=error.param)
+
+    chunks = _response_events(state, job, plan, reply, events, event)
+    return logged_stream(job, reply, events, chunks, error_event)
+
+
+async def _response_events(state: ServerState, job, plan: ResponsesPlan, reply, events, event):
+    watch = ToolCallWatch(plan.tools_offered)
+    items = _Items(job)
+    text_open = False
+    item_id = items.message_id
 
     def text(delta: str) -> str:
         nonlocal text_open
@@ -297,51 +305,39 @@ async def _events(state: ServerState, job, plan: ResponsesPlan):
     start = event("response.created", response=started) + event(
         "response.in_progress", response=started
     )
-    try:
-        async for piece in events:
-            out = start + "".join(text(x.text) for x in watch.feed(piece))
-            start = ""
-            if out:
-                yield out
-        out, start = start, ""
-        calls = watch.calls(reply.text)
-        output = []
-        if not calls and (rest := watch.rest()):
-            out += text(rest)
-        if not calls:
-            if not text_open:
-                out += text("")
-            done = items.message(reply.text)
-            out += (
-                event("response.output_text.done", item_id=item_id, output_index=0,
-                      content_index=0, text=reply.text, logprobs=[])
-                + event("response.content_part.done", item_id=item_id, output_index=0,
-                        content_index=0, part=done["content"][0])
-                + event("response.output_item.done", output_index=0, item=done)
-            )  # fmt: skip
-            output.append(done)
-        for index, call in enumerate(calls or ()):
-            added, done = items.call(call)
-            out += (
-                event("response.output_item.added", output_index=index, item=added)
-                + event("response.function_call_arguments.delta", item_id=done["id"],
-                        output_index=index, delta=done["arguments"])
-                + event("response.function_call_arguments.done", item_id=done["id"],
-                        output_index=index, name=done["name"], arguments=done["arguments"])
-                + event("response.output_item.done", output_index=index, item=done)
-            )  # fmt: skip
-            output.append(done)
-        body = _finished(state, job, plan, reply, calls, output)
-        final = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
-        yield out + event(final, response=body)
-    except APIError as error:
-        status, note = error.status, error.message
-        if start:
-            raise  # nothing sent yet: a real status code
-        yield event("error", code=str(error.status), message=error.message, param=error.param)
-    except BaseException:
-        status, note = 499, "client disconnected"
-        raise
-    finally:
-        await events.aclose()
-        job.finish(status, [reply], note=note or reply.stop_reason)
+    async for piece in events:
+        out = start + "".join(text(x.text) for x in watch.feed(piece))
+        start = ""
+        if out:
+            yield out
+    out = start  # still unsent when the reply had no text at all
+    calls = watch.calls(reply.text)
+    output = []
+    if not calls and (rest := watch.rest()):
+        out += text(rest)
+    if not calls:
+        if not text_open:
+            out += text("")
+        done = items.message(reply.text)
+        out += (
+            event("response.output_text.done", item_id=item_id, output_index=0,
+                  content_index=0, text=reply.text, logprobs=[])
+            + event("response.content_part.done", item_id=item_id, output_index=0,
+                    content_index=0, part=done["content"][0])
+            + event("response.output_item.done", output_index=0, item=done)
+        )  # fmt: skip
+        output.append(done)
+    for index, call in enumerate(calls or ()):
+        added, done = items.call(call)
+        out += (
+            event("response.output_item.added", output_index=index, item=added)
+            + event("response.function_call_arguments.delta", item_id=done["id"],
+                    output_index=index, delta=done["arguments"])
+            + event("response.function_call_arguments.done", item_id=done["id"],
+                    output_index=index, name=done["name"], arguments=done["arguments"])
+            + event("response.output_item.done", output_index=index, item=done)
+        )  # fmt: skip
+        output.append(done)
+    body = _finished(state, job, plan, reply, calls, output)
+    final = "response.incomplete" if body["status"] == "incomplete" else "response.completed"
+    yield out + event(final, response=body)

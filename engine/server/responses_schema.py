@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from engine.server.openai_schema import SamplingExtras
 
 
-class ResponsesRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
+class ResponsesRequest(SamplingExtras):
     model: str = Field("", max_length=256)
     input: str | list[dict[str, Any]]
     instructions: str | None = None
@@ -27,11 +27,4 @@ class ResponsesRequest(BaseModel):
     metadata: dict[str, str] | None = None
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
-    # Hearth's sampling settings beyond OpenAI's (read by request_params.sampling_of).
-    top_k: int | None = Field(None, ge=0, le=1000)
-    min_p: float | None = Field(None, ge=0.0, le=1.0)
-    repeat_penalty: float | None = Field(None, gt=0.0, le=10.0)
-    presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
-    seed: int | None = None
     stop: str | list[str] | None = None  # llama.cpp's servers take it; OpenAI's has none

@@ -1,19 +1,24 @@
-"""The Anthropic and Responses routes' conversions as tables: their requests' turns, the tools
-they offer, the stored responses, and their error shapes; no engine needed."""
+"""The Anthropic and Responses routes without an engine: their requests' turns, the tools they
+offer, the stored responses, their error shapes, and their streams' events for replies that a
+fake engine gives (a tool call, a stop sequence), which the tiny real model cannot be made to
+write quickly."""
 
+import asyncio
 import json
 from types import SimpleNamespace
 
 import pytest
 
-from engine.server.anthropic_routes import plan_messages
+from engine.server.anthropic_routes import MessagesPlan, _message_events, plan_messages
 from engine.server.anthropic_schema import CountTokensRequest, MessagesRequest
 from engine.server.chat_request import ToolCallWatch, Turn
-from engine.server.completion import Piece
+from engine.server.completion import Piece, Reply
 from engine.server.config import Limits
+from engine.server.engine_link import GenerationRequest
 from engine.server.errors import APIError, error_body
 from engine.server.response_store import ResponseStore
-from engine.server.responses_routes import input_turns
+from engine.server.responses_routes import ResponsesPlan, _response_events, input_turns
+from engine.server.streaming import named_sse
 
 LIMITS = Limits()
 PLAIN = SimpleNamespace(template_takes_tools=False)  # the model's template does not take tools
@@ -191,3 +196,91 @@ def test_streamed_text_is_held_only_while_it_may_be_a_tool_call(texts, sent, cal
     assert [c["function"]["name"] for c in found or ()] == (calls or [])
     if not found:
         assert "".join(released) + watch.rest() == "".join(texts)
+
+
+def job():
+    from engine.server.request_log import RequestLog
+    from engine.server.server_state import Job
+
+    return Job(RequestLog(), route="/test", model="m", stream=True, client="test")
+
+
+def collect(chunks) -> list[tuple[str, dict]]:
+    """(event name, data) of each SSE event the chunks carry."""
+
+    async def read():
+        return "".join([chunk async for chunk in chunks])
+
+    text = asyncio.run(read())
+    events = []
+    for block in text.strip().split("\n\n"):
+        name, data = block.split("\n", 1)
+        events.append((name.removeprefix("event: "), json.loads(data.removeprefix("data: "))))
+    return events
+
+
+def engine_says(reply: Reply, texts: list[str], stop_reason: str = "eos"):
+    async def pieces():
+        for text in texts:
+            reply.text += text
+            reply.n_tokens += 1
+            yield Piece(text)
+        reply.stop_reason = stop_reason
+
+    return pieces()
+
+
+CALL_TEXT = ['<tool_call>{"name": "f", ', '"arguments": {"a": 1}}', "</tool_call>"]
+
+
+def test_a_streamed_anthropic_tool_call_is_one_tool_use_block():
+    reply = Reply()
+    plan = MessagesPlan(request=GenerationRequest(), tools_offered=True)
+    events = collect(_message_events(job(), plan, reply, engine_says(reply, CALL_TEXT)))
+    assert [name for name, _ in events] == [
+        "message_start", "content_block_start", "ping", "content_block_delta",
+        "content_block_stop", "message_delta", "message_stop",
+    ]  # fmt: skip
+    block = events[1][1]["content_block"]
+    assert block["type"] == "tool_use" and block["name"] == "f" and block["input"] == {}
+    assert block["id"].startswith("toolu_")
+    delta = events[3][1]["delta"]
+    assert delta["type"] == "input_json_delta" and json.loads(delta["partial_json"]) == {"a": 1}
+    assert events[5][1]["delta"] == {"stop_reason": "tool_use", "stop_sequence": None}
+
+
+def test_a_streamed_anthropic_text_reply_names_its_one_stop_sequence():
+    reply = Reply()
+    plan = MessagesPlan(request=GenerationRequest(stop=("END",)), tools_offered=False)
+    says = engine_says(reply, ["Hel", "lo"], stop_reason="stop_string")
+    events = collect(_message_events(job(), plan, reply, says))
+    deltas = [d["delta"]["text"] for name, d in events if name == "content_block_delta"]
+    assert deltas == ["Hel", "lo"]
+    assert events[-2][1]["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
+
+
+def test_a_streamed_responses_function_call_and_its_stored_turns():
+    reply = Reply()
+    state = SimpleNamespace(responses=ResponseStore())
+    plan = ResponsesPlan(GenerationRequest(), (Turn("user", "Q"),), True, {})
+    numbers = iter(range(100))
+
+    def event(kind, **data):
+        return named_sse(kind, {"sequence_number": next(numbers), **data})
+
+    chunks = _response_events(state, job(), plan, reply, engine_says(reply, CALL_TEXT), event)
+    events = collect(chunks)
+    assert [name for name, _ in events] == [
+        "response.created", "response.in_progress", "response.output_item.added",
+        "response.function_call_arguments.delta", "response.function_call_arguments.done",
+        "response.output_item.done", "response.completed",
+    ]  # fmt: skip
+    assert [d["sequence_number"] for _, d in events] == list(range(7))
+    added, done = events[2][1]["item"], events[5][1]["item"]
+    assert added["arguments"] == "" and added["status"] == "in_progress"
+    assert done["type"] == "function_call" and json.loads(done["arguments"]) == {"a": 1}
+    final = events[-1][1]["response"]
+    assert final["status"] == "completed" and final["output"] == [done]
+    stored = state.responses.get(final["id"])
+    assert stored.turns[0] == Turn("user", "Q")
+    assert stored.turns[1].calls[0]["id"] == done["call_id"]

@@ -83,9 +83,9 @@ def test_the_stream_sends_the_responses_events_in_order(openai_client, served):
     assert events[-1].response.usage.output_tokens == whole.usage.output_tokens
 
 
-def test_a_forced_function_call_whole_then_streamed_then_its_output_sent_back(
-    openai_client, served
-):
+def test_a_forced_function_call_then_its_output_sent_back(openai_client, served):
+    # Streamed function calls are checked with a fake engine (test_chat_apis.py): the forced
+    # grammar makes each request on the real model slow.
     reply = openai_client.responses.create(
         model=served.model, input=WEATHER, tools=TOOLS, tool_choice=FORCED,
         max_output_tokens=40, temperature=0,
@@ -93,26 +93,13 @@ def test_a_forced_function_call_whole_then_streamed_then_its_output_sent_back(
     (call,) = reply.output
     assert call.type == "function_call" and call.name == "get_weather" and call.call_id
     assert isinstance(json.loads(call.arguments)["city"], str)
-
-    events = list(openai_client.responses.create(
-        model=served.model, input=WEATHER, tools=TOOLS, tool_choice=FORCED,
-        max_output_tokens=40, temperature=0, stream=True,
-    ))  # fmt: skip
-    kinds = [e.type for e in events]
-    assert kinds[2:] == [
-        "response.output_item.added", "response.function_call_arguments.delta",
-        "response.function_call_arguments.done", "response.output_item.done",
-        "response.completed",
-    ]  # fmt: skip
-    done = events[-2].item
-    assert done.name == "get_weather" and done.arguments == call.arguments
-
     answered = openai_client.responses.create(
-        model=served.model, previous_response_id=reply.id, tools=TOOLS, max_output_tokens=12,
+        model=served.model, previous_response_id=reply.id, tools=TOOLS, max_output_tokens=8,
         temperature=0,
         input=[{"type": "function_call_output", "call_id": call.call_id, "output": "Sunny"}],
     )  # fmt: skip
     assert answered.status in ("completed", "incomplete") and answered.output
+    assert answered.usage.input_tokens > reply.usage.input_tokens  # the call and its output
 
 
 def test_unusable_input_gets_a_400_naming_it(openai_client, served):
