@@ -1,4 +1,5 @@
-"""Reranking: POST /v1/rerank (also /rerank), in the shape llama-server and others use.
+"""Reranking: POST /v1/rerank (also /rerank and /v1/reranking, as llama-server), in the shape
+llama-server and others use.
 
     {"query": "...", "documents": ["...", ...], "top_n": 3}
     -> {"results": [{"index": 2, "relevance_score": 4.1}, ...], "usage": {...}}
@@ -35,7 +36,8 @@ class RerankRequest(BaseModel):
 
 
 @router.post("/v1/rerank")
-@router.post("/rerank", include_in_schema=False)
+@router.post("/rerank", include_in_schema=False)  # llama-server's other names for it
+@router.post("/v1/reranking", include_in_schema=False)
 async def rerank(body: RerankRequest, request: Request) -> dict[str, Any]:
     state = state_of(request)
     model_id = rp.check_model_name(body.model, state.link.require_model())

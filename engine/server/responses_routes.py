@@ -5,9 +5,9 @@ Input is a string or a list of items: messages (text parts), `function_call` ite
 earlier calls) and `function_call_output` items (their results). `instructions` becomes the
 system message; it is not carried over to a response that continues this one, as OpenAI's is
 not. `previous_response_id` continues a conversation this server answered while it runs
-(engine/server/response_store.py). Function tools are offered and read back as in the chat
-routes (engine/server/chat_request.py); `text.format` takes JSON schemas as `response_format`
-does there.
+(engine/server/response_store.py), unless that response was asked with `store: false`.
+Function tools are offered and read back as in the chat routes (engine/server/chat_request.py);
+`text.format` takes JSON schemas as `response_format` does there.
 
 The stream: response.created, response.in_progress; for a text reply output_item.added,
 content_part.added, output_text.delta..., output_text.done, content_part.done,
@@ -113,7 +113,7 @@ def plan_response(body: ResponsesRequest, state: ServerState, native_tools: bool
         "text": body.text or {"format": {"type": "text"}},
         "metadata": body.metadata or {},
         "parallel_tool_calls": True,
-        "store": True,
+        "store": body.store,
     }
     return ResponsesPlan(request, tuple(turns), bool(offer.functions), echo)
 
@@ -246,7 +246,8 @@ def _response(job, plan: ResponsesPlan, status: str, output: list, **fields) -> 
 
 
 def _finished(state: ServerState, job, plan: ResponsesPlan, reply: Reply, calls, output):
-    """The response object at its end; kept for `previous_response_id`."""
+    """The response object at its end; kept for `previous_response_id` unless `store` is
+    false."""
     cut = not calls and reply.finish_reason == "length"
     usage = {
         "input_tokens": reply.prompt_tokens,
@@ -261,8 +262,9 @@ def _finished(state: ServerState, job, plan: ResponsesPlan, reply: Reply, calls,
         job, plan, "incomplete" if cut else "completed", output, usage=usage,
         incomplete_details={"reason": "max_output_tokens"} if cut else None,
     )  # fmt: skip
-    said = Turn("assistant", calls=tuple(calls)) if calls else Turn("assistant", reply.text)
-    state.responses.put(body["id"], (*plan.turns, said), body)
+    if plan.echo["store"]:
+        said = Turn("assistant", calls=tuple(calls)) if calls else Turn("assistant", reply.text)
+        state.responses.put(body["id"], (*plan.turns, said), body)
     return body
 
 

@@ -2,7 +2,7 @@
 and tools stay plain dicts here and are read one by one in responses_routes, so that each
 unusable one gets a message naming it.
 
-Unknown fields are ignored (`store`, `reasoning`, `truncation`, `include`, `user`, ...).
+Unknown fields are ignored (`reasoning`, `truncation`, `include`, `user`, ...).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ class ResponsesRequest(SamplingExtras):
     tool_choice: str | dict[str, Any] | None = None
     text: dict[str, Any] | None = None  # {"format": {"type": "text" | "json_schema" | ...}}
     metadata: dict[str, str] | None = None
+    store: bool = True  # False: not kept for previous_response_id or GET
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None  # llama.cpp's servers take it; OpenAI's has none

@@ -17,7 +17,12 @@ from engine.server.config import Limits
 from engine.server.engine_link import GenerationRequest
 from engine.server.errors import APIError, error_body
 from engine.server.response_store import ResponseStore
-from engine.server.responses_routes import ResponsesPlan, _response_events, input_turns
+from engine.server.responses_routes import (
+    ResponsesPlan,
+    _response_events,
+    _response_format,
+    input_turns,
+)
 from engine.server.streaming import named_sse
 
 LIMITS = Limits()
@@ -262,7 +267,7 @@ def test_a_streamed_anthropic_text_reply_names_its_one_stop_sequence():
 def test_a_streamed_responses_function_call_and_its_stored_turns():
     reply = Reply()
     state = SimpleNamespace(responses=ResponseStore())
-    plan = ResponsesPlan(GenerationRequest(), (Turn("user", "Q"),), True, {})
+    plan = ResponsesPlan(GenerationRequest(), (Turn("user", "Q"),), True, {"store": True})
     numbers = iter(range(100))
 
     def event(kind, **data):
@@ -284,3 +289,17 @@ def test_a_streamed_responses_function_call_and_its_stored_turns():
     stored = state.responses.get(final["id"])
     assert stored.turns[0] == Turn("user", "Q")
     assert stored.turns[1].calls[0]["id"] == done["call_id"]
+
+
+@pytest.mark.parametrize(
+    ("text", "response_format"),
+    [
+        (None, None),
+        ({"format": {"type": "text"}}, {"type": "text"}),
+        ({"format": {"type": "json_object"}}, {"type": "json_object"}),
+        ({"format": {"type": "json_schema", "name": "p", "schema": {"type": "object"}}},
+         {"type": "json_schema", "json_schema": {"name": "p", "schema": {"type": "object"}}}),
+    ],
+)  # fmt: skip
+def test_responses_text_format_is_read_as_chats_response_format(text, response_format):
+    assert _response_format(text) == response_format
