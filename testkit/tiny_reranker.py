@@ -36,9 +36,13 @@ EPS = 1e-12
 class TinyReranker:
     path: Path
     weights: dict[str, np.ndarray]
+    rerank_template: str = ""  # the GGUF's tokenizer.chat_template.rerank, if any
 
     def tokens(self, query: str, document: str) -> list[int]:
-        return [CLS, *_word_ids(query), SEP, *_word_ids(document), SEP]
+        if not self.rerank_template:
+            return [CLS, *_word_ids(query), SEP, *_word_ids(document), SEP]
+        text = self.rerank_template.replace("{query}", query).replace("{document}", document)
+        return [SPECIAL.index(w) if w in SPECIAL else _word_ids(w)[0] for w in text.split()]
 
     def score(self, query: str, document: str) -> float:
         w = self.weights
@@ -56,7 +60,9 @@ class TinyReranker:
         return float(w["cls.output.weight"][0] @ head + w["cls.output.bias"][0])
 
 
-def write_tiny_reranker(path: Path, seed: int = 0) -> TinyReranker:
+def write_tiny_reranker(path: Path, seed: int = 0, rerank_template: str = "") -> TinyReranker:
+    """`rerank_template`: words and special tokens separated by spaces, with {query} and
+    {document} (Qwen3-Reranker's GGUF carries such a template)."""
     rng = np.random.default_rng(seed)
     n_vocab = len(SPECIAL) + len(WORDS)
 
@@ -116,13 +122,15 @@ def write_tiny_reranker(path: Path, seed: int = 0) -> TinyReranker:
     writer.add_add_bos_token(True)
     writer.add_add_eos_token(True)
     writer.add_add_sep_token(False)
+    if rerank_template:
+        writer.add_chat_template([{"name": "rerank", "template": rerank_template}])
     for name, array in weights.items():
         writer.add_tensor(name, array)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    return TinyReranker(path, weights)
+    return TinyReranker(path, weights, rerank_template)
 
 
 def _word_ids(text: str) -> list[int]:

@@ -217,9 +217,15 @@ class Model:
         return pooling == str(C.LLAMA_POOLING_TYPE_RANK)
 
     def rerank_tokens(self, query: str, document: str) -> list[int]:
-        """A reranker's input for one (query, document) pair, as llama-server builds it:
-        [BOS] query [EOS] [SEP] document [EOS], each special token where the vocabulary asks for
-        it (EOS falls back to SEP for vocabularies without one)."""
+        """A reranker's input for one (query, document) pair, as llama-server builds it: the
+        model's own rerank template with {query} and {document} filled in when it has one
+        (Qwen3-Reranker's), else [BOS] query [EOS] [SEP] document [EOS], each special token
+        where the vocabulary asks for it (EOS falls back to SEP for vocabularies without one)."""
+        template = C.llama_model_chat_template(self.handle, b"rerank")
+        if template:
+            prompt = template.decode("utf-8", "replace")
+            prompt = prompt.replace("{query}", query).replace("{document}", document)
+            return self.tokenize(prompt, add_special=False, parse_special=True)
         v = self.vocab
         eos = C.llama_vocab_eos(v)
         if eos == C.LLAMA_TOKEN_NULL:
