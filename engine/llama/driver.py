@@ -211,6 +211,32 @@ class Model:
     def adds_bos(self) -> bool:
         return bool(C.llama_vocab_get_add_bos(self.vocab))
 
+    def is_reranker(self) -> bool:
+        """A model whose pooled output is a relevance score (pooling type "rank")."""
+        pooling = self.meta(f"{self.meta('general.architecture')}.pooling_type")
+        return pooling == str(C.LLAMA_POOLING_TYPE_RANK)
+
+    def rerank_tokens(self, query: str, document: str) -> list[int]:
+        """A reranker's input for one (query, document) pair, as llama-server builds it: the
+        model's own rerank template with {query} and {document} filled in when it has one
+        (Qwen3-Reranker's), else [BOS] query [EOS] [SEP] document [EOS], each special token
+        where the vocabulary asks for it (EOS falls back to SEP for vocabularies without one)."""
+        template = C.llama_model_chat_template(self.handle, b"rerank")
+        if template:
+            prompt = template.decode("utf-8", "replace")
+            prompt = prompt.replace("{query}", query).replace("{document}", document)
+            return self.tokenize(prompt, add_special=False, parse_special=True)
+        v = self.vocab
+        eos = C.llama_vocab_eos(v)
+        if eos == C.LLAMA_TOKEN_NULL:
+            eos = C.llama_vocab_sep(v)
+        bos = [C.llama_vocab_bos(v)] if C.llama_vocab_get_add_bos(v) else []
+        end = [eos] if C.llama_vocab_get_add_eos(v) else []
+        sep = [C.llama_vocab_sep(v)] if C.llama_vocab_get_add_sep(v) else []
+        words = self.tokenize(query, add_special=False, parse_special=False)
+        doc = self.tokenize(document, add_special=False, parse_special=False)
+        return [*bos, *words, *end, *sep, *doc, *end]
+
 
 @dataclass(frozen=True)
 class ContextInfo:
@@ -260,7 +286,9 @@ class Context:
             cp.kv_unified = True
             cp.n_outputs_max = params.n_parallel
             cp.n_outputs_max_per_seq = 1  # one row a sequence in a step
-        if params.embeddings:
+        if params.embeddings or model.is_reranker():
+            # (A reranker's every context is one: it has no logits to decode with, and
+            # llama.cpp aborts a decode that asks it for them.)
             # Every token is an output, pooled per sequence: the model's own pooling (embedding
             # models say theirs), else the mean, as llama-server does for generative models.
             cp.embeddings = True
@@ -355,8 +383,9 @@ class Context:
         return ctypes.cast(C.llama_get_logits_ith(self.handle, -1), ctypes.POINTER(ctypes.c_float))
 
     def embed(self, tokens: list[int]) -> list[float]:
-        """The pooled embedding of `tokens` (a context made with embeddings=True); the cache is
-        cleared before and after, so inputs never see each other."""
+        """The pooled embedding of `tokens` (a context made with embeddings=True), or a
+        reranker's scores; the cache is cleared before and after, so inputs never see each
+        other."""
         if len(tokens) > self.info.n_batch:
             raise EngineError(
                 f"The input is {len(tokens)} tokens long; embeddings take at most "
@@ -372,8 +401,10 @@ class Context:
         if not pointer:
             self.clear()
             raise EngineError("llama.cpp gave no pooled embedding for this model.")
-        n_embd = C.llama_model_n_embd(self.model.handle)
-        vector = list(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float))[:n_embd])
+        # A reranker's pooled output is its n_cls_out scores, not an n_embd vector.
+        ranks = C.llama_pooling_type(self.handle) == C.LLAMA_POOLING_TYPE_RANK
+        size = (C.llama_model_n_cls_out if ranks else C.llama_model_n_embd)(self.model.handle)
+        vector = list(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float))[:size])
         self.clear()
         return vector
 

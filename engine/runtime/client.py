@@ -201,13 +201,14 @@ class EngineClient:
         )
         return request_id
 
-    def embed(self, inputs: tuple[str, ...]) -> int:
-        """Ask for the pooled embedding of each input; returns the request id of its
-        Embedded (or GenerationFailed) event."""
+    def embed(self, inputs: tuple[str, ...], query: str = "") -> int:
+        """Ask for the pooled embedding of each input (with a query: a reranker's score of each
+        input against it); returns the request id of its Embedded (or GenerationFailed)
+        event."""
         with self._send_lock:
             request_id = self._next_request_id
             self._next_request_id += 1
-        self._send(p.Embed(request_id=request_id, inputs=tuple(inputs)))
+        self._send(p.Embed(request_id=request_id, inputs=tuple(inputs), query=query))
         return request_id
 
     def stop(self, request_id: int | None = None) -> None:

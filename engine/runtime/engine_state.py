@@ -42,6 +42,10 @@ from engine.runtime.prompt_tokens import PromptBuilder
 from engine.runtime.speculative.setup import open_speculation
 
 EMBEDDING_CONTEXT = 2048  # tokens per embedding input, at most
+RERANKER_CANNOT_CHAT = (
+    "This model is a reranker: it scores documents against a query (POST /v1/rerank) and "
+    "cannot write replies. Load a chat model to chat."
+)
 
 
 class WorkerEngine:
@@ -282,9 +286,24 @@ class WorkerEngine:
                     ContextSettings(n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
                                     embeddings=True),
                 )  # fmt: skip
+            model = session.model
+            if command.query and not model.is_reranker():
+                raise llama.EngineError(
+                    "This model is not a reranker (its pooling type is not 'rank'). Load a "
+                    "reranker GGUF (a cross-encoder such as bge-reranker) to rerank."
+                )
+            if model.is_reranker() and not command.query:
+                raise llama.EngineError(
+                    "This model is a reranker: its output is a relevance score, not an "
+                    "embedding. Rerank with POST /v1/rerank, or load an embedding model."
+                )
             vectors, n_tokens = [], 0
             for text in command.inputs:
-                tokens = session.model.tokenize(text, add_special=True)
+                tokens = (
+                    model.rerank_tokens(command.query, text)
+                    if command.query
+                    else model.tokenize(text, add_special=True)
+                )
                 n_tokens += len(tokens)
                 vectors.append(tuple(self._embedder.embed(tokens)))
         except llama.EngineError as exc:
@@ -308,6 +327,9 @@ class WorkerEngine:
         rid = command.request_id
         if session is None:
             self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
+            return
+        if isinstance(session.model, llama.Model) and session.model.is_reranker():
+            self._send(p.GenerationFailed(request_id=rid, message=RERANKER_CANNOT_CHAT))
             return
         if self._batched is not None:
             self._submit_batched(command, received_at)

@@ -154,10 +154,13 @@ class Generate:
 
 @message
 class Embed:
-    """Pooled embeddings of each input (the API's /v1/embeddings)."""
+    """Pooled embeddings of each input (the API's /v1/embeddings). With a query, each input is
+    a document that a reranker scores against it, and each vector holds its score(s)
+    (/v1/rerank)."""
 
     request_id: int
     inputs: tuple[str, ...]
+    query: str = ""
 
 
 @message

@@ -16,7 +16,13 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
-from engine.server import ollama_routes, openai_routes
+from engine.server import (
+    anthropic_routes,
+    ollama_routes,
+    openai_routes,
+    rerank_routes,
+    responses_routes,
+)
 from engine.server.errors import APIError, error_body, error_response
 from engine.server.guard import RequestGuard
 from engine.server.server_state import ServerState, state_of
@@ -32,6 +38,9 @@ def create_app(state: ServerState) -> FastAPI:
     app.state.hearth = state
     app.include_router(openai_routes.router)
     app.include_router(ollama_routes.router)
+    app.include_router(anthropic_routes.router)
+    app.include_router(responses_routes.router)
+    app.include_router(rerank_routes.router)
 
     @app.get("/", include_in_schema=False)
     async def root() -> Response:

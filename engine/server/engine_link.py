@@ -146,15 +146,16 @@ class EngineLink:
                 if not finished:
                     self._stop_quietly(request_id)
 
-    async def embed(self, inputs: tuple[str, ...], timeout_s: float) -> p.Embedded:
-        """The pooled embeddings of `inputs`; APIError for a failure the client can act on."""
+    async def embed(self, inputs: tuple[str, ...], timeout_s: float, query: str = "") -> p.Embedded:
+        """The pooled embeddings of `inputs` (with a query: a reranker's scores of them); APIError
+        for a failure the client can act on."""
         self.require_model()
         self.admit()
         self.in_flight += 1
         queue: asyncio.Queue = asyncio.Queue()
         request_id = None
         try:
-            request_id = self.client.embed(inputs)
+            request_id = self.client.embed(inputs, query)
             self._streams[request_id] = queue
             event = await asyncio.wait_for(queue.get(), timeout_s)
         except BrokenPipeError:

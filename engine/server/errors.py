@@ -1,5 +1,6 @@
 """Errors in the shape each API's clients read: OpenAI's `{"error": {...}}` under /v1, Ollama's
-`{"error": "..."}` under /api. Every message says what was wrong and what to do instead."""
+`{"error": "..."}` under /api, Anthropic's `{"type": "error", "error": {...}}` under
+/v1/messages. Every message says what was wrong and what to do instead."""
 
 from __future__ import annotations
 
@@ -17,6 +18,18 @@ _OPENAI_TYPES = {
     500: "server_error",
     501: "invalid_request_error",
     503: "server_error",
+    504: "timeout_error",
+}
+
+
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    503: "overloaded_error",
     504: "timeout_error",
 }
 
@@ -40,9 +53,20 @@ def is_ollama_path(path: str) -> bool:
     return path.startswith("/api/")
 
 
+def is_anthropic_path(path: str) -> bool:
+    return path == "/v1/messages" or path.startswith("/v1/messages/")
+
+
+def anthropic_error(status: int, message: str) -> dict:
+    return {"type": "error", "error": {"type": _ANTHROPIC_TYPES.get(status, "api_error"),
+                                       "message": message}}  # fmt: skip
+
+
 def error_body(path: str, status: int, message: str, *, param=None, code=None) -> dict:
     if is_ollama_path(path):
         return {"error": message}
+    if is_anthropic_path(path):
+        return anthropic_error(status, message)
     return {
         "error": {
             "message": message,

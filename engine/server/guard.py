@@ -5,7 +5,8 @@
   localhost with the browser's own network position; its requests still say
   `Host: evil.example`, and are refused. IP literals and `localhost` are always accepted (a
   rebinding attack needs a name it controls), other names only when listed.
-- API key: when one is set, `Authorization: Bearer KEY` (compared in constant time).
+- API key: when one is set, `Authorization: Bearer KEY` or Anthropic's `x-api-key: KEY`
+  (compared in constant time).
 - Body size: refused from Content-Length when it says too much, and counted as it arrives when
   it does not say (chunked bodies), so no request can fill memory. Bodies are small JSON, so the
   guard reads each whole before the routes run.
@@ -44,7 +45,8 @@ class RequestGuard:
             )
             return
         preflight = scope["method"] == "OPTIONS" and self.config.cors_origins
-        if self._key and not preflight and not self.key_given(headers.get("authorization")):
+        given = self.key_given(headers.get("authorization"), headers.get("x-api-key"))
+        if self._key and not preflight and not given:
             await _refuse(
                 send,
                 path,
@@ -106,7 +108,10 @@ class RequestGuard:
         except ValueError:
             return False
 
-    def key_given(self, authorization: bytes | None) -> bool:
+    def key_given(self, authorization: bytes | None, x_api_key: bytes | None = None) -> bool:
+        """`Authorization: Bearer KEY`, or `x-api-key: KEY` as Anthropic's clients send it."""
+        if x_api_key and hmac.compare_digest(x_api_key.strip(), self._key):
+            return True
         if not authorization:
             return False
         scheme, _, token = authorization.partition(b" ")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import json
 from dataclasses import dataclass
 
 from engine.runtime import protocol as p
 from engine.server import request_params as rp
 from engine.server import tool_calls as tc
+from engine.server.chat_request import ToolOffer, Turn, prepared
 from engine.server.config import Limits
 from engine.server.engine_link import GenerationRequest
 from engine.server.errors import APIError
@@ -32,25 +31,13 @@ def plan_chat(body: ChatCompletionRequest, model: p.ModelLoaded, limits: Limits)
         limits,
         "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens",
     )
-    functions, forced_name, forced = _tools(body, limits)
+    offer = _tools(body, limits)
     grammar = grammar_for_response_format(body.response_format)
-    if forced:
-        if grammar:
-            raise APIError(
-                400,
-                "A forced tool call and response_format cannot go together.",
-                param="tool_choice",
-            )
-        grammar = tc.forced_call_grammar(functions, forced_name)
-    native = model.template_takes_tools
-    messages = [_engine_message(m, i, native) for i, m in enumerate(body.messages)]
-    if functions and not native:
-        messages = _with_tools_text(messages, tc.tools_system_text(functions))
-    tools_json = json.dumps([{"type": "function", "function": f} for f in functions]) if (
-        functions and native) else ""  # fmt: skip
+    turns = [_turn(m, i) for i, m in enumerate(body.messages)]
+    messages, grammar, tools_json = prepared(turns, offer, grammar, model.template_takes_tools)
     requests = tuple(
         GenerationRequest(
-            messages=tuple(messages),
+            messages=messages,
             sampling=rp.sampling_of(body, grammar=grammar, seed_offset=i),
             max_tokens=max_tokens,
             stop=rp.stop_of(body.stop, limits),
@@ -60,24 +47,25 @@ def plan_chat(body: ChatCompletionRequest, model: p.ModelLoaded, limits: Limits)
         )
         for i in range(n)
     )
-    return ChatPlan(requests=requests, tools_offered=bool(functions), forced_tool=forced)
+    return ChatPlan(
+        requests=requests, tools_offered=bool(offer.functions), forced_tool=offer.forced
+    )
 
 
-def _tools(body: ChatCompletionRequest, limits: Limits):
-    """(functions offered, the forced function's name, whether a call is forced)."""
+def _tools(body: ChatCompletionRequest, limits: Limits) -> ToolOffer:
     tools = body.tools or []
     if len(tools) > limits.max_tools:
         raise APIError(400, f"At most {limits.max_tools} tools are taken.", param="tools")
     choice = body.tool_choice
     if not tools or choice == "none":
-        return [], None, False
+        return ToolOffer()
     functions = tc.tool_functions(tools)
     if choice in (None, "auto"):
-        return functions, None, False
+        return ToolOffer(functions)
     if choice == "required":
-        return functions, None, True
+        return ToolOffer(functions, forced=True)
     if isinstance(choice, dict) and isinstance(choice.get("function"), dict):
-        return functions, choice["function"].get("name"), True
+        return ToolOffer(functions, forced=True, forced_name=choice["function"].get("name"))
     raise APIError(
         400,
         "tool_choice must be 'none', 'auto', 'required' or "
@@ -86,33 +74,14 @@ def _tools(body: ChatCompletionRequest, limits: Limits):
     )
 
 
-def _engine_message(m: ChatMessageIn, index: int, native_tools: bool) -> p.ChatMessage:
-    content = _text_of(m, index)
-    role = "system" if m.role == "developer" else m.role
-    calls_json = ""
-    if m.tool_calls:
-        calls_json = json.dumps(m.tool_calls)
-        if not native_tools:  # the model sees its calls the way it was asked to write them
-            content += "".join(
-                "<tool_call>\n" + json.dumps(_plain_call(call)) + "\n</tool_call>"
-                for call in m.tool_calls
-            )
-    return p.ChatMessage(
-        role=role,
-        content=content,
-        tool_calls_json=calls_json if native_tools else "",
-        tool_call_id=m.tool_call_id or "",
+def _turn(m: ChatMessageIn, index: int) -> Turn:
+    return Turn(
+        role="system" if m.role == "developer" else m.role,
+        content=_text_of(m, index),
+        calls=tuple(m.tool_calls or ()),
+        call_id=m.tool_call_id or "",
         name=m.name or "",
     )
-
-
-def _plain_call(call: dict) -> dict:
-    function = call.get("function") or {}
-    arguments = function.get("arguments", "{}")
-    if isinstance(arguments, str):
-        with contextlib.suppress(ValueError):  # not JSON: the model sees it as it was sent
-            arguments = json.loads(arguments)
-    return {"name": function.get("name", ""), "arguments": arguments}
 
 
 def _text_of(m: ChatMessageIn, index: int) -> str:
@@ -130,11 +99,3 @@ def _text_of(m: ChatMessageIn, index: int) -> str:
             )
         texts.append(part.text)
     return "".join(texts)
-
-
-def _with_tools_text(messages: list[p.ChatMessage], text: str) -> list[p.ChatMessage]:
-    if messages and messages[0].role == "system":
-        first = messages[0]
-        merged = p.ChatMessage(role="system", content=f"{first.content}\n\n{text}".strip())
-        return [merged, *messages[1:]]
-    return [p.ChatMessage(role="system", content=text), *messages]

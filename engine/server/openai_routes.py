@@ -14,7 +14,8 @@ from starlette.responses import JSONResponse, Response
 
 from engine.runtime import protocol as p
 from engine.server import request_params as rp
-from engine.server.completion import Piece, Reply, pieces
+from engine.server.chat_request import ToolCallWatch
+from engine.server.completion import Reply, pieces
 from engine.server.errors import APIError
 from engine.server.openai_chat import ChatPlan, plan_chat
 from engine.server.openai_schema import (
@@ -22,10 +23,10 @@ from engine.server.openai_schema import (
     CompletionRequest,
     EmbeddingRequest,
 )
-from engine.server.responding import stream_response, whole_replies
+from engine.server.responding import pooled_outputs, stream_response, whole_replies
 from engine.server.server_state import ServerState, state_of
 from engine.server.streaming import sse
-from engine.server.tool_calls import may_begin_tool_call, parse_tool_calls
+from engine.server.tool_calls import parse_tool_calls
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])
 
@@ -135,21 +136,12 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
 async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     """Mean-pooled (or the model's own pooling) embeddings, unit length as OpenAI's are."""
     state = state_of(request)
-    limits = state.config.limits
     model = state.link.require_model()
     model_id = rp.check_model_name(body.model, model)
-    inputs = [body.input] if isinstance(body.input, str) else list(body.input)
-    if not 1 <= len(inputs) <= limits.max_embedding_inputs:
-        raise APIError(400, f"Send 1 to {limits.max_embedding_inputs} inputs.", param="input")
-    if any(not text for text in inputs):
-        raise APIError(400, "An input is empty; send text.", param="input")
+    given = [body.input] if isinstance(body.input, str) else list(body.input)
+    inputs = rp.pooled_inputs_of(given, state.config.limits, "input")
     job = state.start_job(request, "/v1/embeddings", model_id, False)
-    try:
-        done = await state.link.embed(tuple(inputs), limits.request_seconds)
-    except APIError as error:
-        job.finish(error.status, [], note=error.message)
-        raise
-    job.finish(200, [])
+    done = await pooled_outputs(state, job, inputs)
     data = []
     for i, vector in enumerate(done.vectors):
         unit = _unit(vector)
@@ -200,33 +192,26 @@ async def _chat_chunks(state: ServerState, job, plan: ChatPlan, include_usage: b
                     "model": job.model, "choices": [choice]})  # fmt: skip
 
     events = pieces(state.link, plan.requests[0], state.config.limits.request_seconds, reply)
-    held: list[Piece] = []
-    deciding = plan.tools_offered
+    watch = ToolCallWatch(plan.tools_offered)
     status, note = 200, ""
     role = {"role": "assistant"}  # said in the first chunk, as OpenAI does
     try:
         async for piece in events:
-            if not deciding:
-                delta, role = {**role, "content": piece.text}, {}
-                yield chunk(delta, logprobs=_chat_logprobs(piece.logprobs))
-                continue
-            if not held:
+            ready = watch.feed(piece)
+            if not ready and role:  # held back: the role goes out now
                 yield chunk({**role, "content": ""})
                 role = {}
-            held.append(piece)
-            if not may_begin_tool_call("".join(x.text for x in held)):
-                deciding = False
-                for x in held:
-                    yield chunk({"content": x.text}, logprobs=_chat_logprobs(x.logprobs))
-                held = []
+            for x in ready:
+                yield chunk({**role, "content": x.text}, logprobs=_chat_logprobs(x.logprobs))
+                role = {}
         finish = reply.finish_reason
-        calls = parse_tool_calls(reply.text) if deciding and plan.tools_offered else None
+        calls = watch.calls(reply.text)
         if calls:
             deltas = [{"index": i, **call} for i, call in enumerate(calls)]
             yield chunk({"tool_calls": deltas})
             finish = "tool_calls"
-        elif held:
-            yield chunk({"content": "".join(x.text for x in held)})
+        elif rest := watch.rest():
+            yield chunk({"content": rest})
         if role:  # nothing was said at all
             yield chunk({**role, "content": ""})
         yield chunk({}, finish=finish)
@@ -236,7 +221,7 @@ async def _chat_chunks(state: ServerState, job, plan: ChatPlan, include_usage: b
         yield "data: [DONE]\n\n"
     except APIError as error:
         status, note = error.status, error.message
-        if reply.n_tokens == 0 and not held:
+        if reply.n_tokens == 0 and not watch.held:
             raise  # nothing sent yet: a real status code (see _stream)
         yield sse({"error": {"message": error.message, "type": "server_error", "code": None}})
     except BaseException:

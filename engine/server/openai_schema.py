@@ -32,17 +32,23 @@ class StreamOptions(_Body):
     include_usage: bool = False
 
 
-class _Sampling(_Body):
-    model: str = Field("", max_length=256)
-    max_tokens: int | None = None
-    temperature: float | None = Field(None, ge=0.0, le=2.0)
-    top_p: float | None = Field(None, gt=0.0, le=1.0)
-    top_k: int | None = Field(None, ge=0, le=1000)  # llama.cpp's, beyond OpenAI's
+class SamplingExtras(_Body):
+    """Sampling settings every generating route takes (llama.cpp's servers take them on all of
+    theirs), beyond what each API's own schema has; read by request_params.sampling_of."""
+
+    top_k: int | None = Field(None, ge=0, le=1000)
     min_p: float | None = Field(None, ge=0.0, le=1.0)
     repeat_penalty: float | None = Field(None, gt=0.0, le=10.0)
     presence_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     frequency_penalty: float | None = Field(None, ge=-2.0, le=2.0)
     seed: int | None = None
+
+
+class _Sampling(SamplingExtras):
+    model: str = Field("", max_length=256)
+    max_tokens: int | None = None
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
     n: int = 1
     stream: bool = False

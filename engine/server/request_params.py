@@ -41,6 +41,15 @@ def stop_of(value: str | list[str] | None, limits: Limits) -> tuple[str, ...]:
     return tuple(s for s in stops if s)
 
 
+def pooled_inputs_of(inputs: list[str], limits: Limits, param: str) -> tuple[str, ...]:
+    """Texts to embed (or documents to rerank): 1 to the server's limit, none empty."""
+    if not 1 <= len(inputs) <= limits.max_embedding_inputs:
+        raise APIError(400, f"Send 1 to {limits.max_embedding_inputs} inputs.", param=param)
+    if any(not text for text in inputs):
+        raise APIError(400, f"An item of {param} is empty; send text.", param=param)
+    return tuple(inputs)
+
+
 def top_logprobs_of(wanted: bool, top: int | None, limits: Limits) -> int:
     """-1: none; otherwise how many alternatives per token."""
     if not wanted:

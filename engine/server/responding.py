@@ -1,13 +1,16 @@
 """Answering with a generation: whole (several choices at once, stopped if the client goes) or
-streamed (headers only once the first piece is ready, so refusals keep their status code)."""
+streamed (headers only once the first piece is ready, so refusals keep their status code); and
+with pooled outputs (embeddings, a reranker's scores)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Callable
 
 from starlette.requests import Request
 from starlette.responses import Response
 
+from engine.runtime import protocol as p
 from engine.server.completion import Reply, whole_reply
 from engine.server.errors import APIError
 from engine.server.server_state import ServerState
@@ -65,3 +68,42 @@ async def stream_response(
         media_type=media_type,
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
+
+
+async def pooled_outputs(
+    state: ServerState, job, inputs: tuple[str, ...], query: str = ""
+) -> p.Embedded:
+    """The pooled output of each input (with a query: a reranker's scores); the job is logged."""
+    try:
+        done = await state.link.embed(inputs, state.config.limits.request_seconds, query)
+    except APIError as error:
+        job.finish(error.status, [], note=error.message)
+        raise
+    job.finish(200, [])
+    return done
+
+
+async def logged_stream(
+    job, reply: Reply, events, chunks: AsyncIterator[str], error_event: Callable[[APIError], str]
+) -> AsyncIterator[str]:
+    """`chunks` (made from the generation's `events`), logged once when the stream ends. An API
+    error before anything was sent is raised, so stream_response answers it with its status
+    code; after, it goes out as `error_event(error)`. Closing this closes `events`, which stops
+    the generation."""
+    status, note, sent = 200, "", False
+    try:
+        async for chunk in chunks:
+            sent = True
+            yield chunk
+    except APIError as error:
+        status, note = error.status, error.message
+        if not sent:
+            raise
+        yield error_event(error)
+    except BaseException:
+        status, note = 499, "client disconnected"
+        raise
+    finally:
+        await chunks.aclose()
+        await events.aclose()
+        job.finish(status, [reply], note=note or reply.stop_reason)

@@ -12,6 +12,7 @@ from starlette.requests import Request
 from engine.server.config import ServerConfig
 from engine.server.engine_link import EngineLink
 from engine.server.request_log import RequestLog, RequestRecord
+from engine.server.response_store import ResponseStore
 
 
 @dataclass
@@ -19,6 +20,7 @@ class ServerState:
     link: EngineLink
     config: ServerConfig
     log: RequestLog = field(default_factory=RequestLog)
+    responses: ResponseStore = field(default_factory=ResponseStore)  # previous_response_id
 
     def start_job(self, request: Request, route: str, model: str, stream: bool) -> Job:
         client = request.client.host if request.client else "?"

@@ -73,3 +73,9 @@ def sse(data: Any) -> str:
 
 def ndjson(data: Any) -> str:
     return json.dumps(data, ensure_ascii=False) + "\n"
+
+
+def named_sse(event: str, data: dict[str, Any]) -> str:
+    """An SSE event with a name, as Anthropic's and the Responses API's streams send them (the
+    name is also the data's `type`)."""
+    return f"event: {event}\ndata: {json.dumps({'type': event, **data}, ensure_ascii=False)}\n\n"

@@ -60,14 +60,21 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def served(starter_model, tmp_path_factory):
+    name = starter_model.name.removesuffix(".gguf")
+    yield from serving(tmp_path_factory, name, ["--parallel", "4", "--ctx", "512"])
+
+
+def serving(tmp_path_factory, model: str, args: list[str]):
+    """Start `hearth serve` with `args` (a model path among them, or none for the starter
+    model), yield it once it answers, and stop it."""
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HEARTH_API_KEY": API_KEY}
     command = [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
-               "serve", "--port", str(port), "--parallel", "4", "--ctx", "512"]  # fmt: skip
+               "serve", "--port", str(port), *args]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    server = Served(port=port, key=API_KEY, model=starter_model.name.removesuffix(".gguf"))
+    server = Served(port=port, key=API_KEY, model=model)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while True:
@@ -95,3 +102,11 @@ def served(starter_model, tmp_path_factory):
 def openai_client(served):
     openai = pytest.importorskip("openai")
     return openai.OpenAI(base_url=served.base_url, api_key=served.key, timeout=120, max_retries=0)
+
+
+@pytest.fixture(scope="session")
+def anthropic_client(served):
+    anthropic = pytest.importorskip("anthropic")
+    return anthropic.Anthropic(
+        base_url=f"http://127.0.0.1:{served.port}", api_key=served.key, timeout=120, max_retries=0
+    )

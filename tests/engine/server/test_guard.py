@@ -36,3 +36,12 @@ def test_host_names(guard, host, allowed):
 )  # fmt: skip
 def test_keys(guard, header, accepted):
     assert guard.key_given(header) is accepted
+
+
+@pytest.mark.parametrize(
+    ("x_api_key", "accepted"),
+    [(KEY.encode(), True), (f" {KEY} ".encode(), True), (b"wrong", False), (b"", False),
+     (f"Bearer {KEY}".encode(), False)],
+)  # fmt: skip
+def test_anthropic_clients_send_the_key_as_x_api_key(guard, x_api_key, accepted):
+    assert guard.key_given(None, x_api_key) is accepted
