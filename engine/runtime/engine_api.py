@@ -37,8 +37,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Capabilities:
-    """What an engine can do beyond one sequence of plain decoding."""
+    """What an engine (and the model it loaded) can do beyond one sequence of plain decoding."""
 
+    chat: bool = True  # write replies (a reranker only scores)
+    rerank: bool = False  # score (query, document) pairs: a reranker model
     embeddings: bool = False  # /v1/embeddings, Embed
     batching: bool = False  # several sequences in one decode step (n_parallel > 1)
     speculative: bool = False  # drafts checked several tokens a step

@@ -287,12 +287,12 @@ class WorkerEngine:
                                     embeddings=True),
                 )  # fmt: skip
             model = session.model
-            if command.query and not model.is_reranker():
+            if command.query and not model.capabilities.rerank:
                 raise llama.EngineError(
                     "This model is not a reranker (its pooling type is not 'rank'). Load a "
                     "reranker GGUF (a cross-encoder such as bge-reranker) to rerank."
                 )
-            if model.is_reranker() and not command.query:
+            if model.capabilities.rerank and not command.query:
                 raise llama.EngineError(
                     "This model is a reranker: its output is a relevance score, not an "
                     "embedding. Rerank with POST /v1/rerank, or load an embedding model."
@@ -328,7 +328,7 @@ class WorkerEngine:
         if session is None:
             self._send(p.GenerationFailed(request_id=rid, message="No model is loaded; load one."))
             return
-        if isinstance(session.model, llama.Model) and session.model.is_reranker():
+        if not session.model.capabilities.chat:
             self._send(p.GenerationFailed(request_id=rid, message=RERANKER_CANNOT_CHAT))
             return
         if self._batched is not None:

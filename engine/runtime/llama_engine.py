@@ -7,6 +7,8 @@ speculative loop, MTP) keep using the bindings' own calls on the same objects.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from engine.enums import Engine
 from engine.llama import driver as llama
 from engine.runtime.engine_api import LAST_ROW, Capabilities, StepOutput
@@ -21,6 +23,8 @@ class LlamaModel(llama.Model):
     def __init__(self, params: ModelParams):
         super().__init__(model_settings(params))
         self.params = params
+        if self.is_reranker():  # its output is a relevance score (through Embed): no replies
+            self.capabilities = replace(self.capabilities, chat=False, rerank=True)
 
     def new_context(self, params: ModelParams) -> LlamaContext:
         return LlamaContext(self, context_settings(params))
