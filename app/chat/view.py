@@ -41,6 +41,7 @@ from app.chat.replies import ReplyStreaming
 from app.chat.session import ChatSession
 from app.chat.settings import ChatSettingsPanel, new_chat_settings, sampling_from
 from app.chat.sidebar import ConversationSidebar
+from app.chat.transfer import ChatTransfer
 from app.common import banner as b
 from app.common.engine_bridge import EngineBridge
 from engine.chat.prompt import MODEL_TEMPLATE
@@ -119,6 +120,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.sidebar.chosen.connect(self.open_conversation)
         self.sidebar.new_requested.connect(self.new_chat)
         self.sidebar.deleted.connect(self._on_conversation_deleted)
+        self.transfer = ChatTransfer(self.session.store, self, self.notice)
+        self.transfer.imported.connect(self._on_chats_imported)
+        self.sidebar.export_requested.connect(
+            lambda chat_id: self.transfer.export_dialog([chat_id])
+        )
         self.settings_panel = ChatSettingsPanel(self)
         self.settings_panel.changed.connect(self._on_settings_changed)
         self.settings_drawer = settings_drawer(self.settings_panel, self)
@@ -396,6 +402,15 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
     def _last_message_id(self) -> int | None:
         ids = [e.message_id for e in self.model.entries() if e.message_id is not None]
         return ids[-1] if ids else None
+
+    def export_current_chat(self) -> None:
+        chat_id = self.session.conversation_id
+        self.transfer.export_dialog([] if chat_id is None else [chat_id])
+
+    def _on_chats_imported(self, conversation_ids: tuple) -> None:
+        self.sidebar.refresh()
+        if conversation_ids and not self.generating:
+            self.open_conversation(conversation_ids[0])
 
     def _on_conversation_deleted(self, conversation_id: int) -> None:
         if conversation_id == self.session.conversation_id:
