@@ -230,6 +230,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         layout.setSpacing(0)
         layout.addWidget(self.sidebar)
         layout.addLayout(center, 1)
+        self._center = center
         layout.addWidget(self.settings_drawer)
         # The sidebar hides on a narrow page (resizeEvent), so it must not set a minimum width.
         layout.setSizeConstraint(QHBoxLayout.SizeConstraint.SetNoConstraint)
@@ -293,7 +294,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
             settings_shown = self.settings_drawer.isVisibleTo(self)
         if settings_shown:
             room -= self.settings_drawer.maximumWidth()
-        self.sidebar.setVisible(room >= SIDEBAR_MIN_PAGE_WIDTH)
+        # ...and to a header or composer that needs the room (a long preset name).
+        needed = max(
+            SIDEBAR_MIN_PAGE_WIDTH, self._center.minimumSize().width() + self.sidebar.width()
+        )
+        self.sidebar.setVisible(room >= needed)
 
     # -- settings -------------------------------------------------------------------------------
 
