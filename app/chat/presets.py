@@ -11,7 +11,7 @@ checks that it fits; during a reply it waits for the next load.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import (
@@ -37,8 +37,26 @@ from engine.runtime import protocol as p
 from engine.session import RememberedChoice
 
 if TYPE_CHECKING:
-    from app.chat.view import ChatView
+    from app.chat.settings import ChatSettingsPanel
+    from app.common.engine_bridge import EngineBridge
     from app.common.page_host import PageHost
+
+
+class PresetsPage(Protocol):
+    """What presets use of the chat page (app/chat/view.py's ChatView)."""
+
+    settings_panel: ChatSettingsPanel
+    notice: b.Banner
+    _bridge: EngineBridge
+
+    @property
+    def generating(self) -> bool: ...
+
+    @property
+    def system_prompt(self) -> str: ...
+
+    def _on_settings_changed(self) -> None: ...
+
 
 NO_PRESET = "No preset"
 
@@ -136,7 +154,7 @@ class ChatPresets(QObject):
     """Presets for one chat page: the picker's contents and what choosing one does."""
 
     def __init__(
-        self, view: ChatView, library: PresetLibrary, host: PageHost | None = None
+        self, view: PresetsPage, library: PresetLibrary, host: PageHost | None = None
     ) -> None:
         super().__init__(view)
         self._view = view
