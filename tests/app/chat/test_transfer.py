@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QFileDialog, QPushButton
 
 from app.chat.transfer import suggested_name
 from engine.chat.store import ConversationStore
-from tests.app.conftest import WAIT_MS, make_window
+from tests.app.conftest import WAIT_MS
 from tests.engine.chat.transfer.chatgpt_export import conversation
 from tests.engine.chat.transfer.conftest import fill
 
@@ -159,8 +159,14 @@ def test_file_names_are_made_from_titles():
     assert suggested_name("???") == "chat"
 
 
-def test_the_file_menu_imports_and_exports_chats(qtbot, bridge, tmp_path, monkeypatch):
-    window = make_window(qtbot, bridge, tmp_path)
+def test_the_file_menu_imports_and_exports_chats(qtbot, bridge, store, tmp_path, monkeypatch):
+    from app.chat.view import ChatView
+    from app.shell.main_window import MainWindow
+    from app.shell.pages import CHAT, PageSpec
+
+    # the chat page over this test's own store, not the session's shared data folder
+    window = MainWindow(bridge, pages=[PageSpec(CHAT, lambda w: ChatView(w.bridge, store=store))])
+    qtbot.addWidget(window)
     file_menu = window.menuBar().actions()[0].menu()
     actions = {a.text(): a for a in file_menu.actions()}
     assert {"&Import chats…", "&Export this chat…", "Export &all chats…"} <= set(actions)
