@@ -37,7 +37,8 @@ def chat_markdown(record: ChatRecord) -> str:
         if m.partial:
             lines += ["*This reply was interrupted before it finished.*", ""]
         elif m.failed:
-            lines += [f"*The reply failed: {m.stop_reason or 'no reason given'}.*", ""]
+            reason = m.stop_reason.strip().rstrip(".") or "no reason given"
+            lines += [f"*The reply failed: {reason}.*", ""]
     return "\n".join(lines).rstrip()
 
 
