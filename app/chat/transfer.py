@@ -146,9 +146,13 @@ class ChatTransfer(QObject):
 
     def import_from(self, path: str | Path) -> None:
         """Read `path` off the GUI thread, then add its chats (see `imported`)."""
-        if self.busy:
-            return
         path = Path(path)
+        if self.busy:
+            self._banner.show_message(
+                b.INFO, f"{path.name} was not imported", "Another import is still running: "
+                "import it again once that one has finished.",
+            )  # fmt: skip
+            return
         self.last_folder = str(path.parent)
         self._cancel.clear()
         dialog = QProgressDialog(f"Reading {path.name}…", "Cancel", 0, 0, self._window)

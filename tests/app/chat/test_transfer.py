@@ -128,6 +128,8 @@ def test_a_cancelled_import_changes_nothing(qtbot, chat, store, tmp_path, monkey
     monkeypatch.setattr(transfer, "read_chat_import", read)
     chat.transfer.import_from(tmp_path / "conversations.json")
     chat.transfer._progress.findChild(QPushButton).click()  # Cancel
+    chat.transfer.import_from(tmp_path / "second.json")  # while the first is still running
+    assert chat.notice.title() == "second.json was not imported"
     release.set()
     _wait_import(qtbot, chat)
     assert chat.notice.title() == "Import cancelled"
