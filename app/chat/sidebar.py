@@ -1,4 +1,5 @@
-"""The list of conversations beside the chat: new, search, rename (double-click or menu), delete.
+"""The list of conversations beside the chat: new, search, rename (double-click or menu), export,
+delete.
 
 It reads and writes the store directly; the chat page listens for which conversation to show and
 for the one it shows being deleted.
@@ -45,6 +46,7 @@ class ConversationSidebar(QWidget):
     chosen = Signal(int)  # a conversation id to show
     new_requested = Signal()
     deleted = Signal(int)
+    export_requested = Signal(int)  # a conversation id to save to a file
 
     def __init__(self, store: ConversationStore, parent: QWidget | None = None):
         super().__init__(parent)
@@ -130,6 +132,7 @@ class ConversationSidebar(QWidget):
         conversation_id = int(item.data(IdRole))
         menu = QMenu(self)
         menu.addAction("Rename", lambda: self.list.editItem(item))
+        menu.addAction("Export…", lambda: self.export_requested.emit(conversation_id))
         menu.addAction("Delete…", lambda: self._confirm_delete(conversation_id, item.text()))
         menu.exec(self.list.viewport().mapToGlobal(pos))
 

@@ -11,6 +11,7 @@ KV cache of the turns it has seen.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QKeySequence, QPalette, QResizeEvent, QShortcut
@@ -37,18 +38,24 @@ from app.chat.follow import TranscriptFollower
 from app.chat.header import ChatHeader
 from app.chat.input_box import ChatInput
 from app.chat.message_delegate import MessageDelegate
+from app.chat.presets import ChatPresets
 from app.chat.replies import ReplyStreaming
 from app.chat.session import ChatSession
 from app.chat.settings import ChatSettingsPanel, new_chat_settings, sampling_from
 from app.chat.sidebar import ConversationSidebar
+from app.chat.transfer import ChatTransfer
 from app.common import banner as b
 from app.common.engine_bridge import EngineBridge
+from engine.chat.presets import PresetLibrary
 from engine.chat.prompt import MODEL_TEMPLATE
 from engine.chat.sampling_defaults import model_sampling_defaults
 from engine.chat.store import ConversationStore
 from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.session import ChatFormats
+
+if TYPE_CHECKING:
+    from app.common.page_host import PageHost
 
 SIDEBAR_MIN_PAGE_WIDTH = 640  # narrower than this, the transcript gets the room
 
@@ -93,6 +100,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         store: ConversationStore | None = None,
         store_error: str | None = None,
         chat_formats: ChatFormats | None = None,
+        host: PageHost | None = None,
+        presets: PresetLibrary | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("chatView")
@@ -115,10 +124,21 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.header = ChatHeader(self)
         self._chat_formats = chat_formats or ChatFormats()
         self.header.format_chosen.connect(self._remember_format)
+        # Presets sit in the header, before the settings button (app/chat/presets.py).
+        self.presets = ChatPresets(self, presets or PresetLibrary(), host)
+        header_row = self.header.layout()
+        header_row.insertWidget(
+            header_row.indexOf(self.header.settings_button), self.presets.picker
+        )
         self.sidebar = ConversationSidebar(self.session.store, self)
         self.sidebar.chosen.connect(self.open_conversation)
         self.sidebar.new_requested.connect(self.new_chat)
         self.sidebar.deleted.connect(self._on_conversation_deleted)
+        self.transfer = ChatTransfer(self.session.store, self, self.notice)
+        self.transfer.imported.connect(self._on_chats_imported)
+        self.sidebar.export_requested.connect(
+            lambda chat_id: self.transfer.export_dialog([chat_id])
+        )
         self.settings_panel = ChatSettingsPanel(self)
         self.settings_panel.changed.connect(self._on_settings_changed)
         self.settings_drawer = settings_drawer(self.settings_panel, self)
@@ -210,6 +230,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         layout.setSpacing(0)
         layout.addWidget(self.sidebar)
         layout.addLayout(center, 1)
+        self._center = center
         layout.addWidget(self.settings_drawer)
         # The sidebar hides on a narrow page (resizeEvent), so it must not set a minimum width.
         layout.setSizeConstraint(QHBoxLayout.SizeConstraint.SetNoConstraint)
@@ -261,15 +282,23 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         super().resizeEvent(event)
 
     def _show_settings(self, shown: bool) -> None:
+        # The list gives way before the drawer appears: shown beside it for a moment, the
+        # drawer would make a page at its narrowest wider than the window.
+        self._arrange(self.width(), settings_shown=shown)
         self.settings_drawer.setVisible(shown)
-        self._arrange(self.width())
 
-    def _arrange(self, page_width: int) -> None:
+    def _arrange(self, page_width: int, *, settings_shown: bool | None = None) -> None:
         """The conversation list gives way first: to a narrow page, then to the settings."""
         room = page_width
-        if self.settings_drawer.isVisibleTo(self):
+        if settings_shown is None:
+            settings_shown = self.settings_drawer.isVisibleTo(self)
+        if settings_shown:
             room -= self.settings_drawer.maximumWidth()
-        self.sidebar.setVisible(room >= SIDEBAR_MIN_PAGE_WIDTH)
+        # ...and to a header or composer that needs the room (a long preset name).
+        needed = max(
+            SIDEBAR_MIN_PAGE_WIDTH, self._center.minimumSize().width() + self.sidebar.width()
+        )
+        self.sidebar.setVisible(room >= needed)
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -371,6 +400,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         chat = self.session.store.conversation(conversation_id)
         self.session.conversation_id = conversation_id
         self.settings_panel.set_values({**chat.settings, "system_prompt": chat.system_prompt})
+        self.presets.show_none()
         self.model.set_entries(self.session.entries(self.assistant_name))
         self.header.title.setText(chat.title)
         self.sidebar.set_current(conversation_id)
@@ -386,16 +416,26 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         """Settings for a new chat: Hearth's defaults and what the loaded model recommends."""
         loaded = self._bridge.model
         if loaded is None:
-            return new_chat_settings()
+            return self.presets.for_new_chat(new_chat_settings(), None)
         if loaded.path not in self._model_defaults:
             self._model_defaults[loaded.path] = model_sampling_defaults(loaded.path)
-        return new_chat_settings(self._model_defaults[loaded.path])
+        defaults = new_chat_settings(self._model_defaults[loaded.path])
+        return self.presets.for_new_chat(defaults, loaded.path)  # the model's preset, if any
 
     # -- helpers --------------------------------------------------------------------------------
 
     def _last_message_id(self) -> int | None:
         ids = [e.message_id for e in self.model.entries() if e.message_id is not None]
         return ids[-1] if ids else None
+
+    def export_current_chat(self) -> None:
+        chat_id = self.session.conversation_id
+        self.transfer.export_dialog([] if chat_id is None else [chat_id])
+
+    def _on_chats_imported(self, conversation_ids: tuple) -> None:
+        self.sidebar.refresh()
+        if conversation_ids and not self.generating:
+            self.open_conversation(conversation_ids[0])
 
     def _on_conversation_deleted(self, conversation_id: int) -> None:
         if conversation_id == self.session.conversation_id:

@@ -179,6 +179,11 @@ class MainWindow(QMainWindow):
         self.open_action.triggered.connect(self.open_model_dialog)
         file_menu.addAction(self.open_action)
         file_menu.addSeparator()
+        transfer = self.chat_view.transfer  # chats in and out: app/chat/transfer.py
+        file_menu.addAction("&Import chats…", transfer.import_dialog)
+        file_menu.addAction("&Export this chat…", self.chat_view.export_current_chat)
+        file_menu.addAction("Export &all chats…", lambda: transfer.export_dialog())
+        file_menu.addSeparator()
         quit_action = QAction("&Quit", self)
         quit_action.setShortcut(QKeySequence.StandardKey.Quit)
         quit_action.setMenuRole(QAction.MenuRole.QuitRole)

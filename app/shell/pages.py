@@ -59,7 +59,7 @@ def _chat_page(window: PageHost) -> QWidget:
     from app.chat.view import ChatView
 
     store, problem = open_app_store()  # None and why: the chat then keeps chats in memory
-    return ChatView(window.bridge, store=store, store_error=problem)
+    return ChatView(window.bridge, store=store, store_error=problem, host=window)
 
 
 def _model_page(window: PageHost) -> QWidget:

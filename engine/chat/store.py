@@ -22,7 +22,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,6 +178,65 @@ class ConversationStore:
 
     def set_settings(self, conversation_id: int, settings: dict[str, Any]) -> None:
         self._update_conversation(conversation_id, settings_json=json.dumps(settings))
+
+    def insert_conversations(
+        self, chats: Sequence[tuple[Conversation, Sequence[StoredMessage]]]
+    ) -> list[int]:
+        """Add whole conversations as they were (imported from a file): titles, settings,
+        times, every branch and the shown one. Message ids are given anew; each message's
+        parent must come before it. All or nothing: one transaction for every chat."""
+        ids = []
+        with self._transaction():
+            for chat, messages in chats:
+                ids.append(self._insert_conversation(chat, messages))
+        return ids
+
+    def _insert_conversation(self, chat: Conversation, messages: Sequence[StoredMessage]) -> int:
+        cursor = self._conn.execute(
+            "INSERT INTO conversations (title, system_prompt, settings_json, created_at, "
+            "updated_at) VALUES (?, ?, ?, ?, ?)",
+            (
+                chat.title,
+                chat.system_prompt,
+                json.dumps(chat.settings),
+                chat.created_at,
+                chat.updated_at,
+            ),
+        )
+        conversation_id = int(cursor.lastrowid)
+        new_ids: dict[int, int] = {}
+        for m in messages:
+            if m.parent_id is not None and m.parent_id not in new_ids:
+                raise ValueError(f"message {m.id}'s parent {m.parent_id} does not come before it")
+            s = m.stats
+            cursor = self._conn.execute(
+                f"INSERT INTO messages ({_MESSAGE_COLUMNS.removeprefix('id, ')}) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    conversation_id,
+                    new_ids.get(m.parent_id) if m.parent_id is not None else None,
+                    m.role,
+                    m.content,
+                    m.model,
+                    json.dumps(m.settings),
+                    int(m.partial),
+                    int(m.failed),
+                    m.stop_reason,
+                    s.n_prompt_tokens,
+                    s.n_generated,
+                    s.tokens_per_second,
+                    s.time_to_first_token,
+                    s.prefill_seconds,
+                    s.decode_seconds,
+                    m.created_at,
+                ),
+            )
+            new_ids[m.id] = int(cursor.lastrowid)
+        self._conn.execute(
+            "UPDATE conversations SET active_leaf_id = ? WHERE id = ?",
+            (new_ids.get(chat.active_leaf_id), conversation_id),
+        )
+        return conversation_id
 
     def delete_conversation(self, conversation_id: int) -> None:
         self._conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
