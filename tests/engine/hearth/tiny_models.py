@@ -14,6 +14,7 @@ that is no power of two) but multiples of 256 where k-quant rows need it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -106,6 +107,8 @@ def tiny_spec(arch: str, **changes) -> TinySpec:
 def write_tiny_gguf(
     path: Path, spec: TinySpec, seed: int = 0, vocab_from: Path | None = None
 ) -> Path:
+    """Write `spec` with random weights (`seed`) to `path`; with `vocab_from`, that GGUF's
+    tokenizer and vocabulary size."""
     rng = np.random.default_rng(seed)
     arch = spec.arch
     writer = GGUFWriter(str(path), arch)
@@ -120,7 +123,9 @@ def write_tiny_gguf(
     writer.add_rope_dimension_count(spec.head_dim)
     writer.add_rope_freq_base(10000.0 if arch != "gemma3" else 1_000_000.0)
     writer.add_layer_norm_rms_eps(1e-6)
-    n_vocab = _copy_vocabulary(writer, vocab_from) if vocab_from else spec.n_vocab
+    n_vocab = spec.n_vocab
+    if vocab_from is not None:
+        n_vocab = _add_vocabulary(writer, str(vocab_from))
     writer.add_vocab_size(n_vocab)
     if spec.sliding_window:
         writer.add_sliding_window(spec.sliding_window)
@@ -245,21 +250,26 @@ def _experts(spec: TinySpec, p: str, matrix, vector, rng, writer) -> None:
         matrix(p + "ffn_down_shexp.weight", e, spec.n_ff_shexp, QT.Q8_0)
 
 
-def _copy_vocabulary(writer: GGUFWriter, source: Path) -> int:
-    """Copy the tokenizer.* keys of the GGUF at `source`; the number of tokens."""
-    reader = gguf.GGUFReader(str(source))
-    n_tokens = 0
+def _add_vocabulary(writer: GGUFWriter, source: str) -> int:
+    """Add the tokenizer.* keys of the GGUF at `source`; the number of tokens."""
+    fields = _vocabulary(source)
+    for key, value, kind, sub_type in fields:
+        writer.add_key_value(key, value, kind, sub_type=sub_type)
+    return next(len(value) for key, value, *_ in fields if key == "tokenizer.ggml.tokens")
+
+
+@functools.cache
+def _vocabulary(source: str) -> tuple:
+    """(key, value, type, array element type) of each tokenizer.* key, read once (reading a
+    50k-token vocabulary with gguf's reader takes seconds)."""
+    reader = gguf.GGUFReader(source)
+    fields = []
     for key, field in reader.fields.items():
-        if not key.startswith("tokenizer."):
-            continue
-        kind = field.types[0]
-        if kind == gguf.GGUFValueType.ARRAY:
-            writer.add_key_value(key, field.contents(), kind, sub_type=field.types[-1])
-            if key == "tokenizer.ggml.tokens":
-                n_tokens = len(field.data)
-        else:
-            writer.add_key_value(key, field.contents(), kind)
-    return n_tokens
+        if key.startswith("tokenizer."):
+            kind = field.types[0]
+            sub_type = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+            fields.append((key, field.contents(), kind, sub_type))
+    return tuple(fields)
 
 
 def _random_kquant(rng: np.random.Generator, rows: int, cols: int, qtype: QT) -> np.ndarray:
