@@ -150,7 +150,12 @@ def write_tiny_gguf(
         shape = (n, rows, cols) if n else (rows, cols)
         if values is None:
             values = scale * rng.standard_normal(shape).astype(np.float32) / np.sqrt(cols)
-        if qtype in _KQUANT_BLOCK:
+        if qtype == QT.IQ4_NL:  # gguf cannot quantize to it: random codes, small f16 scales
+            blocks = rng.integers(0, 256, size=(*shape[:-1], cols // 32, 18), dtype=np.uint8)
+            scales = np.full(blocks.shape[:-1], 0.01, dtype=np.float16)
+            blocks[..., :2] = scales[..., None].view(np.uint8)
+            writer.add_tensor(name, blocks.reshape(*shape[:-1], -1), raw_dtype=qtype)
+        elif qtype in _KQUANT_BLOCK:
             assert not n, "random k-quant blocks are written for 2-D matrices only"
             writer.add_tensor(name, _random_kquant(rng, rows, cols, qtype), raw_dtype=qtype)
         elif qtype == QT.F16:
