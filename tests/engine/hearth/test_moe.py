@@ -156,3 +156,22 @@ def test_an_expert_type_without_a_dequantizer_falls_back_with_its_name(tmp_path,
     path = write_tiny_gguf(tmp_path / "iq4.gguf", spec)
     with pytest.raises(HearthUnavailable, match="tensor types IQ4_NL are not supported yet"):
         HearthModel(p.ModelParams(path=str(path), engine="hearth"))
+
+
+def test_experts_on_a_gpu_fall_back_with_a_reason(tmp_path, monkeypatch):
+    """Until the GPU expert kernels land (capabilities.MOE_ON_GPU), a GPU sends MoE models to
+    llama.cpp with one line; the CPU path runs them."""
+    from engine.gguf import read_model_info
+    from engine.hearth.capabilities import MOE_ON_GPU, model_unsupported_reason
+    from engine.runtime import protocol as p
+    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
+    from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+
+    assert not MOE_ON_GPU
+    path = write_tiny_gguf(tmp_path / "moe.gguf", tiny_spec("qwen3moe"))
+    info = read_model_info(path)
+    assert "mixture-of-experts" in model_unsupported_reason(info)
+    assert model_unsupported_reason(info, gpu=False) is None
+    monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cuda")
+    with pytest.raises(HearthUnavailable, match="CPU path only until its GPU expert kernels"):
+        HearthModel(p.ModelParams(path=str(path), engine="hearth"))
