@@ -10,7 +10,7 @@ Their routers choose experts by clear margins (tiny_models.ROUTE_VALUE), so that
 not send a token through another expert in one engine and not the other.
 
 Measured on this machine: max |logit difference| on the top-5 0.20-0.27; qwen3moe and qwen2moe
-match exactly, gpt-oss and llama with experts diverge only at near-ties.
+match exactly, gpt-oss and llama with experts diverge only at near-ties (docs/hearth-engine.md).
 """
 
 from __future__ import annotations
