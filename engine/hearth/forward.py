@@ -168,7 +168,7 @@ class Transformer:
             def bias(kind: str):
                 return tensors.optional_float_tensor(f"{p}ffn_{kind}_exps.bias")
 
-            gating = ops.prepare_experts(
+            routed = ops.prepare_experts(
                 experts("gate"),
                 experts("up"),
                 experts("down"),
@@ -177,7 +177,7 @@ class Transformer:
             )
             return MoeBlock(
                 router=ops.prepare(tensors.matrix(p + "ffn_gate_inp.weight", device)),
-                experts=gating,
+                experts=routed,
                 router_bias=vector(p + "ffn_gate_inp.bias"),
                 shared_gate=vector(p + "ffn_gate_inp_shexp.weight"),
             )
@@ -354,7 +354,7 @@ class Transformer:
         v = _add_bias(y["v"], layer.bv).view(n_tokens, cfg.n_head_kv, hd)
         cache.write(i, positions, k, v)
         window = cfg.swa_window if swa else 0
-        if layer.attn_sinks is not None:
+        if layer.attn_sinks is not None:  # only then: a cache need not know sinks otherwise
             a = cache.attend(
                 i, q, positions, n_keys, scale=cfg.attn_scale, window=window, sinks=layer.attn_sinks
             )

@@ -74,7 +74,8 @@ _DEQUANTIZABLE = {
     12: "Q4_K",
     13: "Q5_K",
     14: "Q6_K",
-    39: "MXFP4",  # kernels/dequant_torch.py: gguf's numpy dequantizer is newer than some installs
+    # in torch (kernels/dequant_torch.py): gguf's numpy MXFP4 is newer than the gguf>=0.10 allowed
+    39: "MXFP4",
 }
 
 
@@ -224,13 +225,10 @@ class TorchOps:
         up: QuantExperts,
         down: QuantExperts,
         activation: str,
-        biases: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None] = (
-            None,
-            None,
-            None,
-        ),
+        biases: tuple = (None, None, None),
     ) -> ExpertWeights:
-        """One layer's experts on the device (blocks as stored), for `moe_ffn`."""
+        """One layer's experts on the device (blocks as stored), for `moe_ffn`; `biases` for
+        gate, up and down, [n_expert, N] float32 or None."""
         for w in (gate, up, down):
             if not self.supports(w.ggml_type):
                 raise ValueError(f"{w.name}: ggml type {w.type_name} is not supported")
