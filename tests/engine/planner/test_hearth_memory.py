@@ -41,6 +41,7 @@ def _rows(n_ctx: int) -> int:
         (4097, "q8", "q8", (D + 2) * 2),  # one more page of 64
         (100, "rot4", "q8", (D // 2 + 4 * D // 32) + (D + 2)),
         (4096, "f16", "q8", 2 * D + D + 2),  # f16 beside a paged format: paged f16 pages
+        (1000, "f16", "f16", 2 * D * 2),  # f16 alone too: the driver's paged cache on a GPU
     ],
 )
 def test_paged_kv_bytes_per_format(llama, n_ctx, type_k, type_v, per_row):
@@ -59,8 +60,9 @@ def test_kivi4_keys_add_each_layers_open_page_and_chunk_scratch(llama):
     assert sum(sizes) == _rows(4096) * per_row * LAYERS + (open_page + scratch) * LAYERS + extras
 
 
-@pytest.mark.parametrize(("type_k", "type_v", "element"), [("f16", "f16", 2), ("f32", "f32", 4)])
+@pytest.mark.parametrize(("type_k", "type_v", "element"), [("f32", "f32", 4), ("f16", "f32", 4)])
 def test_plain_kv_is_one_tensor_per_role_at_the_exact_context(llama, type_k, type_v, element):
+    # f32 is the plain torch cache's only, on a GPU too (engine/hearth/cache_layout.py)
     sizes = kv_allocations(llama.config, HearthConfig(1000, type_k, type_v))
     assert sizes == [LAYERS * HEADS * 1000 * D * element] * 2
 
@@ -132,11 +134,12 @@ def test_paged_decode_does_not_grow_with_the_context_but_plain_decode_does(llama
         return hearth_items(llama, HearthConfig(n_ctx, kv, kv)).decode_workspace
 
     assert decode(4096, "q8") == decode(65536, "q8")
-    # the plain cache's one-query attention: 10 bytes per query head and slot, 8 per slot id
-    assert decode(65536, "f16") - decode(4096, "f16") == (65536 - 4096) * (32 * 10 + 8)
+    assert decode(4096, "f16") == decode(65536, "f16")  # f16 is paged on a GPU too
+    # the plain (f32) cache's one-query attention: 10 bytes per query head and slot, 8 per id
+    assert decode(65536, "f32") - decode(4096, "f32") == (65536 - 4096) * (32 * 10 + 8)
 
 
-@pytest.mark.parametrize(("kv", "kv_bytes"), [("f16", 4), ("rot4", 2)])
+@pytest.mark.parametrize(("kv", "kv_bytes"), [("f32", 4), ("f16", 2), ("rot4", 2)])
 @pytest.mark.parametrize("materialized", [False, True])
 def test_prefill_attends_over_the_whole_context(llama, kv, kv_bytes, materialized):
     import dataclasses
