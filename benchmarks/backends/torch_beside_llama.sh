@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}; mkdir -p "$out"
 log="$out/diag.txt"
-[ -f /tmp/llama/env.sh ] || bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama >/tmp/build.log 2>&1 \
+[ -f /tmp/llama/env.sh ] || bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/tmp/build.log 2>&1 \
   || { tail -30 /tmp/build.log >"$log"; exit 1; }
 source /tmp/llama/env.sh
 export PYTHONPATH="$PYTHONPATH:$PWD" PYTHONFAULTHANDLER=1

@@ -9,7 +9,7 @@
 #
 # PART=attention runs only the KV cache's tests and figures (gpu_attention.sh, about 3 minutes
 # on an H100) before llama-bench, in place of every kernel's.
-# Needs .gpu-bundle/ (../shared/gpu/make-bundle.sh) in the repository root; results go to $OUT.
+# Needs .gpu-bundle/ (benchmarks/gpu/make_bundle.sh) in the repository root; results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}; mkdir -p "$out"
@@ -23,7 +23,7 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 model=/tmp/models/llama3-8b-q4_k_m.gguf
 (
   set -e
-  bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama
+  bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama
   source /tmp/llama/env.sh
   vocab=$(ls -d /tmp/llama/llama_cpp_python-*)/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf
   mkdir -p /tmp/models

@@ -1,17 +1,16 @@
 #!/usr/bin/env bash
-# On an NVIDIA machine without network: build the vendored llama.cpp with CUDA for the local GPU and make
-# llama-cpp-python use it. Builds the shared libraries plus llama-bench, llama-quantize and
-# llama-fit-params (llama.cpp's own reference tools), llama-server and the RPC backend's server
-# (ggml-rpc-server; GGML_RPC=ON); LLAMA_EXTRA_TARGETS="" leaves those two out (a minute less). About 3 minutes on 16 cores for one GPU arch.
+# On an NVIDIA machine without network: build the vendored llama.cpp of a bundle
+# (benchmarks/gpu/make_bundle.sh) with CUDA for the local GPU and make llama-cpp-python use it.
+# Builds the shared libraries, llama.cpp's reference tools (llama-bench, llama-quantize,
+# llama-fit-params), llama-server and the RPC backend's server (ggml-rpc-server; GGML_RPC=ON);
+# LLAMA_EXTRA_TARGETS="" leaves those two out (a minute less). About 3 minutes on 16 cores for
+# one GPU arch; nothing is done when BUILD_ROOT/env.sh exists.
 #
-# The repository's copy of the bundle's build-cuda.sh (../shared/gpu/), with the server, the RPC
-# backend and a shared C++ runtime; gpu_run.sh and the other device scripts call this one.
-#
-# Usage: build_llama_cuda.sh BUNDLE_DIR [BUILD_ROOT]     (BUILD_ROOT defaults to /tmp/llama)
-#        LLAMA_PATCHES=1 build_llama_cuda.sh ...   applies installers/patches/ first (what users get)
+# Usage: benchmarks/gpu/build_llama_cuda.sh BUNDLE_DIR [BUILD_ROOT]   (BUILD_ROOT: /tmp/llama)
+#        LLAMA_PATCHES=1 ...   applies installers/patches/ first (what users get)
 # Then:  source BUILD_ROOT/env.sh   (sets PYTHONPATH, LLAMA_CPP_LIB_PATH and PATH)
 set -euo pipefail
-bundle=${1:?usage: build-cuda.sh BUNDLE_DIR [BUILD_ROOT]}
+bundle=${1:?usage: build_llama_cuda.sh BUNDLE_DIR [BUILD_ROOT]}
 root=${2:-/tmp/llama}
 mkdir -p "$root"
 if [ ! -f "$root/env.sh" ]; then
@@ -20,7 +19,7 @@ if [ ! -f "$root/env.sh" ]; then
   if [ -n "${LLAMA_PATCHES:-}" ]; then
     # Hearth's llama.cpp patches (installers/patches/), as installers/build_engine.py applies
     # them to the engine users install; off by default so that figures compare with earlier runs
-    python3 "$(dirname "$0")/../installers/source_patches.py" "$src/vendor/llama.cpp" cuda \
+    python3 "$(dirname "$0")/../../installers/source_patches.py" "$src/vendor/llama.cpp" cuda \
       | tee "$root/patches.log"
   fi
   ui="$src/vendor/llama.cpp/tools/ui"
