@@ -44,11 +44,11 @@ import time
 from pathlib import Path
 
 from benchmarks.gpu_memory import device_used
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, PlanRequest, safety_margin
 from engine.planner.hearth_memory import HearthConfig, hearth_items
 from engine.planner.hearth_plan import hearth_profile, longest_context, pair_problem
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 MIB = 1024**2
 GIB = 1024**3

@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from kernels.ggml_formats import block_format
 from kernels.reference import random_weight_bytes
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 _POOL_BLOCKS = 1 << 16
 

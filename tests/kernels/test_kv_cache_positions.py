@@ -212,24 +212,35 @@ def test_decode_step_captured_once_replays_at_every_position(k_format, v_format,
             assert relative_error(out[0].float().cpu(), expected) < 5e-3
 
 
+SWEPT = [
+    AttentionTuning(),
+    AttentionTuning(num_warps=4),
+    AttentionTuning(num_warps=4, overlap_reduce=False),
+    AttentionTuning(num_warps=4, num_stages=3),
+    AttentionTuning(num_warps=4, num_stages=7),
+    AttentionTuning(num_warps=2),
+    AttentionTuning(num_warps=2, num_stages=7),
+    AttentionTuning(num_warps=4, programs_per_sm=4),
+]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("q8", "q8"), ("kivi4", "rot4")]
 )
 def test_every_swept_launch_shape_gives_the_same_attention(k_format, v_format):
-    """benchmarks/kernels/attention.py sweeps warps, stages and programs per SM; a shape may
-    become the default only if it computes the same function (Triton lays tiles out per warp
-    count, and one such layout was once wrong on an H100: docs/kernels.md)."""
+    """The launch shapes the benchmark sweeps (warps, stages, programs per SM, the serial
+    reduce); a shape may become the default only if it computes the same function (Triton lays
+    tiles out per warp count, and one such layout was once wrong on an H100)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from benchmarks.kernels.attention import sweep_tunings
 
     cache, seq, rows = _filled(
         k_format, v_format, "cuda", 3000, heads=8, dim=128, page=64, tokens=4096
     )
     q = torch.randn(1, 32, 128, dtype=torch.float16)
     expected = _expected(q[0].float().numpy(), rows, 2999)
-    for tuning in sweep_tunings():
+    for tuning in SWEPT:
         cache.tuning = tuning
         out = cache.attend(0, q.cuda(), [seq])
         assert relative_error(out[0].float().cpu(), expected) < 5e-3, tuning

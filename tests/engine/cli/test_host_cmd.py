@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from benchmarks.rpc_helpers import free_port_pair
+from testkit.rpc_helpers import free_port_pair
 from engine.cli import main
 
 

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.rpc_helpers import local_helper
+from testkit.rpc_helpers import local_helper
 from engine.gguf import read_model_info
 from engine.hardware.remote import probe_remote
 from engine.planner import Planner, PlanRequest

@@ -1,3 +1,5 @@
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callB-sweep*
+# (2 files); kept as it ran, so it may name code removed since.
 """session 10 call B: the reduce's warps, splits rounded to a power of two, the first pages asked
 into L2, chained launches, each timed between timings of the default over the same cache."""
 import json, os

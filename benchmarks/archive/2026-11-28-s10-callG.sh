@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callG*
+# (5 files); kept as it ran, so it may name code removed since.
 # session 10 call G: kivi4 K's tile built 2-D (AttentionTuning.flat_kivi_k): its GPU tests, then
 # kivi4/rot4 at 4k/32k/128k with the flag on between two timings of the default, and the verdict
 set -uo pipefail

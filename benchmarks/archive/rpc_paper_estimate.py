@@ -1,3 +1,5 @@
+# Archived: a one-off estimate; its output is the table in docs/multi-machine.md ("on paper").
+# Kept as it ran: PYTHONPATH=$PWD python benchmarks/archive/rpc_paper_estimate.py
 """A paper estimate (docs/multi-machine.md): Llama-3-70B Q4_K_M over two 24 GiB cards in two
 machines, one of them a helper behind 1, 2.5 or 10 GbE, as Hearth's planner sees it: the
 memory model places the layers, the bandwidth model times the weights, and the network model
@@ -14,13 +16,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.gguf import read_model_info
 from engine.hardware.remote import RemoteDevice, RemoteHost, RemoteLink
 from engine.planner import DeviceBudget, Planner, PlanRequest, safety_margin
 from engine.planner.memory import layer_ranges
 from engine.planner.remote import plan_with_helpers, with_helpers
 from engine.planner.remote_link import network_seconds_per_token, traffic_bytes_per_token
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 GIB = 1024**3
 CARD_GBPS = 1008.0  # RTX 4090 (384-bit GDDR6X at 21 Gbit/s)

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-27-s9-callC*
+# (4 files); kept as it ran, so it may name code removed since.
 # session 9 call C: GPU tests of mask_tail (now default for rot4/rot4) and the one-step reduce,
 # then both timed beside the default
 set -o pipefail

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-27-s9-callE*
+# (4 files); kept as it ran, so it may name code removed since.
 # session 9 call E: GPU tests of the lean reduce and the late wait, then both timed beside the
 # default (f16/f16, rot4/rot4, q8/rot4 at 4k/32k/128k)
 set -o pipefail

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callE*
+# (4 files); kept as it ran, so it may name code removed since.
 # session 10 call E: Q4_K GEMV with 8 rows a program (rit 8x16 w2: 8 programs an SM, so the next
 # matrix's programs all fit beside this one's), its GPU tests, then the sweep (default, it, the
 # default again; 3 passes; x given in 8 bits, as the engine runs it)

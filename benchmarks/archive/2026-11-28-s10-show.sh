@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-show*
+# (8 files); kept as it ran, so it may name code removed since.
 # session 10's judged run, with the new attention defaults (reduce at 4 warps, chained launches):
 # GPU tests of the attention and the engine first; the kernels' figures (GEMV at Llama-3-8B
 # shapes against the copy rate; decode attention at 4k/32k/128k per KV format) beside

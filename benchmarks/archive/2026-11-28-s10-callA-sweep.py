@@ -1,3 +1,5 @@
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callA-sweep*
+# (2 files); kept as it ran, so it may name code removed since.
 """session 10 call A: with the occupancy counted per sub-partition (kernels/occupancy.py), the
 launch shapes that really fit more programs an SM, the chained launches and a 4-warp reduce,
 each timed between timings of the default over the same cache."""

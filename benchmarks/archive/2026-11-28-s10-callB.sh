@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callB*
+# (5 files); kept as it ran, so it may name code removed since.
 # session 10 call B: attention variants (sweep), their GPU tests, the anatomy with the reduce at
 # 4 warps; the prefill (pp512) on main and on session 7's tree (0ae3cc2, carried as .dev/base)
 set -uo pipefail

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-27-s9-callB*
+# (5 files); kept as it ran, so it may name code removed since.
 # session 9 call B: GPU tests of flat_v (now default) and the page-step flags, ncu of the split
 # kernel and its reduce, then the flags timed beside the default
 set -o pipefail

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callF*
+# (8 files); kept as it ran, so it may name code removed since.
 # session 10 call F: Q4_K matrices of 8192 rows or more at 8 rows a program (default_config's
 # tall_rows): its GPU tests, the GEMV table (x in 8 bits beside), the sweep's default on Q4_K's
 # shapes, and the engine's decode with it (hearth_speed, tg128 and 32k)

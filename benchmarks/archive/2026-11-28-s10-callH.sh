@@ -1,3 +1,5 @@
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callH*
+# (3 files); kept as it ran, so it may name code removed since.
 set -uo pipefail
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1
 SECONDS=0

@@ -1,4 +1,6 @@
 #!/bin/bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-25-fuse-h100*
+# (1 files); kept as it ran, so it may name code removed since.
 # Issue 17's decode fusions on one H100, one call: this branch (.dev/fuse) and, as "before",
 # main's checkout at the repo root (its engine/ and kernels/ are this branch's base), on the
 # same random-block Llama-3-8B Q4_K_M file. tg128 + profile + pp512; no 32k depth, no llama.cpp.

@@ -10,7 +10,9 @@ ggml-cuda stored s = sum(x), so the rounding error is weighted by d4*q4 = w - m4
 which is larger since m4 is the block's minimum. Activations here are random (Student-t, 4
 degrees of freedom, times the layer's norm weights where there is one); the weights are real.
 
-    .venv/bin/python benchmarks/backends/q8_1_sum_simulation.py
+    .venv/bin/python -m testkit.q8_1_sum
+
+(In testkit: tests/installers/test_cuda_patch_rationale.py checks the same figures.)
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ import sys
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 # (matrix, the norm weights its input is scaled by, or None)
 MATRICES = (

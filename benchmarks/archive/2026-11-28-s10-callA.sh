@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callA*
+# (6 files); kept as it ran, so it may name code removed since.
 # session 10 call A: the attention step's anatomy (kernel times, gaps, occupancy by CUDA),
 # launch shapes that fit more programs an SM once counted per sub-partition, chained launches;
 # their GPU tests; the prefill (pp512) profile on main

@@ -1,3 +1,5 @@
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-27-s9-callF-sweep*
+# (1 files); kept as it ran, so it may name code removed since.
 """session 9 call F: the KV layout (scales and mins interleaved) and 5 programs an SM, timed from
 one tree (run from the old tree and the new one, alternately)."""
 import json, os, sys

@@ -1,3 +1,5 @@
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-27-s9-callD-sweep*
+# (1 files); kept as it ran, so it may name code removed since.
 """session 9 call D: launch shapes of rot4/rot4 with flat_v and mask_tail (the new defaults),
 each between timings of the default over the same cache; f16 beside it."""
 import dataclasses, json, os, sys

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-27-s9-show*
+# (7 files); kept as it ran, so it may name code removed since.
 # session 9's judged run: the kernels' figures (GEMV at Llama-3-8B shapes against the copy
 # rate; decode attention at 4k/32k/128k per KV format) beside llama.cpp's flash-attention
 # decode at the same depths (llama-bench -d, f16 / q8_0 / q4_0 caches, the same H100, the

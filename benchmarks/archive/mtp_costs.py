@@ -1,3 +1,4 @@
+# Archived: a one-off measurement; its figures are in docs/speculative.md (MTP drafting costs).
 """What MTP drafting costs on a model with an MTP layer, against one plain decode step: a draft
 (the MTP layer and its logits, one token), the hidden-state copy every main step now makes, and
 a prompt batch with hidden states on (llama.cpp then computes every prompt token's logits).

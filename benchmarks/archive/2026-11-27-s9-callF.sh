@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-27-s9-callF*
+# (3 files); kept as it ran, so it may name code removed since.
 # session 9 call F: GPU tests of the interleaved scales/mins, then old and new tree alternately
 set -o pipefail
 export HEARTH_GPU_TESTS=1 PYTHONUNBUFFERED=1

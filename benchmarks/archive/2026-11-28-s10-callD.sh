@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# Archived (moved out of docs/measurements/): produced docs/measurements/2026-11-28-s10-callD*
+# (6 files); kept as it ran, so it may name code removed since.
 # session 10 call D: the KV cache's GPU tests with the new attention defaults (reduce at 4
 # warps, chained launches); the GEMV table at batch 1 with the engine's figure beside (x in 8
 # bits); kivi4/rot4 and rot2/rot4 with the new defaults beside f16 and rot4 at 32k
