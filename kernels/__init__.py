@@ -74,7 +74,8 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
 Reference (numpy; no torch needed; the tests and benchmarks use these and nothing else)
     kernels.kv_formats.reference_roundtrip(fmt, x) -> x after quantize+dequantize (float32)
     kernels.kv_formats.reference_quantize(fmt, x) / reference_dequantize(fmt, packed)
-    kernels.reference: gemv (via gguf.quants.dequantize), rms_norm, swiglu, rope, attention
+    kernels.reference: gemv (via gguf.quants.dequantize), quantize_activation (x' as the
+        integer GEMV sees x), rms_norm, swiglu, rope, decode_attention
 
 Errors
     KernelsUnavailable   no torch / no triton / GPU without Triton support (CUDA cc < 8.0,

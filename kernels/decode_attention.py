@@ -218,12 +218,10 @@ def decode_reduce_kernel(
     """One program per (sequence, query head), merging CHUNK splits per step as one tile, with
     the online softmax's rescaling across steps: the loads of a step (m, l and the partial
     rows) do not wait on one another, so with every split in one step (the caller's CHUNK)
-    the reduce is one round trip to memory. (A loop over single splits made this phase a chain
-    of dependent loads, about 30 us at 64 splits on an H100; a first pass for the maximum and a
-    second for the sums made it two round trips a step: docs/kernels.md.) For V stored
-    rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D) (signs_ptr holds
-    signs / sqrt(D)): done by the caller as a matmul and a cast, it was two more launches,
-    about 5 us of a decode step. WAIT_PRIMARY: launched before the split kernel has finished
+    the reduce is one round trip to memory (a loop over single splits is a chain of dependent
+    loads; a first pass for the maximum and a second for the sums, two round trips a step).
+    For V stored rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D)
+    (signs_ptr holds signs / sqrt(D)), not by the caller in two more launches. WAIT_PRIMARY: launched before the split kernel has finished
     (programmatic dependent launch), so first wait until its grid is done and its stores are
     visible. LAUNCH_NEXT: let the next launch on the stream start now (if it was launched as a
     dependent, it waits for this grid in-kernel: the split kernel's WAIT_PRIOR)."""
