@@ -223,8 +223,9 @@ def decode_reduce_kernel(
     For V stored rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D)
     (signs_ptr holds signs / sqrt(D)), not by the caller in two more launches. WAIT_PRIMARY:
     launched before the split kernel has finished (programmatic dependent launch), so first
-    wait until its grid is done and its stores are visible. LAUNCH_NEXT: let the next launch on the stream start now (if it was launched as a
-    dependent, it waits for this grid in-kernel: the split kernel's WAIT_PRIOR)."""
+    wait until its grid is done and its stores are visible. LAUNCH_NEXT: let the next launch
+    on the stream start now (if it was launched as a dependent, it waits for this grid
+    in-kernel: the split kernel's WAIT_PRIOR)."""
     if LAUNCH_NEXT:
         gdc_launch_dependents()
     if WAIT_PRIMARY:
