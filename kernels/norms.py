@@ -10,9 +10,9 @@ Statistics in float32 whatever the input dtype, as ggml does.
 the integer GEMVs that read y next (Q/K/V, gate/up, the output matrix at decode): the values
 are rounded to y's dtype first, so the codes and scales are the bits `quantize_activation(y)`
 would give, without its launch (one of ~130 small launches in an 8B decode step). On sm_90+
-it also lets a GEMV launched after it as a programmatic dependent launch (gemv's pipelined
-variant) start at once: such a GEMV reads nothing of ours before its griddepcontrol.wait; any
-other next kernel starts as usual.
+it also lets the integer GEMV chained after it (a programmatic dependent launch,
+kernels/launch.py) start at once: such a GEMV reads nothing of ours before its wait; any other
+next kernel starts as usual.
 """
 
 from __future__ import annotations
