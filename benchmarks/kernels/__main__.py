@@ -74,7 +74,8 @@ def _measure(args, copy_bw: float) -> list:
         except Exception as error:  # report it and go on to the next figure
             print(f"{fn.__name__}{fn_args[:-1]}: failed: {error!r}"[:300], flush=True)
             continue
-        print(table(found).split("\n", 1)[1], flush=True)
+        if found:  # the rows as measured (a run cut by its time limit keeps what it printed)
+            print(table(found).split("\n", 1)[1], flush=True)
         rows += found
     return rows
 
