@@ -143,8 +143,13 @@ def _llama3_8b_cache(k_format, v_format, n_rows):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4")])
+@pytest.mark.parametrize(
+    ("k_format", "v_format"),
+    [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), ("rot4", "q8")],
+)
 def test_llama3_8b_shape_at_4k(k_format, v_format):
+    """The inline-assembly unpacking (kernels/nibbles.py) in the real kernel layout: K's codes
+    unpacked in the dot's layout, V's where they were loaded, V's rot4 tile built 2-D."""
     cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 4000)
     out = cache.attend(0, q, [seq])
     assert relative_error(out[0].float().cpu(), expected) < 5e-3
