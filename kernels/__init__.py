@@ -25,7 +25,9 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
     xq = quantize_activation(x);  y = quant_matmul(x, w, quantized=xq)
         x's 8-bit form computed once and shared by the weights that read the same x (q/k/v,
         gate/up): one launch per x instead of one per weight.
-    w.dequantize() -> f32 [n_out, n_in] (for checks and prefill through torch matmul).
+    w.dequantize() -> f32 [n_out, n_in] through the host (gguf's numpy dequantizers; checks)
+    w16 = kernels.dequant.dequantize(w, torch.float16)   on w's device, for prefill's GEMM
+        (Q4_K and Q6_K by a one-pass kernel on a GPU, the other formats in torch).
 
 Elementwise (kernels/norms.py, kernels/activations.py, kernels/rope.py)
     y = rms_norm(x, weight, eps)                      y = x / rms(x) * weight

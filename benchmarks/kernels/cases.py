@@ -44,7 +44,7 @@ OPS = [
     Op("quantize_activation", "kernels.act_quant.quantize_activation",
        "kernels.reference.quantize_activation", "tests/kernels/test_gemv_dp4a.py",
        "one row of 4096 and of 14336"),
-    Op("dequantize", "kernels.dequant.dequantize_k_quant", "kernels.reference.dequantize_weight",
+    Op("dequantize", "kernels.dequant.dequantize", "kernels.reference.dequantize_weight",
        "tests/kernels/test_dequant.py",
        f"{', '.join(DEQUANT_FORMATS)} at the four matrices to f16"),
     Op("rms_norm", "kernels.norms.rms_norm", "kernels.reference.rms_norm",

@@ -12,7 +12,7 @@ import torch
 from benchmarks.kernels.results import Row, timed_rows
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, time_calls
 from kernels.act_quant import quantize_activation
-from kernels.dequant import dequantize_k_quant
+from kernels.dequant import dequantize
 from kernels.gemv import default_config, quant_matmul
 from kernels.packed_weight import PackedWeight
 from kernels.reference import random_weight_bytes
@@ -94,7 +94,7 @@ def dequantize_rows(fmt: str, n_out: int, n_in: int, copy_bw: float) -> list[Row
 
     def run() -> None:
         for wi in weights:
-            dequantize_k_quant(wi, torch.float16)
+            dequantize(wi, torch.float16)
 
     seconds = time_calls(run) / len(weights)
     moved = weights[0].nbytes + n_out * n_in * 2
