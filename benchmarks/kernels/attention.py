@@ -66,7 +66,8 @@ def attention_rows(k_format: str, v_format: str, context: int, copy_bw: float,
         for layer in range(layers):
             cache.attend(layer, q, [seq], window=window)
 
-    shape = f"{context // 1024}k positions" + (f" window {window}" if window else "")
+    depth = f"{context // 1024}k" if context % 1024 == 0 else str(context)
+    shape = f"{depth} positions" + (f" window {window}" if window else "")
     if page_size != 64:
         shape += f" pages of {page_size}"
     rows = []
@@ -112,7 +113,8 @@ def write_rows(k_format: str, v_format: str, copy_bw: float) -> list[Row]:
         kv = torch.randn(n, KV_HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
         seconds = time_calls(lambda kv=kv, start=start: cache.write(0, seq, start, kv, kv))
         moved = 2 * kv.numel() * 2 + n * spec.bytes_per_token
-        rows += timed_rows("kv_write", f"{n} positions", fmt, "hearth", seconds, moved, copy_bw)
+        shape = f"{n} position" + ("s" if n > 1 else "")
+        rows += timed_rows("kv_write", shape, fmt, "hearth", seconds, moved, copy_bw)
     return rows
 
 

@@ -61,7 +61,7 @@ def table(rows: list[Row]) -> str:
         if (r.metric, r.unit) not in metrics:
             metrics.append((r.metric, r.unit))
         lines.setdefault((r.op, r.shape, r.format, r.provider), {})[r.metric] = r.value
-    head = f"{'op':20} {'shape':24} {'format':12} {'provider':10}"
+    head = f"{'op':20} {'shape':24} {'format':12} {'provider':22}"
     head += "".join(f" {f'{m} ({u})':>16}" for m, u in metrics)
     out = [head]
     for (op, shape, fmt, provider), values in lines.items():
@@ -69,5 +69,5 @@ def table(rows: list[Row]) -> str:
             f" {values[m]:16.{1 if u != 'fraction' else 3}f}" if m in values else f" {'':16}"
             for m, u in metrics
         )
-        out.append(f"{op:20} {shape:24} {fmt:12} {provider:10}{cells}")
+        out.append(f"{op:20} {shape:24} {fmt:12} {provider:22}{cells}")
     return "\n".join(out)
