@@ -36,12 +36,13 @@
 #       on loopback) against the same split all local, planner's figures beside (rpc_show.py)
 #   patched   builds llama.cpp again with installers/patches/ applied (by the code that
 #       installers/build_engine.py uses) and makes the steps after it use that build; their outputs are named *-patched
-# Needs .gpu-bundle/ (made by make-bundle.sh) in the repository root. Results go to $OUT (or ./out).
+# Needs .gpu-bundle/ (made by benchmarks/gpu/make_bundle.sh) in the repository root. Results go
+# to $OUT (or ./out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
 if [ ! -f /tmp/llama/env.sh ]; then
-  bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
+  bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
 fi
 source /tmp/llama/env.sh
 tag=""  # "-patched" after the patched step

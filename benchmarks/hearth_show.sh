@@ -6,12 +6,13 @@
 #
 #   bash benchmarks/hearth_show.sh          results in $OUT (or ./out)
 #
-# Needs .gpu-bundle/ in the repository root: llama.cpp is built from it first unless
-# /tmp/llama/env.sh exists (about 3 minutes); after the build this takes under 4 minutes.
+# Needs .gpu-bundle/ (benchmarks/gpu/make_bundle.sh) in the repository root: llama.cpp is built
+# from it first unless /tmp/llama/env.sh exists (about 3 minutes); after the build this takes
+# under 4 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
-[ -f /tmp/llama/env.sh ] || bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
+[ -f /tmp/llama/env.sh ] || bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
 source /tmp/llama/env.sh
 export PYTHONPATH="$PWD:$PYTHONPATH" PYTHONUNBUFFERED=1
 src=$(ls -d /tmp/llama/llama_cpp_python-*)

@@ -42,6 +42,7 @@ import numpy as np
 import torch
 
 from benchmarks import hearth_speed_files
+from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_llama_bench
 from engine.gguf import read_model_info
 from engine.hearth.config import model_config
 from engine.hearth.forward import Transformer
@@ -291,20 +292,18 @@ def measure_depth(model: Transformer, kv: str, depth: int, copy_gbps: float) -> 
 
 
 def llama_bench(model: str, depth: int) -> dict:
-    """llama-bench's pp512 / tg128 and tg32 at `depth` (f16 KV), tokens per second."""
-
-    def run(*extra: str) -> list[dict]:
-        cmd = ["llama-bench", "-m", model, "-fa", "1", "-o", "json", *extra]
-        done = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        return json.loads(done.stdout)
-
-    out = {}
-    for row in run("-p", "512", "-n", "128", "-r", "3"):
-        key = "pp512_tok_s" if row["n_prompt"] else "tg128_tok_s"
-        out[key] = row["avg_ts"]
+    """llama-bench's pp512 / tg128 and tg32 at `depth` (f16 KV), tokens per second, through
+    `hearth bench`'s runner (engine/benchmark/llama_bench.py): the same command and parsing."""
+    binary = find_llama_bench()
+    if binary is None:
+        raise LlamaBenchError("llama-bench is not on PATH: source the CUDA build's env.sh")
+    out = {
+        "pp512_tok_s": run_llama_bench(binary, model, prompt=512).tokens_per_second,
+        "tg128_tok_s": run_llama_bench(binary, model, gen=128).tokens_per_second,
+    }
     if depth:
-        row = run("-p", "0", "-n", "32", "-d", str(depth), "-r", "1")[0]
-        out[f"tg32_at_{depth}_f16_tok_s"] = row["avg_ts"]
+        row = run_llama_bench(binary, model, gen=32, depth=depth, reps=1)
+        out[f"tg32_at_{depth}_f16_tok_s"] = row.tokens_per_second
     done = subprocess.run(
         [sys.executable, "-m", "benchmarks.llama_ttft", model], capture_output=True, text=True
     )

@@ -22,7 +22,7 @@ attends to its own stored keys and values too), in both engines.
 --formats takes K/V pairs of kernels' formats or of the 4-bit K layouts of
 benchmarks/kv_variants.py (KIVI's per-channel K, smaller groups, smoothing); the first must be
 f16/f16, the baseline. A K format ending in +rN keeps each query's own unfinished group of N
-positions of K exact (KIVI's residual; kv_variants.residual_cache), and V too when the V
+positions of K exact (KIVI's residual; testkit/residual_cache.py), and V too when the V
 format ends in +rN as well. kivi4+r64 / rot4+r64 is exactly what kernels' kivi4 K (groups of
 32 positions, pages of 64, the open page of K and V exact) with rot4 V gives, in decode and in
 prefill.
@@ -107,13 +107,13 @@ def hearth_scores(path: str, tokens: list[int], chunk: int, formats) -> dict[str
     """Every Hearth format over the text, in lockstep chunk by chunk (one set of weights)."""
     import torch
 
-    from benchmarks.kv_variants import residual_cache
     from engine.gguf import read_model_info
     from engine.hearth.config import model_config
     from engine.hearth.forward import Transformer
     from engine.hearth.kv_cache import TorchKVCache
     from engine.hearth.ops import TorchOps
     from engine.hearth.weights import GGUFTensors
+    from testkit.residual_cache import residual_cache
 
     info = read_model_info(path)
     config = model_config(info)

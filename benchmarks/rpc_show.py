@@ -29,7 +29,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.rpc_helpers import local_helper
 from engine.gguf import read_model_info
 from engine.hardware import detect
 from engine.hardware.remote import probe_remote
@@ -39,6 +38,7 @@ from engine.planner.remote import with_helpers
 from engine.planner.search import Search
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EventQueue
+from testkit.rpc_helpers import local_helper
 
 N_CTX = 4096
 PROMPT_TOKENS = 64

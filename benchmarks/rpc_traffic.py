@@ -22,11 +22,11 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.rpc_helpers import CountingRelay, local_helper
 from engine.gguf import read_model_info
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.starter_model import starter_model_path
+from testkit.rpc_helpers import CountingRelay, local_helper
 
 SHORT, LONG = 8, 40
 PROMPT_TOKENS = 24

@@ -47,8 +47,8 @@ LLAMA_VERSION = "0.3.36"
 RPC_FLAG = "-DGGML_RPC=ON"
 # llama.cpp's AMX matrix products (ggml-cpu/amx, compiled in when -march=native finds AMX, as
 # on Sapphire Rapids and later Xeons) crash on some of those machines: ggml_backend_amx_mul_mat
-# segfaulted at the starter model's first prompt on this project's x86 build machine in
-# session 8 (llama.cpp issue 20824, closed without a fix). ggml compiles them only where
+# segfaulted at the starter model's first prompt on this project's x86 build machine
+# (llama.cpp issue 20824, closed without a fix). ggml compiles them only where
 # __AMX_INT8__ is defined; an explicit -mno-amx-int8 wins over -march=native (GCC and Clang
 # keep explicitly disabled ISA extensions off), and the AVX-512 paths remain.
 NO_AMX_FLAGS = "-DCMAKE_C_FLAGS=-mno-amx-int8 -DCMAKE_CXX_FLAGS=-mno-amx-int8"

@@ -25,9 +25,9 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
     xq = quantize_activation(x);  y = quant_matmul(x, w, quantized=xq)
         x's 8-bit form computed once and shared by the weights that read the same x (q/k/v,
         gate/up): one launch per x instead of one per weight.
-    w.dequantize() -> f32 [n_out, n_in] (for checks and prefill through torch matmul).
-    kernels.dequant_torch.dequantize(w, dtype) -> [n_out, n_in] on w's device, in torch (the
-        prefill's GEMM operand; Q4_K/Q6_K on a GPU through kernels/dequant.py's kernel);
+    w.dequantize() -> f32 [n_out, n_in] through the host (gguf's numpy dequantizers; checks)
+    w16 = kernels.dequant.dequantize(w, torch.float16)   on w's device, for prefill's GEMM
+        (Q4_K and Q6_K by a one-pass kernel on a GPU, the other formats in torch).
         kernels.dequant_torch.dequantize_mxfp4(raw, n_in): MXFP4 blocks as stored (ggml type
         39, gpt-oss's experts; no PackedWeight format) -> float32 [..., n_in].
 
@@ -78,7 +78,8 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
 Reference (numpy; no torch needed; the tests and benchmarks use these and nothing else)
     kernels.kv_formats.reference_roundtrip(fmt, x) -> x after quantize+dequantize (float32)
     kernels.kv_formats.reference_quantize(fmt, x) / reference_dequantize(fmt, packed)
-    kernels.reference: gemv (via gguf.quants.dequantize), rms_norm, swiglu, rope, attention
+    kernels.reference: gemv (via gguf.quants.dequantize), quantize_activation (x' as the
+        integer GEMV sees x), rms_norm, swiglu, rope, decode_attention
 
 Errors
     KernelsUnavailable   no torch / no triton / GPU without Triton support (CUDA cc < 8.0,

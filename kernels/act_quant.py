@@ -13,26 +13,26 @@ weight plane (4 codes of 4 consecutive weights, one per byte) meets its 4 inputs
 v + 1.5 * 2^23 are 0x4B400000 + round(v) (nearest, ties to even) for |v| < 2^22, so the low byte
 is q as a two's-complement byte, without the float-to-int unit (a quarter-rate instruction).
 
-Two ways to feed a GEMV (gemv_dp4a.py, chosen by its PREQ flag): each program quantizes the
-slice of x it needs in each K step (`quantize_words`, no extra launch, but the work repeats in
-every program and its reductions cross threads), or `quantize_activation` does it once, in a
-small kernel of its own, and the GEMV loads words, scales and sums in its weight tile's layout.
-A third: the kernel that produces x writes it in 8 bits as well (`store_quantized`, used by
-kernels/norms.py and kernels/activations.py), in the same buffers as `quantize_activation`.
+Two ways to feed a GEMV (gemv_dp4a.py): `quantize_activation` does it once, in a small kernel of
+its own, and the GEMV loads words, scales and sums in its weight tile's layout; or the kernel
+that produces x writes it in 8 bits as well (`store_quantized`, used by kernels/norms.py and
+kernels/activations.py), in the same buffers.
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 import triton
 import triton.language as tl
 
 from kernels.errors import UnsupportedTensor
-from kernels.gemv_common import gdc_launch_dependents, load_groups, load_runs, load_words
+from kernels.gemv_common import load_groups, load_runs, load_words
+from kernels.launch import gdc_launch_dependents, has_dependent_launch
+
+# the name engine/hearth/ops.py asks for; kernels/launch.py has the one check
+has_griddepcontrol = has_dependent_launch
 
 ROUND_MAGIC = tl.constexpr(12582912.0)  # 1.5 * 2**23
 ROUND_BITS = tl.constexpr(0x4B400000)  # its float32 bits
@@ -85,7 +85,7 @@ def quantize_words(x_ptr, words, mask):
     [G, S, 4] (False reads 0). Returns (packed int8 words [G, S, 4] int32, d [G] float32, the
     sum of q per run of 16 values [G, S] int32). The dot products then use x' = d q exactly
     (also for the offsets), so a kernel computes x' @ W.T up to float32 rounding
-    (`reference_quantize`)."""
+    (kernels.reference.quantize_activation)."""
     j = tl.arange(0, 4)
     x = tl.load(x_ptr + words[:, :, :, None] * 4 + j[None, None, None, :],
                 mask=mask[:, :, :, None], other=0.0).to(tl.float32)  # fmt: skip
@@ -110,50 +110,31 @@ def store_quantized(values, first, n, xq_ptr, xd_ptr, xs_ptr, BLOCK: tl.constexp
     tl.store(xs_ptr + g[:, None] * 2 + run[None, :], isum, mask=in_x[:, None] & (run[None] >= 0))
 
 
-def reference_quantize(x: np.ndarray) -> np.ndarray:
-    """x' = d q as the kernels see it, in numpy: x [..., K] (K a multiple of 32) -> float64."""
-    x = np.asarray(x, dtype=np.float32)
-    groups = x.reshape(*x.shape[:-1], -1, 32)
-    amax = np.abs(groups).max(axis=-1, keepdims=True)
-    q = np.rint(groups * (np.float32(127.0) / np.maximum(amax, np.float32(1e-30))))
-    d = amax * np.float32(1.0 / 127.0)
-    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
-
-
 @triton.jit
-def x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ: tl.constexpr,
-            RIT: tl.constexpr = False):  # fmt: skip
+def x_words(xq_row, xd_row, xs_row, base, group_mask, rows, RIT: tl.constexpr = False):
     """x's int8 words base[g] + [0, 8) for groups g of 32 values (base [G], a multiple of 8),
-    with d [.., G] and the sums of q per 16 [.., G, 2]: as [1, G, 2, 4] from quantize_words
-    (PREQ=False), or loaded from `quantize_activation`'s buffers as [BN, G, 2, 4] in the
-    weight tile's own layout (rows [BN] give the shape: every thread loads the words its
-    weights meet, from L1, with no shuffle through shared memory); RIT: as the weights are
-    loaded with gemv_common.load_words' RIT, so the layouts match."""
+    with d [BN, G] and the sums of q per 16 [BN, G, 2], loaded from `quantize_activation`'s
+    buffers as [BN, G, 2, 4] in the weight tile's own layout (rows [BN] give the shape: every
+    thread loads the words its weights meet, from L1, with no shuffle through shared memory);
+    RIT: as the weights are loaded with gemv_common.load_words' RIT, so the layouts match."""
     run = tl.arange(0, 2)
     word = run[:, None] * 4 + tl.arange(0, 4)[None, :]
     words = base[:, None, None] + word[None]
-    mask = group_mask[:, None, None] & (word[None] >= 0)
-    if PREQ and RIT:  # loaded as the weights are with RIT (gemv_common.load_words)
-        zero = rows * 0
+    zero = rows * 0
+    runs = (base // 4)[:, None] + run[None, :]
+    if RIT:  # loaded as the weights are with RIT (gemv_common.load_words)
         every_row = zero == 0
         packed = load_words(xq_row, zero, words, every_row, group_mask, RIT)
         d = load_groups(xd_row, zero, base // 8, every_row, group_mask, RIT)
-        runs = (base // 4)[:, None] + run[None, :]
         isum = load_runs(xs_row, zero, runs, every_row, group_mask, RIT)
         return packed, d, isum
-    elif PREQ:
-        zero = rows * 0
-        packed = tl.load(xq_row + zero[:, None, None, None] + words[None], mask=mask[None],
-                         other=0)  # fmt: skip
-        d = tl.load(xd_row + zero[:, None] + (base // 8)[None, :], mask=group_mask[None, :],
-                    other=0.0)  # fmt: skip
-        runs = (base // 4)[:, None] + run[None, :]
-        run_mask = group_mask[None, :, None] & (run[None, None, :] >= 0)
-        isum = tl.load(xs_row + zero[:, None, None] + runs[None], mask=run_mask, other=0)
-        return packed, d, isum
-    else:
-        packed, d, isum = quantize_words(x_row, words, mask)
-        return packed[None], d[None], isum[None]
+    mask = group_mask[:, None, None] & (word[None] >= 0)
+    packed = tl.load(xq_row + zero[:, None, None, None] + words[None], mask=mask[None], other=0)
+    d = tl.load(xd_row + zero[:, None] + (base // 8)[None, :], mask=group_mask[None, :],
+                other=0.0)  # fmt: skip
+    run_mask = group_mask[None, :, None] & (run[None, None, :] >= 0)
+    isum = tl.load(xs_row + zero[:, None, None] + runs[None], mask=run_mask, other=0)
+    return packed, d, isum
 
 
 @triton.jit
@@ -176,13 +157,6 @@ def quantize_kernel(x_ptr, xq_ptr, xd_ptr, xs_ptr, n_groups, stride_xb, GROUPS: 
     tl.store(xs_ptr + b * n_groups * 2 + runs, isum, mask=runs < n_groups * 2)
 
 
-def has_griddepcontrol(device: torch.device) -> bool:
-    """Programmatic dependent launch: a CUDA GPU of sm_90 or newer, not the interpreter."""
-    if device.type != "cuda" or os.environ.get("TRITON_INTERPRET", "0") == "1":
-        return False
-    return torch.cuda.get_device_capability(device)[0] >= 9
-
-
 @dataclass(frozen=True)
 class QuantizedActivation:
     """x [B, K] in 8 bits, as the integer GEMV reads it: words [B, K/4] int32 (4 int8 q each),
@@ -201,8 +175,8 @@ def quantize_activation(x: torch.Tensor, *, let_next_start: bool = False) -> Qua
     """x [..., K] (K a multiple of 32, f16/bf16/f32) in 8 bits, one small launch. Quantize once
     and pass the result to every quant_matmul that reads the same x (`quantized=`): the q, k
     and v projections, or gate and up, then pay one launch instead of three or two.
-    let_next_start: the next kernel, if a programmatic dependent launch, may start before this
-    one ends (GEMV's pipelined variant; only on sm_90+, ignored elsewhere)."""
+    let_next_start: the next kernel, if a chained launch, may start before this one ends (the
+    integer GEMV's; only on sm_90+, ignored elsewhere)."""
     x = x.reshape(-1, x.shape[-1])
     if x.stride(-1) != 1:
         x = x.contiguous()
@@ -214,7 +188,7 @@ def quantize_activation(x: torch.Tensor, *, let_next_start: bool = False) -> Qua
     groups = 16
     quantize_kernel[(triton.cdiv(n_groups, groups), n_rows)](
         x, out.words, out.scales, out.sums, n_groups, x.stride(0), GROUPS=groups,
-        LET_NEXT_START=let_next_start and has_griddepcontrol(x.device), num_warps=2,
+        LET_NEXT_START=let_next_start and has_dependent_launch(x.device), num_warps=2,
     )  # fmt: skip
     return out
 

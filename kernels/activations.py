@@ -15,12 +15,11 @@ import triton.language as tl
 from kernels.act_quant import (
     QuantizedActivation,
     empty_quantized,
-    has_griddepcontrol,
     store_quantized,
 )
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
-from kernels.gemv_common import gdc_launch_dependents
+from kernels.launch import gdc_launch_dependents, has_dependent_launch
 
 _BLOCK = 1024  # a multiple of 32: a program's values are whole groups of the quantization
 
@@ -81,6 +80,6 @@ def _launch(gate: torch.Tensor, up: torch.Tensor, *, quantize: bool):
             n,
             QUANTIZE=quantize,
             BLOCK=_BLOCK,
-            LET_NEXT_START=quantize and has_griddepcontrol(gate.device),
+            LET_NEXT_START=quantize and has_dependent_launch(gate.device),
         )
     return y, quantized

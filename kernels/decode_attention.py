@@ -5,8 +5,6 @@ positions up to its own) over the cached positions. For each KV head, the T * G 
 (G = n_heads / n_kv_heads heads share it) are one tile [T * G padded to 16, D], so each K/V page
 is read once for all of them, dequantized in registers, never written out.
 
-    phase 0 (rotated K, when AttentionTuning.rotate_q_once): the query rows rotated, scaled
-        and cast once for every program of phase 1 (prepare_queries_kernel)
     phase 1, grid (sequences, KV heads, splits): each program walks its run of pages:
         s = (q . k) * scale * log2(e)             (q rotated first when K is rotated)
         online softmax: m' = max(m, max s); l = l 2^(m-m') + sum 2^(s-m'); acc likewise
@@ -14,10 +12,6 @@ is read once for all of them, dequantized in registers, never written out.
     phase 2, grid (sequences x tokens, query heads):
         out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
         when V is stored rotated, out = R^T out (a Walsh-Hadamard transform, in the same program).
-        With AttentionTuning.fused_reduce, phase 2 runs in phase 1's launch instead: the last
-        program of each group of splits to finish merges the group, the last group of each
-        (sequence, KV head) the groups (atomic ticket counters, as the GEMV's split-K uses),
-        so a step is one launch.
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.
@@ -40,10 +34,10 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from kernels.kv_kivi import kivi_page_scores, load_open_tile
 from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
+from kernels.launch import gdc_launch_dependents, gdc_wait
 
 LOG2E = 1.4426950408889634
 
@@ -52,46 +46,29 @@ LOG2E = 1.4426950408889634
 # counts divisible by 16, into separate kernels)
 @triton.jit(do_not_specialize=["n_splits", "window"])
 def decode_split_kernel(
-    q_ptr, acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr,
+    q_ptr, acc_ptr, m_ptr, l_ptr,
     block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,
     qk_scale, stride_bt, n_splits, window,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
-    CODE_WORDS: tl.constexpr = True, ASM: tl.constexpr = False, KG: tl.constexpr = 32,
-    LAUNCH_DEPENDENTS: tl.constexpr = False, Q_READY: tl.constexpr = False,
-    WAIT_Q: tl.constexpr = False, SUM_AFTER_LOOP: tl.constexpr = False,
-    FUSED_REDUCE: tl.constexpr = False, MERGE_ROWS: tl.constexpr = 16,
-    MERGE_CHUNK: tl.constexpr = 8, MERGE_STAGES: tl.constexpr = 1,
-    FLAT_V: tl.constexpr = False, MASK_TAIL: tl.constexpr = False,
-    WAIT_PRIOR: tl.constexpr = False, FLAT_K: tl.constexpr = False,
+    ASM: tl.constexpr = False, KG: tl.constexpr = 32,
+    LAUNCH_DEPENDENTS: tl.constexpr = False, MASK_TAIL: tl.constexpr = False,
+    WAIT_PRIOR: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
     length - T + t; it sees the positions j <= its own, and with window > 0 only those with
     its position - j < window. Nothing here depends on a host-side length: the grid is fixed
     by the caller and each split takes its share of the pages that the queries can see.
-    CODE_WORDS: rot4 and q8 codes to f16 four bytes at a time (kernels/nibbles.py), else
-    byte by byte; ASM: its inline assembly (a GPU), else the same values in plain operations.
+    ASM: rot4 and q8 codes to f16 by inline assembly four bytes at a time (kernels/nibbles.py,
+    a GPU), else the same values in plain operations (Triton's interpreter).
     kivi4 K: k_open_ptr the open pages, open_page_ptr their page numbers, open_slots_ptr each
     sequence's slot, KG positions per scale group. LAUNCH_DEPENDENTS (Hopper, launched with
     programmatic dependent launch): let the reduce kernel start now; it waits for this grid
     in-kernel (decode_reduce_kernel's WAIT_PRIMARY), so its launch overlaps this one's work.
-    Q_READY (rot4 and rot2 K): q_ptr holds prepare_queries_kernel's rows, already rotated,
-    scaled by qk_scale and in f16 (rot4: even dims, then odd), so no program rotates q;
-    WAIT_Q: that kernel is this one's primary launch (programmatic dependent launch), so the
-    work before q's load overlaps it and q is read only once its grid is done.
-    SUM_AFTER_LOOP: the softmax's row sums l kept per position ([rows, P], rescaled as acc
-    is) and summed over positions once, after the loop, instead of at every page step: that
-    sum was a cross-warp reduction (shuffles, a shared-memory round trip and its barriers)
-    in each step of a loop bound by latency.
-    FUSED_REDUCE: phase 2 in this launch (_fused_reduce): the splits of each (sequence, KV
-    head) merged in groups of MERGE_CHUNK by the last program of each group to finish, then
-    the groups by the last group's (ticket counters at count_ptr, zero before the launch and
-    after it; MERGE_ROWS >= T * G rows). acc_ptr, m_ptr and l_ptr then also hold the group
-    partials, after the splits'. FLAT_V: rot4 V's tile built 2-D (kv_tiles.load_rot4_halves'
-    FLAT). MASK_TAIL: the positions masked only on pages that some query row does not see
+    MASK_TAIL: the positions masked only on pages that some query row does not see
     whole (without a window: the pages past the lowest query position; decode: the last),
     not on every page. WAIT_PRIOR (AttentionTuning.chain_launches): launched as the previous
     launch's dependent (programmatic dependent launch), so wait for its grid before reading
@@ -123,32 +100,16 @@ def decode_split_kernel(
     pages_per_split = tl.cdiv(end_page - first_page, n_splits)
     first = first_page + split * pages_per_split
     last = tl.minimum(first + pages_per_split, end_page)
-    if WAIT_Q:
-        gdc_wait()
-    q_row_ptrs = q_ptr + q_rows[:, None] * D
-    if Q_READY:
-        if K_FMT == ROT4:  # the halves as stored: no reshape, no split
-            half = tl.arange(0, D // 2)
-            q_even = tl.load(q_row_ptrs + half[None, :], mask=group_mask[:, None], other=0.0)
-            q_odd = tl.load(q_row_ptrs + D // 2 + half[None, :], mask=group_mask[:, None],
-                            other=0.0)  # fmt: skip
-        else:
-            q = tl.load(q_row_ptrs + j[None, :], mask=group_mask[:, None], other=0.0)
-    else:
-        q = tl.load(q_row_ptrs + j[None, :], mask=group_mask[:, None], other=0.0)
-        q = q.to(tl.float32)
-        if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
-            q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
-        q = (q * qk_scale).to(tl.float16)
-        # rot4 and kivi4 K: q's even and odd dims apart, for the two halves of the key tile
-        q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
+    q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
+    q = q.to(tl.float32)
+    if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
+        q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
+    q = (q * qk_scale).to(tl.float16)
+    # rot4 and kivi4 K: q's even and odd dims apart, for the two halves of the key tile
+    q_even, q_odd = tl.split(tl.reshape(q, (G_PAD, D // 2, 2)))
 
     m_i = tl.full((G_PAD,), float("-inf"), tl.float32)
-    # compile-time branches: Triton builds both sides of a conditional expression
-    if SUM_AFTER_LOOP:  # noqa: SIM108
-        l_i = tl.zeros((G_PAD, P), tl.float32)
-    else:
-        l_i = tl.zeros((G_PAD,), tl.float32)
+    l_i = tl.zeros((G_PAD,), tl.float32)
     if V_FMT == ROT4:  # even and odd dims apart (see kv_tiles.load_rot4_halves)
         acc = tl.zeros((G_PAD, D // 2), tl.float32)
         acc_odd = tl.zeros((G_PAD, D // 2), tl.float32)
@@ -164,13 +125,13 @@ def decode_split_kernel(
         page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown
         row0 = (page * HKV + head) * P
         if K_FMT == ROT4:
-            k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D, CODE_WORDS, ASM)
+            k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D, ASM)
             s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
         elif K_FMT == KIVI4:
-            s = kivi_page_scores(q_even, q_odd, page, head, kq_ptr, ks_ptr, km_ptr,
-                                 HKV, P, D, KG, CODE_WORDS, ASM, FLAT_K)  # fmt: skip
+            s = kivi_page_scores(q_even, q_odd, page, head, kq_ptr, ks_ptr, km_ptr, HKV, P, D, KG,
+                                 ASM)  # fmt: skip
         else:
-            k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D, CODE_WORDS, ASM)
+            k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D, True, ASM)
             s = tl.dot(q, tl.trans(k))
             if K_FMT == Q8:
                 s = s * k_scale[None, :]
@@ -181,14 +142,13 @@ def decode_split_kernel(
             whole = False
         m_i, l_i, acc, acc_odd = _accumulate_page(
             s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
-            V_FMT, P, D, CODE_WORDS, ASM, SUM_AFTER_LOOP, FLAT_V, whole,
+            V_FMT, P, D, ASM, whole,
         )  # fmt: skip
     # a compile-time branch around a run-time one: Triton cannot join them with `and`
     if K_FMT == KIVI4:  # noqa: SIM102
         if (open_page >= first) & (open_page < last):  # the open page, K and V exact
             s = tl.dot(q, tl.trans(load_open_tile(slot, 0, head, k_open_ptr, HKV, P, D)))
-            m_i, l_i, p, alpha = _softmax_step(s, open_page, position, window, m_i, l_i, P,
-                                               SUM_AFTER_LOOP)  # fmt: skip
+            m_i, l_i, p, alpha = _softmax_step(s, open_page, position, window, m_i, l_i, P)
             v = load_open_tile(slot, 1, head, k_open_ptr, HKV, P, D)
             if V_FMT == ROT4:  # acc holds rotated rows: rotate this page's share to match
                 share = tl.dot(p.to(tl.float16), v)
@@ -199,8 +159,6 @@ def decode_split_kernel(
             else:
                 acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
 
-    if SUM_AFTER_LOOP:
-        l_i = tl.sum(l_i, axis=1)
     part = q_rows * n_splits + split
     tl.store(m_ptr + part, m_i, mask=group_mask)
     tl.store(l_ptr + part, l_i, mask=group_mask)
@@ -211,173 +169,12 @@ def decode_split_kernel(
         tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
     else:
         tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
-    if FUSED_REDUCE:
-        _fused_reduce(acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr, signs_ptr, seq, head, split,
-                      n_splits, HQ, HKV, G, T, D, LOG2D, MERGE_ROWS, MERGE_CHUNK,
-                      V_FMT == ROT4, MERGE_STAGES)  # fmt: skip
 
 
 @triton.jit
-def _fused_reduce(acc_ptr, m_ptr, l_ptr, out_ptr, count_ptr, signs_ptr, seq, head, split,
-                  n_splits, HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr,
-                  T: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, ROWS: tl.constexpr,
-                  CHUNK: tl.constexpr, V_ROTATED: tl.constexpr,
-                  MERGE_STAGES: tl.constexpr):  # fmt: skip
-    """Phase 2 in the split kernel's launch, in two levels so that no program merges more
-    than a few steps' partials: the splits of a KV head in groups of CHUNK (one merge step);
-    the last program of a group to store its partial (a ticket from the group's counter)
-    merges the group into one partial, stored past the splits' (index rows * n_splits +
-    q_row * n_groups + group), then takes a ticket from the head's counter; the last group
-    merges the n_groups group partials into out. With one group the last split writes out
-    directly. Every ticket's counter is set back to zero by the program that drew the last
-    one, for the next launch (a CUDA graph replays them).
-
-    Ordering: the barrier orders every thread's stores before the ticket, the ticket is
-    acq_rel at GPU scope and the merges read past L1 (.cg), so the program that draws a
-    group's (or the head's) last ticket sees every partial of it (gemv_common.finish_rows
-    does the same). The groups of a head merge while its other splits still run."""
-    r = tl.arange(0, ROWS)
-    rows_mask = r < T * G
-    q_rows = (seq * T + r // G) * HQ + head * G + r % G
-    n_groups = tl.cdiv(n_splits, CHUNK)
-    group = split // CHUNK
-    group_size = tl.minimum(CHUNK, n_splits - group * CHUNK)
-    counters = count_ptr + (seq * HKV + head) * (n_groups + 1)
-    tl.debug_barrier()
-    ticket = tl.atomic_add(counters + group, 1, sem="acq_rel", scope="gpu")
-    if ticket == group_size - 1:
-        tl.atomic_xchg(counters + group, 0)
-        first = q_rows * n_splits + group * CHUNK
-        m, total, out = merge_partials(acc_ptr, m_ptr, l_ptr, first, group_size, rows_mask,
-                                       D, ROWS, CHUNK, MERGE_STAGES)  # fmt: skip
-        if n_groups == 1:
-            _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D, LOG2D, ROWS,
-                          V_ROTATED)  # fmt: skip
-        else:
-            # the group partials past the splits' (the kernel's grid holds every query row)
-            rows_total = tl.num_programs(0) * T * HQ
-            group_part = rows_total * n_splits + q_rows * n_groups + group
-            j = tl.arange(0, D)
-            tl.store(m_ptr + group_part, m, mask=rows_mask)
-            tl.store(l_ptr + group_part, total, mask=rows_mask)
-            tl.store(acc_ptr + group_part[:, None] * D + j[None, :], out,
-                     mask=rows_mask[:, None])  # fmt: skip
-            tl.debug_barrier()
-            head_ticket = tl.atomic_add(counters + n_groups, 1, sem="acq_rel", scope="gpu")
-            if head_ticket == n_groups - 1:
-                tl.atomic_xchg(counters + n_groups, 0)
-                first = rows_total * n_splits + q_rows * n_groups
-                m, total, out = merge_partials(acc_ptr, m_ptr, l_ptr, first, n_groups,
-                                               rows_mask, D, ROWS, CHUNK,
-                                               MERGE_STAGES)  # fmt: skip
-                _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D, LOG2D,
-                              ROWS, V_ROTATED)  # fmt: skip
-
-
-@triton.jit
-def _store_output(out, total, out_ptr, signs_ptr, q_rows, rows_mask, D: tl.constexpr,
-                  LOG2D: tl.constexpr, ROWS: tl.constexpr, V_ROTATED: tl.constexpr):  # fmt: skip
-    """out / total into the output rows, rotated back (R^T) when V is stored rotated."""
-    j = tl.arange(0, D)
-    out = out / tl.where(rows_mask, total, 1.0)[:, None]  # padding rows: 0, never stored
-    if V_ROTATED:
-        out = fwht(out, ROWS, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
-    out_rows = out_ptr + q_rows[:, None] * D + j[None, :]
-    tl.store(out_rows, out.to(out_ptr.dtype.element_ty), mask=rows_mask[:, None])
-
-
-@triton.jit
-def merge_partials(acc_ptr, m_ptr, l_ptr, first, n, rows_mask, D: tl.constexpr,
-                   ROWS: tl.constexpr, CHUNK: tl.constexpr, MERGE_STAGES: tl.constexpr,
-                   SUM_CHUNK: tl.constexpr = 128):  # fmt: skip
-    """n partials (m, l, acc) of each of ROWS rows, row r's at first[r], first[r] + 1, ...:
-    returns (m, sum of 2^(m_i - m) l_i, sum of 2^(m_i - m) acc_i) with m their maximum
-    (-inf where every m_i is), from tiles [CHUNK, ROWS, D] f32, the loads past L1 (.cg:
-    stored by other SMs). Up to CHUNK partials (a group, always) in one step: one round trip
-    to memory; more in two passes (the maxima and sums, then the rows in steps)."""
-    c = tl.arange(0, CHUNK)
-    j = tl.arange(0, D)
-    # tiles [partials, rows, D]: Triton spreads the lanes over D and the warps over the rows,
-    # so the sums over partials stay inside each thread (as [rows, partials, D] they crossed
-    # warps: 24 barriers a step in the sm_90 SASS, against 2-3)
-    if n <= CHUNK:
-        mask = (c < n)[:, None] & rows_mask[None, :]
-        part = first[None, :] + c[:, None]
-        m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
-        l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
-        acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :], mask=mask[:, :, None],
-                      other=0.0, cache_modifier=".cg")  # fmt: skip
-        m_max = tl.max(m, axis=0)
-        # partials with no visible position keep m = -inf (weight 0); 0 keeps 2^x finite
-        weight = tl.exp2(m - tl.where(m_max == float("-inf"), 0.0, m_max)[None, :])
-        total = tl.sum(weight * l_part, axis=0)
-        out = tl.sum(weight[:, :, None] * acc, axis=0)
-    else:
-        # first the maxima and sums (m and l only, SUM_CHUNK partials a step), so that the
-        # steps over the partial rows carry nothing from one to the next but their sum
-        s = tl.arange(0, SUM_CHUNK)
-        m_max = tl.full((ROWS,), float("-inf"), tl.float32)
-        total = tl.zeros((ROWS,), tl.float32)
-        for start in range(0, n, SUM_CHUNK):
-            mask = (start + s < n)[:, None] & rows_mask[None, :]
-            part = first[None, :] + start + s[:, None]
-            m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
-            l_part = tl.load(l_ptr + part, mask=mask, other=0.0, cache_modifier=".cg")
-            m_new = tl.maximum(m_max, tl.max(m, axis=0))
-            m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
-            weight = tl.exp2(m - m_safe[None, :])
-            total = total * tl.exp2(m_max - m_safe) + tl.sum(weight * l_part, axis=0)
-            m_max = m_new
-        m_safe = tl.where(m_max == float("-inf"), 0.0, m_max)
-        out = tl.zeros((ROWS, D), tl.float32)
-        for start in tl.range(0, n, CHUNK, num_stages=MERGE_STAGES):
-            mask = (start + c < n)[:, None] & rows_mask[None, :]
-            part = first[None, :] + start + c[:, None]
-            m = tl.load(m_ptr + part, mask=mask, other=float("-inf"), cache_modifier=".cg")
-            acc = tl.load(acc_ptr + part[:, :, None] * D + j[None, None, :],
-                          mask=mask[:, :, None], other=0.0, cache_modifier=".cg")  # fmt: skip
-            weight = tl.exp2(m - m_safe[None, :])
-            out += tl.sum(weight[:, :, None] * acc, axis=0)
-    return m_max, total, out
-
-
-@triton.jit
-def prepare_queries_kernel(
-    q_ptr, out_ptr, signs_ptr, qk_scale, n_rows,
-    ROWS: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, HALVES: tl.constexpr,
-    LAUNCH_DEPENDENTS: tl.constexpr = False,
-):  # fmt: skip
-    """Query rows [n_rows, D] as the split kernel reads them with Q_READY: rotated as the
-    stored keys (R q = H (signs * q) / sqrt(D), signs_ptr holding signs / sqrt(D)), times
-    qk_scale, in f16; HALVES (rot4 K): each row's even dims first, then its odd dims (the two
-    halves of the key tile, kv_tiles.load_rot4_halves). Done here once a step for every query
-    row; in the split kernel every program rotated its KV head's rows again (an H100 decode
-    step at 32k runs about 80 programs a KV head), and the transform's reshapes were most of
-    the barriers before its page loop (docs/kernels.md). LAUNCH_DEPENDENTS: the split kernel
-    is launched as this one's dependent and waits for it in-kernel (its WAIT_Q)."""
-    if LAUNCH_DEPENDENTS:
-        gdc_launch_dependents()
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
-    j = tl.arange(0, D)
-    mask = (rows < n_rows)[:, None]
-    q = tl.load(q_ptr + rows[:, None] * D + j[None, :], mask=mask, other=0.0).to(tl.float32)
-    q = rotate_rows(q, tl.load(signs_ptr + j), ROWS, D, LOG2D)
-    q = (q * qk_scale).to(tl.float16)
-    if HALVES:
-        even, odd = tl.split(tl.reshape(q, (ROWS, D // 2, 2)))
-        half = tl.arange(0, D // 2)
-        tl.store(out_ptr + rows[:, None] * D + half[None, :], even, mask=mask)
-        tl.store(out_ptr + rows[:, None] * D + D // 2 + half[None, :], odd, mask=mask)
-    else:
-        tl.store(out_ptr + rows[:, None] * D + j[None, :], q, mask=mask)
-
-
-@triton.jit
-def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr,
-                  SUM_AFTER_LOOP: tl.constexpr = False, whole=False):  # fmt: skip
-    """Scores s [rows, P] of page pg into the online softmax: (m, l, p, alpha); with
-    SUM_AFTER_LOOP, l per row and position [rows, P] (the caller sums it). whole: every row
-    sees the whole page (no mask needed)."""
+def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr, whole=False):
+    """Scores s [rows, P] of page pg into the online softmax: (m, l, p, alpha). whole: every
+    row sees the whole page (no mask needed)."""
     if not whole:
         tokens = pg * P + tl.arange(0, P)
         behind = position[:, None] - tokens[None, :]
@@ -388,33 +185,23 @@ def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr,
     m_safe = tl.where(m_new == float("-inf"), 0.0, m_new)
     alpha = tl.exp2(m_i - m_safe)
     p = tl.exp2(s - m_safe[:, None])
-    if SUM_AFTER_LOOP:  # noqa: SIM108 (a compile-time branch, as l_i's in the split kernel)
-        l_new = l_i * alpha[:, None] + p
-    else:
-        l_new = l_i * alpha + tl.sum(p, axis=1)
+    l_new = l_i * alpha + tl.sum(p, axis=1)
     return m_new, l_new, p, alpha
 
 
 @triton.jit
 def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
                      vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
-                     D: tl.constexpr, CODE_WORDS: tl.constexpr, ASM: tl.constexpr,
-                     SUM_AFTER_LOOP: tl.constexpr, FLAT_V: tl.constexpr = False,
-                     whole=False):  # fmt: skip
+                     D: tl.constexpr, ASM: tl.constexpr, whole=False):  # fmt: skip
     """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
-    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P, SUM_AFTER_LOOP,
-                                       whole)  # fmt: skip
+    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P, whole)
     if V_FMT == ROT4:
-        v_even, v_odd = load_rot4_halves(
-            row0, vq_ptr, vs_ptr, vm_ptr, P, D, CODE_WORDS, ASM, AT_LOAD=True, FLAT=FLAT_V
-        )
+        v_even, v_odd = load_rot4_halves(row0, vq_ptr, vs_ptr, vm_ptr, P, D, ASM, AT_LOAD=True)
         p16 = p.to(tl.float16)
         acc = acc * alpha[:, None] + tl.dot(p16, v_even)
         acc_odd = acc_odd * alpha[:, None] + tl.dot(p16, v_odd)
     else:
-        v, v_scale = load_tile(
-            row0, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D, CODE_WORDS, ASM, AT_LOAD=True
-        )
+        v, v_scale = load_tile(row0, vq_ptr, vs_ptr, vm_ptr, V_FMT, P, D, True, ASM, AT_LOAD=True)
         if V_FMT == Q8:
             p = p * v_scale[None, :]
         acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
@@ -431,15 +218,14 @@ def decode_reduce_kernel(
     """One program per (sequence, query head), merging CHUNK splits per step as one tile, with
     the online softmax's rescaling across steps: the loads of a step (m, l and the partial
     rows) do not wait on one another, so with every split in one step (the caller's CHUNK)
-    the reduce is one round trip to memory. (A loop over single splits made this phase a chain
-    of dependent loads, about 30 us at 64 splits on an H100; a first pass for the maximum and a
-    second for the sums made it two round trips a step: docs/kernels.md.) For V stored
-    rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D) (signs_ptr holds
-    signs / sqrt(D)): done by the caller as a matmul and a cast, it was two more launches,
-    about 5 us of a decode step. WAIT_PRIMARY: launched before the split kernel has finished
-    (programmatic dependent launch), so first wait until its grid is done and its stores are
-    visible. LAUNCH_NEXT: let the next launch on the stream start now (if it was launched as a
-    dependent, it waits for this grid in-kernel: the split kernel's WAIT_PRIOR)."""
+    the reduce is one round trip to memory (a loop over single splits is a chain of dependent
+    loads; a first pass for the maximum and a second for the sums, two round trips a step).
+    For V stored rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D)
+    (signs_ptr holds signs / sqrt(D)), not by the caller in two more launches. WAIT_PRIMARY:
+    launched before the split kernel has finished (programmatic dependent launch), so first
+    wait until its grid is done and its stores are visible. LAUNCH_NEXT: let the next launch
+    on the stream start now (if it was launched as a dependent, it waits for this grid
+    in-kernel: the split kernel's WAIT_PRIOR)."""
     if LAUNCH_NEXT:
         gdc_launch_dependents()
     if WAIT_PRIMARY:

@@ -1,11 +1,14 @@
-"""K-quant weights (Q4_K, Q6_K) dequantized to f16 in one pass, for prefill's GEMM.
+"""A PackedWeight dequantized where it lives, for prefill's GEMM.
+
+    w16 = dequantize(packed, torch.float16)     # [n_out, n_in], on the weight's device
 
 A prefill chunk multiplies many tokens by each weight matrix: torch's GEMM on the tensor cores
 does that far faster than a GEMV per 16 rows, but it needs the matrix in f16. The engine
-dequantizes one matrix at a time into a transient buffer (kernels/dequant_torch.py); done with
-torch's elementwise ops that took ~8 full-size float32 passes per weight (200 ms of a 512-token
-prefill of an 8B Q4_K_M on an H100). Here each weight is read once (its 4.5 or 6.6 bits) and
-written once (16 bits).
+dequantizes one matrix at a time into a transient buffer and keeps nothing. On a GPU, Q4_K and
+Q6_K (what a Q4_K_M file is made of) go through this module's one-pass kernel: each weight read
+once (its 4.5 or 6.6 bits) and written once (16 bits); in torch's elementwise ops
+(dequant_torch.py, every other format and the CPU) that took ~8 full-size float32 passes per
+weight (200 ms of a 512-token prefill of an 8B Q4_K_M on an H100).
 
 PackedWeight's planes (kernels/ggml_formats.py) are row-major over super-blocks, and so is the
 output, so super-block s = row * blocks + block is the same flat index in every plane: a
@@ -29,6 +32,7 @@ import triton
 import triton.language as tl
 
 from kernels.availability import require
+from kernels.dequant_torch import PLANES, block_values
 from kernels.errors import UnsupportedTensor
 
 _SB = 8  # super-blocks per program: 2,048 values
@@ -100,3 +104,19 @@ def dequantize_k_quant(w, dtype: torch.dtype = torch.float16) -> torch.Tensor:
     else:
         _q6_k_kernel[grid](p["ql"], p["qh"], p["scales"], p["d"], out, n_super, SB=_SB)
     return out
+
+
+def dequantize(w, dtype: torch.dtype = torch.float16) -> torch.Tensor:
+    """Any PackedWeight as [n_out, n_in] in `dtype` on its device (the module docstring); planes
+    other than the format's known ones raise UnsupportedTensor (the caller's slow host path,
+    `PackedWeight.dequantize()`, still works)."""
+    name = w.fmt.name
+    planes = w.planes
+    if set(planes) != PLANES.get(name, ()):
+        raise UnsupportedTensor(f"{name} planes {sorted(planes)}: no device dequantizer")
+    if name in ("F32", "F16", "BF16"):
+        return planes["w"].reshape(w.n_out, w.n_in).to(dtype)
+    if w.device.type == "cuda" and name in FORMATS:
+        return dequantize_k_quant(w, dtype)
+    n, blocks = w.n_out, w.n_in // w.fmt.block_size
+    return block_values(name, planes, n, blocks).reshape(n, w.n_in).to(dtype)

@@ -1,14 +1,11 @@
-"""Weights dequantized with torch where they live (the GPU), for prefill's GEMM and MoE experts.
+"""ggml's dequantize_row_* for every format PackedWeight packs, in torch over its planes (one
+plane per block field, [n_out, blocks * field elements]; kernels/ggml_formats.py): the device
+path of `kernels.dequant.dequantize` where the one-pass kernel has no format (and the CPU).
 
-A prefill chunk of many tokens is a matrix product, which torch's GEMM (cuBLAS on the tensor
-cores) does far faster than a GEMV kernel run once per 16 rows. So a chunk dequantizes each
-weight matrix into a transient f16 matrix, multiplies, and drops it: the model stays quantized.
-`PackedWeight.dequantize()` goes through the host (gguf's numpy dequantizers; for checks), far
-too slow for that, hence these torch versions of ggml's dequantize_row_* over PackedWeight's
-planes (one plane per block field, [n_out, blocks * field elements]; kernels/ggml_formats.py).
-
-    w16 = dequantize(packed, torch.float16)     # [n_out, n_in]
-    w = dequantize_mxfp4(raw, n_in)             # MXFP4 blocks as stored: [..., n_in] float32
+These make several full-size float32 passes per weight, so the K-quants that a Q4_K_M file is
+made of take kernels/dequant.py's kernel on a GPU instead. The block math is ggml's
+(ggml-quants.c, dequantize_row_q4_K etc.); the tests check every format against gguf's numpy
+dequantizers.
 
 MXFP4 (ggml type 39, gpt-oss's experts) has no PackedWeight format here; `dequantize_mxfp4`
 reads its blocks as the file stores them: 17 bytes per 32 weights, one E8M0 exponent byte e
@@ -17,13 +14,7 @@ its high nibble; w = kvalues_mxfp4[code] * 2^(e - 128), where ggml's table holds
 E2M1 values (0, 1, 2, 3, 4, 6, 8, 12 and their negatives) and the scale is halved to match
 (ggml_e8m0_to_fp32_half; dequantize_row_mxfp4 in ggml-quants.c).
 
-On a GPU, Q4_K and Q6_K (what a Q4_K_M file is made of) go through kernels/dequant.py's one-pass
-kernel instead: these torch versions make about eight full-size float32 passes per weight,
-200 ms of a 512-token prefill of an 8B model on an H100. The block math is ggml's
-(ggml-quants.c, dequantize_row_q4_K etc.); the tests check every format against gguf's numpy
-dequantizers. A format whose planes are not the ones expected here
-(kernels/ may change its re-layout) raises `UnsupportedTensor`, and the caller falls back to
-the slow host path rather than computing garbage.
+    w = dequantize_mxfp4(raw, n_in)             # MXFP4 blocks as stored: [..., n_in] float32
 """
 
 from __future__ import annotations
@@ -32,8 +23,9 @@ import torch
 
 from kernels.errors import UnsupportedTensor
 
-# The planes each format is expected to have (kernels/ggml_formats.py, as of this module).
-_PLANES = {
+# The planes each format has (kernels/ggml_formats.py): a re-layout there that this module does
+# not know raises UnsupportedTensor rather than computing garbage
+PLANES = {
     "F32": {"w"},
     "F16": {"w"},
     "BF16": {"w"},
@@ -48,26 +40,13 @@ _PLANES = {
 }
 
 
-def dequantize(w, dtype: torch.dtype = torch.float16) -> torch.Tensor:
-    """[n_out, n_in] in `dtype` on the weight's device (see the module docstring)."""
-    name = w.fmt.name
-    planes = w.planes
-    if set(planes) != _PLANES.get(name, ()):
-        raise UnsupportedTensor(f"{name} planes {sorted(planes)}: no device dequantizer")
-    if name in ("F32", "F16", "BF16"):
-        return planes["w"].reshape(w.n_out, w.n_in).to(dtype)
-    if w.device.type == "cuda" and name in ("Q4_K", "Q6_K"):
-        from kernels.dequant import dequantize_k_quant
-
-        return dequantize_k_quant(w, dtype)
-    n, blocks = w.n_out, w.n_in // w.fmt.block_size
+def block_values(name: str, planes: dict, n: int, blocks: int) -> torch.Tensor:
+    """A block format's weights as float32 [n, blocks, block size]."""
     if name in ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"):
-        values = _small_block_values(name, planes, n, blocks)
-    elif name in ("Q4_K", "Q5_K"):
-        values = _q4_k_q5_k_values(planes, n, blocks)
-    else:
-        values = _q6_k_values(planes, n, blocks)
-    return values.reshape(n, w.n_in).to(dtype)
+        return _small_block_values(name, planes, n, blocks)
+    if name in ("Q4_K", "Q5_K"):
+        return _q4_k_q5_k_values(planes, n, blocks)
+    return _q6_k_values(planes, n, blocks)
 
 
 MXFP4_TYPE = 39  # ggml's GGML_TYPE_MXFP4

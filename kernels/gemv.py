@@ -54,44 +54,19 @@ class GemvConfig:
     num_warps: int = 4
     num_stages: int = 2
     path: str = "float"  # "float" (dequantize to floats) or "dp4a" (8-bit x, integer dots)
-    prequantize: bool = False  # dp4a: quantize x in a launch of its own, not in every program
-    # dp4a (gemv_dp4a.py's flags): weights loaded one step ahead by hand, and on sm_90+ a
-    # programmatic dependent launch (PREFETCH and GDC)
+    # dp4a on sm_90+: a chained launch (programmatic dependent launch): the GEMV may start
+    # while the kernel before it runs, loads its first weights, then waits for x
+    # (gemv_dp4a's GDC). The name is the one engine/hearth/ops.py sets (HEARTH_GEMV_PIPELINED).
     pipelined: bool = False
     # dp4a, pipelined: let the next kernel start as soon as every program has started, not
     # once each has computed (EARLY_NEXT)
     early_next: bool = False
-    # dp4a: 0, one program per tile; else this many programs per SM walk the tiles (PERSISTENT)
-    programs_per_sm: int = 0
     # dp4a: K split so that every program computes one step of `whole_steps` super-blocks
     # (more programs, each with all its loads in flight at once; split-K sums in the launch)
     one_step: bool = False
-    # dp4a, pipelined: False keeps the programmatic dependent launch but loads each step's
-    # weights after the step before is computed (half the registers of the step-ahead loop)
-    prefetch: bool = True
-    # dp4a: rows longer than one step (blocks_per_tile super-blocks) are split into this many
-    # parts (0: `one_step` or gemv_common.split_plan decides); a part that is not whole steps
-    # masks its last step (4096x14336: 4 parts of 14 super-blocks, each one step of 16 with 2
-    # masked). Rows of one step or less are not split.
-    splits: int = 0
-    # dp4a: the most registers a thread may use (Triton's maxnreg; 0: ptxas chooses). Fewer
-    # registers, more programs resident per SM: more of the next GEMV's weights in flight
-    # while this one computes
-    max_registers: int = 0
     # dp4a, x in 8 bits: weights and x loaded so that a thread holds several rows of one
     # group and x's words once for them (gemv_common.load_words), not once per row
     rows_in_thread: bool = False
-    # dp4a, Q4_K one step a program: the scales decoded (weight-only work) before the
-    # programmatic dependent launch's wait, not after
-    scales_early: bool = False
-    # dp4a, pipelined on sm_90, a tile of whole rows a program (one split, one input row):
-    # before the wait each program also asks L2 (cp.async.bulk.prefetch, no registers held)
-    # for the weights of this many tiles, its own among them if 1, of programs not yet
-    # resident if more (program p: tiles l2_ahead p .. l2_ahead (p + 1) - 1); 0: off
-    l2_ahead: int = 0
-    # with l2_ahead: each 128-byte line asked with prefetch.global.L2 (a thread a line),
-    # not one cp.async.bulk.prefetch span a warp
-    l2_lines: bool = False
     # dp4a: the config for rows longer than one step of this one (ffn_down's 14336 inputs),
     # so that one config (what default_config gives a caller) can serve every shape; it keeps
     # this one's `pipelined` and `early_next`; None: this config for every row length
@@ -109,28 +84,25 @@ TALL_ROWS = 8192
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
-    """Tile shapes from the H100 runs (docs/kernels.md). The integer path: 4 weight rows x 16
-    super-blocks a step (a 4096-wide row in one step: every load of a program in flight at
-    once), x quantized in a launch of its own unless given, and on sm_90+ a programmatic
-    dependent launch that lets the next kernel start as soon as every program has started.
+    """Tile shapes from the H100 runs (docs/decisions/0003-gemv-tile-shapes.md). The integer
+    path: 4 weight rows x 16 super-blocks a step (a 4096-wide row in one step: every load of a
+    program in flight at once), x quantized in a launch of its own unless given, and on sm_90+
+    a chained launch that lets the next kernel start as soon as every program has started.
     Q4_K: 2 warps, weights and x loaded with several rows in a thread (`rows_in_thread`);
     Q6_K: 2 warps, K split into one step a program. Rows longer than one step (ffn_down's
-    14336) take a K loop with the programmatic dependent launch and no prefetch (`long_rows`):
-    Q4_K in steps of 8 super-blocks, Q6_K of 16 (session 8's sweep)."""
+    14336) take a K loop, each step's weights loaded after the step before (`long_rows`):
+    Q4_K in steps of 8 super-blocks, Q6_K of 16."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
-        step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True,
-                          early_next=True, num_warps=2, one_step=True)  # fmt: skip
-        loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", prequantize=True, pipelined=True,
-                          early_next=True, prefetch=False)  # fmt: skip
+        step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", pipelined=True, early_next=True,
+                          num_warps=2, one_step=True)  # fmt: skip
+        loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", pipelined=True, early_next=True)
         if fmt == "Q6_K":
             return dataclasses.replace(
                 step, long_rows=dataclasses.replace(loop, blocks_per_tile=16)
             )
-        # Q4_K matrices of many waves: 8 rows a program (x's words once for 8 rows, 128
-        # registers, 8 programs an SM) beat 4 beyond the spread on 14336 and 28672 rows (H100,
-        # session 10: 79.0-79.4% -> 82.3-83.1% and 88.4-90.2% -> 88.7-91.8% of the copy rate)
-        # and lost on the one-wave ones (4096: 76.1-76.9% -> 69.1-69.2%, 5120: -1.7 points):
-        # there a program's work after the wait is the chain, and 8 rows double it
+        # Q4_K matrices of many waves: 8 rows a program (x's words once for 8 rows) beat 4 on
+        # gate/up's 14336 and 28672 rows and lost on the one-wave ones, where a program's work
+        # after the wait is the chain and 8 rows double it (docs/decisions/0003-gemv-tile-shapes.md)
         tall = dataclasses.replace(step, rows_in_thread=True, block_n=8)
         return dataclasses.replace(
             step, rows_in_thread=True, long_rows=loop, tall_rows=tall, tall_from=TALL_ROWS
@@ -234,8 +206,7 @@ def whole_steps(n_blocks: int, most: int) -> int:
 
 
 def dp4a_plan(cfg: GemvConfig, n_out: int, n_in: int, n_rows_x: int, n_sm: int, native: bool):
-    """(the config that serves this shape, its _Plan): how _dp4a_matmul cuts the work (also
-    for benchmarks/kernels/gemv_sass.py, which compiles what a shape launches)."""
+    """(the config that serves this shape, its _Plan): how _dp4a_matmul cuts the work."""
     n_blocks = n_in // 256
     if cfg.long_rows is not None and n_blocks > cfg.blocks_per_tile:
         # the launch flags stay the caller's (the engine turns PDL off with its own switch)
@@ -243,12 +214,7 @@ def dp4a_plan(cfg: GemvConfig, n_out: int, n_in: int, n_rows_x: int, n_sm: int, 
     elif cfg.tall_rows is not None and n_out >= cfg.tall_from:
         cfg = dataclasses.replace(cfg.tall_rows, pipelined=cfg.pipelined, early_next=cfg.early_next)
     n_row_tiles = triton.cdiv(n_out, cfg.block_n)
-    if cfg.splits and n_blocks > cfg.blocks_per_tile:
-        per_split = triton.cdiv(n_blocks, cfg.splits)
-        splits = triton.cdiv(n_blocks, per_split)
-    elif cfg.splits:
-        per_split, splits = n_blocks, 1
-    elif cfg.one_step:
+    if cfg.one_step:
         cfg = dataclasses.replace(cfg, blocks_per_tile=whole_steps(n_blocks, cfg.blocks_per_tile))
         per_split = cfg.blocks_per_tile
         splits = triton.cdiv(n_blocks, per_split)
@@ -271,5 +237,5 @@ def _dp4a_matmul(
     if plan.splits > 1:
         part = torch.empty(plan.splits, n_rows_x, w.n_out, dtype=torch.float32, device=x2.device)
     counters = _COUNTERS.get(x2.device, triton.cdiv(w.n_out, cfg.block_n) * n_rows_x)
-    gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg, _sm_count(x2.device))
+    gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg)
     return out

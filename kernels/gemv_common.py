@@ -165,22 +165,6 @@ def finish_rows(y, out_ptr, part_ptr, count_ptr, tile, split, b, rows, row_mask,
         tl.store(out, y.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
-@triton.jit
-def gdc_wait():
-    """Wait until the previous kernel in the stream has finished and its writes are visible
-    (griddepcontrol, sm_90+): a kernel launched with launch_pdl=True may start before then and
-    must read nothing that kernel writes, and write nothing, before this."""
-    tl.inline_asm_elementwise("griddepcontrol.wait; // $0", "=r", [], dtype=tl.int32,
-                              is_pure=False, pack=1)  # fmt: skip
-
-
-@triton.jit
-def gdc_launch_dependents():
-    """Let the next kernel (if launched with launch_pdl=True) start its programs now."""
-    tl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0", "=r", [],
-                              dtype=tl.int32, is_pure=False, pack=1)  # fmt: skip
-
-
 # Loads of a [BN rows, G groups, ...] tile whose offsets are a row part plus a group part
 # (gemv_dp4a's weight planes, and x broadcast over the rows: a row part of 0). RIT ("rows in
 # the thread"): the pointers are built as [G, BN, ...] and the loaded tile permuted back, so
@@ -225,67 +209,3 @@ def load_groups(ptr, row_off, col_off, row_mask, col_mask, RIT: tl.constexpr):
     else:
         mask = row_mask[:, None] & col_mask[None, :]
         return tl.load(ptr + row_off[:, None] + col_off[None, :], mask=mask, other=0)
-
-
-# L2 prefetch under the programmatic dependent launch (session 9): a program that starts while
-# the kernel before it runs may not read x yet, but it may pull weights into L2, which holds no
-# registers: `cp.async.bulk.prefetch.L2.global` (sm_90+) takes one contiguous span.
-@triton.jit
-def l2_spans(row_bytes, first_row, end_row, WARPS: tl.constexpr):
-    """prefetch_l2_rows' spans as [32 WARPS] tensors (thread t: warp t // 32's span): first
-    16-byte word from the plane's start, and length in words (0: nothing to ask). Together
-    they cover the words of bytes [first_row row_bytes, end_row row_bytes), none twice."""
-    lo = (first_row.to(tl.int64) * row_bytes) // 16
-    hi = (end_row.to(tl.int64) * row_bytes + 15) // 16
-    per = tl.maximum((hi - lo + WARPS - 1) // WARPS, 0)  # 0 past the plane's last row
-    start = lo + (tl.arange(0, 32 * WARPS) // 32) * per
-    return start, tl.minimum(tl.maximum(hi - start, 0), per)
-
-
-@triton.jit
-def prefetch_l2_rows(plane_ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr,
-                     ASM: tl.constexpr):  # fmt: skip
-    """Ask L2 for the bytes of rows [first_row, end_row) of a plane whose rows are row_bytes
-    long (contiguous), cut into one span of whole 16-byte words per warp (WARPS = the
-    program's warps). The span is widened to 16-byte words (the instruction's unit); an empty
-    piece issues nothing. The instruction takes uniform operands: a [32 WARPS] tensor (a value
-    a thread) whose lanes of one warp all hold that warp's span makes it one instruction a
-    warp (per-lane spans would be issued one lane after another). ASM=False (Triton's CPU
-    interpreter) computes the spans and issues nothing: a prefetch changes no result, only
-    when bytes arrive."""
-    start, words = l2_spans(row_bytes, first_row, end_row, WARPS)
-    if ASM:
-        addr = plane_ptr.to(tl.pointer_type(tl.int8)).to(tl.int64) + start * 16
-        tl.inline_asm_elementwise(
-            "{ .reg .pred p; setp.ne.u32 p, $2, 0; "
-            "@p cp.async.bulk.prefetch.L2.global [$1], $2; mov.u32 $0, 0; }",
-            "=r,l,r",
-            [addr, (words * 16).to(tl.int32)],
-            dtype=tl.int32,
-            is_pure=False,
-            pack=1,
-        )
-
-
-@triton.jit
-def prefetch_l2_lines(plane_ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr,
-                      ASM: tl.constexpr):  # fmt: skip
-    """prefetch_l2_rows' rows asked line by line instead: `prefetch.global.L2` of each
-    128-byte line, one line a thread per round (the load/store unit's path, not the bulk
-    copy engine's). ASM=False: the loop runs, nothing is issued."""
-    lo = (first_row.to(tl.int64) * row_bytes) // 128
-    hi = (end_row.to(tl.int64) * row_bytes + 127) // 128
-    lane = tl.arange(0, 32 * WARPS)
-    for base in range(lo, hi, 32 * WARPS):
-        line = base + lane
-        if ASM:
-            addr = plane_ptr.to(tl.pointer_type(tl.int8)).to(tl.int64) + line * 128
-            tl.inline_asm_elementwise(
-                "{ .reg .pred p; setp.ne.u32 p, $2, 0; @p prefetch.global.L2 [$1]; "
-                "mov.u32 $0, 0; }",
-                "=r,l,r",
-                [addr, (line < hi).to(tl.int32)],
-                dtype=tl.int32,
-                is_pure=False,
-                pack=1,
-            )

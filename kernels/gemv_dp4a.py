@@ -23,31 +23,22 @@ The weight bytes are the GGUF bytes in PackedWeight's planes, unchanged.
 Work: a tile is BLOCK_N weight rows x one input row x one split of K, numbered with the split
 fastest, then the input row (so programs that read the same weights run together and all but
 the first find them in L2), then the row tile; split-K partials are added in the same launch
-(gemv_common.finish_rows). A program walks its tiles in steps of NBLK super-blocks: one tile
-(grid = tiles), or with PERSISTENT every num_programs-th tile from its own (grid = a few
-programs per SM). Why persistent: a program that ends leaves its SM idle until the next is
-scheduled, and the last wave leaves most SMs idle; a program that keeps going keeps its loads
-coming. The flags, all constexpr:
-    PREFETCH  step s + 1's weight planes are loaded before step s is computed (Triton does not
-              software-pipeline these plain loads: their SASS is LDG, each step would wait a
-              memory latency); else after it (and none after the last step).
-    GDC       (sm_90+, a programmatic dependent launch) the kernel may start while the one
-              before it runs: it loads its first weights, then griddepcontrol.wait before it
-              reads x or writes anything; and it lets the next kernel start (launch_dependents)
-              at once (EARLY_NEXT) or once its last step is computed.
+(gemv_common.finish_rows). A program walks its tile in steps of NBLK super-blocks, each step's
+weights loaded once the step before is computed. The flags, all constexpr:
+    GDC       (sm_90+, a chained launch: kernels/launch.py) the kernel may start while the one
+              before it runs: it loads its first weights, then waits before it reads x or
+              writes anything; and it lets the next kernel start at once (EARLY_NEXT) or once
+              its last step is computed.
     ONE_STEP  the whole grid is one step per program (a 4096-wide row at NBLK=16): no loop.
-    RIT       (x in 8 bits) weights and x are loaded as [groups, rows, ...] and permuted back
+    RIT       weights and x are loaded as [groups, rows, ...] and permuted back
               (gemv_common.load_words), which Triton 3.6 lays out with threads along the
               groups and several rows of a group in each thread: x's words are loaded and held
-              once for those rows instead of once per row (Q4_K 4x16, 4 warps: 48 registers
-              instead of 64, so 10 programs an SM instead of 8).
-    SCALES_EARLY  (Q4_K, ONE_STEP) the scales' decoding and their products with d and dmin
-              (weight-only work) before the wait, so that less is left to do once x is ready.
-    L2_AHEAD  (GDC, one tile a program, one split, one input row: a tile is BLOCK_N whole rows)
-              before the wait, program p also asks L2 for the rows of tiles L2_AHEAD p ..
-              L2_AHEAD (p + 1) - 1, every plane (gemv_common.prefetch_l2_rows): the programs
-              that start early, while the kernel before runs, pull in the weights of programs
-              not yet resident, without holding registers for them.
+              once for those rows instead of once per row (fewer registers, more programs an
+              SM).
+x comes in 8 bits from quantize_activation (or a norm or SwiGLU that wrote it so), loaded in
+the weight tile's own layout. The variants measured and dropped (L2 prefetch, scales before
+the wait, register caps, a persistent grid, explicit splits, weights a step ahead, x quantized
+in every program) are in docs/decisions/.
 """
 
 from __future__ import annotations
@@ -56,16 +47,9 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.act_quant import dp4a, has_griddepcontrol, quantize_activation, x_words
-from kernels.gemv_common import (
-    finish_rows,
-    gdc_launch_dependents,
-    gdc_wait,
-    load_groups,
-    load_words,
-    prefetch_l2_lines,
-    prefetch_l2_rows,
-)
+from kernels.act_quant import dp4a, quantize_activation, x_words
+from kernels.gemv_common import finish_rows, load_groups, load_words
+from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 
 LOW_NIBBLES = tl.constexpr(0x0F0F0F0F)
 
@@ -140,46 +124,15 @@ def _q4_k_load(d_ptr, dmin_ptr, scales_ptr, qs_ptr, rows, row_mask, blk, group_m
 
 
 @triton.jit
-def _q4_k_scales(d, dmin, s0, s1, s2, blk):
-    """A step's Q4_K planes' weight-only float factors: (d sc, dmin m) of sub-blocks 2c and
-    2c + 1 of each group, [BN, G] each (SCALES_EARLY: computed before the wait)."""
-    chunk = tl.arange(0, blk.shape[0]) % 4
-    sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, chunk[None, :])
-    return d * sc_lo, d * sc_hi, dmin * m_lo, dmin * m_hi
-
-
-@triton.jit
-def _q4_k_mac_scaled(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
-                     PREQ: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
-    """_q4_k_mac on planes (qs, d sc_lo, d sc_hi, dmin m_lo, dmin m_hi, unused) whose scales
-    _q4_k_scales has made (SCALES_EARLY)."""
-    qs, a_lo, a_hi, c_lo, c_hi, _unused = planes
-    chunk = tl.arange(0, blk.shape[0]) % 4
-    base = blk * 64 + chunk * 16
-    x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ,
-                                   RIT)  # fmt: skip
-    x_hi, dx_hi, isum_hi = x_words(x_row, xq_row, xd_row, xs_row, base + 8, group_mask, rows,
-                                   PREQ, RIT)  # fmt: skip
-    sum_lo = dx_lo * tl.sum(isum_lo, axis=2).to(tl.float32)
-    sum_hi = dx_hi * tl.sum(isum_hi, axis=2).to(tl.float32)
-    dot_lo = dot_words(qs & LOW_NIBBLES, x_lo, ASM)
-    dot_hi = dot_words((qs >> 4) & LOW_NIBBLES, x_hi, ASM)
-    scaled = (a_lo * dx_lo) * dot_lo.to(tl.float32) + (a_hi * dx_hi) * dot_hi.to(tl.float32)
-    return acc + scaled - (c_lo * sum_lo + c_hi * sum_hi)
-
-
-@triton.jit
-def _q4_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
-              PREQ: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
+def _q4_k_mac(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: tl.constexpr,
+              RIT: tl.constexpr):  # fmt: skip
     """acc [BN, G] += one step of d sc dx sum(q xq) - dmin m dx sum(xq), per sub-block."""
     qs, d, dmin, s0, s1, s2 = planes
     chunk = tl.arange(0, blk.shape[0]) % 4
     sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, chunk[None, :])
     base = blk * 64 + chunk * 16
-    x_lo, dx_lo, isum_lo = x_words(x_row, xq_row, xd_row, xs_row, base, group_mask, rows, PREQ,
-                                   RIT)  # fmt: skip
-    x_hi, dx_hi, isum_hi = x_words(x_row, xq_row, xd_row, xs_row, base + 8, group_mask, rows,
-                                   PREQ, RIT)  # fmt: skip
+    x_lo, dx_lo, isum_lo = x_words(xq_row, xd_row, xs_row, base, group_mask, rows, RIT)
+    x_hi, dx_hi, isum_hi = x_words(xq_row, xd_row, xs_row, base + 8, group_mask, rows, RIT)
     sum_lo = dx_lo * tl.sum(isum_lo, axis=2).to(tl.float32)  # sum of x' over the sub-block
     sum_hi = dx_hi * tl.sum(isum_hi, axis=2).to(tl.float32)
     dot_lo = dot_words(qs & LOW_NIBBLES, x_lo, ASM)
@@ -224,8 +177,8 @@ def _q6_k_load(ql_ptr, qh_ptr, sc_words_ptr, d_ptr, rows, row_mask, blk, group_m
 
 
 @triton.jit
-def _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
-              PREQ: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
+def _q6_k_mac(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: tl.constexpr,
+              RIT: tl.constexpr):  # fmt: skip
     """acc [BN, G] += one step of d sc dx (sum(q xq) - 32 sum(xq)), per run of 16."""
     ql_a, ql_b, qh, d, sw0, sw1 = planes
     half = tl.arange(0, blk.shape[0]) % 2
@@ -241,8 +194,7 @@ def _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row,
         if quarter >= 2:
             ql = ql >> 4
         codes = (ql & LOW_NIBBLES) | (((qh >> (2 * quarter)) << 4) & 0x30303030)
-        xq, dx, isum = x_words(x_row, xq_row, xd_row, xs_row, base + 8 * quarter, group_mask,
-                               rows, PREQ, RIT)  # fmt: skip
+        xq, dx, isum = x_words(xq_row, xd_row, xs_row, base + 8 * quarter, group_mask, rows, RIT)
         dot = tl.sum(dp4a(codes, xq, tl.zeros_like(codes), ASM), axis=3)  # [BN, NG, 2]
         # scales 8h + 2 quarter + run: bytes 2 (quarter % 2) + run of word quarter // 2
         if quarter < 2:  # noqa: SIM108 (a static if)
@@ -268,65 +220,29 @@ def _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.constexpr,
 
 
 @triton.jit
-def _mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ: tl.constexpr,
-         ASM: tl.constexpr, Q6: tl.constexpr, RIT: tl.constexpr,
-         SCALED: tl.constexpr = False):  # fmt: skip
-    """acc += one step of the format's integer dot products, scaled (SCALED: Q4_K planes
-    whose scales _q4_k_scales has made)."""
+def _mac(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: tl.constexpr,
+         Q6: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
+    """acc += one step of the format's integer dot products, scaled."""
     if Q6:
-        acc = _q6_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ,
-                        ASM, RIT)  # fmt: skip
-    elif SCALED:
-        acc = _q4_k_mac_scaled(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row,
-                               xs_row, PREQ, ASM, RIT)  # fmt: skip
+        acc = _q6_k_mac(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM, RIT)
     else:
-        acc = _q4_k_mac(acc, planes, blk, group_mask, rows, x_row, xq_row, xd_row, xs_row, PREQ,
-                        ASM, RIT)  # fmt: skip
+        acc = _q4_k_mac(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM, RIT)
     return acc
 
 
 @triton.jit
-def _prefetch(ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr, LINES: tl.constexpr,
-              ASM: tl.constexpr):  # fmt: skip
-    if LINES:
-        prefetch_l2_lines(ptr, row_bytes, first_row, end_row, WARPS, ASM)
-    else:
-        prefetch_l2_rows(ptr, row_bytes, first_row, end_row, WARPS, ASM)
-
-
-@triton.jit
-def prefetch_planes(p0, p1, p2, p3, NB, first_row, end_row, Q6: tl.constexpr,
-                    WARPS: tl.constexpr, LINES: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
-    """Rows [first_row, end_row) of every plane into L2, the quant bytes first (bytes per
-    super-block: Q4_K d 2, dmin 2, scales 12, qs 128; Q6_K ql 128, qh 64, scales 16, d 2);
-    LINES: line by line (gemv_common.prefetch_l2_lines), else one bulk span a warp."""
-    if Q6:
-        _prefetch(p0, NB * 128, first_row, end_row, WARPS, LINES, ASM)
-        _prefetch(p1, NB * 64, first_row, end_row, WARPS, LINES, ASM)
-        _prefetch(p2, NB * 16, first_row, end_row, WARPS, LINES, ASM)
-        _prefetch(p3, NB * 2, first_row, end_row, WARPS, LINES, ASM)
-    else:
-        _prefetch(p3, NB * 128, first_row, end_row, WARPS, LINES, ASM)
-        _prefetch(p2, NB * 12, first_row, end_row, WARPS, LINES, ASM)
-        _prefetch(p0, NB * 2, first_row, end_row, WARPS, LINES, ASM)
-        _prefetch(p1, NB * 2, first_row, end_row, WARPS, LINES, ASM)
-
-
-@triton.jit
 def dp4a_gemv_kernel(
-    x_ptr, xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3,
-    N, NB, n_rows_x, stride_xb, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
+    xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3,
+    N, NB, n_rows_x, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
     BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
-    PREQ: tl.constexpr, Q6: tl.constexpr, ONE_STEP: tl.constexpr, PREFETCH: tl.constexpr,
-    GDC: tl.constexpr, EARLY_NEXT: tl.constexpr, ASM: tl.constexpr, RIT: tl.constexpr = False,
-    SCALES_EARLY: tl.constexpr = False, L2_AHEAD: tl.constexpr = 0, WARPS: tl.constexpr = 4,
-    L2_LINES: tl.constexpr = False,
+    Q6: tl.constexpr, ONE_STEP: tl.constexpr, GDC: tl.constexpr, EARLY_NEXT: tl.constexpr,
+    ASM: tl.constexpr, RIT: tl.constexpr = False,
 ):  # fmt: skip
     """The planes p0..p3: Q4_K d, dmin (f16), scales, qs (int32 words); Q6_K ql, qh, scales
-    (int32 words), d (f16). steps_per_tile = cdiv(blocks_per_split, NBLK), an argument so that
-    Triton's specialization of 1 folds the divisions by it away. The flags: module docstring.
-    (A step's six plane tensors are kept as six names, not a tuple, so the loop carries them
-    as plain values.)"""
+    (int32 words), d (f16). x: quantize_activation's words, scales and sums. steps_per_tile =
+    cdiv(blocks_per_split, NBLK), an argument so that Triton's specialization of 1 folds the
+    divisions by it away. The flags: module docstring. (A step's six plane tensors are kept as
+    six names, not a tuple, so the loop carries them as plain values.)"""
     PER: tl.constexpr = 2 if Q6 else 4  # groups per super-block (Q6_K halves, Q4_K chunks)
     NG: tl.constexpr = NBLK * PER
     n_steps = tl.cdiv(n_tiles - tl.program_id(0), tl.num_programs(0)) * steps_per_tile
@@ -335,47 +251,34 @@ def dp4a_gemv_kernel(
     )
     w0, w1, w2, w3, w4, w5 = _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6,
                                    RIT)  # fmt: skip
-    SCALED: tl.constexpr = SCALES_EARLY and ONE_STEP and not Q6
-    if SCALED:  # Q4_K's weight-only float factors before the wait, while the kernel before ends
-        w1, w2, w3, w4 = _q4_k_scales(w1, w2, w3, w4, w5, blk)
-    if L2_AHEAD > 0:  # later tiles' weights into L2 (the launch sends one tile a program)
-        first_row = tl.program_id(0) * (L2_AHEAD * BLOCK_N)
-        end_row = tl.minimum(first_row + L2_AHEAD * BLOCK_N, N)
-        prefetch_planes(p0, p1, p2, p3, NB, first_row, end_row, Q6, WARPS, L2_LINES, ASM)
     if GDC:
         if EARLY_NEXT:
             gdc_launch_dependents()
         gdc_wait()
     acc = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
     if ONE_STEP:
-        x_row = x_ptr + b * stride_xb
         xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
-        acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, x_row, xq_row, xd_row,
-                   xs_row, PREQ, ASM, Q6, RIT, SCALED)  # fmt: skip
+        acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row, xs_row,
+                   ASM, Q6, RIT)  # fmt: skip
         if GDC and not EARLY_NEXT:
             gdc_launch_dependents()
         finish_rows(tl.sum(acc, axis=1), out_ptr, part_ptr, count_ptr, tile, split, b, rows,
                     row_mask, stride_ob, N, n_rows_x, n_splits, SPLIT_K)  # fmt: skip
     else:
         for s in range(n_steps):
-            # the next step's place; past the last step, the last again (a load from L2, no
-            # mask: EVEN tiles keep their unmasked loads)
+            # the next step's place; past the last step, the last again (its loads masked off)
             tile_n, split_n, b_n, rows_n, row_mask_n, blk_n, group_mask_n = _step(
                 tl.minimum(s + 1, n_steps - 1), steps_per_tile, n_splits, n_rows_x,
                 blocks_per_split, N, NB, BLOCK_N, NBLK, PER, EVEN,
             )  # fmt: skip
-            if PREFETCH:
-                u0, u1, u2, u3, u4, u5 = _load(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
-                                               group_mask_n, NB, Q6, RIT)  # fmt: skip
-            x_row = x_ptr + b * stride_xb
             xq_row, xd_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8
             xs_row = xs_ptr + b * NB * 16
-            acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, x_row, xq_row,
-                       xd_row, xs_row, PREQ, ASM, Q6, RIT)  # fmt: skip
-            if not PREFETCH:  # the next step's weights, none past the last step
-                u0, u1, u2, u3, u4, u5 = _load(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
-                                               group_mask_n & (s + 1 < n_steps), NB,
-                                               Q6, RIT)  # fmt: skip
+            acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row,
+                       xs_row, ASM, Q6, RIT)  # fmt: skip
+            # the next step's weights, none past the last step
+            u0, u1, u2, u3, u4, u5 = _load(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
+                                           group_mask_n & (s + 1 < n_steps), NB, Q6,
+                                           RIT)  # fmt: skip
             if (s + 1) % steps_per_tile == 0:  # the tile's last step
                 if GDC and not EARLY_NEXT:  # noqa: SIM102 (a static if around a runtime one)
                     if s + 1 == n_steps:
@@ -401,36 +304,20 @@ def plane_args(w) -> tuple[torch.Tensor, ...]:
     return p["d"], p["dmin"], words(p["scales"]), words(p["qs"])
 
 
-def launch(w, x, xq, out, part, count, plan, cfg, n_sm: int) -> None:
-    """One launch over every tile of plan (split-K) for x [B, K] (xq: x's 8-bit form or None)."""
+def launch(w, x, xq, out, part, count, plan, cfg) -> None:
+    """One launch over every tile of plan (split-K) for x [B, K] (xq: x's 8-bit form or None:
+    quantized here, in a launch of its own)."""
     n_tiles = triton.cdiv(w.n_out, cfg.block_n) * x.shape[0] * plan.splits
-    grid = n_tiles
-    if cfg.programs_per_sm:
-        grid = min(n_tiles, cfg.programs_per_sm * n_sm)
-    gdc = cfg.pipelined and has_griddepcontrol(x.device)
-    prefetch = cfg.pipelined and cfg.prefetch
-    if cfg.prequantize:
-        xq = xq or quantize_activation(x, let_next_start=gdc)
-        x_buffers = (xq.words, xq.scales, xq.sums)
-    else:  # each program quantizes the x it reads (x passed thrice, the buffers unused)
-        x_buffers = (x, x, x)
-    one_step = grid == n_tiles and plan.blocks_per_split <= cfg.blocks_per_tile
-    # L2 prefetch needs a tile of whole rows a program (one split, one input row, not
-    # persistent) and sm_90 (gdc); the interpreter traces it as a no-op
-    l2_ahead = 0
-    if plan.splits == 1 and x.shape[0] == 1 and grid == n_tiles and (gdc or not plan.native):
-        l2_ahead = cfg.l2_ahead
+    gdc = cfg.pipelined and has_dependent_launch(x.device)
+    xq = xq or quantize_activation(x, let_next_start=gdc)
     extra = {"launch_pdl": True} if gdc else {}
-    if cfg.max_registers and plan.native:
-        extra["maxnreg"] = cfg.max_registers
-    dp4a_gemv_kernel[(grid,)](
-        x, *x_buffers, out, part, count, *plane_args(w),
-        w.n_out, w.n_in // 256, x.shape[0], x.stride(0), out.stride(0), plan.blocks_per_split,
+    dp4a_gemv_kernel[(n_tiles,)](
+        xq.words, xq.scales, xq.sums, out, part, count, *plane_args(w),
+        w.n_out, w.n_in // 256, x.shape[0], out.stride(0), plan.blocks_per_split,
         plan.splits, n_tiles, triton.cdiv(plan.blocks_per_split, cfg.blocks_per_tile),
         BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile, EVEN=plan.even,
-        SPLIT_K=plan.splits > 1, PREQ=cfg.prequantize, Q6=w.fmt.name == "Q6_K",
-        ONE_STEP=one_step, PREFETCH=prefetch, GDC=gdc, EARLY_NEXT=cfg.early_next,
-        ASM=plan.native, RIT=cfg.rows_in_thread, SCALES_EARLY=cfg.scales_early,
-        L2_AHEAD=l2_ahead, WARPS=cfg.num_warps, L2_LINES=cfg.l2_lines, num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **extra,
+        SPLIT_K=plan.splits > 1, Q6=w.fmt.name == "Q6_K",
+        ONE_STEP=plan.blocks_per_split <= cfg.blocks_per_tile, GDC=gdc,
+        EARLY_NEXT=cfg.early_next, ASM=plan.native, RIT=cfg.rows_in_thread,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages, **extra,
     )  # fmt: skip

@@ -28,12 +28,9 @@ from kernels.availability import require
 from kernels.decode_attention import LOG2E
 from kernels.decode_launch import (
     INTERPRETER_PROGRAMS_PER_SM,
-    ROTATED_K,
     AttentionTuning,
     fitting_programs,
-    fused_reduce_consts,
     launch_decode,
-    runs_assembly,
 )
 from kernels.errors import UnsupportedTensor
 from kernels.grouped_attention import grouped_prefill_attention
@@ -42,7 +39,8 @@ from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_kivi import kivi_open_kernel, kivi_reopen_kernel, kivi_seal_kernel
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
-from kernels.rope import QueryPreparation, inv_freq_tensor
+from kernels.launch import runs_assembly
+from kernels.rope import inv_freq_tensor
 from kernels.rope_tables import Rope
 
 
@@ -298,7 +296,6 @@ class PagedKVCache:
         *,
         window: int = 0,
         positions: torch.Tensor | None = None,
-        prepared: bool = False,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -306,11 +303,7 @@ class PagedKVCache:
 
         positions: a device tensor of len(seqs) * T integers, the query tokens' own positions
         (in place of the lengths: what a CUDA graph replays); each sees the stored positions up
-        to its own. window > 0: only the last `window` of those (p - j < window).
-
-        prepared: q is raw (False), or (rot4 and rot2 K) already rotated, scaled and cast by
-        the RoPE kernel with this cache's `query_preparation(scale)` (the same scale): then
-        no launch or program of the attention rotates q, and the output is f16."""
+        to its own. window > 0: only the last `window` of those (p - j < window)."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -335,12 +328,6 @@ class PagedKVCache:
             raise UnsupportedTensor(
                 f"{n_tokens} query tokens for a sequence of {min(lengths)} positions: "
                 "write their K and V first"
-            )
-        if prepared and (spec.k_format not in ROTATED_K or q.dtype != torch.float16):
-            raise UnsupportedTensor(
-                f"prepared queries of {q.dtype} over {spec.k_format} keys: only rot4 and rot2 "
-                "keys take them, as apply_rope(..., prepare=cache.query_preparation()) makes "
-                "them (f16); pass raw queries with prepared=False"
             )
         q = q4.contiguous()
         group = n_heads // spec.n_kv_heads
@@ -370,15 +357,9 @@ class PagedKVCache:
         consts = dict(
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
-            CODE_WORDS=self.tuning.code_unpack == "words", ASM=runs_assembly(q.device),
-            KG=kivi_group(spec.page_size),
+            ASM=runs_assembly(q.device), KG=kivi_group(spec.page_size),
             num_warps=warps, num_stages=self.tuning.num_stages,
-            Q_READY=prepared or self.tuning.prepares_queries(spec.k_format),
-            SUM_AFTER_LOOP=self.tuning.sum_after_loop, FLAT_V=self.tuning.flat_v,
-            FLAT_K=self.tuning.flat_kivi_k and spec.k_format == "kivi4",
             MASK_TAIL=self.tuning.masks_tail(spec.k_format, spec.v_format),
-            **fused_reduce_consts(self.tuning, rows, d, warps),
-            **(self.tuning.register_cap() if runs_assembly(q.device) else {}),
         )  # fmt: skip
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
 
@@ -397,24 +378,10 @@ class PagedKVCache:
             probe = self._split_count(n_seqs, n_tokens, window)  # any count but 1 compiles alike
             per_sm = fitting_programs(q, consts, arguments(probe))
         n_splits = self._split_count(n_seqs, n_tokens, window, per_sm)
-        tuning = self.tuning
         out = launch_decode(
-            q, arguments(n_splits), consts, n_splits, spec, self._signs, tuning, qk_scale,
-            q_prepared=prepared,
-        )  # fmt: skip
+            q, arguments(n_splits), consts, n_splits, spec, self._signs, self.tuning
+        )
         return out.squeeze(1) if one_token else out
-
-    def query_preparation(self, scale: float | None = None) -> QueryPreparation:
-        """What `attend(..., prepared=True)` expects done to q, for apply_rope's `prepare`
-        (rot4 and rot2 keys: q rotated as they are stored, times scale * log2(e), f16; rot4:
-        even dims, then odd). scale: attend's (None: 1 / sqrt(head_dim))."""
-        spec = self.spec
-        if spec.k_format not in ROTATED_K:
-            raise UnsupportedTensor(
-                f"{spec.k_format} keys are not stored rotated: attend takes their queries raw"
-            )
-        qk_scale = (scale if scale is not None else 1.0 / math.sqrt(spec.head_dim)) * LOG2E
-        return QueryPreparation(self._signs, qk_scale, halves=spec.k_format == "rot4")
 
     def _split_count(
         self, n_seqs: int, n_tokens: int, window: int, per_sm: int = INTERPRETER_PROGRAMS_PER_SM

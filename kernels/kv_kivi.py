@@ -36,7 +36,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.kv_tiles import ROT4, _round_codes, fwht, load_tile, nibbles_to_f16
+from kernels.kv_tiles import ROT4, _round_codes, fwht, load_tile
 from kernels.nibbles import rot4_codes_f16
 
 
@@ -171,51 +171,30 @@ def load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV: tl.constexpr, P: 
 @triton.jit
 def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
                      HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr, G: tl.constexpr,
-                     CODE_WORDS: tl.constexpr, ASM: tl.constexpr,
-                     FLAT: tl.constexpr = False):  # fmt: skip
+                     ASM: tl.constexpr):  # fmt: skip
     """Scores [rows, P] of queries against a sealed page, the query (f16, already scaled) as
     its even and odd dims: the codes dequantized in f16 by one multiply-add each with their
     group's and channel's scale and min (c * s + mn, as rot4's halves but with the scale of
-    a channel over G positions, not of a group of a row), then two dots.
-
-    FLAT (AttentionTuning.flat_kivi_k): the scales and mins loaded as whole rows and broadcast
-    over their positions, so the key tiles stay 2-D rather than being reshaped from [P/G, G,
-    D/2] (the reshape cost 8 barriers a page step under Triton 3.6).
+    a channel over G positions, not of a group of a row), then two dots. The page's scale and
+    min rows [P/G, D] are loaded whole (16-byte runs), cut into even and odd channels and
+    broadcast over their G positions, so the key tiles stay 2-D (reshaped from [P/G, G, D/2]
+    they cost 8 barriers a page step under Triton 3.6: docs/decisions/0011-attention-flat-tiles.md).
 
     (Scaling the query per page instead, q.k = sum_d (q_d s_d) c_d + sum_d q_d mn_d, saves
     those multiply-adds but moved the scaled query into the dot's layout at every page:
-    57 us a layer at 32k on an H100 against rot4's 40, docs/kernels.md.)"""
+    docs/decisions/0011-attention-flat-tiles.md.)"""
     row0 = (page * HKV + head) * P
     i = tl.arange(0, D // 2)
     b = tl.load(q_ptr + (row0 + tl.arange(0, P))[:, None] * (D // 2) + i[None, :])
-    if CODE_WORDS:
-        c_even, c_odd = rot4_codes_f16(b, ASM)
-    else:
-        c_even = nibbles_to_f16(b & 15)
-        c_odd = nibbles_to_f16(b >> 4)
+    c_even, c_odd = rot4_codes_f16(b, ASM)
     groups = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D
-    if FLAT:
-        # the page's scale and min rows [P/G, D] loaded whole (16-byte runs), cut into even and
-        # odd channels, and broadcast over their G positions: the codes' f16 tiles stay 2-D
-        j = tl.arange(0, D)
-        s_even, s_odd = tl.split(tl.reshape(tl.load(scale_ptr + groups + j[None, :]),
-                                            (P // G, D // 2, 2)))  # fmt: skip
-        m_even, m_odd = tl.split(tl.reshape(tl.load(min_ptr + groups + j[None, :]),
-                                            (P // G, D // 2, 2)))  # fmt: skip
-        k_even = tl.fma(c_even, _over_positions(s_even, P, G, D), _over_positions(m_even, P, G, D))
-        k_odd = tl.fma(c_odd, _over_positions(s_odd, P, G, D), _over_positions(m_odd, P, G, D))
-        return tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
-    even = groups + 2 * i[None, :]
-    k_even = tl.fma(
-        tl.reshape(c_even, (P // G, G, D // 2)),
-        tl.load(scale_ptr + even)[:, None, :],
-        tl.load(min_ptr + even)[:, None, :],
-    )
-    k_odd = tl.fma(tl.reshape(c_odd, (P // G, G, D // 2)),
-                   tl.load(scale_ptr + even + 1)[:, None, :],
-                   tl.load(min_ptr + even + 1)[:, None, :])  # fmt: skip
-    k_even = tl.reshape(k_even, (P, D // 2))
-    k_odd = tl.reshape(k_odd, (P, D // 2))
+    j = tl.arange(0, D)
+    s_even, s_odd = tl.split(tl.reshape(tl.load(scale_ptr + groups + j[None, :]),
+                                        (P // G, D // 2, 2)))  # fmt: skip
+    m_even, m_odd = tl.split(tl.reshape(tl.load(min_ptr + groups + j[None, :]),
+                                        (P // G, D // 2, 2)))  # fmt: skip
+    k_even = tl.fma(c_even, _over_positions(s_even, P, G, D), _over_positions(m_even, P, G, D))
+    k_odd = tl.fma(c_odd, _over_positions(s_odd, P, G, D), _over_positions(m_odd, P, G, D))
     return tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
 
 

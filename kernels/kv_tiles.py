@@ -124,7 +124,8 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
               AT_LOAD: tl.constexpr = False):  # fmt: skip
     """Rows row0 .. row0+P-1 as an f16 tile [P, D] (still rotated for rot formats; q8 codes
     unscaled) and the per-row scale [P] that q8 leaves to the caller (1 otherwise).
-    WORDS, ASM, AT_LOAD: q8 codes four bytes at a time, as load_rot4_halves' rot4 codes."""
+    WORDS (attention), ASM, AT_LOAD: q8 codes four bytes at a time, as load_rot4_halves' rot4
+    codes; without WORDS (the gather) one byte at a time."""
     t = row0 + tl.arange(0, P)
     if FMT <= Q8:  # f16 or q8: one value per byte or two
         j = tl.arange(0, D)
@@ -166,55 +167,36 @@ def load_tile(row0, q_ptr, scale_ptr, min_ptr,
 
 @triton.jit
 def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.constexpr,
-                     WORDS: tl.constexpr = False, ASM: tl.constexpr = False,
-                     AT_LOAD: tl.constexpr = False, FLAT: tl.constexpr = False):  # fmt: skip
+                     ASM: tl.constexpr = False, AT_LOAD: tl.constexpr = False):  # fmt: skip
     """Rows row0 .. row0+P-1 of a rot4 plane as two f16 tiles [P, D/2]: the even dims and the
     odd dims, dequantized in f16 (c * scale + min, one fused multiply-add, rounded once as the
     f16 tile always was). Attention multiplies K and V this way, with two dots each, rather
     than joining the halves into one [P, D] tile: joining costs shuffles, and the joined tile
     as a dot's right operand gave wrong outputs on an H100 under Triton 3.6 (right in the
-    interpreter).
+    interpreter). Codes become f16 four bytes at a time (nibbles.rot4_codes_f16; ASM on a GPU).
 
-    WORDS: codes to f16 four bytes at a time (nibbles.rot4_codes_f16; ASM on a GPU), else
-    byte by byte (nibbles_to_f16: the path before, kept selectable by AttentionTuning).
-    AT_LOAD (with WORDS and ASM): unpack in the layout the bytes were loaded in, and let the
-    f16 tiles take the way to the dot's layout (shared memory, ldmatrix); without it Triton
-    moves that conversion onto the bytes, which is right for K (a key row's bytes are a dot
-    operand's consecutive pairs) but not for V, whose dot pairs two positions: each V byte
-    then came through shared memory on its own (LDS.U8 and a PRMT per byte).
-    FLAT (with AT_LOAD: V, AttentionTuning.flat_v): the tile built 2-D ([P, D/2] bytes, the
-    scale and min broadcast over their 16 bytes), not reshaped from [P, D/32, 16]: with the
-    reshape Triton 3.6 (the device's) stores the f16 tile to shared memory 2 bytes at a time
-    (128 STS.U16 a thread a page step at 2 warps), 2-D it uses 16 STS.128 and ldmatrix.trans
-    as 3.8 does either way (docs/kernels.md, session 8)."""
+    AT_LOAD (V): unpack in the layout the bytes were loaded in, and let the f16 tiles take the
+    way to the dot's layout (shared memory, ldmatrix); without it (K) Triton moves that
+    conversion onto the bytes, which is right for K (a key row's bytes are a dot operand's
+    consecutive pairs) but not for V, whose dot pairs two positions. V's tile is built 2-D
+    ([P, D/2] bytes, the scale and min broadcast over their 16 bytes): reshaped from
+    [P, D/32, 16], Triton 3.6 stored the f16 tile to shared memory 2 bytes at a time
+    (docs/decisions/0011-attention-flat-tiles.md)."""
     t = row0 + tl.arange(0, P)
     NGROUP: tl.constexpr = D // 32
-    gi = tl.arange(0, NGROUP)
-    group_rows = t[:, None] * NGROUP + gi[None, :]
-    if AT_LOAD & FLAT:
-        # 2-D throughout: the bytes [P, D/2], and each group's scale and min broadcast over its
-        # 16 bytes and reshaped, rather than the f16 tiles reshaped from [P, D/32, 16]
+    scale, lo = load_scales_mins(t, scale_ptr, NGROUP)
+    if AT_LOAD:
         col = tl.arange(0, D // 2)
         b = tl.load(q_ptr + t[:, None] * (D // 2) + col[None, :])
-        scale, lo = load_scales_mins(t, scale_ptr, NGROUP)
         scale = tl.reshape(tl.broadcast_to(scale[:, :, None], (P, NGROUP, 16)), (P, D // 2))
         lo = tl.reshape(tl.broadcast_to(lo[:, :, None], (P, NGROUP, 16)), (P, D // 2))
-        if WORDS:
-            even, odd = rot4_codes_f16(b, ASM, False)
-        else:
-            even = nibbles_to_f16(b & 15)
-            odd = nibbles_to_f16(b >> 4)
+        even, odd = rot4_codes_f16(b, ASM, False)
         return tl.fma(even, scale, lo), tl.fma(odd, scale, lo)
-    scale, lo = load_scales_mins(t, scale_ptr, NGROUP)
-    scale = scale[:, :, None]
-    lo = lo[:, :, None]
+    gi = tl.arange(0, NGROUP)
+    group_rows = t[:, None] * NGROUP + gi[None, :]
     i = tl.arange(0, 16)
     b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
-    if WORDS:
-        even, odd = rot4_codes_f16(b, ASM, not AT_LOAD)
-    else:
-        even = nibbles_to_f16(b & 15)
-        odd = nibbles_to_f16(b >> 4)
-    even = tl.fma(even, scale, lo)
-    odd = tl.fma(odd, scale, lo)
+    even, odd = rot4_codes_f16(b, ASM, True)
+    even = tl.fma(even, scale[:, :, None], lo[:, :, None])
+    odd = tl.fma(odd, scale[:, :, None], lo[:, :, None])
     return tl.reshape(even, (P, D // 2)), tl.reshape(odd, (P, D // 2))

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents
 
 from kernels.kv_tiles import KIVI4, ROT2, ROT4, rotate_rows, store_rows
+from kernels.launch import gdc_launch_dependents
 from kernels.rope import rope_rows
 
 

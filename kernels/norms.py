@@ -10,9 +10,9 @@ Statistics in float32 whatever the input dtype, as ggml does.
 the integer GEMVs that read y next (Q/K/V, gate/up, the output matrix at decode): the values
 are rounded to y's dtype first, so the codes and scales are the bits `quantize_activation(y)`
 would give, without its launch (one of ~130 small launches in an 8B decode step). On sm_90+
-it also lets a GEMV launched after it as a programmatic dependent launch (gemv's pipelined
-variant) start at once: such a GEMV reads nothing of ours before its griddepcontrol.wait; any
-other next kernel starts as usual.
+it also lets the integer GEMV chained after it (a programmatic dependent launch,
+kernels/launch.py) start at once: such a GEMV reads nothing of ours before its wait; any other
+next kernel starts as usual.
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ import triton.language as tl
 from kernels.act_quant import (
     QuantizedActivation,
     empty_quantized,
-    has_griddepcontrol,
     store_quantized,
 )
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
-from kernels.gemv_common import gdc_launch_dependents
+from kernels.launch import gdc_launch_dependents, has_dependent_launch
 
 
 @triton.jit
@@ -103,7 +102,7 @@ def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool):
         _rms_norm_kernel[(x2.shape[0],)](
             x2, r2, weight, y, h, xq, xd, xs, n, eps, x2.stride(0), r2.stride(0),
             HAS_RESIDUAL=has_residual, QUANTIZE=quantize, BLOCK=max(block, 32),
-            LET_NEXT_START=quantize and has_griddepcontrol(x.device),
+            LET_NEXT_START=quantize and has_dependent_launch(x.device),
             num_warps=min(16, max(1, block // 256)),
         )  # fmt: skip
     return y.reshape(x.shape), h.reshape(x.shape) if has_residual else None, quantized

@@ -27,7 +27,7 @@ REGISTER_GRANULE = 256  # registers are given to a warp in multiples of this
 # the warps that registers allow per sub-partition. Counted over the whole file instead, 2-warp
 # programs of 200 registers came to 5 an SM where 4 fit (10 warps of 6,400 registers: 3 on a
 # sub-partition need 19,200 of its 16,384), so the splits sized to one wave took two
-# (docs/kernels.md, session 10)
+# (docs/decisions/0005-register-caps.md)
 SUB_PARTITIONS = 4
 
 

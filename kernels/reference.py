@@ -1,6 +1,7 @@
 """Reference implementations, written once, in numpy (float64 where it matters), used by the
 tests and the benchmarks and needing neither torch nor triton. The block formats' oracle is
-the `gguf` package's own dequantizer (gguf.quants.dequantize)."""
+the `gguf` package's own dequantizer (gguf.quants.dequantize); the KV cache formats' (what a
+write stores, what the gather and attention read back) is kernels.kv_formats.reference_roundtrip."""
 
 from __future__ import annotations
 
@@ -29,6 +30,17 @@ def gemv(x: np.ndarray, raw: np.ndarray, ggml_type: object, shape: tuple[int, in
     """x [..., n_in] @ W.T in float64."""
     w = dequantize_weight(raw, ggml_type, shape).astype(np.float64)
     return np.asarray(x, dtype=np.float64) @ w.T
+
+
+def quantize_activation(x: np.ndarray) -> np.ndarray:
+    """x' = d q as the integer GEMV sees x (kernels/act_quant.py): per 32 values d = max|x| / 127
+    and q = round(x / d); x [..., K] (K a multiple of 32) -> float64."""
+    x = np.asarray(x, dtype=np.float32)
+    groups = x.reshape(*x.shape[:-1], -1, 32)
+    amax = np.abs(groups).max(axis=-1, keepdims=True)
+    q = np.rint(groups * (np.float32(127.0) / np.maximum(amax, np.float32(1e-30))))
+    d = amax * np.float32(1.0 / 127.0)
+    return (q.astype(np.float64) * d.astype(np.float64)).reshape(x.shape)
 
 
 def rms_norm(x: np.ndarray, weight: np.ndarray, eps: float) -> np.ndarray:

@@ -7,21 +7,11 @@
 
 The angle is computed in float32, as ggml does. `rope_rows` is also used by the KV cache's write
 kernel, which applies RoPE to K on its way into the cache.
-
-With a QueryPreparation (queries over a KV cache whose keys are stored rotated: rot4, rot2), the
-same launch also does what decode attention would do to q before its dot with the keys:
-
-    out = f16( qk_scale * R RoPE(x) ),  R = H diag(signs) / sqrt(D)  (kv_tiles.rotate_rows)
-
-with rot4 keys each row stored as its even dims, then its odd dims (the two halves of the key
-tile); `PagedKVCache.attend(..., prepared=True)` then reads q as it is (decode_attention's
-Q_READY), and no program of the attention rotates q (docs/kernels.md, session 8).
 """
 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import torch
 import triton
@@ -29,7 +19,6 @@ import triton.language as tl
 
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
-from kernels.kv_tiles import rotate_rows
 from kernels.rope_tables import Rope
 
 
@@ -61,12 +50,8 @@ def rope_rows(row_ptrs, row_mask, pos, inv_freq_ptr, mscale,
 
 @triton.jit
 def _rope_kernel(x_ptr, out_ptr, pos_ptr, inv_freq_ptr, mscale, H, stride_xt, stride_xh,
-                 signs_ptr, qk_scale,
                  HEADS: tl.constexpr, D: tl.constexpr, N_ROT: tl.constexpr,
-                 NEOX: tl.constexpr, PREPARE: tl.constexpr = False, HALVES: tl.constexpr = False,
-                 LOG2D: tl.constexpr = 0):  # fmt: skip
-    """PREPARE: the rows rotated (signs_ptr: the signs / sqrt(D)), times qk_scale, in f16;
-    HALVES: each row's even dims first, then its odd dims."""
+                 NEOX: tl.constexpr):  # fmt: skip
     t = tl.program_id(0)
     heads = tl.program_id(1) * HEADS + tl.arange(0, HEADS)
     mask = heads < H
@@ -75,27 +60,7 @@ def _rope_kernel(x_ptr, out_ptr, pos_ptr, inv_freq_ptr, mscale, H, stride_xt, st
                   D, N_ROT, NEOX)  # fmt: skip
     j = tl.arange(0, D)
     out = out_ptr + (t * H + heads)[:, None] * D
-    if PREPARE:
-        y = rotate_rows(y, tl.load(signs_ptr + j), HEADS, D, LOG2D) * qk_scale
-    if HALVES:
-        even, odd = tl.split(tl.reshape(y, (HEADS, D // 2, 2)))
-        half = tl.arange(0, D // 2)
-        tl.store(out + half[None, :], even.to(tl.float16), mask=mask[:, None])
-        tl.store(out + D // 2 + half[None, :], odd.to(tl.float16), mask=mask[:, None])
-    else:
-        tl.store(out + j[None, :], y.to(out_ptr.dtype.element_ty), mask=mask[:, None])
-
-
-@dataclass(frozen=True)
-class QueryPreparation:
-    """What decode attention over rotated keys does to its queries first, for apply_rope to do
-    instead (PagedKVCache.query_preparation makes one): signs, the rotation's signs / sqrt(D)
-    (float32, on the queries' device); qk_scale, the softmax scale times log2(e); halves (rot4
-    keys): even dims first, then odd."""
-
-    signs: torch.Tensor
-    qk_scale: float
-    halves: bool
+    tl.store(out + j[None, :], y.to(out_ptr.dtype.element_ty), mask=mask[:, None])
 
 
 # Programs per token: a decode step (one token, 40 heads of Llama-3-8B's Q and K) took one
@@ -113,11 +78,8 @@ def inv_freq_tensor(rope: Rope, device: torch.device) -> torch.Tensor:
     return _inv_freq_on(rope, torch.device(device))
 
 
-def apply_rope(
-    x: torch.Tensor, positions: torch.Tensor, rope: Rope, prepare: QueryPreparation | None = None
-) -> torch.Tensor:
-    """x [T, H, D] (last axis contiguous), positions int [T] -> a new rotated tensor; with
-    `prepare`, queries as decode attention over rotated keys reads them (f16, see above)."""
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, rope: Rope) -> torch.Tensor:
+    """x [T, H, D] (last axis contiguous), positions int [T] -> a new rotated tensor."""
     require()
     if x.dim() != 3 or x.shape[-1] != rope.head_dim or x.stride(-1) != 1:
         raise UnsupportedTensor(
@@ -125,14 +87,8 @@ def apply_rope(
         )
     if rope.head_dim & (rope.head_dim - 1):
         raise UnsupportedTensor(f"RoPE head size {rope.head_dim}: need a power of two")
-    if prepare is not None and prepare.signs.numel() != rope.head_dim:
-        raise UnsupportedTensor(
-            f"a query preparation for heads of {prepare.signs.numel()} given RoPE of heads of "
-            f"{rope.head_dim}: make it with the cache the queries attend to"
-        )
     n_tokens, n_heads, _ = x.shape
-    dtype = torch.float16 if prepare is not None else x.dtype
-    out = torch.empty(n_tokens, n_heads, rope.head_dim, dtype=dtype, device=x.device)
+    out = torch.empty(n_tokens, n_heads, rope.head_dim, dtype=x.dtype, device=x.device)
     if n_tokens == 0:
         return out
     positions = positions.to(device=x.device, dtype=torch.int32).contiguous()
@@ -142,11 +98,7 @@ def apply_rope(
     inv_freq = inv_freq_tensor(rope, x.device)
     _rope_kernel[(n_tokens, triton.cdiv(n_heads, heads))](
         x, out, positions, inv_freq, rope.mscale, n_heads, x.stride(0), x.stride(1),
-        prepare.signs if prepare is not None else inv_freq,
-        prepare.qk_scale if prepare is not None else 1.0,
         HEADS=heads, D=rope.head_dim, N_ROT=rope.n_rot, NEOX=rope.neox,
-        PREPARE=prepare is not None, HALVES=prepare is not None and prepare.halves,
-        LOG2D=rope.head_dim.bit_length() - 1,
         num_warps=max(1, min(4, heads * rope.head_dim // 256)),
     )  # fmt: skip
     return out

@@ -25,10 +25,10 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HEARTH_DATA_DIR"] = tempfile.mkdtemp(prefix="hearth-test-data-")
 # huggingface_hub's cache, which the Library lists: an empty one, not the user's.
 os.environ["HF_HOME"] = os.path.join(os.environ["HEARTH_DATA_DIR"], "hf-home")
-# Triton reads TRITON_INTERPRET once, when the first test module to need it imports it (a
-# SASS-counting benchmark test comes before tests/kernels): without an NVIDIA GPU every kernel
-# runs in the interpreter, as tests/kernels/conftest.py also says. TRITON_INTERPRET=0 given
-# outright keeps the compiler (the SASS tests of tests/benchmarks/kernels, run alone).
+# Triton reads TRITON_INTERPRET once, when the first test module to need it imports it (an
+# engine test may come before tests/kernels): without an NVIDIA GPU every kernel runs in the
+# interpreter, as tests/kernels/conftest.py also says. TRITON_INTERPRET=0 given outright keeps
+# the compiler.
 if shutil.which("nvidia-smi") is None:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Why `import torch` aborts in a process that has loaded llama.cpp's CUDA build (H100 machine,
-# session 6: "free(): invalid pointer" in torch's TorchScript source parser; see
+# Why `import torch` aborted in a process that had loaded llama.cpp's CUDA build (H100 machine:
+# "free(): invalid pointer" in torch's TorchScript source parser; see
 # engine/runtime/torch_beside_llama.py and docs/hearth-engine.md, Not done), and which import
 # orders work: one device call, after the llama.cpp build (this script builds it unless
 # /tmp/llama/env.sh exists). Each variant runs in its own process; everything is written to
@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}; mkdir -p "$out"
 log="$out/diag.txt"
-[ -f /tmp/llama/env.sh ] || bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama >/tmp/build.log 2>&1 \
+[ -f /tmp/llama/env.sh ] || bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/tmp/build.log 2>&1 \
   || { tail -30 /tmp/build.log >"$log"; exit 1; }
 source /tmp/llama/env.sh
 export PYTHONPATH="$PYTHONPATH:$PWD" PYTHONFAULTHANDLER=1

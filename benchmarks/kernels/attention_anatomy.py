@@ -28,7 +28,8 @@ from contextlib import contextmanager
 
 import torch
 
-from benchmarks.kernels import attention
+from benchmarks.kernels.attention import filled_cache
+from benchmarks.kernels.cases import HEAD_DIM, HEADS
 from benchmarks.kernels.timing import captured_graph, time_calls
 from kernels import decode_launch
 from kernels.decode_attention import decode_split_kernel
@@ -111,9 +112,9 @@ def driver_occupancy() -> list[dict]:
 
 def anatomy(k_format: str, v_format: str, context: int, tuning) -> dict:
     """The figures of the module docstring for one pair and context."""
-    cache, seq, layers = attention._filled_cache(k_format, v_format, context)
+    cache, seq, layers = filled_cache(k_format, v_format, context)
     cache.tuning = tuning
-    q = torch.randn(1, attention.HEADS, attention.HEAD_DIM, dtype=torch.float16, device="cuda")
+    q = torch.randn(1, HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
 
     def step() -> None:
         for layer in range(layers):

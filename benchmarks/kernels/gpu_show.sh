@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The kernels' whole Show run on an NVIDIA machine without network, in one command (see
 # docs/kernels.md): the gpu-marked kernel tests (full size on the 1024x4096 GEMV shape),
-# `python -m benchmarks.kernels` (SWEEP=--sweep adds tile sweeps), and llama.cpp's own
+# `python -m benchmarks.kernels` (BENCH_ARGS: more of its options), and llama.cpp's own
 # flash-attention decode at the same depths with f16, q8_0 and q4_0 caches (llama-bench -d), on
 # a Llama-3-8B-shaped Q4_K_M with random weights. Took 560 s on an H100 and was cut there during
 # the 128k q8_0 run: give it the full 600 s, or LLAMA_S=45.
@@ -9,7 +9,7 @@
 #
 # PART=attention runs only the KV cache's tests and figures (gpu_attention.sh, about 3 minutes
 # on an H100) before llama-bench, in place of every kernel's.
-# Needs .gpu-bundle/ (../shared/gpu/make-bundle.sh) in the repository root; results go to $OUT.
+# Needs .gpu-bundle/ (benchmarks/gpu/make_bundle.sh) in the repository root; results go to $OUT.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-out}; mkdir -p "$out"
@@ -23,7 +23,7 @@ python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', tr
 model=/tmp/models/llama3-8b-q4_k_m.gguf
 (
   set -e
-  bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama
+  bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama
   source /tmp/llama/env.sh
   vocab=$(ls -d /tmp/llama/llama_cpp_python-*)/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf
   mkdir -p /tmp/models
@@ -42,7 +42,7 @@ else
 HEARTH_GPU_TESTS=1 timeout "${TEST_S:-150}" python3 -m pytest tests/kernels -v -p no:cacheprovider \
   -k "not llama3_8b_shapes or shape0" >"$out/gpu-tests.log" 2>&1
 echo "== tests ($SECONDS s): $(grep -c PASSED "$out/gpu-tests.log") passed"; grep -E "FAILED|ERROR|passed|failed" "$out/gpu-tests.log" | tail -12
-timeout "${BENCH_S:-240}" python3 -m benchmarks.kernels ${SWEEP:-} --batches 1,16 \
+timeout "${BENCH_S:-240}" python3 -m benchmarks.kernels --batches 1,16 ${BENCH_ARGS:-} \
   --json "$out/kernels.json" >"$out/kernels.txt" 2>&1
 echo "== kernels ($SECONDS s)"; cat "$out/kernels.txt"
 fi

@@ -323,7 +323,7 @@ def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
         return dequantize_mxfp4(w.data, w.cols)
     if w.is_float:
         return w.data.float()
-    from kernels.dequant_torch import dequantize as dequantize_packed
+    from kernels.dequant import dequantize as dequantize_packed
     from kernels.errors import UnsupportedTensor
     from kernels.packed_weight import PackedWeight
 
@@ -453,7 +453,7 @@ class KernelsOps(TorchOps):
         """Rows `ids` of a PackedWeight, dequantized on the device: float32 [T, n_in]."""
         if isinstance(w, PreparedWeight):
             return super().gather_rows(w, ids)
-        from kernels.dequant_torch import dequantize as dequantize_on_device
+        from kernels.dequant import dequantize as dequantize_on_device
 
         planes = {name: plane.index_select(0, ids) for name, plane in w.planes.items()}
         rows = self._k.PackedWeight(w.fmt, ids.numel(), w.n_in, planes)
@@ -506,7 +506,7 @@ class KernelsOps(TorchOps):
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         if rows <= self.GEMV_MAX_ROWS:
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
-        from kernels.dequant_torch import dequantize
+        from kernels.dequant import dequantize
 
         try:
             dense = dequantize(w, self._gemm_dtype)

@@ -31,7 +31,7 @@ def test_the_rpc_backend_is_added_to_every_build(given, built):
     ],
 )
 def test_amx_kernels_are_left_out_of_x86_builds(given, machine, system, built):
-    """llama.cpp's AMX matrix products segfaulted on this project's x86 machine (session 8)."""
+    """llama.cpp's AMX matrix products segfaulted on this project's x86 build machine."""
     assert build_engine.without_amx(given, machine, system) == built
 
 

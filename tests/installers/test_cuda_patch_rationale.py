@@ -1,20 +1,15 @@
 """The reason for installers/patches/0001-ggml-cuda-q8_1-sum-of-quantized-values.patch, computed:
 on the starter model's real Q4_1 matrices, keeping the sum of the rounded activations (ggml-cpu,
 and ggml-cuda as patched) gives a smaller error than the sum of the unrounded ones (ggml-cuda
-0.3.36). benchmarks/backends/q8_1_sum_simulation.py prints the figures (docs/backends.md)."""
-
-import sys
-from pathlib import Path
+0.3.36). `python -m testkit.q8_1_sum` prints the figures (docs/backends.md)."""
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks/backends"))
 
 from engine.starter_model import starter_model_path
 
 
 def test_the_sum_of_the_rounded_activations_halves_the_error_of_a_q4_1_product():
-    import q8_1_sum_simulation as sim
+    from testkit import q8_1_sum as sim
 
     model = starter_model_path()
     if model is None:

@@ -1,5 +1,7 @@
-"""kernels.dequant (Q4_K, Q6_K to f16 in one pass) against gguf's numpy dequantizers; on the
-CPU through Triton's interpreter, on the GPU with a Llama-3-8B-sized matrix too."""
+"""kernels.dequant against gguf's numpy dequantizers: `dequantize` for every format (the torch
+formulas on the CPU, the one-pass kernel for Q4_K and Q6_K on a GPU), and the kernel itself
+(Q4_K, Q6_K to f16 in one pass) through Triton's interpreter, on the GPU with a Llama-3-8B-sized
+matrix too."""
 
 from __future__ import annotations
 
@@ -7,16 +9,37 @@ import numpy as np
 import pytest
 import torch
 
-from kernels.dequant import FORMATS, dequantize_k_quant
+from kernels.dequant import FORMATS, dequantize, dequantize_k_quant
+from kernels.errors import UnsupportedTensor
 from kernels.packed_weight import PackedWeight
 from kernels.reference import dequantize_weight, random_weight_bytes
 
 from .conftest import DEVICE
 
+ALL_FORMATS = ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q4_K", "Q5_K", "Q6_K", "F16", "BF16", "F32"]
+
+
+@pytest.mark.parametrize("fmt", ALL_FORMATS)
+def test_every_format_matches_gguf(fmt, device):
+    n_out, n_in = 3, 512
+    raw = random_weight_bytes(fmt, n_out, n_in, seed=ALL_FORMATS.index(fmt))
+    expected = dequantize_weight(raw, fmt, (n_out, n_in))
+    packed = PackedWeight.from_gguf(raw, fmt, (n_out, n_in), device=device)
+    got = dequantize(packed, torch.float32).cpu().numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6 * np.abs(expected).max())
+
+
+def test_unknown_planes_are_refused():
+    raw = random_weight_bytes("Q4_K", 2, 256)
+    packed = PackedWeight.from_gguf(raw, "Q4_K", (2, 256), device="cpu")
+    relaid = PackedWeight(packed.fmt, 2, 256, {"words": packed.planes["qs"]})
+    with pytest.raises(UnsupportedTensor, match="no device dequantizer"):
+        dequantize(relaid)
+
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("shape", [(3, 512), (5, 256)])
-def test_matches_gguf(fmt, shape):
+def test_the_kernel_matches_gguf(fmt, shape):
     raw = random_weight_bytes(fmt, *shape, seed=shape[0])
     expected = dequantize_weight(raw, fmt, shape)
     packed = PackedWeight.from_gguf(raw, fmt, shape, device=DEVICE)

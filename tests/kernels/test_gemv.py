@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from kernels import reference
-from kernels.act_quant import reference_quantize
 from kernels.errors import UnsupportedTensor
 from kernels.gemv import default_config, quant_matmul
 from kernels.ggml_formats import FORMATS
@@ -30,7 +29,7 @@ def _expected(x: torch.Tensor, raw, fmt: str, shape) -> tuple[np.ndarray, float 
     caller's per-dtype one)."""
     x2 = x.float().reshape(-1, shape[1]).numpy()
     if default_config(fmt, x2.shape[0]).path == "dp4a":
-        x2 = reference_quantize(x2)
+        x2 = reference.quantize_activation(x2)
         return reference.gemv(x2, raw, fmt, shape).reshape(*x.shape[:-1], shape[0]), TOLERANCE_INT8
     return reference.gemv(x2, raw, fmt, shape).reshape(*x.shape[:-1], shape[0]), None
 
@@ -143,7 +142,10 @@ def test_llama3_8b_shapes(rows, fmt, shape):
     x_used = x.double().numpy()
     tolerance = TOLERANCE[torch.float16]
     if default_config(fmt, rows).path == "dp4a":
-        x_used, tolerance = reference_quantize(x.float().numpy()), TOLERANCE_INT8 + tolerance
+        x_used, tolerance = (
+            reference.quantize_activation(x.float().numpy()),
+            TOLERANCE_INT8 + tolerance,
+        )
     expected = x_used @ dequantized.T
     assert relative_error(y.float().cpu(), expected) < tolerance
 

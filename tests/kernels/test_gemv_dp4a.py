@@ -1,6 +1,6 @@
 """The integer GEMV (8-bit activations, dp4a) and its activation quantizer, against numpy.
 
-Two references: x' @ W.T in float64 with x' = act_quant.reference_quantize(x) (what the kernel
+Two references: x' @ W.T in float64 with x' = reference.quantize_activation(x) (what the kernel
 computes: tight), and x @ W.T (what 8-bit activations cost: loose, as in llama.cpp)."""
 
 from __future__ import annotations
@@ -14,97 +14,51 @@ import torch
 import triton
 import triton.language as tl
 
-from benchmarks.kernels.gemv_sweep import CANDIDATES
 from kernels import gemv, reference
-from kernels.act_quant import dp4a, quantize_activation, reference_quantize
+from kernels.act_quant import dp4a, quantize_activation
 from kernels.errors import UnsupportedTensor
 from kernels.gemv import GemvConfig, quant_matmul
-from kernels.gemv_common import l2_spans
 from kernels.packed_weight import PackedWeight
 from tests.kernels.conftest import relative_error
 
 EXACT = 5e-4  # against x' @ W.T: float32 sums, and a rare rounding tie decided the other way
 ACTIVATION_ERROR = 2e-2  # against x @ W.T: 8-bit x costs 0.3-0.9% on these random weights
-ONE_STEP = GemvConfig(
-    4, 16, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True, one_step=True
-)
-# a K loop of 2 super-blocks a step, PDL, no prefetch: long_rows' loop, at the interpreter's sizes
-LOOP_PDL_4X2 = GemvConfig(
-    4, 2, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True, prefetch=False
-)
+ONE_STEP = GemvConfig(4, 16, 1, path="dp4a", pipelined=True, early_next=True, one_step=True)
+# a K loop of 2 super-blocks a step, chained: long_rows' loop, at the interpreter's sizes
+LOOP_PDL_4X2 = GemvConfig(4, 2, 1, path="dp4a", pipelined=True, early_next=True)
+# every way the engine's configs cut the work, at the interpreter's sizes (40 x 2048 on its 4
+# "SMs" takes split-K in the K loops)
 CONFIGS = {
-    "fused": GemvConfig(16, 2, 1, path="dp4a"),
-    "fused-1blk": GemvConfig(16, 1, 1, path="dp4a"),
-    "prequantized": GemvConfig(16, 2, 1, path="dp4a", prequantize=True),
+    "loop-16x2": GemvConfig(16, 2, 1, path="dp4a"),
+    "loop-16x1": GemvConfig(16, 1, 1, path="dp4a"),
     # 4 rows x 16 super-blocks, 2 warps, early next launch; Q4_K rows in the thread; rows
-    # longer than a step: a K loop with PDL, no prefetch (long_rows)
+    # longer than a step: a K loop (long_rows)
     "default": gemv.default_config("Q4_K", 1),
     "default-q6_k": gemv.default_config("Q6_K", 1),
-    # weights a step ahead (+ programmatic dependent launch on sm_90): one step (rows of up to
-    # 16 super-blocks), and K loops
-    "pipelined-4x16": GemvConfig(4, 16, 1, path="dp4a", prequantize=True, pipelined=True),
-    "pipelined-16x1": GemvConfig(16, 1, 1, path="dp4a", prequantize=True, pipelined=True),
-    "pipelined-fused": GemvConfig(16, 1, 1, path="dp4a", pipelined=True),
-    "pipelined-early": GemvConfig(
-        4, 16, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True
-    ),
+    # chained, the next launch let start once the last step is computed (not early)
+    "chained-16x1": GemvConfig(16, 1, 1, path="dp4a", pipelined=True),
+    "chained-4x16": GemvConfig(4, 16, 1, path="dp4a", pipelined=True),
     # K split into one step per program (whole_steps), with and without the early next launch
-    "onestep-4x4": GemvConfig(4, 4, 1, path="dp4a", prequantize=True, one_step=True),
+    "onestep-4x4": GemvConfig(4, 4, 1, path="dp4a", one_step=True),
     "onestep-early-4x16": ONE_STEP,
-    # its neighbours (rows a program, warps), timed beside it
     "onestep-early-4x16-w2": dataclasses.replace(ONE_STEP, num_warps=2),
     "onestep-early-8x16": dataclasses.replace(ONE_STEP, block_n=8),
-    "onestep-early-8x16-w8": dataclasses.replace(ONE_STEP, block_n=8, num_warps=8),
-    # persistent programs (1 per SM: the interpreter's 4 "SMs" then walk several tiles each,
-    # across split-K and ragged rows), with and without the step-ahead loads
-    "persistent-4x4": GemvConfig(4, 4, 1, path="dp4a", prequantize=True, programs_per_sm=1),
-    "persistent-pipelined-4x4": GemvConfig(
-        4, 4, 1, path="dp4a", prequantize=True, pipelined=True, programs_per_sm=1
-    ),
-    "persistent-pipelined-16x1": GemvConfig(  # split-K: 2 steps a tile
-        16, 1, 1, path="dp4a", prequantize=True, pipelined=True, programs_per_sm=1
-    ),
-    "persistent-pipelined-4x16": dataclasses.replace(ONE_STEP, one_step=False, programs_per_sm=1),
-    # session 8: K cut into a given number of parts where a row is longer than a step (3 SB
-    # rows: 3 parts of one step, half masked; 8 SB rows: parts of 3, 3, 2 walked in 2 steps,
-    # the last masked), also with one part's steps in a loop
-    "split3-4x2": dataclasses.replace(ONE_STEP, blocks_per_tile=2, splits=3),
-    "split2-4x4-w2": dataclasses.replace(ONE_STEP, blocks_per_tile=4, splits=2, num_warps=2),
-    # a K loop with the programmatic dependent launch but no prefetch (2 SB steps: 768 ends
-    # on a masked half step, 2048 in split-K)
-    "loop-pdl-4x2": GemvConfig(
-        4, 2, 1, path="dp4a", prequantize=True, pipelined=True, early_next=True, prefetch=False
-    ),
-    # the register cap (ignored by the interpreter, but the launch must accept it) and the
-    # config chosen by row length: rows up to 4 SB take the outer config, longer ones long_rows
-    "r40-4x16-w8": dataclasses.replace(ONE_STEP, num_warps=8, max_registers=40),
+    # a chained K loop (2 SB steps: 768 ends on a masked half step, 2048 in split-K)
+    "loop-pdl-4x2": LOOP_PDL_4X2,
+    # the config chosen by row length: rows up to 4 SB take the outer config, longer ones
+    # long_rows
     "long-rows": dataclasses.replace(
         ONE_STEP,
         blocks_per_tile=4,
-        long_rows=dataclasses.replace(ONE_STEP, blocks_per_tile=2, splits=3, num_warps=2),
+        long_rows=dataclasses.replace(LOOP_PDL_4X2, num_warps=2),
     ),
     "2x16": dataclasses.replace(ONE_STEP, block_n=2),
-    # rows in the thread (x's words loaded once for several rows): one step, split into parts
-    # with masked tails, a K loop without prefetch, and 8 rows a program
-    "rit-split3-4x2-w2": dataclasses.replace(
-        ONE_STEP, blocks_per_tile=2, splits=3, num_warps=2, rows_in_thread=True
-    ),
+    # rows in the thread (x's words loaded once for several rows): one step, a K loop, and 8
+    # rows a program
+    "rit-4x16-w2": dataclasses.replace(ONE_STEP, num_warps=2, rows_in_thread=True),
     "rit-loop-pdl-4x2": dataclasses.replace(LOOP_PDL_4X2, rows_in_thread=True),
     "rit-8x16-w8": dataclasses.replace(ONE_STEP, block_n=8, num_warps=8, rows_in_thread=True),
-    # Q4_K's scales decoded before the wait (one step; in split-K parts with masked tails)
-    "scales-early-4x4": dataclasses.replace(ONE_STEP, blocks_per_tile=4, scales_early=True),
-    "scales-early-split3-4x2": dataclasses.replace(
-        ONE_STEP, blocks_per_tile=2, splits=3, scales_early=True
-    ),
-    # session 9: L2 prefetch of 2 and 3 tiles a program (its spans computed, nothing issued
-    # in the interpreter: test_l2_spans_cover_the_rows checks them), one step and a K loop
-    "l2x2": dataclasses.replace(ONE_STEP, l2_ahead=2),
-    "l2x3-rit-w2": dataclasses.replace(ONE_STEP, l2_ahead=3, rows_in_thread=True, num_warps=2),
-    "l2x2-lines": dataclasses.replace(ONE_STEP, l2_ahead=2, l2_lines=True),
-    "l2x2-loop-pdl-4x2": dataclasses.replace(LOOP_PDL_4X2, l2_ahead=2),
 }
-# the candidates of session 8's sweep (benchmarks/kernels/gemv_sweep.py), each as timed
-SWEEP = {c.name: c for c in CANDIDATES}
 
 
 def test_one_row_of_q4_k_and_q6_k_takes_the_integer_path():
@@ -120,7 +74,7 @@ def _case(fmt, n_out, n_in, rows, device, seed):
     w = PackedWeight.from_gguf(raw, fmt, (n_out, n_in), device=device)
     x = torch.randn(rows, n_in, generator=torch.Generator().manual_seed(seed + 1))
     dequantized = reference.dequantize_weight(raw, fmt, (n_out, n_in)).astype(np.float64)
-    exact = reference_quantize(x.numpy()) @ dequantized.T
+    exact = reference.quantize_activation(x.numpy()) @ dequantized.T
     return w, x, exact, x.double().numpy() @ dequantized.T
 
 
@@ -147,7 +101,7 @@ def test_split_k_counters_reset_for_the_next_call(fmt, device):
     """Split-K over 2 input rows (each (tile, input row) has its own ticket counter): the last
     program of each resets it, so a second call gives the same result and the counters are
     back at zero."""
-    cfg = CONFIGS["fused"]
+    cfg = CONFIGS["loop-16x2"]
     raw = reference.random_weight_bytes(fmt, 16, 2048, seed=3)
     w = PackedWeight.from_gguf(raw, fmt, (16, 2048), device=device)
     x = torch.randn(2, 2048)
@@ -157,7 +111,7 @@ def test_split_k_counters_reset_for_the_next_call(fmt, device):
     second = quant_matmul(x.to(device), w, cfg)
     torch.testing.assert_close(first, second, rtol=0, atol=0)
     assert int(gemv._COUNTERS.get(first.device, 1).abs().sum()) == 0
-    exact = reference.gemv(reference_quantize(x.numpy()), raw, fmt, (16, 2048))
+    exact = reference.gemv(reference.quantize_activation(x.numpy()), raw, fmt, (16, 2048))
     assert relative_error(first.cpu(), exact) < EXACT
 
 
@@ -167,8 +121,8 @@ def test_zero_input_groups_give_zero(device):
     w = PackedWeight.from_gguf(raw, "Q4_K", (16, 512), device=device)
     x = torch.randn(1, 512)
     x[:, 64:160] = 0.0
-    y = quant_matmul(x.to(device), w, CONFIGS["fused"]).cpu()
-    expected = reference.gemv(reference_quantize(x.numpy()), raw, "Q4_K", (16, 512))
+    y = quant_matmul(x.to(device), w, CONFIGS["loop-16x2"]).cpu()
+    expected = reference.gemv(reference.quantize_activation(x.numpy()), raw, "Q4_K", (16, 512))
     assert relative_error(y, expected) < EXACT
 
 
@@ -176,9 +130,11 @@ def test_half_precision_inputs_and_output(device):
     raw = reference.random_weight_bytes("Q6_K", 24, 1024, seed=5)
     w = PackedWeight.from_gguf(raw, "Q6_K", (24, 1024), device=device)
     x = torch.randn(1, 1024).to(torch.float16)
-    y = quant_matmul(x.to(device), w, CONFIGS["prequantized"])
+    y = quant_matmul(x.to(device), w, CONFIGS["loop-16x2"])
     assert y.dtype == torch.float16
-    expected = reference.gemv(reference_quantize(x.float().numpy()), raw, "Q6_K", (24, 1024))
+    expected = reference.gemv(
+        reference.quantize_activation(x.float().numpy()), raw, "Q6_K", (24, 1024)
+    )
     assert relative_error(y.float().cpu(), expected) < EXACT + 2e-3
 
 
@@ -189,7 +145,9 @@ def test_quantize_activation_matches_numpy(device):
     assert quantized.shape == (3, 512)
     q = xq.cpu().contiguous().view(torch.int8).reshape(3, 16, 32).to(torch.float64)
     values = (q * xd.cpu().to(torch.float64)[:, :, None]).reshape(3, 512).numpy()
-    np.testing.assert_allclose(values, reference_quantize(x.numpy()), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        values, reference.quantize_activation(x.numpy()), rtol=1e-6, atol=1e-6
+    )
     assert q.abs().max() <= 127
     np.testing.assert_array_equal(xs.cpu().numpy(), q.reshape(3, 32, 16).sum(-1).numpy())
 
@@ -264,18 +222,6 @@ def test_llama3_8b_shapes(shape, fmt, variant):
     _check(fmt, *shape, 1, CONFIGS[variant], "cuda", seed=6)
 
 
-@pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
-@pytest.mark.parametrize("name", list(SWEEP))
-@pytest.mark.parametrize(("n_out", "n_in"), [(37, 768), (40, 4608)])
-def test_sweep_candidates(fmt, name, n_out, n_in, device):
-    """Each candidate of the sweep, for every format: ragged rows; 3 super-blocks (one
-    masked step), and 18 (longer than a step: split into parts with a masked tail, or a K
-    loop)."""
-    if fmt not in SWEEP[name].formats:
-        pytest.skip(f"{name} is not timed for {fmt}")
-    _check(fmt, n_out, n_in, 1, SWEEP[name].config, device, seed=11)
-
-
 @functools.lru_cache(maxsize=1)
 def _half_case(fmt, n_out, n_in):
     """Weights on the GPU, an f16 x (the benchmark's kernel specializations, so the compiles
@@ -283,40 +229,38 @@ def _half_case(fmt, n_out, n_in):
     raw = reference.random_weight_bytes(fmt, n_out, n_in, seed=12)
     w = PackedWeight.from_gguf(raw, fmt, (n_out, n_in), device="cuda")
     x = torch.randn(1, n_in, generator=torch.Generator().manual_seed(13)).to(torch.float16)
-    exact = reference.gemv(reference_quantize(x.float().numpy()), raw, fmt, (n_out, n_in))
+    exact = reference.gemv(
+        reference.quantize_activation(x.float().numpy()), raw, fmt, (n_out, n_in)
+    )
     return w, x.cuda(), exact
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("name", ["default", *SWEEP])
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
 @pytest.mark.parametrize("shape", [(4096, 14336), (4096, 4096), (1024, 4096)])
-def test_sweep_candidates_at_llama3_8b_shapes(shape, fmt, name):
-    """Every candidate of the sweep (any may become a default), f16 in and out, on the rows
-    of ffn_down (longer than a step), attn_q/o and attn_k/v; candidates innermost."""
+def test_the_default_at_llama3_8b_shapes(shape, fmt):
+    """The engine's config, f16 in and out, on the rows of ffn_down (longer than a step),
+    attn_q/o and attn_k/v."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    config = None if name == "default" else SWEEP[name].config
-    if name != "default" and fmt not in SWEEP[name].formats:
-        pytest.skip(f"{name} is not timed for {fmt}")
     w, x, exact = _half_case(fmt, *shape)
-    y = quant_matmul(x, w, config)
+    y = quant_matmul(x, w)
     assert y.dtype == torch.float16
     assert relative_error(y.float().cpu(), exact) < EXACT + 2e-3  # f16 output rounding
-    again = quant_matmul(x, w, config)  # split-K counters were reset
+    again = quant_matmul(x, w)  # split-K counters were reset
     torch.testing.assert_close(again, y, rtol=0, atol=0)
 
 
 def test_the_plan_by_row_length():
-    """long_rows serves rows longer than a step and keeps the caller's launch flags; splits
-    cut only rows longer than a step, the last part's step masked (not EVEN)."""
-    long = dataclasses.replace(ONE_STEP, splits=4, num_warps=2)
+    """long_rows serves rows longer than a step and keeps the caller's launch flags; one_step
+    cuts a row into whole steps (56 super-blocks: 7 of 8)."""
+    long = dataclasses.replace(ONE_STEP, num_warps=2)
     cfg = dataclasses.replace(ONE_STEP, long_rows=long)
     short, plan = gemv.dp4a_plan(cfg, 4096, 4096, 1, 132, True)
     assert short == cfg and (plan.splits, plan.blocks_per_split, plan.even) == (1, 16, True)
     chosen, plan = gemv.dp4a_plan(cfg, 4096, 14336, 1, 132, True)
-    assert chosen.num_warps == 2 and (plan.splits, plan.blocks_per_split) == (4, 14)
-    assert not plan.even  # 14 of a 16-block step
+    assert chosen.num_warps == 2 and (plan.splits, plan.blocks_per_split) == (7, 8)
+    assert plan.even
     plain = dataclasses.replace(cfg, pipelined=False, early_next=False)
     chosen, _ = gemv.dp4a_plan(plain, 4096, 14336, 1, 132, True)
     assert not chosen.pipelined and not chosen.early_next
@@ -365,34 +309,3 @@ def test_the_default_at_gate_up_rows_on_the_gpu():
     assert gemv.dp4a_plan(gemv.default_config("Q4_K", 1), 14336, 4096, 1, 132, True)[0].block_n == 8
     y = quant_matmul(x, w)
     assert relative_error(y.float().cpu(), exact) < EXACT + 2e-3
-
-
-@triton.jit
-def _spans(out_ptr, row_bytes, first_row, end_row, WARPS: tl.constexpr):
-    start, words = l2_spans(row_bytes, first_row, end_row, WARPS)
-    i = tl.arange(0, 32 * WARPS)
-    tl.store(out_ptr + i, start)
-    tl.store(out_ptr + 32 * WARPS + i, words)
-
-
-@pytest.mark.parametrize("warps", [2, 4])
-@pytest.mark.parametrize(
-    ("row_bytes", "first_row", "end_row"),
-    [(2048, 8, 16), (32, 8, 16), (6, 9, 13), (216, 0, 3), (192, 40, 40), (128, 44, 40)],
-)
-def test_l2_spans_cover_the_rows(row_bytes, first_row, end_row, warps, device):
-    """L2 prefetch (GemvConfig.l2_ahead): the warps' spans cover every 16-byte word of rows
-    [first_row, end_row), none twice, each warp's lanes agree (one instruction a warp), and
-    rows past the plane's end (first_row >= end_row: a program beyond the last tiles) ask
-    for nothing."""
-    out = torch.empty(2 * 32 * warps, dtype=torch.int64, device=device)
-    _spans[(1,)](out, row_bytes, first_row, end_row, WARPS=warps)
-    start, words = out.cpu().numpy().reshape(2, warps, 32)
-    assert (start == start[:, :1]).all() and (words == words[:, :1]).all()
-    covered = []
-    for s, n in zip(start[:, 0], words[:, 0], strict=True):
-        assert n >= 0
-        covered += range(s, s + n)
-    lo, hi = first_row * row_bytes // 16, -(-end_row * row_bytes // 16)
-    expected = list(range(lo, hi)) if end_row > first_row else []
-    assert sorted(covered) == covered == expected

@@ -37,13 +37,10 @@ def _cache(k_format, v_format, device, heads=2, dim=64, page=16, tokens=256):
     return PagedKVCache(spec, device=device)
 
 
-@pytest.mark.parametrize("sum_after_loop", [False, True])
 @pytest.mark.parametrize(("k_format", "v_format"), FORMAT_PAIRS)
-def test_write_then_attend_matches_reference(k_format, v_format, sum_after_loop, device):
-    """sum_after_loop: AttentionTuning's row sums kept per position through the page loop."""
+def test_write_then_attend_matches_reference(k_format, v_format, device):
     gen = torch.Generator().manual_seed(len(k_format) * 7 + len(v_format))
     cache = _cache(k_format, v_format, device)
-    cache.tuning = AttentionTuning(sum_after_loop=sum_after_loop)
     seq, other = cache.new_sequence(), cache.new_sequence()
     k = torch.randn(37, 2, 64, generator=gen)
     v = torch.randn(37, 2, 64, generator=gen)
@@ -67,10 +64,8 @@ def test_write_then_attend_matches_reference(k_format, v_format, sum_after_loop,
     assert relative_error(out[0].cpu(), expected) < ATTENTION_TOLERANCE
 
 
-@pytest.mark.parametrize("rotate_q_once", [False, True])
-def test_several_sequences_of_different_lengths(rotate_q_once, device):
+def test_several_sequences_of_different_lengths(device):
     cache = _cache("rot4", "rot4", device, heads=1, dim=32, page=16)
-    cache.tuning = AttentionTuning(rotate_q_once=rotate_q_once)
     rows = {}
     for n in (1, 16, 45):
         seq = cache.new_sequence()
@@ -148,130 +143,16 @@ def _llama3_8b_cache(k_format, v_format, n_rows):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4")])
+@pytest.mark.parametrize(
+    ("k_format", "v_format"),
+    [("f16", "f16"), ("q8", "q8"), ("rot4", "rot4"), ("q8", "rot4"), ("rot4", "q8")],
+)
 def test_llama3_8b_shape_at_4k(k_format, v_format):
+    """The inline-assembly unpacking (kernels/nibbles.py) in the real kernel layout: K's codes
+    unpacked in the dot's layout, V's where they were loaded, V's rot4 tile built 2-D."""
     cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 4000)
     out = cache.attend(0, q, [seq])
     assert relative_error(out[0].float().cpu(), expected) < 5e-3
-
-
-def _attend_both_code_unpackings(cache, layer, q, seq):
-    outs = []
-    for unpack in ("words", "bytes"):
-        cache.tuning = AttentionTuning(code_unpack=unpack)
-        outs.append(cache.attend(layer, q, [seq])[0].float().cpu())
-    return outs
-
-
-@pytest.mark.parametrize(
-    ("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("rot4", "q8"), ("q8", "f16")]
-)
-def test_both_code_unpackings_give_the_reference_attention(k_format, v_format, device):
-    """AttentionTuning.code_unpack: codes four bytes at a time (the default) or byte by byte
-    (the path before, kept to fall back to) compute the same function."""
-    gen = torch.Generator().manual_seed(3)
-    cache = _cache(k_format, v_format, device)
-    seq = cache.new_sequence()
-    k, v = torch.randn(45, 2, 64, generator=gen), torch.randn(45, 2, 64, generator=gen)
-    cache.write(0, seq, cache.grow(seq, 45), k.to(device), v.to(device))
-    q = torch.randn(1, 8, 64, generator=gen)
-    words, by_bytes = _attend_both_code_unpackings(cache, 0, q.to(device), seq)
-    expected = reference.decode_attention(
-        q[0].numpy(), reference_roundtrip(k_format, k.numpy()),
-        reference_roundtrip(v_format, v.numpy()), 1 / 8,
-    )  # fmt: skip
-    assert relative_error(words, expected) < ATTENTION_TOLERANCE
-    assert relative_error(by_bytes, expected) < ATTENTION_TOLERANCE
-    assert relative_error(words, by_bytes) < 1e-3
-
-
-def test_an_unknown_code_unpacking_is_refused():
-    with pytest.raises(ValueError, match="'words' or 'bytes'"):
-        AttentionTuning(code_unpack="nibbles")
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    ("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("rot4", "q8"), ("q8", "q8")]
-)
-def test_code_unpackings_agree_at_the_llama3_8b_shape(k_format, v_format):
-    """The inline-assembly unpacking (kernels/nibbles.py) in the real kernel layout: K's codes
-    unpacked in the dot's layout, V's where they were loaded."""
-    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
-    words, by_bytes = _attend_both_code_unpackings(cache, 0, q, seq)
-    assert relative_error(words, expected) < 5e-3
-    assert relative_error(by_bytes, expected) < 5e-3
-    assert relative_error(words, by_bytes) < 1e-3
-
-
-def _attend_with_and_without_q_rotated_once(cache, layer, q, seqs):
-    outs = []
-    for once in (False, True):
-        cache.tuning = AttentionTuning(rotate_q_once=once)
-        outs.append(cache.attend(layer, q, seqs).float().cpu())
-    return outs
-
-
-@pytest.mark.parametrize(
-    ("k_format", "v_format"), [("rot4", "rot4"), ("rot4", "q8"), ("rot2", "rot4")]
-)
-def test_q_rotated_once_gives_the_same_attention(k_format, v_format, device):
-    """AttentionTuning.rotate_q_once: q rotated, scaled and cast by its own launch before the
-    split kernel computes what each split program rotating q computed: two sequences of
-    different lengths (pages interleaved), 3 query tokens each, 4 query heads a KV head."""
-    gen = torch.Generator().manual_seed(5)
-    cache = _cache(k_format, v_format, device)
-    rows = {}
-    for n in (45, 20):
-        seq = cache.new_sequence()
-        k, v = torch.randn(n, 2, 64, generator=gen), torch.randn(n, 2, 64, generator=gen)
-        cache.write(0, seq, cache.grow(seq, n), k.to(device), v.to(device))
-        rows[seq] = (
-            reference_roundtrip(k_format, k.numpy()),
-            reference_roundtrip(v_format, v.numpy()),
-        )
-    q = torch.randn(2, 3, 8, 64, generator=gen)
-    per_program, once = _attend_with_and_without_q_rotated_once(cache, 0, q.to(device), list(rows))
-    assert relative_error(once, per_program) < 1e-3
-    for i, (k_ref, v_ref) in enumerate(rows.values()):
-        for t in range(3):
-            visible = len(k_ref) - 3 + t + 1
-            expected = reference.decode_attention(
-                q[i, t].numpy(), k_ref[:visible], v_ref[:visible], 1 / 8
-            )
-            assert relative_error(once[i, t], expected) < ATTENTION_TOLERANCE
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(
-    ("k_format", "v_format"), [("rot4", "rot4"), ("rot4", "q8"), ("rot2", "rot4")]
-)
-def test_q_rotated_once_at_the_llama3_8b_shape(k_format, v_format):
-    """The same at Llama-3-8B's shape on the GPU, where the split kernel waits for the
-    preparing launch in-kernel (programmatic dependent launch) on Hopper."""
-    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
-    per_program, once = _attend_with_and_without_q_rotated_once(cache, 0, q, [seq])
-    assert relative_error(once[0], expected) < 5e-3
-    assert relative_error(once, per_program) < 1e-3
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize(("k_format", "v_format"), [("rot4", "rot4"), ("q8", "q8"), ("f16", "f16")])
-def test_sum_after_loop_at_the_llama3_8b_shape(k_format, v_format):
-    """AttentionTuning.sum_after_loop (with and without q rotated once) on the GPU: the same
-    function as the sums reduced at every page step, at 2 warps (registers capped at 200 or
-    not) and 4."""
-    cache, seq, q, expected = _llama3_8b_cache(k_format, v_format, 3000)
-    cache.tuning = AttentionTuning()
-    per_step = cache.attend(0, q, [seq]).float().cpu()
-    for warps, cap in ((2, 0), (2, 200), (4, 0)):
-        for once in (False, True):
-            cache.tuning = AttentionTuning(
-                num_warps=warps, rotate_q_once=once, sum_after_loop=True, max_registers=cap
-            )
-            out = cache.attend(0, q, [seq]).float().cpu()
-            assert relative_error(out[0], expected) < 5e-3, cache.tuning
-            assert relative_error(out, per_step) < 1e-3, cache.tuning
 
 
 def test_many_splits_are_reduced_in_chunks(device, monkeypatch):
@@ -296,13 +177,13 @@ def test_many_splits_are_reduced_in_chunks(device, monkeypatch):
     [
         ("f16", "f16", AttentionTuning()),
         ("q8", "rot4", AttentionTuning()),
-        ("rot4", "rot4", AttentionTuning(rotate_q_once=True, sum_after_loop=True)),
+        ("rot4", "rot4", AttentionTuning(mask_tail=True)),
     ],
 )
 def test_several_query_tokens_see_up_to_their_own_position(k_format, v_format, tuning, device):
     """Draft verification: the last T positions' queries, each causal up to itself. With 33
     positions in pages of 16, the last page (one split) holds a position only token 4 sees
-    (with sum_after_loop, its invisible positions add 2^-inf = 0 to the per-position sums)."""
+    (with mask_tail, the only page masked)."""
     cache = _cache(k_format, v_format, device, heads=2, dim=32, page=16)
     cache.tuning = tuning
     seq = cache.new_sequence()

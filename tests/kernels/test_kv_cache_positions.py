@@ -148,11 +148,10 @@ def test_prefill_attention_over_the_stored_pages(window, device):
         assert relative_error(out[t].cpu(), expected) < ATTENTION_TOLERANCE
 
 
-def test_q_rotated_once_with_device_positions_and_a_window(device):
-    """AttentionTuning.rotate_q_once with the positions a CUDA graph replays (read on the
-    device) and a sliding window: rot4 K, 3 query heads a KV head."""
+def test_rotated_keys_with_device_positions_and_a_window(device):
+    """rot4 K with the positions a CUDA graph replays (read on the device) and a sliding
+    window, 3 query heads a KV head."""
     cache, seq, rows = _filled("rot4", "rot4", device, 150)
-    cache.tuning = AttentionTuning(rotate_q_once=True)
     q = torch.randn(1, 6, 32)
     for position, window in ((37, 0), (149, 20)):
         where = torch.tensor([position], device=device)
@@ -163,39 +162,20 @@ def test_q_rotated_once_with_device_positions_and_a_window(device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    ("k_format", "v_format", "rotate_q_once", "fused", "chained"),
-    [
-        ("f16", "f16", False, False, False),
-        ("rot4", "rot4", False, False, False),
-        ("rot4", "rot4", True, False, False),
-        ("f16", "f16", False, True, False),
-        ("rot4", "rot4", False, True, False),
-        ("rot4", "rot4", True, True, False),
-        ("f16", "f16", False, False, True),
-        ("rot4", "rot4", False, False, True),
-    ],
-    ids=[
-        "f16", "rot4", "rot4-q-once", "f16-fused", "rot4-fused", "rot4-q-once-fused",
-        "f16-chained", "rot4-chained",
-    ],
-)  # fmt: skip
-def test_decode_step_captured_once_replays_at_every_position(
-    k_format, v_format, rotate_q_once, fused, chained
-):
+    ("k_format", "v_format", "chained"),
+    [("f16", "f16", False), ("rot4", "rot4", False), ("f16", "f16", True), ("rot4", "rot4", True)],
+    ids=["f16", "rot4", "f16-chained", "rot4-chained"],
+)
+def test_decode_step_captured_once_replays_at_every_position(k_format, v_format, chained):
     """Write + attend captured in one CUDA graph; the position tensor is the only input that
-    changes between replays, at positions across several pages. rotate_q_once: three
-    launches a step, chained by programmatic dependent launch on Hopper, kept in the graph.
-    fused (AttentionTuning.fused_reduce): one attention launch, whose ticket counters must be
-    back at zero after each replay for the next one (200 replays in a row). chained
-    (AttentionTuning.chain_launches): the split kernel a dependent of the write before it,
-    which must wait for the row it reads; the reduce lets the next replay's write start."""
+    changes between replays, at positions across several pages (200 replays in a row).
+    chained (AttentionTuning.chain_launches): the split kernel a dependent of the write before
+    it, which must wait for the row it reads; the reduce lets the next replay's write start."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
     cache = PagedKVCache(spec, device="cuda")
-    cache.tuning = AttentionTuning(
-        rotate_q_once=rotate_q_once, fused_reduce=fused, chain_launches=chained
-    )
+    cache.tuning = AttentionTuning(chain_launches=chained)
     seq = cache.new_sequence()
     cache.grow(seq, 4096)
     gen = torch.Generator().manual_seed(3)
@@ -232,24 +212,35 @@ def test_decode_step_captured_once_replays_at_every_position(
             assert relative_error(out[0].float().cpu(), expected) < 5e-3
 
 
+SWEPT = [
+    AttentionTuning(),
+    AttentionTuning(num_warps=4),
+    AttentionTuning(num_warps=4, overlap_reduce=False),
+    AttentionTuning(num_warps=4, num_stages=3),
+    AttentionTuning(num_warps=4, num_stages=7),
+    AttentionTuning(num_warps=2),
+    AttentionTuning(num_warps=2, num_stages=7),
+    AttentionTuning(num_warps=4, programs_per_sm=4),
+]
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize(
     ("k_format", "v_format"), [("rot4", "rot4"), ("q8", "rot4"), ("q8", "q8"), ("kivi4", "rot4")]
 )
 def test_every_swept_launch_shape_gives_the_same_attention(k_format, v_format):
-    """benchmarks/kernels/attention.py sweeps warps, stages and programs per SM; a shape may
-    become the default only if it computes the same function (Triton lays tiles out per warp
-    count, and one such layout was once wrong on an H100: docs/kernels.md)."""
+    """The launch shapes the benchmark sweeps (warps, stages, programs per SM, the serial
+    reduce); a shape may become the default only if it computes the same function (Triton lays
+    tiles out per warp count, and one such layout was once wrong on an H100)."""
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from benchmarks.kernels.attention import sweep_tunings
 
     cache, seq, rows = _filled(
         k_format, v_format, "cuda", 3000, heads=8, dim=128, page=64, tokens=4096
     )
     q = torch.randn(1, 32, 128, dtype=torch.float16)
     expected = _expected(q[0].float().numpy(), rows, 2999)
-    for tuning in sweep_tunings():
+    for tuning in SWEPT:
         cache.tuning = tuning
         out = cache.attend(0, q.cuda(), [seq])
         assert relative_error(out[0].float().cpu(), expected) < 5e-3, tuning

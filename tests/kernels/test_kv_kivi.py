@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from kernels import reference
-from kernels.decode_launch import AttentionTuning
 from kernels.errors import UnsupportedTensor
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import (
@@ -100,11 +99,8 @@ def test_per_channel_pages_beat_per_token_rot4_on_outlier_channels(device):
     assert kivi_error < 0.7 * rot4_error
 
 
-@pytest.mark.parametrize("sum_after_loop", [False, True])
-def test_positions_on_the_device_and_a_window(sum_after_loop, device):
-    """AttentionTuning.sum_after_loop too: the open page's step adds to the per-position sums."""
+def test_positions_on_the_device_and_a_window(device):
     cache = _cache(device)
-    cache.tuning = AttentionTuning(sum_after_loop=sum_after_loop)
     seq = cache.new_sequence()
     cache.grow(seq, 100)
     k, v = _rows(83)
@@ -182,10 +178,8 @@ def test_gather_and_prefill_see_their_own_page_exact(device):
         assert relative_error(out[t].cpu(), expected) < ATTENTION_TOLERANCE
 
 
-@pytest.mark.parametrize("sum_after_loop", [False, True])
-def test_several_sequences_each_with_its_open_page(sum_after_loop, device):
+def test_several_sequences_each_with_its_open_page(device):
     cache = _cache(device, heads=1)
-    cache.tuning = AttentionTuning(sum_after_loop=sum_after_loop)
     expected, seqs, q = [], [], torch.randn(3, 2, 32)
     for i, n in enumerate((1, 16, 45)):
         seq = cache.new_sequence()
@@ -198,19 +192,6 @@ def test_several_sequences_each_with_its_open_page(sum_after_loop, device):
     out = cache.attend(0, q.to(device), seqs)
     for i in range(3):
         assert relative_error(out[i].cpu(), expected[i]) < ATTENTION_TOLERANCE
-
-
-def test_both_code_unpackings_agree(device):
-    cache = _cache(device, dim=64)
-    seq = cache.new_sequence()
-    k, v = _rows(45, dim=64)
-    _write_in_pieces(cache, 0, seq, k, v, (45,), device)
-    q = torch.randn(1, 8, 64).to(device)
-    outs = []
-    for unpack in ("words", "bytes"):
-        cache.tuning = AttentionTuning(code_unpack=unpack)
-        outs.append(cache.attend(0, q, [seq])[0].float().cpu())
-    assert relative_error(outs[0], outs[1]) < 1e-3
 
 
 def test_open_pages_run_out_with_a_clear_error(device):

@@ -1,9 +1,8 @@
-"""Changes to the decode attention's step, against the same attention without them and against
+"""The decode attention's step switches, against the same attention without them and against
 the float64 reference: the position mask only on pages some query row does not see whole
-(AttentionTuning.mask_tail, session 9); the split kernel launched as the previous launch's
-dependent (chain_launches, session 10: the interpreter runs it as before, the GPU test
-launches it so); reduce programs of one warp (reduce_warps: the flag set True is 1, the
-fewest; the default is 4 since session 10); kivi4 K's tile built 2-D (flat_kivi_k)."""
+(AttentionTuning.mask_tail); the split kernel launched as the previous launch's dependent
+(chain_launches: the interpreter runs it as before, the GPU test launches it so); reduce
+programs of one warp (reduce_warps: the flag set True is 1, the fewest)."""
 
 from __future__ import annotations
 
@@ -12,10 +11,28 @@ import torch
 
 from kernels import reference
 from kernels.decode_launch import MASK_TAIL_PAIRS, AttentionTuning
+from kernels.kv_cache import PagedKVCache
+from kernels.kv_formats import KVCacheSpec, reference_roundtrip
 from tests.kernels.conftest import relative_error
-from tests.kernels.test_kv_one_launch import ATTENTION_TOLERANCE, _filled
 
-FLAGS = ["mask_tail", "chain_launches", "reduce_warps", "flat_kivi_k"]
+ATTENTION_TOLERANCE = 3e-3  # as test_kv_cache.py: f16 tiles against float64
+
+
+def _filled(k_format, v_format, device, n, heads=2, dim=32, page=16, tokens=256, seed=0):
+    spec = KVCacheSpec(
+        n_layers=1, n_kv_heads=heads, head_dim=dim, k_format=k_format, v_format=v_format,
+        page_size=page, max_tokens=tokens,
+    )  # fmt: skip
+    cache = PagedKVCache(spec, device=device)
+    gen = torch.Generator().manual_seed(seed)
+    seq = cache.new_sequence()
+    k, v = torch.randn(n, heads, dim, generator=gen), torch.randn(n, heads, dim, generator=gen)
+    cache.write(0, seq, cache.grow(seq, n), k.to(device), v.to(device))
+    rows = (reference_roundtrip(k_format, k.numpy()), reference_roundtrip(v_format, v.numpy()))
+    return cache, seq, rows
+
+
+FLAGS = ["mask_tail", "chain_launches", "reduce_warps"]
 PAIRS = [("f16", "f16"), ("rot4", "rot4"), ("q8", "rot4"), ("rot4", "f16"), ("kivi4", "rot4")]
 
 
@@ -76,18 +93,3 @@ def test_the_step_flags_at_the_llama3_8b_shape(k_format, v_format):
         out = cache.attend(0, q, [seq]).float().cpu()
         assert relative_error(out[0], expected) < 5e-3, flags
         assert relative_error(out, before) < 1e-4, flags
-
-
-@pytest.mark.gpu
-def test_flat_kivi4_keys_at_the_llama3_8b_shape():
-    """kivi4 K's 2-D tile (flat_kivi_k) on the GPU at Llama-3-8B's shape (3,000 positions: 46
-    sealed pages and the open one), against the reshaped tile, whose kivi4 GPU tests hold it
-    to the reference (test_kv_kivi.py)."""
-    from tests.kernels.test_kv_cache import _llama3_8b_cache
-
-    cache, seq, q, _ = _llama3_8b_cache("kivi4", "rot4", 3000)
-    outs = []
-    for flat in (False, True):
-        cache.tuning = AttentionTuning(flat_kivi_k=flat)
-        outs.append(cache.attend(0, q, [seq]).float().cpu())
-    assert relative_error(outs[1], outs[0]) < 1e-4

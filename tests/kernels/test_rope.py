@@ -90,36 +90,3 @@ def test_head_grid_matches_reference(n_tokens, n_heads, device):
         x.numpy(), positions.numpy(), rope.inv_freq, 64, rope.neox, rope.mscale
     )
     np.testing.assert_allclose(y.cpu().numpy(), expected, atol=ATOL)
-
-
-@pytest.mark.parametrize(
-    ("halves", "n_tokens", "n_heads"), [(True, 1, 8), (False, 1, 8), (True, 5, 3)]
-)
-def test_queries_prepared_for_rotated_keys(halves, n_tokens, n_heads, device):
-    """apply_rope with a QueryPreparation: RoPE, then the rotation R = H diag(signs) / sqrt(D)
-    of the stored keys, times qk_scale, in f16; with halves (rot4 keys) each row's even dims
-    first, then its odd dims. Against the numpy RoPE and kv_formats.rotate."""
-    from kernels.kv_formats import rotate, rotation_signs
-    from kernels.rope import QueryPreparation
-
-    rope = Rope.from_gguf_params(64, 64, 500000.0, layout="neox")
-    signs = torch.tensor(rotation_signs(64) / 8.0, dtype=torch.float32, device=device)
-    prepare = QueryPreparation(signs, qk_scale=0.18, halves=halves)
-    x = torch.randn(n_tokens, n_heads, 64)
-    positions = torch.arange(n_tokens) * 31 + 2
-    y = apply_rope(x.to(device), positions, rope, prepare=prepare)
-    assert y.dtype == torch.float16 and y.shape == x.shape
-    roped = reference.rope(x.numpy(), positions.numpy(), rope.inv_freq, 64, True, rope.mscale)
-    expected = rotate(roped) * 0.18
-    if halves:
-        expected = np.concatenate([expected[..., 0::2], expected[..., 1::2]], axis=-1)
-    np.testing.assert_allclose(y.float().cpu().numpy(), expected, atol=2e-3, rtol=2e-3)
-
-
-def test_a_preparation_for_another_head_size_is_refused(device):
-    from kernels.rope import QueryPreparation
-
-    rope = Rope.from_gguf_params(64, layout="neox")
-    prepare = QueryPreparation(torch.ones(32, device=device), qk_scale=1.0, halves=True)
-    with pytest.raises(UnsupportedTensor, match="heads of 32"):
-        apply_rope(torch.randn(1, 2, 64, device=device), torch.tensor([0]), rope, prepare=prepare)

@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from benchmarks.rpc_helpers import free_port_pair
 from engine.cli import main
+from testkit.rpc_helpers import free_port_pair
 
 
 @pytest.mark.parametrize("address", ["pc2", "::1", "[::1]", "300.1.1.1"])

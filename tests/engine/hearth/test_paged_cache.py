@@ -103,7 +103,7 @@ def test_kivi4_keys_match_a_cache_that_keeps_the_open_page_exact(tmp_path):
     rotation, in f32 in the kernel and float64 in the reference, flips a code at a tie now
     and then (one step, up to 0.06 here), which this tiny random model amplifies past the
     tolerance over 69 positions."""
-    from benchmarks.kv_variants import residual_cache
+    from testkit.residual_cache import residual_cache
 
     path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama", n_layer=2))
     info = read_model_info(path)

@@ -12,13 +12,13 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.rpc_helpers import local_helper
 from engine.gguf import read_model_info
 from engine.hardware.remote import probe_remote
 from engine.planner import Planner, PlanRequest
 from engine.planner.remote import with_helpers
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
+from testkit.rpc_helpers import local_helper
 from tests.engine.runtime.conftest import RunningEngine
 
 GIB = 1024**3

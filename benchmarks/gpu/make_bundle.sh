@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Pack what an offline NVIDIA machine needs to build the engine's llama.cpp with CUDA and run the
+# GPU tests and benchmarks there: a trimmed llama-cpp-python source tree (it vendors llama.cpp)
+# and a few pure-Python wheels the machine's image lacks. Run it where the package registries
+# are reachable; the bundle then travels with the working tree (keep it out of git: .gitignore).
+#
+# Usage: benchmarks/gpu/make_bundle.sh [OUT_DIR] [LLAMA_CPP_PYTHON_VERSION]
+#        (defaults: .gpu-bundle and 0.3.36, the version pyproject.toml pins)
+# Result: OUT_DIR/llama-cpp-python-src.tgz (about 13 MB) and OUT_DIR/wheels/*.whl, which
+#         benchmarks/gpu/build_llama_cuda.sh OUT_DIR builds from on the device.
+set -euo pipefail
+out=${1:-.gpu-bundle}
+ver=${2:-0.3.36}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+mkdir -p "$out/wheels"
+
+python3 -m pip download -q --no-deps --no-binary :all: -d "$tmp/sdist" "llama-cpp-python==$ver"
+tar -xzf "$tmp"/sdist/llama_cpp_python-*.tar.gz -C "$tmp"
+src=$(ls -d "$tmp"/llama_cpp_python-*/)
+lc="$src/vendor/llama.cpp"
+# What a build never reads: git history, docs, the web UI, media, and the vocab files but the
+# two the benchmarks use (Llama-3's for the synthetic Llama-3-8B, Qwen2's)
+rm -rf "$src/.git" "$lc/docs" "$lc/benches" "$lc/media" "$lc/tools/ui" "$lc"/tools/mtmd/*.mp4
+find "$lc/models" -name '*.gguf' ! -name 'ggml-vocab-llama-bpe.gguf' \
+  ! -name 'ggml-vocab-qwen2.gguf' -delete
+find "$lc/models" -name '*.inp' -o -name '*.out' | xargs -r rm -f
+tar -czf "$out/llama-cpp-python-src.tgz" -C "$tmp" "$(basename "$src")"
+
+# pure-Python packages the GPU machine's image does not have (the GPU tests' reference needs gguf)
+python3 -m pip download -q --no-deps -d "$out/wheels" gguf diskcache
+du -sh "$out"/* | sed 's/^/bundle: /'
