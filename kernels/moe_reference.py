@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels.ggml_formats import block_format
 from kernels.reference import dequantize_weight, random_weight_bytes, swiglu
 
 # gpt-oss's clamped SwiGLU (llama.cpp: LLM_FFN_SWIGLU_OAI_MOE)
@@ -36,20 +37,32 @@ def random_expert_bytes(fmt: str, n_expert: int, n_out: int, n_in: int, seed: in
     return raw
 
 
-def dequantize_experts(raw: np.ndarray, fmt: str, shape: tuple[int, int, int]) -> np.ndarray:
-    """float64 [n_expert, n_out, n_in] through gguf's dequantizer."""
+def dequantize_experts(raw: np.ndarray, fmt: str, shape: tuple[int, int, int],
+                       experts=None):  # fmt: skip
+    """float64 [n_expert, n_out, n_in] through gguf's dequantizer; or, given `experts`, a dict
+    of only those experts' [n_out, n_in] matrices (the real shapes' tensors are 100+ MB)."""
     n_expert, n_out, n_in = shape
-    flat = dequantize_weight(raw, fmt, (n_expert * n_out, n_in))
-    return flat.reshape(shape).astype(np.float64)
+    if experts is None:
+        flat = dequantize_weight(raw, fmt, (n_expert * n_out, n_in))
+        return flat.reshape(shape).astype(np.float64)
+    fmt_info = block_format(fmt)
+    per_expert = n_out * n_in // fmt_info.block_size * fmt_info.type_size
+    data = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+    return {
+        int(e): dequantize_weight(
+            data[int(e) * per_expert : (int(e) + 1) * per_expert], fmt, (n_out, n_in)
+        ).astype(np.float64)
+        for e in np.unique(np.asarray(experts))
+    }
 
 
 def expert_rows(x, w, ids, bias=None) -> np.ndarray:
-    """x [T, K] (or [T, k, K]: one input per pair), w float64 [E, N, K], ids [T, k] ->
-    [T, k, N]."""
+    """x [T, K] (or [T, k, K]: one input per pair), w float64 [E, N, K] (or dequantize_experts'
+    dict), ids [T, k] -> [T, k, N]."""
     x = np.asarray(x, dtype=np.float64)
     ids = np.asarray(ids)
     t, k = ids.shape
-    out = np.empty((t, k, w.shape[1]))
+    out = np.empty((t, k, w[int(ids[0, 0])].shape[0]))
     for i in range(t):
         for s in range(k):
             e = int(ids[i, s])
