@@ -13,6 +13,7 @@ import torch
 
 from kernels import moe_reference as ref
 from kernels.act_quant import reference_quantize
+from kernels.availability import interpret_mode
 from kernels.errors import UnsupportedTensor
 from kernels.ggml_formats import FORMATS
 from kernels.moe_gemv import (
@@ -31,10 +32,12 @@ from tests.kernels.conftest import relative_error
 # x rounded to 8 bits per 32 values, as the kernel reads it: against that, exact up to float32
 # sums (the dense integer GEMV's TOLERANCE_INT8)
 TOLERANCE = 5e-4
-# few, wide programs: Triton's interpreter pays per program and per operation, not per value
-WIDE = MoeGemvConfig(block_n=64, max_runs=64, num_warps=4)
+# few, wide programs in Triton's interpreter (it pays per program and per operation, not per
+# value); on the GPU, tiles of a size that compiles to registers
+_ROWS = 64 if interpret_mode() else 8
+WIDE = MoeGemvConfig(block_n=_ROWS, max_runs=64, num_warps=4)
 # rows of 256 weights in 2 splits: the partial sums and the last program's finish
-SPLIT = MoeGemvConfig(block_n=64, max_runs=8, num_warps=4)
+SPLIT = MoeGemvConfig(block_n=_ROWS, max_runs=8, num_warps=4)
 N_EXPERT = 8
 # whole blocks, an odd count of 32-blocks (Q8_0, MXFP4: 11 blocks, a split half masked)
 N_IN = {"Q4_K": 512, "Q5_K": 512, "Q6_K": 256, "Q8_0": 352, "MXFP4": 352}

@@ -31,7 +31,7 @@ def _cuda():
         pytest.skip("needs a CUDA GPU")
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=8)
 def _raw(fmt: str, shape: tuple[int, int, int], seed: int) -> np.ndarray:
     return ref.random_expert_bytes(fmt, *shape, seed=seed)
 
