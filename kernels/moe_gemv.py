@@ -61,6 +61,13 @@ class GluActivation:
     alpha: float = 1.702
     limit: float = 7.0
 
+    def apply(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The activation in torch (where gate and up come from two launches)."""
+        if self.kind == "silu":
+            return torch.nn.functional.silu(g) * u
+        g = g.clamp(max=self.limit)
+        return g * torch.sigmoid(self.alpha * g) * (u.clamp(-self.limit, self.limit) + 1.0)
+
 
 SILU = GluActivation("silu")
 SWIGLU_OAI = GluActivation("swiglu_oai")
@@ -370,7 +377,7 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
     if gate.fmt != up.fmt:
         g = expert_rows(x, gate, routing, quantized=xq, config=config).float()
         u = expert_rows(x, up, routing, quantized=xq, config=config).float()
-        return _torch_glu(g, u, activation).to(x.dtype)
+        return activation.apply(g, u).to(x.dtype)
     out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config)
     return out.reshape(routing.n_tokens, routing.top_k, gate.n_out)
 
@@ -388,10 +395,3 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
     _check(h, w, routing, routing.n_pairs)
     hq = _x_in_8_bits(h, quantized)
     return _launch(h, hq, w, None, routing, DOWN, SILU, config)
-
-
-def _torch_glu(g: torch.Tensor, u: torch.Tensor, act: GluActivation) -> torch.Tensor:
-    if act.kind == "silu":
-        return torch.nn.functional.silu(g) * u
-    g = g.clamp(max=act.limit)
-    return g * torch.sigmoid(act.alpha * g) * (u.clamp(-act.limit, act.limit) + 1.0)

@@ -21,7 +21,7 @@ timeout "$TEST_S" python -m pytest tests/kernels/test_moe_gemv_gpu.py tests/kern
     -q -p no:cacheprovider -rs > "$OUT/tests.txt" 2>&1
 echo "tests: exit $?, $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
 tail -5 "$OUT/tests.txt"
-timeout "$BENCH_S" python -m benchmarks.kernels.moe --tokens "$TOKENS" --json "$OUT/moe.json" \
+timeout "$BENCH_S" python -m benchmarks.kernels.moe --tokens "$TOKENS" ${SWEEP:+--sweep} --json "$OUT/moe.json" \
     > "$OUT/moe.txt" 2>&1
 echo "benchmark: exit $?, $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
 cat "$OUT/moe.txt"

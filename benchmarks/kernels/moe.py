@@ -1,6 +1,6 @@
 """Expert GEMV (kernels/moe_gemv.py) at Qwen3-30B-A3B's and gpt-oss-20b's shapes, beside torch.
 
-    python -m benchmarks.kernels.moe [--tokens 1,4,16] [--json PATH]
+    python -m benchmarks.kernels.moe [--tokens 1,4,16] [--sweep] [--json PATH]
 
 Rows in benchmarks/kernels/gemv.py's schema (format, n_out, n_in, rows = tokens, us, gb_s,
 of_copy), plus the case, the experts read and torch's time. Bytes are those a step actually
@@ -16,12 +16,13 @@ routing is grouped once a step (timed alone in its own row: the gate/up and down
 share it). torch: the selected experts dequantized to f16 (kernels' one-pass Q4_K/Q6_K
 dequantizer, engine/hearth/dequant.py for the others, a torch MXFP4 decode here) and
 multiplied with torch.matmul, the pairs gathered per expert on the host: what an engine
-without an expert kernel does (silu and no biases for every case: elementwise work).
+without an expert kernel does.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import math
@@ -37,6 +38,7 @@ from kernels.moe_gemv import (
     SILU,
     SWIGLU_OAI,
     ExpertWeight,
+    MoeGemvConfig,
     expert_down,
     expert_gate_up,
     expert_rows,
@@ -86,14 +88,38 @@ def _routings(case: Case, tokens: int, seed: int) -> list[np.ndarray]:
     ]
 
 
-def measure(case: Case, tokens: int, copy_bw: float) -> dict:
+# --sweep: launch shapes around the default (rows a program, runs of 16 a split, warps)
+SWEEP = [
+    MoeGemvConfig(4, 128, 2),
+    MoeGemvConfig(4, 128, 4),
+    MoeGemvConfig(8, 128, 4),
+    MoeGemvConfig(2, 128, 2),
+    MoeGemvConfig(4, 64, 2),
+    MoeGemvConfig(8, 64, 4),
+]
+
+
+@functools.cache
+def _copies(case: Case) -> list[list[ExpertWeight]]:
+    """Enough copies of the case's matrices (gate and up: two) to spread over L2_DEFEAT_BYTES."""
     matrices = 2 if case.kind == "gate_up" else 1
-    one_copy = _weights(case, 0).packed.nbytes * matrices
+    first = [_weights(case, m) for m in range(matrices)]
+    one_copy = sum(w.packed.nbytes for w in first)
     n_copies = max(2, math.ceil(L2_DEFEAT_BYTES / one_copy))
-    copies = [[_weights(case, 2 * c + m) for m in range(matrices)] for c in range(n_copies)]
+    rest = [[_weights(case, 2 * c + m) for m in range(matrices)] for c in range(1, n_copies)]
+    return [first, *rest]
+
+
+def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | None = None,
+            baseline: bool = True) -> dict:  # fmt: skip
+    matrices = 2 if case.kind == "gate_up" else 1
+    copies = _copies(case)
+    n_copies = len(copies)
     picks = _routings(case, tokens, seed=tokens)
     weights = torch.rand(tokens, case.top_k, device=DEVICE)
-    routings = [route_experts(torch.from_numpy(p).to(DEVICE), weights, case.n_expert) for p in picks]
+    routings = [
+        route_experts(torch.from_numpy(p).to(DEVICE), weights, case.n_expert) for p in picks
+    ]
     n_x = tokens * case.top_k if case.kind == "down" else tokens
     x = torch.randn(n_x, case.n_in, dtype=torch.float16, device=DEVICE) * 0.1
     xq = quantize_activation(x)
@@ -103,11 +129,11 @@ def measure(case: Case, tokens: int, copy_bw: float) -> dict:
         w = copies[i % n_copies]
         if case.kind == "gate_up":
             act = SWIGLU_OAI if case.fmt == "MXFP4" else SILU
-            expert_gate_up(x, w[0], w[1], routings[i], act, quantized=xq)
+            expert_gate_up(x, w[0], w[1], routings[i], act, quantized=xq, config=config)
         elif case.kind == "down":
-            expert_down(h, w[0], routings[i], quantized=xq)
+            expert_down(h, w[0], routings[i], quantized=xq, config=config)
         else:
-            expert_rows(x, w[0], routings[i], quantized=xq)
+            expert_rows(x, w[0], routings[i], quantized=xq, config=config)
 
     def run() -> None:
         for i in range(ROUTINGS):
@@ -121,13 +147,14 @@ def measure(case: Case, tokens: int, copy_bw: float) -> dict:
         + x.numel() * 2
         + n_out_rows * case.n_out * 2
     )
-    torch_s = _torch_seconds(case, copies, picks, x)
+    torch_s = _torch_seconds(case, copies, picks, weights, x) if baseline else float("nan")
     return {
         "case": case.name, "format": case.fmt, "n_out": case.n_out, "n_in": case.n_in,
         "rows": tokens, "n_expert": case.n_expert, "top_k": case.top_k,
         "experts_read": experts_read, "us": seconds * 1e6, "gb_s": moved / seconds / 1e9,
         "of_copy": moved / seconds / copy_bw, "torch_us": torch_s * 1e6,
         "bits_per_weight": copies[0][0].packed.fmt.bits_per_weight,
+        "config": None if config is None else dataclasses.asdict(config),
     }  # fmt: skip
 
 
@@ -166,38 +193,50 @@ def _expert_f16(w: ExpertWeight, e: int) -> torch.Tensor:
     return dequantize(expert, torch.float16)
 
 
-def _torch_seconds(case: Case, copies, picks, x: torch.Tensor) -> float:
-    """The torch way (module docstring), over the same routings and weight copies."""
-    plans = []
-    for p in picks:  # per expert picked: the pairs that picked it (host-side, outside timing)
-        flat = p.reshape(-1)
-        plans.append([(int(e), torch.from_numpy(np.flatnonzero(flat == e)).to(DEVICE))
-                      for e in np.unique(flat)])  # fmt: skip
-    top_k = case.top_k
-    tokens = picks[0].shape[0]
+def pairs_by_expert(picked: np.ndarray, device) -> list[tuple[int, torch.Tensor]]:
+    """(expert, the indices of the pairs that picked it) for each expert picked [T, k]."""
+    flat = picked.reshape(-1)
+    return [(int(e), torch.from_numpy(np.flatnonzero(flat == e)).to(device))
+            for e in np.unique(flat)]  # fmt: skip
 
-    def call(i: int) -> None:
-        ws = copies[i % len(copies)]
-        out = torch.empty(tokens * top_k, case.n_out, dtype=torch.float16, device=DEVICE)
-        for e, pairs in plans[i]:
-            rows = x[pairs] if case.kind == "down" else x[pairs // top_k]
-            y = rows @ _expert_f16(ws[0], e).T
-            if case.kind == "gate_up":
-                up = rows @ _expert_f16(ws[1], e).T
-                y = torch.nn.functional.silu(y) * up
-            out[pairs] = y
-        if case.kind == "down":
-            out.reshape(tokens, top_k, -1).sum(1)
+
+def torch_way(case: Case, ws: list[ExpertWeight], plan, weights: torch.Tensor,
+              x: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """The step the torch way (module docstring): for each expert picked, its matrix in f16
+    times the rows of the pairs that picked it; bias, activation and routing weights as the
+    kernel applies them. plan: pairs_by_expert's."""
+    tokens, top_k = weights.shape
+    out = torch.empty(tokens * top_k, case.n_out, dtype=torch.float16, device=x.device)
+    for e, pairs in plan:
+        rows = x[pairs] if case.kind == "down" else x[pairs // top_k]
+        y = (rows @ _expert_f16(ws[0], e).T).float()
+        if ws[0].bias is not None:
+            y += ws[0].bias[e]
+        if case.kind == "gate_up":
+            u = (rows @ _expert_f16(ws[1], e).T).float()
+            if ws[1].bias is not None:
+                u += ws[1].bias[e]
+            y = (SWIGLU_OAI if case.fmt == "MXFP4" else SILU).apply(y, u)
+        out[pairs] = y.half()
+    if case.kind == "down":
+        return (out.reshape(tokens, top_k, -1).float() * weights[..., None]).sum(1).half()
+    return out.reshape(tokens, top_k, -1)
+
+
+def _torch_seconds(case: Case, copies, picks, weights, x: torch.Tensor) -> float:
+    """torch_way over the same routings and weight copies (the pairs grouped on the host, out
+    of the timing)."""
+    plans = [pairs_by_expert(p, x.device) for p in picks]
 
     def run() -> None:
-        for i in range(ROUTINGS):
-            call(i)
+        for i, plan in enumerate(plans):
+            torch_way(case, copies[i % len(copies)], plan, weights, x)
 
     try:
-        return time_calls(run) / ROUTINGS
+        return time_calls(run) / len(picks)
     except RuntimeError as error:  # a step torch cannot capture in a graph: timed as launched
         print(f"{case.name}: torch timed without a CUDA graph ({error!r})"[:200], flush=True)
-        return time_calls(run, graph=False) / ROUTINGS
+        return time_calls(run, graph=False) / len(picks)
 
 
 def _table(rows: list[dict]) -> None:
@@ -214,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels.moe")
     parser.add_argument("--tokens", default="1,4,16", help="tokens a step, e.g. 1,16")
     parser.add_argument("--cases", help="case names to run, comma-separated (default: all)")
+    parser.add_argument("--sweep", action="store_true", help="also the launch shapes of SWEEP")
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -234,12 +274,28 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{case.name}, {tokens} tokens: failed: {error!r}"[:300], flush=True)
     print("\nExpert GEMV (bytes of the experts picked + x + output over time; x in 8 bits)")
     _table(rows)
+    swept = []
+    for case in CASES[:4] if args.sweep else []:
+        if wanted and case.name not in wanted:
+            continue
+        for tokens in (1,):  # decode; each shape compiles anew, a few seconds each
+            for config in SWEEP:
+                try:
+                    swept.append(measure(case, tokens, copy_bw, config, baseline=False))
+                except Exception as error:
+                    print(f"{case.name}, {config}: failed: {error!r}"[:300], flush=True)
+    if swept:
+        print("\nLaunch shapes (block_n, max_runs, num_warps); torch not timed")
+        for r in swept:
+            c = r["config"]
+            print(f"{r['case']:26} {r['rows']:>3} tokens  {c['block_n']}x{c['max_runs']} "
+                  f"w{c['num_warps']}  {r['us']:8.1f} us {r['of_copy']:8.1%}")  # fmt: skip
     routes = {f"{t}x{k} of {e}": route_us(t, k, e) for t, k, e in ((1, 8, 128), (16, 8, 128))}
     print("route_experts alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in routes.items()))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "copy_gb_s": copy_bw / 1e9, "moe": rows,
-                       "route_us": routes}, f, indent=1)  # fmt: skip
+                       "moe_sweep": swept, "route_us": routes}, f, indent=1)  # fmt: skip
     return 0
 
 
