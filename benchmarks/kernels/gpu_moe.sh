@@ -4,8 +4,10 @@
 # (python -m benchmarks.kernels.moe: Qwen3-30B-A3B Q4_K_M and gpt-oss-20b MXFP4, 1/4/16
 # tokens, beside torch and the copy rate). Each step has its own time limit, so the call returns
 # what the others printed. OUT: where the outputs go (gpu.txt, tests.txt, moe.txt, moe.json).
+# SWEEP=1: also the launch shapes of benchmarks/kernels/moe.py's SWEEP (one token; each shape
+# compiles anew, a few seconds each). TOKENS: tokens a step (default 1,4,16).
 set -o pipefail
-: "${OUT:?set OUT}" "${TEST_S:=300}" "${BENCH_S:=240}" "${TOKENS:=1,4,16}"
+: "${OUT:?set OUT}" "${TEST_S:=300}" "${BENCH_S:=480}" "${TOKENS:=1,4,16}"
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
