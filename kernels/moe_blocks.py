@@ -11,6 +11,9 @@ int8 per value, one scale per 32, the sum of xq per 16), s and c per run:
     Q8_0         w = d q, q int8      (block of 32)        u = q + 128, s = d,    c = 128 d
     MXFP4        w = 2^(e-128) v, v = kvalues_mxfp4[n]     u = v + 12,  s = 2^(e-128), c = 12 s
                  (ggml's E2M1 values doubled: 0 1 2 3 4 6 8 12, and their negatives)
+    Q4_0 / Q5_0  w = d (q - 8) / d (q - 16)  (block of 32)  u = q,       s = d,    c = 8 d / 16 d
+    Q4_1 / Q5_1  w = d q + m                 (block of 32)  u = q,       s = d,    c = -m
+                 (Q5_0 / Q5_1: the fifth bit of weight i is bit i of the block's 32-bit qh)
 
 Every format's codes of a run sit in 4 consecutive words of one plane with the weights in order
 (ggml's layouts, ggml-common.h; the docstrings of gemv_kquants.py and gemv_dp4a.py walk
@@ -38,7 +41,14 @@ Q5_K = tl.constexpr(1)
 Q6_K = tl.constexpr(2)
 Q8_0 = tl.constexpr(3)
 MXFP4 = tl.constexpr(4)
-FORMAT_CODES = {"Q4_K": 0, "Q5_K": 1, "Q6_K": 2, "Q8_0": 3, "MXFP4": 4}
+Q4_0 = tl.constexpr(5)
+Q4_1 = tl.constexpr(6)
+Q5_0 = tl.constexpr(7)
+Q5_1 = tl.constexpr(8)
+FORMAT_CODES = {
+    "Q4_K": 0, "Q5_K": 1, "Q6_K": 2, "Q8_0": 3, "MXFP4": 4,
+    "Q4_0": 5, "Q4_1": 6, "Q5_0": 7, "Q5_1": 8,
+}  # fmt: skip
 
 LOW_NIBBLES = tl.constexpr(0x0F0F0F0F)
 ONES = tl.constexpr(0x01010101)
@@ -65,6 +75,12 @@ def mxfp4_words(nibbles):
 
 
 @triton.jit
+def fifth_bits(t):
+    """Bits 0..3 of t -> bit 4 of bytes 0..3 (Q5_0 / Q5_1: four weights' fifth bits)."""
+    return ((t & 1) | ((t & 2) << 7) | ((t & 4) << 14) | ((t & 8) << 21)) << 4
+
+
+@triton.jit
 def _half_to_float(e):
     """E8M0 exponent bytes -> 2^(e - 128) as float32 (ggml's GGML_E8M0_TO_FP32_HALF)."""
     e = e.to(tl.int32)
@@ -80,7 +96,9 @@ def load_runs(p0, p1, p2, p3, p4, wrow, row_mask, r, run_mask, NB, FMT: tl.const
         Q5_K  d, dmin, scales (uint8), qs words, qh words
         Q6_K  ql words, qh words, scales (int8), d, (unused)
         Q8_0  d, qs words, (unused) x3
-        MXFP4 e (uint8), qs words, (unused) x3"""
+        MXFP4 e (uint8), qs words, (unused) x3
+        Q4_0 / Q4_1 / Q5_0 / Q5_1  d, qs words, m (Q4_1, Q5_1), qh (int32, Q5_0, Q5_1),
+              (unused)"""
     w = tl.arange(0, 4)
     mask2 = row_mask[:, None] & run_mask[None, :]
     mask3 = mask2[:, :, None]
@@ -127,11 +145,27 @@ def load_runs(p0, p1, p2, p3, p4, wrow, row_mask, r, run_mask, NB, FMT: tl.const
             u = qs ^ TOP_BITS
             s = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
             c = 128.0 * s
-        else:  # MXFP4: run 0 the low nibbles of the block's 4 words, run 1 the high ones
+        else:  # 4-bit codes: run 0 the low nibbles of the block's 4 words, run 1 the high ones
             qs = tl.load(p1 + (row_blk * 4)[:, :, None] + w[None, None, :], mask=mask3, other=0)
-            u = mxfp4_words((qs >> (4 * half)[:, :, None]) & LOW_NIBBLES)
-            s = tl.where(mask2, _half_to_float(tl.load(p0 + row_blk, mask=mask2, other=0)), 0.0)
-            c = 12.0 * s
+            u = (qs >> (4 * half)[:, :, None]) & LOW_NIBBLES
+            if FMT == MXFP4:
+                u = mxfp4_words(u)
+                e = tl.load(p0 + row_blk, mask=mask2, other=0)
+                s = tl.where(mask2, _half_to_float(e), 0.0)
+                c = 12.0 * s
+            else:
+                s = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+                if FMT == Q5_0 or FMT == Q5_1:  # noqa: SIM109 (a static if: no `in`)
+                    qh = tl.load(p3 + row_blk, mask=mask2, other=0)
+                    u = u | fifth_bits(
+                        qh[:, :, None] >> (16 * half[:, :, None] + 4 * w[None, None, :])
+                    )
+                if FMT == Q4_1 or FMT == Q5_1:  # noqa: SIM109
+                    c = -tl.load(p2 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+                elif FMT == Q5_0:
+                    c = 16.0 * s
+                else:
+                    c = 8.0 * s
     return u, s, c
 
 
@@ -158,4 +192,6 @@ def plane_args(packed) -> tuple[torch.Tensor, ...]:
         return words(p["ql"]), words(p["qh"]), p["scales"], p["d"], p["d"]
     if name == "Q8_0":
         return p["d"], words(p["qs"]), p["d"], p["d"], p["d"]
-    return p["e"], words(p["qs"]), p["e"], p["e"], p["e"]  # MXFP4
+    if name == "MXFP4":
+        return p["e"], words(p["qs"]), p["e"], p["e"], p["e"]
+    return p["d"], words(p["qs"]), p.get("m", p["d"]), p.get("qh", p["d"]), p["d"]

@@ -1,5 +1,6 @@
 """Mixture-of-experts GEMV: the selected experts only, grouped by expert, in one launch a
-projection; Q4_K, Q5_K, Q6_K, Q8_0 and MXFP4.
+projection; Q4_K, Q5_K, Q6_K, Q8_0, MXFP4, and Q4_0, Q4_1, Q5_0, Q5_1 (the small-block types
+llama.cpp puts where a row is not whole K-quant super-blocks).
 
     expert_rows:     y[t, s]  = W[e] x[t] (+ b[e])                          e = ids[t, s]
     expert_gate_up:  h[t, s]  = act(Wg[e] x[t] + bg[e], Wu[e] x[t] + bu[e])  (silu or swiglu_oai)

@@ -41,6 +41,7 @@ SPLIT = MoeGemvConfig(block_n=_ROWS, max_runs=8, num_warps=4)
 N_EXPERT = 8
 # whole blocks, an odd count of 32-blocks (Q8_0, MXFP4: 11 blocks, a split half masked)
 N_IN = {"Q4_K": 512, "Q5_K": 512, "Q6_K": 256, "Q8_0": 352, "MXFP4": 352}
+N_IN |= dict.fromkeys(("Q4_0", "Q4_1", "Q5_0", "Q5_1"), 352)
 N_OUT = 70  # not whole tiles of rows
 
 
@@ -213,7 +214,7 @@ def test_refusals_say_what_to_do(device):
     with pytest.raises(UnsupportedTensor, match="expected"):
         expert_rows(torch.zeros(1, 320, device=device), w, routing)
     with pytest.raises(UnsupportedTensor, match="supported"):
-        ExpertWeight.from_gguf(np.zeros(2 * 4 * 18, np.uint8), "Q4_0", (2, 4, 32), device=device)
+        ExpertWeight.from_gguf(np.zeros(2 * 4 * 64, np.uint8), "F16", (2, 4, 32), device=device)
     with pytest.raises(UnsupportedTensor, match="routing weights"):
         expert_down(torch.zeros(1, 2, 352, device=device), w, route_experts(
             torch.zeros(1, 2, dtype=torch.int64, device=device), None, N_EXPERT))  # fmt: skip
