@@ -29,7 +29,8 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
 
 Mixture of experts (kernels/moe_routing.py, kernels/moe_gemv.py; docs/kernels-moe.md)
     w = ExpertWeight.from_gguf(raw, ggml_type, (n_expert, n_out, n_in), device, bias=None)
-        an ffn_*_exps tensor as stored (Q4_K, Q5_K, Q6_K, Q8_0, MXFP4); bias [n_expert, n_out]
+        an ffn_*_exps tensor as stored (Q4_K, Q5_K, Q6_K, Q8_0, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1);
+        bias [n_expert, n_out] or None
     routing = route_experts(ids, weights, n_expert)     ids, weights [T, k]: the pairs grouped
         by expert, one launch, no host sync; shared by a layer's gate/up and down calls
     h = expert_gate_up(x, gate, up, routing, SILU | SWIGLU_OAI)   x [T, n_in] -> [T, k, n_ff]

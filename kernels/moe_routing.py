@@ -15,8 +15,9 @@ step can be captured in a CUDA graph):
                        bound the launch grid uses, entries past n_groups are left unwritten
 
 One program over all P pairs (P <= MAX_PAIRS) computes each pair's rank by comparing it with
-every other pair, a [P, P] table: for the 8..128 pairs of a decode or draft step that is a few
-thousand comparisons, cheaper than the several launches of a torch sort and its bookkeeping.
+every other pair, 16 pairs at a time ([P, 16] tables, so the registers stay bounded): for the
+8..128 pairs of a decode or draft step a few thousand comparisons, cheaper than the several
+launches of a torch sort and its bookkeeping.
 """
 
 from __future__ import annotations
@@ -35,23 +36,33 @@ MAX_PAIRS = 256
 
 @triton.jit
 def _group_pairs_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, P,
-                        P_PAD: tl.constexpr):  # fmt: skip
+                        P_PAD: tl.constexpr, CHUNK: tl.constexpr):  # fmt: skip
+    """Pairs i (all P, down the rows) against pairs j (CHUNK at a time, across)."""
     i = tl.arange(0, P_PAD)
     valid = i < P
     ids = tl.load(ids_ptr + i, mask=valid, other=0).to(tl.int32)
-    mine = ids[:, None]  # pair i down the rows, pair j across
-    other = ids[None, :]
-    counted = valid[None, :]
-    earlier = (i[None, :] < i[:, None]).to(tl.int32)
-    less = counted & (other < mine)
-    same = counted & (other == mine)
-    start = tl.sum(less.to(tl.int32), axis=1)  # pairs of smaller experts: i's group begins here
-    rank = start + tl.sum(same.to(tl.int32) * earlier, axis=1)
-    count = tl.sum(same.to(tl.int32), axis=1)
-    first = rank == start  # the first pair of its expert
-    group = tl.sum((less & first[None, :]).to(tl.int32), axis=1)  # distinct smaller experts
+    mine = ids[:, None]
+    start = tl.zeros_like(i)  # pairs of smaller experts: where i's expert's pairs begin
+    before = tl.zeros_like(i)  # pairs of i's expert before i
+    count = tl.zeros_like(i)  # pairs of i's expert
+    group = tl.zeros_like(i)  # distinct experts smaller than i's: its group
+    for j0 in range(0, P_PAD, CHUNK):
+        j = j0 + tl.arange(0, CHUNK)
+        other = tl.load(ids_ptr + j, mask=j < P, other=0).to(tl.int32)
+        counted = (j < P)[None, :]
+        less = counted & (other[None, :] < mine)
+        same = counted & (other[None, :] == mine)
+        start += tl.sum(less.to(tl.int32), axis=1)
+        before += tl.sum((same & (j[None, :] < i[:, None])).to(tl.int32), axis=1)
+        count += tl.sum(same.to(tl.int32), axis=1)
+        # whether each j is the first pair of its expert: no pair before it has its expert
+        # ([CHUNK, P_PAD]: j down the rows here)
+        repeats = (ids[None, :] == other[:, None]) & (i[None, :] < j[:, None]) & valid[None, :]
+        j_first = tl.sum(repeats.to(tl.int32), axis=1) == 0
+        group += tl.sum((less & j_first[None, :]).to(tl.int32), axis=1)
+    rank = start + before
     tl.store(order_ptr + rank, i, mask=valid)
-    leads = valid & first
+    leads = valid & (before == 0)
     tl.store(expert_ptr + group, ids, mask=leads)
     tl.store(start_ptr + group, start, mask=leads)
     tl.store(count_ptr + group, count, mask=leads)
@@ -117,7 +128,7 @@ def route_experts(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int
     order, expert, start, count, n_groups = torch.split(buffers, sizes)
     _group_pairs_kernel[(1,)](
         ids, order, expert, start, count, n_groups, n_pairs,
-        P_PAD=max(16, triton.next_power_of_2(n_pairs)), num_warps=4,
+        P_PAD=max(16, triton.next_power_of_2(n_pairs)), CHUNK=16, num_warps=4,
     )  # fmt: skip
     return ExpertRouting(
         ids, None if weights is None else weights.contiguous(), n_expert, order, expert, start,
