@@ -22,9 +22,9 @@ each, so a code word is a shift and a mask of a loaded word. MXFP4's nibble beco
 unsigned value bytewise inside the word (`mxfp4_words`: 14 logic and add operations for 4
 weights, no table, no carries between bytes), so all five formats meet x in `dp4a`.
 
-`load_runs` returns (u [BN, NR, 4] int32 words, s [BN, NR], c [BN, NR] float32) for weight
-rows `wrow` [BN] (rows of the [n_expert n_out, n_in] matrix) and runs `r` [NR] of those rows
-(run r = weights 16 r .. 16 r + 15), masked by row_mask and run_mask (masked: u, s, c = 0).
+`load_pairs` reads weight rows `wrow` [BN] (rows of the [n_expert n_out, n_in] matrix) in
+groups of 32 weights: one 16-byte piece of codes a group, split into two runs (run r = weights
+16 r .. 16 r + 15 of the row), so that every byte of codes is loaded once.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import triton
 import triton.language as tl
 
 from kernels.act_quant import dp4a
-from kernels.gemv_kquants import _scale_min_k4
 
 Q4_K = tl.constexpr(0)
 Q5_K = tl.constexpr(1)
@@ -89,96 +88,135 @@ def _half_to_float(e):
 
 
 @triton.jit
-def load_runs(p0, p1, p2, p3, p4, wrow, row_mask, r, run_mask, NB, FMT: tl.constexpr):
-    """See the module docstring. Planes p0..p4 by format (PackedWeight's planes; `words`:
-    the plane read as int32):
-        Q4_K  d, dmin, scales (uint8), qs words, (unused)
-        Q5_K  d, dmin, scales (uint8), qs words, qh words
+def q4_k_scales(s0, s1, s2, chunk):
+    """(sc, m) of sub-blocks 2c and 2c + 1 of chunk c from the 12 scale bytes read as 3 int32
+    words (ggml's get_scale_min_k4, four sub-blocks per operation): sub-blocks 0..3 are the low 6
+    bits of s0 (scales) and s1 (mins); 4..7 the nibbles of s2 with bits 6..7 of s0 / s1 on top."""
+    upper = chunk >= 2
+    sc4 = tl.where(upper, (s2 & LOW_NIBBLES) | ((s0 >> 2) & 0x30303030), s0 & 0x3F3F3F3F)
+    m4 = tl.where(upper, ((s2 >> 4) & LOW_NIBBLES) | ((s1 >> 2) & 0x30303030), s1 & 0x3F3F3F3F)
+    shift = (chunk % 2) * 16
+    sc_a = ((sc4 >> shift) & 0xFF).to(tl.float32)
+    sc_b = ((sc4 >> (shift + 8)) & 0xFF).to(tl.float32)
+    m_a = ((m4 >> shift) & 0xFF).to(tl.float32)
+    m_b = ((m4 >> (shift + 8)) & 0xFF).to(tl.float32)
+    return sc_a, sc_b, m_a, m_b
+
+
+@triton.jit
+def load_pairs(p0, p1, p2, p3, p4, wrow, row_mask, ge, group_mask, NB, FMT: tl.constexpr):
+    """Groups `ge` [NG] of 32 weights of rows `wrow` [BN], each one 16-byte piece of the codes
+    plane read once and split into its two runs, lo and hi (low and high nibbles; Q8_0: its
+    two halves) -> (u_lo, u_hi [BN, NG, 4] int32 code words; s_lo, c_lo, s_hi, c_hi [BN, NG]
+    float32; r_lo, r_hi [NG] the runs' indices in the row, for x). Masked: codes, s and c 0.
+    Planes p0..p4 by format (PackedWeight's planes; `words`: the plane read as int32):
+        Q4_K  d, dmin, scales words, qs words, (unused)
+        Q5_K  d, dmin, scales words, qs words, qh words
         Q6_K  ql words, qh words, scales (int8), d, (unused)
         Q8_0  d, qs words, (unused) x3
         MXFP4 e (uint8), qs words, (unused) x3
         Q4_0 / Q4_1 / Q5_0 / Q5_1  d, qs words, m (Q4_1, Q5_1), qh (int32, Q5_0, Q5_1),
-              (unused)"""
+              (unused)
+    The K-quants' group t of a super-block is its codes' words 4t .. 4t + 3:
+        Q4_K / Q5_K  chunk c = t // 2, half h = t % 2: runs 4c + h (sub-block 2c) and
+                     4c + 2 + h (sub-block 2c + 1) of the super-block
+        Q6_K         half H = t // 4, quarter q = (t // 2) % 2, l = t % 2: runs 8H + 2q + l
+                     (ql's low nibbles, qh bits 2q) and that + 4 (high nibbles, bits 2q + 4)"""
     w = tl.arange(0, 4)
-    mask2 = row_mask[:, None] & run_mask[None, :]
+    mask2 = row_mask[:, None] & group_mask[None, :]
     mask3 = mask2[:, :, None]
     if FMT == Q4_K or FMT == Q5_K or FMT == Q6_K:  # noqa: SIM109 (a static if: no `in`)
-        blk = r // 16
-        j = r % 16  # the run within its super-block
-        row_blk = wrow[:, None] * NB + blk[None, :]  # [BN, NR]
+        blk = ge // 8
+        t = ge % 8
+        row_blk = wrow[:, None] * NB + blk[None, :]  # [BN, NG]
+        codes = (row_blk * 32 + (4 * t)[None, :])[:, :, None] + w[None, None, :]
         if FMT == Q6_K:
-            half = j // 8
-            quarter = (j % 8) // 2
-            run = (j % 2)[None, :]
-            ql_word = row_blk * 32 + (half * 16 + (quarter % 2) * 8)[None, :] + run * 4
-            qh_word = row_blk * 16 + (half * 8)[None, :] + run * 4
-            ql = tl.load(p0 + ql_word[:, :, None] + w[None, None, :], mask=mask3, other=0)
+            half = t // 4
+            quarter = (t // 2) % 2
+            r_lo = 16 * blk + 8 * half + 2 * quarter + t % 2
+            r_hi = r_lo + 4
+            ql = tl.load(p0 + codes, mask=mask3, other=0)
+            qh_word = row_blk * 16 + (8 * half + 4 * (t % 2))[None, :]
             qh = tl.load(p1 + qh_word[:, :, None] + w[None, None, :], mask=mask3, other=0)
-            low = (ql >> (4 * (quarter // 2))[None, :, None]) & LOW_NIBBLES
-            high = ((qh >> (2 * quarter)[None, :, None]) & 0x03030303) << 4
-            u = low | high
+            shift = (2 * quarter)[None, :, None]
+            u_lo = (ql & LOW_NIBBLES) | (((qh >> shift) & 0x03030303) << 4)
+            u_hi = ((ql >> 4) & LOW_NIBBLES) | (((qh >> (shift + 4)) & 0x03030303) << 4)
             d = tl.load(p3 + row_blk, mask=mask2, other=0.0).to(tl.float32)
-            sc = tl.load(p2 + row_blk * 16 + j[None, :], mask=mask2, other=0).to(tl.float32)
-            s = d * sc
-            c = 32.0 * s
+            scales = p2 + row_blk * 16
+            s_lo = d * tl.load(scales + (r_lo % 16)[None, :], mask=mask2, other=0).to(tl.float32)
+            s_hi = d * tl.load(scales + (r_hi % 16)[None, :], mask=mask2, other=0).to(tl.float32)
+            c_lo = 32.0 * s_lo
+            c_hi = 32.0 * s_hi
         else:
-            sub = j // 2  # the sub-block of 32: low nibbles of chunk sub // 2 when even
-            qs_word = row_blk * 32 + ((sub // 2) * 8 + (j % 2) * 4)[None, :]
-            qs = tl.load(p3 + qs_word[:, :, None] + w[None, None, :], mask=mask3, other=0)
-            u = (qs >> (4 * (sub % 2))[None, :, None]) & LOW_NIBBLES
-            if FMT == Q5_K:  # bit `sub` of qh byte i is the fifth bit of weight 32 sub + i
-                qh_word = row_blk * 8 + ((j % 2) * 4)[None, :]
+            chunk = t // 2
+            r_lo = 16 * blk + 4 * chunk + t % 2
+            r_hi = r_lo + 2
+            qs = tl.load(p3 + codes, mask=mask3, other=0)
+            u_lo = qs & LOW_NIBBLES
+            u_hi = (qs >> 4) & LOW_NIBBLES
+            if FMT == Q5_K:  # bit j of qh byte i: the fifth bit of weight 32 j + i
+                qh_word = row_blk * 8 + (4 * (t % 2))[None, :]
                 qh = tl.load(p4 + qh_word[:, :, None] + w[None, None, :], mask=mask3, other=0)
-                u = u | (((qh >> sub[None, :, None]) & ONES) << 4)
+                sub = (2 * chunk)[None, :, None]
+                u_lo = u_lo | (((qh >> sub) & ONES) << 4)
+                u_hi = u_hi | (((qh >> (sub + 1)) & ONES) << 4)
             d = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
             dmin = tl.load(p1 + row_blk, mask=mask2, other=0.0).to(tl.float32)
-            sc, m = _scale_min_k4(p2 + row_blk * 12, sub[None, :], mask2)
-            s = d * sc
-            c = dmin * m
-    else:  # blocks of 32: two runs a block
-        blk = r // 2
-        half = (r % 2)[None, :]
-        row_blk = wrow[:, None] * NB + blk[None, :]
+            s0 = tl.load(p2 + row_blk * 3, mask=mask2, other=0)
+            s1 = tl.load(p2 + row_blk * 3 + 1, mask=mask2, other=0)
+            s2 = tl.load(p2 + row_blk * 3 + 2, mask=mask2, other=0)
+            sc_a, sc_b, m_a, m_b = q4_k_scales(s0, s1, s2, chunk[None, :])
+            s_lo = d * sc_a
+            s_hi = d * sc_b
+            c_lo = dmin * m_a
+            c_hi = dmin * m_b
+    else:  # blocks of 32: runs 2 blk and 2 blk + 1
+        r_lo = 2 * ge
+        r_hi = r_lo + 1
+        row_blk = wrow[:, None] * NB + ge[None, :]
         if FMT == Q8_0:
-            qs = tl.load(p1 + (row_blk * 8 + half * 4)[:, :, None] + w[None, None, :],
-                         mask=mask3, other=0)  # fmt: skip
-            u = qs ^ TOP_BITS
-            s = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
-            c = 128.0 * s
-        else:  # 4-bit codes: run 0 the low nibbles of the block's 4 words, run 1 the high ones
+            codes = (row_blk * 8)[:, :, None] + w[None, None, :]
+            u_lo = tl.load(p1 + codes, mask=mask3, other=0) ^ TOP_BITS
+            u_hi = tl.load(p1 + codes + 4, mask=mask3, other=0) ^ TOP_BITS
+            s_lo = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+            c_lo = 128.0 * s_lo
+        else:  # 4-bit codes: weights i (low nibble of byte i) and 16 + i (high nibble)
             qs = tl.load(p1 + (row_blk * 4)[:, :, None] + w[None, None, :], mask=mask3, other=0)
-            u = (qs >> (4 * half)[:, :, None]) & LOW_NIBBLES
+            u_lo = qs & LOW_NIBBLES
+            u_hi = (qs >> 4) & LOW_NIBBLES
             if FMT == MXFP4:
-                u = mxfp4_words(u)
+                u_lo = mxfp4_words(u_lo)
+                u_hi = mxfp4_words(u_hi)
                 e = tl.load(p0 + row_blk, mask=mask2, other=0)
-                s = tl.where(mask2, _half_to_float(e), 0.0)
-                c = 12.0 * s
+                s_lo = tl.where(mask2, _half_to_float(e), 0.0)
+                c_lo = 12.0 * s_lo
             else:
-                s = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+                s_lo = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
                 if FMT == Q5_0 or FMT == Q5_1:  # noqa: SIM109 (a static if: no `in`)
-                    qh = tl.load(p3 + row_blk, mask=mask2, other=0)
-                    u = u | fifth_bits(
-                        qh[:, :, None] >> (16 * half[:, :, None] + 4 * w[None, None, :])
-                    )
+                    qh = tl.load(p3 + row_blk, mask=mask2, other=0)[:, :, None]
+                    u_lo = u_lo | fifth_bits(qh >> (4 * w[None, None, :]))
+                    u_hi = u_hi | fifth_bits(qh >> (16 + 4 * w[None, None, :]))
                 if FMT == Q4_1 or FMT == Q5_1:  # noqa: SIM109
-                    c = -tl.load(p2 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+                    c_lo = -tl.load(p2 + row_blk, mask=mask2, other=0.0).to(tl.float32)
                 elif FMT == Q5_0:
-                    c = 16.0 * s
+                    c_lo = 16.0 * s_lo
                 else:
-                    c = 8.0 * s
-    return u, s, c
+                    c_lo = 8.0 * s_lo
+        s_hi = s_lo
+        c_hi = c_lo
+    return u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, r_lo, r_hi
 
 
 @triton.jit
 def run_dots(u, s, c, xq, dx, xsum, ASM: tl.constexpr):
-    """sum over the runs of dx (s sum(u xq) - c sum(xq)) -> [BN]; u [BN, NR, 4], xq [BN, NR,
-    4] (x's words, the same in every row), dx and xsum [BN, NR]."""
+    """sum over the runs of dx (s sum(u xq) - c sum(xq)) -> [BN]; u [BN, NG, 4], xq [BN, NG,
+    4] (x's words, the same in every row), dx and xsum [BN, NG]: one run a group."""
     dots = tl.sum(dp4a(u, xq, tl.zeros_like(u), ASM), axis=2)
     return tl.sum(dx * (s * dots.to(tl.float32) - c * xsum.to(tl.float32)), axis=1)
 
 
 def plane_args(packed) -> tuple[torch.Tensor, ...]:
-    """load_runs' p0..p4 for a PackedWeight of one of the expert formats."""
+    """load_pairs' p0..p4 for a PackedWeight of one of the expert formats."""
     p = packed.planes
 
     def words(plane: torch.Tensor) -> torch.Tensor:
@@ -187,7 +225,7 @@ def plane_args(packed) -> tuple[torch.Tensor, ...]:
     name = packed.fmt.name
     if name in ("Q4_K", "Q5_K"):
         qs = words(p["qs"])
-        return p["d"], p["dmin"], p["scales"], qs, words(p["qh"]) if "qh" in p else qs
+        return p["d"], p["dmin"], words(p["scales"]), qs, words(p["qh"]) if "qh" in p else qs
     if name == "Q6_K":
         return words(p["ql"]), words(p["qh"]), p["scales"], p["d"], p["d"]
     if name == "Q8_0":

@@ -43,7 +43,7 @@ import triton.language as tl
 from kernels.act_quant import QuantizedActivation, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
-from kernels.moe_blocks import FORMAT_CODES, load_runs, plane_args, run_dots
+from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args, run_dots
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
@@ -148,7 +148,7 @@ def _expert_kernel(
     weights_ptr,
     N, K, NB, TOP_K, n_pairs, n_tokens, n_splits, alpha, limit,
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    X_PER_TOKEN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, NR: tl.constexpr,
+    X_PER_TOKEN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
 ):  # fmt: skip
     """See the module docstring. part: float32 [channels, n_splits, n_pairs, N] (channel 1:
@@ -165,14 +165,19 @@ def _expert_kernel(
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         row_mask = rows < N
         wrow = expert.to(tl.int64) * N + rows
-        r = split * NR + tl.arange(0, NR)  # runs of 16 weights
-        run_mask = r < K // 16
-        ua, sa, ca = load_runs(a0, a1, a2, a3, a4, wrow, row_mask, r, run_mask, NB, FMT)
+        ge = split * NG + tl.arange(0, NG)  # groups of 32 weights: two runs of 16 each
+        group_mask = ge < K // 32
+        ua_lo, ua_hi, sa_lo, ca_lo, sa_hi, ca_hi, r_lo, r_hi = load_pairs(
+            a0, a1, a2, a3, a4, wrow, row_mask, ge, group_mask, NB, FMT
+        )
         if MODE == 1:
-            ub, sb, cb = load_runs(b0, b1, b2, b3, b4, wrow, row_mask, r, run_mask, NB, FMT)
+            ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
+                b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT
+            )
         w = tl.arange(0, 4)
-        zero_rows = (rows * 0)[:, None]  # x loaded in the weights' [BN, NR] layout
-        run_mask2 = run_mask[None, :] & (zero_rows == 0)
+        zero_rows = (rows * 0)[:, None]  # x loaded in the weights' [BN, NG] layout
+        mask2 = group_mask[None, :] & (zero_rows == 0)
+        mask3 = mask2[:, :, None]
         for j in range(count):
             pair = tl.load(order_ptr + first + j)
             if X_PER_TOKEN:  # noqa: SIM108 (a static if)
@@ -180,17 +185,20 @@ def _expert_kernel(
             else:
                 x_row = pair
             x_row = x_row.to(tl.int64)
-            words = (
-                x_row * (K // 4) + r[None, :, None] * 4 + w[None, None, :] + zero_rows[:, :, None]
-            )
-            xq = tl.load(xq_ptr + words, mask=run_mask2[:, :, None], other=0)
-            dx = tl.load(xd_ptr + x_row * (K // 32) + r[None, :] // 2 + zero_rows, mask=run_mask2,
-                         other=0.0)  # fmt: skip
-            xsum = tl.load(xs_ptr + x_row * (K // 16) + r[None, :] + zero_rows, mask=run_mask2,
-                           other=0)  # fmt: skip
-            ya = run_dots(ua, sa, ca, xq, dx, xsum, ASM)
+            words = xq_ptr + x_row * (K // 4) + zero_rows[:, :, None] + w[None, None, :]
+            x_lo = tl.load(words + r_lo[None, :, None] * 4, mask=mask3, other=0)
+            x_hi = tl.load(words + r_hi[None, :, None] * 4, mask=mask3, other=0)
+            scales = xd_ptr + x_row * (K // 32) + zero_rows
+            dx_lo = tl.load(scales + r_lo[None, :] // 2, mask=mask2, other=0.0)
+            dx_hi = tl.load(scales + r_hi[None, :] // 2, mask=mask2, other=0.0)
+            sums = xs_ptr + x_row * (K // 16) + zero_rows
+            xs_lo = tl.load(sums + r_lo[None, :], mask=mask2, other=0)
+            xs_hi = tl.load(sums + r_hi[None, :], mask=mask2, other=0)
+            ya = run_dots(ua_lo, sa_lo, ca_lo, x_lo, dx_lo, xs_lo, ASM)
+            ya += run_dots(ua_hi, sa_hi, ca_hi, x_hi, dx_hi, xs_hi, ASM)
             if MODE == 1:
-                yb = run_dots(ub, sb, cb, xq, dx, xsum, ASM)
+                yb = run_dots(ub_lo, sb_lo, cb_lo, x_lo, dx_lo, xs_lo, ASM)
+                yb += run_dots(ub_hi, sb_hi, cb_hi, x_hi, dx_hi, xs_hi, ASM)
             if SPLIT:
                 at = part_ptr + (split * n_pairs + pair) * N + rows
                 tl.store(at, ya, mask=row_mask)
@@ -341,7 +349,7 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens, n_splits,
         float(act.alpha), float(act.limit),
         FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
-        HAS_BIAS=has_bias, X_PER_TOKEN=mode != DOWN, SPLIT=split, BLOCK_N=cfg.block_n, NR=nr,
+        HAS_BIAS=has_bias, X_PER_TOKEN=mode != DOWN, SPLIT=split, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), num_warps=cfg.num_warps,
     )  # fmt: skip

@@ -20,8 +20,8 @@ from kernels import moe_gemv
 
 # the weight planes' pointer types, p0..p4 (moe_blocks.plane_args)
 PLANES = {
-    "Q4_K": ["*fp16", "*fp16", "*u8", "*i32", "*i32"],
-    "Q5_K": ["*fp16", "*fp16", "*u8", "*i32", "*i32"],
+    "Q4_K": ["*fp16", "*fp16", "*i32", "*i32", "*i32"],
+    "Q5_K": ["*fp16", "*fp16", "*i32", "*i32", "*i32"],
     "Q6_K": ["*i32", "*i32", "*i8", "*fp16", "*fp16"],
     "Q8_0": ["*fp16", "*i32", "*fp16", "*fp16", "*fp16"],
     "MXFP4": ["*u8", "*i32", "*u8", "*u8", "*u8"],
@@ -48,7 +48,7 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
     consts = dict(
         FMT=moe_gemv.FORMAT_CODES[case.fmt], MODE=mode,
         ACT=1 if case.fmt == "MXFP4" else 0, HAS_BIAS=case.bias, X_PER_TOKEN=mode != 2,
-        SPLIT=splits > 1 or mode == moe_gemv.DOWN, BLOCK_N=cfg.block_n, NR=nr,
+        SPLIT=splits > 1 or mode == moe_gemv.DOWN, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True,
     )  # fmt: skip
