@@ -224,3 +224,20 @@ def test_refusals_say_what_to_do(device):
         small, _, _ = _experts("Q8_0", N_OUT - 6, 352, 2, device)
         expert_gate_up(torch.zeros(1, 352, device=device), w, small, routing)
     assert GluActivation().kind == "silu"
+
+
+@pytest.mark.parametrize(
+    ("n_runs", "max_runs", "expected"),
+    [
+        (128, 128, 128),  # Qwen3-30B-A3B gate/up: 2048 inputs, one split
+        (48, 128, 64),  # its down: 768 inputs, one split of 64 (16 masked)
+        (180, 128, 64),  # gpt-oss: 2880 inputs, three splits of 64, not two of 128
+        (896, 128, 128),  # Mixtral's down: 14336 inputs, seven whole splits
+        (22, 8, 8),  # a tie in masked runs: the wider split
+        (2, 128, 2),  # one block of 32
+    ],
+)
+def test_runs_per_split(n_runs, max_runs, expected):
+    from kernels.moe_gemv import _runs_per_split
+
+    assert _runs_per_split(n_runs, max_runs) == expected
