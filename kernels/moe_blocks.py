@@ -208,11 +208,12 @@ def load_pairs(p0, p1, p2, p3, p4, wrow, row_mask, ge, group_mask, NB, FMT: tl.c
 
 
 @triton.jit
-def run_dots(u, s, c, xq, dx, xsum, ASM: tl.constexpr):
-    """sum over the runs of dx (s sum(u xq) - c sum(xq)) -> [BN]; u [BN, NG, 4], xq [BN, NG,
-    4] (x's words, the same in every row), dx and xsum [BN, NG]: one run a group."""
+def run_terms(u, s, c, xq, dx, xsum, ASM: tl.constexpr):
+    """dx (s sum(u xq) - c sum(xq)) per run -> [BN, NG]; u [BN, NG, 4], xq [BN, NG, 4] (x's
+    words, the same in every row), dx and xsum [BN, NG]: one run a group. The caller adds the
+    lo and hi runs' terms before summing over the groups (one cross-thread sum, not two)."""
     dots = tl.sum(dp4a(u, xq, tl.zeros_like(u), ASM), axis=2)
-    return tl.sum(dx * (s * dots.to(tl.float32) - c * xsum.to(tl.float32)), axis=1)
+    return dx * (s * dots.to(tl.float32) - c * xsum.to(tl.float32))
 
 
 def plane_args(packed) -> tuple[torch.Tensor, ...]:

@@ -43,7 +43,7 @@ import triton.language as tl
 from kernels.act_quant import QuantizedActivation, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
-from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args, run_dots
+from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args, run_terms
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
@@ -194,11 +194,11 @@ def _expert_kernel(
             sums = xs_ptr + x_row * (K // 16) + zero_rows
             xs_lo = tl.load(sums + r_lo[None, :], mask=mask2, other=0)
             xs_hi = tl.load(sums + r_hi[None, :], mask=mask2, other=0)
-            ya = run_dots(ua_lo, sa_lo, ca_lo, x_lo, dx_lo, xs_lo, ASM)
-            ya += run_dots(ua_hi, sa_hi, ca_hi, x_hi, dx_hi, xs_hi, ASM)
+            ya = run_terms(ua_lo, sa_lo, ca_lo, x_lo, dx_lo, xs_lo, ASM)
+            ya = tl.sum(ya + run_terms(ua_hi, sa_hi, ca_hi, x_hi, dx_hi, xs_hi, ASM), axis=1)
             if MODE == 1:
-                yb = run_dots(ub_lo, sb_lo, cb_lo, x_lo, dx_lo, xs_lo, ASM)
-                yb += run_dots(ub_hi, sb_hi, cb_hi, x_hi, dx_hi, xs_hi, ASM)
+                yb = run_terms(ub_lo, sb_lo, cb_lo, x_lo, dx_lo, xs_lo, ASM)
+                yb = tl.sum(yb + run_terms(ub_hi, sb_hi, cb_hi, x_hi, dx_hi, xs_hi, ASM), axis=1)
             if SPLIT:
                 at = part_ptr + (split * n_pairs + pair) * N + rows
                 tl.store(at, ya, mask=row_mask)
