@@ -58,19 +58,15 @@ TOP_BITS = tl.constexpr(-2139062144)  # 0x80808080 as an int32
 @triton.jit
 def mxfp4_words(nibbles):
     """int32 words of 4 MXFP4 codes (one per byte, 0..15) -> words of kvalues_mxfp4[n] + 12
-    (0..24) per byte. n = sign e1 e0 m0: |v| = m0 for e = 0, else (2 + m0) << (e - 1), i.e.
-    A + B m0 with A = 2 e0 + 4 e1 + 2 e0 e1 and B = 1 + e1 + 2 e0 e1. Every byte stays in
-    0..24, so the word's add and subtract never carry into the next byte."""
-    m0 = nibbles & ONES
-    e0 = (nibbles >> 1) & ONES
-    e1 = (nibbles >> 2) & ONES
-    sign = (nibbles >> 3) & ONES
-    both = e0 & e1
-    a = (e0 << 1) + (e1 << 2) + (both << 1)
-    b = ONES + e1 + (both << 1)
-    magnitude = a + (b & ((m0 << 8) - m0))  # (x << 8) - x: 0xFF in each byte where x has 1
-    negative = (sign << 8) - sign
-    return ((TWELVES + magnitude) & (negative ^ -1)) | ((TWELVES - magnitude) & negative)
+    (0..24) per byte. n = sign e1 e0 m0, m = n & 7: |v| = m for m < 4 (e1 = 0), else m plus
+    (m & 3) + 2 e0 m0 (4 5 6 7 -> 4 6 8 12); v + 12 = 12 + |v| - 2 (|v| if negative). x * 255
+    spreads a 0/1 byte over its byte; every byte stays in 0..24, so no add or subtract of the
+    words carries or borrows into the next byte."""
+    upper = ((nibbles >> 2) & ONES) * 255  # e1
+    extra = (nibbles & 0x03030303) + ((((nibbles >> 1) & nibbles) & ONES) << 1)
+    magnitude = (nibbles & 0x07070707) + (extra & upper)
+    negative = ((nibbles >> 3) & ONES) * 255
+    return TWELVES + magnitude - ((magnitude & negative) << 1)
 
 
 @triton.jit

@@ -10,12 +10,15 @@ import functools
 import numpy as np
 import pytest
 import torch
+import triton
+import triton.language as tl
 
 from kernels import moe_reference as ref
 from kernels.act_quant import reference_quantize
 from kernels.availability import interpret_mode
 from kernels.errors import UnsupportedTensor
 from kernels.ggml_formats import FORMATS
+from kernels.moe_blocks import mxfp4_words
 from kernels.moe_gemv import (
     SWIGLU_OAI,
     ExpertWeight,
@@ -241,3 +244,25 @@ def test_runs_per_split(n_runs, max_runs, expected):
     from kernels.moe_gemv import _runs_per_split
 
     assert _runs_per_split(n_runs, max_runs) == expected
+
+
+@triton.jit
+def _decode_mxfp4(src, dst, N: tl.constexpr):
+    i = tl.arange(0, N)
+    decoded = mxfp4_words(tl.load(src + i))
+    tl.store(dst + i, decoded)
+
+
+def test_mxfp4_words_decode_every_code(device):
+    """Every nibble in every byte of a word against ggml's table (gguf's MXFP4.kvalues)."""
+    import gguf
+
+    codes = np.arange(16**4)
+    nibbles = np.stack([(codes >> (4 * b)) & 15 for b in range(4)], axis=1)  # [n, byte]
+    words = (nibbles << (8 * np.arange(4))).sum(axis=1).astype(np.uint32).view(np.int32)
+    out = torch.empty(len(words), dtype=torch.int32, device=device)
+    _decode_mxfp4[(1,)](torch.from_numpy(words).to(device), out, N=len(words))
+    got = out.cpu().numpy().view(np.uint32)
+    got_bytes = np.stack([(got >> (8 * b)) & 0xFF for b in range(4)], axis=1)
+    expected = np.asarray(gguf.quants.MXFP4.kvalues)[nibbles] + 12
+    assert np.array_equal(got_bytes, expected)
