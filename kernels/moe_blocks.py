@@ -16,11 +16,11 @@ int8 per value, one scale per 32, the sum of xq per 16), s and c per run:
                  (Q5_0 / Q5_1: the fifth bit of weight i is bit i of the block's 32-bit qh)
 
 Every format's codes of a run sit in 4 consecutive words of one plane with the weights in order
-(ggml's layouts, ggml-common.h; the docstrings of gemv_kquants.py and gemv_dp4a.py walk
-through them): a run is a word-aligned 16-byte piece of bytes or a nibble / 2-bit field of
+(ggml's layouts, ggml-common.h; gemv_kquants.py's docstring walks through the K-quants'):
+a run is a word-aligned 16-byte piece of bytes or a nibble / 2-bit field of
 each, so a code word is a shift and a mask of a loaded word. MXFP4's nibble becomes its
 unsigned value bytewise inside the word (`mxfp4_words`: 14 logic and add operations for 4
-weights, no table, no carries between bytes), so all five formats meet x in `dp4a`.
+weights, no table, no carries between bytes), so every format meets x in `dp4a`.
 
 `load_pairs` reads weight rows `wrow` [BN] (rows of the [n_expert n_out, n_in] matrix) in
 groups of 32 weights: one 16-byte piece of codes a group, split into two runs (run r = weights
