@@ -248,7 +248,7 @@ def test_runs_per_split(n_runs, max_runs, expected):
 
 @triton.jit
 def _decode_mxfp4(src, dst, N: tl.constexpr):
-    i = tl.arange(0, N)
+    i = tl.program_id(0) * N + tl.arange(0, N)
     decoded = mxfp4_words(tl.load(src + i))
     tl.store(dst + i, decoded)
 
@@ -261,7 +261,7 @@ def test_mxfp4_words_decode_every_code(device):
     nibbles = np.stack([(codes >> (4 * b)) & 15 for b in range(4)], axis=1)  # [n, byte]
     words = (nibbles << (8 * np.arange(4))).sum(axis=1).astype(np.uint32).view(np.int32)
     out = torch.empty(len(words), dtype=torch.int32, device=device)
-    _decode_mxfp4[(1,)](torch.from_numpy(words).to(device), out, N=len(words))
+    _decode_mxfp4[(len(words) // 4096,)](torch.from_numpy(words).to(device), out, N=4096)
     got = out.cpu().numpy().view(np.uint32)
     got_bytes = np.stack([(got >> (8 * b)) & 0xFF for b in range(4)], axis=1)
     expected = np.asarray(gguf.quants.MXFP4.kvalues)[nibbles] + 12
