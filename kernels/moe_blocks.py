@@ -204,11 +204,26 @@ def load_pairs(p0, p1, p2, p3, p4, wrow, row_mask, ge, group_mask, NB, FMT: tl.c
 
 
 @triton.jit
+def chained_dots(u, xq, ASM: tl.constexpr):
+    """[BN, NG, 4] -> [BN, NG]: the sum over the 4 words of dp4a(u, xq), the four dp4a
+    chained through their accumulator (a thread holds a run's 4 words, so the splits move no
+    data), not four products from zero added up."""
+    u01, u23 = tl.split(tl.reshape(u, [u.shape[0], u.shape[1], 2, 2]))
+    x01, x23 = tl.split(tl.reshape(xq, [xq.shape[0], xq.shape[1], 2, 2]))
+    u0, u1 = tl.split(u01)
+    u2, u3 = tl.split(u23)
+    x0, x1 = tl.split(x01)
+    x2, x3 = tl.split(x23)
+    return dp4a(u3, x3, dp4a(u2, x2, dp4a(u1, x1, dp4a(u0, x0, tl.zeros_like(u0), ASM), ASM),
+                             ASM), ASM)  # fmt: skip
+
+
+@triton.jit
 def run_terms(u, s, c, xq, dx, xsum, ASM: tl.constexpr):
     """dx (s sum(u xq) - c sum(xq)) per run -> [BN, NG]; u [BN, NG, 4], xq [BN, NG, 4] (x's
     words, the same in every row), dx and xsum [BN, NG]: one run a group. The caller adds the
     lo and hi runs' terms before summing over the groups (one cross-thread sum, not two)."""
-    dots = tl.sum(dp4a(u, xq, tl.zeros_like(u), ASM), axis=2)
+    dots = chained_dots(u, xq, ASM)
     return dx * (s * dots.to(tl.float32) - c * xsum.to(tl.float32))
 
 

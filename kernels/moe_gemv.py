@@ -40,9 +40,10 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.act_quant import QuantizedActivation, quantize_activation
+from kernels.act_quant import QuantizedActivation, has_griddepcontrol, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
+from kernels.gemv_common import gdc_launch_dependents, gdc_wait
 from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args, run_terms
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
@@ -79,6 +80,8 @@ class MoeGemvConfig:
     block_n: int = 4  # weight rows a program
     max_runs: int = 128  # runs of 16 weights a program reads of each row at most (one split)
     num_warps: int = 2
+    # sm_90's dependent launch: 0 none, 1 the next kernel let in at the start, 2 after the dots
+    pdl: int = 0
 
 
 @dataclass(frozen=True)
@@ -150,6 +153,7 @@ def _expert_kernel(
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     X_PER_TOKEN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
+    GDC: tl.constexpr = 0,
 ):  # fmt: skip
     """See the module docstring. part: float32 [channels, n_splits, n_pairs, N] (channel 1:
     up, for GATE_UP); SPLIT: the partials go through part and the tickets (several splits, or
@@ -157,11 +161,17 @@ def _expert_kernel(
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
+    if GDC > 0:  # launched early (sm_90's dependent launch): nothing read or written before this
+        if GDC == 1:
+            gdc_launch_dependents()
+        gdc_wait()
+    # the group's entries are loaded with its count, not after it (one memory latency, not
+    # two); those past n_groups are unwritten and go unused
     n_groups = tl.load(n_groups_ptr)
+    expert = tl.load(group_expert_ptr + g)
+    first = tl.load(group_start_ptr + g)
+    count = tl.load(group_count_ptr + g)
     if g < n_groups:
-        expert = tl.load(group_expert_ptr + g)
-        first = tl.load(group_start_ptr + g)
-        count = tl.load(group_count_ptr + g)
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         row_mask = rows < N
         wrow = expert.to(tl.int64) * N + rows
@@ -212,6 +222,8 @@ def _expert_kernel(
                 if MODE == 1:
                     ya = _glu(ya, yb, alpha, limit, ACT)
                 tl.store(out_ptr + pair * N + rows, ya.to(out_ptr.dtype.element_ty), mask=row_mask)
+        if GDC == 2:
+            gdc_launch_dependents()
         if SPLIT:
             tl.debug_barrier()
             ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
@@ -287,9 +299,10 @@ def _runs_per_split(n_runs: int, max_runs: int) -> int:
     return min(waste, key=lambda nr: (waste[nr], -nr))
 
 
-def _x_in_8_bits(x: torch.Tensor, quantized: QuantizedActivation | None) -> QuantizedActivation:
-    if quantized is None:
-        return quantize_activation(x)
+def _x_in_8_bits(x: torch.Tensor, quantized: QuantizedActivation | None,
+                 config: MoeGemvConfig | None = None) -> QuantizedActivation:  # fmt: skip
+    if quantized is None:  # the GEMV that follows may start early if it is a dependent launch
+        return quantize_activation(x, let_next_start=bool((config or MoeGemvConfig()).pdl))
     if quantized.shape != tuple(x.shape):
         raise UnsupportedTensor(
             f"quantized activation of shape {quantized.shape} is not of this input "
@@ -342,6 +355,8 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
             bias_b = b.bias if b.bias is not None else torch.zeros_like(bias_a)
     weights = routing.weights if routing.weights is not None else routing.ids
     grid = (n_tiles, n_splits, routing.max_groups)
+    gdc = cfg.pdl if has_griddepcontrol(device) else 0
+    extra = {"launch_pdl": True} if gdc else {}
     _expert_kernel[grid](
         xq.words, xq.scales, xq.sums, out, part, counters, *pa, *pb, bias_a, bias_b,
         routing.order, routing.group_expert, routing.group_start, routing.group_count,
@@ -351,7 +366,8 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
         HAS_BIAS=has_bias, X_PER_TOKEN=mode != DOWN, SPLIT=split, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
-        K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), num_warps=cfg.num_warps,
+        K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
+        num_warps=cfg.num_warps, **extra,
     )  # fmt: skip
     return out
 
@@ -363,7 +379,7 @@ def expert_rows(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
     (plus the expert's bias). quantized: x's 8-bit form, shared with other calls on x."""
     require()
     _check(x, w, routing, routing.n_tokens)
-    xq = _x_in_8_bits(x, quantized)
+    xq = _x_in_8_bits(x, quantized, config)
     out = _launch(x, xq, w, None, routing, ROWS, SILU, config)
     return out.reshape(routing.n_tokens, routing.top_k, w.n_out)
 
@@ -382,7 +398,7 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
             f"gate experts {(gate.n_expert, gate.n_out, gate.n_in)} and up experts "
             f"{(up.n_expert, up.n_out, up.n_in)} differ in shape"
         )
-    xq = _x_in_8_bits(x, quantized)
+    xq = _x_in_8_bits(x, quantized, config)
     if gate.fmt != up.fmt:
         g = expert_rows(x, gate, routing, quantized=xq, config=config).float()
         u = expert_rows(x, up, routing, quantized=xq, config=config).float()
@@ -402,5 +418,5 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
     if h.dim() == 3:
         h = h.reshape(-1, h.shape[-1])
     _check(h, w, routing, routing.n_pairs)
-    hq = _x_in_8_bits(h, quantized)
+    hq = _x_in_8_bits(h, quantized, config)
     return _launch(h, hq, w, None, routing, DOWN, SILU, config)

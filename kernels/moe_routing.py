@@ -36,7 +36,32 @@ MAX_PAIRS = 256
 
 @triton.jit
 def _group_pairs_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, P,
-                        P_PAD: tl.constexpr, CHUNK: tl.constexpr):  # fmt: skip
+                        n_expert, P_PAD: tl.constexpr, E_PAD: tl.constexpr):  # fmt: skip
+    """One program: the order by sorting the keys expert P_PAD + pair (so the sort is stable),
+    the groups from the histogram of the experts (start: its exclusive prefix sum; group: the
+    exclusive prefix count of the experts present)."""
+    i = tl.arange(0, P_PAD)
+    valid = i < P
+    ids = tl.load(ids_ptr + i, mask=valid, other=0).to(tl.int32)
+    keys = tl.where(valid, ids * P_PAD + i, n_expert * P_PAD + i)  # padding sorts last
+    order = tl.sort(keys) % P_PAD
+    tl.store(order_ptr + i, order, mask=valid)
+    e = tl.arange(0, E_PAD)
+    counts = tl.histogram(tl.where(valid, ids, n_expert), E_PAD)  # bin n_expert: the padding
+    present = ((counts > 0) & (e < n_expert)).to(tl.int32)
+    counts = counts * present
+    group = tl.cumsum(present, 0) - present
+    leads = present > 0
+    tl.store(expert_ptr + group, e, mask=leads)
+    tl.store(start_ptr + group, tl.cumsum(counts, 0) - counts, mask=leads)
+    tl.store(count_ptr + group, counts, mask=leads)
+    tl.store(n_groups_ptr + e, tl.zeros_like(e) + tl.sum(present, axis=0), mask=e < 1)
+
+
+@triton.jit
+def _group_pairs_by_comparison_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                                      n_groups_ptr, P, P_PAD: tl.constexpr,
+                                      CHUNK: tl.constexpr):  # fmt: skip
     """Pairs i (all P, down the rows) against pairs j (CHUNK at a time, across)."""
     i = tl.arange(0, P_PAD)
     valid = i < P
@@ -55,8 +80,6 @@ def _group_pairs_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_
         start += tl.sum(less.to(tl.int32), axis=1)
         before += tl.sum((same & (j[None, :] < i[:, None])).to(tl.int32), axis=1)
         count += tl.sum(same.to(tl.int32), axis=1)
-        # whether each j is the first pair of its expert: no pair before it has its expert
-        # ([CHUNK, P_PAD]: j down the rows here)
         repeats = (ids[None, :] == other[:, None]) & (i[None, :] < j[:, None]) & valid[None, :]
         j_first = tl.sum(repeats.to(tl.int32), axis=1) == 0
         group += tl.sum((less & j_first[None, :]).to(tl.int32), axis=1)
@@ -101,7 +124,9 @@ class ExpertRouting:
         return min(self.n_expert, self.n_pairs)
 
 
-def route_experts(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int) -> ExpertRouting:
+def route_experts(
+    ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int, by_comparison: bool = False
+) -> ExpertRouting:
     """ids [T, k] (any integer dtype, each in 0..n_expert-1: not checked on the device) and
     the routing weights [T, k] (needed only by the down projection's sum) -> ExpertRouting.
     Compute it once a layer and step: the gate/up and the down launches share it."""
@@ -126,10 +151,17 @@ def route_experts(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int
     buffers = torch.empty(n_pairs + 3 * groups + 1, dtype=torch.int32, device=ids.device)
     sizes = [n_pairs, groups, groups, groups, 1]
     order, expert, start, count, n_groups = torch.split(buffers, sizes)
-    _group_pairs_kernel[(1,)](
-        ids, order, expert, start, count, n_groups, n_pairs,
-        P_PAD=max(16, triton.next_power_of_2(n_pairs)), CHUNK=16, num_warps=4,
-    )  # fmt: skip
+    p_pad = max(16, triton.next_power_of_2(n_pairs))
+    if by_comparison:
+        _group_pairs_by_comparison_kernel[(1,)](
+            ids, order, expert, start, count, n_groups, n_pairs, P_PAD=p_pad, CHUNK=16,
+            num_warps=4,
+        )  # fmt: skip
+    else:
+        _group_pairs_kernel[(1,)](
+            ids, order, expert, start, count, n_groups, n_pairs, n_expert, P_PAD=p_pad,
+            E_PAD=max(16, triton.next_power_of_2(n_expert + 1)), num_warps=4,
+        )  # fmt: skip
     return ExpertRouting(
         ids, None if weights is None else weights.contiguous(), n_expert, order, expert, start,
         count, n_groups,

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import triton
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, copy_bandwidth, time_calls
 from kernels.act_quant import quantize_activation
@@ -88,14 +89,17 @@ def _routings(case: Case, tokens: int, seed: int) -> list[np.ndarray]:
     ]
 
 
-# --sweep: launch shapes around the default (rows a program, runs of 16 a split, warps)
+# --sweep: launch shapes around the default (rows a program, runs of 16 a split, warps, and
+# sm_90's dependent launch: 0 none, 1 the next kernel let in at the start, 2 after the dots)
 SWEEP = [
-    MoeGemvConfig(4, 128, 2),
-    MoeGemvConfig(4, 128, 4),
-    MoeGemvConfig(8, 128, 4),
-    MoeGemvConfig(2, 128, 2),
-    MoeGemvConfig(4, 64, 2),
-    MoeGemvConfig(8, 64, 4),
+    MoeGemvConfig(4, 128, 2, 0),
+    MoeGemvConfig(4, 128, 2, 1),
+    MoeGemvConfig(4, 128, 2, 2),
+    MoeGemvConfig(4, 128, 4, 0),
+    MoeGemvConfig(4, 128, 4, 1),
+    MoeGemvConfig(2, 128, 2, 1),
+    MoeGemvConfig(8, 128, 8, 1),
+    MoeGemvConfig(4, 64, 4, 1),
 ]
 
 
@@ -158,15 +162,64 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
     }  # fmt: skip
 
 
-def route_us(tokens: int, top_k: int, n_expert: int) -> float:
+def route_us(tokens: int, top_k: int, n_expert: int, by_comparison: bool = False) -> float:
     """route_experts alone (one launch a layer and step), 20 calls a graph replay."""
     ids = torch.randint(0, n_expert, (tokens, top_k), device=DEVICE)
 
     def run() -> None:
         for _ in range(20):
-            route_experts(ids, None, n_expert)
+            route_experts(ids, None, n_expert, by_comparison=by_comparison)
 
     return time_calls(run) / 20 * 1e6
+
+
+def quantize_us(rows: int, k: int) -> float:
+    """quantize_activation alone (x before gate/up: 1 row; h before down: k rows), 20 a replay."""
+    x = torch.randn(rows, k, dtype=torch.float16, device=DEVICE)
+
+    def run() -> None:
+        for _ in range(20):
+            quantize_activation(x)
+
+    return time_calls(run) / 20 * 1e6
+
+
+def empty_launch_us() -> float:
+    """A Triton kernel that does nothing, one program: the floor of a launch in a graph."""
+    out = torch.empty(1, dtype=torch.int32, device=DEVICE)
+
+    def run() -> None:
+        for _ in range(20):
+            _empty_kernel[(1,)](out)
+
+    return time_calls(run) / 20 * 1e6
+
+
+@triton.jit
+def _empty_kernel(out_ptr):
+    pass
+
+
+def step_us(tokens: int, config: MoeGemvConfig | None) -> float:
+    """One Qwen3-30B-A3B layer's MoE part as the engine runs it: route_experts, x in 8 bits,
+    expert_gate_up, expert_down (h quantized inside); 8 steps a replay over the weight copies."""
+    gate_case, down_case = CASES[0], CASES[1]
+    gate_up, down = _copies(gate_case), _copies(down_case)
+    picks = _routings(gate_case, tokens, seed=100 + tokens)
+    ids = [torch.from_numpy(p).to(DEVICE) for p in picks]
+    weights = torch.rand(tokens, gate_case.top_k, device=DEVICE)
+    x = torch.randn(tokens, gate_case.n_in, dtype=torch.float16, device=DEVICE) * 0.1
+    pdl = bool(config and config.pdl)
+
+    def run() -> None:
+        for i in range(ROUTINGS):
+            routing = route_experts(ids[i], weights, gate_case.n_expert)
+            xq = quantize_activation(x, let_next_start=pdl)
+            gu = gate_up[i % len(gate_up)]
+            h = expert_gate_up(x, gu[0], gu[1], routing, quantized=xq, config=config)
+            expert_down(h, down[i % len(down)][0], routing, config=config)
+
+    return time_calls(run) / ROUTINGS * 1e6
 
 
 _MXFP4_VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
@@ -285,17 +338,42 @@ def main(argv: list[str] | None = None) -> int:
                 except Exception as error:
                     print(f"{case.name}, {config}: failed: {error!r}"[:300], flush=True)
     if swept:
-        print("\nLaunch shapes (block_n, max_runs, num_warps); torch not timed")
+        print("\nLaunch shapes (block_n, max_runs, num_warps, pdl); torch not timed")
         for r in swept:
             c = r["config"]
             print(f"{r['case']:26} {r['rows']:>3} tokens  {c['block_n']}x{c['max_runs']} "
-                  f"w{c['num_warps']}  {r['us']:8.1f} us {r['of_copy']:8.1%}")  # fmt: skip
-    routes = {f"{t}x{k} of {e}": route_us(t, k, e) for t, k, e in ((1, 8, 128), (16, 8, 128))}
+                  f"w{c['num_warps']} pdl{c['pdl']}  {r['us']:8.1f} us "
+                  f"{r['of_copy']:8.1%}")  # fmt: skip
+    shapes = ((1, 8, 128), (4, 8, 128), (16, 8, 128), (1, 4, 32))
+    routes = {f"{t}x{k} of {e}": route_us(t, k, e) for t, k, e in shapes}
     print("route_experts alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in routes.items()))
+    if args.sweep:
+        routes_cmp = {f"{t}x{k} of {e}": route_us(t, k, e, True) for t, k, e in shapes}
+        print("route_experts by comparison: "
+              + ", ".join(f"{k}: {us:.1f} us" for k, us in routes_cmp.items()))  # fmt: skip
+        routes["by_comparison"] = routes_cmp
+    launches = {"empty Triton kernel": empty_launch_us(),
+                "quantize x 1x2048": quantize_us(1, 2048),
+                "quantize h 8x768": quantize_us(8, 768),
+                "quantize h 128x768": quantize_us(128, 768)}  # fmt: skip
+    print("launches alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in launches.items()))
+    steps = {}
+    step_configs = [None, *(SWEEP[1:3] if args.sweep else [])]
+    for tokens in (int(t) for t in args.tokens.split(",")):
+        for config in step_configs:
+            label = f"{tokens} tokens, {'default' if config is None else config}"
+            try:
+                steps[label] = step_us(tokens, config)
+            except Exception as error:
+                print(f"step {label}: failed: {error!r}"[:300], flush=True)
+    print("\nQwen3-30B-A3B MoE step (route + quantize x + gate/up + down, h quantized inside):")
+    for label, us in steps.items():
+        print(f"  {label}: {us:.1f} us")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "copy_gb_s": copy_bw / 1e9, "moe": rows,
-                       "moe_sweep": swept, "route_us": routes}, f, indent=1)  # fmt: skip
+                       "moe_sweep": swept, "route_us": routes, "launch_us": launches,
+                       "step_us": steps}, f, indent=1)  # fmt: skip
     return 0
 
 
