@@ -93,13 +93,12 @@ def _routings(case: Case, tokens: int, seed: int) -> list[np.ndarray]:
 # sm_90's dependent launch: 0 none, 1 the next kernel let in at the start, 2 after the dots)
 SWEEP = [
     MoeGemvConfig(4, 128, 2, 0),
-    MoeGemvConfig(4, 128, 2, 1),
     MoeGemvConfig(4, 128, 2, 2),
-    MoeGemvConfig(4, 128, 4, 0),
-    MoeGemvConfig(4, 128, 4, 1),
-    MoeGemvConfig(2, 128, 2, 1),
-    MoeGemvConfig(8, 128, 8, 1),
-    MoeGemvConfig(4, 64, 4, 1),
+    MoeGemvConfig(4, 128, 2, 3),
+    MoeGemvConfig(4, 128, 2, 4),
+    MoeGemvConfig(4, 128, 4, 2),
+    MoeGemvConfig(4, 128, 4, 3),
+    MoeGemvConfig(4, 128, 4, 4),
 ]
 
 
@@ -162,13 +161,13 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
     }  # fmt: skip
 
 
-def route_us(tokens: int, top_k: int, n_expert: int, by_comparison: bool = False) -> float:
+def route_us(tokens: int, top_k: int, n_expert: int, method: str | None = None) -> float:
     """route_experts alone (one launch a layer and step), 20 calls a graph replay."""
     ids = torch.randint(0, n_expert, (tokens, top_k), device=DEVICE)
 
     def run() -> None:
         for _ in range(20):
-            route_experts(ids, None, n_expert, by_comparison=by_comparison)
+            route_experts(ids, None, n_expert, method=method)
 
     return time_calls(run) / 20 * 1e6
 
@@ -348,17 +347,18 @@ def main(argv: list[str] | None = None) -> int:
     routes = {f"{t}x{k} of {e}": route_us(t, k, e) for t, k, e in shapes}
     print("route_experts alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in routes.items()))
     if args.sweep:
-        routes_cmp = {f"{t}x{k} of {e}": route_us(t, k, e, True) for t, k, e in shapes}
-        print("route_experts by comparison: "
-              + ", ".join(f"{k}: {us:.1f} us" for k, us in routes_cmp.items()))  # fmt: skip
-        routes["by_comparison"] = routes_cmp
+        for method in ("compare", "sort"):
+            timed = {f"{t}x{k} of {e}": route_us(t, k, e, method) for t, k, e in shapes}
+            print(f"route_experts by {method}: "
+                  + ", ".join(f"{k}: {us:.1f} us" for k, us in timed.items()))  # fmt: skip
+            routes[method] = timed
     launches = {"empty Triton kernel": empty_launch_us(),
                 "quantize x 1x2048": quantize_us(1, 2048),
                 "quantize h 8x768": quantize_us(8, 768),
                 "quantize h 128x768": quantize_us(128, 768)}  # fmt: skip
     print("launches alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in launches.items()))
     steps = {}
-    step_configs = [None, *(SWEEP[1:3] if args.sweep else [])]
+    step_configs = [None, *([SWEEP[0], SWEEP[1], SWEEP[3]] if args.sweep else [])]
     for tokens in (int(t) for t in args.tokens.split(",")):
         for config in step_configs:
             label = f"{tokens} tokens, {'default' if config is None else config}"

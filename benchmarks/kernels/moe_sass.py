@@ -41,8 +41,8 @@ MODES = {"rows": moe_gemv.ROWS, "gate_up": moe_gemv.GATE_UP, "down": moe_gemv.DO
 
 def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None = None):
     """The kernel as expert_gate_up / expert_down / expert_rows launch it for this case."""
-    cfg = config or moe_gemv.MoeGemvConfig()
     mode = MODES[case.kind]
+    cfg = config or moe_gemv.default_config(case.fmt, mode)
     nr = moe_gemv._runs_per_split(case.n_in // 16, cfg.max_runs)
     splits = triton.cdiv(case.n_in // 16, nr)
     consts = dict(
@@ -50,7 +50,7 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         ACT=1 if case.fmt == "MXFP4" else 0, HAS_BIAS=case.bias, X_PER_TOKEN=mode != 2,
         SPLIT=splits > 1 or mode == moe_gemv.DOWN, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
-        K_PAD=triton.next_power_of_2(case.top_k), ASM=True,
+        K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
     )  # fmt: skip
     types = dict(POINTERS, alpha="fp32", limit="fp32")
     for i, t in enumerate(PLANES[case.fmt]):

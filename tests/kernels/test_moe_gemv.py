@@ -87,9 +87,10 @@ def _x8(x: torch.Tensor) -> np.ndarray:
         (np.random.default_rng(0).integers(0, 128, size=(16, 8)).tolist(), 128),
     ],
 )
-def test_pairs_grouped_by_expert(ids, n_expert, device):
+@pytest.mark.parametrize("method", ["compare", "sort"])
+def test_pairs_grouped_by_expert(ids, n_expert, method, device):
     ids = np.asarray(ids)
-    routing = route_experts(torch.from_numpy(ids).to(device), None, n_expert)
+    routing = route_experts(torch.from_numpy(ids).to(device), None, n_expert, method=method)
     flat = ids.reshape(-1)
     experts, counts = np.unique(flat, return_counts=True)
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
