@@ -31,7 +31,7 @@ one (the tile's n_splits x n_groups-th) adds them up in a fixed order: splits, t
 down projection bias and routing weight per slot, slot by slot. The result is the same bits
 whatever order the programs ran in, and the engine launches no combine of its own.
 
-Dependent launch (sm_90+, MoeGemvConfig.pdl = 3, the default). The kernel is launched with
+Dependent launch (sm_90+, MoeGemvConfig.pdl, the default). The kernel is launched with
 launch_pdl, so that it may start while the kernel before it still runs (the quantization of x
 before gate/up and of h before down, which let the next kernel in at their start): a program
 reads its routing entries and its weight tile, then waits (griddepcontrol.wait) for the kernel
@@ -89,16 +89,13 @@ class MoeGemvConfig:
     block_n: int = 4  # weight rows a program
     max_runs: int = 128  # runs of 16 weights a program reads of each row at most (one split)
     num_warps: int = 2
-    # sm_90's dependent launch: 0 none; the wait first, the next kernel let in at the start (1)
-    # or after the dots (2); routing and weights read before the wait, the next kernel let in
-    # after the dots (3) or at the start (4)
-    pdl: int = 3
+    pdl: bool = True  # a dependent launch where the GPU has one (sm_90+; module docstring)
 
 
 def default_config(fmt: str, mode: int) -> MoeGemvConfig:
     """The launch shape measured best on an H200 (docs/kernels-moe.md): 4 rows a program,
-    whole 2048-wide rows, routing and weights read before the dependent launch's wait; 4
-    warps for Q4_K gate+up (9.9 us against 10.7 with 2 at Qwen3-30B-A3B's shape), else 2."""
+    whole 2048-wide rows, a dependent launch; 4 warps for Q4_K gate+up (Qwen3-30B-A3B's shape,
+    1 token: 9.7 us against 10.7 with 2), else 2 (MXFP4 and Q6_K lose 1-4 us with 4)."""
     return MoeGemvConfig(num_warps=4 if (mode == GATE_UP and fmt == "Q4_K") else 2)
 
 
@@ -171,7 +168,7 @@ def _expert_kernel(
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     X_PER_TOKEN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
-    GDC: tl.constexpr = 0,
+    GDC: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. part: float32 [channels, n_splits, n_pairs, N] (channel 1:
     up, for GATE_UP); SPLIT: the partials go through part and the tickets (several splits, or
@@ -179,11 +176,6 @@ def _expert_kernel(
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
-    # GDC: the dependent launch's variants (MoeGemvConfig.pdl; module docstring)
-    if GDC == 1 or GDC == 4:
-        gdc_launch_dependents()
-    if GDC == 1 or GDC == 2:
-        gdc_wait()
     # the group's entries are loaded with its count, not after it (one memory latency, not
     # two); those past n_groups are unwritten and go unused
     n_groups = tl.load(n_groups_ptr)
@@ -203,7 +195,7 @@ def _expert_kernel(
             ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
                 b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT
             )
-        if GDC == 3 or GDC == 4:
+        if GDC:  # a dependent launch: x and every write only after the kernel before ends
             gdc_wait()
         w = tl.arange(0, 4)
         zero_rows = (rows * 0)[:, None]  # x loaded in the weights' [BN, NG] layout
@@ -243,7 +235,7 @@ def _expert_kernel(
                 if MODE == 1:
                     ya = _glu(ya, yb, alpha, limit, ACT)
                 tl.store(out_ptr + pair * N + rows, ya.to(out_ptr.dtype.element_ty), mask=row_mask)
-        if GDC == 2 or GDC == 3:
+        if GDC:
             gdc_launch_dependents()
         if SPLIT:
             tl.debug_barrier()
@@ -376,7 +368,7 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
             bias_b = b.bias if b.bias is not None else torch.zeros_like(bias_a)
     weights = routing.weights if routing.weights is not None else routing.ids
     grid = (n_tiles, n_splits, routing.max_groups)
-    gdc = cfg.pdl if has_griddepcontrol(device) else 0
+    gdc = cfg.pdl and has_griddepcontrol(device)
     extra = {"launch_pdl": True} if gdc else {}
     _expert_kernel[grid](
         xq.words, xq.scales, xq.sums, out, part, counters, *pa, *pb, bias_a, bias_b,
