@@ -17,9 +17,9 @@ step can be captured in a CUDA graph):
 One program over all P pairs (P <= MAX_PAIRS), by one of two methods:
     sort     the keys expert P_PAD + pair sorted (tl.sort: stable by construction), the
              groups from the histogram of the experts and its prefix sums; time nearly flat
-             in P (2.0 us at 8 pairs, 2.6 us at 128 on an H200)
+             in P (on an H200: 2.0-2.1 us at 8 pairs, 2.6-2.7 us at 128)
     compare  each pair's rank counted by comparing it with every other pair, 16 pairs at a
-             time; 1.5 us at 8 pairs, but 18 us at 128
+             time; 1.5-1.6 us at 8 pairs, but 18 us at 128
 route_experts takes "compare" up to COMPARE_UP_TO pairs (decode: top-8 of one or two tokens),
 "sort" above.
 """
@@ -36,14 +36,13 @@ from kernels.availability import require
 from kernels.errors import UnsupportedTensor
 
 MAX_PAIRS = 256
-COMPARE_UP_TO = (
-    16  # pairs; more are grouped by sorting (docs/decisions/0019-moe-routing-and-launch.md)
-)
+COMPARE_UP_TO = 16  # pairs; more are sorted (docs/decisions/0019-moe-routing-and-launch.md)
 
 
 @triton.jit
-def _group_pairs_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, P,
-                        n_expert, P_PAD: tl.constexpr, E_PAD: tl.constexpr):  # fmt: skip
+def _group_pairs_by_sorting_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                                   n_groups_ptr, P, n_expert, P_PAD: tl.constexpr,
+                                   E_PAD: tl.constexpr):  # fmt: skip
     """One program: the order by sorting the keys expert P_PAD + pair (so the sort is stable),
     the groups from the histogram of the experts (start: its exclusive prefix sum; group: the
     exclusive prefix count of the experts present)."""
@@ -87,6 +86,8 @@ def _group_pairs_by_comparison_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr,
         start += tl.sum(less.to(tl.int32), axis=1)
         before += tl.sum((same & (j[None, :] < i[:, None])).to(tl.int32), axis=1)
         count += tl.sum(same.to(tl.int32), axis=1)
+        # whether each j is the first pair of its expert: no pair before it has its expert
+        # ([CHUNK, P_PAD]: j down the rows here)
         repeats = (ids[None, :] == other[:, None]) & (i[None, :] < j[:, None]) & valid[None, :]
         j_first = tl.sum(repeats.to(tl.int32), axis=1) == 0
         group += tl.sum((less & j_first[None, :]).to(tl.int32), axis=1)
@@ -169,7 +170,7 @@ def route_experts(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int
             num_warps=4,
         )  # fmt: skip
     else:
-        _group_pairs_kernel[(1,)](
+        _group_pairs_by_sorting_kernel[(1,)](
             ids, order, expert, start, count, n_groups, n_pairs, n_expert, P_PAD=p_pad,
             E_PAD=max(16, triton.next_power_of_2(n_expert + 1)), num_warps=4,
         )  # fmt: skip
