@@ -14,7 +14,6 @@ import triton
 import triton.language as tl
 
 from kernels import moe_reference as ref
-from kernels.act_quant import reference_quantize
 from kernels.availability import interpret_mode
 from kernels.errors import UnsupportedTensor
 from kernels.ggml_formats import FORMATS
@@ -30,6 +29,7 @@ from kernels.moe_gemv import (
 )
 from kernels.moe_routing import route_experts
 from kernels.packed_weight import PackedWeight
+from kernels.reference import quantize_activation as reference_quantize
 from tests.kernels.conftest import relative_error
 
 # x rounded to 8 bits per 32 values, as the kernel reads it: against that, exact up to float32

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from kernels import moe_reference as ref
-from kernels.act_quant import reference_quantize
 from kernels.moe_gemv import SWIGLU_OAI, ExpertWeight, expert_down, expert_gate_up, expert_rows
 from kernels.moe_routing import route_experts
+from kernels.reference import quantize_activation as reference_quantize
 from tests.kernels.conftest import relative_error
 
 pytestmark = pytest.mark.gpu
