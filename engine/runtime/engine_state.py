@@ -28,6 +28,8 @@ from engine.runtime.device_facts import (
     rss_bytes,
     software_vulkan_device,
 )
+from engine.runtime.early_stops import EarlyStops
+from engine.runtime.embedding_run import EmbeddingStopped, embed_inputs
 from engine.runtime.generation import Session, Stopped, generate
 from engine.runtime.model_open import (
     LoadedWeights,
@@ -37,6 +39,7 @@ from engine.runtime.model_open import (
     same_weights,
     with_llama_kv,
 )
+from engine.runtime.prompt_bounds import check_prompt_text
 from engine.runtime.speculative.setup import open_speculation
 from engine.runtime.to_llama import context_settings
 
@@ -57,6 +60,7 @@ class Engine:
         self._weights: LoadedWeights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
         self._template_note = ""
+        self._early_stops = EarlyStops()  # stops for requests not begun yet (early_stops.py)
         from engine.llama.log import process_log
 
         self._log = process_log()  # before the backends load, so their lines go through it too
@@ -65,6 +69,7 @@ class Engine:
     # -- called from the reader thread --------------------------------------------------------
 
     def request_stop(self, request_id: int | None = None) -> None:
+        self._early_stops.note(request_id)
         batched = self._batched
         if batched is not None:
             batched.request_stop(request_id)
@@ -284,12 +289,17 @@ class Engine:
                     ContextSettings(n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
                                     embeddings=True),
                 )  # fmt: skip
-            vectors, n_tokens = [], 0
-            for text in command.inputs:
-                tokens = session.model.tokenize(text, add_special=True)
-                n_tokens += len(tokens)
-                vectors.append(tuple(self._embedder.embed(tokens)))
-        except llama.EngineError as exc:
+            vectors, n_tokens = embed_inputs(
+                lambda text: session.model.tokenize(text, add_special=True),
+                self._embedder.embed,
+                command.inputs,
+                stopped=lambda: self._early_stops.take(rid),
+            )
+        except EmbeddingStopped:
+            self._send(p.GenerationDone(request_id=rid, stop_reason=StopReason.STOPPED,
+                                        stats=_no_stats(time.perf_counter())))  # fmt: skip
+            return
+        except (llama.EngineError, ValueError) as exc:
             self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
             return
         self._send(p.Embedded(request_id=rid, vectors=tuple(vectors), n_tokens=n_tokens))
@@ -315,6 +325,8 @@ class Engine:
             return
         self._stop.clear()
         self._current_request = rid
+        if self._early_stops.take(rid):  # stopped while it waited: it ends at once
+            self._stop.set()
         self._state = EngineState.GENERATING
         try:
             prompt = self._prompt_tokens(session, command)
@@ -354,6 +366,8 @@ class Engine:
         try:
             prompt = self._prompt_tokens(self._session, command)
             self._batched.submit(command, received_at, prompt)
+            if self._early_stops.take(command.request_id):  # stopped while it was tokenized
+                self._batched.request_stop(command.request_id)
         except ContextOverflow as exc:
             self._send(
                 p.GenerationFailed(
@@ -374,6 +388,7 @@ class Engine:
                 raise ValueError(f"Token id {bad[0]} is outside the vocabulary.")
             return list(command.prompt_tokens)
         if command.prompt is not None:
+            check_prompt_text(model, command.prompt)
             return model.tokenize(command.prompt, add_special=True)
         if not command.messages:
             raise ValueError("Nothing to answer: the conversation is empty.")
@@ -442,6 +457,7 @@ class Engine:
         bos = model.bos_text()
         if model.adds_bos() and bos and text.startswith(bos):
             text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
+        check_prompt_text(model, text)
         return model.tokenize(text, add_special=True, parse_special=True)
 
     def _emitter(self, request_id: int) -> Callable[[str], None]:

@@ -120,6 +120,10 @@ async def chat(body: ChatBody, request: Request) -> Response:
     state = state_of(request)
     model = state.link.require_model()
     name = rp.check_model_name(body.model, model)
+    limit = state.config.limits.max_messages
+    if len(body.messages) > limit:
+        raise APIError(400, f"At most {limit} messages are taken (this request has "
+                       f"{len(body.messages)}); send a shorter conversation.")  # fmt: skip
     if not body.messages:  # Ollama's way to load a model: it is loaded
         return JSONResponse(_final(name, {"message": {"role": "assistant", "content": ""}},
                                    Reply(stop_reason="load")))  # fmt: skip

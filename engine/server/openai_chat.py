@@ -91,11 +91,11 @@ def _engine_message(m: ChatMessageIn, index: int, native_tools: bool) -> p.ChatM
     role = "system" if m.role == "developer" else m.role
     calls_json = ""
     if m.tool_calls:
-        calls_json = json.dumps(m.tool_calls)
+        calls = [call.model_dump(exclude_none=True) for call in m.tool_calls]
+        calls_json = json.dumps(calls)
         if not native_tools:  # the model sees its calls the way it was asked to write them
             content += "".join(
-                "<tool_call>\n" + json.dumps(_plain_call(call)) + "\n</tool_call>"
-                for call in m.tool_calls
+                "<tool_call>\n" + json.dumps(_plain_call(call)) + "\n</tool_call>" for call in calls
             )
     return p.ChatMessage(
         role=role,

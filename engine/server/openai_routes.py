@@ -94,6 +94,13 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
         raise APIError(400, "Send one prompt per request.", param="prompt")
     if body.suffix:
         raise APIError(400, "suffix (fill-in-the-middle) is not supported.", param="suffix")
+    if body.echo and body.logprobs is not None:
+        raise APIError(
+            400,
+            "echo with logprobs is not supported: the prompt's log probabilities are not "
+            "computed. Ask for one of the two.",
+            param="echo",
+        )
     from engine.server.structured_output import grammar_for_response_format
 
     grammar = grammar_for_response_format(body.response_format)

@@ -12,6 +12,7 @@ from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient
 from engine.server.app import create_app
 from engine.server.config import ServerConfig
+from engine.server.connections import header_timed_protocol
 from engine.server.engine_link import EngineLink
 from engine.server.request_log import RequestLog
 from engine.server.server_state import ServerState
@@ -20,12 +21,19 @@ from engine.server.server_state import ServerState
 def build_state(
     client: EngineClient, config: ServerConfig, loaded: p.ModelLoaded, log: RequestLog | None = None
 ) -> ServerState:
-    link = EngineLink(client, n_parallel=loaded.n_parallel, queue_length=config.limits.queue_length)
+    limits = config.limits
+    link = EngineLink(
+        client,
+        n_parallel=loaded.n_parallel,
+        queue_length=limits.queue_length,
+        stop_grace_s=limits.stop_grace_seconds,
+    )
     link.model = loaded  # it was loaded before the link listened
+    link.template_note = loaded.chat_template
     return ServerState(link=link, config=config.check(), log=log or RequestLog())
 
 
-def _uvicorn_server(state: ServerState) -> uvicorn.Server:
+def uvicorn_server(state: ServerState) -> uvicorn.Server:
     config = state.config
     return uvicorn.Server(
         uvicorn.Config(
@@ -34,17 +42,21 @@ def _uvicorn_server(state: ServerState) -> uvicorn.Server:
             port=config.port,
             log_level="warning",
             access_log=False,
+            # h11 (uvicorn's own protocol) with a time limit on the request's headers; the
+            # body's size and time are RequestGuard's. See engine/server/connections.py.
+            http=header_timed_protocol(config.limits.header_seconds),
             timeout_keep_alive=5,
-            # Headers and one body chunk in h11 are bounded; the body as a whole by RequestGuard.
             h11_max_incomplete_event_size=64 * 1024,
-            limit_concurrency=max(64, 4 * state.link.capacity),
+            # Generous: a slow or idle connection is cheap and closed by the time limits;
+            # admission to the engine is the link's own bound (n_parallel + --queue).
+            limit_concurrency=max(config.limits.max_connections, 4 * state.link.capacity),
             lifespan="off",
         )
     )
 
 
 async def serve_async(state: ServerState, server: uvicorn.Server | None = None) -> None:
-    server = server or _uvicorn_server(state)
+    server = server or uvicorn_server(state)
     state.link.attach(asyncio.get_running_loop())
     try:
         await server.serve()
@@ -52,9 +64,10 @@ async def serve_async(state: ServerState, server: uvicorn.Server | None = None) 
         state.link.detach()
 
 
-def serve_forever(state: ServerState) -> None:
-    """Serve until Ctrl+C (uvicorn handles the signal and ends the loop)."""
-    asyncio.run(serve_async(state))
+def serve_forever(state: ServerState, server: uvicorn.Server | None = None) -> None:
+    """Serve until Ctrl+C (uvicorn handles the signal and ends the loop), or until
+    `server.should_exit` is set."""
+    asyncio.run(serve_async(state, server))
 
 
 class ServerThread:
@@ -62,7 +75,7 @@ class ServerThread:
 
     def __init__(self, state: ServerState):
         self.state = state
-        self._server = _uvicorn_server(state)
+        self._server = uvicorn_server(state)
         self._server.install_signal_handlers = lambda: None  # the window owns the signals
         self._thread = threading.Thread(target=self._run, name="api-server", daemon=True)
         self.error: BaseException | None = None
