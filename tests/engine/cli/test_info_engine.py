@@ -14,9 +14,9 @@ def test_info_engine_says_where_the_model_runs():
 
 
 def test_the_hearth_lines_say_whether_it_runs_here_and_what_best_fit_picks(tmp_path):
+    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
     from engine.cli.engine_check import hearth_lines
     from engine.gguf import read_model_info
-    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
     from tests.engine.session.conftest import cpu, machine, nvidia
 
     info = read_model_info(write_sparse_gguf(tmp_path / "l.gguf", SHAPES["llama3-8b"], "Q4_K_M"))
