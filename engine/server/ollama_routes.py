@@ -193,7 +193,8 @@ async def _answer(request, state, route, name, stream, generation, kind) -> Resp
 
 async def _lines(state: ServerState, job, generation: GenerationRequest, kind: str):
     reply = Reply()
-    events = pieces(state.link, generation, state.config.limits.request_seconds, reply)
+    limits = state.config.limits
+    events = pieces(state.link, generation, limits.request_seconds, reply, limits.token_seconds)
     status, note = 200, ""
     try:
         async for piece in events:

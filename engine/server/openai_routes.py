@@ -206,7 +206,9 @@ async def _chat_chunks(state: ServerState, job, plan: ChatPlan, include_usage: b
         return sse({"id": cid, "object": "chat.completion.chunk", "created": job.created,
                     "model": job.model, "choices": [choice]})  # fmt: skip
 
-    events = pieces(state.link, plan.requests[0], state.config.limits.request_seconds, reply)
+    limits = state.config.limits
+    first = plan.requests[0]
+    events = pieces(state.link, first, limits.request_seconds, reply, limits.token_seconds)
     held: list[Piece] = []
     deciding = plan.tools_offered
     status, note = 200, ""
@@ -263,7 +265,8 @@ async def _completion_chunks(state: ServerState, job, request, echo: str, includ
         return sse({"id": cid, "object": "text_completion", "created": job.created,
                     "model": job.model, "choices": [choice]})  # fmt: skip
 
-    events = pieces(state.link, request, state.config.limits.request_seconds, reply)
+    limits = state.config.limits
+    events = pieces(state.link, request, limits.request_seconds, reply, limits.token_seconds)
     status, note = 200, ""
     want_logprobs = request.top_logprobs >= 0
     try:

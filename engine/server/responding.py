@@ -15,11 +15,16 @@ from engine.server.streaming import ClientGone, WatchedStream, unless_disconnect
 
 
 async def whole_replies(request: Request, state: ServerState, job, requests) -> list[Reply]:
-    timeout = state.config.limits.request_seconds
+    limits = state.config.limits
 
     async def all_of() -> list[Reply]:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(whole_reply(state.link, r, timeout)) for r in requests]
+            tasks = [
+                group.create_task(
+                    whole_reply(state.link, r, limits.request_seconds, limits.token_seconds)
+                )
+                for r in requests
+            ]
         return [t.result() for t in tasks]
 
     try:

@@ -4,6 +4,7 @@ beside the window (`ServerThread`), over an engine worker that already has the m
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 
 import uvicorn
@@ -16,6 +17,8 @@ from engine.server.connections import header_timed_protocol
 from engine.server.engine_link import EngineLink
 from engine.server.request_log import RequestLog
 from engine.server.server_state import ServerState
+
+GRACEFUL_SHUTDOWN_S = 3
 
 
 def build_state(
@@ -50,6 +53,9 @@ def uvicorn_server(state: ServerState) -> uvicorn.Server:
             # Generous: a slow or idle connection is cheap and closed by the time limits;
             # admission to the engine is the link's own bound (n_parallel + --queue).
             limit_concurrency=max(config.limits.max_connections, 4 * state.link.capacity),
+            # Ctrl+C waits this long for requests still running, then ends them: a long
+            # generation or embedding must not hold the server's exit for minutes.
+            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
             lifespan="off",
         )
     )
@@ -66,8 +72,11 @@ async def serve_async(state: ServerState, server: uvicorn.Server | None = None) 
 
 def serve_forever(state: ServerState, server: uvicorn.Server | None = None) -> None:
     """Serve until Ctrl+C (uvicorn handles the signal and ends the loop), or until
-    `server.should_exit` is set."""
-    asyncio.run(serve_async(state, server))
+    `server.should_exit` is set. A second Ctrl+C while the first is ending requests ends at
+    once: the requests' tasks cancelled then are no error to print (KeyboardInterrupt goes on
+    to the command line, which exits with 130)."""
+    with contextlib.suppress(asyncio.CancelledError):
+        asyncio.run(serve_async(state, server))
 
 
 class ServerThread:

@@ -191,3 +191,28 @@ def test_a_worker_that_keeps_dying_ends_the_server_instead_of_restarting_for_eve
     keeper._restarts.extend([time.monotonic()] * engine_keeper.MAX_RESTARTS)  # just now
     keeper.restart("The engine process was killed by SIGSEGV.")
     assert ended and "times within" in ended[0]
+
+
+def test_a_reply_that_stops_bringing_tokens_is_ended_with_a_504_that_says_why():
+    from engine.server.completion import Reply, pieces
+
+    class OneTokenThenNothing:
+        closed = False
+
+        async def generate(self, request):
+            try:
+                yield p.TokenText(request_id=1, text="{")
+                await asyncio.Event().wait()  # the sampler searches inside one C call
+            finally:
+                OneTokenThenNothing.closed = True  # closing it stops the generation
+
+    async def scenario():
+        reply = Reply()
+        with pytest.raises(APIError) as late:
+            async for _ in pieces(OneTokenThenNothing(), GenerationRequest(), 30, reply, 0.05):
+                pass
+        return late.value, reply
+
+    error, reply = asyncio.run(scenario())
+    assert error.status == 504 and "no new token for 0.05 s" in error.message
+    assert reply.text == "{" and OneTokenThenNothing.closed

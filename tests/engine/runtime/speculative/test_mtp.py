@@ -11,7 +11,6 @@ from dataclasses import replace
 
 import pytest
 
-from testkit.synthetic_gguf import write_mtp_gguf
 from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session, generate
@@ -20,6 +19,7 @@ from engine.runtime.speculative.mtp import MtpDrafter
 from engine.runtime.speculative.setup import open_speculation
 from engine.runtime.to_llama import context_settings, model_settings
 from engine.starter_model import starter_model_path
+from testkit.synthetic_gguf import write_mtp_gguf
 
 GREEDY = p.SamplingParams(temperature=0)
 
