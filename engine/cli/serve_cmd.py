@@ -121,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     except ServerConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    events = EventQueue()
+    events = _StartEvents()
     client = EngineClient(events)
     client.start()
     try:
@@ -151,9 +151,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{loaded.speculative_note}]", file=sys.stderr)
         elif loaded.speculative != "off":
             print(f"[speculative decoding: {loaded.speculative}]", file=sys.stderr)
+        events.keeping = False  # from here on the link takes the events it needs
         state = build_state(client, config, loaded)
         console = Console()  # a closed stdout (`| head -1`) must never fail a request
-        state.log.subscribe(lambda record: console.line(record.line()))
+        # A line holds what clients sent (model names, error messages): escapes shown, not run.
+        state.log.subscribe(lambda record: console.line(printable_line(record.line())))
         server = uvicorn_server(state)
         gave_up: list[str] = []
 
@@ -169,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{printable_line(loaded.chat_template_problem)}]", file=sys.stderr)
         console.line(
             f"Hearth API on {config.base_url} (OpenAI) and {config.base_url[:-3]}/api (Ollama): "
-            f"{Path(loaded.path).name}, {loaded.n_parallel} requests at once, "
+            f"{printable_line(Path(loaded.path).name)}, {loaded.n_parallel} requests at once, "
             f"{loaded.n_ctx // loaded.n_parallel} tokens each. Docs: "
             f"{config.base_url[:-3]}/docs. Ctrl+C stops."
         )
@@ -180,6 +182,18 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         client.close()
+
+
+class _StartEvents(EventQueue):
+    """The events of the start and the load, for this command to wait on; after that, every
+    event goes to the server's link only (a queue nobody reads would grow with every token
+    of every request)."""
+
+    keeping = True
+
+    def __call__(self, event) -> None:
+        if self.keeping:
+            super().__call__(event)
 
 
 def resolve_model(name: str | None) -> Path:
