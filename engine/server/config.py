@@ -41,6 +41,7 @@ class Limits:
     header_seconds: float = 10.0  # a connection must send its request's headers in this time
     body_seconds: float = 30.0  # and its whole body in this (4 MiB at 140 KiB/s)
     max_connections: int = 512  # open connections at once; past it, 503
+    shutdown_seconds: float = 3.0  # Ctrl+C (or Stop) waits this long for running requests
     queue_length: int = 32  # requests waiting for a sequence, beyond those decoding
     retry_after_seconds: int = 2
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 
 import uvicorn
@@ -18,7 +19,22 @@ from engine.server.engine_link import EngineLink
 from engine.server.request_log import RequestLog
 from engine.server.server_state import ServerState
 
-GRACEFUL_SHUTDOWN_S = 3
+
+class _CancelledAtShutdown(logging.Filter):
+    """Requests still running when the server stops (Ctrl+C, the window's Stop) are cancelled
+    after `Limits.shutdown_seconds`; uvicorn logs each as "Exception in ASGI application" with a
+    CancelledError traceback. That is the stop working, not an error: one line says it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, asyncio.CancelledError):
+            return False
+        if "timeout graceful shutdown exceeded" in record.getMessage():
+            record.msg, record.args = "Ending %s request(s) still running.", record.args
+        return True
+
+
+_QUIET_SHUTDOWN = _CancelledAtShutdown()
 
 
 def build_state(
@@ -38,6 +54,9 @@ def build_state(
 
 def uvicorn_server(state: ServerState) -> uvicorn.Server:
     config = state.config
+    error_log = logging.getLogger("uvicorn.error")
+    if _QUIET_SHUTDOWN not in error_log.filters:
+        error_log.addFilter(_QUIET_SHUTDOWN)
     return uvicorn.Server(
         uvicorn.Config(
             create_app(state),
@@ -55,7 +74,7 @@ def uvicorn_server(state: ServerState) -> uvicorn.Server:
             limit_concurrency=max(config.limits.max_connections, 4 * state.link.capacity),
             # Ctrl+C waits this long for requests still running, then ends them: a long
             # generation or embedding must not hold the server's exit for minutes.
-            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+            timeout_graceful_shutdown=config.limits.shutdown_seconds,
             lifespan="off",
         )
     )

@@ -2,13 +2,16 @@
 slow clients are cut off and cannot starve the others (finding 4), and a console that went
 away never fails a request (finding 7)."""
 
+import asyncio
 import http.client
+import logging
 import os
 import socket
 import time
 
 import pytest
 
+from engine.runtime import protocol as p
 from engine.server.config import Limits, ServerConfig
 from engine.server.console import Console
 from engine.server.runner import ServerThread
@@ -83,3 +86,27 @@ def test_a_console_that_went_away_drops_lines_instead_of_raising():
         console.line("first")  # BrokenPipeError inside: dropped
         console.line("second")
         assert console.closed
+
+
+class _HangingLink(StandInLink):
+    async def generate(self, request):
+        yield p.TokenText(request_id=1, text="a")
+        await asyncio.Event().wait()  # a generation that never ends by itself
+
+
+def test_stopping_the_server_ends_running_requests_quickly_and_quietly(caplog):
+    config = ServerConfig(port=free_port(), limits=Limits(shutdown_seconds=0.2))
+    thread = ServerThread(ServerState(link=_HangingLink(), config=config))
+    thread.start()
+    sock = socket.create_connection(("127.0.0.1", config.port), timeout=5)
+    body = b'{"messages": [{"role": "user", "content": "Hi"}], "stream": true}'
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+    head += b"Content-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    sock.sendall(head + body)
+    assert sock.recv(4096).startswith(b"HTTP/1.1 200")  # streaming, and it never ends
+    started = time.monotonic()
+    with caplog.at_level(logging.ERROR, logger="uvicorn.error"):
+        thread.stop()
+    sock.close()
+    assert time.monotonic() - started < 3 and not thread.running
+    assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records]
