@@ -36,8 +36,10 @@ class Limits:
     # can make llama.cpp's sampler search for minutes inside one call.
     token_seconds: float = 60.0
     # A worker that has not ended a stopped generation after this long is stuck inside one
-    # C call; it is killed, and the server loads the model again.
-    stop_grace_seconds: float = 15.0
+    # C call; it is killed, and the server loads the model again. Generous: the worker honours
+    # a stop between steps, and one step (another request's prompt, on a slow CPU) may rightly
+    # take tens of seconds.
+    stop_grace_seconds: float = 60.0
     header_seconds: float = 10.0  # a connection must send its request's headers in this time
     body_seconds: float = 30.0  # and its whole body in this (4 MiB at 140 KiB/s)
     max_connections: int = 512  # open connections at once; past it, 503

@@ -17,6 +17,7 @@ sees as a crash, and `hearth serve`'s keeper (engine_keeper.py) starts it again.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import sys
 import time
@@ -54,7 +55,7 @@ class EngineLink:
         *,
         n_parallel: int,
         queue_length: int,
-        stop_grace_s: float = 15.0,
+        stop_grace_s: float = 60.0,
         keeper: Any = None,
     ):
         self.client = client
@@ -62,6 +63,9 @@ class EngineLink:
         self.stop_grace_s = stop_grace_s
         self.say: Callable[[str], None] = Console(sys.stderr).line
         self._stopping: dict[int, asyncio.TimerHandle] = {}
+        # Requests whose end the worker has sent (kept a while): one stopped after its end
+        # was sent, but before it was read, has nothing left to stop.
+        self._ended: collections.deque[int] = collections.deque(maxlen=256)
         self.n_parallel = n_parallel
         self.capacity = n_parallel + queue_length
         self.model: p.ModelLoaded | None = None
@@ -111,8 +115,10 @@ class EngineLink:
                 if not waiter.done():
                     waiter.set_result(event)
         request_id = getattr(event, "request_id", None)
-        if isinstance(event, (*_FINAL, p.Embedded)) and request_id in self._stopping:
-            self._stopping.pop(request_id).cancel()  # the worker did stop it
+        if isinstance(event, (*_FINAL, p.Embedded)) and request_id is not None:
+            self._ended.append(request_id)
+            if request_id in self._stopping:
+                self._stopping.pop(request_id).cancel()  # the worker did stop it
         if request_id is not None and request_id in self._streams:
             self._streams[request_id].put_nowait(event)
 
@@ -233,7 +239,8 @@ class EngineLink:
             self.client.stop(request_id)
         except OSError:  # the engine is gone: nothing left to stop
             return
-        if self._loop is not None and request_id not in self._stopping:
+        ended = request_id in self._ended
+        if self._loop is not None and not ended and request_id not in self._stopping:
             self._stopping[request_id] = self._loop.call_later(
                 self.stop_grace_s, self._stop_overdue, request_id
             )

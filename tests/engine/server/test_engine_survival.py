@@ -216,3 +216,20 @@ def test_a_reply_that_stops_bringing_tokens_is_ended_with_a_504_that_says_why():
     error, reply = asyncio.run(scenario())
     assert error.status == 504 and "no new token for 0.05 s" in error.message
     assert reply.text == "{" and OneTokenThenNothing.closed
+
+
+def test_a_request_whose_end_was_sent_but_not_read_is_not_watched():
+    async def scenario():
+        link = _link(RecordingClient(), stop_grace_s=0.05)
+        events = link.generate(GenerationRequest(prompt="x"))
+        waiting = asyncio.ensure_future(anext(events))
+        await asyncio.sleep(0.01)
+        link.client.play(p.TokenText(request_id=1, text="a"))
+        link.client.play(p.GenerationFailed(request_id=1, message="done"))
+        await asyncio.sleep(0.01)  # both dispatched; the reader has taken only the first
+        await waiting
+        await events.aclose()  # the client went away before reading the end
+        await asyncio.sleep(0.15)
+        return link.client.aborted
+
+    assert asyncio.run(scenario()) == 0
