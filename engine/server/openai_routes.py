@@ -24,7 +24,7 @@ from engine.server.openai_schema import (
 )
 from engine.server.responding import stream_response, whole_replies
 from engine.server.server_state import ServerState, state_of
-from engine.server.streaming import sse
+from engine.server.streaming import ClientGone, sse, unless_disconnected
 from engine.server.tool_calls import may_begin_tool_call, parse_tool_calls
 
 router = APIRouter(prefix="/v1", tags=["OpenAI"])
@@ -151,8 +151,13 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     if any(not text for text in inputs):
         raise APIError(400, "An input is empty; send text.", param="input")
     job = state.start_job(request, "/v1/embeddings", model_id, False)
-    try:
-        done = await state.link.embed(tuple(inputs), limits.request_seconds)
+    try:  # a client that goes away stops the embeddings in the worker (link.embed's finally)
+        done = await unless_disconnected(
+            request, state.link.embed(tuple(inputs), limits.request_seconds)
+        )
+    except ClientGone:
+        job.finish(499, [], note="client disconnected")
+        raise
     except APIError as error:
         job.finish(error.status, [], note=error.message)
         raise

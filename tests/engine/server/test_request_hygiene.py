@@ -232,3 +232,26 @@ def test_a_replaced_chat_template_is_said_in_every_answer_to_a_post():
     status, headers, _ = call(app_with(link), "POST", "/api/chat", {"messages": HELLO})
     assert status == 200 and "took longer than 2 s" in headers["x-hearth-chat-template"]
     assert "\\u202e" in headers["x-hearth-chat-template"]
+
+
+def test_an_embedding_request_whose_client_goes_away_is_cancelled():
+    class SlowEmbeddings(StandInLink):
+        cancelled = False
+
+        async def embed(self, inputs, timeout_s):
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                SlowEmbeddings.cancelled = True  # link.embed stops it in the worker then
+                raise
+
+    messages = [{"type": "http.request", "body": b'{"input": "x"}', "more_body": False}]
+
+    async def receive():
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(0.05)
+        return {"type": "http.disconnect"}
+
+    status, _, _ = call(app_with(SlowEmbeddings()), "POST", "/v1/embeddings", receive=receive)
+    assert status == 499 and SlowEmbeddings.cancelled
