@@ -101,8 +101,8 @@ async def pieces(
                 reply.stop_reason, reply.stats = event.stop_reason, event.stats
             elif isinstance(event, p.GenerationFailed):
                 raise APIError(400, event.message)
-            elif isinstance(event, EngineCrashed):
-                raise APIError(500, event.message)
+            elif isinstance(event, EngineCrashed):  # not this request's fault: retry later
+                raise APIError(503, event.message, headers={"Retry-After": "5"})
     finally:
         await events.aclose()
 
