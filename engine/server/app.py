@@ -110,7 +110,9 @@ class TemplateNotice:
         self.link = link
 
     async def __call__(self, scope, receive, send):
-        note = self.link.template_note
+        # Read per request (the template may change with a reload); a link without one
+        # (a test's stand-in) has nothing to say.
+        note = getattr(self.link, "template_note", "")
         if scope["type"] != "http" or scope["method"] != "POST" or note in ("", MODEL_TEMPLATE):
             await self.app(scope, receive, send)
             return
@@ -144,7 +146,7 @@ def engine_state_word(link, status) -> str:
     hands that the worker does not count yet (rendering, tokenizing, waiting for a sequence),
     or why nothing can be answered: "restarting", "crashed", "no_model", "not_answering"."""
     if link.model is None:
-        if link.restarting:
+        if getattr(link, "restarting", False):
             return "restarting"
         return "crashed" if link.crashed is not None else "no_model"
     if status is None:
