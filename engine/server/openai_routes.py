@@ -53,7 +53,15 @@ def _model_card(model: p.ModelLoaded) -> dict[str, Any]:
         "object": "model",
         "created": created,
         "owned_by": "hearth",
-        "meta": {"n_ctx": model.n_ctx, "n_params": model.n_params, "n_parallel": model.n_parallel},
+        "meta": {
+            "n_ctx": model.n_ctx,
+            "n_params": model.n_params,
+            "n_parallel": model.n_parallel,
+            # the format chats are written in, and why the model's own template is not used
+            # (it failed, or tried something unsafe), as the window and the console say it
+            "chat_template": model.chat_template,
+            "chat_template_problem": model.chat_template_problem,
+        },
     }
 
 

@@ -255,3 +255,16 @@ def test_an_embedding_request_whose_client_goes_away_is_cancelled():
 
     status, _, _ = call(app_with(SlowEmbeddings()), "POST", "/v1/embeddings", receive=receive)
     assert status == 499 and SlowEmbeddings.cancelled
+
+
+def test_the_model_card_says_which_chat_format_is_used_and_why():
+    from dataclasses import replace
+
+    from tests.engine.server.stand_in import LOADED
+
+    loaded = replace(LOADED, chat_template="llama.cpp's built-in 'chatml' format")
+    link = StandInLink(replace(loaded, chat_template_problem="It tried an unsafe operation."))
+    status, _, content = call(app_with(link), "GET", "/v1/models")
+    meta = json.loads(content)["data"][0]["meta"]
+    assert status == 200 and "unsafe" in meta["chat_template_problem"]
+    assert meta["chat_template"].startswith("llama.cpp's built-in")
