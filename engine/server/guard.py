@@ -190,11 +190,7 @@ def content_type_refusal(method: str, path: str, content_type: str, origin: byte
     if method not in _BODY_METHODS:
         return ""
     media = content_type.split(";", 1)[0].strip().lower()
-    if (
-        not media
-        or media in _JSON_TYPES
-        or (media.startswith("application/") and media.endswith("+json"))
-    ):
+    if not media or media in _JSON_TYPES or _is_json_suffix(media):
         return ""
     if media == _FORM and path.startswith("/api/") and origin is None:
         return ""  # `curl -d`, as Ollama's documentation writes its examples
@@ -204,7 +200,7 @@ def content_type_refusal(method: str, path: str, content_type: str, origin: byte
     )
 
 
-# A JSON \\uXXXX escape of a surrogate (its backslash not itself escaped), high then low when
+# A JSON \uXXXX escape of a surrogate (its backslash not itself escaped), high then low when
 # paired; a lone one decodes to a Python string that cannot be encoded as UTF-8 again.
 _SURROGATE_ESCAPES = re.compile(
     rb"(?<!\\)(?:\\\\)*\\u([dD][89abAB][0-9a-fA-F]{2})(?:\\u([dD][c-fC-F][0-9a-fA-F]{2}))?"
