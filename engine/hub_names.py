@@ -39,7 +39,7 @@ def safe_relative_name(filename: str) -> PurePosixPath:
     problem = None
     if not filename or len(filename) > 1024:
         problem = "it is empty or too long"
-    elif any(ord(c) < 32 for c in filename) or "\\" in filename:
+    elif has_control_character(filename) or "\\" in filename:
         problem = "it holds backslashes or control characters"
     elif filename.startswith("/") or _DRIVE.match(filename):
         problem = "it is an absolute path"
@@ -53,6 +53,18 @@ def safe_relative_name(filename: str) -> PurePosixPath:
             "outside the models folder. Report the repository to its owner; nothing was written."
         )
     return PurePosixPath(filename)
+
+
+# Controls (C0, DEL and C1 such as U+0085, a line break to some readers), format characters
+# (bidi overrides such as U+202E, which show a name reversed; zero-width characters),
+# surrogates, and the line and paragraph separators U+2028 / U+2029.
+_CONTROL_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def has_control_character(text: str) -> bool:
+    if text.isascii():
+        return any(ord(c) < 32 or ord(c) == 127 for c in text)
+    return any(unicodedata.category(c) in _CONTROL_CATEGORIES for c in text)
 
 
 def check_repo_id(repo_id: str) -> tuple[str, str]:
@@ -80,7 +92,7 @@ def _hidden_variant(name: str) -> bool:
             len(parts) != len(name.split("/"))
             or any(part in ("", ".", "..") for part in parts)
             or "\\" in variant
-            or any(ord(c) < 32 or ord(c) == 127 for c in variant)
+            or has_control_character(variant)
         ):
             return True
     return False

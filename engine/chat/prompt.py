@@ -118,8 +118,8 @@ def explain_chat_prompt(
     variables: Mapping[str, Any] | None = None,
 ) -> ChatPrompt:
     """format_chat_prompt, with the refusal of the model's template kept (not only described)."""
-    failure: ChatTemplateError | None = None
-    if template_source and template_source.strip():
+    failure: ChatTemplateError | None = _distrusted.get(template_source or "")
+    if failure is None and template_source and template_source.strip():
         try:
             prompt = render_chat_template(
                 template_source,
@@ -134,6 +134,7 @@ def explain_chat_prompt(
             return ChatPrompt(prompt, MODEL_TEMPLATE)
         except ChatTemplateError as exc:
             failure = exc
+            _distrust(template_source, exc)
     try:
         text, template = _builtin_prompt(template_source, messages, add_generation_prompt,
                                          failure, architecture, model_name)  # fmt: skip
@@ -148,6 +149,24 @@ def explain_chat_prompt(
             reason=failure.reason,
             kind=failure.kind,
         ) from None
+
+
+# Templates that went past a render limit or tried something unsafe, with why: not rendered
+# again in this process. One that ran into the time limit would otherwise cost every request
+# that limit (2 s) before the built-in format stood in.
+_distrusted: dict[str, ChatTemplateError] = {}
+_DISTRUSTED_KEPT = 16
+
+
+def _distrust(template_source: str, failure: ChatTemplateError) -> None:
+    # Time (watchdog.py's reason) and unsafe operations say something about the template; a
+    # refusal or a size limit may be this conversation's, and the next may pass.
+    timed_out = failure.kind == "limit" and "took longer than" in failure.reason
+    if not (timed_out or failure.kind == "unsafe"):
+        return
+    if len(_distrusted) >= _DISTRUSTED_KEPT:
+        _distrusted.pop(next(iter(_distrusted)))
+    _distrusted[template_source] = failure
 
 
 def _builtin_prompt(

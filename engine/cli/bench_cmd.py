@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 from dataclasses import replace
@@ -26,6 +27,7 @@ from engine.cli import numbers, speculative_bench_cmd
 from engine.enums import KV_TYPES
 from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
+from engine.untrusted_text import printable_line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model is not None and not args.model.strip():
+        print("The model name is empty: name a GGUF file, or leave it out for the starter "
+              "model.", file=sys.stderr)  # fmt: skip
+        return 2
+    if args.model is not None and not os.path.isfile(args.model):
+        print(f"No GGUF file at {printable_line(args.model)[:200]}; name an existing file.",
+              file=sys.stderr)  # fmt: skip
+        return 2
     model = args.model or str(starter_model_path() or "")
     if not model:
         print("No model given and the starter model is not installed.", file=sys.stderr)

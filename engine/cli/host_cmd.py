@@ -20,7 +20,7 @@ import socket
 import sys
 import threading
 
-from engine.cli import hearth_version
+from engine.cli import hearth_version, numbers
 from engine.hardware import remote_about
 from engine.hardware.remote import DEFAULT_PORT
 from engine.hardware.rpc_wire import PROTOCOL_VERSION, version_text
@@ -44,7 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "address lets other machines in, without authentication",
     )
     parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}; +1 is used too"
+        "--port",
+        type=numbers.int_in_range(1, 65534),
+        default=DEFAULT_PORT,
+        help=f"default {DEFAULT_PORT}; +1 is used too",
     )
     parser.add_argument(
         "--device",
@@ -57,11 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--memory-limit",
         metavar="GIB",
-        type=float,
+        type=numbers.memory_gib,
         help="the most memory (GiB) other machines should plan to use on each served device",
     )
     parser.add_argument(
-        "--threads", type=int, default=0, help="CPU threads for a served CPU (default: half)"
+        "--threads",
+        type=numbers.threads,
+        default=0,
+        help="CPU threads for a served CPU (default: half)",
     )
     parser.add_argument(
         "--no-cache", action="store_true", help="do not keep received weights on disk"

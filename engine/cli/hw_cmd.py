@@ -9,7 +9,7 @@ import json
 import sys
 from typing import TextIO
 
-from engine.cli import remote_cmd
+from engine.cli import numbers, remote_cmd
 from engine.hardware import (
     DEFAULT_TIMEOUT_S,
     Detection,
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--timeout",
-        type=float,
+        type=numbers.float_in_range(0.1, 3600),
         default=DEFAULT_TIMEOUT_S,
         help=f"seconds the driver probes may take (default {DEFAULT_TIMEOUT_S:g})",
     )

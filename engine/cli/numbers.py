@@ -60,5 +60,10 @@ def _shown(x: float) -> str:
 
 
 context_tokens = int_in_range(MIN_CONTEXT_TOKENS, MAX_CONTEXT_TOKENS)
+tcp_port = int_in_range(1, 65535)
+# llama.cpp starts every thread it is told to: 100,000 of them ended in a segfault at the load.
+MAX_THREADS = 1024
+threads = int_in_range(0, MAX_THREADS)
+memory_gib = float_in_range(1 / 1024, MAX_MEMORY_GIB)
 gpu_layers = int_in_range(0, INT32_MAX - 1, also=(-1,))
 seed = int_in_range(0, UINT32_MAX)  # llama.cpp's seed is a uint32; its default is UINT32_MAX

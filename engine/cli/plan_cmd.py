@@ -43,7 +43,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-ctx", type=ctx, default=2048, metavar="N", help="minimum context")
     parser.add_argument("--prefer", choices=PREFERENCES, default="quality")
     parser.add_argument(
-        "--kv", default=",".join(KV_TYPES), help="allowed KV cache types (default: %(default)s)"
+        "--kv",
+        type=kv_type_list,
+        default=",".join(KV_TYPES),
+        help="allowed KV cache types, comma-separated (default: %(default)s)",
     )
     parser.add_argument("--flash-attn", choices=("auto", "on", "off"), default="auto")
     parser.add_argument("--backend", default="cuda", help="backend assumed with --vram")
@@ -73,6 +76,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="load the model as planned and print what llama.cpp really allocated",
     )
+
+
+def kv_type_list(text: str) -> str:
+    """A comma-separated list of KV cache types, each one the planner knows."""
+    names = [k.strip() for k in text.split(",") if k.strip()]
+    unknown = [n for n in names if n not in KV_TYPES]
+    if not names or unknown:
+        shown = printable_line(", ".join(unknown))[:80] if unknown else "none"
+        raise argparse.ArgumentTypeError(
+            f"unknown KV cache type ({shown}); use one or more of {', '.join(KV_TYPES)}"
+        )
+    return ",".join(names)
 
 
 def build_request(args: argparse.Namespace) -> PlanRequest:

@@ -7,6 +7,7 @@ from typing import Any, TextIO
 
 from engine.hardware.remote import RemoteHost, RemoteHostError, probe_remote
 from engine.hardware.remote_store import helper_lines, load_helpers, save_helpers
+from engine.untrusted_text import printable_line
 
 # (address as given, the helper or the message saying why it cannot be used)
 Probed = tuple[str, RemoteHost | str]
@@ -30,14 +31,14 @@ def print_helpers(probed: list[Probed], out: TextIO) -> None:
     if not probed:
         return
     out.write("\nHelper machines (llama.cpp RPC)\n")
-    for address, found in probed:
+    for address, found in probed:  # what was typed, and what a helper said: escaped
         if isinstance(found, str):
-            out.write(f"  {address}: {found}\n")
+            out.write(f"  {printable_line(address)}: {printable_line(found)}\n")
             continue
         for line in helper_lines(found):
-            out.write(f"  {line}\n")
+            out.write(f"  {printable_line(line)}\n")
         for note in found.notes:
-            out.write(f"  note: {note}\n")
+            out.write(f"  note: {printable_line(note)}\n")
 
 
 def helpers_json(probed: list[Probed]) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from engine.cli import numbers
 from engine.cli.planning import machine_after_start, plan_from_command_line
 from engine.cli.speculative_args import add_speculative_arguments, speculative_from
 from engine.enums import KV_TYPES
@@ -19,8 +20,13 @@ from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EventQueue
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, Limits, ServerConfig, ServerConfigError
 from engine.starter_model import starter_model_path
+from engine.untrusted_text import printable_line
 
 LOAD_TIMEOUT_S = 600.0
+MAX_PARALLEL = 64
+MAX_REPLY_TOKENS = 1 << 20
+MAX_QUEUE = 4096
+MAX_REQUEST_SECONDS = 7 * 24 * 3600.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +34,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: the starter model)")  # fmt: skip
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on "
                         "(default 127.0.0.1; any other needs --api-key)")  # fmt: skip
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--port", type=numbers.tcp_port, default=DEFAULT_PORT)
     parser.add_argument(
         "--api-key",
         default=os.environ.get("HEARTH_API_KEY", ""),
@@ -49,43 +55,55 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a host name clients may use besides IP addresses and localhost",
     )
     parser.add_argument(
-        "--parallel", type=int, default=4, help="requests decoded together (default 4)"
+        "--parallel",
+        type=numbers.int_in_range(1, MAX_PARALLEL),
+        default=4,
+        help="requests decoded together (default 4)",
     )
-    parser.add_argument("--ctx", type=int, default=4096,
+    parser.add_argument("--ctx", type=numbers.context_tokens, default=4096,
                         help="context tokens per parallel request (the KV cache holds "
                         "parallel x ctx, and the plan checks that it fits)")  # fmt: skip
     parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default f16)")
     parser.add_argument(
-        "--threads", type=int, default=0, help="CPU threads for llama.cpp (0: physical cores)"
+        "--threads",
+        type=numbers.threads,
+        default=0,
+        help="CPU threads for llama.cpp (0: physical cores)",
     )
     parser.add_argument(
-        "--gpu-layers", type=int, default=None, help="layers on the GPU (default: as many as fit)"
+        "--gpu-layers",
+        type=numbers.gpu_layers,
+        default=None,
+        help="layers on the GPU, -1 for all (default: as many as fit)",
     )
     parser.add_argument(
         "--max-tokens",
-        type=int,
+        type=numbers.int_in_range(1, MAX_REPLY_TOKENS),
         default=Limits().max_tokens,
         help="the most tokens one request may ask for",
     )
     parser.add_argument(
         "--queue",
-        type=int,
+        type=numbers.int_in_range(0, MAX_QUEUE),
         default=Limits().queue_length,
         help="requests that may wait for a free sequence before 503",
     )
     parser.add_argument(
-        "--timeout", type=float, default=Limits().request_seconds, help="seconds a request may run"
+        "--timeout",
+        type=numbers.float_in_range(1, MAX_REQUEST_SECONDS),
+        default=Limits().request_seconds,
+        help="seconds a request may run (default %(default)g)",
     )
     add_speculative_arguments(parser)  # with --parallel 1: requests take turns, each speculating
 
 
 def run(args: argparse.Namespace) -> int:
-    from engine.server.runner import build_state, serve_forever
+    from engine.server.console import Console
+    from engine.server.engine_keeper import EngineKeeper
+    from engine.server.runner import build_state, serve_forever, uvicorn_server
 
     try:
         model_path = resolve_model(args.model)
-        if not 1 <= args.parallel <= 64:
-            raise ServerConfigError("--parallel must be between 1 and 64.")
         limits = Limits(
             max_tokens=args.max_tokens,
             default_max_tokens=min(Limits().default_max_tokens, args.max_tokens),
@@ -103,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
     except ServerConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
-    events = EventQueue()
+    events = _StartEvents()
     client = EngineClient(events)
     client.start()
     try:
@@ -122,8 +140,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"Try fewer --parallel requests or a shorter --ctx than {args.ctx}.",
                   file=sys.stderr)  # fmt: skip
             return 1
-        client.load(replace(decision.params, n_parallel=args.parallel, n_threads=args.threads,
-                            speculative=speculative))  # fmt: skip
+        params = replace(decision.params, n_parallel=args.parallel, n_threads=args.threads,
+                         speculative=speculative)  # fmt: skip
+        client.load(params)
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=LOAD_TIMEOUT_S)
         if not isinstance(loaded, p.ModelLoaded):
             print(f"The model did not load: {loaded.message}", file=sys.stderr)
@@ -132,19 +151,49 @@ def run(args: argparse.Namespace) -> int:
             print(f"[{loaded.speculative_note}]", file=sys.stderr)
         elif loaded.speculative != "off":
             print(f"[speculative decoding: {loaded.speculative}]", file=sys.stderr)
+        events.keeping = False  # from here on the link takes the events it needs
         state = build_state(client, config, loaded)
-        state.log.subscribe(lambda record: print(record.line(), flush=True))
-        print(
+        console = Console()  # a closed stdout (`| head -1`) must never fail a request
+        # A line holds what clients sent (model names, error messages): escapes shown, not run.
+        state.log.subscribe(lambda record: console.line(printable_line(record.line())))
+        server = uvicorn_server(state)
+        gave_up: list[str] = []
+
+        def give_up(message: str) -> None:  # the keeper's thread: the loop ends the server
+            gave_up.append(message)
+            server.should_exit = True
+
+        state.link.keeper = EngineKeeper(
+            client, params, say=Console(sys.stderr).line, give_up=give_up,
+            load_timeout_s=LOAD_TIMEOUT_S,
+        )  # fmt: skip
+        if loaded.chat_template_problem:
+            print(f"[{printable_line(loaded.chat_template_problem)}]", file=sys.stderr)
+        console.line(
             f"Hearth API on {config.base_url} (OpenAI) and {config.base_url[:-3]}/api (Ollama): "
-            f"{Path(loaded.path).name}, {loaded.n_parallel} requests at once, "
+            f"{printable_line(Path(loaded.path).name)}, {loaded.n_parallel} requests at once, "
             f"{loaded.n_ctx // loaded.n_parallel} tokens each. Docs: "
-            f"{config.base_url[:-3]}/docs. Ctrl+C stops.",
-            flush=True,
+            f"{config.base_url[:-3]}/docs. Ctrl+C stops."
         )
-        serve_forever(state)
+        serve_forever(state, server)
+        if gave_up:
+            print(gave_up[0], file=sys.stderr)
+            return 1
         return 0
     finally:
         client.close()
+
+
+class _StartEvents(EventQueue):
+    """The events of the start and the load, for this command to wait on; after that, every
+    event goes to the server's link only (a queue nobody reads would grow with every token
+    of every request)."""
+
+    keeping = True
+
+    def __call__(self, event) -> None:
+        if self.keeping:
+            super().__call__(event)
 
 
 def resolve_model(name: str | None) -> Path:

@@ -13,7 +13,10 @@ sees it, with a message that names the tensor.
 
 from __future__ import annotations
 
+import math
+
 from engine.gguf.model_info import ModelInfo, TensorInfo
+from engine.untrusted_text import printable_line
 
 # No llama.cpp operation multiplies, adds or normalises with integer weights; F64 has no
 # kernels either. (Token ids and positions are integer tensors made at run time, never stored.)
@@ -46,6 +49,15 @@ def load_problem(info: ModelInfo, *, for_chat: bool = False) -> str | None:
             "write text: it is an embedding or component file, not a chat model. Choose a chat "
             "model."
         )
+    not_finite = non_finite_values(info)
+    if not_finite:
+        named = ", ".join(f"{printable_line(k)[:80]} = {v}" for k, v in not_finite[:_MAX_NAMED])
+        return (
+            f"its header holds numbers that are not finite ({named}); llama.cpp computes with "
+            "them and aborts (a NaN norm epsilon ends the process at the first decode). The "
+            "file is damaged or was made to crash programs: download the model from its "
+            "publisher again."
+        )
     found = [problem for t in info.tensors if (problem := _type_problem(t)) is not None]
     if not found:
         return None
@@ -55,6 +67,16 @@ def load_problem(info: ModelInfo, *, for_chat: bool = False) -> str | None:
         "llama.cpp would abort on it; the file is damaged or was made to crash programs. "
         "Delete it and download the model from its publisher again."
     )
+
+
+def non_finite_values(info: ModelInfo) -> list[tuple[str, float]]:
+    """The header's numbers that are NaN or infinite (hyper-parameters such as
+    `llama.attention.layer_norm_rms_epsilon`, rope bases, scales): no model has a use for one."""
+    return [
+        (key, value)
+        for key, value in info.metadata.items()
+        if isinstance(value, float) and not math.isfinite(value)
+    ]
 
 
 def data_end_problem(info: ModelInfo) -> str | None:

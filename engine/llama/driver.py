@@ -91,6 +91,7 @@ class Model:
         self.n_vocab = C.llama_vocab_n_tokens(self.vocab)
         self.params = params
         self._piece_buf = ctypes.create_string_buffer(256)
+        self._special_texts: tuple[str, ...] | None = None
 
     @property
     def handle(self):
@@ -165,6 +166,18 @@ class Model:
             f(v)
             for f in (C.llama_vocab_bos, C.llama_vocab_eos, C.llama_vocab_eot, C.llama_vocab_pad)
         )
+
+    def special_token_texts(self) -> tuple[str, ...]:
+        """The texts that become one control or user-defined token when special tokens are
+        parsed (`<|im_start|>` and the like); read from the vocabulary once."""
+        if getattr(self, "_special_texts", None) is None:
+            wanted = C.LLAMA_TOKEN_ATTR_CONTROL | C.LLAMA_TOKEN_ATTR_USER_DEFINED
+            self._special_texts = tuple(
+                self.token_source_text(t).decode("utf-8", "replace")
+                for t in range(self.n_vocab)
+                if C.llama_vocab_get_attr(self.vocab, t) & wanted
+            )
+        return self._special_texts
 
     def token_text(self, token: int) -> str:
         return self.token_bytes(token, special=True).decode("utf-8", "replace")

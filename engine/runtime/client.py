@@ -140,6 +140,13 @@ class EngineClient:
             proc.wait()
             self._proc = None
 
+    def abort_hung(self) -> None:
+        """End a worker stuck inside one C call (it answers no Stop), reported to every listener
+        as the crash it is (`EngineCrashed`), so the window and the server react as to one."""
+        proc = self._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+
     def add_listener(self, callback: EventCallback) -> None:
         """Also pass every event to `callback` (the API server beside the window): it is
         called on the reader thread and must not block. Request ids tell whose events are
@@ -252,7 +259,8 @@ class EngineClient:
             self._deliver(msg)
         exit_code = proc.wait()
         self._stderr_done.wait(2.0)  # let the last lines the engine printed arrive
-        if not self._closing:
+        # A process killed and replaced (restarted) is not reported as the new one's crash.
+        if not self._closing and proc is self._proc:
             lines = self._stderr.last_lines()
             if protocol_error:
                 lines = (*lines, protocol_error)

@@ -28,6 +28,8 @@ from engine.runtime.device_facts import (
     rss_bytes,
     software_vulkan_device,
 )
+from engine.runtime.early_stops import EarlyStops
+from engine.runtime.embedding_run import EmbeddingStopped, embed_inputs
 from engine.runtime.engine_api import refusal
 from engine.runtime.generation import Session, Stopped, generate
 from engine.runtime.model_open import (
@@ -64,6 +66,7 @@ class WorkerEngine:
         self._current_request: int | None = None  # the single-sequence path's generation
         self._weights: LoadedWeights | None = None  # how the loaded weights came to be there
         self._state = EngineState.NO_MODEL
+        self._early_stops = EarlyStops()  # stops for requests not begun yet (early_stops.py)
         from engine.llama.log import process_log
 
         self._log = process_log()  # before the backends load, so their lines go through it too
@@ -72,6 +75,7 @@ class WorkerEngine:
     # -- called from the reader thread --------------------------------------------------------
 
     def request_stop(self, request_id: int | None = None) -> None:
+        self._early_stops.note(request_id)
         batched = self._batched
         if batched is not None:
             batched.request_stop(request_id)
@@ -297,16 +301,20 @@ class WorkerEngine:
                     "This model is a reranker: its output is a relevance score, not an "
                     "embedding. Rerank with POST /v1/rerank, or load an embedding model."
                 )
-            vectors, n_tokens = [], 0
-            for text in command.inputs:
-                tokens = (
-                    model.rerank_tokens(command.query, text)
-                    if command.query
-                    else model.tokenize(text, add_special=True)
-                )
-                n_tokens += len(tokens)
-                vectors.append(tuple(self._embedder.embed(tokens)))
-        except llama.EngineError as exc:
+            query = command.query
+            vectors, n_tokens = embed_inputs(
+                (lambda text: model.rerank_tokens(query, text))
+                if query
+                else (lambda text: model.tokenize(text, add_special=True)),
+                self._embedder.embed,
+                command.inputs,
+                stopped=lambda: self._early_stops.take(rid),
+            )
+        except EmbeddingStopped:
+            self._send(p.GenerationDone(request_id=rid, stop_reason=StopReason.STOPPED,
+                                        stats=_no_stats(time.perf_counter())))  # fmt: skip
+            return
+        except (llama.EngineError, ValueError) as exc:
             self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
             return
         self._send(p.Embedded(request_id=rid, vectors=tuple(vectors), n_tokens=n_tokens))
@@ -336,6 +344,8 @@ class WorkerEngine:
             return
         self._stop.clear()
         self._current_request = rid
+        if self._early_stops.take(rid):  # stopped while it waited: it ends at once
+            self._stop.set()
         self._state = EngineState.GENERATING
         try:
             grammar_refused = command.sampling.grammar and refusal(
@@ -380,6 +390,8 @@ class WorkerEngine:
         try:
             prompt = self._prompts.tokens(command, self._batched.n_ctx_per_sequence)
             self._batched.submit(command, received_at, prompt)
+            if self._early_stops.take(command.request_id):  # stopped while it was tokenized
+                self._batched.request_stop(command.request_id)
         except ContextOverflow as exc:
             self._send(
                 p.GenerationFailed(

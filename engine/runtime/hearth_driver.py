@@ -111,6 +111,9 @@ class HearthModel:
     def special_tokens(self) -> tuple[int, ...]:
         return self.vocabulary.special_tokens()
 
+    def special_token_texts(self) -> tuple[str, ...]:
+        return self.vocabulary.special_token_texts()
+
     # A vocabulary-only llama.cpp model knows no hyperparameters: these come from the header.
 
     def description(self) -> str:

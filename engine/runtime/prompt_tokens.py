@@ -17,6 +17,7 @@ from engine.chat.context_fit import fit_conversation
 from engine.enums import Overflow
 from engine.runtime import protocol as p
 from engine.runtime.engine_api import Vocabulary
+from engine.runtime.prompt_bounds import check_prompt_text
 
 
 class PromptBuilder:
@@ -35,6 +36,7 @@ class PromptBuilder:
                 raise ValueError(f"Token id {bad[0]} is outside the vocabulary.")
             return list(command.prompt_tokens)
         if command.prompt is not None:
+            check_prompt_text(model, command.prompt)
             return model.tokenize(command.prompt, add_special=True)
         if not command.messages:
             raise ValueError("Nothing to answer: the conversation is empty.")
@@ -97,6 +99,7 @@ class PromptBuilder:
         bos = model.bos_text()
         if model.adds_bos() and bos and text.startswith(bos):
             text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
+        check_prompt_text(model, text)
         return model.tokenize(text, add_special=True, parse_special=True)
 
     def format_choices(self) -> dict:

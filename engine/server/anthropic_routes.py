@@ -230,7 +230,8 @@ def _message(job, **fields) -> dict[str, Any]:
 
 def _events(state: ServerState, job, plan: MessagesPlan):
     reply = Reply()
-    events = pieces(state.link, plan.request, state.config.limits.request_seconds, reply)
+    limits = state.config.limits
+    events = pieces(state.link, plan.request, limits.request_seconds, reply, limits.token_seconds)
 
     def error_event(error: APIError) -> str:
         return named_sse("error", {"error": anthropic_error(error.status, error.message)["error"]})

@@ -16,6 +16,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware.cors import CORSMiddleware
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 
+from engine.chat.prompt import MODEL_TEMPLATE
 from engine.server import (
     anthropic_routes,
     ollama_routes,
@@ -27,6 +28,7 @@ from engine.server.errors import APIError, error_body, error_response
 from engine.server.guard import RequestGuard
 from engine.server.server_state import ServerState, state_of
 from engine.server.streaming import ClientGone
+from engine.untrusted_text import printable_line
 
 
 def create_app(state: ServerState) -> FastAPI:
@@ -47,17 +49,22 @@ def create_app(state: ServerState) -> FastAPI:
         return PlainTextResponse("Hearth is running")  # what Ollama's clients look for
 
     @app.get("/health", tags=["Hearth"])
-    async def health(request: Request) -> dict:
+    async def health(request: Request) -> Response:
+        """The engine's state as it is: 200 when requests can be answered, 503 while the
+        engine is down, being restarted or not answering (with what to expect)."""
         link = state_of(request).link
-        status = await link.status()
-        return {
+        status = None if link.model is None else await link.status(timeout=2.0)
+        state = engine_state_word(link, status)
+        body = {
             "model": link.model.path.rsplit("/", 1)[-1] if link.model else None,
-            "state": status.state,
-            "active_sequences": status.n_active_sequences,
-            "waiting": status.n_waiting,
+            "state": state,
+            "active_sequences": status.n_active_sequences if status else 0,
+            "waiting": status.n_waiting if status else 0,
             "requests_in_flight": link.in_flight,
             "n_parallel": link.n_parallel,
         }
+        healthy = state in ("idle", "generating", "busy", "loading")
+        return JSONResponse(body, status_code=200 if healthy else 503)
 
     @app.exception_handler(APIError)
     async def api_error(request: Request, exc: APIError) -> Response:
@@ -93,8 +100,40 @@ def create_app(state: ServerState) -> FastAPI:
             allow_headers=["Authorization", "Content-Type"],
         )
     app.add_middleware(OllamaBodiesAreJSON)
+    app.add_middleware(TemplateNotice, link=state.link)
     app.add_middleware(RequestGuard, config=config)  # outermost: before anything else runs
     return app
+
+
+TEMPLATE_HEADER = b"x-hearth-chat-template"
+
+
+class TemplateNotice:
+    """When chats are not written in the model's own template (it failed, or tried something
+    unsafe, and a built-in format stands in), every answer to a POST says so in the
+    X-Hearth-Chat-Template header, as `hearth chat` and the console say it: the replies of a
+    model prompted in another format than its own may be worse, and the file may be hostile."""
+
+    def __init__(self, app, link):
+        self.app = app
+        self.link = link
+
+    async def __call__(self, scope, receive, send):
+        # Read per request (the template may change with a reload); a link without one
+        # (a test's stand-in) has nothing to say.
+        note = getattr(self.link, "template_note", "")
+        if scope["type"] != "http" or scope["method"] != "POST" or note in ("", MODEL_TEMPLATE):
+            await self.app(scope, receive, send)
+            return
+        value = printable_line(note).encode("ascii", "backslashreplace")[:500]
+
+        async def send_with_notice(message):
+            if message["type"] == "http.response.start":
+                headers = [*message.get("headers", ()), (TEMPLATE_HEADER, value)]
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_notice)
 
 
 class OllamaBodiesAreJSON:
@@ -109,6 +148,21 @@ class OllamaBodiesAreJSON:
             headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
             scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
         await self.app(scope, receive, send)
+
+
+def engine_state_word(link, status) -> str:
+    """One word for /health: the worker's own state, "busy" while requests are in the server's
+    hands that the worker does not count yet (rendering, tokenizing, waiting for a sequence),
+    or why nothing can be answered: "restarting", "crashed", "no_model", "not_answering"."""
+    if link.model is None:
+        if getattr(link, "restarting", False):
+            return "restarting"
+        return "crashed" if link.crashed is not None else "no_model"
+    if status is None:
+        return "not_answering"
+    if status.state == "idle" and link.in_flight:
+        return "busy"
+    return str(status.state)
 
 
 def _validation_message(exc: RequestValidationError) -> str:

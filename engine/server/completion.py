@@ -56,27 +56,43 @@ class Piece:
 
 
 async def pieces(
-    link: EngineLink, request: GenerationRequest, timeout_s: float, reply: Reply
+    link: EngineLink,
+    request: GenerationRequest,
+    timeout_s: float,
+    reply: Reply,
+    token_s: float = float("inf"),
 ) -> AsyncIterator[Piece]:
     """The reply's text as it comes; `reply` holds the whole of it and its stats at the end.
-    Raises APIError for a failed generation, or 504 past `timeout_s` (the generation is
-    stopped then)."""
+    Raises APIError for a failed generation, or 504 past `timeout_s`, or when a reply that
+    has begun brings no token for `token_s` (the generation is stopped then; a worker that
+    does not stop it is ended by the link). The first token is not timed apart: a long
+    prompt's prefill on a CPU may rightly take minutes."""
     deadline = time.monotonic() + timeout_s
+    token_deadline = float("inf")  # from the first token on: the next must come in token_s
     events = link.generate(request)
     try:
         while True:
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = min(deadline, token_deadline) - now
             try:
                 event = await asyncio.wait_for(anext(events), max(left, 0.001))
             except StopAsyncIteration:
                 return
             except TimeoutError:
+                if time.monotonic() >= deadline:
+                    raise APIError(
+                        504,
+                        f"The reply took longer than the server's limit of "
+                        f"{timeout_s:.0f} s and was stopped; ask for fewer tokens.",
+                    ) from None
                 raise APIError(
                     504,
-                    f"The reply took longer than the server's limit of "
-                    f"{timeout_s:.0f} s and was stopped; ask for fewer tokens.",
+                    f"The engine brought no new token for {token_s:g} s and the reply was "
+                    "stopped. A response_format or format schema can make each token this "
+                    "slow: simplify it.",
                 ) from None
             if isinstance(event, p.TokenText):
+                token_deadline = time.monotonic() + token_s
                 reply.text += event.text
                 reply.n_tokens += event.n_tokens
                 reply.logprobs.extend(event.logprobs)
@@ -85,14 +101,16 @@ async def pieces(
                 reply.stop_reason, reply.stats = event.stop_reason, event.stats
             elif isinstance(event, p.GenerationFailed):
                 raise APIError(400, event.message)
-            elif isinstance(event, EngineCrashed):
-                raise APIError(500, event.message)
+            elif isinstance(event, EngineCrashed):  # not this request's fault: retry later
+                raise APIError(503, event.message, headers={"Retry-After": "5"})
     finally:
         await events.aclose()
 
 
-async def whole_reply(link: EngineLink, request: GenerationRequest, timeout_s: float) -> Reply:
+async def whole_reply(
+    link: EngineLink, request: GenerationRequest, timeout_s: float, token_s: float = float("inf")
+) -> Reply:
     reply = Reply()
-    async for _ in pieces(link, request, timeout_s, reply):
+    async for _ in pieces(link, request, timeout_s, reply, token_s):
         pass
     return reply

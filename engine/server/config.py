@@ -32,6 +32,18 @@ class Limits:
     max_messages: int = 1024
     max_embedding_inputs: int = 64
     request_seconds: float = 600.0  # a generation still running after this is stopped
+    # A reply that has begun but brings no new token for this long is stopped (504): a grammar
+    # can make llama.cpp's sampler search for minutes inside one call.
+    token_seconds: float = 60.0
+    # A worker that has not ended a stopped generation after this long is stuck inside one
+    # C call; it is killed, and the server loads the model again. Generous: the worker honours
+    # a stop between steps, and one step (another request's prompt, on a slow CPU) may rightly
+    # take tens of seconds.
+    stop_grace_seconds: float = 60.0
+    header_seconds: float = 10.0  # a connection must send its request's headers in this time
+    body_seconds: float = 30.0  # and its whole body in this (4 MiB at 140 KiB/s)
+    max_connections: int = 512  # open connections at once; past it, 503
+    shutdown_seconds: float = 3.0  # Ctrl+C (or Stop) waits this long for running requests
     queue_length: int = 32  # requests waiting for a sequence, beyond those decoding
     retry_after_seconds: int = 2
 

@@ -5,20 +5,34 @@
   localhost with the browser's own network position; its requests still say
   `Host: evil.example`, and are refused. IP literals and `localhost` are always accepted (a
   rebinding attack needs a name it controls), other names only when listed.
+- Origin: a browser names the page that makes a request in `Origin`, on every cross-origin
+  request and on every POST. A page may send a "simple" request (`text/plain` or form data)
+  without a CORS preflight, and the browser delivers it even though the page cannot read the
+  answer; so an Origin that is neither this server's own nor listed with `--cors-origin` is
+  refused here, on every route, before anything runs (403). Programs that are not browsers send
+  no Origin and are not affected.
+- Content type: the routes take JSON. A POST body that says `text/plain`, form data or anything
+  else but JSON is refused (415), so no page can reach a route through a simple request even
+  where an Origin is allowed. Ollama's own documentation uses `curl -d`, which says form data:
+  that is taken under /api from programs (no Origin), as Ollama takes it.
 - API key: when one is set, `Authorization: Bearer KEY` or Anthropic's `x-api-key: KEY`
   (compared in constant time).
 - Body size: refused from Content-Length when it says too much, and counted as it arrives when
   it does not say (chunked bodies), so no request can fill memory. Bodies are small JSON, so the
-  guard reads each whole before the routes run.
+  guard reads each whole before the routes run, within a time limit (408 past it), so a client
+  sending a byte at a time cannot hold a connection.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import ipaddress
+import re
 
 from engine.server.config import ServerConfig
 from engine.server.errors import error_bytes
+from engine.untrusted_text import printable_line
 
 
 class RequestGuard:
@@ -43,6 +57,24 @@ class RequestGuard:
                 f"Host {host!r} is not this server's name. Call it "
                 "by its address (127.0.0.1), or start it with --allowed-host NAME.",
             )
+            return
+        origin = headers.get("origin")
+        if origin is not None and not self.origin_allowed(origin.decode("latin-1"), host):
+            shown = printable_line(origin.decode("latin-1"))[:100]
+            await _refuse(
+                send,
+                path,
+                403,
+                f"Requests from the web page at {shown!r} are refused: a page may only call "
+                "this server when its origin is listed. Start the server with --cors-origin "
+                "ORIGIN to allow that page.",
+            )
+            return
+        refusal = content_type_refusal(
+            scope["method"], path, headers.get("content-type", b"").decode("latin-1"), origin
+        )
+        if refusal:
+            await _refuse(send, path, 415, refusal)
             return
         preflight = scope["method"] == "OPTIONS" and self.config.cors_origins
         given = self.key_given(headers.get("authorization"), headers.get("x-api-key"))
@@ -73,8 +105,20 @@ class RequestGuard:
         """Read the whole body first, counting: a body without a length (chunked) is refused
         with 413 as soon as it passes the limit, and the app never sees a part of it."""
         chunks, size = [], 0
+        deadline = asyncio.get_running_loop().time() + self.config.limits.body_seconds
         while True:
-            message = await receive()
+            try:
+                async with asyncio.timeout_at(deadline):
+                    message = await receive()
+            except TimeoutError:
+                seconds = self.config.limits.body_seconds
+                await _refuse(
+                    send,
+                    path,
+                    408,
+                    f"The request body did not arrive within {seconds:g} s; send it whole.",
+                )
+                return
             if message["type"] != "http.request":  # the client went away
                 return
             chunk = message.get("body", b"")
@@ -85,6 +129,16 @@ class RequestGuard:
             chunks.append(chunk)
             if not message.get("more_body", False):
                 break
+        if has_lone_surrogate(b"".join(chunks)):
+            await _refuse(
+                send,
+                path,
+                400,
+                "The request holds a lone UTF-16 surrogate escape (\\ud800 to \\udfff without "
+                "its pair), which is no character and cannot be sent back or tokenized; send "
+                "valid Unicode text.",
+            )
+            return
         body_sent = False
 
         async def replay():
@@ -108,6 +162,17 @@ class RequestGuard:
         except ValueError:
             return False
 
+    def origin_allowed(self, origin: str, host: str) -> bool:
+        """This server's own pages (the /docs page: same scheme, name and port as the Host the
+        request was sent to), and the origins listed; `null` (a file, a sandboxed frame) never."""
+        origin = origin.strip()
+        if origin in self.config.cors_origins:
+            return True
+        return bool(host) and origin.lower() in (
+            f"http://{host.lower()}",
+            f"https://{host.lower()}",
+        )
+
     def key_given(self, authorization: bytes | None, x_api_key: bytes | None = None) -> bool:
         """`Authorization: Bearer KEY`, or `x-api-key: KEY` as Anthropic's clients send it."""
         if x_api_key and hmac.compare_digest(x_api_key.strip(), self._key):
@@ -118,6 +183,46 @@ class RequestGuard:
         if scheme.lower() != b"bearer":
             return False
         return hmac.compare_digest(token.strip(), self._key)
+
+
+_JSON_TYPES = ("application/json",)
+_BODY_METHODS = ("POST", "PUT", "PATCH")
+_FORM = "application/x-www-form-urlencoded"
+
+
+def content_type_refusal(method: str, path: str, content_type: str, origin: bytes | None) -> str:
+    """Why a request's body type is refused ("" when it is taken): bodies are JSON."""
+    if method not in _BODY_METHODS:
+        return ""
+    media = content_type.split(";", 1)[0].strip().lower()
+    if not media or media in _JSON_TYPES or _is_json_suffix(media):
+        return ""
+    if media == _FORM and path.startswith("/api/") and origin is None:
+        return ""  # `curl -d`, as Ollama's documentation writes its examples
+    return (
+        f"This route takes a JSON body, and this one says {printable_line(media)[:80]!r}: send "
+        "it with 'Content-Type: application/json'."
+    )
+
+
+# A JSON \uXXXX escape of a surrogate (its backslash not itself escaped), high then low when
+# paired; a lone one decodes to a Python string that cannot be encoded as UTF-8 again.
+_SURROGATE_ESCAPES = re.compile(
+    rb"(?<!\\)(?:\\\\)*\\u([dD][89abAB][0-9a-fA-F]{2})(?:\\u([dD][c-fC-F][0-9a-fA-F]{2}))?"
+    rb"|(?<!\\)(?:\\\\)*\\u([dD][c-fC-F][0-9a-fA-F]{2})"
+)
+
+
+def _is_json_suffix(media: str) -> bool:
+    return media.startswith("application/") and media.endswith("+json")
+
+
+def has_lone_surrogate(body: bytes) -> bool:
+    """Whether a JSON body escapes a surrogate that has no pair (raw surrogates cannot be in
+    UTF-8 at all; JSON's decoder refuses those itself)."""
+    if b"\\u" not in body:
+        return False
+    return any(match[3] or not match[2] for match in _SURROGATE_ESCAPES.finditer(body))
 
 
 def _strip_port(host: str) -> str:

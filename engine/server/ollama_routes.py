@@ -120,6 +120,10 @@ async def chat(body: ChatBody, request: Request) -> Response:
     state = state_of(request)
     model = state.link.require_model()
     name = rp.check_model_name(body.model, model)
+    limit = state.config.limits.max_messages
+    if len(body.messages) > limit:
+        raise APIError(400, f"At most {limit} messages are taken (this request has "
+                       f"{len(body.messages)}); send a shorter conversation.")  # fmt: skip
     if not body.messages:  # Ollama's way to load a model: it is loaded
         return JSONResponse(_final(name, {"message": {"role": "assistant", "content": ""}},
                                    Reply(stop_reason="load")))  # fmt: skip
@@ -189,7 +193,8 @@ async def _answer(request, state, route, name, stream, generation, kind) -> Resp
 
 async def _lines(state: ServerState, job, generation: GenerationRequest, kind: str):
     reply = Reply()
-    events = pieces(state.link, generation, state.config.limits.request_seconds, reply)
+    limits = state.config.limits
+    events = pieces(state.link, generation, limits.request_seconds, reply, limits.token_seconds)
     status, note = 200, ""
     try:
         async for piece in events:

@@ -78,7 +78,7 @@ def _turn(m: ChatMessageIn, index: int) -> Turn:
     return Turn(
         role="system" if m.role == "developer" else m.role,
         content=_text_of(m, index),
-        calls=tuple(m.tool_calls or ()),
+        calls=tuple(call.model_dump(exclude_none=True) for call in m.tool_calls or ()),
         call_id=m.tool_call_id or "",
         name=m.name or "",
     )

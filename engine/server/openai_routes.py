@@ -54,7 +54,15 @@ def _model_card(model: p.ModelLoaded) -> dict[str, Any]:
         "object": "model",
         "created": created,
         "owned_by": "hearth",
-        "meta": {"n_ctx": model.n_ctx, "n_params": model.n_params, "n_parallel": model.n_parallel},
+        "meta": {
+            "n_ctx": model.n_ctx,
+            "n_params": model.n_params,
+            "n_parallel": model.n_parallel,
+            # the format chats are written in, and why the model's own template is not used
+            # (it failed, or tried something unsafe), as the window and the console say it
+            "chat_template": model.chat_template,
+            "chat_template_problem": model.chat_template_problem,
+        },
     }
 
 
@@ -95,6 +103,13 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
         raise APIError(400, "Send one prompt per request.", param="prompt")
     if body.suffix:
         raise APIError(400, "suffix (fill-in-the-middle) is not supported.", param="suffix")
+    if body.echo and body.logprobs is not None:
+        raise APIError(
+            400,
+            "echo with logprobs is not supported: the prompt's log probabilities are not "
+            "computed. Ask for one of the two.",
+            param="echo",
+        )
     from engine.server.structured_output import grammar_for_response_format
 
     grammar = grammar_for_response_format(body.response_format)
@@ -141,7 +156,7 @@ async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     given = [body.input] if isinstance(body.input, str) else list(body.input)
     inputs = rp.pooled_inputs_of(given, state.config.limits, "input")
     job = state.start_job(request, "/v1/embeddings", model_id, False)
-    done = await pooled_outputs(state, job, inputs)
+    done = await pooled_outputs(state, request, job, inputs)
     data = []
     for i, vector in enumerate(done.vectors):
         unit = _unit(vector)
@@ -191,7 +206,9 @@ async def _chat_chunks(state: ServerState, job, plan: ChatPlan, include_usage: b
         return sse({"id": cid, "object": "chat.completion.chunk", "created": job.created,
                     "model": job.model, "choices": [choice]})  # fmt: skip
 
-    events = pieces(state.link, plan.requests[0], state.config.limits.request_seconds, reply)
+    limits = state.config.limits
+    events = pieces(state.link, plan.requests[0], limits.request_seconds, reply,
+                    limits.token_seconds)  # fmt: skip
     watch = ToolCallWatch(plan.tools_offered)
     status, note = 200, ""
     role = {"role": "assistant"}  # said in the first chunk, as OpenAI does
@@ -241,7 +258,8 @@ async def _completion_chunks(state: ServerState, job, request, echo: str, includ
         return sse({"id": cid, "object": "text_completion", "created": job.created,
                     "model": job.model, "choices": [choice]})  # fmt: skip
 
-    events = pieces(state.link, request, state.config.limits.request_seconds, reply)
+    limits = state.config.limits
+    events = pieces(state.link, request, limits.request_seconds, reply, limits.token_seconds)
     status, note = 200, ""
     want_logprobs = request.top_logprobs >= 0
     try:

@@ -20,11 +20,22 @@ class ContentPart(_Body):
     text: str | None = None
 
 
+class FunctionCallIn(_Body):
+    name: str = Field("", max_length=256)
+    arguments: str | dict[str, Any] = "{}"  # OpenAI sends a JSON text; some clients an object
+
+
+class ToolCallIn(_Body):
+    id: str | None = Field(None, max_length=256)
+    type: Literal["function"] = "function"
+    function: FunctionCallIn
+
+
 class ChatMessageIn(_Body):
     role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[ContentPart] | None = None
     name: str | None = Field(None, max_length=256)
-    tool_calls: list[dict[str, Any]] | None = None
+    tool_calls: list[ToolCallIn] | None = Field(None, max_length=128)
     tool_call_id: str | None = Field(None, max_length=256)
 
 

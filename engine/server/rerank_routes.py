@@ -43,7 +43,7 @@ async def rerank(body: RerankRequest, request: Request) -> dict[str, Any]:
     model_id = rp.check_model_name(body.model, state.link.require_model())
     documents = rp.pooled_inputs_of(body.documents, state.config.limits, "documents")
     job = state.start_job(request, "/v1/rerank", model_id, False)
-    done = await pooled_outputs(state, job, documents, body.query)
+    done = await pooled_outputs(state, request, job, documents, body.query)
     return {
         "model": model_id,
         "object": "list",

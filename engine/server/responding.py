@@ -18,11 +18,16 @@ from engine.server.streaming import ClientGone, WatchedStream, unless_disconnect
 
 
 async def whole_replies(request: Request, state: ServerState, job, requests) -> list[Reply]:
-    timeout = state.config.limits.request_seconds
+    limits = state.config.limits
 
     async def all_of() -> list[Reply]:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(whole_reply(state.link, r, timeout)) for r in requests]
+            tasks = [
+                group.create_task(
+                    whole_reply(state.link, r, limits.request_seconds, limits.token_seconds)
+                )
+                for r in requests
+            ]
         return [t.result() for t in tasks]
 
     try:
@@ -71,11 +76,17 @@ async def stream_response(
 
 
 async def pooled_outputs(
-    state: ServerState, job, inputs: tuple[str, ...], query: str = ""
+    state: ServerState, request: Request, job, inputs: tuple[str, ...], query: str = ""
 ) -> p.Embedded:
-    """The pooled output of each input (with a query: a reranker's scores); the job is logged."""
+    """The pooled output of each input (with a query: a reranker's scores); the job is logged.
+    A client that goes away stops the work in the worker (link.embed's finally)."""
     try:
-        done = await state.link.embed(inputs, state.config.limits.request_seconds, query)
+        done = await unless_disconnected(
+            request, state.link.embed(inputs, state.config.limits.request_seconds, query)
+        )
+    except ClientGone:
+        job.finish(499, [], note="client disconnected")
+        raise
     except APIError as error:
         job.finish(error.status, [], note=error.message)
         raise

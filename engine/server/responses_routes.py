@@ -270,7 +270,8 @@ def _finished(state: ServerState, job, plan: ResponsesPlan, reply: Reply, calls,
 
 def _events(state: ServerState, job, plan: ResponsesPlan):
     reply = Reply()
-    events = pieces(state.link, plan.request, state.config.limits.request_seconds, reply)
+    limits = state.config.limits
+    events = pieces(state.link, plan.request, limits.request_seconds, reply, limits.token_seconds)
     sequence = iter(range(1 << 62))
 
     def event(kind: str, **data) -> str:

@@ -5,15 +5,19 @@ max_tokens cuts it short, which the reply's finish_reason "length" says). The JS
 translation is llama.cpp's own, as shipped in llama-cpp-python (`json_schema_to_gbnf`).
 
 Schemas come from strangers: repetition counts are bounded before translation (a `minItems` of
-a million would otherwise build a grammar of a million rules), and so is the grammar's size.
+a million would otherwise build a grammar of a million rules), and so is the grammar's size;
+patterns and ambiguous alternatives are bounded too (engine/server/schema_bounds.py), since
+they cost time and memory the schema's size does not show.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from engine.server.errors import APIError
+from engine.server.schema_bounds import SchemaTooCostly, check_schema_costs
 
 MAX_REPEAT = 1000  # minItems, maxItems, minLength, maxLength and the like
 MAX_GRAMMAR_CHARS = 200_000
@@ -52,12 +56,19 @@ def schema_grammar(schema: Any, *, param: str) -> str:
     if not isinstance(schema, dict):
         raise APIError(400, "A JSON schema must be an object.", param=param)
     _check_bounds(schema, param, 0)
+    try:
+        check_schema_costs(schema)
+    except SchemaTooCostly as exc:
+        raise APIError(400, str(exc), param=param) from None
     from engine.llama.grammar import json_schema_grammar
 
     try:
         grammar = json_schema_grammar(json.dumps(schema))
+    except MemoryError:
+        raise APIError(400, "The JSON schema is too large to enforce; simplify it.",
+                       param=param) from None  # fmt: skip
     except (ValueError, KeyError, TypeError, AttributeError, AssertionError, RecursionError,
-            NotImplementedError) as exc:  # fmt: skip
+            NotImplementedError, IndexError, re.error) as exc:  # fmt: skip
         raise APIError(400, f"The JSON schema cannot be used: {exc!s}"[:500], param=param) from None
     if len(grammar) > MAX_GRAMMAR_CHARS:
         raise APIError(400, "The JSON schema is too large to enforce; simplify it.", param=param)

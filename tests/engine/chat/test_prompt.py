@@ -124,3 +124,18 @@ def test_a_refused_template_is_found_at_load_with_its_advice(source, kind, advic
 def test_a_sound_template_is_not_refused_at_load():
     checked = check_model_template(LLAMA3, architecture="llama", bos_token="<s>", eos_token="")
     assert checked.refused is None and checked.template == "the model's chat template"
+
+
+def test_a_template_that_ran_out_of_time_is_not_rendered_again():
+    """It would otherwise cost every request the whole time limit before the built-in format
+    stood in (2 s per request through the server)."""
+    import time
+
+    spin = "{% for i in range(99999) %}{% for j in range(99999) %}{{ '' }}{% endfor %}{% endfor %}"
+    started = time.monotonic()
+    first = _format(spin, timeout_s=0.3)
+    took_first = time.monotonic() - started
+    started = time.monotonic()
+    again = _format(spin, timeout_s=0.3)
+    assert took_first >= 0.3 and time.monotonic() - started < 0.2
+    assert again == first and "took longer than 0.3 s" in again[1]

@@ -64,3 +64,17 @@ def test_data_that_ends_elsewhere_than_the_header_says_is_found(tmp_path: Path) 
         f"its header says the tensor data ends at byte {len(data):,}, but the file is "
         f"{len(data) + 1:,} bytes long"
     )
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_hyper_parameter_that_is_not_finite_is_refused(tmp_path: Path, bad: float) -> None:
+    """A NaN layer_norm_rms_epsilon passed the check and aborted llama.cpp at the first decode
+    (with a gdb backtrace in the message): every number in the header must be finite."""
+    import struct
+
+    data = valid_model().bytes()
+    base = struct.pack("<f", 10000.0)  # llama.rope.freq_base
+    assert data.count(base) == 1
+    problem = load_problem(info_of(tmp_path, data.replace(base, struct.pack("<f", bad))))
+    assert problem is not None and "not finite" in problem
+    assert "llama.rope.freq_base" in problem and "download the model" in problem

@@ -78,3 +78,25 @@ def test_the_downloader_refuses_a_hostile_name_before_any_request(tmp_path: Path
             [file], [tmp_path / "x.gguf"], tmp_path / ".quarantine"
         )
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "model\u0085.gguf",  # NEXT LINE, a C1 control: a line break to some readers
+        "model\u2028name.gguf",  # LINE SEPARATOR
+        "model\u2029.gguf",  # PARAGRAPH SEPARATOR
+        "evil\u202efuug.exe.gguf",  # RIGHT-TO-LEFT OVERRIDE: shown as a different name
+        "model\u200b.gguf",  # ZERO WIDTH SPACE: two names that look the same
+        "model\x7f.gguf",  # DEL
+        "model%C2%85.gguf",  # the NEXT LINE, percent-encoded
+    ],
+)
+def test_unicode_control_and_format_characters_are_refused_as_documented(name: str) -> None:
+    with pytest.raises(UnsafePath, match="control character"):
+        safe_relative_name(name)
+
+
+@pytest.mark.parametrize("name", ["Modèle-7B.Q4_K_M.gguf", "模型/qwen-7b.gguf", "emoji-🦙.gguf"])
+def test_names_in_other_scripts_are_taken(name: str) -> None:
+    assert str(safe_relative_name(name)) == name

@@ -263,3 +263,24 @@ def test_the_load_says_where_the_model_runs_and_whether_flash_attention_is_on(
 def test_a_cpu_build_reports_no_layers_on_the_gpu(engine, starter_path):
     loaded = engine.load(starter_path, n_ctx=1024, n_gpu_layers=-1)
     assert (loaded.n_gpu_layers, loaded.n_layers) == (0, 30)
+
+
+def test_a_request_stopped_while_it_waited_ends_without_generating(loaded_engine):
+    client, events = loaded_engine.client, loaded_engine.events
+    first = client.generate(prompt=STORY, sampling=GREEDY, max_tokens=16, ignore_eos=True)
+    second = client.generate(prompt=STORY, sampling=GREEDY, max_tokens=16, ignore_eos=True)
+    client.stop(second)  # the first is running: the second has not begun
+    ends = {}
+    while len(ends) < 2:
+        event = events.get(timeout=60)
+        if isinstance(event, p.GenerationDone | p.GenerationFailed):
+            ends[event.request_id] = event
+    assert ends[first].stats.n_generated == 16
+    assert ends[second].stop_reason == "stopped" and ends[second].stats.n_generated == 0
+
+
+def test_a_flood_of_special_token_strings_is_refused_at_once(loaded_engine):
+    started = time.monotonic()
+    _, end = loaded_engine.run(prompt="<|im_start|>" * 80_000, sampling=GREEDY, max_tokens=4)
+    assert isinstance(end, p.GenerationFailed) and "special-token strings" in end.message
+    assert time.monotonic() - started < 10

@@ -12,6 +12,8 @@ ALLOWED = "http://localhost:3000"
 class _NoEngine:
     model = None
     crashed = None
+    restarting = False
+    template_note = ""
 
 
 def _call(config: ServerConfig, method: str, headers: dict[str, str]) -> tuple[int, dict]:
@@ -47,20 +49,22 @@ def test_a_listed_origin_gets_cors_headers_and_its_preflight_answered():
     assert status == 200 and headers["access-control-allow-origin"] == ALLOWED
 
 
-def test_an_unlisted_origin_gets_none():
+def test_an_unlisted_origin_is_refused_with_no_cors_headers():
     config = ServerConfig(cors_origins=(ALLOWED,))
     status, headers = _call(config, "GET", {"origin": "http://evil.example"})
-    assert "access-control-allow-origin" not in headers
+    assert status == 403 and "access-control-allow-origin" not in headers
     status, headers = _call(
         config,
         "OPTIONS",
         {"origin": "http://evil.example", "access-control-request-method": "POST"},
     )
-    assert status == 400 and "access-control-allow-origin" not in headers
+    assert status == 403 and "access-control-allow-origin" not in headers
 
 
-def test_without_listed_origins_no_response_carries_cors_headers():
+def test_without_listed_origins_a_page_is_refused_and_no_response_carries_cors_headers():
     status, headers = _call(ServerConfig(), "GET", {"origin": ALLOWED})
+    assert status == 403 and not any(k.startswith("access-control") for k in headers)
+    status, headers = _call(ServerConfig(), "GET", {})  # a program (no Origin): served
     assert status == 200 and not any(k.startswith("access-control") for k in headers)
 
 

@@ -128,8 +128,9 @@ def test_no_cors_headers_unless_origins_are_listed(served):
     response.read()
     conn.close()
     assert response.getheader("access-control-allow-origin") is None
-    status, _ = served.request("GET", "/v1/models", headers={"Origin": "http://evil.example"})
-    assert status == 200
+    assert response.status == 403
+    status, reply = served.request("GET", "/v1/models", headers={"Origin": "http://evil.example"})
+    assert status == 403 and "--cors-origin" in _message(reply)
 
 
 def test_an_unknown_route_gets_404_in_openais_shape(served):
