@@ -27,6 +27,17 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
         gate/up): one launch per x instead of one per weight.
     w.dequantize() -> f32 [n_out, n_in] (for checks and prefill through torch matmul).
 
+Mixture of experts (kernels/moe_routing.py, kernels/moe_gemv.py; docs/kernels-moe.md)
+    w = ExpertWeight.from_gguf(raw, ggml_type, (n_expert, n_out, n_in), device, bias=None)
+        an ffn_*_exps tensor as stored (Q4_K, Q5_K, Q6_K, Q8_0, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1);
+        bias [n_expert, n_out] or None
+    routing = route_experts(ids, weights, n_expert)     ids, weights [T, k]: the pairs grouped
+        by expert, one launch, no host sync; shared by a layer's gate/up and down calls
+    h = expert_gate_up(x, gate, up, routing, SILU | SWIGLU_OAI)   x [T, n_in] -> [T, k, n_ff]
+    y = expert_down(h, down, routing)          [T, k, n_ff] -> [T, n_out], slots summed with
+        their routing weights; expert_rows(x, w, routing) -> [T, k, n_out] (no activation)
+        x in 8 bits per 32 values (as the dense integer GEMV); quantized= shares it
+
 Elementwise (kernels/norms.py, kernels/activations.py, kernels/rope.py)
     y = rms_norm(x, weight, eps)                      y = x / rms(x) * weight
     y, h = rms_norm(x, weight, eps, residual=r)       h = x + r; y = rms_norm(h) (fused)
@@ -107,6 +118,13 @@ _LAZY = {
     "KVCacheSpec": "kernels.kv_formats",
     "PagedKVCache": "kernels.kv_cache",
     "AttentionTuning": "kernels.decode_launch",
+    "ExpertWeight": "kernels.moe_gemv",
+    "expert_rows": "kernels.moe_gemv",
+    "expert_gate_up": "kernels.moe_gemv",
+    "expert_down": "kernels.moe_gemv",
+    "SILU": "kernels.moe_gemv",
+    "SWIGLU_OAI": "kernels.moe_gemv",
+    "route_experts": "kernels.moe_routing",
 }
 
 __all__ = ["KernelsUnavailable", "UnsupportedTensor", "available", "require", *_LAZY]

@@ -103,6 +103,9 @@ FORMATS: dict[str, BlockFormat] = {
                 _f("d", 208, 2, "float16"),
             ),
         ),
+        # MXFP4 (gpt-oss's experts): a shared E8M0 exponent byte, then 16 bytes of E2M1 codes,
+        # weights j (low nibble of byte j) and 16 + j (high nibble)
+        BlockFormat("MXFP4", 39, 32, 17, (_f("e", 0, 1, "uint8"), _f("qs", 1, 16, "uint8"))),
     )
 }
 _BY_VALUE = {f.ggml_type: f for f in FORMATS.values()}

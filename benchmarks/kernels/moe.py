@@ -1,0 +1,303 @@
+"""Expert GEMV (kernels/moe_gemv.py) at Qwen3-30B-A3B's and gpt-oss-20b's shapes, beside torch.
+
+    python -m benchmarks.kernels.moe [--tokens 1,4,16] [--sweep] [--json PATH]
+
+Rows in benchmarks/kernels/gemv.py's schema (format, n_out, n_in, rows = tokens, us, gb_s,
+of_copy), plus the case, the experts read and torch's time. Bytes are those a step actually
+reads: the distinct experts its routing picked (each once: tokens that share an expert share
+its read) times the bytes of one expert's matrix (of each matrix: gate and up are two), plus x
+and the output; of_copy sets that rate beside the device-to-device copy rate measured in the
+same run (bytes read + written), as every kernel benchmark here does.
+
+Each timed call cycles through 8 random routings over 2+ copies of the weights (so a repeat
+finds its experts in HBM, not in the 50 MB L2), as CUDA-graph replays; x arrives in 8 bits
+(as from the RMSNorm that writes it, or one quantization shared by gate and up), and the
+routing is grouped once a step (timed alone in its own row: the gate/up and down launches
+share it). torch: the selected experts dequantized to f16 (kernels' one-pass Q4_K/Q6_K
+dequantizer, engine/hearth/dequant.py for the others, a torch MXFP4 decode here) and
+multiplied with torch.matmul, the pairs gathered per expert on the host: what an engine
+without an expert kernel does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import json
+import math
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from benchmarks.kernels.timing import L2_DEFEAT_BYTES, copy_bandwidth, time_calls
+from kernels.act_quant import quantize_activation
+from kernels.moe_gemv import (
+    SILU,
+    SWIGLU_OAI,
+    ExpertWeight,
+    MoeGemvConfig,
+    expert_down,
+    expert_gate_up,
+    expert_rows,
+)
+from kernels.moe_reference import random_expert_bytes
+from kernels.moe_routing import route_experts
+from kernels.packed_weight import PackedWeight
+
+ROUTINGS = 8
+DEVICE = "cuda"  # the tests run the rows' code on the CPU through the interpreter
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    kind: str  # "gate_up", "down" or "rows"
+    fmt: str
+    n_expert: int
+    n_out: int
+    n_in: int
+    top_k: int
+    bias: bool = False
+
+
+QWEN3_GATE = (128, 768, 2048)
+CASES = [
+    Case("qwen3-30b-a3b gate+up", "gate_up", "Q4_K", *QWEN3_GATE, 8),
+    Case("qwen3-30b-a3b down", "down", "Q6_K", 128, 2048, 768, 8),
+    Case("gpt-oss-20b gate+up", "gate_up", "MXFP4", 32, 2880, 2880, 4, bias=True),
+    Case("gpt-oss-20b down", "down", "MXFP4", 32, 2880, 2880, 4, bias=True),
+    *(Case(f"qwen3 gate shape, {f}", "rows", f, *QWEN3_GATE, 8) for f in ("Q5_K", "Q8_0")),
+]
+
+
+def _weights(case: Case, seed: int) -> ExpertWeight:
+    shape = (case.n_expert, case.n_out, case.n_in)
+    raw = random_expert_bytes(case.fmt, *shape, seed=seed)
+    bias = np.random.default_rng(seed).standard_normal(shape[:2]) * 0.1 if case.bias else None
+    return ExpertWeight.from_gguf(raw, case.fmt, shape, device=DEVICE, bias=bias)
+
+
+def _routings(case: Case, tokens: int, seed: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [
+        np.stack([rng.choice(case.n_expert, case.top_k, replace=False) for _ in range(tokens)])
+        for _ in range(ROUTINGS)
+    ]
+
+
+# --sweep: launch shapes around the default (rows a program, runs of 16 a split, warps)
+SWEEP = [
+    MoeGemvConfig(4, 128, 2),
+    MoeGemvConfig(4, 128, 4),
+    MoeGemvConfig(8, 128, 4),
+    MoeGemvConfig(2, 128, 2),
+    MoeGemvConfig(4, 64, 2),
+    MoeGemvConfig(8, 64, 4),
+]
+
+
+@functools.cache
+def _copies(case: Case) -> list[list[ExpertWeight]]:
+    """Enough copies of the case's matrices (gate and up: two) to spread over L2_DEFEAT_BYTES."""
+    matrices = 2 if case.kind == "gate_up" else 1
+    first = [_weights(case, m) for m in range(matrices)]
+    one_copy = sum(w.packed.nbytes for w in first)
+    n_copies = max(2, math.ceil(L2_DEFEAT_BYTES / one_copy))
+    rest = [[_weights(case, 2 * c + m) for m in range(matrices)] for c in range(1, n_copies)]
+    return [first, *rest]
+
+
+def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | None = None,
+            baseline: bool = True) -> dict:  # fmt: skip
+    matrices = 2 if case.kind == "gate_up" else 1
+    copies = _copies(case)
+    n_copies = len(copies)
+    picks = _routings(case, tokens, seed=tokens)
+    weights = torch.rand(tokens, case.top_k, device=DEVICE)
+    routings = [
+        route_experts(torch.from_numpy(p).to(DEVICE), weights, case.n_expert) for p in picks
+    ]
+    n_x = tokens * case.top_k if case.kind == "down" else tokens
+    x = torch.randn(n_x, case.n_in, dtype=torch.float16, device=DEVICE) * 0.1
+    xq = quantize_activation(x)
+    h = x.reshape(tokens, case.top_k, case.n_in) if case.kind == "down" else x
+
+    def call(i: int) -> None:
+        w = copies[i % n_copies]
+        if case.kind == "gate_up":
+            act = SWIGLU_OAI if case.fmt == "MXFP4" else SILU
+            expert_gate_up(x, w[0], w[1], routings[i], act, quantized=xq, config=config)
+        elif case.kind == "down":
+            expert_down(h, w[0], routings[i], quantized=xq, config=config)
+        else:
+            expert_rows(x, w[0], routings[i], quantized=xq, config=config)
+
+    def run() -> None:
+        for i in range(ROUTINGS):
+            call(i)
+
+    seconds = time_calls(run) / ROUTINGS
+    experts_read = float(np.mean([len(np.unique(p)) for p in picks]))
+    n_out_rows = tokens if case.kind == "down" else tokens * case.top_k
+    moved = (
+        experts_read * copies[0][0].expert_nbytes * matrices
+        + x.numel() * 2
+        + n_out_rows * case.n_out * 2
+    )
+    torch_s = _torch_seconds(case, copies, picks, weights, x) if baseline else float("nan")
+    return {
+        "case": case.name, "format": case.fmt, "n_out": case.n_out, "n_in": case.n_in,
+        "rows": tokens, "n_expert": case.n_expert, "top_k": case.top_k,
+        "experts_read": experts_read, "us": seconds * 1e6, "gb_s": moved / seconds / 1e9,
+        "of_copy": moved / seconds / copy_bw, "torch_us": torch_s * 1e6,
+        "bits_per_weight": copies[0][0].packed.fmt.bits_per_weight,
+        "config": None if config is None else dataclasses.asdict(config),
+    }  # fmt: skip
+
+
+def route_us(tokens: int, top_k: int, n_expert: int) -> float:
+    """route_experts alone (one launch a layer and step), 20 calls a graph replay."""
+    ids = torch.randint(0, n_expert, (tokens, top_k), device=DEVICE)
+
+    def run() -> None:
+        for _ in range(20):
+            route_experts(ids, None, n_expert)
+
+    return time_calls(run) / 20 * 1e6
+
+
+_MXFP4_VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
+
+
+@functools.cache
+def _mxfp4_table(device: torch.device) -> torch.Tensor:  # made before any graph capture
+    return torch.tensor(_MXFP4_VALUES, dtype=torch.float32, device=device)
+
+
+def _expert_f16(w: ExpertWeight, e: int) -> torch.Tensor:
+    """Expert e's matrix dequantized to f16 on the GPU, [n_out, n_in]."""
+    rows = slice(e * w.n_out, (e + 1) * w.n_out)
+    planes = {name: plane[rows] for name, plane in w.packed.planes.items()}
+    if w.fmt == "MXFP4":
+        scale = torch.exp2(planes["e"].float() - 128.0)  # [n_out, blocks]
+        qs = planes["qs"].reshape(w.n_out, -1, 16).long()
+        table = _mxfp4_table(qs.device)
+        values = torch.cat([table[qs & 15], table[qs >> 4]], dim=-1) * scale[..., None]
+        return values.reshape(w.n_out, w.n_in).half()
+    from engine.hearth.dequant import dequantize
+
+    expert = PackedWeight(w.packed.fmt, w.n_out, w.n_in, planes)
+    return dequantize(expert, torch.float16)
+
+
+def pairs_by_expert(picked: np.ndarray, device) -> list[tuple[int, torch.Tensor]]:
+    """(expert, the indices of the pairs that picked it) for each expert picked [T, k]."""
+    flat = picked.reshape(-1)
+    return [(int(e), torch.from_numpy(np.flatnonzero(flat == e)).to(device))
+            for e in np.unique(flat)]  # fmt: skip
+
+
+def torch_way(case: Case, ws: list[ExpertWeight], plan, weights: torch.Tensor,
+              x: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """The step the torch way (module docstring): for each expert picked, its matrix in f16
+    times the rows of the pairs that picked it; bias, activation and routing weights as the
+    kernel applies them. plan: pairs_by_expert's."""
+    tokens, top_k = weights.shape
+    out = torch.empty(tokens * top_k, case.n_out, dtype=torch.float16, device=x.device)
+    for e, pairs in plan:
+        rows = x[pairs] if case.kind == "down" else x[pairs // top_k]
+        y = (rows @ _expert_f16(ws[0], e).T).float()
+        if ws[0].bias is not None:
+            y += ws[0].bias[e]
+        if case.kind == "gate_up":
+            u = (rows @ _expert_f16(ws[1], e).T).float()
+            if ws[1].bias is not None:
+                u += ws[1].bias[e]
+            y = (SWIGLU_OAI if case.fmt == "MXFP4" else SILU).apply(y, u)
+        out[pairs] = y.half()
+    if case.kind == "down":
+        return (out.reshape(tokens, top_k, -1).float() * weights[..., None]).sum(1).half()
+    return out.reshape(tokens, top_k, -1)
+
+
+def _torch_seconds(case: Case, copies, picks, weights, x: torch.Tensor) -> float:
+    """torch_way over the same routings and weight copies (the pairs grouped on the host, out
+    of the timing)."""
+    plans = [pairs_by_expert(p, x.device) for p in picks]
+
+    def run() -> None:
+        for i, plan in enumerate(plans):
+            torch_way(case, copies[i % len(copies)], plan, weights, x)
+
+    try:
+        return time_calls(run) / len(picks)
+    except RuntimeError as error:  # a step torch cannot capture in a graph: timed as launched
+        print(f"{case.name}: torch timed without a CUDA graph ({error!r})"[:200], flush=True)
+        return time_calls(run, graph=False) / len(picks)
+
+
+def _table(rows: list[dict]) -> None:
+    print(f"{'case':26} {'format':6} {'shape':>16} {'tokens':>6} {'experts':>7} {'us':>8} "
+          f"{'GB/s':>7} {'of copy':>8} {'torch us':>9} {'x torch':>8}")  # fmt: skip
+    for r in rows:
+        shape = f"{r['n_expert']}x{r['n_out']}x{r['n_in']}"
+        print(f"{r['case']:26} {r['format']:6} {shape:>16} {r['rows']:>6} "
+              f"{r['experts_read']:7.1f} {r['us']:8.1f} {r['gb_s']:7.0f} {r['of_copy']:8.1%} "
+              f"{r['torch_us']:9.1f} {r['torch_us'] / r['us']:7.2f}x")  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels.moe")
+    parser.add_argument("--tokens", default="1,4,16", help="tokens a step, e.g. 1,16")
+    parser.add_argument("--cases", help="case names to run, comma-separated (default: all)")
+    parser.add_argument("--sweep", action="store_true", help="also the launch shapes of SWEEP")
+    parser.add_argument("--json", help="write every figure here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    device = torch.cuda.get_device_name(0)
+    copy_bw = copy_bandwidth()
+    print(f"device: {device}; device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)")
+    wanted = set(args.cases.split(",")) if args.cases else None
+    rows = []
+    for case in CASES:
+        if wanted and case.name not in wanted:
+            continue
+        for tokens in (int(t) for t in args.tokens.split(",")):
+            try:
+                rows.append(measure(case, tokens, copy_bw))
+            except Exception as error:  # report it and go on to the next figure
+                print(f"{case.name}, {tokens} tokens: failed: {error!r}"[:300], flush=True)
+    print("\nExpert GEMV (bytes of the experts picked + x + output over time; x in 8 bits)")
+    _table(rows)
+    swept = []
+    for case in CASES[:4] if args.sweep else []:
+        if wanted and case.name not in wanted:
+            continue
+        for tokens in (1,):  # decode; each shape compiles anew, a few seconds each
+            for config in SWEEP:
+                try:
+                    swept.append(measure(case, tokens, copy_bw, config, baseline=False))
+                except Exception as error:
+                    print(f"{case.name}, {config}: failed: {error!r}"[:300], flush=True)
+    if swept:
+        print("\nLaunch shapes (block_n, max_runs, num_warps); torch not timed")
+        for r in swept:
+            c = r["config"]
+            print(f"{r['case']:26} {r['rows']:>3} tokens  {c['block_n']}x{c['max_runs']} "
+                  f"w{c['num_warps']}  {r['us']:8.1f} us {r['of_copy']:8.1%}")  # fmt: skip
+    routes = {f"{t}x{k} of {e}": route_us(t, k, e) for t, k, e in ((1, 8, 128), (16, 8, 128))}
+    print("route_experts alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in routes.items()))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device, "copy_gb_s": copy_bw / 1e9, "moe": rows,
+                       "moe_sweep": swept, "route_us": routes}, f, indent=1)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+"""Compile the expert GEMV for sm_90 on a machine without a GPU: registers, stack, instructions.
+
+    python -m benchmarks.kernels.moe_sass
+
+Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
+16 tokens), compiled as the default MoeGemvConfig launches it, with Triton's bundled ptxas and
+cuobjdump (gemv_sass.usage). The cheap check before a device run: that every format and mode
+compiles, and what it costs in registers (programs an SM holds) and spills.
+"""
+
+from __future__ import annotations
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from benchmarks.kernels.gemv_sass import usage
+from benchmarks.kernels.moe import CASES, Case
+from kernels import moe_gemv
+
+# the weight planes' pointer types, p0..p4 (moe_blocks.plane_args)
+PLANES = {
+    "Q4_K": ["*fp16", "*fp16", "*i32", "*i32", "*i32"],
+    "Q5_K": ["*fp16", "*fp16", "*i32", "*i32", "*i32"],
+    "Q6_K": ["*i32", "*i32", "*i8", "*fp16", "*fp16"],
+    "Q8_0": ["*fp16", "*i32", "*fp16", "*fp16", "*fp16"],
+    "MXFP4": ["*u8", "*i32", "*u8", "*u8", "*u8"],
+    "Q4_0": ["*fp16", "*i32", "*fp16", "*fp16", "*fp16"],
+    "Q4_1": ["*fp16", "*i32", "*fp16", "*fp16", "*fp16"],
+    "Q5_0": ["*fp16", "*i32", "*fp16", "*i32", "*fp16"],
+    "Q5_1": ["*fp16", "*i32", "*fp16", "*i32", "*fp16"],
+}
+POINTERS = {
+    "xq_ptr": "*i32", "xd_ptr": "*fp32", "xs_ptr": "*i32", "out_ptr": "*fp16",
+    "part_ptr": "*fp32", "count_ptr": "*i32", "bias_a_ptr": "*fp32", "bias_b_ptr": "*fp32",
+    "order_ptr": "*i32", "group_expert_ptr": "*i32", "group_start_ptr": "*i32",
+    "group_count_ptr": "*i32", "n_groups_ptr": "*i32", "ids_ptr": "*i64", "weights_ptr": "*fp32",
+}  # fmt: skip
+MODES = {"rows": moe_gemv.ROWS, "gate_up": moe_gemv.GATE_UP, "down": moe_gemv.DOWN}
+
+
+def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None = None):
+    """The kernel as expert_gate_up / expert_down / expert_rows launch it for this case."""
+    cfg = config or moe_gemv.MoeGemvConfig()
+    mode = MODES[case.kind]
+    nr = moe_gemv._runs_per_split(case.n_in // 16, cfg.max_runs)
+    splits = triton.cdiv(case.n_in // 16, nr)
+    consts = dict(
+        FMT=moe_gemv.FORMAT_CODES[case.fmt], MODE=mode,
+        ACT=1 if case.fmt == "MXFP4" else 0, HAS_BIAS=case.bias, X_PER_TOKEN=mode != 2,
+        SPLIT=splits > 1 or mode == moe_gemv.DOWN, BLOCK_N=cfg.block_n, NG=nr // 2,
+        P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
+        K_PAD=triton.next_power_of_2(case.top_k), ASM=True,
+    )  # fmt: skip
+    types = dict(POINTERS, alpha="fp32", limit="fp32")
+    for i, t in enumerate(PLANES[case.fmt]):
+        types[f"a{i}"] = types[f"b{i}"] = t
+    fn = moe_gemv._expert_kernel
+    signature = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
+    # pointers, N and K as Triton's launch specializes them (multiples of 16)
+    aligned = [i for i, a in enumerate(fn.arg_names) if signature[a][0] == "*" or a in "NK"]
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
+    options = {"num_warps": cfg.num_warps, "num_stages": 1}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options), nr, splits
+
+
+def main() -> int:
+    for case in CASES:
+        for tokens in (1, 16):
+            kernel, nr, splits = compile_sm90(case, tokens)
+            regs, stack, n_all = usage(kernel)
+            print(f"{case.name:26} {case.fmt:5} {tokens:2} tokens: {splits} split(s) of {nr} "
+                  f"runs, {regs:3} regs, stack {stack:3}, {n_all:5} instructions",
+                  flush=True)  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,232 @@
+"""Runs of 16 weights of each expert block format, as the expert GEMV's integer dot products
+read them: codes packed four to an int32 word, in weight order, with a float scale and offset.
+
+    sum over a run of w x'  =  dx (s * sum(u xq) - c * sum(xq))
+
+u are unsigned byte codes (the dp4a's unsigned operand), xq and dx x's 8-bit form (act_quant.py:
+int8 per value, one scale per 32, the sum of xq per 16), s and c per run:
+
+    Q4_K / Q5_K  w = d sc q - dmin m  (sub-block of 32)    u = q,       s = d sc, c = dmin m
+    Q6_K         w = d sc (q - 32)    (run of 16)          u = q,       s = d sc, c = 32 s
+    Q8_0         w = d q, q int8      (block of 32)        u = q + 128, s = d,    c = 128 d
+    MXFP4        w = 2^(e-128) v, v = kvalues_mxfp4[n]     u = v + 12,  s = 2^(e-128), c = 12 s
+                 (ggml's E2M1 values doubled: 0 1 2 3 4 6 8 12, and their negatives)
+    Q4_0 / Q5_0  w = d (q - 8) / d (q - 16)  (block of 32)  u = q,       s = d,    c = 8 d / 16 d
+    Q4_1 / Q5_1  w = d q + m                 (block of 32)  u = q,       s = d,    c = -m
+                 (Q5_0 / Q5_1: the fifth bit of weight i is bit i of the block's 32-bit qh)
+
+Every format's codes of a run sit in 4 consecutive words of one plane with the weights in order
+(ggml's layouts, ggml-common.h; gemv_kquants.py's docstring walks through the K-quants'):
+a run is a word-aligned 16-byte piece of bytes or a nibble / 2-bit field of
+each, so a code word is a shift and a mask of a loaded word. MXFP4's nibble becomes its
+unsigned value bytewise inside the word (`mxfp4_words`: 14 logic and add operations for 4
+weights, no table, no carries between bytes), so every format meets x in `dp4a`.
+
+`load_pairs` reads weight rows `wrow` [BN] (rows of the [n_expert n_out, n_in] matrix) in
+groups of 32 weights: one 16-byte piece of codes a group, split into two runs (run r = weights
+16 r .. 16 r + 15 of the row), so that every byte of codes is loaded once.
+"""
+
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.act_quant import dp4a
+
+Q4_K = tl.constexpr(0)
+Q5_K = tl.constexpr(1)
+Q6_K = tl.constexpr(2)
+Q8_0 = tl.constexpr(3)
+MXFP4 = tl.constexpr(4)
+Q4_0 = tl.constexpr(5)
+Q4_1 = tl.constexpr(6)
+Q5_0 = tl.constexpr(7)
+Q5_1 = tl.constexpr(8)
+FORMAT_CODES = {
+    "Q4_K": 0, "Q5_K": 1, "Q6_K": 2, "Q8_0": 3, "MXFP4": 4,
+    "Q4_0": 5, "Q4_1": 6, "Q5_0": 7, "Q5_1": 8,
+}  # fmt: skip
+
+LOW_NIBBLES = tl.constexpr(0x0F0F0F0F)
+ONES = tl.constexpr(0x01010101)
+TWELVES = tl.constexpr(0x0C0C0C0C)
+TOP_BITS = tl.constexpr(-2139062144)  # 0x80808080 as an int32
+
+
+@triton.jit
+def mxfp4_words(nibbles):
+    """int32 words of 4 MXFP4 codes (one per byte, 0..15) -> words of kvalues_mxfp4[n] + 12
+    (0..24) per byte. n = sign e1 e0 m0, m = n & 7: |v| = m for m < 4 (e1 = 0), else m plus
+    (m & 3) + 2 e0 m0 (4 5 6 7 -> 4 6 8 12); v + 12 = 12 + |v| - 2 (|v| if negative). x * 255
+    spreads a 0/1 byte over its byte; every byte stays in 0..24, so no add or subtract of the
+    words carries or borrows into the next byte."""
+    upper = ((nibbles >> 2) & ONES) * 255  # e1
+    extra = (nibbles & 0x03030303) + ((((nibbles >> 1) & nibbles) & ONES) << 1)
+    magnitude = (nibbles & 0x07070707) + (extra & upper)
+    negative = ((nibbles >> 3) & ONES) * 255
+    return TWELVES + magnitude - ((magnitude & negative) << 1)
+
+
+@triton.jit
+def fifth_bits(t):
+    """Bits 0..3 of t -> bit 4 of bytes 0..3 (Q5_0 / Q5_1: four weights' fifth bits)."""
+    return ((t & 1) | ((t & 2) << 7) | ((t & 4) << 14) | ((t & 8) << 21)) << 4
+
+
+@triton.jit
+def _half_to_float(e):
+    """E8M0 exponent bytes -> 2^(e - 128) as float32 (ggml's GGML_E8M0_TO_FP32_HALF)."""
+    e = e.to(tl.int32)
+    bits = tl.where(e < 2, (e + 1) << 21, (e - 1) << 23)  # e < 2: the subnormals 2^-128, 2^-127
+    return bits.to(tl.float32, bitcast=True)
+
+
+@triton.jit
+def q4_k_scales(s0, s1, s2, chunk):
+    """(sc, m) of sub-blocks 2c and 2c + 1 of chunk c from the 12 scale bytes read as 3 int32
+    words (ggml's get_scale_min_k4, four sub-blocks per operation): sub-blocks 0..3 are the low 6
+    bits of s0 (scales) and s1 (mins); 4..7 the nibbles of s2 with bits 6..7 of s0 / s1 on top."""
+    upper = chunk >= 2
+    sc4 = tl.where(upper, (s2 & LOW_NIBBLES) | ((s0 >> 2) & 0x30303030), s0 & 0x3F3F3F3F)
+    m4 = tl.where(upper, ((s2 >> 4) & LOW_NIBBLES) | ((s1 >> 2) & 0x30303030), s1 & 0x3F3F3F3F)
+    shift = (chunk % 2) * 16
+    sc_a = ((sc4 >> shift) & 0xFF).to(tl.float32)
+    sc_b = ((sc4 >> (shift + 8)) & 0xFF).to(tl.float32)
+    m_a = ((m4 >> shift) & 0xFF).to(tl.float32)
+    m_b = ((m4 >> (shift + 8)) & 0xFF).to(tl.float32)
+    return sc_a, sc_b, m_a, m_b
+
+
+@triton.jit
+def load_pairs(p0, p1, p2, p3, p4, wrow, row_mask, ge, group_mask, NB, FMT: tl.constexpr):
+    """Groups `ge` [NG] of 32 weights of rows `wrow` [BN], each one 16-byte piece of the codes
+    plane read once and split into its two runs, lo and hi (low and high nibbles; Q8_0: its
+    two halves) -> (u_lo, u_hi [BN, NG, 4] int32 code words; s_lo, c_lo, s_hi, c_hi [BN, NG]
+    float32; r_lo, r_hi [NG] the runs' indices in the row, for x). Masked: codes, s and c 0.
+    Planes p0..p4 by format (PackedWeight's planes; `words`: the plane read as int32):
+        Q4_K  d, dmin, scales words, qs words, (unused)
+        Q5_K  d, dmin, scales words, qs words, qh words
+        Q6_K  ql words, qh words, scales (int8), d, (unused)
+        Q8_0  d, qs words, (unused) x3
+        MXFP4 e (uint8), qs words, (unused) x3
+        Q4_0 / Q4_1 / Q5_0 / Q5_1  d, qs words, m (Q4_1, Q5_1), qh (int32, Q5_0, Q5_1),
+              (unused)
+    The K-quants' group t of a super-block is its codes' words 4t .. 4t + 3:
+        Q4_K / Q5_K  chunk c = t // 2, half h = t % 2: runs 4c + h (sub-block 2c) and
+                     4c + 2 + h (sub-block 2c + 1) of the super-block
+        Q6_K         half H = t // 4, quarter q = (t // 2) % 2, l = t % 2: runs 8H + 2q + l
+                     (ql's low nibbles, qh bits 2q) and that + 4 (high nibbles, bits 2q + 4)"""
+    w = tl.arange(0, 4)
+    mask2 = row_mask[:, None] & group_mask[None, :]
+    mask3 = mask2[:, :, None]
+    if FMT == Q4_K or FMT == Q5_K or FMT == Q6_K:  # noqa: SIM109 (a static if: no `in`)
+        blk = ge // 8
+        t = ge % 8
+        row_blk = wrow[:, None] * NB + blk[None, :]  # [BN, NG]
+        codes = (row_blk * 32 + (4 * t)[None, :])[:, :, None] + w[None, None, :]
+        if FMT == Q6_K:
+            half = t // 4
+            quarter = (t // 2) % 2
+            r_lo = 16 * blk + 8 * half + 2 * quarter + t % 2
+            r_hi = r_lo + 4
+            ql = tl.load(p0 + codes, mask=mask3, other=0)
+            qh_word = row_blk * 16 + (8 * half + 4 * (t % 2))[None, :]
+            qh = tl.load(p1 + qh_word[:, :, None] + w[None, None, :], mask=mask3, other=0)
+            shift = (2 * quarter)[None, :, None]
+            u_lo = (ql & LOW_NIBBLES) | (((qh >> shift) & 0x03030303) << 4)
+            u_hi = ((ql >> 4) & LOW_NIBBLES) | (((qh >> (shift + 4)) & 0x03030303) << 4)
+            d = tl.load(p3 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+            scales = p2 + row_blk * 16
+            s_lo = d * tl.load(scales + (r_lo % 16)[None, :], mask=mask2, other=0).to(tl.float32)
+            s_hi = d * tl.load(scales + (r_hi % 16)[None, :], mask=mask2, other=0).to(tl.float32)
+            c_lo = 32.0 * s_lo
+            c_hi = 32.0 * s_hi
+        else:
+            chunk = t // 2
+            r_lo = 16 * blk + 4 * chunk + t % 2
+            r_hi = r_lo + 2
+            qs = tl.load(p3 + codes, mask=mask3, other=0)
+            u_lo = qs & LOW_NIBBLES
+            u_hi = (qs >> 4) & LOW_NIBBLES
+            if FMT == Q5_K:  # bit j of qh byte i: the fifth bit of weight 32 j + i
+                qh_word = row_blk * 8 + (4 * (t % 2))[None, :]
+                qh = tl.load(p4 + qh_word[:, :, None] + w[None, None, :], mask=mask3, other=0)
+                sub = (2 * chunk)[None, :, None]
+                u_lo = u_lo | (((qh >> sub) & ONES) << 4)
+                u_hi = u_hi | (((qh >> (sub + 1)) & ONES) << 4)
+            d = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+            dmin = tl.load(p1 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+            s0 = tl.load(p2 + row_blk * 3, mask=mask2, other=0)
+            s1 = tl.load(p2 + row_blk * 3 + 1, mask=mask2, other=0)
+            s2 = tl.load(p2 + row_blk * 3 + 2, mask=mask2, other=0)
+            sc_a, sc_b, m_a, m_b = q4_k_scales(s0, s1, s2, chunk[None, :])
+            s_lo = d * sc_a
+            s_hi = d * sc_b
+            c_lo = dmin * m_a
+            c_hi = dmin * m_b
+    else:  # blocks of 32: runs 2 blk and 2 blk + 1
+        r_lo = 2 * ge
+        r_hi = r_lo + 1
+        row_blk = wrow[:, None] * NB + ge[None, :]
+        if FMT == Q8_0:
+            codes = (row_blk * 8)[:, :, None] + w[None, None, :]
+            u_lo = tl.load(p1 + codes, mask=mask3, other=0) ^ TOP_BITS
+            u_hi = tl.load(p1 + codes + 4, mask=mask3, other=0) ^ TOP_BITS
+            s_lo = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+            c_lo = 128.0 * s_lo
+        else:  # 4-bit codes: weights i (low nibble of byte i) and 16 + i (high nibble)
+            qs = tl.load(p1 + (row_blk * 4)[:, :, None] + w[None, None, :], mask=mask3, other=0)
+            u_lo = qs & LOW_NIBBLES
+            u_hi = (qs >> 4) & LOW_NIBBLES
+            if FMT == MXFP4:
+                u_lo = mxfp4_words(u_lo)
+                u_hi = mxfp4_words(u_hi)
+                e = tl.load(p0 + row_blk, mask=mask2, other=0)
+                s_lo = tl.where(mask2, _half_to_float(e), 0.0)
+                c_lo = 12.0 * s_lo
+            else:
+                s_lo = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+                if FMT == Q5_0 or FMT == Q5_1:  # noqa: SIM109 (a static if: no `in`)
+                    qh = tl.load(p3 + row_blk, mask=mask2, other=0)[:, :, None]
+                    u_lo = u_lo | fifth_bits(qh >> (4 * w[None, None, :]))
+                    u_hi = u_hi | fifth_bits(qh >> (16 + 4 * w[None, None, :]))
+                if FMT == Q4_1 or FMT == Q5_1:  # noqa: SIM109
+                    c_lo = -tl.load(p2 + row_blk, mask=mask2, other=0.0).to(tl.float32)
+                elif FMT == Q5_0:
+                    c_lo = 16.0 * s_lo
+                else:
+                    c_lo = 8.0 * s_lo
+        s_hi = s_lo
+        c_hi = c_lo
+    return u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, r_lo, r_hi
+
+
+@triton.jit
+def run_terms(u, s, c, xq, dx, xsum, ASM: tl.constexpr):
+    """dx (s sum(u xq) - c sum(xq)) per run -> [BN, NG]; u [BN, NG, 4], xq [BN, NG, 4] (x's
+    words, the same in every row), dx and xsum [BN, NG]: one run a group. The caller adds the
+    lo and hi runs' terms before summing over the groups (one cross-thread sum, not two)."""
+    dots = tl.sum(dp4a(u, xq, tl.zeros_like(u), ASM), axis=2)
+    return dx * (s * dots.to(tl.float32) - c * xsum.to(tl.float32))
+
+
+def plane_args(packed) -> tuple[torch.Tensor, ...]:
+    """load_pairs' p0..p4 for a PackedWeight of one of the expert formats."""
+    p = packed.planes
+
+    def words(plane: torch.Tensor) -> torch.Tensor:
+        return plane.reshape(-1).view(torch.int32)
+
+    name = packed.fmt.name
+    if name in ("Q4_K", "Q5_K"):
+        qs = words(p["qs"])
+        return p["d"], p["dmin"], words(p["scales"]), qs, words(p["qh"]) if "qh" in p else qs
+    if name == "Q6_K":
+        return words(p["ql"]), words(p["qh"]), p["scales"], p["d"], p["d"]
+    if name == "Q8_0":
+        return p["d"], words(p["qs"]), p["d"], p["d"], p["d"]
+    if name == "MXFP4":
+        return p["e"], words(p["qs"]), p["e"], p["e"], p["e"]
+    return p["d"], words(p["qs"]), p.get("m", p["d"]), p.get("qh", p["d"]), p["d"]

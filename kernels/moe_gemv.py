@@ -1,0 +1,406 @@
+"""Mixture-of-experts GEMV: the selected experts only, grouped by expert, in one launch a
+projection; Q4_K, Q5_K, Q6_K, Q8_0, MXFP4, and Q4_0, Q4_1, Q5_0, Q5_1 (the small-block types
+llama.cpp puts where a row is not whole K-quant super-blocks).
+
+    expert_rows:     y[t, s]  = W[e] x[t] (+ b[e])                          e = ids[t, s]
+    expert_gate_up:  h[t, s]  = act(Wg[e] x[t] + bg[e], Wu[e] x[t] + bu[e])  (silu or swiglu_oai)
+    expert_down:     out[t]   = sum_s weights[t, s] (Wd[e] h[t, s] + bd[e])
+
+Work. The routing is grouped by expert first (kernels/moe_routing.py, one small launch shared
+by a layer's projections). The grid is (tile of BLOCK_N weight rows, split of K, group): the
+program of group g reads expert group_expert[g]'s tile once, holds it in registers, and applies
+it to each pair that picked that expert (at most T), so tokens that picked the same expert
+share every weight read; groups past the step's count (the grid is sized for the most that
+can be picked, min(n_expert, T k), so that it never depends on the routing) return at once.
+Each program reads one split of K: a row of up to `max_runs` runs of 16 weights (2048 weights
+by default: a Qwen3-30B-A3B expert's whole row), longer rows in several splits.
+
+Activations. As the dense decode GEMV (kernels/gemv.py's integer path): x in 8 bits per 32
+values (act_quant.quantize_activation, or the caller's QuantizedActivation), and every format's
+codes meet it in dp4a (moe_blocks.py). The error this adds is the dense path's (0.3-0.9% of a
+dot product against float x); against x rounded the same way the kernel is exact up to float32
+sums.
+
+Results. A program's partial for pair p (one split) goes straight to the output when nothing
+remains to add: one split, and per-pair rows (expert_rows, expert_gate_up: the bias and the
+activation are applied in registers, gate and up being read by the same program). Otherwise
+(several splits, or the down projection, whose output row of token t sums the k pairs of t,
+each computed by another group's program) every program stores its float32 partials, takes a
+ticket from its row tile's counter (kernels/tickets.py), and the program that takes the last
+one (the tile's n_splits x n_groups-th) adds them up in a fixed order: splits, then for the
+down projection bias and routing weight per slot, slot by slot. The result is the same bits
+whatever order the programs ran in, and the engine launches no combine of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.act_quant import QuantizedActivation, quantize_activation
+from kernels.availability import interpret_mode, require
+from kernels.errors import UnsupportedTensor
+from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args, run_terms
+from kernels.moe_routing import ExpertRouting
+from kernels.packed_weight import PackedWeight
+from kernels.tickets import TicketCounters
+
+EXPERT_FORMATS = tuple(FORMAT_CODES)
+ROWS, GATE_UP, DOWN = 0, 1, 2  # the kernel's MODE
+_SILU, _OAI = 0, 1  # its ACT
+
+
+@dataclass(frozen=True)
+class GluActivation:
+    """The gated activation of expert_gate_up: "silu" (silu(g) u: qwen3moe, qwen2moe, Mixtral)
+    or "swiglu_oai" (gpt-oss: min(g, limit) sigmoid(alpha min(g, limit)) (clamp(u) + 1))."""
+
+    kind: str = "silu"
+    alpha: float = 1.702
+    limit: float = 7.0
+
+    def apply(self, g: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """The activation in torch (where gate and up come from two launches)."""
+        if self.kind == "silu":
+            return torch.nn.functional.silu(g) * u
+        g = g.clamp(max=self.limit)
+        return g * torch.sigmoid(self.alpha * g) * (u.clamp(-self.limit, self.limit) + 1.0)
+
+
+SILU = GluActivation("silu")
+SWIGLU_OAI = GluActivation("swiglu_oai")
+
+
+@dataclass(frozen=True)
+class MoeGemvConfig:
+    block_n: int = 4  # weight rows a program
+    max_runs: int = 128  # runs of 16 weights a program reads of each row at most (one split)
+    num_warps: int = 2
+
+
+@dataclass(frozen=True)
+class ExpertWeight:
+    """A GGUF expert tensor [n_expert, n_out, n_in] on the GPU: its bytes as a PackedWeight of
+    n_expert n_out rows (the same bytes; expert e is rows e n_out ..), and its bias [n_expert,
+    n_out] float32 where the model has one (gpt-oss)."""
+
+    packed: PackedWeight
+    n_expert: int
+    bias: torch.Tensor | None = None
+
+    @classmethod
+    def from_gguf(cls, raw: object, ggml_type: object, shape: tuple[int, int, int],
+                  device: object = "cuda", bias: object = None) -> ExpertWeight:  # fmt: skip
+        """raw: the tensor's bytes as stored; shape (n_expert, n_out, n_in): GGUF's ne
+        reversed; bias: [n_expert, n_out] (any float array or tensor) or None."""
+        n_expert, n_out, n_in = (int(s) for s in shape)
+        packed = PackedWeight.from_gguf(raw, ggml_type, (n_expert * n_out, n_in), device)
+        if packed.fmt.name not in EXPERT_FORMATS:
+            raise UnsupportedTensor(
+                f"{packed.fmt.name} experts have no expert GEMV; supported: "
+                f"{', '.join(EXPERT_FORMATS)}"
+            )
+        if bias is not None:
+            bias = torch.as_tensor(bias).to(device=packed.device, dtype=torch.float32)
+            if tuple(bias.shape) != (n_expert, n_out):
+                raise UnsupportedTensor(
+                    f"expert bias of shape {tuple(bias.shape)}: expected {(n_expert, n_out)}"
+                )
+            bias = bias.contiguous()
+        return cls(packed, n_expert, bias)
+
+    @property
+    def n_out(self) -> int:
+        return self.packed.n_out // self.n_expert
+
+    @property
+    def n_in(self) -> int:
+        return self.packed.n_in
+
+    @property
+    def fmt(self) -> str:
+        return self.packed.fmt.name
+
+    @property
+    def expert_nbytes(self) -> int:
+        """Bytes of one expert's matrix (what a step reads per expert it picks)."""
+        return self.packed.nbytes // self.n_expert
+
+
+@triton.jit
+def _glu(g, u, alpha, limit, ACT: tl.constexpr):
+    if ACT == 0:
+        return g / (1.0 + tl.exp(-g)) * u
+    else:
+        g = tl.minimum(g, limit)
+        u = tl.minimum(tl.maximum(u, -limit), limit)
+        return g / (1.0 + tl.exp(-alpha * g)) * (u + 1.0)
+
+
+@triton.jit
+def _expert_kernel(
+    xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr,
+    a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
+    order_ptr, group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, ids_ptr,
+    weights_ptr,
+    N, K, NB, TOP_K, n_pairs, n_tokens, n_splits, alpha, limit,
+    FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+    X_PER_TOKEN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, NG: tl.constexpr,
+    P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
+):  # fmt: skip
+    """See the module docstring. part: float32 [channels, n_splits, n_pairs, N] (channel 1:
+    up, for GATE_UP); SPLIT: the partials go through part and the tickets (several splits, or
+    DOWN), else each program writes its pairs' results itself."""
+    tile = tl.program_id(0)
+    split = tl.program_id(1)
+    g = tl.program_id(2)
+    n_groups = tl.load(n_groups_ptr)
+    if g < n_groups:
+        expert = tl.load(group_expert_ptr + g)
+        first = tl.load(group_start_ptr + g)
+        count = tl.load(group_count_ptr + g)
+        rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        row_mask = rows < N
+        wrow = expert.to(tl.int64) * N + rows
+        ge = split * NG + tl.arange(0, NG)  # groups of 32 weights: two runs of 16 each
+        group_mask = ge < K // 32
+        ua_lo, ua_hi, sa_lo, ca_lo, sa_hi, ca_hi, r_lo, r_hi = load_pairs(
+            a0, a1, a2, a3, a4, wrow, row_mask, ge, group_mask, NB, FMT
+        )
+        if MODE == 1:
+            ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
+                b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT
+            )
+        w = tl.arange(0, 4)
+        zero_rows = (rows * 0)[:, None]  # x loaded in the weights' [BN, NG] layout
+        mask2 = group_mask[None, :] & (zero_rows == 0)
+        mask3 = mask2[:, :, None]
+        for j in range(count):
+            pair = tl.load(order_ptr + first + j)
+            if X_PER_TOKEN:  # noqa: SIM108 (a static if)
+                x_row = pair // TOP_K
+            else:
+                x_row = pair
+            x_row = x_row.to(tl.int64)
+            words = xq_ptr + x_row * (K // 4) + zero_rows[:, :, None] + w[None, None, :]
+            x_lo = tl.load(words + r_lo[None, :, None] * 4, mask=mask3, other=0)
+            x_hi = tl.load(words + r_hi[None, :, None] * 4, mask=mask3, other=0)
+            scales = xd_ptr + x_row * (K // 32) + zero_rows
+            dx_lo = tl.load(scales + r_lo[None, :] // 2, mask=mask2, other=0.0)
+            dx_hi = tl.load(scales + r_hi[None, :] // 2, mask=mask2, other=0.0)
+            sums = xs_ptr + x_row * (K // 16) + zero_rows
+            xs_lo = tl.load(sums + r_lo[None, :], mask=mask2, other=0)
+            xs_hi = tl.load(sums + r_hi[None, :], mask=mask2, other=0)
+            ya = run_terms(ua_lo, sa_lo, ca_lo, x_lo, dx_lo, xs_lo, ASM)
+            ya = tl.sum(ya + run_terms(ua_hi, sa_hi, ca_hi, x_hi, dx_hi, xs_hi, ASM), axis=1)
+            if MODE == 1:
+                yb = run_terms(ub_lo, sb_lo, cb_lo, x_lo, dx_lo, xs_lo, ASM)
+                yb = tl.sum(yb + run_terms(ub_hi, sb_hi, cb_hi, x_hi, dx_hi, xs_hi, ASM), axis=1)
+            if SPLIT:
+                at = part_ptr + (split * n_pairs + pair) * N + rows
+                tl.store(at, ya, mask=row_mask)
+                if MODE == 1:
+                    tl.store(at + n_splits * n_pairs * N, yb, mask=row_mask)
+            else:
+                if HAS_BIAS:
+                    ya += tl.load(bias_a_ptr + expert * N + rows, mask=row_mask, other=0.0)
+                    if MODE == 1:
+                        yb += tl.load(bias_b_ptr + expert * N + rows, mask=row_mask, other=0.0)
+                if MODE == 1:
+                    ya = _glu(ya, yb, alpha, limit, ACT)
+                tl.store(out_ptr + pair * N + rows, ya.to(out_ptr.dtype.element_ty), mask=row_mask)
+        if SPLIT:
+            tl.debug_barrier()
+            ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+            if ticket == n_splits * n_groups - 1:
+                _finish_tile(out_ptr, part_ptr, bias_a_ptr, bias_b_ptr, ids_ptr, weights_ptr,
+                             rows, row_mask, N, TOP_K, n_pairs, n_tokens, n_splits, alpha, limit,
+                             MODE, ACT, HAS_BIAS, P_PAD, T_PAD, K_PAD)  # fmt: skip
+                tl.atomic_xchg(count_ptr + tile, 0)
+
+
+@triton.jit
+def _split_sum(at, mask, stride_split, n_splits):
+    """Partials at `at` summed over the splits, in split order (read past L1: other programs of
+    the launch wrote them)."""
+    y = tl.zeros(mask.shape, dtype=tl.float32)
+    for split in range(0, n_splits):
+        y += tl.load(at + split * stride_split, mask=mask, other=0.0, cache_modifier=".cg")
+    return y
+
+
+@triton.jit
+def _finish_tile(out_ptr, part_ptr, bias_a_ptr, bias_b_ptr, ids_ptr, weights_ptr, rows,
+                 row_mask, N, TOP_K, n_pairs, n_tokens, n_splits, alpha, limit,
+                 MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
+                 P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr):  # fmt: skip
+    """The last program of a row tile: every pair's partials summed over the splits, then the
+    bias, and the activation (GATE_UP) or the routing-weighted sum over the slots (DOWN)."""
+    stride_split = n_pairs * N
+    if MODE == 2:
+        t = tl.arange(0, T_PAD)[:, None, None]
+        s = tl.arange(0, K_PAD)[None, :, None]
+        pair = t * TOP_K + s  # [T_PAD, K_PAD, 1]
+        pair_mask = (t < n_tokens) & (s < TOP_K)
+        mask = pair_mask & row_mask[None, None, :]
+        y = _split_sum(part_ptr + pair * N + rows[None, None, :], mask, stride_split, n_splits)
+        expert = tl.load(ids_ptr + pair, mask=pair_mask, other=0).to(tl.int64)
+        if HAS_BIAS:
+            y += tl.load(bias_a_ptr + expert * N + rows[None, None, :], mask=mask, other=0.0)
+        weight = tl.load(weights_ptr + pair, mask=pair_mask, other=0.0).to(tl.float32)
+        total = tl.sum(y * weight, axis=1)  # [T_PAD, BN], slot by slot
+        t2 = tl.arange(0, T_PAD)[:, None]
+        tl.store(out_ptr + t2 * N + rows[None, :], total.to(out_ptr.dtype.element_ty),
+                 mask=(t2 < n_tokens) & row_mask[None, :])  # fmt: skip
+    else:
+        pair = tl.arange(0, P_PAD)[:, None]
+        pair_mask = pair < n_pairs
+        mask = pair_mask & row_mask[None, :]
+        at = part_ptr + pair * N + rows[None, :]
+        y = _split_sum(at, mask, stride_split, n_splits)
+        if HAS_BIAS:
+            expert = tl.load(ids_ptr + pair, mask=pair_mask, other=0).to(tl.int64)
+            y += tl.load(bias_a_ptr + expert * N + rows[None, :], mask=mask, other=0.0)
+        if MODE == 1:
+            yb = _split_sum(at + n_splits * stride_split, mask, stride_split, n_splits)
+            if HAS_BIAS:
+                yb += tl.load(bias_b_ptr + expert * N + rows[None, :], mask=mask, other=0.0)
+            y = _glu(y, yb, alpha, limit, ACT)
+        tl.store(out_ptr + pair * N + rows[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+# one counter per row tile, shared by the launches of a stream (each leaves them at zero)
+_COUNTERS = TicketCounters(minimum=4096)
+
+
+def _runs_per_split(n_runs: int, max_runs: int) -> int:
+    """A power of two up to max_runs (the tile's width), the one of max_runs and max_runs / 2
+    that leaves fewer masked runs (Qwen3's 128-run rows: one split of 128; gpt-oss's 180: three
+    of 64, not two of 128)."""
+    if n_runs <= max_runs:
+        return triton.next_power_of_2(n_runs)
+    half = max(1, max_runs // 2)
+    waste = {nr: triton.cdiv(n_runs, nr) * nr - n_runs for nr in (max_runs, half)}
+    return min(waste, key=lambda nr: (waste[nr], -nr))
+
+
+def _x_in_8_bits(x: torch.Tensor, quantized: QuantizedActivation | None) -> QuantizedActivation:
+    if quantized is None:
+        return quantize_activation(x)
+    if quantized.shape != tuple(x.shape):
+        raise UnsupportedTensor(
+            f"quantized activation of shape {quantized.shape} is not of this input "
+            f"{tuple(x.shape)}: quantize the same x that is passed"
+        )
+    return quantized
+
+
+def _check(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, rows_wanted: int) -> None:
+    if w.n_expert != routing.n_expert:
+        raise UnsupportedTensor(
+            f"routing over {routing.n_expert} experts for a tensor of {w.n_expert}"
+        )
+    if x.dim() != 2 or x.shape[1] != w.n_in or x.shape[0] != rows_wanted:
+        raise UnsupportedTensor(
+            f"input of shape {tuple(x.shape)}: expected ({rows_wanted}, {w.n_in}) for this "
+            f"{w.fmt} expert tensor and routing"
+        )
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        raise UnsupportedTensor(f"input dtype {x.dtype}: use float16, bfloat16 or float32")
+
+
+def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouting, mode: int,
+            act: GluActivation, config: MoeGemvConfig | None) -> torch.Tensor:  # fmt: skip
+    cfg = config or MoeGemvConfig()
+    n_out, n_in = a.n_out, a.n_in
+    nr = _runs_per_split(n_in // 16, cfg.max_runs)
+    n_splits = triton.cdiv(n_in // 16, nr)
+    n_tiles = triton.cdiv(n_out, cfg.block_n)
+    pairs, tokens, top_k = routing.n_pairs, routing.n_tokens, routing.top_k
+    split = n_splits > 1 or mode == DOWN
+    device = x.device
+    if mode == DOWN:
+        out = torch.empty(tokens, n_out, dtype=x.dtype, device=device)
+    else:
+        out = torch.empty(pairs, n_out, dtype=x.dtype, device=device)
+    channels = 2 if mode == GATE_UP else 1
+    part = out
+    if split:
+        part = torch.empty(channels, n_splits, pairs, n_out, dtype=torch.float32, device=device)
+    counters = _COUNTERS.get(device, n_tiles)
+    pa = plane_args(a.packed)
+    pb = plane_args(b.packed) if b is not None else pa
+    has_bias = a.bias is not None or (b is not None and b.bias is not None)
+    bias_a = bias_b = out
+    if has_bias:
+        bias_a = a.bias if a.bias is not None else torch.zeros(a.n_expert, n_out, device=device)
+        bias_b = bias_a
+        if b is not None:
+            bias_b = b.bias if b.bias is not None else torch.zeros_like(bias_a)
+    weights = routing.weights if routing.weights is not None else routing.ids
+    grid = (n_tiles, n_splits, routing.max_groups)
+    _expert_kernel[grid](
+        xq.words, xq.scales, xq.sums, out, part, counters, *pa, *pb, bias_a, bias_b,
+        routing.order, routing.group_expert, routing.group_start, routing.group_count,
+        routing.n_groups, routing.ids, weights,
+        n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens, n_splits,
+        float(act.alpha), float(act.limit),
+        FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
+        HAS_BIAS=has_bias, X_PER_TOKEN=mode != DOWN, SPLIT=split, BLOCK_N=cfg.block_n, NG=nr // 2,
+        P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
+        K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), num_warps=cfg.num_warps,
+    )  # fmt: skip
+    return out
+
+
+def expert_rows(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
+                quantized: QuantizedActivation | None = None,
+                config: MoeGemvConfig | None = None) -> torch.Tensor:  # fmt: skip
+    """x [T, n_in] -> [T, k, n_out] in x's dtype: each pair's expert applied to its token
+    (plus the expert's bias). quantized: x's 8-bit form, shared with other calls on x."""
+    require()
+    _check(x, w, routing, routing.n_tokens)
+    xq = _x_in_8_bits(x, quantized)
+    out = _launch(x, xq, w, None, routing, ROWS, SILU, config)
+    return out.reshape(routing.n_tokens, routing.top_k, w.n_out)
+
+
+def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
+                   routing: ExpertRouting, activation: GluActivation = SILU, *,
+                   quantized: QuantizedActivation | None = None,
+                   config: MoeGemvConfig | None = None) -> torch.Tensor:  # fmt: skip
+    """x [T, n_in] -> h [T, k, n_ff] = act(gate, up) of each pair, in x's dtype; one launch
+    when gate and up share a block format (each program reads both tiles), else two
+    expert_rows launches and the activation in torch."""
+    require()
+    _check(x, gate, routing, routing.n_tokens)
+    if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
+        raise UnsupportedTensor(
+            f"gate experts {(gate.n_expert, gate.n_out, gate.n_in)} and up experts "
+            f"{(up.n_expert, up.n_out, up.n_in)} differ in shape"
+        )
+    xq = _x_in_8_bits(x, quantized)
+    if gate.fmt != up.fmt:
+        g = expert_rows(x, gate, routing, quantized=xq, config=config).float()
+        u = expert_rows(x, up, routing, quantized=xq, config=config).float()
+        return activation.apply(g, u).to(x.dtype)
+    out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config)
+    return out.reshape(routing.n_tokens, routing.top_k, gate.n_out)
+
+
+def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
+                quantized: QuantizedActivation | None = None,
+                config: MoeGemvConfig | None = None) -> torch.Tensor:  # fmt: skip
+    """h [T, k, n_in] (expert_gate_up's output) -> [T, n_out] in h's dtype: each pair's down
+    projection (plus bias), weighted by its routing weight and summed over the k slots."""
+    require()
+    if routing.weights is None:
+        raise UnsupportedTensor("expert_down needs the routing weights: pass them to route_experts")
+    if h.dim() == 3:
+        h = h.reshape(-1, h.shape[-1])
+    _check(h, w, routing, routing.n_pairs)
+    hq = _x_in_8_bits(h, quantized)
+    return _launch(h, hq, w, None, routing, DOWN, SILU, config)

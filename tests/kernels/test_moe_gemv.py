@@ -1,0 +1,268 @@
+"""The expert GEMV (kernels/moe_gemv.py) against kernels/moe_reference.py (gguf's dequantizer,
+float64): every expert format, odd shapes, 1 / 3 / 16 tokens, both ways a result is written
+(by its own program, or summed by a row tile's last program), biases, both activations, the
+down projection's routing-weighted sum; and the grouping of pairs by expert."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from kernels import moe_reference as ref
+from kernels.act_quant import reference_quantize
+from kernels.availability import interpret_mode
+from kernels.errors import UnsupportedTensor
+from kernels.ggml_formats import FORMATS
+from kernels.moe_blocks import mxfp4_words
+from kernels.moe_gemv import (
+    SWIGLU_OAI,
+    ExpertWeight,
+    GluActivation,
+    MoeGemvConfig,
+    expert_down,
+    expert_gate_up,
+    expert_rows,
+)
+from kernels.moe_routing import route_experts
+from kernels.packed_weight import PackedWeight
+from tests.kernels.conftest import relative_error
+
+# x rounded to 8 bits per 32 values, as the kernel reads it: against that, exact up to float32
+# sums (the dense integer GEMV's TOLERANCE_INT8)
+TOLERANCE = 5e-4
+# few, wide programs in Triton's interpreter (it pays per program and per operation, not per
+# value); on the GPU, tiles of a size that compiles to registers
+_ROWS = 64 if interpret_mode() else 8
+WIDE = MoeGemvConfig(block_n=_ROWS, max_runs=64, num_warps=4)
+# rows of 256 weights in 2 splits: the partial sums and the last program's finish
+SPLIT = MoeGemvConfig(block_n=_ROWS, max_runs=8, num_warps=4)
+N_EXPERT = 8
+# whole blocks, an odd count of 32-blocks (Q8_0, MXFP4: 11 blocks, a split half masked)
+N_IN = {"Q4_K": 512, "Q5_K": 512, "Q6_K": 256, "Q8_0": 352, "MXFP4": 352}
+N_IN |= dict.fromkeys(("Q4_0", "Q4_1", "Q5_0", "Q5_1"), 352)
+N_OUT = 70  # not whole tiles of rows
+
+
+def _routing(tokens: int, top_k: int, seed: int, device: str, n_expert: int = N_EXPERT):
+    """Distinct experts per token (as top-k picks them), weights summing to 1."""
+    rng = np.random.default_rng(seed)
+    ids = np.stack([rng.choice(n_expert, top_k, replace=False) for _ in range(tokens)])
+    weights = rng.random((tokens, top_k)) + 0.1
+    weights /= weights.sum(axis=1, keepdims=True)
+    ids_t = torch.from_numpy(ids).to(device)
+    weights_t = torch.from_numpy(weights.astype(np.float32)).to(device)
+    return route_experts(ids_t, weights_t, n_expert), ids, weights.astype(np.float32)
+
+
+@functools.cache
+def _experts(fmt: str, n_out: int, n_in: int, seed: int, device: str, bias: bool = False):
+    raw = ref.random_expert_bytes(fmt, N_EXPERT, n_out, n_in, seed)
+    dense = ref.dequantize_experts(raw, fmt, (N_EXPERT, n_out, n_in))
+    b = np.random.default_rng(seed + 7).standard_normal((N_EXPERT, n_out)) if bias else None
+    w = ExpertWeight.from_gguf(raw, fmt, (N_EXPERT, n_out, n_in), device=device, bias=b)
+    return w, dense, b
+
+
+def _x(rows: int, n_in: int, seed: int, scale: float = 1.0) -> torch.Tensor:
+    return torch.randn(rows, n_in, generator=torch.Generator().manual_seed(seed)) * scale
+
+
+def _x8(x: torch.Tensor) -> np.ndarray:
+    """x as the kernel reads it: rounded to 8 bits per 32 values."""
+    return reference_quantize(x.float().numpy())
+
+
+@pytest.mark.parametrize(
+    ("ids", "n_expert"),
+    [
+        ([[3, 1]], 8),
+        ([[5, 2], [2, 7], [5, 2]], 8),
+        ([[0, 1, 2, 3]] * 4, 4),  # every token the same experts
+        ([[6], [6], [1], [6], [0]], 7),
+        (np.random.default_rng(0).integers(0, 128, size=(16, 8)).tolist(), 128),
+    ],
+)
+def test_pairs_grouped_by_expert(ids, n_expert, device):
+    ids = np.asarray(ids)
+    routing = route_experts(torch.from_numpy(ids).to(device), None, n_expert)
+    flat = ids.reshape(-1)
+    experts, counts = np.unique(flat, return_counts=True)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    n = len(experts)
+    assert routing.n_groups.item() == n
+    assert routing.order.cpu().tolist() == np.argsort(flat, kind="stable").tolist()
+    assert routing.group_expert[:n].cpu().tolist() == experts.tolist()
+    assert routing.group_start[:n].cpu().tolist() == starts.tolist()
+    assert routing.group_count[:n].cpu().tolist() == counts.tolist()
+    assert routing.max_groups == min(n_expert, flat.size)
+
+
+def test_mxfp4_block_layout_is_ggml_s():
+    import gguf
+
+    assert gguf.GGML_QUANT_SIZES[gguf.GGMLQuantizationType.MXFP4] == (32, 17)
+    assert FORMATS["MXFP4"].ggml_type == int(gguf.GGMLQuantizationType.MXFP4)
+    raw = ref.random_expert_bytes("MXFP4", 2, 3, 64, seed=1)
+    w = PackedWeight.from_gguf(raw, "MXFP4", (6, 64), device="cpu")
+    assert np.array_equal(w.to_gguf_bytes(), raw)
+    values = ref.dequantize_experts(raw, "MXFP4", (2, 3, 64))
+    assert np.isfinite(values).all() and np.abs(values).max() > 0
+
+
+@pytest.mark.parametrize("fmt", list(N_IN))
+def test_expert_rows_every_format(fmt, device, tokens=3):  # 1 token: the down and f16 tests
+    w, dense, _ = _experts(fmt, N_OUT, N_IN[fmt], 1, device)
+    routing, ids, _ = _routing(tokens, 2, seed=tokens, device=device)
+    x = _x(tokens, N_IN[fmt], seed=2)
+    y = expert_rows(x.to(device), w, routing, config=WIDE)
+    assert y.shape == (tokens, 2, N_OUT) and y.dtype == torch.float32
+    assert relative_error(y.cpu(), ref.expert_rows(_x8(x), dense, ids)) < TOLERANCE
+
+
+def test_split_rows_with_bias_summed_by_the_last_program(device):
+    from kernels.moe_gemv import _COUNTERS
+
+    w, dense, bias = _experts("Q4_K", N_OUT, 256, 2, device, bias=True)
+    routing, ids, _ = _routing(4, 2, seed=5, device=device)
+    assert routing.group_count.max().item() > 1  # experts shared by tokens
+    x = _x(4, 256, seed=3)
+    y = expert_rows(x.to(device), w, routing, config=SPLIT)
+    assert relative_error(y.cpu(), ref.expert_rows(_x8(x), dense, ids, bias)) < TOLERANCE
+    assert not _COUNTERS.get(torch.device(device), 4).any()  # left at zero for the next launch
+
+
+# x scaled so that gate and up are a few units: silu's curve, not its asymptotes
+@pytest.mark.parametrize(("fmt", "config", "scale"), [("Q4_K", WIDE, 0.2), ("Q6_K", SPLIT, 0.03)])
+def test_gate_up_silu_in_one_launch(fmt, config, scale, device):
+    gate, dense_gate, _ = _experts(fmt, N_OUT, 256, 3, device)
+    up, dense_up, _ = _experts(fmt, N_OUT, 256, 4, device)
+    routing, ids, _ = _routing(3, 2, seed=6, device=device)
+    x = _x(3, 256, seed=4, scale=scale)
+    h = expert_gate_up(x.to(device), gate, up, routing, config=config)
+    expected = ref.gate_up(_x8(x), dense_gate, dense_up, ids)
+    assert h.shape == (3, 2, N_OUT)
+    assert relative_error(h.cpu(), expected) < TOLERANCE
+
+
+def test_gate_up_gpt_oss_clamped_swiglu_with_biases(device, config=SPLIT):
+    n_in = 256
+    gate, dense_gate, bias_gate = _experts("MXFP4", N_OUT, n_in, 5, device, bias=True)
+    up, dense_up, bias_up = _experts("MXFP4", N_OUT, n_in, 6, device, bias=True)
+    routing, ids, _ = _routing(3, 4, seed=7, device=device)
+    x = _x(3, n_in, seed=5, scale=2.0)  # gate and up well past the clamp at 7
+    h = expert_gate_up(x.to(device), gate, up, routing, SWIGLU_OAI, config=config)
+    g = ref.expert_rows(_x8(x), dense_gate, ids, bias_gate)
+    assert (g > SWIGLU_OAI.limit).any()  # the clamp is exercised
+    expected = ref.gate_up(_x8(x), dense_gate, dense_up, ids, "swiglu_oai", bias_gate, bias_up)
+    assert relative_error(h.cpu(), expected) < TOLERANCE
+
+
+def test_gate_up_of_two_formats_takes_two_launches(device):
+    gate, dense_gate, _ = _experts("Q4_K", N_OUT, 256, 8, device)
+    up, dense_up, _ = _experts("Q6_K", N_OUT, 256, 9, device)
+    routing, ids, _ = _routing(3, 2, seed=8, device=device)
+    x = _x(3, 256, seed=6, scale=0.1)
+    h = expert_gate_up(x.to(device), gate, up, routing, config=WIDE)
+    expected = ref.gate_up(_x8(x), dense_gate, dense_up, ids)
+    assert relative_error(h.cpu(), expected) < TOLERANCE
+
+
+@pytest.mark.parametrize(
+    ("fmt", "tokens", "top_k", "bias"),
+    [("Q6_K", 1, 2, False), ("Q4_K", 16, 2, False), ("MXFP4", 3, 4, True), ("Q8_0", 3, 2, False)],
+)
+def test_down_sums_the_slots_with_their_weights(fmt, tokens, top_k, bias, device):
+    n_in = min(N_IN[fmt], 256)
+    w, dense, b = _experts(fmt, N_OUT, n_in, 10, device, bias=bias)
+    routing, ids, weights = _routing(tokens, top_k, seed=9 + tokens, device=device)
+    h = _x(tokens * top_k, n_in, seed=7)
+    out = expert_down(h.reshape(tokens, top_k, -1).to(device), w, routing, config=WIDE)
+    assert out.shape == (tokens, N_OUT)
+    expected = ref.down(_x8(h).reshape(tokens, top_k, -1), dense, ids, weights, b)
+    assert relative_error(out.cpu(), expected) < TOLERANCE
+
+
+def test_default_config_and_half_inputs(device):
+    """The launch the engine gets (4 rows a program), f16 in and out."""
+    w, dense, _ = _experts("Q4_K", 8, 256, 11, device)
+    routing, ids, weights = _routing(1, 2, seed=12, device=device)
+    x = _x(1, 256, seed=8).half()
+    y = expert_rows(x.to(device), w, routing)
+    assert y.dtype == torch.float16
+    assert relative_error(y.cpu(), ref.expert_rows(_x8(x), dense, ids)) < TOLERANCE + 1e-3
+    h = _x(2, 256, seed=9).half()
+    out = expert_down(h.reshape(1, 2, 256).to(device), w, routing)
+    assert out.dtype == torch.float16
+    expected = ref.down(_x8(h).reshape(1, 2, 256), dense, ids, weights)
+    assert relative_error(out.cpu(), expected) < TOLERANCE + 1e-3
+
+
+def test_the_8_bit_activation_is_close_to_float_x(device):
+    """Against float x (no rounding), the error is the dense integer path's (under 1%)."""
+    w, dense, _ = _experts("Q5_K", N_OUT, 512, 12, device)
+    routing, ids, _ = _routing(3, 2, seed=13, device=device)
+    x = _x(3, 512, seed=9)
+    y = expert_rows(x.to(device), w, routing, config=WIDE)
+    assert relative_error(y.cpu(), ref.expert_rows(x.double().numpy(), dense, ids)) < 1e-2
+
+
+def test_refusals_say_what_to_do(device):
+    w, _, _ = _experts("Q8_0", N_OUT, 352, 1, device)
+    routing, _, _ = _routing(1, 2, seed=1, device=device)
+    with pytest.raises(UnsupportedTensor, match="expected"):
+        expert_rows(torch.zeros(1, 320, device=device), w, routing)
+    with pytest.raises(UnsupportedTensor, match="supported"):
+        ExpertWeight.from_gguf(np.zeros(2 * 4 * 64, np.uint8), "F16", (2, 4, 32), device=device)
+    with pytest.raises(UnsupportedTensor, match="routing weights"):
+        expert_down(torch.zeros(1, 2, 352, device=device), w, route_experts(
+            torch.zeros(1, 2, dtype=torch.int64, device=device), None, N_EXPERT))  # fmt: skip
+    with pytest.raises(UnsupportedTensor, match="smaller chunks"):
+        route_experts(torch.zeros(64, 8, dtype=torch.int64, device=device), None, 128)
+    with pytest.raises(UnsupportedTensor, match="differ in shape"):
+        small, _, _ = _experts("Q8_0", N_OUT - 6, 352, 2, device)
+        expert_gate_up(torch.zeros(1, 352, device=device), w, small, routing)
+    assert GluActivation().kind == "silu"
+
+
+@pytest.mark.parametrize(
+    ("n_runs", "max_runs", "expected"),
+    [
+        (128, 128, 128),  # Qwen3-30B-A3B gate/up: 2048 inputs, one split
+        (48, 128, 64),  # its down: 768 inputs, one split of 64 (16 masked)
+        (180, 128, 64),  # gpt-oss: 2880 inputs, three splits of 64, not two of 128
+        (896, 128, 128),  # Mixtral's down: 14336 inputs, seven whole splits
+        (22, 8, 8),  # a tie in masked runs: the wider split
+        (2, 128, 2),  # one block of 32
+    ],
+)
+def test_runs_per_split(n_runs, max_runs, expected):
+    from kernels.moe_gemv import _runs_per_split
+
+    assert _runs_per_split(n_runs, max_runs) == expected
+
+
+@triton.jit
+def _decode_mxfp4(src, dst, N: tl.constexpr):
+    i = tl.program_id(0) * N + tl.arange(0, N)
+    decoded = mxfp4_words(tl.load(src + i))
+    tl.store(dst + i, decoded)
+
+
+def test_mxfp4_words_decode_every_code(device):
+    """Every nibble in every byte of a word against ggml's table (gguf's MXFP4.kvalues)."""
+    import gguf
+
+    codes = np.arange(16**4)
+    nibbles = np.stack([(codes >> (4 * b)) & 15 for b in range(4)], axis=1)  # [n, byte]
+    words = (nibbles << (8 * np.arange(4))).sum(axis=1).astype(np.uint32).view(np.int32)
+    out = torch.empty(len(words), dtype=torch.int32, device=device)
+    _decode_mxfp4[(len(words) // 4096,)](torch.from_numpy(words).to(device), out, N=4096)
+    got = out.cpu().numpy().view(np.uint32)
+    got_bytes = np.stack([(got >> (8 * b)) & 0xFF for b in range(4)], axis=1)
+    expected = np.asarray(gguf.quants.MXFP4.kvalues)[nibbles] + 12
+    assert np.array_equal(got_bytes, expected)
