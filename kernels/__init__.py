@@ -26,6 +26,10 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
         x's 8-bit form computed once and shared by the weights that read the same x (q/k/v,
         gate/up): one launch per x instead of one per weight.
     w.dequantize() -> f32 [n_out, n_in] (for checks and prefill through torch matmul).
+    kernels.dequant_torch.dequantize(w, dtype) -> [n_out, n_in] on w's device, in torch (the
+        prefill's GEMM operand; Q4_K/Q6_K on a GPU through kernels/dequant.py's kernel);
+        kernels.dequant_torch.dequantize_mxfp4(raw, n_in): MXFP4 blocks as stored (ggml type
+        39, gpt-oss's experts; no PackedWeight format) -> float32 [..., n_in].
 
 Mixture of experts (kernels/moe_routing.py, kernels/moe_gemv.py; docs/kernels-moe.md)
     w = ExpertWeight.from_gguf(raw, ggml_type, (n_expert, n_out, n_in), device, bias=None)

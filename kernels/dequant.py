@@ -2,7 +2,7 @@
 
 A prefill chunk multiplies many tokens by each weight matrix: torch's GEMM on the tensor cores
 does that far faster than a GEMV per 16 rows, but it needs the matrix in f16. The engine
-dequantizes one matrix at a time into a transient buffer (engine/hearth/dequant.py); done with
+dequantizes one matrix at a time into a transient buffer (kernels/dequant_torch.py); done with
 torch's elementwise ops that took ~8 full-size float32 passes per weight (200 ms of a 512-token
 prefill of an 8B Q4_K_M on an H100). Here each weight is read once (its 4.5 or 6.6 bits) and
 written once (16 bits).

@@ -61,6 +61,12 @@ class Shape:
     n_ff_exp: int = 0
     sliding_window: int = 0
     rope_base: float = 10000.0
+    # gpt-oss: biases on Q, K, V, the output, the router and the experts; a sink logit per
+    # head; the feed-forward's norm named post_attention_norm; YaRN by `yarn_factor` from
+    # `yarn_orig_ctx` positions
+    gpt_oss: bool = False
+    yarn_factor: float = 0.0
+    yarn_orig_ctx: int = 0
 
 
 SHAPES: dict[str, Shape] = {
@@ -81,6 +87,13 @@ SHAPES: dict[str, Shape] = {
         "qwen3moe", "Qwen3-30B-A3B (synthetic)", 48, 2048, 6144, 32, 4, 128, 151936, 40960,
         qk_norm=True, n_expert=128, n_expert_used=8, n_ff_exp=768, rope_base=1000000.0,
     ),
+    # openai/gpt-oss-20b's config.json: 24 layers alternating a 128-token window with full
+    # attention, 32 experts of which 4 used, YaRN 32x from 4096
+    "gpt-oss-20b": Shape(
+        "gpt-oss", "gpt-oss-20b (synthetic)", 24, 2880, 2880, 64, 8, 64, 201088, 131072,
+        n_expert=32, n_expert_used=4, n_ff_exp=2880, sliding_window=128, rope_base=150000.0,
+        gpt_oss=True, yarn_factor=32.0, yarn_orig_ctx=4096,
+    ),
     # small vocabularies, so that the feed-forward and attention stages, not the logits, set the
     # compute buffer
     "mistral-7b": Shape(
@@ -94,9 +107,27 @@ SHAPES: dict[str, Shape] = {
     "llama-tiny": Shape("llama", "tiny llama (synthetic)", 4, 256, 512, 4, 2, 64, 32000, 4096),
 }  # fmt: skip
 
-QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M")
-_BASE = {"Q8_0": QT.Q8_0, "Q6_K": QT.Q6_K, "Q5_K_M": QT.Q5_K, "Q4_K_M": QT.Q4_K, "Q3_K_M": QT.Q3_K}
-FILE_TYPES = {"F32": 0, "F16": 1, "Q8_0": 7, "Q6_K": 18, "Q5_K_M": 17, "Q4_K_M": 15, "Q3_K_M": 12}
+# MXFP4_MOE: the experts in MXFP4 (llama-quantize's MXFP4_MOE, gpt-oss's published format),
+# every other matrix Q8_0 here (an assumption: the published files' mix of the rest may differ)
+QUANTS = ("Q8_0", "Q6_K", "Q5_K_M", "Q4_K_M", "Q3_K_M", "MXFP4_MOE")
+_BASE = {
+    "Q8_0": QT.Q8_0,
+    "Q6_K": QT.Q6_K,
+    "Q5_K_M": QT.Q5_K,
+    "Q4_K_M": QT.Q4_K,
+    "Q3_K_M": QT.Q3_K,
+    "MXFP4_MOE": QT.Q8_0,
+}
+FILE_TYPES = {
+    "F32": 0,
+    "F16": 1,
+    "Q8_0": 7,
+    "Q6_K": 18,
+    "Q5_K_M": 17,
+    "Q4_K_M": 15,
+    "Q3_K_M": 12,
+    "MXFP4_MOE": 38,
+}
 
 
 def _more_bits(i: int, n: int) -> bool:
@@ -133,9 +164,11 @@ def tensor_table(shape: Shape, quant: str) -> list[tuple[str, tuple[int, ...], Q
     q_dim, kv_dim = s.n_head * s.head_dim, s.n_head_kv * s.head_dim
     out: list[tuple[str, tuple[int, ...], QT]] = []
 
-    def add(name: str, ne: tuple[int, ...], role: str = "", i: int = 0) -> None:
-        if len(ne) == 1 or role == "router":
+    def add(name: str, ne: tuple[int, ...], role: str = "", i: int = 0, expert=False) -> None:
+        if len(ne) == 1 or role in ("router", "bias"):
             out.append((name, ne, QT.F32))
+        elif expert and quant == "MXFP4_MOE":
+            out.append((name, ne, QT.MXFP4))
         else:
             out.append((name, ne, _weight_type(quant, role, i, n, ne[0])))
 
@@ -151,14 +184,27 @@ def tensor_table(shape: Shape, quant: str) -> list[tuple[str, tuple[int, ...], Q
         if s.qk_norm:
             add(b + "attn_q_norm.weight", (s.head_dim,))
             add(b + "attn_k_norm.weight", (s.head_dim,))
-        if s.post_norms:
+        if s.post_norms or s.gpt_oss:  # gpt-oss: the feed-forward's input norm
             add(b + "post_attention_norm.weight", (s.n_embd,))
-        add(b + "ffn_norm.weight", (s.n_embd,))
+        if not s.gpt_oss:
+            add(b + "ffn_norm.weight", (s.n_embd,))
+        if s.gpt_oss:
+            add(b + "attn_q.bias", (q_dim,))
+            add(b + "attn_k.bias", (kv_dim,))
+            add(b + "attn_v.bias", (kv_dim,))
+            add(b + "attn_output.bias", (s.n_embd,))
+            add(b + "attn_sinks.weight", (s.n_head,))
+            add(b + "ffn_gate_inp.bias", (s.n_expert,))
+            add(b + "ffn_gate_exps.bias", (s.n_ff_exp, s.n_expert), "bias")
+            add(b + "ffn_up_exps.bias", (s.n_ff_exp, s.n_expert), "bias")
+            add(b + "ffn_down_exps.bias", (s.n_embd, s.n_expert), "bias")
         if s.n_expert:
+            ff, e = s.n_ff_exp, s.n_expert
             add(b + "ffn_gate_inp.weight", (s.n_embd, s.n_expert), "router", i)
-            add(b + "ffn_gate_exps.weight", (s.n_embd, s.n_ff_exp, s.n_expert), "ffn_gate", i)
-            add(b + "ffn_up_exps.weight", (s.n_embd, s.n_ff_exp, s.n_expert), "ffn_up", i)
-            add(b + "ffn_down_exps.weight", (s.n_ff_exp, s.n_embd, s.n_expert), "ffn_down", i)
+            # the experts take their dense namesakes' types (ffn_down's extra bits in Q4_K_M)
+            add(b + "ffn_gate_exps.weight", (s.n_embd, ff, e), "ffn_gate", i, expert=True)
+            add(b + "ffn_up_exps.weight", (s.n_embd, ff, e), "ffn_up", i, expert=True)
+            add(b + "ffn_down_exps.weight", (ff, s.n_embd, e), "ffn_down", i, expert=True)
         else:
             add(b + "ffn_gate.weight", (s.n_embd, s.n_ff), "ffn_gate", i)
             add(b + "ffn_up.weight", (s.n_embd, s.n_ff), "ffn_up", i)
@@ -199,6 +245,12 @@ def _metadata(writer: GGUFWriter, shape: Shape, quant: str, with_vocab: bool) ->
         writer.add_expert_feed_forward_length(s.n_ff_exp)
     if s.sliding_window:
         writer.add_sliding_window(s.sliding_window)
+    if s.yarn_factor:
+        from gguf import RopeScalingType
+
+        writer.add_rope_scaling_type(RopeScalingType.YARN)
+        writer.add_rope_scaling_factor(s.yarn_factor)
+        writer.add_rope_scaling_orig_ctx_len(s.yarn_orig_ctx)
 
 
 def write_sparse_gguf(
@@ -273,8 +325,9 @@ def write_random_f16_gguf(
     pool = (rng.standard_normal(largest + 4099, dtype=np.float32) * 0.02).astype(np.float16)
     for index, (name, ne, ggml_type) in enumerate(table):
         numpy_shape = tuple(reversed(ne))
-        if ggml_type == QT.F32:
-            writer.add_tensor(name, np.ones(numpy_shape, dtype=np.float32))
+        if ggml_type == QT.F32:  # norms (and sinks) ones, biases zeros
+            fill = np.zeros if name.endswith(".bias") else np.ones
+            writer.add_tensor(name, fill(numpy_shape, dtype=np.float32))
             continue
         start = (index * 4093) % 4096  # a different window of the pool for each tensor
         writer.add_tensor(name, pool[start : start + int(np.prod(ne))].reshape(numpy_shape))

@@ -11,7 +11,8 @@ loads the model with llama.cpp and says why in one line (`unavailable_reason`).
 
     config.py      ModelConfig from the GGUF header (pure)
     weights.py     the file's tensors, memory-mapped, blocks as stored
-    ops.py         the seam: matmul, norms, RoPE, activation (plain torch / kernels)
+    ops.py         the seam: matmul, norms, RoPE, activation, experts (plain torch / kernels)
+    routing.py     a mixture-of-experts router: each token's experts and weights
     kv_cache.py    a preallocated cache and attention over it
     forward.py     the decoder
     reference.py   a plain-torch forward pass without cache, written once, for the tests

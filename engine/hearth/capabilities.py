@@ -5,7 +5,8 @@ where importing torch to plan would cost seconds; the worker asks the same quest
 the ones only a live torch can answer: is a GPU visible) before loading. One place for the
 answers keeps the planner from offering what the driver would refuse.
 
-    model_unsupported_reason(info)            -> None, or one line: why not this file
+    model_unsupported_reason(info, gpu=True)  -> None, or one line: why not this file
+    moe_device_reason(config, device)         -> None, or one line: why not these experts here
     device_unsupported_reason(backend, cc)    -> None, or one line: why not this device
     kv_format_problem(k, v, swa=..., gpu=...) -> None, or one line: why not this K/V pair
 """
@@ -14,16 +15,28 @@ from __future__ import annotations
 
 from engine.gguf import ModelInfo
 from engine.hearth.cache_layout import PLAIN_FORMATS
-from engine.hearth.config import UnsupportedModel, model_config
+from engine.hearth.config import ModelConfig, UnsupportedModel, model_config
 from kernels.errors import UnsupportedTensor
 from kernels.kv_formats import check_format
 
 # ggml tensor types the engine reads (engine/hearth/ops.py, TorchOps.supports): the gguf
-# package's dequantizers, and kernels/ packs most of them for its GEMV on a GPU.
+# package's dequantizers, and kernels/ packs most of them for its GEMV on a GPU; MXFP4
+# (gpt-oss's experts) through kernels/dequant_torch.py.
 TENSOR_TYPES = {
     0: "F32", 1: "F16", 30: "BF16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0",
-    10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K",
+    10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 39: "MXFP4",
 }  # fmt: skip
+
+# Mixture-of-experts models run on the CPU path (TorchOps; tests/engine/hearth compares them
+# with llama.cpp). On a GPU the experts would go through the same torch code (ops.moe_ffn's
+# fallback: each token's experts dequantized whole), which no GPU run has measured, and the
+# planner's memory model does not count experts yet: until kernels/moe_* (the expert GEMV) is
+# wired into KernelsOps and both are measured, a GPU loads them with llama.cpp.
+MOE_ON_GPU = False
+MOE_GPU_REASON = (
+    "mixture-of-experts models run on the Hearth engine's CPU path only until its GPU expert "
+    "kernels land"
+)
 
 # KV cache formats (ModelParams.type_k / type_v; which cache holds them: cache_layout.py), K and
 # V chosen independently, rot2 and kivi4 (per-channel 4-bit, the newest page exact) for K only
@@ -42,16 +55,27 @@ MIN_CUDA_CAPABILITY = (8, 0)
 GPU_BACKENDS = ("cuda", "rocm")
 
 
-def model_unsupported_reason(info: ModelInfo) -> str | None:
+def model_unsupported_reason(info: ModelInfo, gpu: bool = True) -> str | None:
     """Why the Hearth engine cannot run this file (the worker's fallback reasons for the file:
-    architecture, mixture-of-experts, RoPE scaling, per-layer shapes, tensor types), or None."""
+    architecture, experts it does not route, RoPE scaling, per-layer shapes, tensor types) on
+    a GPU (or with gpu=False on the CPU), or None."""
     try:
-        model_config(info)
+        config = model_config(info)
     except UnsupportedModel as exc:
         return str(exc)
+    reason = moe_device_reason(config, "cuda" if gpu else "cpu")
+    if reason:
+        return reason
     unsupported = sorted({t.type_name for t in info.tensors if t.ggml_type not in TENSOR_TYPES})
     if unsupported:
         return f"tensor types {', '.join(unsupported)} are not supported yet"
+    return None
+
+
+def moe_device_reason(config: ModelConfig, device: str) -> str | None:
+    """Why this model's experts do not run on `device` (see MOE_ON_GPU), or None."""
+    if config.moe is not None and device != "cpu" and not MOE_ON_GPU:
+        return MOE_GPU_REASON
     return None
 
 

@@ -1,4 +1,4 @@
-"""The Hearth forward pass: llama, qwen2, qwen3 and gemma3 decoders over a KV cache.
+"""The Hearth forward pass: llama, qwen2, qwen3, gemma3 and MoE decoders over a KV cache.
 
     model = Transformer.load(config, tensors, ops)
     logits = model.forward(tokens, positions, cache, n_keys=...)   # [vocab] of the last token
@@ -10,6 +10,10 @@ differences are switched by ModelConfig, see engine/hearth/config.py):
     q, k = rms_norm per head (qwen3, gemma3) ; rope(q), rope(k)   ; cache <- k, v
     a  = attention(q, cache) Wo ; a = rms_norm(a) (gemma3) ; h = h + a
     x  = rms_norm(h) ; f = (act(x Wgate) * x Wup) Wdown ; f = rms_norm(f) (gemma3) ; h = h + f
+
+A mixture-of-experts layer (qwen2moe, qwen3moe, gpt-oss, llama with experts) replaces the
+feed-forward with its router and experts (engine/hearth/routing.py picks them, ops.moe_ffn runs
+them; qwen2moe adds its gated shared expert), and gpt-oss adds its attention sinks and biases.
 
 then logits = rms_norm(h) Wout, soft-capped for gemma3 when the file says so. The embedding is
 scaled by sqrt(n_embd) for gemma3. Only the rows whose logits are asked for go through the
@@ -36,12 +40,14 @@ import torch
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
 from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.ops import (
+    ExpertWeights,
     PreparedWeight,
     RopeTable,
     TorchOps,
     dequantize,
     inverse_frequencies,
 )
+from engine.hearth.routing import select_experts
 from engine.hearth.weights import GGUFTensors, QuantWeight
 
 
@@ -55,13 +61,26 @@ class Projection:
 
 
 @dataclass
+class MoeBlock:
+    """A layer's router and routed experts (its shared expert, if any, is the Layer's
+    feed-forward: ffn_in and w_down)."""
+
+    router: PreparedWeight  # [n_expert, n_embd]
+    experts: ExpertWeights
+    router_bias: torch.Tensor | None = None  # [n_expert]
+    shared_gate: torch.Tensor | None = None  # [n_embd]: sigmoid(x . g) scales the shared expert
+
+
+@dataclass
 class Layer:
     attn_norm: torch.Tensor
     attn_in: list[Projection]  # q, k, v
     wo: PreparedWeight
     ffn_norm: torch.Tensor
-    ffn_in: list[Projection]  # gate, up
-    w_down: PreparedWeight
+    ffn_in: list[Projection]  # gate, up (a MoE layer's shared expert; empty without one)
+    w_down: PreparedWeight | None
+    moe: MoeBlock | None = None
+    attn_sinks: torch.Tensor | None = None  # [n_head]
     bq: torch.Tensor | None = None
     bk: torch.Tensor | None = None
     bv: torch.Tensor | None = None
@@ -72,7 +91,10 @@ class Layer:
     post_ffn_norm: torch.Tensor | None = None
 
     def matrices(self) -> list[PreparedWeight]:
-        return [p.weight for p in (*self.attn_in, *self.ffn_in)] + [self.wo, self.w_down]
+        """The layer's 2-D matrices (not the experts)."""
+        dense = [p.weight for p in (*self.attn_in, *self.ffn_in)] + [self.wo]
+        extra = [self.w_down] if self.w_down is not None else []
+        return dense + extra + ([self.moe.router] if self.moe is not None else [])
 
 
 def _projections(
@@ -139,27 +161,57 @@ class Transformer:
             found = tensors.optional_vector(name)
             return None if found is None else found.to(device)
 
+        def moe_block(p: str) -> MoeBlock:
+            def experts(kind: str):
+                return tensors.experts(f"{p}ffn_{kind}_exps.weight", device)
+
+            def bias(kind: str):
+                return tensors.optional_float_tensor(f"{p}ffn_{kind}_exps.bias")
+
+            gating = ops.prepare_experts(
+                experts("gate"),
+                experts("up"),
+                experts("down"),
+                config.activation,
+                (bias("gate"), bias("up"), bias("down")),
+            )
+            return MoeBlock(
+                router=ops.prepare(tensors.matrix(p + "ffn_gate_inp.weight", device)),
+                experts=gating,
+                router_bias=vector(p + "ffn_gate_inp.bias"),
+                shared_gate=vector(p + "ffn_gate_inp_shexp.weight"),
+            )
+
+        moe = config.moe
+        # the dense feed-forward, or a MoE layer's shared expert
+        ffn_suffix = "_shexp" if moe is not None else ""
+        has_ffn = moe is None or moe.n_ff_shexp > 0
         layers = []
         for i in range(config.n_layer):
             p = f"blk.{i}."
             attn = ("attn_q.weight", "attn_k.weight", "attn_v.weight")
-            ffn = ("ffn_gate.weight", "ffn_up.weight")
+            ffn = (f"ffn_gate{ffn_suffix}.weight", f"ffn_up{ffn_suffix}.weight")
+            down = f"{p}ffn_down{ffn_suffix}.weight"
             layers.append(
                 Layer(
                     attn_norm=vector(p + "attn_norm.weight"),
                     attn_in=matrices(p, attn, ("q", "k", "v")),
                     wo=ops.prepare(tensors.matrix(p + "attn_output.weight", device)),
-                    ffn_norm=vector(p + "ffn_norm.weight"),
-                    ffn_in=matrices(p, ffn, ("gate", "up")),
-                    w_down=ops.prepare(tensors.matrix(p + "ffn_down.weight", device)),
+                    ffn_norm=vector(p + config.ffn_norm_tensor),
+                    ffn_in=matrices(p, ffn, ("gate", "up")) if has_ffn else [],
+                    w_down=ops.prepare(tensors.matrix(down, device)) if has_ffn else None,
+                    moe=moe_block(p) if moe is not None else None,
+                    attn_sinks=vector(p + "attn_sinks.weight") if config.attn_sinks else None,
                     bq=vector(p + "attn_q.bias"),
                     bk=vector(p + "attn_k.bias"),
                     bv=vector(p + "attn_v.bias"),
                     bo=vector(p + "attn_output.bias"),
                     q_norm=vector(p + "attn_q_norm.weight"),
                     k_norm=vector(p + "attn_k_norm.weight"),
-                    post_attn_norm=vector(p + "post_attention_norm.weight"),
-                    post_ffn_norm=vector(p + "post_ffw_norm.weight"),
+                    post_attn_norm=(
+                        vector(p + "post_attention_norm.weight") if config.post_norms else None
+                    ),
+                    post_ffn_norm=vector(p + "post_ffw_norm.weight") if config.post_norms else None,
                 )
             )
         # The embedding is kept as mapped from the file: the CPU path dequantizes the rows it
@@ -171,7 +223,7 @@ class Transformer:
         factors = tensors.optional_vector("rope_freqs.weight")
 
         def table(base: float, scale: float) -> RopeTable:
-            inv_freq = inverse_frequencies(rope.n_rot, base, scale, factors)
+            inv_freq = inverse_frequencies(rope.n_rot, base, scale, factors, rope.yarn)
             return RopeTable(inv_freq, rope.attn_factor, rope.layout, config.head_dim)
 
         model = cls(
@@ -302,13 +354,36 @@ class Transformer:
         v = _add_bias(y["v"], layer.bv).view(n_tokens, cfg.n_head_kv, hd)
         cache.write(i, positions, k, v)
         window = cfg.swa_window if swa else 0
-        a = cache.attend(i, q, positions, n_keys, scale=cfg.attn_scale, window=window)
+        if layer.attn_sinks is not None:
+            a = cache.attend(
+                i, q, positions, n_keys, scale=cfg.attn_scale, window=window, sinks=layer.attn_sinks
+            )
+        else:
+            a = cache.attend(i, q, positions, n_keys, scale=cfg.attn_scale, window=window)
         a = _add_bias(ops.matmul(a.reshape(n_tokens, -1), layer.wo), layer.bo)
         if layer.post_attn_norm is not None:
             a = ops.rms_norm(a, layer.post_attn_norm, cfg.rms_eps)
         return a
 
     def _feed_forward(self, layer: Layer, x: torch.Tensor, shared) -> torch.Tensor:
+        if layer.moe is None:
+            return self._dense_feed_forward(layer, x, shared)
+        cfg, ops, moe = self.config, self.ops, layer.moe
+        logits = ops.matmul(x, moe.router).float()
+        if moe.router_bias is not None:
+            logits = logits + moe.router_bias
+        ids, weights = select_experts(
+            logits, cfg.moe.n_expert_used, gating=cfg.moe.gating, normalize=cfg.moe.normalize
+        )
+        f = ops.moe_ffn(x, moe.experts, ids, weights)
+        if layer.w_down is not None:  # the shared expert
+            s = self._dense_feed_forward(layer, x, shared)
+            if moe.shared_gate is not None:
+                s = s * torch.sigmoid(x.float() @ moe.shared_gate)[:, None].to(s.dtype)
+            f = f + s
+        return f
+
+    def _dense_feed_forward(self, layer: Layer, x: torch.Tensor, shared) -> torch.Tensor:
         cfg, ops = self.config, self.ops
         y = _project(ops, x, layer.ffn_in, shared)
         gated, shared_down = ops.gated_ffn_activation_for(

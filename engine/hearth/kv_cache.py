@@ -68,26 +68,31 @@ class TorchKVCache:
         *,
         scale: float,
         window: int = 0,
+        sinks: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """softmax(q k^T * scale + mask) v for q [T, n_heads, head_dim] at `positions`, over
         slots 0..n_keys-1: a query at position p sees slot j when j <= p and, with a sliding
         `window`, p - j < window (llama.cpp's standard SWA mask). Returns [T, n_heads, head_dim].
+        `sinks` [n_heads] (gpt-oss): one more logit per head in each softmax's denominator, a
+        key that every query sees and whose value is zero.
         """
         if q.shape[0] == 1:
-            return self._attend_one(layer, q, positions, n_keys, scale, window)
+            return self._attend_one(layer, q, positions, n_keys, scale, window, sinks)
         keys = self.k[layer, :, :n_keys].to(q.dtype)
         values = self.v[layer, :, :n_keys].to(q.dtype)
         slots = torch.arange(n_keys, device=q.device)
         seen = slots[None, :] <= positions[:, None]
         if window > 0:
             seen &= positions[:, None] - slots[None, :] < window
+        if sinks is not None:
+            return attention_with_sinks(q, keys, values, seen, scale, sinks)
         # Imported here: `import kernels` loads triton, which must not happen before the tests
         # (and a CPU-only run) have chosen its interpreter.
         from kernels.grouped_attention import grouped_prefill_attention
 
         return grouped_prefill_attention(q, keys, values, seen, scale)
 
-    def _attend_one(self, layer, q, positions, n_keys, scale: float, window: int):
+    def _attend_one(self, layer, q, positions, n_keys, scale: float, window: int, sinks=None):
         """One query (a decode step): two batched products over the KV heads, each reading the
         cache once. SDPA would repeat K and V per query head for grouped-query attention, or
         refuse the mask; here the heads that share a KV head are one [G, D] block."""
@@ -101,7 +106,12 @@ class TorchKVCache:
         if window > 0:
             seen &= positions - slots < window
         scores = torch.where(seen, scores, float("-inf"))
-        probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
+        if sinks is not None:  # the sink's column takes its share of the softmax, then goes
+            sink = sinks.view(n_kv, -1, 1).to(scores.dtype)
+            probs = torch.softmax(torch.cat((scores, sink), -1), dim=-1, dtype=torch.float32)
+            probs = probs[..., :-1].to(values.dtype)
+        else:
+            probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(values.dtype)
         return torch.bmm(probs, values).reshape(q.shape).to(q.dtype)
 
     def _slots(self, n: int, device) -> torch.Tensor:
@@ -132,3 +142,26 @@ def new_kv_cache(
         )
     dtype = torch.float16 if layout.plain_element_bytes == 2 else torch.float32
     return TorchKVCache(**dims, device=device, dtype=dtype)
+
+
+def attention_with_sinks(
+    q: torch.Tensor,
+    keys: torch.Tensor,
+    values: torch.Tensor,
+    seen: torch.Tensor,
+    scale: float,
+    sinks: torch.Tensor,
+) -> torch.Tensor:
+    """Attention whose softmax has one more logit per head, `sinks` [n_heads] (ggml's
+    soft_max_add_sinks), over keys and values [n_kv_heads, n_keys, D] heads first, `seen`
+    [T, n_keys]; q [T, n_heads, D] -> [T, n_heads, D]. The scores are built in full (SDPA has
+    no place for the extra logit): for prefill chunks of models that have sinks."""
+    n_tokens, n_heads = q.shape[:2]
+    group = n_heads // keys.shape[0]
+    k = keys.repeat_interleave(group, dim=0).float()  # query head h reads KV head h // group
+    v = values.repeat_interleave(group, dim=0).float()
+    scores = torch.einsum("thd,hnd->htn", q.float(), k) * scale
+    scores = scores.masked_fill(~seen[None], float("-inf"))
+    sink = sinks.float().view(n_heads, 1, 1).expand(n_heads, n_tokens, 1)
+    probs = torch.softmax(torch.cat((scores, sink), dim=-1), dim=-1)[..., :-1]
+    return torch.einsum("htn,hnd->thd", probs, v).to(q.dtype)

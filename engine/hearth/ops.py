@@ -16,6 +16,23 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     y, s = ops.gated_ffn_activation_for(readers, gate, up, kind)   the same, plus `s`
     r = ops.rope_positions(positions, table)      once per forward: what `rope` needs
     q = ops.rope(x, r, table)            x: [T, H, D]; "normal" pairs or "neox" halves
+    e = ops.prepare_experts(gate, up, down, activation, biases)   once per MoE layer, at load
+    y = ops.moe_ffn(x, e, ids, weights)  the routed experts' feed-forward (below)
+
+`moe_ffn` is the mixture-of-experts seam: x [T, n_embd]; `e` holds the layer's expert matrices
+as stored (QuantExperts [n_expert, N, K]: gate and up [n_expert, n_ff_exp, n_embd], down
+[n_expert, n_embd, n_ff_exp]) with optional biases [n_expert, N]; ids [T, k] (int64) are the
+experts each token goes through and weights [T, k] (float32) their routing weights; the result
+[T, n_embd] in x's dtype is, for each token t,
+
+    sum_j weights[t, j] * (act(x_t Wgate[e]^T + bg[e], x_t Wup[e]^T + bu[e]) Wdown[e]^T + bd[e])
+    with e = ids[t, j], act = silu(g) * u, or gpt-oss's swiglu_oai (engine/hearth/config.py)
+
+Only the selected experts' weights are read. TorchOps dequantizes them: grouped by expert for
+many rows (each selected expert once; this asks the device which experts were chosen, so it is
+not for a CUDA graph), or for a few rows (decode) by gathering each row's expert blocks on the
+device and dequantizing them there, which a CUDA graph can capture. A GPU kernel (kernels/moe_*)
+implements the same signature in KernelsOps.
 
 `select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run: the
 blocks stay as stored in VRAM and are dequantized in registers by the GEMV. Elsewhere it picks
@@ -31,13 +48,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.hearth.weights import QuantWeight
+from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT, YarnConfig
+from engine.hearth.weights import QuantExperts, QuantWeight
+from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
 
 # ggml type ids gguf.quants.dequantize handles, besides the plain float types.
 _DEQUANTIZABLE = {
@@ -54,6 +74,7 @@ _DEQUANTIZABLE = {
     12: "Q4_K",
     13: "Q5_K",
     14: "Q6_K",
+    39: "MXFP4",  # kernels/dequant_torch.py: gguf's numpy dequantizer is newer than some installs
 }
 
 
@@ -67,6 +88,8 @@ def dequantize(w: QuantWeight, rows: np.ndarray | None = None) -> np.ndarray:
         data = data[torch.as_tensor(rows, dtype=torch.long)]
     if w.is_float:
         return data.float().numpy()
+    if w.ggml_type == MXFP4_TYPE:
+        return dequantize_mxfp4(data, w.cols).numpy()
     return gguf_dequantize(data.numpy(), GGMLQuantizationType(w.ggml_type)).reshape(-1, w.cols)
 
 
@@ -78,16 +101,49 @@ class PreparedWeight:
     dense: torch.Tensor | None = field(default=None, repr=False)
 
 
+@dataclass
+class ExpertWeights:
+    """One layer's routed experts for `moe_ffn` (see the module docstring): the matrices as
+    stored on the ops' device, biases [n_expert, N] float32 or None."""
+
+    gate: QuantExperts
+    up: QuantExperts
+    down: QuantExperts
+    activation: str  # "silu" or "swiglu_oai"
+    gate_bias: torch.Tensor | None = None
+    up_bias: torch.Tensor | None = None
+    down_bias: torch.Tensor | None = None
+
+    @property
+    def n_expert(self) -> int:
+        return self.gate.n_expert
+
+
+def swiglu_oai(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """gpt-oss's clamped SwiGLU (ggml_swiglu_oai): g * sigmoid(alpha g) * (u + 1), with
+    g = min(gate, limit) and u = clamp(up, -limit, limit)."""
+    g = gate.clamp(max=SWIGLU_OAI_LIMIT)
+    u = up.clamp(-SWIGLU_OAI_LIMIT, SWIGLU_OAI_LIMIT)
+    return g * torch.sigmoid(SWIGLU_OAI_ALPHA * g) * (u + 1)
+
+
 class TorchOps:
     """Plain torch (see the module docstring)."""
 
     name = "torch"
+    # moe_ffn: up to this many (token, expert) pairs gather their experts' blocks on the device
+    # (graph-safe, each pair's expert dequantized on its own); more group the rows by expert
+    MOE_GATHER_MAX_PAIRS = 16
+    # dequantized experts kept on the CPU (least recently used dropped past this many bytes)
+    EXPERT_CACHE_BYTES = 1 << 30
 
     def __init__(self, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
         self.device = torch.device(device)
         self.dtype = dtype
         # the matrices' inputs and outputs; the residual stream stays in `dtype`
         self.activation_dtype = dtype
+        self._experts: OrderedDict[tuple[int, int], torch.Tensor] = OrderedDict()
+        self._experts_bytes = 0
 
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in _DEQUANTIZABLE
@@ -137,6 +193,8 @@ class TorchOps:
             return F.silu(gate) * up
         if kind == "gelu_tanh":
             return F.gelu(gate, approximate="tanh") * up
+        if kind == "swiglu_oai":
+            return swiglu_oai(gate, up)
         raise ValueError(f"unknown activation {kind!r}")
 
     def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float):
@@ -160,6 +218,90 @@ class TorchOps:
         y = self.gated_ffn_activation(gate, up, kind)
         return y, self.shared_input(y, readers)
 
+    def prepare_experts(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None] = (
+            None,
+            None,
+            None,
+        ),
+    ) -> ExpertWeights:
+        """One layer's experts on the device (blocks as stored), for `moe_ffn`."""
+        for w in (gate, up, down):
+            if not self.supports(w.ggml_type):
+                raise ValueError(f"{w.name}: ggml type {w.type_name} is not supported")
+        on = [b if b is None else b.to(self.device) for b in biases]
+        return ExpertWeights(gate, up, down, activation, *on)
+
+    def moe_ffn(
+        self, x: torch.Tensor, experts: ExpertWeights, ids: torch.Tensor, weights: torch.Tensor
+    ) -> torch.Tensor:
+        """The routed experts' feed-forward (see the module docstring)."""
+        n_pairs = ids.numel()
+        if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
+            return self._moe_gathered(x, experts, ids, weights)
+        return self._moe_grouped(x, experts, ids, weights)
+
+    def _moe_grouped(self, x, experts: ExpertWeights, ids, weights) -> torch.Tensor:
+        """Rows grouped by expert: each selected expert's matrices dequantized once."""
+        out = torch.zeros(x.shape[0], experts.down.rows, dtype=torch.float32, device=x.device)
+        for e in torch.unique(ids).tolist():
+            rows, slot = (ids == e).nonzero(as_tuple=True)
+            xe = x.index_select(0, rows).float()
+            g = xe @ self._dense_expert(experts.gate, e).T
+            u = xe @ self._dense_expert(experts.up, e).T
+            if experts.gate_bias is not None:
+                g = g + experts.gate_bias[e]
+            if experts.up_bias is not None:
+                u = u + experts.up_bias[e]
+            y = self.gated_ffn_activation(g, u, experts.activation)
+            y = y @ self._dense_expert(experts.down, e).T
+            if experts.down_bias is not None:
+                y = y + experts.down_bias[e]
+            out.index_add_(0, rows, y * weights[rows, slot].float()[:, None])
+        return out.to(x.dtype)
+
+    def _moe_gathered(self, x, experts: ExpertWeights, ids, weights) -> torch.Tensor:
+        """Each (token, expert) pair's matrices gathered and dequantized on the device: no
+        value is read back to the host, so a CUDA graph can capture it."""
+        n_tokens, k = ids.shape
+        flat = ids.reshape(-1)
+        xs = x.float().repeat_interleave(k, dim=0)  # row t*k + j is token t, for expert ids[t, j]
+
+        def product(w: QuantExperts, inputs: torch.Tensor, bias) -> torch.Tensor:
+            dense = _gathered_experts(w, flat)  # [pairs, rows, cols]
+            y = torch.bmm(dense, inputs[:, :, None])[:, :, 0]
+            return y if bias is None else y + bias.index_select(0, flat)
+
+        g = product(experts.gate, xs, experts.gate_bias)
+        u = product(experts.up, xs, experts.up_bias)
+        y = product(
+            experts.down, self.gated_ffn_activation(g, u, experts.activation), experts.down_bias
+        )
+        y = y * weights.reshape(-1, 1).float()
+        return y.view(n_tokens, k, -1).sum(dim=1).to(x.dtype)
+
+    def _dense_expert(self, w: QuantExperts, e: int) -> torch.Tensor:
+        """Expert e of `w` as float32 [rows, cols] on the device; on the CPU kept (least recently
+        used first out, past EXPERT_CACHE_BYTES)."""
+        key = (id(w.data), e)
+        dense = self._experts.get(key)
+        if dense is not None:
+            self._experts.move_to_end(key)
+            return dense
+        dense = _dequantize_on_device(w.expert(e))
+        if self.device.type == "cpu":
+            self._experts[key] = dense
+            self._experts_bytes += dense.numel() * dense.element_size()
+            while self._experts_bytes > self.EXPERT_CACHE_BYTES and len(self._experts) > 1:
+                _, dropped = self._experts.popitem(last=False)
+                self._experts_bytes -= dropped.numel() * dropped.element_size()
+        return dense
+
     def rope_positions(self, positions: torch.Tensor, table: RopeTable):
         """cos and sin [T, n_rot/2] of the positions' angles."""
         return rope_angles(positions, table.inv_freq, table.attn_factor)
@@ -174,6 +316,33 @@ class TorchOps:
             return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
         a, b = x[..., 0::2], x[..., 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
+    """float32 [rows, cols] where w's blocks are: the device's torch dequantizer where kernels/
+    has the format, else gguf's numpy one through the host."""
+    if w.ggml_type == MXFP4_TYPE:
+        return dequantize_mxfp4(w.data, w.cols)
+    if w.is_float:
+        return w.data.float()
+    from kernels.dequant_torch import dequantize as dequantize_packed
+    from kernels.errors import UnsupportedTensor
+    from kernels.packed_weight import PackedWeight
+
+    try:
+        packed = PackedWeight.from_gguf(w.data, w.ggml_type, (w.rows, w.cols), device=w.data.device)
+        return dequantize_packed(packed, torch.float32)
+    except UnsupportedTensor:
+        return torch.from_numpy(dequantize(w)).to(w.data.device)
+
+
+def _gathered_experts(w: QuantExperts, ids: torch.Tensor) -> torch.Tensor:
+    """float32 [len(ids), rows, cols]: expert ids[i]'s matrix for each i, gathered on the
+    device as blocks and dequantized there (see TorchOps._moe_gathered)."""
+    blocks = w.data.index_select(0, ids)
+    n = ids.numel()
+    rows = QuantWeight(w.name, w.ggml_type, n * w.rows, w.cols, blocks.reshape(n * w.rows, -1))
+    return _dequantize_on_device(rows).view(n, w.rows, w.cols)
 
 
 @dataclass(frozen=True, eq=False)  # by identity: KernelsOps keeps its kernels.Rope
@@ -201,14 +370,39 @@ def rope_angles(
 
 
 def inverse_frequencies(
-    n_rot: int, base: float, scale: float, freq_factors: torch.Tensor | None
+    n_rot: int,
+    base: float,
+    scale: float,
+    freq_factors: torch.Tensor | None,
+    yarn: YarnConfig | None = None,
 ) -> torch.Tensor:
-    """scale * base^(-2i/n_rot) / factor_i, i < n_rot/2 (ggml_rope_cache_init), in float64."""
+    """scale * base^(-2i/n_rot) / factor_i, i < n_rot/2 (ggml_rope_cache_init), in float64.
+    With YaRN, pair i mixes the scaled and the unscaled frequency by its ramp (config.py):
+    base^(-2i/n_rot) / factor_i * ((1 - r_i) * scale + r_i)."""
     exponents = torch.arange(0, n_rot, 2, dtype=torch.float64) / n_rot
-    inv = scale * torch.exp(-exponents * math.log(base))
+    inv = torch.exp(-exponents * math.log(base))
     if freq_factors is not None:
         inv = inv / freq_factors.to(torch.float64)
-    return inv
+    if yarn is None:
+        return scale * inv
+    low, high = yarn_correction_dims(n_rot, yarn.n_ctx_orig, base, yarn.beta_fast, yarn.beta_slow)
+    pair = torch.arange(n_rot // 2, dtype=torch.float64)
+    ramp = 1 - ((pair - low) / max(0.001, high - low)).clamp(0, 1)
+    return inv * ((1 - ramp) * scale + ramp)
+
+
+def yarn_correction_dims(
+    n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, beta_slow: float
+) -> tuple[float, float]:
+    """YaRN's ramp ends (ggml_rope_yarn_corr_dims): the pairs that turn beta_fast and
+    beta_slow times over the original context, floored and ceiled into [0, n_rot - 1]."""
+
+    def pair_turning(turns: float) -> float:
+        return n_rot * math.log(n_ctx_orig / (turns * 2 * math.pi)) / (2 * math.log(base))
+
+    low = math.floor(pair_turning(beta_fast))
+    high = math.ceil(pair_turning(beta_slow))
+    return float(max(0, low)), float(min(n_rot - 1, high))
 
 
 class KernelsOps(TorchOps):
@@ -217,7 +411,7 @@ class KernelsOps(TorchOps):
     Matrices become kernels.PackedWeight (the file's blocks split once into planes of their
     fields, the same bytes) and are multiplied by the fused-dequantization GEMV for up to
     `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix on the device
-    (engine/hearth/dequant.py) for that one f16 product through torch's GEMM, keeping nothing.
+    (kernels/dequant_torch.py) for that one f16 product through torch's GEMM, keeping nothing.
     A type kernels/ does not pack falls back to TorchOps (dequantized once, kept). RMSNorm (with
     the residual add fused), SwiGLU and RoPE are kernels; GELU stays in torch.
     """
@@ -261,7 +455,7 @@ class KernelsOps(TorchOps):
         """Rows `ids` of a PackedWeight, dequantized on the device: float32 [T, n_in]."""
         if isinstance(w, PreparedWeight):
             return super().gather_rows(w, ids)
-        from engine.hearth.dequant import dequantize as dequantize_on_device
+        from kernels.dequant_torch import dequantize as dequantize_on_device
 
         planes = {name: plane.index_select(0, ids) for name, plane in w.planes.items()}
         rows = self._k.PackedWeight(w.fmt, ids.numel(), w.n_in, planes)
@@ -314,7 +508,7 @@ class KernelsOps(TorchOps):
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         if rows <= self.GEMV_MAX_ROWS:
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
-        from engine.hearth.dequant import dequantize
+        from kernels.dequant_torch import dequantize
 
         try:
             dense = dequantize(w, self._gemm_dtype)

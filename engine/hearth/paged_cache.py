@@ -67,11 +67,23 @@ class PagedCacheAdapter:
         positions = positions.to(self.cache.device)  # no copy where they already are
         self.cache.write(layer, self.seq, positions, k.to(torch.float16), v.to(torch.float16))
 
-    def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0):
+    def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
         """q [T, n_heads, head_dim] at `positions` [T]. One token: the decode kernel over the
         whole reserved cache (n_keys unused: the grid is the capacity's); more: the prefill
-        path over positions 0..n_keys-1."""
+        path over positions 0..n_keys-1. With attention `sinks` (gpt-oss), which the kernels
+        do not take, the stored rows are gathered to f16 and attended in torch
+        (kv_cache.attention_with_sinks): correct, not fast."""
         positions = positions.to(self.cache.device)
+        if sinks is not None:
+            from engine.hearth.kv_cache import attention_with_sinks
+
+            k, v = self.cache.gather(layer, self.seq, n_keys)
+            slots = torch.arange(n_keys, device=positions.device)
+            seen = slots[None, :] <= positions[:, None]
+            if window > 0:
+                seen &= positions[:, None] - slots[None, :] < window
+            keys, values = k.transpose(0, 1), v.transpose(0, 1)
+            return attention_with_sinks(q, keys, values, seen, scale, sinks)
         if q.shape[0] == 1:
             out = self.cache.attend(
                 layer, q.to(torch.float16), [self.seq], scale=scale, window=window,

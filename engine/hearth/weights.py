@@ -8,6 +8,10 @@ weight to a GPU copies its blocks as they are (`to(device)`); the kernels behind
 read them there. Vectors (norm weights, biases, RoPE frequency factors) are small and become
 float32.
 
+Mixture-of-experts layers store each expert matrix kind as one 3-D tensor, ggml shape
+[n_in, n_out, n_expert]: `experts(name)` gives it as a `QuantExperts`, the blocks of expert e
+being `data[e]` (the same [rows, row_bytes] as one matrix), so an expert is a view, never a copy.
+
 Offsets, shapes and types come from Hearth's own bounded reader (engine.gguf), which has already
 checked that every tensor lies inside the file.
 """
@@ -54,6 +58,36 @@ class QuantWeight:
         return QuantWeight(self.name, self.ggml_type, self.rows, self.cols, self.data.to(device))
 
 
+@dataclass(frozen=True)
+class QuantExperts:
+    """[n_expert, rows, cols] expert matrices as stored: `data` is uint8 [n_expert, rows,
+    row_bytes] of blocks, or the float matrices [n_expert, rows, cols]."""
+
+    name: str
+    ggml_type: int
+    n_expert: int
+    rows: int
+    cols: int
+    data: torch.Tensor
+
+    @property
+    def type_name(self) -> str:
+        return GGML_TYPES[self.ggml_type].name
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.numel() * self.data.element_size()
+
+    def expert(self, e: int) -> QuantWeight:
+        """Expert e's matrix, a view of its blocks."""
+        return QuantWeight(f"{self.name}[{e}]", self.ggml_type, self.rows, self.cols, self.data[e])
+
+    def to(self, device: torch.device | str) -> QuantExperts:
+        return QuantExperts(
+            self.name, self.ggml_type, self.n_expert, self.rows, self.cols, self.data.to(device)
+        )
+
+
 class GGUFTensors:
     """The tensors of one GGUF file, memory-mapped; look them up by name."""
 
@@ -91,6 +125,31 @@ class GGUFTensors:
         dtype = _FLOAT_TYPES.get(t.ggml_type)
         data = raw.view(dtype).view(rows, cols) if dtype else raw.view(rows, -1)
         return QuantWeight(name, t.ggml_type, rows, cols, data)
+
+    def experts(self, name: str, device: torch.device | str | None = None) -> QuantExperts:
+        """A 3-D expert tensor as stored (see the module docstring), on `device` if given."""
+        t = self._require(name)
+        if len(t.shape) != 3:
+            raise ValueError(f"tensor {name} has shape {t.shape}, not [n_in, n_out, experts]")
+        cols, rows, n_expert = t.shape
+        raw = self._bytes(t)
+        if device is not None:
+            raw = raw.to(device)
+        dtype = _FLOAT_TYPES.get(t.ggml_type)
+        data = raw.view(dtype).view(n_expert, rows, cols) if dtype else raw.view(n_expert, rows, -1)
+        return QuantExperts(name, t.ggml_type, n_expert, rows, cols, data)
+
+    def float_tensor(self, name: str) -> torch.Tensor:
+        """A float tensor of any rank as float32, in torch order (ggml's shape reversed): e.g.
+        an expert bias [n_expert, n_out]."""
+        t = self._require(name)
+        dtype = _FLOAT_TYPES.get(t.ggml_type)
+        if dtype is None:
+            raise ValueError(f"tensor {name} ({t.type_name}) is not stored as floats")
+        return self._bytes(t).view(dtype).float().view(*reversed(t.shape))
+
+    def optional_float_tensor(self, name: str) -> torch.Tensor | None:
+        return self.float_tensor(name) if name in self else None
 
     def _uploader(self, device: torch.device | str | None) -> FileUploader | None:
         if device is None or torch.device(device).type != "cuda":

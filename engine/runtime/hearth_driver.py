@@ -157,6 +157,7 @@ def _load_transformer(params: ModelParams) -> _Loaded:
     import torch
 
     from engine.gguf import GGUFError, read_model_info
+    from engine.hearth.capabilities import moe_device_reason
     from engine.hearth.config import UnsupportedModel, model_config
     from engine.hearth.forward import Transformer
     from engine.hearth.ops import select_ops
@@ -170,6 +171,8 @@ def _load_transformer(params: ModelParams) -> _Loaded:
     except UnsupportedModel as exc:
         raise HearthUnavailable(str(exc)) from None
     device = choose_device()
+    if reason := moe_device_reason(config, device):
+        raise HearthUnavailable(reason)
     ops = select_ops(device)
     unsupported = sorted({t.type_name for t in info.tensors if not ops.supports(t.ggml_type)})
     if unsupported:

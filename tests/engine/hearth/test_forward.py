@@ -26,6 +26,10 @@ CASES = {
     "qwen2": tiny_spec("qwen2"),
     "qwen3": tiny_spec("qwen3"),
     "gemma3": tiny_spec("gemma3"),
+    "qwen3moe": tiny_spec("qwen3moe"),
+    "qwen2moe-shared-expert": tiny_spec("qwen2moe"),
+    "gpt-oss-mxfp4-sinks-yarn-swa": tiny_spec("gpt-oss"),
+    "llama-moe": tiny_spec("llama-moe"),
 }
 
 

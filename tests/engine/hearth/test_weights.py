@@ -60,3 +60,26 @@ def test_unsupported_type_is_named():
     iq = QuantWeight("blk.0.attn_q.weight", 16, 4, 256, torch.zeros(4, 66, dtype=torch.uint8))
     with pytest.raises(ValueError, match="IQ2_XXS is not supported"):
         ops.prepare(iq)
+
+
+def test_expert_tensors_are_views_of_their_blocks(tmp_path):
+    """A 3-D expert tensor as stored: expert e is data[e], the same bytes as one matrix; expert
+    biases come in torch order [n_expert, rows]."""
+    from gguf.quants import dequantize
+
+    from engine.gguf import read_model_info
+    from engine.hearth.weights import GGUFTensors
+    from tests.engine.hearth.tiny_models import QT, tiny_spec, write_tiny_gguf
+
+    path = write_tiny_gguf(tmp_path / "oss.gguf", tiny_spec("gpt-oss"))
+    tensors = GGUFTensors(str(path), read_model_info(path))
+    up = tensors.experts("blk.0.ffn_up_exps.weight")
+    assert (up.n_expert, up.rows, up.cols, up.type_name) == (4, 64, 64, "MXFP4")
+    assert up.data.shape == (4, 64, 64 // 32 * 17)
+    one = up.expert(2)
+    assert one.data.data_ptr() == up.data[2].data_ptr()  # a view, no copy
+    whole = dequantize(up.data.numpy().reshape(4 * 64, -1), QT.MXFP4).reshape(4, 64, 64)
+    part = dequantize(one.data.numpy(), QT.MXFP4)
+    assert (part == whole[2]).all()
+    assert tensors.float_tensor("blk.0.ffn_down_exps.bias").shape == (4, 64)
+    tensors.close()

@@ -1,5 +1,10 @@
 """Tiny GGUF models with random weights, one per architecture the Hearth engine runs.
 
+Mixture-of-experts specs (qwen3moe, qwen2moe, gpt-oss, llama with experts) write 3-D expert
+tensors, the router, shared experts, gpt-oss's MXFP4 experts with biases, attention sinks,
+alternating sliding windows and YaRN. `vocab_from` copies a real model's tokenizer into the
+file (and sizes the vocabulary by it), so llama.cpp can load it too.
+
 Written with the `gguf` package. Matrices are quantized with its numpy quantizers where it has
 one (Q4_0, Q4_1, Q5_0, Q8_0, F16, BF16); k-quant blocks (Q4_K, Q5_K, Q6_K), which it cannot
 produce, are random bytes with their scale fields set to sane f16 values, which is all a
@@ -9,9 +14,11 @@ that is no power of two) but multiples of 256 where k-quant rows need it.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
+import gguf
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.quants import quantize
@@ -20,6 +27,17 @@ QT = GGMLQuantizationType
 # Byte offsets of the f16 scale fields in a k-quant block (ggml-common.h).
 _KQUANT_SCALES = {QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,)}
 _KQUANT_BLOCK = {QT.Q4_K: 144, QT.Q5_K: 176, QT.Q6_K: 210}
+# Routing by clear margins. Random routers over random activations make near-ties between the
+# k-th and the next expert's logits, where rounding (an f16 cache, llama.cpp's 8-bit
+# activations) sends a token through another expert and moves its logits by whole units. So in
+# MoE specs the first m = log2(n_expert / k) embedding values are +-ROUTE_VALUE (a random sign
+# pattern per token), and router row e reads them with the signs of its group e // k (its bits)
+# times ROUTE_WEIGHT, plus small random weights: a token's k chosen experts are the group whose
+# signs match its own, by a margin of about 2 in the logits, and the random weights rank and
+# weight the experts within and outside the group.
+ROUTE_VALUE = 4.0
+ROUTE_WEIGHT = 0.3
+ROUTER_NOISE = 0.3
 
 
 @dataclass(frozen=True)
@@ -40,6 +58,15 @@ class TinySpec:
     sliding_window: int = 0
     rope_freq_factors: bool = False
     rope_scale: float = 0.0
+    yarn_orig_ctx: int = 0  # > 0: YaRN scaling by rope_scale from this original context
+    n_expert: int = 0  # > 0: every layer's feed-forward is a mixture of experts
+    n_expert_used: int = 2
+    n_ff_exp: int = 64
+    expert_type: QT = QT.Q8_0
+    n_ff_shexp: int = 0  # qwen2moe's shared expert
+    expert_biases: bool = False  # gpt-oss: router and expert biases
+    attn_sinks: bool = False
+    output_scale: float = 1.0  # multiplies the output matrix: logits spread over a few units
 
 
 def tiny_spec(arch: str, **changes) -> TinySpec:
@@ -55,11 +82,33 @@ def tiny_spec(arch: str, **changes) -> TinySpec:
             sliding_window=3,
             matrix_type=QT.Q5_0,
         ),
-    }
-    return TinySpec(arch=arch, **{**presets[arch], **changes})
+        "qwen3moe": dict(
+            n_layer=2, n_embd=64, head_dim=16, n_ff=0, qk_norm=True, n_expert=8, tied=False,
+            n_ff_exp=32, expert_type=QT.Q4_0, matrix_type=QT.Q8_0,
+        ),
+        "qwen2moe": dict(
+            n_layer=2, n_embd=64, head_dim=16, n_ff=96, biases=True, tied=False, n_expert=4,
+            n_ff_exp=32, n_ff_shexp=64, expert_type=QT.Q8_0, matrix_type=QT.Q4_1,
+        ),
+        "gpt-oss": dict(
+            n_layer=2, n_embd=64, head_dim=16, n_ff=0, biases=True, tied=False, n_expert=4,
+            n_ff_exp=64, expert_type=QT.MXFP4, expert_biases=True, attn_sinks=True,
+            sliding_window=3, rope_scale=4.0, yarn_orig_ctx=4096, matrix_type=QT.Q8_0,
+        ),
+        "llama-moe": dict(
+            arch="llama", n_layer=2, n_embd=64, head_dim=16, n_ff=32, n_expert=4, tied=False,
+            n_ff_exp=32, expert_type=QT.Q5_0, matrix_type=QT.Q8_0,
+        ),
+    }  # fmt: skip
+    fields = {"arch": arch, **presets[arch], **changes}
+    return TinySpec(**fields)
 
 
-def write_tiny_gguf(path: Path, spec: TinySpec, seed: int = 0) -> Path:
+def write_tiny_gguf(
+    path: Path, spec: TinySpec, seed: int = 0, vocab_from: Path | None = None
+) -> Path:
+    """Write `spec` with random weights (`seed`) to `path`; with `vocab_from`, that GGUF's
+    tokenizer and vocabulary size."""
     rng = np.random.default_rng(seed)
     arch = spec.arch
     writer = GGUFWriter(str(path), arch)
@@ -74,20 +123,45 @@ def write_tiny_gguf(path: Path, spec: TinySpec, seed: int = 0) -> Path:
     writer.add_rope_dimension_count(spec.head_dim)
     writer.add_rope_freq_base(10000.0 if arch != "gemma3" else 1_000_000.0)
     writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_vocab_size(spec.n_vocab)
+    n_vocab = spec.n_vocab
+    if vocab_from is not None:
+        n_vocab = _add_vocabulary(writer, str(vocab_from))
+    writer.add_vocab_size(n_vocab)
     if spec.sliding_window:
         writer.add_sliding_window(spec.sliding_window)
     if spec.rope_scale:
-        writer.add_rope_scaling_type(__import__("gguf").RopeScalingType.LINEAR)
+        kind = gguf.RopeScalingType.YARN if spec.yarn_orig_ctx else gguf.RopeScalingType.LINEAR
+        writer.add_rope_scaling_type(kind)
         writer.add_rope_scaling_factor(spec.rope_scale)
+        if spec.yarn_orig_ctx:
+            writer.add_rope_scaling_orig_ctx_len(spec.yarn_orig_ctx)
+    if spec.n_expert:
+        writer.add_expert_count(spec.n_expert)
+        writer.add_expert_used_count(spec.n_expert_used)
+        writer.add_expert_feed_forward_length(spec.n_ff_exp)
+        if spec.n_ff_shexp:
+            writer.add_expert_shared_feed_forward_length(spec.n_ff_shexp)
 
-    def matrix(name: str, rows: int, cols: int, qtype: QT | None = None) -> None:
+    def matrix(
+        name: str, rows: int, cols: int, qtype: QT | None = None, scale=1.0, n=0, values=None
+    ) -> None:
+        """A [rows, cols] matrix, or n of them stacked ([n, rows, cols]: experts)."""
         qtype = qtype or spec.matrix_type
-        values = rng.standard_normal((rows, cols)).astype(np.float32) / np.sqrt(cols)
-        if qtype in _KQUANT_BLOCK:
+        shape = (n, rows, cols) if n else (rows, cols)
+        if values is None:
+            values = scale * rng.standard_normal(shape).astype(np.float32) / np.sqrt(cols)
+        if qtype == QT.IQ4_NL:  # gguf cannot quantize to it: random codes, small f16 scales
+            blocks = rng.integers(0, 256, size=(*shape[:-1], cols // 32, 18), dtype=np.uint8)
+            scales = np.full(blocks.shape[:-1], 0.01, dtype=np.float16)
+            blocks[..., :2] = scales[..., None].view(np.uint8)
+            writer.add_tensor(name, blocks.reshape(*shape[:-1], -1), raw_dtype=qtype)
+        elif qtype in _KQUANT_BLOCK:
+            assert not n, "random k-quant blocks are written for 2-D matrices only"
             writer.add_tensor(name, _random_kquant(rng, rows, cols, qtype), raw_dtype=qtype)
         elif qtype == QT.F16:
             writer.add_tensor(name, values.astype(np.float16))
+        elif qtype == QT.F32:
+            writer.add_tensor(name, values)
         else:
             writer.add_tensor(name, quantize(values, qtype), raw_dtype=qtype)
 
@@ -96,10 +170,18 @@ def write_tiny_gguf(path: Path, spec: TinySpec, seed: int = 0) -> Path:
 
     e, kv = spec.n_embd, spec.n_head_kv * spec.head_dim
     q = spec.n_head * spec.head_dim
-    matrix("token_embd.weight", spec.n_vocab, e, QT.Q8_0)
+    out_scale = spec.output_scale
+    embedding = rng.standard_normal((n_vocab, e)).astype(np.float32) / np.sqrt(e)
+    if spec.tied:
+        embedding *= out_scale
+    route_dims = _route_dims(spec)
+    if route_dims:  # see ROUTE_VALUE
+        signs = rng.choice([-1.0, 1.0], size=(n_vocab, route_dims)).astype(np.float32)
+        embedding[:, :route_dims] = ROUTE_VALUE * signs
+    matrix("token_embd.weight", n_vocab, e, QT.Q8_0, values=embedding)
     vector("output_norm.weight", e)
     if not spec.tied:
-        matrix("output.weight", spec.n_vocab, e, QT.Q6_K if e % 256 == 0 else QT.Q8_0)
+        matrix("output.weight", n_vocab, e, QT.Q6_K if e % 256 == 0 else QT.Q8_0, out_scale)
     if spec.rope_freq_factors:
         vector("rope_freqs.weight", spec.head_dim // 2, around=2.0)
     for i in range(spec.n_layer):
@@ -113,13 +195,21 @@ def write_tiny_gguf(path: Path, spec: TinySpec, seed: int = 0) -> Path:
             vector(p + "attn_q.bias", q, around=0.0)
             vector(p + "attn_k.bias", kv, around=0.0)
             vector(p + "attn_v.bias", kv, around=0.0)
+        if arch == "gpt-oss":
+            vector(p + "attn_output.bias", e, around=0.0)
+        if spec.attn_sinks:
+            vector(p + "attn_sinks.weight", spec.n_head, around=0.0)
         if spec.qk_norm:
             vector(p + "attn_q_norm.weight", spec.head_dim)
             vector(p + "attn_k_norm.weight", spec.head_dim)
-        vector(p + "ffn_norm.weight", e)
-        matrix(p + "ffn_gate.weight", spec.n_ff, e)
-        matrix(p + "ffn_up.weight", spec.n_ff, e)
-        matrix(p + "ffn_down.weight", e, spec.n_ff, QT.Q8_0)
+        # gpt-oss names its feed-forward norm post_attention_norm
+        vector(p + ("post_attention_norm.weight" if arch == "gpt-oss" else "ffn_norm.weight"), e)
+        if spec.n_expert:
+            _experts(spec, p, matrix, vector, rng, writer)
+        else:
+            matrix(p + "ffn_gate.weight", spec.n_ff, e)
+            matrix(p + "ffn_up.weight", spec.n_ff, e)
+            matrix(p + "ffn_down.weight", e, spec.n_ff, QT.Q8_0)
         if spec.post_norms:
             vector(p + "post_attention_norm.weight", e)
             vector(p + "post_ffw_norm.weight", e)
@@ -128,6 +218,63 @@ def write_tiny_gguf(path: Path, spec: TinySpec, seed: int = 0) -> Path:
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def _route_dims(spec: TinySpec) -> int:
+    """m = log2(n_expert / k): the embedding values that choose a token's experts."""
+    if not spec.n_expert:
+        return 0
+    groups = spec.n_expert // spec.n_expert_used
+    assert groups * spec.n_expert_used == spec.n_expert and groups & (groups - 1) == 0
+    return groups.bit_length() - 1
+
+
+def _experts(spec: TinySpec, p: str, matrix, vector, rng, writer) -> None:
+    """A layer's router, experts (3-D) and shared expert. The router is scaled up so that its
+    choices are clear (random logits of a tiny model would make near-ties of experts)."""
+    e, n, f = spec.n_embd, spec.n_expert, spec.n_ff_exp
+    router = ROUTER_NOISE * rng.standard_normal((n, e)).astype(np.float32) / np.sqrt(e)
+    dims = _route_dims(spec)
+    for expert in range(n):
+        group = expert // spec.n_expert_used
+        bits = [(group >> d) & 1 for d in range(dims)]
+        router[expert, :dims] = [ROUTE_WEIGHT * (1.0 if b else -1.0) for b in bits]
+    matrix(p + "ffn_gate_inp.weight", n, e, QT.F32, values=router)
+    matrix(p + "ffn_gate_exps.weight", f, e, spec.expert_type, n=n)
+    matrix(p + "ffn_up_exps.weight", f, e, spec.expert_type, n=n)
+    matrix(p + "ffn_down_exps.weight", e, f, spec.expert_type, n=n)
+    if spec.expert_biases:
+        vector(p + "ffn_gate_inp.bias", n, around=0.0)
+        for kind, rows in (("gate", f), ("up", f), ("down", e)):
+            bias = 0.1 * rng.standard_normal((n, rows)).astype(np.float32)
+            writer.add_tensor(f"{p}ffn_{kind}_exps.bias", bias)
+    if spec.n_ff_shexp:
+        vector(p + "ffn_gate_inp_shexp.weight", e, around=0.0)
+        matrix(p + "ffn_gate_shexp.weight", spec.n_ff_shexp, e)
+        matrix(p + "ffn_up_shexp.weight", spec.n_ff_shexp, e)
+        matrix(p + "ffn_down_shexp.weight", e, spec.n_ff_shexp, QT.Q8_0)
+
+
+def _add_vocabulary(writer: GGUFWriter, source: str) -> int:
+    """Add the tokenizer.* keys of the GGUF at `source`; the number of tokens."""
+    fields = _vocabulary(source)
+    for key, value, kind, sub_type in fields:
+        writer.add_key_value(key, value, kind, sub_type=sub_type)
+    return next(len(value) for key, value, *_ in fields if key == "tokenizer.ggml.tokens")
+
+
+@functools.cache
+def _vocabulary(source: str) -> tuple:
+    """(key, value, type, array element type) of each tokenizer.* key, read once (reading a
+    50k-token vocabulary with gguf's reader takes seconds)."""
+    reader = gguf.GGUFReader(source)
+    fields = []
+    for key, field in reader.fields.items():
+        if key.startswith("tokenizer."):
+            kind = field.types[0]
+            sub_type = field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None
+            fields.append((key, field.contents(), kind, sub_type))
+    return tuple(fields)
 
 
 def _random_kquant(rng: np.random.Generator, rows: int, cols: int, qtype: QT) -> np.ndarray:

@@ -1,4 +1,4 @@
-"""A kernels.PackedWeight dequantized where it lives (the GPU), for prefill's GEMM.
+"""Weights dequantized with torch where they live (the GPU), for prefill's GEMM and MoE experts.
 
 A prefill chunk of many tokens is a matrix product, which torch's GEMM (cuBLAS on the tensor
 cores) does far faster than a GEMV kernel run once per 16 rows. So a chunk dequantizes each
@@ -8,6 +8,14 @@ too slow for that, hence these torch versions of ggml's dequantize_row_* over Pa
 planes (one plane per block field, [n_out, blocks * field elements]; kernels/ggml_formats.py).
 
     w16 = dequantize(packed, torch.float16)     # [n_out, n_in]
+    w = dequantize_mxfp4(raw, n_in)             # MXFP4 blocks as stored: [..., n_in] float32
+
+MXFP4 (ggml type 39, gpt-oss's experts) has no PackedWeight format here; `dequantize_mxfp4`
+reads its blocks as the file stores them: 17 bytes per 32 weights, one E8M0 exponent byte e
+and 16 bytes of E2M1 codes, weight j (j < 16) in the low nibble of byte j and weight j + 16 in
+its high nibble; w = kvalues_mxfp4[code] * 2^(e - 128), where ggml's table holds twice the
+E2M1 values (0, 1, 2, 3, 4, 6, 8, 12 and their negatives) and the scale is halved to match
+(ggml_e8m0_to_fp32_half; dequantize_row_mxfp4 in ggml-quants.c).
 
 On a GPU, Q4_K and Q6_K (what a Q4_K_M file is made of) go through kernels/dequant.py's one-pass
 kernel instead: these torch versions make about eight full-size float32 passes per weight,
@@ -60,6 +68,31 @@ def dequantize(w, dtype: torch.dtype = torch.float16) -> torch.Tensor:
     else:
         values = _q6_k_values(planes, n, blocks)
     return values.reshape(n, w.n_in).to(dtype)
+
+
+MXFP4_TYPE = 39  # ggml's GGML_TYPE_MXFP4
+MXFP4_BLOCK = 32  # weights per block
+MXFP4_BLOCK_BYTES = 17
+# twice the E2M1 values, indexed by the 4-bit code (ggml's kvalues_mxfp4)
+MXFP4_VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
+
+
+def dequantize_mxfp4(raw: torch.Tensor, n_in: int) -> torch.Tensor:
+    """MXFP4 blocks as stored (uint8 [..., n_in / 32 * 17]) as float32 [..., n_in], on raw's
+    device (see the module docstring)."""
+    if n_in % MXFP4_BLOCK:
+        raise UnsupportedTensor(f"MXFP4 rows of {n_in} weights are not whole blocks of 32")
+    lead = raw.shape[:-1]
+    blocks = raw.reshape(*lead, n_in // MXFP4_BLOCK, MXFP4_BLOCK_BYTES)
+    # 2^(e - 128) by building the float's bits: exponent field e - 1 for e >= 2; e = 0 and 1
+    # are the subnormals 2^-128 and 2^-127 (bit 21 or 22 of the mantissa)
+    e = blocks[..., 0].to(torch.int32)
+    bits = torch.where(e < 2, torch.full_like(e, 0x00200000) << e, (e - 1) << 23)
+    scale = bits.view(torch.float32).unsqueeze(-1)
+    codes = blocks[..., 1:].to(torch.int32)
+    codes = torch.cat((codes & 15, codes >> 4), dim=-1)  # weights j, then j + 16
+    table = torch.tensor(MXFP4_VALUES, dtype=torch.float32, device=raw.device)
+    return (table[codes] * scale).reshape(*lead, n_in)
 
 
 def _nibbles(qs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
