@@ -109,11 +109,15 @@ def fill_randomly(model: Transformer, cache, depth: int) -> None:
 
 def kv_bytes_read(model: Transformer, cache, depth: int) -> int:
     """What one decode step's attention reads: the whole fixed-shape plain cache, or the
-    filled pages of the paged one."""
+    filled pages of the paged one (a sliding-window layer's last `swa_window` positions only:
+    gemma3, gpt-oss)."""
     if isinstance(cache, TorchKVCache):
         return cache.nbytes
-    per_token = cache.spec.bytes_per_token * cache.spec.n_layers
-    return per_token * depth
+    cfg = model.config
+    positions = sum(
+        min(depth, cfg.swa_window) if cfg.is_swa(i) else depth for i in range(cfg.n_layer)
+    )
+    return cache.spec.bytes_per_token * positions
 
 
 def weight_bytes(model: Transformer) -> int:
