@@ -17,8 +17,9 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   uses that one copy as its output matrix.
 - experts (a mixture-of-experts model): every expert of every layer on the GPU, as the file
   stores them, split into the expert GEMV's planes (kernels.ExpertWeight: one [n_expert n_out,
-  n_in] PackedWeight per tensor, the same bytes); expert biases float32. The raw tensor is read
-  onto the GPU first, so loading holds one expert tensor twice, briefly (the load transient).
+  n_in] PackedWeight per tensor, the same bytes); expert biases float32. A layer's three raw
+  tensors are read onto the GPU first, then split, so loading briefly holds one layer's experts
+  twice (the load transient, kept in torch's cache afterwards).
   The expert GEMV never dequantizes an expert: a prefill chunk goes through it in slices of at
   most EXPERT_PAIRS_PER_LAUNCH (token, expert) pairs, so experts set no prefill GEMM's size.
 - KV cache: f16/f32 in a plain [layers, kv heads, n_ctx, head dim] tensor per K and V; any
@@ -233,6 +234,16 @@ class HearthProfile:
             # the output matrix runs one row (the GEMV); experts are never dequantized
             if group[0].layer is not None and len(group[0].shape) == 2:
                 largest = max(largest, n_out * group[0].shape[0])
+        # a MoE layer's three expert tensors are all read onto the GPU before their planes are
+        # made (forward.Transformer.load: the arguments of one prepare_experts)
+        for layer in range(info.n_layer or 0):
+            raws = [
+                t.n_bytes
+                for kind in ("gate", "up", "down")
+                if (t := info.tensor(f"blk.{layer}.ffn_{kind}_exps.weight")) is not None
+            ]
+            if sum(raws) > sum(transient):
+                transient = raws
         on_gpu = _gpu_tensors(info)
         sizes += [4 * t.n_elements for t in on_gpu if len(t.shape) < 2]  # float32 vectors
         embedding = info.tensor(_EMBEDDING)
