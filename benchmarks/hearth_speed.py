@@ -3,6 +3,8 @@
     python -m benchmarks.hearth_speed MODEL.gguf [--llama-bench] [--depth 32768]
         [--kv f16 rot4 ...] [--profile] [--json OUT.json]
     python -m benchmarks.hearth_speed --write-random llama3-8b OUT.gguf [--vocab VOCAB.gguf]
+        [--quant Q4_K_M]    (shapes: testkit/synthetic_gguf.py SHAPES, e.g. qwen3-30b-a3b;
+                             gpt-oss-20b with --quant MXFP4_MOE)
 
 What it measures, each on the engine core (engine/hearth; token ids, no tokenizer):
 - copy: device-to-device copy rate (bytes read + written / time), the bandwidth ceiling;
@@ -20,6 +22,8 @@ What it measures, each on the engine core (engine/hearth; token ids, no tokenize
 - decode at depth: the cache filled with `depth` positions of random K and V (not by a
   prefill: speed does not depend on the values), then 32 decode steps, per KV format;
 - bandwidth-bound fraction: (weight bytes + KV bytes one step reads) / step time / copy rate;
+  a mixture-of-experts layer's weight bytes are its router, its shared expert if any, and the
+  k experts a token picks (top-k of n_expert), not every expert;
 - memory: weights, KV cache, the graph's pool, the CUDA context (what torch does not hold);
 - --profile: the kernels of one eager decode step (torch.profiler), longest first.
 --llama-bench runs llama.cpp's `llama-bench` on the same file in the same process tree
@@ -106,16 +110,40 @@ def fill_randomly(model: Transformer, cache, depth: int) -> None:
 
 def kv_bytes_read(model: Transformer, cache, depth: int) -> int:
     """What one decode step's attention reads: the whole fixed-shape plain cache, or the
-    filled pages of the paged one."""
+    filled pages of the paged one (a sliding-window layer's last `swa_window` positions only:
+    gemma3, gpt-oss)."""
     if isinstance(cache, TorchKVCache):
         return cache.nbytes
-    per_token = cache.spec.bytes_per_token * cache.spec.n_layers
-    return per_token * depth
+    cfg = model.config
+    positions = sum(
+        min(depth, cfg.swa_window) if cfg.is_swa(i) else depth for i in range(cfg.n_layer)
+    )
+    return cache.spec.bytes_per_token * positions
 
 
 def weight_bytes(model: Transformer) -> int:
+    """The weight bytes one decode step reads: every dense matrix (a MoE layer's router and
+    shared expert included), and of each MoE layer only the k experts the token picks (a
+    token picks k distinct experts: top-k of n_expert), gate, up and down with their biases."""
     total = sum(_nbytes(w) for layer in model.layers for w in layer.matrices())
+    moe = model.config.moe
+    for layer in model.layers:
+        if layer.moe is not None:
+            total += moe.n_expert_used * expert_bytes(layer.moe.experts)
     return total + _nbytes(model.output)
+
+
+def expert_bytes(experts) -> int:
+    """One expert's bytes of gate, up and down (and their biases): kernels' ExpertWeight
+    (ops.PackedExperts) or the stored QuantExperts (ops.ExpertWeights, TorchOps)."""
+    total = 0
+    for w in (experts.gate, experts.up, experts.down):
+        bias = getattr(w, "bias", None)
+        whole = w.packed.nbytes if hasattr(w, "packed") else w.nbytes
+        total += whole // w.n_expert + (bias.nbytes // w.n_expert if bias is not None else 0)
+    for bias in (getattr(experts, f"{kind}_bias", None) for kind in ("gate", "up", "down")):
+        total += bias.nbytes // experts.n_expert if bias is not None else 0
+    return total
 
 
 def _nbytes(w) -> int:
@@ -374,6 +402,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model", nargs="?")
     parser.add_argument("--write-random", nargs=2, metavar=("SHAPE", "OUT"))
     parser.add_argument("--vocab", help="with --write-random: a llama.cpp vocabulary to copy")
+    parser.add_argument(
+        "--quant", default="Q4_K_M", help="with --write-random: the tensor types' mix (testkit)"
+    )
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--depth", type=int, default=32768)
     parser.add_argument(
@@ -391,7 +422,9 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.write_random:
         shape, out = args.write_random
-        seconds = hearth_speed_files.write_random_quantized(out, shape, vocab=args.vocab)
+        seconds = hearth_speed_files.write_random_quantized(
+            out, shape, args.quant, vocab=args.vocab
+        )
         print(f"wrote {out} in {seconds:.1f} s")
         return 0
     if not args.model:

@@ -1,4 +1,5 @@
-"""A GGUF of a real model's shape at Q4_K_M's tensor types, filled with random valid blocks.
+"""A GGUF of a real model's shape at a quant's tensor types (Q4_K_M by default; MXFP4_MOE for
+gpt-oss), filled with random valid blocks.
 
 For measuring speed where llama.cpp's `llama-quantize` is not at hand (it needs a llama.cpp
 build, about 3 minutes on the GPU machine): testkit/synthetic_gguf.py writes the header and
@@ -20,6 +21,8 @@ from kernels.reference import random_weight_bytes
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 _POOL_BLOCKS = 1 << 16
+# MXFP4's scale is 2^(e - 127) (ggml's E8M0): 117..120 are 2^-10..2^-7
+MXFP4_EXPONENT_LOW = 117
 
 
 def write_random_quantized(
@@ -64,9 +67,13 @@ def write_random_quantized(
 def _small_scales(blocks: np.ndarray, fmt) -> np.ndarray:
     """The blocks with their f16 scales divided by 64: weights of about 0.1 at most, as a
     trained model's are, so activations stay finite through 32 layers (0.01-sized scales
-    times 6-bit sub-scales times 4-bit codes made weights up to about 10)."""
-    for _name, offset, length, dtype in fmt.fields:
+    times 6-bit sub-scales times 4-bit codes made weights up to about 10). MXFP4's E8M0
+    exponent byte (random: scales up to 2^127) becomes 2^-10..2^-7, E2M1 values being at most
+    6: weights under 0.05."""
+    for name, offset, length, dtype in fmt.fields:
         if dtype == "float16":
             field = blocks[:, offset : offset + length].copy().view(np.float16)
             blocks[:, offset : offset + length] = (field / 64).view(np.uint8)
+        elif fmt.name == "MXFP4" and name == "e":
+            blocks[:, offset] = MXFP4_EXPONENT_LOW + blocks[:, offset] % 4
     return blocks

@@ -91,3 +91,55 @@ def test_the_random_file_loads_and_runs_finite(tmp_path):
     )
     logits = model.forward(torch.tensor([1, 2, 3]), torch.arange(3), cache, n_keys=3)
     assert np.isfinite(logits.numpy()).all() and logits.std() > 0
+
+
+@pytest.mark.parametrize(
+    ("shape", "quant", "expert_type"),
+    [("qwen3-30b-a3b", "Q4_K_M", "Q4_K"), ("gpt-oss-20b", "MXFP4_MOE", "MXFP4")],
+)
+def test_a_random_moe_file_runs_finite_and_its_bound_reads_k_experts(
+    tmp_path, monkeypatch, shape, quant, expert_type
+):
+    """The MoE shapes, made small (2 layers, 8 experts of 256, 2 used): the random blocks
+    (MXFP4's exponents made small) give finite logits, and the bandwidth bound counts the 2
+    experts a token reads of each layer, not all 8."""
+    from dataclasses import replace
+
+    import torch
+
+    from engine.gguf import read_model_info
+    from engine.hearth.config import model_config
+    from engine.hearth.forward import Transformer
+    from engine.hearth.kv_cache import TorchKVCache
+    from engine.hearth.ops import TorchOps
+    from engine.hearth.weights import GGUFTensors
+    from testkit.synthetic_gguf import SHAPES
+
+    small = replace(
+        SHAPES[shape], n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2, head_dim=64,
+        n_vocab=512, n_expert=8, n_expert_used=2, n_ff_exp=256,
+    )  # fmt: skip
+    monkeypatch.setitem(SHAPES, "moe-small", small)
+    path = tmp_path / "moe.gguf"
+    write_random_quantized(str(path), "moe-small", quant)
+    info = read_model_info(path)
+    assert info.tensor("blk.0.ffn_gate_exps.weight").type_name == expert_type
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps("cpu"))
+    cache = TorchKVCache(
+        n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=8
+    )
+    logits = model.forward(torch.tensor([1, 2, 3]), torch.arange(3), cache, n_keys=3)
+    assert np.isfinite(logits.numpy()).all() and logits.std() > 0
+    dense = (
+        sum(w.source.nbytes for layer in model.layers for w in layer.matrices())
+        + model.output.source.nbytes
+    )
+    experts = sum(
+        info.tensor(f"blk.{i}.ffn_{k}_exps.{part}").n_bytes
+        for i in range(2)
+        for k in ("gate", "up", "down")
+        for part in ("weight", "bias")
+        if info.tensor(f"blk.{i}.ffn_{k}_exps.{part}") is not None
+    )
+    assert hearth_speed.weight_bytes(model) == dense + experts * 2 // 8

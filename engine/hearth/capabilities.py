@@ -6,7 +6,7 @@ the ones only a live torch can answer: is a GPU visible) before loading. One pla
 answers keeps the planner from offering what the driver would refuse.
 
     model_unsupported_reason(info, gpu=True)  -> None, or one line: why not this file
-    moe_device_reason(config, device)         -> None, or one line: why not these experts here
+    moe_device_reason(info, config, device)   -> None, or one line: why not these experts here
     device_unsupported_reason(backend, cc)    -> None, or one line: why not this device
     kv_format_problem(k, v, swa=..., gpu=...) -> None, or one line: why not this K/V pair
 """
@@ -27,16 +27,18 @@ TENSOR_TYPES = {
     10: "Q2_K", 11: "Q3_K", 12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 39: "MXFP4",
 }  # fmt: skip
 
-# Mixture-of-experts models run on the CPU path (TorchOps; tests/engine/hearth compares them
-# with llama.cpp). On a GPU the experts would go through the same torch code (ops.moe_ffn's
-# fallback: each token's experts dequantized whole), which no GPU run has measured, and the
-# planner's memory model does not count experts yet: until kernels/moe_* (the expert GEMV) is
-# wired into KernelsOps and both are measured, a GPU loads them with llama.cpp.
-MOE_ON_GPU = False
-MOE_GPU_REASON = (
-    "mixture-of-experts models run on the Hearth engine's CPU path only until its GPU expert "
-    "kernels land"
-)
+# Mixture-of-experts models: on the CPU through TorchOps (tests/engine/hearth compares them with
+# llama.cpp); on a GPU through kernels' expert GEMV (KernelsOps.moe_ffn, docs/kernels-moe.md),
+# which reads these expert tensor types only (kernels/moe_gemv.py EXPERT_FORMATS; a test keeps
+# the two lists equal) and fuses these two gated activations. Any other expert tensor loads
+# with llama.cpp on a GPU, with the reason. MOE_ON_GPU False sends every MoE model there.
+MOE_ON_GPU = True
+MOE_GPU_EXPERT_TYPES = {
+    12: "Q4_K", 13: "Q5_K", 14: "Q6_K", 8: "Q8_0", 39: "MXFP4", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0",
+    7: "Q5_1",
+}  # fmt: skip
+MOE_GPU_ACTIVATIONS = ("silu", "swiglu_oai")
+MOE_GPU_REASON = "mixture-of-experts models run on the Hearth engine's CPU path only"
 
 # KV cache formats (ModelParams.type_k / type_v; which cache holds them: cache_layout.py), K and
 # V chosen independently, rot2 and kivi4 (per-channel 4-bit, the newest page exact) for K only
@@ -63,7 +65,7 @@ def model_unsupported_reason(info: ModelInfo, gpu: bool = True) -> str | None:
         config = model_config(info)
     except UnsupportedModel as exc:
         return str(exc)
-    reason = moe_device_reason(config, "cuda" if gpu else "cpu")
+    reason = moe_device_reason(info, config, "cuda" if gpu else "cpu")
     if reason:
         return reason
     unsupported = sorted({t.type_name for t in info.tensors if t.ggml_type not in TENSOR_TYPES})
@@ -72,10 +74,26 @@ def model_unsupported_reason(info: ModelInfo, gpu: bool = True) -> str | None:
     return None
 
 
-def moe_device_reason(config: ModelConfig, device: str) -> str | None:
-    """Why this model's experts do not run on `device` (see MOE_ON_GPU), or None."""
-    if config.moe is not None and device != "cpu" and not MOE_ON_GPU:
+def moe_device_reason(info: ModelInfo, config: ModelConfig, device: str) -> str | None:
+    """Why this model's experts do not run on `device`, or None: on a GPU, an expert tensor of
+    a type the expert GEMV does not read, or another gated activation."""
+    if config.moe is None or device == "cpu":
+        return None
+    if not MOE_ON_GPU:
         return MOE_GPU_REASON
+    if config.activation not in MOE_GPU_ACTIVATIONS:
+        return (
+            f"experts with the {config.activation} activation run on the Hearth engine's CPU "
+            "path only"
+        )
+    for t in info.tensors:
+        if not t.name.endswith("_exps.weight"):
+            continue
+        if t.ggml_type not in MOE_GPU_EXPERT_TYPES:
+            return (
+                f"{t.type_name} experts ({t.name}) have no GPU expert kernel on the Hearth "
+                f"engine (it reads {', '.join(MOE_GPU_EXPERT_TYPES.values())} experts)"
+            )
     return None
 
 

@@ -175,8 +175,15 @@ class Transformer:
                 config.activation,
                 (bias("gate"), bias("up"), bias("down")),
             )
+            router = tensors.matrix(p + "ffn_gate_inp.weight", device)
+            # ids are a top-k over the router's rows, and the expert GEMV reads expert `id`'s
+            # blocks unchecked: one row per expert keeps every id inside the tensors
+            if router.rows != routed.n_expert:
+                raise ValueError(
+                    f"{router.name} has {router.rows} rows for {routed.n_expert} experts"
+                )
             return MoeBlock(
-                router=ops.prepare(tensors.matrix(p + "ffn_gate_inp.weight", device)),
+                router=ops.prepare(router),
                 experts=routed,
                 router_bias=vector(p + "ffn_gate_inp.bias"),
                 shared_gate=vector(p + "ffn_gate_inp_shexp.weight"),

@@ -31,8 +31,12 @@ experts each token goes through and weights [T, k] (float32) their routing weigh
 Only the selected experts' weights are read. TorchOps dequantizes them: grouped by expert for
 many rows (each selected expert once; this asks the device which experts were chosen, so it is
 not for a CUDA graph), or for a few rows (decode) by gathering each row's expert blocks on the
-device and dequantizing them there, which a CUDA graph can capture. A GPU kernel (kernels/moe_*)
-implements the same signature in KernelsOps.
+device and dequantizing them there, which a CUDA graph can capture. KernelsOps runs the expert
+GEMV (kernels/moe_*, docs/kernels-moe.md): the experts uploaded once as kernels.ExpertWeight,
+each step's pairs grouped by expert on the device (route_experts), gate and up in one launch
+with the activation, down with the routing-weighted sum over the slots; nothing is read back,
+so a decode step is captured whole. A prefill chunk of more (token, slot) pairs than one launch
+takes (kernels.moe_routing.MAX_PAIRS, 256) goes through the same kernels in slices of tokens.
 
 `select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run: the
 blocks stay as stored in VRAM and are dequantized in registers by the GEMV. Elsewhere it picks
@@ -114,6 +118,22 @@ class ExpertWeights:
     gate_bias: torch.Tensor | None = None
     up_bias: torch.Tensor | None = None
     down_bias: torch.Tensor | None = None
+
+    @property
+    def n_expert(self) -> int:
+        return self.gate.n_expert
+
+
+@dataclass
+class PackedExperts:
+    """One layer's routed experts in the expert GEMV's layout (KernelsOps): kernels.ExpertWeight
+    gate, up and down (the file's blocks split into planes, each with its bias where the model
+    has one), and the gated activation as kernels.GluActivation."""
+
+    gate: object
+    up: object
+    down: object
+    activation: object
 
     @property
     def n_expert(self) -> int:
@@ -411,7 +431,8 @@ class KernelsOps(TorchOps):
     `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix on the device
     (kernels/dequant_torch.py) for that one f16 product through torch's GEMM, keeping nothing.
     A type kernels/ does not pack falls back to TorchOps (dequantized once, kept). RMSNorm (with
-    the residual add fused), SwiGLU and RoPE are kernels; GELU stays in torch.
+    the residual add fused), SwiGLU and RoPE are kernels; GELU stays in torch. A mixture of
+    experts' routed experts go through the expert GEMV (prepare_experts, moe_ffn).
     """
 
     name = "kernels"
@@ -545,6 +566,59 @@ class KernelsOps(TorchOps):
         if kind == "silu":
             return self._k.swiglu(gate, up)
         return super().gated_ffn_activation(gate, up, kind)
+
+    def prepare_experts(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None] = (
+            None,
+            None,
+            None,
+        ),
+    ) -> PackedExperts:
+        """The layer's experts as kernels.ExpertWeight on the device, once, at load (the blocks
+        split into the GEMV's planes: the same bytes; the file's copy is dropped after). A block
+        type or row length the expert GEMV does not read is refused (ValueError, with the
+        kernels' reason): capabilities.model_unsupported_reason refuses such files first."""
+        from kernels.moe_gemv import ExpertWeight, GluActivation
+
+        if activation not in ("silu", "swiglu_oai"):
+            raise ValueError(f"experts with activation {activation!r} have no expert GEMV")
+        made = []
+        for w, bias in zip((gate, up, down), biases, strict=True):
+            try:
+                made.append(
+                    ExpertWeight.from_gguf(
+                        w.data, w.ggml_type, (w.n_expert, w.rows, w.cols), self.device, bias=bias
+                    )
+                )
+            except self._k.UnsupportedTensor as exc:
+                raise ValueError(f"{w.name} ({w.type_name}): {exc}") from None
+        act = GluActivation(activation, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT)
+        return PackedExperts(*made, act)
+
+    def moe_ffn(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
+        """The expert GEMV (see the module docstring): route_experts, expert_gate_up and
+        expert_down per slice of at most MAX_PAIRS (token, slot) pairs. ids come from a top-k
+        over the router's n_expert logits, so each is in range (the kernels do not check)."""
+        if isinstance(experts, ExpertWeights):
+            return super().moe_ffn(x, experts, ids, weights)
+        from kernels.moe_gemv import expert_down, expert_gate_up
+        from kernels.moe_routing import MAX_PAIRS, route_experts
+
+        x = x.contiguous()
+        n_tokens, k = ids.shape
+        step = max(1, MAX_PAIRS // k)
+        parts = []
+        for start in range(0, n_tokens, step):
+            rows = slice(start, min(n_tokens, start + step))
+            routing = route_experts(ids[rows], weights[rows], experts.n_expert)
+            h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
+            parts.append(expert_down(h, experts.down, routing))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def select_ops(device: torch.device | str, *, kernels: bool | None = None) -> TorchOps:

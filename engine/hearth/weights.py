@@ -127,14 +127,19 @@ class GGUFTensors:
         return QuantWeight(name, t.ggml_type, rows, cols, data)
 
     def experts(self, name: str, device: torch.device | str | None = None) -> QuantExperts:
-        """A 3-D expert tensor as stored (see the module docstring), on `device` if given."""
+        """A 3-D expert tensor as stored (see the module docstring), on `device` if given
+        (a GPU's through the pinned buffers, as `matrix`)."""
         t = self._require(name)
         if len(t.shape) != 3:
             raise ValueError(f"tensor {name} has shape {t.shape}, not [n_in, n_out, experts]")
         cols, rows, n_expert = t.shape
-        raw = self._bytes(t)
-        if device is not None:
-            raw = raw.to(device)
+        uploader = self._uploader(device)
+        if uploader is not None:
+            raw = uploader.read(self.info.data_offset + t.offset, t.n_bytes)
+        else:
+            raw = self._bytes(t)
+            if device is not None:
+                raw = raw.to(device)
         dtype = _FLOAT_TYPES.get(t.ggml_type)
         data = raw.view(dtype).view(n_expert, rows, cols) if dtype else raw.view(n_expert, rows, -1)
         return QuantExperts(name, t.ggml_type, n_expert, rows, cols, data)

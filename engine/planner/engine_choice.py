@@ -5,10 +5,10 @@ them, with its reason in words.
 
 "llama" and "hearth" plan for that engine alone. "auto" (Best fit) takes the Hearth engine only
 where the measured figures say it is at least as fast as llama.cpp on this GPU class
-(engine_table.speed_verdict) and its K/V cache is at least as good as the one llama.cpp's plan
-uses (measured mean KL), or where llama.cpp cannot fit the model at all. Otherwise llama.cpp
-runs it, and the plan's notes say why the Hearth engine was not chosen, so a slower or lossier
-engine is never picked in silence.
+(engine_table.speed_verdict; a mixture-of-experts model by MoE models' figures only) and its
+K/V cache is at least as good as the one llama.cpp's plan uses (measured mean KL), or where
+llama.cpp cannot fit the model at all. Otherwise llama.cpp runs it, and the plan's notes say
+why the Hearth engine was not chosen, so a slower or lossier engine is never picked in silence.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from engine.planner.engine_table import (
     kv_cost,
     speed_verdict,
 )
-from engine.planner.hearth_plan import hearth_unavailable, plan_hearth
+from engine.planner.hearth_plan import hearth_profile, hearth_unavailable, plan_hearth
 from engine.planner.planner import Planner
 from engine.planner.records import Plan, PlanRequest
 
@@ -49,7 +49,8 @@ def plan_engines(
                                  f"{unavailable}).")  # fmt: skip
     hearth = plan_hearth(info, request)
     gpu = request.gpus[0]
-    verdict = speed_verdict(device_class(gpu.backend, gpu.compute_capability))
+    moe = hearth_profile(info).config.moe is not None
+    verdict = speed_verdict(device_class(gpu.backend, gpu.compute_capability), moe=moe)
     if not llama.fits and hearth.fits:
         speed = "" if verdict.hearth_faster else f"; note that {verdict.text}"
         hearth_name = Engine.HEARTH.display_name

@@ -38,6 +38,7 @@ class DecodeFigure:
     depth: int
     tokens_per_second: float
     source: str
+    moe: bool = False  # a mixture-of-experts model's figure (its own verdict: speed_verdict)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class PromptFigure:
     tokens: int  # in one chunk, into an empty cache
     tokens_per_second: float
     source: str
+    moe: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,10 +105,12 @@ def measured_kv_pairs(engine: str) -> tuple[tuple[str, str], ...]:
     )
 
 
-def speed_verdict(device_class_name: str) -> SpeedVerdict:
+def speed_verdict(device_class_name: str, moe: bool = False) -> SpeedVerdict:
     """Hearth against llama.cpp on this device class: f16 caches, the same model, every depth
-    both engines were measured at; the worst ratio decides."""
-    figures = decode_figures(device_class_name)
+    both engines were measured at; the worst ratio decides. `moe`: from mixture-of-experts
+    models' figures only (their experts run other kernels than a dense model's matrices), else
+    from dense models' only."""
+    figures = tuple(f for f in decode_figures(device_class_name) if f.moe == moe)
 
     def f16(engine: str) -> dict[tuple[str, int], DecodeFigure]:
         return {
@@ -118,10 +122,11 @@ def speed_verdict(device_class_name: str) -> SpeedVerdict:
     hearth, llama = f16(HEARTH), f16(LLAMA)
     shared = sorted(set(hearth) & set(llama))
     if not shared:
+        kind = " on mixture-of-experts models" if moe else ""
         return SpeedVerdict(
             device_class_name,
             None,
-            f"the Hearth engine's speed has not been measured on this GPU class "
+            f"the Hearth engine's speed{kind} has not been measured on this GPU class "
             f"({device_class_name}) beside llama.cpp's",
         )
     ratios = [
@@ -132,7 +137,9 @@ def speed_verdict(device_class_name: str) -> SpeedVerdict:
         )
         for k in shared
     ]
-    prompts = {(f.engine, f.model, f.tokens): f for f in prompt_figures(device_class_name)}
+    prompts = {
+        (f.engine, f.model, f.tokens): f for f in prompt_figures(device_class_name) if f.moe == moe
+    }
     for (engine, model, tokens), ours in prompts.items():
         theirs = prompts.get((LLAMA, model, tokens))
         if engine == HEARTH and theirs is not None:

@@ -15,20 +15,27 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   are float32. `token_embd` goes to the GPU too, as stored (the CUDA-graph decode step reads
   the next token's row there, and a prefill chunk its rows); a model without `output.weight`
   uses that one copy as its output matrix.
+- experts (a mixture-of-experts model): every expert of every layer on the GPU, as the file
+  stores them, split into the expert GEMV's planes (kernels.ExpertWeight: one [n_expert n_out,
+  n_in] PackedWeight per tensor, the same bytes); expert biases float32. A layer's three raw
+  tensors are read onto the GPU first, then split, so loading briefly holds one layer's experts
+  twice (the load transient, kept in torch's cache afterwards).
+  The expert GEMV never dequantizes an expert: a prefill chunk goes through it in slices of at
+  most EXPERT_PAIRS_PER_LAUNCH (token, expert) pairs, so experts set no prefill GEMM's size.
 - KV cache: f16/f32 in a plain [layers, kv heads, n_ctx, head dim] tensor per K and V; any
   other pair in kernels' paged cache: pages of 64 positions, per layer and role one allocation
   per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
   and minimums included).
 - decode workspace, kept by the CUDA graph's private pool (decode_graph.py): the activations
-  of one token, the plain cache's one-query attention (scores over every slot: f16, float32
-  softmax, f16 probabilities per query head), the logits. kernels' paged decode needs only
-  partial sums.
+  of one token (a MoE layer's: moe_workspace), the plain cache's one-query attention (scores
+  over every slot: f16, float32 softmax, f16 probabilities per query head), the logits.
+  kernels' paged decode needs only partial sums.
 - prefill workspace (a chunk of n_ubatch rows, the last one attending over the whole context):
-  float32 activations; the largest (joined) matrix dequantized on the device for torch's f16
-  GEMM, with the dequantizer's intermediates; and torch's scaled_dot_product_attention with a
-  boolean mask and grouped-query heads, whose math path repeats K and V for every query head
-  and materializes the scores and their softmax: over float32 copies of the plain cache, or
-  over the paged cache's pages gathered to f16.
+  float32 activations (a MoE layer's: moe_workspace); the largest (joined) matrix dequantized
+  on the device for torch's f16 GEMM, with the dequantizer's intermediates; and torch's
+  scaled_dot_product_attention with a boolean mask and grouped-query heads, whose math path
+  repeats K and V for every query head and materializes the scores and their softmax: over
+  float32 copies of the plain cache, or over the paged cache's pages gathered to f16.
 - overhead: the CUDA context, cuBLAS and Triton's modules (HEARTH_COSTS.context_bytes), and the
   rounding of torch's caching allocator (blocks of 512 bytes, 2 MiB segments for small
   allocations, 20 MiB for medium ones, large ones rounded to 2 MiB).
@@ -52,6 +59,12 @@ from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig, model_config
 from engine.planner.memory import DeviceMemory, MemoryEstimate
 from kernels.ggml_formats import FORMATS
 from kernels.kv_formats import bytes_per_row, kivi_group
+
+# (token, expert) pairs one expert GEMV launch takes (kernels/moe_routing.py MAX_PAIRS; a test
+# keeps them equal: this module stays torch-free)
+EXPERT_PAIRS_PER_LAUNCH = 256
+# runs of 16 weights an expert GEMV program reads of a row (kernels/moe_gemv.py MoeGemvConfig)
+_EXPERT_MAX_RUNS = 128
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -218,8 +231,19 @@ class HearthProfile:
             raws += [sum(raws)] if len(group) > 1 else []  # torch.cat of the members
             if sum(raws) > sum(transient):
                 transient = raws
-            if group[0].layer is not None:  # the output matrix runs one row: the GEMV
+            # the output matrix runs one row (the GEMV); experts are never dequantized
+            if group[0].layer is not None and len(group[0].shape) == 2:
                 largest = max(largest, n_out * group[0].shape[0])
+        # a MoE layer's three expert tensors are all read onto the GPU before their planes are
+        # made (forward.Transformer.load: the arguments of one prepare_experts)
+        for layer in range(info.n_layer or 0):
+            raws = [
+                t.n_bytes
+                for kind in ("gate", "up", "down")
+                if (t := info.tensor(f"blk.{layer}.ffn_{kind}_exps.weight")) is not None
+            ]
+            if sum(raws) > sum(transient):
+                transient = raws
         on_gpu = _gpu_tensors(info)
         sizes += [4 * t.n_elements for t in on_gpu if len(t.shape) < 2]  # float32 vectors
         embedding = info.tensor(_EMBEDDING)
@@ -323,10 +347,45 @@ def _logits_workspace(cfg: ModelConfig) -> int:
     return cfg.n_vocab * (4 + 4 + 4 + 8 + 1)
 
 
+def _expert_splits(n_in: int) -> int:
+    """How many splits of K the expert GEMV reads a row of n_in weights in (moe_gemv.py
+    _runs_per_split: one up to 128 runs of 16, else runs of 128 or 64, whichever wastes less)."""
+    runs = n_in // 16
+    if runs <= _EXPERT_MAX_RUNS:
+        return 1
+    half = _EXPERT_MAX_RUNS // 2
+    waste = {nr: -(-runs // nr) * nr - runs for nr in (_EXPERT_MAX_RUNS, half)}
+    per_split = min(waste, key=lambda nr: (waste[nr], -nr))
+    return -(-runs // per_split)
+
+
+def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
+    """A mixture-of-experts layer's buffers for `rows` tokens (ops.KernelsOps.moe_ffn), 0 for
+    a dense model: the router's float32 logits, softmax and top-k (int64 ids, float32
+    weights); then for one launch slice of at most EXPERT_PAIRS_PER_LAUNCH pairs, the routing
+    tables, x and h in 8 bits (about 1.4 bytes a value: codes, a scale per 32 and a sum per
+    16), gate/up's float32 partials (two channels per split of K) and h, down's float32
+    partials and its output; and every slice's output until they are concatenated."""
+    moe = cfg.moe
+    if moe is None:
+        return 0
+    k, n_ff, n_embd = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd
+    act = costs.activation_bytes
+    router = rows * moe.n_expert * 4 * 3 + rows * k * (8 + 4) * 2
+    tokens = min(rows, max(1, EXPERT_PAIRS_PER_LAUNCH // k))
+    pairs = tokens * k
+    routing = 4 * (pairs + 3 * min(moe.n_expert, pairs) + 1)
+    in_8_bits = 2 * (tokens * n_embd + pairs * n_ff)
+    gate_up = 2 * _expert_splits(n_embd) * pairs * n_ff * 4 + pairs * n_ff * act
+    down = _expert_splits(n_ff) * pairs * n_embd * 4 + tokens * n_embd * act
+    outputs = 2 * rows * n_embd * act if rows > tokens else 0
+    return router + routing + in_8_bits + gate_up + down + outputs
+
+
 def decode_workspace(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts) -> int:
     """One decode step's peak: what the CUDA graph's private pool keeps (decode_graph.py)."""
     widest = max(cfg.n_embd, 2 * cfg.n_ff, (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim)
-    activations = 8 * widest * costs.activation_bytes
+    activations = 8 * widest * costs.activation_bytes + moe_workspace(cfg, 1, costs)
     return activations + _decode_attention(cfg, config) + _logits_workspace(cfg)
 
 
@@ -335,7 +394,7 @@ def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: Heart
     rows = max(1, min(config.n_ubatch, config.n_ctx))
     qkv = (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim
     per_row = 3 * cfg.n_embd + qkv + cfg.n_head * cfg.head_dim + 3 * cfg.n_ff
-    activations = rows * per_row * costs.activation_bytes
+    activations = rows * per_row * costs.activation_bytes + moe_workspace(cfg, rows, costs)
     gemm = profile.largest_matrix * costs.dequant_bytes_per_weight + rows * 2 * cfg.n_ff * 2
     return (
         activations + gemm + _prefill_attention(cfg, config, rows, costs) + _logits_workspace(cfg)

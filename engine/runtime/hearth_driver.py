@@ -174,7 +174,7 @@ def _load_transformer(params: ModelParams) -> _Loaded:
     except UnsupportedModel as exc:
         raise HearthUnavailable(str(exc)) from None
     device = choose_device()
-    if reason := moe_device_reason(config, device):
+    if reason := moe_device_reason(info, config, device):
         raise HearthUnavailable(reason)
     ops = select_ops(device)
     unsupported = sorted({t.type_name for t in info.tensors if not ops.supports(t.ggml_type)})

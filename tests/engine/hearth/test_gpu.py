@@ -106,10 +106,12 @@ def _eager_step(model, cache, token: int, position: int) -> torch.Tensor:
 
 
 @pytest.mark.parametrize("paged", [False, True], ids=["plain", "paged"])
-@pytest.mark.parametrize("arch", ["llama", "gemma3"])
+@pytest.mark.parametrize("arch", ["llama", "gemma3", "qwen3moe", "gpt-oss-mxfp4-sinks-yarn-swa"])
 def test_the_graph_replays_what_eager_decode_computes(arch, paged, tmp_path):
     """Given tokens (as a sampler would choose them), graph steps give eager steps' logits;
-    gemma3: a tied output matrix as the device embedding table, sliding-window layers."""
+    gemma3: a tied output matrix as the device embedding table, sliding-window layers; the MoE
+    models: the router, route_experts and the expert GEMV captured (other experts picked at
+    each replay)."""
     from engine.hearth.decode_graph import DecodeGraph
 
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", test_forward.CASES[arch])

@@ -158,20 +158,28 @@ def test_an_expert_type_without_a_dequantizer_falls_back_with_its_name(tmp_path,
         HearthModel(p.ModelParams(path=str(path), engine="hearth"))
 
 
-def test_experts_on_a_gpu_fall_back_with_a_reason(tmp_path, monkeypatch):
-    """Until the GPU expert kernels land (capabilities.MOE_ON_GPU), a GPU sends MoE models to
-    llama.cpp with one line; the CPU path runs them."""
+def test_experts_run_on_a_gpu_where_the_expert_gemv_reads_them(tmp_path):
+    """qwen3moe's Q4_0 and gpt-oss's MXFP4 experts go to the GPU (kernels' expert GEMV); an
+    expert type it does not read (IQ4_NL) is refused on a GPU with its reason."""
     from engine.gguf import read_model_info
-    from engine.hearth.capabilities import MOE_ON_GPU, model_unsupported_reason
-    from engine.runtime import protocol as p
-    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
-    from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+    from engine.hearth.capabilities import model_unsupported_reason
+    from tests.engine.hearth.tiny_models import QT, tiny_spec, write_tiny_gguf
 
-    assert not MOE_ON_GPU
-    path = write_tiny_gguf(tmp_path / "moe.gguf", tiny_spec("qwen3moe"))
-    info = read_model_info(path)
-    assert "mixture-of-experts" in model_unsupported_reason(info)
-    assert model_unsupported_reason(info, gpu=False) is None
-    monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cuda")
-    with pytest.raises(HearthUnavailable, match="CPU path only until its GPU expert kernels"):
-        HearthModel(p.ModelParams(path=str(path), engine="hearth"))
+    for arch in ("qwen3moe", "gpt-oss"):
+        info = read_model_info(write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch)))
+        assert model_unsupported_reason(info) is None
+        assert model_unsupported_reason(info, gpu=False) is None
+    spec = tiny_spec("qwen3moe", expert_type=QT.IQ4_NL)
+    info = read_model_info(write_tiny_gguf(tmp_path / "iq4.gguf", spec))
+    reason = model_unsupported_reason(info)
+    assert reason.startswith("IQ4_NL experts (blk.0.ffn_gate_exps.weight) have no GPU expert")
+
+
+def test_the_gpu_expert_types_are_the_kernels_formats():
+    pytest.importorskip("triton")
+    from engine.hearth.capabilities import MOE_GPU_EXPERT_TYPES
+    from kernels.ggml_formats import FORMATS
+    from kernels.moe_gemv import EXPERT_FORMATS
+
+    assert sorted(MOE_GPU_EXPERT_TYPES.values()) == sorted(EXPERT_FORMATS)
+    assert all(FORMATS[name].ggml_type == t for t, name in MOE_GPU_EXPERT_TYPES.items())

@@ -159,3 +159,24 @@ def test_a_llama_plan_made_elsewhere_is_the_one_compared(llama8b, monkeypatch):
     made = plan_engines(llama8b, h100(target_ctx=4096), "llama")
     plan = plan_engines(llama8b, h100(), llama=made)
     assert plan.choice == made.choice and "not been measured" in plan.notes[0]
+
+
+def test_a_mixture_of_experts_is_judged_by_moe_figures_only(synthetic_info, monkeypatch):
+    """Dense models' figures (Hearth faster) say nothing of the expert kernels: without a MoE
+    model's figures, Best fit keeps llama.cpp for Qwen3-30B-A3B and says why; with them (a
+    test's own rows, marked moe), it follows them."""
+    with_hearth_figures(monkeypatch, {0: 330.0, 4096: 300.0, 32768: 250.0})
+    qwen3_moe = Planner(synthetic_info("qwen3-30b-a3b", "Q4_K_M"))
+    assert speed_verdict("cuda sm_90").hearth_faster
+    assert speed_verdict("cuda sm_90", moe=True).ratio is None
+    plan = plan_engines(qwen3_moe, h100())
+    assert plan.fits and plan.choice.engine == "llama"
+    assert "speed on mixture-of-experts models has not been measured" in plan.notes[0]
+    data = engine_table._figures()
+    for engine, speed in (("llama", 150.0), ("hearth", 180.0)):
+        data["decode"].append(dict(
+            device_class="cuda sm_90", device="test", model="qwen3-30b-a3b Q4_K_M", engine=engine,
+            type_k="f16", type_v="f16", depth=0, tokens_per_second=speed, source="test", moe=True,
+        ))  # fmt: skip
+    assert speed_verdict("cuda sm_90", moe=True).ratio == pytest.approx(180.0 / 150.0)
+    assert plan_engines(qwen3_moe, h100(target_ctx=8192)).choice.engine == "hearth"

@@ -6,6 +6,7 @@ import pytest
 
 from engine.gguf import TensorInfo
 from engine.planner.hearth_memory import (
+    GIB,
     MIB,
     HearthConfig,
     HearthProfile,
@@ -205,3 +206,77 @@ def test_a_fused_sdpa_kernel_drops_the_scores(llama):
     assert math_path - hearth_items(llama, config, fused).prefill_workspace == (
         scores + repeated - mask_copy
     )
+
+
+# Qwen3-30B-A3B: 48 layers, n_embd 2048, 128 experts of 768, 8 used
+@pytest.fixture(scope="module")
+def qwen3_moe(synthetic_info):
+    return HearthProfile.of(synthetic_info("qwen3-30b-a3b", "Q4_K_M"))
+
+
+def test_every_expert_is_on_the_gpu_and_none_is_a_prefill_gemm(qwen3_moe, synthetic_info):
+    info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
+    items = hearth_items(qwen3_moe, HearthConfig(32768))
+    assert items.weights == info.weight_bytes  # 17.28 GiB: the experts' planes, byte for byte
+    # the largest dequantized matrix is Q, K and V joined, not an expert tensor
+    assert qwen3_moe.largest_matrix == (4096 + 512 + 512) * 2048
+    # the largest raw copies while loading: a layer's three expert tensors (Q4_K gate and up,
+    # a Q6_K down: 128 x 768 x 2048 weights each, 373 MiB together), more than the Q6_K
+    # output matrix (151936 x 2048, 243 MiB)
+    per_expert_tensor = 128 * 768 * 2048 // 256
+    q4k, q6k = per_expert_tensor * 144, per_expert_tensor * 210
+    assert qwen3_moe.load_transient == (q4k, q4k, q6k)
+    assert sum(qwen3_moe.load_transient) > 151936 * 2048 * 210 // 256
+
+
+@pytest.mark.parametrize(
+    ("n_in", "splits"), [(768, 1), (2048, 1), (2880, 3), (4096, 2), (14336, 7)]
+)
+def test_expert_splits(n_in, splits):
+    from engine.planner.hearth_memory import _expert_splits
+
+    assert _expert_splits(n_in) == splits
+
+
+@pytest.mark.parametrize(
+    ("rows", "expected"),
+    [
+        # router 128 x (logits, softmax, top-k) + ids and weights; routing tables of 8 pairs;
+        # x and h in 8 bits; gate/up's two float32 partial channels and h; down's partials
+        # and output
+        (1, 1 * 128 * 12 + 8 * 12 * 2 + 4 * (8 + 24 + 1) + 2 * (2048 + 8 * 768)
+         + 2 * 8 * 768 * 4 + 8 * 768 * 4 + 8 * 2048 * 4 + 2048 * 4),
+        # 512 rows in launch slices of 32 tokens (256 pairs); the slices' outputs and their cat
+        (512, 512 * 128 * 12 + 512 * 8 * 12 * 2 + 4 * (256 + 3 * 128 + 1)
+         + 2 * (32 * 2048 + 256 * 768) + 2 * 256 * 768 * 4 + 256 * 768 * 4
+         + 256 * 2048 * 4 + 32 * 2048 * 4 + 2 * 512 * 2048 * 4),
+    ],
+)  # fmt: skip
+def test_moe_workspace(qwen3_moe, llama, rows, expected):
+    from engine.planner.hearth_memory import HEARTH_COSTS, moe_workspace
+
+    assert moe_workspace(qwen3_moe.config, rows, HEARTH_COSTS) == expected
+    assert moe_workspace(llama.config, rows, HEARTH_COSTS) == 0
+
+
+def test_the_expert_gemv_constants_are_the_kernels():
+    pytest.importorskip("triton")
+    from engine.planner.hearth_memory import (
+        _EXPERT_MAX_RUNS,
+        EXPERT_PAIRS_PER_LAUNCH,
+        _expert_splits,
+    )
+    from kernels.moe_gemv import MoeGemvConfig, _runs_per_split
+    from kernels.moe_routing import MAX_PAIRS
+
+    assert EXPERT_PAIRS_PER_LAUNCH == MAX_PAIRS
+    assert MoeGemvConfig().max_runs == _EXPERT_MAX_RUNS
+    for n_in in (768, 1408, 2048, 2880, 4096, 14336):
+        runs = n_in // 16
+        assert _expert_splits(n_in) == -(-runs // _runs_per_split(runs, _EXPERT_MAX_RUNS))
+
+
+def test_a_qwen3_30b_a3b_q4_k_m_plans_on_a_24_gib_gpu_at_32k(qwen3_moe):
+    items = hearth_items(qwen3_moe, HearthConfig(32768))
+    # 22.0 GiB: 17.3 of weights, 3.0 of f16 KV, a layer's raw experts while loading
+    assert 21.5 * GIB < items.gpu_total < 22.5 * GIB

@@ -44,17 +44,21 @@ def test_which_devices(synthetic_info, backend, cc, reason):
 
 
 @pytest.mark.parametrize(
-    ("shape", "reason"),
+    ("shape", "quant", "reason"),
     [
-        ("llama3-8b", None),
-        ("mistral-7b", None),
-        ("gemma3-12b", None),
-        ("qwen3-30b-a3b", "mixture-of-experts"),
-        ("mixtral-8x7b", "mixture-of-experts"),
+        ("llama3-8b", "Q4_K_M", None),
+        ("mistral-7b", "Q4_K_M", None),
+        ("gemma3-12b", "Q4_K_M", None),
+        # mixtures of experts: kernels' expert GEMV reads Q4_K/Q6_K and MXFP4 experts
+        ("qwen3-30b-a3b", "Q4_K_M", None),
+        ("mixtral-8x7b", "Q4_K_M", None),
+        ("gpt-oss-20b", "MXFP4_MOE", None),
+        # ... not Q3_K ones (Q3_K_M's gate and up)
+        ("qwen3-30b-a3b", "Q3_K_M", "Q3_K experts (blk.0.ffn_gate_exps.weight) have no GPU"),
     ],
 )
-def test_which_models(synthetic_info, shape, reason):
-    found = hearth_unavailable(synthetic_info(shape, "Q4_K_M"), card(24))
+def test_which_models(synthetic_info, shape, quant, reason):
+    found = hearth_unavailable(synthetic_info(shape, quant), card(24))
     assert found == reason if reason is None else reason in found
 
 
@@ -119,8 +123,15 @@ def test_a_card_too_small_says_so(synthetic_info):
 
 
 def test_an_unsupported_model_gets_the_reason(synthetic_info):
-    plan = plan_hearth(synthetic_info("mixtral-8x7b", "Q4_K_M"), card(24))
-    assert not plan.fits and "mixture-of-experts" in plan.reasons[0]
+    plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q3_K_M"), card(24))
+    assert not plan.fits and "Q3_K experts" in plan.reasons[0]
+
+
+def test_a_mixture_of_experts_plans_with_every_expert_on_the_gpu(synthetic_info):
+    """Qwen3-30B-A3B Q4_K_M (17.3 GiB of weights) fits a 24 GiB card, with every expert on it."""
+    plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), card(24))
+    assert plan.fits
+    assert plan.devices[0].weights_bytes > 17.2 * GIB
 
 
 def manual_hearth(info, request, n_ctx, type_k, type_v):

@@ -1,0 +1,138 @@
+"""ops.moe_ffn on kernels/ (KernelsOps: the expert GEMV) against TorchOps' moe_ffn, on a tiny
+MoE model's first layer, on the CPU through Triton's interpreter (test_gpu.py's device runs
+cover the GPU); and a whole tiny qwen3moe forward on KernelsOps against the reference."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("the kernels' extra (triton) is not installed", allow_module_level=True)
+
+import torch
+
+# Triton reads TRITON_INTERPRET when it is first imported (tests/kernels/conftest.py does the same)
+assert "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") is not None
+if torch.cuda.is_available():  # these build CPU tensors
+    pytest.skip("the GPU path is tested on the device", allow_module_level=True)
+os.environ["TRITON_INTERPRET"] = "1"
+
+from engine.gguf import read_model_info  # noqa: E402
+from engine.hearth.config import model_config  # noqa: E402
+from engine.hearth.ops import KernelsOps, PackedExperts, TorchOps  # noqa: E402
+from engine.hearth.routing import select_experts  # noqa: E402
+from engine.hearth.weights import GGUFTensors, QuantExperts  # noqa: E402
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: E402
+
+
+def _layer_experts(tmp_path, arch: str):
+    """Layer 0's experts prepared by TorchOps and by KernelsOps, the config, and the file."""
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=1))
+    info = read_model_info(path)
+    config = model_config(info)
+    tensors = GGUFTensors(str(path), info)
+
+    def prepared(ops):
+        parts = [
+            tensors.experts(f"blk.0.ffn_{k}_exps.weight", "cpu") for k in ("gate", "up", "down")
+        ]
+        biases = tuple(
+            tensors.optional_float_tensor(f"blk.0.ffn_{k}_exps.bias")
+            for k in ("gate", "up", "down")
+        )
+        return ops.prepare_experts(*parts, config.activation, biases)
+
+    return config, prepared(TorchOps("cpu")), prepared(KernelsOps("cpu"))
+
+
+def _routed(config, n_tokens: int, seed: int):
+    """x [T, n_embd] and its routing from random router logits, as the forward pass routes."""
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(n_tokens, config.n_embd, generator=gen)
+    logits = torch.randn(n_tokens, config.moe.n_expert, generator=gen)
+    moe = config.moe
+    ids, weights = select_experts(
+        logits, moe.n_expert_used, gating=moe.gating, normalize=moe.normalize
+    )
+    return x, ids, weights
+
+
+@pytest.mark.parametrize(
+    ("arch", "n_tokens"),
+    [
+        ("qwen3moe", 2),
+        ("gpt-oss", 2),
+        pytest.param("qwen3moe", 1, marks=pytest.mark.slow),
+        pytest.param("gpt-oss", 3, marks=pytest.mark.slow),
+        pytest.param("qwen2moe", 2, marks=pytest.mark.slow),
+    ],
+)
+def test_kernel_moe_ffn_matches_torch(arch, n_tokens, tmp_path):
+    """Q4_0 (qwen3moe), MXFP4 with biases and the clamped SwiGLU (gpt-oss), Q8_0 (qwen2moe):
+    the kernels round x to 8 bits per 32 values (as llama.cpp's MMVQ does), which is the
+    whole difference from TorchOps' float32 products: about 1% of the output's norm."""
+    config, torch_experts, kernel_experts = _layer_experts(tmp_path, arch)
+    assert isinstance(kernel_experts, PackedExperts)
+    assert kernel_experts.activation.kind == config.activation
+    x, ids, weights = _routed(config, n_tokens, seed=n_tokens)
+    expected = TorchOps("cpu").moe_ffn(x, torch_experts, ids, weights)
+    got = KernelsOps("cpu").moe_ffn(x, kernel_experts, ids, weights)
+    assert got.shape == expected.shape and got.dtype == x.dtype
+    error = float(torch.linalg.norm(got - expected) / torch.linalg.norm(expected))
+    assert error < 2e-2, error
+
+
+def test_chunks_past_one_launch_are_split_by_tokens(tmp_path, monkeypatch):
+    """More (token, slot) pairs than one launch takes (MAX_PAIRS, made 2 here: 1 token of
+    top-2) go through the kernels in slices of tokens: the same rows as in one launch."""
+    import kernels.moe_routing
+
+    config, _, experts = _layer_experts(tmp_path, "qwen3moe")
+    x, ids, weights = _routed(config, 2, seed=7)
+    ops = KernelsOps("cpu")
+    whole = ops.moe_ffn(x, experts, ids, weights)
+    calls = []
+    route = kernels.moe_routing.route_experts
+
+    def counted(ids, weights, n_expert):
+        calls.append(ids.shape[0])
+        return route(ids, weights, n_expert)
+
+    monkeypatch.setattr(kernels.moe_routing, "MAX_PAIRS", 2)
+    monkeypatch.setattr(kernels.moe_routing, "route_experts", counted)
+    got = ops.moe_ffn(x, experts, ids, weights)
+    assert calls == [1, 1]
+    torch.testing.assert_close(got, whole, rtol=1e-5, atol=1e-5)
+
+
+def test_an_expert_type_without_a_gemv_is_refused_at_load(tmp_path):
+    """F16 experts (no expert GEMV): a ValueError naming the tensor and the kernels' reason."""
+    _, torch_experts, _ = _layer_experts(tmp_path, "qwen3moe")
+    gate = torch_experts.gate
+    data = torch.zeros(gate.n_expert, gate.rows, gate.cols, dtype=torch.float16)
+    f16 = QuantExperts(gate.name, 1, gate.n_expert, gate.rows, gate.cols, data)
+    with pytest.raises(ValueError, match=r"ffn_gate_exps.weight \(F16\): .*no expert GEMV"):
+        KernelsOps("cpu").prepare_experts(f16, torch_experts.up, torch_experts.down, "silu")
+
+
+@pytest.mark.slow
+def test_kernels_forward_of_a_moe_model_matches_the_reference(tmp_path, monkeypatch):
+    """A whole tiny qwen3moe (prefill chunks and decode steps) on KernelsOps: the dense
+    matrices' and the experts' 8-bit activations together stay within a few percent."""
+    from engine.hearth.reference import reference_logits
+    from tests.engine.hearth import test_forward
+
+    path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", tiny_spec("qwen3moe", n_layer=2))
+    monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
+    info = read_model_info(path)
+    expected = reference_logits(
+        model_config(info), GGUFTensors(str(path), info), test_forward.TOKENS
+    )
+    got = test_forward.run_engine(path, ops=KernelsOps("cpu"))
+    error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
+    assert error < 3e-2, error
