@@ -97,6 +97,11 @@ class EngineBridge(QObject):
         return self._model
 
     @property
+    def loading_params(self) -> p.ModelParams | None:
+        """The model being loaded now, if a load is under way."""
+        return self._loading_params if self._state == EngineState.LOADING else None
+
+    @property
     def client(self) -> Any:
         """The engine client, for the API server that shares the worker (it listens beside the
         bridge and tells its requests by their ids). It is replaced when the engine restarts."""

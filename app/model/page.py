@@ -29,6 +29,7 @@ class ModelSettingsPage(QWidget):
         self.setObjectName("modelSettingsPage")
         self._bridge = bridge
         self._remembered = remembered or (opener.remembered if opener else RememberedSettings())
+        self._opener = opener
         self.panel: SettingsPanel | None = None
         self._pending: LoadDecision | None = None
         self.message = QLabel("Looking at your hardware…")
@@ -57,6 +58,7 @@ class ModelSettingsPage(QWidget):
             snapshot,
             remembered=self._remembered,
             confirm_over_budget=self._confirm_over_budget,
+            prepare_load=self._prepare_load,
         )
         self._layout.insertWidget(0, self.panel)
         self._layout.setContentsMargins(0, 0, 0, 0)  # the panel has its own margins
@@ -65,6 +67,11 @@ class ModelSettingsPage(QWidget):
         self.panel.setVisible(False)
         if self._pending is not None:
             self.show_decision(self._pending)
+
+    def _prepare_load(self, params):
+        if self._opener is None:
+            return params
+        return self._opener.preferences().with_preferences(params)
 
     def show_decision(self, decision: LoadDecision) -> None:
         if self.panel is None:

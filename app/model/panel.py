@@ -39,6 +39,7 @@ from engine.enums import KV_TYPES
 from engine.planner import Planner, PlanRequest, safety_margin
 from engine.planner.hearth_plan import hearth_profile, hearth_unavailable, pair_problem
 from engine.planner.manual import ManualPlan, plan_manual
+from engine.runtime.protocol import ModelParams
 from engine.session import (
     LoadDecision,
     MachineSnapshot,
@@ -90,10 +91,13 @@ class SettingsPanel(QWidget):
         *,
         remembered: RememberedSettings | None = None,
         confirm_over_budget: Callable[[str], str] | None = None,
+        prepare_load: Callable[[ModelParams], ModelParams] | None = None,
         parent: QWidget | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("settingsPanel")
+        # The app's engine preferences (threads) added to what this panel loads.
+        self._prepare_load = prepare_load or (lambda params: params)
         self._bridge = bridge
         self._machine = machine
         self._gpus = gpus_from_devices(machine.usable_gpus)
@@ -456,6 +460,7 @@ class SettingsPanel(QWidget):
         params = replace(self.plan.settings.model_params(), speculative=self.speculative.params())
         if remember and self._store is not None:
             self._store.put(self._model_path, self.chosen())
+        params = self._prepare_load(params)
         self._bridge.load(params)
         self.applied.emit(params)
 

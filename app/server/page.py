@@ -40,6 +40,7 @@ from engine.server.runner import ServerThread, build_state
 LOG_ROWS_KEPT = 500
 COLUMNS = ("Time", "Client", "Route", "Status", "Prompt", "Tokens", "tok/s", "Seconds")
 OFF_TEXT = "The API server is off. Start it to let other programs on this computer use the model."
+BACK_TEXT = "It starts again, as it was, when the model has loaded again."
 
 
 class ServerPage(QWidget):
@@ -53,6 +54,9 @@ class ServerPage(QWidget):
         self._machine = machine
         self._server: ServerThread | None = None
         self._config: ServerConfig | None = None
+        # Set when the server was stopped by the engine (a crash, a reload), not by the person:
+        # it comes back with the next model that loads, on the new worker.
+        self.start_when_loaded = False
 
         title = QLabel("Server")
         font = title.font()
@@ -126,7 +130,8 @@ class ServerPage(QWidget):
 
         self.record_logged.connect(self._add_record, Qt.ConnectionType.QueuedConnection)
         bridge.model_loaded.connect(self._show_capacity)
-        bridge.engine_crashed.connect(lambda _event: self._stop("The engine stopped"))
+        bridge.model_loaded.connect(self._on_model_loaded)
+        bridge.engine_crashed.connect(self._on_engine_crashed)
         self._show_capacity(bridge.model)
 
     # -- actions --------------------------------------------------------------------------------
@@ -137,9 +142,26 @@ class ServerPage(QWidget):
 
     def toggle(self) -> None:
         if self._server is not None:
-            self._stop("Stopped")
+            self.stop()
         else:
             self.start()
+
+    def _on_engine_crashed(self, _crash) -> None:
+        was_on = self._server is not None
+        self._stop("The engine stopped")
+        if was_on:
+            self.start_when_loaded = True
+            self._say(f"The engine stopped, and the API server with it. {BACK_TEXT} "
+                      "Use Reload model at the top of the window.")  # fmt: skip
+
+    def _on_model_loaded(self, _loaded) -> None:
+        if self.start_when_loaded and self._server is None:
+            self.start_when_loaded = False
+            if not self.start():
+                self.status_label.setText(
+                    f"The API server could not start again: {self.status_label.text()} "
+                    "Change the settings here and press Start server."
+                )
 
     def start(self) -> bool:
         model = self._bridge.model
@@ -175,6 +197,7 @@ class ServerPage(QWidget):
         self._set_editable(True)
 
     def stop(self) -> None:
+        self.start_when_loaded = False
         self._stop("Stopped")
 
     def copy_base_url(self) -> None:
@@ -190,6 +213,8 @@ class ServerPage(QWidget):
             return
         if self._server is not None:
             self._stop("Stopped for the reload")
+            self.start_when_loaded = True
+            self._say(f"Stopped for the reload. {BACK_TEXT}")
         per_request = model.n_ctx // max(1, model.n_parallel)
         n = self.parallel_box.value()
         self._bridge.load(replace(params, n_parallel=n, n_ctx=per_request * n))

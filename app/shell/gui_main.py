@@ -14,6 +14,7 @@ from PySide6.QtWidgets import QApplication
 from app.common.engine_bridge import EngineBridge
 from app.common.theme import apply_theme
 from app.shell.main_window import MainWindow
+from engine.session.preferences import load_preferences
 from engine.starter_model import starter_model_path
 
 
@@ -29,14 +30,15 @@ def create_window(bridge: EngineBridge, model: str | None) -> MainWindow:
     window.resize(1100, 760)
     window.machine.refresh()  # detection and the worker's start run side by side
     bridge.start()
-    # A model given on the command line gets the same checks as a dropped one; if it is refused,
-    # the message stays on screen and the starter model is loaded instead.
-    if model is not None and window.open_model_file(model):
-        return window
+    # A model given on the command line gets the same checks as a dropped one; if it is
+    # unusable or fits nowhere, the message stays on screen and the starter model is loaded
+    # instead.
     starter = starter_model_path()
-    if starter is not None:
+    if model is not None:
+        window.open_model_file(model, fallback=starter)
+    elif starter is not None:
         window.load_model(starter)
-    elif model is None:
+    else:
         window.explain_no_model()
     return window
 
@@ -47,7 +49,8 @@ def run_gui(args: list[str]) -> int:
     app.setApplicationName("Hearth")
     app.setApplicationDisplayName("Hearth")
     app.setOrganizationName("Hearth")
-    apply_theme(app)
+    preferences = load_preferences()
+    apply_theme(app, preferences.theme, preferences.text_size)
     bridge = EngineBridge()
     window = create_window(bridge, options.model)
     window.show()

@@ -13,21 +13,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, Qt
+from PySide6.QtCore import QMimeData, Qt, QUrl
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
+    QDesktopServices,
     QDragEnterEvent,
     QDragMoveEvent,
     QDropEvent,
     QKeySequence,
 )
 from PySide6.QtWidgets import (
+    QApplication,
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QMainWindow,
+    QMessageBox,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -39,12 +42,15 @@ from app.common.engine_bridge import EngineBridge
 from app.common.file_text import plain_tooltip, rich_escape
 from app.common.machine_state import MachineState
 from app.common.model_opener import ModelOpener
+from app.common.theme import apply_theme
 from app.shell.pages import CHAT, LIBRARY, MODEL, PageSpec, default_pages, placeholder_page
+from app.shell.preferences import PreferencesDialog, about_text, doc_links, hearth_version
 from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
 from engine.runtime.engine_output import report_lines
 from engine.session import LoadDecision, RememberedSettings
+from engine.session.preferences import Preferences, load_preferences, save_preferences
 from engine.starter_model import STARTER_LABEL, STARTER_NOTE, is_starter_model
 from engine.untrusted_text import printable_line
 
@@ -75,16 +81,21 @@ class MainWindow(QMainWindow):
         pages: list[PageSpec] | None = None,
         machine: MachineState | None = None,
         remembered: RememberedSettings | None = None,
+        preferences_file: Path | None = None,
     ):
         super().__init__()
         self.bridge = bridge
         self.machine = machine or MachineState(parent=self)
-        self.opener = ModelOpener(bridge, self.machine, remembered or RememberedSettings(), self)
+        self._preferences_file = preferences_file
+        self.preferences = load_preferences(preferences_file)
+        self.opener = ModelOpener(bridge, self.machine, remembered or RememberedSettings(), self,
+                                  preferences=lambda: self.preferences)  # fmt: skip
         self.opener.unusable.connect(self._on_unusable_file)
         self.opener.decided.connect(self._on_decided)
         self.setWindowTitle("Hearth")
         self.setAcceptDrops(True)
         self._last_folder = str(Path.home())
+        self._fallback: tuple[Path, Path] | None = None  # (asked for, loaded if it is refused)
 
         self.navigation = QListWidget()
         self.navigation.setObjectName("navigation")
@@ -99,6 +110,9 @@ class MainWindow(QMainWindow):
         title.setObjectName("appTitle")
         sidebar_layout.addWidget(title)
         sidebar_layout.addWidget(self.navigation, 1)
+        self.version_label = QLabel(f"Version {hearth_version()}")
+        self.version_label.setObjectName("appVersion")
+        sidebar_layout.addWidget(self.version_label)
         self.pages = QStackedWidget()
         self._page_names: list[str] = []
 
@@ -185,6 +199,40 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
 
+        edit_menu = self.menuBar().addMenu("&Edit")
+        self.preferences_action = QAction("&Preferences…", self)
+        self.preferences_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        self.preferences_action.setMenuRole(QAction.MenuRole.PreferencesRole)
+        self.preferences_action.triggered.connect(self.open_preferences)
+        edit_menu.addAction(self.preferences_action)
+
+        help_menu = self.menuBar().addMenu("&Help")
+        for title, path in doc_links():
+            action = QAction(title, self)
+            action.triggered.connect(
+                lambda *_, p=path: QDesktopServices.openUrl(QUrl.fromLocalFile(str(p)))
+            )
+            help_menu.addAction(action)
+        help_menu.addSeparator()
+        about = QAction("&About Hearth", self)
+        about.setMenuRole(QAction.MenuRole.AboutRole)
+        about.triggered.connect(lambda: QMessageBox.about(self, "About Hearth", about_text()))
+        help_menu.addAction(about)
+
+    def open_preferences(self) -> None:
+        dialog = PreferencesDialog(self.preferences, self)
+        if dialog.exec() == PreferencesDialog.DialogCode.Accepted:
+            self.apply_preferences(dialog.preferences())
+
+    def apply_preferences(self, preferences: Preferences) -> None:
+        """Keep `preferences` and apply the look at once (threads and context apply from the
+        next load, the server from the next start)."""
+        save_preferences(preferences, self._preferences_file)
+        self.preferences = preferences
+        app = QApplication.instance()
+        if app is not None:
+            apply_theme(app, preferences.theme, preferences.text_size)
+
     def _build_status_bar(self) -> None:
         self.model_label = QLabel("No model")
         self.model_label.setObjectName("modelLabel")
@@ -211,30 +259,53 @@ class MainWindow(QMainWindow):
         if path:
             self.open_model_file(path)
 
-    def open_model_file(self, path: str | Path) -> bool:
+    def open_model_file(self, path: str | Path, *, fallback: str | Path | None = None) -> bool:
         """Check `path` and, if it is a readable GGUF, load it in place of the current model as
-        the load policy plans it (once the machine is known). False if the file is unusable."""
+        the load policy plans it (once the machine is known). False if the file is unusable.
+
+        `fallback` (the starter model, for `--model`): loaded instead when `path` is unusable or
+        fits nowhere, with the reason left on screen."""
         path = Path(path)
+        self._fallback = (path, Path(fallback)) if fallback is not None else None
+        # Cleared before the opener runs: with the machine known it decides at once, and its
+        # refusal (banner, status bar) must be what stays on screen.
+        self.file_banner.hide()
+        self._show_loading(path, planning=self.machine.snapshot is None)
         if not self.opener.open(path):
             return False
-        self.file_banner.hide()
         self._last_folder = str(path.parent)
-        self._show_loading(path, planning=self.machine.snapshot is None)
         return True
 
     def load_model(self, path: str | Path) -> bool:
         """The same as open_model_file (the starter model takes the same road)."""
         return self.open_model_file(path)
 
+    def _take_fallback(self, refused: Path) -> Path | None:
+        """The file to load instead of `refused`, if its opening named one (once)."""
+        if self._fallback is None or self._fallback[0] != refused:
+            return None
+        fallback = self._fallback[1]
+        self._fallback = None
+        return fallback
+
+    def _load_fallback(self, fallback: Path) -> None:
+        """Load `fallback` leaving the banner that says why the file asked for is not loaded."""
+        self._show_loading(fallback, planning=self.machine.snapshot is None)
+        self.opener.open(fallback)
+
     def _on_unusable_file(self, path: Path, message: str) -> None:
         current = self.bridge.model
-        keep = (
-            f"{display_name(current.path)} stays loaded."
-            if current is not None
-            else "Open a .gguf model file with File › Open model… or drag one here."
-        )
+        fallback = self._take_fallback(path)
+        if fallback is not None:
+            keep = f"{display_name(fallback)} is loaded instead."
+        elif current is not None:
+            keep = f"{display_name(current.path)} stays loaded."
+        else:
+            keep = "Open a .gguf model file with File › Open model… or drag one here."
         self.file_banner.show_message(b.ERROR, f"Can't open {path.name}", f"{message} {keep}")
         self._restore_model_label()
+        if fallback is not None:
+            self._load_fallback(fallback)
 
     def _on_decided(self, decision: LoadDecision) -> None:
         if decision.fits:
@@ -253,7 +324,13 @@ class MainWindow(QMainWindow):
         ]
         actions.append(("Model settings", lambda: self.show_page(MODEL)))
         current = self.bridge.model
-        stays = f" {display_name(current.path)} stays loaded." if current is not None else ""
+        fallback = self._take_fallback(decision.path)
+        if fallback is not None:
+            stays = f" {display_name(fallback)} is loaded instead."
+        elif current is not None:
+            stays = f" {display_name(current.path)} stays loaded."
+        else:
+            stays = ""
         self.file_banner.show_message(
             b.ERROR,
             f"{display_name(decision.path)} does not fit on this computer",
@@ -261,12 +338,17 @@ class MainWindow(QMainWindow):
             actions=actions,
         )
         self._restore_model_label()
+        if fallback is not None:
+            self._load_fallback(fallback)
 
     def _restore_model_label(self) -> None:
         loaded = self.bridge.model
+        loading = self.bridge.loading_params
         if loaded is not None:
             self._on_model_loaded(loaded)
-        elif self.bridge.state != EngineState.LOADING:
+        elif self.bridge.state == EngineState.LOADING and loading is not None:
+            self._show_loading(Path(loading.path))  # the load that is really under way
+        else:
             self.model_label.setText("No model loaded")
 
     def explain_no_model(self) -> None:

@@ -98,7 +98,9 @@ def _server_page(window: PageHost) -> QWidget:
         from app.server.page import ServerPage
     except ImportError:  # the server's packages (fastapi, uvicorn) are missing from this build
         return placeholder_page(SERVER, "The API server is not available in this build.")
-    return ServerPage(window.bridge, window.machine)
+    page = ServerPage(window.bridge, window.machine)
+    page.start_when_loaded = window.preferences.start_server  # Preferences: with the app
+    return page
 
 
 def default_pages() -> list[PageSpec]:

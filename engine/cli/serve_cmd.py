@@ -12,7 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from engine.cli.planning import machine_after_start, plan_from_command_line
+from engine.cli.planning import fewer_tokens_hint, machine_after_start, plan_from_command_line
 from engine.cli.speculative_args import add_speculative_arguments, speculative_from
 from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
@@ -119,8 +119,9 @@ def run(args: argparse.Namespace) -> int:
         decision = plan_from_command_line(model_path, planned, machine, err=sys.stderr,
                                           speculative=speculative)  # fmt: skip
         if decision is None:
-            print(f"Try fewer --parallel requests or a shorter --ctx than {args.ctx}.",
-                  file=sys.stderr)  # fmt: skip
+            hint = fewer_tokens_hint(model_path, machine, n_ctx=args.ctx, parallel=args.parallel)
+            if hint:
+                print(hint, file=sys.stderr)
             return 1
         client.load(replace(decision.params, n_parallel=args.parallel, n_threads=args.threads,
                             speculative=speculative))  # fmt: skip
