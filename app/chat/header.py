@@ -8,6 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
+from app.common.accessibility import named
 from app.common.file_text import plain_tooltip
 from engine.runtime import protocol as p
 
@@ -49,7 +50,7 @@ class ChatHeader(QWidget):
             "rather than chatting). Choose how the conversation is given to it: plain "
             "completion continues your text; a chat format may suit a fine-tuned model."
         )
-        self.chat_format = QComboBox()
+        self.chat_format = named(QComboBox(), "Chat format")
         self.chat_format.setObjectName("chatFormat")
         self.chat_format.activated.connect(
             lambda _i: self.format_chosen.emit(self.chat_format.currentData())

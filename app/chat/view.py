@@ -42,6 +42,7 @@ from app.chat.session import ChatSession
 from app.chat.settings import ChatSettingsPanel, new_chat_settings, sampling_from
 from app.chat.sidebar import ConversationSidebar
 from app.common import banner as b
+from app.common.accessibility import named
 from app.common.engine_bridge import EngineBridge
 from engine.chat.prompt import MODEL_TEMPLATE
 from engine.chat.sampling_defaults import model_sampling_defaults
@@ -126,7 +127,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.header.settings_button.toggled.connect(self._show_settings)
 
         self.model = ConversationModel(self)
-        self.transcript = TranscriptView(self)
+        self.transcript = named(TranscriptView(self), "Conversation")
         self.transcript.setObjectName("transcript")
         self.transcript.setModel(self.model)
         self.transcript.setFrameShape(QFrame.Shape.NoFrame)
@@ -155,7 +156,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self._model_defaults: dict[str, dict] = {}  # sampling each model file recommends
         self._start_settings = self.settings_panel.values()  # what the new chat started with
 
-        self.input = ChatInput(self)
+        self.input = named(ChatInput(self), "Message", "Enter sends; Shift+Enter starts a new line")
         self.input.setObjectName("chatInput")
         self.input.submitted.connect(self.send)
         self.send_button = QPushButton("Send")

@@ -3,7 +3,8 @@
 Qt's Tab order is the order widgets were created in, which drifts from what the screen shows as
 pages grow (a row added at the top, a header built after the list below it). `layout_order` reads
 the order off the layouts themselves (top to bottom, left to right, form rows in turn), and
-`order_tabs_by_layout` makes Tab follow it; the window applies it to each page as it is shown.
+`order_tabs_by_layout` makes Tab follow it; the window applies it to each page as it is shown,
+and a banner when its buttons change.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QAbstractScrollArea,
     QLayout,
+    QMainWindow,
     QScrollArea,
     QSplitter,
     QStackedWidget,
@@ -92,6 +94,15 @@ def _items_in_reading_order(layout: QLayout) -> list:
 
 def order_tabs_by_layout(root: QWidget) -> None:
     """Make Tab visit the controls under `root` in `layout_order`."""
-    widgets = layout_order(root)
-    for first, second in itertools.pairwise(widgets):
+    for first, second in itertools.pairwise(layout_order(root)):
         QWidget.setTabOrder(first, second)
+
+
+def order_window_tabs(widget: QWidget) -> None:
+    """`order_tabs_by_layout` over the whole window `widget` is in: a control made late (a
+    banner's button) takes its place among the others, not the end of the window's Tab ring.
+    (Qt moves a widget in the ring only after a focusable one, so the window is ordered whole.)"""
+    top = widget.window()
+    root = top.centralWidget() if isinstance(top, QMainWindow) else top
+    if root is not None:
+        order_tabs_by_layout(root)

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import named
 from app.common.background import TaskRunner
 from app.common.file_text import plain_tooltip
 from app.library.widgets import size_text
@@ -68,7 +69,7 @@ class LocalModelsView(QWidget):
         # Scans run on a pool of threads and may finish out of order: only the latest is shown.
         self._scan_generation = 0
 
-        self.tree = QTreeWidget()
+        self.tree = named(QTreeWidget(), "Your models")
         self.tree.setObjectName("localTree")
         self.tree.setHeaderLabels(["Model", "Quant", "Size", "Where", "Last used"])
         self.tree.setColumnWidth(0, 300)

@@ -8,6 +8,8 @@ window opens.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtWidgets import QLabel, QMessageBox, QVBoxLayout, QWidget
 
 from app.common.machine_state import MachineState
@@ -68,12 +70,23 @@ class ModelSettingsPage(QWidget):
         if self._pending is not None:
             self.show_decision(self._pending)
 
+    def _shows_the_loaded_model(self) -> bool:
+        loaded = self._bridge.model
+        shown = self.panel.decision if self.panel is not None else self._pending
+        return (
+            loaded is not None
+            and shown is not None
+            and Path(loaded.path).resolve() == shown.path.resolve()
+        )
+
     def _prepare_load(self, params):
         if self._opener is None:
             return params
         return self._opener.preferences().with_preferences(params)
 
     def show_decision(self, decision: LoadDecision) -> None:
+        if not decision.fits and self._shows_the_loaded_model():
+            return  # a refused file is not loaded: the page stays on the model that is
         if self.panel is None:
             self._pending = decision
             return

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import named
 from app.common.file_text import show_plain
 from app.model.engine_row import EngineControls
 from app.model.memory_bar import OVER_COLOR, DeviceMemoryRow, Legend, gib
@@ -119,19 +120,24 @@ class SettingsPanel(QWidget):
         self.title.setFont(font)
         biggest = max((g.total_bytes for g in self._gpus), default=0)
         self.vram = _slider(0, max(1, biggest // (256 * MIB)))  # steps of 256 MiB
+        named(self.vram, "VRAM budget")
         self.vram_label = QLabel()
         self.context = _slider(0, len(CONTEXT_STEPS) - 1)
+        named(self.context, "Context length")
         self.context_label = QLabel()
         self.engine_controls = EngineControls()
         self.kv_type = self.engine_controls.k_type  # K (V follows it on llama.cpp)
         self.kv_type_v = self.engine_controls.v_type
+        self.engine_controls.has_gpu = bool(self._gpus)
         self.flash_attn = QCheckBox("Flash attention")
         self.flash_attn.setChecked(True)
         self.auto_layers = QCheckBox("Auto")
         self.auto_layers.setChecked(True)
         self.layers = _slider(0, 1)
+        named(self.layers, "GPU layers")
         self.layers_label = QLabel()
         self.experts = _slider(0, 0)
+        named(self.experts, "MoE expert layers on the CPU")
         self.experts_label = QLabel()
         self.speculative = SpeculativeChoice(parent=self)
         self.rows: list[DeviceMemoryRow] = []
@@ -207,6 +213,7 @@ class SettingsPanel(QWidget):
         self._machine = machine
         self._gpus = gpus_from_devices(machine.usable_gpus)
         biggest = max((g.total_bytes for g in self._gpus), default=0)
+        self.engine_controls.has_gpu = bool(self._gpus)
         self._updating = True
         self.vram.setRange(0, max(1, biggest // (256 * MIB)))
         self._updating = False
@@ -433,10 +440,11 @@ class SettingsPanel(QWidget):
         )  # fmt: skip
 
     def best_fit(self) -> None:
-        """Let the planner pick everything for the budget, aiming at the current context."""
+        """Let the planner pick everything for the budget, aiming at the model's training
+        context: the longest that fits, as the button's tooltip says."""
         if self._planner is None:
             return
-        result = best_fit(self._planner, self.request(), self.chosen().n_ctx)
+        result = best_fit(self._planner, self.request(), self._n_ctx_train)
         if result.choice is None:
             self.update_plan()
             self.status.setText(

@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import named
 from app.common.engine_bridge import EngineBridge
 from app.common.machine_state import MachineState
 from engine.runtime import protocol as p
@@ -67,22 +68,22 @@ class ServerPage(QWidget):
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        self.host_box = QComboBox()
+        self.host_box = named(QComboBox(), "Address")
         self.host_box.setEditable(True)
         self.host_box.addItems([DEFAULT_HOST, "0.0.0.0"])
         self.host_box.setToolTip("127.0.0.1: this computer only. Any other address lets other "
                                  "machines in, and then needs an API key.")  # fmt: skip
-        self.port_box = QSpinBox()
+        self.port_box = named(QSpinBox(), "Port")
         self.port_box.setRange(1024, 65535)
         self.port_box.setValue(DEFAULT_PORT)
-        self.key_edit = QLineEdit()
+        self.key_edit = named(QLineEdit(), "API key")
         self.key_edit.setPlaceholderText("none (only allowed on 127.0.0.1)")
         new_key = QPushButton("New key")
         new_key.clicked.connect(lambda: self.key_edit.setText(secrets.token_urlsafe(24)))
         key_row = QHBoxLayout()
         key_row.addWidget(self.key_edit, 1)
         key_row.addWidget(new_key)
-        self.parallel_box = QSpinBox()
+        self.parallel_box = named(QSpinBox(), "Requests at once")
         self.parallel_box.setRange(1, 64)
         self.parallel_box.setValue(4)
         self.apply_parallel = QPushButton("Reload for this many")
@@ -112,7 +113,7 @@ class ServerPage(QWidget):
         buttons.addWidget(self.copy_button)
         buttons.addStretch(1)
 
-        self.log_table = QTableWidget(0, len(COLUMNS))
+        self.log_table = named(QTableWidget(0, len(COLUMNS)), "Requests")
         self.log_table.setHorizontalHeaderLabels(COLUMNS)
         self.log_table.verticalHeader().setVisible(False)
         self.log_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)

@@ -38,6 +38,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.view import ChatView
 from app.common import banner as b
+from app.common.accessibility import order_window_tabs
 from app.common.engine_bridge import EngineBridge
 from app.common.file_text import plain_tooltip, rich_escape
 from app.common.machine_state import MachineState
@@ -99,6 +100,7 @@ class MainWindow(QMainWindow):
 
         self.navigation = QListWidget()
         self.navigation.setObjectName("navigation")
+        self.navigation.setAccessibleName("Pages")
         self.navigation.currentRowChanged.connect(self._on_navigation)
         sidebar = QWidget()
         sidebar.setObjectName("sidebar")
@@ -183,6 +185,9 @@ class MainWindow(QMainWindow):
     def _on_navigation(self, row: int) -> None:
         if row >= 0:
             self.pages.setCurrentIndex(row)
+            # Pages build parts of themselves late (the Model page's panel, banners' buttons):
+            # Tab is put in layout order each time a page is shown.
+            order_window_tabs(self.pages)
 
     # -- menus and status bar -------------------------------------------------------------------
 
@@ -201,7 +206,7 @@ class MainWindow(QMainWindow):
 
         edit_menu = self.menuBar().addMenu("&Edit")
         self.preferences_action = QAction("&Preferences…", self)
-        self.preferences_action.setShortcut(QKeySequence.StandardKey.Preferences)
+        self.preferences_action.setShortcut(QKeySequence("Ctrl+,"))  # Cmd+, on macOS
         self.preferences_action.setMenuRole(QAction.MenuRole.PreferencesRole)
         self.preferences_action.triggered.connect(self.open_preferences)
         edit_menu.addAction(self.preferences_action)
@@ -228,9 +233,10 @@ class MainWindow(QMainWindow):
         """Keep `preferences` and apply the look at once (threads and context apply from the
         next load, the server from the next start)."""
         save_preferences(preferences, self._preferences_file)
+        look = (self.preferences.theme, self.preferences.text_size)
         self.preferences = preferences
         app = QApplication.instance()
-        if app is not None:
+        if app is not None and look != (preferences.theme, preferences.text_size):
             apply_theme(app, preferences.theme, preferences.text_size)
 
     def _build_status_bar(self) -> None:
