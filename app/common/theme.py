@@ -82,6 +82,9 @@ QPushButton#jumpToLatest {
     background: palette(highlight);
     color: palette(highlighted-text);
 }
+QLabel#appVersion {
+    padding: 6px 18px;
+}
 QStatusBar QLabel {
     padding: 0 8px;
 }

@@ -151,7 +151,7 @@ class LocalModelsView(QWidget):
             return self.show_status("Choose one of your models to load.")
         if model.error:
             return self.show_status(f"Can't load {model.name}: {model.error}", error=True)
-        self.library.mark_used(model.path)
+        # "Last used" is set when it has loaded (remember_loaded): a refused model was not used.
         self.load_model(model.path)
         self.refresh()
 

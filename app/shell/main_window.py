@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, Qt, QUrl
+from PySide6.QtCore import QEvent, QMimeData, Qt, QUrl
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
@@ -259,11 +259,20 @@ class MainWindow(QMainWindow):
     # -- opening models -------------------------------------------------------------------------
 
     def open_model_dialog(self) -> None:
-        path, _filter = QFileDialog.getOpenFileName(
-            self, "Open model", self._last_folder, "GGUF models (*.gguf);;All files (*)"
-        )
+        path = self.ask_for_model_file()
         if path:
             self.open_model_file(path)
+
+    def ask_for_model_file(self) -> str:
+        """The Open dialog, sized so that its columns (name, size, date) are not cut off, in the
+        folder of the last model opened (never the starter's, inside Python's packages)."""
+        dialog = QFileDialog(self, "Open model", self._last_folder)
+        dialog.setNameFilters(["GGUF models (*.gguf)", "All files (*)"])
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.resize(min(960, self.width()), min(600, self.height()))
+        if dialog.exec() != QFileDialog.DialogCode.Accepted or not dialog.selectedFiles():
+            return ""
+        return dialog.selectedFiles()[0]
 
     def open_model_file(self, path: str | Path, *, fallback: str | Path | None = None) -> bool:
         """Check `path` and, if it is a readable GGUF, load it in place of the current model as
@@ -279,7 +288,8 @@ class MainWindow(QMainWindow):
         self._show_loading(path, planning=self.machine.snapshot is None)
         if not self.opener.open(path):
             return False
-        self._last_folder = str(path.parent)
+        if not is_starter_model(path):
+            self._last_folder = str(path.parent)
         return True
 
     def load_model(self, path: str | Path) -> bool:
@@ -450,7 +460,9 @@ class MainWindow(QMainWindow):
         )
 
     def _on_engine_crashed(self, crash: EngineCrashed) -> None:
-        # Nothing in the status bar may still describe the model that is gone.
+        # Nothing in the status bar may still describe the model that is gone, nor a banner say
+        # that it "stays loaded".
+        self.file_banner.hide()
         self.model_label.setText("No model loaded")
         self.model_label.setToolTip("")
         self.context_label.clear()
@@ -503,6 +515,14 @@ class MainWindow(QMainWindow):
 
     def _on_state_changed(self, state: str) -> None:
         self.state_label.setText(STATE_TEXT.get(state, state))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            # The status bar's link was coloured with the palette before: lay it out again.
+            text = self.model_label.text()
+            self.model_label.clear()
+            self.model_label.setText(text)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.bridge.shutdown()

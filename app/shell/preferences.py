@@ -7,7 +7,6 @@ server with the next start of the app.
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 
 from PySide6.QtWidgets import (
@@ -22,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.cli import hearth_version
 from engine.session.preferences import (
     CONTEXTS,
     MAX_THREADS,
@@ -32,13 +32,6 @@ from engine.session.preferences import (
 )
 
 SOURCE = Path(__file__).resolve().parents[2]  # a clone: README.md and docs/ beside app/
-
-
-def hearth_version() -> str:
-    try:
-        return metadata.version("hearth")
-    except metadata.PackageNotFoundError:
-        return "development copy"
 
 
 def doc_links(source: Path = SOURCE) -> list[tuple[str, Path]]:

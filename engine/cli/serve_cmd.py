@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: the starter model)")  # fmt: skip
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on "
                         "(default 127.0.0.1; any other needs --api-key)")  # fmt: skip
-    parser.add_argument("--port", type=int, default=DEFAULT_PORT)
+    parser.add_argument("--port", type=int, default=DEFAULT_PORT,
+                        help="port to listen on (default: %(default)s)")  # fmt: skip
     parser.add_argument(
         "--api-key",
         default=os.environ.get("HEARTH_API_KEY", ""),

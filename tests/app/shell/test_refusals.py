@@ -20,9 +20,7 @@ def too_big(tmp_path_factory) -> Path:
 
 
 def _open_with_the_dialog(window, path, monkeypatch):
-    monkeypatch.setattr(
-        "app.shell.main_window.QFileDialog.getOpenFileName", lambda *a, **k: (str(path), "")
-    )
+    monkeypatch.setattr(window, "ask_for_model_file", lambda: str(path))
     window.open_action.trigger()
 
 
@@ -99,3 +97,27 @@ def test_a_refused_command_line_model_leaves_the_starter_loaded_and_says_why(
     assert not banner.isHidden()
     assert model.name in banner.title()
     assert banner.text().endswith("is loaded instead.")
+
+
+def test_after_a_crash_no_banner_says_a_model_stays_loaded(
+    qtbot, bridge, tmp_path, starter_model, too_big
+):
+    window = make_window(qtbot, bridge, tmp_path)
+    bridge.start()
+    client = open_in_window(qtbot, window, starter_model)
+    window.open_model_file(too_big)
+    assert "stays loaded" in window.file_banner.text()
+    client.crash()
+    qtbot.waitUntil(lambda: bridge.state == EngineState.CRASHED, timeout=WAIT_MS)
+    assert window.file_banner.isHidden() and not window.engine_banner.isHidden()
+
+
+def test_the_open_dialog_never_starts_among_pythons_packages(
+    qtbot, bridge, tmp_path, starter_model, too_big
+):
+    window = make_window(qtbot, bridge, tmp_path)
+    bridge.start()
+    open_in_window(qtbot, window, starter_model)  # it lives inside site-packages
+    assert window._last_folder == str(Path.home())
+    window.open_model_file(too_big)  # a model of the person's own: its folder is remembered
+    assert window._last_folder == str(too_big.parent)
