@@ -113,6 +113,9 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.notice.setObjectName("chatNotice")
         self.context_notice = b.Banner(self)
         self.context_notice.setObjectName("contextNotice")
+        # Its own strip: the notice above (the demo model's, say) stays while a message is edited.
+        self.edit_notice = b.Banner(self)
+        self.edit_notice.setObjectName("editNotice")
         self.header = ChatHeader(self)
         self._chat_formats = chat_formats or ChatFormats()
         self.header.format_chosen.connect(self._remember_format)
@@ -125,6 +128,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.settings_drawer = settings_drawer(self.settings_panel, self)
         self.settings_drawer.hide()
         self.header.settings_button.toggled.connect(self._show_settings)
+        self._chats_asked = False  # the person asked for the chat list where it had given way
+        self.header.chats_button.toggled.connect(self._show_chats)
 
         self.model = ConversationModel(self)
         self.transcript = named(TranscriptView(self), "Conversation")
@@ -150,6 +155,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.model.modelReset.connect(self.delegate.clear_cache)
         self.model.rowsRemoved.connect(self.delegate.clear_cache)
         self.delegate.version_step.connect(self.show_version)
+        self.delegate.action.connect(self.on_message_action)
         self.delegate.text_menu.connect(self._show_text_menu)
         # Follows a streaming reply to its end unless the person scrolled up.
         self.follower = TranscriptFollower(self.transcript)
@@ -204,6 +210,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         center.addWidget(self.notice)
         center.addWidget(self.header)
         center.addWidget(self.context_notice)
+        center.addWidget(self.edit_notice)
         center.addWidget(self.transcript, 1)
         center.addLayout(bottom)
         layout = QHBoxLayout(self)
@@ -263,14 +270,30 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
 
     def _show_settings(self, shown: bool) -> None:
         self.settings_drawer.setVisible(shown)
+        if shown:
+            self._chats_asked = False  # the settings take the room the person gave the list
+        self._arrange(self.width())
+
+    def _show_chats(self, shown: bool) -> None:
+        """The header's Chats button: the list back, in place of the settings if need be."""
+        self._chats_asked = shown
+        if shown and self.settings_drawer.isVisibleTo(self):
+            self.header.settings_button.setChecked(False)
         self._arrange(self.width())
 
     def _arrange(self, page_width: int) -> None:
-        """The conversation list gives way first: to a narrow page, then to the settings."""
+        """The conversation list gives way first: to a narrow page, then to the settings; the
+        header's Chats button then brings it back."""
         room = page_width
         if self.settings_drawer.isVisibleTo(self):
             room -= self.settings_drawer.maximumWidth()
-        self.sidebar.setVisible(room >= SIDEBAR_MIN_PAGE_WIDTH)
+        fits = room >= SIDEBAR_MIN_PAGE_WIDTH
+        self.sidebar.setVisible(fits or self._chats_asked)
+        button = self.header.chats_button
+        button.setVisible(not fits)
+        button.blockSignals(True)
+        button.setChecked(self.sidebar.isVisibleTo(self))
+        button.blockSignals(False)
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -412,7 +435,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
     def _cancel_edit(self) -> None:
         if self._editing_row is not None:
             self._editing_row = None
-            self.notice.hide()
+            self.edit_notice.hide()
 
     def _on_model_loaded(self, loaded: p.ModelLoaded) -> None:
         self.header.show_template(loaded.chat_template, loaded.chat_template_problem)
@@ -466,6 +489,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         state = self._bridge.state
         self.send_button.setEnabled(state == EngineState.IDLE and not self.generating)
         self.stop_button.setEnabled(self.generating and state == EngineState.GENERATING)
-        if self.delegate.versions_enabled == self.generating:
+        can_reply = state in (EngineState.IDLE, EngineState.GENERATING)
+        if (self.delegate.versions_enabled, self.delegate.can_reply) != (
+            not self.generating,
+            can_reply,
+        ):
             self.delegate.versions_enabled = not self.generating
+            self.delegate.can_reply = can_reply
             self.transcript.viewport().update()

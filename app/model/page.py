@@ -61,6 +61,7 @@ class ModelSettingsPage(QWidget):
             remembered=self._remembered,
             confirm_over_budget=self._confirm_over_budget,
             prepare_load=self._prepare_load,
+            confirm_stop_reply=self._confirm_stop_reply,
         )
         self._layout.insertWidget(0, self.panel)
         self._layout.setContentsMargins(0, 0, 0, 0)  # the panel has its own margins
@@ -94,6 +95,17 @@ class ModelSettingsPage(QWidget):
         self.panel.show_decision(decision)
         self.message.hide()
         self.panel.show()
+
+    def _confirm_stop_reply(self) -> bool:
+        answer = QMessageBox.question(
+            self,
+            "A reply is being written",
+            "Reloading the model stops the reply being written (what it wrote so far is kept). "
+            "Reload now?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        return answer == QMessageBox.StandardButton.Yes
 
     def _confirm_over_budget(self, warning: str) -> str:
         box = QMessageBox(self)

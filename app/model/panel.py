@@ -36,7 +36,7 @@ from app.common.file_text import show_plain
 from app.model.engine_row import EngineControls
 from app.model.memory_bar import OVER_COLOR, DeviceMemoryRow, Legend, gib
 from app.model.speculative_choice import SpeculativeChoice
-from engine.enums import KV_TYPES
+from engine.enums import KV_TYPES, EngineState
 from engine.planner import Planner, PlanRequest, safety_margin
 from engine.planner.hearth_plan import hearth_profile, hearth_unavailable, pair_problem
 from engine.planner.manual import ManualPlan, plan_manual
@@ -93,12 +93,15 @@ class SettingsPanel(QWidget):
         remembered: RememberedSettings | None = None,
         confirm_over_budget: Callable[[str], str] | None = None,
         prepare_load: Callable[[ModelParams], ModelParams] | None = None,
+        confirm_stop_reply: Callable[[], bool] | None = None,
         parent: QWidget | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("settingsPanel")
         # The app's engine preferences (threads) added to what this panel loads.
         self._prepare_load = prepare_load or (lambda params: params)
+        # Asked before a reload would cut a reply short (True: go ahead).
+        self._confirm_stop_reply = confirm_stop_reply or (lambda: False)
         self._bridge = bridge
         self._machine = machine
         self._gpus = gpus_from_devices(machine.usable_gpus)
@@ -458,6 +461,8 @@ class SettingsPanel(QWidget):
         """Reload the engine with these settings, and remember them for this file. A plan over
         budget asks first (what would likely happen), and is remembered only if asked to."""
         if self.plan is None or self._model_path is None:
+            return
+        if self._bridge.state == EngineState.GENERATING and not self._confirm_stop_reply():
             return
         remember = True
         if not self.plan.fits:

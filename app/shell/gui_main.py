@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from PySide6.QtCore import QSize
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
 from app.common.engine_bridge import EngineBridge
@@ -24,10 +26,21 @@ def parse_args(args: list[str]) -> argparse.Namespace:
     return parser.parse_args(args)
 
 
+def window_size(window: MainWindow) -> QSize:
+    """1100 x 760, or less on a small (or scaled up) screen: never larger than nine tenths of
+    it, nor smaller than the window's minimum."""
+    screen = window.screen() or QGuiApplication.primaryScreen()
+    wanted = QSize(1100, 760)
+    if screen is not None:
+        room = screen.availableGeometry().size() * 0.9
+        wanted = wanted.boundedTo(room)
+    return wanted.expandedTo(window.minimumSize())
+
+
 def create_window(bridge: EngineBridge, model: str | None) -> MainWindow:
     """The main window with the engine started and the first model on its way."""
     window = MainWindow(bridge)
-    window.resize(1100, 760)
+    window.resize(window_size(window))
     window.machine.refresh()  # detection and the worker's start run side by side
     bridge.start()
     # A model given on the command line gets the same checks as a dropped one; if it is

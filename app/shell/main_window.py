@@ -95,6 +95,8 @@ class MainWindow(QMainWindow):
         self.opener.decided.connect(self._on_decided)
         self.setWindowTitle("Hearth")
         self.setAcceptDrops(True)
+        # Small enough for a 1366 x 768 screen at 1.5x; the pages scroll or fold below it.
+        self.setMinimumSize(720, 480)
         self._last_folder = str(Path.home())
         self._fallback: tuple[Path, Path] | None = None  # (asked for, loaded if it is refused)
 

@@ -176,6 +176,7 @@ class EngineClient:
         reply_room: int = 0,
         chat_format: str = "",
         speculate: bool = True,
+        continue_last: bool = False,
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
         with self._send_lock:  # ids stay unique with the window and the server both asking
@@ -197,6 +198,7 @@ class EngineClient:
                 reply_room=reply_room,
                 chat_format=chat_format,
                 speculate=speculate,
+                continue_last=continue_last,
             )
         )
         return request_id

@@ -44,6 +44,7 @@ class FakeEngineClient:
         request_id = self._next_request_id
         self._next_request_id += 1
         self._command("generate", (request_id, tuple(messages), sampling, max_tokens))
+        self.continued = fitting.pop("continue_last", False)  # the last Generate's
         self.fitting.append(fitting)  # overflow policy and reply room, as sent
         return request_id
 
