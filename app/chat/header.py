@@ -8,6 +8,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
+from app.chat.model_picker import ModelPicker
 from app.common.accessibility import named
 from app.common.file_text import plain_tooltip
 from engine.runtime import protocol as p
@@ -47,8 +48,10 @@ class ChatHeader(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(18, 8, 12, 6)
         layout.setSpacing(8)
+        self.model_picker = ModelPicker()
         layout.addWidget(self.chats_button)
         layout.addWidget(self.title, 1)
+        layout.addWidget(self.model_picker)
         layout.addWidget(self.template_warning)
         self.format_note = QLabel("No chat template:")
         self.format_note.setObjectName("chatFormatNote")

@@ -59,7 +59,37 @@ def _chat_page(window: PageHost) -> QWidget:
     from app.chat.view import ChatView
 
     store, problem = open_app_store()  # None and why: the chat then keeps chats in memory
-    return ChatView(window.bridge, store=store, store_error=problem)
+    view = ChatView(window.bridge, store=store, store_error=problem)
+    _connect_model_picker(window, view)
+    return view
+
+
+def _connect_model_picker(window: PageHost, view) -> None:
+    """The chat header's picker: the library's models with their fits on the window's machine;
+    a pick opens the model as File › Open does (the load policy decides)."""
+    from app.chat.model_picker import refresh_picker
+    from app.common.background import TaskRunner
+    from engine.hub.library import Library
+    from engine.hub.settings import load_settings
+    from engine.starter_model import starter_model_path
+
+    settings = load_settings()
+    starter = starter_model_path()
+    library = Library(settings.models_dir, scan_hf_cache=settings.scan_hf_cache,
+                      bundled=(starter,) if starter is not None else ())  # fmt: skip
+    runner = TaskRunner(view)
+    picker = view.header.model_picker
+    picker.chosen.connect(window.open_model_file)
+
+    def refresh(*_args) -> None:
+        snapshot = window.machine.snapshot
+        if snapshot is not None:
+            refresh_picker(picker, runner.run, library.scan, snapshot.plan_request)
+
+    window.machine.changed.connect(refresh)
+    window.bridge.model_loaded.connect(refresh)  # a model opened from elsewhere joins the list
+    window.bridge.model_loaded.connect(lambda loaded: picker.show_loaded(loaded.path))
+    refresh()
 
 
 def _model_page(window: PageHost) -> QWidget:

@@ -1,0 +1,104 @@
+"""The model picker in the chat header: the library's models, each with whether it fits this
+machine, the loaded one shown; choosing one asks the window to open it (and so the load policy
+decides how, or refuses it with a banner).
+
+The list and the fits are worked out off the GUI thread (`pick_list`), by the same badge the
+Library shows (engine.hub.fit.local_fit_badge), so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QComboBox, QWidget
+
+from app.common.accessibility import named
+from engine.hub.fit import local_fit_badge
+from engine.hub.library import LocalModel
+from engine.planner import PlanRequest
+
+PROMPT = "Choose a model…"
+
+
+@dataclass(frozen=True)
+class PickItem:
+    path: Path
+    label: str  # "Qwen3-8B-Q4_K_M.gguf — Fits"
+    detail: str  # the badge's detail, for the tooltip
+
+
+def pick_list(models: Sequence[LocalModel], request: PlanRequest) -> list[PickItem]:
+    """The picker's entries: each readable model with its fit on the machine of `request`."""
+    items = []
+    for model in models:
+        if model.info is None:
+            continue  # its header could not be read: the Library page says why
+        badge = local_fit_badge(model.info, request)
+        items.append(PickItem(model.path, f"{model.name} — {badge.text}", badge.detail))
+    return items
+
+
+class ModelPicker(QComboBox):
+    chosen = Signal(object)  # the Path of the model picked
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        named(self, "Model")
+        self.setObjectName("modelPicker")
+        self.setToolTip("The model this chat talks to; choose another to load it")
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self._loaded: Path | None = None
+        self.activated.connect(self._on_activated)
+        self.set_items([])
+
+    def set_items(self, items: Sequence[PickItem]) -> None:
+        self.blockSignals(True)
+        self.clear()
+        self.addItem(PROMPT, None)
+        for item in items:
+            self.addItem(item.label, item.path)
+            self.setItemData(self.count() - 1, item.detail, 3)  # Qt.ToolTipRole
+        self.blockSignals(False)
+        self.show_loaded(self._loaded)
+
+    def show_loaded(self, path: Path | None) -> None:
+        """Select the loaded model (the prompt when it is not in the list)."""
+        self._loaded = Path(path) if path is not None else None
+        index = 0
+        for i in range(1, self.count()):
+            if self._loaded is not None and _same(self.itemData(i), self._loaded):
+                index = i
+        self.blockSignals(True)
+        self.setCurrentIndex(index)
+        self.blockSignals(False)
+
+    def _on_activated(self, index: int) -> None:
+        path = self.itemData(index)
+        if path is not None and not (self._loaded and _same(path, self._loaded)):
+            self.chosen.emit(path)
+        self.show_loaded(self._loaded)  # what shows is what is loaded, until it has loaded
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return a == b
+
+
+def refresh_picker(
+    picker: ModelPicker,
+    run: Callable[[Callable[[], object], Callable[[object], None]], None],
+    scan: Callable[[], Sequence[LocalModel]],
+    request: Callable[[], PlanRequest],
+) -> None:
+    """Fill `picker` from `scan` with the fits on `request()`, off the GUI thread (`run`)."""
+
+    def done(result) -> None:
+        if not isinstance(result, Exception):
+            picker.set_items(result)
+
+    run(lambda: pick_list(scan(), request()), done)
