@@ -296,7 +296,12 @@ class SettingsPanel(QWidget):
             def check(k: str, v: str) -> str | None:
                 return None
 
-        notes = decision.best.notes if decision.best is not None else ()
+        best = decision.best
+        if best is None and self._planner is not None:
+            # A remembered choice loads without a search: the search runs here for its reason,
+            # so the explanation is there after a restart too.
+            best = best_fit(self._planner, self.request())
+        notes = best.notes if best is not None else ()
         note = next((n for n in notes if n.startswith("Engine:")), "")
         note = "Best fit: " + note.removeprefix("Engine: ") if note else ""
         self.engine_controls.set_support(reason, check, note)

@@ -62,3 +62,15 @@ def test_without_a_gpu_no_reason_names_one(qtbot, bridge, tmp_path):
     panel.set_model(model)
     assert "GPU" not in panel.kv_type_v.toolTip()
     assert "GPU" not in panel.status.text()
+
+
+def test_the_engine_explanation_is_there_for_a_remembered_choice(qtbot, bridge, tmp_path):
+    """After a restart a remembered choice loads without a search: its reason is still shown."""
+    from engine.session import RememberedChoice, plan_load
+
+    model = write_sparse_gguf(tmp_path / "Llama-3-8B-Q4_K_M.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+    decision = plan_load(model, GAMING_PC, RememberedChoice(n_ctx=4096))
+    assert decision.best is None  # loaded as remembered
+    panel = _panel(qtbot, bridge, tmp_path, GAMING_PC)
+    panel.show_decision(decision)
+    assert panel.engine_controls.note.text().startswith("Best fit: ")
