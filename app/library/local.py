@@ -26,8 +26,10 @@ from app.common.background import TaskRunner
 from app.common.file_text import plain_tooltip
 from app.library.widgets import size_text
 from engine.gguf.summary import summary_lines
+from engine.hub.fit import FitBadge, local_fit_badge
 from engine.hub.library import BUNDLED, IMPORTED, Library, LocalModel
 from engine.hub.settings import HubSettings, save_settings
+from engine.planner import PlanRequest
 from engine.untrusted_text import printable_line
 
 DATA = Qt.ItemDataRole.UserRole
@@ -56,6 +58,7 @@ class LocalModelsView(QWidget):
         library: Library,
         runner: TaskRunner,
         load_model: Callable[[Path], Any],
+        plan_request: Callable[[], PlanRequest] | None = None,
         show_status: Callable[..., None],
     ) -> None:
         super().__init__()
@@ -63,6 +66,7 @@ class LocalModelsView(QWidget):
         self.library = library
         self.runner = runner
         self.load_model = load_model
+        self.plan_request = plan_request  # for the Fits column (called on a pool thread)
         self.show_status = show_status
         self.confirm: Callable[[str], bool] = self._ask
         self.models: list[LocalModel] = []
@@ -71,7 +75,7 @@ class LocalModelsView(QWidget):
 
         self.tree = named(QTreeWidget(), "Your models")
         self.tree.setObjectName("localTree")
-        self.tree.setHeaderLabels(["Model", "Quant", "Size", "Where", "Last used"])
+        self.tree.setHeaderLabels(["Model", "Quant", "Size", "Where", "Last used", "Fits here"])
         self.tree.setColumnWidth(0, 300)
         self.tree.setRootIsDecorated(False)
         self.tree.itemDoubleClicked.connect(lambda *_: self.load_selected())
@@ -93,13 +97,24 @@ class LocalModelsView(QWidget):
     def refresh(self) -> None:
         self._scan_generation += 1
         generation = self._scan_generation
-        self.runner.run(self.library.scan, lambda result: self._on_scanned(result, generation))
+        self.runner.run(self._scan_with_fits, lambda result: self._on_scanned(result, generation))
+
+    def _scan_with_fits(self) -> tuple[list[LocalModel], dict[Path, FitBadge]]:
+        """The models on disk, and each one's fit on this machine (the Hub list's badge: what
+        the load policy would do)."""
+        models = self.library.scan()
+        if self.plan_request is None:
+            return models, {}
+        request = self.plan_request()
+        fits = {m.path: local_fit_badge(m.info, request) for m in models if m.info is not None}
+        return models, fits
 
     def _on_scanned(self, result: list[LocalModel] | Exception, generation: int = 0) -> None:
         if generation != self._scan_generation:
             return  # an older scan that finished late: a newer one is on its way
         if isinstance(result, Exception):
             return self.show_status(f"Could not list your models: {result}", error=True)
+        result, fits = result if isinstance(result, tuple) else (result, {})
         self.models = result
         self.tree.clear()
         for model in result:
@@ -114,8 +129,11 @@ class LocalModelsView(QWidget):
                     size_text(model.size),
                     where,
                     used if model.last_used else "never",
+                    fits[model.path].text if model.path in fits else "",
                 ]
             )
+            if model.path in fits:
+                item.setToolTip(5, plain_tooltip(fits[model.path].detail))
             item.setData(0, DATA, model)
             summary = summary_lines(model.info)[:8] if model.info is not None else []
             remembered = ", ".join(f"{k} {v}" for k, v in sorted(model.settings.items()))

@@ -188,6 +188,7 @@ class LibraryPanel(QWidget):
             library=self.library,
             runner=self.runner,
             load_model=self.load_model,
+            plan_request=self.plan_request,
             show_status=self.show_status,
         )
         self.local = self.local_view.tree
