@@ -484,7 +484,8 @@ class MainWindow(QMainWindow):
                 details=crash.last_lines,
             )
             return
-        text = crash.message
+        snapshot = self.machine.snapshot
+        text = crash.message_for(gpu=snapshot is None or snapshot.has_usable_gpu)
         culprit = self.bridge.crashed_while_loading
         reload_params = self.bridge.reload_params()
         if culprit is not None:

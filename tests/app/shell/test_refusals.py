@@ -110,6 +110,7 @@ def test_after_a_crash_no_banner_says_a_model_stays_loaded(
     client.crash()
     qtbot.waitUntil(lambda: bridge.state == EngineState.CRASHED, timeout=WAIT_MS)
     assert window.file_banner.isHidden() and not window.engine_banner.isHidden()
+    assert "GPU" not in window.engine_banner.text()  # the machine has none
 
 
 def test_the_open_dialog_never_starts_among_pythons_packages(
