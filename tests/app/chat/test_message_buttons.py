@@ -88,6 +88,8 @@ def test_the_demo_notice_stays_through_an_edit(qtbot, bridge, chat, tmp_path):
     qtbot.keyClick(chat.input, Qt.Key.Key_Return)
     assert chat.notice.isVisible() and chat.notice.title().startswith("You are chatting")
     assert not chat.edit_notice.isVisible()
+    client.emit(done(client.commands[-1][1][0]))  # the reply ends before the store closes
+    qtbot.waitUntil(lambda: not chat.generating, timeout=WAIT_MS)
 
 
 def test_apply_and_reload_during_a_reply_asks_first(qtbot, bridge, tmp_path):
