@@ -97,24 +97,36 @@ class LocalModelsView(QWidget):
     def refresh(self) -> None:
         self._scan_generation += 1
         generation = self._scan_generation
-        self.runner.run(self._scan_with_fits, lambda result: self._on_scanned(result, generation))
+        self.runner.run(self.library.scan, lambda result: self._on_scanned(result, generation))
 
-    def _scan_with_fits(self) -> tuple[list[LocalModel], dict[Path, FitBadge]]:
-        """The models on disk, and each one's fit on this machine (the Hub list's badge: what
-        the load policy would do)."""
-        models = self.library.scan()
-        if self.plan_request is None:
-            return models, {}
-        request = self.plan_request()
-        fits = {m.path: local_fit_badge(m.info, request) for m in models if m.info is not None}
-        return models, fits
+    def _find_fits(self, models: list[LocalModel], generation: int) -> None:
+        """Fill the Fits column after the list is shown (the machine may still be detected):
+        each model's fit on this machine, the Hub list's badge (what the load policy would do)."""
+        plan_request = self.plan_request
+        if plan_request is None:
+            return
+
+        def fits() -> dict[Path, FitBadge]:
+            request = plan_request()
+            return {m.path: local_fit_badge(m.info, request) for m in models if m.info}
+
+        self.runner.run(fits, lambda result: self._show_fits(result, generation))
+
+    def _show_fits(self, fits: dict[Path, FitBadge] | Exception, generation: int) -> None:
+        if generation != self._scan_generation or isinstance(fits, Exception):
+            return  # a newer list is shown; or no fits (the list itself is what matters)
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            badge = fits.get(item.data(0, DATA).path)
+            if badge is not None:
+                item.setText(5, badge.text)
+                item.setToolTip(5, plain_tooltip(badge.detail))
 
     def _on_scanned(self, result: list[LocalModel] | Exception, generation: int = 0) -> None:
         if generation != self._scan_generation:
             return  # an older scan that finished late: a newer one is on its way
         if isinstance(result, Exception):
             return self.show_status(f"Could not list your models: {result}", error=True)
-        result, fits = result if isinstance(result, tuple) else (result, {})
         self.models = result
         self.tree.clear()
         for model in result:
@@ -129,11 +141,9 @@ class LocalModelsView(QWidget):
                     size_text(model.size),
                     where,
                     used if model.last_used else "never",
-                    fits[model.path].text if model.path in fits else "",
+                    "",  # Fits here: _find_fits
                 ]
             )
-            if model.path in fits:
-                item.setToolTip(5, plain_tooltip(fits[model.path].detail))
             item.setData(0, DATA, model)
             summary = summary_lines(model.info)[:8] if model.info is not None else []
             remembered = ", ".join(f"{k} {v}" for k, v in sorted(model.settings.items()))
@@ -146,6 +156,7 @@ class LocalModelsView(QWidget):
             if model.unverified:
                 item.setToolTip(3, plain_tooltip(UNVERIFIED_NOTE))
             self.tree.addTopLevelItem(item)
+        self._find_fits(result, generation)
 
     def remember_loaded(self, loaded: Any) -> None:
         """Connected to the bridge's model_loaded (a ModelLoaded): every model that loads, from

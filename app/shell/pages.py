@@ -77,8 +77,8 @@ def _connect_model_picker(window: PageHost, view) -> None:
     starter = starter_model_path()
     library = Library(settings.models_dir, scan_hf_cache=settings.scan_hf_cache,
                       bundled=(starter,) if starter is not None else ())  # fmt: skip
-    runner = TaskRunner(view)
     picker = view.header.model_picker
+    runner = TaskRunner(picker)  # results in flight are dropped with the picker
     picker.chosen.connect(window.open_model_file)
 
     def refresh(*_args) -> None:
