@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from engine.cli.planning import add_load_arguments, plan_from_command_line
 from engine.session import PlanSource, RememberedChoice, RememberedSettings
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.engine.session.conftest import cpu, machine, nvidia
 
 GAMING_PC = machine(nvidia(11.5, 12), cpu(24))

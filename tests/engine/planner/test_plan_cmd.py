@@ -65,9 +65,9 @@ def test_kv_types_can_be_limited(llama_files, capsys) -> None:
 def test_by_default_it_plans_for_this_machines_free_memory(tmp_path, capsys, monkeypatch) -> None:
     """No --ram/--vram: the machine as detected now (made up here: 20 GiB of RAM free, no GPU)."""
     import engine.session
-    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
     from engine.hardware import Detection, Device
     from engine.hardware.records import CPU
+    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
     gib = 1024**3
     machine = Detection(
