@@ -58,7 +58,7 @@ class LocalModelsView(QWidget):
         library: Library,
         runner: TaskRunner,
         load_model: Callable[[Path], Any],
-        plan_request: Callable[[], PlanRequest] | None = None,
+        plan_request: Callable[[], PlanRequest | None] | None = None,
         show_status: Callable[..., None],
     ) -> None:
         super().__init__()
@@ -66,7 +66,9 @@ class LocalModelsView(QWidget):
         self.library = library
         self.runner = runner
         self.load_model = load_model
-        self.plan_request = plan_request  # for the Fits column (called on a pool thread)
+        # For the Fits column, on a pool thread: the machine as the window knows it, None until
+        # it does (the column fills when it is known: refresh_fits), never a detection of its own.
+        self.plan_request = plan_request
         self.show_status = show_status
         self.confirm: Callable[[str], bool] = self._ask
         self.models: list[LocalModel] = []
@@ -108,9 +110,15 @@ class LocalModelsView(QWidget):
 
         def fits() -> dict[Path, FitBadge]:
             request = plan_request()
+            if request is None:
+                return {}
             return {m.path: local_fit_badge(m.info, request) for m in models if m.info}
 
         self.runner.run(fits, lambda result: self._show_fits(result, generation))
+
+    def refresh_fits(self, *_args) -> None:
+        """The Fits column again (the machine is known now, or changed)."""
+        self._find_fits(self.models, self._scan_generation)
 
     def _show_fits(self, fits: dict[Path, FitBadge] | Exception, generation: int) -> None:
         if generation != self._scan_generation or isinstance(fits, Exception):

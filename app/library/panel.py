@@ -93,6 +93,7 @@ class LibraryPanel(QWidget):
         load_model: Callable[[Path], Any],
         runner: TaskRunner | None = None,
         catalogue: Callable[[], Sequence[CatalogueEntry]] = load_catalogue,
+        known_machine: Callable[[], PlanRequest | None] | None = None,
     ) -> None:
         super().__init__()
         self.setObjectName("libraryPanel")
@@ -105,6 +106,7 @@ class LibraryPanel(QWidget):
         self.runner = runner or TaskRunner(self)
         self.rows: dict[str, DownloadRow] = {}
         self._plan_request = plan_request
+        self._known_machine = known_machine  # the window's snapshot, for Your models' fits
         self._request: PlanRequest | None = None
         self._request_lock = threading.Lock()
         self._listing_generation = 0
@@ -188,7 +190,7 @@ class LibraryPanel(QWidget):
             library=self.library,
             runner=self.runner,
             load_model=self.load_model,
-            plan_request=self.plan_request,
+            plan_request=self._known_machine,
             show_status=self.show_status,
         )
         self.local = self.local_view.tree
