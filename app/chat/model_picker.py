@@ -16,6 +16,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QWidget
 
 from app.common.accessibility import named
+from app.common.background import TaskRunner
 from engine.hub.fit import local_fit_badge
 from engine.hub.library import LocalModel
 from engine.planner import PlanRequest
@@ -51,8 +52,35 @@ class ModelPicker(QComboBox):
         self.setToolTip("The model this chat talks to; choose another to load it")
         self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self._loaded: Path | None = None
+        self._scan: Callable[[], Sequence[LocalModel]] | None = None
+        self._request: Callable[[], PlanRequest | None] = lambda: None
+        self._runner = TaskRunner(self)  # results in flight are dropped with the picker
         self.activated.connect(self._on_activated)
         self.set_items([])
+
+    def list_from(
+        self, scan: Callable[[], Sequence[LocalModel]], request: Callable[[], PlanRequest | None]
+    ) -> None:
+        """Where the list comes from: `scan` (the library), with the fits on `request()` (the
+        window's machine; None while it is detected). `refresh` then fills it."""
+        self._scan, self._request = scan, request
+        self.refresh()
+
+    def refresh(self, *_args) -> None:
+        """The list again, off the GUI thread (connected to the machine's and the engine's
+        signals: as a bound method, Qt drops the connection when the picker goes)."""
+        request, scan = self._request(), self._scan
+        if request is None or scan is None:
+            return
+        self._runner.run(lambda: pick_list(scan(), request), self._on_listed)
+
+    def show_loaded_model(self, loaded) -> None:
+        """Connected to the bridge's model_loaded."""
+        self.show_loaded(loaded.path)
+
+    def _on_listed(self, result) -> None:
+        if not isinstance(result, Exception):
+            self.set_items(result)
 
     def set_items(self, items: Sequence[PickItem]) -> None:
         self.blockSignals(True)
@@ -87,18 +115,3 @@ def _same(a: Path, b: Path) -> bool:
         return Path(a).resolve() == Path(b).resolve()
     except OSError:
         return a == b
-
-
-def refresh_picker(
-    picker: ModelPicker,
-    run: Callable[[Callable[[], object], Callable[[object], None]], None],
-    scan: Callable[[], Sequence[LocalModel]],
-    request: Callable[[], PlanRequest],
-) -> None:
-    """Fill `picker` from `scan` with the fits on `request()`, off the GUI thread (`run`)."""
-
-    def done(result) -> None:
-        if not isinstance(result, Exception):
-            picker.set_items(result)
-
-    run(lambda: pick_list(scan(), request()), done)

@@ -67,8 +67,6 @@ def _chat_page(window: PageHost) -> QWidget:
 def _connect_model_picker(window: PageHost, view) -> None:
     """The chat header's picker: the library's models with their fits on the window's machine;
     a pick opens the model as File › Open does (the load policy decides)."""
-    from app.chat.model_picker import refresh_picker
-    from app.common.background import TaskRunner
     from engine.hub.library import Library
     from engine.hub.settings import load_settings
     from engine.starter_model import starter_model_path
@@ -78,18 +76,16 @@ def _connect_model_picker(window: PageHost, view) -> None:
     library = Library(settings.models_dir, scan_hf_cache=settings.scan_hf_cache,
                       bundled=(starter,) if starter is not None else ())  # fmt: skip
     picker = view.header.model_picker
-    runner = TaskRunner(picker)  # results in flight are dropped with the picker
     picker.chosen.connect(window.open_model_file)
-
-    def refresh(*_args) -> None:
-        snapshot = window.machine.snapshot
-        if snapshot is not None:
-            refresh_picker(picker, runner.run, library.scan, snapshot.plan_request)
-
-    window.machine.changed.connect(refresh)
-    window.bridge.model_loaded.connect(refresh)  # a model opened from elsewhere joins the list
-    window.bridge.model_loaded.connect(lambda loaded: picker.show_loaded(loaded.path))
-    refresh()
+    machine = window.machine
+    picker.list_from(
+        library.scan,
+        lambda: machine.snapshot.plan_request() if machine.snapshot is not None else None,
+    )
+    # Bound methods of the picker: Qt drops these when the page goes.
+    machine.changed.connect(picker.refresh)
+    window.bridge.model_loaded.connect(picker.refresh)  # one opened elsewhere joins the list
+    window.bridge.model_loaded.connect(picker.show_loaded_model)
 
 
 def _model_page(window: PageHost) -> QWidget:
