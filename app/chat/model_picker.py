@@ -16,7 +16,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QWidget
 
 from app.common.accessibility import named
-from app.common.background import TaskRunner
+from app.common.background import TaskRunner, side_pool
 from engine.hub.fit import local_fit_badge
 from engine.hub.library import LocalModel
 from engine.planner import PlanRequest
@@ -54,7 +54,8 @@ class ModelPicker(QComboBox):
         self._loaded: Path | None = None
         self._scan: Callable[[], Sequence[LocalModel]] | None = None
         self._request: Callable[[], PlanRequest | None] = lambda: None
-        self._runner = TaskRunner(self)  # results in flight are dropped with the picker
+        # Results in flight are dropped with the picker; the work waits its turn on side_pool.
+        self._runner = TaskRunner(self, side_pool())
         self.activated.connect(self._on_activated)
         self.set_items([])
 

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.common.accessibility import named
-from app.common.background import TaskRunner
+from app.common.background import TaskRunner, side_pool
 from app.common.file_text import plain_tooltip
 from app.library.widgets import size_text
 from engine.gguf.summary import summary_lines
@@ -66,9 +66,10 @@ class LocalModelsView(QWidget):
         self.library = library
         self.runner = runner
         self.load_model = load_model
-        # For the Fits column, on a pool thread: the machine as the window knows it, None until
-        # it does (the column fills when it is known: refresh_fits), never a detection of its own.
+        # For the Fits column: the machine as the window knows it, None until it does (the
+        # column fills when it is known: refresh_fits), never a detection of its own.
         self.plan_request = plan_request
+        self._fits_runner = TaskRunner(self, side_pool())  # never ahead of a scan
         self.show_status = show_status
         self.confirm: Callable[[str], bool] = self._ask
         self.models: list[LocalModel] = []
@@ -108,13 +109,14 @@ class LocalModelsView(QWidget):
         if plan_request is None:
             return
 
+        request = plan_request()  # here, on the GUI thread: the pool never touches Qt objects
+        if request is None:
+            return
+
         def fits() -> dict[Path, FitBadge]:
-            request = plan_request()
-            if request is None:
-                return {}
             return {m.path: local_fit_badge(m.info, request) for m in models if m.info}
 
-        self.runner.run(fits, lambda result: self._show_fits(result, generation))
+        self._fits_runner.run(fits, lambda result: self._show_fits(result, generation))
 
     def refresh_fits(self, *_args) -> None:
         """The Fits column again (the machine is known now, or changed)."""
