@@ -3,7 +3,6 @@ and a pick going through the window's load policy (a model that fits nowhere is 
 
 from __future__ import annotations
 
-from engine.hub.settings import HubSettings
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.app.conftest import WAIT_MS, client_of, make_window, open_in_window
 
@@ -11,12 +10,10 @@ from tests.app.conftest import WAIT_MS, client_of, make_window, open_in_window
 def test_the_picker_lists_the_library_with_fits_and_loads_through_the_policy(
     qtbot, bridge, tmp_path, starter_model, monkeypatch
 ):
+    monkeypatch.setenv("HEARTH_DATA_DIR", str(tmp_path))  # the library: tmp_path/models
     models = tmp_path / "models"
     models.mkdir()
     big = write_sparse_gguf(models / "Mixtral-8x7B-Q4_K_M.gguf", SHAPES["mixtral-8x7b"], "Q4_K_M")
-    monkeypatch.setattr(
-        "engine.hub.settings.load_settings", lambda *a: HubSettings(models, scan_hf_cache=False)
-    )
     window = make_window(qtbot, bridge, tmp_path)
     bridge.start()
     open_in_window(qtbot, window, starter_model)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from engine.hub.settings import HubSettings
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.app.conftest import WAIT_MS, client_of, make_window
 
@@ -10,14 +9,11 @@ from tests.app.conftest import WAIT_MS, client_of, make_window
 def test_your_models_has_a_fits_column_and_a_refused_load_is_not_a_use(
     qtbot, bridge, tmp_path, monkeypatch
 ):
+    monkeypatch.setenv("HEARTH_DATA_DIR", str(tmp_path))  # the library: tmp_path/models
     models = tmp_path / "models"
     models.mkdir()
     small = write_sparse_gguf(models / "Llama-3-8B-Q4_K_M.gguf", SHAPES["llama3-8b"], "Q4_K_M")
     big = write_sparse_gguf(models / "Mixtral-8x7B-Q4_K_M.gguf", SHAPES["mixtral-8x7b"], "Q4_K_M")
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setattr(
-        "app.library.page.load_settings", lambda *a: HubSettings(models, scan_hf_cache=False)
-    )
     window = make_window(qtbot, bridge, tmp_path)
     view = window.page("Library").local_view
     view.refresh()
