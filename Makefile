@@ -12,7 +12,6 @@ env-test:
 	PYTHON=$(PYTHON) installers/setup_env.sh test
 
 run: env
-	$(BIN)/python installers/check_qt_libs.py
 	$(BIN)/hearth
 
 test: env-test

@@ -24,6 +24,11 @@ def main(argv: list[str] | None = None) -> int:
         from engine.cli import main as cli_main
 
         return cli_main(args)
+    from app.qt_libs import main as check_qt_libraries
+
+    # Before Qt is imported: without its X11 libraries it aborts the process with one line.
+    if check_qt_libraries() != 0:
+        return 1
     from app.shell.gui_main import run_gui
 
     return run_gui(args)

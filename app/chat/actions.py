@@ -10,6 +10,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QMenu
 
 from app.chat.conversation_model import ROLE_ASSISTANT, ROLE_USER
+from app.chat.message_buttons import CONTINUE, COPY, EDIT, REGENERATE, cut_short
 from app.common import banner as b
 
 
@@ -32,7 +33,7 @@ class MessageActions:
         self._editing_row = row
         self.input.setPlainText(entry.text)
         self.input.setFocus()
-        self.notice.show_message(
+        self.edit_notice.show_message(
             b.INFO,
             "Editing a message",
             "Send to branch the conversation from here (the old version is kept). Esc cancels.",
@@ -70,6 +71,17 @@ class MessageActions:
             self.header.title.setText(self.session.store.conversation(chat_id).title)
             self.sidebar.set_current(chat_id)
 
+    def on_message_action(self, row: int, action: str) -> None:
+        """A click on one of a message's actions in sight (message_buttons.py)."""
+        if action == COPY:
+            QGuiApplication.clipboard().setText(self.model.entry(row).text)
+        elif action == REGENERATE:
+            self.regenerate(row)
+        elif action == EDIT:
+            self.edit_message(row)
+        elif action == CONTINUE:
+            self.continue_reply(row)
+
     def copy_selected(self) -> None:
         index = self.transcript.currentIndex()
         if index.isValid():
@@ -100,6 +112,9 @@ class MessageActions:
         if entry.role == ROLE_ASSISTANT:
             regenerate = menu.addAction("Regenerate", lambda: self.regenerate(row))
             regenerate.setEnabled(idle and self.send_button.isEnabled())
+            if row == self.model.rowCount() - 1 and cut_short(entry) and not entry.failed:
+                go_on = menu.addAction("Continue", lambda: self.continue_reply(row))
+                go_on.setEnabled(idle and self.send_button.isEnabled())
         else:
             menu.addAction("Edit and resend", lambda: self.edit_message(row)).setEnabled(idle)
         which, count = entry.branches

@@ -8,6 +8,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QProgressBar, QPushButton, QWidget
 
+from app.chat.model_picker import ModelPicker
+from app.common.accessibility import named
 from app.common.file_text import plain_tooltip
 from engine.runtime import protocol as p
 
@@ -37,10 +39,19 @@ class ChatHeader(QWidget):
         self.settings_button.setObjectName("chatSettingsButton")
         self.settings_button.setCheckable(True)
         self.settings_button.setToolTip("System prompt, sampling and context policy")
+        # Shown when the chat list has given way to a narrow page or the settings: the way back.
+        self.chats_button = QPushButton("Chats")
+        self.chats_button.setObjectName("chatsButton")
+        self.chats_button.setCheckable(True)
+        self.chats_button.setToolTip("Show the list of chats")
+        self.chats_button.hide()
         layout = QHBoxLayout(self)
         layout.setContentsMargins(18, 8, 12, 6)
         layout.setSpacing(8)
+        self.model_picker = ModelPicker()
+        layout.addWidget(self.chats_button)
         layout.addWidget(self.title, 1)
+        layout.addWidget(self.model_picker)
         layout.addWidget(self.template_warning)
         self.format_note = QLabel("No chat template:")
         self.format_note.setObjectName("chatFormatNote")
@@ -49,7 +60,7 @@ class ChatHeader(QWidget):
             "rather than chatting). Choose how the conversation is given to it: plain "
             "completion continues your text; a chat format may suit a fine-tuned model."
         )
-        self.chat_format = QComboBox()
+        self.chat_format = named(QComboBox(), "Chat format")
         self.chat_format.setObjectName("chatFormat")
         self.chat_format.activated.connect(
             lambda _i: self.format_chosen.emit(self.chat_format.currentData())

@@ -45,6 +45,12 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.conversation_model import ROLE_USER, ChatEntry, MessageRole
+from app.chat.message_buttons import (
+    MessageButtons,
+    actions_for,
+    message_buttons,
+    paint_message_buttons,
+)
 from app.chat.message_markdown import COPY_SCHEME, THINK_HREF, Colors, render_markdown
 from app.chat.text_selection import MessageTextView, SelectableText
 from app.chat.version_switch import VersionSwitch, paint_version_switch, version_switch
@@ -90,6 +96,7 @@ def colors_for(palette: QPalette) -> Colors:
 class MessageDelegate(QStyledItemDelegate):
     copied = Signal(int)  # a code block's Copy link was clicked (its index in the message)
     version_step = Signal(int, int)  # row, -1 or +1: an arrow of the version switch was clicked
+    action = Signal(int, str)  # row, one of message_buttons' actions: clicked on the label line
     text_menu = Signal(int, object, str)  # row, global position, selected text: a right-click
 
     def __init__(self, view: QAbstractItemView):
@@ -97,6 +104,7 @@ class MessageDelegate(QStyledItemDelegate):
         self._view = view
         self.selectable = SelectableText(view)
         self.versions_enabled = True  # False while a reply streams: versions cannot change then
+        self.can_reply = True  # False while no model is ready: no Regenerate or Continue
         self._layouts: dict[int, _RowLayout] = {}
         self._sizes_told: dict[int, QSize] = {}  # the size each row had when the view asked
         self.layouts_built = 0  # text layouts made (not served from the cache), for diagnostics
@@ -238,6 +246,24 @@ class MessageDelegate(QStyledItemDelegate):
             on_right=entry.role == ROLE_USER,
         )
 
+    def buttons_for(self, index: AnyIndex, rect: QRect, font: QFont) -> MessageButtons:
+        """The actions in sight on the row's label line (message_buttons.py)."""
+        entry: ChatEntry = index.data(MessageRole)
+        last = index.row() == index.model().rowCount() - 1
+        actions = actions_for(
+            entry, idle=self.versions_enabled, can_reply=self.can_reply, last=last
+        )
+        metrics = QFontMetrics(self._label_font(font))
+        label_rect = self._label_rect(rect, font)
+        on_right = entry.role == ROLE_USER
+        width = metrics.horizontalAdvance(self._label(entry))
+        taken = (label_rect.right() - width, label_rect.right()) if on_right else (
+            label_rect.left(), label_rect.left() + width)  # fmt: skip
+        switch = self.switch_for(rect, entry, font)
+        if switch is not None:
+            taken = (min(taken[0], switch.previous.left()), max(taken[1], switch.next.right()))
+        return message_buttons(label_rect, metrics, actions, on_right=on_right, taken=taken)
+
     def text_rect(self, index: AnyIndex, rect: QRect, font: QFont) -> QRect:
         """Where the row's text is drawn (inside the bubble's padding)."""
         entry: ChatEntry = index.data(MessageRole)
@@ -261,9 +287,10 @@ class MessageDelegate(QStyledItemDelegate):
         switch = self.switch_for(option.rect, entry, option.font)
         step = switch.step_at(pos) if switch is not None and self.versions_enabled else 0
         href = self.anchor_at(index, option.rect, pos, option.font)
+        action = self.buttons_for(index, option.rect, option.font).action_at(pos)
         viewport = self._view.viewport()
         if kind == QEvent.Type.MouseMove:
-            clickable = bool(href) or step != 0
+            clickable = bool(href) or step != 0 or action is not None
             shape = Qt.CursorShape.PointingHandCursor if clickable else Qt.CursorShape.ArrowCursor
             viewport.setCursor(shape)
             if self.text_rect(index, option.rect, option.font).contains(pos):
@@ -273,6 +300,9 @@ class MessageDelegate(QStyledItemDelegate):
             return False
         if step:
             self.version_step.emit(index.row(), step)
+            return True
+        if action is not None:
+            self.action.emit(index.row(), action)
             return True
         return self.activate(index, href) if href else False
 
@@ -359,6 +389,8 @@ class MessageDelegate(QStyledItemDelegate):
         if switch is not None:
             text_colour = palette.color(QPalette.ColorRole.Text)
             paint_version_switch(painter, switch, text_colour, muted, enabled=self.versions_enabled)
+        link = palette.color(QPalette.ColorRole.Link)
+        paint_message_buttons(painter, self.buttons_for(index, rect, option.font), link)
 
         base = palette.color(QPalette.ColorRole.Base)
         if is_user:

@@ -66,6 +66,38 @@ class ReplyStreaming:
         self.follower.jump_to_latest()  # sending a message means wanting to see the answer
         self._update_buttons()
 
+    def continue_reply(self, row: int) -> None:
+        """Have the model go on with the reply at `row` (the last, cut short), in place."""
+        entry = self.model.entry(row)
+        if (
+            self.generating
+            or not self.send_button.isEnabled()
+            or row != self.model.rowCount() - 1
+            or entry.role != ROLE_ASSISTANT
+            or entry.message_id is None
+        ):
+            return
+        settings = self.settings_panel.values()
+        loaded = self._bridge.model
+        n_ctx = loaded.n_ctx if loaded else 0
+        request_id = self._bridge.generate(
+            self.model.chat_messages(settings["system_prompt"]),
+            sampling=sampling_from(settings),
+            max_tokens=settings["max_tokens"],
+            overflow=settings["overflow"],
+            reply_room=min(settings["max_tokens"], n_ctx // 4),
+            chat_format=self.header.current_format(),
+            continue_last=True,
+        )
+        if request_id is None:
+            return
+        self._request_id = request_id
+        self._reply_row = row
+        self.session.continue_reply(entry.message_id, entry.text)
+        self.model.update(row, streaming=True, footer="")
+        self.follower.jump_to_latest()
+        self._update_buttons()
+
     def _on_token_text(self, request_id: int, text: str, _n_tokens: int) -> None:
         if request_id != self._request_id or self._reply_row is None:
             return

@@ -165,6 +165,13 @@ class ChatSession(QObject):
         self._timer.start()
         return self._streaming_id
 
+    def continue_reply(self, message_id: int, text: str) -> None:
+        """Go on writing the stored reply `message_id` (a reply cut short), from `text`."""
+        self._streaming_id = message_id
+        self._streaming_text = text
+        self._dirty = False
+        self._timer.start()
+
     def reply_grew(self, text: str) -> None:
         self._streaming_text = text
         self._dirty = True

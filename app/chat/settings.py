@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import named
 from engine.enums import Overflow
 from engine.runtime import protocol as p
 
@@ -97,9 +98,10 @@ class ChatSettingsPanel(QWidget):
 
         self.system_prompt = QPlainTextEdit()
         self.system_prompt.setObjectName("systemPrompt")
+        named(self.system_prompt, "System prompt")
         self.system_prompt.setPlaceholderText("e.g. You are a concise assistant.")
         self.system_prompt.setFixedHeight(96)
-        self.preset = QComboBox()
+        self.preset = named(QComboBox(), "Preset")
         self.preset.addItems([*PRESETS, CUSTOM])
         self.temperature = _double(0.0, 2.0, 0.05)
         self.top_p = _double(0.0, 1.0, 0.01)
@@ -110,7 +112,7 @@ class ChatSettingsPanel(QWidget):
         self.seed.setSpecialValueText("Random")
         self.max_tokens = _int(1, 131072)
         self.max_tokens.setSingleStep(128)
-        self.overflow = QComboBox()
+        self.overflow = named(QComboBox(), "When the context is full")
         self.overflow.addItem("Stop and tell me", OVERFLOW_STOP)
         self.overflow.addItem("Drop the oldest turns", OVERFLOW_DROP_OLDEST)
 

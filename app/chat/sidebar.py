@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import named
 from engine.chat.store import ConversationStore
 
 IdRole = Qt.ItemDataRole.UserRole + 1
@@ -62,12 +63,12 @@ class ConversationSidebar(QWidget):
         self.new_button.setObjectName("sidebarNewChat")
         self.new_button.setToolTip("New chat (Ctrl+N)")
         self.new_button.clicked.connect(self.new_requested)
-        self.search = QLineEdit()
+        self.search = named(QLineEdit(), "Search chats")
         self.search.setObjectName("conversationSearch")
         self.search.setPlaceholderText("Search chats")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(lambda _text: self.refresh())
-        self.list = QListWidget()
+        self.list = named(QListWidget(), "Chats")
         self.list.setObjectName("conversationList")
         self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
         self.list.customContextMenuRequested.connect(self._show_menu)

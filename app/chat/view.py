@@ -45,6 +45,7 @@ from app.chat.settings import ChatSettingsPanel, new_chat_settings, sampling_fro
 from app.chat.sidebar import ConversationSidebar
 from app.chat.transfer import ChatTransfer
 from app.common import banner as b
+from app.common.accessibility import named
 from app.common.engine_bridge import EngineBridge
 from engine.chat.presets import PresetLibrary
 from engine.chat.prompt import MODEL_TEMPLATE
@@ -121,6 +122,9 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.notice.setObjectName("chatNotice")
         self.context_notice = b.Banner(self)
         self.context_notice.setObjectName("contextNotice")
+        # Its own strip: the notice above (the demo model's, say) stays while a message is edited.
+        self.edit_notice = b.Banner(self)
+        self.edit_notice.setObjectName("editNotice")
         self.header = ChatHeader(self)
         self._chat_formats = chat_formats or ChatFormats()
         self.header.format_chosen.connect(self._remember_format)
@@ -144,9 +148,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.settings_drawer = settings_drawer(self.settings_panel, self)
         self.settings_drawer.hide()
         self.header.settings_button.toggled.connect(self._show_settings)
+        self._chats_asked = False  # the person asked for the chat list where it had given way
+        self.header.chats_button.toggled.connect(self._show_chats)
 
         self.model = ConversationModel(self)
-        self.transcript = TranscriptView(self)
+        self.transcript = named(TranscriptView(self), "Conversation")
         self.transcript.setObjectName("transcript")
         self.transcript.setModel(self.model)
         self.transcript.setFrameShape(QFrame.Shape.NoFrame)
@@ -169,13 +175,14 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self.model.modelReset.connect(self.delegate.clear_cache)
         self.model.rowsRemoved.connect(self.delegate.clear_cache)
         self.delegate.version_step.connect(self.show_version)
+        self.delegate.action.connect(self.on_message_action)
         self.delegate.text_menu.connect(self._show_text_menu)
         # Follows a streaming reply to its end unless the person scrolled up.
         self.follower = TranscriptFollower(self.transcript)
         self._model_defaults: dict[str, dict] = {}  # sampling each model file recommends
         self._start_settings = self.settings_panel.values()  # what the new chat started with
 
-        self.input = ChatInput(self)
+        self.input = named(ChatInput(self), "Message", "Enter sends; Shift+Enter starts a new line")
         self.input.setObjectName("chatInput")
         self.input.submitted.connect(self.send)
         self.send_button = QPushButton("Send")
@@ -223,6 +230,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         center.addWidget(self.notice)
         center.addWidget(self.header)
         center.addWidget(self.context_notice)
+        center.addWidget(self.edit_notice)
         center.addWidget(self.transcript, 1)
         center.addLayout(bottom)
         layout = QHBoxLayout(self)
@@ -284,21 +292,37 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
     def _show_settings(self, shown: bool) -> None:
         # The list gives way before the drawer appears: shown beside it for a moment, the
         # drawer would make a page at its narrowest wider than the window.
+        if shown:
+            self._chats_asked = False  # the settings take the room the person gave the list
         self._arrange(self.width(), settings_shown=shown)
         self.settings_drawer.setVisible(shown)
 
+    def _show_chats(self, shown: bool) -> None:
+        """The header's Chats button: the list back, in place of the settings if need be."""
+        self._chats_asked = shown
+        if shown and self.settings_drawer.isVisibleTo(self):
+            self.header.settings_button.setChecked(False)
+        self._arrange(self.width())
+
     def _arrange(self, page_width: int, *, settings_shown: bool | None = None) -> None:
-        """The conversation list gives way first: to a narrow page, then to the settings."""
+        """The conversation list gives way first: to a narrow page, then to the settings, and
+        to a header or composer that needs the room (a long preset name); the header's Chats
+        button then brings it back."""
         room = page_width
         if settings_shown is None:
             settings_shown = self.settings_drawer.isVisibleTo(self)
         if settings_shown:
             room -= self.settings_drawer.maximumWidth()
-        # ...and to a header or composer that needs the room (a long preset name).
         needed = max(
             SIDEBAR_MIN_PAGE_WIDTH, self._center.minimumSize().width() + self.sidebar.width()
         )
-        self.sidebar.setVisible(room >= needed)
+        fits = room >= needed
+        self.sidebar.setVisible(fits or self._chats_asked)
+        button = self.header.chats_button
+        button.setVisible(not fits)
+        button.blockSignals(True)
+        button.setChecked(self.sidebar.isVisibleTo(self))
+        button.blockSignals(False)
 
     # -- settings -------------------------------------------------------------------------------
 
@@ -451,7 +475,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
     def _cancel_edit(self) -> None:
         if self._editing_row is not None:
             self._editing_row = None
-            self.notice.hide()
+            self.edit_notice.hide()
 
     def _on_model_loaded(self, loaded: p.ModelLoaded) -> None:
         self.header.show_template(loaded.chat_template, loaded.chat_template_problem)
@@ -505,6 +529,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         state = self._bridge.state
         self.send_button.setEnabled(state == EngineState.IDLE and not self.generating)
         self.stop_button.setEnabled(self.generating and state == EngineState.GENERATING)
-        if self.delegate.versions_enabled == self.generating:
+        can_reply = state in (EngineState.IDLE, EngineState.GENERATING)
+        if (self.delegate.versions_enabled, self.delegate.can_reply) != (
+            not self.generating,
+            can_reply,
+        ):
             self.delegate.versions_enabled = not self.generating
+            self.delegate.can_reply = can_reply
             self.transcript.viewport().update()

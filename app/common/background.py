@@ -30,6 +30,20 @@ class _Task(QRunnable):
             self.signals.finished.emit((self, result))
 
 
+_SIDE_POOL: QThreadPool | None = None
+
+
+def side_pool() -> QThreadPool:
+    """One thread for work nobody waits on (fit badges beside a list, the chat's model picker):
+    on a 2-core machine the global pool has two threads, and this work must never hold them
+    while a scan the person asked for waits."""
+    global _SIDE_POOL
+    if _SIDE_POOL is None:
+        _SIDE_POOL = QThreadPool()
+        _SIDE_POOL.setMaxThreadCount(1)
+    return _SIDE_POOL
+
+
 class TaskRunner(QObject):
     """Runs callables on a thread pool; `done(result_or_exception)` runs on the GUI thread.
 

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import order_window_tabs
 from app.common.theme import blend
 from engine.untrusted_text import printable_line, printable_text
 
@@ -66,6 +67,7 @@ class Banner(QFrame):
         self._details = QPlainTextEdit()
         self._details.setObjectName("bannerDetails")
         self._details.setReadOnly(True)
+        self._details.setAccessibleName("Details")
         self._details.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
         self._details.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self._details.setMaximumHeight(180)
@@ -78,6 +80,7 @@ class Banner(QFrame):
         close.setText("✕")
         close.setAutoRaise(True)
         close.setToolTip("Dismiss")
+        close.setAccessibleName("Dismiss")
         close.clicked.connect(self.hide)
 
         top = QHBoxLayout()
@@ -145,6 +148,7 @@ class Banner(QFrame):
             button.clicked.connect(callback)
             self._actions.addWidget(button, 0, Qt.AlignmentFlag.AlignTop)
         self._apply_palette()
+        order_window_tabs(self)  # the new buttons where they show, not last in the window
         self.show()
 
     def _show_details(self, shown: bool) -> None:

@@ -97,6 +97,11 @@ class EngineBridge(QObject):
         return self._model
 
     @property
+    def loading_params(self) -> p.ModelParams | None:
+        """The model being loaded now, if a load is under way."""
+        return self._loading_params if self._state == EngineState.LOADING else None
+
+    @property
     def client(self) -> Any:
         """The engine client, for the API server that shares the worker (it listens beside the
         bridge and tells its requests by their ids). It is replaced when the engine restarts."""
@@ -152,8 +157,10 @@ class EngineBridge(QObject):
         overflow: str = Overflow.STOP,
         reply_room: int = 0,
         chat_format: str = "",
+        continue_last: bool = False,
     ) -> int | None:
-        """Start a reply to `messages`; its request id, or None when the engine is not ready."""
+        """Start a reply to `messages` (or, with `continue_last`, go on with the last, a reply
+        cut short); its request id, or None when the engine is not ready."""
         if self._state != EngineState.IDLE:
             return None
         try:
@@ -164,6 +171,7 @@ class EngineBridge(QObject):
                 overflow=overflow,
                 reply_room=reply_room,
                 chat_format=chat_format,
+                **({"continue_last": True} if continue_last else {}),
             )
         except OSError:
             return None  # the worker died; its EngineCrashed is on the way

@@ -11,6 +11,7 @@ refused with what it would need and the nearest options that fit.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Signal
@@ -27,6 +28,7 @@ from engine.session import (
     plan_load,
     sibling_files,
 )
+from engine.session.preferences import Preferences
 
 
 class ModelOpener(QObject):
@@ -39,11 +41,13 @@ class ModelOpener(QObject):
         machine: MachineState,
         remembered: RememberedSettings,
         parent: QObject | None = None,
+        preferences: Callable[[], Preferences] = Preferences,
     ) -> None:
         super().__init__(parent)
         self.bridge = bridge
         self.machine = machine
         self.remembered = remembered
+        self.preferences = preferences  # the app's, read at each plan (they may change)
         self.last_decision: LoadDecision | None = None
         self._engine_ready = bridge.state not in (EngineState.STOPPED, EngineState.STARTING)
         self._waiting: list[Callable[[], None]] = []
@@ -69,16 +73,20 @@ class ModelOpener(QObject):
         if decision.params is None:
             raise ValueError(f"{decision.name} does not fit; there is nothing to load")
         self.last_decision = decision
-        self.bridge.load(decision.params)
+        self.bridge.load(self.preferences().with_preferences(decision.params))
 
     def _plan(self, path: Path, info, snapshot: MachineSnapshot) -> None:
+        preferences = self.preferences()
         try:
             decision = plan_load(
-                path, snapshot, self.remembered.get(path), info=info, siblings=sibling_files(path)
-            )
+                path, snapshot, self.remembered.get(path), info=info, siblings=sibling_files(path),
+                target_ctx=preferences.target_context,
+            )  # fmt: skip
         except UnusableModelFile as exc:  # moved or changed since the check
             self.unusable.emit(path, str(exc))
             return
+        if decision.params is not None:
+            decision = replace(decision, params=preferences.with_preferences(decision.params))
         self.last_decision = decision
         if decision.fits:
             self.bridge.load(decision.params)

@@ -13,12 +13,14 @@ if TYPE_CHECKING:
     from app.common.engine_bridge import EngineBridge
     from app.common.machine_state import MachineState
     from app.common.model_opener import ModelOpener
+    from engine.session.preferences import Preferences
 
 
 class PageHost(Protocol):
     bridge: EngineBridge
     machine: MachineState  # the one snapshot of the machine every page plans from
     opener: ModelOpener  # every way of opening a model goes through it
+    preferences: Preferences  # the app's (engine.session.preferences)
 
     def open_model_file(self, path: str | Path) -> bool:
         """Check a GGUF file and load it by the load policy's plan; False (and a banner) if it

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout
 
+from app.common.accessibility import named
 from app.common.background import TaskRunner
 from engine.hardware.remote import RemoteHost, RemoteHostError, probe_remote
 from engine.hardware.remote_store import (
@@ -88,7 +89,7 @@ class HelpersSection(QFrame):
         heading.setWordWrap(True)
         layout.addWidget(heading)
         row = QHBoxLayout()
-        self.address = QLineEdit()
+        self.address = named(QLineEdit(), "Helper machine address")
         self.address.setPlaceholderText("address of a computer running hearth host, e.g. 10.0.0.2")
         self.address.returnPressed.connect(self.add)
         row.addWidget(self.address, 1)

@@ -21,12 +21,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from app.common.background import TaskRunner
+from app.common.accessibility import named
+from app.common.background import TaskRunner, side_pool
 from app.common.file_text import plain_tooltip
 from app.library.widgets import size_text
 from engine.gguf.summary import summary_lines
+from engine.hub.fit import FitBadge, local_fit_badge
 from engine.hub.library import BUNDLED, IMPORTED, Library, LocalModel
 from engine.hub.settings import HubSettings, save_settings
+from engine.planner import PlanRequest
 from engine.untrusted_text import printable_line
 
 DATA = Qt.ItemDataRole.UserRole
@@ -55,6 +58,7 @@ class LocalModelsView(QWidget):
         library: Library,
         runner: TaskRunner,
         load_model: Callable[[Path], Any],
+        plan_request: Callable[[], PlanRequest | None] | None = None,
         show_status: Callable[..., None],
     ) -> None:
         super().__init__()
@@ -62,15 +66,19 @@ class LocalModelsView(QWidget):
         self.library = library
         self.runner = runner
         self.load_model = load_model
+        # For the Fits column: the machine as the window knows it, None until it does (the
+        # column fills when it is known: refresh_fits), never a detection of its own.
+        self.plan_request = plan_request
+        self._fits_runner = TaskRunner(self, side_pool())  # never ahead of a scan
         self.show_status = show_status
         self.confirm: Callable[[str], bool] = self._ask
         self.models: list[LocalModel] = []
         # Scans run on a pool of threads and may finish out of order: only the latest is shown.
         self._scan_generation = 0
 
-        self.tree = QTreeWidget()
+        self.tree = named(QTreeWidget(), "Your models")
         self.tree.setObjectName("localTree")
-        self.tree.setHeaderLabels(["Model", "Quant", "Size", "Where", "Last used"])
+        self.tree.setHeaderLabels(["Model", "Quant", "Size", "Where", "Last used", "Fits here"])
         self.tree.setColumnWidth(0, 300)
         self.tree.setRootIsDecorated(False)
         self.tree.itemDoubleClicked.connect(lambda *_: self.load_selected())
@@ -94,6 +102,36 @@ class LocalModelsView(QWidget):
         generation = self._scan_generation
         self.runner.run(self.library.scan, lambda result: self._on_scanned(result, generation))
 
+    def _find_fits(self, models: list[LocalModel], generation: int) -> None:
+        """Fill the Fits column after the list is shown (the machine may still be detected):
+        each model's fit on this machine, the Hub list's badge (what the load policy would do)."""
+        plan_request = self.plan_request
+        if plan_request is None:
+            return
+
+        request = plan_request()  # here, on the GUI thread: the pool never touches Qt objects
+        if request is None:
+            return
+
+        def fits() -> dict[Path, FitBadge]:
+            return {m.path: local_fit_badge(m.info, request) for m in models if m.info}
+
+        self._fits_runner.run(fits, lambda result: self._show_fits(result, generation))
+
+    def refresh_fits(self, *_args) -> None:
+        """The Fits column again (the machine is known now, or changed)."""
+        self._find_fits(self.models, self._scan_generation)
+
+    def _show_fits(self, fits: dict[Path, FitBadge] | Exception, generation: int) -> None:
+        if generation != self._scan_generation or isinstance(fits, Exception):
+            return  # a newer list is shown; or no fits (the list itself is what matters)
+        for i in range(self.tree.topLevelItemCount()):
+            item = self.tree.topLevelItem(i)
+            badge = fits.get(item.data(0, DATA).path)
+            if badge is not None:
+                item.setText(5, badge.text)
+                item.setToolTip(5, plain_tooltip(badge.detail))
+
     def _on_scanned(self, result: list[LocalModel] | Exception, generation: int = 0) -> None:
         if generation != self._scan_generation:
             return  # an older scan that finished late: a newer one is on its way
@@ -113,6 +151,7 @@ class LocalModelsView(QWidget):
                     size_text(model.size),
                     where,
                     used if model.last_used else "never",
+                    "",  # Fits here: _find_fits
                 ]
             )
             item.setData(0, DATA, model)
@@ -127,6 +166,7 @@ class LocalModelsView(QWidget):
             if model.unverified:
                 item.setToolTip(3, plain_tooltip(UNVERIFIED_NOTE))
             self.tree.addTopLevelItem(item)
+        self._find_fits(result, generation)
 
     def remember_loaded(self, loaded: Any) -> None:
         """Connected to the bridge's model_loaded (a ModelLoaded): every model that loads, from
@@ -150,7 +190,7 @@ class LocalModelsView(QWidget):
             return self.show_status("Choose one of your models to load.")
         if model.error:
             return self.show_status(f"Can't load {model.name}: {model.error}", error=True)
-        self.library.mark_used(model.path)
+        # "Last used" is set when it has loaded (remember_loaded): a refused model was not used.
         self.load_model(model.path)
         self.refresh()
 

@@ -33,6 +33,12 @@ def machine_plan_request(window: PageHost) -> PlanRequest:
     return (snapshot or snapshot_machine()).plan_request()
 
 
+def known_plan_request(window: PageHost) -> PlanRequest | None:
+    """The window's snapshot of the machine, or None while it is being detected."""
+    snapshot = window.machine.snapshot
+    return snapshot.plan_request() if snapshot is not None else None
+
+
 def is_offline(settings: HubSettings) -> bool:
     flag = os.environ.get("HF_HUB_OFFLINE", "").strip().lower()
     return settings.offline or flag in ("1", "true", "yes", "on")
@@ -66,10 +72,12 @@ def create_library_panel(window: PageHost, settings: HubSettings | None = None) 
         client_factory=HubClient,
         plan_request=lambda: machine_plan_request(window),
         load_model=load,
+        known_machine=lambda: known_plan_request(window),
     )
     bridge.setParent(panel)
     # a bound slot of the view: Qt drops the connection when the page is deleted
     window.bridge.model_loaded.connect(panel.local_view.remember_loaded)
+    window.machine.changed.connect(panel.local_view.refresh_fits)
     if not offline:
         queue.start()
     app = QApplication.instance()

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.common import banner as b
+from app.common.accessibility import named
 from app.common.background import QueueBridge, TaskRunner
 from app.common.file_text import show_plain
 from app.library.local import LocalModelsView, button
@@ -92,6 +93,7 @@ class LibraryPanel(QWidget):
         load_model: Callable[[Path], Any],
         runner: TaskRunner | None = None,
         catalogue: Callable[[], Sequence[CatalogueEntry]] = load_catalogue,
+        known_machine: Callable[[], PlanRequest | None] | None = None,
     ) -> None:
         super().__init__()
         self.setObjectName("libraryPanel")
@@ -104,6 +106,7 @@ class LibraryPanel(QWidget):
         self.runner = runner or TaskRunner(self)
         self.rows: dict[str, DownloadRow] = {}
         self._plan_request = plan_request
+        self._known_machine = known_machine  # the window's snapshot, for Your models' fits
         self._request: PlanRequest | None = None
         self._request_lock = threading.Lock()
         self._listing_generation = 0
@@ -123,11 +126,11 @@ class LibraryPanel(QWidget):
     # -- layout ---------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.search_box = QLineEdit()
+        self.search_box = named(QLineEdit(), "Search the Hugging Face Hub")
         self.search_box.setObjectName("searchBox")
         self.search_box.setPlaceholderText("Search the Hugging Face Hub for GGUF models")
         self.search_box.returnPressed.connect(self.search)
-        self.sort_box = QComboBox()
+        self.sort_box = named(QComboBox(), "Sort results by")
         self.sort_box.setObjectName("sortBox")
         self.sort_box.addItems(list(SORT_LABELS))
         self.search_button = button("Search", "searchButton", self.search)
@@ -153,10 +156,10 @@ class LibraryPanel(QWidget):
         )
         # Download takes what was chosen last: a suggestion or a file of the listing.
         self.suggestions.tree.itemClicked.connect(lambda *_: _unselect(self.files))
-        self.results = QListWidget()
+        self.results = named(QListWidget(), "Search results")
         self.results.setObjectName("resultsList")
         self.results.currentItemChanged.connect(self._on_result_selected)
-        self.files = QTreeWidget()
+        self.files = named(QTreeWidget(), "Files of the chosen model")
         self.files.setObjectName("filesTree")
         self.files.setHeaderLabels(["Model file", "Size", "Fit"])
         self.files.setColumnWidth(0, 320)
@@ -187,6 +190,7 @@ class LibraryPanel(QWidget):
             library=self.library,
             runner=self.runner,
             load_model=self.load_model,
+            plan_request=self._known_machine,
             show_status=self.show_status,
         )
         self.local = self.local_view.tree

@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
+from app.common.accessibility import named
 from app.common.background import TaskRunner
 from app.library.widgets import size_text
 from engine.hub.client import HubClient
@@ -47,7 +48,7 @@ class SuggestedModels(QWidget):
         self.note = QLabel()
         self.note.setObjectName("suggestionsNote")
         self.note.setWordWrap(True)
-        self.tree = QTreeWidget()
+        self.tree = named(QTreeWidget(), "Suggested models")
         self.tree.setObjectName("suggestionsTree")
         self.tree.setHeaderLabels(["Model", "Size", "Fit", "Why"])
         self.tree.setRootIsDecorated(False)

@@ -16,6 +16,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QWidget
 
+from app.common.accessibility import named
 from engine.enums import KV_TYPES
 from engine.hearth.capabilities import K_FORMATS, V_FORMATS
 from engine.planner.engine_table import HEARTH, LLAMA
@@ -56,16 +57,17 @@ class EngineControls(QWidget):
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
-        self.engine = QComboBox()
+        self.engine = named(QComboBox(), "Engine")
         for key in (LLAMA, HEARTH):
             self.engine.addItem(key.display_name, key)
         self.note = QLabel()
         self.note.setObjectName("engineNote")
         self.note.setWordWrap(True)
-        self.k_type = QComboBox()
-        self.v_type = QComboBox()
+        self.k_type = named(QComboBox(), "K cache type")
+        self.v_type = named(QComboBox(), "V cache type")
         self.k_type.setToolTip("The key cache's type")
         self._hearth_reason: str | None = "no model loaded"
+        self.has_gpu = True  # the panel says; the V box's reason names the GPU only where one is
         self._pair_problem: PairCheck = lambda _k, _v: None
         self._filling = False
         row = QHBoxLayout(self)
@@ -138,11 +140,13 @@ class EngineControls(QWidget):
         self._fill(self.v_type, V_FORMATS if engine == HEARTH else KV_TYPES, engine, "V")
         llama = engine == LLAMA
         self.v_type.setEnabled(not llama)
-        self.v_type.setToolTip(
-            "llama.cpp's GPU flash attention runs matching K and V types only: V follows K"
-            if llama
-            else "The value cache's type (independent of K on the Hearth engine)"
-        )
+        if not llama:
+            tip = "The value cache's type (independent of K on the Hearth engine)"
+        elif self.has_gpu:
+            tip = "llama.cpp's GPU flash attention runs matching K and V types only: V follows K"
+        else:
+            tip = "On llama.cpp Hearth keeps K and V of one type: V follows K"
+        self.v_type.setToolTip(tip)
 
     def _fill(self, combo: QComboBox, types: Sequence[str], engine: str, role: str) -> None:
         combo.clear()

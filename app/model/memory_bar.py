@@ -8,7 +8,7 @@ light and dark palettes; text uses the palette.
 from __future__ import annotations
 
 from PySide6.QtCore import QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QPainter, QPaintEvent, QPalette, QPen
+from PySide6.QtGui import QBrush, QColor, QPainter, QPaintEvent, QPalette, QPen
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QWidget
 
 from engine.planner import DeviceUsage
@@ -22,6 +22,7 @@ SEGMENTS = (  # (name, colour); the order they are stacked in
     ("Overhead", QColor(100, 116, 139)),
 )
 OVER_COLOR = QColor(220, 38, 38)
+OVER_BUDGET = "Over budget"  # the legend's name for the part of a bar past the budget
 BAR_HEIGHT = 22
 
 
@@ -83,10 +84,12 @@ class MemoryBar(QWidget):
                 x += width
             if self.over_budget and u.budget_bytes is not None:
                 start = rect.left() + rect.width() * u.budget_bytes / scale_to
-                painter.setBrush(
-                    QColor(OVER_COLOR.red(), OVER_COLOR.green(), OVER_COLOR.blue(), 150)
-                )
-                painter.drawRect(QRectF(start, rect.top(), rect.right() - start, rect.height()))
+                # Opaque red, hatched: a tint over the segments read as the KV cache's purple.
+                over = QRectF(start, rect.top(), rect.right() - start, rect.height())
+                painter.setBrush(OVER_COLOR)
+                painter.drawRect(over)
+                painter.setBrush(QBrush(QColor(255, 255, 255, 110), Qt.BrushStyle.BDiagPattern))
+                painter.drawRect(over)
             painter.restore()
         border = OVER_COLOR if self.over_budget else palette.color(QPalette.ColorRole.Mid)
         painter.setPen(QPen(border, 2 if self.over_budget else 1))
@@ -130,7 +133,7 @@ class Legend(QWidget):
         layout = QHBoxLayout(self)
         layout.setContentsMargins(150, 0, 0, 0)
         layout.setSpacing(14)
-        for name, colour in (*SEGMENTS, ("Free", None)):
+        for name, colour in (*SEGMENTS, ("Free", None), (OVER_BUDGET, OVER_COLOR)):
             swatch = QLabel()
             swatch.setFixedSize(12, 12)
             fill = colour.name() if colour else "palette(alternate-base)"

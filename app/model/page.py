@@ -8,6 +8,8 @@ window opens.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtWidgets import QLabel, QMessageBox, QVBoxLayout, QWidget
 
 from app.common.machine_state import MachineState
@@ -29,6 +31,7 @@ class ModelSettingsPage(QWidget):
         self.setObjectName("modelSettingsPage")
         self._bridge = bridge
         self._remembered = remembered or (opener.remembered if opener else RememberedSettings())
+        self._opener = opener
         self.panel: SettingsPanel | None = None
         self._pending: LoadDecision | None = None
         self.message = QLabel("Looking at your hardware…")
@@ -57,6 +60,8 @@ class ModelSettingsPage(QWidget):
             snapshot,
             remembered=self._remembered,
             confirm_over_budget=self._confirm_over_budget,
+            prepare_load=self._prepare_load,
+            confirm_stop_reply=self._confirm_stop_reply,
         )
         self._layout.insertWidget(0, self.panel)
         self._layout.setContentsMargins(0, 0, 0, 0)  # the panel has its own margins
@@ -66,7 +71,23 @@ class ModelSettingsPage(QWidget):
         if self._pending is not None:
             self.show_decision(self._pending)
 
+    def _shows_the_loaded_model(self) -> bool:
+        loaded = self._bridge.model
+        shown = self.panel.decision if self.panel is not None else self._pending
+        return (
+            loaded is not None
+            and shown is not None
+            and Path(loaded.path).resolve() == shown.path.resolve()
+        )
+
+    def _prepare_load(self, params):
+        if self._opener is None:
+            return params
+        return self._opener.preferences().with_preferences(params)
+
     def show_decision(self, decision: LoadDecision) -> None:
+        if not decision.fits and self._shows_the_loaded_model():
+            return  # a refused file is not loaded: the page stays on the model that is
         if self.panel is None:
             self._pending = decision
             return
@@ -74,6 +95,17 @@ class ModelSettingsPage(QWidget):
         self.panel.show_decision(decision)
         self.message.hide()
         self.panel.show()
+
+    def _confirm_stop_reply(self) -> bool:
+        answer = QMessageBox.question(
+            self,
+            "A reply is being written",
+            "Reloading the model stops the reply being written (what it wrote so far is kept). "
+            "Reload now?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel,
+            QMessageBox.StandardButton.Cancel,
+        )
+        return answer == QMessageBox.StandardButton.Yes
 
     def _confirm_over_budget(self, warning: str) -> str:
         box = QMessageBox(self)

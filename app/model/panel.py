@@ -31,14 +31,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import named
 from app.common.file_text import show_plain
 from app.model.engine_row import EngineControls
 from app.model.memory_bar import OVER_COLOR, DeviceMemoryRow, Legend, gib
 from app.model.speculative_choice import SpeculativeChoice
-from engine.enums import KV_TYPES
+from engine.enums import KV_TYPES, EngineState
 from engine.planner import Planner, PlanRequest, safety_margin
 from engine.planner.hearth_plan import hearth_profile, hearth_unavailable, pair_problem
 from engine.planner.manual import ManualPlan, plan_manual
+from engine.runtime.protocol import ModelParams
 from engine.session import (
     LoadDecision,
     MachineSnapshot,
@@ -90,10 +92,16 @@ class SettingsPanel(QWidget):
         *,
         remembered: RememberedSettings | None = None,
         confirm_over_budget: Callable[[str], str] | None = None,
+        prepare_load: Callable[[ModelParams], ModelParams] | None = None,
+        confirm_stop_reply: Callable[[], bool] | None = None,
         parent: QWidget | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("settingsPanel")
+        # The app's engine preferences (threads) added to what this panel loads.
+        self._prepare_load = prepare_load or (lambda params: params)
+        # Asked before a reload would cut a reply short (True: go ahead).
+        self._confirm_stop_reply = confirm_stop_reply or (lambda: False)
         self._bridge = bridge
         self._machine = machine
         self._gpus = gpus_from_devices(machine.usable_gpus)
@@ -115,19 +123,24 @@ class SettingsPanel(QWidget):
         self.title.setFont(font)
         biggest = max((g.total_bytes for g in self._gpus), default=0)
         self.vram = _slider(0, max(1, biggest // (256 * MIB)))  # steps of 256 MiB
+        named(self.vram, "VRAM budget")
         self.vram_label = QLabel()
         self.context = _slider(0, len(CONTEXT_STEPS) - 1)
+        named(self.context, "Context length")
         self.context_label = QLabel()
         self.engine_controls = EngineControls()
         self.kv_type = self.engine_controls.k_type  # K (V follows it on llama.cpp)
         self.kv_type_v = self.engine_controls.v_type
+        self.engine_controls.has_gpu = bool(self._gpus)
         self.flash_attn = QCheckBox("Flash attention")
         self.flash_attn.setChecked(True)
         self.auto_layers = QCheckBox("Auto")
         self.auto_layers.setChecked(True)
         self.layers = _slider(0, 1)
+        named(self.layers, "GPU layers")
         self.layers_label = QLabel()
         self.experts = _slider(0, 0)
+        named(self.experts, "MoE expert layers on the CPU")
         self.experts_label = QLabel()
         self.speculative = SpeculativeChoice(parent=self)
         self.rows: list[DeviceMemoryRow] = []
@@ -203,6 +216,7 @@ class SettingsPanel(QWidget):
         self._machine = machine
         self._gpus = gpus_from_devices(machine.usable_gpus)
         biggest = max((g.total_bytes for g in self._gpus), default=0)
+        self.engine_controls.has_gpu = bool(self._gpus)
         self._updating = True
         self.vram.setRange(0, max(1, biggest // (256 * MIB)))
         self._updating = False
@@ -282,7 +296,12 @@ class SettingsPanel(QWidget):
             def check(k: str, v: str) -> str | None:
                 return None
 
-        notes = decision.best.notes if decision.best is not None else ()
+        best = decision.best
+        if best is None and self._planner is not None:
+            # A remembered choice loads without a search: the search runs here for its reason,
+            # so the explanation is there after a restart too.
+            best = best_fit(self._planner, self.request())
+        notes = best.notes if best is not None else ()
         note = next((n for n in notes if n.startswith("Engine:")), "")
         note = "Best fit: " + note.removeprefix("Engine: ") if note else ""
         self.engine_controls.set_support(reason, check, note)
@@ -429,10 +448,11 @@ class SettingsPanel(QWidget):
         )  # fmt: skip
 
     def best_fit(self) -> None:
-        """Let the planner pick everything for the budget, aiming at the current context."""
+        """Let the planner pick everything for the budget, aiming at the model's training
+        context: the longest that fits, as the button's tooltip says."""
         if self._planner is None:
             return
-        result = best_fit(self._planner, self.request(), self.chosen().n_ctx)
+        result = best_fit(self._planner, self.request(), self._n_ctx_train)
         if result.choice is None:
             self.update_plan()
             self.status.setText(
@@ -447,6 +467,8 @@ class SettingsPanel(QWidget):
         budget asks first (what would likely happen), and is remembered only if asked to."""
         if self.plan is None or self._model_path is None:
             return
+        if self._bridge.state == EngineState.GENERATING and not self._confirm_stop_reply():
+            return
         remember = True
         if not self.plan.fits:
             answer = self._confirm(self.over_budget_warning())
@@ -456,6 +478,7 @@ class SettingsPanel(QWidget):
         params = replace(self.plan.settings.model_params(), speculative=self.speculative.params())
         if remember and self._store is not None:
             self._store.put(self._model_path, self.chosen())
+        params = self._prepare_load(params)
         self._bridge.load(params)
         self.applied.emit(params)
 

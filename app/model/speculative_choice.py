@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import named
 from app.common.file_text import show_plain
 from app.model.memory_bar import gib
 from engine.gguf import GGUFError, read_model_info
@@ -71,7 +72,7 @@ class SpeculativeChoice(QWidget):
         self._draft: ModelInfo | None = None
         self._draft_path = ""
         self._problem = ""
-        self.method = QComboBox()
+        self.method = named(QComboBox(), "Speculative decoding")
         for label, method in METHODS:
             self.method.addItem(label, method)
         self.method.setToolTip(

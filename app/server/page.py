@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.accessibility import named
 from app.common.engine_bridge import EngineBridge
 from app.common.machine_state import MachineState
 from engine.runtime import protocol as p
@@ -40,6 +41,7 @@ from engine.server.runner import ServerThread, build_state
 LOG_ROWS_KEPT = 500
 COLUMNS = ("Time", "Client", "Route", "Status", "Prompt", "Tokens", "tok/s", "Seconds")
 OFF_TEXT = "The API server is off. Start it to let other programs on this computer use the model."
+BACK_TEXT = "It starts again, as it was, when the model has loaded again."
 
 
 class ServerPage(QWidget):
@@ -53,6 +55,9 @@ class ServerPage(QWidget):
         self._machine = machine
         self._server: ServerThread | None = None
         self._config: ServerConfig | None = None
+        # Set when the server was stopped by the engine (a crash, a reload), not by the person:
+        # it comes back with the next model that loads, on the new worker.
+        self.start_when_loaded = False
 
         title = QLabel("Server")
         font = title.font()
@@ -63,22 +68,22 @@ class ServerPage(QWidget):
         self.status_label.setWordWrap(True)
         self.status_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
-        self.host_box = QComboBox()
+        self.host_box = named(QComboBox(), "Address")
         self.host_box.setEditable(True)
         self.host_box.addItems([DEFAULT_HOST, "0.0.0.0"])
         self.host_box.setToolTip("127.0.0.1: this computer only. Any other address lets other "
                                  "machines in, and then needs an API key.")  # fmt: skip
-        self.port_box = QSpinBox()
+        self.port_box = named(QSpinBox(), "Port")
         self.port_box.setRange(1024, 65535)
         self.port_box.setValue(DEFAULT_PORT)
-        self.key_edit = QLineEdit()
+        self.key_edit = named(QLineEdit(), "API key")
         self.key_edit.setPlaceholderText("none (only allowed on 127.0.0.1)")
         new_key = QPushButton("New key")
         new_key.clicked.connect(lambda: self.key_edit.setText(secrets.token_urlsafe(24)))
         key_row = QHBoxLayout()
         key_row.addWidget(self.key_edit, 1)
         key_row.addWidget(new_key)
-        self.parallel_box = QSpinBox()
+        self.parallel_box = named(QSpinBox(), "Requests at once")
         self.parallel_box.setRange(1, 64)
         self.parallel_box.setValue(4)
         self.apply_parallel = QPushButton("Reload for this many")
@@ -108,7 +113,7 @@ class ServerPage(QWidget):
         buttons.addWidget(self.copy_button)
         buttons.addStretch(1)
 
-        self.log_table = QTableWidget(0, len(COLUMNS))
+        self.log_table = named(QTableWidget(0, len(COLUMNS)), "Requests")
         self.log_table.setHorizontalHeaderLabels(COLUMNS)
         self.log_table.verticalHeader().setVisible(False)
         self.log_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
@@ -126,7 +131,8 @@ class ServerPage(QWidget):
 
         self.record_logged.connect(self._add_record, Qt.ConnectionType.QueuedConnection)
         bridge.model_loaded.connect(self._show_capacity)
-        bridge.engine_crashed.connect(lambda _event: self._stop("The engine stopped"))
+        bridge.model_loaded.connect(self._on_model_loaded)
+        bridge.engine_crashed.connect(self._on_engine_crashed)
         self._show_capacity(bridge.model)
 
     # -- actions --------------------------------------------------------------------------------
@@ -137,9 +143,26 @@ class ServerPage(QWidget):
 
     def toggle(self) -> None:
         if self._server is not None:
-            self._stop("Stopped")
+            self.stop()
         else:
             self.start()
+
+    def _on_engine_crashed(self, _crash) -> None:
+        was_on = self._server is not None
+        self._stop("The engine stopped")
+        if was_on:
+            self.start_when_loaded = True
+            self._say(f"The engine stopped, and the API server with it. {BACK_TEXT} "
+                      "Use Reload model at the top of the window.")  # fmt: skip
+
+    def _on_model_loaded(self, _loaded) -> None:
+        if self.start_when_loaded and self._server is None:
+            self.start_when_loaded = False
+            if not self.start():
+                self.status_label.setText(
+                    f"The API server could not start again: {self.status_label.text()} "
+                    "Change the settings here and press Start server."
+                )
 
     def start(self) -> bool:
         model = self._bridge.model
@@ -175,6 +198,7 @@ class ServerPage(QWidget):
         self._set_editable(True)
 
     def stop(self) -> None:
+        self.start_when_loaded = False
         self._stop("Stopped")
 
     def copy_base_url(self) -> None:
@@ -190,6 +214,8 @@ class ServerPage(QWidget):
             return
         if self._server is not None:
             self._stop("Stopped for the reload")
+            self.start_when_loaded = True
+            self._say(f"Stopped for the reload. {BACK_TEXT}")
         per_request = model.n_ctx // max(1, model.n_parallel)
         n = self.parallel_box.value()
         self._bridge.load(replace(params, n_parallel=n, n_ctx=per_request * n))

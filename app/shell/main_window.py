@@ -13,21 +13,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import QMimeData, Qt
+from PySide6.QtCore import QEvent, QMimeData, Qt, QUrl
 from PySide6.QtGui import (
     QAction,
     QCloseEvent,
+    QDesktopServices,
     QDragEnterEvent,
     QDragMoveEvent,
     QDropEvent,
     QKeySequence,
 )
 from PySide6.QtWidgets import (
+    QApplication,
     QFileDialog,
     QHBoxLayout,
     QLabel,
     QListWidget,
     QMainWindow,
+    QMessageBox,
     QStackedWidget,
     QVBoxLayout,
     QWidget,
@@ -35,16 +38,20 @@ from PySide6.QtWidgets import (
 
 from app.chat.view import ChatView
 from app.common import banner as b
+from app.common.accessibility import order_window_tabs
 from app.common.engine_bridge import EngineBridge
 from app.common.file_text import plain_tooltip, rich_escape
 from app.common.machine_state import MachineState
 from app.common.model_opener import ModelOpener
+from app.common.theme import apply_theme
 from app.shell.pages import CHAT, LIBRARY, MODEL, PageSpec, default_pages, placeholder_page
+from app.shell.preferences import PreferencesDialog, about_text, doc_links, hearth_version
 from engine.enums import Engine, EngineState
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
 from engine.runtime.engine_output import report_lines
 from engine.session import LoadDecision, RememberedSettings
+from engine.session.preferences import Preferences, load_preferences, save_preferences
 from engine.starter_model import STARTER_LABEL, STARTER_NOTE, is_starter_model
 from engine.untrusted_text import printable_line
 
@@ -75,19 +82,27 @@ class MainWindow(QMainWindow):
         pages: list[PageSpec] | None = None,
         machine: MachineState | None = None,
         remembered: RememberedSettings | None = None,
+        preferences_file: Path | None = None,
     ):
         super().__init__()
         self.bridge = bridge
         self.machine = machine or MachineState(parent=self)
-        self.opener = ModelOpener(bridge, self.machine, remembered or RememberedSettings(), self)
+        self._preferences_file = preferences_file
+        self.preferences = load_preferences(preferences_file)
+        self.opener = ModelOpener(bridge, self.machine, remembered or RememberedSettings(), self,
+                                  preferences=lambda: self.preferences)  # fmt: skip
         self.opener.unusable.connect(self._on_unusable_file)
         self.opener.decided.connect(self._on_decided)
         self.setWindowTitle("Hearth")
         self.setAcceptDrops(True)
+        # Small enough for a 1366 x 768 screen at 1.5x; the pages scroll or fold below it.
+        self.setMinimumSize(720, 480)
         self._last_folder = str(Path.home())
+        self._fallback: tuple[Path, Path] | None = None  # (asked for, loaded if it is refused)
 
         self.navigation = QListWidget()
         self.navigation.setObjectName("navigation")
+        self.navigation.setAccessibleName("Pages")
         self.navigation.currentRowChanged.connect(self._on_navigation)
         sidebar = QWidget()
         sidebar.setObjectName("sidebar")
@@ -99,6 +114,9 @@ class MainWindow(QMainWindow):
         title.setObjectName("appTitle")
         sidebar_layout.addWidget(title)
         sidebar_layout.addWidget(self.navigation, 1)
+        self.version_label = QLabel(f"Version {hearth_version()}")
+        self.version_label.setObjectName("appVersion")
+        sidebar_layout.addWidget(self.version_label)
         self.pages = QStackedWidget()
         self._page_names: list[str] = []
 
@@ -169,6 +187,9 @@ class MainWindow(QMainWindow):
     def _on_navigation(self, row: int) -> None:
         if row >= 0:
             self.pages.setCurrentIndex(row)
+            # Pages build parts of themselves late (the Model page's panel, banners' buttons):
+            # Tab is put in layout order each time a page is shown.
+            order_window_tabs(self.pages)
 
     # -- menus and status bar -------------------------------------------------------------------
 
@@ -190,6 +211,41 @@ class MainWindow(QMainWindow):
         quit_action.triggered.connect(self.close)
         file_menu.addAction(quit_action)
 
+        edit_menu = self.menuBar().addMenu("&Edit")
+        self.preferences_action = QAction("&Preferences…", self)
+        self.preferences_action.setShortcut(QKeySequence("Ctrl+,"))  # Cmd+, on macOS
+        self.preferences_action.setMenuRole(QAction.MenuRole.PreferencesRole)
+        self.preferences_action.triggered.connect(self.open_preferences)
+        edit_menu.addAction(self.preferences_action)
+
+        help_menu = self.menuBar().addMenu("&Help")
+        for title, path in doc_links():
+            action = QAction(title, self)
+            action.triggered.connect(
+                lambda *_, p=path: QDesktopServices.openUrl(QUrl.fromLocalFile(str(p)))
+            )
+            help_menu.addAction(action)
+        help_menu.addSeparator()
+        about = QAction("&About Hearth", self)
+        about.setMenuRole(QAction.MenuRole.AboutRole)
+        about.triggered.connect(lambda: QMessageBox.about(self, "About Hearth", about_text()))
+        help_menu.addAction(about)
+
+    def open_preferences(self) -> None:
+        dialog = PreferencesDialog(self.preferences, self)
+        if dialog.exec() == PreferencesDialog.DialogCode.Accepted:
+            self.apply_preferences(dialog.preferences())
+
+    def apply_preferences(self, preferences: Preferences) -> None:
+        """Keep `preferences` and apply the look at once (threads and context apply from the
+        next load, the server from the next start)."""
+        save_preferences(preferences, self._preferences_file)
+        look = (self.preferences.theme, self.preferences.text_size)
+        self.preferences = preferences
+        app = QApplication.instance()
+        if app is not None and look != (preferences.theme, preferences.text_size):
+            apply_theme(app, preferences.theme, preferences.text_size)
+
     def _build_status_bar(self) -> None:
         self.model_label = QLabel("No model")
         self.model_label.setObjectName("modelLabel")
@@ -210,36 +266,69 @@ class MainWindow(QMainWindow):
     # -- opening models -------------------------------------------------------------------------
 
     def open_model_dialog(self) -> None:
-        path, _filter = QFileDialog.getOpenFileName(
-            self, "Open model", self._last_folder, "GGUF models (*.gguf);;All files (*)"
-        )
+        path = self.ask_for_model_file()
         if path:
             self.open_model_file(path)
 
-    def open_model_file(self, path: str | Path) -> bool:
+    def ask_for_model_file(self) -> str:
+        """The Open dialog, sized so that its columns (name, size, date) are not cut off, in the
+        folder of the last model opened (never the starter's, inside Python's packages)."""
+        dialog = QFileDialog(self, "Open model", self._last_folder)
+        dialog.setNameFilters(["GGUF models (*.gguf)", "All files (*)"])
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.resize(min(960, self.width()), min(600, self.height()))
+        if dialog.exec() != QFileDialog.DialogCode.Accepted or not dialog.selectedFiles():
+            return ""
+        return dialog.selectedFiles()[0]
+
+    def open_model_file(self, path: str | Path, *, fallback: str | Path | None = None) -> bool:
         """Check `path` and, if it is a readable GGUF, load it in place of the current model as
-        the load policy plans it (once the machine is known). False if the file is unusable."""
+        the load policy plans it (once the machine is known). False if the file is unusable.
+
+        `fallback` (the starter model, for `--model`): loaded instead when `path` is unusable or
+        fits nowhere, with the reason left on screen."""
         path = Path(path)
+        self._fallback = (path, Path(fallback)) if fallback is not None else None
+        # Cleared before the opener runs: with the machine known it decides at once, and its
+        # refusal (banner, status bar) must be what stays on screen.
+        self.file_banner.hide()
+        self._show_loading(path, planning=self.machine.snapshot is None)
         if not self.opener.open(path):
             return False
-        self.file_banner.hide()
-        self._last_folder = str(path.parent)
-        self._show_loading(path, planning=self.machine.snapshot is None)
+        if not is_starter_model(path):
+            self._last_folder = str(path.parent)
         return True
 
     def load_model(self, path: str | Path) -> bool:
         """The same as open_model_file (the starter model takes the same road)."""
         return self.open_model_file(path)
 
+    def _take_fallback(self, refused: Path) -> Path | None:
+        """The file to load instead of `refused`, if its opening named one (once)."""
+        if self._fallback is None or self._fallback[0] != refused:
+            return None
+        fallback = self._fallback[1]
+        self._fallback = None
+        return fallback
+
+    def _load_fallback(self, fallback: Path) -> None:
+        """Load `fallback` leaving the banner that says why the file asked for is not loaded."""
+        self._show_loading(fallback, planning=self.machine.snapshot is None)
+        self.opener.open(fallback)
+
     def _on_unusable_file(self, path: Path, message: str) -> None:
         current = self.bridge.model
-        keep = (
-            f"{display_name(current.path)} stays loaded."
-            if current is not None
-            else "Open a .gguf model file with File › Open model… or drag one here."
-        )
+        fallback = self._take_fallback(path)
+        if fallback is not None:
+            keep = f"{display_name(fallback)} is loaded instead."
+        elif current is not None:
+            keep = f"{display_name(current.path)} stays loaded."
+        else:
+            keep = "Open a .gguf model file with File › Open model… or drag one here."
         self.file_banner.show_message(b.ERROR, f"Can't open {path.name}", f"{message} {keep}")
         self._restore_model_label()
+        if fallback is not None:
+            self._load_fallback(fallback)
 
     def _on_decided(self, decision: LoadDecision) -> None:
         if decision.fits:
@@ -258,7 +347,13 @@ class MainWindow(QMainWindow):
         ]
         actions.append(("Model settings", lambda: self.show_page(MODEL)))
         current = self.bridge.model
-        stays = f" {display_name(current.path)} stays loaded." if current is not None else ""
+        fallback = self._take_fallback(decision.path)
+        if fallback is not None:
+            stays = f" {display_name(fallback)} is loaded instead."
+        elif current is not None:
+            stays = f" {display_name(current.path)} stays loaded."
+        else:
+            stays = ""
         self.file_banner.show_message(
             b.ERROR,
             f"{display_name(decision.path)} does not fit on this computer",
@@ -266,12 +361,17 @@ class MainWindow(QMainWindow):
             actions=actions,
         )
         self._restore_model_label()
+        if fallback is not None:
+            self._load_fallback(fallback)
 
     def _restore_model_label(self) -> None:
         loaded = self.bridge.model
+        loading = self.bridge.loading_params
         if loaded is not None:
             self._on_model_loaded(loaded)
-        elif self.bridge.state != EngineState.LOADING:
+        elif self.bridge.state == EngineState.LOADING and loading is not None:
+            self._show_loading(Path(loading.path))  # the load that is really under way
+        else:
             self.model_label.setText("No model loaded")
 
     def explain_no_model(self) -> None:
@@ -367,7 +467,9 @@ class MainWindow(QMainWindow):
         )
 
     def _on_engine_crashed(self, crash: EngineCrashed) -> None:
-        # Nothing in the status bar may still describe the model that is gone.
+        # Nothing in the status bar may still describe the model that is gone, nor a banner say
+        # that it "stays loaded".
+        self.file_banner.hide()
         self.model_label.setText("No model loaded")
         self.model_label.setToolTip("")
         self.context_label.clear()
@@ -387,7 +489,8 @@ class MainWindow(QMainWindow):
                 details=crash.last_lines,
             )
             return
-        text = crash.message
+        snapshot = self.machine.snapshot
+        text = crash.message_for(gpu=snapshot is None or snapshot.has_usable_gpu)
         culprit = self.bridge.crashed_while_loading
         reload_params = self.bridge.reload_params()
         if culprit is not None:
@@ -420,6 +523,14 @@ class MainWindow(QMainWindow):
 
     def _on_state_changed(self, state: str) -> None:
         self.state_label.setText(STATE_TEXT.get(state, state))
+
+    def changeEvent(self, event: QEvent) -> None:
+        super().changeEvent(event)
+        if event.type() == QEvent.Type.PaletteChange:
+            # The status bar's link was coloured with the palette before: lay it out again.
+            text = self.model_label.text()
+            self.model_label.clear()
+            self.model_label.setText(text)
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.bridge.shutdown()

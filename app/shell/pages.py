@@ -59,7 +59,33 @@ def _chat_page(window: PageHost) -> QWidget:
     from app.chat.view import ChatView
 
     store, problem = open_app_store()  # None and why: the chat then keeps chats in memory
-    return ChatView(window.bridge, store=store, store_error=problem, host=window)
+    view = ChatView(window.bridge, store=store, store_error=problem, host=window)
+    _connect_model_picker(window, view)
+    return view
+
+
+def _connect_model_picker(window: PageHost, view) -> None:
+    """The chat header's picker: the library's models with their fits on the window's machine;
+    a pick opens the model as File › Open does (the load policy decides)."""
+    from engine.hub.library import Library
+    from engine.hub.settings import load_settings
+    from engine.starter_model import starter_model_path
+
+    settings = load_settings()
+    starter = starter_model_path()
+    library = Library(settings.models_dir, scan_hf_cache=settings.scan_hf_cache,
+                      bundled=(starter,) if starter is not None else ())  # fmt: skip
+    picker = view.header.model_picker
+    picker.chosen.connect(window.open_model_file)
+    machine = window.machine
+    picker.list_from(
+        library.scan,
+        lambda: machine.snapshot.plan_request() if machine.snapshot is not None else None,
+    )
+    # Bound methods of the picker: Qt drops these when the page goes.
+    machine.changed.connect(picker.refresh)
+    window.bridge.model_loaded.connect(picker.refresh)  # one opened elsewhere joins the list
+    window.bridge.model_loaded.connect(picker.show_loaded_model)
 
 
 def _model_page(window: PageHost) -> QWidget:
@@ -98,7 +124,9 @@ def _server_page(window: PageHost) -> QWidget:
         from app.server.page import ServerPage
     except ImportError:  # the server's packages (fastapi, uvicorn) are missing from this build
         return placeholder_page(SERVER, "The API server is not available in this build.")
-    return ServerPage(window.bridge, window.machine)
+    page = ServerPage(window.bridge, window.machine)
+    page.start_when_loaded = window.preferences.start_server  # Preferences: with the app
+    return page
 
 
 def default_pages() -> list[PageSpec]:

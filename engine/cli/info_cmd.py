@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.gguf.summary import summary_lines, to_dict
@@ -65,6 +66,12 @@ def read(model: str) -> ModelInfo:
         repo_id, filename, revision = parse_hub_spec(model)
         source = HubFileSource(repo_id, filename, revision=revision)
         return read_model_info(source, deadline_s=REMOTE_DEADLINE_S)
+    if not Path(model).exists():
+        # A local path: the network has nothing to do with it (the reader's advice names both).
+        raise ValueError(
+            f"{model}: no such file. Check the path; a file on the Hugging Face Hub is written "
+            "hf://OWNER/REPO/FILE.gguf."
+        )
     return read_model_info(model, deadline_s=LOCAL_DEADLINE_S)
 
 

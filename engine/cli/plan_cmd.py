@@ -5,7 +5,10 @@ Each MODEL is a local .gguf or hf://OWNER/REPO/FILE.gguf (read with ranged reque
 only); several MODELs are candidate files of one model (quantizations) to choose among. The
 devices are detected with their free memory now (the GPUs' less a safety margin, and the free
 RAM), or, with --vram, one CUDA GPU with that much free memory is assumed (to plan for another
-card), and --ram sets the RAM. --engine picks the engine (auto: llama.cpp unless the measured
+card) beside this machine's free RAM, and --ram sets the RAM. The smallest setup tried is the
+load policy's (engine.session.MIN_CONTEXT tokens), the one the window, `chat` and `serve` use.
+When nothing fits, the other files of the same model beside a local MODEL that would fit are
+named. --engine picks the engine (auto: llama.cpp unless the measured
 figures favour the Hearth engine on this GPU, saying why; hearth: the Hearth engine alone, with
 its own K/V formats, for the first MODEL). Exit status: 0 when the plan fits, 1 when nothing
 fits (the nearest options are printed), 2 when a file cannot be read.
@@ -26,6 +29,7 @@ from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_marg
 from engine.planner.engine_choice import ENGINES, engine_name, plan_engines
 from engine.planner.records import PREFERENCES
 from engine.planner.remote import plan_with_helpers
+from engine.session.load_policy import MIN_CONTEXT, same_model, sibling_files
 from engine.untrusted_text import printable_line
 
 GIB = 1024**3
@@ -40,7 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ram", type=gib, metavar="GB", help="system RAM the plan may use (GiB)")
     ctx = numbers.context_tokens
     parser.add_argument("--ctx", type=ctx, metavar="N", help="target context (tokens)")
-    parser.add_argument("--min-ctx", type=ctx, default=2048, metavar="N", help="minimum context")
+    parser.add_argument(
+        "--min-ctx", type=ctx, default=MIN_CONTEXT, metavar="N",
+        help="minimum context (default: %(default)s, as the window, chat and serve)",
+    )  # fmt: skip
     parser.add_argument("--prefer", choices=PREFERENCES, default="quality")
     parser.add_argument(
         "--kv",
@@ -107,12 +114,22 @@ def build_request(args: argparse.Namespace) -> PlanRequest:
             "gpu0", f"{args.vram:g} GiB GPU", args.backend, budget, args.bandwidth,
             args.compute_capability,
         )  # fmt: skip
+        if args.ram is None:
+            # The layers that do not fit on the card go to RAM: without --ram, this machine's
+            # free RAM bounds them (a 70B must not "fit" on a 24 GiB machine beside an 8 GiB card).
+            host = this_machine().plan_request()
+            options["host_budget_bytes"] = host.host_budget_bytes
+            options["host_bandwidth_gbps"] = host.host_bandwidth_gbps
         return PlanRequest(gpus=(gpu,), **options)
-    from engine.session import snapshot_machine
-
     # This machine as it is now: the GPUs' free memory and the free RAM (the same question the
     # window asks; --ram and --vram override it for planning another machine).
-    return snapshot_machine().plan_request(**options)
+    return this_machine().plan_request(**options)
+
+
+def this_machine():
+    from engine.session import snapshot_machine
+
+    return snapshot_machine()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -139,16 +156,44 @@ def run(args: argparse.Namespace) -> int:
     planner = Planner(infos)
     helpers = plan_with_helpers(planner, request, remote_cmd.reachable(probed))
     result = plan_engines(planner, request, args.engine, llama=helpers)
+    smaller = [] if result.fits else fitting_siblings(args.models, infos, request, args.engine)
     if args.json:
-        json.dump(result.to_dict(), sys.stdout, indent=2)
+        data = result.to_dict()
+        data["other_files_that_fit"] = [{"path": path, "plan": text} for path, text in smaller]
+        json.dump(data, sys.stdout, indent=2)
         print()
     else:
         print_plan(result, sys.stdout)
+        if smaller:
+            sys.stdout.write("\nother files of this model beside it that fit:\n")
+            for path, text in smaller:
+                sys.stdout.write(f"  - {printable_line(path)}: {printable_line(text)}\n")
     if args.load and result.fits and result.settings is not None:
         from engine.cli.plan_apply import load_and_report
 
         return load_and_report(result, sys.stdout)
     return 0 if result.fits else 1
+
+
+def fitting_siblings(models, infos, request: PlanRequest, engine: str) -> list[tuple[str, str]]:
+    """(path, plan summary) for each other quantization of the model beside a single local
+    MODEL that fits `request`, as the window's refusal offers them (engine.session.sibling_files).
+    """
+    if len(models) != 1 or models[0].startswith("hf://"):
+        return []
+    found = []
+    for other in sibling_files(models[0]):
+        try:
+            other_info = read(str(other))
+        except (GGUFError, ValueError, OSError):
+            continue
+        if not same_model(infos[0], other_info):
+            continue
+        plan = plan_engines(Planner([other_info]), request, engine)
+        if plan.fits and plan.choice is not None:
+            c = plan.choice
+            found.append((str(other), f"{c.n_ctx} tokens, {c.offload_summary}"))
+    return found
 
 
 def _gib(n: int | None) -> str:

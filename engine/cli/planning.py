@@ -16,6 +16,7 @@ from engine.cli import numbers
 from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
 from engine.session import (
+    MIN_CONTEXT,
     LoadDecision,
     MachineSnapshot,
     PlanSource,
@@ -101,6 +102,27 @@ def plan_from_command_line(
         print(f"[{printable_line(note)}]", file=err)
     print(f"[{printable_line(decision.name)}: {decision.summary()}]", file=err)
     return decision
+
+
+def fewer_tokens_hint(
+    path: str | Path, machine: MachineSnapshot, *, n_ctx: int, parallel: int
+) -> str:
+    """After `parallel` requests of `n_ctx` tokens each were refused: suggest fewer requests or
+    a shorter context only when that can help, i.e. when the model fits with the load policy's
+    smallest setup (MIN_CONTEXT tokens); '' when even that does not fit (the refusal already said
+    what would: more memory or a smaller file)."""
+    if n_ctx * parallel <= MIN_CONTEXT:
+        return ""
+    try:
+        decision = plan_load(path, machine, RememberedChoice(n_ctx=MIN_CONTEXT))
+    except UnusableModelFile:
+        return ""
+    if not decision.fits:
+        return ""
+    what = [f"fewer --parallel requests than {parallel}"] if parallel > 1 else []
+    if n_ctx > MIN_CONTEXT:
+        what.append(f"a shorter --ctx than {n_ctx}")
+    return f"Try {' or '.join(what)}." if what else ""
 
 
 def machine_with_engine(ready: p.Ready | None) -> MachineSnapshot:

@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.cli import numbers
-from engine.cli.planning import machine_after_start, plan_from_command_line
+from engine.cli.planning import fewer_tokens_hint, machine_after_start, plan_from_command_line
 from engine.cli.speculative_args import add_speculative_arguments, speculative_from
 from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
@@ -34,7 +34,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default: the starter model)")  # fmt: skip
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on "
                         "(default 127.0.0.1; any other needs --api-key)")  # fmt: skip
-    parser.add_argument("--port", type=numbers.tcp_port, default=DEFAULT_PORT)
+    parser.add_argument("--port", type=numbers.tcp_port, default=DEFAULT_PORT,
+                        help="port to listen on (default: %(default)s)")  # fmt: skip
     parser.add_argument(
         "--api-key",
         default=os.environ.get("HEARTH_API_KEY", ""),
@@ -137,8 +138,9 @@ def run(args: argparse.Namespace) -> int:
         decision = plan_from_command_line(model_path, planned, machine, err=sys.stderr,
                                           speculative=speculative)  # fmt: skip
         if decision is None:
-            print(f"Try fewer --parallel requests or a shorter --ctx than {args.ctx}.",
-                  file=sys.stderr)  # fmt: skip
+            hint = fewer_tokens_hint(model_path, machine, n_ctx=args.ctx, parallel=args.parallel)
+            if hint:
+                print(hint, file=sys.stderr)
             return 1
         params = replace(decision.params, n_parallel=args.parallel, n_threads=args.threads,
                          speculative=speculative)  # fmt: skip

@@ -199,7 +199,12 @@ def _status(device: Device, engine: EngineDevice | None, view: EngineView) -> De
     if device.kind == CPU:
         if engine is None:
             return DeviceStatus(device, None, False, None, "The engine reports no CPU device.")
-        return DeviceStatus(device, engine, True, None, "Runs the layers that stay off the GPU.")
+        what = (
+            "Runs the layers that stay off the GPU."
+            if view.gpu_offload
+            else "Runs the whole model: the engine uses no GPU here."
+        )
+        return DeviceStatus(device, engine, True, None, what)
     best = build_for(device)
     if engine is None and best.backend in {BACKEND_NAMES.get(b) for b in view.backends}:
         # The right backend is there and still does not list this GPU: another build won't help.

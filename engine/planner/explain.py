@@ -275,7 +275,7 @@ def _shorter_context(search: Search, miss) -> Alternative | None:
         return None
     n_ctx = search.longest(profile, combo, level, CTX_PAD, config.n_ctx - CTX_PAD)
     choice = choice_of(profile, search.config(profile, combo, level, n_ctx))
-    return Alternative("shorter_context", f"a context of {n_ctx} tokens would fit", choice)
+    return Alternative("shorter_context", f"a context of {n_ctx} tokens", choice)
 
 
 SMALLER_QUANT = ("Q4_K_M", 4.85)  # the usual next step down, and its bits per weight
@@ -296,7 +296,7 @@ def _smaller_quant(search: Search, miss, profiles: list[ModelProfile]) -> Altern
         if budget is not None and mem.total - int(mem.weights * (1 - scale)) > budget:
             return None
     size = gib(int(profile.info.weight_bytes * scale))
-    return Alternative("smaller_quant", f"a {name} file of this model (about {size}) would fit")
+    return Alternative("smaller_quant", f"a {name} file of this model (about {size})")
 
 
 def with_cpu_offload_alternative(plan: Plan, relaxed: Plan) -> Plan:

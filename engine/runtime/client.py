@@ -44,6 +44,11 @@ class EngineCrashed:
 
     @property
     def message(self) -> str:
+        return self.message_for(gpu=True)
+
+    def message_for(self, *, gpu: bool) -> str:
+        """What happened and what to do; `gpu`: whether the model may run on a GPU here (on a
+        machine without one, GPU layers are no advice)."""
         if self.lost_helpers:
             return lost_helper_message(self.lost_helpers)
         code = self.exit_code
@@ -54,9 +59,10 @@ class EngineCrashed:
                 how = f"was killed by signal {-code}"
         else:
             how = f"exited with status {code}"
+        lighter = "fewer GPU layers" if gpu else "a smaller model file"
         return (
             f"The engine process {how}. The app is fine; reload the model to go on. "
-            "If it happens again, try a shorter context or fewer GPU layers."
+            f"If it happens again, try a shorter context or {lighter}."
         )
 
 
@@ -183,6 +189,7 @@ class EngineClient:
         reply_room: int = 0,
         chat_format: str = "",
         speculate: bool = True,
+        continue_last: bool = False,
     ) -> int:
         """Start a generation; returns its request id (carried by its TokenText events)."""
         with self._send_lock:  # ids stay unique with the window and the server both asking
@@ -204,6 +211,7 @@ class EngineClient:
                 reply_room=reply_room,
                 chat_format=chat_format,
                 speculate=speculate,
+                continue_last=continue_last,
             )
         )
         return request_id

@@ -45,8 +45,9 @@ class PromptBuilder:
 
         def count(messages: list) -> int:
             rendered[len(messages)] = self.chat_tokens(
-                messages, command.chat_format, command.tools_json
-            )
+                messages, command.chat_format, command.tools_json,
+                continue_last=command.continue_last,
+            )  # fmt: skip
             return len(rendered[len(messages)])
 
         fitted = fit_conversation(
@@ -66,13 +67,24 @@ class PromptBuilder:
         return rendered[len(fitted.messages)]
 
     def chat_tokens(
-        self, messages: list[p.ChatMessage], chat_format: str = "", tools_json: str = ""
+        self,
+        messages: list[p.ChatMessage],
+        chat_format: str = "",
+        tools_json: str = "",
+        *,
+        continue_last: bool = False,
     ) -> list[int]:
         """`messages` with the model's chat template (or the chosen format) applied, and the
-        tools offered, as tokens."""
+        tools offered, as tokens. `continue_last`: the last message is a reply to go on with:
+        the others are rendered up to the opening of a reply, and its text follows as it is."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
         model = self.model
+        if continue_last and len(messages) > 1 and messages[-1].role == "assistant":
+            opened = self.chat_tokens(messages[:-1], chat_format, tools_json)
+            return opened + model.tokenize(
+                messages[-1].content, add_special=False, parse_special=False
+            )
         if chat_format == p.PLAIN_COMPLETION:
             # A base model continues text: the conversation is one document, no roles.
             return model.tokenize("".join(m.content for m in messages), add_special=True)

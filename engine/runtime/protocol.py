@@ -150,6 +150,9 @@ class Generate:
     # False: decode without speculation even when the model was loaded with it (benchmarks
     # compare both on one load).
     speculate: bool = True
+    # True: the last of `messages` is a reply cut short (an assistant message): the prompt ends
+    # inside it, so the model goes on with it rather than starting a new one.
+    continue_last: bool = False
 
 
 @message

@@ -21,6 +21,7 @@ class FakeEngineClient:
         self.starts = 0
         self._next_request_id = 1
         self._last_lines: tuple[str, ...] = ()
+        self.listeners: list = []  # the API server's, as EngineClient keeps them
         FakeEngineClient.instances.append(self)
 
     # -- EngineClient's interface ---------------------------------------------------------------
@@ -43,6 +44,7 @@ class FakeEngineClient:
         request_id = self._next_request_id
         self._next_request_id += 1
         self._command("generate", (request_id, tuple(messages), sampling, max_tokens))
+        self.continued = fitting.pop("continue_last", False)  # the last Generate's
         self.fitting.append(fitting)  # overflow policy and reply room, as sent
         return request_id
 
@@ -69,6 +71,12 @@ class FakeEngineClient:
     def last_lines(self) -> tuple[str, ...]:
         return self._last_lines
 
+    def add_listener(self, listener) -> None:
+        self.listeners.append(listener)
+
+    def remove_listener(self, listener) -> None:
+        self.listeners.remove(listener)
+
     def _command(self, name: str, arg: Any) -> None:
         if not self.alive:
             raise BrokenPipeError("the engine process is not running")
@@ -81,6 +89,8 @@ class FakeEngineClient:
 
     def emit(self, event: Any) -> None:
         self.on_event(event)
+        for listener in list(self.listeners):
+            listener(event)
 
     def emit_loaded(self, path: str, n_ctx: int = 4096) -> p.ModelLoaded:
         event = model_loaded(path, n_ctx)

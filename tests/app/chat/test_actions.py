@@ -132,7 +132,7 @@ def test_edit_and_resend_branches_and_keeps_the_old(qtbot, bridge, chat, store, 
     _say(qtbot, chat, client, "Capital of Frnace?", "Paris.")
     _say(qtbot, chat, client, "And Spain?", "Madrid.")
     chat.edit_message(2)
-    assert chat.input.toPlainText() == "And Spain?" and chat.notice.isVisible()
+    assert chat.input.toPlainText() == "And Spain?" and chat.edit_notice.isVisible()
     chat.input.setPlainText("And Italy?")
     qtbot.keyClick(chat.input, Qt.Key.Key_Return)
     assert client.commands[-1][1][1][-1] == p.ChatMessage(role="user", content="And Italy?")
@@ -152,7 +152,7 @@ def test_escape_cancels_an_edit(qtbot, bridge, chat, tmp_path):
     _say(qtbot, chat, client, "hi", "hello")
     chat.edit_message(0)
     qtbot.keyClick(chat.input, Qt.Key.Key_Escape)
-    assert not chat.notice.isVisible() and chat.input.toPlainText() == ""
+    assert not chat.edit_notice.isVisible() and chat.input.toPlainText() == ""
 
 
 def test_copy_and_delete_a_message(qtbot, bridge, chat, store, tmp_path):

@@ -27,6 +27,7 @@ from engine.hub.suggestions import CatalogueEntry
 from engine.planner import DeviceBudget, PlanRequest
 from engine.starter_model import STARTER_FILE
 from tests.app.conftest import client_of, open_in_window
+from tests.app.fake_engine import model_loaded
 from tests.engine.gguf.craft import valid_model
 from tests.engine.hub.fake_hub import Cut, FakeHub
 
@@ -190,6 +191,9 @@ def test_download_then_load_and_delete(qtbot, hub, tmp_path, monkeypatch) -> Non
                      Qt.MouseButton.LeftButton)  # fmt: skip
     first = tmp_path / "models" / "org" / "tiny-GGUF" / "tiny-F16-00001-of-00002.gguf"
     assert panel.loaded == [first.resolve()]
+    qtbot.wait(50)
+    assert panel.local.topLevelItem(0).text(4) == "never"  # asked for, not loaded yet
+    panel.local_view.remember_loaded(model_loaded(str(first)))  # the bridge's model_loaded
     qtbot.waitUntil(lambda: panel.local.topLevelItem(0).text(4) != "never", timeout=WAIT_MS)
 
     panel.local.setCurrentItem(panel.local.topLevelItem(0))

@@ -24,3 +24,17 @@ def test_help_says_no_command_opens_the_window_and_documents_model(capsys):
     assert "None of the commands above opens the window" in text
     for command in ("chat", "info", "hw", "plan", "bench"):
         assert f"    {command} " in text
+
+
+def test_serve_help_names_the_default_port(capsys):
+    from engine.server.config import DEFAULT_PORT
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    assert f"(default: {DEFAULT_PORT})" in capsys.readouterr().out
+
+
+def test_info_on_a_missing_local_file_does_not_blame_the_network(tmp_path, capsys):
+    assert main(["info", str(tmp_path / "missing.gguf")]) == 2
+    err = capsys.readouterr().err
+    assert "no such file" in err and "network" not in err

@@ -74,3 +74,26 @@ def test_hearth_chat_refuses_a_model_that_fits_nowhere(tmp_path):
     assert run.returncode == 1
     assert "mixtral.gguf does not fit on this computer" in run.stderr
     assert "more on system RAM" in run.stderr
+
+
+def test_serve_suggests_fewer_tokens_only_where_that_helps(llama, tmp_path):
+    from engine.cli.planning import fewer_tokens_hint
+
+    small_pc = machine(cpu(6))  # the 8B's 4.6 GiB fit, with room for 512 tokens
+    assert fewer_tokens_hint(llama, small_pc, n_ctx=65536, parallel=4) == (
+        "Try fewer --parallel requests than 4 or a shorter --ctx than 65536."
+    )
+    assert fewer_tokens_hint(llama, small_pc, n_ctx=65536, parallel=1) == (
+        "Try a shorter --ctx than 65536."
+    )
+    tiny_pc = machine(cpu(3))  # not even the weights: fewer tokens cannot help
+    assert fewer_tokens_hint(llama, tiny_pc, n_ctx=65536, parallel=4) == ""
+
+
+def test_a_refusal_reads_as_one_sentence(tmp_path):
+    from engine.session import plan_load
+
+    mixtral = write_sparse_gguf(tmp_path / "mixtral.gguf", SHAPES["mixtral-8x7b"], "Q8_0")
+    text = plan_load(mixtral, machine(cpu(30))).refusal()
+    assert "It would fit with a Q4_K_M file of this model (about" in text
+    assert text.count("would fit") == 1, text

@@ -110,3 +110,50 @@ def test_the_hearth_engine_refuses_an_old_gpu(llama_files, capsys):
     assert run(llama_files[1], "--vram", "24", "--engine", "hearth",
                "--compute-capability", "7.5") == 1  # fmt: skip
     assert "compute capability 7.5" in capsys.readouterr().out
+
+
+def _this_machine_has(monkeypatch, free_gib: float) -> None:
+    """This machine, made up: no GPU and `free_gib` of free RAM."""
+    import engine.session
+    from engine.hardware import Detection, Device
+    from engine.hardware.records import CPU
+
+    gib = 1024**3
+    cpu = Device("cpu", "other", "CPU", CPU, ("cpu",), "psutil", int((free_gib + 4) * gib),
+                 int(free_gib * gib))  # fmt: skip
+    snapshot = MachineSnapshot(Detection(devices=(cpu,)))
+    monkeypatch.setattr(engine.session, "snapshot_machine", lambda: snapshot)
+
+
+def test_vram_alone_still_counts_this_machines_ram(synthetic_info, capsys, monkeypatch) -> None:
+    """An 8 GiB card beside 23.6 GiB of free RAM: a 70B at Q4_K_M (40 GiB) fits nowhere."""
+    _this_machine_has(monkeypatch, 23.6)
+    big = synthetic_info("llama3-70b", "Q4_K_M").source
+    assert run(big, "--vram", "8") == 1
+    out = capsys.readouterr().out
+    assert "Plan: nothing fits" in out and "more on system RAM" in out
+    assert run(big, "--vram", "8", "--ram", "64") == 0  # --ram plans for another machine
+
+
+def test_the_smallest_setup_is_the_one_the_window_uses() -> None:
+    from engine.session import MIN_CONTEXT
+
+    parser = argparse.ArgumentParser()
+    plan_cmd.add_arguments(parser)
+    assert parser.parse_args(["m.gguf"]).min_ctx == MIN_CONTEXT == 512
+
+
+def test_nothing_fits_names_the_smaller_file_beside_it(tmp_path, capsys, monkeypatch) -> None:
+    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
+
+    _this_machine_has(monkeypatch, 5.5)
+    big = write_sparse_gguf(tmp_path / "Llama-3-8B-Q8_0.gguf", SHAPES["llama3-8b"], "Q8_0")
+    small = write_sparse_gguf(tmp_path / "Llama-3-8B-Q3_K_M.gguf", SHAPES["llama3-8b"], "Q3_K_M")
+    write_sparse_gguf(tmp_path / "Mistral-Q3_K_M.gguf", SHAPES["mistral-7b"], "Q3_K_M")  # another
+    assert run(str(big)) == 1
+    out = capsys.readouterr().out
+    assert "other files of this model beside it that fit:" in out
+    assert f"  - {small}: " in out and "Mistral" not in out
+    assert run(str(big), "--json") == 1
+    (found,) = json.loads(capsys.readouterr().out)["other_files_that_fit"]
+    assert found["path"] == str(small)

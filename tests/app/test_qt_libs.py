@@ -1,4 +1,4 @@
-"""`make run`'s check of the system libraries Qt's X11 plugin needs: what ldd cannot find, and
+"""The launcher's check of the system libraries Qt's X11 plugin needs: what ldd cannot find, and
 the one command that installs it."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from installers import check_qt_libs as check
+from app import qt_libs as check
 
 # ldd on PySide6 6.11's libqxcb.so on a minimal Debian 12 (this project's machine), shortened
 LDD = """\
@@ -94,8 +94,20 @@ def test_main_is_quiet_when_all_is_there_or_another_platform_is_chosen(monkeypat
 
 def test_the_readme_lists_every_x11_library_the_check_knows():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    command = readme[readme.index("sudo apt-get install libxcb") :].split("```")[0]
+    command = readme[readme.index("apt-get install libxcb") :].split("```")[0]
+    assert "sudo apt-get install libxcb" not in readme  # a container has no sudo: "as root"
     words = set(command.replace("\\", " ").split())
     x11 = {debian for soname, (debian, _f, _a) in check.PACKAGES.items() if "xcb" in soname}
     assert x11 <= words, sorted(x11 - words)
     assert "nvcc" in readme and "hipcc" in readme and "glslc" in readme
+
+
+def test_the_launcher_checks_before_it_imports_qt(monkeypatch):
+    """`hearth` started directly (not only `make run`): the check comes before the window."""
+    import app.launcher
+
+    monkeypatch.setattr(check, "main", lambda *a, **k: 1)
+    monkeypatch.setattr(
+        "app.shell.gui_main.run_gui", lambda *_: pytest.fail("the window opened without Qt")
+    )
+    assert app.launcher.main([]) == 1

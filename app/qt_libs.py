@@ -1,5 +1,7 @@
-"""Before `make run` opens the window: are the system libraries Qt's X11 (xcb) platform plugin
-needs installed? If not, say which are missing and print the one command that installs them.
+"""Before the window opens (`hearth`, `make run`): are the system libraries Qt's X11 (xcb)
+platform plugin needs installed? If not, say which are missing and print the one command that
+installs them. The launcher asks before it imports Qt, which would abort with only "Could not
+load the Qt platform plugin "xcb"".
 
 PySide6's wheels bring Qt but not the X11 client libraries. Without them the window does not
 open and Qt says only "Could not load the Qt platform plugin "xcb"". The list is what
@@ -118,11 +120,11 @@ def report(missing: list[str], family: str | None) -> str:
     ]
     command = install_command(missing, family)
     if command:
-        lines += ["Install them with:", f"  {command}", "then run `make run` again."]
+        lines += ["Install them with:", f"  {command}", "then start Hearth again."]
     else:
         lines += [
             "Install the packages that provide them (your distribution's package search finds "
-            "them by file name), then run `make run` again."
+            "them by file name), then start Hearth again."
         ]
     return "\n".join(lines)
 
