@@ -191,12 +191,16 @@ def load_rot4_halves(row0, q_ptr, scale_ptr, min_ptr, P: tl.constexpr, D: tl.con
         scale = tl.reshape(tl.broadcast_to(scale[:, :, None], (P, NGROUP, 16)), (P, D // 2))
         lo = tl.reshape(tl.broadcast_to(lo[:, :, None], (P, NGROUP, 16)), (P, D // 2))
         even, odd = rot4_codes_f16(b, ASM, False)
-        return tl.fma(even, scale, lo), tl.fma(odd, scale, lo)
-    gi = tl.arange(0, NGROUP)
-    group_rows = t[:, None] * NGROUP + gi[None, :]
-    i = tl.arange(0, 16)
-    b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
-    even, odd = rot4_codes_f16(b, ASM, True)
-    even = tl.fma(even, scale[:, :, None], lo[:, :, None])
-    odd = tl.fma(odd, scale[:, :, None], lo[:, :, None])
-    return tl.reshape(even, (P, D // 2)), tl.reshape(odd, (P, D // 2))
+        even = tl.fma(even, scale, lo)
+        odd = tl.fma(odd, scale, lo)
+    else:
+        # an else, not an early return: the compiler (unlike the interpreter) also builds the
+        # statements after a return inside a compile-time branch, with scale reshaped above
+        gi = tl.arange(0, NGROUP)
+        group_rows = t[:, None] * NGROUP + gi[None, :]
+        i = tl.arange(0, 16)
+        b = tl.load(q_ptr + (group_rows * 16)[:, :, None] + i[None, None, :])
+        even, odd = rot4_codes_f16(b, ASM, True)
+        even = tl.reshape(tl.fma(even, scale[:, :, None], lo[:, :, None]), (P, D // 2))
+        odd = tl.reshape(tl.fma(odd, scale[:, :, None], lo[:, :, None]), (P, D // 2))
+    return even, odd

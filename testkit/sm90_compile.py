@@ -1,0 +1,138 @@
+"""Compile the decode attention and the KV write for sm_90 on a machine without a GPU.
+
+    python -m testkit.sm90_compile [K/V ...]
+
+Each K/V pair (all the engine offers when none is named) as PagedKVCache launches it on a
+Hopper GPU at Llama 3 8B's shape (32 query heads on 8 KV heads of 128, pages of 64, one
+token, positions read on the device, chained launches): the split kernel with the default
+AttentionTuning, the reduce, and the KV write, compiled by Triton's bundled ptxas. Triton's
+interpreter (the CPU tests) never compiles, so a kernel that only the compiler rejects
+passes there; this is the cheap check before a device run, and CI's (tests/kernels/
+test_attention_compiles.py). Prints each kernel's warps and shared memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
+from kernels.decode_launch import REDUCE_MAX_CHUNK, AttentionTuning
+from kernels.kv_formats import K_ONLY_FORMATS, KV_FORMATS, kivi_group
+from kernels.kv_tiles import FORMAT_CODES
+from kernels.kv_write import kv_write_kernel
+
+TARGET = GPUTarget("cuda", 90, 32)
+# Llama 3 8B: query heads, KV heads, head dim; the engine's page size
+HQ, HKV, D, PAGE = 32, 8, 128, 64
+# each format's q, scale and min planes (kv_cache._allocate; q in place of an absent plane)
+PLANES = {
+    "f16": ("*fp16", "*fp16", "*fp16"),
+    "q8": ("*i8", "*fp16", "*i8"),
+    "rot4": ("*u8", "*fp16", "*fp16"),
+    "rot2": ("*u8", "*fp16", "*fp16"),
+    "kivi4": ("*u8", "*fp16", "*fp16"),
+}
+POINTERS = {
+    "q_ptr": "*fp16", "acc_ptr": "*fp32", "m_ptr": "*fp32", "l_ptr": "*fp32",
+    "block_table_ptr": "*i32", "lengths_ptr": "*i32", "positions_ptr": "*i32",
+    "signs_ptr": "*fp32", "k_open_ptr": "*fp16", "open_ptr": "*fp16", "open_page_ptr": "*i32",
+    "open_slots_ptr": "*i32", "out_ptr": "*fp16", "k_ptr": "*fp16", "v_ptr": "*fp16",
+    "inv_freq_ptr": "*fp32", "qk_scale": "fp32", "mscale": "fp32",
+}  # fmt: skip
+ALL_PAIRS = [(k, v) for k in KV_FORMATS for v in KV_FORMATS if v not in K_ONLY_FORMATS]
+
+
+def _compile(fn, consts: dict, types: dict, options: dict):
+    signature = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
+    # pointers as Triton's launch specializes them: 16-byte aligned (the min planes of rot4 and
+    # rot2 are not: they start a row's scales past the scale plane)
+    aligned = [
+        i for i, a in enumerate(fn.arg_names)
+        if signature[a][0] == "*" and a not in ("km_ptr", "vm_ptr")
+    ]  # fmt: skip
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
+    return triton.compile(src, target=TARGET, options=options)
+
+
+def _planes(k_format: str, v_format: str) -> dict:
+    types = dict(POINTERS)
+    for role, fmt in (("k", k_format), ("v", v_format)):
+        for name, t in zip("qsm", PLANES[fmt], strict=True):
+            types[f"{role}{name}_ptr"] = t
+    return types
+
+
+def compile_split(k_format: str, v_format: str, tuning: AttentionTuning | None = None):
+    """The split kernel as PagedKVCache.attend launches it for one token (CUDA graph: positions
+    on the device) with chained launches on a Hopper GPU."""
+    tuning = tuning or AttentionTuning()
+    consts = dict(
+        HQ=HQ, HKV=HKV, G=HQ // HKV, T=1, G_PAD=16, D=D, LOG2D=D.bit_length() - 1, P=PAGE,
+        K_FMT=FORMAT_CODES[k_format], V_FMT=FORMAT_CODES[v_format], POSITIONS=True, ASM=True,
+        KG=kivi_group(PAGE), LAUNCH_DEPENDENTS=tuning.overlap_reduce,
+        MASK_TAIL=tuning.masks_tail(k_format, v_format), WAIT_PRIOR=tuning.chain_launches,
+    )  # fmt: skip
+    options = {"num_warps": tuning.warps(k_format, v_format), "num_stages": tuning.num_stages}
+    return _compile(decode_split_kernel, consts, _planes(k_format, v_format), options)
+
+
+def compile_reduce(v_rotated: bool, tuning: AttentionTuning | None = None):
+    """The reduce as launch_decode launches it after the split kernel (overlapped, chained)."""
+    tuning = tuning or AttentionTuning()
+    consts = dict(
+        HQ=HQ, D=D, LOG2D=D.bit_length() - 1, CHUNK=REDUCE_MAX_CHUNK, V_ROTATED=v_rotated,
+        WAIT_PRIMARY=tuning.overlap_reduce, LAUNCH_NEXT=tuning.chain_launches,
+    )  # fmt: skip
+    options = {"num_warps": tuning.reduce_warps or 8}
+    return _compile(decode_reduce_kernel, consts, POINTERS, options)
+
+
+def compile_write(k_format: str, v_format: str):
+    """The KV write of one decode token (RoPE applied, positions on the device; kivi4 straight
+    into the open page)."""
+    consts = dict(
+        HKV=HKV, HKV_PAD=triton.next_power_of_2(HKV), D=D, LOG2D=D.bit_length() - 1, P=PAGE,
+        K_FMT=FORMAT_CODES[k_format], V_FMT=FORMAT_CODES[v_format], ROPE=True, N_ROT=D,
+        NEOX=False, POSITIONS=True, KIVI_DIRECT=k_format == "kivi4", LAUNCH_DEPENDENTS=True,
+    )  # fmt: skip
+    return _compile(kv_write_kernel, consts, _planes(k_format, v_format), {"num_warps": 4})
+
+
+def _usage(kernel) -> str:
+    return f"{kernel.metadata.num_warps} warps, shared {kernel.metadata.shared} B"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("pairs", nargs="*", help="K/V pairs, e.g. rot4/rot4 (default: all)")
+    args = parser.parse_args(argv)
+    pairs = [tuple(p.split("/")) for p in args.pairs] or ALL_PAIRS
+    failed = 0
+    jobs = [(f"split {k}/{v}", compile_split, (k, v)) for k, v in pairs]
+    jobs += [(f"write {k}/{v}", compile_write, (k, v)) for k, v in pairs]
+    jobs += [(f"reduce V {'rotated' if r else 'plain'}", compile_reduce, (r,)) for r in (0, 1)]
+    for name, build, build_args in jobs:
+        start = time.perf_counter()
+        try:
+            kernel = build(*build_args)
+        except Exception as error:  # report every kernel, then fail
+            failed += 1
+            print(f"{name}: FAILED {type(error).__name__}: {error}", flush=True)
+            cause = error.__cause__
+            while cause is not None:
+                print(f"  caused by {type(cause).__name__}: {cause}", flush=True)
+                cause = cause.__cause__
+            continue
+        took = time.perf_counter() - start
+        print(f"{name}: compiled in {took:.1f} s ({_usage(kernel)})", flush=True)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
