@@ -58,6 +58,8 @@ def load(path, paged: bool = False) -> tuple[Transformer, TorchKVCache]:
         device="cuda",
     )
     if paged:
+        if config.head_dim < 32:  # kernels' paged cache takes heads of 32 to 256 values
+            pytest.skip(f"head size {config.head_dim}: the paged cache needs 32 or more")
         return model, PagedCacheAdapter(**dims, k_format="f16", v_format="f16")
     return model, TorchKVCache(**dims)
 
