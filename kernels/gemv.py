@@ -56,9 +56,9 @@ class GemvConfig:
     path: str = "float"  # "float" (dequantize to floats) or "dp4a" (8-bit x, integer dots)
     # dp4a on sm_90+: a chained launch (programmatic dependent launch): the GEMV may start
     # while the kernel before it runs, loads its first weights, then waits for x
-    # (gemv_dp4a's GDC). The name is the one engine/hearth/ops.py sets (HEARTH_GEMV_PIPELINED).
-    pipelined: bool = False
-    # dp4a, pipelined: let the next kernel start as soon as every program has started, not
+    # (gemv_dp4a's GDC); engine/hearth/ops.py turns it off with HEARTH_GEMV_CHAINED=0.
+    chained: bool = False
+    # dp4a, chained: let the next kernel start as soon as every program has started, not
     # once each has computed (EARLY_NEXT)
     early_next: bool = False
     # dp4a: K split so that every program computes one step of `whole_steps` super-blocks
@@ -69,10 +69,10 @@ class GemvConfig:
     rows_in_thread: bool = False
     # dp4a: the config for rows longer than one step of this one (ffn_down's 14336 inputs),
     # so that one config (what default_config gives a caller) can serve every shape; it keeps
-    # this one's `pipelined` and `early_next`; None: this config for every row length
+    # this one's `chained` and `early_next`; None: this config for every row length
     long_rows: GemvConfig | None = None
     # dp4a: the config for matrices of at least `tall_from` output rows whose rows are one step
-    # of this one (gate/up, 14336 and 28672 rows), likewise keeping this one's `pipelined` and
+    # of this one (gate/up, 14336 and 28672 rows), likewise keeping this one's `chained` and
     # `early_next`; None: this config whatever the row count
     tall_rows: GemvConfig | None = None
     tall_from: int = 0
@@ -93,9 +93,9 @@ def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
     14336) take a K loop, each step's weights loaded after the step before (`long_rows`):
     Q4_K in steps of 8 super-blocks, Q6_K of 16."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
-        step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", pipelined=True, early_next=True,
+        step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", chained=True, early_next=True,
                           num_warps=2, one_step=True)  # fmt: skip
-        loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", pipelined=True, early_next=True)
+        loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", chained=True, early_next=True)
         if fmt == "Q6_K":
             return dataclasses.replace(
                 step, long_rows=dataclasses.replace(loop, blocks_per_tile=16)
@@ -210,9 +210,9 @@ def dp4a_plan(cfg: GemvConfig, n_out: int, n_in: int, n_rows_x: int, n_sm: int, 
     n_blocks = n_in // 256
     if cfg.long_rows is not None and n_blocks > cfg.blocks_per_tile:
         # the launch flags stay the caller's (the engine turns PDL off with its own switch)
-        cfg = dataclasses.replace(cfg.long_rows, pipelined=cfg.pipelined, early_next=cfg.early_next)
+        cfg = dataclasses.replace(cfg.long_rows, chained=cfg.chained, early_next=cfg.early_next)
     elif cfg.tall_rows is not None and n_out >= cfg.tall_from:
-        cfg = dataclasses.replace(cfg.tall_rows, pipelined=cfg.pipelined, early_next=cfg.early_next)
+        cfg = dataclasses.replace(cfg.tall_rows, chained=cfg.chained, early_next=cfg.early_next)
     n_row_tiles = triton.cdiv(n_out, cfg.block_n)
     if cfg.one_step:
         cfg = dataclasses.replace(cfg, blocks_per_tile=whole_steps(n_blocks, cfg.blocks_per_tile))

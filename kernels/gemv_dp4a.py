@@ -308,7 +308,7 @@ def launch(w, x, xq, out, part, count, plan, cfg) -> None:
     """One launch over every tile of plan (split-K) for x [B, K] (xq: x's 8-bit form or None:
     quantized here, in a launch of its own)."""
     n_tiles = triton.cdiv(w.n_out, cfg.block_n) * x.shape[0] * plan.splits
-    gdc = cfg.pipelined and has_dependent_launch(x.device)
+    gdc = cfg.chained and has_dependent_launch(x.device)
     xq = xq or quantize_activation(x, let_next_start=gdc)
     extra = {"launch_pdl": True} if gdc else {}
     dp4a_gemv_kernel[(n_tiles,)](

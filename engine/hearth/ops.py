@@ -452,14 +452,13 @@ class KernelsOps(TorchOps):
         # read half the activation bytes; the residual stream and the logits stay float32
         self.activation_dtype = self._gemm_dtype
         self._ropes: dict[RopeTable, object] = {}
-        # gemv's pipelined integer GEMV (weights fetched a step ahead; a programmatic dependent
-        # launch that starts while the previous kernel ends) on sm_90+, gemv's default: an 8B
-        # decode step replayed in 2.762 ms, not 2.881, with its first version (H100,
-        # docs/performance.md); HEARTH_GEMV_PIPELINED=0 turns it off
+        # gemv's chained integer GEMV on sm_90+, gemv's default: a programmatic dependent
+        # launch that starts while the kernel before it ends and loads its first weights before
+        # it waits for x (docs/kernels.md); HEARTH_GEMV_CHAINED=0 turns it off
         from kernels.act_quant import has_griddepcontrol
 
-        self.pipelined_gemv = has_griddepcontrol(self.device) and (
-            os.environ.get("HEARTH_GEMV_PIPELINED", "1") != "0"
+        self.chained_gemv = has_griddepcontrol(self.device) and (
+            os.environ.get("HEARTH_GEMV_CHAINED", "1") != "0"
         )
 
     def prepare(self, w: QuantWeight):
@@ -487,14 +486,14 @@ class KernelsOps(TorchOps):
         return self._k.quantize_activation(x) if self._integer_readers(rows, weights) > 1 else None
 
     def _gemv_config(self, w, rows: int):
-        """gemv's default config, which is the pipelined integer GEMV (weights fetched a step
-        ahead, a programmatic dependent launch) at one row; without `pipelined_gemv` (before
-        sm_90, or HEARTH_GEMV_PIPELINED=0) the same tiles launched plainly."""
+        """gemv's default config, which is the chained integer GEMV (a programmatic dependent
+        launch) at one row; without `chained_gemv` (before sm_90, or HEARTH_GEMV_CHAINED=0) the
+        same tiles launched plainly."""
         from kernels.gemv import default_config
 
         config = default_config(w.fmt.name, rows)
-        if config.path == "dp4a" and config.pipelined and not self.pipelined_gemv:
-            return dataclasses.replace(config, pipelined=False, early_next=False)
+        if config.path == "dp4a" and config.chained and not self.chained_gemv:
+            return dataclasses.replace(config, chained=False, early_next=False)
         return config
 
     def _integer_readers(self, rows: int, weights: list) -> int:

@@ -23,9 +23,9 @@ from tests.kernels.conftest import relative_error
 
 EXACT = 5e-4  # against x' @ W.T: float32 sums, and a rare rounding tie decided the other way
 ACTIVATION_ERROR = 2e-2  # against x @ W.T: 8-bit x costs 0.3-0.9% on these random weights
-ONE_STEP = GemvConfig(4, 16, 1, path="dp4a", pipelined=True, early_next=True, one_step=True)
+ONE_STEP = GemvConfig(4, 16, 1, path="dp4a", chained=True, early_next=True, one_step=True)
 # a K loop of 2 super-blocks a step, chained: long_rows' loop, at the interpreter's sizes
-LOOP_PDL_4X2 = GemvConfig(4, 2, 1, path="dp4a", pipelined=True, early_next=True)
+LOOP_PDL_4X2 = GemvConfig(4, 2, 1, path="dp4a", chained=True, early_next=True)
 # every way the engine's configs cut the work, at the interpreter's sizes (40 x 2048 on its 4
 # "SMs" takes split-K in the K loops)
 CONFIGS = {
@@ -36,8 +36,8 @@ CONFIGS = {
     "default": gemv.default_config("Q4_K", 1),
     "default-q6_k": gemv.default_config("Q6_K", 1),
     # chained, the next launch let start once the last step is computed (not early)
-    "chained-16x1": GemvConfig(16, 1, 1, path="dp4a", pipelined=True),
-    "chained-4x16": GemvConfig(4, 16, 1, path="dp4a", pipelined=True),
+    "chained-16x1": GemvConfig(16, 1, 1, path="dp4a", chained=True),
+    "chained-4x16": GemvConfig(4, 16, 1, path="dp4a", chained=True),
     # K split into one step per program (whole_steps), with and without the early next launch
     "onestep-4x4": GemvConfig(4, 4, 1, path="dp4a", one_step=True),
     "onestep-early-4x16": ONE_STEP,
@@ -261,9 +261,9 @@ def test_the_plan_by_row_length():
     chosen, plan = gemv.dp4a_plan(cfg, 4096, 14336, 1, 132, True)
     assert chosen.num_warps == 2 and (plan.splits, plan.blocks_per_split) == (7, 8)
     assert plan.even
-    plain = dataclasses.replace(cfg, pipelined=False, early_next=False)
+    plain = dataclasses.replace(cfg, chained=False, early_next=False)
     chosen, _ = gemv.dp4a_plan(plain, 4096, 14336, 1, 132, True)
-    assert not chosen.pipelined and not chosen.early_next
+    assert not chosen.chained and not chosen.early_next
 
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
@@ -283,11 +283,11 @@ def test_the_plan_takes_eight_rows_a_program_for_tall_q4_k_matrices():
     assert (tall.block_n, tall.rows_in_thread, tall.num_warps) == (8, True, 2)
     assert gemv.dp4a_plan(cfg, 6144, 4096, 1, 132, True)[0].block_n == 4
     assert gemv.dp4a_plan(cfg, 28672, 14336, 1, 132, True)[0] == dataclasses.replace(
-        cfg.long_rows, pipelined=cfg.pipelined, early_next=cfg.early_next
+        cfg.long_rows, chained=cfg.chained, early_next=cfg.early_next
     )
-    plain = dataclasses.replace(cfg, pipelined=False, early_next=False)
+    plain = dataclasses.replace(cfg, chained=False, early_next=False)
     chosen, _ = gemv.dp4a_plan(plain, 14336, 4096, 1, 132, True)
-    assert chosen.block_n == 8 and not chosen.pipelined and not chosen.early_next
+    assert chosen.block_n == 8 and not chosen.chained and not chosen.early_next
     assert gemv.default_config("Q6_K", 1).tall_rows is None
 
 

@@ -140,15 +140,15 @@ def test_paged_cache_matches_the_same_formats_simulated_in_torch(tmp_path):
     np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
 
 
-def test_the_pipelined_gemv_computes_what_the_default_does(tmp_path, monkeypatch):
-    """gemv's pipelined variant (on by default on sm_90+ only: off here) forced on in the
+def test_the_chained_gemv_computes_what_the_default_does(tmp_path, monkeypatch):
+    """gemv's chained variant (on by default on sm_90+ only: off here) forced on in the
     interpreter: the same logits up to float32 summation order."""
     path = write_tiny_gguf(tmp_path / "qwen3.gguf", tiny_spec("qwen3", n_layer=2))
     monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
     plain = KernelsOps(DEVICE)
-    assert not plain.pipelined_gemv  # no programmatic dependent launch on the CPU
-    pipelined = KernelsOps(DEVICE)
-    pipelined.pipelined_gemv = True
+    assert not plain.chained_gemv  # no programmatic dependent launch on the CPU
+    chained = KernelsOps(DEVICE)
+    chained.chained_gemv = True
     expected = test_forward.run_engine(path, ops=plain)
-    got = test_forward.run_engine(path, ops=pipelined)
+    got = test_forward.run_engine(path, ops=chained)
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
