@@ -25,6 +25,7 @@ class ChatHeader(QWidget):
         self.title = QLabel("New chat")
         self.title.setObjectName("chatTitle")
         self.title.setTextFormat(Qt.TextFormat.PlainText)  # a title is the person's own words
+        self.title.setMinimumWidth(1)  # a long title is cut, never a reason to widen the page
         self.template_warning = QLabel("⚠ Chat template refused")
         self.template_warning.setObjectName("templateWarning")
         self.template_warning.setTextFormat(Qt.TextFormat.PlainText)

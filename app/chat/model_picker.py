@@ -50,7 +50,10 @@ class ModelPicker(QComboBox):
         named(self, "Model")
         self.setObjectName("modelPicker")
         self.setToolTip("The model this chat talks to; choose another to load it")
-        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        # a long file name must not widen the header (the chat list and the settings drawer
+        # give way to the header's minimum): the box keeps ~8 characters, the list shows all
+        self.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.setMinimumContentsLength(8)
         self._loaded: Path | None = None
         self._scan: Callable[[], Sequence[LocalModel]] | None = None
         self._request: Callable[[], PlanRequest | None] = lambda: None

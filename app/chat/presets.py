@@ -132,7 +132,11 @@ class PresetPicker(QWidget):
         self.combo.setAccessibleName("Chat preset")
         self.combo.setToolTip("A preset sets the system prompt and sampling (and, if it says so, "
                               "how the model is loaded)")  # fmt: skip
-        self.combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        # a long preset name must not widen the header: the box keeps ~6 characters
+        self.combo.setSizeAdjustPolicy(
+            QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon
+        )
+        self.combo.setMinimumContentsLength(6)
         self.actions_button = QToolButton()
         self.actions_button.setObjectName("presetActions")
         self.actions_button.setText("⋯")

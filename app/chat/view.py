@@ -85,6 +85,8 @@ def settings_drawer(panel: QWidget, parent: QWidget) -> QScrollArea:
     drawer.setFrameShape(QFrame.Shape.NoFrame)
     drawer.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
     drawer.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+    named(drawer.horizontalScrollBar(), "Scroll the chat settings sideways")
+    named(drawer.verticalScrollBar(), "Scroll the chat settings")
     full = panel.sizeHint().width() + drawer.verticalScrollBar().sizeHint().width()
     drawer.setMaximumWidth(full)
     drawer.setMinimumWidth(1)  # set, so the layout does not take the scroll bars' width as least
