@@ -84,6 +84,10 @@ def create_app(state: ServerState) -> FastAPI:
             message = f"There is no {request.method} {request.url.path[:100]} here; see /docs."
         elif exc.status_code == 405:
             message = f"{request.url.path[:100]} does not take {request.method}; see /docs."
+        # a client asking for a route that is not here is worth seeing in the log too
+        state.start_job(request, request.url.path[:100], "", False).finish(
+            exc.status_code, [], note=message
+        )
         return JSONResponse(error_body(request.url.path, exc.status_code, message),
                             status_code=exc.status_code, headers=exc.headers)  # fmt: skip
 

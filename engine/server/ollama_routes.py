@@ -82,7 +82,9 @@ async def version() -> dict[str, str]:
 
 @router.get("/tags")
 async def tags(request: Request) -> dict[str, Any]:
-    model = state_of(request).link.model
+    state = state_of(request)
+    model = state.link.model
+    state.start_job(request, "/api/tags", "", False).finish(200, [])
     return {"models": [_model_entry(model)] if model else []}
 
 

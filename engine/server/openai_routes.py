@@ -33,7 +33,14 @@ router = APIRouter(prefix="/v1", tags=["OpenAI"])
 
 @router.get("/models")
 async def list_models(request: Request) -> dict[str, Any]:
-    model = state_of(request).link.require_model()
+    state = state_of(request)
+    job = state.start_job(request, "/v1/models", "", False)
+    try:
+        model = state.link.require_model()
+    except APIError as error:
+        job.finish(error.status, [], note=error.message)
+        raise
+    job.finish(200, [])
     return {"object": "list", "data": [_model_card(model)]}
 
 

@@ -27,13 +27,15 @@ class RequestRecord:
     first_token_seconds: float
     stream: bool
     note: str = ""  # the error message or stop reason
+    # the engine's own decode time (after the first token): never the time a request waited
+    # in the server's queue or for the worker
+    decode_seconds: float = 0.0
 
     @property
     def tokens_per_second(self) -> float:
-        decode = self.seconds - self.first_token_seconds
         return (
-            (self.completion_tokens - 1) / decode
-            if self.completion_tokens > 1 and decode > 0
+            (self.completion_tokens - 1) / self.decode_seconds
+            if self.completion_tokens > 1 and self.decode_seconds > 0
             else 0.0
         )
 

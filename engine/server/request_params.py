@@ -3,8 +3,10 @@ can send is checked here, and a value out of bounds gets a 400 saying the bound.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
+from engine.paths import data_dir
 from engine.runtime import protocol as p
 from engine.server.config import Limits
 from engine.server.errors import APIError
@@ -91,16 +93,52 @@ def served_model_id(model_path: str) -> str:
     return name[: -len(".gguf")] if name.lower().endswith(".gguf") else name
 
 
+_SPLIT_PART = re.compile(r"-\d{5}-of-\d{5}$", re.IGNORECASE)
+_QUANT = re.compile(
+    r"(?:^|[-_.])((?:IQ|Q)\d_[A-Z0-9_]+|Q\d_\d|F16|BF16|F32|MXFP4(?:_MOE)?)$", re.IGNORECASE
+)
+
+
+def model_names(model_path: str, library: Path | None = None) -> tuple[str, ...]:
+    """Every name a client may use for the model at `model_path`, lower-cased, as the Library
+    shows and people type them: the file name with or without `.gguf` (a split set's without its
+    `-00001-of-00003`); for a file the Library downloaded (models/OWNER/REPO/FILE) or the Hugging
+    Face cache holds (models--OWNER--REPO/snapshots/REV/FILE) also OWNER/REPO, OWNER/REPO/FILE and
+    Ollama's REPO:QUANT and OWNER/REPO:QUANT. `library`: the models folder (the default one
+    where None). Pure: the names are compared, never opened."""
+    path = Path(model_path)
+    stem = served_model_id(model_path)
+    stem = _SPLIT_PART.sub("", stem)
+    names = [stem, f"{stem}.gguf"]
+    repo = _repo_of(path, library if library is not None else data_dir() / "models")
+    if repo:
+        names += [repo, f"{repo}/{path.name}", f"{repo}/{stem}"]
+        quant = _QUANT.search(stem)
+        if quant:
+            names += [f"{repo}:{quant.group(1)}", f"{repo.split('/')[1]}:{quant.group(1)}"]
+    return tuple(dict.fromkeys(n.lower() for n in names))
+
+
+def _repo_of(path: Path, library: Path) -> str:
+    """OWNER/REPO where the path's folders say it ("" where they do not)."""
+    for part in path.parts:
+        if part.startswith("models--") and part.count("--") == 2:
+            _, owner, repo = part.split("--")
+            return f"{owner}/{repo}"
+    if len(path.parts) >= 3 and path.parent.parent.parent == library:
+        return f"{path.parts[-3]}/{path.parts[-2]}"
+    return ""
+
+
 def check_model_name(requested: str, loaded: p.ModelLoaded) -> str:
-    """The served model's id, if `requested` names it (or names nothing); 404 otherwise.
-    A name is only ever compared with the loaded model's: never opened as a path."""
+    """The served model's id, if `requested` names it (or names nothing: model_names gives
+    every name it goes by); 404 otherwise. A name is only ever compared with the loaded model's:
+    never opened as a path."""
     served = served_model_id(loaded.path)
     name = requested.strip()
     if name.endswith(":latest"):  # Ollama clients add the tag
         name = name[: -len(":latest")]
-    if name.lower().endswith(".gguf"):
-        name = name[: -len(".gguf")]
-    if not name or name.lower() == served.lower():
+    if not name or name.lower() in model_names(loaded.path):
         return served
     raise APIError(
         404,

@@ -64,5 +64,6 @@ class Job:
                 first_token_seconds=min((s.time_to_first_token for s in stats), default=0.0),
                 stream=self.stream,
                 note=note[:200],
+                decode_seconds=max((s.decode_seconds for s in stats), default=0.0),
             )
         )
