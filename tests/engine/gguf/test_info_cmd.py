@@ -64,7 +64,7 @@ def test_bad_file_exits_2_with_the_message(
 
 def test_missing_file_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert run("/no/such/model.gguf") == 2
-    assert "does not exist" in capsys.readouterr().err
+    assert "no such file" in capsys.readouterr().err
 
 
 def test_hub_model_spec(
