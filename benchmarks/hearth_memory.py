@@ -86,7 +86,7 @@ class Engine:
     def new_cache(self, n_ctx: int, type_k: str, type_v: str):
         """The cache the driver builds for these types on this device (cache_layout.py)."""
         from engine.hearth.cache_layout import cache_layout
-        from engine.hearth.kv_cache import new_kv_cache
+        from engine.hearth.caches import new_kv_cache
 
         cfg = self.config
         layout = cache_layout(type_k, type_v, kernels_on_gpu=self.device.startswith("cuda"))

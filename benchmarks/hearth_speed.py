@@ -82,7 +82,7 @@ def new_cache(model: Transformer, kv: str, n_ctx: int):
     """The cache the engine builds on this GPU for `kv` ("rot4" or "kivi4/rot4"): the same rule
     (engine/hearth/cache_layout.py) and the same factory as the driver."""
     from engine.hearth.cache_layout import cache_layout
-    from engine.hearth.kv_cache import new_kv_cache
+    from engine.hearth.caches import new_kv_cache
 
     cfg = model.config
     k_format, _, v_format = kv.removeprefix("paged-").partition("/")

@@ -18,8 +18,6 @@ from collections.abc import Callable
 
 import torch
 
-from engine.hearth.cache_layout import CacheLayout
-
 Codec = Callable[[torch.Tensor], torch.Tensor]
 
 
@@ -120,28 +118,6 @@ class TorchKVCache:
         if slots is None or slots.numel() < n:
             slots = self._slot_ids = torch.arange(self.n_ctx, device=device)
         return slots[:n]
-
-
-def new_kv_cache(
-    layout: CacheLayout,
-    *,
-    n_layer: int,
-    n_head_kv: int,
-    head_dim: int,
-    n_ctx: int,
-    device: torch.device | str,
-):
-    """The cache `layout` names (engine/hearth/cache_layout.py): the one factory the driver and
-    the benchmarks build caches with."""
-    dims = dict(n_layer=n_layer, n_head_kv=n_head_kv, head_dim=head_dim, n_ctx=n_ctx)
-    if layout.paged:
-        from engine.hearth.paged_cache import PagedCacheAdapter
-
-        return PagedCacheAdapter(
-            **dims, device=device, k_format=layout.type_k, v_format=layout.type_v
-        )
-    dtype = torch.float16 if layout.plain_element_bytes == 2 else torch.float32
-    return TorchKVCache(**dims, device=device, dtype=dtype)
 
 
 def attention_with_sinks(

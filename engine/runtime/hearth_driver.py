@@ -350,7 +350,7 @@ class HearthContext:
 def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
     """The cache engine/hearth/cache_layout.py names for this pair on this device."""
     from engine.hearth.cache_layout import CacheUnavailable, cache_layout
-    from engine.hearth.kv_cache import new_kv_cache
+    from engine.hearth.caches import new_kv_cache
 
     kernels_on_gpu = hearth.ops.name == "kernels" and hearth.device != "cpu"
     try:

@@ -54,7 +54,7 @@ class StandInLink:
         yield p.TokenText(request_id=1, text="ok")
         yield p.GenerationDone(request_id=1, stop_reason="eos", stats=STATS)
 
-    async def embed(self, inputs, timeout_s):
+    async def embed(self, inputs, timeout_s, query: str = ""):
         return p.Embedded(request_id=1, vectors=tuple((1.0, 0.0) for _ in inputs), n_tokens=1)
 
     async def status(self, timeout: float = 5.0):

@@ -28,7 +28,7 @@ class RecordingClient(StandInClient):
     def abort_hung(self):
         self.aborted += 1
 
-    def embed(self, inputs):
+    def embed(self, inputs, query: str = ""):
         self.embedded.append(inputs)
         return 100 + len(self.embedded)
 

@@ -238,7 +238,7 @@ def test_an_embedding_request_whose_client_goes_away_is_cancelled():
     class SlowEmbeddings(StandInLink):
         cancelled = False
 
-        async def embed(self, inputs, timeout_s):
+        async def embed(self, inputs, timeout_s, query: str = ""):
             try:
                 await asyncio.Event().wait()
             except asyncio.CancelledError:

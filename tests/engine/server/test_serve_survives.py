@@ -62,8 +62,14 @@ def test_a_closed_console_and_a_killed_worker_do_not_stop_the_server(starter_mod
         worker = next(c for c in psutil.Process(server.pid).children(recursive=True)
                       if "engine.runtime.worker" in " ".join(c.cmdline()))  # fmt: skip
         os.kill(worker.pid, signal.SIGKILL)
-        assert _wait_until(lambda: _request(port, "GET", "/health")[0] == 503, 30)
-        status, health = _request(port, "GET", "/health")
+        seen: list = []  # the 503 answer itself: the restart may be over by the next request
+
+        def unhealthy() -> bool:
+            seen[:] = _request(port, "GET", "/health")
+            return seen[0] == 503
+
+        assert _wait_until(unhealthy, 30)
+        health = seen[1]
         assert health["state"] in ("restarting", "crashed")
         assert _wait_until(lambda: _request(port, "GET", "/health")[0] == 200, 120), health
         status, reply = _request(port, "POST", "/v1/chat/completions", HELLO)
