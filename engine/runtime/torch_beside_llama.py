@@ -5,8 +5,8 @@ itself), and a Hearth load imports torch after it. A llama.cpp build whose libra
 their own static copy of the C++ runtime makes that import end the process (`free(): invalid
 pointer` inside torch's TorchScript source parser: torch's std::stringstream reaching the
 build's std::locale), and no import order is safe with it (numpy or torch first crashes the
-CUDA model load instead). That was the H100 machine's CUDA build until session 7
-(docs/hearth-engine.md, Not done); built against the shared libstdc++, both load in any order.
+CUDA model load instead; docs/hearth-engine.md). Built against the shared libstdc++, both
+load in any order.
 
 So before the first Hearth load the worker asks a child process to do exactly that (load
 llama.cpp's library, then import torch). A child that dies means the Hearth engine would take

@@ -12,7 +12,7 @@ cost per draft prices only lengths not tried yet. Those costs are of checks insi
 checks; going from plain steps to checks and back costs more (llama.cpp builds its graph again
 for each new batch shape: on a GPU over a plain step for a small model), and a run pays that
 once, so a check that would start a run is charged the switch's share of a run (setup.py
-measures both). Charging the whole switch to every check, as before session 8, priced the
+measures both). Charging the whole switch to every check instead priced the
 one-draft probes at 2.8 steps on the H100 and kept the starter model's drafting paused at 100%
 of its drafts kept (rewrite 0.96x). When no length is expected to beat a plain
 step, nothing is drafted for a pause that doubles until drafting pays again (1, 2, 4, ... up to
@@ -29,7 +29,7 @@ PROBE_SHARE = 0.03  # the most that probes which keep nothing may add to paused 
 # The most a reply's first probe may add to the steps paused before it. With the pause starting
 # at one step, a GPU's dear probes (a switch of shape on a small model: 3-4 plain steps each)
 # came at steps 1, 3, 7, 15 ... of every reply: the starter model's 86-token answers ran at
-# 0.83x on the H100 (session 8). A CPU's probes cost about a step more than a plain one.
+# 0.83x on the H100. A CPU's probes cost about a step more than a plain one.
 FIRST_PROBE_SHARE = 0.25
 
 

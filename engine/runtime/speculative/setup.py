@@ -37,7 +37,7 @@ WARM_AFTER = 2
 # second call instantiates it: several plain steps on the H100 for the starter model), and
 # drops a graph unused for 10 s (ggml-cuda). Those first checks of a shape are not what the
 # shape costs: priced as such they priced one-draft checks at 6.6 plain steps against 1.1
-# measured step after step (session 8), and drafting never started again.
+# measured step after step on the H100, and drafting never started again.
 GRAPH_WARMUP_CHECKS = 2
 GRAPH_IDLE_S = 10.0
 METHODS = ("off", "prompt_lookup", "draft_model", "mtp")
@@ -197,13 +197,13 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
     max_draft = max(1, spec.max_draft)
     # The loop's plain steps sample where this context samples. Where a load without
     # speculation would sample in the graph on a GPU and this context cannot (MTP: to_llama.py),
-    # its plain steps read the logits back and are slower than plain decoding's (session 6 on
+    # its plain steps read the logits back and are slower than plain decoding's (measured on
     # the H100, docs/speculative.md), so they are no baseline for a reply's speed-up: the stats
     # line then gives none.
     on_gpu = layers_on_gpu(params.n_gpu_layers, model.n_layers()) > 0
     samples_as_plain_decoding = ctx.info.backend_sampling or not params.backend_sampling
     # On a GPU a checking step costs little more for a few more tokens, but a new batch size
-    # costs a graph build and a CUDA graph capture (session 8 on the H100: the plain step after
+    # costs a graph build and a CUDA graph capture (on the H100 the plain step after
     # a check cost 1.33 steps on an 8B, 2.0 on the starter model), so checks keep to a few
     # sizes and are padded up to them. On a CPU every token checked costs arithmetic: no padding.
     lengths = fixed_shape_lengths(max_draft) if on_gpu else ()

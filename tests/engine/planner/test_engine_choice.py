@@ -116,7 +116,7 @@ def test_slower_prompts_keep_llama_cpp_and_say_so(llama8b, monkeypatch):
 
 def test_a_lossier_cache_than_llama_cpps_keeps_llama_cpp(llama8b, monkeypatch):
     with_hearth_figures(monkeypatch, {0: 330.0})
-    # Hearth without its kivi4 K (as before session 10 measured its speed): 12 GiB at 96k,
+    # Hearth without its kivi4 K (its speed not measured): 12 GiB at 96k,
     # llama.cpp fits it with q8_0 (KL 0.0075), Hearth needs rot4 (KL 0.088)
     data = engine_table._figures()
     data["kv_quality"] = [r for r in data["kv_quality"] if r["type_k"] != "kivi4"]

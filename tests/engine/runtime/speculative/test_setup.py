@@ -96,8 +96,8 @@ def test_only_a_plain_step_after_plain_steps_is_the_baseline():
 
 def test_a_run_of_checks_pays_its_switches_once():
     """Checks inside a run are priced as they are; the run's first check and the plain steps
-    after it pay for llama.cpp's graph changing shape, once for the run (session 8 on the
-    H100: charging that to every check priced a one-draft probe at 2.8 steps)."""
+    after it pay for llama.cpp's graph changing shape, once for the run (on the
+    H100, charging that to every check priced a one-draft probe at 2.8 steps)."""
     spec = _timing()
     for _ in range(speculation_setup.WARM_AFTER + 1):
         spec.record_plain_step(0.010)  # a baseline: 10 ms
@@ -122,7 +122,7 @@ def test_a_shape_s_first_checks_are_not_its_price_where_its_cuda_graph_is_being_
     monkeypatch,
 ):
     """On a GPU a new or idle batch shape runs without a graph, then captures one: those checks
-    are dear once, not every time (session 8: 6.6 steps priced for 1.1)."""
+    are dear once, not every time (on the H100: 6.6 steps priced for 1.1)."""
     clock = [100.0]
     monkeypatch.setattr(speculation_setup.time, "monotonic", lambda: clock[0])
     spec = _timing()
