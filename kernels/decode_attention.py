@@ -210,9 +210,9 @@ def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
 
 @triton.jit
 def decode_reduce_kernel(
-    acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, n_splits,
+    acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, sinks_ptr, n_splits,
     HQ: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, CHUNK: tl.constexpr,
-    V_ROTATED: tl.constexpr, WAIT_PRIMARY: tl.constexpr = False,
+    V_ROTATED: tl.constexpr, HAS_SINKS: tl.constexpr = False, WAIT_PRIMARY: tl.constexpr = False,
     LAUNCH_NEXT: tl.constexpr = False,
 ):  # fmt: skip
     """One program per (sequence, query head), merging CHUNK splits per step as one tile, with
@@ -221,7 +221,9 @@ def decode_reduce_kernel(
     the reduce is one round trip to memory (a loop over single splits is a chain of dependent
     loads; a first pass for the maximum and a second for the sums, two round trips a step).
     For V stored rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D)
-    (signs_ptr holds signs / sqrt(D)), not by the caller in two more launches. WAIT_PRIMARY:
+    (signs_ptr holds signs / sqrt(D)), not by the caller in two more launches. HAS_SINKS
+    (gpt-oss): sinks_ptr holds one logit per query head, already times log2(e), that joins
+    every softmax's denominator and no numerator (llama.cpp's soft_max with sinks). WAIT_PRIMARY:
     launched before the split kernel has finished (programmatic dependent launch), so first
     wait until its grid is done and its stores are visible. LAUNCH_NEXT: let the next launch
     on the stream start now (if it was launched as a dependent, it waits for this grid
@@ -252,6 +254,12 @@ def decode_reduce_kernel(
         total = total * rescale + tl.sum(weight * l_part, axis=0)
         out = out * rescale + tl.sum(weight[:, None] * acc, axis=0)
         m_run = m_new
+    if HAS_SINKS:
+        sink = tl.load(sinks_ptr + tl.program_id(1))
+        m_new = tl.maximum(m_run, sink)
+        rescale = tl.exp2(m_run - m_new)
+        total = total * rescale + tl.exp2(sink - m_new)
+        out = out * rescale
     out = out / total
     if V_ROTATED:
         out = tl.reshape(fwht(tl.reshape(out, (1, D)), 1, D, LOG2D), (D,))

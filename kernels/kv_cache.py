@@ -296,6 +296,7 @@ class PagedKVCache:
         *,
         window: int = 0,
         positions: torch.Tensor | None = None,
+        sinks: torch.Tensor | None = None,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -303,7 +304,9 @@ class PagedKVCache:
 
         positions: a device tensor of len(seqs) * T integers, the query tokens' own positions
         (in place of the lengths: what a CUDA graph replays); each sees the stored positions up
-        to its own. window > 0: only the last `window` of those (p - j < window)."""
+        to its own. window > 0: only the last `window` of those (p - j < window). sinks
+        [n_heads] (gpt-oss's attention sinks): one more logit per head in each softmax's
+        denominator."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -378,8 +381,14 @@ class PagedKVCache:
             probe = self._split_count(n_seqs, n_tokens, window)  # any count but 1 compiles alike
             per_sm = fitting_programs(q, consts, arguments(probe))
         n_splits = self._split_count(n_seqs, n_tokens, window, per_sm)
+        if sinks is not None:
+            if sinks.numel() != n_heads:
+                raise UnsupportedTensor(f"{sinks.numel()} attention sinks for {n_heads} heads")
+            sinks = (
+                sinks.reshape(-1).to(device=q.device, dtype=torch.float32) * LOG2E
+            ).contiguous()
         out = launch_decode(
-            q, arguments(n_splits), consts, n_splits, spec, self._signs, self.tuning
+            q, arguments(n_splits), consts, n_splits, spec, self._signs, self.tuning, sinks
         )
         return out.squeeze(1) if one_token else out
 

@@ -69,11 +69,17 @@ class PagedCacheAdapter:
 
     def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
         """q [T, n_heads, head_dim] at `positions` [T]. One token: the decode kernel over the
-        whole reserved cache (n_keys unused: the grid is the capacity's); more: the prefill
-        path over positions 0..n_keys-1. With attention `sinks` (gpt-oss), which the kernels
-        do not take, the stored rows are gathered to f16 and attended in torch
-        (kv_cache.attention_with_sinks): correct, not fast."""
+        whole reserved cache (n_keys unused: the grid is the capacity's), gpt-oss's attention
+        `sinks` in its reduce; more: the prefill path over positions 0..n_keys-1, where with
+        sinks the stored rows are gathered to f16 and attended in torch
+        (kv_cache.attention_with_sinks)."""
         positions = positions.to(self.cache.device)
+        if q.shape[0] == 1:
+            out = self.cache.attend(
+                layer, q.to(torch.float16), [self.seq], scale=scale, window=window,
+                positions=positions, sinks=sinks,
+            )  # fmt: skip
+            return out.to(q.dtype)
         if sinks is not None:
             from engine.hearth.kv_cache import attention_with_sinks
 
@@ -84,12 +90,6 @@ class PagedCacheAdapter:
                 seen &= positions[:, None] - slots[None, :] < window
             keys, values = k.transpose(0, 1), v.transpose(0, 1)
             return attention_with_sinks(q, keys, values, seen, scale, sinks)
-        if q.shape[0] == 1:
-            out = self.cache.attend(
-                layer, q.to(torch.float16), [self.seq], scale=scale, window=window,
-                positions=positions,
-            )  # fmt: skip
-            return out.to(q.dtype)
         out = self.cache.attend_prefill(
             layer, q, self.seq, positions, n_keys, scale=scale, window=window
         )

@@ -134,8 +134,9 @@ def test_kivi4_keys_match_a_cache_that_keeps_the_open_page_exact(tmp_path):
 
 
 def test_attention_sinks_through_the_paged_cache():
-    """gpt-oss's sinks: the paged cache gathers its f16 rows and attends in torch, the same
-    as the plain f16 cache, for a prefill chunk and a decode step, with and without a window."""
+    """gpt-oss's sinks: the paged cache (a prefill chunk gathered to f16 and attended in torch,
+    a decode step through the decode kernel's reduce) gives what the plain f16 cache gives,
+    with and without a window."""
     torch.manual_seed(0)
     dims = dict(n_layer=1, n_head_kv=2, head_dim=32, n_ctx=N_CTX)
     plain = TorchKVCache(**dims, device=DEVICE, dtype=torch.float16)
