@@ -40,9 +40,8 @@ COMPARE_UP_TO = 16  # pairs; more are sorted (docs/decisions/0019-moe-routing-an
 
 
 @triton.jit
-def _group_pairs_by_sorting_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
-                                   n_groups_ptr, P, n_expert, P_PAD: tl.constexpr,
-                                   E_PAD: tl.constexpr):  # fmt: skip
+def _group_by_sorting(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, P,
+                      n_expert, P_PAD: tl.constexpr, E_PAD: tl.constexpr):  # fmt: skip
     """One program: the order by sorting the keys expert P_PAD + pair (so the sort is stable),
     the groups from the histogram of the experts (start: its exclusive prefix sum; group: the
     exclusive prefix count of the experts present)."""
@@ -65,9 +64,16 @@ def _group_pairs_by_sorting_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, co
 
 
 @triton.jit
-def _group_pairs_by_comparison_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
-                                      n_groups_ptr, P, P_PAD: tl.constexpr,
-                                      CHUNK: tl.constexpr):  # fmt: skip
+def _group_pairs_by_sorting_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                                   n_groups_ptr, P, n_expert, P_PAD: tl.constexpr,
+                                   E_PAD: tl.constexpr):  # fmt: skip
+    _group_by_sorting(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, P,
+                      n_expert, P_PAD, E_PAD)  # fmt: skip
+
+
+@triton.jit
+def _group_by_comparison(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, P,
+                         P_PAD: tl.constexpr, CHUNK: tl.constexpr):  # fmt: skip
     """Pairs i (all P, down the rows) against pairs j (CHUNK at a time, across)."""
     i = tl.arange(0, P_PAD)
     valid = i < P
@@ -98,6 +104,63 @@ def _group_pairs_by_comparison_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr,
     tl.store(start_ptr + group, start, mask=leads)
     tl.store(count_ptr + group, count, mask=leads)
     tl.store(n_groups_ptr + i, tl.zeros_like(i) + tl.sum(leads.to(tl.int32), axis=0), mask=i < 1)
+
+
+@triton.jit
+def _group_pairs_by_comparison_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                                      n_groups_ptr, P, P_PAD: tl.constexpr,
+                                      CHUNK: tl.constexpr):  # fmt: skip
+    _group_by_comparison(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, P,
+                         P_PAD, CHUNK)  # fmt: skip
+
+
+@triton.jit
+def _select_and_group_kernel(logits_ptr, bias_ptr, ids_ptr, weights_ptr, order_ptr, expert_ptr,
+                             start_ptr, count_ptr, n_groups_ptr, T, n_expert, stride,
+                             K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
+                             E_PAD: tl.constexpr, P_PAD: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
+                             NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
+                             SORT: tl.constexpr):  # fmt: skip
+    """One program: each token's k experts from its router logits (select_experts), stored,
+    then grouped by expert as route_experts does. The k largest are taken one at a time
+    (the largest left, lowest id on a tie, then masked); the softmax over all experts keeps
+    their order, so both gatings take the k largest logits and differ only in the weights."""
+    t = tl.arange(0, T_PAD)[:, None]
+    e = tl.arange(0, E_PAD)[None, :]
+    valid = (t < T) & (e < n_expert)
+    x = tl.load(logits_ptr + t * stride + e, mask=valid, other=float("-inf")).to(tl.float32)
+    if HAS_BIAS:
+        x += tl.load(bias_ptr + e, mask=e < n_expert, other=0.0)
+    slot = tl.arange(0, K_PAD)[None, :]
+    ids = tl.zeros((T_PAD, K_PAD), tl.int32)
+    top = tl.full((T_PAD, K_PAD), float("-inf"), tl.float32)
+    scores = x
+    for j in tl.static_range(K):
+        best = tl.argmax(scores, axis=1, tie_break_left=True)
+        value = tl.max(scores, axis=1)
+        ids = tl.where(slot == j, best[:, None], ids)
+        top = tl.where(slot == j, value[:, None], top)
+        scores = tl.where(e == best[:, None], float("-inf"), scores)
+    row_max = tl.max(x, axis=1)[:, None]  # the largest logit: the first one taken
+    row_max = tl.where(row_max == float("-inf"), 0.0, row_max)  # padding rows stay finite
+    chosen = tl.exp(top - row_max)  # 0 in the padding slots
+    if SOFTMAX_ALL:
+        total = tl.sum(tl.exp(x - row_max), axis=1)[:, None]
+    else:
+        total = tl.sum(chosen, axis=1)[:, None]
+    weights = chosen / tl.where(t < T, total, 1.0)  # padding rows: 0, not 0 / 0
+    if NORMALIZE:
+        weights = weights / tl.maximum(tl.sum(weights, axis=1)[:, None], 6.103515625e-5)
+    kept = (t < T) & (slot < K)
+    tl.store(ids_ptr + t * K + slot, ids, mask=kept)
+    tl.store(weights_ptr + t * K + slot, weights, mask=kept)
+    tl.debug_barrier()  # the grouping below reads the ids back: the whole block's stores first
+    if SORT:
+        _group_by_sorting(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr,
+                          T * K, n_expert, P_PAD, E_PAD)  # fmt: skip
+    else:
+        _group_by_comparison(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr,
+                             T * K, P_PAD, 16)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -155,15 +218,9 @@ def route_experts(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int
             f"takes at most {MAX_PAIRS} a launch; split the tokens into smaller chunks"
         )
     ids = ids.contiguous()
-    groups = min(n_expert, n_pairs)
-    buffers = torch.empty(n_pairs + 3 * groups + 1, dtype=torch.int32, device=ids.device)
-    sizes = [n_pairs, groups, groups, groups, 1]
-    order, expert, start, count, n_groups = torch.split(buffers, sizes)
+    order, expert, start, count, n_groups = _group_buffers(n_pairs, n_expert, ids.device)
     p_pad = max(16, triton.next_power_of_2(n_pairs))
-    if method is None:
-        method = "compare" if n_pairs <= COMPARE_UP_TO else "sort"
-    if method not in ("compare", "sort"):
-        raise UnsupportedTensor(f"routing method {method!r}: use 'compare' or 'sort'")
+    method = _method(n_pairs, method)
     if method == "compare":
         _group_pairs_by_comparison_kernel[(1,)](
             ids, order, expert, start, count, n_groups, n_pairs, P_PAD=p_pad, CHUNK=16,
@@ -178,3 +235,58 @@ def route_experts(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int
         ids, None if weights is None else weights.contiguous(), n_expert, order, expert, start,
         count, n_groups,
     )  # fmt: skip
+
+
+def _group_buffers(n_pairs: int, n_expert: int, device) -> tuple[torch.Tensor, ...]:
+    """order, group_expert, group_start, group_count, n_groups: int32, one allocation."""
+    groups = min(n_expert, n_pairs)
+    buffers = torch.empty(n_pairs + 3 * groups + 1, dtype=torch.int32, device=device)
+    return torch.split(buffers, [n_pairs, groups, groups, groups, 1])
+
+
+def _method(n_pairs: int, method: str | None) -> str:
+    if method is None:
+        return "compare" if n_pairs <= COMPARE_UP_TO else "sort"
+    if method not in ("compare", "sort"):
+        raise UnsupportedTensor(f"routing method {method!r}: use 'compare' or 'sort'")
+    return method
+
+
+def select_and_route(logits: torch.Tensor, top_k: int, *, softmax_all: bool, normalize: bool,
+                     bias: torch.Tensor | None = None,
+                     method: str | None = None) -> ExpertRouting:  # fmt: skip
+    """Router logits [T, n_expert] (+ bias [n_expert]) -> the ExpertRouting of each token's
+    top_k experts, with its ids (int32) and weights (float32), in one launch: what
+    engine/hearth/routing.select_experts followed by route_experts compute.
+    softmax_all: weights from the softmax over all experts (qwen2moe, qwen3moe, Mixtral), else
+    the softmax over the k taken (gpt-oss); normalize: the k weights divided by their sum
+    (at least 2^-14, as llama.cpp clamps it)."""
+    require()
+    if logits.dim() != 2 or logits.shape[0] < 1:
+        raise UnsupportedTensor(f"router logits of shape {tuple(logits.shape)}: pass [T, n_expert]")
+    n_tokens, n_expert = logits.shape
+    if not 1 <= top_k <= n_expert:
+        raise UnsupportedTensor(f"top-{top_k} of {n_expert} experts")
+    n_pairs = n_tokens * top_k
+    if n_pairs > MAX_PAIRS:
+        raise UnsupportedTensor(
+            f"{n_tokens} tokens x top-{top_k} = {n_pairs} pairs: the expert GEMV takes at most "
+            f"{MAX_PAIRS} a launch; split the tokens into smaller chunks"
+        )
+    if bias is not None and bias.numel() != n_expert:
+        raise UnsupportedTensor(f"router bias of {bias.numel()} values for {n_expert} experts")
+    logits = logits if logits.stride(1) == 1 else logits.contiguous()
+    device = logits.device
+    ids = torch.empty(n_tokens, top_k, dtype=torch.int32, device=device)
+    weights = torch.empty(n_tokens, top_k, dtype=torch.float32, device=device)
+    order, expert, start, count, n_groups = _group_buffers(n_pairs, n_expert, device)
+    method = _method(n_pairs, method)
+    _select_and_group_kernel[(1,)](
+        logits, bias if bias is not None else weights, ids, weights, order, expert, start,
+        count, n_groups, n_tokens, n_expert, logits.stride(0), K=top_k,
+        K_PAD=triton.next_power_of_2(top_k), T_PAD=triton.next_power_of_2(n_tokens),
+        E_PAD=max(16, triton.next_power_of_2(n_expert + 1)),
+        P_PAD=max(16, triton.next_power_of_2(n_pairs)), SOFTMAX_ALL=softmax_all,
+        NORMALIZE=normalize, HAS_BIAS=bias is not None, SORT=method == "sort", num_warps=4,
+    )  # fmt: skip
+    return ExpertRouting(ids, weights, n_expert, order, expert, start, count, n_groups)

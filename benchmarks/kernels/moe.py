@@ -34,6 +34,7 @@ import torch
 import triton
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, copy_bandwidth, time_calls
+from engine.hearth.routing import select_experts
 from kernels.act_quant import quantize_activation
 from kernels.moe_gemv import (
     SILU,
@@ -45,7 +46,7 @@ from kernels.moe_gemv import (
     expert_rows,
 )
 from kernels.moe_reference import random_expert_bytes
-from kernels.moe_routing import route_experts
+from kernels.moe_routing import route_experts, select_and_route
 from kernels.packed_weight import PackedWeight
 
 ROUTINGS = 8
@@ -170,6 +171,25 @@ def route_us(tokens: int, top_k: int, n_expert: int, method: str | None = None) 
     return time_calls(run) / 20 * 1e6
 
 
+def selection_us(tokens: int, top_k: int, n_expert: int) -> dict[str, float]:
+    """Picking the experts from router logits and grouping them, 20 calls a graph replay: the
+    torch ops (softmax, top-k, renormalize: engine/hearth/routing.select_experts) then
+    route_experts, against select_and_route's one launch."""
+    logits = torch.randn(tokens, n_expert, device=DEVICE)
+
+    def in_torch() -> None:
+        for _ in range(20):
+            ids, weights = select_experts(logits, top_k, gating="softmax", normalize=True)
+            route_experts(ids, weights, n_expert)
+
+    def fused() -> None:
+        for _ in range(20):
+            select_and_route(logits, top_k, softmax_all=True, normalize=True)
+
+    return {"torch + route_experts": time_calls(in_torch) / 20 * 1e6,
+            "select_and_route": time_calls(fused) / 20 * 1e6}  # fmt: skip
+
+
 def quantize_us(rows: int, k: int) -> float:
     """quantize_activation alone (x before gate/up: 1 row; h before down: k rows), 20 a replay."""
     x = torch.randn(rows, k, dtype=torch.float16, device=DEVICE)
@@ -198,19 +218,18 @@ def _empty_kernel(out_ptr):
 
 
 def step_us(tokens: int, config: MoeGemvConfig | None) -> float:
-    """One Qwen3-30B-A3B layer's MoE part as the engine runs it: route_experts, x in 8 bits,
-    expert_gate_up, expert_down (h quantized inside); 8 steps a replay over the weight copies."""
+    """One Qwen3-30B-A3B layer's MoE part as the engine runs it from the router's logits:
+    select_and_route, x in 8 bits, expert_gate_up, expert_down (h quantized inside); 8 steps a
+    replay over the weight copies."""
     gate_case, down_case = CASES[0], CASES[1]
     gate_up, down = _copies(gate_case), _copies(down_case)
-    picks = _routings(gate_case, tokens, seed=100 + tokens)
-    ids = [torch.from_numpy(p).to(DEVICE) for p in picks]
-    weights = torch.rand(tokens, gate_case.top_k, device=DEVICE)
+    logits = [torch.randn(tokens, gate_case.n_expert, device=DEVICE) for _ in range(ROUTINGS)]
     x = torch.randn(tokens, gate_case.n_in, dtype=torch.float16, device=DEVICE) * 0.1
     pdl = (config or MoeGemvConfig()).pdl  # x's quantization lets gate/up start early
 
     def run() -> None:
         for i in range(ROUTINGS):
-            routing = route_experts(ids[i], weights, gate_case.n_expert)
+            routing = select_and_route(logits[i], gate_case.top_k, softmax_all=True, normalize=True)
             xq = quantize_activation(x, let_next_start=pdl)
             gu = gate_up[i % len(gate_up)]
             h = expert_gate_up(x, gu[0], gu[1], routing, quantized=xq, config=config)
@@ -350,6 +369,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"route_experts by {method}: "
                   + ", ".join(f"{k}: {us:.1f} us" for k, us in timed.items()))  # fmt: skip
             routes[method] = timed
+    selections = {f"{t}x{k} of {e}": selection_us(t, k, e) for t, k, e in shapes}
+    for shape, timed in selections.items():
+        print(f"experts picked and grouped, {shape}: "
+              + ", ".join(f"{k} {us:.1f} us" for k, us in timed.items()))  # fmt: skip
     launches = {"empty Triton kernel": empty_launch_us(),
                 "quantize x 1x2048": quantize_us(1, 2048),
                 "quantize h 8x768": quantize_us(8, 768),
@@ -364,13 +387,15 @@ def main(argv: list[str] | None = None) -> int:
                 steps[label] = step_us(tokens, config)
             except Exception as error:
                 print(f"step {label}: failed: {error!r}"[:300], flush=True)
-    print("\nQwen3-30B-A3B MoE step (route + quantize x + gate/up + down, h quantized inside):")
+    print("\nQwen3-30B-A3B MoE step (select and route + quantize x + gate/up + down, h quantized "
+          "inside):")  # fmt: skip
     for label, us in steps.items():
         print(f"  {label}: {us:.1f} us")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "copy_gb_s": copy_bw / 1e9, "moe": rows,
-                       "moe_sweep": swept, "route_us": routes, "launch_us": launches,
+                       "moe_sweep": swept, "route_us": routes, "selection_us": selections,
+                       "launch_us": launches,
                        "step_us": steps}, f, indent=1)  # fmt: skip
     return 0
 

@@ -12,8 +12,9 @@ differences are switched by ModelConfig, see engine/hearth/config.py):
     x  = rms_norm(h) ; f = (act(x Wgate) * x Wup) Wdown ; f = rms_norm(f) (gemma3) ; h = h + f
 
 A mixture-of-experts layer (qwen2moe, qwen3moe, gpt-oss, llama with experts) replaces the
-feed-forward with its router and experts (engine/hearth/routing.py picks them, ops.moe_ffn runs
-them; qwen2moe adds its gated shared expert), and gpt-oss adds its attention sinks and biases.
+feed-forward with its router and experts (ops.moe_ffn picks them by engine/hearth/routing.py's
+rules and runs them; qwen2moe adds its gated shared expert), and gpt-oss adds its attention
+sinks and biases.
 
 then logits = rms_norm(h) Wout, soft-capped for gemma3 when the file says so. The embedding is
 scaled by sqrt(n_embd) for gemma3. Only the rows whose logits are asked for go through the
@@ -47,7 +48,6 @@ from engine.hearth.ops import (
     dequantize,
     inverse_frequencies,
 )
-from engine.hearth.routing import select_experts
 from engine.hearth.weights import GGUFTensors, QuantWeight
 
 
@@ -376,13 +376,8 @@ class Transformer:
         if layer.moe is None:
             return self._dense_feed_forward(layer, x, shared)
         cfg, ops, moe = self.config, self.ops, layer.moe
-        logits = ops.matmul(x, moe.router).float()
-        if moe.router_bias is not None:
-            logits = logits + moe.router_bias
-        ids, weights = select_experts(
-            logits, cfg.moe.n_expert_used, gating=cfg.moe.gating, normalize=cfg.moe.normalize
-        )
-        f = ops.moe_ffn(x, moe.experts, ids, weights)
+        logits = ops.matmul(x, moe.router)
+        f = ops.moe_ffn(x, moe.experts, logits, cfg.moe, moe.router_bias)
         if layer.w_down is not None:  # the shared expert
             s = self._dense_feed_forward(layer, x, shared)
             if moe.shared_gate is not None:

@@ -17,13 +17,15 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     r = ops.rope_positions(positions, table)      once per forward: what `rope` needs
     q = ops.rope(x, r, table)            x: [T, H, D]; "normal" pairs or "neox" halves
     e = ops.prepare_experts(gate, up, down, activation, biases)   once per MoE layer, at load
-    y = ops.moe_ffn(x, e, ids, weights)  the routed experts' feed-forward (below)
+    y = ops.moe_ffn(x, e, logits, rule, bias)  the routed experts' feed-forward (below)
 
 `moe_ffn` is the mixture-of-experts seam: x [T, n_embd]; `e` holds the layer's expert matrices
 as stored (QuantExperts [n_expert, N, K]: gate and up [n_expert, n_ff_exp, n_embd], down
-[n_expert, n_embd, n_ff_exp]) with optional biases [n_expert, N]; ids [T, k] (int64) are the
-experts each token goes through and weights [T, k] (float32) their routing weights; the result
-[T, n_embd] in x's dtype is, for each token t,
+[n_expert, n_embd, n_ff_exp]) with optional biases [n_expert, N]; logits [T, n_expert] are the
+router's output (plus `bias` [n_expert] where the model has one), and `rule` (the model's
+config.MoeConfig) says how they pick the experts: ids [T, k] each token goes through, with
+weights [T, k] (engine/hearth/routing.py); the result [T, n_embd] in x's dtype is, for each
+token t,
 
     sum_j weights[t, j] * (act(x_t Wgate[e]^T + bg[e], x_t Wup[e]^T + bu[e]) Wdown[e]^T + bd[e])
     with e = ids[t, j], act = silu(g) * u, or gpt-oss's swiglu_oai (engine/hearth/config.py)
@@ -33,7 +35,8 @@ many rows (each selected expert once; this asks the device which experts were ch
 not for a CUDA graph), or for a few rows (decode) by gathering each row's expert blocks on the
 device and dequantizing them there, which a CUDA graph can capture. KernelsOps runs the expert
 GEMV (kernels/moe_*, docs/kernels-moe.md): the experts uploaded once as kernels.ExpertWeight,
-each step's pairs grouped by expert on the device (route_experts), gate and up in one launch
+the experts picked and each step's pairs grouped by expert on the device in one launch
+(kernels.moe_routing.select_and_route), gate and up in one launch
 with the activation, down with the routing-weighted sum over the slots; nothing is read back,
 so a decode step is captured whole. A prefill chunk of more (token, slot) pairs than one launch
 takes (kernels.moe_routing.MAX_PAIRS, 256) goes through the same kernels in slices of tokens.
@@ -60,6 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT, YarnConfig
+from engine.hearth.routing import select_experts
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
 
@@ -255,10 +259,18 @@ class TorchOps:
         on = [b if b is None else b.to(self.device) for b in biases]
         return ExpertWeights(gate, up, down, activation, *on)
 
-    def moe_ffn(
+    def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
+        """The routed experts' feed-forward (see the module docstring)."""
+        logits = logits.float() if bias is None else logits.float() + bias
+        ids, weights = select_experts(
+            logits, rule.n_expert_used, gating=rule.gating, normalize=rule.normalize
+        )
+        return self.moe_ffn_selected(x, experts, ids, weights)
+
+    def moe_ffn_selected(
         self, x: torch.Tensor, experts: ExpertWeights, ids: torch.Tensor, weights: torch.Tensor
     ) -> torch.Tensor:
-        """The routed experts' feed-forward (see the module docstring)."""
+        """moe_ffn for experts already picked: ids [T, k], weights [T, k]."""
         n_pairs = ids.numel()
         if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
             return self._moe_gathered(x, experts, ids, weights)
@@ -599,22 +611,26 @@ class KernelsOps(TorchOps):
         act = GluActivation(activation, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT)
         return PackedExperts(*made, act)
 
-    def moe_ffn(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
-        """The expert GEMV (see the module docstring): route_experts, expert_gate_up and
-        expert_down per slice of at most MAX_PAIRS (token, slot) pairs. ids come from a top-k
-        over the router's n_expert logits, so each is in range (the kernels do not check)."""
+    def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
+        """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
+        expert_down per slice of at most MAX_PAIRS (token, slot) pairs. The ids come from a
+        top-k over the router's n_expert logits, so each is in range (the kernels do not
+        check)."""
         if isinstance(experts, ExpertWeights):
-            return super().moe_ffn(x, experts, ids, weights)
+            return super().moe_ffn(x, experts, logits, rule, bias)
         from kernels.moe_gemv import expert_down, expert_gate_up
-        from kernels.moe_routing import MAX_PAIRS, route_experts
+        from kernels.moe_routing import MAX_PAIRS, select_and_route
 
         x = x.contiguous()
-        n_tokens, k = ids.shape
+        n_tokens, k = x.shape[0], rule.n_expert_used
         step = max(1, MAX_PAIRS // k)
         parts = []
         for start in range(0, n_tokens, step):
             rows = slice(start, min(n_tokens, start + step))
-            routing = route_experts(ids[rows], weights[rows], experts.n_expert)
+            routing = select_and_route(
+                logits[rows], k, softmax_all=rule.gating == "softmax",
+                normalize=rule.normalize, bias=bias,
+            )  # fmt: skip
             h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
             parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)

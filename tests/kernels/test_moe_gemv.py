@@ -103,6 +103,45 @@ def test_pairs_grouped_by_expert(ids, n_expert, method, device):
     assert routing.max_groups == min(n_expert, flat.size)
 
 
+@pytest.mark.parametrize(
+    ("tokens", "n_expert", "top_k", "gating", "normalize", "bias"),
+    [
+        (1, 128, 8, "softmax", True, False),  # qwen3moe decode: pairs grouped by comparison
+        (5, 128, 8, "softmax", True, False),  # a prefill slice: sorted
+        (2, 32, 4, "topk_softmax", False, True),  # gpt-oss, its router bias
+        (3, 60, 6, "softmax", False, False),  # qwen2moe-like: k not a power of two
+    ],
+)
+def test_experts_selected_and_grouped_in_one_launch(
+    tokens, n_expert, top_k, gating, normalize, bias, device
+):
+    """select_and_route picks what engine/hearth/routing.select_experts picks (ids in the same
+    order, weights to float32 rounding) and groups them as route_experts does."""
+    from engine.hearth.routing import select_experts
+    from kernels.moe_routing import select_and_route
+
+    gen = torch.Generator().manual_seed(tokens + n_expert)
+    logits = torch.randn(tokens, n_expert, generator=gen) * 3
+    b = torch.randn(n_expert, generator=gen) if bias else None
+    ids, weights = select_experts(
+        logits + (b if bias else 0), top_k, gating=gating, normalize=normalize
+    )
+    routing = select_and_route(
+        logits.to(device), top_k, softmax_all=gating == "softmax", normalize=normalize,
+        bias=None if b is None else b.to(device),
+    )  # fmt: skip
+    assert routing.ids.cpu().tolist() == ids.tolist()
+    torch.testing.assert_close(routing.weights.cpu(), weights, rtol=1e-5, atol=1e-6)
+    expected = route_experts(ids.to(device), weights.to(device), n_expert)
+    n = expected.n_groups.item()
+    assert routing.n_groups.item() == n
+    for name in ("order",):
+        assert getattr(routing, name).cpu().tolist() == getattr(expected, name).cpu().tolist()
+    for name in ("group_expert", "group_start", "group_count"):
+        got, want = getattr(routing, name)[:n], getattr(expected, name)[:n]
+        assert got.cpu().tolist() == want.cpu().tolist(), name
+
+
 def test_mxfp4_block_layout_is_ggml_s():
     import gguf
 

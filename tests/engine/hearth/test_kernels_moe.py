@@ -25,7 +25,6 @@ os.environ["TRITON_INTERPRET"] = "1"
 from engine.gguf import read_model_info  # noqa: E402
 from engine.hearth.config import model_config  # noqa: E402
 from engine.hearth.ops import KernelsOps, PackedExperts, TorchOps  # noqa: E402
-from engine.hearth.routing import select_experts  # noqa: E402
 from engine.hearth.weights import GGUFTensors, QuantExperts  # noqa: E402
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: E402
 
@@ -51,15 +50,11 @@ def _layer_experts(tmp_path, arch: str):
 
 
 def _routed(config, n_tokens: int, seed: int):
-    """x [T, n_embd] and its routing from random router logits, as the forward pass routes."""
+    """x [T, n_embd] and random router logits [T, n_expert]."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(n_tokens, config.n_embd, generator=gen)
     logits = torch.randn(n_tokens, config.moe.n_expert, generator=gen)
-    moe = config.moe
-    ids, weights = select_experts(
-        logits, moe.n_expert_used, gating=moe.gating, normalize=moe.normalize
-    )
-    return x, ids, weights
+    return x, logits
 
 
 @pytest.mark.parametrize(
@@ -79,9 +74,9 @@ def test_kernel_moe_ffn_matches_torch(arch, n_tokens, tmp_path):
     config, torch_experts, kernel_experts = _layer_experts(tmp_path, arch)
     assert isinstance(kernel_experts, PackedExperts)
     assert kernel_experts.activation.kind == config.activation
-    x, ids, weights = _routed(config, n_tokens, seed=n_tokens)
-    expected = TorchOps("cpu").moe_ffn(x, torch_experts, ids, weights)
-    got = KernelsOps("cpu").moe_ffn(x, kernel_experts, ids, weights)
+    x, logits = _routed(config, n_tokens, seed=n_tokens)
+    expected = TorchOps("cpu").moe_ffn(x, torch_experts, logits, config.moe)
+    got = KernelsOps("cpu").moe_ffn(x, kernel_experts, logits, config.moe)
     assert got.shape == expected.shape and got.dtype == x.dtype
     error = float(torch.linalg.norm(got - expected) / torch.linalg.norm(expected))
     assert error < 2e-2, error
@@ -93,19 +88,19 @@ def test_chunks_past_one_launch_are_split_by_tokens(tmp_path, monkeypatch):
     import kernels.moe_routing
 
     config, _, experts = _layer_experts(tmp_path, "qwen3moe")
-    x, ids, weights = _routed(config, 2, seed=7)
+    x, logits = _routed(config, 2, seed=7)
     ops = KernelsOps("cpu")
-    whole = ops.moe_ffn(x, experts, ids, weights)
+    whole = ops.moe_ffn(x, experts, logits, config.moe)
     calls = []
-    route = kernels.moe_routing.route_experts
+    route = kernels.moe_routing.select_and_route
 
-    def counted(ids, weights, n_expert):
-        calls.append(ids.shape[0])
-        return route(ids, weights, n_expert)
+    def counted(logits, top_k, **kwargs):
+        calls.append(logits.shape[0])
+        return route(logits, top_k, **kwargs)
 
     monkeypatch.setattr(kernels.moe_routing, "MAX_PAIRS", 2)
-    monkeypatch.setattr(kernels.moe_routing, "route_experts", counted)
-    got = ops.moe_ffn(x, experts, ids, weights)
+    monkeypatch.setattr(kernels.moe_routing, "select_and_route", counted)
+    got = ops.moe_ffn(x, experts, logits, config.moe)
     assert calls == [1, 1]
     torch.testing.assert_close(got, whole, rtol=1e-5, atol=1e-5)
 
