@@ -7,8 +7,8 @@ made of take kernels/dequant.py's kernel on a GPU instead. The block math is ggm
 (ggml-quants.c, dequantize_row_q4_K etc.); the tests check every format against gguf's numpy
 dequantizers.
 
-MXFP4 (ggml type 39, gpt-oss's experts) has no PackedWeight format here; `dequantize_mxfp4`
-reads its blocks as the file stores them: 17 bytes per 32 weights, one E8M0 exponent byte e
+MXFP4 (ggml type 39, gpt-oss's experts): `block_values` over PackedWeight's planes (e, qs), and
+`dequantize_mxfp4` over the blocks as the file stores them: 17 bytes per 32 weights, one E8M0 exponent byte e
 and 16 bytes of E2M1 codes, weight j (j < 16) in the low nibble of byte j and weight j + 16 in
 its high nibble; w = kvalues_mxfp4[code] * 2^(e - 128), where ggml's table holds twice the
 E2M1 values (0, 1, 2, 3, 4, 6, 8, 12 and their negatives) and the scale is halved to match
@@ -37,6 +37,7 @@ PLANES = {
     "Q4_K": {"d", "dmin", "scales", "qs"},
     "Q5_K": {"d", "dmin", "scales", "qh", "qs"},
     "Q6_K": {"d", "scales", "ql", "qh"},
+    "MXFP4": {"e", "qs"},
 }
 
 
@@ -46,6 +47,10 @@ def block_values(name: str, planes: dict, n: int, blocks: int) -> torch.Tensor:
         return _small_block_values(name, planes, n, blocks)
     if name in ("Q4_K", "Q5_K"):
         return _q4_k_q5_k_values(planes, n, blocks)
+    if name == "MXFP4":
+        e = planes["e"].reshape(n, blocks, 1)
+        codes = planes["qs"].reshape(n, blocks, 16)
+        return _mxfp4_values(e, codes)
     return _q6_k_values(planes, n, blocks)
 
 
@@ -63,15 +68,20 @@ def dequantize_mxfp4(raw: torch.Tensor, n_in: int) -> torch.Tensor:
         raise UnsupportedTensor(f"MXFP4 rows of {n_in} weights are not whole blocks of 32")
     lead = raw.shape[:-1]
     blocks = raw.reshape(*lead, n_in // MXFP4_BLOCK, MXFP4_BLOCK_BYTES)
+    return _mxfp4_values(blocks[..., :1], blocks[..., 1:]).reshape(*lead, n_in)
+
+
+def _mxfp4_values(e: torch.Tensor, codes: torch.Tensor) -> torch.Tensor:
+    """Exponent bytes [..., 1] and code bytes [..., 16] -> float32 [..., 32]."""
     # 2^(e - 128) by building the float's bits: exponent field e - 1 for e >= 2; e = 0 and 1
     # are the subnormals 2^-128 and 2^-127 (bit 21 or 22 of the mantissa)
-    e = blocks[..., 0].to(torch.int32)
+    e = e.to(torch.int32)
     bits = torch.where(e < 2, torch.full_like(e, 0x00200000) << e, (e - 1) << 23)
-    scale = bits.view(torch.float32).unsqueeze(-1)
-    codes = blocks[..., 1:].to(torch.int32)
+    scale = bits.view(torch.float32)
+    codes = codes.to(torch.int32)
     codes = torch.cat((codes & 15, codes >> 4), dim=-1)  # weights j, then j + 16
-    table = torch.tensor(MXFP4_VALUES, dtype=torch.float32, device=raw.device)
-    return (table[codes] * scale).reshape(*lead, n_in)
+    table = torch.tensor(MXFP4_VALUES, dtype=torch.float32, device=codes.device)
+    return table[codes] * scale
 
 
 def _nibbles(qs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -38,8 +38,10 @@ GEMV (kernels/moe_*, docs/kernels-moe.md): the experts uploaded once as kernels.
 the experts picked and each step's pairs grouped by expert on the device in one launch
 (kernels.moe_routing.select_and_route), gate and up in one launch
 with the activation, down with the routing-weighted sum over the slots; nothing is read back,
-so a decode step is captured whole. A prefill chunk of more (token, slot) pairs than one launch
-takes (kernels.moe_routing.MAX_PAIRS, 256) goes through the same kernels in slices of tokens.
+so a decode step is captured whole; rows of more (token, slot) pairs than one launch takes
+(kernels.moe_routing.MAX_PAIRS, 256) go through the same kernels in slices of tokens. A chunk of
+more rows than the GEMV takes (GEMV_MAX_ROWS: a prefill) goes through kernels.moe_prefill:
+the experts dequantized to f16 a slice at a time and multiplied on tensor cores.
 
 `select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run: the
 blocks stay as stored in VRAM and are dequantized in registers by the GEMV. Elsewhere it picks
@@ -623,6 +625,14 @@ class KernelsOps(TorchOps):
 
         x = x.contiguous()
         n_tokens, k = x.shape[0], rule.n_expert_used
+        if n_tokens > self.GEMV_MAX_ROWS:  # a prefill chunk: tensor-core matmuls
+            from kernels.moe_prefill import moe_prefill
+
+            logits = logits.float() if bias is None else logits.float() + bias
+            ids, weights = select_experts(logits, k, gating=rule.gating,
+                                          normalize=rule.normalize)  # fmt: skip
+            return moe_prefill(x, experts.gate, experts.up, experts.down, ids, weights,
+                               experts.activation, dtype=self._gemm_dtype)  # fmt: skip
         step = max(1, MAX_PAIRS // k)
         parts = []
         for start in range(0, n_tokens, step):
