@@ -270,6 +270,44 @@ class PagedKVCache:
         if self.kivi:
             self._seal(layer, seq, first, position_arg, shape[0], kq, positions is not None)
 
+    def write_rows(self, layer: int, seqs: list[int], positions: torch.Tensor, k, v) -> None:
+        """Row i of k, v [n, n_kv_heads, head_dim] stored at position positions[i] (a device
+        tensor) of sequence seqs[i]: a batch's decode step, every row in its own sequence's
+        pages, in one launch. The write kernel is the one-sequence kernel given the rows'
+        block tables side by side and each position moved into its row's table (table b's
+        entries start at b * n_pages), so a row can reach only its own sequence's pages; a
+        position past the grown pages is dropped, as in `write`. Not for kivi4 keys, whose
+        open page belongs to one sequence a launch (`write` per sequence there)."""
+        spec = self.spec
+        shape = (len(seqs), spec.n_kv_heads, spec.head_dim)
+        if self.kivi:
+            raise UnsupportedTensor("kivi4 keys are written one sequence at a time (write)")
+        if tuple(k.shape) != shape or tuple(v.shape) != shape or positions.numel() != shape[0]:
+            raise UnsupportedTensor(
+                f"KV rows of shapes {tuple(k.shape)} and {tuple(v.shape)} with "
+                f"{positions.numel()} positions for {len(seqs)} sequences: need {shape}"
+            )
+        if not seqs:
+            return
+        k, v = k.contiguous(), v.contiguous()
+        tables = torch.stack([self._tables[s] for s in seqs])
+        rows = torch.arange(len(seqs), device=self.device, dtype=torch.int64)
+        shifted = positions.reshape(-1).to(torch.int64)
+        # a negative position stays outside every table (dropped), not inside the one before
+        shifted = torch.where(shifted >= 0, shifted + rows * (self.n_pages * spec.page_size), -1)
+        kq, ks, km = _pointers(self._k[layer])
+        vq, vs, vm = _pointers(self._v[layer])
+        kv_write_kernel[(shape[0],)](
+            k, v, tables, 0, shifted, self.n_pages * len(seqs),
+            k.stride(0), v.stride(0), self._signs, self._signs, 1.0,
+            kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], 0, 0,
+            HKV=spec.n_kv_heads, HKV_PAD=triton.next_power_of_2(spec.n_kv_heads),
+            D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
+            K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
+            ROPE=False, N_ROT=2, NEOX=False, POSITIONS=True, KIVI_DIRECT=False,
+            LAUNCH_DEPENDENTS=self.tuning.chains(self.device),
+        )  # fmt: skip
+
     def _seal(self, layer, seq, first, position_arg, n, scratch, on_device) -> None:
         """kivi4 K after the write kernel: the pages the write filled sealed, and (n > 1) its
         last page's rows into the open page (kv_kivi.py)."""
