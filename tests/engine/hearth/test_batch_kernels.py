@@ -98,3 +98,27 @@ def test_kivi_keys_cannot_batch(model):
     with pytest.raises(CacheUnavailable, match="--parallel 1"):
         KernelsBatchCache(**_dims(model), n_pages=4, device="cpu", k_format="kivi4",
                           v_format="rot4")  # fmt: skip
+
+
+def test_a_batch_of_rows_takes_the_gemv_in_slices(tmp_path, monkeypatch):
+    """gemv_for_rows: 20 rows through the GEMV in slices of 16 and 4, the same product as the
+    prefill's GEMM path."""
+    from engine.hearth.ops import KernelsOps
+
+    path = write_tiny_gguf(tmp_path / "m.gguf", tiny_spec("llama", n_layer=1))
+    info = read_model_info(path)
+    ops = KernelsOps("cpu")
+    w = ops.prepare(GGUFTensors(str(path), info).matrix("blk.0.attn_q.weight"))
+    x = torch.randn(20, w.n_in, generator=torch.Generator().manual_seed(0))
+    gemm = ops.matmul(x, w)
+    calls = []
+    quant_matmul = ops._k.quant_matmul
+    monkeypatch.setattr(
+        ops._k, "quant_matmul", lambda x, *a, **k: calls.append(len(x)) or quant_matmul(x, *a, **k)
+    )
+    with ops.gemv_for_rows(64):
+        sliced = ops.matmul(x, w)
+    assert calls == [16, 4]
+    np.testing.assert_allclose(sliced.numpy(), gemm.numpy(), rtol=1e-4, atol=1e-4)
+    ops.matmul(x, w)  # outside the block: the GEMM again
+    assert calls == [16, 4]
