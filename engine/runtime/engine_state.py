@@ -59,7 +59,7 @@ class WorkerEngine:
         self._faults = faults
         self._stop = threading.Event()
         self._session: Session | None = None
-        self._batched: BatchedDecoder | None = None  # when loaded with n_parallel > 1
+        self._batched = None  # BatchedDecoder or HearthBatchedDecoder, with n_parallel > 1
         self._embedder: llama.Context | None = None  # made at the first Embed
         self._prompts: PromptBuilder | None = None  # the loaded model's prompt builder
         self._threads = 0  # the loaded context's CPU threads (0: physical cores)
@@ -215,7 +215,7 @@ class WorkerEngine:
         self._session = Session(model=model, ctx=ctx, speculation=speculation)
         self._threads = params.n_threads
         if params.n_parallel > 1 and model.capabilities.batching:
-            self._batched = BatchedDecoder(model, ctx, params.n_parallel, self._send)
+            self._batched = _batch_decoder(model.engine)(model, ctx, params.n_parallel, self._send)
         self._state = EngineState.IDLE
         template = model.chat_template()
         self._prompts = prompts = PromptBuilder(model, self._send)
@@ -446,6 +446,15 @@ class WorkerEngine:
             process_rss_bytes=rss_bytes(),
             devices=devices,
         )
+
+
+def _batch_decoder(engine: Engine):
+    """Each engine's implementation of the batching plug point (submit, step, busy, stops)."""
+    if engine == Engine.HEARTH:
+        from engine.runtime.hearth_batch import HearthBatchedDecoder  # torch: Hearth loads only
+
+        return HearthBatchedDecoder
+    return BatchedDecoder
 
 
 def _no_stats(received_at: float) -> p.GenerationStats:
