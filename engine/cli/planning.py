@@ -70,16 +70,18 @@ def plan_from_command_line(
     err: TextIO,
     remembered: RememberedSettings | None = None,
     speculative: p.SpeculativeParams | None = None,
+    n_parallel: int = 1,
 ) -> LoadDecision | None:
     """The decision to load `path` with, or None after saying why not (on `err`);
-    `speculative`'s memory set aside first."""
+    `speculative`'s memory set aside first; `n_parallel` sequences decoded together."""
     machine = machine or snapshot_machine()
     given = chosen_from(args)
     chosen = given or (remembered or RememberedSettings()).get(path)
     try:
         decision = plan_load(
-            path, machine, chosen, siblings=sibling_files(path), speculative=speculative
-        )
+            path, machine, chosen, siblings=sibling_files(path), speculative=speculative,
+            n_parallel=n_parallel,
+        )  # fmt: skip
     except UnusableModelFile as exc:
         print(printable_line(str(exc)), file=err)  # it quotes the file
         return None

@@ -136,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
             return 2
         decision = plan_from_command_line(model_path, planned, machine, err=sys.stderr,
-                                          speculative=speculative)  # fmt: skip
+                                          speculative=speculative,
+                                          n_parallel=args.parallel)  # fmt: skip
         if decision is None:
             hint = fewer_tokens_hint(model_path, machine, n_ctx=args.ctx, parallel=args.parallel)
             if hint:

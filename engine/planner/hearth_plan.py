@@ -94,7 +94,8 @@ class _Candidate:
 
 
 def _estimate(profile, search: Search, pair, n_ctx: int) -> MemoryEstimate:
-    config = HearthConfig(n_ctx, pair[0], pair[1], min(search.request.n_ubatch, n_ctx))
+    request = search.request
+    config = HearthConfig(n_ctx, *pair, min(request.n_ubatch, n_ctx), request.n_parallel)
     return hearth_estimate(profile, config, len(search.gpus))
 
 
