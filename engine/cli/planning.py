@@ -59,7 +59,28 @@ def chosen_from(args: argparse.Namespace) -> RememberedChoice | None:
         n_ctx=ctx or 4096,
         kv_type=kv or KV_TYPES[0],
         n_gpu_layers=None if layers is None or layers < 0 else layers,
+        engine=getattr(args, "engine", None) or "llama",
     )
+
+
+def engine_for_context(
+    path: str | Path, machine: MachineSnapshot, *, n_ctx: int, n_parallel: int, asked: str
+) -> str:
+    """The engine a load of `path` with n_ctx tokens takes: `asked`, or for "auto" the one the
+    best fit picks at that context on this machine (engine/planner/engine_choice.py: the
+    measured figures). A file that cannot be read gets llama.cpp here; the load then says why."""
+    if asked != "auto":
+        return asked
+    from engine.planner import Planner
+    from engine.session import check_model_file
+    from engine.session.load_policy import best_fit
+
+    try:
+        info = check_model_file(Path(path))
+    except UnusableModelFile:
+        return "llama"
+    plan = best_fit(Planner(info), machine.plan_request(n_parallel=n_parallel), n_ctx)
+    return plan.choice.engine if plan.fits and plan.choice is not None else "llama"
 
 
 def plan_from_command_line(
