@@ -270,14 +270,18 @@ class PagedKVCache:
         if self.kivi:
             self._seal(layer, seq, first, position_arg, shape[0], kq, positions is not None)
 
-    def write_rows(self, layer: int, seqs: list[int], positions: torch.Tensor, k, v) -> None:
+    def write_rows(
+        self, layer: int, seqs: list[int], positions: torch.Tensor, k, v, tables=None
+    ) -> None:
         """Row i of k, v [n, n_kv_heads, head_dim] stored at position positions[i] (a device
         tensor) of sequence seqs[i]: a batch's decode step, every row in its own sequence's
         pages, in one launch. The write kernel is the one-sequence kernel given the rows'
         block tables side by side and each position moved into its row's table (table b's
         entries start at b * n_pages), so a row can reach only its own sequence's pages; a
         position past the grown pages is dropped, as in `write`. Not for kivi4 keys, whose
-        open page belongs to one sequence a launch (`write` per sequence there)."""
+        open page belongs to one sequence a launch (`write` per sequence there). `tables`
+        [len(seqs), n_pages]: the block tables to write through in place of seqs' own (a CUDA
+        graph's static copy of a batch's tables)."""
         spec = self.spec
         shape = (len(seqs), spec.n_kv_heads, spec.head_dim)
         if self.kivi:
@@ -290,7 +294,8 @@ class PagedKVCache:
         if not seqs:
             return
         k, v = k.contiguous(), v.contiguous()
-        tables = torch.stack([self._tables[s] for s in seqs])
+        if tables is None:
+            tables = torch.stack([self._tables[s] for s in seqs])
         rows = torch.arange(len(seqs), device=self.device, dtype=torch.int64)
         shifted = positions.reshape(-1).to(torch.int64)
         # a negative position stays outside every table (dropped), not inside the one before
@@ -334,6 +339,7 @@ class PagedKVCache:
         *,
         window: int = 0,
         positions: torch.Tensor | None = None,
+        tables: torch.Tensor | None = None,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -341,7 +347,10 @@ class PagedKVCache:
 
         positions: a device tensor of len(seqs) * T integers, the query tokens' own positions
         (in place of the lengths: what a CUDA graph replays); each sees the stored positions up
-        to its own. window > 0: only the last `window` of those (p - j < window)."""
+        to its own. window > 0: only the last `window` of those (p - j < window).
+
+        tables: [len(seqs), n_pages] block tables read in place of seqs' own, with `positions`
+        (a CUDA graph's static copy of a batch's tables; seqs then only size the launch)."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -369,7 +378,8 @@ class PagedKVCache:
             )
         q = q4.contiguous()
         group = n_heads // spec.n_kv_heads
-        tables = torch.stack([self._tables[s] for s in seqs]) if n_seqs > 1 else None
+        if tables is None and n_seqs > 1:
+            tables = torch.stack([self._tables[s] for s in seqs])
         table = tables if tables is not None else self._tables[seqs[0]]
         length_t = (
             torch.cat([self._length_tensors[s] for s in seqs])

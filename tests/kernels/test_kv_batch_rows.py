@@ -84,3 +84,24 @@ def test_kivi_keys_are_refused(device):
     rows = torch.zeros(1, HEADS, DIM, device=device)
     with pytest.raises(UnsupportedTensor, match="one sequence at a time"):
         cache.write_rows(0, [seq], torch.zeros(1, device=device), rows, rows)
+
+
+def test_given_tables_stand_in_for_the_sequences_own(device):
+    """A CUDA graph's static copy of the batch's block tables: the launch reads those, the
+    sequences named only size it."""
+    cache, seqs, _ = _batch("f16", "f16", device, [5, 20, 9])
+    tables = torch.stack([cache._tables[s] for s in seqs]).clone()
+    stand_in = [seqs[0]] * len(seqs)
+    positions = torch.tensor([5, 20, 9], device=device)
+    for seq in seqs:
+        cache.grow(seq, 1)
+    gen = torch.Generator().manual_seed(2)
+    rows = torch.randn(len(seqs), HEADS, DIM, generator=gen).to(device)
+    cache.write_rows(0, stand_in, positions, rows, rows, tables=tables)
+    q = torch.randn(len(seqs), 6, DIM, generator=gen).to(device)
+    given = cache.attend(0, q, stand_in, positions=positions, tables=tables)
+    own = cache.attend(0, q, seqs, positions=positions)
+    np.testing.assert_array_equal(given.cpu().numpy(), own.cpu().numpy())
+    for i, seq in enumerate(seqs):  # each new row landed in its own sequence
+        k, _ = cache.read_rows(0, seq)
+        np.testing.assert_allclose(k[-1], rows[i].cpu().numpy(), atol=2e-3)
