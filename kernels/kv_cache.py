@@ -161,6 +161,11 @@ class PagedKVCache:
     def length(self, seq: int) -> int:
         return self._lengths[seq]
 
+    def block_table(self, seq: int) -> torch.Tensor:
+        """seq's block table on the device, [n_pages] int32, -1 past its pages (what the
+        kernels read; a CUDA graph of a batch copies it into its static tables)."""
+        return self._tables[seq]
+
     def grow(self, seq: int, n: int) -> int:
         """Reserve n more positions for seq; returns the first of them."""
         start = self._lengths[seq]

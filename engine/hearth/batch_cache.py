@@ -204,6 +204,10 @@ class KernelsBatchCache(BatchCacheBase):
         self._kernel_seq[seq] = self.cache.new_sequence()
         return seq
 
+    def kernel_sequence(self, seq: int) -> int:
+        """seq's number in kernels.PagedKVCache (for its block table)."""
+        return self._kernel_seq[seq]
+
     def free_sequence(self, seq: int) -> None:
         super().free_sequence(seq)
         self.cache.free_sequence(self._kernel_seq.pop(seq))

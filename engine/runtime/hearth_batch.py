@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -35,6 +37,7 @@ from engine.runtime import protocol as p
 from engine.runtime.batch_schedule import plan_step
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.engine_api import StepOutput
+from engine.runtime.hearth_driver import GRAPH_ENV
 
 if TYPE_CHECKING:
     from engine.runtime.hearth_driver import HearthModel, HearthSampler
@@ -73,8 +76,9 @@ class HearthBatchContext:
             self.cache = new_batch_cache(
                 layout, n_layer=config.n_layer, n_head_kv=config.n_head_kv,
                 head_dim=config.head_dim,
-                n_pages=pages_for(self.n_ctx_per_sequence, PAGE_SIZE) * n_parallel,
-                device=hearth.device, max_sequences=n_parallel,
+                # one page and one sequence more: the CUDA graphs' scratch (batch_graph.py)
+                n_pages=pages_for(self.n_ctx_per_sequence, PAGE_SIZE) * n_parallel + 1,
+                device=hearth.device, max_sequences=n_parallel + 1,
             )  # fmt: skip
         except CacheUnavailable as exc:
             raise EngineError(str(exc)) from None
@@ -85,6 +89,11 @@ class HearthBatchContext:
                 "requests or a smaller cache type (rot4)."
             ) from None
         self.budget = max(1, min(params.n_ubatch, n_ctx))
+        self.n_parallel = n_parallel
+        # decode-only steps replayed from CUDA graphs per batch size (batch_graph.py), made
+        # by warm_up; HEARTH_CUDA_GRAPH=0 decodes eagerly
+        self._graphs = None
+        self._use_graphs = hearth.device.startswith("cuda") and os.environ.get(GRAPH_ENV) != "0"
         self.info = ContextInfo(
             n_ctx=n_ctx,
             n_batch=max(1, min(params.n_batch, n_ctx)),
@@ -100,8 +109,10 @@ class HearthBatchContext:
         torch = self._torch
         hearth = self.model.hearth
         device = hearth.device
-        rows = self.cache.rows(seqs, positions)
         decode_only = len(set(seqs)) == len(seqs)
+        if self._graphs is not None and decode_only and list(logit_rows) == list(range(len(seqs))):
+            return self._graphs.step(seqs, tokens, positions)
+        rows = self.cache.rows(seqs, positions)
         with torch.inference_mode():
             ops = hearth.transformer.ops
             gemv = ops.gemv_for_rows(len(seqs)) if decode_only else contextlib.nullcontext()
@@ -152,6 +163,30 @@ class HearthBatchContext:
                 self.cache.grow(seq, n)
                 self.forward([seq] * n, bos * n, list(range(n)), [n - 1])
                 self.cache.free_sequence(seq)
+        if self._use_graphs and self._graphs is None:
+            with worker_ends_when_out_of_memory("capturing the batch's decode steps"):
+                self._capture()
+
+    def _capture(self) -> None:
+        """The decode step's graphs for every batch size up to n_parallel. One that cannot be
+        captured leaves the batch decoding eagerly, with a line saying why (slower, the same
+        tokens)."""
+        from engine.hearth.batch_graph import BatchGraphs
+
+        transformer = self.model.hearth.transformer
+        if not BatchGraphs.can_capture(transformer, self.cache):
+            return
+        try:
+            self._graphs = BatchGraphs(transformer, self.cache, self.n_parallel)
+        except Exception as exc:  # the graphs are a speed-up: serving goes on without them
+            first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+            print(
+                f"hearth worker: the batch's decode steps were not captured in CUDA graphs "
+                f"({type(exc).__name__}: {first_line}); decoding them eagerly",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._use_graphs = False
 
     def synchronize(self) -> None:
         if self.model.hearth.device.startswith("cuda"):
@@ -161,6 +196,9 @@ class HearthBatchContext:
         return self.cache.nbytes if self.cache is not None else 0
 
     def close(self) -> None:
+        if self._graphs is not None:
+            self._graphs.close()
+            self._graphs = None
         self.cache = None
 
 

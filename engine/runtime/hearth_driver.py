@@ -62,7 +62,7 @@ class HearthModel:
     """The model's weights in Hearth's forward pass, and llama.cpp's vocabulary for its text."""
 
     engine = Engine.HEARTH
-    # several sequences decoded together (n_parallel > 1: engine/runtime/hearth_batch.py)
+    # several sequences decoded together (n_parallel > 1: engine/runtime/batching.py)
     capabilities = Capabilities(batching=True)
 
     def __init__(self, params: ModelParams):
@@ -138,10 +138,6 @@ class HearthModel:
         return self.hearth.info.weight_bytes
 
     def new_context(self, params: ModelParams) -> HearthContext:
-        if params.n_parallel > 1:  # a batch cache for HearthBatchedDecoder
-            from engine.runtime.hearth_batch import HearthBatchContext
-
-            return HearthBatchContext(self, params)
         return HearthContext(self, params)
 
     def close(self) -> None:

@@ -79,3 +79,40 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path):
     # one row alone takes the integer GEMV (8-bit inputs) where rows in a batch take the float
     # one: a percent or so apart (tests/engine/hearth/test_kernels_ops.py), never more
     assert max(errors) < 3e-2, errors
+
+
+def test_the_captured_steps_equal_the_eager_ones(tmp_path):
+    """BatchGraphs: 3 and 5 sequences (buckets 4 and 8, spare rows on the scratch page) replayed
+    from CUDA graphs give the eager step's logits, and nobody's pages are written by the spare
+    rows."""
+    from engine.hearth.batch_graph import BatchGraphs
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama"))
+    info = read_model_info(path)
+    cfg = model_config(info)
+    model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
+
+    def run(captured: bool, n: int) -> np.ndarray:
+        cache = KernelsBatchCache(**dims, n_pages=32, device="cuda", k_format="q8", v_format="q8",
+                                  max_sequences=9)  # fmt: skip
+        graphs = BatchGraphs(model, cache, max_rows=8) if captured else None
+        seqs = [cache.new_sequence() for _ in range(n)]
+        out = []
+        for step in range(4):
+            pos = [cache.grow(s, 1) for s in seqs]
+            tokens = [(5 * i + step) % 300 + 1 for i in range(n)]
+            if graphs is not None:
+                out.append(graphs.step(seqs, tokens, pos).float().cpu())
+            else:
+                rows = cache.rows(seqs, pos)
+                with torch.inference_mode(), model.ops.gemv_for_rows(n):
+                    out.append(model.forward(torch.tensor(tokens, device="cuda"),
+                                             torch.tensor(pos, device="cuda"), rows, n_keys=0,
+                                             all_logits=True).float().cpu())  # fmt: skip
+        return torch.stack(out).numpy()
+
+    for n in (3, 5):
+        eager, replayed = run(False, n), run(True, n)
+        error = np.linalg.norm(replayed - eager) / np.linalg.norm(eager)
+        assert error < 1e-3, (n, error)

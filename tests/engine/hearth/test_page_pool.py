@@ -102,3 +102,14 @@ def test_grow_returns_the_first_new_position():
     assert (pool.grow(a, 3), pool.grow(a, 2), pool.length(a), pool.capacity(a)) == (0, 3, 5, 8)
     with pytest.raises(ValueError):
         pool.truncate(a, 6)
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "max_rows", "bucket"),
+    [(1, 64, 1), (3, 64, 4), (16, 64, 16), (17, 64, 32), (64, 64, 64), (5, 6, 6), (6, 6, 6)],
+)
+def test_a_batch_takes_the_smallest_graph_bucket_that_holds_it(n_rows, max_rows, bucket):
+    from engine.hearth.batch_graph import bucket_for, buckets_up_to
+
+    assert bucket_for(n_rows, buckets_up_to(max_rows)) == bucket
+    assert buckets_up_to(max_rows)[-1] == max_rows

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels extra)")
 
 from engine.runtime import protocol as p
+from engine.runtime.batching import new_context
 from engine.runtime.hearth_batch import HearthBatchContext, HearthBatchedDecoder
 from engine.runtime.hearth_driver import HearthModel
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
@@ -33,7 +34,7 @@ def model(starter_model, tmp_path_factory):
 def _decoder(model, n_parallel=4, n_ctx=512, n_ubatch=512):
     params = p.ModelParams(path=model.params.path, engine="hearth", n_ctx=n_ctx,
                            n_parallel=n_parallel, n_ubatch=n_ubatch, n_threads=1)  # fmt: skip
-    ctx = model.new_context(params)
+    ctx = new_context(model, params)
     assert isinstance(ctx, HearthBatchContext)
     events: list = []
     return HearthBatchedDecoder(model, ctx, n_parallel, events.append), events
