@@ -165,3 +165,13 @@ def test_the_plan_budgets_the_pages_of_n_sequences(synthetic_info):
     one = longest_context(info, card(12), "q8", "q8")
     many = longest_context(info, replace(card(12), n_parallel=64), "q8", "q8")
     assert 0 < many < one
+
+
+def test_several_sequences_are_never_planned_with_kivi4_keys(synthetic_info):
+    """kivi4 keys keep one open page per sequence; the batch cache refuses them."""
+    from dataclasses import replace
+
+    info = synthetic_info("llama3-8b", "Q4_K_M")
+    assert plan_hearth(info, card(12)).choice.type_k == "kivi4"  # one sequence: the best pair
+    plan = plan_hearth(info, replace(card(12), n_parallel=4))
+    assert plan.fits and plan.choice.type_k != "kivi4"
