@@ -1,16 +1,24 @@
 """Concurrent streaming clients against `hearth serve` and llama.cpp's `llama-server`.
 
     python -m benchmarks.server_concurrency MODEL.gguf [--llama-server PATH] [--clients 1 4 16]
+        [--hearth-engines llama hearth]
 
 Each server is started on 127.0.0.1 with as many parallel slots as the largest client count and
-the same context per slot; then, for each client count, that many clients stream a completion
-of exactly --max-tokens tokens at once (`ignore_eos`, greedy) after prompts of about
+the same context per slot: `hearth serve` once per engine in --hearth-engines (llama: llama.cpp's
+batching, the default; hearth: the Hearth engine's continuous batching on its own kernels), and
+llama.cpp's llama-server when given. Then, for each client count, that many clients stream a
+completion of exactly --max-tokens tokens at once (`ignore_eos`, greedy) after prompts of about
 --prompt-words words, each prompt different from the others (no shared prefix to reuse). Per
 client count it reports:
 
 - aggregate tok/s: all generated tokens over the wall time from the first request sent to the
   last token received;
+- decode tok/s: the tokens after each request's first, over the time from the earliest first
+  token of the round to its last token (prefill and time to first token left out);
 - time to first token, p50 and p95 over all requests of all rounds.
+
+A round that has not ended after --level-timeout seconds counts its unfinished requests as
+failed, so one stuck server cannot hold the run past its budget.
 
 The clients speak raw HTTP/1.1 on asyncio (one connection per request, no client library), so
 the client side costs the same for both servers. Results go to stdout and, with --json, to a
@@ -21,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import itertools
 import json
 import os
@@ -40,6 +49,7 @@ class RequestResult:
     ttft_s: float
     tokens: int
     ended_s: float  # since the round started
+    first_s: float = 0.0  # its first text, since the round started
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,19 @@ class LevelResult:
     ttft_p95_s: float
     tokens: int
     failures: int
+    decode_tok_s: float = 0.0
+
+
+def decode_rate(rounds: list[list[RequestResult]]) -> float:
+    """Tokens after each request's first, over the time from the round's earliest first token
+    to its last token, summed over rounds."""
+    tokens = sum(r.tokens - 1 for results in rounds for r in results)
+    seconds = sum(
+        max(r.ended_s for r in results) - min(r.first_s for r in results)
+        for results in rounds
+        if results
+    )
+    return tokens / seconds if seconds > 0 else 0.0
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -121,7 +144,10 @@ async def stream_one(port: int, body: dict, started: float, on_first=None) -> Re
     if first is None:
         raise RuntimeError("the stream ended without text")
     tokens = usage_tokens if usage_tokens is not None else body["max_tokens"]
-    return RequestResult(ttft_s=first - sent, tokens=tokens, ended_s=time.perf_counter() - started)
+    return RequestResult(
+        ttft_s=first - sent, tokens=tokens, ended_s=time.perf_counter() - started,
+        first_s=first - started,
+    )  # fmt: skip
 
 
 async def _body_pieces(reader: asyncio.StreamReader, chunked: bool):
@@ -153,9 +179,15 @@ async def run_level(
         }
         for i in range(clients)
     ]
-    outcomes = await asyncio.gather(
-        *(stream_one(port, body, started) for body in bodies), return_exceptions=True
-    )
+    tasks = [asyncio.ensure_future(stream_one(port, body, started)) for body in bodies]
+    await asyncio.wait(tasks, timeout=args.level_timeout)
+    outcomes = []
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+            outcomes.append(TimeoutError(f"no end after {args.level_timeout:g} s"))
+        else:
+            outcomes.append(task.exception() or task.result())
     results = [o for o in outcomes if isinstance(o, RequestResult)]
     failures = [o for o in outcomes if not isinstance(o, RequestResult)]
     for failure in failures[:3]:
@@ -169,9 +201,10 @@ def measure(server: str, port: int, args) -> list[LevelResult]:
     levels = []
     runs = itertools.count(1)
     for clients in args.clients:
-        ttfts, tokens, wall_total, failures = [], 0, 0.0, 0
+        ttfts, tokens, wall_total, failures, rounds = [], 0, 0.0, 0, []
         for _ in range(args.rounds):
             results, failed, wall = asyncio.run(run_level(port, clients, args, next(runs)))
+            rounds.append(results)
             ttfts += [r.ttft_s for r in results]
             tokens += sum(r.tokens for r in results)
             wall_total += wall
@@ -185,9 +218,11 @@ def measure(server: str, port: int, args) -> list[LevelResult]:
             ttft_p95_s=percentile(ttfts, 95),
             tokens=tokens,
             failures=failures,
+            decode_tok_s=decode_rate(rounds),
         )
         print(
-            f"{server:13s} clients={clients:3d} aggregate {level.aggregate_tok_s:8.1f} tok/s  "
+            f"{server:16s} clients={clients:3d} aggregate {level.aggregate_tok_s:8.1f} tok/s  "
+            f"decode {level.decode_tok_s:8.1f} tok/s  "
             f"TTFT p50 {level.ttft_p50_s * 1000:7.1f} ms  p95 {level.ttft_p95_s * 1000:7.1f} ms"
             + (f"  ({failures} failed)" if failures else ""),
             flush=True,
@@ -202,11 +237,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def hearth_command(args, port: int, slots: int) -> list[str]:
+HEARTH_SERVERS = {"llama": "hearth-llama.cpp", "hearth": "hearth-engine", "auto": "hearth-auto"}
+
+
+def hearth_command(args, port: int, slots: int, engine: str = "llama") -> list[str]:
     return [
         sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
         "serve", args.model, "--port", str(port), "--parallel", str(slots),
-        "--ctx", str(args.ctx), "--queue", "64",
+        "--ctx", str(args.ctx), "--queue", "64", "--engine", engine,
         *(["--gpu-layers", str(args.gpu_layers)] if args.gpu_layers >= 0 else []),
         *(["--threads", str(args.threads)] if args.threads else []),
     ]  # fmt: skip
@@ -267,21 +305,49 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: the servers')")
     parser.add_argument("--logs", default=os.environ.get("TMPDIR", "/tmp"))
     parser.add_argument("--json", help="write the results to this file")
+    parser.add_argument(
+        "--hearth-engines",
+        nargs="+",
+        choices=list(HEARTH_SERVERS),
+        default=["llama"],
+        help="`hearth serve --engine` values to run, in order",
+    )
+    parser.add_argument(
+        "--level-timeout",
+        type=float,
+        default=300.0,
+        help="seconds a round may take before its open requests count as failed",
+    )
     args = parser.parse_args(argv)
-    results = run_server("hearth", hearth_command, args)
+    results = []
+    for engine in args.hearth_engines:
+        command = functools.partial(hearth_command, engine=engine)
+        results += run_server(HEARTH_SERVERS[engine], command, args)
     if args.llama_server:
         results += run_server("llama-server", llama_server_command, args)
-        for clients in args.clients:
-            ours, theirs = (
-                next(r for r in results if r.server == s and r.clients == clients)
-                for s in ("hearth", "llama-server")
-            )
-            if theirs.aggregate_tok_s:
-                ratio = ours.aggregate_tok_s / theirs.aggregate_tok_s
-                print(f"clients={clients:3d} hearth / llama-server throughput: {ratio:.3f}")
+        for clients, engine in itertools.product(args.clients, args.hearth_engines):
+            print(comparison(results, HEARTH_SERVERS[engine], clients))
     if args.json:
         Path(args.json).write_text(json.dumps([asdict(r) for r in results], indent=2))
     return 0
+
+
+def comparison(results: list[LevelResult], ours_name: str, clients: int) -> str:
+    """One line: a `hearth serve` row against llama-server's at the same client count."""
+    ours, theirs = (
+        next(r for r in results if r.server == s and r.clients == clients)
+        for s in (ours_name, "llama-server")
+    )
+
+    def ratio(a: float, b: float) -> str:
+        return f"{a / b:.3f}" if b else "n/a"
+
+    return (
+        f"clients={clients:3d} {ours_name} / llama-server: throughput "
+        f"{ratio(ours.aggregate_tok_s, theirs.aggregate_tok_s)}, decode "
+        f"{ratio(ours.decode_tok_s, theirs.decode_tok_s)}, TTFT p95 "
+        f"{ratio(ours.ttft_p95_s, theirs.ttft_p95_s)} (below 1: sooner)"
+    )
 
 
 if __name__ == "__main__":

@@ -161,6 +161,11 @@ class PagedKVCache:
     def length(self, seq: int) -> int:
         return self._lengths[seq]
 
+    def block_table(self, seq: int) -> torch.Tensor:
+        """seq's block table on the device, [n_pages] int32, -1 past its pages (what the
+        kernels read; a CUDA graph of a batch copies it into its static tables)."""
+        return self._tables[seq]
+
     def grow(self, seq: int, n: int) -> int:
         """Reserve n more positions for seq; returns the first of them."""
         start = self._lengths[seq]
@@ -270,6 +275,49 @@ class PagedKVCache:
         if self.kivi:
             self._seal(layer, seq, first, position_arg, shape[0], kq, positions is not None)
 
+    def write_rows(
+        self, layer: int, seqs: list[int], positions: torch.Tensor, k, v, tables=None
+    ) -> None:
+        """Row i of k, v [n, n_kv_heads, head_dim] stored at position positions[i] (a device
+        tensor) of sequence seqs[i]: a batch's decode step, every row in its own sequence's
+        pages, in one launch. The write kernel is the one-sequence kernel given the rows'
+        block tables side by side and each position moved into its row's table (table b's
+        entries start at b * n_pages), so a row can reach only its own sequence's pages; a
+        position past the grown pages is dropped, as in `write`. Not for kivi4 keys, whose
+        open page belongs to one sequence a launch (`write` per sequence there). `tables`
+        [len(seqs), n_pages]: the block tables to write through in place of seqs' own (a CUDA
+        graph's static copy of a batch's tables)."""
+        spec = self.spec
+        shape = (len(seqs), spec.n_kv_heads, spec.head_dim)
+        if self.kivi:
+            raise UnsupportedTensor("kivi4 keys are written one sequence at a time (write)")
+        if tuple(k.shape) != shape or tuple(v.shape) != shape or positions.numel() != shape[0]:
+            raise UnsupportedTensor(
+                f"KV rows of shapes {tuple(k.shape)} and {tuple(v.shape)} with "
+                f"{positions.numel()} positions for {len(seqs)} sequences: need {shape}"
+            )
+        if not seqs:
+            return
+        k, v = k.contiguous(), v.contiguous()
+        if tables is None:
+            tables = torch.stack([self._tables[s] for s in seqs])
+        rows = torch.arange(len(seqs), device=self.device, dtype=torch.int64)
+        shifted = positions.reshape(-1).to(torch.int64)
+        # a negative position stays outside every table (dropped), not inside the one before
+        shifted = torch.where(shifted >= 0, shifted + rows * (self.n_pages * spec.page_size), -1)
+        kq, ks, km = _pointers(self._k[layer])
+        vq, vs, vm = _pointers(self._v[layer])
+        kv_write_kernel[(shape[0],)](
+            k, v, tables, 0, shifted, self.n_pages * len(seqs),
+            k.stride(0), v.stride(0), self._signs, self._signs, 1.0,
+            kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], 0, 0,
+            HKV=spec.n_kv_heads, HKV_PAD=triton.next_power_of_2(spec.n_kv_heads),
+            D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
+            K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
+            ROPE=False, N_ROT=2, NEOX=False, POSITIONS=True, KIVI_DIRECT=False,
+            LAUNCH_DEPENDENTS=self.tuning.chains(self.device),
+        )  # fmt: skip
+
     def _seal(self, layer, seq, first, position_arg, n, scratch, on_device) -> None:
         """kivi4 K after the write kernel: the pages the write filled sealed, and (n > 1) its
         last page's rows into the open page (kv_kivi.py)."""
@@ -297,6 +345,7 @@ class PagedKVCache:
         window: int = 0,
         positions: torch.Tensor | None = None,
         sinks: torch.Tensor | None = None,
+        tables: torch.Tensor | None = None,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -306,7 +355,10 @@ class PagedKVCache:
         (in place of the lengths: what a CUDA graph replays); each sees the stored positions up
         to its own. window > 0: only the last `window` of those (p - j < window). sinks
         [n_heads] (gpt-oss's attention sinks): one more logit per head in each softmax's
-        denominator."""
+        denominator.
+
+        tables: [len(seqs), n_pages] block tables read in place of seqs' own, with `positions`
+        (a CUDA graph's static copy of a batch's tables; seqs then only size the launch)."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -334,7 +386,8 @@ class PagedKVCache:
             )
         q = q4.contiguous()
         group = n_heads // spec.n_kv_heads
-        tables = torch.stack([self._tables[s] for s in seqs]) if n_seqs > 1 else None
+        if tables is None and n_seqs > 1:
+            tables = torch.stack([self._tables[s] for s in seqs])
         table = tables if tables is not None else self._tables[seqs[0]]
         length_t = (
             torch.cat([self._length_tensors[s] for s in seqs])

@@ -251,7 +251,10 @@ class ServerPage(QWidget):
         if snapshot is None:
             return None
         try:
-            return parallel_that_fit(model.path, snapshot, per_request, model.type_k)
+            return parallel_that_fit(
+                model.path, snapshot, per_request, model.type_k, engine=model.engine,
+                type_v=model.type_v,
+            )  # fmt: skip
         except Exception:  # a file that changed since it loaded: the count is a nicety
             return None
 

@@ -59,7 +59,28 @@ def chosen_from(args: argparse.Namespace) -> RememberedChoice | None:
         n_ctx=ctx or 4096,
         kv_type=kv or KV_TYPES[0],
         n_gpu_layers=None if layers is None or layers < 0 else layers,
+        engine=getattr(args, "engine", None) or "llama",
     )
+
+
+def engine_for_context(
+    path: str | Path, machine: MachineSnapshot, *, n_ctx: int, n_parallel: int, asked: str
+) -> str:
+    """The engine a load of `path` with n_ctx tokens takes: `asked`, or for "auto" the one the
+    best fit picks at that context on this machine (engine/planner/engine_choice.py: the
+    measured figures). A file that cannot be read gets llama.cpp here; the load then says why."""
+    if asked != "auto":
+        return asked
+    from engine.planner import Planner
+    from engine.session import check_model_file
+    from engine.session.load_policy import best_fit
+
+    try:
+        info = check_model_file(Path(path))
+    except UnusableModelFile:
+        return "llama"
+    plan = best_fit(Planner(info), machine.plan_request(n_parallel=n_parallel), n_ctx)
+    return plan.choice.engine if plan.fits and plan.choice is not None else "llama"
 
 
 def plan_from_command_line(
@@ -70,16 +91,18 @@ def plan_from_command_line(
     err: TextIO,
     remembered: RememberedSettings | None = None,
     speculative: p.SpeculativeParams | None = None,
+    n_parallel: int = 1,
 ) -> LoadDecision | None:
     """The decision to load `path` with, or None after saying why not (on `err`);
-    `speculative`'s memory set aside first."""
+    `speculative`'s memory set aside first; `n_parallel` sequences decoded together."""
     machine = machine or snapshot_machine()
     given = chosen_from(args)
     chosen = given or (remembered or RememberedSettings()).get(path)
     try:
         decision = plan_load(
-            path, machine, chosen, siblings=sibling_files(path), speculative=speculative
-        )
+            path, machine, chosen, siblings=sibling_files(path), speculative=speculative,
+            n_parallel=n_parallel,
+        )  # fmt: skip
     except UnusableModelFile as exc:
         print(printable_line(str(exc)), file=err)  # it quotes the file
         return None

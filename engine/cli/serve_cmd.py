@@ -13,9 +13,15 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.cli import numbers
-from engine.cli.planning import fewer_tokens_hint, machine_after_start, plan_from_command_line
+from engine.cli.planning import (
+    engine_for_context,
+    fewer_tokens_hint,
+    machine_after_start,
+    plan_from_command_line,
+)
 from engine.cli.speculative_args import add_speculative_arguments, speculative_from
 from engine.enums import KV_TYPES
+from engine.planner.engine_choice import ENGINES
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EventQueue
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, Limits, ServerConfig, ServerConfigError
@@ -65,6 +71,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="context tokens per parallel request (the KV cache holds "
                         "parallel x ctx, and the plan checks that it fits)")  # fmt: skip
     parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default f16)")
+    parser.add_argument(
+        "--engine", choices=ENGINES, default="llama",
+        help="llama (llama.cpp), hearth (the Hearth engine: its own GPU kernels, the "
+        "parallel requests batched on them) or auto (the engine the best fit picks for this "
+        "model here) (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument(
         "--threads",
         type=numbers.threads,
@@ -128,15 +140,18 @@ def run(args: argparse.Namespace) -> int:
     try:
         machine = machine_after_start(events, LOAD_TIMEOUT_S)
         # The plan sees the whole cache: every parallel request has its own --ctx tokens.
+        engine = engine_for_context(model_path, machine, n_ctx=args.ctx * args.parallel,
+                                    n_parallel=args.parallel, asked=args.engine)  # fmt: skip
         planned = argparse.Namespace(
-            ctx=args.ctx * args.parallel, kv=args.kv, gpu_layers=args.gpu_layers
+            ctx=args.ctx * args.parallel, kv=args.kv, gpu_layers=args.gpu_layers, engine=engine
         )
         speculative, problem = speculative_from(args)
         if problem:
             print(problem, file=sys.stderr)
             return 2
         decision = plan_from_command_line(model_path, planned, machine, err=sys.stderr,
-                                          speculative=speculative)  # fmt: skip
+                                          speculative=speculative,
+                                          n_parallel=args.parallel)  # fmt: skip
         if decision is None:
             hint = fewer_tokens_hint(model_path, machine, n_ctx=args.ctx, parallel=args.parallel)
             if hint:

@@ -290,14 +290,17 @@ class Transformer:
         *,
         n_keys: int,
         all_logits: bool = False,
+        logit_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Run `tokens` [T] at `positions` [T] (on ops.device), writing their K and V into the
         cache; attention reads cache slots 0..n_keys-1. Returns the logits of the last token
-        [vocab], or of every token [T, vocab] with `all_logits`."""
+        [vocab], or of every token [T, vocab] with `all_logits`, or of the rows `logit_rows`
+        [R, vocab] (a batch's: engine/hearth/batch_cache.py)."""
         logits = self.forward_embedded(
-            self.embed(tokens), positions, cache, n_keys=n_keys, all_logits=all_logits
-        )
-        return logits if all_logits else logits[0]
+            self.embed(tokens), positions, cache, n_keys=n_keys, all_logits=all_logits,
+            logit_rows=logit_rows,
+        )  # fmt: skip
+        return logits if all_logits or logit_rows is not None else logits[0]
 
     def forward_embedded(
         self,
@@ -307,9 +310,11 @@ class Transformer:
         *,
         n_keys: int,
         all_logits: bool = False,
+        logit_rows: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """`forward` from the embedded rows h [T, n_embd]; logits [T or 1, vocab]. Everything
-        here runs on the device, so a CUDA graph can capture it (decode_graph.py)."""
+        """`forward` from the embedded rows h [T, n_embd]; logits [T or 1, vocab] (or of
+        `logit_rows`, [R, vocab]). Everything here runs on the device, so a CUDA graph can
+        capture it (decode_graph.py)."""
         cfg, ops = self.config, self.ops
         if cfg.embed_scale != 1.0:
             h = h * cfg.embed_scale
@@ -334,7 +339,9 @@ class Transformer:
             next_norm = self.output_norm if last else following.attn_norm
             readers = [self.output] if last else _readers(following.attn_in)
             x, h, shared = ops.rms_norm_for(readers, f, next_norm, cfg.rms_eps, residual=h)
-        if not all_logits and x.shape[0] > 1:
+        if logit_rows is not None:
+            x, shared = x.index_select(0, logit_rows), None
+        elif not all_logits and x.shape[0] > 1:
             x, shared = x[-1:], None
         logits = ops.matmul(x.to(self.ops.dtype), self.output, shared)  # float32 logits
         if cfg.final_softcap:

@@ -44,6 +44,16 @@ class TorchKVCache:
     def nbytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
 
+    @classmethod
+    def over_rows(cls, k: torch.Tensor, v: torch.Tensor) -> TorchKVCache:
+        """A one-layer cache holding k, v [n_kv_heads, n, head_dim] (one sequence's rows
+        gathered from a paged pool, engine/hearth/batch_cache.py), so that they are attended
+        exactly as a sequence of this cache is."""
+        cache = cls.__new__(cls)
+        cache.k, cache.v, cache.n_ctx = k[None], v[None], k.shape[1]
+        cache.k_codec = cache.v_codec = None
+        return cache
+
     def truncate(self, n: int) -> bool:
         """Keep the first n positions: nothing to do, since attention masks by position."""
         return True

@@ -54,6 +54,7 @@ machine. On the CPU KernelsOps runs only under TRITON_INTERPRET=1, for the tests
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -174,6 +175,11 @@ class TorchOps:
 
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in _DEQUANTIZABLE
+
+    def gemv_for_rows(self, n_rows: int):
+        """Within this block, matmuls of up to n_rows rows take the GEMV (KernelsOps: a batch's
+        decode step); plain torch has one path for every row count."""
+        return contextlib.nullcontext()
 
     def prepare(self, w: QuantWeight) -> PreparedWeight:
         if not self.supports(w.ggml_type):
@@ -465,6 +471,7 @@ class KernelsOps(TorchOps):
         # cache and attention without a cast (three launches a layer fewer), and the GEMVs
         # read half the activation bytes; the residual stream and the logits stay float32
         self.activation_dtype = self._gemm_dtype
+        self._gemv_rows = self.GEMV_MAX_ROWS  # gemv_for_rows raises it for a batch's step
         self._ropes: dict[RopeTable, object] = {}
         # gemv's chained integer GEMV on sm_90+, gemv's default: a programmatic dependent
         # launch that starts while the kernel before it ends and loads its first weights before
@@ -534,12 +541,33 @@ class KernelsOps(TorchOps):
             return super().gated_ffn_activation_for(readers, gate, up, kind)
         return self._k.swiglu_quantized(gate, up)
 
+    @contextlib.contextmanager
+    def gemv_for_rows(self, n_rows: int):
+        """Within this block, matmuls of up to n_rows rows (a batch's decode step: one row per
+        sequence, up to 64) take the GEMV in slices of GEMV_MAX_ROWS rows, each slice reading
+        the weights once, instead of dequantizing every matrix for a GEMM as a prefill chunk
+        does; outside it, prefill keeps its GEMM from 17 rows up."""
+        before = self._gemv_rows
+        self._gemv_rows = max(before, n_rows)
+        try:
+            yield
+        finally:
+            self._gemv_rows = before
+
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
             return super().matmul(x, w)
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         if rows <= self.GEMV_MAX_ROWS:
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
+        if rows <= self._gemv_rows:
+            x2 = x.reshape(rows, x.shape[-1])
+            step = self.GEMV_MAX_ROWS
+            parts = [
+                self._k.quant_matmul(x2[i : i + step], w, self._gemv_config(w, min(step, rows - i)))
+                for i in range(0, rows, step)
+            ]
+            return torch.cat(parts).reshape(*x.shape[:-1], -1)
         from kernels.dequant import dequantize
 
         try:

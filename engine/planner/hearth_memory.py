@@ -57,6 +57,7 @@ from engine.gguf.ggml_types import GGML_TYPES
 from engine.hearth.cache_layout import PAGE_SIZE as PAGE
 from engine.hearth.cache_layout import CacheLayout, cache_layout
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig, model_config
+from engine.hearth.page_pool import pages_for
 from engine.planner.memory import DeviceMemory, MemoryEstimate
 from kernels.ggml_formats import FORMATS
 from kernels.kv_formats import bytes_per_row, kivi_group
@@ -109,6 +110,16 @@ class HearthConfig:
     type_k: str = "f16"
     type_v: str = "f16"
     n_ubatch: int = 512  # rows per prefill chunk
+    # sequences decoded together (engine/runtime/hearth_batch.py), n_ctx / n_parallel each
+    n_parallel: int = 1
+
+    @property
+    def kv_pages(self) -> int:
+        """Pages of the KV cache: the context's, or with a batch, each sequence's share in
+        whole pages (engine/runtime/hearth_batch.py sizes its pool so)."""
+        if self.n_parallel <= 1:
+            return pages_for(self.n_ctx, PAGE)
+        return pages_for(self.n_ctx // self.n_parallel, PAGE) * self.n_parallel
 
 
 @dataclass(frozen=True)
@@ -276,8 +287,9 @@ def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
     d, heads, layers = cfg.head_dim, cfg.n_head_kv, cfg.n_layer
     layout = gpu_cache_layout(config.type_k, config.type_v)
     if not layout.paged:
-        return [layers * heads * config.n_ctx * d * layout.plain_element_bytes] * 2
-    rows = -(-config.n_ctx // PAGE) * heads * PAGE  # positions x heads, whole pages
+        positions = config.n_ctx if config.n_parallel <= 1 else config.kv_pages * PAGE
+        return [layers * heads * positions * d * layout.plain_element_bytes] * 2
+    rows = config.kv_pages * heads * PAGE  # positions x heads, whole pages
     sizes = []
     for fmt in (config.type_k, config.type_v):
         sizes += [rows * plane for plane in _planes(fmt, d)] * layers
@@ -287,7 +299,8 @@ def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
         page_rows = 2 * heads * PAGE * d * 2
         scratch = 2 * (config.n_ubatch + PAGE) * heads * d * 2
         sizes += [page_rows, scratch] * layers
-    return [*sizes, 4 * d * d, 4 * d, 8 * -(-config.n_ctx // PAGE)]  # rotation, block table
+    # the rotation, and a block table over the whole pool per sequence
+    return [*sizes, 4 * d * d, 4 * d, 8 * config.kv_pages * max(1, config.n_parallel)]
 
 
 def _planes(fmt: str, d: int) -> list[int]:
@@ -404,10 +417,12 @@ def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
 
 
 def decode_workspace(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts) -> int:
-    """One decode step's peak: what the CUDA graph's private pool keeps (decode_graph.py)."""
+    """One decode step's peak: what the CUDA graph's private pool keeps (decode_graph.py); a
+    batch's step has a row per sequence."""
+    rows = max(1, config.n_parallel)
     widest = max(cfg.n_embd, 2 * cfg.n_ff, (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim)
-    activations = 8 * widest * costs.activation_bytes + moe_workspace(cfg, 1, costs)
-    return activations + _decode_attention(cfg, config) + _logits_workspace(cfg)
+    activations = rows * 8 * widest * costs.activation_bytes + moe_workspace(cfg, rows, costs)
+    return activations + _decode_attention(cfg, config) + rows * _logits_workspace(cfg)
 
 
 def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: HearthCosts) -> int:

@@ -76,12 +76,16 @@ def pair_problem(profile: HearthProfile, type_k: str, type_v: str, gpu: bool = T
     )
 
 
-def auto_pairs(profile: HearthProfile) -> list[tuple[str, str]]:
-    """The pairs Best fit may pick for this model: measured, good enough, held here."""
+def auto_pairs(profile: HearthProfile, n_parallel: int = 1) -> list[tuple[str, str]]:
+    """The pairs Best fit may pick for this model: measured, good enough, held here; for
+    several sequences at once, not kivi4 keys (their open page is one sequence's:
+    engine/hearth/batch_cache.py)."""
     return [
         pair
         for pair in measured_kv_pairs(HEARTH)
-        if (kv_cost(HEARTH, *pair) or 0.0) < UNUSABLE_KL and not pair_problem(profile, *pair)
+        if (kv_cost(HEARTH, *pair) or 0.0) < UNUSABLE_KL
+        and not pair_problem(profile, *pair)
+        and not (n_parallel > 1 and pair[0] == "kivi4")
     ]
 
 
@@ -94,7 +98,8 @@ class _Candidate:
 
 
 def _estimate(profile, search: Search, pair, n_ctx: int) -> MemoryEstimate:
-    config = HearthConfig(n_ctx, pair[0], pair[1], min(search.request.n_ubatch, n_ctx))
+    request = search.request
+    config = HearthConfig(n_ctx, *pair, min(request.n_ubatch, n_ctx), request.n_parallel)
     return hearth_estimate(profile, config, len(search.gpus))
 
 
@@ -134,7 +139,7 @@ def plan_hearth(info: ModelInfo, request: PlanRequest) -> Plan:
     search = Search(request)
     lo, target = _bounds(info, request)
     candidates = []
-    for pair in auto_pairs(profile):
+    for pair in auto_pairs(profile, request.n_parallel):
         n_ctx = _longest(profile, search, pair, lo, target)
         if n_ctx:
             est = _estimate(profile, search, pair, n_ctx)
@@ -225,7 +230,7 @@ def _fitting(profile, search: Search, best: _Candidate, target: int, candidates)
 
 
 def _not_fitting(profile, search: Search, lo: int) -> Plan:
-    pairs = auto_pairs(profile) or [("f16", "f16")]
+    pairs = auto_pairs(profile, search.request.n_parallel) or [("f16", "f16")]
     leanest = min(pairs, key=lambda p: kv_bytes_per_token(profile.config, *p))
     est = _estimate(profile, search, leanest, lo)
     over = ", ".join(f"{gib(b)} more on {name}" for name, b in search.over_budget(est))

@@ -116,7 +116,9 @@ def _plan_hearth(profile: ModelProfile, request: PlanRequest, choice: ManualChoi
     hearth = hearth_profile(profile.info)
     search = Search(request)
     type_k, type_v = choice.kv_type, choice.type_v or choice.kv_type
-    config = HearthConfig(choice.n_ctx, type_k, type_v, min(request.n_ubatch, choice.n_ctx))
+    config = HearthConfig(
+        choice.n_ctx, type_k, type_v, min(request.n_ubatch, choice.n_ctx), request.n_parallel
+    )
     est = hearth_estimate(hearth, config, max(1, len(search.gpus)))
     if not search.gpus:
         g, h = est.gpus[0], est.host

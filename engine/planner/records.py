@@ -44,6 +44,7 @@ class PlanRequest:
     flash_attn: str = "auto"  # "on", "off" or "auto" (the planner picks)
     n_ubatch: int = 512
     n_batch: int = 2048
+    n_parallel: int = 1  # sequences decoded together, the context shared among them
     allow_cpu_layers: bool = True  # layers in host memory when the GPU is too small
     allow_cpu_experts: bool = True  # MoE experts in host memory
     # quality and context plans stay above this speed when something does; None: 10 tokens/s for

@@ -20,7 +20,7 @@ from engine.enums import Engine, EngineState, StopReason
 from engine.llama import driver as llama
 from engine.llama.params import ContextSettings
 from engine.runtime import protocol as p
-from engine.runtime.batched_decode import BatchedDecoder
+from engine.runtime.batching import batch_decoder, new_context
 from engine.runtime.device_facts import (
     device_used,
     devices_holding,
@@ -59,7 +59,7 @@ class WorkerEngine:
         self._faults = faults
         self._stop = threading.Event()
         self._session: Session | None = None
-        self._batched: BatchedDecoder | None = None  # when loaded with n_parallel > 1
+        self._batched = None  # engine/runtime/batching.py's decoder, with n_parallel > 1
         self._embedder: llama.Context | None = None  # made at the first Embed
         self._prompts: PromptBuilder | None = None  # the loaded model's prompt builder
         self._threads = 0  # the loaded context's CPU threads (0: physical cores)
@@ -195,7 +195,7 @@ class WorkerEngine:
                 )
             if model.engine == Engine.LLAMA:
                 params = with_llama_kv(params)  # a Hearth load that fell back keeps its plan
-            ctx = model.new_context(params)
+            ctx = new_context(model, params)
             ctx.warm_up()
         except llama.EngineError as exc:
             for handle in (ctx, model):
@@ -215,7 +215,7 @@ class WorkerEngine:
         self._session = Session(model=model, ctx=ctx, speculation=speculation)
         self._threads = params.n_threads
         if params.n_parallel > 1 and model.capabilities.batching:
-            self._batched = BatchedDecoder(model, ctx, params.n_parallel, self._send)
+            self._batched = batch_decoder(model, ctx, params.n_parallel, self._send)
         self._state = EngineState.IDLE
         template = model.chat_template()
         self._prompts = prompts = PromptBuilder(model, self._send)

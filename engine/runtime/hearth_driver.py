@@ -62,7 +62,8 @@ class HearthModel:
     """The model's weights in Hearth's forward pass, and llama.cpp's vocabulary for its text."""
 
     engine = Engine.HEARTH
-    capabilities = Capabilities()  # one sequence of plain decoding
+    # several sequences decoded together (n_parallel > 1: engine/runtime/batching.py)
+    capabilities = Capabilities(batching=True)
 
     def __init__(self, params: ModelParams):
         if not os.path.isfile(params.path):

@@ -18,14 +18,20 @@ def parallel_that_fit(
     per_request_ctx: int,
     kv_type: str = KVType.F16,
     limit: int = MAX_PARALLEL,
+    engine: str = "llama",
+    type_v: str | None = None,
 ) -> int:
     """The largest n <= limit for which n x per_request_ctx tokens of cache fit (0: not even
-    one). The planner's memory model is monotonic in the context, so a bisection finds it."""
+    one) on `engine` (the Hearth engine counts each sequence's pages and decode row). The
+    planner's memory model is monotonic in the context, so a bisection finds it."""
     info = check_model_file(path)
 
     def fits(n: int) -> bool:
-        chosen = RememberedChoice(n_ctx=per_request_ctx * n, kv_type=kv_type)
-        return plan_load(path, machine, chosen, info=info).source == PlanSource.CHOSEN
+        chosen = RememberedChoice(
+            n_ctx=per_request_ctx * n, kv_type=kv_type, engine=engine, type_v=type_v
+        )
+        decision = plan_load(path, machine, chosen, info=info, n_parallel=max(1, n))
+        return decision.source == PlanSource.CHOSEN
 
     low, high = 0, limit
     while low < high:

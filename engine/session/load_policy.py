@@ -133,11 +133,14 @@ def plan_load(
     siblings: Iterable[str | Path] = (),
     target_ctx: int | None = None,
     speculative: SpeculativeParams | None = None,
+    n_parallel: int = 1,
 ) -> LoadDecision:
     """Decide how to load `path` on `machine`. Raises UnusableModelFile for a file that is not a
     readable GGUF; `info` skips reading the header again when the caller just did.
     `speculative`: what speculative decoding will take (a draft model, MTP's rows and KV, the
-    checked logits) is set aside from the budgets first (engine/planner/draft.py)."""
+    checked logits) is set aside from the budgets first (engine/planner/draft.py).
+    `n_parallel`: sequences decoded together (`hearth serve --parallel`), which the Hearth
+    engine's memory counts (each sequence's pages, a row per sequence in a decode step)."""
     path = Path(path)
     info = info if info is not None else check_model_file(path)
     planner = Planner(info)
@@ -146,7 +149,7 @@ def plan_load(
     chosen_over: tuple[tuple[str, int], ...] = ()
     unavailable = None
     if chosen is not None and chosen.engine == "hearth":
-        unavailable = hearth_unavailable(info, machine.plan_request())
+        unavailable = hearth_unavailable(info, machine.plan_request(n_parallel=n_parallel))
     if unavailable:
         notes.append(
             f"Your settings for {path.name} ask for the Hearth engine, which cannot run it here "
@@ -154,7 +157,9 @@ def plan_load(
         )
         chosen = None
     if chosen is not None:
-        request = machine.plan_request(vram_budget_bytes=chosen.vram_budget_bytes)
+        request = machine.plan_request(
+            vram_budget_bytes=chosen.vram_budget_bytes, n_parallel=n_parallel
+        )
         request = set_aside(request, chosen.n_ctx, chosen.kv_type, chosen.flash_attn)
         manual = plan_manual(planner, request, chosen.manual_choice)
         if manual.fits:
@@ -166,14 +171,18 @@ def plan_load(
             f"{over} than this machine has free now, so it loads with the best fit instead. "
             "Your settings are kept: free memory and apply them again on the Model page."
         )
-    request = set_aside(machine.plan_request(), _target_context(planner, target_ctx))
+    request = set_aside(
+        machine.plan_request(n_parallel=n_parallel), _target_context(planner, target_ctx)
+    )
     best = best_fit(planner, request, target_ctx, helpers=machine.helpers)
     if machine.helpers and best.notes:
         notes.append(best.notes[-1])  # whether the helpers are used, and why
     if best.fits and best.choice is not None:
         if best.settings is not None and best.settings.rpc_servers:
             # the devices the best fit placed on
-            request = set_aside(machine.plan_request(helpers=True), best.choice.n_ctx)
+            request = set_aside(
+                machine.plan_request(helpers=True, n_parallel=n_parallel), best.choice.n_ctx
+            )
         choice = choice_from(best.choice)
         manual = plan_manual(planner, request, choice.manual_choice)
         decision = _decision(path, info, PlanSource.BEST_FIT, choice, manual, best)

@@ -97,3 +97,20 @@ def test_a_refusal_reads_as_one_sentence(tmp_path):
     text = plan_load(mixtral, machine(cpu(30))).refusal()
     assert "It would fit with a Q4_K_M file of this model (about" in text
     assert text.count("would fit") == 1, text
+
+
+def test_serve_on_the_hearth_engine_plans_the_hearth_engine_for_n_sequences(llama):
+    """`hearth serve --engine hearth --parallel 4 --ctx 2048`: the choice names the Hearth
+    engine and the plan counts four sequences' pages."""
+    from engine.cli.planning import engine_for_context
+
+    chosen = argparse.Namespace(ctx=4 * 2048, kv=None, gpu_layers=None, engine="hearth")
+    err = io.StringIO()
+    decision = plan_from_command_line(llama, chosen, GAMING_PC, err=err, n_parallel=4)
+    assert decision is not None, err.getvalue()
+    assert (decision.params.engine, decision.params.n_ctx) == ("hearth", 8192)
+    asked = dict(n_ctx=8192, n_parallel=4)
+    assert engine_for_context(llama, GAMING_PC, asked="hearth", **asked) == "hearth"
+    assert engine_for_context(llama, GAMING_PC, asked="llama", **asked) == "llama"
+    # auto: no GPU, no Hearth engine
+    assert engine_for_context(llama, machine(cpu(64)), asked="auto", **asked) == "llama"

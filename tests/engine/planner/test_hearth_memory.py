@@ -297,3 +297,31 @@ def test_a_qwen3_30b_a3b_q4_k_m_plans_on_a_24_gib_gpu_at_32k(qwen3_moe):
     items = hearth_items(qwen3_moe, HearthConfig(32768))
     # 22.0 GiB: 17.3 of weights, 3.0 of f16 KV, a layer's raw experts while loading
     assert 21.5 * GIB < items.gpu_total < 22.5 * GIB
+
+
+@pytest.mark.parametrize(
+    ("n_ctx", "n_parallel", "pages"),
+    [
+        (4096, 1, 64),
+        (4097, 1, 65),
+        (4096, 4, 64),  # 1024 each: whole pages already
+        (4096, 3, 66),  # 1365 each: 22 pages, 3 times
+        (64 * 100, 64, 128),  # 100 positions each: 2 pages each
+    ],
+)
+def test_a_batch_counts_each_sequences_pages(llama, n_ctx, n_parallel, pages):
+    config = HearthConfig(n_ctx, "q8", "q8", n_parallel=n_parallel)
+    assert config.kv_pages == pages
+    sizes = kv_allocations(llama.config, config)
+    extras = 4 * D * D + 4 * D + 8 * pages * n_parallel  # a block table per sequence
+    assert sum(sizes) == pages * 64 * HEADS * (D + 2) * 2 * LAYERS + extras
+
+
+def test_a_batch_decode_step_has_a_row_per_sequence(llama):
+    from engine.planner.hearth_memory import HEARTH_COSTS, _logits_workspace, decode_workspace
+
+    one = decode_workspace(llama.config, HearthConfig(4096, "q8", "q8"), HEARTH_COSTS)
+    many = decode_workspace(
+        llama.config, HearthConfig(4096, "q8", "q8", n_parallel=16), HEARTH_COSTS
+    )
+    assert many - one > 15 * _logits_workspace(llama.config)  # 16 rows of logits, not one

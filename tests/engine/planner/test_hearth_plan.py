@@ -154,3 +154,24 @@ def test_a_manual_choice_without_gpu_counts_float32_weights_in_ram(synthetic_inf
     (host,) = plan.devices
     assert host.weights_bytes > 4 * 7e9  # ~7.5 billion weights on the GPU side, 4 bytes each
     assert plan.config.n_gpu_layers == 0
+
+
+def test_the_plan_budgets_the_pages_of_n_sequences(synthetic_info):
+    """`hearth serve --parallel 64`: each sequence's share in whole pages and a row per sequence
+    in the decode step, so the longest context that fits is shorter than for one sequence."""
+    from dataclasses import replace
+
+    info = synthetic_info("llama3-8b", "Q4_K_M")
+    one = longest_context(info, card(12), "q8", "q8")
+    many = longest_context(info, replace(card(12), n_parallel=64), "q8", "q8")
+    assert 0 < many < one
+
+
+def test_several_sequences_are_never_planned_with_kivi4_keys(synthetic_info):
+    """kivi4 keys keep one open page per sequence; the batch cache refuses them."""
+    from dataclasses import replace
+
+    info = synthetic_info("llama3-8b", "Q4_K_M")
+    assert plan_hearth(info, card(12)).choice.type_k == "kivi4"  # one sequence: the best pair
+    plan = plan_hearth(info, replace(card(12), n_parallel=4))
+    assert plan.fits and plan.choice.type_k != "kivi4"

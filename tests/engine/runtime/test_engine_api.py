@@ -59,9 +59,12 @@ def test_the_llama_engine_offers_the_whole_seam(klass, protocol):
 
 def test_the_hearth_engine_offers_the_whole_seam():
     pytest.importorskip("torch")
+    from engine.runtime.hearth_batch import HearthBatchContext
     from engine.runtime.hearth_driver import HearthContext, HearthModel, HearthSampler
 
-    for klass, protocol in ((HearthModel, Model), (HearthContext, Context)):
+    for klass, protocol in (
+        (HearthModel, Model), (HearthContext, Context), (HearthBatchContext, Context)
+    ):  # fmt: skip
         assert _offers(klass, protocol) == set(), klass
     assert _offers(HearthSampler, Sampler) == set()
 

@@ -27,3 +27,21 @@ def test_more_memory_fits_more_requests(starter_model):
     small = parallel_that_fit(starter_model, _cpu_only(1 * 1024**3), 8192)
     large = parallel_that_fit(starter_model, _cpu_only(4 * 1024**3), 8192)
     assert large > small
+
+
+def test_on_the_hearth_engine_each_sequence_counts_its_own_pages(tmp_path):
+    """An 8B-shaped file on a 12 GiB card: the Hearth engine's count is the largest n whose n
+    sequences (their pages and decode rows, engine/planner/hearth_memory.py) the plan fits."""
+    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
+    from tests.engine.session.conftest import cpu, machine, nvidia
+
+    path = write_sparse_gguf(tmp_path / "llama.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+    card = machine(nvidia(11.5, 12, cc="9.0"), cpu(24))
+    hearth = parallel_that_fit(path, card, 1000, "q8", engine="hearth", type_v="q8")
+    assert 1 <= hearth < 64
+
+    def fits(n: int) -> bool:
+        choice = RememberedChoice(n_ctx=1000 * n, kv_type="q8", engine="hearth", type_v="q8")
+        return plan_load(path, card, choice, n_parallel=n).source == PlanSource.CHOSEN
+
+    assert fits(hearth) and not fits(hearth + 1)

@@ -1,0 +1,298 @@
+"""The KV cache of a batch: many sequences in one page pool, and the view a forward pass of the
+batch's rows writes and attends through.
+
+    cache = new_batch_cache(layout, n_layer=.., n_head_kv=.., head_dim=.., n_pages=.., device=..)
+    a, b = cache.new_sequence(), cache.new_sequence()
+    cache.grow(a, 1); cache.grow(b, 1)
+    rows = cache.rows([a, b], [pos_a, pos_b])        # row i belongs to sequence i
+    logits = transformer.forward(tokens, positions, rows, n_keys=0, all_logits=True)
+
+The forward pass (engine/hearth/forward.py) is the one-sequence forward unchanged: it asks a
+cache only to `write` a step's K and V rows and to `attend` its queries, and `BatchRows` answers
+both per row. Row i's K and V go to position positions[i] of its own sequence's pages; its query
+attends over that sequence's positions up to its own. The rows of one sequence are contiguous:
+one row for a sequence that decodes, a run of rows for a prompt chunk (chunked prefill), so one
+forward pass serves decode steps and a joining prompt together.
+
+Page accounting is engine/hearth/page_pool.py's (a sequence takes pages as it grows and gives
+them all back when it ends); the storage is one of two:
+
+- `TorchBatchCache`: plain torch tensors of pages (the CPU path, tests). A sequence's rows are
+  gathered from its pages and attended by TorchKVCache's own attention, so a batched step
+  computes what the one-sequence path computes.
+- `KernelsBatchCache`: kernels.PagedKVCache on a GPU, any K/V format but kivi4 keys. A step's
+  rows are written in one launch (PagedKVCache.write_rows); the decoding rows attend in one
+  flash-decoding launch over their own block tables; a prompt chunk attends through the prefill
+  path over its sequence's gathered pages.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from engine.hearth.cache_layout import PAGE_SIZE, CacheLayout, CacheUnavailable
+from engine.hearth.kv_cache import TorchKVCache, attention_with_sinks
+from engine.hearth.page_pool import MAX_SEQUENCES, PagePool
+
+
+class BatchCacheBase:
+    """The sequences' page accounting; the subclasses keep the rows."""
+
+    def __init__(self, n_pages: int, page_size: int, max_sequences: int):
+        self.pool = PagePool(n_pages, page_size, max_sequences)
+        self.page_size = page_size
+
+    def new_sequence(self) -> int:
+        return self.pool.open()
+
+    def free_sequence(self, seq: int) -> None:
+        """seq's pages go back to the pool at once (a finished or disconnected request)."""
+        self.pool.close(seq)
+
+    def grow(self, seq: int, n: int) -> int:
+        """Room for n more positions of seq; returns the first. Raises PagesExhausted."""
+        return self.pool.grow(seq, n)
+
+    def truncate(self, seq: int, n: int) -> None:
+        self.pool.truncate(seq, n)
+
+    def length(self, seq: int) -> int:
+        return self.pool.length(seq)
+
+    def rows(self, seqs: list[int], positions: list[int]) -> BatchRows:
+        return BatchRows(self, seqs, positions)
+
+
+def _groups(seqs: list[int]) -> list[tuple[int, int, int]]:
+    """(seq, first row, row past the last) of each run of one sequence's rows; a sequence
+    whose rows are not one run is refused (its rows would attend in two halves)."""
+    groups: list[tuple[int, int, int]] = []
+    for i, seq in enumerate(seqs):
+        if groups and groups[-1][0] == seq:
+            groups[-1] = (seq, groups[-1][1], i + 1)
+        else:
+            groups.append((seq, i, i + 1))
+    if len({g[0] for g in groups}) != len(groups):
+        raise ValueError(f"the rows of each sequence must be contiguous: {seqs}")
+    return groups
+
+
+class BatchRows:
+    """One forward pass's rows: which sequence and position each is (host lists, made once per
+    step), with the cache calls the forward pass makes."""
+
+    def __init__(self, cache: BatchCacheBase, seqs: list[int], positions: list[int]):
+        if len(seqs) != len(positions):
+            raise ValueError(f"{len(seqs)} sequences for {len(positions)} positions")
+        for seq, pos in zip(seqs, positions, strict=True):
+            if not 0 <= pos < cache.length(seq):
+                raise ValueError(f"position {pos} of sequence {seq} before it was grown")
+        self.cache, self.seqs, self.positions = cache, list(seqs), list(positions)
+        self.groups = _groups(self.seqs)
+        self._prepared = cache.prepare(self)
+
+    def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        self.cache.write(self, self._prepared, layer, positions, k, v)
+
+    def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
+        """n_keys is the one-sequence forward's; each sequence here sees its own length."""
+        return self.cache.attend(self, self._prepared, layer, q, positions, scale, window, sinks)
+
+
+class TorchBatchCache(BatchCacheBase):
+    """Pages as plain torch tensors [n_layer, n_kv_heads, n_pages * page_size, head_dim]."""
+
+    def __init__(
+        self,
+        *,
+        n_layer: int,
+        n_head_kv: int,
+        head_dim: int,
+        n_pages: int,
+        device: torch.device | str = "cpu",
+        dtype: torch.dtype = torch.float16,
+        page_size: int = PAGE_SIZE,
+        max_sequences: int = MAX_SEQUENCES,
+    ):
+        super().__init__(n_pages, page_size, max_sequences)
+        shape = (n_layer, n_head_kv, n_pages * page_size, head_dim)
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
+        self.device = self.k.device
+
+    @property
+    def nbytes(self) -> int:
+        return 2 * self.k.numel() * self.k.element_size()
+
+    def slots(self, seq: int, n: int) -> torch.Tensor:
+        """Where seq's positions 0..n-1 are in the pages' slot axis."""
+        pages = torch.tensor(self.pool.pages(seq), dtype=torch.int64)
+        within = torch.arange(self.page_size, dtype=torch.int64)
+        return (pages[:, None] * self.page_size + within[None, :]).reshape(-1)[:n].to(self.device)
+
+    def prepare(self, rows: BatchRows) -> dict:
+        row_slots = torch.tensor(
+            [self.pool.slot(s, p)[0] * self.page_size + p % self.page_size
+             for s, p in zip(rows.seqs, rows.positions, strict=True)],
+            dtype=torch.int64, device=self.device,
+        )  # fmt: skip
+        keys = {seq: self.slots(seq, max(rows.positions[a:b]) + 1) for seq, a, b in rows.groups}
+        return {"row_slots": row_slots, "keys": keys}
+
+    def write(self, rows, prepared, layer, positions, k, v) -> None:
+        slots = prepared["row_slots"]
+        self.k[layer].index_copy_(1, slots, k.transpose(0, 1).to(self.k.dtype))
+        self.v[layer].index_copy_(1, slots, v.transpose(0, 1).to(self.v.dtype))
+
+    def attend(self, rows, prepared, layer, q, positions, scale, window, sinks):
+        out = []
+        for seq, a, b in rows.groups:
+            slots = prepared["keys"][seq]
+            one = TorchKVCache.over_rows(
+                self.k[layer].index_select(1, slots), self.v[layer].index_select(1, slots)
+            )
+            out.append(
+                one.attend(
+                    0, q[a:b], positions[a:b], slots.numel(), scale=scale, window=window,
+                    sinks=sinks,
+                )
+            )  # fmt: skip
+        return torch.cat(out) if len(out) > 1 else out[0]
+
+
+class KernelsBatchCache(BatchCacheBase):
+    """kernels.PagedKVCache for the rows (see the module docstring). The pool here and the
+    kernels' own page list take and give back pages in the same calls, so they always agree
+    on how many are free; the kernels' block tables are what the kernels read."""
+
+    def __init__(
+        self,
+        *,
+        n_layer: int,
+        n_head_kv: int,
+        head_dim: int,
+        n_pages: int,
+        device: torch.device | str,
+        k_format: str,
+        v_format: str,
+        page_size: int = PAGE_SIZE,
+        max_sequences: int = MAX_SEQUENCES,
+    ):
+        import kernels
+
+        if k_format == "kivi4":
+            raise CacheUnavailable(
+                "Several requests at once need a K cache other than kivi4 on the Hearth "
+                "engine (its open page is one sequence's). Choose rot4 or q8 for K, or "
+                "--parallel 1."
+            )
+        super().__init__(n_pages, page_size, max_sequences)
+        self.spec = kernels.KVCacheSpec(
+            n_layers=n_layer, n_kv_heads=n_head_kv, head_dim=head_dim, k_format=k_format,
+            v_format=v_format, page_size=page_size, max_tokens=n_pages * page_size,
+        )  # fmt: skip
+        self.cache = kernels.PagedKVCache(self.spec, device=device, open_pages=1)
+        self.device = self.cache.device
+        self._kernel_seq: dict[int, int] = {}
+
+    @property
+    def nbytes(self) -> int:
+        return self.spec.bytes_per_token * self.spec.n_layers * self.spec.max_tokens
+
+    def new_sequence(self) -> int:
+        seq = super().new_sequence()
+        self._kernel_seq[seq] = self.cache.new_sequence()
+        return seq
+
+    def kernel_sequence(self, seq: int) -> int:
+        """seq's number in kernels.PagedKVCache (for its block table)."""
+        return self._kernel_seq[seq]
+
+    def free_sequence(self, seq: int) -> None:
+        super().free_sequence(seq)
+        self.cache.free_sequence(self._kernel_seq.pop(seq))
+
+    def grow(self, seq: int, n: int) -> int:
+        start = super().grow(seq, n)  # raises first, with the pool's message
+        self.cache.grow(self._kernel_seq[seq], n)
+        return start
+
+    def truncate(self, seq: int, n: int) -> None:
+        super().truncate(seq, n)
+        self.cache.truncate(self._kernel_seq[seq], n)
+
+    def prepare(self, rows: BatchRows) -> dict:
+        device = self.device
+        single = [a for _, a, b in rows.groups if b - a == 1]
+        return {
+            "row_seqs": [self._kernel_seq[s] for s in rows.seqs],
+            "single": torch.tensor(single, dtype=torch.int64, device=device),
+            "single_seqs": [self._kernel_seq[rows.seqs[a]] for a in single],
+            "chunks": [
+                (self._kernel_seq[seq], a, b, max(rows.positions[a:b]) + 1)
+                for seq, a, b in rows.groups
+                if b - a > 1
+            ],
+        }
+
+    def write(self, rows, prepared, layer, positions, k, v) -> None:
+        positions = positions.to(self.device)
+        self.cache.write_rows(
+            layer, prepared["row_seqs"], positions, k.to(torch.float16), v.to(torch.float16)
+        )
+
+    def attend(self, rows, prepared, layer, q, positions, scale, window, sinks):
+        positions = positions.to(self.device)
+        if sinks is not None:  # the kernels take no sinks: gathered and attended in torch
+            return self._attend_with_sinks(
+                rows, prepared, layer, q, positions, scale, window, sinks
+            )
+        out = torch.empty_like(q)
+        single = prepared["single"]
+        if single.numel():
+            got = self.cache.attend(
+                layer, q.index_select(0, single).to(torch.float16), prepared["single_seqs"],
+                scale=scale, window=window, positions=positions.index_select(0, single),
+            )  # fmt: skip
+            out.index_copy_(0, single, got.to(q.dtype))
+        for kseq, a, b, n_keys in prepared["chunks"]:
+            got = self.cache.attend_prefill(
+                layer, q[a:b], kseq, positions[a:b], n_keys, scale=scale, window=window
+            )
+            out[a:b] = got.to(q.dtype)
+        return out
+
+    def _attend_with_sinks(self, rows, prepared, layer, q, positions, scale, window, sinks):
+        out = []
+        for seq, a, b in rows.groups:
+            n = max(rows.positions[a:b]) + 1
+            k, v = self.cache.gather(layer, self._kernel_seq[seq], n)
+            slots = torch.arange(n, device=positions.device)
+            seen = slots[None, :] <= positions[a:b, None]
+            if window > 0:
+                seen &= positions[a:b, None] - slots[None, :] < window
+            out.append(
+                attention_with_sinks(q[a:b], k.transpose(0, 1), v.transpose(0, 1), seen, scale,
+                                     sinks)
+            )  # fmt: skip
+        return torch.cat(out)
+
+
+def new_batch_cache(
+    layout: CacheLayout,
+    *,
+    n_layer: int,
+    n_head_kv: int,
+    head_dim: int,
+    n_pages: int,
+    device: torch.device | str,
+    max_sequences: int = MAX_SEQUENCES,
+) -> BatchCacheBase:
+    """The batch cache for `layout` (engine/hearth/cache_layout.py): paged kernels on a GPU,
+    torch pages elsewhere, each with `n_pages` pages of PAGE_SIZE positions."""
+    dims = dict(n_layer=n_layer, n_head_kv=n_head_kv, head_dim=head_dim, n_pages=n_pages,
+                device=device, max_sequences=max_sequences)  # fmt: skip
+    if layout.paged:
+        return KernelsBatchCache(**dims, k_format=layout.type_k, v_format=layout.type_v)
+    dtype = torch.float16 if layout.plain_element_bytes == 2 else torch.float32
+    return TorchBatchCache(**dims, dtype=dtype)

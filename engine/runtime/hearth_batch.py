@@ -1,0 +1,456 @@
+"""Several generations decoded together on the Hearth engine: continuous batching.
+
+The Hearth engine's implementation of the worker's batching plug point (engine_state.py makes
+it when the model is loaded with n_parallel > 1; batched_decode.py is llama.cpp's): the same
+calls (`submit`, `step` while `busy`, `request_stop` from the reader thread) and the same
+events per request. Each generation owns a sequence of the batch cache
+(engine/hearth/batch_cache.py): its own page table in one page pool, pages taken as it grows
+and all given back the moment it ends, is stopped, or its client goes.
+
+A step is one forward pass (engine/hearth/forward.py, unchanged) over the rows that
+batch_schedule.plan_step picks: one token for every decoding sequence, then chunks of the
+prompts that joined, within the per-step token budget, so a long new prompt is computed
+between the others' tokens instead of stalling them. Generations join and leave between
+steps. A decode-only step's matrices take the GEMV for all its rows (KernelsOps.gemv_for_rows).
+
+Memory: the pool holds n_parallel sequences of n_ctx / n_parallel positions each (what the
+planner budgets, engine/planner/hearth_memory.py), and a sequence stops at its share with
+"context_full", so a running generation does not run out of pages; if one ever does, that
+generation alone fails with the pool's message and no other sequence's pages are touched.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from engine.enums import StopReason
+from engine.llama.driver import ContextInfo, EngineError
+from engine.runtime import protocol as p
+from engine.runtime.batch_schedule import plan_step
+from engine.runtime.detokenizer import StreamingDetokenizer
+from engine.runtime.engine_api import StepOutput
+from engine.runtime.hearth_driver import GRAPH_ENV
+
+if TYPE_CHECKING:
+    from engine.runtime.hearth_driver import HearthModel, HearthSampler
+
+
+class HearthBatchContext:
+    """The context of a Hearth model loaded for n_parallel > 1: the batch cache, whose
+    sequences HearthBatchedDecoder opens and closes. It decodes nothing by itself."""
+
+    def __init__(self, model: HearthModel, params: p.ModelParams):
+        import torch
+
+        from engine.hearth.batch_cache import new_batch_cache
+        from engine.hearth.cache_layout import PAGE_SIZE, CacheUnavailable, cache_layout
+        from engine.hearth.page_pool import MAX_SEQUENCES, pages_for
+
+        hearth = model.hearth
+        self.model, self._torch = model, torch
+        n_parallel = params.n_parallel
+        if not 1 < n_parallel <= MAX_SEQUENCES:
+            raise EngineError(
+                f"The Hearth engine decodes at most {MAX_SEQUENCES} requests together; "
+                f"{n_parallel} were asked for. Choose --parallel {MAX_SEQUENCES} or fewer."
+            )
+        n_ctx = params.n_ctx or hearth.config.n_ctx_train
+        self.n_ctx_per_sequence = n_ctx // n_parallel
+        if self.n_ctx_per_sequence < 2:
+            raise EngineError(
+                f"A context of {n_ctx} tokens leaves nothing for each of {n_parallel} "
+                "requests. Choose a longer context or fewer parallel requests."
+            )
+        kernels_on_gpu = hearth.ops.name == "kernels" and hearth.device != "cpu"
+        config = hearth.config
+        try:
+            layout = cache_layout(params.type_k, params.type_v, kernels_on_gpu=kernels_on_gpu)
+            self.cache = new_batch_cache(
+                layout, n_layer=config.n_layer, n_head_kv=config.n_head_kv,
+                head_dim=config.head_dim,
+                # one page and one sequence more: the CUDA graphs' scratch (batch_graph.py)
+                n_pages=pages_for(self.n_ctx_per_sequence, PAGE_SIZE) * n_parallel + 1,
+                device=hearth.device, max_sequences=n_parallel + 1,
+            )  # fmt: skip
+        except CacheUnavailable as exc:
+            raise EngineError(str(exc)) from None
+        except torch.OutOfMemoryError:
+            raise EngineError(
+                f"Not enough GPU memory for the KV cache of {n_parallel} requests of "
+                f"{self.n_ctx_per_sequence} tokens. Try a shorter context, fewer parallel "
+                "requests or a smaller cache type (rot4)."
+            ) from None
+        self.budget = max(1, min(params.n_ubatch, n_ctx))
+        self.n_parallel = n_parallel
+        # decode-only steps replayed from CUDA graphs per batch size (batch_graph.py), made
+        # by warm_up; HEARTH_CUDA_GRAPH=0 decodes eagerly
+        self._graphs = None
+        self._use_graphs = hearth.device.startswith("cuda") and os.environ.get(GRAPH_ENV) != "0"
+        self.info = ContextInfo(
+            n_ctx=n_ctx,
+            n_batch=max(1, min(params.n_batch, n_ctx)),
+            flash_attn="off",
+            backend_sampling=False,
+            swa_full=True,
+            n_outputs_max=n_parallel,
+        )
+
+    def forward(self, seqs: list[int], tokens: list[int], positions: list[int], logit_rows):
+        """One step's rows through the model (rows of a sequence together); the logits of
+        `logit_rows` [R, vocab]."""
+        torch = self._torch
+        hearth = self.model.hearth
+        device = hearth.device
+        decode_only = len(set(seqs)) == len(seqs)
+        if self._graphs is not None and decode_only and list(logit_rows) == list(range(len(seqs))):
+            return self._graphs.step(seqs, tokens, positions)
+        rows = self.cache.rows(seqs, positions)
+        with torch.inference_mode():
+            ops = hearth.transformer.ops
+            gemv = ops.gemv_for_rows(len(seqs)) if decode_only else contextlib.nullcontext()
+            with gemv:
+                return hearth.transformer.forward(
+                    torch.tensor(tokens, device=device),
+                    torch.tensor(positions, device=device),
+                    rows,
+                    n_keys=0,
+                    logit_rows=torch.tensor(logit_rows, device=device),
+                )
+
+    # The Context seam: this context's requests go through HearthBatchedDecoder.
+
+    def decode(self, tokens: list[int]) -> StepOutput:
+        raise EngineError(_THROUGH_THE_BATCH)
+
+    def step(self, token: int) -> StepOutput:
+        raise EngineError(_THROUGH_THE_BATCH)
+
+    def new_sampler(self, sampling: p.SamplingParams) -> HearthSampler:
+        from engine.runtime.hearth_driver import HearthSampler
+
+        return HearthSampler(self.model, sampling)
+
+    def clear(self) -> None:
+        """The decoder closes its sequences as they end: nothing is kept between requests."""
+
+    def forget_from(self, position: int) -> bool:
+        return False
+
+    def first_cached_position(self) -> int:
+        return -1
+
+    def warm_up(self) -> None:
+        """One token, then (on a GPU) two short prompts and a decode step of several rows,
+        through a sequence opened and closed again: dequantization on the CPU, the kernels'
+        compilation on a GPU, before the first request."""
+        from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
+
+        bos = self.model.tokenize("", add_special=True)[:1] or [0]
+        lengths = [1] + ([17, 32] if self.model.hearth.device != "cpu" else [])
+        with worker_ends_when_out_of_memory("warming up"):
+            for n in lengths:
+                if n > self.n_ctx_per_sequence:
+                    continue
+                seq = self.cache.new_sequence()
+                self.cache.grow(seq, n)
+                self.forward([seq] * n, bos * n, list(range(n)), [n - 1])
+                self.cache.free_sequence(seq)
+        if self._use_graphs and self._graphs is None:
+            with worker_ends_when_out_of_memory("capturing the batch's decode steps"):
+                self._capture()
+
+    def _capture(self) -> None:
+        """The decode step's graphs for every batch size up to n_parallel. One that cannot be
+        captured leaves the batch decoding eagerly, with a line saying why (slower, the same
+        tokens)."""
+        from engine.hearth.batch_graph import BatchGraphs
+
+        transformer = self.model.hearth.transformer
+        if not BatchGraphs.can_capture(transformer, self.cache):
+            return
+        try:
+            self._graphs = BatchGraphs(transformer, self.cache, self.n_parallel)
+        except Exception as exc:  # the graphs are a speed-up: serving goes on without them
+            first_line = (str(exc).splitlines() or [type(exc).__name__])[0]
+            print(
+                f"hearth worker: the batch's decode steps were not captured in CUDA graphs "
+                f"({type(exc).__name__}: {first_line}); decoding them eagerly",
+                file=sys.stderr,
+                flush=True,
+            )
+            self._use_graphs = False
+
+    def synchronize(self) -> None:
+        if self.model.hearth.device.startswith("cuda"):
+            self._torch.cuda.synchronize()
+
+    def state_bytes(self) -> int:
+        return self.cache.nbytes if self.cache is not None else 0
+
+    def close(self) -> None:
+        if self._graphs is not None:
+            self._graphs.close()
+            self._graphs = None
+        self.cache = None
+
+
+_THROUGH_THE_BATCH = (
+    "This model is loaded for several requests at once: its requests are decoded together "
+    "(the batch decoder), not one by one. Load it with --parallel 1 for single-sequence use."
+)
+
+
+@dataclass
+class _Generation:
+    command: p.Generate
+    received_at: float
+    prompt: list[int]
+    seq: int | None = None  # its sequence in the batch cache, while it runs
+    sampler: Any = None
+    detok: StreamingDetokenizer | None = None
+    todo: list[int] = field(default_factory=list)  # prompt tokens still to compute
+    next_token: int | None = None  # sampled, decoded in the next step
+    n_cached: int = 0  # positions its sequence holds
+    n_generated: int = 0
+    prefill_started: float = 0.0
+    first_token_at: float = 0.0
+    last_token_at: float = 0.0
+    logprobs: list[p.TokenLogprob] = field(default_factory=list)
+
+    @property
+    def request_id(self) -> int:
+        return self.command.request_id
+
+
+class HearthBatchedDecoder:
+    def __init__(
+        self, model: HearthModel, ctx: HearthBatchContext, n_parallel: int,
+        send: Callable[[Any], None],
+    ):  # fmt: skip
+        self.model, self.ctx, self._send = model, ctx, send
+        self.n_parallel = n_parallel
+        self.n_ctx_per_sequence = ctx.n_ctx_per_sequence
+        self._waiting: collections.deque[_Generation] = collections.deque()
+        self._running: list[_Generation] = []
+        self._stop_ids: set[int] = set()
+        self._stop_all = False
+        self._lock = threading.Lock()
+
+    # -- from the reader thread ---------------------------------------------------------------
+
+    def request_stop(self, request_id: int | None) -> None:
+        with self._lock:
+            if request_id is None:
+                self._stop_all = True
+            else:
+                self._stop_ids.add(request_id)
+
+    def counts(self) -> tuple[int, int]:
+        return len(self._running), len(self._waiting)
+
+    # -- from the main thread -----------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        return bool(self._running or self._waiting)
+
+    def cached_tokens(self) -> int:
+        return sum(g.n_cached for g in self._running)
+
+    def submit(self, command: p.Generate, received_at: float, prompt: list[int]) -> None:
+        if not prompt:
+            raise EngineError("The prompt is empty.")
+        if len(prompt) >= self.n_ctx_per_sequence:
+            raise EngineError(
+                f"The prompt is {len(prompt)} tokens long but each of the {self.n_parallel} "
+                f"parallel sequences holds {self.n_ctx_per_sequence}. Shorten it, or load the "
+                "model with a longer context."
+            )
+        self._honour_stops()
+        self._waiting.append(_Generation(command=command, received_at=received_at, prompt=prompt))
+
+    def stop_everything(self) -> None:
+        for gen in list(self._running):
+            self._finish(gen, StopReason.STOPPED)
+        while self._waiting:
+            self._finish(self._waiting.popleft(), StopReason.STOPPED)
+
+    def fail_everything(self, message: str) -> None:
+        for gen in list(self._running) + list(self._waiting):
+            self._release(gen)
+            self._fail(gen, message)
+        self._running.clear()
+        self._waiting.clear()
+
+    def close(self) -> None:
+        self.stop_everything()
+
+    def step(self) -> None:
+        """Admit what has a free sequence, run one forward pass over the planned rows, sample
+        every sequence whose logits came out."""
+        from engine.hearth.page_pool import PagesExhausted
+        from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
+
+        self._honour_stops()
+        self._admit()
+        if not self._running:
+            return
+        by_key = {g.request_id: g for g in self._running}
+        plan = plan_step(
+            [g.request_id for g in self._running if g.next_token is not None],
+            [(g.request_id, len(g.todo)) for g in self._running if g.todo],
+            self.ctx.budget,
+        )
+        seqs, tokens, positions, sampled = [], [], [], []
+        for work in plan:
+            gen = by_key[work.key]
+            chunk = [gen.next_token] if gen.next_token is not None else gen.todo[: work.n_tokens]
+            try:
+                start = self.ctx.cache.grow(gen.seq, len(chunk))
+            except PagesExhausted as exc:
+                self._release(gen)
+                self._running.remove(gen)
+                self._fail(gen, str(exc))
+                continue
+            if gen.next_token is not None:
+                gen.next_token = None
+            else:
+                gen.todo = gen.todo[len(chunk) :]
+            gen.n_cached = start + len(chunk)
+            seqs += [gen.seq] * len(chunk)
+            tokens += chunk
+            positions += range(start, start + len(chunk))
+            if work.samples:
+                sampled.append((gen, len(tokens) - 1))
+        if not tokens:
+            return
+        with worker_ends_when_out_of_memory("decoding a batch"):
+            logits = self.ctx.forward(seqs, tokens, positions, [row for _, row in sampled])
+        greedy = logits.argmax(dim=-1).tolist()  # one read for every plain-greedy sampler
+        for i, (gen, _) in enumerate(sampled):
+            self._sample(gen, logits[i], greedy[i])
+
+    # -- the step's parts ---------------------------------------------------------------------
+
+    def _honour_stops(self) -> None:
+        with self._lock:
+            stop_all, ids = self._stop_all, set(self._stop_ids)
+            self._stop_all = False
+            self._stop_ids.clear()
+        if not (stop_all or ids):
+            return
+        for gen in [g for g in self._running if stop_all or g.request_id in ids]:
+            self._finish(gen, StopReason.STOPPED)
+        for gen in [g for g in self._waiting if stop_all or g.request_id in ids]:
+            self._waiting.remove(gen)
+            self._finish(gen, StopReason.STOPPED)
+
+    def _admit(self) -> None:
+        from engine.hearth.page_pool import PagesExhausted
+
+        while self._waiting and len(self._running) < self.n_parallel:
+            gen = self._waiting.popleft()
+            try:
+                gen.sampler = self.ctx.new_sampler(gen.command.sampling)
+                gen.seq = self.ctx.cache.new_sequence()
+            except (EngineError, PagesExhausted, ValueError) as exc:
+                self._release(gen)
+                self._fail(gen, str(exc))
+                continue
+            gen.todo = list(gen.prompt)
+            gen.detok = StreamingDetokenizer(gen.command.stop)
+            gen.prefill_started = time.perf_counter()
+            self._running.append(gen)
+
+    def _sample(self, gen: _Generation, logits, greedy: int) -> None:
+        command, model = gen.command, self.model
+        if command.top_logprobs >= 0:
+            entry = self._logprob_entry(logits, command.top_logprobs)
+        token = gen.sampler.sample(StepOutput(logits=logits, greedy=greedy))
+        now = time.perf_counter()
+        if gen.n_generated == 0:
+            gen.first_token_at = now
+        gen.last_token_at = now
+        if not command.ignore_eos and model.is_end_of_generation(token):
+            self._finish(gen, StopReason.EOS)
+            return
+        gen.n_generated += 1
+        if command.top_logprobs >= 0:
+            gen.logprobs.append(entry(token))
+        text = gen.detok.feed(model.token_bytes(token))
+        if text:
+            self._emit(gen, text)
+        if gen.detok.stopped:
+            self._finish(gen, StopReason.STOP_STRING)
+        elif gen.n_generated >= command.max_tokens:
+            self._finish(gen, StopReason.MAX_TOKENS)
+        elif gen.n_cached + 1 >= self.n_ctx_per_sequence:
+            self._finish(gen, StopReason.CONTEXT_FULL)
+        else:
+            gen.next_token = token
+
+    def _logprob_entry(self, logits, n_top: int):
+        """Log-probabilities of the model's distribution, before sampling changes it; returns
+        a function of the chosen token."""
+        torch = self.ctx._torch
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        values, ids = torch.topk(logprobs, n_top) if n_top > 0 else (logprobs[:0], logprobs[:0])
+        alternatives = tuple(
+            (self.model.token_text(int(t)), float(v))
+            for v, t in zip(values.tolist(), ids.tolist(), strict=True)
+        )
+
+        def entry(token: int) -> p.TokenLogprob:
+            return p.TokenLogprob(
+                token=self.model.token_text(token),
+                logprob=float(logprobs[token]),
+                top=alternatives,
+            )
+
+        return entry
+
+    def _emit(self, gen: _Generation, text: str, n_tokens: int = 1) -> None:
+        logprobs, gen.logprobs = tuple(gen.logprobs), []
+        self._send(
+            p.TokenText(request_id=gen.request_id, text=text, n_tokens=n_tokens, logprobs=logprobs)
+        )
+
+    def _release(self, gen: _Generation) -> None:
+        """The generation's pages go back to the pool at once."""
+        if gen.seq is not None and self.ctx.cache is not None:
+            self.ctx.cache.free_sequence(gen.seq)
+        gen.seq = None
+        if gen.sampler is not None:
+            gen.sampler.close()
+            gen.sampler = None
+
+    def _finish(self, gen: _Generation, reason: StopReason) -> None:
+        if gen in self._running:
+            self._running.remove(gen)
+        if gen.detok is not None:
+            tail = gen.detok.finish()
+            if tail or gen.logprobs:
+                self._emit(gen, tail, n_tokens=0)
+        self._release(gen)
+        now = time.perf_counter()
+        first = gen.first_token_at or now
+        stats = p.GenerationStats(
+            n_prompt_tokens=len(gen.prompt),
+            n_prompt_tokens_reused=0,
+            n_generated=gen.n_generated,
+            prefill_seconds=(first - gen.prefill_started) if gen.prefill_started else 0.0,
+            time_to_first_token=first - gen.received_at,
+            decode_seconds=(gen.last_token_at - first) if gen.last_token_at else 0.0,
+        )
+        self._send(p.GenerationDone(request_id=gen.request_id, stop_reason=reason, stats=stats))
+
+    def _fail(self, gen: _Generation, message: str) -> None:
+        self._send(p.GenerationFailed(request_id=gen.request_id, message=message))

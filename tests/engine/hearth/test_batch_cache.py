@@ -1,0 +1,139 @@
+"""A batch decoded together equals each sequence decoded alone (issue 38): four sequences of
+different lengths, their pages interleaved in one pool, prefilled in one forward pass (rows of
+each prompt together) and then decoded one token each per step, against the one-sequence path
+(TorchKVCache) on tiny random models, float32 caches on both sides as in test_forward.py."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from engine.gguf import read_model_info
+from engine.hearth.batch_cache import BatchRows, TorchBatchCache
+from engine.hearth.config import model_config
+from engine.hearth.forward import Transformer
+from engine.hearth.kv_cache import TorchKVCache
+from engine.hearth.ops import TorchOps
+from engine.hearth.page_pool import PagesExhausted
+from engine.hearth.weights import GGUFTensors
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+
+PROMPTS = [[5, 17, 300], [42, 0, 99, 256, 7, 7, 123], [64, 11], [9, 8, 7, 6, 5, 4, 3, 2, 1, 300]]
+STEPS = [[12, 13, 14, 15], [1, 2, 3, 4], [200, 201, 202, 203], [77, 78, 79, 80]]
+N_CTX = 32
+PAGE = 4  # small pages: the sequences' pages interleave in the pool
+
+CASES = {
+    "llama": tiny_spec("llama"),
+    "gemma3-sliding-window": tiny_spec("gemma3"),
+    "gpt-oss-sinks-moe": tiny_spec("gpt-oss"),
+}
+
+
+@pytest.fixture(scope="module", params=list(CASES))
+def model(request, tmp_path_factory):
+    path = write_tiny_gguf(tmp_path_factory.mktemp("batch") / "m.gguf", CASES[request.param])
+    info = read_model_info(path)
+    return Transformer.load(model_config(info), GGUFTensors(str(path), info), TorchOps("cpu"))
+
+
+def _alone(model: Transformer, prompt: list[int], steps: list[int]) -> np.ndarray:
+    """The one-sequence path: prefill, then a decode step per token (the logits of each)."""
+    cfg = model.config
+    cache = TorchKVCache(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim,
+                         n_ctx=N_CTX, dtype=torch.float32)  # fmt: skip
+    n = len(prompt)
+    rows = [model.forward(torch.tensor(prompt), torch.arange(n), cache, n_keys=n)]
+    for i, token in enumerate(steps):
+        rows.append(model.forward(torch.tensor([token]), torch.tensor([n + i]), cache,
+                                  n_keys=N_CTX))  # fmt: skip
+    return torch.stack(rows).numpy()
+
+
+def _new_cache(model: Transformer, n_pages: int) -> TorchBatchCache:
+    cfg = model.config
+    return TorchBatchCache(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim,
+                           n_pages=n_pages, page_size=PAGE, dtype=torch.float32)  # fmt: skip
+
+
+def _forward(model, cache, seqs, tokens, positions, logit_rows):
+    rows = cache.rows(seqs, positions)
+    return model.forward(torch.tensor(tokens), torch.tensor(positions), rows, n_keys=0,
+                         logit_rows=torch.tensor(logit_rows))  # fmt: skip
+
+
+def test_batched_decode_equals_each_sequence_alone(model):
+    cache = _new_cache(model, n_pages=40)
+    seqs = [cache.new_sequence() for _ in PROMPTS]
+    # every prompt in one forward pass, each prompt's rows together; one logit row per prompt
+    tokens, positions, row_seqs, last = [], [], [], []
+    for seq, prompt in zip(seqs, PROMPTS, strict=True):
+        start = cache.grow(seq, len(prompt))
+        tokens += prompt
+        positions += list(range(start, start + len(prompt)))
+        row_seqs += [seq] * len(prompt)
+        last.append(len(tokens) - 1)
+    got = [[row] for row in _forward(model, cache, row_seqs, tokens, positions, last)]
+    for step in range(len(STEPS[0])):  # every sequence one token a step, at its own position
+        pos = [cache.grow(seq, 1) for seq in seqs]
+        out = _forward(model, cache, seqs, [s[step] for s in STEPS], pos, list(range(len(seqs))))
+        for i, row in enumerate(out):
+            got[i].append(row)
+    assert len({len(cache.pool.pages(s)) for s in seqs}) > 1  # lengths differ
+    for i, (prompt, steps) in enumerate(zip(PROMPTS, STEPS, strict=True)):
+        expected = _alone(model, prompt, steps)
+        assert expected.std() > 0.1  # the logits say something
+        np.testing.assert_allclose(
+            torch.stack(got[i]).numpy(), expected, atol=2e-4 * max(1.0, np.abs(expected).max())
+        )
+
+
+def test_a_sequence_joins_and_one_leaves_between_steps(model):
+    """Sequence 0 decodes; sequence 1's prompt is prefilled in the same step (a mixed step);
+    sequence 0 then ends and its pages go back at once; 1 decodes on, as if alone."""
+    cache = _new_cache(model, n_pages=8)
+    a = cache.new_sequence()
+    cache.grow(a, len(PROMPTS[0]))
+    _forward(model, cache, [a] * 3, PROMPTS[0], [0, 1, 2], [2])
+    b = cache.new_sequence()
+    pos_a = cache.grow(a, 1)
+    start = cache.grow(b, len(PROMPTS[1]))
+    mixed = _forward(model, cache, [a] + [b] * 7, [STEPS[0][0], *PROMPTS[1]],
+                     [pos_a, *range(start, start + 7)], [0, 7])  # fmt: skip
+    held = cache.pool.free_pages
+    cache.free_sequence(a)
+    assert cache.pool.free_pages == held + 1  # a's one page (4 positions) back at once
+    got = [mixed[1]]
+    for token in STEPS[1]:
+        pos = cache.grow(b, 1)
+        got.append(_forward(model, cache, [b], [token], [pos], [0])[0])
+    expected = _alone(model, PROMPTS[1], STEPS[1])
+    np.testing.assert_allclose(mixed[0], _alone(model, PROMPTS[0], STEPS[0][:1])[1],
+                               atol=2e-4 * max(1.0, np.abs(expected).max()))  # fmt: skip
+    np.testing.assert_allclose(
+        torch.stack(got).numpy(), expected, atol=2e-4 * max(1.0, np.abs(expected).max())
+    )
+
+
+def test_running_out_of_pages_leaves_the_others_intact(model):
+    cache = _new_cache(model, n_pages=3)
+    a, b = cache.new_sequence(), cache.new_sequence()
+    cache.grow(a, 8)  # two pages
+    cache.grow(b, 4)  # the last page
+    _forward(model, cache, [a] * 8 + [b] * 4, [1] * 8 + [2] * 4, [*range(8), *range(4)], [0])
+    k_before = cache.k.clone()
+    with pytest.raises(PagesExhausted, match="KV cache is full"):
+        cache.grow(b, 1)
+    assert torch.equal(cache.k, k_before) and cache.length(b) == 4
+
+
+def test_rows_of_a_sequence_must_be_together(model):
+    cache = _new_cache(model, n_pages=4)
+    a, b = cache.new_sequence(), cache.new_sequence()
+    cache.grow(a, 2)
+    cache.grow(b, 1)
+    with pytest.raises(ValueError, match="contiguous"):
+        BatchRows(cache, [a, b, a], [0, 0, 1])
+    with pytest.raises(ValueError, match="before it was grown"):
+        BatchRows(cache, [b], [1])

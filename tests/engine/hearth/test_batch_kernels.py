@@ -1,0 +1,124 @@
+"""The batch cache on kernels/ (KernelsBatchCache: PagedKVCache.write_rows, the batched decode
+attention, the prefill path for a prompt chunk) against the one-sequence paged cache
+(PagedCacheAdapter), on the CPU through Triton's interpreter (slow: one tiny model, short
+sequences); the forward pass's matrices in plain torch here, so only the cache differs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("triton") is None:
+    pytest.skip("the kernels' extra (triton) is not installed", allow_module_level=True)
+
+import torch
+
+# Triton reads TRITON_INTERPRET when it is first imported (tests/kernels/conftest.py does the same)
+assert "triton" not in sys.modules or os.environ.get("TRITON_INTERPRET") is not None
+if torch.cuda.is_available():
+    pytest.skip("CPU tensors through the interpreter", allow_module_level=True)
+os.environ["TRITON_INTERPRET"] = "1"
+
+from engine.gguf import read_model_info  # noqa: E402
+from engine.hearth.batch_cache import KernelsBatchCache  # noqa: E402
+from engine.hearth.cache_layout import CacheUnavailable  # noqa: E402
+from engine.hearth.config import model_config  # noqa: E402
+from engine.hearth.forward import Transformer  # noqa: E402
+from engine.hearth.ops import TorchOps  # noqa: E402
+from engine.hearth.paged_cache import PagedCacheAdapter  # noqa: E402
+from engine.hearth.weights import GGUFTensors  # noqa: E402
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: E402
+
+PROMPTS = [[5, 17, 300], [42, 0, 99, 256, 7, 7, 123, 8, 9], [64, 11]]
+STEPS = [[12], [1], [200]]
+PAGE = 16
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    path = write_tiny_gguf(tmp_path_factory.mktemp("bk") / "m.gguf", tiny_spec("llama", n_layer=1))
+    info = read_model_info(path)
+    return Transformer.load(model_config(info), GGUFTensors(str(path), info), TorchOps("cpu"))
+
+
+def _dims(model):
+    cfg = model.config
+    return dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
+
+
+def _alone(model, prompt, steps, k_format, v_format):
+    cache = PagedCacheAdapter(**_dims(model), n_ctx=64, device="cpu", k_format=k_format,
+                              v_format=v_format, page_size=PAGE)  # fmt: skip
+    n = len(prompt)
+    rows = [model.forward(torch.tensor(prompt), torch.arange(n), cache, n_keys=n)]
+    for i, token in enumerate(steps):
+        rows.append(model.forward(torch.tensor([token]), torch.tensor([n + i]), cache, n_keys=64))
+    return torch.stack(rows).numpy()
+
+
+@pytest.mark.parametrize(("k_format", "v_format"), [("q8", "rot4")])  # f16: test_kv_batch_rows
+def test_batched_decode_on_the_kernels_equals_each_sequence_alone(model, k_format, v_format):
+    cache = KernelsBatchCache(**_dims(model), n_pages=8, device="cpu", k_format=k_format,
+                              v_format=v_format, page_size=PAGE)  # fmt: skip
+    seqs = [cache.new_sequence() for _ in PROMPTS]
+    tokens, positions, row_seqs, last = [], [], [], []
+    for seq, prompt in zip(seqs, PROMPTS, strict=True):
+        start = cache.grow(seq, len(prompt))
+        tokens += prompt
+        positions += list(range(start, start + len(prompt)))
+        row_seqs += [seq] * len(prompt)
+        last.append(len(tokens) - 1)
+
+    def forward(seqs_, tokens_, positions_, logit_rows):
+        rows = cache.rows(seqs_, positions_)
+        return model.forward(torch.tensor(tokens_), torch.tensor(positions_), rows, n_keys=0,
+                             logit_rows=torch.tensor(logit_rows))  # fmt: skip
+
+    got = [[row] for row in forward(row_seqs, tokens, positions, last)]
+    for step in range(len(STEPS[0])):
+        pos = [cache.grow(seq, 1) for seq in seqs]
+        out = forward(seqs, [s[step] for s in STEPS], pos, list(range(len(seqs))))
+        for i, row in enumerate(out):
+            got[i].append(row)
+    for i, (prompt, steps) in enumerate(zip(PROMPTS, STEPS, strict=True)):
+        expected = _alone(model, prompt, steps, k_format, v_format)
+        assert expected.std() > 0.1
+        np.testing.assert_allclose(
+            torch.stack(got[i]).numpy(), expected, atol=2e-3 * max(1.0, np.abs(expected).max())
+        )
+    cache.free_sequence(seqs[1])
+    assert cache.pool.free_pages == 8 - 2  # seqs 0 and 2 keep a page each
+
+
+def test_kivi_keys_cannot_batch(model):
+    with pytest.raises(CacheUnavailable, match="--parallel 1"):
+        KernelsBatchCache(**_dims(model), n_pages=4, device="cpu", k_format="kivi4",
+                          v_format="rot4")  # fmt: skip
+
+
+def test_a_batch_of_rows_takes_the_gemv_in_slices(tmp_path, monkeypatch):
+    """gemv_for_rows: 20 rows through the GEMV in slices of 16 and 4, the same product as the
+    prefill's GEMM path."""
+    from engine.hearth.ops import KernelsOps
+
+    path = write_tiny_gguf(tmp_path / "m.gguf", tiny_spec("llama", n_layer=1))
+    info = read_model_info(path)
+    ops = KernelsOps("cpu")
+    w = ops.prepare(GGUFTensors(str(path), info).matrix("blk.0.attn_q.weight"))
+    x = torch.randn(20, w.n_in, generator=torch.Generator().manual_seed(0))
+    gemm = ops.matmul(x, w)
+    calls = []
+    quant_matmul = ops._k.quant_matmul
+    monkeypatch.setattr(
+        ops._k, "quant_matmul", lambda x, *a, **k: calls.append(len(x)) or quant_matmul(x, *a, **k)
+    )
+    with ops.gemv_for_rows(64):
+        sliced = ops.matmul(x, w)
+    assert calls == [16, 4]
+    np.testing.assert_allclose(sliced.numpy(), gemm.numpy(), rtol=1e-4, atol=1e-4)
+    ops.matmul(x, w)  # outside the block: the GEMM again
+    assert calls == [16, 4]

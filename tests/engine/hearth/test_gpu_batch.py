@@ -1,0 +1,118 @@
+"""The Hearth engine's batch on a GPU (HEARTH_GPU_TESTS=1 on the device machine): 20 sequences
+of different lengths decoded together on kernels/ (the GEMV in slices of 16 rows, the rows
+written into their own pages in one launch, the batched decode attention, a prompt chunk beside
+decode rows) against each sequence decoded alone through the one-sequence paged cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from engine.gguf import read_model_info
+from engine.hearth.batch_cache import KernelsBatchCache
+from engine.hearth.config import model_config
+from engine.hearth.forward import Transformer
+from engine.hearth.ops import KernelsOps
+from engine.hearth.paged_cache import PagedCacheAdapter
+from engine.hearth.weights import GGUFTensors
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+
+pytestmark = pytest.mark.gpu
+
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU visible to PyTorch", allow_module_level=True)
+
+N_SEQS, STEPS = 20, 3
+
+
+def _prompt(i: int) -> list[int]:
+    return [(7 * i + 3 * j) % 500 + 1 for j in range(2 + 3 * i)]  # 2 to 59 tokens
+
+
+@pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8")])
+def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path):
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
+    info = read_model_info(path)
+    cfg = model_config(info)
+    model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
+    cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format=kv, v_format=kv)
+    seqs = [cache.new_sequence() for _ in range(N_SEQS)]
+    steps = [[(11 * i + s) % 500 + 1 for s in range(STEPS)] for i in range(N_SEQS)]
+
+    def forward(row_seqs, tokens, positions, logit_rows):
+        rows = cache.rows(row_seqs, positions)
+        decode_only = len(set(row_seqs)) == len(row_seqs)
+        with torch.inference_mode(), model.ops.gemv_for_rows(len(row_seqs) if decode_only else 0):
+            return model.forward(
+                torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
+                rows, n_keys=0, logit_rows=torch.tensor(logit_rows, device="cuda"),
+            ).float().cpu()  # fmt: skip
+
+    got: list[list[torch.Tensor]] = [[] for _ in seqs]
+    for i, seq in enumerate(seqs):  # prompts one by one: prefill, as the scheduler's chunks
+        prompt = _prompt(i)
+        start = cache.grow(seq, len(prompt))
+        got[i].append(forward([seq] * len(prompt), prompt, list(range(start, start + len(prompt))),
+                              [len(prompt) - 1])[0])  # fmt: skip
+    for s in range(STEPS):  # all 20 decode together: the GEMV in slices of 16 and 4
+        pos = [cache.grow(seq, 1) for seq in seqs]
+        out = forward(seqs, [steps[i][s] for i in range(N_SEQS)], pos, list(range(N_SEQS)))
+        for i in range(N_SEQS):
+            got[i].append(out[i])
+    errors = []
+    for i in range(N_SEQS):
+        alone = PagedCacheAdapter(**dims, n_ctx=128, device="cuda", k_format=kv, v_format=kv)
+        prompt = _prompt(i)
+        with torch.inference_mode():
+            rows = [model.forward(torch.tensor(prompt, device="cuda"),
+                                  torch.arange(len(prompt), device="cuda"), alone,
+                                  n_keys=len(prompt))]  # fmt: skip
+            for s, token in enumerate(steps[i]):
+                position = torch.tensor([len(prompt) + s], device="cuda")
+                rows.append(model.forward(torch.tensor([token], device="cuda"), position, alone,
+                                          n_keys=128))  # fmt: skip
+        expected = torch.stack([r.float().cpu() for r in rows]).numpy()
+        actual = torch.stack(got[i]).numpy()
+        errors.append(np.linalg.norm(actual - expected) / np.linalg.norm(expected))
+    # one row alone takes the integer GEMV (8-bit inputs) where rows in a batch take the float
+    # one: a percent or so apart (tests/engine/hearth/test_kernels_ops.py), never more
+    assert max(errors) < 3e-2, errors
+
+
+def test_the_captured_steps_equal_the_eager_ones(tmp_path):
+    """BatchGraphs: 3 and 5 sequences (buckets 4 and 8, spare rows on the scratch page) replayed
+    from CUDA graphs give the eager step's logits, and nobody's pages are written by the spare
+    rows."""
+    from engine.hearth.batch_graph import BatchGraphs
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama"))
+    info = read_model_info(path)
+    cfg = model_config(info)
+    model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
+
+    def run(captured: bool, n: int) -> np.ndarray:
+        cache = KernelsBatchCache(**dims, n_pages=32, device="cuda", k_format="q8", v_format="q8",
+                                  max_sequences=9)  # fmt: skip
+        graphs = BatchGraphs(model, cache, max_rows=8) if captured else None
+        seqs = [cache.new_sequence() for _ in range(n)]
+        out = []
+        for step in range(4):
+            pos = [cache.grow(s, 1) for s in seqs]
+            tokens = [(5 * i + step) % 300 + 1 for i in range(n)]
+            if graphs is not None:
+                out.append(graphs.step(seqs, tokens, pos).float().cpu())
+            else:
+                rows = cache.rows(seqs, pos)
+                with torch.inference_mode(), model.ops.gemv_for_rows(n):
+                    out.append(model.forward(torch.tensor(tokens, device="cuda"),
+                                             torch.tensor(pos, device="cuda"), rows, n_keys=0,
+                                             all_logits=True).float().cpu())  # fmt: skip
+        return torch.stack(out).numpy()
+
+    for n in (3, 5):
+        eager, replayed = run(False, n), run(True, n)
+        error = np.linalg.norm(replayed - eager) / np.linalg.norm(eager)
+        assert error < 1e-3, (n, error)

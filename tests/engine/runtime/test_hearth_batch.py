@@ -1,0 +1,153 @@
+"""The Hearth engine's batch decoder (engine/runtime/hearth_batch.py) in process, on the CPU, on a
+tiny random model with the starter model's vocabulary: greedy replies decoded together equal
+each decoded alone, a prompt joins in chunks while the others keep decoding, and a stopped
+(disconnected) request gives its pages back at once."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels extra)")
+
+from engine.runtime import protocol as p
+from engine.runtime.batching import new_context
+from engine.runtime.hearth_batch import HearthBatchContext, HearthBatchedDecoder
+from engine.runtime.hearth_driver import HearthModel
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+from tests.engine.runtime.conftest import EVENT_TIMEOUT, GREEDY, RunningEngine
+
+PROMPTS = [[1, 504, 3101, 30], [1, 9, 18, 27, 36, 45, 54, 63, 72], [1, 700], [1, 2, 3, 4, 5, 6]]
+
+
+@pytest.fixture(scope="module")
+def model(starter_model, tmp_path_factory):
+    path = tmp_path_factory.mktemp("hb") / "tiny.gguf"
+    write_tiny_gguf(path, tiny_spec("llama", n_layer=2), vocab_from=starter_model)
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HEARTH_ENGINE_DEVICE", "cpu")
+    loaded = HearthModel(p.ModelParams(path=str(path), engine="hearth", n_ctx=512, n_threads=1))
+    yield loaded
+    loaded.close()
+    mp.undo()
+
+
+def _decoder(model, n_parallel=4, n_ctx=512, n_ubatch=512):
+    params = p.ModelParams(path=model.params.path, engine="hearth", n_ctx=n_ctx,
+                           n_parallel=n_parallel, n_ubatch=n_ubatch, n_threads=1)  # fmt: skip
+    ctx = new_context(model, params)
+    assert isinstance(ctx, HearthBatchContext)
+    events: list = []
+    return HearthBatchedDecoder(model, ctx, n_parallel, events.append), events
+
+
+def _generate(rid, prompt, max_tokens=6):
+    return p.Generate(request_id=rid, prompt_tokens=tuple(prompt), sampling=GREEDY,
+                      max_tokens=max_tokens, ignore_eos=True)  # fmt: skip
+
+
+def _texts(events) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for e in events:
+        if isinstance(e, p.TokenText):
+            out[e.request_id] = out.get(e.request_id, "") + e.text
+    return out
+
+
+def _alone(model, prompt, n) -> str:
+    """The one-sequence path (HearthContext): prefill, then greedy steps."""
+    ctx = model.new_context(p.ModelParams(path=model.params.path, engine="hearth", n_ctx=64))
+    sampler = ctx.new_sampler(GREEDY)
+    out, data = ctx.decode(prompt), b""
+    for _ in range(n):
+        token = sampler.sample(out)
+        data += model.token_bytes(token)
+        out = ctx.step(token)
+    return data.decode("utf-8", errors="replace")
+
+
+def test_replies_decoded_together_equal_each_decoded_alone(model):
+    decoder, events = _decoder(model)
+    for rid, prompt in enumerate(PROMPTS):
+        decoder.submit(_generate(rid, prompt), 0.0, prompt)
+    steps = 0
+    while decoder.busy:
+        decoder.step()
+        steps += 1
+    assert steps == 6  # every prompt in the first step, then one token each per step
+    done = [e for e in events if isinstance(e, p.GenerationDone)]
+    assert sorted(d.request_id for d in done) == [0, 1, 2, 3]
+    assert all(d.stop_reason == "max_tokens" and d.stats.n_generated == 6 for d in done)
+    texts = _texts(events)
+    assert len(set(texts.values())) == len(PROMPTS)  # four different replies
+    for rid, prompt in enumerate(PROMPTS):
+        assert texts[rid] == _alone(model, prompt, 6)
+    assert decoder.ctx.cache.pool.free_pages == decoder.ctx.cache.pool.n_pages
+
+
+def test_a_long_prompt_joins_in_chunks_while_the_others_decode(model):
+    decoder, events = _decoder(model, n_parallel=2, n_ubatch=8)
+    decoder.submit(_generate(0, PROMPTS[0], max_tokens=20), 0.0, PROMPTS[0])
+    decoder.step()  # its prompt, and its first token
+    long_prompt = [1, *range(100, 140)]  # 41 tokens: 6 steps at 7 a step beside one decoder
+    decoder.submit(_generate(1, long_prompt, max_tokens=3), 0.0, long_prompt)
+    per_step = []
+    for _ in range(6):
+        before = len([e for e in events if isinstance(e, p.TokenText) and e.request_id == 0])
+        decoder.step()
+        after = len([e for e in events if isinstance(e, p.TokenText) and e.request_id == 0])
+        per_step.append(after - before)
+    assert per_step == [1] * 6  # request 0 never waited for the prompt
+    assert 1 in _texts(events)  # the prompt's last chunk sampled request 1's first token
+    while decoder.busy:
+        decoder.step()
+    assert _texts(events)[1] == _alone(model, long_prompt, 3)
+
+
+def test_a_stopped_request_frees_its_pages_at_once_and_the_other_goes_on(model):
+    decoder, events = _decoder(model, n_parallel=2, n_ctx=512)
+    pool = decoder.ctx.cache.pool
+    decoder.submit(_generate(0, PROMPTS[1], max_tokens=100), 0.0, PROMPTS[1])
+    decoder.submit(_generate(1, PROMPTS[2], max_tokens=8), 0.0, PROMPTS[2])
+    for _ in range(70):  # request 0 reaches its second page of 64 positions
+        decoder.step()
+    held = pool.free_pages
+    decoder.request_stop(0)  # what the server does when the client disconnects
+    decoder.step()
+    assert pool.free_pages == held + 2
+    stopped = [e for e in events if isinstance(e, p.GenerationDone) and e.request_id == 0]
+    assert stopped[0].stop_reason == "stopped"
+    while decoder.busy:
+        decoder.step()
+    assert pool.free_pages == pool.n_pages
+
+
+def test_too_many_parallel_requests_are_refused_with_what_to_do(model):
+    from engine.llama.driver import EngineError
+
+    with pytest.raises(EngineError, match="--parallel 64 or fewer"):
+        _decoder(model, n_parallel=65, n_ctx=65 * 4)
+
+
+def test_the_worker_batches_on_the_hearth_engine(model):
+    """Through the worker process: loaded with n_parallel 2, two requests decode together."""
+    import os
+
+    running = RunningEngine(env={**os.environ, "HEARTH_ENGINE_DEVICE": "cpu"})
+    try:
+        loaded = running.load(model.params.path, engine="hearth", n_ctx=256, n_parallel=2,
+                              n_threads=1)  # fmt: skip
+        assert isinstance(loaded, p.ModelLoaded), loaded
+        assert (loaded.engine, loaded.n_parallel) == ("hearth", 2)
+        ids = [running.client.generate(prompt_tokens=tuple(prompt), sampling=GREEDY,
+                                       max_tokens=4, ignore_eos=True)
+               for prompt in PROMPTS[:2]]  # fmt: skip
+        done = {}
+        while len(done) < 2:
+            event = running.events.get(timeout=EVENT_TIMEOUT)
+            if isinstance(event, p.GenerationDone | p.GenerationFailed):
+                done[event.request_id] = event
+        assert all(isinstance(d, p.GenerationDone) for d in done.values()), done
+        assert sorted(done) == sorted(ids)
+        assert all(d.stats.n_generated == 4 for d in done.values())
+    finally:
+        running.close()
