@@ -140,7 +140,8 @@ def generate(
         ignore_eos=ignore_eos,
     )
     if speculate and session.speculation is not None:
-        loop = SpeculativeLoop(session, sampler, reply, prompt, greedy=_plain_greedy(sampling))
+        greedy = _plain_greedy(sampling)
+        loop = SpeculativeLoop(session, sampler, reply, prompt, greedy=greedy, first=out)
         reason, speculated = loop.run(), loop.figures()
     else:
         reason, speculated = _DecodeLoop(session, sampler, reply, out).run(), {}

@@ -62,7 +62,8 @@ class HearthModel:
     """The model's weights in Hearth's forward pass, and llama.cpp's vocabulary for its text."""
 
     engine = Engine.HEARTH
-    capabilities = Capabilities()  # one sequence of plain decoding
+    # one sequence; speculative decoding for dense models (checks: HearthContext.check)
+    capabilities = Capabilities()
 
     def __init__(self, params: ModelParams):
         if not os.path.isfile(params.path):
@@ -78,6 +79,8 @@ class HearthModel:
             self.hearth.tensors.close()
             raise
         self.n_vocab = self.vocabulary.n_vocab
+        if self.hearth.config.moe is None:  # MoE rows meet in grouped kernels (verify.py)
+            self.capabilities = replace(self.capabilities, speculative=True)
 
     # The vocabulary and metadata: llama.cpp's, from the same file.
 
@@ -113,6 +116,17 @@ class HearthModel:
 
     def special_token_texts(self) -> tuple[str, ...]:
         return self.vocabulary.special_token_texts()
+
+    # What a draft model's vocabulary is checked against (speculative/draft_model.py).
+
+    def vocab_type(self) -> int:
+        return self.vocabulary.vocab_type()
+
+    def token_source_text(self, token: int) -> str:
+        return self.vocabulary.token_source_text(token)
+
+    def is_recurrent(self) -> bool:
+        return False  # decoders with a KV cache only: rejected drafts can always be dropped
 
     # A vocabulary-only llama.cpp model knows no hyperparameters: these come from the header.
 
@@ -322,6 +336,34 @@ class HearthContext:
         self.n_past += 1
         return out
 
+    def check(self, tokens: list[int], position: int) -> list[StepOutput]:
+        """A speculative check: `tokens` (the last sampled token, then drafts) at positions
+        position.. in one forward, each row's logits and greedy pick computed as a decode step
+        computes them (engine/hearth/verify.py), so greedy replies are the same with and
+        without speculation. Checks fewer rows than given where the cache would round the
+        later ones otherwise (kivi4 keys near a page's end); the caller keeps what comes back
+        and drops the rest with forget_from."""
+        from engine.hearth.verify import check_logits, greedy_tokens
+
+        if position != self.n_past:
+            raise EngineError(
+                f"A speculative check at position {position} does not follow the "
+                f"{self.n_past} cached positions. Turn speculative decoding off and report this."
+            )
+        tokens = tokens[: max(1, self.cache.rows_checkable(self.n_past))]
+        self._check_room(len(tokens))
+        self._history_changes()
+        hearth = self.model.hearth
+        with self._torch.inference_mode(), worker_ends_when_out_of_memory("checking drafts"):
+            logits = check_logits(
+                hearth.transformer, self.cache, tokens, self.n_past, fixed_shapes=self._fixed_shapes
+            )
+            greedy = greedy_tokens(logits)
+        self.n_past += len(tokens)
+        return [
+            StepOutput(logits=row, greedy=pick) for row, pick in zip(logits, greedy, strict=True)
+        ]
+
     def _decode_eagerly(self, token: int):
         torch = self._torch
         device = self.model.hearth.device
@@ -396,6 +438,8 @@ class HearthSampler:
         from engine.hearth.sampler import TorchSampler
 
         self._sampler = TorchSampler(sampling, model.hearth.device)
+
+    in_graph = False  # it samples from the logits the step hands back
 
     @property
     def plain_greedy(self) -> bool:

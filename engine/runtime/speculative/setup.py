@@ -1,8 +1,9 @@
 """Speculative decoding for a loaded model: the drafter that was asked for, or why there is none.
 
 The drafter lives as long as the model's context (a draft model's weights and KV go with it), in
-the single-sequence llama.cpp path only: the batched path for concurrent API requests and the
-Hearth engine decode without speculation, and the load says so (ModelLoaded.speculative_note).
+the single-sequence path of an engine that declares speculative decoding (llama.cpp; the Hearth
+engine for dense models): the batched path for concurrent API requests decodes without it, and
+the load says so (ModelLoaded.speculative_note). MTP runs on llama.cpp only.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from engine.llama.batch import SequenceBatch
+from engine.enums import Engine
 from engine.llama.driver import Context, EngineError, Model
 from engine.runtime.device_facts import layers_on_gpu
 from engine.runtime.engine_api import refusal
@@ -47,7 +48,6 @@ METHODS = ("off", "prompt_lookup", "draft_model", "mtp")
 class Speculation:
     drafter: Drafter
     length: DraftLength
-    batch: SequenceBatch  # the checking step's batch: the last token and the drafts
     n_vocab: int
     # running mean of a warm plain step over the session (0: none measured yet): what checking
     # steps are priced against for the draft length; the stats line uses the reply's own
@@ -161,7 +161,6 @@ class Speculation:
 
     def close(self) -> None:
         self.drafter.close()
-        self.batch.close()
 
 
 def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | None, str]:
@@ -185,6 +184,12 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
     refused = refusal(model.engine, model.capabilities, "speculative")
     if refused:
         return None, refused
+    if spec.method == "mtp" and model.engine != Engine.LLAMA:
+        return None, (
+            f"MTP drafting runs on the llama.cpp engine only, and this model is loaded on the "
+            f"{model.engine.display_name}. Choose prompt lookup or a draft model, or load it "
+            "with the llama.cpp engine (--engine llama)."
+        )
     if model.is_recurrent():
         return None, (
             "Speculative decoding is off: this model keeps a recurrent state, from which "
@@ -211,7 +216,6 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
         Speculation(
             drafter=drafter,
             length=DraftLength(max_length=max_draft, lengths=lengths),
-            batch=SequenceBatch(max_draft + 1),
             n_vocab=model.n_vocab,
             comparable_baseline=samples_as_plain_decoding or not on_gpu,
             pad_drafts=on_gpu,

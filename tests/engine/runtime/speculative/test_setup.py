@@ -43,7 +43,7 @@ def test_prompt_lookup_runs(starter):
     spec, note = open_speculation(_asking(params, method="prompt_lookup", max_draft=5), model, ctx)
     try:
         assert note == "" and spec.drafter.name == "prompt_lookup"
-        assert spec.length.max_length == 5 and spec.batch.capacity == 6
+        assert spec.length.max_length == 5
     finally:
         spec.close()
 
@@ -79,7 +79,7 @@ def test_the_speed_up_has_a_baseline_only_where_plain_steps_are_plain_decodings(
 
 def _timing() -> speculation_setup.Speculation:
     """A Speculation for its clocks only (no drafter or batch is touched)."""
-    return speculation_setup.Speculation(drafter=None, length=DraftLength(), batch=None, n_vocab=1)
+    return speculation_setup.Speculation(drafter=None, length=DraftLength(), n_vocab=1)
 
 
 def test_only_a_plain_step_after_plain_steps_is_the_baseline():

@@ -1,0 +1,63 @@
+"""Speculative decoding on the Hearth engine (CPU, the real starter model): prompt lookup's
+greedy reply is plain decoding's, token for token, with the cache left as plain decoding leaves
+it; in one process, no worker."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels extra)")
+
+from engine.enums import Engine
+from engine.runtime import protocol as p
+from engine.runtime.generation import Session
+from engine.runtime.hearth_driver import DEVICE_ENV, HearthModel
+from engine.runtime.speculative.setup import open_speculation
+from tests.engine.runtime.speculative.test_decode_loop import (
+    REWRITE,
+    _AlwaysDraft,
+    _both,
+)
+
+MAX_DRAFT = 4  # every check costs MAX_DRAFT + 1 one-row products here: a bounded test
+
+
+@pytest.fixture(scope="module")
+def hearth_session(starter_model):
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(DEVICE_ENV, "cpu")
+        params = p.ModelParams(
+            path=str(starter_model),
+            n_ctx=256,
+            n_threads=1,
+            engine="hearth",
+            speculative=p.SpeculativeParams(method="prompt_lookup", max_draft=MAX_DRAFT),
+        )
+        model = HearthModel(params)
+        session = Session(model=model, ctx=model.new_context(params))
+        session.speculation, note = open_speculation(params, model, session.ctx)
+        assert session.speculation is not None, note
+        session.speculation.length = _AlwaysDraft(max_length=MAX_DRAFT)
+        yield session
+        session.close()
+
+
+def test_the_hearth_engine_declares_speculation_for_a_dense_model(hearth_session):
+    assert hearth_session.model.engine == Engine.HEARTH
+    assert hearth_session.model.capabilities.speculative
+
+
+def test_prompt_lookup_gives_plain_decoding_s_greedy_reply(hearth_session):
+    prompt = hearth_session.model.tokenize(REWRITE, add_special=True)
+    (text, plain, cache), (text_s, fast, cache_s) = _both(hearth_session, prompt, max_tokens=12)
+    assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
+    assert fast.stats.n_draft_accepted > 0  # drafts were checked and kept, not only plain steps
+    assert text.startswith("def add_numbers(first, second):")  # a real reply, not noise
+
+
+def test_mtp_is_refused_on_the_hearth_engine_with_what_to_choose(hearth_session):
+    model, ctx = hearth_session.model, hearth_session.ctx
+    params = p.ModelParams(path="x", engine="hearth", speculative=p.SpeculativeParams(method="mtp"))
+    spec, note = open_speculation(params, model, ctx)
+    assert spec is None
+    assert "MTP drafting runs on the llama.cpp engine only" in note and "prompt lookup" in note
