@@ -309,6 +309,9 @@ class GenerationStats:
     n_drafted: int = 0
     n_draft_accepted: int = 0
     plain_step_seconds: float = 0.0
+    # why this reply's greedy text may differ from plain decoding's ("" where the engine
+    # guarantees the same tokens: docs/speculative.md, "Greedy identity")
+    speculative_caveat: str = ""
 
     @property
     def acceptance_rate(self) -> float:

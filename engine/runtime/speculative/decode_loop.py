@@ -78,6 +78,7 @@ class SpeculativeLoop:
             # the baseline: plain steps timed in this reply (reply_speed.py); none where too
             # few were, or where the loop's plain steps are not plain decoding's (setup.py)
             "plain_step_seconds": self.spec.reply_plain_step_seconds(),
+            "speculative_caveat": self.spec.greedy_caveat if self.greedy else "",
         }
 
     def _steps(self) -> str:

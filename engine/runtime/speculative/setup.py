@@ -42,6 +42,15 @@ WARM_AFTER = 2
 GRAPH_WARMUP_CHECKS = 2
 GRAPH_IDLE_S = 10.0
 METHODS = ("off", "prompt_lookup", "draft_model", "mtp")
+# llama.cpp on a GPU checks k + 1 tokens with its batched kernels and decodes one with its
+# one-token kernels (MMVQ and the vector flash attention), which round differently: a greedy
+# reply may part from plain decoding's at a near-tie (3 of 4 tasks on the H100 with the starter
+# model; on the CPU the texts are the same). The Hearth engine computes every checked row as its
+# decode step does (engine/hearth/verify.py), so its greedy replies are the same text.
+LLAMA_GPU_CAVEAT = (
+    "greedy text may differ from plain decoding: llama.cpp's GPU kernels round a check of "
+    "several tokens unlike a one-token step"
+)
 
 
 @dataclass
@@ -59,6 +68,8 @@ class Speculation:
     pad_drafts: bool = False
     # checks of a batch shape not priced after it was new or idle (GRAPH_WARMUP_CHECKS on a GPU)
     graph_warmup: int = 0
+    # why a greedy reply may differ from plain decoding's here ("": the same tokens guaranteed)
+    greedy_caveat: str = ""
     reply: ReplySpeed = field(default_factory=ReplySpeed)  # the current reply's clocks
     _steps_since_plain: int = 0  # steps since the last warm plain step, in this reply
     _plain_run: int = 0  # plain steps in a row before the coming one, since the last other shape
@@ -220,9 +231,16 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
             comparable_baseline=samples_as_plain_decoding or not on_gpu,
             pad_drafts=on_gpu,
             graph_warmup=GRAPH_WARMUP_CHECKS if on_gpu else 0,
+            greedy_caveat=greedy_caveat(model.engine, on_gpu),
         ),
         "",
     )
+
+
+def greedy_caveat(engine: Engine, on_gpu: bool) -> str:
+    """Why greedy speculation may not give plain decoding's text on this engine and device
+    ("" where it does: llama.cpp on the CPU, the Hearth engine everywhere)."""
+    return LLAMA_GPU_CAVEAT if engine == Engine.LLAMA and on_gpu else ""
 
 
 def _make_drafter(params: ModelParams, model: Model, ctx: Context) -> Drafter:

@@ -13,7 +13,9 @@ LABELS = {"prompt_lookup": "prompt lookup", "draft_model": "draft model", "mtp":
 def speculation_text(stats: GenerationStats) -> str:
     """ "prompt lookup: 75% of 40 drafts kept, 1.8x speed" ("" for a reply without it). The
     speed is against plain decode steps timed in the same reply (GenerationStats.speedup); a
-    reply with too few of them states none rather than one it cannot stand behind."""
+    reply with too few of them states none rather than one it cannot stand behind. Where the
+    engine does not guarantee a greedy reply plain decoding's text (llama.cpp on a GPU), the
+    line says so and why (GenerationStats.speculative_caveat)."""
     if not stats.speculative:
         return ""
     label = LABELS.get(stats.speculative, stats.speculative)
@@ -23,4 +25,6 @@ def speculation_text(stats: GenerationStats) -> str:
         text = f"{label}: {stats.acceptance_rate:.0%} of {stats.n_drafted} drafts kept"
     if stats.speedup:
         text += f", {stats.speedup:.1f}x speed"
+    if stats.speculative_caveat:
+        text += f"; {stats.speculative_caveat}"
     return text

@@ -252,7 +252,8 @@ def test_an_unknown_method_is_named(starter):
 
 
 def test_an_engine_without_speculation_is_refused_with_what_to_choose(starter):
-    """The engine's declared capabilities decide (the Hearth engine declares none yet)."""
+    """The engine's declared capabilities decide (the Hearth engine declares none for a
+    mixture of experts)."""
     from engine.enums import Engine
     from engine.runtime.engine_api import Capabilities
 
@@ -263,3 +264,16 @@ def test_an_engine_without_speculation_is_refused_with_what_to_choose(starter):
     params, _, ctx = starter
     spec, note = open_speculation(_asking(params, method="prompt_lookup"), NoDrafts(), ctx)
     assert spec is None and "llama.cpp engine only" in note and "Hearth engine" in note
+
+
+@pytest.mark.parametrize(
+    ("engine", "on_gpu", "caveat"),
+    [("llama", True, True), ("llama", False, False), ("hearth", True, False),
+     ("hearth", False, False)],
+)  # fmt: skip
+def test_only_llama_cpp_on_a_gpu_warns_that_greedy_text_may_differ(engine, on_gpu, caveat):
+    from engine.enums import Engine
+
+    said = speculation_setup.greedy_caveat(Engine(engine), on_gpu)
+    assert bool(said) == caveat
+    assert not said or "llama.cpp's GPU kernels round" in said

@@ -20,3 +20,13 @@ def test_drafts_kept_and_speed():
 
 def test_a_reply_with_no_drafts_and_no_timed_plain_step():
     assert speculation_text(_stats(speculative="prompt_lookup")) == "prompt lookup: nothing drafted"
+
+
+def test_a_reply_whose_greedy_text_may_differ_says_so_and_why():
+    from engine.runtime.speculative.setup import LLAMA_GPU_CAVEAT
+
+    stats = _stats(speculative="prompt_lookup", n_drafted=4, n_draft_accepted=4,
+                   speculative_caveat=LLAMA_GPU_CAVEAT)  # fmt: skip
+    text = speculation_text(stats)
+    assert text.startswith("prompt lookup: 100% of 4 drafts kept; greedy text may differ")
+    assert "round a check of several tokens unlike a one-token step" in text
