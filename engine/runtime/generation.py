@@ -33,6 +33,9 @@ class Session:
     ctx: Context
     cached: list[int] = field(default_factory=list)
     speculation: Speculation | None = None  # the drafter and what it has learnt, when asked
+    # why the engine chose to decode without speculation (SpeculativeParams "auto"), for the
+    # stats line of every reply; "" where it was not the engine's choice
+    speculation_off_reason: str = ""
     _sampler: Sampler | None = None
     _sampler_params: SamplingParams | None = None
 
@@ -145,6 +148,8 @@ def generate(
         reason, speculated = loop.run(), loop.figures()
     else:
         reason, speculated = _DecodeLoop(session, sampler, reply, out).run(), {}
+        if session.speculation_off_reason:
+            speculated = {"speculative": "off", "speculative_why": session.speculation_off_reason}
     stats = GenerationStats(
         n_prompt_tokens=len(prompt),
         n_prompt_tokens_reused=reused,

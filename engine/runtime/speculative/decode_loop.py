@@ -79,6 +79,7 @@ class SpeculativeLoop:
             # few were, or where the loop's plain steps are not plain decoding's (setup.py)
             "plain_step_seconds": self.spec.reply_plain_step_seconds(),
             "speculative_caveat": self.spec.greedy_caveat if self.greedy else "",
+            "speculative_why": self.spec.why,
         }
 
     def _steps(self) -> str:

@@ -9,7 +9,7 @@ the load says so (ModelLoaded.speculative_note). MTP runs on llama.cpp only.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from engine.enums import Engine
 from engine.llama.driver import Context, EngineError, Model
@@ -41,7 +41,7 @@ WARM_AFTER = 2
 # measured step after step on the H100, and drafting never started again.
 GRAPH_WARMUP_CHECKS = 2
 GRAPH_IDLE_S = 10.0
-METHODS = ("off", "prompt_lookup", "draft_model", "mtp")
+METHODS = ("off", "prompt_lookup", "draft_model", "mtp", "auto")
 # llama.cpp on a GPU checks k + 1 tokens with its batched kernels and decodes one with its
 # one-token kernels (MMVQ and the vector flash attention), which round differently: a greedy
 # reply may part from plain decoding's at a near-tie (3 of 4 tasks on the H100 with the starter
@@ -70,6 +70,8 @@ class Speculation:
     graph_warmup: int = 0
     # why a greedy reply may differ from plain decoding's here ("": the same tokens guaranteed)
     greedy_caveat: str = ""
+    # why it is on, where the engine chose ("auto": trial.py's reason)
+    why: str = ""
     reply: ReplySpeed = field(default_factory=ReplySpeed)  # the current reply's clocks
     _steps_since_plain: int = 0  # steps since the last warm plain step, in this reply
     _plain_run: int = 0  # plain steps in a row before the coming one, since the last other shape
@@ -182,6 +184,8 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
     spec = params.speculative
     if spec.method == "off":
         return None, ""
+    if spec.method == "auto":
+        return _automatic(params, model, ctx)
     if spec.method not in METHODS:
         return None, (
             f"Unknown speculative decoding method {spec.method!r}; use one of "
@@ -235,6 +239,34 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
         ),
         "",
     )
+
+
+def _automatic(params: ModelParams, model, ctx) -> tuple[Speculation | None, str]:
+    """ "auto": prompt lookup where the engine's own trial on this model says checks pay
+    (trial.py), with the reason; else none, and the reason as the note. Only the Hearth engine
+    chooses for itself: llama.cpp's checks gained 0.97-1.11x on the H100 and round unlike its
+    one-token steps on a GPU (docs/speculative.md), so there it runs when asked by name."""
+    from engine.runtime.speculative import trial
+
+    if model.engine != Engine.HEARTH or not model.capabilities.speculative:
+        return None, ""
+    if params.n_parallel > 1:
+        return None, ""
+    key = trial.trial_key(params.path, model.engine, model.description(), params.type_k,
+                          params.type_v)  # fmt: skip
+    result = trial.remembered(key)
+    if result is None:
+        prompt = model.tokenize(trial.TRIAL_TEXT, add_special=True)
+        room = max(2, min(len(prompt), ctx.info.n_ctx - 2 * (trial.TRIAL_DRAFTS + 8)))
+        result = trial.measure(ctx, prompt[:room])
+        trial.remember(key, result)
+    if not result.pays:
+        return None, f"Speculative decoding {result.reason()}."
+    lookup = replace(params.speculative, method="prompt_lookup")
+    speculation, note = open_speculation(replace(params, speculative=lookup), model, ctx)
+    if speculation is not None:
+        speculation.why = result.reason()
+    return speculation, note
 
 
 def greedy_caveat(engine: Engine, on_gpu: bool) -> str:

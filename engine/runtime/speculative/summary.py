@@ -18,7 +18,11 @@ def speculation_text(stats: GenerationStats) -> str:
     line says so and why (GenerationStats.speculative_caveat)."""
     if not stats.speculative:
         return ""
+    if stats.speculative == "off":  # the engine chose not to (trial.py), and says why
+        return stats.speculative_why
     label = LABELS.get(stats.speculative, stats.speculative)
+    if stats.speculative_why:
+        label += f" ({stats.speculative_why})"
     if not stats.n_drafted:
         text = f"{label}: nothing drafted"
     else:

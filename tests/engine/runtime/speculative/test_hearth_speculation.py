@@ -61,3 +61,32 @@ def test_mtp_is_refused_on_the_hearth_engine_with_what_to_choose(hearth_session)
     spec, note = open_speculation(params, model, ctx)
     assert spec is None
     assert "MTP drafting runs on the llama.cpp engine only" in note and "prompt lookup" in note
+
+
+@pytest.mark.parametrize("cost", [1.3, 3.9])
+def test_auto_is_prompt_lookup_where_the_trial_says_checks_pay(
+    hearth_session, monkeypatch, tmp_path, cost
+):
+    from engine.runtime.speculative import trial
+
+    monkeypatch.setenv("HEARTH_DATA_DIR", str(tmp_path))  # where trials are remembered
+    measured = []
+
+    def fake_measure(ctx, prompt):
+        measured.append(len(prompt))
+        return trial.TrialResult(0.01, cost)
+
+    monkeypatch.setattr(trial, "measure", fake_measure)
+    model, ctx = hearth_session.model, hearth_session.ctx
+    params = p.ModelParams(path=model.params.path, engine="hearth", n_ctx=256,
+                           speculative=p.SpeculativeParams(method="auto"))  # fmt: skip
+    for _ in range(2):  # the second load remembers the first one's trial
+        spec, note = open_speculation(params, model, ctx)
+        if cost < trial.ON_BELOW:
+            assert note == "" and spec.drafter.name == "prompt_lookup"
+            assert spec.why == f"on: a check of 4 drafts costs {cost} plain steps here"
+            spec.close()
+        else:
+            assert spec is None
+            assert note.startswith(f"Speculative decoding off: a check of 4 drafts costs {cost}")
+    assert len(measured) == 1

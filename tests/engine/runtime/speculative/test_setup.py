@@ -277,3 +277,9 @@ def test_only_llama_cpp_on_a_gpu_warns_that_greedy_text_may_differ(engine, on_gp
     said = speculation_setup.greedy_caveat(Engine(engine), on_gpu)
     assert bool(said) == caveat
     assert not said or "llama.cpp's GPU kernels round" in said
+
+
+def test_auto_leaves_llama_cpp_without_speculation_and_says_nothing(starter):
+    """llama.cpp speculates when asked by name only (setup._automatic says why)."""
+    params, model, ctx = starter
+    assert open_speculation(_asking(params, method="auto"), model, ctx) == (None, "")

@@ -30,3 +30,14 @@ def test_a_reply_whose_greedy_text_may_differ_says_so_and_why():
     text = speculation_text(stats)
     assert text.startswith("prompt lookup: 100% of 4 drafts kept; greedy text may differ")
     assert "round a check of several tokens unlike a one-token step" in text
+
+
+def test_the_engine_s_own_choice_is_said_with_its_reason():
+    on = _stats(speculative="prompt_lookup", n_drafted=4, n_draft_accepted=2,
+                speculative_why="on: a check of 4 drafts costs 1.3 plain steps here")  # fmt: skip
+    assert speculation_text(on).startswith(
+        "prompt lookup (on: a check of 4 drafts costs 1.3 plain steps here): 50% of 4 drafts"
+    )
+    off_note = "Speculative decoding off: a check of 4 drafts costs 3.9 plain steps here."
+    off = _stats(speculative="off", speculative_why=off_note)
+    assert speculation_text(off) == off_note
