@@ -76,10 +76,20 @@ def check_logits(
     n = len(tokens)
     positions = torch.arange(start, start + n, device=device)
     n_keys = [cache.n_ctx if fixed_shapes else start + t + 1 for t in range(n)]
-    ids = torch.tensor(tokens, device=device)
+    h = model.embed(torch.tensor(tokens, device=device))
+    return check_forward_embedded(model, cache, h, positions, n_keys)
+
+
+def check_forward_embedded(
+    model: Transformer, cache, h: torch.Tensor, positions: torch.Tensor, n_keys=None
+) -> torch.Tensor:
+    """`check_logits` from the embedded rows h [T, n_embd] at device `positions` [T], each row
+    attending over n_keys[t] slots (default: the whole cache, as a captured decode step does).
+    Nothing here reads the device from the host: check_graph.py captures it."""
+    n_keys = n_keys or [cache.n_ctx] * h.shape[0]
     with rows_as_one(model.ops):
-        return model.forward(
-            ids, positions, _RowByRowAttention(cache, n_keys), n_keys=max(n_keys), all_logits=True
+        return model.forward_embedded(
+            h, positions, _RowByRowAttention(cache, n_keys), n_keys=max(n_keys), all_logits=True
         )
 
 

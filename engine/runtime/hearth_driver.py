@@ -238,6 +238,7 @@ class HearthContext:
         # the decode step as one CUDA graph (engine/hearth/decode_graph.py), captured on first use
         self._use_graph = hearth.device.startswith("cuda") and os.environ.get(GRAPH_ENV) != "0"
         self._graph = None
+        self._check_graphs: dict = {}  # checks of n tokens as CUDA graphs (check_graph.py)
         # plain greedy sampling: the graph may launch each next step before the host reads
         # this one's token (set by new_sampler; decode_graph.py says how)
         self.launch_ahead = False
@@ -245,6 +246,7 @@ class HearthContext:
 
     def close(self) -> None:
         self._graph = None
+        self._check_graphs = {}
         self.cache = None
 
     def new_sampler(self, sampling: SamplingParams) -> HearthSampler:
@@ -355,14 +357,32 @@ class HearthContext:
         self._history_changes()
         hearth = self.model.hearth
         with self._torch.inference_mode(), worker_ends_when_out_of_memory("checking drafts"):
-            logits = check_logits(
-                hearth.transformer, self.cache, tokens, self.n_past, fixed_shapes=self._fixed_shapes
-            )
-            greedy = greedy_tokens(logits)
+            graph = self._check_graph(len(tokens))
+            if graph is not None:
+                logits, greedy = graph.run(tokens, self.n_past)
+            else:
+                logits = check_logits(
+                    hearth.transformer, self.cache, tokens, self.n_past,
+                    fixed_shapes=self._fixed_shapes,
+                )  # fmt: skip
+                greedy = greedy_tokens(logits)
         self.n_past += len(tokens)
         return [
             StepOutput(logits=row, greedy=pick) for row, pick in zip(logits, greedy, strict=True)
         ]
+
+    def _check_graph(self, n: int):
+        """The captured check of n tokens where decode steps are captured too (None: checks
+        run eagerly, as on the CPU or with kivi4 keys), captured on first use."""
+        from engine.hearth.check_graph import CheckGraph, capturable
+
+        if not self._use_graph or not capturable(self.cache):
+            return None
+        graph = self._check_graphs.get(n)
+        if graph is None:
+            graph = CheckGraph(self.model.hearth.transformer, self.cache, n, position=self.n_past)
+            self._check_graphs[n] = graph
+        return graph
 
     def _decode_eagerly(self, token: int):
         torch = self._torch

@@ -60,8 +60,9 @@ class TrialResult:
         return expected_tokens(TYPICAL_ACCEPTANCE, TRIAL_DRAFTS) / self.check_cost
 
 
-def measure(ctx, prompt: list[int]) -> TrialResult:
-    """Time plain steps and checks on `ctx` after `prompt`; the context is cleared after."""
+def measure(ctx, prompt: list[int], drafts: int = TRIAL_DRAFTS) -> TrialResult:
+    """Time plain steps and checks of `drafts` drafts on `ctx` after `prompt`; the context is
+    cleared after."""
     try:
         ctx.clear()
         ctx.decode(prompt)
@@ -78,9 +79,9 @@ def measure(ctx, prompt: list[int]) -> TrialResult:
         checks = []
         for i in range(CHECKS + 1):
             started = time.perf_counter()
-            outs = ctx.check([token] * (TRIAL_DRAFTS + 1), position)
+            outs = ctx.check([token] * (drafts + 1), position)
             ctx.synchronize()
-            if i > 0 and len(outs) == TRIAL_DRAFTS + 1:
+            if i > 0 and len(outs) == drafts + 1:
                 checks.append(time.perf_counter() - started)
             ctx.forget_from(position)
         step = statistics.median(plain)

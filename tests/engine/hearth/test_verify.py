@@ -145,3 +145,33 @@ def test_kivi4_checks_stop_before_the_slot_that_seals_a_page(k_format, position,
     cache.n_ctx = N_CTX
     cache.spec = type("Spec", (), {"k_format": k_format, "page_size": 16})()
     assert cache.rows_checkable(position) == rows
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "rot4")])
+def test_a_captured_check_equals_decode_steps(tmp_path, kernels_ops, k_format, v_format):
+    """check_graph.py: the check as one CUDA graph gives the eager check's bits, replayed at a
+    later position too (its positions are device inputs)."""
+    from engine.hearth.check_graph import CheckGraph
+    from engine.hearth.paged_cache import PagedCacheAdapter
+
+    path = write_tiny_gguf(tmp_path / "qwen3.gguf", tiny_spec("qwen3", n_layer=2))
+    model = _model(path, kernels_ops)
+    c = model.config
+    dims = dict(n_layer=c.n_layer, n_head_kv=c.n_head_kv, head_dim=c.head_dim, n_ctx=N_CTX)
+    cache = PagedCacheAdapter(**dims, device="cuda", k_format=k_format, v_format=v_format)
+    n = len(PROMPT)
+    prompt = torch.tensor(PROMPT, device="cuda")
+    model.forward(prompt, torch.arange(n, device="cuda"), cache, n_keys=n)
+    steps = torch.stack([_step(model, cache, t, n + i, True).clone() for i, t in enumerate(DRAFTS)])
+    cache.truncate(n)
+    graph = CheckGraph(model, cache, len(DRAFTS), position=n)
+    logits, greedy = graph.run(DRAFTS, n)
+    assert torch.equal(logits, steps)
+    assert greedy == [int(torch.argmax(s)) for s in steps]
+    # one position on: the step at n, then the graph replayed at n + 1
+    cache.truncate(n)
+    first = _step(model, cache, DRAFTS[0], n, True).clone()
+    assert torch.equal(first, steps[0])
+    later, _ = graph.run([*DRAFTS[1:], 7], n + 1)
+    assert torch.equal(later[:3], steps[1:])
