@@ -122,7 +122,7 @@ class HearthModel:
     def vocab_type(self) -> int:
         return self.vocabulary.vocab_type()
 
-    def token_source_text(self, token: int) -> str:
+    def token_source_text(self, token: int) -> bytes:
         return self.vocabulary.token_source_text(token)
 
     def is_recurrent(self) -> bool:

@@ -90,3 +90,46 @@ def test_auto_is_prompt_lookup_where_the_trial_says_checks_pay(
             assert spec is None
             assert note.startswith(f"Speculative decoding off: a check of 4 drafts costs {cost}")
     assert len(measured) == 1
+
+
+@pytest.fixture(scope="module")
+def tiny_with_starter_vocabulary(tmp_path_factory, starter_model):
+    """A tiny random llama with the starter model's tokenizer: a target and its draft that
+    load in a second on the Hearth engine's CPU path."""
+    from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+
+    path = tmp_path_factory.mktemp("tiny") / "tiny-llama.gguf"
+    spec = tiny_spec("llama", n_layer=2, n_embd=64, n_head=4, n_head_kv=2, head_dim=16, n_ff=64)
+    return write_tiny_gguf(path, spec, vocab_from=starter_model)
+
+
+def test_a_draft_model_drafts_on_the_hearth_engine_and_keeps_the_reply(
+    tiny_with_starter_vocabulary, monkeypatch
+):
+    """The draft runs on the main model's engine (the Hearth engine here), checked through the
+    seam: the same greedy reply as plain decoding; a model drafting for itself keeps every
+    draft it dares (its guesses are the model's own choices)."""
+    monkeypatch.setenv(DEVICE_ENV, "cpu")
+    path = str(tiny_with_starter_vocabulary)
+    params = p.ModelParams(
+        path=path, n_ctx=128, n_threads=1, engine="hearth",
+        speculative=p.SpeculativeParams(method="draft_model", draft_path=path, max_draft=3),
+    )  # fmt: skip
+    model = HearthModel(params)
+    session = Session(model=model, ctx=model.new_context(params))
+    try:
+        session.speculation, note = open_speculation(params, model, session.ctx)
+        assert session.speculation is not None, note
+        drafter = session.speculation.drafter
+        assert drafter.model.engine == Engine.HEARTH
+        drafter.p_min = 0.0  # random weights are never sure: draft anyway
+        session.speculation.length = _AlwaysDraft(max_length=3)
+        prompt = model.tokenize("Once upon a time", add_special=True)
+        (text, _, cache), (text_s, fast, cache_s) = _both(
+            session, prompt, max_tokens=12, ignore_eos=True
+        )
+        assert (text_s, cache_s) == (text, cache)
+        assert fast.stats.n_drafted > 0
+        assert fast.stats.n_draft_accepted == fast.stats.n_drafted
+    finally:
+        session.close()
