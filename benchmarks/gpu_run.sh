@@ -32,6 +32,10 @@
 #       context on simulated 12 and 24 GiB cards per KV format (benchmarks/hearth_memory.py)
 #   hearth-starter   (after starter-a, with .starter-b/) the Hearth engine's greedy starter
 #       model against the CPU build's recorded reply, and the llama.cpp CUDA check beside it
+#   speculative-hearth   (after starter-a, with .starter-b/) speculative decoding on the Hearth
+#       engine: its checks equal decode steps bit for bit (the gpu tests of test_verify.py and
+#       test_gemv_rows_alike.py), then the starter model's four tasks plain against prompt
+#       lookup, 5 pairs back to back, with its checks' cost (speculative_gpu.py --engine hearth)
 #   rpc-show   decode with half the layers on the GPU behind llama.cpp's RPC link (a `hearth host`
 #       on loopback) against the same split all local, planner's figures beside (rpc_show.py)
 #   patched   builds llama.cpp again with installers/patches/ applied (by the code that
@@ -154,6 +158,14 @@ for step in "$@"; do
         -rP -p no:cacheprovider tests/engine/hearth/test_gpu.py -k "starter or cpu_build" \
         tests/engine/runtime/test_gpu_matches_cpu.py 2>&1 | tee "$out/hearth-starter.log" \
         || echo "STARTER CHECK FAILED" ;;
+    speculative-hearth)
+      join_starter
+      HEARTH_GPU_TESTS=1 python3 -m pytest -q -rf -p no:cacheprovider -m gpu \
+        tests/engine/hearth/test_verify.py tests/kernels/test_gemv_rows_alike.py 2>&1 \
+        | tee "$out/speculative-hearth-tests.log" || echo "SPECULATIVE HEARTH TESTS FAILED"
+      timeout 240 python3 benchmarks/speculative_gpu.py /tmp/starter/model.gguf --engine hearth \
+        --out "$out" 2>&1 | grep -v "^llama_\|^print_info\|^load" \
+        | tee "$out/speculative-hearth.txt" || echo "SPECULATIVE HEARTH BENCHMARK FAILED" ;;
     starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept part a" ;;
     starter-b) mkdir -p /tmp/starter && cp .starter-b/part /tmp/starter/part.b && echo "kept part b" ;;
     starter-check)  # the CUDA build against the CPU build's recorded greedy reference

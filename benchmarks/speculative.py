@@ -43,6 +43,7 @@ def run_tasks(model: str, args, names: tuple[str, ...] = ()) -> dict:
         gpu_layers=args.gpu_layers,
         threads=args.threads,
         flash_attn="on",
+        engine=args.engine,
     )
     return SpeculativeBench(config, progress=_progress).run()
 
@@ -61,6 +62,8 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--gpu-layers", type=int, default=-1)
     parser.add_argument("--threads", type=int, default=0, help="0: physical cores")
     parser.add_argument("--out", help="write the figures here as JSON")
+    parser.add_argument("--engine", default="llama", choices=["llama", "hearth"],
+                        help="the engine that decodes (hearth: no fallback)")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

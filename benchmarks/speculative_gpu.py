@@ -9,6 +9,11 @@ tokens costs against one plain step, beside llama.cpp's own llama-bench for the 
 memory bandwidth (`gpu_run.sh speculative` passes its random Llama-3-8B Q4_K_M; random weights
 copy nothing, so its acceptance says little). About a minute on an H100 for the starter model;
 it runs on the CPU build too (`--gpu-layers 0`), only slower.
+
+`--engine hearth` runs the same tasks on the Hearth engine (plain decoding against prompt lookup,
+5 pairs back to back, each pair's texts compared: they must be the same, engine/hearth/verify.py)
+and prices its checks by its own trial (engine/runtime/speculative/trial.py) instead of
+llama-bench's batches: what `--speculative auto` would decide for this model on this GPU.
 """
 
 from __future__ import annotations
@@ -68,6 +73,39 @@ def costs(model: str, args) -> dict:
     return result
 
 
+HEARTH_CHECK_SIZES = (2, 4, 5, 8, 16)  # tokens a check decodes: the last one and the drafts
+
+
+def hearth_costs(model: str, depth: int) -> dict:
+    """The Hearth engine's checks of several sizes in plain steps (its own trial, trial.py),
+    at `depth` tokens of context, and what "auto" decides; printed."""
+    from engine.runtime import protocol as p
+    from engine.runtime.hearth_driver import HearthModel
+    from engine.runtime.speculative import trial
+
+    params = p.ModelParams(path=model, n_ctx=depth + 64, engine="hearth")
+    loaded = HearthModel(params)
+    ctx = loaded.new_context(params)
+    try:
+        ctx.warm_up()
+        text = loaded.tokenize(trial.TRIAL_TEXT * 64, add_special=True)
+        prompt = (text * (depth // max(1, len(text)) + 1))[:depth]
+        cost = {}
+        for size in HEARTH_CHECK_SIZES:
+            result = trial.measure(ctx, prompt, drafts=size - 1)
+            cost[size] = result.check_cost
+            plain_ms = result.plain_step_seconds * 1000
+            print(f"hearth check of {size:>2} tokens: {result.check_cost:5.2f} plain steps "
+                  f"(plain step {plain_ms:.3f} ms)", flush=True)  # fmt: skip
+        decided = trial.measure(ctx, prompt)
+        print(f"auto: speculative decoding {decided.reason()}", flush=True)
+        return {"depth": depth, "cost_in_steps": cost, "auto": decided.reason(),
+                "plain_step_ms": decided.plain_step_seconds * 1000}  # fmt: skip
+    finally:
+        ctx.close()
+        loaded.close()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="a GGUF with real weights (the starter model)")
@@ -79,7 +117,10 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(args.out or ".")
     out_dir.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    result = costs(args.model, args)
+    if args.engine == "hearth":
+        result = {"model": args.model, "hearth_checking_cost": hearth_costs(args.model, args.depth)}
+    else:
+        result = costs(args.model, args)
     result["tasks"] = run_tasks(args.model, args)
     print(format_report(result["tasks"]), flush=True)
     if args.cost_model:

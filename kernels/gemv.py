@@ -76,6 +76,11 @@ class GemvConfig:
     # `early_next`; None: this config whatever the row count
     tall_rows: GemvConfig | None = None
     tall_from: int = 0
+    # every input row cut into the splits of K, and its splits summed, as a one-row call of
+    # this config does it: row t of a many-row call then equals the one-row call on x[t] bit
+    # for bit (speculative checking, engine/hearth/verify.py). Needs block_b == 1 (each row
+    # its own program); without it the split plan counts every row's tiles.
+    rows_alike: bool = False
 
 
 # output rows from which default_config's Q4_K takes 8 rows a program (tall_rows): above the
@@ -162,6 +167,8 @@ def quant_matmul(
         return x.new_empty(*lead, w.n_out)
     launch, unit = _LAUNCH[fmt]
     cfg = config or default_config(fmt, n_rows_x)
+    if cfg.rows_alike and cfg.block_b != 1:
+        raise UnsupportedTensor("rows_alike needs block_b == 1: each input row its own program")
     if cfg.path == "dp4a":
         if fmt not in _DP4A:
             raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")
@@ -174,8 +181,9 @@ def quant_matmul(
     n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
     b_tiles = triton.cdiv(n_rows_x, cfg.block_b)
     n_blocks = triton.cdiv(w.n_in, unit)
+    planned_b_tiles = 1 if cfg.rows_alike else b_tiles
     per_split, splits = split_plan(
-        n_blocks, cfg.blocks_per_tile, n_row_tiles * b_tiles, _sm_count(x.device)
+        n_blocks, cfg.blocks_per_tile, n_row_tiles * planned_b_tiles, _sm_count(x.device)
     )
     if splits == 1:
         out = torch.empty(n_rows_x, w.n_out, dtype=x.dtype, device=x.device)
@@ -186,7 +194,11 @@ def quant_matmul(
     exact_fma = not interpret_mode()
     plan = _Plan(per_split, splits, out.stride(0) if splits > 1 else 0, even_rows, even, exact_fma)
     launch(w, x2, out, (n_row_tiles, splits, b_tiles), plan, cfg)
-    if splits > 1:
+    if splits > 1 and cfg.rows_alike and n_rows_x > 1:
+        # each row's partials summed as a one-row call sums them: the same shape and strides
+        rows = [out[:, b : b + 1].contiguous().sum(0) for b in range(n_rows_x)]
+        out = torch.cat(rows).to(x.dtype)
+    elif splits > 1:
         out = out.sum(0).to(x.dtype)
     return out.reshape(*lead, w.n_out)
 
@@ -208,6 +220,7 @@ def whole_steps(n_blocks: int, most: int) -> int:
 def dp4a_plan(cfg: GemvConfig, n_out: int, n_in: int, n_rows_x: int, n_sm: int, native: bool):
     """(the config that serves this shape, its _Plan): how _dp4a_matmul cuts the work."""
     n_blocks = n_in // 256
+    planned_rows = 1 if cfg.rows_alike else n_rows_x  # the split plan of one row (GemvConfig)
     if cfg.long_rows is not None and n_blocks > cfg.blocks_per_tile:
         # the launch flags stay the caller's (the engine turns PDL off with its own switch)
         cfg = dataclasses.replace(cfg.long_rows, chained=cfg.chained, early_next=cfg.early_next)
@@ -219,7 +232,9 @@ def dp4a_plan(cfg: GemvConfig, n_out: int, n_in: int, n_rows_x: int, n_sm: int, 
         per_split = cfg.blocks_per_tile
         splits = triton.cdiv(n_blocks, per_split)
     else:
-        per_split, splits = split_plan(n_blocks, cfg.blocks_per_tile, n_row_tiles * n_rows_x, n_sm)
+        per_split, splits = split_plan(
+            n_blocks, cfg.blocks_per_tile, n_row_tiles * planned_rows, n_sm
+        )
     even_rows = n_out % cfg.block_n == 0
     even = even_rows and per_split * splits == n_blocks and per_split % cfg.blocks_per_tile == 0
     return cfg, _Plan(per_split, splits, 0, even_rows, even, native)

@@ -40,6 +40,7 @@ class SpeculativeBenchConfig:
     gpu_layers: int = -1
     threads: int = 0
     flash_attn: str = "auto"
+    engine: str = "llama"  # ModelParams.engine: "hearth" is refused if it falls back to llama
 
 
 class SpeculativeBenchFailed(Exception):
@@ -76,7 +77,12 @@ class SpeculativeBench:
             for task in self.config.tasks:
                 self.progress(f"{task.name}: {self.config.reps}x without, then with speculation…")
                 tasks[task.name] = self._task(task)
-            return {"model": self.config.model, "speculative": loaded.speculative, "tasks": tasks}
+            return {
+                "model": self.config.model,
+                "engine": loaded.engine,
+                "speculative": loaded.speculative,
+                "tasks": tasks,
+            }
         finally:
             self.client.close()
 
@@ -90,11 +96,17 @@ class SpeculativeBench:
                 n_threads=c.threads,
                 flash_attn=c.flash_attn,
                 speculative=c.speculative,
+                engine=c.engine,
             )
         )
         loaded = self._wait(p.ModelLoaded, p.LoadFailed)
         if isinstance(loaded, p.LoadFailed):
             raise SpeculativeBenchFailed(f"the model did not load: {loaded.message}")
+        if loaded.engine != c.engine:  # figures of another engine than asked must not pass
+            raise SpeculativeBenchFailed(
+                f"the {c.engine} engine was asked for and {loaded.engine} loaded the model: "
+                f"{loaded.engine_note}"
+            )
         if loaded.speculative == "off":
             raise SpeculativeBenchFailed(
                 loaded.speculative_note or "the load has no speculative decoding to measure"
@@ -160,7 +172,7 @@ class SpeculativeBench:
 
 def format_report(report: dict) -> str:
     lines = [
-        f"model: {report['model']}",
+        f"model: {report['model']} ({report.get('engine', 'llama')} engine)",
         f"speculative decoding: {report['speculative']} (greedy; decode tok/s, medians of pairs "
         "run back to back)",
         f"{'task':<12} {'tokens':>6} {'plain':>8} {'spec.':>8} {'speed-up':>9} {'kept':>6} "

@@ -50,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
     parser.add_argument("--seed", type=numbers.seed, default=p.SamplingParams().seed)
     parser.add_argument("--stats", action="store_true", help="print tok/s after each reply")
-    add_speculative_arguments(parser)
+    add_speculative_arguments(parser, default="auto")
 
 
 def run(args: argparse.Namespace) -> int:

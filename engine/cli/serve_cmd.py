@@ -107,7 +107,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=Limits().request_seconds,
         help="seconds a request may run (default %(default)g)",
     )
-    add_speculative_arguments(parser)  # with --parallel 1: requests take turns, each speculating
+    add_speculative_arguments(
+        parser, default="auto"
+    )  # with --parallel 1: requests take turns, each speculating
 
 
 def run(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ METHODS = {
     "prompt-lookup": "prompt_lookup",
     "draft-model": "draft_model",
     "mtp": "mtp",
+    "auto": "auto",
 }
 
 
@@ -23,9 +24,11 @@ def add_speculative_arguments(parser: argparse.ArgumentParser, *, default: str =
         "--speculative",
         choices=list(METHODS),
         default=default,
-        help="speculative decoding: draft tokens and check them several at a time; the text is "
-        "the same (prompt-lookup: from the conversation; draft-model: a small model of the same "
-        "family, --draft-model; mtp: the model's own MTP layers)",
+        help="speculative decoding: draft tokens and check them several at a time (prompt-lookup: "
+        "from the conversation; draft-model: a small model of the same family, --draft-model; "
+        "mtp: the model's own MTP layers; auto: prompt lookup where the engine's own trial on "
+        "this model says it is faster, which the Hearth engine measures once per model; off on "
+        f"llama.cpp). Default: {default}",
     )
     parser.add_argument("--draft-model", metavar="GGUF", help="the draft model for draft-model")
     parser.add_argument(

@@ -58,6 +58,11 @@ class TorchKVCache:
         """Keep the first n positions: nothing to do, since attention masks by position."""
         return True
 
+    def rows_checkable(self, position: int) -> int:
+        """How many positions from `position` on one speculative check may write and read as
+        decode steps would (engine/hearth/verify.py): all that are left."""
+        return self.n_ctx - position
+
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Store k, v [T, n_kv_heads, head_dim] at `positions` [T]."""
         if self.k_codec is not None:

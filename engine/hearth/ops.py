@@ -164,6 +164,10 @@ class TorchOps:
     MOE_GATHER_MAX_PAIRS = 16
     # dequantized experts kept on the CPU (least recently used dropped past this many bytes)
     EXPERT_CACHE_BYTES = 1 << 30
+    # True while a forward computes every row of its matrices as a one-row (decode step's)
+    # product would, instead of by the faster many-row product: a speculative check then gives
+    # each drafted position the logits plain decoding gives it, bit for bit (verify.py)
+    rows_as_one = False
 
     def __init__(self, device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32):
         self.device = torch.device(device)
@@ -210,6 +214,8 @@ class TorchOps:
     def matmul(self, x: torch.Tensor, w: PreparedWeight, shared: object | None = None):
         if w.dense is None:
             w.dense = torch.from_numpy(dequantize(w.source)).to(self.device, self.dtype)
+        if self.rows_as_one and x.dim() == 2 and x.shape[0] > 1:
+            return rows_as_one_product(x.to(w.dense.dtype), w.dense).to(x.dtype)
         return (x.to(w.dense.dtype) @ w.dense.T).to(x.dtype)
 
     def embed_rows(self, w: QuantWeight, ids: torch.Tensor) -> torch.Tensor:
@@ -354,6 +360,14 @@ class TorchOps:
             return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
         a, b = x[..., 0::2], x[..., 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+def rows_as_one_product(x: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
+    """x [T, n_in] @ dense.T, each row as the one-row product x[t:t+1] @ dense.T computes it:
+    a batched product of T one-row products (BLAS takes another kernel, and another summation
+    order, for a many-row product: measured on MKL, no row equal)."""
+    n_rows = x.shape[0]
+    return torch.bmm(x[:, None, :], dense.T.expand(n_rows, *dense.T.shape))[:, 0]
 
 
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
@@ -521,6 +535,8 @@ class KernelsOps(TorchOps):
         """How many of `weights` take x in 8 bits at `rows` input rows (the integer GEMV)."""
         from kernels.gemv import default_config
 
+        rows = 1 if self.rows_as_one else rows
+
         return sum(
             not isinstance(w, PreparedWeight) and default_config(w.fmt.name, rows).path == "dp4a"
             for w in weights
@@ -558,6 +574,9 @@ class KernelsOps(TorchOps):
         if isinstance(w, PreparedWeight):
             return super().matmul(x, w)
         rows = x.reshape(-1, x.shape[-1]).shape[0]
+        if self.rows_as_one:  # every row as a decode step's GEMV computes it (TorchOps says why)
+            config = dataclasses.replace(self._gemv_config(w, 1), rows_alike=True)
+            return self._k.quant_matmul(x, w, config, quantized=shared)
         if rows <= self.GEMV_MAX_ROWS:
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
         if rows <= self._gemv_rows:

@@ -63,6 +63,16 @@ class PagedCacheAdapter:
         self.cache.reopen(self.seq, n)
         return True
 
+    def rows_checkable(self, position: int) -> int:
+        """How many positions from `position` on one speculative check may write and read as
+        decode steps would (engine/hearth/verify.py): with kivi4 keys, up to the slot that
+        seals the page (a decode step there seals it too, so alone it is one row)."""
+        left = self.n_ctx - position
+        if self.spec.k_format != "kivi4":
+            return left
+        page_size = self.spec.page_size
+        return min(left, max(1, page_size - 1 - position % page_size))
+
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         positions = positions.to(self.cache.device)  # no copy where they already are
         self.cache.write(layer, self.seq, positions, k.to(torch.float16), v.to(torch.float16))

@@ -213,6 +213,8 @@ class WorkerEngine:
         allocations = weights.allocations + self._log.take_allocations()
         self._weights = weights
         self._session = Session(model=model, ctx=ctx, speculation=speculation)
+        if speculation is None and params.speculative.method == "auto":  # the engine's choice
+            self._session.speculation_off_reason = speculative_note
         self._threads = params.n_threads
         if params.n_parallel > 1 and model.capabilities.batching:
             self._batched = batch_decoder(model, ctx, params.n_parallel, self._send)

@@ -33,6 +33,9 @@ class Session:
     ctx: Context
     cached: list[int] = field(default_factory=list)
     speculation: Speculation | None = None  # the drafter and what it has learnt, when asked
+    # why the engine chose to decode without speculation (SpeculativeParams "auto"), for the
+    # stats line of every reply; "" where it was not the engine's choice
+    speculation_off_reason: str = ""
     _sampler: Sampler | None = None
     _sampler_params: SamplingParams | None = None
 
@@ -140,10 +143,13 @@ def generate(
         ignore_eos=ignore_eos,
     )
     if speculate and session.speculation is not None:
-        loop = SpeculativeLoop(session, sampler, reply, prompt, greedy=_plain_greedy(sampling))
+        greedy = _plain_greedy(sampling)
+        loop = SpeculativeLoop(session, sampler, reply, prompt, greedy=greedy, first=out)
         reason, speculated = loop.run(), loop.figures()
     else:
         reason, speculated = _DecodeLoop(session, sampler, reply, out).run(), {}
+        if session.speculation_off_reason:
+            speculated = {"speculative": "off", "speculative_why": session.speculation_off_reason}
     stats = GenerationStats(
         n_prompt_tokens=len(prompt),
         n_prompt_tokens_reused=reused,

@@ -62,7 +62,8 @@ class HearthModel:
     """The model's weights in Hearth's forward pass, and llama.cpp's vocabulary for its text."""
 
     engine = Engine.HEARTH
-    # several sequences decoded together (n_parallel > 1: engine/runtime/batching.py)
+    # several sequences decoded together (n_parallel > 1: engine/runtime/batching.py);
+    # speculative decoding for dense models (checks: HearthContext.check)
     capabilities = Capabilities(batching=True)
 
     def __init__(self, params: ModelParams):
@@ -79,6 +80,8 @@ class HearthModel:
             self.hearth.tensors.close()
             raise
         self.n_vocab = self.vocabulary.n_vocab
+        if self.hearth.config.moe is None:  # MoE rows meet in grouped kernels (verify.py)
+            self.capabilities = replace(self.capabilities, speculative=True)
 
     # The vocabulary and metadata: llama.cpp's, from the same file.
 
@@ -114,6 +117,17 @@ class HearthModel:
 
     def special_token_texts(self) -> tuple[str, ...]:
         return self.vocabulary.special_token_texts()
+
+    # What a draft model's vocabulary is checked against (speculative/draft_model.py).
+
+    def vocab_type(self) -> int:
+        return self.vocabulary.vocab_type()
+
+    def token_source_text(self, token: int) -> bytes:
+        return self.vocabulary.token_source_text(token)
+
+    def is_recurrent(self) -> bool:
+        return False  # decoders with a KV cache only: rejected drafts can always be dropped
 
     # A vocabulary-only llama.cpp model knows no hyperparameters: these come from the header.
 
@@ -225,6 +239,7 @@ class HearthContext:
         # the decode step as one CUDA graph (engine/hearth/decode_graph.py), captured on first use
         self._use_graph = hearth.device.startswith("cuda") and os.environ.get(GRAPH_ENV) != "0"
         self._graph = None
+        self._check_graphs: dict = {}  # checks of n tokens as CUDA graphs (check_graph.py)
         # plain greedy sampling: the graph may launch each next step before the host reads
         # this one's token (set by new_sampler; decode_graph.py says how)
         self.launch_ahead = False
@@ -232,6 +247,7 @@ class HearthContext:
 
     def close(self) -> None:
         self._graph = None
+        self._check_graphs = {}
         self.cache = None
 
     def new_sampler(self, sampling: SamplingParams) -> HearthSampler:
@@ -323,6 +339,52 @@ class HearthContext:
         self.n_past += 1
         return out
 
+    def check(self, tokens: list[int], position: int) -> list[StepOutput]:
+        """A speculative check: `tokens` (the last sampled token, then drafts) at positions
+        position.. in one forward, each row's logits and greedy pick computed as a decode step
+        computes them (engine/hearth/verify.py), so greedy replies are the same with and
+        without speculation. Checks fewer rows than given where the cache would round the
+        later ones otherwise (kivi4 keys near a page's end); the caller keeps what comes back
+        and drops the rest with forget_from."""
+        from engine.hearth.verify import check_logits, greedy_tokens
+
+        if position != self.n_past:
+            raise EngineError(
+                f"A speculative check at position {position} does not follow the "
+                f"{self.n_past} cached positions. Turn speculative decoding off and report this."
+            )
+        tokens = tokens[: max(1, self.cache.rows_checkable(self.n_past))]
+        self._check_room(len(tokens))
+        self._history_changes()
+        hearth = self.model.hearth
+        with self._torch.inference_mode(), worker_ends_when_out_of_memory("checking drafts"):
+            graph = self._check_graph(len(tokens))
+            if graph is not None:
+                logits, greedy = graph.run(tokens, self.n_past)
+            else:
+                logits = check_logits(
+                    hearth.transformer, self.cache, tokens, self.n_past,
+                    fixed_shapes=self._fixed_shapes,
+                )  # fmt: skip
+                greedy = greedy_tokens(logits)
+        self.n_past += len(tokens)
+        return [
+            StepOutput(logits=row, greedy=pick) for row, pick in zip(logits, greedy, strict=True)
+        ]
+
+    def _check_graph(self, n: int):
+        """The captured check of n tokens where decode steps are captured too (None: checks
+        run eagerly, as on the CPU or with kivi4 keys), captured on first use."""
+        from engine.hearth.check_graph import CheckGraph, capturable
+
+        if not self._use_graph or not capturable(self.cache):
+            return None
+        graph = self._check_graphs.get(n)
+        if graph is None:
+            graph = CheckGraph(self.model.hearth.transformer, self.cache, n, position=self.n_past)
+            self._check_graphs[n] = graph
+        return graph
+
     def _decode_eagerly(self, token: int):
         torch = self._torch
         device = self.model.hearth.device
@@ -397,6 +459,8 @@ class HearthSampler:
         from engine.hearth.sampler import TorchSampler
 
         self._sampler = TorchSampler(sampling, model.hearth.device)
+
+    in_graph = False  # it samples from the logits the step hands back
 
     @property
     def plain_greedy(self) -> bool:

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from engine.enums import Engine
 from engine.llama import driver as llama
+from engine.llama.batch import SequenceBatch
 from engine.runtime.engine_api import LAST_ROW, Capabilities, StepOutput
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import context_settings, model_settings, sampler_settings
@@ -31,6 +32,8 @@ class LlamaModel(llama.Model):
 
 
 class LlamaContext(llama.Context):
+    check_batch: SequenceBatch | None = None  # the speculative check's batch, grown as needed
+
     def decode(self, tokens: list[int]) -> StepOutput:
         super().decode(tokens)
         return LAST_ROW
@@ -38,6 +41,27 @@ class LlamaContext(llama.Context):
     def step(self, token: int) -> StepOutput:
         self.decode_one(token)
         return LAST_ROW
+
+    def check(self, tokens: list[int], position: int) -> list[StepOutput]:
+        """One llama_decode of `tokens` at positions position.., with logits (or, sampling in
+        the graph, a draw) at every row; the rows stay readable until the next decode."""
+        batch = self.check_batch
+        if batch is None or batch.capacity < len(tokens):
+            if batch is not None:
+                batch.close()
+            batch = self.check_batch = SequenceBatch(len(tokens))
+        batch.clear()
+        for offset, token in enumerate(tokens):
+            batch.add(token, position + offset, 0, output=True)
+        if batch.decode(self) != 0:
+            raise llama.EngineError(llama.decode_failure(1))
+        return [StepOutput(row=row) for row in range(len(tokens))]
+
+    def close(self) -> None:
+        if self.check_batch is not None:
+            self.check_batch.close()
+            self.check_batch = None
+        super().close()
 
     def new_sampler(self, sampling: SamplingParams) -> LlamaSampler:
         """The sampler chain for `sampling`, in this context's graph where it samples there

@@ -66,7 +66,9 @@ class SpeculativeParams:
     them all in one step and keeps those it would have produced itself."""
 
     # "off", "prompt_lookup" (n-gram match over prompt and reply), "draft_model" (a second,
-    # small GGUF with the same vocabulary) or "mtp" (the model's own MTP layers).
+    # small GGUF with the same vocabulary), "mtp" (the model's own MTP layers) or "auto"
+    # (prompt lookup where the engine's own trial on this model says it pays, else off:
+    # engine/runtime/speculative/trial.py).
     method: str = "off"
     draft_path: str = ""  # the draft model's GGUF, for "draft_model"
     max_draft: int = 16  # the most tokens drafted in one step; the length adapts below it
@@ -309,6 +311,11 @@ class GenerationStats:
     n_drafted: int = 0
     n_draft_accepted: int = 0
     plain_step_seconds: float = 0.0
+    # why this reply's greedy text may differ from plain decoding's ("" where the engine
+    # guarantees the same tokens: docs/speculative.md, "Greedy identity")
+    speculative_caveat: str = ""
+    # why speculation is on or off for this reply where the engine chose ("auto": its trial)
+    speculative_why: str = ""
 
     @property
     def acceptance_rate(self) -> float:

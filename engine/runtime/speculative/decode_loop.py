@@ -1,5 +1,11 @@
-"""The speculative decode loop: draft, check every draft in one llama_decode, keep the run the
-model agrees with, drop the rest from the KV cache.
+"""The speculative decode loop: draft, check every draft in one step of the engine, keep the run
+the model agrees with, drop the rest from the KV cache.
+
+It drives any engine that declares speculative decoding through the seam (engine_api.py):
+`ctx.step(token)` for a plain step, `ctx.check(tokens, position)` for a checking step (one
+output per row), `ctx.forget_from` for the rejected rows. llama.cpp checks in one llama_decode
+with logits at every row; the Hearth engine in one forward whose every row is computed as its
+decode step computes it (engine/hearth/verify.py), so its greedy replies are the same text.
 
 Each step decodes the last sampled token followed by the drafts, with logits for every position.
 Position i's logits give the token the model chooses after the drafts before it; drafts are
@@ -28,18 +34,27 @@ import time
 import numpy as np
 
 from engine.enums import StopReason
-from engine.llama.driver import EngineError, decode_failure
-from engine.runtime.engine_api import StepOutput
-from engine.runtime.llama_engine import LlamaSampler
+from engine.llama.driver import EngineError
+from engine.runtime.engine_api import Sampler, StepOutput
 from engine.runtime.reply_tokens import ReplyTokens
 from engine.runtime.speculative.setup import Speculation
 
 
 class SpeculativeLoop:
-    def __init__(self, session, sampler: LlamaSampler, reply: ReplyTokens, prompt, *, greedy: bool):
-        """`session`: engine.runtime.generation.Session on llama.cpp (the engine that declares
-        speculative decoding), with `speculation` set."""
+    def __init__(
+        self,
+        session,
+        sampler: Sampler,
+        reply: ReplyTokens,
+        prompt,
+        *,
+        greedy: bool,
+        first: StepOutput,
+    ):
+        """`session`: engine.runtime.generation.Session on an engine that declares speculative
+        decoding, with `speculation` set; `first`: the prompt's last output."""
         self.session, self.sampler, self.reply = session, sampler, reply
+        self.first = first
         self.spec: Speculation = session.speculation
         self.greedy = greedy  # plain argmax: read the logits, skip the sampler chain
         self.history = list(prompt)  # prompt + every token emitted, for the drafter
@@ -63,6 +78,8 @@ class SpeculativeLoop:
             # the baseline: plain steps timed in this reply (reply_speed.py); none where too
             # few were, or where the loop's plain steps are not plain decoding's (setup.py)
             "plain_step_seconds": self.spec.reply_plain_step_seconds(),
+            "speculative_caveat": self.spec.greedy_caveat if self.greedy else "",
+            "speculative_why": self.spec.why,
         }
 
     def _steps(self) -> str:
@@ -70,7 +87,7 @@ class SpeculativeLoop:
         n_ctx = session.ctx.info.n_ctx
         if reply.max_tokens <= 0:
             return StopReason.MAX_TOKENS
-        pending = self._choice(-1)  # from the prefill's last logits
+        pending = self._choice(self.first)  # from the prefill's last output
         while True:
             # Steps are timed from here: a plain step's price includes emitting its token, as
             # in plain decoding, and a checking step's includes drafting.
@@ -114,30 +131,28 @@ class SpeculativeLoop:
         """Decode one token as plain decoding does (timed by the caller: the speed-up's
         baseline)."""
         position = len(self.session.cached)
-        self.session.ctx.decode_one(token)
+        out = self.session.ctx.step(token)
         self.session.cached.append(token)
         self.spec.drafter.decoded([token], position)
-        return self._choice(-1)
+        return self._choice(out)
 
     def _checked_step(self, token: int, drafts: list[int], proposed: int) -> tuple[int, str | None]:
-        """Decode `token` and the drafts in one batch; emit the drafts the model agrees with.
+        """Decode `token` and the drafts in one step; emit the drafts the model agrees with.
         The first `proposed` drafts are the drafter's, the rest padding: the acceptance rate
-        is the drafter's own. Returns the next sampled token, and the stop reason if the reply
-        ended here."""
+        is the drafter's own. An engine may check fewer rows than asked (ctx.check): the
+        drafts past them count as not kept. Returns the next sampled token, and the stop
+        reason if the reply ended here."""
         session, reply, ctx = self.session, self.reply, self.session.ctx
         n_ctx = ctx.info.n_ctx
-        batch = self.spec.batch
-        batch.clear()
         position = len(session.cached)
-        for offset, t in enumerate([token, *drafts]):
-            batch.add(t, position + offset, 0, output=True)
-        if batch.decode(ctx) != 0:
-            raise EngineError(decode_failure(1))
+        outs = ctx.check([token, *drafts], position)
+        checked = drafts[: len(outs) - 1]
+        proposed = min(proposed, len(checked))
         session.cached.append(token)
         self.n_drafted += proposed
         accepted, reason, chosen = 0, None, -1
-        for row, draft in enumerate(drafts):
-            chosen = self._choice(row)
+        for row, draft in enumerate(checked):
+            chosen = self._choice(outs[row])
             if chosen != draft:
                 break
             accepted += 1
@@ -149,10 +164,10 @@ class SpeculativeLoop:
             self.history.append(chosen)
             session.cached.append(chosen)
         else:
-            chosen = self._choice(len(drafts))
+            chosen = self._choice(outs[len(checked)])
         self.n_accepted += min(accepted, proposed)
         self.spec.length.record(proposed, min(accepted, proposed))
-        if len(session.cached) < position + 1 + len(drafts):
+        if len(session.cached) < position + len(outs):
             self._forget_after_cached()
         self.spec.drafter.decoded(session.cached[position:], position)  # what the cache kept
         return chosen, reason
@@ -165,12 +180,13 @@ class SpeculativeLoop:
                 "Turn speculative decoding off on the Model page and load it again."
             )
 
-    def _choice(self, row: int) -> int:
-        """The token the model picks at batch row `row` (-1: the last). With the sampler in the
-        graph every row's token was drawn there, as plain decoding's is, and only token ids
-        come back; otherwise the row's logits are read here."""
-        ctx = self.session.ctx
-        if self.greedy and not self.sampler.in_graph:
-            logits = np.ctypeslib.as_array(ctx.logits_at(row), shape=(self.spec.n_vocab,))
-            return int(logits.argmax())
-        return self.sampler.sample(StepOutput(row=row))
+    def _choice(self, out: StepOutput) -> int:
+        """The token the model picks at a step's output. With the sampler in the graph every
+        row's token was drawn there, as plain decoding's is, and only token ids come back;
+        greedy over logits the engine keeps (llama.cpp's row), the row's logits are read here;
+        otherwise the sampler picks from the output, as in plain decoding (the Hearth engine's
+        hands back its logits and argmax)."""
+        if self.greedy and out.logits is None and not self.sampler.in_graph:
+            logits = self.session.ctx.logits_at(out.row)
+            return int(np.ctypeslib.as_array(logits, shape=(self.spec.n_vocab,)).argmax())
+        return self.sampler.sample(out)

@@ -6,6 +6,10 @@ main model has any there) with a context as long as the main one, and keeps its 
 step with the reply: each step it computes only the tokens it has not seen, after dropping its
 rejected guesses. It stops guessing early when it is unsure (its top token below `p_min`, the
 0.75 of llama.cpp's own draft loop), since a guess it doubts is seldom kept.
+
+It runs on the main model's engine where that engine can run it (a Hearth-engine model gets a
+Hearth-engine draft, on the same device), else on llama.cpp, through the engine seam either way
+(engine_api.py: decode, step, forget_from).
 """
 
 from __future__ import annotations
@@ -15,9 +19,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from engine.llama.driver import Context, EngineError, Model
+from engine.enums import Engine
+from engine.llama.driver import EngineError
+from engine.runtime.engine_api import Context, Model, StepOutput
 from engine.runtime.protocol import ModelParams
-from engine.runtime.to_llama import context_settings, model_settings
 
 # llama.cpp's common/speculative.cpp: vocabularies may differ by this many (padding) tokens,
 # and their texts are compared from this id on (the first few are control tokens).
@@ -47,6 +52,7 @@ class DraftModel:
         self.model, self.ctx, self.p_min = model, ctx, p_min
         self.n_target_vocab = n_target_vocab  # a padding token beyond it is no draft
         self.cached: list[int] = []
+        self._out: StepOutput | None = None  # the output after the last cached token
 
     @classmethod
     def open(cls, params: ModelParams, target: Model) -> DraftModel:
@@ -61,7 +67,7 @@ class DraftModel:
             cpu_tensors=(),
             speculative=replace(params.speculative, method="off"),
         )
-        model = Model(model_settings(draft_params))
+        model = _open_draft(draft_params, target.engine)
         why = vocabulary_mismatch(target, model)
         if why:
             model.close()
@@ -70,7 +76,8 @@ class DraftModel:
                 "Choose a small model of the same family (the same tokenizer)."
             )
         try:
-            ctx = Context(model, replace(context_settings(draft_params), backend_sampling=False))
+            # its logits are read here (the greedy guess and its probability), not sampled
+            ctx = model.new_context(replace(draft_params, backend_sampling=False))
         except EngineError:
             model.close()
             raise
@@ -91,7 +98,7 @@ class DraftModel:
             drafts.append(token)
             if len(drafts) >= n or len(self.cached) + 1 >= self.ctx.info.n_ctx:
                 break
-            self.ctx.decode_one(token)
+            self._out = self.ctx.step(token)
             self.cached.append(token)
         return drafts
 
@@ -108,11 +115,19 @@ class DraftModel:
         if keep < len(self.cached) and not self.ctx.forget_from(keep):
             self.ctx.clear()
             keep = 0
-        self.ctx.decode(tokens[keep:])
+        self._out = self.ctx.decode(tokens[keep:])
         self.cached = list(tokens)
 
     def _top(self) -> tuple[int, float]:
-        """The draft's most likely next token and its probability."""
+        """The draft's most likely next token and its probability: from the logits its engine
+        hands back (the Hearth engine's tensor), or that llama.cpp keeps."""
+        out = self._out
+        if out is not None and out.logits is not None:
+            import torch
+
+            logits = out.logits.float()
+            best = int(torch.argmax(logits))
+            return best, 1.0 / float(torch.exp(logits - logits[best]).sum())
         logits = np.ctypeslib.as_array(self.ctx.logits_of_last(), shape=(self.model.n_vocab,))
         best = int(logits.argmax())
         p_top = 1.0 / float(np.exp(logits - logits[best]).sum())
@@ -121,3 +136,17 @@ class DraftModel:
     def close(self) -> None:
         self.ctx.close()
         self.model.close()
+
+
+def _open_draft(params: ModelParams, engine: Engine) -> Model:
+    """The draft on the main model's engine where it can run there, else on llama.cpp."""
+    if engine == Engine.HEARTH:
+        from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
+
+        try:
+            return HearthModel(replace(params, engine=Engine.HEARTH))
+        except HearthUnavailable:
+            pass  # an architecture or tensor type it does not run: llama.cpp drafts
+    from engine.runtime.llama_engine import LlamaModel
+
+    return LlamaModel(replace(params, engine=Engine.LLAMA))

@@ -1,16 +1,17 @@
 """Speculative decoding for a loaded model: the drafter that was asked for, or why there is none.
 
 The drafter lives as long as the model's context (a draft model's weights and KV go with it), in
-the single-sequence llama.cpp path only: the batched path for concurrent API requests and the
-Hearth engine decode without speculation, and the load says so (ModelLoaded.speculative_note).
+the single-sequence path of an engine that declares speculative decoding (llama.cpp; the Hearth
+engine for dense models): the batched path for concurrent API requests decodes without it, and
+the load says so (ModelLoaded.speculative_note). MTP runs on llama.cpp only.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from engine.llama.batch import SequenceBatch
+from engine.enums import Engine
 from engine.llama.driver import Context, EngineError, Model
 from engine.runtime.device_facts import layers_on_gpu
 from engine.runtime.engine_api import refusal
@@ -40,14 +41,22 @@ WARM_AFTER = 2
 # measured step after step on the H100, and drafting never started again.
 GRAPH_WARMUP_CHECKS = 2
 GRAPH_IDLE_S = 10.0
-METHODS = ("off", "prompt_lookup", "draft_model", "mtp")
+METHODS = ("off", "prompt_lookup", "draft_model", "mtp", "auto")
+# llama.cpp on a GPU checks k + 1 tokens with its batched kernels and decodes one with its
+# one-token kernels (MMVQ and the vector flash attention), which round differently: a greedy
+# reply may part from plain decoding's at a near-tie (3 of 4 tasks on the H100 with the starter
+# model; on the CPU the texts are the same). The Hearth engine computes every checked row as its
+# decode step does (engine/hearth/verify.py), so its greedy replies are the same text.
+LLAMA_GPU_CAVEAT = (
+    "greedy text may differ from plain decoding: llama.cpp's GPU kernels round a check of "
+    "several tokens unlike a one-token step"
+)
 
 
 @dataclass
 class Speculation:
     drafter: Drafter
     length: DraftLength
-    batch: SequenceBatch  # the checking step's batch: the last token and the drafts
     n_vocab: int
     # running mean of a warm plain step over the session (0: none measured yet): what checking
     # steps are priced against for the draft length; the stats line uses the reply's own
@@ -59,6 +68,10 @@ class Speculation:
     pad_drafts: bool = False
     # checks of a batch shape not priced after it was new or idle (GRAPH_WARMUP_CHECKS on a GPU)
     graph_warmup: int = 0
+    # why a greedy reply may differ from plain decoding's here ("": the same tokens guaranteed)
+    greedy_caveat: str = ""
+    # why it is on, where the engine chose ("auto": trial.py's reason)
+    why: str = ""
     reply: ReplySpeed = field(default_factory=ReplySpeed)  # the current reply's clocks
     _steps_since_plain: int = 0  # steps since the last warm plain step, in this reply
     _plain_run: int = 0  # plain steps in a row before the coming one, since the last other shape
@@ -161,7 +174,6 @@ class Speculation:
 
     def close(self) -> None:
         self.drafter.close()
-        self.batch.close()
 
 
 def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | None, str]:
@@ -172,6 +184,8 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
     spec = params.speculative
     if spec.method == "off":
         return None, ""
+    if spec.method == "auto":
+        return _automatic(params, model, ctx)
     if spec.method not in METHODS:
         return None, (
             f"Unknown speculative decoding method {spec.method!r}; use one of "
@@ -185,6 +199,12 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
     refused = refusal(model.engine, model.capabilities, "speculative")
     if refused:
         return None, refused
+    if spec.method == "mtp" and model.engine != Engine.LLAMA:
+        return None, (
+            f"MTP drafting runs on the llama.cpp engine only, and this model is loaded on the "
+            f"{model.engine.display_name}. Choose prompt lookup or a draft model, or load it "
+            "with the llama.cpp engine (--engine llama)."
+        )
     if model.is_recurrent():
         return None, (
             "Speculative decoding is off: this model keeps a recurrent state, from which "
@@ -211,14 +231,48 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
         Speculation(
             drafter=drafter,
             length=DraftLength(max_length=max_draft, lengths=lengths),
-            batch=SequenceBatch(max_draft + 1),
             n_vocab=model.n_vocab,
             comparable_baseline=samples_as_plain_decoding or not on_gpu,
             pad_drafts=on_gpu,
             graph_warmup=GRAPH_WARMUP_CHECKS if on_gpu else 0,
+            greedy_caveat=greedy_caveat(model.engine, on_gpu),
         ),
         "",
     )
+
+
+def _automatic(params: ModelParams, model, ctx) -> tuple[Speculation | None, str]:
+    """ "auto": prompt lookup where the engine's own trial on this model says checks pay
+    (trial.py), with the reason; else none, and the reason as the note. Only the Hearth engine
+    chooses for itself: llama.cpp's checks gained 0.97-1.11x on the H100 and round unlike its
+    one-token steps on a GPU (docs/speculative.md), so there it runs when asked by name."""
+    from engine.runtime.speculative import trial
+
+    if model.engine != Engine.HEARTH or not model.capabilities.speculative:
+        return None, ""
+    if params.n_parallel > 1:
+        return None, ""
+    key = trial.trial_key(params.path, model.engine, model.description(), params.type_k,
+                          params.type_v)  # fmt: skip
+    result = trial.remembered(key)
+    if result is None:
+        prompt = model.tokenize(trial.TRIAL_TEXT, add_special=True)
+        room = max(2, min(len(prompt), ctx.info.n_ctx - 2 * (trial.TRIAL_DRAFTS + 8)))
+        result = trial.measure(ctx, prompt[:room])
+        trial.remember(key, result)
+    if not result.pays:
+        return None, f"Speculative decoding {result.reason()}."
+    lookup = replace(params.speculative, method="prompt_lookup")
+    speculation, note = open_speculation(replace(params, speculative=lookup), model, ctx)
+    if speculation is not None:
+        speculation.why = result.reason()
+    return speculation, note
+
+
+def greedy_caveat(engine: Engine, on_gpu: bool) -> str:
+    """Why greedy speculation may not give plain decoding's text on this engine and device
+    ("" where it does: llama.cpp on the CPU, the Hearth engine everywhere)."""
+    return LLAMA_GPU_CAVEAT if engine == Engine.LLAMA and on_gpu else ""
 
 
 def _make_drafter(params: ModelParams, model: Model, ctx: Context) -> Drafter:

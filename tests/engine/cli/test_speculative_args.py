@@ -67,3 +67,10 @@ def test_the_summary_says_drafts_kept_and_speed_up():
 
 def test_no_summary_without_speculation():
     assert speculative_summary(_stats()) == ""
+
+
+def test_chat_and_serve_leave_the_choice_to_the_engine_by_default():
+    parser = argparse.ArgumentParser()
+    add_speculative_arguments(parser, default="auto")
+    spec, problem = speculative_from(parser.parse_args([]))
+    assert problem is None and spec.method == "auto"

@@ -183,16 +183,16 @@ class _ShortDrafts:
         self.drafter.close()
 
 
-def _checking_batch_sizes(spec, monkeypatch) -> list[int]:
+def _checking_batch_sizes(ctx, monkeypatch) -> list[int]:
     """The size of every checking batch decoded from now on, as they are decoded."""
     sizes: list[int] = []
-    decode = spec.batch.decode
+    check = ctx.check
 
-    def spy(ctx):
-        sizes.append(spec.batch.n_tokens)
-        return decode(ctx)
+    def spy(tokens, position):
+        sizes.append(len(tokens))
+        return check(tokens, position)
 
-    monkeypatch.setattr(spec.batch, "decode", spy)
+    monkeypatch.setattr(ctx, "check", spy)
     return sizes
 
 
@@ -205,7 +205,7 @@ def test_padded_checking_steps_keep_one_shape_and_the_same_reply(session, monkey
     monkeypatch.setattr(spec, "pad_drafts", True)
     monkeypatch.setattr(spec, "length", _AlwaysDraft(max_length=7))
     monkeypatch.setattr(spec, "drafter", _ShortDrafts(spec.drafter))
-    sizes = _checking_batch_sizes(spec, monkeypatch)
+    sizes = _checking_batch_sizes(session.ctx, monkeypatch)
     prompt = session.model.tokenize(REWRITE, add_special=True)
     (text, plain, cache), (text_s, fast, cache_s) = _both(
         session, prompt, sampling=sampling, max_tokens=60
@@ -233,7 +233,7 @@ def test_checks_of_padding_only_keep_the_reply_and_count_no_drafts(session, monk
     monkeypatch.setattr(spec, "pad_drafts", True)
     monkeypatch.setattr(spec, "length", length)
     monkeypatch.setattr(spec, "drafter", _GapDrafts(spec.drafter))
-    sizes = _checking_batch_sizes(spec, monkeypatch)
+    sizes = _checking_batch_sizes(session.ctx, monkeypatch)
     prompt = session.model.tokenize(REWRITE, add_special=True)
     (text, plain, cache), (text_s, fast, cache_s) = _both(session, prompt, max_tokens=60)
     assert (text_s, fast.stop_reason, cache_s) == (text, plain.stop_reason, cache)
@@ -333,17 +333,16 @@ class _Machine:
         clock = SimpleNamespace(perf_counter=lambda: self.now)
         monkeypatch.setattr(decode_loop, "time", clock)
         monkeypatch.setattr(reply_tokens, "time", clock)
-        decode_one, batch = session.ctx.decode_one, session.speculation.batch
-        decode_batch = batch.decode
+        decode_one, check = session.ctx.decode_one, session.ctx.check
 
         def charged_one(token):
             decode_one(token)
             self.now += self.plain(self.now)
 
-        def charged_batch(ctx):
-            rc = decode_batch(ctx)
-            self.now += self.plain(self.now) * (1 + 0.05 * (batch.n_tokens - 1))
-            return rc
+        def charged_check(tokens, position):
+            outs = check(tokens, position)
+            self.now += self.plain(self.now) * (1 + 0.05 * (len(tokens) - 1))
+            return outs
 
         take = reply_tokens.ReplyTokens.take
 
@@ -355,7 +354,7 @@ class _Machine:
             return reason
 
         monkeypatch.setattr(session.ctx, "decode_one", charged_one)
-        monkeypatch.setattr(batch, "decode", charged_batch)
+        monkeypatch.setattr(session.ctx, "check", charged_check)
         monkeypatch.setattr(reply_tokens.ReplyTokens, "take", priced_take)
 
     def reply(self, session, prompt, **kwargs):

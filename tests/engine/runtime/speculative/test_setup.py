@@ -43,7 +43,7 @@ def test_prompt_lookup_runs(starter):
     spec, note = open_speculation(_asking(params, method="prompt_lookup", max_draft=5), model, ctx)
     try:
         assert note == "" and spec.drafter.name == "prompt_lookup"
-        assert spec.length.max_length == 5 and spec.batch.capacity == 6
+        assert spec.length.max_length == 5
     finally:
         spec.close()
 
@@ -79,7 +79,7 @@ def test_the_speed_up_has_a_baseline_only_where_plain_steps_are_plain_decodings(
 
 def _timing() -> speculation_setup.Speculation:
     """A Speculation for its clocks only (no drafter or batch is touched)."""
-    return speculation_setup.Speculation(drafter=None, length=DraftLength(), batch=None, n_vocab=1)
+    return speculation_setup.Speculation(drafter=None, length=DraftLength(), n_vocab=1)
 
 
 def test_only_a_plain_step_after_plain_steps_is_the_baseline():
@@ -252,7 +252,8 @@ def test_an_unknown_method_is_named(starter):
 
 
 def test_an_engine_without_speculation_is_refused_with_what_to_choose(starter):
-    """The engine's declared capabilities decide (the Hearth engine declares none yet)."""
+    """The engine's declared capabilities decide (the Hearth engine declares none for a
+    mixture of experts)."""
     from engine.enums import Engine
     from engine.runtime.engine_api import Capabilities
 
@@ -263,3 +264,22 @@ def test_an_engine_without_speculation_is_refused_with_what_to_choose(starter):
     params, _, ctx = starter
     spec, note = open_speculation(_asking(params, method="prompt_lookup"), NoDrafts(), ctx)
     assert spec is None and "llama.cpp engine only" in note and "Hearth engine" in note
+
+
+@pytest.mark.parametrize(
+    ("engine", "on_gpu", "caveat"),
+    [("llama", True, True), ("llama", False, False), ("hearth", True, False),
+     ("hearth", False, False)],
+)  # fmt: skip
+def test_only_llama_cpp_on_a_gpu_warns_that_greedy_text_may_differ(engine, on_gpu, caveat):
+    from engine.enums import Engine
+
+    said = speculation_setup.greedy_caveat(Engine(engine), on_gpu)
+    assert bool(said) == caveat
+    assert not said or "llama.cpp's GPU kernels round" in said
+
+
+def test_auto_leaves_llama_cpp_without_speculation_and_says_nothing(starter):
+    """llama.cpp speculates when asked by name only (setup._automatic says why)."""
+    params, model, ctx = starter
+    assert open_speculation(_asking(params, method="auto"), model, ctx) == (None, "")
