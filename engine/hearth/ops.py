@@ -17,6 +17,9 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     r = ops.rope_positions(positions, table)      once per forward: what `rope` needs
     q = ops.rope(x, r, table)            x: [T, H, D]; "normal" pairs or "neox" halves
     e = ops.prepare_experts(gate, up, down, activation, biases)   once per MoE layer, at load
+    e = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots)
+                                         the same kept in host memory, n_slots of them cached
+                                         on the device (engine/hearth/expert_offload.py)
     y = ops.moe_ffn(x, e, ids, weights)  the routed experts' feed-forward (below)
 
 `moe_ffn` is the mixture-of-experts seam: x [T, n_embd]; `e` holds the layer's expert matrices
@@ -60,6 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT, YarnConfig
+from engine.hearth.expert_offload import ExpertSlots, RamExperts
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
 
@@ -255,10 +259,69 @@ class TorchOps:
         on = [b if b is None else b.to(self.device) for b in biases]
         return ExpertWeights(gate, up, down, activation, *on)
 
+    def prepare_experts_in_ram(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple = (None, None, None),
+        n_slots: int = 0,
+    ) -> RamExperts:
+        """One layer's experts in host memory (pinned when the device is a GPU) and a cache of
+        `n_slots` of them on the device, for `moe_ffn` (engine/hearth/expert_offload.py)."""
+        host = self._host_experts(gate, up, down, activation, biases)
+        cache = self._expert_slots(host, n_slots)
+        rows = [
+            (h, c, r)
+            for (h, r), (c, _) in zip(_expert_rows(host), _expert_rows(cache), strict=True)
+        ]
+        return RamExperts(
+            host, cache, ExpertSlots(n_slots, host.n_expert), rows, self._forget_slots(cache)
+        )
+
+    def _host_experts(self, gate, up, down, activation, biases) -> ExpertWeights:
+        pin = self.device.type == "cuda"
+        on = [_in_host_memory(w.data, pin) for w in (gate, up, down)]
+        parts = [dataclasses.replace(w, data=d) for w, d in zip((gate, up, down), on, strict=True)]
+        return ExpertWeights(*parts, activation, *(_maybe_host(b, pin) for b in biases))
+
+    def _expert_slots(self, host: ExpertWeights, n_slots: int) -> ExpertWeights:
+        """The device cache: host's first n_slots experts, copied (never a view of host)."""
+
+        def first(w: QuantExperts) -> QuantExperts:
+            data = w.data[:n_slots].to(self.device, copy=True)
+            return dataclasses.replace(w, n_expert=n_slots, data=data)
+
+        def bias(b):
+            return None if b is None else b[:n_slots].to(self.device, copy=True)
+
+        return ExpertWeights(
+            first(host.gate), first(host.up), first(host.down), host.activation,
+            bias(host.gate_bias), bias(host.up_bias), bias(host.down_bias),
+        )  # fmt: skip
+
+    def _forget_slots(self, cache):
+        """What RamExperts calls after rewriting slots: the dequantized copies of those slots
+        that _dense_expert keeps on the CPU are stale."""
+
+        def forget(slots: list[int]) -> None:
+            if not isinstance(cache, ExpertWeights):
+                return
+            for w in (cache.gate, cache.up, cache.down):
+                for slot in slots:
+                    dropped = self._experts.pop((id(w.data), slot), None)
+                    if dropped is not None:
+                        self._experts_bytes -= dropped.numel() * dropped.element_size()
+
+        return forget
+
     def moe_ffn(
         self, x: torch.Tensor, experts: ExpertWeights, ids: torch.Tensor, weights: torch.Tensor
     ) -> torch.Tensor:
         """The routed experts' feed-forward (see the module docstring)."""
+        if isinstance(experts, RamExperts):
+            return experts.run(self.moe_ffn, x, ids, weights)
         n_pairs = ids.numel()
         if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
             return self._moe_gathered(x, experts, ids, weights)
@@ -334,6 +397,33 @@ class TorchOps:
             return torch.cat((a * cos - b * sin, a * sin + b * cos), dim=-1)
         a, b = x[..., 0::2], x[..., 1::2]
         return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2)
+
+
+def _in_host_memory(t: torch.Tensor, pin: bool) -> torch.Tensor:
+    """t in host memory: pinned (a copy) for a GPU's asynchronous copies; on the CPU a copy
+    too, never the file's mapping itself."""
+    t = t.cpu()
+    return t.pin_memory() if pin else t.clone()
+
+
+def _maybe_host(t: torch.Tensor | None, pin: bool) -> torch.Tensor | None:
+    return None if t is None else _in_host_memory(t.float(), pin)
+
+
+def _expert_rows(experts) -> list[tuple[torch.Tensor, int]]:
+    """Every tensor of prepared experts (ExpertWeights or PackedExperts) that holds one block
+    of rows per expert, with the rows one expert takes: what copying an expert copies."""
+    if isinstance(experts, ExpertWeights):
+        found = [(w.data, 1) for w in (experts.gate, experts.up, experts.down)]
+        biases = (experts.gate_bias, experts.up_bias, experts.down_bias)
+    else:
+        found = [
+            (plane, w.n_out)
+            for w in (experts.gate, experts.up, experts.down)
+            for plane in w.packed.planes.values()
+        ]
+        biases = (experts.gate.bias, experts.up.bias, experts.down.bias)
+    return found + [(b, 1) for b in biases if b is not None]
 
 
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
@@ -582,6 +672,9 @@ class KernelsOps(TorchOps):
         split into the GEMV's planes: the same bytes; the file's copy is dropped after). A block
         type or row length the expert GEMV does not read is refused (ValueError, with the
         kernels' reason): capabilities.model_unsupported_reason refuses such files first."""
+        return self._pack_experts(gate, up, down, activation, biases, self.device)
+
+    def _pack_experts(self, gate, up, down, activation, biases, device) -> PackedExperts:
         from kernels.moe_gemv import ExpertWeight, GluActivation
 
         if activation not in ("silu", "swiglu_oai"):
@@ -591,7 +684,7 @@ class KernelsOps(TorchOps):
             try:
                 made.append(
                     ExpertWeight.from_gguf(
-                        w.data, w.ggml_type, (w.n_expert, w.rows, w.cols), self.device, bias=bias
+                        w.data, w.ggml_type, (w.n_expert, w.rows, w.cols), device, bias=bias
                     )
                 )
             except self._k.UnsupportedTensor as exc:
@@ -599,10 +692,46 @@ class KernelsOps(TorchOps):
         act = GluActivation(activation, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT)
         return PackedExperts(*made, act)
 
+    def _host_experts(self, gate, up, down, activation, biases) -> PackedExperts:
+        """The experts in the expert GEMV's planes, in host memory (pinned for a GPU)."""
+        packed = self._pack_experts(gate, up, down, activation, biases, torch.device("cpu"))
+        if self.device.type != "cuda":
+            return packed
+
+        def pinned(w):
+            planes = {name: plane.pin_memory() for name, plane in w.packed.planes.items()}
+            bias = None if w.bias is None else w.bias.pin_memory()
+            return dataclasses.replace(
+                w, packed=dataclasses.replace(w.packed, planes=planes), bias=bias
+            )
+
+        return PackedExperts(
+            pinned(packed.gate), pinned(packed.up), pinned(packed.down), packed.activation
+        )
+
+    def _expert_slots(self, host, n_slots: int):
+        if isinstance(host, ExpertWeights):
+            return super()._expert_slots(host, n_slots)
+        from kernels.moe_gemv import ExpertWeight
+
+        def first(w) -> ExpertWeight:
+            rows = n_slots * w.n_out
+            planes = {
+                name: plane[:rows].to(self.device, copy=True)
+                for name, plane in w.packed.planes.items()
+            }
+            packed = self._k.PackedWeight(w.packed.fmt, rows, w.n_in, planes)
+            bias = None if w.bias is None else w.bias[:n_slots].to(self.device, copy=True)
+            return ExpertWeight(packed, n_slots, bias)
+
+        return PackedExperts(first(host.gate), first(host.up), first(host.down), host.activation)
+
     def moe_ffn(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
         """The expert GEMV (see the module docstring): route_experts, expert_gate_up and
         expert_down per slice of at most MAX_PAIRS (token, slot) pairs. ids come from a top-k
         over the router's n_expert logits, so each is in range (the kernels do not check)."""
+        if isinstance(experts, RamExperts):
+            return experts.run(self.moe_ffn, x, ids, weights)
         if isinstance(experts, ExpertWeights):
             return super().moe_ffn(x, experts, ids, weights)
         from kernels.moe_gemv import expert_down, expert_gate_up

@@ -136,3 +136,26 @@ def test_kernels_forward_of_a_moe_model_matches_the_reference(tmp_path, monkeypa
     got = test_forward.run_engine(path, ops=KernelsOps("cpu"))
     error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
     assert error < 3e-2, error
+
+
+@pytest.mark.slow  # about a minute in Triton's interpreter; test_expert_offload.py is the fast one
+def test_experts_in_ram_run_the_expert_gemv_on_their_slots(tmp_path):
+    """KernelsOps with the layer's experts in host memory and 3 device slots: 3 tokens of
+    top-2 (more distinct experts than slots, so batches of slots, then a decode-sized step
+    that misses) give the expert GEMV's own rows."""
+    config, _, resident = _layer_experts(tmp_path, "qwen3moe")
+    info = read_model_info(tmp_path / "qwen3moe.gguf")
+    tensors = GGUFTensors(str(tmp_path / "qwen3moe.gguf"), info)
+    parts = [tensors.experts(f"blk.0.ffn_{k}_exps.weight") for k in ("gate", "up", "down")]
+    ops = KernelsOps("cpu")
+    in_ram = ops.prepare_experts_in_ram(*parts, config.activation, n_slots=3)
+    x, ids, weights = _routed(config, 3, seed=11)
+    assert torch.unique(ids).numel() > 3
+    torch.testing.assert_close(
+        ops.moe_ffn(x, in_ram, ids, weights), ops.moe_ffn(x, resident, ids, weights)
+    )
+    one = (x[:1], ids[:1], weights[:1])
+    misses = in_ram.slots.misses
+    torch.testing.assert_close(ops.moe_ffn(*one[:1], in_ram, *one[1:]),
+                               ops.moe_ffn(*one[:1], resident, *one[1:]))  # fmt: skip
+    assert in_ram.slots.misses >= misses

@@ -1,0 +1,186 @@
+"""Experts in system RAM: a layer's routed experts kept in host memory, the ones a step picks
+copied into a small cache of expert slots on the device before the layer's expert GEMV.
+
+    placement = ExpertPlacement(ram_layers=12, cache_slots=40)  # the last 12 layers, 40 slots
+    experts = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots=40)
+    y = ops.moe_ffn(x, experts, ids, weights)   # RamExperts.run: copy the misses, then the GEMV
+
+Why this way (docs/decisions/0020-experts-in-ram.md has the arithmetic): attention, the router,
+shared experts and the layers whose experts fit stay on the GPU as before; a layer in RAM keeps
+every expert as the ops prepared it (kernels' planes, or the file's blocks for plain torch) in
+pinned host memory, and a device copy of `n_slots` experts in the same layout, so the expert
+GEMV runs unchanged on the slots: the step's expert ids become slot ids. Which expert a slot
+holds is ExpertSlots' bookkeeping (least recently used out), pure Python, table-tested.
+
+A step reads its ids back to the host (one synchronisation per layer in RAM: which experts are
+missing is only known there), copies each missing expert's rows on a side stream that the
+compute stream then waits for, and launches the GEMV on the slots. More distinct experts than
+slots (a prefill chunk) go in batches of `n_slots` experts: each batch's pairs keep their
+routing weight, the others' are zero (and point at a slot of the batch, so every slot read
+holds a real expert), and the batches' outputs are summed in float32. The synchronisation makes
+a decode step with experts in RAM impossible to capture in a CUDA graph: the driver runs such
+a model eagerly.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class ExpertPlacement:
+    """Where a MoE model's routed experts live: every layer's on the device (the default), or
+    the last `ram_layers` layers' in host memory, each with `cache_slots` experts on the device
+    (llama.cpp's --n-cpu-moe counts layers from the end the same way)."""
+
+    ram_layers: int = 0
+    cache_slots: int = 0
+
+    def in_ram(self, layer: int, n_layer: int) -> bool:
+        return layer >= n_layer - self.ram_layers
+
+    def check(self, n_expert: int, n_expert_used: int) -> None:
+        """A cache must hold one token's experts at least: ValueError otherwise."""
+        if self.ram_layers and not n_expert_used <= self.cache_slots <= n_expert:
+            raise ValueError(
+                f"an expert cache of {self.cache_slots} slots: a layer in RAM needs between "
+                f"{n_expert_used} (the experts one token uses) and {n_expert} slots"
+            )
+
+
+class ExpertSlots:
+    """Which expert each of `n_slots` device slots holds. Slot s starts with expert s (the cache
+    is filled with the first experts when it is made); a step's experts are found or loaded
+    into the least recently used slots that the step does not need itself."""
+
+    def __init__(self, n_slots: int, n_expert: int):
+        if not 0 < n_slots <= n_expert:
+            raise ValueError(f"{n_slots} slots for {n_expert} experts")
+        self.n_slots, self.n_expert = n_slots, n_expert
+        self.expert_in = list(range(n_slots))
+        self.slot_of = {e: e for e in range(n_slots)}
+        self._recency: OrderedDict[int, None] = OrderedDict.fromkeys(range(n_slots))
+        self.hits = 0  # distinct experts a step found in a slot
+        self.misses = 0  # distinct experts a step had to copy in
+
+    def assign(self, needed: Sequence[int]) -> tuple[dict[int, int], list[tuple[int, int]]]:
+        """({expert: slot} for the distinct experts `needed` (at most n_slots of them), the
+        (expert, slot) copies to make first). Needed experts become the most recently used."""
+        if len(needed) > self.n_slots:
+            raise ValueError(f"{len(needed)} experts for {self.n_slots} slots")
+        missing = [e for e in needed if e not in self.slot_of]
+        kept = {self.slot_of[e] for e in needed if e in self.slot_of}
+        victims = iter([s for s in self._recency if s not in kept])
+        loads = []
+        for expert in missing:
+            slot = next(victims)
+            del self.slot_of[self.expert_in[slot]]
+            self.expert_in[slot] = expert
+            self.slot_of[expert] = slot
+            loads.append((expert, slot))
+        for expert in needed:
+            self._recency.move_to_end(self.slot_of[expert])
+        self.hits += len(needed) - len(missing)
+        self.misses += len(missing)
+        return {e: self.slot_of[e] for e in needed}, loads
+
+
+def batches(needed: Sequence[int], size: int) -> list[list[int]]:
+    """`needed` in consecutive batches of at most `size`."""
+    return [list(needed[i : i + size]) for i in range(0, len(needed), size)]
+
+
+@dataclass
+class RamExperts:
+    """One layer's routed experts in host memory with a device cache of slots (module
+    docstring). `host` and `cache` are the same kind of prepared experts (ops.ExpertWeights or
+    ops.PackedExperts), n_expert and n_slots experts; `rows` pairs each host tensor with its
+    cache tensor and the rows one expert takes in both (the copy unit)."""
+
+    host: object
+    cache: object
+    slots: ExpertSlots
+    rows: list[tuple[torch.Tensor, torch.Tensor, int]]
+    # called with the slots just rewritten (TorchOps forgets what it dequantized from them)
+    rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
+    bytes_copied: int = 0
+    _stream: object = field(default=None, repr=False)
+
+    @property
+    def n_expert(self) -> int:
+        return self.slots.n_expert
+
+    @property
+    def expert_nbytes(self) -> int:
+        """Bytes one expert copy moves (all its rows, biases included)."""
+        return sum(r * t.stride(0) * t.element_size() for t, _, r in self.rows)
+
+    def run(self, moe_ffn, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
+        """moe_ffn(x, self.cache, slot_ids, weights) with the picked experts in their slots
+        (module docstring); `moe_ffn` is the ops' own, for experts on the device."""
+        picked = ids.cpu()  # the synchronisation: which experts this step needs
+        needed = torch.unique(picked).tolist()
+        if len(needed) <= self.slots.n_slots:
+            return moe_ffn(x, self.cache, self._slot_ids(picked, needed, x.device), weights)
+        total = None
+        for batch in batches(needed, self.slots.n_slots):
+            chosen = torch.isin(picked, torch.tensor(batch))
+            slot_ids = self._slot_ids(picked, batch, x.device, chosen)
+            part = moe_ffn(x, self.cache, slot_ids, weights * chosen.to(weights.device))
+            total = part.float() if total is None else total + part.float()
+        return total.to(x.dtype)
+
+    def _slot_ids(self, picked, batch: list[int], device, chosen=None) -> torch.Tensor:
+        """The slot of each (token, expert) pair, the batch's experts loaded first; pairs not
+        `chosen` point at the batch's first slot (their weight is zero)."""
+        where, loads = self.slots.assign(batch)
+        self._copy(loads)
+        table = torch.zeros(self.n_expert, dtype=torch.int64)
+        table[torch.tensor(list(where))] = torch.tensor(list(where.values()))
+        slot_ids = table[picked]
+        if chosen is not None:
+            slot_ids = torch.where(chosen, slot_ids, where[batch[0]])
+        return slot_ids.to(device)
+
+    def _copy(self, loads: list[tuple[int, int]]) -> None:
+        """Each (expert, slot)'s rows from host memory into the slot: on a GPU on a side stream
+        that waits for the work queued before (an earlier batch may still read the slots) and
+        that the compute stream then waits for."""
+        if not loads:
+            return
+        device = self.rows[0][1].device
+        if device.type != "cuda":
+            self._copy_rows(loads)
+        else:
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(device)
+            compute = torch.cuda.current_stream(device)
+            self._stream.wait_stream(compute)
+            with torch.cuda.stream(self._stream):
+                self._copy_rows(loads)
+            compute.wait_stream(self._stream)
+        self.bytes_copied += len(loads) * self.expert_nbytes
+        self.rewritten([slot for _, slot in loads])
+
+    def _copy_rows(self, loads: list[tuple[int, int]]) -> None:
+        for expert, slot in loads:
+            for host, cache, r in self.rows:
+                cache[slot * r : (slot + 1) * r].copy_(
+                    host[expert * r : (expert + 1) * r], non_blocking=True
+                )
+
+
+def offload_stats(layers) -> dict[str, int]:
+    """Hits, misses and bytes copied over the layers' RamExperts (for benchmarks and logs)."""
+    found = [layer.moe.experts for layer in layers if layer.moe is not None]
+    ram = [e for e in found if isinstance(e, RamExperts)]
+    return {
+        "layers_in_ram": len(ram),
+        "hits": sum(e.slots.hits for e in ram),
+        "misses": sum(e.slots.misses for e in ram),
+        "bytes_copied": sum(e.bytes_copied for e in ram),
+    }
