@@ -103,6 +103,9 @@ class Choice:
     n_cpu_expert_layers: int = 0  # of the offloaded layers, how many keep experts in RAM
     gpu_layer_counts: tuple[int, ...] = ()
     engine: str = "llama"  # "llama" (llama.cpp) or "hearth" (the Hearth engine, one GPU)
+    # the Hearth engine with experts in RAM: experts each of those layers caches on the GPU
+    expert_cache_slots: int = 0
+    n_expert: int = 0  # experts per MoE layer (0: not said)
 
     @property
     def offload_summary(self) -> str:
@@ -110,6 +113,20 @@ class Choice:
         text = f"{min(self.n_gpu_layers, total)}/{total} layers on GPU"
         if self.n_cpu_expert_layers:
             text += f", experts of {self.n_cpu_expert_layers} layers in RAM"
+        if self.expert_cache_slots:
+            of = f" of {self.n_expert}" if self.n_expert else ""
+            text += f" ({self.expert_cache_slots}{of} cached on the GPU per layer)"
+        return text
+
+    @property
+    def experts_in_ram_text(self) -> str:
+        """ "experts in RAM: N of M layers" (with the GPU cache where there is one), or ""."""
+        if not self.n_cpu_expert_layers:
+            return ""
+        text = f"experts in RAM: {self.n_cpu_expert_layers} of {self.n_layers} layers"
+        if self.expert_cache_slots:
+            of = f" of {self.n_expert}" if self.n_expert else ""
+            text += f", {self.expert_cache_slots}{of} experts per layer cached on the GPU"
         return text
 
 
