@@ -120,14 +120,21 @@ class Choice:
 
     @property
     def experts_in_ram_text(self) -> str:
-        """ "experts in RAM: N of M layers" (with the GPU cache where there is one), or ""."""
-        if not self.n_cpu_expert_layers:
-            return ""
-        text = f"experts in RAM: {self.n_cpu_expert_layers} of {self.n_layers} layers"
-        if self.expert_cache_slots:
-            of = f" of {self.n_expert}" if self.n_expert else ""
-            text += f", {self.expert_cache_slots}{of} experts per layer cached on the GPU"
-        return text
+        return experts_in_ram_text(
+            self.n_cpu_expert_layers, self.n_layers, self.expert_cache_slots, self.n_expert
+        )
+
+
+def experts_in_ram_text(n_ram: int, n_layers: int, slots: int = 0, n_expert: int = 0) -> str:
+    """ "experts in RAM: N of M layers" (with the Hearth engine's GPU cache where there is
+    one: ", S of E experts per layer cached on the GPU"), or "" when no expert is in RAM."""
+    if not n_ram:
+        return ""
+    text = f"experts in RAM: {n_ram} of {n_layers} layers"
+    if slots:
+        of = f" of {n_expert}" if n_expert else ""
+        text += f", {slots}{of} experts per layer cached on the GPU"
+    return text
 
 
 @dataclass(frozen=True)
