@@ -22,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-out}; mkdir -p "$out"
-[ -f /tmp/llama/env.sh ] || bash benchmarks/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
+[ -f /tmp/llama/env.sh ] || bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
 source /tmp/llama/env.sh
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 src=$(ls -d /tmp/llama/llama_cpp_python-* | head -1)
