@@ -7,14 +7,18 @@ same free VRAM, with the planner's predictions beside both.
 1. A memory hog (benchmarks/gpu_memory.py, as benchmarks/hearth_memory.py uses it) holds all
    but --card GiB of GPU 0 for the whole run.
 2. The planner plans the Hearth engine for that card (the Model page's budget: free memory
-   less the safety margin; --ctx tokens): how many layers' experts in RAM, how many cache
-   slots; and llama.cpp's own plan (its --n-cpu-moe count), each with its predicted speed.
-3. In a child process (its memory given back when it ends): the pinned host -> device copy
-   rate; the model loaded with that placement; 64 prompt tokens and 16 decode steps to warm
-   up; then tg128: 128 decode steps, each fed a random token (as llama-bench's tg does: a
-   greedy loop over random weights settles on one token and would make every expert a cache
-   hit) and its logits' argmax read on the host. Tokens/s, cache hits and misses per token,
-   bytes copied per token, and the planner's prediction at the measured copy rate.
+   less the safety margin; --ctx tokens) both ways: the fewest layers whose experts the GPU
+   reads in place over PCIe, and the fewest layers with the most cache slots that fit
+   (engine/planner/hearth_offload.py), each with its predicted speed; and llama.cpp's own
+   plan (its --n-cpu-moe count and predicted speed).
+3. For each of the two, in a child process (its memory given back when it ends): the pinned
+   host -> device copy rate; the model loaded with that placement; 64 prompt tokens and 16
+   decode steps to warm up; then tg128: 128 decode steps, each fed a random token (as
+   llama-bench's tg does: a greedy loop over random weights settles on one token and would
+   make every expert a cache hit) and its logits read on the host: through the decode
+   step's CUDA graph where the placement allows it (in place), eagerly with a cache.
+   Tokens/s, cache hits and misses per token, bytes copied per token, and the planner's
+   prediction at the measured copy rate.
 4. llama-bench tg128 (-fa 1, -ngl 99, --threads) at several --n-cpu-moe settings around the
    planner's, each at the same free VRAM: a setting that does not fit fails and says so.
 """
@@ -36,8 +40,10 @@ from benchmarks.hearth_memory import start_hog
 from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, Planner, PlanRequest, safety_margin
 from engine.planner.engine_choice import plan_engines
-from engine.planner.hearth_offload import OFFLOAD_COSTS
+from engine.planner.hearth_memory import HearthConfig, hearth_estimate
+from engine.planner.hearth_offload import OFFLOAD_COSTS, choose_placement, fewest_ram_layers
 from engine.planner.hearth_plan import hearth_profile, plan_hearth, predicted_speed
+from engine.planner.search import Search
 
 GIB = 1024**3
 MIB = 1024**2
@@ -54,8 +60,8 @@ def plan_for_card(model: str, budget: int, n_ctx: int, gpu_gbps: float) -> dict:
     out = {"budget": budget, "hearth_fits": hearth.fits, "llama_fits": llama.fits}
     if hearth.fits:
         c = hearth.choice
-        out.update(n_ctx=c.n_ctx, ram_layers=c.n_cpu_expert_layers, slots=c.expert_cache_slots,
-                   hearth_predicted=hearth.tokens_per_second)  # fmt: skip
+        out.update(n_ctx=c.n_ctx, chosen=(c.n_cpu_expert_layers, c.expert_cache_slots),
+                   placements=both_placements(info, request, c.n_ctx, gpu_gbps))  # fmt: skip
     else:
         out["hearth_reason"] = " ".join(hearth.reasons)
     if llama.fits:
@@ -63,6 +69,32 @@ def plan_for_card(model: str, budget: int, n_ctx: int, gpu_gbps: float) -> dict:
                    llama_ngl=llama.choice.n_gpu_layers,
                    llama_predicted=llama.tokens_per_second)  # fmt: skip
     return out
+
+
+def both_placements(info, request: PlanRequest, n_ctx: int, gpu_gbps: float) -> list[dict]:
+    """The fewest layers read in place, and the fewest layers with the most cache slots, that
+    fit at n_ctx (f16 cache), each with the planner's predicted speed."""
+    profile = hearth_profile(info)
+    search = Search(request)
+    moe, n = profile.config.moe, profile.config.n_layer
+
+    def fits(ram: int, slots: int) -> bool:
+        config = HearthConfig(n_ctx, "f16", "f16", min(512, n_ctx), ram, slots)
+        return search.shortfall(hearth_estimate(profile, config)) <= 0
+
+    found = []
+    in_place = fewest_ram_layers(fits, n, 0)
+    if in_place is not None:
+        found.append((in_place, 0))
+    cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
+    if cached is not None:
+        found.append(cached)
+    return [
+        {"ram_layers": ram, "slots": slots,
+         "predicted": predicted_speed(profile, ("f16", "f16"), n_ctx, (ram, slots),
+                                      gpu_gbps).tokens_per_second}
+        for ram, slots in found
+    ]  # fmt: skip
 
 
 # -- the Hearth engine, in a child ----------------------------------------------------------------
@@ -123,14 +155,22 @@ def run_hearth(args) -> dict:
     def token() -> int:
         return rng.randrange(config.n_vocab)
 
+    graph = None
     with torch.inference_mode():
         prompt = torch.tensor([token() for _ in range(n_prompt)], device=device)
         model.forward(prompt, torch.arange(n_prompt, device=device), cache, n_keys=n_prompt)
+        if gpu and not model.routes_on_host:  # in place: the decode step as the worker runs it
+            from engine.hearth.decode_graph import DecodeGraph
+
+            graph = DecodeGraph(model, cache, position=n_prompt)
 
         def steps(start: int, n: int) -> float:
             sync()
             began = time.perf_counter()
             for i in range(n):
+                if graph is not None:
+                    graph.step(token(), start + i, launch_ahead=False)  # reads its token
+                    continue
                 logits = model.forward(
                     torch.tensor([token()], device=device),
                     torch.tensor([start + i], device=device),
@@ -156,11 +196,14 @@ def run_hearth(args) -> dict:
         "load_s": load_s,
         "tg128_tok_s": n_steps / seconds,
         "steps": n_steps,
+        "cuda_graph": graph is not None,
+        "ram_layers": args.ram_layers,
+        "slots": args.slots,
         "hits_per_token": per_token["hits"],
         "misses_per_token": per_token["misses"],
         "mib_copied_per_token": per_token["bytes_copied"] / MIB,
         "copied_gbps": (after["bytes_copied"] - before["bytes_copied"]) / seconds / 1e9,
-        "layers_in_ram": after["layers_in_ram"],
+        "layers_cached": after["layers_cached"],
         "predicted_at_measured_link": predicted.tokens_per_second,
         "predicted_misses_per_token": predicted.misses_per_token,
         "peak_allocated": torch.cuda.max_memory_allocated() if gpu else 0,
@@ -168,10 +211,10 @@ def run_hearth(args) -> dict:
     }
 
 
-def hearth_in_child(args, plan: dict) -> dict:
+def hearth_in_child(args, placement: dict, n_ctx: int) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.moe_offload", "hearth", "--model", args.model,
-           "--ram-layers", str(plan["ram_layers"]), "--slots", str(plan["slots"]),
-           "--ctx", str(plan["n_ctx"]), "--gpu-gbps", str(args.gpu_gbps)]  # fmt: skip
+           "--ram-layers", str(placement["ram_layers"]), "--slots", str(placement["slots"]),
+           "--ctx", str(n_ctx), "--gpu-gbps", str(args.gpu_gbps)]  # fmt: skip
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.hearth_timeout)
     except subprocess.TimeoutExpired:
@@ -202,7 +245,7 @@ def llama_bench(model: str, ncmoe: int, threads: int, timeout: float) -> dict:
 
 def settings_around(n: int, n_layer: int) -> list[int]:
     """The planner's --n-cpu-moe and its neighbours (fewer first: they may not fit), and all."""
-    return sorted({max(0, min(n_layer, n + d)) for d in (-4, -2, 0, 2, 4, 8)} | {n_layer})
+    return sorted({max(0, min(n_layer, n + d)) for d in (-2, 0, 2, 6)} | {n_layer})
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -218,25 +261,20 @@ def show(args) -> int:
         result["plan"] = plan
         print(f"simulated card: {args.card:g} GiB, free {free / GIB:.2f} GiB, planner budget "
               f"{budget / GIB:.2f} GiB, context {args.ctx}", flush=True)  # fmt: skip
+        runs = []
         if plan["hearth_fits"]:
-            print(f"planner, Hearth: experts of {plan['ram_layers']} layers in RAM, "
-                  f"{plan['slots']} slots each; predicted {plan['hearth_predicted']:.1f} tok/s "
-                  f"at {OFFLOAD_COSTS.host_link_gbps:g} GB/s", flush=True)  # fmt: skip
-            hearth = hearth_in_child(args, plan)
+            print(f"planner, Hearth: chose (layers in RAM, slots) = {tuple(plan['chosen'])}",
+                  flush=True)  # fmt: skip
+            for placement in plan["placements"]:
+                print(f"  {_placement_text(placement)}: predicted "
+                      f"{placement['predicted']:.1f} tok/s at "
+                      f"{OFFLOAD_COSTS.host_link_gbps:g} GB/s", flush=True)  # fmt: skip
+                runs.append(hearth_in_child(args, placement, plan["n_ctx"]))
+                print(_hearth_text(runs[-1]), flush=True)
         else:
-            hearth = {"ok": False, "error": plan["hearth_reason"]}
-        result["hearth"] = hearth
-        if hearth.get("ok"):
-            print(f"Hearth engine tg128: {hearth['tg128_tok_s']:.1f} tok/s (load "
-                  f"{hearth['load_s']:.1f} s); per token {hearth['hits_per_token']:.1f} hits, "
-                  f"{hearth['misses_per_token']:.1f} misses "
-                  f"(predicted {hearth['predicted_misses_per_token']:.1f}), "
-                  f"{hearth['mib_copied_per_token']:.0f} MiB copied "
-                  f"({hearth['copied_gbps']:.1f} GB/s over the run); pinned H2D "
-                  f"{hearth['pinned_h2d_gbps']:.1f} GB/s; planner's prediction at that rate "
-                  f"{hearth['predicted_at_measured_link']:.1f} tok/s", flush=True)  # fmt: skip
-        else:
-            print(f"Hearth engine: failed: {hearth.get('error')}", flush=True)
+            runs.append({"ok": False, "error": plan["hearth_reason"]})
+            print(_hearth_text(runs[-1]), flush=True)
+        result["hearth"] = runs
         n_layer = hearth_profile(read_model_info(args.model)).config.n_layer
         base = plan.get("llama_ncmoe", n_layer // 2)
         print(f"planner, llama.cpp: --n-cpu-moe {base}, predicted "
@@ -249,18 +287,39 @@ def show(args) -> int:
             print(f"llama-bench tg128 --n-cpu-moe {n}: {text}", flush=True)
         result["llama_bench"] = rows
         best = max((r for r in rows if r["ok"]), key=lambda r: r["tg128_tok_s"], default=None)
-        if best and hearth.get("ok"):
-            ratio = hearth["tg128_tok_s"] / best["tg128_tok_s"]
+        ours = max((r for r in runs if r.get("ok")), key=lambda r: r["tg128_tok_s"], default=None)
+        if best and ours:
+            ratio = ours["tg128_tok_s"] / best["tg128_tok_s"]
             result["ratio_to_best_llama"] = ratio
-            print(f"Hearth / best llama.cpp (--n-cpu-moe {best['ncmoe']}): {ratio:.2f}x "
-                  "(the issue's target: >= 1.2x)", flush=True)  # fmt: skip
+            print(f"best Hearth ({_placement_text(ours)}) / best llama.cpp (--n-cpu-moe "
+                  f"{best['ncmoe']}): {ratio:.2f}x (the issue's target: >= 1.2x)",
+                  flush=True)  # fmt: skip
     finally:
         proc.stdin.close()
         proc.wait(timeout=60)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "moe_offload.json").write_text(json.dumps(result, indent=2))
-    return 0 if result.get("hearth", {}).get("ok") else 1
+    return 0 if any(r.get("ok") for r in result.get("hearth", ())) else 1
+
+
+def _placement_text(p: dict) -> str:
+    how = f"{p['slots']} cache slots each" if p["slots"] else "read in place"
+    return f"experts of {p['ram_layers']} layers in RAM, {how}"
+
+
+def _hearth_text(r: dict) -> str:
+    if not r.get("ok"):
+        return f"Hearth engine: failed: {r.get('error')}"
+    how = "CUDA graph" if r["cuda_graph"] else "eager"
+    return (
+        f"Hearth engine, {_placement_text(r)} ({how}): tg128 {r['tg128_tok_s']:.1f} tok/s "
+        f"(load {r['load_s']:.1f} s); per token {r['hits_per_token']:.1f} hits, "
+        f"{r['misses_per_token']:.1f} misses (predicted {r['predicted_misses_per_token']:.1f} "
+        f"crossing the bus), {r['mib_copied_per_token']:.0f} MiB copied "
+        f"({r['copied_gbps']:.1f} GB/s over the run); pinned H2D {r['pinned_h2d_gbps']:.1f} "
+        f"GB/s; planner's prediction at that rate {r['predicted_at_measured_link']:.1f} tok/s"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -274,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ram-layers", type=int, default=0)
     parser.add_argument("--slots", type=int, default=0)
     parser.add_argument("--device", default="cuda", help="hearth mode: cpu for a check")
-    parser.add_argument("--hearth-timeout", type=float, default=180.0)
+    parser.add_argument("--hearth-timeout", type=float, default=150.0)
     parser.add_argument("--llama-timeout", type=float, default=60.0)
     parser.add_argument("--out", default=os.environ.get("OUT"))
     args = parser.parse_args(argv)

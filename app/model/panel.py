@@ -414,6 +414,7 @@ class SettingsPanel(QWidget):
             plan.n_layers,
             plan.settings.expert_cache_slots,
             n_expert,
+            hearth=not llama,
         )
         self.experts_in_ram.setText(in_ram)
         self.experts_in_ram.setVisible(bool(in_ram))

@@ -1,9 +1,17 @@
-"""Experts in system RAM: a layer's routed experts kept in host memory, the ones a step picks
-copied into a small cache of expert slots on the device before the layer's expert GEMV.
+"""Experts in system RAM: a layer's routed experts kept in pinned host memory, and read by the
+GPU one of two ways.
 
     placement = ExpertPlacement(ram_layers=12, cache_slots=40)  # the last 12 layers, 40 slots
     experts = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots=40)
     y = ops.moe_ffn(x, experts, ids, weights)   # RamExperts.run: copy the misses, then the GEMV
+
+- In place (cache_slots 0): the expert GEMV reads the picked experts' bytes straight from
+  pinned host memory over the bus (`device_view`: a CUDA tensor over the pinned pages, as
+  vLLM's and SGLang's CPU offload do), every token; nothing is copied or decided on the host,
+  so the decode step is still one CUDA graph.
+- A cache (cache_slots S): the picked experts not cached are copied into S device slots
+  first (RamExperts below); a skewed router's favourites then stay on the GPU, but every
+  layer in RAM reads its routing back to the host, so the step runs eagerly.
 
 Why this way (docs/decisions/0020-experts-in-ram.md has the arithmetic): attention, the router,
 shared experts and the layers whose experts fit stay on the GPU as before; a layer in RAM keeps
@@ -44,11 +52,13 @@ class ExpertPlacement:
         return layer >= n_layer - self.ram_layers
 
     def check(self, n_expert: int, n_expert_used: int) -> None:
-        """A cache must hold one token's experts at least: ValueError otherwise."""
-        if self.ram_layers and not n_expert_used <= self.cache_slots <= n_expert:
+        """A cache must hold one token's experts at least (0 slots: read in place): ValueError
+        otherwise."""
+        slots = self.cache_slots
+        if self.ram_layers and slots and not n_expert_used <= slots <= n_expert:
             raise ValueError(
-                f"an expert cache of {self.cache_slots} slots: a layer in RAM needs between "
-                f"{n_expert_used} (the experts one token uses) and {n_expert} slots"
+                f"an expert cache of {slots} slots: a layer in RAM needs 0 (read in place) or "
+                f"between {n_expert_used} (the experts one token uses) and {n_expert} slots"
             )
 
 
@@ -174,12 +184,48 @@ class RamExperts:
                 )
 
 
+class _DeviceArray:
+    """__cuda_array_interface__ over `nbytes` bytes at a device address; keeps `owner` (the
+    pinned host tensor behind the address) alive as long as a tensor made from it."""
+
+    def __init__(self, address: int, nbytes: int, owner: torch.Tensor):
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "version": 3,
+        }
+
+
+def device_view(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CUDA tensor over a pinned host tensor's own memory (no copy): kernels reading it read
+    host memory over the bus. The address is the driver's (cuMemHostGetDevicePointer; with
+    unified addressing the host's own)."""
+    import ctypes
+
+    if not host.is_pinned() or not host.is_contiguous():
+        raise ValueError("only a contiguous tensor in pinned host memory can be read in place")
+    with torch.cuda.device(device):
+        torch.cuda.synchronize()  # the device's context is current on this thread
+        driver = ctypes.CDLL("libcuda.so.1")
+        address = ctypes.c_uint64()
+        status = driver.cuMemHostGetDevicePointer_v2(
+            ctypes.byref(address), ctypes.c_void_p(host.data_ptr()), ctypes.c_uint(0)
+        )
+        if status != 0:
+            raise RuntimeError(f"cuMemHostGetDevicePointer failed ({status})")
+        nbytes = host.numel() * host.element_size()
+        raw = torch.as_tensor(_DeviceArray(address.value, nbytes, host), device=device)
+    return raw.view(host.dtype).view(host.shape)
+
+
 def offload_stats(layers) -> dict[str, int]:
     """Hits, misses and bytes copied over the layers' RamExperts (for benchmarks and logs)."""
     found = [layer.moe.experts for layer in layers if layer.moe is not None]
     ram = [e for e in found if isinstance(e, RamExperts)]
     return {
-        "layers_in_ram": len(ram),
+        "layers_cached": len(ram),
         "hits": sum(e.slots.hits for e in ram),
         "misses": sum(e.slots.misses for e in ram),
         "bytes_copied": sum(e.bytes_copied for e in ram),

@@ -265,9 +265,10 @@ class Transformer:
         return model
 
     @property
-    def experts_in_ram(self) -> bool:
-        """Some layer keeps its experts in host memory: a step then reads the routing back to
-        the host, so it cannot be captured in a CUDA graph."""
+    def routes_on_host(self) -> bool:
+        """Some layer keeps its experts in RAM behind a device cache: a step then reads the
+        routing back to the host, so it cannot be captured in a CUDA graph (experts read in
+        place can)."""
         return any(
             layer.moe is not None and isinstance(layer.moe.experts, RamExperts)
             for layer in self.layers

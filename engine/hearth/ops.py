@@ -63,7 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT, YarnConfig
-from engine.hearth.expert_offload import ExpertSlots, RamExperts
+from engine.hearth.expert_offload import ExpertSlots, RamExperts, device_view
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
 
@@ -269,8 +269,11 @@ class TorchOps:
         n_slots: int = 0,
     ) -> RamExperts:
         """One layer's experts in host memory (pinned when the device is a GPU) and a cache of
-        `n_slots` of them on the device, for `moe_ffn` (engine/hearth/expert_offload.py)."""
+        `n_slots` of them on the device, for `moe_ffn`; with n_slots 0, read in place over the
+        bus (engine/hearth/expert_offload.py)."""
         host = self._host_experts(gate, up, down, activation, biases)
+        if n_slots == 0:
+            return self._read_in_place(host)
         cache = self._expert_slots(host, n_slots)
         rows = [
             (h, c, r)
@@ -300,6 +303,35 @@ class TorchOps:
             first(host.gate), first(host.up), first(host.down), host.activation,
             bias(host.gate_bias), bias(host.up_bias), bias(host.down_bias),
         )  # fmt: skip
+
+    def _read_in_place(self, host):
+        """The prepared experts with every expert tensor a device view of its pinned host
+        memory (expert_offload.device_view); on the CPU the host tensors themselves."""
+        if self.device.type != "cuda":
+            return host
+        views = {id(t): device_view(t, self.device) for t, _ in _expert_rows(host)}
+        if isinstance(host, ExpertWeights):
+
+            def mapped(w):
+                return dataclasses.replace(w, data=views[id(w.data)])
+
+            def bias(b):
+                return None if b is None else views[id(b)]
+
+            return ExpertWeights(
+                mapped(host.gate), mapped(host.up), mapped(host.down), host.activation,
+                bias(host.gate_bias), bias(host.up_bias), bias(host.down_bias),
+            )  # fmt: skip
+
+        def packed(w):
+            planes = {name: views[id(p)] for name, p in w.packed.planes.items()}
+            bias = None if w.bias is None else views[id(w.bias)]
+            return dataclasses.replace(
+                w, packed=dataclasses.replace(w.packed, planes=planes), bias=bias
+            )
+
+        return PackedExperts(packed(host.gate), packed(host.up), packed(host.down),
+                             host.activation)  # fmt: skip
 
     def _forget_slots(self, cache):
         """What RamExperts calls after rewriting slots: the dequantized copies of those slots

@@ -25,8 +25,8 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
 - experts in RAM (HearthConfig.ram_expert_layers, engine/hearth/expert_offload.py): the last
   N layers' expert tensors leave the GPU for pinned host memory (the same planes, byte for
   byte), and each of those layers keeps a cache of `expert_cache_slots` experts on the GPU:
-  the same planes with S of the n_expert experts' rows (engine/planner/hearth_offload.py
-  chooses N and S and predicts the speed).
+  the same planes with S of the n_expert experts' rows, or none (S = 0: read in place over
+  the bus); engine/planner/hearth_offload.py chooses N and S and predicts the speed.
 - KV cache: f16/f32 in a plain [layers, kv heads, n_ctx, head dim] tensor per K and V; any
   other pair in kernels' paged cache: pages of 64 positions, per layer and role one allocation
   per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
@@ -309,7 +309,7 @@ def weight_allocations(profile: HearthProfile, config: HearthConfig) -> list[int
     for layer in ram:
         for t in profile.layer_experts[layer]:
             removed.update(_matrix_allocations(t))  # as HearthProfile.of counted it
-            caches += _cache_allocations(t, config.expert_cache_slots)
+            caches += [s for s in _cache_allocations(t, config.expert_cache_slots) if s]
     kept = Counter(profile.weight_allocations) - removed
     return list(kept.elements()) + caches
 

@@ -2,27 +2,28 @@
 big a device cache, and what it costs per token (engine/hearth/expert_offload.py runs it).
 
     placement = choose_placement(fits, n_layer, n_expert, n_expert_used)  # (N, S) or None
-    speed = offload_speed(profile, n_ctx, type_k, type_v, placement, gpu_gbps)
+    speed = offload_speed(..., ram_layers=N, slots=S, ...)
 
-The engine keeps the last N layers' routed experts in pinned host memory, each such layer with
-a device cache of S experts (least recently used out); everything else stays on the GPU as
-without offload. A step copies the experts it picks that are not cached over the host link
-(PCIe) before that layer's expert GEMV. So:
+The engine keeps the last N layers' routed experts in pinned host memory; everything else stays
+on the GPU as without offload. Either the GPU reads the experts a token picks in place, over the
+host link (S = 0), or each such layer has a device cache of S experts (least recently used out)
+and a step first copies the picked experts that are not cached. So:
 
 - VRAM: the model less the N layers' expert tensors, plus S experts' worth of each of them
   (hearth_memory.hearth_items does the bytes; `fits(N, S)` asks it);
 - RAM: the N layers' experts, pinned (they cannot be swapped out);
-- per token: every layer reads its k picked experts on the GPU as before, and each layer in RAM
-  misses k (1 - S / n_expert) of them on average when the router picks experts evenly (LRU then
-  keeps a random S of n_expert); a real router prefers some experts, which the cache keeps, so
-  this is the pessimistic end. Misses x expert bytes cross the host link at its copy rate.
-  Each layer in RAM also reads its routing back to the host (a synchronisation) and launches
-  its copies, and the step runs without the CUDA graph (eager launches): OffloadCosts.
+- per token: every layer reads its k picked experts as before; of a layer in RAM, all k cross
+  the link when read in place, and k (1 - S / n_expert) on average with a cache when the router
+  picks experts evenly (LRU then keeps a random S of n_expert; a real router prefers some
+  experts, which the cache keeps, so this is the pessimistic end). Those bytes cross the link at
+  its rate. With a cache, each layer in RAM also reads its routing back to the host and the step
+  runs without the CUDA graph, eagerly: about a millisecond a layer (OffloadCosts), which is
+  why the in-place reading is predicted faster unless the link is much slower than that.
 
-Placement: the fewest layers in RAM (a resident layer never misses and never synchronises),
-then as many slots as fit: under even routing a slot saves as many bytes per token as a
-resident layer's share, so leftover memory is worth the same either way, and slots also catch
-a skewed router's favourites.
+Placement with a cache: the fewest layers in RAM (a resident layer never misses), then as many
+slots as fit: under even routing a slot saves as many bytes per token as a resident layer's
+share, so leftover memory is worth the same either way, and slots also catch a skewed router's
+favourites. In place: the fewest layers in RAM.
 """
 
 from __future__ import annotations
@@ -46,9 +47,13 @@ class OffloadCosts:
     # the expert GEMV's and the rest's share of the memory bandwidth while decoding a MoE
     # model: docs/kernels-moe.md measured 24-35% for the expert projections on an H200
     gpu_efficiency: float = 0.3
-    # per layer per token without the CUDA graph: its launches from Python (about 15)
-    eager_layer_s: float = 60e-6
-    # per layer in RAM per token: reading the routing back, its copies' launches
+    # kernels reading pinned host memory in place get this share of the copy rate
+    in_place_efficiency: float = 0.8
+    # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
+    # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
+    # a layer of launches from Python
+    eager_layer_s: float = 1.1e-3
+    # per layer with a cache per token: reading the routing back, its copies' launches
     ram_layer_s: float = 40e-6
     calibrated: bool = False
 
@@ -104,7 +109,8 @@ def choose_placement(
 
 
 def misses_per_token(ram_layers: int, slots: int, n_expert: int, n_expert_used: int) -> float:
-    """Experts copied per token under even routing: k (1 - S / n_expert) per layer in RAM."""
+    """Experts crossing the link per token under even routing: k (1 - S / n_expert) per layer
+    in RAM (all k when read in place, S = 0)."""
     return ram_layers * n_expert_used * (1.0 - min(slots, n_expert) / n_expert)
 
 
@@ -124,16 +130,21 @@ def offload_speed(
 ) -> OffloadSpeed:
     """Predicted decode speed: the GPU reads the non-expert weights it uses (dense_bytes), the
     picked experts' share of every layer's (all_expert_bytes k / n_expert) and kv_bytes_read;
-    the misses cross the host link; plus the per-token costs of OffloadCosts. The parts add
-    up: a layer's copies wait for its routing and its GEMV waits for its copies."""
+    the misses cross the host link; with a cache, plus the eager step's and the routing's
+    per-layer costs. The parts add up: a layer's experts are read after its router."""
     misses = misses_per_token(ram_layers, slots, n_expert, n_expert_used)
     link = misses * expert_bytes
     gpu = dense_bytes + all_expert_bytes * n_expert_used / n_expert + kv_bytes_read
+    if slots:
+        link_rate = costs.host_link_gbps * GB
+        per_layer = n_layer * costs.eager_layer_s + ram_layers * costs.ram_layer_s
+    else:
+        link_rate = costs.host_link_gbps * GB * costs.in_place_efficiency
+        per_layer = 0.0
     seconds = (
         DECODE_OVERHEAD_S
         + gpu / (gpu_bandwidth_gbps * GB * costs.gpu_efficiency)
-        + link / (costs.host_link_gbps * GB)
-        + n_layer * costs.eager_layer_s
-        + ram_layers * costs.ram_layer_s
+        + (link / link_rate if ram_layers else 0.0)
+        + per_layer
     )
     return OffloadSpeed(misses, link, gpu, 1.0 / seconds)

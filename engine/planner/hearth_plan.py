@@ -7,10 +7,11 @@ fits on the GPU, the pair a preference picks, and the memory of a choice made by
 The Hearth engine keeps the whole model on the first GPU (no layer split, no CPU layers), so the
 search is over the context and the K/V pair only: memory grows with the context, so the longest
 context of each pair is a bisection. A mixture-of-experts model that does not fit may keep the
-last layers' experts in system RAM with a cache of experts on the GPU
-(engine/planner/hearth_offload.py): then the longest context is the one the leanest placement
-fits (every layer in RAM, one token's experts cached), and at that context the fewest layers in
-RAM, then the most cache slots; the plan predicts its decode speed. Only pairs whose quality was
+last layers' experts in system RAM, read in place over the bus or behind a cache of experts on
+the GPU (engine/planner/hearth_offload.py): then the longest context is the one the leanest
+placement fits (every layer's experts in RAM), and at that context the faster (predicted) of
+the fewest layers read in place and the fewest layers with the most cache slots; the plan
+predicts its decode speed. Only pairs whose quality was
 measured (engine_table) are picked; the Model page may still choose any pair the engine holds
 (engine/planner/manual.py plans that choice).
 """
@@ -40,6 +41,7 @@ from engine.planner.hearth_offload import (
     OffloadCosts,
     OffloadSpeed,
     choose_placement,
+    fewest_ram_layers,
     offload_speed,
 )
 from engine.planner.kv_cache import CTX_PAD, pad_to
@@ -165,12 +167,13 @@ def plan_hearth(info: ModelInfo, request: PlanRequest) -> Plan:
 
 
 def _with_experts_in_ram(profile: HearthProfile, search: Search, lo: int, target: int):
-    """Per K/V pair: the longest context the leanest placement fits, then at that context the
-    fewest layers in RAM and the most cache slots (module docstring)."""
+    """Per K/V pair: the longest context the leanest placement fits (every layer's experts
+    read in place), then at that context the faster of the fewest layers read in place and
+    the fewest layers with the most cache slots (module docstring)."""
     moe, n = profile.config.moe, profile.config.n_layer
     found = []
     for pair in auto_pairs(profile):
-        n_ctx = _longest(profile, search, pair, lo, target, (n, moe.n_expert_used))
+        n_ctx = _longest(profile, search, pair, lo, target, (n, 0))
         if not n_ctx:
             continue
 
@@ -178,12 +181,27 @@ def _with_experts_in_ram(profile: HearthProfile, search: Search, lo: int, target
             est = _estimate(profile, search, pair, n_ctx, (ram, slots))
             return search.shortfall(est) <= 0
 
-        placement = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
-        if placement is None:  # cannot happen once the leanest fits; kept for safety
+        in_place = fewest_ram_layers(fits, n, 0)
+        options = [(in_place, 0)] if in_place is not None else []
+        cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
+        options += [cached] if cached is not None else []
+        if not options:  # cannot happen once the leanest fits; kept for safety
             continue
+        bandwidth = search.request.gpus[0].bandwidth_gbps
+        placement = faster_placement(profile, pair, n_ctx, options, bandwidth)
         est = _estimate(profile, search, pair, n_ctx, placement)
         found.append(_Candidate(pair, n_ctx, est, kv_cost(HEARTH, *pair) or 0.0, placement))
     return found
+
+
+def faster_placement(profile, pair, n_ctx: int, options, gpu_bandwidth_gbps) -> tuple[int, int]:
+    """Of (layers in RAM, slots) options, the one predicted fastest (the first of equals)."""
+    return max(
+        options,
+        key=lambda o: (
+            predicted_speed(profile, pair, n_ctx, o, gpu_bandwidth_gbps).tokens_per_second
+        ),
+    )
 
 
 def predicted_speed(
@@ -192,7 +210,7 @@ def predicted_speed(
     n_ctx: int,
     experts: tuple[int, int],
     gpu_bandwidth_gbps: float | None,
-    costs: OffloadCosts = OFFLOAD_COSTS,
+    costs: OffloadCosts | None = None,
 ) -> OffloadSpeed:
     """The decode speed hearth_offload.offload_speed predicts for this placement, with the KV
     cache read at half the context (a conversation's average)."""
@@ -212,7 +230,7 @@ def predicted_speed(
         ram_layers=experts[0],
         slots=experts[1],
         gpu_bandwidth_gbps=gpu_bandwidth_gbps or UNKNOWN_GPU_BANDWIDTH_GBPS,
-        costs=costs,
+        costs=costs or OFFLOAD_COSTS,
     )
 
 
@@ -275,16 +293,26 @@ def experts_in_ram_reasons(
     config = HearthConfig(n_ctx, pair[0], pair[1], 512, *experts)
     ram = host_expert_bytes(profile, config)
     cache = experts[0] * experts[1] * profile.expert_bytes
+    if experts[1]:
+        how = (
+            f"each of those layers caches {experts[1]} of its {moe.n_expert} experts on the "
+            f"GPU ({gib(cache)} in all), least recently used out"
+        )
+        moved = "copied over PCIe"
+        routing = " if the router picks experts evenly (fewer when it favours some)"
+    else:
+        how = "the GPU reads the experts a token picks there, over PCIe, in place"
+        moved = "read over PCIe"
+        routing = ""
     return [
         f"Experts in RAM: the routed experts of the last {experts[0]} of {n} layers stay in "
-        f"system RAM ({gib(ram)}, pinned); each of those layers caches {experts[1]} of its "
-        f"{moe.n_expert} experts on the GPU ({gib(cache)} in all), least recently used out. "
-        "Attention, the router, shared weights and the other layers' experts stay on the GPU.",
+        f"system RAM ({gib(ram)}, pinned); {how}. Attention, the router, shared weights and "
+        "the other layers' experts stay on the GPU.",
         f"Predicted decode {speed.tokens_per_second:.0f} tokens/s (a prediction, not "
         f"measured): about {speed.misses_per_token:.0f} experts "
-        f"({speed.link_bytes_per_token / 2**20:.0f} MiB) a token copied over PCIe at "
-        f"{OFFLOAD_COSTS.host_link_gbps:g} GB/s if the router picks experts evenly (fewer when "
-        f"it favours some), {speed.gpu_bytes_per_token / 2**30:.2f} GiB a token read on the GPU.",
+        f"({speed.link_bytes_per_token / 2**20:.0f} MiB) a token {moved} at "
+        f"{OFFLOAD_COSTS.host_link_gbps:g} GB/s{routing}, "
+        f"{speed.gpu_bytes_per_token / 2**30:.2f} GiB a token read on the GPU.",
     ]
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from engine.planner.explain import settings_of, usage_of
 from engine.planner.hearth_memory import HearthConfig, hearth_estimate
 from engine.planner.hearth_offload import most_slots
-from engine.planner.hearth_plan import hearth_profile
+from engine.planner.hearth_plan import faster_placement, hearth_profile
 from engine.planner.hearth_plan import settings_of as hearth_settings
 from engine.planner.memory import Config, DeviceMemory, MemoryEstimate
 from engine.planner.planner import Planner
@@ -38,8 +38,8 @@ class ManualChoice:
     n_cpu_expert_layers: int = 0  # MoE: the last N layers keep their experts in RAM
     type_v: str | None = None  # None: as kv_type (K)
     engine: str = "llama"  # "hearth": engine/planner/hearth_plan.py plans it
-    # the Hearth engine with experts in RAM: experts cached on the GPU per such layer; None:
-    # as many as fit (at least one token's)
+    # the Hearth engine with experts in RAM: experts cached on the GPU per such layer (0: read
+    # in place over the bus); None: the faster (predicted) of in place and as many as fit
     expert_cache_slots: int | None = None
 
 
@@ -148,12 +148,15 @@ def _plan_hearth(profile: ModelProfile, request: PlanRequest, choice: ManualChoi
 
 def _hearth_experts(hearth, search: Search, choice: ManualChoice) -> tuple[int, int]:
     """(layers whose experts stay in RAM, cache slots per such layer) for the Hearth engine:
-    the choice's layers, with its slots or the most that fit (hearth_offload.most_slots)."""
+    the choice's layers, with its slots, or the faster (predicted) of reading them in place and
+    the most slots that fit (hearth_offload.most_slots)."""
     moe = hearth.config.moe
     ram = min(choice.n_cpu_expert_layers, hearth.config.n_layer) if moe is not None else 0
     if not ram:
         return 0, 0
     lo, top = moe.n_expert_used, max(moe.n_expert_used, moe.n_expert - 1)
+    if choice.expert_cache_slots == 0:
+        return ram, 0
     if choice.expert_cache_slots is not None:
         return ram, max(lo, min(top, choice.expert_cache_slots))
     pair = (choice.kv_type, choice.type_v or choice.kv_type)
@@ -163,4 +166,6 @@ def _hearth_experts(hearth, search: Search, choice: ManualChoice) -> tuple[int, 
         config = HearthConfig(choice.n_ctx, *pair, ubatch, layers, slots)
         return search.shortfall(hearth_estimate(hearth, config, len(search.gpus))) <= 0
 
-    return ram, most_slots(fits, ram, lo, top) if fits(ram, lo) else lo
+    cached = (ram, most_slots(fits, ram, lo, top) if fits(ram, lo) else lo)
+    gbps = search.request.gpus[0].bandwidth_gbps
+    return faster_placement(hearth, pair, choice.n_ctx, [(ram, 0), cached], gbps)

@@ -116,24 +116,35 @@ class Choice:
         if self.expert_cache_slots:
             of = f" of {self.n_expert}" if self.n_expert else ""
             text += f" ({self.expert_cache_slots}{of} cached on the GPU per layer)"
+        elif self.n_cpu_expert_layers and self.engine == "hearth":
+            text += " (read by the GPU over PCIe)"
         return text
 
     @property
     def experts_in_ram_text(self) -> str:
         return experts_in_ram_text(
-            self.n_cpu_expert_layers, self.n_layers, self.expert_cache_slots, self.n_expert
+            self.n_cpu_expert_layers,
+            self.n_layers,
+            self.expert_cache_slots,
+            self.n_expert,
+            hearth=self.engine == "hearth",
         )
 
 
-def experts_in_ram_text(n_ram: int, n_layers: int, slots: int = 0, n_expert: int = 0) -> str:
-    """ "experts in RAM: N of M layers" (with the Hearth engine's GPU cache where there is
-    one: ", S of E experts per layer cached on the GPU"), or "" when no expert is in RAM."""
+def experts_in_ram_text(
+    n_ram: int, n_layers: int, slots: int = 0, n_expert: int = 0, *, hearth: bool = False
+) -> str:
+    """ "experts in RAM: N of M layers", with how the Hearth engine reads them (", S of E
+    experts per layer cached on the GPU", or ", read by the GPU over PCIe"), or "" when no
+    expert is in RAM."""
     if not n_ram:
         return ""
     text = f"experts in RAM: {n_ram} of {n_layers} layers"
     if slots:
         of = f" of {n_expert}" if n_expert else ""
         text += f", {slots}{of} experts per layer cached on the GPU"
+    elif hearth:
+        text += ", read by the GPU over PCIe"
     return text
 
 

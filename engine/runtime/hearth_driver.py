@@ -231,11 +231,12 @@ class HearthContext:
         self._torch = torch
         self._fixed_shapes = hearth.device != "cpu"
         # the decode step as one CUDA graph (engine/hearth/decode_graph.py), captured on first use
-        # (not with experts in RAM: a step reads its routing back to pick the experts to copy)
+        # (not with experts in RAM behind a cache: a step reads its routing back to pick the
+        # experts to copy)
         self._use_graph = (
             hearth.device.startswith("cuda")
             and os.environ.get(GRAPH_ENV) != "0"
-            and not hearth.transformer.experts_in_ram
+            and not hearth.transformer.routes_on_host
         )
         self._graph = None
         # plain greedy sampling: the graph may launch each next step before the host reads

@@ -69,9 +69,10 @@ def test_batches(needed, size, expected):
 @pytest.mark.parametrize(
     ("placement", "problem"),
     [
-        (ExpertPlacement(1, 1), "needs between 2 .* and 8 slots"),
-        (ExpertPlacement(1, 9), "needs between 2"),
+        (ExpertPlacement(1, 1), "needs 0 .* or between 2 .* and 8 slots"),
+        (ExpertPlacement(1, 9), "between 2"),
         (ExpertPlacement(0, 0), None),
+        (ExpertPlacement(3, 0), None),  # read in place
         (ExpertPlacement(2, 2), None),
     ],
 )
@@ -118,9 +119,9 @@ def test_experts_in_ram_give_the_logits_of_experts_on_the_device(qwen3moe):
     got, model = _logits(qwen3moe, ExpertPlacement(ram_layers=1, cache_slots=3))
     assert isinstance(model.layers[1].moe.experts, RamExperts)
     assert not isinstance(model.layers[0].moe.experts, RamExperts)
-    assert model.experts_in_ram
+    assert model.routes_on_host
     stats = offload_stats(model.layers)
-    assert stats["layers_in_ram"] == 1 and stats["misses"] > 0
+    assert stats["layers_cached"] == 1 and stats["misses"] > 0
     assert stats["bytes_copied"] == stats["misses"] * model.layers[1].moe.experts.expert_nbytes
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
@@ -130,6 +131,16 @@ def test_a_cache_as_big_as_the_experts_copies_nothing(qwen3moe):
     expected, _ = _logits(qwen3moe, ExpertPlacement())
     got, model = _logits(qwen3moe, ExpertPlacement(ram_layers=2, cache_slots=8))
     assert offload_stats(model.layers)["misses"] == 0
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_experts_read_in_place_need_no_host_routing(qwen3moe):
+    """0 slots: both layers' experts stay in (here: CPU) host memory and are read where they
+    are; no copy, no routing read back, so the decode step can still be one CUDA graph."""
+    expected, _ = _logits(qwen3moe, ExpertPlacement())
+    got, model = _logits(qwen3moe, ExpertPlacement(ram_layers=2, cache_slots=0))
+    assert not model.routes_on_host
+    assert offload_stats(model.layers)["layers_cached"] == 0
     np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
 
 

@@ -71,18 +71,31 @@ def test_misses_per_token_under_even_routing(ram, slots, expected):
     assert misses_per_token(ram, slots, n_expert=128, n_expert_used=8) == expected
 
 
-def test_offload_speed_adds_the_gpu_the_link_and_the_launches():
-    costs = OffloadCosts(host_link_gbps=10.0, gpu_efficiency=0.5, eager_layer_s=1e-4,
-                         ram_layer_s=1e-4)  # fmt: skip
+COSTS = OffloadCosts(host_link_gbps=10.0, gpu_efficiency=0.5, eager_layer_s=1e-4,
+                     ram_layer_s=1e-4, in_place_efficiency=0.5)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("ram", "slots", "misses", "seconds"),
+    [
+        # a cache of 4 of 8: half of each layer's 2 experts copied at 10 GB/s; eager launches
+        # for all 4 layers, routing read back for the 2 in RAM
+        (2, 4, 2.0, 0.002 + 2e9 / 500e9 + 2e6 / 10e9 + 4e-4 + 2e-4),
+        # in place: all 2 experts of each layer in RAM read at half the link's rate; the graph
+        (2, 0, 4.0, 0.002 + 2e9 / 500e9 + 4e6 / 5e9),
+        # every expert on the GPU
+        (0, 0, 0.0, 0.002 + 2e9 / 500e9),
+    ],
+)
+def test_offload_speed_adds_the_gpu_the_link_and_the_launches(ram, slots, misses, seconds):
     speed = offload_speed(
         n_layer=4, n_expert=8, n_expert_used=2, expert_bytes=1_000_000,
         dense_bytes=1_000_000_000, all_expert_bytes=4_000_000_000, kv_bytes_read=0,
-        ram_layers=2, slots=4, gpu_bandwidth_gbps=1000.0, costs=costs,
+        ram_layers=ram, slots=slots, gpu_bandwidth_gbps=1000.0, costs=COSTS,
     )  # fmt: skip
-    assert speed.misses_per_token == 2 * 2 * 0.5
-    assert speed.link_bytes_per_token == 2_000_000
+    assert speed.misses_per_token == misses
+    assert speed.link_bytes_per_token == misses * 1_000_000
     assert speed.gpu_bytes_per_token == 1e9 + 1e9
-    seconds = 0.002 + 2e9 / 500e9 + 2e6 / 10e9 + 4e-4 + 2e-4
     assert speed.tokens_per_second == pytest.approx(1 / seconds)
 
 
@@ -117,21 +130,25 @@ def h200(gib: float, **options) -> PlanRequest:
 
 
 def test_a_12_gib_card_keeps_the_last_layers_experts_in_ram(synthetic_info, qwen3_moe):
+    """Read in place (the graph kept) is predicted faster than a cache (an eager step) at
+    the default costs, so the plan reads the fewest layers' experts in place."""
     info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
     plan = plan_hearth(info, h200(12))
     assert plan.fits and plan.choice.engine == "hearth"
     ram, slots = plan.choice.n_cpu_expert_layers, plan.choice.expert_cache_slots
-    assert 0 < ram < 48 and 8 <= slots < 128
-    assert plan.settings.ram_expert_layers == ram and plan.settings.expert_cache_slots == slots
+    assert 0 < ram < 48 and slots == 0
+    assert plan.settings.ram_expert_layers == ram and plan.settings.expert_cache_slots == 0
     assert plan.devices[0].total_bytes <= 12 * GIB
-    # one layer fewer in RAM would not fit, even with one token's experts cached
+    # one layer fewer in RAM would not fit
     fewer = hearth_items(qwen3_moe, HearthConfig(plan.choice.n_ctx, "f16", "f16", 512,
-                                                 ram - 1, 8))  # fmt: skip
+                                                 ram - 1, 0))  # fmt: skip
     assert fewer.gpu_total > plan.devices[0].budget_bytes
     assert plan.tokens_per_second is not None and 5 < plan.tokens_per_second < 500
-    assert any("Experts in RAM" in r for r in plan.reasons)
+    assert any("Experts in RAM" in r and "in place" in r for r in plan.reasons)
     assert any("a prediction, not measured" in r for r in plan.reasons)
-    assert plan.choice.experts_in_ram_text.startswith(f"experts in RAM: {ram} of 48 layers")
+    assert plan.choice.experts_in_ram_text == (
+        f"experts in RAM: {ram} of 48 layers, read by the GPU over PCIe"
+    )
     # a card that holds it all keeps every expert on the GPU
     assert plan_hearth(info, h200(40)).choice.n_cpu_expert_layers == 0
     # no room left for experts in RAM: the refusal says so
@@ -139,18 +156,32 @@ def test_a_12_gib_card_keeps_the_last_layers_experts_in_ram(synthetic_info, qwen
     assert not refused.fits
 
 
+@pytest.mark.parametrize(
+    ("link_gbps", "in_place"),
+    # eager steps cost 48 x 1.1 ms: a cache wins only where the link is far slower
+    [(25.0, True), (0.5, False)],
+)
+def test_the_faster_of_in_place_and_a_cache(synthetic_info, monkeypatch, link_gbps, in_place):
+    import engine.planner.hearth_plan as hearth_plan
+
+    slow = OffloadCosts(host_link_gbps=link_gbps)
+    monkeypatch.setattr(hearth_plan, "OFFLOAD_COSTS", slow)
+    plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), h200(12))
+    assert (plan.choice.expert_cache_slots == 0) == in_place
+
+
 def test_the_model_page_plans_experts_in_ram_for_the_hearth_engine(synthetic_info):
     info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
     choice = ManualChoice(n_ctx=4096, flash_attn=False, engine="hearth", n_cpu_expert_layers=30)
     plan = plan_manual(Planner([info]), h200(12), choice)
     assert plan.fits and plan.config.n_cpu_expert_layers == 30
-    assert plan.settings.ram_expert_layers == 30 and plan.settings.expert_cache_slots > 8
-    fixed = plan_manual(Planner([info]), h200(12), ManualChoice(
+    assert plan.settings.ram_expert_layers == 30 and plan.settings.expert_cache_slots == 0
+    cached = plan_manual(Planner([info]), h200(12), ManualChoice(
         n_ctx=4096, flash_attn=False, engine="hearth", n_cpu_expert_layers=30,
         expert_cache_slots=8,
     ))  # fmt: skip
-    assert fixed.settings.expert_cache_slots == 8
-    assert fixed.devices[0].total_bytes < plan.devices[0].total_bytes
+    assert cached.settings.expert_cache_slots == 8
+    assert cached.devices[0].total_bytes > plan.devices[0].total_bytes
 
 
 def _offload_figures(hearth: float, llama: dict[int, float]) -> dict:
