@@ -87,6 +87,16 @@ def test_placement_needs_one_tokens_experts_per_cache(placement, problem):
 TOKENS = [1, 5, 9, 2, 77, 31, 8, 100, 3, 64, 12, 4]
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """torch on one thread: these tiny matrices spent seconds in its threads' barriers on the
+    shared 2-core machine (11 s against 0.3 for the logits test)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 def _logits(path, placement: ExpertPlacement):
     """Every position's logits: a 9-token prefill (more distinct experts than slots: batches),
     then decode steps; and the model (for its counters)."""
@@ -155,3 +165,28 @@ def test_the_host_copy_is_never_the_files_mapping(qwen3moe):
     ram._copy([(5, 0), (6, 1)])
     assert torch.equal(ram.cache.gate.data[0], ram.host.gate.data[5])
     assert torch.equal(ram.host.gate.data, before) and torch.equal(parts[0].data, before)
+
+
+def test_the_driver_loads_the_placement_its_params_name(on_cpu, qwen3moe):
+    """ModelParams' hearth_ram_expert_layers / hearth_expert_cache_slots reach the engine's
+    load (the worker's path: runtime/hearth_driver.py), and a cache too small for one token's
+    experts is refused with what to do."""
+    from engine.llama.driver import EngineError
+    from engine.runtime.hearth_driver import _load_transformer
+    from engine.runtime.protocol import ModelParams
+
+    def load(layers: int, slots: int):
+        params = ModelParams(path=str(qwen3moe), engine="hearth", n_threads=1,
+                             hearth_ram_expert_layers=layers,
+                             hearth_expert_cache_slots=slots)  # fmt: skip
+        loaded = _load_transformer(params)
+        loaded.tensors.close()
+        return loaded.transformer
+
+    cached = load(1, 3)
+    assert isinstance(cached.layers[1].moe.experts, RamExperts) and cached.routes_on_host
+    assert not isinstance(cached.layers[0].moe.experts, RamExperts)
+    in_place = load(2, 0)
+    assert not in_place.routes_on_host
+    with pytest.raises(EngineError, match=r"needs 0 .* or between 2 .*Best fit"):
+        load(1, 1)
