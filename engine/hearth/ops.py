@@ -63,7 +63,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT, YarnConfig
-from engine.hearth.expert_offload import ExpertSlots, RamExperts, device_view
+from engine.hearth.expert_offload import ExpertSlots, RamExperts, device_view, pinned_copy
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
 
@@ -432,10 +432,10 @@ class TorchOps:
 
 
 def _in_host_memory(t: torch.Tensor, pin: bool) -> torch.Tensor:
-    """t in host memory: pinned (a copy) for a GPU's asynchronous copies; on the CPU a copy
-    too, never the file's mapping itself."""
+    """t in host memory: pinned (a copy, expert_offload.pinned_copy) for a GPU's asynchronous
+    copies and in-place reads; on the CPU a copy too, never the file's mapping itself."""
     t = t.cpu()
-    return t.pin_memory() if pin else t.clone()
+    return pinned_copy(t) if pin else t.clone()
 
 
 def _maybe_host(t: torch.Tensor | None, pin: bool) -> torch.Tensor | None:
@@ -731,8 +731,8 @@ class KernelsOps(TorchOps):
             return packed
 
         def pinned(w):
-            planes = {name: plane.pin_memory() for name, plane in w.packed.planes.items()}
-            bias = None if w.bias is None else w.bias.pin_memory()
+            planes = {name: pinned_copy(plane) for name, plane in w.packed.planes.items()}
+            bias = None if w.bias is None else pinned_copy(w.bias)
             return dataclasses.replace(
                 w, packed=dataclasses.replace(w.packed, planes=planes), bias=bias
             )

@@ -74,6 +74,7 @@ _EXPERT_MAX_RUNS = 128
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+_PAGE = 4096  # a pinned host buffer: whole pages, plus one to align its start
 _PACKED = {f.ggml_type: f for f in FORMATS.values()}
 _EMBEDDING = "token_embd.weight"
 
@@ -315,10 +316,19 @@ def weight_allocations(profile: HearthProfile, config: HearthConfig) -> list[int
 
 
 def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
-    """The experts kept in RAM (pinned): the last ram_expert_layers layers'."""
+    """The experts kept in RAM (pinned): the last ram_expert_layers layers', each plane (a
+    weight's, as on the GPU) or float32 bias its own page-locked buffer of whole pages plus
+    one page (engine/hearth/expert_offload.py pinned_copy)."""
+    if not config.ram_expert_layers:
+        return 0
     n = len(profile.layer_experts)
-    layers = profile.layer_experts[max(0, n - config.ram_expert_layers) :]
-    return sum(t.n_bytes for ts in layers for t in ts) if config.ram_expert_layers else 0
+    sizes = [
+        size
+        for ts in profile.layer_experts[max(0, n - config.ram_expert_layers) :]
+        for t in ts
+        for size in ([4 * t.n_elements] if t.name.endswith(".bias") else _matrix_allocations(t))
+    ]
+    return sum(-(-size // _PAGE) * _PAGE + _PAGE for size in sizes if size)
 
 
 # -- KV cache --------------------------------------------------------------------------------------

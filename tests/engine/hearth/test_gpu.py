@@ -249,7 +249,7 @@ def test_experts_in_ram_give_the_logits_of_experts_on_the_gpu(ram_layers, slots,
         rows[name] = torch.cat(out)
         if name == "ram" and slots:
             assert isinstance(model.layers[-1].moe.experts, RamExperts)
-            assert model.layers[-1].moe.experts.host.gate.packed.planes["qs"].is_pinned()
+            assert model.layers[-1].moe.experts.host.gate.packed.planes["qs"].device.type == "cpu"
             assert offload_stats(model.layers)["misses"] > 0
         if name == "ram" and not slots:
             assert not model.routes_on_host
