@@ -7,12 +7,12 @@ made of take kernels/dequant.py's kernel on a GPU instead. The block math is ggm
 (ggml-quants.c, dequantize_row_q4_K etc.); the tests check every format against gguf's numpy
 dequantizers.
 
-MXFP4 (ggml type 39, gpt-oss's experts): `block_values` over PackedWeight's planes (e, qs), and
-`dequantize_mxfp4` over the blocks as the file stores them: 17 bytes per 32 weights, one E8M0 exponent byte e
-and 16 bytes of E2M1 codes, weight j (j < 16) in the low nibble of byte j and weight j + 16 in
-its high nibble; w = kvalues_mxfp4[code] * 2^(e - 128), where ggml's table holds twice the
-E2M1 values (0, 1, 2, 3, 4, 6, 8, 12 and their negatives) and the scale is halved to match
-(ggml_e8m0_to_fp32_half; dequantize_row_mxfp4 in ggml-quants.c).
+MXFP4 (ggml type 39, gpt-oss's experts): `block_values` over PackedWeight's planes (e, qs),
+and `dequantize_mxfp4` over the blocks as the file stores them: 17 bytes per 32 weights, one
+E8M0 exponent byte e and 16 bytes of E2M1 codes, weight j (j < 16) in the low nibble of byte j
+and weight j + 16 in its high nibble; w = kvalues_mxfp4[code] * 2^(e - 128), where ggml's
+table holds twice the E2M1 values (0, 1, 2, 3, 4, 6, 8, 12 and their negatives) and the scale
+is halved to match (ggml_e8m0_to_fp32_half; dequantize_row_mxfp4 in ggml-quants.c).
 
     w = dequantize_mxfp4(raw, n_in)             # MXFP4 blocks as stored: [..., n_in] float32
 """

@@ -40,6 +40,7 @@ from engine.enums import KV_TYPES, EngineState
 from engine.planner import Planner, PlanRequest, safety_margin
 from engine.planner.hearth_plan import hearth_profile, hearth_unavailable, pair_problem
 from engine.planner.manual import ManualPlan, plan_manual
+from engine.planner.records import experts_in_ram_text
 from engine.runtime.protocol import ModelParams
 from engine.session import (
     LoadDecision,
@@ -142,6 +143,10 @@ class SettingsPanel(QWidget):
         self.experts = _slider(0, 0)
         named(self.experts, "MoE expert layers on the CPU")
         self.experts_label = QLabel()
+        # beside the memory bars: how many layers' experts stay in RAM (and the GPU cache)
+        self.experts_in_ram = QLabel()
+        self.experts_in_ram.setObjectName("expertsInRam")
+        self.experts_in_ram.setWordWrap(True)
         self.speculative = SpeculativeChoice(parent=self)
         self.rows: list[DeviceMemoryRow] = []
         self.bars_box = QVBoxLayout()
@@ -188,6 +193,7 @@ class SettingsPanel(QWidget):
         memory_heading.setFont(bold)
         layout.addWidget(memory_heading)
         layout.addLayout(self.bars_box)
+        layout.addWidget(self.experts_in_ram)
         layout.addWidget(Legend())
         layout.addWidget(self.status)
         layout.addLayout(buttons)
@@ -392,7 +398,8 @@ class SettingsPanel(QWidget):
             w.setEnabled(llama)
             w.setToolTip("" if llama else "The Hearth engine keeps every layer on one GPU and "
                          "has its own attention")  # fmt: skip
-        self.experts.setEnabled(llama and bool(self.experts.maximum()))
+        # both engines keep the last layers' experts in RAM (the Hearth engine with a GPU cache)
+        self.experts.setEnabled(bool(self.experts.maximum()))
         self.layers.setEnabled(llama and not self.auto_layers.isChecked())
         self._updating = True
         self.layers.setValue(plan.config.n_gpu_layers)
@@ -401,6 +408,16 @@ class SettingsPanel(QWidget):
         self.experts_label.setText(
             f"{plan.config.n_cpu_expert_layers} layers" if self.experts.maximum() else "not MoE"
         )
+        n_expert = self._planner.profiles[0].n_expert if self._planner is not None else 0
+        in_ram = experts_in_ram_text(
+            plan.config.n_cpu_expert_layers,
+            plan.n_layers,
+            plan.settings.expert_cache_slots,
+            n_expert,
+            hearth=not llama,
+        )
+        self.experts_in_ram.setText(in_ram)
+        self.experts_in_ram.setVisible(bool(in_ram))
         while len(self.rows) < len(plan.devices):
             row = DeviceMemoryRow()
             self.rows.append(row)

@@ -6,12 +6,14 @@ Best fit picks and why, and, where it can, a load with it: which engine the work
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TextIO
 
 from engine.gguf import ModelInfo, read_model_info
 from engine.planner import Planner
 from engine.planner.engine_choice import engine_name, plan_engines
-from engine.planner.hearth_plan import hearth_unavailable
+from engine.planner.hearth_plan import hearth_unavailable, plan_hearth
+from engine.planner.settings import LoadSettings
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.runtime.engine_output import crash_report
@@ -52,7 +54,9 @@ def report_engine_placement(path: str, out: TextIO) -> int:
     lines, can_run = hearth_lines(info, machine)
     out.writelines(f"  {line}\n" for line in lines)
     if can_run:
-        out.write(f"  {load_with_hearth(path)}\n")
+        hearth = plan_hearth(info, machine.plan_request())
+        settings = hearth.settings if hearth.fits else None
+        out.write(f"  {load_with_hearth(path, settings)}\n")
     return 0
 
 
@@ -65,6 +69,13 @@ def hearth_lines(info: ModelInfo, machine) -> tuple[list[str], bool]:
         lines = [f"Hearth engine: not available here: {printable_line(reason)}"]
     else:
         lines = [f"Hearth engine: can run it on {printable_line(request.gpus[0].name)}"]
+        hearth = plan_hearth(info, request)
+        if hearth.choice is not None and hearth.choice.n_cpu_expert_layers:
+            speed = hearth.tokens_per_second or 0.0
+            lines.append(
+                f"Hearth engine plan: {hearth.choice.experts_in_ram_text}; predicted "
+                f"{speed:.0f} tokens/s (not measured)"
+            )
     best = plan_engines(Planner(info), request)
     if best.choice is not None:
         note = next((n for n in best.notes if n.startswith("Engine:")), "")
@@ -72,14 +83,18 @@ def hearth_lines(info: ModelInfo, machine) -> tuple[list[str], bool]:
     return lines, reason is None
 
 
-def load_with_hearth(path: str) -> str:
-    """Load with engine="hearth" in a fresh worker: which engine really ran it, or why not."""
+def load_with_hearth(path: str, settings: LoadSettings | None = None) -> str:
+    """Load with engine="hearth" in a fresh worker: which engine really ran it, or why not.
+    `settings`: the Hearth engine's plan (its experts in RAM, say); else 2,048 tokens."""
     events = EventQueue()
     client = EngineClient(events)
     client.start()
     try:
         events.wait_for(p.Ready, timeout=TIMEOUT_S)
-        client.load(p.ModelParams(path=path, n_ctx=2048, engine="hearth"))
+        params = p.ModelParams(path=path, n_ctx=2048, engine="hearth")
+        if settings is not None:
+            params = replace(settings.model_params(), n_ctx=min(2048, settings.n_ctx))
+        client.load(params)
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=TIMEOUT_S)
     finally:
         client.close()

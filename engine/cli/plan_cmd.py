@@ -245,6 +245,13 @@ def print_plan(result: Plan, out: TextIO) -> None:
             f"type_k={s.type_k} type_v={s.type_v} n_ubatch={s.n_ubatch} swa_full={s.swa_full} "
             f"engine={s.engine}\n"
         )
+        if s.ram_expert_layers:
+            how = (
+                f"{s.expert_cache_slots} cached on the GPU per layer"
+                if s.expert_cache_slots
+                else "read in place over PCIe"
+            )
+            out.write(f"  experts in RAM: the last {s.ram_expert_layers} layers', {how}\n")
         for pattern, buft in s.tensor_buft_overrides:
             out.write(f"  override: {pattern} -> {buft}\n")
         if s.tensor_split:

@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
+from engine.hearth.expert_offload import ExpertPlacement, RamExperts
 from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.ops import (
     ExpertWeights,
@@ -66,7 +67,7 @@ class MoeBlock:
     feed-forward: ffn_in and w_down)."""
 
     router: PreparedWeight  # [n_expert, n_embd]
-    experts: ExpertWeights
+    experts: ExpertWeights  # or ops.PackedExperts, or expert_offload.RamExperts (in RAM)
     router_bias: torch.Tensor | None = None  # [n_expert]
     shared_gate: torch.Tensor | None = None  # [n_embd]: sigmoid(x . g) scales the shared expert
 
@@ -122,6 +123,9 @@ def _projections(
     return out
 
 
+ON_DEVICE = ExpertPlacement()  # every layer's experts on the device
+
+
 class Transformer:
     HOST_ROWS_KEPT = HOST_ROWS_KEPT  # 64 MiB at 4096 values a row
 
@@ -147,11 +151,21 @@ class Transformer:
 
     @classmethod
     def load(
-        cls, config: ModelConfig, tensors: GGUFTensors, ops: TorchOps, *, join: bool = True
+        cls,
+        config: ModelConfig,
+        tensors: GGUFTensors,
+        ops: TorchOps,
+        *,
+        join: bool = True,
+        experts: ExpertPlacement = ON_DEVICE,
     ) -> Transformer:
         """Take the model's tensors from the file (quantized blocks as stored) onto ops.device;
-        `join` joins the matrices that share an input and a block type (see the docstring)."""
+        `join` joins the matrices that share an input and a block type (see the docstring);
+        `experts` says which layers keep their routed experts in host memory, with how big a
+        device cache (engine/hearth/expert_offload.py)."""
         device = ops.device
+        if config.moe is not None:
+            experts.check(config.moe.n_expert, config.moe.n_expert_used)
 
         def matrices(prefix: str, names: tuple[str, ...], parts: tuple[str, ...]):
             weights = [tensors.matrix(prefix + n, device) for n in names]
@@ -161,20 +175,21 @@ class Transformer:
             found = tensors.optional_vector(name)
             return None if found is None else found.to(device)
 
-        def moe_block(p: str) -> MoeBlock:
-            def experts(kind: str):
-                return tensors.experts(f"{p}ffn_{kind}_exps.weight", device)
+        def moe_block(p: str, in_ram: bool) -> MoeBlock:
+            def matrices(kind: str):  # a layer in RAM reads them from the mapped file
+                return tensors.experts(f"{p}ffn_{kind}_exps.weight", None if in_ram else device)
 
             def bias(kind: str):
                 return tensors.optional_float_tensor(f"{p}ffn_{kind}_exps.bias")
 
-            routed = ops.prepare_experts(
-                experts("gate"),
-                experts("up"),
-                experts("down"),
-                config.activation,
-                (bias("gate"), bias("up"), bias("down")),
-            )
+            parts = (matrices("gate"), matrices("up"), matrices("down"))
+            biases = (bias("gate"), bias("up"), bias("down"))
+            if in_ram:
+                routed = ops.prepare_experts_in_ram(
+                    *parts, config.activation, biases, experts.cache_slots
+                )
+            else:
+                routed = ops.prepare_experts(*parts, config.activation, biases)
             router = tensors.matrix(p + "ffn_gate_inp.weight", device)
             # ids are a top-k over the router's rows, and the expert GEMV reads expert `id`'s
             # blocks unchecked: one row per expert keeps every id inside the tensors
@@ -207,7 +222,9 @@ class Transformer:
                     ffn_norm=vector(p + config.ffn_norm_tensor),
                     ffn_in=matrices(p, ffn, ("gate", "up")) if has_ffn else [],
                     w_down=ops.prepare(tensors.matrix(down, device)) if has_ffn else None,
-                    moe=moe_block(p) if moe is not None else None,
+                    moe=(
+                        moe_block(p, experts.in_ram(i, config.n_layer)) if moe is not None else None
+                    ),
                     attn_sinks=vector(p + "attn_sinks.weight") if config.attn_sinks else None,
                     bq=vector(p + "attn_q.bias"),
                     bk=vector(p + "attn_k.bias"),
@@ -246,6 +263,16 @@ class Transformer:
         )
         tensors.finish_uploads()  # the last copies have landed; the pinned buffers go back
         return model
+
+    @property
+    def routes_on_host(self) -> bool:
+        """Some layer keeps its experts in RAM behind a device cache: a step then reads the
+        routing back to the host, so it cannot be captured in a CUDA graph (experts read in
+        place can)."""
+        return any(
+            layer.moe is not None and isinstance(layer.moe.experts, RamExperts)
+            for layer in self.layers
+        )
 
     def embed(self, tokens: torch.Tensor) -> torch.Tensor:
         """The tokens' embedding rows [T, n_embd] on ops.device. On a GPU they come from the

@@ -17,6 +17,9 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     r = ops.rope_positions(positions, table)      once per forward: what `rope` needs
     q = ops.rope(x, r, table)            x: [T, H, D]; "normal" pairs or "neox" halves
     e = ops.prepare_experts(gate, up, down, activation, biases)   once per MoE layer, at load
+    e = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots)
+                                         the same kept in host memory, n_slots of them cached
+                                         on the device (engine/hearth/expert_offload.py)
     y = ops.moe_ffn(x, e, logits, rule, bias)  the routed experts' feed-forward (below)
 
 `moe_ffn` is the mixture-of-experts seam: x [T, n_embd]; `e` holds the layer's expert matrices
@@ -66,6 +69,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT, YarnConfig
+from engine.hearth.expert_offload import ExpertSlots, RamExperts, device_view, pinned_copy
 from engine.hearth.routing import select_experts
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
@@ -273,6 +277,95 @@ class TorchOps:
         on = [b if b is None else b.to(self.device) for b in biases]
         return ExpertWeights(gate, up, down, activation, *on)
 
+    def prepare_experts_in_ram(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple = (None, None, None),
+        n_slots: int = 0,
+    ) -> RamExperts:
+        """One layer's experts in host memory (pinned when the device is a GPU) and a cache of
+        `n_slots` of them on the device, for `moe_ffn`; with n_slots 0, read in place over the
+        bus (engine/hearth/expert_offload.py)."""
+        host = self._host_experts(gate, up, down, activation, biases)
+        if n_slots == 0:
+            return self._read_in_place(host)
+        cache = self._expert_slots(host, n_slots)
+        rows = [
+            (h, c, r)
+            for (h, r), (c, _) in zip(_expert_rows(host), _expert_rows(cache), strict=True)
+        ]
+        return RamExperts(
+            host, cache, ExpertSlots(n_slots, host.n_expert), rows, self._forget_slots(cache)
+        )
+
+    def _host_experts(self, gate, up, down, activation, biases) -> ExpertWeights:
+        pin = self.device.type == "cuda"
+        on = [_in_host_memory(w.data, pin) for w in (gate, up, down)]
+        parts = [dataclasses.replace(w, data=d) for w, d in zip((gate, up, down), on, strict=True)]
+        return ExpertWeights(*parts, activation, *(_maybe_host(b, pin) for b in biases))
+
+    def _expert_slots(self, host: ExpertWeights, n_slots: int) -> ExpertWeights:
+        """The device cache: host's first n_slots experts, copied (never a view of host)."""
+
+        def first(w: QuantExperts) -> QuantExperts:
+            data = w.data[:n_slots].to(self.device, copy=True)
+            return dataclasses.replace(w, n_expert=n_slots, data=data)
+
+        def bias(b):
+            return None if b is None else b[:n_slots].to(self.device, copy=True)
+
+        return ExpertWeights(
+            first(host.gate), first(host.up), first(host.down), host.activation,
+            bias(host.gate_bias), bias(host.up_bias), bias(host.down_bias),
+        )  # fmt: skip
+
+    def _read_in_place(self, host):
+        """The prepared experts with every expert tensor a device view of its pinned host
+        memory (expert_offload.device_view); on the CPU the host tensors themselves."""
+        if self.device.type != "cuda":
+            return host
+        views = {id(t): device_view(t, self.device) for t, _ in _expert_rows(host)}
+        if isinstance(host, ExpertWeights):
+
+            def mapped(w):
+                return dataclasses.replace(w, data=views[id(w.data)])
+
+            def bias(b):
+                return None if b is None else views[id(b)]
+
+            return ExpertWeights(
+                mapped(host.gate), mapped(host.up), mapped(host.down), host.activation,
+                bias(host.gate_bias), bias(host.up_bias), bias(host.down_bias),
+            )  # fmt: skip
+
+        def packed(w):
+            planes = {name: views[id(p)] for name, p in w.packed.planes.items()}
+            bias = None if w.bias is None else views[id(w.bias)]
+            return dataclasses.replace(
+                w, packed=dataclasses.replace(w.packed, planes=planes), bias=bias
+            )
+
+        return PackedExperts(packed(host.gate), packed(host.up), packed(host.down),
+                             host.activation)  # fmt: skip
+
+    def _forget_slots(self, cache):
+        """What RamExperts calls after rewriting slots: the dequantized copies of those slots
+        that _dense_expert keeps on the CPU are stale."""
+
+        def forget(slots: list[int]) -> None:
+            if not isinstance(cache, ExpertWeights):
+                return
+            for w in (cache.gate, cache.up, cache.down):
+                for slot in slots:
+                    dropped = self._experts.pop((id(w.data), slot), None)
+                    if dropped is not None:
+                        self._experts_bytes -= dropped.numel() * dropped.element_size()
+
+        return forget
+
     def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
         """The routed experts' feed-forward (see the module docstring)."""
         logits = logits.float() if bias is None else logits.float() + bias
@@ -281,10 +374,10 @@ class TorchOps:
         )
         return self.moe_ffn_selected(x, experts, ids, weights)
 
-    def moe_ffn_selected(
-        self, x: torch.Tensor, experts: ExpertWeights, ids: torch.Tensor, weights: torch.Tensor
-    ) -> torch.Tensor:
+    def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
         """moe_ffn for experts already picked: ids [T, k], weights [T, k]."""
+        if isinstance(experts, RamExperts):
+            return experts.run(self.moe_ffn_selected, x, ids, weights)
         n_pairs = ids.numel()
         if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
             return self._moe_gathered(x, experts, ids, weights)
@@ -368,6 +461,33 @@ def rows_as_one_product(x: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
     order, for a many-row product: measured on MKL, no row equal)."""
     n_rows = x.shape[0]
     return torch.bmm(x[:, None, :], dense.T.expand(n_rows, *dense.T.shape))[:, 0]
+
+
+def _in_host_memory(t: torch.Tensor, pin: bool) -> torch.Tensor:
+    """t in host memory: pinned (a copy, expert_offload.pinned_copy) for a GPU's asynchronous
+    copies and in-place reads; on the CPU a copy too, never the file's mapping itself."""
+    t = t.cpu()
+    return pinned_copy(t) if pin else t.clone()
+
+
+def _maybe_host(t: torch.Tensor | None, pin: bool) -> torch.Tensor | None:
+    return None if t is None else _in_host_memory(t.float(), pin)
+
+
+def _expert_rows(experts) -> list[tuple[torch.Tensor, int]]:
+    """Every tensor of prepared experts (ExpertWeights or PackedExperts) that holds one block
+    of rows per expert, with the rows one expert takes: what copying an expert copies."""
+    if isinstance(experts, ExpertWeights):
+        found = [(w.data, 1) for w in (experts.gate, experts.up, experts.down)]
+        biases = (experts.gate_bias, experts.up_bias, experts.down_bias)
+    else:
+        found = [
+            (plane, w.n_out)
+            for w in (experts.gate, experts.up, experts.down)
+            for plane in w.packed.planes.values()
+        ]
+        biases = (experts.gate.bias, experts.up.bias, experts.down.bias)
+    return found + [(b, 1) for b in biases if b is not None]
 
 
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
@@ -643,6 +763,9 @@ class KernelsOps(TorchOps):
         split into the GEMV's planes: the same bytes; the file's copy is dropped after). A block
         type or row length the expert GEMV does not read is refused (ValueError, with the
         kernels' reason): capabilities.model_unsupported_reason refuses such files first."""
+        return self._pack_experts(gate, up, down, activation, biases, self.device)
+
+    def _pack_experts(self, gate, up, down, activation, biases, device) -> PackedExperts:
         from kernels.moe_gemv import ExpertWeight, GluActivation
 
         if activation not in ("silu", "swiglu_oai"):
@@ -652,7 +775,7 @@ class KernelsOps(TorchOps):
             try:
                 made.append(
                     ExpertWeight.from_gguf(
-                        w.data, w.ggml_type, (w.n_expert, w.rows, w.cols), self.device, bias=bias
+                        w.data, w.ggml_type, (w.n_expert, w.rows, w.cols), device, bias=bias
                     )
                 )
             except self._k.UnsupportedTensor as exc:
@@ -660,26 +783,52 @@ class KernelsOps(TorchOps):
         act = GluActivation(activation, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT)
         return PackedExperts(*made, act)
 
+    def _host_experts(self, gate, up, down, activation, biases) -> PackedExperts:
+        """The experts in the expert GEMV's planes, in host memory (pinned for a GPU)."""
+        packed = self._pack_experts(gate, up, down, activation, biases, torch.device("cpu"))
+        if self.device.type != "cuda":
+            return packed
+
+        def pinned(w):
+            planes = {name: pinned_copy(plane) for name, plane in w.packed.planes.items()}
+            bias = None if w.bias is None else pinned_copy(w.bias)
+            return dataclasses.replace(
+                w, packed=dataclasses.replace(w.packed, planes=planes), bias=bias
+            )
+
+        return PackedExperts(
+            pinned(packed.gate), pinned(packed.up), pinned(packed.down), packed.activation
+        )
+
+    def _expert_slots(self, host, n_slots: int):
+        if isinstance(host, ExpertWeights):
+            return super()._expert_slots(host, n_slots)
+        from kernels.moe_gemv import ExpertWeight
+
+        def first(w) -> ExpertWeight:
+            rows = n_slots * w.n_out
+            planes = {
+                name: plane[:rows].to(self.device, copy=True)
+                for name, plane in w.packed.planes.items()
+            }
+            packed = self._k.PackedWeight(w.packed.fmt, rows, w.n_in, planes)
+            bias = None if w.bias is None else w.bias[:n_slots].to(self.device, copy=True)
+            return ExpertWeight(packed, n_slots, bias)
+
+        return PackedExperts(first(host.gate), first(host.up), first(host.down), host.activation)
+
     def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
         """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
-        expert_down per slice of at most MAX_PAIRS (token, slot) pairs. The ids come from a
-        top-k over the router's n_expert logits, so each is in range (the kernels do not
-        check)."""
-        if isinstance(experts, ExpertWeights):
-            return super().moe_ffn(x, experts, logits, rule, bias)
+        expert_down per slice of at most MAX_PAIRS (token, slot) pairs; kernels.moe_prefill
+        past GEMV_MAX_ROWS rows. The ids come from a top-k over the router's n_expert logits,
+        so each is in range (the kernels do not check)."""
+        n_tokens, k = x.shape[0], rule.n_expert_used
+        if isinstance(experts, (ExpertWeights, RamExperts)) or n_tokens > self.GEMV_MAX_ROWS:
+            return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
         from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS, select_and_route
 
         x = x.contiguous()
-        n_tokens, k = x.shape[0], rule.n_expert_used
-        if n_tokens > self.GEMV_MAX_ROWS:  # a prefill chunk: tensor-core matmuls
-            from kernels.moe_prefill import moe_prefill
-
-            logits = logits.float() if bias is None else logits.float() + bias
-            ids, weights = select_experts(logits, k, gating=rule.gating,
-                                          normalize=rule.normalize)  # fmt: skip
-            return moe_prefill(x, experts.gate, experts.up, experts.down, ids, weights,
-                               experts.activation, dtype=self._gemm_dtype)  # fmt: skip
         step = max(1, MAX_PAIRS // k)
         parts = []
         for start in range(0, n_tokens, step):
@@ -688,6 +837,31 @@ class KernelsOps(TorchOps):
                 logits[rows], k, softmax_all=rule.gating == "softmax",
                 normalize=rule.normalize, bias=bias,
             )  # fmt: skip
+            h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
+            parts.append(expert_down(h, experts.down, routing))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
+        """moe_ffn for experts already picked (ids [T, k], weights [T, k]): experts in host
+        memory through their device slots, a prefill chunk through kernels.moe_prefill, a few
+        rows through route_experts and the expert GEMV."""
+        if isinstance(experts, (ExpertWeights, RamExperts)):
+            return super().moe_ffn_selected(x, experts, ids, weights)
+        from kernels.moe_gemv import expert_down, expert_gate_up
+        from kernels.moe_routing import MAX_PAIRS, route_experts
+
+        x = x.contiguous()
+        n_tokens, k = ids.shape
+        if n_tokens > self.GEMV_MAX_ROWS:  # a prefill chunk: tensor-core matmuls
+            from kernels.moe_prefill import moe_prefill
+
+            return moe_prefill(x, experts.gate, experts.up, experts.down, ids, weights,
+                               experts.activation, dtype=self._gemm_dtype)  # fmt: skip
+        step = max(1, MAX_PAIRS // k)
+        parts = []
+        for start in range(0, n_tokens, step):
+            rows = slice(start, min(n_tokens, start + step))
+            routing = route_experts(ids[rows], weights[rows], experts.n_expert)
             h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
             parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)

@@ -50,7 +50,10 @@ def plan_engines(
     hearth = plan_hearth(info, request)
     gpu = request.gpus[0]
     moe = hearth_profile(info).config.moe is not None
-    verdict = speed_verdict(device_class(gpu.backend, gpu.compute_capability), moe=moe)
+    in_ram = hearth.choice is not None and hearth.choice.n_cpu_expert_layers > 0
+    verdict = speed_verdict(
+        device_class(gpu.backend, gpu.compute_capability), moe=moe, experts_in_ram=in_ram
+    )
     if not llama.fits and hearth.fits:
         speed = "" if verdict.hearth_faster else f"; note that {verdict.text}"
         hearth_name = Engine.HEARTH.display_name
@@ -66,7 +69,9 @@ def plan_engines(
             if longer
             else ""
         )
-        return _with_note(llama, f"Engine: llama.cpp, because {verdict.text}.{extra}")
+        return _with_note(
+            llama, f"Engine: llama.cpp, because {verdict.text}.{extra}{_predictions(hearth, llama)}"
+        )
     ours = kv_cost(HEARTH, hearth.choice.type_k, hearth.choice.type_v)
     theirs = kv_cost(LLAMA, llama.choice.type_k, llama.choice.type_v)
     if ours is None or theirs is None or ours > theirs:
@@ -83,6 +88,21 @@ def plan_engines(
             f"tokens here against llama.cpp's {llama.choice.n_ctx:,}.",
         )
     return _with_note(hearth, f"Engine: {Engine.HEARTH.display_name}: {verdict.text}.")
+
+
+def _predictions(hearth: Plan, llama: Plan) -> str:
+    """Both plans' predicted decode speeds, where the Hearth plan keeps experts in RAM (its
+    prediction is then a bandwidth model's, as llama.cpp's is): what the choice gives up or
+    gains in the planner's estimate, until measured figures decide."""
+    if hearth.choice is None or not hearth.choice.n_cpu_expert_layers:
+        return ""
+    if hearth.tokens_per_second is None or llama.tokens_per_second is None:
+        return ""
+    return (
+        f" Predicted, not measured: {hearth.tokens_per_second:.0f} tokens/s on the Hearth "
+        f"engine with {hearth.choice.experts_in_ram_text}, {llama.tokens_per_second:.0f} on "
+        f"llama.cpp ({llama.choice.offload_summary if llama.choice else 'its plan'})."
+    )
 
 
 def _target(request: PlanRequest, llama: Plan) -> int:

@@ -39,6 +39,11 @@ class DecodeFigure:
     tokens_per_second: float
     source: str
     moe: bool = False  # a mixture-of-experts model's figure (its own verdict: speed_verdict)
+    # experts in system RAM: the Hearth engine's (engine/hearth/expert_offload.py) or llama.cpp's
+    # --n-cpu-moe split, measured at the same free VRAM (named in `model`); several llama.cpp
+    # settings may be listed, the fastest is the one compared
+    experts_in_ram: bool = False
+    setting: str = ""  # e.g. "--n-cpu-moe 24", or the Hearth engine's "22 layers, 9 slots"
 
 
 @dataclass(frozen=True)
@@ -105,24 +110,36 @@ def measured_kv_pairs(engine: str) -> tuple[tuple[str, str], ...]:
     )
 
 
-def speed_verdict(device_class_name: str, moe: bool = False) -> SpeedVerdict:
+def speed_verdict(
+    device_class_name: str, moe: bool = False, experts_in_ram: bool = False
+) -> SpeedVerdict:
     """Hearth against llama.cpp on this device class: f16 caches, the same model, every depth
     both engines were measured at; the worst ratio decides. `moe`: from mixture-of-experts
     models' figures only (their experts run other kernels than a dense model's matrices), else
-    from dense models' only."""
-    figures = tuple(f for f in decode_figures(device_class_name) if f.moe == moe)
+    from dense models' only. `experts_in_ram`: from figures with the experts in system RAM
+    only (the Hearth engine's cache of experts against llama.cpp's fastest --n-cpu-moe
+    setting at the same free VRAM)."""
+    figures = tuple(
+        f
+        for f in decode_figures(device_class_name)
+        if f.moe == moe and f.experts_in_ram == experts_in_ram
+    )
 
     def f16(engine: str) -> dict[tuple[str, int], DecodeFigure]:
-        return {
-            (f.model, f.depth): f
-            for f in figures
-            if f.engine == engine and f.type_k == f.type_v == "f16"
-        }
+        best: dict[tuple[str, int], DecodeFigure] = {}
+        for f in figures:
+            if f.engine == engine and f.type_k == f.type_v == "f16":
+                key = (f.model, f.depth)
+                if key not in best or f.tokens_per_second > best[key].tokens_per_second:
+                    best[key] = f  # the fastest setting of several (--n-cpu-moe values)
+        return best
 
     hearth, llama = f16(HEARTH), f16(LLAMA)
     shared = sorted(set(hearth) & set(llama))
     if not shared:
         kind = " on mixture-of-experts models" if moe else ""
+        if experts_in_ram:
+            kind = " with a mixture-of-experts model's experts in RAM (against --n-cpu-moe)"
         return SpeedVerdict(
             device_class_name,
             None,
@@ -138,7 +155,9 @@ def speed_verdict(device_class_name: str, moe: bool = False) -> SpeedVerdict:
         for k in shared
     ]
     prompts = {
-        (f.engine, f.model, f.tokens): f for f in prompt_figures(device_class_name) if f.moe == moe
+        (f.engine, f.model, f.tokens): f
+        for f in prompt_figures(device_class_name)
+        if f.moe == moe and not experts_in_ram
     }
     for (engine, model, tokens), ours in prompts.items():
         theirs = prompts.get((LLAMA, model, tokens))

@@ -23,6 +23,11 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   Up to EXPERT_GEMV_MAX_ROWS tokens (decode, draft verification) go through the expert GEMV,
   which never dequantizes an expert; a prefill chunk of more goes through kernels.moe_prefill,
   which dequantizes a slice of experts at a time into a bounded f16 scratch (moe_workspace).
+- experts in RAM (HearthConfig.ram_expert_layers, engine/hearth/expert_offload.py): the last
+  N layers' expert tensors leave the GPU for pinned host memory (the same planes, byte for
+  byte), and each of those layers keeps a cache of `expert_cache_slots` experts on the GPU:
+  the same planes with S of the n_expert experts' rows, or none (S = 0: read in place over
+  the bus); engine/planner/hearth_offload.py chooses N and S and predicts the speed.
 - KV cache: f16/f32 in a plain [layers, kv heads, n_ctx, head dim] tensor per K and V; any
   other pair in kernels' paged cache: pages of 64 positions, per layer and role one allocation
   per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
@@ -49,6 +54,7 @@ benchmarks/hearth_memory.py has measured them; it prints each item beside its me
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -74,6 +80,7 @@ _EXPERT_MAX_RUNS = 128
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
+_PAGE = 4096  # a pinned host buffer: whole pages, plus one to align its start
 _PACKED = {f.ggml_type: f for f in FORMATS.values()}
 _EMBEDDING = "token_embd.weight"
 
@@ -112,6 +119,8 @@ class HearthConfig:
     n_ubatch: int = 512  # rows per prefill chunk
     # sequences decoded together (engine/runtime/hearth_batch.py), n_ctx / n_parallel each
     n_parallel: int = 1
+    ram_expert_layers: int = 0  # MoE: the last N layers keep their experts in host memory
+    expert_cache_slots: int = 0  # ... each with a device cache of this many experts
 
     @property
     def kv_pages(self) -> int:
@@ -136,6 +145,7 @@ class HearthItems:
     context: int
     host_weights: int
     host_process: int
+    host_experts: int = 0  # experts in RAM, pinned (also counted in host_weights)
 
     @property
     def gpu_total(self) -> int:
@@ -232,6 +242,21 @@ class HearthProfile:
     largest_matrix: int  # values of the largest (joined) matrix: a prefill GEMM dequantizes it
     embedding_bytes: int  # token_embd, in host memory
     values_on_gpu: int  # values of every tensor the GPU holds (float32 each on the CPU path)
+    # per layer, its routed experts' tensors (weights and biases; empty for a dense layer)
+    layer_experts: tuple[tuple[TensorInfo, ...], ...] = ()
+
+    @property
+    def expert_bytes(self) -> int:
+        """Bytes of one expert (gate, up, down and biases) of the largest MoE layer: what one
+        miss copies."""
+        n_expert = self.config.moe.n_expert if self.config.moe else 1
+        return max((sum(t.n_bytes for t in ts) for ts in self.layer_experts), default=0) // max(
+            1, n_expert
+        )
+
+    @property
+    def all_expert_bytes(self) -> int:
+        return sum(t.n_bytes for ts in self.layer_experts for t in ts)
 
     @classmethod
     def of(cls, info: ModelInfo) -> HearthProfile:
@@ -271,7 +296,55 @@ class HearthProfile:
             largest_matrix=largest,
             embedding_bytes=embedding.n_bytes if embedding is not None else 0,
             values_on_gpu=sum(t.n_elements for t in on_gpu),
+            layer_experts=tuple(_expert_tensors(info, i) for i in range(info.n_layer or 0)),
         )
+
+
+def _expert_tensors(info: ModelInfo, layer: int) -> tuple[TensorInfo, ...]:
+    names = [f"blk.{layer}.ffn_{kind}_exps.{part}" for kind in ("gate", "up", "down")
+             for part in ("weight", "bias")]  # fmt: skip
+    return tuple(t for name in names if (t := info.tensor(name)) is not None)
+
+
+def _cache_allocations(t: TensorInfo, n_slots: int) -> list[int]:
+    """The GPU allocations of an expert tensor's cache of n_slots experts: a weight's planes
+    with n_slots experts' rows, a bias float32."""
+    if t.name.endswith(".bias"):
+        return [4 * t.n_elements // t.shape[-1] * n_slots]
+    return _plane_allocations(t.ggml_type, t.shape[1] * n_slots, t.shape[0])
+
+
+def weight_allocations(profile: HearthProfile, config: HearthConfig) -> list[int]:
+    """The weights' GPU allocations with the last config.ram_expert_layers layers' experts
+    in RAM: theirs taken out, their caches of config.expert_cache_slots experts put in."""
+    n = len(profile.layer_experts)
+    ram = range(max(0, n - config.ram_expert_layers), n) if config.ram_expert_layers else ()
+    if not ram:
+        return list(profile.weight_allocations)
+    removed: Counter[int] = Counter()
+    caches: list[int] = []
+    for layer in ram:
+        for t in profile.layer_experts[layer]:
+            removed.update(_matrix_allocations(t))  # as HearthProfile.of counted it
+            caches += [s for s in _cache_allocations(t, config.expert_cache_slots) if s]
+    kept = Counter(profile.weight_allocations) - removed
+    return list(kept.elements()) + caches
+
+
+def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
+    """The experts kept in RAM (pinned): the last ram_expert_layers layers', each plane (a
+    weight's, as on the GPU) or float32 bias its own page-locked buffer of whole pages plus
+    one page (engine/hearth/expert_offload.py pinned_copy)."""
+    if not config.ram_expert_layers:
+        return 0
+    n = len(profile.layer_experts)
+    sizes = [
+        size
+        for ts in profile.layer_experts[max(0, n - config.ram_expert_layers) :]
+        for t in ts
+        for size in ([4 * t.n_elements] if t.name.endswith(".bias") else _matrix_allocations(t))
+    ]
+    return sum(-(-size // _PAGE) * _PAGE + _PAGE for size in sizes if size)
 
 
 # -- KV cache --------------------------------------------------------------------------------------
@@ -445,17 +518,20 @@ def hearth_items(
 ) -> HearthItems:
     """Every item of the Hearth engine's memory for `config`."""
     kv = kv_allocations(profile.config, config)
+    weights = weight_allocations(profile, config)
+    in_ram = host_expert_bytes(profile, config)
     return HearthItems(
-        weights=sum(round_block(s) for s in profile.weight_allocations),
-        weights_reserved=torch_reserved(profile.weight_allocations),
+        weights=sum(round_block(s) for s in weights),
+        weights_reserved=torch_reserved(weights),
         load_transient=torch_reserved(profile.load_transient),
         kv=sum(round_block(s) for s in kv),
         kv_reserved=torch_reserved(kv),
         decode_workspace=decode_workspace(profile.config, config, costs),
         prefill_workspace=prefill_workspace(profile, config, costs),
         context=costs.context_bytes,
-        host_weights=profile.embedding_bytes + HOST_ROWS_KEPT * profile.config.n_embd * 4,
+        host_weights=profile.embedding_bytes + HOST_ROWS_KEPT * profile.config.n_embd * 4 + in_ram,
         host_process=costs.host_process_bytes,
+        host_experts=in_ram,
     )
 
 

@@ -6,9 +6,14 @@ fits on the GPU, the pair a preference picks, and the memory of a choice made by
 
 The Hearth engine keeps the whole model on the first GPU (no layer split, no CPU layers), so the
 search is over the context and the K/V pair only: memory grows with the context, so the longest
-context of each pair is a bisection. Only pairs whose quality was measured (engine_table) are
-picked; the Model page may still choose any pair the engine holds (engine/planner/manual.py
-plans that choice).
+context of each pair is a bisection. A mixture-of-experts model that does not fit may keep the
+last layers' experts in system RAM, read in place over the bus or behind a cache of experts on
+the GPU (engine/planner/hearth_offload.py): then the longest context is the one the leanest
+placement fits (every layer's experts in RAM), and at that context the faster (predicted) of
+the fewest layers read in place and the fewest layers with the most cache slots; the plan
+predicts its decode speed. Only pairs whose quality was
+measured (engine_table) are picked; the Model page may still choose any pair the engine holds
+(engine/planner/manual.py plans that choice).
 """
 
 from __future__ import annotations
@@ -28,7 +33,16 @@ from engine.planner.hearth_memory import (
     HearthConfig,
     HearthProfile,
     hearth_estimate,
+    host_expert_bytes,
     kv_bytes_per_token,
+)
+from engine.planner.hearth_offload import (
+    OFFLOAD_COSTS,
+    OffloadCosts,
+    OffloadSpeed,
+    choose_placement,
+    fewest_ram_layers,
+    offload_speed,
 )
 from engine.planner.kv_cache import CTX_PAD, pad_to
 from engine.planner.memory import MemoryEstimate
@@ -44,6 +58,7 @@ from engine.planner.records import (
 )
 from engine.planner.search import DEFAULT_TARGET_CTX, Search
 from engine.planner.settings import LoadSettings
+from engine.planner.speed import UNKNOWN_GPU_BANDWIDTH_GBPS
 
 _PROFILES: dict[int, HearthProfile] = {}
 
@@ -89,28 +104,35 @@ def auto_pairs(profile: HearthProfile, n_parallel: int = 1) -> list[tuple[str, s
     ]
 
 
+ON_GPU = (0, 0)  # (layers whose experts are in RAM, cache slots per such layer): none
+
+
 @dataclass(frozen=True)
 class _Candidate:
     pair: tuple[str, str]
     n_ctx: int
     estimate: MemoryEstimate
     cost: float
+    experts: tuple[int, int] = ON_GPU
 
 
-def _estimate(profile, search: Search, pair, n_ctx: int) -> MemoryEstimate:
+def _estimate(profile, search: Search, pair, n_ctx: int, experts=ON_GPU) -> MemoryEstimate:
     request = search.request
-    config = HearthConfig(n_ctx, *pair, min(request.n_ubatch, n_ctx), request.n_parallel)
+    config = HearthConfig(
+        n_ctx, *pair, min(request.n_ubatch, n_ctx), request.n_parallel,
+        ram_expert_layers=experts[0], expert_cache_slots=experts[1],
+    )  # fmt: skip
     return hearth_estimate(profile, config, len(search.gpus))
 
 
-def _longest(profile, search: Search, pair, lo: int, hi: int) -> int:
+def _longest(profile, search: Search, pair, lo: int, hi: int, experts=ON_GPU) -> int:
     """The longest context in [lo, hi] (multiples of CTX_PAD) that fits; 0 when lo does not."""
     steps_lo, steps_hi = lo // CTX_PAD, hi // CTX_PAD
-    if search.shortfall(_estimate(profile, search, pair, lo)) > 0:
+    if search.shortfall(_estimate(profile, search, pair, lo, experts)) > 0:
         return 0
     while steps_lo < steps_hi:
         mid = (steps_lo + steps_hi + 1) // 2
-        if search.shortfall(_estimate(profile, search, pair, mid * CTX_PAD)) <= 0:
+        if search.shortfall(_estimate(profile, search, pair, mid * CTX_PAD, experts)) <= 0:
             steps_lo = mid
         else:
             steps_hi = mid - 1
@@ -144,10 +166,80 @@ def plan_hearth(info: ModelInfo, request: PlanRequest) -> Plan:
         if n_ctx:
             est = _estimate(profile, search, pair, n_ctx)
             candidates.append(_Candidate(pair, n_ctx, est, kv_cost(HEARTH, *pair) or 0.0))
+    if not candidates and profile.config.moe is not None and request.allow_cpu_experts:
+        candidates = _with_experts_in_ram(profile, search, lo, target)
     if not candidates:
         return _not_fitting(profile, search, lo)
     best = max(candidates, key=lambda c: _rank(c, target, request.preference))
     return _fitting(profile, search, best, target, candidates)
+
+
+def _with_experts_in_ram(profile: HearthProfile, search: Search, lo: int, target: int):
+    """Per K/V pair: the longest context the leanest placement fits (every layer's experts
+    read in place), then at that context the faster of the fewest layers read in place and
+    the fewest layers with the most cache slots (module docstring)."""
+    moe, n = profile.config.moe, profile.config.n_layer
+    found = []
+    for pair in auto_pairs(profile):
+        n_ctx = _longest(profile, search, pair, lo, target, (n, 0))
+        if not n_ctx:
+            continue
+
+        def fits(ram: int, slots: int, pair=pair, n_ctx=n_ctx) -> bool:
+            est = _estimate(profile, search, pair, n_ctx, (ram, slots))
+            return search.shortfall(est) <= 0
+
+        in_place = fewest_ram_layers(fits, n, 0)
+        options = [(in_place, 0)] if in_place is not None else []
+        cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
+        options += [cached] if cached is not None else []
+        if not options:  # cannot happen once the leanest fits; kept for safety
+            continue
+        bandwidth = search.request.gpus[0].bandwidth_gbps
+        placement = faster_placement(profile, pair, n_ctx, options, bandwidth)
+        est = _estimate(profile, search, pair, n_ctx, placement)
+        found.append(_Candidate(pair, n_ctx, est, kv_cost(HEARTH, *pair) or 0.0, placement))
+    return found
+
+
+def faster_placement(profile, pair, n_ctx: int, options, gpu_bandwidth_gbps) -> tuple[int, int]:
+    """Of (layers in RAM, slots) options, the one predicted fastest (the first of equals)."""
+    return max(
+        options,
+        key=lambda o: (
+            predicted_speed(profile, pair, n_ctx, o, gpu_bandwidth_gbps).tokens_per_second
+        ),
+    )
+
+
+def predicted_speed(
+    profile: HearthProfile,
+    pair: tuple[str, str],
+    n_ctx: int,
+    experts: tuple[int, int],
+    gpu_bandwidth_gbps: float | None,
+    costs: OffloadCosts | None = None,
+) -> OffloadSpeed:
+    """The decode speed hearth_offload.offload_speed predicts for this placement, with the KV
+    cache read at half the context (a conversation's average)."""
+    info, moe = profile.info, profile.config.moe
+    tied = info.tensor("output.weight") is None
+    # every matrix but the experts and the embedding (one row a token), the output matrix once
+    dense = info.weight_bytes - profile.all_expert_bytes - profile.embedding_bytes
+    dense += profile.embedding_bytes if tied else 0
+    return offload_speed(
+        n_layer=profile.config.n_layer,
+        n_expert=moe.n_expert,
+        n_expert_used=moe.n_expert_used,
+        expert_bytes=profile.expert_bytes,
+        dense_bytes=dense,
+        all_expert_bytes=profile.all_expert_bytes,
+        kv_bytes_read=kv_bytes_per_token(profile.config, *pair) * n_ctx / 2,
+        ram_layers=experts[0],
+        slots=experts[1],
+        gpu_bandwidth_gbps=gpu_bandwidth_gbps or UNKNOWN_GPU_BANDWIDTH_GBPS,
+        costs=costs or OFFLOAD_COSTS,
+    )
 
 
 def _rank(c: _Candidate, target: int, preference: str):
@@ -157,8 +249,9 @@ def _rank(c: _Candidate, target: int, preference: str):
     return (min(c.n_ctx, target), -tier, -c.cost)
 
 
-def choice_of(profile: HearthProfile, pair, n_ctx: int) -> Choice:
+def choice_of(profile: HearthProfile, pair, n_ctx: int, experts=ON_GPU) -> Choice:
     n = profile.config.n_layer
+    moe = profile.config.moe
     return Choice(
         source=profile.info.source,
         quant=profile.info.quant_name or "?",
@@ -169,10 +262,15 @@ def choice_of(profile: HearthProfile, pair, n_ctx: int) -> Choice:
         n_gpu_layers=n + 1,
         n_layers=n,
         engine=HEARTH,
+        n_cpu_expert_layers=experts[0],
+        expert_cache_slots=experts[1],
+        n_expert=moe.n_expert if moe is not None else 0,
     )
 
 
-def settings_of(profile: HearthProfile, request: PlanRequest, pair, n_ctx: int) -> LoadSettings:
+def settings_of(
+    profile: HearthProfile, request: PlanRequest, pair, n_ctx: int, experts=ON_GPU
+) -> LoadSettings:
     return LoadSettings(
         path=profile.info.source,
         n_ctx=n_ctx,
@@ -183,6 +281,8 @@ def settings_of(profile: HearthProfile, request: PlanRequest, pair, n_ctx: int) 
         n_batch=request.n_batch,
         n_ubatch=min(request.n_ubatch, request.n_batch),
         engine=HEARTH,
+        ram_expert_layers=experts[0],
+        expert_cache_slots=experts[1],
     )
 
 
@@ -193,16 +293,58 @@ def kv_text(profile: HearthProfile, pair) -> str:
     return f"K {pair[0]} / V {pair[1]} cache: {per_token / 1024:.0f} KiB per token, {quality}"
 
 
+def experts_in_ram_reasons(
+    profile: HearthProfile, pair, n_ctx: int, experts, speed: OffloadSpeed
+) -> list[str]:
+    """What a plan with experts in RAM says of them, and its predicted speed."""
+    moe, n = profile.config.moe, profile.config.n_layer
+    config = HearthConfig(
+        n_ctx, pair[0], pair[1], 512, ram_expert_layers=experts[0], expert_cache_slots=experts[1]
+    )
+    ram = host_expert_bytes(profile, config)
+    cache = experts[0] * experts[1] * profile.expert_bytes
+    if experts[1]:
+        how = (
+            f"each of those layers caches {experts[1]} of its {moe.n_expert} experts on the "
+            f"GPU ({gib(cache)} in all), least recently used out"
+        )
+        moved = "copied over PCIe"
+        routing = " if the router picks experts evenly (fewer when it favours some)"
+    else:
+        how = "the GPU reads the experts a token picks there, over PCIe, in place"
+        moved = "read over PCIe"
+        routing = ""
+    return [
+        f"Experts in RAM: the routed experts of the last {experts[0]} of {n} layers stay in "
+        f"system RAM ({gib(ram)}, pinned); {how}. Attention, the router, shared weights and "
+        "the other layers' experts stay on the GPU.",
+        f"Predicted decode {speed.tokens_per_second:.0f} tokens/s (a prediction, not "
+        f"measured): about {speed.misses_per_token:.0f} experts "
+        f"({speed.link_bytes_per_token / 2**20:.0f} MiB) a token {moved} at "
+        f"{OFFLOAD_COSTS.host_link_gbps:g} GB/s{routing}, "
+        f"{speed.gpu_bytes_per_token / 2**30:.2f} GiB a token read on the GPU.",
+    ]
+
+
 def _fitting(profile, search: Search, best: _Candidate, target: int, candidates) -> Plan:
     info, n = profile.info, profile.config.n_layer
     gpu = search.request.gpus[0]
+    where = (
+        f"all {n} layers, the output and the token embedding on {gpu.name}"
+        if best.experts == ON_GPU
+        else f"all {n} layers on {gpu.name}, the experts of {best.experts[0]} in system RAM"
+    )
     reasons = [
         f"{info.quant_name or '?'} ({gib(info.weight_bytes)} of weights) on the Hearth engine: "
-        f"all {n} layers, the output and the token embedding on {gpu.name}.",
+        f"{where}.",
         f"Context {best.n_ctx} tokens"
         + (" (the target)." if best.n_ctx >= target else f" (target {target})."),
         kv_text(profile, best.pair) + ".",
     ]
+    speed = None
+    if best.experts != ON_GPU:
+        speed = predicted_speed(profile, best.pair, best.n_ctx, best.experts, gpu.bandwidth_gbps)
+        reasons += experts_in_ram_reasons(profile, best.pair, best.n_ctx, best.experts, speed)
     if not HEARTH_COSTS.calibrated:
         reasons.append(
             "The Hearth engine's memory model has not been checked on a GPU yet "
@@ -212,7 +354,7 @@ def _fitting(profile, search: Search, best: _Candidate, target: int, candidates)
         Alternative(
             "longer_context",
             f"K {c.pair[0]} / V {c.pair[1]} would fit {c.n_ctx} tokens (mean KL {c.cost:.4f})",
-            choice_of(profile, c.pair, c.n_ctx),
+            choice_of(profile, c.pair, c.n_ctx, c.experts),
         )
         for c in candidates
         if c.n_ctx > best.n_ctx
@@ -220,10 +362,12 @@ def _fitting(profile, search: Search, best: _Candidate, target: int, candidates)
     return Plan(
         status=FITS,
         confidence=HIGH if HEARTH_COSTS.calibrated else LOW,
-        choice=choice_of(profile, best.pair, best.n_ctx),
-        settings=settings_of(profile, search.request, best.pair, best.n_ctx),
+        choice=choice_of(profile, best.pair, best.n_ctx, best.experts),
+        settings=settings_of(profile, search.request, best.pair, best.n_ctx, best.experts),
         devices=usage_of(search, best.estimate),
-        tokens_per_second=None,  # no measured figure to predict from yet (engine_table)
+        # all on the GPU: no measured figure to predict from yet (engine_table); with experts
+        # in RAM the link dominates and hearth_offload predicts it
+        tokens_per_second=None if speed is None else speed.tokens_per_second,
         reasons=tuple(reasons),
         alternatives=tuple(alternatives),
     )
@@ -243,7 +387,12 @@ def _not_fitting(profile, search: Search, lo: int) -> Plan:
         tokens_per_second=None,
         reasons=(
             f"On the Hearth engine, even {lo} tokens with the K {leanest[0]} / V {leanest[1]} "
-            f"cache need {over}: it keeps every layer on the GPU.",
+            f"cache need {over}: "
+            + (
+                "it keeps every layer's attention and a cache of experts on the GPU."
+                if profile.config.moe is not None
+                else "it keeps every layer on the GPU."
+            ),
         ),
         alternatives=(
             Alternative("cpu_offload", "llama.cpp, which can keep part of the model in system RAM"),

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 
 from engine.planner.explain import settings_of, usage_of
 from engine.planner.hearth_memory import HearthConfig, hearth_estimate
-from engine.planner.hearth_plan import hearth_profile
+from engine.planner.hearth_offload import most_slots
+from engine.planner.hearth_plan import faster_placement, hearth_profile
 from engine.planner.hearth_plan import settings_of as hearth_settings
 from engine.planner.memory import Config, DeviceMemory, MemoryEstimate
 from engine.planner.planner import Planner
@@ -37,6 +38,9 @@ class ManualChoice:
     n_cpu_expert_layers: int = 0  # MoE: the last N layers keep their experts in RAM
     type_v: str | None = None  # None: as kv_type (K)
     engine: str = "llama"  # "hearth": engine/planner/hearth_plan.py plans it
+    # the Hearth engine with experts in RAM: experts cached on the GPU per such layer (0: read
+    # in place over the bus); None: the faster (predicted) of in place and as many as fit
+    expert_cache_slots: int | None = None
 
 
 @dataclass(frozen=True)
@@ -116,9 +120,12 @@ def _plan_hearth(profile: ModelProfile, request: PlanRequest, choice: ManualChoi
     hearth = hearth_profile(profile.info)
     search = Search(request)
     type_k, type_v = choice.kv_type, choice.type_v or choice.kv_type
+    experts = _hearth_experts(hearth, search, choice) if search.gpus else (0, 0)
+    ubatch = min(request.n_ubatch, choice.n_ctx)
     config = HearthConfig(
-        choice.n_ctx, type_k, type_v, min(request.n_ubatch, choice.n_ctx), request.n_parallel
-    )
+        choice.n_ctx, type_k, type_v, ubatch, request.n_parallel,
+        ram_expert_layers=experts[0], expert_cache_slots=experts[1],
+    )  # fmt: skip
     est = hearth_estimate(hearth, config, max(1, len(search.gpus)))
     if not search.gpus:
         g, h = est.gpus[0], est.host
@@ -133,9 +140,42 @@ def _plan_hearth(profile: ModelProfile, request: PlanRequest, choice: ManualChoi
             type_v=type_v,
             flash_attn=False,
             n_gpu_layers=n + 1 if search.gpus else 0,
+            n_cpu_expert_layers=experts[0],
         ),
         devices=usage_of(search, est),
         over_budget=tuple(search.over_budget(est)),
-        settings=hearth_settings(hearth, request, (type_k, type_v), choice.n_ctx),
+        settings=hearth_settings(hearth, request, (type_k, type_v), choice.n_ctx, experts),
         n_layers=n,
     )
+
+
+def _hearth_experts(hearth, search: Search, choice: ManualChoice) -> tuple[int, int]:
+    """(layers whose experts stay in RAM, cache slots per such layer) for the Hearth engine:
+    the choice's layers, with its slots, or the faster (predicted) of reading them in place and
+    the most slots that fit (hearth_offload.most_slots)."""
+    moe = hearth.config.moe
+    ram = min(choice.n_cpu_expert_layers, hearth.config.n_layer) if moe is not None else 0
+    if not ram:
+        return 0, 0
+    lo, top = moe.n_expert_used, max(moe.n_expert_used, moe.n_expert - 1)
+    if choice.expert_cache_slots == 0:
+        return ram, 0
+    if choice.expert_cache_slots is not None:
+        return ram, max(lo, min(top, choice.expert_cache_slots))
+    pair = (choice.kv_type, choice.type_v or choice.kv_type)
+    ubatch = min(search.request.n_ubatch, choice.n_ctx)
+
+    def fits(layers: int, slots: int) -> bool:
+        config = HearthConfig(
+            choice.n_ctx,
+            *pair,
+            ubatch,
+            search.request.n_parallel,
+            ram_expert_layers=layers,
+            expert_cache_slots=slots,
+        )
+        return search.shortfall(hearth_estimate(hearth, config, len(search.gpus))) <= 0
+
+    cached = (ram, most_slots(fits, ram, lo, top) if fits(ram, lo) else lo)
+    gbps = search.request.gpus[0].bandwidth_gbps
+    return faster_placement(hearth, pair, choice.n_ctx, [(ram, 0), cached], gbps)

@@ -104,6 +104,9 @@ class Choice:
     n_cpu_expert_layers: int = 0  # of the offloaded layers, how many keep experts in RAM
     gpu_layer_counts: tuple[int, ...] = ()
     engine: str = "llama"  # "llama" (llama.cpp) or "hearth" (the Hearth engine, one GPU)
+    # the Hearth engine with experts in RAM: experts each of those layers caches on the GPU
+    expert_cache_slots: int = 0
+    n_expert: int = 0  # experts per MoE layer (0: not said)
 
     @property
     def offload_summary(self) -> str:
@@ -111,7 +114,39 @@ class Choice:
         text = f"{min(self.n_gpu_layers, total)}/{total} layers on GPU"
         if self.n_cpu_expert_layers:
             text += f", experts of {self.n_cpu_expert_layers} layers in RAM"
+        if self.expert_cache_slots:
+            of = f" of {self.n_expert}" if self.n_expert else ""
+            text += f" ({self.expert_cache_slots}{of} cached on the GPU per layer)"
+        elif self.n_cpu_expert_layers and self.engine == "hearth":
+            text += " (read by the GPU over PCIe)"
         return text
+
+    @property
+    def experts_in_ram_text(self) -> str:
+        return experts_in_ram_text(
+            self.n_cpu_expert_layers,
+            self.n_layers,
+            self.expert_cache_slots,
+            self.n_expert,
+            hearth=self.engine == "hearth",
+        )
+
+
+def experts_in_ram_text(
+    n_ram: int, n_layers: int, slots: int = 0, n_expert: int = 0, *, hearth: bool = False
+) -> str:
+    """ "experts in RAM: N of M layers", with how the Hearth engine reads them (", S of E
+    experts per layer cached on the GPU", or ", read by the GPU over PCIe"), or "" when no
+    expert is in RAM."""
+    if not n_ram:
+        return ""
+    text = f"experts in RAM: {n_ram} of {n_layers} layers"
+    if slots:
+        of = f" of {n_expert}" if n_expert else ""
+        text += f", {slots}{of} experts per layer cached on the GPU"
+    elif hearth:
+        text += ", read by the GPU over PCIe"
+    return text
 
 
 @dataclass(frozen=True)

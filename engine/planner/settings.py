@@ -55,6 +55,10 @@ class LoadSettings:
     use_mmap: bool = True
     engine: str = "llama"  # ModelParams.engine: "llama" or "hearth"
     rpc_servers: tuple[str, ...] = ()  # helper machines ("host:port"), their devices first
+    # the Hearth engine only: the last N layers' MoE experts in RAM, with a device cache of
+    # this many experts each (engine/hearth/expert_offload.py)
+    ram_expert_layers: int = 0
+    expert_cache_slots: int = 0
 
     def model_params(self) -> ModelParams:
         return ModelParams(
@@ -72,6 +76,8 @@ class LoadSettings:
             swa_full=self.swa_full,
             engine=self.engine,
             rpc_servers=tuple(self.rpc_servers),
+            hearth_ram_expert_layers=self.ram_expert_layers,
+            hearth_expert_cache_slots=self.expert_cache_slots,
         )
 
     def extra_params(self) -> dict[str, Any]:

@@ -177,6 +177,7 @@ def _load_transformer(params: ModelParams) -> _Loaded:
     from engine.gguf import GGUFError, read_model_info
     from engine.hearth.capabilities import moe_device_reason
     from engine.hearth.config import UnsupportedModel, model_config
+    from engine.hearth.expert_offload import ExpertPlacement
     from engine.hearth.forward import Transformer
     from engine.hearth.ops import select_ops
     from engine.hearth.weights import GGUFTensors
@@ -197,9 +198,17 @@ def _load_transformer(params: ModelParams) -> _Loaded:
         raise HearthUnavailable(f"tensor types {', '.join(unsupported)} are not supported yet")
     if device == "cpu":
         torch.set_num_threads(params.n_threads or llama._physical_cores())
+    placement = ExpertPlacement(params.hearth_ram_expert_layers, params.hearth_expert_cache_slots)
+    if config.moe is None:
+        placement = ExpertPlacement()  # a dense model has no experts to keep in RAM
+    else:
+        try:
+            placement.check(config.moe.n_expert, config.moe.n_expert_used)
+        except ValueError as exc:
+            raise EngineError(f"{exc}; plan the load again (Best fit).") from None
     tensors = GGUFTensors(params.path, info)
     try:
-        transformer = Transformer.load(config, tensors, ops)
+        transformer = Transformer.load(config, tensors, ops, experts=placement)
     except torch.OutOfMemoryError:
         tensors.close()
         raise EngineError(
@@ -237,7 +246,13 @@ class HearthContext:
         self._torch = torch
         self._fixed_shapes = hearth.device != "cpu"
         # the decode step as one CUDA graph (engine/hearth/decode_graph.py), captured on first use
-        self._use_graph = hearth.device.startswith("cuda") and os.environ.get(GRAPH_ENV) != "0"
+        # (not with experts in RAM behind a cache: a step reads its routing back to pick the
+        # experts to copy)
+        self._use_graph = (
+            hearth.device.startswith("cuda")
+            and os.environ.get(GRAPH_ENV) != "0"
+            and not hearth.transformer.routes_on_host
+        )
         self._graph = None
         self._check_graphs: dict = {}  # checks of n tokens as CUDA graphs (check_graph.py)
         # plain greedy sampling: the graph may launch each next step before the host reads

@@ -78,7 +78,10 @@ def file_identity(path: str) -> tuple[int, int]:
 
 
 # Model-level settings: the weights loaded with them can serve any context settings.
-_WEIGHT_FIELDS = ("path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "rpc_servers")
+_WEIGHT_FIELDS = (
+    "path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "rpc_servers",
+    "hearth_ram_expert_layers", "hearth_expert_cache_slots",
+)  # fmt: skip
 
 
 def same_weights(old: p.ModelParams, new: p.ModelParams, weights: LoadedWeights | None) -> bool:

@@ -102,6 +102,10 @@ class ModelParams:
     # "llama" (llama.cpp) or "hearth" (engine/hearth: Hearth's own forward pass; llama.cpp runs
     # the model instead, saying why, where that engine cannot).
     engine: str = "llama"
+    # The Hearth engine's MoE experts in host memory (engine/hearth/expert_offload.py): the last
+    # N layers keep their routed experts in RAM, each with a device cache of this many experts.
+    hearth_ram_expert_layers: int = 0
+    hearth_expert_cache_slots: int = 0
     speculative: SpeculativeParams = field(default_factory=SpeculativeParams)
     # Helper machines (`hearth host`, "host:port") whose devices the plan uses, in the order of
     # their shares at the front of tensor_split (engine/planner/remote.py).

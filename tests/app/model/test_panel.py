@@ -134,6 +134,28 @@ def test_moe_experts_on_cpu_move_weights_to_ram(qtbot, panel, model_files):
     assert panel.plan.settings.tensor_buft_overrides  # the experts' regex goes to the engine
 
 
+def test_experts_in_ram_are_said_beside_the_memory_bar(qtbot, panel, bridge, model_files):
+    """llama.cpp's --n-cpu-moe split, then the Hearth engine's experts in RAM with its GPU
+    cache of experts: the line beside the bars, and Apply's load parameters."""
+    bridge.start()
+    panel.set_model(model_files["moe"])
+    panel.set_values({"n_ctx": 4096, "n_gpu_layers": 49, "n_cpu_expert_layers": 0})
+    assert panel.experts_in_ram.isHidden()
+    panel.experts.setValue(24)
+    assert panel.experts_in_ram.text() == "experts in RAM: 24 of 48 layers"
+    assert panel.experts_in_ram.isVisible()
+    panel.set_values({"engine": "hearth", "kv_type": "f16", "n_cpu_expert_layers": 30})
+    assert panel.experts.isEnabled() and panel.plan.fits
+    assert panel.plan.settings.expert_cache_slots == 0  # read in place: predicted faster
+    assert panel.experts_in_ram.text() == (
+        "experts in RAM: 30 of 48 layers, read by the GPU over PCIe"
+    )
+    panel.apply_button.click()
+    (name, params) = client_of(bridge).commands[-1]
+    assert name == "load" and params.engine == "hearth"
+    assert (params.hearth_ram_expert_layers, params.hearth_expert_cache_slots) == (30, 0)
+
+
 def test_apply_reloads_with_the_plan_and_remembers_per_model(panel, bridge, model_files, tmp_path):
     bridge.start()
     panel.set_values({"n_ctx": 4096, "kv_type": "q8_0", "n_gpu_layers": None})

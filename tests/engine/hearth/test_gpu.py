@@ -211,3 +211,49 @@ def test_the_worker_launching_ahead_writes_the_same_greedy_reply(starter_file, s
         running.close()
     assert isinstance(done, p.GenerationDone), done
     assert "".join(texts) == starter_greedy["text"]
+
+
+@pytest.mark.parametrize(("ram_layers", "slots"), [(1, 3), (2, 0)], ids=["cache", "in-place"])
+def test_experts_in_ram_give_the_logits_of_experts_on_the_gpu(ram_layers, slots, tmp_path):
+    """A tiny qwen3moe with experts in pinned host memory: behind 3 GPU slots (prefill in
+    batches of slots, decode steps that miss, copies on the side stream), or read in place
+    over the bus (then also through the decode step's CUDA graph): the logits of the experts
+    all on the GPU."""
+    from engine.hearth.decode_graph import DecodeGraph
+    from engine.hearth.expert_offload import ExpertPlacement, RamExperts, offload_stats
+
+    path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", test_forward.CASES["qwen3moe"])
+    info = read_model_info(path)
+    config = model_config(info)
+    tokens = test_forward.TOKENS
+    rows = {}
+    for name, placement in (
+        ("gpu", ExpertPlacement()),
+        ("ram", ExpertPlacement(ram_layers, slots)),
+    ):
+        tensors = GGUFTensors(str(path), info)
+        model = Transformer.load(config, tensors, KernelsOps("cuda"), experts=placement)
+        cache = TorchKVCache(
+            n_layer=config.n_layer,
+            n_head_kv=config.n_head_kv,
+            head_dim=config.head_dim,
+            n_ctx=test_forward.N_CTX,
+            dtype=torch.float16,
+            device="cuda",
+        )
+        prompt = torch.tensor(tokens[:6], device="cuda")
+        positions = torch.arange(6, device="cuda")
+        out = [model.forward(prompt, positions, cache, n_keys=6, all_logits=True)]
+        for pos in range(6, len(tokens)):
+            out.append(_eager_step(model, cache, tokens[pos], pos)[None])
+        rows[name] = torch.cat(out)
+        if name == "ram" and slots:
+            assert isinstance(model.layers[-1].moe.experts, RamExperts)
+            assert model.layers[-1].moe.experts.host.gate.packed.planes["qs"].device.type == "cpu"
+            assert offload_stats(model.layers)["misses"] > 0
+        if name == "ram" and not slots:
+            assert not model.routes_on_host
+            graph = DecodeGraph(model, cache, position=6)
+            graph_logits, _ = graph.step(tokens[6], 6, launch_ahead=False)
+            torch.testing.assert_close(graph_logits, rows["ram"][6], rtol=0, atol=1e-3)
+    torch.testing.assert_close(rows["ram"], rows["gpu"], rtol=0, atol=1e-3)

@@ -134,3 +134,36 @@ def test_kernels_forward_of_a_moe_model_matches_the_reference(tmp_path, monkeypa
     got = test_forward.run_engine(path, ops=KernelsOps("cpu"))
     error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
     assert error < 3e-2, error
+
+
+def test_experts_in_ram_are_the_gemvs_planes_and_copy_by_rows(tmp_path):
+    """KernelsOps with the layer's experts in host memory and 3 slots: the host experts are
+    the expert GEMV's own planes (the same bytes as prepared on the device), the slots start
+    with experts 0-2, and copying expert e into slot s copies e's rows of every plane. (The
+    GEMV on the slots runs in tests/engine/hearth/test_gpu.py; the slot ids and batches in
+    test_expert_offload.py.)"""
+    config, _, resident = _layer_experts(tmp_path, "qwen3moe")
+    info = read_model_info(tmp_path / "qwen3moe.gguf")
+    tensors = GGUFTensors(str(tmp_path / "qwen3moe.gguf"), info)
+    parts = [tensors.experts(f"blk.0.ffn_{k}_exps.weight") for k in ("gate", "up", "down")]
+    in_ram = KernelsOps("cpu").prepare_experts_in_ram(*parts, config.activation, n_slots=3)
+    assert isinstance(in_ram.cache, PackedExperts) and in_ram.cache.n_expert == 3
+    pairs = ((in_ram.host.gate, in_ram.cache.gate, resident.gate),
+             (in_ram.host.up, in_ram.cache.up, resident.up),
+             (in_ram.host.down, in_ram.cache.down, resident.down))  # fmt: skip
+    for host, cache, on_device in pairs:
+        assert host.packed.planes.keys() == on_device.packed.planes.keys()
+        for name, plane in host.packed.planes.items():
+            assert torch.equal(plane, on_device.packed.planes[name])
+            assert torch.equal(cache.packed.planes[name], plane[: 3 * host.n_out])
+    _, loads = in_ram.slots.assign([6, 1])
+    assert loads == [(6, 0)]
+    in_ram._copy(loads)
+    for host, cache, _ in pairs:
+        n = host.n_out
+        for name, plane in host.packed.planes.items():
+            assert torch.equal(cache.packed.planes[name][:n], plane[6 * n : 7 * n])
+            assert torch.equal(cache.packed.planes[name][n : 2 * n], plane[n : 2 * n])
+    assert in_ram.expert_nbytes == sum(w.expert_nbytes for w in (resident.gate, resident.up,
+                                                                  resident.down))  # fmt: skip
+    assert in_ram.bytes_copied == in_ram.expert_nbytes

@@ -241,9 +241,9 @@ def test_expert_splits(n_in, splits):
 @pytest.mark.parametrize(
     ("rows", "expected"),
     [
-        # the expert GEMV: router logits (4-byte activations here), int32 ids and float32 weights; routing tables of
-        # 8 pairs; x and h in 8 bits; gate/up's two float32 partial channels and h; down's
-        # partials and output
+        # the expert GEMV: router logits (4-byte activations here), int32 ids and float32
+        # weights; routing tables of 8 pairs; x and h in 8 bits; gate/up's two float32
+        # partial channels and h; down's partials and output
         (1, 128 * 4 + 8 * 8 + 4 * (8 + 24 + 1) + 2 * (2048 + 8 * 768)
          + 2 * 8 * 768 * 4 + 8 * 768 * 4 + 8 * 2048 * 4 + 2048 * 4),
         # 16 rows: 128 pairs in one launch

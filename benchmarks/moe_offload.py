@@ -1,0 +1,353 @@
+"""A mixture-of-experts model with its experts in system RAM on a simulated smaller card: the
+Hearth engine (engine/hearth/expert_offload.py) beside llama-bench's --n-cpu-moe settings at the
+same free VRAM, with the planner's predictions beside both.
+
+    python -m benchmarks.moe_offload --model QWEN3-30B-A3B.gguf --card 12 [--out DIR]
+
+1. A memory hog (benchmarks/gpu_memory.py, as benchmarks/hearth_memory.py uses it) holds all
+   but --card GiB of GPU 0 for the whole run.
+2. The planner plans the Hearth engine for that card (the Model page's budget: free memory
+   less the safety margin; --ctx tokens) both ways: the fewest layers whose experts the GPU
+   reads in place over PCIe, and the fewest layers with the most cache slots that fit
+   (engine/planner/hearth_offload.py), each with its predicted speed; and llama.cpp's own
+   plan (its --n-cpu-moe count and predicted speed).
+3. For each of the two, in a child process (its memory given back when it ends): the pinned
+   host -> device copy rate; the model loaded with that placement; 64 prompt tokens and 16
+   decode steps to warm up; then tg128: 128 decode steps, each fed a random token (as
+   llama-bench's tg does: a greedy loop over random weights settles on one token and would
+   make every expert a cache hit) and its logits read on the host: through the decode
+   step's CUDA graph where the placement allows it (in place), eagerly with a cache.
+   Tokens/s, cache hits and misses per token, bytes copied per token, and the planner's
+   prediction at the measured copy rate.
+4. llama-bench tg128 (-fa 1, -ngl 99, --threads) at several --n-cpu-moe settings around the
+   planner's, each at the same free VRAM: a setting that does not fit fails and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from benchmarks.hearth_memory import start_hog
+from engine.gguf import read_model_info
+from engine.planner import DeviceBudget, Planner, PlanRequest, safety_margin
+from engine.planner.engine_choice import plan_engines
+from engine.planner.hearth_memory import HearthConfig, hearth_estimate
+from engine.planner.hearth_offload import OFFLOAD_COSTS, choose_placement, fewest_ram_layers
+from engine.planner.hearth_plan import hearth_profile, plan_hearth, predicted_speed
+from engine.planner.search import Search
+
+GIB = 1024**3
+MIB = 1024**2
+H200_GBPS = 4800.0  # HBM3e, the nominal figure the planner's bandwidth model takes
+
+
+def plan_for_card(model: str, budget: int, n_ctx: int, gpu_gbps: float) -> dict:
+    info = read_model_info(model)
+    gpu = DeviceBudget("cuda0", "simulated card", "cuda", budget, gpu_gbps, "9.0")
+    request = PlanRequest(gpus=(gpu,), target_ctx=n_ctx, min_ctx=min(512, n_ctx),
+                          host_budget_bytes=None)  # fmt: skip
+    hearth = plan_hearth(info, request)
+    llama = plan_engines(Planner([info]), request, "llama")
+    out = {"budget": budget, "hearth_fits": hearth.fits, "llama_fits": llama.fits}
+    if hearth.fits:
+        c = hearth.choice
+        out.update(n_ctx=c.n_ctx, chosen=(c.n_cpu_expert_layers, c.expert_cache_slots),
+                   placements=both_placements(info, request, c.n_ctx, gpu_gbps))  # fmt: skip
+    else:
+        out["hearth_reason"] = " ".join(hearth.reasons)
+    if llama.fits:
+        out.update(llama_ncmoe=llama.choice.n_cpu_expert_layers,
+                   llama_ngl=llama.choice.n_gpu_layers,
+                   llama_predicted=llama.tokens_per_second)  # fmt: skip
+    return out
+
+
+def both_placements(info, request: PlanRequest, n_ctx: int, gpu_gbps: float) -> list[dict]:
+    """The fewest layers read in place, and the fewest layers with the most cache slots, that
+    fit at n_ctx (f16 cache), each with the planner's predicted speed."""
+    profile = hearth_profile(info)
+    search = Search(request)
+    moe, n = profile.config.moe, profile.config.n_layer
+
+    def fits(ram: int, slots: int) -> bool:
+        config = HearthConfig(
+            n_ctx, "f16", "f16", min(512, n_ctx), ram_expert_layers=ram, expert_cache_slots=slots
+        )
+        return search.shortfall(hearth_estimate(profile, config)) <= 0
+
+    found = []
+    in_place = fewest_ram_layers(fits, n, 0)
+    if in_place is not None:
+        found.append((in_place, 0))
+    cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
+    if cached is not None:
+        found.append(cached)
+    return [
+        {"ram_layers": ram, "slots": slots,
+         "predicted": predicted_speed(profile, ("f16", "f16"), n_ctx, (ram, slots),
+                                      gpu_gbps).tokens_per_second}
+        for ram, slots in found
+    ]  # fmt: skip
+
+
+# -- the Hearth engine, in a child ----------------------------------------------------------------
+
+
+def pinned_copy_gbps(torch) -> float:
+    """Host (pinned) -> device copy rate of 256 MiB, median of 8, in GB/s."""
+    src = torch.empty(256 * MIB, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(256 * MIB, dtype=torch.uint8, device="cuda")
+    times = []
+    for _ in range(10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 256 * MIB / statistics.median(times[2:]) / 1e9
+
+
+def run_hearth(args) -> dict:
+    import torch
+
+    from engine.hearth.cache_layout import cache_layout
+    from engine.hearth.caches import new_kv_cache
+    from engine.hearth.config import model_config
+    from engine.hearth.expert_offload import ExpertPlacement, offload_stats
+    from engine.hearth.forward import Transformer
+    from engine.hearth.ops import select_ops
+    from engine.hearth.weights import GGUFTensors
+
+    device = args.device
+    gpu = device == "cuda"
+
+    def sync() -> None:
+        if gpu:
+            torch.cuda.synchronize()
+
+    link = pinned_copy_gbps(torch) if gpu else OFFLOAD_COSTS.host_link_gbps
+    info = read_model_info(args.model)
+    config = model_config(info)
+    placement = ExpertPlacement(args.ram_layers, args.slots)
+    ops = select_ops(device)
+    tensors = GGUFTensors(args.model, info)
+    started = time.perf_counter()
+    model = Transformer.load(config, tensors, ops, experts=placement)
+    sync()
+    load_s = time.perf_counter() - started
+    layout = cache_layout("f16", "f16", kernels_on_gpu=ops.name == "kernels" and gpu)
+    cache = new_kv_cache(layout, n_layer=config.n_layer, n_head_kv=config.n_head_kv,
+                         head_dim=config.head_dim, n_ctx=args.ctx, device=device)  # fmt: skip
+    rng = random.Random(1234)
+    n_prompt, n_warm = min(64, args.ctx // 4), min(16, args.ctx // 4)
+    n_steps = min(128, args.ctx - n_prompt - n_warm)
+
+    def token() -> int:
+        return rng.randrange(config.n_vocab)
+
+    graph = None
+    with torch.inference_mode():
+        prompt = torch.tensor([token() for _ in range(n_prompt)], device=device)
+        model.forward(prompt, torch.arange(n_prompt, device=device), cache, n_keys=n_prompt)
+        if gpu and not model.routes_on_host:  # in place: the decode step as the worker runs it
+            from engine.hearth.decode_graph import DecodeGraph
+
+            graph = DecodeGraph(model, cache, position=n_prompt)
+
+        def steps(start: int, n: int) -> float:
+            sync()
+            began = time.perf_counter()
+            for i in range(n):
+                if graph is not None:
+                    graph.step(token(), start + i, launch_ahead=False)  # reads its token
+                    continue
+                logits = model.forward(
+                    torch.tensor([token()], device=device),
+                    torch.tensor([start + i], device=device),
+                    cache,
+                    n_keys=cache.n_ctx,
+                )
+                int(torch.argmax(logits))  # the host reads each token, as the worker does
+            sync()
+            return time.perf_counter() - began
+
+        steps(n_prompt, n_warm)  # warm-up: the decode kernels' first launches
+        before = offload_stats(model.layers)
+        seconds = steps(n_prompt + n_warm, n_steps)
+        after = offload_stats(model.layers)
+    per_token = {k: (after[k] - before[k]) / n_steps for k in ("hits", "misses", "bytes_copied")}
+    profile = hearth_profile(info)
+    costs = dataclasses.replace(OFFLOAD_COSTS, host_link_gbps=link)
+    experts = (args.ram_layers, args.slots)
+    predicted = predicted_speed(profile, ("f16", "f16"), args.ctx, experts, args.gpu_gbps, costs)
+    return {
+        "ok": True,
+        "pinned_h2d_gbps": link,
+        "load_s": load_s,
+        "tg128_tok_s": n_steps / seconds,
+        "steps": n_steps,
+        "cuda_graph": graph is not None,
+        "ram_layers": args.ram_layers,
+        "slots": args.slots,
+        "hits_per_token": per_token["hits"],
+        "misses_per_token": per_token["misses"],
+        "mib_copied_per_token": per_token["bytes_copied"] / MIB,
+        "copied_gbps": (after["bytes_copied"] - before["bytes_copied"]) / seconds / 1e9,
+        "layers_cached": after["layers_cached"],
+        "predicted_at_measured_link": predicted.tokens_per_second,
+        "predicted_misses_per_token": predicted.misses_per_token,
+        "peak_allocated": torch.cuda.max_memory_allocated() if gpu else 0,
+        "reserved": torch.cuda.memory_reserved() if gpu else 0,
+    }
+
+
+def hearth_in_child(args, placement: dict, n_ctx: int) -> dict:
+    cmd = [sys.executable, "-m", "benchmarks.moe_offload", "hearth", "--model", args.model,
+           "--ram-layers", str(placement["ram_layers"]), "--slots", str(placement["slots"]),
+           "--ctx", str(n_ctx), "--gpu-gbps", str(args.gpu_gbps)]  # fmt: skip
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.hearth_timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "error": f"no answer within {args.hearth_timeout} s"}
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    tail = (proc.stderr.strip().splitlines() or ["no output"])[-3:]
+    return {"ok": False, "error": f"exit {proc.returncode}: {' | '.join(tail)}"}
+
+
+# -- llama-bench ----------------------------------------------------------------------------------
+
+
+def llama_bench(model: str, ncmoe: int, threads: int, timeout: float) -> dict:
+    cmd = ["llama-bench", "-m", model, "-p", "0", "-n", "128", "-r", "2", "-fa", "1",
+           "-ngl", "99", "-ncmoe", str(ncmoe), "-t", str(threads), "-o", "json"]  # fmt: skip
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"ncmoe": ncmoe, "ok": False, "error": f"no answer within {timeout:.0f} s"}
+    if done.returncode != 0:
+        tail = " | ".join(done.stderr.strip().splitlines()[-2:])
+        return {"ncmoe": ncmoe, "ok": False, "error": f"exit {done.returncode}: {tail}"}
+    row = json.loads(done.stdout)[0]
+    return {"ncmoe": ncmoe, "ok": True, "tg128_tok_s": float(row["avg_ts"])}
+
+
+def settings_around(n: int, n_layer: int) -> list[int]:
+    """The planner's --n-cpu-moe and its neighbours (fewer first: they may not fit), and all."""
+    return sorted({max(0, min(n_layer, n + d)) for d in (-2, 0, 2, 6)} | {n_layer})
+
+
+# -- the run --------------------------------------------------------------------------------------
+
+
+def show(args) -> int:
+    card = int(args.card * GIB)
+    proc, free = start_hog(card)
+    result: dict = {"card_gib": args.card, "free": free}
+    try:
+        budget = max(0, free - safety_margin(card))
+        plan = plan_for_card(args.model, budget, args.ctx, args.gpu_gbps)
+        result["plan"] = plan
+        print(f"simulated card: {args.card:g} GiB, free {free / GIB:.2f} GiB, planner budget "
+              f"{budget / GIB:.2f} GiB, context {args.ctx}", flush=True)  # fmt: skip
+        runs = []
+        if plan["hearth_fits"]:
+            print(f"planner, Hearth: chose (layers in RAM, slots) = {tuple(plan['chosen'])}",
+                  flush=True)  # fmt: skip
+            for placement in plan["placements"]:
+                print(f"  {_placement_text(placement)}: predicted "
+                      f"{placement['predicted']:.1f} tok/s at "
+                      f"{OFFLOAD_COSTS.host_link_gbps:g} GB/s", flush=True)  # fmt: skip
+                runs.append(hearth_in_child(args, placement, plan["n_ctx"]))
+                print(_hearth_text(runs[-1]), flush=True)
+        else:
+            runs.append({"ok": False, "error": plan["hearth_reason"]})
+            print(_hearth_text(runs[-1]), flush=True)
+        result["hearth"] = runs
+        n_layer = hearth_profile(read_model_info(args.model)).config.n_layer
+        base = plan.get("llama_ncmoe", n_layer // 2)
+        print(f"planner, llama.cpp: --n-cpu-moe {base}, predicted "
+              f"{plan.get('llama_predicted') or 0:.1f} tok/s", flush=True)  # fmt: skip
+        rows = []
+        for n in settings_around(base, n_layer):
+            row = llama_bench(args.model, n, args.threads, args.llama_timeout)
+            rows.append(row)
+            text = f"{row['tg128_tok_s']:.1f} tok/s" if row["ok"] else f"failed: {row['error']}"
+            print(f"llama-bench tg128 --n-cpu-moe {n}: {text}", flush=True)
+        result["llama_bench"] = rows
+        best = max((r for r in rows if r["ok"]), key=lambda r: r["tg128_tok_s"], default=None)
+        ours = max((r for r in runs if r.get("ok")), key=lambda r: r["tg128_tok_s"], default=None)
+        if best and ours:
+            ratio = ours["tg128_tok_s"] / best["tg128_tok_s"]
+            result["ratio_to_best_llama"] = ratio
+            print(f"best Hearth ({_placement_text(ours)}) / best llama.cpp (--n-cpu-moe "
+                  f"{best['ncmoe']}): {ratio:.2f}x (the issue's target: >= 1.2x)",
+                  flush=True)  # fmt: skip
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    if args.out:
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+        (Path(args.out) / "moe_offload.json").write_text(json.dumps(result, indent=2))
+    return 0 if any(r.get("ok") for r in result.get("hearth", ())) else 1
+
+
+def _placement_text(p: dict) -> str:
+    how = f"{p['slots']} cache slots each" if p["slots"] else "read in place"
+    return f"experts of {p['ram_layers']} layers in RAM, {how}"
+
+
+def _hearth_text(r: dict) -> str:
+    if not r.get("ok"):
+        return f"Hearth engine: failed: {r.get('error')}"
+    how = "CUDA graph" if r["cuda_graph"] else "eager"
+    return (
+        f"Hearth engine, {_placement_text(r)} ({how}): tg128 {r['tg128_tok_s']:.1f} tok/s "
+        f"(load {r['load_s']:.1f} s); per token {r['hits_per_token']:.1f} hits, "
+        f"{r['misses_per_token']:.1f} misses (predicted {r['predicted_misses_per_token']:.1f} "
+        f"crossing the bus), {r['mib_copied_per_token']:.0f} MiB copied "
+        f"({r['copied_gbps']:.1f} GB/s over the run); pinned H2D {r['pinned_h2d_gbps']:.1f} "
+        f"GB/s; planner's prediction at that rate {r['predicted_at_measured_link']:.1f} tok/s"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", nargs="?", default="show", choices=("show", "hearth"))
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--card", type=float, default=12.0, help="GiB left free (default 12)")
+    parser.add_argument("--ctx", type=int, default=1024, help="context tokens (default 1024)")
+    parser.add_argument("--gpu-gbps", type=float, default=H200_GBPS)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 16)
+    parser.add_argument("--ram-layers", type=int, default=0)
+    parser.add_argument("--slots", type=int, default=0)
+    parser.add_argument("--device", default="cuda", help="hearth mode: cpu for a check")
+    parser.add_argument("--hearth-timeout", type=float, default=150.0)
+    parser.add_argument("--llama-timeout", type=float, default=60.0)
+    parser.add_argument("--out", default=os.environ.get("OUT"))
+    args = parser.parse_args(argv)
+    if args.mode == "hearth":
+        try:
+            print(json.dumps(run_hearth(args)), flush=True)
+        except Exception as exc:  # one JSON line either way: the parent reports it
+            print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}), flush=True)
+            return 1
+        return 0
+    return show(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,60 @@
+"""benchmarks/moe_offload.py off the GPU: its Hearth run (the child's part) on a tiny random MoE
+model on the CPU with plain torch, the planner's side on the Qwen3-30B-A3B shape, and the
+--n-cpu-moe settings it tries."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+pytest.importorskip("torch")
+
+from benchmarks.moe_offload import plan_for_card, run_hearth, settings_around
+from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
+from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+
+GIB = 1024**3
+
+
+@pytest.fixture
+def one_thread():
+    """torch on one thread: tiny matrices on a shared 2-core machine spend seconds in its
+    threads' barriers otherwise (18 s against 2)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def test_the_hearth_run_counts_its_misses_and_predicts(tmp_path, one_thread):
+    path = write_tiny_gguf(tmp_path / "moe.gguf", tiny_spec("qwen3moe", n_layer=2))
+    args = argparse.Namespace(model=str(path), ram_layers=1, slots=3, ctx=32, gpu_gbps=100.0,
+                              device="cpu")  # fmt: skip
+    got = run_hearth(args)
+    assert got["ok"] and got["layers_cached"] == 1 and got["steps"] == 16
+    assert got["misses_per_token"] > 0 and got["mib_copied_per_token"] > 0
+    assert got["hits_per_token"] + got["misses_per_token"] <= 2  # top-2, one layer in RAM
+    # even routing over 8 experts with 3 slots: 2 x 5/8 misses a token
+    assert got["predicted_misses_per_token"] == pytest.approx(1.25)
+
+
+def test_the_plan_for_a_12_gib_card(tmp_path):
+    path = write_sparse_gguf(tmp_path / "q.gguf", SHAPES["qwen3-30b-a3b"], "Q4_K_M")
+    plan = plan_for_card(str(path), int(11.5 * GIB), 1024, 4800.0)
+    assert plan["hearth_fits"] and plan["llama_fits"]
+    in_place, cached = plan["placements"]
+    assert in_place["slots"] == 0 and 0 < in_place["ram_layers"] < 48
+    assert cached["slots"] >= 8 and cached["ram_layers"] >= in_place["ram_layers"]
+    assert tuple(plan["chosen"]) in {(p["ram_layers"], p["slots"]) for p in (in_place, cached)}
+    assert 0 < plan["llama_ncmoe"] < 48 and in_place["predicted"] > 0
+
+
+@pytest.mark.parametrize(
+    ("n", "expected"),
+    [(19, [17, 19, 21, 25, 48]), (46, [44, 46, 48]), (1, [0, 1, 3, 7, 48])],
+)
+def test_settings_around(n, expected):
+    assert settings_around(n, 48) == expected

@@ -1,0 +1,276 @@
+"""Experts in system RAM: a layer's routed experts kept in pinned host memory, and read by the
+GPU one of two ways.
+
+    placement = ExpertPlacement(ram_layers=12, cache_slots=40)  # the last 12 layers, 40 slots
+    experts = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots=40)
+    y = ops.moe_ffn(x, experts, ids, weights)   # RamExperts.run: copy the misses, then the GEMV
+
+- In place (cache_slots 0): the expert GEMV reads the picked experts' bytes straight from
+  pinned host memory over the bus (`device_view`: a CUDA tensor over the pinned pages, as
+  vLLM's and SGLang's CPU offload do), every token; nothing is copied or decided on the host,
+  so the decode step is still one CUDA graph.
+- A cache (cache_slots S): the picked experts not cached are copied into S device slots
+  first (RamExperts below); a skewed router's favourites then stay on the GPU, but every
+  layer in RAM reads its routing back to the host, so the step runs eagerly.
+
+Why this way (docs/decisions/0020-experts-in-ram.md has the arithmetic): attention, the router,
+shared experts and the layers whose experts fit stay on the GPU as before; a layer in RAM keeps
+every expert as the ops prepared it (kernels' planes, or the file's blocks for plain torch) in
+pinned host memory, and a device copy of `n_slots` experts in the same layout, so the expert
+GEMV runs unchanged on the slots: the step's expert ids become slot ids. Which expert a slot
+holds is ExpertSlots' bookkeeping (least recently used out), pure Python, table-tested.
+
+A step reads its ids back to the host (one synchronisation per layer in RAM: which experts are
+missing is only known there), copies each missing expert's rows on a side stream that the
+compute stream then waits for, and launches the GEMV on the slots. More distinct experts than
+slots (a prefill chunk) go in batches of `n_slots` experts: each batch's pairs keep their
+routing weight, the others' are zero (and point at a slot of the batch, so every slot read
+holds a real expert), and the batches' outputs are summed in float32. The synchronisation makes
+a decode step with experts in RAM impossible to capture in a CUDA graph: the driver runs such
+a model eagerly.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class ExpertPlacement:
+    """Where a MoE model's routed experts live: every layer's on the device (the default), or
+    the last `ram_layers` layers' in host memory, each with `cache_slots` experts on the device
+    (llama.cpp's --n-cpu-moe counts layers from the end the same way)."""
+
+    ram_layers: int = 0
+    cache_slots: int = 0
+
+    def in_ram(self, layer: int, n_layer: int) -> bool:
+        return layer >= n_layer - self.ram_layers
+
+    def check(self, n_expert: int, n_expert_used: int) -> None:
+        """A cache must hold one token's experts at least (0 slots: read in place): ValueError
+        otherwise."""
+        slots = self.cache_slots
+        if self.ram_layers and slots and not n_expert_used <= slots <= n_expert:
+            raise ValueError(
+                f"an expert cache of {slots} slots: a layer in RAM needs 0 (read in place) or "
+                f"between {n_expert_used} (the experts one token uses) and {n_expert} slots"
+            )
+
+
+class ExpertSlots:
+    """Which expert each of `n_slots` device slots holds. Slot s starts with expert s (the cache
+    is filled with the first experts when it is made); a step's experts are found or loaded
+    into the least recently used slots that the step does not need itself."""
+
+    def __init__(self, n_slots: int, n_expert: int):
+        if not 0 < n_slots <= n_expert:
+            raise ValueError(f"{n_slots} slots for {n_expert} experts")
+        self.n_slots, self.n_expert = n_slots, n_expert
+        self.expert_in = list(range(n_slots))
+        self.slot_of = {e: e for e in range(n_slots)}
+        self._recency: OrderedDict[int, None] = OrderedDict.fromkeys(range(n_slots))
+        self.hits = 0  # distinct experts a step found in a slot
+        self.misses = 0  # distinct experts a step had to copy in
+
+    def assign(self, needed: Sequence[int]) -> tuple[dict[int, int], list[tuple[int, int]]]:
+        """({expert: slot} for the distinct experts `needed` (at most n_slots of them), the
+        (expert, slot) copies to make first). Needed experts become the most recently used."""
+        if len(needed) > self.n_slots:
+            raise ValueError(f"{len(needed)} experts for {self.n_slots} slots")
+        missing = [e for e in needed if e not in self.slot_of]
+        kept = {self.slot_of[e] for e in needed if e in self.slot_of}
+        victims = iter([s for s in self._recency if s not in kept])
+        loads = []
+        for expert in missing:
+            slot = next(victims)
+            del self.slot_of[self.expert_in[slot]]
+            self.expert_in[slot] = expert
+            self.slot_of[expert] = slot
+            loads.append((expert, slot))
+        for expert in needed:
+            self._recency.move_to_end(self.slot_of[expert])
+        self.hits += len(needed) - len(missing)
+        self.misses += len(missing)
+        return {e: self.slot_of[e] for e in needed}, loads
+
+
+def batches(needed: Sequence[int], size: int) -> list[list[int]]:
+    """`needed` in consecutive batches of at most `size`."""
+    return [list(needed[i : i + size]) for i in range(0, len(needed), size)]
+
+
+@dataclass
+class RamExperts:
+    """One layer's routed experts in host memory with a device cache of slots (module
+    docstring). `host` and `cache` are the same kind of prepared experts (ops.ExpertWeights or
+    ops.PackedExperts), n_expert and n_slots experts; `rows` pairs each host tensor with its
+    cache tensor and the rows one expert takes in both (the copy unit)."""
+
+    host: object
+    cache: object
+    slots: ExpertSlots
+    rows: list[tuple[torch.Tensor, torch.Tensor, int]]
+    # called with the slots just rewritten (TorchOps forgets what it dequantized from them)
+    rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
+    bytes_copied: int = 0
+    _stream: object = field(default=None, repr=False)
+
+    @property
+    def n_expert(self) -> int:
+        return self.slots.n_expert
+
+    @property
+    def expert_nbytes(self) -> int:
+        """Bytes one expert copy moves (all its rows, biases included)."""
+        return sum(r * t.stride(0) * t.element_size() for t, _, r in self.rows)
+
+    def run(self, moe_ffn, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
+        """moe_ffn(x, self.cache, slot_ids, weights) with the picked experts in their slots
+        (module docstring); `moe_ffn` is the ops' own, for experts on the device."""
+        picked = ids.cpu()  # the synchronisation: which experts this step needs
+        needed = torch.unique(picked).tolist()
+        if len(needed) <= self.slots.n_slots:
+            return moe_ffn(x, self.cache, self._slot_ids(picked, needed, x.device), weights)
+        total = None
+        for batch in batches(needed, self.slots.n_slots):
+            chosen = torch.isin(picked, torch.tensor(batch))
+            slot_ids = self._slot_ids(picked, batch, x.device, chosen)
+            part = moe_ffn(x, self.cache, slot_ids, weights * chosen.to(weights.device))
+            total = part.float() if total is None else total + part.float()
+        return total.to(x.dtype)
+
+    def _slot_ids(self, picked, batch: list[int], device, chosen=None) -> torch.Tensor:
+        """The slot of each (token, expert) pair, the batch's experts loaded first; pairs not
+        `chosen` point at the batch's first slot (their weight is zero)."""
+        where, loads = self.slots.assign(batch)
+        self._copy(loads)
+        table = torch.zeros(self.n_expert, dtype=torch.int64)
+        table[torch.tensor(list(where))] = torch.tensor(list(where.values()))
+        slot_ids = table[picked]
+        if chosen is not None:
+            slot_ids = torch.where(chosen, slot_ids, where[batch[0]])
+        return slot_ids.to(device)
+
+    def _copy(self, loads: list[tuple[int, int]]) -> None:
+        """Each (expert, slot)'s rows from host memory into the slot: on a GPU on a side stream
+        that waits for the work queued before (an earlier batch may still read the slots) and
+        that the compute stream then waits for."""
+        if not loads:
+            return
+        device = self.rows[0][1].device
+        if device.type != "cuda":
+            self._copy_rows(loads)
+        else:
+            if self._stream is None:
+                self._stream = torch.cuda.Stream(device)
+            compute = torch.cuda.current_stream(device)
+            self._stream.wait_stream(compute)
+            with torch.cuda.stream(self._stream):
+                self._copy_rows(loads)
+            compute.wait_stream(self._stream)
+        self.bytes_copied += len(loads) * self.expert_nbytes
+        self.rewritten([slot for _, slot in loads])
+
+    def _copy_rows(self, loads: list[tuple[int, int]]) -> None:
+        for expert, slot in loads:
+            for host, cache, r in self.rows:
+                cache[slot * r : (slot + 1) * r].copy_(
+                    host[expert * r : (expert + 1) * r], non_blocking=True
+                )
+
+
+PAGE = 4096
+_CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
+
+
+def _driver():
+    import ctypes
+
+    return ctypes.CDLL("libcuda.so.1")
+
+
+def pinned_copy(t: torch.Tensor) -> torch.Tensor:
+    """t copied into page-locked host memory of its own size in whole pages, registered with
+    the driver (cuMemHostRegister) and unregistered when the copy is freed. torch's
+    pin_memory() rounds every allocation up to a power of two (a 100 MB plane takes 128 MB:
+    +36% over a Qwen3-30B-A3B layer's experts). The buffer starts on a page of its own, so no
+    two registrations share a page; where the driver refuses, torch's pin_memory() instead.
+    The driver API, not the runtime's, so that a refusal leaves no error for torch's next
+    launch check to find."""
+    import ctypes
+    import weakref
+
+    nbytes = t.numel() * t.element_size()
+    if nbytes == 0:
+        return t.clone()
+    size = -(-nbytes // PAGE) * PAGE
+    buffer = torch.empty(size + PAGE, dtype=torch.uint8)
+    start = -buffer.data_ptr() % PAGE
+    region = buffer[start : start + size]
+    address = region.data_ptr()
+    torch.cuda.synchronize()  # the device's context is current on this thread
+    driver = _driver()
+    status = driver.cuMemHostRegister_v2(
+        ctypes.c_void_p(address), ctypes.c_size_t(size),
+        ctypes.c_uint(_CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP),
+    )  # fmt: skip
+    if status != 0:
+        return t.contiguous().pin_memory()
+    out = region[:nbytes].view(t.dtype).view(t.shape)
+    out.copy_(t)
+    finalizer = weakref.finalize(out, driver.cuMemHostUnregister, ctypes.c_void_p(address))
+    finalizer.atexit = False  # at exit the context goes with the process
+    return out
+
+
+class _DeviceArray:
+    """__cuda_array_interface__ over `nbytes` bytes at a device address; keeps `owner` (the
+    pinned host tensor behind the address) alive as long as a tensor made from it."""
+
+    def __init__(self, address: int, nbytes: int, owner: torch.Tensor):
+        self.owner = owner
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "version": 3,
+        }
+
+
+def device_view(host: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CUDA tensor over a pinned host tensor's own memory (no copy): kernels reading it read
+    host memory over the bus. The address is the driver's (cuMemHostGetDevicePointer; with
+    unified addressing the host's own)."""
+    import ctypes
+
+    if host.device.type != "cpu" or not host.is_contiguous():
+        raise ValueError("only a contiguous tensor in pinned host memory can be read in place")
+    with torch.cuda.device(device):
+        torch.cuda.synchronize()  # the device's context is current on this thread
+        driver = _driver()
+        address = ctypes.c_uint64()
+        status = driver.cuMemHostGetDevicePointer_v2(
+            ctypes.byref(address), ctypes.c_void_p(host.data_ptr()), ctypes.c_uint(0)
+        )
+        if status != 0:  # not page-locked (pinned_copy made it), or no mapping on this GPU
+            raise RuntimeError(f"cuMemHostGetDevicePointer failed ({status})")
+        nbytes = host.numel() * host.element_size()
+        raw = torch.as_tensor(_DeviceArray(address.value, nbytes, host), device=device)
+    return raw.view(host.dtype).view(host.shape)
+
+
+def offload_stats(layers) -> dict[str, int]:
+    """Hits, misses and bytes copied over the layers' RamExperts (for benchmarks and logs)."""
+    found = [layer.moe.experts for layer in layers if layer.moe is not None]
+    ram = [e for e in found if isinstance(e, RamExperts)]
+    return {
+        "layers_cached": len(ram),
+        "hits": sum(e.slots.hits for e in ram),
+        "misses": sum(e.slots.misses for e in ram),
+        "bytes_copied": sum(e.bytes_copied for e in ram),
+    }

@@ -1,0 +1,150 @@
+"""The Hearth engine with a mixture-of-experts model's experts in system RAM: which layers, how
+big a device cache, and what it costs per token (engine/hearth/expert_offload.py runs it).
+
+    placement = choose_placement(fits, n_layer, n_expert, n_expert_used)  # (N, S) or None
+    speed = offload_speed(..., ram_layers=N, slots=S, ...)
+
+The engine keeps the last N layers' routed experts in pinned host memory; everything else stays
+on the GPU as without offload. Either the GPU reads the experts a token picks in place, over the
+host link (S = 0), or each such layer has a device cache of S experts (least recently used out)
+and a step first copies the picked experts that are not cached. So:
+
+- VRAM: the model less the N layers' expert tensors, plus S experts' worth of each of them
+  (hearth_memory.hearth_items does the bytes; `fits(N, S)` asks it);
+- RAM: the N layers' experts, pinned (they cannot be swapped out);
+- per token: every layer reads its k picked experts as before; of a layer in RAM, all k cross
+  the link when read in place, and k (1 - S / n_expert) on average with a cache when the router
+  picks experts evenly (LRU then keeps a random S of n_expert; a real router prefers some
+  experts, which the cache keeps, so this is the pessimistic end). Those bytes cross the link at
+  its rate. With a cache, each layer in RAM also reads its routing back to the host and the step
+  runs without the CUDA graph, eagerly: about a millisecond a layer (OffloadCosts), which is
+  why the in-place reading is predicted faster unless the link is much slower than that.
+
+Placement with a cache: the fewest layers in RAM (a resident layer never misses), then as many
+slots as fit: under even routing a slot saves as many bytes per token as a resident layer's
+share, so leftover memory is worth the same either way, and slots also catch a skewed router's
+favourites. In place: the fewest layers in RAM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from engine.planner.backends import DECODE_OVERHEAD_S
+
+GB = 1e9
+
+
+@dataclass(frozen=True)
+class OffloadCosts:
+    """What only a device measures (benchmarks/moe_offload_show.sh prints each beside its
+    prediction); not yet calibrated."""
+
+    # pinned host -> device copies: PCIe 4.0 x16 moves about 25 GB/s, 5.0 about 50 (the
+    # benchmark measures it and predicts with the measured rate)
+    host_link_gbps: float = 25.0
+    # the expert GEMV's and the rest's share of the memory bandwidth while decoding a MoE
+    # model: docs/kernels-moe.md measured 24-35% for the expert projections on an H200
+    gpu_efficiency: float = 0.3
+    # kernels reading pinned host memory in place get this share of the copy rate
+    in_place_efficiency: float = 0.8
+    # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
+    # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
+    # a layer of launches from Python
+    eager_layer_s: float = 1.1e-3
+    # per layer with a cache per token: reading the routing back, its copies' launches
+    ram_layer_s: float = 40e-6
+    calibrated: bool = False
+
+
+OFFLOAD_COSTS = OffloadCosts()
+
+
+@dataclass(frozen=True)
+class OffloadSpeed:
+    misses_per_token: float  # experts copied per token (even routing)
+    link_bytes_per_token: float
+    gpu_bytes_per_token: float
+    tokens_per_second: float
+
+
+def fewest_ram_layers(fits: Callable[[int, int], bool], n_layer: int, min_slots: int) -> int | None:
+    """The fewest layers (1..n_layer) whose experts in RAM, with min_slots each, fit; None when
+    not even all of them do. Memory falls as layers move to RAM, so a bisection finds it."""
+    if not fits(n_layer, min_slots):
+        return None
+    lo, hi = 1, n_layer
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid, min_slots):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def most_slots(fits: Callable[[int, int], bool], ram_layers: int, lo: int, hi: int) -> int:
+    """The most slots in [lo, hi] that fit with `ram_layers` layers in RAM (lo must fit)."""
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(ram_layers, mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def choose_placement(
+    fits: Callable[[int, int], bool], n_layer: int, n_expert: int, n_expert_used: int
+) -> tuple[int, int] | None:
+    """(layers in RAM, cache slots per layer): the fewest layers, then the most slots (module
+    docstring); None when even every layer in RAM with one token's experts cached does not
+    fit. A cache of every expert would be a resident layer, so at most n_expert - 1 slots."""
+    ram_layers = fewest_ram_layers(fits, n_layer, n_expert_used)
+    if ram_layers is None:
+        return None
+    top = max(n_expert_used, n_expert - 1)
+    return ram_layers, most_slots(fits, ram_layers, n_expert_used, top)
+
+
+def misses_per_token(ram_layers: int, slots: int, n_expert: int, n_expert_used: int) -> float:
+    """Experts crossing the link per token under even routing: k (1 - S / n_expert) per layer
+    in RAM (all k when read in place, S = 0)."""
+    return ram_layers * n_expert_used * (1.0 - min(slots, n_expert) / n_expert)
+
+
+def offload_speed(
+    *,
+    n_layer: int,
+    n_expert: int,
+    n_expert_used: int,
+    expert_bytes: int,
+    dense_bytes: int,
+    all_expert_bytes: int,
+    kv_bytes_read: float,
+    ram_layers: int,
+    slots: int,
+    gpu_bandwidth_gbps: float,
+    costs: OffloadCosts = OFFLOAD_COSTS,
+) -> OffloadSpeed:
+    """Predicted decode speed: the GPU reads the non-expert weights it uses (dense_bytes), the
+    picked experts' share of every layer's (all_expert_bytes k / n_expert) and kv_bytes_read;
+    the misses cross the host link; with a cache, plus the eager step's and the routing's
+    per-layer costs. The parts add up: a layer's experts are read after its router."""
+    misses = misses_per_token(ram_layers, slots, n_expert, n_expert_used)
+    link = misses * expert_bytes
+    gpu = dense_bytes + all_expert_bytes * n_expert_used / n_expert + kv_bytes_read
+    if slots:
+        link_rate = costs.host_link_gbps * GB
+        per_layer = n_layer * costs.eager_layer_s + ram_layers * costs.ram_layer_s
+    else:
+        link_rate = costs.host_link_gbps * GB * costs.in_place_efficiency
+        per_layer = 0.0
+    seconds = (
+        DECODE_OVERHEAD_S
+        + gpu / (gpu_bandwidth_gbps * GB * costs.gpu_efficiency)
+        + (link / link_rate if ram_layers else 0.0)
+        + per_layer
+    )
+    return OffloadSpeed(misses, link, gpu, 1.0 / seconds)

@@ -1,0 +1,231 @@
+"""The Hearth engine with a MoE model's experts in RAM (engine/planner/hearth_offload.py and its
+use in hearth_memory, hearth_plan, manual and engine_choice): the placement and speed arithmetic
+by tables, the memory items on the Qwen3-30B-A3B shape, and Best fit's choice against llama.cpp's
+--n-cpu-moe split by measured figures only."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from engine.planner import DeviceBudget, Planner, PlanRequest, engine_table
+from engine.planner.engine_choice import plan_engines
+from engine.planner.hearth_memory import HearthConfig, HearthProfile, hearth_items
+from engine.planner.hearth_offload import (
+    OffloadCosts,
+    choose_placement,
+    fewest_ram_layers,
+    misses_per_token,
+    offload_speed,
+)
+from engine.planner.hearth_plan import plan_hearth
+from engine.planner.manual import ManualChoice, plan_manual
+
+GIB = 1024**3
+
+
+def budget_fits(n_layer: int, layer: int, slot: int, budget: int):
+    """fits(N, S): n_layer - N resident layers of `layer` bytes and N caches of S `slot`s."""
+    return lambda ram, slots: (n_layer - ram) * layer + ram * slots * slot <= budget
+
+
+@pytest.mark.parametrize(
+    ("budget", "expected"),
+    [
+        # everything fits with one layer in RAM at the fewest slots, leftover to slots:
+        # one layer in RAM: 9 resident x 100 = 900, its cache of 2 slots (20) fits; then up to
+        # (950 - 900) / 10 = 5 slots
+        (950, (1, 5)),
+        # 2 layers in RAM: 800 + 2 x 2 x 10 = 840 <= 850, then (850 - 800) / 20 = 2 slots each
+        (850, (2, 2)),
+        (845, (2, 2)),
+        # every layer in RAM: 10 x 2 x 10 = 200
+        (200, (10, 2)),
+        (199, None),  # not even that
+        # more than all resident: still at most n_expert - 1 slots (a full cache is a layer)
+        (10_000, (1, 7)),
+    ],
+)
+def test_choose_placement(budget, expected):
+    fits = budget_fits(10, 100, 10, budget)
+    assert choose_placement(fits, 10, n_expert=8, n_expert_used=2) == expected
+
+
+def test_fewest_ram_layers_asks_only_a_bisection_of_questions():
+    asked = []
+
+    def fits(ram, slots):
+        asked.append(ram)
+        return ram >= 37
+
+    assert fewest_ram_layers(fits, 48, 8) == 37
+    assert len(asked) <= 8
+
+
+@pytest.mark.parametrize(
+    ("ram", "slots", "expected"),
+    [(0, 0, 0.0), (10, 0, 80.0), (10, 64, 40.0), (10, 128, 0.0), (48, 32, 288.0)],
+)
+def test_misses_per_token_under_even_routing(ram, slots, expected):
+    assert misses_per_token(ram, slots, n_expert=128, n_expert_used=8) == expected
+
+
+COSTS = OffloadCosts(host_link_gbps=10.0, gpu_efficiency=0.5, eager_layer_s=1e-4,
+                     ram_layer_s=1e-4, in_place_efficiency=0.5)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("ram", "slots", "misses", "seconds"),
+    [
+        # a cache of 4 of 8: half of each layer's 2 experts copied at 10 GB/s; eager launches
+        # for all 4 layers, routing read back for the 2 in RAM
+        (2, 4, 2.0, 0.002 + 2e9 / 500e9 + 2e6 / 10e9 + 4e-4 + 2e-4),
+        # in place: all 2 experts of each layer in RAM read at half the link's rate; the graph
+        (2, 0, 4.0, 0.002 + 2e9 / 500e9 + 4e6 / 5e9),
+        # every expert on the GPU
+        (0, 0, 0.0, 0.002 + 2e9 / 500e9),
+    ],
+)
+def test_offload_speed_adds_the_gpu_the_link_and_the_launches(ram, slots, misses, seconds):
+    speed = offload_speed(
+        n_layer=4, n_expert=8, n_expert_used=2, expert_bytes=1_000_000,
+        dense_bytes=1_000_000_000, all_expert_bytes=4_000_000_000, kv_bytes_read=0,
+        ram_layers=ram, slots=slots, gpu_bandwidth_gbps=1000.0, costs=COSTS,
+    )  # fmt: skip
+    assert speed.misses_per_token == misses
+    assert speed.link_bytes_per_token == misses * 1_000_000
+    assert speed.gpu_bytes_per_token == 1e9 + 1e9
+    assert speed.tokens_per_second == pytest.approx(1 / seconds)
+
+
+@pytest.fixture(scope="module")
+def qwen3_moe(synthetic_info):
+    return HearthProfile.of(synthetic_info("qwen3-30b-a3b", "Q4_K_M"))
+
+
+def test_experts_in_ram_leave_the_gpu_for_pinned_host_memory(qwen3_moe):
+    """10 layers in RAM with 8 slots each: the GPU's weights fall by those layers' experts
+    less their caches (8 of 128 experts' rows); host memory gains the layers' experts."""
+    per_layer = [sum(t.n_bytes for t in ts) for ts in qwen3_moe.layer_experts]
+    assert len(per_layer) == 48 and min(per_layer) > 300 * 2**20
+    on_gpu = hearth_items(qwen3_moe, HearthConfig(4096))
+    in_ram = hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=10,
+                                                  expert_cache_slots=8))  # fmt: skip
+    ten = sum(per_layer[-10:])
+    # each plane its own page-aligned buffer: at most two pages more than its bytes
+    planes = in_ram.host_experts - ten
+    assert 0 < planes <= 10 * 3 * 4 * 2 * 4096
+    assert in_ram.host_weights - on_gpu.host_weights == in_ram.host_experts
+    assert on_gpu.weights - in_ram.weights == pytest.approx(ten * (1 - 8 / 128), rel=1e-3)
+    # a cache of every expert is the layer itself
+    full = hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=48,
+                                                expert_cache_slots=128))  # fmt: skip
+    assert full.weights == on_gpu.weights
+    assert qwen3_moe.expert_bytes == max(per_layer) // 128
+
+
+def h200(gib: float, **options) -> PlanRequest:
+    gpu = DeviceBudget("gpu0", "H200", "cuda", int(gib * GIB), 4800.0, "9.0")
+    options.setdefault("host_budget_bytes", 100 * GIB)
+    return PlanRequest(gpus=(gpu,), target_ctx=4096, **options)
+
+
+def test_a_12_gib_card_keeps_the_last_layers_experts_in_ram(synthetic_info, qwen3_moe):
+    """Read in place (the graph kept) is predicted faster than a cache (an eager step) at
+    the default costs, so the plan reads the fewest layers' experts in place."""
+    info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
+    plan = plan_hearth(info, h200(12))
+    assert plan.fits and plan.choice.engine == "hearth"
+    ram, slots = plan.choice.n_cpu_expert_layers, plan.choice.expert_cache_slots
+    assert 0 < ram < 48 and slots == 0
+    assert plan.settings.ram_expert_layers == ram and plan.settings.expert_cache_slots == 0
+    assert plan.devices[0].total_bytes <= 12 * GIB
+    # one layer fewer in RAM would not fit
+    fewer = hearth_items(qwen3_moe, HearthConfig(plan.choice.n_ctx, "f16", "f16", 512,
+                                                 ram - 1, 0))  # fmt: skip
+    assert fewer.gpu_total > plan.devices[0].budget_bytes
+    assert plan.tokens_per_second is not None and 5 < plan.tokens_per_second < 500
+    assert any("Experts in RAM" in r and "in place" in r for r in plan.reasons)
+    assert any("a prediction, not measured" in r for r in plan.reasons)
+    assert plan.choice.experts_in_ram_text == (
+        f"experts in RAM: {ram} of 48 layers, read by the GPU over PCIe"
+    )
+    # a card that holds it all keeps every expert on the GPU
+    assert plan_hearth(info, h200(40)).choice.n_cpu_expert_layers == 0
+    # no room left for experts in RAM: the refusal says so
+    refused = plan_hearth(info, h200(12, allow_cpu_experts=False))
+    assert not refused.fits
+
+
+@pytest.mark.parametrize(
+    ("link_gbps", "in_place"),
+    # eager steps cost 48 x 1.1 ms: a cache wins only where the link is far slower
+    [(25.0, True), (0.5, False)],
+)
+def test_the_faster_of_in_place_and_a_cache(synthetic_info, monkeypatch, link_gbps, in_place):
+    import engine.planner.hearth_plan as hearth_plan
+
+    slow = OffloadCosts(host_link_gbps=link_gbps)
+    monkeypatch.setattr(hearth_plan, "OFFLOAD_COSTS", slow)
+    plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), h200(12))
+    assert (plan.choice.expert_cache_slots == 0) == in_place
+
+
+def test_the_model_page_plans_experts_in_ram_for_the_hearth_engine(synthetic_info):
+    info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
+    choice = ManualChoice(n_ctx=4096, flash_attn=False, engine="hearth", n_cpu_expert_layers=30)
+    plan = plan_manual(Planner([info]), h200(12), choice)
+    assert plan.fits and plan.config.n_cpu_expert_layers == 30
+    assert plan.settings.ram_expert_layers == 30 and plan.settings.expert_cache_slots == 0
+    cached = plan_manual(Planner([info]), h200(12), ManualChoice(
+        n_ctx=4096, flash_attn=False, engine="hearth", n_cpu_expert_layers=30,
+        expert_cache_slots=8,
+    ))  # fmt: skip
+    assert cached.settings.expert_cache_slots == 8
+    assert cached.devices[0].total_bytes > plan.devices[0].total_bytes
+
+
+def _offload_figures(hearth: float, llama: dict[int, float]) -> dict:
+    """The figures file plus experts-in-RAM rows at 12 GiB free (a test's own)."""
+    data = copy.deepcopy(engine_table._figures())
+    model = "qwen3-30b-a3b Q4_K_M, 12 GiB free"
+    rows = [("hearth", hearth, "22 layers, 9 slots")]
+    rows += [("llama", speed, f"--n-cpu-moe {n}") for n, speed in llama.items()]
+    for engine, speed, setting in rows:
+        data["decode"].append(dict(
+            device_class="cuda sm_90", device="test", model=model, engine=engine,
+            type_k="f16", type_v="f16", depth=0, tokens_per_second=speed, source="test",
+            moe=True, experts_in_ram=True, setting=setting,
+        ))  # fmt: skip
+    return data
+
+
+def test_best_fit_keeps_llama_cpp_until_experts_in_ram_are_measured(synthetic_info):
+    info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
+    plan = plan_engines(Planner([info]), h200(12))
+    assert plan.choice.engine == "llama" and plan.choice.n_cpu_expert_layers > 0
+    note = plan.notes[0]
+    assert "experts in RAM (against --n-cpu-moe) has not been measured" in note
+    assert "Predicted, not measured" in note and "on llama.cpp" in note
+
+
+@pytest.mark.parametrize(
+    ("hearth", "llama", "engine", "words"),
+    [
+        # the fastest --n-cpu-moe setting is the one compared (60, not 40)
+        (75.0, {20: 60.0, 30: 40.0}, "hearth", "at least 1.25x"),
+        (50.0, {20: 60.0, 30: 40.0}, "llama", "at 0.83x"),
+    ],
+)
+def test_best_fit_picks_the_faster_by_measured_figures(
+    synthetic_info, monkeypatch, hearth, llama, engine, words
+):
+    data = _offload_figures(hearth, llama)
+    monkeypatch.setattr(engine_table, "_figures", lambda: data)
+    info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
+    plan = plan_engines(Planner([info]), h200(12))
+    assert plan.choice.engine == engine
+    assert words in plan.notes[0]
+    # the dense verdict on the same class is untouched by these rows
+    assert engine_table.speed_verdict("cuda sm_90", moe=True).ratio is None
