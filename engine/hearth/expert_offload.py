@@ -32,6 +32,7 @@ a model eagerly.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -104,6 +105,71 @@ def batches(needed: Sequence[int], size: int) -> list[list[int]]:
     return [list(needed[i : i + size]) for i in range(0, len(needed), size)]
 
 
+def expert_rows(experts) -> list[tuple[torch.Tensor, int]]:
+    """Every tensor of prepared experts (ops.ExpertWeights: the blocks as stored, [n_expert,
+    ...]; or ops.PackedExperts: kernels' planes, [n_expert n_out, ...]) that holds one block of
+    rows per expert, with the rows one expert takes: what copying an expert copies."""
+    parts = (experts.gate, experts.up, experts.down)
+    if hasattr(experts.gate, "packed"):
+        found = [(plane, w.n_out) for w in parts for plane in w.packed.planes.values()]
+        biases = tuple(w.bias for w in parts)
+    else:
+        found = [(w.data, 1) for w in parts]
+        biases = (experts.gate_bias, experts.up_bias, experts.down_bias)
+    return found + [(b, 1) for b in biases if b is not None]
+
+
+def _with_tensors(experts, replace: Callable[[torch.Tensor, int], torch.Tensor]):
+    """The same prepared experts with every expert_rows tensor t replaced by replace(t, rows
+    per expert), and their expert count set from the result."""
+    parts = (experts.gate, experts.up, experts.down)
+    if hasattr(experts.gate, "packed"):
+
+        def packed(w):
+            planes = {name: replace(p, w.n_out) for name, p in w.packed.planes.items()}
+            rows = next(iter(planes.values())).shape[0]
+            packed = dataclasses.replace(w.packed, planes=planes, n_out=rows)
+            bias = None if w.bias is None else replace(w.bias, 1)
+            return dataclasses.replace(w, packed=packed, n_expert=rows // w.n_out, bias=bias)
+
+        return dataclasses.replace(experts, gate=packed(parts[0]), up=packed(parts[1]),
+                                   down=packed(parts[2]))  # fmt: skip
+
+    def stored(w):
+        data = replace(w.data, 1)
+        return dataclasses.replace(w, data=data, n_expert=data.shape[0])
+
+    def bias(b):
+        return None if b is None else replace(b, 1)
+
+    return dataclasses.replace(
+        experts, gate=stored(parts[0]), up=stored(parts[1]), down=stored(parts[2]),
+        gate_bias=bias(experts.gate_bias), up_bias=bias(experts.up_bias),
+        down_bias=bias(experts.down_bias),
+    )  # fmt: skip
+
+
+def expert_slots(host, n_slots: int, device: torch.device):
+    """The device cache for `host` (prepared experts in host memory): its first n_slots
+    experts, copied to `device` (never a view of host, even on the CPU)."""
+    return _with_tensors(host, lambda t, rows: t[: n_slots * rows].to(device, copy=True))
+
+
+def read_in_place(host, device: torch.device):
+    """`host` with every expert tensor a device view of its pinned memory (device_view), for
+    a GPU to read over the bus; on the CPU the host experts themselves."""
+    if device.type != "cuda":
+        return host
+    return _with_tensors(host, lambda t, rows: device_view(t, device))
+
+
+def in_host_memory(t: torch.Tensor, pin: bool) -> torch.Tensor:
+    """t in host memory: pinned (a copy, pinned_copy) for a GPU's asynchronous copies and
+    in-place reads; on the CPU a copy too, never the file's mapping itself."""
+    t = t.cpu()
+    return pinned_copy(t) if pin else t.clone()
+
+
 @dataclass
 class RamExperts:
     """One layer's routed experts in host memory with a device cache of slots (module
@@ -119,6 +185,14 @@ class RamExperts:
     rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
     bytes_copied: int = 0
     _stream: object = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, host, cache, rewritten: Callable[[list[int]], None]) -> RamExperts:
+        """From host experts and their device cache (expert_slots), slot s holding expert s."""
+        rows = [
+            (h, c, r) for (h, r), (c, _) in zip(expert_rows(host), expert_rows(cache), strict=True)
+        ]
+        return cls(host, cache, ExpertSlots(cache.n_expert, host.n_expert), rows, rewritten)
 
     @property
     def n_expert(self) -> int:
