@@ -4,6 +4,7 @@ GPU one of two ways.
     placement = ExpertPlacement(ram_layers=12, cache_slots=40)  # the last 12 layers, 40 slots
     experts = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots=40)
     y = ops.moe_ffn(x, experts, ids, weights)   # RamExperts.run: copy the misses, then the GEMV
+    # n_slots=0: the prepared experts over pinned memory; moe_ffn runs them as any others
 
 - In place (cache_slots 0): the expert GEMV reads the picked experts' bytes straight from
   pinned host memory over the bus (`device_view`: a CUDA tensor over the pinned pages, as
@@ -13,21 +14,22 @@ GPU one of two ways.
   first (RamExperts below); a skewed router's favourites then stay on the GPU, but every
   layer in RAM reads its routing back to the host, so the step runs eagerly.
 
-Why this way (docs/decisions/0020-experts-in-ram.md has the arithmetic): attention, the router,
+Why both (docs/decisions/0020-experts-in-ram.md has the arithmetic): attention, the router,
 shared experts and the layers whose experts fit stay on the GPU as before; a layer in RAM keeps
 every expert as the ops prepared it (kernels' planes, or the file's blocks for plain torch) in
-pinned host memory, and a device copy of `n_slots` experts in the same layout, so the expert
-GEMV runs unchanged on the slots: the step's expert ids become slot ids. Which expert a slot
-holds is ExpertSlots' bookkeeping (least recently used out), pure Python, table-tested.
+pinned host memory (pinned_copy). Read in place, the GEMV gets device views of those tensors.
+With a cache, a device copy of `n_slots` experts in the same layout (expert_slots) lets the
+expert GEMV run unchanged on the slots: the step's expert ids become slot ids. Which expert a
+slot holds is ExpertSlots' bookkeeping (least recently used out), pure Python, table-tested.
 
-A step reads its ids back to the host (one synchronisation per layer in RAM: which experts are
-missing is only known there), copies each missing expert's rows on a side stream that the
-compute stream then waits for, and launches the GEMV on the slots. More distinct experts than
-slots (a prefill chunk) go in batches of `n_slots` experts: each batch's pairs keep their
-routing weight, the others' are zero (and point at a slot of the batch, so every slot read
-holds a real expert), and the batches' outputs are summed in float32. The synchronisation makes
-a decode step with experts in RAM impossible to capture in a CUDA graph: the driver runs such
-a model eagerly.
+With a cache a step reads its ids back to the host (one synchronisation per layer in RAM: which
+experts are missing is only known there), copies each missing expert's rows on a side stream
+that the compute stream then waits for, and launches the GEMV on the slots. More distinct
+experts than slots (a prefill chunk) go in batches of `n_slots` experts: each batch's pairs
+keep their routing weight, the others' are zero (and point at a slot of the batch, so every
+slot read holds a real expert), and the batches' outputs are summed in float32. The
+synchronisation makes such a decode step impossible to capture in a CUDA graph: the driver runs
+the model eagerly (Transformer.routes_on_host).
 """
 
 from __future__ import annotations
