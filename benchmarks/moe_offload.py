@@ -208,6 +208,8 @@ def run_hearth(args) -> dict:
         "layers_cached": after["layers_cached"],
         "predicted_at_measured_link": predicted.tokens_per_second,
         "predicted_misses_per_token": predicted.misses_per_token,
+        # read in place, every picked expert of a layer in RAM crosses the bus: its rate then
+        "bus_gbps_if_in_place": predicted.link_bytes_per_token * n_steps / seconds / 1e9,
         "peak_allocated": torch.cuda.max_memory_allocated() if gpu else 0,
         "reserved": torch.cuda.memory_reserved() if gpu else 0,
     }
@@ -321,6 +323,11 @@ def _hearth_text(r: dict) -> str:
         f"crossing the bus), {r['mib_copied_per_token']:.0f} MiB copied "
         f"({r['copied_gbps']:.1f} GB/s over the run); pinned H2D {r['pinned_h2d_gbps']:.1f} "
         f"GB/s; planner's prediction at that rate {r['predicted_at_measured_link']:.1f} tok/s"
+        + (
+            ""
+            if r["slots"]
+            else f"; experts read in place at {r['bus_gbps_if_in_place']:.1f} GB/s over the run"
+        )
     )
 
 

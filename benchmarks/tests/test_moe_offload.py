@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from benchmarks.moe_offload import plan_for_card, run_hearth, settings_around
+from benchmarks.moe_offload import _hearth_text, plan_for_card, run_hearth, settings_around
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
 
@@ -39,6 +39,13 @@ def test_the_hearth_run_counts_its_misses_and_predicts(tmp_path, one_thread):
     assert got["hits_per_token"] + got["misses_per_token"] <= 2  # top-2, one layer in RAM
     # even routing over 8 experts with 3 slots: 2 x 5/8 misses a token
     assert got["predicted_misses_per_token"] == pytest.approx(1.25)
+    assert "3 cache slots each (eager): tg128" in _hearth_text(got)
+    args.ram_layers, args.slots = 2, 0
+    in_place = run_hearth(args)
+    assert in_place["ok"] and in_place["misses_per_token"] == 0
+    assert in_place["predicted_misses_per_token"] == 4  # all k = 2 of both layers
+    assert "read in place" in _hearth_text(in_place)
+    assert "failed: no" in _hearth_text({"ok": False, "error": "no"})
 
 
 def test_the_plan_for_a_12_gib_card(tmp_path):

@@ -3,7 +3,8 @@ GPU one of two ways.
 
     placement = ExpertPlacement(ram_layers=12, cache_slots=40)  # the last 12 layers, 40 slots
     experts = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots=40)
-    y = ops.moe_ffn(x, experts, ids, weights)   # RamExperts.run: copy the misses, then the GEMV
+    y = ops.moe_ffn_selected(x, experts, ids, weights)  # RamExperts.run: the misses, then GEMV
+    # n_slots=0: the prepared experts over pinned memory; moe_ffn runs them as any others
 
 - In place (cache_slots 0): the expert GEMV reads the picked experts' bytes straight from
   pinned host memory over the bus (`device_view`: a CUDA tensor over the pinned pages, as
@@ -13,25 +14,27 @@ GPU one of two ways.
   first (RamExperts below); a skewed router's favourites then stay on the GPU, but every
   layer in RAM reads its routing back to the host, so the step runs eagerly.
 
-Why this way (docs/decisions/0020-experts-in-ram.md has the arithmetic): attention, the router,
+Why both (docs/decisions/0020-experts-in-ram.md has the arithmetic): attention, the router,
 shared experts and the layers whose experts fit stay on the GPU as before; a layer in RAM keeps
 every expert as the ops prepared it (kernels' planes, or the file's blocks for plain torch) in
-pinned host memory, and a device copy of `n_slots` experts in the same layout, so the expert
-GEMV runs unchanged on the slots: the step's expert ids become slot ids. Which expert a slot
-holds is ExpertSlots' bookkeeping (least recently used out), pure Python, table-tested.
+pinned host memory (pinned_copy). Read in place, the GEMV gets device views of those tensors.
+With a cache, a device copy of `n_slots` experts in the same layout (expert_slots) lets the
+expert GEMV run unchanged on the slots: the step's expert ids become slot ids. Which expert a
+slot holds is ExpertSlots' bookkeeping (least recently used out), pure Python, table-tested.
 
-A step reads its ids back to the host (one synchronisation per layer in RAM: which experts are
-missing is only known there), copies each missing expert's rows on a side stream that the
-compute stream then waits for, and launches the GEMV on the slots. More distinct experts than
-slots (a prefill chunk) go in batches of `n_slots` experts: each batch's pairs keep their
-routing weight, the others' are zero (and point at a slot of the batch, so every slot read
-holds a real expert), and the batches' outputs are summed in float32. The synchronisation makes
-a decode step with experts in RAM impossible to capture in a CUDA graph: the driver runs such
-a model eagerly.
+With a cache a step reads its ids back to the host (one synchronisation per layer in RAM: which
+experts are missing is only known there), copies each missing expert's rows on a side stream
+that the compute stream then waits for, and launches the GEMV on the slots. More distinct
+experts than slots (a prefill chunk) go in batches of `n_slots` experts: each batch's pairs
+keep their routing weight, the others' are zero (and point at a slot of the batch, so every
+slot read holds a real expert), and the batches' outputs are summed in float32. The
+synchronisation makes such a decode step impossible to capture in a CUDA graph: the driver runs
+the model eagerly (Transformer.routes_on_host).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -104,6 +107,71 @@ def batches(needed: Sequence[int], size: int) -> list[list[int]]:
     return [list(needed[i : i + size]) for i in range(0, len(needed), size)]
 
 
+def expert_rows(experts) -> list[tuple[torch.Tensor, int]]:
+    """Every tensor of prepared experts (ops.ExpertWeights: the blocks as stored, [n_expert,
+    ...]; or ops.PackedExperts: kernels' planes, [n_expert n_out, ...]) that holds one block of
+    rows per expert, with the rows one expert takes: what copying an expert copies."""
+    parts = (experts.gate, experts.up, experts.down)
+    if hasattr(experts.gate, "packed"):
+        found = [(plane, w.n_out) for w in parts for plane in w.packed.planes.values()]
+        biases = tuple(w.bias for w in parts)
+    else:
+        found = [(w.data, 1) for w in parts]
+        biases = (experts.gate_bias, experts.up_bias, experts.down_bias)
+    return found + [(b, 1) for b in biases if b is not None]
+
+
+def _with_tensors(experts, replace: Callable[[torch.Tensor, int], torch.Tensor]):
+    """The same prepared experts with every expert_rows tensor t replaced by replace(t, rows
+    per expert), and their expert count set from the result."""
+    parts = (experts.gate, experts.up, experts.down)
+    if hasattr(experts.gate, "packed"):
+
+        def packed(w):
+            planes = {name: replace(p, w.n_out) for name, p in w.packed.planes.items()}
+            rows = next(iter(planes.values())).shape[0]
+            packed = dataclasses.replace(w.packed, planes=planes, n_out=rows)
+            bias = None if w.bias is None else replace(w.bias, 1)
+            return dataclasses.replace(w, packed=packed, n_expert=rows // w.n_out, bias=bias)
+
+        return dataclasses.replace(experts, gate=packed(parts[0]), up=packed(parts[1]),
+                                   down=packed(parts[2]))  # fmt: skip
+
+    def stored(w):
+        data = replace(w.data, 1)
+        return dataclasses.replace(w, data=data, n_expert=data.shape[0])
+
+    def bias(b):
+        return None if b is None else replace(b, 1)
+
+    return dataclasses.replace(
+        experts, gate=stored(parts[0]), up=stored(parts[1]), down=stored(parts[2]),
+        gate_bias=bias(experts.gate_bias), up_bias=bias(experts.up_bias),
+        down_bias=bias(experts.down_bias),
+    )  # fmt: skip
+
+
+def expert_slots(host, n_slots: int, device: torch.device):
+    """The device cache for `host` (prepared experts in host memory): its first n_slots
+    experts, copied to `device` (never a view of host, even on the CPU)."""
+    return _with_tensors(host, lambda t, rows: t[: n_slots * rows].to(device, copy=True))
+
+
+def read_in_place(host, device: torch.device):
+    """`host` with every expert tensor a device view of its pinned memory (device_view), for
+    a GPU to read over the bus; on the CPU the host experts themselves."""
+    if device.type != "cuda":
+        return host
+    return _with_tensors(host, lambda t, rows: device_view(t, device))
+
+
+def in_host_memory(t: torch.Tensor, pin: bool) -> torch.Tensor:
+    """t in host memory: pinned (a copy, pinned_copy) for a GPU's asynchronous copies and
+    in-place reads; on the CPU a copy too, never the file's mapping itself."""
+    t = t.cpu()
+    return pinned_copy(t) if pin else t.clone()
+
+
 @dataclass
 class RamExperts:
     """One layer's routed experts in host memory with a device cache of slots (module
@@ -119,6 +187,14 @@ class RamExperts:
     rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
     bytes_copied: int = 0
     _stream: object = field(default=None, repr=False)
+
+    @classmethod
+    def of(cls, host, cache, rewritten: Callable[[list[int]], None]) -> RamExperts:
+        """From host experts and their device cache (expert_slots), slot s holding expert s."""
+        rows = [
+            (h, c, r) for (h, r), (c, _) in zip(expert_rows(host), expert_rows(cache), strict=True)
+        ]
+        return cls(host, cache, ExpertSlots(cache.n_expert, host.n_expert), rows, rewritten)
 
     @property
     def n_expert(self) -> int:

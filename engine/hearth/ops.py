@@ -19,7 +19,8 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     e = ops.prepare_experts(gate, up, down, activation, biases)   once per MoE layer, at load
     e = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots)
                                          the same kept in host memory, n_slots of them cached
-                                         on the device (engine/hearth/expert_offload.py)
+                                         on the device, or (0) read in place over the bus
+                                         (engine/hearth/expert_offload.py)
     y = ops.moe_ffn(x, e, logits, rule, bias)  the routed experts' feed-forward (below)
 
 `moe_ffn` is the mixture-of-experts seam: x [T, n_embd]; `e` holds the layer's expert matrices
@@ -69,7 +70,13 @@ import torch
 import torch.nn.functional as F
 
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT, YarnConfig
-from engine.hearth.expert_offload import ExpertSlots, RamExperts, device_view, pinned_copy
+from engine.hearth.expert_offload import (
+    RamExperts,
+    expert_slots,
+    in_host_memory,
+    pinned_copy,
+    read_in_place,
+)
 from engine.hearth.routing import select_experts
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
@@ -285,71 +292,23 @@ class TorchOps:
         activation: str,
         biases: tuple = (None, None, None),
         n_slots: int = 0,
-    ) -> RamExperts:
+    ) -> RamExperts | ExpertWeights | PackedExperts:
         """One layer's experts in host memory (pinned when the device is a GPU) and a cache of
         `n_slots` of them on the device, for `moe_ffn`; with n_slots 0, read in place over the
         bus (engine/hearth/expert_offload.py)."""
         host = self._host_experts(gate, up, down, activation, biases)
         if n_slots == 0:
-            return self._read_in_place(host)
-        cache = self._expert_slots(host, n_slots)
-        rows = [
-            (h, c, r)
-            for (h, r), (c, _) in zip(_expert_rows(host), _expert_rows(cache), strict=True)
-        ]
-        return RamExperts(
-            host, cache, ExpertSlots(n_slots, host.n_expert), rows, self._forget_slots(cache)
-        )
+            return read_in_place(host, self.device)
+        cache = expert_slots(host, n_slots, self.device)
+        return RamExperts.of(host, cache, self._forget_slots(cache))
 
     def _host_experts(self, gate, up, down, activation, biases) -> ExpertWeights:
+        """The experts as stored, copied into host memory (pinned for a GPU)."""
         pin = self.device.type == "cuda"
-        on = [_in_host_memory(w.data, pin) for w in (gate, up, down)]
+        on = [in_host_memory(w.data, pin) for w in (gate, up, down)]
         parts = [dataclasses.replace(w, data=d) for w, d in zip((gate, up, down), on, strict=True)]
-        return ExpertWeights(*parts, activation, *(_maybe_host(b, pin) for b in biases))
-
-    def _expert_slots(self, host: ExpertWeights, n_slots: int) -> ExpertWeights:
-        """The device cache: host's first n_slots experts, copied (never a view of host)."""
-
-        def first(w: QuantExperts) -> QuantExperts:
-            data = w.data[:n_slots].to(self.device, copy=True)
-            return dataclasses.replace(w, n_expert=n_slots, data=data)
-
-        def bias(b):
-            return None if b is None else b[:n_slots].to(self.device, copy=True)
-
-        return ExpertWeights(
-            first(host.gate), first(host.up), first(host.down), host.activation,
-            bias(host.gate_bias), bias(host.up_bias), bias(host.down_bias),
-        )  # fmt: skip
-
-    def _read_in_place(self, host):
-        """The prepared experts with every expert tensor a device view of its pinned host
-        memory (expert_offload.device_view); on the CPU the host tensors themselves."""
-        if self.device.type != "cuda":
-            return host
-        views = {id(t): device_view(t, self.device) for t, _ in _expert_rows(host)}
-        if isinstance(host, ExpertWeights):
-
-            def mapped(w):
-                return dataclasses.replace(w, data=views[id(w.data)])
-
-            def bias(b):
-                return None if b is None else views[id(b)]
-
-            return ExpertWeights(
-                mapped(host.gate), mapped(host.up), mapped(host.down), host.activation,
-                bias(host.gate_bias), bias(host.up_bias), bias(host.down_bias),
-            )  # fmt: skip
-
-        def packed(w):
-            planes = {name: views[id(p)] for name, p in w.packed.planes.items()}
-            bias = None if w.bias is None else views[id(w.bias)]
-            return dataclasses.replace(
-                w, packed=dataclasses.replace(w.packed, planes=planes), bias=bias
-            )
-
-        return PackedExperts(packed(host.gate), packed(host.up), packed(host.down),
-                             host.activation)  # fmt: skip
+        host_biases = (None if b is None else in_host_memory(b.float(), pin) for b in biases)
+        return ExpertWeights(*parts, activation, *host_biases)
 
     def _forget_slots(self, cache):
         """What RamExperts calls after rewriting slots: the dequantized copies of those slots
@@ -461,33 +420,6 @@ def rows_as_one_product(x: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
     order, for a many-row product: measured on MKL, no row equal)."""
     n_rows = x.shape[0]
     return torch.bmm(x[:, None, :], dense.T.expand(n_rows, *dense.T.shape))[:, 0]
-
-
-def _in_host_memory(t: torch.Tensor, pin: bool) -> torch.Tensor:
-    """t in host memory: pinned (a copy, expert_offload.pinned_copy) for a GPU's asynchronous
-    copies and in-place reads; on the CPU a copy too, never the file's mapping itself."""
-    t = t.cpu()
-    return pinned_copy(t) if pin else t.clone()
-
-
-def _maybe_host(t: torch.Tensor | None, pin: bool) -> torch.Tensor | None:
-    return None if t is None else _in_host_memory(t.float(), pin)
-
-
-def _expert_rows(experts) -> list[tuple[torch.Tensor, int]]:
-    """Every tensor of prepared experts (ExpertWeights or PackedExperts) that holds one block
-    of rows per expert, with the rows one expert takes: what copying an expert copies."""
-    if isinstance(experts, ExpertWeights):
-        found = [(w.data, 1) for w in (experts.gate, experts.up, experts.down)]
-        biases = (experts.gate_bias, experts.up_bias, experts.down_bias)
-    else:
-        found = [
-            (plane, w.n_out)
-            for w in (experts.gate, experts.up, experts.down)
-            for plane in w.packed.planes.values()
-        ]
-        biases = (experts.gate.bias, experts.up.bias, experts.down.bias)
-    return found + [(b, 1) for b in biases if b is not None]
 
 
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
@@ -799,23 +731,6 @@ class KernelsOps(TorchOps):
         return PackedExperts(
             pinned(packed.gate), pinned(packed.up), pinned(packed.down), packed.activation
         )
-
-    def _expert_slots(self, host, n_slots: int):
-        if isinstance(host, ExpertWeights):
-            return super()._expert_slots(host, n_slots)
-        from kernels.moe_gemv import ExpertWeight
-
-        def first(w) -> ExpertWeight:
-            rows = n_slots * w.n_out
-            planes = {
-                name: plane[:rows].to(self.device, copy=True)
-                for name, plane in w.packed.planes.items()
-            }
-            packed = self._k.PackedWeight(w.packed.fmt, rows, w.n_in, planes)
-            bias = None if w.bias is None else w.bias[:n_slots].to(self.device, copy=True)
-            return ExpertWeight(packed, n_slots, bias)
-
-        return PackedExperts(first(host.gate), first(host.up), first(host.down), host.activation)
 
     def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
         """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and

@@ -257,3 +257,24 @@ def test_experts_in_ram_give_the_logits_of_experts_on_the_gpu(ram_layers, slots,
             graph_logits, _ = graph.step(tokens[6], 6, launch_ahead=False)
             torch.testing.assert_close(graph_logits, rows["ram"][6], rtol=0, atol=1e-3)
     torch.testing.assert_close(rows["ram"], rows["gpu"], rtol=0, atol=1e-3)
+
+
+def test_a_pinned_copy_is_read_in_place_by_the_gpu():
+    """expert_offload.pinned_copy (page-locked, registered with the driver) and device_view (a
+    CUDA tensor over those pages): torch's kernels on the GPU read the host's bytes, and a write
+    on the host is seen by the next GPU read (no copy was made). The expert GEMV (Triton) reads
+    them in test_experts_in_ram_give_the_logits_of_experts_on_the_gpu[in-place]."""
+    from engine.hearth.expert_offload import PAGE, device_view, pinned_copy
+
+    source = torch.randint(0, 255, (3 * PAGE + 17,), dtype=torch.uint8)
+    host = pinned_copy(source.view(-1))
+    assert torch.equal(host, source) and host.data_ptr() % PAGE == 0
+    view = device_view(host, torch.device("cuda"))
+    assert view.device.type == "cuda" and view.shape == host.shape
+    assert torch.equal(view.cpu(), source)
+    halves = pinned_copy(torch.randn(64, 32).half())
+    halves_view = device_view(halves, torch.device("cuda"))
+    torch.testing.assert_close(halves_view.float().sum().cpu(), halves.float().sum())
+    host[0] = (int(host[0]) + 1) % 256
+    torch.cuda.synchronize()
+    assert int(view[0].item()) == int(host[0])
