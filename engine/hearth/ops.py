@@ -43,9 +43,8 @@ the experts picked and each step's pairs grouped by expert on the device in one 
 (kernels.moe_routing.select_and_route), gate and up in one launch
 with the activation, down with the routing-weighted sum over the slots; nothing is read back,
 so a decode step is captured whole; rows of more (token, slot) pairs than one launch takes
-(kernels.moe_routing.MAX_PAIRS, 256) go through the same kernels in slices of tokens. A chunk of
-more rows than the GEMV takes (GEMV_MAX_ROWS: a prefill) goes through kernels.moe_prefill:
-the experts dequantized to f16 a slice at a time and multiplied on tensor cores.
+(kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels in slices of
+tokens (docs/decisions/0021-moe-prefill-by-dequantized-bmm.md: why not f16 matmuls yet).
 
 `select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run: the
 blocks stay as stored in VRAM and are dequantized in registers by the GEMV. Elsewhere it picks
@@ -734,11 +733,11 @@ class KernelsOps(TorchOps):
 
     def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
         """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
-        expert_down per slice of at most MAX_PAIRS (token, slot) pairs; kernels.moe_prefill
-        past GEMV_MAX_ROWS rows. The ids come from a top-k over the router's n_expert logits,
-        so each is in range (the kernels do not check)."""
+        expert_down per slice of at most MAX_PAIRS (token, slot) pairs. The ids come from a
+        top-k over the router's n_expert logits, so each is in range (the kernels do not
+        check)."""
         n_tokens, k = x.shape[0], rule.n_expert_used
-        if isinstance(experts, (ExpertWeights, RamExperts)) or n_tokens > self.GEMV_MAX_ROWS:
+        if isinstance(experts, (ExpertWeights, RamExperts)):
             return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
         from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS, select_and_route
@@ -758,8 +757,8 @@ class KernelsOps(TorchOps):
 
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
         """moe_ffn for experts already picked (ids [T, k], weights [T, k]): experts in host
-        memory through their device slots, a prefill chunk through kernels.moe_prefill, a few
-        rows through route_experts and the expert GEMV."""
+        memory through their device slots, the rest through route_experts and the expert
+        GEMV."""
         if isinstance(experts, (ExpertWeights, RamExperts)):
             return super().moe_ffn_selected(x, experts, ids, weights)
         from kernels.moe_gemv import expert_down, expert_gate_up
@@ -767,11 +766,6 @@ class KernelsOps(TorchOps):
 
         x = x.contiguous()
         n_tokens, k = ids.shape
-        if n_tokens > self.GEMV_MAX_ROWS:  # a prefill chunk: tensor-core matmuls
-            from kernels.moe_prefill import moe_prefill
-
-            return moe_prefill(x, experts.gate, experts.up, experts.down, ids, weights,
-                               experts.activation, dtype=self._gemm_dtype)  # fmt: skip
         step = max(1, MAX_PAIRS // k)
         parts = []
         for start in range(0, n_tokens, step):

@@ -20,9 +20,8 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   n_in] PackedWeight per tensor, the same bytes); expert biases float32. A layer's three raw
   tensors are read onto the GPU first, then split, so loading briefly holds one layer's experts
   twice (the load transient, kept in torch's cache afterwards).
-  Up to EXPERT_GEMV_MAX_ROWS tokens (decode, draft verification) go through the expert GEMV,
-  which never dequantizes an expert; a prefill chunk of more goes through kernels.moe_prefill,
-  which dequantizes a slice of experts at a time into a bounded f16 scratch (moe_workspace).
+  The expert GEMV never dequantizes an expert: a prefill chunk goes through it in slices of at
+  most EXPERT_PAIRS_PER_LAUNCH (token, expert) pairs, so experts set no prefill GEMM's size.
 - experts in RAM (HearthConfig.ram_expert_layers, engine/hearth/expert_offload.py): the last
   N layers' expert tensors leave the GPU for pinned host memory (the same planes, byte for
   byte), and each of those layers keeps a cache of `expert_cache_slots` experts on the GPU:
@@ -71,10 +70,6 @@ from kernels.kv_formats import bytes_per_row, kivi_group
 # (token, expert) pairs one expert GEMV launch takes (kernels/moe_routing.py MAX_PAIRS; a test
 # keeps them equal: this module stays torch-free)
 EXPERT_PAIRS_PER_LAUNCH = 256
-# ops.KernelsOps.GEMV_MAX_ROWS: more rows take kernels.moe_prefill, whose slice of dequantized
-# experts and padded rows holds at most MOE_PREFILL_SCRATCH bytes (kernels/moe_prefill.py)
-EXPERT_GEMV_MAX_ROWS = 16
-MOE_PREFILL_SCRATCH = 256 << 20
 # runs of 16 weights an expert GEMV program reads of a row (kernels/moe_gemv.py MoeGemvConfig)
 _EXPERT_MAX_RUNS = 128
 
@@ -450,34 +445,18 @@ def _expert_splits(n_in: int) -> int:
     return -(-runs // per_split)
 
 
-def moe_prefill_workspace(n_in: int, n_ff: int, n_out: int, n_expert: int, tokens: int,
-                          top_k: int) -> int:  # fmt: skip
-    """kernels.moe_prefill.workspace_bytes: a slice of f16 experts and their padded rows (at
-    most MOE_PREFILL_SCRATCH, or one expert's share where that alone is more, its rows padded
-    for every token picking it) and the pairs' f16 inputs and float32 outputs (twice)."""
-    one = 2 * (2 * n_ff * n_in + n_out * n_ff) + tokens * (2 * n_in + 10 * n_ff + 4 * n_out)
-    pairs = tokens * top_k
-    return max(min(MOE_PREFILL_SCRATCH, n_expert * one), one) + pairs * (2 * n_in + 8 * n_out)
-
-
 def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
     """A mixture-of-experts layer's buffers for `rows` tokens (ops.KernelsOps.moe_ffn), 0 for
-    a dense model. Up to EXPERT_GEMV_MAX_ROWS rows, the expert GEMV: the router's logits, the
-    routing (int32 ids, float32 weights, the tables grouping the pairs), x and h in 8 bits
-    (about 1.4 bytes a value: codes, a scale per 32 and a sum per 16), gate/up's float32
-    partials (two channels per split of K) and h, down's float32 partials and its output, for
-    one launch slice of at most EXPERT_PAIRS_PER_LAUNCH pairs, and every slice's output until
-    they are concatenated. More rows: the router's float32 logits, softmax and top-k (int64
-    ids, float32 weights) and kernels.moe_prefill's workspace (moe_prefill_workspace)."""
+    a dense model: the router's logits, the routing (int32 ids, float32 weights, the tables
+    grouping the pairs), x and h in 8 bits (about 1.4 bytes a value: codes, a scale per 32
+    and a sum per 16), gate/up's float32 partials (two channels per split of K) and h, down's
+    float32 partials and its output, for one launch slice of at most EXPERT_PAIRS_PER_LAUNCH
+    pairs, and every slice's output until they are concatenated."""
     moe = cfg.moe
     if moe is None:
         return 0
     k, n_ff, n_embd = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd
     act = costs.activation_bytes
-    if rows > EXPERT_GEMV_MAX_ROWS:
-        router = rows * moe.n_expert * 4 * 3 + rows * k * (8 + 4) * 2
-        prefill = moe_prefill_workspace(n_embd, n_ff, n_embd, moe.n_expert, rows, k)
-        return router + prefill + rows * n_embd * act
     router = rows * moe.n_expert * act + rows * k * (4 + 4)
     tokens = min(rows, max(1, EXPERT_PAIRS_PER_LAUNCH // k))
     pairs = tokens * k

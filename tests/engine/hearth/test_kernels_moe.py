@@ -62,7 +62,7 @@ def _routed(config, n_tokens: int, seed: int):
     [
         ("qwen3moe", 2),
         ("gpt-oss", 2),
-        ("qwen3moe", 20),  # a prefill chunk: kernels.moe_prefill
+        ("qwen3moe", 20),  # a prefill chunk
         ("gpt-oss", 20),
         pytest.param("qwen3moe", 1, marks=pytest.mark.slow),
         pytest.param("gpt-oss", 3, marks=pytest.mark.slow),
@@ -72,8 +72,7 @@ def _routed(config, n_tokens: int, seed: int):
 def test_kernel_moe_ffn_matches_torch(arch, n_tokens, tmp_path):
     """Q4_0 (qwen3moe), MXFP4 with biases and the clamped SwiGLU (gpt-oss), Q8_0 (qwen2moe):
     the kernels round x to 8 bits per 32 values (as llama.cpp's MMVQ does), which is the
-    whole difference from TorchOps' float32 products: about 1% of the output's norm. Past
-    GEMV_MAX_ROWS rows, the prefill path's float32 matmuls (on the CPU) agree more closely."""
+    whole difference from TorchOps' float32 products: about 1% of the output's norm."""
     config, torch_experts, kernel_experts = _layer_experts(tmp_path, arch)
     assert isinstance(kernel_experts, PackedExperts)
     assert kernel_experts.activation.kind == config.activation
