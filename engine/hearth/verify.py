@@ -11,8 +11,9 @@ each row as a one-row call does:
 
 - the matrices: `ops.rows_as_one` (ops.py): on kernels/, the decode step's GEMV config with
   `rows_alike` (kernels/gemv.py: each row its own program, the split plan of one row), and the
-  8-bit activations a one-row GEMV reads; on plain torch, T one-row products in one batched
-  call. Each weight is still read once for all rows on the GPU: that is the check's gain;
+  8-bit activations a one-row GEMV reads (each weight still read once for all rows: that is
+  the check's gain); on plain torch (the CPU, and types kernels/ does not pack), T one-row
+  products;
 - attention: one decode-step attention per row (`_RowByRowAttention`), over the keys a decode
   step at that position reads (the whole cache where steps have fixed shapes, else the filled
   part); the K/V of every row are written first and masked by position, as in decode;
