@@ -296,6 +296,7 @@ class PagedKVCache:
         *,
         window: int = 0,
         positions: torch.Tensor | None = None,
+        splits_as_one: bool = False,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -303,7 +304,12 @@ class PagedKVCache:
 
         positions: a device tensor of len(seqs) * T integers, the query tokens' own positions
         (in place of the lengths: what a CUDA graph replays); each sees the stored positions up
-        to its own. window > 0: only the last `window` of those (p - j < window)."""
+        to its own. window > 0: only the last `window` of those (p - j < window).
+
+        splits_as_one: every query's positions split as for a single sequence's one query, so
+        each of several one-token queries (the same sequence given once per query, with its
+        positions) gets the bits a lone decode step gets: a speculative check's rows
+        (engine/hearth/verify.py). Otherwise the split count falls as sequences are added."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -374,10 +380,11 @@ class PagedKVCache:
             )  # fmt: skip
 
         per_sm = self.tuning.programs_per_sm
+        planned = 1 if splits_as_one else n_seqs
         if not per_sm:
-            probe = self._split_count(n_seqs, n_tokens, window)  # any count but 1 compiles alike
+            probe = self._split_count(planned, n_tokens, window)  # any count but 1 compiles alike
             per_sm = fitting_programs(q, consts, arguments(probe))
-        n_splits = self._split_count(n_seqs, n_tokens, window, per_sm)
+        n_splits = self._split_count(planned, n_tokens, window, per_sm)
         out = launch_decode(
             q, arguments(n_splits), consts, n_splits, spec, self._signs, self.tuning
         )
