@@ -31,5 +31,5 @@ def test_a_speculating_decode_returns_the_last_token_and_the_drafts():
 
 
 def test_auto_is_plain_decoding_on_llama_cpp():
-    """"auto" never speculates on llama.cpp (speculative/setup.py): one row a decode."""
+    """ "auto" never speculates on llama.cpp (speculative/setup.py): one row a decode."""
     assert context_settings(_params("auto")).n_outputs == 1
