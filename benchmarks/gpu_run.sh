@@ -163,6 +163,9 @@ for step in "$@"; do
       HEARTH_GPU_TESTS=1 python3 -m pytest -q -rf -p no:cacheprovider -m gpu \
         tests/engine/hearth/test_verify.py tests/kernels/test_gemv_rows_alike.py 2>&1 \
         | tee "$out/speculative-hearth-tests.log" || echo "SPECULATIVE HEARTH TESTS FAILED"
+      python3 -m pytest -q -rf -p no:cacheprovider tests/kernels/test_gemv_rows_alike.py \
+        tests/kernels/test_kv_cache.py -k "rows_alike or splits_as_one" 2>&1 \
+        | tee -a "$out/speculative-hearth-tests.log" || echo "SPECULATIVE KERNEL TESTS FAILED"
       timeout 240 python3 benchmarks/speculative_gpu.py /tmp/starter/model.gguf --engine hearth \
         --out "$out" 2>&1 | grep -v "^llama_\|^print_info\|^load" \
         | tee "$out/speculative-hearth.txt" || echo "SPECULATIVE HEARTH BENCHMARK FAILED" ;;

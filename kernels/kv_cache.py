@@ -346,6 +346,7 @@ class PagedKVCache:
         positions: torch.Tensor | None = None,
         sinks: torch.Tensor | None = None,
         tables: torch.Tensor | None = None,
+        splits_as_one: bool = False,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -358,7 +359,12 @@ class PagedKVCache:
         denominator.
 
         tables: [len(seqs), n_pages] block tables read in place of seqs' own, with `positions`
-        (a CUDA graph's static copy of a batch's tables; seqs then only size the launch)."""
+        (a CUDA graph's static copy of a batch's tables; seqs then only size the launch).
+
+        splits_as_one: every query's positions split as for a single sequence's one query, so
+        each of several one-token queries (the same sequence given once per query, with its
+        positions) gets the bits a lone decode step gets: a speculative check's rows
+        (engine/hearth/verify.py). Otherwise the split count falls as sequences are added."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -430,10 +436,11 @@ class PagedKVCache:
             )  # fmt: skip
 
         per_sm = self.tuning.programs_per_sm
+        planned = 1 if splits_as_one else n_seqs
         if not per_sm:
-            probe = self._split_count(n_seqs, n_tokens, window)  # any count but 1 compiles alike
+            probe = self._split_count(planned, n_tokens, window)  # any count but 1 compiles alike
             per_sm = fitting_programs(q, consts, arguments(probe))
-        n_splits = self._split_count(n_seqs, n_tokens, window, per_sm)
+        n_splits = self._split_count(planned, n_tokens, window, per_sm)
         if sinks is not None:
             if sinks.numel() != n_heads:
                 raise UnsupportedTensor(f"{sinks.numel()} attention sinks for {n_heads} heads")

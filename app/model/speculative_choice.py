@@ -44,12 +44,15 @@ METHODS = (
     ("Prompt lookup", "prompt_lookup"),
     ("Draft model", "draft_model"),
     ("MTP (the model's own layers)", "mtp"),
+    ("Automatic (where measured faster)", "auto"),
 )
 WHAT_EACH_DOES = {
     "off": "",
     "prompt_lookup": "Drafts from the conversation itself: fast on edits, quotes and summaries.",
     "draft_model": "A small model of the same family drafts; the model checks its guesses.",
     "mtp": "The model's own multi-token-prediction layers draft.",
+    "auto": "Prompt lookup where the engine's own trial on this model says it is faster "
+    "(the Hearth engine measures once per model); off on llama.cpp.",
 }
 
 

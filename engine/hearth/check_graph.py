@@ -1,10 +1,10 @@
 """A speculative check of n tokens captured in a CUDA graph, one graph per n, replayed for every
 check of that size.
 
-A check (verify.py) runs each row's attention as its own decode-step attention and every layer
-as many small kernels: launched one by one from Python, a check of 5 tokens on the starter
-model is hundreds of launches, where the captured decode step is one, and a check would cost
-several plain steps for launches alone. Captured, the check is one launch, like a decode step;
+A check (verify.py) runs every layer as many small kernels, each row computed as a decode
+step computes it: launched one by one from Python, a check on the starter model is hundreds of
+launches, where the captured decode step is one, and a check would cost several plain steps
+for launches alone. Captured, the check is one launch, like a decode step;
 it reads the same device-side inputs (token ids, positions) and writes each row's argmax on the
 device, so only n token ids come back.
 

@@ -63,6 +63,15 @@ class TorchKVCache:
         decode steps would (engine/hearth/verify.py): all that are left."""
         return self.n_ctx - position
 
+    def attend_rows(self, layer, q, positions, n_keys: list[int], **options):
+        """Each of q's T rows attended as a decode step at its position attends it, over
+        n_keys[t] slots (a speculative check: engine/hearth/verify.py): row by row."""
+        rows = [
+            self.attend(layer, q[t : t + 1], positions[t : t + 1], n_keys[t], **options)
+            for t in range(q.shape[0])
+        ]
+        return torch.cat(rows)
+
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         """Store k, v [T, n_kv_heads, head_dim] at `positions` [T]."""
         if self.k_codec is not None:

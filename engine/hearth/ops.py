@@ -414,11 +414,11 @@ class TorchOps:
 
 
 def rows_as_one_product(x: torch.Tensor, dense: torch.Tensor) -> torch.Tensor:
-    """x [T, n_in] @ dense.T, each row as the one-row product x[t:t+1] @ dense.T computes it:
-    a batched product of T one-row products (BLAS takes another kernel, and another summation
-    order, for a many-row product: measured on MKL, no row equal)."""
-    n_rows = x.shape[0]
-    return torch.bmm(x[:, None, :], dense.T.expand(n_rows, *dense.T.shape))[:, 0]
+    """x [T, n_in] @ dense.T, each row by the very call a decode step makes for one row (a
+    fresh [1, n_in] tensor @ dense.T), so the same kernel and summation order: BLAS sums a
+    many-row product in another order (MKL, measured: no row equal), and cuBLAS picks its
+    kernels by shape, so a batched call is no promise either."""
+    return torch.cat([x[t : t + 1].clone() @ dense.T for t in range(x.shape[0])])
 
 
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:

@@ -77,6 +77,24 @@ class PagedCacheAdapter:
         positions = positions.to(self.cache.device)  # no copy where they already are
         self.cache.write(layer, self.seq, positions, k.to(torch.float16), v.to(torch.float16))
 
+    def attend_rows(self, layer, q, positions, n_keys: list[int], **options):
+        """Each of q's T rows attended as a decode step at its position attends it (a
+        speculative check: engine/hearth/verify.py), in one launch: the sequence given once per
+        row, each split as a lone step's (kernels' splits_as_one). With attention sinks, row
+        by row through `attend`."""
+        if options.get("sinks") is not None or q.shape[0] == 1:
+            rows = [
+                self.attend(layer, q[t : t + 1], positions[t : t + 1], n_keys[t], **options)
+                for t in range(q.shape[0])
+            ]
+            return torch.cat(rows)
+        out = self.cache.attend(
+            layer, q.to(torch.float16), [self.seq] * q.shape[0], scale=options["scale"],
+            window=options.get("window", 0), positions=positions.to(self.cache.device),
+            splits_as_one=True,
+        )  # fmt: skip
+        return out.to(q.dtype)
+
     def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
         """q [T, n_heads, head_dim] at `positions` [T]. One token: the decode kernel over the
         whole reserved cache (n_keys unused: the grid is the capacity's), gpt-oss's attention

@@ -11,11 +11,14 @@ each row as a one-row call does:
 
 - the matrices: `ops.rows_as_one` (ops.py): on kernels/, the decode step's GEMV config with
   `rows_alike` (kernels/gemv.py: each row its own program, the split plan of one row), and the
-  8-bit activations a one-row GEMV reads; on plain torch, T one-row products in one batched
-  call. Each weight is still read once for all rows on the GPU: that is the check's gain;
-- attention: one decode-step attention per row (`_RowByRowAttention`), over the keys a decode
-  step at that position reads (the whole cache where steps have fixed shapes, else the filled
-  part); the K/V of every row are written first and masked by position, as in decode;
+  8-bit activations a one-row GEMV reads (each weight still read once for all rows: that is
+  the check's gain); on plain torch (the CPU, and types kernels/ does not pack), T one-row
+  products;
+- attention: each row as a decode step at its position attends (`cache.attend_rows`), over
+  the keys that step reads (the whole cache where steps have fixed shapes, else the filled
+  part): the paged cache's decode kernel once for all rows, the sequence given once per row
+  and each row's keys split as a lone step's; the plain cache row by row. The K/V of every
+  row are written first and masked by position, as in decode;
 - norms, RoPE, activations and the embedding are row by row already.
 
 Mixtures of experts route each row through its own experts in kernels that group rows by
@@ -39,8 +42,8 @@ from engine.hearth.forward import Transformer
 
 
 class _RowByRowAttention:
-    """The cache's write as it is; its attention one query row at a time, as decode steps
-    attend (n_keys[t] for row t)."""
+    """The cache's write as it is; its attention as decode steps attend, each row at its
+    position over n_keys[t] slots (cache.attend_rows)."""
 
     def __init__(self, cache, n_keys: list[int]):
         self.cache, self.n_keys = cache, n_keys
@@ -49,11 +52,7 @@ class _RowByRowAttention:
         self.cache.write(layer, positions, k, v)
 
     def attend(self, layer, q, positions, n_keys, **options):
-        rows = [
-            self.cache.attend(layer, q[t : t + 1], positions[t : t + 1], self.n_keys[t], **options)
-            for t in range(q.shape[0])
-        ]
-        return torch.cat(rows)
+        return self.cache.attend_rows(layer, q, positions, self.n_keys, **options)
 
 
 @contextlib.contextmanager

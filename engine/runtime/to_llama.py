@@ -19,7 +19,8 @@ def model_settings(params: ModelParams) -> ModelSettings:
 
 
 def context_settings(params: ModelParams) -> ContextSettings:
-    speculating = params.speculative.method != "off" and params.n_parallel <= 1
+    # "auto" never speculates on llama.cpp (speculative/setup.py)
+    speculating = params.speculative.method not in ("off", "auto") and params.n_parallel <= 1
     return ContextSettings(
         n_ctx=params.n_ctx,
         n_batch=params.n_batch,

@@ -210,7 +210,10 @@ class _SpeculationSetAside:
 
     def __init__(self, info: ModelInfo, speculative: SpeculativeParams | None, notes: list):
         self.info, self.notes, self.said = info, notes, False
-        self.speculative = speculative if speculative and speculative.method != "off" else None
+        # "auto" is off on llama.cpp and, where the Hearth engine turns prompt lookup on, costs
+        # its checked logits only (a few MiB): nothing set aside for it
+        asked = speculative and speculative.method not in ("off", "auto")
+        self.speculative = speculative if asked else None
         self.draft = None
         if self.speculative and self.speculative.method == "draft_model":
             try:

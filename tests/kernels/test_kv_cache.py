@@ -200,3 +200,22 @@ def test_several_query_tokens_see_up_to_their_own_position(k_format, v_format, t
             q[0, t].numpy(), k_ref[:visible], v_ref[:visible], 32**-0.5
         )
         assert relative_error(out[0, t].cpu(), expected) < ATTENTION_TOLERANCE
+
+
+@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "rot4")])
+def test_one_sequence_given_per_query_with_splits_as_one_gives_each_lone_step_s_bits(
+    k_format, v_format, device
+):
+    """A speculative check's rows (engine/hearth/verify.py): the sequence once per query, each
+    at its own position, equal to decode steps attending one query at a time, bit for bit."""
+    gen = torch.Generator().manual_seed(11)
+    cache = _cache(k_format, v_format, device, tokens=64)
+    seq = cache.new_sequence()
+    k, v = torch.randn(40, 2, 64, generator=gen), torch.randn(40, 2, 64, generator=gen)
+    cache.write(0, seq, cache.grow(seq, 40), k.to(device), v.to(device))
+    q = torch.randn(3, 8, 64, generator=gen).to(device=device, dtype=torch.float16)
+    positions = torch.tensor([37, 38, 39], device=device)
+    rows = cache.attend(0, q, [seq] * 3, positions=positions, splits_as_one=True)
+    for t in range(3):
+        alone = cache.attend(0, q[t : t + 1], [seq], positions=positions[t : t + 1])
+        assert torch.equal(rows[t : t + 1], alone)

@@ -219,9 +219,12 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
     # speculation would sample in the graph on a GPU and this context cannot (MTP: to_llama.py),
     # its plain steps read the logits back and are slower than plain decoding's (measured on
     # the H100, docs/speculative.md), so they are no baseline for a reply's speed-up: the stats
-    # line then gives none.
+    # line then gives none. The Hearth engine's plain steps are its plain decoding's (the same
+    # captured step, sampling from the logits it hands back) whatever backend_sampling says.
     on_gpu = layers_on_gpu(params.n_gpu_layers, model.n_layers()) > 0
-    samples_as_plain_decoding = ctx.info.backend_sampling or not params.backend_sampling
+    samples_as_plain_decoding = (
+        model.engine != Engine.LLAMA or ctx.info.backend_sampling or not params.backend_sampling
+    )
     # On a GPU a checking step costs little more for a few more tokens, but a new batch size
     # costs a graph build and a CUDA graph capture (on the H100 the plain step after
     # a check cost 1.33 steps on an 8B, 2.0 on the starter model), so checks keep to a few

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from app.model.panel import SettingsPanel
-from app.model.speculative_choice import SpeculativeChoice
+from app.model.speculative_choice import WHAT_EACH_DOES, SpeculativeChoice
 from engine.gguf import read_model_info
 from engine.session import RememberedSettings
 from engine.starter_model import starter_model_path
@@ -137,3 +137,11 @@ def test_mtp_chosen_on_the_page_drafts_in_the_worker(qtbot, bridge, tmp_path):
         assert done.stats.n_drafted > 0
     finally:
         engine.close()
+
+
+def test_automatic_leaves_the_choice_to_the_engine(qtbot):
+    choice = SpeculativeChoice()
+    qtbot.addWidget(choice)
+    choice.method.setCurrentIndex(choice.method.findData("auto"))
+    assert choice.params().method == "auto"
+    assert "trial" in WHAT_EACH_DOES["auto"]

@@ -124,9 +124,7 @@ def test_a_check_equals_decode_steps_in_the_paged_cache(
     dims = dict(n_layer=c.n_layer, n_head_kv=c.n_head_kv, head_dim=c.head_dim, n_ctx=N_CTX)
 
     def paged():
-        return PagedCacheAdapter(
-            **dims, device="cuda", k_format=k_format, v_format=v_format, page_size=16
-        )
+        return PagedCacheAdapter(**dims, device="cuda", k_format=k_format, v_format=v_format)
 
     steps, rows, after = _steps_then_check(model, paged, fixed_shapes=True)
     assert torch.equal(rows, steps)

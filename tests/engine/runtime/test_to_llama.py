@@ -28,3 +28,8 @@ def test_a_speculating_decode_returns_the_last_token_and_the_drafts():
     assert context_settings(_params("off")).n_outputs == 1
     assert context_settings(_params("prompt_lookup")).n_outputs == 9
     assert context_settings(_params("prompt_lookup", n_parallel=4)).n_outputs == 1
+
+
+def test_auto_is_plain_decoding_on_llama_cpp():
+    """ "auto" never speculates on llama.cpp (speculative/setup.py): one row a decode."""
+    assert context_settings(_params("auto")).n_outputs == 1

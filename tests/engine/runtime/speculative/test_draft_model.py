@@ -8,8 +8,9 @@ import pytest
 
 from engine.llama.driver import Context, Model
 from engine.runtime import protocol as p
+from engine.runtime.llama_engine import LlamaModel
 from engine.runtime.speculative.draft_model import DraftModel
-from engine.runtime.to_llama import context_settings, model_settings
+from engine.runtime.to_llama import context_settings
 from engine.starter_model import starter_model_path
 
 
@@ -22,7 +23,7 @@ def drafter():
         path=str(path), n_ctx=256, n_threads=1,
         speculative=p.SpeculativeParams(method="draft_model", draft_path=str(path)),
     )  # fmt: skip
-    target = Model(model_settings(params))
+    target = LlamaModel(params)  # the engine seam's model, as the worker loads it
     draft = DraftModel.open(params, target)
     yield draft
     draft.close()

@@ -133,3 +133,21 @@ def test_a_draft_model_drafts_on_the_hearth_engine_and_keeps_the_reply(
         assert fast.stats.n_draft_accepted == fast.stats.n_drafted
     finally:
         session.close()
+
+
+def test_on_a_gpu_its_plain_steps_are_the_stats_line_s_baseline(hearth_session, monkeypatch):
+    """The Hearth engine samples alike with backend sampling asked or not: on a GPU its loop's
+    plain steps price a reply's speed-up (on llama.cpp that depends on the context's sampling:
+    test_setup.py)."""
+    from engine.runtime.speculative import setup as speculation_setup
+
+    monkeypatch.setattr(speculation_setup, "layers_on_gpu", lambda asked, n_layers: n_layers)
+    model, ctx = hearth_session.model, hearth_session.ctx
+    params = p.ModelParams(path=model.params.path, engine="hearth", backend_sampling=True,
+                           speculative=p.SpeculativeParams(method="prompt_lookup"))  # fmt: skip
+    spec, note = open_speculation(params, model, ctx)
+    try:
+        assert spec.pad_drafts and spec.comparable_baseline, note
+        assert spec.greedy_caveat == ""  # and its greedy text is plain decoding's
+    finally:
+        spec.close()
