@@ -1,7 +1,9 @@
-"""`hearth serve [MODEL]`: the OpenAI- and Ollama-compatible API over one model, headless.
+"""`hearth serve [MODEL]`: the OpenAI- and Ollama-compatible API, headless.
 
-MODEL is a file path or the name of a model in Hearth's library (default: the starter model).
-Listens on 127.0.0.1 only unless --host says otherwise, which then needs an API key.
+MODEL is a file path or the name of a model in Hearth's library: that model is loaded and
+served. Without one, the whole Library is served, each model loaded when a request names it
+(engine/cli/serve_library.py). Listens on 127.0.0.1 only unless --host says otherwise, which
+then needs an API key.
 """
 
 from __future__ import annotations
@@ -31,7 +33,21 @@ MAX_REQUEST_SECONDS = 7 * 24 * 3600.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", help="GGUF file or library model name "
-                        "(default: the starter model)")  # fmt: skip
+                        "(default: the whole Library, loaded on demand)")  # fmt: skip
+    parser.add_argument(
+        "--keep-alive",
+        default=os.environ.get("HEARTH_KEEP_ALIVE", "5m"),
+        help="without MODEL: how long a model stays loaded after its last request, as "
+        "Ollama's keep_alive ('5m', '30s', 0, -1 for ever; default $HEARTH_KEEP_ALIVE or 5m)",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        type=numbers.float_in_range(0.01, numbers.MAX_MEMORY_GIB),
+        default=None,
+        metavar="GIB",
+        help="without MODEL: the most memory (GiB) the loaded models may take on each device "
+        "(default: what is free at start)",
+    )
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on "
                         "(default 127.0.0.1; any other needs --api-key)")  # fmt: skip
     parser.add_argument("--port", type=numbers.tcp_port, default=DEFAULT_PORT,
@@ -104,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
     from engine.server.runner import build_state, serve_forever, uvicorn_server
 
     try:
-        model_path = resolve_model(args.model)
+        model_path = resolve_model(args.model) if args.model else None
         limits = Limits(
             max_tokens=args.max_tokens,
             default_max_tokens=min(Limits().default_max_tokens, args.max_tokens),
@@ -119,9 +135,18 @@ def run(args: argparse.Namespace) -> int:
             allowed_hosts=tuple(args.allowed_host),
             limits=limits,
         ).check()
+        keep_alive_s = _keep_alive(args.keep_alive)
     except ServerConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if model_path is None:
+        from engine.cli.serve_library import serve_library
+
+        if speculative_from(args)[0].method != "off":
+            print("Speculative decoding needs a MODEL to serve.", file=sys.stderr)
+            return 2
+        args.load_timeout = LOAD_TIMEOUT_S
+        return serve_library(args, config, keep_alive_s)
     events = _StartEvents()
     client = EngineClient(events)
     client.start()
@@ -196,6 +221,16 @@ class _StartEvents(EventQueue):
     def __call__(self, event) -> None:
         if self.keeping:
             super().__call__(event)
+
+
+def _keep_alive(text: str) -> float:
+    from engine.server.errors import APIError
+    from engine.server.keep_alive import keep_alive_seconds
+
+    try:
+        return keep_alive_seconds(text, 300.0)
+    except APIError as exc:
+        raise ServerConfigError(f"--keep-alive: {exc.message}") from None
 
 
 def resolve_model(name: str | None) -> Path:

@@ -61,12 +61,14 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def served(starter_model, tmp_path_factory):
     name = starter_model.name.removesuffix(".gguf")
-    yield from serving(tmp_path_factory, name, ["--parallel", "4", "--ctx", "512"])
+    yield from serving(
+        tmp_path_factory, name, [str(starter_model), "--parallel", "4", "--ctx", "512"]
+    )
 
 
 def serving(tmp_path_factory, model: str, args: list[str]):
-    """Start `hearth serve` with `args` (a model path among them, or none for the starter
-    model), yield it once it answers, and stop it."""
+    """Start `hearth serve` with `args` (a model path among them, or none to serve the
+    Library), yield it once it answers, and stop it."""
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HEARTH_API_KEY": API_KEY}
