@@ -20,6 +20,7 @@ from engine.cli.speculative_args import add_speculative_arguments, speculative_f
 from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EventQueue
+from engine.server.api_keys import KeyStore
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, Limits, ServerConfig, ServerConfigError
 from engine.starter_model import starter_model_path
 from engine.untrusted_text import printable_line
@@ -134,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
             cors_origins=tuple(args.cors_origin),
             allowed_hosts=tuple(args.allowed_host),
             limits=limits,
+            key_store=KeyStore(),  # named keys (`hearth keys`), besides --api-key
         ).check()
         keep_alive_s = _keep_alive(args.keep_alive)
     except ServerConfigError as exc:

@@ -17,6 +17,7 @@ from starlette.requests import Request
 
 from engine.runtime import protocol as p
 from engine.server import request_params as rp
+from engine.server.api_keys import SCOPE_KEY_NAME
 from engine.server.config import ServerConfig
 from engine.server.engine_link import EngineLink
 from engine.server.keep_alive import keep_alive_seconds
@@ -37,7 +38,7 @@ class ServerState:
 
     def start_job(self, request: Request, route: str, model: str, stream: bool) -> Job:
         client = request.client.host if request.client else "?"
-        key = request.scope.get(KEY_NAME, "")
+        key = request.scope.get(SCOPE_KEY_NAME, "")
         return Job(self.log, route=route, model=model, stream=stream, client=client, key=key)
 
     async def serving(
@@ -58,9 +59,6 @@ class ServerState:
             leases.append(entry)
         model = entry.loaded or entry.link.require_model()
         return replace(self, link=entry.link), model, entry.model_id
-
-
-KEY_NAME = "hearth.key_name"  # the request scope's API key name (the guard sets it)
 
 
 class ModelLeases:
