@@ -9,8 +9,10 @@ then needs an API key.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -112,10 +114,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=Limits().request_seconds,
         help="seconds a request may run (default %(default)g)",
     )
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background, logging to a file; `hearth service status/stop` find it",
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="write what the server prints to PATH, rotated past 5 MiB, 3 files kept "
+        "(--detach: the data folder's server/serve.log by default)",
+    )
     add_speculative_arguments(parser)  # with --parallel 1: requests take turns, each speculating
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.detach:
+        from engine.cli.service_cmd import detach
+
+        return detach(args)
+    if args.log_file:
+        from engine.server.service import RotatingLog
+
+        sys.stdout = sys.stderr = RotatingLog(Path(args.log_file).expanduser())
     from engine.server.console import Console
     from engine.server.engine_keeper import EngineKeeper
     from engine.server.runner import build_state, serve_forever, uvicorn_server
@@ -204,13 +225,33 @@ def run(args: argparse.Namespace) -> int:
             f"{loaded.n_ctx // loaded.n_parallel} tokens each. Docs: "
             f"{config.base_url[:-3]}/docs. Ctrl+C stops."
         )
-        serve_forever(state, server)
+        with running_record(config, Path(loaded.path).name, args.log_file):
+            serve_forever(state, server)
         if gave_up:
             print(gave_up[0], file=sys.stderr)
             return 1
         return 0
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def running_record(config: ServerConfig, serving: str, log_file: str | None):
+    """The record `hearth service status/stop` and the window find this server by, while it
+    serves."""
+    from engine.server.service import ServerRecord
+
+    log_path = str(Path(log_file).expanduser()) if log_file else ""
+    record = ServerRecord(pid=os.getpid(), base_url=config.base_url, started_at=time.time(),
+                          serving=serving, log_path=log_path)  # fmt: skip
+    try:
+        record.write()
+    except OSError as exc:  # a read-only data folder: the server runs, unrecorded
+        print(f"[The server could not record itself for `hearth service`: {exc}]", file=sys.stderr)
+    try:
+        yield record
+    finally:
+        record.remove()
 
 
 class _StartEvents(EventQueue):

@@ -138,5 +138,8 @@ def serve_library(args: argparse.Namespace, config, keep_alive_s: float) -> int:
         f"{args.parallel} requests at once of {args.ctx} tokens each; idle models unload after "
         f"{describe_keep_alive(keep_alive_s)}. Docs: {config.base_url[:-3]}/docs. Ctrl+C stops."
     )
-    serve_forever(state)
+    from engine.cli.serve_cmd import running_record
+
+    with running_record(config, "the Library", args.log_file):
+        serve_forever(state)
     return 0
