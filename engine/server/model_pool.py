@@ -35,6 +35,8 @@ from engine.server.errors import APIError
 from engine.server.memory_ledger import Budgets, Need, models_to_unload, over_budget, shortfall_text
 from engine.untrusted_text import printable_line
 
+CATALOGUE_S = 10.0  # the Library's list is read again after this long
+
 
 class ModelRefused(Exception):
     """The load policy will not load this model here; the message has the plan's numbers."""
@@ -109,15 +111,19 @@ class ModelPool:
         self._say = say
         self._entries: dict[Path, LoadedModel] = {}
         self._known: list[tuple[Path, tuple[str, ...]]] | None = None
+        self._known_at = 0.0
         self._tasks: set[asyncio.Future] = set()
 
     # -- names ----------------------------------------------------------------------------------
 
     def available(self, rescan: bool = False) -> list[tuple[Path, tuple[str, ...]]]:
-        """Every model the pool can serve, with the names it goes by (model_names)."""
-        if self._known is None or rescan:
+        """Every model the pool can serve, with the names it goes by (model_names); the
+        Library is looked at again when asked, or after CATALOGUE_S (a download finished)."""
+        now = time.monotonic()
+        if self._known is None or rescan or now - self._known_at > CATALOGUE_S:
             self._known = [(path, rp.model_names(str(path), self._library))
                            for path in self._catalogue()]  # fmt: skip
+            self._known_at = now
         return self._known
 
     def path_for(self, requested: str) -> Path:
@@ -208,10 +214,9 @@ class ModelPool:
         return True
 
     def close(self) -> None:
-        """Stop every worker (the server is ending)."""
+        """Stop every loaded model's worker (the server is ending; on its event loop's thread).
+        A load still in flight ends with this process: its worker reads the end of its input."""
         for entry in list(self._entries.values()):
-            if entry.loading is not None:
-                entry.loading.cancel()
             self._forget(entry)
             if entry.client is not None:
                 entry.client.close()

@@ -93,7 +93,7 @@ async def serve_async(state: ServerState, server: uvicorn.Server | None = None) 
         if state.link is not None:
             state.link.detach()
         if state.models is not None:
-            await asyncio.to_thread(state.models.close)  # every model's worker ends
+            state.models.close()  # every model's worker ends (the loop serves nothing now)
 
 
 def serve_forever(state: ServerState, server: uvicorn.Server | None = None) -> None:
