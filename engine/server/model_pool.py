@@ -120,7 +120,10 @@ class ModelPool:
         """Every model the pool can serve, with the names it goes by (model_names); the
         Library is looked at again when asked, or after CATALOGUE_S (a download finished)."""
         now = time.monotonic()
-        if self._known is None or rescan or now - self._known_at > CATALOGUE_S:
+        # A miss looks again, but at most once a second: unknown names sent in a loop must not
+        # make the server read every model's header for each of them.
+        age = now - self._known_at
+        if self._known is None or (rescan and age > 1.0) or age > CATALOGUE_S:
             self._known = [(path, rp.model_names(str(path), self._library))
                            for path in self._catalogue()]  # fmt: skip
             self._known_at = now
