@@ -14,8 +14,12 @@ import pytest
 
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
+from engine.server.app import create_app
+from engine.server.config import ServerConfig
 from engine.server.errors import APIError
 from engine.server.model_pool import ModelPool, ModelRefused, PlannedModel, PoolSettings
+from engine.server.server_state import ServerState
+from tests.engine.server.stand_in import STATS, call
 
 MODELS = [Path(f"/lib/o/{n}.gguf") for n in ("a/A-Q4_K_M", "b/B-Q8_0", "c/C-Q4_0", "d/Huge-F16")]
 NEEDS = {"A-Q4_K_M": 6, "B-Q8_0": 5, "C-Q4_0": 4}
@@ -197,3 +201,53 @@ def test_a_crashed_worker_is_loaded_again_by_the_next_request():
 
     asyncio.run(go())
     assert workers.started == ["A-Q4_K_M", "A-Q4_K_M"]
+
+
+class StreamingClient(FakeClient):
+    """A worker that answers a generation in two pieces, the second after the route has
+    returned its streaming response, noting how many requests hold its model then."""
+
+    def __init__(self, name: str, pool_of):
+        super().__init__(name)
+        self.listeners, self.pool_of, self.leases_late = [], pool_of, []
+
+    def add_listener(self, callback) -> None:
+        self.listeners.append(callback)
+
+    def generate(self, **request) -> int:
+        loop = asyncio.get_running_loop()
+
+        def later() -> None:
+            entry = self.pool_of().loaded_models()[0]
+            self.leases_late.append(entry.leases)
+            for callback in self.listeners:
+                callback(p.TokenText(request_id=7, text=" there"))
+                callback(p.GenerationDone(request_id=7, stop_reason="eos", stats=STATS))
+
+        for callback in self.listeners:
+            callback(p.TokenText(request_id=7, text="Hi"))
+        loop.call_later(0.05, later)
+        return 7
+
+    def stop(self, request_id: int) -> None:
+        pass
+
+
+def test_a_stream_holds_its_model_until_it_ends():
+    clients: list[StreamingClient] = []
+    pool: list[ModelPool] = []
+
+    def start_worker(params, timeout_s):
+        _, loaded = Workers()(params, timeout_s)
+        clients.append(StreamingClient("A", lambda: pool[0]))
+        return clients[-1], loaded
+
+    pool.append(ModelPool(lambda: MODELS, plan, {"host": 12}, PoolSettings(),
+                          library=Path("/lib"), start_worker=start_worker))  # fmt: skip
+    app = create_app(ServerState(link=None, config=ServerConfig(), models=pool[0]))
+    body = {"model": "A-Q4_K_M", "messages": [{"role": "user", "content": "Hi"}],
+            "keep_alive": 0}  # fmt: skip
+    status, _, content = call(app, "POST", "/api/chat", body)
+    assert status == 200 and b"Hi" in content and b" there" in content
+    assert clients[0].leases_late == [1]  # the route had returned; the stream still held it
+    assert [e.leases for e in pool[0]._entries.values()] in ([0], [])  # released at its end
