@@ -254,6 +254,7 @@ class ModelPool:
                               queue_length=self.settings.queue_length,
                               stop_grace_s=self.settings.stop_grace_s)  # fmt: skip
             link.model, link.template_note = loaded, loaded.chat_template
+            link.reload_on_demand = True
             link.attach(asyncio.get_running_loop())
             entry.link = link
             self._say(f"[{printable_line(entry.model_id)} is loaded "

@@ -251,3 +251,16 @@ def test_a_stream_holds_its_model_until_it_ends():
     assert status == 200 and b"Hi" in content and b" there" in content
     assert clients[0].leases_late == [1]  # the route had returned; the stream still held it
     assert [e.leases for e in pool[0]._entries.values()] in ([0], [])  # released at its end
+
+
+@pytest.mark.parametrize(
+    ("cause", "reloads", "said"),
+    [((), True, "killed by SIGABRT. The server loads the model again; retry"),
+     (("GGML_ASSERT(x) failed",), True, "llama.cpp said: GGML_ASSERT(x) failed The server"),
+     ((), False, "SIGABRT. Reload the model in Hearth, then retry.")],
+)  # fmt: skip
+def test_a_crash_is_told_with_its_cause_and_what_happens_next(cause, reloads, said):
+    from engine.server.completion import crash_message
+
+    crash = EngineCrashed(exit_code=-6, last_lines=(), cause_lines=cause)
+    assert said in crash_message(crash, reloads)

@@ -129,6 +129,7 @@ def test_a_crash_is_a_503_naming_it_and_the_next_request_loads_the_model_again(l
             extra_body={"ignore_eos": True},
         )  # fmt: skip
     assert crashed.value.status_code == 503 and "SIGABRT" in str(crashed.value)
+    assert "The server loads the model again" in str(crashed.value)
     reply = chat(client, library.model)
     assert reply.usage.completion_tokens >= 1
     assert loads_of(library, library.model) == before + 1
