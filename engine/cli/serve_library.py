@@ -135,7 +135,8 @@ def serve_library(args: argparse.Namespace, config, keep_alive_s: float) -> int:
     console.line(
         f"Hearth API on {config.base_url} (OpenAI) and {config.base_url[:-3]}/api (Ollama): "
         f"the Library's {len(names)} models, each loaded when a request names it, "
-        f"{args.parallel} requests at once of {args.ctx} tokens each; idle models unload after "
+        f"{args.parallel} request(s) at once per model of {args.ctx} tokens each; idle models "
+        "unload after "
         f"{describe_keep_alive(keep_alive_s)}. Docs: {config.base_url[:-3]}/docs. Ctrl+C stops."
     )
     from engine.cli.serve_cmd import running_record

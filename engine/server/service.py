@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import shlex
-import signal
 import sys
 import threading
 import time
@@ -81,15 +80,14 @@ def read_record(path: Path | None = None) -> ServerRecord | None:
 
 
 def process_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
+    """Whether process `pid` runs (a zombie, ended but not reaped, does not). psutil, not
+    os.kill(pid, 0): on Windows that call ends the process."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
-    except PermissionError:  # someone else's process has that number now
-        return False
-    return True
 
 
 def running_server(path: Path | None = None) -> ServerRecord | None:
@@ -109,22 +107,23 @@ def running_server(path: Path | None = None) -> ServerRecord | None:
 def stop_server(record: ServerRecord, timeout_s: float = 15.0) -> bool:
     """Ask the server to stop (SIGTERM: it ends its requests and workers as on Ctrl+C) and wait
     for it; then SIGKILL. True once it has ended."""
+    import psutil
+
     try:
-        os.kill(record.pid, signal.SIGTERM)
-    except ProcessLookupError:
+        process = psutil.Process(record.pid)
+        process.terminate()  # SIGTERM (uvicorn ends as on Ctrl+C); TerminateProcess on Windows
+    except psutil.NoSuchProcess:
         return True
     if _wait_gone(record.pid, timeout_s):
         return True
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(record.pid, signal.SIGKILL)
+    with contextlib.suppress(psutil.NoSuchProcess):
+        process.kill()
     return _wait_gone(record.pid, 5.0)
 
 
 def _wait_gone(pid: int, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)  # our own child (a test's) is reaped, not left a zombie
         if not process_alive(pid):
             return True
         time.sleep(0.05)
