@@ -13,7 +13,13 @@ from pathlib import Path
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from engine.server.service import ServerRecord, running_server, stop_server
+from engine.server.service import (
+    ServerRecord,
+    health_summary,
+    running_server,
+    server_health,
+    stop_server,
+)
 from engine.untrusted_text import printable_line
 
 NONE_TEXT = (
@@ -24,11 +30,13 @@ NONE_TEXT = (
 
 class BackgroundPanel(QWidget):
     stopped = Signal(bool)  # from the stopping thread: whether it ended
+    health_read = Signal(object, str)  # (the record asked about, /health's line) from a thread
 
     def __init__(self, record_path: Path | None = None, parent=None) -> None:
         super().__init__(parent)
         self._record_path = record_path
         self.record: ServerRecord | None = None
+        self._described = ""
         self.label = QLabel(NONE_TEXT)
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -45,6 +53,7 @@ class BackgroundPanel(QWidget):
         layout.addWidget(self.label)
         layout.addLayout(buttons)
         self.stopped.connect(self._on_stopped, Qt.ConnectionType.QueuedConnection)
+        self.health_read.connect(self._on_health, Qt.ConnectionType.QueuedConnection)
         self.refresh()
 
     def refresh(self) -> None:
@@ -56,11 +65,21 @@ class BackgroundPanel(QWidget):
             return
         since = time.strftime("%H:%M on %Y-%m-%d", time.localtime(record.started_at))
         log = f" Log: {record.log_path}." if record.log_path else ""
-        self.label.setText(
+        self._described = (
             f"A Hearth server is running outside the window: {record.base_url} (process "
             f"{record.pid}, since {since}), serving {printable_line(record.serving)}.{log} "
             "Its clients are answered from there; stop it to serve from the window on its port."
         )
+        self.label.setText(self._described)
+        threading.Thread(target=self._read_health, args=(record,), name="server-health",
+                         daemon=True).start()  # fmt: skip
+
+    def _read_health(self, record: ServerRecord) -> None:  # a thread: the request may wait
+        self.health_read.emit(record, health_summary(server_health(record.base_url, 2.0)))
+
+    def _on_health(self, record: ServerRecord, summary: str) -> None:
+        if summary and record == self.record:
+            self.label.setText(f"{self._described} {printable_line(summary)}")
 
     def stop(self) -> None:
         record = self.record

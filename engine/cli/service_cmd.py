@@ -13,13 +13,10 @@ server/serve.log unless --log-file says otherwise).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from engine.server import service
@@ -122,14 +119,9 @@ def status() -> int:
     since = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.started_at))
     print(f"Hearth server running: {record.base_url} (pid {record.pid}, since {since}), "
           f"serving {printable_line(record.serving)}.")  # fmt: skip
-    health = _health(record.base_url)
-    if health is not None:
-        models = health.get("models")
-        if isinstance(models, list):
-            loaded = ", ".join(printable_line(str(m.get("model"))) for m in models) or "none"
-            print(f"Loaded now: {loaded}.")
-        else:
-            print(f"Engine: {printable_line(str(health.get('state')))}.")
+    summary = service.health_summary(service.server_health(record.base_url))
+    if summary:
+        print(printable_line(summary))
     if record.log_path:
         print(f"Log: {record.log_path}")
     return 0
@@ -175,7 +167,8 @@ def detach(args: argparse.Namespace) -> int:
                   f"log ({log}):\n{_tail(log)}", file=sys.stderr)  # fmt: skip
             return 1
         record = service.running_server()
-        if record is not None and record.pid == child.pid and _health(record.base_url, 1.0):
+        ours = record is not None and record.pid == child.pid
+        if ours and service.server_health(record.base_url, 1.0):
             print(f"Hearth API on {record.base_url} in the background (pid {child.pid}), "
                   f"serving {printable_line(record.serving)}. Log: {log}. "
                   "`hearth service stop` stops it.")  # fmt: skip
@@ -183,21 +176,6 @@ def detach(args: argparse.Namespace) -> int:
         time.sleep(0.2)
     print(f"The server did not answer within {START_TIMEOUT_S:.0f} s; see {log}.", file=sys.stderr)
     return 1
-
-
-def _health(base_url: str, timeout: float = 3.0) -> dict | None:
-    """GET /health's body (whatever its status), or None when nothing answers."""
-    url = base_url.removesuffix("/v1") + "/health"
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as reply:
-            return json.loads(reply.read())
-    except urllib.error.HTTPError as error:  # 503 while loading or restarting, or 401
-        try:
-            return json.loads(error.read())
-        except ValueError:
-            return {"state": f"HTTP {error.code}"}
-    except (OSError, ValueError):
-        return None
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -19,6 +19,8 @@ import shlex
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -172,6 +174,32 @@ class RotatingLog:
         if self.keep == 1:
             self.path.unlink(missing_ok=True)
         self._file = open(self.path, "a", encoding="utf-8", errors="backslashreplace")  # noqa: SIM115
+
+
+def server_health(base_url: str, timeout: float = 3.0) -> dict | None:
+    """GET /health's body (whatever its status), or None when nothing answers."""
+    url = base_url.removesuffix("/v1") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as reply:
+            return json.loads(reply.read())
+    except urllib.error.HTTPError as error:  # 503 while loading or restarting, or 401
+        try:
+            return json.loads(error.read())
+        except ValueError:
+            return {"state": f"HTTP {error.code}"}
+    except (OSError, ValueError):
+        return None
+
+
+def health_summary(health: dict | None) -> str:
+    """One line from /health's body: the loaded models, or the engine's state ("" for none)."""
+    if not health:
+        return ""
+    models = health.get("models")
+    if isinstance(models, list):
+        names = ", ".join(str(m.get("model")) for m in models if isinstance(m, dict))
+        return f"Loaded now: {names or 'none'}."
+    return f"Engine: {health.get('state')}."
 
 
 def serve_command(serve_args: list[str]) -> list[str]:

@@ -3,8 +3,11 @@ running outside the window (shown, and stopped with a button)."""
 
 from __future__ import annotations
 
+import http.server
+import json
 import subprocess
 import sys
+import threading
 import time
 
 from app.server.background_panel import NONE_TEXT, BackgroundPanel
@@ -45,13 +48,18 @@ def test_a_server_running_outside_the_window_is_shown_and_stopped(qtbot, tmp_pat
     qtbot.addWidget(panel)
     assert panel.label.text() == NONE_TEXT and not panel.stop_button.isEnabled()
 
-    # a stand-in for `hearth serve --detach`: a process that runs until it is told to stop
+    # a stand-in for `hearth serve --detach`: a process that runs until it is told to stop,
+    # and its /health answered here
     server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    health = http.server.HTTPServer(("127.0.0.1", 0), _Health)
+    threading.Thread(target=health.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{health.server_address[1]}/v1"
     try:
-        ServerRecord(server.pid, "http://127.0.0.1:8741/v1", time.time(), "the Library",
+        ServerRecord(server.pid, url, time.time(), "the Library",
                      str(tmp_path / "serve.log")).write(record_path)  # fmt: skip
         panel.refresh_button.click()
-        assert "http://127.0.0.1:8741/v1" in panel.label.text()
+        assert url in panel.label.text()
+        qtbot.waitUntil(lambda: "Loaded now: gemma-3-270m." in panel.label.text(), timeout=WAIT_MS)
         assert f"process {server.pid}" in panel.label.text() and "the Library" in panel.label.text()
         assert panel.stop_button.isEnabled()
 
@@ -60,6 +68,21 @@ def test_a_server_running_outside_the_window_is_shown_and_stopped(qtbot, tmp_pat
         assert server.wait(5) is not None and not process_alive(server.pid)
         assert not record_path.exists() and not panel.stop_button.isEnabled()
     finally:
+        health.shutdown()
+        health.server_close()
         if server.poll() is None:
             server.kill()
             server.wait()
+
+
+class _Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = json.dumps({"state": "library", "models": [{"model": "gemma-3-270m"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):  # quiet
+        pass

@@ -119,3 +119,13 @@ def service_cmd_not_running() -> int:
     from engine.cli.service_cmd import NOT_RUNNING
 
     return NOT_RUNNING
+
+
+@pytest.mark.parametrize(
+    ("health", "line"),
+    [(None, ""), ({"state": "idle"}, "Engine: idle."),
+     ({"state": "library", "models": []}, "Loaded now: none."),
+     ({"state": "library", "models": [{"model": "a"}, {"model": "b"}]}, "Loaded now: a, b.")],
+)  # fmt: skip
+def test_health_in_one_line(health, line):
+    assert service.health_summary(health) == line
