@@ -1,4 +1,6 @@
-"""The Server page: turn the local API on and off, see its address and key, watch its requests.
+"""The Server page: turn the local API on and off, see its address and keys, watch its requests;
+create and revoke named API keys (keys_panel.py); see and stop a Hearth server already running
+outside the window (background_panel.py).
 
 The server runs on a thread of its own (engine/server/runner.py) over the window's own engine
 worker: the bridge's EngineClient is shared, so a chat in the window and API requests decode
@@ -8,6 +10,7 @@ never blocks: the request log comes from the server thread through a queued sign
 
 from __future__ import annotations
 
+import collections
 import secrets
 import time
 from dataclasses import replace
@@ -32,6 +35,8 @@ from PySide6.QtWidgets import (
 from app.common.accessibility import named
 from app.common.engine_bridge import EngineBridge
 from app.common.machine_state import MachineState
+from app.server.background_panel import BackgroundPanel
+from app.server.keys_panel import KeysPanel
 from engine.runtime import protocol as p
 from engine.server.capacity import MAX_PARALLEL, parallel_that_fit
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, ServerConfig, ServerConfigError
@@ -128,6 +133,13 @@ class ServerPage(QWidget):
         layout.addLayout(buttons)
         layout.addWidget(QLabel("Requests"))
         layout.addWidget(self.log_table, 1)
+        layout.addWidget(QLabel("Named API keys"))
+        self.keys_panel = KeysPanel()
+        layout.addWidget(self.keys_panel)
+        layout.addWidget(QLabel("Outside the window"))
+        self.background_panel = BackgroundPanel()
+        layout.addWidget(self.background_panel)
+        self._requests_per_key: collections.Counter[str] = collections.Counter()
 
         self.record_logged.connect(self._add_record, Qt.ConnectionType.QueuedConnection)
         bridge.model_loaded.connect(self._show_capacity)
@@ -174,6 +186,7 @@ class ServerPage(QWidget):
                 host=self.host_box.currentText().strip() or DEFAULT_HOST,
                 port=self.port_box.value(),
                 api_key=self.key_edit.text().strip(),
+                key_store=self.keys_panel.store,
             ).check()
             log = RequestLog()
             log.subscribe(self.record_logged.emit)
@@ -259,6 +272,9 @@ class ServerPage(QWidget):
             return None
 
     def _add_record(self, record: RequestRecord) -> None:
+        if record.key:
+            self._requests_per_key[record.key] += 1
+            self.keys_panel.show_counts(self._requests_per_key)
         table = self.log_table
         if table.rowCount() >= LOG_ROWS_KEPT:
             table.removeRow(0)

@@ -1,4 +1,4 @@
-"""Headless command line: `hearth chat|info|hw|plan|bench|serve|host ...`.
+"""Headless command line: `hearth chat|info|hw|plan|bench|serve|host|keys|service ...`.
 
 Each subcommand lives in its own module with two functions: `add_arguments(parser)` and
 `run(args) -> int` (the exit status). Add a new one to SUBCOMMANDS.
@@ -19,6 +19,11 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("engine.cli.bench_cmd", "measure Hearth's speed beside llama.cpp's llama-bench"),
     "serve": ("engine.cli.serve_cmd", "serve a model over an OpenAI- and Ollama-compatible API"),
     "host": ("engine.cli.host_cmd", "lend this machine's GPU to Hearth on another computer"),
+    "keys": ("engine.cli.keys_cmd", "create, list and revoke the local server's API keys"),
+    "service": (
+        "engine.cli.service_cmd",
+        "the API server in the background: install, status, stop",
+    ),
 }
 
 

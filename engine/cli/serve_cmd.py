@@ -1,14 +1,18 @@
-"""`hearth serve [MODEL]`: the OpenAI- and Ollama-compatible API over one model, headless.
+"""`hearth serve [MODEL]`: the OpenAI- and Ollama-compatible API, headless.
 
-MODEL is a file path or the name of a model in Hearth's library (default: the starter model).
-Listens on 127.0.0.1 only unless --host says otherwise, which then needs an API key.
+MODEL is a file path or the name of a model in Hearth's library: that model is loaded and
+served. Without one, the whole Library is served, each model loaded when a request names it
+(engine/cli/serve_library.py). Listens on 127.0.0.1 only unless --host says otherwise, which
+then needs an API key.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from engine.enums import KV_TYPES
 from engine.planner.engine_choice import ENGINES
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EventQueue
+from engine.server.api_keys import KeyStore
 from engine.server.config import DEFAULT_HOST, DEFAULT_PORT, Limits, ServerConfig, ServerConfigError
 from engine.starter_model import starter_model_path
 from engine.untrusted_text import printable_line
@@ -37,7 +42,21 @@ MAX_REQUEST_SECONDS = 7 * 24 * 3600.0
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", nargs="?", help="GGUF file or library model name "
-                        "(default: the starter model)")  # fmt: skip
+                        "(default: the whole Library, loaded on demand)")  # fmt: skip
+    parser.add_argument(
+        "--keep-alive",
+        default=os.environ.get("HEARTH_KEEP_ALIVE", "5m"),
+        help="without MODEL: how long a model stays loaded after its last request, as "
+        "Ollama's keep_alive ('5m', '30s', 0, -1 for ever; default $HEARTH_KEEP_ALIVE or 5m)",
+    )
+    parser.add_argument(
+        "--memory-limit",
+        type=numbers.float_in_range(0.01, numbers.MAX_MEMORY_GIB),
+        default=None,
+        metavar="GIB",
+        help="without MODEL: the most memory (GiB) the loaded models may take on each device "
+        "(default: what is free at start)",
+    )
     parser.add_argument("--host", default=DEFAULT_HOST, help="address to listen on "
                         "(default 127.0.0.1; any other needs --api-key)")  # fmt: skip
     parser.add_argument("--port", type=numbers.tcp_port, default=DEFAULT_PORT,
@@ -107,18 +126,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=Limits().request_seconds,
         help="seconds a request may run (default %(default)g)",
     )
-    add_speculative_arguments(
-        parser, default="auto"
-    )  # with --parallel 1: requests take turns, each speculating
+    parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="run in the background, logging to a file; `hearth service status/stop` find it",
+    )
+    parser.add_argument(
+        "--log-file",
+        metavar="PATH",
+        help="write what the server prints to PATH, rotated past 5 MiB, 3 files kept "
+        "(--detach: the data folder's server/serve.log by default)",
+    )
+    # with --parallel 1: requests take turns, each speculating
+    add_speculative_arguments(parser, default="auto")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.detach:
+        from engine.cli.service_cmd import detach
+
+        return detach(args)
+    if args.log_file:
+        from engine.server.service import RotatingLog
+
+        sys.stdout = sys.stderr = RotatingLog(Path(args.log_file).expanduser())
     from engine.server.console import Console
     from engine.server.engine_keeper import EngineKeeper
     from engine.server.runner import build_state, serve_forever, uvicorn_server
 
     try:
-        model_path = resolve_model(args.model)
+        model_path = resolve_model(args.model) if args.model else None
         limits = Limits(
             max_tokens=args.max_tokens,
             default_max_tokens=min(Limits().default_max_tokens, args.max_tokens),
@@ -132,10 +169,20 @@ def run(args: argparse.Namespace) -> int:
             cors_origins=tuple(args.cors_origin),
             allowed_hosts=tuple(args.allowed_host),
             limits=limits,
+            key_store=KeyStore(),  # named keys (`hearth keys`), besides --api-key
         ).check()
+        keep_alive_s = _keep_alive(args.keep_alive)
     except ServerConfigError as exc:
         print(exc, file=sys.stderr)
         return 2
+    if model_path is None:
+        from engine.cli.serve_library import serve_library
+
+        if speculative_from(args)[0].method != "off":
+            print("Speculative decoding needs a MODEL to serve.", file=sys.stderr)
+            return 2
+        args.load_timeout = LOAD_TIMEOUT_S
+        return serve_library(args, config, keep_alive_s)
     events = _StartEvents()
     client = EngineClient(events)
     client.start()
@@ -194,13 +241,33 @@ def run(args: argparse.Namespace) -> int:
             f"{loaded.n_ctx // loaded.n_parallel} tokens each. Docs: "
             f"{config.base_url[:-3]}/docs. Ctrl+C stops."
         )
-        serve_forever(state, server)
+        with running_record(config, Path(loaded.path).name, args.log_file):
+            serve_forever(state, server)
         if gave_up:
             print(gave_up[0], file=sys.stderr)
             return 1
         return 0
     finally:
         client.close()
+
+
+@contextlib.contextmanager
+def running_record(config: ServerConfig, serving: str, log_file: str | None):
+    """The record `hearth service status/stop` and the window find this server by, while it
+    serves."""
+    from engine.server.service import ServerRecord
+
+    log_path = str(Path(log_file).expanduser()) if log_file else ""
+    record = ServerRecord(pid=os.getpid(), base_url=config.base_url, started_at=time.time(),
+                          serving=serving, log_path=log_path)  # fmt: skip
+    try:
+        record.write()
+    except OSError as exc:  # a read-only data folder: the server runs, unrecorded
+        print(f"[The server could not record itself for `hearth service`: {exc}]", file=sys.stderr)
+    try:
+        yield record
+    finally:
+        record.remove()
 
 
 class _StartEvents(EventQueue):
@@ -213,6 +280,16 @@ class _StartEvents(EventQueue):
     def __call__(self, event) -> None:
         if self.keeping:
             super().__call__(event)
+
+
+def _keep_alive(text: str) -> float:
+    from engine.server.errors import APIError
+    from engine.server.keep_alive import keep_alive_seconds
+
+    try:
+        return keep_alive_seconds(text, 300.0)
+    except APIError as exc:
+        raise ServerConfigError(f"--keep-alive: {exc.message}") from None
 
 
 def resolve_model(name: str | None) -> Path:

@@ -54,3 +54,29 @@ class SequenceBatch:
         if self._batch is not None:
             C.llama_batch_free(self._batch)
             self._batch = None
+
+
+def pooled_outputs(ctx: Context, token_lists: list[list[int]]) -> list[list[float]]:
+    """The pooled output of each token list (an embedding, or a reranker's scores), all in one
+    llama_decode: each list is a sequence of its own, so inputs never see each other. `ctx` is
+    made with embeddings=True and room for len(token_lists) sequences; its cache is cleared
+    before and after."""
+    total = sum(map(len, token_lists))
+    if total > ctx.info.n_batch:
+        raise EngineError(
+            f"The inputs are {total} tokens together; one batch of embeddings takes at most "
+            f"{ctx.info.n_batch}. Send them in smaller groups."
+        )
+    batch = SequenceBatch(max(1, total))
+    try:
+        for seq, tokens in enumerate(token_lists):
+            for position, token in enumerate(tokens):
+                batch.add(token, position, seq, output=True)
+        ctx.clear()
+        rc = batch.decode(ctx)
+        if rc != 0:
+            raise EngineError(decode_failure(rc))
+        return [ctx.pooled_output(seq) for seq in range(len(token_lists))]
+    finally:
+        ctx.clear()
+        batch.close()

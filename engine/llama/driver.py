@@ -307,6 +307,7 @@ class Context:
             cp.embeddings = True
             cp.n_ubatch = cp.n_batch  # the whole input in one ubatch (non-causal models need it)
             cp.n_outputs_max = 0
+            cp.n_outputs_max_per_seq = 0  # every token of every sequence (pooled per sequence)
             pooling = model.meta(f"{model.meta('general.architecture')}.pooling_type")
             cp.pooling_type = int(pooling) if pooling else C.LLAMA_POOLING_TYPE_MEAN
         handle = C.llama_init_from_model(model.handle, cp)
@@ -410,16 +411,20 @@ class Context:
         if rc != 0:
             self.clear()
             raise EngineError(decode_failure(rc))
-        pointer = C.llama_get_embeddings_seq(self.handle, 0)
-        if not pointer:
+        try:
+            return self.pooled_output(0)
+        finally:
             self.clear()
+
+    def pooled_output(self, seq: int) -> list[float]:
+        """Sequence `seq`'s pooled output of the last decode: its embedding, or a reranker's
+        n_cls_out scores."""
+        pointer = C.llama_get_embeddings_seq(self.handle, seq)
+        if not pointer:
             raise EngineError("llama.cpp gave no pooled embedding for this model.")
-        # A reranker's pooled output is its n_cls_out scores, not an n_embd vector.
         ranks = C.llama_pooling_type(self.handle) == C.LLAMA_POOLING_TYPE_RANK
         size = (C.llama_model_n_cls_out if ranks else C.llama_model_n_embd)(self.model.handle)
-        vector = list(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float))[:size])
-        self.clear()
-        return vector
+        return list(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float))[:size])
 
     def logits_at(self, index: int):
         """The logits of the output at batch position `index`, as a ctypes float pointer of

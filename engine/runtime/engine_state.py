@@ -18,6 +18,7 @@ from typing import Any
 from engine.chat.context_fit import ContextOverflow
 from engine.enums import Engine, EngineState, StopReason
 from engine.llama import driver as llama
+from engine.llama.batch import pooled_outputs
 from engine.llama.params import ContextSettings
 from engine.runtime import protocol as p
 from engine.runtime.batching import batch_decoder, new_context
@@ -43,7 +44,8 @@ from engine.runtime.model_open import (
 from engine.runtime.prompt_tokens import PromptBuilder
 from engine.runtime.speculative.setup import open_speculation
 
-EMBEDDING_CONTEXT = 2048  # tokens per embedding input, at most
+EMBEDDING_CONTEXT = 2048  # tokens per embedding input, at most; and per batch of inputs
+EMBEDDING_SEQUENCES = 8  # inputs embedded together in one llama_decode, at most
 RERANKER_CANNOT_CHAT = (
     "This model is a reranker: it scores documents against a query (POST /v1/rerank) and "
     "cannot write replies. Load a chat model to chat."
@@ -290,7 +292,7 @@ class WorkerEngine:
                 self._embedder = llama.Context(
                     session.model,
                     ContextSettings(n_ctx=n_ctx, n_batch=n_ctx, n_threads=threads,
-                                    embeddings=True),
+                                    embeddings=True, n_parallel=EMBEDDING_SEQUENCES),
                 )  # fmt: skip
             model = session.model
             if command.query and not model.capabilities.rerank:
@@ -304,13 +306,16 @@ class WorkerEngine:
                     "embedding. Rerank with POST /v1/rerank, or load an embedding model."
                 )
             query = command.query
+            embedder = self._embedder
             vectors, n_tokens = embed_inputs(
                 (lambda text: model.rerank_tokens(query, text))
                 if query
                 else (lambda text: model.tokenize(text, add_special=True)),
-                self._embedder.embed,
+                lambda token_lists: pooled_outputs(embedder, token_lists),
                 command.inputs,
                 stopped=lambda: self._early_stops.take(rid),
+                batch_tokens=embedder.info.n_batch,
+                batch_inputs=EMBEDDING_SEQUENCES,
             )
         except EmbeddingStopped:
             self._send(p.GenerationDone(request_id=rid, stop_reason=StopReason.STOPPED,

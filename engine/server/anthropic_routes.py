@@ -63,8 +63,7 @@ class MessagesPlan:
 @router.post("/messages")
 async def create_message(body: MessagesRequest, request: Request) -> Response:
     state = state_of(request)
-    model = state.link.require_model()
-    model_id = rp.check_model_name(body.model, model)
+    state, model, model_id = await state.serving(request, body.model)
     limits = state.config.limits
     plan = plan_messages(body, model, limits, rp.max_tokens_of(body.max_tokens, limits))
     job = state.start_job(request, "/v1/messages", model_id, body.stream)
@@ -92,8 +91,7 @@ async def count_tokens(body: CountTokensRequest, request: Request) -> dict[str, 
     """The prompt's tokens as the model's template renders it, tools included. The worker has
     no count-only command, so this reads the prompt count of a one-token reply."""
     state = state_of(request)
-    model = state.link.require_model()
-    model_id = rp.check_model_name(body.model, model)
+    state, model, model_id = await state.serving(request, body.model)
     plan = plan_messages(body, model, state.config.limits, max_tokens=1)
     job = state.start_job(request, "/v1/messages/count_tokens", model_id, False)
     (reply,) = await whole_replies(request, state, job, [plan.request])

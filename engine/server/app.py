@@ -26,7 +26,7 @@ from engine.server import (
 )
 from engine.server.errors import APIError, error_body, error_response
 from engine.server.guard import RequestGuard
-from engine.server.server_state import ServerState, state_of
+from engine.server.server_state import LEASES, ModelLeases, ServerState, state_of
 from engine.server.streaming import ClientGone
 from engine.untrusted_text import printable_line
 
@@ -52,7 +52,10 @@ def create_app(state: ServerState) -> FastAPI:
     async def health(request: Request) -> Response:
         """The engine's state as it is: 200 when requests can be answered, 503 while the
         engine is down, being restarted or not answering (with what to expect)."""
-        link = state_of(request).link
+        state = state_of(request)
+        if state.models is not None:
+            return JSONResponse(await pool_health(state))
+        link = state.link
         status = None if link.model is None else await link.status(timeout=2.0)
         state = engine_state_word(link, status)
         body = {
@@ -105,6 +108,7 @@ def create_app(state: ServerState) -> FastAPI:
         )
     app.add_middleware(OllamaBodiesAreJSON)
     app.add_middleware(TemplateNotice, link=state.link)
+    app.add_middleware(ModelLeases, state=state)  # outside the notice: it reads the leases
     app.add_middleware(RequestGuard, config=config)  # outermost: before anything else runs
     return app
 
@@ -123,16 +127,22 @@ class TemplateNotice:
         self.link = link
 
     async def __call__(self, scope, receive, send):
-        # Read per request (the template may change with a reload); a link without one
-        # (a test's stand-in) has nothing to say.
-        note = getattr(self.link, "template_note", "")
-        if scope["type"] != "http" or scope["method"] != "POST" or note in ("", MODEL_TEMPLATE):
+        # Read per request (the template may change with a reload): the model the request
+        # was answered by, serving the Library. A link without one (a test's stand-in) has
+        # nothing to say.
+        if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        value = printable_line(note).encode("ascii", "backslashreplace")[:500]
+
+        def note_now() -> str:
+            leases = scope.get(LEASES) or ()
+            link = leases[-1].link if leases else self.link
+            return getattr(link, "template_note", "") if link is not None else ""
 
         async def send_with_notice(message):
-            if message["type"] == "http.response.start":
+            note = note_now() if message["type"] == "http.response.start" else ""
+            if note not in ("", MODEL_TEMPLATE):
+                value = printable_line(note).encode("ascii", "backslashreplace")[:500]
                 headers = [*message.get("headers", ()), (TEMPLATE_HEADER, value)]
                 message = {**message, "headers": headers}
             await send(message)
@@ -152,6 +162,23 @@ class OllamaBodiesAreJSON:
             headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
             scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
         await self.app(scope, receive, send)
+
+
+async def pool_health(state: ServerState) -> dict:
+    """Serving the Library: the models loaded now, each with its engine's state."""
+    models = []
+    for entry in state.models.loaded_models():
+        link = entry.link
+        status = await link.status(timeout=2.0)
+        models.append({
+            "model": entry.model_id,
+            "state": engine_state_word(link, status),
+            "active_sequences": status.n_active_sequences if status else 0,
+            "waiting": status.n_waiting if status else 0,
+            "requests_in_flight": link.in_flight,
+            "n_parallel": link.n_parallel,
+        })  # fmt: skip
+    return {"state": "library", "models": models}
 
 
 def engine_state_word(link, status) -> str:

@@ -102,9 +102,20 @@ async def pieces(
             elif isinstance(event, p.GenerationFailed):
                 raise APIError(400, event.message)
             elif isinstance(event, EngineCrashed):  # not this request's fault: retry later
-                raise APIError(503, event.message, headers={"Retry-After": "5"})
+                raise APIError(503, crash_message(event, link.reloads_after_crash),
+                               headers={"Retry-After": "5"})  # fmt: skip
     finally:
         await events.aclose()
+
+
+def crash_message(crash: EngineCrashed, reloads: bool) -> str:
+    """What a request the crash ended is told: how the worker ended, what llama.cpp said
+    first (an abort's reason), and what happens next: `hearth serve` loads the model again by
+    itself (`reloads`); beside the window, the person reloads it there."""
+    said = f" llama.cpp said: {crash.cause_lines[0][:300]}" if crash.cause_lines else ""
+    then = ("The server loads the model again; retry in a few seconds." if reloads
+            else "Reload the model in Hearth, then retry.")  # fmt: skip
+    return f"{crash.message.split('. ')[0]}.{said} {then}"
 
 
 async def whole_reply(

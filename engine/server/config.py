@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8741
@@ -55,16 +56,21 @@ class ServerConfig:
     api_key: str = ""  # empty: no key asked (allowed on loopback only)
     cors_origins: tuple[str, ...] = ()  # browser origins allowed to call; empty: no CORS
     allowed_hosts: tuple[str, ...] = ()  # extra names the Host header may carry
+    # Named keys (api_keys.KeyStore): any of them is taken besides `api_key`; while it holds
+    # keys, every request needs one.
+    key_store: Any = None
     limits: Limits = field(default_factory=Limits)
 
     def check(self) -> ServerConfig:
         """Return self, or raise ServerConfigError for settings that would be unsafe."""
         if not 0 < self.port < 65536:
             raise ServerConfigError(f"Port {self.port} is not a TCP port; use 1-65535.")
-        if not is_loopback(self.host) and not self.api_key:
+        named_keys = self.key_store is not None and self.key_store.listed()
+        if not is_loopback(self.host) and not self.api_key and not named_keys:
             raise ServerConfigError(
                 f"Listening on {self.host} lets other machines reach the model, so it needs an "
-                "API key: set one (--api-key or HEARTH_API_KEY), or listen on 127.0.0.1."
+                "API key: set one (--api-key or HEARTH_API_KEY, or create one with `hearth keys "
+                "create NAME`), or listen on 127.0.0.1."
             )
         if self.api_key and len(self.api_key) < 16:
             raise ServerConfigError("The API key is too short to be safe; use 16 characters+.")

@@ -60,6 +60,7 @@ class EngineLink:
     ):
         self.client = client
         self.keeper = keeper  # an EngineKeeper under `hearth serve`; None beside the window
+        self.reload_on_demand = False  # serving the Library: the next request loads it again
         self.stop_grace_s = stop_grace_s
         self.say: Callable[[str], None] = Console(sys.stderr).line
         self._stopping: dict[int, asyncio.TimerHandle] = {}
@@ -123,6 +124,12 @@ class EngineLink:
             self._streams[request_id].put_nowait(event)
 
     # -- generation -----------------------------------------------------------------------------
+
+    @property
+    def reloads_after_crash(self) -> bool:
+        """Whether a crashed worker's model is loaded again without the person: by the keeper
+        (`hearth serve MODEL`), or by the next request (`reload_on_demand`, the Library)."""
+        return self.keeper is not None or self.reload_on_demand
 
     @property
     def restarting(self) -> bool:
@@ -232,6 +239,11 @@ class EngineLink:
             raise APIError(400, event.message)
         if isinstance(event, p.GenerationDone):
             raise APIError(503, "The embeddings were stopped (the model is being changed).")
+        if isinstance(event, EngineCrashed):
+            from engine.server.completion import crash_message  # completion imports this
+
+            raise APIError(503, crash_message(event, self.reloads_after_crash),
+                           headers={"Retry-After": "5"})  # fmt: skip
         raise APIError(503, getattr(event, "message", "The engine stopped."))
 
     def _stop_and_watch(self, request_id: int) -> None:

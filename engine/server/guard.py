@@ -30,7 +30,8 @@ import hmac
 import ipaddress
 import re
 
-from engine.server.config import ServerConfig
+from engine.server.api_keys import SCOPE_KEY_NAME
+from engine.server.config import ServerConfig, is_loopback
 from engine.server.errors import error_bytes
 from engine.untrusted_text import printable_line
 
@@ -78,7 +79,10 @@ class RequestGuard:
             return
         preflight = scope["method"] == "OPTIONS" and self.config.cors_origins
         given = self.key_given(headers.get("authorization"), headers.get("x-api-key"))
-        if self._key and not preflight and not given:
+        named = None if given else self.named_key(headers)
+        if named is not None:
+            scope[SCOPE_KEY_NAME] = named
+        if self.key_needed() and not preflight and not given and named is None:
             await _refuse(
                 send,
                 path,
@@ -173,8 +177,29 @@ class RequestGuard:
             f"https://{host.lower()}",
         )
 
+    def key_needed(self) -> bool:
+        """Whether requests must carry a key: one is set, named keys exist, or the server
+        listens beyond this machine (where a store emptied by revoking lets nobody in)."""
+        store = self.config.key_store
+        named = store is not None and bool(store.listed())
+        return bool(self._key) or named or (store is not None and not is_loopback(self.config.host))
+
+    def named_key(self, headers: dict) -> str | None:
+        """The name of the named key the request sent (Bearer or x-api-key), or None."""
+        store = self.config.key_store
+        if store is None:
+            return None
+        for token in (_bearer(headers.get("authorization")), headers.get("x-api-key")):
+            if token:
+                name = store.name_of(token.strip())
+                if name is not None:
+                    return name
+        return None
+
     def key_given(self, authorization: bytes | None, x_api_key: bytes | None = None) -> bool:
         """`Authorization: Bearer KEY`, or `x-api-key: KEY` as Anthropic's clients send it."""
+        if not self._key:  # none set: an empty token must not match it (named keys may exist)
+            return False
         if x_api_key and hmac.compare_digest(x_api_key.strip(), self._key):
             return True
         if not authorization:
@@ -188,6 +213,11 @@ class RequestGuard:
 _JSON_TYPES = ("application/json",)
 _BODY_METHODS = ("POST", "PUT", "PATCH")
 _FORM = "application/x-www-form-urlencoded"
+
+
+def _bearer(authorization: bytes | None) -> bytes | None:
+    scheme, _, token = (authorization or b"").partition(b" ")
+    return token if scheme.lower() == b"bearer" else None
 
 
 def content_type_refusal(method: str, path: str, content_type: str, origin: bytes | None) -> str:

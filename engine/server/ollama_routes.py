@@ -1,12 +1,16 @@
 """Ollama's API, for the tools that speak it: /api/chat and /api/generate (NDJSON streams by
 default, as Ollama's), /api/tags, /api/show, /api/ps, /api/version.
 
-Model names are compared with the loaded model's name only (request_params.check_model_name);
-nothing a request says is ever used as a path.
+Model names are compared with the served models' names only (request_params.model_names);
+nothing a request says is ever used as a path. Serving the Library, `keep_alive` sets how long
+the model stays loaded after the request (model_pool.py), and a request with no prompt loads
+the model, or with keep_alive 0 unloads it, as Ollama's do.
 """
 
 from __future__ import annotations
 
+import math
+import os
 import time
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -20,6 +24,7 @@ from engine.server import request_params as rp
 from engine.server.completion import Reply, pieces
 from engine.server.engine_link import GenerationRequest
 from engine.server.errors import APIError
+from engine.server.keep_alive import keep_alive_seconds
 from engine.server.responding import stream_response, whole_replies
 from engine.server.server_state import ServerState, state_of
 from engine.server.streaming import ndjson
@@ -57,6 +62,7 @@ class _Generating(_Body):
     stream: bool = True
     format: str | dict[str, Any] | None = None
     options: OllamaOptions = Field(default_factory=OllamaOptions)
+    keep_alive: str | float | None = None  # "5m", 300, 0 (unload after), -1 (keep loaded)
 
 
 class ChatBody(_Generating):
@@ -82,26 +88,41 @@ async def version() -> dict[str, str]:
 
 @router.get("/tags")
 async def tags(request: Request) -> dict[str, Any]:
+    """The models this server can answer with: the one loaded, or the whole Library."""
     state = state_of(request)
-    model = state.link.model
     state.start_job(request, "/api/tags", "", False).finish(200, [])
+    if state.models is not None:
+        loaded = {e.path: e.loaded for e in state.models.loaded_models()}
+        return {"models": [_model_entry(loaded[path]) if path in loaded else _file_entry(path)
+                           for path, _ in state.models.available()]}  # fmt: skip
+    model = state.link.model
     return {"models": [_model_entry(model)] if model else []}
 
 
 @router.get("/ps")
 async def running(request: Request) -> dict[str, Any]:
-    model = state_of(request).link.model
+    """The models loaded now, with when each is unloaded for idleness."""
+    state = state_of(request)
+    if state.models is not None:
+        entries = []
+        for loaded in state.models.loaded_models():
+            entry = _model_entry(loaded.loaded)
+            busy = loaded.leases > 0 or math.isinf(loaded.keep_s)
+            entry.update(expires_at=_FOREVER if busy else _iso(loaded.expires_at_unix),
+                         size_vram=_bytes_on_gpus(loaded.loaded))  # fmt: skip
+            entries.append(entry)
+        return {"models": entries}
+    model = state.link.model
     if model is None:
         return {"models": []}
     entry = _model_entry(model)
-    entry.update(expires_at="9999-12-31T23:59:59Z", size_vram=_bytes_on_gpus(model))
+    entry.update(expires_at=_FOREVER, size_vram=_bytes_on_gpus(model))
     return {"models": [entry]}
 
 
 @router.post("/show")
 async def show(body: ShowBody, request: Request) -> dict[str, Any]:
-    model = state_of(request).link.require_model()
-    rp.check_model_name(body.model or body.name, model)
+    _, model, _ = await state_of(request).serving(request, body.model or body.name)
     entry = _model_entry(model)
     return {
         "modelfile": "",
@@ -117,11 +138,23 @@ async def show(body: ShowBody, request: Request) -> dict[str, Any]:
     }
 
 
+async def _unloaded(state: ServerState, body: _Generating, empty: bool) -> dict | None:
+    """Ollama's way to unload a model: a request with no prompt and keep_alive 0."""
+    if state.models is None or not empty or body.keep_alive in (None, ""):
+        return None
+    if keep_alive_seconds(body.keep_alive, state.models.settings.keep_alive_s) > 0:
+        return None
+    await state.models.unload(body.model)
+    return {"model": body.model, "created_at": _now(), "done": True, "done_reason": "unload"}
+
+
 @router.post("/chat")
 async def chat(body: ChatBody, request: Request) -> Response:
     state = state_of(request)
-    model = state.link.require_model()
-    name = rp.check_model_name(body.model, model)
+    unloaded = await _unloaded(state, body, not body.messages)
+    if unloaded is not None:
+        return JSONResponse({**unloaded, "message": {"role": "assistant", "content": ""}})
+    state, _, name = await state.serving(request, body.model, body.keep_alive)
     limit = state.config.limits.max_messages
     if len(body.messages) > limit:
         raise APIError(400, f"At most {limit} messages are taken (this request has "
@@ -142,8 +175,10 @@ async def chat(body: ChatBody, request: Request) -> Response:
 @router.post("/generate")
 async def generate(body: GenerateBody, request: Request) -> Response:
     state = state_of(request)
-    model = state.link.require_model()
-    name = rp.check_model_name(body.model, model)
+    unloaded = await _unloaded(state, body, not body.prompt)
+    if unloaded is not None:
+        return JSONResponse({**unloaded, "response": ""})
+    state, _, name = await state.serving(request, body.model, body.keep_alive)
     if body.images:
         raise APIError(400, "This server takes text only; images are not supported.")
     if not body.prompt:
@@ -260,6 +295,25 @@ def _model_entry(model: p.ModelLoaded) -> dict[str, Any]:
     }
 
 
+def _file_entry(path) -> dict[str, Any]:
+    """A Library model that is not loaded: what its file says, without reading it."""
+    served = rp.served_model_id(str(path))
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        size = 0
+    quant = served.rsplit("-", 1)[-1].rsplit(".", 1)[-1] if "-" in served or "." in served else ""
+    return {
+        "name": f"{served}:latest",
+        "model": f"{served}:latest",
+        "modified_at": _now(),
+        "size": size,
+        "digest": "",
+        "details": {"format": "gguf", "family": "", "families": [], "parameter_size": "",
+                    "quantization_level": quant},
+    }  # fmt: skip
+
+
 def _parameter_size(n: int) -> str:
     return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
 
@@ -269,4 +323,11 @@ def _bytes_on_gpus(model: p.ModelLoaded) -> int:
 
 
 def _now() -> str:
-    return datetime.fromtimestamp(time.time(), UTC).isoformat().replace("+00:00", "Z")
+    return _iso(time.time())
+
+
+def _iso(unix: float) -> str:
+    return datetime.fromtimestamp(unix, UTC).isoformat().replace("+00:00", "Z")
+
+
+_FOREVER = "9999-12-31T23:59:59Z"  # as Ollama says "kept loaded" (keep_alive -1) or in use

@@ -33,8 +33,15 @@ router = APIRouter(prefix="/v1", tags=["OpenAI"])
 
 @router.get("/models")
 async def list_models(request: Request) -> dict[str, Any]:
+    """The one model served; serving the Library, every model in it (`meta.loaded` says which
+    are loaded now: a request naming another loads it)."""
     state = state_of(request)
     job = state.start_job(request, "/v1/models", "", False)
+    if state.models is not None:
+        loaded = {e.path: e.loaded for e in state.models.loaded_models()}
+        cards = [_library_card(path, loaded.get(path)) for path, _ in state.models.available()]
+        job.finish(200, [])
+        return {"object": "list", "data": cards}
     try:
         model = state.link.require_model()
     except APIError as error:
@@ -44,11 +51,30 @@ async def list_models(request: Request) -> dict[str, Any]:
     return {"object": "list", "data": [_model_card(model)]}
 
 
-@router.get("/models/{model_id}")
+@router.get("/models/{model_id:path}")
 async def get_model(model_id: str, request: Request) -> dict[str, Any]:
-    model = state_of(request).link.require_model()
+    state = state_of(request)
+    if state.models is not None:
+        path = state.models.path_for(model_id)
+        entry = state.models.entry_for(path)
+        return _library_card(path, entry.loaded if entry else None)
+    model = state.link.require_model()
     rp.check_model_name(model_id, model)
     return _model_card(model)
+
+
+def _library_card(path, loaded: p.ModelLoaded | None) -> dict[str, Any]:
+    """A Library model's card: the loaded model's own when it is loaded."""
+    if loaded is not None:
+        card = _model_card(loaded)
+        card["meta"]["loaded"] = True
+        return card
+    try:
+        created = int(os.stat(path).st_mtime)
+    except OSError:
+        created = 0
+    return {"id": rp.served_model_id(str(path)), "object": "model", "created": created,
+            "owned_by": "hearth", "meta": {"loaded": False}}  # fmt: skip
 
 
 def _model_card(model: p.ModelLoaded) -> dict[str, Any]:
@@ -76,8 +102,7 @@ def _model_card(model: p.ModelLoaded) -> dict[str, Any]:
 @router.post("/chat/completions")
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
     state = state_of(request)
-    model = state.link.require_model()
-    model_id = rp.check_model_name(body.model, model)
+    state, model, model_id = await state.serving(request, body.model)
     plan = plan_chat(body, model, state.config.limits)
     job = state.start_job(request, "/v1/chat/completions", model_id, body.stream)
     if body.stream:
@@ -103,8 +128,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> Res
 async def completions(body: CompletionRequest, request: Request) -> Response:
     state = state_of(request)
     limits = state.config.limits
-    model = state.link.require_model()
-    model_id = rp.check_model_name(body.model, model)
+    state, _, model_id = await state.serving(request, body.model)
     prompts = [body.prompt] if isinstance(body.prompt, str) else body.prompt
     if len(prompts) != 1:
         raise APIError(400, "Send one prompt per request.", param="prompt")
@@ -158,8 +182,7 @@ async def completions(body: CompletionRequest, request: Request) -> Response:
 async def embeddings(body: EmbeddingRequest, request: Request) -> Response:
     """Mean-pooled (or the model's own pooling) embeddings, unit length as OpenAI's are."""
     state = state_of(request)
-    model = state.link.require_model()
-    model_id = rp.check_model_name(body.model, model)
+    state, _, model_id = await state.serving(request, body.model)
     given = [body.input] if isinstance(body.input, str) else list(body.input)
     inputs = rp.pooled_inputs_of(given, state.config.limits, "input")
     job = state.start_job(request, "/v1/embeddings", model_id, False)

@@ -30,6 +30,7 @@ class RequestRecord:
     # the engine's own decode time (after the first token): never the time a request waited
     # in the server's queue or for the worker
     decode_seconds: float = 0.0
+    key: str = ""  # the name of the API key it came with ("" without named keys)
 
     @property
     def tokens_per_second(self) -> float:
@@ -43,7 +44,8 @@ class RequestRecord:
         when = time.strftime("%H:%M:%S", time.localtime(self.started_at))
         speed = f"{self.tokens_per_second:.1f} tok/s" if self.tokens_per_second else "-"
         return (
-            f"{when} {self.client} {self.route} {self.status} prompt={self.prompt_tokens} "
+            f"{when} {self.client}{f' [{self.key}]' if self.key else ''} {self.route} "
+            f"{self.status} prompt={self.prompt_tokens} "
             f"out={self.completion_tokens} {self.seconds:.2f}s {speed}"
             + (f" ({self.note})" if self.note else "")
         )
@@ -57,17 +59,23 @@ class RequestLog:
         self._records: collections.deque[RequestRecord] = collections.deque(maxlen=keep)
         self._listeners: list[Listener] = []
         self._numbers = itertools.count(1)
+        self._per_key: collections.Counter[str] = collections.Counter()
 
     def next_number(self) -> int:
         return next(self._numbers)
 
     def add(self, record: RequestRecord) -> None:
         self._records.append(record)
+        self._per_key[record.key] += 1
         for listener in list(self._listeners):
             listener(record)
 
     def records(self) -> list[RequestRecord]:
         return list(self._records)
+
+    def counts_by_key(self) -> dict[str, int]:
+        """Requests per API key name since the server started ("" for those without one)."""
+        return dict(self._per_key)
 
     def subscribe(self, listener: Listener) -> None:
         self._listeners.append(listener)

@@ -40,7 +40,7 @@ class RerankRequest(BaseModel):
 @router.post("/v1/reranking", include_in_schema=False)
 async def rerank(body: RerankRequest, request: Request) -> dict[str, Any]:
     state = state_of(request)
-    model_id = rp.check_model_name(body.model, state.link.require_model())
+    state, _, model_id = await state.serving(request, body.model)
     documents = rp.pooled_inputs_of(body.documents, state.config.limits, "documents")
     job = state.start_job(request, "/v1/rerank", model_id, False)
     done = await pooled_outputs(state, request, job, documents, body.query)

@@ -59,8 +59,7 @@ class ResponsesPlan:
 @router.post("/responses")
 async def create_response(body: ResponsesRequest, request: Request) -> Response:
     state = state_of(request)
-    model = state.link.require_model()
-    model_id = rp.check_model_name(body.model, model)
+    state, model, model_id = await state.serving(request, body.model)
     plan = plan_response(body, state, model.template_takes_tools)
     job = state.start_job(request, "/v1/responses", model_id, body.stream)
     if body.stream:

@@ -71,7 +71,10 @@ def uvicorn_server(state: ServerState) -> uvicorn.Server:
             h11_max_incomplete_event_size=64 * 1024,
             # Generous: a slow or idle connection is cheap and closed by the time limits;
             # admission to the engine is the link's own bound (n_parallel + --queue).
-            limit_concurrency=max(config.limits.max_connections, 4 * state.link.capacity),
+            limit_concurrency=max(
+                config.limits.max_connections,
+                4 * (state.link.capacity if state.link is not None else config.limits.queue_length),
+            ),
             # Ctrl+C waits this long for requests still running, then ends them: a long
             # generation or embedding must not hold the server's exit for minutes.
             timeout_graceful_shutdown=config.limits.shutdown_seconds,
@@ -82,11 +85,15 @@ def uvicorn_server(state: ServerState) -> uvicorn.Server:
 
 async def serve_async(state: ServerState, server: uvicorn.Server | None = None) -> None:
     server = server or uvicorn_server(state)
-    state.link.attach(asyncio.get_running_loop())
+    if state.link is not None:
+        state.link.attach(asyncio.get_running_loop())
     try:
         await server.serve()
     finally:
-        state.link.detach()
+        if state.link is not None:
+            state.link.detach()
+        if state.models is not None:
+            state.models.close()  # every model's worker ends (the loop serves nothing now)
 
 
 def serve_forever(state: ServerState, server: uvicorn.Server | None = None) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from engine.runtime.early_stops import KEPT, EarlyStops
 from engine.runtime.embedding_run import EmbeddingStopped, embed_inputs
+from engine.runtime.embedding_run import batches as batches_of
 from engine.runtime.prompt_bounds import (
     MAX_SPECIAL_STRINGS,
     PromptTooCostly,
@@ -73,19 +74,42 @@ def test_embeddings_over_the_token_budget_are_refused_before_any_is_computed():
     assert computed == []
 
 
-def test_embeddings_stop_between_inputs():
+def test_embeddings_stop_between_batches():
     computed = []
     answers = iter([False, False, True])
     with pytest.raises(EmbeddingStopped):
-        embed_inputs(lambda text: [1], lambda t: computed.append(t) or [0.0], ["a", "b", "c"],
-                     lambda: next(answers))  # fmt: skip
-    assert len(computed) == 2
+        embed_inputs(lambda text: [1], lambda ts: computed.append(ts) or [[0.0]] * len(ts),
+                     ["a", "b", "c", "d", "e"], lambda: next(answers), batch_inputs=2)  # fmt: skip
+    assert computed == [[[1], [1]], [[1], [1]]]  # two batches of two, then the stop
 
 
-def test_embeddings_within_the_bounds():
-    vectors, n_tokens = embed_inputs(lambda text: [1] * len(text), lambda t: [float(len(t))],
-                                     ["ab", "c"], lambda: False)  # fmt: skip
-    assert vectors == ((2.0,), (1.0,)) and n_tokens == 3
+def test_embeddings_within_the_bounds_go_in_batches():
+    batches = []
+
+    def embed_batch(token_lists):
+        batches.append(len(token_lists))
+        return [[float(len(t))] for t in token_lists]
+
+    vectors, n_tokens = embed_inputs(lambda text: [1] * len(text), embed_batch,
+                                     ["ab", "c", "def", "g"], lambda: False, batch_tokens=4,
+                                     batch_inputs=8)  # fmt: skip
+    assert vectors == ((2.0,), (1.0,), (3.0,), (1.0,)) and n_tokens == 7
+    assert batches == [2, 2]  # 2 + 1 tokens, then 3 + 1: at most 4 together
+
+
+@pytest.mark.parametrize(
+    ("lengths", "tokens", "inputs", "groups"),
+    [
+        ([], 10, 4, []),
+        ([3, 3, 3], 10, 4, [[0, 1, 2]]),
+        ([3, 3, 3, 3], 10, 4, [[0, 1, 2], [3]]),  # tokens bound
+        ([1, 1, 1, 1, 1], 10, 2, [[0, 1], [2, 3], [4]]),  # inputs bound
+        ([12, 1, 12], 10, 4, [[0], [1], [2]]),  # too long alone: its own (refused with its length)
+        ([5, 5], 10, 4, [[0, 1]]),  # exactly the bound
+    ],
+)  # fmt: skip
+def test_inputs_are_grouped_in_order_within_both_bounds(lengths, tokens, inputs, groups):
+    assert [list(g) for g in batches_of(lengths, tokens, inputs)] == groups
 
 
 def test_the_starter_models_special_tokens_are_read_from_its_vocabulary(starter_model):

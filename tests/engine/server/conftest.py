@@ -28,6 +28,7 @@ class Served:
     port: int
     key: str
     model: str
+    log: Path | None = None  # what the server printed
 
     @property
     def base_url(self) -> str:
@@ -61,20 +62,22 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def served(starter_model, tmp_path_factory):
     name = starter_model.name.removesuffix(".gguf")
-    yield from serving(tmp_path_factory, name, ["--parallel", "4", "--ctx", "512"])
+    yield from serving(
+        tmp_path_factory, name, [str(starter_model), "--parallel", "4", "--ctx", "512"]
+    )
 
 
-def serving(tmp_path_factory, model: str, args: list[str]):
-    """Start `hearth serve` with `args` (a model path among them, or none for the starter
-    model), yield it once it answers, and stop it."""
+def serving(tmp_path_factory, model: str, args: list[str], env: dict[str, str] | None = None):
+    """Start `hearth serve` with `args` (a model path among them, or none to serve the
+    Library), with `env` besides the usual, yield it once it answers, and stop it."""
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HEARTH_API_KEY": API_KEY}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "HEARTH_API_KEY": API_KEY, **(env or {})}
     command = [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
                "serve", "--port", str(port), *args]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    server = Served(port=port, key=API_KEY, model=model)
+    server = Served(port=port, key=API_KEY, model=model, log=log)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while True:

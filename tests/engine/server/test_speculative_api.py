@@ -24,8 +24,8 @@ def speculating_server(starter_model, tmp_path_factory):
     log = tmp_path_factory.mktemp("serve-spec") / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HEARTH_API_KEY": API_KEY}
     command = [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
-               "serve", "--port", str(port), "--parallel", "1", "--ctx", "512", "--threads", "1",
-               "--speculative", "prompt-lookup"]  # fmt: skip
+               "serve", str(starter_model), "--port", str(port), "--parallel", "1", "--ctx", "512",
+               "--threads", "1", "--speculative", "prompt-lookup"]  # fmt: skip
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     server = Served(port=port, key=API_KEY, model=starter_model.name.removesuffix(".gguf"))
