@@ -1,7 +1,8 @@
 """Several generations decoded together on the Hearth engine: continuous batching.
 
-The Hearth engine's implementation of the worker's batching plug point (engine_state.py makes
-it when the model is loaded with n_parallel > 1; batched_decode.py is llama.cpp's): the same
+The Hearth engine's implementation of the worker's batching plug point (engine/runtime/
+batching.py picks it, and HearthBatchContext, when the model is loaded with n_parallel > 1;
+batched_decode.py is llama.cpp's): the same
 calls (`submit`, `step` while `busy`, `request_stop` from the reader thread) and the same
 events per request. Each generation owns a sequence of the batch cache
 (engine/hearth/batch_cache.py): its own page table in one page pool, pages taken as it grows

@@ -151,3 +151,38 @@ def test_the_worker_batches_on_the_hearth_engine(model):
         assert all(d.stats.n_generated == 4 for d in done.values())
     finally:
         running.close()
+
+
+def test_a_request_that_runs_out_of_pages_fails_alone_with_what_to_do(model):
+    """A pool smaller than the requests' shares (here: two pages for two requests): the one that
+    needs a third page fails with the pool's message; the other decodes on, as if alone."""
+    from engine.hearth.page_pool import PagePool
+
+    decoder, events = _decoder(model, n_parallel=2)
+    decoder.ctx.cache.pool = PagePool(n_pages=2, page_size=64, max_sequences=3)
+    long_prompt = [1, *range(200, 260)]  # 61 tokens: the 4th generated token needs a page
+    short_prompt = [1, 5, 6]
+    decoder.submit(_generate(0, long_prompt, max_tokens=10), 0.0, long_prompt)
+    decoder.submit(_generate(1, short_prompt, max_tokens=10), 0.0, short_prompt)
+    while decoder.busy:
+        decoder.step()
+    failed = [e for e in events if isinstance(e, p.GenerationFailed)]
+    assert [f.request_id for f in failed] == [0]
+    assert "KV cache is full" in failed[0].message and "Retry" in failed[0].message
+    done = [e for e in events if isinstance(e, p.GenerationDone)]
+    assert [(d.request_id, d.stats.n_generated) for d in done] == [(1, 10)]
+    assert _texts(events)[1] == _alone(model, short_prompt, 10)
+
+
+def test_log_probabilities_come_with_each_token(model):
+    decoder, events = _decoder(model, n_parallel=2)
+    command = p.Generate(request_id=7, prompt_tokens=tuple(PROMPTS[0]), sampling=GREEDY,
+                         max_tokens=3, ignore_eos=True, top_logprobs=2)  # fmt: skip
+    decoder.submit(command, 0.0, PROMPTS[0])
+    while decoder.busy:
+        decoder.step()
+    entries = [lp for e in events if isinstance(e, p.TokenText) for lp in e.logprobs]
+    assert len(entries) == 3
+    for entry in entries:  # greedy: the chosen token is the most likely one
+        assert len(entry.top) == 2 and entry.logprob == entry.top[0][1] <= 0.0
+        assert entry.top[0][1] >= entry.top[1][1]
