@@ -53,6 +53,8 @@ def stats_line(done: p.GenerationDone) -> str:
     decoding " · prompt lookup: 75% of 40 drafts kept, 1.8x speed" """
     stats = done.stats
     reason = stop_reason_text(done.stop_reason)
+    if stats.n_generated == 0:  # a remote server that gives no token counts
+        return f"{stats.time_to_first_token:.2f} s to first token · {reason}"
     tokens = "1 token" if stats.n_generated == 1 else f"{stats.n_generated} tokens"
     speculation = speculation_text(stats)
     return (

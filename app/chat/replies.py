@@ -23,31 +23,37 @@ class ReplyStreaming:
     def _start_reply(self, parent_id: int | None) -> None:
         settings = self.settings_panel.values()
         messages = self.model.chat_messages(settings["system_prompt"])
-        loaded = self._bridge.model
-        # Stored with the reply: a file name that is not UTF-8 (lone surrogates) cannot be
-        # written to SQLite as it is, and is shown escaped anyway.
-        model_name = printable_line(Path(loaded.path).name) if loaded else ""
-        author = author_label(model_name, self.assistant_name)
-        # The worker fits the conversation to the context with its tokenizer (exact counts);
-        # room for the reply: Max tokens, but never most of a small context (a reply that fills
-        # it still stops with a "context full" notice).
-        n_ctx = loaded.n_ctx if loaded else 0
-        request_id = self._bridge.generate(
-            messages,
-            sampling=sampling_from(settings),
-            max_tokens=settings["max_tokens"],
-            overflow=settings["overflow"],
-            reply_room=min(settings["max_tokens"], n_ctx // 4),
-            chat_format=self.header.current_format(),
-        )
+        if self.remote.active:
+            # The server fits the conversation to its own context.
+            model_name = printable_line(self.remote.model_name)
+            author = model_name or self.assistant_name
+            request_id = self.remote.generate(
+                messages, sampling=sampling_from(settings), max_tokens=settings["max_tokens"]
+            )
+            not_ready = "Choose a remote server's model in the Engine menu, then try again."
+        else:
+            loaded = self._bridge.model
+            # Stored with the reply: a file name that is not UTF-8 (lone surrogates) cannot be
+            # written to SQLite as it is, and is shown escaped anyway.
+            model_name = printable_line(Path(loaded.path).name) if loaded else ""
+            author = author_label(model_name, self.assistant_name)
+            # The worker fits the conversation to the context with its tokenizer (exact
+            # counts); room for the reply: Max tokens, but never most of a small context (a
+            # reply that fills it still stops with a "context full" notice).
+            n_ctx = loaded.n_ctx if loaded else 0
+            request_id = self._bridge.generate(
+                messages,
+                sampling=sampling_from(settings),
+                max_tokens=settings["max_tokens"],
+                overflow=settings["overflow"],
+                reply_room=min(settings["max_tokens"], n_ctx // 4),
+                chat_format=self.header.current_format(),
+            )
+            not_ready = "The engine is not ready; wait for the model to load and try again."
         if request_id is None:
             self.model.append(
                 ChatEntry(
-                    role=ROLE_ASSISTANT,
-                    text="",
-                    author=author,
-                    footer="The engine is not ready; wait for the model to load and try again.",
-                    failed=True,
+                    role=ROLE_ASSISTANT, text="", author=author, footer=not_ready, failed=True
                 )
             )
         else:
@@ -71,6 +77,7 @@ class ReplyStreaming:
         entry = self.model.entry(row)
         if (
             self.generating
+            or self.remote.active  # the OpenAI API has no "go on with this reply"
             or not self.send_button.isEnabled()
             or row != self.model.rowCount() - 1
             or entry.role != ROLE_ASSISTANT

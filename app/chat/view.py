@@ -34,6 +34,7 @@ from app.chat.conversation_model import (
     ChatEntry,
     ConversationModel,
 )
+from app.chat.engine_source import EngineSource
 from app.chat.follow import TranscriptFollower
 from app.chat.header import ChatHeader
 from app.chat.input_box import ChatInput
@@ -105,6 +106,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         chat_formats: ChatFormats | None = None,
         host: PageHost | None = None,
         presets: PresetLibrary | None = None,
+        remote_choice_path: Path | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("chatView")
@@ -136,6 +138,10 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         header_row.insertWidget(
             header_row.indexOf(self.header.settings_button), self.presets.picker
         )
+        # The engine the replies come from: this computer's, or a remote server's model.
+        self.engine_source = EngineSource(self, self.notice, remote_choice_path)
+        self.remote = self.engine_source.remote
+        header_row.insertWidget(header_row.indexOf(self.presets.picker), self.engine_source.button)
         self.sidebar = ConversationSidebar(self.session.store, self)
         self.sidebar.chosen.connect(self.open_conversation)
         self.sidebar.new_requested.connect(self.new_chat)
@@ -255,6 +261,10 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         copy_shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
         copy_shortcut.activated.connect(self.copy_selected)
 
+        self.remote.token_text.connect(self._on_token_text)
+        self.remote.generation_done.connect(self._on_generation_done)
+        self.remote.generation_failed.connect(self._on_generation_failed)
+        self.remote.changed.connect(self._update_buttons)
         bridge.token_text.connect(self._on_token_text)
         bridge.generation_done.connect(self._on_generation_done)
         bridge.generation_failed.connect(self._on_generation_failed)
@@ -398,7 +408,9 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self._start_reply(user_id)
 
     def stop(self) -> None:
-        if self.generating:
+        if self.generating and self.remote.generating:
+            self.remote.stop()
+        elif self.generating:
             self._bridge.stop()
 
     def new_chat(self) -> None:
@@ -529,6 +541,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
 
     def _update_buttons(self, *_args) -> None:
         state = self._bridge.state
+        if self.remote.active:  # the remote server answers whatever the local engine does
+            state = EngineState.GENERATING if self.remote.generating else EngineState.IDLE
         self.send_button.setEnabled(state == EngineState.IDLE and not self.generating)
         self.stop_button.setEnabled(self.generating and state == EngineState.GENERATING)
         can_reply = state in (EngineState.IDLE, EngineState.GENERATING)
