@@ -13,6 +13,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 from engine.enums import StopReason
 from engine.runtime import protocol as p
 from engine.runtime.speculative.summary import speculation_text
+from engine.tools.transcript import ToolRecord, model_messages
 
 ROLE_USER = "user"
 ROLE_ASSISTANT = "assistant"
@@ -41,6 +42,7 @@ class ChatEntry:
     partial: bool = False  # a reply cut short by a crash; kept, shown as incomplete
     message_id: int | None = None  # its row in the conversation store
     branches: tuple[int, int] = (1, 1)  # (which, of how many) siblings: regenerated or edited
+    tool: ToolRecord | None = None  # a tool call's row (role "tool"): the call and its result
     version: int = 0
 
 
@@ -141,8 +143,10 @@ class ConversationModel(QAbstractListModel):
         """What the model sees: the system prompt, then finished messages with text (failed
         replies left out)."""
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
-        return system + [
-            p.ChatMessage(role=e.role, content=e.text)
-            for e in self._entries
-            if not e.streaming and not e.failed and e.text.strip()
-        ]
+        entries = [e for e in self._entries if not e.streaming and not e.failed and e.text.strip()]
+        messages = system + [p.ChatMessage(role=e.role, content=e.text) for e in entries]
+        if not any(e.tool is not None for e in entries):
+            return messages
+        # Tool rows: their results, as the model was given them (engine/tools/transcript.py).
+        records = [None] * len(system) + [e.tool for e in entries]
+        return model_messages(messages, records, [], native=False)[0]

@@ -22,17 +22,25 @@ class ReplyStreaming:
 
     def _start_reply(self, parent_id: int | None) -> None:
         settings = self.settings_panel.values()
-        messages = self.model.chat_messages(settings["system_prompt"])
+        loaded = self._bridge.model
+        # Tools: an OpenAI server takes them as `tools`; a local template that renders them
+        # gets them too, else they are described in the system message.
+        native = self.remote.active or bool(loaded and loaded.template_takes_tools)
+        messages, tools_json, tools = self.messages_for_reply(
+            settings["system_prompt"], native=native
+        )
         if self.remote.active:
             # The server fits the conversation to its own context.
             model_name = printable_line(self.remote.model_name)
             author = model_name or self.assistant_name
             request_id = self.remote.generate(
-                messages, sampling=sampling_from(settings), max_tokens=settings["max_tokens"]
+                messages,
+                sampling=sampling_from(settings),
+                max_tokens=settings["max_tokens"],
+                tools=tools,
             )
             not_ready = "Choose a remote server's model in the Engine menu, then try again."
         else:
-            loaded = self._bridge.model
             # Stored with the reply: a file name that is not UTF-8 (lone surrogates) cannot be
             # written to SQLite as it is, and is shown escaped anyway.
             model_name = printable_line(Path(loaded.path).name) if loaded else ""
@@ -48,9 +56,11 @@ class ReplyStreaming:
                 overflow=settings["overflow"],
                 reply_room=min(settings["max_tokens"], n_ctx // 4),
                 chat_format=self.header.current_format(),
+                tools_json=tools_json,
             )
             not_ready = "The engine is not ready; wait for the model to load and try again."
         if request_id is None:
+            self._end_tool_rounds()
             self.model.append(
                 ChatEntry(
                     role=ROLE_ASSISTANT, text="", author=author, footer=not_ready, failed=True
@@ -129,7 +139,12 @@ class ReplyStreaming:
                 "Start a new chat, set “Context full” to drop the oldest turns in Settings, or "
                 "load the model with a longer context.",
             )
+        row = self._reply_row
         self._finish_reply(stats_line(done))
+        if row is not None and done.stop_reason != StopReason.STOPPED:
+            self.tools_after_reply(row)  # the calls it asks for, if any
+        else:
+            self._end_tool_rounds()
 
     def _on_prompt_fitted(self, fitted: p.PromptFitted) -> None:
         if fitted.request_id != self._request_id:
@@ -175,6 +190,8 @@ class ReplyStreaming:
     def _finish_reply(self, footer: str, *, failed: bool = False) -> None:
         if self._reply_row is not None:
             self.model.finish(self._reply_row, footer, failed=failed)
+        if failed:
+            self._end_tool_rounds()
         self._end_reply()
 
     def _end_reply(self) -> None:
