@@ -65,6 +65,22 @@ def stats_line(done: p.GenerationDone) -> str:
     ) + (f" · {speculation}" if speculation else "")
 
 
+def sent_entries(entries: list[ChatEntry]) -> list[ChatEntry]:
+    """The rows the model is shown: finished, not failed, with text, or a tool call's row, or
+    the reply that asked for the calls after it (its text may be only the calls)."""
+    return [
+        e
+        for i, e in enumerate(entries)
+        if not e.streaming
+        and not e.failed
+        and (
+            e.text.strip()
+            or e.tool is not None
+            or (i + 1 < len(entries) and entries[i + 1].tool is not None)
+        )
+    ]
+
+
 class ConversationModel(QAbstractListModel):
     def __init__(self, parent=None):
         super().__init__(parent)
@@ -143,7 +159,7 @@ class ConversationModel(QAbstractListModel):
         """What the model sees: the system prompt, then finished messages with text (failed
         replies left out)."""
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
-        entries = [e for e in self._entries if not e.streaming and not e.failed and e.text.strip()]
+        entries = sent_entries(self._entries)
         messages = system + [p.ChatMessage(role=e.role, content=e.text) for e in entries]
         if not any(e.tool is not None for e in entries):
             return messages

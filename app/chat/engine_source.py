@@ -17,6 +17,7 @@ from engine.remote import keys
 from engine.remote.endpoints import RemoteChoice, load_choice, save_choice
 
 LOCAL_LABEL = "This computer"
+BUTTON_CHARS = 28  # a long model name is cut on the button (the tooltip has it whole)
 
 
 class EngineSource:
@@ -39,7 +40,8 @@ class EngineSource:
 
     def _show(self) -> None:
         label = self.remote.label if self.remote.active else LOCAL_LABEL
-        self.button.setText(f"Engine: {label}")
+        shown = label if len(label) <= BUTTON_CHARS else label[: BUTTON_CHARS - 1] + "…"
+        self.button.setText(shown)
         self.button.setToolTip(
             f"Replies come from {label} (an OpenAI-compatible server)"
             if self.remote.active

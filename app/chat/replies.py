@@ -14,6 +14,7 @@ from app.chat.settings import sampling_from
 from app.common import banner as b
 from engine.enums import StopReason
 from engine.runtime import protocol as p
+from engine.tools.transcript import strip_calls
 from engine.untrusted_text import printable_line
 
 
@@ -125,8 +126,15 @@ class ReplyStreaming:
     def _on_generation_done(self, done: p.GenerationDone) -> None:
         if done.request_id != self._request_id:
             return
+        text = self._reply_text()
+        calls = self.tool_calls_in(text) if done.stop_reason != StopReason.STOPPED else None
+        if calls and self._reply_row is not None:
+            # The calls become rows of their own (app/chat/tool_replies.py); the reply keeps
+            # what it said around them.
+            text = strip_calls(text)
+            self.model.update(self._reply_row, text=text)
         self.session.finish_reply(
-            self._reply_text(), stats=message_stats(done.stats), stop_reason=done.stop_reason
+            text, stats=message_stats(done.stats), stop_reason=done.stop_reason
         )
         self._context_used = used_tokens(done.stats)
         loaded = self._bridge.model
@@ -141,8 +149,8 @@ class ReplyStreaming:
             )
         row = self._reply_row
         self._finish_reply(stats_line(done))
-        if row is not None and done.stop_reason != StopReason.STOPPED:
-            self.tools_after_reply(row)  # the calls it asks for, if any
+        if row is not None and calls:
+            self.tools_after_reply(row, calls)
         else:
             self._end_tool_rounds()
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from app.chat.conversation_model import ChatEntry
+from app.chat.conversation_model import ChatEntry, sent_entries
 from app.chat.tool_approval import ToolApprovalBar
 from app.chat.tool_catalog import ToolCatalog
 from app.chat.tool_servers import ToolServersDialog
@@ -99,11 +99,7 @@ class ToolReplies:
         """(messages, tools JSON for the local template, the tools offered) for a reply."""
         self._tool_offered = offered_tools(self.tool_catalog.tools, self.tools_panel.turned_off)
         tools = tool_definitions(self._tool_offered)
-        entries = [
-            e
-            for e in self.model.entries()
-            if not e.streaming and not e.failed and (e.text.strip() or e.tool is not None)
-        ]
+        entries = sent_entries(self.model.entries())
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
         messages = system + [p.ChatMessage(role=e.role, content=e.text) for e in entries]
         records = [None] * len(system) + [e.tool for e in entries]
@@ -112,11 +108,16 @@ class ToolReplies:
 
     # -- after a reply --------------------------------------------------------------------------
 
-    def tools_after_reply(self, row: int) -> None:
-        """The reply at `row` has ended: run the calls it asks for, if any."""
+    def tool_calls_in(self, reply: str) -> list[dict] | None:
+        """The calls a finished reply asks for, when tools were offered and may still run."""
+        if not self._tool_offered or self._tool_limit_hit:
+            return None
+        return parse_tool_calls(reply)
+
+    def tools_after_reply(self, row: int, calls: list[dict] | None) -> None:
+        """The reply at `row` has ended: run the `calls` it asks for, if any."""
         entry = self.model.entry(row)
-        calls = parse_tool_calls(entry.text) if self._tool_offered and not entry.failed else None
-        if not calls or self._tool_limit_hit or entry.message_id is None:
+        if not calls or entry.message_id is None:
             self._end_tool_rounds()
             return
         if self._tool_rounds is None:

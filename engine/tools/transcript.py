@@ -126,8 +126,21 @@ def status_line(record: ToolRecord) -> str:
 
 
 def strip_calls(text: str) -> str:
-    """A reply without its `<tool_call>` blocks (the calls go separately, as `tool_calls`)."""
-    return _TAGGED_CALL.sub("", text).strip()
+    """A reply in which calls were found, without them: the calls are kept as records and shown
+    as rows of their own. Mistral's `[TOOL_CALLS]` list or a bare JSON call is the whole reply."""
+    if "<tool_call>" in text:
+        return _TAGGED_CALL.sub("", text).strip()
+    return ""
+
+
+def tagged_calls(records: Sequence[ToolRecord]) -> str:
+    """The calls as the model is asked to write them when its template has no tools."""
+    return "".join(
+        "<tool_call>\n"
+        + json.dumps({"name": r.name, "arguments": r.arguments}, ensure_ascii=False)
+        + "\n</tool_call>"
+        for r in records
+    )
 
 
 def model_messages(
@@ -140,10 +153,10 @@ def model_messages(
     """(the messages, the tools JSON for the template) the model is shown.
 
     `records[i]` is the record behind `messages[i]` when it is a tool row (None otherwise);
-    unfinished records are left out. An assistant message followed by tool rows carries their
-    calls. `native`: the template (or the OpenAI server) takes `tools` and `tool_calls`; else
-    the tools are described in the system message and the calls stay in the reply's text, as
-    the model wrote them.
+    unfinished records are left out. An assistant message (its text without the calls) followed
+    by tool rows carries their calls. `native`: the template (or the OpenAI server) takes
+    `tools` and `tool_calls`; else the tools are described in the system message and the calls
+    are written back into the reply's text in the form the model was asked for.
     """
     shown: list[p.ChatMessage] = []
     for i, (message, record) in enumerate(zip(messages, records, strict=True)):
@@ -163,13 +176,14 @@ def model_messages(
             if later is None:
                 break
             if later.finished:
-                calls.append(later.as_call())
+                calls.append(later)
         if message.role == "assistant" and calls and native:
+            calls_json = json.dumps([c.as_call() for c in calls])
             message = p.ChatMessage(
-                role="assistant",
-                content=strip_calls(message.content),
-                tool_calls_json=json.dumps(calls),
+                role="assistant", content=message.content, tool_calls_json=calls_json
             )
+        elif message.role == "assistant" and calls:
+            message = p.ChatMessage(role="assistant", content=message.content + tagged_calls(calls))
         shown.append(message)
     if not tools:
         return shown, ""

@@ -7,6 +7,7 @@ Stop ends a call waiting for its answer; the calls are kept with the chat."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 from mcp.client._memory import InMemoryTransport
@@ -14,12 +15,13 @@ from PySide6.QtCore import Qt
 
 from app.chat.tool_catalog import ToolCatalog
 from app.chat.view import ChatView
+from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.tools.approval import REFUSED_TEXT, RoundCounter
 from engine.tools.servers import STDIO, McpServer, ServerList
 from engine.tools.transcript import ToolState
-from tests.app.conftest import WAIT_MS, load_fake_model
-from tests.app.fake_engine import done
+from tests.app.conftest import WAIT_MS, client_of, load_fake_model
+from tests.app.fake_engine import done, model_loaded
 from tests.engine.tools.example_server import server as example_server
 
 
@@ -103,6 +105,10 @@ def test_an_allowed_call_runs_and_the_model_gets_its_result(qtbot, chat, bridge,
     _, messages = _last_generate(client)
     assert (messages[-1].role, messages[-1].content) == ("tool", "5.5")
     assert messages[-1].tool_call_id == row.tool.call_id
+    # The reply shows what it said; its call is the row after it, and is written back for a
+    # template without tools in the form the model was asked for.
+    assert chat.model.entries()[1].text == "Let me add."
+    assert messages[-2].content.startswith('Let me add.<tool_call>\n{"name": "example__add"')
     _reply(qtbot, chat, client, "2 + 3.5 = 5.5.")
     assert chat.model.entries()[-1].text == "2 + 3.5 = 5.5." and chat.send_button.isEnabled()
 
@@ -117,6 +123,34 @@ def test_an_allowed_call_runs_and_the_model_gets_its_result(qtbot, chat, bridge,
         ("tool", ToolState.DONE),
         ("assistant", None),
     ]
+
+
+def test_a_template_that_renders_tools_gets_them_as_tools(qtbot, chat, bridge, tmp_path):
+    bridge.load(p.ModelParams(path=str(tmp_path / "m.gguf")))
+    client = client_of(bridge)
+    client.emit(replace(model_loaded(tmp_path / "m.gguf"), template_takes_tools=True))
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
+    chat.input.setPlainText("What is 2 + 3.5?")
+    qtbot.keyClick(chat.input, Qt.Key.Key_Return)
+    _, messages = _last_generate(client)
+    offered = json.loads(client.fitting[-1]["tools_json"])
+    assert {t["function"]["name"] for t in offered} == {
+        "example__add",
+        "example__echo",
+        "example__fail",
+        "example__hang",
+    }
+    assert [m.role for m in messages] == ["user"]  # no description in a system message
+    _reply(qtbot, chat, client, _call("example__add", a=1, b=2))
+    qtbot.waitUntil(chat.tool_approval.isVisible, timeout=WAIT_MS)
+    chat.tool_approval.allow_once.click()
+    qtbot.waitUntil(lambda: client.names().count("generate") == 2, timeout=WAIT_MS)
+    _, messages = _last_generate(client)
+    assistant, result = messages[-2:]
+    assert assistant.content == "" and json.loads(assistant.tool_calls_json)[0]["id"] == (
+        result.tool_call_id
+    )
+    assert (result.role, result.content) == ("tool", "3.0")
 
 
 def test_a_denied_call_does_not_run_and_the_model_is_told(qtbot, chat, bridge, tmp_path):

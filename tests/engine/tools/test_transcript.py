@@ -65,12 +65,14 @@ def test_the_transcript_shows_the_arguments_and_the_result():
 def test_calls_are_stripped_from_the_reply_text():
     assert strip_calls('Let me add.<tool_call>{"name": "a"}</tool_call>') == "Let me add."
     assert strip_calls('<tool_call>{"name": "a"}') == ""
+    assert strip_calls('[TOOL_CALLS][{"name": "a", "arguments": {}}]') == ""
+    assert strip_calls('{"name": "a", "arguments": {}}') == ""
 
 
-REPLY = 'Adding.<tool_call>{"name": "example__add", "arguments": {"a": 2, "b": 3.5}}</tool_call>'
+# The reply as kept: its calls are the tool rows after it.
 CONVERSATION = [
     p.ChatMessage(role="user", content="2 + 3.5?"),
-    p.ChatMessage(role="assistant", content=REPLY),
+    p.ChatMessage(role="assistant", content="Adding."),
     p.ChatMessage(role="tool", content="(shown)"),
 ]
 
@@ -86,14 +88,15 @@ def test_native_tools_get_the_calls_as_tool_calls_and_the_results_by_id():
     assert json.loads(tools_json) == TOOLS and user == CONVERSATION[0]
 
 
-def test_without_native_tools_they_are_described_and_the_call_stays_as_written():
+def test_without_native_tools_they_are_described_and_the_call_is_written_back():
     records = [None, None, ADD.finish(ToolState.REFUSED, "")]
     system = p.ChatMessage(role="system", content="Be brief.")
     shown, tools_json = model_messages(
         [system, *CONVERSATION], [None, *records], TOOLS, native=False
     )
     assert tools_json == "" and shown[0].content.startswith("Be brief.\n\nYou can call")
-    assert shown[2].content == REPLY and not shown[2].tool_calls_json
+    written = '<tool_call>\n{"name": "example__add", "arguments": {"a": 2, "b": 3.5}}\n</tool_call>'
+    assert shown[2].content == "Adding." + written and not shown[2].tool_calls_json
     assert shown[3].content == REFUSED_TEXT
 
 
