@@ -38,6 +38,7 @@ from engine.tools.transcript import (
 )
 
 ROLE_TOOL = "tool"
+TOOLS_OFF = "tools_off"
 TOOL_AUTHOR = "Tool"
 
 
@@ -74,10 +75,12 @@ class ToolReplies:
         dialog.saved.connect(self.tool_catalog.refresh)
         dialog.exec()
 
-    def reset_tools_for_chat(self, turned_off=()) -> None:
-        """Another chat is open: its tools on/off, and nothing allowed "always" yet."""
+    def reset_tools_for_chat(self, settings: dict | None = None) -> None:
+        """Another chat is open (`settings`: its own): its tools on/off, and nothing allowed
+        "always" yet."""
         self._permissions = ToolPermissions()
-        self.tools_panel.set_turned_off(turned_off)
+        off = (settings or {}).get(TOOLS_OFF)
+        self.tools_panel.set_turned_off(off.split(",") if isinstance(off, str) and off else ())
 
     def _save_tools_off(self) -> None:
         chat_id = self.session.conversation_id
@@ -86,10 +89,11 @@ class ToolReplies:
             self.session.store.set_settings(chat_id, self.with_tools_off(settings))
 
     def with_tools_off(self, settings: dict) -> dict:
-        """`settings` with this chat's tools turned off (kept with the chat)."""
-        settings = {k: v for k, v in settings.items() if k != "tools_off"}
-        off = sorted(self.tools_panel.turned_off)
-        return {**settings, "tools_off": off} if off else settings
+        """`settings` with this chat's tools turned off (kept with the chat, as one line of
+        offered names, which hold no comma: a chat file's settings are short text or numbers)."""
+        settings = {k: v for k, v in settings.items() if k != TOOLS_OFF}
+        off = ",".join(sorted(self.tools_panel.turned_off))
+        return {**settings, TOOLS_OFF: off} if off else settings
 
     # -- the conversation the model is shown ----------------------------------------------------
 

@@ -447,7 +447,7 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
         self._cancel_edit()
         chat = self.session.store.conversation(conversation_id)
         self.session.conversation_id = conversation_id
-        self.reset_tools_for_chat(chat.settings.get("tools_off") or ())
+        self.reset_tools_for_chat(chat.settings)
         self.settings_panel.set_values({**chat.settings, "system_prompt": chat.system_prompt})
         self.presets.show_none()
         self.model.set_entries(self.session.entries(self.assistant_name))

@@ -83,7 +83,11 @@ def test_the_tools_are_listed_and_offered_to_the_model(qtbot, chat, bridge, tmp_
     assert messages[0].role == "system" and "example__echo" in messages[0].content
     assert "example__add" not in messages[0].content
     stored = chat.session.store.conversation(chat.session.conversation_id).settings
-    assert stored["tools_off"] == ["example__add"]  # kept with the chat
+    assert stored["tools_off"] == "example__add"  # kept with the chat
+    chat.new_chat()
+    assert chat.tools_panel.turned_off == set()  # a new chat offers them all
+    chat.open_conversation(chat.session.store.conversations()[0].id)
+    assert chat.tools_panel.turned_off == {"example__add"}
 
 
 def test_an_allowed_call_runs_and_the_model_gets_its_result(qtbot, chat, bridge, tmp_path):
