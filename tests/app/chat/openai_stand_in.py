@@ -19,6 +19,9 @@ class OpenAIStandIn:
         self.pieces = list(pieces)
         self.usage: dict | None = {"prompt_tokens": 7, "completion_tokens": 2, "total_tokens": 9}
         self.hold = False  # hold each reply after its first piece until `release`
+        # The next replies' tool calls, one list of (name, arguments JSON) per reply, streamed
+        # the OpenAI way: the name first, the arguments in two parts.
+        self.tool_calls: list[list[tuple[str, str]]] = []
         self.release = threading.Event()
         self.requests: list[dict] = []  # the chat requests' bodies
         self.auth: list[str] = []
@@ -45,6 +48,10 @@ class OpenAIStandIn:
                 self.send_header("Content-Type", "text/event-stream")
                 self.end_headers()
                 try:
+                    if stand_in.tool_calls:
+                        self._calls(stand_in.tool_calls.pop(0))
+                        self.wfile.write(b"data: [DONE]\n\n")
+                        return
                     for i, piece in enumerate(stand_in.pieces):
                         self._event({"choices": [{"index": 0, "delta": {"content": piece}}]})
                         if i == 0 and stand_in.hold:
@@ -55,6 +62,18 @@ class OpenAIStandIn:
                     self.wfile.write(b"data: [DONE]\n\n")
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client stopped the reply
+
+            def _calls(self, calls):
+                for index, (name, arguments) in enumerate(calls):
+                    half = len(arguments) // 2
+                    first = {"index": index, "id": f"c{index}", "type": "function",
+                             "function": {"name": name, "arguments": ""}}  # fmt: skip
+                    self._event({"choices": [{"delta": {"tool_calls": [first]}}]})
+                    for part in (arguments[:half], arguments[half:]):
+                        more = {"index": index, "function": {"arguments": part}}
+                        self._event({"choices": [{"delta": {"tool_calls": [more]}}]})
+                done = {"delta": {}, "finish_reason": "tool_calls"}
+                self._event({"choices": [done], "usage": stand_in.usage})
 
             def _event(self, data):
                 self.wfile.write(f"data: {json.dumps(data)}\n\n".encode())

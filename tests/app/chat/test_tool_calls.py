@@ -248,3 +248,32 @@ def test_the_round_limit_ends_the_calls(qtbot, chat, bridge, tmp_path, monkeypat
     _reply(qtbot, chat, client, _call("example__echo", text="3"))  # past the limit: not run
     assert not chat.tools_busy and chat.send_button.isEnabled()
     assert len([e for e in chat.model.entries() if e.tool]) == 2
+
+
+def test_a_remote_engine_gets_the_tools_and_the_results_the_openai_way(
+    qtbot, chat, catalog, tmp_path
+):
+    from engine.remote.endpoints import RemoteChoice
+
+    from .openai_stand_in import OpenAIStandIn
+
+    with OpenAIStandIn(pieces=("It is 5.5.",)) as server:
+        server.tool_calls = [[("example__add", '{"a": 2, "b": 3.5}')]]
+        chat.engine_source.use_remote(RemoteChoice(server.url + "/v1", "remote-model"), "")
+        chat.input.setPlainText("What is 2 + 3.5?")
+        qtbot.keyClick(chat.input, Qt.Key.Key_Return)
+        qtbot.waitUntil(chat.tool_approval.isVisible, timeout=WAIT_MS)
+        chat.tool_approval.allow_once.click()
+        qtbot.waitUntil(lambda: len(server.requests) == 2 and not chat.generating, timeout=WAIT_MS)
+    first, second = server.requests
+    assert {t["function"]["name"] for t in first["tools"]} >= {"example__add", "example__hang"}
+    _user, assistant, result = second["messages"]
+    (call,) = assistant["tool_calls"]
+    assert call["function"] == {"name": "example__add", "arguments": '{"a": 2, "b": 3.5}'}
+    assert result == {
+        "role": "tool",
+        "content": "5.5",
+        "tool_call_id": call["id"],
+        "name": "example__add",
+    }
+    assert chat.model.entries()[-1].text == "It is 5.5."
