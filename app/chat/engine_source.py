@@ -1,6 +1,6 @@
 """Which engine the chat replies with: this computer's loaded model, or a model on a remote
-OpenAI-compatible server (app/chat/remote_engine.py). A button in the chat header shows the one
-in use and switches; "Remote server…" opens the dialog that finds the server's models."""
+OpenAI-compatible server (app/chat/remote_engine.py). A button under the message box shows the
+one in use and switches; "Remote server…" opens the dialog that finds the server's models."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ BUTTON_CHARS = 28  # a long model name is cut on the button (the tooltip has it 
 
 
 class EngineSource:
-    """The header's engine button and the remote engine behind it, for one chat page."""
+    """The engine button and the remote engine behind it, for one chat page."""
 
     def __init__(self, view: QWidget, notice: b.Banner, choice_path: Path | None = None):
         self._view = view
@@ -41,7 +41,7 @@ class EngineSource:
     def _show(self) -> None:
         label = self.remote.label if self.remote.active else LOCAL_LABEL
         shown = label if len(label) <= BUTTON_CHARS else label[: BUTTON_CHARS - 1] + "…"
-        self.button.setText(shown)
+        self.button.setText(f"Engine: {shown}")
         self.button.setToolTip(
             f"Replies come from {label} (an OpenAI-compatible server)"
             if self.remote.active

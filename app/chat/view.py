@@ -141,10 +141,10 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
         header_row.insertWidget(
             header_row.indexOf(self.header.settings_button), self.presets.picker
         )
-        # The engine the replies come from: this computer's, or a remote server's model.
+        # The engine the replies come from: this computer's, or a remote server's model (its
+        # button under the message box, where it takes none of the header's width).
         self.engine_source = EngineSource(self, self.notice, remote_choice_path)
         self.remote = self.engine_source.remote
-        header_row.insertWidget(header_row.indexOf(self.presets.picker), self.engine_source.button)
         self.sidebar = ConversationSidebar(self.session.store, self)
         self.sidebar.chosen.connect(self.open_conversation)
         self.sidebar.new_requested.connect(self.new_chat)
@@ -229,6 +229,7 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
         hints = QHBoxLayout()
         hints.setContentsMargins(4, 0, 0, 0)
         hints.addWidget(hint, 1)
+        hints.addWidget(self.engine_source.button)
         hints.addWidget(self.new_chat_button)
 
         bottom = QVBoxLayout()

@@ -93,7 +93,7 @@ def test_without_a_keyring_the_key_is_used_for_this_session_and_that_is_said(qtb
 def test_a_chat_replies_from_the_remote_server_with_its_stats(qtbot, chat, stand_in, tmp_path):
     assert not chat.send_button.isEnabled()  # no local model, no remote chosen
     chat.engine_source.use_remote(RemoteChoice(stand_in.url + "/v1", "qwen-remote"), KEY)
-    assert chat.engine_source.button.text().startswith("qwen-remote on 127.0.0.1:")
+    assert chat.engine_source.button.text().startswith("Engine: qwen-remote on 127.0.0.1:")
     assert chat.engine_source.button.toolTip().startswith("Replies come from qwen-remote on")
     assert load_choice(tmp_path / "remote.json").model == "qwen-remote"  # offered next time
     assert chat.send_button.isEnabled()
@@ -149,5 +149,5 @@ def test_an_unreachable_server_ends_the_reply_with_what_to_do(qtbot, chat):
     assert reply.failed and "Could not reach 127.0.0.1" in reply.footer
     assert "that the server is running" in reply.footer
     chat.engine_source.use_local()
-    assert chat.engine_source.button.text() == "This computer"
+    assert chat.engine_source.button.text() == "Engine: This computer"
     assert not chat.send_button.isEnabled()  # the local engine has no model

@@ -124,7 +124,10 @@ def test_remote_engine_screenshot(qtbot, bridge, starter_model, tmp_path_factory
         reply = chat.model.entries()[-1]
         assert not reply.failed and "tok/s" in reply.footer, reply.footer
         button = chat.engine_source.button
-        chat.engine_source.menu.popup(button.mapToGlobal(QPoint(0, button.height())))
+        menu = chat.engine_source.menu
+        menu.popup(button.mapToGlobal(QPoint(0, 0)))  # filled as it shows; then above the button
+        qtbot.wait(100)
+        menu.move(button.mapToGlobal(QPoint(button.width() - menu.width(), -menu.height())))
         qtbot.wait(300)
         assert _grab(window).save(str(_target(tmp_path, "chat-remote.png")))
         chat.engine_source.menu.close()
