@@ -4,6 +4,7 @@ where there is none the dialog says so and the key is used for this session only
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -23,6 +24,7 @@ from app.common.background import TaskRunner
 from engine.remote import keys
 from engine.remote.endpoints import RemoteChoice
 from engine.remote.openai_client import Endpoint, RemoteError, list_models, normalized_base_url
+from engine.untrusted_text import printable_line
 
 
 class RemoteServerDialog(QDialog):
@@ -46,6 +48,7 @@ class RemoteServerDialog(QDialog):
         self.status = QLabel("Type the address of an OpenAI-compatible server, then Get models.")
         self.status.setObjectName("remoteStatus")
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # a server's error text: not HTML
         self.buttons = QDialogButtonBox(
             QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self
         )
@@ -93,16 +96,17 @@ class RemoteServerDialog(QDialog):
             self.status.setText(str(result))
             return
         self.models.clear()
-        self.models.addItems(result)
+        for model in result:  # shown escaped, asked for as the server names it
+            self.models.addItem(printable_line(model), model)
         self.models.setEnabled(True)
         self.ok_button.setEnabled(True)
         count = "1 model" if len(result) == 1 else f"{len(result)} models"
         self.status.setText(f"{self._base_url} offers {count}.")
 
     def choice(self) -> RemoteChoice | None:
-        if not self._base_url or not self.models.currentText():
+        if not self._base_url or not self.models.currentData():
             return None
-        return RemoteChoice(self._base_url, self.models.currentText())
+        return RemoteChoice(self._base_url, self.models.currentData())
 
     def api_key(self) -> str:
         return self.key.text().strip()

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import json
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.common.accessibility import named
 from engine.tools.approval import Answer, ToolCall
+from engine.untrusted_text import printable_line
 
 MAX_ARGUMENT_CHARS = 300
 
@@ -24,6 +25,7 @@ class ToolApprovalBar(QFrame):
         self.question = QLabel("")
         self.question.setObjectName("toolApprovalQuestion")
         self.question.setWordWrap(True)
+        self.question.setTextFormat(Qt.TextFormat.PlainText)  # the model's arguments: not HTML
         self.allow_once = named(QPushButton("Allow once"), "Allow this tool call once")
         self.allow_always = named(QPushButton("Always allow"), "Always allow this tool")
         self.deny = named(QPushButton("Deny"), "Deny this tool call")
@@ -49,7 +51,9 @@ class ToolApprovalBar(QFrame):
         arguments = json.dumps(call.arguments, ensure_ascii=False)
         if len(arguments) > MAX_ARGUMENT_CHARS:
             arguments = arguments[:MAX_ARGUMENT_CHARS] + "…"
-        self.question.setText(f"The model wants to run {call.name} with {arguments}.")
+        self.question.setText(
+            f"The model wants to run {printable_line(call.name)} with {printable_line(arguments)}."
+        )
         self.allow_always.setToolTip(f"Run {call.name} without asking for the rest of this chat")
         self.never.setToolTip(f"Refuse {call.name} without asking for the rest of this chat")
         self.show()

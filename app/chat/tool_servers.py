@@ -4,7 +4,7 @@ headers; engine/tools/servers.py checks each and keeps them in mcp-servers.json.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -68,6 +68,7 @@ class ToolServersDialog(QDialog):
         self.status = QLabel("", self)
         self.status.setObjectName("toolServerStatus")
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)
         close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         close.rejected.connect(self.reject)
 

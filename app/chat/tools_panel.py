@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
 from app.chat.tool_catalog import ToolCatalog
 from app.common.accessibility import named
 from engine.tools.approval import offered_name
+from engine.untrusted_text import printable_line
 
 
 class ToolsPanel(QWidget):
@@ -32,6 +33,7 @@ class ToolsPanel(QWidget):
         self.status = QLabel("")
         self.status.setObjectName("toolsStatus")
         self.status.setWordWrap(True)
+        self.status.setTextFormat(Qt.TextFormat.PlainText)  # servers' messages: not HTML
         self.list = named(QListWidget(self), "Tools for this chat", "Checked tools are offered")
         self.list.setMaximumHeight(140)
         self.list.itemChanged.connect(self._item_changed)
@@ -65,7 +67,7 @@ class ToolsPanel(QWidget):
         self.list.clear()
         for tool in self.catalog.tools:
             name = offered_name(tool)
-            item = QListWidgetItem(f"{tool.name} ({tool.server})")
+            item = QListWidgetItem(printable_line(f"{tool.name} ({tool.server})"))
             item.setData(Qt.ItemDataRole.UserRole, name)
             item.setToolTip(tool.description or name)
             item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)

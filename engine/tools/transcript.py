@@ -18,6 +18,7 @@ from typing import Any
 from engine.runtime import protocol as p
 from engine.server.tool_calls import tools_system_text
 from engine.tools.approval import REFUSED_TEXT, ROUNDS_TEXT
+from engine.untrusted_text import printable_line, printable_text
 
 MAX_RECORD_CHARS = 200_000  # a stored record larger than this is not read back as one
 _TAGGED_CALL = re.compile(r"<tool_call>.*?(?:</tool_call>|$)", re.DOTALL)
@@ -95,7 +96,11 @@ class ToolRecord:
 def record_markdown(record: ToolRecord, max_result_chars: int = 4000) -> str:
     """The record as the transcript shows it: the call with its arguments, then the result."""
     arguments = json.dumps(record.arguments, indent=2, ensure_ascii=False)
-    text = f"**Tool call** `{record.name}`\n\n```json\n{arguments}\n```"
+    # A model's arguments and a server's result are a stranger's text: each goes in a code
+    # fence longer than any run of backticks in it, so it cannot close the fence and be read
+    # as Markdown; and the name, which an MCP server chose, is shown escaped.
+    name = printable_line(record.name).replace("`", "'")
+    text = f"**Tool call** `{name}`\n\n{_fenced(arguments, 'json')}"
     if record.state in (ToolState.DONE, ToolState.FAILED) and record.result:
         shown = record.result
         if len(shown) > max_result_chars:
@@ -103,8 +108,14 @@ def record_markdown(record: ToolRecord, max_result_chars: int = 4000) -> str:
         text += (
             f"\n\n**{'Error' if record.failed or record.state is ToolState.FAILED else 'Result'}**"
         )
-        text += f"\n\n```\n{shown}\n```"
+        text += f"\n\n{_fenced(printable_text(shown))}"
     return text
+
+
+def _fenced(text: str, language: str = "") -> str:
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}{language}\n{text}\n{fence}"
 
 
 def status_line(record: ToolRecord) -> str:

@@ -62,6 +62,13 @@ def test_the_transcript_shows_the_arguments_and_the_result():
     assert "xxxx\n… (10 characters in all)" in long
 
 
+def test_a_result_cannot_close_its_fence_and_a_name_cannot_hide_characters():
+    hostile = ToolRecord("c", "odd`\u202ename").finish(ToolState.DONE, "```\n# Not a heading")
+    text = record_markdown(hostile)
+    assert "````\n```\n# Not a heading\n````" in text
+    assert "`odd'\\u202ename`" in text
+
+
 def test_calls_are_stripped_from_the_reply_text():
     assert strip_calls('Let me add.<tool_call>{"name": "a"}</tool_call>') == "Let me add."
     assert strip_calls('<tool_call>{"name": "a"}') == ""
