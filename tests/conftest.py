@@ -24,6 +24,9 @@ import pytest
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HEARTH_DATA_DIR"] = tempfile.mkdtemp(prefix="hearth-test-data-")
 # huggingface_hub's cache, which the Library lists: an empty one, not the user's.
+# Tests never touch the person's keyring (engine/remote/keys.py); a test that needs one sets
+# an in-memory backend.
+os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 os.environ["HF_HOME"] = os.path.join(os.environ["HEARTH_DATA_DIR"], "hf-home")
 # Triton reads TRITON_INTERPRET once, when the first test module to need it imports it (an
 # engine test may come before tests/kernels): without an NVIDIA GPU every kernel runs in the

@@ -13,6 +13,7 @@ from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelInde
 from engine.enums import StopReason
 from engine.runtime import protocol as p
 from engine.runtime.speculative.summary import speculation_text
+from engine.tools.transcript import ToolRecord, model_messages
 
 ROLE_USER = "user"
 ROLE_ASSISTANT = "assistant"
@@ -41,6 +42,7 @@ class ChatEntry:
     partial: bool = False  # a reply cut short by a crash; kept, shown as incomplete
     message_id: int | None = None  # its row in the conversation store
     branches: tuple[int, int] = (1, 1)  # (which, of how many) siblings: regenerated or edited
+    tool: ToolRecord | None = None  # a tool call's row (role "tool"): the call and its result
     version: int = 0
 
 
@@ -53,12 +55,30 @@ def stats_line(done: p.GenerationDone) -> str:
     decoding " · prompt lookup: 75% of 40 drafts kept, 1.8x speed" """
     stats = done.stats
     reason = stop_reason_text(done.stop_reason)
+    if stats.n_generated == 0:  # a remote server that gives no token counts
+        return f"{stats.time_to_first_token:.2f} s to first token · {reason}"
     tokens = "1 token" if stats.n_generated == 1 else f"{stats.n_generated} tokens"
     speculation = speculation_text(stats)
     return (
         f"{stats.decode_tokens_per_second:.1f} tok/s · "
         f"{stats.time_to_first_token:.2f} s to first token · {tokens} · {reason}"
     ) + (f" · {speculation}" if speculation else "")
+
+
+def sent_entries(entries: list[ChatEntry]) -> list[ChatEntry]:
+    """The rows the model is shown: finished, not failed, with text, or a tool call's row, or
+    the reply that asked for the calls after it (its text may be only the calls)."""
+    return [
+        e
+        for i, e in enumerate(entries)
+        if not e.streaming
+        and not e.failed
+        and (
+            e.text.strip()
+            or e.tool is not None
+            or (i + 1 < len(entries) and entries[i + 1].tool is not None)
+        )
+    ]
 
 
 class ConversationModel(QAbstractListModel):
@@ -139,8 +159,10 @@ class ConversationModel(QAbstractListModel):
         """What the model sees: the system prompt, then finished messages with text (failed
         replies left out)."""
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
-        return system + [
-            p.ChatMessage(role=e.role, content=e.text)
-            for e in self._entries
-            if not e.streaming and not e.failed and e.text.strip()
-        ]
+        entries = sent_entries(self._entries)
+        messages = system + [p.ChatMessage(role=e.role, content=e.text) for e in entries]
+        if not any(e.tool is not None for e in entries):
+            return messages
+        # Tool rows: their results, as the model was given them (engine/tools/transcript.py).
+        records = [None] * len(system) + [e.tool for e in entries]
+        return model_messages(messages, records, [], native=False)[0]

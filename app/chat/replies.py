@@ -14,6 +14,7 @@ from app.chat.settings import sampling_from
 from app.common import banner as b
 from engine.enums import StopReason
 from engine.runtime import protocol as p
+from engine.tools.transcript import strip_calls
 from engine.untrusted_text import printable_line
 
 
@@ -22,32 +23,48 @@ class ReplyStreaming:
 
     def _start_reply(self, parent_id: int | None) -> None:
         settings = self.settings_panel.values()
-        messages = self.model.chat_messages(settings["system_prompt"])
         loaded = self._bridge.model
-        # Stored with the reply: a file name that is not UTF-8 (lone surrogates) cannot be
-        # written to SQLite as it is, and is shown escaped anyway.
-        model_name = printable_line(Path(loaded.path).name) if loaded else ""
-        author = author_label(model_name, self.assistant_name)
-        # The worker fits the conversation to the context with its tokenizer (exact counts);
-        # room for the reply: Max tokens, but never most of a small context (a reply that fills
-        # it still stops with a "context full" notice).
-        n_ctx = loaded.n_ctx if loaded else 0
-        request_id = self._bridge.generate(
-            messages,
-            sampling=sampling_from(settings),
-            max_tokens=settings["max_tokens"],
-            overflow=settings["overflow"],
-            reply_room=min(settings["max_tokens"], n_ctx // 4),
-            chat_format=self.header.current_format(),
+        # Tools: an OpenAI server takes them as `tools`; a local template that renders them
+        # gets them too, else they are described in the system message.
+        native = self.remote.active or bool(loaded and loaded.template_takes_tools)
+        messages, tools_json, tools = self.messages_for_reply(
+            settings["system_prompt"], native=native
         )
+        if self.remote.active:
+            # The server fits the conversation to its own context.
+            model_name = printable_line(self.remote.model_name)
+            author = model_name or self.assistant_name
+            request_id = self.remote.generate(
+                messages,
+                sampling=sampling_from(settings),
+                max_tokens=settings["max_tokens"],
+                tools=tools,
+            )
+            not_ready = "Choose a remote server's model in the Engine menu, then try again."
+        else:
+            # Stored with the reply: a file name that is not UTF-8 (lone surrogates) cannot be
+            # written to SQLite as it is, and is shown escaped anyway.
+            model_name = printable_line(Path(loaded.path).name) if loaded else ""
+            author = author_label(model_name, self.assistant_name)
+            # The worker fits the conversation to the context with its tokenizer (exact
+            # counts); room for the reply: Max tokens, but never most of a small context (a
+            # reply that fills it still stops with a "context full" notice).
+            n_ctx = loaded.n_ctx if loaded else 0
+            request_id = self._bridge.generate(
+                messages,
+                sampling=sampling_from(settings),
+                max_tokens=settings["max_tokens"],
+                overflow=settings["overflow"],
+                reply_room=min(settings["max_tokens"], n_ctx // 4),
+                chat_format=self.header.current_format(),
+                tools_json=tools_json,
+            )
+            not_ready = "The engine is not ready; wait for the model to load and try again."
         if request_id is None:
+            self._end_tool_rounds()
             self.model.append(
                 ChatEntry(
-                    role=ROLE_ASSISTANT,
-                    text="",
-                    author=author,
-                    footer="The engine is not ready; wait for the model to load and try again.",
-                    failed=True,
+                    role=ROLE_ASSISTANT, text="", author=author, footer=not_ready, failed=True
                 )
             )
         else:
@@ -71,6 +88,7 @@ class ReplyStreaming:
         entry = self.model.entry(row)
         if (
             self.generating
+            or self.remote.active  # the OpenAI API has no "go on with this reply"
             or not self.send_button.isEnabled()
             or row != self.model.rowCount() - 1
             or entry.role != ROLE_ASSISTANT
@@ -108,8 +126,15 @@ class ReplyStreaming:
     def _on_generation_done(self, done: p.GenerationDone) -> None:
         if done.request_id != self._request_id:
             return
+        text = self._reply_text()
+        calls = self.tool_calls_in(text) if done.stop_reason != StopReason.STOPPED else None
+        if calls and self._reply_row is not None:
+            # The calls become rows of their own (app/chat/tool_replies.py); the reply keeps
+            # what it said around them.
+            text = strip_calls(text)
+            self.model.update(self._reply_row, text=text)
         self.session.finish_reply(
-            self._reply_text(), stats=message_stats(done.stats), stop_reason=done.stop_reason
+            text, stats=message_stats(done.stats), stop_reason=done.stop_reason
         )
         self._context_used = used_tokens(done.stats)
         loaded = self._bridge.model
@@ -122,7 +147,12 @@ class ReplyStreaming:
                 "Start a new chat, set “Context full” to drop the oldest turns in Settings, or "
                 "load the model with a longer context.",
             )
+        row = self._reply_row
         self._finish_reply(stats_line(done))
+        if row is not None and calls:
+            self.tools_after_reply(row, calls)
+        else:
+            self._end_tool_rounds()
 
     def _on_prompt_fitted(self, fitted: p.PromptFitted) -> None:
         if fitted.request_id != self._request_id:
@@ -168,6 +198,8 @@ class ReplyStreaming:
     def _finish_reply(self, footer: str, *, failed: bool = False) -> None:
         if self._reply_row is not None:
             self.model.finish(self._reply_row, footer, failed=failed)
+        if failed:
+            self._end_tool_rounds()
         self._end_reply()
 
     def _end_reply(self) -> None:

@@ -18,6 +18,7 @@ from engine.chat.store import ConversationStore, MessageStats, StoredMessage, de
 from engine.chat.store_schema import NewerSchemaError
 from engine.runtime import protocol as p
 from engine.starter_model import STARTER_FILE, STARTER_LABEL
+from engine.tools.transcript import ToolRecord, record_markdown, status_line
 
 PARTIAL_WRITE_MS = 300
 TITLE_CHARS = 48
@@ -113,6 +114,20 @@ class ChatSession(QObject):
             return []
         rows = []
         for m, which, count in self.store.branch_with_versions(self.conversation_id):
+            record = ToolRecord.from_json(m.content) if m.role == "tool" else None
+            if record is not None:  # a tool call and its result (app/chat/tool_replies.py)
+                rows.append(
+                    ChatEntry(
+                        role=m.role,
+                        text=record_markdown(record),
+                        author=f"Tool · {record.name}",
+                        footer=status_line(record),
+                        message_id=m.id,
+                        branches=(which, count),
+                        tool=record,
+                    )
+                )
+                continue
             rows.append(
                 ChatEntry(
                     role=m.role,

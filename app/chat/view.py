@@ -34,6 +34,7 @@ from app.chat.conversation_model import (
     ChatEntry,
     ConversationModel,
 )
+from app.chat.engine_source import EngineSource
 from app.chat.follow import TranscriptFollower
 from app.chat.header import ChatHeader
 from app.chat.input_box import ChatInput
@@ -43,6 +44,8 @@ from app.chat.replies import ReplyStreaming
 from app.chat.session import ChatSession
 from app.chat.settings import ChatSettingsPanel, new_chat_settings, sampling_from
 from app.chat.sidebar import ConversationSidebar
+from app.chat.tool_catalog import ToolCatalog
+from app.chat.tool_replies import ToolReplies
 from app.chat.transfer import ChatTransfer
 from app.common import banner as b
 from app.common.accessibility import named
@@ -94,7 +97,7 @@ def settings_drawer(panel: QWidget, parent: QWidget) -> QScrollArea:
     return drawer
 
 
-class ChatView(MessageActions, ReplyStreaming, QWidget):
+class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
     def __init__(
         self,
         bridge: EngineBridge,
@@ -105,6 +108,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         chat_formats: ChatFormats | None = None,
         host: PageHost | None = None,
         presets: PresetLibrary | None = None,
+        remote_choice_path: Path | None = None,
+        tool_catalog: ToolCatalog | None = None,
     ):
         super().__init__(parent)
         self.setObjectName("chatView")
@@ -136,6 +141,10 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         header_row.insertWidget(
             header_row.indexOf(self.header.settings_button), self.presets.picker
         )
+        # The engine the replies come from: this computer's, or a remote server's model (its
+        # button under the message box, where it takes none of the header's width).
+        self.engine_source = EngineSource(self, self.notice, remote_choice_path)
+        self.remote = self.engine_source.remote
         self.sidebar = ConversationSidebar(self.session.store, self)
         self.sidebar.chosen.connect(self.open_conversation)
         self.sidebar.new_requested.connect(self.new_chat)
@@ -147,6 +156,8 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         )
         self.settings_panel = ChatSettingsPanel(self)
         self.settings_panel.changed.connect(self._on_settings_changed)
+        # MCP tools: the settings' Tools section, the approval bar (app/chat/tool_replies.py).
+        self._init_tools(tool_catalog)
         self.settings_drawer = settings_drawer(self.settings_panel, self)
         self.settings_drawer.hide()
         self.header.settings_button.toggled.connect(self._show_settings)
@@ -218,6 +229,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         hints = QHBoxLayout()
         hints.setContentsMargins(4, 0, 0, 0)
         hints.addWidget(hint, 1)
+        hints.addWidget(self.engine_source.button)
         hints.addWidget(self.new_chat_button)
 
         bottom = QVBoxLayout()
@@ -225,6 +237,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         bottom.setSpacing(2)
         bottom.addWidget(composer)
         bottom.addLayout(hints)
+        bottom.insertWidget(0, self.tool_approval)  # above the message box while it asks
 
         center = QVBoxLayout()
         center.setContentsMargins(0, 0, 0, 0)
@@ -255,6 +268,10 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         copy_shortcut.setContext(Qt.ShortcutContext.WidgetShortcut)
         copy_shortcut.activated.connect(self.copy_selected)
 
+        self.remote.token_text.connect(self._on_token_text)
+        self.remote.generation_done.connect(self._on_generation_done)
+        self.remote.generation_failed.connect(self._on_generation_failed)
+        self.remote.changed.connect(self._update_buttons)
         bridge.token_text.connect(self._on_token_text)
         bridge.generation_done.connect(self._on_generation_done)
         bridge.generation_failed.connect(self._on_generation_failed)
@@ -355,14 +372,15 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         chat_id = self.session.conversation_id
         if chat_id is not None:
             values = self.settings_panel.values()
-            self.session.store.set_settings(chat_id, values)
+            self.session.store.set_settings(chat_id, self.with_tools_off(values))
             self.session.store.set_system_prompt(chat_id, values["system_prompt"])
 
     # -- actions --------------------------------------------------------------------------------
 
     @property
     def generating(self) -> bool:
-        return self._request_id is not None
+        """A reply is being written, or its tool calls are being asked about or run."""
+        return self._request_id is not None or self.tools_busy
 
     @property
     def request_id(self) -> int | None:
@@ -373,7 +391,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         text = self.input.toPlainText().strip()
         if not text or not self.send_button.isEnabled():
             return
-        settings = self.settings_panel.values()
+        settings = self.with_tools_off(self.settings_panel.values())
         chat_id = self.session.ensure_conversation(text, settings)
         if self._editing_row is not None:
             # Edit and resend: the new text is a sibling of the old, whose branch is kept.
@@ -398,7 +416,11 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self._start_reply(user_id)
 
     def stop(self) -> None:
-        if self.generating:
+        if self.tools_busy:
+            self.stop_tools()
+        elif self._request_id is not None and self.remote.generating:
+            self.remote.stop()
+        elif self._request_id is not None:
             self._bridge.stop()
 
     def new_chat(self) -> None:
@@ -406,6 +428,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self._end_reply()
         self._cancel_edit()
         self.session.conversation_id = None
+        self.reset_tools_for_chat()
         self.model.clear()
         # The loaded model's defaults, not the settings of the chat that was open.
         self._start_settings = self.new_chat_settings()
@@ -425,6 +448,7 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
         self._cancel_edit()
         chat = self.session.store.conversation(conversation_id)
         self.session.conversation_id = conversation_id
+        self.reset_tools_for_chat(chat.settings)
         self.settings_panel.set_values({**chat.settings, "system_prompt": chat.system_prompt})
         self.presets.show_none()
         self.model.set_entries(self.session.entries(self.assistant_name))
@@ -529,8 +553,12 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
 
     def _update_buttons(self, *_args) -> None:
         state = self._bridge.state
+        if self.remote.active:  # the remote server answers whatever the local engine does
+            state = EngineState.GENERATING if self.remote.generating else EngineState.IDLE
         self.send_button.setEnabled(state == EngineState.IDLE and not self.generating)
-        self.stop_button.setEnabled(self.generating and state == EngineState.GENERATING)
+        self.stop_button.setEnabled(
+            self.tools_busy or (self.generating and state == EngineState.GENERATING)
+        )
         can_reply = state in (EngineState.IDLE, EngineState.GENERATING)
         if (self.delegate.versions_enabled, self.delegate.can_reply) != (
             not self.generating,

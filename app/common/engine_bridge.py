@@ -158,6 +158,7 @@ class EngineBridge(QObject):
         reply_room: int = 0,
         chat_format: str = "",
         continue_last: bool = False,
+        tools_json: str = "",
     ) -> int | None:
         """Start a reply to `messages` (or, with `continue_last`, go on with the last, a reply
         cut short); its request id, or None when the engine is not ready."""
@@ -172,6 +173,7 @@ class EngineBridge(QObject):
                 reply_room=reply_room,
                 chat_format=chat_format,
                 **({"continue_last": True} if continue_last else {}),
+                **({"tools_json": tools_json} if tools_json else {}),
             )
         except OSError:
             return None  # the worker died; its EngineCrashed is on the way

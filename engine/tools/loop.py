@@ -4,8 +4,9 @@ back; the model answers again, until it answers without calls or the round limit
 
 Qt-free and synchronous, with its three actions given by the caller: `generate` (the messages so
 far -> the model's reply text), `ask` (a call the person has not decided on -> their Answer) and
-`run` (a tool and its arguments -> its result). The window runs it on a background thread with
-`ask` waiting on a prompt in the transcript; the tests run it with a fake model.
+`run` (a tool and its arguments -> its result), for a caller that may block while it asks (a
+command line). The window drives the same rounds from its signals instead, with the same rules
+(app/chat/tool_replies.py), rather than hold a thread waiting on the person's answer.
 """
 
 from __future__ import annotations

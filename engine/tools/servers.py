@@ -9,6 +9,7 @@ address it talks to over HTTP (`http`, MCP's streamable HTTP transport) with opt
 from __future__ import annotations
 
 import json
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,47 @@ def server_from(data: Any) -> McpServer:
             raise ServerConfigError(f"{name}: a header holds a line break.")
         return McpServer(name, HTTP, url=url, headers=headers, enabled=enabled)
     raise ServerConfigError(f"{name}: the transport should be “{STDIO}” or “{HTTP}”.")
+
+
+def server_from_form(
+    name: str,
+    transport: str,
+    command_line: str = "",
+    url: str = "",
+    headers_text: str = "",
+    *,
+    enabled: bool = True,
+    env: dict[str, str] | None = None,
+) -> McpServer:
+    """A server from the Settings form: a command line as a shell would split it, headers one
+    per line as `Name: value`; ServerConfigError says what to change."""
+    if transport == STDIO:
+        try:
+            parts = shlex.split(command_line)
+        except ValueError as exc:
+            raise ServerConfigError(f"{name}: the command line does not parse ({exc}).") from None
+        data = {"command": parts[0] if parts else "", "args": parts[1:], "env": env or {}}
+    else:
+        data = {"url": url.strip(), "headers": headers_from_text(headers_text, name)}
+    return server_from({"name": name, "transport": transport, "enabled": enabled, **data})
+
+
+def headers_from_text(text: str, name: str = "server") -> dict[str, str]:
+    headers = {}
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        key, colon, value = line.partition(":")
+        if not colon or not key.strip():
+            raise ServerConfigError(f"{name}: write each header as “Name: value” on its own line.")
+        headers[key.strip()] = value.strip()
+    return headers
+
+
+def form_text(server: McpServer) -> tuple[str, str]:
+    """(command line, headers text) of `server`, as the form shows them."""
+    command = shlex.join([server.command, *server.args]) if server.command else ""
+    return command, "\n".join(f"{k}: {v}" for k, v in server.headers.items())
 
 
 def _text_map(value: Any, name: str, what: str) -> dict[str, str]:

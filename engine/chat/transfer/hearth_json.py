@@ -216,7 +216,7 @@ def _read_message(
         f"{at}: “parent” should be null or the id of a message before it.",
     )
     role = message.get("role")
-    expect(role in ROLES, f"{at}: “role” should be “user” or “assistant”.")
+    expect(role in ROLES, f"{at}: “role” should be “user”, “assistant” or “tool”.")
     flags = {}
     for key in ("partial", "failed"):
         value = message.get(key, False)

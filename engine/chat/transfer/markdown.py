@@ -5,6 +5,7 @@ keeps them all); the text of the messages is already Markdown and is written as 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from pathlib import PurePath
@@ -13,6 +14,7 @@ from engine.chat.store import StoredMessage
 from engine.chat.transfer.records import ChatRecord
 
 USER_HEADING = "You"
+TOOL_HEADING = "Tool call"
 
 
 def chats_markdown(records: Iterable[ChatRecord]) -> str:
@@ -33,6 +35,10 @@ def chat_markdown(record: ChatRecord) -> str:
         which, count = siblings[m.id]
         if count > 1:
             heading += f" (version {which} of {count})"
+        if m.role == "tool":  # its record, as JSON: the call, its arguments and its result
+            fence = "`" * max(3, _longest_backtick_run(m.content) + 1)
+            lines += [f"## {TOOL_HEADING}", "", f"{fence}json", m.content.strip(), fence, ""]
+            continue
         lines += [f"## {heading}", "", m.content.strip() or "*(empty)*", ""]
         if m.partial:
             lines += ["*This reply was interrupted before it finished.*", ""]
@@ -40,6 +46,10 @@ def chat_markdown(record: ChatRecord) -> str:
             reason = m.stop_reason.strip().rstrip(".") or "no reason given"
             lines += [f"*The reply failed: {reason}.*", ""]
     return "\n".join(lines).rstrip()
+
+
+def _longest_backtick_run(text: str) -> int:
+    return max((len(run) for run in re.findall(r"`+", text)), default=0)
 
 
 def shown_branch(record: ChatRecord) -> list[StoredMessage]:

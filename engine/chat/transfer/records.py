@@ -17,7 +17,8 @@ from typing import Any
 from engine.chat.setting_ranges import setting_problem
 from engine.chat.store import Conversation, StoredMessage
 
-ROLES = ("user", "assistant")
+# "tool": a tool call and its result, kept as the JSON of engine/tools/transcript.py's record.
+ROLES = ("user", "assistant", "tool")
 
 # A file larger than this is refused before it is read. A ChatGPT export of several years of
 # chats is a few hundred MB; reading it whole costs a few times its size in memory.

@@ -179,3 +179,16 @@ def test_progress_is_reported_for_each_chat():
     seen = []
     parse_hearth_json(data, progress=lambda done, total: seen.append((done, total)))
     assert seen == [(1, 3), (2, 3), (3, 3)]
+
+
+def test_a_chat_with_a_tool_call_goes_out_and_comes_back(store):
+    chat = store.create_conversation("Sums", settings={"tools_off": "calc__hang,calc__fail"})
+    question = store.add_message(chat.id, "user", "2 + 3.5?")
+    reply = store.add_message(chat.id, "assistant", "", parent_id=question, model="m.gguf")
+    record = {"call_id": "call_1", "name": "calc__add", "arguments": {"a": 2}, "state": "done"}
+    store.add_message(chat.id, "tool", json.dumps(record), parent_id=reply)
+    text = _exported(store)
+    other = ConversationStore.open(":memory:")
+    outcome = add_to_store(other, parse_hearth_json(text.encode()))
+    assert _exported(other) == text
+    assert [m.role for m in other.branch(outcome.added[0])] == ["user", "assistant", "tool"]

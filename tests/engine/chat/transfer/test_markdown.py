@@ -43,3 +43,11 @@ def test_all_chats_are_separated_by_rules(store, filled):
 )
 def test_a_reply_is_headed_with_its_models_name(model, label):
     assert model_label(model) == label
+
+
+def test_a_tool_call_is_written_as_its_record_in_a_fence_it_cannot_close(store):
+    chat = store.create_conversation("Sums")
+    question = store.add_message(chat.id, "user", "2 + 3.5?")
+    store.add_message(chat.id, "tool", '{"result": "``` not a fence end"}', parent_id=question)
+    text = chat_markdown(export_records(store)[0])
+    assert '## Tool call\n\n````json\n{"result": "``` not a fence end"}\n````' in text
