@@ -24,6 +24,7 @@ from engine.cli.speculative_args import (
     speculative_from,
     speculative_summary,
 )
+from engine.hardware.speed_of_light import gauge_text
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.runtime.engine_output import crash_report
@@ -187,8 +188,10 @@ def _stream(client, events, args, sampling, **what) -> tuple[str, str]:
             sys.stdout.write("\n")
             if args.stats:
                 s = event.stats
+                gauge = gauge_text(s.decode_tokens_per_second, s.bound_tokens_per_second)
                 print(
-                    f"[{s.n_generated} tokens, {s.decode_tokens_per_second:.1f} tok/s, "
+                    f"[{s.n_generated} tokens, {s.decode_tokens_per_second:.1f} tok/s"
+                    f"{f' ({gauge})' if gauge else ''}, "
                     f"first token after {s.time_to_first_token:.2f} s, {event.stop_reason}"
                     f"{speculative_summary(s)}]",
                     file=sys.stderr,
