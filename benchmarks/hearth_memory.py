@@ -85,11 +85,11 @@ class Engine:
 
     def new_cache(self, n_ctx: int, type_k: str, type_v: str):
         """The cache the driver builds for these types on this device (cache_layout.py)."""
-        from engine.hearth.cache_layout import cache_layout
+        from engine.hearth.cache_layout import engine_cache_layout
         from engine.hearth.caches import new_kv_cache
 
         cfg = self.config
-        layout = cache_layout(type_k, type_v, kernels_on_gpu=self.device.startswith("cuda"))
+        layout = engine_cache_layout(type_k, type_v, ops_name=self.ops.name, device=self.device)
         return new_kv_cache(layout, n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv,
                             head_dim=cfg.head_dim, n_ctx=n_ctx, device=self.device)  # fmt: skip
 

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QLabel, QMessageBox, QVBoxLayout, QWidget
 from app.common.machine_state import MachineState
 from app.model.panel import CANCEL, LOAD_AND_REMEMBER, LOAD_ONCE, SettingsPanel
 from engine.session import LoadDecision, MachineSnapshot, RememberedSettings
+from engine.session.memory_check import memory_check_text
 
 
 class ModelSettingsPage(QWidget):
@@ -40,7 +41,15 @@ class ModelSettingsPage(QWidget):
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(32, 28, 32, 28)
         self._layout.addWidget(self.message)
+        # After a load: the plan's memory beside what the engine measured (memory_check.py)
+        self.memory_check = QLabel()
+        self.memory_check.setObjectName("memoryCheck")
+        self.memory_check.setWordWrap(True)
+        self.memory_check.setContentsMargins(32, 0, 32, 0)
+        self.memory_check.hide()
+        self._layout.addWidget(self.memory_check)
         self._layout.addStretch(1)
+        bridge.model_loaded.connect(self._on_model_loaded)
         if opener is not None:
             opener.decided.connect(self.show_decision)
             if opener.last_decision is not None:
@@ -79,6 +88,15 @@ class ModelSettingsPage(QWidget):
             and shown is not None
             and Path(loaded.path).resolve() == shown.path.resolve()
         )
+
+    def _on_model_loaded(self, loaded) -> None:
+        """The line that sets the plan's memory beside the load's measured memory."""
+        plan = self.panel.plan if self.panel is not None else None
+        text = memory_check_text(plan.devices, loaded) if plan is not None else ""
+        if text and not self._shows_the_loaded_model():
+            text = ""  # the page shows another file's plan: no comparison to make
+        self.memory_check.setText(f"After loading: {text}" if text else "")
+        self.memory_check.setVisible(bool(text))
 
     def _prepare_load(self, params):
         if self._opener is None:

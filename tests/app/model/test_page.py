@@ -47,3 +47,27 @@ def test_a_failing_probe_still_gives_a_cpu_only_page(qtbot, bridge, tmp_path):
     qtbot.waitUntil(lambda: page.panel is not None, timeout=5000)
     assert "Load a model" in page.message.text()
     assert page.panel.no_gpu_note.text().startswith("No GPU")
+
+
+def test_after_a_load_the_page_sets_the_plans_memory_beside_the_measured(qtbot, bridge, tmp_path):
+    from dataclasses import replace
+
+    from engine.runtime import protocol as p
+    from tests.app.conftest import client_of
+    from tests.app.fake_engine import model_loaded
+
+    model = write_sparse_gguf(tmp_path / "llama.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+    page = _page(qtbot, bridge, tmp_path, lambda: Detection(devices=DEVICES))
+    decision = plan_load(model, MachineSnapshot(Detection(devices=DEVICES)))
+    page.show_decision(decision)
+    qtbot.waitUntil(lambda: page.panel is not None and page.panel.plan is not None, timeout=5000)
+    assert not page.memory_check.isVisible()
+    predicted = page.panel.plan.devices[0].total_bytes
+    bridge.load(decision.params)
+    measured = p.DeviceDelta(device="CUDA0", used_bytes=predicted - 64 * 1024**2)
+    loaded = replace(model_loaded(str(model)), device_used_delta=(measured,))
+    client_of(bridge).emit(loaded)
+    qtbot.waitUntil(page.memory_check.isVisible, timeout=5000)
+    text = page.memory_check.text()
+    assert text.startswith("After loading: GPU memory: predicted ")
+    assert "within the plan's tolerance" in text
