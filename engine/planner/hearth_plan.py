@@ -76,12 +76,17 @@ def pair_problem(profile: HearthProfile, type_k: str, type_v: str, gpu: bool = T
     )
 
 
-def auto_pairs(profile: HearthProfile) -> list[tuple[str, str]]:
-    """The pairs Best fit may pick for this model: measured, good enough, held here."""
+def auto_pairs(
+    profile: HearthProfile, left_out: tuple[tuple[str, str], ...] = ()
+) -> list[tuple[str, str]]:
+    """The pairs Best fit may pick for this model: measured, good enough, held here, and not
+    among those its own KV check found to hurt it (`left_out`)."""
     return [
         pair
         for pair in measured_kv_pairs(HEARTH)
-        if (kv_cost(HEARTH, *pair) or 0.0) < UNUSABLE_KL and not pair_problem(profile, *pair)
+        if (kv_cost(HEARTH, *pair) or 0.0) < UNUSABLE_KL
+        and not pair_problem(profile, *pair)
+        and pair not in left_out
     ]
 
 
@@ -134,7 +139,7 @@ def plan_hearth(info: ModelInfo, request: PlanRequest) -> Plan:
     search = Search(request)
     lo, target = _bounds(info, request)
     candidates = []
-    for pair in auto_pairs(profile):
+    for pair in auto_pairs(profile, request.hearth_pairs_left_out):
         n_ctx = _longest(profile, search, pair, lo, target)
         if n_ctx:
             est = _estimate(profile, search, pair, n_ctx)

@@ -41,6 +41,8 @@ from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import Choice
 from engine.planner.remote import plan_with_helpers
 from engine.runtime.protocol import ModelParams, SpeculativeParams
+from engine.session.kv_quality import cached as kv_check_results
+from engine.session.kv_quality import with_kv_check
 from engine.session.machine import MachineSnapshot
 from engine.session.model_file import UnusableModelFile, check_model_file
 from engine.session.remembered import RememberedChoice
@@ -269,9 +271,11 @@ def best_fit(
     """The planner's best choice aiming at `target_ctx` (else DEFAULT_CONTEXT, or the training
     context if shorter), never below MIN_CONTEXT, across `helpers` where they help, on the
     engine the measured figures favour (engine/planner/engine_choice.py) unless `engine` names
-    one."""
+    one; the K/V types that this model's own KV check found to hurt it are left out."""
     target = _target_context(planner, target_ctx)
     request = replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target))
+    # the K/V types this model's own KV check found to hurt it are not chosen (kv_quality.py)
+    request = with_kv_check(request, kv_check_results(planner.profiles[0].info.source))
     llama = plan_with_helpers(planner, request, helpers)
     return plan_engines(planner, request, engine, llama=llama)
 

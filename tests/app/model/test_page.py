@@ -71,3 +71,31 @@ def test_after_a_load_the_page_sets_the_plans_memory_beside_the_measured(qtbot, 
     text = page.memory_check.text()
     assert text.startswith("After loading: GPU memory: predicted ")
     assert "within the plan's tolerance" in text
+
+
+def test_the_loaded_models_kv_check_is_shown_from_its_kept_figures(qtbot, bridge, tmp_path):
+    from engine.session.kv_quality import KvResult, store
+    from tests.app.conftest import load_fake_model
+
+    model = write_sparse_gguf(tmp_path / "llama.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+    store(model, {("llama", "f16", "f16"): KvResult(0.0, 1.0, 384, 3.0),
+                  ("llama", "q4_0", "q4_0"): KvResult(0.09, 0.8, 384, 3.0)})  # fmt: skip
+    page = _page(qtbot, bridge, tmp_path, lambda: Detection(devices=DEVICES))
+    load_fake_model(qtbot, bridge, model)
+    qtbot.waitUntil(page.kv_quality.isVisible, timeout=5000)
+    assert "q4_0 0.0900 (hurts this model: Best fit leaves it out)" in page.kv_quality.text()
+    assert not page.kv_check.running  # kept figures: no process started
+
+
+def test_the_kv_check_runs_in_a_child_and_says_why_it_failed(qtbot, tmp_path, monkeypatch):
+    from app.model.kv_check import KvCheckRunner
+
+    monkeypatch.setenv("HEARTH_KV_CHECK", "1")
+    not_a_model = tmp_path / "broken.gguf"
+    not_a_model.write_bytes(b"not a gguf at all")
+    runner = KvCheckRunner()
+    with qtbot.waitSignal(runner.finished, timeout=60_000) as said:
+        runner.check(str(not_a_model))
+        assert runner.running
+    assert said.args[0].startswith("The KV check could not run on broken.gguf")
+    assert not runner.running
