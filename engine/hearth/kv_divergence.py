@@ -37,9 +37,13 @@ def _codec(fmt: str):
 
 
 def hearth_kv_divergence(
-    path: str, tokens: Sequence[int], pairs: Sequence[Pair], *, chunk: int = 128
+    path: str, tokens: Sequence[int], pairs: Sequence[Pair], *, chunk: int = 128, threads: int = 0
 ) -> dict[Pair, Divergence]:
+    """`threads`: torch's CPU threads for the check (0: torch's own choice)."""
     import torch
+
+    if threads:
+        torch.set_num_threads(threads)
 
     from engine.gguf import read_model_info
     from engine.hearth.config import model_config

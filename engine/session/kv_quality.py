@@ -215,7 +215,7 @@ def check_model(path: str, *, hearth: bool | None = None, threads: int = 0) -> d
         from engine.hearth.kv_divergence import hearth_kv_divergence
 
         began = time.perf_counter()
-        found = hearth_kv_divergence(path, tokens, HEARTH_PAIRS)
+        found = hearth_kv_divergence(path, tokens, HEARTH_PAIRS, threads=threads)
         took = time.perf_counter() - began
         for (k, v), d in found.items():
             results[("hearth", k, v)] = KvResult(d.mean_kl, d.same_top1, d.positions, took)
