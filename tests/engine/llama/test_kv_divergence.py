@@ -36,14 +36,16 @@ def test_llama_cpp_cache_types_against_f16(starter_model):
     assert q4.positions == 24 and 0.0 < q4.mean_kl < 1.0
 
 
-def test_the_hearth_formats_against_f16(starter_model):
+def test_the_hearth_formats_against_f16(tmp_path):
     pytest.importorskip("torch")
     from engine.hearth.kv_divergence import hearth_kv_divergence
-    from engine.session.kv_quality import check_tokens
+    from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
 
-    tokens = check_tokens(str(starter_model), max_tokens=12)
-    found = hearth_kv_divergence(str(starter_model), tokens, [("rot4", "rot4")], chunk=8)
-    assert found[("f16", "f16")].mean_kl == 0.0
-    assert 0.0 < found[("rot4", "rot4")].mean_kl < 1.0
+    # a tiny llama with random weights (head size 32): the engine's CPU path in a second
+    model = str(write_tiny_gguf(tmp_path / "tiny.gguf", tiny_spec("llama")))
+    tokens = list(range(3, 19))
+    found = hearth_kv_divergence(model, tokens, [("q8", "q8"), ("rot4", "rot4")], chunk=8)
+    assert found[("f16", "f16")].mean_kl == 0.0 and found[("f16", "f16")].positions == 16
+    assert 0.0 < found[("q8", "q8")].mean_kl < found[("rot4", "rot4")].mean_kl
     with pytest.raises(ValueError, match="kivi4"):
-        hearth_kv_divergence(str(starter_model), tokens, [("kivi4", "rot4")])
+        hearth_kv_divergence(model, tokens, [("kivi4", "rot4")])
