@@ -2,7 +2,8 @@
 
 - Qt runs offscreen, so GUI tests need no display (set before pytest-qt makes its QApplication).
 - Hearth's data folder (conversations, library, settings) is a fresh temporary folder for the
-  session, so no test reads or writes the user's own.
+  session, so no test reads or writes the user's own; the Model page's background KV check is
+  off (HEARTH_KV_CHECK=0) unless a test turns it on.
 - `starter_model`: the path of the starter GGUF (SmolLM2-135M-Instruct Q4_1); skips without it.
 - `gpu` marker: such tests run only where an NVIDIA GPU and a GPU build of llama.cpp are present
   (HEARTH_GPU_TESTS=1 forces them on, =0 off). The check imports llama_cpp in a child process,
@@ -23,6 +24,9 @@ import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HEARTH_DATA_DIR"] = tempfile.mkdtemp(prefix="hearth-test-data-")
+# The Model page's background KV check (engine/session/kv_quality.py) would start a llama.cpp
+# process for every model a GUI test loads; its own tests turn it on where they need it.
+os.environ.setdefault("HEARTH_KV_CHECK", "0")
 # huggingface_hub's cache, which the Library lists: an empty one, not the user's.
 # Tests never touch the person's keyring (engine/remote/keys.py); a test that needs one sets
 # an in-memory backend.

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
 from engine.enums import StopReason
+from engine.hardware.speed_of_light import gauge_text
 from engine.runtime import protocol as p
 from engine.runtime.speculative.summary import speculation_text
 from engine.tools.transcript import ToolRecord, model_messages
@@ -51,16 +52,19 @@ def stop_reason_text(stop_reason: str) -> str:
 
 
 def stats_line(done: p.GenerationDone) -> str:
-    """ "42.1 tok/s · 0.12 s to first token · 128 tokens · end of reply", then with speculative
-    decoding " · prompt lookup: 75% of 40 drafts kept, 1.8x speed" """
+    """ "42.1 tok/s (61% of the 69 tok/s bound) · 0.12 s to first token · 128 tokens · end of
+    reply", then with speculative decoding " · prompt lookup: 75% of 40 drafts kept, 1.8x
+    speed". The bound is the speed of light on this device (engine/hardware/speed_of_light.py),
+    left out where the worker knows none."""
     stats = done.stats
     reason = stop_reason_text(done.stop_reason)
     if stats.n_generated == 0:  # a remote server that gives no token counts
         return f"{stats.time_to_first_token:.2f} s to first token · {reason}"
     tokens = "1 token" if stats.n_generated == 1 else f"{stats.n_generated} tokens"
     speculation = speculation_text(stats)
+    gauge = gauge_text(stats.decode_tokens_per_second, stats.bound_tokens_per_second)
     return (
-        f"{stats.decode_tokens_per_second:.1f} tok/s · "
+        f"{stats.decode_tokens_per_second:.1f} tok/s{f' ({gauge})' if gauge else ''} · "
         f"{stats.time_to_first_token:.2f} s to first token · {tokens} · {reason}"
     ) + (f" · {speculation}" if speculation else "")
 

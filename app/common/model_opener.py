@@ -80,7 +80,7 @@ class ModelOpener(QObject):
         try:
             decision = plan_load(
                 path, snapshot, self.remembered.get(path), info=info, siblings=sibling_files(path),
-                target_ctx=preferences.target_context,
+                target_ctx=preferences.target_context, fill_gpu=preferences.fill_gpu,
             )  # fmt: skip
         except UnusableModelFile as exc:  # moved or changed since the check
             self.unusable.emit(path, str(exc))

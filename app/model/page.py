@@ -13,8 +13,10 @@ from pathlib import Path
 from PySide6.QtWidgets import QLabel, QMessageBox, QVBoxLayout, QWidget
 
 from app.common.machine_state import MachineState
+from app.model.kv_check import KvCheckRunner
 from app.model.panel import CANCEL, LOAD_AND_REMEMBER, LOAD_ONCE, SettingsPanel
 from engine.session import LoadDecision, MachineSnapshot, RememberedSettings
+from engine.session.memory_check import memory_check_text
 
 
 class ModelSettingsPage(QWidget):
@@ -25,6 +27,7 @@ class ModelSettingsPage(QWidget):
         *,
         remembered: RememberedSettings | None = None,
         opener=None,  # app.shell.model_opener.ModelOpener: its decisions are shown here
+        kv_check: KvCheckRunner | None = None,
         parent: QWidget | None = None,
     ):
         super().__init__(parent)
@@ -40,7 +43,25 @@ class ModelSettingsPage(QWidget):
         self._layout = QVBoxLayout(self)
         self._layout.setContentsMargins(32, 28, 32, 28)
         self._layout.addWidget(self.message)
+        # After a load: the plan's memory beside what the engine measured (memory_check.py)
+        self.memory_check = QLabel()
+        self.memory_check.setObjectName("memoryCheck")
+        self.memory_check.setWordWrap(True)
+        self.memory_check.setContentsMargins(32, 0, 32, 0)
+        self.memory_check.hide()
+        self._layout.addWidget(self.memory_check)
+        # The loaded model's own KV check (kv_check.py), measured in the background
+        self.kv_quality = QLabel()
+        self.kv_quality.setObjectName("kvQuality")
+        self.kv_quality.setWordWrap(True)
+        self.kv_quality.setContentsMargins(32, 0, 32, 0)
+        self.kv_quality.hide()
+        self._layout.addWidget(self.kv_quality)
         self._layout.addStretch(1)
+        self.kv_check = kv_check or KvCheckRunner(self)
+        self.kv_check.started.connect(self._on_kv_check_started)
+        self.kv_check.finished.connect(self._show_kv_quality)
+        bridge.model_loaded.connect(self._on_model_loaded)
         if opener is not None:
             opener.decided.connect(self.show_decision)
             if opener.last_decision is not None:
@@ -79,6 +100,26 @@ class ModelSettingsPage(QWidget):
             and shown is not None
             and Path(loaded.path).resolve() == shown.path.resolve()
         )
+
+    def _on_model_loaded(self, loaded) -> None:
+        """The line that sets the plan's memory beside the load's measured memory."""
+        plan = self.panel.plan if self.panel is not None else None
+        text = memory_check_text(plan.devices, loaded) if plan is not None else ""
+        if text and not self._shows_the_loaded_model():
+            text = ""  # the page shows another file's plan: no comparison to make
+        self.memory_check.setText(f"After loading: {text}" if text else "")
+        self.memory_check.setVisible(bool(text))
+        self.kv_check.check(loaded.path)
+
+    def _on_kv_check_started(self, _path: str) -> None:
+        self._show_kv_quality(
+            "Checking how each KV cache type affects this model (in the background; Best fit "
+            "uses the result from then on)…"
+        )
+
+    def _show_kv_quality(self, text: str) -> None:
+        self.kv_quality.setText(text)
+        self.kv_quality.setVisible(bool(text))
 
     def _prepare_load(self, params):
         if self._opener is None:

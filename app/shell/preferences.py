@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine.cli import hearth_version
+from engine.planner.fill_gpu import margin_text
 from engine.session.preferences import (
     CONTEXTS,
     MAX_THREADS,
@@ -31,6 +32,12 @@ from engine.session.preferences import (
     cpu_threads_available,
 )
 
+FILL_GPU_TEXT = (
+    "A model loading without settings of its own fills the GPU with context, up to its "
+    f"training context, every layer on the GPU, leaving the safety margin free ({margin_text()}: "
+    "about twice the planner's largest measured miss). Settings you chose on the Model page "
+    "still win."
+)
 SOURCE = Path(__file__).resolve().parents[2]  # a clone: README.md and docs/ beside app/
 
 
@@ -85,12 +92,20 @@ class PreferencesDialog(QDialog):
             "The context a model aims at when it loads without settings of its own (the Model "
             "page's are kept per model). Less is used where this much does not fit."
         )
+        self.fill_box = QCheckBox("Use all of my GPU")
+        self.fill_box.setAccessibleName("Use all of my GPU")
+        self.fill_box.setToolTip(FILL_GPU_TEXT)
+        self.fill_note = QLabel(FILL_GPU_TEXT)
+        self.fill_note.setObjectName("fillGpuNote")
+        self.fill_note.setWordWrap(True)
         self.server_box = QCheckBox("Start the API server when a model has loaded")
         form = QFormLayout()
         form.addRow("&Theme", self.theme_box)
         form.addRow("Text &size", self.text_size_box)
         form.addRow("CPU &threads", self.threads_box)
         form.addRow("Default &context", self.context_box)
+        form.addRow("", self.fill_box)
+        form.addRow("", self.fill_note)
         form.addRow("API server", self.server_box)
         self.server_box.setAccessibleName("Start the API server when a model has loaded")
         note = QLabel("The look changes at once; threads and context apply from the next load.")
@@ -115,6 +130,7 @@ class PreferencesDialog(QDialog):
             box.setCurrentIndex(max(0, box.findData(value)))
         self.threads_box.setValue(preferences.n_threads)
         self.server_box.setChecked(preferences.start_server)
+        self.fill_box.setChecked(preferences.fill_gpu)
 
     def preferences(self) -> Preferences:
         return Preferences(
@@ -123,4 +139,5 @@ class PreferencesDialog(QDialog):
             n_threads=self.threads_box.value(),
             default_context=self.context_box.currentData(),
             start_server=self.server_box.isChecked(),
+            fill_gpu=self.fill_box.isChecked(),
         )

@@ -42,12 +42,14 @@ def test_pairs_and_the_table():
     item = dict(n_ctx=4096, type_k="q8", type_v="q8", ok=True, weights=2**30, kv=2**28,
                 decode_workspace=2**20, context=2**29, used=2**31, decode_tok_s=123.4,
                 predicted=predicted)  # fmt: skip
-    card = dict(card_gib=12, type_k="rot4", type_v="rot4", n_ctx=29184, predicted_total=2**33,
-                used=2**33, free=12 * 2**30, ok=True, decode_tok_s=99.0)  # fmt: skip
+    card = dict(card_gib=12, shape="llama3-8b", type_k="rot4", type_v="rot4", n_ctx=29184,
+                predicted_total=9 * 2**30, used=8 * 2**30, free=12 * 2**30, ok=True,
+                decode_tok_s=99.0)  # fmt: skip
     table = markdown([item], [card])
     assert "| 4,096 | q8 / q8 | 1,024 / 1,024 | 256 / 256 | 1 / 1 | 32 / - |" in table
-    row = "| 12 GiB | rot4 / rot4 | 29,184 | 8,192 | 8,192 | 12,288 | yes: 8 decode steps"
-    assert row + " (no prefill chunk) | 99.0 |" in table
+    row = "| 12 GiB | llama3-8b | rot4 / rot4 | 29,184 | 9,216 | 8,192 | +12.5% | **no** | 66.7% |"
+    assert row + " yes: 8 decode steps (no prefill chunk) | 99.0 |" in table
+    assert "1 of 1 planned loads ran and decoded; 0 of 1 within max(3%, 128 MiB)" in table
 
 
 def test_cards_plan_each_pair_and_verify_it(monkeypatch, tmp_path):
@@ -72,8 +74,8 @@ def test_cards_plan_each_pair_and_verify_it(monkeypatch, tmp_path):
         return {"ok": True, "prefill": True, "used": 11 * 2**30, "decode_tok_s": 100.0}
 
     monkeypatch.setattr(hm, "_verify_in_child", child)
-    args = argparse.Namespace(model=model, cards=[12.0], target_ctx=262144,
-                              pairs=[("f16", "f16"), ("rot4", "rot4")])  # fmt: skip
+    args = argparse.Namespace(model=model, model_given=True, cards=[12.0], target_ctx=262144,
+                              pairs=[("f16", "f16"), ("rot4", "rot4")], budget_s=300.0)  # fmt: skip
     rows = hm.cards(args)
     assert [(r["type_k"], r["type_v"]) for r in rows] == [("f16", "f16"), ("rot4", "rot4")]
     assert 0 < rows[0]["n_ctx"] < rows[1]["n_ctx"] and len(verified) == 2
@@ -108,3 +110,40 @@ def test_the_measurements_give_back_the_costs_they_came_from(tmp_path):
         "prefill_scores_materialized": False,
         "dequant_bytes_per_weight": 6.0,
     }
+
+
+@pytest.mark.parametrize(
+    ("predicted", "measured", "error", "within"),
+    [
+        (22 * 2**30, int(19.6 * 2**30), 0.1224, False),  # issue 35's 11-13% over
+        (10 * 2**30, int(9.8 * 2**30), 0.0204, True),
+        (1000 * 2**20, 900 * 2**20, 0.1111, True),  # 100 MiB: under the 128 MiB floor
+        (9 * 2**30, int(9.5 * 2**30), -0.0526, False),  # under-predicted: the risky side
+    ],
+)
+def test_error_and_tolerance(predicted, measured, error, within):
+    from benchmarks.hearth_memory import error_fraction, within_tolerance
+
+    assert error_fraction(predicted, measured) == pytest.approx(error, abs=1e-4)
+    assert within_tolerance(predicted, measured) is within
+
+
+def test_cells_past_the_time_budget_are_listed_as_not_run(monkeypatch, tmp_path):
+    import argparse
+
+    from benchmarks import hearth_memory as hm
+
+    class Hog:
+        stdin = type("S", (), {"close": lambda self: None})()
+
+        def wait(self, timeout):
+            return 0
+
+    monkeypatch.setattr(hm, "start_hog", lambda leave: (Hog(), leave))
+    monkeypatch.setattr(hm, "_verify_in_child", lambda *a: pytest.fail("started past the budget"))
+    args = argparse.Namespace(model=None, model_given=False, folder=str(tmp_path), cards=[24.0],
+                              shapes=["mistral-7b", "gemma3-12b"], target_ctx=262144,
+                              pairs=[("q8", "rot4")], budget_s=-1.0)  # fmt: skip
+    rows = hm.cards(args)
+    assert [r["shape"] for r in rows] == ["mistral-7b", "gemma3-12b"]
+    assert all(r["error"].startswith("not run") for r in rows)

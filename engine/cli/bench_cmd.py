@@ -25,6 +25,7 @@ from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_
 from engine.benchmark.report import compare, format_table
 from engine.cli import numbers, speculative_bench_cmd
 from engine.enums import KV_TYPES
+from engine.hardware.speed_of_light import gauge_text
 from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
 from engine.untrusted_text import printable_line
@@ -153,6 +154,7 @@ def _report_engines(args, config: BenchConfig, figures: dict, model: str) -> int
         {f"llama-bench {k}": round(v, 3) for k, v in bench.items()} if "llama" in figures else {}
     )
     for engine, f in figures.items():
+        extra.update({f"{engine}: {k}": v for k, v in speed_of_light(f).items()})
         extra[f"{engine}: peak device memory (MiB)"] = round(f["peak_device_bytes"] / 2**20, 1)
         extra[f"{engine}: peak worker RSS (MiB)"] = round(f["peak_worker_rss_bytes"] / 2**20, 1)
     if args.json:
@@ -179,6 +181,7 @@ def _report_against_llama_bench(args, config: BenchConfig, hearth: dict, model: 
         "new context on loaded weights (s)": round(hearth["context_reload_s"], 3),
         "peak device memory (MiB)": round(hearth["peak_device_bytes"] / 2**20, 1),
         "peak worker RSS (MiB)": round(hearth["peak_worker_rss_bytes"] / 2**20, 1),
+        **speed_of_light(hearth),
     }
     if args.json:
         out = {**header, "hearth": hearth, "llama_cpp": llama, "rows": [r.to_dict() for r in rows]}
@@ -186,6 +189,22 @@ def _report_against_llama_bench(args, config: BenchConfig, hearth: dict, model: 
     else:
         print(format_table(header, rows, extra))
     return 0
+
+
+def speed_of_light(figures: dict) -> dict[str, str]:
+    """Each decode figure beside its bound ("decode 128: 61% of the 344 tok/s bound"), and the
+    bandwidth the bounds divide by; empty where the worker knew no bound."""
+    out = {}
+    for key in sorted(k for k in figures if k.startswith("bound_") and k.endswith("_tok_s")):
+        label = key.removeprefix("bound_").removesuffix("_tok_s")
+        gauge = gauge_text(figures.get(f"decode_{label}_tok_s", 0.0), figures[key])
+        if gauge:
+            name = "decode at depth" if label == "at_depth" else f"decode {label}"
+            out[f"{name}: speed of light"] = gauge
+    if out:
+        source = figures.get("bandwidth_source", "")
+        out["bandwidth the bound divides by"] = f"{figures['bandwidth_gbps']:,.1f} GB/s ({source})"
+    return out
 
 
 def _progress(text: str) -> None:

@@ -24,9 +24,11 @@ from engine.cli.speculative_args import (
     speculative_from,
     speculative_summary,
 )
+from engine.hardware.speed_of_light import gauge_text
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed, EventQueue
 from engine.runtime.engine_output import crash_report
+from engine.session.memory_check import memory_check_text
 from engine.starter_model import STARTER_NOTE, starter_model_path
 from engine.untrusted_text import decode_with_replacement, printable_line, printable_text
 
@@ -92,6 +94,9 @@ def run(args: argparse.Namespace) -> int:
         if not isinstance(loaded, p.ModelLoaded):
             print(_failure_text(loaded), file=sys.stderr)
             return 1
+        check = memory_check_text(decision.plan.devices, loaded) if decision.plan else ""
+        if check:
+            print(f"[{check}]", file=sys.stderr)
         if loaded.speculative_note:
             print(f"[{printable_line(loaded.speculative_note)}]", file=sys.stderr)
         if loaded.chat_template_problem and not args.raw:
@@ -187,8 +192,10 @@ def _stream(client, events, args, sampling, **what) -> tuple[str, str]:
             sys.stdout.write("\n")
             if args.stats:
                 s = event.stats
+                gauge = gauge_text(s.decode_tokens_per_second, s.bound_tokens_per_second)
                 print(
-                    f"[{s.n_generated} tokens, {s.decode_tokens_per_second:.1f} tok/s, "
+                    f"[{s.n_generated} tokens, {s.decode_tokens_per_second:.1f} tok/s"
+                    f"{f' ({gauge})' if gauge else ''}, "
                     f"first token after {s.time_to_first_token:.2f} s, {event.stop_reason}"
                     f"{speculative_summary(s)}]",
                     file=sys.stderr,

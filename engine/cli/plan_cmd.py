@@ -27,6 +27,7 @@ from engine.enums import KV_TYPES, Engine
 from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
 from engine.planner.engine_choice import ENGINES, engine_name, plan_engines
+from engine.planner.fill_gpu import fill_request, margin_text
 from engine.planner.records import PREFERENCES
 from engine.planner.remote import plan_with_helpers
 from engine.session.load_policy import MIN_CONTEXT, same_model, sibling_files
@@ -76,6 +77,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="ADDR",
         help="a helper machine running `hearth host` whose devices the plan may use; repeat",
+    )
+    parser.add_argument(
+        "--fill-gpu",
+        action="store_true",
+        help="use all of the GPU: the longest context that fits, up to the model's training "
+        f"context, every layer on the GPU, leaving the safety margin free ({margin_text()})",
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
@@ -143,11 +150,17 @@ def run(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"hearth plan: {printable_line(str(exc))}", file=sys.stderr)
             return 2
+    if args.fill_gpu and args.ctx is not None:
+        print("hearth plan: --fill-gpu chooses the context itself; leave out --ctx.",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
         request = build_request(args)
     except ValueError as exc:
         print(f"hearth plan: {exc}", file=sys.stderr)
         return 2
+    if args.fill_gpu:
+        request = fill_request(request, infos[0].context_length)
     probed = remote_cmd.probe_helpers(args.host)
     for _, found in probed:
         if isinstance(found, str):

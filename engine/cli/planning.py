@@ -14,6 +14,7 @@ from typing import TextIO
 
 from engine.cli import numbers
 from engine.enums import KV_TYPES
+from engine.planner.fill_gpu import margin_text
 from engine.runtime import protocol as p
 from engine.session import (
     MIN_CONTEXT,
@@ -42,12 +43,36 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
         f"{numbers.MAX_CONTEXT_TOKENS:,} (default: the plan's)",
     )
     parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default: the plan's)")
+    add_fill_gpu_argument(parser)
     parser.add_argument(
         "--gpu-layers",
         type=numbers.gpu_layers,
         metavar="N",
         help="layers on the GPU, -1 for all (default: the plan's)",
     )
+
+
+def add_fill_gpu_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--fill-gpu",
+        action="store_true",
+        help="use all of the GPU: the longest context that fits (up to the model's training "
+        f"context, every layer on the GPU), leaving the safety margin free ({margin_text()})",
+    )
+
+
+def fill_gpu_conflict(args: argparse.Namespace) -> str | None:
+    """Why --fill-gpu cannot go with the other options given, or None."""
+    if not getattr(args, "fill_gpu", False):
+        return None
+    given = [f"--{name.replace('_', '-')}" for name in ("ctx", "kv", "gpu_layers")
+             if getattr(args, name, None) is not None]  # fmt: skip
+    if given:
+        return (
+            f"--fill-gpu chooses the context itself; leave out {', '.join(given)} (or leave out "
+            "--fill-gpu to load with those)."
+        )
+    return None
 
 
 def chosen_from(args: argparse.Namespace) -> RememberedChoice | None:
@@ -96,12 +121,19 @@ def plan_from_command_line(
     """The decision to load `path` with, or None after saying why not (on `err`);
     `speculative`'s memory set aside first; `n_parallel` sequences decoded together."""
     machine = machine or snapshot_machine()
+    conflict = fill_gpu_conflict(args)
+    if conflict:
+        print(conflict, file=err)
+        return None
     given = chosen_from(args)
-    chosen = given or (remembered or RememberedSettings()).get(path)
+    fill = bool(getattr(args, "fill_gpu", False))
+    # --fill-gpu asks for the whole card: a remembered choice of the window's would override it
+    chosen = given or (None if fill else (remembered or RememberedSettings()).get(path))
     try:
         decision = plan_load(
             path, machine, chosen, siblings=sibling_files(path), speculative=speculative,
             n_parallel=n_parallel,
+            fill_gpu=fill,
         )  # fmt: skip
     except UnusableModelFile as exc:
         print(printable_line(str(exc)), file=err)  # it quotes the file

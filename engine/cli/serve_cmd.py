@@ -18,6 +18,7 @@ from pathlib import Path
 
 from engine.cli import numbers
 from engine.cli.planning import (
+    add_fill_gpu_argument,
     engine_for_context,
     fewer_tokens_hint,
     machine_after_start,
@@ -38,6 +39,9 @@ MAX_PARALLEL = 64
 MAX_REPLY_TOKENS = 1 << 20
 MAX_QUEUE = 4096
 MAX_REQUEST_SECONDS = 7 * 24 * 3600.0
+
+
+DEFAULT_SERVE_CTX = 4096  # tokens per parallel request
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -86,9 +90,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=4,
         help="requests decoded together (default 4)",
     )
-    parser.add_argument("--ctx", type=numbers.context_tokens, default=4096,
+    parser.add_argument("--ctx", type=numbers.context_tokens, default=None,
                         help="context tokens per parallel request (the KV cache holds "
-                        "parallel x ctx, and the plan checks that it fits)")  # fmt: skip
+                        f"parallel x ctx, and the plan checks that it fits; default "
+                        f"{DEFAULT_SERVE_CTX})")  # fmt: skip
+    add_fill_gpu_argument(parser)  # the parallel requests share the filled context
     parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default f16)")
     parser.add_argument(
         "--engine", choices=ENGINES, default="llama",
@@ -189,11 +195,16 @@ def run(args: argparse.Namespace) -> int:
     try:
         machine = machine_after_start(events, LOAD_TIMEOUT_S)
         # The plan sees the whole cache: every parallel request has its own --ctx tokens.
-        engine = engine_for_context(model_path, machine, n_ctx=args.ctx * args.parallel,
-                                    n_parallel=args.parallel, asked=args.engine)  # fmt: skip
+        ctx = None if args.fill_gpu else (args.ctx or DEFAULT_SERVE_CTX) * args.parallel
+        engine = engine_for_context(
+            model_path, machine, n_ctx=ctx or DEFAULT_SERVE_CTX * args.parallel,
+            n_parallel=args.parallel, asked=args.engine,
+        )  # fmt: skip
         planned = argparse.Namespace(
-            ctx=args.ctx * args.parallel, kv=args.kv, gpu_layers=args.gpu_layers, engine=engine
+            ctx=ctx, kv=args.kv, gpu_layers=args.gpu_layers, fill_gpu=args.fill_gpu, engine=engine
         )
+        if args.fill_gpu and args.ctx is not None:
+            planned.ctx = args.ctx  # refused below with the reason (planning.fill_gpu_conflict)
         speculative, problem = speculative_from(args)
         if problem:
             print(problem, file=sys.stderr)
@@ -202,7 +213,9 @@ def run(args: argparse.Namespace) -> int:
                                           speculative=speculative,
                                           n_parallel=args.parallel)  # fmt: skip
         if decision is None:
-            hint = fewer_tokens_hint(model_path, machine, n_ctx=args.ctx, parallel=args.parallel)
+            hint = fewer_tokens_hint(
+                model_path, machine, n_ctx=args.ctx or DEFAULT_SERVE_CTX, parallel=args.parallel
+            )
             if hint:
                 print(hint, file=sys.stderr)
             return 1

@@ -10,6 +10,11 @@ Pure (no torch), so the planner can ask in the window's process.
   formats need the kernels, and are refused with the reason.
 
     layout = cache_layout("rot4", "rot4", kernels_on_gpu=True)    # CacheLayout(paged=True, ...)
+    engine_cache_layout("f16", "f16", ops_name="kernels", device="cuda")   # what the driver builds
+    PLANNED_OPS, PLANNED_DEVICE                                  # what the planner assumes
+
+tests/engine/hearth/test_one_cache_fact.py builds the driver's cache for every pair the Model
+page offers and checks its allocations against the planner's count of them.
 """
 
 from __future__ import annotations
@@ -35,6 +40,19 @@ class CacheLayout:
     def plain_element_bytes(self) -> int:
         """Bytes a value takes in the plain cache: f16 only when both are f16."""
         return 2 if (self.type_k, self.type_v) == ("f16", "f16") else 4
+
+
+# The Hearth engine runs where the planner plans it (engine/planner/hearth_plan.py refuses other
+# devices): on a GPU, with kernels/ (engine/hearth/ops.py select_ops picks them there).
+PLANNED_OPS, PLANNED_DEVICE = "kernels", "cuda"
+
+
+def engine_cache_layout(type_k: str, type_v: str, *, ops_name: str, device: str) -> CacheLayout:
+    """The cache the driver builds for a model loaded with `ops_name` ("kernels" or "torch",
+    engine/hearth/ops.py) on `device`: the one rule the driver, the planner (with PLANNED_OPS
+    and PLANNED_DEVICE) and the benchmarks all call."""
+    kernels_on_gpu = ops_name == "kernels" and not str(device).startswith("cpu")
+    return cache_layout(type_k, type_v, kernels_on_gpu=kernels_on_gpu)
 
 
 def cache_layout(type_k: str, type_v: str, *, kernels_on_gpu: bool) -> CacheLayout:

@@ -60,7 +60,12 @@ from dataclasses import dataclass
 from engine.gguf import ModelInfo, TensorInfo
 from engine.gguf.ggml_types import GGML_TYPES
 from engine.hearth.cache_layout import PAGE_SIZE as PAGE
-from engine.hearth.cache_layout import CacheLayout, cache_layout
+from engine.hearth.cache_layout import (
+    PLANNED_DEVICE,
+    PLANNED_OPS,
+    CacheLayout,
+    engine_cache_layout,
+)
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig, model_config
 from engine.hearth.page_pool import pages_for
 from engine.planner.memory import DeviceMemory, MemoryEstimate
@@ -347,11 +352,25 @@ def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
 
 def gpu_cache_layout(type_k: str, type_v: str) -> CacheLayout:
     """The cache the driver builds for this pair on a GPU (the Hearth engine's only device)."""
-    return cache_layout(type_k, type_v, kernels_on_gpu=True)
+    return engine_cache_layout(type_k, type_v, ops_name=PLANNED_OPS, device=PLANNED_DEVICE)
 
 
 def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
-    """The KV cache's allocations on the GPU."""
+    """The KV cache's allocations on the GPU: what the cache allocates when it is made, and
+    the kivi4 prefill scratch it adds at its first prefill chunk."""
+    return kv_made_allocations(cfg, config) + kv_scratch_allocations(cfg, config)
+
+
+def kv_scratch_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
+    """Per layer, the f16 scratch a kivi4 K cache's prefill chunk goes through before its rows
+    are sealed (kept until the next write)."""
+    if config.type_k != "kivi4":
+        return []
+    return [2 * (config.n_ubatch + PAGE) * cfg.n_head_kv * cfg.head_dim * 2] * cfg.n_layer
+
+
+def kv_made_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
+    """The KV cache's allocations when the driver makes it (engine/hearth/caches.py)."""
     d, heads, layers = cfg.head_dim, cfg.n_head_kv, cfg.n_layer
     layout = gpu_cache_layout(config.type_k, config.type_v)
     if not layout.paged:
@@ -361,14 +380,11 @@ def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
     sizes = []
     for fmt in (config.type_k, config.type_v):
         sizes += [rows * plane for plane in _planes(fmt, d)] * layers
-    if config.type_k == "kivi4":
-        # per layer: the sequence's open page (K and V rows in f16), and the f16 scratch a
-        # prefill chunk's rows go through before they are sealed (kept until the next write)
-        page_rows = 2 * heads * PAGE * d * 2
-        scratch = 2 * (config.n_ubatch + PAGE) * heads * d * 2
-        sizes += [page_rows, scratch] * layers
-    # the rotation, and a block table over the whole pool per sequence
-    return [*sizes, 4 * d * d, 4 * d, 8 * config.kv_pages * max(1, config.n_parallel)]
+    if config.type_k == "kivi4":  # per layer: the sequence's open page (K and V rows in f16)
+        sizes += [2 * heads * PAGE * d * 2] * layers
+    # the rotation's signs (float32; the rotation itself is a fast Walsh-Hadamard transform, no
+    # matrix), and a block table over the whole pool per sequence
+    return [*sizes, 4 * d, 8 * config.kv_pages * max(1, config.n_parallel)]
 
 
 def _planes(fmt: str, d: int) -> list[int]:
@@ -382,7 +398,8 @@ def _planes(fmt: str, d: int) -> list[int]:
         planes = [d // 2, share, share]
         assert sum(planes) == bytes_per_row(fmt, d, PAGE)
         return planes
-    planes = [d // (2 if fmt == "rot4" else 4), 2 * (d // 32), 2 * (d // 32)]
+    # codes; each row's scales and mins in one allocation (kernels/kv_cache.py interleaves them)
+    planes = [d // (2 if fmt == "rot4" else 4), 4 * (d // 32)]
     assert sum(planes) == bytes_per_row(fmt, d)  # the format's own count, scales included
     return planes
 

@@ -91,16 +91,19 @@ def pair_problem(profile: HearthProfile, type_k: str, type_v: str, gpu: bool = T
     )
 
 
-def auto_pairs(profile: HearthProfile, n_parallel: int = 1) -> list[tuple[str, str]]:
-    """The pairs Best fit may pick for this model: measured, good enough, held here; for
-    several sequences at once, not kivi4 keys (their open page is one sequence's:
-    engine/hearth/batch_cache.py)."""
+def auto_pairs(
+    profile: HearthProfile, n_parallel: int = 1, left_out: tuple[tuple[str, str], ...] = ()
+) -> list[tuple[str, str]]:
+    """The pairs Best fit may pick for this model: measured, good enough, held here, not among
+    those its own KV check found to hurt it (`left_out`), and for several sequences at once
+    not kivi4 keys (their open page is one sequence's: engine/hearth/batch_cache.py)."""
     return [
         pair
         for pair in measured_kv_pairs(HEARTH)
         if (kv_cost(HEARTH, *pair) or 0.0) < UNUSABLE_KL
         and not pair_problem(profile, *pair)
         and not (n_parallel > 1 and pair[0] == "kivi4")
+        and pair not in left_out
     ]
 
 
@@ -161,7 +164,7 @@ def plan_hearth(info: ModelInfo, request: PlanRequest) -> Plan:
     search = Search(request)
     lo, target = _bounds(info, request)
     candidates = []
-    for pair in auto_pairs(profile, request.n_parallel):
+    for pair in auto_pairs(profile, request.n_parallel, request.hearth_pairs_left_out):
         n_ctx = _longest(profile, search, pair, lo, target)
         if n_ctx:
             est = _estimate(profile, search, pair, n_ctx)

@@ -53,6 +53,9 @@ class PlanRequest:
     swa_full: bool = False  # True: sliding-window layers keep the whole context (llama default)
     # Reserve logits for one token per batch (n_outputs_max = 1), as the engine worker does.
     lean_outputs: bool = True
+    # The Hearth engine's K/V pairs that hurt this model (its own KV check, engine/session/
+    # kv_quality.py): Best fit does not pick them. llama.cpp's types are left out of kv_types.
+    hearth_pairs_left_out: tuple[tuple[str, str], ...] = ()
 
 
 DEFAULT_MIN_TOKENS_PER_SECOND = {"quality": 10.0, "context": 2.0, "speed": 0.0}

@@ -22,6 +22,7 @@ from engine.llama.batch import pooled_outputs
 from engine.llama.params import ContextSettings
 from engine.runtime import protocol as p
 from engine.runtime.batching import batch_decoder, new_context
+from engine.runtime.decode_gauge import DecodeGauge, bandwidth_where_it_runs
 from engine.runtime.device_facts import (
     device_used,
     devices_holding,
@@ -67,6 +68,7 @@ class WorkerEngine:
         self._threads = 0  # the loaded context's CPU threads (0: physical cores)
         self._current_request: int | None = None  # the single-sequence path's generation
         self._weights: LoadedWeights | None = None  # how the loaded weights came to be there
+        self._gauge: DecodeGauge | None = None  # each reply's speed-of-light bound
         self._state = EngineState.NO_MODEL
         self._early_stops = EarlyStops()  # stops for requests not begun yet (early_stops.py)
         from engine.llama.log import process_log
@@ -175,6 +177,7 @@ class WorkerEngine:
             print("hearth worker: software Vulkan device: sampling on the CPU", flush=True)
             params = replace(params, backend_sampling=False)
         started = time.perf_counter()
+        rss_before = rss_bytes()
         self._log.take_allocations()
         self._log.take_overridden()
         self._log.flash_attn_resolved = None
@@ -223,6 +226,12 @@ class WorkerEngine:
         self._state = EngineState.IDLE
         template = model.chat_template()
         self._prompts = prompts = PromptBuilder(model, self._send)
+        runs_on = devices_holding(allocations)
+        n_gpu_layers = layers_on_gpu(params.n_gpu_layers, model.n_layers())
+        bandwidth, bandwidth_source = bandwidth_where_it_runs(
+            model.engine, model.description(), runs_on, n_gpu_layers, model.n_layers()
+        )
+        self._gauge = DecodeGauge.of(params.path, params.type_k, params.type_v, bandwidth)
         self._send(
             p.ModelLoaded(
                 path=params.path,
@@ -232,14 +241,14 @@ class WorkerEngine:
                 n_params=model.n_params(),
                 size_bytes=model.size_bytes(),
                 n_layers=model.n_layers(),
-                n_gpu_layers=layers_on_gpu(params.n_gpu_layers, model.n_layers()),
+                n_gpu_layers=n_gpu_layers,
                 flash_attn=self._flash_attn_state(params.flash_attn),
                 chat_template=prompts.template_note,
                 chat_template_problem=prompts.template_problem,
                 load_seconds=load_seconds,
                 n_vocab=model.n_vocab,
                 allocations=tuple(p.BufferAllocation(**asdict(a)) for a in allocations),
-                runs_on=devices_holding(allocations),
+                runs_on=runs_on,
                 tensors_in_ram=weights.tensors_in_ram,
                 device_used_delta=tuple(
                     p.DeviceDelta(device=name, used_bytes=used_after[name] - used)
@@ -257,6 +266,9 @@ class WorkerEngine:
                 engine_note=weights.engine_note,
                 speculative=speculation.drafter.name if speculation else "off",
                 speculative_note=speculative_note,
+                bandwidth_gbps=bandwidth,
+                bandwidth_source=bandwidth_source,
+                process_rss_delta=rss_bytes() - rss_before,
             )
         )
 
@@ -384,10 +396,12 @@ class WorkerEngine:
         except (llama.EngineError, ValueError) as exc:
             self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
         else:
+            stats = outcome.stats
+            if self._gauge is not None:
+                bound = self._gauge.bound(stats.n_prompt_tokens, stats.n_generated)
+                stats = replace(stats, bound_tokens_per_second=bound)
             self._send(
-                p.GenerationDone(
-                    request_id=rid, stop_reason=outcome.stop_reason, stats=outcome.stats
-                )
+                p.GenerationDone(request_id=rid, stop_reason=outcome.stop_reason, stats=stats)
             )
         finally:
             self._current_request = None

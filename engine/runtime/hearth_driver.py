@@ -427,12 +427,13 @@ class HearthContext:
 
 def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
     """The cache engine/hearth/cache_layout.py names for this pair on this device."""
-    from engine.hearth.cache_layout import CacheUnavailable, cache_layout
+    from engine.hearth.cache_layout import CacheUnavailable, engine_cache_layout
     from engine.hearth.caches import new_kv_cache
 
-    kernels_on_gpu = hearth.ops.name == "kernels" and hearth.device != "cpu"
     try:
-        layout = cache_layout(params.type_k, params.type_v, kernels_on_gpu=kernels_on_gpu)
+        layout = engine_cache_layout(
+            params.type_k, params.type_v, ops_name=hearth.ops.name, device=hearth.device
+        )
     except CacheUnavailable as exc:
         raise EngineError(str(exc)) from None
     config = hearth.config

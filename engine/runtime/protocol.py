@@ -248,6 +248,13 @@ class ModelLoaded:
     engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
     speculative: str = "off"  # the speculative decoding that runs (SpeculativeParams.method)
     speculative_note: str = ""  # why it does not run as asked, and what to do
+    # Where the weights are read from, and how fast (the speed-of-light gauge's divisor):
+    # GB/s, and "measured copy rate" or "published bandwidth"; 0.0: not known.
+    bandwidth_gbps: float = 0.0
+    bandwidth_source: str = ""
+    # Device memory the load took (NVML's used memory, all GPUs), and the worker's resident
+    # memory growth: what the after-load line sets beside the plan's prediction.
+    process_rss_delta: int = 0
 
 
 @message
@@ -320,6 +327,9 @@ class GenerationStats:
     speculative_caveat: str = ""
     # why speculation is on or off for this reply where the engine chose ("auto": its trial)
     speculative_why: str = ""
+    # The speed of light for this reply: tokens per second if every byte a step reads moved at
+    # the device's bandwidth (engine/hardware/speed_of_light.py); 0: not known here.
+    bound_tokens_per_second: float = 0.0
 
     @property
     def acceptance_rate(self) -> float:

@@ -13,7 +13,9 @@ settings nobody checked. In order:
 1. the person's own choice (remembered from the Model page, or given on the command line), if it
    still fits this machine as it is now;
 2. else the planner's best fit, aiming at DEFAULT_CONTEXT tokens (the training context if
-   shorter), never below MIN_CONTEXT; a choice that no longer fits is said so in `notes`;
+   shorter), never below MIN_CONTEXT, or with "Use all of my GPU" at the training context with
+   every layer on the GPU (engine/planner/fill_gpu.py); a choice that no longer fits is said
+   so in `notes`;
 3. else nothing is loaded: the decision says what the model would need, and offers other
    quantizations of the same model beside it on disk that do fit.
 
@@ -33,11 +35,14 @@ from engine.hardware.remote import RemoteHost
 from engine.planner import Plan, Planner, PlanRequest
 from engine.planner.draft import reserve, speculation_memory
 from engine.planner.engine_choice import plan_engines
+from engine.planner.fill_gpu import fill_request
 from engine.planner.hearth_plan import hearth_unavailable
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import Choice
 from engine.planner.remote import plan_with_helpers
 from engine.runtime.protocol import ModelParams, SpeculativeParams
+from engine.session.kv_quality import cached as kv_check_results
+from engine.session.kv_quality import with_kv_check
 from engine.session.machine import MachineSnapshot
 from engine.session.model_file import UnusableModelFile, check_model_file
 from engine.session.remembered import RememberedChoice
@@ -134,13 +139,16 @@ def plan_load(
     target_ctx: int | None = None,
     speculative: SpeculativeParams | None = None,
     n_parallel: int = 1,
+    fill_gpu: bool = False,
 ) -> LoadDecision:
     """Decide how to load `path` on `machine`. Raises UnusableModelFile for a file that is not a
     readable GGUF; `info` skips reading the header again when the caller just did.
     `speculative`: what speculative decoding will take (a draft model, MTP's rows and KV, the
     checked logits) is set aside from the budgets first (engine/planner/draft.py).
     `n_parallel`: sequences decoded together (`hearth serve --parallel`), which the Hearth
-    engine's memory counts (each sequence's pages, a row per sequence in a decode step)."""
+    engine's memory counts (each sequence's pages, a row per sequence in a decode step).
+    `fill_gpu` ("Use all of my GPU"): the best fit fills the GPU with context up to the safety
+    margin, every layer on it (engine/planner/fill_gpu.py); a choice of the person's wins."""
     path = Path(path)
     info = info if info is not None else check_model_file(path)
     planner = Planner(info)
@@ -175,6 +183,17 @@ def plan_load(
         machine.plan_request(n_parallel=n_parallel), _target_context(planner, target_ctx)
     )
     best = best_fit(planner, request, target_ctx, helpers=machine.helpers)
+    if fill_gpu:  # the card filled with context, every layer on it (engine/planner/fill_gpu.py)
+        filled_request = fill_request(
+            machine.plan_request(n_parallel=n_parallel), info.context_length
+        )
+        filled_request = set_aside(filled_request, filled_request.target_ctx)
+        filled = best_fit(planner, filled_request, filled_request.target_ctx,
+                          helpers=machine.helpers)  # fmt: skip
+        # taken where it is at least the usual context (a card too small for the whole model
+        # keeps the usual best fit, with layers in RAM)
+        if filled.fits and (not best.fits or filled.choice.n_ctx >= best.choice.n_ctx):
+            request, best = filled_request, filled
     if machine.helpers and best.notes:
         notes.append(best.notes[-1])  # whether the helpers are used, and why
     if best.fits and best.choice is not None:
@@ -266,9 +285,11 @@ def best_fit(
     """The planner's best choice aiming at `target_ctx` (else DEFAULT_CONTEXT, or the training
     context if shorter), never below MIN_CONTEXT, across `helpers` where they help, on the
     engine the measured figures favour (engine/planner/engine_choice.py) unless `engine` names
-    one."""
+    one; the K/V types that this model's own KV check found to hurt it are left out."""
     target = _target_context(planner, target_ctx)
     request = replace(request, target_ctx=target, min_ctx=min(MIN_CONTEXT, target))
+    # the K/V types this model's own KV check found to hurt it are not chosen (kv_quality.py)
+    request = with_kv_check(request, kv_check_results(planner.profiles[0].info.source))
     llama = plan_with_helpers(planner, request, helpers)
     return plan_engines(planner, request, engine, llama=llama)
 

@@ -1,8 +1,9 @@
 """The person's preferences for the whole app: a small, versioned JSON file beside the others.
 
 Per-model choices live in remembered.py; these apply to every model: how the window looks, how
-many CPU threads the engine uses, the context a first load aims at, and whether the API server
-starts with the app. `with_preferences` is where the engine's two reach a load.
+many CPU threads the engine uses, the context a first load aims at (or "Use all of my GPU": as
+much as fits), and whether the API server starts with the app. `with_preferences` is where
+the engine's two reach a load.
 
 A damaged or older file gives the defaults (a preference is a convenience; it must never keep the
 app from starting), and a value out of range is replaced by its default alone.
@@ -38,6 +39,9 @@ class Preferences:
     n_threads: int = 0  # CPU threads for the engine; 0: one per physical core
     default_context: int = 0  # tokens a first load aims at; 0: the load policy's (8,192)
     start_server: bool = False  # start the API server once the first model has loaded
+    # "Use all of my GPU": a first load fills the GPU with context up to the safety margin
+    # (engine/planner/fill_gpu.py) instead of aiming at default_context
+    fill_gpu: bool = False
 
     def problems(self) -> list[str]:
         """What is out of range, in words (empty when all is well)."""

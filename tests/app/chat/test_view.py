@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 import pytest
 from PySide6.QtCore import QEvent, QObject, Qt
@@ -161,6 +162,20 @@ def test_new_chat_clears_the_transcript(qtbot, bridge, chat, tmp_path):
     chat.model.append(ChatEntry(role=ROLE_USER, text="old"))
     qtbot.mouseClick(chat.new_chat_button, Qt.MouseButton.LeftButton)
     assert chat.model.rowCount() == 0
+
+
+def test_a_reply_shows_its_speed_beside_the_bound_for_this_model_and_device(
+    qtbot, bridge, chat, tmp_path
+):
+    client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
+    _type_and_press_enter(qtbot, chat, "Say hello")
+    request_id = client.commands[-1][1][0]
+    finished = done(request_id, n_generated=43)  # 42.0 tok/s
+    stats = replace(finished.stats, bound_tokens_per_second=168.0)
+    client.emit(replace(finished, stats=stats))
+    qtbot.waitUntil(lambda: not chat.model.entry(1).streaming, timeout=WAIT_MS)
+    footer = chat.model.entry(1).footer
+    assert footer.startswith("42.0 tok/s (25% of the 168 tok/s bound) · 0.12 s to first token")
 
 
 def test_stats_line_handles_a_one_token_reply():

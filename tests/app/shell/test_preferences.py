@@ -31,10 +31,15 @@ def _window(qtbot, bridge, tmp_path, preferences: Preferences | None = None):
 
 def test_the_dialog_shows_and_returns_the_preferences(qtbot):
     chosen = Preferences(theme="dark", text_size=12, n_threads=6, default_context=16384,
-                         start_server=True)  # fmt: skip
+                         start_server=True, fill_gpu=True)  # fmt: skip
     dialog = PreferencesDialog(chosen)
     qtbot.addWidget(dialog)
     assert dialog.preferences() == chosen
+    assert dialog.fill_box.isChecked() and dialog.fill_box.text() == "Use all of my GPU"
+    # the margin is stated where the setting is
+    assert "safety margin free (4% of the card, at least 384 MiB" in dialog.fill_note.text()
+    dialog.fill_box.setChecked(False)
+    assert not dialog.preferences().fill_gpu
     dialog.threads_box.setValue(0)
     assert dialog.threads_box.text() == "One per physical core"
     assert dialog.preferences().n_threads == 0

@@ -27,6 +27,9 @@ def test_the_benchmark_reports_every_figure_without_llama_bench():
                 "decode_64_tok_s", "decode_at_depth_tok_s", "peak_worker_rss_bytes"):  # fmt: skip
         assert hearth[key] > 0, key
     assert {row["metric"] for row in report["rows"]} >= {"load", "prefill", "decode at depth"}
+    # the speed of light beside each decode figure: the CPU's copy rate, measured by the worker
+    assert hearth["bound_16_tok_s"] > hearth["bound_at_depth_tok_s"] > 0
+    assert hearth["bandwidth_source"] == "measured copy rate" and hearth["bandwidth_gbps"] > 0
     assert all(row["ratio"] is None for row in report["rows"])
     # Progress on stderr, one line per phase, so that minutes of work never look like a hang.
     progress = [line for line in done.stderr.splitlines() if line.startswith("[bench] ")]
@@ -48,6 +51,19 @@ def test_the_benchmark_reports_every_figure_without_llama_bench():
 def test_ratios_are_held_to_their_targets(metric, reference, target_met):
     rows = {row.metric: row for row in compare(FIGURES, reference)}
     assert rows[metric].meets_target is target_met
+
+
+def test_each_decode_figure_is_set_beside_its_speed_of_light():
+    from engine.cli.bench_cmd import speed_of_light
+
+    figures = {**FIGURES, "bound_128_tok_s": 440.0, "bound_at_depth_tok_s": 400.0,
+               "bandwidth_gbps": 3000.0, "bandwidth_source": "measured copy rate"}  # fmt: skip
+    assert speed_of_light(figures) == {
+        "decode 128: speed of light": "60% of the 440 tok/s bound",
+        "decode at depth: speed of light": "50% of the 400 tok/s bound",
+        "bandwidth the bound divides by": "3,000.0 GB/s (measured copy rate)",
+    }
+    assert speed_of_light(FIGURES) == {}  # no bound known: nothing said
 
 
 def test_a_figure_without_a_reference_has_no_verdict():

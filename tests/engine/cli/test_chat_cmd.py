@@ -143,6 +143,9 @@ def test_speculative_decoding_keeps_the_reply_and_says_what_it_kept(starter: str
     assert fast.stdout == plain.stdout
     assert b"prompt lookup: " in fast.stderr and b"drafts kept" in fast.stderr
     assert b"prompt lookup" not in plain.stderr
+    # after the load, the plan's memory and what was measured (on the CPU: said not to be)
+    assert b"[System RAM: predicted " in plain.stderr and b"not measured on the CPU" in plain.stderr
+    assert b"tok/s bound)" in plain.stderr  # --stats: the speed beside its speed of light
 
 
 def test_a_draft_model_without_its_file_is_refused_before_loading(starter: str) -> None:

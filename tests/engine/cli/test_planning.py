@@ -114,3 +114,22 @@ def test_serve_on_the_hearth_engine_plans_the_hearth_engine_for_n_sequences(llam
     assert engine_for_context(llama, GAMING_PC, asked="llama", **asked) == "llama"
     # auto: no GPU, no Hearth engine
     assert engine_for_context(llama, machine(cpu(64)), asked="auto", **asked) == "llama"
+
+
+def test_fill_gpu_fills_the_card_and_passes_over_a_remembered_choice(tmp_path):
+    mistral = write_sparse_gguf(tmp_path / "mistral.gguf", SHAPES["mistral-7b"], "Q4_K_M")
+    remembered = RememberedSettings(tmp_path / "s.json")
+    remembered.put(mistral, RememberedChoice(n_ctx=4096))
+    decision, _ = plan(mistral, "--fill-gpu", remembered=remembered)
+    assert decision.source == PlanSource.BEST_FIT
+    assert decision.params.n_ctx == 32768  # its training context, on the 12 GiB card
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [(("--ctx", "4096"), "leave out --ctx"), (("--kv", "q8_0", "--gpu-layers", "3"),
+                                              "leave out --kv, --gpu-layers")],
+)  # fmt: skip
+def test_fill_gpu_with_a_chosen_context_is_refused(llama, argv, words):
+    decision, err = plan(llama, "--fill-gpu", *argv)
+    assert decision is None and "--fill-gpu chooses the context itself" in err and words in err

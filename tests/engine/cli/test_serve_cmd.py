@@ -27,6 +27,11 @@ def test_a_cache_for_all_parallel_requests_that_does_not_fit_is_refused(starter_
     assert "64,000,000 tokens" in run.stderr and "fewer --parallel" in run.stderr
 
 
+def test_fill_gpu_with_a_chosen_context_is_refused(starter_model):
+    run = _serve(str(starter_model), "--fill-gpu", "--ctx", "2048", "--port", "1")
+    assert run.returncode == 1 and "--fill-gpu chooses the context itself" in run.stderr
+
+
 def test_no_key_off_loopback_is_refused_before_the_model_loads():
     run = _serve("--host", "192.168.1.10", "--port", "8741")
     assert run.returncode == 2 and "needs an API key" in run.stderr

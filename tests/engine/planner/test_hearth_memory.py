@@ -47,14 +47,14 @@ def _rows(n_ctx: int) -> int:
 )
 def test_paged_kv_bytes_per_format(llama, n_ctx, type_k, type_v, per_row):
     sizes = kv_allocations(llama.config, HearthConfig(n_ctx, type_k, type_v))
-    extras = 4 * D * D + 4 * D + 8 * -(-n_ctx // 64)  # rotation matrix, signs, block table
+    extras = 4 * D + 8 * -(-n_ctx // 64)  # the rotation's signs (no matrix), block table
     assert sum(sizes) == _rows(n_ctx) * per_row * LAYERS + extras
 
 
 def test_kivi4_keys_add_each_layers_open_page_and_chunk_scratch(llama):
     # codes D/2, scale and min per 32 positions and channel (f16): 5 bits a value like rot4
     sizes = kv_allocations(llama.config, HearthConfig(4096, "kivi4", "rot4"))
-    extras = 4 * D * D + 4 * D + 8 * (4096 // 64)
+    extras = 4 * D + 8 * (4096 // 64)
     open_page = 2 * HEADS * 64 * D * 2  # K and V rows of the newest page, f16
     scratch = 2 * (512 + 64) * HEADS * D * 2  # a 512-row prefill chunk's rows before sealing
     per_row = (D // 2 + 4 * D // 32) * 2

@@ -110,6 +110,14 @@ def test_smaller_formats_fit_longer_contexts(synthetic_info):
     assert longest[("q8", "q8")] > longest[("f16", "f16")] > 0
 
 
+def test_a_pair_this_models_kv_check_found_hurting_is_not_picked(synthetic_info):
+    info = synthetic_info("llama3-8b", "Q4_K_M")
+    assert (plan_hearth(info, card(12)).choice.type_k, "rot4") == ("kivi4", "rot4")
+    hurt = dataclasses.replace(card(12), hearth_pairs_left_out=(("kivi4", "rot4"),))
+    plan = plan_hearth(info, hurt)
+    assert plan.fits and (plan.choice.type_k, plan.choice.type_v) == ("rot4", "rot4")
+
+
 def test_quality_preference_takes_the_better_pair_when_the_target_fits(synthetic_info):
     request = dataclasses.replace(card(24), target_ctx=8192, preference="quality")
     plan = plan_hearth(synthetic_info("llama3-8b", "Q4_K_M"), request)

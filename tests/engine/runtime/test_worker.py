@@ -24,6 +24,12 @@ def test_greedy_output_is_identical_across_two_runs(loaded_engine):
     assert len("".join(first)) > 40
 
 
+def test_each_reply_carries_its_speed_of_light_on_the_cpu(loaded_engine):
+    _, done = loaded_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=4)
+    # the host's copy rate, measured by the worker at the load: ~100 MB of weights read a step
+    assert 0 < done.stats.bound_tokens_per_second < 100_000
+
+
 def test_the_same_prompt_reuses_the_kv_cache(loaded_engine):
     loaded_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=4)
     _, done = loaded_engine.run(prompt=STORY + " there lived", sampling=GREEDY, max_tokens=4)
@@ -256,6 +262,8 @@ def test_the_load_says_where_the_model_runs_and_whether_flash_attention_is_on(
     loaded = engine.load(starter_path, n_ctx=1024, flash_attn=asked)
     assert isinstance(loaded, p.ModelLoaded)
     assert loaded.runs_on == ("CPU",)  # the CPU build
+    # the gauge's divisor: the host's copy rate, measured, said to be measured
+    assert loaded.bandwidth_gbps > 0 and loaded.bandwidth_source == "measured copy rate"
     # "auto" is settled by llama.cpp: its CPU backend supports flash attention.
     assert loaded.flash_attn == {"auto": "on"}.get(asked, asked)
 
