@@ -21,11 +21,15 @@ def h100(gib: float = 70, **options) -> PlanRequest:
 
 
 def llama_decode(depth: int) -> float:
-    """llama.cpp's measured f16-cache decode speed at `depth` in engine_figures.json."""
+    """llama.cpp's measured f16-cache decode speed of the dense model at `depth` in
+    engine_figures.json."""
     return next(
         r["tokens_per_second"]
         for r in engine_table._figures()["decode"]
-        if r["engine"] == "llama" and r["depth"] == depth and r["type_k"] == "f16"
+        if r["engine"] == "llama"
+        and r["depth"] == depth
+        and r["type_k"] == "f16"
+        and not r.get("moe")
     )
 
 
@@ -173,6 +177,7 @@ def test_a_mixture_of_experts_is_judged_by_moe_figures_only(synthetic_info, monk
     assert plan.fits and plan.choice.engine == "llama"
     assert "speed on mixture-of-experts models has not been measured" in plan.notes[0]
     data = engine_table._figures()
+    data["decode"] = [row for row in data["decode"] if not row.get("moe")]  # llama.cpp's too
     for engine, speed in (("llama", 150.0), ("hearth", 180.0)):
         data["decode"].append(dict(
             device_class="cuda sm_90", device="test", model="qwen3-30b-a3b Q4_K_M", engine=engine,
@@ -180,3 +185,13 @@ def test_a_mixture_of_experts_is_judged_by_moe_figures_only(synthetic_info, monk
         ))  # fmt: skip
     assert speed_verdict("cuda sm_90", moe=True).ratio == pytest.approx(180.0 / 150.0)
     assert plan_engines(qwen3_moe, h100(target_ctx=8192)).choice.engine == "hearth"
+
+
+def test_the_measured_moe_figures_keep_llama_cpp_and_say_why(synthetic_info):
+    """The figures file's MoE rows (H200, session 12): the Hearth engine decodes Qwen3-30B-A3B
+    faster but reads a prompt at 0.21x, so Best fit keeps llama.cpp and names the prompt."""
+    verdict = speed_verdict("cuda sm_90", moe=True)
+    assert verdict.ratio == pytest.approx(1543.2 / 7192.12)
+    assert "reads prompts at 0.21x" in verdict.text
+    plan = plan_engines(Planner(synthetic_info("qwen3-30b-a3b", "Q4_K_M")), h100())
+    assert plan.choice.engine == "llama" and "0.21x" in plan.notes[0]
