@@ -38,15 +38,10 @@ import numpy as np
 import torch
 
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
+from engine.hearth.host_dequant import dequantize
 from engine.hearth.kv_cache import TorchKVCache
-from engine.hearth.ops import (
-    ExpertWeights,
-    PreparedWeight,
-    RopeTable,
-    TorchOps,
-    dequantize,
-    inverse_frequencies,
-)
+from engine.hearth.ops import ExpertWeights, PreparedWeight, TorchOps
+from engine.hearth.rope import RopeTable, inverse_frequencies
 from engine.hearth.routing import select_experts
 from engine.hearth.weights import GGUFTensors, QuantWeight
 

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 
 from app.chat.view import ChatView
 from engine.runtime import protocol as p
-from tests.app.conftest import WAIT_MS, load_fake_model
+from tests.app.conftest import WAIT_MS, load_fake_model, shown
 from tests.app.fake_engine import done
 
 LINE = "A line of the reply that takes room in the transcript.\n\n"
@@ -16,12 +16,7 @@ LINE = "A line of the reply that takes room in the transcript.\n\n"
 
 @pytest.fixture
 def chat(qtbot, bridge) -> ChatView:
-    view = ChatView(bridge)
-    qtbot.addWidget(view)
-    view.resize(700, 360)  # short: a few lines overflow it
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, ChatView(bridge), 700, 360)  # short: a few lines overflow it
 
 
 def _send(qtbot, chat, client, text="Tell me a long story") -> int:
