@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable
 from functools import lru_cache
 
 MAX_SPECIAL_STRINGS = 4096
@@ -74,17 +73,15 @@ def check_prompt_text(model, text: str) -> None:
 
 
 class TokenizeBudget:
-    """The time one request may still spend tokenizing, over all of its calls."""
+    """The time one request may still spend tokenizing, over all of its calls (those on a
+    thread of their own are timed; a short text's is too small to count)."""
 
-    def __init__(
-        self, seconds: float = TOKENIZE_SECONDS, clock: Callable[[], float] = time.monotonic
-    ):
+    def __init__(self, seconds: float = TOKENIZE_SECONDS):
         self.seconds = seconds
-        self._clock = clock
-        self._deadline = clock() + seconds
+        self.spent = 0.0
 
     def left(self) -> float:
-        return max(0.0, self._deadline - self._clock())
+        return max(0.0, self.seconds - self.spent)
 
 
 class BoundedTokenizer:
@@ -115,6 +112,8 @@ class BoundedTokenizer:
                 "The engine is still finishing earlier prompts that took too long to tokenize; "
                 "try again in a few seconds."
             )
+        if budget.left() <= 0.0:
+            raise self._too_long(text, budget)
         outcome: list = []
 
         def run() -> None:
@@ -125,17 +124,23 @@ class BoundedTokenizer:
                 outcome.append(exc)
 
         thread = threading.Thread(target=run, name="tokenize", daemon=True)
+        started = time.monotonic()
         thread.start()
         thread.join(budget.left())
+        budget.spent += time.monotonic() - started
         if thread.is_alive():
             self._abandoned.append(thread)
-            raise PromptTooCostly(
-                f"Tokenizing the prompt ({len(text):,} characters) took longer than the limit of "
-                f"{budget.seconds:g} s and was given up; send a shorter prompt or conversation."
-            )
+            raise self._too_long(text, budget)
         if isinstance(outcome[0], BaseException):
             raise outcome[0]
         return outcome[0]
+
+    @staticmethod
+    def _too_long(text: str, budget: TokenizeBudget) -> PromptTooCostly:
+        return PromptTooCostly(
+            f"Tokenizing the prompt ({len(text):,} characters) took longer than the limit of "
+            f"{budget.seconds:g} s and was given up; send a shorter prompt or conversation."
+        )
 
     def close(self) -> None:
         """Wait for abandoned calls: the vocabulary they read is about to be freed."""

@@ -137,8 +137,10 @@ def test_a_long_text_within_its_time_comes_back_from_its_thread():
     vocabulary = _SlowVocabulary()
     vocabulary.release.set()
     tokenizer = BoundedTokenizer(vocabulary, inline_chars=8)
-    assert tokenizer.tokenize("x" * 100, TokenizeBudget(10.0), add_special=True) == [100]
+    budget = TokenizeBudget(10.0)
+    assert tokenizer.tokenize("x" * 100, budget, add_special=True) == [100]
     assert vocabulary.threads == ["tokenize"]
+    assert 0.0 < budget.spent < 10.0  # the time it took counts against the request's
     with pytest.raises(ValueError, match="bad text"):  # its failure is the caller's
         tokenizer.tokenize("boom" * 5, TokenizeBudget(10.0), add_special=True)
 
@@ -148,8 +150,8 @@ def test_tokenizing_past_the_requests_time_is_abandoned_and_says_the_limit():
     tokenizer = BoundedTokenizer(vocabulary, inline_chars=8, max_abandoned=2)
     try:
         for _ in range(2):
-            with pytest.raises(PromptTooCostly, match=r"100 characters\).*limit of 0 s"):
-                tokenizer.tokenize("x" * 100, TokenizeBudget(0.0), add_special=True)
+            with pytest.raises(PromptTooCostly, match=r"100 characters\).*limit of 0.001 s"):
+                tokenizer.tokenize("x" * 100, TokenizeBudget(0.001), add_special=True)
         # Two calls still run: a third long text is refused at once, a short one still served.
         with pytest.raises(TokenizerBusy, match="try again"):
             tokenizer.tokenize("x" * 100, TokenizeBudget(10.0), add_special=True)
@@ -158,6 +160,17 @@ def test_tokenizing_past_the_requests_time_is_abandoned_and_says_the_limit():
         vocabulary.release.set()
         tokenizer.close()  # waits for the abandoned calls: the vocabulary outlives them
     assert tokenizer.tokenize("x" * 100, TokenizeBudget(10.0), add_special=True) == [100]
+
+
+def test_a_request_whose_time_is_spent_tokenizes_no_long_text():
+    vocabulary = _SlowVocabulary()
+    vocabulary.release.set()
+    tokenizer = BoundedTokenizer(vocabulary, inline_chars=8)
+    budget = TokenizeBudget(10.0)
+    budget.spent = 10.0  # earlier renders of the same conversation took it all
+    with pytest.raises(PromptTooCostly, match="limit of 10 s"):
+        tokenizer.tokenize("x" * 100, budget, add_special=True)
+    tokenizer.close()
 
 
 def test_the_special_string_bound_comes_first():
