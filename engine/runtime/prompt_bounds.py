@@ -16,7 +16,9 @@ tokenizing. A text of at most INLINE_CHARS characters is tokenized where it is a
 under 0.1 s); a longer one on a thread of its own that the request waits for until its time is
 up and then abandons: the worker answers at once and goes on with other requests while that
 call finishes in C (llama.cpp's tokenizer is safe to call from several threads; the model is
-not closed before the abandoned calls end).
+not closed before the abandoned calls end). While MAX_ABANDONED such calls still run, further
+long texts are refused (TokenizerBusy; the server answers 503 with Retry-After) rather than
+given a thread each.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from functools import lru_cache
 MAX_SPECIAL_STRINGS = 4096
 TOKENIZE_SECONDS = 20.0  # one request's tokenizing, all of its calls together
 INLINE_CHARS = 65_536  # texts this short are tokenized on the asking thread
-MAX_ABANDONED = 2  # tokenizing calls left running at once; past it, long texts wait their turn
+MAX_ABANDONED = 2  # abandoned calls still running at once; past it, long texts are refused
 
 
 class PromptTooCostly(ValueError):
