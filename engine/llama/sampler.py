@@ -141,7 +141,9 @@ class _Candidates:
         view["id"] = self._ids
         view["logit"] = np.ctypeslib.as_array(logits, shape=(self.n,))
         view["p"] = 0.0
-        self._whole.size, self._whole.selected, self._whole.sorted = self.n, -1, False
+        whole = self._whole
+        whole.data = self.data  # a sampler of the chain may have pointed it at its own buffer
+        whole.size, whole.selected, whole.sorted = self.n, -1, False
 
     def draw(self, chain, logits) -> int:
         """The chain's draw from `logits`, without recording it (penalties see only the
