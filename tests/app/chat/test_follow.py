@@ -33,12 +33,19 @@ def _stream(qtbot, chat, client, request_id, n_lines):
         qtbot.wait(20)  # the relayout the longer row asks for
 
 
-def test_the_view_follows_a_streaming_reply_to_its_end(qtbot, bridge, chat, tmp_path):
+def _a_reply_taller_than_the_view(qtbot, bridge, chat, tmp_path):
+    """(the fake engine, the request, the transcript's scroll bar) of a reply still streaming
+    that has grown past the view's height."""
     client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
     request_id = _send(qtbot, chat, client)
     bar = chat.transcript.verticalScrollBar()
     _stream(qtbot, chat, client, request_id, 12)
     qtbot.waitUntil(lambda: bar.maximum() > 100, timeout=WAIT_MS)
+    return client, request_id, bar
+
+
+def test_the_view_follows_a_streaming_reply_to_its_end(qtbot, bridge, chat, tmp_path):
+    client, request_id, bar = _a_reply_taller_than_the_view(qtbot, bridge, chat, tmp_path)
     qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=WAIT_MS)
     # The last tokens add a whole paragraph each (more than the "at the end" slack): still there.
     _stream(qtbot, chat, client, request_id, 6)
@@ -48,11 +55,7 @@ def test_the_view_follows_a_streaming_reply_to_its_end(qtbot, bridge, chat, tmp_
 
 
 def test_scrolled_up_it_stays_and_offers_jump_to_latest(qtbot, bridge, chat, tmp_path):
-    client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
-    request_id = _send(qtbot, chat, client)
-    bar = chat.transcript.verticalScrollBar()
-    _stream(qtbot, chat, client, request_id, 12)
-    qtbot.waitUntil(lambda: bar.maximum() > 100, timeout=WAIT_MS)
+    client, request_id, bar = _a_reply_taller_than_the_view(qtbot, bridge, chat, tmp_path)
 
     bar.setValue(40)  # the person scrolls up to read
     assert not chat.follower.following
@@ -71,11 +74,7 @@ def test_scrolled_up_it_stays_and_offers_jump_to_latest(qtbot, bridge, chat, tmp
 
 
 def test_scrolling_back_to_the_end_follows_again(qtbot, bridge, chat, tmp_path):
-    client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
-    request_id = _send(qtbot, chat, client)
-    bar = chat.transcript.verticalScrollBar()
-    _stream(qtbot, chat, client, request_id, 12)
-    qtbot.waitUntil(lambda: bar.maximum() > 100, timeout=WAIT_MS)
+    client, request_id, bar = _a_reply_taller_than_the_view(qtbot, bridge, chat, tmp_path)
     bar.setValue(0)
     assert not chat.follower.following
     bar.setValue(bar.maximum())  # the person scrolls down to the end themselves
