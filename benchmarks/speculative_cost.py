@@ -36,8 +36,9 @@ def checking_cost(
     """Median seconds of a plain step, of a step checking k tokens, and of the switch between
     them, after `depth` cached tokens (figures in ms and in plain steps)."""
     from engine.llama.batch import SequenceBatch
-    from engine.llama.driver import Context, Model, Sampler
+    from engine.llama.driver import Context, Model
     from engine.llama.params import SamplerSettings
+    from engine.llama.sampler import Sampler
     from engine.runtime.to_llama import context_settings, model_settings
 
     params = p.ModelParams(

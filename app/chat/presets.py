@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 
 from app.chat.settings import CUSTOM, PRESETS
 from app.common import banner as b
+from app.common.dialogs import answer_buttons
 from app.common.file_text import plain_tooltip
 from engine.chat.presets import ChatPreset, LoadSettings, PresetError, PresetLibrary
 from engine.chat.setting_ranges import NUMBER_SETTINGS
@@ -108,11 +109,7 @@ class SavePresetDialog(QDialog):
             for box in (self.include_load, self.for_model):
                 box.setText("(load a model to tie a preset to it)")
                 box.setEnabled(False)
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel
-        )
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
+        buttons = answer_buttons(self, QDialogButtonBox.StandardButton.Save)
         layout = QVBoxLayout(self)
         layout.addWidget(QLabel("The system prompt and sampling of this chat, under a name:"))
         layout.addWidget(self.name)

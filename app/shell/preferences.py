@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from app.common.dialogs import answer_buttons
 from engine.cli import hearth_version
 from engine.planner.fill_gpu import margin_text
 from engine.session.preferences import (
@@ -110,11 +111,7 @@ class PreferencesDialog(QDialog):
         self.server_box.setAccessibleName("Start the API server when a model has loaded")
         note = QLabel("The look changes at once; threads and context apply from the next load.")
         note.setWordWrap(True)
-        buttons = QDialogButtonBox(
-            QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
-        )
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
+        buttons = answer_buttons(self, QDialogButtonBox.StandardButton.Ok)
         layout = QVBoxLayout(self)
         layout.addLayout(form)
         layout.addWidget(note)

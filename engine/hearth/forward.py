@@ -40,15 +40,10 @@ import torch
 
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
 from engine.hearth.expert_offload import ExpertPlacement, RamExperts
+from engine.hearth.host_dequant import dequantize
 from engine.hearth.kv_cache import TorchKVCache
-from engine.hearth.ops import (
-    ExpertWeights,
-    PreparedWeight,
-    RopeTable,
-    TorchOps,
-    dequantize,
-    inverse_frequencies,
-)
+from engine.hearth.ops import ExpertWeights, PreparedWeight, TorchOps
+from engine.hearth.rope import RopeTable, inverse_frequencies
 from engine.hearth.weights import GGUFTensors, QuantWeight
 
 

@@ -59,16 +59,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import math
 import os
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 
-from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT, YarnConfig
+from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT
 from engine.hearth.expert_offload import (
     RamExperts,
     expert_slots,
@@ -76,43 +74,11 @@ from engine.hearth.expert_offload import (
     pinned_copy,
     read_in_place,
 )
+from engine.hearth.host_dequant import DEQUANTIZABLE, dequantize
+from engine.hearth.rope import RopeTable, rope_angles
 from engine.hearth.routing import select_experts
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
-
-# ggml type ids gguf.quants.dequantize handles, besides the plain float types.
-_DEQUANTIZABLE = {
-    0: "F32",
-    1: "F16",
-    30: "BF16",
-    2: "Q4_0",
-    3: "Q4_1",
-    6: "Q5_0",
-    7: "Q5_1",
-    8: "Q8_0",
-    10: "Q2_K",
-    11: "Q3_K",
-    12: "Q4_K",
-    13: "Q5_K",
-    14: "Q6_K",
-    # in torch (kernels/dequant_torch.py): gguf's numpy MXFP4 is newer than the gguf>=0.10 allowed
-    39: "MXFP4",
-}
-
-
-def dequantize(w: QuantWeight, rows: np.ndarray | None = None) -> np.ndarray:
-    """The matrix (or only `rows` of it) as float32, through the gguf package's dequantizers."""
-    from gguf import GGMLQuantizationType
-    from gguf.quants import dequantize as gguf_dequantize
-
-    data = w.data if w.data.device.type == "cpu" else w.data.cpu()
-    if rows is not None:
-        data = data[torch.as_tensor(rows, dtype=torch.long)]
-    if w.is_float:
-        return data.float().numpy()
-    if w.ggml_type == MXFP4_TYPE:
-        return dequantize_mxfp4(data, w.cols).numpy()
-    return gguf_dequantize(data.numpy(), GGMLQuantizationType(w.ggml_type)).reshape(-1, w.cols)
 
 
 @dataclass
@@ -188,7 +154,7 @@ class TorchOps:
         self._experts_bytes = 0
 
     def supports(self, ggml_type: int) -> bool:
-        return ggml_type in _DEQUANTIZABLE
+        return ggml_type in DEQUANTIZABLE
 
     def gemv_for_rows(self, n_rows: int):
         """Within this block, matmuls of up to n_rows rows take the GEMV (KernelsOps: a batch's
@@ -446,66 +412,6 @@ def _gathered_experts(w: QuantExperts, ids: torch.Tensor) -> torch.Tensor:
     n = ids.numel()
     rows = QuantWeight(w.name, w.ggml_type, n * w.rows, w.cols, blocks.reshape(n * w.rows, -1))
     return _dequantize_on_device(rows).view(n, w.rows, w.cols)
-
-
-@dataclass(frozen=True, eq=False)  # by identity: KernelsOps keeps its kernels.Rope
-class RopeTable:
-    """What RoPE needs: the inverse frequencies (float64 [n_rot/2]), the factor on cos and sin,
-    the layout, and the head size."""
-
-    inv_freq: torch.Tensor
-    attn_factor: float
-    layout: str
-    head_dim: int
-
-    @property
-    def n_rot(self) -> int:
-        return 2 * self.inv_freq.numel()
-
-
-def rope_angles(
-    positions: torch.Tensor, inv_freq: torch.Tensor, attn_factor: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """cos and sin [T, n_rot/2] of positions x inverse frequencies, times attn_factor (ggml's
-    rope_yarn without the YaRN ramp: mscale multiplies both)."""
-    theta = positions.to(torch.float64)[:, None] * inv_freq.to(torch.float64)[None, :]
-    return (torch.cos(theta) * attn_factor).float(), (torch.sin(theta) * attn_factor).float()
-
-
-def inverse_frequencies(
-    n_rot: int,
-    base: float,
-    scale: float,
-    freq_factors: torch.Tensor | None,
-    yarn: YarnConfig | None = None,
-) -> torch.Tensor:
-    """scale * base^(-2i/n_rot) / factor_i, i < n_rot/2 (ggml_rope_cache_init), in float64.
-    With YaRN, pair i mixes the scaled and the unscaled frequency by its ramp (config.py):
-    base^(-2i/n_rot) / factor_i * ((1 - r_i) * scale + r_i)."""
-    exponents = torch.arange(0, n_rot, 2, dtype=torch.float64) / n_rot
-    inv = torch.exp(-exponents * math.log(base))
-    if freq_factors is not None:
-        inv = inv / freq_factors.to(torch.float64)
-    if yarn is None:
-        return scale * inv
-    low, high = yarn_correction_dims(n_rot, yarn.n_ctx_orig, base, yarn.beta_fast, yarn.beta_slow)
-    pair = torch.arange(n_rot // 2, dtype=torch.float64)
-    ramp = 1 - ((pair - low) / max(0.001, high - low)).clamp(0, 1)
-    return inv * ((1 - ramp) * scale + ramp)
-
-
-def yarn_correction_dims(
-    n_rot: int, n_ctx_orig: int, base: float, beta_fast: float, beta_slow: float
-) -> tuple[float, float]:
-    """YaRN's ramp ends (ggml_rope_yarn_corr_dims): the pairs that turn beta_fast and
-    beta_slow times over the original context, floored and ceiled into [0, n_rot - 1]."""
-
-    def pair_turning(turns: float) -> float:
-        return n_rot * math.log(n_ctx_orig / (turns * 2 * math.pi)) / (2 * math.log(base))
-
-    low = math.floor(pair_turning(beta_fast))
-    high = math.ceil(pair_turning(beta_slow))
-    return float(max(0, low)), float(min(n_rot - 1, high))
 
 
 class KernelsOps(TorchOps):

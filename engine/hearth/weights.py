@@ -107,6 +107,14 @@ class GGUFTensors:
         start = self.info.data_offset + t.offset
         return torch.from_numpy(self._map[start : start + t.n_bytes])
 
+    def _raw(self, t: TensorInfo, device: torch.device | str | None) -> torch.Tensor:
+        """The tensor's bytes, on `device` if given (a GPU's through the pinned buffers)."""
+        uploader = self._uploader(device)
+        if uploader is not None:
+            return uploader.read(self.info.data_offset + t.offset, t.n_bytes)
+        raw = self._bytes(t)
+        return raw if device is None else raw.to(device)
+
     def matrix(self, name: str, device: torch.device | str | None = None) -> QuantWeight:
         """The matrix as stored, mapped from the file; with a GPU `device`, on that GPU, read
         there through pinned buffers (engine/hearth/upload.py; call finish_uploads() after the
@@ -115,13 +123,7 @@ class GGUFTensors:
         if len(t.shape) != 2:
             raise ValueError(f"tensor {name} has shape {t.shape}, not a matrix")
         cols, rows = t.shape  # ggml order: the row length first
-        uploader = self._uploader(device)
-        if uploader is not None:
-            raw = uploader.read(self.info.data_offset + t.offset, t.n_bytes)
-        else:
-            raw = self._bytes(t)
-            if device is not None:
-                raw = raw.to(device)
+        raw = self._raw(t, device)
         dtype = _FLOAT_TYPES.get(t.ggml_type)
         data = raw.view(dtype).view(rows, cols) if dtype else raw.view(rows, -1)
         return QuantWeight(name, t.ggml_type, rows, cols, data)
@@ -133,13 +135,7 @@ class GGUFTensors:
         if len(t.shape) != 3:
             raise ValueError(f"tensor {name} has shape {t.shape}, not [n_in, n_out, experts]")
         cols, rows, n_expert = t.shape
-        uploader = self._uploader(device)
-        if uploader is not None:
-            raw = uploader.read(self.info.data_offset + t.offset, t.n_bytes)
-        else:
-            raw = self._bytes(t)
-            if device is not None:
-                raw = raw.to(device)
+        raw = self._raw(t, device)
         dtype = _FLOAT_TYPES.get(t.ggml_type)
         data = raw.view(dtype).view(n_expert, rows, cols) if dtype else raw.view(n_expert, rows, -1)
         return QuantExperts(name, t.ggml_type, n_expert, rows, cols, data)

@@ -2,7 +2,8 @@
 log and device list, with their own parameter types (params.py). Nothing else in Hearth imports
 `llama_cpp`, so a bump of llama-cpp-python touches this folder.
 
-    driver.py   Model, Context, Sampler: owning wrappers over the C API (worker process only)
+    driver.py   Model, Context: owning wrappers over the C API (worker process only)
+    sampler.py  the sampler chain, and a grammar checked within a per-token deadline
     log.py      llama.cpp's log, captured: buffer sizes, overridden tensors, fatal lines
     devices.py  the backends' devices as llama.cpp sees them (ggml backend registry)
     probe.py    `python -m engine.llama.probe`: that device list from a child process

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import llama_cpp.llama_cpp as C
 
 from engine.enums import KVType
-from engine.llama.params import ContextSettings, ModelSettings, SamplerSettings
+from engine.llama.params import ContextSettings, ModelSettings
 
 # The planner's types (engine.enums.KVType) as ggml types; f32 is here for measuring rounding
 # (benchmarks/backends/cuda_error_sources.py), at twice f16's memory.
@@ -450,118 +450,6 @@ def decode_failure(rc: int) -> str:
     if rc == 2:
         return "Generation was aborted."
     return f"llama_decode failed (code {rc}); the engine's last lines say more."
-
-
-class Sampler:
-    """llama.cpp's sampler chain in C: penalties, top-k, top-p, min-p, temperature, then a draw.
-
-    temperature <= 0 selects the most likely token (greedy), which is deterministic.
-
-    With a grammar (structured output), checking it against the whole vocabulary at every step
-    is slow (seconds per token for a free-form JSON grammar and a 50k vocabulary). So, as
-    llama.cpp's own `common_sampler` does, the token is first drawn without the grammar and
-    only checked against it; only when the grammar rejects it is the draw made again with the
-    grammar applied first. The output follows the grammar either way.
-    """
-
-    def __init__(self, model: Model, sp: SamplerSettings):
-        self._attached_to: Context | None = None
-        self._grammar = None  # the grammar sampler, owned by _constrained
-        self._constrained = None  # grammar first, then the same chain
-        self._handle = _sampler_chain(model, sp)
-        if sp.grammar:
-            grammar = C.llama_sampler_init_grammar(model.vocab, sp.grammar.encode(), b"root")
-            if not grammar:
-                self.close()
-                raise EngineError(
-                    "llama.cpp could not parse the output grammar (the engine's last lines say "
-                    "where). Check the JSON schema or grammar sent with the request."
-                )
-            self._constrained = _sampler_chain(model, sp, first=grammar)
-            self._grammar = grammar
-            self._one = (C.llama_token_data * 1)()
-            self._one_array = C.llama_token_data_array(self._one, 1, -1, False)
-
-    def attach(self, ctx: Context) -> bool:
-        """Run the chain inside the model's graph on the output device (llama.cpp's backend
-        sampling): only the chosen token comes back instead of the whole vocabulary's logits.
-        False if llama.cpp cannot (then sampling stays on the CPU)."""
-        if self._grammar is None and C.llama_set_sampler(ctx.handle, 0, self._handle):
-            self._attached_to = ctx
-            return True
-        return False
-
-    @property
-    def in_graph(self) -> bool:
-        """Whether the chain is attached to a context's graph: `sample` then returns the token
-        drawn there (a speculative step's rows included), and no logits come back."""
-        return self._attached_to is not None
-
-    def reset(self) -> None:
-        """Start over (a new draw from the seed, no penalty history) for a new generation."""
-        C.llama_sampler_reset(self._handle)
-        if self._constrained is not None:
-            C.llama_sampler_reset(self._constrained)
-
-    def sample(self, ctx: Context, index: int = -1) -> int:
-        """Pick the next token from the output at batch position `index` (-1: the last one),
-        and record it for penalties and the grammar."""
-        token = C.llama_sampler_sample(self._handle, ctx.handle, index)
-        if self._grammar is None:
-            return token
-        if self._grammar_allows(token):
-            C.llama_sampler_accept(self._grammar, token)
-            return token
-        return C.llama_sampler_sample(self._constrained, ctx.handle, index)
-
-    def _grammar_allows(self, token: int) -> bool:
-        one = self._one[0]
-        one.id, one.logit, one.p = token, 1.0, 0.0
-        self._one_array.size, self._one_array.selected = 1, -1
-        C.llama_sampler_apply(self._grammar, ctypes.byref(self._one_array))
-        return self._one[0].logit != float("-inf")
-
-    def close(self) -> None:
-        if self._attached_to is not None:
-            C.llama_set_sampler(self._attached_to.handle, 0, None)
-            self._attached_to = None
-        for name in ("_handle", "_constrained"):
-            handle = getattr(self, name)
-            if handle is not None:
-                C.llama_sampler_free(handle)
-                setattr(self, name, None)
-        self._grammar = None
-
-
-def _sampler_chain(model: Model, sp: SamplerSettings, first=None):
-    """A new sampler chain for `sp`, with `first` (a grammar) ahead of the rest if given."""
-    chain = C.llama_sampler_chain_init(C.llama_sampler_chain_default_params())
-    add = lambda s: C.llama_sampler_chain_add(chain, s)  # noqa: E731
-    if first is not None:
-        add(first)
-    penalised = sp.presence_penalty != 0.0 or sp.frequency_penalty != 0.0
-    if (sp.repeat_penalty != 1.0 or penalised) and sp.repeat_last_n != 0:
-        add(
-            C.llama_sampler_init_penalties(
-                model.n_vocab,
-                sp.repeat_last_n,
-                sp.repeat_penalty,
-                sp.frequency_penalty,
-                sp.presence_penalty,
-            )
-        )
-    if sp.temperature <= 0:
-        add(C.llama_sampler_init_greedy())
-        return chain
-    if sp.top_k > 0:
-        add(C.llama_sampler_init_top_k(sp.top_k))
-    if 0 < sp.top_p < 1:
-        add(C.llama_sampler_init_top_p(sp.top_p, 1))
-    if sp.min_p > 0:
-        add(C.llama_sampler_init_min_p(sp.min_p, 1))
-    add(C.llama_sampler_init_temp(sp.temperature))
-    add(C.llama_sampler_init_dist(sp.seed & 0xFFFFFFFF))
-    return chain
 
 
 class _TensorOverride(ctypes.Structure):

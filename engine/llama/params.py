@@ -60,3 +60,5 @@ class SamplerSettings:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     grammar: str = ""  # GBNF; the reply must follow it (empty: free text)
+    # The most one token's grammar check may take before the generation is ended (sampler.py).
+    grammar_seconds: float = 20.0

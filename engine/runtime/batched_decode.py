@@ -23,9 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.enums import StopReason
+from engine.enums import StopReason, WorkLimit
 from engine.llama.batch import SequenceBatch
-from engine.llama.driver import Context, EngineError, Model, Sampler
+from engine.llama.driver import Context, EngineError, Model
+from engine.llama.sampler import GrammarTooSlow, Sampler
 from engine.runtime import protocol as p
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.kv_slots import Slot, SlotTable
@@ -230,7 +231,14 @@ class BatchedDecoder:
         command, model = gen.command, self.model
         if gen.top_logprobs_wanted:
             entry = self._logprob_entry(index, command.top_logprobs)
-        token = gen.sampler.sample(self.ctx, index)
+        try:
+            token = gen.sampler.sample(self.ctx, index)
+        except GrammarTooSlow as exc:  # this request's grammar: the others go on
+            self._running.remove(gen)
+            self.slots.release(gen.slot)
+            gen.sampler.close()
+            self._fail(gen, str(exc), over_limit=WorkLimit.GRAMMAR)
+            return
         now = time.perf_counter()
         if gen.n_generated == 0:
             gen.first_token_at = now
@@ -301,8 +309,10 @@ class BatchedDecoder:
         )
         self._send(p.GenerationDone(request_id=gen.request_id, stop_reason=reason, stats=stats))
 
-    def _fail(self, gen: _Generation, message: str) -> None:
-        self._send(p.GenerationFailed(request_id=gen.request_id, message=message))
+    def _fail(self, gen: _Generation, message: str, over_limit: str = WorkLimit.NONE) -> None:
+        self._send(
+            p.GenerationFailed(request_id=gen.request_id, message=message, over_limit=over_limit)
+        )
 
     def _cache_full(self, snapshot: list[tuple[_Generation, int, int | None, list[int]]]) -> None:
         """llama.cpp found no room for the batch (the cell count here is an estimate) and left

@@ -16,10 +16,11 @@ from dataclasses import asdict, replace
 from typing import Any
 
 from engine.chat.context_fit import ContextOverflow
-from engine.enums import Engine, EngineState, StopReason
+from engine.enums import Engine, EngineState, StopReason, WorkLimit
 from engine.llama import driver as llama
 from engine.llama.batch import pooled_outputs
 from engine.llama.params import ContextSettings
+from engine.llama.sampler import GrammarTooSlow
 from engine.runtime import protocol as p
 from engine.runtime.batching import batch_decoder, new_context
 from engine.runtime.decode_gauge import DecodeGauge, bandwidth_where_it_runs
@@ -42,6 +43,7 @@ from engine.runtime.model_open import (
     same_weights,
     with_llama_kv,
 )
+from engine.runtime.prompt_bounds import PromptTooCostly, TokenizeBudget, TokenizerBusy
 from engine.runtime.prompt_tokens import PromptBuilder
 from engine.runtime.speculative.setup import open_speculation
 
@@ -318,11 +320,12 @@ class WorkerEngine:
                     "embedding. Rerank with POST /v1/rerank, or load an embedding model."
                 )
             query = command.query
+            budget, tokenizer = TokenizeBudget(), self._prompts.tokenizer
             embedder = self._embedder
             vectors, n_tokens = embed_inputs(
                 (lambda text: model.rerank_tokens(query, text))
                 if query
-                else (lambda text: model.tokenize(text, add_special=True)),
+                else (lambda text: tokenizer.tokenize(text, budget, add_special=True)),
                 lambda token_lists: pooled_outputs(embedder, token_lists),
                 command.inputs,
                 stopped=lambda: self._early_stops.take(rid),
@@ -333,14 +336,16 @@ class WorkerEngine:
             self._send(p.GenerationDone(request_id=rid, stop_reason=StopReason.STOPPED,
                                         stats=_no_stats(time.perf_counter())))  # fmt: skip
             return
-        except (llama.EngineError, ValueError) as exc:
-            self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
+        except (llama.EngineError, ValueError, TokenizerBusy) as exc:
+            self._send(failure(rid, exc))
             return
         self._send(p.Embedded(request_id=rid, vectors=tuple(vectors), n_tokens=n_tokens))
 
     def unload(self, *, quiet: bool = False) -> None:
         self._close_batched()
         session, self._session = self._session, None
+        if self._prompts is not None:
+            self._prompts.tokenizer.close()  # abandoned calls read the vocabulary: wait for them
         self._prompts = None
         self._weights = None
         if session is not None:
@@ -391,10 +396,8 @@ class WorkerEngine:
                     request_id=rid, stop_reason=StopReason.STOPPED, stats=_no_stats(received_at)
                 )
             )
-        except ContextOverflow as exc:
-            self._send(p.GenerationFailed(request_id=rid, message=str(exc), context_full=True))
-        except (llama.EngineError, ValueError) as exc:
-            self._send(p.GenerationFailed(request_id=rid, message=str(exc)))
+        except (ContextOverflow, llama.EngineError, ValueError, TokenizerBusy) as exc:
+            self._send(failure(rid, exc))
         else:
             stats = outcome.stats
             if self._gauge is not None:
@@ -413,15 +416,8 @@ class WorkerEngine:
             self._batched.submit(command, received_at, prompt)
             if self._early_stops.take(command.request_id):  # stopped while it was tokenized
                 self._batched.request_stop(command.request_id)
-        except ContextOverflow as exc:
-            self._send(
-                p.GenerationFailed(
-                    request_id=command.request_id, message=str(exc), context_full=True
-                )
-            )
-            return
-        except (llama.EngineError, ValueError) as exc:
-            self._send(p.GenerationFailed(request_id=command.request_id, message=str(exc)))
+        except (ContextOverflow, llama.EngineError, ValueError, TokenizerBusy) as exc:
+            self._send(failure(command.request_id, exc))
             return
         self._state = EngineState.GENERATING
 
@@ -467,6 +463,23 @@ class WorkerEngine:
             process_rss_bytes=rss_bytes(),
             devices=devices,
         )
+
+
+def failure(request_id: int, exc: Exception) -> p.GenerationFailed:
+    """The event for a request that failed with `exc`, saying which bound it went over."""
+    over_limit = WorkLimit.NONE
+    if isinstance(exc, PromptTooCostly):
+        over_limit = WorkLimit.PROMPT
+    elif isinstance(exc, GrammarTooSlow):
+        over_limit = WorkLimit.GRAMMAR
+    elif isinstance(exc, TokenizerBusy):
+        over_limit = WorkLimit.BUSY
+    return p.GenerationFailed(
+        request_id=request_id,
+        message=str(exc),
+        context_full=isinstance(exc, ContextOverflow),
+        over_limit=over_limit,
+    )
 
 
 def _no_stats(received_at: float) -> p.GenerationStats:

@@ -13,8 +13,6 @@ Runs on HEARTH_ENGINE_DEVICE, or the GPU.
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -76,35 +74,12 @@ def trace(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model")
-    parser.add_argument("--prompt", required=True)
-    parser.add_argument("--tokens", type=int, default=32)
-    parser.add_argument("--forced", type=Path, help="a trace whose tokens to feed")
-    parser.add_argument("--watch", type=Path, help="a trace whose top-k ids to record")
-    parser.add_argument("--top-k", type=int, default=5)
-    parser.add_argument("--ctx", type=int, default=1024)
+    from engine.runtime.logit_trace import print_trace, trace_parser
+
+    parser = trace_parser(__doc__.split("\n\n")[0])
     parser.add_argument("--threads", type=int, default=0, help="CPU threads; 0: all cores")
-    parser.add_argument("--save-logits", type=Path, help="also write all logits (.npy)")
     args = parser.parse_args(argv)
-    forced = json.loads(args.forced.read_text())["tokens"] if args.forced else None
-    watch = None
-    if args.watch:
-        watch = [step["top_ids"] for step in json.loads(args.watch.read_text())["steps"]]
-    result = trace(
-        args.model,
-        args.prompt,
-        args.tokens,
-        forced=forced,
-        watch=watch,
-        top_k=args.top_k,
-        n_ctx=args.ctx,
-        n_threads=args.threads,
-        save_logits=args.save_logits,
-    )
-    json.dump(result, sys.stdout, indent=1)
-    print()
-    return 0
+    return print_trace(trace, args, n_threads=args.threads)
 
 
 if __name__ == "__main__":

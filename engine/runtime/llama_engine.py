@@ -12,6 +12,7 @@ from dataclasses import replace
 from engine.enums import Engine
 from engine.llama import driver as llama
 from engine.llama.batch import SequenceBatch
+from engine.llama.sampler import Sampler
 from engine.runtime.engine_api import LAST_ROW, Capabilities, StepOutput
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import context_settings, model_settings, sampler_settings
@@ -76,7 +77,7 @@ class LlamaSampler:
     """llama.cpp's sampler chain, reading the logits its context keeps."""
 
     def __init__(self, ctx: LlamaContext, sampling: SamplingParams):
-        self.chain = llama.Sampler(ctx.model, sampler_settings(sampling))
+        self.chain = Sampler(ctx.model, sampler_settings(sampling))
         self._ctx = ctx
         self.plain_greedy = False  # llama.cpp decodes one step at a time either way
 

@@ -147,42 +147,45 @@ def trace_steps(ctx, model, out, logits_of, n_tokens: int, *, forced, watch, top
     return steps, tokens
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def trace_parser(description: str) -> argparse.ArgumentParser:
+    """The options both engines' traces take (this module's and hearth_trace's); each adds its
+    own."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("model")
     parser.add_argument("--prompt", required=True)
     parser.add_argument("--tokens", type=int, default=32)
-    parser.add_argument("--gpu-layers", type=int, default=0, help="-1: all layers")
-    parser.add_argument("--flash-attn", default="auto", choices=("on", "off", "auto"))
     parser.add_argument("--forced", type=Path, help="a trace whose tokens to feed")
     parser.add_argument("--watch", type=Path, help="a trace whose top-k ids to record")
     parser.add_argument("--top-k", type=int, default=5)
     parser.add_argument("--ctx", type=int, default=1024)
-    parser.add_argument("--kv", default="f16", help="KV cache type (K and V)")
-    parser.add_argument("--prompt-by-token", action="store_true")
     parser.add_argument("--save-logits", type=Path, help="also write all logits (.npy)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def print_trace(trace_fn, args: argparse.Namespace, **options) -> int:
+    """Run `trace_fn` with the options trace_parser reads (and the engine's own `options`), and
+    print the trace as JSON."""
     forced = json.loads(args.forced.read_text())["tokens"] if args.forced else None
     watch = None
     if args.watch:
         watch = [step["top_ids"] for step in json.loads(args.watch.read_text())["steps"]]
-    result = trace(
-        args.model,
-        args.prompt,
-        args.tokens,
-        n_gpu_layers=args.gpu_layers,
-        flash_attn=args.flash_attn,
-        forced=forced,
-        watch=watch,
-        top_k=args.top_k,
-        n_ctx=args.ctx,
-        kv_type=args.kv,
-        prompt_by_token=args.prompt_by_token,
-        save_logits=args.save_logits,
-    )
+    result = trace_fn(args.model, args.prompt, args.tokens, forced=forced, watch=watch,
+                      top_k=args.top_k, n_ctx=args.ctx, save_logits=args.save_logits,
+                      **options)  # fmt: skip
     json.dump(result, sys.stdout, indent=1)
     print()
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = trace_parser(__doc__.split("\n\n")[0])
+    parser.add_argument("--gpu-layers", type=int, default=0, help="-1: all layers")
+    parser.add_argument("--flash-attn", default="auto", choices=("on", "off", "auto"))
+    parser.add_argument("--kv", default="f16", help="KV cache type (K and V)")
+    parser.add_argument("--prompt-by-token", action="store_true")
+    args = parser.parse_args(argv)
+    return print_trace(trace, args, n_gpu_layers=args.gpu_layers, flash_attn=args.flash_attn,
+                       kv_type=args.kv, prompt_by_token=args.prompt_by_token)  # fmt: skip
 
 
 if __name__ == "__main__":

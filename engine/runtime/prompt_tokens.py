@@ -17,27 +17,29 @@ from engine.chat.context_fit import fit_conversation
 from engine.enums import Overflow
 from engine.runtime import protocol as p
 from engine.runtime.engine_api import Vocabulary
-from engine.runtime.prompt_bounds import check_prompt_text
+from engine.runtime.prompt_bounds import BoundedTokenizer, TokenizeBudget
 
 
 class PromptBuilder:
     def __init__(self, model: Vocabulary, send: Callable[[Any], None]):
         self.model = model
+        self.tokenizer = BoundedTokenizer(model)
         self._send = send
         self.template_note, self.template_problem = _check_template(model)
 
     def tokens(self, command: p.Generate, n_ctx: int) -> list[int]:
         """The prompt of `command` for a sequence whose share of the cache is `n_ctx` tokens.
-        Raises ValueError (a bad request) or ContextOverflow (the conversation does not fit)."""
+        Raises ValueError (a bad request; PromptTooCostly past a bound on tokenizing),
+        TokenizerBusy or ContextOverflow (the conversation does not fit)."""
         model = self.model
+        budget = TokenizeBudget()
         if command.prompt_tokens:
             bad = [t for t in command.prompt_tokens if not 0 <= t < model.n_vocab]
             if bad:
                 raise ValueError(f"Token id {bad[0]} is outside the vocabulary.")
             return list(command.prompt_tokens)
         if command.prompt is not None:
-            check_prompt_text(model, command.prompt)
-            return model.tokenize(command.prompt, add_special=True)
+            return self.tokenizer.tokenize(command.prompt, budget, add_special=True)
         if not command.messages:
             raise ValueError("Nothing to answer: the conversation is empty.")
         reply_room = command.reply_room or min(command.max_tokens, n_ctx // 4)
@@ -46,7 +48,7 @@ class PromptBuilder:
         def count(messages: list) -> int:
             rendered[len(messages)] = self.chat_tokens(
                 messages, command.chat_format, command.tools_json,
-                continue_last=command.continue_last,
+                continue_last=command.continue_last, budget=budget,
             )  # fmt: skip
             return len(rendered[len(messages)])
 
@@ -73,21 +75,25 @@ class PromptBuilder:
         tools_json: str = "",
         *,
         continue_last: bool = False,
+        budget: TokenizeBudget | None = None,
     ) -> list[int]:
         """`messages` with the model's chat template (or the chosen format) applied, and the
         tools offered, as tokens. `continue_last`: the last message is a reply to go on with:
-        the others are rendered up to the opening of a reply, and its text follows as it is."""
+        the others are rendered up to the opening of a reply, and its text follows as it is.
+        `budget`: the request's time for tokenizing (a fresh one if not given)."""
         from engine.chat import ChatTemplateError, format_chat_prompt
 
         model = self.model
+        budget = budget or TokenizeBudget()
+        tokenize = self.tokenizer.tokenize
         if continue_last and len(messages) > 1 and messages[-1].role == "assistant":
-            opened = self.chat_tokens(messages[:-1], chat_format, tools_json)
-            return opened + model.tokenize(
-                messages[-1].content, add_special=False, parse_special=False
+            opened = self.chat_tokens(messages[:-1], chat_format, tools_json, budget=budget)
+            return opened + tokenize(
+                messages[-1].content, budget, add_special=False, parse_special=False
             )
         if chat_format == p.PLAIN_COMPLETION:
             # A base model continues text: the conversation is one document, no roles.
-            return model.tokenize("".join(m.content for m in messages), add_special=True)
+            return tokenize("".join(m.content for m in messages), budget, add_special=True)
         try:
             text, how = format_chat_prompt(
                 None if chat_format else model.chat_template(),
@@ -111,8 +117,7 @@ class PromptBuilder:
         bos = model.bos_text()
         if model.adds_bos() and bos and text.startswith(bos):
             text = text[len(bos) :]  # the tokenizer adds BOS itself: never two
-        check_prompt_text(model, text)
-        return model.tokenize(text, add_special=True, parse_special=True)
+        return tokenize(text, budget, add_special=True, parse_special=True)
 
     def format_choices(self) -> dict:
         """For a model without a chat template: the built-in formats a person may pick from,

@@ -385,6 +385,7 @@ class GenerationFailed:
     request_id: int
     message: str
     context_full: bool = False  # the conversation does not fit and the policy is to stop
+    over_limit: str = ""  # an engine.enums.WorkLimit: the bound on its work it went over
 
 
 @message

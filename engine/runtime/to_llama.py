@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 from engine.llama.params import ContextSettings, ModelSettings, SamplerSettings
 from engine.runtime.protocol import ModelParams, SamplingParams
 
@@ -59,15 +61,8 @@ def speculating_outputs(method: str, max_draft: int, n_batch: int) -> int:
 
 
 def sampler_settings(sampling: SamplingParams) -> SamplerSettings:
-    return SamplerSettings(
-        temperature=sampling.temperature,
-        top_k=sampling.top_k,
-        top_p=sampling.top_p,
-        min_p=sampling.min_p,
-        repeat_penalty=sampling.repeat_penalty,
-        repeat_last_n=sampling.repeat_last_n,
-        seed=sampling.seed,
-        presence_penalty=sampling.presence_penalty,
-        frequency_penalty=sampling.frequency_penalty,
-        grammar=sampling.grammar,
-    )
+    """Each of the chain's settings from the request's field of the same name; the boundary's
+    own settings that the protocol does not carry (grammar_seconds) keep their defaults."""
+    given = {f.name: getattr(sampling, f.name) for f in fields(SamplerSettings)
+             if hasattr(sampling, f.name)}  # fmt: skip
+    return SamplerSettings(**given)

@@ -33,6 +33,7 @@ from engine.server.chat_request import (
     call_arguments,
     checked_functions,
     openai_call,
+    part_not_taken,
     prepared,
 )
 from engine.server.completion import Reply, pieces
@@ -145,11 +146,10 @@ def _turns_of(message: MessageIn, index: int) -> list[Turn]:
         elif kind in ("thinking", "redacted_thinking"):
             continue  # reasoning a model wrote before: not replayed to this one
         else:
-            raise APIError(
-                400,
-                f"{where} is a {kind!r} block in a {message.role} message; this server takes "
-                "text blocks, and tool_use (assistant) and tool_result (user) blocks.",
-                param=where,
+            raise part_not_taken(
+                where,
+                f"a {kind!r} block in a {message.role} message",
+                "text blocks, and tool_use (assistant) and tool_result (user) blocks",
             )
     # Tool results answer the calls of the assistant turn before, so they come first.
     if texts or calls or not results:

@@ -40,6 +40,12 @@ class ToolOffer:
     forced_name: str | None = None  # ... of this function (None: any offered)
 
 
+def part_not_taken(where: str, what: str, takes: str) -> APIError:
+    """400 for a part of a request this server does not take (`what`: "a 'image' block"),
+    naming where it is and what is taken instead."""
+    return APIError(400, f"{where} is {what}; this server takes {takes}.", param=where)
+
+
 def checked_functions(functions: list[dict[str, Any]], limits: Limits, param: str = "tools"):
     """The functions offered, checked as OpenAI's chat `tools` are."""
     if len(functions) > limits.max_tools:

@@ -15,7 +15,7 @@ from engine.enums import StopReason
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
 from engine.server.engine_link import EngineLink, GenerationRequest
-from engine.server.errors import APIError
+from engine.server.errors import APIError, generation_failed
 
 FINISH_REASONS = {
     StopReason.EOS: "stop",
@@ -100,7 +100,7 @@ async def pieces(
             elif isinstance(event, p.GenerationDone):
                 reply.stop_reason, reply.stats = event.stop_reason, event.stats
             elif isinstance(event, p.GenerationFailed):
-                raise APIError(400, event.message)
+                raise generation_failed(event)
             elif isinstance(event, EngineCrashed):  # not this request's fault: retry later
                 raise APIError(503, crash_message(event, link.reloads_after_crash),
                                headers={"Retry-After": "5"})  # fmt: skip

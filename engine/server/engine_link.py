@@ -28,7 +28,7 @@ from typing import Any
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed
 from engine.server.console import Console
-from engine.server.errors import APIError
+from engine.server.errors import APIError, generation_failed
 from engine.untrusted_text import printable_line
 
 _FINAL = (p.GenerationDone, p.GenerationFailed, EngineCrashed)
@@ -236,7 +236,7 @@ class EngineLink:
         if isinstance(event, p.Embedded):
             return event
         if isinstance(event, p.GenerationFailed):
-            raise APIError(400, event.message)
+            raise generation_failed(event)
         if isinstance(event, p.GenerationDone):
             raise APIError(503, "The embeddings were stopped (the model is being changed).")
         if isinstance(event, EngineCrashed):

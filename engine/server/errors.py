@@ -8,12 +8,16 @@ import json
 
 from starlette.responses import JSONResponse
 
+from engine.enums import WorkLimit
+from engine.runtime import protocol as p
+
 _OPENAI_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
     404: "not_found_error",
     408: "timeout_error",
     413: "invalid_request_error",
+    422: "invalid_request_error",
     429: "rate_limit_error",
     500: "server_error",
     501: "invalid_request_error",
@@ -28,6 +32,7 @@ _ANTHROPIC_TYPES = {
     403: "permission_error",
     404: "not_found_error",
     413: "request_too_large",
+    422: "invalid_request_error",
     429: "rate_limit_error",
     503: "overloaded_error",
     504: "timeout_error",
@@ -47,6 +52,18 @@ class APIError(Exception):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
         self.headers = headers or {}
+
+
+# The status for a request that went over a bound on the engine's work (GenerationFailed).
+_OVER_LIMIT_STATUS = {WorkLimit.PROMPT: 413, WorkLimit.GRAMMAR: 422, WorkLimit.BUSY: 503}
+
+
+def generation_failed(event: p.GenerationFailed) -> APIError:
+    """The error for the engine's GenerationFailed: 400 (the request cannot be answered as it
+    is), or the status of the bound it went over, with the engine's message (which names it)."""
+    status = _OVER_LIMIT_STATUS.get(event.over_limit, 400)
+    headers = {"Retry-After": "5"} if status == 503 else None
+    return APIError(status, event.message, headers=headers)
 
 
 def is_ollama_path(path: str) -> bool:

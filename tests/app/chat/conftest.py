@@ -6,6 +6,7 @@ import pytest
 
 from app.chat.view import ChatView
 from engine.chat.store import ConversationStore
+from tests.app.conftest import shown
 
 
 @pytest.fixture
@@ -21,12 +22,7 @@ def store(store_path):
 
 
 def _chat(qtbot, bridge, store) -> ChatView:
-    view = ChatView(bridge, store=store)
-    qtbot.addWidget(view)
-    view.resize(1000, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, ChatView(bridge, store=store), 1000, 600)
 
 
 @pytest.fixture

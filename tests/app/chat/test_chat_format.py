@@ -11,17 +11,14 @@ from app.chat.view import ChatView
 from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.session import ChatFormats
-from tests.app.conftest import WAIT_MS, client_of
+from tests.app.conftest import WAIT_MS, client_of, shown
 from tests.app.fake_engine import done, model_loaded
 
 
 def _view(qtbot, bridge, tmp_path) -> ChatView:
-    view = ChatView(bridge, chat_formats=ChatFormats(tmp_path / "formats.json"))
-    qtbot.addWidget(view)
-    view.resize(1000, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(
+        qtbot, ChatView(bridge, chat_formats=ChatFormats(tmp_path / "formats.json")), 1000, 600
+    )
 
 
 def _load(qtbot, bridge, event: p.ModelLoaded):

@@ -8,7 +8,7 @@ from PySide6.QtCore import Qt
 
 from app.chat.view import ChatView
 from engine.runtime import protocol as p
-from tests.app.conftest import WAIT_MS, load_fake_model
+from tests.app.conftest import WAIT_MS, load_fake_model, shown
 from tests.app.fake_engine import done
 
 LINE = "A line of the reply that takes room in the transcript.\n\n"
@@ -16,12 +16,7 @@ LINE = "A line of the reply that takes room in the transcript.\n\n"
 
 @pytest.fixture
 def chat(qtbot, bridge) -> ChatView:
-    view = ChatView(bridge)
-    qtbot.addWidget(view)
-    view.resize(700, 360)  # short: a few lines overflow it
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, ChatView(bridge), 700, 360)  # short: a few lines overflow it
 
 
 def _send(qtbot, chat, client, text="Tell me a long story") -> int:
@@ -38,12 +33,19 @@ def _stream(qtbot, chat, client, request_id, n_lines):
         qtbot.wait(20)  # the relayout the longer row asks for
 
 
-def test_the_view_follows_a_streaming_reply_to_its_end(qtbot, bridge, chat, tmp_path):
+def _a_reply_taller_than_the_view(qtbot, bridge, chat, tmp_path):
+    """(the fake engine, the request, the transcript's scroll bar) of a reply still streaming
+    that has grown past the view's height."""
     client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
     request_id = _send(qtbot, chat, client)
     bar = chat.transcript.verticalScrollBar()
     _stream(qtbot, chat, client, request_id, 12)
     qtbot.waitUntil(lambda: bar.maximum() > 100, timeout=WAIT_MS)
+    return client, request_id, bar
+
+
+def test_the_view_follows_a_streaming_reply_to_its_end(qtbot, bridge, chat, tmp_path):
+    client, request_id, bar = _a_reply_taller_than_the_view(qtbot, bridge, chat, tmp_path)
     qtbot.waitUntil(lambda: bar.value() == bar.maximum(), timeout=WAIT_MS)
     # The last tokens add a whole paragraph each (more than the "at the end" slack): still there.
     _stream(qtbot, chat, client, request_id, 6)
@@ -53,11 +55,7 @@ def test_the_view_follows_a_streaming_reply_to_its_end(qtbot, bridge, chat, tmp_
 
 
 def test_scrolled_up_it_stays_and_offers_jump_to_latest(qtbot, bridge, chat, tmp_path):
-    client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
-    request_id = _send(qtbot, chat, client)
-    bar = chat.transcript.verticalScrollBar()
-    _stream(qtbot, chat, client, request_id, 12)
-    qtbot.waitUntil(lambda: bar.maximum() > 100, timeout=WAIT_MS)
+    client, request_id, bar = _a_reply_taller_than_the_view(qtbot, bridge, chat, tmp_path)
 
     bar.setValue(40)  # the person scrolls up to read
     assert not chat.follower.following
@@ -76,11 +74,7 @@ def test_scrolled_up_it_stays_and_offers_jump_to_latest(qtbot, bridge, chat, tmp
 
 
 def test_scrolling_back_to_the_end_follows_again(qtbot, bridge, chat, tmp_path):
-    client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
-    request_id = _send(qtbot, chat, client)
-    bar = chat.transcript.verticalScrollBar()
-    _stream(qtbot, chat, client, request_id, 12)
-    qtbot.waitUntil(lambda: bar.maximum() > 100, timeout=WAIT_MS)
+    client, request_id, bar = _a_reply_taller_than_the_view(qtbot, bridge, chat, tmp_path)
     bar.setValue(0)
     assert not chat.follower.following
     bar.setValue(bar.maximum())  # the person scrolls down to the end themselves

@@ -7,16 +7,12 @@ import pytest
 from app.chat.conversation_model import ROLE_ASSISTANT, ROLE_USER, ChatEntry
 from app.chat.message_delegate import MessageDelegate
 from app.chat.view import ChatView
+from tests.app.conftest import shown
 
 
 @pytest.fixture
 def chat(qtbot, bridge) -> ChatView:
-    view = ChatView(bridge)
-    qtbot.addWidget(view)
-    view.resize(700, 500)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, ChatView(bridge), 700, 500)
 
 
 def _document_text(chat: ChatView, row: int) -> str:

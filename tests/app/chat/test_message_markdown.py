@@ -12,6 +12,7 @@ from PySide6.QtGui import QGuiApplication
 from app.chat.conversation_model import ROLE_ASSISTANT, ROLE_USER, ChatEntry
 from app.chat.message_markdown import Colors, Thinking, render_markdown, split_thinking
 from app.chat.view import ChatView
+from tests.app.conftest import shown
 
 COLORS = Colors("#f0f0f0", "#888888", "#0066cc", dark=False)
 REPLY = (
@@ -21,12 +22,7 @@ REPLY = (
 
 @pytest.fixture
 def chat(qtbot, bridge) -> ChatView:
-    view = ChatView(bridge)
-    qtbot.addWidget(view)
-    view.resize(900, 700)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, ChatView(bridge), 900, 700)
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ from app.chat.presets import NO_PRESET, SavePresetDialog
 from app.chat.view import ChatView
 from engine.chat.presets import ChatPreset, LoadSettings, PresetLibrary
 from engine.session import RememberedSettings
-from tests.app.conftest import load_fake_model
+from tests.app.conftest import load_fake_model, shown
 
 
 class FakeHost:
@@ -44,12 +44,7 @@ def host(tmp_path):
 
 @pytest.fixture
 def view(qtbot, bridge, store, library, host) -> ChatView:
-    view = ChatView(bridge, store=store, presets=library, host=host)
-    qtbot.addWidget(view)
-    view.resize(1100, 600)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, ChatView(bridge, store=store, presets=library, host=host), 1100, 600)
 
 
 def _items(view) -> list[str]:

@@ -21,7 +21,7 @@ from app.shell.main_window import MainWindow
 from app.shell.pages import CHAT, PageSpec
 from engine.chat.presets import ChatPreset, LoadSettings, PresetLibrary
 from engine.chat.store import ConversationStore
-from tests.app.conftest import WAIT_MS, load_fake_model
+from tests.app.conftest import WAIT_MS, load_fake_model, shown
 from tests.engine.chat.transfer.chatgpt_export import conversation
 
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
@@ -36,12 +36,7 @@ def _window(qtbot, bridge, tmp_path, library=None) -> MainWindow:
     store = ConversationStore.open(tmp_path / "chats.sqlite3")
     library = library or PresetLibrary(tmp_path / "presets.json")
     pages = [PageSpec(CHAT, lambda w: ChatView(w.bridge, store=store, presets=library, host=w))]
-    window = MainWindow(bridge, pages=pages)
-    qtbot.addWidget(window)
-    window.resize(1180, 720)
-    window.show()
-    qtbot.waitExposed(window)
-    return window
+    return shown(qtbot, MainWindow(bridge, pages=pages), 1180, 720)
 
 
 def _grab(window: MainWindow) -> QPixmap:

@@ -14,18 +14,13 @@ from app.chat.view import ChatView
 from app.common.engine_bridge import FLUSH_INTERVAL_MS
 from engine.enums import EngineState
 from engine.runtime import protocol as p
-from tests.app.conftest import WAIT_MS, client_of, load_fake_model
+from tests.app.conftest import WAIT_MS, client_of, load_fake_model, shown
 from tests.app.fake_engine import done
 
 
 @pytest.fixture
 def chat(qtbot, bridge) -> ChatView:
-    view = ChatView(bridge)
-    qtbot.addWidget(view)
-    view.resize(700, 500)
-    view.show()
-    qtbot.waitExposed(view)
-    return view
+    return shown(qtbot, ChatView(bridge), 700, 500)
 
 
 def _type_and_press_enter(qtbot, chat: ChatView, text: str) -> None:

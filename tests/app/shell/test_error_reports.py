@@ -11,19 +11,14 @@ import pytest
 from app.shell.main_window import MainWindow
 from engine.runtime import protocol as p
 from engine.session.model_file import UnusableModelFile, check_model_file
-from tests.app.conftest import WAIT_MS, open_in_window
+from tests.app.conftest import WAIT_MS, open_in_window, shown
 from tests.app.fake_engine import FakeEngineClient, done
 from tests.engine.gguf.craft import valid_model
 
 
 @pytest.fixture
 def window(qtbot, bridge) -> MainWindow:
-    win = MainWindow(bridge)
-    qtbot.addWidget(win)
-    win.resize(900, 600)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
+    return shown(qtbot, MainWindow(bridge), 900, 600)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from app.common import banner as b
 from app.shell.main_window import MainWindow
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
-from tests.app.conftest import WAIT_MS, client_of
+from tests.app.conftest import WAIT_MS, client_of, shown
 from tests.app.fake_engine import model_loaded
 from tests.engine.gguf.craft import VALID_TENSORS, valid_model
 from tests.engine.hostile_gguf import TERMINAL_ATTACK
@@ -29,12 +29,7 @@ REFUSED = (
 
 @pytest.fixture
 def window(qtbot, bridge) -> MainWindow:
-    win = MainWindow(bridge)
-    qtbot.addWidget(win)
-    win.resize(900, 600)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
+    return shown(qtbot, MainWindow(bridge), 900, 600)
 
 
 def load(qtbot, window, bridge, path, **fields) -> p.ModelLoaded:

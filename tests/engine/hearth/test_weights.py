@@ -9,7 +9,8 @@ from gguf import GGMLQuantizationType
 from gguf.quants import dequantize as gguf_dequantize
 
 from engine.gguf import read_model_info
-from engine.hearth.ops import TorchOps, dequantize
+from engine.hearth.host_dequant import dequantize
+from engine.hearth.ops import TorchOps
 from engine.hearth.weights import GGUFTensors
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
 

@@ -23,6 +23,8 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 from gguf.quants import quantize
 
+from testkit.synthetic_gguf import add_hyperparameters
+
 QT = GGMLQuantizationType
 # Byte offsets of the f16 scale fields in a k-quant block (ggml-common.h).
 _KQUANT_SCALES = {QT.Q4_K: (0, 2), QT.Q5_K: (0, 2), QT.Q6_K: (208,)}
@@ -112,17 +114,7 @@ def write_tiny_gguf(
     rng = np.random.default_rng(seed)
     arch = spec.arch
     writer = GGUFWriter(str(path), arch)
-    writer.add_block_count(spec.n_layer)
-    writer.add_context_length(512)
-    writer.add_embedding_length(spec.n_embd)
-    writer.add_feed_forward_length(spec.n_ff)
-    writer.add_head_count(spec.n_head)
-    writer.add_head_count_kv(spec.n_head_kv)
-    writer.add_key_length(spec.head_dim)
-    writer.add_value_length(spec.head_dim)
-    writer.add_rope_dimension_count(spec.head_dim)
-    writer.add_rope_freq_base(10000.0 if arch != "gemma3" else 1_000_000.0)
-    writer.add_layer_norm_rms_eps(1e-6)
+    add_hyperparameters(writer, spec, 512, 10000.0 if arch != "gemma3" else 1_000_000.0)
     n_vocab = spec.n_vocab
     if vocab_from is not None:
         n_vocab = _add_vocabulary(writer, str(vocab_from))
@@ -135,12 +127,8 @@ def write_tiny_gguf(
         writer.add_rope_scaling_factor(spec.rope_scale)
         if spec.yarn_orig_ctx:
             writer.add_rope_scaling_orig_ctx_len(spec.yarn_orig_ctx)
-    if spec.n_expert:
-        writer.add_expert_count(spec.n_expert)
-        writer.add_expert_used_count(spec.n_expert_used)
-        writer.add_expert_feed_forward_length(spec.n_ff_exp)
-        if spec.n_ff_shexp:
-            writer.add_expert_shared_feed_forward_length(spec.n_ff_shexp)
+    if spec.n_expert and spec.n_ff_shexp:
+        writer.add_expert_shared_feed_forward_length(spec.n_ff_shexp)
 
     def matrix(
         name: str, rows: int, cols: int, qtype: QT | None = None, scale=1.0, n=0, values=None

@@ -39,11 +39,6 @@ def rpc_build():
         )
 
 
-@pytest.fixture(scope="module")
-def starter_path(starter_model) -> str:
-    return str(starter_model)
-
-
 @pytest.fixture
 def helpers(rpc_build, tmp_path):
     with (

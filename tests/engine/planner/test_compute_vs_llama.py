@@ -43,10 +43,10 @@ def test_cpu_compute_buffer_matches_llama_cpp(synthetic_profile, measurements, s
 
 
 @pytest.fixture(scope="module")
-def real_profiles(starter_model, gemma_270m):
+def real_profiles(starter_model, gemma_model):
     return {
         "smollm2-135m-q4_1": build_profile(read_model_info(starter_model)),
-        "gemma3-270m-q4_k_m": build_profile(read_model_info(gemma_270m)),
+        "gemma3-270m-q4_k_m": build_profile(read_model_info(gemma_model)),
     }
 
 

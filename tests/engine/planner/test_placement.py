@@ -19,8 +19,8 @@ def _weights(profile, ngl: int, experts: int = 0, gpus=(CUDA,)):
     return estimate(profile, config, list(gpus))
 
 
-def test_cuda_alloc_pads_rows_and_aligns(gemma_270m) -> None:
-    info = read_model_info(gemma_270m)
+def test_cuda_alloc_pads_rows_and_aligns(gemma_model) -> None:
+    info = read_model_info(gemma_model)
     t = info.tensor("blk.0.attn_output.weight")  # Q4_K, rows of 1024: no padding
     assert alloc_bytes(t, CUDA) == -(-t.n_bytes // 128) * 128
     t = info.tensor("blk.0.attn_q.weight")  # Q5_0, rows of 640 = 512 + 128: 384 values more

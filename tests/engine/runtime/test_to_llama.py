@@ -1,10 +1,13 @@
-"""The wire protocol's settings as llama.cpp's: where sampling runs, and how many rows of logits
-a decode returns."""
+"""The wire protocol's settings as llama.cpp's: where sampling runs, how many rows of logits
+a decode returns, and the sampling settings carried over whole."""
+
+from dataclasses import fields
 
 import pytest
 
+from engine.llama.params import SamplerSettings
 from engine.runtime import protocol as p
-from engine.runtime.to_llama import context_settings
+from engine.runtime.to_llama import context_settings, sampler_settings
 
 
 def _params(method: str, **kwargs) -> p.ModelParams:
@@ -33,3 +36,17 @@ def test_a_speculating_decode_returns_the_last_token_and_the_drafts():
 def test_auto_is_plain_decoding_on_llama_cpp():
     """ "auto" never speculates on llama.cpp (speculative/setup.py): one row a decode."""
     assert context_settings(_params("auto")).n_outputs == 1
+
+
+def test_every_sampling_field_the_chain_takes_is_carried_over():
+    sampling = p.SamplingParams(temperature=0.3, top_k=5, top_p=0.5, min_p=0.2,
+                                repeat_penalty=1.3, repeat_last_n=32, seed=7,
+                                presence_penalty=0.4, frequency_penalty=0.6,
+                                grammar='root ::= "a"')  # fmt: skip
+    settings = sampler_settings(sampling)
+    carried = [f.name for f in fields(SamplerSettings) if f.name != "grammar_seconds"]
+    assert len(carried) == 10
+    for name in carried:
+        assert getattr(settings, name) == getattr(sampling, name), name
+    # the boundary's own deadline, which the protocol does not carry, keeps its default
+    assert settings.grammar_seconds == SamplerSettings().grammar_seconds

@@ -73,8 +73,7 @@ def serving(tmp_path_factory, model: str, args: list[str], env: dict[str, str] |
     port = free_port()
     log = tmp_path_factory.mktemp("serve") / "serve.log"
     env = {**os.environ, "PYTHONPATH": str(REPO), "HEARTH_API_KEY": API_KEY, **(env or {})}
-    command = [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
-               "serve", "--port", str(port), *args]  # fmt: skip
+    command = hearth_command("serve", "--port", str(port), *args)
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
     server = Served(port=port, key=API_KEY, model=model, log=log)
@@ -93,12 +92,23 @@ def serving(tmp_path_factory, model: str, args: list[str], env: dict[str, str] |
             time.sleep(0.3)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
+
+
+def hearth_command(*args: str) -> list[str]:
+    """The `hearth` console command with `args`, run from this tree."""
+    return [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
+            *args]  # fmt: skip
+
+
+def stop_process(proc: subprocess.Popen, grace_s: float = 20) -> None:
+    """End `proc` as Ctrl+C would, and kill it if it has not ended within `grace_s`."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="session")

@@ -8,6 +8,7 @@ import pytest
 from engine.runtime import protocol as p
 from engine.server.engine_link import EngineLink, GenerationRequest
 from engine.server.errors import APIError
+from tests.engine.server.stand_in import STATS
 
 LOADED = p.ModelLoaded(path="/m/x.gguf", description="x", n_ctx=512, n_ctx_train=512,
                        n_params=1, size_bytes=1, n_layers=1, n_gpu_layers=0, flash_attn="on",
@@ -76,15 +77,7 @@ def test_events_reach_their_own_request_and_a_finished_one_is_not_stopped():
         client.play(p.TokenText(request_id=99, text="someone else's"))
         client.play(p.TokenText(request_id=1, text="mine"))
         assert (await waiting).text == "mine"
-        stats = p.GenerationStats(
-            n_prompt_tokens=1,
-            n_prompt_tokens_reused=0,
-            n_generated=1,
-            prefill_seconds=0,
-            time_to_first_token=0,
-            decode_seconds=0,
-        )
-        client.play(p.GenerationDone(request_id=1, stop_reason="eos", stats=stats))
+        client.play(p.GenerationDone(request_id=1, stop_reason="eos", stats=STATS))
         assert isinstance(await anext(events), p.GenerationDone)
         with pytest.raises(StopAsyncIteration):
             await anext(events)

@@ -51,6 +51,16 @@ def _link(client, **kwargs) -> EngineLink:
     return link
 
 
+async def _walk_away_from_a_generation(link: EngineLink) -> None:
+    """A client that starts a generation and goes away (or a request that times out)."""
+    events = link.generate(GenerationRequest(prompt="x"))
+    waiting = asyncio.ensure_future(anext(events))
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    await asyncio.gather(waiting, return_exceptions=True)
+    await events.aclose()
+
+
 def test_a_dead_worker_is_restarted_and_requests_meanwhile_get_503_with_retry_after():
     async def scenario():
         keeper = RecordingKeeper()
@@ -72,12 +82,7 @@ def test_a_dead_worker_is_restarted_and_requests_meanwhile_get_503_with_retry_af
 def test_a_stopped_generation_the_worker_does_not_end_gets_the_worker_killed():
     async def scenario():
         link = _link(RecordingClient(), stop_grace_s=0.05)
-        events = link.generate(GenerationRequest(prompt="x"))
-        waiting = asyncio.ensure_future(anext(events))
-        await asyncio.sleep(0.01)
-        waiting.cancel()  # the client went away (or the request timed out)
-        await asyncio.gather(waiting, return_exceptions=True)
-        await events.aclose()
+        await _walk_away_from_a_generation(link)
         assert link.client.stopped == [1]
         await asyncio.sleep(0.15)  # the worker never said GenerationDone: it is stuck
         return link.client.aborted
@@ -88,12 +93,7 @@ def test_a_stopped_generation_the_worker_does_not_end_gets_the_worker_killed():
 def test_a_worker_that_does_stop_is_left_alone():
     async def scenario():
         link = _link(RecordingClient(), stop_grace_s=0.05)
-        events = link.generate(GenerationRequest(prompt="x"))
-        waiting = asyncio.ensure_future(anext(events))
-        await asyncio.sleep(0.01)
-        waiting.cancel()
-        await asyncio.gather(waiting, return_exceptions=True)
-        await events.aclose()
+        await _walk_away_from_a_generation(link)
         link.client.play(p.GenerationFailed(request_id=1, message="stopped"))
         await asyncio.sleep(0.15)
         return link.client.aborted

@@ -11,13 +11,16 @@ from hypothesis import strategies as st
 from tests.engine.server.stand_in import app_with, call
 
 ROUTES = ["/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/api/chat",
-          "/api/generate", "/api/show"]  # fmt: skip
+          "/api/generate", "/api/show", "/v1/messages", "/v1/messages/count_tokens",
+          "/v1/responses", "/v1/rerank"]  # fmt: skip
 FIELDS = ["model", "messages", "prompt", "input", "max_tokens", "max_completion_tokens", "n",
           "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stream", "stream_options",
           "logprobs", "top_logprobs", "echo", "suffix", "tools", "tool_choice",
           "response_format", "format", "options", "raw", "system", "images", "encoding_format",
           "ignore_eos", "role", "content", "tool_calls", "function", "type", "json_schema",
-          "schema", "pattern", "anyOf", "$ref", "items", "num_predict", "name"]  # fmt: skip
+          "schema", "pattern", "anyOf", "$ref", "items", "num_predict", "name", "query",
+          "documents", "top_n", "instructions", "max_output_tokens", "previous_response_id",
+          "text", "input_schema", "tool_use_id", "stop_sequences", "metadata"]  # fmt: skip
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(-(2**70), 2**70),
@@ -65,7 +68,7 @@ def test_no_request_body_gets_a_5xx_or_a_traceback(route, body):
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-@given(st.sampled_from(ROUTES[:2] + ROUTES[3:5]), bodies)
+@given(st.sampled_from(ROUTES[:2] + ROUTES[3:5] + ROUTES[6:9]), bodies)
 def test_near_valid_requests_get_no_5xx_either(route, extra):
-    body = {"messages": MESSAGES, "prompt": "Hi", "max_tokens": 2, **extra}
+    body = {"messages": MESSAGES, "prompt": "Hi", "input": "Hi", "max_tokens": 2, **extra}
     _check(route, body)

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from engine.runtime import protocol as p
 from engine.server.config import Limits, ServerConfig
 from engine.server.guard import content_type_refusal, has_lone_surrogate
 from tests.engine.server.stand_in import StandInLink, app_with, call, message_of
@@ -176,6 +177,40 @@ def test_costly_schemas_get_400_naming_the_limit_before_any_translation(path, bo
     status, _, content = call(app_with(link), "POST", path, body)
     assert status == 400 and "limit" in message_of(content)
     assert link.generated == []
+
+
+class _OverLimit(StandInLink):
+    """The engine refuses every request for going over one of its bounds."""
+
+    def __init__(self, over_limit: str, message: str):
+        super().__init__()
+        self.failure = p.GenerationFailed(request_id=1, message=message, over_limit=over_limit)
+
+    async def generate(self, request):
+        self.generated.append(request)
+        yield self.failure
+
+
+@pytest.mark.parametrize(
+    ("over_limit", "says", "status"),
+    [
+        ("prompt", "Tokenizing the prompt (9,000,000 characters) took longer than the limit "
+                   "of 20 s", 413),
+        ("grammar", "The output grammar took longer than the limit of 20 s to check one token",
+         422),
+        ("busy", "The engine is still finishing earlier prompts; try again", 503),
+        ("", "The conversation is empty.", 400),
+    ],
+)  # fmt: skip
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/api/chat", "/v1/messages"])
+def test_a_request_over_the_engines_bounds_gets_the_bounds_status_and_words(
+    over_limit, says, status, path
+):
+    body = {**CHAT, "model": "tiny"}
+    got, headers, content = call(app_with(_OverLimit(over_limit, says)), "POST", path, body)
+    assert got == status and says in content.decode()
+    assert b"Traceback" not in content
+    assert ("retry-after" in headers) == (status == 503)
 
 
 def test_a_body_that_does_not_arrive_in_time_gets_408():

@@ -7,13 +7,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import psutil
 import pytest
 
-from tests.engine.server.conftest import REPO, free_port
+from tests.engine.server.conftest import REPO, free_port, hearth_command, stop_process
 
 HELLO = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0}
 
@@ -44,9 +43,8 @@ def _wait_until(condition, seconds: float) -> bool:
 @pytest.mark.slow
 def test_a_closed_console_and_a_killed_worker_do_not_stop_the_server(starter_model, tmp_path):
     port = free_port()
-    command = [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
-               "serve", str(starter_model), "--port", str(port), "--parallel", "1",
-               "--ctx", "256"]  # fmt: skip
+    command = hearth_command("serve", str(starter_model), "--port", str(port), "--parallel", "1",
+                             "--ctx", "256")  # fmt: skip
     errors = open(tmp_path / "stderr.txt", "wb")  # noqa: SIM115
     env = {**os.environ, "PYTHONPATH": str(REPO), "HEARTH_API_KEY": ""}
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=errors, cwd=REPO, env=env)
@@ -77,12 +75,7 @@ def test_a_closed_console_and_a_killed_worker_do_not_stop_the_server(starter_mod
         assert status == 200, reply
         assert server.poll() is None
     finally:
-        server.terminate()
-        try:
-            server.wait(20)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+        stop_process(server)
         errors.close()
     said = (tmp_path / "stderr.txt").read_text()
     assert "Traceback" not in said and "Restarting the engine" in said

@@ -3,14 +3,11 @@ worker's decode loop, and a greedy completion is the text plain decoding gives."
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import time
 
 import pytest
 
-from tests.engine.server.conftest import API_KEY, REPO, START_TIMEOUT_S, Served, free_port
+from tests.engine.server.conftest import serving
 
 PROMPT = (
     "def add_numbers(first, second):\n    total = first + second\n    return total\n\n"
@@ -20,33 +17,10 @@ PROMPT = (
 
 @pytest.fixture(scope="module")
 def speculating_server(starter_model, tmp_path_factory):
-    port = free_port()
-    log = tmp_path_factory.mktemp("serve-spec") / "serve.log"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "HEARTH_API_KEY": API_KEY}
-    command = [sys.executable, "-c", "import sys; from engine.cli import main; sys.exit(main())",
-               "serve", str(starter_model), "--port", str(port), "--parallel", "1", "--ctx", "512",
-               "--threads", "1", "--speculative", "prompt-lookup"]  # fmt: skip
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
-    server = Served(port=port, key=API_KEY, model=starter_model.name.removesuffix(".gguf"))
-    deadline = time.monotonic() + START_TIMEOUT_S
-    try:
-        while proc.poll() is None and time.monotonic() < deadline:
-            try:
-                if server.request("GET", "/", timeout=2)[0] == 200:
-                    break
-            except OSError:
-                time.sleep(0.3)
-        else:
-            pytest.fail(f"hearth serve did not start: {log.read_text()[-2000:]}")
-        yield server, log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    name = starter_model.name.removesuffix(".gguf")
+    args = [str(starter_model), "--parallel", "1", "--ctx", "512", "--threads", "1",
+            "--speculative", "prompt-lookup"]  # fmt: skip
+    yield from serving(tmp_path_factory, name, args)
 
 
 def _plain_greedy(model_path, prompt: str, max_tokens: int) -> str:
@@ -70,10 +44,10 @@ def _plain_greedy(model_path, prompt: str, max_tokens: int) -> str:
 
 
 def test_a_greedy_api_completion_speculates_and_keeps_the_text(speculating_server, starter_model):
-    server, log = speculating_server
+    server = speculating_server
     status, body = server.request("POST", "/v1/completions", {
         "model": server.model, "prompt": PROMPT, "max_tokens": 40, "temperature": 0,
     }, timeout=120)  # fmt: skip
     assert status == 200, body
-    assert "[speculative decoding: prompt_lookup]" in log.read_text()
+    assert "[speculative decoding: prompt_lookup]" in server.log.read_text()
     assert body["choices"][0]["text"] == _plain_greedy(starter_model, PROMPT, 40)
