@@ -134,6 +134,9 @@ class HearthBatchContext:
     def step(self, token: int) -> StepOutput:
         raise EngineError(_THROUGH_THE_BATCH)
 
+    def check(self, tokens: list[int], position: int) -> list[StepOutput]:
+        raise EngineError(_THROUGH_THE_BATCH)
+
     def new_sampler(self, sampling: p.SamplingParams) -> HearthSampler:
         from engine.runtime.hearth_driver import HearthSampler
 
