@@ -8,6 +8,14 @@ events per request. Each generation owns a sequence of the batch cache
 (engine/hearth/batch_cache.py): its own page table in one page pool, pages taken as it grows
 and all given back the moment it ends, is stopped, or its client goes.
 
+Shared prefixes: a generation's sequence starts from the longest prefix of its prompt that the
+cache's prefix index holds (engine/hearth/page_pool.py: full pages keyed by their tokens and
+everything before them, kept after their sequence ends while the pool has room), by
+reference, and only the rest of the prompt is computed; after each step a sequence's full
+pages go into the index. So concurrent clients with one system prompt, and a chat's next turn
+(whose prompt starts with the previous turn's), compute the shared part once; the stats say
+how many prompt tokens were taken from the cache (n_prompt_tokens_reused).
+
 A step is one forward pass (engine/hearth/forward.py, unchanged) over the rows that
 batch_schedule.plan_step picks: one token for every decoding sequence, then chunks of the
 prompts that joined, within the per-step token budget, so a long new prompt is computed
@@ -140,7 +148,8 @@ class HearthBatchContext:
         return HearthSampler(self.model, sampling)
 
     def clear(self) -> None:
-        """The decoder closes its sequences as they end: nothing is kept between requests."""
+        """The decoder closes its sequences as they end; the prefix index keeps their full
+        pages for later prompts until the pool needs them."""
 
     def forget_from(self, position: int) -> bool:
         return False
@@ -218,6 +227,8 @@ class _Generation:
     sampler: Any = None
     detok: StreamingDetokenizer | None = None
     todo: list[int] = field(default_factory=list)  # prompt tokens still to compute
+    written: list[int] = field(default_factory=list)  # the tokens its sequence holds, in order
+    n_reused: int = 0  # prompt tokens taken from shared pages, not computed
     next_token: int | None = None  # sampled, decoded in the next step
     n_cached: int = 0  # positions its sequence holds
     n_generated: int = 0
@@ -310,7 +321,7 @@ class HearthBatchedDecoder:
             [(g.request_id, len(g.todo)) for g in self._running if g.todo],
             self.ctx.budget,
         )
-        seqs, tokens, positions, sampled = [], [], [], []
+        seqs, tokens, positions, sampled, stepped = [], [], [], [], []
         for work in plan:
             gen = by_key[work.key]
             chunk = [gen.next_token] if gen.next_token is not None else gen.todo[: work.n_tokens]
@@ -326,6 +337,8 @@ class HearthBatchedDecoder:
             else:
                 gen.todo = gen.todo[len(chunk) :]
             gen.n_cached = start + len(chunk)
+            gen.written += chunk
+            stepped.append(gen)
             seqs += [gen.seq] * len(chunk)
             tokens += chunk
             positions += range(start, start + len(chunk))
@@ -335,6 +348,8 @@ class HearthBatchedDecoder:
             return
         with worker_ends_when_out_of_memory("decoding a batch"):
             logits = self.ctx.forward(seqs, tokens, positions, [row for _, row in sampled])
+        for gen in stepped:  # their full pages, now written, for later prompts to share
+            self.ctx.cache.publish(gen.seq, gen.written)
         greedy = logits.argmax(dim=-1).tolist()  # one read for every plain-greedy sampler
         for i, (gen, _) in enumerate(sampled):
             self._sample(gen, logits[i], greedy[i])
@@ -361,12 +376,15 @@ class HearthBatchedDecoder:
             gen = self._waiting.popleft()
             try:
                 gen.sampler = self.ctx.new_sampler(gen.command.sampling)
-                gen.seq = self.ctx.cache.new_sequence()
+                # the last prompt token is always computed: its logits give the first token
+                gen.seq = self.ctx.cache.new_sequence(gen.prompt, limit=len(gen.prompt) - 1)
             except (EngineError, PagesExhausted, ValueError) as exc:
                 self._release(gen)
                 self._fail(gen, str(exc))
                 continue
-            gen.todo = list(gen.prompt)
+            gen.n_reused = gen.n_cached = self.ctx.cache.length(gen.seq)
+            gen.written = list(gen.prompt[: gen.n_reused])
+            gen.todo = list(gen.prompt[gen.n_reused :])
             gen.detok = StreamingDetokenizer(gen.command.stop)
             gen.prefill_started = time.perf_counter()
             self._running.append(gen)
@@ -445,7 +463,7 @@ class HearthBatchedDecoder:
         first = gen.first_token_at or now
         stats = p.GenerationStats(
             n_prompt_tokens=len(gen.prompt),
-            n_prompt_tokens_reused=0,
+            n_prompt_tokens_reused=gen.n_reused,
             n_generated=gen.n_generated,
             prefill_seconds=(first - gen.prefill_started) if gen.prefill_started else 0.0,
             time_to_first_token=first - gen.received_at,
