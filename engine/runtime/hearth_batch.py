@@ -14,7 +14,10 @@ everything before them, kept after their sequence ends while the pool has room),
 reference, and only the rest of the prompt is computed; after each step a sequence's full
 pages go into the index. So concurrent clients with one system prompt, and a chat's next turn
 (whose prompt starts with the previous turn's), compute the shared part once; the stats say
-how many prompt tokens were taken from the cache (n_prompt_tokens_reused).
+how many prompt tokens were taken from the cache (n_prompt_tokens_reused). Concurrent
+requests arrive before the first of them has computed the shared part: a prompt whose next
+page another running prompt is computing waits for it (a step or a few), then takes the pages
+that prompt published instead of computing them again; prompts that share nothing never wait.
 
 A step is one forward pass (engine/hearth/forward.py, unchanged) over the rows that
 batch_schedule.plan_step picks: one token for every decoding sequence, then chunks of the
@@ -318,7 +321,7 @@ class HearthBatchedDecoder:
         by_key = {g.request_id: g for g in self._running}
         plan = plan_step(
             [g.request_id for g in self._running if g.next_token is not None],
-            [(g.request_id, len(g.todo)) for g in self._running if g.todo],
+            self._prompts_to_compute(),
             self.ctx.budget,
         )
         seqs, tokens, positions, sampled, stepped = [], [], [], [], []
@@ -356,6 +359,43 @@ class HearthBatchedDecoder:
 
     # -- the step's parts ---------------------------------------------------------------------
 
+    def _prompts_to_compute(self) -> list[tuple[int, int]]:
+        """(request, prompt tokens left) of the prompts this step may compute, in arrival
+        order. One that has computed nothing yet first takes the longest indexed prefix (the
+        index grows as earlier prompts publish their pages); one whose next page an earlier
+        prompt is computing waits, so a shared prefix is computed once."""
+        size = self.ctx.cache.page_size
+        computing: set[tuple[int, ...]] = set()
+        out = []
+        for gen in self._running:
+            if not gen.todo:
+                continue
+            if len(gen.written) == gen.n_reused:
+                self._take_longer_prefix(gen)
+            # the prompt up to the end of the page this generation computes next
+            upto = tuple(gen.prompt[: (len(gen.written) // size + 1) * size])
+            if upto in computing:
+                continue
+            computing.add(upto)
+            out.append((gen.request_id, len(gen.todo)))
+        return out
+
+    def _take_longer_prefix(self, gen: _Generation) -> None:
+        """A generation that has computed nothing: if the index now holds more of its prompt
+        than its sequence started with, it starts again from that."""
+        cache = self.ctx.cache
+        _, n = cache.pool.match(gen.prompt, limit=len(gen.prompt) - 1)
+        if n <= gen.n_reused:
+            return
+        cache.free_sequence(gen.seq)
+        gen.seq = cache.new_sequence(gen.prompt, limit=len(gen.prompt) - 1)
+        self._start_prompt(gen)
+
+    def _start_prompt(self, gen: _Generation) -> None:
+        gen.n_reused = gen.n_cached = self.ctx.cache.length(gen.seq)
+        gen.written = list(gen.prompt[: gen.n_reused])
+        gen.todo = list(gen.prompt[gen.n_reused :])
+
     def _honour_stops(self) -> None:
         with self._lock:
             stop_all, ids = self._stop_all, set(self._stop_ids)
@@ -382,9 +422,7 @@ class HearthBatchedDecoder:
                 self._release(gen)
                 self._fail(gen, str(exc))
                 continue
-            gen.n_reused = gen.n_cached = self.ctx.cache.length(gen.seq)
-            gen.written = list(gen.prompt[: gen.n_reused])
-            gen.todo = list(gen.prompt[gen.n_reused :])
+            self._start_prompt(gen)
             gen.detok = StreamingDetokenizer(gen.command.stop)
             gen.prefill_started = time.perf_counter()
             self._running.append(gen)

@@ -206,15 +206,16 @@ def _done(events, rid):
 
 
 def test_a_shared_system_prompt_is_computed_once_across_clients_and_turns(model):
-    """Pages of 64: a 70-token 'system prompt' computed by the first request is taken by
-    reference by the next two (64 tokens reused, their own tails computed), whose replies equal
-    each decoded alone; a chat's next turn (the previous prompt, its reply, a new message)
-    reuses the previous turn's full pages too."""
+    """Pages of 64: a 70-token 'system prompt' computed by the first of three concurrent
+    requests is taken by reference by the other two (64 tokens reused, their own tails
+    computed), whose replies equal each decoded alone; a chat's next turn (the previous
+    prompt, its reply, a new message) reuses the previous turn's full pages too."""
     decoder, events = _decoder(model, n_parallel=4)
     system = [1, *range(200, 269)]  # 70 tokens
     first, second, third = [*system, 5, 6], [*system, 7], [*system, 8, 9, 10]
+    # all three arrive at once: the second and third wait the one step in which the first
+    # computes the shared page, then take it
     decoder.submit(_generate(0, first), 0.0, first)
-    decoder.step()  # request 0's prompt computed; its first page published
     decoder.submit(_generate(1, second), 0.0, second)
     decoder.submit(_generate(2, third), 0.0, third)
     while decoder.busy:
