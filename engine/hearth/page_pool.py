@@ -255,11 +255,6 @@ class PagePool:
         self._free_ids.sort(reverse=True)
         return s.pages
 
-    def forget_prefixes(self) -> None:
-        """Empty the prefix index; the pages only it held are free again."""
-        while self._index:
-            self._evict(next(iter(self._index)))
-
     # --- the counts ------------------------------------------------------------------------
     def _evictable(self) -> int:
         return sum(1 for e in self._index.values() if self._refs[e.page] == 1)
