@@ -17,6 +17,14 @@ client count it reports:
   token of the round to its last token (prefill and time to first token left out);
 - time to first token, p50 and p95 over all requests of all rounds.
 
+With --shared-prefix-words N every prompt of a round starts with the same "system prompt" of N
+words (about N tokens; a different one each round, so each round computes it afresh), then its
+own part. Each level then also prints the prompt tokens requested and the prompt tokens the
+server computed (requested minus those it reports cached: `usage.prompt_tokens_details.
+cached_tokens` from `hearth serve`, `timings.cache_n` from llama-server), so "a shared
+2,000-token system prompt with 16 clients: prefill work counted once" reads as computed ~=
+rounds x (N + 16 x the own part) against requested rounds x 16 x (N + the own part).
+
 A round that has not ended after --level-timeout seconds counts its unfinished requests as
 failed, so one stuck server cannot hold the run past its budget.
 
@@ -50,6 +58,8 @@ class RequestResult:
     tokens: int
     ended_s: float  # since the round started
     first_s: float = 0.0  # its first text, since the round started
+    prompt_tokens: int = 0  # as the server reported them (0: not reported)
+    cached_tokens: int = 0  # of those, taken from the server's cache, not computed
 
 
 @dataclass(frozen=True)
@@ -63,6 +73,8 @@ class LevelResult:
     tokens: int
     failures: int
     decode_tok_s: float = 0.0
+    prompt_tokens: int = 0  # all requests' prompt tokens, as the server reported them
+    prompt_tokens_computed: int = 0  # of those, the ones the server computed
 
 
 def decode_rate(rounds: list[list[RequestResult]]) -> float:
@@ -88,12 +100,18 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def prompt_for(client: int, words: int, run: int = 0) -> str:
+def prompt_for(client: int, words: int, run: int = 0, shared_words: int = 0) -> str:
     """A prompt that differs from every other one (other clients, other rounds, the warm-up)
-    from its first token on, so no server can answer any of it from its prompt cache."""
+    from its first token on, so no server can answer any of it from its prompt cache; with
+    shared_words, after a system prompt of that many words that every client of the round
+    shares (and no other round)."""
     vocabulary = WORDS.split()
     body = " ".join(vocabulary[(client * 7 + i) % len(vocabulary)] for i in range(words))
-    return f"{run * 1000 + client} {body}. Continue the story:"
+    own = f"{run * 1000 + client} {body}. Continue the story:"
+    if not shared_words:
+        return own
+    shared = " ".join(vocabulary[(i * 5 + i // 12) % len(vocabulary)] for i in range(shared_words))
+    return f"System prompt {run}: {shared}.\n\n{own}"
 
 
 def sse_payloads(buffer: bytes) -> tuple[list[dict], bytes]:
@@ -130,6 +148,7 @@ async def stream_one(port: int, body: dict, started: float, on_first=None) -> Re
             chunked = True
     first: float | None = None
     usage_tokens = None
+    prompt_tokens = cached_tokens = 0
     buffer = b""
     async for data in _body_pieces(reader, chunked):
         events, buffer = sse_payloads(buffer + data.replace(b"\r\n", b"\n"))
@@ -139,14 +158,20 @@ async def stream_one(port: int, body: dict, started: float, on_first=None) -> Re
                 if on_first is not None:
                     on_first()
             if event.get("usage"):
-                usage_tokens = event["usage"].get("completion_tokens")
+                usage = event["usage"]
+                usage_tokens = usage.get("completion_tokens")
+                prompt_tokens = usage.get("prompt_tokens") or prompt_tokens
+                details = usage.get("prompt_tokens_details") or {}
+                cached_tokens = details.get("cached_tokens") or cached_tokens
+            if (event.get("timings") or {}).get("cache_n"):  # llama-server's own field
+                cached_tokens = event["timings"]["cache_n"]
     writer.close()
     if first is None:
         raise RuntimeError("the stream ended without text")
     tokens = usage_tokens if usage_tokens is not None else body["max_tokens"]
     return RequestResult(
         ttft_s=first - sent, tokens=tokens, ended_s=time.perf_counter() - started,
-        first_s=first - started,
+        first_s=first - started, prompt_tokens=prompt_tokens, cached_tokens=cached_tokens,
     )  # fmt: skip
 
 
@@ -170,7 +195,7 @@ async def run_level(
     started = time.perf_counter()
     bodies = [
         {
-            "prompt": prompt_for(i, args.prompt_words, run),
+            "prompt": prompt_for(i, args.prompt_words, run, args.shared_prefix_words),
             "max_tokens": args.max_tokens,
             "temperature": 0,
             "stream": True,
@@ -202,11 +227,14 @@ def measure(server: str, port: int, args) -> list[LevelResult]:
     runs = itertools.count(1)
     for clients in args.clients:
         ttfts, tokens, wall_total, failures, rounds = [], 0, 0.0, 0, []
+        prompt_tokens = computed = 0
         for _ in range(args.rounds):
             results, failed, wall = asyncio.run(run_level(port, clients, args, next(runs)))
             rounds.append(results)
             ttfts += [r.ttft_s for r in results]
             tokens += sum(r.tokens for r in results)
+            prompt_tokens += sum(r.prompt_tokens for r in results)
+            computed += sum(r.prompt_tokens - r.cached_tokens for r in results)
             wall_total += wall
             failures += failed
         level = LevelResult(
@@ -219,12 +247,19 @@ def measure(server: str, port: int, args) -> list[LevelResult]:
             tokens=tokens,
             failures=failures,
             decode_tok_s=decode_rate(rounds),
+            prompt_tokens=prompt_tokens,
+            prompt_tokens_computed=computed,
         )
         print(
             f"{server:16s} clients={clients:3d} aggregate {level.aggregate_tok_s:8.1f} tok/s  "
             f"decode {level.decode_tok_s:8.1f} tok/s  "
             f"TTFT p50 {level.ttft_p50_s * 1000:7.1f} ms  p95 {level.ttft_p95_s * 1000:7.1f} ms"
-            + (f"  ({failures} failed)" if failures else ""),
+            + (f"  ({failures} failed)" if failures else "")
+            + (
+                f"\n{'':16s} prompt tokens: {prompt_tokens} requested, {computed} computed"
+                if args.shared_prefix_words
+                else ""
+            ),
             flush=True,
         )
         levels.append(level)
@@ -299,6 +334,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--prompt-words", type=int, default=64)
+    parser.add_argument(
+        "--shared-prefix-words",
+        type=int,
+        default=0,
+        help="a system prompt of this many words (about as many tokens) shared by every "
+        "prompt of a round; prints the prompt tokens computed",
+    )
     parser.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
     parser.add_argument("--gpu-layers", type=int, default=-1)
     parser.add_argument("--rounds", type=int, default=2)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -183,6 +184,33 @@ class PagedKVCache:
         self._lengths[seq] = start + n
         self._length_tensors[seq].fill_(start + n)
         return start
+
+    def assign(self, seq: int, pages: Sequence[int], n: int) -> None:
+        """Give seq exactly `pages` (in position order) and length n: for a caller that keeps
+        its own page accounting (engine/hearth/page_pool.py, where sequences share pages), so
+        a sequence driven this way never takes from or gives back to this cache's own free
+        list. Only the changed part of the block table is written."""
+        old, pages = self._pages[seq], list(pages)
+        if pages != old:
+            first = next(
+                (i for i, (a, b) in enumerate(zip(old, pages, strict=False)) if a != b),
+                min(len(old), len(pages)),
+            )
+            table = self._tables[seq]
+            if len(pages) > first:
+                table[first : len(pages)] = torch.tensor(pages[first:], dtype=torch.int32)
+            if len(old) > len(pages):
+                table[len(pages) : len(old)] = -1
+            self._pages[seq] = pages
+        if self._lengths[seq] != n:
+            self._lengths[seq] = n
+            self._length_tensors[seq].fill_(n)
+
+    def copy_page(self, src: int, dst: int) -> None:
+        """Page src's K and V, every layer and plane, into page dst (a copy on write)."""
+        for planes in (*self._k, *self._v):
+            for plane in planes.values():
+                plane[dst].copy_(plane[src])
 
     def truncate(self, seq: int, n: int) -> None:
         """Keep seq's first n positions (a chat turn that edits history): the pages past them

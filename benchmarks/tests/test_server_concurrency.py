@@ -54,3 +54,12 @@ def test_each_hearth_engine_is_its_own_server_and_compared_with_llama_server():
         16,
     )
     assert "throughput 3.000, decode 2.000, TTFT p95 0.500" in line
+
+
+def test_a_shared_system_prompt_is_one_rounds_alone_and_each_client_adds_its_own_part():
+    one_round = [prompt_for(i, 8, 1, shared_words=50) for i in range(4)]
+    head = one_round[0].split("\n\n")[0]
+    assert len(head.split()) == 53  # "System prompt 1:" and the 50 words
+    assert all(p.startswith(head + "\n\n") for p in one_round)
+    assert len({p.split("\n\n")[1].split()[0] for p in one_round}) == 4  # own parts differ
+    assert not prompt_for(0, 8, 2, shared_words=50).startswith(head)  # another round's differs

@@ -15,7 +15,9 @@ one row for a sequence that decodes, a run of rows for a prompt chunk (chunked p
 forward pass serves decode steps and a joining prompt together.
 
 Page accounting is engine/hearth/page_pool.py's (a sequence takes pages as it grows and gives
-them all back when it ends); the storage is one of two:
+them back when it ends; a sequence opened with its prompt's tokens starts from the pages of an
+indexed prefix by reference, and a shared page is copied before a write lands in it: `grow`
+applies the pool's copies to the storage before returning); the storage is one of two:
 
 - `TorchBatchCache`: plain torch tensors of pages (the CPU path, tests). A sequence's rows are
   gathered from its pages and attended by TorchKVCache's own attention, so a batched step
@@ -42,16 +44,32 @@ class BatchCacheBase:
         self.pool = PagePool(n_pages, page_size, max_sequences)
         self.page_size = page_size
 
-    def new_sequence(self) -> int:
-        return self.pool.open()
+    def new_sequence(
+        self, tokens: list[int] | tuple[int, ...] = (), limit: int | None = None
+    ) -> int:
+        """A new sequence; with `tokens`, it starts from the longest indexed prefix of them
+        (at most `limit`), and `length(seq)` says how many positions it already holds."""
+        return self.pool.open(tokens, limit)
 
     def free_sequence(self, seq: int) -> None:
-        """seq's pages go back to the pool at once (a finished or disconnected request)."""
+        """seq's pages go back to the pool at once (a finished or disconnected request);
+        pages another sequence or the prefix index holds stay."""
         self.pool.close(seq)
 
     def grow(self, seq: int, n: int) -> int:
-        """Room for n more positions of seq; returns the first. Raises PagesExhausted."""
-        return self.pool.grow(seq, n)
+        """Room for n more positions of seq; returns the first. A shared page the new
+        positions fall in is copied first. Raises PagesExhausted, changing nothing."""
+        start = self.pool.grow(seq, n)
+        for src, dst in self.pool.take_copies():
+            self.copy_page(src, dst)
+        return start
+
+    def publish(self, seq: int, tokens: list[int]) -> int:
+        """seq's full pages into the prefix index (`tokens`: its token ids by position)."""
+        return self.pool.publish(seq, tokens)
+
+    def copy_page(self, src: int, dst: int) -> None:
+        raise NotImplementedError
 
     def truncate(self, seq: int, n: int) -> None:
         self.pool.truncate(seq, n)
@@ -124,6 +142,13 @@ class TorchBatchCache(BatchCacheBase):
     def nbytes(self) -> int:
         return 2 * self.k.numel() * self.k.element_size()
 
+    def copy_page(self, src: int, dst: int) -> None:
+        size = self.page_size
+        for planes in (self.k, self.v):
+            planes[:, :, dst * size : (dst + 1) * size] = planes[
+                :, :, src * size : (src + 1) * size
+            ]
+
     def slots(self, seq: int, n: int) -> torch.Tensor:
         """Where seq's positions 0..n-1 are in the pages' slot axis."""
         pages = torch.tensor(self.pool.pages(seq), dtype=torch.int64)
@@ -161,9 +186,10 @@ class TorchBatchCache(BatchCacheBase):
 
 
 class KernelsBatchCache(BatchCacheBase):
-    """kernels.PagedKVCache for the rows (see the module docstring). The pool here and the
-    kernels' own page list take and give back pages in the same calls, so they always agree
-    on how many are free; the kernels' block tables are what the kernels read."""
+    """kernels.PagedKVCache for the rows (see the module docstring). The pool here decides
+    which pages each sequence holds (shared ones included), and every change is handed to
+    the kernels' block tables (PagedKVCache.assign), which are what the kernels read; a copy
+    on write copies the page in the kernels' own storage (PagedKVCache.copy_page)."""
 
     def __init__(
         self,
@@ -199,10 +225,19 @@ class KernelsBatchCache(BatchCacheBase):
     def nbytes(self) -> int:
         return self.spec.bytes_per_token * self.spec.n_layers * self.spec.max_tokens
 
-    def new_sequence(self) -> int:
-        seq = super().new_sequence()
+    def new_sequence(
+        self, tokens: list[int] | tuple[int, ...] = (), limit: int | None = None
+    ) -> int:
+        seq = super().new_sequence(tokens, limit)
         self._kernel_seq[seq] = self.cache.new_sequence()
+        self._assign(seq)
         return seq
+
+    def _assign(self, seq: int) -> None:
+        self.cache.assign(self._kernel_seq[seq], self.pool.pages(seq), self.pool.length(seq))
+
+    def copy_page(self, src: int, dst: int) -> None:
+        self.cache.copy_page(src, dst)
 
     def kernel_sequence(self, seq: int) -> int:
         """seq's number in kernels.PagedKVCache (for its block table)."""
@@ -210,16 +245,18 @@ class KernelsBatchCache(BatchCacheBase):
 
     def free_sequence(self, seq: int) -> None:
         super().free_sequence(seq)
-        self.cache.free_sequence(self._kernel_seq.pop(seq))
+        kseq = self._kernel_seq.pop(seq)
+        self.cache.assign(kseq, (), 0)  # the pool, not the kernels' list, frees its pages
+        self.cache.free_sequence(kseq)
 
     def grow(self, seq: int, n: int) -> int:
         start = super().grow(seq, n)  # raises first, with the pool's message
-        self.cache.grow(self._kernel_seq[seq], n)
+        self._assign(seq)
         return start
 
     def truncate(self, seq: int, n: int) -> None:
         super().truncate(seq, n)
-        self.cache.truncate(self._kernel_seq[seq], n)
+        self._assign(seq)
 
     def prepare(self, rows: BatchRows) -> dict:
         device = self.device

@@ -8,6 +8,17 @@ events per request. Each generation owns a sequence of the batch cache
 (engine/hearth/batch_cache.py): its own page table in one page pool, pages taken as it grows
 and all given back the moment it ends, is stopped, or its client goes.
 
+Shared prefixes: a generation's sequence starts from the longest prefix of its prompt that the
+cache's prefix index holds (engine/hearth/page_pool.py: full pages keyed by their tokens and
+everything before them, kept after their sequence ends while the pool has room), by
+reference, and only the rest of the prompt is computed; after each step a sequence's full
+pages go into the index. So concurrent clients with one system prompt, and a chat's next turn
+(whose prompt starts with the previous turn's), compute the shared part once; the stats say
+how many prompt tokens were taken from the cache (n_prompt_tokens_reused). Concurrent
+requests arrive before the first of them has computed the shared part: a prompt whose next
+page another running prompt is computing waits for it (a step or a few), then takes the pages
+that prompt published instead of computing them again; prompts that share nothing never wait.
+
 A step is one forward pass (engine/hearth/forward.py, unchanged) over the rows that
 batch_schedule.plan_step picks: one token for every decoding sequence, then chunks of the
 prompts that joined, within the per-step token budget, so a long new prompt is computed
@@ -143,7 +154,8 @@ class HearthBatchContext:
         return HearthSampler(self.model, sampling)
 
     def clear(self) -> None:
-        """The decoder closes its sequences as they end: nothing is kept between requests."""
+        """The decoder closes its sequences as they end; the prefix index keeps their full
+        pages for later prompts until the pool needs them."""
 
     def forget_from(self, position: int) -> bool:
         return False
@@ -221,6 +233,8 @@ class _Generation:
     sampler: Any = None
     detok: StreamingDetokenizer | None = None
     todo: list[int] = field(default_factory=list)  # prompt tokens still to compute
+    written: list[int] = field(default_factory=list)  # the tokens its sequence holds, in order
+    n_reused: int = 0  # prompt tokens taken from shared pages, not computed
     next_token: int | None = None  # sampled, decoded in the next step
     n_cached: int = 0  # positions its sequence holds
     n_generated: int = 0
@@ -310,10 +324,10 @@ class HearthBatchedDecoder:
         by_key = {g.request_id: g for g in self._running}
         plan = plan_step(
             [g.request_id for g in self._running if g.next_token is not None],
-            [(g.request_id, len(g.todo)) for g in self._running if g.todo],
+            self._prompts_to_compute(),
             self.ctx.budget,
         )
-        seqs, tokens, positions, sampled = [], [], [], []
+        seqs, tokens, positions, sampled, stepped = [], [], [], [], []
         for work in plan:
             gen = by_key[work.key]
             chunk = [gen.next_token] if gen.next_token is not None else gen.todo[: work.n_tokens]
@@ -329,6 +343,8 @@ class HearthBatchedDecoder:
             else:
                 gen.todo = gen.todo[len(chunk) :]
             gen.n_cached = start + len(chunk)
+            gen.written += chunk
+            stepped.append(gen)
             seqs += [gen.seq] * len(chunk)
             tokens += chunk
             positions += range(start, start + len(chunk))
@@ -338,11 +354,50 @@ class HearthBatchedDecoder:
             return
         with worker_ends_when_out_of_memory("decoding a batch"):
             logits = self.ctx.forward(seqs, tokens, positions, [row for _, row in sampled])
+        for gen in stepped:  # their full pages, now written, for later prompts to share
+            self.ctx.cache.publish(gen.seq, gen.written)
         greedy = logits.argmax(dim=-1).tolist()  # one read for every plain-greedy sampler
         for i, (gen, _) in enumerate(sampled):
             self._sample(gen, logits[i], greedy[i])
 
     # -- the step's parts ---------------------------------------------------------------------
+
+    def _prompts_to_compute(self) -> list[tuple[int, int]]:
+        """(request, prompt tokens left) of the prompts this step may compute, in arrival
+        order. One that has computed nothing yet first takes the longest indexed prefix (the
+        index grows as earlier prompts publish their pages); one whose next page an earlier
+        prompt is computing waits, so a shared prefix is computed once."""
+        size = self.ctx.cache.page_size
+        computing: set[tuple[int, ...]] = set()
+        out = []
+        for gen in self._running:
+            if not gen.todo:
+                continue
+            if len(gen.written) == gen.n_reused:
+                self._take_longer_prefix(gen)
+            # the prompt up to the end of the page this generation computes next
+            upto = tuple(gen.prompt[: (len(gen.written) // size + 1) * size])
+            if upto in computing:
+                continue
+            computing.add(upto)
+            out.append((gen.request_id, len(gen.todo)))
+        return out
+
+    def _take_longer_prefix(self, gen: _Generation) -> None:
+        """A generation that has computed nothing: if the index now holds more of its prompt
+        than its sequence started with, it starts again from that."""
+        cache = self.ctx.cache
+        _, n = cache.pool.match(gen.prompt, limit=len(gen.prompt) - 1)
+        if n <= gen.n_reused:
+            return
+        cache.free_sequence(gen.seq)
+        gen.seq = cache.new_sequence(gen.prompt, limit=len(gen.prompt) - 1)
+        self._start_prompt(gen)
+
+    def _start_prompt(self, gen: _Generation) -> None:
+        gen.n_reused = gen.n_cached = self.ctx.cache.length(gen.seq)
+        gen.written = list(gen.prompt[: gen.n_reused])
+        gen.todo = list(gen.prompt[gen.n_reused :])
 
     def _honour_stops(self) -> None:
         with self._lock:
@@ -364,12 +419,13 @@ class HearthBatchedDecoder:
             gen = self._waiting.popleft()
             try:
                 gen.sampler = self.ctx.new_sampler(gen.command.sampling)
-                gen.seq = self.ctx.cache.new_sequence()
+                # the last prompt token is always computed: its logits give the first token
+                gen.seq = self.ctx.cache.new_sequence(gen.prompt, limit=len(gen.prompt) - 1)
             except (EngineError, PagesExhausted, ValueError) as exc:
                 self._release(gen)
                 self._fail(gen, str(exc))
                 continue
-            gen.todo = list(gen.prompt)
+            self._start_prompt(gen)
             gen.detok = StreamingDetokenizer(gen.command.stop)
             gen.prefill_started = time.perf_counter()
             self._running.append(gen)
@@ -448,7 +504,7 @@ class HearthBatchedDecoder:
         first = gen.first_token_at or now
         stats = p.GenerationStats(
             n_prompt_tokens=len(gen.prompt),
-            n_prompt_tokens_reused=0,
+            n_prompt_tokens_reused=gen.n_reused,
             n_generated=gen.n_generated,
             prefill_seconds=(first - gen.prefill_started) if gen.prefill_started else 0.0,
             time_to_first_token=first - gen.received_at,

@@ -364,8 +364,14 @@ def _completion_logprobs(entries) -> dict[str, Any]:
     }
 
 
-def _usage(replies: list[Reply]) -> dict[str, int]:
+def _usage(replies: list[Reply]) -> dict:
     prompt = replies[0].prompt_tokens if replies else 0
     completion = sum(r.completion_tokens for r in replies)
-    return {"prompt_tokens": prompt, "completion_tokens": completion,
-            "total_tokens": prompt + completion}  # fmt: skip
+    usage: dict = {"prompt_tokens": prompt, "completion_tokens": completion,
+                   "total_tokens": prompt + completion}  # fmt: skip
+    # OpenAI's field for prompt tokens served from the cache (a chat's earlier turn, or a
+    # prefix shared with other requests): prompt_tokens minus it is the prefill work done
+    reused = replies[0].stats.n_prompt_tokens_reused if replies and replies[0].stats else 0
+    if reused:
+        usage["prompt_tokens_details"] = {"cached_tokens": reused}
+    return usage

@@ -31,6 +31,13 @@ class RequestRecord:
     # in the server's queue or for the worker
     decode_seconds: float = 0.0
     key: str = ""  # the name of the API key it came with ("" without named keys)
+    # prompt tokens whose KV came from the cache (a chat's earlier turn, or a prefix shared
+    # with other requests), not computed: prompt_tokens - this is the prefill work done
+    prompt_tokens_reused: int = 0
+
+    @property
+    def prompt_tokens_computed(self) -> int:
+        return self.prompt_tokens - self.prompt_tokens_reused
 
     @property
     def tokens_per_second(self) -> float:
@@ -46,7 +53,8 @@ class RequestRecord:
         return (
             f"{when} {self.client}{f' [{self.key}]' if self.key else ''} {self.route} "
             f"{self.status} prompt={self.prompt_tokens} "
-            f"out={self.completion_tokens} {self.seconds:.2f}s {speed}"
+            + (f"(computed {self.prompt_tokens_computed}) " if self.prompt_tokens_reused else "")
+            + f"out={self.completion_tokens} {self.seconds:.2f}s {speed}"
             + (f" ({self.note})" if self.note else "")
         )
 

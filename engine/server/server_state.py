@@ -116,6 +116,7 @@ class Job:
                 model=self.model,
                 status=status,
                 prompt_tokens=stats[0].n_prompt_tokens if stats else 0,
+                prompt_tokens_reused=stats[0].n_prompt_tokens_reused if stats else 0,
                 completion_tokens=sum(r.completion_tokens for r in replies),
                 seconds=time.monotonic() - self._started,
                 first_token_seconds=min((s.time_to_first_token for s in stats), default=0.0),

@@ -137,3 +137,72 @@ def test_rows_of_a_sequence_must_be_together(model):
         BatchRows(cache, [a, b, a], [0, 0, 1])
     with pytest.raises(ValueError, match="before it was grown"):
         BatchRows(cache, [b], [1])
+
+
+# Shared prefixes (page_pool.py): a prompt of 10 tokens is two full pages of 4 and two tokens.
+SHARED = [5, 17, 300, 42, 0, 99, 256, 7, 7, 123]
+
+
+def _prefill(model, cache, seq, tokens):
+    """tokens computed from seq's current length on; the logits of the last."""
+    start = cache.grow(seq, len(tokens))
+    return _forward(model, cache, [seq] * len(tokens), tokens,
+                    list(range(start, start + len(tokens))), [len(tokens) - 1])[0]  # fmt: skip
+
+
+def test_a_shared_prefix_is_computed_once_and_gives_each_its_own_logits(model):
+    """b's prompt starts with a's: b takes a's two full pages by reference and computes only
+    its last 3 tokens; both then decode as if alone."""
+    cache = _new_cache(model, n_pages=12)
+    prompt_b = [*SHARED[:8], 64, 11, 3]
+    a = cache.new_sequence(SHARED)
+    assert cache.length(a) == 0  # nothing indexed yet
+    got_a = [_prefill(model, cache, a, SHARED)]
+    cache.publish(a, SHARED)
+    b = cache.new_sequence(prompt_b, limit=len(prompt_b) - 1)
+    assert cache.length(b) == 8  # two pages shared: 3 of b's 11 prompt tokens computed
+    assert cache.pool.pages(b)[:2] == cache.pool.pages(a)[:2]
+    got_b = [_prefill(model, cache, b, prompt_b[8:])]
+    for step in range(3):
+        pos = [cache.grow(s, 1) for s in (a, b)]
+        out = _forward(model, cache, [a, b], [STEPS[0][step], STEPS[1][step]], pos, [0, 1])
+        got_a.append(out[0])
+        got_b.append(out[1])
+    for got, prompt, steps in ((got_a, SHARED, STEPS[0][:3]), (got_b, prompt_b, STEPS[1][:3])):
+        expected = _alone(model, prompt, steps)
+        np.testing.assert_allclose(
+            torch.stack(got).numpy(), expected, atol=2e-4 * max(1.0, np.abs(expected).max())
+        )
+
+
+def test_diverging_inside_a_shared_page_copies_it_and_leaves_the_other_unchanged(model):
+    """c matches 6 of a's tokens: it shares a's second page, which is copied on c's first
+    write; a's pages hold what they held, and a decodes on as if alone; closing c frees only
+    its own pages."""
+    cache = _new_cache(model, n_pages=12)
+    a = cache.new_sequence()
+    got_a = [_prefill(model, cache, a, SHARED)]
+    cache.publish(a, SHARED)
+    k_before = cache.k.clone()
+    prompt_c = [*SHARED[:6], 1, 2, 3]
+    c = cache.new_sequence(prompt_c, limit=len(prompt_c) - 1)
+    assert cache.length(c) == 6 and cache.pool.pages(c) == cache.pool.pages(a)[:2]
+    got_c = _prefill(model, cache, c, prompt_c[6:])
+    assert cache.pool.pages(c)[0] == cache.pool.pages(a)[0]  # the full first page still shared
+    assert cache.pool.pages(c)[1] != cache.pool.pages(a)[1]  # the second copied, then written
+    held = cache.pool.pages(a)
+    slots = cache.slots(a, cache.length(a))
+    assert torch.equal(cache.k[:, :, slots], k_before[:, :, slots])
+    expected_c = _alone(model, prompt_c, [])
+    np.testing.assert_allclose(got_c.numpy(), expected_c[0],
+                               atol=2e-4 * max(1.0, np.abs(expected_c).max()))  # fmt: skip
+    free = cache.pool.free_pages
+    cache.free_sequence(c)  # c's own pages (the copy and its third) go back; a's stay
+    assert cache.pool.free_pages == free + 2 and cache.pool.pages(a) == held
+    for token in STEPS[0][:2]:
+        pos = cache.grow(a, 1)
+        got_a.append(_forward(model, cache, [a], [token], [pos], [0])[0])
+    expected = _alone(model, SHARED, STEPS[0][:2])
+    np.testing.assert_allclose(
+        torch.stack(got_a).numpy(), expected, atol=2e-4 * max(1.0, np.abs(expected).max())
+    )

@@ -122,3 +122,41 @@ def test_a_batch_of_rows_takes_the_gemv_in_slices(tmp_path, monkeypatch):
     np.testing.assert_allclose(sliced.numpy(), gemm.numpy(), rtol=1e-4, atol=1e-4)
     ops.matmul(x, w)  # outside the block: the GEMM again
     assert calls == [16, 4]
+
+
+def test_a_shared_prefix_on_the_kernels_is_copied_on_write(model):
+    """b's prompt agrees with a's for 20 tokens: b takes a's first page by reference and its
+    second (16 of whose 16 positions a wrote) in part; b's first write copies that page in the
+    kernels' storage (PagedKVCache.copy_page) and its block table follows (assign). b equals b
+    alone, and a's K and V are unchanged by b."""
+    k_format, v_format = "q8", "rot4"
+    cache = KernelsBatchCache(**_dims(model), n_pages=8, device="cpu", k_format=k_format,
+                              v_format=v_format, page_size=PAGE)  # fmt: skip
+    prompt_a = [(7 * i + 3) % 500 for i in range(33)]
+    prompt_b = [*prompt_a[:20], 1, 2, 3]
+
+    def prefill(seq, tokens):
+        start = cache.grow(seq, len(tokens))
+        positions = list(range(start, start + len(tokens)))
+        rows = cache.rows([seq] * len(tokens), positions)
+        return model.forward(torch.tensor(tokens), torch.tensor(positions), rows, n_keys=0,
+                             logit_rows=torch.tensor([len(tokens) - 1]))[0]  # fmt: skip
+
+    a = cache.new_sequence()
+    prefill(a, prompt_a)
+    kernel = cache.cache
+    rows_a = kernel.read_rows(0, cache.kernel_sequence(a))
+    assert cache.publish(a, prompt_a) == 2
+    b = cache.new_sequence(prompt_b, limit=len(prompt_b) - 1)
+    assert cache.length(b) == 20 and cache.pool.pages(b) == cache.pool.pages(a)[:2]
+    got_b = prefill(b, prompt_b[20:])  # 3 tokens computed, not 23
+    pages_a, pages_b = cache.pool.pages(a), cache.pool.pages(b)
+    assert pages_b[0] == pages_a[0] and pages_b[1] != pages_a[1]
+    assert kernel.block_table(cache.kernel_sequence(b))[:2].tolist() == list(pages_b[:2])
+    expected = _alone(model, prompt_b, [], k_format, v_format)[0]
+    np.testing.assert_allclose(got_b.numpy(), expected,
+                               atol=2e-3 * max(1.0, np.abs(expected).max()))  # fmt: skip
+    cache.free_sequence(b)
+    after = kernel.read_rows(0, cache.kernel_sequence(a))
+    assert all(np.array_equal(x, y) for x, y in zip(rows_a, after, strict=True))
+    assert cache.pool.free_pages == 8 - 3  # a's three pages; b's copy freed

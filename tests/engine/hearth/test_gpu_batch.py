@@ -116,3 +116,56 @@ def test_the_captured_steps_equal_the_eager_ones(tmp_path):
         eager, replayed = run(False, n), run(True, n)
         error = np.linalg.norm(replayed - eager) / np.linalg.norm(eager)
         assert error < 1e-3, (n, error)
+
+
+def test_a_shared_prefix_on_the_gpu_is_computed_once_and_copied_on_write(tmp_path):
+    """b's prompt agrees with a's 150 tokens for 100 (pages of 64): b takes a's first page by
+    reference and its second in part (36 positions), computes 3 tokens, and its first write
+    copies that page (PagedKVCache.copy_page); b's logits equal b alone, a's next step equals a
+    alone (its pages untouched by b)."""
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama"))
+    info = read_model_info(path)
+    cfg = model_config(info)
+    model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
+    cache = KernelsBatchCache(**dims, n_pages=16, device="cuda", k_format="q8", v_format="q8")
+    prompt_a = [(7 * j + 3) % 500 + 1 for j in range(150)]
+    prompt_b = [*prompt_a[:100], 9, 8, 7]
+
+    def forward(row_seqs, tokens, positions):
+        rows = cache.rows(row_seqs, positions)
+        with torch.inference_mode():
+            return model.forward(
+                torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
+                rows, n_keys=0, logit_rows=torch.tensor([len(tokens) - 1], device="cuda"),
+            ).float().cpu()[0]  # fmt: skip
+
+    def alone(prompt, extra=()):
+        one = PagedCacheAdapter(**dims, n_ctx=256, device="cuda", k_format="q8", v_format="q8")
+        with torch.inference_mode():
+            out = model.forward(
+                torch.tensor(prompt, device="cuda"),
+                torch.arange(len(prompt), device="cuda"),
+                one,
+                n_keys=len(prompt),
+            )
+            for i, token in enumerate(extra):
+                out = model.forward(torch.tensor([token], device="cuda"),
+                                    torch.tensor([len(prompt) + i], device="cuda"), one,
+                                    n_keys=256)  # fmt: skip
+        return out.float().cpu().reshape(-1, out.shape[-1])[-1].numpy()
+
+    def close(actual, expected):
+        return np.linalg.norm(actual.numpy() - expected) / np.linalg.norm(expected) < 3e-2
+
+    a = cache.new_sequence()
+    forward([a] * 150, prompt_a, list(range(150)))
+    assert cache.publish(a, prompt_a) == 2
+    b = cache.new_sequence(prompt_b, limit=len(prompt_b) - 1)
+    assert cache.length(b) == 100
+    got_b = forward([b] * 3, prompt_b[100:], [100, 101, 102])
+    assert cache.pool.pages(b)[0] == cache.pool.pages(a)[0]
+    assert cache.pool.pages(b)[1] != cache.pool.pages(a)[1]
+    assert close(got_b, alone(prompt_b))
+    pos = cache.grow(a, 1)
+    assert close(forward([a], [42], [pos]), alone(prompt_a, [42]))

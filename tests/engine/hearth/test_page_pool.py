@@ -113,3 +113,116 @@ def test_a_batch_takes_the_smallest_graph_bucket_that_holds_it(n_rows, max_rows,
 
     assert bucket_for(n_rows, buckets_up_to(max_rows)) == bucket
     assert buckets_up_to(max_rows)[-1] == max_rows
+
+
+# Shared prefixes: pages of 4 positions, 8 pages. Each case runs steps on named sequences and
+# checks each one's pages and length, the refcounts of some pages, the copies made and the
+# free count. "A" is a prompt of 10 tokens: two full pages and two tokens of a third.
+A = list(range(100, 110))
+
+
+def _run(steps, n_pages=8):
+    pool = PagePool(n_pages=n_pages, page_size=4, max_sequences=4)
+    ids, copies = {}, []
+    for op, name, arg in steps:
+        if op == "open":
+            ids[name] = pool.open(*arg)
+        elif op == "grow":
+            pool.grow(ids[name], arg)
+            copies += pool.take_copies()
+        elif op == "publish":
+            pool.publish(ids[name], arg)
+        elif op == "truncate":
+            pool.truncate(ids[name], arg)
+        elif op == "close":
+            pool.close(ids.pop(name))
+    return pool, ids, copies
+
+
+SHARING = {
+    "a prefix published, then opened by reference: full pages shared, nothing copied": (
+        [("open", "a", ()), ("grow", "a", 10), ("publish", "a", A), ("open", "b", ([*A, 7],))],
+        {"a": ([0, 1, 2], 10), "b": ([0, 1], 8)},
+        {0: 3, 1: 3, 2: 1},  # a, b and the index; a's partial page 2 is neither indexed nor shared
+        [],
+        5,
+    ),
+    "the match ends inside a page: that page is shared, then copied on the first write": (
+        [("open", "a", ()), ("grow", "a", 12), ("publish", "a", [*A, 1, 2]),
+         ("open", "b", ([*A[:9], 55, 56],)), ("grow", "b", 2)],
+        {"a": ([0, 1, 2], 12), "b": ([0, 1, 3], 11)},
+        {0: 3, 1: 3, 2: 2, 3: 1},
+        [(2, 3)],
+        4,
+    ),
+    "the last prompt token is always computed (limit)": (
+        [("open", "a", ()), ("grow", "a", 8), ("publish", "a", A[:8]), ("open", "b", (A[:8], 7))],
+        {"a": ([0, 1], 8), "b": ([0, 1], 7)},
+        {0: 3, 1: 3},
+        [],
+        6,
+    ),
+    "a closed sequence's full pages stay indexed (and count as free), the rest are freed": (
+        [("open", "a", ()), ("grow", "a", 10), ("publish", "a", A), ("close", "a", None)],
+        {},
+        {0: 1, 1: 1, 2: 0},
+        [],
+        8,
+    ),
+    "one sharer closing leaves the other's pages; only its own unshared page is freed": (
+        [("open", "a", ()), ("grow", "a", 10), ("publish", "a", A), ("open", "b", (A,)),
+         ("grow", "b", 2), ("close", "a", None)],
+        {"b": ([0, 1, 3], 10)},
+        {0: 2, 1: 2, 2: 0, 3: 1},
+        [],
+        5,
+    ),
+    "a truncate into a published page: the next write copies it": (
+        [("open", "a", ()), ("grow", "a", 8), ("publish", "a", A[:8]), ("truncate", "a", 6),
+         ("grow", "a", 1)],
+        {"a": ([0, 2], 7)},
+        {0: 2, 1: 1, 2: 1},
+        [(1, 2)],
+        6,
+    ),
+    "indexed pages nobody holds are evicted, least recently used first, when pages run short": (
+        [("open", "a", ()), ("grow", "a", 8), ("publish", "a", A[:8]), ("close", "a", None),
+         ("open", "c", ()), ("grow", "c", 28)],
+        {"c": ([1, 2, 3, 4, 5, 6, 7], 28)},  # the chain's last page went first; its first stays
+        {0: 1, 1: 1},
+        [],
+        1,
+    ),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", list(SHARING))
+def test_shared_prefix_tables(case):
+    steps, held, refs, copies, free = SHARING[case]
+    pool, ids, got_copies = _run(steps)
+    got = {name: (list(pool.pages(s)), pool.length(s)) for name, s in ids.items()}
+    assert got == held
+    assert {page: pool.refs(page) for page in refs} == refs
+    assert got_copies == copies
+    assert pool.free_pages == free
+
+
+def test_a_later_page_is_matched_only_after_the_same_earlier_pages():
+    pool, _ids, _ = _run([("open", "a", ()), ("grow", "a", 8), ("publish", "a", A[:8])])
+    # the same second page after a different first page: the chained key does not match
+    assert pool.match([9, 9, 9, 9, *A[4:8]]) == ([], 0)
+    assert pool.match(A[:8]) == ([0, 1], 8)
+    assert pool.match(A[:6]) == ([0, 1], 6)  # the second page holds the last two only in part
+
+
+def test_running_out_with_shared_pages_changes_nothing():
+    pool, ids, _ = _run(
+        [("open", "a", ()), ("grow", "a", 10), ("publish", "a", A), ("open", "b", ([*A[:9], 1],))],
+        n_pages=3,
+    )
+    b = ids["b"]
+    before = (pool.pages(b), pool.length(b), [pool.refs(i) for i in range(3)])
+    with pytest.raises(PagesExhausted, match="KV cache is full"):
+        pool.grow(b, 1)  # its partial page must be copied, and no page is free
+    assert (pool.pages(b), pool.length(b), [pool.refs(i) for i in range(3)]) == before
+    assert pool.take_copies() == []

@@ -55,7 +55,9 @@ def _texts(events) -> dict[int, str]:
 
 def _alone(model, prompt, n) -> str:
     """The one-sequence path (HearthContext): prefill, then greedy steps."""
-    ctx = model.new_context(p.ModelParams(path=model.params.path, engine="hearth", n_ctx=64))
+    ctx = model.new_context(
+        p.ModelParams(path=model.params.path, engine="hearth", n_ctx=64 * (1 + len(prompt) // 48))
+    )
     sampler = ctx.new_sampler(GREEDY)
     out, data = ctx.decode(prompt), b""
     for _ in range(n):
@@ -186,3 +188,54 @@ def test_log_probabilities_come_with_each_token(model):
     for entry in entries:  # greedy: the chosen token is the most likely one
         assert len(entry.top) == 2 and entry.logprob == entry.top[0][1] <= 0.0
         assert entry.top[0][1] >= entry.top[1][1]
+
+
+def _greedy_tokens(model, prompt, n) -> list[int]:
+    """The one-sequence path's greedy token ids."""
+    ctx = model.new_context(p.ModelParams(path=model.params.path, engine="hearth", n_ctx=128))
+    sampler = ctx.new_sampler(GREEDY)
+    out, tokens = ctx.decode(prompt), []
+    for _ in range(n):
+        tokens.append(sampler.sample(out))
+        out = ctx.step(tokens[-1])
+    return tokens
+
+
+def _done(events, rid):
+    return next(e for e in events if isinstance(e, p.GenerationDone) and e.request_id == rid)
+
+
+def test_a_shared_system_prompt_is_computed_once_across_clients_and_turns(model):
+    """Pages of 64: a 70-token 'system prompt' computed by the first of three concurrent
+    requests is taken by reference by the other two (64 tokens reused, their own tails
+    computed), whose replies equal each decoded alone; a chat's next turn (the previous
+    prompt, its reply, a new message) reuses the previous turn's full pages too."""
+    decoder, events = _decoder(model, n_parallel=4)
+    system = [1, *range(200, 269)]  # 70 tokens
+    first, second, third = [*system, 5, 6], [*system, 7], [*system, 8, 9, 10]
+    # all three arrive at once: the second and third wait the one step in which the first
+    # computes the shared page, then take it
+    decoder.submit(_generate(0, first), 0.0, first)
+    decoder.submit(_generate(1, second), 0.0, second)
+    decoder.submit(_generate(2, third), 0.0, third)
+    while decoder.busy:
+        decoder.step()
+    reused = [_done(events, rid).stats.n_prompt_tokens_reused for rid in range(3)]
+    assert reused == [0, 64, 64]
+    texts = _texts(events)
+    assert texts[1] == _alone(model, second, 6) and texts[2] == _alone(model, third, 6)
+    # a chat's next turn: the previous turn's 60-token prompt and its 8 reply tokens (7 of
+    # them written to the cache, the last only sampled), then a new message; the previous
+    # turn's first full page (60 prompt and 4 reply tokens) is shared
+    chat = [1, *range(300, 359)]
+    decoder.submit(_generate(4, chat, max_tokens=8), 0.0, chat)
+    while decoder.busy:
+        decoder.step()
+    turn = [*chat, *_greedy_tokens(model, chat, 8), 40, 41]
+    decoder.submit(_generate(5, turn), 0.0, turn)
+    while decoder.busy:
+        decoder.step()
+    assert _done(events, 5).stats.n_prompt_tokens_reused == 64
+    assert _texts(events)[5] == _alone(model, turn, 6)
+    pool = decoder.ctx.cache.pool
+    assert pool.free_pages == pool.n_pages  # only the index holds pages now: all can be taken

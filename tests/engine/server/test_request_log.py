@@ -50,3 +50,22 @@ def test_a_jobs_record_takes_the_decode_time_from_the_engines_stats():
     log = RequestLog()
     Job(log, route="/api/chat", model="m", stream=False, client="c").finish(200, [Done()])
     assert log.records()[0].tokens_per_second == 20.0
+
+
+def test_a_record_says_how_much_of_the_prompt_was_computed():
+    from engine.server.openai_routes import _usage
+    from engine.server.server_state import Job
+
+    class Done:
+        completion_tokens = 4
+        prompt_tokens = 2070
+        stats = p.GenerationStats(n_prompt_tokens=2070, n_prompt_tokens_reused=2048,
+                                  n_generated=4, prefill_seconds=0.1, time_to_first_token=0.2,
+                                  decode_seconds=0.5)  # fmt: skip
+
+    log = RequestLog()
+    Job(log, route="/v1/chat/completions", model="m", stream=True, client="c").finish(200, [Done()])
+    record = log.records()[0]
+    assert (record.prompt_tokens, record.prompt_tokens_computed) == (2070, 22)
+    assert "prompt=2070 (computed 22) out=4" in record.line()
+    assert _usage([Done()])["prompt_tokens_details"] == {"cached_tokens": 2048}
