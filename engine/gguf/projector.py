@@ -16,7 +16,6 @@ is what the planner sets aside for one image before any is seen.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePath
@@ -154,22 +153,3 @@ def pick_projector_name(filenames: Iterable[str]) -> str | None:
     """The projector to use among a folder's or a Hub listing's file names (None: none)."""
     found = sorted((n for n in filenames if is_projector_name(n)), key=projector_rank)
     return found[0] if found else None
-
-
-def projector_memory_bytes(projector: ProjectorInfo) -> int:
-    """The projector's weights plus its compute buffer for one image: the attention over the
-    patches (a patches² score matrix per head, in f32) and a few activations a patch. A rough
-    bound that errs high; llama.cpp reports the real buffer when it loads the projector."""
-    patches = (projector.image_size // max(1, projector.patch_size)) ** 2
-    if projector.projector_type in _DYNAMIC and projector.max_pixels:
-        patches = projector.max_pixels // max(1, projector.patch_size) ** 2
-    scores = (
-        4 * patches * patches * 2
-    )  # f32 scores and softmax, one head at a time (flash-attn off)
-    activations = 4 * patches * 4096 * 4  # a few f32 rows a patch, up to a 4,096-wide FFN
-    return projector.weights_bytes + scores + activations
-
-
-def images_that_fit(projector: ProjectorInfo, n_ctx: int) -> int:
-    """How many images a context of n_ctx tokens could hold, text aside."""
-    return math.floor(n_ctx / projector.image_tokens)

@@ -23,7 +23,7 @@ from engine.enums import Engine
 from engine.hearth import torch_missing_reason
 from engine.llama import driver as llama
 from engine.llama.driver import ContextInfo, EngineError
-from engine.runtime.engine_api import Capabilities, StepOutput
+from engine.runtime.engine_api import Capabilities, StepOutput, vision_refusal
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import model_settings
 from engine.runtime.torch_beside_llama import torch_import_problem
@@ -63,6 +63,7 @@ class HearthModel:
 
     engine = Engine.HEARTH
     capabilities = Capabilities()  # one sequence of plain decoding
+    media_marker = ""  # images go to llama.cpp (model_open.py hands vision models over)
 
     def __init__(self, params: ModelParams):
         if not os.path.isfile(params.path):
@@ -138,6 +139,9 @@ class HearthModel:
 
     def new_context(self, params: ModelParams) -> HearthContext:
         return HearthContext(self, params)
+
+    def media_prompt(self, text: str, images: list[bytes]):
+        raise EngineError(vision_refusal(self.capabilities))
 
     def close(self) -> None:
         self.vocabulary.close()

@@ -104,6 +104,9 @@ class ModelParams:
     # Helper machines (`hearth host`, "host:port") whose devices the plan uses, in the order of
     # their shares at the front of tensor_split (engine/planner/remote.py).
     rpc_servers: tuple[str, ...] = ()
+    # A vision projector (mmproj GGUF) loaded beside the model: images in messages then go
+    # through llama.cpp's multimodal library (engine/llama/vision.py). "": text only.
+    mmproj_path: str = ""
 
 
 @message
@@ -115,6 +118,10 @@ class ChatMessage:
     tool_calls_json: str = ""
     tool_call_id: str = ""
     name: str = ""
+    # Images shown with the message (base64 of PNG/JPEG/GIF/BMP files, checked by
+    # engine/chat/images.py); the model reads them before the text. Only a model loaded with
+    # a vision projector takes them.
+    images: tuple[str, ...] = ()
 
 
 # ---- commands: GUI -> worker -------------------------------------------------------------------
@@ -242,6 +249,8 @@ class ModelLoaded:
     engine_note: str = ""  # why llama.cpp runs a model that asked for the Hearth engine
     speculative: str = "off"  # the speculative decoding that runs (SpeculativeParams.method)
     speculative_note: str = ""  # why it does not run as asked, and what to do
+    vision: bool = False  # a vision projector is loaded: messages may carry images
+    image_tokens: int = 0  # the context one image takes, at most (the projector's header)
 
 
 @message
