@@ -229,3 +229,11 @@ def test_a_vision_projector_beside_the_model_is_planned_and_loaded_with_it(model
     assert all(d.projector_bytes == 0 for d in other.plan.devices)
     # and a projector is never offered as another quantization of the model
     assert all("mmproj" not in p.name for p in sibling_files(main))
+
+
+def test_a_projector_opened_as_a_model_says_what_it_is(tmp_path):
+    from testkit.tiny_vision import write_tiny_projector
+
+    projector = write_tiny_projector(tmp_path / "mmproj-F16.gguf", text_embd=64)
+    with pytest.raises(UnusableModelFile, match=r"vision projector .* not a model"):
+        plan_load(projector, GAMING_PC)
