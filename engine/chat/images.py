@@ -31,6 +31,10 @@ class ImageRefused(ValueError):
     """An image that is not taken; the message says why and what to do."""
 
 
+class ImagesTooLarge(ImageRefused):
+    """Too many bytes or too many images (an API answers 413 rather than 400)."""
+
+
 @dataclass(frozen=True)
 class ImageFacts:
     mime_type: str
@@ -61,7 +65,7 @@ def image_facts(data: bytes) -> ImageFacts:
 def check_image(data: bytes) -> ImageFacts:
     """`image_facts`, then the limits: bytes, sides and pixels, each refused with its figure."""
     if len(data) > MAX_IMAGE_BYTES:
-        raise ImageRefused(
+        raise ImagesTooLarge(
             f"The image is {len(data) / 2**20:.1f} MiB; images of at most "
             f"{MAX_IMAGE_BYTES // 2**20} MiB are taken. Send a smaller or more compressed one."
         )
@@ -80,13 +84,13 @@ def check_image(data: bytes) -> ImageFacts:
 def check_images(images: list[bytes]) -> list[ImageFacts]:
     """Every image of one request, and the request's own limits (count, bytes together)."""
     if len(images) > MAX_IMAGES:
-        raise ImageRefused(
+        raise ImagesTooLarge(
             f"{len(images)} images in one request; at most {MAX_IMAGES} are taken. "
             "Send fewer images."
         )
     total = sum(len(d) for d in images)
     if total > MAX_IMAGES_BYTES:
-        raise ImageRefused(
+        raise ImagesTooLarge(
             f"The images come to {total / 2**20:.1f} MiB; at most "
             f"{MAX_IMAGES_BYTES // 2**20} MiB in one request. Send fewer or smaller images."
         )
@@ -96,7 +100,7 @@ def check_images(images: list[bytes]) -> list[ImageFacts]:
 def decode_base64_image(text: str, *, what: str = "The image") -> bytes:
     """Base64 (standard alphabet, padding optional) to bytes, its length checked first."""
     if len(text) > (MAX_IMAGE_BYTES * 4) // 3 + 8:
-        raise ImageRefused(
+        raise ImagesTooLarge(
             f"{what} is over {MAX_IMAGE_BYTES // 2**20} MiB; send a smaller or more compressed one."
         )
     cleaned = "".join(text.split())

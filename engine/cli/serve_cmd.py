@@ -56,6 +56,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a host name clients may use besides IP addresses and localhost",
     )
     parser.add_argument(
+        "--allow-remote-images",
+        action="store_true",
+        help="fetch http(s) image URLs in chat requests (default: only data: URLs are taken)",
+    )
+    parser.add_argument(
         "--parallel",
         type=numbers.int_in_range(1, MAX_PARALLEL),
         default=4,
@@ -117,6 +122,7 @@ def run(args: argparse.Namespace) -> int:
             api_key=args.api_key,
             cors_origins=tuple(args.cors_origin),
             allowed_hosts=tuple(args.allowed_host),
+            fetch_remote_images=args.allow_remote_images,
             limits=limits,
         ).check()
     except ServerConfigError as exc:
