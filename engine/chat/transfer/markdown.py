@@ -33,7 +33,11 @@ def chat_markdown(record: ChatRecord) -> str:
         which, count = siblings[m.id]
         if count > 1:
             heading += f" (version {which} of {count})"
-        lines += [f"## {heading}", "", m.content.strip() or "*(empty)*", ""]
+        lines += [f"## {heading}", ""]
+        for a in record.attachments.get(m.id, ()):
+            # named, not embedded: the images travel in Hearth's JSON export
+            lines += [f"*Image: {a.name or 'unnamed'} ({len(a.data) / 1024:,.0f} KB)*", ""]
+        lines += [m.content.strip() or "*(empty)*", ""]
         if m.partial:
             lines += ["*This reply was interrupted before it finished.*", ""]
         elif m.failed:

@@ -43,3 +43,13 @@ def test_all_chats_are_separated_by_rules(store, filled):
 )
 def test_a_reply_is_headed_with_its_models_name(model, label):
     assert model_label(model) == label
+
+
+def test_images_are_named_above_their_message(store):
+    from engine.chat.store import Attachment
+
+    chat = store.create_conversation("Pets")
+    cat = Attachment("image", "image/png", "cat.png", b"\0" * 2048)
+    store.add_message(chat.id, "user", "What is it?", attachments=[cat])
+    (record,) = export_records(store)
+    assert "## You\n\n*Image: cat.png (2 KB)*\n\nWhat is it?" in chat_markdown(record)
