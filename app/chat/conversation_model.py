@@ -6,10 +6,12 @@ the rows on screen are painted, and the rows can later come from the conversatio
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
+from engine.chat.store import Attachment
 from engine.enums import StopReason
 from engine.runtime import protocol as p
 from engine.runtime.speculative.summary import speculation_text
@@ -42,6 +44,7 @@ class ChatEntry:
     message_id: int | None = None  # its row in the conversation store
     branches: tuple[int, int] = (1, 1)  # (which, of how many) siblings: regenerated or edited
     version: int = 0
+    images: tuple[Attachment, ...] = ()  # shown to the model with the text (a user's message)
 
 
 def stop_reason_text(stop_reason: str) -> str:
@@ -140,7 +143,11 @@ class ConversationModel(QAbstractListModel):
         replies left out)."""
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
         return system + [
-            p.ChatMessage(role=e.role, content=e.text)
+            p.ChatMessage(
+                role=e.role,
+                content=e.text,
+                images=tuple(base64.b64encode(a.data).decode("ascii") for a in e.images),
+            )
             for e in self._entries
-            if not e.streaming and not e.failed and e.text.strip()
+            if not e.streaming and not e.failed and (e.text.strip() or e.images)
         ]

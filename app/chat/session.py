@@ -112,6 +112,7 @@ class ChatSession(QObject):
         if self.conversation_id is None:
             return []
         rows = []
+        images = self.store.attachments_by_message(self.conversation_id)
         for m, which, count in self.store.branch_with_versions(self.conversation_id):
             rows.append(
                 ChatEntry(
@@ -125,6 +126,7 @@ class ChatSession(QObject):
                     partial=m.partial,
                     message_id=m.id,
                     branches=(which, count),
+                    images=images.get(m.id, ()),
                 )
             )
         return rows
