@@ -38,7 +38,13 @@ from engine.planner.hearth_plan import hearth_unavailable
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import Choice
 from engine.planner.remote import plan_with_helpers
-from engine.planner.vision import projector_cost, projector_note, reserve_projector, with_projector
+from engine.planner.vision import (
+    ProjectorCost,
+    projector_cost,
+    projector_note,
+    reserve_projector,
+    with_projector,
+)
 from engine.runtime.protocol import ModelParams, SpeculativeParams
 from engine.session.machine import MachineSnapshot
 from engine.session.model_file import UnusableModelFile, check_model_file
@@ -78,6 +84,9 @@ class LoadDecision:
     options: tuple[LoadOption, ...] = ()
     # The person's choice, when it did not fit: (device, bytes over its budget) for each device.
     chosen_over_budget: tuple[tuple[str, int], ...] = ()
+    # The vision projector loaded with the model (its memory is in `plan`), for the Model page
+    # to plan its sliders' choices with it too.
+    projector: ProjectorCost | None = None
 
     def shortfall_text(self) -> str:
         """ "2.10 GiB more on RTX 4070, 0.50 GiB more on system RAM" for a choice that failed."""
@@ -270,6 +279,7 @@ class _VisionSetAside:
             plan=replace(plan, devices=devices),
             params=replace(params, mmproj_path=str(self.found.path)),
             notes=(*decision.notes, projector_note(cost, params.n_ctx, where)),
+            projector=cost,
         )
 
 
