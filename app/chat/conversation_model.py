@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
+from engine.chat.images import MAX_IMAGES, MAX_IMAGES_BYTES
 from engine.chat.store import Attachment
 from engine.enums import StopReason
 from engine.runtime import protocol as p
@@ -142,12 +143,35 @@ class ConversationModel(QAbstractListModel):
         """What the model sees: the system prompt, then finished messages with text (failed
         replies left out)."""
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
+        shown = [
+            e
+            for e in self._entries
+            if not e.streaming and not e.failed and (e.text.strip() or e.images)
+        ]
+        sent = images_sent(shown)
         return system + [
             p.ChatMessage(
                 role=e.role,
                 content=e.text,
-                images=tuple(base64.b64encode(a.data).decode("ascii") for a in e.images),
+                images=tuple(base64.b64encode(a.data).decode("ascii") for a in sent[i]),
             )
-            for e in self._entries
-            if not e.streaming and not e.failed and (e.text.strip() or e.images)
+            for i, e in enumerate(shown)
         ]
+
+
+def images_sent(entries: list[ChatEntry]) -> list[tuple[Attachment, ...]]:
+    """Which images go to the engine with each entry: the most recent ones, as many as one
+    request takes (engine/chat/images.py: count and bytes); older messages go as text. A long
+    chat with many pictures keeps working, and the model sees the ones asked about last."""
+    budget_count, budget_bytes = MAX_IMAGES, MAX_IMAGES_BYTES
+    sent: list[tuple[Attachment, ...]] = [()] * len(entries)
+    for i in range(len(entries) - 1, -1, -1):
+        taken = []
+        for a in entries[i].images:
+            if budget_count == 0 or len(a.data) > budget_bytes:
+                break
+            taken.append(a)
+            budget_count -= 1
+            budget_bytes -= len(a.data)
+        sent[i] = tuple(taken)
+    return sent

@@ -125,3 +125,18 @@ def test_a_hostile_image_in_an_imported_chat_is_never_decoded(qtbot):
     bomb = png_from_rows(1, 1, b"\0\0\0\0", declared=(60_000, 60_000))
     assert thumbnail(Attachment("image", "image/png", "bomb.png", bomb)).isNull()
     assert not thumbnail(Attachment("image", "image/png", "ok.png", tiny_png(9, 9))).isNull()
+
+
+def test_a_long_chat_sends_the_most_recent_images_that_one_request_takes():
+    from app.chat.conversation_model import ChatEntry, images_sent
+    from engine.chat.images import MAX_IMAGES
+
+    def ask(n: int) -> ChatEntry:
+        return ChatEntry("user", "?", images=tuple(
+            Attachment("image", "image/png", f"{n}-{k}", b"x") for k in range(3)))  # fmt: skip
+
+    entries = [ask(n) for n in range(4)]  # 12 images, 8 go
+    sent = images_sent(entries)
+    assert [len(s) for s in sent] == [0, 2, 3, 3]
+    assert sum(len(s) for s in sent) == MAX_IMAGES
+    assert sent[1][0].name == "1-0"  # a message's first images before its later ones
