@@ -50,6 +50,15 @@ def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_projector_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mmproj",
+        metavar="FILE",
+        help="the vision projector (mmproj GGUF) to load with the model (default: the one "
+        "beside it, if any)",
+    )
+
+
 def chosen_from(args: argparse.Namespace) -> RememberedChoice | None:
     """The command line's choice, or None when it makes none (then the remembered one)."""
     ctx, kv, layers = getattr(args, "ctx", None), getattr(args, "kv", None), args.gpu_layers
@@ -78,8 +87,9 @@ def plan_from_command_line(
     chosen = given or (remembered or RememberedSettings()).get(path)
     try:
         decision = plan_load(
-            path, machine, chosen, siblings=sibling_files(path), speculative=speculative
-        )
+            path, machine, chosen, siblings=sibling_files(path), speculative=speculative,
+            projector=getattr(args, "mmproj", None),
+        )  # fmt: skip
     except UnusableModelFile as exc:
         print(printable_line(str(exc)), file=err)  # it quotes the file
         return None

@@ -13,7 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from engine.cli import numbers
-from engine.cli.planning import fewer_tokens_hint, machine_after_start, plan_from_command_line
+from engine.cli.planning import (
+    add_projector_argument,
+    fewer_tokens_hint,
+    machine_after_start,
+    plan_from_command_line,
+)
 from engine.cli.speculative_args import add_speculative_arguments, speculative_from
 from engine.enums import KV_TYPES
 from engine.runtime import protocol as p
@@ -55,6 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="a host name clients may use besides IP addresses and localhost",
     )
+    add_projector_argument(parser)
     parser.add_argument(
         "--allow-remote-images",
         action="store_true",
