@@ -503,6 +503,9 @@ class ChatView(MessageActions, ReplyStreaming, QWidget):
 
     def _on_model_loaded(self, loaded: p.ModelLoaded) -> None:
         self.header.show_template(loaded.chat_template, loaded.chat_template_problem)
+        self.input.setPlaceholderText(
+            "Message the model, or drop or paste an image" if loaded.vision else "Message the model"
+        )
         untouched = self.settings_panel.values() == self._start_settings
         if self.session.conversation_id is None and not self.model.rowCount() and untouched:
             # Nothing sent, nothing changed by hand: start from this model's defaults.

@@ -140,3 +140,14 @@ def test_a_long_chat_sends_the_most_recent_images_that_one_request_takes():
     assert [len(s) for s in sent] == [0, 2, 3, 3]
     assert sum(len(s) for s in sent) == MAX_IMAGES
     assert sent[1][0].name == "1-0"  # a message's first images before its later ones
+
+
+def test_the_box_says_images_are_taken_when_the_model_sees(qtbot, bridge, chat, tmp_path):
+    from dataclasses import replace
+
+    from tests.app.fake_engine import model_loaded
+
+    load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
+    assert "image" not in chat.input.placeholderText()
+    bridge.model_loaded.emit(replace(model_loaded(str(tmp_path / "m.gguf")), vision=True))
+    assert "drop or paste an image" in chat.input.placeholderText()
