@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ BUNDLED = "bundled"  # shipped with Hearth (the starter model): always listed, n
 # (imported, in the HF cache, put in the folder by hand) have None: nothing is promised for them.
 BY_SHA256 = "sha256"  # its sha256 equals the one the Hub lists
 BY_STRUCTURE = "size and GGUF structure"  # the Hub listed no sha256: unverified
+_INDEX_LOCK = threading.Lock()
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 
@@ -120,10 +122,13 @@ class Library:
         return data
 
     def _update(self, path: Path, **fields: Any) -> None:
-        index = self._load_index()
-        entry = index["models"].setdefault(str(Path(path).resolve()), {})
-        entry.update(fields)
-        write_json_atomic(self.index_path, index)
+        # Read, change, write under one lock: the download queue's thread and the window both
+        # record downloads, and one's change must not be lost under the other's write.
+        with _INDEX_LOCK:
+            index = self._load_index()
+            entry = index["models"].setdefault(str(Path(path).resolve()), {})
+            entry.update(fields)
+            write_json_atomic(self.index_path, index)
 
     def mark_used(self, path: Path, settings: dict[str, Any] | None = None) -> None:
         """Remember that `path` was loaded now, and with what settings (to offer them again)."""

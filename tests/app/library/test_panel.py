@@ -448,3 +448,9 @@ def test_a_vision_models_projector_is_downloaded_with_it_and_paired(qtbot, hub, 
     folder = tmp_path / "models" / "org" / "vlm-GGUF"
     [model] = Library(tmp_path / "models", scan_hf_cache=False).scan()
     assert model.name == "vlm-Q8_0.gguf" and model.projector == folder / "mmproj-F16.gguf"
+    # listed once, as a model that sees (once the list is read again after both downloads)
+    panel.local_view.refresh()
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1
+                    and panel.local.topLevelItem(0).text(1) == "Q8_0 + vision",
+                    timeout=WAIT_MS)  # fmt: skip
+    assert "mmproj-F16.gguf" in panel.local.topLevelItem(0).toolTip(0)
