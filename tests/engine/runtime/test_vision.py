@@ -63,22 +63,22 @@ def test_an_image_that_is_not_one_is_refused_with_the_reason(vision_engine):
     assert isinstance(failed, p.GenerationFailed) and "WebP" in failed.message
 
 
-def test_a_model_without_a_projector_says_why_it_cannot_see(loaded_engine):
-    _, failed = loaded_engine.run(messages=[_ask("Describe.", _image())], max_tokens=2)
-    assert isinstance(failed, p.GenerationFailed)
-    assert failed.message == NO_PROJECTOR
-
-
-def test_a_projector_for_another_model_is_refused_at_the_load(engine, starter_path, tmp_path):
+def test_loads_with_and_without_a_projector(engine, starter_path, projector, tmp_path):
+    """One worker, three loads: a projector of another model is refused at the load with
+    llama.cpp's reason; the Hearth engine hands a vision model to llama.cpp with one line; a
+    model loaded without a projector refuses an image, saying why and what to do."""
     wrong = write_tiny_projector(tmp_path / "mmproj-wide.gguf", text_embd=STARTER_EMBD * 2)
     failed = engine.load(starter_path, n_ctx=512, mmproj_path=str(wrong))
     assert isinstance(failed, p.LoadFailed)
     assert "vision projector" in failed.message and "another model" in failed.message
     assert any("mismatch" in line for line in failed.details)
 
-
-def test_the_hearth_engine_hands_a_vision_model_to_llama_cpp(engine, starter_path, projector):
     loaded = engine.load(starter_path, n_ctx=512, mmproj_path=projector, engine="hearth")
     assert isinstance(loaded, p.ModelLoaded), loaded
     assert loaded.engine == "llama" and loaded.vision
     assert "hands this vision model to llama.cpp" in loaded.engine_note
+
+    plain = engine.load(starter_path, n_ctx=512)
+    assert isinstance(plain, p.ModelLoaded) and not plain.vision
+    _, refused = engine.run(messages=[_ask("Describe.", _image())], max_tokens=2)
+    assert isinstance(refused, p.GenerationFailed) and refused.message == NO_PROJECTOR
