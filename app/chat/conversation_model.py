@@ -6,10 +6,13 @@ the rows on screen are painted, and the rows can later come from the conversatio
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass, replace
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
+from engine.chat.images import MAX_IMAGES, MAX_IMAGES_BYTES
+from engine.chat.store import Attachment
 from engine.enums import StopReason
 from engine.hardware.speed_of_light import gauge_text
 from engine.runtime import protocol as p
@@ -45,6 +48,7 @@ class ChatEntry:
     branches: tuple[int, int] = (1, 1)  # (which, of how many) siblings: regenerated or edited
     tool: ToolRecord | None = None  # a tool call's row (role "tool"): the call and its result
     version: int = 0
+    images: tuple[Attachment, ...] = ()  # shown to the model with the text (a user's message)
 
 
 def stop_reason_text(stop_reason: str) -> str:
@@ -70,8 +74,8 @@ def stats_line(done: p.GenerationDone) -> str:
 
 
 def sent_entries(entries: list[ChatEntry]) -> list[ChatEntry]:
-    """The rows the model is shown: finished, not failed, with text, or a tool call's row, or
-    the reply that asked for the calls after it (its text may be only the calls)."""
+    """The rows the model is shown: finished, not failed, with text or images, or a tool call's
+    row, or the reply that asked for the calls after it (its text may be only the calls)."""
     return [
         e
         for i, e in enumerate(entries)
@@ -79,6 +83,7 @@ def sent_entries(entries: list[ChatEntry]) -> list[ChatEntry]:
         and not e.failed
         and (
             e.text.strip()
+            or e.images
             or e.tool is not None
             or (i + 1 < len(entries) and entries[i + 1].tool is not None)
         )
@@ -164,9 +169,35 @@ class ConversationModel(QAbstractListModel):
         replies left out)."""
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
         entries = sent_entries(self._entries)
-        messages = system + [p.ChatMessage(role=e.role, content=e.text) for e in entries]
+        sent = images_sent(entries)
+        messages = system + [
+            p.ChatMessage(
+                role=e.role,
+                content=e.text,
+                images=tuple(base64.b64encode(a.data).decode("ascii") for a in sent[i]),
+            )
+            for i, e in enumerate(entries)
+        ]
         if not any(e.tool is not None for e in entries):
             return messages
         # Tool rows: their results, as the model was given them (engine/tools/transcript.py).
         records = [None] * len(system) + [e.tool for e in entries]
         return model_messages(messages, records, [], native=False)[0]
+
+
+def images_sent(entries: list[ChatEntry]) -> list[tuple[Attachment, ...]]:
+    """Which images go to the engine with each entry: the most recent ones, as many as one
+    request takes (engine/chat/images.py: count and bytes); older messages go as text. A long
+    chat with many pictures keeps working, and the model sees the ones asked about last."""
+    budget_count, budget_bytes = MAX_IMAGES, MAX_IMAGES_BYTES
+    sent: list[tuple[Attachment, ...]] = [()] * len(entries)
+    for i in range(len(entries) - 1, -1, -1):
+        taken = []
+        for a in entries[i].images:
+            if budget_count == 0 or len(a.data) > budget_bytes:
+                break
+            taken.append(a)
+            budget_count -= 1
+            budget_bytes -= len(a.data)
+        sent[i] = tuple(taken)
+    return sent

@@ -2,6 +2,8 @@
 its stats line underneath.
 
 A message with several versions gets a `‹ 2/3 ›` switch beside its label (version_switch.py).
+A message's images are painted as thumbnails between its label and its bubble (attachments.py
+decodes them, after checking their headers).
 The row under the mouse gets a selectable copy of its text (text_selection.py).
 
 Colours are blended from the widget's palette rather than fixed, so the transcript follows the
@@ -34,6 +36,7 @@ from PySide6.QtGui import (
     QGuiApplication,
     QPainter,
     QPalette,
+    QPixmap,
     QTextDocument,
     QTextOption,
 )
@@ -44,6 +47,7 @@ from PySide6.QtWidgets import (
     QStyleOptionViewItem,
 )
 
+from app.chat.attachments import THUMB_SIDE, thumbnail
 from app.chat.conversation_model import ROLE_USER, ChatEntry, MessageRole
 from app.chat.message_buttons import (
     MessageButtons,
@@ -64,6 +68,7 @@ LABEL_GAP = 4
 FOOTER_GAP = 5
 RADIUS = 12
 LIST_INDENT = 22
+THUMB_GAP = 6  # between thumbnails, and under them
 USER_MAX_FRACTION = 0.72
 ASSISTANT_MAX_FRACTION = 0.86
 WAITING_TEXT = "…"
@@ -80,6 +85,11 @@ class _RowLayout:
     code_blocks: tuple[str, ...] = ()
     show_thinking: bool = False
     colors: Colors | None = None  # the palette's colours it was made with
+    thumbnails: tuple[QPixmap, ...] = ()  # the message's images, decoded once per layout
+
+
+def _thumbs_height(entry: ChatEntry) -> int:
+    return THUMB_SIDE + THUMB_GAP if entry.images else 0
 
 
 def colors_for(palette: QPalette) -> Colors:
@@ -160,7 +170,8 @@ class MessageDelegate(QStyledItemDelegate):
         doc.setDefaultTextOption(option)
         code_blocks: tuple[str, ...] = ()
         if entry.role == ROLE_USER or not entry.text:
-            doc.setPlainText(entry.text or WAITING_TEXT)  # what the person typed, as typed
+            # what the person typed, as typed (an image sent alone has no text)
+            doc.setPlainText(entry.text or ("" if entry.images else WAITING_TEXT))
         else:
             # Models write markdown. Raw HTML stays text: a reply must not restyle the app.
             rendered = render_markdown(entry.text, colors, show_thinking=show_thinking)
@@ -175,6 +186,7 @@ class MessageDelegate(QStyledItemDelegate):
         height = (
             ROW_SPACING
             + label_height
+            + _thumbs_height(entry)
             + int(doc.size().height())
             + 2 * PADDING_Y
             + self._footer_height(entry, font, row_width)
@@ -187,6 +199,7 @@ class MessageDelegate(QStyledItemDelegate):
             code_blocks,
             show_thinking,
             colors,
+            tuple(thumbnail(a) for a in entry.images),
         )
         self._layouts[row] = layout
         return layout
@@ -224,7 +237,25 @@ class MessageDelegate(QStyledItemDelegate):
         is_user = entry.role == ROLE_USER
         left = rect.right() - SIDE_MARGIN - bubble_w if is_user else rect.left() + SIDE_MARGIN
         top = rect.top() + ROW_SPACING + QFontMetrics(self._label_font(font)).height() + LABEL_GAP
-        return QRect(left, top, bubble_w, bubble_h)
+        return QRect(left, top + _thumbs_height(entry), bubble_w, bubble_h)
+
+    def thumbnail_rects(self, index: AnyIndex, rect: QRect, font: QFont) -> list[QRect]:
+        """Where the row's image thumbnails are drawn: in a line between the label and the
+        bubble, on the bubble's side."""
+        entry: ChatEntry = index.data(MessageRole)
+        layout = self._layout(index.row(), entry, font)
+        top = rect.top() + ROW_SPACING + QFontMetrics(self._label_font(font)).height() + LABEL_GAP
+        sizes = [
+            p.size() if not p.isNull() else QSize(THUMB_SIDE, THUMB_SIDE) for p in layout.thumbnails
+        ]
+        total = sum(s.width() for s in sizes) + THUMB_GAP * max(0, len(sizes) - 1)
+        x = rect.right() - SIDE_MARGIN - total if entry.role == ROLE_USER else rect.left() + (
+            SIDE_MARGIN)  # fmt: skip
+        rects = []
+        for size in sizes:
+            rects.append(QRect(x, top + THUMB_SIDE - size.height(), size.width(), size.height()))
+            x += size.width() + THUMB_GAP
+        return rects
 
     def _label_rect(self, rect: QRect, font: QFont) -> QRect:
         height = QFontMetrics(self._label_font(font)).height()
@@ -362,6 +393,21 @@ class MessageDelegate(QStyledItemDelegate):
 
     # -- painting -------------------------------------------------------------------------------
 
+    def _paint_thumbnails(self, painter, index: AnyIndex, rect: QRect, font, muted) -> None:
+        layout = self._layouts.get(index.row())
+        if layout is None or not layout.thumbnails:
+            return
+        for pixmap, where in zip(
+            layout.thumbnails, self.thumbnail_rects(index, rect, font), strict=True
+        ):
+            if pixmap.isNull():  # refused or undecodable: a frame saying so
+                painter.setPen(muted)
+                painter.setBrush(Qt.BrushStyle.NoBrush)
+                painter.drawRoundedRect(QRectF(where).adjusted(0.5, 0.5, -0.5, -0.5), 6, 6)
+                painter.drawText(where, int(Qt.AlignmentFlag.AlignCenter), "image\nrefused")
+            else:
+                painter.drawPixmap(where, pixmap)
+
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: AnyIndex) -> None:
         entry: ChatEntry = index.data(MessageRole)
         doc = self._layout(index.row(), entry, option.font).document
@@ -399,6 +445,7 @@ class MessageDelegate(QStyledItemDelegate):
             fill = blend(base, QColor(220, 60, 60), 0.15)
         else:
             fill = blend(base, palette.color(QPalette.ColorRole.Text), 0.07)
+        self._paint_thumbnails(painter, index, rect, option.font, muted)
         painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(fill)
         painter.drawRoundedRect(QRectF(bubble), RADIUS, RADIUS)

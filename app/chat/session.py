@@ -113,6 +113,7 @@ class ChatSession(QObject):
         if self.conversation_id is None:
             return []
         rows = []
+        images = self.store.attachments_by_message(self.conversation_id)
         for m, which, count in self.store.branch_with_versions(self.conversation_id):
             record = ToolRecord.from_json(m.content) if m.role == "tool" else None
             if record is not None:  # a tool call and its result (app/chat/tool_replies.py)
@@ -140,6 +141,7 @@ class ChatSession(QObject):
                     partial=m.partial,
                     message_id=m.id,
                     branches=(which, count),
+                    images=images.get(m.id, ()),
                 )
             )
         return rows

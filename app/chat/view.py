@@ -29,6 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat.actions import MessageActions
+from app.chat.attachments import MAX_PENDING, AttachmentStrip
 from app.chat.conversation_model import (
     ROLE_USER,
     ChatEntry,
@@ -198,6 +199,9 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
         self.input = named(ChatInput(self), "Message", "Enter sends; Shift+Enter starts a new line")
         self.input.setObjectName("chatInput")
         self.input.submitted.connect(self.send)
+        self.attachments = AttachmentStrip(self)
+        self.input.attached.connect(self._attach)
+        self.input.refused.connect(self._image_refused)
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("sendButton")
         self.send_button.setDefault(True)
@@ -235,6 +239,7 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
         bottom = QVBoxLayout()
         bottom.setContentsMargins(18, 6, 18, 8)
         bottom.setSpacing(2)
+        bottom.addWidget(self.attachments)
         bottom.addWidget(composer)
         bottom.addLayout(hints)
         bottom.insertWidget(0, self.tool_approval)  # above the message box while it asks
@@ -387,12 +392,23 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
         """The engine request of the reply being written (None between replies)."""
         return self._request_id
 
+    def _attach(self, attachment) -> None:
+        if not self.attachments.add(attachment):
+            self._image_refused(
+                f"{MAX_PENDING} images are waiting already; send them, or remove one (click it)."
+            )
+
+    def _image_refused(self, why: str) -> None:
+        self.notice.show_message(b.ERROR, "The image was not added", why)
+
     def send(self) -> None:
         text = self.input.toPlainText().strip()
-        if not text or not self.send_button.isEnabled():
+        images = self.attachments.attachments()
+        if not (text or images) or not self.send_button.isEnabled():
             return
         settings = self.with_tools_off(self.settings_panel.values())
-        chat_id = self.session.ensure_conversation(text, settings)
+        # An image alone is a question too (the model describes it), titled as one.
+        chat_id = self.session.ensure_conversation(text or "Image", settings)
         if self._editing_row is not None:
             # Edit and resend: the new text is a sibling of the old, whose branch is kept.
             old = self.model.entry(self._editing_row)
@@ -401,16 +417,22 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
             )
             if self._editing_row == 0:
                 self.session.retitle_for_first_message(old.text, text)
+            images = images or old.images  # an edited question keeps its images
             self.model.truncate(self._editing_row)
             self._cancel_edit()
         else:
             parent = self._last_message_id()
-        user_id = self.session.store.add_message(chat_id, ROLE_USER, text, parent_id=parent)
+        user_id = self.session.store.add_message(
+            chat_id, ROLE_USER, text, parent_id=parent, attachments=images
+        )
         versions = self.session.versions(user_id)
         self.model.append(
-            ChatEntry(role=ROLE_USER, text=text, message_id=user_id, branches=versions)
+            ChatEntry(
+                role=ROLE_USER, text=text, message_id=user_id, branches=versions, images=images
+            )
         )
         self.input.clear()
+        self.attachments.clear()
         self.sidebar.set_current(chat_id)
         self.header.title.setText(self.session.store.conversation(chat_id).title)
         self._start_reply(user_id)
@@ -505,6 +527,9 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
 
     def _on_model_loaded(self, loaded: p.ModelLoaded) -> None:
         self.header.show_template(loaded.chat_template, loaded.chat_template_problem)
+        self.input.setPlaceholderText(
+            "Message the model, or drop or paste an image" if loaded.vision else "Message the model"
+        )
         untouched = self.settings_panel.values() == self._start_settings
         if self.session.conversation_id is None and not self.model.rowCount() and untouched:
             # Nothing sent, nothing changed by hand: start from this model's defaults.

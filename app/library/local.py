@@ -144,10 +144,11 @@ class LocalModelsView(QWidget):
             where = model.repo_id or WHERE.get(model.source, model.source)
             if model.unverified:
                 where += " · unverified"
+            quant = f"{model.quant} + vision" if model.projector else model.quant
             item = QTreeWidgetItem(
                 [
                     printable_line(model.name),
-                    model.quant,
+                    quant,
                     size_text(model.size),
                     where,
                     used if model.last_used else "never",
@@ -159,6 +160,8 @@ class LocalModelsView(QWidget):
             remembered = ", ".join(f"{k} {v}" for k, v in sorted(model.settings.items()))
             if remembered:
                 summary.append(f"Last loaded with {remembered}")
+            if model.projector is not None:
+                summary.append(f"Vision projector: {model.projector.name}")
             lines = [model.error] if model.error else [str(model.path), *summary]
             if model.unverified:
                 lines.insert(0, UNVERIFIED_NOTE)

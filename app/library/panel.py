@@ -36,7 +36,7 @@ from app.common.file_text import show_plain
 from app.library.local import LocalModelsView, button
 from app.library.suggestions import SuggestedModels
 from app.library.widgets import DownloadRow, size_text
-from engine.hub.catalog import ModelFile, by_quant
+from engine.hub.catalog import ModelFile, by_quant, projector_for
 from engine.hub.client import (
     SEARCH_TIMEOUT_S,
     HubClient,
@@ -46,7 +46,7 @@ from engine.hub.client import (
 )
 from engine.hub.fit import DOES_NOT_FIT, FITS, FITS_WITH_OFFLOAD, FitBadge, fit_badge
 from engine.hub.library import Library
-from engine.hub.paths import UnsafePath
+from engine.hub.paths import UnsafePath, library_path
 from engine.hub.queue import DownloadQueue, Job
 from engine.hub.settings import HubSettings
 from engine.hub.suggestions import CatalogueEntry, Suggestion, load_catalogue
@@ -110,6 +110,7 @@ class LibraryPanel(QWidget):
         self._request: PlanRequest | None = None
         self._request_lock = threading.Lock()
         self._listing_generation = 0
+        self._listing_projector: ModelFile | None = None  # the open listing's vision projector
         self._search_generation = 0  # a cancelled or late search's answer is dropped
         self._search_deadline = QTimer(self)
         self._search_deadline.setSingleShot(True)
@@ -319,6 +320,7 @@ class LibraryPanel(QWidget):
         if isinstance(result, Exception):
             self.repo_label.clear()
             return self.show_status(getattr(result, "message", str(result)), error=True)
+        self._listing_projector = projector_for(result.models)
         license_text = result.license or "no license given"
         show_plain(self.repo_label, f"{result.repo_id} · license: {license_text}")
         for quant, models in by_quant(result.models).items():
@@ -388,7 +390,24 @@ class LibraryPanel(QWidget):
             self.queue.add(model)
         except (UnsafePath, ValueError) as exc:
             return self.show_status(str(exc), error=True)
-        self.show_status(f"Downloading {model.name} into {self.settings.models_dir}.")
+        projector = self._projector_to_fetch(model)
+        if projector is not None:
+            try:
+                self.queue.add(projector)
+            except (UnsafePath, ValueError):
+                projector = None  # already queued or on its way: the model's download stands
+        also = f" with its vision projector {projector.name}" if projector else ""
+        self.show_status(f"Downloading {model.name}{also} into {self.settings.models_dir}.")
+
+    def _projector_to_fetch(self, model: ModelFile) -> ModelFile | None:
+        """The listing's vision projector, for a model of the same repository (the Library
+        pairs them by folder, engine/hub/library.py); None when it is already on disk."""
+        projector = self._listing_projector
+        if projector is None or model.projector or projector.first.repo_id != model.first.repo_id:
+            return None
+        dest = library_path(self.settings.models_dir, projector.first.repo_id,
+                            projector.first.filename)  # fmt: skip
+        return None if dest.exists() else projector
 
     # -- downloads ------------------------------------------------------------------------------
 

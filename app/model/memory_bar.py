@@ -20,6 +20,7 @@ SEGMENTS = (  # (name, colour); the order they are stacked in
     ("KV cache", QColor(168, 85, 247)),
     ("Compute", QColor(245, 158, 11)),
     ("Overhead", QColor(100, 116, 139)),
+    ("Vision projector", QColor(20, 184, 166)),
 )
 OVER_COLOR = QColor(220, 38, 38)
 OVER_BUDGET = "Over budget"  # the legend's name for the part of a bar past the budget
@@ -48,11 +49,11 @@ class MemoryBar(QWidget):
         )
         self.update()
 
-    def parts(self) -> tuple[int, int, int, int]:
+    def parts(self) -> tuple[int, int, int, int, int]:
         u = self.usage
         if u is None:
-            return (0, 0, 0, 0)
-        return (u.weights_bytes, u.kv_bytes, u.compute_bytes, u.overhead_bytes)
+            return (0, 0, 0, 0, 0)
+        return (u.weights_bytes, u.kv_bytes, u.compute_bytes, u.overhead_bytes, u.projector_bytes)
 
     @property
     def over_budget(self) -> bool:

@@ -41,6 +41,7 @@ from engine.planner import Planner, PlanRequest, safety_margin
 from engine.planner.hearth_plan import hearth_profile, hearth_unavailable, pair_problem
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import experts_in_ram_text
+from engine.planner.vision import ProjectorCost, reserve_projector, with_projector
 from engine.runtime.protocol import ModelParams
 from engine.session import (
     LoadDecision,
@@ -379,14 +380,27 @@ class SettingsPanel(QWidget):
             helpers=bool(params is not None and params.rpc_servers),
         )
         on_gpu = bool(self._gpus) and (chosen.n_gpu_layers is None or chosen.n_gpu_layers > 0)
+        projector = self._projector(on_gpu)
+        if projector is not None:  # a vision model's projector: beside it, as the load policy
+            request = reserve_projector(request, projector)
         return self.speculative.reserve(request, n_ctx=chosen.n_ctx, kv_type=chosen.kv_type,
                                         flash_attn=chosen.flash_attn, on_gpu=on_gpu)  # fmt: skip
+
+    def _projector(self, on_gpu: bool) -> ProjectorCost | None:
+        cost = self.decision.projector if self.decision is not None else None
+        return replace(cost, on_gpu=on_gpu) if cost is not None else None
 
     def update_plan(self, *_args) -> None:
         if self._updating or self._planner is None:
             return
         started = time.perf_counter()
         self.plan = plan_manual(self._planner, self.request(), self.chosen().manual_choice)
+        chosen = self.chosen()
+        projector = self._projector(
+            bool(self._gpus) and (chosen.n_gpu_layers is None or chosen.n_gpu_layers > 0)
+        )
+        if projector is not None:
+            self.plan = replace(self.plan, devices=with_projector(self.plan.devices, projector))
         self._show(self.plan)
         self.last_update_seconds = time.perf_counter() - started
 
@@ -492,7 +506,13 @@ class SettingsPanel(QWidget):
             if answer == CANCEL:
                 return
             remember = answer == LOAD_AND_REMEMBER
-        params = replace(self.plan.settings.model_params(), speculative=self.speculative.params())
+        params = replace(
+            self.plan.settings.model_params(),
+            speculative=self.speculative.params(),
+            mmproj_path=self.decision.params.mmproj_path
+            if self.decision is not None and self.decision.params is not None
+            else "",
+        )
         if remember and self._store is not None:
             self._store.put(self._model_path, self.chosen())
         params = self._prepare_load(params)

@@ -22,7 +22,7 @@ import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +38,16 @@ class MessageStats:
     time_to_first_token: float | None = None
     prefill_seconds: float | None = None
     decode_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file kept with a message (an image shown to the model), its bytes in the store."""
+
+    kind: str  # "image"
+    mime_type: str
+    name: str
+    data: bytes
 
 
 @dataclass(frozen=True)
@@ -179,19 +189,24 @@ class ConversationStore:
     def set_settings(self, conversation_id: int, settings: dict[str, Any]) -> None:
         self._update_conversation(conversation_id, settings_json=json.dumps(settings))
 
-    def insert_conversations(
-        self, chats: Sequence[tuple[Conversation, Sequence[StoredMessage]]]
-    ) -> list[int]:
+    def insert_conversations(self, chats: Sequence[tuple]) -> list[int]:
         """Add whole conversations as they were (imported from a file): titles, settings,
-        times, every branch and the shown one. Message ids are given anew; each message's
-        parent must come before it. All or nothing: one transaction for every chat."""
+        times, every branch and the shown one, and the messages' attachments. Each item is
+        (conversation, messages) or (conversation, messages, attachments by message id).
+        Message ids are given anew; each message's parent must come before it. All or
+        nothing: one transaction for every chat."""
         ids = []
         with self._transaction():
-            for chat, messages in chats:
-                ids.append(self._insert_conversation(chat, messages))
+            for chat, messages, *attached in chats:
+                ids.append(self._insert_conversation(chat, messages, *attached))
         return ids
 
-    def _insert_conversation(self, chat: Conversation, messages: Sequence[StoredMessage]) -> int:
+    def _insert_conversation(
+        self,
+        chat: Conversation,
+        messages: Sequence[StoredMessage],
+        attachments: Mapping[int, Sequence[Attachment]] | None = None,
+    ) -> int:
         cursor = self._conn.execute(
             "INSERT INTO conversations (title, system_prompt, settings_json, created_at, "
             "updated_at) VALUES (?, ?, ?, ?, ?)",
@@ -232,6 +247,7 @@ class ConversationStore:
                 ),
             )
             new_ids[m.id] = int(cursor.lastrowid)
+            self._insert_attachments(new_ids[m.id], (attachments or {}).get(m.id, ()))
         self._conn.execute(
             "UPDATE conversations SET active_leaf_id = ? WHERE id = ?",
             (new_ids.get(chat.active_leaf_id), conversation_id),
@@ -262,8 +278,10 @@ class ConversationStore:
         model: str = "",
         settings: dict[str, Any] | None = None,
         partial: bool = False,
+        attachments: Sequence[Attachment] = (),
     ) -> int:
-        """Add a message under `parent_id` and make it the shown branch's end; its id."""
+        """Add a message (with its attachments, in order) under `parent_id` and make it the
+        shown branch's end; its id."""
         now = time.time()
         with self._transaction():
             cursor = self._conn.execute(
@@ -281,11 +299,42 @@ class ConversationStore:
                 ),
             )
             message_id = int(cursor.lastrowid)
+            self._insert_attachments(message_id, attachments)
             self._conn.execute(
                 "UPDATE conversations SET active_leaf_id = ?, updated_at = ? WHERE id = ?",
                 (message_id, now, conversation_id),
             )
         return message_id
+
+    def _insert_attachments(self, message_id: int, attachments: Sequence[Attachment]) -> None:
+        self._conn.executemany(
+            "INSERT INTO attachments (message_id, position, kind, mime_type, name, data) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            [(message_id, i, a.kind, a.mime_type, a.name, a.data)
+             for i, a in enumerate(attachments)],
+        )  # fmt: skip
+
+    def attachments(self, message_id: int) -> tuple[Attachment, ...]:
+        """A message's attachments, in the order they were given."""
+        rows = self._conn.execute(
+            "SELECT kind, mime_type, name, data FROM attachments WHERE message_id = ? "
+            "ORDER BY position",
+            (message_id,),
+        ).fetchall()
+        return tuple(Attachment(r[0], r[1], r[2], bytes(r[3])) for r in rows)
+
+    def attachments_by_message(self, conversation_id: int) -> dict[int, tuple[Attachment, ...]]:
+        """Every attachment of a conversation's messages, by message id (none: absent)."""
+        rows = self._conn.execute(
+            "SELECT a.message_id, a.kind, a.mime_type, a.name, a.data FROM attachments a "
+            "JOIN messages m ON m.id = a.message_id WHERE m.conversation_id = ? "
+            "ORDER BY a.message_id, a.position",
+            (conversation_id,),
+        ).fetchall()
+        found: dict[int, list[Attachment]] = {}
+        for r in rows:
+            found.setdefault(r[0], []).append(Attachment(r[1], r[2], r[3], bytes(r[4])))
+        return {k: tuple(v) for k, v in found.items()}
 
     def update_partial(self, message_id: int, content: str) -> None:
         """The text a reply has so far; it stays marked partial."""

@@ -49,6 +49,19 @@ MIGRATIONS: tuple[str, ...] = (
     """
     CREATE INDEX messages_by_parent ON messages(parent_id);
     """,
+    # 3: files kept with a message (the images shown to a vision model), in their order.
+    """
+    CREATE TABLE attachments (
+        id INTEGER PRIMARY KEY,
+        message_id INTEGER NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+        position INTEGER NOT NULL,
+        kind TEXT NOT NULL,
+        mime_type TEXT NOT NULL,
+        name TEXT NOT NULL DEFAULT '',
+        data BLOB NOT NULL
+    );
+    CREATE INDEX attachments_by_message ON attachments(message_id, position);
+    """,
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -18,7 +18,12 @@ from dataclasses import replace
 
 from engine.cli import numbers
 from engine.cli.chat_commands import EXIT, HELP, HELP_TEXT, UNKNOWN, WELCOME, chat_command
-from engine.cli.planning import add_load_arguments, machine_after_start, plan_from_command_line
+from engine.cli.planning import (
+    add_load_arguments,
+    add_projector_argument,
+    machine_after_start,
+    plan_from_command_line,
+)
 from engine.cli.speculative_args import (
     add_speculative_arguments,
     speculative_from,
@@ -43,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--system", help="system prompt")
     parser.add_argument("--raw", action="store_true", help="send --prompt as is, no chat template")
     add_load_arguments(parser)
+    add_projector_argument(parser)
     parser.add_argument(
         "--max-tokens", type=numbers.int_in_range(1, numbers.MAX_CONTEXT_TOKENS), default=512
     )

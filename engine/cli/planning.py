@@ -75,6 +75,15 @@ def fill_gpu_conflict(args: argparse.Namespace) -> str | None:
     return None
 
 
+def add_projector_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--mmproj",
+        metavar="FILE",
+        help="the vision projector (mmproj GGUF) to load with the model (default: the one "
+        "beside it, if any)",
+    )
+
+
 def chosen_from(args: argparse.Namespace) -> RememberedChoice | None:
     """The command line's choice, or None when it makes none (then the remembered one)."""
     ctx, kv, layers = getattr(args, "ctx", None), getattr(args, "kv", None), args.gpu_layers
@@ -134,6 +143,7 @@ def plan_from_command_line(
             path, machine, chosen, siblings=sibling_files(path), speculative=speculative,
             n_parallel=n_parallel,
             fill_gpu=fill,
+            projector=getattr(args, "mmproj", None),
         )  # fmt: skip
     except UnusableModelFile as exc:
         print(printable_line(str(exc)), file=err)  # it quotes the file

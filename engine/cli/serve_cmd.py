@@ -19,6 +19,7 @@ from pathlib import Path
 from engine.cli import numbers
 from engine.cli.planning import (
     add_fill_gpu_argument,
+    add_projector_argument,
     engine_for_context,
     fewer_tokens_hint,
     machine_after_start,
@@ -83,6 +84,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=[],
         metavar="NAME",
         help="a host name clients may use besides IP addresses and localhost",
+    )
+    add_projector_argument(parser)
+    parser.add_argument(
+        "--allow-remote-images",
+        action="store_true",
+        help="fetch http(s) image URLs in chat requests (default: only data: URLs are taken)",
     )
     parser.add_argument(
         "--parallel",
@@ -174,6 +181,7 @@ def run(args: argparse.Namespace) -> int:
             api_key=args.api_key,
             cors_origins=tuple(args.cors_origin),
             allowed_hosts=tuple(args.allowed_host),
+            fetch_remote_images=args.allow_remote_images,
             limits=limits,
             key_store=KeyStore(),  # named keys (`hearth keys`), besides --api-key
         ).check()

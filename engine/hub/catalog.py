@@ -8,6 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
+from engine.gguf.projector import is_projector_name, pick_projector_name
 from engine.hub.records import RemoteFile
 
 OTHER = "other"
@@ -32,7 +33,15 @@ def quant_of(filename: str) -> str:
 
 def is_projector(filename: str) -> bool:
     """A vision projector (mmproj) that goes with a model; not a model on its own."""
-    return "mmproj" in PurePosixPath(filename).name.lower()
+    return is_projector_name(filename)
+
+
+def projector_for(models: Iterable[ModelFile]) -> ModelFile | None:
+    """The vision projector to download with a model of this listing (one repository holds
+    one model's quantizations and its projector files): F16 first (engine/gguf/projector.py)."""
+    projectors = {m.name: m for m in models if m.projector and m.complete}
+    name = pick_projector_name(projectors)
+    return projectors[name] if name else None
 
 
 @dataclass(frozen=True)

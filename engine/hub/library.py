@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ from typing import Any
 
 from engine.files import write_json_atomic
 from engine.gguf import GGUFError, ModelInfo, read_model_info
+from engine.gguf.projector import is_projector, is_projector_name, pick_projector_name
 from engine.hub.catalog import quant_of
 from engine.hub.split_info import merge_split_infos
 
@@ -36,6 +38,7 @@ BUNDLED = "bundled"  # shipped with Hearth (the starter model): always listed, n
 # (imported, in the HF cache, put in the folder by hand) have None: nothing is promised for them.
 BY_SHA256 = "sha256"  # its sha256 equals the one the Hub lists
 BY_STRUCTURE = "size and GGUF structure"  # the Hub listed no sha256: unverified
+_INDEX_LOCK = threading.Lock()
 _SPLIT = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
 
 
@@ -58,6 +61,10 @@ class LocalModel:
     last_used: float | None = None
     settings: dict[str, Any] = field(default_factory=dict)
     verified_by: str | None = None  # BY_SHA256, BY_STRUCTURE, or None (not downloaded here)
+    # Its vision projector (mmproj GGUF): the one remembered for it (library.json), else the
+    # preferred one in its folder (downloaded from the same repository, or dropped in beside
+    # it). None: a text model. The load policy checks it against the model's header.
+    projector: Path | None = None
 
     @property
     def unverified(self) -> bool:
@@ -115,10 +122,13 @@ class Library:
         return data
 
     def _update(self, path: Path, **fields: Any) -> None:
-        index = self._load_index()
-        entry = index["models"].setdefault(str(Path(path).resolve()), {})
-        entry.update(fields)
-        write_json_atomic(self.index_path, index)
+        # Read, change, write under one lock: the download queue's thread and the window both
+        # record downloads, and one's change must not be lost under the other's write.
+        with _INDEX_LOCK:
+            index = self._load_index()
+            entry = index["models"].setdefault(str(Path(path).resolve()), {})
+            entry.update(fields)
+            write_json_atomic(self.index_path, index)
 
     def mark_used(self, path: Path, settings: dict[str, Any] | None = None) -> None:
         """Remember that `path` was loaded now, and with what settings (to offer them again)."""
@@ -134,6 +144,11 @@ class Library:
         if settings is not None:
             fields["settings"] = dict(settings)
         self._update(path, **fields)
+
+    def set_projector(self, path: Path, projector: Path | None) -> None:
+        """Remember `projector` as the vision projector of the model at `path` (None: forget
+        it, and let the one in its folder be found again)."""
+        self._update(path, projector=str(Path(projector).resolve()) if projector else None)
 
     def record_download(
         self, path: Path, repo_id: str, sha256: str | None, *, verified: bool | None = None
@@ -154,7 +169,8 @@ class Library:
         index = self._load_index()["models"]
         found: dict[Path, LocalModel] = {}
         for first in self._library_files():
-            found.setdefault(first.resolve(), self._entry(first, LIBRARY, index))
+            if not is_projector_name(first.name):
+                found.setdefault(first.resolve(), self._entry(first, LIBRARY, index))
         # Before the registered files: a cached file that was opened stays a cached file.
         if self.scan_hf_cache:
             for first, repo_id in self._hf_cache_files():
@@ -168,7 +184,10 @@ class Library:
                 first = Path(key)
                 if first.exists() and first.resolve() not in found:
                     found[first.resolve()] = self._entry(first, IMPORTED, index)
-        return sorted(found.values(), key=lambda m: (-(m.last_used or 0), m.name.lower()))
+        # A projector without "mmproj" in its name is known by its header (general.type, clip
+        # keys): it is not a model of its own either.
+        models = [m for m in found.values() if m.info is None or not is_projector(m.info)]
+        return sorted(models, key=lambda m: (-(m.last_used or 0), m.name.lower()))
 
     def _library_files(self) -> Iterable[Path]:
         if not self.models_dir.is_dir():
@@ -196,7 +215,11 @@ class Library:
             for revision in repo.revisions:
                 for cached in revision.files:
                     path = Path(cached.file_path)
-                    if path.suffix.lower() == ".gguf" and split_parts(path) is not None:
+                    if (
+                        path.suffix.lower() == ".gguf"
+                        and not is_projector_name(path.name)
+                        and split_parts(path) is not None
+                    ):
                         files.append((path, repo.repo_id))
         return files
 
@@ -228,6 +251,7 @@ class Library:
             last_used=known.get("last_used"),
             settings=known.get("settings") or {},
             verified_by=_verified_by(known),
+            projector=_projector_of(first, known),
         )
 
     # -- changes --------------------------------------------------------------------------------
@@ -279,6 +303,19 @@ class Library:
         if key in index["models"]:
             del index["models"][key]
             write_json_atomic(self.index_path, index)
+
+
+def _projector_of(first: Path, known: dict[str, Any]) -> Path | None:
+    """The remembered projector while it exists, else the preferred one in the folder."""
+    remembered = known.get("projector")
+    if isinstance(remembered, str) and Path(remembered).is_file():
+        return Path(remembered)
+    try:
+        names = [p.name for p in first.parent.glob("*.gguf")]
+    except OSError:
+        return None
+    name = pick_projector_name(names)
+    return first.parent / name if name else None
 
 
 def _verified_by(known: dict[str, Any]) -> str | None:

@@ -77,6 +77,12 @@ class LlamaLog:
         self._callback = C.llama_log_callback(self._on_log)
         C.llama_log_set(self._callback, None)
 
+    @property
+    def callback(self):
+        """The callback itself, for llama.cpp's other libraries' loggers (mtmd's): their
+        lines then land here too. It lives as long as the process's one LlamaLog."""
+        return self._callback
+
     def take_allocations(self) -> tuple[BufferAllocation, ...]:
         """The buffers reported since the last call."""
         with self._lock:

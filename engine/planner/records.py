@@ -78,10 +78,14 @@ class DeviceUsage:
     kv_bytes: int
     compute_bytes: int
     overhead_bytes: int
+    projector_bytes: int = 0  # a vision projector's weights and compute (planner/vision.py)
 
     @property
     def total_bytes(self) -> int:
-        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.overhead_bytes
+        return (
+            self.weights_bytes + self.kv_bytes + self.compute_bytes + self.overhead_bytes
+            + self.projector_bytes
+        )  # fmt: skip
 
     @property
     def free_bytes(self) -> int | None:

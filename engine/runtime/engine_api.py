@@ -87,16 +87,31 @@ class StepOutput:
 
 LAST_ROW = StepOutput()
 
+NO_PROJECTOR = (
+    "This model was loaded without a vision projector, so it cannot see images. Vision models "
+    "come with an mmproj GGUF: download it from the model's Hub repository (or put it in the "
+    "model's folder) and load the model again; or send the message without the image."
+)
+
+
+def vision_refusal(capabilities: Capabilities) -> str | None:
+    """Why images cannot go to this model, in one line with what to do (None: they can)."""
+    return None if capabilities.vision else NO_PROJECTOR
+
+
 __all__ = [
     "LAST_ROW",
+    "NO_PROJECTOR",
     "Capabilities",
     "Context",
     "EngineError",
+    "MediaPrompt",
     "Model",
     "Sampler",
     "StepOutput",
     "Vocabulary",
     "refusal",
+    "vision_refusal",
 ]
 
 
@@ -152,12 +167,25 @@ class Context(Protocol):
     def close(self) -> None: ...
 
 
+class MediaPrompt(Protocol):
+    """A prompt holding images (an engine with `Capabilities.vision` makes it): its tokens,
+    with a stand-in id (negative) for each position an image takes, so the decode loop can
+    keep the cached prefix of the next turn as it does for text; and how to decode it."""
+
+    tokens: list[int]
+
+    def resume_point(self, n_cached: int) -> int: ...  # where decoding may start, <= n_cached
+    def decode_from(self, ctx: Context, start: int) -> StepOutput: ...
+    def close(self) -> None: ...
+
+
 class Model(Vocabulary, Protocol):
     """Loaded weights on one engine."""
 
     engine: Engine
     capabilities: Capabilities
     params: ModelParams
+    media_marker: str  # where an image goes in a prompt's text (vision only)
 
     def description(self) -> str: ...
     def n_ctx_train(self) -> int: ...
@@ -167,4 +195,5 @@ class Model(Vocabulary, Protocol):
     def n_params(self) -> int: ...
     def size_bytes(self) -> int: ...
     def new_context(self, params: ModelParams) -> Context: ...
+    def media_prompt(self, text: str, images: list[bytes]) -> MediaPrompt: ...
     def close(self) -> None: ...

@@ -271,6 +271,8 @@ class WorkerEngine:
                 bandwidth_gbps=bandwidth,
                 bandwidth_source=bandwidth_source,
                 process_rss_delta=rss_bytes() - rss_before,
+                vision=model.capabilities.vision,
+                image_tokens=_image_tokens(params.mmproj_path) if model.capabilities.vision else 0,
             )
         )
 
@@ -371,13 +373,14 @@ class WorkerEngine:
         if self._early_stops.take(rid):  # stopped while it waited: it ends at once
             self._stop.set()
         self._state = EngineState.GENERATING
+        media = None
         try:
             grammar_refused = command.sampling.grammar and refusal(
                 session.model.engine, session.model.capabilities, "grammar"
             )
             if grammar_refused:
                 raise ValueError(grammar_refused)
-            prompt = self._prompts.tokens(command, session.ctx.info.n_ctx)
+            prompt, media = self._prompts.prompt(command, session.ctx.info.n_ctx)
             outcome = generate(
                 session,
                 prompt,
@@ -389,6 +392,7 @@ class WorkerEngine:
                 should_stop=self._stop.is_set,
                 started_at=received_at,
                 speculate=command.speculate,
+                media=media,
             )
         except Stopped:
             self._send(
@@ -407,6 +411,8 @@ class WorkerEngine:
                 p.GenerationDone(request_id=rid, stop_reason=outcome.stop_reason, stats=stats)
             )
         finally:
+            if media is not None:
+                media.close()
             self._current_request = None
             self._state = EngineState.IDLE if self._session else EngineState.NO_MODEL
 
@@ -480,6 +486,17 @@ def failure(request_id: int, exc: Exception) -> p.GenerationFailed:
         context_full=isinstance(exc, ContextOverflow),
         over_limit=over_limit,
     )
+
+
+def _image_tokens(mmproj_path: str) -> int:
+    """The context one image takes at most, as the projector's header says (0: unknown)."""
+    from engine.gguf import GGUFError, read_model_info
+    from engine.gguf.projector import projector_info
+
+    try:
+        return projector_info(read_model_info(mmproj_path)).image_tokens
+    except (GGUFError, OSError, ValueError):
+        return 0
 
 
 def _no_stats(received_at: float) -> p.GenerationStats:

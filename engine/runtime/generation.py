@@ -18,7 +18,14 @@ from dataclasses import dataclass, field
 
 from engine.enums import StopReason
 from engine.runtime.detokenizer import StreamingDetokenizer
-from engine.runtime.engine_api import Context, EngineError, Model, Sampler, StepOutput
+from engine.runtime.engine_api import (
+    Context,
+    EngineError,
+    MediaPrompt,
+    Model,
+    Sampler,
+    StepOutput,
+)
 from engine.runtime.protocol import GenerationStats, SamplingParams
 from engine.runtime.reply_tokens import ReplyTokens
 from engine.runtime.speculative.decode_loop import SpeculativeLoop
@@ -120,10 +127,12 @@ def generate(
     started_at: float,
     ignore_eos: bool = False,
     speculate: bool = True,
+    media: MediaPrompt | None = None,
 ) -> Outcome:
     """Generate up to `max_tokens` tokens after `prompt`, emitting text as it becomes final.
     With a drafter in the session (and `speculate`), drafted tokens are checked several per
-    step; the text is the same."""
+    step; the text is the same. `media`: the prompt holds images (`prompt` is its tokens);
+    it is decoded through the engine's projector, without speculation."""
     n_ctx = session.ctx.info.n_ctx
     if not prompt:
         raise EngineError("The prompt is empty.")
@@ -133,7 +142,11 @@ def generate(
             "Start a new chat, shorten the conversation, or load the model with a longer context."
         )
     sampler = session.sampler_for(sampling)
-    reused, prefill_seconds, out = _prefill(session, prompt, should_stop)
+    if media is not None:
+        speculate = False  # drafts are checked against text tokens, not image positions
+        reused, prefill_seconds, out = _prefill_media(session, media, should_stop)
+    else:
+        reused, prefill_seconds, out = _prefill(session, prompt, should_stop)
     reply = ReplyTokens(
         session.model,
         StreamingDetokenizer(stop_strings),
@@ -188,6 +201,31 @@ def _prefill(session: Session, prompt: list[int], should_stop) -> tuple[int, flo
             session.speculation.drafter.decoded(batch, len(session.cached))
         session.cached.extend(batch)
     session.ctx.synchronize()  # the clock must stop when the work is done, not queued
+    return reused, time.perf_counter() - started, out
+
+
+def _prefill_media(
+    session: Session, media: MediaPrompt, should_stop
+) -> tuple[int, float, StepOutput]:
+    """As `_prefill`, for a prompt with images: the cached prefix is kept up to where decoding
+    can resume (never inside an image), then the rest is decoded chunk by chunk."""
+    started = time.perf_counter()
+    if should_stop():
+        raise Stopped
+    reused = media.resume_point(reuse_cached_prefix(session, media.tokens))
+    if reused < len(session.cached) and not session.ctx.forget_from(reused):
+        reused = 0
+    if reused == 0:
+        session.ctx.clear()
+    session.cached = session.cached[:reused]
+    try:
+        out = media.decode_from(session.ctx, reused)
+    except EngineError:
+        session.ctx.clear()  # part of the prompt may be in the cache: start over next time
+        session.cached = []
+        raise
+    session.cached = list(media.tokens)
+    session.ctx.synchronize()
     return reused, time.perf_counter() - started, out
 
 

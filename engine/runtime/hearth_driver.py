@@ -23,7 +23,7 @@ from engine.enums import Engine
 from engine.hearth import torch_missing_reason
 from engine.llama import driver as llama
 from engine.llama.driver import ContextInfo, EngineError
-from engine.runtime.engine_api import Capabilities, StepOutput
+from engine.runtime.engine_api import Capabilities, StepOutput, vision_refusal
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import model_settings
 from engine.runtime.torch_beside_llama import torch_import_problem
@@ -65,6 +65,7 @@ class HearthModel:
     # several sequences decoded together (n_parallel > 1: engine/runtime/batching.py);
     # speculative decoding for dense models (checks: HearthContext.check)
     capabilities = Capabilities(batching=True)
+    media_marker = ""  # images go to llama.cpp (model_open.py hands vision models over)
 
     def __init__(self, params: ModelParams):
         if not os.path.isfile(params.path):
@@ -153,6 +154,9 @@ class HearthModel:
 
     def new_context(self, params: ModelParams) -> HearthContext:
         return HearthContext(self, params)
+
+    def media_prompt(self, text: str, images: list[bytes]):
+        raise EngineError(vision_refusal(self.capabilities))
 
     def close(self) -> None:
         self.vocabulary.close()

@@ -11,9 +11,10 @@ from dataclasses import replace
 
 from engine.enums import Engine
 from engine.llama import driver as llama
+from engine.llama import vision
 from engine.llama.batch import SequenceBatch
 from engine.llama.sampler import Sampler
-from engine.runtime.engine_api import LAST_ROW, Capabilities, StepOutput
+from engine.runtime.engine_api import LAST_ROW, Capabilities, StepOutput, vision_refusal
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import context_settings, model_settings, sampler_settings
 
@@ -22,14 +23,47 @@ class LlamaModel(llama.Model):
     engine = Engine.LLAMA
     capabilities = Capabilities(embeddings=True, batching=True, speculative=True, grammar=True)
 
+    media_marker = ""
+
     def __init__(self, params: ModelParams):
         super().__init__(model_settings(params))
         self.params = params
+        self.projector: vision.Projector | None = None
         if self.is_reranker():  # its output is a relevance score (through Embed): no replies
             self.capabilities = replace(self.capabilities, chat=False, rerank=True)
+        if params.mmproj_path:
+            self._open_projector(params)
+
+    def _open_projector(self, params: ModelParams) -> None:
+        """The vision projector beside the weights. Images are decoded into sequence 0 one
+        request at a time, so batching is off while it is loaded (said once, in the log)."""
+        try:
+            self.projector = vision.Projector(
+                self, params.mmproj_path, n_threads=params.n_threads,
+                use_gpu=params.n_gpu_layers != 0,
+            )  # fmt: skip
+        except llama.EngineError:
+            super().close()
+            raise
+        self.media_marker = self.projector.marker
+        self.capabilities = replace(self.capabilities, vision=True, batching=False)
+        if params.n_parallel > 1:
+            print("hearth worker: a vision projector is loaded: requests are decoded one at "
+                  "a time", flush=True)  # fmt: skip
 
     def new_context(self, params: ModelParams) -> LlamaContext:
         return LlamaContext(self, context_settings(params))
+
+    def media_prompt(self, text: str, images: list[bytes]) -> LlamaMediaPrompt:
+        if self.projector is None:
+            raise llama.EngineError(vision_refusal(self.capabilities))
+        return LlamaMediaPrompt(self.projector.tokenize(text, images))
+
+    def close(self) -> None:
+        if self.projector is not None:
+            self.projector.close()
+            self.projector = None
+        super().close()
 
 
 class LlamaContext(llama.Context):
@@ -93,3 +127,39 @@ class LlamaSampler:
 
     def close(self) -> None:
         self.chain.close()
+
+
+class LlamaMediaPrompt:
+    """A prompt with images, cut by mtmd into text and image chunks (engine_api.MediaPrompt)."""
+
+    def __init__(self, chunks: vision.Chunks):
+        self.chunks = chunks
+        self.tokens: list[int] = []
+        self._starts: list[int] = []  # where each chunk's tokens begin in `tokens`
+        for part in chunks.parts:
+            self._starts.append(len(self.tokens))
+            self.tokens.extend(part.tokens)
+
+    def resume_point(self, n_cached: int) -> int:
+        """`n_cached`, or the start of the image it falls inside (an image is decoded whole);
+        0 for M-RoPE models, whose image positions are not one per token."""
+        if self.chunks.projector.uses_mrope:
+            return 0
+        for start, part in zip(self._starts, self.chunks.parts, strict=True):
+            if start <= n_cached < start + len(part.tokens):
+                return start if part.kind == vision.IMAGE else n_cached
+        return n_cached
+
+    def decode_from(self, ctx: LlamaContext, start: int) -> StepOutput:
+        for index, (first, part) in enumerate(zip(self._starts, self.chunks.parts, strict=True)):
+            end = first + len(part.tokens)
+            if end <= start or not part.tokens:
+                continue
+            if part.kind == vision.IMAGE:
+                self.chunks.eval_image(index, ctx, vision.next_position(ctx), ctx.info.n_batch)
+            else:
+                llama.Context.decode(ctx, list(part.tokens[max(0, start - first) :]))
+        return LAST_ROW
+
+    def close(self) -> None:
+        self.chunks.close()

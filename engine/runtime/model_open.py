@@ -42,6 +42,13 @@ def open_model(params: p.ModelParams) -> tuple[Model, str]:
         note = "Hearth engine unavailable, using llama.cpp: helper machines are llama.cpp's"
         print(f"hearth worker: {note}", flush=True)
         return LlamaModel(params), note
+    if params.mmproj_path:
+        note = (
+            "Hearth engine hands this vision model to llama.cpp: images run through "
+            "llama.cpp's multimodal library (mtmd)"
+        )
+        print(f"hearth worker: {note}", flush=True)
+        return LlamaModel(params), note
     from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
 
     try:
@@ -81,6 +88,7 @@ def file_identity(path: str) -> tuple[int, int]:
 _WEIGHT_FIELDS = (
     "path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "rpc_servers",
     "hearth_ram_expert_layers", "hearth_expert_cache_slots",
+    "mmproj_path",
 )  # fmt: skip
 
 

@@ -110,6 +110,9 @@ class ModelParams:
     # Helper machines (`hearth host`, "host:port") whose devices the plan uses, in the order of
     # their shares at the front of tensor_split (engine/planner/remote.py).
     rpc_servers: tuple[str, ...] = ()
+    # A vision projector (mmproj GGUF) loaded beside the model: images in messages then go
+    # through llama.cpp's multimodal library (engine/llama/vision.py). "": text only.
+    mmproj_path: str = ""
 
 
 @message
@@ -121,6 +124,10 @@ class ChatMessage:
     tool_calls_json: str = ""
     tool_call_id: str = ""
     name: str = ""
+    # Images shown with the message (base64 of PNG/JPEG/GIF/BMP files, checked by
+    # engine/chat/images.py); the model reads them before the text. Only a model loaded with
+    # a vision projector takes them.
+    images: tuple[str, ...] = ()
 
 
 # ---- commands: GUI -> worker -------------------------------------------------------------------
@@ -255,6 +262,8 @@ class ModelLoaded:
     # Device memory the load took (NVML's used memory, all GPUs), and the worker's resident
     # memory growth: what the after-load line sets beside the plan's prediction.
     process_rss_delta: int = 0
+    vision: bool = False  # a vision projector is loaded: messages may carry images
+    image_tokens: int = 0  # the context one image takes, at most (the projector's header)
 
 
 @message

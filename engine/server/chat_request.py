@@ -31,6 +31,7 @@ class Turn:
     calls: tuple[dict[str, Any], ...] = ()  # an assistant's tool calls, OpenAI chat-shaped
     call_id: str = ""  # a "tool" turn: the call it answers
     name: str = ""
+    images: tuple[str, ...] = ()  # base64, checked (engine/server/images.py)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ def engine_message(turn: Turn, native_tools: bool) -> p.ChatMessage:
         tool_calls_json=json.dumps(list(turn.calls)) if turn.calls and native_tools else "",
         tool_call_id=turn.call_id,
         name=turn.name,
+        images=turn.images,
     )
 
 

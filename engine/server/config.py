@@ -22,7 +22,9 @@ class ServerConfigError(ValueError):
 class Limits:
     """Bounds on every request, so that no request can take the server for itself."""
 
-    max_body_bytes: int = 4 * 1024 * 1024
+    # Images travel inside the body as base64 (8 MiB of images become 10.7 MiB); the worker's
+    # frames carry 16 MiB (engine/runtime/protocol.py).
+    max_body_bytes: int = 14 * 1024 * 1024
     max_tokens: int = 8192  # the most a request may ask for
     default_max_tokens: int = 1024  # when a request does not say
     max_n: int = 4  # choices per request
@@ -42,7 +44,7 @@ class Limits:
     # take tens of seconds.
     stop_grace_seconds: float = 60.0
     header_seconds: float = 10.0  # a connection must send its request's headers in this time
-    body_seconds: float = 30.0  # and its whole body in this (4 MiB at 140 KiB/s)
+    body_seconds: float = 30.0  # and its whole body in this (14 MiB at 480 KiB/s)
     max_connections: int = 512  # open connections at once; past it, 503
     shutdown_seconds: float = 3.0  # Ctrl+C (or Stop) waits this long for running requests
     queue_length: int = 32  # requests waiting for a sequence, beyond those decoding
@@ -59,6 +61,9 @@ class ServerConfig:
     # Named keys (api_keys.KeyStore): any of them is taken besides `api_key`; while it holds
     # keys, every request needs one.
     key_store: Any = None
+    # Fetch http(s) image URLs in chat requests (off: only data: URLs are taken; fetching lets
+    # a caller make this machine connect anywhere, its own network included).
+    fetch_remote_images: bool = False
     limits: Limits = field(default_factory=Limits)
 
     def check(self) -> ServerConfig:

@@ -24,6 +24,7 @@ from engine.server import request_params as rp
 from engine.server.completion import Reply, pieces
 from engine.server.engine_link import GenerationRequest
 from engine.server.errors import APIError
+from engine.server.images import engine_images, image_of_base64
 from engine.server.keep_alive import keep_alive_seconds
 from engine.server.responding import stream_response, whole_replies
 from engine.server.server_state import ServerState, state_of
@@ -134,7 +135,7 @@ async def show(body: ShowBody, request: Request) -> dict[str, Any]:
             "general.parameter_count": model.n_params,
             "context_length": model.n_ctx,
         },
-        "capabilities": ["completion", "tools"],
+        "capabilities": ["completion", "tools", *(["vision"] if model.vision else [])],
     }
 
 
@@ -154,7 +155,7 @@ async def chat(body: ChatBody, request: Request) -> Response:
     unloaded = await _unloaded(state, body, not body.messages)
     if unloaded is not None:
         return JSONResponse({**unloaded, "message": {"role": "assistant", "content": ""}})
-    state, _, name = await state.serving(request, body.model, body.keep_alive)
+    state, model, name = await state.serving(request, body.model, body.keep_alive)
     limit = state.config.limits.max_messages
     if len(body.messages) > limit:
         raise APIError(400, f"At most {limit} messages are taken (this request has "
@@ -162,11 +163,16 @@ async def chat(body: ChatBody, request: Request) -> Response:
     if not body.messages:  # Ollama's way to load a model: it is loaded
         return JSONResponse(_final(name, {"message": {"role": "assistant", "content": ""}},
                                    Reply(stop_reason="load")))  # fmt: skip
-    for i, m in enumerate(body.messages):
-        if m.images:
-            raise APIError(400, f"messages[{i}] has images; this server takes text only.")
+    images = engine_images(
+        [[image_of_base64(b, f"messages[{i}].images[{j}]") for j, b in enumerate(m.images or ())]
+         for i, m in enumerate(body.messages)],
+        model,
+    )  # fmt: skip
     generation = GenerationRequest(
-        messages=tuple(p.ChatMessage(role=m.role, content=m.content) for m in body.messages),
+        messages=tuple(
+            p.ChatMessage(role=m.role, content=m.content, images=shown)
+            for m, shown in zip(body.messages, images, strict=True)
+        ),
         **_settings(body, state),
     )
     return await _answer(request, state, "/api/chat", name, body.stream, generation, "chat")
@@ -178,15 +184,18 @@ async def generate(body: GenerateBody, request: Request) -> Response:
     unloaded = await _unloaded(state, body, not body.prompt)
     if unloaded is not None:
         return JSONResponse({**unloaded, "response": ""})
-    state, _, name = await state.serving(request, body.model, body.keep_alive)
-    if body.images:
-        raise APIError(400, "This server takes text only; images are not supported.")
+    state, model, name = await state.serving(request, body.model, body.keep_alive)
+    [images] = engine_images(
+        [[image_of_base64(b, f"images[{j}]") for j, b in enumerate(body.images or ())]], model
+    )
+    if images and body.raw:
+        raise APIError(400, "A raw prompt cannot carry images; send them without raw.")
     if not body.prompt:
         return JSONResponse(_final(name, {"response": ""}, Reply(stop_reason="load")))
     if body.raw:
         generation = GenerationRequest(prompt=body.prompt, **_settings(body, state))
     else:
-        messages = [p.ChatMessage(role="user", content=body.prompt)]
+        messages = [p.ChatMessage(role="user", content=body.prompt, images=images)]
         if body.system:
             messages.insert(0, p.ChatMessage(role="system", content=body.system))
         generation = GenerationRequest(messages=tuple(messages), **_settings(body, state))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from engine.runtime import protocol as p
 from engine.server import request_params as rp
@@ -11,6 +11,7 @@ from engine.server.chat_request import ToolOffer, Turn, prepared
 from engine.server.config import Limits
 from engine.server.engine_link import GenerationRequest
 from engine.server.errors import APIError
+from engine.server.images import Fetch, engine_images, image_of_part
 from engine.server.openai_schema import ChatCompletionRequest, ChatMessageIn
 from engine.server.structured_output import grammar_for_response_format
 
@@ -22,7 +23,11 @@ class ChatPlan:
     forced_tool: bool  # the grammar makes the reply a call
 
 
-def plan_chat(body: ChatCompletionRequest, model: p.ModelLoaded, limits: Limits) -> ChatPlan:
+def plan_chat(
+    body: ChatCompletionRequest, model: p.ModelLoaded, limits: Limits, fetch: Fetch | None = None
+) -> ChatPlan:
+    """The generations a chat request asks for. `fetch`: how an http(s) image URL is fetched,
+    when the server allows it (None: such a URL is refused)."""
     if len(body.messages) > limits.max_messages:
         raise APIError(400, f"At most {limits.max_messages} messages are taken.", param="messages")
     n = rp.n_of(body.n, limits)
@@ -33,7 +38,12 @@ def plan_chat(body: ChatCompletionRequest, model: p.ModelLoaded, limits: Limits)
     )
     offer = _tools(body, limits)
     grammar = grammar_for_response_format(body.response_format)
-    turns = [_turn(m, i) for i, m in enumerate(body.messages)]
+    contents = [_content_of(m, i, fetch) for i, m in enumerate(body.messages)]
+    images = engine_images([shown for _, shown in contents], model)
+    turns = [
+        replace(_turn(m, text), images=shown)
+        for m, (text, _), shown in zip(body.messages, contents, images, strict=True)
+    ]
     messages, grammar, tools_json = prepared(turns, offer, grammar, model.template_takes_tools)
     requests = tuple(
         GenerationRequest(
@@ -74,28 +84,34 @@ def _tools(body: ChatCompletionRequest, limits: Limits) -> ToolOffer:
     )
 
 
-def _turn(m: ChatMessageIn, index: int) -> Turn:
+def _turn(m: ChatMessageIn, text: str) -> Turn:
     return Turn(
         role="system" if m.role == "developer" else m.role,
-        content=_text_of(m, index),
+        content=text,
         calls=tuple(call.model_dump(exclude_none=True) for call in m.tool_calls or ()),
         call_id=m.tool_call_id or "",
         name=m.name or "",
     )
 
 
-def _text_of(m: ChatMessageIn, index: int) -> str:
+def _content_of(m: ChatMessageIn, index: int, fetch: Fetch | None) -> tuple[str, list[bytes]]:
+    """A message's text and its images (`image_url` parts), in order."""
     if m.content is None:
-        return ""
+        return "", []
     if isinstance(m.content, str):
-        return m.content
-    texts = []
-    for part in m.content:
-        if part.type != "text" or part.text is None:
+        return m.content, []
+    texts, images = [], []
+    for j, part in enumerate(m.content):
+        param = f"messages[{index}].content[{j}]"
+        if part.type == "image_url":
+            images.append(image_of_part(part.image_url, param, fetch))
+        elif part.type == "text" and part.text is not None:
+            texts.append(part.text)
+        else:
             raise APIError(
                 400,
-                f"messages[{index}] has a {part.type!r} part; this server takes text only.",
+                f"messages[{index}] has a {part.type!r} part; this server takes text and "
+                "image_url parts.",
                 param=f"messages[{index}].content",
             )
-        texts.append(part.text)
-    return "".join(texts)
+    return "".join(texts), images

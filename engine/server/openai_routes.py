@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import math
 import os
@@ -17,6 +18,7 @@ from engine.server import request_params as rp
 from engine.server.chat_request import ToolCallWatch
 from engine.server.completion import Reply, pieces
 from engine.server.errors import APIError
+from engine.server.images import fetch_remote_image
 from engine.server.openai_chat import ChatPlan, plan_chat
 from engine.server.openai_schema import (
     ChatCompletionRequest,
@@ -103,7 +105,12 @@ def _model_card(model: p.ModelLoaded) -> dict[str, Any]:
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Response:
     state = state_of(request)
     state, model, model_id = await state.serving(request, body.model)
-    plan = plan_chat(body, model, state.config.limits)
+    if state.config.fetch_remote_images and _has_remote_image(body):
+        # a fetch takes seconds: off the event loop, so other requests go on meanwhile
+        plan = await asyncio.to_thread(plan_chat, body, model, state.config.limits,
+                                       fetch_remote_image)  # fmt: skip
+    else:
+        plan = plan_chat(body, model, state.config.limits)
     job = state.start_job(request, "/v1/chat/completions", model_id, body.stream)
     if body.stream:
         if len(plan.requests) > 1:
@@ -375,3 +382,15 @@ def _usage(replies: list[Reply]) -> dict:
     if reused:
         usage["prompt_tokens_details"] = {"cached_tokens": reused}
     return usage
+
+
+def _has_remote_image(body: ChatCompletionRequest) -> bool:
+    return any(
+        part.type == "image_url"
+        and not str(
+            part.image_url.get("url", "") if isinstance(part.image_url, dict) else part.image_url
+        ).startswith("data:")
+        for m in body.messages
+        if isinstance(m.content, list)
+        for part in m.content
+    )

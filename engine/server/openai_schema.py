@@ -18,6 +18,7 @@ class _Body(BaseModel):
 class ContentPart(_Body):
     type: str
     text: str | None = None
+    image_url: dict[str, Any] | str | None = None  # {"url": "data:image/png;base64,..."}
 
 
 class FunctionCallIn(_Body):

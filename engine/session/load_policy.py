@@ -31,6 +31,7 @@ from pathlib import Path
 
 from engine.enums import KV_TYPES, Engine
 from engine.gguf import GGUFError, ModelInfo, read_model_info
+from engine.gguf.projector import is_projector_name
 from engine.hardware.remote import RemoteHost
 from engine.planner import Plan, Planner, PlanRequest
 from engine.planner.draft import reserve, speculation_memory
@@ -40,11 +41,19 @@ from engine.planner.hearth_plan import hearth_unavailable
 from engine.planner.manual import ManualPlan, plan_manual
 from engine.planner.records import Choice
 from engine.planner.remote import plan_with_helpers
+from engine.planner.vision import (
+    ProjectorCost,
+    projector_cost,
+    projector_note,
+    reserve_projector,
+    with_projector,
+)
 from engine.runtime.protocol import ModelParams, SpeculativeParams
 from engine.session.kv_quality import cached as kv_check_results
 from engine.session.kv_quality import with_kv_check
 from engine.session.machine import MachineSnapshot
 from engine.session.model_file import UnusableModelFile, check_model_file
+from engine.session.projector_file import find_projector
 from engine.session.remembered import RememberedChoice
 from engine.units import format_bytes
 
@@ -80,6 +89,9 @@ class LoadDecision:
     options: tuple[LoadOption, ...] = ()
     # The person's choice, when it did not fit: (device, bytes over its budget) for each device.
     chosen_over_budget: tuple[tuple[str, int], ...] = ()
+    # The vision projector loaded with the model (its memory is in `plan`), for the Model page
+    # to plan its sliders' choices with it too.
+    projector: ProjectorCost | None = None
 
     def shortfall_text(self) -> str:
         """ "2.10 GiB more on RTX 4070, 0.50 GiB more on system RAM" for a choice that failed."""
@@ -140,6 +152,7 @@ def plan_load(
     speculative: SpeculativeParams | None = None,
     n_parallel: int = 1,
     fill_gpu: bool = False,
+    projector: str | Path | None = None,
 ) -> LoadDecision:
     """Decide how to load `path` on `machine`. Raises UnusableModelFile for a file that is not a
     readable GGUF; `info` skips reading the header again when the caller just did.
@@ -148,12 +161,20 @@ def plan_load(
     `n_parallel`: sequences decoded together (`hearth serve --parallel`), which the Hearth
     engine's memory counts (each sequence's pages, a row per sequence in a decode step).
     `fill_gpu` ("Use all of my GPU"): the best fit fills the GPU with context up to the safety
-    margin, every layer on it (engine/planner/fill_gpu.py); a choice of the person's wins."""
+    margin, every layer on it (engine/planner/fill_gpu.py); a choice of the person's wins.
+    A vision projector (`projector`, as the Library remembers it, else an mmproj GGUF beside the
+    model: engine/session/projector_file.py) is loaded with the model, its memory set aside
+    first the same way (engine/planner/vision.py)."""
     path = Path(path)
     info = info if info is not None else check_model_file(path)
     planner = Planner(info)
     notes: list[str] = []
-    set_aside = _SpeculationSetAside(info, speculative, notes)
+    speculation = _SpeculationSetAside(info, speculative, notes)
+    vision = _VisionSetAside(path, info, projector, bool(machine.plan_request().gpus), notes)
+
+    def set_aside(request, n_ctx, kv_type="f16", flash_attn=True):
+        return vision(speculation(request, n_ctx, kv_type, flash_attn))
+
     chosen_over: tuple[tuple[str, int], ...] = ()
     unavailable = None
     if chosen is not None and chosen.engine == "hearth":
@@ -171,7 +192,8 @@ def plan_load(
         request = set_aside(request, chosen.n_ctx, chosen.kv_type, chosen.flash_attn)
         manual = plan_manual(planner, request, chosen.manual_choice)
         if manual.fits:
-            return _decision(path, info, PlanSource.CHOSEN, chosen, manual, None)
+            decision = _decision(path, info, PlanSource.CHOSEN, chosen, manual, None)
+            return vision.applied(replace(decision, notes=tuple(notes)))
         chosen_over = tuple(manual.over_budget)
         over = ", ".join(f"{format_bytes(n, 2)} more on {dev}" for dev, n in chosen_over)
         notes.append(
@@ -207,7 +229,8 @@ def plan_load(
         decision = _decision(path, info, PlanSource.BEST_FIT, choice, manual, best)
         if not manual.fits:  # the search and the manual estimate agree; this guards the seam
             decision = replace(decision, params=best.settings.model_params())
-        return replace(decision, notes=tuple(notes), chosen_over_budget=chosen_over)
+        decision = replace(decision, notes=tuple(notes), chosen_over_budget=chosen_over)
+        return vision.applied(decision)
     options = tuple(_options_among(siblings, path, info, machine, target_ctx))
     return LoadDecision(
         path=path,
@@ -259,6 +282,36 @@ class _SpeculationSetAside:
                 f"({self.speculative.method.replace('_', ' ')})."
             )
         return reserve(request, memory)
+
+
+class _VisionSetAside:
+    """The model's vision projector, when it has one: its memory taken from the budgets before
+    planning, then counted on its device in the decision, its path in the load's parameters
+    and a note saying what it takes (of memory, and of the context per image)."""
+
+    def __init__(self, path: Path, info: ModelInfo, chosen, gpus: bool, notes: list):
+        found, passed_over = find_projector(path, info, chosen)
+        notes.extend(passed_over)
+        self.found = found
+        self.cost = projector_cost(found.info, on_gpu=gpus) if found else None
+
+    def __call__(self, request: PlanRequest) -> PlanRequest:
+        return reserve_projector(request, self.cost) if self.cost else request
+
+    def applied(self, decision: LoadDecision) -> LoadDecision:
+        cost, plan, params = self.cost, decision.plan, decision.params
+        if cost is None or plan is None or params is None:
+            return decision
+        cost = replace(cost, on_gpu=cost.on_gpu and params.n_gpu_layers != 0)
+        devices = with_projector(plan.devices, cost)
+        where = next((d.name for d in devices if d.projector_bytes), "system RAM")
+        return replace(
+            decision,
+            plan=replace(plan, devices=devices),
+            params=replace(params, mmproj_path=str(self.found.path)),
+            notes=(*decision.notes, projector_note(cost, params.n_ctx, where)),
+            projector=cost,
+        )
 
 
 def choice_from(choice: Choice) -> RememberedChoice:
@@ -353,9 +406,13 @@ def same_model(a: ModelInfo, b: ModelInfo) -> bool:
 
 def sibling_files(path: str | Path) -> Sequence[Path]:
     """Other GGUF files in the same folder: in Hearth's library a folder is one Hub repository,
-    which holds the quantizations of one model."""
+    which holds the quantizations of one model (and its vision projector, which is not one)."""
     path = Path(path)
     try:
-        return sorted(p for p in path.parent.glob("*.gguf") if p.name != path.name)
+        return sorted(
+            p
+            for p in path.parent.glob("*.gguf")
+            if p.name != path.name and not is_projector_name(p.name)
+        )
     except OSError:
         return ()

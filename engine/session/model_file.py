@@ -12,6 +12,7 @@ from pathlib import Path
 
 from engine.gguf import GGUFError, ModelInfo, read_model_info
 from engine.gguf.load_check import load_problem
+from engine.gguf.projector import is_projector
 
 
 class UnusableModelFile(Exception):
@@ -44,6 +45,12 @@ def check_model_file(path: str | Path) -> ModelInfo:
         raise UnusableModelFile(
             f"“{name}” could not be read as a GGUF file ({type(exc).__name__}: {exc})."
         ) from exc
+    if is_projector(info):
+        raise UnusableModelFile(
+            f"“{name}” is a vision projector (mmproj), not a model: it lets a vision model see "
+            "images. Put it in the folder of the model it belongs to and open that model; "
+            "Hearth loads the projector with it."
+        )
     # Refused here, not by an abort of the engine: types llama.cpp would crash on, no vocabulary.
     problem = load_problem(info, for_chat=True)
     if problem:

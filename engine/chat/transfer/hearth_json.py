@@ -147,22 +147,15 @@ def read_hearth_document(
         len(chats) <= MAX_CONVERSATIONS,
         f"{name} has {len(chats):,} chats, more than the {MAX_CONVERSATIONS:,} one import takes.",
     )
-    records, left_out = [], 0
+    records = []
     for index, chat in enumerate(chats):
-        record, dropped = _read_conversation(chat, index)
-        records.append(record)
-        left_out += dropped
+        records.append(_read_conversation(chat, index))
         if progress is not None:
             progress(index + 1, len(chats))
-    notes = []
-    if left_out:
-        notes.append(
-            f"{left_out:,} attachment(s) were left out: Hearth's chats do not keep images yet."
-        )
-    return ImportedChats("Hearth", tuple(records), tuple(notes))
+    return ImportedChats("Hearth", tuple(records))
 
 
-def _read_conversation(chat: Any, index: int) -> tuple[ChatRecord, int]:
+def _read_conversation(chat: Any, index: int) -> ChatRecord:
     at = where(index)
     expect(isinstance(chat, dict), f"{at} should be an object, not {kind_of(chat)}.")
     messages = chat.get("messages", [])
@@ -195,10 +188,7 @@ def _read_conversation(chat: Any, index: int) -> tuple[ChatRecord, int]:
         updated_at=time_field(chat, "updated_at", at),
         active_leaf_id=leaf,
     )
-    # Attachments are read and checked (a hostile one refuses the file) but not kept: the store
-    # has no place for them yet.
-    dropped = sum(len(a) for a in attachments.values())
-    return ChatRecord(conversation, tuple(stored), {}), dropped
+    return ChatRecord(conversation, tuple(stored), attachments)
 
 
 def _read_message(

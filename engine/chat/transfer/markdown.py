@@ -39,7 +39,11 @@ def chat_markdown(record: ChatRecord) -> str:
             fence = "`" * max(3, _longest_backtick_run(m.content) + 1)
             lines += [f"## {TOOL_HEADING}", "", f"{fence}json", m.content.strip(), fence, ""]
             continue
-        lines += [f"## {heading}", "", m.content.strip() or "*(empty)*", ""]
+        lines += [f"## {heading}", ""]
+        for a in record.attachments.get(m.id, ()):
+            # named, not embedded: the images travel in Hearth's JSON export
+            lines += [f"*Image: {a.name or 'unnamed'} ({len(a.data) / 1024:,.0f} KB)*", ""]
+        lines += [m.content.strip() or "*(empty)*", ""]
         if m.partial:
             lines += ["*This reply was interrupted before it finished.*", ""]
         elif m.failed:

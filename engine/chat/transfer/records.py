@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine.chat.setting_ranges import setting_problem
-from engine.chat.store import Conversation, StoredMessage
+from engine.chat.store import Attachment, Conversation, StoredMessage
 
 # "tool": a tool call and its result, kept as the JSON of engine/tools/transcript.py's record.
 ROLES = ("user", "assistant", "tool")
@@ -36,18 +36,11 @@ ATTACHMENT_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 Progress = Callable[[int, int], None]  # (conversations read, of how many)
 
 
+__all__ = ["Attachment"]  # the store's, carried in chat files too
+
+
 class TransferError(ValueError):
     """A chat file was refused; the message says why and what to do, and nothing was changed."""
-
-
-@dataclass(frozen=True)
-class Attachment:
-    """A file kept with a message (an image shown to the model), carried in the file itself."""
-
-    kind: str  # "image"
-    mime_type: str
-    name: str
-    data: bytes
 
 
 @dataclass(frozen=True)

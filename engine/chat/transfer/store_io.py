@@ -31,7 +31,10 @@ def export_records(
     """Every conversation (most recent first), or those named, with all their messages."""
     if conversation_ids is None:
         conversation_ids = [c.id for c in store.conversations()]
-    return [ChatRecord(store.conversation(i), tuple(store.messages(i))) for i in conversation_ids]
+    return [
+        ChatRecord(store.conversation(i), tuple(store.messages(i)), store.attachments_by_message(i))
+        for i in conversation_ids
+    ]
 
 
 def add_to_store(store: ConversationStore, imported: ImportedChats) -> ImportOutcome:
@@ -43,6 +46,6 @@ def add_to_store(store: ConversationStore, imported: ImportedChats) -> ImportOut
         if record.conversation.created_at > 0 and key in have:
             continue
         have.add(key)
-        new.append((record.conversation, record.messages))
+        new.append((record.conversation, record.messages, record.attachments))
     added = store.insert_conversations(new) if new else []
     return ImportOutcome(tuple(added), len(imported.records) - len(new), imported.notes)

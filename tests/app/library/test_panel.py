@@ -426,3 +426,31 @@ def test_after_a_full_disk_the_row_offers_to_delete_what_was_kept(qtbot, hub, tm
     assert row.cancel_button.text() == "Delete 1,000 B received"
     qtbot.mouseClick(row.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not part_path(job.path).exists(), timeout=WAIT_MS)
+
+
+def test_a_vision_models_projector_is_downloaded_with_it_and_paired(qtbot, hub, tmp_path):
+    from testkit.tiny_vision import write_tiny_projector
+
+    projector = write_tiny_projector(tmp_path / "p.gguf", text_embd=64).read_bytes()
+    hub.add_repo("org/vlm-GGUF", {"vlm-Q8_0.gguf": GGUF, "mmproj-F16.gguf": projector},
+                 downloads=1)  # fmt: skip
+    panel = make_panel(qtbot, tmp_path)
+    search_and_open(qtbot, panel, "vlm")
+    assert {i.text(0): i.text(2) for i in panel.file_items()}["mmproj-F16.gguf"] == (
+        "vision projector"
+    )
+    select_file(panel, "vlm-Q8_0.gguf")
+    panel.download_selected()
+    assert "with its vision projector mmproj-F16.gguf" in panel.status_label.text()
+    qtbot.waitUntil(lambda: len(panel.rows) == 2 and all(r.state == DONE
+                                                        for r in panel.rows.values()),
+                    timeout=WAIT_MS)  # fmt: skip
+    folder = tmp_path / "models" / "org" / "vlm-GGUF"
+    [model] = Library(tmp_path / "models", scan_hf_cache=False).scan()
+    assert model.name == "vlm-Q8_0.gguf" and model.projector == folder / "mmproj-F16.gguf"
+    # listed once, as a model that sees (once the list is read again after both downloads)
+    panel.local_view.refresh()
+    qtbot.waitUntil(lambda: panel.local.topLevelItemCount() == 1
+                    and panel.local.topLevelItem(0).text(1) == "Q8_0 + vision",
+                    timeout=WAIT_MS)  # fmt: skip
+    assert "mmproj-F16.gguf" in panel.local.topLevelItem(0).toolTip(0)

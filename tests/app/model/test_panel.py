@@ -348,3 +348,22 @@ def test_a_model_placed_on_a_helper_machine_has_a_bar_row_for_its_device(
         "system RAM",
     ]
     assert view.plan.settings.rpc_servers == (address,)
+
+
+def test_a_vision_models_projector_is_in_the_bars_and_in_the_load(qtbot, bridge, tmp_path, answers):
+    from testkit.tiny_vision import write_tiny_projector
+
+    folder = tmp_path / "vlm"
+    folder.mkdir()
+    model = write_sparse_gguf(folder / "Llama-3-8B-Q4_K_M.gguf", SHAPES["llama3-8b"], "Q4_K_M")
+    projector = write_tiny_projector(folder / "mmproj-F16.gguf", text_embd=4096)
+    view = _panel(qtbot, bridge, tmp_path, GAMING_PC, answers)
+    view.set_model(model)
+    gpu_bar = view.rows[0].bar
+    assert gpu_bar.parts()[-1] == view.decision.projector.total_bytes > 0
+    view.set_values({"n_ctx": 4096, "kv_type": "q8_0", "n_gpu_layers": None})  # a slider moved
+    assert view.plan.devices[0].projector_bytes == view.decision.projector.total_bytes
+    bridge.start()
+    view.apply_button.click()
+    (name, params) = client_of(bridge).commands[-1]
+    assert name == "load" and params.mmproj_path == str(projector)

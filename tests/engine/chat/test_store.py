@@ -223,6 +223,22 @@ def test_a_version_one_database_is_migrated_and_keeps_its_chats(tmp_path):
     assert [c.title for c in store.conversations()] == ["kept"]
     store.close()
     conn = sqlite3.connect(path)
-    assert current_version(conn) == SCHEMA_VERSION == 2
+    assert current_version(conn) == SCHEMA_VERSION == 3
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert "messages_by_parent" in names
+    assert {"messages_by_parent", "attachments_by_message"} <= names
+
+
+def test_a_messages_images_are_kept_with_it_in_order_and_go_with_it(store):
+    from engine.chat.store import Attachment
+    from testkit.tiny_vision import tiny_png
+
+    cat, dog = (Attachment("image", "image/png", n, tiny_png(4, 3, seed=i))
+                for i, n in enumerate(("cat.png", "dog.png")))  # fmt: skip
+    chat = store.create_conversation("Pets")
+    first = store.add_message(chat.id, "user", "Which is it?", attachments=[cat, dog])
+    reply = store.add_message(chat.id, "assistant", "A cat.", parent_id=first)
+    assert store.attachments(first) == (cat, dog)
+    assert store.attachments(reply) == ()
+    assert store.attachments_by_message(chat.id) == {first: (cat, dog)}
+    store.delete_conversation(chat.id)
+    assert store.attachments(first) == ()

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from engine.cli.planning import add_load_arguments, plan_from_command_line
+from engine.cli.planning import add_load_arguments, add_projector_argument, plan_from_command_line
 from engine.session import PlanSource, RememberedChoice, RememberedSettings
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 from tests.engine.session.conftest import cpu, machine, nvidia
@@ -22,6 +22,7 @@ GAMING_PC = machine(nvidia(11.5, 12), cpu(24))
 def args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_load_arguments(parser)
+    add_projector_argument(parser)
     return parser.parse_args(list(argv))
 
 
@@ -133,3 +134,15 @@ def test_fill_gpu_fills_the_card_and_passes_over_a_remembered_choice(tmp_path):
 def test_fill_gpu_with_a_chosen_context_is_refused(llama, argv, words):
     decision, err = plan(llama, "--fill-gpu", *argv)
     assert decision is None and "--fill-gpu chooses the context itself" in err and words in err
+
+
+def test_a_projector_named_on_the_command_line_is_loaded_and_said(llama, tmp_path):
+    from testkit.tiny_vision import write_tiny_projector
+
+    projector = write_tiny_projector(tmp_path / "elsewhere-mmproj.gguf", text_embd=4096)
+    decision, err = plan(llama, "--mmproj", str(projector))
+    assert decision.params.mmproj_path == str(projector)
+    assert "The vision projector takes" in err
+    wrong = write_tiny_projector(tmp_path / "wrong-mmproj.gguf", text_embd=576)
+    decision, err = plan(llama, "--mmproj", str(wrong))
+    assert decision.params.mmproj_path == "" and "does not go with this model" in err

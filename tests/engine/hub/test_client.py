@@ -147,3 +147,17 @@ def test_file_metadata_from_head_gives_linked_size_and_sha256(fake_hub: FakeHub)
     meta = HubClient(token=False).file_metadata("org/m-GGUF", "m-Q4_0.gguf")
     assert (meta.size, meta.sha256) == (1234, sha256(data))
     assert [m for m, *_ in fake_hub.requests] == ["HEAD"]  # no body was fetched
+
+
+@pytest.mark.parametrize(
+    "names, picked",
+    [
+        (["m-Q4_K_M.gguf", "mmproj-BF16.gguf", "mmproj-F16.gguf"], "mmproj-F16.gguf"),
+        (["m-Q4_K_M.gguf", "m-Q8_0.gguf"], None),
+    ],
+)
+def test_the_projector_to_download_with_a_model_of_the_listing(names, picked) -> None:
+    from engine.hub.catalog import projector_for
+
+    chosen = projector_for(group_model_files([remote(n) for n in names]))
+    assert (chosen.name if chosen else None) == picked

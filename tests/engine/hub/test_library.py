@@ -142,3 +142,28 @@ def test_the_bundled_starter_model_is_always_listed_and_never_deleted(tmp_path: 
     with pytest.raises(LibraryError, match="comes with Hearth"):
         library.delete(model)
     assert starter.exists()
+
+
+def test_a_model_is_paired_with_its_vision_projector_which_is_not_listed_as_a_model(
+    tmp_path: Path,
+) -> None:
+    from testkit.tiny_vision import write_tiny_projector
+
+    folder = tmp_path / "models" / "org" / "vlm-GGUF"
+    model = put(folder / "vlm-Q4_K_M.gguf")
+    put(folder / "mmproj-F32.gguf")
+    f16 = put(folder / "mmproj-F16.gguf")
+    write_tiny_projector(folder / "vision-encoder.gguf", text_embd=64)  # a projector by header
+    put(tmp_path / "models" / "org" / "text-GGUF" / "text-Q8_0.gguf")
+    library = Library(tmp_path / "models", scan_hf_cache=False)
+    found = {m.name: m for m in library.scan()}
+    assert sorted(found) == ["text-Q8_0.gguf", "vlm-Q4_K_M.gguf"]
+    assert found["vlm-Q4_K_M.gguf"].projector == f16  # F16 is preferred
+    assert found["text-Q8_0.gguf"].projector is None
+    # one chosen for the model is remembered with its record, while it exists
+    library.set_projector(model, folder / "mmproj-F32.gguf")
+    [vlm] = [m for m in library.scan() if m.name == "vlm-Q4_K_M.gguf"]
+    assert vlm.projector == (folder / "mmproj-F32.gguf").resolve()
+    (folder / "mmproj-F32.gguf").unlink()
+    [vlm] = [m for m in library.scan() if m.name == "vlm-Q4_K_M.gguf"]
+    assert vlm.projector == f16

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from engine.server.config import Limits
 from tests.engine.server.conftest import REPO
 
 CHAT = "/v1/chat/completions"
@@ -46,7 +47,8 @@ def _message(reply) -> str:
           "tool_choice": "required"}, 400, "name"),
         ({"messages": HELLO, "tools": [{"type": "function", "function": {"name": "f"}}],
           "tool_choice": {"type": "function", "function": {"name": "g"}}}, 400, "not among"),
-        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "text only"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, 400, "needs a url"),
+        ({"messages": [{"role": "user", "content": [{"type": "file"}]}]}, 400, "image_url parts"),
     ],
 )  # fmt: skip
 def test_bad_parameters_get_a_clear_400(served, body, status, says):
@@ -71,7 +73,8 @@ def test_malformed_json_gets_400(served):
 
 
 def test_a_body_past_the_limit_gets_413(served):
-    huge = json.dumps({"messages": [{"role": "user", "content": "a" * (5 * 1024 * 1024)}]})
+    over = Limits().max_body_bytes + 1024 * 1024
+    huge = json.dumps({"messages": [{"role": "user", "content": "a" * over}]})
     status, reply = served.request("POST", CHAT, huge)
     assert status == 413 and "limit" in _message(reply)
 
@@ -84,7 +87,7 @@ def test_a_chunked_body_past_the_limit_gets_413(served):
         )
         chunk = b"a" * 65536
         try:
-            for _ in range(100):  # 6.4 MB at most; the server answers before the end
+            for _ in range(Limits().max_body_bytes // len(chunk) + 16):  # past the limit
                 sock.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk))
         except OSError:
             pass  # the server closed the connection after answering

@@ -203,3 +203,37 @@ def test_speculative_decoding_s_memory_is_set_aside_before_the_plan(model_file):
     assert off.choice == alone.choice and off.notes == alone.notes
     lookup = plan_load(main, GAMING_PC, speculative=SpeculativeParams(method="prompt_lookup"))
     assert any("(prompt lookup)" in n for n in lookup.notes)  # 16 rows of logits: 7.8 MiB
+
+
+def test_a_vision_projector_beside_the_model_is_planned_and_loaded_with_it(model_file):
+    """An mmproj dropped in beside the model: its memory is in the plan (on the GPU, with
+    the model), its path in the load, and a note says what an image takes of the context."""
+    from engine.gguf import read_model_info
+    from engine.gguf.projector import projector_info
+    from testkit.tiny_vision import TINY_IMAGE_TOKENS, write_tiny_projector
+
+    main = model_file("llama3-8b", "Q4_K_M", folder="vision")
+    projector = write_tiny_projector(main.parent / "mmproj-F16.gguf", text_embd=4096)
+    decision = plan_load(main, GAMING_PC)
+    assert decision.params.mmproj_path == str(projector)
+    gpu = decision.plan.devices[0]
+    weights = projector_info(read_model_info(projector)).weights_bytes
+    assert gpu.projector_bytes > weights > 0
+    assert any(f"an image takes up to {TINY_IMAGE_TOKENS} tokens" in n for n in decision.notes)
+    # a projector of another model in the folder is passed over, saying why
+    projector.unlink()
+    write_tiny_projector(main.parent / "mmproj-F16.gguf", text_embd=576)
+    other = plan_load(main, GAMING_PC)
+    assert other.params.mmproj_path == ""
+    assert any("does not go with this model" in n for n in other.notes)
+    assert all(d.projector_bytes == 0 for d in other.plan.devices)
+    # and a projector is never offered as another quantization of the model
+    assert all("mmproj" not in p.name for p in sibling_files(main))
+
+
+def test_a_projector_opened_as_a_model_says_what_it_is(tmp_path):
+    from testkit.tiny_vision import write_tiny_projector
+
+    projector = write_tiny_projector(tmp_path / "mmproj-F16.gguf", text_embd=64)
+    with pytest.raises(UnusableModelFile, match=r"vision projector .* not a model"):
+        plan_load(projector, GAMING_PC)

@@ -164,13 +164,23 @@ def test_control_characters_are_removed_and_titles_kept_on_one_line():
     assert record.messages[0].content == "a[31mred\nb \ufffd"
 
 
-def test_attachments_are_checked_and_said_to_be_left_out():
-    png = base64.b64encode(b"\x89PNG fake").decode()
-    image = {"kind": "image", "mime_type": "image/png", "name": "cat.png", "data": png}
-    imported = parse_hearth_json(_message(attachments=[image, image]))
-    assert imported.notes == (
-        "2 attachment(s) were left out: Hearth's chats do not keep images yet.",
-    )
+def test_images_travel_with_their_messages_through_export_and_import(store):
+    from engine.chat.store import Attachment
+    from testkit.tiny_vision import tiny_png
+
+    cat = Attachment("image", "image/png", "cat.png", tiny_png(5, 4))
+    chat = store.create_conversation("Pets")
+    asked = store.add_message(chat.id, "user", "What is it?", attachments=[cat, cat])
+    store.add_message(chat.id, "assistant", "A cat.", parent_id=asked)
+    text = _exported(store)
+    image = json.loads(text)["conversations"][0]["messages"][0]["attachments"][0]
+    assert base64.b64decode(image["data"]) == cat.data and image["name"] == "cat.png"
+    other = ConversationStore.open(":memory:")
+    outcome = add_to_store(other, parse_hearth_json(text.encode()))
+    assert not outcome.notes
+    first = other.branch(outcome.added[0])[0]
+    assert other.attachments(first.id) == (cat, cat)
+    assert _exported(other) == text
 
 
 def test_progress_is_reported_for_each_chat():

@@ -51,3 +51,13 @@ def test_a_tool_call_is_written_as_its_record_in_a_fence_it_cannot_close(store):
     store.add_message(chat.id, "tool", '{"result": "``` not a fence end"}', parent_id=question)
     text = chat_markdown(export_records(store)[0])
     assert '## Tool call\n\n````json\n{"result": "``` not a fence end"}\n````' in text
+
+
+def test_images_are_named_above_their_message(store):
+    from engine.chat.store import Attachment
+
+    chat = store.create_conversation("Pets")
+    cat = Attachment("image", "image/png", "cat.png", b"\0" * 2048)
+    store.add_message(chat.id, "user", "What is it?", attachments=[cat])
+    (record,) = export_records(store)
+    assert "## You\n\n*Image: cat.png (2 KB)*\n\nWhat is it?" in chat_markdown(record)
