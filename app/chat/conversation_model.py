@@ -165,24 +165,29 @@ class ConversationModel(QAbstractListModel):
         self.dataChanged.emit(index, index)
 
     def chat_messages(self, system_prompt: str = "") -> list[p.ChatMessage]:
-        """What the model sees: the system prompt, then finished messages with text (failed
-        replies left out)."""
+        """What the model sees: the system prompt, then finished messages with text or images
+        (failed replies left out)."""
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
         entries = sent_entries(self._entries)
-        sent = images_sent(entries)
-        messages = system + [
-            p.ChatMessage(
-                role=e.role,
-                content=e.text,
-                images=tuple(base64.b64encode(a.data).decode("ascii") for a in sent[i]),
-            )
-            for i, e in enumerate(entries)
-        ]
+        messages = system + entry_messages(entries)
         if not any(e.tool is not None for e in entries):
             return messages
         # Tool rows: their results, as the model was given them (engine/tools/transcript.py).
         records = [None] * len(system) + [e.tool for e in entries]
         return model_messages(messages, records, [], native=False)[0]
+
+
+def entry_messages(entries: list[ChatEntry]) -> list[p.ChatMessage]:
+    """The rows `entries` as the engine's messages, each with the images it sends (base64)."""
+    sent = images_sent(entries)
+    return [
+        p.ChatMessage(
+            role=e.role,
+            content=e.text,
+            images=tuple(base64.b64encode(a.data).decode("ascii") for a in sent[i]),
+        )
+        for i, e in enumerate(entries)
+    ]
 
 
 def images_sent(entries: list[ChatEntry]) -> list[tuple[Attachment, ...]]:

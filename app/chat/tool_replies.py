@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from app.chat.conversation_model import ChatEntry, sent_entries
+from app.chat.conversation_model import ChatEntry, entry_messages, sent_entries
 from app.chat.tool_approval import ToolApprovalBar
 from app.chat.tool_catalog import ToolCatalog
 from app.chat.tool_servers import ToolServersDialog
@@ -105,7 +105,7 @@ class ToolReplies:
         tools = tool_definitions(self._tool_offered)
         entries = sent_entries(self.model.entries())
         system = [p.ChatMessage(role="system", content=system_prompt)] if system_prompt else []
-        messages = system + [p.ChatMessage(role=e.role, content=e.text) for e in entries]
+        messages = system + entry_messages(entries)
         records = [None] * len(system) + [e.tool for e in entries]
         shown, tools_json = model_messages(messages, records, tools, native=native)
         return shown, tools_json, tools

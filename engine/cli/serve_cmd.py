@@ -192,7 +192,9 @@ def run(args: argparse.Namespace) -> int:
     if model_path is None:
         from engine.cli.serve_library import serve_library
 
-        if speculative_from(args)[0].method != "off":
+        # "auto" (the default) decides per model where it is measured; a method named outright
+        # needs the one model it was chosen for
+        if speculative_from(args)[0].method not in ("off", "auto"):
             print("Speculative decoding needs a MODEL to serve.", file=sys.stderr)
             return 2
         args.load_timeout = LOAD_TIMEOUT_S
