@@ -82,7 +82,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--fill-gpu",
         action="store_true",
         help="use all of the GPU: the longest context that fits, up to the model's training "
-        f"context, every layer on the GPU, leaving the safety margin free ({margin_text()})",
+        f"context, every layer on the GPU, leaving the safety margin free "
+        f"({margin_text().replace('%', '%%')})",  # argparse formats help with %
     )
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(

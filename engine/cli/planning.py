@@ -57,7 +57,8 @@ def add_fill_gpu_argument(parser: argparse.ArgumentParser) -> None:
         "--fill-gpu",
         action="store_true",
         help="use all of the GPU: the longest context that fits (up to the model's training "
-        f"context, every layer on the GPU), leaving the safety margin free ({margin_text()})",
+        f"context, every layer on the GPU), leaving the safety margin free "
+        f"({margin_text().replace('%', '%%')})",  # argparse formats help with %
     )
 
 

@@ -34,6 +34,18 @@ def test_serve_help_names_the_default_port(capsys):
     assert f"(default: {DEFAULT_PORT})" in capsys.readouterr().out
 
 
+def test_every_command_prints_its_help(capsys):
+    """Each command's --help renders: argparse formats help texts with %, so a bare % in one
+    (a margin "4% of the card") is a TypeError rather than help."""
+    from engine.cli import SUBCOMMANDS
+
+    for name in SUBCOMMANDS:
+        with pytest.raises(SystemExit) as exit_:
+            main([name, "--help"])
+        assert exit_.value.code == 0, name
+        assert "usage: hearth " + name in capsys.readouterr().out
+
+
 def test_info_on_a_missing_local_file_does_not_blame_the_network(tmp_path, capsys):
     assert main(["info", str(tmp_path / "missing.gguf")]) == 2
     err = capsys.readouterr().err
