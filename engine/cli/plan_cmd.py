@@ -23,11 +23,12 @@ from typing import TextIO
 
 from engine.cli import numbers, remote_cmd
 from engine.cli.info_cmd import read
+from engine.cli.planning import add_fill_gpu_argument
 from engine.enums import KV_TYPES, Engine
 from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
 from engine.planner.engine_choice import ENGINES, engine_name, plan_engines
-from engine.planner.fill_gpu import fill_request, margin_text
+from engine.planner.fill_gpu import fill_request
 from engine.planner.records import PREFERENCES
 from engine.planner.remote import plan_with_helpers
 from engine.session.load_policy import MIN_CONTEXT, same_model, sibling_files
@@ -78,13 +79,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="ADDR",
         help="a helper machine running `hearth host` whose devices the plan may use; repeat",
     )
-    parser.add_argument(
-        "--fill-gpu",
-        action="store_true",
-        help="use all of the GPU: the longest context that fits, up to the model's training "
-        f"context, every layer on the GPU, leaving the safety margin free "
-        f"({margin_text().replace('%', '%%')})",  # argparse formats help with %
-    )
+    add_fill_gpu_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the plan as JSON")
     parser.add_argument(
         "--load",

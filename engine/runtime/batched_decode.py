@@ -14,8 +14,6 @@ reader thread.
 
 from __future__ import annotations
 
-import collections
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +28,7 @@ from engine.llama.sampler import GrammarTooSlow, Sampler
 from engine.runtime import protocol as p
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.kv_slots import Slot, SlotTable
+from engine.runtime.request_queue import RequestQueue
 from engine.runtime.to_llama import sampler_settings
 
 
@@ -59,7 +58,7 @@ class _Generation:
         return self.command.top_logprobs >= 0
 
 
-class BatchedDecoder:
+class BatchedDecoder(RequestQueue[_Generation]):
     def __init__(self, model: Model, ctx: Context, n_parallel: int, send: Callable[[Any], None]):
         self.model, self.ctx, self._send = model, ctx, send
         self.slots = SlotTable(n_parallel, ctx.info.n_ctx)
@@ -67,29 +66,9 @@ class BatchedDecoder:
         # the others; cells left over (by short requests) are what prefix sharing saves.
         self.n_ctx_per_sequence = ctx.info.n_ctx // n_parallel
         self._batch = SequenceBatch(ctx.info.n_batch)
-        self._waiting: collections.deque[_Generation] = collections.deque()
-        self._running: list[_Generation] = []
-        self._stop_ids: set[int] = set()
-        self._stop_all = False
-        self._lock = threading.Lock()
+        super().__init__()
 
-    # -- from the reader thread ---------------------------------------------------------------
-
-    def request_stop(self, request_id: int | None) -> None:
-        with self._lock:
-            if request_id is None:
-                self._stop_all = True
-            else:
-                self._stop_ids.add(request_id)
-
-    def counts(self) -> tuple[int, int]:
-        return len(self._running), len(self._waiting)
-
-    # -- from the main thread -----------------------------------------------------------------
-
-    @property
-    def busy(self) -> bool:
-        return bool(self._running or self._waiting)
+    # -- from the main thread (the reader thread's calls: RequestQueue) -----------------------
 
     def cached_tokens(self) -> int:
         return sum(len(s.cached) for s in self.slots.slots)
@@ -153,10 +132,7 @@ class BatchedDecoder:
     # -- the step's parts ---------------------------------------------------------------------
 
     def _honour_stops(self) -> None:
-        with self._lock:
-            stop_all, ids = self._stop_all, set(self._stop_ids)
-            self._stop_all = False
-            self._stop_ids.clear()
+        stop_all, ids = self.take_stops()
         if not (stop_all or ids):
             return
         for gen in [g for g in self._running if stop_all or g.request_id in ids]:

@@ -33,11 +33,9 @@ generation alone fails with the pool's message and no other sequence's pages are
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -50,6 +48,7 @@ from engine.runtime.batch_schedule import plan_step
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.engine_api import StepOutput
 from engine.runtime.hearth_driver import GRAPH_ENV
+from engine.runtime.request_queue import RequestQueue
 
 if TYPE_CHECKING:
     from engine.runtime.hearth_driver import HearthModel, HearthSampler
@@ -248,7 +247,7 @@ class _Generation:
         return self.command.request_id
 
 
-class HearthBatchedDecoder:
+class HearthBatchedDecoder(RequestQueue[_Generation]):
     def __init__(
         self, model: HearthModel, ctx: HearthBatchContext, n_parallel: int,
         send: Callable[[Any], None],
@@ -256,29 +255,9 @@ class HearthBatchedDecoder:
         self.model, self.ctx, self._send = model, ctx, send
         self.n_parallel = n_parallel
         self.n_ctx_per_sequence = ctx.n_ctx_per_sequence
-        self._waiting: collections.deque[_Generation] = collections.deque()
-        self._running: list[_Generation] = []
-        self._stop_ids: set[int] = set()
-        self._stop_all = False
-        self._lock = threading.Lock()
+        super().__init__()
 
-    # -- from the reader thread ---------------------------------------------------------------
-
-    def request_stop(self, request_id: int | None) -> None:
-        with self._lock:
-            if request_id is None:
-                self._stop_all = True
-            else:
-                self._stop_ids.add(request_id)
-
-    def counts(self) -> tuple[int, int]:
-        return len(self._running), len(self._waiting)
-
-    # -- from the main thread -----------------------------------------------------------------
-
-    @property
-    def busy(self) -> bool:
-        return bool(self._running or self._waiting)
+    # -- from the main thread (the reader thread's calls: RequestQueue) -----------------------
 
     def cached_tokens(self) -> int:
         return sum(g.n_cached for g in self._running)
@@ -400,10 +379,7 @@ class HearthBatchedDecoder:
         gen.todo = list(gen.prompt[gen.n_reused :])
 
     def _honour_stops(self) -> None:
-        with self._lock:
-            stop_all, ids = self._stop_all, set(self._stop_ids)
-            self._stop_all = False
-            self._stop_ids.clear()
+        stop_all, ids = self.take_stops()
         if not (stop_all or ids):
             return
         for gen in [g for g in self._running if stop_all or g.request_id in ids]:
