@@ -37,6 +37,9 @@ Mixture of experts (kernels/moe_routing.py, kernels/moe_gemv.py; docs/kernels-mo
         bias [n_expert, n_out] or None
     routing = route_experts(ids, weights, n_expert)     ids, weights [T, k]: the pairs grouped
         by expert, one launch, no host sync; shared by a layer's gate/up and down calls
+    routing = select_and_route(logits, k, softmax_all=..., normalize=..., bias=None)
+        the same from the router's logits [T, n_expert]: each token's top-k picked (and its
+        weights) in the same launch
     h = expert_gate_up(x, gate, up, routing, SILU | SWIGLU_OAI)   x [T, n_in] -> [T, k, n_ff]
     y = expert_down(h, down, routing)          [T, k, n_ff] -> [T, n_out], slots summed with
         their routing weights; expert_rows(x, w, routing) -> [T, k, n_out] (no activation)
@@ -130,6 +133,7 @@ _LAZY = {
     "SILU": "kernels.moe_gemv",
     "SWIGLU_OAI": "kernels.moe_gemv",
     "route_experts": "kernels.moe_routing",
+    "select_and_route": "kernels.moe_routing",
 }
 
 __all__ = ["KernelsUnavailable", "UnsupportedTensor", "available", "require", *_LAZY]
