@@ -9,14 +9,13 @@ then needs an API key.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
 from engine.cli import numbers
+from engine.cli.background import running_record
 from engine.cli.planning import (
     add_fill_gpu_argument,
     add_projector_argument,
@@ -156,7 +155,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.detach:
-        from engine.cli.service_cmd import detach
+        from engine.cli.background import detach
 
         return detach(args)
     if args.log_file:
@@ -272,25 +271,6 @@ def run(args: argparse.Namespace) -> int:
         return 0
     finally:
         client.close()
-
-
-@contextlib.contextmanager
-def running_record(config: ServerConfig, serving: str, log_file: str | None):
-    """The record `hearth service status/stop` and the window find this server by, while it
-    serves."""
-    from engine.server.service import ServerRecord
-
-    log_path = str(Path(log_file).expanduser()) if log_file else ""
-    record = ServerRecord(pid=os.getpid(), base_url=config.base_url, started_at=time.time(),
-                          serving=serving, log_path=log_path)  # fmt: skip
-    try:
-        record.write()
-    except OSError as exc:  # a read-only data folder: the server runs, unrecorded
-        print(f"[The server could not record itself for `hearth service`: {exc}]", file=sys.stderr)
-    try:
-        yield record
-    finally:
-        record.remove()
 
 
 class _StartEvents(EventQueue):

@@ -139,7 +139,7 @@ def serve_library(args: argparse.Namespace, config, keep_alive_s: float) -> int:
         "unload after "
         f"{describe_keep_alive(keep_alive_s)}. Docs: {config.base_url[:-3]}/docs. Ctrl+C stops."
     )
-    from engine.cli.serve_cmd import running_record
+    from engine.cli.background import running_record
 
     with running_record(config, "the Library", args.log_file):
         serve_forever(state)

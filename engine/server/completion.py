@@ -15,7 +15,7 @@ from engine.enums import StopReason
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineCrashed
 from engine.server.engine_link import EngineLink, GenerationRequest
-from engine.server.errors import APIError, generation_failed
+from engine.server.errors import APIError, crash_message, generation_failed
 
 FINISH_REASONS = {
     StopReason.EOS: "stop",
@@ -106,16 +106,6 @@ async def pieces(
                                headers={"Retry-After": "5"})  # fmt: skip
     finally:
         await events.aclose()
-
-
-def crash_message(crash: EngineCrashed, reloads: bool) -> str:
-    """What a request the crash ended is told: how the worker ended, what llama.cpp said
-    first (an abort's reason), and what happens next: `hearth serve` loads the model again by
-    itself (`reloads`); beside the window, the person reloads it there."""
-    said = f" llama.cpp said: {crash.cause_lines[0][:300]}" if crash.cause_lines else ""
-    then = ("The server loads the model again; retry in a few seconds." if reloads
-            else "Reload the model in Hearth, then retry.")  # fmt: skip
-    return f"{crash.message.split('. ')[0]}.{said} {then}"
 
 
 async def whole_reply(

@@ -28,7 +28,7 @@ from typing import Any
 from engine.runtime import protocol as p
 from engine.runtime.client import EngineClient, EngineCrashed
 from engine.server.console import Console
-from engine.server.errors import APIError, generation_failed
+from engine.server.errors import APIError, crash_message, generation_failed
 from engine.untrusted_text import printable_line
 
 _FINAL = (p.GenerationDone, p.GenerationFailed, EngineCrashed)
@@ -240,8 +240,6 @@ class EngineLink:
         if isinstance(event, p.GenerationDone):
             raise APIError(503, "The embeddings were stopped (the model is being changed).")
         if isinstance(event, EngineCrashed):
-            from engine.server.completion import crash_message  # completion imports this
-
             raise APIError(503, crash_message(event, self.reloads_after_crash),
                            headers={"Retry-After": "5"})  # fmt: skip
         raise APIError(503, getattr(event, "message", "The engine stopped."))

@@ -10,6 +10,7 @@ from starlette.responses import JSONResponse
 
 from engine.enums import WorkLimit
 from engine.runtime import protocol as p
+from engine.runtime.client import EngineCrashed
 
 _OPENAI_TYPES = {
     400: "invalid_request_error",
@@ -101,3 +102,13 @@ def error_response(path: str, error: APIError) -> JSONResponse:
 
 def error_bytes(path: str, status: int, message: str) -> bytes:
     return json.dumps(error_body(path, status, message)).encode()
+
+
+def crash_message(crash: EngineCrashed, reloads: bool) -> str:
+    """What a request the crash ended is told: how the worker ended, what llama.cpp said
+    first (an abort's reason), and what happens next: `hearth serve` loads the model again by
+    itself (`reloads`); beside the window, the person reloads it there."""
+    said = f" llama.cpp said: {crash.cause_lines[0][:300]}" if crash.cause_lines else ""
+    then = ("The server loads the model again; retry in a few seconds." if reloads
+            else "Reload the model in Hearth, then retry.")  # fmt: skip
+    return f"{crash.message.split('. ')[0]}.{said} {then}"

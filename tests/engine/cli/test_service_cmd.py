@@ -1,6 +1,7 @@
-"""`hearth serve --detach` and `hearth service install/status/stop` (engine/cli/service_cmd.py,
-engine/server/service.py): the unit file written where systemd looks (a temporary HOME here),
-the log rotated, the running server's record, and a detached server found and stopped."""
+"""`hearth serve --detach` and `hearth service install/status/stop` (engine/cli/background.py,
+engine/cli/service_cmd.py, engine/server/service.py): the unit file written where systemd looks
+(a temporary HOME here), the log rotated, the running server's record, and a detached server
+found and stopped."""
 
 from __future__ import annotations
 

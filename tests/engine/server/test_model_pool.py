@@ -260,7 +260,7 @@ def test_a_stream_holds_its_model_until_it_ends():
      ((), False, "SIGABRT. Reload the model in Hearth, then retry.")],
 )  # fmt: skip
 def test_a_crash_is_told_with_its_cause_and_what_happens_next(cause, reloads, said):
-    from engine.server.completion import crash_message
+    from engine.server.errors import crash_message
 
     crash = EngineCrashed(exit_code=-6, last_lines=(), cause_lines=cause)
     assert said in crash_message(crash, reloads)
