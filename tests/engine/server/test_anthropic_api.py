@@ -81,8 +81,8 @@ def test_a_stop_sequence_ends_the_reply_and_is_named(anthropic_client, served):
 
 
 def test_a_forced_tool_comes_back_as_a_tool_use_block(anthropic_client, served):
-    # Streamed tool_use blocks are checked with a fake engine (test_chat_apis.py): the forced
-    # grammar makes each request on the real model slow.
+    # (every edge of streamed tool_use blocks: with a fake engine, test_chat_apis.py; the forced
+    # grammar makes each request on the real model slow)
     reply = anthropic_client.messages.create(
         model=served.model, max_tokens=40, extra_body=GREEDY, tools=TOOLS,
         tool_choice={"type": "tool", "name": "get_weather"},
@@ -91,6 +91,24 @@ def test_a_forced_tool_comes_back_as_a_tool_use_block(anthropic_client, served):
     assert reply.stop_reason == "tool_use"
     (use,) = reply.content
     assert use.type == "tool_use" and use.name == "get_weather" and use.id.startswith("toolu_")
+    assert isinstance(use.input["city"], str)
+
+
+def test_a_forced_tool_streams_as_a_tool_use_block(anthropic_client, served):
+    """The same call streamed through the client's own event parser: a tool_use block whose
+    input arrives as input_json_delta pieces, then stop_reason tool_use."""
+    with anthropic_client.messages.stream(
+        model=served.model, max_tokens=40, extra_body=GREEDY, tools=TOOLS,
+        tool_choice={"type": "tool", "name": "get_weather"},
+        messages=[{"role": "user", "content": "What is the weather in Paris?"}],
+    ) as stream:  # fmt: skip
+        kinds = [event.type for event in stream]
+        final = stream.get_final_message()
+    assert kinds[0] == "message_start" and kinds[-1] == "message_stop"
+    assert "content_block_start" in kinds and "content_block_delta" in kinds
+    assert final.stop_reason == "tool_use"
+    (use,) = final.content
+    assert use.type == "tool_use" and use.name == "get_weather"
     assert isinstance(use.input["city"], str)
 
 

@@ -83,9 +83,25 @@ def test_the_stream_sends_the_responses_events_in_order(openai_client, served):
     assert events[-1].response.usage.output_tokens == whole.usage.output_tokens
 
 
+def test_a_forced_function_call_streams_its_arguments(openai_client, served):
+    """The call streamed through the client: output_item.added, the arguments' deltas and
+    done, then response.completed holding the same call."""
+    events = list(openai_client.responses.create(
+        model=served.model, input=WEATHER, tools=TOOLS, tool_choice=FORCED,
+        max_output_tokens=40, temperature=0, stream=True,
+    ))  # fmt: skip
+    kinds = [e.type for e in events]
+    assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+    assert "response.function_call_arguments.delta" in kinds
+    done = next(e for e in events if e.type == "response.function_call_arguments.done")
+    (call,) = events[-1].response.output
+    assert call.type == "function_call" and call.name == "get_weather"
+    assert json.loads(call.arguments) == json.loads(done.arguments)
+
+
 def test_a_forced_function_call_then_its_output_sent_back(openai_client, served):
-    # Streamed function calls are checked with a fake engine (test_chat_apis.py): the forced
-    # grammar makes each request on the real model slow.
+    # (every edge of streamed function calls: with a fake engine, test_chat_apis.py; the forced
+    # grammar makes each request on the real model slow)
     reply = openai_client.responses.create(
         model=served.model, input=WEATHER, tools=TOOLS, tool_choice=FORCED,
         max_output_tokens=40, temperature=0,
