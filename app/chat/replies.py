@@ -49,16 +49,7 @@ class ReplyStreaming:
             # The worker fits the conversation to the context with its tokenizer (exact
             # counts); room for the reply: Max tokens, but never most of a small context (a
             # reply that fills it still stops with a "context full" notice).
-            n_ctx = loaded.n_ctx if loaded else 0
-            request_id = self._bridge.generate(
-                messages,
-                sampling=sampling_from(settings),
-                max_tokens=settings["max_tokens"],
-                overflow=settings["overflow"],
-                reply_room=min(settings["max_tokens"], n_ctx // 4),
-                chat_format=self.header.current_format(),
-                tools_json=tools_json,
-            )
+            request_id = self._generate_here(messages, settings, tools_json=tools_json)
             not_ready = "The engine is not ready; wait for the model to load and try again."
         if request_id is None:
             self._end_tool_rounds()
@@ -96,16 +87,8 @@ class ReplyStreaming:
         ):
             return
         settings = self.settings_panel.values()
-        loaded = self._bridge.model
-        n_ctx = loaded.n_ctx if loaded else 0
-        request_id = self._bridge.generate(
-            self.model.chat_messages(settings["system_prompt"]),
-            sampling=sampling_from(settings),
-            max_tokens=settings["max_tokens"],
-            overflow=settings["overflow"],
-            reply_room=min(settings["max_tokens"], n_ctx // 4),
-            chat_format=self.header.current_format(),
-            continue_last=True,
+        request_id = self._generate_here(
+            self.model.chat_messages(settings["system_prompt"]), settings, continue_last=True
         )
         if request_id is None:
             return
@@ -115,6 +98,21 @@ class ReplyStreaming:
         self.model.update(row, streaming=True, footer="")
         self.follower.jump_to_latest()
         self._update_buttons()
+
+    def _generate_here(self, messages, settings: dict, **extra) -> int | None:
+        """A reply from the loaded model with the chat's settings: room for it is Max tokens,
+        but never most of a small context."""
+        loaded = self._bridge.model
+        n_ctx = loaded.n_ctx if loaded else 0
+        return self._bridge.generate(
+            messages,
+            sampling=sampling_from(settings),
+            max_tokens=settings["max_tokens"],
+            overflow=settings["overflow"],
+            reply_room=min(settings["max_tokens"], n_ctx // 4),
+            chat_format=self.header.current_format(),
+            **extra,
+        )
 
     def _on_token_text(self, request_id: int, text: str, _n_tokens: int) -> None:
         if request_id != self._request_id or self._reply_row is None:

@@ -188,7 +188,7 @@ def test_a_mixture_of_experts_is_judged_by_moe_figures_only(synthetic_info, monk
 
 
 def test_the_measured_moe_figures_keep_llama_cpp_and_say_why(synthetic_info):
-    """The figures file's MoE rows (H200, session 12): the Hearth engine decodes Qwen3-30B-A3B
+    """The figures file's MoE rows (measured on an H200): the Hearth engine decodes Qwen3-30B-A3B
     faster but reads a prompt at 0.21x, so Best fit keeps llama.cpp and names the prompt."""
     verdict = speed_verdict("cuda sm_90", moe=True)
     assert verdict.ratio == pytest.approx(1543.2 / 7192.12)
