@@ -362,11 +362,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     results = []
+    if args.llama_server:  # first: the reference row stands even if a later server runs out of time
+        results += run_server("llama-server", llama_server_command, args)
     for engine in args.hearth_engines:
         command = functools.partial(hearth_command, engine=engine)
-        results += run_server(HEARTH_SERVERS[engine], command, args)
+        try:
+            results += run_server(HEARTH_SERVERS[engine], command, args)
+        except Exception as exc:  # one server that cannot start leaves the others' rows standing
+            print(f"{HEARTH_SERVERS[engine]}: no figures: {exc}", flush=True)
     if args.llama_server:
-        results += run_server("llama-server", llama_server_command, args)
         for clients, engine in itertools.product(args.clients, args.hearth_engines):
             print(comparison(results, HEARTH_SERVERS[engine], clients))
     if args.json:
@@ -377,9 +381,11 @@ def main(argv: list[str] | None = None) -> int:
 def comparison(results: list[LevelResult], ours_name: str, clients: int) -> str:
     """One line: a `hearth serve` row against llama-server's at the same client count."""
     ours, theirs = (
-        next(r for r in results if r.server == s and r.clients == clients)
+        next((r for r in results if r.server == s and r.clients == clients), None)
         for s in (ours_name, "llama-server")
     )
+    if ours is None or theirs is None:
+        return f"clients={clients:3d} {ours_name} / llama-server: a row is missing (see above)"
 
     def ratio(a: float, b: float) -> str:
         return f"{a / b:.3f}" if b else "n/a"

@@ -42,7 +42,8 @@ from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
 from engine.hearth.expert_offload import ExpertPlacement, RamExperts
 from engine.hearth.host_dequant import dequantize
 from engine.hearth.kv_cache import TorchKVCache
-from engine.hearth.ops import ExpertWeights, PreparedWeight, TorchOps
+from engine.hearth.moe_ops import ExpertWeights
+from engine.hearth.ops import PreparedWeight, TorchOps
 from engine.hearth.rope import RopeTable, inverse_frequencies
 from engine.hearth.weights import GGUFTensors, QuantWeight
 

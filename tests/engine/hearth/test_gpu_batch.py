@@ -23,11 +23,11 @@ pytestmark = pytest.mark.gpu
 if not torch.cuda.is_available():
     pytest.skip("no CUDA GPU visible to PyTorch", allow_module_level=True)
 
-N_SEQS, STEPS = 20, 3
+N_SEQS, STEPS = 20, 3  # token ids below stay inside the tiny models' 301-token vocabulary
 
 
 def _prompt(i: int) -> list[int]:
-    return [(7 * i + 3 * j) % 500 + 1 for j in range(2 + 3 * i)]  # 2 to 59 tokens
+    return [(7 * i + 3 * j) % 300 + 1 for j in range(2 + 3 * i)]  # 2 to 59 tokens
 
 
 @pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8")])
@@ -39,7 +39,7 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path):
     dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
     cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format=kv, v_format=kv)
     seqs = [cache.new_sequence() for _ in range(N_SEQS)]
-    steps = [[(11 * i + s) % 500 + 1 for s in range(STEPS)] for i in range(N_SEQS)]
+    steps = [[(11 * i + s) % 300 + 1 for s in range(STEPS)] for i in range(N_SEQS)]
 
     def forward(row_seqs, tokens, positions, logit_rows):
         rows = cache.rows(row_seqs, positions)
@@ -129,7 +129,7 @@ def test_a_shared_prefix_on_the_gpu_is_computed_once_and_copied_on_write(tmp_pat
     model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
     dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
     cache = KernelsBatchCache(**dims, n_pages=16, device="cuda", k_format="q8", v_format="q8")
-    prompt_a = [(7 * j + 3) % 500 + 1 for j in range(150)]
+    prompt_a = [(7 * j + 3) % 300 + 1 for j in range(150)]
     prompt_b = [*prompt_a[:100], 9, 8, 7]
 
     def forward(row_seqs, tokens, positions):

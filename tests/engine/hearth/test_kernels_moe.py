@@ -24,7 +24,8 @@ os.environ["TRITON_INTERPRET"] = "1"
 
 from engine.gguf import read_model_info  # noqa: E402
 from engine.hearth.config import model_config  # noqa: E402
-from engine.hearth.ops import KernelsOps, PackedExperts, TorchOps  # noqa: E402
+from engine.hearth.moe_ops import PackedExperts  # noqa: E402
+from engine.hearth.ops import KernelsOps, TorchOps  # noqa: E402
 from engine.hearth.weights import GGUFTensors, QuantExperts  # noqa: E402
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: E402
 

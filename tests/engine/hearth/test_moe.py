@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from engine.hearth.ops import ExpertWeights, TorchOps, swiglu_oai
+from engine.hearth.moe_ops import ExpertWeights, swiglu_oai
+from engine.hearth.ops import TorchOps
 from engine.hearth.rope import inverse_frequencies, yarn_correction_dims
 from engine.hearth.routing import select_experts
 from engine.hearth.weights import QuantExperts
@@ -113,7 +114,7 @@ def test_gathered_experts_dequantize_the_blocks_they_gather():
     values = rng.standard_normal((3, 8, 64)).astype(np.float32)
     raw = quantize(values, GGMLQuantizationType.Q8_0)  # [3, 8, 68]
     stored = QuantExperts("w", 8, 3, 8, 64, torch.from_numpy(raw))
-    from engine.hearth.ops import _gathered_experts
+    from engine.hearth.moe_ops import _gathered_experts
 
     got = _gathered_experts(stored, torch.tensor([2, 0, 2]))
     dense = dequantize(raw.reshape(24, -1), GGMLQuantizationType.Q8_0).reshape(3, 8, 64)

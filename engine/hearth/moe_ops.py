@@ -1,0 +1,358 @@
+"""The mixture-of-experts half of engine/hearth/ops.py's seam: the experts' preparation at load
+and `moe_ffn`, as mixins of TorchOps (TorchMoeOps) and KernelsOps (KernelsMoeOps).
+
+`moe_ffn` is the mixture-of-experts seam: x [T, n_embd]; `e` holds the layer's expert matrices
+as stored (QuantExperts [n_expert, N, K]: gate and up [n_expert, n_ff_exp, n_embd], down
+[n_expert, n_embd, n_ff_exp]) with optional biases [n_expert, N]; logits [T, n_expert] are the
+router's output (plus `bias` [n_expert] where the model has one), and `rule` (the model's
+config.MoeConfig) says how they pick the experts: ids [T, k] each token goes through, with
+weights [T, k] (engine/hearth/routing.py); the result [T, n_embd] in x's dtype is, for each
+token t,
+
+    sum_j weights[t, j] * (act(x_t Wgate[e]^T + bg[e], x_t Wup[e]^T + bu[e]) Wdown[e]^T + bd[e])
+    with e = ids[t, j], act = silu(g) * u, or gpt-oss's swiglu_oai (engine/hearth/config.py)
+
+Only the selected experts' weights are read. TorchOps dequantizes them: grouped by expert for
+many rows (each selected expert once; this asks the device which experts were chosen, so it is
+not for a CUDA graph), or for a few rows (decode) by gathering each row's expert blocks on the
+device and dequantizing them there, which a CUDA graph can capture. KernelsOps runs the expert
+GEMV (kernels/moe_*, docs/kernels-moe.md): the experts uploaded once as kernels.ExpertWeight,
+the experts picked and each step's pairs grouped by expert on the device in one launch
+(kernels.moe_routing.select_and_route), gate and up in one launch
+with the activation, down with the routing-weighted sum over the slots; nothing is read back,
+so a decode step is captured whole; rows of more (token, slot) pairs than one launch takes
+(kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels in slices of
+tokens (docs/decisions/0021-moe-prefill-by-dequantized-bmm.md: why not f16 matmuls yet).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+
+from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT
+from engine.hearth.expert_offload import (
+    RamExperts,
+    expert_slots,
+    in_host_memory,
+    pinned_copy,
+    read_in_place,
+)
+from engine.hearth.host_dequant import dequantize
+from engine.hearth.routing import select_experts
+from engine.hearth.weights import QuantExperts, QuantWeight
+from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
+
+
+@dataclass
+class ExpertWeights:
+    """One layer's routed experts for `moe_ffn` (see the module docstring): the matrices as
+    stored on the ops' device, biases [n_expert, N] float32 or None."""
+
+    gate: QuantExperts
+    up: QuantExperts
+    down: QuantExperts
+    activation: str  # "silu" or "swiglu_oai"
+    gate_bias: torch.Tensor | None = None
+    up_bias: torch.Tensor | None = None
+    down_bias: torch.Tensor | None = None
+
+    @property
+    def n_expert(self) -> int:
+        return self.gate.n_expert
+
+
+@dataclass
+class PackedExperts:
+    """One layer's routed experts in the expert GEMV's layout (KernelsOps): kernels.ExpertWeight
+    gate, up and down (the file's blocks split into planes, each with its bias where the model
+    has one), and the gated activation as kernels.GluActivation."""
+
+    gate: object
+    up: object
+    down: object
+    activation: object
+
+    @property
+    def n_expert(self) -> int:
+        return self.gate.n_expert
+
+
+def swiglu_oai(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """gpt-oss's clamped SwiGLU (ggml_swiglu_oai): g * sigmoid(alpha g) * (u + 1), with
+    g = min(gate, limit) and u = clamp(up, -limit, limit)."""
+    g = gate.clamp(max=SWIGLU_OAI_LIMIT)
+    u = up.clamp(-SWIGLU_OAI_LIMIT, SWIGLU_OAI_LIMIT)
+    return g * torch.sigmoid(SWIGLU_OAI_ALPHA * g) * (u + 1)
+
+
+class TorchMoeOps:
+    """TorchOps' mixture-of-experts operations (see the module docstring); the class using it
+    provides device, supports, gated_ffn_activation and the CPU's dequantized-expert cache
+    (_experts, _experts_bytes)."""
+
+    # moe_ffn: up to this many (token, expert) pairs gather their experts' blocks on the device
+    # (graph-safe, each pair's expert dequantized on its own); more group the rows by expert
+    MOE_GATHER_MAX_PAIRS = 16
+    # dequantized experts kept on the CPU (least recently used dropped past this many bytes)
+    EXPERT_CACHE_BYTES = 1 << 30
+
+    def prepare_experts(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple = (None, None, None),
+    ) -> ExpertWeights:
+        """One layer's experts on the device (blocks as stored), for `moe_ffn`; `biases` for
+        gate, up and down, [n_expert, N] float32 or None."""
+        for w in (gate, up, down):
+            if not self.supports(w.ggml_type):
+                raise ValueError(f"{w.name}: ggml type {w.type_name} is not supported")
+        on = [b if b is None else b.to(self.device) for b in biases]
+        return ExpertWeights(gate, up, down, activation, *on)
+
+    def prepare_experts_in_ram(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple = (None, None, None),
+        n_slots: int = 0,
+    ) -> RamExperts | ExpertWeights | PackedExperts:
+        """One layer's experts in host memory (pinned when the device is a GPU) and a cache of
+        `n_slots` of them on the device, for `moe_ffn`; with n_slots 0, read in place over the
+        bus (engine/hearth/expert_offload.py)."""
+        host = self._host_experts(gate, up, down, activation, biases)
+        if n_slots == 0:
+            return read_in_place(host, self.device)
+        cache = expert_slots(host, n_slots, self.device)
+        return RamExperts.of(host, cache, self._forget_slots(cache))
+
+    def _host_experts(self, gate, up, down, activation, biases) -> ExpertWeights:
+        """The experts as stored, copied into host memory (pinned for a GPU)."""
+        pin = self.device.type == "cuda"
+        on = [in_host_memory(w.data, pin) for w in (gate, up, down)]
+        parts = [dataclasses.replace(w, data=d) for w, d in zip((gate, up, down), on, strict=True)]
+        host_biases = (None if b is None else in_host_memory(b.float(), pin) for b in biases)
+        return ExpertWeights(*parts, activation, *host_biases)
+
+    def _forget_slots(self, cache):
+        """What RamExperts calls after rewriting slots: the dequantized copies of those slots
+        that _dense_expert keeps on the CPU are stale."""
+
+        def forget(slots: list[int]) -> None:
+            if not isinstance(cache, ExpertWeights):
+                return
+            for w in (cache.gate, cache.up, cache.down):
+                for slot in slots:
+                    dropped = self._experts.pop((id(w.data), slot), None)
+                    if dropped is not None:
+                        self._experts_bytes -= dropped.numel() * dropped.element_size()
+
+        return forget
+
+    def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
+        """The routed experts' feed-forward (see the module docstring)."""
+        logits = logits.float() if bias is None else logits.float() + bias
+        ids, weights = select_experts(
+            logits, rule.n_expert_used, gating=rule.gating, normalize=rule.normalize
+        )
+        return self.moe_ffn_selected(x, experts, ids, weights)
+
+    def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
+        """moe_ffn for experts already picked: ids [T, k], weights [T, k]."""
+        if isinstance(experts, RamExperts):
+            return experts.run(self.moe_ffn_selected, x, ids, weights)
+        n_pairs = ids.numel()
+        if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
+            return self._moe_gathered(x, experts, ids, weights)
+        return self._moe_grouped(x, experts, ids, weights)
+
+    def _moe_grouped(self, x, experts: ExpertWeights, ids, weights) -> torch.Tensor:
+        """Rows grouped by expert: each selected expert's matrices dequantized once."""
+        out = torch.zeros(x.shape[0], experts.down.rows, dtype=torch.float32, device=x.device)
+        for e in torch.unique(ids).tolist():
+            rows, slot = (ids == e).nonzero(as_tuple=True)
+            xe = x.index_select(0, rows).float()
+            g = xe @ self._dense_expert(experts.gate, e).T
+            u = xe @ self._dense_expert(experts.up, e).T
+            if experts.gate_bias is not None:
+                g = g + experts.gate_bias[e]
+            if experts.up_bias is not None:
+                u = u + experts.up_bias[e]
+            y = self.gated_ffn_activation(g, u, experts.activation)
+            y = y @ self._dense_expert(experts.down, e).T
+            if experts.down_bias is not None:
+                y = y + experts.down_bias[e]
+            out.index_add_(0, rows, y * weights[rows, slot].float()[:, None])
+        return out.to(x.dtype)
+
+    def _moe_gathered(self, x, experts: ExpertWeights, ids, weights) -> torch.Tensor:
+        """Each (token, expert) pair's matrices gathered and dequantized on the device: no
+        value is read back to the host, so a CUDA graph can capture it."""
+        n_tokens, k = ids.shape
+        flat = ids.reshape(-1)
+        xs = x.float().repeat_interleave(k, dim=0)  # row t*k + j is token t, for expert ids[t, j]
+
+        def product(w: QuantExperts, inputs: torch.Tensor, bias) -> torch.Tensor:
+            dense = _gathered_experts(w, flat)  # [pairs, rows, cols]
+            y = torch.bmm(dense, inputs[:, :, None])[:, :, 0]
+            return y if bias is None else y + bias.index_select(0, flat)
+
+        g = product(experts.gate, xs, experts.gate_bias)
+        u = product(experts.up, xs, experts.up_bias)
+        y = product(
+            experts.down, self.gated_ffn_activation(g, u, experts.activation), experts.down_bias
+        )
+        y = y * weights.reshape(-1, 1).float()
+        return y.view(n_tokens, k, -1).sum(dim=1).to(x.dtype)
+
+    def _dense_expert(self, w: QuantExperts, e: int) -> torch.Tensor:
+        """Expert e of `w` as float32 [rows, cols] on the device; on the CPU kept (least recently
+        used first out, past EXPERT_CACHE_BYTES)."""
+        key = (id(w.data), e)
+        dense = self._experts.get(key)
+        if dense is not None:
+            self._experts.move_to_end(key)
+            return dense
+        dense = _dequantize_on_device(w.expert(e))
+        if self.device.type == "cpu":
+            self._experts[key] = dense
+            self._experts_bytes += dense.numel() * dense.element_size()
+            while self._experts_bytes > self.EXPERT_CACHE_BYTES and len(self._experts) > 1:
+                _, dropped = self._experts.popitem(last=False)
+                self._experts_bytes -= dropped.numel() * dropped.element_size()
+        return dense
+
+
+def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
+    """float32 [rows, cols] where w's blocks are: the device's torch dequantizer where kernels/
+    has the format, else gguf's numpy one through the host."""
+    if w.ggml_type == MXFP4_TYPE:
+        return dequantize_mxfp4(w.data, w.cols)
+    if w.is_float:
+        return w.data.float()
+    from kernels.dequant import dequantize as dequantize_packed
+    from kernels.errors import UnsupportedTensor
+    from kernels.packed_weight import PackedWeight
+
+    try:
+        packed = PackedWeight.from_gguf(w.data, w.ggml_type, (w.rows, w.cols), device=w.data.device)
+        return dequantize_packed(packed, torch.float32)
+    except UnsupportedTensor:
+        return torch.from_numpy(dequantize(w)).to(w.data.device)
+
+
+def _gathered_experts(w: QuantExperts, ids: torch.Tensor) -> torch.Tensor:
+    """float32 [len(ids), rows, cols]: expert ids[i]'s matrix for each i, gathered on the
+    device as blocks and dequantized there (see TorchOps._moe_gathered)."""
+    blocks = w.data.index_select(0, ids)
+    n = ids.numel()
+    rows = QuantWeight(w.name, w.ggml_type, n * w.rows, w.cols, blocks.reshape(n * w.rows, -1))
+    return _dequantize_on_device(rows).view(n, w.rows, w.cols)
+
+
+class KernelsMoeOps:
+    """KernelsOps' mixture-of-experts operations: the expert GEMV (see the module docstring)."""
+
+    def prepare_experts(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None] = (
+            None,
+            None,
+            None,
+        ),
+    ) -> PackedExperts:
+        """The layer's experts as kernels.ExpertWeight on the device, once, at load (the blocks
+        split into the GEMV's planes: the same bytes; the file's copy is dropped after). A block
+        type or row length the expert GEMV does not read is refused (ValueError, with the
+        kernels' reason): capabilities.model_unsupported_reason refuses such files first."""
+        return self._pack_experts(gate, up, down, activation, biases, self.device)
+
+    def _pack_experts(self, gate, up, down, activation, biases, device) -> PackedExperts:
+        from kernels.moe_gemv import ExpertWeight, GluActivation
+
+        if activation not in ("silu", "swiglu_oai"):
+            raise ValueError(f"experts with activation {activation!r} have no expert GEMV")
+        made = []
+        for w, bias in zip((gate, up, down), biases, strict=True):
+            try:
+                made.append(
+                    ExpertWeight.from_gguf(
+                        w.data, w.ggml_type, (w.n_expert, w.rows, w.cols), device, bias=bias
+                    )
+                )
+            except self._k.UnsupportedTensor as exc:
+                raise ValueError(f"{w.name} ({w.type_name}): {exc}") from None
+        act = GluActivation(activation, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT)
+        return PackedExperts(*made, act)
+
+    def _host_experts(self, gate, up, down, activation, biases) -> PackedExperts:
+        """The experts in the expert GEMV's planes, in host memory (pinned for a GPU)."""
+        packed = self._pack_experts(gate, up, down, activation, biases, torch.device("cpu"))
+        if self.device.type != "cuda":
+            return packed
+
+        def pinned(w):
+            planes = {name: pinned_copy(plane) for name, plane in w.packed.planes.items()}
+            bias = None if w.bias is None else pinned_copy(w.bias)
+            return dataclasses.replace(
+                w, packed=dataclasses.replace(w.packed, planes=planes), bias=bias
+            )
+
+        return PackedExperts(
+            pinned(packed.gate), pinned(packed.up), pinned(packed.down), packed.activation
+        )
+
+    def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
+        """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
+        expert_down per slice of at most MAX_PAIRS (token, slot) pairs. The ids come from a
+        top-k over the router's n_expert logits, so each is in range (the kernels do not
+        check)."""
+        n_tokens, k = x.shape[0], rule.n_expert_used
+        if isinstance(experts, (ExpertWeights, RamExperts)):
+            return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
+        from kernels.moe_gemv import expert_down, expert_gate_up
+        from kernels.moe_routing import MAX_PAIRS, select_and_route
+
+        x = x.contiguous()
+        step = max(1, MAX_PAIRS // k)
+        parts = []
+        for start in range(0, n_tokens, step):
+            rows = slice(start, min(n_tokens, start + step))
+            routing = select_and_route(
+                logits[rows], k, softmax_all=rule.gating == "softmax",
+                normalize=rule.normalize, bias=bias,
+            )  # fmt: skip
+            h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
+            parts.append(expert_down(h, experts.down, routing))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
+        """moe_ffn for experts already picked (ids [T, k], weights [T, k]): experts in host
+        memory through their device slots, the rest through route_experts and the expert
+        GEMV."""
+        if isinstance(experts, (ExpertWeights, RamExperts)):
+            return super().moe_ffn_selected(x, experts, ids, weights)
+        from kernels.moe_gemv import expert_down, expert_gate_up
+        from kernels.moe_routing import MAX_PAIRS, route_experts
+
+        x = x.contiguous()
+        n_tokens, k = ids.shape
+        step = max(1, MAX_PAIRS // k)
+        parts = []
+        for start in range(0, n_tokens, step):
+            rows = slice(start, min(n_tokens, start + step))
+            routing = route_experts(ids[rows], weights[rows], experts.n_expert)
+            h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
+            parts.append(expert_down(h, experts.down, routing))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
