@@ -30,8 +30,19 @@ def _prompt(i: int) -> list[int]:
     return [(7 * i + 3 * j) % 300 + 1 for j in range(2 + 3 * i)]  # 2 to 59 tokens
 
 
+@pytest.fixture
+def float_gemv_alone(monkeypatch):
+    """A row alone on the float GEMV, as rows in a batch are: by default one row takes the
+    integer GEMV (x quantized to 8 bits), which moves a tiny random model's logits by a few
+    percent, and a q8 cache's rounding moves them further (measured on an H200: 1-6%); what is
+    tested here is the batch cache and attention, so both sides take the same product."""
+    import kernels.gemv
+
+    monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 0)
+
+
 @pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8")])
-def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path):
+def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_gemv_alone):
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
@@ -76,9 +87,9 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path):
         expected = torch.stack([r.float().cpu() for r in rows]).numpy()
         actual = torch.stack(got[i]).numpy()
         errors.append(np.linalg.norm(actual - expected) / np.linalg.norm(expected))
-    # one row alone takes the integer GEMV (8-bit inputs) where rows in a batch take the float
-    # one: a percent or so apart (tests/engine/hearth/test_kernels_ops.py), never more
-    assert max(errors) < 3e-2, errors
+    # the same products on both sides (float_gemv_alone): what differs is the GEMV's tiling of
+    # 1 against 16 rows and the pages' layout, rounding apart only
+    assert max(errors) < 1e-2, errors
 
 
 def test_the_captured_steps_equal_the_eager_ones(tmp_path):
