@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from engine.untrusted_text import printable_line
+
 # name -> (module, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "chat": ("engine.cli.chat_cmd", "chat with a model in the terminal, or answer one --prompt"),
@@ -65,7 +67,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    from engine.cli.planning import EngineDidNotStart
+
     try:
         return args._run(args)
     except KeyboardInterrupt:
         return 130
+    except EngineDidNotStart as exc:
+        print(printable_line(str(exc)), file=sys.stderr)
+        return 1

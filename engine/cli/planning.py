@@ -153,7 +153,10 @@ def plan_from_command_line(
         what = f"{given.n_ctx:,} tokens, {given.kv_type} KV"
         if given.n_gpu_layers is not None:
             what += f", {given.n_gpu_layers} GPU layers"
-        text = f"{Path(path).name} with {what} needs {decision.shortfall_text()} than is free."
+        if decision.chosen_over_budget:
+            text = f"{Path(path).name} with {what} needs {decision.shortfall_text()} than is free."
+        else:  # refused for another reason than memory (an engine that cannot run it here)
+            text = " ".join(decision.notes) or f"{Path(path).name} cannot load with {what}."
         if decision.fits:
             text += f" What fits: {decision.summary()} (leave out --ctx/--kv/--gpu-layers)."
         else:
@@ -202,10 +205,25 @@ def machine_with_engine(ready: p.Ready | None) -> MachineSnapshot:
     )
 
 
+class EngineDidNotStart(RuntimeError):
+    """The engine process ended before it was ready; the message says how and its last words."""
+
+
 def machine_after_start(events, timeout_s: float) -> MachineSnapshot:
     """Wait for the started worker's Ready (it says whether this engine can offload to a GPU:
-    the plan needs it) and take this machine's snapshot with that."""
+    the plan needs it) and take this machine's snapshot with that. A worker that ends first
+    raises EngineDidNotStart (what it printed last is the reason: a missing library, a broken
+    build), rather than planning for a load that cannot be sent."""
     from engine.runtime.client import EngineCrashed
 
     ready = events.wait_for(p.Ready, EngineCrashed, timeout=timeout_s)
+    if isinstance(ready, EngineCrashed):
+        said = ready.cause_lines or ready.last_lines[-5:]
+        how = f"ended (status {ready.exit_code})"
+        detail = ("; it said: " + " / ".join(said)) if said else ""
+        raise EngineDidNotStart(
+            f"The engine process {how} before it was ready{detail}. `hearth hw` shows what "
+            "the engine finds; reinstalling the engine (installers/build_engine.py) mends a "
+            "broken build."
+        )
     return machine_with_engine(ready if isinstance(ready, p.Ready) else None)

@@ -242,11 +242,21 @@ class EngineClient:
     def _send(self, msg: Any) -> None:
         proc = self._proc
         if proc is None or proc.stdin is None or proc.poll() is not None:
-            raise BrokenPipeError("the engine process is not running; start or reload it")
+            raise BrokenPipeError(self._why_not_running(proc))
         frame = p.encode(msg)
         with self._send_lock:
             proc.stdin.write(frame)
             proc.stdin.flush()
+
+    def _why_not_running(self, proc: subprocess.Popen | None) -> str:
+        """What to say when a request finds no engine: how it ended and the last thing it
+        printed, where it ran and died (not started: no cause to give)."""
+        if proc is None or proc.poll() is None:
+            return "the engine process is not running; start or reload it"
+        self._stderr_done.wait(2.0)
+        said = self._stderr.cause_lines() or self._stderr.last_lines()[-3:]
+        cause = f": {' / '.join(said)}" if said else ""
+        return f"the engine process exited (code {proc.returncode}){cause}; start or reload it"
 
     # -- reader threads -------------------------------------------------------------------------
 

@@ -90,18 +90,22 @@ class EventWriter:
 
 
 class FaultInjection:
-    """Test hooks, set through HEARTH_WORKER_FAULT (e.g. "abort_after_tokens=5", or
-    "no_header_check" to hand llama.cpp a file it aborts on, to test crash reports)."""
+    """Test hooks, set through HEARTH_WORKER_FAULT (e.g. "abort_after_tokens=5",
+    "no_header_check" to hand llama.cpp a file it aborts on, or "exit_before_ready", to test
+    crash reports)."""
 
     def __init__(self, spec: str):
         self.abort_after_tokens: int | None = None
         self.header_check = True
+        self.exit_before_ready = False
         for part in filter(None, (s.strip() for s in spec.split(","))):
             name, _, value = part.partition("=")
             if name == "abort_after_tokens":
                 self.abort_after_tokens = int(value)
             elif name == "no_header_check":
                 self.header_check = False
+            elif name == "exit_before_ready":
+                self.exit_before_ready = True
 
 
 def main() -> int:
@@ -113,6 +117,9 @@ def main() -> int:
     from engine.runtime.engine_state import WorkerEngine  # imports llama.cpp: after the redirect
 
     faults = FaultInjection(os.environ.get("HEARTH_WORKER_FAULT", ""))
+    if faults.exit_before_ready:
+        print("error: exiting before ready (HEARTH_WORKER_FAULT)", file=sys.stderr)
+        return 3
     engine = WorkerEngine(writer.send, flush=writer.flush, faults=faults)
     engine.announce_ready()
 

@@ -52,6 +52,17 @@ def test_flags_that_do_not_fit_are_refused_with_what_would(llama):
     assert "What fits: 8,192 tokens" in err
 
 
+def test_an_engine_that_cannot_run_here_is_refused_with_its_reason(llama):
+    """--engine hearth on a machine without a GPU: the reason, not a memory shortfall."""
+    err = io.StringIO()
+    asked = args("--ctx", "4096")
+    asked.engine = "hearth"
+    decision = plan_from_command_line(llama, asked, machine(cpu(24)), err=err, remembered=None)
+    assert decision is None
+    assert "ask for the Hearth engine, which cannot run it here" in err.getvalue()
+    assert "more on" not in err.getvalue() and "needs  than" not in err.getvalue()
+
+
 def test_without_flags_the_remembered_choice_then_the_best_fit(llama, tmp_path):
     remembered = RememberedSettings(tmp_path / "s.json")
     decision, _ = plan(llama, remembered=remembered)
@@ -146,3 +157,21 @@ def test_a_projector_named_on_the_command_line_is_loaded_and_said(llama, tmp_pat
     wrong = write_tiny_projector(tmp_path / "wrong-mmproj.gguf", text_embd=576)
     decision, err = plan(llama, "--mmproj", str(wrong))
     assert decision.params.mmproj_path == "" and "does not go with this model" in err
+
+
+def test_an_engine_that_ends_before_it_is_ready_is_said_so_with_its_last_words():
+    """The worker fails at start (a missing library, a broken build): the command says so and
+    quotes it, instead of planning a load for an engine that is gone."""
+    import os
+
+    from engine.cli.planning import EngineDidNotStart, machine_after_start
+    from engine.runtime.client import EngineClient, EventQueue
+
+    events = EventQueue()
+    client = EngineClient(events, env={**os.environ, "HEARTH_WORKER_FAULT": "exit_before_ready"})
+    client.start()
+    try:
+        with pytest.raises(EngineDidNotStart, match=r"status 3.*exiting before ready"):
+            machine_after_start(events, 60)
+    finally:
+        client.close()

@@ -119,6 +119,9 @@ def test_an_abort_inside_the_worker_is_reported_with_its_last_lines(starter_path
         assert "SIGABRT" in crashed.message
         assert any("aborting mid-generation" in line for line in crashed.last_lines)
         assert not running.client.alive
+        # a request after the crash says how the engine ended and what it last printed
+        with pytest.raises(BrokenPipeError, match=r"exited \(code -6\): .*aborting mid-gen"):
+            running.load(starter_path, n_ctx=1024)
     finally:
         running.close()
 
