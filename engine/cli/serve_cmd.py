@@ -103,10 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_fill_gpu_argument(parser)  # the parallel requests share the filled context
     parser.add_argument("--kv", choices=list(KV_TYPES), help="KV cache type (default f16)")
     parser.add_argument(
-        "--engine", choices=ENGINES, default="llama",
+        "--engine", choices=ENGINES, default="auto",
         help="llama (llama.cpp), hearth (the Hearth engine: its own GPU kernels, the "
         "parallel requests batched on them) or auto (the engine the best fit picks for this "
-        "model here) (default: %(default)s)",
+        "model and --parallel here, from measured figures: llama.cpp where none say the Hearth "
+        "engine is faster) (default: %(default)s)",
     )  # fmt: skip
     parser.add_argument(
         "--threads",

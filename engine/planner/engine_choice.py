@@ -52,7 +52,10 @@ def plan_engines(
     moe = hearth_profile(info).config.moe is not None
     in_ram = hearth.choice is not None and hearth.choice.n_cpu_expert_layers > 0
     verdict = speed_verdict(
-        device_class(gpu.backend, gpu.compute_capability), moe=moe, experts_in_ram=in_ram
+        device_class(gpu.backend, gpu.compute_capability),
+        moe=moe,
+        experts_in_ram=in_ram,
+        clients=request.n_parallel,
     )
     if not llama.fits and hearth.fits:
         speed = "" if verdict.hearth_faster else f"; note that {verdict.text}"

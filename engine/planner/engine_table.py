@@ -59,6 +59,23 @@ class PromptFigure:
 
 
 @dataclass(frozen=True)
+class ServeFigure:
+    """Sequences decoded together: a server's aggregate decode speed at `clients` streaming
+    clients (benchmarks/server_concurrency.py: tokens after each reply's first over the time
+    after it), llama.cpp's being llama-server of the same build."""
+
+    device_class: str
+    device: str
+    model: str
+    engine: str
+    clients: int
+    tokens_per_second: float
+    ttft_p95_s: float
+    source: str
+    moe: bool = False
+
+
+@dataclass(frozen=True)
 class SpeedVerdict:
     """How the Hearth engine's measured decode compares with llama.cpp's on a device class."""
 
@@ -94,6 +111,11 @@ def prompt_figures(device_class_name: str | None = None) -> tuple[PromptFigure, 
     return tuple(r for r in rows if device_class_name in (None, r.device_class))
 
 
+def serve_figures(device_class_name: str | None = None) -> tuple[ServeFigure, ...]:
+    rows = (ServeFigure(**row) for row in _figures().get("serve", ()))
+    return tuple(r for r in rows if device_class_name in (None, r.device_class))
+
+
 def kv_cost(engine: str, type_k: str, type_v: str) -> float | None:
     """The worst mean KL (against f16) of a K/V pair over the measured models; None: unmeasured."""
     for row in _figures()["kv_quality"]:
@@ -111,14 +133,17 @@ def measured_kv_pairs(engine: str) -> tuple[tuple[str, str], ...]:
 
 
 def speed_verdict(
-    device_class_name: str, moe: bool = False, experts_in_ram: bool = False
+    device_class_name: str, moe: bool = False, experts_in_ram: bool = False, clients: int = 1
 ) -> SpeedVerdict:
     """Hearth against llama.cpp on this device class: f16 caches, the same model, every depth
     both engines were measured at; the worst ratio decides. `moe`: from mixture-of-experts
     models' figures only (their experts run other kernels than a dense model's matrices), else
     from dense models' only. `experts_in_ram`: from figures with the experts in system RAM
     only (the Hearth engine's cache of experts against llama.cpp's fastest --n-cpu-moe
-    setting at the same free VRAM)."""
+    setting at the same free VRAM). `clients` above 1 (a server's parallel requests): from the
+    serving figures at every client count both were measured at up to `clients` (_serving)."""
+    if clients > 1:
+        return _serving(device_class_name, moe, clients)
     figures = tuple(
         f
         for f in decode_figures(device_class_name)
@@ -168,4 +193,30 @@ def speed_verdict(
     worst, what, where = min(ratios)
     at = "at least" if worst >= 1.0 else "at"
     text = f"the Hearth engine {what} {at} {worst:.2f}x llama.cpp's speed here ({where})"
+    return SpeedVerdict(device_class_name, worst, text)
+
+
+def _serving(device_class_name: str, moe: bool, clients: int) -> SpeedVerdict:
+    """The worst aggregate-decode ratio, Hearth against llama-server, over the client counts
+    from 2 to `clients` both were measured at (or the smallest above `clients` when none is
+    below): a batch that wins at 64 clients and loses at 4 must not be chosen for 4."""
+    rows = [f for f in serve_figures(device_class_name) if f.moe == moe and f.clients > 1]
+    hearth = {(f.model, f.clients): f for f in rows if f.engine == HEARTH}
+    llama = {(f.model, f.clients): f for f in rows if f.engine == LLAMA}
+    shared = sorted(set(hearth) & set(llama), key=lambda k: k[1])
+    within = [k for k in shared if k[1] <= clients] or shared[:1]
+    if not within:
+        kind = " a mixture-of-experts model's" if moe else ""
+        return SpeedVerdict(
+            device_class_name,
+            None,
+            f"the Hearth engine serving{kind} {clients} requests at once has not been measured "
+            f"on this GPU class ({device_class_name}) beside llama-server's",
+        )
+    worst, key = min((hearth[k].tokens_per_second / llama[k].tokens_per_second, k) for k in within)
+    at = "at least" if worst >= 1.0 else "at"
+    text = (
+        f"the Hearth engine serves {key[1]} clients {at} {worst:.2f}x llama-server's decode "
+        f"speed here ({key[0]}, {hearth[key].source})"
+    )
     return SpeedVerdict(device_class_name, worst, text)

@@ -195,3 +195,35 @@ def test_the_measured_moe_figures_keep_llama_cpp_and_say_why(synthetic_info):
     assert "reads prompts at 0.21x" in verdict.text
     plan = plan_engines(Planner(synthetic_info("qwen3-30b-a3b", "Q4_K_M")), h100())
     assert plan.choice.engine == "llama" and "0.21x" in plan.notes[0]
+
+
+def with_serve_figures(monkeypatch, ratios: dict[int, float]) -> None:
+    """Dense single-stream Hearth figures that win, and serving rows (a test's own) where the
+    Hearth engine's aggregate decode is `ratios[clients]` times llama-server's 1,000 tok/s."""
+    with_hearth_figures(monkeypatch, {0: 330.0, 4096: 300.0, 32768: 250.0})
+    data = engine_table._figures()
+    data["serve"] = [
+        dict(device_class="cuda sm_90", device="test", model="llama3-8b Q4_K_M", engine=engine,
+             clients=clients, tokens_per_second=speed, ttft_p95_s=1.0, source="test")
+        for clients, ratio in ratios.items()
+        for engine, speed in (("llama", 1000.0), ("hearth", 1000.0 * ratio))
+    ]  # fmt: skip
+
+
+def test_parallel_requests_are_judged_by_serving_figures(llama8b, monkeypatch):
+    """A server's --parallel 16 takes the Hearth engine only where its batch was measured
+    faster than llama-server at every client count up to 16; the single-stream win alone does
+    not decide it."""
+    with_serve_figures(monkeypatch, {})
+    plan = plan_engines(llama8b, h100(target_ctx=8192, n_parallel=16))
+    assert plan.choice.engine == "llama"
+    assert "serving 16 requests at once has not been measured" in plan.notes[0]
+    with_serve_figures(monkeypatch, {4: 1.6, 16: 2.1, 64: 2.6})
+    plan = plan_engines(llama8b, h100(target_ctx=8192, n_parallel=16))
+    assert plan.choice.engine == "hearth"
+    assert "serves 4 clients at least 1.60x llama-server" in plan.notes[0]
+    with_serve_figures(monkeypatch, {4: 0.9, 16: 2.1, 64: 2.6})
+    plan = plan_engines(llama8b, h100(target_ctx=8192, n_parallel=16))
+    assert plan.choice.engine == "llama" and "at 0.90x llama-server" in plan.notes[0]
+    # one stream is judged by the decode figures, whatever the serving rows say
+    assert plan_engines(llama8b, h100(target_ctx=8192)).choice.engine == "hearth"
