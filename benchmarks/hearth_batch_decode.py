@@ -1,0 +1,100 @@
+"""The Hearth engine's continuous batching in process, without the server: N generations of
+`--max-tokens` tokens (ignore_eos, greedy, distinct prompts) submitted at once to
+engine/runtime/hearth_batch.py's decoder, stepped until all are done; per client count the
+aggregate decode speed (tokens after each reply's first over the time after the first, as
+benchmarks/server_concurrency.py counts it) and the time to first token. What the server adds
+(HTTP, streaming, the worker's pipe) is the difference from server_concurrency.py's rows.
+
+    python3 -m benchmarks.hearth_batch_decode MODEL.gguf --clients 1 4 16 64 [--max-tokens 512]
+
+Every level runs on a batch of max(--clients) sequences (a server's --parallel).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+from engine.runtime import protocol as p
+from engine.runtime.batching import new_context
+from engine.runtime.hearth_batch import HearthBatchContext, HearthBatchedDecoder
+from engine.runtime.hearth_driver import HearthModel
+
+GREEDY = p.SamplingParams(temperature=0.0)
+
+
+def prompts(n: int, length: int, n_vocab: int) -> list[list[int]]:
+    """Distinct prompts of `length` tokens: no two share a first page."""
+    span = n_vocab - 2
+    return [[1 + (97 * i + 31 * j + i * j) % span for j in range(length)] for i in range(n)]
+
+
+def run_level(model: HearthModel, clients: int, args) -> str:
+    """`clients` generations on a batch of max(--clients) sequences, as a server started with
+    --parallel that many runs them."""
+    slots = max(args.clients)
+    params = p.ModelParams(path=args.model, engine="hearth", n_ctx=args.ctx * slots,
+                           n_parallel=slots, n_ubatch=512)  # fmt: skip
+    ctx = new_context(model, params)
+    assert isinstance(ctx, HearthBatchContext), type(ctx)
+    first: dict[int, float] = {}
+    last: dict[int, float] = {}
+    count: dict[int, int] = {}
+
+    def send(event) -> None:
+        if isinstance(event, p.TokenText):
+            now = time.perf_counter()
+            first.setdefault(event.request_id, now)
+            last[event.request_id] = now
+            count[event.request_id] = count.get(event.request_id, 0) + event.n_tokens
+        elif isinstance(event, p.GenerationFailed):
+            print(f"  request {event.request_id} failed: {event.message}", flush=True)
+
+    decoder = HearthBatchedDecoder(model, ctx, slots, send)
+    start = time.perf_counter()
+    for rid, prompt in enumerate(prompts(clients, args.prompt_tokens, model.n_vocab)):
+        command = p.Generate(request_id=rid, prompt_tokens=tuple(prompt), sampling=GREEDY,
+                             max_tokens=args.max_tokens, ignore_eos=True)  # fmt: skip
+        decoder.submit(command, start, prompt)
+    steps = 0
+    while decoder.busy:
+        decoder.step()
+        steps += 1
+    end = time.perf_counter()
+    decoder.close()
+    ttft = sorted(first[r] - start for r in first)
+    after_first = sum(count[r] - 1 for r in count)
+    decode_s = max(last.values()) - min(first.values())
+    total = sum(count.values())
+    p50, p95 = 1000 * statistics.median(ttft), 1000 * ttft[int(0.95 * (len(ttft) - 1))]
+    return (
+        f"hearth-batch  clients={clients:3d} aggregate {total / (end - start):8.1f} tok/s  "
+        f"decode {after_first / decode_s:8.1f} tok/s  TTFT p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  "
+        f"({steps} steps, "
+        f"{total} tokens, {len(first)}/{clients} replies)"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("model")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument("--max-tokens", type=int, default=512)
+    parser.add_argument("--prompt-tokens", type=int, default=64)
+    parser.add_argument("--ctx", type=int, default=1024, help="context tokens per sequence")
+    args = parser.parse_args(argv)
+    n_ctx = args.ctx * max(args.clients)
+    model = HearthModel(p.ModelParams(path=args.model, engine="hearth", n_ctx=n_ctx,
+                                      n_parallel=max(args.clients)))  # fmt: skip
+    try:
+        for clients in args.clients:
+            print(run_level(model, clients, args), flush=True)
+    finally:
+        model.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
