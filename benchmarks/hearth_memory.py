@@ -591,8 +591,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.part == "recheck":
         rows = recheck(args.json, int(args.context_mib * MIB))
         print(markdown([], rows))
-        print(f"\nRows recorded without a peak are measured here as torch's peak allocation + "
-              f"{args.context_mib:g} MiB of CUDA context: a lower bound of their peak.")  # fmt: skip
+        print(
+            "\nRows recorded without a peak are measured here as torch's peak allocation + "
+            f"{args.context_mib:g} MiB of CUDA context: a lower bound of their peak."
+        )
         return 0
     args.pairs = [_pair(p) for p in args.kv]
     item_rows = items(args) if args.part in ("all", "items") else []
