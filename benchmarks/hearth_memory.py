@@ -14,12 +14,17 @@ for calibration. A real file can be given with --model (cards: it replaces the s
 
 cards: a memory hog (benchmarks/gpu_memory.py) holds all but N GiB of the GPU, as a smaller
 card would; for each shape and K/V pair the planner's longest context on that card (the Model
-page's budget: free memory less the safety margin) is loaded in a fresh process, the cache is
-filled, and its last 520 positions are a real 512-token prefill chunk and 8 decode steps, each
-attending over the whole cache. Measured: the device's used memory (NVML) at the end less before
-the process started. The table gives predicted, measured, the error ((predicted - measured) /
-measured; positive: memory left idle), whether it is within max(3%, 128 MiB), and the share of
-the card the load really used. Cells not started within --budget-s are listed as not run.
+page's budget: free memory less the safety margin) is loaded in a fresh process in the
+driver's order (load, cache, the decode step captured, as the driver does at warm-up), the
+cache is filled, and its last 520 positions are a real 512-token prefill chunk and 8 decode
+steps, each attending over the whole cache. Measured: the process's peak, NVML's used memory
+sampled every 1 ms through the run less before the process started (the issue's bound is
+judged against it), beside torch's peak reserved + the CUDA context and NVML's reading at the
+end. The table gives predicted, the peak, the error ((predicted - peak) / peak; positive:
+memory left idle), whether it is within max(3%, 128 MiB), and the share of the card the load
+really used. Cells not started within --budget-s are listed as not run.
+
+recheck: a recorded run's table (--json) with today's model's predictions.
 
 items: one process loads the weights once through engine.hearth (Transformer.load with
 select_ops: kernels/ on the GPU), then for each context and K/V pair makes the cache, fills
