@@ -449,15 +449,18 @@ def _prefill_attention(
     layout = gpu_cache_layout(config.type_k, config.type_v)
     copied = layout.paged or layout.plain_element_bytes == 4
     kv = 2 * cfg.n_head_kv * n * d * 2 if copied else 0
-    if config.type_k == "kivi4":  # _own_pages_exact: K and V concatenated with the scratch
-        kv *= 2  # rows, both copies alive while torch.cat makes the new ones
     mask = rows * n
     slots = 8 * n
     if not costs.prefill_scores_materialized:
-        return kv + slots + mask + cfg.n_rep * mask * (1 + 2)
-    repeated = 2 * cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
-    scores = 2 * cfg.n_head * rows * n * 4
-    return kv + slots + repeated + scores + mask
+        attention = kv + slots + mask + cfg.n_rep * mask * (1 + 2)
+    else:
+        repeated = 2 * cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
+        attention = kv + slots + repeated + 2 * cfg.n_head * rows * n * 4 + mask
+    if config.type_k == "kivi4":
+        # _own_pages_exact: K, V and the mask concatenated with the scratch rows, the old and
+        # the new copies alive while torch.cat makes them (before the attention's own peak)
+        return max(attention, 2 * kv + slots + 2 * mask)
+    return attention
 
 
 def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:

@@ -324,3 +324,18 @@ def test_a_batch_decode_step_has_a_row_per_sequence(llama):
         llama.config, HearthConfig(4096, "q8", "q8", n_parallel=16), HEARTH_COSTS
     )
     assert many - one > 15 * _logits_workspace(llama.config)  # 16 rows of logits, not one
+
+
+def test_kivi4_keys_copy_the_gathered_rows_once_more(llama, synthetic_info):
+    """kivi4's prefill appends the chunk's exact rows to the gathered K and V (torch.cat: old
+    and new copies alive at once). With 4 query heads a KV head (Llama-3-8B) the attention's
+    own peak stays the larger; with 2 and heads of 256 (Gemma 3 12B) the copies are."""
+
+    def prefill(profile, k: str, n_ctx: int = 65536) -> int:
+        return hearth_items(profile, HearthConfig(n_ctx, k, "rot4")).prefill_workspace
+
+    assert prefill(llama, "kivi4") == prefill(llama, "rot4")
+    gemma = HearthProfile.of(synthetic_info("gemma3-12b", "Q4_K_M"))
+    kv, mask = 2 * 8 * 256 * 2 * 65536, 512 * 65536
+    attention = kv + mask + 2 * mask * 3
+    assert prefill(gemma, "kivi4") - prefill(gemma, "rot4") == 2 * kv + 2 * mask - attention
