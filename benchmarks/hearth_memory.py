@@ -179,7 +179,9 @@ def items(args) -> list[dict]:
     torch.zeros(1, device="cuda")
     engine = Engine(args.model)
     weights_allocated = torch.cuda.memory_allocated()
-    weights_reserved = torch.cuda.memory_reserved()
+    weights_reserved = torch.cuda.memory_reserved()  # the load's raw copies still cached
+    torch.cuda.empty_cache()
+    weights_alone = torch.cuda.memory_reserved()  # the weights' own segments (rounding)
     profile = hearth_profile(engine.info)
     rows = []
     for n_ctx in args.ctx:
@@ -196,7 +198,8 @@ def items(args) -> list[dict]:
             row["used"] = (device_used() or 0) - before
             row["reserved"] = torch.cuda.memory_reserved()
             row["context"] = row["used"] - row["reserved"]
-            row.update(weights=weights_allocated, weights_reserved_at_load=weights_reserved)
+            row.update(weights=weights_allocated, weights_reserved_at_load=weights_reserved,
+                       weights_reserved=weights_alone)  # fmt: skip
             row["predicted"] = {k: getattr(predicted, k) for k in predicted.__dataclass_fields__}
             row["predicted"]["gpu_total"] = predicted.gpu_total
             rows.append(row)
@@ -240,6 +243,7 @@ def _item_line(row: dict) -> str:
         return f"{head} FAILED: {row['error']}"
     return (
         f"{head} MiB pred/meas: weights {_mib(p['weights'])}/{_mib(row['weights'])} "
+        f"(reserved {_mib(p['weights_reserved'])}/{_mib(row.get('weights_reserved'))}) "
         f"kv {_mib(p['kv'])}/{_mib(row['kv'])} decode {_mib(p['decode_workspace'])}/"
         f"{_mib(row['decode_workspace'])} prefill {_mib(p['prefill_workspace'])}/"
         f"{_mib(row.get('prefill_workspace'))} context {_mib(p['context'])}/"
