@@ -145,7 +145,7 @@ class HearthItems:
 
     weights: int  # allocated for the weights on the GPU
     weights_reserved: int  # the same, as torch's allocator reserves it
-    load_transient: int  # raw copies made while loading, kept in torch's cache afterwards
+    load_transient: int  # raw copies made while loading, returned to torch's cache (gpu_total)
     kv: int
     kv_reserved: int
     decode_workspace: int  # kept by the CUDA graph's own pool
