@@ -34,6 +34,49 @@ def device_used(index: int = 0) -> int | None:
     return int(out) * MIB if out.isdigit() else None
 
 
+class PeakSampler:
+    """The device's used memory (NVML) sampled every `period_s` on a thread until stopped:
+    `peak` is the largest reading, what the process's memory really reached (a buffer freed
+    before the end no longer shows in a reading taken then). Without pynvml, `peak` stays None.
+
+        with PeakSampler() as sampler:
+            ...
+        sampler.peak
+    """
+
+    def __init__(self, index: int = 0, period_s: float = 0.001):
+        import threading
+
+        self.peak: int | None = None
+        self.samples = 0
+        self._period = period_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(index,), daemon=True)
+
+    def _run(self, index: int) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        except Exception:
+            return
+        while True:
+            used = int(pynvml.nvmlDeviceGetMemoryInfo(handle).used)
+            self.peak = used if self.peak is None else max(self.peak, used)
+            self.samples += 1
+            if self._stop.wait(self._period):
+                return
+
+    def __enter__(self) -> PeakSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def hog(leave_bytes: int) -> None:
     """Hold GPU 0's memory with plain device allocations until only `leave_bytes` stay free;
     exit when stdin closes."""

@@ -14,12 +14,17 @@ for calibration. A real file can be given with --model (cards: it replaces the s
 
 cards: a memory hog (benchmarks/gpu_memory.py) holds all but N GiB of the GPU, as a smaller
 card would; for each shape and K/V pair the planner's longest context on that card (the Model
-page's budget: free memory less the safety margin) is loaded in a fresh process, the cache is
-filled, and its last 520 positions are a real 512-token prefill chunk and 8 decode steps, each
-attending over the whole cache. Measured: the device's used memory (NVML) at the end less before
-the process started. The table gives predicted, measured, the error ((predicted - measured) /
-measured; positive: memory left idle), whether it is within max(3%, 128 MiB), and the share of
-the card the load really used. Cells not started within --budget-s are listed as not run.
+page's budget: free memory less the safety margin) is loaded in a fresh process in the
+driver's order (load, cache, the decode step captured, as the driver does at warm-up), the
+cache is filled, and its last 520 positions are a real 512-token prefill chunk and 8 decode
+steps, each attending over the whole cache. Measured: the process's peak, NVML's used memory
+sampled every 1 ms through the run less before the process started (the issue's bound is
+judged against it), beside torch's peak reserved + the CUDA context and NVML's reading at the
+end. The table gives predicted, the peak, the error ((predicted - peak) / peak; positive:
+memory left idle), whether it is within max(3%, 128 MiB), and the share of the card the load
+really used. Cells not started within --budget-s are listed as not run.
+
+recheck: a recorded run's table (--json) with today's model's predictions.
 
 items: one process loads the weights once through engine.hearth (Transformer.load with
 select_ops: kernels/ on the GPU), then for each context and K/V pair makes the cache, fills
@@ -118,12 +123,13 @@ class Engine:
                     cache.write(layer, positions, k, v)
         self.sync()
 
-    def decode(self, cache, start: int, steps: int) -> float:
+    def decode(self, cache, start: int, steps: int, graph=None) -> float:
         """`steps` decode steps from position `start`, over the whole cache, as the worker
         decodes on a GPU: the step captured in a CUDA graph where the engine has one
-        (engine/hearth/decode_graph.py), else one forward pass per token. Tokens per second."""
+        (engine/hearth/decode_graph.py; `graph`, or captured here), else one forward pass per
+        token. Tokens per second."""
         torch = self.torch
-        graph = _decode_graph(self, cache, start)
+        graph = graph if graph is not None else _decode_graph(self, cache, start)
         token = torch.tensor([1], device=self.device)
         began = time.perf_counter()
         with torch.inference_mode():
@@ -173,7 +179,9 @@ def items(args) -> list[dict]:
     torch.zeros(1, device="cuda")
     engine = Engine(args.model)
     weights_allocated = torch.cuda.memory_allocated()
-    weights_reserved = torch.cuda.memory_reserved()
+    weights_reserved = torch.cuda.memory_reserved()  # the load's raw copies still cached
+    torch.cuda.empty_cache()
+    weights_alone = torch.cuda.memory_reserved()  # the weights' own segments (rounding)
     profile = hearth_profile(engine.info)
     rows = []
     for n_ctx in args.ctx:
@@ -190,7 +198,8 @@ def items(args) -> list[dict]:
             row["used"] = (device_used() or 0) - before
             row["reserved"] = torch.cuda.memory_reserved()
             row["context"] = row["used"] - row["reserved"]
-            row.update(weights=weights_allocated, weights_reserved_at_load=weights_reserved)
+            row.update(weights=weights_allocated, weights_reserved_at_load=weights_reserved,
+                       weights_reserved=weights_alone)  # fmt: skip
             row["predicted"] = {k: getattr(predicted, k) for k in predicted.__dataclass_fields__}
             row["predicted"]["gpu_total"] = predicted.gpu_total
             rows.append(row)
@@ -234,6 +243,7 @@ def _item_line(row: dict) -> str:
         return f"{head} FAILED: {row['error']}"
     return (
         f"{head} MiB pred/meas: weights {_mib(p['weights'])}/{_mib(row['weights'])} "
+        f"(reserved {_mib(p['weights_reserved'])}/{_mib(row.get('weights_reserved'))}) "
         f"kv {_mib(p['kv'])}/{_mib(row['kv'])} decode {_mib(p['decode_workspace'])}/"
         f"{_mib(row['decode_workspace'])} prefill {_mib(p['prefill_workspace'])}/"
         f"{_mib(row.get('prefill_workspace'))} context {_mib(p['context'])}/"
@@ -308,29 +318,65 @@ def _verify_in_child(model: str, n_ctx: int, type_k: str, type_v: str) -> dict:
 
 
 def verify(args) -> int:
-    """One load at args.n_ctx in this (fresh) process: fill, decode at the end; one JSON line."""
+    """One load at args.n_ctx in this (fresh) process, in the driver's order
+    (engine/runtime/hearth_driver.py): load, make the cache, capture the decode step (the
+    driver does at warm-up, before any prompt: the capture empties torch's cache, so a
+    prefill's buffers after it stay reserved, as they do in the worker), fill the cache, a
+    512-token prefill chunk at its end, 8 decode steps. One JSON line: NVML's used memory
+    sampled through the run (its peak: what the issue's bound is judged against), torch's
+    peak reserved and allocated, the CUDA context (NVML's used memory less torch's reserved
+    at the end, synchronized: CUDA, cuBLAS and the Triton modules loaded by then) and NVML's
+    reading at the end; each less the device's use before this process started."""
     import torch
+
+    from benchmarks.gpu_memory import PeakSampler
 
     type_k, type_v = _pair(args.kv[0])
     before = device_used() or 0
     out: dict = {"ok": False}
-    try:
-        engine = Engine(args.model)
-        cache = engine.new_cache(args.n_ctx, type_k, type_v)
-        out["prefill"] = engine.can_prefill(cache)
-        filled = args.n_ctx - DECODE_STEPS - (CHUNK if out["prefill"] else 0)
-        engine.fill(cache, filled)
-        if out["prefill"]:  # the last 512-token chunk of a prefill, over the whole cache
-            engine.prefill_chunk(cache, filled, CHUNK)
-            filled += CHUNK
-        out["decode_tok_s"] = engine.decode(cache, filled, DECODE_STEPS)
-        out["ok"] = True
-    except torch.OutOfMemoryError as exc:
-        out["error"] = "out of GPU memory: " + str(exc).splitlines()[0][:160]
-    out["used"] = (device_used() or 0) - before
+    with PeakSampler() as sampler:
+        try:
+            engine = Engine(args.model)
+            cache = engine.new_cache(args.n_ctx, type_k, type_v)
+            out["prefill"] = engine.can_prefill(cache)
+            filled = args.n_ctx - DECODE_STEPS - (CHUNK if out["prefill"] else 0)
+            start = filled + (CHUNK if out["prefill"] else 0)
+            graph = _decode_graph(engine, cache, start)
+            engine.fill(cache, filled)
+            if out["prefill"]:  # the last 512-token chunk of a prefill, over the whole cache
+                engine.prefill_chunk(cache, filled, CHUNK)
+            out["decode_tok_s"] = engine.decode(cache, start, DECODE_STEPS, graph)
+            out["ok"] = True
+        except torch.OutOfMemoryError as exc:
+            out["error"] = "out of GPU memory: " + str(exc).splitlines()[0][:160]
+        torch.cuda.synchronize()
+    end = (device_used() or 0) - before
+    out["used"] = end
+    out["context"] = end - torch.cuda.memory_reserved()
+    out["peak_reserved"] = torch.cuda.max_memory_reserved()
     out["peak_allocated"] = torch.cuda.max_memory_allocated()
+    out["nvml_peak"] = sampler.peak - before if sampler.peak is not None else None
+    out["nvml_samples"] = sampler.samples
     print(json.dumps(out), flush=True)
     return 0 if out["ok"] else 1
+
+
+def measured_peak(row: dict) -> int | None:
+    """The process's peak device memory for a load: NVML sampled through the run where it was
+    (the issue's measure), else torch's peak reserved plus the CUDA context; rows of an older
+    run (NVML read at the end only, after the prefill's buffers were returned) have neither."""
+    if row.get("nvml_peak"):
+        return row["nvml_peak"]
+    if row.get("peak_reserved") and row.get("context"):
+        return row["peak_reserved"] + row["context"]
+    return None
+
+
+def torch_peak(row: dict) -> int | None:
+    """torch's peak reserved plus the CUDA context, printed beside NVML's peak."""
+    if row.get("peak_reserved") and row.get("context"):
+        return row["peak_reserved"] + row["context"]
+    return None
 
 
 def error_fraction(predicted: int, measured: int) -> float:
@@ -350,11 +396,14 @@ def _card_line(row: dict) -> str:
         return f"{head} nothing fits"
     verdict = "decoded" if row.get("ok") else f"FAILED ({row.get('error')})"
     error = ""
-    if row.get("ok") and row.get("used"):
-        error = f" error {100 * error_fraction(row['predicted_total'], row['used']):+.1f}%"
+    peak = measured_peak(row)
+    if row.get("ok") and peak:
+        error = f" error {100 * error_fraction(row['predicted_total'], peak):+.1f}%"
     return (
         f"{head} planned {row['n_ctx']:>7} tokens, predicted {_mib(row['predicted_total'])} "
-        f"MiB, used {_mib(row.get('used'))} MiB of {_mib(row['free'])} free{error}: {verdict}"
+        f"MiB, peak {_mib(peak)} MiB (NVML {_mib(row.get('nvml_peak'))}, torch reserved + "
+        f"context {_mib(torch_peak(row))}, NVML at the end {_mib(row.get('used'))}) of "
+        f"{_mib(row['free'])} free{error}: {verdict}"
     )
 
 
@@ -362,10 +411,9 @@ def _card_line(row: dict) -> str:
 
 
 def suggested_costs(item_rows: list[dict], model: str) -> dict:
-    """HEARTH_COSTS as the measured items put them: the CUDA context (median), whether the
+    """HEARTH_COSTS as the measured items put them: the CUDA context (median), and whether the
     prefill's scores were materialized (the measured growth of the prefill workspace between
-    the shortest and the longest context, against both predictions), and the prefill GEMM's
-    bytes per weight (the shortest context's measured prefill less everything else predicted)."""
+    the shortest and the longest context, against both predictions)."""
     import dataclasses
     import statistics
 
@@ -395,17 +443,6 @@ def suggested_costs(item_rows: list[dict], model: str) -> dict:
         growth.append(min(predictions, key=lambda m: abs(predictions[m] - measured)))
     if growth:
         out["prefill_scores_materialized"] = statistics.mode(growth)
-    if rows and profile.largest_matrix:
-        lo = min(rows, key=lambda r: r["n_ctx"])
-        costs = dataclasses.replace(
-            HEARTH_COSTS, dequant_bytes_per_weight=0,
-            prefill_scores_materialized=out.get("prefill_scores_materialized", True),
-        )  # fmt: skip
-        config = HearthConfig(lo["n_ctx"], lo["type_k"], lo["type_v"], CHUNK)
-        rest = hearth_items(profile, config, costs).prefill_workspace
-        out["dequant_bytes_per_weight"] = round(
-            (lo["prefill_workspace"] - rest) / profile.largest_matrix, 1
-        )
     return out
 
 
@@ -438,9 +475,12 @@ def markdown(item_rows: list[dict], card_rows: list[dict]) -> str:
     if card_rows:
         out += [
             "",
-            "| card | shape | K / V | context planned | predicted MiB | measured MiB (NVML) | "
-            "error | within max(3%, 128 MiB) | share of the card used | verified | decode tok/s |",
-            "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | --- | ---: |",
+            "| card | shape | K / V | context planned | predicted MiB | measured peak MiB "
+            "(NVML) | error | within max(3%, 128 MiB) | torch peak reserved + context MiB | "
+            "NVML at the end MiB | CUDA context MiB | share of the card used | verified | "
+            "decode tok/s |",
+            "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | "
+            "--- | ---: |",
         ]
         for r in card_rows:
             out.append(card_cells(r))
@@ -449,18 +489,19 @@ def markdown(item_rows: list[dict], card_rows: list[dict]) -> str:
 
 
 def card_cells(r: dict) -> str:
-    """One row of the memory table."""
+    """One row of the memory table: judged against the measured peak (measured_peak)."""
     head = f"| {r['card_gib']:g} GiB | {r.get('shape', '')} | {r['type_k']} / {r['type_v']} |"
     if not r["n_ctx"]:
-        return f"{head} nothing fits |||||||"
-    used = r.get("used") if r.get("ok") else None
-    if used:
-        error = error_fraction(r["predicted_total"], used)
-        within = "yes" if within_tolerance(r["predicted_total"], used) else "**no**"
-        figures = (f"{_mib(used)} | {100 * error:+.1f}% | {within} | "
-                   f"{100 * used / (r['card_gib'] * GIB):.1f}% |")  # fmt: skip
+        return f"{head} nothing fits |||||||||||"
+    peak = measured_peak(r) if r.get("ok") else None
+    if peak:
+        error = error_fraction(r["predicted_total"], peak)
+        within = "yes" if within_tolerance(r["predicted_total"], peak) else "**no**"
+        figures = f"{_mib(peak)} | {100 * error:+.1f}% | {within} |"
+        share = f"{100 * peak / (r['card_gib'] * GIB):.1f}%"
     else:
-        figures = f"{_mib(r.get('used'))} | - | - | - |"
+        figures, share = f"{_mib(peak)} | - | - |", "-"
+    others = f"{_mib(torch_peak(r))} | {_mib(r.get('used'))} | {_mib(r.get('context'))} |"
     steps = (
         "512-token prefill chunk + 8 decode steps"
         if r.get("prefill")
@@ -468,21 +509,49 @@ def card_cells(r: dict) -> str:
     )
     ok = f"yes: {steps}" if r.get("ok") else f"no: {r.get('error', 'nothing fits')}"
     speed = f"{r['decode_tok_s']:.1f}" if r.get("decode_tok_s") else "-"
-    return f"{head} {r['n_ctx']:,} | {_mib(r.get('predicted_total'))} | {figures} {ok} | {speed} |"
+    return (
+        f"{head} {r['n_ctx']:,} | {_mib(r.get('predicted_total'))} | {figures} {others} "
+        f"{share} | {ok} | {speed} |"
+    )
 
 
 def summary(card_rows: list[dict]) -> str:
-    """How many loads ran, how many were within the tolerance, the error's range."""
-    ran = [r for r in card_rows if r.get("ok") and r.get("used")]
+    """How many loads ran, how many were within the tolerance of their measured peak, the
+    error's range."""
+    ran = [r for r in card_rows if r.get("ok") and measured_peak(r)]
     planned = [r for r in card_rows if r["n_ctx"]]
     if not ran:
         return f"{len(planned)} loads planned, none measured."
-    errors = [error_fraction(r["predicted_total"], r["used"]) for r in ran]
-    within = sum(within_tolerance(r["predicted_total"], r["used"]) for r in ran)
+    errors = [error_fraction(r["predicted_total"], measured_peak(r)) for r in ran]
+    within = sum(within_tolerance(r["predicted_total"], measured_peak(r)) for r in ran)
+    sampled = sum(bool(r.get("nvml_peak")) for r in ran)
     return (
         f"{len(ran)} of {len(planned)} planned loads ran and decoded; {within} of {len(ran)} "
-        f"within max(3%, 128 MiB); error {100 * min(errors):+.1f}% to {100 * max(errors):+.1f}%."
+        f"within max(3%, 128 MiB) of their peak ({sampled} peaks sampled by NVML, the rest "
+        f"torch's peak reserved + the CUDA context); error {100 * min(errors):+.1f}% to "
+        f"{100 * max(errors):+.1f}%."
     )
+
+
+def recheck(path: str, context: int) -> list[dict]:
+    """A recorded run's cards (hearth-memory.json) with today's model's prediction: each row's
+    predicted_total recomputed, the recorded one kept as predicted_then. A row from a run that
+    read NVML at the end only is measured as torch's peak allocation plus `context` (a lower
+    bound of its peak: reserved >= allocated)."""
+    rows = json.loads(Path(path).read_text())["cards"]
+    profiles: dict = {}
+    for r in rows:
+        if not r.get("n_ctx"):
+            continue
+        if r["shape"] not in profiles:
+            profiles[r["shape"]] = hearth_profile(read_model_info(default_model(
+                "/tmp/hearth-memory", r["shape"])))  # fmt: skip
+        config = HearthConfig(r["n_ctx"], r["type_k"], r["type_v"], CHUNK)
+        r["predicted_then"] = r["predicted_total"]
+        r["predicted_total"] = hearth_items(profiles[r["shape"]], config).gpu_total
+        if measured_peak(r) is None and r.get("peak_allocated"):
+            r["peak_reserved"], r["context"] = r["peak_allocated"], context
+    return rows
 
 
 def default_model(folder: str, shape: str = "llama3-8b") -> str:
@@ -500,8 +569,11 @@ def _pair(text: str) -> tuple[str, str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("part", nargs="?", default="cards", choices=("all", "items", "cards",
-                                                                     "verify"))  # fmt: skip
+    parser.add_argument("part", nargs="?", default="cards",
+                        choices=("all", "items", "cards", "verify", "recheck"))  # fmt: skip
+    parser.add_argument("--json", help="recheck: a recorded hearth-memory.json")
+    parser.add_argument("--context-mib", type=float, default=621,
+                        help="recheck: the CUDA context for rows measured without one")  # fmt: skip
     parser.add_argument(
         "--shapes",
         nargs="+",
@@ -525,6 +597,14 @@ def main(argv: list[str] | None = None) -> int:
     args.model = args.model or default_model(args.folder)
     if args.part == "verify":
         return verify(args)
+    if args.part == "recheck":
+        rows = recheck(args.json, int(args.context_mib * MIB))
+        print(markdown([], rows))
+        print(
+            "\nRows recorded without a peak are measured here as torch's peak allocation + "
+            f"{args.context_mib:g} MiB of CUDA context: a lower bound of their peak."
+        )
+        return 0
     args.pairs = [_pair(p) for p in args.kv]
     item_rows = items(args) if args.part in ("all", "items") else []
     card_rows = cards(args) if args.part in ("all", "cards") else []

@@ -543,10 +543,15 @@ class PagedKVCache:
 
     @staticmethod
     def _seen(positions: torch.Tensor, slots: torch.Tensor, window: int) -> torch.Tensor:
-        behind = positions.reshape(-1, 1) - slots[None, :]
-        seen = behind >= 0
+        """[T, n_keys] bool: slot j is seen from position p when j <= p (and p - j < window).
+        Compared against [T, 1] columns so that nothing [T, n_keys] but booleans is made: the
+        distances as int64 were 8 bytes a query and key, 1 GiB for a 512-token chunk over 256k
+        positions, the largest buffer of the prefill (engine/planner/hearth_memory.py counts
+        this mask, its repeat and SDPA's f16 copy)."""
+        last = positions.reshape(-1, 1)
+        seen = slots[None, :] <= last
         if window > 0:
-            seen &= behind < window
+            seen &= slots[None, :] > last - window
         return seen
 
     def _own_pages_exact(self, layer, positions, n_keys, window, k, v, seen):

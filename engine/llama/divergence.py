@@ -28,6 +28,12 @@ class DivergenceSum:
         self.kl.extend((np.exp(base) * (base - logp)).sum(-1).tolist())
         self.same.extend((logp.argmax(-1) == base.argmax(-1)).tolist())
 
+    def extend(self, kl: list[float], same: list[bool]) -> None:
+        """Rows compared elsewhere (engine/hearth/kv_divergence.py, in torch where the logits
+        are): each position's KL and whether its most likely token is the reference's."""
+        self.kl.extend(kl)
+        self.same.extend(same)
+
     def result(self) -> Divergence:
         n = len(self.kl)
         return Divergence(float(np.mean(self.kl)) if n else 0.0,

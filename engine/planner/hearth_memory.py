@@ -36,14 +36,21 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   over every slot: f16, float32 softmax, f16 probabilities per query head), the logits.
   kernels' paged decode needs only partial sums.
 - prefill workspace (a chunk of n_ubatch rows, the last one attending over the whole context):
-  float32 activations (a MoE layer's: moe_workspace); the largest (joined) matrix dequantized
-  on the device for torch's f16 GEMM, with the dequantizer's intermediates; and torch's
-  scaled_dot_product_attention with a boolean mask and grouped-query heads, whose math path
-  repeats K and V for every query head and materializes the scores and their softmax: over
-  float32 copies of the plain cache, or over the paged cache's pages gathered to f16.
+  float32 activations (a MoE layer's: moe_workspace), and the larger of a layer's two
+  transient peaks, which never overlap: the largest (joined) matrix dequantized to f16 for
+  torch's GEMM (kernels/dequant.py's one pass for Q4_K and Q6_K: nothing beside the result)
+  with its product; or the attention over the whole context (the paged cache's pages gathered
+  to f16, the slot ids, the boolean mask, its repeat for the query heads of a KV head and
+  SDPA's additive f16 copy; kernels/grouped_attention.py keeps SDPA on its memory-efficient
+  kernel, which tiles the scores).
 - overhead: the CUDA context, cuBLAS and Triton's modules (HEARTH_COSTS.context_bytes), and the
   rounding of torch's caching allocator (blocks of 512 bytes, 2 MiB segments for small
-  allocations, 20 MiB for medium ones, large ones rounded to 2 MiB).
+  allocations, 20 MiB for medium ones, large ones rounded to 2 MiB). The load's raw copies are
+  returned to torch's cache before the KV cache is made, which reuses their blocks: the peak
+  is the weights with the larger of the two (HearthItems.gpu_total).
+
+The total is the process's peak (what NVML shows at the end of a prefill over the whole
+context: torch keeps what the prefill reserved), which benchmarks/hearth_memory.py samples.
 - host: the embedding table (mapped from the file), up to 4,096 of its rows kept dequantized
   (forward.Transformer.HOST_ROWS_KEPT), and the worker process with torch and the CUDA runtime.
 
@@ -96,8 +103,9 @@ class HearthCosts:
     # memory less torch's reserved, the same at every size)
     context_bytes: int = 768 * MIB
     activation_bytes: int = 4  # bytes per activation value (f16 between matrices: 2; kept 4)
-    # a prefill GEMM's matrix: the f16 result and what the one-pass dequantizer keeps beside
-    # it; 3.3 bytes a weight measured (kernels/dequant.py), 4 planned
+    # a prefill GEMM's matrix in a format without kernels/dequant.py's one-pass kernel
+    # (Q4_K, Q6_K have one: the f16 result and nothing beside it): what dequant_torch.py's
+    # elementwise path keeps beside the f16 result, bytes a weight (not measured)
     dequant_bytes_per_weight: int = 4
     # kernels/grouped_attention.py folds grouped-query heads so that SDPA's memory-efficient
     # kernel runs: its gpu test passed on the H100 (no score matrix for 512 queries over 32k
@@ -137,7 +145,7 @@ class HearthItems:
 
     weights: int  # allocated for the weights on the GPU
     weights_reserved: int  # the same, as torch's allocator reserves it
-    load_transient: int  # raw copies made while loading, kept in torch's cache afterwards
+    load_transient: int  # raw copies made while loading, returned to torch's cache (gpu_total)
     kv: int
     kv_reserved: int
     decode_workspace: int  # kept by the CUDA graph's own pool
@@ -149,10 +157,11 @@ class HearthItems:
 
     @property
     def gpu_total(self) -> int:
-        return (
-            self.weights_reserved + self.load_transient + self.kv_reserved
-            + self.decode_workspace + self.prefill_workspace + self.context
-        )  # fmt: skip
+        """The process's peak: the load's raw copies are freed (into torch's cache) before the
+        cache is made, whose allocations and the workspaces' then reuse those blocks, so the
+        two never add up: the larger of them counts, above the weights and the context."""
+        running = self.kv_reserved + self.decode_workspace + self.prefill_workspace
+        return self.weights_reserved + max(self.load_transient, running) + self.context
 
 
 def round_block(size: int) -> int:
@@ -244,6 +253,7 @@ class HearthProfile:
     values_on_gpu: int  # values of every tensor the GPU holds (float32 each on the CPU path)
     # per layer, its routed experts' tensors (weights and biases; empty for a dense layer)
     layer_experts: tuple[tuple[TensorInfo, ...], ...] = ()
+    largest_matrix_type: int = FORMATS["Q4_K"].ggml_type  # its ggml type
 
     @property
     def expert_bytes(self) -> int:
@@ -264,7 +274,7 @@ class HearthProfile:
         config = model_config(info)
         sizes: list[int] = []
         transient: list[int] = []
-        largest = 0
+        largest, largest_type = 0, FORMATS["Q4_K"].ggml_type
         for group in matrix_groups(info):
             n_out = sum(t.n_elements // t.shape[0] for t in group)
             sizes += _plane_allocations(group[0].ggml_type, n_out, group[0].shape[0])
@@ -273,8 +283,9 @@ class HearthProfile:
             if sum(raws) > sum(transient):
                 transient = raws
             # the output matrix runs one row (the GEMV); experts are never dequantized
-            if group[0].layer is not None and len(group[0].shape) == 2:
-                largest = max(largest, n_out * group[0].shape[0])
+            values = n_out * group[0].shape[0]
+            if group[0].layer is not None and len(group[0].shape) == 2 and values > largest:
+                largest, largest_type = values, group[0].ggml_type
         # a MoE layer's three expert tensors are all read onto the GPU before their planes are
         # made (forward.Transformer.load: the arguments of one prepare_experts)
         for layer in range(info.n_layer or 0):
@@ -297,6 +308,7 @@ class HearthProfile:
             embedding_bytes=embedding.n_bytes if embedding is not None else 0,
             values_on_gpu=sum(t.n_elements for t in on_gpu),
             layer_experts=tuple(_expert_tensors(info, i) for i in range(info.n_layer or 0)),
+            largest_matrix_type=largest_type,
         )
 
 
@@ -419,21 +431,36 @@ def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
 def _prefill_attention(
     cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
 ) -> int:
-    """Prefill attention for `rows` queries over n_ctx positions: K and V in the attention's
-    type (float32 copies of the plain cache, or the paged pages gathered to f16) and the
-    boolean mask; then either torch SDPA's math path (K and V repeated for every query head,
-    float32 scores and softmax) or, as kernels/grouped_attention.py calls it, the
-    memory-efficient kernel (the mask repeated for the G heads of a KV head and made additive
-    in f16; the scores tiled, never whole)."""
+    """One layer's prefill attention for `rows` queries over n_ctx positions, the buffers alive
+    at its peak as the code allocates them (freed at the layer's end, so one layer's count):
+
+    - K and V over the whole context in f16: the paged cache's pages gathered
+      (kernels/kv_cache.py gather); the plain cache's slices, copied only when the cache is
+      float32 (the queries are f16 on a GPU);
+    - the slot ids (int64) and the boolean mask [rows, n_ctx] (PagedKVCache._seen);
+    - kernels/grouped_attention.py: the mask repeated for the G query heads of a KV head, and
+      SDPA's additive f16 copy of that (torch converts a boolean mask to the query's type); the
+      memory-efficient kernel tiles the scores. The folded queries and the output are a few
+      rows' activations, counted with them.
+
+    `prefill_scores_materialized`: torch's math path instead (K and V repeated for every query
+    head, float32 scores and their softmax), for a torch without the fused kernel."""
     n, d = config.n_ctx, cfg.head_dim
-    kv_bytes = 2 if gpu_cache_layout(config.type_k, config.type_v).paged else 4
-    kv = 2 * cfg.n_head_kv * n * d * kv_bytes
+    layout = gpu_cache_layout(config.type_k, config.type_v)
+    copied = layout.paged or layout.plain_element_bytes == 4
+    kv = 2 * cfg.n_head_kv * n * d * 2 if copied else 0
     mask = rows * n
+    slots = 8 * n
     if not costs.prefill_scores_materialized:
-        return kv + mask + cfg.n_rep * mask * (1 + 2)
-    repeated = 2 * cfg.n_head * n * d * kv_bytes if cfg.n_rep > 1 else 0
-    scores = 2 * cfg.n_head * rows * n * 4
-    return kv + repeated + scores + mask
+        attention = kv + slots + mask + cfg.n_rep * mask * (1 + 2)
+    else:
+        repeated = 2 * cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
+        attention = kv + slots + repeated + 2 * cfg.n_head * rows * n * 4 + mask
+    if config.type_k == "kivi4":
+        # _own_pages_exact: K, V and the mask concatenated with the scratch rows, the old and
+        # the new copies alive while torch.cat makes them (before the attention's own peak)
+        return max(attention, 2 * kv + slots + 2 * mask)
+    return attention
 
 
 def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:
@@ -494,16 +521,40 @@ def decode_workspace(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts)
     return activations + _decode_attention(cfg, config) + rows * _logits_workspace(cfg)
 
 
+# formats kernels/dequant.py dequantizes in one pass on a GPU (the f16 result, nothing beside)
+_ONE_PASS_DEQUANT = {FORMATS[name].ggml_type for name in ("Q4_K", "Q6_K")}
+_F16_AS_STORED = FORMATS["F16"].ggml_type  # the plane is the GEMM's operand as it is
+
+
+def _prefill_gemm(profile: HearthProfile, rows: int, costs: HearthCosts) -> int:
+    """The largest (joined) matrix of a layer dequantized to f16 for one GEMM of the chunk
+    (engine/hearth/ops.py KernelsOps.matmul, freed when it returns), and its f16 product."""
+    cfg, values = profile.config, profile.largest_matrix
+    if profile.largest_matrix_type == _F16_AS_STORED:
+        dense = 0
+    elif profile.largest_matrix_type in _ONE_PASS_DEQUANT:
+        dense = 2 * values
+    else:
+        dense = (2 + costs.dequant_bytes_per_weight) * values
+    n_out = max(values // max(1, cfg.n_embd), cfg.n_embd)
+    return dense + rows * n_out * 2
+
+
 def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: HearthCosts) -> int:
+    """A prefill chunk's peak above the weights and the cache (the last chunk of a full
+    context): the chunk's activations (a bound: every buffer a layer makes, float32), the
+    logits of its last row, and the larger of a layer's two transient peaks, which never
+    overlap: the largest matrix's GEMM (its f16 copy) and the attention over the whole
+    context."""
     cfg = profile.config
     rows = max(1, min(config.n_ubatch, config.n_ctx))
     qkv = (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim
     per_row = 3 * cfg.n_embd + qkv + cfg.n_head * cfg.head_dim + 3 * cfg.n_ff
     activations = rows * per_row * costs.activation_bytes + moe_workspace(cfg, rows, costs)
-    gemm = profile.largest_matrix * costs.dequant_bytes_per_weight + rows * 2 * cfg.n_ff * 2
-    return (
-        activations + gemm + _prefill_attention(cfg, config, rows, costs) + _logits_workspace(cfg)
+    transient = max(
+        _prefill_gemm(profile, rows, costs), _prefill_attention(cfg, config, rows, costs)
     )
+    return activations + transient + _logits_workspace(cfg)
 
 
 # -- the estimate ----------------------------------------------------------------------------------
@@ -540,8 +591,10 @@ def hearth_estimate(
     """The estimate in the planner's shape: everything on the first GPU, none on the others."""
     items = hearth_items(profile, config, costs)
     workspace = items.decode_workspace + items.prefill_workspace
+    # the load's raw copies count only where they outgrow what reuses them (gpu_total)
+    load_excess = max(0, items.load_transient - items.kv_reserved - workspace)
     first = DeviceMemory(
-        items.weights_reserved, items.kv_reserved, workspace, items.context + items.load_transient
+        items.weights_reserved, items.kv_reserved, workspace, items.context + load_excess
     )
     others = (DeviceMemory(0, 0, 0, 0),) * max(0, n_gpus - 1)
     host = DeviceMemory(items.host_weights, 0, 0, items.host_process)

@@ -140,9 +140,9 @@ def test_paged_decode_does_not_grow_with_the_context_but_plain_decode_does(llama
     assert decode(65536, "f32") - decode(4096, "f32") == (65536 - 4096) * (32 * 10 + 8)
 
 
-@pytest.mark.parametrize(("kv", "kv_bytes"), [("f32", 4), ("f16", 2), ("rot4", 2)])
+@pytest.mark.parametrize("kv", ["f32", "f16", "rot4"])
 @pytest.mark.parametrize("materialized", [False, True])
-def test_prefill_attends_over_the_whole_context(llama, kv, kv_bytes, materialized):
+def test_prefill_attends_over_the_whole_context(llama, kv, materialized):
     import dataclasses
 
     from engine.planner.hearth_memory import HEARTH_COSTS
@@ -152,15 +152,28 @@ def test_prefill_attends_over_the_whole_context(llama, kv, kv_bytes, materialize
     def prefill(n_ctx: int) -> int:
         return hearth_items(llama, HearthConfig(n_ctx, kv, kv), costs).prefill_workspace
 
-    # per key: K and V (float32 copies of the plain cache, f16 pages gathered from the paged
-    # one) and the mask of 512 rows; then either the memory-efficient kernel's copies of the
-    # mask (repeated for the 4 query heads of a KV head, made additive in f16), or the math
-    # path's float32 scores and softmax of 32 heads x 512 rows and K and V repeated per head
+    # per key: K and V in f16 (f16 copies of the float32 plain cache, f16 pages gathered from
+    # the paged one), its slot id (int64) and the boolean mask of 512 rows; then either the
+    # memory-efficient kernel's copies of the mask (repeated for the 4 query heads of a KV
+    # head, made additive in f16), or the math path's float32 scores and softmax of 32 heads x
+    # 512 rows and K and V repeated per head
     if materialized:
-        per_key = 2 * 32 * 512 * 4 + 512 + 2 * (8 + 32) * 128 * kv_bytes
+        per_key = 2 * 32 * 512 * 4 + 512 + 8 + 2 * (8 + 32) * 128 * 2
     else:
-        per_key = 2 * 8 * 128 * kv_bytes + 512 + 4 * 512 * 3
+        per_key = 2 * 8 * 128 * 2 + 8 + 512 + 4 * 512 * 3
     assert prefill(65536) - prefill(32768) == 32768 * per_key
+
+
+def test_a_short_context_peaks_at_the_gemm_not_the_attention(llama):
+    """Below a few thousand positions the prefill's peak is the joined gate+up matrix in f16
+    (kernels/dequant.py's one pass: 2 bytes a weight, nothing beside) with its product, not
+    the attention: the workspace does not change with the context there."""
+    short = [hearth_items(llama, HearthConfig(n, "rot4", "rot4")).prefill_workspace
+             for n in (1024, 2048)]  # fmt: skip
+    assert short[0] == short[1]
+    gemm = 2 * (2 * 14336 * 4096) + 512 * 2 * 14336 * 2
+    long = hearth_items(llama, HearthConfig(65536, "rot4", "rot4")).prefill_workspace
+    assert long - short[0] == (2 * 8 * 128 * 2 + 8 + 512 * 13) * 65536 - gemm
 
 
 def test_joined_matrices_and_the_prefill_gemm(llama, synthetic_info):
@@ -311,3 +324,18 @@ def test_a_batch_decode_step_has_a_row_per_sequence(llama):
         llama.config, HearthConfig(4096, "q8", "q8", n_parallel=16), HEARTH_COSTS
     )
     assert many - one > 15 * _logits_workspace(llama.config)  # 16 rows of logits, not one
+
+
+def test_kivi4_keys_copy_the_gathered_rows_once_more(llama, synthetic_info):
+    """kivi4's prefill appends the chunk's exact rows to the gathered K and V (torch.cat: old
+    and new copies alive at once). With 4 query heads a KV head (Llama-3-8B) the attention's
+    own peak stays the larger; with 2 and heads of 256 (Gemma 3 12B) the copies are."""
+
+    def prefill(profile, k: str, n_ctx: int = 65536) -> int:
+        return hearth_items(profile, HearthConfig(n_ctx, k, "rot4")).prefill_workspace
+
+    assert prefill(llama, "kivi4") == prefill(llama, "rot4")
+    gemma = HearthProfile.of(synthetic_info("gemma3-12b", "Q4_K_M"))
+    kv, mask = 2 * 8 * 256 * 2 * 65536, 512 * 65536
+    attention = kv + mask + 2 * mask * 3
+    assert prefill(gemma, "kivi4") - prefill(gemma, "rot4") == 2 * kv + 2 * mask - attention

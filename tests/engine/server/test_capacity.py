@@ -37,11 +37,11 @@ def test_on_the_hearth_engine_each_sequence_counts_its_own_pages(tmp_path):
 
     path = write_sparse_gguf(tmp_path / "llama.gguf", SHAPES["llama3-8b"], "Q4_K_M")
     card = machine(nvidia(11.5, 12, cc="9.0"), cpu(24))
-    hearth = parallel_that_fit(path, card, 1000, "q8", engine="hearth", type_v="q8")
+    hearth = parallel_that_fit(path, card, 2000, "q8", engine="hearth", type_v="q8")
     assert 1 <= hearth < 64
 
     def fits(n: int) -> bool:
-        choice = RememberedChoice(n_ctx=1000 * n, kv_type="q8", engine="hearth", type_v="q8")
+        choice = RememberedChoice(n_ctx=2000 * n, kv_type="q8", engine="hearth", type_v="q8")
         return plan_load(path, card, choice, n_parallel=n).source == PlanSource.CHOSEN
 
     assert fits(hearth) and not fits(hearth + 1)
