@@ -7,15 +7,15 @@ in `tl.dot` (tensor cores), float32 accumulation; every format the expert GEMV r
     grouped_down:     out[t]  = sum_s weights[t, s] (Wd[e] h[t k + s] + bd[e])  e = ids[t, s]
 
 Routing (`align_pairs`, two launches, nothing read back to the host). The P = T k pairs are
-counted per expert in chunks of CHUNK pairs (one program a chunk: its histogram), then placed
-(one program a chunk: each reads every chunk's histogram) into `sorted_pairs`, where expert e's
-pairs take blocks of BLOCK_M slots, its last block padded: expert e's pairs start at slot
-BLOCK_M (block_end[e] - cdiv(count[e], BLOCK_M)), in pair order. A launch's grid is sized for
-the most blocks any routing can need, cdiv(P + min(E, P) (BLOCK_M - 1), BLOCK_M) (as vLLM's
-moe_align_block_size sizes it), so no count is read back; a program finds its block's expert
-as the number of experts whose blocks end at or before its block, and one past the last
-block returns at once. Padding slots are never written: a program masks its rows past its
-expert's count.
+counted per expert in chunks of CHUNK pairs, at most MAX_CHUNKS chunks (one program a chunk:
+its histogram), then placed (one program a chunk: each reads every chunk's histogram) into
+`sorted_pairs`, where expert e's pairs take blocks of BLOCK_M slots, its last block padded:
+expert e's pairs start at slot BLOCK_M (block_end[e] - cdiv(count[e], BLOCK_M)), in pair
+order. A launch's grid is sized for the most blocks any routing can need,
+cdiv(P + min(E, P) (BLOCK_M - 1), BLOCK_M) (as vLLM's moe_align_block_size sizes it), so no
+count is read back; a program finds its block's expert as the number of experts whose blocks
+end at or before its block, and one past the last block returns at once. Padding slots are
+never written: a program masks its rows past its expert's count.
 
 GEMM (one launch a projection). A program takes one block of BLOCK_M pairs of one expert and a
 tile of BLOCK_N weight rows, and walks K in steps of NG groups of 32 weights: moe_blocks.
@@ -45,9 +45,11 @@ import triton.language as tl
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
 from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args
+from kernels.moe_gemv import SILU, _check, _glu
 
-CHUNK = 64  # pairs a routing program counts and places
-_SILU, _OAI = 0, 1
+CHUNK = 64  # pairs a routing program counts and places (more for long chunks: MAX_CHUNKS)
+MAX_CHUNKS = 64  # the placing program reads every chunk's histogram: [MAX_CHUNKS, E_PAD]
+_SILU, _OAI = 0, 1  # the kernel's ACT, as moe_gemv._glu reads it
 
 
 @dataclass(frozen=True)
@@ -80,14 +82,6 @@ class AlignedPairs:
     sorted_pairs: torch.Tensor
     block_end: torch.Tensor
     count: torch.Tensor
-
-    @property
-    def n_tokens(self) -> int:
-        return self.ids.shape[0]
-
-    @property
-    def top_k(self) -> int:
-        return self.ids.shape[1]
 
     @property
     def n_pairs(self) -> int:
@@ -146,44 +140,34 @@ def align_pairs(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int,
     """ids [T, k] (integers in 0..n_expert-1, not checked on the device), the routing weights
     [T, k] (for grouped_down) -> AlignedPairs for blocks of block_m pairs (module docstring)."""
     require()
-    if ids.dim() != 2 or ids.shape[0] < 1 or ids.shape[1] < 1:
-        raise UnsupportedTensor(f"expert ids of shape {tuple(ids.shape)}: pass [tokens, top_k]")
-    if ids.dtype.is_floating_point:
-        raise UnsupportedTensor(f"expert ids of dtype {ids.dtype}: pass an integer tensor")
-    if weights is not None and tuple(weights.shape) != tuple(ids.shape):
+    if ids.dim() != 2 or min(ids.shape) < 1 or ids.dtype.is_floating_point:
         raise UnsupportedTensor(
-            f"routing weights of shape {tuple(weights.shape)} do not match the expert ids' "
-            f"{tuple(ids.shape)}"
+            f"expert ids {ids.dtype} of shape {tuple(ids.shape)}: pass integers [tokens, top_k]"
+        )
+    if weights is not None and weights.shape != ids.shape:
+        raise UnsupportedTensor(
+            f"routing weights {tuple(weights.shape)} for ids {tuple(ids.shape)}"
         )
     ids = ids.contiguous()
     n_pairs = ids.numel()
     device = ids.device
-    n_chunks = triton.cdiv(n_pairs, CHUNK)
+    chunk = max(CHUNK, triton.next_power_of_2(triton.cdiv(n_pairs, MAX_CHUNKS)))
+    n_chunks = triton.cdiv(n_pairs, chunk)
     e_pad = max(16, triton.next_power_of_2(n_expert + 1))
     slots = max_blocks(n_pairs, n_expert, block_m) * block_m
     buffers = torch.empty(n_chunks * e_pad + slots + 2 * n_expert, dtype=torch.int32, device=device)
     hist, sorted_pairs, block_end, count = torch.split(
         buffers, [n_chunks * e_pad, slots, n_expert, n_expert]
     )
-    _count_kernel[(n_chunks,)](ids, hist, n_pairs, n_expert, E_PAD=e_pad, CH=CHUNK, num_warps=4)
+    _count_kernel[(n_chunks,)](ids, hist, n_pairs, n_expert, E_PAD=e_pad, CH=chunk, num_warps=4)
     _place_kernel[(n_chunks,)](
         ids, hist, sorted_pairs, block_end, count, n_pairs, n_expert, n_chunks, BLOCK_M=block_m,
-        E_PAD=e_pad, C_PAD=max(2, triton.next_power_of_2(n_chunks)), CH=CHUNK, num_warps=4,
+        E_PAD=e_pad, C_PAD=max(2, triton.next_power_of_2(n_chunks)), CH=chunk, num_warps=8,
     )  # fmt: skip
     return AlignedPairs(
         ids, None if weights is None else weights.contiguous(), n_expert, block_m, sorted_pairs,
         block_end, count,
     )  # fmt: skip
-
-
-@triton.jit
-def _glu(g, u, alpha, limit, ACT: tl.constexpr):
-    if ACT == 0:
-        return g / (1.0 + tl.exp(-g)) * u
-    else:
-        g = tl.minimum(g, limit)
-        u = tl.minimum(tl.maximum(u, -limit), limit)
-        return g / (1.0 + tl.exp(-alpha * g)) * (u + 1.0)
 
 
 @triton.jit
@@ -269,20 +253,6 @@ def _grouped_kernel(
         tl.store(at, y.to(out_ptr.dtype.element_ty), mask=m_mask[:, None] & row_mask[None, :])
 
 
-def _check(x, w, aligned: AlignedPairs, rows_wanted: int) -> None:
-    if w.n_expert != aligned.n_expert:
-        raise UnsupportedTensor(
-            f"routing over {aligned.n_expert} experts for a tensor of {w.n_expert}"
-        )
-    if x.dim() != 2 or x.shape[1] != w.n_in or x.shape[0] != rows_wanted:
-        raise UnsupportedTensor(
-            f"input of shape {tuple(x.shape)}: expected ({rows_wanted}, {w.n_in}) for this "
-            f"{w.fmt} expert tensor and routing"
-        )
-    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        raise UnsupportedTensor(f"input dtype {x.dtype}: use float16, bfloat16 or float32")
-
-
 def _launch(x, out, a, b, aligned: AlignedPairs, act, config: GroupedConfig | None) -> None:
     cfg = config or GroupedConfig(block_m=aligned.block_m)
     if cfg.block_m != aligned.block_m:
@@ -305,7 +275,7 @@ def _launch(x, out, a, b, aligned: AlignedPairs, act, config: GroupedConfig | No
     _grouped_kernel[grid](
         x, out, *pa, *pb, bias_a, bias_b, aligned.sorted_pairs, aligned.block_end, aligned.count,
         weights, n_out, a.n_in, a.n_in // a.packed.fmt.block_size, a.n_in // fb.block_size,
-        aligned.top_k, aligned.n_expert, float(act.alpha), float(act.limit),
+        aligned.ids.shape[1], aligned.n_expert, float(act.alpha), float(act.limit),
         FMT_A=FORMAT_CODES[a.fmt], FMT_B=FORMAT_CODES[fb.name], GATE_UP=b is not None,
         ACT=_OAI if act.kind == "swiglu_oai" else _SILU, HAS_BIAS=has_bias,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NG=cfg.ng,
@@ -320,7 +290,7 @@ def grouped_gate_up(x: torch.Tensor, gate, up, aligned: AlignedPairs, activation
     launch; gate and up: kernels.moe_gemv.ExpertWeight of the same shape (each its own
     format), activation: kernels.moe_gemv.GluActivation."""
     require()
-    _check(x, gate, aligned, aligned.n_tokens)
+    _check(x, gate, aligned, aligned.ids.shape[0])
     if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
         raise UnsupportedTensor(
             f"gate experts {(gate.n_expert, gate.n_out, gate.n_in)} and up experts "
@@ -341,10 +311,8 @@ def grouped_down(h: torch.Tensor, w, aligned: AlignedPairs, *, out_dtype=None,
         raise UnsupportedTensor("grouped_down needs the routing weights: pass them to align_pairs")
     _check(h, w, aligned, aligned.n_pairs)
     rows = torch.empty(aligned.n_pairs, w.n_out, dtype=torch.float32, device=h.device)
-    from kernels.moe_gemv import SILU
-
     _launch(h.contiguous(), rows, w, None, aligned, SILU, config)
-    out = rows.view(aligned.n_tokens, aligned.top_k, w.n_out).sum(dim=1)
+    out = rows.view(*aligned.ids.shape, w.n_out).sum(dim=1)
     return out.to(out_dtype or h.dtype)
 
 

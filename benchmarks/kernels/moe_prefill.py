@@ -2,7 +2,7 @@
 of MAX_PAIRS pairs (kernels/moe_gemv.py, what KernelsMoeOps ran a chunk through before), for a
 chunk of tokens at Qwen3-30B-A3B's and gpt-oss-20b's shapes.
 
-    python -m benchmarks.kernels.moe_prefill [--tokens 512] [--sweep] [--json PATH]
+    python -m benchmarks.kernels.moe_prefill [--tokens 512,64] [--sweep] [--json PATH]
 
 A row is one layer's routed experts for the chunk: routing (the pairs aligned to expert
 blocks; for the GEMV, each slice's grouping), gate+up with the activation, down with the
@@ -22,18 +22,12 @@ import sys
 from dataclasses import dataclass
 
 import torch
+import triton
 
 from benchmarks.kernels.timing import time_calls
 from engine.hearth.routing import select_experts
+from kernels import moe_grouped_gemm as gg
 from kernels.moe_gemv import SILU, SWIGLU_OAI, ExpertWeight, expert_down, expert_gate_up
-from kernels.moe_grouped_gemm import (
-    GroupedConfig,
-    align_pairs,
-    default_config,
-    grouped_down,
-    grouped_gate_up,
-    grouped_moe,
-)
 from kernels.moe_reference import random_expert_bytes
 from kernels.moe_routing import MAX_PAIRS, route_experts
 
@@ -58,10 +52,9 @@ CASES = [
     Case("gpt-oss-20b MXFP4", "MXFP4", "MXFP4", 32, 2880, 2880, 4, "topk_softmax", oai=True),
 ]
 SWEEP = [
-    GroupedConfig(block_m=bm, block_n=bn, ng=ng, num_warps=nw, num_stages=st)
-    for bm in (16, 32, 64)
+    gg.GroupedConfig(block_m=bm, block_n=bn, ng=ng, num_warps=nw)
+    for bm in (32, 64)
     for bn, ng, nw in ((64, 4, 4), (128, 4, 8), (64, 8, 4), (128, 2, 4))
-    for st in (1, 2)
 ]
 
 
@@ -114,23 +107,23 @@ def measure(case: Case, tokens: int, configs=None) -> list[dict]:
     gemv_out = _sliced_gemv(x, gate, up, down, act, ids, weights)
     row("sliced GEMV", time_calls(lambda: _sliced_gemv(x, gate, up, down, act, ids, weights)),
         flops)  # fmt: skip
-    cfg = default_config(pairs, case.n_expert)
-    out = grouped_moe(x, gate, up, down, act, ids, weights, config=cfg)
+    cfg = gg.default_config(pairs, case.n_expert)
+    out = gg.grouped_moe(x, gate, up, down, act, ids, weights, config=cfg)
     scale = gemv_out.float().abs().max().item()
     diff = (out.float() - gemv_out.float()).abs().max().item() / max(scale, 1e-30)
-    t = time_calls(lambda: grouped_moe(x, gate, up, down, act, ids, weights, config=cfg))
+    t = time_calls(lambda: gg.grouped_moe(x, gate, up, down, act, ids, weights, config=cfg))
     row("grouped GEMM", t, flops, max_diff=diff, block_m=cfg.block_m)
-    aligned = align_pairs(ids, weights, case.n_expert, cfg.block_m)
-    h = grouped_gate_up(x, gate, up, aligned, act, config=cfg)
-    row("  align", time_calls(lambda: align_pairs(ids, weights, case.n_expert, cfg.block_m)), 0)
-    row("  gate+up", time_calls(lambda: grouped_gate_up(x, gate, up, aligned, act, config=cfg)),
+    aligned = gg.align_pairs(ids, weights, case.n_expert, cfg.block_m)
+    h = gg.grouped_gate_up(x, gate, up, aligned, act, config=cfg)
+    row("  align", time_calls(lambda: gg.align_pairs(ids, weights, case.n_expert, cfg.block_m)), 0)
+    row("  gate+up", time_calls(lambda: gg.grouped_gate_up(x, gate, up, aligned, act, config=cfg)),
         2 * flops // 3)  # fmt: skip
-    row("  down", time_calls(lambda: grouped_down(h, down, aligned, config=cfg)), flops // 3)
+    row("  down", time_calls(lambda: gg.grouped_down(h, down, aligned, config=cfg)), flops // 3)
     for c in configs or []:
         try:
-            al = align_pairs(ids, weights, case.n_expert, c.block_m)
-            t_gu = time_calls(lambda c=c, al=al: grouped_gate_up(x, gate, up, al, act, config=c))
-            t_d = time_calls(lambda c=c, al=al: grouped_down(h, down, al, config=c))
+            al = gg.align_pairs(ids, weights, case.n_expert, c.block_m)
+            t_gu = time_calls(lambda c=c, al=al: gg.grouped_gate_up(x, gate, up, al, act, config=c))
+            t_d = time_calls(lambda c=c, al=al: gg.grouped_down(h, down, al, config=c))
         except Exception as exc:  # a shape that does not compile here: say so, go on
             print(f"  {c}: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
             continue
@@ -157,13 +150,14 @@ def _table(rows: list[dict]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tokens", default="512", help="comma-separated chunk lengths")
+    parser.add_argument("--tokens", default="512,64", help="comma-separated chunk lengths")
     parser.add_argument("--sweep", action="store_true", help="also the launch shapes in SWEEP")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("no CUDA device: this benchmark times GPU kernels", file=sys.stderr)
         return 2
+    print(f"device: {torch.cuda.get_device_name(0)}; triton {triton.__version__}")
     rows = []
     for tokens in (int(t) for t in args.tokens.split(",")):
         for case in CASES:

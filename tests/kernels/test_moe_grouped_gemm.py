@@ -6,15 +6,13 @@ routing-weighted sum, and the whole feed-forward."""
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pytest
 import torch
 
 from kernels import moe_reference as ref
 from kernels.errors import UnsupportedTensor
-from kernels.moe_gemv import SILU, SWIGLU_OAI, ExpertWeight
+from kernels.moe_gemv import SILU, SWIGLU_OAI
 from kernels.moe_grouped_gemm import (
     GroupedConfig,
     align_pairs,
@@ -25,11 +23,11 @@ from kernels.moe_grouped_gemm import (
     max_blocks,
 )
 from tests.kernels.conftest import relative_error
+from tests.kernels.test_moe_gemv import N_EXPERT, _experts, _x
 
 # x and the weights in f16 before the tensor cores' products: about 1e-3 of a dot product
 TOLERANCE = 4e-3
 SMALL = GroupedConfig(block_m=16, block_n=32, ng=4)
-N_EXPERT = 4
 N_OUT = 40  # not whole tiles of rows
 N_IN = {"Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "Q8_0": 352, "MXFP4": 352, "Q5_0": 352}
 
@@ -47,19 +45,6 @@ def _ids(tokens: int, top_k: int, n_expert: int, seed: int, skew: bool = False):
 def _weights(ids: np.ndarray, seed: int) -> np.ndarray:
     w = np.random.default_rng(seed).random(ids.shape) + 0.1
     return (w / w.sum(axis=1, keepdims=True)).astype(np.float32)
-
-
-@functools.cache
-def _experts(fmt: str, n_out: int, n_in: int, seed: int, device: str, bias: bool = False):
-    raw = ref.random_expert_bytes(fmt, N_EXPERT, n_out, n_in, seed)
-    dense = ref.dequantize_experts(raw, fmt, (N_EXPERT, n_out, n_in))
-    b = np.random.default_rng(seed + 7).standard_normal((N_EXPERT, n_out)) if bias else None
-    w = ExpertWeight.from_gguf(raw, fmt, (N_EXPERT, n_out, n_in), device=device, bias=b)
-    return w, dense, b
-
-
-def _x(rows: int, n_in: int, seed: int, scale: float = 1.0) -> torch.Tensor:
-    return torch.randn(rows, n_in, generator=torch.Generator().manual_seed(seed)) * scale
 
 
 def _unit_scale(dense: np.ndarray, size: float = 4.0) -> float:
@@ -82,6 +67,19 @@ def test_pairs_aligned_to_expert_blocks(tokens, top_k, n_expert, block_m, skew, 
     got = aligned.sorted_pairs.cpu().numpy()
     at = np.array(sorted(slots))
     np.testing.assert_array_equal(got[at], [slots[s] for s in at])
+
+
+def test_long_chunks_route_in_wider_routing_chunks(device, monkeypatch):
+    """At most MAX_CHUNKS routing programs (made 2 here): 300 pairs in 2 chunks of 256."""
+    import kernels.moe_grouped_gemm
+
+    monkeypatch.setattr(kernels.moe_grouped_gemm, "MAX_CHUNKS", 2)
+    ids = _ids(100, 3, 8, seed=5, skew=True)
+    aligned = align_pairs(torch.from_numpy(ids).to(device), None, 8, 16)
+    _, block_end, slots = ref.aligned_pairs(ids, 8, 16)
+    np.testing.assert_array_equal(aligned.block_end.cpu().numpy(), block_end)
+    at = np.array(sorted(slots))
+    np.testing.assert_array_equal(aligned.sorted_pairs.cpu().numpy()[at], [slots[s] for s in at])
 
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K", "MXFP4", "Q8_0", "Q5_K", "Q5_0"])
@@ -163,9 +161,9 @@ def test_default_block_follows_the_pairs_per_expert():
 def test_refusals_say_what_to_do(device):
     gate, _, _ = _experts("Q4_K", N_OUT, 256, 1, device)
     ids = torch.zeros(3, 2, dtype=torch.int64, device=device)
-    with pytest.raises(UnsupportedTensor, match="pass \\[tokens, top_k\\]"):
+    with pytest.raises(UnsupportedTensor, match="pass integers \\[tokens, top_k\\]"):
         align_pairs(ids.reshape(-1), None, N_EXPERT, 16)
-    with pytest.raises(UnsupportedTensor, match="do not match"):
+    with pytest.raises(UnsupportedTensor, match="for ids"):
         align_pairs(ids, torch.ones(3, 3, device=device), N_EXPERT, 16)
     aligned = align_pairs(ids, None, N_EXPERT, 16)
     with pytest.raises(UnsupportedTensor, match="expected \\(3, 256\\)"):
