@@ -21,6 +21,7 @@ import json
 import sys
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import triton
 
@@ -28,7 +29,7 @@ from benchmarks.kernels.timing import time_calls
 from engine.hearth.routing import select_experts
 from kernels import moe_grouped_gemm as gg
 from kernels.moe_gemv import SILU, SWIGLU_OAI, ExpertWeight, expert_down, expert_gate_up
-from kernels.moe_reference import random_expert_bytes
+from kernels.moe_reference import dequantize_experts, random_expert_bytes
 from kernels.moe_routing import MAX_PAIRS, route_experts
 
 DEVICE = "cuda"
@@ -59,25 +60,30 @@ SWEEP = [
 
 
 def _expert(fmt: str, n_expert: int, n_out: int, n_in: int, seed: int, bias: bool):
+    """The ExpertWeight of random blocks, and the rms of its expert 0's weights."""
     raw = random_expert_bytes(fmt, n_expert, n_out, n_in, seed=seed)
+    rms = float(
+        np.sqrt(np.mean(dequantize_experts(raw, fmt, (n_expert, n_out, n_in), [0])[0] ** 2))
+    )
     b = (
         torch.randn(n_expert, n_out, generator=torch.Generator().manual_seed(seed))
         if bias
         else None
     )
-    return ExpertWeight.from_gguf(raw, fmt, (n_expert, n_out, n_in), device=DEVICE, bias=b)
+    return ExpertWeight.from_gguf(raw, fmt, (n_expert, n_out, n_in), device=DEVICE, bias=b), rms
 
 
 def _setup(case: Case, tokens: int):
-    gate = _expert(case.gate_fmt, case.n_expert, case.n_ff, case.n_embd, 1, case.oai)
-    up = _expert(case.gate_fmt, case.n_expert, case.n_ff, case.n_embd, 2, case.oai)
-    down = _expert(case.down_fmt, case.n_expert, case.n_embd, case.n_ff, 3, case.oai)
+    gate, rms = _expert(case.gate_fmt, case.n_expert, case.n_ff, case.n_embd, 1, case.oai)
+    up, _ = _expert(case.gate_fmt, case.n_expert, case.n_ff, case.n_embd, 2, case.oai)
+    down, _ = _expert(case.down_fmt, case.n_expert, case.n_embd, case.n_ff, 3, case.oai)
     gen = torch.Generator(device=DEVICE).manual_seed(4)
     logits = torch.randn(tokens, case.n_expert, generator=gen, device=DEVICE)
     ids, weights = select_experts(logits, case.top_k, gating=case.gating, normalize=True)
-    # x scaled so that the products stay within f16 on the random blocks' scales
-    x = torch.randn(tokens, case.n_embd, generator=gen, device=DEVICE, dtype=torch.float16)
-    return gate, up, down, ids, weights, x * 0.01
+    # x scaled so that gate and up come to a few units on the random blocks' scales (h is f16)
+    x = torch.randn(tokens, case.n_embd, generator=gen, device=DEVICE)
+    x = x * (2.0 / (np.sqrt(case.n_embd) * rms))
+    return gate, up, down, ids, weights, x.half()
 
 
 def _sliced_gemv(x, gate, up, down, act, ids, weights):
