@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call for the MoE prefill grouped GEMM (docs/kernels-moe-prefill.md): its GPU tests
+# (the real shapes, and the interpreter tests' file compiled for the GPU), then the benchmark
+# rows (python -m benchmarks.kernels.moe_prefill: Qwen3-30B-A3B Q4_K_M and gpt-oss-20b MXFP4,
+# 512 and 64 tokens, grouped GEMM beside the sliced expert GEMV). Each step has its own time
+# limit, so the call returns what the others printed. OUT: where the outputs go (gpu.txt,
+# tests.txt, prefill.txt, prefill.json, sweep.txt). SWEEP_S > 0: also the launch shapes of
+# benchmarks/kernels/moe_prefill.py's SWEEP at 512 tokens, for at most that many seconds.
+set -o pipefail
+: "${OUT:?set OUT}" "${TEST_S:=150}" "${BENCH_S:=80}" "${SWEEP_S:=0}"
+export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
+    | tee -a "$OUT/gpu.txt"
+# the tests' reference is gguf's dequantizer (with MXFP4): a gguf wheel in the tree is installed
+for wheel in gguf-*.whl; do
+    [ -e "$wheel" ] && python -m pip install -q --no-deps "$wheel" 2>&1 | grep -v "as the 'root'"
+done
+start=$SECONDS
+timeout "$TEST_S" python -m pytest tests/kernels/test_moe_grouped_gemm_gpu.py \
+    tests/kernels/test_moe_grouped_gemm.py -q -p no:cacheprovider -rs > "$OUT/tests.txt" 2>&1
+echo "tests: exit $?, $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
+tail -8 "$OUT/tests.txt"
+timeout "$BENCH_S" python -m benchmarks.kernels.moe_prefill --tokens 512,64 \
+    --json "$OUT/prefill.json" > "$OUT/prefill.txt" 2>&1
+echo "benchmark: exit $?, $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
+cat "$OUT/prefill.txt"
+if [ "$SWEEP_S" -gt 0 ]; then
+    timeout "$SWEEP_S" python -m benchmarks.kernels.moe_prefill --tokens 512 --sweep \
+        > "$OUT/sweep.txt" 2>&1
+    echo "sweep: exit $?, $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
+    grep -E "sweep|grouped" "$OUT/sweep.txt"
+fi
