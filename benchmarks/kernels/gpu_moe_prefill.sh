@@ -4,10 +4,10 @@
 # rows (python -m benchmarks.kernels.moe_prefill: Qwen3-30B-A3B Q4_K_M and gpt-oss-20b MXFP4,
 # 512 and 64 tokens, grouped GEMM beside the sliced expert GEMV). Each step has its own time
 # limit, so the call returns what the others printed. OUT: where the outputs go (gpu.txt,
-# tests.txt, prefill.txt, prefill.json, sweep.txt). SWEEP_S > 0: also the launch shapes of
-# benchmarks/kernels/moe_prefill.py's SWEEP at 512 tokens, for at most that many seconds.
+# tests.txt, prefill.txt, prefill.json, sweep.txt). SWEEP_S (default 60; 0: off): also the
+# launch shapes of benchmarks/kernels/moe_prefill.py's SWEEP at 512 tokens, for that long.
 set -o pipefail
-: "${OUT:?set OUT}" "${TEST_S:=150}" "${BENCH_S:=80}" "${SWEEP_S:=0}"
+: "${OUT:?set OUT}" "${TEST_S:=120}" "${BENCH_S:=60}" "${SWEEP_S:=60}"
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
 python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \

@@ -55,7 +55,7 @@ CASES = [
 SWEEP = [
     gg.GroupedConfig(block_m=bm, block_n=bn, ng=ng, num_warps=nw)
     for bm in (32, 64)
-    for bn, ng, nw in ((64, 4, 4), (128, 4, 8), (64, 8, 4), (128, 2, 4))
+    for bn, ng, nw in ((64, 2, 4), (64, 4, 4), (128, 2, 8), (32, 4, 4))
 ]
 
 
