@@ -9,17 +9,13 @@
 set -o pipefail
 : "${OUT:?set OUT}" "${TEST_S:=120}" "${BENCH_S:=60}" "${SWEEP_S:=60}"
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
-python -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" \
-    | tee -a "$OUT/gpu.txt"
-# the tests' reference is gguf's dequantizer (with MXFP4): a gguf wheel in the tree is installed
-for wheel in gguf-*.whl; do
-    [ -e "$wheel" ] && python -m pip install -q --no-deps "$wheel" 2>&1 | grep -v "as the 'root'"
-done
+# (the device, torch and triton: the benchmark's first line) the tests' reference is gguf's
+# dequantizer with MXFP4, from the wheel in the tree where there is one
+ls gguf-*.whl 2>/dev/null | head -1 | xargs -r python -m pip install -q --no-deps 2>&1 | grep -v root
 start=$SECONDS
 timeout "$TEST_S" python -m pytest tests/kernels/test_moe_grouped_gemm_gpu.py \
     tests/kernels/test_moe_grouped_gemm.py -q -p no:cacheprovider -rs > "$OUT/tests.txt" 2>&1
-echo "tests: exit $?, $((SECONDS - start)) s" | tee -a "$OUT/gpu.txt"
+echo "tests: exit $?, $((SECONDS - start)) s" | tee "$OUT/gpu.txt"
 tail -8 "$OUT/tests.txt"
 timeout "$BENCH_S" python -m benchmarks.kernels.moe_prefill --tokens 512,64 \
     --json "$OUT/prefill.json" > "$OUT/prefill.txt" 2>&1

@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
     if not torch.cuda.is_available():
         print("no CUDA device: this benchmark times GPU kernels", file=sys.stderr)
         return 2
-    print(f"device: {torch.cuda.get_device_name(0)}; triton {triton.__version__}")
+    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, "
+          f"triton {triton.__version__}")  # fmt: skip
     rows = []
     for tokens in (int(t) for t in args.tokens.split(",")):
         for case in CASES:
