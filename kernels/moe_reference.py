@@ -91,3 +91,25 @@ def down(h, w_down, ids, weights, bias=None) -> np.ndarray:
     """h [T, k, F] -> [T, N]: each pair's down projection, summed with the routing weights."""
     y = expert_rows(h, w_down, ids, bias)
     return np.einsum("tk,tkn->tn", np.asarray(weights, dtype=np.float64), y)
+
+
+def aligned_pairs(ids, n_expert: int, block_m: int):
+    """The grouped GEMM's routing (kernels/moe_grouped_gemm.align_pairs): ids [T, k] ->
+    (count [E], block_end [E], slots: {slot: pair}) where expert e's pairs, in pair order, take
+    blocks of block_m slots after those of experts below e (the padding slots absent)."""
+    flat = np.asarray(ids).reshape(-1)
+    count = np.bincount(flat, minlength=n_expert)[:n_expert]
+    blocks = -(-count // block_m)
+    block_end = np.cumsum(blocks)
+    slots = {}
+    for e in range(n_expert):
+        first = (block_end[e] - blocks[e]) * block_m
+        for j, pair in enumerate(np.flatnonzero(flat == e)):
+            slots[int(first + j)] = int(pair)
+    return count, block_end, slots
+
+
+def moe(x, w_gate, w_up, w_down, ids, weights, kind="silu", biases=(None, None, None)):
+    """[T, N]: a chunk's experts' feed-forward, gate_up then down."""
+    h = gate_up(x, w_gate, w_up, ids, kind, biases[0], biases[1])
+    return down(h, w_down, ids, weights, biases[2])

@@ -22,7 +22,11 @@ the experts picked and each step's pairs grouped by expert on the device in one 
 with the activation, down with the routing-weighted sum over the slots; nothing is read back,
 so a decode step is captured whole; rows of more (token, slot) pairs than one launch takes
 (kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels in slices of
-tokens (docs/decisions/0021-moe-prefill-by-dequantized-bmm.md: why not f16 matmuls yet).
+tokens. A chunk of more than MOE_GEMM_MIN_PAIRS pairs (a prefill chunk) goes instead through
+the grouped GEMM (kernels/moe_grouped_gemm.py): the pairs aligned to expert blocks on the
+device, each expert's blocks dequantized in registers into f16 tiles for the tensor cores, one
+launch for gate+up and one for down over the whole chunk, nothing read back to the host
+(docs/decisions/0021-moe-prefill-by-dequantized-bmm.md: why not dequantized experts and bmm).
 """
 
 from __future__ import annotations
@@ -258,7 +262,12 @@ def _gathered_experts(w: QuantExperts, ids: torch.Tensor) -> torch.Tensor:
 
 
 class KernelsMoeOps:
-    """KernelsOps' mixture-of-experts operations: the expert GEMV (see the module docstring)."""
+    """KernelsOps' mixture-of-experts operations: the expert GEMV, and the grouped GEMM for
+    chunks of more pairs (see the module docstring)."""
+
+    # moe_ffn: more (token, slot) pairs than this (more than one expert GEMV launch takes) go
+    # through the grouped GEMM
+    MOE_GEMM_MIN_PAIRS = 256
 
     def prepare_experts(
         self,
@@ -315,12 +324,17 @@ class KernelsMoeOps:
 
     def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
         """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
-        expert_down per slice of at most MAX_PAIRS (token, slot) pairs. The ids come from a
+        expert_down per slice of at most MAX_PAIRS (token, slot) pairs; past
+        MOE_GEMM_MIN_PAIRS pairs, select_experts and the grouped GEMM. The ids come from a
         top-k over the router's n_expert logits, so each is in range (the kernels do not
         check)."""
         n_tokens, k = x.shape[0], rule.n_expert_used
         if isinstance(experts, (ExpertWeights, RamExperts)):
             return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
+        if n_tokens * k > self.MOE_GEMM_MIN_PAIRS:
+            logits = logits.float() if bias is None else logits.float() + bias
+            ids, weights = select_experts(logits, k, gating=rule.gating, normalize=rule.normalize)
+            return self._moe_gemm(x, experts, ids, weights)
         from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS, select_and_route
 
@@ -340,9 +354,11 @@ class KernelsMoeOps:
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
         """moe_ffn for experts already picked (ids [T, k], weights [T, k]): experts in host
         memory through their device slots, the rest through route_experts and the expert
-        GEMV."""
+        GEMV, or past MOE_GEMM_MIN_PAIRS pairs the grouped GEMM."""
         if isinstance(experts, (ExpertWeights, RamExperts)):
             return super().moe_ffn_selected(x, experts, ids, weights)
+        if ids.numel() > self.MOE_GEMM_MIN_PAIRS:
+            return self._moe_gemm(x, experts, ids, weights)
         from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS, route_experts
 
@@ -356,3 +372,11 @@ class KernelsMoeOps:
             h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
             parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+    def _moe_gemm(self, x: torch.Tensor, experts: PackedExperts, ids, weights) -> torch.Tensor:
+        """A chunk through the grouped GEMM (kernels.moe_grouped_gemm.grouped_moe)."""
+        from kernels.moe_grouped_gemm import grouped_moe
+
+        return grouped_moe(
+            x, experts.gate, experts.up, experts.down, experts.activation, ids, weights
+        )

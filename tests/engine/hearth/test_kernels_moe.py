@@ -26,6 +26,7 @@ from engine.gguf import read_model_info  # noqa: E402
 from engine.hearth.config import model_config  # noqa: E402
 from engine.hearth.moe_ops import PackedExperts  # noqa: E402
 from engine.hearth.ops import KernelsOps, TorchOps  # noqa: E402
+from engine.hearth.routing import select_experts  # noqa: E402
 from engine.hearth.weights import GGUFTensors, QuantExperts  # noqa: E402
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: E402
 
@@ -104,6 +105,39 @@ def test_chunks_past_one_launch_are_split_by_tokens(tmp_path, monkeypatch):
     got = ops.moe_ffn(x, experts, logits, config.moe)
     assert calls == [1, 1]
     torch.testing.assert_close(got, whole, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
+def test_chunks_past_the_threshold_take_the_grouped_gemm(arch, tmp_path, monkeypatch):
+    """Past MOE_GEMM_MIN_PAIRS pairs (made 4 here) a chunk goes through the grouped GEMM
+    (kernels/moe_grouped_gemm.py: f16 tiles, no 8-bit x), picked and given its experts as
+    select_experts does: within TorchOps' float32 products' tolerance, through moe_ffn and
+    moe_ffn_selected alike."""
+    import kernels.moe_grouped_gemm
+
+    config, torch_experts, kernel_experts = _layer_experts(tmp_path, arch)
+    x, logits = _routed(config, 5, seed=11)
+    calls = []
+    grouped = kernels.moe_grouped_gemm.grouped_moe
+
+    def counted(x, *args, **kwargs):
+        calls.append(x.shape[0])
+        return grouped(x, *args, **kwargs)
+
+    monkeypatch.setattr(kernels.moe_grouped_gemm, "grouped_moe", counted)
+    ops = KernelsOps("cpu")
+    monkeypatch.setattr(ops, "MOE_GEMM_MIN_PAIRS", 4)
+    expected = TorchOps("cpu").moe_ffn(x, torch_experts, logits, config.moe)
+    got = ops.moe_ffn(x, kernel_experts, logits, config.moe)
+    ids, weights = select_experts(
+        logits, config.moe.n_expert_used, gating=config.moe.gating, normalize=config.moe.normalize
+    )
+    selected = ops.moe_ffn_selected(x, kernel_experts, ids, weights)
+    assert calls == [5, 5]
+    assert got.shape == expected.shape and got.dtype == x.dtype
+    error = float(torch.linalg.norm(got - expected) / torch.linalg.norm(expected))
+    assert error < 1e-2, error
+    torch.testing.assert_close(selected, got)
 
 
 def test_an_expert_type_without_a_gemv_is_refused_at_load(tmp_path):

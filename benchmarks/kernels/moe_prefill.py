@@ -1,0 +1,180 @@
+"""MoE prefill: the grouped GEMM (kernels/moe_grouped_gemm.py) against the expert GEMV in slices
+of MAX_PAIRS pairs (kernels/moe_gemv.py, what KernelsMoeOps ran a chunk through before), for a
+chunk of tokens at Qwen3-30B-A3B's and gpt-oss-20b's shapes.
+
+    python -m benchmarks.kernels.moe_prefill [--tokens 512,64] [--sweep] [--json PATH]
+
+A row is one layer's routed experts for the chunk: routing (the pairs aligned to expert
+blocks; for the GEMV, each slice's grouping), gate+up with the activation, down with the
+routing-weighted sum, as CUDA-graph replays; the router's top-k is not timed (both take the
+same ids). TFLOP/s counts the pairs' products only, 2 P (2 n_ff n_embd + n_ff n_embd) (the
+padding of expert blocks is not work done); `max_diff` is the largest difference of the two
+paths' outputs over their largest value (the GEMV reads x in 8 bits, the GEMM in f16).
+The experts' routing is random (router logits from a normal distribution), so every expert is
+picked about equally often. --sweep: the grouped GEMM's launch shapes at each case.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import triton
+
+from benchmarks.kernels.timing import time_calls
+from engine.hearth.routing import select_experts
+from kernels import moe_grouped_gemm as gg
+from kernels.moe_gemv import SILU, SWIGLU_OAI, ExpertWeight, expert_down, expert_gate_up
+from kernels.moe_reference import dequantize_experts, random_expert_bytes
+from kernels.moe_routing import MAX_PAIRS, route_experts
+
+DEVICE = "cuda"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    gate_fmt: str
+    down_fmt: str
+    n_expert: int
+    n_ff: int
+    n_embd: int
+    top_k: int
+    gating: str
+    oai: bool = False  # gpt-oss: clamped SwiGLU, biases
+
+
+CASES = [
+    Case("qwen3-30b-a3b Q4_K_M", "Q4_K", "Q6_K", 128, 768, 2048, 8, "softmax"),
+    Case("gpt-oss-20b MXFP4", "MXFP4", "MXFP4", 32, 2880, 2880, 4, "topk_softmax", oai=True),
+]
+SWEEP = [
+    gg.GroupedConfig(block_m=bm, block_n=bn, ng=ng, num_warps=nw)
+    for bm in (32, 64)
+    for bn, ng, nw in ((64, 2, 4), (64, 4, 4), (128, 2, 8), (32, 4, 4))
+]
+
+
+def _expert(fmt: str, n_expert: int, n_out: int, n_in: int, seed: int, bias: bool):
+    """The ExpertWeight of random blocks, and the rms of its expert 0's weights."""
+    raw = random_expert_bytes(fmt, n_expert, n_out, n_in, seed=seed)
+    rms = float(
+        np.sqrt(np.mean(dequantize_experts(raw, fmt, (n_expert, n_out, n_in), [0])[0] ** 2))
+    )
+    b = (
+        torch.randn(n_expert, n_out, generator=torch.Generator().manual_seed(seed))
+        if bias
+        else None
+    )
+    return ExpertWeight.from_gguf(raw, fmt, (n_expert, n_out, n_in), device=DEVICE, bias=b), rms
+
+
+def _setup(case: Case, tokens: int):
+    gate, rms = _expert(case.gate_fmt, case.n_expert, case.n_ff, case.n_embd, 1, case.oai)
+    up, _ = _expert(case.gate_fmt, case.n_expert, case.n_ff, case.n_embd, 2, case.oai)
+    down, _ = _expert(case.down_fmt, case.n_expert, case.n_embd, case.n_ff, 3, case.oai)
+    gen = torch.Generator(device=DEVICE).manual_seed(4)
+    logits = torch.randn(tokens, case.n_expert, generator=gen, device=DEVICE)
+    ids, weights = select_experts(logits, case.top_k, gating=case.gating, normalize=True)
+    # x scaled so that gate and up come to a few units on the random blocks' scales (h is f16)
+    x = torch.randn(tokens, case.n_embd, generator=gen, device=DEVICE)
+    x = x * (2.0 / (np.sqrt(case.n_embd) * rms))
+    return gate, up, down, ids, weights, x.half()
+
+
+def _sliced_gemv(x, gate, up, down, act, ids, weights):
+    step = max(1, MAX_PAIRS // ids.shape[1])
+    parts = []
+    for start in range(0, x.shape[0], step):
+        rows = slice(start, start + step)
+        routing = route_experts(ids[rows], weights[rows], gate.n_expert)
+        h = expert_gate_up(x[rows], gate, up, routing, act)
+        parts.append(expert_down(h, down, routing))
+    return torch.cat(parts)
+
+
+def measure(case: Case, tokens: int, configs=None) -> list[dict]:
+    gate, up, down, ids, weights, x = _setup(case, tokens)
+    act = SWIGLU_OAI if case.oai else SILU
+    pairs = ids.numel()
+    flops = 2 * pairs * 3 * case.n_ff * case.n_embd
+    rows = []
+
+    def row(path: str, seconds: float, part_flops: int, **extra) -> None:
+        rows.append({
+            "case": case.name, "tokens": tokens, "path": path, "us": seconds * 1e6,
+            "tflop_s": part_flops / seconds / 1e12, **extra,
+        })  # fmt: skip
+
+    gemv_out = _sliced_gemv(x, gate, up, down, act, ids, weights)
+    row("sliced GEMV", time_calls(lambda: _sliced_gemv(x, gate, up, down, act, ids, weights)),
+        flops)  # fmt: skip
+    cfg = gg.default_config(pairs, case.n_expert)
+    out = gg.grouped_moe(x, gate, up, down, act, ids, weights, config=cfg)
+    scale = gemv_out.float().abs().max().item()
+    diff = (out.float() - gemv_out.float()).abs().max().item() / max(scale, 1e-30)
+    t = time_calls(lambda: gg.grouped_moe(x, gate, up, down, act, ids, weights, config=cfg))
+    row("grouped GEMM", t, flops, max_diff=diff, block_m=cfg.block_m)
+    aligned = gg.align_pairs(ids, weights, case.n_expert, cfg.block_m)
+    h = gg.grouped_gate_up(x, gate, up, aligned, act, config=cfg)
+    row("  align", time_calls(lambda: gg.align_pairs(ids, weights, case.n_expert, cfg.block_m)), 0)
+    row("  gate+up", time_calls(lambda: gg.grouped_gate_up(x, gate, up, aligned, act, config=cfg)),
+        2 * flops // 3)  # fmt: skip
+    row("  down", time_calls(lambda: gg.grouped_down(h, down, aligned, config=cfg)), flops // 3)
+    for c in configs or []:
+        try:
+            al = gg.align_pairs(ids, weights, case.n_expert, c.block_m)
+            t_gu = time_calls(lambda c=c, al=al: gg.grouped_gate_up(x, gate, up, al, act, config=c))
+            t_d = time_calls(lambda c=c, al=al: gg.grouped_down(h, down, al, config=c))
+        except Exception as exc:  # a shape that does not compile here: say so, go on
+            print(f"  {c}: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+            continue
+        shape = f"bm{c.block_m} bn{c.block_n} ng{c.ng} w{c.num_warps} s{c.num_stages}"
+        row(f"  sweep gate+up {shape}", t_gu, 2 * flops // 3)
+        row(f"  sweep down {shape}", t_d, flops // 3)
+    return rows
+
+
+def _table(rows: list[dict]) -> None:
+    print(f"{'case':<22} {'tokens':>6} {'path':<44} {'us':>9} {'TFLOP/s':>8}  notes")
+    base = {}
+    for r in rows:
+        key = (r["case"], r["tokens"])
+        if r["path"] == "sliced GEMV":
+            base[key] = r["us"]
+        notes = ""
+        if r["path"] == "grouped GEMM":
+            notes = (f"{base[key] / r['us']:.2f}x the GEMV, max_diff {r['max_diff']:.2e}, "
+                     f"block_m {r['block_m']}")  # fmt: skip
+        tf = f"{r['tflop_s']:8.1f}" if r["tflop_s"] else " " * 8
+        print(f"{r['case']:<22} {r['tokens']:>6} {r['path']:<44} {r['us']:9.1f} {tf}  {notes}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", default="512,64", help="comma-separated chunk lengths")
+    parser.add_argument("--sweep", action="store_true", help="also the launch shapes in SWEEP")
+    parser.add_argument("--json", help="write the rows here")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("no CUDA device: this benchmark times GPU kernels", file=sys.stderr)
+        return 2
+    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, "
+          f"triton {triton.__version__}")  # fmt: skip
+    rows = []
+    for tokens in (int(t) for t in args.tokens.split(",")):
+        for case in CASES:
+            rows += measure(case, tokens, SWEEP if args.sweep else None)
+    _table(rows)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
