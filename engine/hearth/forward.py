@@ -122,6 +122,26 @@ def _projections(
 ON_DEVICE = ExpertPlacement()  # every layer's experts on the device
 
 
+def _upload_order(
+    config: ModelConfig, experts: ExpertPlacement, output_name: str, table_on_device: bool
+) -> list[str]:
+    """The tensors Transformer.load puts on the device, in the order it asks for them (its
+    Layer fields' order), for the uploader's read-ahead; norms and biases are read apart."""
+    moe = config.moe
+    suffix = "_shexp" if moe is not None else ""
+    names = []
+    for i in range(config.n_layer):
+        p = f"blk.{i}."
+        names += [p + f"attn_{n}.weight" for n in ("q", "k", "v", "output")]
+        if moe is None or moe.n_ff_shexp > 0:
+            names += [p + f"ffn_{n}{suffix}.weight" for n in ("gate", "up", "down")]
+        if moe is not None:
+            if not experts.in_ram(i, config.n_layer):
+                names += [p + f"ffn_{n}_exps.weight" for n in ("gate", "up", "down")]
+            names.append(p + "ffn_gate_inp.weight")
+    return names + [output_name] + (["token_embd.weight"] if table_on_device else [])
+
+
 class Transformer:
     HOST_ROWS_KEPT = HOST_ROWS_KEPT  # 64 MiB at 4096 values a row
 
@@ -204,6 +224,10 @@ class Transformer:
         # the dense feed-forward, or a MoE layer's shared expert
         ffn_suffix = "_shexp" if moe is not None else ""
         has_ffn = moe is None or moe.n_ff_shexp > 0
+        output_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
+        table_on_device = ops.name == "kernels" and device.type != "cpu"
+        table_on_device = table_on_device and output_name != "token_embd.weight"
+        tensors.plan_uploads(_upload_order(config, experts, output_name, table_on_device), device)
         layers = []
         for i in range(config.n_layer):
             p = f"blk.{i}."
@@ -238,7 +262,6 @@ class Transformer:
         # reads; on a GPU, device_embedding() puts its blocks there once (the decode graph and
         # the prefill read their rows on the device). A tied output matrix is the same tensor.
         embedding = tensors.matrix("token_embd.weight")
-        output_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
         rope = config.rope
         factors = tensors.optional_vector("rope_freqs.weight")
 
@@ -257,6 +280,8 @@ class Transformer:
             rope_swa=table(rope.freq_base_swa, rope.freq_scale_swa),
             output_is_embedding=output_name == "token_embd.weight",
         )
+        if table_on_device:  # read with the rest, not by the first prompt's pageable copy
+            model._device_table = ops.prepare(tensors.matrix("token_embd.weight", device))
         tensors.finish_uploads()  # the last copies have landed; the pinned buffers go back
         return model
 
