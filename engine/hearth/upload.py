@@ -48,7 +48,7 @@ class _Piece:
     offset: int  # in the file
     n_bytes: int
     got: int | None = None  # bytes read, once the reader is done
-    error: OSError | None = None
+    error: Exception | None = None  # the reader's, raised by `read`
     dropped: bool = False  # skipped by the loader: read, never copied
 
 
@@ -184,7 +184,7 @@ class FileUploader:
                 if copied is not None:
                     copied.synchronize()  # the slot's last copy has left it
                 piece.got = self._read_piece(slot, piece)
-            except OSError as exc:
+            except Exception as exc:  # any: `read` raises it, the loader never waits forever
                 piece.error = exc
             with self._changed:
                 self._changed.notify_all()

@@ -89,6 +89,20 @@ def test_a_planned_range_past_the_end_says_so_when_asked_for_not_when_skipped(da
             upload.read(299_000, 2000)
 
 
+def test_a_reader_that_fails_fails_the_read_instead_of_leaving_it_waiting(data_file, monkeypatch):
+    path, _ = data_file
+
+    def broken(self, slot, piece):
+        raise RuntimeError("pinned memory could not be allocated")
+
+    monkeypatch.setattr(FileUploader, "_read_piece", broken)
+    with (
+        _planned(path, [(0, 5000)], n_readers=2) as upload,
+        pytest.raises(RuntimeError, match="pinned memory"),
+    ):
+        upload.read(0, 5000)
+
+
 def test_closing_with_planned_ranges_never_asked_for_returns(data_file):
     path, data = data_file
     plan = [(i * 1000, 1000) for i in range(200)]
