@@ -5,10 +5,9 @@
 
 Each run is one child process per engine, timed from after its imports (torch and kernels/;
 llama.cpp's libraries) to the first token's id on the host:
-- Hearth, in the driver's order: the header and the page-cache prefetch it starts, the CUDA
-  context, Transformer.load (weights and the embedding table on the GPU, synchronized); then
-  a paged f16 KV cache of 4096 slots (the driver's) and one token through the model, its
-  argmax read back (kernels already compiled: Triton's disk cache).
+- Hearth: the CUDA context; the header, Transformer.load (weights and the embedding table on
+  the GPU, synchronized); then a paged f16 KV cache of 4096 slots (the driver's) and one token
+  through the model, its argmax read back (kernels already compiled: Triton's disk cache).
 - llama.cpp: llama_model_load_from_file with every layer on the GPU (its CUDA context
   included), llama_init_from_model (4096 slots, f16 KV, flash attention on), one token through
   llama_decode and the argmax of its logits.
@@ -127,16 +126,11 @@ def hearth_child(model: str) -> dict:
 
     imported = time.perf_counter()
     with torch.inference_mode():
-        # the driver's order (engine/runtime/hearth_driver.py): the header, the page-cache
-        # prefetch, then the CUDA context and the ops
-        info = read_model_info(model)
-        tensors = GGUFTensors(model, info)
-        if os.environ.get("HEARTH_PREFETCH", "1") != "0":
-            tensors.prefetch()
         torch.zeros(1, device="cuda")
         torch.cuda.synchronize()
         context = time.perf_counter()
-        loaded = Transformer.load(model_config(info), tensors, select_ops("cuda"))
+        info = read_model_info(model)
+        loaded = Transformer.load(model_config(info), GGUFTensors(model, info), select_ops("cuda"))
         torch.cuda.synchronize()
         weights = time.perf_counter()
         cache = new_cache(loaded, "paged-f16", N_CTX)

@@ -223,49 +223,6 @@ class FileUploader:
         self.close()
 
 
-def prefetch(path: str, start: int, end: int) -> threading.Thread | None:
-    """Ask the kernel to read [start, end) of the file into the page cache, from a daemon
-    thread, in file order, up to half the memory available: started before the CUDA context
-    and the kernels' imports, a cold load's disk reads begin while those take their ~0.5 s, and
-    the uploader's reads later find the pages there (or in flight). A warm page cache makes it
-    a walk over cached pages. None where the system has no posix_fadvise (Windows)."""
-    if not hasattr(os, "posix_fadvise"):
-        return None
-    end = min(end, start + _available_memory() // 2)
-    thread = threading.Thread(
-        target=_advise, args=(path, start, end), name="hearth-prefetch", daemon=True
-    )
-    thread.start()
-    return thread
-
-
-def _advise(path: str, start: int, end: int) -> None:
-    step = 64 * 2**20
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return  # only a hint: the load itself says what is wrong with the file
-    try:
-        for at in range(start, end, step):
-            os.posix_fadvise(fd, at, min(step, end - at), os.POSIX_FADV_WILLNEED)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _available_memory() -> int:
-    """MemAvailable from /proc/meminfo; 0 where it cannot be read (then nothing is prefetched)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def _read_into(fd: int, view: memoryview, offset: int) -> int:
     """Read up to len(view) bytes at `offset`; the count read (short only at the file's end)."""
     got = 0

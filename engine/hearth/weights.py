@@ -26,7 +26,7 @@ import torch
 
 from engine.gguf import ModelInfo, TensorInfo
 from engine.gguf.ggml_types import GGML_TYPES
-from engine.hearth.upload import FileUploader, prefetch
+from engine.hearth.upload import FileUploader
 
 # ggml type ids whose elements are plain numbers, and their torch dtypes
 _FLOAT_TYPES = {0: torch.float32, 1: torch.float16, 30: torch.bfloat16}
@@ -152,13 +152,6 @@ class GGUFTensors:
 
     def optional_float_tensor(self, name: str) -> torch.Tensor | None:
         return self.float_tensor(name) if name in self else None
-
-    def prefetch(self) -> None:
-        """Start reading the tensors' bytes into the page cache in the background (a hint:
-        engine/hearth/upload.py's `prefetch`); call it as soon as the header is read."""
-        if self.info.tensors:
-            end = max(t.offset + t.n_bytes for t in self.info.tensors)
-            prefetch(self.path, self.info.data_offset, self.info.data_offset + end)
 
     def plan_uploads(self, names: list[str], device: torch.device | str) -> None:
         """Say which tensors the next `matrix` / `experts` calls for `device` ask for, in that

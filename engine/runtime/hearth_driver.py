@@ -193,9 +193,6 @@ def _load_transformer(params: ModelParams) -> _Loaded:
         raise HearthUnavailable(f"the file's header could not be read: {exc}") from None
     except UnsupportedModel as exc:
         raise HearthUnavailable(str(exc)) from None
-    # the disk starts on the weights while the GPU's context is made and kernels/ imported
-    tensors = GGUFTensors(params.path, info)
-    tensors.prefetch()
     device = choose_device()
     if reason := moe_device_reason(info, config, device):
         raise HearthUnavailable(reason)
@@ -213,6 +210,7 @@ def _load_transformer(params: ModelParams) -> _Loaded:
             placement.check(config.moe.n_expert, config.moe.n_expert_used)
         except ValueError as exc:
             raise EngineError(f"{exc}; plan the load again (Best fit).") from None
+    tensors = GGUFTensors(params.path, info)
     try:
         transformer = Transformer.load(config, tensors, ops, experts=placement)
     except torch.OutOfMemoryError:

@@ -1,16 +1,12 @@
 """engine/hearth/upload.py: file ranges arrive byte for byte, across chunk and slot reuse,
-with a plan read ahead, taken in order, skipped, or left for ranges outside it; the page-cache
-prefetch hint."""
+with a plan read ahead, taken in order, skipped, or left for ranges outside it."""
 
 from __future__ import annotations
-
-import os
 
 import numpy as np
 import pytest
 import torch
 
-from engine.hearth import upload
 from engine.hearth.upload import FileUploader
 
 
@@ -129,27 +125,3 @@ def test_on_the_gpu_the_bytes_match_the_file(data_file):
         assert piece.device.type == "cuda"
         np.testing.assert_array_equal(piece.cpu().numpy(), data[i * 1000 : i * 1000 + 40_000])
     np.testing.assert_array_equal(extra.cpu().numpy(), data[5:70_005])
-
-
-@pytest.mark.skipif(not hasattr(os, "posix_fadvise"), reason="no posix_fadvise here")
-def test_prefetch_advises_the_range_in_order_up_to_half_the_available_memory(
-    data_file, monkeypatch
-):
-    path, _ = data_file
-    advised = []
-    monkeypatch.setattr(os, "posix_fadvise", lambda fd, at, n, advice: advised.append((at, n)))
-    monkeypatch.setattr(upload, "_available_memory", lambda: 2 * 150 * 2**20)
-    upload.prefetch(str(path), 1000, 1000 + 10 * 2**30).join()
-    # 150 MiB from 1000 on: 64 + 64 + 22 MiB, in file order
-    assert advised == [
-        (1000, 64 << 20),
-        (1000 + (64 << 20), 64 << 20),
-        (1000 + (128 << 20), 22 << 20),
-    ]
-
-
-def test_prefetch_of_a_missing_file_is_only_a_hint(tmp_path):
-    thread = upload.prefetch(str(tmp_path / "gone.gguf"), 0, 4096)
-    if thread is not None:
-        thread.join()  # ends quietly: the load itself reports the missing file
-        assert not thread.is_alive()
