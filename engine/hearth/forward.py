@@ -228,61 +228,69 @@ class Transformer:
         table_on_device = ops.name == "kernels" and device.type != "cpu"
         table_on_device = table_on_device and output_name != "token_embd.weight"
         tensors.plan_uploads(_upload_order(config, experts, output_name, table_on_device), device)
-        layers = []
-        for i in range(config.n_layer):
-            p = f"blk.{i}."
-            attn = ("attn_q.weight", "attn_k.weight", "attn_v.weight")
-            ffn = (f"ffn_gate{ffn_suffix}.weight", f"ffn_up{ffn_suffix}.weight")
-            down = f"{p}ffn_down{ffn_suffix}.weight"
-            layers.append(
-                Layer(
-                    attn_norm=vector(p + "attn_norm.weight"),
-                    attn_in=matrices(p, attn, ("q", "k", "v")),
-                    wo=ops.prepare(tensors.matrix(p + "attn_output.weight", device)),
-                    ffn_norm=vector(p + config.ffn_norm_tensor),
-                    ffn_in=matrices(p, ffn, ("gate", "up")) if has_ffn else [],
-                    w_down=ops.prepare(tensors.matrix(down, device)) if has_ffn else None,
-                    moe=(
-                        moe_block(p, experts.in_ram(i, config.n_layer)) if moe is not None else None
-                    ),
-                    attn_sinks=vector(p + "attn_sinks.weight") if config.attn_sinks else None,
-                    bq=vector(p + "attn_q.bias"),
-                    bk=vector(p + "attn_k.bias"),
-                    bv=vector(p + "attn_v.bias"),
-                    bo=vector(p + "attn_output.bias"),
-                    q_norm=vector(p + "attn_q_norm.weight"),
-                    k_norm=vector(p + "attn_k_norm.weight"),
-                    post_attn_norm=(
-                        vector(p + "post_attention_norm.weight") if config.post_norms else None
-                    ),
-                    post_ffn_norm=vector(p + "post_ffw_norm.weight") if config.post_norms else None,
+        try:
+            layers = []
+            for i in range(config.n_layer):
+                p = f"blk.{i}."
+                attn = ("attn_q.weight", "attn_k.weight", "attn_v.weight")
+                ffn = (f"ffn_gate{ffn_suffix}.weight", f"ffn_up{ffn_suffix}.weight")
+                down = f"{p}ffn_down{ffn_suffix}.weight"
+                layers.append(
+                    Layer(
+                        attn_norm=vector(p + "attn_norm.weight"),
+                        attn_in=matrices(p, attn, ("q", "k", "v")),
+                        wo=ops.prepare(tensors.matrix(p + "attn_output.weight", device)),
+                        ffn_norm=vector(p + config.ffn_norm_tensor),
+                        ffn_in=matrices(p, ffn, ("gate", "up")) if has_ffn else [],
+                        w_down=ops.prepare(tensors.matrix(down, device)) if has_ffn else None,
+                        moe=(
+                            moe_block(p, experts.in_ram(i, config.n_layer))
+                            if moe is not None
+                            else None
+                        ),
+                        attn_sinks=vector(p + "attn_sinks.weight") if config.attn_sinks else None,
+                        bq=vector(p + "attn_q.bias"),
+                        bk=vector(p + "attn_k.bias"),
+                        bv=vector(p + "attn_v.bias"),
+                        bo=vector(p + "attn_output.bias"),
+                        q_norm=vector(p + "attn_q_norm.weight"),
+                        k_norm=vector(p + "attn_k_norm.weight"),
+                        post_attn_norm=(
+                            vector(p + "post_attention_norm.weight") if config.post_norms else None
+                        ),
+                        post_ffn_norm=vector(p + "post_ffw_norm.weight")
+                        if config.post_norms
+                        else None,
+                    )
                 )
+            # The embedding is kept as mapped from the file: the CPU path dequantizes the rows it
+            # reads; on a GPU, device_embedding() puts its blocks there once (the decode graph and
+            # the prefill read their rows on the device). A tied output matrix is the same tensor.
+            embedding = tensors.matrix("token_embd.weight")
+            rope = config.rope
+            factors = tensors.optional_vector("rope_freqs.weight")
+
+            def table(base: float, scale: float) -> RopeTable:
+                inv_freq = inverse_frequencies(rope.n_rot, base, scale, factors, rope.yarn)
+                return RopeTable(inv_freq, rope.attn_factor, rope.layout, config.head_dim)
+
+            model = cls(
+                config,
+                ops,
+                embedding,
+                layers,
+                output_norm=vector("output_norm.weight"),
+                output=ops.prepare(tensors.matrix(output_name, device)),
+                rope=table(rope.freq_base, rope.freq_scale),
+                rope_swa=table(rope.freq_base_swa, rope.freq_scale_swa),
+                output_is_embedding=output_name == "token_embd.weight",
             )
-        # The embedding is kept as mapped from the file: the CPU path dequantizes the rows it
-        # reads; on a GPU, device_embedding() puts its blocks there once (the decode graph and
-        # the prefill read their rows on the device). A tied output matrix is the same tensor.
-        embedding = tensors.matrix("token_embd.weight")
-        rope = config.rope
-        factors = tensors.optional_vector("rope_freqs.weight")
-
-        def table(base: float, scale: float) -> RopeTable:
-            inv_freq = inverse_frequencies(rope.n_rot, base, scale, factors, rope.yarn)
-            return RopeTable(inv_freq, rope.attn_factor, rope.layout, config.head_dim)
-
-        model = cls(
-            config,
-            ops,
-            embedding,
-            layers,
-            output_norm=vector("output_norm.weight"),
-            output=ops.prepare(tensors.matrix(output_name, device)),
-            rope=table(rope.freq_base, rope.freq_scale),
-            rope_swa=table(rope.freq_base_swa, rope.freq_scale_swa),
-            output_is_embedding=output_name == "token_embd.weight",
-        )
-        if table_on_device:  # read with the rest, not by the first prompt's pageable copy
-            model._device_table = ops.prepare(tensors.matrix("token_embd.weight", device))
-        tensors.finish_uploads()  # the last copies have landed; the pinned buffers go back
+            if table_on_device:  # read with the rest, not by the first prompt's pageable copy
+                model._device_table = ops.prepare(tensors.matrix("token_embd.weight", device))
+        finally:
+            # the last copies have landed (or a failure stops the readers); the pinned
+            # slots go back
+            tensors.finish_uploads()
         return model
 
     @property

@@ -69,3 +69,30 @@ def test_the_load_asks_for_its_plan_in_order_and_computes_the_same(tmp_path, mon
     assert upload._next_range == len(upload._ranges) > 0  # every planned range asked for
     assert not any(piece.dropped for piece in upload._pieces)
     np.testing.assert_array_equal(_logits(uploaded), _logits(plain))
+
+
+def test_a_load_that_fails_midway_stops_its_readers(tmp_path, monkeypatch):
+    path = write_tiny_gguf(tmp_path / "m.gguf", tiny_spec("qwen3"))
+    info = read_model_info(path)
+    made: list[FileUploader] = []
+
+    class Recording(FileUploader):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    class FailingOps(TorchOps):
+        prepared = 0
+
+        def prepare(self, w):
+            self.prepared += 1
+            if self.prepared == 3:
+                raise torch.OutOfMemoryError("out of memory (simulated)")
+            return super().prepare(w)
+
+    monkeypatch.setattr(weights, "FileUploader", Recording)
+    monkeypatch.setattr(GGUFTensors, "uploads_to", staticmethod(lambda device: device is not None))
+    with pytest.raises(torch.OutOfMemoryError):
+        Transformer.load(model_config(info), GGUFTensors(str(path), info), FailingOps("cpu"))
+    assert len(made) == 1
+    assert not any(thread.is_alive() for thread in made[0]._readers)
