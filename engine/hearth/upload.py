@@ -103,16 +103,18 @@ class FileUploader:
 
     def read(self, offset: int, n_bytes: int) -> torch.Tensor:
         """Bytes [offset, offset + n_bytes) of the file as a uint8 tensor on the device."""
-        out = torch.empty(n_bytes, dtype=torch.uint8, device=self.device)
         with self._changed:
             index = self._find(offset, n_bytes)
-            if index is None:
-                return self._read_aside(offset, n_bytes)
-            end = self._first_piece[index + 1] if index + 1 < len(self._ranges) else None
-            first, last = self._first_piece[index], end or len(self._pieces)
-            for piece in self._pieces[self._released : first]:
-                piece.dropped = True
-            self._next_range = index + 1
+            if index is not None:
+                first = self._first_piece[index]
+                following = index + 1 < len(self._ranges)
+                last = self._first_piece[index + 1] if following else len(self._pieces)
+                for piece in self._pieces[self._released : first]:
+                    piece.dropped = True
+                self._next_range = index + 1
+        if index is None:
+            return self._read_aside(offset, n_bytes)
+        out = torch.empty(n_bytes, dtype=torch.uint8, device=self.device)
         for i in range(self._released, last):
             self._take(i, out, offset)
         return out

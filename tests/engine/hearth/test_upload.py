@@ -125,3 +125,9 @@ def test_on_the_gpu_the_bytes_match_the_file(data_file):
         assert piece.device.type == "cuda"
         np.testing.assert_array_equal(piece.cpu().numpy(), data[i * 1000 : i * 1000 + 40_000])
     np.testing.assert_array_equal(extra.cpu().numpy(), data[5:70_005])
+
+
+def test_an_empty_planned_range_takes_nothing_from_the_next_one(data_file):
+    path, data = data_file
+    plan = [(0, 0), (100, 5000), (9000, 0), (9000, 3000)]
+    assert _read_planned(path, data, plan, plan, n_readers=2) == 0
