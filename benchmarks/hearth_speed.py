@@ -25,7 +25,9 @@ What it measures, each on the engine core (engine/hearth; token ids, no tokenize
   a mixture-of-experts layer's weight bytes are its router, its shared expert if any, and the
   k experts a token picks (top-k of n_expert), not every expert;
 - memory: weights, KV cache, the graph's pool, the CUDA context (what torch does not hold);
-- --profile: the kernels of one eager decode step (torch.profiler), longest first.
+- --profile: the kernels of one eager decode step (torch.profiler), longest first;
+- --load-runs N: only the load, N times per engine from a cold and from a warm page cache,
+  each in a fresh process, beside llama.cpp's (benchmarks/hearth_speed_load.py).
 --llama-bench runs llama.cpp's `llama-bench` on the same file in the same process tree
 (pp512, tg128, and tg at the depth with an f16 cache; flash attention on) and prints the
 ratios. `--write-random` writes a GGUF of a real model's shape and Q4_K_M's types with random
@@ -45,7 +47,7 @@ import time
 import numpy as np
 import torch
 
-from benchmarks import hearth_speed_files
+from benchmarks import hearth_speed_files, hearth_speed_load
 from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_llama_bench
 from engine.gguf import read_model_info
 from engine.hearth.config import model_config
@@ -418,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--llama-bench", action="store_true")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--load-runs", type=int, default=0)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     if args.write_random:
@@ -429,6 +432,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not args.model:
         parser.error("a model is needed")
+    if args.load_runs:
+        loads = hearth_speed_load.measure_loads(args.model, args.load_runs)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(loads, f, indent=1)
+        print(hearth_speed_load.report_loads(loads))
+        return 0
     with torch.inference_mode():
         result = measure(args)
     result["tokens"] = args.tokens

@@ -122,6 +122,26 @@ def _projections(
 ON_DEVICE = ExpertPlacement()  # every layer's experts on the device
 
 
+def _upload_order(
+    config: ModelConfig, experts: ExpertPlacement, output_name: str, table_on_device: bool
+) -> list[str]:
+    """The tensors Transformer.load puts on the device, in the order it asks for them (its
+    Layer fields' order), for the uploader's read-ahead; norms and biases are read apart."""
+    moe = config.moe
+    suffix = "_shexp" if moe is not None else ""
+    names = []
+    for i in range(config.n_layer):
+        p = f"blk.{i}."
+        names += [p + f"attn_{n}.weight" for n in ("q", "k", "v", "output")]
+        if moe is None or moe.n_ff_shexp > 0:
+            names += [p + f"ffn_{n}{suffix}.weight" for n in ("gate", "up", "down")]
+        if moe is not None:
+            if not experts.in_ram(i, config.n_layer):
+                names += [p + f"ffn_{n}_exps.weight" for n in ("gate", "up", "down")]
+            names.append(p + "ffn_gate_inp.weight")
+    return names + [output_name] + (["token_embd.weight"] if table_on_device else [])
+
+
 class Transformer:
     HOST_ROWS_KEPT = HOST_ROWS_KEPT  # 64 MiB at 4096 values a row
 
@@ -204,60 +224,73 @@ class Transformer:
         # the dense feed-forward, or a MoE layer's shared expert
         ffn_suffix = "_shexp" if moe is not None else ""
         has_ffn = moe is None or moe.n_ff_shexp > 0
-        layers = []
-        for i in range(config.n_layer):
-            p = f"blk.{i}."
-            attn = ("attn_q.weight", "attn_k.weight", "attn_v.weight")
-            ffn = (f"ffn_gate{ffn_suffix}.weight", f"ffn_up{ffn_suffix}.weight")
-            down = f"{p}ffn_down{ffn_suffix}.weight"
-            layers.append(
-                Layer(
-                    attn_norm=vector(p + "attn_norm.weight"),
-                    attn_in=matrices(p, attn, ("q", "k", "v")),
-                    wo=ops.prepare(tensors.matrix(p + "attn_output.weight", device)),
-                    ffn_norm=vector(p + config.ffn_norm_tensor),
-                    ffn_in=matrices(p, ffn, ("gate", "up")) if has_ffn else [],
-                    w_down=ops.prepare(tensors.matrix(down, device)) if has_ffn else None,
-                    moe=(
-                        moe_block(p, experts.in_ram(i, config.n_layer)) if moe is not None else None
-                    ),
-                    attn_sinks=vector(p + "attn_sinks.weight") if config.attn_sinks else None,
-                    bq=vector(p + "attn_q.bias"),
-                    bk=vector(p + "attn_k.bias"),
-                    bv=vector(p + "attn_v.bias"),
-                    bo=vector(p + "attn_output.bias"),
-                    q_norm=vector(p + "attn_q_norm.weight"),
-                    k_norm=vector(p + "attn_k_norm.weight"),
-                    post_attn_norm=(
-                        vector(p + "post_attention_norm.weight") if config.post_norms else None
-                    ),
-                    post_ffn_norm=vector(p + "post_ffw_norm.weight") if config.post_norms else None,
-                )
-            )
-        # The embedding is kept as mapped from the file: the CPU path dequantizes the rows it
-        # reads; on a GPU, device_embedding() puts its blocks there once (the decode graph and
-        # the prefill read their rows on the device). A tied output matrix is the same tensor.
-        embedding = tensors.matrix("token_embd.weight")
         output_name = "output.weight" if "output.weight" in tensors else "token_embd.weight"
-        rope = config.rope
-        factors = tensors.optional_vector("rope_freqs.weight")
+        table_on_device = ops.name == "kernels" and device.type != "cpu"
+        table_on_device = table_on_device and output_name != "token_embd.weight"
+        tensors.plan_uploads(_upload_order(config, experts, output_name, table_on_device), device)
+        try:
+            layers = []
+            for i in range(config.n_layer):
+                p = f"blk.{i}."
+                attn = ("attn_q.weight", "attn_k.weight", "attn_v.weight")
+                ffn = (f"ffn_gate{ffn_suffix}.weight", f"ffn_up{ffn_suffix}.weight")
+                down = f"{p}ffn_down{ffn_suffix}.weight"
+                layers.append(
+                    Layer(
+                        attn_norm=vector(p + "attn_norm.weight"),
+                        attn_in=matrices(p, attn, ("q", "k", "v")),
+                        wo=ops.prepare(tensors.matrix(p + "attn_output.weight", device)),
+                        ffn_norm=vector(p + config.ffn_norm_tensor),
+                        ffn_in=matrices(p, ffn, ("gate", "up")) if has_ffn else [],
+                        w_down=ops.prepare(tensors.matrix(down, device)) if has_ffn else None,
+                        moe=(
+                            moe_block(p, experts.in_ram(i, config.n_layer))
+                            if moe is not None
+                            else None
+                        ),
+                        attn_sinks=vector(p + "attn_sinks.weight") if config.attn_sinks else None,
+                        bq=vector(p + "attn_q.bias"),
+                        bk=vector(p + "attn_k.bias"),
+                        bv=vector(p + "attn_v.bias"),
+                        bo=vector(p + "attn_output.bias"),
+                        q_norm=vector(p + "attn_q_norm.weight"),
+                        k_norm=vector(p + "attn_k_norm.weight"),
+                        post_attn_norm=(
+                            vector(p + "post_attention_norm.weight") if config.post_norms else None
+                        ),
+                        post_ffn_norm=vector(p + "post_ffw_norm.weight")
+                        if config.post_norms
+                        else None,
+                    )
+                )
+            # The embedding is kept as mapped from the file: the CPU path dequantizes the rows it
+            # reads; on a GPU, device_embedding() puts its blocks there once (the decode graph and
+            # the prefill read their rows on the device). A tied output matrix is the same tensor.
+            embedding = tensors.matrix("token_embd.weight")
+            rope = config.rope
+            factors = tensors.optional_vector("rope_freqs.weight")
 
-        def table(base: float, scale: float) -> RopeTable:
-            inv_freq = inverse_frequencies(rope.n_rot, base, scale, factors, rope.yarn)
-            return RopeTable(inv_freq, rope.attn_factor, rope.layout, config.head_dim)
+            def table(base: float, scale: float) -> RopeTable:
+                inv_freq = inverse_frequencies(rope.n_rot, base, scale, factors, rope.yarn)
+                return RopeTable(inv_freq, rope.attn_factor, rope.layout, config.head_dim)
 
-        model = cls(
-            config,
-            ops,
-            embedding,
-            layers,
-            output_norm=vector("output_norm.weight"),
-            output=ops.prepare(tensors.matrix(output_name, device)),
-            rope=table(rope.freq_base, rope.freq_scale),
-            rope_swa=table(rope.freq_base_swa, rope.freq_scale_swa),
-            output_is_embedding=output_name == "token_embd.weight",
-        )
-        tensors.finish_uploads()  # the last copies have landed; the pinned buffers go back
+            model = cls(
+                config,
+                ops,
+                embedding,
+                layers,
+                output_norm=vector("output_norm.weight"),
+                output=ops.prepare(tensors.matrix(output_name, device)),
+                rope=table(rope.freq_base, rope.freq_scale),
+                rope_swa=table(rope.freq_base_swa, rope.freq_scale_swa),
+                output_is_embedding=output_name == "token_embd.weight",
+            )
+            if table_on_device:  # read with the rest, not by the first prompt's pageable copy
+                model._device_table = ops.prepare(tensors.matrix("token_embd.weight", device))
+        finally:
+            # the last copies have landed (or a failure stops the readers); the pinned
+            # slots go back
+            tensors.finish_uploads()
         return model
 
     @property

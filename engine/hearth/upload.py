@@ -1,98 +1,219 @@
-"""A model file's bytes onto a CUDA/ROCm GPU at the speed of the bus, not of pageable copies.
+"""A model file's bytes onto a CUDA/ROCm GPU at the speed of the disk or the bus, not of
+pageable copies, with the reads running ahead of the loader.
 
 `torch.from_numpy(mapped_slice).to("cuda")` copies from pageable memory: the driver stages it
 through its own small pinned buffer, synchronously, after the kernel has faulted in every 4 KiB
-page of the mapping. On the H100 machine that loaded the 4.3 GiB Llama-3-8B Q4_K_M in 1.1-1.5 s
-(about 3-4 GB/s). Here the file is read with `os.preadv` (no page faults; two threads, each
-copying from the page cache at memcpy speed) into a few pinned buffers, and each buffer goes to
-the GPU as an asynchronous copy on the current stream while the next one is read: the read and
-the DMA overlap, and the GPU's side runs at the bus's rate.
+page of the mapping (about 3-4 GB/s on the H100 machine). Here the file is read with
+`os.preadv` (no page faults) by a few reader threads into a ring of pinned slots, and the
+loader's thread sends each filled slot to the GPU as an asynchronous copy on its current stream.
 
-    with FileUploader(path, device) as upload:
+The loader may say up front which byte ranges it will ask for, in its order (`plan`): the
+readers then start at once and stay up to a ring's worth of slots ahead of it, so the disk (a
+cold page cache) or the memory copies (a warm one) never wait while the loader's thread
+allocates tensors, splits blocks into planes or launches kernels; with several readers the
+disk sees several requests in flight. Memory stays bounded by the ring (`n_slots` x
+`chunk_bytes` of pinned host memory); nothing holds a copy of the whole file.
+
+    with FileUploader(path, device, plan=[(offset, n_bytes), ...]) as upload:
         blocks = upload.read(offset, n_bytes)   # a uint8 tensor on `device`
     # leaving the block waits for the last copy and gives the pinned memory back
 
-The copies run on the stream that is current when `read` is called, so work queued after them
-on that stream (the loader's re-layout into kernel planes, say) sees the bytes.
+Asking for a planned range drops the planned ranges before it that were not asked for (read
+ahead, never copied); a range outside the plan, or one dropped so, is still read exactly, on
+the loader's thread through pageable memory, leaving the read-ahead as it is. Without a plan
+every range asked for goes through the ring as it is asked for. The copies run on the stream
+that is current when `read` is called, so work queued after them on that stream (the loader's
+re-layout into kernel planes, say) sees the bytes; a slot is refilled only after its copy has
+left it (an event the reader waits on), so the loader's thread never waits for a copy.
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+import threading
+from dataclasses import dataclass
 
 import torch
 
-CHUNK_BYTES = 32 * 2**20
-N_BUFFERS = 3
+CHUNK_BYTES = 8 * 2**20
 N_READERS = max(2, min(8, (os.cpu_count() or 2) // 2))  # page-cache copies: ~3 GB/s a thread
+N_SLOTS = 2 * N_READERS  # a slot being filled by each reader, and as many filled and waiting
+
+
+@dataclass
+class _Piece:
+    """Up to one slot's worth of one range."""
+
+    range_index: int
+    offset: int  # in the file
+    n_bytes: int
+    got: int | None = None  # bytes read, once the reader is done
+    error: Exception | None = None  # the reader's, raised by `read`
+    dropped: bool = False  # skipped by the loader: read, never copied
 
 
 class FileUploader:
-    """Reads byte ranges of one file onto one GPU through pinned, reused buffers."""
+    """Reads byte ranges of one file onto one GPU through pinned, reused slots."""
 
-    def __init__(self, path: str, device: torch.device | str, *, chunk_bytes: int = CHUNK_BYTES):
+    def __init__(
+        self,
+        path: str,
+        device: torch.device | str,
+        *,
+        plan: list[tuple[int, int]] | None = None,
+        chunk_bytes: int = CHUNK_BYTES,
+        n_slots: int = N_SLOTS,
+        n_readers: int = N_READERS,
+    ):
         self.device = torch.device(device)
         # On the CPU (tests) the same path runs with plain buffers and synchronous copies.
         self._gpu = self.device.type == "cuda"
         self._fd = os.open(path, os.O_RDONLY)
         self._chunk = chunk_bytes
-        self._buffers = [
-            torch.empty(chunk_bytes, dtype=torch.uint8, pin_memory=self._gpu)
-            for _ in range(N_BUFFERS)
+        self._n_slots = max(1, n_slots)
+        self._buffers: list[torch.Tensor | None] = [None] * self._n_slots
+        self._copied: list[torch.cuda.Event | None] = [None] * self._n_slots
+        self._ranges: list[tuple[int, int]] = []
+        self._first_piece: list[int] = []  # index of each range's first piece
+        self._pieces: list[_Piece] = []
+        self._next_read = 0  # the next piece a reader takes
+        self._released = 0  # pieces before this one have left their slots (in order)
+        self._next_range = 0  # the next range `read` expects
+        self._closed = False
+        self._changed = threading.Condition()
+        self._planned = plan is not None
+        self.reads_aside = 0  # ranges read outside the plan (a loader whose plan was off)
+        for offset, n_bytes in plan or []:
+            self._add_range(offset, n_bytes)
+        self._readers = [
+            threading.Thread(target=self._reader, name=f"hearth-upload-{i}", daemon=True)
+            for i in range(max(1, n_readers))
         ]
-        self._views = [memoryview(b.numpy()) for b in self._buffers]
-        self._done: list[torch.cuda.Event | None] = [None] * N_BUFFERS
-        self._next = 0
-        self._readers = ThreadPoolExecutor(N_READERS, thread_name_prefix="hearth-upload")
+        for thread in self._readers:
+            thread.start()
+
+    def _add_range(self, offset: int, n_bytes: int) -> None:
+        """Append a range and its pieces (called with the lock held, or before the readers)."""
+        index = len(self._ranges)
+        self._ranges.append((offset, n_bytes))
+        self._first_piece.append(len(self._pieces))
+        for start in range(0, n_bytes, self._chunk):
+            size = min(self._chunk, n_bytes - start)
+            self._pieces.append(_Piece(index, offset + start, size))
 
     def read(self, offset: int, n_bytes: int) -> torch.Tensor:
         """Bytes [offset, offset + n_bytes) of the file as a uint8 tensor on the device."""
+        with self._changed:
+            index = self._find(offset, n_bytes)
+            if index is not None:
+                first = self._first_piece[index]
+                following = index + 1 < len(self._ranges)
+                last = self._first_piece[index + 1] if following else len(self._pieces)
+                for piece in self._pieces[self._released : first]:
+                    piece.dropped = True
+                self._next_range = index + 1
+        if index is None:
+            return self._read_aside(offset, n_bytes)
         out = torch.empty(n_bytes, dtype=torch.uint8, device=self.device)
-        done = 0
-        while done < n_bytes:
-            size = min(self._chunk, n_bytes - done)
-            slot = self._next
-            self._next = (slot + 1) % N_BUFFERS
-            if self._done[slot] is not None:
-                self._done[slot].synchronize()  # its last copy has left the buffer
-            self._fill(self._views[slot][:size], offset + done)
-            out[done : done + size].copy_(self._buffers[slot][:size], non_blocking=self._gpu)
+        for i in range(self._released, last):
+            self._take(i, out, offset)
+        return out
+
+    def _find(self, offset: int, n_bytes: int) -> int | None:
+        """The index of the range from `_next_range` on that is exactly (offset, n_bytes);
+        without a plan, the range appended for the readers; else None (lock held)."""
+        for i in range(self._next_range, len(self._ranges)):
+            if self._ranges[i] == (offset, n_bytes):
+                return i
+        if self._planned:
+            return None
+        self._add_range(offset, n_bytes)
+        self._changed.notify_all()
+        return len(self._ranges) - 1
+
+    def _read_aside(self, offset: int, n_bytes: int) -> torch.Tensor:
+        """A range the plan did not hold (or held earlier and was passed): read here into
+        pageable memory and copied synchronously, leaving the ring's read-ahead as it is."""
+        self.reads_aside += 1
+        host = torch.empty(n_bytes, dtype=torch.uint8)
+        got = _read_into(self._fd, memoryview(host.numpy()), offset)
+        if got != n_bytes:
+            raise OSError(f"the model file ended early: {got} of {n_bytes} bytes at {offset}")
+        return host.to(self.device)
+
+    def _take(self, i: int, out: torch.Tensor, offset: int) -> None:
+        """Wait for piece i; copy it into `out` (unless dropped); give its slot back."""
+        piece = self._pieces[i]
+        with self._changed:
+            while piece.got is None and piece.error is None:
+                self._changed.wait()
+        if piece.error is not None and not piece.dropped:
+            raise piece.error
+        if piece.got != piece.n_bytes and not piece.dropped:
+            raise OSError(
+                f"the model file ended early: {piece.got} of {piece.n_bytes} bytes at "
+                f"{piece.offset}"
+            )
+        slot = i % self._n_slots
+        if not piece.dropped:
+            at = piece.offset - offset
+            source = self._buffers[slot][: piece.n_bytes]
+            out[at : at + piece.n_bytes].copy_(source, non_blocking=self._gpu)
             if self._gpu:
                 event = torch.cuda.Event()
                 event.record()
-                self._done[slot] = event
-            done += size
-        return out
+                self._copied[slot] = event
+        with self._changed:
+            self._released = i + 1
+            self._changed.notify_all()
 
-    def _fill(self, view: memoryview, offset: int) -> None:
-        """Read len(view) bytes at `offset` into `view`, split among the reader threads."""
-        size = len(view)
-        step = -(-size // N_READERS)
-        parts = [(view[i : i + step], offset + i) for i in range(0, size, step)]
-        for got, (part, at) in zip(self._readers.map(self._read_all, parts), parts, strict=True):
-            if got != len(part):
-                raise OSError(f"the model file ended early: {got} of {len(part)} bytes at {at}")
+    def _reader(self) -> None:
+        while True:
+            with self._changed:
+                while not self._closed and (
+                    self._next_read >= len(self._pieces)
+                    or self._next_read >= self._released + self._n_slots
+                ):
+                    self._changed.wait()
+                if self._closed:
+                    return
+                i = self._next_read
+                self._next_read += 1
+                piece = self._pieces[i]
+                slot = i % self._n_slots
+                copied, self._copied[slot] = self._copied[slot], None
+            try:
+                if copied is not None:
+                    copied.synchronize()  # the slot's last copy has left it
+                piece.got = self._read_piece(slot, piece)
+            except Exception as exc:  # any: `read` raises it, the loader never waits forever
+                piece.error = exc
+            with self._changed:
+                self._changed.notify_all()
 
-    def _read_all(self, job: tuple[memoryview, int]) -> int:
-        view, offset = job
-        got = 0
-        while got < len(view):
-            n = os.preadv(self._fd, [view[got:]], offset + got)
-            if n == 0:
-                break
-            got += n
-        return got
+    def _read_piece(self, slot: int, piece: _Piece) -> int:
+        if piece.dropped:  # skipped before it was read: nothing to copy
+            return piece.n_bytes
+        buffer = self._buffers[slot]
+        if buffer is None:
+            # made by the reader, so pinning the ring overlaps the first reads
+            buffer = torch.empty(self._chunk, dtype=torch.uint8, pin_memory=self._gpu)
+            self._buffers[slot] = buffer
+        return _read_into(self._fd, memoryview(buffer.numpy())[: piece.n_bytes], piece.offset)
 
     def close(self) -> None:
-        """Wait for the copies still in flight, then free the pinned buffers and the file."""
-        for event in self._done:
+        """Stop the readers, wait for the copies still in flight, then free the pinned slots
+        and the file."""
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+        for thread in self._readers:
+            thread.join()
+        for event in self._copied:
             if event is not None:
                 event.synchronize()
-        self._done = [None] * N_BUFFERS
-        self._readers.shutdown()
-        self._views = []
-        self._buffers = []
+        self._copied = [None] * self._n_slots
+        self._buffers = [None] * self._n_slots
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
@@ -102,3 +223,14 @@ class FileUploader:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _read_into(fd: int, view: memoryview, offset: int) -> int:
+    """Read up to len(view) bytes at `offset`; the count read (short only at the file's end)."""
+    got = 0
+    while got < len(view):
+        n = os.preadv(fd, [view[got:]], offset + got)
+        if n == 0:
+            break
+        got += n
+    return got

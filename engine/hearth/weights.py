@@ -117,8 +117,9 @@ class GGUFTensors:
 
     def matrix(self, name: str, device: torch.device | str | None = None) -> QuantWeight:
         """The matrix as stored, mapped from the file; with a GPU `device`, on that GPU, read
-        there through pinned buffers (engine/hearth/upload.py; call finish_uploads() after the
-        last one). HEARTH_UPLOAD=pageable copies through `to(device)` instead."""
+        there through pinned buffers (engine/hearth/upload.py; plan_uploads() before the first,
+        finish_uploads() after the last). HEARTH_UPLOAD=pageable copies through `to(device)`
+        instead."""
         t = self._require(name)
         if len(t.shape) != 2:
             raise ValueError(f"tensor {name} has shape {t.shape}, not a matrix")
@@ -152,10 +153,28 @@ class GGUFTensors:
     def optional_float_tensor(self, name: str) -> torch.Tensor | None:
         return self.float_tensor(name) if name in self else None
 
-    def _uploader(self, device: torch.device | str | None) -> FileUploader | None:
+    def plan_uploads(self, names: list[str], device: torch.device | str) -> None:
+        """Say which tensors the next `matrix` / `experts` calls for `device` ask for, in that
+        order (names the file lacks are left out): the pinned readers start on them at once
+        and stay ahead of the calls (engine/hearth/upload.py). Calls in another order still
+        get their bytes, read when asked."""
+        if not self.uploads_to(device):
+            return
+        self.finish_uploads()
+        found = [self._by_name[n] for n in names if n in self._by_name]
+        plan = [(self.info.data_offset + t.offset, t.n_bytes) for t in found]
+        self._upload = FileUploader(self.path, device, plan=plan)
+
+    @staticmethod
+    def uploads_to(device: torch.device | str | None) -> bool:
+        """Whether tensors for `device` go through the pinned uploader: a GPU's do (unless
+        HEARTH_UPLOAD=pageable); the CPU reads the mapped file in place."""
         if device is None or torch.device(device).type != "cuda":
-            return None
-        if os.environ.get("HEARTH_UPLOAD", "") == "pageable":
+            return False
+        return os.environ.get("HEARTH_UPLOAD", "") != "pageable"
+
+    def _uploader(self, device: torch.device | str | None) -> FileUploader | None:
+        if not self.uploads_to(device):
             return None
         if self._upload is None or self._upload.device != torch.device(device):
             self.finish_uploads()
