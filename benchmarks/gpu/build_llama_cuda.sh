@@ -8,11 +8,19 @@
 #
 # Usage: benchmarks/gpu/build_llama_cuda.sh BUNDLE_DIR [BUILD_ROOT]   (BUILD_ROOT: /tmp/llama)
 #        LLAMA_PATCHES=1 ...   applies installers/patches/ first (what users get)
+#        (with .llama-pack/ from benchmarks/gpu/pack_llama_build.sh: unpacked, not built)
 # Then:  source BUILD_ROOT/env.sh   (sets PYTHONPATH, LLAMA_CPP_LIB_PATH and PATH)
 set -euo pipefail
 bundle=${1:?usage: build_llama_cuda.sh BUNDLE_DIR [BUILD_ROOT]}
 root=${2:-/tmp/llama}
 mkdir -p "$root"
+# A build packed by benchmarks/gpu/pack_llama_build.sh on an earlier machine of the same image
+# (.llama-pack/ in the repository root, carried): unpacked in seconds instead of built
+pack=${LLAMA_PACK:-$(dirname "$0")/../../.llama-pack}
+if [ ! -f "$root/env.sh" ] && [ "$root" = /tmp/llama ] && [ -f "$pack/llama-build.tar.xz.aa" ]; then
+  cat "$pack"/llama-build.tar.xz.* | xz -d -T0 | tar -xf - -C /
+  echo "unpacked the build in $pack"
+fi
 if [ ! -f "$root/env.sh" ]; then
   tar -xzf "$bundle/llama-cpp-python-src.tgz" -C "$root"
   src=$(ls -d "$root"/llama_cpp_python-*)
