@@ -123,7 +123,10 @@ def main() -> int:
         return 3
     engine = WorkerEngine(writer.send, flush=writer.flush, faults=faults)
     engine.announce_ready()
-    # The Hearth engine's imports while the person picks a model (hearth_prewarm.py says when)
+    # The Hearth engine's imports while the person picks a model (hearth_prewarm.py says when);
+    # after Ready has gone out: loading torch's libraries holds the GIL for long stretches,
+    # which would hold the event writer back
+    writer.flush()
     hearth_prewarm.start(log=lambda line: print(line, file=sys.stderr, flush=True))
 
     commands: queue.Queue = queue.Queue()
