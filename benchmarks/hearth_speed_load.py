@@ -27,8 +27,8 @@ first). Cases: Hearth with the import warm-up (engine/runtime/hearth_prewarm.py)
 sent at Ready (it waits for the warm-up) or after the pick; Hearth with HEARTH_PREWARM=0; and
 llama.cpp in the same worker, with the warm-up (the worker does not know which engine comes;
 "at Ready": while it runs) and without ("vs llama" divides by this one's first token). Each
-row also gives the worker's GPU memory (NVML, per process) just before the Load, so a warm-up
-that made a CUDA context would show there.
+row also gives the worker's GPU memory (NVML, per process) and resident memory just before the
+Load: a warm-up that made a CUDA context would show in the first, torch's libraries in the second.
 """
 
 from __future__ import annotations
@@ -227,6 +227,7 @@ def worker_load(model: str, engine: str, extra_env: dict, pick_s: float) -> dict
         readied = time.perf_counter()
         time.sleep(pick_s)  # the person picking a model
         gpu_mib = worker_gpu_mib(client.pid)
+        rss_mib = worker_rss_mib(client.pid)
         asked = time.perf_counter()
         client.load(p.ModelParams(path=model, engine=engine, n_ctx=N_CTX))
         loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=600)
@@ -245,11 +246,22 @@ def worker_load(model: str, engine: str, extra_env: dict, pick_s: float) -> dict
         "engine": loaded.engine,
         "ready_s": readied - started,
         "gpu_mib_before_load": gpu_mib,
+        "rss_mib_before_load": rss_mib,
         "load_s": got - asked,
         "worker_load_s": loaded.load_seconds,
         "first_token_s": first - asked,
         "lines": lines,
     }
+
+
+def worker_rss_mib(pid: int | None) -> float | None:
+    """The process's resident memory (MiB; Linux), None: unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return kib / 1024
 
 
 def worker_gpu_mib(pid: int | None) -> float | None:
@@ -289,8 +301,9 @@ def report_worker_loads(loads: dict) -> str:
     first = loads["first"]
     lines = [
         f"the load in a fresh worker, page cache warm (s, medians of {loads['runs']}; "
-        f"Load sent {loads['pick_s']:.0f} s after Ready unless 'at Ready')",
-        f"{'case':<34} {'Ready':>6} {'GPU MiB':>8} {'load':>6} {'first tok':>9} {'vs llama':>8}",
+        f"Load sent {loads['pick_s']:g} s after Ready unless 'at Ready')",
+        f"{'case':<34} {'Ready':>6} {'GPU MiB':>8} {'RSS MiB':>8} {'load':>6} {'first tok':>9} "
+        f"{'vs llama':>8}",
         f"unmeasured first load: {json.dumps(first)}",
     ]
     rows = loads["cases"]
@@ -308,10 +321,11 @@ def report_worker_loads(loads: dict) -> str:
         med = {
             k: statistics.median(r[k] for r in good) for k in ("ready_s", "load_s", "first_token_s")
         }
-        mib = good[-1]["gpu_mib_before_load"]
+        mib, rss = good[-1]["gpu_mib_before_load"], good[-1]["rss_mib_before_load"]
         ratio = f"{med['first_token_s'] / reference:7.2f}x" if reference else "      -"
         lines.append(
             f"{label:<34} {med['ready_s']:6.2f} {'?' if mib is None else f'{mib:.0f}':>8} "
+            f"{'?' if rss is None else f'{rss:.0f}':>8} "
             f"{med['load_s']:6.2f} {med['first_token_s']:9.2f} {ratio:>8}"
         )
         lines += [f"    {x}" for x in good[-1]["lines"]]
