@@ -27,7 +27,7 @@ the thread starts), and llama.cpp's own work runs in C with the GIL released. A 
 warming is one line on stderr; the load that follows then meets the same failure itself and
 reports it as it always has (or falls back to llama.cpp with the reason).
 
-    start(log=print)    # after Ready; does nothing where the Hearth engine cannot run
+    start(log=print)    # after Ready; imports nothing where the Hearth engine cannot run
     wait()              # before a Hearth load: the warm-up finished (or failed), if one began
 """
 
@@ -132,11 +132,20 @@ def import_engine(
 
 
 class Prewarm:
-    """One warm-up on a daemon thread; `wait` returns once it has finished either way."""
+    """One warm-up on a daemon thread, which first asks `reason` whether to warm at all (NVML
+    takes a moment: the worker's command loop does not wait for it); `wait` returns once the
+    thread has finished either way."""
 
-    def __init__(self, warm: Callable[[], None], log: Callable[[str], None], clock=time.monotonic):
-        self._warm, self._log, self._clock = warm, log, clock
+    def __init__(
+        self,
+        warm: Callable[[], None],
+        log: Callable[[str], None],
+        clock: Callable[[], float] = time.monotonic,
+        reason: Callable[[], str | None] = lambda: None,
+    ):
+        self._warm, self._log, self._clock, self._reason = warm, log, clock, reason
         self._done = threading.Event()
+        self.skipped: str | None = None  # why nothing was warmed here
         self.seconds: float | None = None  # the warm-up's duration, once it finished
         self.error: str | None = None  # why it failed, if it did
 
@@ -145,25 +154,32 @@ class Prewarm:
         return self
 
     def _run(self) -> None:
-        started = self._clock()
         try:
-            try:
-                self._warm()
-            except Exception as exc:  # logged; the next Hearth load meets it and says so itself
-                self.error = f"{type(exc).__name__}: {exc}"
-            self.seconds = self._clock() - started
-            if self.error is None:
-                self._log(
-                    f"hearth worker: Hearth engine imported ahead of a load in {self.seconds:.1f} s"
-                )
-            else:
-                # worded apart from engine_output.py's cause lines: a later crash is not this
-                self._log(
-                    "hearth worker: the Hearth engine was not imported ahead (a Hearth load "
-                    f"tries again and says why it cannot run): {self.error}"
-                )
+            self.skipped = self._reason()
+            if self.skipped:
+                self._log(f"hearth worker: Hearth engine not imported ahead: {self.skipped}")
+                return
+            self._warm_up()
         finally:
             self._done.set()  # after the line, so that a load that waited finds it said
+
+    def _warm_up(self) -> None:
+        started = self._clock()
+        try:
+            self._warm()
+        except Exception as exc:  # logged; the next Hearth load meets it and says so itself
+            self.error = f"{type(exc).__name__}: {exc}"
+        self.seconds = self._clock() - started
+        if self.error is None:
+            self._log(
+                f"hearth worker: Hearth engine imported ahead of a load in {self.seconds:.1f} s"
+            )
+        else:
+            # worded apart from engine_output.py's cause lines: a later crash is not this
+            self._log(
+                "hearth worker: the Hearth engine was not imported ahead (a Hearth load tries "
+                f"again and says why it cannot run): {self.error}"
+            )
 
     def wait(self) -> float:
         """Block until the warm-up has finished; the seconds this call waited."""
@@ -172,7 +188,10 @@ class Prewarm:
         started = self._clock()
         self._done.wait()
         waited = self._clock() - started
-        self._log(f"hearth worker: the load waited {waited:.1f} s for the Hearth engine's imports")
+        if not self.skipped:
+            self._log(
+                f"hearth worker: the load waited {waited:.1f} s for the Hearth engine's imports"
+            )
         return waited
 
 
@@ -180,18 +199,17 @@ _current: Prewarm | None = None
 
 
 def start(
-    log: Callable[[str], None], *, warm: Callable[[], None] = import_engine, reason=None
-) -> Prewarm | None:
-    """Start warming where the Hearth engine could run (`reason`: reason_not_to_warm, for
-    tests); None when nothing was started, with the reason logged."""
+    log: Callable[[str], None],
+    *,
+    warm: Callable[[], None] = import_engine,
+    reason: Callable[[], str | None] = reason_not_to_warm,
+) -> Prewarm:
+    """Start the warm-up thread; it warms only where the Hearth engine could run (`reason`:
+    None) and otherwise logs why not."""
     global _current
-    why_not = (reason or reason_not_to_warm)()
-    if why_not:
-        log(f"hearth worker: Hearth engine not imported ahead: {why_not}")
-        return None
     for name in SHARED_FIRST:
         importlib.import_module(name)
-    _current = Prewarm(warm, log).start()
+    _current = Prewarm(warm, log, reason=reason).start()
     return _current
 
 

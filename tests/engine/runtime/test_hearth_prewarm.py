@@ -47,12 +47,12 @@ def test_without_torch_nothing_is_warmed(monkeypatch):
     assert reason_not_to_warm(lambda: 1) == "PyTorch is not installed"
 
 
-def test_where_the_engine_cannot_run_nothing_starts_and_the_line_says_why():
+def test_where_the_engine_cannot_run_nothing_is_imported_and_the_line_says_why():
     lines, called = [], []
     got = hearth_prewarm.start(lines.append, warm=lambda: called.append(1), reason=lambda: "no GPU")
-    assert got is None and called == []
+    hearth_prewarm.wait()
+    assert got.skipped == "no GPU" and called == [] and got.seconds is None
     assert lines == ["hearth worker: Hearth engine not imported ahead: no GPU"]
-    hearth_prewarm.wait()  # nothing started: returns at once
 
 
 def test_a_failed_warm_up_is_one_line_and_a_load_still_goes_ahead():
