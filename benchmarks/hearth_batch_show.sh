@@ -13,21 +13,15 @@
 # llama.cpp is built first unless /tmp/llama/env.sh exists (about 3 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}; mkdir -p "$out"
-[ -f /tmp/llama/env.sh ] || bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
-source /tmp/llama/env.sh
-export PYTHONPATH="$PWD:$PYTHONPATH" PYTHONUNBUFFERED=1
+source benchmarks/gpu/show_env.sh
 if ! python3 -c "import fastapi, uvicorn" 2>/dev/null; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/server-site .whl/*.whl
   export PYTHONPATH="$PYTHONPATH:/tmp/server-site"
 fi
-src=$(ls -d /tmp/llama/llama_cpp_python-*)
 model=/tmp/models/llama3-8b-random-q4_k_m.gguf
-mkdir -p /tmp/models
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-[ -f "$model" ] || { python3 -m benchmarks.hearth_speed --write-random llama3-8b "$model" \
-  --vocab "$src/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf" && sync; }
+random_model "$model" llama3-8b Q4_K_M ggml-vocab-llama-bpe.gguf
 python3 benchmarks/server_concurrency.py "$model" --llama-server "$(command -v llama-server)" \
   --hearth-engines hearth llama --clients 1 4 16 64 --max-tokens 512 --prompt-words 64 \
   --ctx 1024 --rounds 1 --level-timeout 100 --logs "$out" "$@" \

@@ -11,16 +11,9 @@
 # under 4 minutes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}; mkdir -p "$out"
-[ -f /tmp/llama/env.sh ] || bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
-source /tmp/llama/env.sh
-export PYTHONPATH="$PWD:$PYTHONPATH" PYTHONUNBUFFERED=1
-src=$(ls -d /tmp/llama/llama_cpp_python-*)
+source benchmarks/gpu/show_env.sh
 model=/tmp/models/llama3-8b-random-q4_k_m.gguf
-mkdir -p /tmp/models
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-[ -f "$model" ] || { python3 -m benchmarks.hearth_speed --write-random llama3-8b "$model" \
-  --vocab "$src/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf" && sync; }
-# (sync: the just-written file's pages are written back before either engine's load is timed)
+random_model "$model" llama3-8b Q4_K_M ggml-vocab-llama-bpe.gguf
 python3 -m benchmarks.hearth_speed "$model" --llama-bench "$@" --json "$out/hearth-speed.json" \
   2>&1 | tee "$out/hearth-speed.txt"

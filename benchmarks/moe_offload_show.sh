@@ -14,18 +14,9 @@
 # CUDA build, about 3 minutes). About 4 minutes once both are there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}; mkdir -p "$out"
-[ -f /tmp/llama/env.sh ] || bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
-source /tmp/llama/env.sh
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+source benchmarks/gpu/show_env.sh
 model=/tmp/models/qwen3-30b-a3b-random-q4_k_m.gguf
-if [ ! -f "$model" ]; then
-  src=$(ls -d /tmp/llama/llama_cpp_python-* | head -1)
-  mkdir -p /tmp/models
-  python3 -m benchmarks.hearth_speed --write-random qwen3-30b-a3b "$model.part" --quant Q4_K_M \
-    --vocab "$src/vendor/llama.cpp/models/ggml-vocab-qwen2.gguf"
-  mv "$model.part" "$model" && sync
-fi
+random_model "$model" qwen3-30b-a3b Q4_K_M ggml-vocab-qwen2.gguf
 nvidia-smi --query-gpu=name,memory.total,driver_version,pcie.link.gen.current,pcie.link.width.current \
   --format=csv,noheader | tee "$out/gpu.txt"
 python3 -m benchmarks.moe_offload --model "$model" --card "${CARD:-12}" --out "$out" 2>&1 \

@@ -21,13 +21,7 @@
 # /tmp/models (kept: a second run skips writing them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${OUT:-out}; mkdir -p "$out"
-[ -f /tmp/llama/env.sh ] || bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/dev/null
-source /tmp/llama/env.sh
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
-src=$(ls -d /tmp/llama/llama_cpp_python-* | head -1)
-vocabs="$src/vendor/llama.cpp/models"
-mkdir -p /tmp/models
+source benchmarks/gpu/show_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 
 # show NAME SHAPE QUANT VOCAB [hearth_speed arguments]: write the file once, then measure
@@ -35,12 +29,7 @@ show() {
   local name=$1 shape=$2 quant=$3 vocab=$4
   shift 4
   local model=/tmp/models/$name.gguf
-  if [ ! -f "$model" ]; then
-    python3 -m benchmarks.hearth_speed --write-random "$shape" "$model.part" --quant "$quant" \
-      --vocab "$vocabs/$vocab"
-    mv "$model.part" "$model" && sync
-    # (sync: the file's pages are written back before either engine's load is timed)
-  fi
+  random_model "$model" "$shape" "$quant" "$vocab"
   # one model failing (out of memory, a kernel error) must not lose the other's figures
   python3 -m benchmarks.hearth_speed "$model" --llama-bench --kv paged-f16 kivi4/rot4 "$@" \
     --json "$out/$name.json" 2>&1 | tee "$out/$name.txt" \

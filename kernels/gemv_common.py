@@ -104,7 +104,7 @@ def new_acc(BLOCK_N: tl.constexpr, NG: tl.constexpr, GS: tl.constexpr, BLOCK_B: 
 def store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x,
               BLOCK_B: tl.constexpr):  # fmt: skip
     """out[split, b, n] (fp32 partials) or out[b, n] (final, in out's dtype); out_ptr and
-    n_rows_x already moved to this program's first input row (see `program_rows`)."""
+    n_rows_x already moved to this program's first input row (see `program_tile`)."""
     split = tl.program_id(1)
     base = out_ptr + split * stride_split
     if BLOCK_B == 1:
@@ -118,10 +118,30 @@ def store_acc(acc, out_ptr, rows, row_mask, stride_ob, stride_split, n_rows_x,
 
 
 @triton.jit
-def program_rows(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, BLOCK_B: tl.constexpr):
-    """Move x and out to the input rows of this program (grid axis 2 tiles the batch)."""
-    first = tl.program_id(2) * BLOCK_B
-    return x_ptr + first * stride_xb, out_ptr + first * stride_ob, n_rows_x - first
+def program_tile(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, N, blocks_per_split,
+                 BLOCK_N: tl.constexpr, BLOCK_B: tl.constexpr, EVEN: tl.constexpr):  # fmt: skip
+    """This program's tile: x and out moved to its input rows (grid axis 2 tiles the batch),
+    its weight rows (axis 0) with their mask, a zero per row to broadcast x's loads over
+    them, and its first block (axis 1 splits the row)."""
+    first_x = tl.program_id(2) * BLOCK_B
+    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = (rows < N) | EVEN
+    zero_rows = (rows * 0)[:, None, None, None]
+    first = tl.program_id(1) * blocks_per_split
+    return (x_ptr + first_x * stride_xb, out_ptr + first_x * stride_ob, n_rows_x - first_x,
+            rows, row_mask, zero_rows, first)  # fmt: skip
+
+
+@triton.jit
+def block_step(first, t, group_block, NB, blocks_per_split, rows, row_mask,
+               EVEN: tl.constexpr):  # fmt: skip
+    """The blocks of one loop step (`group_block`: each group's block within the step), which
+    of them exist, that mask with the rows', and each (row, block)'s index."""
+    blk = first + t + group_block
+    group_mask = ((blk < NB) & (t + group_block < blocks_per_split)) | EVEN
+    mask2 = row_mask[:, None] & group_mask[None, :]
+    row_blk = rows[:, None] * NB + blk[None, :]
+    return blk, group_mask, mask2, row_blk
 
 
 def split_plan(n_blocks: int, blocks_per_tile: int, n_row_tiles: int, n_sm: int) -> tuple[int, int]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from kernels.gemv_common import lanes, mac_codes, new_acc, program_rows, store_acc
+from kernels.gemv_common import block_step, lanes, mac_codes, new_acc, program_tile, store_acc
 
 
 @triton.jit
@@ -42,22 +42,19 @@ def q4_k_q5_k_kernel(
     HAS_QH: tl.constexpr, BLOCK_N: tl.constexpr, NBLK: tl.constexpr, BLOCK_B: tl.constexpr,
     EVEN: tl.constexpr, EXACT_FMA: tl.constexpr,
 ):  # fmt: skip
-    x_ptr, out_ptr, n_rows_x = program_rows(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, BLOCK_B)
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = (rows < N) | EVEN
+    x_ptr, out_ptr, n_rows_x, rows, row_mask, zero_rows, first = program_tile(
+        x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, N, blocks_per_split, BLOCK_N, BLOCK_B, EVEN
+    )
     NG: tl.constexpr = NBLK * 4
     g = tl.arange(0, NG)
     lane = lanes(32)
     chunk = g % 4
     acc = new_acc(BLOCK_N, NG, 32, BLOCK_B)
-    zero_rows = (rows * 0)[:, None, None, None]
-    first = tl.program_id(1) * blocks_per_split
     for t in range(0, blocks_per_split, NBLK):
-        blk = first + t + g // 4
-        group_mask = ((blk < NB) & (t + g // 4 < blocks_per_split)) | EVEN
-        mask2 = row_mask[:, None] & group_mask[None, :]
+        blk, group_mask, mask2, row_blk = block_step(
+            first, t, g // 4, NB, blocks_per_split, rows, row_mask, EVEN
+        )
         mask3 = mask2[:, :, None, None]
-        row_blk = rows[:, None] * NB + blk[None, :]
         qs = tl.load(
             qs_ptr
             + (row_blk * 128 + chunk[None, :] * 32)[:, :, None, None]
@@ -98,23 +95,20 @@ def q6_k_kernel(
     BLOCK_N: tl.constexpr, NBLK: tl.constexpr, BLOCK_B: tl.constexpr,
     EVEN: tl.constexpr, EXACT_FMA: tl.constexpr,
 ):  # fmt: skip
-    x_ptr, out_ptr, n_rows_x = program_rows(x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, BLOCK_B)
-    rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-    row_mask = (rows < N) | EVEN
+    x_ptr, out_ptr, n_rows_x, rows, row_mask, zero_rows, first = program_tile(
+        x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, N, blocks_per_split, BLOCK_N, BLOCK_B, EVEN
+    )
     NG: tl.constexpr = NBLK * 4
     g = tl.arange(0, NG)
     lane = lanes(16)
     half = (g // 2) % 2  # 128-weight half of the super-block
     run = g % 2  # which 16 of the half's 32 ql/qh positions
     acc = new_acc(BLOCK_N, NG, 16, BLOCK_B)
-    zero_rows = (rows * 0)[:, None, None, None]
-    first = tl.program_id(1) * blocks_per_split
     for t in range(0, blocks_per_split, NBLK):
-        blk = first + t + g // 4
-        group_mask = ((blk < NB) & (t + g // 4 < blocks_per_split)) | EVEN
-        mask2 = row_mask[:, None] & group_mask[None, :]
+        blk, group_mask, mask2, row_blk = block_step(
+            first, t, g // 4, NB, blocks_per_split, rows, row_mask, EVEN
+        )
         mask3 = mask2[:, :, None, None]
-        row_blk = rows[:, None] * NB + blk[None, :]
         pos = (half * 32 + run * 16)[None, :]  # [1, NG]
         qh = tl.load(
             qh_ptr + (row_blk * 64 + pos)[:, :, None, None] + lane[None, None, :, :],

@@ -24,6 +24,7 @@ import tempfile
 import pytest
 
 from testkit.model_fixtures import gemma_model, starter_model, starter_path  # noqa: F401
+from tests.keyring_stand_in import memory_keyring  # noqa: F401
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HEARTH_DATA_DIR"] = tempfile.mkdtemp(prefix="hearth-test-data-")
@@ -31,8 +32,8 @@ os.environ["HEARTH_DATA_DIR"] = tempfile.mkdtemp(prefix="hearth-test-data-")
 # process for every model a GUI test loads; its own tests turn it on where they need it.
 os.environ.setdefault("HEARTH_KV_CHECK", "0")
 # huggingface_hub's cache, which the Library lists: an empty one, not the user's.
-# Tests never touch the person's keyring (engine/remote/keys.py); a test that needs one sets
-# an in-memory backend.
+# Tests never touch the person's keyring (engine/remote/keys.py); a test that needs one takes
+# the `memory_keyring` fixture (tests/keyring_stand_in.py).
 os.environ["PYTHON_KEYRING_BACKEND"] = "keyring.backends.fail.Keyring"
 os.environ["HF_HOME"] = os.path.join(os.environ["HEARTH_DATA_DIR"], "hf-home")
 # Triton reads TRITON_INTERPRET once, when the first test module to need it imports it (an

@@ -70,7 +70,9 @@ def test_a_part_that_failed_is_said_and_the_rest_still_reported():
     assert "pp512 12000.0 tok/s" in text
 
 
-def test_the_random_file_loads_and_runs_finite(tmp_path):
+def _load_and_run_three_tokens(path):
+    """The file on the Hearth engine's torch path: (the model, its info), after checking that
+    three tokens give finite, varied logits."""
     import torch
 
     from engine.gguf import read_model_info
@@ -80,10 +82,7 @@ def test_the_random_file_loads_and_runs_finite(tmp_path):
     from engine.hearth.ops import TorchOps
     from engine.hearth.weights import GGUFTensors
 
-    path = tmp_path / "tiny.gguf"
-    write_random_quantized(str(path), "llama-tiny")
     info = read_model_info(path)
-    assert {t.type_name for t in info.tensors} >= {"Q4_K", "Q6_K"}  # Q4_K_M's mix
     config = model_config(info)
     model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps("cpu"))
     cache = TorchKVCache(
@@ -91,6 +90,14 @@ def test_the_random_file_loads_and_runs_finite(tmp_path):
     )
     logits = model.forward(torch.tensor([1, 2, 3]), torch.arange(3), cache, n_keys=3)
     assert np.isfinite(logits.numpy()).all() and logits.std() > 0
+    return model, info
+
+
+def test_the_random_file_loads_and_runs_finite(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    write_random_quantized(str(path), "llama-tiny")
+    _, info = _load_and_run_three_tokens(path)
+    assert {t.type_name for t in info.tensors} >= {"Q4_K", "Q6_K"}  # Q4_K_M's mix
 
 
 @pytest.mark.parametrize(
@@ -105,14 +112,6 @@ def test_a_random_moe_file_runs_finite_and_its_bound_reads_k_experts(
     experts a token reads of each layer, not all 8."""
     from dataclasses import replace
 
-    import torch
-
-    from engine.gguf import read_model_info
-    from engine.hearth.config import model_config
-    from engine.hearth.forward import Transformer
-    from engine.hearth.kv_cache import TorchKVCache
-    from engine.hearth.ops import TorchOps
-    from engine.hearth.weights import GGUFTensors
     from testkit.synthetic_gguf import SHAPES
 
     small = replace(
@@ -122,15 +121,8 @@ def test_a_random_moe_file_runs_finite_and_its_bound_reads_k_experts(
     monkeypatch.setitem(SHAPES, "moe-small", small)
     path = tmp_path / "moe.gguf"
     write_random_quantized(str(path), "moe-small", quant)
-    info = read_model_info(path)
+    model, info = _load_and_run_three_tokens(path)
     assert info.tensor("blk.0.ffn_gate_exps.weight").type_name == expert_type
-    config = model_config(info)
-    model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps("cpu"))
-    cache = TorchKVCache(
-        n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=8
-    )
-    logits = model.forward(torch.tensor([1, 2, 3]), torch.arange(3), cache, n_keys=3)
-    assert np.isfinite(logits.numpy()).all() and logits.std() > 0
     dense = (
         sum(w.source.nbytes for layer in model.layers for w in layer.matrices())
         + model.output.source.nbytes

@@ -91,6 +91,14 @@ def _conversation(row: tuple) -> Conversation:
     return Conversation(row[0], row[1], row[2], json.loads(row[3]), row[4], row[5], row[6])
 
 
+def _stats_values(s: MessageStats) -> tuple:
+    """A message's stats in the order of their columns (n_prompt_tokens ... decode_seconds)."""
+    return (
+        s.n_prompt_tokens, s.n_generated, s.tokens_per_second, s.time_to_first_token,
+        s.prefill_seconds, s.decode_seconds,
+    )  # fmt: skip
+
+
 def _message(row: tuple) -> StoredMessage:
     return StoredMessage(
         id=row[0],
@@ -155,13 +163,18 @@ class ConversationStore:
         )
         return self.conversation(cursor.lastrowid)
 
-    def conversation(self, conversation_id: int) -> Conversation:
+    def _row_by_id(self, table: str, columns: str, row_id: int, what: str):
         row = self._conn.execute(
-            f"SELECT {_CONVERSATION_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)
+            f"SELECT {columns} FROM {table} WHERE id = ?", (row_id,)
         ).fetchone()
         if row is None:
-            raise KeyError(f"no conversation {conversation_id}")
-        return _conversation(row)
+            raise KeyError(f"no {what} {row_id}")
+        return row
+
+    def conversation(self, conversation_id: int) -> Conversation:
+        return _conversation(
+            self._row_by_id("conversations", _CONVERSATION_COLUMNS, conversation_id, "conversation")
+        )
 
     def conversations(self, search: str = "") -> list[Conversation]:
         """Most recently used first; `search` matches titles and message text, any case."""
@@ -223,7 +236,6 @@ class ConversationStore:
         for m in messages:
             if m.parent_id is not None and m.parent_id not in new_ids:
                 raise ValueError(f"message {m.id}'s parent {m.parent_id} does not come before it")
-            s = m.stats
             cursor = self._conn.execute(
                 f"INSERT INTO messages ({_MESSAGE_COLUMNS.removeprefix('id, ')}) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -237,12 +249,7 @@ class ConversationStore:
                     int(m.partial),
                     int(m.failed),
                     m.stop_reason,
-                    s.n_prompt_tokens,
-                    s.n_generated,
-                    s.tokens_per_second,
-                    s.time_to_first_token,
-                    s.prefill_seconds,
-                    s.decode_seconds,
+                    *_stats_values(m.stats),
                     m.created_at,
                 ),
             )
@@ -351,7 +358,6 @@ class ConversationStore:
         stop_reason: str = "",
         failed: bool = False,
     ) -> None:
-        s = stats or MessageStats()
         self._conn.execute(
             "UPDATE messages SET content = ?, partial = 0, failed = ?, stop_reason = ?, "
             "n_prompt_tokens = ?, n_generated = ?, tokens_per_second = ?, "
@@ -360,23 +366,13 @@ class ConversationStore:
                 content,
                 int(failed),
                 stop_reason,
-                s.n_prompt_tokens,
-                s.n_generated,
-                s.tokens_per_second,
-                s.time_to_first_token,
-                s.prefill_seconds,
-                s.decode_seconds,
+                *_stats_values(stats or MessageStats()),
                 message_id,
             ),
         )
 
     def message(self, message_id: int) -> StoredMessage:
-        row = self._conn.execute(
-            f"SELECT {_MESSAGE_COLUMNS} FROM messages WHERE id = ?", (message_id,)
-        ).fetchone()
-        if row is None:
-            raise KeyError(f"no message {message_id}")
-        return _message(row)
+        return _message(self._row_by_id("messages", _MESSAGE_COLUMNS, message_id, "message"))
 
     def messages(self, conversation_id: int) -> list[StoredMessage]:
         """Every message of the conversation, every branch, oldest first."""

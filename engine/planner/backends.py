@@ -27,6 +27,7 @@ subset of what they run), which can only make the planner choose flash attention
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from engine.enums import KV_TYPES
@@ -35,102 +36,82 @@ MIB = 1024 * 1024
 GIB = 1024 * MIB
 
 
-@dataclass(frozen=True)
-class BackendProfile:
-    name: str
-    alignment: int  # bytes every tensor is aligned to in this backend's buffers
-    row_padding: int  # elements: quantized rows padded to a multiple of this (0: none)
-    context_bytes: int  # driver context, library handles and workspaces, once per device
-    pool_bytes_per_token_row: float  # scratch pool: x (ubatch tokens x widest row x 4 bytes)
-    # MoE scratch pool: x (ubatch tokens x experts used x (n_embd + expert width) x 4 bytes),
-    # the sorted and gathered activations of MUL_MAT_ID on prompt batches
-    moe_pool_bytes_per_token_row: float
-    fa_pairs: frozenset[tuple[str, str]]  # K/V type pairs flash attention runs natively
-    fa_head_dims: frozenset[int]  # head sizes with a flash-attention kernel
-    fa_needs_f16_copy_in_prefill: bool  # quantized K/V converted to f16 for prompt batches
-    decode_efficiency: float  # achieved / nominal memory bandwidth while decoding
-    calibrated: bool
-    # Whether ggml_backend_sched may run host-weight operations of prompt batches here
-    # (op_offload). llama.cpp's RPC devices do not (ggml-rpc.cpp: offload_op = NULL).
-    offloads_ops: bool = True
-
-
 _MATCHING_PAIRS = frozenset((kv, kv) for kv in KV_TYPES)
 _ALL_PAIRS = frozenset((k, v) for k in KV_TYPES for v in KV_TYPES)
 # ggml-cuda/fattn.cu, ggml_cuda_get_best_fattn_kernel: head sizes with a kernel (K == V).
 _CUDA_FA_DIMS = frozenset({40, 64, 72, 80, 96, 112, 128, 256})
 
+
+@dataclass(frozen=True)
+class BackendProfile:
+    name: str
+    alignment: int  # bytes every tensor is aligned to in this backend's buffers
+    context_bytes: int  # driver context, library handles and workspaces, once per device
+    decode_efficiency: float  # achieved / nominal memory bandwidth while decoding
+    pool_bytes_per_token_row: float = 0.0  # scratch pool: x (ubatch tokens x widest row x 4 B)
+    row_padding: int = 0  # elements: quantized rows padded to a multiple of this (0: none)
+    # MoE scratch pool: x (ubatch tokens x experts used x (n_embd + expert width) x 4 bytes),
+    # the sorted and gathered activations of MUL_MAT_ID on prompt batches
+    moe_pool_bytes_per_token_row: float = 0.0
+    fa_pairs: frozenset[tuple[str, str]] = _MATCHING_PAIRS  # K/V pairs flash attention runs
+    fa_head_dims: frozenset[int] = _CUDA_FA_DIMS  # head sizes with a flash-attention kernel
+    fa_needs_f16_copy_in_prefill: bool = False  # quantized K/V converted to f16 for prompts
+    calibrated: bool = False
+    # Whether ggml_backend_sched may run host-weight operations of prompt batches here
+    # (op_offload). llama.cpp's RPC devices do not (ggml-rpc.cpp: offload_op = NULL).
+    offloads_ops: bool = True
+
+
+# Calibrated on an NVIDIA H200 (driver 580.159.04, CUDA build for sm_90) by
+# benchmarks/planner_accuracy.py matrix, 126 cells (docs/planner-accuracy.md): the memory
+# in use beyond llama.cpp's logged buffers was 595-607 MiB after the load (CUDA context,
+# cuBLAS, CUDA graphs) and 608-619 MiB after a 512-token prefill of a dense model, 707-715
+# MiB of Qwen3-30B-A3B; decode reached 0.45-0.76 of the bandwidth bound, median 0.55.
+# A consumer card's CUDA context is likely smaller (not measured): these would then err safe.
+_CUDA = BackendProfile(
+    name="cuda",
+    alignment=128,
+    row_padding=512,
+    context_bytes=600 * MIB,
+    pool_bytes_per_token_row=0.5,
+    moe_pool_bytes_per_token_row=2.5,
+    fa_needs_f16_copy_in_prefill=True,
+    decode_efficiency=0.55,
+    calibrated=True,
+)
+
 BACKENDS: dict[str, BackendProfile] = {
-    # Calibrated on an NVIDIA H200 (driver 580.159.04, CUDA build for sm_90) by
-    # benchmarks/planner_accuracy.py matrix, 126 cells (docs/planner-accuracy.md): the memory
-    # in use beyond llama.cpp's logged buffers was 595-607 MiB after the load (CUDA context,
-    # cuBLAS, CUDA graphs) and 608-619 MiB after a 512-token prefill of a dense model, 707-715
-    # MiB of Qwen3-30B-A3B; decode reached 0.45-0.76 of the bandwidth bound, median 0.55.
-    # A consumer card's CUDA context is likely smaller (not measured): these would then err safe.
-    "cuda": BackendProfile(
-        name="cuda",
-        alignment=128,
-        row_padding=512,
-        context_bytes=600 * MIB,
-        pool_bytes_per_token_row=0.5,
-        moe_pool_bytes_per_token_row=2.5,
-        fa_pairs=_MATCHING_PAIRS,
-        fa_head_dims=_CUDA_FA_DIMS,
-        fa_needs_f16_copy_in_prefill=True,
-        decode_efficiency=0.55,
-        calibrated=True,
-    ),
-    "rocm": BackendProfile(
+    "cuda": _CUDA,
+    # ROCm builds compile ggml-cuda (HIP): CUDA's facts, their own estimates.
+    "rocm": dataclasses.replace(
+        _CUDA,
         name="rocm",
-        alignment=128,
-        row_padding=512,
         context_bytes=400 * MIB,
         pool_bytes_per_token_row=2.0,
-        moe_pool_bytes_per_token_row=2.5,
-        fa_pairs=_MATCHING_PAIRS,
-        fa_head_dims=_CUDA_FA_DIMS,
-        fa_needs_f16_copy_in_prefill=True,
         decode_efficiency=0.65,
         calibrated=False,
     ),
     "vulkan": BackendProfile(
         name="vulkan",
         alignment=256,
-        row_padding=0,
         context_bytes=200 * MIB,
         pool_bytes_per_token_row=1.0,
         moe_pool_bytes_per_token_row=2.5,
-        fa_pairs=_MATCHING_PAIRS,
-        fa_head_dims=_CUDA_FA_DIMS,
-        fa_needs_f16_copy_in_prefill=False,
         decode_efficiency=0.6,
-        calibrated=False,
     ),
     "metal": BackendProfile(
         name="metal",
         alignment=32,
-        row_padding=0,
         context_bytes=64 * MIB,
-        pool_bytes_per_token_row=0.0,
-        moe_pool_bytes_per_token_row=0.0,
-        fa_pairs=_MATCHING_PAIRS,
-        fa_head_dims=_CUDA_FA_DIMS,
-        fa_needs_f16_copy_in_prefill=False,
         decode_efficiency=0.7,
-        calibrated=False,
     ),
     "cpu": BackendProfile(
         name="cpu",
         alignment=64,
-        row_padding=0,
         context_bytes=0,
-        pool_bytes_per_token_row=0.0,
-        moe_pool_bytes_per_token_row=0.0,
         fa_pairs=_ALL_PAIRS,
         fa_head_dims=frozenset(range(1, 1025)),
-        fa_needs_f16_copy_in_prefill=False,
         decode_efficiency=0.5,
-        calibrated=False,
     ),
 }
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -26,41 +26,21 @@ from engine.llama.batch import SequenceBatch
 from engine.llama.driver import Context, EngineError, Model
 from engine.llama.sampler import GrammarTooSlow, Sampler
 from engine.runtime import protocol as p
+from engine.runtime.batch_requests import BatchGeneration, BatchRequests
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.kv_slots import Slot, SlotTable
-from engine.runtime.request_queue import RequestQueue
 from engine.runtime.to_llama import sampler_settings
 
 
 @dataclass
-class _Generation:
-    command: p.Generate
-    received_at: float
-    prompt: list[int]
-    sampler: Sampler | None = None
-    detok: StreamingDetokenizer | None = None
+class _Generation(BatchGeneration):
     slot: Slot | None = None
-    todo: list[int] = field(default_factory=list)  # prompt tokens still to compute
-    next_token: int | None = None  # sampled, decoded in the next step
-    reused: int = 0
-    n_generated: int = 0
-    prefill_started: float = 0.0
-    first_token_at: float = 0.0
-    last_token_at: float = 0.0
-    logprobs: list[p.TokenLogprob] = field(default_factory=list)
-
-    @property
-    def request_id(self) -> int:
-        return self.command.request_id
-
-    @property
-    def top_logprobs_wanted(self) -> bool:
-        return self.command.top_logprobs >= 0
 
 
-class BatchedDecoder(RequestQueue[_Generation]):
+class BatchedDecoder(BatchRequests[_Generation]):
     def __init__(self, model: Model, ctx: Context, n_parallel: int, send: Callable[[Any], None]):
         self.model, self.ctx, self._send = model, ctx, send
+        self.n_parallel = n_parallel
         self.slots = SlotTable(n_parallel, ctx.info.n_ctx)
         # Each sequence may use its share of the cache, so one long request cannot starve
         # the others; cells left over (by short requests) are what prefix sharing saves.
@@ -68,42 +48,31 @@ class BatchedDecoder(RequestQueue[_Generation]):
         self._batch = SequenceBatch(ctx.info.n_batch)
         super().__init__()
 
+    def _new_generation(self, command: p.Generate, received_at: float, prompt: list[int]):
+        return _Generation(command=command, received_at=received_at, prompt=prompt)
+
+    def _n_cached(self, gen: _Generation) -> int:
+        return len(gen.slot.cached)
+
+    def _release(self, gen: _Generation) -> None:
+        # Prompt tokens not computed yet were never cached; the sampled token that was not
+        # decoded is not in the cache either.
+        if gen.slot is not None:
+            self.slots.release(gen.slot)
+            gen.slot = None
+        if gen.sampler is not None:
+            gen.sampler.close()
+            gen.sampler = None
+
     # -- from the main thread (the reader thread's calls: RequestQueue) -----------------------
 
     def cached_tokens(self) -> int:
         return sum(len(s.cached) for s in self.slots.slots)
 
-    def submit(self, command: p.Generate, received_at: float, prompt: list[int]) -> None:
-        if not prompt:
-            raise EngineError("The prompt is empty.")
-        if len(prompt) >= self.n_ctx_per_sequence:
-            raise EngineError(
-                f"The prompt is {len(prompt)} tokens long but each of the "
-                f"{len(self.slots.slots)} parallel sequences holds {self.n_ctx_per_sequence}. "
-                "Shorten it, or load the model with a longer context."
-            )
-        # A "stop everything" asked before this request arrived is for the others only.
-        self._honour_stops()
-        self._waiting.append(_Generation(command=command, received_at=received_at, prompt=prompt))
-
-    def stop_everything(self) -> None:
-        """End every generation now (a new model is loading)."""
-        for gen in list(self._running):
-            self._finish(gen, StopReason.STOPPED)
-        while self._waiting:
-            self._finish(self._waiting.popleft(), StopReason.STOPPED)
-
     def fail_everything(self, message: str) -> None:
         """llama.cpp failed a step: every generation ends with the reason, and the cache is
         cleared so the next one starts from a known state."""
-        for gen in list(self._running) + list(self._waiting):
-            if gen.slot is not None:
-                self.slots.release(gen.slot)
-            if gen.sampler is not None:
-                gen.sampler.close()
-            self._fail(gen, message)
-        self._running.clear()
-        self._waiting.clear()
+        super().fail_everything(message)
         self.ctx.clear()
         for slot in self.slots.slots:
             self.slots.truncate(slot, 0)
@@ -130,16 +99,6 @@ class BatchedDecoder(RequestQueue[_Generation]):
         self._batch.close()
 
     # -- the step's parts ---------------------------------------------------------------------
-
-    def _honour_stops(self) -> None:
-        stop_all, ids = self.take_stops()
-        if not (stop_all or ids):
-            return
-        for gen in [g for g in self._running if stop_all or g.request_id in ids]:
-            self._finish(gen, StopReason.STOPPED)
-        for gen in [g for g in self._waiting if stop_all or g.request_id in ids]:
-            self._waiting.remove(gen)
-            self._finish(gen, StopReason.STOPPED)
 
     def _admit(self) -> None:
         while self._waiting:
@@ -171,7 +130,7 @@ class BatchedDecoder(RequestQueue[_Generation]):
                 self.slots.release(slot)
                 self._fail(gen, str(exc))
                 continue
-            gen.slot, gen.reused, gen.todo = slot, n, gen.prompt[n:]
+            gen.slot, gen.n_reused, gen.todo = slot, n, gen.prompt[n:]
             gen.detok = StreamingDetokenizer(gen.command.stop)
             gen.prefill_started = time.perf_counter()
             self._running.append(gen)
@@ -204,91 +163,27 @@ class BatchedDecoder(RequestQueue[_Generation]):
         return outputs
 
     def _sample(self, gen: _Generation, index: int) -> None:
-        command, model = gen.command, self.model
+        entry = None
         if gen.top_logprobs_wanted:
-            entry = self._logprob_entry(index, command.top_logprobs)
+            entry = self._logprob_entry_at(index, gen.command.top_logprobs)
         try:
             token = gen.sampler.sample(self.ctx, index)
         except GrammarTooSlow as exc:  # this request's grammar: the others go on
             self._running.remove(gen)
-            self.slots.release(gen.slot)
-            gen.sampler.close()
+            self._release(gen)
             self._fail(gen, str(exc), over_limit=WorkLimit.GRAMMAR)
             return
-        now = time.perf_counter()
-        if gen.n_generated == 0:
-            gen.first_token_at = now
-        gen.last_token_at = now
-        if not command.ignore_eos and model.is_end_of_generation(token):
-            self._finish(gen, StopReason.EOS)
-            return
-        gen.n_generated += 1
-        if gen.top_logprobs_wanted:
-            gen.logprobs.append(entry(token))
-        text = gen.detok.feed(model.token_bytes(token))
-        if text:
-            self._emit(gen, text)
-        if gen.detok.stopped:
-            self._finish(gen, StopReason.STOP_STRING)
-        elif gen.n_generated >= command.max_tokens:
-            self._finish(gen, StopReason.MAX_TOKENS)
-        elif len(gen.slot.cached) + 1 >= self.n_ctx_per_sequence:
-            self._finish(gen, StopReason.CONTEXT_FULL)
-        else:
-            gen.next_token = token
+        self._take_token(gen, token, entry)
 
-    def _logprob_entry(self, index: int, n_top: int):
-        """Log-probabilities of the model's distribution at `index`, before sampling changes it;
-        returns a function of the chosen token."""
+    def _logprob_entry_at(self, index: int, n_top: int):
+        """The log-probability entry maker for the model's distribution at `index`, before
+        sampling changes it."""
         row = self.ctx.logits_at(index)
         logits = np.ctypeslib.as_array(row, shape=(self.model.n_vocab,)).astype(np.float64)
         shifted = logits - logits.max()
         logprobs = shifted - np.log(np.exp(shifted).sum())
         top = np.argsort(-logprobs)[:n_top] if n_top > 0 else []
-        alternatives = tuple((self.model.token_text(int(t)), float(logprobs[t])) for t in top)
-
-        def entry(token: int) -> p.TokenLogprob:
-            return p.TokenLogprob(
-                token=self.model.token_text(token), logprob=float(logprobs[token]), top=alternatives
-            )
-
-        return entry
-
-    def _emit(self, gen: _Generation, text: str, n_tokens: int = 1) -> None:
-        logprobs, gen.logprobs = tuple(gen.logprobs), []
-        self._send(
-            p.TokenText(request_id=gen.request_id, text=text, n_tokens=n_tokens, logprobs=logprobs)
-        )
-
-    def _finish(self, gen: _Generation, reason: StopReason) -> None:
-        if gen in self._running:
-            self._running.remove(gen)
-        if gen.detok is not None:
-            tail = gen.detok.finish()
-            if tail or gen.logprobs:
-                self._emit(gen, tail, n_tokens=0)
-        if gen.slot is not None:
-            # Prompt tokens not computed yet were never cached; the sampled token that was
-            # not decoded is not in the cache either.
-            self.slots.release(gen.slot)
-        if gen.sampler is not None:
-            gen.sampler.close()
-        now = time.perf_counter()
-        first = gen.first_token_at or now
-        stats = p.GenerationStats(
-            n_prompt_tokens=len(gen.prompt),
-            n_prompt_tokens_reused=gen.reused,
-            n_generated=gen.n_generated,
-            prefill_seconds=(first - gen.prefill_started) if gen.prefill_started else 0.0,
-            time_to_first_token=first - gen.received_at,
-            decode_seconds=(gen.last_token_at - first) if gen.last_token_at else 0.0,
-        )
-        self._send(p.GenerationDone(request_id=gen.request_id, stop_reason=reason, stats=stats))
-
-    def _fail(self, gen: _Generation, message: str, over_limit: str = WorkLimit.NONE) -> None:
-        self._send(
-            p.GenerationFailed(request_id=gen.request_id, message=message, over_limit=over_limit)
-        )
+        return self._logprob_entry(logprobs, [(int(t), float(logprobs[t])) for t in top])
 
     def _cache_full(self, snapshot: list[tuple[_Generation, int, int | None, list[int]]]) -> None:
         """llama.cpp found no room for the batch (the cell count here is an estimate) and left

@@ -41,14 +41,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine.enums import StopReason
 from engine.llama.driver import ContextInfo, EngineError
 from engine.runtime import protocol as p
+from engine.runtime.batch_requests import BatchGeneration, BatchRequests
 from engine.runtime.batch_schedule import plan_step
 from engine.runtime.detokenizer import StreamingDetokenizer
 from engine.runtime.engine_api import StepOutput
 from engine.runtime.hearth_driver import GRAPH_ENV
-from engine.runtime.request_queue import RequestQueue
 
 if TYPE_CHECKING:
     from engine.runtime.hearth_driver import HearthModel, HearthSampler
@@ -224,30 +223,13 @@ _THROUGH_THE_BATCH = (
 
 
 @dataclass
-class _Generation:
-    command: p.Generate
-    received_at: float
-    prompt: list[int]
+class _Generation(BatchGeneration):
     seq: int | None = None  # its sequence in the batch cache, while it runs
-    sampler: Any = None
-    detok: StreamingDetokenizer | None = None
-    todo: list[int] = field(default_factory=list)  # prompt tokens still to compute
     written: list[int] = field(default_factory=list)  # the tokens its sequence holds, in order
-    n_reused: int = 0  # prompt tokens taken from shared pages, not computed
-    next_token: int | None = None  # sampled, decoded in the next step
     n_cached: int = 0  # positions its sequence holds
-    n_generated: int = 0
-    prefill_started: float = 0.0
-    first_token_at: float = 0.0
-    last_token_at: float = 0.0
-    logprobs: list[p.TokenLogprob] = field(default_factory=list)
-
-    @property
-    def request_id(self) -> int:
-        return self.command.request_id
 
 
-class HearthBatchedDecoder(RequestQueue[_Generation]):
+class HearthBatchedDecoder(BatchRequests[_Generation]):
     def __init__(
         self, model: HearthModel, ctx: HearthBatchContext, n_parallel: int,
         send: Callable[[Any], None],
@@ -257,35 +239,25 @@ class HearthBatchedDecoder(RequestQueue[_Generation]):
         self.n_ctx_per_sequence = ctx.n_ctx_per_sequence
         super().__init__()
 
+    def _new_generation(self, command: p.Generate, received_at: float, prompt: list[int]):
+        return _Generation(command=command, received_at=received_at, prompt=prompt)
+
+    def _n_cached(self, gen: _Generation) -> int:
+        return gen.n_cached
+
+    def _release(self, gen: _Generation) -> None:
+        """The generation's pages go back to the pool at once."""
+        if gen.seq is not None and self.ctx.cache is not None:
+            self.ctx.cache.free_sequence(gen.seq)
+        gen.seq = None
+        if gen.sampler is not None:
+            gen.sampler.close()
+            gen.sampler = None
+
     # -- from the main thread (the reader thread's calls: RequestQueue) -----------------------
 
     def cached_tokens(self) -> int:
         return sum(g.n_cached for g in self._running)
-
-    def submit(self, command: p.Generate, received_at: float, prompt: list[int]) -> None:
-        if not prompt:
-            raise EngineError("The prompt is empty.")
-        if len(prompt) >= self.n_ctx_per_sequence:
-            raise EngineError(
-                f"The prompt is {len(prompt)} tokens long but each of the {self.n_parallel} "
-                f"parallel sequences holds {self.n_ctx_per_sequence}. Shorten it, or load the "
-                "model with a longer context."
-            )
-        self._honour_stops()
-        self._waiting.append(_Generation(command=command, received_at=received_at, prompt=prompt))
-
-    def stop_everything(self) -> None:
-        for gen in list(self._running):
-            self._finish(gen, StopReason.STOPPED)
-        while self._waiting:
-            self._finish(self._waiting.popleft(), StopReason.STOPPED)
-
-    def fail_everything(self, message: str) -> None:
-        for gen in list(self._running) + list(self._waiting):
-            self._release(gen)
-            self._fail(gen, message)
-        self._running.clear()
-        self._waiting.clear()
 
     def close(self) -> None:
         self.stop_everything()
@@ -378,16 +350,6 @@ class HearthBatchedDecoder(RequestQueue[_Generation]):
         gen.written = list(gen.prompt[: gen.n_reused])
         gen.todo = list(gen.prompt[gen.n_reused :])
 
-    def _honour_stops(self) -> None:
-        stop_all, ids = self.take_stops()
-        if not (stop_all or ids):
-            return
-        for gen in [g for g in self._running if stop_all or g.request_id in ids]:
-            self._finish(gen, StopReason.STOPPED)
-        for gen in [g for g in self._waiting if stop_all or g.request_id in ids]:
-            self._waiting.remove(gen)
-            self._finish(gen, StopReason.STOPPED)
-
     def _admit(self) -> None:
         from engine.hearth.page_pool import PagesExhausted
 
@@ -407,86 +369,14 @@ class HearthBatchedDecoder(RequestQueue[_Generation]):
             self._running.append(gen)
 
     def _sample(self, gen: _Generation, logits, greedy: int) -> None:
-        command, model = gen.command, self.model
-        if command.top_logprobs >= 0:
-            entry = self._logprob_entry(logits, command.top_logprobs)
-        token = gen.sampler.sample(StepOutput(logits=logits, greedy=greedy))
-        now = time.perf_counter()
-        if gen.n_generated == 0:
-            gen.first_token_at = now
-        gen.last_token_at = now
-        if not command.ignore_eos and model.is_end_of_generation(token):
-            self._finish(gen, StopReason.EOS)
-            return
-        gen.n_generated += 1
-        if command.top_logprobs >= 0:
-            gen.logprobs.append(entry(token))
-        text = gen.detok.feed(model.token_bytes(token))
-        if text:
-            self._emit(gen, text)
-        if gen.detok.stopped:
-            self._finish(gen, StopReason.STOP_STRING)
-        elif gen.n_generated >= command.max_tokens:
-            self._finish(gen, StopReason.MAX_TOKENS)
-        elif gen.n_cached + 1 >= self.n_ctx_per_sequence:
-            self._finish(gen, StopReason.CONTEXT_FULL)
-        else:
-            gen.next_token = token
+        entry = None
+        if gen.top_logprobs_wanted:
+            entry = self._logprob_entry_of(logits, gen.command.top_logprobs)
+        self._take_token(gen, gen.sampler.sample(StepOutput(logits=logits, greedy=greedy)), entry)
 
-    def _logprob_entry(self, logits, n_top: int):
-        """Log-probabilities of the model's distribution, before sampling changes it; returns
-        a function of the chosen token."""
+    def _logprob_entry_of(self, logits, n_top: int):
+        """The log-probability entry maker for `logits`, before sampling changes them."""
         torch = self.ctx._torch
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         values, ids = torch.topk(logprobs, n_top) if n_top > 0 else (logprobs[:0], logprobs[:0])
-        alternatives = tuple(
-            (self.model.token_text(int(t)), float(v))
-            for v, t in zip(values.tolist(), ids.tolist(), strict=True)
-        )
-
-        def entry(token: int) -> p.TokenLogprob:
-            return p.TokenLogprob(
-                token=self.model.token_text(token),
-                logprob=float(logprobs[token]),
-                top=alternatives,
-            )
-
-        return entry
-
-    def _emit(self, gen: _Generation, text: str, n_tokens: int = 1) -> None:
-        logprobs, gen.logprobs = tuple(gen.logprobs), []
-        self._send(
-            p.TokenText(request_id=gen.request_id, text=text, n_tokens=n_tokens, logprobs=logprobs)
-        )
-
-    def _release(self, gen: _Generation) -> None:
-        """The generation's pages go back to the pool at once."""
-        if gen.seq is not None and self.ctx.cache is not None:
-            self.ctx.cache.free_sequence(gen.seq)
-        gen.seq = None
-        if gen.sampler is not None:
-            gen.sampler.close()
-            gen.sampler = None
-
-    def _finish(self, gen: _Generation, reason: StopReason) -> None:
-        if gen in self._running:
-            self._running.remove(gen)
-        if gen.detok is not None:
-            tail = gen.detok.finish()
-            if tail or gen.logprobs:
-                self._emit(gen, tail, n_tokens=0)
-        self._release(gen)
-        now = time.perf_counter()
-        first = gen.first_token_at or now
-        stats = p.GenerationStats(
-            n_prompt_tokens=len(gen.prompt),
-            n_prompt_tokens_reused=gen.n_reused,
-            n_generated=gen.n_generated,
-            prefill_seconds=(first - gen.prefill_started) if gen.prefill_started else 0.0,
-            time_to_first_token=first - gen.received_at,
-            decode_seconds=(gen.last_token_at - first) if gen.last_token_at else 0.0,
-        )
-        self._send(p.GenerationDone(request_id=gen.request_id, stop_reason=reason, stats=stats))
-
-    def _fail(self, gen: _Generation, message: str) -> None:
-        self._send(p.GenerationFailed(request_id=gen.request_id, message=message))
+        return self._logprob_entry(logprobs, list(zip(ids.tolist(), values.tolist(), strict=True)))

@@ -32,7 +32,7 @@ def trace(
     """See the module docstring; `save_logits` also writes every step's logits (.npy)."""
 
     from engine.runtime.hearth_driver import HearthModel
-    from engine.runtime.logit_trace import trace_steps
+    from engine.runtime.logit_trace import trace_continuation
     from engine.runtime.protocol import ModelParams
 
     if forced is not None and len(forced) < n_tokens:
@@ -44,9 +44,10 @@ def trace(
         ctx.warm_up()
         prompt_tokens = model.tokenize(prompt, add_special=True)
         out = ctx.decode(prompt_tokens)
-        steps, tokens = trace_steps(
+        continuation = trace_continuation(
             ctx,
             model,
+            prompt_tokens,
             out,
             lambda step: step.logits.float().cpu().numpy(),
             n_tokens,
@@ -55,18 +56,12 @@ def trace(
             top_k=top_k,
             save_logits=save_logits,
         )
-        text = b"".join(model.token_bytes(t) for t in tokens).decode("utf-8", "replace")
         return {
             "model": Path(model_path).name,
             "prompt": prompt,
             "engine": "hearth",
             "device": model.hearth.device,
-            "forced": forced is not None,
-            "prompt_tokens": prompt_tokens,
-            "tokens": tokens,
-            "pieces": [model.token_bytes(t).hex() for t in tokens],
-            "text": text,
-            "steps": steps,
+            **continuation,
         }
     finally:
         ctx.close()

@@ -81,9 +81,10 @@ def trace(
                 out = ctx.step(token)
         else:
             out = ctx.decode(prompt_tokens)
-        steps, tokens = trace_steps(
+        continuation = trace_continuation(
             ctx,
             model,
+            prompt_tokens,
             out,
             lambda _out: np.ctypeslib.as_array(ctx.logits_of_last(), shape=(model.n_vocab,)).copy(),
             n_tokens,
@@ -92,7 +93,6 @@ def trace(
             top_k=top_k,
             save_logits=save_logits,
         )
-        text = b"".join(model.token_bytes(t) for t in tokens).decode("utf-8", "replace")
         return {
             "model": Path(model_path).name,
             "prompt": prompt,
@@ -102,23 +102,20 @@ def trace(
             "prompt_by_token": prompt_by_token,
             "system_info": llama.system_info(),
             "allocations": allocations,
-            "forced": forced is not None,
-            "prompt_tokens": prompt_tokens,
-            "tokens": tokens,
-            "pieces": [model.token_bytes(t).hex() for t in tokens],
-            "text": text,
-            "steps": steps,
+            **continuation,
         }
     finally:
         ctx.close()
         model.close()
 
 
-def trace_steps(ctx, model, out, logits_of, n_tokens: int, *, forced, watch, top_k, save_logits):
-    """(steps, tokens): `n_tokens` greedy (or forced) decode steps of an engine's context
-    (engine_api.py) from the prompt's output `out`, each step's top-k and watched logits
-    recorded; `logits_of(out)` is a step output's logits as a numpy vector. Shared by every
-    engine's trace, so greedy_check reads one format."""
+def trace_continuation(
+    ctx, model, prompt_tokens, out, logits_of, n_tokens: int, *, forced, watch, top_k, save_logits
+):  # fmt: skip
+    """The trace's record of `n_tokens` greedy (or forced) decode steps of an engine's context
+    (engine_api.py) from the prompt's output `out`: the tokens, their text, and each step's
+    top-k and watched logits; `logits_of(out)` is a step output's logits as a numpy vector.
+    Shared by every engine's trace, so greedy_check reads one format."""
     import numpy as np
 
     steps: list[dict] = []
@@ -144,7 +141,15 @@ def trace_steps(ctx, model, out, logits_of, n_tokens: int, *, forced, watch, top
             out = ctx.step(token)
     if save_logits is not None:
         np.save(save_logits, np.stack(every))
-    return steps, tokens
+    text = b"".join(model.token_bytes(t) for t in tokens).decode("utf-8", "replace")
+    return {
+        "forced": forced is not None,
+        "prompt_tokens": prompt_tokens,
+        "tokens": tokens,
+        "pieces": [model.token_bytes(t).hex() for t in tokens],
+        "text": text,
+        "steps": steps,
+    }
 
 
 def trace_parser(description: str) -> argparse.ArgumentParser:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from pathlib import Path
 
@@ -108,3 +109,36 @@ def real_engine() -> None:
         pytest.skip("llama-cpp-python is not installed")
     if importlib.util.find_spec("engine.runtime.worker") is None:
         pytest.skip("the engine worker (engine.runtime.worker) does not exist yet")
+
+
+def open_on_real_engine(qtbot, model_path, *, size=None, bridge=None, load_ms=60_000):
+    """A main window on the real engine (its own worker process) with `model_path` loaded,
+    shown at `size` (width, height; None: not shown). The caller shuts its bridge down."""
+    from app.shell.main_window import MainWindow
+
+    bridge = bridge or EngineBridge()
+    window = MainWindow(bridge)
+    qtbot.addWidget(window)
+    if size is not None:
+        window.resize(*size)
+        window.show()
+    bridge.start()
+    window.load_model(model_path)
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=load_ms)
+    return window
+
+
+@contextlib.contextmanager
+def real_engine_window(qtbot, model_path, *, size=(1100, 760), bridge=None, load_ms=60_000):
+    """open_on_real_engine in the app's theme, its worker shut down afterwards (also when the
+    load fails)."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.common.theme import apply_theme
+
+    apply_theme(QApplication.instance())
+    bridge = bridge or EngineBridge()
+    try:
+        yield open_on_real_engine(qtbot, model_path, size=size, bridge=bridge, load_ms=load_ms)
+    finally:
+        bridge.shutdown()

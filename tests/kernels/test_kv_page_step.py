@@ -33,10 +33,16 @@ def _filled(k_format, v_format, device, n, heads=2, dim=32, page=16, tokens=256,
 
 
 FLAGS = ["mask_tail", "chain_launches", "reduce_warps"]
+# chain_launches and reduce_warps change only how the kernels are launched (a dependent launch,
+# the reduce's warps), which the interpreter ignores: they compute the same thing there as off,
+# so only the GPU runs them at these shapes
+LAUNCH_ONLY = {"chain_launches", "reduce_warps"}
 PAIRS = [("f16", "f16"), ("rot4", "rot4"), ("q8", "rot4"), ("rot4", "f16"), ("kivi4", "rot4")]
 
 
-@pytest.mark.parametrize("flag", FLAGS)
+@pytest.mark.parametrize(
+    "flag", [pytest.param(f, marks=pytest.mark.gpu) if f in LAUNCH_ONLY else f for f in FLAGS]
+)
 @pytest.mark.parametrize(("k_format", "v_format"), PAIRS)
 @pytest.mark.parametrize("window", [0, 40])
 def test_each_step_flag_gives_the_same_attention(k_format, v_format, flag, window, device):

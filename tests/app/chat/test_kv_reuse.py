@@ -8,23 +8,18 @@ import pytest
 from PySide6.QtCore import Qt
 
 from app.common.engine_bridge import EngineBridge
-from app.shell.main_window import MainWindow
-from engine.enums import EngineState
 from engine.runtime import protocol as p
+from tests.app.conftest import open_on_real_engine
 
 pytestmark = pytest.mark.slow
 
 
 def test_turn_ten_computes_about_as_little_as_turn_two(qtbot, real_engine, starter_model):
     bridge = EngineBridge()
-    window = MainWindow(bridge)
-    qtbot.addWidget(window)
     stats: list[p.GenerationStats] = []
     bridge.generation_done.connect(lambda done: stats.append(done.stats))
     try:
-        bridge.start()
-        window.load_model(starter_model)
-        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=60_000)
+        window = open_on_real_engine(qtbot, starter_model, bridge=bridge)
         chat = window.chat_view
         chat.sampling = p.SamplingParams(temperature=0)
         chat.max_tokens = 6

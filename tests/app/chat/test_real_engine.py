@@ -18,6 +18,7 @@ from app.shell.main_window import MainWindow
 from engine.enums import EngineState
 from engine.runtime import protocol as p
 from engine.starter_model import STARTER_LABEL
+from tests.app.conftest import open_on_real_engine
 
 pytestmark = pytest.mark.slow
 
@@ -32,14 +33,9 @@ STATS = re.compile(
 
 
 def _open_window(qtbot, starter_model, env=None) -> MainWindow:
-    bridge = EngineBridge(env=env)
-    window = MainWindow(bridge)
-    qtbot.addWidget(window)
-    window.resize(900, 650)
-    window.show()
-    bridge.start()
-    window.load_model(starter_model)
-    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=LOAD_MS)
+    window = open_on_real_engine(
+        qtbot, starter_model, size=(900, 650), bridge=EngineBridge(env=env), load_ms=LOAD_MS
+    )
     window.chat_view.sampling = p.SamplingParams(temperature=0)
     return window
 

@@ -5,7 +5,6 @@ reply with a message."""
 
 from __future__ import annotations
 
-import keyring
 import pytest
 from PySide6.QtCore import Qt
 
@@ -15,20 +14,10 @@ from app.chat.view import ChatView
 from engine.remote import keys
 from engine.remote.endpoints import RemoteChoice, load_choice
 from tests.app.conftest import WAIT_MS
-from tests.engine.remote.test_keys import MemoryKeyring
 
 from .openai_stand_in import OpenAIStandIn
 
 KEY = "sk-remote-123"
-
-
-@pytest.fixture
-def memory_keyring():
-    before = keyring.get_keyring()
-    memory = MemoryKeyring()
-    keyring.set_keyring(memory)
-    yield memory
-    keyring.set_keyring(before)
 
 
 @pytest.fixture

@@ -11,13 +11,9 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
 
-from app.common.engine_bridge import EngineBridge
-from app.common.theme import apply_theme
-from app.shell.main_window import MainWindow
-from engine.enums import EngineState
 from engine.runtime import protocol as p
+from tests.app.conftest import real_engine_window
 
 pytestmark = pytest.mark.slow
 DOCS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
@@ -39,18 +35,9 @@ def _ask(qtbot, chat, text: str) -> None:
 def window(qtbot, real_engine, starter_model, tmp_path, monkeypatch):
     monkeypatch.setenv("HEARTH_DATA_DIR", str(tmp_path / "data"))  # no real chats or models
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    apply_theme(QApplication.instance())
-    bridge = EngineBridge()
-    window = MainWindow(bridge)
-    qtbot.addWidget(window)
-    window.resize(1100, 720)
-    window.show()
-    bridge.start()
-    window.load_model(starter_model)
-    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=LOAD_MS)
-    window.chat_view.notice.hide()  # the "tiny demo model" note: not what these pictures show
-    yield window
-    bridge.shutdown()
+    with real_engine_window(qtbot, starter_model, size=(1100, 720), load_ms=LOAD_MS) as window:
+        window.chat_view.notice.hide()  # the "tiny demo model" note: not what these pictures show
+        yield window
 
 
 def test_versions_screenshot(qtbot, window, tmp_path):

@@ -17,14 +17,11 @@ import threading
 from pathlib import Path
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
 
-from app.common.engine_bridge import EngineBridge
-from app.common.theme import apply_theme
-from app.shell.main_window import MainWindow
 from app.shell.pages import SERVER
 from engine.enums import EngineState
 from engine.runtime import protocol as p
+from tests.app.conftest import real_engine_window
 from tests.app.server.test_page import _free_port
 
 SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "screenshots" / "server.png"
@@ -46,46 +43,37 @@ def test_the_chat_answers_beside_api_clients_and_the_page_logs_them(
     qtbot, real_engine, starter_model, tmp_path
 ):
     target = SCREENSHOT if os.environ.get("HEARTH_SCREENSHOTS") == "1" else tmp_path / "server.png"
-    apply_theme(QApplication.instance())
-    bridge = EngineBridge()
-    window = MainWindow(bridge)
-    qtbot.addWidget(window)
-    window.resize(1100, 760)
-    window.show()
-    page = window.page(SERVER)
-    try:
-        bridge.start()
-        window.load_model(starter_model)
-        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=60_000)
-        page.parallel_box.setValue(CLIENTS + 1)  # the window's chat gets a sequence too
-        page.reload_for_parallel()
-        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE and bridge.model is not None
-                        and bridge.model.n_parallel == CLIENTS + 1, timeout=60_000)  # fmt: skip
-        page.port_box.setValue(_free_port())
-        assert page.start(), page.status_label.text()
+    with real_engine_window(qtbot, starter_model) as window:
+        bridge, page = window.bridge, window.page(SERVER)
+        try:
+            page.parallel_box.setValue(CLIENTS + 1)  # the window's chat gets a sequence too
+            page.reload_for_parallel()
+            qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE and bridge.model is not None
+                            and bridge.model.n_parallel == CLIENTS + 1, timeout=60_000)  # fmt: skip
+            page.port_box.setValue(_free_port())
+            assert page.start(), page.status_label.text()
 
-        results: dict[int, list[str]] = {}
-        threads = [threading.Thread(target=_stream, args=(page.port_box.value(), i, results))
-                   for i in range(CLIENTS)]  # fmt: skip
-        for thread in threads:
-            thread.start()
-        chat = window.chat_view
-        chat.sampling = p.SamplingParams(temperature=0)
-        chat.max_tokens = 40
-        chat.input.setPlainText("What is the capital of France?")
-        qtbot.keyClick(chat.input, Qt.Key.Key_Return)
-        qtbot.waitUntil(lambda: not chat.generating, timeout=120_000)
-        assert chat.model.entries()[-1].text.strip()
-        for thread in threads:
-            thread.join(timeout=120)
-        assert sorted(results) == list(range(CLIENTS))
-        assert all(lines[-1] == "data: [DONE]" for lines in results.values())
-        qtbot.waitUntil(lambda: page.log_table.rowCount() == CLIENTS, timeout=10_000)
+            results: dict[int, list[str]] = {}
+            threads = [threading.Thread(target=_stream, args=(page.port_box.value(), i, results))
+                       for i in range(CLIENTS)]  # fmt: skip
+            for thread in threads:
+                thread.start()
+            chat = window.chat_view
+            chat.sampling = p.SamplingParams(temperature=0)
+            chat.max_tokens = 40
+            chat.input.setPlainText("What is the capital of France?")
+            qtbot.keyClick(chat.input, Qt.Key.Key_Return)
+            qtbot.waitUntil(lambda: not chat.generating, timeout=120_000)
+            assert chat.model.entries()[-1].text.strip()
+            for thread in threads:
+                thread.join(timeout=120)
+            assert sorted(results) == list(range(CLIENTS))
+            assert all(lines[-1] == "data: [DONE]" for lines in results.values())
+            qtbot.waitUntil(lambda: page.log_table.rowCount() == CLIENTS, timeout=10_000)
 
-        window.show_page(SERVER)
-        qtbot.wait(200)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        assert window.grab().save(str(target))
-    finally:
-        page.stop()
-        bridge.shutdown()
+            window.show_page(SERVER)
+            qtbot.wait(200)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            assert window.grab().save(str(target))
+        finally:
+            page.stop()

@@ -14,13 +14,9 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QImage
-from PySide6.QtWidgets import QApplication
 
-from app.common.engine_bridge import EngineBridge
-from app.common.theme import apply_theme
-from app.shell.main_window import MainWindow
-from engine.enums import EngineState
 from engine.runtime import protocol as p
+from tests.app.conftest import real_engine_window
 
 SCREENSHOT = Path(__file__).resolve().parents[3] / "docs" / "screenshots" / "chat.png"
 QUESTIONS = (
@@ -31,16 +27,7 @@ QUESTIONS = (
 
 def test_the_chat_window_answers_on_screen(qtbot, real_engine, starter_model, tmp_path):
     target = SCREENSHOT if os.environ.get("HEARTH_SCREENSHOTS") == "1" else tmp_path / "chat.png"
-    apply_theme(QApplication.instance())
-    bridge = EngineBridge()
-    window = MainWindow(bridge)
-    qtbot.addWidget(window)
-    window.resize(1100, 760)
-    window.show()
-    try:
-        bridge.start()
-        window.load_model(starter_model)
-        qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=60_000)
+    with real_engine_window(qtbot, starter_model) as window:
         chat = window.chat_view
         chat.sampling = p.SamplingParams(temperature=0)
         chat.max_tokens = 200
@@ -60,5 +47,3 @@ def test_the_chat_window_answers_on_screen(qtbot, real_engine, starter_model, tm
         # Not a blank grab: the transcript area holds text of several colours.
         colours = {image.pixel(x, y) for x in range(200, 1000, 7) for y in range(80, 400, 7)}
         assert len(colours) > 20
-    finally:
-        bridge.shutdown()

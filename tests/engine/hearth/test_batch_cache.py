@@ -17,6 +17,7 @@ from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.ops import TorchOps
 from engine.hearth.page_pool import PagesExhausted
 from engine.hearth.weights import GGUFTensors
+from tests.engine.hearth.batch_steps import decode_together, forward_rows
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
 
 PROMPTS = [[5, 17, 300], [42, 0, 99, 256, 7, 7, 123], [64, 11], [9, 8, 7, 6, 5, 4, 3, 2, 1, 300]]
@@ -57,36 +58,14 @@ def _new_cache(model: Transformer, n_pages: int) -> TorchBatchCache:
                            n_pages=n_pages, page_size=PAGE, dtype=torch.float32)  # fmt: skip
 
 
-def _forward(model, cache, seqs, tokens, positions, logit_rows):
-    rows = cache.rows(seqs, positions)
-    return model.forward(torch.tensor(tokens), torch.tensor(positions), rows, n_keys=0,
-                         logit_rows=torch.tensor(logit_rows))  # fmt: skip
-
-
 def test_batched_decode_equals_each_sequence_alone(model):
     cache = _new_cache(model, n_pages=40)
-    seqs = [cache.new_sequence() for _ in PROMPTS]
-    # every prompt in one forward pass, each prompt's rows together; one logit row per prompt
-    tokens, positions, row_seqs, last = [], [], [], []
-    for seq, prompt in zip(seqs, PROMPTS, strict=True):
-        start = cache.grow(seq, len(prompt))
-        tokens += prompt
-        positions += list(range(start, start + len(prompt)))
-        row_seqs += [seq] * len(prompt)
-        last.append(len(tokens) - 1)
-    got = [[row] for row in _forward(model, cache, row_seqs, tokens, positions, last)]
-    for step in range(len(STEPS[0])):  # every sequence one token a step, at its own position
-        pos = [cache.grow(seq, 1) for seq in seqs]
-        out = _forward(model, cache, seqs, [s[step] for s in STEPS], pos, list(range(len(seqs))))
-        for i, row in enumerate(out):
-            got[i].append(row)
+    seqs, got = decode_together(model, cache, PROMPTS, STEPS)
     assert len({len(cache.pool.pages(s)) for s in seqs}) > 1  # lengths differ
     for i, (prompt, steps) in enumerate(zip(PROMPTS, STEPS, strict=True)):
         expected = _alone(model, prompt, steps)
         assert expected.std() > 0.1  # the logits say something
-        np.testing.assert_allclose(
-            torch.stack(got[i]).numpy(), expected, atol=2e-4 * max(1.0, np.abs(expected).max())
-        )
+        np.testing.assert_allclose(got[i], expected, atol=2e-4 * max(1.0, np.abs(expected).max()))
 
 
 def test_a_sequence_joins_and_one_leaves_between_steps(model):
@@ -95,11 +74,11 @@ def test_a_sequence_joins_and_one_leaves_between_steps(model):
     cache = _new_cache(model, n_pages=8)
     a = cache.new_sequence()
     cache.grow(a, len(PROMPTS[0]))
-    _forward(model, cache, [a] * 3, PROMPTS[0], [0, 1, 2], [2])
+    forward_rows(model, cache, [a] * 3, PROMPTS[0], [0, 1, 2], [2])
     b = cache.new_sequence()
     pos_a = cache.grow(a, 1)
     start = cache.grow(b, len(PROMPTS[1]))
-    mixed = _forward(model, cache, [a] + [b] * 7, [STEPS[0][0], *PROMPTS[1]],
+    mixed = forward_rows(model, cache, [a] + [b] * 7, [STEPS[0][0], *PROMPTS[1]],
                      [pos_a, *range(start, start + 7)], [0, 7])  # fmt: skip
     held = cache.pool.free_pages
     cache.free_sequence(a)
@@ -107,7 +86,7 @@ def test_a_sequence_joins_and_one_leaves_between_steps(model):
     got = [mixed[1]]
     for token in STEPS[1]:
         pos = cache.grow(b, 1)
-        got.append(_forward(model, cache, [b], [token], [pos], [0])[0])
+        got.append(forward_rows(model, cache, [b], [token], [pos], [0])[0])
     expected = _alone(model, PROMPTS[1], STEPS[1])
     np.testing.assert_allclose(mixed[0], _alone(model, PROMPTS[0], STEPS[0][:1])[1],
                                atol=2e-4 * max(1.0, np.abs(expected).max()))  # fmt: skip
@@ -121,7 +100,7 @@ def test_running_out_of_pages_leaves_the_others_intact(model):
     a, b = cache.new_sequence(), cache.new_sequence()
     cache.grow(a, 8)  # two pages
     cache.grow(b, 4)  # the last page
-    _forward(model, cache, [a] * 8 + [b] * 4, [1] * 8 + [2] * 4, [*range(8), *range(4)], [0])
+    forward_rows(model, cache, [a] * 8 + [b] * 4, [1] * 8 + [2] * 4, [*range(8), *range(4)], [0])
     k_before = cache.k.clone()
     with pytest.raises(PagesExhausted, match="KV cache is full"):
         cache.grow(b, 1)
@@ -146,7 +125,7 @@ SHARED = [5, 17, 300, 42, 0, 99, 256, 7, 7, 123]
 def _prefill(model, cache, seq, tokens):
     """tokens computed from seq's current length on; the logits of the last."""
     start = cache.grow(seq, len(tokens))
-    return _forward(model, cache, [seq] * len(tokens), tokens,
+    return forward_rows(model, cache, [seq] * len(tokens), tokens,
                     list(range(start, start + len(tokens))), [len(tokens) - 1])[0]  # fmt: skip
 
 
@@ -165,7 +144,7 @@ def test_a_shared_prefix_is_computed_once_and_gives_each_its_own_logits(model):
     got_b = [_prefill(model, cache, b, prompt_b[8:])]
     for step in range(3):
         pos = [cache.grow(s, 1) for s in (a, b)]
-        out = _forward(model, cache, [a, b], [STEPS[0][step], STEPS[1][step]], pos, [0, 1])
+        out = forward_rows(model, cache, [a, b], [STEPS[0][step], STEPS[1][step]], pos, [0, 1])
         got_a.append(out[0])
         got_b.append(out[1])
     for got, prompt, steps in ((got_a, SHARED, STEPS[0][:3]), (got_b, prompt_b, STEPS[1][:3])):
@@ -201,7 +180,7 @@ def test_diverging_inside_a_shared_page_copies_it_and_leaves_the_other_unchanged
     assert cache.pool.free_pages == free + 2 and cache.pool.pages(a) == held
     for token in STEPS[0][:2]:
         pos = cache.grow(a, 1)
-        got_a.append(_forward(model, cache, [a], [token], [pos], [0])[0])
+        got_a.append(forward_rows(model, cache, [a], [token], [pos], [0])[0])
     expected = _alone(model, SHARED, STEPS[0][:2])
     np.testing.assert_allclose(
         torch.stack(got_a).numpy(), expected, atol=2e-4 * max(1.0, np.abs(expected).max())

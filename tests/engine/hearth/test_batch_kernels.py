@@ -31,6 +31,7 @@ from engine.hearth.forward import Transformer  # noqa: E402
 from engine.hearth.ops import TorchOps  # noqa: E402
 from engine.hearth.paged_cache import PagedCacheAdapter  # noqa: E402
 from engine.hearth.weights import GGUFTensors  # noqa: E402
+from tests.engine.hearth.batch_steps import decode_together  # noqa: E402
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: E402
 
 PROMPTS = [[5, 17, 300], [42, 0, 99, 256, 7, 7, 123, 8, 9], [64, 11]]
@@ -64,32 +65,11 @@ def _alone(model, prompt, steps, k_format, v_format):
 def test_batched_decode_on_the_kernels_equals_each_sequence_alone(model, k_format, v_format):
     cache = KernelsBatchCache(**_dims(model), n_pages=8, device="cpu", k_format=k_format,
                               v_format=v_format, page_size=PAGE)  # fmt: skip
-    seqs = [cache.new_sequence() for _ in PROMPTS]
-    tokens, positions, row_seqs, last = [], [], [], []
-    for seq, prompt in zip(seqs, PROMPTS, strict=True):
-        start = cache.grow(seq, len(prompt))
-        tokens += prompt
-        positions += list(range(start, start + len(prompt)))
-        row_seqs += [seq] * len(prompt)
-        last.append(len(tokens) - 1)
-
-    def forward(seqs_, tokens_, positions_, logit_rows):
-        rows = cache.rows(seqs_, positions_)
-        return model.forward(torch.tensor(tokens_), torch.tensor(positions_), rows, n_keys=0,
-                             logit_rows=torch.tensor(logit_rows))  # fmt: skip
-
-    got = [[row] for row in forward(row_seqs, tokens, positions, last)]
-    for step in range(len(STEPS[0])):
-        pos = [cache.grow(seq, 1) for seq in seqs]
-        out = forward(seqs, [s[step] for s in STEPS], pos, list(range(len(seqs))))
-        for i, row in enumerate(out):
-            got[i].append(row)
+    seqs, got = decode_together(model, cache, PROMPTS, STEPS)
     for i, (prompt, steps) in enumerate(zip(PROMPTS, STEPS, strict=True)):
         expected = _alone(model, prompt, steps, k_format, v_format)
         assert expected.std() > 0.1
-        np.testing.assert_allclose(
-            torch.stack(got[i]).numpy(), expected, atol=2e-3 * max(1.0, np.abs(expected).max())
-        )
+        np.testing.assert_allclose(got[i], expected, atol=2e-3 * max(1.0, np.abs(expected).max()))
     cache.free_sequence(seqs[1])
     assert cache.pool.free_pages == 8 - 2  # seqs 0 and 2 keep a page each
 

@@ -4,6 +4,7 @@ test_gpu.py runs the same comparisons at its own tolerances (f16 activations the
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -33,62 +34,95 @@ from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf  # noqa: 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
-def test_kernels_forward_matches_the_reference(arch, tmp_path, monkeypatch):
-    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=2))
-    monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
-    info = read_model_info(path)
-    expected = reference_logits(
-        model_config(info), GGUFTensors(str(path), info), test_forward.TOKENS
+class _CountedQuantization:
+    """Counts the activation quantization launches (kernels.act_quant.quantize_activation,
+    whichever module calls it) while installed."""
+
+    def __init__(self, monkeypatch):
+        import kernels.act_quant
+        import kernels.gemv_dp4a
+
+        self.shapes = []
+        quantize = kernels.act_quant.quantize_activation
+
+        def counted(x, **kw):
+            self.shapes.append(x.shape)
+            return quantize(x, **kw)
+
+        monkeypatch.setattr(kernels.act_quant, "quantize_activation", counted)
+        monkeypatch.setattr(kernels.gemv_dp4a, "quantize_activation", counted)
+
+
+def _run(path, ops) -> tuple[np.ndarray, int]:
+    """test_forward's engine run over its first 9 tokens (chunks of 4, 1 and 3 rows, then a
+    decode step): (the logits, how many quantization launches it took)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
+        launches = _CountedQuantization(monkeypatch)
+        return test_forward.run_engine(path, ops=ops), len(launches.shapes)
+
+
+@pytest.fixture(scope="module")
+def qwen3_path(tmp_path_factory):
+    return write_tiny_gguf(
+        tmp_path_factory.mktemp("k") / "qwen3.gguf", tiny_spec("qwen3", n_layer=2)
     )
+
+
+@pytest.fixture(scope="module")
+def qwen3_kernels_run(qwen3_path):
+    """KernelsOps' run of the qwen3 model, shared by the tests that compare it with a
+    reference or with another configuration of the kernels (one interpreter run, not three)."""
     ops = select_ops(DEVICE, kernels=True)
     assert isinstance(ops, KernelsOps)
-    got = test_forward.run_engine(path, ops=ops)
-    if arch == "llama":  # Q4_0/Q8_0/F16 matrices: the float GEMV, float32 inputs
-        np.testing.assert_allclose(got, expected, atol=2e-3 * max(1.0, np.abs(expected).max()))
-    else:
-        # qwen3's Q4_K matrices: the first chunk (4 rows) takes the float GEMV, exact up to
-        # float32; single rows take the integer GEMV, inputs in 8 bits as llama.cpp's MMVQ
-        # does: 0.3-0.9% per product (tests/kernels/test_gemv_dp4a.py), about 8 products in
-        # series through 2 layers, so a few percent over the whole logits (1.7% measured)
-        scale = max(1.0, np.abs(expected).max())
-        np.testing.assert_allclose(got[:4], expected[:4], atol=2e-3 * scale)
-        error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
-        assert error < 3e-2
+    return _run(qwen3_path, ops)
+
+
+def _reference(path) -> np.ndarray:
+    info = read_model_info(path)
+    tokens = test_forward.TOKENS[:9]
+    return reference_logits(model_config(info), GGUFTensors(str(path), info), tokens)
+
+
+def test_llama_on_the_kernels_matches_the_reference(tmp_path):
+    """Q4_0/Q8_0/F16 matrices: the float GEMV, float32 inputs."""
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama", n_layer=2))
+    ops = select_ops(DEVICE, kernels=True)
+    assert isinstance(ops, KernelsOps)
+    got, _ = _run(path, ops)
+    expected = _reference(path)
+    np.testing.assert_allclose(got, expected, atol=2e-3 * max(1.0, np.abs(expected).max()))
+
+
+def test_qwen3_on_the_kernels_matches_the_reference(qwen3_path, qwen3_kernels_run):
+    """qwen3's Q4_K matrices: the first chunk (4 rows) takes the float GEMV, exact up to
+    float32; single rows take the integer GEMV, inputs in 8 bits as llama.cpp's MMVQ does:
+    0.3-0.9% per product (tests/kernels/test_gemv_dp4a.py), about 8 products in series through
+    2 layers, so a few percent over the whole logits (1.7% measured)."""
+    got, _ = qwen3_kernels_run
+    expected = _reference(qwen3_path)
+    scale = max(1.0, np.abs(expected).max())
+    np.testing.assert_allclose(got[:4], expected[:4], atol=2e-3 * scale)
+    error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
+    assert error < 3e-2
 
 
 class _UnfusedOps(KernelsOps):
     """KernelsOps with the norms and SwiGLU unfused: their outputs quantized apart (by the
-    GEMV's own launch, or one shared_input launch), as before the fused kernels."""
+    GEMV's own launch, or one shared_input launch)."""
 
     rms_norm_for = TorchOps.rms_norm_for
     gated_ffn_activation_for = TorchOps.gated_ffn_activation_for
 
 
-def test_fused_quantization_gives_the_same_logits_in_fewer_launches(tmp_path, monkeypatch):
-    import kernels.act_quant
-    import kernels.gemv_dp4a
-
-    path = write_tiny_gguf(tmp_path / "qwen3.gguf", tiny_spec("qwen3", n_layer=2))
-    monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
-    launches = []
-    quantize = kernels.act_quant.quantize_activation
-
-    def counted(x, **kw):
-        launches.append(x.shape)
-        return quantize(x, **kw)
-
-    monkeypatch.setattr(kernels.act_quant, "quantize_activation", counted)
-    monkeypatch.setattr(kernels.gemv_dp4a, "quantize_activation", counted)
-    fused = test_forward.run_engine(path, ops=KernelsOps(DEVICE))
-    n_fused = len(launches)
-    launches.clear()
-    unfused = test_forward.run_engine(path, ops=_UnfusedOps(DEVICE))
+def test_fused_quantization_gives_the_same_logits_in_fewer_launches(qwen3_path, qwen3_kernels_run):
+    fused, n_fused = qwen3_kernels_run
+    unfused, n_unfused = _run(qwen3_path, _UnfusedOps(DEVICE))
     # the same 8-bit codes reach the same GEMVs: the same logits, bit for bit
     np.testing.assert_array_equal(fused, unfused)
     # qwen3's Q/K norms and RoPE sit between its GEMVs; per decode step and layer only the
     # attention output's quantization is left (and none for the output matrix)
-    assert n_fused < len(launches) / 2, (n_fused, len(launches))
+    assert n_fused < n_unfused / 2, (n_fused, n_unfused)
 
 
 def test_weights_stay_packed_as_stored(tmp_path):
@@ -140,15 +174,21 @@ def test_paged_cache_matches_the_same_formats_simulated_in_torch(tmp_path):
     np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
 
 
-def test_the_chained_gemv_computes_what_the_default_does(tmp_path, monkeypatch):
-    """gemv's chained variant (on by default on sm_90+ only: off here) forced on in the
-    interpreter: the same logits up to float32 summation order."""
-    path = write_tiny_gguf(tmp_path / "qwen3.gguf", tiny_spec("qwen3", n_layer=2))
-    monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
-    plain = KernelsOps(DEVICE)
-    assert not plain.chained_gemv  # no programmatic dependent launch on the CPU
-    chained = KernelsOps(DEVICE)
-    chained.chained_gemv = True
-    expected = test_forward.run_engine(path, ops=plain)
-    got = test_forward.run_engine(path, ops=chained)
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5 * np.abs(expected).max())
+def test_the_chained_gemv_is_the_default_config_where_the_device_chains_launches(qwen3_path):
+    """KernelsOps takes gemv's default config, the chained integer GEMV at one row, only where
+    the device has programmatic dependent launch (chained_gemv); elsewhere the same tiles
+    launched plainly. That both compute the same is tests/kernels/test_gemv_dp4a.py's (the
+    chained configs against the same references as the plain ones)."""
+    from kernels.gemv import default_config
+
+    info = read_model_info(qwen3_path)
+    ops = KernelsOps(DEVICE)
+    assert not ops.chained_gemv  # no programmatic dependent launch on the CPU
+    weight = ops.prepare(GGUFTensors(str(qwen3_path), info).matrix("blk.0.attn_q.weight"))
+    chained = default_config("Q4_K", 1)
+    assert chained.path == "dp4a" and chained.chained
+    plain = ops._gemv_config(weight, 1)
+    assert not plain.chained and not plain.early_next
+    assert plain == dataclasses.replace(chained, chained=False, early_next=False)
+    ops.chained_gemv = True
+    assert ops._gemv_config(weight, 1) == chained

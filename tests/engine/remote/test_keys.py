@@ -3,49 +3,19 @@ a test never writes the real keyring."""
 
 from __future__ import annotations
 
-import keyring
 import pytest
-from keyring.backend import KeyringBackend
 from keyring.backends import fail
 
 from engine.remote.keys import SERVICE, KeyStoreError, forget_key, read_key, save_key
+from tests.keyring_stand_in import keyring_in_use
 
 URL = "http://box.lan:8080/v1"
 
 
-class MemoryKeyring(KeyringBackend):
-    priority = 1
-
-    def __init__(self):
-        super().__init__()
-        self.kept: dict[tuple[str, str], str] = {}
-
-    def set_password(self, service, username, password):
-        self.kept[(service, username)] = password
-
-    def get_password(self, service, username):
-        return self.kept.get((service, username))
-
-    def delete_password(self, service, username):
-        if self.kept.pop((service, username), None) is None:
-            raise keyring.errors.PasswordDeleteError("none kept")
-
-
-@pytest.fixture
-def memory_keyring():
-    before = keyring.get_keyring()
-    memory = MemoryKeyring()
-    keyring.set_keyring(memory)
-    yield memory
-    keyring.set_keyring(before)
-
-
 @pytest.fixture
 def no_keyring():
-    before = keyring.get_keyring()
-    keyring.set_keyring(fail.Keyring())
-    yield
-    keyring.set_keyring(before)
+    with keyring_in_use(fail.Keyring()):
+        yield
 
 
 def test_a_key_is_kept_read_and_forgotten(memory_keyring):

@@ -105,18 +105,23 @@ def test_seeded_sampling_repeats_itself(hearth_engine):
     assert "".join(first) == "".join(again)
 
 
-def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter, monkeypatch):
+def _load_without_a_gpu(starter, **params):
+    """The worker's answer to a load that asks for the Hearth engine on a machine without a
+    GPU (HEARTH_ENGINE_DEVICE unset: the CPU is not taken for one), and the lines it printed."""
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("there is a GPU here: the Hearth engine runs")
-    monkeypatch.setattr(engine_output, "TAIL_LINES_KEPT", 10_000)
     env = {k: v for k, v in os.environ.items() if k != "HEARTH_ENGINE_DEVICE"}
     running = RunningEngine(env=env)
     try:
-        loaded = running.load(starter, **HEARTH)
-        lines = running.client.last_lines()
+        return running.load(starter, **params), running.client.last_lines()
     finally:
         running.close()
+
+
+def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter, monkeypatch):
+    monkeypatch.setattr(engine_output, "TAIL_LINES_KEPT", 10_000)
+    loaded, lines = _load_without_a_gpu(starter, **HEARTH)
     assert isinstance(loaded, p.ModelLoaded), loaded
     assert loaded.engine == "llama"
     assert "Hearth engine unavailable, using llama.cpp: no CUDA" in loaded.engine_note
@@ -126,17 +131,9 @@ def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter, 
 
 
 def test_a_fallback_with_hearth_kv_formats_loads_with_llama_cpps_nearest(starter):
-    """The plan chose the Hearth engine with its own KV formats; llama.cpp has none of them
-    (a KeyError in the driver before): it holds q8_0 for q8 and q4_0 for rot4."""
-    torch = pytest.importorskip("torch")
-    if torch.cuda.is_available():
-        pytest.skip("there is a GPU here: the Hearth engine runs")
-    env = {k: v for k, v in os.environ.items() if k != "HEARTH_ENGINE_DEVICE"}
-    running = RunningEngine(env=env)
-    try:
-        loaded = running.load(starter, **{**HEARTH, "type_k": "q8", "type_v": "rot4"})
-    finally:
-        running.close()
+    """The plan chose the Hearth engine with its own KV formats; llama.cpp has none of them:
+    it holds q8_0 for q8 and q4_0 for rot4."""
+    loaded, _ = _load_without_a_gpu(starter, **{**HEARTH, "type_k": "q8", "type_v": "rot4"})
     assert isinstance(loaded, p.ModelLoaded), loaded
     assert loaded.engine == "llama"
     assert (loaded.type_k, loaded.type_v) == ("q8_0", "q4_0")
