@@ -1,4 +1,4 @@
-"""The dense quantized GEMM (kernels/quant_gemm.py) against kernels.reference.gemv (gguf's
+"""The dense quantized GEMM (kernels/packed_gemm.py) against kernels.reference.gemv (gguf's
 dequantizer, float64) of x rounded to f16: every format it reads, rows across several blocks
 of BLOCK_M, weight rows not a whole tile, K not a whole step, x's dtype kept, the refusals."""
 
@@ -10,8 +10,8 @@ import torch
 
 from kernels import reference
 from kernels.errors import UnsupportedTensor
+from kernels.packed_gemm import FORMATS, GemmConfig, default_config, quant_gemm
 from kernels.packed_weight import PackedWeight
-from kernels.quant_gemm import FORMATS, GemmConfig, default_config, quant_gemm
 from tests.kernels.conftest import relative_error
 
 # x and the weights in f16 before the tensor cores' products: about 1e-3 of a dot product

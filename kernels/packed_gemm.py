@@ -54,7 +54,7 @@ def default_config(n_rows: int) -> GemmConfig:
     """BLOCK_M: the power of two from 16 to 64 at or above the row count (a batch's decode
     step fits one block: every weight read once; 64 is where the grouped GEMM compiles to
     wgmma on sm_90), 128 from 256 rows (a prefill chunk: half the weight tiles' decoding per
-    row). Not yet measured: benchmarks/kernels/quant_gemm.py --sweep times the others."""
+    row). Not yet measured: benchmarks/kernels/packed_gemm.py --sweep times the others."""
     if n_rows >= 256:
         return GemmConfig(block_m=128, block_n=64, num_warps=8)
     return GemmConfig(block_m=min(64, max(16, triton.next_power_of_2(n_rows))))
