@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import torch
 import triton
 
 from benchmarks.kernels.gemv import _weights
-from benchmarks.kernels.timing import time_calls
+from benchmarks.kernels.timing import cuda_banner, time_calls
 from kernels.dequant import dequantize
 from kernels.gemv import default_config as gemv_config
 from kernels.gemv import quant_matmul
@@ -151,11 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true", help="also the launch shapes in SWEEP")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
-    if not torch.cuda.is_available():
-        print("no CUDA device: this benchmark times GPU kernels", file=sys.stderr)
+    if not cuda_banner():
         return 2
-    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, "
-          f"triton {triton.__version__}")  # fmt: skip
     row_counts = [int(m) for m in args.rows.split(",")]
     rows = []
     for name, fmt, n_out, n_in in SHAPES:
@@ -164,8 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     _table(rows)
     _verdicts(rows)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 
