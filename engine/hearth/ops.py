@@ -200,7 +200,7 @@ class KernelsOps(KernelsMoeOps, TorchOps):
     # quantized GEMM instead of the GEMV in slices of GEMV_MAX_ROWS: the slices read every
     # weight once per 16 rows, the GEMM once per block of up to 64 (decoding a weight for the
     # tensor cores costs about what it costs the GEMV's multiply-adds). Moved by the figures of
-    # benchmarks/kernels/packed_gemm.py (its "GEMV x16" and "quant GEMM" rows at 32 and 64).
+    # benchmarks/kernels/quant_gemm.py (its "GEMV x16" and "quant GEMM" rows at 32 and 64).
     QUANT_GEMM_MIN_ROWS = GEMV_MAX_ROWS + 1
     # Prefill chunks (outside gemv_for_rows) of up to this many rows take the quantized GEMM;
     # longer ones dequantize the matrix for torch's GEMM (writing and reading 2 bytes a weight,

@@ -65,6 +65,27 @@ def test_rows_of_a_block_do_not_depend_on_the_others(device):
     assert torch.equal(together[33:34], alone)
 
 
+@pytest.mark.parametrize("fmt", ["Q8_0", "Q6_K"])
+def test_split_k_parts_sum_to_the_product(fmt, device):
+    """K in 3 parts (Q8_0: 11 groups, parts of 4, 4 and 3; Q6_K: 16 groups, parts of 8 and 8,
+    the third empty and not launched), f16 x: the float32 partial sums meet in x's dtype."""
+    w, x, raw = _case(fmt, 20, device, seed=7)
+    y = quant_gemm(x.half().to(device), w, GemmConfig(block_m=16, block_n=32, ng=4, split_k=3))
+    assert y.dtype == torch.float16
+    assert relative_error(y.float().cpu(), _expected(x, raw, w)) < TOLERANCE
+
+
+def test_default_config_splits_k_where_tiles_are_few():
+    """A decode step of 64 rows: 4096 rows of W are 64 tiles, K split in 5 (about 2 programs
+    a multiprocessor of 132); 14336 rows are 224 tiles, no split; a K of 512 keeps 16 groups
+    a part at least."""
+    assert default_config(64, 4096, 4096).split_k == 5
+    assert default_config(64, 1024, 4096).split_k == 8  # 128 groups: at most 8 parts of 16
+    assert default_config(64, 14336, 4096).split_k == 1
+    assert default_config(512, 4096, 4096).split_k == 1  # 4 blocks of 128 rows: 256 tiles
+    assert default_config(64, 64, 512).split_k == 1
+
+
 def test_default_config_blocks_of_rows():
     assert [default_config(n).block_m for n in (16, 17, 33, 64, 128, 255, 512)] == [
         16, 32, 64, 64, 64, 64, 128,
