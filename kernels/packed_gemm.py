@@ -71,10 +71,15 @@ def default_config(n_rows: int, n_out: int = 4096, n_in: int = 4096, n_sm: int =
         cfg = GemmConfig(block_m=128, block_n=64, num_warps=8)
     else:
         cfg = GemmConfig(block_m=min(64, max(16, triton.next_power_of_2(n_rows))))
+    return with_split(cfg, n_rows, n_out, n_in, n_sm)
+
+
+def with_split(cfg: GemmConfig, n_rows: int, n_out: int, n_in: int, n_sm: int) -> GemmConfig:
+    """cfg with split_k set by default_config's rule for its tiles (1 from n_sm tiles up)."""
     tiles = triton.cdiv(n_rows, cfg.block_m) * triton.cdiv(n_out, cfg.block_n)
-    if tiles >= n_sm:
-        return cfg
-    split = min(triton.cdiv(2 * n_sm, tiles), max(1, (n_in // 32) // MIN_SPLIT_GROUPS))
+    split = 1
+    if tiles < n_sm:
+        split = min(triton.cdiv(2 * n_sm, tiles), max(1, (n_in // 32) // MIN_SPLIT_GROUPS))
     return dataclasses.replace(cfg, split_k=split)
 
 

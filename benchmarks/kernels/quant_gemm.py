@@ -22,6 +22,7 @@ on these figures. --sweep: the GEMM's launch shapes in SWEEP at every case.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -34,7 +35,7 @@ from benchmarks.kernels.timing import cuda_banner, time_calls
 from kernels.dequant import dequantize
 from kernels.gemv import default_config as gemv_config
 from kernels.gemv import quant_matmul
-from kernels.packed_gemm import GemmConfig, default_config, quant_gemm
+from kernels.packed_gemm import GemmConfig, default_config, quant_gemm, with_split
 
 DEVICE = "cuda"
 
@@ -79,11 +80,17 @@ def measure(name: str, fmt: str, n_out: int, n_in: int, row_counts, sweep=()) ->
         paths = [
             (GEMV, gemv_slices, {}),
             (DEQUANT, dequant_gemm, {}),
-            (GEMM, quant_gemm, {"block_m": default_config(m).block_m}),
+            (GEMM, quant_gemm, {}),
         ]
-        for c in sweep:
+        n_sm = 132  # off a GPU (the tests): an H100's
+        if torch.cuda.is_available():
+            n_sm = torch.cuda.get_device_properties(0).multi_processor_count
+        configs = [with_split(c, m, n_out, n_in, n_sm) for c in sweep]
+        if sweep:  # the default launch without its split of K: what the split is worth
+            configs.append(dataclasses.replace(default_config(m, n_out, n_in, n_sm), split_k=1))
+        for c in configs:
             if c.block_m <= max(16, triton.next_power_of_2(m)):
-                shape = f"bm{c.block_m} bn{c.block_n} ng{c.ng} w{c.num_warps}"
+                shape = f"bm{c.block_m} bn{c.block_n} ng{c.ng} w{c.num_warps} k{c.split_k}"
                 paths.append((f"  sweep {shape}", lambda x, w, c=c: quant_gemm(x, w, c), {}))
         for path, fn, extra in paths:
             try:

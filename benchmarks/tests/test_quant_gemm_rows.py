@@ -43,13 +43,12 @@ def test_rows_compare_like_with_like(monkeypatch, capsys):
     monkeypatch.setattr(bench, "time_calls", fake_time_calls)
     sweep = [GemmConfig(block_m=16, block_n=32, ng=4), GemmConfig(block_m=64)]
     rows = bench.measure("tiny", "Q4_K", 48, 256, [20], sweep)
+    # block_m 64 is past 20 rows' block: left out; the default (block_m 32) without a split
     assert [r["path"] for r in rows] == [
-        bench.GEMV,
-        bench.DEQUANT,
-        bench.GEMM,
-        "  sweep bm16 bn32 ng4 w4",
-    ]  # fmt: skip  (block_m 64 is past 20 rows' block: left out)
-    assert len(timed) == 4
+        bench.GEMV, bench.DEQUANT, bench.GEMM, "  sweep bm16 bn32 ng4 w4 k1",
+        "  sweep bm32 bn64 ng2 w4 k1",
+    ]  # fmt: skip
+    assert len(timed) == 5
     for r in rows:
         assert {"shape", "fmt", "rows", "path", "us", "gb_s", "tflop_s", "max_diff"} <= r.keys()
         assert r["max_diff"] < 4e-3  # f16 x and weights against the f16 GEMM
