@@ -29,5 +29,6 @@ if [ "$SWEEP_S" -gt 0 ]; then
     timeout "$SWEEP_S" python -m benchmarks.kernels.quant_gemm --rows 64,512 --sweep \
         > "$OUT/sweep.txt" 2>&1
     echo "sweep: exit $?, $((SECONDS - start)) s"
-    grep -E "^best|Error" "$OUT/sweep.txt" | head -40
+    grep -qE "^best" "$OUT/sweep.txt" && grep -E "^best|Error" "$OUT/sweep.txt" | head -40 \
+        || tail -30 "$OUT/sweep.txt"  # cut short: the shapes that finished
 fi

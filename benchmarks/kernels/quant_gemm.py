@@ -109,9 +109,10 @@ def measure(name: str, fmt: str, n_out: int, n_in: int, row_counts, sweep=()) ->
     return rows
 
 
-def _table(rows: list[dict]) -> None:
-    print(f"{'shape':<24} {'fmt':<5} {'M':>4} {'path':<30} {'us':>9} {'GB/s':>7} "
-          f"{'TFLOP/s':>8} {'max_diff':>9}")  # fmt: skip
+def _table(rows: list[dict], header: bool = True) -> None:
+    if header:
+        print(f"{'shape':<24} {'fmt':<5} {'M':>4} {'path':<30} {'us':>9} {'GB/s':>7} "
+              f"{'TFLOP/s':>8} {'max_diff':>9}")  # fmt: skip
     for r in rows:
         print(f"{r['shape']:<24} {r['fmt']:<5} {r['rows']:>4} {r['path']:<30} {r['us']:9.1f} "
               f"{r['gb_s']:7.0f} {r['tflop_s']:8.1f} {r['max_diff']:9.2e}")  # fmt: skip
@@ -163,10 +164,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     row_counts = [int(m) for m in args.rows.split(",")]
     rows = []
-    for name, fmt, n_out, n_in in SHAPES:
-        rows += measure(name, fmt, n_out, n_in, row_counts, SWEEP if args.sweep else ())
+    for name, fmt, n_out, n_in in SHAPES:  # each shape's rows printed as they come (a timeout
+        # cuts the run short: what finished is on the page)
+        mine = measure(name, fmt, n_out, n_in, row_counts, SWEEP if args.sweep else ())
+        _table(mine, header=not rows)
+        rows += mine
         torch.cuda.empty_cache()
-    _table(rows)
     _verdicts(rows)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
