@@ -1,14 +1,13 @@
 """The dense quantized GEMM (kernels/packed_gemm.py) at Llama-3-8B's shapes, on the GPU
-(compiled), with its default launch shapes: the first rows against kernels.reference.gemv
-(gguf's dequantizer, float64, of x rounded to f16), every row against the prefill's path
-(kernels/dequant.py's f16 matrix through torch's GEMM), at a batch's decode step (64 rows,
-and 40: a part block) and a prefill chunk (512)."""
+(compiled), with its default launch shapes: the first rows against gguf's dequantizer
+(kernels.reference.dequantize_weight; products in float64, x in f16), every row against the
+prefill's path (kernels/dequant.py's f16 matrix through torch's GEMM), at a batch's decode
+step (64 rows, and 40: a part block) and a prefill chunk (512)."""
 
 from __future__ import annotations
 
 import functools
 
-import numpy as np
 import pytest
 import torch
 
@@ -33,19 +32,22 @@ def _cuda():
 
 @functools.lru_cache(maxsize=3)
 def _weight(fmt: str, shape: tuple[int, int]):
+    """The PackedWeight and gguf's dequantization of it (float32 on the GPU: the float64
+    reference products are taken there, one dequantization a shape)."""
     raw = reference.random_weight_bytes(fmt, *shape, seed=11)
-    return raw, PackedWeight.from_gguf(raw, fmt, shape, device="cuda")
+    dense = torch.from_numpy(reference.dequantize_weight(raw, fmt, shape)).cuda()
+    return dense, PackedWeight.from_gguf(raw, fmt, shape, device="cuda")
 
 
 @pytest.mark.parametrize("rows", [40, 64, 512])
 @pytest.mark.parametrize(("fmt", "shape"), SHAPES)
 def test_llama3_8b_shapes(fmt, shape, rows):
-    raw, w = _weight(fmt, shape)
+    dense, w = _weight(fmt, shape)
     x = torch.randn(rows, shape[1], generator=torch.Generator().manual_seed(rows))
     x = x.half().cuda()
     y = quant_gemm(x, w)
     assert y.dtype == torch.float16
-    expected = reference.gemv(x[:CHECKED].double().cpu().numpy(), raw, fmt, shape)
+    expected = (x[:CHECKED].double() @ dense.double().T).cpu().numpy()
     assert relative_error(y[:CHECKED].float().cpu(), expected) < TOLERANCE
-    dense = (x @ dequantize(w, torch.float16).T).float().cpu()
-    assert relative_error(y.float().cpu(), dense.numpy().astype(np.float64)) < TOLERANCE
+    prefill = (x @ dequantize(w, torch.float16).T).double().cpu().numpy()
+    assert relative_error(y.float().cpu(), prefill) < TOLERANCE
