@@ -49,7 +49,7 @@ GEMV, DEQUANT, GEMM = "GEMV x16", "dequant + torch", "quant GEMM"
 SWEEP = [
     GemmConfig(block_m=bm, block_n=bn, ng=ng, num_warps=nw)
     for bm, bn, ng, nw in (
-        (32, 64, 2, 4), (64, 64, 4, 4), (64, 128, 2, 8), (128, 64, 2, 8), (128, 128, 2, 8),
+        (32, 64, 2, 4), (128, 64, 2, 4), (64, 128, 2, 8), (128, 64, 2, 8), (128, 128, 2, 8),
         (64, 32, 4, 4),
     )
 ]  # fmt: skip
