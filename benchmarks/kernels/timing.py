@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import statistics
+import sys
 
 import torch
 
@@ -50,3 +51,16 @@ def captured_graph(fn) -> torch.cuda.CUDAGraph:
     with torch.cuda.graph(captured):
         fn()
     return captured
+
+
+def cuda_banner() -> bool:
+    """Print the line a GPU benchmark's output starts with (the device, torch and triton), or,
+    without a CUDA device, say so on stderr and return False."""
+    if not torch.cuda.is_available():
+        print("no CUDA device: this benchmark times GPU kernels", file=sys.stderr)
+        return False
+    import triton
+
+    print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, "
+          f"triton {triton.__version__}")  # fmt: skip
+    return True

@@ -185,8 +185,10 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
     Matrices become kernels.PackedWeight (the file's blocks split once into planes of their
     fields, the same bytes) and are multiplied by the fused-dequantization GEMV for up to
-    `GEMV_MAX_ROWS` rows (decode); a prefill chunk dequantizes the matrix on the device
-    (kernels/dequant_torch.py) for that one f16 product through torch's GEMM, keeping nothing.
+    `GEMV_MAX_ROWS` rows (decode), by the quantized GEMM (kernels/packed_gemm.py: blocks
+    decoded into f16 tiles for the tensor cores) for a batch's decode step of more rows; a
+    prefill chunk dequantizes the matrix on the device (kernels/dequant.py) for that one f16
+    product through torch's GEMM, keeping nothing (`_matmul_path` decides).
     A type kernels/ does not pack falls back to TorchOps (dequantized once, kept). RMSNorm (with
     the residual add fused), SwiGLU and RoPE are kernels; GELU stays in torch. A mixture of
     experts' routed experts go through the expert GEMV (prepare_experts, moe_ffn).
@@ -194,6 +196,17 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
     name = "kernels"
     GEMV_MAX_ROWS = 16
+    # A batch's decode step (inside gemv_for_rows) of at least this many rows takes the
+    # quantized GEMM instead of the GEMV in slices of GEMV_MAX_ROWS: the slices read every
+    # weight once per 16 rows, the GEMM once per block of up to 64 (decoding a weight for the
+    # tensor cores costs about what it costs the GEMV's multiply-adds). Moved by the figures of
+    # benchmarks/kernels/quant_gemm.py (its "GEMV x16" and "quant GEMM" rows at 32 and 64).
+    QUANT_GEMM_MIN_ROWS = GEMV_MAX_ROWS + 1
+    # Prefill chunks (outside gemv_for_rows) of up to this many rows take the quantized GEMM;
+    # longer ones dequantize the matrix for torch's GEMM (writing and reading 2 bytes a weight,
+    # then cuBLAS's f16 rate). GEMV_MAX_ROWS: none take it until the benchmark's "dequant +
+    # torch" and "quant GEMM" rows say where the two cross.
+    QUANT_GEMM_MAX_PREFILL_ROWS = GEMV_MAX_ROWS
 
     def __init__(self, device: torch.device | str, dtype: torch.dtype = torch.float32):
         super().__init__(device, dtype)
@@ -283,15 +296,34 @@ class KernelsOps(KernelsMoeOps, TorchOps):
     @contextlib.contextmanager
     def gemv_for_rows(self, n_rows: int):
         """Within this block, matmuls of up to n_rows rows (a batch's decode step: one row per
-        sequence, up to 64) take the GEMV in slices of GEMV_MAX_ROWS rows, each slice reading
-        the weights once, instead of dequantizing every matrix for a GEMM as a prefill chunk
-        does; outside it, prefill keeps its GEMM from 17 rows up."""
+        sequence, up to 64) take the quantized GEMM (or, below QUANT_GEMM_MIN_ROWS or for a
+        format it does not read, the GEMV in slices of GEMV_MAX_ROWS rows), reading the blocks
+        as stored, instead of dequantizing every matrix for a GEMM as a prefill chunk does;
+        outside it, prefill keeps its path (`_matmul_path`)."""
         before = self._gemv_rows
         self._gemv_rows = max(before, n_rows)
         try:
             yield
         finally:
             self._gemv_rows = before
+
+    def _matmul_path(self, rows: int, w) -> str:
+        """How `rows` rows of x meet the PackedWeight w (the one place the row thresholds are
+        read): "gemv" (one launch, up to GEMV_MAX_ROWS rows), "quant_gemm" (a batch's decode
+        step from QUANT_GEMM_MIN_ROWS rows, a prefill chunk up to QUANT_GEMM_MAX_PREFILL_ROWS,
+        for the formats kernels/packed_gemm.py reads), "gemv_slices" (the rest of a batch's
+        step), "dequant" (the rest of prefill: the matrix in f16 for torch's GEMM)."""
+        from kernels.packed_gemm import supports
+
+        if rows <= self.GEMV_MAX_ROWS:
+            return "gemv"
+        batch_step = rows <= self._gemv_rows
+        if supports(w) and (
+            (batch_step and rows >= self.QUANT_GEMM_MIN_ROWS)
+            or rows <= self.QUANT_GEMM_MAX_PREFILL_ROWS
+        ):
+            return "quant_gemm"
+        return "gemv_slices" if batch_step else "dequant"
 
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
@@ -300,9 +332,12 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         if self.rows_as_one:  # every row as a decode step's GEMV computes it (TorchOps says why)
             config = dataclasses.replace(self._gemv_config(w, 1), rows_alike=True)
             return self._k.quant_matmul(x, w, config, quantized=shared)
-        if rows <= self.GEMV_MAX_ROWS:
+        path = self._matmul_path(rows, w)
+        if path == "gemv":
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
-        if rows <= self._gemv_rows:
+        if path == "quant_gemm":
+            return self._k.quant_gemm(x, w)
+        if path == "gemv_slices":
             x2 = x.reshape(rows, x.shape[-1])
             step = self.GEMV_MAX_ROWS
             parts = [

@@ -80,9 +80,18 @@ def test_kivi_keys_cannot_batch(model):
                           v_format="rot4")  # fmt: skip
 
 
-def test_a_batch_of_rows_takes_the_gemv_in_slices(tmp_path, monkeypatch):
-    """gemv_for_rows: 20 rows through the GEMV in slices of 16 and 4, the same product as the
-    prefill's GEMM path."""
+def _counted(ops, monkeypatch, name: str) -> list[int]:
+    """The row counts of every call of ops._k.<name> from now on."""
+    calls = []
+    kernel = getattr(ops._k, name)
+    monkeypatch.setattr(ops._k, name, lambda x, *a, **k: calls.append(len(x)) or kernel(x, *a, **k))
+    return calls
+
+
+def test_a_batch_of_rows_takes_the_quantized_gemm_or_gemv_slices(tmp_path, monkeypatch):
+    """gemv_for_rows: 20 rows through the quantized GEMM in one launch (x and the weights in
+    f16 there), or, with QUANT_GEMM_MIN_ROWS above 20, through the GEMV in slices of 16 and 4;
+    both the product of the prefill's GEMM path, which takes over outside the block."""
     from engine.hearth.ops import KernelsOps
 
     path = write_tiny_gguf(tmp_path / "m.gguf", tiny_spec("llama", n_layer=1))
@@ -91,17 +100,20 @@ def test_a_batch_of_rows_takes_the_gemv_in_slices(tmp_path, monkeypatch):
     w = ops.prepare(GGUFTensors(str(path), info).matrix("blk.0.attn_q.weight"))
     x = torch.randn(20, w.n_in, generator=torch.Generator().manual_seed(0))
     gemm = ops.matmul(x, w)
-    calls = []
-    quant_matmul = ops._k.quant_matmul
-    monkeypatch.setattr(
-        ops._k, "quant_matmul", lambda x, *a, **k: calls.append(len(x)) or quant_matmul(x, *a, **k)
-    )
+    gemv_calls = _counted(ops, monkeypatch, "quant_matmul")
+    gemm_calls = _counted(ops, monkeypatch, "quant_gemm")
+    with ops.gemv_for_rows(64):
+        quantized = ops.matmul(x, w)
+    assert (gemm_calls, gemv_calls) == ([20], [])
+    scale = float(gemm.abs().max())
+    np.testing.assert_allclose(quantized.numpy(), gemm.numpy(), atol=4e-3 * scale)
+    monkeypatch.setattr(ops, "QUANT_GEMM_MIN_ROWS", 21)
     with ops.gemv_for_rows(64):
         sliced = ops.matmul(x, w)
-    assert calls == [16, 4]
+    assert (gemm_calls, gemv_calls) == ([20], [16, 4])
     np.testing.assert_allclose(sliced.numpy(), gemm.numpy(), rtol=1e-4, atol=1e-4)
     ops.matmul(x, w)  # outside the block: the GEMM again
-    assert calls == [16, 4]
+    assert (gemm_calls, gemv_calls) == ([20], [16, 4])
 
 
 def test_a_shared_prefix_on_the_kernels_is_copied_on_write(model):

@@ -1,6 +1,6 @@
 """The Hearth engine's batch on a GPU (HEARTH_GPU_TESTS=1 on the device machine): 20 sequences
-of different lengths decoded together on kernels/ (the GEMV in slices of 16 rows, the rows
-written into their own pages in one launch, the batched decode attention, a prompt chunk beside
+of different lengths decoded together on kernels/ (the packed GEMM for the step's 20 rows, the
+rows written into their own pages in one launch, the batched decode attention, a prompt chunk beside
 decode rows) against each sequence decoded alone through the one-sequence paged cache."""
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_ge
         start = cache.grow(seq, len(prompt))
         got[i].append(forward([seq] * len(prompt), prompt, list(range(start, start + len(prompt))),
                               [len(prompt) - 1])[0])  # fmt: skip
-    for s in range(STEPS):  # all 20 decode together: the GEMV in slices of 16 and 4
+    for s in range(STEPS):  # all 20 decode together: the packed GEMM (KernelsOps._matmul_path)
         pos = [cache.grow(seq, 1) for seq in seqs]
         out = forward(seqs, [steps[i][s] for i in range(N_SEQS)], pos, list(range(N_SEQS)))
         for i in range(N_SEQS):
@@ -87,8 +87,8 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_ge
         expected = torch.stack([r.float().cpu() for r in rows]).numpy()
         actual = torch.stack(got[i]).numpy()
         errors.append(np.linalg.norm(actual - expected) / np.linalg.norm(expected))
-    # the same products on both sides (float_gemv_alone): what differs is the GEMV's tiling of
-    # 1 against 16 rows and the pages' layout, rounding apart only
+    # the same products on both sides (float_gemv_alone) up to rounding: the packed GEMM's f16
+    # weights and x against the one-row GEMV's float32 sums of f16 x, and the pages' layout
     assert max(errors) < 1e-2, errors
 
 
