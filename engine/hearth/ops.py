@@ -199,9 +199,11 @@ class KernelsOps(KernelsMoeOps, TorchOps):
     # A batch's decode step (inside gemv_for_rows) of at least this many rows takes the
     # quantized GEMM instead of the GEMV in slices of GEMV_MAX_ROWS: the slices read every
     # weight once per 16 rows, the GEMM once per block of up to 64 (decoding a weight for the
-    # tensor cores costs about what it costs the GEMV's multiply-adds). Moved by the figures of
-    # benchmarks/kernels/quant_gemm.py (its "GEMV x16" and "quant GEMM" rows at 32 and 64).
-    QUANT_GEMM_MIN_ROWS = GEMV_MAX_ROWS + 1
+    # tensor cores costs about what it costs the GEMV's multiply-adds). Off (above the 64
+    # sequences a step holds, page_pool.MAX_SEQUENCES) until the figures of
+    # benchmarks/kernels/quant_gemm.py (its "GEMV x16" and "quant GEMM" rows at 32 and 64) have
+    # measured it on a GPU: the GEMV slices are the measured path.
+    QUANT_GEMM_MIN_ROWS = 65
     # Prefill chunks (outside gemv_for_rows) of up to this many rows take the quantized GEMM;
     # longer ones dequantize the matrix for torch's GEMM (writing and reading 2 bytes a weight,
     # then cuBLAS's f16 rate). GEMV_MAX_ROWS: none take it until the benchmark's "dequant +

@@ -90,8 +90,9 @@ def _counted(ops, monkeypatch, name: str) -> list[int]:
 
 def test_a_batch_of_rows_takes_the_quantized_gemm_or_gemv_slices(tmp_path, monkeypatch):
     """gemv_for_rows: 20 rows through the quantized GEMM in one launch (x and the weights in
-    f16 there), or, with QUANT_GEMM_MIN_ROWS above 20, through the GEMV in slices of 16 and 4;
-    both the product of the prefill's GEMM path, which takes over outside the block."""
+    f16 there) once QUANT_GEMM_MIN_ROWS is at most 20, or, above 20 (the default until the GEMM
+    is measured on a GPU), through the GEMV in slices of 16 and 4; both the product of the
+    prefill's GEMM path, which takes over outside the block."""
     from engine.hearth.ops import KernelsOps
 
     path = write_tiny_gguf(tmp_path / "m.gguf", tiny_spec("llama", n_layer=1))
@@ -102,12 +103,14 @@ def test_a_batch_of_rows_takes_the_quantized_gemm_or_gemv_slices(tmp_path, monke
     gemm = ops.matmul(x, w)
     gemv_calls = _counted(ops, monkeypatch, "quant_matmul")
     gemm_calls = _counted(ops, monkeypatch, "quant_gemm")
+    monkeypatch.setattr(ops, "QUANT_GEMM_MIN_ROWS", ops.GEMV_MAX_ROWS + 1)
     with ops.gemv_for_rows(64):
         quantized = ops.matmul(x, w)
     assert (gemm_calls, gemv_calls) == ([20], [])
     scale = float(gemm.abs().max())
     np.testing.assert_allclose(quantized.numpy(), gemm.numpy(), atol=4e-3 * scale)
-    monkeypatch.setattr(ops, "QUANT_GEMM_MIN_ROWS", 21)
+    monkeypatch.setattr(ops, "QUANT_GEMM_MIN_ROWS", type(ops).QUANT_GEMM_MIN_ROWS)
+    assert ops.QUANT_GEMM_MIN_ROWS > 20
     with ops.gemv_for_rows(64):
         sliced = ops.matmul(x, w)
     assert (gemm_calls, gemv_calls) == ([20], [16, 4])

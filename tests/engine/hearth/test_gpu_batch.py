@@ -1,7 +1,8 @@
 """The Hearth engine's batch on a GPU (HEARTH_GPU_TESTS=1 on the device machine): 20 sequences
-of different lengths decoded together on kernels/ (the packed GEMM for the step's 20 rows, the
-rows written into their own pages in one launch, the batched decode attention, a prompt chunk beside
-decode rows) against each sequence decoded alone through the one-sequence paged cache."""
+of different lengths decoded together on kernels/ (the step's 20 rows through the GEMV in
+slices or the packed GEMM, the rows written into their own pages in one launch, the batched
+decode attention, a prompt chunk beside decode rows) against each sequence decoded alone
+through the one-sequence paged cache."""
 
 from __future__ import annotations
 
@@ -41,12 +42,19 @@ def float_gemv_alone(monkeypatch):
     monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 0)
 
 
+@pytest.mark.parametrize("step_path", ["gemv_slices", "packed_gemm"])
 @pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8")])
-def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_gemv_alone):
+def test_twenty_sequences_together_equal_each_alone(arch, kv, step_path, tmp_path,
+                                                   float_gemv_alone):  # fmt: skip
+    """The 20-row step through the GEMV in slices of 16 and 4 (the default) and through the
+    packed GEMM (KernelsOps.QUANT_GEMM_MIN_ROWS lowered to 17)."""
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
-    model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    ops = KernelsOps("cuda")
+    if step_path == "packed_gemm":
+        ops.QUANT_GEMM_MIN_ROWS = ops.GEMV_MAX_ROWS + 1
+    model = Transformer.load(cfg, GGUFTensors(str(path), info), ops)
     dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
     cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format=kv, v_format=kv)
     seqs = [cache.new_sequence() for _ in range(N_SEQS)]
@@ -67,7 +75,7 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_ge
         start = cache.grow(seq, len(prompt))
         got[i].append(forward([seq] * len(prompt), prompt, list(range(start, start + len(prompt))),
                               [len(prompt) - 1])[0])  # fmt: skip
-    for s in range(STEPS):  # all 20 decode together: the packed GEMM (KernelsOps._matmul_path)
+    for s in range(STEPS):  # all 20 decode together (KernelsOps._matmul_path: step_path)
         pos = [cache.grow(seq, 1) for seq in seqs]
         out = forward(seqs, [steps[i][s] for i in range(N_SEQS)], pos, list(range(N_SEQS)))
         for i in range(N_SEQS):
@@ -87,8 +95,9 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_ge
         expected = torch.stack([r.float().cpu() for r in rows]).numpy()
         actual = torch.stack(got[i]).numpy()
         errors.append(np.linalg.norm(actual - expected) / np.linalg.norm(expected))
-    # the same products on both sides (float_gemv_alone) up to rounding: the packed GEMM's f16
-    # weights and x against the one-row GEMV's float32 sums of f16 x, and the pages' layout
+    # the same products on both sides (float_gemv_alone) up to rounding: the GEMV's tiling of
+    # 1 against 16 rows, or the packed GEMM's f16 weights and x against the one-row GEMV's
+    # float32 sums of f16 x, and the pages' layout
     assert max(errors) < 1e-2, errors
 
 
