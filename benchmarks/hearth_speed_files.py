@@ -18,7 +18,7 @@ import numpy as np
 from engine.gguf import read_model_info
 from kernels.ggml_formats import block_format
 from kernels.reference import random_weight_bytes
-from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
+from testkit.synthetic_gguf import SHAPES, Shape, write_sparse_gguf
 
 _POOL_BLOCKS = 1 << 16
 # MXFP4's scale is 2^(e - 127) (ggml's E8M0): 117..120 are 2^-10..2^-7
@@ -26,12 +26,13 @@ MXFP4_EXPONENT_LOW = 117
 
 
 def write_random_quantized(
-    path: str, shape: str, quant: str = "Q4_K_M", vocab: str | None = None
+    path: str, shape: str | Shape, quant: str = "Q4_K_M", vocab: str | None = None
 ) -> float:
-    """Write the file; returns the seconds it took. `vocab`: a llama.cpp ggml-vocab-*.gguf to
-    copy, so that llama.cpp can load the file too (the table then takes its token count)."""
+    """Write the file; returns the seconds it took. `shape`: a name in SHAPES, or a Shape of
+    one's own (benchmarks/moe_launches.py's small ones). `vocab`: a llama.cpp ggml-vocab-*.gguf
+    to copy, so that llama.cpp can load the file too (the table then takes its token count)."""
     started = time.perf_counter()
-    model_shape = SHAPES[shape]
+    model_shape = SHAPES[shape] if isinstance(shape, str) else shape
     if vocab is not None:
         from dataclasses import replace
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import math
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -472,9 +473,7 @@ class PagedKVCache:
         if sinks is not None:
             if sinks.numel() != n_heads:
                 raise UnsupportedTensor(f"{sinks.numel()} attention sinks for {n_heads} heads")
-            sinks = (
-                sinks.reshape(-1).to(device=q.device, dtype=torch.float32) * LOG2E
-            ).contiguous()
+            sinks = _sinks_in_log2(sinks, q.device)
         out = launch_decode(
             q, arguments(n_splits), consts, n_splits, spec, self._signs, self.tuning, sinks
         )
@@ -591,3 +590,21 @@ class PagedKVCache:
             rows = open_rows[1].transpose(0, 1).float().cpu().numpy()
             v[open_page * self.spec.page_size : (open_page + 1) * self.spec.page_size] = rows
         return k[:n], v[:n]
+
+
+# a layer's sinks times log2(e), made once a sinks tensor (a model's weights): a decode step's
+# launch a layer fewer, and nothing made while a CUDA graph is captured. Keyed by the tensor's
+# id, with a weak reference that tells a reused id from the tensor it was made for.
+_SINKS_LOG2: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+
+
+def _sinks_in_log2(sinks: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """sinks [n_heads] * log2(e) in float32 on `device` (the reduce works in base 2)."""
+    kept = _SINKS_LOG2.get(id(sinks))
+    if kept is not None and kept[0]() is sinks and kept[1].device == device:
+        return kept[1]
+    scaled = (sinks.reshape(-1).to(device=device, dtype=torch.float32) * LOG2E).contiguous()
+    if id(sinks) not in _SINKS_LOG2:  # dropped with the tensor (a model unloaded)
+        weakref.finalize(sinks, _SINKS_LOG2.pop, id(sinks), None)
+    _SINKS_LOG2[id(sinks)] = (weakref.ref(sinks), scaled)
+    return scaled

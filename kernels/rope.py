@@ -5,13 +5,17 @@
     neox:   i(j) = j mod n_rot/2, partner = j +- n_rot/2, sign = -1 for the first half
     dims j >= n_rot pass through unchanged.
 
-The angle is computed in float32, as ggml does. `rope_rows` is also used by the KV cache's write
+`apply_rope` can also add a bias and RMS-norm each head first, in the same launch (the
+engine's Q, K and V out of one GEMV: gpt-oss's and Qwen2's biases, Qwen3's q_norm / k_norm,
+three to six launches a layer fewer at decode), and pass heads through unrotated (V's, for
+their bias). The angle is computed in float32, as ggml does. `rope_rows` is also used by the KV cache's write
 kernel, which applies RoPE to K on its way into the cache.
 """
 
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import torch
 import triton
@@ -22,10 +26,21 @@ from kernels.errors import UnsupportedTensor
 from kernels.rope_tables import Rope
 
 
+@dataclass(frozen=True)
+class QKNorms:
+    """Each head's RMSNorm before RoPE (Qwen3, Gemma 3): heads 0..n_q_heads-1 by q_weight [D],
+    the next ones by k_weight [D] (float32)."""
+
+    q_weight: torch.Tensor
+    k_weight: torch.Tensor
+    n_q_heads: int
+    eps: float
+
+
 @triton.jit
-def rope_rows(row_ptrs, row_mask, pos, inv_freq_ptr, mscale,
-              D: tl.constexpr, N_ROT: tl.constexpr, NEOX: tl.constexpr):  # fmt: skip
-    """Rows [R, D] at row_ptrs [R] (element pointers), rotated for position `pos`, in f32."""
+def _rotation(pos, inv_freq_ptr, mscale, D: tl.constexpr, N_ROT: tl.constexpr,
+              NEOX: tl.constexpr):  # fmt: skip
+    """(partner [D], cos [D], signed sin [D]) for position `pos`: y = x cos + x[partner] sin."""
     j = tl.arange(0, D)
     HALF: tl.constexpr = N_ROT // 2
     if NEOX:
@@ -42,25 +57,57 @@ def rope_rows(row_ptrs, row_mask, pos, inv_freq_ptr, mscale,
     angle = pos.to(tl.float32) * tl.load(inv_freq_ptr + freq)
     cos = tl.where(rotated, tl.cos(angle) * mscale, 1.0)
     sin = tl.where(rotated, tl.sin(angle) * mscale, 0.0)
+    return partner, cos, sign * sin
+
+
+@triton.jit
+def rope_rows(row_ptrs, row_mask, pos, inv_freq_ptr, mscale,
+              D: tl.constexpr, N_ROT: tl.constexpr, NEOX: tl.constexpr):  # fmt: skip
+    """Rows [R, D] at row_ptrs [R] (element pointers), rotated for position `pos`, in f32."""
+    j = tl.arange(0, D)
+    partner, cos, sin = _rotation(pos, inv_freq_ptr, mscale, D, N_ROT, NEOX)
     mask = row_mask[:, None]
     x = tl.load(row_ptrs[:, None] + j[None, :], mask=mask, other=0.0).to(tl.float32)
     xp = tl.load(row_ptrs[:, None] + partner[None, :], mask=mask, other=0.0).to(tl.float32)
-    return x * cos[None, :] + xp * (sign * sin)[None, :]
+    return x * cos[None, :] + xp * sin[None, :]
 
 
 @triton.jit
 def _rope_kernel(x_ptr, out_ptr, pos_ptr, inv_freq_ptr, mscale, H, stride_xt, stride_xh,
-                 HEADS: tl.constexpr, D: tl.constexpr, N_ROT: tl.constexpr,
-                 NEOX: tl.constexpr):  # fmt: skip
+                 bias_ptr, q_norm_ptr, k_norm_ptr, eps, H_Q, H_ROT,
+                 HEADS: tl.constexpr, D: tl.constexpr, N_ROT: tl.constexpr, NEOX: tl.constexpr,
+                 HAS_BIAS: tl.constexpr, HAS_NORM: tl.constexpr):  # fmt: skip
+    """Heads [HEADS] of token t: (+ bias) (RMS-normed per head: heads < H_Q by q_norm, the
+    rest by k_norm) rotated; heads from H_ROT on (V's, where the caller passes them) only get
+    their bias."""
     t = tl.program_id(0)
     heads = tl.program_id(1) * HEADS + tl.arange(0, HEADS)
-    mask = heads < H
+    mask = (heads < H)[:, None]
     pos = tl.load(pos_ptr + t)
-    y = rope_rows(x_ptr + t * stride_xt + heads * stride_xh, mask, pos, inv_freq_ptr, mscale,
-                  D, N_ROT, NEOX)  # fmt: skip
-    j = tl.arange(0, D)
+    j = tl.arange(0, D)[None, :]
+    partner, cos, sin = _rotation(pos, inv_freq_ptr, mscale, D, N_ROT, NEOX)
+    rotated = (heads < H_ROT)[:, None]
+    partner = tl.where(rotated, partner[None, :], j)
+    cos = tl.where(rotated, cos[None, :], 1.0)
+    sin = tl.where(rotated, sin[None, :], 0.0)
+    rows = (x_ptr + t * stride_xt + heads * stride_xh)[:, None]
+    x = tl.load(rows + j, mask=mask, other=0.0).to(tl.float32)
+    xp = tl.load(rows + partner, mask=mask, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        at = bias_ptr + heads[:, None] * D
+        x += tl.load(at + j, mask=mask, other=0.0)
+        xp += tl.load(at + partner, mask=mask, other=0.0)
+    if HAS_NORM:
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / D + eps)[:, None]
+        is_q = (heads < H_Q)[:, None]
+        w = tl.where(is_q, tl.load(q_norm_ptr + j), tl.load(k_norm_ptr + j))
+        wp = tl.where(is_q, tl.load(q_norm_ptr + partner), tl.load(k_norm_ptr + partner))
+        normed = (heads < H_ROT)[:, None]  # V's heads are not normed
+        x = tl.where(normed, x * rstd * w, x)
+        xp = tl.where(normed, xp * rstd * wp, xp)
+    y = x * cos + xp * sin
     out = out_ptr + (t * H + heads)[:, None] * D
-    tl.store(out + j[None, :], y.to(out_ptr.dtype.element_ty), mask=mask[:, None])
+    tl.store(out + j, y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 # Programs per token: a decode step (one token, 40 heads of Llama-3-8B's Q and K) took one
@@ -78,8 +125,15 @@ def inv_freq_tensor(rope: Rope, device: torch.device) -> torch.Tensor:
     return _inv_freq_on(rope, torch.device(device))
 
 
-def apply_rope(x: torch.Tensor, positions: torch.Tensor, rope: Rope) -> torch.Tensor:
-    """x [T, H, D] (last axis contiguous), positions int [T] -> a new rotated tensor."""
+def apply_rope(x: torch.Tensor, positions: torch.Tensor, rope: Rope, *,
+               bias: torch.Tensor | None = None, norms: QKNorms | None = None,
+               n_rotated: int | None = None) -> torch.Tensor:  # fmt: skip
+    """x [T, H, D] (last axis contiguous), positions int [T] -> a new rotated tensor in x's
+    dtype. In the same launch, before the rotation (a decode step's Q and K side by side out
+    of one GEMV: the launches between them and RoPE saved): `bias` [H D] float32 added (Q's,
+    K's and V's biases, gpt-oss), `norms` each head's RMSNorm (Qwen3's q_norm, k_norm);
+    `n_rotated`: only heads 0..n_rotated-1 are normed and rotated, the rest (V's, passed
+    through for their bias) are copied."""
     require()
     if x.dim() != 3 or x.shape[-1] != rope.head_dim or x.stride(-1) != 1:
         raise UnsupportedTensor(
@@ -87,7 +141,12 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, rope: Rope) -> torch.Te
         )
     if rope.head_dim & (rope.head_dim - 1):
         raise UnsupportedTensor(f"RoPE head size {rope.head_dim}: need a power of two")
-    n_tokens, n_heads, _ = x.shape
+    n_tokens, n_heads, d = x.shape
+    n_rotated = n_heads if n_rotated is None else n_rotated
+    if bias is not None and bias.numel() != n_heads * d:
+        raise UnsupportedTensor(f"RoPE bias of {bias.numel()} values for {n_heads} heads of {d}")
+    if norms is not None and not 0 <= norms.n_q_heads <= n_rotated:
+        raise UnsupportedTensor(f"{norms.n_q_heads} query heads of {n_rotated} rotated")
     out = torch.empty(n_tokens, n_heads, rope.head_dim, dtype=x.dtype, device=x.device)
     if n_tokens == 0:
         return out
@@ -96,9 +155,13 @@ def apply_rope(x: torch.Tensor, positions: torch.Tensor, rope: Rope) -> torch.Te
     while heads > 1 and n_tokens * triton.cdiv(n_heads, heads) < _MIN_PROGRAMS:
         heads //= 2
     inv_freq = inv_freq_tensor(rope, x.device)
+    q_norm, k_norm = (norms.q_weight, norms.k_weight) if norms is not None else (out, out)
     _rope_kernel[(n_tokens, triton.cdiv(n_heads, heads))](
         x, out, positions, inv_freq, rope.mscale, n_heads, x.stride(0), x.stride(1),
-        HEADS=heads, D=rope.head_dim, N_ROT=rope.n_rot, NEOX=rope.neox,
+        bias if bias is not None else out, q_norm, k_norm,
+        norms.eps if norms is not None else 0.0, norms.n_q_heads if norms is not None else 0,
+        n_rotated, HEADS=heads, D=rope.head_dim, N_ROT=rope.n_rot, NEOX=rope.neox,
+        HAS_BIAS=bias is not None, HAS_NORM=norms is not None,
         num_warps=max(1, min(4, heads * rope.head_dim // 256)),
     )  # fmt: skip
     return out

@@ -91,14 +91,32 @@ def _routings(case: Case, tokens: int, seed: int) -> list[np.ndarray]:
 
 
 # --sweep: launch shapes around the defaults (rows a program, runs of 16 a split, warps, and
-# whether it is a dependent launch)
+# whether it is a dependent launch). At one token a Qwen3-30B-A3B gate+up launch is 192 row
+# tiles x 1 split x 8 groups = 1,536 programs of 9.2 KB of Q4_K each (gate and up, 4 rows of
+# 2,048), the down launch 512 x 1 x 8 = 4,096 programs of 2.5 KB (4 rows of 768 in Q6_K, each
+# row padded to 64 runs of 16: a quarter of the lanes masked): on 132 SMs, 12 and 31 programs an
+# SM, each holding its tile's loads in flight once. More rows a program put more bytes in flight
+# a program and fewer programs (and tickets) a launch; max_runs below the row's runs splits K
+# (more, smaller programs; gate+up then sums its partials through the tickets as down does).
+# (Down's 48 runs: max_runs 32 takes 3 splits of 16, none masked.) 14 shapes, about 3 s each
+# (compiling) a case.
 SWEEP = [
     MoeGemvConfig(4, 128, 2, False),
-    MoeGemvConfig(4, 128, 2, True),
-    MoeGemvConfig(4, 128, 4, True),
-    MoeGemvConfig(2, 128, 2, True),
-    MoeGemvConfig(8, 128, 4, True),
-]
+    *(MoeGemvConfig(rows, 128, warps, True) for rows in (2, 4, 8, 16) for warps in (2, 4)),
+    MoeGemvConfig(8, 128, 8, True),
+    MoeGemvConfig(16, 128, 8, True),
+    *(MoeGemvConfig(rows, runs, warps, True) for rows, runs, warps in
+      ((4, 64, 2), (4, 32, 2), (8, 32, 4))),
+]  # fmt: skip
+
+
+def best_configs(swept: list[dict]) -> dict[str, dict]:
+    """The fastest launch shape of each case (and its time beside the default's)."""
+    best: dict[str, dict] = {}
+    for row in swept:
+        if row["case"] not in best or row["us"] < best[row["case"]]["us"]:
+            best[row["case"]] = row
+    return best
 
 
 @functools.cache
@@ -360,6 +378,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{r['case']:26} {r['rows']:>3} tokens  {c['block_n']}x{c['max_runs']} "
                   f"w{c['num_warps']} pdl{int(c['pdl'])}  {r['us']:8.1f} us "
                   f"{r['of_copy']:8.1%}")  # fmt: skip
+        defaults = {r["case"]: r["us"] for r in rows if r["rows"] == 1}
+        print("\nBest launch shape a case (1 token), beside the default's time:")
+        for case, r in best_configs(swept).items():
+            c = r["config"]
+            print(f"  BEST {case:26} block_n={c['block_n']} max_runs={c['max_runs']} "
+                  f"num_warps={c['num_warps']} pdl={c['pdl']}  {r['us']:.1f} us "
+                  f"({r['of_copy']:.1%} of copy; default {defaults.get(case, float('nan')):.1f}"
+                  " us)")  # fmt: skip
     shapes = ((1, 8, 128), (4, 8, 128), (16, 8, 128), (1, 4, 32))
     routes = {f"{t}x{k} of {e}": route_us(t, k, e) for t, k, e in shapes}
     print("route_experts alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in routes.items()))
@@ -379,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                 "quantize h 128x768": quantize_us(128, 768)}  # fmt: skip
     print("launches alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in launches.items()))
     steps = {}
-    step_configs = [None, *(SWEEP[:2] if args.sweep else [])]
+    step_configs = [None, *(SWEEP[:1] if args.sweep else [])]  # and without pdl
     for tokens in (int(t) for t in args.tokens.split(",")):
         for config in step_configs:
             label = f"{tokens} tokens, {'default' if config is None else config}"

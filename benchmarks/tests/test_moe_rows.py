@@ -74,3 +74,12 @@ def test_a_row_has_the_benchmark_schema(tiny, monkeypatch):
     moved = row["experts_read"] * expert_bytes + 6 * 64 * 2 + 3 * 8 * 2
     assert row["gb_s"] == pytest.approx(moved / seconds / 1e9)
     assert timed == [True, True]  # ours and torch's, both as CUDA-graph replays
+
+
+def test_the_sweep_names_each_cases_fastest_shape():
+    """best_configs: per case, the row of the fewest microseconds (what becomes the default)."""
+    timed = (("a", 3.0, 1), ("b", 9.0, 2), ("a", 2.0, 3), ("b", 9.5, 4))
+    rows = [{"case": case, "us": us, "config": config} for case, us, config in timed]
+    best = moe.best_configs(rows)
+    assert {case: row["config"] for case, row in best.items()} == {"a": 3, "b": 2}
+    assert len(moe.SWEEP) == len(set(moe.SWEEP))  # no shape timed twice

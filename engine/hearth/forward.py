@@ -28,7 +28,9 @@ length to keep it fixed.
 Fewer, larger launches for decode, where each kernel is a few microseconds: matrices that take
 the same input and share a block type are joined at load (Q, K and V; gate and up), so one GEMV
 reads them all; each residual add is fused into the norm that follows it; RoPE turns Q and K in
-one launch when nothing (a bias, a per-head norm) comes between them.
+one launch, which also adds their biases (V's too where V is joined with them) and norms each
+head (Qwen3's q_norm and k_norm); a mixture of experts' norm writes x in 8 bits for the
+expert GEMV in its own launch.
 """
 
 from __future__ import annotations
@@ -86,6 +88,19 @@ class Layer:
     k_norm: torch.Tensor | None = None
     post_attn_norm: torch.Tensor | None = None
     post_ffn_norm: torch.Tensor | None = None
+
+    @property
+    def joined_bias(self) -> torch.Tensor | None:
+        """Q's and K's biases end to end (and V's where it is joined with them: see
+        _joined_heads), for the one launch that adds them before RoPE; made once."""
+        if self.bq is None:
+            return None
+        cached = self.__dict__.get("_joined_bias")
+        if cached is None:
+            with_v = _joined_heads(self) == "qkv"
+            parts = (self.bq, self.bk, self.bv) if with_v else (self.bq, self.bk)
+            cached = self.__dict__["_joined_bias"] = torch.cat(parts).float().contiguous()
+        return cached
 
     def matrices(self) -> list[PreparedWeight]:
         """The layer's 2-D matrices (not the experts)."""
@@ -387,7 +402,7 @@ class Transformer:
             rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
             a = self._attention(layer, i, x, shared, positions, cache, n_keys, swa, rope)
             x, h, shared = ops.rms_norm_for(
-                _readers(layer.ffn_in), a, layer.ffn_norm, cfg.rms_eps, residual=h
+                _ffn_readers(layer), a, layer.ffn_norm, cfg.rms_eps, residual=h
             )
             f = self._feed_forward(layer, x, shared)
             last = i + 1 == len(self.layers)
@@ -409,10 +424,16 @@ class Transformer:
         n_tokens, hd = x.shape[0], cfg.head_dim
         y = _project(ops, x, layer.attn_in, shared)
         angles, table = rope
-        if _joint_qk(layer):  # q and k side by side in one output: one RoPE launch for both
-            qk = y["qk"].view(n_tokens, cfg.n_head + cfg.n_head_kv, hd)
-            qk = ops.rope(qk, angles, table)
-            q, k = qk[:, : cfg.n_head], qk[:, cfg.n_head :]
+        n_q, n_kv = cfg.n_head, cfg.n_head_kv
+        joined = _joined_heads(layer)
+        if joined:  # Q, K (and V) side by side in one output: bias, norms, RoPE in one launch
+            heads = y[joined].view(n_tokens, -1, hd)
+            norms = (layer.q_norm, layer.k_norm) if layer.q_norm is not None else None
+            qkv = ops.rope_heads(
+                heads, angles, table, n_q, n_kv, bias=layer.joined_bias, norms=norms,
+                eps=cfg.rms_eps,
+            )  # fmt: skip
+            q, k, v_heads = qkv[:, :n_q], qkv[:, n_q : n_q + n_kv], qkv[:, n_q + n_kv :]
         else:
             q = _add_bias(y["q"], layer.bq).view(n_tokens, cfg.n_head, hd)
             k = _add_bias(y["k"], layer.bk).view(n_tokens, cfg.n_head_kv, hd)
@@ -421,7 +442,10 @@ class Transformer:
                 k = ops.rms_norm(k, layer.k_norm, cfg.rms_eps)
             q = ops.rope(q, angles, table)
             k = ops.rope(k, angles, table)
-        v = _add_bias(y["v"], layer.bv).view(n_tokens, cfg.n_head_kv, hd)
+        if joined == "qkv":
+            v = v_heads
+        else:
+            v = _add_bias(y["v"], layer.bv).view(n_tokens, cfg.n_head_kv, hd)
         cache.write(i, positions, k, v)
         window = cfg.swa_window if swa else 0
         if layer.attn_sinks is not None:  # only then: a cache need not know sinks otherwise
@@ -440,7 +464,7 @@ class Transformer:
             return self._dense_feed_forward(layer, x, shared)
         cfg, ops, moe = self.config, self.ops, layer.moe
         logits = ops.matmul(x, moe.router)
-        f = ops.moe_ffn(x, moe.experts, logits, cfg.moe, moe.router_bias)
+        f = ops.moe_ffn(x, moe.experts, logits, cfg.moe, moe.router_bias, quantized=shared)
         if layer.w_down is not None:  # the shared expert
             s = self._dense_feed_forward(layer, x, shared)
             if moe.shared_gate is not None:
@@ -460,20 +484,31 @@ class Transformer:
         return f
 
 
-def _joint_qk(layer: Layer) -> bool:
-    """Q and K come out of one matrix, adjacent, with nothing to do between them and RoPE."""
+def _joined_heads(layer: Layer) -> str:
+    """The heads one launch takes: "qkv" where Q, K and V come out of one matrix, "qk" where
+    Q and K do (V apart), else none. That launch adds their biases, norms Q's and K's heads
+    and rotates them (V's heads pass through it only for a bias: without one, V stays the
+    GEMV's output)."""
     first = layer.attn_in[0]
-    return (
-        first.parts[:2] == ("q", "k")
-        and layer.bq is None
-        and layer.bk is None
-        and layer.q_norm is None
-    )
+    if first.parts[:2] != ("q", "k") or (layer.q_norm is None) != (layer.k_norm is None):
+        return ""
+    if (layer.bq is None) != (layer.bk is None):
+        return ""
+    if first.parts == ("q", "k", "v") and layer.bv is not None and layer.bq is not None:
+        return "qkv"
+    return "qk" if layer.bv is None or first.parts == ("q", "k") else ""
 
 
 def _readers(projections: list[Projection]) -> list:
     """The matrices that read one input."""
     return [p.weight for p in projections]
+
+
+def _ffn_readers(layer: Layer) -> list:
+    """The matrices that read the feed-forward's input: the dense (or shared expert's) gate
+    and up, and the routed experts (whose GEMV takes the input in 8 bits too)."""
+    experts = [layer.moe.experts] if layer.moe is not None else []
+    return _readers(layer.ffn_in) + experts
 
 
 def _project(ops: TorchOps, x: torch.Tensor, projections: list[Projection], shared) -> dict:
@@ -490,6 +525,8 @@ def _project(ops: TorchOps, x: torch.Tensor, projections: list[Projection], shar
             out[name] = part
         if p.parts[:2] == ("q", "k"):
             out["qk"] = y[:, : p.sizes[0] + p.sizes[1]]
+        if p.parts == ("q", "k", "v"):
+            out["qkv"] = y
     return out
 
 

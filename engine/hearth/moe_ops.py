@@ -160,8 +160,10 @@ class TorchMoeOps:
 
         return forget
 
-    def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
-        """The routed experts' feed-forward (see the module docstring)."""
+    def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None,
+                quantized=None):  # fmt: skip
+        """The routed experts' feed-forward (see the module docstring); `quantized`: x in 8
+        bits where the norm that made x wrote it too (KernelsOps: see its moe_ffn)."""
         logits = logits.float() if bias is None else logits.float() + bias
         ids, weights = select_experts(
             logits, rule.n_expert_used, gating=rule.gating, normalize=rule.normalize
@@ -322,12 +324,14 @@ class KernelsMoeOps:
             pinned(packed.gate), pinned(packed.up), pinned(packed.down), packed.activation
         )
 
-    def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None):
+    def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None,
+                quantized=None):  # fmt: skip
         """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
         expert_down per slice of at most MAX_PAIRS (token, slot) pairs; past
         MOE_GEMM_MIN_PAIRS pairs, select_experts and the grouped GEMM. The ids come from a
         top-k over the router's n_expert logits, so each is in range (the kernels do not
-        check)."""
+        check). `quantized`: x in 8 bits from the norm's launch (rms_norm_for with the experts
+        among its readers), used where the step is one slice: a quantization launch fewer."""
         n_tokens, k = x.shape[0], rule.n_expert_used
         if isinstance(experts, (ExpertWeights, RamExperts)):
             return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
@@ -340,6 +344,7 @@ class KernelsMoeOps:
 
         x = x.contiguous()
         step = max(1, MAX_PAIRS // k)
+        whole = quantized if n_tokens <= step else None
         parts = []
         for start in range(0, n_tokens, step):
             rows = slice(start, min(n_tokens, start + step))
@@ -347,7 +352,9 @@ class KernelsMoeOps:
                 logits[rows], k, softmax_all=rule.gating == "softmax",
                 normalize=rule.normalize, bias=bias,
             )  # fmt: skip
-            h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
+            h = expert_gate_up(
+                x[rows], experts.gate, experts.up, routing, experts.activation, quantized=whole
+            )
             parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 

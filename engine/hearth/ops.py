@@ -46,7 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from engine.hearth.host_dequant import DEQUANTIZABLE, dequantize
-from engine.hearth.moe_ops import KernelsMoeOps, TorchMoeOps, swiglu_oai
+from engine.hearth.moe_ops import KernelsMoeOps, PackedExperts, TorchMoeOps, swiglu_oai
 from engine.hearth.rope import RopeTable, rope_angles
 from engine.hearth.weights import QuantWeight
 
@@ -159,6 +159,21 @@ class TorchOps(TorchMoeOps):
     def rope_positions(self, positions: torch.Tensor, table: RopeTable):
         """cos and sin [T, n_rot/2] of the positions' angles."""
         return rope_angles(positions, table.inv_freq, table.attn_factor)
+
+    def rope_heads(self, y: torch.Tensor, angles, table: RopeTable, n_q: int, n_k: int, *,
+                   bias=None, norms=None, eps: float = 0.0) -> torch.Tensor:  # fmt: skip
+        """Q, K (and V, if y has them) side by side out of one matrix, y [T, H, D] with heads
+        0..n_q-1 Q's and the next n_k K's: a new [T, H, D] in y's dtype with `bias` [H D]
+        added, Q's and K's heads RMS-normed by norms = (q_norm, k_norm) [D] where the model
+        has them (Qwen3), then rotated; the heads past them (V's) only get their bias.
+        KernelsOps does it in one launch."""
+        if bias is not None:
+            y = (y + bias.view(1, *y.shape[1:])).to(y.dtype)
+        q, k, rest = y.split([n_q, n_k, y.shape[1] - n_q - n_k], dim=1)
+        if norms is not None:
+            q, k = self.rms_norm(q, norms[0], eps), self.rms_norm(k, norms[1], eps)
+        qk = self.rope(torch.cat([q, k], dim=1), angles, table)
+        return torch.cat([qk, rest], dim=1) if rest.shape[1] else qk
 
     def rope(self, x: torch.Tensor, angles, table: RopeTable):
         """Rotate x [T, H, D] by `angles` (from rope_positions)."""
@@ -275,10 +290,14 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
         rows = 1 if self.rows_as_one else rows
 
-        return sum(
-            not isinstance(w, PreparedWeight) and default_config(w.fmt.name, rows).path == "dp4a"
-            for w in weights
-        )
+        def in_8_bits(w) -> bool:
+            if isinstance(w, PackedExperts):  # the expert GEMV, for a step of one launch
+                return rows <= self.GEMV_MAX_ROWS
+            if isinstance(w, PreparedWeight):
+                return False
+            return default_config(w.fmt.name, rows).path == "dp4a"
+
+        return sum(in_8_bits(w) for w in weights)
 
     def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None):
         """The norm writes y in 8 bits too, in the same launch, when an integer GEMV reads y
@@ -366,6 +385,16 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
     def rope(self, x: torch.Tensor, positions: torch.Tensor, table: RopeTable) -> torch.Tensor:
         return self._k.apply_rope(x, positions, self._rope_for(table))
+
+    def rope_heads(self, y, angles, table: RopeTable, n_q: int, n_k: int, *, bias=None,
+                   norms=None, eps: float = 0.0) -> torch.Tensor:  # fmt: skip
+        """TorchOps.rope_heads in one launch (kernels/rope.py's fused bias and head norms)."""
+        from kernels.rope import QKNorms
+
+        qk_norms = None if norms is None else QKNorms(norms[0], norms[1], n_q, eps)
+        return self._k.apply_rope(
+            y, angles, self._rope_for(table), bias=bias, norms=qk_norms, n_rotated=n_q + n_k
+        )
 
     def _rope_for(self, table: RopeTable):
         rope = self._ropes.get(table)

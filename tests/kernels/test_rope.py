@@ -90,3 +90,66 @@ def test_head_grid_matches_reference(n_tokens, n_heads, device):
         x.numpy(), positions.numpy(), rope.inv_freq, 64, rope.neox, rope.mscale
     )
     np.testing.assert_allclose(y.cpu().numpy(), expected, atol=ATOL)
+
+
+def _prologue_reference(x, positions, rope, bias, q_weight, k_weight, n_q, n_rot_heads, eps):
+    """The launches the fused RoPE replaces, in numpy: bias, each head's RMSNorm (Q's heads
+    by q_weight, K's by k_weight), RoPE over heads 0..n_rot_heads-1; the rest copied."""
+    _, h, d = x.shape
+    y = x + (bias.reshape(1, h, d) if bias is not None else 0.0)
+    out = y.copy()
+    rot = y[:, :n_rot_heads]
+    if q_weight is not None:
+        rot = np.concatenate(
+            [reference.rms_norm(rot[:, :n_q], q_weight, eps),
+             reference.rms_norm(rot[:, n_q:], k_weight, eps)], axis=1,
+        )  # fmt: skip
+    out[:, :n_rot_heads] = reference.rope(
+        rot, positions, rope.inv_freq, rope.n_rot, rope.neox, rope.mscale
+    )
+    return out
+
+
+@pytest.mark.parametrize("layout", ["normal", "neox"])
+@pytest.mark.parametrize(("with_bias", "with_norm", "n_v"), [
+    (False, True, 0),  # Qwen3: Q and K normed per head
+    (True, False, 3),  # gpt-oss: Q, K and V biased; V's heads copied, not rotated
+    (True, True, 2),
+])  # fmt: skip
+def test_bias_and_head_norms_fused_before_the_rotation(layout, with_bias, with_norm, n_v,
+                                                       device):  # fmt: skip
+    """6 query heads, 3 key heads (odd: the masked tail of a program's heads), n_v value heads
+    passed through; the joined Q|K|V output of one GEMV is a strided view, as in the engine."""
+    from kernels.rope import QKNorms
+
+    rope = Rope.from_gguf_params(32, 32, 10000.0, layout=layout)
+    gen = torch.Generator().manual_seed(3)
+    n_q, n_k, d = 6, 3, 32
+    h = n_q + n_k + n_v
+    wide = torch.randn(3, h * d + 8, generator=gen) * 2.0  # a row longer than the heads
+    x = wide[:, : h * d].view(3, h, d)
+    positions = torch.tensor([0, 5, 3000])
+    bias = torch.randn(h * d, generator=gen) if with_bias else None
+    qw = torch.rand(d, generator=gen) + 0.5
+    kw = torch.rand(d, generator=gen) + 0.5
+    norms = QKNorms(qw.to(device), kw.to(device), n_q, 1e-6) if with_norm else None
+    got = apply_rope(
+        x.to(device), positions, rope, bias=None if bias is None else bias.to(device),
+        norms=norms, n_rotated=n_q + n_k,
+    )  # fmt: skip
+    expected = _prologue_reference(
+        x.numpy(), positions.numpy(), rope, None if bias is None else bias.numpy(),
+        qw.numpy() if with_norm else None, kw.numpy(), n_q, n_q + n_k, 1e-6,
+    )  # fmt: skip
+    np.testing.assert_allclose(got.cpu().numpy(), expected, atol=ATOL, rtol=1e-4)
+
+
+def test_fused_prologue_keeps_f16_and_refuses_a_bias_of_the_wrong_size(device):
+    rope = Rope.from_gguf_params(32, layout="neox")
+    x = torch.randn(1, 4, 32).half().to(device)
+    from kernels.rope import QKNorms
+
+    norms = QKNorms(torch.ones(32, device=device), torch.ones(32, device=device), 2, 1e-6)
+    assert apply_rope(x, torch.tensor([1]), rope, norms=norms).dtype == torch.float16
+    with pytest.raises(UnsupportedTensor, match="bias of 64 values for 4 heads"):
+        apply_rope(x, torch.tensor([1]), rope, bias=torch.zeros(64, device=device))

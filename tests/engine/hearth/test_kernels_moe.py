@@ -199,3 +199,17 @@ def test_experts_in_ram_are_the_gemvs_planes_and_copy_by_rows(tmp_path):
     assert in_ram.expert_nbytes == sum(w.expert_nbytes for w in (resident.gate, resident.up,
                                                                   resident.down))  # fmt: skip
     assert in_ram.bytes_copied == in_ram.expert_nbytes
+
+
+def test_the_norm_writes_x_in_8_bits_for_the_experts(tmp_path):
+    """The feed-forward norm counts the routed experts among the readers of its output, so it
+    writes x in 8 bits in its own launch (a decode step's quantization launch fewer), and the
+    expert GEMV reading that gives what it gives quantizing x itself."""
+    config, _, experts = _layer_experts(tmp_path, "qwen3moe")
+    x, logits = _routed(config, 2, seed=5)
+    ops = KernelsOps("cpu")
+    y, _, quantized = ops.rms_norm_for([experts], x, torch.ones(config.n_embd), 1e-6)
+    assert quantized is not None and quantized.shape == tuple(y.shape)
+    given = ops.moe_ffn(y, experts, logits, config.moe, quantized=quantized)
+    alone = ops.moe_ffn(y, experts, logits, config.moe)
+    torch.testing.assert_close(given, alone, rtol=1e-5, atol=1e-5)
