@@ -8,8 +8,8 @@
 `apply_rope` can also add a bias and RMS-norm each head first, in the same launch (the
 engine's Q, K and V out of one GEMV: gpt-oss's and Qwen2's biases, Qwen3's q_norm / k_norm,
 three to six launches a layer fewer at decode), and pass heads through unrotated (V's, for
-their bias). The angle is computed in float32, as ggml does. `rope_rows` is also used by the KV cache's write
-kernel, which applies RoPE to K on its way into the cache.
+their bias). The angle is computed in float32, as ggml does. `rope_rows` is also used by the
+KV cache's write kernel, which applies RoPE to K on its way into the cache.
 """
 
 from __future__ import annotations
