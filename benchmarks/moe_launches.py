@@ -1,6 +1,6 @@
 """What one decode step of a mixture-of-experts model launches, layer by layer, on KernelsOps.
 
-    TRITON_INTERPRET=1 python -m benchmarks.moe_launches [--model qwen3moe,gpt-oss] [--json P]
+    TRITON_INTERPRET=1 python -m benchmarks.moe_launches [--model qwen3moe,gpt-oss,llama] [--json P]
     python -m benchmarks.moe_launches --device cuda        (the same count on a GPU)
 
 A decode step runs as one CUDA graph (engine/hearth/decode_graph.py), so a launch costs no host
@@ -59,6 +59,15 @@ MODELS = {
             head_dim=64, n_vocab=512, n_expert=4, n_expert_used=2, n_ff_exp=256,
         ),
         "MXFP4_MOE",
+    ),
+    # dense: the 8B's Q4_K_M tensor types (the launches between its weight reads are the
+    # ones a Llama-3-8B step has)
+    "llama": (
+        dataclasses.replace(
+            SHAPES["llama3-8b"], n_layer=2, n_embd=256, n_ff=512, n_head=4, n_head_kv=2,
+            head_dim=64, n_vocab=512,
+        ),
+        "Q4_K_M",
     ),
 }  # fmt: skip
 
@@ -205,7 +214,9 @@ def show(step: dict) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.moe_launches")
-    parser.add_argument("--model", default="qwen3moe,gpt-oss", help="qwen3moe, gpt-oss")
+    parser.add_argument(
+        "--model", default="qwen3moe,gpt-oss", help="qwen3moe, gpt-oss, llama (dense)"
+    )
     parser.add_argument("--device", default="cpu", help="cpu (Triton's interpreter) or cuda")
     parser.add_argument("--json", help="write every step's events here")
     args = parser.parse_args(argv)

@@ -122,6 +122,7 @@ _LAZY = {
     "quant_matmul": "kernels.gemv",
     "quant_gemm": "kernels.packed_gemm",
     "quantize_activation": "kernels.act_quant",
+    "empty_quantized": "kernels.act_quant",
     "rms_norm": "kernels.norms",
     "rms_norm_quantized": "kernels.norms",
     "swiglu": "kernels.activations",

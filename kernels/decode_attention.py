@@ -35,6 +35,7 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from kernels.act_quant import store_quantized
 from kernels.kv_kivi import kivi_page_scores, load_open_tile
 from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
 from kernels.launch import gdc_launch_dependents, gdc_wait
@@ -210,10 +211,10 @@ def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
 
 @triton.jit
 def decode_reduce_kernel(
-    acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, sinks_ptr, n_splits,
+    acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, sinks_ptr, xq_ptr, xd_ptr, xs_ptr, n_splits,
     HQ: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, CHUNK: tl.constexpr,
     V_ROTATED: tl.constexpr, HAS_SINKS: tl.constexpr = False, WAIT_PRIMARY: tl.constexpr = False,
-    LAUNCH_NEXT: tl.constexpr = False,
+    LAUNCH_NEXT: tl.constexpr = False, QUANTIZE: tl.constexpr = False,
 ):  # fmt: skip
     """One program per (sequence, query head), merging CHUNK splits per step as one tile, with
     the online softmax's rescaling across steps: the loads of a step (m, l and the partial
@@ -227,7 +228,10 @@ def decode_reduce_kernel(
     launched before the split kernel has finished (programmatic dependent launch), so first
     wait until its grid is done and its stores are visible. LAUNCH_NEXT: let the next launch
     on the stream start now (if it was launched as a dependent, it waits for this grid
-    in-kernel: the split kernel's WAIT_PRIOR)."""
+    in-kernel: the split kernel's WAIT_PRIOR). QUANTIZE: also write the output in 8 bits
+    (act_quant.store_quantized into xq/xd/xs, a QuantizedActivation of [rows, HQ * D]) for the
+    integer GEMV of the attention output (wo): a program holds one head's D values, whole
+    groups of 32 (D a multiple of 32), so no quantization launch of its own is needed."""
     if LAUNCH_NEXT:
         gdc_launch_dependents()
     if WAIT_PRIMARY:
@@ -264,4 +268,11 @@ def decode_reduce_kernel(
     if V_ROTATED:
         out = tl.reshape(fwht(tl.reshape(out, (1, D)), 1, D, LOG2D), (D,))
         out = out * tl.load(signs_ptr + j)
-    tl.store(out_ptr + row * D + j, out.to(out_ptr.dtype.element_ty))
+    stored = out.to(out_ptr.dtype.element_ty)
+    tl.store(out_ptr + row * D + j, stored)
+    if QUANTIZE:  # the values as stored (the GEMV would quantize those), this row's buffers
+        first = tl.program_id(1) * D
+        k = HQ * D
+        seq_row = tl.program_id(0)
+        store_quantized(stored.to(tl.float32), first, k, xq_ptr + seq_row * (k // 4),
+                        xd_ptr + seq_row * (k // 32), xs_ptr + seq_row * (k // 16), D)  # fmt: skip

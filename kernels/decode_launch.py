@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 import triton
 
+from kernels.act_quant import QuantizedActivation
 from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
 from kernels.launch import has_dependent_launch, runs_assembly
 from kernels.occupancy import compiled_programs_per_sm, sm_limits
@@ -99,10 +100,13 @@ def fitting_programs(q: torch.Tensor, consts: dict, arguments: tuple) -> int:
 
 def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int, spec,
                   signs: torch.Tensor, tuning: AttentionTuning,
-                  sinks: torch.Tensor | None = None) -> torch.Tensor:  # fmt: skip
+                  sinks: torch.Tensor | None = None,
+                  quantized: QuantizedActivation | None = None) -> torch.Tensor:  # fmt: skip
     """Both phases over q [n_seqs, T, n_heads, D] with n_splits splits a KV head; arguments:
     the split kernel's after q and its outputs (kv_cache.PagedKVCache.attend); sinks: float32
-    [n_heads] logits times log2(e), or None. Returns q's shape and dtype."""
+    [n_heads] logits times log2(e), or None; quantized: buffers of [n_seqs * T, n_heads * D]
+    that the reduce also fills with the output in 8 bits (the integer GEMV's input), or None.
+    Returns q's shape and dtype."""
     n_seqs, n_tokens, n_heads, d = q.shape
     parts = n_seqs * n_tokens * n_heads * n_splits
     acc = torch.empty(parts, d, dtype=torch.float32, device=q.device)
@@ -118,9 +122,11 @@ def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int
     chunk = min(REDUCE_MAX_CHUNK, triton.next_power_of_2(n_splits))
     dependent = {"launch_pdl": True} if overlap else {}
     decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
-        acc, m, l_sum, out, signs, signs if sinks is None else sinks, n_splits, HQ=n_heads, D=d,
-        LOG2D=int(d).bit_length() - 1, CHUNK=chunk, V_ROTATED=spec.v_format == "rot4",
-        HAS_SINKS=sinks is not None, WAIT_PRIMARY=overlap,
+        acc, m, l_sum, out, signs, signs if sinks is None else sinks,
+        *(m, m, m) if quantized is None else (quantized.words, quantized.scales, quantized.sums),
+        n_splits, HQ=n_heads, D=d, LOG2D=int(d).bit_length() - 1, CHUNK=chunk,
+        V_ROTATED=spec.v_format == "rot4", HAS_SINKS=sinks is not None, WAIT_PRIMARY=overlap,
+        QUANTIZE=quantized is not None,
         LAUNCH_NEXT=chain, num_warps=tuning.reduce_warps or (8 if chunk >= 64 else 4),
         **dependent,
     )  # fmt: skip

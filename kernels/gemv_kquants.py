@@ -24,8 +24,8 @@ from kernels.gemv_common import block_step, lanes, mac_codes, new_acc, program_t
 
 
 @triton.jit
-def _scale_min_k4(base, j, mask):
-    """The 6-bit scale and min of sub-block j from a 12-byte `scales` field (get_scale_min_k4)."""
+def scale_min_k4(base, j, mask):
+    """The 6-bit scale and min of sub-block j from a 12-byte `scales` field (getscale_min_k4)."""
     low = j < 4
     b_j = tl.load(base + j, mask=mask, other=0)
     b_j4 = tl.load(base + j + 4, mask=mask, other=0)
@@ -65,8 +65,8 @@ def q4_k_q5_k_kernel(
         d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
         dmin = tl.load(dmin_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
         scale_base = scales_ptr + row_blk * 12
-        sc_lo, m_lo = _scale_min_k4(scale_base, 2 * chunk[None, :], mask2)
-        sc_hi, m_hi = _scale_min_k4(scale_base, 2 * chunk[None, :] + 1, mask2)
+        sc_lo, m_lo = scale_min_k4(scale_base, 2 * chunk[None, :], mask2)
+        sc_hi, m_hi = scale_min_k4(scale_base, 2 * chunk[None, :] + 1, mask2)
         codes = qs.to(tl.int32)  # widen once: each nibble is then one integer op
         u_lo = codes & 15
         u_hi = codes >> 4

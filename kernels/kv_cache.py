@@ -26,6 +26,7 @@ import numpy as np
 import torch
 import triton
 
+from kernels.act_quant import QuantizedActivation
 from kernels.availability import require
 from kernels.decode_attention import LOG2E
 from kernels.decode_launch import (
@@ -376,6 +377,7 @@ class PagedKVCache:
         sinks: torch.Tensor | None = None,
         tables: torch.Tensor | None = None,
         splits_as_one: bool = False,
+        quantized: QuantizedActivation | None = None,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -393,7 +395,11 @@ class PagedKVCache:
         splits_as_one: every query's positions split as for a single sequence's one query, so
         each of several one-token queries (the same sequence given once per query, with its
         positions) gets the bits a lone decode step gets: a speculative check's rows
-        (engine/hearth/verify.py). Otherwise the split count falls as sequences are added."""
+        (engine/hearth/verify.py). Otherwise the split count falls as sequences are added.
+
+        quantized: empty buffers (act_quant.empty_quantized) of [len(seqs) * T, n_heads *
+        head_dim] that the launch also fills with the output in 8 bits, for the integer GEMV
+        that reads it (the attention output's matrix): no quantization launch of its own."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -409,6 +415,8 @@ class PagedKVCache:
                 f"{n_tokens} query tokens x {n_heads // spec.n_kv_heads} heads per KV head: "
                 "at most 128 rows; split the queries"
             )
+        if quantized is not None and d % 32:
+            raise UnsupportedTensor(f"8-bit output needs heads of whole 32s, not {d}")
         if positions is not None and positions.numel() != n_seqs * n_tokens:
             raise UnsupportedTensor(
                 f"{positions.numel()} positions for {n_seqs} x {n_tokens} query tokens"
@@ -475,7 +483,15 @@ class PagedKVCache:
                 raise UnsupportedTensor(f"{sinks.numel()} attention sinks for {n_heads} heads")
             sinks = _sinks_in_log2(sinks, q.device)
         out = launch_decode(
-            q, arguments(n_splits), consts, n_splits, spec, self._signs, self.tuning, sinks
+            q,
+            arguments(n_splits),
+            consts,
+            n_splits,
+            spec,
+            self._signs,
+            self.tuning,
+            sinks,
+            quantized,
         )
         return out.squeeze(1) if one_token else out
 

@@ -448,13 +448,18 @@ class Transformer:
             v = _add_bias(y["v"], layer.bv).view(n_tokens, cfg.n_head_kv, hd)
         cache.write(i, positions, k, v)
         window = cfg.swa_window if swa else 0
+        options = {}
         if layer.attn_sinks is not None:  # only then: a cache need not know sinks otherwise
-            a = cache.attend(
-                i, q, positions, n_keys, scale=cfg.attn_scale, window=window, sinks=layer.attn_sinks
-            )
-        else:
-            a = cache.attend(i, q, positions, n_keys, scale=cfg.attn_scale, window=window)
-        a = _add_bias(ops.matmul(a.reshape(n_tokens, -1), layer.wo), layer.bo)
+            options["sinks"] = layer.attn_sinks
+        # a decode step's attention output in 8 bits from the attention's own launch, where
+        # the cache can write it and wo's GEMV reads it (no quantization launch before wo)
+        out8 = None
+        if getattr(cache, "fills_quantized", False):
+            out8 = ops.empty_shared([layer.wo], n_tokens)
+            if out8 is not None:
+                options["quantized"] = out8
+        a = cache.attend(i, q, positions, n_keys, scale=cfg.attn_scale, window=window, **options)
+        a = _add_bias(ops.matmul(a.reshape(n_tokens, -1), layer.wo, out8), layer.bo)
         if layer.post_attn_norm is not None:
             a = ops.rms_norm(a, layer.post_attn_norm, cfg.rms_eps)
         return a

@@ -5,6 +5,8 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     w = ops.prepare(quant_weight)        once per matrix, at load
     y = ops.matmul(x, w, shared)         x: [T, n_in] -> y: [T, n_out]
     s = ops.shared_input(x, [w1, w2])    what matmuls of the same x share (8-bit x), or None
+    s = ops.empty_shared(readers, rows)  empty 8-bit buffers that the kernel producing the
+                                         readers' x fills (the decode attention's reduce), or None
     x = ops.embed_rows(quant_weight, ids)  rows of a (quantized) embedding table, on the host
     x = ops.gather_rows(w, ids)          rows of a prepared matrix, on its device (ids there)
     y = ops.rms_norm(x, weight, eps)     over the last axis
@@ -108,6 +110,10 @@ class TorchOps(TorchMoeOps):
 
     def shared_input(self, x: torch.Tensor, weights: list) -> object | None:
         """Whatever several matmuls of the same x can share (see KernelsOps); here nothing."""
+        return None
+
+    def empty_shared(self, readers: list, rows: int) -> object | None:
+        """Buffers for x in 8 bits that x's producer fills (see KernelsOps); here none."""
         return None
 
     def matmul(self, x: torch.Tensor, w: PreparedWeight, shared: object | None = None):
@@ -261,17 +267,23 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         """Rows `ids` of a PackedWeight, dequantized on the device: float32 [T, n_in]."""
         if isinstance(w, PreparedWeight):
             return super().gather_rows(w, ids)
-        from kernels.dequant import dequantize as dequantize_on_device
+        from kernels.dequant import gather_rows
 
-        planes = {name: plane.index_select(0, ids) for name, plane in w.planes.items()}
-        rows = self._k.PackedWeight(w.fmt, ids.numel(), w.n_in, planes)
-        return dequantize_on_device(rows, torch.float32)
+        return gather_rows(w, ids, torch.float32)
 
     def shared_input(self, x: torch.Tensor, weights: list) -> object | None:
         """x in 8 bits, once, for the integer GEMVs (Q4_K, Q6_K at one row) that read it:
         Q+K and V of a Q4_K_M layer then pay one quantization launch, not two."""
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         return self._k.quantize_activation(x) if self._integer_readers(rows, weights) > 1 else None
+
+    def empty_shared(self, readers: list, rows: int) -> object | None:
+        """Empty 8-bit buffers for a one-row x that an integer GEMV of `readers` reads, for the
+        kernel that produces x to fill in its own launch (the decode attention's reduce, for
+        the attention output's matrix); None where no reader takes x in 8 bits."""
+        if rows != 1 or not self._integer_readers(rows, readers):
+            return None
+        return self._k.empty_quantized(rows, readers[0].n_in, self.device)
 
     def _gemv_config(self, w, rows: int):
         """gemv's default config, which is the chained integer GEMV (a programmatic dependent

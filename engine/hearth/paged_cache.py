@@ -95,19 +95,31 @@ class PagedCacheAdapter:
         )  # fmt: skip
         return out.to(q.dtype)
 
-    def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
+    @property
+    def fills_quantized(self) -> bool:
+        """Whether `attend` takes `quantized=` for a one-token q (what the forward pass asks):
+        where a head holds whole groups of 32 values (the reduce quantizes a head at a time)."""
+        return self.spec.head_dim % 32 == 0
+
+    def attend(
+        self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None,
+        quantized=None,
+    ):  # fmt: skip
         """q [T, n_heads, head_dim] at `positions` [T]. One token: the decode kernel over the
         whole reserved cache (n_keys unused: the grid is the capacity's), gpt-oss's attention
-        `sinks` in its reduce; more: the prefill path over positions 0..n_keys-1, where with
-        sinks the stored rows are gathered to f16 and attended in torch
+        `sinks` in its reduce, and, given `quantized` (ops.empty_shared's buffers), the output
+        in 8 bits written there by the same launch; more: the prefill path over positions
+        0..n_keys-1, where with sinks the stored rows are gathered to f16 and attended in torch
         (kv_cache.attention_with_sinks)."""
         positions = positions.to(self.cache.device)
         if q.shape[0] == 1:
             out = self.cache.attend(
                 layer, q.to(torch.float16), [self.seq], scale=scale, window=window,
-                positions=positions, sinks=sinks,
+                positions=positions, sinks=sinks, quantized=quantized,
             )  # fmt: skip
             return out.to(q.dtype)
+        if quantized is not None:
+            raise ValueError("8-bit output is for one query token (a decode step)")
         if sinks is not None:
             from engine.hearth.kv_cache import attention_with_sinks
 

@@ -84,6 +84,30 @@ def test_several_sequences_of_different_lengths(device):
         assert relative_error(out[i].cpu(), expected) < ATTENTION_TOLERANCE
 
 
+@pytest.mark.parametrize(("v_format", "sinks"), [("f16", False), ("rot4", True)])
+def test_the_reduce_writes_the_output_in_8_bits_as_quantize_activation_does(
+    v_format, sinks, device
+):
+    """The attention output's 8-bit copy from the reduce (for wo's integer GEMV) has the bits
+    the quantization launch would give the stored output: every sequence's row, every head."""
+    from kernels.act_quant import empty_quantized, quantize_activation
+
+    gen = torch.Generator().manual_seed(5)
+    cache = _cache("q8", v_format, device, heads=2, dim=64)
+    seqs = [cache.new_sequence() for _ in range(2)]
+    for n, seq in zip((21, 40), seqs, strict=True):
+        k, v = torch.randn(n, 2, 64, generator=gen), torch.randn(n, 2, 64, generator=gen)
+        cache.write(0, seq, cache.grow(seq, n), k.to(device), v.to(device))
+    q = torch.randn(2, 4, 64, generator=gen).to(device)
+    logits = torch.randn(4, generator=gen).to(device) if sinks else None
+    buffers = empty_quantized(2, 4 * 64, q.device)
+    out = cache.attend(0, q, seqs, sinks=logits, quantized=buffers)
+    expected = quantize_activation(out.reshape(2, -1))
+    assert torch.equal(out, cache.attend(0, q, seqs, sinks=logits))
+    for name in ("words", "scales", "sums"):
+        assert torch.equal(getattr(buffers, name), getattr(expected, name)), name
+
+
 @pytest.mark.parametrize("layout", ["normal", "neox"])
 def test_rope_fused_into_the_write(layout, device):
     rope = Rope.from_gguf_params(64, 64, base=10000.0, layout=layout)
