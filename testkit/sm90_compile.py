@@ -43,6 +43,7 @@ POINTERS = {
     "signs_ptr": "*fp32", "sinks_ptr": "*fp32", "k_open_ptr": "*fp16", "open_ptr": "*fp16",
     "open_page_ptr": "*i32", "open_slots_ptr": "*i32", "out_ptr": "*fp16", "k_ptr": "*fp16",
     "v_ptr": "*fp16", "inv_freq_ptr": "*fp32", "qk_scale": "fp32", "mscale": "fp32",
+    "xq_ptr": "*i32", "xd_ptr": "*fp32", "xs_ptr": "*i32",
 }  # fmt: skip
 ALL_PAIRS = [(k, v) for k in KV_FORMATS for v in KV_FORMATS if v not in K_ONLY_FORMATS]
 
@@ -82,13 +83,15 @@ def compile_split(k_format: str, v_format: str, tuning: AttentionTuning | None =
     return _compile(decode_split_kernel, consts, _planes(k_format, v_format), options)
 
 
-def compile_reduce(v_rotated: bool, tuning: AttentionTuning | None = None, sinks: bool = False):
+def compile_reduce(v_rotated: bool, tuning: AttentionTuning | None = None, sinks: bool = False,
+                   quantize: bool = False):  # fmt: skip
     """The reduce as launch_decode launches it after the split kernel (overlapped, chained);
-    `sinks`: with gpt-oss's attention sinks."""
+    `sinks`: with gpt-oss's attention sinks; `quantize`: writing its output in 8 bits too."""
     tuning = tuning or AttentionTuning()
     consts = dict(
         HQ=HQ, D=D, LOG2D=D.bit_length() - 1, CHUNK=REDUCE_MAX_CHUNK, V_ROTATED=v_rotated,
         HAS_SINKS=sinks, WAIT_PRIMARY=tuning.overlap_reduce, LAUNCH_NEXT=tuning.chain_launches,
+        QUANTIZE=quantize,
     )  # fmt: skip
     options = {"num_warps": tuning.reduce_warps or 8}
     return _compile(decode_reduce_kernel, consts, POINTERS, options)
@@ -119,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     jobs += [(f"write {k}/{v}", compile_write, (k, v)) for k, v in pairs]
     jobs += [(f"reduce V {'rotated' if r else 'plain'}", compile_reduce, (r,)) for r in (0, 1)]
     jobs += [("reduce with sinks", compile_reduce, (0, None, True))]
+    jobs += [("reduce in 8 bits too", compile_reduce, (1, None, False, True))]
     for name, build, build_args in jobs:
         start = time.perf_counter()
         try:

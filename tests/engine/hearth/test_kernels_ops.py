@@ -113,6 +113,7 @@ class _UnfusedOps(KernelsOps):
 
     rms_norm_for = TorchOps.rms_norm_for
     gated_ffn_activation_for = TorchOps.gated_ffn_activation_for
+    empty_shared = TorchOps.empty_shared
 
 
 def test_fused_quantization_gives_the_same_logits_in_fewer_launches(qwen3_path, qwen3_kernels_run):
@@ -172,6 +173,39 @@ def test_paged_cache_matches_the_same_formats_simulated_in_torch(tmp_path):
         rows[name] = torch.stack(out).numpy()
     scale = np.abs(rows["simulated"]).max()
     np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
+
+
+def test_the_decode_attention_quantizes_wo_s_input_in_its_own_launch(qwen3_path):
+    """A decode step on the paged cache: the attention's reduce writes its output in 8 bits
+    for wo's integer GEMV (Q4_K; the tiny files store wo in F16, so random Q4_K blocks stand
+    in), so the quantization launch before wo is gone from every layer, and the logits are
+    the same bits as with that launch."""
+    from engine.hearth.forward import Transformer
+    from engine.hearth.paged_cache import PagedCacheAdapter
+    from kernels.packed_weight import PackedWeight
+    from kernels.reference import random_weight_bytes
+
+    class Unfused(PagedCacheAdapter):
+        fills_quantized = False
+
+    info = read_model_info(qwen3_path)
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(qwen3_path), info), KernelsOps(DEVICE))
+    for i, layer in enumerate(model.layers):
+        shape = (layer.wo.n_out, layer.wo.n_in)
+        raw = random_weight_bytes("Q4_K", *shape, seed=i)
+        layer.wo = PackedWeight.from_gguf(raw, "Q4_K", shape, device=DEVICE)
+    dims = dict(n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim)
+    rows, launches = {}, {}
+    for name, kind in (("fused", PagedCacheAdapter), ("unfused", Unfused)):
+        cache = kind(**dims, n_ctx=16, device=DEVICE, k_format="f16", v_format="f16")
+        model.forward(torch.tensor([5, 17, 300]), torch.arange(3), cache, n_keys=3)
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            counted = _CountedQuantization(monkeypatch)
+            step = model.forward(torch.tensor([42]), torch.tensor([3]), cache, n_keys=16)
+        rows[name], launches[name] = step.numpy(), len(counted.shapes)
+    np.testing.assert_array_equal(rows["fused"], rows["unfused"])
+    assert launches["unfused"] - launches["fused"] == config.n_layer, launches
 
 
 def test_the_chained_gemv_is_the_default_config_where_the_device_chains_launches(qwen3_path):
