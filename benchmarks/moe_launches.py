@@ -73,7 +73,10 @@ MODELS = {
 
 ROOT = Path(__file__).resolve().parents[1]
 # ops that launch nothing on a GPU: allocations (a graph's pool) and aliasing
-_NO_KERNEL = {"empty", "empty_strided", "empty_like", "new_empty", "lift_fresh", "detach", "alias"}
+_NO_KERNEL = {
+    "empty", "empty_strided", "empty_like", "new_empty", "lift_fresh", "detach", "detach_",
+    "alias",
+}  # fmt: skip
 
 
 def _caller() -> str:
