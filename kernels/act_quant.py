@@ -63,19 +63,33 @@ def dp4a(a, b, c, ASM: tl.constexpr):
 @triton.jit
 def quantize_values(x):
     """x [G, 2, 4, 4] float32 (groups of 32 values in order) -> (packed int8 words [G, 2, 4]
-    int32, d [G] float32, the sum of q per run of 16 values [G, 2] int32). The one place the
-    rounding happens: every kernel that quantizes (this module's, the fused RMSNorm and SwiGLU)
-    calls it, so their codes and scales are the same bits for the same values."""
-    j = tl.arange(0, 4)
+    int32, d [G] float32, the sum of q per run of 16 values [G, 2] int32). Every kernel that
+    quantizes calls it (this module's, the fused RMSNorm and SwiGLU) or its two steps,
+    inverse_scale and rounded_words (the expert down's prologue, kernels/moe_gemv.py), so
+    their codes and scales are the same bits for the same values."""
     amax = tl.max(tl.max(tl.max(tl.abs(x), axis=3), axis=2), axis=1)  # [G]
-    # correctly rounded, as numpy's (Triton's `/` is an approximate division); amax = 0: all
-    # x are 0 and so is every q
-    inv = tl.math.div_rn(127.0, tl.maximum(amax, 1e-30))
-    bits = (x * inv[:, None, None, None] + ROUND_MAGIC).to(tl.int32, bitcast=True)
+    packed, isum = rounded_words(x, inverse_scale(amax)[:, None, None, None])
+    return packed, amax * (1.0 / 127.0), isum
+
+
+@triton.jit
+def inverse_scale(amax):
+    """1 / d = 127 / max|x| of a group, correctly rounded, as numpy's (Triton's `/` is an
+    approximate division); amax = 0: all x are 0 and so is every q."""
+    return tl.math.div_rn(127.0, tl.maximum(amax, 1e-30))
+
+
+@triton.jit
+def rounded_words(x, inv):
+    """x [A, B, 4, 4] float32 (words of 4 values) times inv (1 / d of each value's group,
+    broadcast to x) rounded to int8 codes -> (the codes packed 4 to an int32 word [A, B, 4],
+    the sum of the codes over each [4, 4] [A, B] int32: a run of 16). Every quantizer's
+    rounding (quantize_values, the expert down's prologue in kernels/moe_gemv.py)."""
+    j = tl.arange(0, 4)
+    bits = (x * inv + ROUND_MAGIC).to(tl.int32, bitcast=True)
     q = bits - ROUND_BITS  # round(x / d), -127..127
     packed = tl.sum((bits & 0xFF) << (8 * j[None, None, None, :]), axis=3)
-    isum = tl.sum(tl.sum(q, axis=3), axis=2)
-    return packed, amax * (1.0 / 127.0), isum
+    return packed, tl.sum(tl.sum(q, axis=3), axis=2)
 
 
 @triton.jit

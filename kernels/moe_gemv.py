@@ -16,10 +16,15 @@ Each program reads one split of K: a row of up to `max_runs` runs of 16 weights 
 by default: a Qwen3-30B-A3B expert's whole row), longer rows in several splits.
 
 Activations. As the dense decode GEMV (kernels/gemv.py's integer path): x in 8 bits per 32
-values (act_quant.quantize_activation, or the caller's QuantizedActivation), and every format's
-codes meet it in dp4a (moe_blocks.py). The error this adds is the dense path's (0.3-0.9% of a
-dot product against float x); against x rounded the same way the kernel is exact up to float32
-sums.
+values, and every format's codes meet it in dp4a (moe_blocks.py). expert_rows and
+expert_gate_up read x's 8-bit form (act_quant.quantize_activation, or the caller's
+QuantizedActivation: the RMSNorm before them writes it). expert_down reads h in float and each
+program rounds the runs it reads to 8 bits in registers (the bits quantize_activation would
+store: act_quant's inverse_scale and rounded_words; a K-quant run's group of 32 is not in the
+program's own pair of runs, so it reads the group's other half too, from L1). Every program
+of a group repeats that for its pairs, at most n_ff values a pair: the launch of its own that
+it replaces cost more. The error this adds is the dense path's (0.3-0.9% of a dot product
+against float x); against x rounded the same way the kernel is exact up to float32 sums.
 
 Results. A program's partial for pair p (one split) goes straight to the output when nothing
 remains to add: one split, and per-pair rows (expert_rows, expert_gate_up: the bias and the
@@ -32,13 +37,13 @@ down projection bias and routing weight per slot, slot by slot. The result is th
 whatever order the programs ran in, and the engine launches no combine of its own.
 
 Dependent launch (sm_90+, MoeGemvConfig.pdl, the default). The kernel is launched with
-launch_pdl, so that it may start while the kernel before it still runs (the quantization of x
-before gate/up and of h before down, which let the next kernel in at their start): a program
-reads its routing entries and its weight tile, then waits (griddepcontrol.wait) for the kernel
-before to finish before it reads x or writes anything, and lets the next kernel in once its dot
-products are done. Reading the routing before the wait is safe because route_experts is a
-plain launch that lets nothing in early: whatever runs after it starts after it has finished,
-and the weights are not written by any kernel.
+launch_pdl, so that it may start while the kernel before it still runs (the one that wrote x:
+the quantization of x before gate/up, and gate/up before down, which lets the next kernel in
+once its dot products are done): a program reads its routing entries and its weight tile,
+then waits (griddepcontrol.wait) for the kernel before to finish before it reads x (or h) or
+writes anything, and lets the next kernel in once its dot products are done. Reading the
+routing before the wait is safe because the routing's launch lets nothing in early: whatever
+runs after it starts after it has finished, and the weights are not written by any kernel.
 """
 
 from __future__ import annotations
@@ -49,11 +54,16 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.act_quant import QuantizedActivation, quantize_activation
+from kernels.act_quant import (
+    QuantizedActivation,
+    inverse_scale,
+    quantize_activation,
+    rounded_words,
+)
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
-from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args, run_terms
+from kernels.moe_blocks import FORMAT_CODES, Q8_0, load_pairs, plane_args, run_terms
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
@@ -159,20 +169,47 @@ def _glu(g, u, alpha, limit, ACT: tl.constexpr):
 
 
 @triton.jit
+def _runs_in_8_bits(x_row, r_lo, r_hi, group_mask, NG: tl.constexpr, HALVES: tl.constexpr):
+    """Runs r_lo and r_hi [NG] (load_pairs' two runs of each group of weights) of the float
+    row at x_row in 8 bits, the bits quantize_activation stores for them: (words [NG, 2, 4]
+    int32, d [NG, 2] float32, the sums of q [NG, 2] int32), [:, 0] for r_lo, [:, 1] for r_hi;
+    group_mask [NG] (False: all 0). Each value is read once. A run's scale is its group of
+    32's (runs 2a and 2a + 1): HALVES (blocks of 32), r_hi = r_lo + 1 is the other half of
+    r_lo's group; else (K-quants) the other half of run r, r ^ 1, is the same run of the
+    neighbouring group of weights (ge ^ 1: one bit of the run's place in its super-block), so
+    the maximum is taken over the two neighbours (NG even: a split holds whole pairs)."""
+    runs = tl.join(r_lo, r_hi)  # [NG, 2]
+    values = tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :]  # word, byte
+    at = x_row + (runs * 16)[:, :, None, None] + values[None, None, :, :]
+    x = tl.load(at, mask=group_mask[:, None, None, None], other=0.0).to(tl.float32)
+    run_max = tl.max(tl.max(tl.abs(x), axis=3), axis=2)  # [NG, 2]
+    if HALVES:
+        amax = tl.broadcast_to(tl.max(run_max, axis=1)[:, None], (NG, 2))
+    else:
+        pairs = tl.max(tl.reshape(run_max, (NG // 2, 2, 2)), axis=1)  # [NG / 2, lo / hi]
+        amax = tl.reshape(tl.broadcast_to(pairs[:, None, :], (NG // 2, 2, 2)), (NG, 2))
+    words, sums = rounded_words(x, inverse_scale(amax)[:, :, None, None])
+    return words, amax * (1.0 / 127.0), sums
+
+
+@triton.jit
 def _expert_kernel(
-    xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr,
+    x_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr,
     a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
     order_ptr, group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, ids_ptr,
     weights_ptr,
     N, K, NB, TOP_K, n_pairs, n_tokens, n_splits, alpha, limit,
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    X_PER_TOKEN: tl.constexpr, SPLIT: tl.constexpr, BLOCK_N: tl.constexpr, NG: tl.constexpr,
+    X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr,
+    BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
     GDC: tl.constexpr = False,
 ):  # fmt: skip
-    """See the module docstring. part: float32 [channels, n_splits, n_pairs, N] (channel 1:
-    up, for GATE_UP); SPLIT: the partials go through part and the tickets (several splits, or
-    DOWN), else each program writes its pairs' results itself."""
+    """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
+    else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
+    part: float32 [channels, n_splits, n_pairs, N] (channel 1: up, for GATE_UP); SPLIT: the
+    partials go through part and the tickets (several splits, or DOWN), else each program
+    writes its pairs' results itself."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
@@ -208,15 +245,30 @@ def _expert_kernel(
             else:
                 x_row = pair
             x_row = x_row.to(tl.int64)
-            words = xq_ptr + x_row * (K // 4) + zero_rows[:, :, None] + w[None, None, :]
-            x_lo = tl.load(words + r_lo[None, :, None] * 4, mask=mask3, other=0)
-            x_hi = tl.load(words + r_hi[None, :, None] * 4, mask=mask3, other=0)
-            scales = xd_ptr + x_row * (K // 32) + zero_rows
-            dx_lo = tl.load(scales + r_lo[None, :] // 2, mask=mask2, other=0.0)
-            dx_hi = tl.load(scales + r_hi[None, :] // 2, mask=mask2, other=0.0)
-            sums = xs_ptr + x_row * (K // 16) + zero_rows
-            xs_lo = tl.load(sums + r_lo[None, :], mask=mask2, other=0)
-            xs_hi = tl.load(sums + r_hi[None, :], mask=mask2, other=0)
+            if X_FLOAT:  # x itself: its runs in 8 bits here, as quantize_activation does it
+                words, d, sums = _runs_in_8_bits(
+                    x_ptr + x_row * K, r_lo, r_hi, group_mask, NG, FMT >= Q8_0
+                )
+                # in the weights' [BN, NG] layout (Triton moves them there once a pair)
+                x_lo, x_hi = tl.split(tl.permute(words, (0, 2, 1)))
+                x_lo = tl.broadcast_to(x_lo[None, :, :], (BLOCK_N, NG, 4))
+                x_hi = tl.broadcast_to(x_hi[None, :, :], (BLOCK_N, NG, 4))
+                dx_lo, dx_hi = tl.split(d)
+                dx_lo = tl.broadcast_to(dx_lo[None, :], (BLOCK_N, NG))
+                dx_hi = tl.broadcast_to(dx_hi[None, :], (BLOCK_N, NG))
+                xs_lo, xs_hi = tl.split(sums)
+                xs_lo = tl.broadcast_to(xs_lo[None, :], (BLOCK_N, NG))
+                xs_hi = tl.broadcast_to(xs_hi[None, :], (BLOCK_N, NG))
+            else:
+                words = x_ptr + x_row * (K // 4) + zero_rows[:, :, None] + w[None, None, :]
+                x_lo = tl.load(words + r_lo[None, :, None] * 4, mask=mask3, other=0)
+                x_hi = tl.load(words + r_hi[None, :, None] * 4, mask=mask3, other=0)
+                scales = xd_ptr + x_row * (K // 32) + zero_rows
+                dx_lo = tl.load(scales + r_lo[None, :] // 2, mask=mask2, other=0.0)
+                dx_hi = tl.load(scales + r_hi[None, :] // 2, mask=mask2, other=0.0)
+                sums = xs_ptr + x_row * (K // 16) + zero_rows
+                xs_lo = tl.load(sums + r_lo[None, :], mask=mask2, other=0)
+                xs_hi = tl.load(sums + r_hi[None, :], mask=mask2, other=0)
             ya = run_terms(ua_lo, sa_lo, ca_lo, x_lo, dx_lo, xs_lo, ASM)
             ya = tl.sum(ya + run_terms(ua_hi, sa_hi, ca_hi, x_hi, dx_hi, xs_hi, ASM), axis=1)
             if MODE == 1:
@@ -340,6 +392,7 @@ def _check(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, rows_wanted
 
 def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouting, mode: int,
             act: GluActivation, config: MoeGemvConfig | None) -> torch.Tensor:  # fmt: skip
+    """xq: x in 8 bits, or None: the kernel quantizes x (contiguous rows) itself."""
     cfg = config or default_config(a.fmt, mode)
     n_out, n_in = a.n_out, a.n_in
     nr = _runs_per_split(n_in // 16, cfg.max_runs)
@@ -370,14 +423,16 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
     grid = (n_tiles, n_splits, routing.max_groups)
     gdc = cfg.pdl and has_dependent_launch(device)
     extra = {"launch_pdl": True} if gdc else {}
+    x_args = (x, x, x) if xq is None else (xq.words, xq.scales, xq.sums)
     _expert_kernel[grid](
-        xq.words, xq.scales, xq.sums, out, part, counters, *pa, *pb, bias_a, bias_b,
+        *x_args, out, part, counters, *pa, *pb, bias_a, bias_b,
         routing.order, routing.group_expert, routing.group_start, routing.group_count,
         routing.n_groups, routing.ids, weights,
         n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens, n_splits,
         float(act.alpha), float(act.limit),
         FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
-        HAS_BIAS=has_bias, X_PER_TOKEN=mode != DOWN, SPLIT=split, BLOCK_N=cfg.block_n, NG=nr // 2,
+        HAS_BIAS=has_bias, X_PER_TOKEN=mode != DOWN, X_FLOAT=xq is None, SPLIT=split,
+        BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
         num_warps=cfg.num_warps, **extra,
@@ -424,12 +479,14 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
                 quantized: QuantizedActivation | None = None,
                 config: MoeGemvConfig | None = None) -> torch.Tensor:  # fmt: skip
     """h [T, k, n_in] (expert_gate_up's output) -> [T, n_out] in h's dtype: each pair's down
-    projection (plus bias), weighted by its routing weight and summed over the k slots."""
+    projection (plus bias), weighted by its routing weight and summed over the k slots.
+    One launch: each program rounds the part of h it reads to 8 bits itself (the bits
+    quantize_activation would store); quantized: h in 8 bits already, read as it is."""
     require()
     if routing.weights is None:
         raise UnsupportedTensor("expert_down needs the routing weights: pass them to route_experts")
     if h.dim() == 3:
         h = h.reshape(-1, h.shape[-1])
     _check(h, w, routing, routing.n_pairs)
-    hq = _x_in_8_bits(h, quantized, config)
-    return _launch(h, hq, w, None, routing, DOWN, SILU, config)
+    hq = None if quantized is None else _x_in_8_bits(h, quantized, config)
+    return _launch(h.contiguous(), hq, w, None, routing, DOWN, SILU, config)

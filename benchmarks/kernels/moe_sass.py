@@ -3,7 +3,8 @@
     python -m benchmarks.kernels.moe_sass
 
 Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
-16 tokens), compiled as the default MoeGemvConfig launches it, with Triton's bundled ptxas and
+16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
+expert_down launches it without `quantized`), with Triton's bundled ptxas and
 cuobjdump. The cheap check before a device run: that every format and mode
 compiles, and what it costs in registers (programs an SM holds) and spills.
 """
@@ -51,7 +52,7 @@ PLANES = {
     "Q5_1": ["*fp16", "*i32", "*fp16", "*i32", "*fp16"],
 }
 POINTERS = {
-    "xq_ptr": "*i32", "xd_ptr": "*fp32", "xs_ptr": "*i32", "out_ptr": "*fp16",
+    "x_ptr": "*i32", "xd_ptr": "*fp32", "xs_ptr": "*i32", "out_ptr": "*fp16",
     "part_ptr": "*fp32", "count_ptr": "*i32", "bias_a_ptr": "*fp32", "bias_b_ptr": "*fp32",
     "order_ptr": "*i32", "group_expert_ptr": "*i32", "group_start_ptr": "*i32",
     "group_count_ptr": "*i32", "n_groups_ptr": "*i32", "ids_ptr": "*i64", "weights_ptr": "*fp32",
@@ -68,11 +69,14 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
     consts = dict(
         FMT=moe_gemv.FORMAT_CODES[case.fmt], MODE=mode,
         ACT=1 if case.fmt == "MXFP4" else 0, HAS_BIAS=case.bias, X_PER_TOKEN=mode != 2,
+        X_FLOAT=mode == moe_gemv.DOWN,
         SPLIT=splits > 1 or mode == moe_gemv.DOWN, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
     )  # fmt: skip
     types = dict(POINTERS, alpha="fp32", limit="fp32")
+    if consts["X_FLOAT"]:  # the down reads h (f16) and rounds it to 8 bits itself
+        types["x_ptr"] = "*fp16"
     for i, t in enumerate(PLANES[case.fmt]):
         types[f"a{i}"] = types[f"b{i}"] = t
     fn = moe_gemv._expert_kernel

@@ -14,6 +14,7 @@ import triton
 import triton.language as tl
 
 from kernels import moe_reference as ref
+from kernels.act_quant import quantize_activation
 from kernels.availability import interpret_mode
 from kernels.errors import UnsupportedTensor
 from kernels.ggml_formats import FORMATS
@@ -225,6 +226,34 @@ def test_down_sums_the_slots_with_their_weights(fmt, tokens, top_k, bias, device
     assert out.shape == (tokens, N_OUT)
     expected = ref.down(_x8(h).reshape(tokens, top_k, -1), dense, ids, weights, b)
     assert relative_error(out.cpu(), expected) < TOLERANCE
+
+
+# Qwen3-30B-A3B's down rows (768: three K-quant super-blocks, one split of 64 runs with 16
+# masked), blocks of 32 in several splits (352: 11 blocks), a K-quant super-block split; and
+# gpt-oss's (2880: three splits of 64 runs, the last partly masked), with biases and top-4
+_FUSED_DOWN = [(fmt, 768, WIDE, 1, 8, False) for fmt in ("Q4_K", "Q5_K", "Q6_K")]
+_FUSED_DOWN += [(fmt, 352, SPLIT, 3, 2, False) for fmt in ("Q8_0", "Q4_0", "Q4_1", "Q5_0", "Q5_1")]
+_FUSED_DOWN += [("Q6_K", 256, SPLIT, 2, 2, True)]  # a super-block in two splits of 4 groups
+_FUSED_DOWN += [("MXFP4", 2880, MoeGemvConfig(block_n=8, num_warps=4), 2, 4, True)]
+
+
+@pytest.mark.parametrize(("fmt", "n_in", "config", "tokens", "top_k", "bias"), _FUSED_DOWN)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_down_rounds_h_to_8_bits_itself_as_quantize_activation_does(
+    fmt, n_in, config, tokens, top_k, bias, dtype, device
+):
+    """h in float, rounded by the down's own programs: the same bits as h quantized by its own
+    launch and read in 8 bits (every format the down reads, f32 and f16 h)."""
+    n_out = 12
+    w, _, _ = _experts(fmt, n_out, n_in, 14, device, bias=bias)
+    routing, _, _ = _routing(tokens, top_k, seed=15, device=device, n_expert=N_EXPERT)
+    h = (_x(tokens * top_k, n_in, seed=16) * torch.linspace(0.01, 3, n_in)).to(dtype)
+    h = h.reshape(tokens, top_k, n_in).to(device)
+    fused = expert_down(h, w, routing, config=config)
+    hq = quantize_activation(h.reshape(-1, n_in))
+    apart = expert_down(h, w, routing, quantized=hq, config=config)
+    assert fused.dtype == dtype and torch.equal(fused, apart)
+    assert fused.abs().max() > 0
 
 
 def test_default_config_and_half_inputs(device):

@@ -135,3 +135,18 @@ def test_a_captured_graph_replays_a_new_routing():
     torch.cuda.synchronize()
     dense = ref.dequantize_experts(raw, "Q4_K", shape, picked)
     assert relative_error(y.float().cpu(), ref.expert_rows(_x8(x), dense, picked)) < TOLERANCE
+
+
+@pytest.mark.parametrize("tokens", [1, 16])
+@pytest.mark.parametrize(("fmt", "model"), [("Q6_K", QWEN3), ("Q4_K", QWEN3), ("MXFP4", GPT_OSS)])
+def test_the_down_rounds_h_as_quantize_activation_does(fmt, model, tokens):
+    """Compiled: the down's own rounding of h gives the bits of h quantized by its launch."""
+    from kernels.act_quant import quantize_activation
+
+    shape = (model["n_expert"], model["n_embd"], model["n_ff"])
+    down, _, _ = _weight(fmt, shape, seed=8, bias=fmt == "MXFP4")
+    routing, _, _ = _routing(tokens, model, seed=30 + tokens)
+    h = torch.randn(tokens, model["top_k"], model["n_ff"], dtype=torch.float16, device="cuda")
+    fused = expert_down(h, down, routing)
+    apart = expert_down(h, down, routing, quantized=quantize_activation(h.reshape(-1, shape[2])))
+    assert torch.equal(fused, apart)

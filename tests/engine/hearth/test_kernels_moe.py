@@ -213,3 +213,69 @@ def test_the_norm_writes_x_in_8_bits_for_the_experts(tmp_path):
     given = ops.moe_ffn(y, experts, logits, config.moe, quantized=quantized)
     alone = ops.moe_ffn(y, experts, logits, config.moe)
     torch.testing.assert_close(given, alone, rtol=1e-5, atol=1e-5)
+
+
+class _CountedQuantization:
+    """Counts kernels.act_quant.quantize_activation's launches (by every module that calls it)
+    while installed."""
+
+    def __init__(self, monkeypatch):
+        import kernels.act_quant
+        import kernels.gemv_dp4a
+        import kernels.moe_gemv
+
+        self.calls = 0
+        quantize = kernels.act_quant.quantize_activation
+
+        def counted(x, **kwargs):
+            self.calls += 1
+            return quantize(x, **kwargs)
+
+        for module in (kernels.act_quant, kernels.gemv_dp4a, kernels.moe_gemv):
+            monkeypatch.setattr(module, "quantize_activation", counted)
+
+
+def _down_of_8_bit_h(monkeypatch):
+    """expert_down as it was before it rounded h itself: h quantized by a launch of its own."""
+    import kernels.act_quant
+    import kernels.moe_gemv
+
+    down = kernels.moe_gemv.expert_down
+
+    def apart(h, w, routing, **kwargs):
+        hq = kernels.act_quant.quantize_activation(h.reshape(-1, h.shape[-1]))
+        return down(h, w, routing, quantized=hq, **kwargs)
+
+    monkeypatch.setattr(kernels.moe_gemv, "expert_down", apart)
+
+
+def _decode_step(path, patch=None) -> tuple[np.ndarray, int]:
+    """A 3-token prefill, then one decode step of a tiny model on KernelsOps: (the step's
+    logits, the quantization launches the step took), with `patch(monkeypatch)` applied."""
+    from engine.hearth.forward import Transformer
+    from engine.hearth.kv_cache import TorchKVCache
+
+    info = read_model_info(path)
+    config = model_config(info)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        if patch is not None:
+            patch(monkeypatch)
+        model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps("cpu"))
+        dims = dict(n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim)
+        cache = TorchKVCache(**dims, n_ctx=8, dtype=torch.float32)
+        model.forward(torch.tensor([5, 17, 300]), torch.arange(3), cache, n_keys=3)
+        counted = _CountedQuantization(monkeypatch)
+        logits = model.forward(torch.tensor([42]), torch.tensor([3]), cache, n_keys=8)
+    return logits.numpy(), counted.calls
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
+def test_the_down_projection_rounds_h_in_its_own_launch(arch, tmp_path):
+    """A decode step with the expert down rounding h to 8 bits in its own programs gives the
+    logits of h quantized by a launch of its own, bit for bit, with one quantization launch
+    fewer a layer (Q4_0 experts for qwen3moe, MXFP4 with biases for gpt-oss)."""
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=2))
+    fused, fused_launches = _decode_step(path)
+    apart, apart_launches = _decode_step(path, _down_of_8_bit_h)
+    np.testing.assert_array_equal(fused, apart)
+    assert apart_launches - fused_launches == 2, (apart_launches, fused_launches)
