@@ -44,10 +44,14 @@ Mixture of experts (kernels/moe_routing.py, kernels/moe_gemv.py; docs/kernels-mo
     routing = select_and_route(logits, k, softmax_all=..., normalize=..., bias=None)
         the same from the router's logits [T, n_expert]: each token's top-k picked (and its
         weights) in the same launch
+    routing, logits = route_from_router(x, router, k, softmax_all=..., normalize=..., bias=None)
+        the same from x [T, n_embd] and the router (a PackedWeight, F32/F16/BF16): the
+        router's GEMV in that launch too
     h = expert_gate_up(x, gate, up, routing, SILU | SWIGLU_OAI)   x [T, n_in] -> [T, k, n_ff]
     y = expert_down(h, down, routing)          [T, k, n_ff] -> [T, n_out], slots summed with
         their routing weights; expert_rows(x, w, routing) -> [T, k, n_out] (no activation)
-        x in 8 bits per 32 values (as the dense integer GEMV); quantized= shares it
+        x in 8 bits per 32 values (as the dense integer GEMV); quantized= shares it;
+        expert_down rounds h itself unless given quantized=
 
 Elementwise (kernels/norms.py, kernels/activations.py, kernels/rope.py)
     y = rms_norm(x, weight, eps)                      y = x / rms(x) * weight
@@ -140,6 +144,7 @@ _LAZY = {
     "SWIGLU_OAI": "kernels.moe_gemv",
     "route_experts": "kernels.moe_routing",
     "select_and_route": "kernels.moe_routing",
+    "route_from_router": "kernels.moe_routing",
 }
 
 __all__ = ["KernelsUnavailable", "UnsupportedTensor", "available", "require", *_LAZY]

@@ -34,6 +34,7 @@ import triton.language as tl
 
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
+from kernels.tickets import TicketCounters
 
 MAX_PAIRS = 256
 COMPARE_UP_TO = 16  # pairs; more are sorted (docs/decisions/0019-moe-routing-and-launch.md)
@@ -115,22 +116,18 @@ def _group_pairs_by_comparison_kernel(ids_ptr, order_ptr, expert_ptr, start_ptr,
 
 
 @triton.jit
-def _select_and_group_kernel(logits_ptr, bias_ptr, ids_ptr, weights_ptr, order_ptr, expert_ptr,
-                             start_ptr, count_ptr, n_groups_ptr, T, n_expert, stride,
-                             K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
-                             E_PAD: tl.constexpr, P_PAD: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
-                             NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
-                             SORT: tl.constexpr):  # fmt: skip
-    """One program: each token's k experts from its router logits (select_experts), stored,
-    then grouped by expert as route_experts does. The k largest are taken one at a time
-    (the largest left, lowest id on a tie, then masked); the softmax over all experts keeps
-    their order, so both gatings take the k largest logits and differ only in the weights."""
+def _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                      n_groups_ptr, T, n_expert, K: tl.constexpr, K_PAD: tl.constexpr,
+                      T_PAD: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr,
+                      SOFTMAX_ALL: tl.constexpr, NORMALIZE: tl.constexpr,
+                      SORT: tl.constexpr):  # fmt: skip
+    """One program: each token's k experts from its router logits x [T_PAD, E_PAD] (float32,
+    -inf past T tokens and n_expert experts), stored, then grouped by expert as route_experts
+    does. The k largest are taken one at a time (the largest left, lowest id on a tie, then
+    masked); the softmax over all experts keeps their order, so both gatings take the k
+    largest logits and differ only in the weights."""
     t = tl.arange(0, T_PAD)[:, None]
     e = tl.arange(0, E_PAD)[None, :]
-    valid = (t < T) & (e < n_expert)
-    x = tl.load(logits_ptr + t * stride + e, mask=valid, other=float("-inf")).to(tl.float32)
-    if HAS_BIAS:
-        x += tl.load(bias_ptr + e, mask=e < n_expert, other=0.0)
     slot = tl.arange(0, K_PAD)[None, :]
     ids = tl.zeros((T_PAD, K_PAD), tl.int32)
     top = tl.full((T_PAD, K_PAD), float("-inf"), tl.float32)
@@ -161,6 +158,75 @@ def _select_and_group_kernel(logits_ptr, bias_ptr, ids_ptr, weights_ptr, order_p
     else:
         _group_by_comparison(ids_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr,
                              T * K, P_PAD, 16)  # fmt: skip
+
+
+@triton.jit
+def _select_and_group_kernel(logits_ptr, bias_ptr, ids_ptr, weights_ptr, order_ptr, expert_ptr,
+                             start_ptr, count_ptr, n_groups_ptr, T, n_expert, stride,
+                             K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
+                             E_PAD: tl.constexpr, P_PAD: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
+                             NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
+                             SORT: tl.constexpr):  # fmt: skip
+    """One program: select_and_route from logits in memory (_select_and_group)."""
+    t = tl.arange(0, T_PAD)[:, None]
+    e = tl.arange(0, E_PAD)[None, :]
+    valid = (t < T) & (e < n_expert)
+    x = tl.load(logits_ptr + t * stride + e, mask=valid, other=float("-inf")).to(tl.float32)
+    if HAS_BIAS:
+        x += tl.load(bias_ptr + e, mask=e < n_expert, other=0.0)
+    _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                      n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD, P_PAD, SOFTMAX_ALL,
+                      NORMALIZE, SORT)  # fmt: skip
+
+
+@triton.jit
+def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, ids_ptr,
+                   weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, T,
+                   n_expert, n_embd, stride_x, split_len, n_splits,
+                   K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
+                   E_PAD: tl.constexpr, P_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
+                   CHUNK: tl.constexpr, SOFTMAX_ALL: tl.constexpr, NORMALIZE: tl.constexpr,
+                   HAS_BIAS: tl.constexpr, SORT: tl.constexpr):  # fmt: skip
+    """route_from_router: program (tile, split) computes the logits of BLOCK_E router rows
+    over split_len columns, each token's from the same code (so a token's logits do not depend
+    on T), and stores them in part [n_splits, T, n_expert]; the program that takes the last
+    ticket sums the splits in order, stores the logits and selects and groups as
+    _select_and_group_kernel does."""
+    tile = tl.program_id(0)
+    split = tl.program_id(1)
+    rows = tile * BLOCK_E + tl.arange(0, BLOCK_E)
+    row_mask = rows < n_expert
+    c = tl.arange(0, CHUNK)
+    first = split * split_len
+    for token in range(T):
+        acc = tl.zeros((BLOCK_E, CHUNK), tl.float32)
+        for k0 in range(0, split_len, CHUNK):
+            cols = first + k0 + c
+            col_mask = (cols < n_embd) & (k0 + c < split_len)
+            w = tl.load(w_ptr + rows[:, None].to(tl.int64) * n_embd + cols[None, :],
+                        mask=row_mask[:, None] & col_mask[None, :], other=0.0)  # fmt: skip
+            xv = tl.load(x_ptr + token * stride_x + cols, mask=col_mask, other=0.0)
+            acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
+        tl.store(part_ptr + (split * T + token) * n_expert + rows, tl.sum(acc, axis=1),
+                 mask=row_mask)  # fmt: skip
+    tl.debug_barrier()
+    ticket = tl.atomic_add(tickets_ptr, 1, sem="acq_rel", scope="gpu")
+    if ticket == tl.num_programs(0) * n_splits - 1:
+        t = tl.arange(0, T_PAD)[:, None]
+        e = tl.arange(0, E_PAD)[None, :]
+        valid = (t < T) & (e < n_expert)
+        x = tl.zeros((T_PAD, E_PAD), tl.float32)
+        for s in range(0, n_splits):  # in split order: the same sums whatever ran first
+            x += tl.load(part_ptr + (s * T + t) * n_expert + e, mask=valid, other=0.0,
+                         cache_modifier=".cg")  # fmt: skip
+        tl.store(logits_ptr + t * n_expert + e, x, mask=valid)
+        if HAS_BIAS:
+            x += tl.load(bias_ptr + e, mask=e < n_expert, other=0.0)
+        x = tl.where(valid, x, float("-inf"))
+        _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                          n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD, P_PAD,
+                          SOFTMAX_ALL, NORMALIZE, SORT)  # fmt: skip
+        tl.atomic_xchg(tickets_ptr, 0)
 
 
 @dataclass(frozen=True)
@@ -252,6 +318,28 @@ def _method(n_pairs: int, method: str | None) -> str:
     return method
 
 
+def _check_logits_shape(n_tokens: int, n_expert: int, top_k: int, bias) -> None:
+    if not 1 <= top_k <= n_expert:
+        raise UnsupportedTensor(f"top-{top_k} of {n_expert} experts")
+    if n_tokens * top_k > MAX_PAIRS:
+        raise UnsupportedTensor(
+            f"{n_tokens} tokens x top-{top_k} = {n_tokens * top_k} pairs: the expert GEMV takes "
+            f"at most {MAX_PAIRS} a launch; split the tokens into smaller chunks"
+        )
+    if bias is not None and bias.numel() != n_expert:
+        raise UnsupportedTensor(f"router bias of {bias.numel()} values for {n_expert} experts")
+
+
+def _select_sizes(n_tokens: int, n_expert: int, top_k: int, method: str | None) -> dict:
+    """The selection's constexprs (_select_and_group)."""
+    n_pairs = n_tokens * top_k
+    return dict(
+        K=top_k, K_PAD=triton.next_power_of_2(top_k), T_PAD=triton.next_power_of_2(n_tokens),
+        E_PAD=max(16, triton.next_power_of_2(n_expert + 1)),
+        P_PAD=max(16, triton.next_power_of_2(n_pairs)), SORT=_method(n_pairs, method) == "sort",
+    )  # fmt: skip
+
+
 def select_and_route(logits: torch.Tensor, top_k: int, *, softmax_all: bool, normalize: bool,
                      bias: torch.Tensor | None = None,
                      method: str | None = None) -> ExpertRouting:  # fmt: skip
@@ -265,28 +353,84 @@ def select_and_route(logits: torch.Tensor, top_k: int, *, softmax_all: bool, nor
     if logits.dim() != 2 or logits.shape[0] < 1:
         raise UnsupportedTensor(f"router logits of shape {tuple(logits.shape)}: pass [T, n_expert]")
     n_tokens, n_expert = logits.shape
-    if not 1 <= top_k <= n_expert:
-        raise UnsupportedTensor(f"top-{top_k} of {n_expert} experts")
-    n_pairs = n_tokens * top_k
-    if n_pairs > MAX_PAIRS:
-        raise UnsupportedTensor(
-            f"{n_tokens} tokens x top-{top_k} = {n_pairs} pairs: the expert GEMV takes at most "
-            f"{MAX_PAIRS} a launch; split the tokens into smaller chunks"
-        )
-    if bias is not None and bias.numel() != n_expert:
-        raise UnsupportedTensor(f"router bias of {bias.numel()} values for {n_expert} experts")
+    _check_logits_shape(n_tokens, n_expert, top_k, bias)
     logits = logits if logits.stride(1) == 1 else logits.contiguous()
-    device = logits.device
+    ids, weights, groups = _routing_buffers(n_tokens, n_expert, top_k, logits.device)
+    _select_and_group_kernel[(1,)](
+        logits, bias if bias is not None else weights, ids, weights, *groups, n_tokens,
+        n_expert, logits.stride(0), SOFTMAX_ALL=softmax_all, NORMALIZE=normalize,
+        HAS_BIAS=bias is not None, num_warps=4,
+        **_select_sizes(n_tokens, n_expert, top_k, method),
+    )  # fmt: skip
+    return ExpertRouting(ids, weights, n_expert, *groups)
+
+
+def _routing_buffers(n_tokens: int, n_expert: int, top_k: int, device):
+    """ids [T, k] int32, weights [T, k] float32, and _group_buffers'."""
     ids = torch.empty(n_tokens, top_k, dtype=torch.int32, device=device)
     weights = torch.empty(n_tokens, top_k, dtype=torch.float32, device=device)
-    order, expert, start, count, n_groups = _group_buffers(n_pairs, n_expert, device)
-    method = _method(n_pairs, method)
-    _select_and_group_kernel[(1,)](
-        logits, bias if bias is not None else weights, ids, weights, order, expert, start,
-        count, n_groups, n_tokens, n_expert, logits.stride(0), K=top_k,
-        K_PAD=triton.next_power_of_2(top_k), T_PAD=triton.next_power_of_2(n_tokens),
-        E_PAD=max(16, triton.next_power_of_2(n_expert + 1)),
-        P_PAD=max(16, triton.next_power_of_2(n_pairs)), SOFTMAX_ALL=softmax_all,
-        NORMALIZE=normalize, HAS_BIAS=bias is not None, SORT=method == "sort", num_warps=4,
+    return ids, weights, _group_buffers(n_tokens * top_k, n_expert, device)
+
+
+# the router matrices route_from_router reads; a quantized router takes the GEMV, then
+# select_and_route (no GGUF that llama.cpp quantizes has one: it keeps ffn_gate_inp as is)
+ROUTER_FORMATS = ("F32", "F16", "BF16")
+
+
+@dataclass(frozen=True)
+class RouterConfig:
+    """route_from_router's tiles: rows of the router a program, columns a split (a multiple
+    of chunk), columns a step. Qwen3-30B-A3B's 128 x 2048 router: 32 x 4 programs; gpt-oss's
+    32 x 2880: 8 x 6."""
+
+    block_e: int = 4
+    split: int = 512
+    chunk: int = 256
+    num_warps: int = 4
+
+
+# one counter a device, shared by the launches of a stream (each leaves it at zero)
+_TICKETS = TicketCounters(minimum=1)
+
+
+def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
+                      normalize: bool, bias: torch.Tensor | None = None,
+                      method: str | None = None, config: RouterConfig | None = None
+                      ) -> tuple[ExpertRouting, torch.Tensor]:  # fmt: skip
+    """x [T, n_embd] and the router (a kernels.PackedWeight [n_expert, n_embd] of
+    ROUTER_FORMATS) -> (the ExpertRouting select_and_route gives for x's router logits, those
+    logits [T, n_expert] float32), in one launch: the router's GEMV in programs of rows and
+    splits of columns, and the selection and grouping by the program that takes the last
+    ticket (kernels/tickets.py) once every partial logit is stored, in place of the float
+    GEMV's launch and select_and_route's. The logits are float32 sums of float32 products as
+    the float GEMV's, in another order; each token's are computed alone, the same bits at
+    any T."""
+    require()
+    if router.fmt.name not in ROUTER_FORMATS:
+        raise UnsupportedTensor(
+            f"a {router.fmt.name} router: route_from_router reads {', '.join(ROUTER_FORMATS)}; "
+            "take the GEMV and select_and_route"
+        )
+    n_expert, n_embd = router.n_out, router.n_in
+    if x.dim() != 2 or x.shape[0] < 1 or x.shape[1] != n_embd:
+        raise UnsupportedTensor(
+            f"input of shape {tuple(x.shape)}: expected (T, {n_embd}) for this router"
+        )
+    n_tokens = x.shape[0]
+    _check_logits_shape(n_tokens, n_expert, top_k, bias)
+    cfg = config or RouterConfig()
+    x = x if x.stride(1) == 1 else x.contiguous()
+    device = x.device
+    ids, weights, groups = _routing_buffers(n_tokens, n_expert, top_k, device)
+    n_splits = triton.cdiv(n_embd, cfg.split)
+    part = torch.empty(n_splits, n_tokens, n_expert, dtype=torch.float32, device=device)
+    logits = torch.empty(n_tokens, n_expert, dtype=torch.float32, device=device)
+    grid = (triton.cdiv(n_expert, cfg.block_e), n_splits)
+    _router_kernel[grid](
+        x, router.planes["w"], bias if bias is not None else logits, part, logits,
+        _TICKETS.get(device, 1), ids, weights, *groups, n_tokens, n_expert, n_embd,
+        x.stride(0), cfg.split, n_splits, BLOCK_E=cfg.block_e, CHUNK=cfg.chunk,
+        SOFTMAX_ALL=softmax_all, NORMALIZE=normalize, HAS_BIAS=bias is not None,
+        num_warps=cfg.num_warps, **_select_sizes(n_tokens, n_expert, top_k, method),
     )  # fmt: skip
-    return ExpertRouting(ids, weights, n_expert, order, expert, start, count, n_groups)
+    return ExpertRouting(ids, weights, n_expert, *groups), logits

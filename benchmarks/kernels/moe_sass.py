@@ -4,9 +4,10 @@
 
 Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
 16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
-expert_down launches it without `quantized`), with Triton's bundled ptxas and
-cuobjdump. The cheap check before a device run: that every format and mode
-compiles, and what it costs in registers (programs an SM holds) and spills.
+expert_down launches it without `quantized`), and route_from_router's kernel for both models'
+routers, with Triton's bundled ptxas and cuobjdump. The cheap check before a device run: that
+every format and mode compiles, and what it costs in registers (programs an SM holds) and
+spills.
 """
 
 from __future__ import annotations
@@ -89,6 +90,34 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options), nr, splits
 
 
+def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bias: bool,
+                        softmax_all: bool):  # fmt: skip
+    """route_from_router's kernel as it launches for this router (F32, x in f16)."""
+    from kernels import moe_routing
+
+    cfg = moe_routing.RouterConfig()
+    consts = dict(
+        BLOCK_E=cfg.block_e, CHUNK=cfg.chunk, SOFTMAX_ALL=softmax_all, NORMALIZE=softmax_all,
+        HAS_BIAS=bias, **moe_routing._select_sizes(tokens, n_expert, top_k, None),
+    )  # fmt: skip
+    types = {"x_ptr": "*fp16", "w_ptr": "*fp32", "bias_ptr": "*fp32", "part_ptr": "*fp32",
+             "logits_ptr": "*fp32", "weights_ptr": "*fp32"}  # fmt: skip
+    fn = moe_routing._router_kernel
+    signature = {
+        a: "constexpr" if a in consts else types.get(a, "*i32" if a.endswith("_ptr") else "i32")
+        for a in fn.arg_names
+    }
+    src = ASTSource(fn, signature, constexprs=consts)
+    options = {"num_warps": cfg.num_warps, "num_stages": 1}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+ROUTERS = [  # name, n_expert, n_embd, top_k, bias, softmax over all experts
+    ("qwen3-30b-a3b router", 128, 2048, 8, False, True),
+    ("gpt-oss-20b router", 32, 2880, 4, True, False),
+]
+
+
 def main() -> int:
     for case in CASES:
         for tokens in (1, 16):
@@ -97,6 +126,12 @@ def main() -> int:
             print(f"{case.name:26} {case.fmt:5} {tokens:2} tokens: {splits} split(s) of {nr} "
                   f"runs, {regs:3} regs, stack {stack:3}, {n_all:5} instructions",
                   flush=True)  # fmt: skip
+    for name, n_expert, n_embd, top_k, bias, softmax_all in ROUTERS:
+        for tokens in (1, 16):
+            kernel = compile_router_sm90(n_expert, n_embd, top_k, tokens, bias, softmax_all)
+            regs, stack, n_all = usage(kernel)
+            print(f"{name:26} F32   {tokens:2} tokens: route_from_router, {regs:3} regs, "
+                  f"stack {stack:3}, {n_all:5} instructions", flush=True)  # fmt: skip
     return 0
 
 

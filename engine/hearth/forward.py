@@ -468,8 +468,9 @@ class Transformer:
         if layer.moe is None:
             return self._dense_feed_forward(layer, x, shared)
         cfg, ops, moe = self.config, self.ops, layer.moe
-        logits = ops.matmul(x, moe.router)
-        f = ops.moe_ffn(x, moe.experts, logits, cfg.moe, moe.router_bias, quantized=shared)
+        f = ops.moe_ffn_from_router(
+            x, moe.router, moe.experts, cfg.moe, moe.router_bias, quantized=shared
+        )
         if layer.w_down is not None:  # the shared expert
             s = self._dense_feed_forward(layer, x, shared)
             if moe.shared_gate is not None:

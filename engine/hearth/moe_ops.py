@@ -1,6 +1,9 @@
 """The mixture-of-experts half of engine/hearth/ops.py's seam: the experts' preparation at load
 and `moe_ffn`, as mixins of TorchOps (TorchMoeOps) and KernelsOps (KernelsMoeOps).
 
+`moe_ffn_from_router(x, router, e, rule, bias)` is `moe_ffn(x, e, ops.matmul(x, router), rule,
+bias)`, what a layer calls: on kernels/, the router's GEMV and the selection in one launch.
+
 `moe_ffn` is the mixture-of-experts seam: x [T, n_embd]; `e` holds the layer's expert matrices
 as stored (QuantExperts [n_expert, N, K]: gate and up [n_expert, n_ff_exp, n_embd], down
 [n_expert, n_embd, n_ff_exp]) with optional biases [n_expert, N]; logits [T, n_expert] are the
@@ -18,8 +21,10 @@ not for a CUDA graph), or for a few rows (decode) by gathering each row's expert
 device and dequantizing them there, which a CUDA graph can capture. KernelsOps runs the expert
 GEMV (kernels/moe_*, docs/kernels-moe.md): the experts uploaded once as kernels.ExpertWeight,
 the experts picked and each step's pairs grouped by expert on the device in one launch
-(kernels.moe_routing.select_and_route), gate and up in one launch
-with the activation, down with the routing-weighted sum over the slots; nothing is read back,
+(kernels.moe_routing.select_and_route; through `moe_ffn_from_router`, with the router's own
+GEMV in that launch: route_from_router), gate and up in one launch with the activation, down
+(h rounded to 8 bits in its own programs) with the routing-weighted sum over the slots; nothing
+is read back,
 so a decode step is captured whole; rows of more (token, slot) pairs than one launch takes
 (kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels in slices of
 tokens. A chunk of more than MOE_GEMM_MIN_PAIRS pairs (a prefill chunk) goes instead through
@@ -159,6 +164,11 @@ class TorchMoeOps:
                         self._experts_bytes -= dropped.numel() * dropped.element_size()
 
         return forget
+
+    def moe_ffn_from_router(self, x: torch.Tensor, router, experts, rule, bias=None,
+                            quantized=None):  # fmt: skip
+        """moe_ffn of the router's logits (router: the prepared [n_expert, n_embd] matrix)."""
+        return self.moe_ffn(x, experts, self.matmul(x, router), rule, bias, quantized)
 
     def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None,
                 quantized=None):  # fmt: skip
@@ -339,19 +349,58 @@ class KernelsMoeOps:
             logits = logits.float() if bias is None else logits.float() + bias
             ids, weights = select_experts(logits, k, gating=rule.gating, normalize=rule.normalize)
             return self._moe_gemm(x, experts, ids, weights)
+        from kernels.moe_routing import select_and_route
+
+        def route(rows: slice):
+            return select_and_route(
+                logits[rows], k, softmax_all=rule.gating == "softmax",
+                normalize=rule.normalize, bias=bias,
+            )  # fmt: skip
+
+        return self._expert_gemv(x, experts, k, route, quantized)
+
+    def moe_ffn_from_router(self, x: torch.Tensor, router, experts, rule, bias=None,
+                            quantized=None):  # fmt: skip
+        """moe_ffn of the router's logits; where the experts take the expert GEMV and the
+        router is a float matrix (kernels.moe_routing.ROUTER_FORMATS: llama.cpp keeps
+        ffn_gate_inp unquantized), each slice's routing comes from route_from_router: the
+        router's GEMV, the selection and the grouping in one launch. Else the GEMV, then
+        moe_ffn."""
+        from kernels.moe_routing import ROUTER_FORMATS, route_from_router
+
+        k = rule.n_expert_used
+        fmt = getattr(router, "fmt", None)  # a kernels.PackedWeight's (TorchOps' has none)
+        if (
+            not isinstance(experts, PackedExperts)
+            or getattr(fmt, "name", None) not in ROUTER_FORMATS
+            or x.shape[0] * k > self.MOE_GEMM_MIN_PAIRS
+        ):
+            return super().moe_ffn_from_router(x, router, experts, rule, bias, quantized)
+
+        def route(rows: slice):
+            routing, _ = route_from_router(
+                x[rows], router, k, softmax_all=rule.gating == "softmax",
+                normalize=rule.normalize, bias=bias,
+            )  # fmt: skip
+            return routing
+
+        return self._expert_gemv(x, experts, k, route, quantized)
+
+    def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:
+        """expert_gate_up and expert_down per slice of at most MAX_PAIRS (token, slot) pairs,
+        route(rows) giving each slice's ExpertRouting; `quantized` (x in 8 bits) used where
+        the step is one slice."""
         from kernels.moe_gemv import expert_down, expert_gate_up
-        from kernels.moe_routing import MAX_PAIRS, select_and_route
+        from kernels.moe_routing import MAX_PAIRS
 
         x = x.contiguous()
+        n_tokens = x.shape[0]
         step = max(1, MAX_PAIRS // k)
         whole = quantized if n_tokens <= step else None
         parts = []
         for start in range(0, n_tokens, step):
             rows = slice(start, min(n_tokens, start + step))
-            routing = select_and_route(
-                logits[rows], k, softmax_all=rule.gating == "softmax",
-                normalize=rule.normalize, bias=bias,
-            )  # fmt: skip
+            routing = route(rows)
             h = expert_gate_up(
                 x[rows], experts.gate, experts.up, routing, experts.activation, quantized=whole
             )

@@ -24,6 +24,7 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
                                          on the device, or (0) read in place over the bus
                                          (engine/hearth/expert_offload.py)
     y = ops.moe_ffn(x, e, logits, rule, bias)  the routed experts' feed-forward (below)
+    y = ops.moe_ffn_from_router(x, router, e, rule, bias)   the same from the router matrix
 
 `moe_ffn` and the experts' preparation are engine/hearth/moe_ops.py (mixins of both classes).
 

@@ -28,7 +28,7 @@ from kernels.moe_gemv import (
     expert_gate_up,
     expert_rows,
 )
-from kernels.moe_routing import route_experts
+from kernels.moe_routing import route_experts, route_from_router
 from kernels.packed_weight import PackedWeight
 from kernels.reference import quantize_activation as reference_quantize
 from tests.kernels.conftest import relative_error
@@ -153,6 +153,47 @@ def test_mxfp4_block_layout_is_ggml_s():
     assert np.array_equal(w.to_gguf_bytes(), raw)
     values = ref.dequantize_experts(raw, "MXFP4", (2, 3, 64))
     assert np.isfinite(values).all() and np.abs(values).max() > 0
+
+
+@pytest.mark.parametrize(
+    ("fmt", "tokens", "n_expert", "n_embd", "top_k", "gating", "normalize", "bias"),
+    [
+        ("F32", 1, 128, 2048, 8, "softmax", True, False),  # qwen3moe decode
+        ("F32", 3, 32, 2880, 4, "topk_softmax", False, True),  # gpt-oss: bias, a split cut
+        ("F16", 5, 60, 512, 6, "softmax", False, False),  # 30 pairs: sorted
+        ("BF16", 2, 16, 256, 2, "softmax", True, False),
+    ],
+)
+def test_router_gemv_and_selection_in_one_launch(
+    fmt, tokens, n_expert, n_embd, top_k, gating, normalize, bias, device
+):
+    """route_from_router: the float GEMV's logits (within float32 sums in another order)
+    and, from them, the routing select_and_route gives for the GEMV's logits; a token's
+    logits the same bits alone as among others."""
+    from kernels.gemv import quant_matmul
+    from kernels.moe_routing import _TICKETS, select_and_route
+
+    gen = torch.Generator().manual_seed(tokens + n_expert)
+    dtype = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[fmt]
+    w = (torch.randn(n_expert, n_embd, generator=gen) / n_embd**0.5).to(dtype)
+    raw = w.view(torch.uint8).numpy() if fmt != "F32" else w.numpy().view(np.uint8)
+    router = PackedWeight.from_gguf(raw.reshape(-1), fmt, (n_expert, n_embd), device=device)
+    x = (torch.randn(tokens, n_embd, generator=gen) * 3).to(device)
+    b = torch.randn(n_expert, generator=gen).to(device) if bias else None
+    kwargs = dict(softmax_all=gating == "softmax", normalize=normalize, bias=b)
+    routing, logits = route_from_router(x, router, top_k, **kwargs)
+    gemv = quant_matmul(x, router).float()
+    torch.testing.assert_close(logits, gemv, rtol=1e-5, atol=1e-4)
+    apart = select_and_route(gemv, top_k, **kwargs)
+    for name in ("ids", "order", "n_groups"):
+        assert torch.equal(getattr(routing, name), getattr(apart, name)), name
+    n = int(apart.n_groups)  # the entries past n_groups are left unwritten
+    for name in ("group_expert", "group_start", "group_count"):
+        assert torch.equal(getattr(routing, name)[:n], getattr(apart, name)[:n]), name
+    torch.testing.assert_close(routing.weights, apart.weights, rtol=1e-5, atol=1e-6)
+    _, alone = route_from_router(x[-1:], router, top_k, **kwargs)
+    assert torch.equal(alone[0], logits[-1])
+    assert not _TICKETS.get(torch.device(device), 1).any()  # left at zero for the next launch
 
 
 @pytest.mark.parametrize("fmt", list(N_IN))
@@ -295,6 +336,9 @@ def test_refusals_say_what_to_do(device):
     with pytest.raises(UnsupportedTensor, match="differ in shape"):
         small, _, _ = _experts("Q8_0", N_OUT - 6, 352, 2, device)
         expert_gate_up(torch.zeros(1, 352, device=device), w, small, routing)
+    with pytest.raises(UnsupportedTensor, match="take the GEMV and select_and_route"):
+        route_from_router(torch.zeros(1, 352, device=device), w.packed, 2, softmax_all=True,
+                          normalize=True)  # fmt: skip
     assert GluActivation().kind == "silu"
 
 

@@ -150,3 +150,36 @@ def test_the_down_rounds_h_as_quantize_activation_does(fmt, model, tokens):
     fused = expert_down(h, down, routing)
     apart = expert_down(h, down, routing, quantized=quantize_activation(h.reshape(-1, shape[2])))
     assert torch.equal(fused, apart)
+
+
+@pytest.mark.parametrize("tokens", [1, 16])
+@pytest.mark.parametrize("model", [QWEN3, GPT_OSS])
+def test_route_from_router_at_the_real_routers(model, tokens):
+    """Compiled, F32 routers of the real shapes: the float GEMV's logits and, from them,
+    select_and_route's picks and groups, in one launch; replayed by a CUDA graph."""
+    from kernels.gemv import quant_matmul
+    from kernels.moe_routing import route_from_router, select_and_route
+    from kernels.packed_weight import PackedWeight
+
+    n_expert, n_embd, k = model["n_expert"], model["n_embd"], model["top_k"]
+    gen = torch.Generator().manual_seed(tokens)
+    w = torch.randn(n_expert, n_embd, generator=gen) / n_embd**0.5
+    router = PackedWeight.from_gguf(w.numpy().view(np.uint8).reshape(-1), "F32",
+                                    (n_expert, n_embd), device="cuda")  # fmt: skip
+    x = (torch.randn(tokens, n_embd, generator=gen) * 3).half().cuda()
+    gpt_oss = model is GPT_OSS
+    bias = torch.randn(n_expert, generator=gen).cuda() if gpt_oss else None
+    kwargs = dict(softmax_all=not gpt_oss, normalize=not gpt_oss, bias=bias)
+    routing, logits = route_from_router(x, router, k, **kwargs)
+    gemv = quant_matmul(x.float(), router)
+    torch.testing.assert_close(logits, gemv, rtol=1e-5, atol=1e-4)
+    apart = select_and_route(gemv, k, **kwargs)
+    assert torch.equal(routing.ids, apart.ids) and torch.equal(routing.order, apart.order)
+    n = int(apart.n_groups)
+    assert torch.equal(routing.group_expert[:n], apart.group_expert[:n])
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        captured, _ = route_from_router(x, router, k, **kwargs)
+    for _ in range(3):  # the ticket counter is left at zero for each replay
+        graph.replay()
+        assert torch.equal(captured.ids, apart.ids)

@@ -279,3 +279,52 @@ def test_the_down_projection_rounds_h_in_its_own_launch(arch, tmp_path):
     apart, apart_launches = _decode_step(path, _down_of_8_bit_h)
     np.testing.assert_array_equal(fused, apart)
     assert apart_launches - fused_launches == 2, (apart_launches, fused_launches)
+
+
+def _router_apart(monkeypatch):
+    """KernelsOps taking the router's GEMV (ops.matmul), then select_and_route."""
+    monkeypatch.setattr(KernelsOps, "moe_ffn_from_router", TorchOps.moe_ffn_from_router)
+
+
+def _recorded_routing(monkeypatch) -> list:
+    """The expert ids of every expert_gate_up launch, in order, while installed."""
+    import kernels.moe_gemv
+
+    seen = []
+    gate_up = kernels.moe_gemv.expert_gate_up
+
+    def recorded(x, gate, up, routing, *args, **kwargs):
+        seen.append(routing.ids.clone())
+        return gate_up(x, gate, up, routing, *args, **kwargs)
+
+    monkeypatch.setattr(kernels.moe_gemv, "expert_gate_up", recorded)
+    return seen
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
+def test_the_router_gemv_and_the_selection_take_one_launch(arch, tmp_path):
+    """A decode step with the router's GEMV inside the routing launch (route_from_router):
+    every layer picks the experts the GEMV-then-select_and_route path picks, the logits agree
+    to float32 sums in another order, and the step calls no matmul for the routers."""
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=2))
+    runs = {}
+    for name, patch in (("fused", None), ("apart", _router_apart)):
+        with pytest.MonkeyPatch.context() as monkeypatch:
+            picks = _recorded_routing(monkeypatch)
+            matrices = []
+            matmul = KernelsOps.matmul
+
+            def counted(self, x, w, *args, matrices=matrices, matmul=matmul):
+                matrices.append(getattr(getattr(w, "fmt", None), "name", None))
+                return matmul(self, x, w, *args)
+
+            monkeypatch.setattr(KernelsOps, "matmul", counted)
+            logits, _ = _decode_step(path, patch)
+        runs[name] = logits, picks, matrices
+    (fused, fused_picks, fused_gemvs), (apart, apart_picks, apart_gemvs) = runs.values()
+    assert len(fused_picks) == len(apart_picks) > 0
+    for a, b in zip(fused_picks, apart_picks, strict=True):
+        assert torch.equal(a, b)
+    np.testing.assert_allclose(fused, apart, rtol=1e-4, atol=1e-4 * np.abs(apart).max())
+    # the routers' GEMVs: 2 layers x 2 forwards (the prefill and the decode step)
+    assert len(apart_gemvs) - len(fused_gemvs) == 4, (apart_gemvs, fused_gemvs)

@@ -134,7 +134,7 @@ def write_tiny_gguf(
         name: str, rows: int, cols: int, qtype: QT | None = None, scale=1.0, n=0, values=None
     ) -> None:
         """A [rows, cols] matrix, or n of them stacked ([n, rows, cols]: experts)."""
-        qtype = qtype or spec.matrix_type
+        qtype = spec.matrix_type if qtype is None else qtype  # QT.F32 is 0: not `or`
         shape = (n, rows, cols) if n else (rows, cols)
         if values is None:
             values = scale * rng.standard_normal(shape).astype(np.float32) / np.sqrt(cols)
@@ -149,7 +149,7 @@ def write_tiny_gguf(
         elif qtype == QT.F16:
             writer.add_tensor(name, values.astype(np.float16))
         elif qtype == QT.F32:
-            writer.add_tensor(name, values)
+            writer.add_tensor(name, values.astype(np.float32))
         else:
             writer.add_tensor(name, quantize(values, qtype), raw_dtype=qtype)
 
