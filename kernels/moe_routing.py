@@ -22,6 +22,12 @@ One program over all P pairs (P <= MAX_PAIRS), by one of two methods:
              time; 1.5-1.6 us at 8 pairs, but 18 us at 128
 route_experts takes "compare" up to COMPARE_UP_TO pairs (decode: top-8 of one or two tokens),
 "sort" above.
+
+From the router's logits, `select_and_route` picks each token's top-k in that same program
+first. From x and the router matrix, `route_from_router` computes the logits too, in the same
+launch: programs of router rows and column splits store partial logits, and the program that
+takes the last ticket (kernels/tickets.py) sums them in split order and selects and groups
+(a decode step's router GEMV and routing: one launch, not two).
 """
 
 from __future__ import annotations

@@ -24,14 +24,14 @@ the experts picked and each step's pairs grouped by expert on the device in one 
 (kernels.moe_routing.select_and_route; through `moe_ffn_from_router`, with the router's own
 GEMV in that launch: route_from_router), gate and up in one launch with the activation, down
 (h rounded to 8 bits in its own programs) with the routing-weighted sum over the slots; nothing
-is read back,
-so a decode step is captured whole; rows of more (token, slot) pairs than one launch takes
-(kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels in slices of
-tokens. A chunk of more than MOE_GEMM_MIN_PAIRS pairs (a prefill chunk) goes instead through
-the grouped GEMM (kernels/moe_grouped_gemm.py): the pairs aligned to expert blocks on the
-device, each expert's blocks dequantized in registers into f16 tiles for the tensor cores, one
-launch for gate+up and one for down over the whole chunk, nothing read back to the host
-(docs/decisions/0021-moe-prefill-by-dequantized-bmm.md: why not dequantized experts and bmm).
+is read back, so a decode step is captured whole; rows of more (token, slot) pairs than one
+launch takes (kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels
+in slices of tokens. A chunk of more than MOE_GEMM_MIN_PAIRS pairs (a prefill chunk) goes
+instead through the grouped GEMM (kernels/moe_grouped_gemm.py): the pairs aligned to expert
+blocks on the device, each expert's blocks dequantized in registers into f16 tiles for the
+tensor cores, one launch for gate+up and one for down over the whole chunk, nothing read back
+to the host (docs/decisions/0021-moe-prefill-by-dequantized-bmm.md: why not dequantized
+experts and bmm).
 """
 
 from __future__ import annotations
