@@ -20,8 +20,9 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   n_in] PackedWeight per tensor, the same bytes); expert biases float32. A layer's three raw
   tensors are read onto the GPU first, then split, so loading briefly holds one layer's experts
   twice (the load transient, kept in torch's cache afterwards).
-  The expert GEMV never dequantizes an expert: a prefill chunk goes through it in slices of at
-  most EXPERT_PAIRS_PER_LAUNCH (token, expert) pairs, so experts set no prefill GEMM's size.
+  No expert is ever dequantized whole: a chunk of up to EXPERT_PAIRS_PER_LAUNCH (token,
+  expert) pairs goes through the expert GEMV, a longer one (a prefill chunk) through the
+  grouped GEMM, which decodes tiles in registers; so experts set no prefill GEMM's size.
 - experts in RAM (HearthConfig.ram_expert_layers, engine/hearth/expert_offload.py): the last
   N layers' expert tensors leave the GPU for pinned host memory (the same planes, byte for
   byte), and each of those layers keeps a cache of `expert_cache_slots` experts on the GPU:
@@ -84,6 +85,10 @@ from kernels.kv_formats import bytes_per_row, kivi_group
 EXPERT_PAIRS_PER_LAUNCH = 256
 # runs of 16 weights an expert GEMV program reads of a row (kernels/moe_gemv.py MoeGemvConfig)
 _EXPERT_MAX_RUNS = 128
+# the grouped GEMM's largest block of pairs (kernels/moe_grouped_gemm.py default_config) and
+# its counting tables' bound (MAX_CHUNKS chunks x the experts padded to a power of two, 256)
+GROUPED_BLOCK_M = 64
+_GROUPED_HISTOGRAM = 64 * 256
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -501,6 +506,8 @@ def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
         return 0
     k, n_ff, n_embd = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd
     act = costs.activation_bytes
+    if rows * k > EXPERT_PAIRS_PER_LAUNCH:
+        return _grouped_moe_workspace(cfg, rows, costs)
     router = rows * moe.n_expert * act + rows * k * (4 + 4)
     tokens = min(rows, max(1, EXPERT_PAIRS_PER_LAUNCH // k))
     pairs = tokens * k
@@ -510,6 +517,23 @@ def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
     down = _expert_splits(n_ff) * pairs * n_embd * 4 + tokens * n_embd * act
     outputs = 2 * rows * n_embd * act if rows > tokens else 0
     return router + routing + in_8_bits + gate_up + down + outputs
+
+
+def _grouped_moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
+    """A chunk of more than EXPERT_PAIRS_PER_LAUNCH pairs (kernels/moe_grouped_gemm.py through
+    KernelsMoeOps.moe_ffn): the router's logits with torch's selection (a float32 copy and its
+    softmax, int64 ids and float32 weights), the pairs sorted into blocks (int32: every pair,
+    each expert's last block padded, at most GROUPED_BLOCK_M rows, and the count tables), h in
+    f16 for every pair, down's float32 row per pair, their float32 sum over the slots and the
+    output."""
+    moe = cfg.moe
+    assert moe is not None
+    k, n_ff, n_embd, n_expert = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd, moe.n_expert
+    act = costs.activation_bytes
+    pairs = rows * k
+    router = rows * n_expert * (act + 2 * 4) + pairs * (8 + 4)
+    routing = 4 * (pairs + n_expert * GROUPED_BLOCK_M + _GROUPED_HISTOGRAM + 2 * n_expert)
+    return router + routing + pairs * n_ff * 2 + pairs * n_embd * 4 + rows * n_embd * (4 + act)
 
 
 def decode_workspace(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts) -> int:

@@ -262,10 +262,14 @@ def test_expert_splits(n_in, splits):
         # 16 rows: 128 pairs in one launch
         (16, 16 * 128 * 4 + 128 * 8 + 4 * (128 + 3 * 128 + 1) + 2 * (16 * 2048 + 128 * 768)
          + 2 * 128 * 768 * 4 + 128 * 768 * 4 + 128 * 2048 * 4 + 16 * 2048 * 4),
-        # 512 rows in launch slices of 32 tokens (256 pairs); the slices' outputs and their cat
-        (512, 512 * 128 * 4 + 512 * 8 * 8 + 4 * (256 + 3 * 128 + 1)
-         + 2 * (32 * 2048 + 256 * 768) + 2 * 256 * 768 * 4 + 256 * 768 * 4
-         + 256 * 2048 * 4 + 32 * 2048 * 4 + 2 * 512 * 2048 * 4),
+        # 32 rows: 256 pairs, the most one expert GEMV launch takes
+        (32, 32 * 128 * 4 + 256 * 8 + 4 * (256 + 3 * 128 + 1) + 2 * (32 * 2048 + 256 * 768)
+         + 2 * 256 * 768 * 4 + 256 * 768 * 4 + 256 * 2048 * 4 + 32 * 2048 * 4),
+        # 512 rows (4,096 pairs): the grouped GEMM; the router's logits, their float32 copy and
+        # softmax, int64 ids and float32 weights; the sorted pairs, padding and count tables;
+        # h in f16, down's float32 row per pair, the sum over slots and the output
+        (512, 512 * 128 * (4 + 8) + 4096 * 12 + 4 * (4096 + 128 * 64 + 64 * 256 + 2 * 128)
+         + 4096 * 768 * 2 + 4096 * 2048 * 4 + 512 * 2048 * (4 + 4)),
     ],
 )  # fmt: skip
 def test_moe_workspace(qwen3_moe, llama, rows, expected):
@@ -273,6 +277,15 @@ def test_moe_workspace(qwen3_moe, llama, rows, expected):
 
     assert moe_workspace(qwen3_moe.config, rows, HEARTH_COSTS) == expected
     assert moe_workspace(llama.config, rows, HEARTH_COSTS) == 0
+
+
+def test_the_grouped_gemm_constants_are_the_kernels():
+    pytest.importorskip("triton")
+    from engine.planner.hearth_memory import _GROUPED_HISTOGRAM, GROUPED_BLOCK_M
+    from kernels.moe_grouped_gemm import MAX_CHUNKS, default_config
+
+    assert default_config(10**6, 8).block_m == GROUPED_BLOCK_M  # the largest block
+    assert _GROUPED_HISTOGRAM == MAX_CHUNKS * 256  # 128 experts and the padding bin: 256 bins
 
 
 def test_the_expert_gemv_constants_are_the_kernels():
