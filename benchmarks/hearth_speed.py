@@ -27,7 +27,9 @@ What it measures, each on the engine core (engine/hearth; token ids, no tokenize
 - memory: weights, KV cache, the graph's pool, the CUDA context (what torch does not hold);
 - --profile: the kernels of one eager decode step (torch.profiler), longest first;
 - --load-runs N: only the load, N times per engine from a cold and from a warm page cache,
-  each in a fresh process, beside llama.cpp's (benchmarks/hearth_speed_load.py).
+  each in a fresh process, beside llama.cpp's (benchmarks/hearth_speed_load.py);
+- --worker-runs N [--pick-s S]: the load in a fresh engine worker, Ready -> Load -> first
+  token, with and without the import warm-up, beside llama.cpp's (the same module).
 --llama-bench runs llama.cpp's `llama-bench` on the same file in the same process tree
 (pp512, tg128, and tg at the depth with an f16 cache; flash attention on) and prints the
 ratios. `--write-random` writes a GGUF of a real model's shape and Q4_K_M's types with random
@@ -421,6 +423,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--llama-bench", action="store_true")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--load-runs", type=int, default=0)
+    parser.add_argument("--worker-runs", type=int, default=0)
+    parser.add_argument("--pick-s", type=float, default=hearth_speed_load.PICK_S)
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     if args.write_random:
@@ -438,6 +442,13 @@ def main(argv: list[str] | None = None) -> int:
             with open(args.json, "w") as f:
                 json.dump(loads, f, indent=1)
         print(hearth_speed_load.report_loads(loads))
+        return 0
+    if args.worker_runs:
+        loads = hearth_speed_load.measure_worker_loads(args.model, args.worker_runs, args.pick_s)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump(loads, f, indent=1)
+        print(hearth_speed_load.report_worker_loads(loads))
         return 0
     with torch.inference_mode():
         result = measure(args)

@@ -16,6 +16,19 @@ cache first (`sync; echo 3 > /proc/sys/vm/drop_caches`, root only: without root 
 out and said to be); warm runs follow an unmeasured load of each engine, which also compiles
 Hearth's kernels once. Engines alternate within each round so that neither always runs on a
 machine the other has just warmed.
+
+    python -m benchmarks.hearth_speed MODEL.gguf --worker-runs 2 [--pick-s 8] [--json OUT]
+
+The load as the app makes it: a fresh engine worker (engine/runtime/worker.py) per run, timed
+from its start to Ready, then, after `pick_s` seconds (the person picking a model), from the
+Load command to ModelLoaded (the worker's own load and warm-up: prefill kernels, the decode
+graph) and to the first token of a one-token reply (page cache warm; one unmeasured load
+first). Cases: Hearth with the import warm-up (engine/runtime/hearth_prewarm.py) and the Load
+sent at Ready (it waits for the warm-up) or after the pick; Hearth with HEARTH_PREWARM=0; and
+llama.cpp in the same worker, with the warm-up (the worker does not know which engine comes;
+"at Ready": while it runs) and without ("vs llama" divides by this one's first token). Each
+row also gives the worker's GPU memory (NVML, per process) and resident memory just before the
+Load: a warm-up that made a CUDA context would show in the first, torch's libraries in the second.
 """
 
 from __future__ import annotations
@@ -29,6 +42,17 @@ import time
 
 N_CTX = 4096
 ENGINES = ("hearth", "llama")
+PICK_S = 8.0  # seconds between Ready and Load: a person choosing a model
+# (label, engine, extra environment, seconds between Ready and Load; None: PICK_S)
+WORKER_CASES = (
+    ("hearth prewarm, load at Ready", "hearth", {}, 0.0),
+    ("hearth prewarm, load after pick", "hearth", {}, None),
+    ("hearth HEARTH_PREWARM=0", "hearth", {"HEARTH_PREWARM": "0"}, None),
+    ("llama.cpp", "llama", {}, None),
+    ("llama.cpp, load at Ready", "llama", {}, 0.0),
+    ("llama.cpp HEARTH_PREWARM=0", "llama", {"HEARTH_PREWARM": "0"}, None),
+)
+WORKER_LINES = ("imported ahead", "not imported ahead", "waited", "compiling its GPU kernels")
 
 
 def drop_page_cache() -> str | None:
@@ -183,6 +207,129 @@ def llama_child(model: str) -> dict:
         "load_s": weights - imported,
         "first_token_s": done - imported,
     }
+
+
+def worker_load(model: str, engine: str, extra_env: dict, pick_s: float) -> dict:
+    """One load in a fresh worker, as the app makes it (seconds; see the docstring)."""
+    from engine.runtime import engine_output
+    from engine.runtime import protocol as p
+    from engine.runtime.client import EngineClient, EventQueue
+
+    engine_output.TAIL_LINES_KEPT = 10_000  # the worker's every line, for its warm-up lines
+    events = EventQueue()
+    client = EngineClient(events, env={**os.environ, **extra_env})
+    started = time.perf_counter()
+    client.start()
+    try:
+        ready = events.wait_for(p.Ready, timeout=300)
+        if not isinstance(ready, p.Ready):
+            return {"error": f"no Ready: {ready}"}
+        readied = time.perf_counter()
+        time.sleep(pick_s)  # the person picking a model
+        gpu_mib = worker_gpu_mib(client.pid)
+        rss_mib = worker_rss_mib(client.pid)
+        asked = time.perf_counter()
+        client.load(p.ModelParams(path=model, engine=engine, n_ctx=N_CTX))
+        loaded = events.wait_for(p.ModelLoaded, p.LoadFailed, timeout=600)
+        if not isinstance(loaded, p.ModelLoaded):
+            return {"error": f"load: {loaded}"}
+        got = time.perf_counter()
+        client.generate(prompt="Hello", sampling=p.SamplingParams(temperature=0.0), max_tokens=1)
+        done = events.wait_for(p.GenerationDone, p.GenerationFailed, timeout=600)
+        if not isinstance(done, p.GenerationDone):
+            return {"error": f"generate: {done}"}
+        first = time.perf_counter()
+        lines = [x for x in client.last_lines() if any(w in x for w in WORKER_LINES)]
+    finally:
+        client.close()
+    return {
+        "engine": loaded.engine,
+        "ready_s": readied - started,
+        "gpu_mib_before_load": gpu_mib,
+        "rss_mib_before_load": rss_mib,
+        "load_s": got - asked,
+        "worker_load_s": loaded.load_seconds,
+        "first_token_s": first - asked,
+        "lines": lines,
+    }
+
+
+def worker_rss_mib(pid: int | None) -> float | None:
+    """The process's resident memory (MiB; Linux), None: unknown."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    return kib / 1024
+
+
+def worker_gpu_mib(pid: int | None) -> float | None:
+    """The process's GPU memory by NVML (MiB, all GPUs; 0: it holds none), None: unknown."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        used = 0
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            for proc in pynvml.nvmlDeviceGetComputeRunningProcesses(handle):
+                if proc.pid == pid:
+                    used += proc.usedGpuMemory or 0
+        return used / 2**20
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def measure_worker_loads(model: str, runs: int, pick_s: float = PICK_S) -> dict:
+    """{"first": the unmeasured load, "cases": {label: [worker_load results]}}; cases
+    alternate within each round."""
+    out: dict = {"runs": runs, "pick_s": pick_s, "cases": {c[0]: [] for c in WORKER_CASES}}
+    out["first"] = worker_load(model, "hearth", {}, 0.0)  # compiles kernels not yet cached
+    for i in range(runs):
+        cases = WORKER_CASES if i % 2 == 0 else WORKER_CASES[::-1]
+        for label, engine, extra, pause in cases:
+            result = worker_load(model, engine, extra, pick_s if pause is None else pause)
+            out["cases"][label].append(result)
+    return out
+
+
+def report_worker_loads(loads: dict) -> str:
+    first = loads["first"]
+    lines = [
+        f"the load in a fresh worker, page cache warm (s, medians of {loads['runs']}; "
+        f"Load sent {loads['pick_s']:g} s after Ready unless 'at Ready')",
+        f"{'case':<34} {'Ready':>6} {'GPU MiB':>8} {'RSS MiB':>8} {'load':>6} {'first tok':>9} "
+        f"{'vs llama':>8}",
+        f"unmeasured first load: {json.dumps(first)}",
+    ]
+    rows = loads["cases"]
+    llama = [
+        r["first_token_s"]
+        for r in rows.get("llama.cpp HEARTH_PREWARM=0", [])
+        if "first_token_s" in r
+    ]
+    reference = statistics.median(llama) if llama else None
+    for label, results in rows.items():
+        good = [r for r in results if "error" not in r]
+        lines += [f"{label}: {r['error']}" for r in results if "error" in r]
+        if not good:
+            continue
+        med = {
+            k: statistics.median(r[k] for r in good) for k in ("ready_s", "load_s", "first_token_s")
+        }
+        mib, rss = good[-1]["gpu_mib_before_load"], good[-1]["rss_mib_before_load"]
+        ratio = f"{med['first_token_s'] / reference:7.2f}x" if reference else "      -"
+        lines.append(
+            f"{label:<34} {med['ready_s']:6.2f} {'?' if mib is None else f'{mib:.0f}':>8} "
+            f"{'?' if rss is None else f'{rss:.0f}':>8} "
+            f"{med['load_s']:6.2f} {med['first_token_s']:9.2f} {ratio:>8}"
+        )
+        lines += [f"    {x}" for x in good[-1]["lines"]]
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,9 @@ from engine.enums import Engine
 from engine.hearth import torch_missing_reason
 from engine.llama import driver as llama
 from engine.llama.driver import ContextInfo, EngineError
+from engine.runtime import hearth_prewarm
 from engine.runtime.engine_api import Capabilities, StepOutput, vision_refusal
+from engine.runtime.kernel_compiles import CompileRecord, announced_warm_up, compile_key
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import model_settings
 from engine.runtime.torch_beside_llama import torch_import_problem
@@ -70,6 +72,7 @@ class HearthModel:
     def __init__(self, params: ModelParams):
         if not os.path.isfile(params.path):
             raise EngineError(f"No model file at {params.path}. Choose another file.")
+        hearth_prewarm.wait()  # torch and kernels/ half-imported by the warm-up: wait for it
         reason = torch_missing_reason() or torch_import_problem()
         if reason:
             raise HearthUnavailable(reason)
@@ -263,6 +266,7 @@ class HearthContext:
         # this one's token (set by new_sampler; decode_graph.py says how)
         self.launch_ahead = False
         self.n_past = 0
+        self._kv_pair = f"{params.type_k}/{params.type_v}"
 
     def close(self) -> None:
         self._graph = None
@@ -303,7 +307,16 @@ class HearthContext:
         tokens: a row count Triton specializes as a multiple of 16 and one it does not), which
         compile the prefill's kernels and set up cuBLAS and SDPA under the load's progress:
         otherwise the first prompt after a load waited about 7 s for them (H100, 8B,
-        benchmarks/prefill_profile.py's first run)."""
+        benchmarks/prefill_profile.py's first run). The first warm-up of a model shape on a GPU
+        compiles the kernels too: it says so first, with an estimate (kernel_compiles.py)."""
+        if not self._fixed_shapes:
+            self._warm_up()
+            return
+        gpu = self._torch.cuda.get_device_name(self.model.hearth.device)
+        key = compile_key(gpu, _shape(self.model.hearth, self._kv_pair))
+        announced_warm_up(CompileRecord.default(), key, gpu, self._warm_up, _say)
+
+    def _warm_up(self) -> None:
         bos = self.model.tokenize("", add_special=True)
         first = bos[:1] or [0]
         self.decode(first)
@@ -429,6 +442,15 @@ class HearthContext:
             )
 
 
+def _shape(hearth: _Loaded, kv_pair: str) -> str:
+    """What Triton specializes the engine's kernels on, for kernel_compiles.py's key."""
+    c = hearth.config
+    types = ",".join(sorted({t.type_name for t in hearth.info.tensors}))
+    dims = f"{c.n_embd} {c.n_head}/{c.n_head_kv}x{c.head_dim} ff {c.n_ff} vocab {c.n_vocab}"
+    moe = f" moe {c.moe.n_expert}/{c.moe.n_expert_used}" if c.moe else ""
+    return f"{c.architecture} {dims}{moe} {types} kv {kv_pair}"
+
+
 def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
     """The cache engine/hearth/cache_layout.py names for this pair on this device."""
     from engine.hearth.cache_layout import CacheUnavailable, engine_cache_layout
@@ -449,6 +471,10 @@ def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
         n_ctx=n_ctx,
         device=hearth.device,
     )
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ import time
 import traceback
 from typing import Any, BinaryIO
 
+from engine.runtime import hearth_prewarm
 from engine.runtime import protocol as p
 
 
@@ -122,6 +123,11 @@ def main() -> int:
         return 3
     engine = WorkerEngine(writer.send, flush=writer.flush, faults=faults)
     engine.announce_ready()
+    # The Hearth engine's imports while the person picks a model (hearth_prewarm.py says when);
+    # after Ready has gone out: loading torch's libraries holds the GIL for long stretches,
+    # which would hold the event writer back
+    writer.flush()
+    hearth_prewarm.start(log=lambda line: print(line, file=sys.stderr, flush=True))
 
     commands: queue.Queue = queue.Queue()
 

@@ -8,6 +8,7 @@ import os
 import pytest
 
 pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels extra)")
+from engine.runtime import engine_output
 from engine.runtime import protocol as p
 from engine.runtime.greedy_check import STORY
 from tests.engine.hearth.tiny_models import TinySpec, write_tiny_gguf
@@ -25,10 +26,13 @@ HEARTH = dict(engine="hearth", n_ctx=512, n_threads=1)  # one thread: shared CI 
 
 @pytest.fixture(scope="module")
 def hearth_engine(starter):
-    running = RunningEngine(env=CPU_ENV)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(engine_output, "TAIL_LINES_KEPT", 10_000)  # the worker's every line
+        running = RunningEngine(env=CPU_ENV)
     loaded = running.load(starter, **HEARTH)
     assert isinstance(loaded, p.ModelLoaded), loaded
     running.loaded = loaded
+    running.lines_after_load = running.client.last_lines()
     yield running
     running.close()
 
@@ -38,6 +42,10 @@ def test_the_worker_runs_the_hearth_engine(hearth_engine):
     assert (loaded.engine, loaded.engine_note) == ("hearth", "")
     assert loaded.n_layers == 30 and loaded.n_vocab == 49152 and loaded.n_ctx == 512
     assert "Hearth engine" in loaded.description
+    # the engine's imports were made after Ready, in the background, and the load found them
+    # made or waited for them (engine/runtime/hearth_prewarm.py)
+    lines = hearth_engine.lines_after_load
+    assert any("hearth worker: Hearth engine imported ahead of a load in" in x for x in lines)
     texts, done = hearth_engine.run(prompt=STORY, sampling=GREEDY, max_tokens=8)
     assert isinstance(done, p.GenerationDone), done
     assert done.stop_reason == "max_tokens" and done.stats.n_generated == 8
@@ -111,11 +119,15 @@ def _load_without_a_gpu(starter, **params):
         running.close()
 
 
-def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter):
-    loaded, _ = _load_without_a_gpu(starter, **HEARTH)
+def test_without_a_gpu_the_worker_falls_back_to_llama_cpp_and_says_why(starter, monkeypatch):
+    monkeypatch.setattr(engine_output, "TAIL_LINES_KEPT", 10_000)
+    loaded, lines = _load_without_a_gpu(starter, **HEARTH)
     assert isinstance(loaded, p.ModelLoaded), loaded
     assert loaded.engine == "llama"
     assert "Hearth engine unavailable, using llama.cpp: no CUDA" in loaded.engine_note
+    # nothing of the Hearth engine was imported ahead where it cannot run
+    assert "hearth worker: Hearth engine not imported ahead: no NVIDIA GPU visible to NVML" in lines
+    assert not any("imported ahead of a load" in line for line in lines)
 
 
 def test_a_fallback_with_hearth_kv_formats_loads_with_llama_cpps_nearest(starter):
