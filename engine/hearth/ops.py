@@ -45,6 +45,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from engine.hearth.expert_offload import RamExperts
 from engine.hearth.host_dequant import DEQUANTIZABLE, dequantize
 from engine.hearth.moe_ops import KernelsMoeOps, PackedExperts, TorchMoeOps, swiglu_oai
 from engine.hearth.rope import RopeTable, rope_angles
@@ -291,6 +292,8 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         rows = 1 if self.rows_as_one else rows
 
         def in_8_bits(w) -> bool:
+            if isinstance(w, RamExperts):  # through their device slots, x as it is
+                return False
             if isinstance(w, PackedExperts):  # the expert GEMV, for a step of one launch
                 return rows <= self.GEMV_MAX_ROWS
             if isinstance(w, PreparedWeight):
@@ -329,22 +332,15 @@ class KernelsOps(KernelsMoeOps, TorchOps):
             self._gemv_rows = before
 
     def _matmul_path(self, rows: int, w) -> str:
-        """How `rows` rows of x meet the PackedWeight w (the one place the row thresholds are
-        read): "gemv" (one launch, up to GEMV_MAX_ROWS rows), "quant_gemm" (a batch's decode
-        step from QUANT_GEMM_MIN_ROWS rows, a prefill chunk up to QUANT_GEMM_MAX_PREFILL_ROWS,
-        for the formats kernels/packed_gemm.py reads), "gemv_slices" (the rest of a batch's
-        step), "dequant" (the rest of prefill: the matrix in f16 for torch's GEMM)."""
-        from kernels.packed_gemm import supports
-
-        if rows <= self.GEMV_MAX_ROWS:
+        """How `rows` rows of x meet the PackedWeight w: "gemv" for one row, and for the few
+        rows the integer GEMV takes (kernels.gemv.DP4A_MAX_ROWS, Q4_K and Q6_K); else
+        "dequant" (the matrix in f16 for torch's GEMM), a batch's decode step as a prefill
+        chunk. Measured on an H200 at the 8B shapes (docs/decisions/0022-batch-rows-by-
+        dequantized-gemm.md): the dequantized GEMM takes 13-99 us a matrix at 2 to 64 rows,
+        the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16."""
+        if rows == 1 or self._gemv_config(w, rows).path == "dp4a":
             return "gemv"
-        batch_step = rows <= self._gemv_rows
-        if supports(w) and (
-            (batch_step and rows >= self.QUANT_GEMM_MIN_ROWS)
-            or rows <= self.QUANT_GEMM_MAX_PREFILL_ROWS
-        ):
-            return "quant_gemm"
-        return "gemv_slices" if batch_step else "dequant"
+        return "dequant"
 
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
@@ -353,19 +349,8 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         if self.rows_as_one:  # every row as a decode step's GEMV computes it (TorchOps says why)
             config = dataclasses.replace(self._gemv_config(w, 1), rows_alike=True)
             return self._k.quant_matmul(x, w, config, quantized=shared)
-        path = self._matmul_path(rows, w)
-        if path == "gemv":
+        if self._matmul_path(rows, w) == "gemv":
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
-        if path == "quant_gemm":
-            return self._k.quant_gemm(x, w)
-        if path == "gemv_slices":
-            x2 = x.reshape(rows, x.shape[-1])
-            step = self.GEMV_MAX_ROWS
-            parts = [
-                self._k.quant_matmul(x2[i : i + step], w, self._gemv_config(w, min(step, rows - i)))
-                for i in range(0, rows, step)
-            ]
-            return torch.cat(parts).reshape(*x.shape[:-1], -1)
         from kernels.dequant import dequantize
 
         try:

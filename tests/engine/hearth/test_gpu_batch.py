@@ -42,18 +42,14 @@ def float_gemv_alone(monkeypatch):
     monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 0)
 
 
-@pytest.mark.parametrize("step_path", ["gemv_slices", "packed_gemm"])
 @pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8")])
-def test_twenty_sequences_together_equal_each_alone(arch, kv, step_path, tmp_path,
-                                                   float_gemv_alone):  # fmt: skip
-    """The 20-row step through the GEMV in slices of 16 and 4 (the default) and through the
-    packed GEMM (KernelsOps.QUANT_GEMM_MIN_ROWS lowered to 17)."""
+def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_gemv_alone):
+    """The 20-row step through the dequantized matrices' GEMM (KernelsOps._matmul_path past
+    GEMV_MAX_ROWS rows) against each sequence alone on the one-row GEMV."""
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
     ops = KernelsOps("cuda")
-    if step_path == "packed_gemm":
-        ops.QUANT_GEMM_MIN_ROWS = ops.GEMV_MAX_ROWS + 1
     model = Transformer.load(cfg, GGUFTensors(str(path), info), ops)
     dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
     cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format=kv, v_format=kv)
@@ -95,10 +91,10 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, step_path, tmp_pat
         expected = torch.stack([r.float().cpu() for r in rows]).numpy()
         actual = torch.stack(got[i]).numpy()
         errors.append(np.linalg.norm(actual - expected) / np.linalg.norm(expected))
-    # the same products on both sides (float_gemv_alone) up to rounding: the GEMV's tiling of
-    # 1 against 16 rows, or the packed GEMM's f16 weights and x against the one-row GEMV's
-    # float32 sums of f16 x, and the pages' layout
-    assert max(errors) < 1e-2, errors
+    # the same products on both sides (float_gemv_alone) up to rounding: the GEMM's f16
+    # weights and x (f16 products, float32 sums) against the one-row GEMV's float32 sums of f16
+    # x, and the pages' layout; measured on an H200: 0.3-1.05% (qwen3 with a q8 cache the most)
+    assert max(errors) < 2e-2, errors
 
 
 def test_the_captured_steps_equal_the_eager_ones(tmp_path):
@@ -179,10 +175,12 @@ def test_a_shared_prefix_on_the_gpu_is_computed_once_and_copied_on_write(tmp_pat
         return np.linalg.norm(actual.numpy() - expected) / np.linalg.norm(expected) < 3e-2
 
     a = cache.new_sequence()
+    assert cache.grow(a, 150) == 0
     forward([a] * 150, prompt_a, list(range(150)))
     assert cache.publish(a, prompt_a) == 2
     b = cache.new_sequence(prompt_b, limit=len(prompt_b) - 1)
     assert cache.length(b) == 100
+    assert cache.grow(b, 3) == 100
     got_b = forward([b] * 3, prompt_b[100:], [100, 101, 102])
     assert cache.pool.pages(b)[0] == cache.pool.pages(a)[0]
     assert cache.pool.pages(b)[1] != cache.pool.pages(a)[1]
