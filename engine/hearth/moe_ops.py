@@ -22,7 +22,7 @@ the experts picked and each step's pairs grouped by expert on the device in one 
 with the activation, down with the routing-weighted sum over the slots; nothing is read back,
 so a decode step is captured whole; rows of more (token, slot) pairs than one launch takes
 (kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels in slices of
-tokens. A chunk of more than MOE_GEMM_MIN_PAIRS pairs (a prefill chunk) goes instead through
+tokens. A chunk of more than MOE_GEMM_MIN_TOKENS tokens (a prefill chunk) goes instead through
 the grouped GEMM (kernels/moe_grouped_gemm.py): the pairs aligned to expert blocks on the
 device, each expert's blocks dequantized in registers into f16 tiles for the tensor cores, one
 launch for gate+up and one for down over the whole chunk, nothing read back to the host
@@ -267,9 +267,12 @@ class KernelsMoeOps:
     """KernelsOps' mixture-of-experts operations: the expert GEMV, and the grouped GEMM for
     chunks of more pairs (see the module docstring)."""
 
-    # moe_ffn: more (token, slot) pairs than this (more than one expert GEMV launch takes) go
-    # through the grouped GEMM
-    MOE_GEMM_MIN_PAIRS = 256
+    # moe_ffn: chunks of more tokens than this go through the grouped GEMM. Measured on an H200
+    # (benchmarks/kernels/moe_prefill.py, docs/measurements/2026-11-28-s14-call-2/prefill/): at
+    # 64 tokens the expert GEMV in slices is faster (Qwen3-30B-A3B 590 against 864 us a layer,
+    # gpt-oss-20b 892 against 1,089), at 512 the GEMM (4.5x and 4.1x); the GEMM costs about a
+    # fixed 0.85-1.0 ms a layer, the GEMV 9-14 us a token: they cross at 80-96 tokens.
+    MOE_GEMM_MIN_TOKENS = 96
 
     def prepare_experts(
         self,
@@ -328,14 +331,14 @@ class KernelsMoeOps:
                 quantized=None):  # fmt: skip
         """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
         expert_down per slice of at most MAX_PAIRS (token, slot) pairs; past
-        MOE_GEMM_MIN_PAIRS pairs, select_experts and the grouped GEMM. The ids come from a
+        MOE_GEMM_MIN_TOKENS tokens, select_experts and the grouped GEMM. The ids come from a
         top-k over the router's n_expert logits, so each is in range (the kernels do not
         check). `quantized`: x in 8 bits from the norm's launch (rms_norm_for with the experts
         among its readers), used where the step is one slice: a quantization launch fewer."""
         n_tokens, k = x.shape[0], rule.n_expert_used
         if isinstance(experts, (ExpertWeights, RamExperts)):
             return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
-        if n_tokens * k > self.MOE_GEMM_MIN_PAIRS:
+        if n_tokens > self.MOE_GEMM_MIN_TOKENS:
             logits = logits.float() if bias is None else logits.float() + bias
             ids, weights = select_experts(logits, k, gating=rule.gating, normalize=rule.normalize)
             return self._moe_gemm(x, experts, ids, weights)
@@ -361,10 +364,10 @@ class KernelsMoeOps:
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
         """moe_ffn for experts already picked (ids [T, k], weights [T, k]): experts in host
         memory through their device slots, the rest through route_experts and the expert
-        GEMV, or past MOE_GEMM_MIN_PAIRS pairs the grouped GEMM."""
+        GEMV, or past MOE_GEMM_MIN_TOKENS tokens the grouped GEMM."""
         if isinstance(experts, (ExpertWeights, RamExperts)):
             return super().moe_ffn_selected(x, experts, ids, weights)
-        if ids.numel() > self.MOE_GEMM_MIN_PAIRS:
+        if ids.shape[0] > self.MOE_GEMM_MIN_TOKENS:
             return self._moe_gemm(x, experts, ids, weights)
         from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS, route_experts

@@ -109,7 +109,7 @@ def test_chunks_past_one_launch_are_split_by_tokens(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
 def test_chunks_past_the_threshold_take_the_grouped_gemm(arch, tmp_path, monkeypatch):
-    """Past MOE_GEMM_MIN_PAIRS pairs (made 4 here) a chunk goes through the grouped GEMM
+    """Past MOE_GEMM_MIN_TOKENS tokens (made 4 here) a chunk goes through the grouped GEMM
     (kernels/moe_grouped_gemm.py: f16 tiles, no 8-bit x), picked and given its experts as
     select_experts does: within TorchOps' float32 products' tolerance, through moe_ffn and
     moe_ffn_selected alike."""
@@ -126,7 +126,7 @@ def test_chunks_past_the_threshold_take_the_grouped_gemm(arch, tmp_path, monkeyp
 
     monkeypatch.setattr(kernels.moe_grouped_gemm, "grouped_moe", counted)
     ops = KernelsOps("cpu")
-    monkeypatch.setattr(ops, "MOE_GEMM_MIN_PAIRS", 4)
+    monkeypatch.setattr(ops, "MOE_GEMM_MIN_TOKENS", 4)
     expected = TorchOps("cpu").moe_ffn(x, torch_experts, logits, config.moe)
     got = ops.moe_ffn(x, kernel_experts, logits, config.moe)
     ids, weights = select_experts(
