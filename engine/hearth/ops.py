@@ -338,9 +338,12 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         chunk. Measured on an H200 at the 8B shapes (docs/decisions/0022-batch-rows-by-
         dequantized-gemm.md): the dequantized GEMM takes 13-99 us a matrix at 2 to 64 rows,
         the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16."""
-        if rows == 1 or self._gemv_config(w, rows).path == "dp4a":
+        import kernels.gemv
+
+        if rows == 1:
             return "gemv"
-        return "dequant"
+        few = rows <= kernels.gemv.DP4A_MAX_ROWS  # (no config built for a prefill chunk's rows)
+        return "gemv" if few and self._gemv_config(w, rows).path == "dp4a" else "dequant"
 
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
