@@ -1,8 +1,9 @@
 """The Hearth engine's batch on a GPU (HEARTH_GPU_TESTS=1 on the device machine): 20 sequences
-of different lengths decoded together on kernels/ (the step's 20 rows through the GEMV in
-slices or the packed GEMM, the rows written into their own pages in one launch, the batched
-decode attention, a prompt chunk beside decode rows) against each sequence decoded alone
-through the one-sequence paged cache."""
+of different lengths decoded together on kernels/ (the step's 20 rows through the dequantized
+matrices' GEMM, the rows written into their own pages in one launch, the batched decode
+attention, a prompt chunk beside decode rows) against each sequence decoded alone through the
+one-sequence paged cache; a shared prefix copied on write; a decode step replayed from its
+CUDA graph against the same step run eagerly."""
 
 from __future__ import annotations
 
@@ -187,3 +188,53 @@ def test_a_shared_prefix_on_the_gpu_is_computed_once_and_copied_on_write(tmp_pat
     assert close(got_b, alone(prompt_b))
     pos = cache.grow(a, 1)
     assert close(forward([a], [42], [pos]), alone(prompt_a, [42]))
+
+
+@pytest.mark.parametrize("n_rows", [5, 20])
+def test_a_captured_decode_step_equals_the_eager_one(n_rows, tmp_path):
+    """BatchGraphs (engine/hearth/batch_graph.py): a decode step of 5 rows (the integer GEMV,
+    bucket 8) and of 20 (the dequantized matrices' GEMM, bucket 32) replayed from its CUDA
+    graph gives the logits of the same step run eagerly on an identical cache, and the rows of
+    the bucket's spare slots touch no sequence's pages."""
+    from engine.hearth.batch_graph import BatchGraphs
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama"))
+    info = read_model_info(path)
+    cfg = model_config(info)
+    model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
+    prompts = [_prompt(i) for i in range(n_rows)]
+
+    def cache_with_prompts():
+        cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format="f16",
+                                  v_format="f16", max_sequences=n_rows + 1)  # fmt: skip
+        seqs = [cache.new_sequence() for _ in prompts]
+        for seq, prompt in zip(seqs, prompts, strict=True):
+            cache.grow(seq, len(prompt))
+            positions = list(range(len(prompt)))
+            with torch.inference_mode():
+                model.forward(
+                    torch.tensor(prompt, device="cuda"), torch.tensor(positions, device="cuda"),
+                    cache.rows([seq] * len(prompt), positions), n_keys=0,
+                    logit_rows=torch.tensor([len(prompt) - 1], device="cuda"),
+                )  # fmt: skip
+        return cache, seqs
+
+    tokens = [(11 * i + 5) % 300 + 1 for i in range(n_rows)]
+    positions = [len(p) for p in prompts]
+    eager_cache, eager_seqs = cache_with_prompts()
+    for seq in eager_seqs:
+        eager_cache.grow(seq, 1)
+    with torch.inference_mode():
+        eager = model.forward(
+            torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
+            eager_cache.rows(eager_seqs, positions), n_keys=0,
+            logit_rows=torch.arange(n_rows, device="cuda"),
+        ).float().cpu()  # fmt: skip
+    graph_cache, graph_seqs = cache_with_prompts()
+    graphs = BatchGraphs(model, graph_cache, max_rows=32)
+    for seq in graph_seqs:
+        graph_cache.grow(seq, 1)
+    replayed = graphs.step(graph_seqs, tokens, positions).float().cpu()
+    torch.testing.assert_close(replayed, eager, rtol=0, atol=1e-3)
+    graphs.close()
