@@ -33,11 +33,11 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
   and minimums included).
 - decode workspace, kept by the CUDA graph's private pool (decode_graph.py): the activations
-  of one token (a MoE layer's: moe_workspace), the plain cache's one-query attention (scores
+  of one token (a MoE layer's: moe_workspace.py), the plain cache's one-query attention (scores
   over every slot: f16, float32 softmax, f16 probabilities per query head), the logits.
   kernels' paged decode needs only partial sums.
 - prefill workspace (a chunk of n_ubatch rows, the last one attending over the whole context):
-  float32 activations (a MoE layer's: moe_workspace), and the larger of a layer's two
+  float32 activations (a MoE layer's: moe_workspace.py), and the larger of a layer's two
   transient peaks, which never overlap: the largest (joined) matrix dequantized to f16 for
   torch's GEMM (kernels/dequant.py's one pass for Q4_K and Q6_K: nothing beside the result)
   with its product; or the attention over the whole context (the paged cache's pages gathered
@@ -46,7 +46,9 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   kernel, which tiles the scores).
 - overhead: the CUDA context, cuBLAS and Triton's modules (HEARTH_COSTS.context_bytes), and the
   rounding of torch's caching allocator (blocks of 512 bytes, 2 MiB segments for small
-  allocations, 20 MiB for medium ones, large ones rounded to 2 MiB). The load's raw copies are
+  allocations, 20 MiB for medium ones, large ones rounded to 2 MiB), and the blocks it keeps
+  reserved beside a prefill chunk's live peak when a layer's attention buffer has to take a new
+  segment (prefill_split_slack: a share of the largest). The load's raw copies are
   returned to torch's cache before the KV cache is made, which reuses their blocks: the peak
   is the weights with the larger of the two (HearthItems.gpu_total).
 
@@ -77,18 +79,9 @@ from engine.hearth.cache_layout import (
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig, model_config
 from engine.hearth.page_pool import pages_for
 from engine.planner.memory import DeviceMemory, MemoryEstimate
+from engine.planner.moe_workspace import moe_workspace
 from kernels.ggml_formats import FORMATS
 from kernels.kv_formats import bytes_per_row, kivi_group
-
-# (token, expert) pairs one expert GEMV launch takes (kernels/moe_routing.py MAX_PAIRS; a test
-# keeps them equal: this module stays torch-free)
-EXPERT_PAIRS_PER_LAUNCH = 256
-# runs of 16 weights an expert GEMV program reads of a row (kernels/moe_gemv.py MoeGemvConfig)
-_EXPERT_MAX_RUNS = 128
-# the grouped GEMM's largest block of pairs (kernels/moe_grouped_gemm.py default_config) and
-# its counting tables' bound (MAX_CHUNKS chunks x the experts padded to a power of two, 256)
-GROUPED_BLOCK_M = 64
-_GROUPED_HISTOGRAM = 64 * 256
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -117,6 +110,15 @@ class HearthCosts:
     # positions), and the measured prefill workspace does not grow with the context as the
     # scores would
     prefill_scores_materialized: bool = False
+    # the share of the prefill attention's largest buffer that torch's caching allocator keeps
+    # reserved beside the live peak (prefill_split_slack). On the H200 (18 loads on 12 and 24
+    # GiB cards, docs/measurements/2026-11-28-s14-call-3/memory), the ten Llama and Mistral
+    # loads whose largest buffer was 384 MiB-1 GiB peaked (NVML) above the model's live
+    # allocations by 0.03-0.15 of it in seven and 1.02-1.11 of it in three (torch's reserved
+    # less its allocated at the peak: the same, a second segment of it). A half is
+    # the share that holds all 18 within max(3%, 128 MiB) of NVML's peak both ways (-2.3% to
+    # +2.6%); a load that takes the whole second segment is then under by half the buffer.
+    prefill_split_share: float = 0.5
     host_process_bytes: int = 2 * GIB  # the worker's RSS besides the model: torch, CUDA runtime
     calibrated: bool = True
 
@@ -155,6 +157,7 @@ class HearthItems:
     kv_reserved: int
     decode_workspace: int  # kept by the CUDA graph's own pool
     prefill_workspace: int  # the regular pool, at the last chunk of a full context
+    prefill_split_slack: int  # reserved by torch's allocator beside that (prefill_split_slack)
     context: int
     host_weights: int
     host_process: int
@@ -166,6 +169,7 @@ class HearthItems:
         cache is made, whose allocations and the workspaces' then reuse those blocks, so the
         two never add up: the larger of them counts, above the weights and the context."""
         running = self.kv_reserved + self.decode_workspace + self.prefill_workspace
+        running += self.prefill_split_slack
         return self.weights_reserved + max(self.load_transient, running) + self.context
 
 
@@ -433,10 +437,10 @@ def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
 # -- workspace -------------------------------------------------------------------------------------
 
 
-def _prefill_attention(
+def _prefill_attention_buffers(
     cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
-) -> int:
-    """One layer's prefill attention for `rows` queries over n_ctx positions, the buffers alive
+) -> tuple[int, ...]:
+    """One layer's prefill attention for `rows` queries over n_ctx positions: the buffers alive
     at its peak as the code allocates them (freed at the layer's end, so one layer's count):
 
     - K and V over the whole context in f16: the paged cache's pages gathered
@@ -453,19 +457,42 @@ def _prefill_attention(
     n, d = config.n_ctx, cfg.head_dim
     layout = gpu_cache_layout(config.type_k, config.type_v)
     copied = layout.paged or layout.plain_element_bytes == 4
-    kv = 2 * cfg.n_head_kv * n * d * 2 if copied else 0
+    one_kv = cfg.n_head_kv * n * d * 2 if copied else 0
     mask = rows * n
     slots = 8 * n
     if not costs.prefill_scores_materialized:
-        attention = kv + slots + mask + cfg.n_rep * mask * (1 + 2)
-    else:
-        repeated = 2 * cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
-        attention = kv + slots + repeated + 2 * cfg.n_head * rows * n * 4 + mask
+        return (one_kv, one_kv, slots, mask, cfg.n_rep * mask, 2 * cfg.n_rep * mask)
+    repeated = cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
+    scores = cfg.n_head * rows * n * 4
+    return (one_kv, one_kv, slots, repeated, repeated, scores, scores, mask)
+
+
+def _prefill_attention(
+    cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
+) -> int:
+    """One layer's prefill attention at its peak (_prefill_attention_buffers)."""
+    buffers = _prefill_attention_buffers(cfg, config, rows, costs)
+    attention = sum(buffers)
     if config.type_k == "kivi4":
         # _own_pages_exact: K, V and the mask concatenated with the scratch rows, the old and
         # the new copies alive while torch.cat makes them (before the attention's own peak)
+        kv, slots, mask = buffers[0] + buffers[1], buffers[2], rows * config.n_ctx
         return max(attention, 2 * kv + slots + 2 * mask)
     return attention
+
+
+def prefill_split_slack(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts) -> int:
+    """What torch's caching allocator keeps reserved beside a prefill chunk's live peak. Each
+    layer's attention allocates its buffers (the largest: SDPA's f16 mask for grouped-query
+    heads, 1 GiB for 512 rows over 256k positions of Llama-3-8B) and frees them at its end;
+    a tensor that outlives the layer (the residual, a GEMM's output) carved out of that freed
+    block leaves the next layer's buffer no room there, and it takes a new segment: the buffer
+    held twice. Whether it happens depends on the cached blocks the load and the fill left
+    (best fit), so a load holds about one more largest buffer or a tenth of one (the reading
+    of torch's reserved less allocated at the peak; no allocator trace taken): counted as
+    HearthCosts.prefill_split_share of it."""
+    buffers = _prefill_attention_buffers(cfg, config, _chunk_rows(config), costs)
+    return int(costs.prefill_split_share * max(buffers))
 
 
 def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:
@@ -480,60 +507,6 @@ def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:
 def _logits_workspace(cfg: ModelConfig) -> int:
     # logits, probabilities, a sorted copy with int64 indices, the kept mask (sampler.py)
     return cfg.n_vocab * (4 + 4 + 4 + 8 + 1)
-
-
-def _expert_splits(n_in: int) -> int:
-    """How many splits of K the expert GEMV reads a row of n_in weights in (moe_gemv.py
-    _runs_per_split: one up to 128 runs of 16, else runs of 128 or 64, whichever wastes less)."""
-    runs = n_in // 16
-    if runs <= _EXPERT_MAX_RUNS:
-        return 1
-    half = _EXPERT_MAX_RUNS // 2
-    waste = {nr: -(-runs // nr) * nr - runs for nr in (_EXPERT_MAX_RUNS, half)}
-    per_split = min(waste, key=lambda nr: (waste[nr], -nr))
-    return -(-runs // per_split)
-
-
-def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
-    """A mixture-of-experts layer's buffers for `rows` tokens (ops.KernelsOps.moe_ffn), 0 for
-    a dense model: the router's logits, the routing (int32 ids, float32 weights, the tables
-    grouping the pairs), x and h in 8 bits (about 1.4 bytes a value: codes, a scale per 32
-    and a sum per 16), gate/up's float32 partials (two channels per split of K) and h, down's
-    float32 partials and its output, for one launch slice of at most EXPERT_PAIRS_PER_LAUNCH
-    pairs, and every slice's output until they are concatenated."""
-    moe = cfg.moe
-    if moe is None:
-        return 0
-    k, n_ff, n_embd = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd
-    act = costs.activation_bytes
-    if rows * k > EXPERT_PAIRS_PER_LAUNCH:
-        return _grouped_moe_workspace(cfg, rows, costs)
-    router = rows * moe.n_expert * act + rows * k * (4 + 4)
-    tokens = min(rows, max(1, EXPERT_PAIRS_PER_LAUNCH // k))
-    pairs = tokens * k
-    routing = 4 * (pairs + 3 * min(moe.n_expert, pairs) + 1)
-    in_8_bits = 2 * (tokens * n_embd + pairs * n_ff)
-    gate_up = 2 * _expert_splits(n_embd) * pairs * n_ff * 4 + pairs * n_ff * act
-    down = _expert_splits(n_ff) * pairs * n_embd * 4 + tokens * n_embd * act
-    outputs = 2 * rows * n_embd * act if rows > tokens else 0
-    return router + routing + in_8_bits + gate_up + down + outputs
-
-
-def _grouped_moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
-    """A chunk of more than EXPERT_PAIRS_PER_LAUNCH pairs (kernels/moe_grouped_gemm.py through
-    KernelsMoeOps.moe_ffn): the router's logits with torch's selection (a float32 copy and its
-    softmax, int64 ids and float32 weights), the pairs sorted into blocks (int32: every pair,
-    each expert's last block padded, at most GROUPED_BLOCK_M rows, and the count tables), h in
-    f16 for every pair, down's float32 row per pair, their float32 sum over the slots and the
-    output."""
-    moe = cfg.moe
-    assert moe is not None
-    k, n_ff, n_embd, n_expert = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd, moe.n_expert
-    act = costs.activation_bytes
-    pairs = rows * k
-    router = rows * n_expert * (act + 2 * 4) + pairs * (8 + 4)
-    routing = 4 * (pairs + n_expert * GROUPED_BLOCK_M + _GROUPED_HISTOGRAM + 2 * n_expert)
-    return router + routing + pairs * n_ff * 2 + pairs * n_embd * 4 + rows * n_embd * (4 + act)
 
 
 def decode_workspace(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts) -> int:
@@ -564,6 +537,11 @@ def _prefill_gemm(profile: HearthProfile, rows: int, costs: HearthCosts) -> int:
     return dense + rows * n_out * 2
 
 
+def _chunk_rows(config: HearthConfig) -> int:
+    """Rows of the last prefill chunk of a full context."""
+    return max(1, min(config.n_ubatch, config.n_ctx))
+
+
 def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: HearthCosts) -> int:
     """A prefill chunk's peak above the weights and the cache (the last chunk of a full
     context): the chunk's activations (a bound: every buffer a layer makes, float32), the
@@ -571,7 +549,7 @@ def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: Heart
     overlap: the largest matrix's GEMM (its f16 copy) and the attention over the whole
     context."""
     cfg = profile.config
-    rows = max(1, min(config.n_ubatch, config.n_ctx))
+    rows = _chunk_rows(config)
     qkv = (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim
     per_row = 3 * cfg.n_embd + qkv + cfg.n_head * cfg.head_dim + 3 * cfg.n_ff
     activations = rows * per_row * costs.activation_bytes + moe_workspace(cfg, rows, costs)
@@ -599,6 +577,7 @@ def hearth_items(
         kv_reserved=torch_reserved(kv),
         decode_workspace=decode_workspace(profile.config, config, costs),
         prefill_workspace=prefill_workspace(profile, config, costs),
+        prefill_split_slack=prefill_split_slack(profile.config, config, costs),
         context=costs.context_bytes,
         host_weights=profile.embedding_bytes + HOST_ROWS_KEPT * profile.config.n_embd * 4 + in_ram,
         host_process=costs.host_process_bytes,
@@ -614,7 +593,7 @@ def hearth_estimate(
 ) -> MemoryEstimate:
     """The estimate in the planner's shape: everything on the first GPU, none on the others."""
     items = hearth_items(profile, config, costs)
-    workspace = items.decode_workspace + items.prefill_workspace
+    workspace = items.decode_workspace + items.prefill_workspace + items.prefill_split_slack
     # the load's raw copies count only where they outgrow what reuses them (gpu_total)
     load_excess = max(0, items.load_transient - items.kv_reserved - workspace)
     first = DeviceMemory(

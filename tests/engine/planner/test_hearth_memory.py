@@ -221,6 +221,41 @@ def test_a_fused_sdpa_kernel_drops_the_scores(llama):
     )
 
 
+@pytest.mark.parametrize(
+    ("shape", "n_ctx", "kv", "materialized", "largest"),
+    [
+        # SDPA's f16 copy of the mask repeated for the 4 query heads of a KV head: 1 GiB
+        ("llama3-8b", 262144, "q8/rot4", False, 2 * 4 * 512 * 262144),
+        ("mistral-7b", 106496, "q8/rot4", False, 2 * 4 * 512 * 106496),
+        # the plain f16 cache's K and V are not copied: the mask is the largest there too
+        ("llama3-8b", 131072, "f16/f16", False, 2 * 4 * 512 * 131072),
+        # Gemma 3: 2 query heads of a KV head, 8 KV heads of 256: K gathered in f16 is larger
+        ("gemma3-12b", 65536, "q8/rot4", False, 8 * 65536 * 256 * 2),
+        # the math path: float32 scores of 32 heads x 512 rows
+        ("llama3-8b", 32768, "rot4/rot4", True, 32 * 512 * 32768 * 4),
+    ],
+)
+def test_the_allocator_keeps_half_the_largest_attention_buffer_beside_the_peak(
+    synthetic_info, shape, n_ctx, kv, materialized, largest
+):
+    import dataclasses
+
+    from engine.planner.hearth_memory import HEARTH_COSTS
+
+    profile = HearthProfile.of(synthetic_info(shape, "Q4_K_M"))
+    costs = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=materialized)
+    config = HearthConfig(n_ctx, *kv.split("/"))
+    items = hearth_items(profile, config, costs)
+    assert HEARTH_COSTS.prefill_split_share == 0.5
+    assert items.prefill_split_slack == largest // 2
+    # reserved, not allocated: on top of the workspaces in the total, not in them
+    without = hearth_items(profile, config, dataclasses.replace(costs, prefill_split_share=0))
+    assert without.prefill_split_slack == 0
+    assert without.prefill_workspace == items.prefill_workspace
+    assert items.gpu_total - without.gpu_total == largest // 2
+    assert hearth_estimate(profile, config, costs=costs).gpus[0].total == items.gpu_total
+
+
 # Qwen3-30B-A3B: 48 layers, n_embd 2048, 128 experts of 768, 8 used
 @pytest.fixture(scope="module")
 def qwen3_moe(synthetic_info):
@@ -246,7 +281,7 @@ def test_every_expert_is_on_the_gpu_and_none_is_a_prefill_gemm(qwen3_moe, synthe
     ("n_in", "splits"), [(768, 1), (2048, 1), (2880, 3), (4096, 2), (14336, 7)]
 )
 def test_expert_splits(n_in, splits):
-    from engine.planner.hearth_memory import _expert_splits
+    from engine.planner.moe_workspace import _expert_splits
 
     assert _expert_splits(n_in) == splits
 
@@ -273,7 +308,8 @@ def test_expert_splits(n_in, splits):
     ],
 )  # fmt: skip
 def test_moe_workspace(qwen3_moe, llama, rows, expected):
-    from engine.planner.hearth_memory import HEARTH_COSTS, moe_workspace
+    from engine.planner.hearth_memory import HEARTH_COSTS
+    from engine.planner.moe_workspace import moe_workspace
 
     assert moe_workspace(qwen3_moe.config, rows, HEARTH_COSTS) == expected
     assert moe_workspace(llama.config, rows, HEARTH_COSTS) == 0
@@ -281,7 +317,7 @@ def test_moe_workspace(qwen3_moe, llama, rows, expected):
 
 def test_the_grouped_gemm_constants_are_the_kernels():
     pytest.importorskip("triton")
-    from engine.planner.hearth_memory import _GROUPED_HISTOGRAM, GROUPED_BLOCK_M
+    from engine.planner.moe_workspace import _GROUPED_HISTOGRAM, GROUPED_BLOCK_M
     from kernels.moe_grouped_gemm import MAX_CHUNKS, default_config
 
     assert default_config(10**6, 8).block_m == GROUPED_BLOCK_M  # the largest block
@@ -290,7 +326,7 @@ def test_the_grouped_gemm_constants_are_the_kernels():
 
 def test_the_expert_gemv_constants_are_the_kernels():
     pytest.importorskip("triton")
-    from engine.planner.hearth_memory import (
+    from engine.planner.moe_workspace import (
         _EXPERT_MAX_RUNS,
         EXPERT_PAIRS_PER_LAUNCH,
         _expert_splits,
