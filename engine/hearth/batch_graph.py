@@ -106,9 +106,8 @@ class BatchGraphs:
 
     def _body(self, bucket: _Bucket) -> torch.Tensor:
         rows = _StaticRows(self.cache, bucket.tables, [self._stand_in] * bucket.size)
-        with self.model.ops.gemv_for_rows(bucket.size):
-            h = self.model.embed_on_device(self._table, bucket.tokens)
-            return self.model.forward_embedded(h, bucket.positions, rows, n_keys=0, all_logits=True)
+        h = self.model.embed_on_device(self._table, bucket.tokens)
+        return self.model.forward_embedded(h, bucket.positions, rows, n_keys=0, all_logits=True)
 
     def step(self, seqs: list[int], tokens: list[int], positions: list[int]) -> torch.Tensor:
         """One decode row per sequence (each grown for its position first): the logits

@@ -36,7 +36,6 @@ machine. On the CPU KernelsOps runs only under TRITON_INTERPRET=1, for the tests
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 from collections import OrderedDict
@@ -79,11 +78,6 @@ class TorchOps(TorchMoeOps):
 
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in DEQUANTIZABLE
-
-    def gemv_for_rows(self, n_rows: int):
-        """Within this block, matmuls of up to n_rows rows take the GEMV (KernelsOps: a batch's
-        decode step); plain torch has one path for every row count."""
-        return contextlib.nullcontext()
 
     def prepare(self, w: QuantWeight) -> PreparedWeight:
         if not self.supports(w.ggml_type):
@@ -200,31 +194,24 @@ class KernelsOps(KernelsMoeOps, TorchOps):
     """kernels/ where it has a kernel, plain torch for the rest.
 
     Matrices become kernels.PackedWeight (the file's blocks split once into planes of their
-    fields, the same bytes) and are multiplied by the fused-dequantization GEMV for up to
-    `GEMV_MAX_ROWS` rows (decode), by the quantized GEMM (kernels/packed_gemm.py: blocks
-    decoded into f16 tiles for the tensor cores) for a batch's decode step of more rows; a
-    prefill chunk dequantizes the matrix on the device (kernels/dequant.py) for that one f16
-    product through torch's GEMM, keeping nothing (`_matmul_path` decides).
+    fields, the same bytes). One row of x, and up to kernels.gemv.DP4A_MAX_ROWS rows of a Q4_K
+    or Q6_K matrix (a small batch's decode step), go through the fused-dequantization GEMV
+    (the integer one, x in 8 bits, for Q4_K and Q6_K); more rows (a larger batch's
+    decode step, a prefill chunk) dequantize the matrix on the device (kernels/dequant.py) for
+    one f16 product through torch's GEMM, keeping nothing (`_matmul_path` decides;
+    docs/decisions/0022-batch-rows-by-dequantized-gemm.md has the figures).
     A type kernels/ does not pack falls back to TorchOps (dequantized once, kept). RMSNorm (with
     the residual add fused), SwiGLU and RoPE are kernels; GELU stays in torch. A mixture of
     experts' routed experts go through the expert GEMV (prepare_experts, moe_ffn).
     """
 
     name = "kernels"
-    GEMV_MAX_ROWS = 16
-    # A batch's decode step (inside gemv_for_rows) of at least this many rows takes the
-    # quantized GEMM instead of the GEMV in slices of GEMV_MAX_ROWS: the slices read every
-    # weight once per 16 rows, the GEMM once per block of up to 64 (decoding a weight for the
-    # tensor cores costs about what it costs the GEMV's multiply-adds). Off (above the 64
-    # sequences a step holds, page_pool.MAX_SEQUENCES) until the figures of
-    # benchmarks/kernels/quant_gemm.py (its "GEMV x16" and "quant GEMM" rows at 32 and 64) have
-    # measured it on a GPU: the GEMV slices are the measured path.
-    QUANT_GEMM_MIN_ROWS = 65
-    # Prefill chunks (outside gemv_for_rows) of up to this many rows take the quantized GEMM;
-    # longer ones dequantize the matrix for torch's GEMM (writing and reading 2 bytes a weight,
-    # then cuBLAS's f16 rate). GEMV_MAX_ROWS: none take it until the benchmark's "dequant +
-    # torch" and "quant GEMM" rows say where the two cross.
-    QUANT_GEMM_MAX_PREFILL_ROWS = GEMV_MAX_ROWS
+    # The norm before a mixture of experts writes its output in 8 bits too (for the expert
+    # GEMV, which reads x in 8 bits) at up to this many rows: moe_ffn passes it on where the
+    # step is one launch of the expert GEMV, which 16 rows are at up to 16 experts a token
+    # (kernels.moe_routing.MAX_PAIRS, 256 pairs); more rows go in slices, each quantizing its
+    # own x, or through the grouped GEMM (x in f16).
+    MOE_X_8BIT_MAX_ROWS = 16
 
     def __init__(self, device: torch.device | str, dtype: torch.dtype = torch.float32):
         super().__init__(device, dtype)
@@ -239,7 +226,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         # cache and attention without a cast (three launches a layer fewer), and the GEMVs
         # read half the activation bytes; the residual stream and the logits stay float32
         self.activation_dtype = self._gemm_dtype
-        self._gemv_rows = self.GEMV_MAX_ROWS  # gemv_for_rows raises it for a batch's step
         self._ropes: dict[RopeTable, object] = {}
         # gemv's chained integer GEMV on sm_90+, gemv's default: a programmatic dependent
         # launch that starts while the kernel before it ends and loads its first weights before
@@ -295,7 +281,7 @@ class KernelsOps(KernelsMoeOps, TorchOps):
             if isinstance(w, RamExperts):  # through their device slots, x as it is
                 return False
             if isinstance(w, PackedExperts):  # the expert GEMV, for a step of one launch
-                return rows <= self.GEMV_MAX_ROWS
+                return rows <= self.MOE_X_8BIT_MAX_ROWS
             if isinstance(w, PreparedWeight):
                 return False
             return default_config(w.fmt.name, rows).path == "dp4a"
@@ -316,20 +302,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         if kind != "silu" or not self._integer_readers(rows, readers):
             return super().gated_ffn_activation_for(readers, gate, up, kind)
         return self._k.swiglu_quantized(gate, up)
-
-    @contextlib.contextmanager
-    def gemv_for_rows(self, n_rows: int):
-        """Within this block, matmuls of up to n_rows rows (a batch's decode step: one row per
-        sequence, up to 64) take the quantized GEMM (or, below QUANT_GEMM_MIN_ROWS or for a
-        format it does not read, the GEMV in slices of GEMV_MAX_ROWS rows), reading the blocks
-        as stored, instead of dequantizing every matrix for a GEMM as a prefill chunk does;
-        outside it, prefill keeps its path (`_matmul_path`)."""
-        before = self._gemv_rows
-        self._gemv_rows = max(before, n_rows)
-        try:
-            yield
-        finally:
-            self._gemv_rows = before
 
     def _matmul_path(self, rows: int, w) -> str:
         """How `rows` rows of x meet the PackedWeight w: "gemv" for one row, and for the few

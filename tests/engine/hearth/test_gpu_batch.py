@@ -46,7 +46,7 @@ def float_gemv_alone(monkeypatch):
 @pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8")])
 def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_gemv_alone):
     """The 20-row step through the dequantized matrices' GEMM (KernelsOps._matmul_path past
-    GEMV_MAX_ROWS rows) against each sequence alone on the one-row GEMV."""
+    kernels.gemv.DP4A_MAX_ROWS rows) against each sequence alone on the one-row GEMV."""
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
@@ -59,8 +59,7 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_ge
 
     def forward(row_seqs, tokens, positions, logit_rows):
         rows = cache.rows(row_seqs, positions)
-        decode_only = len(set(row_seqs)) == len(row_seqs)
-        with torch.inference_mode(), model.ops.gemv_for_rows(len(row_seqs) if decode_only else 0):
+        with torch.inference_mode():
             return model.forward(
                 torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
                 rows, n_keys=0, logit_rows=torch.tensor(logit_rows, device="cuda"),
@@ -72,7 +71,7 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_ge
         start = cache.grow(seq, len(prompt))
         got[i].append(forward([seq] * len(prompt), prompt, list(range(start, start + len(prompt))),
                               [len(prompt) - 1])[0])  # fmt: skip
-    for s in range(STEPS):  # all 20 decode together (KernelsOps._matmul_path: step_path)
+    for s in range(STEPS):  # all 20 decode together
         pos = [cache.grow(seq, 1) for seq in seqs]
         out = forward(seqs, [steps[i][s] for i in range(N_SEQS)], pos, list(range(N_SEQS)))
         for i in range(N_SEQS):
@@ -123,7 +122,7 @@ def test_the_captured_steps_equal_the_eager_ones(tmp_path):
                 out.append(graphs.step(seqs, tokens, pos).float().cpu())
             else:
                 rows = cache.rows(seqs, pos)
-                with torch.inference_mode(), model.ops.gemv_for_rows(n):
+                with torch.inference_mode():
                     out.append(model.forward(torch.tensor(tokens, device="cuda"),
                                              torch.tensor(pos, device="cuda"), rows, n_keys=0,
                                              all_logits=True).float().cpu())  # fmt: skip
