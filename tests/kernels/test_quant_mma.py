@@ -135,3 +135,25 @@ def test_refuses_other_formats_and_mismatched_inputs(device):
     with pytest.raises(UnsupportedTensor, match="not of this input"):
         other = quantize_activation(torch.randn(3, 256, device=device))
         quant_mma.quant_mma(x.to(device), w, quantized=other)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows", [16, 64])
+@pytest.mark.parametrize(
+    ("fmt", "shape"), [("Q4_K", (4096, 4096)), ("Q4_K", (1024, 4096)), ("Q6_K", (4096, 14336))]
+)
+def test_llama3_8b_shapes_on_the_gpu(fmt, shape, rows):
+    """The default launch (wgmma, split-K on attn_q/o and attn_k/v) against the integer GEMV
+    on the same 8-bit x, f16 in and out; twice, for the same bits."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    raw = reference.random_weight_bytes(fmt, *shape, seed=7)
+    w = PackedWeight.from_gguf(raw, fmt, shape, device="cuda")
+    x16 = torch.randn(rows, shape[1], device="cuda").half()
+    xq = quantize_activation(x16)
+    y = quant_mma.quant_mma(x16, w, quantized=xq, out_dtype=torch.float32)
+    by_gemv = gemv.quant_matmul(x16, w, gemv.default_config(fmt, 1), quantized=xq).float()
+    scale = float(by_gemv.abs().max())
+    torch.testing.assert_close(y, by_gemv, rtol=0, atol=1e-3 * scale)  # the GEMV's f16 output
+    again = quant_mma.quant_mma(x16, w, quantized=xq, out_dtype=torch.float32)
+    torch.testing.assert_close(again, y, rtol=0, atol=0)
