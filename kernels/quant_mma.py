@@ -12,10 +12,13 @@ sums, scaled per region in float32, so both agree to float32 rounding; against x
 error is that of 8-bit x (0.3-0.9% of a dot product on random weights).
 
 A program takes BLOCK_N weight rows and BLOCK_M rows of x (the weights are the MMA's M side:
-a decode step's 16-64 rows are its N side) and walks its part of K one super-block of 256
-weights a step (STEP super-blocks per loop iteration). Per step and scale region it unpacks the
-codes into an int8 tile [BLOCK_N, 32], loads x's int8 [BLOCK_M, 32] and does one
-`tl.dot(w, x^T)` -> int32 [BLOCK_N, BLOCK_M] (mma / wgmma, s8), then scales it in float32:
+a decode step's 16-64 rows are its N side) and walks its part of K in pieces of 64 weights
+(two scale regions; STEP pieces a loop iteration), one loop over the pieces so that Triton's
+pipeliner prefetches the next pieces' loads (the first version walked a super-block's 8
+regions unrolled, and the compiler's hoisting of all their loads took 255 registers and
+spilled at BLOCK_M = 64). Per scale region it unpacks the codes into an int8 tile [BLOCK_N,
+32], loads x's int8 [BLOCK_M, 32] and does one `tl.dot(w, x^T)` -> int32 [BLOCK_N, BLOCK_M]
+(wgmma s8 on sm_90), then scales it in float32:
 
 Q4_K: a region is a sub-block of 32 (6-bit sc and m): the 32 qs bytes of chunk c give the
     codes 0..15 of sub-blocks 2c (low nibbles) and 2c + 1 (high).
@@ -61,7 +64,7 @@ _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 class MmaConfig:
     block_m: int = 0  # rows of x a program (16, 32, 64, ...); 0: default_config's rule
     block_n: int = 64  # weight rows a program (the MMA's M side)
-    step: int = 1  # super-blocks (256 weights) a loop iteration
+    step: int = 1  # pieces of 64 weights (two scale regions) a loop iteration: 1, 2 or 4
     num_warps: int = 4
     num_stages: int = 3
     split_k: int = 0  # parts of K; 0: default_config's rule (from the tiles and the SMs)
@@ -74,9 +77,12 @@ def default_config(n_rows: int, n_out: int, n_in: int, n_sm: int = 132) -> MmaCo
     """BLOCK_M: the power of two from 16 to 64 at or above the row count (a decode step of up
     to 64 rows is one block of rows: every weight read once). K split where the tiles are
     fewer than the multiprocessors, into as many parts as keep the programs within one wave
-    (n_sm // tiles: 2 for a 4096-row matrix in tiles of 64, 8 for 1024 rows)."""
+    (n_sm // tiles: 2 for a 4096-row matrix in tiles of 64, 8 for 1024 rows). 8 warps from 64
+    rows: with 4, a thread holds a quarter of the [64, 64] sums and of each scale region's
+    x scales, and ptxas gave 255 registers and spills (sm_90, Triton 3.8; 8 warps: 173)."""
     block_m = min(64, max(16, triton.next_power_of_2(max(1, n_rows))))
-    return resolved(MmaConfig(block_m=block_m), n_rows, n_out, n_in, n_sm)
+    cfg = MmaConfig(block_m=block_m, num_warps=8 if block_m >= 64 else 4)
+    return resolved(cfg, n_rows, n_out, n_in, n_sm)
 
 
 def resolved(cfg: MmaConfig, n_rows: int, n_out: int, n_in: int, n_sm: int) -> MmaConfig:
@@ -87,14 +93,15 @@ def resolved(cfg: MmaConfig, n_rows: int, n_out: int, n_in: int, n_sm: int) -> M
         )
     if cfg.split_k == 0:
         tiles = triton.cdiv(n_rows, cfg.block_m) * triton.cdiv(n_out, cfg.block_n)
-        most = max(1, (n_in // 256) // max(MIN_SPLIT_BLOCKS, cfg.step))
+        most = max(1, (n_in // 256) // MIN_SPLIT_BLOCKS)
         cfg = dataclasses.replace(cfg, split_k=max(1, min(n_sm // tiles, most)))
     return cfg
 
 
-def split_plan(n_blocks: int, step: int, split_k: int) -> tuple[int, int]:
-    """(super-blocks a part, parts): split_k parts of whole steps, the last maybe shorter."""
-    per_split = triton.cdiv(triton.cdiv(n_blocks, split_k), step) * step
+def split_plan(n_blocks: int, split_k: int) -> tuple[int, int]:
+    """(super-blocks a part, parts): split_k parts of whole super-blocks (a loop step is at
+    most one), the last maybe shorter."""
+    per_split = triton.cdiv(n_blocks, split_k)
     return per_split, triton.cdiv(n_blocks, per_split)
 
 
@@ -112,10 +119,11 @@ def _x_tile(xq_ptr, m, m_mask, k0, K):
 
 
 @triton.jit
-def _q4_k_block(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, xs_ptr, row_blk, blk, w_mask, m, m_mask,
-                K):  # fmt: skip
-    """acc [BN, BM] += super-block blk of rows row_blk // NB (row_blk = row * NB + blk).
-    p0..p3: d, dmin (f16), the scales as int32 words (3 a block), qs (uint8)."""
+def _q4_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, xs_ptr, row_blk, blk, c, w_mask, m,
+                m_mask, K):  # fmt: skip
+    """acc [BN, BM] += chunk c (weights 64c .. 64c + 63: sub-blocks 2c and 2c + 1) of
+    super-block blk of rows row_blk // NB (row_blk = row * NB + blk). p0..p3: d, dmin (f16),
+    the scales as int32 words (3 a block), qs (uint8)."""
     lane = tl.arange(0, 32)
     d = tl.load(p0 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
     dmin = tl.load(p1 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
@@ -123,60 +131,62 @@ def _q4_k_block(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, xs_ptr, row_blk, blk, w_mas
     s1 = tl.load(p2 + row_blk * 3 + 1, mask=w_mask, other=0)
     s2 = tl.load(p2 + row_blk * 3 + 2, mask=w_mask, other=0)
     n_groups = K // 32
-    for c in tl.static_range(4):
-        qs = tl.load(p3 + row_blk[:, None] * 128 + c * 32 + lane[None, :], mask=w_mask[:, None],
-                     other=0)  # fmt: skip
-        sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, c)
-        for half in tl.static_range(2):  # sub-block 2c + half: low, then high nibbles
-            if half == 0:  # noqa: SIM108 (a static if; Triton's ternary is not one)
-                codes = (qs & 0x0F).to(tl.int8)
-            else:
-                codes = (qs >> 4).to(tl.int8)
-            g = blk * 8 + 2 * c + half  # x's group of 32
-            x = _x_tile(xq_ptr, m, m_mask, g * 32, K)
-            dot = tl.dot(codes, tl.trans(x), out_dtype=tl.int32)  # [BN, BM]
-            dx = tl.load(xd_ptr + m * n_groups + g, mask=m_mask, other=0.0)
-            isum = tl.load(xs_ptr + m * 2 * n_groups + 2 * g, mask=m_mask, other=0)
-            isum += tl.load(xs_ptr + m * 2 * n_groups + 2 * g + 1, mask=m_mask, other=0)
-            if half == 0:
-                scale, low = d * sc_lo, dmin * m_lo
-            else:
-                scale, low = d * sc_hi, dmin * m_hi
-            x_sum = dx * isum.to(tl.float32)  # sum of x' over the sub-block
-            acc += exact_float(dot) * (scale[:, None] * dx[None, :])
-            acc -= low[:, None] * x_sum[None, :]
+    qs = tl.load(p3 + row_blk[:, None] * 128 + c * 32 + lane[None, :], mask=w_mask[:, None],
+                 other=0)  # fmt: skip
+    sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, c)
+    for half in tl.static_range(2):  # sub-block 2c + half: low, then high nibbles
+        if half == 0:  # noqa: SIM108 (a static if; Triton's ternary is not one)
+            codes = (qs & 0x0F).to(tl.int8)
+        else:
+            codes = (qs >> 4).to(tl.int8)
+        g = blk * 8 + 2 * c + half  # x's group of 32
+        x = _x_tile(xq_ptr, m, m_mask, g * 32, K)
+        dot = tl.dot(codes, tl.trans(x), out_dtype=tl.int32)  # [BN, BM]
+        dx = tl.load(xd_ptr + m * n_groups + g, mask=m_mask, other=0.0)
+        isum = tl.load(xs_ptr + m * 2 * n_groups + 2 * g, mask=m_mask, other=0)
+        isum += tl.load(xs_ptr + m * 2 * n_groups + 2 * g + 1, mask=m_mask, other=0)
+        if half == 0:
+            scale, low = d * sc_lo, dmin * m_lo
+        else:
+            scale, low = d * sc_hi, dmin * m_hi
+        x_sum = dx * isum.to(tl.float32)  # sum of x' over the sub-block
+        # each product formed from acc or the dot, so that no [BN, BM] tile of scales alone
+        # exists for the compiler to compute ahead of the dot (registers: 255 and spills at
+        # BLOCK_M = 64 with 4 warps, scales first)
+        acc -= low[:, None] * x_sum[None, :]
+        acc += (exact_float(dot) * dx[None, :]) * scale[:, None]
     return acc
 
 
 @triton.jit
-def _q6_k_block(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, row_blk, blk, w_mask, m, m_mask, K):
-    """acc [BN, BM] += super-block blk of rows row_blk // NB. p0..p3: ql, qh (uint8), scales
+def _q6_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, row_blk, blk, h, run, w_mask, m, m_mask,
+                K):  # fmt: skip
+    """acc [BN, BM] += quarters run and run + 2 (ql bytes 64h + 32 run + l, low and high
+    nibbles) of half h of super-block blk of rows row_blk // NB. p0..p3: ql, qh (uint8), scales
     (int8, 16 a block), d (f16)."""
     lane = tl.arange(0, 32)
     d = tl.load(p3 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
     n_groups = K // 32
-    for h in tl.static_range(2):  # halves of 128 weights
-        qh = tl.load(p1 + row_blk[:, None] * 64 + h * 32 + lane[None, :], mask=w_mask[:, None],
-                     other=0)  # fmt: skip
-        for run in tl.static_range(2):  # ql bytes 64h + 32 run + l: quarters run and run + 2
-            ql = tl.load(p0 + row_blk[:, None] * 128 + h * 64 + run * 32 + lane[None, :],
-                         mask=w_mask[:, None], other=0)  # fmt: skip
-            for nibble in tl.static_range(2):
-                q = run + 2 * nibble  # weights 128h + 32q + l
-                six = ((ql >> (4 * nibble)) & 0x0F) | (((qh >> (2 * q)) & 0x03) << 4)
-                codes = (six.to(tl.int16) - 32).to(tl.int8)
-                g = blk * 8 + 4 * h + q  # x's group of 32
-                x = _x_tile(xq_ptr, m, m_mask, g * 32, K)
-                first = (lane < 16)[None, :]
-                zero = tl.zeros_like(x)
-                dot0 = tl.dot(codes, tl.trans(tl.where(first, x, zero)), out_dtype=tl.int32)
-                dot1 = tl.dot(codes, tl.trans(tl.where(first, zero, x)), out_dtype=tl.int32)
-                at = p2 + row_blk * 16 + 8 * h + 2 * q
-                sc0 = tl.load(at, mask=w_mask, other=0).to(tl.float32)
-                sc1 = tl.load(at + 1, mask=w_mask, other=0).to(tl.float32)
-                dx = tl.load(xd_ptr + m * n_groups + g, mask=m_mask, other=0.0)
-                runs = exact_float(dot0) * sc0[:, None] + exact_float(dot1) * sc1[:, None]
-                acc += runs * (d[:, None] * dx[None, :])
+    qh = tl.load(p1 + row_blk[:, None] * 64 + h * 32 + lane[None, :], mask=w_mask[:, None],
+                 other=0)  # fmt: skip
+    ql = tl.load(p0 + row_blk[:, None] * 128 + h * 64 + run * 32 + lane[None, :],
+                 mask=w_mask[:, None], other=0)  # fmt: skip
+    first = (lane < 16)[None, :]
+    for nibble in tl.static_range(2):
+        q = run + 2 * nibble  # weights 128h + 32q + l
+        six = ((ql >> (4 * nibble)) & 0x0F) | (((qh >> (2 * q)) & 0x03) << 4)
+        codes = (six.to(tl.int16) - 32).to(tl.int8)
+        g = blk * 8 + 4 * h + q  # x's group of 32
+        x = _x_tile(xq_ptr, m, m_mask, g * 32, K)
+        zero = tl.zeros_like(x)
+        dot0 = tl.dot(codes, tl.trans(tl.where(first, x, zero)), out_dtype=tl.int32)
+        dot1 = tl.dot(codes, tl.trans(tl.where(first, zero, x)), out_dtype=tl.int32)
+        at = p2 + row_blk * 16 + 8 * h + 2 * q
+        sc0 = tl.load(at, mask=w_mask, other=0).to(tl.float32)
+        sc1 = tl.load(at + 1, mask=w_mask, other=0).to(tl.float32)
+        dx = tl.load(xd_ptr + m * n_groups + g, mask=m_mask, other=0.0)
+        runs = exact_float(dot0) * sc0[:, None] + exact_float(dot1) * sc1[:, None]
+        acc += (runs * dx[None, :]) * d[:, None]  # no tile of scales alone (_q4_k_piece)
     return acc
 
 
@@ -190,7 +200,8 @@ def quant_mma_kernel(
     """Grid (row tiles of x, weight row tiles, parts of K): the programs that read the same
     weights are neighbours. x: quantize_activation's buffers, xq read as int8 [M, K]; out
     [M, N] (row stride stride_om); part [n_splits, M, N] float32 and one ticket counter per
-    (x tile, weight tile) with SPLIT_K. blocks_per_split: a multiple of STEP."""
+    (x tile, weight tile) with SPLIT_K. The loop walks pieces of 64 weights (4 a super-block),
+    STEP (1, 2 or 4) an iteration."""
     m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     m_mask = m < M
     rows = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -199,19 +210,17 @@ def quant_mma_kernel(
     first = split * blocks_per_split
     row_start = rows.to(tl.int64) * NB
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for k in range(first, tl.minimum(first + blocks_per_split, NB), STEP):
+    for piece0 in range(first * 4, tl.minimum(first + blocks_per_split, NB) * 4, STEP):
         for i in tl.static_range(STEP):
-            blk = k + i
-            # a step past the row's last super-block (a part's last step half full) reads
-            # neither weights nor x: both masks are off, and its sums are 0
-            w_mask = row_mask & (blk < NB)
-            x_mask = m_mask & (blk < NB)
+            piece = piece0 + i
+            blk = piece // 4
             if Q6:
-                acc = _q6_k_block(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, row_start + blk, blk,
-                                  w_mask, m, x_mask, K)  # fmt: skip
+                acc = _q6_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, row_start + blk, blk,
+                                  (piece // 2) % 2, piece % 2, row_mask, m, m_mask,
+                                  K)  # fmt: skip
             else:
-                acc = _q4_k_block(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, xs_ptr, row_start + blk,
-                                  blk, w_mask, m, x_mask, K)  # fmt: skip
+                acc = _q4_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, xs_ptr, row_start + blk,
+                                  blk, piece % 4, row_mask, m, m_mask, K)  # fmt: skip
     mask = row_mask[:, None] & m_mask[None, :]
     out = out_ptr + m[None, :] * stride_om + rows[:, None]
     if SPLIT_K:
@@ -281,8 +290,14 @@ def quant_mma(
             f"{(n_rows, w.n_in)}: quantize the same x that is passed"
         )
     n_blocks = w.n_in // 256
-    cfg = resolved(config or MmaConfig(), n_rows, w.n_out, w.n_in, _multiprocessors(x.device))
-    per_split, splits = split_plan(n_blocks, cfg.step, cfg.split_k)
+    n_sm = _multiprocessors(x.device)
+    if config is None:
+        cfg = default_config(n_rows, w.n_out, w.n_in, n_sm)
+    else:
+        cfg = resolved(config, n_rows, w.n_out, w.n_in, n_sm)
+    if cfg.step not in (1, 2, 4):
+        raise UnsupportedTensor(f"step {cfg.step}: 1, 2 or 4 pieces of 64 weights")
+    per_split, splits = split_plan(n_blocks, cfg.split_k)
     grid = (triton.cdiv(n_rows, cfg.block_m), triton.cdiv(w.n_out, cfg.block_n), splits)
     part = out
     counters = out

@@ -36,7 +36,7 @@ from kernels.act_quant import quantize_activation
 from kernels.dequant import dequantize
 from kernels.gemv import default_config as gemv_config
 from kernels.gemv import quant_matmul
-from kernels.quant_mma import MmaConfig, quant_mma, resolved
+from kernels.quant_mma import MmaConfig, default_config, quant_mma, resolved
 
 DEVICE = "cuda"
 
@@ -56,7 +56,10 @@ SWEEP = [
         (64, 1, 4, 2), (64, 1, 4, 4), (64, 2, 4, 3), (64, 1, 8, 3), (128, 1, 4, 3),
         (128, 1, 8, 3), (128, 2, 8, 3), (32, 1, 4, 3), (32, 2, 4, 4),
     )
-] + [MmaConfig(block_m=16), MmaConfig(block_m=32), MmaConfig(split_k=1)]  # fmt: skip
+] + [
+    MmaConfig(block_m=16), MmaConfig(block_m=32), MmaConfig(split_k=1),
+    MmaConfig(num_warps=8, split_k=1), MmaConfig(block_n=128, num_warps=8, split_k=1),
+]  # fmt: skip
 
 
 def dequant_gemm(x: torch.Tensor, w) -> torch.Tensor:
@@ -84,7 +87,7 @@ def measure(name: str, fmt: str, n_out: int, n_in: int, row_counts, sweep=()) ->
         xq = quantize_activation(x)
         base = dequant_gemm(x, w).float()
         scale = max(base.abs().max().item(), 1e-30)
-        default = resolved(MmaConfig(), m, n_out, n_in, _n_sm())
+        default = default_config(m, n_out, n_in, _n_sm())
         paths = [
             (DEQUANT, dequant_gemm),
             (GEMV, lambda x, w: quant_matmul(x, w, dp4a)),

@@ -29,8 +29,9 @@ CASES = {  # (rows of x, n_out, n_in, config)
     "ragged-n": (9, 96, 512, None),  # a tile of 64 weight rows half past n_out
     # two tiles of x's rows (the second 1 of 16), split-K reduced by tickets
     "split-k": (17, 64, 512, MmaConfig(block_m=16, block_n=32, split_k=2)),
-    # 2 super-blocks a step over 3: the second part's step half masked
+    # 2 pieces of 64 a loop step; 3 super-blocks in parts of 2 and 1
     "step-2": (17, 96, 768, MmaConfig(block_m=32, block_n=64, step=2, split_k=2)),
+    "step-4": (9, 64, 512, MmaConfig(block_n=32, step=4)),  # a super-block a loop step
 }
 
 
@@ -96,7 +97,8 @@ def test_the_default_splits_k_only_below_one_wave_of_tiles():
     assert [quant_mma.default_config(m, 4096, 4096).block_m for m in (1, 9, 17, 33, 200)] == [
         16, 16, 32, 64, 64,
     ]  # fmt: skip
-    assert quant_mma.split_plan(3, 2, 2) == (2, 2)
+    assert [quant_mma.default_config(m, 4096, 4096).num_warps for m in (16, 32, 64)] == [4, 4, 8]
+    assert quant_mma.split_plan(3, 2) == (2, 2)  # 3 super-blocks: parts of 2 and 1
 
 
 def test_a_given_quantized_input_and_half_precision(device):
@@ -132,6 +134,8 @@ def test_refuses_other_formats_and_mismatched_inputs(device):
     w, x, _ = _case("Q4_K", 1, 64, 256, device)
     with pytest.raises(UnsupportedTensor, match="inputs"):
         quant_mma.quant_mma(torch.randn(2, 512, device=device), w)
+    with pytest.raises(UnsupportedTensor, match="1, 2 or 4"):
+        quant_mma.quant_mma(x.to(device), w, MmaConfig(step=3))
     with pytest.raises(UnsupportedTensor, match="not of this input"):
         other = quantize_activation(torch.randn(3, 256, device=device))
         quant_mma.quant_mma(x.to(device), w, quantized=other)
