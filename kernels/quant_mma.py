@@ -14,11 +14,11 @@ error is that of 8-bit x (0.3-0.9% of a dot product on random weights).
 A program takes BLOCK_N weight rows and BLOCK_M rows of x (the weights are the MMA's M side:
 a decode step's 16-64 rows are its N side) and walks its part of K in pieces of 64 weights
 (two scale regions; STEP pieces a loop iteration), one loop over the pieces so that Triton's
-pipeliner prefetches the next pieces' loads (the first version walked a super-block's 8
-regions unrolled, and the compiler's hoisting of all their loads took 255 registers and
-spilled at BLOCK_M = 64). Per scale region it unpacks the codes into an int8 tile [BLOCK_N,
-32], loads x's int8 [BLOCK_M, 32] and does one `tl.dot(w, x^T)` -> int32 [BLOCK_N, BLOCK_M]
-(wgmma s8 on sm_90), then scales it in float32:
+pipeliner prefetches the next pieces' codes and x tiles (unrolling a super-block's 8 regions
+instead lets the compiler hoist all their loads: 255 registers and spills at BLOCK_M = 64).
+Per scale region it unpacks the codes into an int8 tile [BLOCK_N, 32], loads x's int8
+[BLOCK_M, 32] and does one `tl.dot(w, x^T)` -> int32 [BLOCK_N, BLOCK_M] (wgmma s8 on sm_90),
+then scales it in float32:
 
 Q4_K: a region is a sub-block of 32 (6-bit sc and m): the 32 qs bytes of chunk c give the
     codes 0..15 of sub-blocks 2c (low nibbles) and 2c + 1 (high).
@@ -28,7 +28,13 @@ Q6_K: a quarter of 32 weights holds two runs of 16, each with its int8 scale, an
     x's second 16 zeroed and once with its first 16 zeroed (twice the MMA work of Q4_K).
     acc += (dot_0 sc_0 + dot_1 sc_1)[n, m] * d[n] dx[m]
 The int32 sums (|s| < 2^22) become floats by the exponent trick (act_quant's ROUND_MAGIC), not
-the int-to-float unit (a quarter-rate instruction).
+the int-to-float unit (a quarter-rate instruction). The small loads (d and the scales, x's
+scales and sums) are not pipelined by Triton: `prefetch` loads each piece's during the piece
+before.
+
+Costs to watch when it is measured: Q6_K's doubled MMAs, and the float32 scaling of every
+[BLOCK_N, BLOCK_M] sum per region of 32 (about 5 instructions an element: at 64 rows of a
+4096 x 4096 matrix some 170 M, a few microseconds of the SMs' integer and float units).
 
 Split-K where the tiles are fewer than the multiprocessors: each part's float32 sums go to
 part[split, m, n], and the last program of a tile to take its ticket (kernels/tickets.py, as
@@ -66,8 +72,13 @@ class MmaConfig:
     block_n: int = 64  # weight rows a program (the MMA's M side)
     step: int = 1  # pieces of 64 weights (two scale regions) a loop iteration: 1, 2 or 4
     num_warps: int = 4
-    num_stages: int = 3
+    # pieces whose codes and x tiles are in flight (shared memory, not registers: 5 keeps the
+    # registers of 3). Memory-bound at about one program an SM (default_config's split), a
+    # program must keep several KB in flight: a piece is BLOCK_N x 32 bytes of codes and 2 x
+    # BLOCK_M x 32 of x
+    num_stages: int = 5
     split_k: int = 0  # parts of K; 0: default_config's rule (from the tiles and the SMs)
+    prefetch: bool = True  # each piece's scales loaded during the piece before (the kernel's)
 
 
 MIN_SPLIT_BLOCKS = 2  # super-blocks a part of K keeps at least
@@ -119,36 +130,48 @@ def _x_tile(xq_ptr, m, m_mask, k0, K):
 
 
 @triton.jit
-def _q4_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, xs_ptr, row_blk, blk, c, w_mask, m,
-                m_mask, K):  # fmt: skip
-    """acc [BN, BM] += chunk c (weights 64c .. 64c + 63: sub-blocks 2c and 2c + 1) of
-    super-block blk of rows row_blk // NB (row_blk = row * NB + blk). p0..p3: d, dmin (f16),
-    the scales as int32 words (3 a block), qs (uint8)."""
-    lane = tl.arange(0, 32)
-    d = tl.load(p0 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
-    dmin = tl.load(p1 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
+def _q4_k_small(p0, p1, p2, xd_ptr, xs_ptr, row_blk, blk, c, w_mask, m, m_mask, n_groups):
+    """The small loads of chunk c of super-block blk, as loaded: d, dmin (f16) and the scale
+    words s0..s2 [BN] of rows row_blk // NB; x's dx [BM] of sub-blocks 2c and 2c + 1 and the
+    sums of q of their four runs of 16 [BM]."""
+    d = tl.load(p0 + row_blk, mask=w_mask, other=0.0)
+    dmin = tl.load(p1 + row_blk, mask=w_mask, other=0.0)
     s0 = tl.load(p2 + row_blk * 3, mask=w_mask, other=0)
     s1 = tl.load(p2 + row_blk * 3 + 1, mask=w_mask, other=0)
     s2 = tl.load(p2 + row_blk * 3 + 2, mask=w_mask, other=0)
-    n_groups = K // 32
+    g = blk * 8 + 2 * c  # x's group of 32 of sub-block 2c
+    dx_lo = tl.load(xd_ptr + m * n_groups + g, mask=m_mask, other=0.0)
+    dx_hi = tl.load(xd_ptr + m * n_groups + g + 1, mask=m_mask, other=0.0)
+    runs = xs_ptr + m * 2 * n_groups + 2 * g
+    i0 = tl.load(runs, mask=m_mask, other=0)
+    i1 = tl.load(runs + 1, mask=m_mask, other=0)
+    i2 = tl.load(runs + 2, mask=m_mask, other=0)
+    i3 = tl.load(runs + 3, mask=m_mask, other=0)
+    return d, dmin, s0, s1, s2, dx_lo, dx_hi, i0, i1, i2, i3
+
+
+@triton.jit
+def _q4_k_piece(acc, small, p3, xq_ptr, row_blk, blk, c, w_mask, m, m_mask, K):
+    """acc [BN, BM] += chunk c (weights 64c .. 64c + 63: sub-blocks 2c and 2c + 1) of
+    super-block blk of rows row_blk // NB (row_blk = row * NB + blk), its small loads given
+    (_q4_k_small). p3: qs (uint8)."""
+    d, dmin, s0, s1, s2, dx_lo, dx_hi, i0, i1, i2, i3 = small
+    d = d.to(tl.float32)
+    dmin = dmin.to(tl.float32)
+    lane = tl.arange(0, 32)
     qs = tl.load(p3 + row_blk[:, None] * 128 + c * 32 + lane[None, :], mask=w_mask[:, None],
                  other=0)  # fmt: skip
     sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, c)
     for half in tl.static_range(2):  # sub-block 2c + half: low, then high nibbles
-        if half == 0:  # noqa: SIM108 (a static if; Triton's ternary is not one)
+        if half == 0:
             codes = (qs & 0x0F).to(tl.int8)
+            scale, low, dx, isum = d * sc_lo, dmin * m_lo, dx_lo, i0 + i1
         else:
             codes = (qs >> 4).to(tl.int8)
+            scale, low, dx, isum = d * sc_hi, dmin * m_hi, dx_hi, i2 + i3
         g = blk * 8 + 2 * c + half  # x's group of 32
         x = _x_tile(xq_ptr, m, m_mask, g * 32, K)
         dot = tl.dot(codes, tl.trans(x), out_dtype=tl.int32)  # [BN, BM]
-        dx = tl.load(xd_ptr + m * n_groups + g, mask=m_mask, other=0.0)
-        isum = tl.load(xs_ptr + m * 2 * n_groups + 2 * g, mask=m_mask, other=0)
-        isum += tl.load(xs_ptr + m * 2 * n_groups + 2 * g + 1, mask=m_mask, other=0)
-        if half == 0:
-            scale, low = d * sc_lo, dmin * m_lo
-        else:
-            scale, low = d * sc_hi, dmin * m_hi
         x_sum = dx * isum.to(tl.float32)  # sum of x' over the sub-block
         # each product formed from acc or the dot, so that no [BN, BM] tile of scales alone
         # exists for the compiler to compute ahead of the dot (registers: 255 and spills at
@@ -159,14 +182,29 @@ def _q4_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, xs_ptr, row_blk, blk, c, w_
 
 
 @triton.jit
-def _q6_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, row_blk, blk, h, run, w_mask, m, m_mask,
-                K):  # fmt: skip
+def _q6_k_small(p2, p3, xd_ptr, row_blk, blk, h, run, w_mask, m, m_mask, n_groups):
+    """The small loads of quarters run and run + 2 of half h of super-block blk, as loaded:
+    d (f16) and the int8 scales of the quarters' runs of 16 [BN]; x's dx of both [BM]."""
+    d = tl.load(p3 + row_blk, mask=w_mask, other=0.0)
+    at = p2 + row_blk * 16 + 8 * h + 2 * run
+    sc_a0 = tl.load(at, mask=w_mask, other=0)
+    sc_a1 = tl.load(at + 1, mask=w_mask, other=0)
+    sc_b0 = tl.load(at + 4, mask=w_mask, other=0)  # quarter run + 2
+    sc_b1 = tl.load(at + 5, mask=w_mask, other=0)
+    g = blk * 8 + 4 * h + run  # x's group of 32 of quarter run
+    dx_a = tl.load(xd_ptr + m * n_groups + g, mask=m_mask, other=0.0)
+    dx_b = tl.load(xd_ptr + m * n_groups + g + 2, mask=m_mask, other=0.0)
+    return d, sc_a0, sc_a1, sc_b0, sc_b1, dx_a, dx_b
+
+
+@triton.jit
+def _q6_k_piece(acc, small, p0, p1, xq_ptr, row_blk, blk, h, run, w_mask, m, m_mask, K):
     """acc [BN, BM] += quarters run and run + 2 (ql bytes 64h + 32 run + l, low and high
-    nibbles) of half h of super-block blk of rows row_blk // NB. p0..p3: ql, qh (uint8), scales
-    (int8, 16 a block), d (f16)."""
+    nibbles) of half h of super-block blk of rows row_blk // NB, its small loads given
+    (_q6_k_small). p0, p1: ql, qh (uint8)."""
+    d, sc_a0, sc_a1, sc_b0, sc_b1, dx_a, dx_b = small
+    d = d.to(tl.float32)
     lane = tl.arange(0, 32)
-    d = tl.load(p3 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
-    n_groups = K // 32
     qh = tl.load(p1 + row_blk[:, None] * 64 + h * 32 + lane[None, :], mask=w_mask[:, None],
                  other=0)  # fmt: skip
     ql = tl.load(p0 + row_blk[:, None] * 128 + h * 64 + run * 32 + lane[None, :],
@@ -174,6 +212,10 @@ def _q6_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, row_blk, blk, h, run, w_mas
     first = (lane < 16)[None, :]
     for nibble in tl.static_range(2):
         q = run + 2 * nibble  # weights 128h + 32q + l
+        if nibble == 0:
+            sc0, sc1, dx = sc_a0.to(tl.float32), sc_a1.to(tl.float32), dx_a
+        else:
+            sc0, sc1, dx = sc_b0.to(tl.float32), sc_b1.to(tl.float32), dx_b
         six = ((ql >> (4 * nibble)) & 0x0F) | (((qh >> (2 * q)) & 0x03) << 4)
         codes = (six.to(tl.int16) - 32).to(tl.int8)
         g = blk * 8 + 4 * h + q  # x's group of 32
@@ -181,13 +223,23 @@ def _q6_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, row_blk, blk, h, run, w_mas
         zero = tl.zeros_like(x)
         dot0 = tl.dot(codes, tl.trans(tl.where(first, x, zero)), out_dtype=tl.int32)
         dot1 = tl.dot(codes, tl.trans(tl.where(first, zero, x)), out_dtype=tl.int32)
-        at = p2 + row_blk * 16 + 8 * h + 2 * q
-        sc0 = tl.load(at, mask=w_mask, other=0).to(tl.float32)
-        sc1 = tl.load(at + 1, mask=w_mask, other=0).to(tl.float32)
-        dx = tl.load(xd_ptr + m * n_groups + g, mask=m_mask, other=0.0)
         runs = exact_float(dot0) * sc0[:, None] + exact_float(dot1) * sc1[:, None]
         acc += (runs * dx[None, :]) * d[:, None]  # no tile of scales alone (_q4_k_piece)
     return acc
+
+
+@triton.jit
+def _small(p0, p1, p2, p3, xd_ptr, xs_ptr, row_start, piece, row_mask, m, m_mask, n_groups,
+           Q6: tl.constexpr):  # fmt: skip
+    """Piece `piece`'s small loads (the format's _small)."""
+    blk = piece // 4
+    if Q6:
+        small = _q6_k_small(p2, p3, xd_ptr, row_start + blk, blk, (piece // 2) % 2, piece % 2,
+                            row_mask, m, m_mask, n_groups)  # fmt: skip
+    else:
+        small = _q4_k_small(p0, p1, p2, xd_ptr, xs_ptr, row_start + blk, blk, piece % 4,
+                            row_mask, m, m_mask, n_groups)  # fmt: skip
+    return small
 
 
 @triton.jit
@@ -195,13 +247,16 @@ def quant_mma_kernel(
     xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3,
     M, N, K, NB, stride_om, blocks_per_split, n_splits,
     Q6: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, STEP: tl.constexpr,
-    SPLIT_K: tl.constexpr,
+    SPLIT_K: tl.constexpr, PREFETCH: tl.constexpr,
 ):  # fmt: skip
     """Grid (row tiles of x, weight row tiles, parts of K): the programs that read the same
     weights are neighbours. x: quantize_activation's buffers, xq read as int8 [M, K]; out
     [M, N] (row stride stride_om); part [n_splits, M, N] float32 and one ticket counter per
     (x tile, weight tile) with SPLIT_K. The loop walks pieces of 64 weights (4 a super-block),
-    STEP (1, 2 or 4) an iteration."""
+    STEP (1, 2 or 4) an iteration. The codes and x's int8 tiles go through shared memory,
+    num_stages ahead (Triton's pipeliner); the small loads (the weights' scales, x's scales and
+    sums) it leaves in the loop: PREFETCH loads each piece's during the piece before, so their
+    latency (from memory: d and the scales are read once) overlaps that piece's work."""
     m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     m_mask = m < M
     rows = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -209,18 +264,32 @@ def quant_mma_kernel(
     split = tl.program_id(2)
     first = split * blocks_per_split
     row_start = rows.to(tl.int64) * NB
+    n_groups = K // 32
+    start = first * 4
+    end = tl.minimum(first + blocks_per_split, NB) * 4
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    for piece0 in range(first * 4, tl.minimum(first + blocks_per_split, NB) * 4, STEP):
+    small = _small(p0, p1, p2, p3, xd_ptr, xs_ptr, row_start, start, row_mask, m, m_mask,
+                   n_groups, Q6)  # fmt: skip
+    for piece0 in range(start, end, STEP):
         for i in tl.static_range(STEP):
             piece = piece0 + i
             blk = piece // 4
+            if PREFETCH:  # the next piece's (the last piece's again at the end)
+                upcoming = _small(p0, p1, p2, p3, xd_ptr, xs_ptr, row_start,
+                                  tl.minimum(piece + 1, end - 1), row_mask, m, m_mask,
+                                  n_groups, Q6)  # fmt: skip
+            else:
+                small = _small(p0, p1, p2, p3, xd_ptr, xs_ptr, row_start, piece, row_mask, m,
+                               m_mask, n_groups, Q6)  # fmt: skip
             if Q6:
-                acc = _q6_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, row_start + blk, blk,
+                acc = _q6_k_piece(acc, small, p0, p1, xq_ptr, row_start + blk, blk,
                                   (piece // 2) % 2, piece % 2, row_mask, m, m_mask,
                                   K)  # fmt: skip
             else:
-                acc = _q4_k_piece(acc, p0, p1, p2, p3, xq_ptr, xd_ptr, xs_ptr, row_start + blk,
-                                  blk, piece % 4, row_mask, m, m_mask, K)  # fmt: skip
+                acc = _q4_k_piece(acc, small, p3, xq_ptr, row_start + blk, blk, piece % 4,
+                                  row_mask, m, m_mask, K)  # fmt: skip
+            if PREFETCH:
+                small = upcoming
     mask = row_mask[:, None] & m_mask[None, :]
     out = out_ptr + m[None, :] * stride_om + rows[:, None]
     if SPLIT_K:
@@ -308,7 +377,8 @@ def quant_mma(
         quantized.words.view(torch.int8), quantized.scales, quantized.sums, out, part, counters,
         *plane_args(w), n_rows, w.n_out, w.n_in, n_blocks, out.stride(0), per_split, splits,
         Q6=fmt == "Q6_K", BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, STEP=cfg.step,
-        SPLIT_K=splits > 1, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        SPLIT_K=splits > 1, PREFETCH=cfg.prefetch, num_warps=cfg.num_warps,
+        num_stages=cfg.num_stages,
     )  # fmt: skip
     return out.reshape(*lead, w.n_out)
 

@@ -49,15 +49,16 @@ SHAPES = [  # (name, format, n_out, n_in)
 DEQUANT, GEMV, GEMV_X8, MMA, MMA_X8 = (
     "dequant + torch", "integer GEMV", "integer GEMV x8", "quant MMA", "quant MMA x8",
 )  # fmt: skip
-# launch shapes (block_m 0: default_config's for the rows; split_k 0: its rule)
+# launch shapes (block_m 0: default_config's for the rows; split_k 0: its rule, one wave)
 SWEEP = [
     MmaConfig(block_n=bn, step=step, num_warps=nw, num_stages=ns)
     for bn, step, nw, ns in (
-        (64, 1, 4, 2), (64, 1, 4, 4), (64, 2, 4, 3), (64, 1, 8, 3), (128, 1, 4, 3),
-        (128, 1, 8, 3), (128, 2, 8, 3), (32, 1, 4, 3), (32, 2, 4, 4),
+        (64, 1, 4, 3), (64, 1, 4, 4), (64, 1, 4, 6), (64, 2, 4, 4), (64, 1, 8, 5),
+        (128, 1, 4, 5), (128, 1, 8, 5), (128, 2, 8, 4), (32, 1, 4, 5), (32, 2, 4, 6),
     )
 ] + [
-    MmaConfig(block_m=16), MmaConfig(block_m=32), MmaConfig(split_k=1),
+    MmaConfig(block_m=16), MmaConfig(block_m=32), MmaConfig(prefetch=False),
+    MmaConfig(split_k=1), MmaConfig(split_k=4), MmaConfig(split_k=8),
     MmaConfig(num_warps=8, split_k=1), MmaConfig(block_n=128, num_warps=8, split_k=1),
 ]  # fmt: skip
 
@@ -73,7 +74,7 @@ def _n_sm() -> int:
 
 def _shape(cfg: MmaConfig) -> str:
     return (f"bm{cfg.block_m} bn{cfg.block_n} st{cfg.step} w{cfg.num_warps} "
-            f"s{cfg.num_stages} k{cfg.split_k}")  # fmt: skip
+            f"s{cfg.num_stages} k{cfg.split_k}{'' if cfg.prefetch else ' nopf'}")  # fmt: skip
 
 
 def measure(name: str, fmt: str, n_out: int, n_in: int, row_counts, sweep=()) -> list[dict]:

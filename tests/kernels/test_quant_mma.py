@@ -32,6 +32,8 @@ CASES = {  # (rows of x, n_out, n_in, config)
     # 2 pieces of 64 a loop step; 3 super-blocks in parts of 2 and 1
     "step-2": (17, 96, 768, MmaConfig(block_m=32, block_n=64, step=2, split_k=2)),
     "step-4": (9, 64, 512, MmaConfig(block_n=32, step=4)),  # a super-block a loop step
+    # each piece's scales loaded in the piece itself, split-K
+    "no-prefetch": (9, 64, 512, MmaConfig(prefetch=False, split_k=2)),
 }
 
 

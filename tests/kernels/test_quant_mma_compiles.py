@@ -1,9 +1,9 @@
 """The integer MMA GEMM (kernels/quant_mma.py) compiles for sm_90 (Hopper) without a GPU, at
 default_config's launch shapes for Q4_K and Q6_K (16, 32 and 64 rows of x; K split on a
-4096-row matrix, not on a 14336-row one) and a step of 2 pieces, its int8 dots become wgmma
-(s8 x s8 -> s32), and ptxas spills no register (a default that spills is a slow one).
-Triton's interpreter (the other tests) never compiles; this runs Triton's bundled ptxas in a
-child process, because this directory's conftest puts Triton in interpreter mode."""
+4096-row matrix, not on a 14336-row one), a step of 2 pieces and no prefetch; its int8 dots
+become wgmma (s8 x s8 -> s32), and ptxas spills no register (a default that spills is a slow
+one). Triton's interpreter (the other tests) never compiles; this runs Triton's bundled ptxas
+in a child process, because this directory's conftest puts Triton in interpreter mode."""
 
 from __future__ import annotations
 
@@ -36,9 +36,11 @@ for fmt, planes in PLANES.items():
     cases = [(rows, 4096, default_config(rows, 4096, n_in)) for rows in (16, 32, 64)]
     cases.append((64, 14336, default_config(64, 14336, n_in)))
     cases.append((16, 4096, dataclasses.replace(default_config(16, 4096, n_in), step=2)))
+    cases.append((32, 4096, dataclasses.replace(default_config(32, 4096, n_in), prefetch=False)))
     for rows, n_out, cfg in cases:
         consts = {"Q6": fmt == "Q6_K", "BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n,
-                  "STEP": cfg.step, "SPLIT_K": cfg.split_k > 1}
+                  "STEP": cfg.step, "SPLIT_K": cfg.split_k > 1,
+                  "PREFETCH": cfg.prefetch}
         per_split, splits = split_plan(n_in // 256, cfg.split_k)
         # the integers as a launch passes them: Triton specializes those divisible by 16
         ints = {"M": rows, "N": n_out, "K": n_in, "NB": n_in // 256, "stride_om": n_out,
@@ -80,7 +82,7 @@ def test_quant_mma_compiles_for_sm90_with_int8_wgmma():
         for fmt in ("Q4_K", "Q6_K")
         for rows, n_out, step, split in (
             (16, 4096, 1, True), (32, 4096, 1, True), (64, 4096, 1, True),
-            (64, 14336, 1, False), (16, 4096, 2, True),
+            (64, 14336, 1, False), (16, 4096, 2, True), (32, 4096, 1, True),
         )
     ]  # fmt: skip
     assert done.stdout.split("\n")[:-1] == expected
