@@ -90,18 +90,20 @@ def default_config(n_rows: int, n_out: int, n_in: int, n_sm: int = 132) -> MmaCo
     fewer than the multiprocessors, into as many parts as keep the programs within one wave
     (n_sm // tiles: 2 for a 4096-row matrix in tiles of 64, 8 for 1024 rows). 8 warps from 64
     rows: with 4, a thread holds a quarter of the [64, 64] sums and of each scale region's
-    x scales, and ptxas gave 255 registers and spills (sm_90, Triton 3.8; 8 warps: 173)."""
-    block_m = min(64, max(16, triton.next_power_of_2(max(1, n_rows))))
+    x scales, and ptxas gave 255 registers and spills (sm_90, Triton 3.8; 8 warps: about 230)."""
+    block_m = _block_m(n_rows)
     cfg = MmaConfig(block_m=block_m, num_warps=8 if block_m >= 64 else 4)
     return resolved(cfg, n_rows, n_out, n_in, n_sm)
+
+
+def _block_m(n_rows: int) -> int:
+    return min(64, max(16, triton.next_power_of_2(max(1, n_rows))))
 
 
 def resolved(cfg: MmaConfig, n_rows: int, n_out: int, n_in: int, n_sm: int) -> MmaConfig:
     """cfg with block_m and split_k set where they are 0 (default_config's rules)."""
     if cfg.block_m == 0:
-        cfg = dataclasses.replace(
-            cfg, block_m=min(64, max(16, triton.next_power_of_2(max(1, n_rows))))
-        )
+        cfg = dataclasses.replace(cfg, block_m=_block_m(n_rows))
     if cfg.split_k == 0:
         tiles = triton.cdiv(n_rows, cfg.block_m) * triton.cdiv(n_out, cfg.block_n)
         most = max(1, (n_in // 256) // MIN_SPLIT_BLOCKS)
