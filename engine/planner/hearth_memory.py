@@ -514,7 +514,8 @@ def decode_workspace(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts)
     batch's step has a row per sequence."""
     rows = max(1, config.n_parallel)
     widest = max(cfg.n_embd, 2 * cfg.n_ff, (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim)
-    activations = rows * 8 * widest * costs.activation_bytes + moe_workspace(cfg, rows, costs)
+    act = costs.activation_bytes
+    activations = rows * 8 * widest * act + moe_workspace(cfg, rows, act)
     return activations + _decode_attention(cfg, config) + rows * _logits_workspace(cfg)
 
 
@@ -552,7 +553,8 @@ def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: Heart
     rows = _chunk_rows(config)
     qkv = (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim
     per_row = 3 * cfg.n_embd + qkv + cfg.n_head * cfg.head_dim + 3 * cfg.n_ff
-    activations = rows * per_row * costs.activation_bytes + moe_workspace(cfg, rows, costs)
+    act = costs.activation_bytes
+    activations = rows * per_row * act + moe_workspace(cfg, rows, act)
     transient = max(
         _prefill_gemm(profile, rows, costs), _prefill_attention(cfg, config, rows, costs)
     )

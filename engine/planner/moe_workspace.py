@@ -5,12 +5,7 @@ of engine/planner/hearth_memory.py's workspace; torch-free, as that module is.""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from engine.hearth.config import ModelConfig
-
-if TYPE_CHECKING:
-    from engine.planner.hearth_memory import HearthCosts
 
 # (token, expert) pairs one expert GEMV launch takes (kernels/moe_routing.py MAX_PAIRS; a test
 # keeps them equal: this module stays torch-free)
@@ -35,7 +30,7 @@ def _expert_splits(n_in: int) -> int:
     return -(-runs // per_split)
 
 
-def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
+def moe_workspace(cfg: ModelConfig, rows: int, activation_bytes: int) -> int:
     """A mixture-of-experts layer's buffers for `rows` tokens (ops.KernelsOps.moe_ffn), 0 for
     a dense model: the router's logits, the routing (int32 ids, float32 weights, the tables
     grouping the pairs), x and h in 8 bits (about 1.4 bytes a value: codes, a scale per 32
@@ -46,9 +41,9 @@ def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
     if moe is None:
         return 0
     k, n_ff, n_embd = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd
-    act = costs.activation_bytes
+    act = activation_bytes
     if rows * k > EXPERT_PAIRS_PER_LAUNCH:
-        return _grouped_moe_workspace(cfg, rows, costs)
+        return _grouped_moe_workspace(cfg, rows, activation_bytes)
     router = rows * moe.n_expert * act + rows * k * (4 + 4)
     tokens = min(rows, max(1, EXPERT_PAIRS_PER_LAUNCH // k))
     pairs = tokens * k
@@ -60,7 +55,7 @@ def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
     return router + routing + in_8_bits + gate_up + down + outputs
 
 
-def _grouped_moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
+def _grouped_moe_workspace(cfg: ModelConfig, rows: int, activation_bytes: int) -> int:
     """A chunk of more than EXPERT_PAIRS_PER_LAUNCH pairs (kernels/moe_grouped_gemm.py through
     KernelsMoeOps.moe_ffn): the router's logits with torch's selection (a float32 copy and its
     softmax, int64 ids and float32 weights), the pairs sorted into blocks (int32: every pair,
@@ -70,7 +65,7 @@ def _grouped_moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> i
     moe = cfg.moe
     assert moe is not None
     k, n_ff, n_embd, n_expert = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd, moe.n_expert
-    act = costs.activation_bytes
+    act = activation_bytes
     pairs = rows * k
     router = rows * n_expert * (act + 2 * 4) + pairs * (8 + 4)
     routing = 4 * (pairs + n_expert * GROUPED_BLOCK_M + _GROUPED_HISTOGRAM + 2 * n_expert)

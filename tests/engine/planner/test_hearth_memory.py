@@ -311,8 +311,8 @@ def test_moe_workspace(qwen3_moe, llama, rows, expected):
     from engine.planner.hearth_memory import HEARTH_COSTS
     from engine.planner.moe_workspace import moe_workspace
 
-    assert moe_workspace(qwen3_moe.config, rows, HEARTH_COSTS) == expected
-    assert moe_workspace(llama.config, rows, HEARTH_COSTS) == 0
+    assert moe_workspace(qwen3_moe.config, rows, HEARTH_COSTS.activation_bytes) == expected
+    assert moe_workspace(llama.config, rows, HEARTH_COSTS.activation_bytes) == 0
 
 
 def test_the_grouped_gemm_constants_are_the_kernels():
