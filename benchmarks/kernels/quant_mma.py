@@ -30,25 +30,16 @@ from pathlib import Path
 import torch
 import triton
 
+from benchmarks.kernels.batch_rows import DEQUANT, SHAPES, dequant_gemm
 from benchmarks.kernels.gemv import _weights
 from benchmarks.kernels.timing import cuda_banner, time_calls
 from kernels.act_quant import quantize_activation
-from kernels.dequant import dequantize
-from kernels.gemv import default_config as gemv_config
-from kernels.gemv import quant_matmul
+from kernels.gemv import integer_config, quant_matmul
 from kernels.quant_mma import MmaConfig, default_config, quant_mma, resolved
 
 DEVICE = "cuda"
 
-SHAPES = [  # (name, format, n_out, n_in)
-    ("attn_q/o 4096x4096", "Q4_K", 4096, 4096),
-    ("attn_k/v 1024x4096", "Q4_K", 1024, 4096),
-    ("ffn_gate/up 14336x4096", "Q4_K", 14336, 4096),
-    ("ffn_down 4096x14336", "Q6_K", 4096, 14336),
-]
-DEQUANT, GEMV, GEMV_X8, MMA, MMA_X8 = (
-    "dequant + torch", "integer GEMV", "integer GEMV x8", "quant MMA", "quant MMA x8",
-)  # fmt: skip
+GEMV, GEMV_X8, MMA, MMA_X8 = "integer GEMV", "integer GEMV x8", "quant MMA", "quant MMA x8"
 # launch shapes (block_m 0: default_config's for the rows; split_k 0: its rule, one wave)
 SWEEP = [
     MmaConfig(block_n=bn, step=step, num_warps=nw, num_stages=ns)
@@ -61,11 +52,6 @@ SWEEP = [
     MmaConfig(split_k=1), MmaConfig(split_k=4), MmaConfig(split_k=8),
     MmaConfig(num_warps=8, split_k=1), MmaConfig(block_n=128, num_warps=8, split_k=1),
 ]  # fmt: skip
-
-
-def dequant_gemm(x: torch.Tensor, w) -> torch.Tensor:
-    """KernelsOps.matmul's "dequant" path: the matrix in f16 for torch's GEMM."""
-    return x @ dequantize(w, torch.float16).T
 
 
 def _n_sm() -> int:
@@ -81,7 +67,7 @@ def measure(name: str, fmt: str, n_out: int, n_in: int, row_counts, sweep=()) ->
     weights = _weights(fmt, n_out, n_in)
     w = weights[0]
     gen = torch.Generator(device=DEVICE).manual_seed(n_out + n_in)
-    dp4a = gemv_config(fmt, 1)
+    dp4a = integer_config(fmt)
     rows = []
     for m in row_counts:
         x = torch.randn(m, n_in, generator=gen, device=DEVICE).half()

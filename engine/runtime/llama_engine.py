@@ -161,9 +161,10 @@ class LlamaMediaPrompt:
         0 for M-RoPE models, whose image positions are not one per token."""
         if self.chunks.projector.uses_mrope:
             return 0
+        image = _vision().IMAGE
         for start, part in zip(self._starts, self.chunks.parts, strict=True):
             if start <= n_cached < start + len(part.tokens):
-                return start if part.kind == _vision().IMAGE else n_cached
+                return start if part.kind == image else n_cached
         return n_cached
 
     def decode_from(self, ctx: LlamaContext, start: int) -> StepOutput:
