@@ -206,21 +206,21 @@ def test_a_chunked_prefill_gives_the_logits_of_a_mask_made_at_every_layer(
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=n_layer))
     info = read_model_info(path)
     config = model_config(info)
-    model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps("cpu"))
+    model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps(DEVICE))
     dims = dict(n_layer=n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=16)
     windows = len({config.swa_window if config.is_swa(i) else 0 for i in range(n_layer)})
     tokens, logits, counts = [5, 17, 300, 42, 0, 99, 256, 7, 7, 123, 64, 11], {}, {}
     for way in ("shared", "each layer"):
         if kind == "plain":
-            cache = TorchKVCache(**dims, dtype=torch.float32)
+            cache = TorchKVCache(**dims, device=DEVICE, dtype=torch.float32)
         else:
             k_format, v_format = kind.split("/")
-            cache = PagedCacheAdapter(**dims, device="cpu", k_format=k_format, v_format=v_format)
+            cache = PagedCacheAdapter(**dims, device=DEVICE, k_format=k_format, v_format=v_format)
         view = cache if way == "shared" else _EachLayerItsMask(cache)
         rows, start, before = [], 0, len(masks_made)
         for size in (5, 4, 3):
-            ids = torch.tensor(tokens[start : start + size])
-            positions = torch.arange(start, start + size)
+            ids = torch.tensor(tokens[start : start + size], device=DEVICE)
+            positions = torch.arange(start, start + size, device=DEVICE)
             rows.append(model.forward(ids, positions, view, n_keys=start + size, all_logits=True))
             start += size
         logits[way], counts[way] = torch.cat(rows), len(masks_made) - before
