@@ -27,9 +27,10 @@ not multiples of the kernel's alignment (preprocess_mask: 8 elements since torch
 before) is copied into a padded tensor and sliced back (pad_bias); the kernel then checks the
 bias's row stride against its own alignment (8 f16 or 4 f32 values). A caller makes the mask
 once per prefill chunk and passes it to every layer of the chunk (the layers share the chunk's
-positions): per layer that saves the boolean comparison, its G-fold repeat and SDPA's f16 copy
-of it, [G*T, n_keys] each (the f16 copy 1 GiB for 512 rows over 256k positions of Llama-3-8B),
-so no layer allocates a buffer of that size and SDPA only reads the mask.
+positions): each layer is spared the boolean comparison [T, n_keys], its G-fold repeat and
+SDPA's f16 copy of that [G*T, n_keys] (1 GiB for 512 rows over 256k positions of Llama-3-8B),
+three passes writing 3 G + 1 bytes a row and key, so no layer allocates a buffer of the mask's
+size and SDPA only reads it.
 """
 
 from __future__ import annotations

@@ -536,8 +536,8 @@ class PagedKVCache:
         masks: a dict the caller keeps for one prefill chunk (every layer of it attends from the
         same positions over the same n_keys): the chunk's additive mask is made at the first
         layer that asks for it, before that layer's gather, kept there and taken by every
-        layer after it, one per window (kivi4 keys: per scratch, see _chunk_mask). None: made
-        for this call alone."""
+        layer after it, one per window (kivi4 keys: per scratch, see _chunk_mask), so a later
+        layer only gathers and attends. None: made for this call alone."""
         dtype = torch.float16 if q.is_cuda else torch.float32  # the CPU: tests only
         group = q.shape[1] // self.spec.n_kv_heads
         mask = self._chunk_mask(masks, layer, positions, n_keys, window, group, dtype)
