@@ -1,0 +1,196 @@
+"""The CPU experts (engine/hearth/cpu_experts.py): ggml's kernels over a GGUF's mapped expert
+tensors against kernels/moe_reference.py's float64 sum, on Qwen3-like (Q4_K gate and up, Q6_K
+down, silu) and gpt-oss-like (MXFP4, expert biases, swiglu_oai, widths of whole 32-blocks only)
+small shapes, and the refusals that keep ggml from aborting the process.
+
+Tolerances. ggml's CPU mul_mat rounds its float input to the weights' dot-product partner
+format before multiplying (as llama.cpp does); the weights' own rounding is in the reference
+too (it dequantizes the same blocks), so only the input's differs. Rounding to 8 bits with a
+scale of amax/127 per block errs by about amax / 127 / sqrt(12) per element: for Gaussian
+input (amax about 3 sigma in a 256-block of q8_K, 2 sigma in a 32-block of q8_0) 0.7% and
+0.5% of sigma, and a random dot product inherits that relative error. The down projection's
+input h = act(g, u) is rounded again, with heavier tails (amax 5-8 sigma): 1-2%. So the
+result's norm-relative error is about 1.5-2%; the bounds are about twice that. F16 input
+rounds to 11 bits (0.03%), BF16 to 8 (0.2%), F32 not at all: there the sum is checked to
+float32 accumulation (1e-5), which pins down the graph's wiring (ids, weights, biases, the
+activation) exactly. A wrong expert, weight or activation errs by order 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from engine.gguf.ggml_types import GGML_TYPES_BY_NAME
+from engine.hearth.cpu_experts import (
+    CpuExperts,
+    ExpertTensor,
+    GgmlCpu,
+    GgmlUnavailable,
+    _Ggml,
+    gguf_experts,
+)
+from kernels.moe_reference import dequantize_experts, moe
+from testkit.synthetic_gguf import SHAPES
+from testkit.synthetic_moe import write_experts_gguf
+
+QWEN3_LIKE = replace(SHAPES["qwen3-30b-a3b"], n_expert=8, n_embd=512, n_ff_exp=256)
+GPT_OSS_LIKE = replace(SHAPES["gpt-oss-20b"], n_expert=8, n_embd=288, n_ff_exp=160)
+
+# the input's rounding (partner format of the weights) -> norm-relative bound (module docstring)
+TOLERANCE = {"F32": 1e-5, "F16": 2e-3, "BF16": 1e-2, "q8_0": 4e-2, "q8_K": 4e-2}
+PARTNER = {"F32": "F32", "F16": "F16", "BF16": "BF16", "Q4_K": "q8_K", "Q5_K": "q8_K",
+           "Q6_K": "q8_K"}  # fmt: skip
+
+
+INPUT_SCALE = 0.02
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    made = GgmlCpu(n_threads=1)
+    yield made
+    made.close()
+
+
+def layer_file(tmp_path, shape, types, biases=False):
+    path = tmp_path / "experts.gguf"
+    write_experts_gguf(path, shape, 2, types, biases=biases, seed=3)
+    return path
+
+
+def reference(gate, up, down, biases, x, ids, weights, activation):
+    dense = [
+        dequantize_experts(np.asarray(t.owner), t.type_name, (t.n_expert, t.n_out, t.n_in))
+        for t in (gate, up, down)
+    ]
+    return moe(x, *dense, ids, weights, activation, biases)
+
+
+def routing(n_tokens, n_expert, k, seed):
+    """Distinct experts per token (as a top-k picks them) and positive weights."""
+    rng = np.random.default_rng(seed)
+    ids = np.stack([rng.choice(n_expert, k, replace=False) for _ in range(n_tokens)])
+    return ids, rng.random((n_tokens, k)).astype(np.float32)
+
+
+def relative_error(got, want):
+    return float(np.linalg.norm(got - want) / np.linalg.norm(want))
+
+
+CASES = [
+    # (shape, types gate/up/down, activation, biases)
+    (QWEN3_LIKE, ("Q4_K", "Q4_K", "Q6_K"), "silu", False),
+    (GPT_OSS_LIKE, ("MXFP4", "MXFP4", "MXFP4"), "swiglu_oai", True),
+    (QWEN3_LIKE, ("F32", "F32", "F32"), "silu", False),
+    (GPT_OSS_LIKE, ("F32", "F32", "F32"), "swiglu_oai", True),
+    (QWEN3_LIKE, ("F16", "BF16", "F16"), "silu", False),
+    (QWEN3_LIKE, ("Q5_K", "Q8_0", "Q4_0"), "silu", False),
+    (GPT_OSS_LIKE, ("Q4_1", "Q5_0", "Q5_1"), "swiglu_oai", False),
+]
+
+
+@pytest.mark.parametrize("n_tokens", [1, 5])
+@pytest.mark.parametrize(("shape", "types", "activation", "biases"), CASES,
+                         ids=["-".join(c[1]) + "-" + c[2] for c in CASES])  # fmt: skip
+def test_matches_the_reference(tmp_path, cpu, shape, types, activation, biases, n_tokens):
+    path = layer_file(tmp_path, shape, dict(zip(("gate", "up", "down"), types, strict=True)),
+                      biases)  # fmt: skip
+    gate, up, down, layer_biases = gguf_experts(path, 1)
+    assert (layer_biases[0] is not None) == biases
+    experts = CpuExperts(gate, up, down, layer_biases, activation=activation, cpu=cpu)
+    rng = np.random.default_rng(n_tokens)
+    # small inputs: the random blocks' gate outputs then fall where silu bends
+    x = (rng.standard_normal((n_tokens, shape.n_embd)) * INPUT_SCALE).astype(np.float32)
+    ids, weights = routing(n_tokens, shape.n_expert, 4, seed=n_tokens)
+    got = experts.run(x, ids, weights)
+    want = reference(gate, up, down, layer_biases, x, ids, weights, activation)
+    assert got.shape == (n_tokens, shape.n_embd) and got.dtype == np.float32
+    bound = max(TOLERANCE[PARTNER.get(t, "q8_0")] for t in types)
+    assert relative_error(got, want) < bound
+
+
+def test_another_layer_of_the_file_gives_another_answer(tmp_path, cpu):
+    """gguf_experts finds the asked layer's bytes: layer 0's experts are other random
+    blocks, so the reference for layer 1 does not fit them."""
+    path = layer_file(tmp_path, QWEN3_LIKE, {"gate": "F32", "up": "F32", "down": "F32"})
+    x = np.random.default_rng(0).standard_normal((2, QWEN3_LIKE.n_embd)).astype(np.float32)
+    ids, weights = routing(2, QWEN3_LIKE.n_expert, 4, seed=1)
+    layers = [gguf_experts(path, i) for i in (0, 1)]
+    got0 = CpuExperts(*layers[0], activation="silu", cpu=cpu).run(x, ids, weights)
+    want1 = reference(*layers[1], x, ids, weights, "silu")
+    assert relative_error(got0, want1) > 0.5
+    assert relative_error(got0, reference(*layers[0], x, ids, weights, "silu")) < 1e-5
+
+
+def test_threads_and_kept_graphs_give_the_same_sums(tmp_path, cpu):
+    """ggml splits rows among threads, each row summed by one: 2 threads give 1 thread's
+    bits; a graph kept for a token count and built again after being dropped too."""
+    path = layer_file(tmp_path, QWEN3_LIKE, {"gate": "Q4_K", "up": "Q4_K", "down": "Q6_K"})
+    layer = gguf_experts(path, 0)
+    one = CpuExperts(*layer, activation="silu", cpu=cpu)
+    two_cpu = GgmlCpu(n_threads=2)
+    two = CpuExperts(*layer, activation="silu", cpu=two_cpu)
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, QWEN3_LIKE.n_embd)).astype(np.float32)
+    ids, weights = routing(3, QWEN3_LIKE.n_expert, 4, seed=7)
+    first = one.run(x, ids, weights)
+    np.testing.assert_array_equal(two.run(x, ids, weights), first)
+    for n in (1, 2, 4, 5, 6):  # more token counts than graphs kept: the first is dropped
+        one.run(x[:1].repeat(n, 0), ids[:1].repeat(n, 0), weights[:1].repeat(n, 0))
+    assert (3, 4) not in one._graphs
+    np.testing.assert_array_equal(one.run(x, ids, weights), first)
+    two.close()
+    two_cpu.close()
+
+
+@pytest.fixture(scope="module")
+def q4k_layer(tmp_path_factory):
+    path = tmp_path_factory.mktemp("q4k") / "experts.gguf"
+    write_experts_gguf(path, QWEN3_LIKE, 1, {"gate": "Q4_K", "up": "Q4_K", "down": "Q6_K"})
+    return gguf_experts(path, 0)
+
+
+def test_a_format_without_a_cpu_path_is_refused(q4k_layer, cpu):
+    gate, up, down, biases = q4k_layer
+    iq4 = replace(gate, ggml_type=GGML_TYPES_BY_NAME["IQ4_XS"].id, name="blk.0.ffn_gate_exps")
+    with pytest.raises(ValueError, match="IQ4_XS experts have no CPU path"):
+        CpuExperts(iq4, up, down, biases, activation="silu", cpu=cpu)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda g, u, d: (replace(g, n_in=g.n_in - 32), u, d), "not whole 256-blocks"),
+        (lambda g, u, d: (replace(g, address=g.address + 16), u, d), "aligned"),
+        (lambda g, u, d: (g, u, replace(d, n_out=d.n_out // 2)), "do not chain"),
+    ],
+)
+def test_what_ggml_would_abort_on_is_refused(q4k_layer, cpu, change, message):
+    gate, up, down, biases = q4k_layer
+    with pytest.raises(ValueError, match=message):
+        CpuExperts(*change(gate, up, down), biases, activation="silu", cpu=cpu)
+
+
+def test_bad_calls_are_refused(q4k_layer, cpu):
+    experts = CpuExperts(*q4k_layer, activation="silu", cpu=cpu)
+    x = np.zeros((1, QWEN3_LIKE.n_embd), np.float32)
+    weights = np.ones((1, 2), np.float32)
+    with pytest.raises(ValueError, match="expert ids outside"):
+        experts.run(x, np.array([[0, QWEN3_LIKE.n_expert]]), weights)
+    with pytest.raises(ValueError, match="expected"):
+        experts.run(x[:, :-1], np.array([[0, 1]]), weights)
+    with pytest.raises(ValueError, match="activation 'gelu'"):
+        CpuExperts(*q4k_layer, activation="gelu", cpu=cpu)
+
+
+def test_array_of_the_wrong_size_is_refused():
+    with pytest.raises(ValueError, match="bytes"):
+        ExpertTensor.of_array("w", 0, (2, 4, 8), np.zeros(100, np.uint8))
+
+
+def test_a_folder_without_ggml_says_so(tmp_path):
+    with pytest.raises(GgmlUnavailable, match="could not be loaded"):
+        _Ggml(tmp_path)
