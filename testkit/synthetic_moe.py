@@ -1,15 +1,10 @@
-"""Mixture-of-experts GGUFs with random blocks, for the CPU experts' tests and benchmark
-(engine/hearth/cpu_experts.py, benchmarks/cpu_experts.py):
-
-- `write_experts_gguf`: a model's hyperparameters and only its layers' routed-expert tensors
-  (gate, up, down, and gpt-oss's expert biases), of chosen block types; enough for
-  cpu_experts.gguf_experts, not for llama.cpp.
-- `write_random_moe_gguf`: every tensor of a testkit.synthetic_gguf Shape at a quant, written
-  directly as random valid blocks (no F16 file, no llama-quantize), with the tokenizer of any
-  GGUF that has one: a model llama.cpp loads and decodes, at the real shapes' speed.
-
-Random blocks come from kernels/moe_reference.random_expert_bytes (small finite scales; MXFP4
-exponents of 2^-9 .. 2^-3), norms are ones and biases small random values.
+"""Mixture-of-experts GGUFs of routed experts only, with random blocks, for the CPU experts'
+tests and benchmark (engine/hearth/cpu_experts.py, benchmarks/cpu_experts.py): a model's
+hyperparameters and its layers' gate, up and down expert tensors (and gpt-oss's expert biases)
+of chosen block types; enough for cpu_experts.gguf_experts, not for llama.cpp (a whole model
+of random blocks: benchmarks/hearth_speed_files.py). The blocks come from
+kernels/moe_reference.random_expert_bytes (small finite scales; MXFP4 exponents of 2^-9 ..
+2^-3).
 """
 
 from __future__ import annotations
@@ -24,10 +19,7 @@ from gguf import GGMLQuantizationType, GGUFWriter
 from kernels.moe_reference import random_expert_bytes
 from testkit.synthetic_gguf import (
     Shape,
-    _copy_vocab,
-    _metadata,
     add_hyperparameters,
-    tensor_table,
 )
 
 QT = GGMLQuantizationType
@@ -71,44 +63,6 @@ def write_experts_gguf(
                 rng = np.random.default_rng(seed + 10 * i + r + 5)
                 bias = (rng.standard_normal((n_expert, n_out)) * 0.1).astype(np.float32)
                 writer.add_tensor(f"blk.{i}.ffn_{role}_exps.bias", bias)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file(progress=False)
-    writer.close()
-    return Path(path)
-
-
-def write_random_moe_gguf(
-    path: str | os.PathLike[str],
-    shape: Shape,
-    quant: str,
-    vocab: str | os.PathLike[str],
-    seed: int = 0,
-) -> Path:
-    """Every tensor of `shape` (testkit.synthetic_gguf.tensor_table at `quant`) as random
-    blocks of its type, norms ones, biases small; the tokenizer copied from `vocab`, whose
-    token count sets the embedding's and output's rows."""
-    from gguf import GGUFReader
-
-    n_tokens = len(GGUFReader(os.fspath(vocab)).fields["tokenizer.ggml.tokens"].data)
-    shape = replace(shape, n_vocab=n_tokens)
-    writer = GGUFWriter(os.fspath(path), shape.arch)
-    _metadata(writer, shape, quant, with_vocab=True)
-    _copy_vocab(writer, os.fspath(vocab))
-    rng = np.random.default_rng(seed)
-    for index, (name, ne, ggml_type) in enumerate(tensor_table(shape, quant)):
-        numpy_shape = tuple(reversed(ne))
-        if ggml_type == QT.F32:
-            if name.endswith(".bias"):
-                values = (rng.standard_normal(numpy_shape) * 0.01).astype(np.float32)
-            else:
-                values = np.ones(numpy_shape, dtype=np.float32)
-            writer.add_tensor(name, values)
-            continue
-        n_in = ne[0]
-        n_rows = int(np.prod(ne[1:]))
-        raw = random_expert_bytes(ggml_type.name, 1, n_rows, n_in, seed + index)
-        writer.add_tensor(name, raw.reshape(*numpy_shape[:-1], -1), raw_dtype=ggml_type)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file(progress=False)

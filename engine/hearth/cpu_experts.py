@@ -182,20 +182,26 @@ def ggml() -> _Ggml:
 
 class GgmlCpu:
     """ggml's CPU backend with a thread pool of `n_threads`, shared by every layer computed
-    on the CPU (one compute at a time: the backend's work buffer is its own). close() or
-    garbage collection frees both."""
+    on the CPU (one compute at a time: the backend's work buffer is its own). `poll`: how long
+    idle threads spin before sleeping (ggml's 0-100; None keeps ggml's default, 50); spinning
+    saves a wake-up per compute where the cores are the pool's, and costs a core's time where
+    they are shared. close() or garbage collection frees both."""
 
-    def __init__(self, n_threads: int):
+    def __init__(self, n_threads: int, poll: int | None = None):
         if n_threads < 1:
             raise ValueError(f"{n_threads} threads")
         lib = ggml()
         params = _ThreadpoolParams()
         lib.threadpool_params_init(ctypes.byref(params), n_threads)
-        if params.n_threads != n_threads or params.paused:
+        # ggml.c's defaults read back through this module's layout of the struct
+        if (params.n_threads, params.prio, params.poll, params.paused) != (n_threads, 0, 50, False):
             raise GgmlUnavailable(
-                "ggml_threadpool_params differs from the layout this module declares "
-                f"(n_threads read back as {params.n_threads}, not {n_threads})"
+                "ggml_threadpool_params differs from the layout engine/hearth/cpu_experts.py "
+                f"declares (n_threads {params.n_threads}, prio {params.prio}, poll "
+                f"{params.poll} read back; {n_threads}, 0, 50 expected)"
             )
+        if poll is not None:
+            params.poll = poll
         self.n_threads = n_threads
         self.backend = lib.backend_cpu_init()
         self.threadpool = lib.threadpool_new(ctypes.byref(params))

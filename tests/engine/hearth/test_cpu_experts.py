@@ -147,10 +147,14 @@ def test_threads_and_kept_graphs_give_the_same_sums(tmp_path, cpu):
 
 
 @pytest.fixture(scope="module")
-def q4k_layer(tmp_path_factory):
+def q4k_layer_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("q4k") / "experts.gguf"
-    write_experts_gguf(path, QWEN3_LIKE, 1, {"gate": "Q4_K", "up": "Q4_K", "down": "Q6_K"})
-    return gguf_experts(path, 0)
+    return write_experts_gguf(path, QWEN3_LIKE, 1, {"gate": "Q4_K", "up": "Q4_K", "down": "Q6_K"})
+
+
+@pytest.fixture(scope="module")
+def q4k_layer(q4k_layer_path):
+    return gguf_experts(q4k_layer_path, 0)
 
 
 def test_a_format_without_a_cpu_path_is_refused(q4k_layer, cpu):
@@ -194,3 +198,104 @@ def test_array_of_the_wrong_size_is_refused():
 def test_a_folder_without_ggml_says_so(tmp_path):
     with pytest.raises(GgmlUnavailable, match="could not be loaded"):
         _Ggml(tmp_path)
+
+
+# The ops seam: ops.prepare_experts_on_cpu and ExpertPlacement(on_cpu=True) in a whole model.
+
+TOKENS = [1, 5, 9, 2, 77, 31, 8, 100, 3, 64]
+
+
+def model_logits(path, placement):
+    """Every position's logits on TorchOps (the CPU): a 6-token prefill, then decode steps."""
+    import torch
+
+    from engine.gguf import read_model_info
+    from engine.hearth.config import model_config
+    from engine.hearth.forward import Transformer
+    from engine.hearth.kv_cache import TorchKVCache
+    from engine.hearth.ops import TorchOps
+    from engine.hearth.weights import GGUFTensors
+
+    info = read_model_info(path)
+    config = model_config(info)
+    tensors = GGUFTensors(str(path), info)
+    model = Transformer.load(config, tensors, TorchOps("cpu"), experts=placement)
+    cache = TorchKVCache(
+        n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=16
+    )
+    rows = [model.forward(torch.tensor(TOKENS[:6]), torch.arange(6), cache, n_keys=6,
+                          all_logits=True)]  # fmt: skip
+    for pos in range(6, len(TOKENS)):
+        step = model.forward(torch.tensor([TOKENS[pos]]), torch.tensor([pos]), cache, n_keys=16)
+        rows.append(step[None])
+    return torch.cat(rows).numpy(), model
+
+
+@pytest.mark.parametrize(
+    ("arch", "expert_type", "bound"),
+    [
+        # the experts' rounding of x (module docstring) errs by a share of their output, which
+        # is a share of the residual stream the logits read: measured 1e-4 (F16: x to f16),
+        # 3.2e-3 (Q4_0) and 4.7e-3 (MXFP4 with biases and swiglu_oai: x to q8_0)
+        ("qwen3moe", "F16", 5e-4),
+        ("qwen3moe", "Q4_0", 1e-2),
+        ("gpt-oss", "MXFP4", 1e-2),
+    ],
+)
+def test_experts_on_the_cpu_give_the_logits_of_experts_on_the_device(
+    tmp_path, arch, expert_type, bound
+):
+    """The last layer's experts computed by ggml from the mapped file, the first layer's on
+    the (CPU) device: the logits of the model with every expert on the device, and a step
+    that reads its routing on the host."""
+    from gguf import GGMLQuantizationType
+
+    from engine.hearth.expert_offload import ExpertPlacement, ExpertsOnCpu
+    from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+
+    spec = tiny_spec(arch, expert_type=GGMLQuantizationType[expert_type])
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", spec)
+    expected, _ = model_logits(path, ExpertPlacement())
+    placement = ExpertPlacement(ram_layers=1, on_cpu=True, cpu_threads=1)
+    got, model = model_logits(path, placement)
+    assert isinstance(model.layers[1].moe.experts, ExpertsOnCpu)
+    assert not isinstance(model.layers[0].moe.experts, ExpertsOnCpu)
+    assert model.routes_on_host
+    assert relative_error(got, expected) < bound
+
+
+def test_experts_on_the_cpu_take_no_cache():
+    from engine.hearth.expert_offload import ExpertPlacement
+
+    with pytest.raises(ValueError, match="no device cache"):
+        ExpertPlacement(ram_layers=1, cache_slots=4, on_cpu=True).check(8, 2)
+
+
+def test_kernels_ops_hand_experts_on_the_cpu_to_them(q4k_layer_path):
+    """KernelsOps' moe_ffn (Triton's interpreter here) gives experts on the CPU to the CPU,
+    as TorchOps does: the same sums from the same router logits, and those of CpuExperts
+    itself for the experts the router picks."""
+    import torch
+
+    from engine.gguf import read_model_info
+    from engine.hearth.config import MoeConfig
+    from engine.hearth.ops import KernelsOps, TorchOps
+    from engine.hearth.routing import select_experts
+    from engine.hearth.weights import GGUFTensors
+
+    tensors = GGUFTensors(str(q4k_layer_path), read_model_info(q4k_layer_path))
+    parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
+    rule = MoeConfig(n_expert=8, n_expert_used=4, n_ff_exp=QWEN3_LIKE.n_ff_exp,
+                     gating="softmax", normalize=True)  # fmt: skip
+    rng = np.random.default_rng(4)
+    x = torch.from_numpy(rng.standard_normal((3, QWEN3_LIKE.n_embd)).astype(np.float32) * 0.02)
+    logits = torch.from_numpy(rng.standard_normal((3, 8)).astype(np.float32))
+    outputs = []
+    for ops in (TorchOps("cpu"), KernelsOps("cpu")):
+        experts = ops.prepare_experts_on_cpu(*parts, "silu", n_threads=1)
+        outputs.append(ops.moe_ffn(x, experts, logits, rule).numpy())
+    ids, weights = select_experts(logits, 4, gating="softmax", normalize=True)
+    direct = CpuExperts(*gguf_experts(q4k_layer_path, 0), activation="silu", cpu=GgmlCpu(1))
+    want = direct.run(x.numpy(), ids.numpy(), weights.numpy())
+    np.testing.assert_array_equal(outputs[0], want)
+    np.testing.assert_array_equal(outputs[1], want)
