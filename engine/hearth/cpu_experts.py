@@ -121,9 +121,20 @@ _BASE = {
     # enum ggml_status ggml_backend_graph_compute(ggml_backend_t, ggml_cgraph *)
     "ggml_backend_graph_compute": (ctypes.c_int, [_p, _p]),
     "ggml_backend_free": (None, [_p]),
+    # the CPU device's extra buffer types (repack): ggml_backend_reg_t / dev_t / buft_t
+    "ggml_backend_reg_dev_get": (_p, [_p, ctypes.c_size_t]),
+    "ggml_backend_reg_get_proc_address": (_p, [_p, ctypes.c_char_p]),
+    "ggml_backend_buft_name": (ctypes.c_char_p, [_p]),
+    "ggml_backend_buft_get_alloc_size": (ctypes.c_size_t, [_p, _p]),
+    "ggml_backend_buft_alloc_buffer": (_p, [_p, ctypes.c_size_t]),
+    "ggml_backend_buffer_get_base": (_p, [_p]),
+    # void ggml_backend_tensor_set(tensor, const void * data, size_t offset, size_t size)
+    "ggml_backend_tensor_set": (None, [_p, _p, ctypes.c_size_t, ctypes.c_size_t]),
+    "ggml_backend_dev_supports_op": (ctypes.c_bool, [_p, _p]),
     "ggml_threadpool_params_init": (None, [ctypes.POINTER(_ThreadpoolParams), ctypes.c_int]),
 }
 _CPU = {
+    "ggml_backend_cpu_reg": (_p, []),
     "ggml_backend_cpu_init": (_p, []),
     "ggml_backend_cpu_set_n_threads": (None, [_p, ctypes.c_int]),
     "ggml_backend_cpu_set_threadpool": (None, [_p, _p]),
@@ -178,6 +189,30 @@ class _Ggml:
 @cache
 def ggml() -> _Ggml:
     return _Ggml(_library_dir())
+
+
+# ggml-backend.h: ggml_backend_buffer_type_t * (*ggml_backend_dev_get_extra_bufts_t)(dev)
+_ExtraBufts = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
+
+
+@cache
+def repack_buffer_type() -> tuple[int, int] | None:
+    """(the CPU device, its "CPU_REPACK" buffer type), or None where this ggml has none:
+    weights set into such a buffer are rearranged (Q4_K into q4_K_8x8 on AVX2, say) for
+    ggml's wider kernels, as llama.cpp does with the weights it keeps on the CPU."""
+    lib = ggml()
+    reg = lib.backend_cpu_reg()
+    device = lib.backend_reg_dev_get(reg, 0)
+    address = lib.backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
+    if not reg or not device or not address:
+        return None
+    types = _ExtraBufts(address)(device)
+    i = 0
+    while types and types[i]:
+        if lib.backend_buft_name(types[i]) == b"CPU_REPACK":
+            return device, types[i]
+        i += 1
+    return None
 
 
 class GgmlCpu:
@@ -332,11 +367,14 @@ class _Graph:
 class CpuExperts:
     """One layer's routed experts on ggml's CPU backend (module docstring). `biases` (gate,
     up, down): float32 [n_expert, n_out] arrays or None; swiglu_oai takes gpt-oss's alpha and
-    limit."""
+    limit. `repack`: each matrix whose mul_mat_id ggml's CPU device runs on a repacked copy
+    (repack_buffer_type; ggml_backend_dev_supports_op says which) is copied into one, as
+    llama.cpp does (a second copy of those bytes in RAM); the others, and all without
+    `repack`, are read as mapped. `repacked` says which were."""
 
     def __init__(self, gate: ExpertTensor, up: ExpertTensor, down: ExpertTensor,
                  biases=(None, None, None), *, activation: str, cpu: GgmlCpu,
-                 alpha: float = 1.702, limit: float = 7.0):  # fmt: skip
+                 alpha: float = 1.702, limit: float = 7.0, repack: bool = False):  # fmt: skip
         if activation not in ACTIVATIONS:
             raise ValueError(f"experts with activation {activation!r} have no CPU path here")
         for w in (gate, up, down):
@@ -358,17 +396,55 @@ class CpuExperts:
             for b, n, role in zip(biases, (n_ff, n_ff, n_embd), ("gate", "up", "down"), strict=True)
         )
         lib = ggml()
-        self._context = lib.init(_InitParams(lib.tensor_overhead() * 8, None, True))
+        self._context = lib.init(_InitParams(lib.tensor_overhead() * 12, None, True))
         self._buffers: list[int] = []
         self._graphs: OrderedDict[tuple[int, int], _Graph] = OrderedDict()
         self._finalizer = weakref.finalize(
             self, _free_layer, lib, self._context, self._buffers, self._graphs
         )
+        repacked = [self._repacked(w) if repack else None for w in self.tensors]
+        self.repacked = tuple(t is not None for t in repacked)
         self._weights = [
-            self._mapped(w.ggml_type, (w.n_in, w.n_out, w.n_expert), w.address, w.nbytes)
-            for w in self.tensors
+            t or self._mapped(w.ggml_type, (w.n_in, w.n_out, w.n_expert), w.address, w.nbytes)
+            for t, w in zip(repacked, self.tensors, strict=True)
         ]
         self._bias_tensors = [self._mapped_bias(b) for b in self.biases]
+
+    def _repacked(self, w: ExpertTensor) -> int | None:
+        """`w` set into a buffer of ggml's repack type, if ggml's CPU device would run this
+        layer's mul_mat_id on it (the check comes first: setting a tensor the repack has no
+        layout for dereferences a null trait in ggml); else None, nothing kept."""
+        found = repack_buffer_type()
+        if found is None:
+            return None
+        device, buffer_type = found
+        lib = ggml()
+        tensor = lib.new_tensor_3d(self._context, w.ggml_type, w.n_in, w.n_out, w.n_expert)
+        buffer = lib.backend_buft_alloc_buffer(
+            buffer_type, lib.backend_buft_get_alloc_size(buffer_type, tensor)
+        )
+        if not buffer:
+            return None
+        status = lib.backend_tensor_alloc(buffer, tensor, lib.backend_buffer_get_base(buffer))
+        if status != 0 or not self._runs_repacked(device, tensor, w):
+            lib.backend_buffer_free(buffer)  # the tensor stays unused in the context
+            return None
+        self._buffers.append(buffer)
+        lib.backend_tensor_set(tensor, w.address, 0, w.nbytes)
+        return tensor
+
+    @staticmethod
+    def _runs_repacked(device: int, tensor: int, w: ExpertTensor) -> bool:
+        """Whether the CPU device supports a mul_mat_id of `tensor` (in its repack buffer) by
+        float32 rows, as _build makes it."""
+        lib = ggml()
+        probe = lib.init(_InitParams(lib.tensor_overhead() * 4 + 4096, None, True))
+        try:
+            x = lib.new_tensor_3d(probe, GGML_TYPE_F32, w.n_in, 1, 1)
+            ids = lib.new_tensor_2d(probe, GGML_TYPE_I32, 1, 1)
+            return bool(lib.backend_dev_supports_op(device, lib.mul_mat_id(probe, tensor, x, ids)))
+        finally:
+            lib.free(probe)
 
     @property
     def expert_nbytes(self) -> int:

@@ -112,6 +112,24 @@ def test_matches_the_reference(tmp_path, cpu, shape, types, activation, biases, 
     assert relative_error(got, want) < bound
 
 
+@pytest.mark.parametrize("types", [("Q4_K", "Q4_K", "Q6_K"), ("Q4_0", "Q8_0", "Q4_0")])
+def test_repacked_experts_give_the_same_sums(tmp_path, cpu, types):
+    """repack=True: the matrices ggml's CPU runs repacked (on x86 with AVX2: Q4_K as
+    q4_K_8x8, Q4_0 as q4_0_8x8; Q6_K stays as mapped) give the sums of the blocks as stored,
+    to float32 rounding (the same integer dot products, summed in another order)."""
+    path = layer_file(tmp_path, QWEN3_LIKE, dict(zip(("gate", "up", "down"), types, strict=True)))
+    layer = gguf_experts(path, 1)
+    rng = np.random.default_rng(9)
+    x = (rng.standard_normal((3, QWEN3_LIKE.n_embd)) * INPUT_SCALE).astype(np.float32)
+    ids, weights = routing(3, QWEN3_LIKE.n_expert, 4, seed=9)
+    plain = CpuExperts(*layer, activation="silu", cpu=cpu)
+    repacked = CpuExperts(*layer, activation="silu", cpu=cpu, repack=True)
+    assert plain.repacked == (False, False, False)
+    got = repacked.run(x, ids, weights)
+    assert relative_error(got, plain.run(x, ids, weights)) < 1e-5
+    assert relative_error(got, reference(*layer, x, ids, weights, "silu")) < TOLERANCE["q8_K"]
+
+
 def test_another_layer_of_the_file_gives_another_answer(tmp_path, cpu):
     """gguf_experts finds the asked layer's bytes: layer 0's experts are other random
     blocks, so the reference for layer 1 does not fit them."""
