@@ -272,9 +272,10 @@ class RamExperts:
 @dataclass
 class ExpertsOnCpu:
     """One layer's routed experts computed on the CPU by ggml's kernels over the file's mapped
-    blocks (engine/hearth/cpu_experts.py). A step copies x, the picked ids and their weights
-    to the host (a synchronisation when they are on a GPU: the step cannot be one CUDA
-    graph), computes the weighted sum there and copies it back to x's device in x's dtype.
+    blocks, or ggml's repacked copy of them (engine/hearth/cpu_experts.py). A step copies x,
+    the picked ids and their weights to the host (a synchronisation when they are on a GPU:
+    the step cannot be one CUDA graph), computes the weighted sum there and copies it back to
+    x's device in x's dtype.
     docs/decisions/0020-experts-in-ram.md has how a GPU step would overlap it."""
 
     experts: object  # cpu_experts.CpuExperts
@@ -292,9 +293,10 @@ class ExpertsOnCpu:
 
 def experts_on_cpu(gate, up, down, activation: str, biases, cpu) -> ExpertsOnCpu:
     """ExpertsOnCpu over QuantExperts as mapped from the file (GGUFTensors.experts with no
-    device: torch tensors over the mapping, no copy), biases [n_expert, N] or None, on `cpu`
-    (a cpu_experts.GgmlCpu). ValueError for experts not in host memory or a layout ggml
-    refuses."""
+    device: torch tensors over the mapping), biases [n_expert, N] or None, on `cpu` (a
+    cpu_experts.GgmlCpu); the matrices ggml runs repacked are copied into its repack buffer,
+    the others read where they are mapped. ValueError for experts not in host memory or a
+    layout ggml refuses."""
     from engine.hearth.cpu_experts import CpuExperts, ExpertTensor
 
     tensors = []
@@ -308,7 +310,11 @@ def experts_on_cpu(gate, up, down, activation: str, biases, cpu) -> ExpertsOnCpu
         if w.nbytes != tensors[-1].nbytes:
             raise ValueError(f"{w.name}: {w.nbytes} bytes, {tensors[-1].nbytes} expected")
     host_biases = tuple(None if b is None else b.detach().float().cpu().numpy() for b in biases)
-    return ExpertsOnCpu(CpuExperts(*tensors, host_biases, activation=activation, cpu=cpu))
+    # repacked as llama.cpp repacks its CPU weights: 1.7x faster than the mapped blocks at one
+    # thread (docs/decisions/0020-experts-in-ram.md), for a copy of the repacked matrices
+    return ExpertsOnCpu(
+        CpuExperts(*tensors, host_biases, activation=activation, cpu=cpu, repack=True)
+    )
 
 
 PAGE = 4096

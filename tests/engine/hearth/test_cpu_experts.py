@@ -112,22 +112,31 @@ def test_matches_the_reference(tmp_path, cpu, shape, types, activation, biases, 
     assert relative_error(got, want) < bound
 
 
-@pytest.mark.parametrize("types", [("Q4_K", "Q4_K", "Q6_K"), ("Q4_0", "Q8_0", "Q4_0")])
-def test_repacked_experts_give_the_same_sums(tmp_path, cpu, types):
+@pytest.mark.parametrize(
+    ("shape", "types", "activation", "biases"),
+    [
+        (QWEN3_LIKE, ("Q4_K", "Q4_K", "Q6_K"), "silu", False),
+        (QWEN3_LIKE, ("Q4_0", "Q8_0", "Q4_0"), "silu", False),
+        (GPT_OSS_LIKE, ("MXFP4", "MXFP4", "MXFP4"), "swiglu_oai", True),
+    ],
+)
+def test_repacked_experts_give_the_same_sums(tmp_path, cpu, shape, types, activation, biases):
     """repack=True: the matrices ggml's CPU runs repacked (on x86 with AVX2: Q4_K as
-    q4_K_8x8, Q4_0 as q4_0_8x8; Q6_K stays as mapped) give the sums of the blocks as stored,
-    to float32 rounding (the same integer dot products, summed in another order)."""
-    path = layer_file(tmp_path, QWEN3_LIKE, dict(zip(("gate", "up", "down"), types, strict=True)))
+    q4_K_8x8, Q4_0 and MXFP4 too; Q6_K and Q8_0 stay as mapped) give the sums of the blocks
+    as stored, to float32 rounding (the same integer dot products, summed in another order)."""
+    path = layer_file(tmp_path, shape, dict(zip(("gate", "up", "down"), types, strict=True)),
+                      biases)  # fmt: skip
     layer = gguf_experts(path, 1)
     rng = np.random.default_rng(9)
-    x = (rng.standard_normal((3, QWEN3_LIKE.n_embd)) * INPUT_SCALE).astype(np.float32)
-    ids, weights = routing(3, QWEN3_LIKE.n_expert, 4, seed=9)
-    plain = CpuExperts(*layer, activation="silu", cpu=cpu)
-    repacked = CpuExperts(*layer, activation="silu", cpu=cpu, repack=True)
+    x = (rng.standard_normal((3, shape.n_embd)) * INPUT_SCALE).astype(np.float32)
+    ids, weights = routing(3, shape.n_expert, 4, seed=9)
+    plain = CpuExperts(*layer, activation=activation, cpu=cpu)
+    repacked = CpuExperts(*layer, activation=activation, cpu=cpu, repack=True)
     assert plain.repacked == (False, False, False)
     got = repacked.run(x, ids, weights)
     assert relative_error(got, plain.run(x, ids, weights)) < 1e-5
-    assert relative_error(got, reference(*layer, x, ids, weights, "silu")) < TOLERANCE["q8_K"]
+    want = reference(*layer, x, ids, weights, activation)
+    assert relative_error(got, want) < TOLERANCE["q8_K"]
 
 
 def test_another_layer_of_the_file_gives_another_answer(tmp_path, cpu):
@@ -292,7 +301,7 @@ def test_experts_on_the_cpu_take_no_cache():
 def test_kernels_ops_hand_experts_on_the_cpu_to_them(q4k_layer_path):
     """KernelsOps' moe_ffn (Triton's interpreter here) gives experts on the CPU to the CPU,
     as TorchOps does: the same sums from the same router logits, and those of CpuExperts
-    itself for the experts the router picks."""
+    itself (repacked, as the seam makes them) for the experts the router picks."""
     import torch
 
     from engine.gguf import read_model_info
@@ -313,7 +322,9 @@ def test_kernels_ops_hand_experts_on_the_cpu_to_them(q4k_layer_path):
         experts = ops.prepare_experts_on_cpu(*parts, "silu", n_threads=1)
         outputs.append(ops.moe_ffn(x, experts, logits, rule).numpy())
     ids, weights = select_experts(logits, 4, gating="softmax", normalize=True)
-    direct = CpuExperts(*gguf_experts(q4k_layer_path, 0), activation="silu", cpu=GgmlCpu(1))
+    direct = CpuExperts(
+        *gguf_experts(q4k_layer_path, 0), activation="silu", cpu=GgmlCpu(1), repack=True
+    )
     want = direct.run(x.numpy(), ids.numpy(), weights.numpy())
     np.testing.assert_array_equal(outputs[0], want)
     np.testing.assert_array_equal(outputs[1], want)
