@@ -46,7 +46,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.hearth.cpu_experts import CpuExperts, GgmlCpu, gguf_experts
+from engine.hearth.cpu_experts import CpuExperts, gguf_experts
+from engine.hearth.ggml_cpu import GgmlCpu
 from testkit.synthetic_gguf import SHAPES
 from testkit.synthetic_moe import write_experts_gguf
 

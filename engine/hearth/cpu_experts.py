@@ -1,10 +1,10 @@
 """A layer's routed experts computed on the CPU, from the GGUF's expert tensors as stored (the
-file's mapped bytes, no dequantized copy), by ggml's own CPU kernels: the half of
+file's mapped bytes, nothing dequantized), by ggml's own CPU kernels: the half of
 docs/decisions/0020-experts-in-ram.md's hybrid step that reads system RAM at the CPU's memory
 bandwidth, as llama.cpp's --n-cpu-moe does.
 
-    cpu = GgmlCpu(n_threads=4)
-    experts = CpuExperts(*gguf_experts(path, layer), activation="silu", cpu=cpu)
+    cpu = GgmlCpu(n_threads=4)  # engine/hearth/ggml_cpu.py
+    experts = CpuExperts(*gguf_experts(path, layer), activation="silu", cpu=cpu, repack=True)
     y = experts.run(x, ids, weights)  # x [T, n_embd] float32, ids/weights [T, k] -> [T, n_embd]
 
 For each token t, with e = ids[t, j] (the same sum as engine/hearth/moe_ops.py's `moe_ffn`):
@@ -19,13 +19,15 @@ format first (q8_K for k-quants, q8_0 for MXFP4 and the legacy quants), exactly 
 does: the results match llama.cpp's CPU experts, and differ from a float reference by that
 rounding (tests/engine/hearth/test_cpu_experts.py bounds it).
 
-ggml is reached through its public C API only (ggml.h, ggml-backend.h, ggml-cpu.h of the
-llama-cpp-python in this environment), bound here with ctypes; no field of a ggml struct is
-read or written from Python. A weight tensor's data pointer is set the way llama.cpp sets its
-mapped weights': a CPU buffer over the mapped bytes (ggml_backend_cpu_buffer_from_ptr) and
-ggml_backend_tensor_alloc at the tensor's address; inputs and outputs live in the graph's own
-context, reached with ggml_get_data. The one struct declared, ggml_threadpool_params, is filled
-by ggml_threadpool_params_init and checked after (the thread count read back) before use.
+ggml is reached through its public C API only (engine/hearth/ggml_cpu.py binds it); no field
+of a ggml tensor is read or written from Python. A weight tensor's data pointer is set the way
+llama.cpp sets its mapped weights': a CPU buffer over the mapped bytes
+(ggml_backend_cpu_buffer_from_ptr) and ggml_backend_tensor_alloc at the tensor's address; with
+`repack`, the way it sets the weights it repacks: a buffer of ggml's CPU_REPACK type and
+ggml_backend_tensor_set, which rearranges the blocks (Q4_K into q4_K_8x8 on AVX2, say) for
+wider kernels: 1.7x faster at one thread here (docs/decisions/0020-experts-in-ram.md), for a
+copy of those matrices in RAM. Inputs and outputs live in the graph's own context, reached
+with ggml_get_data.
 
 Every input ggml would assert on (and so abort the process: ggml_abort) is checked here first
 and refused with ValueError: block types outside SUPPORTED_TYPES, rows that are not whole
@@ -41,18 +43,22 @@ meanwhile.
 from __future__ import annotations
 
 import ctypes
-import importlib.util
 import os
-import sys
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from functools import cache
-from pathlib import Path
 
 import numpy as np
 
 from engine.gguf.ggml_types import GGML_TYPES, GGML_TYPES_BY_NAME
+from engine.hearth.ggml_cpu import (
+    GGML_TYPE_F32,
+    GGML_TYPE_I32,
+    GgmlCpu,
+    InitParams,
+    ggml,
+    repack_buffer_type,
+)
 
 # Block types ggml's CPU multiplies (ggml-cpu.c type_traits_cpu: a vec_dot for each) that the
 # tests check against kernels/moe_reference.py (whose dequantizer, gguf's, reads these): the
@@ -65,199 +71,7 @@ SUPPORTED_TYPES = frozenset(
 )  # fmt: skip
 ACTIVATIONS = ("silu", "swiglu_oai")
 TENSOR_ALIGNMENT = 32  # ggml-impl.h: a buffer's base and its tensors' data
-GGML_TYPE_F32 = 0
-GGML_TYPE_I32 = 26
 GRAPHS_KEPT = 4
-
-
-class _InitParams(ctypes.Structure):  # ggml.h: struct ggml_init_params
-    _fields_ = [("mem_size", ctypes.c_size_t), ("mem_buffer", ctypes.c_void_p),
-                ("no_alloc", ctypes.c_bool)]  # fmt: skip
-
-
-class _ThreadpoolParams(ctypes.Structure):  # ggml.h: struct ggml_threadpool_params
-    _fields_ = [
-        ("cpumask", ctypes.c_bool * 512),  # GGML_MAX_N_THREADS
-        ("n_threads", ctypes.c_int),
-        ("prio", ctypes.c_int),
-        ("poll", ctypes.c_uint32),
-        ("strict_cpu", ctypes.c_bool),
-        ("paused", ctypes.c_bool),
-    ]
-
-
-_p = ctypes.c_void_p
-_i64 = ctypes.c_int64
-# name: (restype, argtypes), C prototypes from ggml.h / ggml-backend.h / ggml-cpu.h
-_BASE = {
-    "ggml_init": (_p, [_InitParams]),  # ggml_context * ggml_init(ggml_init_params)
-    "ggml_free": (None, [_p]),  # void ggml_free(ggml_context *)
-    "ggml_set_no_alloc": (None, [_p, ctypes.c_bool]),
-    "ggml_tensor_overhead": (ctypes.c_size_t, []),
-    "ggml_graph_overhead": (ctypes.c_size_t, []),
-    "ggml_new_tensor_1d": (_p, [_p, ctypes.c_int, _i64]),
-    "ggml_new_tensor_2d": (_p, [_p, ctypes.c_int, _i64, _i64]),
-    "ggml_new_tensor_3d": (_p, [_p, ctypes.c_int, _i64, _i64, _i64]),
-    "ggml_get_data": (_p, [_p]),  # void * ggml_get_data(const ggml_tensor *)
-    "ggml_nbytes": (ctypes.c_size_t, [_p]),
-    "ggml_is_contiguous": (ctypes.c_bool, [_p]),
-    # ggml_tensor * ggml_mul_mat_id(ctx, as, b, ids)
-    "ggml_mul_mat_id": (_p, [_p, _p, _p, _p]),
-    "ggml_add_id": (_p, [_p, _p, _p, _p]),  # ctx, a, b, ids: a[i0,i1,i2] + b[i0, ids[i1,i2]]
-    "ggml_swiglu_split": (_p, [_p, _p, _p]),  # ctx, a, b: silu(a) * b
-    "ggml_swiglu_oai": (_p, [_p, _p, _p, ctypes.c_float, ctypes.c_float]),  # + alpha, limit
-    "ggml_mul": (_p, [_p, _p, _p]),
-    "ggml_add": (_p, [_p, _p, _p]),
-    "ggml_cont": (_p, [_p, _p]),
-    # ctx, a, ne0, ne1, nb1, offset
-    "ggml_view_2d": (_p, [_p, _p, _i64, _i64, ctypes.c_size_t, ctypes.c_size_t]),
-    "ggml_new_graph": (_p, [_p]),
-    "ggml_build_forward_expand": (None, [_p, _p]),
-    # ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size)
-    "ggml_backend_cpu_buffer_from_ptr": (_p, [_p, ctypes.c_size_t]),
-    "ggml_backend_buffer_free": (None, [_p]),
-    # enum ggml_status ggml_backend_tensor_alloc(buffer, tensor, void * addr)
-    "ggml_backend_tensor_alloc": (ctypes.c_int, [_p, _p, _p]),
-    # enum ggml_status ggml_backend_graph_compute(ggml_backend_t, ggml_cgraph *)
-    "ggml_backend_graph_compute": (ctypes.c_int, [_p, _p]),
-    "ggml_backend_free": (None, [_p]),
-    # the CPU device's extra buffer types (repack): ggml_backend_reg_t / dev_t / buft_t
-    "ggml_backend_reg_dev_get": (_p, [_p, ctypes.c_size_t]),
-    "ggml_backend_reg_get_proc_address": (_p, [_p, ctypes.c_char_p]),
-    "ggml_backend_buft_name": (ctypes.c_char_p, [_p]),
-    "ggml_backend_buft_get_alloc_size": (ctypes.c_size_t, [_p, _p]),
-    "ggml_backend_buft_alloc_buffer": (_p, [_p, ctypes.c_size_t]),
-    "ggml_backend_buffer_get_base": (_p, [_p]),
-    # void ggml_backend_tensor_set(tensor, const void * data, size_t offset, size_t size)
-    "ggml_backend_tensor_set": (None, [_p, _p, ctypes.c_size_t, ctypes.c_size_t]),
-    "ggml_backend_dev_supports_op": (ctypes.c_bool, [_p, _p]),
-    "ggml_threadpool_params_init": (None, [ctypes.POINTER(_ThreadpoolParams), ctypes.c_int]),
-}
-_CPU = {
-    "ggml_backend_cpu_reg": (_p, []),
-    "ggml_backend_cpu_init": (_p, []),
-    "ggml_backend_cpu_set_n_threads": (None, [_p, ctypes.c_int]),
-    "ggml_backend_cpu_set_threadpool": (None, [_p, _p]),
-    "ggml_threadpool_new": (_p, [ctypes.POINTER(_ThreadpoolParams)]),
-    "ggml_threadpool_free": (None, [_p]),
-}
-
-
-class GgmlUnavailable(RuntimeError):
-    """ggml's CPU library could not be found or bound (what to install is in the message)."""
-
-
-def _library_dir() -> Path:
-    """llama-cpp-python's lib/ (or LLAMA_CPP_LIB_PATH), found without importing llama_cpp:
-    engine.hearth keeps llama.cpp's Python bindings out (pyproject's import contracts)."""
-    override = os.environ.get("LLAMA_CPP_LIB_PATH")
-    if override:
-        return Path(override)
-    spec = importlib.util.find_spec("llama_cpp")
-    if spec is None or spec.origin is None:
-        raise GgmlUnavailable(
-            "ggml's CPU library comes with llama-cpp-python, which is not installed"
-        )
-    return Path(spec.origin).parent / "lib"
-
-
-class _Ggml:
-    """The functions above, bound to libggml-base and libggml-cpu (RTLD_LOCAL: ggml's symbols
-    stay out of the process's global scope)."""
-
-    def __init__(self, folder: Path):
-        ext = {"darwin": "dylib", "win32": "dll"}.get(sys.platform, "so")
-        prefix = "" if sys.platform == "win32" else "lib"
-        try:
-            base = ctypes.CDLL(str(folder / f"{prefix}ggml-base.{ext}"))
-            cpu = ctypes.CDLL(str(folder / f"{prefix}ggml-cpu.{ext}"))
-        except OSError as exc:
-            raise GgmlUnavailable(f"ggml's CPU library could not be loaded: {exc}") from None
-        for lib, table in ((base, _BASE), (cpu, _CPU)):
-            for name, (restype, argtypes) in table.items():
-                try:
-                    fn = getattr(lib, name)
-                except AttributeError:
-                    raise GgmlUnavailable(
-                        f"{lib._name} lacks {name}: this ggml is older than the one "
-                        "engine/hearth/cpu_experts.py was written against"
-                    ) from None
-                fn.restype, fn.argtypes = restype, argtypes
-                setattr(self, name[5:], fn)  # ggml_mul_mat_id -> self.mul_mat_id
-
-
-@cache
-def ggml() -> _Ggml:
-    return _Ggml(_library_dir())
-
-
-# ggml-backend.h: ggml_backend_buffer_type_t * (*ggml_backend_dev_get_extra_bufts_t)(dev)
-_ExtraBufts = ctypes.CFUNCTYPE(ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p)
-
-
-@cache
-def repack_buffer_type() -> tuple[int, int] | None:
-    """(the CPU device, its "CPU_REPACK" buffer type), or None where this ggml has none:
-    weights set into such a buffer are rearranged (Q4_K into q4_K_8x8 on AVX2, say) for
-    ggml's wider kernels, as llama.cpp does with the weights it keeps on the CPU."""
-    lib = ggml()
-    reg = lib.backend_cpu_reg()
-    device = lib.backend_reg_dev_get(reg, 0)
-    address = lib.backend_reg_get_proc_address(reg, b"ggml_backend_dev_get_extra_bufts")
-    if not reg or not device or not address:
-        return None
-    types = _ExtraBufts(address)(device)
-    i = 0
-    while types and types[i]:
-        if lib.backend_buft_name(types[i]) == b"CPU_REPACK":
-            return device, types[i]
-        i += 1
-    return None
-
-
-class GgmlCpu:
-    """ggml's CPU backend with a thread pool of `n_threads`, shared by every layer computed
-    on the CPU (one compute at a time: the backend's work buffer is its own). `poll`: how long
-    idle threads spin before sleeping (ggml's 0-100; None keeps ggml's default, 50); spinning
-    saves a wake-up per compute where the cores are the pool's, and costs a core's time where
-    they are shared. close() or garbage collection frees both."""
-
-    def __init__(self, n_threads: int, poll: int | None = None):
-        if n_threads < 1:
-            raise ValueError(f"{n_threads} threads")
-        lib = ggml()
-        params = _ThreadpoolParams()
-        lib.threadpool_params_init(ctypes.byref(params), n_threads)
-        # ggml.c's defaults read back through this module's layout of the struct
-        if (params.n_threads, params.prio, params.poll, params.paused) != (n_threads, 0, 50, False):
-            raise GgmlUnavailable(
-                "ggml_threadpool_params differs from the layout engine/hearth/cpu_experts.py "
-                f"declares (n_threads {params.n_threads}, prio {params.prio}, poll "
-                f"{params.poll} read back; {n_threads}, 0, 50 expected)"
-            )
-        if poll is not None:
-            params.poll = poll
-        self.n_threads = n_threads
-        self.backend = lib.backend_cpu_init()
-        self.threadpool = lib.threadpool_new(ctypes.byref(params))
-        if not self.backend or not self.threadpool:
-            raise GgmlUnavailable("ggml's CPU backend or its thread pool could not be made")
-        lib.backend_cpu_set_n_threads(self.backend, n_threads)
-        lib.backend_cpu_set_threadpool(self.backend, self.threadpool)
-        self._finalizer = weakref.finalize(self, _free_cpu, lib, self.backend, self.threadpool)
-
-    def compute(self, graph: int) -> None:
-        status = ggml().backend_graph_compute(self.backend, graph)
-        if status != 0:
-            raise RuntimeError(f"ggml_backend_graph_compute failed (status {status})")
-
-    def close(self) -> None:
-        self._finalizer()
-
-
-def _free_cpu(lib: _Ggml, backend: int, threadpool: int) -> None:
-    lib.backend_free(backend)
-    lib.threadpool_free(threadpool)
 
 
 @dataclass(frozen=True)
@@ -396,7 +210,7 @@ class CpuExperts:
             for b, n, role in zip(biases, (n_ff, n_ff, n_embd), ("gate", "up", "down"), strict=True)
         )
         lib = ggml()
-        self._context = lib.init(_InitParams(lib.tensor_overhead() * 12, None, True))
+        self._context = lib.init(InitParams(lib.tensor_overhead() * 12, None, True))
         self._buffers: list[int] = []
         self._graphs: OrderedDict[tuple[int, int], _Graph] = OrderedDict()
         self._finalizer = weakref.finalize(
@@ -438,7 +252,7 @@ class CpuExperts:
         """Whether the CPU device supports a mul_mat_id of `tensor` (in its repack buffer) by
         float32 rows, as _build makes it."""
         lib = ggml()
-        probe = lib.init(_InitParams(lib.tensor_overhead() * 4 + 4096, None, True))
+        probe = lib.init(InitParams(lib.tensor_overhead() * 4 + 4096, None, True))
         try:
             x = lib.new_tensor_3d(probe, GGML_TYPE_F32, w.n_in, 1, 1)
             ids = lib.new_tensor_2d(probe, GGML_TYPE_I32, 1, 1)
@@ -522,7 +336,7 @@ class CpuExperts:
         floats = n_tokens * (n_embd + 2 * k + 5 * n_ff * k + 3 * n_embd * k + k * n_embd)
         n_tensors = 2 * k + 16
         size = floats * 4 + n_tensors * (lib.tensor_overhead() + 64) + lib.graph_overhead()
-        ctx = lib.init(_InitParams(size + (1 << 16), None, False))
+        ctx = lib.init(InitParams(size + (1 << 16), None, False))
         if not ctx:
             raise MemoryError(f"ggml_init of {size} bytes failed")
         try:
@@ -576,7 +390,7 @@ class CpuExperts:
         self._finalizer()
 
 
-def _free_layer(lib: _Ggml, context: int, buffers: list[int], graphs: OrderedDict) -> None:
+def _free_layer(lib, context: int, buffers: list[int], graphs: OrderedDict) -> None:
     for graph in graphs.values():
         lib.free(graph.context)
     graphs.clear()

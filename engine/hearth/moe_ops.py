@@ -157,7 +157,7 @@ class TorchMoeOps:
         return experts_on_cpu(gate, up, down, activation, biases, self._ggml_cpu(n_threads))
 
     def _ggml_cpu(self, n_threads: int | None):
-        from engine.hearth.cpu_experts import GgmlCpu
+        from engine.hearth.ggml_cpu import GgmlCpu
 
         n = n_threads or len(os.sched_getaffinity(0))
         if n not in self._ggml_cpus:

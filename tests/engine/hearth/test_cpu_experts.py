@@ -1,7 +1,8 @@
 """The CPU experts (engine/hearth/cpu_experts.py): ggml's kernels over a GGUF's mapped expert
 tensors against kernels/moe_reference.py's float64 sum, on Qwen3-like (Q4_K gate and up, Q6_K
 down, silu) and gpt-oss-like (MXFP4, expert biases, swiglu_oai, widths of whole 32-blocks only)
-small shapes, and the refusals that keep ggml from aborting the process.
+small shapes, as mapped and repacked; the refusals that keep ggml from aborting the process;
+and the ops seam (ops.prepare_experts_on_cpu, ExpertPlacement(on_cpu=True)) in a tiny model.
 
 Tolerances. ggml's CPU mul_mat rounds its float input to the weights' dot-product partner
 format before multiplying (as llama.cpp does); the weights' own rounding is in the reference
@@ -24,14 +25,8 @@ import numpy as np
 import pytest
 
 from engine.gguf.ggml_types import GGML_TYPES_BY_NAME
-from engine.hearth.cpu_experts import (
-    CpuExperts,
-    ExpertTensor,
-    GgmlCpu,
-    GgmlUnavailable,
-    _Ggml,
-    gguf_experts,
-)
+from engine.hearth.cpu_experts import CpuExperts, ExpertTensor, gguf_experts
+from engine.hearth.ggml_cpu import GgmlCpu, GgmlUnavailable, _Ggml
 from kernels.moe_reference import dequantize_experts, moe
 from testkit.synthetic_gguf import SHAPES
 from testkit.synthetic_moe import write_experts_gguf
