@@ -40,6 +40,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -87,6 +88,9 @@ def decode_steps(layers, n_tokens: int, rng) -> float:
 
 class _NoCompute:
     """A GgmlCpu that computes nothing: what is left of a run() is its own cost."""
+
+    def __init__(self):
+        self.lock = threading.RLock()
 
     def compute(self, graph: int) -> None:
         pass

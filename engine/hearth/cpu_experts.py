@@ -306,13 +306,14 @@ class CpuExperts:
         n_tokens, k = ids.shape
         if n_tokens == 0:
             return np.zeros((0, self.n_embd), np.float32)
-        graph = self._graph(n_tokens, k)
-        ctypes.memmove(graph.x, x.ctypes.data, x.nbytes)
-        ctypes.memmove(graph.ids, ids.ctypes.data, ids.nbytes)
-        ctypes.memmove(graph.weights, weights.ctypes.data, weights.nbytes)
-        self.cpu.compute(graph.graph)
         out = np.empty((n_tokens, self.n_embd), np.float32)
-        ctypes.memmove(out.ctypes.data, graph.out, out.nbytes)
+        with self.cpu.lock:  # the graph's buffers are the layer's: one call at a time
+            graph = self._graph(n_tokens, k)
+            ctypes.memmove(graph.x, x.ctypes.data, x.nbytes)
+            ctypes.memmove(graph.ids, ids.ctypes.data, ids.nbytes)
+            ctypes.memmove(graph.weights, weights.ctypes.data, weights.nbytes)
+            self.cpu.compute(graph.graph)
+            ctypes.memmove(out.ctypes.data, graph.out, out.nbytes)
         return out
 
     def _graph(self, n_tokens: int, k: int) -> _Graph:

@@ -16,6 +16,7 @@ import ctypes
 import importlib.util
 import os
 import sys
+import threading
 import weakref
 from functools import cache
 from pathlib import Path
@@ -170,7 +171,9 @@ def repack_buffer_type() -> tuple[int, int] | None:
 
 class GgmlCpu:
     """ggml's CPU backend with a thread pool of `n_threads`, shared by every layer computed
-    on the CPU (one compute at a time: the backend's work buffer is its own). `poll`: how long
+    on the CPU: one compute at a time, from any thread (`lock`, which a caller also holds
+    around its graph's inputs and outputs: the backend's work buffer and the pool serve one
+    graph). `poll`: how long
     idle threads spin before sleeping (ggml's 0-100; None keeps ggml's default, 50); spinning
     saves a wake-up per compute where the cores are the pool's, and costs a core's time where
     they are shared. close() or garbage collection frees both."""
@@ -184,7 +187,7 @@ class GgmlCpu:
         # ggml.c's defaults read back through this module's layout of the struct
         if (params.n_threads, params.prio, params.poll, params.paused) != (n_threads, 0, 50, False):
             raise GgmlUnavailable(
-                "ggml_threadpool_params differs from the layout engine/hearth/cpu_experts.py "
+                "ggml_threadpool_params differs from the layout engine/hearth/ggml_cpu.py "
                 f"declares (n_threads {params.n_threads}, prio {params.prio}, poll "
                 f"{params.poll} read back; {n_threads}, 0, 50 expected)"
             )
@@ -198,9 +201,11 @@ class GgmlCpu:
         lib.backend_cpu_set_n_threads(self.backend, n_threads)
         lib.backend_cpu_set_threadpool(self.backend, self.threadpool)
         self._finalizer = weakref.finalize(self, _free_cpu, lib, self.backend, self.threadpool)
+        self.lock = threading.RLock()
 
     def compute(self, graph: int) -> None:
-        status = ggml().backend_graph_compute(self.backend, graph)
+        with self.lock:
+            status = ggml().backend_graph_compute(self.backend, graph)
         if status != 0:
             raise RuntimeError(f"ggml_backend_graph_compute failed (status {status})")
 

@@ -168,6 +168,26 @@ def test_threads_and_kept_graphs_give_the_same_sums(tmp_path, cpu):
     two_cpu.close()
 
 
+def test_layers_sharing_a_pool_can_be_called_from_threads(tmp_path, cpu):
+    """Two layers on one GgmlCpu called from two threads at once (as a GPU step's worker
+    thread would beside the main one): each call gets its own layer's answer, as alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    path = layer_file(tmp_path, QWEN3_LIKE, {"gate": "Q4_K", "up": "Q4_K", "down": "Q6_K"})
+    layers = [CpuExperts(*gguf_experts(path, i), activation="silu", cpu=cpu) for i in (0, 1)]
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((2, QWEN3_LIKE.n_embd)) * INPUT_SCALE).astype(np.float32)
+    ids, weights = routing(2, QWEN3_LIKE.n_expert, 4, seed=11)
+    alone = [layer.run(x, ids, weights) for layer in layers]
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(lambda i=i: [layers[i].run(x, ids, weights) for _ in range(30)])
+                   for i in (0, 1)]  # fmt: skip
+        results = [f.result() for f in futures]
+    for i in (0, 1):
+        for got in results[i]:
+            np.testing.assert_array_equal(got, alone[i])
+
+
 @pytest.fixture(scope="module")
 def q4k_layer_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("q4k") / "experts.gguf"
