@@ -5,7 +5,8 @@ thread counts; the bytes a token reads and the rate that makes; and llama.cpp's 
 beside it (--llama).
 
     python -m benchmarks.cpu_experts [--layers 4] [--threads 1,2,4] [--tokens 32] [--rounds 5]
-        [--llama [--vocab GGUF]] [--poll N] [--dir /tmp/cpu-experts] [--json PATH]
+        [--llama [--vocab GGUF]] [--poll N] [--device cuda] [--dir /tmp/cpu-experts]
+        [--json PATH]
 
 1. A file of --layers layers' experts (testkit/synthetic_moe.write_experts_gguf: random blocks,
    1.57 GB for 4 layers), written to --dir if missing, and read once into the page cache.
@@ -16,6 +17,9 @@ beside it (--llama).
    CPU's caches, which a layer's 392 MB dwarf), timed whole. Per layer-token: the time, the
    bytes the 8 experts take (24.5 MB), their rate in GB/s. Once: a decode call's own cost
    beside ggml's compute (run() with a CPU that computes nothing: checks and copies).
+   --device cuda: the same steps again with x, ids and weights on the GPU and the sum copied
+   back there (the engine seam, expert_offload.ExpertsOnCpu: "hearth_from_cuda"); the
+   difference is the host round trip a layer computed on the CPU costs a GPU step.
 3. --llama: llama.cpp (llama-cpp-python's Llama, n_gpu_layers=0, the same thread counts) on two
    whole Qwen3-30B-A3B-shaped Q4_K_M files of random blocks (benchmarks/hearth_speed_files.py,
    the starter model's vocabulary) of 2 and 6 layers, each loaded once: 64 prompt tokens and 8
@@ -71,18 +75,35 @@ def experts_file(folder: Path, n_layer: int) -> Path:
     return path
 
 
-def decode_steps(layers, n_tokens: int, rng) -> float:
-    """Seconds for n_tokens decode steps over every layer (module docstring, step 2)."""
+def decode_steps(layers, n_tokens: int, rng, device: str | None = None) -> float:
+    """Seconds for n_tokens decode steps over every layer (module docstring, step 2). With a
+    torch `device`, each call starts from x, ids and weights on it and ends with the sum
+    back there: the engine seam's ExpertsOnCpu.run, host copies and synchronisations
+    included."""
     x = rng.standard_normal((1, QWEN3.n_embd)).astype(np.float32) * 0.02
     weights = np.full((1, K), 1.0 / K, np.float32)
     routes = [
         [np.array([rng.choice(QWEN3.n_expert, K, replace=False)]) for _ in layers]
         for _ in range(n_tokens)
     ]
+    sync = None
+    if device is not None:
+        import torch
+
+        from engine.hearth.expert_offload import ExpertsOnCpu
+
+        layers = [ExpertsOnCpu(layer) for layer in layers]
+        x, weights = torch.from_numpy(x).to(device), torch.from_numpy(weights).to(device)
+        routes = [[torch.from_numpy(ids).to(device) for ids in step] for step in routes]
+        sync = torch.cuda.synchronize if torch.device(device).type == "cuda" else None
+    if sync:
+        sync()
     started = time.perf_counter()
     for step in routes:
         for layer, ids in zip(layers, step, strict=True):
             layer.run(x, ids, weights)
+    if sync:
+        sync()
     return time.perf_counter() - started
 
 
@@ -128,9 +149,10 @@ class HearthRun:
             layer.run(x, every, np.ones((128, K), np.float32))
         decode_steps(self.layers, 8, self.rng)
 
-    def layer_seconds(self, n_tokens: int) -> float:
-        """Seconds a layer-token, over n_tokens decode steps."""
-        return decode_steps(self.layers, n_tokens, self.rng) / (n_tokens * len(self.layers))
+    def layer_seconds(self, n_tokens: int, device: str | None = None) -> float:
+        """Seconds a layer-token, over n_tokens decode steps (from `device`: decode_steps)."""
+        seconds = decode_steps(self.layers, n_tokens, self.rng, device)
+        return seconds / (n_tokens * len(self.layers))
 
     def close(self) -> None:
         for layer in self.layers:
@@ -204,22 +226,29 @@ def measure(path: Path, n_layer: int, threads: int, args, llama: dict[int, Path]
     files: on a shared machine the rounds see different loads, and the best of each is the
     figure (the median beside it)."""
     few, many = LLAMA_LAYERS
-    ours = {"hearth": HearthRun(path, n_layer, threads, args.poll)}
+    runs = {"experts": HearthRun(path, n_layer, threads, args.poll)}
+    # each timed row: (its run, where its inputs start)
+    ours = {"hearth": (runs["experts"], None)}
+    if args.device:
+        ours[f"hearth_from_{args.device}"] = (runs["experts"], args.device)
     llamas = {}
     if llama:
-        ours["hearth_on_llama_file"] = HearthRun(llama[many], many, threads, args.poll)
-        ours["hearth_repacked"] = HearthRun(llama[many], many, threads, args.poll, repack=True)
+        runs["mapped"] = HearthRun(llama[many], many, threads, args.poll)
+        runs["repacked"] = HearthRun(llama[many], many, threads, args.poll, repack=True)
+        ours["hearth_on_llama_file"] = (runs["mapped"], None)
+        ours["hearth_repacked"] = (runs["repacked"], None)
         llamas = {n: LlamaRun(p, threads) for n, p in llama.items()}
     times: dict[str, list[float]] = {**{k: [] for k in ours}, **{str(n): [] for n in llamas}}
     for _ in range(args.rounds):
-        for name, run in ours.items():
-            times[name].append(run.layer_seconds(args.tokens))
+        for name, (run, device) in ours.items():
+            times[name].append(run.layer_seconds(args.tokens, device))
         for n, run in llamas.items():
             times[str(n)].append(run.token_seconds(args.tokens))
     row = {"threads": threads, "rounds_us": {k: [t * 1e6 for t in v] for k, v in times.items()}}
-    for name, run in ours.items():
+    for name, (run, _) in ours.items():
         row[name] = rates(min(times[name]), statistics.median(times[name]),
                           run.bytes_per_layer_token)  # fmt: skip
+    for run in runs.values():
         run.close()
     for run in llamas.values():
         run.close()
@@ -249,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--poll", type=int, help="the thread pool's polling level (0-100)")
+    parser.add_argument("--device", help="also time calls from and back to this torch device")
     parser.add_argument("--llama", action="store_true", help="llama.cpp's figure beside ours")
     parser.add_argument("--vocab", help="--llama: a GGUF whose tokenizer the files take")
     parser.add_argument("--dir", default="/tmp/cpu-experts")
@@ -266,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     for n in threads:
         row = measure(path, args.layers, n, args, llama)
         result["rows"].append(row)
-        for engine in ("hearth", "hearth_on_llama_file", "hearth_repacked", "llama"):
+        for engine in [name for name in row if name.startswith("hearth")] + ["llama"]:
             if engine in row:
                 r = row[engine]
                 print(
