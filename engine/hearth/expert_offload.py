@@ -48,8 +48,7 @@ class ExpertPlacement:
     the last `ram_layers` layers' in host memory, each with `cache_slots` experts on the device
     (llama.cpp's --n-cpu-moe counts layers from the end the same way). `on_cpu`: those layers'
     experts are computed by the CPU from the file's mapped blocks instead (ExpertsOnCpu, as
-    llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: every core this process
-    may use)."""
+    llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: the physical cores)."""
 
     ram_layers: int = 0
     cache_slots: int = 0

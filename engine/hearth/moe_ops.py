@@ -151,15 +151,16 @@ class TorchMoeOps:
         n_threads: int | None = None,
     ) -> ExpertsOnCpu:
         """One layer's experts computed by the CPU (ggml's kernels, n_threads of them; None:
-        every core this process may use) from the blocks as mapped from the file, for
-        `moe_ffn` (expert_offload.ExpertsOnCpu). Every layer asking for the same thread count
-        shares one thread pool."""
+        the physical cores, llama.cpp's default) from the blocks as mapped from the file, or
+        ggml's repacked copy of those it runs repacked, for `moe_ffn`
+        (expert_offload.ExpertsOnCpu). Every layer asking for the same thread count shares
+        one thread pool."""
         return experts_on_cpu(gate, up, down, activation, biases, self._ggml_cpu(n_threads))
 
     def _ggml_cpu(self, n_threads: int | None):
         from engine.hearth.ggml_cpu import GgmlCpu
 
-        n = n_threads or len(os.sched_getaffinity(0))
+        n = n_threads or _physical_cores()
         if n not in self._ggml_cpus:
             self._ggml_cpus[n] = GgmlCpu(n)
         return self._ggml_cpus[n]
@@ -263,6 +264,17 @@ class TorchMoeOps:
                 _, dropped = self._experts.popitem(last=False)
                 self._experts_bytes -= dropped.numel() * dropped.element_size()
         return dense
+
+
+def _physical_cores() -> int:
+    """The CPU's physical cores (hyperthreads add little to a memory-bound GEMV), as
+    engine/llama/driver.py counts them for llama.cpp's threads."""
+    try:
+        import psutil
+
+        return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+    except ImportError:
+        return max(1, os.cpu_count() or 1)
 
 
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
