@@ -17,10 +17,7 @@ import numpy as np
 from gguf import GGMLQuantizationType, GGUFWriter
 
 from kernels.moe_reference import random_expert_bytes
-from testkit.synthetic_gguf import (
-    Shape,
-    add_hyperparameters,
-)
+from testkit.synthetic_gguf import Shape, add_hyperparameters
 
 QT = GGMLQuantizationType
 ROLES = ("gate", "up", "down")
