@@ -25,7 +25,7 @@ llama.cpp sets its mapped weights': a CPU buffer over the mapped bytes
 (ggml_backend_cpu_buffer_from_ptr) and ggml_backend_tensor_alloc at the tensor's address; with
 `repack`, the way it sets the weights it repacks: a buffer of ggml's CPU_REPACK type and
 ggml_backend_tensor_set, which rearranges the blocks (Q4_K into q4_K_8x8 on AVX2, say) for
-wider kernels: 1.7x faster at one thread here (docs/decisions/0020-experts-in-ram.md), for a
+wider kernels: 1.6-1.7x faster at one thread here (docs/decisions/0020-experts-in-ram.md), for a
 copy of those matrices in RAM. Inputs and outputs live in the graph's own context, reached
 with ggml_get_data.
 

@@ -309,7 +309,7 @@ def experts_on_cpu(gate, up, down, activation: str, biases, cpu) -> ExpertsOnCpu
         if w.nbytes != tensors[-1].nbytes:
             raise ValueError(f"{w.name}: {w.nbytes} bytes, {tensors[-1].nbytes} expected")
     host_biases = tuple(None if b is None else b.detach().float().cpu().numpy() for b in biases)
-    # repacked as llama.cpp repacks its CPU weights: 1.7x faster than the mapped blocks at one
+    # repacked as llama.cpp repacks its CPU weights: 1.6-1.7x faster than the mapped blocks at one
     # thread (docs/decisions/0020-experts-in-ram.md), for a copy of the repacked matrices
     return ExpertsOnCpu(
         CpuExperts(*tensors, host_biases, activation=activation, cpu=cpu, repack=True)
