@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
-from engine.hearth.expert_offload import ExpertPlacement, RamExperts
+from engine.hearth.expert_offload import ExpertPlacement, ExpertsOnCpu, RamExperts
 from engine.hearth.host_dequant import dequantize
 from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.moe_ops import ExpertWeights
@@ -221,7 +221,11 @@ class Transformer:
 
             parts = (matrices("gate"), matrices("up"), matrices("down"))
             biases = (bias("gate"), bias("up"), bias("down"))
-            if in_ram:
+            if in_ram and experts.on_cpu:
+                routed = ops.prepare_experts_on_cpu(
+                    *parts, config.activation, biases, experts.cpu_threads
+                )
+            elif in_ram:
                 routed = ops.prepare_experts_in_ram(
                     *parts, config.activation, biases, experts.cache_slots
                 )
@@ -316,11 +320,11 @@ class Transformer:
 
     @property
     def routes_on_host(self) -> bool:
-        """Some layer keeps its experts in RAM behind a device cache: a step then reads the
-        routing back to the host, so it cannot be captured in a CUDA graph (experts read in
-        place can)."""
+        """Some layer keeps its experts in RAM behind a device cache, or has the CPU compute
+        them: a step then reads the routing back to the host, so it cannot be captured in a
+        CUDA graph (experts read in place can)."""
         return any(
-            layer.moe is not None and isinstance(layer.moe.experts, RamExperts)
+            layer.moe is not None and isinstance(layer.moe.experts, (RamExperts, ExpertsOnCpu))
             for layer in self.layers
         )
 
