@@ -39,6 +39,8 @@ def run_level(model: HearthModel, clients: int, args) -> str:
                            n_parallel=slots, n_ubatch=512)  # fmt: skip
     ctx = new_context(model, params)
     assert isinstance(ctx, HearthBatchContext), type(ctx)
+    ctx.warm_up()  # as the worker does at load: compiles, and captures the decode steps' graphs
+    profile = StepProfile(ctx) if args.profile else None
     first: dict[int, float] = {}
     last: dict[int, float] = {}
     count: dict[int, int] = {}
@@ -60,10 +62,14 @@ def run_level(model: HearthModel, clients: int, args) -> str:
         decoder.submit(command, start, prompt)
     steps = 0
     while decoder.busy:
-        decoder.step()
+        if profile:
+            profile.step(decoder)
+        else:
+            decoder.step()
         steps += 1
     end = time.perf_counter()
     decoder.close()
+    ctx.close()
     ttft = sorted(first[r] - start for r in first)
     after_first = sum(count[r] - 1 for r in count)
     decode_s = max(last.values()) - min(first.values())
@@ -74,7 +80,63 @@ def run_level(model: HearthModel, clients: int, args) -> str:
         f"decode {after_first / decode_s:8.1f} tok/s  TTFT p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  "
         f"({steps} steps, "
         f"{total} tokens, {len(first)}/{clients} replies)"
-    )
+    ) + (profile.report() if profile else "")
+
+
+class StepProfile:
+    """Where a level's steps go: each step's wall time, its forward pass (synchronized, so the
+    GPU's work is inside it) and whether the forward replayed a CUDA graph; the rest of a step
+    is the decoder's host work (sampling, detokenizing, the page index)."""
+
+    def __init__(self, ctx: HearthBatchContext):
+        self.ctx = ctx
+        self.rows: list[tuple[int, bool, float, float]] = []  # rows, graph, forward s, step s
+        self._forward = ctx.forward
+        self._last: tuple[int, bool, float] | None = None
+        ctx.forward = self._timed_forward
+
+    def _timed_forward(self, seqs, tokens, positions, logit_rows):
+        import torch
+
+        graph = (
+            self.ctx._graphs is not None
+            and len(set(seqs)) == len(seqs)
+            and list(logit_rows) == list(range(len(seqs)))
+        )
+        t0 = time.perf_counter()
+        out = self._forward(seqs, tokens, positions, logit_rows)
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        self._last = (len(tokens), graph, time.perf_counter() - t0)
+        return out
+
+    def step(self, decoder) -> None:
+        self._last = None
+        t0 = time.perf_counter()
+        decoder.step()
+        if self._last is not None:
+            self.rows.append((*self._last, time.perf_counter() - t0))
+
+    def report(self) -> str:
+        if not self.rows:
+            return ""
+        lines = []
+        for graph in (True, False):
+            part = [r for r in self.rows if r[1] == graph]
+            if not part:
+                continue
+            fwd = statistics.mean(r[2] for r in part) * 1000
+            step = statistics.mean(r[3] for r in part) * 1000
+            rows = statistics.mean(r[0] for r in part)
+            lines.append(
+                f"\n    {'graph' if graph else 'eager'} steps {len(part):5d}: rows {rows:6.1f}  "
+                f"forward {fwd:7.2f} ms  step {step:7.2f} ms  (host {step - fwd:6.2f} ms)"
+            )
+        slow = sorted(self.rows, key=lambda r: -r[3])[:3]
+        lines.append("\n    slowest steps: " + ", ".join(
+            f"{r[3] * 1000:.1f} ms ({r[0]} rows, {'graph' if r[1] else 'eager'})" for r in slow
+        ))  # fmt: skip
+        return "".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=512)
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--ctx", type=int, default=1024, help="context tokens per sequence")
+    parser.add_argument(
+        "--profile", action="store_true", help="per level: forward vs host time, graph or eager"
+    )
     args = parser.parse_args(argv)
     n_ctx = args.ctx * max(args.clients)
     model = HearthModel(p.ModelParams(path=args.model, engine="hearth", n_ctx=n_ctx,

@@ -18,17 +18,14 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
         The blocks are split once into planes of their fields (same bytes, same count:
         docs/kernels.md says why); anything else raises UnsupportedTensor naming the type.
     y = quant_matmul(x, w)        x: [..., n_in] f16/bf16/f32 -> y: [..., n_out], x's dtype.
-        Best for 1..16 rows (decode, draft verification); more rows work, slower per row.
-        Q4_K and Q6_K at one row round x to 8 bits per 32 values first and use integer dot
-        products (as llama.cpp's CUDA and CPU builds do): 0.3-0.9% relative error against
-        float x; GemvConfig(path="float") avoids it (slower).
+        Best for a few rows (decode, draft verification); more rows work, slower per row
+        than kernels.dequant and torch's GEMM (docs/decisions/0022-batch-rows-by-dequantized-
+        gemm.md). Q4_K and Q6_K at up to gemv.DP4A_MAX_ROWS rows round x to 8 bits per 32
+        values first and use integer dot products (as llama.cpp's CUDA and CPU builds do):
+        0.3-0.9% relative error against float x; GemvConfig(path="float") avoids it (slower).
     xq = quantize_activation(x);  y = quant_matmul(x, w, quantized=xq)
         x's 8-bit form computed once and shared by the weights that read the same x (q/k/v,
         gate/up): one launch per x instead of one per weight.
-    y = quant_gemm(x, w)          x: [..., n_in] -> [..., n_out] in x's dtype, for 17 to
-        hundreds of rows (kernels/packed_gemm.py): the blocks decoded into f16 tiles for the
-        tensor cores, each weight read about once; Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q4_1, Q5_0,
-        Q5_1 (others raise UnsupportedTensor).
     w.dequantize() -> f32 [n_out, n_in] through the host (gguf's numpy dequantizers; checks)
     w16 = kernels.dequant.dequantize(w, torch.float16)   on w's device, for prefill's GEMM
         (Q4_K and Q6_K by a one-pass kernel on a GPU, the other formats in torch).
@@ -89,9 +86,12 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
         window > 0: a query at p sees only j with p - j < window (Gemma 3's local layers).
         The launch grid depends on the capacity (or window), never the length: a decode step
         captured once in a CUDA graph replays at every position already grown.
-    o = cache.attend_prefill(layer, q, seq, positions, n_keys, scale=None, *, window=0)
+    o = cache.attend_prefill(layer, q, seq, positions, n_keys, scale=None, *, window=0,
+                             masks=None)
         a prefill chunk q [T, n_heads, head_dim] over stored positions 0..n_keys-1: the pages
-        gathered to f16 on the device, then torch's SDPA with the causal (+window) mask.
+        gathered to f16 on the device, then torch's SDPA with the causal (+window) mask;
+        masks: a dict kept for one chunk, where the first layer leaves the chunk's additive
+        mask (kernels.grouped_attention.prefill_mask) and the other layers take it.
     k, v = cache.gather(layer, seq, n)   f16 [n, n_kv_heads, head_dim], dequantized on the GPU
     cache.tuning = AttentionTuning(programs_per_sm=0, num_warps=0, num_stages=5)  (0s: fit one
         wave; warps by the K/V formats)
@@ -124,7 +124,6 @@ from kernels.errors import UnsupportedTensor
 _LAZY = {
     "PackedWeight": "kernels.packed_weight",
     "quant_matmul": "kernels.gemv",
-    "quant_gemm": "kernels.packed_gemm",
     "quantize_activation": "kernels.act_quant",
     "empty_quantized": "kernels.act_quant",
     "rms_norm": "kernels.norms",

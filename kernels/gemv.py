@@ -41,9 +41,11 @@ _LAUNCH = {
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # The integer path: its launchers, and the most input rows that take it by default (0: none,
 # every call takes the float path; a test comparing a whole forward pass with a float reference
-# can set it so: 8-bit activations move a tiny random model's logits by a few percent).
+# can set it so: 8-bit activations move a tiny random model's logits by a few percent). Up to 8
+# rows it beats the float path and the dequantized matrix's GEMM on every Llama-3-8B matrix
+# (an H200: docs/decisions/0022-batch-rows-by-dequantized-gemm.md).
 _DP4A = ("Q4_K", "Q6_K")
-DP4A_MAX_ROWS = 1
+DP4A_MAX_ROWS = 8
 
 
 @dataclass(frozen=True)
@@ -89,29 +91,42 @@ TALL_ROWS = 8192
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
-    """Tile shapes from the H100 runs (docs/decisions/0003-gemv-tile-shapes.md). The integer
-    path: 4 weight rows x 16 super-blocks a step (a 4096-wide row in one step: every load of a
-    program in flight at once), x quantized in a launch of its own unless given, and on sm_90+
-    a chained launch that lets the next kernel start as soon as every program has started.
-    Q4_K: 2 warps, weights and x loaded with several rows in a thread (`rows_in_thread`);
-    Q6_K: 2 warps, K split into one step a program. Rows longer than one step (ffn_down's
-    14336) take a K loop, each step's weights loaded after the step before (`long_rows`):
-    Q4_K in steps of 8 super-blocks, Q6_K of 16."""
+    """The integer path (integer_config) for Q4_K and Q6_K at up to DP4A_MAX_ROWS rows, else
+    the float path (float_config). Tile shapes from the H100 runs
+    (docs/decisions/0003-gemv-tile-shapes.md)."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
-        step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", chained=True, early_next=True,
-                          num_warps=2, one_step=True)  # fmt: skip
-        loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", chained=True, early_next=True)
-        if fmt == "Q6_K":
-            return dataclasses.replace(
-                step, long_rows=dataclasses.replace(loop, blocks_per_tile=16)
-            )
-        # Q4_K matrices of many waves: 8 rows a program (x's words once for 8 rows) beat 4 on
-        # gate/up's 14336 and 28672 rows and lost on the one-wave ones, where a program's work
-        # after the wait is the chain and 8 rows double it (docs/decisions/0003-gemv-tile-shapes.md)
-        tall = dataclasses.replace(step, rows_in_thread=True, block_n=8)
-        return dataclasses.replace(
-            step, rows_in_thread=True, long_rows=loop, tall_rows=tall, tall_from=TALL_ROWS
-        )
+        return integer_config(fmt)
+    return float_config(fmt, n_rows_x)
+
+
+def integer_config(fmt: str) -> GemvConfig:
+    """The integer path's tiles for Q4_K or Q6_K, the same at every row count (a program per
+    weight tile and input row): 4 weight rows x 16 super-blocks a step (a 4096-wide row in one
+    step: every load of a program in flight at once), x quantized in a launch of its own unless
+    given, and on sm_90+ a chained launch that lets the next kernel start as soon as every
+    program has started. Q4_K: 2 warps, weights and x loaded with several rows in a thread
+    (`rows_in_thread`); Q6_K: 2 warps, K split into one step a program. Rows longer than one
+    step (ffn_down's 14336) take a K loop, each step's weights loaded after the step before
+    (`long_rows`): Q4_K in steps of 8 super-blocks, Q6_K of 16."""
+    if fmt not in _DP4A:
+        raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")
+    step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", chained=True, early_next=True,
+                      num_warps=2, one_step=True)  # fmt: skip
+    loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", chained=True, early_next=True)
+    if fmt == "Q6_K":
+        return dataclasses.replace(step, long_rows=dataclasses.replace(loop, blocks_per_tile=16))
+    # Q4_K matrices of many waves: 8 rows a program (x's words once for 8 rows) beat 4 on
+    # gate/up's 14336 and 28672 rows and lost on the one-wave ones, where a program's work
+    # after the wait is the chain and 8 rows double it (docs/decisions/0003-gemv-tile-shapes.md)
+    tall = dataclasses.replace(step, rows_in_thread=True, block_n=8)
+    return dataclasses.replace(
+        step, rows_in_thread=True, long_rows=loop, tall_rows=tall, tall_from=TALL_ROWS
+    )
+
+
+def float_config(fmt: str, n_rows_x: int) -> GemvConfig:
+    """default_config's float path (x as it is, weights dequantized to floats): one input row a
+    program at one row, 16 through tl.dot past that."""
     blocks = {256: 4, 32: 16, 64: 8}[_LAUNCH[fmt][1]]
     if n_rows_x == 1:
         return GemvConfig(block_n=8, blocks_per_tile=blocks, block_b=1)

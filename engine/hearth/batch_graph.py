@@ -52,7 +52,11 @@ class _StaticRows:
             tables=self.tables,
         )  # fmt: skip
 
-    def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
+    def attend(
+        self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None,
+        masks=None,
+    ):  # fmt: skip
+        """Decode rows only: one query each, no prefill mask (`masks` unused)."""
         if sinks is not None:
             raise ValueError("attention sinks are attended eagerly (BatchGraphs.can_capture)")
         out = self.cache.cache.attend(
@@ -106,9 +110,8 @@ class BatchGraphs:
 
     def _body(self, bucket: _Bucket) -> torch.Tensor:
         rows = _StaticRows(self.cache, bucket.tables, [self._stand_in] * bucket.size)
-        with self.model.ops.gemv_for_rows(bucket.size):
-            h = self.model.embed_on_device(self._table, bucket.tokens)
-            return self.model.forward_embedded(h, bucket.positions, rows, n_keys=0, all_logits=True)
+        h = self.model.embed_on_device(self._table, bucket.tokens)
+        return self.model.forward_embedded(h, bucket.positions, rows, n_keys=0, all_logits=True)
 
     def step(self, seqs: list[int], tokens: list[int], positions: list[int]) -> torch.Tensor:
         """One decode row per sequence (each grown for its position first): the logits

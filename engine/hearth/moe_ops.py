@@ -26,7 +26,7 @@ GEMV in that launch: route_from_router), gate and up in one launch with the acti
 (h rounded to 8 bits in its own programs) with the routing-weighted sum over the slots; nothing
 is read back, so a decode step is captured whole; rows of more (token, slot) pairs than one
 launch takes (kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels
-in slices of tokens. A chunk of more than MOE_GEMM_MIN_PAIRS pairs (a prefill chunk) goes
+in slices of tokens. A chunk of more than MOE_GEMM_MIN_TOKENS tokens (a prefill chunk) goes
 instead through the grouped GEMM (kernels/moe_grouped_gemm.py): the pairs aligned to expert
 blocks on the device, each expert's blocks dequantized in registers into f16 tiles for the
 tensor cores, one launch for gate+up and one for down over the whole chunk, nothing read back
@@ -37,14 +37,17 @@ experts and bmm).
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 import torch
 
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT
 from engine.hearth.expert_offload import (
+    ExpertsOnCpu,
     RamExperts,
     expert_slots,
+    experts_on_cpu,
     in_host_memory,
     pinned_copy,
     read_in_place,
@@ -99,8 +102,9 @@ def swiglu_oai(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 class TorchMoeOps:
     """TorchOps' mixture-of-experts operations (see the module docstring); the class using it
-    provides device, supports, gated_ffn_activation and the CPU's dequantized-expert cache
-    (_experts, _experts_bytes)."""
+    provides device, supports, gated_ffn_activation, the CPU's dequantized-expert cache
+    (_experts, _experts_bytes) and the CPU experts' thread pools by thread count
+    (_ggml_cpus)."""
 
     # moe_ffn: up to this many (token, expert) pairs gather their experts' blocks on the device
     # (graph-safe, each pair's expert dequantized on its own); more group the rows by expert
@@ -141,6 +145,30 @@ class TorchMoeOps:
             return read_in_place(host, self.device)
         cache = expert_slots(host, n_slots, self.device)
         return RamExperts.of(host, cache, self._forget_slots(cache))
+
+    def prepare_experts_on_cpu(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple = (None, None, None),
+        n_threads: int | None = None,
+    ) -> ExpertsOnCpu:
+        """One layer's experts computed by the CPU (ggml's kernels, n_threads of them; None:
+        the physical cores, llama.cpp's default) from the blocks as mapped from the file, or
+        ggml's repacked copy of those it runs repacked, for `moe_ffn`
+        (expert_offload.ExpertsOnCpu). Every layer asking for the same thread count shares
+        one thread pool."""
+        return experts_on_cpu(gate, up, down, activation, biases, self._ggml_cpu(n_threads))
+
+    def _ggml_cpu(self, n_threads: int | None):
+        from engine.hearth.ggml_cpu import GgmlCpu
+
+        n = n_threads or _physical_cores()
+        if n not in self._ggml_cpus:
+            self._ggml_cpus[n] = GgmlCpu(n)
+        return self._ggml_cpus[n]
 
     def _host_experts(self, gate, up, down, activation, biases) -> ExpertWeights:
         """The experts as stored, copied into host memory (pinned for a GPU)."""
@@ -184,6 +212,8 @@ class TorchMoeOps:
         """moe_ffn for experts already picked: ids [T, k], weights [T, k]."""
         if isinstance(experts, RamExperts):
             return experts.run(self.moe_ffn_selected, x, ids, weights)
+        if isinstance(experts, ExpertsOnCpu):
+            return experts.run(x, ids, weights)
         n_pairs = ids.numel()
         if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
             return self._moe_gathered(x, experts, ids, weights)
@@ -246,6 +276,17 @@ class TorchMoeOps:
         return dense
 
 
+def _physical_cores() -> int:
+    """The CPU's physical cores (hyperthreads add little to a memory-bound GEMV), as
+    engine/llama/driver.py counts them for llama.cpp's threads."""
+    try:
+        import psutil
+
+        return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+    except ImportError:
+        return max(1, os.cpu_count() or 1)
+
+
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
     """float32 [rows, cols] where w's blocks are: the device's torch dequantizer where kernels/
     has the format, else gguf's numpy one through the host."""
@@ -277,9 +318,12 @@ class KernelsMoeOps:
     """KernelsOps' mixture-of-experts operations: the expert GEMV, and the grouped GEMM for
     chunks of more pairs (see the module docstring)."""
 
-    # moe_ffn: more (token, slot) pairs than this (more than one expert GEMV launch takes) go
-    # through the grouped GEMM
-    MOE_GEMM_MIN_PAIRS = 256
+    # moe_ffn: chunks of more tokens than this go through the grouped GEMM. Measured on an H200
+    # (benchmarks/kernels/moe_prefill.py, docs/measurements/2026-11-28-s14-call-2/prefill/): at
+    # 64 tokens the expert GEMV in slices is faster (Qwen3-30B-A3B 590 against 864 us a layer,
+    # gpt-oss-20b 892 against 1,089), at 512 the GEMM (4.5x and 4.1x); the GEMM costs about a
+    # fixed 0.85-1.0 ms a layer, the GEMV 9-14 us a token: they cross at 80-96 tokens.
+    MOE_GEMM_MIN_TOKENS = 96
 
     def prepare_experts(
         self,
@@ -338,14 +382,14 @@ class KernelsMoeOps:
                 quantized=None):  # fmt: skip
         """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
         expert_down per slice of at most MAX_PAIRS (token, slot) pairs; past
-        MOE_GEMM_MIN_PAIRS pairs, select_experts and the grouped GEMM. The ids come from a
+        MOE_GEMM_MIN_TOKENS tokens, select_experts and the grouped GEMM. The ids come from a
         top-k over the router's n_expert logits, so each is in range (the kernels do not
         check). `quantized`: x in 8 bits from the norm's launch (rms_norm_for with the experts
         among its readers), used where the step is one slice: a quantization launch fewer."""
         n_tokens, k = x.shape[0], rule.n_expert_used
-        if isinstance(experts, (ExpertWeights, RamExperts)):
+        if isinstance(experts, (ExpertWeights, RamExperts, ExpertsOnCpu)):
             return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
-        if n_tokens * k > self.MOE_GEMM_MIN_PAIRS:
+        if n_tokens > self.MOE_GEMM_MIN_TOKENS:
             logits = logits.float() if bias is None else logits.float() + bias
             ids, weights = select_experts(logits, k, gating=rule.gating, normalize=rule.normalize)
             return self._moe_gemm(x, experts, ids, weights)
@@ -364,8 +408,9 @@ class KernelsMoeOps:
         """moe_ffn of the router's logits; where the experts take the expert GEMV and the
         router is a float matrix (kernels.moe_routing.ROUTER_FORMATS: llama.cpp keeps
         ffn_gate_inp unquantized), each slice's routing comes from route_from_router: the
-        router's GEMV, the selection and the grouping in one launch. Else the GEMV, then
-        moe_ffn."""
+        router's GEMV, the selection and the grouping in one launch. Else (other experts, another
+        router format, or past MOE_GEMM_MIN_TOKENS tokens: the grouped GEMM's chunks) the GEMV,
+        then moe_ffn."""
         from kernels.moe_routing import ROUTER_FORMATS, route_from_router
 
         k = rule.n_expert_used
@@ -373,7 +418,7 @@ class KernelsMoeOps:
         if (
             not isinstance(experts, PackedExperts)
             or getattr(fmt, "name", None) not in ROUTER_FORMATS
-            or x.shape[0] * k > self.MOE_GEMM_MIN_PAIRS
+            or x.shape[0] > self.MOE_GEMM_MIN_TOKENS
         ):
             return super().moe_ffn_from_router(x, router, experts, rule, bias, quantized)
 
@@ -409,11 +454,12 @@ class KernelsMoeOps:
 
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
         """moe_ffn for experts already picked (ids [T, k], weights [T, k]): experts in host
-        memory through their device slots, the rest through route_experts and the expert
-        GEMV, or past MOE_GEMM_MIN_PAIRS pairs the grouped GEMM."""
-        if isinstance(experts, (ExpertWeights, RamExperts)):
+        memory through their device slots, or computed on the CPU, as TorchOps does; the rest
+        through route_experts and the expert GEMV, or past MOE_GEMM_MIN_TOKENS tokens the
+        grouped GEMM."""
+        if isinstance(experts, (ExpertWeights, RamExperts, ExpertsOnCpu)):
             return super().moe_ffn_selected(x, experts, ids, weights)
-        if ids.numel() > self.MOE_GEMM_MIN_PAIRS:
+        if ids.shape[0] > self.MOE_GEMM_MIN_TOKENS:
             return self._moe_gemm(x, experts, ids, weights)
         from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS, route_experts

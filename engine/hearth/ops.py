@@ -23,6 +23,9 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
                                          the same kept in host memory, n_slots of them cached
                                          on the device, or (0) read in place over the bus
                                          (engine/hearth/expert_offload.py)
+    e = ops.prepare_experts_on_cpu(gate, up, down, activation, biases, n_threads)
+                                         the same computed by the CPU (ggml's kernels) from
+                                         the file's mapped blocks (engine/hearth/cpu_experts.py)
     y = ops.moe_ffn(x, e, logits, rule, bias)  the routed experts' feed-forward (below)
     y = ops.moe_ffn_from_router(x, router, e, rule, bias)   the same from the router matrix
 
@@ -39,7 +42,6 @@ machine. On the CPU KernelsOps runs only under TRITON_INTERPRET=1, for the tests
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 from collections import OrderedDict
@@ -48,6 +50,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
+from engine.hearth.expert_offload import RamExperts
 from engine.hearth.host_dequant import DEQUANTIZABLE, dequantize
 from engine.hearth.moe_ops import KernelsMoeOps, PackedExperts, TorchMoeOps, swiglu_oai
 from engine.hearth.rope import RopeTable, rope_angles
@@ -78,14 +81,10 @@ class TorchOps(TorchMoeOps):
         self.activation_dtype = dtype
         self._experts: OrderedDict[tuple[int, int], torch.Tensor] = OrderedDict()
         self._experts_bytes = 0
+        self._ggml_cpus: dict[int, object] = {}  # prepare_experts_on_cpu's thread pools
 
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in DEQUANTIZABLE
-
-    def gemv_for_rows(self, n_rows: int):
-        """Within this block, matmuls of up to n_rows rows take the GEMV (KernelsOps: a batch's
-        decode step); plain torch has one path for every row count."""
-        return contextlib.nullcontext()
 
     def prepare(self, w: QuantWeight) -> PreparedWeight:
         if not self.supports(w.ggml_type):
@@ -206,31 +205,24 @@ class KernelsOps(KernelsMoeOps, TorchOps):
     """kernels/ where it has a kernel, plain torch for the rest.
 
     Matrices become kernels.PackedWeight (the file's blocks split once into planes of their
-    fields, the same bytes) and are multiplied by the fused-dequantization GEMV for up to
-    `GEMV_MAX_ROWS` rows (decode), by the quantized GEMM (kernels/packed_gemm.py: blocks
-    decoded into f16 tiles for the tensor cores) for a batch's decode step of more rows; a
-    prefill chunk dequantizes the matrix on the device (kernels/dequant.py) for that one f16
-    product through torch's GEMM, keeping nothing (`_matmul_path` decides).
+    fields, the same bytes). One row of x, and up to kernels.gemv.DP4A_MAX_ROWS rows of a Q4_K
+    or Q6_K matrix (a small batch's decode step), go through the fused-dequantization GEMV
+    (the integer one, x in 8 bits, for Q4_K and Q6_K); more rows (a larger batch's
+    decode step, a prefill chunk) dequantize the matrix on the device (kernels/dequant.py) for
+    one f16 product through torch's GEMM, keeping nothing (`_matmul_path` decides;
+    docs/decisions/0022-batch-rows-by-dequantized-gemm.md has the figures).
     A type kernels/ does not pack falls back to TorchOps (dequantized once, kept). RMSNorm (with
     the residual add fused), SwiGLU and RoPE are kernels; GELU stays in torch. A mixture of
     experts' routed experts go through the expert GEMV (prepare_experts, moe_ffn).
     """
 
     name = "kernels"
-    GEMV_MAX_ROWS = 16
-    # A batch's decode step (inside gemv_for_rows) of at least this many rows takes the
-    # quantized GEMM instead of the GEMV in slices of GEMV_MAX_ROWS: the slices read every
-    # weight once per 16 rows, the GEMM once per block of up to 64 (decoding a weight for the
-    # tensor cores costs about what it costs the GEMV's multiply-adds). Off (above the 64
-    # sequences a step holds, page_pool.MAX_SEQUENCES) until the figures of
-    # benchmarks/kernels/quant_gemm.py (its "GEMV x16" and "quant GEMM" rows at 32 and 64) have
-    # measured it on a GPU: the GEMV slices are the measured path.
-    QUANT_GEMM_MIN_ROWS = 65
-    # Prefill chunks (outside gemv_for_rows) of up to this many rows take the quantized GEMM;
-    # longer ones dequantize the matrix for torch's GEMM (writing and reading 2 bytes a weight,
-    # then cuBLAS's f16 rate). GEMV_MAX_ROWS: none take it until the benchmark's "dequant +
-    # torch" and "quant GEMM" rows say where the two cross.
-    QUANT_GEMM_MAX_PREFILL_ROWS = GEMV_MAX_ROWS
+    # The norm before a mixture of experts writes its output in 8 bits too (for the expert
+    # GEMV, which reads x in 8 bits) at up to this many rows: moe_ffn passes it on where the
+    # step is one launch of the expert GEMV, which 16 rows are at up to 16 experts a token
+    # (kernels.moe_routing.MAX_PAIRS, 256 pairs); more rows go in slices, each quantizing its
+    # own x, or through the grouped GEMM (x in f16).
+    MOE_X_8BIT_MAX_ROWS = 16
 
     def __init__(self, device: torch.device | str, dtype: torch.dtype = torch.float32):
         super().__init__(device, dtype)
@@ -245,7 +237,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         # cache and attention without a cast (three launches a layer fewer), and the GEMVs
         # read half the activation bytes; the residual stream and the logits stay float32
         self.activation_dtype = self._gemm_dtype
-        self._gemv_rows = self.GEMV_MAX_ROWS  # gemv_for_rows raises it for a batch's step
         self._ropes: dict[RopeTable, object] = {}
         # gemv's chained integer GEMV on sm_90+, gemv's default: a programmatic dependent
         # launch that starts while the kernel before it ends and loads its first weights before
@@ -304,8 +295,10 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         rows = 1 if self.rows_as_one else rows
 
         def in_8_bits(w) -> bool:
+            if isinstance(w, RamExperts):  # through their device slots, x as it is
+                return False
             if isinstance(w, PackedExperts):  # the expert GEMV, for a step of one launch
-                return rows <= self.GEMV_MAX_ROWS
+                return rows <= self.MOE_X_8BIT_MAX_ROWS
             if isinstance(w, PreparedWeight):
                 return False
             return default_config(w.fmt.name, rows).path == "dp4a"
@@ -327,37 +320,19 @@ class KernelsOps(KernelsMoeOps, TorchOps):
             return super().gated_ffn_activation_for(readers, gate, up, kind)
         return self._k.swiglu_quantized(gate, up)
 
-    @contextlib.contextmanager
-    def gemv_for_rows(self, n_rows: int):
-        """Within this block, matmuls of up to n_rows rows (a batch's decode step: one row per
-        sequence, up to 64) take the quantized GEMM (or, below QUANT_GEMM_MIN_ROWS or for a
-        format it does not read, the GEMV in slices of GEMV_MAX_ROWS rows), reading the blocks
-        as stored, instead of dequantizing every matrix for a GEMM as a prefill chunk does;
-        outside it, prefill keeps its path (`_matmul_path`)."""
-        before = self._gemv_rows
-        self._gemv_rows = max(before, n_rows)
-        try:
-            yield
-        finally:
-            self._gemv_rows = before
-
     def _matmul_path(self, rows: int, w) -> str:
-        """How `rows` rows of x meet the PackedWeight w (the one place the row thresholds are
-        read): "gemv" (one launch, up to GEMV_MAX_ROWS rows), "quant_gemm" (a batch's decode
-        step from QUANT_GEMM_MIN_ROWS rows, a prefill chunk up to QUANT_GEMM_MAX_PREFILL_ROWS,
-        for the formats kernels/packed_gemm.py reads), "gemv_slices" (the rest of a batch's
-        step), "dequant" (the rest of prefill: the matrix in f16 for torch's GEMM)."""
-        from kernels.packed_gemm import supports
+        """How `rows` rows of x meet the PackedWeight w: "gemv" for one row, and for the few
+        rows the integer GEMV takes (kernels.gemv.DP4A_MAX_ROWS, Q4_K and Q6_K); else
+        "dequant" (the matrix in f16 for torch's GEMM), a batch's decode step as a prefill
+        chunk. Measured on an H200 at the 8B shapes (docs/decisions/0022-batch-rows-by-
+        dequantized-gemm.md): the dequantized GEMM takes 13-99 us a matrix at 2 to 64 rows,
+        the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16."""
+        import kernels.gemv
 
-        if rows <= self.GEMV_MAX_ROWS:
+        if rows == 1:
             return "gemv"
-        batch_step = rows <= self._gemv_rows
-        if supports(w) and (
-            (batch_step and rows >= self.QUANT_GEMM_MIN_ROWS)
-            or rows <= self.QUANT_GEMM_MAX_PREFILL_ROWS
-        ):
-            return "quant_gemm"
-        return "gemv_slices" if batch_step else "dequant"
+        few = rows <= kernels.gemv.DP4A_MAX_ROWS  # (no config built for a prefill chunk's rows)
+        return "gemv" if few and self._gemv_config(w, rows).path == "dp4a" else "dequant"
 
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
@@ -366,19 +341,8 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         if self.rows_as_one:  # every row as a decode step's GEMV computes it (TorchOps says why)
             config = dataclasses.replace(self._gemv_config(w, 1), rows_alike=True)
             return self._k.quant_matmul(x, w, config, quantized=shared)
-        path = self._matmul_path(rows, w)
-        if path == "gemv":
+        if self._matmul_path(rows, w) == "gemv":
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
-        if path == "quant_gemm":
-            return self._k.quant_gemm(x, w)
-        if path == "gemv_slices":
-            x2 = x.reshape(rows, x.shape[-1])
-            step = self.GEMV_MAX_ROWS
-            parts = [
-                self._k.quant_matmul(x2[i : i + step], w, self._gemv_config(w, min(step, rows - i)))
-                for i in range(0, rows, step)
-            ]
-            return torch.cat(parts).reshape(*x.shape[:-1], -1)
         from kernels.dequant import dequantize
 
         try:

@@ -20,8 +20,9 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   n_in] PackedWeight per tensor, the same bytes); expert biases float32. A layer's three raw
   tensors are read onto the GPU first, then split, so loading briefly holds one layer's experts
   twice (the load transient, kept in torch's cache afterwards).
-  The expert GEMV never dequantizes an expert: a prefill chunk goes through it in slices of at
-  most EXPERT_PAIRS_PER_LAUNCH (token, expert) pairs, so experts set no prefill GEMM's size.
+  No expert is ever dequantized whole: a chunk of up to EXPERT_PAIRS_PER_LAUNCH (token,
+  expert) pairs goes through the expert GEMV, a longer one (a prefill chunk) through the
+  grouped GEMM, which decodes tiles in registers; so experts set no prefill GEMM's size.
 - experts in RAM (HearthConfig.ram_expert_layers, engine/hearth/expert_offload.py): the last
   N layers' expert tensors leave the GPU for pinned host memory (the same planes, byte for
   byte), and each of those layers keeps a cache of `expert_cache_slots` experts on the GPU:
@@ -32,22 +33,29 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
   and minimums included).
 - decode workspace, kept by the CUDA graph's private pool (decode_graph.py): the activations
-  of one token (a MoE layer's: moe_workspace), the plain cache's one-query attention (scores
+  of one token (a MoE layer's: moe_workspace.py), the plain cache's one-query attention (scores
   over every slot: f16, float32 softmax, f16 probabilities per query head), the logits.
   kernels' paged decode needs only partial sums.
 - prefill workspace (a chunk of n_ubatch rows, the last one attending over the whole context):
-  float32 activations (a MoE layer's: moe_workspace), and the larger of a layer's two
-  transient peaks, which never overlap: the largest (joined) matrix dequantized to f16 for
-  torch's GEMM (kernels/dequant.py's one pass for Q4_K and Q6_K: nothing beside the result)
-  with its product; or the attention over the whole context (the paged cache's pages gathered
-  to f16, the slot ids, the boolean mask, its repeat for the query heads of a KV head and
-  SDPA's additive f16 copy; kernels/grouped_attention.py keeps SDPA on its memory-efficient
-  kernel, which tiles the scores).
+  float32 activations (a MoE layer's: moe_workspace.py); the chunk's attention masks, made
+  once at its first layer and kept through all of them (one per distinct sliding window:
+  additive f16, repeated for the query heads of a KV head, rows padded to 16 elements, the
+  form SDPA's memory-efficient kernel reads without a copy; kernels/grouped_attention.py); and
+  the larger of a layer's two transient peaks, which never overlap: the largest (joined)
+  matrix dequantized to f16 for torch's GEMM (kernels/dequant.py's one pass for Q4_K and Q6_K:
+  nothing beside the result) with its product; or the attention over the whole context (the
+  paged cache's pages gathered to f16; SDPA's memory-efficient kernel tiles the scores), or
+  at the first layer the making of a mask (slot ids and booleans), where that is larger.
 - overhead: the CUDA context, cuBLAS and Triton's modules (HEARTH_COSTS.context_bytes), and the
   rounding of torch's caching allocator (blocks of 512 bytes, 2 MiB segments for small
   allocations, 20 MiB for medium ones, large ones rounded to 2 MiB). The load's raw copies are
   returned to torch's cache before the KV cache is made, which reuses their blocks: the peak
-  is the weights with the larger of the two (HearthItems.gpu_total).
+  is the weights with the larger of the two (HearthItems.gpu_total). No allocator slack
+  beside the live peak is counted: the buffer that took a second segment on the H200
+  (docs/measurements/2026-11-28-s14-call-3/memory: SDPA's f16 copy of the mask, made and freed
+  by every layer) is now made once a chunk; what a layer still makes and frees is K and V
+  gathered, the same sizes at every layer (benchmarks/hearth_memory.py cards shows what
+  torch reserves beside its peak allocation).
 
 The total is the process's peak (what NVML shows at the end of a prefill over the whole
 context: torch keeps what the prefill reserved), which benchmarks/hearth_memory.py samples.
@@ -76,14 +84,9 @@ from engine.hearth.cache_layout import (
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig, model_config
 from engine.hearth.page_pool import pages_for
 from engine.planner.memory import DeviceMemory, MemoryEstimate
+from engine.planner.moe_workspace import moe_workspace
 from kernels.ggml_formats import FORMATS
 from kernels.kv_formats import bytes_per_row, kivi_group
-
-# (token, expert) pairs one expert GEMV launch takes (kernels/moe_routing.py MAX_PAIRS; a test
-# keeps them equal: this module stays torch-free)
-EXPERT_PAIRS_PER_LAUNCH = 256
-# runs of 16 weights an expert GEMV program reads of a row (kernels/moe_gemv.py MoeGemvConfig)
-_EXPERT_MAX_RUNS = 128
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB
@@ -428,39 +431,85 @@ def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
 # -- workspace -------------------------------------------------------------------------------------
 
 
-def _prefill_attention(
+# kernels/grouped_attention.py MASK_ALIGNMENT (not imported: that module imports torch; a test
+# holds the two equal): a prefill mask's rows are padded to this many elements
+MASK_ALIGNMENT = 16
+
+
+def _mask_columns(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
+    """Keys a chunk's mask covers, padded: the context's, and with kivi4 keys the scratch's
+    rows after them (the chunk and a page: its own pages' exact keys, PagedKVCache
+    _own_pages_exact)."""
+    keys = config.n_ctx + (rows + PAGE if config.type_k == "kivi4" else 0)
+    return -(-keys // MASK_ALIGNMENT) * MASK_ALIGNMENT
+
+
+def _mask_windows(cfg: ModelConfig) -> int:
+    """Distinct windows among the layers: one mask each (Gemma 3: global and local)."""
+    return len({cfg.swa_window if cfg.is_swa(i) else 0 for i in range(cfg.n_layer)})
+
+
+def prefill_masks(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
+    """A prefill chunk's attention masks for `rows` queries over n_ctx positions, made at the
+    chunk's first layer and kept through all of them (engine/hearth/forward.py; kernels/
+    grouped_attention.py prefill_mask): one per distinct window, each additive in f16 (the
+    GPU's compute dtype), [n_rep * rows, columns] (repeated for the query heads of a KV head;
+    rows padded to MASK_ALIGNMENT), which SDPA's memory-efficient kernel reads as it is."""
+    return _mask_windows(cfg) * 2 * cfg.n_rep * rows * _mask_columns(cfg, config, rows)
+
+
+def _mask_making(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
+    """Beside the masks while one is made (PagedKVCache._chunk_mask, once a chunk, before its
+    layer's gather): the slot ids (int64) and the boolean [rows, n_ctx] of what each query
+    sees; a window's second comparison another boolean of that size; kivi4 keys: the own-page
+    test (slot ids and their pages, int64, and a boolean) and the boolean with the scratch's
+    columns concatenated."""
+    n = config.n_ctx
+    booleans = 2 if cfg.swa_window else 1
+    if config.type_k == "kivi4":
+        return 2 * rows * (n + rows + PAGE) + 24 * n
+    return booleans * rows * n + 8 * n
+
+
+def _prefill_attention_buffers(
     cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
-) -> int:
-    """One layer's prefill attention for `rows` queries over n_ctx positions, the buffers alive
-    at its peak as the code allocates them (freed at the layer's end, so one layer's count):
+) -> tuple[int, ...]:
+    """One layer's prefill attention for `rows` queries over n_ctx positions beside the
+    chunk's masks: the buffers alive at its peak as the code allocates them (freed at the
+    layer's end, so one layer's count):
 
     - K and V over the whole context in f16: the paged cache's pages gathered
       (kernels/kv_cache.py gather); the plain cache's slices, copied only when the cache is
       float32 (the queries are f16 on a GPU);
-    - the slot ids (int64) and the boolean mask [rows, n_ctx] (PagedKVCache._seen);
-    - kernels/grouped_attention.py: the mask repeated for the G query heads of a KV head, and
-      SDPA's additive f16 copy of that (torch converts a boolean mask to the query's type); the
-      memory-efficient kernel tiles the scores. The folded queries and the output are a few
-      rows' activations, counted with them.
+    - kivi4 keys: K, then V, with the chunk's scratch rows appended (torch.cat: the gathered
+      and the longer copy of one alive at once);
+    - kernels/grouped_attention.py: SDPA's memory-efficient kernel takes the chunk's mask as
+      it is and tiles the scores. The folded queries and the output are a few rows'
+      activations, counted with them.
 
     `prefill_scores_materialized`: torch's math path instead (K and V repeated for every query
     head, float32 scores and their softmax), for a torch without the fused kernel."""
     n, d = config.n_ctx, cfg.head_dim
     layout = gpu_cache_layout(config.type_k, config.type_v)
     copied = layout.paged or layout.plain_element_bytes == 4
-    kv = 2 * cfg.n_head_kv * n * d * 2 if copied else 0
-    mask = rows * n
-    slots = 8 * n
-    if not costs.prefill_scores_materialized:
-        attention = kv + slots + mask + cfg.n_rep * mask * (1 + 2)
-    else:
-        repeated = 2 * cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
-        attention = kv + slots + repeated + 2 * cfg.n_head * rows * n * 4 + mask
+    one_kv = cfg.n_head_kv * n * d * 2 if copied else 0
+    if costs.prefill_scores_materialized:
+        repeated = cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
+        scores = cfg.n_head * rows * n * 4
+        return (one_kv, one_kv, repeated, repeated, scores, scores)
     if config.type_k == "kivi4":
-        # _own_pages_exact: K, V and the mask concatenated with the scratch rows, the old and
-        # the new copies alive while torch.cat makes them (before the attention's own peak)
-        return max(attention, 2 * kv + slots + 2 * mask)
-    return attention
+        longer = one_kv + cfg.n_head_kv * (rows + PAGE) * d * 2
+        return (one_kv, longer, longer)
+    return (one_kv, one_kv)
+
+
+def _prefill_attention(
+    cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
+) -> int:
+    """One layer's prefill attention at its peak beside the chunk's masks
+    (_prefill_attention_buffers), or the making of a mask where that is larger."""
+    layer = sum(_prefill_attention_buffers(cfg, config, rows, costs))
+    return max(layer, _mask_making(cfg, config, rows))
 
 
 def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:
@@ -477,47 +526,13 @@ def _logits_workspace(cfg: ModelConfig) -> int:
     return cfg.n_vocab * (4 + 4 + 4 + 8 + 1)
 
 
-def _expert_splits(n_in: int) -> int:
-    """How many splits of K the expert GEMV reads a row of n_in weights in (moe_gemv.py
-    _runs_per_split: one up to 128 runs of 16, else runs of 128 or 64, whichever wastes less)."""
-    runs = n_in // 16
-    if runs <= _EXPERT_MAX_RUNS:
-        return 1
-    half = _EXPERT_MAX_RUNS // 2
-    waste = {nr: -(-runs // nr) * nr - runs for nr in (_EXPERT_MAX_RUNS, half)}
-    per_split = min(waste, key=lambda nr: (waste[nr], -nr))
-    return -(-runs // per_split)
-
-
-def moe_workspace(cfg: ModelConfig, rows: int, costs: HearthCosts) -> int:
-    """A mixture-of-experts layer's buffers for `rows` tokens (ops.KernelsOps.moe_ffn), 0 for
-    a dense model: the router's logits, the routing (int32 ids, float32 weights, the tables
-    grouping the pairs), x and h in 8 bits (about 1.4 bytes a value: codes, a scale per 32
-    and a sum per 16), gate/up's float32 partials (two channels per split of K) and h, down's
-    float32 partials and its output, for one launch slice of at most EXPERT_PAIRS_PER_LAUNCH
-    pairs, and every slice's output until they are concatenated."""
-    moe = cfg.moe
-    if moe is None:
-        return 0
-    k, n_ff, n_embd = moe.n_expert_used, moe.n_ff_exp, cfg.n_embd
-    act = costs.activation_bytes
-    router = rows * moe.n_expert * act + rows * k * (4 + 4)
-    tokens = min(rows, max(1, EXPERT_PAIRS_PER_LAUNCH // k))
-    pairs = tokens * k
-    routing = 4 * (pairs + 3 * min(moe.n_expert, pairs) + 1)
-    in_8_bits = 2 * (tokens * n_embd + pairs * n_ff)
-    gate_up = 2 * _expert_splits(n_embd) * pairs * n_ff * 4 + pairs * n_ff * act
-    down = _expert_splits(n_ff) * pairs * n_embd * 4 + tokens * n_embd * act
-    outputs = 2 * rows * n_embd * act if rows > tokens else 0
-    return router + routing + in_8_bits + gate_up + down + outputs
-
-
 def decode_workspace(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts) -> int:
     """One decode step's peak: what the CUDA graph's private pool keeps (decode_graph.py); a
     batch's step has a row per sequence."""
     rows = max(1, config.n_parallel)
     widest = max(cfg.n_embd, 2 * cfg.n_ff, (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim)
-    activations = rows * 8 * widest * costs.activation_bytes + moe_workspace(cfg, rows, costs)
+    act = costs.activation_bytes
+    activations = rows * 8 * widest * act + moe_workspace(cfg, rows, act)
     return activations + _decode_attention(cfg, config) + rows * _logits_workspace(cfg)
 
 
@@ -540,21 +555,28 @@ def _prefill_gemm(profile: HearthProfile, rows: int, costs: HearthCosts) -> int:
     return dense + rows * n_out * 2
 
 
+def _chunk_rows(config: HearthConfig) -> int:
+    """Rows of the last prefill chunk of a full context."""
+    return max(1, min(config.n_ubatch, config.n_ctx))
+
+
 def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: HearthCosts) -> int:
     """A prefill chunk's peak above the weights and the cache (the last chunk of a full
-    context): the chunk's activations (a bound: every buffer a layer makes, float32), the
-    logits of its last row, and the larger of a layer's two transient peaks, which never
-    overlap: the largest matrix's GEMM (its f16 copy) and the attention over the whole
-    context."""
+    context): the chunk's activations (a bound: every buffer a layer makes, float32), its
+    attention masks (made once, kept through every layer: prefill_masks), the logits of its
+    last row, and the larger of a layer's two transient peaks, which never overlap: the
+    largest matrix's GEMM (its f16 copy) and the attention over the whole context."""
     cfg = profile.config
-    rows = max(1, min(config.n_ubatch, config.n_ctx))
+    rows = _chunk_rows(config)
     qkv = (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim
     per_row = 3 * cfg.n_embd + qkv + cfg.n_head * cfg.head_dim + 3 * cfg.n_ff
-    activations = rows * per_row * costs.activation_bytes + moe_workspace(cfg, rows, costs)
+    act = costs.activation_bytes
+    activations = rows * per_row * act + moe_workspace(cfg, rows, act)
     transient = max(
         _prefill_gemm(profile, rows, costs), _prefill_attention(cfg, config, rows, costs)
     )
-    return activations + transient + _logits_workspace(cfg)
+    masks = prefill_masks(cfg, config, rows)
+    return activations + masks + transient + _logits_workspace(cfg)
 
 
 # -- the estimate ----------------------------------------------------------------------------------

@@ -95,6 +95,11 @@ class EngineClient:
         self._stderr_done.clear()
         env = dict(os.environ if self._env is None else self._env)
         env.setdefault("PYTHONUNBUFFERED", "1")
+        # On an abort ggml attaches gdb to its own process for a backtrace where gdb is
+        # installed: with CUDA's libraries loaded, and debuginfod asking the network for their
+        # symbols, that can hold the dying worker for minutes before the window hears of it.
+        # The line that says why comes before the backtrace and is all the person is shown.
+        env.setdefault("GGML_NO_BACKTRACE", "1")
         proc = subprocess.Popen(
             module_command("engine.runtime.worker"),
             stdin=subprocess.PIPE,

@@ -1,9 +1,10 @@
 """What the engine process prints on stderr, kept for the person: the cause apart from the tail.
 
 When llama.cpp aborts, its one line that says why (`binary-ops.cpp:135: binary_op: unsupported
-types`, `GGML_ASSERT(...) failed`, `what(): ...`) comes first, and then ggml prints a backtrace
-of a hundred lines or more through gdb. A tail of the last lines keeps only the backtrace. So
-the lines that state an error are kept apart, first ones first, and shown before the tail.
+types`, `GGML_ASSERT(...) failed`, `what(): ...`) comes first, and then what follows it can be a
+backtrace of a hundred lines or more (ggml's through gdb, when a run turns GGML_NO_BACKTRACE off;
+CUDA's and glibc's own). A tail of the last lines keeps only the backtrace. So the lines that
+state an error are kept apart, first ones first, and shown before the tail.
 
 Every kept line is escaped (engine.untrusted_text.printable_line): llama.cpp prints a model's
 metadata while loading it, and the file's text must not reach a terminal or a label raw.

@@ -23,7 +23,8 @@ A step is one forward pass (engine/hearth/forward.py, unchanged) over the rows t
 batch_schedule.plan_step picks: one token for every decoding sequence, then chunks of the
 prompts that joined, within the per-step token budget, so a long new prompt is computed
 between the others' tokens instead of stalling them. Generations join and leave between
-steps. A decode-only step's matrices take the GEMV for all its rows (KernelsOps.gemv_for_rows).
+steps. A step's matrices take the GEMV or the dequantized matrix's GEMM by the step's row
+count alone (KernelsOps._matmul_path), decode rows and prompt chunks alike.
 
 Memory: the pool holds n_parallel sequences of n_ctx / n_parallel positions each (what the
 planner budgets, engine/planner/hearth_memory.py), and a sequence stops at its share with
@@ -33,7 +34,6 @@ generation alone fails with the pool's message and no other sequence's pages are
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import time
@@ -124,16 +124,13 @@ class HearthBatchContext:
             return self._graphs.step(seqs, tokens, positions)
         rows = self.cache.rows(seqs, positions)
         with torch.inference_mode():
-            ops = hearth.transformer.ops
-            gemv = ops.gemv_for_rows(len(seqs)) if decode_only else contextlib.nullcontext()
-            with gemv:
-                return hearth.transformer.forward(
-                    torch.tensor(tokens, device=device),
-                    torch.tensor(positions, device=device),
-                    rows,
-                    n_keys=0,
-                    logit_rows=torch.tensor(logit_rows, device=device),
-                )
+            return hearth.transformer.forward(
+                torch.tensor(tokens, device=device),
+                torch.tensor(positions, device=device),
+                rows,
+                n_keys=0,
+                logit_rows=torch.tensor(logit_rows, device=device),
+            )
 
     # The Context seam: this context's requests go through HearthBatchedDecoder.
 

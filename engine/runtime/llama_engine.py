@@ -8,15 +8,31 @@ speculative loop, MTP) keep using the bindings' own calls on the same objects.
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from engine.enums import Engine
 from engine.llama import driver as llama
-from engine.llama import vision
 from engine.llama.batch import SequenceBatch
 from engine.llama.sampler import Sampler
 from engine.runtime.engine_api import LAST_ROW, Capabilities, StepOutput, vision_refusal
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import context_settings, model_settings, sampler_settings
+
+if TYPE_CHECKING:
+    from engine.llama import vision
+
+
+def _vision():
+    """llama.cpp's multimodal library (mtmd), imported when a projector is opened or an image
+    decoded: a build without it still runs every text model."""
+    try:
+        from engine.llama import vision
+    except OSError as exc:  # the ctypes loader's FileNotFoundError: no libmtmd in this build
+        raise llama.EngineError(
+            f"This llama.cpp build has no multimodal library (mtmd): {exc}. Text works; to "
+            "read images, reinstall the engine (python installers/build_engine.py)."
+        ) from exc
+    return vision
 
 
 class LlamaModel(llama.Model):
@@ -38,7 +54,7 @@ class LlamaModel(llama.Model):
         """The vision projector beside the weights. Images are decoded into sequence 0 one
         request at a time, so batching is off while it is loaded (said once, in the log)."""
         try:
-            self.projector = vision.Projector(
+            self.projector = _vision().Projector(
                 self, params.mmproj_path, n_threads=params.n_threads,
                 use_gpu=params.n_gpu_layers != 0,
             )  # fmt: skip
@@ -145,12 +161,14 @@ class LlamaMediaPrompt:
         0 for M-RoPE models, whose image positions are not one per token."""
         if self.chunks.projector.uses_mrope:
             return 0
+        image = _vision().IMAGE
         for start, part in zip(self._starts, self.chunks.parts, strict=True):
             if start <= n_cached < start + len(part.tokens):
-                return start if part.kind == vision.IMAGE else n_cached
+                return start if part.kind == image else n_cached
         return n_cached
 
     def decode_from(self, ctx: LlamaContext, start: int) -> StepOutput:
+        vision = _vision()
         for index, (first, part) in enumerate(zip(self._starts, self.chunks.parts, strict=True)):
             end = first + len(part.tokens)
             if end <= start or not part.tokens:

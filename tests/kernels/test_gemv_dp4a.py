@@ -61,9 +61,12 @@ CONFIGS = {
 }
 
 
-def test_one_row_of_q4_k_and_q6_k_takes_the_integer_path():
+def test_up_to_dp4a_max_rows_of_q4_k_and_q6_k_take_the_integer_path():
     assert CONFIGS["default"].path == CONFIGS["default-q6_k"].path == "dp4a"
-    assert gemv.default_config("Q4_K", 2).path == "float"
+    for fmt in ("Q4_K", "Q6_K"):
+        assert gemv.default_config(fmt, gemv.DP4A_MAX_ROWS).path == "dp4a"
+        assert gemv.default_config(fmt, gemv.DP4A_MAX_ROWS + 1).path == "float"
+    assert gemv.default_config("Q8_0", 2).path == "float"
 
 
 @functools.lru_cache(maxsize=2)

@@ -104,22 +104,30 @@ class RangeServer:
 
     def _send_body(self, req: BaseHTTPRequestHandler, content, start: int, length: int) -> None:
         chunk = 64 * 1024
+        if isinstance(content, Path):
+            with open(content, "rb") as f:
+                f.seek(start)
+                while length > 0:
+                    data = f.read(min(chunk, length))
+                    if not self._write(req, data):
+                        return
+                    length -= len(data)
+        else:
+            for pos in range(start, start + length, chunk):
+                if not self._write(req, content[pos : min(pos + chunk, start + length)]):
+                    return
+
+    def _write(self, req: BaseHTTPRequestHandler, data: bytes) -> bool:
+        """Send `data`, counted before it goes out: a client that has read the bytes finds
+        them counted (counting after the write raced the client's own check). False: the
+        client hung up (once it had what it needed), and what did not go out is not counted."""
+        self._count(len(data))
         try:
-            if isinstance(content, Path):
-                with open(content, "rb") as f:
-                    f.seek(start)
-                    while length > 0:
-                        data = f.read(min(chunk, length))
-                        req.wfile.write(data)
-                        self._count(len(data))
-                        length -= len(data)
-            else:
-                for pos in range(start, start + length, chunk):
-                    data = content[pos : min(pos + chunk, start + length)]
-                    req.wfile.write(data)
-                    self._count(len(data))
+            req.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the client hung up once it had what it needed
+            self._count(-len(data))
+            return False
+        return True
 
     def _count(self, n: int) -> None:
         with self._lock:

@@ -1,8 +1,9 @@
 """The Hearth engine's batch on a GPU (HEARTH_GPU_TESTS=1 on the device machine): 20 sequences
-of different lengths decoded together on kernels/ (the step's 20 rows through the GEMV in
-slices or the packed GEMM, the rows written into their own pages in one launch, the batched
-decode attention, a prompt chunk beside decode rows) against each sequence decoded alone
-through the one-sequence paged cache."""
+of different lengths decoded together on kernels/ (the step's 20 rows through the dequantized
+matrices' GEMM, the rows written into their own pages in one launch, the batched decode
+attention, a prompt chunk beside decode rows) against each sequence decoded alone through the
+one-sequence paged cache; a shared prefix copied on write; a decode step replayed from its
+CUDA graph against the same step run eagerly."""
 
 from __future__ import annotations
 
@@ -42,18 +43,14 @@ def float_gemv_alone(monkeypatch):
     monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 0)
 
 
-@pytest.mark.parametrize("step_path", ["gemv_slices", "packed_gemm"])
 @pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8")])
-def test_twenty_sequences_together_equal_each_alone(arch, kv, step_path, tmp_path,
-                                                   float_gemv_alone):  # fmt: skip
-    """The 20-row step through the GEMV in slices of 16 and 4 (the default) and through the
-    packed GEMM (KernelsOps.QUANT_GEMM_MIN_ROWS lowered to 17)."""
+def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_gemv_alone):
+    """The 20-row step through the dequantized matrices' GEMM (KernelsOps._matmul_path past
+    kernels.gemv.DP4A_MAX_ROWS rows) against each sequence alone on the one-row GEMV."""
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
     ops = KernelsOps("cuda")
-    if step_path == "packed_gemm":
-        ops.QUANT_GEMM_MIN_ROWS = ops.GEMV_MAX_ROWS + 1
     model = Transformer.load(cfg, GGUFTensors(str(path), info), ops)
     dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
     cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format=kv, v_format=kv)
@@ -62,8 +59,7 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, step_path, tmp_pat
 
     def forward(row_seqs, tokens, positions, logit_rows):
         rows = cache.rows(row_seqs, positions)
-        decode_only = len(set(row_seqs)) == len(row_seqs)
-        with torch.inference_mode(), model.ops.gemv_for_rows(len(row_seqs) if decode_only else 0):
+        with torch.inference_mode():
             return model.forward(
                 torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
                 rows, n_keys=0, logit_rows=torch.tensor(logit_rows, device="cuda"),
@@ -75,7 +71,7 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, step_path, tmp_pat
         start = cache.grow(seq, len(prompt))
         got[i].append(forward([seq] * len(prompt), prompt, list(range(start, start + len(prompt))),
                               [len(prompt) - 1])[0])  # fmt: skip
-    for s in range(STEPS):  # all 20 decode together (KernelsOps._matmul_path: step_path)
+    for s in range(STEPS):  # all 20 decode together
         pos = [cache.grow(seq, 1) for seq in seqs]
         out = forward(seqs, [steps[i][s] for i in range(N_SEQS)], pos, list(range(N_SEQS)))
         for i in range(N_SEQS):
@@ -95,10 +91,10 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, step_path, tmp_pat
         expected = torch.stack([r.float().cpu() for r in rows]).numpy()
         actual = torch.stack(got[i]).numpy()
         errors.append(np.linalg.norm(actual - expected) / np.linalg.norm(expected))
-    # the same products on both sides (float_gemv_alone) up to rounding: the GEMV's tiling of
-    # 1 against 16 rows, or the packed GEMM's f16 weights and x against the one-row GEMV's
-    # float32 sums of f16 x, and the pages' layout
-    assert max(errors) < 1e-2, errors
+    # the same products on both sides (float_gemv_alone) up to rounding: the GEMM's f16
+    # weights and x (f16 products, float32 sums) against the one-row GEMV's float32 sums of f16
+    # x, and the pages' layout; measured on an H200: 0.3-1.05% (qwen3 with a q8 cache the most)
+    assert max(errors) < 2e-2, errors
 
 
 def test_the_captured_steps_equal_the_eager_ones(tmp_path):
@@ -126,7 +122,7 @@ def test_the_captured_steps_equal_the_eager_ones(tmp_path):
                 out.append(graphs.step(seqs, tokens, pos).float().cpu())
             else:
                 rows = cache.rows(seqs, pos)
-                with torch.inference_mode(), model.ops.gemv_for_rows(n):
+                with torch.inference_mode():
                     out.append(model.forward(torch.tensor(tokens, device="cuda"),
                                              torch.tensor(pos, device="cuda"), rows, n_keys=0,
                                              all_logits=True).float().cpu())  # fmt: skip
@@ -179,13 +175,65 @@ def test_a_shared_prefix_on_the_gpu_is_computed_once_and_copied_on_write(tmp_pat
         return np.linalg.norm(actual.numpy() - expected) / np.linalg.norm(expected) < 3e-2
 
     a = cache.new_sequence()
+    assert cache.grow(a, 150) == 0
     forward([a] * 150, prompt_a, list(range(150)))
     assert cache.publish(a, prompt_a) == 2
     b = cache.new_sequence(prompt_b, limit=len(prompt_b) - 1)
     assert cache.length(b) == 100
+    assert cache.grow(b, 3) == 100
     got_b = forward([b] * 3, prompt_b[100:], [100, 101, 102])
     assert cache.pool.pages(b)[0] == cache.pool.pages(a)[0]
     assert cache.pool.pages(b)[1] != cache.pool.pages(a)[1]
     assert close(got_b, alone(prompt_b))
     pos = cache.grow(a, 1)
     assert close(forward([a], [42], [pos]), alone(prompt_a, [42]))
+
+
+@pytest.mark.parametrize("n_rows", [5, 20])
+def test_a_captured_decode_step_equals_the_eager_one(n_rows, tmp_path):
+    """BatchGraphs (engine/hearth/batch_graph.py): a decode step of 5 rows (the integer GEMV,
+    bucket 8) and of 20 (the dequantized matrices' GEMM, bucket 32) replayed from its CUDA
+    graph gives the logits of the same step run eagerly on an identical cache, and the rows of
+    the bucket's spare slots touch no sequence's pages."""
+    from engine.hearth.batch_graph import BatchGraphs
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama"))
+    info = read_model_info(path)
+    cfg = model_config(info)
+    model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
+    prompts = [_prompt(i) for i in range(n_rows)]
+
+    def cache_with_prompts():
+        cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format="f16",
+                                  v_format="f16", max_sequences=n_rows + 1)  # fmt: skip
+        seqs = [cache.new_sequence() for _ in prompts]
+        for seq, prompt in zip(seqs, prompts, strict=True):
+            cache.grow(seq, len(prompt))
+            positions = list(range(len(prompt)))
+            with torch.inference_mode():
+                model.forward(
+                    torch.tensor(prompt, device="cuda"), torch.tensor(positions, device="cuda"),
+                    cache.rows([seq] * len(prompt), positions), n_keys=0,
+                    logit_rows=torch.tensor([len(prompt) - 1], device="cuda"),
+                )  # fmt: skip
+        return cache, seqs
+
+    tokens = [(11 * i + 5) % 300 + 1 for i in range(n_rows)]
+    positions = [len(p) for p in prompts]
+    eager_cache, eager_seqs = cache_with_prompts()
+    for seq in eager_seqs:
+        eager_cache.grow(seq, 1)
+    with torch.inference_mode():
+        eager = model.forward(
+            torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
+            eager_cache.rows(eager_seqs, positions), n_keys=0,
+            logit_rows=torch.arange(n_rows, device="cuda"),
+        ).float().cpu()  # fmt: skip
+    graph_cache, graph_seqs = cache_with_prompts()
+    graphs = BatchGraphs(model, graph_cache, max_rows=32)
+    for seq in graph_seqs:
+        graph_cache.grow(seq, 1)
+    replayed = graphs.step(graph_seqs, tokens, positions).float().cpu()
+    torch.testing.assert_close(replayed, eager, rtol=0, atol=1e-3)
+    graphs.close()

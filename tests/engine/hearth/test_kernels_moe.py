@@ -109,10 +109,11 @@ def test_chunks_past_one_launch_are_split_by_tokens(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
 def test_chunks_past_the_threshold_take_the_grouped_gemm(arch, tmp_path, monkeypatch):
-    """Past MOE_GEMM_MIN_PAIRS pairs (made 4 here) a chunk goes through the grouped GEMM
+    """Past MOE_GEMM_MIN_TOKENS tokens (made 4 here) a chunk goes through the grouped GEMM
     (kernels/moe_grouped_gemm.py: f16 tiles, no 8-bit x), picked and given its experts as
     select_experts does: within TorchOps' float32 products' tolerance, through moe_ffn and
-    moe_ffn_selected alike."""
+    moe_ffn_selected alike, and through moe_ffn_from_router (the router's GEMV, then the
+    GEMM: not route_from_router's expert GEMV)."""
     import kernels.moe_grouped_gemm
 
     config, torch_experts, kernel_experts = _layer_experts(tmp_path, arch)
@@ -126,7 +127,7 @@ def test_chunks_past_the_threshold_take_the_grouped_gemm(arch, tmp_path, monkeyp
 
     monkeypatch.setattr(kernels.moe_grouped_gemm, "grouped_moe", counted)
     ops = KernelsOps("cpu")
-    monkeypatch.setattr(ops, "MOE_GEMM_MIN_PAIRS", 4)
+    monkeypatch.setattr(ops, "MOE_GEMM_MIN_TOKENS", 4)
     expected = TorchOps("cpu").moe_ffn(x, torch_experts, logits, config.moe)
     got = ops.moe_ffn(x, kernel_experts, logits, config.moe)
     ids, weights = select_experts(
@@ -138,6 +139,14 @@ def test_chunks_past_the_threshold_take_the_grouped_gemm(arch, tmp_path, monkeyp
     error = float(torch.linalg.norm(got - expected) / torch.linalg.norm(expected))
     assert error < 1e-2, error
     torch.testing.assert_close(selected, got)
+    path = tmp_path / f"{arch}.gguf"
+    tensors = GGUFTensors(str(path), read_model_info(path))
+    router = ops.prepare(tensors.matrix("blk.0.ffn_gate_inp.weight", "cpu"))
+    bias = tensors.optional_float_tensor("blk.0.ffn_gate_inp.bias")
+    from_router = ops.moe_ffn_from_router(x, router, kernel_experts, config.moe, bias)
+    assert calls == [5, 5, 5]
+    routed = ops.moe_ffn(x, kernel_experts, ops.matmul(x, router), config.moe, bias)
+    torch.testing.assert_close(from_router, routed)
 
 
 def test_an_expert_type_without_a_gemv_is_refused_at_load(tmp_path):

@@ -55,8 +55,14 @@ class _CountedQuantization:
 
 def _run(path, ops) -> tuple[np.ndarray, int]:
     """test_forward's engine run over its first 9 tokens (chunks of 4, 1 and 3 rows, then a
-    decode step): (the logits, how many quantization launches it took)."""
+    decode step): (the logits, how many quantization launches it took). The chunks of 3 and 4
+    rows take the dequantized matrices' product here, not the integer GEMV the engine gives up
+    to kernels.gemv.DP4A_MAX_ROWS rows: that GEMV at several rows is tested on its own
+    (tests/kernels/test_gemv_dp4a.py) and costs minutes in the interpreter."""
+    import kernels.gemv
+
     with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 1)
         monkeypatch.setattr(test_forward, "TOKENS", test_forward.TOKENS[:9])
         launches = _CountedQuantization(monkeypatch)
         return test_forward.run_engine(path, ops=ops), len(launches.shapes)
@@ -95,10 +101,11 @@ def test_llama_on_the_kernels_matches_the_reference(tmp_path):
 
 
 def test_qwen3_on_the_kernels_matches_the_reference(qwen3_path, qwen3_kernels_run):
-    """qwen3's Q4_K matrices: the first chunk (4 rows) takes the float GEMV, exact up to
-    float32; single rows take the integer GEMV, inputs in 8 bits as llama.cpp's MMVQ does:
-    0.3-0.9% per product (tests/kernels/test_gemv_dp4a.py), about 8 products in series through
-    2 layers, so a few percent over the whole logits (1.7% measured)."""
+    """qwen3's Q4_K matrices: the first chunk (4 rows) takes the dequantized matrix's product
+    (_run), exact up to float32; single rows take the integer GEMV, inputs in 8 bits as
+    llama.cpp's MMVQ does: 0.3-0.9% per product (tests/kernels/test_gemv_dp4a.py), about 8
+    products in series through 2 layers, so a few percent over the whole logits (1.7%
+    measured)."""
     got, _ = qwen3_kernels_run
     expected = _reference(qwen3_path)
     scale = max(1.0, np.abs(expected).max())

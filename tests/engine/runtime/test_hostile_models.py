@@ -92,9 +92,18 @@ def test_a_file_llama_cpp_would_abort_on_is_refused_before_it_sees_it(
 
 
 def test_an_abort_in_llama_cpp_keeps_its_cause_apart_from_the_backtrace(
-    i32_norm_model: Path,
+    i32_norm_model: Path, tmp_path: Path
 ) -> None:
-    engine = RunningEngine(env={**os.environ, "HEARTH_WORKER_FAULT": "no_header_check"})
+    # ggml, left to itself, attaches gdb on an abort; a gdb that never returns (one waiting on
+    # the network for symbols) must not hold the crash back from the person
+    (tmp_path / "gdb").write_text("#!/bin/sh\nsleep 600\n")
+    (tmp_path / "gdb").chmod(0o755)
+    env = {
+        **os.environ,
+        "HEARTH_WORKER_FAULT": "no_header_check",
+        "PATH": f"{tmp_path}{os.pathsep}{os.environ['PATH']}",
+    }
+    engine = RunningEngine(env=env)
     try:
         crashed = engine.load(str(i32_norm_model), n_ctx=512)
     finally:
