@@ -4,20 +4,35 @@ each loaded and decoded at the context the planner plans there), and item by ite
 
     python -m benchmarks.hearth_memory --out DIR            # the table: about 5-6 minutes
     python -m benchmarks.hearth_memory cards --cards 12 24 --shapes llama3-8b mistral-7b
+    python -m benchmarks.hearth_memory cards --cards 16 24 --shapes qwen3-30b-a3b  # experts in RAM
     python -m benchmarks.hearth_memory items --ctx 4096 32768   # each item, one shape
 
 The models are Q4_K_M files written header-only ("sparse": the weights read as zeros, which
 costs no disk and no download); memory depends on shapes and types only. The shapes:
 Llama-3-8B (the one HEARTH_COSTS was calibrated on), Mistral-7B (a smaller vocabulary) and
 Gemma-3-12B (head size 256, sliding-window layers, tied embeddings): the last two were not used
-for calibration. A real file can be given with --model (cards: it replaces the shapes).
+for calibration; Qwen3-30B-A3B (--shapes qwen3-30b-a3b: a mixture of experts, 17.3 GiB of
+weights) is measured on request. A real file can be given with --model (cards: it replaces the
+shapes).
 
 cards: a memory hog (benchmarks/gpu_memory.py) holds all but N GiB of the GPU, as a smaller
 card would; for each shape and K/V pair the planner's longest context on that card (the Model
 page's budget: free memory less the safety margin) is loaded in a fresh process in the
 driver's order (load, cache, the decode step captured, as the driver does at warm-up), the
 cache is filled, and its last 520 positions are a real 512-token prefill chunk and 8 decode
-steps, each attending over the whole cache. Measured: the process's peak, NVML's used memory
+steps, each attending over the whole cache. A mixture-of-experts model that does not fit all on
+the GPU for a pair (longest context 0) is planned as the Hearth engine's plan does it when
+nothing fits there (`hearth plan --engine hearth`; engine/planner/hearth_plan.py
+longest_context_experts_in_ram): the longest context with every layer's experts in RAM, and at
+that context the faster of the fewest layers read in place and the fewest with a cache of
+experts. The row names the layers in RAM, the pinned bytes and the slots; the child loads with
+that placement (engine/hearth/expert_offload.py ExpertPlacement, handed to Transformer.load as
+the driver does), decodes in the CUDA graph when it reads in place and eagerly behind a cache,
+as the driver does; the prediction is what stays on the GPU. Best fit keeps experts in RAM only
+when no pair fits all on the GPU; here it is decided per pair (the same for Qwen3-30B-A3B on 16
+and 24 GiB cards: no pair fits 16, every pair fits 24). Without the card's bandwidth the
+placement's speed is judged at the planner's default, as `hearth plan --vram` does without
+--bandwidth. Measured: the process's peak, NVML's used memory
 sampled every 1 ms through the run less before the process started (the issue's bound is
 judged against it), beside torch's peak reserved + the CUDA context and NVML's reading at the
 end. The table gives predicted, the peak, the error ((predicted - peak) / peak; positive:
@@ -58,8 +73,14 @@ from pathlib import Path
 from benchmarks.gpu_memory import device_used
 from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, PlanRequest, safety_margin
-from engine.planner.hearth_memory import HearthConfig, hearth_items
-from engine.planner.hearth_plan import hearth_profile, longest_context, pair_problem
+from engine.planner.hearth_memory import HearthConfig, hearth_items, host_expert_bytes
+from engine.planner.hearth_plan import (
+    ON_GPU,
+    hearth_profile,
+    longest_context,
+    longest_context_experts_in_ram,
+    pair_problem,
+)
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 MIB = 1024**2
@@ -77,10 +98,14 @@ HOG = str(Path(__file__).with_name("gpu_memory.py"))
 
 
 class Engine:
-    def __init__(self, path: str, device: str = "cuda"):
+    def __init__(self, path: str, device: str = "cuda", experts: tuple[int, int] = ON_GPU):
+        """`experts`: (layers whose experts stay in RAM, cache slots per such layer), the
+        placement handed to Transformer.load as the driver does (hearth_driver.py
+        _load_transformer)."""
         import torch
 
         from engine.hearth.config import model_config
+        from engine.hearth.expert_offload import ExpertPlacement
         from engine.hearth.forward import Transformer
         from engine.hearth.ops import select_ops
         from engine.hearth.weights import GGUFTensors
@@ -91,7 +116,10 @@ class Engine:
         self.config = model_config(self.info)
         self.tensors = GGUFTensors(path, self.info)
         self.ops = select_ops(device)
-        self.transformer = Transformer.load(self.config, self.tensors, self.ops)
+        placement = ExpertPlacement(*experts)
+        if self.config.moe is not None:
+            placement.check(self.config.moe.n_expert, self.config.moe.n_expert_used)
+        self.transformer = Transformer.load(self.config, self.tensors, self.ops, experts=placement)
         self.sync()
 
     def sync(self) -> None:
@@ -162,7 +190,10 @@ class Engine:
 
 
 def _decode_graph(engine: Engine, cache, position: int):
-    if not engine.device.startswith("cuda"):
+    """The decode step captured where the driver captures it: on a GPU, unless a step reads
+    its routing back to the host (experts in RAM behind a cache: Transformer.routes_on_host),
+    which the driver then runs eagerly."""
+    if not engine.device.startswith("cuda") or engine.transformer.routes_on_host:
         return None
     try:
         from engine.hearth.decode_graph import DecodeGraph, can_capture
@@ -286,17 +317,23 @@ def cards(args) -> list[dict]:
                 for type_k, type_v in args.pairs:
                     if pair_problem(profile, type_k, type_v):
                         continue
-                    n_ctx = longest_context(info, request, type_k, type_v)
+                    n_ctx, experts = plan_card(info, request, type_k, type_v)
                     row = {"card_gib": card, "shape": shape, "free": free, "margin": margin,
                            "budget": gpu.budget_bytes, "type_k": type_k, "type_v": type_v,
                            "n_ctx": n_ctx}  # fmt: skip
+                    config = HearthConfig(n_ctx, type_k, type_v, CHUNK, 1, *experts)
+                    if experts != ON_GPU:
+                        row.update(ram_layers=experts[0], slots=experts[1],
+                                   n_layer=profile.config.n_layer,
+                                   host_bytes=host_expert_bytes(profile, config))  # fmt: skip
                     if n_ctx:
-                        est = hearth_items(profile, HearthConfig(n_ctx, type_k, type_v, CHUNK))
-                        row["predicted_total"] = est.gpu_total
+                        row["predicted_total"] = hearth_items(profile, config).gpu_total
                         if time.perf_counter() - began > args.budget_s:
                             row.update(ok=False, error=f"not run: past {args.budget_s:.0f} s")
                         else:
-                            row.update(_verify_in_child(model, n_ctx, type_k, type_v))
+                            row.update(
+                                _verify_in_child(model, n_ctx, type_k, type_v, experts=experts)
+                            )
                     rows.append(row)
                     print(_card_line(row), flush=True)
         finally:
@@ -305,9 +342,24 @@ def cards(args) -> list[dict]:
     return rows
 
 
-def _verify_in_child(model: str, n_ctx: int, type_k: str, type_v: str) -> dict:
+def plan_card(info, request: PlanRequest, type_k: str, type_v: str) -> tuple[int, tuple[int, int]]:
+    """(context, (layers whose experts stay in RAM, cache slots per such layer)) for this pair
+    on the request's card: the longest context all on the GPU (longest_context); for a
+    mixture-of-experts model that does not fit there, the longest context with experts in RAM
+    and the placement there, as the Hearth engine's plan (`hearth plan --engine hearth`)
+    makes it when nothing fits on the GPU alone (longest_context_experts_in_ram)."""
+    n_ctx = longest_context(info, request, type_k, type_v)
+    if n_ctx:
+        return n_ctx, ON_GPU
+    return longest_context_experts_in_ram(info, request, type_k, type_v)  # dense: (0, ON_GPU)
+
+
+def _verify_in_child(
+    model: str, n_ctx: int, type_k: str, type_v: str, experts: tuple[int, int] = ON_GPU
+) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.hearth_memory", "verify", "--model", model,
-           "--n-ctx", str(n_ctx), "--kv", f"{type_k}/{type_v}"]  # fmt: skip
+           "--n-ctx", str(n_ctx), "--kv", f"{type_k}/{type_v}",
+           "--ram-layers", str(experts[0]), "--slots", str(experts[1])]  # fmt: skip
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=150, check=False)
     except subprocess.TimeoutExpired:
@@ -321,7 +373,8 @@ def _verify_in_child(model: str, n_ctx: int, type_k: str, type_v: str) -> dict:
 
 def verify(args) -> int:
     """One load at args.n_ctx in this (fresh) process, in the driver's order
-    (engine/runtime/hearth_driver.py): load, make the cache, capture the decode step (the
+    (engine/runtime/hearth_driver.py): load (the last args.ram_layers layers' experts in RAM,
+    args.slots cached each, as the driver places them), make the cache, capture the decode step (the
     driver does at warm-up, before any prompt: the capture empties torch's cache, so a
     prefill's buffers after it stay reserved, as they do in the worker), fill the cache, a
     512-token prefill chunk at its end, 8 decode steps. One JSON line: NVML's used memory
@@ -338,7 +391,7 @@ def verify(args) -> int:
     out: dict = {"ok": False}
     with PeakSampler() as sampler:
         try:
-            engine = Engine(args.model)
+            engine = Engine(args.model, experts=(args.ram_layers, args.slots))
             cache = engine.new_cache(args.n_ctx, type_k, type_v)
             out["prefill"] = engine.can_prefill(cache)
             filled = args.n_ctx - DECODE_STEPS - (CHUNK if out["prefill"] else 0)
@@ -400,6 +453,18 @@ def within_tolerance(predicted: int, measured: int) -> bool:
     return abs(predicted - measured) <= max(128 * MIB, 0.03 * measured)
 
 
+def experts_text(row: dict) -> str:
+    """Where a row's experts were: nothing for a load all on the GPU; else the layers whose
+    experts stayed in RAM, how the GPU reads them, and the pinned bytes."""
+    if not row.get("ram_layers"):
+        return ""
+    how = f"{row['slots']} cached per layer" if row["slots"] else "read in place"
+    return (
+        f"experts of the last {row['ram_layers']} of {row['n_layer']} layers in RAM "
+        f"({row['host_bytes'] / GIB:.1f} GiB), {how}"
+    )
+
+
 def _card_line(row: dict) -> str:
     pair = f"K {row['type_k']:<4} V {row['type_v']:<4}"
     head = f"{row['card_gib']:>4g} GiB {row.get('shape', ''):<12} {pair}"
@@ -410,8 +475,10 @@ def _card_line(row: dict) -> str:
     peak = measured_peak(row)
     if row.get("ok") and peak:
         error = f" error {100 * error_fraction(row['predicted_total'], peak):+.1f}%"
+    experts = f" ({experts_text(row)})" if row.get("ram_layers") else ""
     return (
-        f"{head} planned {row['n_ctx']:>7} tokens, predicted {_mib(row['predicted_total'])} "
+        f"{head} planned {row['n_ctx']:>7} tokens{experts}, predicted "
+        f"{_mib(row['predicted_total'])} "
         f"MiB, peak {_mib(peak)} MiB (NVML {_mib(row.get('nvml_peak'))}, torch reserved + "
         f"context {_mib(torch_peak(row))}, beyond allocated {_mib(allocator_slack(row))}, "
         f"NVML at the end {_mib(row.get('used'))}) of "
@@ -524,8 +591,9 @@ def card_cells(r: dict) -> str:
     )
     ok = f"yes: {steps}" if r.get("ok") else f"no: {r.get('error', 'nothing fits')}"
     speed = f"{r['decode_tok_s']:.1f}" if r.get("decode_tok_s") else "-"
+    experts = f" ({experts_text(r)})" if r.get("ram_layers") else ""
     return (
-        f"{head} {r['n_ctx']:,} | {_mib(r.get('predicted_total'))} | {figures} {others} "
+        f"{head} {r['n_ctx']:,}{experts} | {_mib(r.get('predicted_total'))} | {figures} {others} "
         f"{share} | {ok} | {speed} |"
     )
 
@@ -561,7 +629,8 @@ def recheck(path: str, context: int) -> list[dict]:
         if r["shape"] not in profiles:
             profiles[r["shape"]] = hearth_profile(read_model_info(default_model(
                 "/tmp/hearth-memory", r["shape"])))  # fmt: skip
-        config = HearthConfig(r["n_ctx"], r["type_k"], r["type_v"], CHUNK)
+        config = HearthConfig(r["n_ctx"], r["type_k"], r["type_v"], CHUNK, 1,
+                              r.get("ram_layers", 0), r.get("slots", 0))  # fmt: skip
         r["predicted_then"] = r["predicted_total"]
         r["predicted_total"] = hearth_items(profiles[r["shape"]], config).gpu_total
         if measured_peak(r) is None and r.get("peak_allocated"):
@@ -605,6 +674,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cards", type=float, nargs="+", default=[12, 24])
     parser.add_argument("--target-ctx", type=int, default=262144)
     parser.add_argument("--n-ctx", type=int, default=4096, help="verify: the context")
+    parser.add_argument("--ram-layers", type=int, default=0,
+                        help="verify: the last N layers' experts in RAM (MoE)")  # fmt: skip
+    parser.add_argument("--slots", type=int, default=0,
+                        help="verify: each such layer's cached experts (0: in place)")  # fmt: skip
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
     args.folder = "/tmp/hearth-memory"

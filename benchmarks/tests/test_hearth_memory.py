@@ -51,7 +51,7 @@ def test_pairs_and_the_table():
     table = markdown([item], [card])
     assert "| 4,096 | q8 / q8 | 1,024 / 1,024 | 256 / 256 | 1 / 1 | 32 / - |" in table
     row = "| 12 GiB | llama3-8b | rot4 / rot4 | 29,184 | 9,216 | 8,192 | +12.5% | **no** |"
-    row += " 7,680 | 6,144 | 512 | 66.7% |"
+    row += " 7,680 | - | 6,144 | 512 | 66.7% |"  # no peak allocation: no slack beyond it
     assert row + " yes: 8 decode steps (no prefill chunk) | 99.0 |" in table
     assert "1 of 1 planned loads ran and decoded; 0 of 1 within max(3%, 128 MiB)" in table
     # without NVML's samples, the peak is torch's peak reserved + the context
@@ -76,7 +76,8 @@ def test_cards_plan_each_pair_and_verify_it(monkeypatch, tmp_path):
     monkeypatch.setattr(hm, "start_hog", lambda leave: (Hog(), leave))
     verified = []
 
-    def child(path, n_ctx, k, v):
+    def child(path, n_ctx, k, v, experts):
+        assert experts == (0, 0)  # a dense model: all on the GPU
         verified.append((n_ctx, k, v))
         return {"ok": True, "prefill": True, "used": 11 * 2**30, "decode_tok_s": 100.0}
 
@@ -148,3 +149,90 @@ def test_cells_past_the_time_budget_are_listed_as_not_run(monkeypatch, tmp_path)
     rows = hm.cards(args)
     assert [r["shape"] for r in rows] == ["mistral-7b", "gemma3-12b"]
     assert all(r["error"].startswith("not run") for r in rows)
+
+
+def test_a_moe_model_that_fits_only_with_experts_in_ram_is_planned_so(monkeypatch, tmp_path):
+    """Qwen3-30B-A3B's shape: 17 GiB of weights do not fit a 16 GiB card, so the row takes the
+    Hearth engine's plan with experts in RAM (the longest context the leanest placement fits,
+    the placement there) and the child loads with it; on a 24 GiB card everything stays on
+    the GPU. The hog and the child are stubbed (the GPU part is the device call)."""
+    import argparse
+
+    from benchmarks import hearth_memory as hm
+    from engine.gguf import read_model_info
+    from engine.planner.hearth_memory import HearthConfig, hearth_items
+    from engine.planner.hearth_plan import hearth_profile
+
+    class Hog:
+        stdin = type("S", (), {"close": lambda self: None})()
+
+        def wait(self, timeout):
+            return 0
+
+    monkeypatch.setattr(hm, "start_hog", lambda leave: (Hog(), leave))
+    verified = []
+
+    def child(path, n_ctx, k, v, experts=(0, 0)):
+        verified.append(experts)
+        return {"ok": True, "prefill": True, "nvml_peak": 15 * 2**30, "decode_tok_s": 50.0}
+
+    monkeypatch.setattr(hm, "_verify_in_child", child)
+    pairs = [("f16", "f16"), ("q8", "rot4"), ("kivi4", "rot4")]
+    args = argparse.Namespace(model=None, model_given=False, folder=str(tmp_path),
+                              cards=[16.0, 24.0], shapes=["qwen3-30b-a3b"], target_ctx=262144,
+                              pairs=pairs, budget_s=300.0)  # fmt: skip
+    rows = hm.cards(args)
+    assert [(r["card_gib"], (r["type_k"], r["type_v"])) for r in rows] == [
+        (card, pair) for card in (16.0, 24.0) for pair in pairs
+    ]
+    profile = hearth_profile(read_model_info(hm.default_model(str(tmp_path), "qwen3-30b-a3b")))
+    small, large = rows[:3], rows[3:]
+    for row in small:
+        assert row["n_ctx"] > 0 and 0 < row["ram_layers"] <= 48 and row["n_layer"] == 48
+        config = HearthConfig(row["n_ctx"], row["type_k"], row["type_v"], hm.CHUNK, 1,
+                              row["ram_layers"], row["slots"])  # fmt: skip
+        assert row["predicted_total"] == hearth_items(profile, config).gpu_total
+        assert row["predicted_total"] <= row["budget"] and row["host_bytes"] > 10 * 2**30
+        line = hm._card_line(row)
+        assert f"(experts of the last {row['ram_layers']} of 48 layers in RAM" in line
+    # a leaner cache leaves room for more layers' experts on the GPU
+    assert small[0]["ram_layers"] > small[2]["ram_layers"]
+    for row in large:
+        assert row["n_ctx"] > 0 and "ram_layers" not in row
+        assert "experts" not in hm._card_line(row)
+    assert verified == [(r["ram_layers"], r["slots"]) for r in small] + [(0, 0)] * 3
+    table = hm.markdown([], rows)
+    first = small[0]
+    assert (
+        f"| 16 GiB | qwen3-30b-a3b | f16 / f16 | {first['n_ctx']:,} (experts of the last "
+        f"{first['ram_layers']} of 48 layers in RAM ({first['host_bytes'] / 2**30:.1f} GiB), "
+        in table
+    )
+
+
+def test_the_child_loads_with_the_placement_it_was_given(monkeypatch, tmp_path):
+    """_verify_in_child's command line reaches verify's Engine as the placement."""
+    import json
+    import subprocess
+
+    from benchmarks import hearth_memory as hm
+
+    seen = {}
+
+    def verify(args):
+        seen.update(n_ctx=args.n_ctx, kv=args.kv, experts=(args.ram_layers, args.slots))
+        print(json.dumps({"ok": True}))
+        return 0
+
+    def run(cmd, **kwargs):
+        assert cmd[1:4] == ["-m", "benchmarks.hearth_memory", "verify"]
+        hm.main(cmd[3:])
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    monkeypatch.setattr(hm, "verify", verify)
+    monkeypatch.setattr(hm.subprocess, "run", run)
+    model = str(write_sparse_gguf(tmp_path / "l.gguf", SHAPES["llama-tiny"], "Q8_0"))
+    hm._verify_in_child(model, 8192, "q8", "rot4", experts=(18, 0))
+    assert seen == {"n_ctx": 8192, "kv": ["q8/rot4"], "experts": (18, 0)}
+    hm._verify_in_child(model, 4096, "f16", "f16")
+    assert seen["experts"] == (0, 0)

@@ -3,6 +3,7 @@ fits on the GPU, the pair a preference picks, and the memory of a choice made by
 
     plan_hearth(info, request)                   -> Plan (engine "hearth"), or why not
     longest_context(info, request, type_k, type_v) -> tokens
+    longest_context_experts_in_ram(info, request, type_k, type_v) -> (tokens, (layers, slots))
 
 The Hearth engine keeps the whole model on the first GPU (no layer split, no CPU layers), so the
 search is over the context and the K/V pair only: memory grows with the context, so the longest
@@ -178,31 +179,54 @@ def plan_hearth(info: ModelInfo, request: PlanRequest) -> Plan:
 
 
 def _with_experts_in_ram(profile: HearthProfile, search: Search, lo: int, target: int):
-    """Per K/V pair: the longest context the leanest placement fits (every layer's experts
-    read in place), then at that context the faster of the fewest layers read in place and
-    the fewest layers with the most cache slots (module docstring)."""
-    moe, n = profile.config.moe, profile.config.n_layer
+    """Per K/V pair Best fit may pick: its longest context and placement with experts in RAM
+    (_in_ram)."""
     found = []
     for pair in auto_pairs(profile):
-        n_ctx = _longest(profile, search, pair, lo, target, (n, 0))
-        if not n_ctx:
-            continue
-
-        def fits(ram: int, slots: int, pair=pair, n_ctx=n_ctx) -> bool:
-            est = _estimate(profile, search, pair, n_ctx, (ram, slots))
-            return search.shortfall(est) <= 0
-
-        in_place = fewest_ram_layers(fits, n, 0)
-        options = [(in_place, 0)] if in_place is not None else []
-        cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
-        options += [cached] if cached is not None else []
-        if not options:  # cannot happen once the leanest fits; kept for safety
-            continue
-        bandwidth = search.request.gpus[0].bandwidth_gbps
-        placement = faster_placement(profile, pair, n_ctx, options, bandwidth)
-        est = _estimate(profile, search, pair, n_ctx, placement)
-        found.append(_Candidate(pair, n_ctx, est, kv_cost(HEARTH, *pair) or 0.0, placement))
+        fitted = _in_ram(profile, search, pair, lo, target)
+        if fitted is not None:
+            n_ctx, placement = fitted
+            est = _estimate(profile, search, pair, n_ctx, placement)
+            found.append(_Candidate(pair, n_ctx, est, kv_cost(HEARTH, *pair) or 0.0, placement))
     return found
+
+
+def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
+    """(context, placement) for one pair with experts in RAM: the longest context the leanest
+    placement fits (every layer's experts read in place), and at that context the faster of
+    the fewest layers read in place and the fewest layers with the most cache slots (module
+    docstring); None when not even the leanest placement fits `lo` tokens."""
+    moe, n = profile.config.moe, profile.config.n_layer
+    n_ctx = _longest(profile, search, pair, lo, target, (n, 0))
+    if not n_ctx:
+        return None
+
+    def fits(ram: int, slots: int) -> bool:
+        return search.shortfall(_estimate(profile, search, pair, n_ctx, (ram, slots))) <= 0
+
+    in_place = fewest_ram_layers(fits, n, 0)
+    options = [(in_place, 0)] if in_place is not None else []
+    cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
+    options += [cached] if cached is not None else []
+    if not options:  # cannot happen once the leanest fits; kept for safety
+        return None
+    bandwidth = search.request.gpus[0].bandwidth_gbps
+    return n_ctx, faster_placement(profile, pair, n_ctx, options, bandwidth)
+
+
+def longest_context_experts_in_ram(
+    info: ModelInfo, request: PlanRequest, type_k: str, type_v: str
+) -> tuple[int, tuple[int, int]]:
+    """For a mixture-of-experts model: the longest context up to the request's target that
+    this K/V pair fits on the first GPU with experts in RAM, and (layers in RAM, cache slots
+    per such layer) there, as plan_hearth plans them when nothing fits on the GPU alone;
+    (0, ON_GPU) when not even every layer's experts in RAM fit the minimum, or for a dense
+    model."""
+    profile = hearth_profile(info)
+    if profile.config.moe is None:
+        return 0, ON_GPU
+    lo, target = _bounds(info, request)
+    return _in_ram(profile, Search(request), (type_k, type_v), lo, target) or (0, ON_GPU)
 
 
 def faster_placement(profile, pair, n_ctx: int, options, gpu_bandwidth_gbps) -> tuple[int, int]:

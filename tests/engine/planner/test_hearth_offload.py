@@ -158,6 +158,25 @@ def test_a_12_gib_card_keeps_the_last_layers_experts_in_ram(synthetic_info, qwen
     assert not refused.fits
 
 
+def test_one_pairs_context_and_placement_with_experts_in_ram_are_best_fits(synthetic_info):
+    """longest_context_experts_in_ram (benchmarks/hearth_memory.py's cards) gives the pair
+    Best fit picked the context and placement Best fit planned for it; a dense model none."""
+    from engine.planner.hearth_plan import longest_context, longest_context_experts_in_ram
+
+    info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
+    request = h200(12)
+    plan = plan_hearth(info, request)
+    choice = plan.choice
+    assert longest_context(info, request, choice.type_k, choice.type_v) == 0
+    assert longest_context_experts_in_ram(info, request, choice.type_k, choice.type_v) == (
+        choice.n_ctx,
+        (choice.n_cpu_expert_layers, choice.expert_cache_slots),
+    )
+    assert choice.n_cpu_expert_layers > 0
+    dense = synthetic_info("llama3-8b", "Q4_K_M")
+    assert longest_context_experts_in_ram(dense, h200(2), "f16", "f16") == (0, (0, 0))
+
+
 @pytest.mark.parametrize(
     ("link_gbps", "in_place"),
     # eager steps cost 48 x 1.1 ms: a cache wins only where the link is far slower
