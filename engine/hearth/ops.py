@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import torch
 import torch.nn.functional as F
 
-from engine.hearth.expert_offload import RamExperts
+from engine.hearth.expert_offload import ExpertsOnCpu, RamExperts
 from engine.hearth.host_dequant import DEQUANTIZABLE, dequantize
 from engine.hearth.moe_ops import KernelsMoeOps, PackedExperts, TorchMoeOps, swiglu_oai
 from engine.hearth.rope import RopeTable, rope_angles
@@ -283,6 +283,8 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
         def in_8_bits(w) -> bool:
             if isinstance(w, RamExperts):  # through their device slots, x as it is
+                return False
+            if isinstance(w, ExpertsOnCpu):  # ggml's kernels take x as it is, on the host
                 return False
             if isinstance(w, PackedExperts):  # the expert GEMV, for a step of one launch
                 return rows <= self.MOE_X_8BIT_MAX_ROWS

@@ -336,6 +336,9 @@ def test_kernels_ops_hand_experts_on_the_cpu_to_them(q4k_layer_path):
     for ops in (TorchOps("cpu"), KernelsOps("cpu")):
         experts = ops.prepare_experts_on_cpu(*parts, "silu", n_threads=1)
         outputs.append(ops.moe_ffn(x, experts, logits, rule).numpy())
+        # the norm before them: x as it is (ggml's kernels take no 8-bit x of ours)
+        _, _, shared = ops.rms_norm_for([experts], x, torch.ones(QWEN3_LIKE.n_embd), 1e-6)
+        assert shared is None
     ids, weights = select_experts(logits, 4, gating="softmax", normalize=True)
     direct = CpuExperts(
         *gguf_experts(q4k_layer_path, 0), activation="silu", cpu=GgmlCpu(1), repack=True
