@@ -18,6 +18,19 @@ def tiny(tmp_path_factory):
     return Engine(str(write_sparse_gguf(path, SHAPES["llama-tiny"], "Q8_0")), device="cpu")
 
 
+class _Hog:
+    """start_hog's process, stubbed: the card simulation's planning runs without a GPU."""
+
+    stdin = type("S", (), {"close": lambda self: None})()
+
+    def wait(self, timeout):
+        return 0
+
+
+def _without_a_hog(monkeypatch, hm) -> None:
+    monkeypatch.setattr(hm, "start_hog", lambda leave: (_Hog(), leave))
+
+
 def test_fill_prefill_and_decode_over_the_whole_plain_cache(tiny):
     cache = tiny.new_cache(256, "f16", "f16")
     tiny.fill(cache, 200)
@@ -67,13 +80,7 @@ def test_cards_plan_each_pair_and_verify_it(monkeypatch, tmp_path):
 
     model = str(write_sparse_gguf(tmp_path / "l.gguf", SHAPES["llama3-8b"], "Q4_K_M"))
 
-    class Hog:
-        stdin = type("S", (), {"close": lambda self: None})()
-
-        def wait(self, timeout):
-            return 0
-
-    monkeypatch.setattr(hm, "start_hog", lambda leave: (Hog(), leave))
+    _without_a_hog(monkeypatch, hm)
     verified = []
 
     def child(path, n_ctx, k, v, experts):
@@ -135,13 +142,7 @@ def test_cells_past_the_time_budget_are_listed_as_not_run(monkeypatch, tmp_path)
 
     from benchmarks import hearth_memory as hm
 
-    class Hog:
-        stdin = type("S", (), {"close": lambda self: None})()
-
-        def wait(self, timeout):
-            return 0
-
-    monkeypatch.setattr(hm, "start_hog", lambda leave: (Hog(), leave))
+    _without_a_hog(monkeypatch, hm)
     monkeypatch.setattr(hm, "_verify_in_child", lambda *a: pytest.fail("started past the budget"))
     args = argparse.Namespace(model=None, model_given=False, folder=str(tmp_path), cards=[24.0],
                               shapes=["mistral-7b", "gemma3-12b"], target_ctx=262144,
@@ -163,13 +164,7 @@ def test_a_moe_model_that_fits_only_with_experts_in_ram_is_planned_so(monkeypatc
     from engine.planner.hearth_memory import HearthConfig, hearth_items
     from engine.planner.hearth_plan import hearth_profile
 
-    class Hog:
-        stdin = type("S", (), {"close": lambda self: None})()
-
-        def wait(self, timeout):
-            return 0
-
-    monkeypatch.setattr(hm, "start_hog", lambda leave: (Hog(), leave))
+    _without_a_hog(monkeypatch, hm)
     verified = []
 
     def child(path, n_ctx, k, v, experts=(0, 0)):

@@ -8,6 +8,8 @@ reports them (see reconcile).
 
 from __future__ import annotations
 
+import os
+
 from engine.hardware.host import Deadline, Host
 from engine.hardware.records import CPU, OK, CpuDetails, Device, ProbeResult
 from engine.hardware.sysctl import read_sysctl
@@ -122,3 +124,15 @@ def _identify(
         f"instruction sets: not read on {host.system}; the engine's CPU backend lists them"
     )
     return None, None, ()
+
+
+def physical_cores() -> int:
+    """The CPU's physical cores, the thread count llama.cpp and ggml's CPU kernels run best at
+    by default (hyperthreads add little to memory-bound work); the logical count where psutil
+    cannot tell."""
+    try:
+        import psutil
+
+        return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+    except ImportError:
+        return max(1, os.cpu_count() or 1)

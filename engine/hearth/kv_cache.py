@@ -108,18 +108,21 @@ class TorchKVCache:
             return self._attend_one(layer, q, positions, n_keys, scale, window, sinks)
         keys = self.k[layer, :, :n_keys].to(q.dtype)
         values = self.v[layer, :, :n_keys].to(q.dtype)
-        if sinks is not None:
-            seen = _seen(positions, n_keys, window)
-            return attention_with_sinks(q, keys, values, seen, scale, sinks)
         # Imported here: `import kernels` loads triton, which must not happen before the tests
         # (and a CPU-only run) have chosen its interpreter.
-        from kernels.grouped_attention import grouped_prefill_attention, prefill_mask
+        from kernels.grouped_attention import grouped_prefill_attention
+        from kernels.prefill_masks import prefill_mask, visible_slots
+
+        slots = torch.arange(n_keys, device=q.device)
+        if sinks is not None:
+            seen = visible_slots(positions, slots, window)
+            return attention_with_sinks(q, keys, values, seen, scale, sinks)
 
         key = (window, n_keys)
         mask = masks.get(key) if masks is not None else None
         if mask is None:
             group = q.shape[1] // keys.shape[0]
-            mask = prefill_mask(_seen(positions, n_keys, window), group, q.dtype)
+            mask = prefill_mask(visible_slots(positions, slots, window), group, q.dtype)
             if masks is not None:
                 masks[key] = mask
         return grouped_prefill_attention(q, keys, values, mask, scale)
@@ -152,15 +155,6 @@ class TorchKVCache:
         if slots is None or slots.numel() < n:
             slots = self._slot_ids = torch.arange(self.n_ctx, device=device)
         return slots[:n]
-
-
-def _seen(positions: torch.Tensor, n_keys: int, window: int) -> torch.Tensor:
-    """[T, n_keys] bool: slot j is seen from position p when j <= p (and p - j < window)."""
-    slots = torch.arange(n_keys, device=positions.device)
-    seen = slots[None, :] <= positions[:, None]
-    if window > 0:
-        seen &= positions[:, None] - slots[None, :] < window
-    return seen
 
 
 def attention_with_sinks(

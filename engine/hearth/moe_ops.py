@@ -37,11 +37,11 @@ experts and bmm).
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 import torch
 
+from engine.hardware.cpu_probe import physical_cores
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT
 from engine.hearth.expert_offload import (
     ExpertsOnCpu,
@@ -165,7 +165,7 @@ class TorchMoeOps:
     def _ggml_cpu(self, n_threads: int | None):
         from engine.hearth.ggml_cpu import GgmlCpu
 
-        n = n_threads or _physical_cores()
+        n = n_threads or physical_cores()
         if n not in self._ggml_cpus:
             self._ggml_cpus[n] = GgmlCpu(n)
         return self._ggml_cpus[n]
@@ -274,17 +274,6 @@ class TorchMoeOps:
                 _, dropped = self._experts.popitem(last=False)
                 self._experts_bytes -= dropped.numel() * dropped.element_size()
         return dense
-
-
-def _physical_cores() -> int:
-    """The CPU's physical cores (hyperthreads add little to a memory-bound GEMV), as
-    engine/llama/driver.py counts them for llama.cpp's threads."""
-    try:
-        import psutil
-
-        return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
-    except ImportError:
-        return max(1, os.cpu_count() or 1)
 
 
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:

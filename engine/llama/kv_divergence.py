@@ -20,8 +20,9 @@ from collections.abc import Sequence
 import llama_cpp.llama_cpp as C
 import numpy as np
 
+from engine.hardware.cpu_probe import physical_cores
 from engine.llama.divergence import Divergence, DivergenceSum, log_softmax
-from engine.llama.driver import FLASH_ATTN, KV_TYPES, EngineError, _physical_cores
+from engine.llama.driver import FLASH_ATTN, KV_TYPES, EngineError
 from engine.llama.params import ModelSettings
 
 Pair = tuple[str, str]
@@ -44,7 +45,7 @@ def llama_kv_divergence(
             cp = C.llama_context_default_params()
             cp.n_ctx = len(tokens) + chunk
             cp.n_batch = cp.n_ubatch = cp.n_outputs_max = chunk
-            cp.n_threads = cp.n_threads_batch = threads or _physical_cores()
+            cp.n_threads = cp.n_threads_batch = threads or physical_cores()
             cp.flash_attn_type = FLASH_ATTN["on"]
             cp.type_k, cp.type_v = KV_TYPES[type_k], KV_TYPES[type_v]
             handle = C.llama_init_from_model(model.handle, cp)

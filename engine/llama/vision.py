@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import llama_cpp.llama_cpp as C
 import llama_cpp.mtmd_cpp as M
 
-from engine.llama.driver import Context, EngineError, Model, _physical_cores
+from engine.hardware.cpu_probe import physical_cores
+from engine.llama.driver import Context, EngineError, Model
 from engine.llama.log import process_log
 
 TEXT = M.MTMD_INPUT_CHUNK_TYPE_TEXT
@@ -50,7 +51,7 @@ class Projector:
         params = M.mtmd_context_params_default()
         params.use_gpu = use_gpu
         params.print_timings = False
-        params.n_threads = n_threads or _physical_cores()
+        params.n_threads = n_threads or physical_cores()
         params.warmup = True
         handle = M.mtmd_init_from_file(os.fsencode(path), model.handle, params)
         if not handle:

@@ -51,11 +51,11 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   allocations, 20 MiB for medium ones, large ones rounded to 2 MiB). The load's raw copies are
   returned to torch's cache before the KV cache is made, which reuses their blocks: the peak
   is the weights with the larger of the two (HearthItems.gpu_total). No allocator slack
-  beside the live peak is counted: the buffer that took a second segment on the H200
-  (docs/measurements/2026-11-28-s14-call-3/memory: SDPA's f16 copy of the mask, made and freed
-  by every layer) is now made once a chunk; what a layer still makes and frees is K and V
-  gathered, the same sizes at every layer (benchmarks/hearth_memory.py cards shows what
-  torch reserves beside its peak allocation).
+  beside the live peak is counted: no layer makes and frees a mask-sized buffer (the masks
+  are made once a chunk), and what a layer does make and free, K and V gathered, has the same
+  sizes at every layer, so the next layer's fits the freed block (benchmarks/hearth_memory.py
+  cards shows what torch reserves beside its peak allocation;
+  docs/decisions/2026-11-28-prefill-mask-once-a-chunk.md has the measurement behind this).
 
 The total is the process's peak (what NVML shows at the end of a prefill over the whole
 context: torch keeps what the prefill reserved), which benchmarks/hearth_memory.py samples.
@@ -85,6 +85,7 @@ from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig, model_config
 from engine.hearth.page_pool import pages_for
 from engine.planner.memory import DeviceMemory, MemoryEstimate
 from engine.planner.moe_workspace import moe_workspace
+from engine.planner.prefill_masks import mask_making, prefill_masks
 from kernels.ggml_formats import FORMATS
 from kernels.kv_formats import bytes_per_row, kivi_group
 
@@ -431,46 +432,6 @@ def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
 # -- workspace -------------------------------------------------------------------------------------
 
 
-# kernels/grouped_attention.py MASK_ALIGNMENT (not imported: that module imports torch; a test
-# holds the two equal): a prefill mask's rows are padded to this many elements
-MASK_ALIGNMENT = 16
-
-
-def _mask_columns(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
-    """Keys a chunk's mask covers, padded: the context's, and with kivi4 keys the scratch's
-    rows after them (the chunk and a page: its own pages' exact keys, PagedKVCache
-    _own_pages_exact)."""
-    keys = config.n_ctx + (rows + PAGE if config.type_k == "kivi4" else 0)
-    return -(-keys // MASK_ALIGNMENT) * MASK_ALIGNMENT
-
-
-def _mask_windows(cfg: ModelConfig) -> int:
-    """Distinct windows among the layers: one mask each (Gemma 3: global and local)."""
-    return len({cfg.swa_window if cfg.is_swa(i) else 0 for i in range(cfg.n_layer)})
-
-
-def prefill_masks(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
-    """A prefill chunk's attention masks for `rows` queries over n_ctx positions, made at the
-    chunk's first layer and kept through all of them (engine/hearth/forward.py; kernels/
-    grouped_attention.py prefill_mask): one per distinct window, each additive in f16 (the
-    GPU's compute dtype), [n_rep * rows, columns] (repeated for the query heads of a KV head;
-    rows padded to MASK_ALIGNMENT), which SDPA's memory-efficient kernel reads as it is."""
-    return _mask_windows(cfg) * 2 * cfg.n_rep * rows * _mask_columns(cfg, config, rows)
-
-
-def _mask_making(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
-    """Beside the masks while one is made (PagedKVCache._chunk_mask, once a chunk, before its
-    layer's gather): the slot ids (int64) and the boolean [rows, n_ctx] of what each query
-    sees; a window's second comparison another boolean of that size; kivi4 keys: the own-page
-    test (slot ids and their pages, int64, and a boolean) and the boolean with the scratch's
-    columns concatenated."""
-    n = config.n_ctx
-    booleans = 2 if cfg.swa_window else 1
-    if config.type_k == "kivi4":
-        return 2 * rows * (n + rows + PAGE) + 24 * n
-    return booleans * rows * n + 8 * n
-
-
 def _prefill_attention_buffers(
     cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
 ) -> tuple[int, ...]:
@@ -509,7 +470,7 @@ def _prefill_attention(
     """One layer's prefill attention at its peak beside the chunk's masks
     (_prefill_attention_buffers), or the making of a mask where that is larger."""
     layer = sum(_prefill_attention_buffers(cfg, config, rows, costs))
-    return max(layer, _mask_making(cfg, config, rows))
+    return max(layer, mask_making(cfg, config, rows))
 
 
 def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:

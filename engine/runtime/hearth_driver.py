@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from engine.enums import Engine
+from engine.hardware.cpu_probe import physical_cores
 from engine.hearth import torch_missing_reason
 from engine.llama import driver as llama
 from engine.llama.driver import ContextInfo, EngineError
@@ -204,7 +205,7 @@ def _load_transformer(params: ModelParams) -> _Loaded:
     if unsupported:
         raise HearthUnavailable(f"tensor types {', '.join(unsupported)} are not supported yet")
     if device == "cpu":
-        torch.set_num_threads(params.n_threads or llama._physical_cores())
+        torch.set_num_threads(params.n_threads or physical_cores())
     placement = ExpertPlacement(params.hearth_ram_expert_layers, params.hearth_expert_cache_slots)
     if config.moe is None:
         placement = ExpertPlacement()  # a dense model has no experts to keep in RAM

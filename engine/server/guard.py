@@ -21,6 +21,9 @@
   it does not say (chunked bodies), so no request can fill memory. Bodies are small JSON, so the
   guard reads each whole before the routes run, within a time limit (408 past it), so a client
   sending a byte at a time cannot hold a connection.
+- Body text: a lone UTF-16 surrogate escape (no character: it can be neither tokenized nor sent
+  back) and NaN or Infinity used as a number (Python's decoder takes them, JSON has no such
+  numbers, and no answer that echoes them can be written) are refused with 400.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import ipaddress
+import json
 import re
 
 from engine.server.api_keys import SCOPE_KEY_NAME
@@ -143,6 +147,15 @@ class RequestGuard:
                 "valid Unicode text.",
             )
             return
+        if has_non_finite_number(b"".join(chunks)):
+            await _refuse(
+                send,
+                path,
+                400,
+                "The request holds NaN or Infinity as a number, which JSON has no numbers for "
+                "(RFC 8259) and no answer could carry back; send finite numbers.",
+            )
+            return
         body_sent = False
 
         async def replay():
@@ -253,6 +266,36 @@ def has_lone_surrogate(body: bytes) -> bool:
     if b"\\u" not in body:
         return False
     return any(match[3] or not match[2] for match in _SURROGATE_ESCAPES.finditer(body))
+
+
+# NaN, Infinity or -Infinity where a JSON value starts (after ":", "[" or ","): the only places
+# Python's decoder reads them as numbers. Inside a string (base64 image data, a message's text)
+# the same letters follow other characters, or are confirmed as text by the strict parse below.
+_NON_FINITE_VALUE = re.compile(rb"[:\[,]\s*-?(?:NaN|Infinity)")
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _refuse_constant(name: str):
+    raise _NonFinite(name)
+
+
+def has_non_finite_number(body: bytes) -> bool:
+    """Whether a JSON body uses NaN, Infinity or -Infinity as a number. Python's decoder (and so
+    every route) takes them though JSON has no such numbers, and a route that sends a field
+    back (the Responses API echoes `text` and `metadata`) then cannot write its answer. The
+    whole body is parsed strictly only where such a word follows a value's opening."""
+    if not _NON_FINITE_VALUE.search(body):
+        return False
+    try:
+        json.loads(body, parse_constant=_refuse_constant)
+    except _NonFinite:
+        return True
+    except (ValueError, UnicodeDecodeError):  # no JSON at all: the route says so
+        return False
+    return False
 
 
 def _strip_port(host: str) -> str:

@@ -199,13 +199,13 @@ def check_tokens(path: str, max_tokens: int = MAX_TOKENS) -> list[int]:
 def check_model(path: str, *, hearth: bool | None = None, threads: int = 0) -> dict[Key, KvResult]:
     """Every pair against f16 on this file. `hearth`: also the Hearth engine's formats (None:
     where torch is installed and the engine runs this architecture)."""
-    from engine.llama.driver import _physical_cores
+    from engine.hardware.cpu_probe import physical_cores
     from engine.llama.kv_divergence import llama_kv_divergence
 
     tokens = check_tokens(path)
     # half the cores: the check runs beside the engine worker, and ggml's threads spin-wait,
     # so taking every core from a busy machine slows the check itself several times over
-    threads = threads or max(1, _physical_cores() // 2)
+    threads = threads or max(1, physical_cores() // 2)
     results: dict[Key, KvResult] = {}
     began = time.perf_counter()
     found = llama_kv_divergence(path, tokens, LLAMA_PAIRS, threads=threads)

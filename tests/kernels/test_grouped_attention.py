@@ -9,11 +9,8 @@ torch = pytest.importorskip("torch")
 
 import torch.nn.functional as F  # noqa: E402
 
-from kernels.grouped_attention import (  # noqa: E402
-    MASK_ALIGNMENT,
-    grouped_prefill_attention,
-    prefill_mask,
-)
+from kernels.grouped_attention import grouped_prefill_attention  # noqa: E402
+from kernels.prefill_masks import MASK_ALIGNMENT, prefill_mask  # noqa: E402
 
 
 def plain_attention(q, k, v, seen, scale):

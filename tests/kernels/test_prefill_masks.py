@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-import kernels.kv_cache as kv_cache
+import kernels.prefill_masks as prefill_masks
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
 from tests.kernels.test_grouped_attention import boolean_mask_attention
@@ -18,13 +18,13 @@ PAGE = 16
 @pytest.fixture
 def masks_made(monkeypatch):
     """Every prefill_mask the cache makes, counted."""
-    made, make = [], kv_cache.prefill_mask
+    made, make = [], prefill_masks.prefill_mask
 
     def counting(*args):
         made.append(args)
         return make(*args)
 
-    monkeypatch.setattr(kv_cache, "prefill_mask", counting)
+    monkeypatch.setattr(prefill_masks, "prefill_mask", counting)
     return made
 
 

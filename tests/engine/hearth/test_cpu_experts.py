@@ -249,28 +249,9 @@ TOKENS = [1, 5, 9, 2, 77, 31, 8, 100, 3, 64]
 
 def model_logits(path, placement):
     """Every position's logits on TorchOps (the CPU): a 6-token prefill, then decode steps."""
-    import torch
+    from tests.engine.hearth.tiny_models import placement_logits
 
-    from engine.gguf import read_model_info
-    from engine.hearth.config import model_config
-    from engine.hearth.forward import Transformer
-    from engine.hearth.kv_cache import TorchKVCache
-    from engine.hearth.ops import TorchOps
-    from engine.hearth.weights import GGUFTensors
-
-    info = read_model_info(path)
-    config = model_config(info)
-    tensors = GGUFTensors(str(path), info)
-    model = Transformer.load(config, tensors, TorchOps("cpu"), experts=placement)
-    cache = TorchKVCache(
-        n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=16
-    )
-    rows = [model.forward(torch.tensor(TOKENS[:6]), torch.arange(6), cache, n_keys=6,
-                          all_logits=True)]  # fmt: skip
-    for pos in range(6, len(TOKENS)):
-        step = model.forward(torch.tensor([TOKENS[pos]]), torch.tensor([pos]), cache, n_keys=16)
-        rows.append(step[None])
-    return torch.cat(rows).numpy(), model
+    return placement_logits(path, placement, TOKENS, prefill=6)
 
 
 @pytest.mark.parametrize(

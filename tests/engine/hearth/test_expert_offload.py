@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from engine.gguf import read_model_info
-from engine.hearth.config import model_config
 from engine.hearth.expert_offload import (
     ExpertPlacement,
     ExpertSlots,
@@ -18,11 +17,9 @@ from engine.hearth.expert_offload import (
     batches,
     offload_stats,
 )
-from engine.hearth.forward import Transformer
-from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.ops import TorchOps
 from engine.hearth.weights import GGUFTensors
-from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+from tests.engine.hearth.tiny_models import placement_logits, tiny_spec, write_tiny_gguf
 
 
 @pytest.mark.parametrize(
@@ -98,21 +95,8 @@ def one_thread():
 
 
 def _logits(path, placement: ExpertPlacement):
-    """Every position's logits: a 9-token prefill (more distinct experts than slots: batches),
-    then decode steps; and the model (for its counters)."""
-    info = read_model_info(path)
-    config = model_config(info)
-    model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps("cpu"),
-                             experts=placement)  # fmt: skip
-    cache = TorchKVCache(
-        n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=16
-    )
-    rows = [model.forward(torch.tensor(TOKENS[:9]), torch.arange(9), cache, n_keys=9,
-                          all_logits=True)]  # fmt: skip
-    for pos in range(9, len(TOKENS)):
-        step = model.forward(torch.tensor([TOKENS[pos]]), torch.tensor([pos]), cache, n_keys=16)
-        rows.append(step[None])
-    return torch.cat(rows).numpy(), model
+    """A 9-token prefill (more distinct experts than slots: batches), then decode steps."""
+    return placement_logits(path, placement, TOKENS, prefill=9)
 
 
 @pytest.fixture(scope="module")

@@ -176,17 +176,15 @@ class _EachLayerItsMask:
 @pytest.fixture
 def masks_made(monkeypatch):
     """Every prefill mask made (the paged cache's and the plain cache's), counted."""
-    import kernels.grouped_attention
-    import kernels.kv_cache
+    import kernels.prefill_masks
 
-    made, make = [], kernels.grouped_attention.prefill_mask
+    made, make = [], kernels.prefill_masks.prefill_mask
 
     def counting(*args):
         made.append(args)
         return make(*args)
 
-    monkeypatch.setattr(kernels.kv_cache, "prefill_mask", counting)
-    monkeypatch.setattr(kernels.grouped_attention, "prefill_mask", counting)
+    monkeypatch.setattr(kernels.prefill_masks, "prefill_mask", counting)
     return made
 
 

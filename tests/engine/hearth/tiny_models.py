@@ -208,6 +208,35 @@ def write_tiny_gguf(
     return path
 
 
+def placement_logits(path, placement, tokens: list[int], prefill: int):
+    """Every position's logits of the model at `path` on TorchOps (the CPU) with its experts
+    placed by `placement` (expert_offload.ExpertPlacement): a prefill of the first `prefill`
+    tokens, then one decode step a token; and the model (for its counters and layers)."""
+    import torch
+
+    from engine.gguf import read_model_info
+    from engine.hearth.config import model_config
+    from engine.hearth.forward import Transformer
+    from engine.hearth.kv_cache import TorchKVCache
+    from engine.hearth.ops import TorchOps
+    from engine.hearth.weights import GGUFTensors
+
+    info = read_model_info(path)
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps("cpu"),
+                             experts=placement)  # fmt: skip
+    n_ctx = 16
+    cache = TorchKVCache(
+        n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=n_ctx
+    )
+    rows = [model.forward(torch.tensor(tokens[:prefill]), torch.arange(prefill), cache,
+                          n_keys=prefill, all_logits=True)]  # fmt: skip
+    for pos in range(prefill, len(tokens)):
+        step = model.forward(torch.tensor([tokens[pos]]), torch.tensor([pos]), cache, n_keys=n_ctx)
+        rows.append(step[None])
+    return torch.cat(rows).numpy(), model
+
+
 def _route_dims(spec: TinySpec) -> int:
     """m = log2(n_expert / k): the embedding values that choose a token's experts."""
     if not spec.n_expert:

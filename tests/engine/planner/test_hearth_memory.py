@@ -248,8 +248,8 @@ def test_a_chunk_keeps_one_mask_a_window_for_all_its_layers(
 
 def test_the_mask_alignment_is_the_kernels():
     pytest.importorskip("torch")
-    from engine.planner.hearth_memory import MASK_ALIGNMENT
-    from kernels.grouped_attention import MASK_ALIGNMENT as KERNELS
+    from engine.planner.prefill_masks import MASK_ALIGNMENT
+    from kernels.prefill_masks import MASK_ALIGNMENT as KERNELS
 
     assert MASK_ALIGNMENT == KERNELS
 

@@ -9,7 +9,7 @@ import pytest
 
 from engine.runtime import protocol as p
 from engine.server.config import Limits, ServerConfig
-from engine.server.guard import content_type_refusal, has_lone_surrogate
+from engine.server.guard import content_type_refusal, has_lone_surrogate, has_non_finite_number
 from tests.engine.server.stand_in import StandInLink, app_with, call, message_of
 
 HELLO = [{"role": "user", "content": "Hi"}]
@@ -127,6 +127,27 @@ def test_echo_of_a_prompt_with_a_lone_surrogate_gets_400(stream):
 )  # fmt: skip
 def test_lone_surrogate_escapes(body, lone):
     assert has_lone_surrogate(body) is lone
+
+
+@pytest.mark.parametrize(
+    ("body", "non_finite"),
+    [
+        (b'{"a": NaN}', True), (b'{"a":-Infinity}', True), (b'[1, Infinity]', True),
+        (b'{"t": {"m": Infinity}, "b": "c, NaN"}', True),
+        (b'{"a": "x: NaN"}', False),  # text that reads like one
+        (b'{"image": "AAANaNInfinityBB"}', False),  # base64 holds the letters by chance
+        (b'{"a": 1e308}', False), (b'not json: NaN', False),
+    ],
+)  # fmt: skip
+def test_non_finite_numbers(body, non_finite):
+    assert has_non_finite_number(body) is non_finite
+
+
+def test_a_non_finite_number_gets_400_where_the_responses_api_would_echo_it():
+    # found by test_fuzz_requests: `text` is sent back in the response, and Infinity cannot be
+    body = b'{"input": "Hi", "max_output_tokens": 2, "text": {"model": Infinity}}'
+    status, _, content = call(app_with(), "POST", "/v1/responses", body)
+    assert status == 400 and "Infinity" in message_of(content)
 
 
 def test_echo_with_logprobs_is_refused_rather_than_leaving_the_prompt_out():
