@@ -1,0 +1,249 @@
+"""A GEMM over Q4_K and Q6_K matrices for a batch's decode rows (9..64): the stored blocks
+dequantized in registers into f16 tiles that meet x (f16) on the tensor cores, Marlin's idea
+on ggml's layouts. Each stored block is read once per launch and nothing is written but y.
+
+    y[m, n] = sum_k w16[n, k] x16[m, k]      (float32 sums in the MMA's accumulator)
+    Q4_K  w16 = f16(q s + o),  s = f16(d sc_j), o = f16(-dmin m_j)   per sub-block j of 32
+    Q6_K  w16 = f16((q - 32) s),  s = f16(d sc_r)                     per run r of 16
+
+The weights are PackedWeight's planes, the GGUF bytes unchanged; the oracle is
+reference.k_quant_f16_weights (the same roundings in numpy) and gguf's dequantizer within
+them. x is rounded to f16 as the dequantized GEMM's (KernelsOps.matmul's "dequant" path) is.
+
+Where the work goes, and why this and not the integer MMA (kernels/quant_mma.py): there a
+[BLOCK_N, BLOCK_M] int32 sum is scaled in float32 per region of 32 weights (about 5
+instructions an output element a region: BLOCK_M / 32 x 5 a weight, 10 at 64 rows), so its
+cost grows with the rows. Here the scale and offset are applied to each weight once (an f16x2
+FMA a pair of weights) and the float32 sums stay in the MMA's accumulator across all of K:
+the cost a weight is fixed, about 1.75 instructions for Q4_K and 3.25 for Q6_K
+(kernels/nibbles.py: scaled_nibbles_f16, q6_k_weights_f16), amortised over the M rows by
+the MMA. An H200 issues about 33e12 thread instructions a second (132 SMs x 4 x 32 x 1.98
+GHz) and streams Q4_K's 0.5625 bytes a weight at about 4 TB/s (7.1e12 weights/s), so the
+decode takes about a quarter of the issue slots at the copy rate (Q6_K: 0.82 bytes, 4.9e12
+weights/s, half). docs/decisions/0022 has the arithmetic and the measurements to come.
+
+A program takes BLOCK_N weight rows (the MMA's M side) and BLOCK_M rows of x (its N side: a
+decode step's 16-64 rows) and walks its part of K in pieces (Q4_K: a chunk of 64 weights,
+two sub-blocks; Q6_K: half a super-block, 128 weights), one loop over the pieces so that
+Triton's pipeliner prefetches the next pieces' codes, scales and x tiles num_stages ahead:
+
+Q4_K  chunk c of a super-block: its 32 qs bytes per row [BN, 32] give sub-blocks 2c (low
+      nibbles) and 2c + 1 (high); two dots of K = 32 against x's columns 64c .. 64c + 63.
+Q6_K  half h: for each run r of 16 lanes, the ql bytes 64h + 32 run + 16r .. (run 0, 1) and
+      the qh bytes 32h + 16r .. give quarters run (low nibbles) and run + 2 (high); four
+      dots of K = 16 a run (a scale per 16 weights: a K = 16 dot has one scale a row).
+
+Split-K where the tiles are fewer than the multiprocessors, summed in the same launch
+(kernels/split_k.py). Not on an engine path until measured: KernelsOps._matmul_path reads
+ROWS_WON, empty until the GPU sweep (benchmarks/kernels/gpu_dequant_mma.sh) fills it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+import triton
+import triton.language as tl
+
+from kernels.availability import interpret_mode, require
+from kernels.errors import UnsupportedTensor
+from kernels.gemv_dp4a import q4_k_scales_from_words, words
+from kernels.nibbles import q6_k_weights_f16, scaled_nibbles_f16
+from kernels.packed_weight import PackedWeight
+from kernels.split_k import COUNTERS, multiprocessors, split_for, split_plan, store_tile
+
+FORMATS = ("Q4_K", "Q6_K")
+_X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+# (format) -> (fewest, most) rows of x that take this GEMM in KernelsOps._matmul_path, where
+# the GPU sweep (benchmarks/kernels/gpu_dequant_mma.sh) measured it faster than both the
+# dequantized GEMM and the integer GEMV at every Llama-3-8B shape of the format. Empty until
+# measured: the engine then keeps its paths of decision 0022.
+ROWS_WON: dict[str, tuple[int, int]] = {}
+
+
+def takes(fmt: str, rows: int) -> bool:
+    """Whether `rows` rows of x meet a matrix of format `fmt` here (ROWS_WON)."""
+    won = ROWS_WON.get(fmt)
+    return won is not None and won[0] <= rows <= won[1]
+
+
+@dataclass(frozen=True)
+class DequantMmaConfig:
+    block_m: int = 0  # rows of x a program (16, 32, 64); 0: default_config's rule
+    block_n: int = 64  # weight rows a program (the MMA's M side: 64 a warpgroup's wgmma)
+    num_warps: int = 4
+    # pieces whose codes, scales and x tiles are in flight (shared memory): a Q4_K piece is
+    # BLOCK_N x 32 bytes of codes and BLOCK_M x 64 x 2 of x
+    num_stages: int = 4
+    split_k: int = 0  # parts of K; 0: default_config's rule (one wave of programs)
+    asm: bool = True  # the codes to f16 in inline assembly (kernels/nibbles.py); GPU only
+
+
+def default_config(n_rows: int, n_out: int, n_in: int, n_sm: int = 132) -> DequantMmaConfig:
+    """BLOCK_M: the power of two from 16 to 64 at or above the row count (a decode step of up
+    to 64 rows is one block of rows: every weight read once); K split where the tiles are
+    fewer than the multiprocessors (split_k.split_for: one wave). Not measured yet: the
+    sweep (benchmarks/kernels/dequant_mma.py --sweep) times the alternatives."""
+    return resolved(DequantMmaConfig(), n_rows, n_out, n_in, n_sm)
+
+
+def resolved(cfg: DequantMmaConfig, n_rows: int, n_out: int, n_in: int, n_sm: int):
+    """cfg with block_m and split_k set where they are 0 (default_config's rules)."""
+    if cfg.block_m == 0:
+        block_m = min(64, max(16, triton.next_power_of_2(max(1, n_rows))))
+        cfg = dataclasses.replace(cfg, block_m=block_m)
+    if cfg.split_k == 0:
+        tiles = triton.cdiv(n_rows, cfg.block_m) * triton.cdiv(n_out, cfg.block_n)
+        cfg = dataclasses.replace(cfg, split_k=split_for(tiles, n_in // 256, n_sm))
+    return cfg
+
+
+@triton.jit
+def _x_tile(x_ptr, m, m_mask, k0, K, WIDTH: tl.constexpr):
+    """x's f16 values k0 .. k0 + WIDTH - 1 of rows m, as [BLOCK_M, WIDTH]."""
+    lane = tl.arange(0, WIDTH)
+    return tl.load(x_ptr + m[:, None] * K + k0 + lane[None, :], mask=m_mask[:, None], other=0.0)
+
+
+@triton.jit
+def _q4_k_piece(acc, p0, p1, p2, p3, x_ptr, row_blk, blk, c, w_mask, m, m_mask, K,
+                ASM: tl.constexpr):  # fmt: skip
+    """acc [BN, BM] += chunk c (weights 64c .. 64c + 63) of super-block blk of the rows
+    row_blk // NB (row_blk = row * NB + blk). p0..p3: d, dmin (f16), the 12 scale bytes as 3
+    int32 words, qs (uint8)."""
+    d = tl.load(p0 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
+    dmin = tl.load(p1 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
+    s0 = tl.load(p2 + row_blk * 3, mask=w_mask, other=0)
+    s1 = tl.load(p2 + row_blk * 3 + 1, mask=w_mask, other=0)
+    s2 = tl.load(p2 + row_blk * 3 + 2, mask=w_mask, other=0)
+    sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, c)
+    lane = tl.arange(0, 32)
+    qs = tl.load(p3 + row_blk[:, None] * 128 + c * 32 + lane[None, :], mask=w_mask[:, None],
+                 other=0)  # fmt: skip
+    w_lo, w_hi = scaled_nibbles_f16(
+        qs, (d * sc_lo).to(tl.float16)[:, None], (-dmin * m_lo).to(tl.float16)[:, None],
+        (d * sc_hi).to(tl.float16)[:, None], (-dmin * m_hi).to(tl.float16)[:, None], ASM,
+    )  # fmt: skip
+    k0 = blk * 256 + c * 64
+    acc = tl.dot(w_lo, tl.trans(_x_tile(x_ptr, m, m_mask, k0, K, 32)), acc)
+    acc = tl.dot(w_hi, tl.trans(_x_tile(x_ptr, m, m_mask, k0 + 32, K, 32)), acc)
+    return acc
+
+
+@triton.jit
+def _q6_k_piece(acc, p0, p1, p2, p3, x_ptr, row_blk, blk, h, w_mask, m, m_mask, K,
+                ASM: tl.constexpr):  # fmt: skip
+    """acc [BN, BM] += half h (weights 128h .. 128h + 127) of super-block blk of the rows
+    row_blk // NB. p0..p3: ql, qh (uint8), scales (int8), d (f16)."""
+    d = tl.load(p3 + row_blk, mask=w_mask, other=0.0).to(tl.float32)
+    lane = tl.arange(0, 16)
+    for r in tl.static_range(2):  # lanes 16r .. 16r + 15 of each quarter
+        qh = tl.load(p1 + row_blk[:, None] * 64 + h * 32 + 16 * r + lane[None, :],
+                     mask=w_mask[:, None], other=0)  # fmt: skip
+        for run in tl.static_range(2):  # quarters run and run + 2
+            ql = tl.load(p0 + row_blk[:, None] * 128 + h * 64 + 32 * run + 16 * r + lane[None, :],
+                         mask=w_mask[:, None], other=0)  # fmt: skip
+            at = p2 + row_blk * 16 + 8 * h + 2 * run + r  # scale of weights 128h + 32q + 16r
+            sc_a = tl.load(at, mask=w_mask, other=0).to(tl.float32)
+            sc_b = tl.load(at + 4, mask=w_mask, other=0).to(tl.float32)  # quarter run + 2
+            w_a, w_b = q6_k_weights_f16(ql, qh, (d * sc_a).to(tl.float16)[:, None],
+                                        (d * sc_b).to(tl.float16)[:, None], run, ASM)  # fmt: skip
+            k0 = blk * 256 + h * 128 + 32 * run + 16 * r
+            acc = tl.dot(w_a, tl.trans(_x_tile(x_ptr, m, m_mask, k0, K, 16)), acc)
+            acc = tl.dot(w_b, tl.trans(_x_tile(x_ptr, m, m_mask, k0 + 64, K, 16)), acc)
+    return acc
+
+
+@triton.jit
+def dequant_mma_kernel(
+    x_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3,
+    M, N, K, NB, stride_om, blocks_per_split, n_splits,
+    Q6: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT_K: tl.constexpr,
+    ASM: tl.constexpr,
+):  # fmt: skip
+    """Grid (row tiles of x, weight row tiles, parts of K): the programs that read the same
+    weights are neighbours. x f16 [M, K] contiguous; out [M, N] (row stride stride_om); part
+    [n_splits, M, N] float32 and one ticket counter per tile with SPLIT_K. The loop walks
+    pieces (4 a super-block for Q4_K, 2 for Q6_K: the module docstring)."""
+    m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_mask = m < M
+    rows = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_mask = rows < N
+    split = tl.program_id(2)
+    first = split * blocks_per_split
+    row_start = rows.to(tl.int64) * NB
+    PIECES: tl.constexpr = 2 if Q6 else 4
+    start = first * PIECES
+    end = tl.minimum(first + blocks_per_split, NB) * PIECES
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for piece in range(start, end):
+        blk = piece // PIECES
+        if Q6:
+            acc = _q6_k_piece(acc, p0, p1, p2, p3, x_ptr, row_start + blk, blk, piece % 2,
+                              row_mask, m, m_mask, K, ASM)  # fmt: skip
+        else:
+            acc = _q4_k_piece(acc, p0, p1, p2, p3, x_ptr, row_start + blk, blk, piece % 4,
+                              row_mask, m, m_mask, K, ASM)  # fmt: skip
+    store_tile(acc, out_ptr, part_ptr, count_ptr, m, m_mask, rows, row_mask, M, N, stride_om,
+               split, n_splits, SPLIT_K)  # fmt: skip
+
+
+def plane_args(w: PackedWeight) -> tuple[torch.Tensor, ...]:
+    """The kernel's p0..p3 for a Q4_K or Q6_K PackedWeight."""
+    p = w.planes
+    if w.fmt.name == "Q6_K":
+        return p["ql"], p["qh"], p["scales"], p["d"]
+    return p["d"], p["dmin"], words(p["scales"]), p["qs"]
+
+
+def dequant_mma(
+    x: torch.Tensor,
+    w: PackedWeight,
+    config: DequantMmaConfig | None = None,
+    *,
+    out_dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """x [..., n_in] (f16, bf16 or float32; taken in f16) @ W^T -> [..., n_out] in out_dtype
+    (x's dtype by default); W a Q4_K or Q6_K PackedWeight."""
+    require()
+    fmt = w.fmt.name
+    if fmt not in FORMATS:
+        raise UnsupportedTensor(
+            f"{fmt}: the dequantizing MMA reads {', '.join(FORMATS)}; use quant_matmul or "
+            "kernels.dequant.dequantize"
+        )
+    if x.shape[-1] != w.n_in or x.dtype not in _X_DTYPES:
+        raise UnsupportedTensor(
+            f"x {x.dtype} of shape {tuple(x.shape)} for a matrix of {w.n_in} inputs"
+        )
+    if x.device != w.device:
+        raise UnsupportedTensor(f"x on {x.device}, the matrix on {w.device}: move one of them")
+    lead = x.shape[:-1]
+    x16 = x.reshape(-1, w.n_in).to(torch.float16).contiguous()
+    n_rows = x16.shape[0]
+    out = torch.empty(n_rows, w.n_out, dtype=out_dtype or x.dtype, device=x.device)
+    if n_rows == 0:
+        return out.reshape(*lead, w.n_out)
+    n_blocks = w.n_in // 256
+    n_sm = multiprocessors(x.device)
+    if config is None:
+        cfg = default_config(n_rows, w.n_out, w.n_in, n_sm)
+    else:
+        cfg = resolved(config, n_rows, w.n_out, w.n_in, n_sm)
+    per_split, splits = split_plan(n_blocks, cfg.split_k)
+    grid = (triton.cdiv(n_rows, cfg.block_m), triton.cdiv(w.n_out, cfg.block_n), splits)
+    part = out
+    counters = out
+    if splits > 1:
+        part = torch.empty(splits, n_rows, w.n_out, dtype=torch.float32, device=x.device)
+        counters = COUNTERS.get(x.device, grid[0] * grid[1])
+    dequant_mma_kernel[grid](
+        x16, out, part, counters, *plane_args(w), n_rows, w.n_out, w.n_in, n_blocks,
+        out.stride(0), per_split, splits, Q6=fmt == "Q6_K", BLOCK_M=cfg.block_m,
+        BLOCK_N=cfg.block_n, SPLIT_K=splits > 1, ASM=cfg.asm and not interpret_mode(),
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )  # fmt: skip
+    return out.reshape(*lead, w.n_out)
