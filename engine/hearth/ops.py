@@ -309,13 +309,19 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         "dequant" (the matrix in f16 for torch's GEMM), a batch's decode step as a prefill
         chunk. Measured on an H200 at the 8B shapes (docs/decisions/0022-batch-rows-by-
         dequantized-gemm.md): the dequantized GEMM takes 13-99 us a matrix at 2 to 64 rows,
-        the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16."""
+        the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16.
+        "dequant_mma" (the blocks dequantized in registers for the tensor cores) at the
+        (format, rows) kernels.dequant_mma.ROWS_WON lists, where its GPU sweep measured it
+        fastest (decision 0022's follow-up; empty until measured)."""
+        import kernels.dequant_mma
         import kernels.gemv
 
         if rows == 1:
             return "gemv"
         few = rows <= kernels.gemv.DP4A_MAX_ROWS  # (no config built for a prefill chunk's rows)
-        return "gemv" if few and self._gemv_config(w, rows).path == "dp4a" else "dequant"
+        if few and self._gemv_config(w, rows).path == "dp4a":
+            return "gemv"
+        return "dequant_mma" if kernels.dequant_mma.takes(w.fmt.name, rows) else "dequant"
 
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
@@ -324,8 +330,13 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         if self.rows_as_one:  # every row as a decode step's GEMV computes it (TorchOps says why)
             config = dataclasses.replace(self._gemv_config(w, 1), rows_alike=True)
             return self._k.quant_matmul(x, w, config, quantized=shared)
-        if self._matmul_path(rows, w) == "gemv":
+        path = self._matmul_path(rows, w)
+        if path == "gemv":
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
+        if path == "dequant_mma":
+            from kernels.dequant_mma import dequant_mma
+
+            return dequant_mma(x, w)
         from kernels.dequant import dequantize
 
         try:
