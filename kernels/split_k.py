@@ -26,12 +26,12 @@ MIN_SPLIT_BLOCKS = 2  # super-blocks a part of K keeps at least
 COUNTERS = TicketCounters(minimum=1 << 12)
 
 
-def split_for(tiles: int, n_blocks: int, n_sm: int) -> int:
-    """Parts of K that keep `tiles` output tiles within one wave of n_sm programs (n_sm //
-    tiles: 2 for 64 tiles on 132 SMs, 8 for 16), each part at least MIN_SPLIT_BLOCKS of the
-    n_blocks super-blocks."""
+def split_for(tiles: int, n_blocks: int, programs: int) -> int:
+    """Parts of K that keep `tiles` output tiles within `programs` programs (programs //
+    tiles: one wave on 132 SMs is 2 parts for 64 tiles, 8 for 16), each part at least
+    MIN_SPLIT_BLOCKS of the n_blocks super-blocks."""
     most = max(1, n_blocks // MIN_SPLIT_BLOCKS)
-    return max(1, min(n_sm // tiles, most))
+    return max(1, min(programs // tiles, most))
 
 
 def split_plan(n_blocks: int, split_k: int) -> tuple[int, int]:

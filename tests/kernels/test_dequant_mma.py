@@ -73,10 +73,11 @@ def test_split_k_counters_reset_for_the_next_call(fmt, device):
     assert int(split_k.COUNTERS.get(first.device, 1).abs().sum()) == 0
 
 
-def test_the_default_splits_k_only_below_one_wave_of_tiles():
-    """64 tiles of a 4096-row matrix on 132 SMs: 2 parts; 16 tiles of 1024 rows: 8; 224 tiles
-    of 14336 rows: none; rows of x in one block of 16, 32 or 64."""
-    assert dequant_mma.default_config(16, 4096, 4096).split_k == 2
+def test_the_default_splits_k_below_two_programs_an_sm():
+    """132 SMs: 64 tiles of a 4096-row matrix in 4 parts; 16 tiles of 1024 rows in 8 (parts
+    of 2 of its 16 super-blocks); 224 tiles of 14336 rows whole; rows of x in one block of 16,
+    32 or 64."""
+    assert dequant_mma.default_config(16, 4096, 4096).split_k == 4
     assert dequant_mma.default_config(64, 1024, 4096).split_k == 8
     assert dequant_mma.default_config(12, 14336, 4096).split_k == 1
     assert [dequant_mma.default_config(m, 4096, 4096).block_m for m in (9, 16, 24, 48, 64)] == [

@@ -18,7 +18,7 @@ import triton
 PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
 ROOT = Path(__file__).resolve().parents[2]
 
-# the planes as dequant_mma.plane_args passes them; x in f16
+# the planes as dequant_mma.plane_args passes them (p0..p2 after d and dmin); x in f16
 CHILD = """
 import os, re, subprocess, sys, tempfile
 import triton
@@ -28,8 +28,9 @@ from kernels.dequant_mma import default_config, dequant_mma_kernel
 from kernels.split_k import split_plan
 
 PTXAS = sys.argv[1]
-PLANES = {"Q4_K": ("*fp16", "*fp16", "*i32", "*u8"), "Q6_K": ("*u8", "*u8", "*i8", "*fp16")}
-X = {"x_ptr": "*fp16", "out_ptr": "*fp16", "part_ptr": "*fp32", "count_ptr": "*i32"}
+PLANES = {"Q4_K": ("*i32", "*u8", "*u8"), "Q6_K": ("*u8", "*u8", "*i32")}
+X = {"x_ptr": "*fp16", "out_ptr": "*fp16", "part_ptr": "*fp32", "count_ptr": "*i32",
+     "pd": "*fp16", "pdmin": "*fp16"}
 fn = dequant_mma_kernel
 for fmt, planes in PLANES.items():
     n_in = 14336 if fmt == "Q6_K" else 4096  # ffn_down, attn_q/o and the like
@@ -41,7 +42,7 @@ for fmt, planes in PLANES.items():
         # the integers as a launch passes them: Triton specializes those divisible by 16
         ints = {"M": rows, "N": 4096, "K": n_in, "NB": n_in // 256, "stride_om": 4096,
                 "blocks_per_split": per_split, "n_splits": splits}
-        types = {**X, **dict(zip(["p0", "p1", "p2", "p3"], planes))}
+        types = {**X, **dict(zip(["p0", "p1", "p2"], planes))}
         sig = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
         aligned = [i for i, a in enumerate(fn.arg_names)
                    if sig[a][0] == "*" or ints.get(a, 1) % 16 == 0]
