@@ -7,7 +7,7 @@
 # table it gives. Each step has its own time limit (about 4 minutes in all). OUT: where the
 # outputs go (tests.txt, rows.txt, rows.json, sweep.txt, sweep.json).
 set -o pipefail
-: "${OUT:?set OUT}" "${TEST_S:=70}" "${BENCH_S:=90}" "${SWEEP_S:=80}"
+: "${OUT:?set OUT}" "${TEST_S:=60}" "${BENCH_S:=80}" "${SWEEP_S:=100}"
 export PYTHONUNBUFFERED=1 HEARTH_GPU_TESTS=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # the tests' reference is gguf's dequantizer: from the bundle's wheel where it is not installed
 if ! python -c "import gguf" 2>/dev/null; then
