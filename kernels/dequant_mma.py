@@ -75,10 +75,24 @@ _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 ROWS_WON: dict[str, tuple[int, int]] = {}
 
 
-def takes(fmt: str, rows: int) -> bool:
-    """Whether `rows` rows of x meet a matrix of format `fmt` here (ROWS_WON)."""
-    won = ROWS_WON.get(fmt)
+def takes(fmt: str, rows: int, table: dict[str, tuple[int, int]] | None = None) -> bool:
+    """Whether `rows` rows of x meet a matrix of format `fmt` here (`table`, ROWS_WON by
+    default)."""
+    won = (ROWS_WON if table is None else table).get(fmt)
     return won is not None and won[0] <= rows <= won[1]
+
+
+def parse_rows(text: str) -> dict[str, tuple[int, int]]:
+    """A ROWS_WON table from "Q4_K:9-64,Q6_K:16-64" (HEARTH_DEQUANT_MMA_ROWS: measuring the
+    engine with the table forced before it is set); "" is the empty table."""
+    table = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        fmt, _, span = item.partition(":")
+        low, _, high = span.partition("-")
+        if fmt not in FORMATS or not low.isdigit() or not high.isdigit():
+            raise ValueError(f"{item!r}: FORMAT:FEWEST-MOST rows, FORMAT one of {FORMATS}")
+        table[fmt] = (int(low), int(high))
+    return table
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,10 @@ def test_rows_won_decides_which_rows_take_it(monkeypatch):
     monkeypatch.setattr(dequant_mma, "ROWS_WON", {"Q4_K": (9, 32)})
     assert [dequant_mma.takes("Q4_K", m) for m in (8, 9, 32, 33)] == [False, True, True, False]
     assert not dequant_mma.takes("Q6_K", 16)
+    assert dequant_mma.takes("Q6_K", 16, dequant_mma.parse_rows("Q4_K:9-64, Q6_K:16-16"))
+    assert dequant_mma.parse_rows("") == {}
+    with pytest.raises(ValueError, match="FORMAT:FEWEST-MOST"):
+        dequant_mma.parse_rows("Q4_K:9")
 
 
 @pytest.mark.gpu
