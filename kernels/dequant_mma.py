@@ -34,7 +34,8 @@ Q6_K  half h = 0, 1, and in it each run r of 16 lanes: the ql bytes 64h + 32 run
       (run 0, 1) and the qh bytes 32h + 16r .. give quarters run (low nibbles) and run + 2
       (high); four dots of K = 16 (a scale per 16 weights: a K = 16 dot has one a row).
 
-Compiled for sm_90 (Triton 3.8, default_config at 16 and 64 rows) the loop takes 4.4 SASS
+Compiled for sm_90 (Triton 3.8, default_config at 16 and 64 rows; python -m
+benchmarks.kernels.dequant_mma_sass prints it) the loop takes 4.4 SASS
 instructions a weight a thread for Q4_K and 5.9 for Q6_K (the assembly's 1.75 and 3.25; the
 rest the scales' decoding per row, the f16 tile's way through shared memory into the wgmma's
 register layout (STS, LDSM), the MMAs' fences and the loop): at the issue rate above 7.6e12
