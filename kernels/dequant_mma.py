@@ -34,20 +34,20 @@ Q6_K  half h = 0, 1, and in it each run r of 16 lanes: the ql bytes 64h + 32 run
       (run 0, 1) and the qh bytes 32h + 16r .. give quarters run (low nibbles) and run + 2
       (high); four dots of K = 16 (a scale per 16 weights: a K = 16 dot has one a row).
 
-Compiled for sm_90 (Triton 3.8, default_config at 16 and 64 rows; python -m
-benchmarks.kernels.dequant_mma_sass prints it) the loop takes 4.4 SASS
-instructions a weight a thread for Q4_K and 5.9 for Q6_K (the assembly's 1.75 and 3.25; the
-rest the scales' decoding per row, the f16 tile's way through shared memory into the wgmma's
-register layout (STS, LDSM), the MMAs' fences and the loop): at the issue rate above 7.6e12
-and 5.7e12 weights/s, above the copy rate of either if the loads and MMAs overlap the work.
-Every plane but the f16 d and dmin goes through Triton's cp.async pipeline; those (2 bytes a
-row, too narrow for cp.async) are loaded a super-block ahead by hand, and Q6_K's 16 int8
-scales are read as 4 int32 words for the same reason.
+Compiled for sm_90 (Triton 3.8, default_config at 16 and 64 rows; `python -m
+benchmarks.kernels.dequant_mma_sass` prints it) the loop takes 4.4 SASS instructions a weight
+a thread for Q4_K and 5.9 for Q6_K (the assembly's 1.75 and 3.25; the rest the scales'
+decoding per row, the f16 tile's way through shared memory into the wgmma's register layout
+(STS, LDSM), the MMAs' fences and the loop): at the issue rate above 7.6e12 and 5.7e12
+weights/s, above the copy rate of either if the loads and MMAs overlap the work. Every plane
+but the f16 d and dmin goes through Triton's cp.async pipeline; those (2 bytes a row, too
+narrow for cp.async) are loaded a super-block ahead by hand, and Q6_K's 16 int8 scales are
+read as 4 int32 words for the same reason.
 
 Split-K where the tiles are fewer than twice the multiprocessors (default_config), summed in
-the same launch
-(kernels/split_k.py). Not on an engine path until measured: KernelsOps._matmul_path reads
-ROWS_WON, empty until the GPU sweep (benchmarks/kernels/gpu_dequant_mma.sh) fills it.
+the same launch (kernels/split_k.py). Not on an engine path until measured:
+KernelsOps._matmul_path reads ROWS_WON, empty until the GPU sweep
+(benchmarks/kernels/gpu_dequant_mma.sh) fills it, or HEARTH_DEQUANT_MMA_ROWS.
 """
 
 from __future__ import annotations
