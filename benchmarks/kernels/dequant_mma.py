@@ -43,14 +43,14 @@ DEVICE = "cuda"
 GEMV_X8, QMMA_X8, DMMA, DMMA_PLAIN = "integer GEMV x8", "quant MMA x8", "dequant MMA", "plain"
 SWEEP_PREFIX = "dequant MMA "
 PLAIN = DequantMmaConfig(asm=False)
-# launch shapes beside the default (bn64 w4 s3, two programs an SM): stages, wider weight
-# tiles, one program an SM or none split (block_m 0: the rows' power of two; split_k 0: the
-# default's rule)
+# launch shapes beside the default (bn64 w4 s3, K split for two programs an SM): stages,
+# wider weight tiles, K whole or in 2 or 8 parts (block_m 0: the rows' power of two; split_k
+# 0: the default's rule)
 SWEEP = [
     DequantMmaConfig(block_n=bn, num_warps=nw, num_stages=ns, split_k=sk)
     for bn, nw, ns, sk in (
         (64, 4, 2, 0), (64, 4, 4, 0), (128, 4, 3, 0), (128, 8, 3, 0), (64, 4, 3, 1),
-        (64, 4, 3, 8),
+        (64, 4, 3, 2), (64, 4, 3, 8),
     )
 ]  # fmt: skip
 
