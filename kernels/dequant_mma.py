@@ -70,9 +70,9 @@ FORMATS = ("Q4_K", "Q6_K")
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 # (format) -> (fewest, most) rows of x that take this GEMM in KernelsOps._matmul_path, where
-# the GPU sweep (benchmarks/kernels/gpu_dequant_mma.sh) measured it faster than both the
-# dequantized GEMM and the integer GEMV at every Llama-3-8B shape of the format. Empty until
-# measured: the engine then keeps its paths of decision 0022.
+# the GPU sweep (benchmarks/kernels/gpu_dequant_mma.sh) measured it faster than the
+# dequantized GEMM, the integer GEMV and the integer MMA at every Llama-3-8B shape of the
+# format. Empty until measured: the engine then keeps its paths of decision 0022.
 ROWS_WON: dict[str, tuple[int, int]] = {}
 
 
@@ -137,18 +137,18 @@ def _x_tile(x_ptr, m, m_mask, k0, K, WIDTH: tl.constexpr):
 
 
 @triton.jit
-def _q4_k_block(acc, d, dmin, p2, p3, x_ptr, row_blk, blk, w_mask, m, m_mask, K,
+def _q4_k_block(acc, d, dmin, words_ptr, qs_ptr, x_ptr, row_blk, blk, w_mask, m, m_mask, K,
                 ASM: tl.constexpr):  # fmt: skip
     """acc [BN, BM] += super-block blk of the rows row_blk // NB (row_blk = row * NB + blk),
     chunk by chunk (c = 0..3: weights 64c .. 64c + 63, sub-blocks 2c and 2c + 1); d and dmin
-    [BN] float32 given. p2, p3: the 12 scale bytes as 3 int32 words, qs (uint8)."""
-    s0 = tl.load(p2 + row_blk * 3, mask=w_mask, other=0)
-    s1 = tl.load(p2 + row_blk * 3 + 1, mask=w_mask, other=0)
-    s2 = tl.load(p2 + row_blk * 3 + 2, mask=w_mask, other=0)
+    [BN] float32 given; the 12 scale bytes of a super-block as 3 int32 words, qs uint8."""
+    s0 = tl.load(words_ptr + row_blk * 3, mask=w_mask, other=0)
+    s1 = tl.load(words_ptr + row_blk * 3 + 1, mask=w_mask, other=0)
+    s2 = tl.load(words_ptr + row_blk * 3 + 2, mask=w_mask, other=0)
     lane = tl.arange(0, 32)
     for c in tl.static_range(4):
         sc_lo, sc_hi, m_lo, m_hi = q4_k_scales_from_words(s0, s1, s2, c)
-        qs = tl.load(p3 + row_blk[:, None] * 128 + c * 32 + lane[None, :],
+        qs = tl.load(qs_ptr + row_blk[:, None] * 128 + c * 32 + lane[None, :],
                      mask=w_mask[:, None], other=0)  # fmt: skip
         w_lo, w_hi = scaled_nibbles_f16(
             qs, (d * sc_lo).to(tl.float16)[:, None], (-dmin * m_lo).to(tl.float16)[:, None],
@@ -168,24 +168,24 @@ def _scale_byte(words, i: tl.constexpr):
 
 
 @triton.jit
-def _q6_k_block(acc, d, p0, p1, p2, x_ptr, row_blk, blk, w_mask, m, m_mask, K,
+def _q6_k_block(acc, d, ql_ptr, qh_ptr, words_ptr, x_ptr, row_blk, blk, w_mask, m, m_mask, K,
                 ASM: tl.constexpr):  # fmt: skip
     """acc [BN, BM] += super-block blk of the rows row_blk // NB, half by half (h = 0, 1:
-    weights 128h .. 128h + 127), d [BN] float32 given. p0..p2: ql, qh (uint8), the 16 int8
-    scales as 4 int32 words."""
+    weights 128h .. 128h + 127), d [BN] float32 given; ql, qh uint8, the 16 int8 scales of a
+    super-block as 4 int32 words."""
     words = (
-        tl.load(p2 + row_blk * 4, mask=w_mask, other=0),
-        tl.load(p2 + row_blk * 4 + 1, mask=w_mask, other=0),
-        tl.load(p2 + row_blk * 4 + 2, mask=w_mask, other=0),
-        tl.load(p2 + row_blk * 4 + 3, mask=w_mask, other=0),
+        tl.load(words_ptr + row_blk * 4, mask=w_mask, other=0),
+        tl.load(words_ptr + row_blk * 4 + 1, mask=w_mask, other=0),
+        tl.load(words_ptr + row_blk * 4 + 2, mask=w_mask, other=0),
+        tl.load(words_ptr + row_blk * 4 + 3, mask=w_mask, other=0),
     )
     lane = tl.arange(0, 16)
     for h in tl.static_range(2):
         for r in tl.static_range(2):  # lanes 16r .. 16r + 15 of each quarter
-            qh = tl.load(p1 + row_blk[:, None] * 64 + h * 32 + 16 * r + lane[None, :],
+            qh = tl.load(qh_ptr + row_blk[:, None] * 64 + h * 32 + 16 * r + lane[None, :],
                          mask=w_mask[:, None], other=0)  # fmt: skip
             for run in tl.static_range(2):  # quarters run and run + 2
-                ql = tl.load(p0 + row_blk[:, None] * 128 + h * 64 + 32 * run + 16 * r
+                ql = tl.load(ql_ptr + row_blk[:, None] * 128 + h * 64 + 32 * run + 16 * r
                              + lane[None, :], mask=w_mask[:, None], other=0)  # fmt: skip
                 # the scales of weights 128h + 32q + 16r (q = run, run + 2)
                 s_a = (d * _scale_byte(words, 8 * h + 2 * run + r)).to(tl.float16)
