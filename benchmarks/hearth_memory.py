@@ -21,8 +21,10 @@ steps, each attending over the whole cache. Measured: the process's peak, NVML's
 sampled every 1 ms through the run less before the process started (the issue's bound is
 judged against it), beside torch's peak reserved + the CUDA context and NVML's reading at the
 end. The table gives predicted, the peak, the error ((predicted - peak) / peak; positive:
-memory left idle), whether it is within max(3%, 128 MiB), and the share of the card the load
-really used. Cells not started within --budget-s are listed as not run.
+memory left idle), whether it is within max(3%, 128 MiB), torch's peak reserved less its peak
+allocation (what its caching allocator held beside the live peak, which the model does not
+count), and the share of the card the load really used. Cells not started within --budget-s
+are listed as not run.
 
 recheck: a recorded run's table (--json) with today's model's predictions.
 
@@ -379,6 +381,15 @@ def torch_peak(row: dict) -> int | None:
     return None
 
 
+def allocator_slack(row: dict) -> int | None:
+    """torch's peak reserved less its peak allocation: the blocks its caching allocator held
+    beside the live peak (a buffer made and freed again and again that took a second
+    segment shows here as about its size)."""
+    if row.get("peak_reserved") and row.get("peak_allocated"):
+        return row["peak_reserved"] - row["peak_allocated"]
+    return None
+
+
 def error_fraction(predicted: int, measured: int) -> float:
     """(predicted - measured) / measured: positive is memory the plan leaves idle."""
     return (predicted - measured) / measured if measured > 0 else 0.0
@@ -402,7 +413,8 @@ def _card_line(row: dict) -> str:
     return (
         f"{head} planned {row['n_ctx']:>7} tokens, predicted {_mib(row['predicted_total'])} "
         f"MiB, peak {_mib(peak)} MiB (NVML {_mib(row.get('nvml_peak'))}, torch reserved + "
-        f"context {_mib(torch_peak(row))}, NVML at the end {_mib(row.get('used'))}) of "
+        f"context {_mib(torch_peak(row))}, beyond allocated {_mib(allocator_slack(row))}, "
+        f"NVML at the end {_mib(row.get('used'))}) of "
         f"{_mib(row['free'])} free{error}: {verdict}"
     )
 
@@ -477,10 +489,10 @@ def markdown(item_rows: list[dict], card_rows: list[dict]) -> str:
             "",
             "| card | shape | K / V | context planned | predicted MiB | measured peak MiB "
             "(NVML) | error | within max(3%, 128 MiB) | torch peak reserved + context MiB | "
-            "NVML at the end MiB | CUDA context MiB | share of the card used | verified | "
-            "decode tok/s |",
+            "torch reserved beyond allocated MiB | NVML at the end MiB | CUDA context MiB | "
+            "share of the card used | verified | decode tok/s |",
             "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | "
-            "--- | ---: |",
+            "---: | --- | ---: |",
         ]
         for r in card_rows:
             out.append(card_cells(r))
@@ -492,7 +504,7 @@ def card_cells(r: dict) -> str:
     """One row of the memory table: judged against the measured peak (measured_peak)."""
     head = f"| {r['card_gib']:g} GiB | {r.get('shape', '')} | {r['type_k']} / {r['type_v']} |"
     if not r["n_ctx"]:
-        return f"{head} nothing fits |||||||||||"
+        return f"{head} nothing fits ||||||||||||"
     peak = measured_peak(r) if r.get("ok") else None
     if peak:
         error = error_fraction(r["predicted_total"], peak)
@@ -501,7 +513,10 @@ def card_cells(r: dict) -> str:
         share = f"{100 * peak / (r['card_gib'] * GIB):.1f}%"
     else:
         figures, share = f"{_mib(peak)} | - | - |", "-"
-    others = f"{_mib(torch_peak(r))} | {_mib(r.get('used'))} | {_mib(r.get('context'))} |"
+    others = (
+        f"{_mib(torch_peak(r))} | {_mib(allocator_slack(r))} | {_mib(r.get('used'))} | "
+        f"{_mib(r.get('context'))} |"
+    )
     steps = (
         "512-token prefill chunk + 8 decode steps"
         if r.get("prefill")

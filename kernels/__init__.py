@@ -82,9 +82,12 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
         window > 0: a query at p sees only j with p - j < window (Gemma 3's local layers).
         The launch grid depends on the capacity (or window), never the length: a decode step
         captured once in a CUDA graph replays at every position already grown.
-    o = cache.attend_prefill(layer, q, seq, positions, n_keys, scale=None, *, window=0)
+    o = cache.attend_prefill(layer, q, seq, positions, n_keys, scale=None, *, window=0,
+                             masks=None)
         a prefill chunk q [T, n_heads, head_dim] over stored positions 0..n_keys-1: the pages
-        gathered to f16 on the device, then torch's SDPA with the causal (+window) mask.
+        gathered to f16 on the device, then torch's SDPA with the causal (+window) mask;
+        masks: a dict kept for one chunk, where the first layer leaves the chunk's additive
+        mask (kernels.grouped_attention.prefill_mask) and the other layers take it.
     k, v = cache.gather(layer, seq, n)   f16 [n, n_kv_heads, head_dim], dequantized on the GPU
     cache.tuning = AttentionTuning(programs_per_sm=0, num_warps=0, num_stages=5)  (0s: fit one
         wave; warps by the K/V formats)

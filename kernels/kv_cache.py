@@ -35,7 +35,7 @@ from kernels.decode_launch import (
     launch_decode,
 )
 from kernels.errors import UnsupportedTensor
-from kernels.grouped_attention import grouped_prefill_attention
+from kernels.grouped_attention import grouped_prefill_attention, prefill_mask
 from kernels.kv_formats import GROUP, KVCacheSpec, kivi_group, rotation_signs
 from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_kivi import kivi_open_kernel, kivi_reopen_kernel, kivi_seal_kernel
@@ -525,51 +525,80 @@ class PagedKVCache:
         scale: float | None = None,
         *,
         window: int = 0,
+        masks: dict | None = None,
     ) -> torch.Tensor:
         """Attention of a prefill chunk, q [T, n_heads, head_dim] at `positions` [T] (device),
         over the stored positions 0..n_keys-1 (the chunk's own K and V written first): the
         pages gathered to f16, then torch's scaled_dot_product_attention with the causal (and
         sliding-window) mask, the query heads of a KV head folded into one (grouped_attention.py:
-        no score matrix). Returns [T, n_heads, head_dim] in q's dtype."""
-        k, v = self.gather(layer, seq, n_keys)
-        slots = torch.arange(n_keys, device=q.device)
-        seen = self._seen(positions, slots, window)
-        if self.kivi and layer in self._scratch:
-            k, v, seen = self._own_pages_exact(layer, positions, n_keys, window, k, v, seen)
+        no score matrix). Returns [T, n_heads, head_dim] in q's dtype.
+
+        masks: a dict the caller keeps for one prefill chunk (every layer of it attends from the
+        same positions over the same n_keys): the chunk's additive mask is made at the first
+        layer that asks for it, before that layer's gather, kept there and taken by every
+        layer after it, one per window (kivi4 keys: per scratch, see _chunk_mask), so a later
+        layer only gathers and attends. None: made for this call alone."""
         dtype = torch.float16 if q.is_cuda else torch.float32  # the CPU: tests only
+        group = q.shape[1] // self.spec.n_kv_heads
+        mask = self._chunk_mask(masks, layer, positions, n_keys, window, group, dtype)
+        k, v = self.gather(layer, seq, n_keys)
+        if self.kivi and layer in self._scratch:  # the own pages' exact rows as more keys
+            scratch = self._scratch[layer][0]
+            k = torch.cat([k, scratch[0]])  # one at a time: one gathered copy freed first
+            v = torch.cat([v, scratch[1]])
         k, v = k.transpose(0, 1).to(dtype), v.transpose(0, 1).to(dtype)
-        return grouped_prefill_attention(q, k, v, seen, scale)
+        return grouped_prefill_attention(q, k, v, mask, scale)
+
+    def _chunk_mask(self, masks, layer, positions, n_keys, window, group, dtype):
+        """prefill_mask of what the chunk's queries see: from `masks` where an earlier layer of
+        the chunk made it, else made (and kept there). kivi4 keys with the layer's scratch:
+        the scratch's rows are more keys (_own_pages_exact), which only its first position and
+        length place, the same at every layer a chunk's write went through; a mask is taken
+        only by a layer whose scratch starts at the same position (the same int, or the same
+        positions tensor the write was given) and is as long."""
+        scratch = self._scratch.get(layer) if self.kivi else None
+        start = scratch[1] if scratch is not None else None
+        key = (window, n_keys, scratch[0].shape[1] if scratch is not None else 0)
+        kept = masks.get(key) if masks is not None else None
+        if kept is not None and _same_start(kept[0], start):
+            return kept[1]
+        slots = torch.arange(n_keys, device=positions.device)
+        seen = self._seen(positions, slots, window)
+        if scratch is not None:
+            seen = self._own_pages_exact(positions, n_keys, window, scratch, seen)
+        mask = prefill_mask(seen, group, dtype)
+        if masks is not None:
+            masks[key] = (start, mask)
+        return mask
 
     @staticmethod
     def _seen(positions: torch.Tensor, slots: torch.Tensor, window: int) -> torch.Tensor:
         """[T, n_keys] bool: slot j is seen from position p when j <= p (and p - j < window).
-        Compared against [T, 1] columns so that nothing [T, n_keys] but booleans is made: the
-        distances as int64 were 8 bytes a query and key, 1 GiB for a 512-token chunk over 256k
-        positions, the largest buffer of the prefill (engine/planner/hearth_memory.py counts
-        this mask, its repeat and SDPA's f16 copy)."""
+        Compared against [T, 1] columns so that nothing [T, n_keys] but booleans is made (the
+        distances as int64 would be 8 bytes a query and key); made once per chunk, then turned
+        into the additive mask every layer takes (engine/planner/hearth_memory.py counts both)."""
         last = positions.reshape(-1, 1)
         seen = slots[None, :] <= last
         if window > 0:
             seen &= slots[None, :] > last - window
         return seen
 
-    def _own_pages_exact(self, layer, positions, n_keys, window, k, v, seen):
+    def _own_pages_exact(self, positions, n_keys, window, scratch, seen):
         """kivi4: each query of the chunk sees the keys and values of its own page as written
         (exact, as decode does through the open page), not as stored: the last write's
-        scratch holds them (kv_kivi.py), appended as extra keys with their own mask."""
-        scratch, start = self._scratch[layer]
+        scratch holds them (kv_kivi.py), appended as extra keys after the n_keys stored ones.
+        Returns `seen` [T, n_keys] with its own page's stored slots hidden, followed by the
+        scratch's columns."""
+        rows, start = scratch
         page = self.spec.page_size
+        device = positions.device
         first = start.reshape(-1)[:1] if isinstance(start, torch.Tensor) else start
-        exact_slots = first - first % page + torch.arange(scratch.shape[1], device=k.device)
+        exact_slots = first - first % page + torch.arange(rows.shape[1], device=device)
         own = positions.reshape(-1, 1) // page
         exact_seen = self._seen(positions, exact_slots, window)
         exact_seen &= (exact_slots[None, :] // page == own) & (exact_slots < n_keys)[None, :]
-        seen = seen & (torch.arange(n_keys, device=k.device)[None, :] // page != own)
-        return (
-            torch.cat([k, scratch[0]]),
-            torch.cat([v, scratch[1]]),
-            torch.cat([seen, exact_seen], dim=1),
-        )
+        seen &= torch.arange(n_keys, device=device)[None, :] // page != own
+        return torch.cat([seen, exact_seen], dim=1)
 
     def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
         """K and V of seq as the cache would return them (dequantized, unrotated; float32
@@ -590,6 +619,14 @@ class PagedKVCache:
             rows = open_rows[1].transpose(0, 1).float().cpu().numpy()
             v[open_page * self.spec.page_size : (open_page + 1) * self.spec.page_size] = rows
         return k[:n], v[:n]
+
+
+def _same_start(kept, start) -> bool:
+    """Whether two kivi4 scratches start at the same position as far as the host can tell
+    without a sync: no scratch for either, the same int, or the same positions tensor."""
+    if isinstance(kept, int) and isinstance(start, int):
+        return kept == start
+    return kept is start
 
 
 # a layer's sinks times log2(e), made once a sinks tensor (a model's weights): a decode step's

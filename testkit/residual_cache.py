@@ -25,7 +25,8 @@ def residual_cache(group: int, exact_values: bool = False, **cache_args):
             self.exact_k[layer].index_copy_(1, positions, k.transpose(0, 1).to(self.k.dtype))
             self.exact_v[layer].index_copy_(1, positions, v.transpose(0, 1).to(self.v.dtype))
 
-        def attend(self, layer, q, positions, n_keys, *, scale, window=0):
+        def attend(self, layer, q, positions, n_keys, *, scale, window=0, masks=None):
+            # `masks` unused: this reference builds its whole scores and mask each call
             slots = torch.arange(n_keys, device=positions.device)
             behind = positions[:, None] - slots[None, :]
             seen = behind >= 0

@@ -112,9 +112,16 @@ class BatchRows:
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         self.cache.write(self, self._prepared, layer, positions, k, v)
 
-    def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
-        """n_keys is the one-sequence forward's; each sequence here sees its own length."""
-        return self.cache.attend(self, self._prepared, layer, q, positions, scale, window, sinks)
+    def attend(
+        self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None,
+        masks: dict | None = None,
+    ):  # fmt: skip
+        """n_keys is the one-sequence forward's; each sequence here sees its own length.
+        masks: the forward pass's for this step; each chunk's masks are kept under its
+        sequence."""
+        return self.cache.attend(
+            self, self._prepared, layer, q, positions, scale, window, sinks, masks
+        )
 
 
 class TorchBatchCache(BatchCacheBase):
@@ -169,7 +176,7 @@ class TorchBatchCache(BatchCacheBase):
         self.k[layer].index_copy_(1, slots, k.transpose(0, 1).to(self.k.dtype))
         self.v[layer].index_copy_(1, slots, v.transpose(0, 1).to(self.v.dtype))
 
-    def attend(self, rows, prepared, layer, q, positions, scale, window, sinks):
+    def attend(self, rows, prepared, layer, q, positions, scale, window, sinks, masks=None):
         out = []
         for seq, a, b in rows.groups:
             slots = prepared["keys"][seq]
@@ -179,7 +186,7 @@ class TorchBatchCache(BatchCacheBase):
             out.append(
                 one.attend(
                     0, q[a:b], positions[a:b], slots.numel(), scale=scale, window=window,
-                    sinks=sinks,
+                    sinks=sinks, masks=_sequence_masks(masks, seq),
                 )
             )  # fmt: skip
         return torch.cat(out) if len(out) > 1 else out[0]
@@ -278,7 +285,7 @@ class KernelsBatchCache(BatchCacheBase):
             layer, prepared["row_seqs"], positions, k.to(torch.float16), v.to(torch.float16)
         )
 
-    def attend(self, rows, prepared, layer, q, positions, scale, window, sinks):
+    def attend(self, rows, prepared, layer, q, positions, scale, window, sinks, masks=None):
         positions = positions.to(self.device)
         if sinks is not None:  # the kernels take no sinks: gathered and attended in torch
             return self._attend_with_sinks(
@@ -294,8 +301,9 @@ class KernelsBatchCache(BatchCacheBase):
             out.index_copy_(0, single, got.to(q.dtype))
         for kseq, a, b, n_keys in prepared["chunks"]:
             got = self.cache.attend_prefill(
-                layer, q[a:b], kseq, positions[a:b], n_keys, scale=scale, window=window
-            )
+                layer, q[a:b], kseq, positions[a:b], n_keys, scale=scale, window=window,
+                masks=_sequence_masks(masks, kseq),
+            )  # fmt: skip
             out[a:b] = got.to(q.dtype)
         return out
 
@@ -313,6 +321,11 @@ class KernelsBatchCache(BatchCacheBase):
                                      sinks)
             )  # fmt: skip
         return torch.cat(out)
+
+
+def _sequence_masks(masks: dict | None, seq: int) -> dict | None:
+    """The masks of one sequence's chunk within a step's (each chunk has its own positions)."""
+    return masks.setdefault(("sequence", seq), {}) if masks is not None else None
 
 
 def new_batch_cache(

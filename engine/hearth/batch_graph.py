@@ -52,7 +52,11 @@ class _StaticRows:
             tables=self.tables,
         )  # fmt: skip
 
-    def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
+    def attend(
+        self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None,
+        masks=None,
+    ):  # fmt: skip
+        """Decode rows only: one query each, no prefill mask (`masks` unused)."""
         if sinks is not None:
             raise ValueError("attention sinks are attended eagerly (BatchGraphs.can_capture)")
         out = self.cache.cache.attend(

@@ -46,18 +46,26 @@ import torch
 class ExpertPlacement:
     """Where a MoE model's routed experts live: every layer's on the device (the default), or
     the last `ram_layers` layers' in host memory, each with `cache_slots` experts on the device
-    (llama.cpp's --n-cpu-moe counts layers from the end the same way)."""
+    (llama.cpp's --n-cpu-moe counts layers from the end the same way). `on_cpu`: those layers'
+    experts are computed by the CPU from the file's mapped blocks instead (ExpertsOnCpu, as
+    llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: the physical cores)."""
 
     ram_layers: int = 0
     cache_slots: int = 0
+    on_cpu: bool = False
+    cpu_threads: int | None = None
 
     def in_ram(self, layer: int, n_layer: int) -> bool:
         return layer >= n_layer - self.ram_layers
 
     def check(self, n_expert: int, n_expert_used: int) -> None:
-        """A cache must hold one token's experts at least (0 slots: read in place): ValueError
-        otherwise."""
+        """A cache must hold one token's experts at least (0 slots: read in place), and the
+        CPU computing a layer's experts needs no cache: ValueError otherwise."""
         slots = self.cache_slots
+        if self.on_cpu and slots:
+            raise ValueError(
+                f"experts computed on the CPU take no device cache ({slots} slots asked)"
+            )
         if self.ram_layers and slots and not n_expert_used <= slots <= n_expert:
             raise ValueError(
                 f"an expert cache of {slots} slots: a layer in RAM needs 0 (read in place) or "
@@ -258,6 +266,54 @@ class RamExperts:
                 cache[slot * r : (slot + 1) * r].copy_(
                     host[expert * r : (expert + 1) * r], non_blocking=True
                 )
+
+
+@dataclass
+class ExpertsOnCpu:
+    """One layer's routed experts computed on the CPU by ggml's kernels over the file's mapped
+    blocks, or ggml's repacked copy of them (engine/hearth/cpu_experts.py). A step copies x,
+    the picked ids and their weights to the host (a synchronisation when they are on a GPU:
+    the step cannot be one CUDA graph), computes the weighted sum there and copies it back to
+    x's device in x's dtype.
+    docs/decisions/0020-experts-in-ram.md has how a GPU step would overlap it."""
+
+    experts: object  # cpu_experts.CpuExperts
+
+    @property
+    def n_expert(self) -> int:
+        return self.experts.n_expert
+
+    def run(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        out = self.experts.run(
+            x.detach().float().cpu().numpy(), ids.cpu().numpy(), weights.float().cpu().numpy()
+        )
+        return torch.from_numpy(out).to(device=x.device, dtype=x.dtype)
+
+
+def experts_on_cpu(gate, up, down, activation: str, biases, cpu) -> ExpertsOnCpu:
+    """ExpertsOnCpu over QuantExperts as mapped from the file (GGUFTensors.experts with no
+    device: torch tensors over the mapping), biases [n_expert, N] or None, on `cpu` (a
+    cpu_experts.GgmlCpu); the matrices ggml runs repacked are copied into its repack buffer,
+    the others read where they are mapped. ValueError for experts not in host memory or a
+    layout ggml refuses."""
+    from engine.hearth.cpu_experts import CpuExperts, ExpertTensor
+
+    tensors = []
+    for w in (gate, up, down):
+        if w.data.device.type != "cpu" or not w.data.is_contiguous():
+            raise ValueError(f"{w.name}: the CPU computes experts from contiguous host memory")
+        address = w.data.data_ptr()
+        tensors.append(
+            ExpertTensor(w.name, w.ggml_type, w.n_expert, w.rows, w.cols, address, w.data)
+        )
+        if w.nbytes != tensors[-1].nbytes:
+            raise ValueError(f"{w.name}: {w.nbytes} bytes, {tensors[-1].nbytes} expected")
+    host_biases = tuple(None if b is None else b.detach().float().cpu().numpy() for b in biases)
+    # repacked as llama.cpp repacks its CPU weights: 1.6-1.7x faster than the mapped blocks at one
+    # thread (docs/decisions/0020-experts-in-ram.md), for a copy of the repacked matrices
+    return ExpertsOnCpu(
+        CpuExperts(*tensors, host_biases, activation=activation, cpu=cpu, repack=True)
+    )
 
 
 PAGE = 4096

@@ -31,6 +31,12 @@ reads them all; each residual add is fused into the norm that follows it; RoPE t
 one launch, which also adds their biases (V's too where V is joined with them) and norms each
 head (Qwen3's q_norm and k_norm); a mixture of experts' norm writes x in 8 bits for the
 expert GEMV in its own launch.
+
+A prefill chunk's layers all attend from the chunk's positions over the same slots, so its
+attention mask (additive, repeated for the query heads of a KV head: [G*T, n_keys], the
+prefill's largest buffer at long contexts) is made once, at the first layer, and passed to the
+rest (one per sliding window): a layer's attention is then the gather and SDPA alone, with no
+per-layer mask to build, convert or free (kernels/grouped_attention.py).
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import numpy as np
 import torch
 
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
-from engine.hearth.expert_offload import ExpertPlacement, RamExperts
+from engine.hearth.expert_offload import ExpertPlacement, ExpertsOnCpu, RamExperts
 from engine.hearth.host_dequant import dequantize
 from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.moe_ops import ExpertWeights
@@ -215,7 +221,11 @@ class Transformer:
 
             parts = (matrices("gate"), matrices("up"), matrices("down"))
             biases = (bias("gate"), bias("up"), bias("down"))
-            if in_ram:
+            if in_ram and experts.on_cpu:
+                routed = ops.prepare_experts_on_cpu(
+                    *parts, config.activation, biases, experts.cpu_threads
+                )
+            elif in_ram:
                 routed = ops.prepare_experts_in_ram(
                     *parts, config.activation, biases, experts.cache_slots
                 )
@@ -310,11 +320,11 @@ class Transformer:
 
     @property
     def routes_on_host(self) -> bool:
-        """Some layer keeps its experts in RAM behind a device cache: a step then reads the
-        routing back to the host, so it cannot be captured in a CUDA graph (experts read in
-        place can)."""
+        """Some layer keeps its experts in RAM behind a device cache, or has the CPU compute
+        them: a step then reads the routing back to the host, so it cannot be captured in a
+        CUDA graph (experts read in place can)."""
         return any(
-            layer.moe is not None and isinstance(layer.moe.experts, RamExperts)
+            layer.moe is not None and isinstance(layer.moe.experts, (RamExperts, ExpertsOnCpu))
             for layer in self.layers
         )
 
@@ -397,10 +407,14 @@ class Transformer:
         x, _, shared = ops.rms_norm_for(
             _readers(first.attn_in), h, first.attn_norm, cfg.rms_eps, dtype=ops.activation_dtype
         )
+        # the chunk's attention masks: every layer attends from these positions over n_keys
+        # slots, so the cache makes each mask (one per window) at the first layer that asks
+        # and the others take it from here; dropped before the output rows
+        masks: dict = {}
         for i, layer in enumerate(self.layers):
             swa = cfg.is_swa(i)
             rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
-            a = self._attention(layer, i, x, shared, positions, cache, n_keys, swa, rope)
+            a = self._attention(layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)
             x, h, shared = ops.rms_norm_for(
                 _ffn_readers(layer), a, layer.ffn_norm, cfg.rms_eps, residual=h
             )
@@ -410,6 +424,7 @@ class Transformer:
             next_norm = self.output_norm if last else following.attn_norm
             readers = [self.output] if last else _readers(following.attn_in)
             x, h, shared = ops.rms_norm_for(readers, f, next_norm, cfg.rms_eps, residual=h)
+        masks.clear()
         if logit_rows is not None:
             x, shared = x.index_select(0, logit_rows), None
         elif not all_logits and x.shape[0] > 1:
@@ -419,7 +434,7 @@ class Transformer:
             logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
         return logits
 
-    def _attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope):
+    def _attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope, masks):
         cfg, ops = self.config, self.ops
         n_tokens, hd = x.shape[0], cfg.head_dim
         y = _project(ops, x, layer.attn_in, shared)
@@ -448,12 +463,10 @@ class Transformer:
             v = _add_bias(y["v"], layer.bv).view(n_tokens, cfg.n_head_kv, hd)
         cache.write(i, positions, k, v)
         window = cfg.swa_window if swa else 0
+        options = {"scale": cfg.attn_scale, "window": window, "masks": masks}
         if layer.attn_sinks is not None:  # only then: a cache need not know sinks otherwise
-            a = cache.attend(
-                i, q, positions, n_keys, scale=cfg.attn_scale, window=window, sinks=layer.attn_sinks
-            )
-        else:
-            a = cache.attend(i, q, positions, n_keys, scale=cfg.attn_scale, window=window)
+            options["sinks"] = layer.attn_sinks
+        a = cache.attend(i, q, positions, n_keys, **options)
         a = _add_bias(ops.matmul(a.reshape(n_tokens, -1), layer.wo), layer.bo)
         if layer.post_attn_norm is not None:
             a = ops.rms_norm(a, layer.post_attn_norm, cfg.rms_eps)

@@ -91,28 +91,38 @@ class TorchKVCache:
         scale: float,
         window: int = 0,
         sinks: torch.Tensor | None = None,
+        masks: dict | None = None,
     ) -> torch.Tensor:
         """softmax(q k^T * scale + mask) v for q [T, n_heads, head_dim] at `positions`, over
         slots 0..n_keys-1: a query at position p sees slot j when j <= p and, with a sliding
         `window`, p - j < window (llama.cpp's standard SWA mask). Returns [T, n_heads, head_dim].
         `sinks` [n_heads] (gpt-oss): one more logit per head in each softmax's denominator, a
         key that every query sees and whose value is zero.
+
+        masks: a dict the forward pass keeps for one chunk (its layers attend from the same
+        positions over the same slots): the chunk's additive mask is made by the first layer
+        that asks for it and taken from there by the rest, one per window. None: made for this
+        call alone.
         """
         if q.shape[0] == 1:
             return self._attend_one(layer, q, positions, n_keys, scale, window, sinks)
         keys = self.k[layer, :, :n_keys].to(q.dtype)
         values = self.v[layer, :, :n_keys].to(q.dtype)
-        slots = torch.arange(n_keys, device=q.device)
-        seen = slots[None, :] <= positions[:, None]
-        if window > 0:
-            seen &= positions[:, None] - slots[None, :] < window
         if sinks is not None:
+            seen = _seen(positions, n_keys, window)
             return attention_with_sinks(q, keys, values, seen, scale, sinks)
         # Imported here: `import kernels` loads triton, which must not happen before the tests
         # (and a CPU-only run) have chosen its interpreter.
-        from kernels.grouped_attention import grouped_prefill_attention
+        from kernels.grouped_attention import grouped_prefill_attention, prefill_mask
 
-        return grouped_prefill_attention(q, keys, values, seen, scale)
+        key = (window, n_keys)
+        mask = masks.get(key) if masks is not None else None
+        if mask is None:
+            group = q.shape[1] // keys.shape[0]
+            mask = prefill_mask(_seen(positions, n_keys, window), group, q.dtype)
+            if masks is not None:
+                masks[key] = mask
+        return grouped_prefill_attention(q, keys, values, mask, scale)
 
     def _attend_one(self, layer, q, positions, n_keys, scale: float, window: int, sinks=None):
         """One query (a decode step): two batched products over the KV heads, each reading the
@@ -142,6 +152,15 @@ class TorchKVCache:
         if slots is None or slots.numel() < n:
             slots = self._slot_ids = torch.arange(self.n_ctx, device=device)
         return slots[:n]
+
+
+def _seen(positions: torch.Tensor, n_keys: int, window: int) -> torch.Tensor:
+    """[T, n_keys] bool: slot j is seen from position p when j <= p (and p - j < window)."""
+    slots = torch.arange(n_keys, device=positions.device)
+    seen = slots[None, :] <= positions[:, None]
+    if window > 0:
+        seen &= positions[:, None] - slots[None, :] < window
+    return seen
 
 
 def attention_with_sinks(

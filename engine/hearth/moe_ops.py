@@ -32,14 +32,17 @@ launch for gate+up and one for down over the whole chunk, nothing read back to t
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 import torch
 
 from engine.hearth.config import SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT
 from engine.hearth.expert_offload import (
+    ExpertsOnCpu,
     RamExperts,
     expert_slots,
+    experts_on_cpu,
     in_host_memory,
     pinned_copy,
     read_in_place,
@@ -94,8 +97,9 @@ def swiglu_oai(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
 
 class TorchMoeOps:
     """TorchOps' mixture-of-experts operations (see the module docstring); the class using it
-    provides device, supports, gated_ffn_activation and the CPU's dequantized-expert cache
-    (_experts, _experts_bytes)."""
+    provides device, supports, gated_ffn_activation, the CPU's dequantized-expert cache
+    (_experts, _experts_bytes) and the CPU experts' thread pools by thread count
+    (_ggml_cpus)."""
 
     # moe_ffn: up to this many (token, expert) pairs gather their experts' blocks on the device
     # (graph-safe, each pair's expert dequantized on its own); more group the rows by expert
@@ -137,6 +141,30 @@ class TorchMoeOps:
         cache = expert_slots(host, n_slots, self.device)
         return RamExperts.of(host, cache, self._forget_slots(cache))
 
+    def prepare_experts_on_cpu(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple = (None, None, None),
+        n_threads: int | None = None,
+    ) -> ExpertsOnCpu:
+        """One layer's experts computed by the CPU (ggml's kernels, n_threads of them; None:
+        the physical cores, llama.cpp's default) from the blocks as mapped from the file, or
+        ggml's repacked copy of those it runs repacked, for `moe_ffn`
+        (expert_offload.ExpertsOnCpu). Every layer asking for the same thread count shares
+        one thread pool."""
+        return experts_on_cpu(gate, up, down, activation, biases, self._ggml_cpu(n_threads))
+
+    def _ggml_cpu(self, n_threads: int | None):
+        from engine.hearth.ggml_cpu import GgmlCpu
+
+        n = n_threads or _physical_cores()
+        if n not in self._ggml_cpus:
+            self._ggml_cpus[n] = GgmlCpu(n)
+        return self._ggml_cpus[n]
+
     def _host_experts(self, gate, up, down, activation, biases) -> ExpertWeights:
         """The experts as stored, copied into host memory (pinned for a GPU)."""
         pin = self.device.type == "cuda"
@@ -174,6 +202,8 @@ class TorchMoeOps:
         """moe_ffn for experts already picked: ids [T, k], weights [T, k]."""
         if isinstance(experts, RamExperts):
             return experts.run(self.moe_ffn_selected, x, ids, weights)
+        if isinstance(experts, ExpertsOnCpu):
+            return experts.run(x, ids, weights)
         n_pairs = ids.numel()
         if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
             return self._moe_gathered(x, experts, ids, weights)
@@ -234,6 +264,17 @@ class TorchMoeOps:
                 _, dropped = self._experts.popitem(last=False)
                 self._experts_bytes -= dropped.numel() * dropped.element_size()
         return dense
+
+
+def _physical_cores() -> int:
+    """The CPU's physical cores (hyperthreads add little to a memory-bound GEMV), as
+    engine/llama/driver.py counts them for llama.cpp's threads."""
+    try:
+        import psutil
+
+        return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+    except ImportError:
+        return max(1, os.cpu_count() or 1)
 
 
 def _dequantize_on_device(w: QuantWeight) -> torch.Tensor:
@@ -336,7 +377,7 @@ class KernelsMoeOps:
         check). `quantized`: x in 8 bits from the norm's launch (rms_norm_for with the experts
         among its readers), used where the step is one slice: a quantization launch fewer."""
         n_tokens, k = x.shape[0], rule.n_expert_used
-        if isinstance(experts, (ExpertWeights, RamExperts)):
+        if isinstance(experts, (ExpertWeights, RamExperts, ExpertsOnCpu)):
             return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
         if n_tokens > self.MOE_GEMM_MIN_TOKENS:
             logits = logits.float() if bias is None else logits.float() + bias
@@ -363,9 +404,10 @@ class KernelsMoeOps:
 
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
         """moe_ffn for experts already picked (ids [T, k], weights [T, k]): experts in host
-        memory through their device slots, the rest through route_experts and the expert
-        GEMV, or past MOE_GEMM_MIN_TOKENS tokens the grouped GEMM."""
-        if isinstance(experts, (ExpertWeights, RamExperts)):
+        memory through their device slots, or computed on the CPU, as TorchOps does; the rest
+        through route_experts and the expert GEMV, or past MOE_GEMM_MIN_TOKENS tokens the
+        grouped GEMM."""
+        if isinstance(experts, (ExpertWeights, RamExperts, ExpertsOnCpu)):
             return super().moe_ffn_selected(x, experts, ids, weights)
         if ids.shape[0] > self.MOE_GEMM_MIN_TOKENS:
             return self._moe_gemm(x, experts, ids, weights)

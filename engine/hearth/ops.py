@@ -21,6 +21,9 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
                                          the same kept in host memory, n_slots of them cached
                                          on the device, or (0) read in place over the bus
                                          (engine/hearth/expert_offload.py)
+    e = ops.prepare_experts_on_cpu(gate, up, down, activation, biases, n_threads)
+                                         the same computed by the CPU (ggml's kernels) from
+                                         the file's mapped blocks (engine/hearth/cpu_experts.py)
     y = ops.moe_ffn(x, e, logits, rule, bias)  the routed experts' feed-forward (below)
 
 `moe_ffn` and the experts' preparation are engine/hearth/moe_ops.py (mixins of both classes).
@@ -75,6 +78,7 @@ class TorchOps(TorchMoeOps):
         self.activation_dtype = dtype
         self._experts: OrderedDict[tuple[int, int], torch.Tensor] = OrderedDict()
         self._experts_bytes = 0
+        self._ggml_cpus: dict[int, object] = {}  # prepare_experts_on_cpu's thread pools
 
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in DEQUANTIZABLE

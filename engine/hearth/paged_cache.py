@@ -12,7 +12,8 @@ one small launch a layer; kernels/kv_kivi.py).
 Keys arrive already rotated by RoPE (forward.py applies it), so the write kernel only rotates
 (Walsh-Hadamard, for the rot formats), quantizes and stores them. A decode step (one query) is
 kernels' flash-decoding attention, with Gemma 3's sliding window where the layer has one; a
-prefill chunk gathers the stored pages to f16 on the device and lets torch's SDPA attend.
+prefill chunk gathers the stored pages to f16 on the device and lets torch's SDPA attend, under
+the chunk's additive mask, made at its first layer and shared by the others.
 """
 
 from __future__ import annotations
@@ -95,12 +96,16 @@ class PagedCacheAdapter:
         )  # fmt: skip
         return out.to(q.dtype)
 
-    def attend(self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None):
+    def attend(
+        self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None,
+        masks: dict | None = None,
+    ):  # fmt: skip
         """q [T, n_heads, head_dim] at `positions` [T]. One token: the decode kernel over the
         whole reserved cache (n_keys unused: the grid is the capacity's), gpt-oss's attention
-        `sinks` in its reduce; more: the prefill path over positions 0..n_keys-1, where with
-        sinks the stored rows are gathered to f16 and attended in torch
-        (kv_cache.attention_with_sinks)."""
+        `sinks` in its reduce; more: the prefill path over positions 0..n_keys-1, with the
+        chunk's mask made once in `masks` (the forward pass's, one chunk's) and shared by its
+        layers (kernels' attend_prefill), where with sinks the stored rows are gathered to f16
+        and attended in torch (kv_cache.attention_with_sinks)."""
         positions = positions.to(self.cache.device)
         if q.shape[0] == 1:
             out = self.cache.attend(
@@ -119,6 +124,6 @@ class PagedCacheAdapter:
             keys, values = k.transpose(0, 1), v.transpose(0, 1)
             return attention_with_sinks(q, keys, values, seen, scale, sinks)
         out = self.cache.attend_prefill(
-            layer, q, self.seq, positions, n_keys, scale=scale, window=window
+            layer, q, self.seq, positions, n_keys, scale=scale, window=window, masks=masks
         )
         return out.to(q.dtype)

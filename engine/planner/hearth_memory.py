@@ -37,20 +37,25 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   over every slot: f16, float32 softmax, f16 probabilities per query head), the logits.
   kernels' paged decode needs only partial sums.
 - prefill workspace (a chunk of n_ubatch rows, the last one attending over the whole context):
-  float32 activations (a MoE layer's: moe_workspace.py), and the larger of a layer's two
-  transient peaks, which never overlap: the largest (joined) matrix dequantized to f16 for
-  torch's GEMM (kernels/dequant.py's one pass for Q4_K and Q6_K: nothing beside the result)
-  with its product; or the attention over the whole context (the paged cache's pages gathered
-  to f16, the slot ids, the boolean mask, its repeat for the query heads of a KV head and
-  SDPA's additive f16 copy; kernels/grouped_attention.py keeps SDPA on its memory-efficient
-  kernel, which tiles the scores).
+  float32 activations (a MoE layer's: moe_workspace.py); the chunk's attention masks, made
+  once at its first layer and kept through all of them (one per distinct sliding window:
+  additive f16, repeated for the query heads of a KV head, rows padded to 16 elements, the
+  form SDPA's memory-efficient kernel reads without a copy; kernels/grouped_attention.py); and
+  the larger of a layer's two transient peaks, which never overlap: the largest (joined)
+  matrix dequantized to f16 for torch's GEMM (kernels/dequant.py's one pass for Q4_K and Q6_K:
+  nothing beside the result) with its product; or the attention over the whole context (the
+  paged cache's pages gathered to f16; SDPA's memory-efficient kernel tiles the scores), or
+  at the first layer the making of a mask (slot ids and booleans), where that is larger.
 - overhead: the CUDA context, cuBLAS and Triton's modules (HEARTH_COSTS.context_bytes), and the
   rounding of torch's caching allocator (blocks of 512 bytes, 2 MiB segments for small
-  allocations, 20 MiB for medium ones, large ones rounded to 2 MiB), and the blocks it keeps
-  reserved beside a prefill chunk's live peak when a layer's attention buffer has to take a new
-  segment (prefill_split_slack: a share of the largest). The load's raw copies are
+  allocations, 20 MiB for medium ones, large ones rounded to 2 MiB). The load's raw copies are
   returned to torch's cache before the KV cache is made, which reuses their blocks: the peak
-  is the weights with the larger of the two (HearthItems.gpu_total).
+  is the weights with the larger of the two (HearthItems.gpu_total). No allocator slack
+  beside the live peak is counted: the buffer that took a second segment on the H200
+  (docs/measurements/2026-11-28-s14-call-3/memory: SDPA's f16 copy of the mask, made and freed
+  by every layer) is now made once a chunk; what a layer still makes and frees is K and V
+  gathered, the same sizes at every layer (benchmarks/hearth_memory.py cards shows what
+  torch reserves beside its peak allocation).
 
 The total is the process's peak (what NVML shows at the end of a prefill over the whole
 context: torch keeps what the prefill reserved), which benchmarks/hearth_memory.py samples.
@@ -110,15 +115,6 @@ class HearthCosts:
     # positions), and the measured prefill workspace does not grow with the context as the
     # scores would
     prefill_scores_materialized: bool = False
-    # the share of the prefill attention's largest buffer that torch's caching allocator keeps
-    # reserved beside the live peak (prefill_split_slack). On the H200 (18 loads on 12 and 24
-    # GiB cards, docs/measurements/2026-11-28-s14-call-3/memory), the ten Llama and Mistral
-    # loads whose largest buffer was 384 MiB-1 GiB peaked (NVML) above the model's live
-    # allocations by 0.03-0.15 of it in seven and 1.02-1.11 of it in three (torch's reserved
-    # less its allocated at the peak: the same, a second segment of it). A half is
-    # the share that holds all 18 within max(3%, 128 MiB) of NVML's peak both ways (-2.3% to
-    # +2.6%); a load that takes the whole second segment is then under by half the buffer.
-    prefill_split_share: float = 0.5
     host_process_bytes: int = 2 * GIB  # the worker's RSS besides the model: torch, CUDA runtime
     calibrated: bool = True
 
@@ -157,7 +153,6 @@ class HearthItems:
     kv_reserved: int
     decode_workspace: int  # kept by the CUDA graph's own pool
     prefill_workspace: int  # the regular pool, at the last chunk of a full context
-    prefill_split_slack: int  # reserved by torch's allocator beside that (prefill_split_slack)
     context: int
     host_weights: int
     host_process: int
@@ -169,7 +164,6 @@ class HearthItems:
         cache is made, whose allocations and the workspaces' then reuse those blocks, so the
         two never add up: the larger of them counts, above the weights and the context."""
         running = self.kv_reserved + self.decode_workspace + self.prefill_workspace
-        running += self.prefill_split_slack
         return self.weights_reserved + max(self.load_transient, running) + self.context
 
 
@@ -437,20 +431,61 @@ def kv_bytes_per_token(cfg: ModelConfig, type_k: str, type_v: str) -> float:
 # -- workspace -------------------------------------------------------------------------------------
 
 
+# kernels/grouped_attention.py MASK_ALIGNMENT (not imported: that module imports torch; a test
+# holds the two equal): a prefill mask's rows are padded to this many elements
+MASK_ALIGNMENT = 16
+
+
+def _mask_columns(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
+    """Keys a chunk's mask covers, padded: the context's, and with kivi4 keys the scratch's
+    rows after them (the chunk and a page: its own pages' exact keys, PagedKVCache
+    _own_pages_exact)."""
+    keys = config.n_ctx + (rows + PAGE if config.type_k == "kivi4" else 0)
+    return -(-keys // MASK_ALIGNMENT) * MASK_ALIGNMENT
+
+
+def _mask_windows(cfg: ModelConfig) -> int:
+    """Distinct windows among the layers: one mask each (Gemma 3: global and local)."""
+    return len({cfg.swa_window if cfg.is_swa(i) else 0 for i in range(cfg.n_layer)})
+
+
+def prefill_masks(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
+    """A prefill chunk's attention masks for `rows` queries over n_ctx positions, made at the
+    chunk's first layer and kept through all of them (engine/hearth/forward.py; kernels/
+    grouped_attention.py prefill_mask): one per distinct window, each additive in f16 (the
+    GPU's compute dtype), [n_rep * rows, columns] (repeated for the query heads of a KV head;
+    rows padded to MASK_ALIGNMENT), which SDPA's memory-efficient kernel reads as it is."""
+    return _mask_windows(cfg) * 2 * cfg.n_rep * rows * _mask_columns(cfg, config, rows)
+
+
+def _mask_making(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
+    """Beside the masks while one is made (PagedKVCache._chunk_mask, once a chunk, before its
+    layer's gather): the slot ids (int64) and the boolean [rows, n_ctx] of what each query
+    sees; a window's second comparison another boolean of that size; kivi4 keys: the own-page
+    test (slot ids and their pages, int64, and a boolean) and the boolean with the scratch's
+    columns concatenated."""
+    n = config.n_ctx
+    booleans = 2 if cfg.swa_window else 1
+    if config.type_k == "kivi4":
+        return 2 * rows * (n + rows + PAGE) + 24 * n
+    return booleans * rows * n + 8 * n
+
+
 def _prefill_attention_buffers(
     cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
 ) -> tuple[int, ...]:
-    """One layer's prefill attention for `rows` queries over n_ctx positions: the buffers alive
-    at its peak as the code allocates them (freed at the layer's end, so one layer's count):
+    """One layer's prefill attention for `rows` queries over n_ctx positions beside the
+    chunk's masks: the buffers alive at its peak as the code allocates them (freed at the
+    layer's end, so one layer's count):
 
     - K and V over the whole context in f16: the paged cache's pages gathered
       (kernels/kv_cache.py gather); the plain cache's slices, copied only when the cache is
       float32 (the queries are f16 on a GPU);
-    - the slot ids (int64) and the boolean mask [rows, n_ctx] (PagedKVCache._seen);
-    - kernels/grouped_attention.py: the mask repeated for the G query heads of a KV head, and
-      SDPA's additive f16 copy of that (torch converts a boolean mask to the query's type); the
-      memory-efficient kernel tiles the scores. The folded queries and the output are a few
-      rows' activations, counted with them.
+    - kivi4 keys: K, then V, with the chunk's scratch rows appended (torch.cat: the gathered
+      and the longer copy of one alive at once);
+    - kernels/grouped_attention.py: SDPA's memory-efficient kernel takes the chunk's mask as
+      it is and tiles the scores. The folded queries and the output are a few rows'
+      activations, counted with them.
 
     `prefill_scores_materialized`: torch's math path instead (K and V repeated for every query
     head, float32 scores and their softmax), for a torch without the fused kernel."""
@@ -458,41 +493,23 @@ def _prefill_attention_buffers(
     layout = gpu_cache_layout(config.type_k, config.type_v)
     copied = layout.paged or layout.plain_element_bytes == 4
     one_kv = cfg.n_head_kv * n * d * 2 if copied else 0
-    mask = rows * n
-    slots = 8 * n
-    if not costs.prefill_scores_materialized:
-        return (one_kv, one_kv, slots, mask, cfg.n_rep * mask, 2 * cfg.n_rep * mask)
-    repeated = cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
-    scores = cfg.n_head * rows * n * 4
-    return (one_kv, one_kv, slots, repeated, repeated, scores, scores, mask)
+    if costs.prefill_scores_materialized:
+        repeated = cfg.n_head * n * d * 2 if cfg.n_rep > 1 else 0
+        scores = cfg.n_head * rows * n * 4
+        return (one_kv, one_kv, repeated, repeated, scores, scores)
+    if config.type_k == "kivi4":
+        longer = one_kv + cfg.n_head_kv * (rows + PAGE) * d * 2
+        return (one_kv, longer, longer)
+    return (one_kv, one_kv)
 
 
 def _prefill_attention(
     cfg: ModelConfig, config: HearthConfig, rows: int, costs: HearthCosts
 ) -> int:
-    """One layer's prefill attention at its peak (_prefill_attention_buffers)."""
-    buffers = _prefill_attention_buffers(cfg, config, rows, costs)
-    attention = sum(buffers)
-    if config.type_k == "kivi4":
-        # _own_pages_exact: K, V and the mask concatenated with the scratch rows, the old and
-        # the new copies alive while torch.cat makes them (before the attention's own peak)
-        kv, slots, mask = buffers[0] + buffers[1], buffers[2], rows * config.n_ctx
-        return max(attention, 2 * kv + slots + 2 * mask)
-    return attention
-
-
-def prefill_split_slack(cfg: ModelConfig, config: HearthConfig, costs: HearthCosts) -> int:
-    """What torch's caching allocator keeps reserved beside a prefill chunk's live peak. Each
-    layer's attention allocates its buffers (the largest: SDPA's f16 mask for grouped-query
-    heads, 1 GiB for 512 rows over 256k positions of Llama-3-8B) and frees them at its end;
-    a tensor that outlives the layer (the residual, a GEMM's output) carved out of that freed
-    block leaves the next layer's buffer no room there, and it takes a new segment: the buffer
-    held twice. Whether it happens depends on the cached blocks the load and the fill left
-    (best fit), so a load holds about one more largest buffer or a tenth of one (the reading
-    of torch's reserved less allocated at the peak; no allocator trace taken): counted as
-    HearthCosts.prefill_split_share of it."""
-    buffers = _prefill_attention_buffers(cfg, config, _chunk_rows(config), costs)
-    return int(costs.prefill_split_share * max(buffers))
+    """One layer's prefill attention at its peak beside the chunk's masks
+    (_prefill_attention_buffers), or the making of a mask where that is larger."""
+    layer = sum(_prefill_attention_buffers(cfg, config, rows, costs))
+    return max(layer, _mask_making(cfg, config, rows))
 
 
 def _decode_attention(cfg: ModelConfig, config: HearthConfig) -> int:
@@ -545,10 +562,10 @@ def _chunk_rows(config: HearthConfig) -> int:
 
 def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: HearthCosts) -> int:
     """A prefill chunk's peak above the weights and the cache (the last chunk of a full
-    context): the chunk's activations (a bound: every buffer a layer makes, float32), the
-    logits of its last row, and the larger of a layer's two transient peaks, which never
-    overlap: the largest matrix's GEMM (its f16 copy) and the attention over the whole
-    context."""
+    context): the chunk's activations (a bound: every buffer a layer makes, float32), its
+    attention masks (made once, kept through every layer: prefill_masks), the logits of its
+    last row, and the larger of a layer's two transient peaks, which never overlap: the
+    largest matrix's GEMM (its f16 copy) and the attention over the whole context."""
     cfg = profile.config
     rows = _chunk_rows(config)
     qkv = (cfg.n_head + 2 * cfg.n_head_kv) * cfg.head_dim
@@ -558,7 +575,8 @@ def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: Heart
     transient = max(
         _prefill_gemm(profile, rows, costs), _prefill_attention(cfg, config, rows, costs)
     )
-    return activations + transient + _logits_workspace(cfg)
+    masks = prefill_masks(cfg, config, rows)
+    return activations + masks + transient + _logits_workspace(cfg)
 
 
 # -- the estimate ----------------------------------------------------------------------------------
@@ -579,7 +597,6 @@ def hearth_items(
         kv_reserved=torch_reserved(kv),
         decode_workspace=decode_workspace(profile.config, config, costs),
         prefill_workspace=prefill_workspace(profile, config, costs),
-        prefill_split_slack=prefill_split_slack(profile.config, config, costs),
         context=costs.context_bytes,
         host_weights=profile.embedding_bytes + HOST_ROWS_KEPT * profile.config.n_embd * 4 + in_ram,
         host_process=costs.host_process_bytes,
@@ -595,7 +612,7 @@ def hearth_estimate(
 ) -> MemoryEstimate:
     """The estimate in the planner's shape: everything on the first GPU, none on the others."""
     items = hearth_items(profile, config, costs)
-    workspace = items.decode_workspace + items.prefill_workspace + items.prefill_split_slack
+    workspace = items.decode_workspace + items.prefill_workspace
     # the load's raw copies count only where they outgrow what reuses them (gpu_total)
     load_excess = max(0, items.load_transient - items.kv_reserved - workspace)
     first = DeviceMemory(

@@ -157,3 +157,73 @@ def test_attention_sinks_through_the_paged_cache():
     with_sinks = plain.attend(0, q, positions, 6, scale=0.25, sinks=sinks)
     without = plain.attend(0, q, positions, 6, scale=0.25)
     assert (with_sinks - without).abs().max() > 0.05  # the sinks do take a share
+
+
+class _EachLayerItsMask:
+    """The cache with the forward pass's per-chunk `masks` withheld, so every layer makes its
+    own mask: the prefill as it was before a chunk's mask was shared by its layers."""
+
+    def __init__(self, cache):
+        self.cache = cache
+
+    def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
+        self.cache.write(layer, positions, k, v)
+
+    def attend(self, layer, q, positions, n_keys, *, masks=None, **options):
+        return self.cache.attend(layer, q, positions, n_keys, **options)
+
+
+@pytest.fixture
+def masks_made(monkeypatch):
+    """Every prefill mask made (the paged cache's and the plain cache's), counted."""
+    import kernels.grouped_attention
+    import kernels.kv_cache
+
+    made, make = [], kernels.grouped_attention.prefill_mask
+
+    def counting(*args):
+        made.append(args)
+        return make(*args)
+
+    monkeypatch.setattr(kernels.kv_cache, "prefill_mask", counting)
+    monkeypatch.setattr(kernels.grouped_attention, "prefill_mask", counting)
+    return made
+
+
+@pytest.mark.parametrize(
+    ("arch", "n_layer", "kind"),
+    [("gemma3", 6, "q8/rot4"), ("llama", 2, "kivi4/q8"), ("gemma3", 6, "plain")],
+    ids=["gemma3-windows-paged", "llama-kivi4", "gemma3-windows-plain"],
+)
+def test_a_chunked_prefill_gives_the_logits_of_a_mask_made_at_every_layer(
+    tmp_path, arch, n_layer, kind, masks_made
+):
+    """Three chunks (5, 4 and 3 tokens): the logits of every row are those of the per-layer
+    masks, bit for bit, and each chunk makes one mask per window (Gemma 3's five local layers
+    of window 3 and its global one: two) instead of one per layer."""
+    from engine.hearth.ops import TorchOps
+
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=n_layer))
+    info = read_model_info(path)
+    config = model_config(info)
+    model = Transformer.load(config, GGUFTensors(str(path), info), TorchOps(DEVICE))
+    dims = dict(n_layer=n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim, n_ctx=16)
+    windows = len({config.swa_window if config.is_swa(i) else 0 for i in range(n_layer)})
+    tokens, logits, counts = [5, 17, 300, 42, 0, 99, 256, 7, 7, 123, 64, 11], {}, {}
+    for way in ("shared", "each layer"):
+        if kind == "plain":
+            cache = TorchKVCache(**dims, device=DEVICE, dtype=torch.float32)
+        else:
+            k_format, v_format = kind.split("/")
+            cache = PagedCacheAdapter(**dims, device=DEVICE, k_format=k_format, v_format=v_format)
+        view = cache if way == "shared" else _EachLayerItsMask(cache)
+        rows, start, before = [], 0, len(masks_made)
+        for size in (5, 4, 3):
+            ids = torch.tensor(tokens[start : start + size], device=DEVICE)
+            positions = torch.arange(start, start + size, device=DEVICE)
+            rows.append(model.forward(ids, positions, view, n_keys=start + size, all_logits=True))
+            start += size
+        logits[way], counts[way] = torch.cat(rows), len(masks_made) - before
+    assert windows == (2 if arch == "gemma3" else 1)
+    assert counts == {"shared": 3 * windows, "each layer": 3 * n_layer}
+    assert torch.equal(logits["shared"], logits["each layer"])

@@ -152,28 +152,31 @@ def test_prefill_attends_over_the_whole_context(llama, kv, materialized):
     def prefill(n_ctx: int) -> int:
         return hearth_items(llama, HearthConfig(n_ctx, kv, kv), costs).prefill_workspace
 
-    # per key: K and V in f16 (f16 copies of the float32 plain cache, f16 pages gathered from
-    # the paged one), its slot id (int64) and the boolean mask of 512 rows; then either the
-    # memory-efficient kernel's copies of the mask (repeated for the 4 query heads of a KV
-    # head, made additive in f16), or the math path's float32 scores and softmax of 32 heads x
-    # 512 rows and K and V repeated per head
+    # from 64k positions on the attention is a layer's peak, not the GEMM; per key: the
+    # chunk's mask (512 rows repeated for the 4 query heads of a KV head,
+    # additive f16, made once and kept through the layers) and a layer's K and V in f16 (f16
+    # copies of the float32 plain cache, f16 pages gathered from the paged one); the math path
+    # adds its float32 scores and softmax of 32 heads x 512 rows and K and V repeated per head
+    mask = 2 * 4 * 512
     if materialized:
-        per_key = 2 * 32 * 512 * 4 + 512 + 8 + 2 * (8 + 32) * 128 * 2
+        per_key = mask + 2 * 32 * 512 * 4 + 2 * (8 + 32) * 128 * 2
     else:
-        per_key = 2 * 8 * 128 * 2 + 8 + 512 + 4 * 512 * 3
-    assert prefill(65536) - prefill(32768) == 32768 * per_key
+        per_key = mask + 2 * 8 * 128 * 2
+    assert prefill(131072) - prefill(65536) == 65536 * per_key
 
 
 def test_a_short_context_peaks_at_the_gemm_not_the_attention(llama):
-    """Below a few thousand positions the prefill's peak is the joined gate+up matrix in f16
+    """Below a few thousand positions a layer's peak is the joined gate+up matrix in f16
     (kernels/dequant.py's one pass: 2 bytes a weight, nothing beside) with its product, not
-    the attention: the workspace does not change with the context there."""
+    the attention: the workspace grows with the context only by the chunk's mask there (kept
+    through the GEMMs as well)."""
     short = [hearth_items(llama, HearthConfig(n, "rot4", "rot4")).prefill_workspace
              for n in (1024, 2048)]  # fmt: skip
-    assert short[0] == short[1]
+    mask = 2 * 4 * 512  # bytes a key: 512 rows x 4 query heads a KV head, f16
+    assert short[1] - short[0] == mask * 1024
     gemm = 2 * (2 * 14336 * 4096) + 512 * 2 * 14336 * 2
     long = hearth_items(llama, HearthConfig(65536, "rot4", "rot4")).prefill_workspace
-    assert long - short[0] == (2 * 8 * 128 * 2 + 8 + 512 * 13) * 65536 - gemm
+    assert long - short[0] == mask * (65536 - 1024) + 2 * 8 * 128 * 2 * 65536 - gemm
 
 
 def test_joined_matrices_and_the_prefill_gemm(llama, synthetic_info):
@@ -203,57 +206,63 @@ def test_the_estimate_puts_everything_on_the_first_gpu(llama):
 def test_a_fused_sdpa_kernel_drops_the_scores(llama):
     """Where SDPA's memory-efficient kernel runs (kernels/grouped_attention.py; its gpu test
     passed on the H100, and the planner's default assumes it): no float32 scores and no K and
-    V repeated per query head, but the mask repeated for the 4 query heads of a KV head and
-    made additive in f16."""
+    V repeated per query head; the chunk's mask is the same on either path."""
     import dataclasses
 
     from engine.planner.hearth_memory import HEARTH_COSTS
 
     fused = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=False)
     math = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=True)
-    config = HearthConfig(32768, "rot4", "rot4")
+    config = HearthConfig(131072, "rot4", "rot4")  # a layer's attention above its GEMM
     math_path = hearth_items(llama, config, math).prefill_workspace
-    scores = 2 * 32 * 512 * 32768 * 4
-    repeated = 2 * 32 * 32768 * 128 * 2
-    mask_copy = 4 * 512 * 32768 * 3
-    assert math_path - hearth_items(llama, config, fused).prefill_workspace == (
-        scores + repeated - mask_copy
-    )
+    scores = 2 * 32 * 512 * 131072 * 4
+    repeated = 2 * 32 * 131072 * 128 * 2
+    assert math_path - hearth_items(llama, config, fused).prefill_workspace == scores + repeated
 
 
 @pytest.mark.parametrize(
-    ("shape", "n_ctx", "kv", "materialized", "largest"),
+    ("shape", "n_ctx", "kv", "masks"),
     [
-        # SDPA's f16 copy of the mask repeated for the 4 query heads of a KV head: 1 GiB
-        ("llama3-8b", 262144, "q8/rot4", False, 2 * 4 * 512 * 262144),
-        ("mistral-7b", 106496, "q8/rot4", False, 2 * 4 * 512 * 106496),
-        # the plain f16 cache's K and V are not copied: the mask is the largest there too
-        ("llama3-8b", 131072, "f16/f16", False, 2 * 4 * 512 * 131072),
-        # Gemma 3: 2 query heads of a KV head, 8 KV heads of 256: K gathered in f16 is larger
-        ("gemma3-12b", 65536, "q8/rot4", False, 8 * 65536 * 256 * 2),
-        # the math path: float32 scores of 32 heads x 512 rows
-        ("llama3-8b", 32768, "rot4/rot4", True, 32 * 512 * 32768 * 4),
+        # 512 rows x 4 query heads a KV head, f16: 1 GiB at 256k positions, counted once
+        ("llama3-8b", 262144, "q8/rot4", 2 * 4 * 512 * 262144),
+        ("mistral-7b", 106496, "f16/f16", 2 * 4 * 512 * 106496),
+        # rows padded to 16 keys: 1,000 -> 1,008
+        ("llama3-8b", 1000, "q8/rot4", 2 * 4 * 512 * 1008),
+        # kivi4 keys: the chunk's scratch (512 rows and a page of 64) as more keys
+        ("llama3-8b", 65536, "kivi4/rot4", 2 * 4 * 512 * (65536 + 576)),
+        # Gemma 3: a global and a local (sliding window) mask, 2 query heads a KV head
+        ("gemma3-12b", 65536, "q8/rot4", 2 * 2 * 2 * 512 * 65536),
     ],
 )
-def test_the_allocator_keeps_half_the_largest_attention_buffer_beside_the_peak(
-    synthetic_info, shape, n_ctx, kv, materialized, largest
+def test_a_chunk_keeps_one_mask_a_window_for_all_its_layers(
+    synthetic_info, shape, n_ctx, kv, masks
 ):
-    import dataclasses
-
-    from engine.planner.hearth_memory import HEARTH_COSTS
+    from engine.planner.hearth_memory import _chunk_rows, prefill_masks
 
     profile = HearthProfile.of(synthetic_info(shape, "Q4_K_M"))
-    costs = dataclasses.replace(HEARTH_COSTS, prefill_scores_materialized=materialized)
     config = HearthConfig(n_ctx, *kv.split("/"))
-    items = hearth_items(profile, config, costs)
-    assert HEARTH_COSTS.prefill_split_share == 0.5
-    assert items.prefill_split_slack == largest // 2
-    # reserved, not allocated: on top of the workspaces in the total, not in them
-    without = hearth_items(profile, config, dataclasses.replace(costs, prefill_split_share=0))
-    assert without.prefill_split_slack == 0
-    assert without.prefill_workspace == items.prefill_workspace
-    assert items.gpu_total - without.gpu_total == largest // 2
-    assert hearth_estimate(profile, config, costs=costs).gpus[0].total == items.gpu_total
+    assert prefill_masks(profile.config, config, _chunk_rows(config)) == masks
+    # kept beside a layer's peak, not made by each layer: the workspace holds it once
+    assert masks < hearth_items(profile, config).prefill_workspace < 2 * masks + 4 * GIB
+
+
+def test_the_mask_alignment_is_the_kernels():
+    pytest.importorskip("torch")
+    from engine.planner.hearth_memory import MASK_ALIGNMENT
+    from kernels.grouped_attention import MASK_ALIGNMENT as KERNELS
+
+    assert MASK_ALIGNMENT == KERNELS
+
+
+def test_no_allocator_slack_is_counted_beside_the_workspaces(llama):
+    """torch's reserved blocks beside the live peak are not modelled: the total is the
+    weights, the cache and the workspaces as torch reserves them, and the context."""
+    items = hearth_items(llama, HearthConfig(262144, "q8", "rot4"))
+    running = items.kv_reserved + items.decode_workspace + items.prefill_workspace
+    assert items.gpu_total == items.weights_reserved + running + items.context
+    assert hearth_estimate(llama, HearthConfig(262144, "q8", "rot4")).gpus[0].total == (
+        items.gpu_total
+    )
 
 
 # Qwen3-30B-A3B: 48 layers, n_embd 2048, 128 experts of 768, 8 used
@@ -343,8 +352,9 @@ def test_the_expert_gemv_constants_are_the_kernels():
 
 def test_a_qwen3_30b_a3b_q4_k_m_plans_on_a_24_gib_gpu_at_32k(qwen3_moe):
     items = hearth_items(qwen3_moe, HearthConfig(32768))
-    # 22.0 GiB: 17.3 of weights, 3.0 of f16 KV, a layer's raw experts while loading
-    assert 21.5 * GIB < items.gpu_total < 22.5 * GIB
+    # 21.5 GiB: 17.3 of weights, 3.0 of f16 KV, 0.75 of CUDA context, 0.43 of prefill
+    # workspace (the chunk's mask, 8 query heads a KV head: 256 MiB)
+    assert 21.0 * GIB < items.gpu_total < 22.0 * GIB
 
 
 @pytest.mark.parametrize(
@@ -375,16 +385,21 @@ def test_a_batch_decode_step_has_a_row_per_sequence(llama):
     assert many - one > 15 * _logits_workspace(llama.config)  # 16 rows of logits, not one
 
 
-def test_kivi4_keys_copy_the_gathered_rows_once_more(llama, synthetic_info):
-    """kivi4's prefill appends the chunk's exact rows to the gathered K and V (torch.cat: old
-    and new copies alive at once). With 4 query heads a KV head (Llama-3-8B) the attention's
-    own peak stays the larger; with 2 and heads of 256 (Gemma 3 12B) the copies are."""
+@pytest.mark.parametrize(
+    ("shape", "heads", "dim", "group", "windows"),
+    [("llama3-8b", 8, 128, 4, 1), ("gemma3-12b", 8, 256, 2, 2)],
+)
+def test_kivi4_keys_copy_the_gathered_rows_once_more(
+    synthetic_info, shape, heads, dim, group, windows
+):
+    """kivi4's prefill appends the chunk's exact rows (512 and a page of 64) to the gathered
+    K, then to V (torch.cat, one at a time: the gathered and the longer copy of one alive at
+    once), and its masks have those rows as more keys."""
+    profile = HearthProfile.of(synthetic_info(shape, "Q4_K_M"))
 
-    def prefill(profile, k: str, n_ctx: int = 65536) -> int:
-        return hearth_items(profile, HearthConfig(n_ctx, k, "rot4")).prefill_workspace
+    def prefill(k: str) -> int:
+        return hearth_items(profile, HearthConfig(65536, k, "rot4")).prefill_workspace
 
-    assert prefill(llama, "kivi4") == prefill(llama, "rot4")
-    gemma = HearthProfile.of(synthetic_info("gemma3-12b", "Q4_K_M"))
-    kv, mask = 2 * 8 * 256 * 2 * 65536, 512 * 65536
-    attention = kv + mask + 2 * mask * 3
-    assert prefill(gemma, "kivi4") - prefill(gemma, "rot4") == 2 * kv + 2 * mask - attention
+    one_kv, scratch = heads * 65536 * dim * 2, heads * 576 * dim * 2
+    masks = windows * 2 * group * 512 * 576
+    assert prefill("kivi4") - prefill("rot4") == one_kv + 2 * scratch + masks
