@@ -36,10 +36,8 @@ Costs to watch when it is measured: Q6_K's doubled MMAs, and the float32 scaling
 [BLOCK_N, BLOCK_M] sum per region of 32 (about 5 instructions an element: at 64 rows of a
 4096 x 4096 matrix some 170 M, a few microseconds of the SMs' integer and float units).
 
-Split-K where the tiles are fewer than the multiprocessors: each part's float32 sums go to
-part[split, m, n], and the last program of a tile to take its ticket (kernels/tickets.py, as
-gemv_common.finish_rows) adds them in split order and writes y: one launch, the same bits
-every run.
+Split-K where the tiles are fewer than the multiprocessors, summed in the same launch
+(kernels/split_k.py).
 
 Not used by the engine yet (KernelsOps): unmeasured. docs/decisions/0022 decides, once it is
 measured (benchmarks/kernels/quant_mma.py), which rows take it.
@@ -48,7 +46,6 @@ measured (benchmarks/kernels/quant_mma.py), which rows take it.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from dataclasses import dataclass
 
 import torch
@@ -60,7 +57,7 @@ from kernels.availability import require
 from kernels.errors import UnsupportedTensor
 from kernels.gemv_dp4a import q4_k_scales_from_words, words
 from kernels.packed_weight import PackedWeight
-from kernels.tickets import TicketCounters
+from kernels.split_k import COUNTERS, multiprocessors, split_for, split_plan, store_tile
 
 FORMATS = ("Q4_K", "Q6_K")
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -79,9 +76,6 @@ class MmaConfig:
     num_stages: int = 5
     split_k: int = 0  # parts of K; 0: default_config's rule (from the tiles and the SMs)
     prefetch: bool = True  # each piece's scales loaded during the piece before (the kernel's)
-
-
-MIN_SPLIT_BLOCKS = 2  # super-blocks a part of K keeps at least
 
 
 def default_config(n_rows: int, n_out: int, n_in: int, n_sm: int = 132) -> MmaConfig:
@@ -106,16 +100,8 @@ def resolved(cfg: MmaConfig, n_rows: int, n_out: int, n_in: int, n_sm: int) -> M
         cfg = dataclasses.replace(cfg, block_m=_block_m(n_rows))
     if cfg.split_k == 0:
         tiles = triton.cdiv(n_rows, cfg.block_m) * triton.cdiv(n_out, cfg.block_n)
-        most = max(1, (n_in // 256) // MIN_SPLIT_BLOCKS)
-        cfg = dataclasses.replace(cfg, split_k=max(1, min(n_sm // tiles, most)))
+        cfg = dataclasses.replace(cfg, split_k=split_for(tiles, n_in // 256, n_sm))
     return cfg
-
-
-def split_plan(n_blocks: int, split_k: int) -> tuple[int, int]:
-    """(super-blocks a part, parts): split_k parts of whole super-blocks (a loop step is at
-    most one), the last maybe shorter."""
-    per_split = triton.cdiv(n_blocks, split_k)
-    return per_split, triton.cdiv(n_blocks, per_split)
 
 
 @triton.jit
@@ -292,23 +278,8 @@ def quant_mma_kernel(
                                   row_mask, m, m_mask, K)  # fmt: skip
             if PREFETCH:
                 small = upcoming
-    mask = row_mask[:, None] & m_mask[None, :]
-    out = out_ptr + m[None, :] * stride_om + rows[:, None]
-    if SPLIT_K:
-        # the parts summed in the launch (gemv_common.finish_rows, for a [BN, BM] tile)
-        tile = tl.program_id(1) * tl.num_programs(0) + tl.program_id(0)
-        part = part_ptr + m[None, :] * N + rows[:, None]
-        tl.store(part + split * M * N, acc, mask=mask)
-        tl.debug_barrier()
-        ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
-        if ticket == n_splits - 1:
-            total = tl.zeros_like(acc)
-            for j in range(0, n_splits):
-                total += tl.load(part + j * M * N, mask=mask, other=0.0, cache_modifier=".cg")
-            tl.store(out, total.to(out_ptr.dtype.element_ty), mask=mask)
-            tl.atomic_xchg(count_ptr + tile, 0)
-    else:
-        tl.store(out, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    store_tile(acc, out_ptr, part_ptr, count_ptr, m, m_mask, rows, row_mask, M, N, stride_om,
+               split, n_splits, SPLIT_K)  # fmt: skip
 
 
 def plane_args(w: PackedWeight) -> tuple[torch.Tensor, ...]:
@@ -317,10 +288,6 @@ def plane_args(w: PackedWeight) -> tuple[torch.Tensor, ...]:
     if w.fmt.name == "Q6_K":
         return p["ql"], p["qh"], p["scales"], p["d"]
     return p["d"], p["dmin"], words(p["scales"]), p["qs"]
-
-
-# one ticket per output tile, for split-K reduced in the same launch (kernels/tickets.py)
-_COUNTERS = TicketCounters(minimum=1 << 12)
 
 
 def quant_mma(
@@ -361,7 +328,7 @@ def quant_mma(
             f"{(n_rows, w.n_in)}: quantize the same x that is passed"
         )
     n_blocks = w.n_in // 256
-    n_sm = _multiprocessors(x.device)
+    n_sm = multiprocessors(x.device)
     if config is None:
         cfg = default_config(n_rows, w.n_out, w.n_in, n_sm)
     else:
@@ -374,7 +341,7 @@ def quant_mma(
     counters = out
     if splits > 1:
         part = torch.empty(splits, n_rows, w.n_out, dtype=torch.float32, device=x.device)
-        counters = _COUNTERS.get(x.device, grid[0] * grid[1])
+        counters = COUNTERS.get(x.device, grid[0] * grid[1])
     quant_mma_kernel[grid](
         quantized.words.view(torch.int8), quantized.scales, quantized.sums, out, part, counters,
         *plane_args(w), n_rows, w.n_out, w.n_in, n_blocks, out.stride(0), per_split, splits,
@@ -383,12 +350,3 @@ def quant_mma(
         num_stages=cfg.num_stages,
     )  # fmt: skip
     return out.reshape(*lead, w.n_out)
-
-
-@functools.lru_cache(maxsize=8)
-def _multiprocessors(device: torch.device) -> int:
-    """The device's multiprocessors; 4 off a GPU (Triton's interpreter: the tests' small
-    shapes then take split-K, as gemv._sm_count)."""
-    if device.type != "cuda":
-        return 4
-    return torch.cuda.get_device_properties(device).multi_processor_count

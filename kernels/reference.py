@@ -110,3 +110,44 @@ def random_weight_bytes(fmt_name: str, n_out: int, n_in: int, seed: int = 0) -> 
         elif dtype == "float32":
             raw[:, :, offset : offset + length] = field.view(np.uint8)
     return raw.reshape(-1)
+
+
+def k_quant_f16_weights(raw: np.ndarray, fmt_name: str, shape: tuple[int, int]) -> np.ndarray:
+    """A Q4_K or Q6_K tensor's weights as kernels/dequant_mma.py forms them, float64 [n_out,
+    n_in]: each sub-block's scale s = d sc and Q4_K's offset -dmin m rounded to f16, then each
+    weight q s - dmin m (Q4_K) or (q - 32) s (Q6_K) rounded once to f16 (gguf's values but for
+    these three f16 roundings; ggml's layouts as kernels/dequant.py describes them)."""
+    n_out, n_in = shape
+    nb = n_in // 256
+    data = np.ascontiguousarray(raw).reshape(-1).view(np.uint8)
+
+    def f16(v: np.ndarray) -> np.ndarray:
+        return v.astype(np.float16).astype(np.float64)
+
+    if fmt_name == "Q4_K":
+        blocks = data.reshape(n_out, nb, 144)
+        d = blocks[..., 0:2].copy().view(np.float16).astype(np.float64)  # [n_out, nb, 1]
+        dmin = blocks[..., 2:4].copy().view(np.float16).astype(np.float64)
+        q = blocks[..., 4:16].astype(np.int64)
+        qs = blocks[..., 16:144].astype(np.int64)
+        low, high = q[..., 0:4], q[..., 4:8]  # get_scale_min_k4: j < 4, then j >= 4
+        sc = np.concatenate([low & 63, (q[..., 8:12] & 15) | ((low >> 6) << 4)], axis=-1)
+        mn = np.concatenate([high & 63, (q[..., 8:12] >> 4) | ((high >> 6) << 4)], axis=-1)
+        s, offset = f16(d * sc), f16(-dmin * mn)  # [n_out, nb, 8]
+        chunks = qs.reshape(n_out, nb, 4, 32)
+        codes = np.stack([chunks & 15, chunks >> 4], axis=3).reshape(n_out, nb, 8, 32)
+        w = f16(codes * s[..., None] + offset[..., None])
+    elif fmt_name == "Q6_K":
+        blocks = data.reshape(n_out, nb, 210)
+        ql = blocks[..., 0:128].astype(np.int64).reshape(n_out, nb, 2, 2, 32)  # h, q % 2, l
+        qh = blocks[..., 128:192].astype(np.int64).reshape(n_out, nb, 2, 1, 32)  # h, l
+        scales = blocks[..., 192:208].copy().view(np.int8).astype(np.int64)
+        d = blocks[..., 208:210].copy().view(np.float16).astype(np.float64)
+        quarter = np.arange(4).reshape(1, 1, 1, 4, 1)
+        nibbles = np.concatenate([ql & 15, ql >> 4], axis=3)  # quarters 0, 1, 2, 3
+        codes = nibbles | (((qh >> (2 * quarter)) & 3) << 4)  # [n_out, nb, 2, 4, 32]
+        s = f16(d * scales).reshape(n_out, nb, 2, 4, 2)  # 8h + 2q + l // 16
+        w = f16((codes - 32).reshape(n_out, nb, 2, 4, 2, 16) * s[..., None])
+    else:
+        raise ValueError(f"{fmt_name}: Q4_K or Q6_K")
+    return w.reshape(n_out, n_in)

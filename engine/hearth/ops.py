@@ -246,6 +246,17 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         self.chained_gemv = has_griddepcontrol(self.device) and (
             os.environ.get("HEARTH_GEMV_CHAINED", "1") != "0"
         )
+        # the (format, rows) the dequantizing MMA takes: kernels.dequant_mma.ROWS_WON (from its
+        # GPU sweep), or HEARTH_DEQUANT_MMA_ROWS="Q4_K:9-64,Q6_K:9-64" to measure the engine
+        # with other rows
+        import kernels.dequant_mma
+
+        forced = os.environ.get("HEARTH_DEQUANT_MMA_ROWS")
+        self.dequant_mma_rows = (
+            kernels.dequant_mma.ROWS_WON
+            if forced is None
+            else kernels.dequant_mma.parse_rows(forced)
+        )
 
     def prepare(self, w: QuantWeight):
         try:
@@ -328,13 +339,20 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         "dequant" (the matrix in f16 for torch's GEMM), a batch's decode step as a prefill
         chunk. Measured on an H200 at the 8B shapes (docs/decisions/0022-batch-rows-by-
         dequantized-gemm.md): the dequantized GEMM takes 13-99 us a matrix at 2 to 64 rows,
-        the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16."""
+        the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16.
+        "dequant_mma" (the blocks dequantized in registers for the tensor cores) at the
+        (format, rows) `dequant_mma_rows` lists: kernels.dequant_mma.ROWS_WON, where its GPU
+        sweep measured it fastest (decision 0022's follow-up; empty until measured)."""
+        import kernels.dequant_mma
         import kernels.gemv
 
         if rows == 1:
             return "gemv"
         few = rows <= kernels.gemv.DP4A_MAX_ROWS  # (no config built for a prefill chunk's rows)
-        return "gemv" if few and self._gemv_config(w, rows).path == "dp4a" else "dequant"
+        if few and self._gemv_config(w, rows).path == "dp4a":
+            return "gemv"
+        mma = kernels.dequant_mma.takes(w.fmt.name, rows, self.dequant_mma_rows)
+        return "dequant_mma" if mma else "dequant"
 
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):
@@ -343,8 +361,13 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         if self.rows_as_one:  # every row as a decode step's GEMV computes it (TorchOps says why)
             config = dataclasses.replace(self._gemv_config(w, 1), rows_alike=True)
             return self._k.quant_matmul(x, w, config, quantized=shared)
-        if self._matmul_path(rows, w) == "gemv":
+        path = self._matmul_path(rows, w)
+        if path == "gemv":
             return self._k.quant_matmul(x, w, self._gemv_config(w, rows), quantized=shared)
+        if path == "dequant_mma":
+            from kernels.dequant_mma import dequant_mma
+
+            return dequant_mma(x, w)
         from kernels.dequant import dequantize
 
         try:

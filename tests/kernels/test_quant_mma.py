@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from kernels import gemv, quant_mma, reference
+from kernels import gemv, quant_mma, reference, split_k
 from kernels.act_quant import quantize_activation
 from kernels.errors import UnsupportedTensor
 from kernels.packed_weight import PackedWeight
@@ -86,7 +86,7 @@ def test_split_k_counters_reset_for_the_next_call(fmt, device):
     first = quant_mma.quant_mma(x.to(device), w, config)
     second = quant_mma.quant_mma(x.to(device), w, config)
     torch.testing.assert_close(first, second, rtol=0, atol=0)
-    assert int(quant_mma._COUNTERS.get(first.device, 1).abs().sum()) == 0
+    assert int(split_k.COUNTERS.get(first.device, 1).abs().sum()) == 0
 
 
 def test_the_default_splits_k_only_below_one_wave_of_tiles():
@@ -100,7 +100,7 @@ def test_the_default_splits_k_only_below_one_wave_of_tiles():
         16, 16, 32, 64, 64,
     ]  # fmt: skip
     assert [quant_mma.default_config(m, 4096, 4096).num_warps for m in (16, 32, 64)] == [4, 4, 8]
-    assert quant_mma.split_plan(3, 2) == (2, 2)  # 3 super-blocks: parts of 2 and 1
+    assert split_k.split_plan(3, 2) == (2, 2)  # 3 super-blocks: parts of 2 and 1
 
 
 def test_a_given_quantized_input_and_half_precision(device):

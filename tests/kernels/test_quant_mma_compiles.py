@@ -24,7 +24,8 @@ import dataclasses, os, re, subprocess, sys, tempfile
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from kernels.quant_mma import default_config, quant_mma_kernel, split_plan
+from kernels.quant_mma import default_config, quant_mma_kernel
+from kernels.split_k import split_plan
 
 PTXAS = sys.argv[1]
 PLANES = {"Q4_K": ("*fp16", "*fp16", "*i32", "*u8"), "Q6_K": ("*u8", "*u8", "*i8", "*fp16")}

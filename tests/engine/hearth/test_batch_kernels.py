@@ -147,3 +147,45 @@ def test_a_shared_prefix_on_the_kernels_is_copied_on_write(model):
     after = kernel.read_rows(0, cache.kernel_sequence(a))
     assert all(np.array_equal(x, y) for x, y in zip(rows_a, after, strict=True))
     assert cache.pool.free_pages == 8 - 3  # a's three pages; b's copy freed
+
+
+def test_a_batch_through_the_dequantizing_mma_equals_the_dequantized_gemm(tmp_path, monkeypatch):
+    """KernelsOps._matmul_path with the dequantizing MMA forced for 2-64 rows of Q4_K
+    (HEARTH_DEQUANT_MMA_ROWS; kernels.dequant_mma.ROWS_WON, which the GPU sweep fills, empty
+    here): a Q4_K model's prompts and decode steps of 3 sequences give the logits of the
+    dequantized GEMM's path within the MMA's f16 x and weights, and its Q4_K matrices went
+    through the MMA at both steps."""
+    import kernels.dequant_mma
+    import kernels.gemv
+    from engine.hearth.ops import KernelsOps
+
+    monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 1)  # past one row: no integer GEMV
+    path = write_tiny_gguf(tmp_path / "m.gguf", tiny_spec("qwen3", n_layer=1))
+    info = read_model_info(path)
+    calls: list[int] = []
+    mma = kernels.dequant_mma.dequant_mma
+    monkeypatch.setattr(
+        kernels.dequant_mma,
+        "dequant_mma",
+        lambda x, *a, **k: calls.append(len(x)) or mma(x, *a, **k),
+    )
+    monkeypatch.setattr(kernels.dequant_mma, "ROWS_WON", {})
+    logits = {}
+    for forced in (None, "Q4_K:2-64"):
+        if forced is None:
+            monkeypatch.delenv("HEARTH_DEQUANT_MMA_ROWS", raising=False)
+        else:
+            monkeypatch.setenv("HEARTH_DEQUANT_MMA_ROWS", forced)
+        model = Transformer.load(
+            model_config(info), GGUFTensors(str(path), info), KernelsOps("cpu")
+        )
+        cache = KernelsBatchCache(**_dims(model), n_pages=8, device="cpu", k_format="q8",
+                                  v_format="rot4", page_size=PAGE)  # fmt: skip
+        logits[forced is not None] = decode_together(model, cache, PROMPTS, STEPS)[1]
+        if forced is None:
+            assert calls == []
+    # the model's Q4_K matrices at the 14 prompt rows, then at the 3-row decode step
+    assert sorted(set(calls)) == [3, 14] and calls.count(3) == calls.count(14)
+    for got, expected in zip(logits[True], logits[False], strict=True):
+        assert expected.std() > 0.1
+        np.testing.assert_allclose(got, expected, atol=5e-3 * max(1.0, np.abs(expected).max()))

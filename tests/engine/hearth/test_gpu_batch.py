@@ -189,15 +189,16 @@ def test_a_shared_prefix_on_the_gpu_is_computed_once_and_copied_on_write(tmp_pat
     assert close(forward([a], [42], [pos]), alone(prompt_a, [42]))
 
 
-@pytest.mark.parametrize("n_rows", [5, 20])
-def test_a_captured_decode_step_equals_the_eager_one(n_rows, tmp_path):
+@pytest.mark.parametrize(("n_rows", "arch"), [(5, "llama"), (20, "llama"), (20, "qwen3")])
+def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, tmp_path):
     """BatchGraphs (engine/hearth/batch_graph.py): a decode step of 5 rows (the integer GEMV,
-    bucket 8) and of 20 (the dequantized matrices' GEMM, bucket 32) replayed from its CUDA
-    graph gives the logits of the same step run eagerly on an identical cache, and the rows of
-    the bucket's spare slots touch no sequence's pages."""
+    bucket 8) and of 20 (the dequantized matrices' GEMM, bucket 32; qwen3's Q4_K matrices take
+    the dequantizing MMA where HEARTH_DEQUANT_MMA_ROWS or its ROWS_WON says so) replayed from
+    its CUDA graph gives the logits of the same step run eagerly on an identical cache, and the
+    rows of the bucket's spare slots touch no sequence's pages."""
     from engine.hearth.batch_graph import BatchGraphs
 
-    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama"))
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
     model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
