@@ -45,9 +45,9 @@ narrow for cp.async) are loaded a super-block ahead by hand, and Q6_K's 16 int8 
 read as 4 int32 words for the same reason.
 
 Split-K where the tiles are fewer than twice the multiprocessors (default_config), summed in
-the same launch (kernels/split_k.py). Not on an engine path until measured:
-KernelsOps._matmul_path reads ROWS_WON, empty until the GPU sweep
-(benchmarks/kernels/gpu_dequant_mma.sh) fills it, or HEARTH_DEQUANT_MMA_ROWS.
+the same launch (kernels/split_k.py). KernelsOps._matmul_path takes it
+at the (format, rows) in ROWS_WON, measured by benchmarks/kernels/gpu_dequant_mma.sh, or
+HEARTH_DEQUANT_MMA_ROWS.
 """
 
 from __future__ import annotations
@@ -69,11 +69,11 @@ from kernels.split_k import COUNTERS, multiprocessors, split_for, split_plan, st
 FORMATS = ("Q4_K", "Q6_K")
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
-# (format) -> (fewest, most) rows of x that take this GEMM in KernelsOps._matmul_path, where
-# the GPU sweep (benchmarks/kernels/gpu_dequant_mma.sh) measured it faster than the
-# dequantized GEMM, the integer GEMV and the integer MMA at every Llama-3-8B shape of the
-# format. Empty until measured: the engine then keeps its paths of decision 0022.
-ROWS_WON: dict[str, tuple[int, int]] = {}
+# The (format, rows) this kernel takes a batch's matmul at: the row counts at which the
+# H200 run of benchmarks/kernels/gpu_dequant_mma.sh (docs/measurements/2026-11-29-s16-call-2)
+# measured it faster than the dequantized GEMM, the integer GEMV and the integer MMA at every
+# Llama-3-8B shape of the format. Below 16 rows of Q4_K the integer GEMV still wins attn_k/v.
+ROWS_WON: dict[str, tuple[int, int]] = {"Q4_K": (16, 64), "Q6_K": (9, 64)}
 
 
 def takes(fmt: str, rows: int, table: dict[str, tuple[int, int]] | None = None) -> bool:

@@ -247,15 +247,15 @@ class KernelsOps(KernelsMoeOps, TorchOps):
             os.environ.get("HEARTH_GEMV_CHAINED", "1") != "0"
         )
         # the (format, rows) the dequantizing MMA takes: kernels.dequant_mma.ROWS_WON (from its
-        # GPU sweep), or HEARTH_DEQUANT_MMA_ROWS="Q4_K:9-64,Q6_K:9-64" to measure the engine
-        # with other rows
+        # GPU sweep) on a GPU, none on the CPU (Triton's interpreter, where the dequantized
+        # GEMM is the fast path), or HEARTH_DEQUANT_MMA_ROWS="Q4_K:9-64,Q6_K:9-64" to measure
+        # the engine with other rows
         import kernels.dequant_mma
 
         forced = os.environ.get("HEARTH_DEQUANT_MMA_ROWS")
+        measured = kernels.dequant_mma.ROWS_WON if self.device.type == "cuda" else {}
         self.dequant_mma_rows = (
-            kernels.dequant_mma.ROWS_WON
-            if forced is None
-            else kernels.dequant_mma.parse_rows(forced)
+            measured if forced is None else kernels.dequant_mma.parse_rows(forced)
         )
 
     def prepare(self, w: QuantWeight):
@@ -341,8 +341,8 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         dequantized-gemm.md): the dequantized GEMM takes 13-99 us a matrix at 2 to 64 rows,
         the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16.
         "dequant_mma" (the blocks dequantized in registers for the tensor cores) at the
-        (format, rows) `dequant_mma_rows` lists: kernels.dequant_mma.ROWS_WON, where its GPU
-        sweep measured it fastest (decision 0022's follow-up; empty until measured)."""
+        (format, rows) `dequant_mma_rows` lists: kernels.dequant_mma.ROWS_WON on a GPU, where its
+        sweep measured it fastest (decision 0022's follow-up)."""
         import kernels.dequant_mma
         import kernels.gemv
 

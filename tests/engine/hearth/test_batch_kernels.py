@@ -149,10 +149,24 @@ def test_a_shared_prefix_on_the_kernels_is_copied_on_write(model):
     assert cache.pool.free_pages == 8 - 3  # a's three pages; b's copy freed
 
 
+def test_the_measured_mma_rows_apply_on_a_gpu_only(monkeypatch):
+    """ROWS_WON is what the MMA won compiled on an H200; in Triton's interpreter the
+    dequantized GEMM is the fast path, so the engine on the CPU takes no row count to the MMA
+    unless HEARTH_DEQUANT_MMA_ROWS says so."""
+    import kernels.dequant_mma
+    from engine.hearth.ops import KernelsOps
+
+    monkeypatch.delenv("HEARTH_DEQUANT_MMA_ROWS", raising=False)
+    assert kernels.dequant_mma.ROWS_WON  # measured: not empty
+    assert KernelsOps("cpu").dequant_mma_rows == {}
+    monkeypatch.setenv("HEARTH_DEQUANT_MMA_ROWS", "Q6_K:9-64")
+    assert KernelsOps("cpu").dequant_mma_rows == {"Q6_K": (9, 64)}
+
+
 def test_a_batch_through_the_dequantizing_mma_equals_the_dequantized_gemm(tmp_path, monkeypatch):
     """KernelsOps._matmul_path with the dequantizing MMA forced for 2-64 rows of Q4_K
-    (HEARTH_DEQUANT_MMA_ROWS; kernels.dequant_mma.ROWS_WON, which the GPU sweep fills, empty
-    here): a Q4_K model's prompts and decode steps of 3 sequences give the logits of the
+    (HEARTH_DEQUANT_MMA_ROWS; the engine on the CPU takes none of kernels.dequant_mma.ROWS_WON,
+    its H200 figures): a Q4_K model's prompts and decode steps of 3 sequences give the logits of the
     dequantized GEMM's path within the MMA's f16 x and weights, and its Q4_K matrices went
     through the MMA at both steps."""
     import kernels.dequant_mma
