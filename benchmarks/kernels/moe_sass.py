@@ -71,7 +71,8 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         FMT=moe_gemv.FORMAT_CODES[case.fmt], MODE=mode,
         ACT=1 if case.fmt == "MXFP4" else 0, HAS_BIAS=case.bias, X_PER_TOKEN=mode != 2,
         X_FLOAT=mode == moe_gemv.DOWN,
-        SPLIT=splits > 1 or mode == moe_gemv.DOWN, BLOCK_N=cfg.block_n, NG=nr // 2,
+        SPLIT=splits > 1 or mode == moe_gemv.DOWN, N_SPLITS=splits, BLOCK_N=cfg.block_n,
+        NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
     )  # fmt: skip
