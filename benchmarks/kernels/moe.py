@@ -38,10 +38,14 @@ from benchmarks.kernels.timing import L2_DEFEAT_BYTES, copy_bandwidth, time_call
 from engine.hearth.routing import select_experts
 from kernels.act_quant import quantize_activation
 from kernels.moe_gemv import (
+    DOWN,
+    GATE_UP,
+    ROWS,
     SILU,
     SWIGLU_OAI,
     ExpertWeight,
     MoeGemvConfig,
+    default_config,
     expert_down,
     expert_gate_up,
     expert_rows,
@@ -117,6 +121,25 @@ FOUR_ROWS = {
 }
 
 
+# --sweep: SWEEP's shapes that the sm_90 SASS (moe_sass --sweep) gives a chance at one token,
+# a case (fewer issued instructions, or more programs an SM; the default first): a device
+# call compiles each anew, a few seconds a shape
+SHORTLIST = {
+    "qwen3-30b-a3b gate+up": [(4, 128, 4), (2, 128, 1), (2, 128, 2), (8, 128, 8), (16, 128, 8),
+                              (4, 64, 2)],
+    "qwen3-30b-a3b down": [(16, 128, 4), (4, 128, 2), (4, 128, 1), (8, 128, 2), (16, 128, 8),
+                           (32, 128, 8)],
+    "gpt-oss-20b gate+up": [(4, 128, 2), (2, 128, 1), (4, 128, 1), (8, 128, 2), (16, 128, 4),
+                            (4, 256, 2)],
+    "gpt-oss-20b down": [(16, 128, 4), (4, 128, 2), (8, 128, 2), (16, 128, 8), (32, 128, 8),
+                         (4, 256, 2)],
+}  # fmt: skip
+
+
+def _default(case: Case) -> MoeGemvConfig:
+    return default_config(case.fmt, {"gate_up": GATE_UP, "down": DOWN, "rows": ROWS}[case.kind])
+
+
 def best_configs(swept: list[dict]) -> dict[tuple[str, int], dict]:
     """The fastest launch shape of each case and token count."""
     best: dict[tuple[str, int], dict] = {}
@@ -182,7 +205,7 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
         "experts_read": experts_read, "us": seconds * 1e6, "gb_s": moved / seconds / 1e9,
         "of_copy": moved / seconds / copy_bw, "torch_us": torch_s * 1e6,
         "bits_per_weight": copies[0][0].packed.fmt.bits_per_weight,
-        "config": None if config is None else dataclasses.asdict(config),
+        "config": dataclasses.asdict(config or _default(case)),
     }  # fmt: skip
 
 
@@ -345,15 +368,25 @@ def _table(rows: list[dict]) -> None:
 
 
 def _sweep(cases: list[Case], tokens: list[int], sweep_tokens: list[int], copy_bw: float,
-           defaults: list[dict]) -> list[dict]:  # fmt: skip
-    """Every SWEEP shape at sweep_tokens, and the 4-row shape (FOUR_ROWS) at the others; then
-    a table a case and token count: the default's time (from `defaults`), the 4-row shape's,
-    and the fastest shape's, with GB/s and the share of the copy rate: the defaults to set."""
+           defaults: list[dict], every_shape: bool) -> list[dict]:  # fmt: skip
+    """At sweep_tokens the case's SHORTLIST (every_shape: all of SWEEP), at the other token
+    counts the 4-row shape (FOUR_ROWS) where it is not the default; then a table a case and
+    token count: the default's time (`defaults`: measure's rows), the 4-row shape's, and the
+    fastest shape's (the default among them), with GB/s and the share of the copy rate: the
+    defaults to set."""
     swept = []
     for case in cases:
+        four = FOUR_ROWS[case.kind](case.fmt)
         for t in tokens:
-            configs = SWEEP if t in sweep_tokens else [FOUR_ROWS[case.kind](case.fmt)]
+            if t not in sweep_tokens:
+                configs = [four] if four != _default(case) else []
+            elif every_shape:
+                configs = SWEEP
+            else:
+                configs = [MoeGemvConfig(*shape) for shape in SHORTLIST.get(case.name, [])]
             for config in configs:
+                if config == _default(case):  # timed in `defaults`
+                    continue
                 try:
                     row = measure(case, t, copy_bw, config, baseline=False)
                 except Exception as error:  # a shape that fails to compile or run: go on
@@ -367,10 +400,14 @@ def _sweep(cases: list[Case], tokens: list[int], sweep_tokens: list[int], copy_b
     print("\nDefault-config table (us; GB/s and share of the copy rate of the fastest):")
     print(f"  {'case':26} {'tokens':>6} {'default':>8} {'4 rows':>8} {'best':>8} "
           f"{'GB/s':>6} {'of copy':>7}  best shape")  # fmt: skip
-    for (name, t), r in best_configs(swept).items():
+    names = [c.name for c in cases]
+    candidates = swept + [r for r in defaults if r["case"] in names]
+    best = best_configs(candidates)
+    for name, t in sorted(best, key=lambda key: (names.index(key[0]), key[1])):
+        r = best[(name, t)]
         four = dataclasses.asdict(FOUR_ROWS[next(c.kind for c in cases if c.name == name)](
             r["format"]))  # fmt: skip
-        four_us = next((x["us"] for x in swept if (x["case"], x["rows"]) == (name, t)
+        four_us = next((x["us"] for x in candidates if (x["case"], x["rows"]) == (name, t)
                         and x["config"] == four), float("nan"))  # fmt: skip
         default_us = by_default.get((name, t), {}).get("us", float("nan"))
         print(f"  BEST {name:26} {t:>2} {default_us:8.1f} {four_us:8.1f} {r['us']:8.1f} "
@@ -387,7 +424,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels.moe")
     parser.add_argument("--tokens", default="1,4,16", help="tokens a step, e.g. 1,16")
     parser.add_argument("--cases", help="case names to run, comma-separated (default: all)")
-    parser.add_argument("--sweep", action="store_true", help="also the launch shapes of SWEEP")
+    parser.add_argument("--sweep", action="store_true", help="also the SHORTLIST's shapes")
+    parser.add_argument("--sweep-all", action="store_true", help="--sweep with all of SWEEP")
     parser.add_argument("--sweep-tokens", default="1", help="token counts SWEEP runs at (else "
                         "the 4-row shape alone)")  # fmt: skip
     parser.add_argument(
@@ -417,10 +455,11 @@ def main(argv: list[str] | None = None) -> int:
           "time; x in 8 bits, the down's h in float)")  # fmt: skip
     _table(rows)
     swept = []
-    if args.sweep:
+    if args.sweep or args.sweep_all:
         print("\nLaunch shapes; torch not timed", flush=True)
         sweep_tokens = [int(t) for t in args.sweep_tokens.split(",")]
-        swept = _sweep(cases[:4], tokens, sweep_tokens, copy_bw, rows)
+        main_cases = [c for c in cases if c.name in SHORTLIST]
+        swept = _sweep(main_cases, tokens, sweep_tokens, copy_bw, rows, args.sweep_all)
     extras: dict = {}
     if not args.kernels_only:
         extras = _launch_timings(tokens, args.sweep)

@@ -89,3 +89,13 @@ def test_the_sweep_names_each_cases_fastest_shape():
         ("a", 16): 1,
     }
     assert len(moe.SWEEP) == len(set(moe.SWEEP))  # no shape timed twice
+
+
+def test_the_shortlist_is_sweep_shapes_with_each_cases_default_first():
+    from kernels.moe_gemv import MoeGemvConfig
+
+    cases = {case.name: case for case in moe.CASES}
+    for name, shapes in moe.SHORTLIST.items():
+        configs = [MoeGemvConfig(*shape) for shape in shapes]
+        assert set(configs) <= set(moe.SWEEP) and len(set(configs)) == len(configs), name
+        assert configs[0] == moe._default(cases[name]), name
