@@ -19,8 +19,10 @@ Every format's codes of a run sit in 4 consecutive words of one plane with the w
 (ggml's layouts, ggml-common.h; gemv_kquants.py's docstring walks through the K-quants'):
 a run is a word-aligned 16-byte piece of bytes or a nibble / 2-bit field of
 each, so a code word is a shift and a mask of a loaded word. MXFP4's nibble becomes its
-unsigned value bytewise inside the word (`mxfp4_words`: 14 logic and add operations for 4
-weights, no table, no carries between bytes), so every format meets x in `dp4a`.
+unsigned value bytewise inside the word: compiled, by byte permutes from a 16-byte table
+(`mxfp4_code_words`: 13 operations for the 8 codes of a word); in Triton's interpreter by logic
+and adds (`mxfp4_words`: 14 operations for 4 codes, no carries between bytes); so every
+format meets x in `dp4a`.
 
 `load_pairs` reads weight rows `wrow` [BN] (rows of the [n_expert n_out, n_in] matrix) in
 groups of 32 weights: one 16-byte piece of codes a group, split into two runs (run r = weights

@@ -24,7 +24,11 @@ store: act_quant's inverse_scale and rounded_words; a K-quant run's group of 32 
 program's own pair of runs, so it reads the group's other half too, from L1). Every program
 of a group repeats that for its pairs, at most n_ff values a pair: the launch of its own that
 it replaces cost more. The error this adds is the dense path's (0.3-0.9% of a dot product
-against float x); against x rounded the same way the kernel is exact up to float32 sums.
+against float x); against x rounded the same way the kernel is exact up to float32 sums. The
+down gives the same bits whichever way it reads h (rounded here, or by quantize_activation):
+its float steps are explicit fmas (moe_blocks.run_sums, group_terms) and its sum over the
+groups a tree the source fixes (_sum_groups), so that neither the compiler's contractions nor
+the tile's layout, which differ between the two compiled kernels, change the bits.
 
 Results. A program's partial for pair p (one split) goes straight to the output when nothing
 remains to add: one split, and per-pair rows (expert_rows, expert_gate_up: the bias and the
@@ -285,7 +289,11 @@ def _expert_kernel(
                 xs_hi = tl.load(sums + r_hi[None, :], mask=mask2, other=0)
             ya_lo = run_sums(ua_lo, sa_lo, ca_lo, x_lo, xs_lo, ASM)
             ya_hi = run_sums(ua_hi, sa_hi, ca_hi, x_hi, xs_hi, ASM)
-            ya = tl.sum(group_terms(dx_lo, ya_lo, dx_hi, ya_hi), axis=1)
+            ya = group_terms(dx_lo, ya_lo, dx_hi, ya_hi)
+            if MODE == 2:  # noqa: SIM108 (a static if) the same bits however h is read
+                ya = _sum_groups(ya, BLOCK_N, NG)
+            else:
+                ya = tl.sum(ya, axis=1)
             if MODE == 1:
                 yb_lo = run_sums(ub_lo, sb_lo, cb_lo, x_lo, xs_lo, ASM)
                 yb_hi = run_sums(ub_hi, sb_hi, cb_hi, x_hi, xs_hi, ASM)
@@ -313,6 +321,37 @@ def _expert_kernel(
                              rows, row_mask, N, TOP_K, n_pairs, n_tokens, alpha, limit, N_SPLITS,
                              MODE, ACT, HAS_BIAS, P_PAD, T_PAD, K_PAD)  # fmt: skip
                 tl.atomic_xchg(count_ptr + tile, 0)
+
+
+@triton.jit
+def _halves_added(t, BN: tl.constexpr, WIDTH: tl.constexpr):
+    """[BN, WIDTH] -> [BN, WIDTH / 2]: columns 2i and 2i + 1 added."""
+    a, b = tl.split(tl.reshape(t, (BN, WIDTH // 2, 2)))
+    return a + b
+
+
+@triton.jit
+def _sum_groups(t, BN: tl.constexpr, NG: tl.constexpr):
+    """[BN, NG] -> [BN]: the sum over the groups (NG a power of two, at most 128) in a tree the
+    source fixes: neighbours, then neighbouring pairs, and so on. tl.sum's order follows the
+    tile's layout, which Triton picks per kernel: the down that rounds h itself lays its tile
+    out otherwise than the down that reads h in 8 bits (sm_90, gpt-oss's MXFP4 down: threads
+    along the groups, against warps along them), and the two must give the same bits."""
+    if NG >= 128:
+        t = _halves_added(t, BN, 128)
+    if NG >= 64:
+        t = _halves_added(t, BN, 64)
+    if NG >= 32:
+        t = _halves_added(t, BN, 32)
+    if NG >= 16:
+        t = _halves_added(t, BN, 16)
+    if NG >= 8:
+        t = _halves_added(t, BN, 8)
+    if NG >= 4:
+        t = _halves_added(t, BN, 4)
+    if NG >= 2:
+        t = _halves_added(t, BN, 2)
+    return tl.reshape(t, (BN,))
 
 
 @triton.jit
