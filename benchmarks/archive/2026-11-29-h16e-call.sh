@@ -27,7 +27,7 @@ HEARTH_GPU_TESTS=1 timeout 90 python3 -m pytest -n 8 -q -p no:cacheprovider -rfE
 echo "kernel tests: exit $?" >>"$o/steps.txt"; tail -6 "$o/tests.txt" >>"$o/steps.txt"
 since tests
 cases="qwen3-30b-a3b gate+up,qwen3-30b-a3b down,gpt-oss-20b gate+up,gpt-oss-20b down"
-timeout 110 python3 -m benchmarks.kernels.moe --tokens 1,4,16 --cases "$cases" --sweep \
+timeout 120 python3 -m benchmarks.kernels.moe --tokens 1,4,16 --cases "$cases" --sweep \
   --sweep-tokens 1 --kernels-only --json "$o/moe.json" >"$o/moe.txt" 2>&1
 echo "benchmark: exit $?" >>"$o/steps.txt"
 since benchmark
