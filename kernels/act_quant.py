@@ -86,7 +86,8 @@ def rounded_words(x, inv):
     the sum of the codes over each [4, 4] [A, B] int32: a run of 16). Every quantizer's
     rounding (quantize_values, the expert down's prologue in kernels/moe_gemv.py)."""
     j = tl.arange(0, 4)
-    bits = (x * inv + ROUND_MAGIC).to(tl.int32, bitcast=True)
+    # one explicit fma (one rounding on the GPU), the same in every kernel that rounds
+    bits = tl.fma(x, inv, ROUND_MAGIC).to(tl.int32, bitcast=True)
     q = bits - ROUND_BITS  # round(x / d), -127..127
     packed = tl.sum((bits & 0xFF) << (8 * j[None, None, None, :]), axis=3)
     return packed, tl.sum(tl.sum(q, axis=3), axis=2)

@@ -19,8 +19,10 @@ Every format's codes of a run sit in 4 consecutive words of one plane with the w
 (ggml's layouts, ggml-common.h; gemv_kquants.py's docstring walks through the K-quants'):
 a run is a word-aligned 16-byte piece of bytes or a nibble / 2-bit field of
 each, so a code word is a shift and a mask of a loaded word. MXFP4's nibble becomes its
-unsigned value bytewise inside the word (`mxfp4_words`: 14 logic and add operations for 4
-weights, no table, no carries between bytes), so every format meets x in `dp4a`.
+unsigned value bytewise inside the word: compiled, by byte permutes from a 16-byte table
+(`mxfp4_code_words`: 13 operations for the 8 codes of a word); in Triton's interpreter by logic
+and adds (`mxfp4_words`: 14 operations for 4 codes, no carries between bytes); so every
+format meets x in `dp4a`.
 
 `load_pairs` reads weight rows `wrow` [BN] (rows of the [n_expert n_out, n_in] matrix) in
 groups of 32 weights: one 16-byte piece of codes a group, split into two runs (run r = weights
@@ -69,6 +71,38 @@ def mxfp4_words(nibbles):
     return TWELVES + magnitude - ((magnitude & negative) << 1)
 
 
+# ggml's E2M1 values doubled, plus 12 (mxfp4_words' bytes), as a 16-byte table in 4 words:
+# codes 0..3, 4..7, 8..11, 12..15 (byte i of a word: code 4 w + i)
+_MXFP4_TABLE_PTX = tl.constexpr(
+    "{ .reg .b32 q, h, t0, t1, t2, t3, l, u, s0, s1;"
+    " mov.b32 t0, 0x0F0E0D0C; mov.b32 t1, 0x18141210;"
+    " mov.b32 t2, 0x090A0B0C; mov.b32 t3, 0x00040608;"
+    " and.b32 q, $2, 0x77777777;"  # each nibble's place in its half of the table
+    " and.b32 h, $2, 0x88888888; shr.u32 h, h, 1; or.b32 h, h, 0x32103210;"  # which half
+    " prmt.b32 l, t0, t1, q; prmt.b32 u, t2, t3, q; prmt.b32 s0, l, u, h;"  # nibbles 0..3
+    " shr.u32 q, q, 16; shr.u32 h, h, 16;"
+    " prmt.b32 l, t0, t1, q; prmt.b32 u, t2, t3, q; prmt.b32 s1, l, u, h;"  # nibbles 4..7
+    " prmt.b32 $0, s0, s1, 0x6420; prmt.b32 $1, s0, s1, 0x7531; }"  # low, high nibbles
+)
+
+
+@triton.jit
+def mxfp4_code_words(qs, PRMT: tl.constexpr):
+    """int32 words of MXFP4 codes as stored (byte i: code i in the low nibble, 16 + i in the
+    high) -> (low nibbles' words, high nibbles' words) of kvalues_mxfp4[n] + 12 per byte.
+    PRMT: by byte permutes from a 16-byte table (ggml's get_int_from_table_16, with the
+    selectors masked to 3 bits: prmt's fourth bit would replicate a sign): 13 operations for 8
+    codes, against 30 for mxfp4_words twice (inline PTX: not in Triton's interpreter)."""
+    if PRMT:
+        lo, hi = tl.inline_asm_elementwise(
+            _MXFP4_TABLE_PTX, "=r,=r,r", [qs], dtype=(tl.int32, tl.int32), is_pure=True, pack=1
+        )
+    else:
+        lo = mxfp4_words(qs & LOW_NIBBLES)
+        hi = mxfp4_words((qs >> 4) & LOW_NIBBLES)
+    return lo, hi
+
+
 @triton.jit
 def fifth_bits(t):
     """Bits 0..3 of t -> bit 4 of bytes 0..3 (Q5_0 / Q5_1: four weights' fifth bits)."""
@@ -100,7 +134,8 @@ def q4_k_scales(s0, s1, s2, chunk):
 
 
 @triton.jit
-def load_pairs(p0, p1, p2, p3, p4, wrow, row_mask, ge, group_mask, NB, FMT: tl.constexpr):
+def load_pairs(p0, p1, p2, p3, p4, wrow, row_mask, ge, group_mask, NB, FMT: tl.constexpr,
+               PRMT: tl.constexpr = False):  # fmt: skip
     """Groups `ge` [NG] of 32 weights of rows `wrow` [BN], each one 16-byte piece of the codes
     plane read once and split into its two runs, lo and hi (low and high nibbles; Q8_0: its
     two halves) -> (u_lo, u_hi [BN, NG, 4] int32 code words; s_lo, c_lo, s_hi, c_hi [BN, NG]
@@ -178,15 +213,14 @@ def load_pairs(p0, p1, p2, p3, p4, wrow, row_mask, ge, group_mask, NB, FMT: tl.c
             c_lo = 128.0 * s_lo
         else:  # 4-bit codes: weights i (low nibble of byte i) and 16 + i (high nibble)
             qs = tl.load(p1 + (row_blk * 4)[:, :, None] + w[None, None, :], mask=mask3, other=0)
-            u_lo = qs & LOW_NIBBLES
-            u_hi = (qs >> 4) & LOW_NIBBLES
             if FMT == MXFP4:
-                u_lo = mxfp4_words(u_lo)
-                u_hi = mxfp4_words(u_hi)
+                u_lo, u_hi = mxfp4_code_words(qs, PRMT)
                 e = tl.load(p0 + row_blk, mask=mask2, other=0)
                 s_lo = tl.where(mask2, _half_to_float(e), 0.0)
                 c_lo = 12.0 * s_lo
             else:
+                u_lo = qs & LOW_NIBBLES
+                u_hi = (qs >> 4) & LOW_NIBBLES
                 s_lo = tl.load(p0 + row_blk, mask=mask2, other=0.0).to(tl.float32)
                 if FMT == Q5_0 or FMT == Q5_1:  # noqa: SIM109 (a static if: no `in`)
                     qh = tl.load(p3 + row_blk, mask=mask2, other=0)[:, :, None]
@@ -219,12 +253,20 @@ def chained_dots(u, xq, ASM: tl.constexpr):
 
 
 @triton.jit
-def run_terms(u, s, c, xq, dx, xsum, ASM: tl.constexpr):
-    """dx (s sum(u xq) - c sum(xq)) per run -> [BN, NG]; u [BN, NG, 4], xq [BN, NG, 4] (x's
-    words, the same in every row), dx and xsum [BN, NG]: one run a group. The caller adds the
-    lo and hi runs' terms before summing over the groups (one cross-thread sum, not two)."""
+def run_sums(u, s, c, xq, xsum, ASM: tl.constexpr):
+    """s sum(u xq) - c sum(xq) per run -> [BN, NG]; u [BN, NG, 4], xq [BN, NG, 4] (x's words,
+    the same in every row), xsum [BN, NG]: one run a group. One explicit fma: left to the
+    compiler, a mul and an add may be contracted either way round, and not the same way in
+    every kernel (the expert down's two ways to read h must give the same bits)."""
     dots = chained_dots(u, xq, ASM)
-    return dx * (s * dots.to(tl.float32) - c * xsum.to(tl.float32))
+    return tl.fma(s, dots.to(tl.float32), -(c * xsum.to(tl.float32)))
+
+
+@triton.jit
+def group_terms(dx_lo, sums_lo, dx_hi, sums_hi):
+    """dx_lo sums_lo + dx_hi sums_hi: a group's two runs scaled by x's scales and added (before
+    the sum over the groups: one cross-thread sum, not two), as one explicit fma (run_sums)."""
+    return tl.fma(dx_lo, sums_lo, dx_hi * sums_hi)
 
 
 def plane_args(packed) -> tuple[torch.Tensor, ...]:

@@ -24,7 +24,11 @@ store: act_quant's inverse_scale and rounded_words; a K-quant run's group of 32 
 program's own pair of runs, so it reads the group's other half too, from L1). Every program
 of a group repeats that for its pairs, at most n_ff values a pair: the launch of its own that
 it replaces cost more. The error this adds is the dense path's (0.3-0.9% of a dot product
-against float x); against x rounded the same way the kernel is exact up to float32 sums.
+against float x); against x rounded the same way the kernel is exact up to float32 sums. The
+down gives the same bits whichever way it reads h (rounded here, or by quantize_activation):
+its float steps are explicit fmas (moe_blocks.run_sums, group_terms) and its sum over the
+groups a tree the source fixes (_sum_groups), so that neither the compiler's contractions nor
+the tile's layout, which differ between the two compiled kernels, change the bits.
 
 Results. A program's partial for pair p (one split) goes straight to the output when nothing
 remains to add: one split, and per-pair rows (expert_rows, expert_gate_up: the bias and the
@@ -63,7 +67,14 @@ from kernels.act_quant import (
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
-from kernels.moe_blocks import FORMAT_CODES, Q8_0, load_pairs, plane_args, run_terms
+from kernels.moe_blocks import (
+    FORMAT_CODES,
+    Q8_0,
+    group_terms,
+    load_pairs,
+    plane_args,
+    run_sums,
+)
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
@@ -103,9 +114,16 @@ class MoeGemvConfig:
 
 
 def default_config(fmt: str, mode: int) -> MoeGemvConfig:
-    """The launch shape measured best on an H200 (docs/kernels-moe.md): 4 rows a program,
-    whole 2048-wide rows, a dependent launch; 4 warps for Q4_K gate+up (Qwen3-30B-A3B's shape,
-    1 token: 9.7 us against 10.7 with 2), else 2 (MXFP4 and Q6_K lose 1-4 us with 4)."""
+    """The launch shape of each mode (docs/kernels-moe.md): whole rows up to 2048 wide, a
+    dependent launch. gate/up and rows: 4 rows a program (measured best on an H200); 4 warps
+    for Q4_K gate+up (Qwen3-30B-A3B's shape, 1 token: 9.7 us against 10.7 with 2), else 2.
+    The down: 16 rows and 4 warps, because each of its programs rounds its pairs' h to 8 bits
+    itself, and 16 rows share one rounding where 4 rows paid it four times over: sm_90 SASS
+    at 1 token, Qwen3-30B-A3B's down 1,024 programs of 4 warps x 920 instructions against
+    4,096 of 2 x 760 (40% fewer issued), gpt-oss-20b's 2,160 of 4 x 1,088 against 8,640 of
+    2 x 848 (35% fewer). Unmeasured: benchmarks/archive/2026-11-29-h16e-call.sh times it."""
+    if mode == DOWN:
+        return MoeGemvConfig(block_n=16, num_warps=4)
     return MoeGemvConfig(num_warps=4 if (mode == GATE_UP and fmt == "Q4_K") else 2)
 
 
@@ -198,16 +216,16 @@ def _expert_kernel(
     a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
     order_ptr, group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, ids_ptr,
     weights_ptr,
-    N, K, NB, TOP_K, n_pairs, n_tokens, n_splits, alpha, limit,
+    N, K, NB, TOP_K, n_pairs, n_tokens, alpha, limit,
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
-    X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr,
+    X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
     GDC: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
-    part: float32 [channels, n_splits, n_pairs, N] (channel 1: up, for GATE_UP); SPLIT: the
+    part: float32 [channels, N_SPLITS, n_pairs, N] (channel 1: up, for GATE_UP); SPLIT: the
     partials go through part and the tickets (several splits, or DOWN), else each program
     writes its pairs' results itself."""
     tile = tl.program_id(0)
@@ -226,11 +244,11 @@ def _expert_kernel(
         ge = split * NG + tl.arange(0, NG)  # groups of 32 weights: two runs of 16 each
         group_mask = ge < K // 32
         ua_lo, ua_hi, sa_lo, ca_lo, sa_hi, ca_hi, r_lo, r_hi = load_pairs(
-            a0, a1, a2, a3, a4, wrow, row_mask, ge, group_mask, NB, FMT
+            a0, a1, a2, a3, a4, wrow, row_mask, ge, group_mask, NB, FMT, ASM
         )
         if MODE == 1:
             ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
-                b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT
+                b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT, ASM
             )
         if GDC:  # a dependent launch: x and every write only after the kernel before ends
             gdc_wait()
@@ -269,16 +287,22 @@ def _expert_kernel(
                 sums = xs_ptr + x_row * (K // 16) + zero_rows
                 xs_lo = tl.load(sums + r_lo[None, :], mask=mask2, other=0)
                 xs_hi = tl.load(sums + r_hi[None, :], mask=mask2, other=0)
-            ya = run_terms(ua_lo, sa_lo, ca_lo, x_lo, dx_lo, xs_lo, ASM)
-            ya = tl.sum(ya + run_terms(ua_hi, sa_hi, ca_hi, x_hi, dx_hi, xs_hi, ASM), axis=1)
+            ya_lo = run_sums(ua_lo, sa_lo, ca_lo, x_lo, xs_lo, ASM)
+            ya_hi = run_sums(ua_hi, sa_hi, ca_hi, x_hi, xs_hi, ASM)
+            ya = group_terms(dx_lo, ya_lo, dx_hi, ya_hi)
+            if MODE == 2:  # noqa: SIM108 (a static if) the same bits however h is read
+                ya = _sum_groups(ya, BLOCK_N, NG)
+            else:
+                ya = tl.sum(ya, axis=1)
             if MODE == 1:
-                yb = run_terms(ub_lo, sb_lo, cb_lo, x_lo, dx_lo, xs_lo, ASM)
-                yb = tl.sum(yb + run_terms(ub_hi, sb_hi, cb_hi, x_hi, dx_hi, xs_hi, ASM), axis=1)
+                yb_lo = run_sums(ub_lo, sb_lo, cb_lo, x_lo, xs_lo, ASM)
+                yb_hi = run_sums(ub_hi, sb_hi, cb_hi, x_hi, xs_hi, ASM)
+                yb = tl.sum(group_terms(dx_lo, yb_lo, dx_hi, yb_hi), axis=1)
             if SPLIT:
                 at = part_ptr + (split * n_pairs + pair) * N + rows
                 tl.store(at, ya, mask=row_mask)
                 if MODE == 1:
-                    tl.store(at + n_splits * n_pairs * N, yb, mask=row_mask)
+                    tl.store(at + N_SPLITS * n_pairs * N, yb, mask=row_mask)
             else:
                 if HAS_BIAS:
                     ya += tl.load(bias_a_ptr + expert * N + rows, mask=row_mask, other=0.0)
@@ -292,57 +316,93 @@ def _expert_kernel(
         if SPLIT:
             tl.debug_barrier()
             ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
-            if ticket == n_splits * n_groups - 1:
+            if ticket == N_SPLITS * n_groups - 1:
                 _finish_tile(out_ptr, part_ptr, bias_a_ptr, bias_b_ptr, ids_ptr, weights_ptr,
-                             rows, row_mask, N, TOP_K, n_pairs, n_tokens, n_splits, alpha, limit,
+                             rows, row_mask, N, TOP_K, n_pairs, n_tokens, alpha, limit, N_SPLITS,
                              MODE, ACT, HAS_BIAS, P_PAD, T_PAD, K_PAD)  # fmt: skip
                 tl.atomic_xchg(count_ptr + tile, 0)
 
 
 @triton.jit
-def _split_sum(at, mask, stride_split, n_splits):
+def _halves_added(t, BN: tl.constexpr, WIDTH: tl.constexpr):
+    """[BN, WIDTH] -> [BN, WIDTH / 2]: columns 2i and 2i + 1 added."""
+    a, b = tl.split(tl.reshape(t, (BN, WIDTH // 2, 2)))
+    return a + b
+
+
+@triton.jit
+def _sum_groups(t, BN: tl.constexpr, NG: tl.constexpr):
+    """[BN, NG] -> [BN]: the sum over the groups (NG a power of two, at most 128) in a tree the
+    source fixes: neighbours, then neighbouring pairs, and so on. tl.sum's order follows the
+    tile's layout, which Triton picks per kernel: the down that rounds h itself lays its tile
+    out otherwise than the down that reads h in 8 bits (sm_90, gpt-oss's MXFP4 down: threads
+    along the groups, against warps along them), and the two must give the same bits."""
+    if NG >= 128:
+        t = _halves_added(t, BN, 128)
+    if NG >= 64:
+        t = _halves_added(t, BN, 64)
+    if NG >= 32:
+        t = _halves_added(t, BN, 32)
+    if NG >= 16:
+        t = _halves_added(t, BN, 16)
+    if NG >= 8:
+        t = _halves_added(t, BN, 8)
+    if NG >= 4:
+        t = _halves_added(t, BN, 4)
+    if NG >= 2:
+        t = _halves_added(t, BN, 2)
+    return tl.reshape(t, (BN,))
+
+
+@triton.jit
+def _split_sum(at, mask, stride_split, N_SPLITS: tl.constexpr):
     """Partials at `at` summed over the splits, in split order (read past L1: other programs of
-    the launch wrote them)."""
+    the launch wrote them; every load issued before the first add, the splits being static)."""
     y = tl.zeros(mask.shape, dtype=tl.float32)
-    for split in range(0, n_splits):
+    for split in tl.static_range(N_SPLITS):
         y += tl.load(at + split * stride_split, mask=mask, other=0.0, cache_modifier=".cg")
     return y
 
 
 @triton.jit
 def _finish_tile(out_ptr, part_ptr, bias_a_ptr, bias_b_ptr, ids_ptr, weights_ptr, rows,
-                 row_mask, N, TOP_K, n_pairs, n_tokens, n_splits, alpha, limit,
+                 row_mask, N, TOP_K, n_pairs, n_tokens, alpha, limit, N_SPLITS: tl.constexpr,
                  MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
                  P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr):  # fmt: skip
     """The last program of a row tile: every pair's partials summed over the splits, then the
     bias, and the activation (GATE_UP) or the routing-weighted sum over the slots (DOWN)."""
     stride_split = n_pairs * N
     if MODE == 2:
-        t = tl.arange(0, T_PAD)[:, None, None]
-        s = tl.arange(0, K_PAD)[None, :, None]
-        pair = t * TOP_K + s  # [T_PAD, K_PAD, 1]
-        pair_mask = (t < n_tokens) & (s < TOP_K)
-        mask = pair_mask & row_mask[None, None, :]
-        y = _split_sum(part_ptr + pair * N + rows[None, None, :], mask, stride_split, n_splits)
-        expert = tl.load(ids_ptr + pair, mask=pair_mask, other=0).to(tl.int64)
-        if HAS_BIAS:
-            y += tl.load(bias_a_ptr + expert * N + rows[None, None, :], mask=mask, other=0.0)
-        weight = tl.load(weights_ptr + pair, mask=pair_mask, other=0.0).to(tl.float32)
-        total = tl.sum(y * weight, axis=1)  # [T_PAD, BN], slot by slot
-        t2 = tl.arange(0, T_PAD)[:, None]
-        tl.store(out_ptr + t2 * N + rows[None, :], total.to(out_ptr.dtype.element_ty),
-                 mask=(t2 < n_tokens) & row_mask[None, :])  # fmt: skip
+        t = tl.arange(0, T_PAD)[:, None]
+        token_mask = t < n_tokens
+        total = tl.zeros((T_PAD, rows.shape[0]), dtype=tl.float32)
+        # slot by slot, one explicit fma each, in a thread's own registers: a sum of products
+        # left to tl.sum may be contracted into fmas that differ between the threads of a
+        # shuffle (fma(a, b, round(c d)) is not fma(c, d, round(a b))), and which thread's sum
+        # is stored depends on the kernel's layout
+        for slot in tl.static_range(K_PAD):
+            pair = t * TOP_K + slot  # [T_PAD, 1]
+            pair_mask = token_mask & (slot < TOP_K)
+            mask = pair_mask & row_mask[None, :]
+            y = _split_sum(part_ptr + pair * N + rows[None, :], mask, stride_split, N_SPLITS)
+            if HAS_BIAS:
+                expert = tl.load(ids_ptr + pair, mask=pair_mask, other=0).to(tl.int64)
+                y += tl.load(bias_a_ptr + expert * N + rows[None, :], mask=mask, other=0.0)
+            weight = tl.load(weights_ptr + pair, mask=pair_mask, other=0.0).to(tl.float32)
+            total = tl.fma(y, weight, total)
+        tl.store(out_ptr + t * N + rows[None, :], total.to(out_ptr.dtype.element_ty),
+                 mask=token_mask & row_mask[None, :])  # fmt: skip
     else:
         pair = tl.arange(0, P_PAD)[:, None]
         pair_mask = pair < n_pairs
         mask = pair_mask & row_mask[None, :]
         at = part_ptr + pair * N + rows[None, :]
-        y = _split_sum(at, mask, stride_split, n_splits)
+        y = _split_sum(at, mask, stride_split, N_SPLITS)
         if HAS_BIAS:
             expert = tl.load(ids_ptr + pair, mask=pair_mask, other=0).to(tl.int64)
             y += tl.load(bias_a_ptr + expert * N + rows[None, :], mask=mask, other=0.0)
         if MODE == 1:
-            yb = _split_sum(at + n_splits * stride_split, mask, stride_split, n_splits)
+            yb = _split_sum(at + N_SPLITS * stride_split, mask, stride_split, N_SPLITS)
             if HAS_BIAS:
                 yb += tl.load(bias_b_ptr + expert * N + rows[None, :], mask=mask, other=0.0)
             y = _glu(y, yb, alpha, limit, ACT)
@@ -428,11 +488,11 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         *x_args, out, part, counters, *pa, *pb, bias_a, bias_b,
         routing.order, routing.group_expert, routing.group_start, routing.group_count,
         routing.n_groups, routing.ids, weights,
-        n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens, n_splits,
+        n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens,
         float(act.alpha), float(act.limit),
         FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
         HAS_BIAS=has_bias, X_PER_TOKEN=mode != DOWN, X_FLOAT=xq is None, SPLIT=split,
-        BLOCK_N=cfg.block_n, NG=nr // 2,
+        N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
         num_warps=cfg.num_warps, **extra,

@@ -11,7 +11,8 @@ same run (bytes read + written), as every kernel benchmark here does.
 
 Each timed call cycles through 8 random routings over 2+ copies of the weights (so a repeat
 finds its experts in HBM, not in the 50 MB L2), as CUDA-graph replays; x arrives in 8 bits
-(as from the RMSNorm that writes it, or one quantization shared by gate and up), and the
+(as from the RMSNorm that writes it, or one quantization shared by gate and up), h in float
+(the down rounds it to 8 bits in its own programs, as the engine runs it), and the
 routing is grouped once a step (timed alone in its own row: the gate/up and down launches
 share it). torch: the selected experts dequantized to f16 (kernels' one-pass Q4_K/Q6_K
 dequantizer, kernels/dequant.py for the others, a torch MXFP4 decode here) and
@@ -37,10 +38,14 @@ from benchmarks.kernels.timing import L2_DEFEAT_BYTES, copy_bandwidth, time_call
 from engine.hearth.routing import select_experts
 from kernels.act_quant import quantize_activation
 from kernels.moe_gemv import (
+    DOWN,
+    GATE_UP,
+    ROWS,
     SILU,
     SWIGLU_OAI,
     ExpertWeight,
     MoeGemvConfig,
+    default_config,
     expert_down,
     expert_gate_up,
     expert_rows,
@@ -90,32 +95,58 @@ def _routings(case: Case, tokens: int, seed: int) -> list[np.ndarray]:
     ]
 
 
-# --sweep: launch shapes around the defaults (rows a program, runs of 16 a split, warps, and
-# whether it is a dependent launch). At one token a Qwen3-30B-A3B gate+up launch is 192 row
-# tiles x 1 split x 8 groups = 1,536 programs of 9.2 KB of Q4_K each (gate and up, 4 rows of
-# 2,048), the down launch 512 x 1 x 8 = 4,096 programs of 2.5 KB (4 rows of 768 in Q6_K, each
-# row padded to 64 runs of 16: a quarter of the lanes masked): on 132 SMs, 12 and 31 programs an
-# SM, each holding its tile's loads in flight once. More rows a program put more bytes in flight
-# a program and fewer programs (and tickets) a launch; max_runs below the row's runs splits K
-# (more, smaller programs; gate+up then sums its partials through the tickets as down does).
-# (Down's 48 runs: max_runs 32 takes 3 splits of 16, none masked.) 14 shapes, about 3 s each
-# (compiling) a case.
+# --sweep: launch shapes around the defaults: rows a program (block_n), runs of 16 weights a
+# split (max_runs: below the row's runs K is split, and gate/up sums its partials through the
+# tickets as the down does; 256 takes gpt-oss's 180-run rows whole, 76 runs masked), warps, and
+# whether it is a dependent launch. What they trade (sm_90 SASS, `python -m
+# benchmarks.kernels.moe_sass --sweep`): a program's fixed instructions (routing, addresses,
+# x, the cross-thread sums, the ticket; for the down, h's rounding: once a program for all its
+# rows) against the registers that its tile takes (programs an SM, bytes in flight). At one
+# token a Qwen3-30B-A3B gate+up launch of 4 rows is 192 tiles x 8 groups = 1,536 programs of
+# 9.2 KB of Q4_K (gate and up), the down of 16 rows 128 x 8 = 1,024 of 10 KB of Q6_K.
 SWEEP = [
     MoeGemvConfig(4, 128, 2, False),
-    *(MoeGemvConfig(rows, 128, warps, True) for rows in (2, 4, 8, 16) for warps in (2, 4)),
-    MoeGemvConfig(8, 128, 8, True),
-    MoeGemvConfig(16, 128, 8, True),
-    *(MoeGemvConfig(rows, runs, warps, True) for rows, runs, warps in
-      ((4, 64, 2), (4, 32, 2), (8, 32, 4))),
+    *(MoeGemvConfig(rows, 128, warps) for rows, warps in
+      ((2, 1), (2, 2), (2, 4), (4, 1), (4, 2), (4, 4), (8, 2), (8, 4), (8, 8), (16, 4), (16, 8),
+       (32, 8))),
+    *(MoeGemvConfig(rows, runs, warps) for rows, runs, warps in
+      ((4, 256, 2), (8, 256, 4), (4, 64, 2), (16, 64, 4), (8, 32, 4))),
 ]  # fmt: skip
+# the shape every mode had before the down took 16 rows (gate/up's default still): 4 rows,
+# whole rows, 4 warps for Q4_K gate+up, else 2
+FOUR_ROWS = {
+    "gate_up": lambda fmt: MoeGemvConfig(num_warps=4 if fmt == "Q4_K" else 2),
+    "down": lambda fmt: MoeGemvConfig(num_warps=2),
+    "rows": lambda fmt: MoeGemvConfig(num_warps=2),
+}
 
 
-def best_configs(swept: list[dict]) -> dict[str, dict]:
-    """The fastest launch shape of each case (and its time beside the default's)."""
-    best: dict[str, dict] = {}
+# --sweep: SWEEP's shapes that the sm_90 SASS (moe_sass --sweep) gives a chance at one token,
+# a case (fewer issued instructions, or more programs an SM; the default first): a device
+# call compiles each anew, a few seconds a shape
+SHORTLIST = {
+    "qwen3-30b-a3b gate+up": [(4, 128, 4), (2, 128, 1), (2, 128, 2), (8, 128, 8), (16, 128, 8),
+                              (4, 64, 2)],
+    "qwen3-30b-a3b down": [(16, 128, 4), (4, 128, 2), (4, 128, 1), (8, 128, 2), (16, 128, 8),
+                           (32, 128, 8)],
+    "gpt-oss-20b gate+up": [(4, 128, 2), (2, 128, 1), (4, 128, 1), (8, 128, 2), (16, 128, 4),
+                            (4, 256, 2)],
+    "gpt-oss-20b down": [(16, 128, 4), (4, 128, 2), (8, 128, 2), (16, 128, 8), (32, 128, 8),
+                         (4, 256, 2)],
+}  # fmt: skip
+
+
+def _default(case: Case) -> MoeGemvConfig:
+    return default_config(case.fmt, {"gate_up": GATE_UP, "down": DOWN, "rows": ROWS}[case.kind])
+
+
+def best_configs(swept: list[dict]) -> dict[tuple[str, int], dict]:
+    """The fastest launch shape of each case and token count."""
+    best: dict[tuple[str, int], dict] = {}
     for row in swept:
-        if row["case"] not in best or row["us"] < best[row["case"]]["us"]:
-            best[row["case"]] = row
+        key = (row["case"], row["rows"])
+        if key not in best or row["us"] < best[key]["us"]:
+            best[key] = row
     return best
 
 
@@ -150,8 +181,8 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
         if case.kind == "gate_up":
             act = SWIGLU_OAI if case.fmt == "MXFP4" else SILU
             expert_gate_up(x, w[0], w[1], routings[i], act, quantized=xq, config=config)
-        elif case.kind == "down":
-            expert_down(h, w[0], routings[i], quantized=xq, config=config)
+        elif case.kind == "down":  # as the engine runs it: h in float, rounded inside
+            expert_down(h, w[0], routings[i], config=config)
         else:
             expert_rows(x, w[0], routings[i], quantized=xq, config=config)
 
@@ -174,7 +205,7 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
         "experts_read": experts_read, "us": seconds * 1e6, "gb_s": moved / seconds / 1e9,
         "of_copy": moved / seconds / copy_bw, "torch_us": torch_s * 1e6,
         "bits_per_weight": copies[0][0].packed.fmt.bits_per_weight,
-        "config": None if config is None else dataclasses.asdict(config),
+        "config": dataclasses.asdict(config or _default(case)),
     }  # fmt: skip
 
 
@@ -336,11 +367,72 @@ def _table(rows: list[dict]) -> None:
               f"{r['torch_us']:9.1f} {r['torch_us'] / r['us']:7.2f}x")  # fmt: skip
 
 
+def _sweep(cases: list[Case], tokens: list[int], sweep_tokens: list[int], copy_bw: float,
+           defaults: list[dict], every_shape: bool) -> list[dict]:  # fmt: skip
+    """At sweep_tokens the case's SHORTLIST (every_shape: all of SWEEP), at the other token
+    counts the 4-row shape (FOUR_ROWS) where it is not the default; then a table a case and
+    token count: the default's time (`defaults`: measure's rows), the 4-row shape's, and the
+    fastest shape's (the default among them), with GB/s and the share of the copy rate: the
+    defaults to set."""
+    swept = []
+    for case in cases:
+        four = FOUR_ROWS[case.kind](case.fmt)
+        for t in tokens:
+            if t not in sweep_tokens:
+                configs = [four] if four != _default(case) else []
+            elif every_shape:
+                configs = SWEEP
+            else:
+                configs = [MoeGemvConfig(*shape) for shape in SHORTLIST.get(case.name, [])]
+            for config in configs:
+                if config == _default(case):  # timed in `defaults`
+                    continue
+                try:
+                    row = measure(case, t, copy_bw, config, baseline=False)
+                except Exception as error:  # a shape that fails to compile or run: go on
+                    print(f"{case.name}, {t} tokens, {config}: failed: {error!r}"[:300], flush=True)
+                    continue
+                swept.append(row)
+                print(f"  {case.name:26} {t:>2} tokens  {_shape(row['config'])}  "
+                      f"{row['us']:8.1f} us {row['gb_s']:6.0f} GB/s {row['of_copy']:6.1%}",
+                      flush=True)  # fmt: skip
+    by_default = {(r["case"], r["rows"]): r for r in defaults}
+    print("\nDefault-config table (us; GB/s and share of the copy rate of the fastest):")
+    print(f"  {'case':26} {'tokens':>6} {'default':>8} {'4 rows':>8} {'best':>8} "
+          f"{'GB/s':>6} {'of copy':>7}  best shape")  # fmt: skip
+    names = [c.name for c in cases]
+    candidates = swept + [r for r in defaults if r["case"] in names]
+    best = best_configs(candidates)
+    for name, t in sorted(best, key=lambda key: (names.index(key[0]), key[1])):
+        r = best[(name, t)]
+        four = dataclasses.asdict(FOUR_ROWS[next(c.kind for c in cases if c.name == name)](
+            r["format"]))  # fmt: skip
+        four_us = next((x["us"] for x in candidates if (x["case"], x["rows"]) == (name, t)
+                        and x["config"] == four), float("nan"))  # fmt: skip
+        default_us = by_default.get((name, t), {}).get("us", float("nan"))
+        print(f"  BEST {name:26} {t:>2} {default_us:8.1f} {four_us:8.1f} {r['us']:8.1f} "
+              f"{r['gb_s']:6.0f} {r['of_copy']:7.1%}  {_shape(r['config'])}")  # fmt: skip
+    return swept
+
+
+def _shape(c: dict) -> str:
+    return (f"block_n={c['block_n']} max_runs={c['max_runs']} num_warps={c['num_warps']} "
+            f"pdl={c['pdl']}")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels.moe")
     parser.add_argument("--tokens", default="1,4,16", help="tokens a step, e.g. 1,16")
     parser.add_argument("--cases", help="case names to run, comma-separated (default: all)")
-    parser.add_argument("--sweep", action="store_true", help="also the launch shapes of SWEEP")
+    parser.add_argument("--sweep", action="store_true", help="also the SHORTLIST's shapes")
+    parser.add_argument("--sweep-all", action="store_true", help="--sweep with all of SWEEP")
+    parser.add_argument("--sweep-tokens", default="1", help="token counts SWEEP runs at (else "
+                        "the 4-row shape alone)")  # fmt: skip
+    parser.add_argument(
+        "--kernels-only",
+        action="store_true",
+        help="the expert GEMV rows only: no routing, launch or step timings",
+    )
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -350,46 +442,40 @@ def main(argv: list[str] | None = None) -> int:
     copy_bw = copy_bandwidth()
     print(f"device: {device}; device-to-device copy: {copy_bw / 1e9:.0f} GB/s (read + write)")
     wanted = set(args.cases.split(",")) if args.cases else None
+    cases = [c for c in CASES if not wanted or c.name in wanted]
+    tokens = [int(t) for t in args.tokens.split(",")]
     rows = []
-    for case in CASES:
-        if wanted and case.name not in wanted:
-            continue
-        for tokens in (int(t) for t in args.tokens.split(",")):
+    for case in cases:
+        for t in tokens:
             try:
-                rows.append(measure(case, tokens, copy_bw))
+                rows.append(measure(case, t, copy_bw, baseline=not args.kernels_only))
             except Exception as error:  # report it and go on to the next figure
-                print(f"{case.name}, {tokens} tokens: failed: {error!r}"[:300], flush=True)
-    print("\nExpert GEMV (bytes of the experts picked + x + output over time; x in 8 bits)")
+                print(f"{case.name}, {t} tokens: failed: {error!r}"[:300], flush=True)
+    print("\nExpert GEMV, default launch shapes (bytes of the experts picked + x + output over "
+          "time; x in 8 bits, the down's h in float)")  # fmt: skip
     _table(rows)
     swept = []
-    for case in CASES[:4] if args.sweep else []:
-        if wanted and case.name not in wanted:
-            continue
-        for tokens in (1,):  # decode; each shape compiles anew, a few seconds each
-            for config in SWEEP:
-                try:
-                    swept.append(measure(case, tokens, copy_bw, config, baseline=False))
-                except Exception as error:
-                    print(f"{case.name}, {config}: failed: {error!r}"[:300], flush=True)
-    if swept:
-        print("\nLaunch shapes (block_n, max_runs, num_warps, pdl); torch not timed")
-        for r in swept:
-            c = r["config"]
-            print(f"{r['case']:26} {r['rows']:>3} tokens  {c['block_n']}x{c['max_runs']} "
-                  f"w{c['num_warps']} pdl{int(c['pdl'])}  {r['us']:8.1f} us "
-                  f"{r['of_copy']:8.1%}")  # fmt: skip
-        defaults = {r["case"]: r["us"] for r in rows if r["rows"] == 1}
-        print("\nBest launch shape a case (1 token), beside the default's time:")
-        for case, r in best_configs(swept).items():
-            c = r["config"]
-            print(f"  BEST {case:26} block_n={c['block_n']} max_runs={c['max_runs']} "
-                  f"num_warps={c['num_warps']} pdl={c['pdl']}  {r['us']:.1f} us "
-                  f"({r['of_copy']:.1%} of copy; default {defaults.get(case, float('nan')):.1f}"
-                  " us)")  # fmt: skip
+    if args.sweep or args.sweep_all:
+        print("\nLaunch shapes; torch not timed", flush=True)
+        sweep_tokens = [int(t) for t in args.sweep_tokens.split(",")]
+        main_cases = [c for c in cases if c.name in SHORTLIST]
+        swept = _sweep(main_cases, tokens, sweep_tokens, copy_bw, rows, args.sweep_all)
+    extras: dict = {}
+    if not args.kernels_only:
+        extras = _launch_timings(tokens, args.sweep)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device, "copy_gb_s": copy_bw / 1e9, "moe": rows,
+                       "moe_sweep": swept, **extras}, f, indent=1)  # fmt: skip
+    return 0
+
+
+def _launch_timings(tokens: list[int], sweep: bool) -> dict:
+    """route_experts, the selection, the small launches alone, and the Qwen3 MoE step."""
     shapes = ((1, 8, 128), (4, 8, 128), (16, 8, 128), (1, 4, 32))
     routes = {f"{t}x{k} of {e}": route_us(t, k, e) for t, k, e in shapes}
     print("route_experts alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in routes.items()))
-    if args.sweep:
+    if sweep:
         for method in ("compare", "sort"):
             timed = {f"{t}x{k} of {e}": route_us(t, k, e, method) for t, k, e in shapes}
             print(f"route_experts by {method}: "
@@ -405,25 +491,20 @@ def main(argv: list[str] | None = None) -> int:
                 "quantize h 128x768": quantize_us(128, 768)}  # fmt: skip
     print("launches alone: " + ", ".join(f"{k}: {us:.1f} us" for k, us in launches.items()))
     steps = {}
-    step_configs = [None, *(SWEEP[:1] if args.sweep else [])]  # and without pdl
-    for tokens in (int(t) for t in args.tokens.split(",")):
+    step_configs = [None, *(SWEEP[:1] if sweep else [])]  # and without pdl
+    for t in tokens:
         for config in step_configs:
-            label = f"{tokens} tokens, {'default' if config is None else config}"
+            label = f"{t} tokens, {'default' if config is None else config}"
             try:
-                steps[label] = step_us(tokens, config)
+                steps[label] = step_us(t, config)
             except Exception as error:
                 print(f"step {label}: failed: {error!r}"[:300], flush=True)
     print("\nQwen3-30B-A3B MoE step (select and route + quantize x + gate/up + down, h quantized "
           "inside):")  # fmt: skip
     for label, us in steps.items():
         print(f"  {label}: {us:.1f} us")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump({"device": device, "copy_gb_s": copy_bw / 1e9, "moe": rows,
-                       "moe_sweep": swept, "route_us": routes, "selection_us": selections,
-                       "launch_us": launches,
-                       "step_us": steps}, f, indent=1)  # fmt: skip
-    return 0
+    return {"route_us": routes, "selection_us": selections, "launch_us": launches,
+            "step_us": steps}  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -1,13 +1,15 @@
 """Compile the expert GEMV for sm_90 on a machine without a GPU: registers, stack, instructions.
 
-    python -m benchmarks.kernels.moe_sass
+    python -m benchmarks.kernels.moe_sass [--sweep]
 
 Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
 16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
 expert_down launches it without `quantized`), and route_from_router's kernel for both models'
 routers, with Triton's bundled ptxas and cuobjdump. The cheap check before a device run: that
-every format and mode compiles, and what it costs in registers (programs an SM holds) and
-spills.
+every format and mode compiles, and what it costs in registers (programs an SM holds), spills,
+global loads (16-byte or narrower) and instructions, and the issue floor those instructions
+set (issue_floor_us: every program's instructions issued once at the H200's full rate).
+--sweep: the same for each launch shape of the benchmark's SWEEP at one token.
 """
 
 from __future__ import annotations
@@ -27,17 +29,46 @@ from kernels import moe_gemv
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
 
-def usage(kernel) -> tuple[int, int, int]:
-    """(registers, stack bytes, instructions) of a compiled kernel."""
+def _sass(kernel) -> tuple[str, str]:
+    """(cuobjdump -res-usage, cuobjdump -sass) of a compiled kernel."""
     path = Path(os.environ.get("TMPDIR", "/tmp")) / "moe_usage.cubin"
     path.write_bytes(kernel.asm["cubin"])
     out = subprocess.run([str(CUOBJDUMP), "-res-usage", str(path)], capture_output=True,
                          text=True, check=True).stdout  # fmt: skip
     sass = subprocess.run([str(CUOBJDUMP), "-sass", str(path)], capture_output=True, text=True,
                           check=True).stdout  # fmt: skip
+    return out, sass
+
+
+def usage(kernel) -> tuple[int, int, int]:
+    """(registers, stack bytes, instructions) of a compiled kernel."""
+    out, sass = _sass(kernel)
     n_all = len(re.findall(r"^\s+/\*[0-9a-f]{4,}\*/", sass, flags=re.M))
     regs = int(re.search(r"REG:(\d+)", out).group(1))
     return regs, int(re.search(r"STACK:(\d+)", out).group(1)), n_all
+
+
+def global_loads(kernel) -> tuple[int, int]:
+    """(16-byte global loads, narrower ones) in a compiled kernel's SASS."""
+    ops = re.findall(r"\b(LDG\.E[.A-Z0-9_]*)", _sass(kernel)[1])
+    wide = sum(".128" in op for op in ops)
+    return wide, len(ops) - wide
+
+
+# what the issue floor assumes of an H200: SMs, warp-instructions an SM issues a cycle, clock
+SMS, ISSUE, GHZ = 132, 4, 1.98
+
+
+def issue_floor_us(case: Case, tokens: int, cfg: moe_gemv.MoeGemvConfig, splits: int,
+                   instructions: int) -> tuple[int, float]:  # fmt: skip
+    """(programs, µs) of a 1-token launch if the H200 issued every program's instructions once
+    each at full rate: a floor, not a time (it counts the finish in every program; latency and
+    memory are not in it). It is where the GEMVs stand
+    against the copy rate: Qwen3-30B-A3B's 1-token gate+up reads 14 MB, 3.4 µs at 4.1 TB/s."""
+    groups = min(case.n_expert, tokens * case.top_k)
+    programs = triton.cdiv(case.n_out, cfg.block_n) * splits * groups
+    warp_instructions = programs * cfg.num_warps * instructions
+    return programs, warp_instructions / (SMS * ISSUE * GHZ * 1e3)
 
 
 # the weight planes' pointer types, p0..p4 (moe_blocks.plane_args)
@@ -71,7 +102,8 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         FMT=moe_gemv.FORMAT_CODES[case.fmt], MODE=mode,
         ACT=1 if case.fmt == "MXFP4" else 0, HAS_BIAS=case.bias, X_PER_TOKEN=mode != 2,
         X_FLOAT=mode == moe_gemv.DOWN,
-        SPLIT=splits > 1 or mode == moe_gemv.DOWN, BLOCK_N=cfg.block_n, NG=nr // 2,
+        SPLIT=splits > 1 or mode == moe_gemv.DOWN, N_SPLITS=splits, BLOCK_N=cfg.block_n,
+        NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
     )  # fmt: skip
@@ -118,20 +150,46 @@ ROUTERS = [  # name, n_expert, n_embd, top_k, bias, softmax over all experts
 ]
 
 
-def main() -> int:
+def _line(case: Case, tokens: int, cfg: moe_gemv.MoeGemvConfig | None = None) -> str:
+    cfg = cfg or moe_gemv.default_config(case.fmt, MODES[case.kind])
+    kernel, nr, splits = compile_sm90(case, tokens, cfg)
+    regs, stack, n_all = usage(kernel)
+    wide, narrow = global_loads(kernel)
+    line = (f"{case.name:26} {case.fmt:5} {tokens:2} tokens: {splits} split(s) of {nr} runs, "
+            f"{regs:3} regs, stack {stack:3}, {n_all:5} instructions, LDG {wide:2} x 16 B + "
+            f"{narrow:2} narrower")  # fmt: skip
+    if tokens == 1:  # (more tokens: the pair loop runs more, groups past the count return)
+        programs, floor = issue_floor_us(case, tokens, cfg, splits, n_all)
+        line += (f"; {programs:5} programs x {cfg.num_warps} warps ({cfg.block_n} rows): "
+                 f"issue floor {floor:5.1f} us")  # fmt: skip
+    return line
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.kernels.moe_sass")
+    parser.add_argument(
+        "--sweep", action="store_true", help="also benchmarks/kernels/moe.py's SWEEP at 1 token"
+    )
+    args = parser.parse_args(argv)
     for case in CASES:
         for tokens in (1, 16):
-            kernel, nr, splits = compile_sm90(case, tokens)
-            regs, stack, n_all = usage(kernel)
-            print(f"{case.name:26} {case.fmt:5} {tokens:2} tokens: {splits} split(s) of {nr} "
-                  f"runs, {regs:3} regs, stack {stack:3}, {n_all:5} instructions",
-                  flush=True)  # fmt: skip
+            print(_line(case, tokens), flush=True)
     for name, n_expert, n_embd, top_k, bias, softmax_all in ROUTERS:
         for tokens in (1, 16):
             kernel = compile_router_sm90(n_expert, n_embd, top_k, tokens, bias, softmax_all)
             regs, stack, n_all = usage(kernel)
             print(f"{name:26} F32   {tokens:2} tokens: route_from_router, {regs:3} regs, "
                   f"stack {stack:3}, {n_all:5} instructions", flush=True)  # fmt: skip
+    if args.sweep:
+        from benchmarks.kernels.moe import SWEEP
+
+        print("\nSWEEP's launch shapes at 1 token (block_n x max_runs, warps):")
+        for case in CASES[:4]:
+            for cfg in SWEEP:
+                print(f"  {cfg.block_n:2}x{cfg.max_runs:3} w{cfg.num_warps} pdl{int(cfg.pdl)}  "
+                      + _line(case, 1, cfg), flush=True)  # fmt: skip
     return 0
 
 

@@ -77,9 +77,25 @@ def test_a_row_has_the_benchmark_schema(tiny, monkeypatch):
 
 
 def test_the_sweep_names_each_cases_fastest_shape():
-    """best_configs: per case, the row of the fewest microseconds (what becomes the default)."""
-    timed = (("a", 3.0, 1), ("b", 9.0, 2), ("a", 2.0, 3), ("b", 9.5, 4))
-    rows = [{"case": case, "us": us, "config": config} for case, us, config in timed]
+    """best_configs: per case and token count, the row of the fewest microseconds (what
+    becomes the default)."""
+    timed = (("a", 1, 3.0, 1), ("b", 1, 9.0, 2), ("a", 1, 2.0, 3), ("b", 1, 9.5, 4),
+             ("a", 16, 5.0, 1), ("a", 16, 6.0, 3))  # fmt: skip
+    rows = [{"case": case, "rows": t, "us": us, "config": config} for case, t, us, config in timed]
     best = moe.best_configs(rows)
-    assert {case: row["config"] for case, row in best.items()} == {"a": 3, "b": 2}
+    assert {key: row["config"] for key, row in best.items()} == {
+        ("a", 1): 3,
+        ("b", 1): 2,
+        ("a", 16): 1,
+    }
     assert len(moe.SWEEP) == len(set(moe.SWEEP))  # no shape timed twice
+
+
+def test_the_shortlist_is_sweep_shapes_with_each_cases_default_first():
+    from kernels.moe_gemv import MoeGemvConfig
+
+    cases = {case.name: case for case in moe.CASES}
+    for name, shapes in moe.SHORTLIST.items():
+        configs = [MoeGemvConfig(*shape) for shape in shapes]
+        assert set(configs) <= set(moe.SWEEP) and len(set(configs)) == len(configs), name
+        assert configs[0] == moe._default(cases[name]), name

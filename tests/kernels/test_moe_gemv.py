@@ -18,7 +18,7 @@ from kernels.act_quant import quantize_activation
 from kernels.availability import interpret_mode
 from kernels.errors import UnsupportedTensor
 from kernels.ggml_formats import FORMATS
-from kernels.moe_blocks import mxfp4_words
+from kernels.moe_blocks import mxfp4_code_words, mxfp4_words
 from kernels.moe_gemv import (
     SWIGLU_OAI,
     ExpertWeight,
@@ -379,3 +379,33 @@ def test_mxfp4_words_decode_every_code(device):
     got_bytes = np.stack([(got >> (8 * b)) & 0xFF for b in range(4)], axis=1)
     expected = np.asarray(gguf.quants.MXFP4.kvalues)[nibbles] + 12
     assert np.array_equal(got_bytes, expected)
+
+
+@triton.jit
+def _decode_mxfp4_bytes(src, lo, hi, N: tl.constexpr, PRMT: tl.constexpr):
+    i = tl.program_id(0) * N + tl.arange(0, N)
+    low, high = mxfp4_code_words(tl.load(src + i), PRMT)
+    tl.store(lo + i, low)
+    tl.store(hi + i, high)
+
+
+def test_mxfp4_code_words_decode_both_nibbles_of_every_byte(device):
+    """mxfp4_code_words as the expert GEMV runs it (compiled: the byte-permute table) against
+    ggml's table: every byte value in every place of a word, and random words."""
+    import gguf
+
+    values = np.arange(256 * 4)
+    bytes_ = np.random.default_rng(3).integers(0, 256, size=(len(values), 4))
+    bytes_[np.arange(len(values)), values // 256] = values % 256  # byte v at place p
+    random = np.random.default_rng(4).integers(0, 256, size=(4096 - len(values), 4))
+    bytes_ = np.concatenate([bytes_, random])
+    words = (bytes_ << (8 * np.arange(4))).sum(axis=1).astype(np.uint32).view(np.int32)
+    lo = torch.empty(len(words), dtype=torch.int32, device=device)
+    hi = torch.empty_like(lo)
+    src = torch.from_numpy(words).to(device)
+    _decode_mxfp4_bytes[(len(words) // 1024,)](src, lo, hi, N=1024, PRMT=not interpret_mode())
+    table = np.asarray(gguf.quants.MXFP4.kvalues) + 12
+    for got, nibbles in ((lo, bytes_ & 15), (hi, bytes_ >> 4)):
+        got = got.cpu().numpy().view(np.uint32)
+        got_bytes = np.stack([(got >> (8 * b)) & 0xFF for b in range(4)], axis=1)
+        assert np.array_equal(got_bytes, table[nibbles])
