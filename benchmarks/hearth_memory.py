@@ -72,6 +72,7 @@ from pathlib import Path
 
 from benchmarks.gpu_memory import device_used
 from engine.gguf import read_model_info
+from engine.hearth.allocator import ALLOC_CONF_NAMES, with_expandable_segments
 from engine.planner import DeviceBudget, PlanRequest, safety_margin
 from engine.planner.hearth_memory import HearthConfig, hearth_items, host_expert_bytes
 from engine.planner.hearth_plan import (
@@ -389,6 +390,7 @@ def verify(args) -> int:
     type_k, type_v = _pair(args.kv[0])
     before = device_used() or 0
     out: dict = {"ok": False}
+    out["alloc_conf"] = {name: os.environ[name] for name in ALLOC_CONF_NAMES if name in os.environ}
     with PeakSampler() as sampler:
         try:
             engine = Engine(args.model, experts=(args.ram_layers, args.slots))
@@ -680,6 +682,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="verify: each such layer's cached experts (0: in place)")  # fmt: skip
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
+    # torch's allocator as the worker runs it (EngineClient starts it so), in this process and
+    # the loads' children, set before either imports torch
+    os.environ.update(with_expandable_segments(os.environ))
     args.folder = "/tmp/hearth-memory"
     args.model_given = args.model is not None
     args.model = args.model or default_model(args.folder)
