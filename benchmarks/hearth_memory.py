@@ -32,9 +32,11 @@ as the driver does; the prediction is what stays on the GPU. Best fit keeps expe
 when no pair fits all on the GPU; here it is decided per pair (the same for Qwen3-30B-A3B on 16
 and 24 GiB cards: no pair fits 16, every pair fits 24). Without the card's bandwidth the
 placement's speed is judged at the planner's default, as `hearth plan --vram` does without
---bandwidth. Measured: the process's peak, NVML's used memory
-sampled every 1 ms through the run less before the process started (the issue's bound is
-judged against it), beside torch's peak reserved + the CUDA context and NVML's reading at the
+--bandwidth. Every load runs with torch's allocator as the worker runs it (expandable segments,
+engine/hearth/allocator.py, unless PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF is set: each
+row's JSON records it). Measured: the process's peak, NVML's used memory sampled every 1 ms
+through the run less before the process started (the issue's bound is judged against it),
+beside torch's peak reserved + the CUDA context and NVML's reading at the
 end. The table gives predicted, the peak, the error ((predicted - peak) / peak; positive:
 memory left idle), whether it is within max(3%, 128 MiB), torch's peak reserved less its peak
 allocation (what its caching allocator held beside the live peak, which the model does not
