@@ -32,9 +32,11 @@ as the driver does; the prediction is what stays on the GPU. Best fit keeps expe
 when no pair fits all on the GPU; here it is decided per pair (the same for Qwen3-30B-A3B on 16
 and 24 GiB cards: no pair fits 16, every pair fits 24). Without the card's bandwidth the
 placement's speed is judged at the planner's default, as `hearth plan --vram` does without
---bandwidth. Measured: the process's peak, NVML's used memory
-sampled every 1 ms through the run less before the process started (the issue's bound is
-judged against it), beside torch's peak reserved + the CUDA context and NVML's reading at the
+--bandwidth. Every load runs with torch's allocator as the worker runs it (expandable segments,
+engine/hearth/allocator.py, unless PYTORCH_ALLOC_CONF or PYTORCH_CUDA_ALLOC_CONF is set: each
+row's JSON records it). Measured: the process's peak, NVML's used memory sampled every 1 ms
+through the run less before the process started (the issue's bound is judged against it),
+beside torch's peak reserved + the CUDA context and NVML's reading at the
 end. The table gives predicted, the peak, the error ((predicted - peak) / peak; positive:
 memory left idle), whether it is within max(3%, 128 MiB), torch's peak reserved less its peak
 allocation (what its caching allocator held beside the live peak, which the model does not
@@ -72,6 +74,7 @@ from pathlib import Path
 
 from benchmarks.gpu_memory import device_used
 from engine.gguf import read_model_info
+from engine.hearth.allocator import ALLOC_CONF_NAMES, with_expandable_segments
 from engine.planner import DeviceBudget, PlanRequest, safety_margin
 from engine.planner.hearth_memory import HearthConfig, hearth_items, host_expert_bytes
 from engine.planner.hearth_plan import (
@@ -389,6 +392,7 @@ def verify(args) -> int:
     type_k, type_v = _pair(args.kv[0])
     before = device_used() or 0
     out: dict = {"ok": False}
+    out["alloc_conf"] = {name: os.environ[name] for name in ALLOC_CONF_NAMES if name in os.environ}
     with PeakSampler() as sampler:
         try:
             engine = Engine(args.model, experts=(args.ram_layers, args.slots))
@@ -680,6 +684,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="verify: each such layer's cached experts (0: in place)")  # fmt: skip
     parser.add_argument("--out", default=os.environ.get("OUT", "."))
     args = parser.parse_args(argv)
+    # torch's allocator as the worker runs it (EngineClient starts it so), in this process and
+    # the loads' children, set before either imports torch
+    os.environ.update(with_expandable_segments(os.environ))
     args.folder = "/tmp/hearth-memory"
     args.model_given = args.model is not None
     args.model = args.model or default_model(args.folder)

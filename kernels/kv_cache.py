@@ -125,7 +125,14 @@ class PagedKVCache:
         self._free_slots = list(range(slots - 1, -1, -1))
         self._slots: dict[int, int] = {}
         self._slot_tensors: dict[int, torch.Tensor] = {}
-        self._scratch: dict[int, tuple[torch.Tensor, int | torch.Tensor]] = {}
+        # kivi4: the last multi-row write's K and V rows in f16 (kv_kivi.py), which that
+        # layer's attend_prefill appends as exact keys: (layer, rows, start). One for the
+        # whole cache, replaced by the next write of a chunk at any layer: the forward pass
+        # writes a layer's chunk and attends it before the next layer's, so one is alive at a
+        # time, not one per layer made amid a chunk's transient buffers and kept after them.
+        self._scratch: tuple[int, torch.Tensor, int | torch.Tensor] | None = None
+        # layers whose chunk's rows another layer's write replaced (attend_prefill refuses)
+        self._scratch_replaced: set[int] = set()
 
     @property
     def open_page_bytes(self) -> int:
@@ -280,13 +287,13 @@ class PagedKVCache:
         vq, vs, vm = _pointers(self._v[layer])
         direct = self.kivi and shape[0] == 1
         scratch_len = shape[0] + spec.page_size
+        if self.kivi:
+            self._drop_scratch(layer, replaced_by_chunk=not direct)
         if self.kivi and not direct:  # K and V rows as f16 from the first one's page start
             # zeros: the rows past the last are masked in attend_prefill, never NaN
             kq = torch.zeros(2, scratch_len, *shape[1:], dtype=torch.float16,
                              device=self.device)  # fmt: skip
-            self._scratch[layer] = (kq, start)
-        elif direct:
-            self._scratch.pop(layer, None)
+            self._scratch = (layer, kq, start)
         first = 0 if positions is not None else start
         position_arg = positions.reshape(-1) if positions is not None else self._signs
         kv_write_kernel[(shape[0],)](
@@ -348,6 +355,19 @@ class PagedKVCache:
             ROPE=False, N_ROT=2, NEOX=False, POSITIONS=True, KIVI_DIRECT=False,
             LAUNCH_DEPENDENTS=self.tuning.chains(self.device),
         )  # fmt: skip
+
+    def _drop_scratch(self, layer: int, *, replaced_by_chunk: bool) -> None:
+        """Before a kivi4 write at `layer`: its own earlier rows are stale; another layer's
+        rows go when this write makes new ones (freed before those are made), and that layer
+        can no longer attend its chunk."""
+        self._scratch_replaced.discard(layer)
+        if self._scratch is None:
+            return
+        kept = self._scratch[0]
+        if kept == layer or replaced_by_chunk:
+            self._scratch = None
+            if kept != layer:
+                self._scratch_replaced.add(kept)
 
     def _seal(self, layer, seq, first, position_arg, n, scratch, on_device) -> None:
         """kivi4 K after the write kernel: the pages the write filled sealed, and (n > 1) its
@@ -557,7 +577,7 @@ class PagedKVCache:
         a later layer only gathers and attends. None: made for this call alone."""
         dtype = torch.float16 if q.is_cuda else torch.float32  # the CPU: tests only
         group = q.shape[1] // self.spec.n_kv_heads
-        scratch = self._scratch.get(layer) if self.kivi else None
+        scratch = self._layer_scratch(layer) if self.kivi else None
         mask = chunk_mask(masks, scratch, self.spec.page_size, positions, n_keys, window, group,
                           dtype)  # fmt: skip
         k, v = self.gather(layer, seq, n_keys)
@@ -567,6 +587,19 @@ class PagedKVCache:
             v = torch.cat([v, rows[1]])
         k, v = k.transpose(0, 1).to(dtype), v.transpose(0, 1).to(dtype)
         return grouped_prefill_attention(q, k, v, mask, scale)
+
+    def _layer_scratch(self, layer: int) -> tuple[torch.Tensor, int | torch.Tensor] | None:
+        """(rows, start) of kivi4's exact rows for `layer`'s last chunk, None where its last
+        write was one row (its page is the open one). Raises where another layer's chunk
+        replaced them: the chunk would attend its own pages as stored, not as written."""
+        if layer in self._scratch_replaced:
+            raise UnsupportedTensor(
+                f"layer {layer}'s chunk attended after another layer's chunk was written: "
+                "kivi4 keeps the exact rows of the last written chunk only"
+            )
+        if self._scratch is None or self._scratch[0] != layer:
+            return None
+        return self._scratch[1], self._scratch[2]
 
     def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
         """K and V of seq as the cache would return them (dequantized, unrotated; float32

@@ -27,11 +27,13 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   N layers' expert tensors leave the GPU for pinned host memory (the same planes, byte for
   byte), and each of those layers keeps a cache of `expert_cache_slots` experts on the GPU:
   the same planes with S of the n_expert experts' rows, or none (S = 0: read in place over
-  the bus); engine/planner/hearth_offload.py chooses N and S and predicts the speed.
+  the bus); engine/planner/hearth_offload.py chooses N and S and predicts the speed. The GPU
+  maps those pinned pages (pinned_copy registers them with the driver): 8 bytes of device
+  memory for each 4 KiB page, 2 MiB a GiB pinned (pinned_mapping).
 - KV cache: f16/f32 in a plain [layers, kv heads, n_ctx, head dim] tensor per K and V; any
   other pair in kernels' paged cache: pages of 64 positions, per layer and role one allocation
   per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
-  and minimums included).
+  and minimums included); kivi4 keys add each layer's open page.
 - decode workspace, kept by the CUDA graph's private pool (decode_graph.py): the activations
   of one token (a MoE layer's: moe_workspace.py), the plain cache's one-query attention (scores
   over every slot: f16, float32 softmax, f16 probabilities per query head), the logits.
@@ -40,22 +42,27 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   float32 activations (a MoE layer's: moe_workspace.py); the chunk's attention masks, made
   once at its first layer and kept through all of them (one per distinct sliding window:
   additive f16, repeated for the query heads of a KV head, rows padded to 16 elements, the
-  form SDPA's memory-efficient kernel reads without a copy; kernels/grouped_attention.py); and
+  form SDPA's memory-efficient kernel reads without a copy; kernels/grouped_attention.py);
+  kivi4 keys: the last written chunk's K and V rows in f16 (one for the cache, replaced by the
+  next layer's write: kernels/kv_cache.py `_scratch`); and
   the larger of a layer's two transient peaks, which never overlap: the largest (joined)
   matrix dequantized to f16 for torch's GEMM (kernels/dequant.py's one pass for Q4_K and Q6_K:
   nothing beside the result) with its product; or the attention over the whole context (the
   paged cache's pages gathered to f16; SDPA's memory-efficient kernel tiles the scores), or
   at the first layer the making of a mask (slot ids and booleans), where that is larger.
 - overhead: the CUDA context, cuBLAS and Triton's modules (HEARTH_COSTS.context_bytes), and the
-  rounding of torch's caching allocator (blocks of 512 bytes, 2 MiB segments for small
-  allocations, 20 MiB for medium ones, large ones rounded to 2 MiB). The load's raw copies are
-  returned to torch's cache before the KV cache is made, which reuses their blocks: the peak
-  is the weights with the larger of the two (HearthItems.gpu_total). No allocator slack
-  beside the live peak is counted: no layer makes and frees a mask-sized buffer (the masks
-  are made once a chunk), and what a layer does make and free, K and V gathered, has the same
-  sizes at every layer, so the next layer's fits the freed block (benchmarks/hearth_memory.py
-  cards shows what torch reserves beside its peak allocation;
-  docs/decisions/2026-11-28-prefill-mask-once-a-chunk.md has the measurement behind this).
+  rounding of torch's caching allocator, which the worker runs with expandable segments
+  (engine/hearth/allocator.py): blocks of 512 bytes, small allocations (up to 1 MiB) packed in
+  one segment mapped 2 MiB at a time, the others in another mapped 20 MiB at a time
+  (torch_reserved). The load's raw copies are returned to torch's cache before the KV cache is
+  made, which reuses their blocks: the peak is the weights with the larger of the two
+  (HearthItems.gpu_total). No allocator slack beside the live peak is counted: no layer makes
+  and frees a mask-sized buffer (the masks are made once a chunk), nothing a chunk keeps is
+  made between one layer's transient buffers and the next's (kivi4's rows: one, freed before
+  the next is made), and a buffer that finds no free block large enough grows the segment
+  from its free end instead of taking a new segment of its own size
+  (docs/decisions/2026-11-29-expandable-segments.md; benchmarks/hearth_memory.py cards shows
+  what torch reserves beside its peak allocation).
 
 The total is the process's peak (what NVML shows at the end of a prefill over the whole
 context: torch keeps what the prefill reserved), which benchmarks/hearth_memory.py samples.
@@ -158,14 +165,16 @@ class HearthItems:
     host_weights: int
     host_process: int
     host_experts: int = 0  # experts in RAM, pinned (also counted in host_weights)
+    pinned_mapping: int = 0  # device memory the driver maps those pinned pages with
 
     @property
     def gpu_total(self) -> int:
         """The process's peak: the load's raw copies are freed (into torch's cache) before the
         cache is made, whose allocations and the workspaces' then reuse those blocks, so the
-        two never add up: the larger of them counts, above the weights and the context."""
+        two never add up: the larger of them counts, above the weights and the overhead."""
         running = self.kv_reserved + self.decode_workspace + self.prefill_workspace
-        return self.weights_reserved + max(self.load_transient, running) + self.context
+        overhead = self.context + self.pinned_mapping
+        return self.weights_reserved + max(self.load_transient, running) + overhead
 
 
 def round_block(size: int) -> int:
@@ -173,19 +182,19 @@ def round_block(size: int) -> int:
 
 
 def torch_reserved(sizes: Iterable[int]) -> int:
-    """What torch's CUDA caching allocator reserves for these allocations, all live at once
-    (c10/cuda/CUDACachingAllocator.cpp: kSmallSize 1 MiB in 2 MiB segments, up to kMinLargeAlloc
-    10 MiB in 20 MiB segments, larger ones rounded up to kRoundLarge 2 MiB)."""
-    small = medium = large = 0
+    """What torch's CUDA caching allocator reserves for these allocations, all live at once,
+    with expandable segments (engine/hearth/allocator.py; c10/cuda/CUDACachingAllocator.cpp):
+    blocks of 512 bytes; up to kSmallSize (1 MiB) in the small pool's segment, mapped
+    kSmallBuffer (2 MiB) at a time, every larger one in the large pool's, mapped kLargeBuffer
+    (20 MiB) at a time. A segment grows from its end, so its allocations lie side by side."""
+    small = large = 0
     for size in sizes:
         block = round_block(size)
         if block <= MIB:
             small += block
-        elif block < 10 * MIB:
-            medium += block
         else:
-            large += -(-block // (2 * MIB)) * 2 * MIB
-    return _segments(small, 2 * MIB) + _segments(medium, 20 * MIB) + large
+            large += block
+    return _segments(small, 2 * MIB) + _segments(large, 20 * MIB)
 
 
 def _segments(total: int, segment: int) -> int:
@@ -363,6 +372,14 @@ def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
     return sum(-(-size // _PAGE) * _PAGE + _PAGE for size in sizes if size)
 
 
+def pinned_mapping(host_bytes: int) -> int:
+    """Device memory the driver keeps to map `host_bytes` of registered host memory for the
+    GPU: 8 bytes for each 4 KiB page. Measured (docs/measurements/2026-11-29-s16-call-3/qwen3):
+    the CUDA context of Qwen3-30B-A3B's loads with 13.2, 15.3 and 16.3 GiB of experts pinned
+    was 28, 32 and 34 MiB above the loads without (2.1 MiB a GiB)."""
+    return host_bytes // _PAGE * 8
+
+
 # -- KV cache --------------------------------------------------------------------------------------
 
 
@@ -371,21 +388,17 @@ def gpu_cache_layout(type_k: str, type_v: str) -> CacheLayout:
     return engine_cache_layout(type_k, type_v, ops_name=PLANNED_OPS, device=PLANNED_DEVICE)
 
 
-def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
-    """The KV cache's allocations on the GPU: what the cache allocates when it is made, and
-    the kivi4 prefill scratch it adds at its first prefill chunk."""
-    return kv_made_allocations(cfg, config) + kv_scratch_allocations(cfg, config)
-
-
-def kv_scratch_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
-    """Per layer, the f16 scratch a kivi4 K cache's prefill chunk goes through before its rows
-    are sealed (kept until the next write)."""
+def kivi_scratch(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
+    """kivi4 keys: the f16 K and V rows of a chunk of `rows` from its first page's start that
+    its write goes through before they are sealed and its attention appends as exact keys
+    (kernels/kv_cache.py `_scratch`): one for the cache, kept until the next layer's write,
+    which frees it before making its own."""
     if config.type_k != "kivi4":
-        return []
-    return [2 * (config.n_ubatch + PAGE) * cfg.n_head_kv * cfg.head_dim * 2] * cfg.n_layer
+        return 0
+    return 2 * (rows + PAGE) * cfg.n_head_kv * cfg.head_dim * 2
 
 
-def kv_made_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
+def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
     """The KV cache's allocations when the driver makes it (engine/hearth/caches.py)."""
     d, heads, layers = cfg.head_dim, cfg.n_head_kv, cfg.n_layer
     layout = gpu_cache_layout(config.type_k, config.type_v)
@@ -442,8 +455,9 @@ def _prefill_attention_buffers(
     - K and V over the whole context in f16: the paged cache's pages gathered
       (kernels/kv_cache.py gather); the plain cache's slices, copied only when the cache is
       float32 (the queries are f16 on a GPU);
-    - kivi4 keys: K, then V, with the chunk's scratch rows appended (torch.cat: the gathered
-      and the longer copy of one alive at once);
+    - kivi4 keys: K, then V, with the chunk's rows appended (torch.cat: the gathered and the
+      longer copy of one alive at once); the rows themselves are kept through the chunk
+      (kivi_scratch, counted beside the masks);
     - kernels/grouped_attention.py: SDPA's memory-efficient kernel takes the chunk's mask as
       it is and tiles the scores. The folded queries and the output are a few rows'
       activations, counted with them.
@@ -524,8 +538,9 @@ def _chunk_rows(config: HearthConfig) -> int:
 def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: HearthCosts) -> int:
     """A prefill chunk's peak above the weights and the cache (the last chunk of a full
     context): the chunk's activations (a bound: every buffer a layer makes, float32), its
-    attention masks (made once, kept through every layer: prefill_masks), the logits of its
-    last row, and the larger of a layer's two transient peaks, which never overlap: the
+    attention masks (made once, kept through every layer: prefill_masks) and kivi4's rows
+    (one layer's at a time, kept until the next layer's write: kivi_scratch), the logits of
+    its last row, and the larger of a layer's two transient peaks, which never overlap: the
     largest matrix's GEMM (its f16 copy) and the attention over the whole context."""
     cfg = profile.config
     rows = _chunk_rows(config)
@@ -536,8 +551,8 @@ def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: Heart
     transient = max(
         _prefill_gemm(profile, rows, costs), _prefill_attention(cfg, config, rows, costs)
     )
-    masks = prefill_masks(cfg, config, rows)
-    return activations + masks + transient + _logits_workspace(cfg)
+    kept = prefill_masks(cfg, config, rows) + kivi_scratch(cfg, config, rows)
+    return activations + kept + transient + _logits_workspace(cfg)
 
 
 # -- the estimate ----------------------------------------------------------------------------------
@@ -562,6 +577,7 @@ def hearth_items(
         host_weights=profile.embedding_bytes + HOST_ROWS_KEPT * profile.config.n_embd * 4 + in_ram,
         host_process=costs.host_process_bytes,
         host_experts=in_ram,
+        pinned_mapping=pinned_mapping(in_ram),
     )
 
 
@@ -576,9 +592,8 @@ def hearth_estimate(
     workspace = items.decode_workspace + items.prefill_workspace
     # the load's raw copies count only where they outgrow what reuses them (gpu_total)
     load_excess = max(0, items.load_transient - items.kv_reserved - workspace)
-    first = DeviceMemory(
-        items.weights_reserved, items.kv_reserved, workspace, items.context + load_excess
-    )
+    overhead = items.context + items.pinned_mapping + load_excess
+    first = DeviceMemory(items.weights_reserved, items.kv_reserved, workspace, overhead)
     others = (DeviceMemory(0, 0, 0, 0),) * max(0, n_gpus - 1)
     host = DeviceMemory(items.host_weights, 0, 0, items.host_process)
     full = profile.config.n_layer + 1

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine.child_process import module_command
+from engine.hearth.allocator import with_expandable_segments
 from engine.runtime import protocol as p
 from engine.runtime.engine_output import EngineOutput
 from engine.runtime.helper_loss import lost_helper_message, lost_helpers
@@ -100,6 +101,9 @@ class EngineClient:
         # symbols, that can hold the dying worker for minutes before the window hears of it.
         # The line that says why comes before the backtrace and is all the person is shown.
         env.setdefault("GGML_NO_BACKTRACE", "1")
+        # the Hearth engine's torch allocator: expandable segments, so that a prefill's
+        # transient buffers do not leave segments beside its peak (engine/hearth/allocator.py)
+        env = with_expandable_segments(env)
         proc = subprocess.Popen(
             module_command("engine.runtime.worker"),
             stdin=subprocess.PIPE,

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import kernels.prefill_masks as prefill_masks
+from kernels.errors import UnsupportedTensor
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
 from tests.kernels.test_grouped_attention import boolean_mask_attention
@@ -28,20 +29,26 @@ def masks_made(monkeypatch):
     return made
 
 
-def _chunk_written(k_format, v_format, device, history, chunk):
-    """Two layers holding `history` positions, then a chunk's rows written at both layers
-    from one positions tensor, as the forward pass writes them."""
+def _history_written(k_format, v_format, device, history, chunk):
+    """Two layers holding `history` positions, grown for a chunk after them; the chunk's
+    positions (one tensor, as the forward pass hands every layer) and a writer of its rows at
+    a layer (the forward pass writes a layer's chunk, then attends it)."""
     spec = KVCacheSpec(2, 2, 32, k_format, v_format, page_size=PAGE, max_tokens=96)
     cache = PagedKVCache(spec, device=device)
     seq = cache.new_sequence()
     gen = torch.Generator().manual_seed(history)
     cache.grow(seq, history + chunk)
-    for first, n in ((0, history), (history, chunk)):
-        positions = torch.arange(first, first + n, device=device)
-        for layer in (0, 1):
-            k, v = torch.randn(2, n, 2, 32, generator=gen)
-            cache.write(layer, seq, positions, k.to(device), v.to(device))
-    return cache, seq, positions
+    past = torch.arange(0, history, device=device)
+    for layer in (0, 1):
+        k, v = torch.randn(2, history, 2, 32, generator=gen)
+        cache.write(layer, seq, past, k.to(device), v.to(device))
+    positions = torch.arange(history, history + chunk, device=device)
+
+    def write(layer, start=positions):
+        k, v = torch.randn(2, chunk, 2, 32, generator=gen)
+        cache.write(layer, seq, start, k.to(device), v.to(device))
+
+    return cache, seq, positions, write
 
 
 def boolean_seen(positions, n_keys, window, kivi_scratch_rows=0):
@@ -73,17 +80,18 @@ def test_layers_share_one_mask_a_window_and_attend_as_before(
     k_format, v_format, windows, device, masks_made
 ):
     """A 13-token chunk at positions 27..39 (its pages 1 and 2 of 16) over 40 positions."""
-    cache, seq, positions = _chunk_written(k_format, v_format, device, 27, 13)
+    cache, seq, positions, write = _history_written(k_format, v_format, device, 27, 13)
     q = torch.randn(13, 4, 32, generator=torch.Generator().manual_seed(3))
     masks: dict = {}
     for layer in (0, 1):
+        write(layer)
         for window in windows:
             got = cache.attend_prefill(layer, q.to(device), seq, positions, 40, window=window,
                                        masks=masks)  # fmt: skip
             k, v = cache.gather(layer, seq, 40)
             scratch_rows = 0
             if k_format == "kivi4":
-                scratch = cache._scratch[layer][0]
+                scratch = cache._layer_scratch(layer)[0]
                 k, v = torch.cat([k, scratch[0]]), torch.cat([v, scratch[1]])
                 scratch_rows = scratch.shape[1]
             seen = boolean_seen(positions, 40, window, scratch_rows)
@@ -100,14 +108,33 @@ def test_a_kivi4_layer_whose_scratch_starts_elsewhere_makes_its_own(device, mask
     """The second layer's chunk written from positions given as ints: the kept mask (made for
     the first layer's positions tensor) is not taken on trust, and both layers attend as a
     mask made for each alone has them attend."""
-    cache, seq, positions = _chunk_written("kivi4", "rot4", device, 27, 13)
-    gen = torch.Generator().manual_seed(5)
-    k, v = torch.randn(2, 13, 2, 32, generator=gen)
-    cache.write(1, seq, 27, k.to(device), v.to(device))
-    q = torch.randn(13, 4, 32, generator=gen).to(device)
+    cache, seq, positions, write = _history_written("kivi4", "rot4", device, 27, 13)
+    q = torch.randn(13, 4, 32, generator=torch.Generator().manual_seed(5)).to(device)
     masks: dict = {}
-    shared = [cache.attend_prefill(i, q, seq, positions, 40, masks=masks) for i in (0, 1)]
-    assert len(masks_made) == 2
-    alone = [cache.attend_prefill(i, q, seq, positions, 40) for i in (0, 1)]
-    for a, b in zip(shared, alone, strict=True):
-        assert torch.equal(a, b)
+    for layer, start in ((0, positions), (1, 27)):
+        write(layer, start)
+        shared = cache.attend_prefill(layer, q, seq, positions, 40, masks=masks)
+        alone = cache.attend_prefill(layer, q, seq, positions, 40)
+        assert torch.equal(shared, alone), layer
+    assert len(masks_made) == 4  # each layer's for the chunk, and again for each alone
+
+
+def test_kivi4_keeps_one_chunks_rows_for_the_cache(device):
+    """The exact rows of the last chunk written, whichever layer: the next layer's chunk
+    replaces them (the earlier layer then refuses to attend its chunk rather than attend its
+    own pages as stored), a one-row write at another layer leaves them, one at their own
+    layer drops them."""
+    cache, seq, positions, write = _history_written("kivi4", "rot4", device, 27, 13)
+    q = torch.randn(13, 4, 32, generator=torch.Generator().manual_seed(7)).to(device)
+    write(0)
+    write(1)
+    assert cache._scratch[0] == 1 and cache._layer_scratch(1) is not None
+    with pytest.raises(UnsupportedTensor, match="layer 0's chunk"):
+        cache.attend_prefill(0, q, seq, positions, 40)
+    cache.attend_prefill(1, q, seq, positions, 40)
+    row = torch.randn(2, 1, 2, 32).to(device)
+    cache.grow(seq, 41)
+    cache.write(0, seq, 40, row[0], row[1])  # layer 0's own write: it may attend again
+    assert cache._layer_scratch(1) is not None and cache._layer_scratch(0) is None
+    cache.write(1, seq, 40, row[0], row[1])
+    assert cache._scratch is None

@@ -18,7 +18,7 @@ import torch
 import kernels.kv_cache
 from engine.hearth import caches
 from engine.hearth.capabilities import K_FORMATS, V_FORMATS, kv_format_problem
-from engine.planner.hearth_memory import HearthConfig, gpu_cache_layout, kv_made_allocations
+from engine.planner.hearth_memory import HearthConfig, gpu_cache_layout, kv_allocations
 from engine.runtime import hearth_driver
 from engine.runtime.protocol import ModelParams
 
@@ -75,7 +75,7 @@ def test_the_driver_builds_the_cache_the_planner_counts(driver_cache, type_k, ty
     layout, cache = driver_cache(type_k, type_v)
     assert layout == gpu_cache_layout(type_k, type_v)
     assert layout.paged  # every pair the Model page offers is paged on a GPU, f16 too
-    predicted = kv_made_allocations(DIMS, HearthConfig(N_CTX, type_k, type_v))
+    predicted = kv_allocations(DIMS, HearthConfig(N_CTX, type_k, type_v))
     # a few bytes of page bookkeeping each side (lengths, slots, the block table) aside
     big = 1024
     assert sorted(b for b in _tensor_bytes(cache) if b >= big) == sorted(
@@ -91,7 +91,7 @@ def test_the_plain_cache_would_not_pass(driver_cache):
 
     plain = caches.TorchKVCache(**vars(DIMS), n_ctx=N_CTX, device="cpu", dtype=torch.float16)
     assert not cache_layout("f16", "f16", kernels_on_gpu=False).paged
-    predicted = kv_made_allocations(DIMS, HearthConfig(N_CTX, "f16", "f16"))
+    predicted = kv_allocations(DIMS, HearthConfig(N_CTX, "f16", "f16"))
     assert sorted(b for b in _tensor_bytes(plain) if b >= 1024) != sorted(
         b for b in predicted if b >= 1024
     )

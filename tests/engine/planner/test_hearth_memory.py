@@ -51,14 +51,13 @@ def test_paged_kv_bytes_per_format(llama, n_ctx, type_k, type_v, per_row):
     assert sum(sizes) == _rows(n_ctx) * per_row * LAYERS + extras
 
 
-def test_kivi4_keys_add_each_layers_open_page_and_chunk_scratch(llama):
+def test_kivi4_keys_add_each_layers_open_page(llama):
     # codes D/2, scale and min per 32 positions and channel (f16): 5 bits a value like rot4
     sizes = kv_allocations(llama.config, HearthConfig(4096, "kivi4", "rot4"))
     extras = 4 * D + 8 * (4096 // 64)
     open_page = 2 * HEADS * 64 * D * 2  # K and V rows of the newest page, f16
-    scratch = 2 * (512 + 64) * HEADS * D * 2  # a 512-row prefill chunk's rows before sealing
     per_row = (D // 2 + 4 * D // 32) * 2
-    assert sum(sizes) == _rows(4096) * per_row * LAYERS + (open_page + scratch) * LAYERS + extras
+    assert sum(sizes) == _rows(4096) * per_row * LAYERS + open_page * LAYERS + extras
 
 
 @pytest.mark.parametrize(("type_k", "type_v", "element"), [("f32", "f32", 4), ("f16", "f32", 4)])
@@ -118,12 +117,12 @@ def test_q3_k_m_costs_four_bytes_a_weight_where_kernels_has_no_gemv(synthetic_in
 @pytest.mark.parametrize(
     ("sizes", "reserved"),
     [
-        ([100], 2 * MIB),  # small: one 2 MiB segment
+        ([100], 2 * MIB),  # small: their segment mapped 2 MiB at a time
         ([100] * 3, 2 * MIB),
-        ([3 * MIB], 20 * MIB),  # medium: 20 MiB segments
+        ([MIB + 1], 20 * MIB),  # the others: theirs mapped 20 MiB at a time
         ([3 * MIB] * 7, 40 * MIB),
-        ([11 * MIB], 12 * MIB),  # large: rounded to 2 MiB
-        ([11 * MIB, 100, 3 * MIB], 34 * MIB),
+        ([11 * MIB] * 3, 40 * MIB),  # side by side, not a segment each
+        ([11 * MIB, 100, 3 * MIB, 1000 * MIB + 1], 1022 * MIB),
     ],
 )
 def test_torch_reserved(sizes, reserved):
@@ -394,7 +393,8 @@ def test_kivi4_keys_copy_the_gathered_rows_once_more(
 ):
     """kivi4's prefill appends the chunk's exact rows (512 and a page of 64) to the gathered
     K, then to V (torch.cat, one at a time: the gathered and the longer copy of one alive at
-    once), and its masks have those rows as more keys."""
+    once), keeps those rows (K and V) until the next layer's write, and its masks have them
+    as more keys."""
     profile = HearthProfile.of(synthetic_info(shape, "Q4_K_M"))
 
     def prefill(k: str) -> int:
@@ -402,4 +402,5 @@ def test_kivi4_keys_copy_the_gathered_rows_once_more(
 
     one_kv, scratch = heads * 65536 * dim * 2, heads * 576 * dim * 2
     masks = windows * 2 * group * 512 * 576
-    assert prefill("kivi4") - prefill("rot4") == one_kv + 2 * scratch + masks
+    kept = 2 * scratch  # K's and V's, one layer's
+    assert prefill("kivi4") - prefill("rot4") == one_kv + 2 * scratch + kept + masks

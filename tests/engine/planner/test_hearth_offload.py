@@ -11,7 +11,7 @@ import pytest
 
 from engine.planner import DeviceBudget, Planner, PlanRequest, engine_table
 from engine.planner.engine_choice import plan_engines
-from engine.planner.hearth_memory import HearthConfig, HearthProfile, hearth_items
+from engine.planner.hearth_memory import HearthConfig, HearthProfile, hearth_estimate, hearth_items
 from engine.planner.hearth_offload import (
     OffloadCosts,
     choose_placement,
@@ -123,6 +123,23 @@ def test_experts_in_ram_leave_the_gpu_for_pinned_host_memory(qwen3_moe):
                                                 expert_cache_slots=128))  # fmt: skip
     assert full.weights == on_gpu.weights
     assert qwen3_moe.expert_bytes == max(per_layer) // 128
+
+
+def test_the_gpu_maps_pinned_experts_at_two_mib_a_gib(qwen3_moe):
+    """8 bytes of device memory for each 4 KiB page pinned: 34 MiB for the 16.3 GiB of 48
+    layers' experts (the H200 run's CUDA context was 34 MiB above that of a load without)."""
+    config = HearthConfig(4096, ram_expert_layers=48)
+    items = hearth_items(qwen3_moe, config)
+    assert items.pinned_mapping == items.host_experts // 4096 * 8
+    assert 32 * 2**20 < items.pinned_mapping < 34 * 2**20
+    on_gpu = hearth_items(qwen3_moe, HearthConfig(4096))
+    assert on_gpu.pinned_mapping == 0
+    running = items.kv_reserved + items.decode_workspace + items.prefill_workspace
+    overhead = items.context + items.pinned_mapping
+    assert items.gpu_total == items.weights_reserved + max(items.load_transient, running) + (
+        overhead
+    )
+    assert hearth_estimate(qwen3_moe, config).gpus[0].total == items.gpu_total
 
 
 def h200(gib: float, **options) -> PlanRequest:
