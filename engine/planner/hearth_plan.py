@@ -246,9 +246,11 @@ def predicted_speed(
     experts: tuple[int, int],
     gpu_bandwidth_gbps: float | None,
     costs: OffloadCosts | None = None,
+    cpu_picks: int = 0,
 ) -> OffloadSpeed:
-    """The decode speed hearth_offload.offload_speed predicts for this placement, with the KV
-    cache read at half the context (a conversation's average)."""
+    """The decode speed hearth_offload.offload_speed predicts for this placement (`cpu_picks`
+    of each layer in RAM's picks computed by the CPU), with the KV cache read at half the
+    context (a conversation's average)."""
     info, moe = profile.info, profile.config.moe
     tied = info.tensor("output.weight") is None
     # every matrix but the experts and the embedding (one row a token), the output matrix once
@@ -266,6 +268,7 @@ def predicted_speed(
         slots=experts[1],
         gpu_bandwidth_gbps=gpu_bandwidth_gbps or UNKNOWN_GPU_BANDWIDTH_GBPS,
         costs=costs or OFFLOAD_COSTS,
+        cpu_picks=cpu_picks,
     )
 
 

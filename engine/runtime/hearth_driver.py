@@ -254,8 +254,8 @@ class HearthContext:
         self._torch = torch
         self._fixed_shapes = hearth.device != "cpu"
         # the decode step as one CUDA graph (engine/hearth/decode_graph.py), captured on first use
-        # (not with experts in RAM behind a cache, or computed on the CPU: a step reads its
-        # routing back, to pick the experts to copy or to hand them to the CPU)
+        # (not with experts in RAM behind a cache: a step reads its routing back to pick the
+        # experts to copy; experts the CPU computes are a host function inside the graph)
         self._use_graph = (
             hearth.device.startswith("cuda")
             and os.environ.get(GRAPH_ENV) != "0"
