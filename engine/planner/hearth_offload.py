@@ -64,6 +64,10 @@ class OffloadCosts:
     # (estimated: 11-88 us of ggml's own overhead measured on a loaded 2-core machine,
     # benchmarks/cpu_experts.py; the host node's latency is unmeasured)
     host_call_s: float = 60e-6
+    # what the host's memory delivers to both pipes together (the CPU's reads and the bus's
+    # come from the same DRAM): not measured; a server's 8-12 DDR5 channels give 300-450 GB/s
+    # nominal, a dual-channel desktop 60-90
+    host_memory_gbps: float = 150.0
     # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
     # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
     # a layer of launches from Python
@@ -184,7 +188,8 @@ def cpu_ram_layer_seconds(cpu_picks: int, k: int, expert_bytes: int,
     m = min(cpu_picks, k)
     cpu = m * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.host_call_s if m else 0.0
     bus = (k - m) * expert_bytes / (costs.host_link_gbps * GB * costs.in_place_efficiency)
-    return max(cpu, bus)
+    dram = k * expert_bytes / (costs.host_memory_gbps * GB)
+    return max(cpu, bus, dram)
 
 
 def best_cpu_picks(k: int, expert_bytes: int, costs: OffloadCosts = OFFLOAD_COSTS) -> int:
