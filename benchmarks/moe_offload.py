@@ -70,7 +70,8 @@ def plan_for_card(model: str, budget: int, n_ctx: int, gpu_gbps: float) -> dict:
     out = {"budget": budget, "hearth_fits": hearth.fits, "llama_fits": llama.fits}
     if hearth.fits:
         c = hearth.choice
-        out.update(n_ctx=c.n_ctx, chosen=(c.n_cpu_expert_layers, c.expert_cache_slots),
+        out.update(n_ctx=c.n_ctx,
+                   chosen=(c.n_cpu_expert_layers, c.expert_cache_slots, c.expert_cpu_picks),
                    placements=both_placements(info, request, c.n_ctx, gpu_gbps))  # fmt: skip
     else:
         out["hearth_reason"] = " ".join(hearth.reasons)
@@ -199,8 +200,11 @@ def run_hearth(args) -> dict:
 
         steps(n_prompt, n_warm)  # warm-up: the decode kernels' first launches
         before = offload_stats(model.layers)
+        host_before = host_time(model.layers)
         seconds = steps(n_prompt + n_warm, n_steps)
         after = offload_stats(model.layers)
+        host_after = host_time(model.layers)
+        host_calls, host_seconds = host_after[0] - host_before[0], host_after[1] - host_before[1]
     per_token = {k: (after[k] - before[k]) / n_steps for k in ("hits", "misses", "bytes_copied")}
     profile = hearth_profile(info)
     costs = dataclasses.replace(OFFLOAD_COSTS, host_link_gbps=link)
@@ -221,6 +225,9 @@ def run_hearth(args) -> dict:
         "cpu_picks": args.cpu_picks,
         "k": k,
         "cpu_threads": args.cpu_threads,
+        # ggml's time inside the host functions, per call (a layer's share of a token)
+        "host_us_per_layer_token": host_seconds / host_calls * 1e6 if host_calls else 0.0,
+        "host_calls_per_token": host_calls / n_steps,
         "host_function_errors": [str(e) for layer in on_cpu for e in layer.errors()][:3],
         "hits_per_token": per_token["hits"],
         "misses_per_token": per_token["misses"],
@@ -234,6 +241,16 @@ def run_hearth(args) -> dict:
         "peak_allocated": torch.cuda.max_memory_allocated() if gpu else 0,
         "reserved": torch.cuda.memory_reserved() if gpu else 0,
     }
+
+
+def host_time(layers) -> tuple[int, float]:
+    """(calls, seconds) of the host functions of the layers whose experts the CPU computes."""
+    found = [
+        layer.moe.experts.host_time()
+        for layer in layers
+        if layer.moe is not None and hasattr(layer.moe.experts, "host_time")
+    ]
+    return sum(c for c, _ in found), sum(s for _, s in found)
 
 
 def hearth_in_child(args, placement: dict, n_ctx: int) -> dict:
@@ -272,7 +289,7 @@ def llama_bench(model: str, ncmoe: int, threads: int, timeout: float) -> dict:
 
 def settings_around(n: int, n_layer: int) -> list[int]:
     """The planner's --n-cpu-moe and its neighbours (fewer first: they may not fit), and all."""
-    return sorted({max(0, min(n_layer, n + d)) for d in (-2, 0, 2, 6)} | {n_layer})
+    return sorted({max(0, min(n_layer, n + d)) for d in (-4, -2, 0, 2)} | {n_layer})
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -290,9 +307,12 @@ def show(args) -> int:
               f"{budget / GIB:.2f} GiB, context {args.ctx}", flush=True)  # fmt: skip
         runs = []
         if plan["hearth_fits"]:
-            print(f"planner, Hearth: chose (layers in RAM, slots) = {tuple(plan['chosen'])}",
+            print(f"planner, Hearth: chose (layers in RAM, slots, picks on the CPU) = "
+                  f"{tuple(plan['chosen'])}",
                   flush=True)  # fmt: skip
             placements = plan["placements"] + cpu_placements(args, plan)
+            if args.skip_cache:
+                placements = [p for p in placements if not p["slots"]]
             plan["placements"] = placements
             for placement in placements:
                 print(f"  {_placement_text(placement)}: predicted "
@@ -383,10 +403,23 @@ def _hearth_text(r: dict) -> str:
         f"GB/s; planner's prediction at that rate {r['predicted_at_measured_link']:.1f} tok/s"
         + (
             ""
-            if r["slots"]
+            if r["slots"] or r.get("cpu_picks")
             else f"; experts read in place at {r['bus_gbps_if_in_place']:.1f} GB/s over the run"
         )
+        + _host_text(r)
     )
+
+
+def _host_text(r: dict) -> str:
+    if not r.get("cpu_picks"):
+        return ""
+    text = (
+        f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "
+        f"({r['host_calls_per_token']:.0f} calls a token, {r['cpu_threads']} threads)"
+    )
+    if r["host_function_errors"]:
+        text += f"; HOST FUNCTION ERRORS: {r['host_function_errors']}"
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -417,6 +450,11 @@ def main(argv: list[str] | None = None) -> int:
         default=max(1, (os.cpu_count() or 16) - 1),
         help="ggml's threads for experts on the CPU (default: the cores less "
         "the one the step's own thread takes)",
+    )
+    parser.add_argument(
+        "--skip-cache",
+        action="store_true",
+        help="show: leave the planner's cached placement out (its steps run eagerly: slow)",
     )
     parser.add_argument(
         "--fewer",

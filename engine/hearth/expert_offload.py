@@ -37,6 +37,7 @@ from __future__ import annotations
 import ctypes
 import dataclasses
 import functools
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -294,7 +295,9 @@ class _HostCall:
     copies to and from them are asynchronous and capturable) and the host function that runs
     ggml over them. The function calls no CUDA (a host node must not): it copies nothing but
     host memory and runs ggml's graph. A failure is kept in `error` and the output filled with
-    NaN, so that a captured step that failed shows it in its logits."""
+    NaN, so that a captured step that failed shows it in its logits. `calls` and `seconds`
+    count the function's runs and their time (for measurements: what ggml costs inside the
+    step)."""
 
     def __init__(self, experts, n_tokens: int, k: int, pin: bool):
         def buffer(width: int, dtype: torch.dtype) -> torch.Tensor:
@@ -305,14 +308,18 @@ class _HostCall:
         self.weights = buffer(k, torch.float32)
         self.out = buffer(experts.n_embd, torch.float32)
         self.error: BaseException | None = None
+        self.calls, self.seconds = 0, 0.0
         at = (self.x.data_ptr(), self.ids.data_ptr(), self.weights.data_ptr(), self.out.data_ptr())
 
         def compute(_user_data) -> None:
+            started = time.perf_counter()
             try:
                 experts.run_at(n_tokens, k, *at)
             except BaseException as exc:  # nothing may escape into the driver's thread
                 self.error = exc
                 self.out.fill_(float("nan"))
+            self.calls += 1
+            self.seconds += time.perf_counter() - started
 
         self.compute = compute
         self.host_fn = _HOST_FN(compute) if pin else None  # kept alive with the graphs using it
@@ -351,6 +358,11 @@ class ExpertsOnCpu:
         if self.gpu is None or self.cpu_picks is None:
             return k
         return max(0, min(k, self.cpu_picks))
+
+    def host_time(self) -> tuple[int, float]:
+        """(calls, seconds) of this layer's host functions so far."""
+        calls = list(self._calls.values())
+        return sum(c.calls for c in calls), sum(c.seconds for c in calls)
 
     def errors(self) -> list[BaseException]:
         """What the host functions raised (a captured step cannot raise it itself)."""
