@@ -371,7 +371,12 @@ def experts_in_ram_reasons(
     )  # fmt: skip
     ram = host_expert_bytes(profile, config)
     cache = experts[0] * experts[1] * profile.expert_bytes
-    pinned = "pinned" if not picks or picks < moe.n_expert_used else "with ggml's copy"
+    if not picks:
+        pinned = "pinned"
+    elif picks < moe.n_expert_used:
+        pinned = "the GPU's pinned copy and ggml's"
+    else:
+        pinned = "ggml's copy"
     if picks:
         how = cpu_share_text(picks, moe.n_expert_used)
         if picks < moe.n_expert_used:
