@@ -232,11 +232,13 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
     options = [(in_place, 0)] if in_place is not None else []
     cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
     options += [cached] if cached is not None else []
-    if cpu_experts_available():
+    if cpu_experts_available() and in_place is not None:
+        # the GPU holds the same as read in place (the layers' experts are off it either way);
+        # host memory holds ggml's copy too, which more layers would only make larger
         k = moe.n_expert_used
         for picks in sorted({best_cpu_picks(k, profile.expert_bytes, OFFLOAD_COSTS), k} - {0}):
-            ram = fewest_ram_layers(fits_with(picks), n, 0)
-            options += [(ram, 0, picks)] if ram is not None else []
+            if fits_with(picks)(in_place, 0):
+                options.append((in_place, 0, picks))
     if not options:  # cannot happen once the leanest fits; kept for safety
         return None
     bandwidth = search.request.gpus[0].bandwidth_gbps
