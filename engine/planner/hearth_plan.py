@@ -13,8 +13,9 @@ the GPU, or computed by the CPU (ggml, where its library is here), or split betw
 and the GPU's in-place read (engine/planner/hearth_offload.py): then the longest context is the
 one the leanest placement fits (every layer's experts in RAM), and at that context the fastest
 (predicted) of the fewest layers read in place, the fewest layers with the most cache slots,
-the fewest with their experts on the CPU, and the fewest with the best split of each token's
-picks; the plan predicts its decode speed. A placement is (layers in RAM, cache slots[, picks
+and as many layers as read in place with their experts on the CPU or with the best split of
+each token's picks (where the host holds ggml's copy too); the plan predicts its decode
+speed. A placement is (layers in RAM, cache slots[, picks
 the CPU computes]). Only pairs whose quality was
 measured (engine_table) are picked; the Model page may still choose any pair the engine holds
 (engine/planner/manual.py plans that choice).
@@ -213,7 +214,7 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
     """(context, placement) for one pair with experts in RAM: the longest context the leanest
     placement fits (every layer's experts read in place), and at that context the fastest of
     the fewest layers read in place, the fewest layers with the most cache slots and, where
-    ggml is here, the fewest layers computed by the CPU and split at the best share (module
+    ggml is here, as many layers computed by the CPU and split at the best share (module
     docstring); None when not even the leanest placement fits `lo` tokens."""
     moe, n = profile.config.moe, profile.config.n_layer
     n_ctx = _longest(profile, search, pair, lo, target, (n, 0))
