@@ -101,10 +101,10 @@ HOG = str(Path(__file__).with_name("gpu_memory.py"))
 
 
 class Engine:
-    def __init__(self, path: str, device: str = "cuda", experts: tuple[int, int] = ON_GPU):
-        """`experts`: (layers whose experts stay in RAM, cache slots per such layer), the
-        placement handed to Transformer.load as the driver does (hearth_driver.py
-        _load_transformer)."""
+    def __init__(self, path: str, device: str = "cuda", experts: tuple[int, ...] = ON_GPU):
+        """`experts`: (layers whose experts stay in RAM, cache slots per such layer[, picks
+        the CPU computes]), the placement handed to Transformer.load as the driver does
+        (hearth_driver.py _load_transformer)."""
         import torch
 
         from engine.hearth.config import model_config
@@ -119,7 +119,11 @@ class Engine:
         self.config = model_config(self.info)
         self.tensors = GGUFTensors(path, self.info)
         self.ops = select_ops(device)
-        placement = ExpertPlacement(*experts)
+        ram, slots, *picks = experts
+        k = self.config.moe.n_expert_used if self.config.moe is not None else 0
+        cpu = picks[0] if picks else 0
+        placement = ExpertPlacement(ram, slots, on_cpu=cpu > 0,
+                                    cpu_picks=cpu if 0 < cpu < k else None)  # fmt: skip
         if self.config.moe is not None:
             placement.check(self.config.moe.n_expert, self.config.moe.n_expert_used)
         self.transformer = Transformer.load(self.config, self.tensors, self.ops, experts=placement)
@@ -354,7 +358,10 @@ def plan_card(info, request: PlanRequest, type_k: str, type_v: str) -> tuple[int
     n_ctx = longest_context(info, request, type_k, type_v)
     if n_ctx:
         return n_ctx, ON_GPU
-    return longest_context_experts_in_ram(info, request, type_k, type_v)  # dense: (0, ON_GPU)
+    n_ctx, experts = longest_context_experts_in_ram(info, request, type_k, type_v)
+    # the layers' experts leave the GPU alike whoever computes them (the CPU placements' own
+    # host copies aside): measured here read in place
+    return n_ctx, experts[:2]  # dense: (0, ON_GPU)
 
 
 def _verify_in_child(

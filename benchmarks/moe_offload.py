@@ -10,8 +10,13 @@ same free VRAM, with the planner's predictions beside both.
    less the safety margin; --ctx tokens) both ways: the fewest layers whose experts the GPU
    reads in place over PCIe, and the fewest layers with the most cache slots that fit
    (engine/planner/hearth_offload.py), each with its predicted speed; and llama.cpp's own
-   plan (its --n-cpu-moe count and predicted speed).
-3. For each of the two, in a child process (its memory given back when it ends): the pinned
+   plan (its --n-cpu-moe count and predicted speed). Beside them, at the in-place count of
+   layers: those layers' experts computed by the CPU (ggml, --cpu-threads; a host node in
+   the decode graph: expert_offload.ExpertsOnCpu), and each split of --cpu-picks (that many
+   of a token's picks on the CPU, the rest read in place by the GPU at the same time); the
+   first split also at --fewer layers fewer (nearer llama.cpp's count: fails where it does
+   not fit).
+3. For each, in a child process (its memory given back when it ends): the pinned
    host -> device copy rate; the model loaded with that placement; 64 prompt tokens and 16
    decode steps to warm up; then tg128: 128 decode steps, each fed a random token (as
    llama-bench's tg does: a greedy loop over random weights settles on one token and would
@@ -41,7 +46,12 @@ from engine.gguf import read_model_info
 from engine.planner import DeviceBudget, Planner, PlanRequest, safety_margin
 from engine.planner.engine_choice import plan_engines
 from engine.planner.hearth_memory import HearthConfig, hearth_estimate
-from engine.planner.hearth_offload import OFFLOAD_COSTS, choose_placement, fewest_ram_layers
+from engine.planner.hearth_offload import (
+    OFFLOAD_COSTS,
+    best_cpu_picks,
+    choose_placement,
+    fewest_ram_layers,
+)
 from engine.planner.hearth_plan import hearth_profile, plan_hearth, predicted_speed
 from engine.planner.search import Search
 
@@ -60,7 +70,8 @@ def plan_for_card(model: str, budget: int, n_ctx: int, gpu_gbps: float) -> dict:
     out = {"budget": budget, "hearth_fits": hearth.fits, "llama_fits": llama.fits}
     if hearth.fits:
         c = hearth.choice
-        out.update(n_ctx=c.n_ctx, chosen=(c.n_cpu_expert_layers, c.expert_cache_slots),
+        out.update(n_ctx=c.n_ctx,
+                   chosen=(c.n_cpu_expert_layers, c.expert_cache_slots, c.expert_cpu_picks),
                    placements=both_placements(info, request, c.n_ctx, gpu_gbps))  # fmt: skip
     else:
         out["hearth_reason"] = " ".join(hearth.reasons)
@@ -140,7 +151,11 @@ def run_hearth(args) -> dict:
     link = pinned_copy_gbps(torch) if gpu else OFFLOAD_COSTS.host_link_gbps
     info = read_model_info(args.model)
     config = model_config(info)
-    placement = ExpertPlacement(args.ram_layers, args.slots)
+    k = config.moe.n_expert_used
+    placement = ExpertPlacement(
+        args.ram_layers, args.slots, on_cpu=args.cpu_picks > 0, cpu_threads=args.cpu_threads,
+        cpu_picks=args.cpu_picks if 0 < args.cpu_picks < k else None,
+    )  # fmt: skip
     ops = select_ops(device)
     tensors = GGUFTensors(args.model, info)
     started = time.perf_counter()
@@ -185,13 +200,19 @@ def run_hearth(args) -> dict:
 
         steps(n_prompt, n_warm)  # warm-up: the decode kernels' first launches
         before = offload_stats(model.layers)
+        host_before = host_time(model.layers)
         seconds = steps(n_prompt + n_warm, n_steps)
         after = offload_stats(model.layers)
+        host_after = host_time(model.layers)
+        host_calls, host_seconds = host_after[0] - host_before[0], host_after[1] - host_before[1]
     per_token = {k: (after[k] - before[k]) / n_steps for k in ("hits", "misses", "bytes_copied")}
     profile = hearth_profile(info)
     costs = dataclasses.replace(OFFLOAD_COSTS, host_link_gbps=link)
     experts = (args.ram_layers, args.slots)
-    predicted = predicted_speed(profile, ("f16", "f16"), args.ctx, experts, args.gpu_gbps, costs)
+    predicted = predicted_speed(profile, ("f16", "f16"), args.ctx, experts, args.gpu_gbps, costs,
+                                cpu_picks=args.cpu_picks)  # fmt: skip
+    on_cpu = [layer.moe.experts for layer in model.layers
+              if layer.moe is not None and hasattr(layer.moe.experts, "errors")]  # fmt: skip
     return {
         "ok": True,
         "pinned_h2d_gbps": link,
@@ -201,6 +222,13 @@ def run_hearth(args) -> dict:
         "cuda_graph": graph is not None,
         "ram_layers": args.ram_layers,
         "slots": args.slots,
+        "cpu_picks": args.cpu_picks,
+        "k": k,
+        "cpu_threads": args.cpu_threads,
+        # ggml's time inside the host functions, per call (a layer's share of a token)
+        "host_us_per_layer_token": host_seconds / host_calls * 1e6 if host_calls else 0.0,
+        "host_calls_per_token": host_calls / n_steps,
+        "host_function_errors": [str(e) for layer in on_cpu for e in layer.errors()][:3],
         "hits_per_token": per_token["hits"],
         "misses_per_token": per_token["misses"],
         "mib_copied_per_token": per_token["bytes_copied"] / MIB,
@@ -215,9 +243,21 @@ def run_hearth(args) -> dict:
     }
 
 
+def host_time(layers) -> tuple[int, float]:
+    """(calls, seconds) of the host functions of the layers whose experts the CPU computes."""
+    found = [
+        layer.moe.experts.host_time()
+        for layer in layers
+        if layer.moe is not None and hasattr(layer.moe.experts, "host_time")
+    ]
+    return sum(c for c, _ in found), sum(s for _, s in found)
+
+
 def hearth_in_child(args, placement: dict, n_ctx: int) -> dict:
     cmd = [sys.executable, "-m", "benchmarks.moe_offload", "hearth", "--model", args.model,
            "--ram-layers", str(placement["ram_layers"]), "--slots", str(placement["slots"]),
+           "--cpu-picks", str(placement.get("cpu_picks", 0)),
+           "--cpu-threads", str(args.cpu_threads),
            "--ctx", str(n_ctx), "--gpu-gbps", str(args.gpu_gbps)]  # fmt: skip
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.hearth_timeout)
@@ -249,7 +289,7 @@ def llama_bench(model: str, ncmoe: int, threads: int, timeout: float) -> dict:
 
 def settings_around(n: int, n_layer: int) -> list[int]:
     """The planner's --n-cpu-moe and its neighbours (fewer first: they may not fit), and all."""
-    return sorted({max(0, min(n_layer, n + d)) for d in (-2, 0, 2, 6)} | {n_layer})
+    return sorted({max(0, min(n_layer, n + d)) for d in (-4, -2, 0, 2)} | {n_layer})
 
 
 # -- the run --------------------------------------------------------------------------------------
@@ -267,9 +307,14 @@ def show(args) -> int:
               f"{budget / GIB:.2f} GiB, context {args.ctx}", flush=True)  # fmt: skip
         runs = []
         if plan["hearth_fits"]:
-            print(f"planner, Hearth: chose (layers in RAM, slots) = {tuple(plan['chosen'])}",
+            print(f"planner, Hearth: chose (layers in RAM, slots, picks on the CPU) = "
+                  f"{tuple(plan['chosen'])}",
                   flush=True)  # fmt: skip
-            for placement in plan["placements"]:
+            placements = plan["placements"] + cpu_placements(args, plan)
+            if args.skip_cache:
+                placements = [p for p in placements if not p["slots"]]
+            plan["placements"] = placements
+            for placement in placements:
                 print(f"  {_placement_text(placement)}: predicted "
                       f"{placement['predicted']:.1f} tok/s at "
                       f"{OFFLOAD_COSTS.host_link_gbps:g} GB/s", flush=True)  # fmt: skip
@@ -307,7 +352,40 @@ def show(args) -> int:
     return 0 if any(r.get("ok") for r in result.get("hearth", ())) else 1
 
 
+def cpu_placements(args, plan: dict) -> list[dict]:
+    """At the planner's in-place count of layers: all picks on the CPU, then each split of
+    args.cpu_picks (the planner's best share first where none is given), the first split
+    also at args.fewer layers fewer; each with the planner's prediction."""
+    in_place = [p for p in plan["placements"] if not p["slots"]]
+    if not in_place or args.cpu_picks_list == "none":
+        return []
+    info = read_model_info(args.model)
+    profile = hearth_profile(info)
+    k = profile.config.moe.n_expert_used
+    n = in_place[0]["ram_layers"]
+    picks = [int(m) for m in args.cpu_picks_list.split(",") if m]
+    if not picks:
+        picks = [best_cpu_picks(k, profile.expert_bytes)]
+    found = [(n, k)] + [(n, m) for m in picks if 0 < m < k]
+    if args.fewer and len(found) > 1:
+        found.append((max(1, n - args.fewer), found[1][1]))
+    return [
+        {"ram_layers": ram, "slots": 0, "cpu_picks": m, "k": k,
+         "predicted": predicted_speed(profile, ("f16", "f16"), plan["n_ctx"], (ram, 0),
+                                      args.gpu_gbps, cpu_picks=m).tokens_per_second}
+        for ram, m in found
+    ]  # fmt: skip
+
+
 def _placement_text(p: dict) -> str:
+    m = p.get("cpu_picks", 0)
+    if m:
+        how = (
+            "computed by the CPU (a host node)"
+            if m >= p.get("k", m)
+            else f"{m} of {p['k']} picks a token on the CPU, the rest read in place"
+        )
+        return f"experts of {p['ram_layers']} layers in RAM, {how}"
     how = f"{p['slots']} cache slots each" if p["slots"] else "read in place"
     return f"experts of {p['ram_layers']} layers in RAM, {how}"
 
@@ -325,10 +403,23 @@ def _hearth_text(r: dict) -> str:
         f"GB/s; planner's prediction at that rate {r['predicted_at_measured_link']:.1f} tok/s"
         + (
             ""
-            if r["slots"]
+            if r["slots"] or r.get("cpu_picks")
             else f"; experts read in place at {r['bus_gbps_if_in_place']:.1f} GB/s over the run"
         )
+        + _host_text(r)
     )
+
+
+def _host_text(r: dict) -> str:
+    if not r.get("cpu_picks"):
+        return ""
+    text = (
+        f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "
+        f"({r['host_calls_per_token']:.0f} calls a token, {r['cpu_threads']} threads)"
+    )
+    if r["host_function_errors"]:
+        text += f"; HOST FUNCTION ERRORS: {r['host_function_errors']}"
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,6 +432,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 16)
     parser.add_argument("--ram-layers", type=int, default=0)
     parser.add_argument("--slots", type=int, default=0)
+    parser.add_argument(
+        "--cpu-picks",
+        type=int,
+        default=0,
+        help="hearth mode: picks a token the CPU computes (0: none)",
+    )
+    parser.add_argument(
+        "--cpu-picks-list",
+        default="4,5",
+        help="show: the splits to run beside (comma-separated; empty: the "
+        "planner's best; 'none': no CPU placements)",
+    )
+    parser.add_argument(
+        "--cpu-threads",
+        type=int,
+        default=max(1, (os.cpu_count() or 16) - 1),
+        help="ggml's threads for experts on the CPU (default: the cores less "
+        "the one the step's own thread takes)",
+    )
+    parser.add_argument(
+        "--skip-cache",
+        action="store_true",
+        help="show: leave the planner's cached placement out (its steps run eagerly: slow)",
+    )
+    parser.add_argument(
+        "--fewer",
+        type=int,
+        default=2,
+        help="show: the first split also at this many layers fewer in RAM",
+    )
     parser.add_argument("--device", default="cuda", help="hearth mode: cpu for a check")
     parser.add_argument("--hearth-timeout", type=float, default=150.0)
     parser.add_argument("--llama-timeout", type=float, default=60.0)

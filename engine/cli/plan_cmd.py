@@ -255,11 +255,12 @@ def print_plan(result: Plan, out: TextIO) -> None:
             f"engine={s.engine}\n"
         )
         if s.ram_expert_layers:
-            how = (
-                f"{s.expert_cache_slots} cached on the GPU per layer"
-                if s.expert_cache_slots
-                else "read in place over PCIe"
-            )
+            if s.expert_cache_slots:
+                how = f"{s.expert_cache_slots} cached on the GPU per layer"
+            elif s.expert_cpu_picks:
+                how = f"{s.expert_cpu_picks} of each token's picks computed by the CPU"
+            else:
+                how = "read in place over PCIe"
             out.write(f"  experts in RAM: the last {s.ram_expert_layers} layers', {how}\n")
         for pattern, buft in s.tensor_buft_overrides:
             out.write(f"  override: {pattern} -> {buft}\n")

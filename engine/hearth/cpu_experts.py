@@ -307,14 +307,22 @@ class CpuExperts:
         if n_tokens == 0:
             return np.zeros((0, self.n_embd), np.float32)
         out = np.empty((n_tokens, self.n_embd), np.float32)
+        self.run_at(n_tokens, k, x.ctypes.data, ids.ctypes.data, weights.ctypes.data,
+                    out.ctypes.data)  # fmt: skip
+        return out
+
+    def run_at(self, n_tokens: int, k: int, x: int, ids: int, weights: int, out: int) -> None:
+        """`run` over buffers at host addresses, unchecked: x float32 [n_tokens, n_embd], ids
+        int32 and weights float32 [n_tokens, k], out float32 [n_tokens, n_embd] (written).
+        What a CUDA host function calls (expert_offload.ExpertsOnCpu): no numpy, no CUDA; the
+        ids must be in range (a top-k over the router's n_expert rows is)."""
         with self.cpu.lock:  # the graph's buffers are the layer's: one call at a time
             graph = self._graph(n_tokens, k)
-            ctypes.memmove(graph.x, x.ctypes.data, x.nbytes)
-            ctypes.memmove(graph.ids, ids.ctypes.data, ids.nbytes)
-            ctypes.memmove(graph.weights, weights.ctypes.data, weights.nbytes)
+            ctypes.memmove(graph.x, x, n_tokens * self.n_embd * 4)
+            ctypes.memmove(graph.ids, ids, n_tokens * k * 4)
+            ctypes.memmove(graph.weights, weights, n_tokens * k * 4)
             self.cpu.compute(graph.graph)
-            ctypes.memmove(out.ctypes.data, graph.out, out.nbytes)
-        return out
+            ctypes.memmove(out, graph.out, n_tokens * self.n_embd * 4)
 
     def _graph(self, n_tokens: int, k: int) -> _Graph:
         key = (n_tokens, k)

@@ -34,7 +34,10 @@ the model eagerly (Transformer.routes_on_host).
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
+import functools
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,12 +51,16 @@ class ExpertPlacement:
     the last `ram_layers` layers' in host memory, each with `cache_slots` experts on the device
     (llama.cpp's --n-cpu-moe counts layers from the end the same way). `on_cpu`: those layers'
     experts are computed by the CPU from the file's mapped blocks instead (ExpertsOnCpu, as
-    llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: the physical cores)."""
+    llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: the physical cores);
+    `cpu_picks` (1..k-1) splits each token's k picks of those layers: that many computed by
+    the CPU, the others read in place by the GPU at the same time (ExpertsOnCpu); None: all k
+    on the CPU."""
 
     ram_layers: int = 0
     cache_slots: int = 0
     on_cpu: bool = False
     cpu_threads: int | None = None
+    cpu_picks: int | None = None
 
     def in_ram(self, layer: int, n_layer: int) -> bool:
         return layer >= n_layer - self.ram_layers
@@ -65,6 +72,13 @@ class ExpertPlacement:
         if self.on_cpu and slots:
             raise ValueError(
                 f"experts computed on the CPU take no device cache ({slots} slots asked)"
+            )
+        if self.cpu_picks is not None and (
+            not self.on_cpu or not 0 < self.cpu_picks < n_expert_used
+        ):
+            raise ValueError(
+                f"{self.cpu_picks} of {n_expert_used} picks on the CPU: a split gives the CPU "
+                f"between 1 and {n_expert_used - 1} of them (on_cpu), or none is set"
             )
         if self.ram_layers and slots and not n_expert_used <= slots <= n_expert:
             raise ValueError(
@@ -268,34 +282,160 @@ class RamExperts:
                 )
 
 
+# Steps of at most this many tokens (decode, a batch's step, a speculative check) hand the CPU's
+# share to a host function in the step's stream (capturable in a CUDA graph); longer ones (a
+# prefill chunk) read their routing back and, where the GPU can read the layer in place, give
+# it every pick: a chunk's picks cover most experts, which the GPU reads once each over the bus
+# where ggml would compute every (token, expert) pair on the CPU.
+HOST_CALL_MAX_TOKENS = 16
+
+
+class _HostCall:
+    """One token count's host buffers for a layer's CPU experts (pinned on a GPU: the step's
+    copies to and from them are asynchronous and capturable) and the host function that runs
+    ggml over them. The function calls no CUDA (a host node must not): it copies nothing but
+    host memory and runs ggml's graph. A failure is kept in `error` and the output filled with
+    NaN, so that a captured step that failed shows it in its logits. `calls` and `seconds`
+    count the function's runs and their time (for measurements: what ggml costs inside the
+    step)."""
+
+    def __init__(self, experts, n_tokens: int, k: int, pin: bool):
+        def buffer(width: int, dtype: torch.dtype) -> torch.Tensor:
+            return torch.empty((n_tokens, width), dtype=dtype, pin_memory=pin)
+
+        self.x = buffer(experts.n_embd, torch.float32)
+        self.ids = buffer(k, torch.int32)
+        self.weights = buffer(k, torch.float32)
+        self.out = buffer(experts.n_embd, torch.float32)
+        self.error: BaseException | None = None
+        self.calls, self.seconds = 0, 0.0
+        at = (self.x.data_ptr(), self.ids.data_ptr(), self.weights.data_ptr(), self.out.data_ptr())
+
+        def compute(_user_data) -> None:
+            started = time.perf_counter()
+            try:
+                experts.run_at(n_tokens, k, *at)
+            except BaseException as exc:  # nothing may escape into the driver's thread
+                self.error = exc
+                self.out.fill_(float("nan"))
+            self.calls += 1
+            self.seconds += time.perf_counter() - started
+
+        self.compute = compute
+        self.host_fn = _HOST_FN(compute) if pin else None  # kept alive with the graphs using it
+
+
 @dataclass
 class ExpertsOnCpu:
     """One layer's routed experts computed on the CPU by ggml's kernels over the file's mapped
-    blocks, or ggml's repacked copy of them (engine/hearth/cpu_experts.py). A step copies x,
-    the picked ids and their weights to the host (a synchronisation when they are on a GPU:
-    the step cannot be one CUDA graph), computes the weighted sum there and copies it back to
-    x's device in x's dtype.
-    docs/decisions/0020-experts-in-ram.md has how a GPU step would overlap it."""
+    blocks, or ggml's repacked copy of them (engine/hearth/cpu_experts.py), for the first
+    `cpu_picks` of each token's k picks (None: all of them); the other picks go to `gpu`, the
+    same experts in pinned host memory read in place by the GPU (ops.prepare_experts_in_ram
+    with no slots), so both pipes read one layer's experts at once
+    (docs/decisions/0020-experts-in-ram.md, "the hybrid step").
+
+    A step of up to HOST_CALL_MAX_TOKENS tokens on a GPU reads nothing back to the host: it
+    copies x, the CPU's picks and their weights into pinned buffers (_HostCall), queues a host
+    function (cuLaunchHostFunc) that runs ggml on them, and copies the sum back, all in the
+    current stream, so a CUDA graph captures the step whole (the host function as a host
+    node). The GPU's picks run meanwhile on a side stream forked from the current one and
+    joined before the two sums are added. On the CPU the same buffers are filled and the
+    function called directly. A longer step (a prefill chunk) gives every pick to `gpu` where
+    there is one, else copies its inputs to the host and waits for ggml's sum."""
 
     experts: object  # cpu_experts.CpuExperts
+    gpu: object | None = None
+    cpu_picks: int | None = None
+    _calls: dict = field(default_factory=dict, repr=False)
+    _side: object = field(default=None, repr=False)
 
     @property
     def n_expert(self) -> int:
         return self.experts.n_expert
 
-    def run(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+    def cpu_share(self, k: int) -> int:
+        """How many of a token's k picks the CPU computes."""
+        if self.gpu is None or self.cpu_picks is None:
+            return k
+        return max(0, min(k, self.cpu_picks))
+
+    def host_time(self) -> tuple[int, float]:
+        """(calls, seconds) of this layer's host functions so far."""
+        calls = list(self._calls.values())
+        return sum(c.calls for c in calls), sum(c.seconds for c in calls)
+
+    def errors(self) -> list[BaseException]:
+        """What the host functions raised (a captured step cannot raise it itself)."""
+        return [call.error for call in self._calls.values() if call.error is not None]
+
+    def run(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
+            gpu_ffn: Callable | None = None) -> torch.Tensor:  # fmt: skip
+        """The picked experts' weighted sum [T, n_embd] in x's dtype; `gpu_ffn` the ops'
+        moe_ffn_selected, for the picks `gpu` computes."""
+        n_tokens, k = ids.shape
+        if n_tokens > HOST_CALL_MAX_TOKENS:
+            if self.gpu is not None and gpu_ffn is not None:
+                return gpu_ffn(x, self.gpu, ids, weights)
+            return self._run_waiting(x, ids, weights)
+        m = self.cpu_share(k) if gpu_ffn is not None else k
+        if m == 0:
+            return gpu_ffn(x, self.gpu, ids, weights)
+        on_gpu = x.device.type == "cuda"
+        if on_gpu and m < k:
+            return self._split_on_gpu(x, ids, weights, m, gpu_ffn)
+        cpu_out = self._queue_cpu(x, ids[:, :m], weights[:, :m])
+        if m == k:
+            return cpu_out.to(x.dtype)
+        gpu_out = gpu_ffn(x, self.gpu, ids[:, m:].contiguous(), weights[:, m:].contiguous())
+        return (cpu_out + gpu_out.float()).to(x.dtype)
+
+    def _split_on_gpu(self, x, ids, weights, m: int, gpu_ffn) -> torch.Tensor:
+        main = torch.cuda.current_stream(x.device)
+        if self._side is None:
+            self._side = torch.cuda.Stream(x.device)
+        side = self._side
+        side.wait_stream(main)  # the routing is done: both halves start from here
+        cpu_out = self._queue_cpu(x, ids[:, :m], weights[:, :m])  # its host node goes first
+        with torch.cuda.stream(side):
+            gpu_out = gpu_ffn(x, self.gpu, ids[:, m:].contiguous(), weights[:, m:].contiguous())
+        main.wait_stream(side)
+        if not torch.cuda.is_current_stream_capturing():
+            gpu_out.record_stream(main)  # made on the side stream, read on this one
+        return (cpu_out + gpu_out.float()).to(x.dtype)
+
+    def _queue_cpu(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
+        """ggml's sum over (ids, weights) as float32 on x's device, queued in the current
+        stream on a GPU (module docstring: nothing waits on the host), done at once on the
+        CPU."""
+        n_tokens, k = ids.shape
+        on_gpu = x.device.type == "cuda"
+        call = self._calls.get((n_tokens, k))
+        if call is None:  # made at the first (eager) step, before any capture
+            call = self._calls[(n_tokens, k)] = _HostCall(self.experts, n_tokens, k, on_gpu)
+        call.x.copy_(x.float(), non_blocking=True)
+        call.ids.copy_(ids.to(torch.int32), non_blocking=True)
+        call.weights.copy_(weights.float(), non_blocking=True)
+        if not on_gpu:
+            call.compute(None)
+            return call.out.clone()
+        launch_host_function(call.host_fn, x.device)
+        return call.out.to(x.device, non_blocking=True)
+
+    def _run_waiting(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
+        """Every pick on the CPU, the inputs read back to the host first (a prefill chunk)."""
         out = self.experts.run(
             x.detach().float().cpu().numpy(), ids.cpu().numpy(), weights.float().cpu().numpy()
         )
         return torch.from_numpy(out).to(device=x.device, dtype=x.dtype)
 
 
-def experts_on_cpu(gate, up, down, activation: str, biases, cpu) -> ExpertsOnCpu:
+def experts_on_cpu(gate, up, down, activation: str, biases, cpu, gpu=None,
+                   cpu_picks: int | None = None) -> ExpertsOnCpu:  # fmt: skip
     """ExpertsOnCpu over QuantExperts as mapped from the file (GGUFTensors.experts with no
     device: torch tensors over the mapping), biases [n_expert, N] or None, on `cpu` (a
     cpu_experts.GgmlCpu); the matrices ggml runs repacked are copied into its repack buffer,
-    the others read where they are mapped. ValueError for experts not in host memory or a
-    layout ggml refuses."""
+    the others read where they are mapped. `gpu` and `cpu_picks`: ExpertsOnCpu's split.
+    ValueError for experts not in host memory or a layout ggml refuses."""
     from engine.hearth.cpu_experts import CpuExperts, ExpertTensor
 
     tensors = []
@@ -312,7 +452,9 @@ def experts_on_cpu(gate, up, down, activation: str, biases, cpu) -> ExpertsOnCpu
     # repacked as llama.cpp repacks its CPU weights: 1.6-1.7x faster than the mapped blocks at one
     # thread (docs/decisions/0020-experts-in-ram.md), for a copy of the repacked matrices
     return ExpertsOnCpu(
-        CpuExperts(*tensors, host_biases, activation=activation, cpu=cpu, repack=True)
+        CpuExperts(*tensors, host_biases, activation=activation, cpu=cpu, repack=True),
+        gpu,
+        cpu_picks,
     )
 
 
@@ -320,10 +462,30 @@ PAGE = 4096
 _CU_MEMHOSTREGISTER_PORTABLE_DEVICEMAP = 0x1 | 0x2
 
 
+@functools.cache
 def _driver():
-    import ctypes
+    driver = ctypes.CDLL("libcuda.so.1")
+    # CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)
+    driver.cuLaunchHostFunc.argtypes = [ctypes.c_void_p, _HOST_FN, ctypes.c_void_p]
+    driver.cuLaunchHostFunc.restype = ctypes.c_int
+    return driver
 
-    return ctypes.CDLL("libcuda.so.1")
+
+# void CUDA_CB (*CUhostFn)(void *userData)
+_HOST_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+
+def launch_host_function(host_fn, device: torch.device) -> None:
+    """Queue `host_fn` (a _HOST_FN) in the device's current stream (cuLaunchHostFunc): it runs
+    on a driver thread once the work queued before it is done, and the work queued after it
+    waits for it; while the stream is captured it becomes the CUDA graph's host node. It must
+    call no CUDA function. It takes the GIL to run (ctypes), so a thread that holds the GIL
+    while it waits on this stream would never see it finish: torch's waits (synchronize,
+    reading a tensor, a graph's replay) release the GIL."""
+    stream = torch.cuda.current_stream(device).cuda_stream
+    status = _driver().cuLaunchHostFunc(ctypes.c_void_p(stream), host_fn, None)
+    if status != 0:
+        raise RuntimeError(f"cuLaunchHostFunc failed ({status})")
 
 
 def pinned_copy(t: torch.Tensor) -> torch.Tensor:
@@ -334,7 +496,6 @@ def pinned_copy(t: torch.Tensor) -> torch.Tensor:
     two registrations share a page; where the driver refuses, torch's pin_memory() instead.
     The driver API, not the runtime's, so that a refusal leaves no error for torch's next
     launch check to find."""
-    import ctypes
     import weakref
 
     nbytes = t.numel() * t.element_size()
@@ -378,8 +539,6 @@ def device_view(host: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A CUDA tensor over a pinned host tensor's own memory (no copy): kernels reading it read
     host memory over the bus. The address is the driver's (cuMemHostGetDevicePointer; with
     unified addressing the host's own)."""
-    import ctypes
-
     if host.device.type != "cpu" or not host.is_contiguous():
         raise ValueError("only a contiguous tensor in pinned host memory can be read in place")
     with torch.cuda.device(device):

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
-from engine.hearth.expert_offload import ExpertPlacement, ExpertsOnCpu, RamExperts
+from engine.hearth.expert_offload import ExpertPlacement, RamExperts
 from engine.hearth.host_dequant import dequantize
 from engine.hearth.kv_cache import TorchKVCache
 from engine.hearth.moe_ops import ExpertWeights
@@ -223,7 +223,7 @@ class Transformer:
             biases = (bias("gate"), bias("up"), bias("down"))
             if in_ram and experts.on_cpu:
                 routed = ops.prepare_experts_on_cpu(
-                    *parts, config.activation, biases, experts.cpu_threads
+                    *parts, config.activation, biases, experts.cpu_threads, experts.cpu_picks
                 )
             elif in_ram:
                 routed = ops.prepare_experts_in_ram(
@@ -320,11 +320,12 @@ class Transformer:
 
     @property
     def routes_on_host(self) -> bool:
-        """Some layer keeps its experts in RAM behind a device cache, or has the CPU compute
-        them: a step then reads the routing back to the host, so it cannot be captured in a
-        CUDA graph (experts read in place can)."""
+        """Some layer keeps its experts in RAM behind a device cache: a step then reads the
+        routing back to the host, so it cannot be captured in a CUDA graph. Experts read in
+        place can, and so can experts the CPU computes (a decode step hands them to a host
+        function in the stream: expert_offload.ExpertsOnCpu)."""
         return any(
-            layer.moe is not None and isinstance(layer.moe.experts, (RamExperts, ExpertsOnCpu))
+            layer.moe is not None and isinstance(layer.moe.experts, RamExperts)
             for layer in self.layers
         )
 

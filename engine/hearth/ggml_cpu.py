@@ -115,6 +115,17 @@ def _library_dir() -> Path:
     return Path(spec.origin).parent / "lib"
 
 
+def available() -> bool:
+    """Whether ggml's CPU libraries are where ggml() would load them (not loaded here)."""
+    try:
+        folder = _library_dir()
+    except GgmlUnavailable:
+        return False
+    ext = {"darwin": "dylib", "win32": "dll"}.get(sys.platform, "so")
+    prefix = "" if sys.platform == "win32" else "lib"
+    return all((folder / f"{prefix}ggml-{part}.{ext}").is_file() for part in ("base", "cpu"))
+
+
 class _Ggml:
     """The functions above, bound to libggml-base and libggml-cpu (RTLD_LOCAL: ggml's symbols
     stay out of the process's global scope)."""

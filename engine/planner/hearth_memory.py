@@ -140,6 +140,9 @@ class HearthConfig:
     n_parallel: int = 1
     ram_expert_layers: int = 0  # MoE: the last N layers keep their experts in host memory
     expert_cache_slots: int = 0  # ... each with a device cache of this many experts
+    # ... or the CPU computes this many of each token's picks there (n_expert_used or more:
+    # all; between: the rest read in place by the GPU; expert_offload.ExpertsOnCpu)
+    expert_cpu_picks: int = 0
 
     @property
     def kv_pages(self) -> int:
@@ -357,19 +360,31 @@ def weight_allocations(profile: HearthProfile, config: HearthConfig) -> list[int
 
 
 def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
-    """The experts kept in RAM (pinned): the last ram_expert_layers layers', each plane (a
-    weight's, as on the GPU) or float32 bias its own page-locked buffer of whole pages plus
-    one page (engine/hearth/expert_offload.py pinned_copy)."""
+    """The experts kept in RAM: the last ram_expert_layers layers'. Where the GPU reads any of
+    their picks (in place, or through a cache), pinned: each plane (a weight's, as on the
+    GPU) or float32 bias its own page-locked buffer of whole pages plus one page
+    (engine/hearth/expert_offload.py pinned_copy). Where the CPU computes any (ggml), the
+    file's expert tensors once more: ggml's repacked copy of those it repacks, the mapped
+    pages of the others, which must stay in RAM to be read at its rate
+    (engine/hearth/cpu_experts.py). A split holds both."""
     if not config.ram_expert_layers:
         return 0
     n = len(profile.layer_experts)
-    sizes = [
-        size
-        for ts in profile.layer_experts[max(0, n - config.ram_expert_layers) :]
-        for t in ts
-        for size in ([4 * t.n_elements] if t.name.endswith(".bias") else _matrix_allocations(t))
-    ]
-    return sum(-(-size // _PAGE) * _PAGE + _PAGE for size in sizes if size)
+    layers = profile.layer_experts[max(0, n - config.ram_expert_layers) :]
+    moe = profile.config.moe
+    k = moe.n_expert_used if moe is not None else 0
+    total = 0
+    if config.expert_cpu_picks < k or not config.expert_cpu_picks:
+        sizes = [
+            size
+            for ts in layers
+            for t in ts
+            for size in ([4 * t.n_elements] if t.name.endswith(".bias") else _matrix_allocations(t))
+        ]
+        total += sum(-(-size // _PAGE) * _PAGE + _PAGE for size in sizes if size)
+    if config.expert_cpu_picks:
+        total += sum(t.n_bytes for ts in layers for t in ts)
+    return total
 
 
 def pinned_mapping(host_bytes: int) -> int:

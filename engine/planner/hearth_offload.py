@@ -38,17 +38,36 @@ GB = 1e9
 
 @dataclass(frozen=True)
 class OffloadCosts:
-    """What only a device measures (benchmarks/moe_offload_show.sh prints each beside its
-    prediction); not yet calibrated."""
+    """What only a device measures (benchmarks/moe_offload.py prints each beside its
+    prediction). The link and CPU rates are the H200 host's of 2026-11-29
+    (docs/measurements/2026-11-29-s16-call-1/offload: a PCIe 5.0 x16 card, 16 cores); a
+    desktop on PCIe 4.0 moves about half."""
 
-    # pinned host -> device copies: PCIe 4.0 x16 moves about 25 GB/s, 5.0 about 50 (the
-    # benchmark measures it and predicts with the measured rate)
-    host_link_gbps: float = 25.0
-    # the expert GEMV's and the rest's share of the memory bandwidth while decoding a MoE
-    # model: docs/kernels-moe.md measured 24-35% for the expert projections on an H200
-    gpu_efficiency: float = 0.3
-    # kernels reading pinned host memory in place get this share of the copy rate
-    in_place_efficiency: float = 0.8
+    # pinned host -> device copies: 55.0 and 55.4 GB/s measured (PCIe 5.0 x16)
+    host_link_gbps: float = 55.0
+    # the share of the GPU's nominal bandwidth a MoE decode step reads at, beside the fixed
+    # DECODE_OVERHEAD_S: the Qwen3-30B-A3B step all on an H200 ran 365.4 tok/s without
+    # launching ahead (docs/measurements/2026-11-29-s16-call-1/qwen3.txt), 2.74 ms for 1.97 GB
+    gpu_efficiency: float = 0.55
+    # kernels reading pinned host memory in place get this share of the copy rate: the same
+    # run with 21 layers read in place took 12.3 ms a token (81.2 tok/s), 9.6 ms more than
+    # the GPU's part, for 514 MB read in place: 53.6 GB/s of the 55.0 copied (rounded down)
+    in_place_efficiency: float = 0.93
+    # ggml's CPU experts (16 threads, Q4_K repacked as llama.cpp repacks it): bytes of picked
+    # experts read per second. llama-bench at --n-cpu-moe 18 and 48 (92.2 and 43.6 tok/s):
+    # 30 layers more on the CPU cost 12.1 ms a token, 0.40 ms a layer for its 8 picks (22.4
+    # MiB): 58 GB/s. Ours are the same kernels over the same layout
+    # (engine/hearth/cpu_experts.py); that they run as fast from a host node is unmeasured.
+    cpu_expert_gbps: float = 58.0
+    # per layer and token computed on the CPU: the step's copies to and from pinned memory,
+    # the host node's hand-off to a driver thread and back, the GIL and ggml's call
+    # (estimated: 11-88 us of ggml's own overhead measured on a loaded 2-core machine,
+    # benchmarks/cpu_experts.py; the host node's latency is unmeasured)
+    host_call_s: float = 60e-6
+    # what the host's memory delivers to both pipes together (the CPU's reads and the bus's
+    # come from the same DRAM): not measured; a server's 8-12 DDR5 channels give 300-450 GB/s
+    # nominal, a dual-channel desktop 60-90
+    host_memory_gbps: float = 150.0
     # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
     # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
     # a layer of launches from Python
@@ -127,12 +146,21 @@ def offload_speed(
     slots: int,
     gpu_bandwidth_gbps: float,
     costs: OffloadCosts = OFFLOAD_COSTS,
+    cpu_picks: int = 0,
 ) -> OffloadSpeed:
     """Predicted decode speed: the GPU reads the non-expert weights it uses (dense_bytes), the
     picked experts' share of every layer's (all_expert_bytes k / n_expert) and kv_bytes_read;
     the misses cross the host link; with a cache, plus the eager step's and the routing's
-    per-layer costs. The parts add up: a layer's experts are read after its router."""
+    per-layer costs. The parts add up: a layer's experts are read after its router.
+
+    `cpu_picks` (read in place only): of each layer in RAM's k picks, that many are computed
+    by the CPU (ggml) while the GPU reads the others in place; the layer costs the slower of
+    the two, the CPU's with its host call (cpu_ram_layer_seconds). k: all on the CPU."""
+    if cpu_picks and slots:
+        raise ValueError("experts computed on the CPU take no device cache")
     misses = misses_per_token(ram_layers, slots, n_expert, n_expert_used)
+    if cpu_picks:
+        misses = ram_layers * (n_expert_used - min(cpu_picks, n_expert_used))
     link = misses * expert_bytes
     gpu = dense_bytes + all_expert_bytes * n_expert_used / n_expert + kv_bytes_read
     if slots:
@@ -141,10 +169,31 @@ def offload_speed(
     else:
         link_rate = costs.host_link_gbps * GB * costs.in_place_efficiency
         per_layer = 0.0
+    if cpu_picks:
+        ram = ram_layers * cpu_ram_layer_seconds(cpu_picks, n_expert_used, expert_bytes, costs)
+    else:
+        ram = link / link_rate if ram_layers else 0.0
     seconds = (
-        DECODE_OVERHEAD_S
-        + gpu / (gpu_bandwidth_gbps * GB * costs.gpu_efficiency)
-        + (link / link_rate if ram_layers else 0.0)
-        + per_layer
+        DECODE_OVERHEAD_S + gpu / (gpu_bandwidth_gbps * GB * costs.gpu_efficiency) + ram + per_layer
     )
     return OffloadSpeed(misses, link, gpu, 1.0 / seconds)
+
+
+def cpu_ram_layer_seconds(cpu_picks: int, k: int, expert_bytes: int,
+                          costs: OffloadCosts = OFFLOAD_COSTS) -> float:  # fmt: skip
+    """One layer in RAM a token with `cpu_picks` of its k picks on the CPU and the rest read in
+    place by the GPU at the same time: the slower of the two pipes (the CPU's with its host
+    call). Both read the same DRAM; on the H200 host their sum (about 100 GB/s) is within
+    its memory's rate, on a dual-channel desktop it is not (docs/decisions/0020)."""
+    m = min(cpu_picks, k)
+    cpu = m * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.host_call_s if m else 0.0
+    bus = (k - m) * expert_bytes / (costs.host_link_gbps * GB * costs.in_place_efficiency)
+    dram = k * expert_bytes / (costs.host_memory_gbps * GB)
+    return max(cpu, bus, dram)
+
+
+def best_cpu_picks(k: int, expert_bytes: int, costs: OffloadCosts = OFFLOAD_COSTS) -> int:
+    """The CPU's share of a layer's k picks that makes the layer fastest: 0 (all read in
+    place by the GPU) to k (all on the CPU), by the two measured rates (decision 0020:
+    m / k = R_cpu / (R_cpu + R_bus), rounded to the faster whole pick)."""
+    return min(range(k + 1), key=lambda m: cpu_ram_layer_seconds(m, k, expert_bytes, costs))

@@ -3,16 +3,20 @@ fits on the GPU, the pair a preference picks, and the memory of a choice made by
 
     plan_hearth(info, request)                   -> Plan (engine "hearth"), or why not
     longest_context(info, request, type_k, type_v) -> tokens
-    longest_context_experts_in_ram(info, request, type_k, type_v) -> (tokens, (layers, slots))
+    longest_context_experts_in_ram(info, request, type_k, type_v) -> (tokens, placement)
 
 The Hearth engine keeps the whole model on the first GPU (no layer split, no CPU layers), so the
 search is over the context and the K/V pair only: memory grows with the context, so the longest
 context of each pair is a bisection. A mixture-of-experts model that does not fit may keep the
 last layers' experts in system RAM, read in place over the bus or behind a cache of experts on
-the GPU (engine/planner/hearth_offload.py): then the longest context is the one the leanest
-placement fits (every layer's experts in RAM), and at that context the faster (predicted) of
-the fewest layers read in place and the fewest layers with the most cache slots; the plan
-predicts its decode speed. Only pairs whose quality was
+the GPU, or computed by the CPU (ggml, where its library is here), or split between the CPU
+and the GPU's in-place read (engine/planner/hearth_offload.py): then the longest context is the
+one the leanest placement fits (every layer's experts in RAM), and at that context the fastest
+(predicted) of the fewest layers read in place, the fewest layers with the most cache slots,
+and as many layers as read in place with their experts on the CPU or with the best split of
+each token's picks (where the host holds ggml's copy too); the plan predicts its decode
+speed. A placement is (layers in RAM, cache slots[, picks
+the CPU computes]). Only pairs whose quality was
 measured (engine_table) are picked; the Model page may still choose any pair the engine holds
 (engine/planner/manual.py plans that choice).
 """
@@ -41,6 +45,7 @@ from engine.planner.hearth_offload import (
     OFFLOAD_COSTS,
     OffloadCosts,
     OffloadSpeed,
+    best_cpu_picks,
     choose_placement,
     fewest_ram_layers,
     offload_speed,
@@ -56,6 +61,7 @@ from engine.planner.records import (
     Choice,
     Plan,
     PlanRequest,
+    cpu_share_text,
 )
 from engine.planner.search import DEFAULT_TARGET_CTX, Search
 from engine.planner.settings import LoadSettings
@@ -117,7 +123,19 @@ class _Candidate:
     n_ctx: int
     estimate: MemoryEstimate
     cost: float
-    experts: tuple[int, int] = ON_GPU
+    experts: tuple[int, ...] = ON_GPU  # (layers in RAM, cache slots[, cpu picks])
+
+
+def cpu_picks_of(experts) -> int:
+    """Of a placement (layers, slots[, cpu picks]), the picks the CPU computes (0: none)."""
+    return experts[2] if len(experts) > 2 else 0
+
+
+def cpu_experts_available() -> bool:
+    """Whether ggml's CPU library is here for the CPU to compute experts."""
+    from engine.hearth.ggml_cpu import available
+
+    return available()
 
 
 def _estimate(profile, search: Search, pair, n_ctx: int, experts=ON_GPU) -> MemoryEstimate:
@@ -125,6 +143,7 @@ def _estimate(profile, search: Search, pair, n_ctx: int, experts=ON_GPU) -> Memo
     config = HearthConfig(
         n_ctx, *pair, min(request.n_ubatch, n_ctx), request.n_parallel,
         ram_expert_layers=experts[0], expert_cache_slots=experts[1],
+        expert_cpu_picks=cpu_picks_of(experts),
     )  # fmt: skip
     return hearth_estimate(profile, config, len(search.gpus))
 
@@ -193,21 +212,34 @@ def _with_experts_in_ram(profile: HearthProfile, search: Search, lo: int, target
 
 def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
     """(context, placement) for one pair with experts in RAM: the longest context the leanest
-    placement fits (every layer's experts read in place), and at that context the faster of
-    the fewest layers read in place and the fewest layers with the most cache slots (module
+    placement fits (every layer's experts read in place), and at that context the fastest of
+    the fewest layers read in place, the fewest layers with the most cache slots and, where
+    ggml is here, as many layers computed by the CPU and split at the best share (module
     docstring); None when not even the leanest placement fits `lo` tokens."""
     moe, n = profile.config.moe, profile.config.n_layer
     n_ctx = _longest(profile, search, pair, lo, target, (n, 0))
     if not n_ctx:
         return None
 
-    def fits(ram: int, slots: int) -> bool:
-        return search.shortfall(_estimate(profile, search, pair, n_ctx, (ram, slots))) <= 0
+    def fits_with(picks: int):
+        def fits(ram: int, slots: int) -> bool:
+            placement = (ram, slots, picks)
+            return search.shortfall(_estimate(profile, search, pair, n_ctx, placement)) <= 0
 
+        return fits
+
+    fits = fits_with(0)
     in_place = fewest_ram_layers(fits, n, 0)
     options = [(in_place, 0)] if in_place is not None else []
     cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
     options += [cached] if cached is not None else []
+    if cpu_experts_available() and in_place is not None:
+        # the GPU holds the same as read in place (the layers' experts are off it either way);
+        # host memory holds ggml's copy too, which more layers would only make larger
+        k = moe.n_expert_used
+        for picks in sorted({best_cpu_picks(k, profile.expert_bytes, OFFLOAD_COSTS), k} - {0}):
+            if fits_with(picks)(in_place, 0):
+                options.append((in_place, 0, picks))
     if not options:  # cannot happen once the leanest fits; kept for safety
         return None
     bandwidth = search.request.gpus[0].bandwidth_gbps
@@ -219,7 +251,8 @@ def longest_context_experts_in_ram(
 ) -> tuple[int, tuple[int, int]]:
     """For a mixture-of-experts model: the longest context up to the request's target that
     this K/V pair fits on the first GPU with experts in RAM, and (layers in RAM, cache slots
-    per such layer) there, as plan_hearth plans them when nothing fits on the GPU alone;
+    per such layer[, picks the CPU computes]) there, as plan_hearth plans them when nothing
+    fits on the GPU alone;
     (0, ON_GPU) when not even every layer's experts in RAM fit the minimum, or for a dense
     model."""
     profile = hearth_profile(info)
@@ -229,12 +262,15 @@ def longest_context_experts_in_ram(
     return _in_ram(profile, Search(request), (type_k, type_v), lo, target) or (0, ON_GPU)
 
 
-def faster_placement(profile, pair, n_ctx: int, options, gpu_bandwidth_gbps) -> tuple[int, int]:
-    """Of (layers in RAM, slots) options, the one predicted fastest (the first of equals)."""
+def faster_placement(profile, pair, n_ctx: int, options, gpu_bandwidth_gbps) -> tuple:
+    """Of (layers in RAM, slots[, cpu picks]) options, the one predicted fastest (the first
+    of equals)."""
     return max(
         options,
         key=lambda o: (
-            predicted_speed(profile, pair, n_ctx, o, gpu_bandwidth_gbps).tokens_per_second
+            predicted_speed(
+                profile, pair, n_ctx, o[:2], gpu_bandwidth_gbps, cpu_picks=cpu_picks_of(o)
+            ).tokens_per_second
         ),
     )
 
@@ -246,9 +282,11 @@ def predicted_speed(
     experts: tuple[int, int],
     gpu_bandwidth_gbps: float | None,
     costs: OffloadCosts | None = None,
+    cpu_picks: int = 0,
 ) -> OffloadSpeed:
-    """The decode speed hearth_offload.offload_speed predicts for this placement, with the KV
-    cache read at half the context (a conversation's average)."""
+    """The decode speed hearth_offload.offload_speed predicts for this placement (`cpu_picks`
+    of each layer in RAM's picks computed by the CPU), with the KV cache read at half the
+    context (a conversation's average)."""
     info, moe = profile.info, profile.config.moe
     tied = info.tensor("output.weight") is None
     # every matrix but the experts and the embedding (one row a token), the output matrix once
@@ -266,6 +304,7 @@ def predicted_speed(
         slots=experts[1],
         gpu_bandwidth_gbps=gpu_bandwidth_gbps or UNKNOWN_GPU_BANDWIDTH_GBPS,
         costs=costs or OFFLOAD_COSTS,
+        cpu_picks=cpu_picks,
     )
 
 
@@ -292,6 +331,8 @@ def choice_of(profile: HearthProfile, pair, n_ctx: int, experts=ON_GPU) -> Choic
         n_cpu_expert_layers=experts[0],
         expert_cache_slots=experts[1],
         n_expert=moe.n_expert if moe is not None else 0,
+        expert_cpu_picks=cpu_picks_of(experts),
+        n_expert_used=moe.n_expert_used if moe is not None else 0,
     )
 
 
@@ -310,6 +351,7 @@ def settings_of(
         engine=HEARTH,
         ram_expert_layers=experts[0],
         expert_cache_slots=experts[1],
+        expert_cpu_picks=cpu_picks_of(experts),
     )
 
 
@@ -325,12 +367,26 @@ def experts_in_ram_reasons(
 ) -> list[str]:
     """What a plan with experts in RAM says of them, and its predicted speed."""
     moe, n = profile.config.moe, profile.config.n_layer
+    picks = cpu_picks_of(experts)
     config = HearthConfig(
-        n_ctx, pair[0], pair[1], 512, ram_expert_layers=experts[0], expert_cache_slots=experts[1]
-    )
+        n_ctx, pair[0], pair[1], 512, ram_expert_layers=experts[0],
+        expert_cache_slots=experts[1], expert_cpu_picks=picks,
+    )  # fmt: skip
     ram = host_expert_bytes(profile, config)
     cache = experts[0] * experts[1] * profile.expert_bytes
-    if experts[1]:
+    if not picks:
+        pinned = "pinned"
+    elif picks < moe.n_expert_used:
+        pinned = "the GPU's pinned copy and ggml's"
+    else:
+        pinned = "ggml's copy"
+    if picks:
+        how = cpu_share_text(picks, moe.n_expert_used)
+        if picks < moe.n_expert_used:
+            how += " (both pipes read one layer's experts at once: two copies in RAM)"
+        moved = "read over PCIe"
+        routing = ""
+    elif experts[1]:
         how = (
             f"each of those layers caches {experts[1]} of its {moe.n_expert} experts on the "
             f"GPU ({gib(cache)} in all), least recently used out"
@@ -343,7 +399,7 @@ def experts_in_ram_reasons(
         routing = ""
     return [
         f"Experts in RAM: the routed experts of the last {experts[0]} of {n} layers stay in "
-        f"system RAM ({gib(ram)}, pinned); {how}. Attention, the router, shared weights and "
+        f"system RAM ({gib(ram)}, {pinned}); {how}. Attention, the router, shared weights and "
         "the other layers' experts stay on the GPU.",
         f"Predicted decode {speed.tokens_per_second:.0f} tokens/s (a prediction, not "
         f"measured): about {speed.misses_per_token:.0f} experts "
@@ -370,7 +426,10 @@ def _fitting(profile, search: Search, best: _Candidate, target: int, candidates)
     ]
     speed = None
     if best.experts != ON_GPU:
-        speed = predicted_speed(profile, best.pair, best.n_ctx, best.experts, gpu.bandwidth_gbps)
+        picks = cpu_picks_of(best.experts)
+        speed = predicted_speed(
+            profile, best.pair, best.n_ctx, best.experts[:2], gpu.bandwidth_gbps, cpu_picks=picks
+        )
         reasons += experts_in_ram_reasons(profile, best.pair, best.n_ctx, best.experts, speed)
     if not HEARTH_COSTS.calibrated:
         reasons.append(

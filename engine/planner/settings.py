@@ -59,6 +59,7 @@ class LoadSettings:
     # this many experts each (engine/hearth/expert_offload.py)
     ram_expert_layers: int = 0
     expert_cache_slots: int = 0
+    expert_cpu_picks: int = 0  # of a token's picks in those layers, how many the CPU computes
 
     def model_params(self) -> ModelParams:
         return ModelParams(
@@ -78,6 +79,7 @@ class LoadSettings:
             rpc_servers=tuple(self.rpc_servers),
             hearth_ram_expert_layers=self.ram_expert_layers,
             hearth_expert_cache_slots=self.expert_cache_slots,
+            hearth_expert_cpu_picks=self.expert_cpu_picks,
         )
 
     def extra_params(self) -> dict[str, Any]:

@@ -206,10 +206,10 @@ def _load_transformer(params: ModelParams) -> _Loaded:
         raise HearthUnavailable(f"tensor types {', '.join(unsupported)} are not supported yet")
     if device == "cpu":
         torch.set_num_threads(params.n_threads or physical_cores())
-    placement = ExpertPlacement(params.hearth_ram_expert_layers, params.hearth_expert_cache_slots)
     if config.moe is None:
         placement = ExpertPlacement()  # a dense model has no experts to keep in RAM
     else:
+        placement = expert_placement(params, config.moe.n_expert_used)
         try:
             placement.check(config.moe.n_expert, config.moe.n_expert_used)
         except ValueError as exc:
@@ -225,6 +225,21 @@ def _load_transformer(params: ModelParams) -> _Loaded:
             "or load the model with the llama.cpp engine and fewer GPU layers."
         ) from None
     return _Loaded(info, config, tensors, transformer, device, ops)
+
+
+def expert_placement(params: ModelParams, n_expert_used: int):
+    """The params' experts in RAM as expert_offload.ExpertPlacement: read in place or cached,
+    or with hearth_expert_cpu_picks that many of each token's picks computed by the CPU (all
+    of them from n_expert_used up; below, the rest read in place by the GPU meanwhile)."""
+    from engine.hearth.expert_offload import ExpertPlacement
+
+    picks = params.hearth_expert_cpu_picks
+    return ExpertPlacement(
+        params.hearth_ram_expert_layers,
+        params.hearth_expert_cache_slots,
+        on_cpu=picks > 0,
+        cpu_picks=picks if 0 < picks < n_expert_used else None,
+    )
 
 
 class HearthContext:
@@ -254,8 +269,8 @@ class HearthContext:
         self._torch = torch
         self._fixed_shapes = hearth.device != "cpu"
         # the decode step as one CUDA graph (engine/hearth/decode_graph.py), captured on first use
-        # (not with experts in RAM behind a cache, or computed on the CPU: a step reads its
-        # routing back, to pick the experts to copy or to hand them to the CPU)
+        # (not with experts in RAM behind a cache: a step reads its routing back to pick the
+        # experts to copy; experts the CPU computes are a host function inside the graph)
         self._use_graph = (
             hearth.device.startswith("cuda")
             and os.environ.get(GRAPH_ENV) != "0"

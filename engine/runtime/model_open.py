@@ -87,7 +87,7 @@ def file_identity(path: str) -> tuple[int, int]:
 # Model-level settings: the weights loaded with them can serve any context settings.
 _WEIGHT_FIELDS = (
     "path", "n_gpu_layers", "tensor_split", "cpu_tensors", "use_mmap", "rpc_servers",
-    "hearth_ram_expert_layers", "hearth_expert_cache_slots",
+    "hearth_ram_expert_layers", "hearth_expert_cache_slots", "hearth_expert_cpu_picks",
     "mmproj_path",
 )  # fmt: skip
 

@@ -103,9 +103,12 @@ class ModelParams:
     # the model instead, saying why, where that engine cannot).
     engine: str = "llama"
     # The Hearth engine's MoE experts in host memory (engine/hearth/expert_offload.py): the last
-    # N layers keep their routed experts in RAM, each with a device cache of this many experts.
+    # N layers keep their routed experts in RAM, each with a device cache of this many experts;
+    # or (cpu picks > 0, no cache) the CPU computes that many of each token's picks of those
+    # layers, the GPU reading the rest in place at the same time (all of them: k or more).
     hearth_ram_expert_layers: int = 0
     hearth_expert_cache_slots: int = 0
+    hearth_expert_cpu_picks: int = 0
     speculative: SpeculativeParams = field(default_factory=SpeculativeParams)
     # Helper machines (`hearth host`, "host:port") whose devices the plan uses, in the order of
     # their shares at the front of tensor_split (engine/planner/remote.py).

@@ -13,6 +13,7 @@ from engine.gguf import read_model_info
 from engine.hearth.expert_offload import (
     ExpertPlacement,
     ExpertSlots,
+    ExpertsOnCpu,
     RamExperts,
     batches,
     offload_stats,
@@ -159,10 +160,10 @@ def test_the_driver_loads_the_placement_its_params_name(on_cpu, qwen3moe):
     from engine.runtime.hearth_driver import _load_transformer
     from engine.runtime.protocol import ModelParams
 
-    def load(layers: int, slots: int):
+    def load(layers: int, slots: int, cpu_picks: int = 0):
         params = ModelParams(path=str(qwen3moe), engine="hearth", n_threads=1,
-                             hearth_ram_expert_layers=layers,
-                             hearth_expert_cache_slots=slots)  # fmt: skip
+                             hearth_ram_expert_layers=layers, hearth_expert_cache_slots=slots,
+                             hearth_expert_cpu_picks=cpu_picks)  # fmt: skip
         loaded = _load_transformer(params)
         loaded.tensors.close()
         return loaded.transformer
@@ -174,3 +175,10 @@ def test_the_driver_loads_the_placement_its_params_name(on_cpu, qwen3moe):
     assert not in_place.routes_on_host
     with pytest.raises(EngineError, match=r"needs 0 .* or between 2 .*Best fit"):
         load(1, 1)
+    # the CPU computing 1 of a token's 2 picks (the other read in place), or all of them
+    split = load(1, 0, cpu_picks=1).layers[1].moe.experts
+    assert isinstance(split, ExpertsOnCpu) and split.gpu is not None and split.cpu_share(2) == 1
+    all_cpu = load(1, 0, cpu_picks=2).layers[1].moe.experts
+    assert isinstance(all_cpu, ExpertsOnCpu) and all_cpu.gpu is None and all_cpu.cpu_share(2) == 2
+    with pytest.raises(EngineError, match="take no device cache"):
+        load(1, 3, cpu_picks=1)

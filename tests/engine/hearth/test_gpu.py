@@ -262,6 +262,63 @@ def test_experts_in_ram_give_the_logits_of_experts_on_the_gpu(ram_layers, slots,
     torch.testing.assert_close(rows["ram"], rows["gpu"], rtol=0, atol=4e-3)
 
 
+@pytest.mark.parametrize("cpu_picks", [None, 1, 3], ids=["all-on-cpu", "split-1", "split-3"])
+def test_experts_on_the_cpu_run_as_host_nodes_of_the_decode_graph(cpu_picks, tmp_path):
+    """A tiny qwen3moe (4 picks of 8 experts, Q4_0) with its last layer's experts computed by
+    ggml on the CPU (all picks, or `cpu_picks` of them while the GPU reads the rest in place
+    on a side stream): the eager steps (the host function queued with cuLaunchHostFunc) and
+    the CUDA graph's replays (the same as a host node) give the logits of the experts all on
+    the GPU, within ggml's rounding of x to q8_0 (tests/engine/hearth/test_cpu_experts.py:
+    about 1% of the logits' norm); several replays, each picking other experts, and no host
+    function failed."""
+    from gguf import GGMLQuantizationType
+
+    from engine.hearth.decode_graph import DecodeGraph
+    from engine.hearth.expert_offload import ExpertPlacement, ExpertsOnCpu
+    from tests.engine.hearth.tiny_models import tiny_spec
+
+    spec = tiny_spec("qwen3moe", expert_type=GGMLQuantizationType.Q4_0, n_expert_used=4)
+    path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", spec)
+    info = read_model_info(path)
+    config = model_config(info)
+    tokens = test_forward.TOKENS
+    rows, graphs = {}, {}
+    placements = {
+        "gpu": ExpertPlacement(),
+        "cpu": ExpertPlacement(1, on_cpu=True, cpu_threads=2, cpu_picks=cpu_picks),
+    }
+    for name, placement in placements.items():
+        tensors = GGUFTensors(str(path), info)
+        model = Transformer.load(config, tensors, KernelsOps("cuda"), experts=placement)
+        cache = TorchKVCache(n_layer=config.n_layer, n_head_kv=config.n_head_kv,
+                             head_dim=config.head_dim, n_ctx=test_forward.N_CTX,
+                             dtype=torch.float16, device="cuda")  # fmt: skip
+        prompt = torch.tensor(tokens[:6], device="cuda")
+        out = [model.forward(prompt, torch.arange(6, device="cuda"), cache, n_keys=6,
+                             all_logits=True)]  # fmt: skip
+        for pos in range(6, len(tokens)):
+            out.append(_eager_step(model, cache, tokens[pos], pos)[None])
+        rows[name] = torch.cat(out).float().cpu()
+        graph = DecodeGraph(model, cache, position=6)
+        graphs[name] = torch.stack(
+            [graph.step(tokens[pos], pos, launch_ahead=False)[0].float().cpu().clone()
+             for pos in range(6, len(tokens))]
+        )  # fmt: skip
+        if name == "cpu":
+            experts = model.layers[-1].moe.experts
+            assert isinstance(experts, ExpertsOnCpu) and not model.routes_on_host
+            assert (experts.gpu is not None) == (cpu_picks is not None)
+            assert not experts.errors()
+
+    def relative(a, b):
+        return float((a - b).norm() / b.norm())
+
+    assert relative(rows["cpu"], rows["gpu"]) < 2e-2
+    assert relative(graphs["cpu"], graphs["gpu"]) < 2e-2
+    # the graph's replays are the eager steps (the same host function, the same ggml sums)
+    assert relative(graphs["cpu"], rows["cpu"][6:]) < 1e-3
+
+
 def test_a_pinned_copy_is_read_in_place_by_the_gpu():
     """expert_offload.pinned_copy (page-locked, registered with the driver) and device_view (a
     CUDA tensor over those pages): torch's kernels on the GPU read the host's bytes, and a write

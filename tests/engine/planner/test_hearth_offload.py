@@ -13,8 +13,11 @@ from engine.planner import DeviceBudget, Planner, PlanRequest, engine_table
 from engine.planner.engine_choice import plan_engines
 from engine.planner.hearth_memory import HearthConfig, HearthProfile, hearth_estimate, hearth_items
 from engine.planner.hearth_offload import (
+    OFFLOAD_COSTS,
     OffloadCosts,
+    best_cpu_picks,
     choose_placement,
+    cpu_ram_layer_seconds,
     fewest_ram_layers,
     misses_per_token,
     offload_speed,
@@ -148,7 +151,24 @@ def h200(gib: float, **options) -> PlanRequest:
     return PlanRequest(gpus=(gpu,), target_ctx=4096, **options)
 
 
-def test_a_12_gib_card_keeps_the_last_layers_experts_in_ram(synthetic_info, qwen3_moe):
+@pytest.fixture
+def no_cpu_experts(monkeypatch):
+    """Plans without ggml's CPU library: in place or a cache only."""
+    import engine.planner.hearth_plan as hearth_plan
+
+    monkeypatch.setattr(hearth_plan, "cpu_experts_available", lambda: False)
+
+
+@pytest.fixture
+def cpu_experts(monkeypatch):
+    import engine.planner.hearth_plan as hearth_plan
+
+    monkeypatch.setattr(hearth_plan, "cpu_experts_available", lambda: True)
+
+
+def test_a_12_gib_card_keeps_the_last_layers_experts_in_ram(
+    synthetic_info, qwen3_moe, no_cpu_experts
+):
     """Read in place (the graph kept) is predicted faster than a cache (an eager step) at
     the default costs, so the plan reads the fewest layers' experts in place."""
     info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
@@ -175,6 +195,7 @@ def test_a_12_gib_card_keeps_the_last_layers_experts_in_ram(synthetic_info, qwen
     assert not refused.fits
 
 
+@pytest.mark.usefixtures("cpu_experts")
 def test_one_pairs_context_and_placement_with_experts_in_ram_are_best_fits(synthetic_info):
     """longest_context_experts_in_ram (benchmarks/hearth_memory.py's cards) gives the pair
     Best fit picked the context and placement Best fit planned for it; a dense model none."""
@@ -187,7 +208,7 @@ def test_one_pairs_context_and_placement_with_experts_in_ram_are_best_fits(synth
     assert longest_context(info, request, choice.type_k, choice.type_v) == 0
     assert longest_context_experts_in_ram(info, request, choice.type_k, choice.type_v) == (
         choice.n_ctx,
-        (choice.n_cpu_expert_layers, choice.expert_cache_slots),
+        (choice.n_cpu_expert_layers, choice.expert_cache_slots, choice.expert_cpu_picks),
     )
     assert choice.n_cpu_expert_layers > 0
     dense = synthetic_info("llama3-8b", "Q4_K_M")
@@ -199,13 +220,88 @@ def test_one_pairs_context_and_placement_with_experts_in_ram_are_best_fits(synth
     # eager steps cost 48 x 1.1 ms: a cache wins only where the link is far slower
     [(25.0, True), (0.5, False)],
 )
-def test_the_faster_of_in_place_and_a_cache(synthetic_info, monkeypatch, link_gbps, in_place):
+def test_the_faster_of_in_place_and_a_cache(
+    synthetic_info, monkeypatch, no_cpu_experts, link_gbps, in_place
+):
     import engine.planner.hearth_plan as hearth_plan
 
     slow = OffloadCosts(host_link_gbps=link_gbps)
     monkeypatch.setattr(hearth_plan, "OFFLOAD_COSTS", slow)
     plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), h200(12))
     assert (plan.choice.expert_cache_slots == 0) == in_place
+
+
+@pytest.mark.parametrize(
+    ("costs", "picks"),
+    [
+        # the H200 host's rates: CPU 58 GB/s (+60 us a layer), bus 55 x 0.93: 4 of 8 picks
+        (OFFLOAD_COSTS, 4),
+        # a CPU far slower than the bus: everything read in place
+        (OffloadCosts(cpu_expert_gbps=2.0), 0),
+        # a link far slower than the CPU: every pick on the CPU
+        (OffloadCosts(host_link_gbps=2.0), 8),
+    ],
+)
+def test_the_plan_splits_each_tokens_picks_at_the_measured_rates(
+    synthetic_info, qwen3_moe, monkeypatch, cpu_experts, costs, picks
+):
+    """With ggml's library here, a 12 GiB card's plan weighs the CPU computing the layers'
+    experts, and each token's picks split between the CPU and the GPU's in-place read, beside
+    in place and a cache: the split at the share the two rates give is the fastest at the
+    H200 host's rates; the settings carry it to the driver, the reasons and the summary say
+    it, and the host memory holds both copies."""
+    import engine.planner.hearth_plan as hearth_plan
+
+    monkeypatch.setattr(hearth_plan, "OFFLOAD_COSTS", costs)
+    assert best_cpu_picks(8, qwen3_moe.expert_bytes, costs) == picks
+    plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), h200(12))
+    choice = plan.choice
+    assert choice.expert_cpu_picks == picks and plan.settings.expert_cpu_picks == picks
+    assert plan.settings.model_params().hearth_expert_cpu_picks == picks
+    assert choice.expert_cache_slots == 0 and choice.n_cpu_expert_layers > 0
+    if picks == 4:
+        assert "4 of each token's 8 experts computed by the CPU" in choice.experts_in_ram_text
+        assert any("two copies in RAM" in r for r in plan.reasons)
+        ram = choice.n_cpu_expert_layers
+        in_place = hearth_items(qwen3_moe, HearthConfig(choice.n_ctx, ram_expert_layers=ram))
+        split = hearth_items(
+            qwen3_moe, HearthConfig(choice.n_ctx, ram_expert_layers=ram, expert_cpu_picks=4)
+        )
+        layers = qwen3_moe.layer_experts[-choice.n_cpu_expert_layers :]
+        file_bytes = sum(t.n_bytes for ts in layers for t in ts)
+        assert split.host_experts == in_place.host_experts + file_bytes
+        assert split.gpu_total == in_place.gpu_total
+    if picks == 8:
+        assert choice.experts_in_ram_text.endswith("computed by the CPU")
+
+
+@pytest.mark.parametrize(
+    ("picks", "seconds"),
+    [
+        # 8 picks of 3 MB: the CPU at 58 GB/s plus its call, the bus at 55 x 0.93
+        (0, 8 * 3e6 / 51.15e9),
+        (8, 8 * 3e6 / 58e9 + 60e-6),
+        (4, max(4 * 3e6 / 58e9 + 60e-6, 4 * 3e6 / 51.15e9)),
+    ],
+)
+def test_a_split_layer_costs_the_slower_pipe(picks, seconds):
+    assert cpu_ram_layer_seconds(picks, 8, 3_000_000) == pytest.approx(seconds)
+    # both pipes read one DRAM: its rate bounds the layer however the picks are split
+    slow_memory = OffloadCosts(host_memory_gbps=20.0)
+    assert cpu_ram_layer_seconds(picks, 8, 3_000_000, slow_memory) >= 8 * 3e6 / 20e9
+
+
+def test_offload_speed_with_picks_on_the_cpu():
+    """The layers in RAM cost cpu_ram_layer_seconds each, and only the GPU's picks cross."""
+    common = dict(n_layer=4, n_expert=8, n_expert_used=2, expert_bytes=1_000_000,
+                  dense_bytes=1_000_000_000, all_expert_bytes=4_000_000_000, kv_bytes_read=0,
+                  ram_layers=2, slots=0, gpu_bandwidth_gbps=1000.0, costs=COSTS)  # fmt: skip
+    split = offload_speed(**common, cpu_picks=1)
+    assert split.misses_per_token == 2.0
+    layer = cpu_ram_layer_seconds(1, 2, 1_000_000, COSTS)
+    assert split.tokens_per_second == pytest.approx(1 / (0.002 + 2e9 / 500e9 + 2 * layer))
+    with pytest.raises(ValueError, match="no device cache"):
+        offload_speed(**{**common, "slots": 4}, cpu_picks=1)
 
 
 def test_the_model_page_plans_experts_in_ram_for_the_hearth_engine(synthetic_info):
