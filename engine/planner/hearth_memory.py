@@ -167,7 +167,7 @@ class HearthItems:
     context: int
     host_weights: int
     host_process: int
-    host_experts: int = 0  # experts in RAM, pinned (also counted in host_weights)
+    host_experts: int = 0  # experts in RAM, pinned and ggml's copy (also in host_weights)
     pinned_mapping: int = 0  # device memory the driver maps those pinned pages with
 
     @property
@@ -359,31 +359,40 @@ def weight_allocations(profile: HearthProfile, config: HearthConfig) -> list[int
     return list(kept.elements()) + caches
 
 
-def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
-    """The experts kept in RAM: the last ram_expert_layers layers'. Where the GPU reads any of
-    their picks (in place, or through a cache), pinned: each plane (a weight's, as on the
-    GPU) or float32 bias its own page-locked buffer of whole pages plus one page
-    (engine/hearth/expert_offload.py pinned_copy). Where the CPU computes any (ggml), the
-    file's expert tensors once more: ggml's repacked copy of those it repacks, the mapped
-    pages of the others, which must stay in RAM to be read at its rate
-    (engine/hearth/cpu_experts.py). A split holds both."""
-    if not config.ram_expert_layers:
-        return 0
+def _ram_expert_layers(profile: HearthProfile, config: HearthConfig) -> list:
     n = len(profile.layer_experts)
-    layers = profile.layer_experts[max(0, n - config.ram_expert_layers) :]
+    return profile.layer_experts[max(0, n - config.ram_expert_layers) :]
+
+
+def pinned_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
+    """The experts in RAM that the GPU reads any picks of (in place, or through a cache):
+    pinned, each plane (a weight's, as on the GPU) or float32 bias its own page-locked buffer
+    of whole pages plus one page (engine/hearth/expert_offload.py pinned_copy). None where the
+    CPU computes every pick."""
     moe = profile.config.moe
     k = moe.n_expert_used if moe is not None else 0
-    total = 0
-    if config.expert_cpu_picks < k or not config.expert_cpu_picks:
-        sizes = [
-            size
-            for ts in layers
-            for t in ts
-            for size in ([4 * t.n_elements] if t.name.endswith(".bias") else _matrix_allocations(t))
-        ]
-        total += sum(-(-size // _PAGE) * _PAGE + _PAGE for size in sizes if size)
+    if not config.ram_expert_layers or (config.expert_cpu_picks and config.expert_cpu_picks >= k):
+        return 0
+    sizes = [
+        size
+        for ts in _ram_expert_layers(profile, config)
+        for t in ts
+        for size in ([4 * t.n_elements] if t.name.endswith(".bias") else _matrix_allocations(t))
+    ]
+    return sum(-(-size // _PAGE) * _PAGE + _PAGE for size in sizes if size)
+
+
+def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
+    """The experts kept in RAM: the last ram_expert_layers layers'. The pinned planes the GPU
+    reads (pinned_expert_bytes) and, where the CPU computes any picks (ggml), the file's
+    expert tensors once more: ggml's repacked copy of those it repacks, the mapped pages of
+    the others, which must stay in RAM to be read at its rate (engine/hearth/cpu_experts.py).
+    A split holds both."""
+    if not config.ram_expert_layers:
+        return 0
+    total = pinned_expert_bytes(profile, config)
     if config.expert_cpu_picks:
-        total += sum(t.n_bytes for ts in layers for t in ts)
+        total += sum(t.n_bytes for ts in _ram_expert_layers(profile, config) for t in ts)
     return total
 
 
@@ -592,7 +601,7 @@ def hearth_items(
         host_weights=profile.embedding_bytes + HOST_ROWS_KEPT * profile.config.n_embd * 4 + in_ram,
         host_process=costs.host_process_bytes,
         host_experts=in_ram,
-        pinned_mapping=pinned_mapping(in_ram),
+        pinned_mapping=pinned_mapping(pinned_expert_bytes(profile, config)),
     )
 
 
