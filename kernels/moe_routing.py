@@ -28,8 +28,9 @@ first, by one of two methods (the same picks, slots and weights):
     rank     every (token, expert) score's rank among its token's scores counted against all
              the others at once (larger first, lower id on a tie), the top-k those below k,
              and the groups from the count of tokens per expert and its prefix sums: no serial
-             step past the comparisons; T_PAD E_PAD n_expert comparisons, so taken up to
-             RANK_UP_TO of them (a decode step of either model)
+             step past the comparisons; T_PAD E_PAD n_expert comparisons, held a step at a
+             time in registers, so taken up to RANK_UP_TO entries T_PAD E_PAD (a decode step
+             of either model)
     argmax   the k largest one at a time (k reductions over the experts, then the grouping of
              the ids read back as route_experts groups them); its work grows with k, not T.
 From x and the router matrix, `route_from_router` computes the logits too, in the same
@@ -52,9 +53,11 @@ from kernels.tickets import TicketCounters
 
 MAX_PAIRS = 256
 COMPARE_UP_TO = 16  # pairs; more are sorted (docs/decisions/0019-moe-routing-and-launch.md)
-# selection by rank up to this many score comparisons (T_PAD x E_PAD x n_expert: Qwen3's 128
-# experts up to 4 tokens, gpt-oss's 32 up to 64), by k argmaxes past it
-RANK_UP_TO = 1 << 16
+# selection by rank up to this many (token, expert) entries, T_PAD x E_PAD (Qwen3's 128
+# experts up to 2 tokens, gpt-oss's 32 up to 8), by k argmaxes past it: each thread holds a
+# step's comparisons, T_PAD x 16 x E_PAD / 128 of them (sm_90, Triton 3.6: 64 registers at
+# 2 Qwen3 tokens, 251 at 16 gpt-oss tokens, spills at 64)
+RANK_UP_TO = 256
 
 
 @triton.jit
@@ -427,11 +430,11 @@ def _check_logits_shape(n_tokens: int, n_expert: int, top_k: int, bias) -> None:
 
 def _selection(n_tokens: int, n_expert: int, selection: str | None) -> str:
     """The selection method, "rank" or "argmax" (module docstring); None: rank up to
-    RANK_UP_TO comparisons."""
+    RANK_UP_TO entries."""
     if selection is None:
         t_pad = triton.next_power_of_2(n_tokens)
         e_pad = max(16, triton.next_power_of_2(n_expert))
-        return "rank" if t_pad * e_pad * n_expert <= RANK_UP_TO else "argmax"
+        return "rank" if t_pad * e_pad <= RANK_UP_TO else "argmax"
     if selection not in ("rank", "argmax"):
         raise UnsupportedTensor(f"expert selection {selection!r}: use 'rank' or 'argmax'")
     return selection
