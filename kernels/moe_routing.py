@@ -24,7 +24,16 @@ route_experts takes "compare" up to COMPARE_UP_TO pairs (decode: top-8 of one or
 "sort" above.
 
 From the router's logits, `select_and_route` picks each token's top-k in that same program
-first. From x and the router matrix, `route_from_router` computes the logits too, in the same
+first, by one of two methods (the same picks, slots and weights):
+    rank     every (token, expert) score's rank among its token's scores counted against all
+             the others at once (larger first, lower id on a tie), the top-k those below k,
+             and the groups from the count of tokens per expert and its prefix sums: no serial
+             step past the comparisons; T_PAD E_PAD n_expert comparisons, held a step at a
+             time in registers, so taken up to RANK_UP_TO entries T_PAD E_PAD (a decode step
+             of either model)
+    argmax   the k largest one at a time (k reductions over the experts, then the grouping of
+             the ids read back as route_experts groups them); its work grows with k, not T.
+From x and the router matrix, `route_from_router` computes the logits too, in the same
 launch: programs of router rows and column splits store partial logits, and the program that
 takes the last ticket (kernels/tickets.py) sums them in split order and selects and groups
 (a decode step's router GEMV and routing: one launch, not two).
@@ -44,6 +53,11 @@ from kernels.tickets import TicketCounters
 
 MAX_PAIRS = 256
 COMPARE_UP_TO = 16  # pairs; more are sorted (docs/decisions/0019-moe-routing-and-launch.md)
+# selection by rank up to this many (token, expert) entries, T_PAD x E_PAD (Qwen3's 128
+# experts up to 2 tokens, gpt-oss's 32 up to 8), by k argmaxes past it: each thread holds a
+# step's comparisons, T_PAD x 16 x E_PAD / 128 of them (sm_90, Triton 3.6: 64 registers at
+# 2 Qwen3 tokens, 251 at 16 gpt-oss tokens, spills at 64)
+RANK_UP_TO = 256
 
 
 @triton.jit
@@ -167,22 +181,91 @@ def _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr,
 
 
 @triton.jit
+def _select_by_rank_and_group(x, scores_ptr, stride, bias_ptr, ids_ptr, weights_ptr, order_ptr,
+                              expert_ptr, start_ptr, count_ptr, n_groups_ptr, T, n_expert,
+                              K: tl.constexpr, T_PAD: tl.constexpr, E_PAD: tl.constexpr,
+                              CHUNK: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
+                              NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr):  # fmt: skip
+    """One program, every step in parallel over the (token, expert) entries of x [T_PAD,
+    E_PAD] (the scores, -inf past T tokens and n_expert experts; scores_ptr + t stride + e
+    (+ bias_ptr + e) the same values in memory): each entry's rank among its token's scores
+    (larger first, lower id first on a tie) counted against CHUNK scores at a time, so that
+    the top-k are the ranks below k and an entry's rank is its slot; the weights from one
+    max and one or two sums; the grouping from the count of tokens that took each expert and
+    its prefix sums. No loop over k and no read-back of the ids: the same picks, slots and
+    groups as _select_and_group (a NaN score ranks as -inf)."""
+    t = tl.arange(0, T_PAD)[:, None]
+    e = tl.arange(0, E_PAD)[None, :]
+    valid = (t < T) & (e < n_expert)
+    x = tl.where(x == x, x, float("-inf"))
+    t3 = tl.arange(0, T_PAD)[:, None, None]
+    j3 = tl.arange(0, CHUNK)[None, :, None]
+    x3 = x[:, None, :]
+    e3 = e[:, None, :]
+    rank = tl.zeros((T_PAD, E_PAD), tl.int32)
+    for j0 in range(0, n_expert, CHUNK):  # the other scores down axis 1, held in each thread
+        j = j0 + j3
+        s = tl.load(scores_ptr + t3 * stride + j, mask=(t3 < T) & (j < n_expert),
+                    other=float("-inf")).to(tl.float32)  # fmt: skip
+        if HAS_BIAS:
+            s += tl.load(bias_ptr + j, mask=j < n_expert, other=0.0)
+        s = tl.where(s == s, s, float("-inf"))
+        ahead = (s > x3) | ((s == x3) & (j < e3))  # past n_expert: -inf, behind any real one
+        rank += tl.sum(ahead.to(tl.int32), axis=1)
+    taken = valid & (rank < K)
+    row_max = tl.max(x, axis=1)[:, None]  # the largest score: the one ranked first
+    row_max = tl.where(row_max == float("-inf"), 0.0, row_max)  # padding rows stay finite
+    every = tl.exp(x - row_max)  # 0 past n_expert
+    chosen = tl.where(taken, every, 0.0)
+    total = tl.sum(every if SOFTMAX_ALL else chosen, axis=1)[:, None]
+    weights = chosen / tl.where(t < T, total, 1.0)  # padding rows: 0, not 0 / 0
+    if NORMALIZE:
+        weights = weights / tl.maximum(tl.sum(weights, axis=1)[:, None], 6.103515625e-5)
+    pair = t * K + rank
+    tl.store(ids_ptr + pair, e + tl.zeros_like(rank), mask=taken)
+    tl.store(weights_ptr + pair, weights, mask=taken)
+    took = taken.to(tl.int32)
+    count = tl.sum(took, axis=0)  # [E_PAD]: the tokens that took each expert
+    present = (count > 0).to(tl.int32)
+    packed = present * 65536 + count  # group and start in one prefix sum (P <= 256)
+    before = tl.cumsum(packed, 0) - packed
+    group = before >> 16
+    start = before & 65535
+    ee = tl.arange(0, E_PAD)
+    leads = present > 0
+    tl.store(expert_ptr + group, ee, mask=leads)
+    tl.store(start_ptr + group, start, mask=leads)
+    tl.store(count_ptr + group, count, mask=leads)
+    tl.store(n_groups_ptr + ee, tl.zeros_like(ee) + tl.sum(present, axis=0), mask=ee < 1)
+    earlier = tl.cumsum(took, 0) - took  # tokens before t that took the same expert
+    tl.store(order_ptr + start[None, :] + earlier, pair, mask=taken)
+
+
+@triton.jit
 def _select_and_group_kernel(logits_ptr, bias_ptr, ids_ptr, weights_ptr, order_ptr, expert_ptr,
                              start_ptr, count_ptr, n_groups_ptr, T, n_expert, stride,
                              K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
                              E_PAD: tl.constexpr, P_PAD: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
                              NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
-                             SORT: tl.constexpr):  # fmt: skip
-    """One program: select_and_route from logits in memory (_select_and_group)."""
+                             SORT: tl.constexpr, RANK: tl.constexpr,
+                             RANK_CHUNK: tl.constexpr):  # fmt: skip
+    """One program: select_and_route from logits in memory (_select_by_rank_and_group where
+    RANK, else _select_and_group)."""
     t = tl.arange(0, T_PAD)[:, None]
     e = tl.arange(0, E_PAD)[None, :]
     valid = (t < T) & (e < n_expert)
     x = tl.load(logits_ptr + t * stride + e, mask=valid, other=float("-inf")).to(tl.float32)
     if HAS_BIAS:
         x += tl.load(bias_ptr + e, mask=e < n_expert, other=0.0)
-    _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
-                      n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD, P_PAD, SOFTMAX_ALL,
-                      NORMALIZE, SORT)  # fmt: skip
+    if RANK:
+        _select_by_rank_and_group(x, logits_ptr, stride, bias_ptr, ids_ptr, weights_ptr,
+                                  order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, T,
+                                  n_expert, K, T_PAD, E_PAD, RANK_CHUNK, SOFTMAX_ALL, NORMALIZE,
+                                  HAS_BIAS)  # fmt: skip
+    else:
+        _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                          n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD, P_PAD, SOFTMAX_ALL,
+                          NORMALIZE, SORT)  # fmt: skip
 
 
 @triton.jit
@@ -192,12 +275,14 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
                    K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
                    E_PAD: tl.constexpr, P_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
                    CHUNK: tl.constexpr, SOFTMAX_ALL: tl.constexpr, NORMALIZE: tl.constexpr,
-                   HAS_BIAS: tl.constexpr, SORT: tl.constexpr):  # fmt: skip
+                   HAS_BIAS: tl.constexpr, SORT: tl.constexpr, RANK: tl.constexpr,
+                   RANK_CHUNK: tl.constexpr):  # fmt: skip
     """route_from_router: program (tile, split) computes the logits of BLOCK_E router rows
     over split_len columns, each token's from the same code (so a token's logits do not depend
     on T), and stores them in part [n_splits, T, n_expert]; the program that takes the last
     ticket sums the splits in order, stores the logits and selects and groups as
-    _select_and_group_kernel does."""
+    _select_and_group_kernel does (the rank's other scores read back from the logits it
+    stored)."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     rows = tile * BLOCK_E + tl.arange(0, BLOCK_E)
@@ -229,9 +314,16 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
         if HAS_BIAS:
             x += tl.load(bias_ptr + e, mask=e < n_expert, other=0.0)
         x = tl.where(valid, x, float("-inf"))
-        _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
-                          n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD, P_PAD,
-                          SOFTMAX_ALL, NORMALIZE, SORT)  # fmt: skip
+        if RANK:
+            tl.debug_barrier()  # the logits stored above are read back by every thread
+            _select_by_rank_and_group(x, logits_ptr, n_expert, bias_ptr, ids_ptr, weights_ptr,
+                                      order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr,
+                                      T, n_expert, K, T_PAD, E_PAD, RANK_CHUNK, SOFTMAX_ALL,
+                                      NORMALIZE, HAS_BIAS)  # fmt: skip
+        else:
+            _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr,
+                              count_ptr, n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD,
+                              P_PAD, SOFTMAX_ALL, NORMALIZE, SORT)  # fmt: skip
         tl.atomic_xchg(tickets_ptr, 0)
 
 
@@ -336,25 +428,42 @@ def _check_logits_shape(n_tokens: int, n_expert: int, top_k: int, bias) -> None:
         raise UnsupportedTensor(f"router bias of {bias.numel()} values for {n_expert} experts")
 
 
-def _select_sizes(n_tokens: int, n_expert: int, top_k: int, method: str | None) -> dict:
-    """The selection's constexprs (_select_and_group)."""
+def _selection(n_tokens: int, n_expert: int, selection: str | None) -> str:
+    """The selection method, "rank" or "argmax" (module docstring); None: rank up to
+    RANK_UP_TO entries."""
+    if selection is None:
+        t_pad = triton.next_power_of_2(n_tokens)
+        e_pad = max(16, triton.next_power_of_2(n_expert))
+        return "rank" if t_pad * e_pad <= RANK_UP_TO else "argmax"
+    if selection not in ("rank", "argmax"):
+        raise UnsupportedTensor(f"expert selection {selection!r}: use 'rank' or 'argmax'")
+    return selection
+
+
+def _select_sizes(n_tokens: int, n_expert: int, top_k: int, method: str | None,
+                  selection: str | None = None) -> dict:  # fmt: skip
+    """The selection's constexprs (_select_by_rank_and_group or _select_and_group); the
+    argmax's grouping by sorting needs a histogram bin past the experts."""
     n_pairs = n_tokens * top_k
+    rank = _selection(n_tokens, n_expert, selection) == "rank"
     return dict(
         K=top_k, K_PAD=triton.next_power_of_2(top_k), T_PAD=triton.next_power_of_2(n_tokens),
-        E_PAD=max(16, triton.next_power_of_2(n_expert + 1)),
+        E_PAD=max(16, triton.next_power_of_2(n_expert + (0 if rank else 1))),
         P_PAD=max(16, triton.next_power_of_2(n_pairs)), SORT=_method(n_pairs, method) == "sort",
+        RANK=rank, RANK_CHUNK=16,
     )  # fmt: skip
 
 
 def select_and_route(logits: torch.Tensor, top_k: int, *, softmax_all: bool, normalize: bool,
-                     bias: torch.Tensor | None = None,
-                     method: str | None = None) -> ExpertRouting:  # fmt: skip
+                     bias: torch.Tensor | None = None, method: str | None = None,
+                     selection: str | None = None) -> ExpertRouting:  # fmt: skip
     """Router logits [T, n_expert] (+ bias [n_expert]) -> the ExpertRouting of each token's
     top_k experts, with its ids (int32) and weights (float32), in one launch: what
     engine/hearth/routing.select_experts followed by route_experts compute.
     softmax_all: weights from the softmax over all experts (qwen2moe, qwen3moe, Mixtral), else
     the softmax over the k taken (gpt-oss); normalize: the k weights divided by their sum
-    (at least 2^-14, as llama.cpp clamps it)."""
+    (at least 2^-14, as llama.cpp clamps it). selection: "rank" or "argmax" (module
+    docstring; the same picks); None: by size. method: the argmax's grouping."""
     require()
     if logits.dim() != 2 or logits.shape[0] < 1:
         raise UnsupportedTensor(f"router logits of shape {tuple(logits.shape)}: pass [T, n_expert]")
@@ -366,7 +475,7 @@ def select_and_route(logits: torch.Tensor, top_k: int, *, softmax_all: bool, nor
         logits, bias if bias is not None else weights, ids, weights, *groups, n_tokens,
         n_expert, logits.stride(0), SOFTMAX_ALL=softmax_all, NORMALIZE=normalize,
         HAS_BIAS=bias is not None, num_warps=4,
-        **_select_sizes(n_tokens, n_expert, top_k, method),
+        **_select_sizes(n_tokens, n_expert, top_k, method, selection),
     )  # fmt: skip
     return ExpertRouting(ids, weights, n_expert, *groups)
 
@@ -401,7 +510,8 @@ _TICKETS = TicketCounters(minimum=1)
 
 def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
                       normalize: bool, bias: torch.Tensor | None = None,
-                      method: str | None = None, config: RouterConfig | None = None
+                      method: str | None = None, config: RouterConfig | None = None,
+                      selection: str | None = None
                       ) -> tuple[ExpertRouting, torch.Tensor]:  # fmt: skip
     """x [T, n_embd] and the router (a kernels.PackedWeight [n_expert, n_embd] of
     ROUTER_FORMATS) -> (the ExpertRouting select_and_route gives for x's router logits, those
@@ -410,7 +520,7 @@ def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
     ticket (kernels/tickets.py) once every partial logit is stored, in place of the float
     GEMV's launch and select_and_route's. The logits are float32 sums of float32 products as
     the float GEMV's, in another order; each token's are computed alone, the same bits at
-    any T."""
+    any T. selection and method: select_and_route's."""
     require()
     if router.fmt.name not in ROUTER_FORMATS:
         raise UnsupportedTensor(
@@ -437,6 +547,7 @@ def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
         _TICKETS.get(device, 1), ids, weights, *groups, n_tokens, n_expert, n_embd,
         x.stride(0), cfg.split, n_splits, BLOCK_E=cfg.block_e, CHUNK=cfg.chunk,
         SOFTMAX_ALL=softmax_all, NORMALIZE=normalize, HAS_BIAS=bias is not None,
-        num_warps=cfg.num_warps, **_select_sizes(n_tokens, n_expert, top_k, method),
+        num_warps=cfg.num_warps,
+        **_select_sizes(n_tokens, n_expert, top_k, method, selection),
     )  # fmt: skip
     return ExpertRouting(ids, weights, n_expert, *groups), logits

@@ -1,8 +1,11 @@
-"""Fused RMSNorm, optionally with the residual add before it (one read of x and r, one write
-of each output):
+"""Fused RMSNorm, optionally with a bias and the residual add before it (one read of x and r,
+one write of each output):
 
-    h = x + residual          (when a residual is given; returned, it is the next residual)
+    h = x (+ bias) + residual (when a residual is given; returned, it is the next residual)
     y = h / sqrt(mean(h^2) + eps) * weight
+
+The bias [N] is the producing matrix's (gpt-oss's attention output bias), added here in float32
+rather than by a launch of its own.
 
 Statistics in float32 whatever the input dtype, as ggml does.
 
@@ -32,15 +35,18 @@ from kernels.launch import gdc_launch_dependents, has_dependent_launch
 
 
 @triton.jit
-def _rms_norm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, xq_ptr, xd_ptr, xs_ptr, N, eps,
-                     stride_x, stride_r, HAS_RESIDUAL: tl.constexpr, QUANTIZE: tl.constexpr,
-                     LET_NEXT_START: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+def _rms_norm_kernel(x_ptr, r_ptr, b_ptr, w_ptr, y_ptr, h_ptr, xq_ptr, xd_ptr, xs_ptr, N, eps,
+                     stride_x, stride_r, HAS_RESIDUAL: tl.constexpr, HAS_BIAS: tl.constexpr,
+                     QUANTIZE: tl.constexpr, LET_NEXT_START: tl.constexpr,
+                     BLOCK: tl.constexpr):  # fmt: skip
     if LET_NEXT_START:  # see the module docstring
         gdc_launch_dependents()
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
     h = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        h += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         h += tl.load(r_ptr + row * stride_r + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(h_ptr + row * N + cols, h.to(h_ptr.dtype.element_ty), mask=mask)
@@ -52,9 +58,10 @@ def _rms_norm_kernel(x_ptr, r_ptr, w_ptr, y_ptr, h_ptr, xq_ptr, xd_ptr, xs_ptr, 
         store_quantized(y.to(tl.float32), row * N, (row + 1) * N, xq_ptr, xd_ptr, xs_ptr, BLOCK)
 
 
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual=None):
-    """y, or (y, x + residual) when a residual is given; shapes [..., N], y in x's dtype."""
-    y, h, _ = _launch(x, weight, eps, residual, x.dtype, quantize=False)
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual=None, *, bias=None):
+    """y, or (y, x (+ bias) + residual) when a residual is given; shapes [..., N] (bias [N]),
+    y in x's dtype."""
+    y, h, _ = _launch(x, weight, eps, residual, x.dtype, quantize=False, bias=bias)
     return y if residual is None else (y, h)
 
 
@@ -65,21 +72,24 @@ def rms_norm_quantized(
     residual=None,
     *,
     out_dtype: torch.dtype | None = None,
+    bias: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, QuantizedActivation]:
-    """(y, x + residual or None, y in 8 bits as [rows, N] for `quant_matmul(y, w,
+    """(y, x (+ bias) + residual or None, y in 8 bits as [rows, N] for `quant_matmul(y, w,
     quantized=...)`), one launch. y in out_dtype (default x's); N a multiple of 32."""
     if x.shape[-1] % 32:
         raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {x.shape[-1]}")
-    return _launch(x, weight, eps, residual, out_dtype or x.dtype, quantize=True)
+    return _launch(x, weight, eps, residual, out_dtype or x.dtype, quantize=True, bias=bias)
 
 
-def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool):
+def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None):
     require()
     n = x.shape[-1]
     if weight.shape != (n,):
         raise UnsupportedTensor(f"RMSNorm weight of shape {tuple(weight.shape)} for rows of {n}")
     if n > 65536:
         raise UnsupportedTensor(f"RMSNorm rows of {n} values: at most 65536")
+    if bias is not None and bias.shape != (n,):
+        raise UnsupportedTensor(f"bias of shape {tuple(bias.shape)} for rows of {n}")
     x2 = x.reshape(-1, n)
     if x2.stride(-1) != 1:
         x2 = x2.contiguous()
@@ -100,8 +110,9 @@ def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool):
     if x2.shape[0]:
         block = triton.next_power_of_2(n)
         _rms_norm_kernel[(x2.shape[0],)](
-            x2, r2, weight, y, h, xq, xd, xs, n, eps, x2.stride(0), r2.stride(0),
-            HAS_RESIDUAL=has_residual, QUANTIZE=quantize, BLOCK=max(block, 32),
+            x2, r2, weight if bias is None else bias, weight, y, h, xq, xd, xs, n, eps,
+            x2.stride(0), r2.stride(0), HAS_RESIDUAL=has_residual, HAS_BIAS=bias is not None,
+            QUANTIZE=quantize, BLOCK=max(block, 32),
             LET_NEXT_START=quantize and has_dependent_launch(x.device),
             num_warps=min(16, max(1, block // 256)),
         )  # fmt: skip

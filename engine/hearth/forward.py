@@ -416,8 +416,10 @@ class Transformer:
             swa = cfg.is_swa(i)
             rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
             a = self._attention(layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)
+            # the attention output's bias in the norm's launch, where no norm comes between
+            bias = layer.bo if layer.post_attn_norm is None else None
             x, h, shared = ops.rms_norm_for(
-                _ffn_readers(layer), a, layer.ffn_norm, cfg.rms_eps, residual=h
+                _ffn_readers(layer), a, layer.ffn_norm, cfg.rms_eps, residual=h, bias=bias
             )
             f = self._feed_forward(layer, x, shared)
             last = i + 1 == len(self.layers)
@@ -475,9 +477,9 @@ class Transformer:
             if out8 is not None:
                 options["quantized"] = out8
         a = cache.attend(i, q, positions, n_keys, **options)
-        a = _add_bias(ops.matmul(a.reshape(n_tokens, -1), layer.wo, out8), layer.bo)
-        if layer.post_attn_norm is not None:
-            a = ops.rms_norm(a, layer.post_attn_norm, cfg.rms_eps)
+        a = ops.matmul(a.reshape(n_tokens, -1), layer.wo, out8)
+        if layer.post_attn_norm is not None:  # else the caller's norm adds the bias (bo)
+            a = ops.rms_norm(_add_bias(a, layer.bo), layer.post_attn_norm, cfg.rms_eps)
         return a
 
     def _feed_forward(self, layer: Layer, x: torch.Tensor, shared) -> torch.Tensor:
@@ -553,4 +555,8 @@ def _project(ops: TorchOps, x: torch.Tensor, projections: list[Projection], shar
 
 
 def _add_bias(y: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    return y if bias is None else y + bias
+    """y + bias in y's own dtype, in place (y is a fresh product, or a part of one that nothing
+    else reads): one launch, the sum in float32 where the bias is and rounded once. `y + bias`
+    would promote an f16 y to the float32 bias's dtype, and everything after it with it (in
+    each later layer, Q, K, V and the attention output converted back and forth)."""
+    return y if bias is None else y.add_(bias)

@@ -10,8 +10,9 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     x = ops.embed_rows(quant_weight, ids)  rows of a (quantized) embedding table, on the host
     x = ops.gather_rows(w, ids)          rows of a prepared matrix, on its device (ids there)
     y = ops.rms_norm(x, weight, eps)     over the last axis
-    y, h = ops.add_rms_norm(a, h, weight, eps)     h = h + a; y = rms_norm(h) (one kernel)
-    y, h, s = ops.rms_norm_for(readers, x, weight, eps, residual=h, dtype=None)
+    y, h = ops.add_rms_norm(a, h, weight, eps, bias=None)
+                                         h = h + a (+ bias); y = rms_norm(h) (one kernel)
+    y, h, s = ops.rms_norm_for(readers, x, weight, eps, residual=h, dtype=None, bias=None)
                                          the same (h None without a residual), plus what the
                                          matmuls `readers` of y share (as shared_input)
     y = ops.gated_ffn_activation(gate, up, kind)   silu(gate) * up or gelu_tanh(gate) * up
@@ -141,19 +142,23 @@ class TorchOps(TorchMoeOps):
             return swiglu_oai(gate, up)
         raise ValueError(f"unknown activation {kind!r}")
 
-    def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float):
-        """(rms_norm(h + a), h + a): the residual add and the next norm."""
-        h = h + a
+    def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float,
+                     bias=None):  # fmt: skip
+        """(rms_norm(h + a), h + a): the residual add and the next norm; `bias` (the matrix
+        that made a's) added to a first."""
+        h = h + (a if bias is None else a + bias)
         return self.rms_norm(h, weight, eps), h
 
-    def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None):
-        """(y, h, shared): rms_norm(x) (after h = x + residual when one is given; h None
-        otherwise) in `dtype` (default x's), and what the matmuls `readers` of y will share
-        (shared_input; KernelsOps makes it in the same launch)."""
+    def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None,
+                     bias=None):  # fmt: skip
+        """(y, h, shared): rms_norm(x) (after x + bias when a bias is given, and h = x +
+        residual when a residual is; h None otherwise) in `dtype` (default x's), and what the
+        matmuls `readers` of y will share (shared_input; KernelsOps makes it in the same
+        launch)."""
         if residual is None:
-            y, h = self.rms_norm(x, weight, eps), None
+            y, h = self.rms_norm(x if bias is None else x + bias, weight, eps), None
         else:
-            y, h = self.add_rms_norm(x, residual, weight, eps)
+            y, h = self.add_rms_norm(x, residual, weight, eps, bias=bias)
         y = y if dtype is None else y.to(dtype)
         return y, h, self.shared_input(y, readers)
 
@@ -318,13 +323,14 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
         return sum(in_8_bits(w) for w in weights)
 
-    def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None):
+    def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None,
+                     bias=None):  # fmt: skip
         """The norm writes y in 8 bits too, in the same launch, when an integer GEMV reads y
-        (even one: the quantization launch it would make is saved)."""
+        (even one: the quantization launch it would make is saved); a bias is added in it."""
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         if not self._integer_readers(rows, readers):
-            return super().rms_norm_for(readers, x, weight, eps, residual, dtype)
-        return self._k.rms_norm_quantized(x, weight, eps, residual, out_dtype=dtype)
+            return super().rms_norm_for(readers, x, weight, eps, residual, dtype, bias)
+        return self._k.rms_norm_quantized(x, weight, eps, residual, out_dtype=dtype, bias=bias)
 
     def gated_ffn_activation_for(self, readers: list, gate, up, kind: str):
         """SwiGLU writes its output in 8 bits too, in the same launch, for an integer GEMV."""
@@ -379,8 +385,9 @@ class KernelsOps(KernelsMoeOps, TorchOps):
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
         return self._k.rms_norm(x, weight, eps)
 
-    def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float):
-        return self._k.rms_norm(a, weight, eps, residual=h)
+    def add_rms_norm(self, a: torch.Tensor, h: torch.Tensor, weight: torch.Tensor, eps: float,
+                     bias=None):  # fmt: skip
+        return self._k.rms_norm(a, weight, eps, residual=h, bias=bias)
 
     def rope_positions(self, positions: torch.Tensor, table: RopeTable) -> torch.Tensor:
         return positions.to(torch.int32)  # the kernel computes its angles (in float32, as ggml)

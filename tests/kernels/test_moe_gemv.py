@@ -113,11 +113,13 @@ def test_pairs_grouped_by_expert(ids, n_expert, method, device):
         (3, 60, 6, "softmax", False, False),  # qwen2moe-like: k not a power of two
     ],
 )
+@pytest.mark.parametrize("selection", ["rank", "argmax"])
 def test_experts_selected_and_grouped_in_one_launch(
-    tokens, n_expert, top_k, gating, normalize, bias, device
+    tokens, n_expert, top_k, gating, normalize, bias, selection, device
 ):
     """select_and_route picks what engine/hearth/routing.select_experts picks (ids in the same
-    order, weights to float32 rounding) and groups them as route_experts does."""
+    order, weights to float32 rounding) and groups them as route_experts does, by either
+    selection."""
     from engine.hearth.routing import select_experts
     from kernels.moe_routing import select_and_route
 
@@ -129,7 +131,7 @@ def test_experts_selected_and_grouped_in_one_launch(
     )
     routing = select_and_route(
         logits.to(device), top_k, softmax_all=gating == "softmax", normalize=normalize,
-        bias=None if b is None else b.to(device),
+        bias=None if b is None else b.to(device), selection=selection,
     )  # fmt: skip
     assert routing.ids.cpu().tolist() == ids.tolist()
     torch.testing.assert_close(routing.weights.cpu(), weights, rtol=1e-5, atol=1e-6)
@@ -141,6 +143,30 @@ def test_experts_selected_and_grouped_in_one_launch(
     for name in ("group_expert", "group_start", "group_count"):
         got, want = getattr(routing, name)[:n], getattr(expected, name)[:n]
         assert got.cpu().tolist() == want.cpu().tolist(), name
+
+
+@pytest.mark.parametrize(("tokens", "n_expert", "top_k"), [(1, 128, 8), (3, 32, 4)])
+def test_rank_and_argmax_selections_agree_on_ties(tokens, n_expert, top_k, device):
+    """Scores with many ties (a few distinct values): both selections take the lower id on a
+    tie, so picks, slots, weights and groups are the same; the rank takes a NaN score last."""
+    from kernels.moe_routing import select_and_route
+
+    gen = torch.Generator().manual_seed(tokens)
+    logits = torch.randint(0, 3, (tokens, n_expert), generator=gen).float()
+    logits[0, 1:4] = 5.0  # a tie among the largest
+    kwargs = dict(softmax_all=False, normalize=True)
+    rank = select_and_route(logits.to(device), top_k, selection="rank", **kwargs)
+    argmax = select_and_route(logits.to(device), top_k, selection="argmax", **kwargs)
+    assert rank.ids[0, :3].cpu().tolist() == [1, 2, 3]
+    for name in ("ids", "order", "n_groups"):
+        assert torch.equal(getattr(rank, name), getattr(argmax, name)), name
+    n = int(rank.n_groups)
+    for name in ("group_expert", "group_start", "group_count"):
+        assert torch.equal(getattr(rank, name)[:n], getattr(argmax, name)[:n]), name
+    torch.testing.assert_close(rank.weights, argmax.weights, rtol=1e-6, atol=0)
+    logits[0, 1] = float("nan")
+    with_nan = select_and_route(logits.to(device), top_k, selection="rank", **kwargs)
+    assert with_nan.ids[0, :2].cpu().tolist() == [2, 3] and 1 not in with_nan.ids[0].tolist()
 
 
 def test_mxfp4_block_layout_is_ggml_s():
@@ -164,8 +190,9 @@ def test_mxfp4_block_layout_is_ggml_s():
         ("BF16", 2, 16, 256, 2, "softmax", True, False),
     ],
 )
+@pytest.mark.parametrize("selection", ["rank", "argmax"])
 def test_router_gemv_and_selection_in_one_launch(
-    fmt, tokens, n_expert, n_embd, top_k, gating, normalize, bias, device
+    fmt, tokens, n_expert, n_embd, top_k, gating, normalize, bias, selection, device
 ):
     """route_from_router: the float GEMV's logits (within float32 sums in another order)
     and, from them, the routing select_and_route gives for the GEMV's logits; a token's
@@ -180,7 +207,8 @@ def test_router_gemv_and_selection_in_one_launch(
     router = PackedWeight.from_gguf(raw.reshape(-1), fmt, (n_expert, n_embd), device=device)
     x = (torch.randn(tokens, n_embd, generator=gen) * 3).to(device)
     b = torch.randn(n_expert, generator=gen).to(device) if bias else None
-    kwargs = dict(softmax_all=gating == "softmax", normalize=normalize, bias=b)
+    kwargs = dict(softmax_all=gating == "softmax", normalize=normalize, bias=b,
+                  selection=selection)  # fmt: skip
     routing, logits = route_from_router(x, router, top_k, **kwargs)
     gemv = quant_matmul(x, router).float()
     torch.testing.assert_close(logits, gemv, rtol=1e-5, atol=1e-4)

@@ -152,11 +152,13 @@ def test_the_down_rounds_h_as_quantize_activation_does(fmt, model, tokens):
     assert torch.equal(fused, apart)
 
 
+@pytest.mark.parametrize("selection", ["rank", "argmax"])
 @pytest.mark.parametrize("tokens", [1, 16])
 @pytest.mark.parametrize("model", [QWEN3, GPT_OSS])
-def test_route_from_router_at_the_real_routers(model, tokens):
+def test_route_from_router_at_the_real_routers(model, tokens, selection):
     """Compiled, F32 routers of the real shapes: the float GEMV's logits and, from them,
-    select_and_route's picks and groups, in one launch; replayed by a CUDA graph."""
+    select_and_route's picks and groups (by either selection, the same as the other's), in one
+    launch; replayed by a CUDA graph."""
     from kernels.gemv import quant_matmul
     from kernels.moe_routing import route_from_router, select_and_route
     from kernels.packed_weight import PackedWeight
@@ -169,7 +171,7 @@ def test_route_from_router_at_the_real_routers(model, tokens):
     x = (torch.randn(tokens, n_embd, generator=gen) * 3).half().cuda()
     gpt_oss = model is GPT_OSS
     bias = torch.randn(n_expert, generator=gen).cuda() if gpt_oss else None
-    kwargs = dict(softmax_all=not gpt_oss, normalize=not gpt_oss, bias=bias)
+    kwargs = dict(softmax_all=not gpt_oss, normalize=not gpt_oss, bias=bias, selection=selection)
     routing, logits = route_from_router(x, router, k, **kwargs)
     gemv = quant_matmul(x.float(), router)
     torch.testing.assert_close(logits, gemv, rtol=1e-5, atol=1e-4)
@@ -177,6 +179,10 @@ def test_route_from_router_at_the_real_routers(model, tokens):
     assert torch.equal(routing.ids, apart.ids) and torch.equal(routing.order, apart.order)
     n = int(apart.n_groups)
     assert torch.equal(routing.group_expert[:n], apart.group_expert[:n])
+    other = "argmax" if selection == "rank" else "rank"
+    by_other = select_and_route(gemv, k, **dict(kwargs, selection=other))
+    assert torch.equal(by_other.ids, apart.ids) and torch.equal(by_other.order, apart.order)
+    torch.testing.assert_close(by_other.weights, apart.weights, rtol=1e-6, atol=1e-7)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         captured, _ = route_from_router(x, router, k, **kwargs)

@@ -39,6 +39,30 @@ def test_rms_norm_with_residual(dtype, device):
     assert relative_error(y.float().cpu(), expected) < TOLERANCE[dtype]
 
 
+@pytest.mark.parametrize("quantized", [False, True])
+def test_rms_norm_adds_a_float32_bias_before_the_residual(quantized, device):
+    """x f16 + a float32 bias [N] (the attention output's, gpt-oss) + residual, summed in
+    float32 in the norm's launch: h as the sum rounded once, y in x's dtype, the 8-bit y
+    the same as without the bias on the summed values."""
+    gen = torch.Generator().manual_seed(3)
+    x, r = (torch.randn(2, 96, generator=gen).half() for _ in range(2))
+    b, w = torch.randn(96, generator=gen), torch.randn(96, generator=gen).half()
+    args = (x.to(device), w.to(device), 1e-6, r.to(device))
+    if quantized:
+        y, h, yq = rms_norm_quantized(*args, bias=b.to(device))
+    else:
+        y, h = rms_norm(*args, bias=b.to(device))
+    summed = x.float() + b + r.float()
+    assert y.dtype == torch.float16 and h.dtype == torch.float16
+    assert torch.equal(h.cpu(), summed.half())
+    expected = reference.rms_norm(summed.numpy(), w.float().numpy(), 1e-6)
+    assert relative_error(y.float().cpu(), expected) < TOLERANCE[torch.float16]
+    if quantized:
+        _assert_same_quantization(yq, quantize_activation(y))
+    with pytest.raises(UnsupportedTensor, match="bias of shape"):
+        rms_norm(*args, bias=torch.zeros(95, device=device))
+
+
 def test_rms_norm_weight_mismatch_is_named(device):
     with pytest.raises(UnsupportedTensor, match="weight of shape"):
         rms_norm(torch.randn(2, 8).to(device), torch.randn(9).to(device), 1e-5)

@@ -87,3 +87,18 @@ def test_f16_cache_stays_close(tiny_model):
     half = run_engine(tiny_model, cache_dtype=torch.float16)
     assert np.abs(half - exact).max() < 0.02 * max(1.0, np.abs(exact).max())
     assert not np.array_equal(half, exact)  # the f16 cache is really used
+
+
+def test_a_bias_keeps_the_activations_dtype():
+    """An f16 product plus a float32 bias (gpt-oss's attention output bias) stays f16, the sum
+    in float32 rounded once: a promoted float32 output would carry float32 through every later
+    layer (and a conversion launch before and after each attention)."""
+    from engine.hearth.forward import _add_bias
+
+    gen = torch.Generator().manual_seed(0)
+    y = torch.randn(2, 64, generator=gen).half()
+    bias = torch.randn(64, generator=gen)
+    want = (y.float() + bias).half()
+    got = _add_bias(y.clone(), bias)
+    assert got.dtype == torch.float16 and torch.equal(got, want)
+    assert _add_bias(y, None) is y
