@@ -83,7 +83,8 @@ def test_dequant_mma_compiles_for_sm90_with_f16_wgmma_from_registers():
     lines = done.stdout.split("\n")[:-1]
     if not triton.__version__.startswith("3.6"):
         # the H200's Triton is 3.6; Triton 3.8 (this venv's) still gets C7515 from these
-        # loops, for a reason not found yet: only 3.6's compile is held to "pipelined"
+        # loops with the inline assembly, for a reason not found yet: only 3.6's compile is
+        # held to "pipelined"
         lines = [line.replace(" serialized", " pipelined") for line in lines]
     assert lines == [
         "Q4_K 16 True m64n16k16 spills 0 pipelined",
