@@ -1,4 +1,4 @@
-"""A GEMM over Q4_K and Q6_K matrices for a batch's decode rows (9..64): the stored blocks
+"""A GEMM over Q4_K and Q6_K matrices for a batch's decode rows (2..64): the stored blocks
 dequantized in registers into f16 tiles that meet x (f16) on the tensor cores, Marlin's idea
 on ggml's layouts. Each stored block is read once per launch and nothing is written but y.
 
@@ -10,23 +10,22 @@ The weights are PackedWeight's planes, the GGUF bytes unchanged; the oracle is
 reference.k_quant_f16_weights (the same roundings in numpy) and gguf's dequantizer within
 them. x is rounded to f16 as the dequantized GEMM's (KernelsOps.matmul's "dequant" path) is.
 
-Where the work goes, and why this and not the integer MMA (kernels/quant_mma.py): there a
-[BLOCK_N, BLOCK_M] int32 sum is scaled in float32 per region of 32 weights (about 5
-instructions an output element a region: BLOCK_M / 32 x 5 a weight, 10 at 64 rows), so its
-cost grows with the rows. Here the scale and offset are applied to each weight once (an f16x2
-FMA a pair of weights) and the float32 sums stay in the MMA's accumulator across all of K:
-the cost a weight is fixed, about 1.75 instructions for Q4_K and 3.25 for Q6_K
+Where the work goes: the scale and offset are applied to each weight once (an f16x2 FMA a
+pair of weights) and the float32 sums stay in the MMA's accumulator across all of K:
+the cost a weight is fixed, about 2 instructions for Q4_K and 3.75 for Q6_K
 (kernels/nibbles.py: scaled_nibbles_f16, q6_k_weights_f16), amortised over the M rows by
 the MMA. An H200 issues about 33e12 thread instructions a second (132 SMs x 4 x 32 x 1.98
 GHz) and streams Q4_K's 0.5625 bytes a weight at about 4 TB/s (7.1e12 weights/s): 4.7
 instructions a weight at the copy rate (Q6_K: 0.82 bytes, 4.9e12 weights/s, 6.8).
-docs/decisions/0022 has the arithmetic and the measurements to come.
+docs/decisions/0022 has the arithmetic and the measurements (an integer MMA, its int32 sums
+scaled in float32 per region of 32 weights, lost to this at every shape and row count).
 
 A program takes BLOCK_N weight rows (the MMA's M side) and BLOCK_M rows of x (its N side: a
-decode step's 16-64 rows) and walks its part of K a super-block an iteration, so that
-Triton's pipeliner prefetches the next super-blocks' codes, scales and x tiles num_stages
-ahead, and the chunks within it are unrolled (their byte offsets and scale positions fixed at
-compile time):
+decode step's rows in a tile of 16, 32 or 64) and walks its part of K a super-block an
+iteration, so that Triton's pipeliner prefetches the next super-blocks' codes and scales
+(num_stages - 2 ahead: their loads feed the dot through the dequantization) and x's tiles
+(num_stages - 1 ahead), and the chunks within it are unrolled (their byte offsets and scale
+positions fixed at compile time):
 
 Q4_K  chunk c = 0..3: its 32 qs bytes per row [BN, 32] give sub-blocks 2c (low nibbles) and
       2c + 1 (high); two dots of K = 32 against x's columns 64c .. 64c + 63.
@@ -34,20 +33,22 @@ Q6_K  half h = 0, 1, and in it each run r of 16 lanes: the ql bytes 64h + 32 run
       (run 0, 1) and the qh bytes 32h + 16r .. give quarters run (low nibbles) and run + 2
       (high); four dots of K = 16 (a scale per 16 weights: a K = 16 dot has one a row).
 
-Compiled for sm_90 (Triton 3.8, default_config at 16 and 64 rows; `python -m
-benchmarks.kernels.dequant_mma_sass` prints it) the loop takes 4.4 SASS instructions a weight
-a thread for Q4_K and 5.9 for Q6_K (the assembly's 1.75 and 3.25; the rest the scales'
-decoding per row, the f16 tile's way through shared memory into the wgmma's register layout
-(STS, LDSM), the MMAs' fences and the loop): at the issue rate above 7.6e12 and 5.7e12
-weights/s, above the copy rate of either if the loads and MMAs overlap the work. Every plane
-but the f16 d and dmin goes through Triton's cp.async pipeline; those (2 bytes a row, too
-narrow for cp.async) are loaded a super-block ahead by hand, and Q6_K's 16 int8 scales are
-read as 4 int32 words for the same reason.
+Compiled for sm_90 (Triton 3.6, the H200's; default_config at 16 and 64 rows; `python -m
+benchmarks.kernels.dequant_mma_sass` prints it) the loop takes 5.0 SASS instructions a weight a
+thread for Q4_K and 6.1 for Q6_K (the assembly's 2 and 3.75, on the codes as Triton reads them
+from the cp.async buffer in the wgmma register operand's layout, two bytes at a time; the rest
+the scales' decoding per row, the MMAs' waits and the loop): at the issue rate 6.7e12 and
+5.4e12 weights/s, 94% and 110% of the copy rate, if the loads and MMAs overlap the work. Every
+plane but the f16 d and dmin goes through Triton's cp.async pipeline; those (2 bytes a row, too
+narrow for cp.async) are plain loads in the iteration that uses them (a value loaded by hand an
+iteration ahead and carried into the f16 tile made ptxas serialize every wgmma, its C7515 note,
+and sent the tile through shared memory: decision 0022). Q6_K's 16 int8 scales are read as 4
+int32 words, wide enough for cp.async.
 
 Split-K where the tiles are fewer than twice the multiprocessors (default_config), summed in
-the same launch (kernels/split_k.py). KernelsOps._matmul_path takes it
-at the (format, rows) in ROWS_WON, measured by benchmarks/kernels/gpu_dequant_mma.sh, or
-HEARTH_DEQUANT_MMA_ROWS.
+the same launch (kernels/split_k.py). KernelsOps._matmul_path takes it at the (format, rows)
+in ROWS_WON, measured by benchmarks/kernels/gpu_dequant_mma.sh, or HEARTH_DEQUANT_MMA_ROWS,
+the integer GEMV's few rows included where they are listed.
 """
 
 from __future__ import annotations
@@ -64,15 +65,22 @@ from kernels.errors import UnsupportedTensor
 from kernels.gemv_dp4a import q4_k_scales_from_words, words
 from kernels.nibbles import q6_k_weights_f16, scaled_nibbles_f16
 from kernels.packed_weight import PackedWeight
-from kernels.split_k import COUNTERS, multiprocessors, split_for, split_plan, store_tile
+from kernels.split_k import (
+    COUNTERS,
+    MIN_SPLIT_BLOCKS,
+    multiprocessors,
+    split_for,
+    split_plan,
+    store_tile,
+)
 
 FORMATS = ("Q4_K", "Q6_K")
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 # The (format, rows) this kernel takes a batch's matmul at: the row counts at which the
 # H200 run of benchmarks/kernels/gpu_dequant_mma.sh (docs/measurements/2026-11-29-s16-call-2)
-# measured it faster than the dequantized GEMM, the integer GEMV and the integer MMA at every
-# Llama-3-8B shape of the format. Below 16 rows of Q4_K the integer GEMV still wins attn_k/v.
+# measured it faster than the dequantized GEMM and the integer GEMV at every Llama-3-8B shape
+# of the format. Below 16 rows of Q4_K the integer GEMV still won attn_k/v there.
 ROWS_WON: dict[str, tuple[int, int]] = {"Q4_K": (16, 64), "Q6_K": (9, 64)}
 
 
@@ -101,8 +109,9 @@ class DequantMmaConfig:
     block_m: int = 0  # rows of x a program (16, 32, 64); 0: default_config's rule
     block_n: int = 64  # weight rows a program (the MMA's M side: 64 a warpgroup's wgmma)
     num_warps: int = 4
-    # super-blocks whose codes, scales and x tiles are in flight (shared memory): a stage is
-    # BLOCK_N x 144 bytes of Q4_K (210 of Q6_K) and BLOCK_M x 512 of x (32 KB at 64 rows)
+    # buffers in shared memory for the pipeliner (the codes and scales num_stages - 2
+    # super-blocks ahead, x's tiles num_stages - 1): a stage is BLOCK_N x 144 bytes of Q4_K
+    # (210 of Q6_K) and BLOCK_M x 512 of x (32 KB at 64 rows)
     num_stages: int = 3
     split_k: int = 0  # parts of K; 0: default_config's rule (two programs an SM)
     asm: bool = True  # the codes to f16 in inline assembly (kernels/nibbles.py); GPU only
@@ -110,16 +119,42 @@ class DequantMmaConfig:
 
 def default_config(n_rows: int, n_out: int, n_in: int, n_sm: int = 132) -> DequantMmaConfig:
     """BLOCK_M: the power of two from 16 to 64 at or above the row count (a decode step of up
-    to 64 rows is one block of rows: every weight read once); K split where the tiles are
-    fewer than twice the multiprocessors (split_k.split_for over 2 n_sm: two programs of 4
-    warps an SM, so that one's dequantization runs while the other waits on its MMA, which
-    each program does after every chunk). Not measured yet: the sweep
-    (benchmarks/kernels/dequant_mma.py --sweep) times the alternatives."""
-    return resolved(DequantMmaConfig(), n_rows, n_out, n_in, n_sm)
+    to 64 rows is one block of rows: every weight read once). The launch shape per class of
+    (matrix, rows), from the H200 sweep (docs/measurements/2026-11-29-s16-call-2/mma/sweep.txt,
+    us at 16 / 64 rows, Llama-3-8B's shapes; decision 0022's follow-up has the table):
+
+    BLOCK_M 64, n_out >= 8192 (ffn_gate/up)   bn128 w8 s3: x's tile read by half as many
+        programs; 53.1 us against 78.1 for bn64 w4 s3
+    BLOCK_M 64, the rest                      bn64 w4 s2: x's 32 KB a stage at s3 leaves one
+        program an SM, s2 two; attn_q/o 20.9 (27.8), ffn_down 80.4 (98.8), attn_k/v 12.9 (13.0)
+    BLOCK_M 16, n_in > n_out (ffn_down)       bn64 w4 s3, K in 8 parts: 69.7 us against
+        70.6 in 4 (the sweep's 52.7 for bn128 w4 k8 was the kernel before d and dmin were
+        loaded in place; with the f16 tile now kept in registers that shape spills 628 bytes
+        under Triton 3.6, so the sweep times it again beside bn128 w8)
+    otherwise                                 bn64 w4 s3 (BLOCK_M 32 is not swept yet)
+
+    K is split where the tiles are fewer than twice the multiprocessors (split_k.split_for
+    over 2 n_sm: two programs an SM, so that one's dequantization runs while the other waits
+    on its loads), and at BLOCK_M 16 into two parts at least: ffn_gate/up at 16 rows 35.0 us
+    in two parts against 38.5 whole."""
+    block_m = min(64, max(16, triton.next_power_of_2(max(1, n_rows))))
+    if block_m == 64 and n_out >= 8192:
+        cfg = DequantMmaConfig(block_m=64, block_n=128, num_warps=8, num_stages=3)
+    elif block_m == 64:
+        cfg = DequantMmaConfig(block_m=64, num_stages=2)
+    elif block_m == 16 and n_in > n_out:
+        cfg = DequantMmaConfig(block_m=16, split_k=8)
+    else:
+        cfg = DequantMmaConfig(block_m=block_m)
+    cfg = resolved(cfg, n_rows, n_out, n_in, n_sm)
+    if block_m == 16 and n_in // 256 >= 2 * MIN_SPLIT_BLOCKS:
+        cfg = dataclasses.replace(cfg, split_k=max(2, cfg.split_k))
+    return cfg
 
 
 def resolved(cfg: DequantMmaConfig, n_rows: int, n_out: int, n_in: int, n_sm: int):
-    """cfg with block_m and split_k set where they are 0 (default_config's rules)."""
+    """cfg with block_m and split_k set where they are 0 (the rows' power of two from 16 to
+    64; K split for two programs an SM)."""
     if cfg.block_m == 0:
         block_m = min(64, max(16, triton.next_power_of_2(max(1, n_rows))))
         cfg = dataclasses.replace(cfg, block_m=block_m)
@@ -218,20 +253,16 @@ def dequant_mma_kernel(
     row_start = rows.to(tl.int64) * NB
     last = tl.minimum(first + blocks_per_split, NB)
     acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-    # the f16 super-block scales (2 bytes a row: no cp.async for Triton to pipeline them) are
-    # loaded a super-block ahead, so that their latency overlaps one super-block's work
-    d_next = tl.load(pd + row_start + first, mask=row_mask, other=0.0)
-    dmin_next = tl.load(pdmin + row_start + first, mask=row_mask, other=0.0)
     for blk in range(first, last):
-        d = d_next.to(tl.float32)
-        dmin = dmin_next.to(tl.float32)
-        ahead = row_start + tl.minimum(blk + 1, last - 1)
-        d_next = tl.load(pd + ahead, mask=row_mask, other=0.0)
+        # d and dmin loaded where they are used: a value loaded an iteration ahead by hand and
+        # carried into the f16 tile makes ptxas serialize every wgmma (its C7515 warning); a
+        # row's d of consecutive super-blocks share a sector, so all but the first hit the cache
+        d = tl.load(pd + row_start + blk, mask=row_mask, other=0.0).to(tl.float32)
         if Q6:
             acc = _q6_k_block(acc, d, p0, p1, p2, x_ptr, row_start + blk, blk, row_mask, m,
                               m_mask, K, ASM)  # fmt: skip
         else:
-            dmin_next = tl.load(pdmin + ahead, mask=row_mask, other=0.0)
+            dmin = tl.load(pdmin + row_start + blk, mask=row_mask, other=0.0).to(tl.float32)
             acc = _q4_k_block(acc, d, dmin, p0, p1, x_ptr, row_start + blk, blk, row_mask, m,
                               m_mask, K, ASM)  # fmt: skip
     store_tile(acc, out_ptr, part_ptr, count_ptr, m, m_mask, rows, row_mask, M, N, stride_om,

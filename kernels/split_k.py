@@ -1,6 +1,6 @@
-"""Split-K for the batch-row GEMMs over K-quant super-blocks (kernels/quant_mma.py,
-kernels/dequant_mma.py): how many parts of K a launch takes, which super-blocks each part
-walks, and the end of a program that sums the parts in the same launch.
+"""Split-K for the batch-row GEMM over K-quant super-blocks (kernels/dequant_mma.py): how many
+parts of K a launch takes, which super-blocks each part walks, and the end of a program that
+sums the parts in the same launch.
 
 A decode step's rows are one tile of x, so a matrix of 4096 rows in tiles of 64 makes 64
 programs and one of 1024 rows 16: fewer than an H200's 132 multiprocessors. K is then split
@@ -21,7 +21,7 @@ from kernels.tickets import TicketCounters
 
 MIN_SPLIT_BLOCKS = 2  # super-blocks a part of K keeps at least
 
-# one ticket per output tile (kernels/tickets.py); the GEMMs here run one after another on a
+# one ticket per output tile (kernels/tickets.py); the GEMMs run one after another on a
 # stream, and each leaves its counters at zero
 COUNTERS = TicketCounters(minimum=1 << 12)
 

@@ -9,6 +9,10 @@ attn_q/o and ffn_down), as default_config launches it, with the inline assembly 
 BLOCK_N rows, so its instructions over BLOCK_N x 256 / threads are the instructions a weight
 costs each thread. Against the H200's budget at the copy rate (decision 0022's follow-up: 4.7
 a Q4_K weight, 6.8 a Q6_K weight) this says whether the kernel can be memory-bound at all.
+"serialized": ptxas's C7515 note, each wgmma waited for before the next is issued (a
+non-wgmma instruction writing the accumulator's registers inside their pipeline stage).
+Run it with the Triton the GPU has (3.6 on the H200: PYTHONPATH=/tmp/t36 after
+`pip install --no-deps --target /tmp/t36 triton==3.6.0`); 3.8 compiles these loops otherwise.
 """
 
 from __future__ import annotations
@@ -79,8 +83,9 @@ def loop_opcodes(sass: str) -> collections.Counter:
     return ops
 
 
-def usage(kernel) -> tuple[int, int, collections.Counter]:
-    """(registers, spill-store bytes, the main loop's opcode counts) of a compiled kernel."""
+def usage(kernel) -> tuple[int, int, collections.Counter, bool]:
+    """(registers, spill-store bytes, the main loop's opcode counts, whether ptxas serialized
+    the wgmmas: its C7515 note) of a compiled kernel."""
     with tempfile.TemporaryDirectory() as tmp:
         ptx = Path(tmp) / "k.ptx"
         ptx.write_text(kernel.asm["ptx"])
@@ -91,7 +96,7 @@ def usage(kernel) -> tuple[int, int, collections.Counter]:
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
     regs = int(re.search(r"Used (\d+) registers", info).group(1))
     spills = int(re.search(r"(\d+) bytes spill stores", info).group(1))
-    return regs, spills, loop_opcodes(sass)
+    return regs, spills, loop_opcodes(sass), "C7515" in info
 
 
 def main() -> int:
@@ -99,12 +104,13 @@ def main() -> int:
         for rows in (16, 64):
             for asm in (True, False):
                 cfg = dataclasses.replace(default_config(rows, n_out, n_in), asm=asm)
-                regs, spills, ops = usage(compile_sm90(fmt, rows, cfg))
+                regs, spills, ops, serial = usage(compile_sm90(fmt, rows, cfg))
                 per_thread = cfg.block_n * 256 / (32 * cfg.num_warps)  # weights an iteration
                 top = ", ".join(f"{op} {n}" for op, n in ops.most_common(6))
                 print(f"{fmt} {rows:2} rows {'asm  ' if asm else 'plain'} bn{cfg.block_n} "
                       f"w{cfg.num_warps} s{cfg.num_stages} k{cfg.split_k}: {regs:3} regs, "
-                      f"spills {spills}, loop {sum(ops.values()):4} instructions = "
+                      f"spills {spills}, {'serialized' if serial else 'pipelined'} wgmma, "
+                      f"loop {sum(ops.values()):4} instructions = "
                       f"{sum(ops.values()) / per_thread:5.2f} a weight ({top})",
                       flush=True)  # fmt: skip
     return 0

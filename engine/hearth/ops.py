@@ -319,6 +319,8 @@ class KernelsOps(KernelsMoeOps, TorchOps):
                 return rows <= self.MOE_X_8BIT_MAX_ROWS
             if isinstance(w, PreparedWeight):
                 return False
+            if rows > 1 and self._matmul_path(rows, w) != "gemv":  # the MMA takes x in f16
+                return False
             return default_config(w.fmt.name, rows).path == "dp4a"
 
         return sum(in_8_bits(w) for w in weights)
@@ -347,18 +349,20 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         dequantized-gemm.md): the dequantized GEMM takes 13-99 us a matrix at 2 to 64 rows,
         the float GEMV 17-138 us at 2 rows and up to 557 us at 64 in slices of 16.
         "dequant_mma" (the blocks dequantized in registers for the tensor cores) at the
-        (format, rows) `dequant_mma_rows` lists: kernels.dequant_mma.ROWS_WON on a GPU, where its
-        sweep measured it fastest (decision 0022's follow-up)."""
+        (format, rows) `dequant_mma_rows` lists, the integer GEMV's few rows included:
+        kernels.dequant_mma.ROWS_WON on a GPU, where its sweep measured it fastest (decision
+        0022's follow-up)."""
         import kernels.dequant_mma
         import kernels.gemv
 
         if rows == 1:
             return "gemv"
+        if kernels.dequant_mma.takes(w.fmt.name, rows, self.dequant_mma_rows):
+            return "dequant_mma"
         few = rows <= kernels.gemv.DP4A_MAX_ROWS  # (no config built for a prefill chunk's rows)
         if few and self._gemv_config(w, rows).path == "dp4a":
             return "gemv"
-        mma = kernels.dequant_mma.takes(w.fmt.name, rows, self.dequant_mma_rows)
-        return "dequant_mma" if mma else "dequant"
+        return "dequant"
 
     def matmul(self, x: torch.Tensor, w, shared: object | None = None) -> torch.Tensor:
         if isinstance(w, PreparedWeight):

@@ -75,14 +75,30 @@ def test_split_k_counters_reset_for_the_next_call(fmt, device):
 
 def test_the_default_splits_k_below_two_programs_an_sm():
     """132 SMs: 64 tiles of a 4096-row matrix in 4 parts; 16 tiles of 1024 rows in 8 (parts
-    of 2 of its 16 super-blocks); 224 tiles of 14336 rows whole; rows of x in one block of 16,
-    32 or 64."""
+    of 2 of its 16 super-blocks); 224 tiles of 14336 rows in 2 at 16 rows (two parts at
+    least there) and 112 tiles of 128 rows in 2 at 64; rows of x in one block of 16, 32 or
+    64."""
     assert dequant_mma.default_config(16, 4096, 4096).split_k == 4
     assert dequant_mma.default_config(64, 1024, 4096).split_k == 8
-    assert dequant_mma.default_config(12, 14336, 4096).split_k == 1
-    assert [dequant_mma.default_config(m, 4096, 4096).block_m for m in (9, 16, 24, 48, 64)] == [
-        16, 16, 32, 64, 64,
+    assert dequant_mma.default_config(12, 14336, 4096).split_k == 2
+    assert dequant_mma.default_config(64, 14336, 4096).split_k == 2
+    assert dequant_mma.default_config(24, 14336, 4096).split_k == 1
+    assert [dequant_mma.default_config(m, 4096, 4096).block_m for m in (2, 9, 16, 24, 48, 64)] == [
+        16, 16, 16, 32, 64, 64,
     ]  # fmt: skip
+
+
+def test_the_default_launch_shape_per_class_is_the_sweeps_winner():
+    """The H200 sweep's winners (default_config's docstring): ffn_gate/up at 64 rows in tiles
+    of 128 rows on 8 warps, the other 64-row matrices in two stages, ffn_down at 16 rows in
+    tiles of 128 rows split in 8."""
+    shape = lambda c: (c.block_m, c.block_n, c.num_warps, c.num_stages, c.split_k)  # noqa: E731
+    assert shape(dequant_mma.default_config(64, 14336, 4096)) == (64, 128, 8, 3, 2)
+    assert shape(dequant_mma.default_config(64, 4096, 4096)) == (64, 64, 4, 2, 4)
+    assert shape(dequant_mma.default_config(48, 4096, 14336)) == (64, 64, 4, 2, 4)
+    assert shape(dequant_mma.default_config(16, 4096, 14336)) == (16, 64, 4, 3, 8)
+    assert shape(dequant_mma.default_config(4, 14336, 4096)) == (16, 64, 4, 3, 2)
+    assert shape(dequant_mma.default_config(32, 4096, 4096)) == (32, 64, 4, 3, 4)
 
 
 def test_half_precision_in_and_out_and_leading_dimensions(device):

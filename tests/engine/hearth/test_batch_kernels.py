@@ -163,6 +163,28 @@ def test_the_measured_mma_rows_apply_on_a_gpu_only(monkeypatch):
     assert KernelsOps("cpu").dequant_mma_rows == {"Q6_K": (9, 64)}
 
 
+def test_the_mma_takes_the_few_rows_its_table_lists_before_the_integer_gemv(monkeypatch):
+    """At 2-8 rows the integer GEMV is the path unless the MMA's rows (ROWS_WON, or
+    HEARTH_DEQUANT_MMA_ROWS) list the count: then the MMA, and the norm before it does not
+    write x in 8 bits for it."""
+    from types import SimpleNamespace
+
+    from engine.hearth.ops import KernelsOps
+
+    q4 = SimpleNamespace(fmt=SimpleNamespace(name="Q4_K"))
+    monkeypatch.delenv("HEARTH_DEQUANT_MMA_ROWS", raising=False)
+    ops = KernelsOps("cpu")
+    assert [ops._matmul_path(m, q4) for m in (1, 4, 9)] == ["gemv", "gemv", "dequant"]
+    assert ops._integer_readers(4, [q4]) == 1
+    monkeypatch.setenv("HEARTH_DEQUANT_MMA_ROWS", "Q4_K:4-64")
+    ops = KernelsOps("cpu")
+    assert [ops._matmul_path(m, q4) for m in (1, 2, 4, 9)] == [
+        "gemv", "gemv", "dequant_mma", "dequant_mma",
+    ]  # fmt: skip
+    assert ops._integer_readers(4, [q4]) == 0
+    assert ops._integer_readers(2, [q4]) == 1
+
+
 def test_a_batch_through_the_dequantizing_mma_equals_the_dequantized_gemm(tmp_path, monkeypatch):
     """KernelsOps._matmul_path with the dequantizing MMA forced for 2-64 rows of Q4_K
     (HEARTH_DEQUANT_MMA_ROWS; the engine on the CPU takes none of kernels.dequant_mma.ROWS_WON,
