@@ -78,10 +78,11 @@ FORMATS = ("Q4_K", "Q6_K")
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 # The (format, rows) this kernel takes a batch's matmul at: the row counts at which the
-# H200 run of benchmarks/kernels/gpu_dequant_mma.sh (docs/measurements/2026-11-29-s16-call-2)
-# measured it faster than the dequantized GEMM and the integer GEMV at every Llama-3-8B shape
-# of the format. Below 16 rows of Q4_K the integer GEMV still won attn_k/v there.
-ROWS_WON: dict[str, tuple[int, int]] = {"Q4_K": (16, 64), "Q6_K": (9, 64)}
+# H200 measured it faster than the dequantized GEMM and the integer GEMV at every Llama-3-8B
+# shape of the format (benchmarks/kernels/dequant_mma.py --rows 2,4,8,9,16,32,64,
+# docs/measurements/2026-11-29-s16-call-4/mma). Below 16 rows of Q4_K the integer GEMV still
+# wins attn_k/v (5.6 us against 7.3 at 9 rows); at 2-4 rows it wins every shape.
+ROWS_WON: dict[str, tuple[int, int]] = {"Q4_K": (16, 64), "Q6_K": (8, 64)}
 
 
 def takes(fmt: str, rows: int, table: dict[str, tuple[int, int]] | None = None) -> bool:

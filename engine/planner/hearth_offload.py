@@ -75,6 +75,12 @@ class OffloadCosts:
     # per layer with a cache per token: reading the routing back, its copies' launches
     ram_layer_s: float = 40e-6
     calibrated: bool = False
+    # whether the planner may choose the CPU's placements (every pick, or a split with the
+    # in-place read): only once their rate from the decode graph's host nodes is measured on
+    # a GPU host. Session 16's one run of them (docs/measurements/2026-11-29-s16-call-4/offload)
+    # ran beside another benchmark's servers left running, so it measured nothing clean: 42.8
+    # tok/s every pick on the CPU, 19.2 split, against 66.5 read in place in that same run.
+    cpu_placements_measured: bool = False
 
 
 OFFLOAD_COSTS = OffloadCosts()

@@ -233,7 +233,7 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
     options = [(in_place, 0)] if in_place is not None else []
     cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
     options += [cached] if cached is not None else []
-    if cpu_experts_available() and in_place is not None:
+    if OFFLOAD_COSTS.cpu_placements_measured and cpu_experts_available() and in_place is not None:
         # the GPU holds the same as read in place (the layers' experts are off it either way);
         # host memory holds ggml's copy too, which more layers would only make larger
         k = moe.n_expert_used

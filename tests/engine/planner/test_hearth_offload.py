@@ -206,9 +206,12 @@ def test_one_pairs_context_and_placement_with_experts_in_ram_are_best_fits(synth
     plan = plan_hearth(info, request)
     choice = plan.choice
     assert longest_context(info, request, choice.type_k, choice.type_v) == 0
+    placement = (choice.n_cpu_expert_layers, choice.expert_cache_slots)
+    if choice.expert_cpu_picks:  # (layers, slots), and the CPU's picks where it has any
+        placement += (choice.expert_cpu_picks,)
     assert longest_context_experts_in_ram(info, request, choice.type_k, choice.type_v) == (
         choice.n_ctx,
-        (choice.n_cpu_expert_layers, choice.expert_cache_slots, choice.expert_cpu_picks),
+        placement,
     )
     assert choice.n_cpu_expert_layers > 0
     dense = synthetic_info("llama3-8b", "Q4_K_M")
@@ -231,6 +234,16 @@ def test_the_faster_of_in_place_and_a_cache(
     assert (plan.choice.expert_cache_slots == 0) == in_place
 
 
+def test_the_cpu_placements_wait_for_a_clean_measurement(synthetic_info, qwen3_moe, cpu_experts):
+    """Until the host nodes' rate is measured on a GPU host (OffloadCosts.
+    cpu_placements_measured), a 12 GiB card's plan keeps the experts read in place even where
+    ggml's library is here and the assumed rates would pick a split."""
+    assert not OFFLOAD_COSTS.cpu_placements_measured
+    assert best_cpu_picks(8, qwen3_moe.expert_bytes, OFFLOAD_COSTS) == 4
+    plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), h200(12))
+    assert plan.choice.n_cpu_expert_layers > 0 and plan.choice.expert_cpu_picks == 0
+
+
 @pytest.mark.parametrize(
     ("costs", "picks"),
     [
@@ -250,8 +263,11 @@ def test_the_plan_splits_each_tokens_picks_at_the_measured_rates(
     in place and a cache: the split at the share the two rates give is the fastest at the
     H200 host's rates; the settings carry it to the driver, the reasons and the summary say
     it, and the host memory holds both copies."""
+    import dataclasses
+
     import engine.planner.hearth_plan as hearth_plan
 
+    costs = dataclasses.replace(costs, cpu_placements_measured=True)
     monkeypatch.setattr(hearth_plan, "OFFLOAD_COSTS", costs)
     assert best_cpu_picks(8, qwen3_moe.expert_bytes, costs) == picks
     plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), h200(12))
