@@ -76,10 +76,11 @@ class OffloadCosts:
     ram_layer_s: float = 40e-6
     calibrated: bool = False
     # whether the planner may choose the CPU's placements (every pick, or a split with the
-    # in-place read): only once their rate from the decode graph's host nodes is measured on
-    # a GPU host. Session 16's one run of them (docs/measurements/2026-11-29-s16-call-4/offload)
-    # ran beside another benchmark's servers left running, so it measured nothing clean: 42.8
-    # tok/s every pick on the CPU, 19.2 split, against 66.5 read in place in that same run.
+    # in-place read): only once a GPU host measures them faster than the in-place read. Their
+    # first run (docs/measurements/2026-11-29-s16-call-4/offload) gave 42.8 tok/s with every
+    # pick on the CPU and 19.2 split, against 66.5 read in place in the same run (ggml took
+    # 868 and 1,828 us a layer-token in the host nodes, against the ~400 llama.cpp's CPU
+    # takes): slower, for a reason not yet found
     cpu_placements_measured: bool = False
 
 

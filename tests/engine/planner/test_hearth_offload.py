@@ -234,10 +234,13 @@ def test_the_faster_of_in_place_and_a_cache(
     assert (plan.choice.expert_cache_slots == 0) == in_place
 
 
-def test_the_cpu_placements_wait_for_a_clean_measurement(synthetic_info, qwen3_moe, cpu_experts):
-    """Until the host nodes' rate is measured on a GPU host (OffloadCosts.
-    cpu_placements_measured), a 12 GiB card's plan keeps the experts read in place even where
-    ggml's library is here and the assumed rates would pick a split."""
+def test_the_cpu_placements_wait_until_a_gpu_host_measures_them_faster(
+    synthetic_info, qwen3_moe, cpu_experts
+):
+    """Until a GPU host measures the host nodes faster than the in-place read (OffloadCosts.
+    cpu_placements_measured; their first run was slower), a 12 GiB card's plan keeps the
+    experts read in place even where ggml's library is here and the assumed rates would pick a
+    split."""
     assert not OFFLOAD_COSTS.cpu_placements_measured
     assert best_cpu_picks(8, qwen3_moe.expert_bytes, OFFLOAD_COSTS) == 4
     plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), h200(12))
