@@ -182,11 +182,14 @@ def test_paged_cache_matches_the_same_formats_simulated_in_torch(tmp_path):
     np.testing.assert_allclose(rows["paged"], rows["simulated"], atol=1e-2 * scale)
 
 
-def test_the_decode_attention_quantizes_wo_s_input_in_its_own_launch(qwen3_path):
+def test_the_decode_attention_quantizes_wo_s_input_in_its_own_launch(qwen3_path, monkeypatch):
     """A decode step on the paged cache: the attention's reduce writes its output in 8 bits
     for wo's integer GEMV (Q4_K; the tiny files store wo in F16, so random Q4_K blocks stand
     in), so the quantization launch before wo is gone from every layer, and the logits are
-    the same bits as with that launch."""
+    the same bits as with that launch. The 3-token chunk before the step, which only fills
+    the cache, takes the dequantized matrices' product (the integer GEMV at several rows costs
+    minutes in the interpreter: _run says why)."""
+    import kernels.gemv
     from engine.hearth.forward import Transformer
     from engine.hearth.paged_cache import PagedCacheAdapter
     from kernels.packed_weight import PackedWeight
@@ -195,6 +198,7 @@ def test_the_decode_attention_quantizes_wo_s_input_in_its_own_launch(qwen3_path)
     class Unfused(PagedCacheAdapter):
         fills_quantized = False
 
+    monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 1)
     info = read_model_info(qwen3_path)
     config = model_config(info)
     model = Transformer.load(config, GGUFTensors(str(qwen3_path), info), KernelsOps(DEVICE))
