@@ -133,6 +133,7 @@ def pinned_copy_gbps(torch) -> float:
 def run_hearth(args) -> dict:
     import torch
 
+    from engine.hearth import expert_offload
     from engine.hearth.cache_layout import cache_layout
     from engine.hearth.caches import new_kv_cache
     from engine.hearth.config import model_config
@@ -201,7 +202,9 @@ def run_hearth(args) -> dict:
         steps(n_prompt, n_warm)  # warm-up: the decode kernels' first launches
         before = offload_stats(model.layers)
         host_before = host_time(model.layers)
+        switches_before = voluntary_switches()
         seconds = steps(n_prompt + n_warm, n_steps)
+        switches = voluntary_switches() - switches_before
         after = offload_stats(model.layers)
         host_after = host_time(model.layers)
         host_calls, host_seconds = host_after[0] - host_before[0], host_after[1] - host_before[1]
@@ -228,6 +231,12 @@ def run_hearth(args) -> dict:
         # ggml's time inside the host functions, per call (a layer's share of a token)
         "host_us_per_layer_token": host_seconds / host_calls * 1e6 if host_calls else 0.0,
         "host_calls_per_token": host_calls / n_steps,
+        # the process's threads' sleeps (futex waits among them) over the timed steps, per
+        # token; and its threads at the end: ggml's OpenMP teams show in both
+        "voluntary_switches_per_token": switches / n_steps,
+        "threads_in_process": len(os.listdir("/proc/self/task")),
+        "openmp_threads_freed": expert_offload.FREE_MAIN_THREAD_OPENMP,
+        "openmp_libraries": openmp_libraries(),
         "host_function_errors": [str(e) for layer in on_cpu for e in layer.errors()][:3],
         "hits_per_token": per_token["hits"],
         "misses_per_token": per_token["misses"],
@@ -241,6 +250,26 @@ def run_hearth(args) -> dict:
         "peak_allocated": torch.cuda.max_memory_allocated() if gpu else 0,
         "reserved": torch.cuda.memory_reserved() if gpu else 0,
     }
+
+
+def voluntary_switches() -> int:
+    """The process's threads' voluntary context switches so far (/proc: those alive now)."""
+    total = 0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/status") as f:
+                total += sum(int(line.split()[1]) for line in f
+                             if line.startswith("voluntary_ctxt_switches"))  # fmt: skip
+        except FileNotFoundError:  # the thread ended meanwhile
+            pass
+    return total
+
+
+def openmp_libraries() -> list[str]:
+    """The OpenMP runtimes mapped in this process (one libgomp: torch and ggml share it)."""
+    with open("/proc/self/maps") as f:
+        paths = {line.split()[-1] for line in f if "gomp" in line or "libomp" in line}
+    return sorted(paths)
 
 
 def host_time(layers) -> tuple[int, float]:
@@ -415,7 +444,9 @@ def _host_text(r: dict) -> str:
         return ""
     text = (
         f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "
-        f"({r['host_calls_per_token']:.0f} calls a token, {r['cpu_threads']} threads)"
+        f"({r['host_calls_per_token']:.0f} calls a token, {r['cpu_threads']} threads); "
+        f"{r['voluntary_switches_per_token']:.0f} voluntary context switches a token, "
+        f"{r['threads_in_process']} threads in the process"
     )
     if r["host_function_errors"]:
         text += f"; HOST FUNCTION ERRORS: {r['host_function_errors']}"
@@ -452,6 +483,12 @@ def main(argv: list[str] | None = None) -> int:
         "the one the step's own thread takes)",
     )
     parser.add_argument(
+        "--keep-openmp-threads",
+        action="store_true",
+        help="hearth mode: leave the stepping thread's OpenMP team alive beside the host "
+        "nodes' (expert_offload.FREE_MAIN_THREAD_OPENMP off: the step before the fix)",
+    )
+    parser.add_argument(
         "--skip-cache",
         action="store_true",
         help="show: leave the planner's cached placement out (its steps run eagerly: slow)",
@@ -468,6 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=os.environ.get("OUT"))
     args = parser.parse_args(argv)
     if args.mode == "hearth":
+        if args.keep_openmp_threads:
+            from engine.hearth import expert_offload
+
+            expert_offload.FREE_MAIN_THREAD_OPENMP = False
         try:
             print(json.dumps(run_hearth(args)), flush=True)
         except Exception as exc:  # one JSON line either way: the parent reports it

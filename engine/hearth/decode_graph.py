@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.hearth.expert_offload import ExpertsOnCpu, free_main_thread_openmp
 from engine.hearth.forward import Transformer
 from engine.hearth.kv_cache import TorchKVCache
 
@@ -87,6 +88,11 @@ class DecodeGraph:
                 slot.logits = self._body(slot, other)
         self._last = self._slots[1]  # the slot launched last
         self._ahead: _InFlight | None = None
+        # layers whose experts ggml computes in the step's host nodes, on the driver's thread
+        self._host_nodes = any(
+            layer.moe is not None and isinstance(layer.moe.experts, ExpertsOnCpu)
+            for layer in model.layers
+        )
 
     def _body(self, slot: _Slot, other: _Slot) -> torch.Tensor:
         h = self.model.embed_on_device(self._table, slot.token)
@@ -100,6 +106,8 @@ class DecodeGraph:
         return logits
 
     def _launch(self, slot: _Slot) -> None:
+        if self._host_nodes:
+            free_main_thread_openmp()  # (expert_offload: why)
         slot.graph.replay()
         slot.done.record()
         self._last = slot

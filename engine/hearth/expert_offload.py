@@ -51,10 +51,10 @@ class ExpertPlacement:
     the last `ram_layers` layers' in host memory, each with `cache_slots` experts on the device
     (llama.cpp's --n-cpu-moe counts layers from the end the same way). `on_cpu`: those layers'
     experts are computed by the CPU from the file's mapped blocks instead (ExpertsOnCpu, as
-    llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: the physical cores);
-    `cpu_picks` (1..k-1) splits each token's k picks of those layers: that many computed by
-    the CPU, the others read in place by the GPU at the same time (ExpertsOnCpu); None: all k
-    on the CPU."""
+    llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: the physical cores, less
+    one on a GPU); `cpu_picks` (1..k-1) splits each token's k picks of those layers: that many
+    computed by the CPU, the others read in place by the GPU at the same time (ExpertsOnCpu);
+    None: all k on the CPU."""
 
     ram_layers: int = 0
     cache_slots: int = 0
@@ -418,6 +418,7 @@ class ExpertsOnCpu:
         if not on_gpu:
             call.compute(None)
             return call.out.clone()
+        free_main_thread_openmp()  # this thread queues the step; the driver's computes it
         launch_host_function(call.host_fn, x.device)
         return call.out.to(x.device, non_blocking=True)
 
@@ -456,6 +457,28 @@ def experts_on_cpu(gate, up, down, activation: str, biases, cpu, gpu=None,
         gpu,
         cpu_picks,
     )
+
+
+# Whether free_main_thread_openmp frees anything (benchmarks/moe_offload.py --keep-openmp-threads
+# sets it False to measure the step without it)
+FREE_MAIN_THREAD_OPENMP = True
+
+
+def free_main_thread_openmp() -> None:
+    """Free the calling (the stepping) thread's OpenMP team before a step whose host nodes run
+    ggml on the driver's thread. ggml computes with libgomp, torch too, through the same
+    library (ggml_cpu._openmp), and each calling thread keeps a team: torch's CPU threads and
+    any ggml call made on this thread (a prefill chunk's) stay docked here, so with the
+    driver thread's own team libgomp counts more threads than CPUs and stops spinning at
+    barriers, sleeping and waking every ggml thread at each of a graph's barriers (12-18
+    voluntary context switches a call where there were none, benchmarks/cpu_experts_openmp.py).
+    Freed, the driver thread's team is libgomp's only one. Cheap when there is nothing to free
+    (one call into libgomp); the stepping thread's next parallel region, torch's or ggml's,
+    makes its team again."""
+    if FREE_MAIN_THREAD_OPENMP:
+        from engine.hearth.ggml_cpu import release_openmp_threads
+
+        release_openmp_threads()
 
 
 PAGE = 4096

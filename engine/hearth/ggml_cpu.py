@@ -8,6 +8,12 @@ The prototypes are those of ggml.h, ggml-backend.h and ggml-cpu.h of the llama-c
 this environment, beside each binding. Two structs are declared: ggml_init_params (passed by
 value to ggml_init) and ggml_threadpool_params, which ggml_threadpool_params_init fills and
 GgmlCpu checks by reading its defaults back through the declared layout before using it.
+
+ggml's CPU library as built here (and on the GPU host) runs a graph with OpenMP (it links
+libgomp), not with the thread pool's own threads: each thread that calls
+ggml_backend_graph_compute gets a team of libgomp threads of its own, kept for its next call.
+release_openmp_threads frees the calling thread's team (below, and
+expert_offload.free_main_thread_openmp for why).
 """
 
 from __future__ import annotations
@@ -180,14 +186,48 @@ def repack_buffer_type() -> tuple[int, int] | None:
     return None
 
 
+_OMP_PAUSE_SOFT = 1  # omp.h: omp_pause_resource_t omp_pause_soft
+
+
+@cache
+def _openmp():
+    """The libgomp ggml's CPU library computes with, where one is loaded (None otherwise: ggml
+    built without OpenMP, or with another runtime). Found by its soname without loading
+    anything (RTLD_NOLOAD): torch ships a libgomp.so.1 of its own and, imported first, is the
+    one ggml's library binds to as well, so torch's CPU threads and ggml's share one runtime."""
+    ggml()
+    try:
+        lib = ctypes.CDLL("libgomp.so.1", mode=os.RTLD_NOLOAD)
+    except (OSError, AttributeError):
+        return None
+    lib.omp_pause_resource_all.argtypes = [ctypes.c_int]  # int omp_pause_resource_all(kind)
+    lib.omp_pause_resource_all.restype = ctypes.c_int
+    return lib
+
+
+def release_openmp_threads() -> bool:
+    """Free the calling thread's idle OpenMP team (libgomp's omp_pause_resource_all: its
+    threads exit; a later parallel region on this thread makes them again). Why: libgomp
+    counts every thread of every team in the process, and once they outnumber the CPUs it
+    stops spinning at barriers (100 spins, then a futex sleep), so each of a ggml graph's
+    barriers puts its threads to sleep and wakes them again. Returns whether a runtime was
+    there to ask; a no-op where there is none, or where the caller is inside a parallel
+    region."""
+    lib = _openmp()
+    if lib is None:
+        return False
+    lib.omp_pause_resource_all(_OMP_PAUSE_SOFT)
+    return True
+
+
 class GgmlCpu:
     """ggml's CPU backend with a thread pool of `n_threads`, shared by every layer computed
     on the CPU: one compute at a time, from any thread (`lock`, which a caller also holds
     around its graph's inputs and outputs: the backend's work buffer and the pool serve one
     graph). `poll`: how long
-    idle threads spin before sleeping (ggml's 0-100; None keeps ggml's default, 50); spinning
-    saves a wake-up per compute where the cores are the pool's, and costs a core's time where
-    they are shared. close() or garbage collection frees both."""
+    idle threads spin before sleeping (ggml's 0-100; None keeps ggml's default, 50), for a
+    ggml built without OpenMP; built with it (module docstring), the pool makes no threads
+    and libgomp's own waiting applies. close() or garbage collection frees both."""
 
     def __init__(self, n_threads: int, poll: int | None = None):
         if n_threads < 1:

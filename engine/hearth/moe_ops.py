@@ -157,8 +157,9 @@ class TorchMoeOps:
         cpu_picks: int | None = None,
     ) -> ExpertsOnCpu:
         """One layer's experts computed by the CPU (ggml's kernels, n_threads of them; None:
-        the physical cores, llama.cpp's default) from the blocks as mapped from the file, or
-        ggml's repacked copy of those it runs repacked, for `moe_ffn`
+        the physical cores, llama.cpp's default, less one on a GPU, whose stepping thread
+        spins on a core of its own while the driver's thread runs ggml) from the blocks as
+        mapped from the file, or ggml's repacked copy of those it runs repacked, for `moe_ffn`
         (expert_offload.ExpertsOnCpu). Every layer asking for the same thread count shares
         one thread pool. `cpu_picks`: the CPU computes that many of each token's picks, and
         the others are read in place by the device from a pinned copy of the experts
@@ -172,7 +173,8 @@ class TorchMoeOps:
     def _ggml_cpu(self, n_threads: int | None):
         from engine.hearth.ggml_cpu import GgmlCpu
 
-        n = n_threads or physical_cores()
+        cores = physical_cores()
+        n = n_threads or (max(1, cores - 1) if self.device.type == "cuda" else cores)
         if n not in self._ggml_cpus:
             self._ggml_cpus[n] = GgmlCpu(n)
         return self._ggml_cpus[n]

@@ -188,6 +188,41 @@ def test_layers_sharing_a_pool_can_be_called_from_threads(tmp_path, cpu):
             np.testing.assert_array_equal(got, alone[i])
 
 
+def _threads() -> int:
+    import os
+
+    return len(os.listdir("/proc/self/task"))
+
+
+def test_releasing_the_callers_openmp_team_frees_its_threads(q4k_layer_path):
+    """ggml computes with libgomp here, a team of threads kept per calling thread:
+    release_openmp_threads (what the decode step calls before its host nodes run ggml on the
+    driver's thread) ends this thread's team's threads, and the next compute makes them again
+    and gives the same sums."""
+    import time
+
+    from engine.hearth.ggml_cpu import release_openmp_threads
+
+    three = GgmlCpu(n_threads=3)
+    layer = CpuExperts(*gguf_experts(q4k_layer_path, 0), activation="silu", cpu=three)
+    x = np.full((1, QWEN3_LIKE.n_embd), INPUT_SCALE, np.float32)
+    ids, weights = routing(1, QWEN3_LIKE.n_expert, 4, seed=5)
+    first = layer.run(x, ids, weights)  # this thread's team: at least 2 threads besides it
+    with_team = _threads()
+    if not release_openmp_threads():
+        layer.close()
+        three.close()
+        pytest.skip("this ggml computes without libgomp")
+    deadline = time.monotonic() + 5
+    while _threads() > with_team - 2 and time.monotonic() < deadline:
+        time.sleep(0.01)  # the freed threads exit on their own
+    assert _threads() <= with_team - 2
+    np.testing.assert_array_equal(layer.run(x, ids, weights), first)
+    assert _threads() >= with_team  # made again
+    layer.close()
+    three.close()
+
+
 @pytest.fixture(scope="module")
 def q4k_layer_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("q4k") / "experts.gguf"
