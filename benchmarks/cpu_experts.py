@@ -277,7 +277,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", default="1,2,4")
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--poll", type=int, help="the thread pool's polling level (0-100)")
+    parser.add_argument(
+        "--poll",
+        type=int,
+        help="the thread pool's polling level (0-100; no effect where ggml computes with OpenMP)",
+    )
     parser.add_argument("--device", help="also time calls from and back to this torch device")
     parser.add_argument("--llama", action="store_true", help="llama.cpp's figure beside ours")
     parser.add_argument("--vocab", help="--llama: a GGUF whose tokenizer the files take")

@@ -35,9 +35,9 @@ blocks, unaligned data, shapes that do not chain, expert ids out of range.
 
 Costs: a layer keeps one ggml context with its weight tensors; one graph per token count is
 built at its first use and kept (GRAPHS_KEPT, least recently used dropped), so a call is the
-inputs' copies, one ggml_backend_graph_compute on a persistent thread pool, and the output's
-copy. ctypes releases the GIL for the compute, so another Python thread (the GPU's) runs
-meanwhile.
+inputs' copies, one ggml_backend_graph_compute on the calling thread's OpenMP team (kept by
+libgomp for that thread's next call: engine/hearth/ggml_cpu.py), and the output's copy. ctypes
+releases the GIL for the compute, so another Python thread (the GPU's) runs meanwhile.
 """
 
 from __future__ import annotations
