@@ -9,6 +9,10 @@ threads (engine/hearth/ggml_cpu.release_openmp_threads).
     python -m benchmarks.cpu_experts_openmp [--threads N] [--tokens 24] [--rounds 5]
         [--dir /tmp/cpu-experts]
 
+On a machine other jobs load, `chrt -f 1 python -m ...` (real-time priority) keeps them off the
+process's cores, as an idle machine would: without it the spinning team (freed) stalls at each
+barrier whose other thread the scheduler took away.
+
 A Qwen3-30B-A3B-shaped layer's experts (benchmarks/cpu_experts.py's file of 4 layers, repacked
 as the engine repacks them), 8 distinct random experts a token. A round, per mode: a new
 thread made with pthread_create (not Python's: a thread Python has never seen, as the
