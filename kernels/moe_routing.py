@@ -41,6 +41,7 @@ takes the last ticket (kernels/tickets.py) sums them in split order and selects 
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import torch
@@ -49,6 +50,7 @@ import triton.language as tl
 
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
+from kernels.launch import gdc_wait, has_dependent_launch
 from kernels.tickets import TicketCounters
 
 MAX_PAIRS = 256
@@ -194,9 +196,7 @@ def _select_by_rank_and_group(x, scores_ptr, stride, bias_ptr, ids_ptr, weights_
     max and one or two sums; the grouping from the count of tokens that took each expert and
     its prefix sums. No loop over k and no read-back of the ids: the same picks, slots and
     groups as _select_and_group (a NaN score ranks as -inf)."""
-    t = tl.arange(0, T_PAD)[:, None]
     e = tl.arange(0, E_PAD)[None, :]
-    valid = (t < T) & (e < n_expert)
     x = tl.where(x == x, x, float("-inf"))
     t3 = tl.arange(0, T_PAD)[:, None, None]
     j3 = tl.arange(0, CHUNK)[None, :, None]
@@ -212,6 +212,36 @@ def _select_by_rank_and_group(x, scores_ptr, stride, bias_ptr, ids_ptr, weights_
         s = tl.where(s == s, s, float("-inf"))
         ahead = (s > x3) | ((s == x3) & (j < e3))  # past n_expert: -inf, behind any real one
         rank += tl.sum(ahead.to(tl.int32), axis=1)
+    _take_ranked(x, rank, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                 n_groups_ptr, T, n_expert, K, T_PAD, E_PAD, SOFTMAX_ALL, NORMALIZE)  # fmt: skip
+
+
+@triton.jit
+def _rank_in_registers(x, E_PAD: tl.constexpr):
+    """Each entry's rank among its token's scores in x [T_PAD, E_PAD] (larger first, lower
+    id first on a tie; -inf past n_expert and in place of a NaN), every pair of entries
+    compared at once from registers: [T_PAD, E_PAD, E_PAD] comparisons, the others down axis
+    1 (Triton moves x's two views through shared memory, no global round trip)."""
+    j = tl.arange(0, E_PAD)[None, :, None]
+    e = tl.arange(0, E_PAD)[None, None, :]
+    s = x[:, :, None]
+    me = x[:, None, :]
+    ahead = (s > me) | ((s == me) & (j < e))
+    return tl.sum(ahead.to(tl.int32), axis=1)
+
+
+@triton.jit
+def _take_ranked(x, rank, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
+                 n_groups_ptr, T, n_expert, K: tl.constexpr, T_PAD: tl.constexpr,
+                 E_PAD: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
+                 NORMALIZE: tl.constexpr):  # fmt: skip
+    """From the scores x [T_PAD, E_PAD] (-inf past T tokens and n_expert experts) and their
+    ranks: the entries ranked below k taken, an entry's rank its slot; the weights from one
+    max and one or two sums; the grouping from the count of tokens that took each expert and
+    its prefix sums."""
+    t = tl.arange(0, T_PAD)[:, None]
+    e = tl.arange(0, E_PAD)[None, :]
+    valid = (t < T) & (e < n_expert)
     taken = valid & (rank < K)
     row_max = tl.max(x, axis=1)[:, None]  # the largest score: the one ranked first
     row_max = tl.where(row_max == float("-inf"), 0.0, row_max)  # padding rows stay finite
@@ -270,6 +300,62 @@ def _select_and_group_kernel(logits_ptr, bias_ptr, ids_ptr, weights_ptr, order_p
 
 @triton.jit
 def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, ids_ptr,
+                   weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, T,
+                   n_expert, n_embd, stride_x, K: tl.constexpr, K_PAD: tl.constexpr,
+                   T_PAD: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr,
+                   BLOCK_E: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
+                   SOFTMAX_ALL: tl.constexpr, NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
+                   SORT: tl.constexpr, RANK: tl.constexpr, GDC: tl.constexpr):  # fmt: skip
+    """route_from_router: program (tile, split) loads its BLOCK_E router rows' SPLIT columns
+    in one load (on sm_90+ before waiting for the kernel that wrote x: a dependent launch),
+    computes each token's partial logits from them with the same code (so a token's logits do
+    not depend on T) and stores them in part [N_SPLITS, T, n_expert]; the program that takes
+    the last ticket loads every split's partials at once, sums them in split order, stores
+    the logits, and selects and groups: by rank from registers (_rank_in_registers), else as
+    _select_and_group_kernel does. Its only global round trips: the weights, x, the ticket,
+    the partials."""
+    tile = tl.program_id(0)
+    split = tl.program_id(1)
+    rows = tile * BLOCK_E + tl.arange(0, BLOCK_E)
+    row_mask = rows < n_expert
+    cols = split * SPLIT + tl.arange(0, SPLIT)
+    col_mask = cols < n_embd
+    w = tl.load(w_ptr + rows[:, None].to(tl.int64) * n_embd + cols[None, :],
+                mask=row_mask[:, None] & col_mask[None, :], other=0.0).to(tl.float32)  # fmt: skip
+    if GDC:  # x and every write only after the kernel before (the norm) has ended
+        gdc_wait()
+    for token in range(T):
+        xv = tl.load(x_ptr + token * stride_x + cols, mask=col_mask, other=0.0).to(tl.float32)
+        tl.store(part_ptr + (split * T + token) * n_expert + rows, tl.sum(w * xv[None, :], axis=1),
+                 mask=row_mask)  # fmt: skip
+    tl.debug_barrier()
+    ticket = tl.atomic_add(tickets_ptr, 1, sem="acq_rel", scope="gpu")
+    if ticket == tl.num_programs(0) * N_SPLITS - 1:
+        t = tl.arange(0, T_PAD)[:, None]
+        e = tl.arange(0, E_PAD)[None, :]
+        valid = (t < T) & (e < n_expert)
+        x = tl.zeros((T_PAD, E_PAD), tl.float32)
+        for s in tl.static_range(N_SPLITS):  # in split order: the same sums whatever ran first
+            x += tl.load(part_ptr + (s * T + t) * n_expert + e, mask=valid, other=0.0,
+                         cache_modifier=".cg")  # fmt: skip
+        tl.store(logits_ptr + t * n_expert + e, x, mask=valid)
+        if HAS_BIAS:
+            x += tl.load(bias_ptr + e, mask=e < n_expert, other=0.0)
+        x = tl.where(valid, x, float("-inf"))
+        if RANK:
+            x = tl.where(x == x, x, float("-inf"))  # a NaN score ranks as -inf
+            _take_ranked(x, _rank_in_registers(x, E_PAD), ids_ptr, weights_ptr, order_ptr,
+                         expert_ptr, start_ptr, count_ptr, n_groups_ptr, T, n_expert, K, T_PAD,
+                         E_PAD, SOFTMAX_ALL, NORMALIZE)  # fmt: skip
+        else:
+            _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr,
+                              count_ptr, n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD,
+                              P_PAD, SOFTMAX_ALL, NORMALIZE, SORT)  # fmt: skip
+        tl.atomic_xchg(tickets_ptr, 0)
+
+
+@triton.jit
+def _router_looped_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, ids_ptr,
                    weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, T,
                    n_expert, n_embd, stride_x, split_len, n_splits,
                    K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
@@ -494,14 +580,22 @@ ROUTER_FORMATS = ("F32", "F16", "BF16")
 
 @dataclass(frozen=True)
 class RouterConfig:
-    """route_from_router's tiles: rows of the router a program, columns a split (a multiple
-    of chunk), columns a step. Qwen3-30B-A3B's 128 x 2048 router: 32 x 4 programs; gpt-oss's
-    32 x 2880: 8 x 6."""
+    """route_from_router's tiles: rows of the router a program, columns a program (a power of
+    two). Qwen3-30B-A3B's 128 x 2048 router: 32 x 4 programs; gpt-oss's 32 x 2880: 8 x 6.
+    pdl: a dependent launch where the GPU has one (the weights loaded while the norm before
+    still runs). looped: the previous kernel (_router_looped_kernel: the columns in steps of
+    chunk, the partials summed and the ranks read back in runtime loops), kept for one timed
+    comparison (HEARTH_ROUTER_LOOPED=1 makes it the default)."""
 
     block_e: int = 4
     split: int = 512
     chunk: int = 256
     num_warps: int = 4
+    pdl: bool = True
+    looped: bool = False
+
+
+DEFAULT_ROUTER = RouterConfig(looped=os.environ.get("HEARTH_ROUTER_LOOPED") == "1")
 
 
 # one counter a device, shared by the launches of a stream (each leaves it at zero)
@@ -534,7 +628,7 @@ def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
         )
     n_tokens = x.shape[0]
     _check_logits_shape(n_tokens, n_expert, top_k, bias)
-    cfg = config or RouterConfig()
+    cfg = config or DEFAULT_ROUTER
     x = x if x.stride(1) == 1 else x.contiguous()
     device = x.device
     ids, weights, groups = _routing_buffers(n_tokens, n_expert, top_k, device)
@@ -542,12 +636,21 @@ def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
     part = torch.empty(n_splits, n_tokens, n_expert, dtype=torch.float32, device=device)
     logits = torch.empty(n_tokens, n_expert, dtype=torch.float32, device=device)
     grid = (triton.cdiv(n_expert, cfg.block_e), n_splits)
-    _router_kernel[grid](
-        x, router.planes["w"], bias if bias is not None else logits, part, logits,
-        _TICKETS.get(device, 1), ids, weights, *groups, n_tokens, n_expert, n_embd,
-        x.stride(0), cfg.split, n_splits, BLOCK_E=cfg.block_e, CHUNK=cfg.chunk,
-        SOFTMAX_ALL=softmax_all, NORMALIZE=normalize, HAS_BIAS=bias is not None,
-        num_warps=cfg.num_warps,
-        **_select_sizes(n_tokens, n_expert, top_k, method, selection),
-    )  # fmt: skip
+    args = (x, router.planes["w"], bias if bias is not None else logits, part, logits,
+            _TICKETS.get(device, 1), ids, weights, *groups, n_tokens, n_expert, n_embd,
+            x.stride(0))  # fmt: skip
+    sizes = _select_sizes(n_tokens, n_expert, top_k, method, selection)
+    flags = dict(SOFTMAX_ALL=softmax_all, NORMALIZE=normalize, HAS_BIAS=bias is not None)
+    if cfg.looped:
+        _router_looped_kernel[grid](
+            *args, cfg.split, n_splits, BLOCK_E=cfg.block_e, CHUNK=cfg.chunk,
+            num_warps=cfg.num_warps, **flags, **sizes,
+        )  # fmt: skip
+    else:
+        gdc = cfg.pdl and has_dependent_launch(device)
+        del sizes["RANK_CHUNK"]
+        _router_kernel[grid](
+            *args, BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=n_splits, GDC=gdc,
+            num_warps=cfg.num_warps, **({"launch_pdl": True} if gdc else {}), **flags, **sizes,
+        )  # fmt: skip
     return ExpertRouting(ids, weights, n_expert, *groups), logits

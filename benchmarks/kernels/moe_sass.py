@@ -128,9 +128,11 @@ def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bia
     from kernels import moe_routing
 
     cfg = moe_routing.RouterConfig()
+    sizes = moe_routing._select_sizes(tokens, n_expert, top_k, None)
+    del sizes["RANK_CHUNK"]  # (the looped kernel's)
     consts = dict(
-        BLOCK_E=cfg.block_e, CHUNK=cfg.chunk, SOFTMAX_ALL=softmax_all, NORMALIZE=softmax_all,
-        HAS_BIAS=bias, **moe_routing._select_sizes(tokens, n_expert, top_k, None),
+        BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=triton.cdiv(n_embd, cfg.split), GDC=True,
+        SOFTMAX_ALL=softmax_all, NORMALIZE=softmax_all, HAS_BIAS=bias, **sizes,
     )  # fmt: skip
     types = {"x_ptr": "*fp16", "w_ptr": "*fp32", "bias_ptr": "*fp32", "part_ptr": "*fp32",
              "logits_ptr": "*fp32", "weights_ptr": "*fp32"}  # fmt: skip
