@@ -48,6 +48,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.act_quant import QuantizedActivation, empty_quantized, store_quantized
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
 from kernels.launch import gdc_wait, has_dependent_launch
@@ -301,11 +302,14 @@ def _select_and_group_kernel(logits_ptr, bias_ptr, ids_ptr, weights_ptr, order_p
 @triton.jit
 def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, ids_ptr,
                    weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, T,
-                   n_expert, n_embd, stride_x, K: tl.constexpr, K_PAD: tl.constexpr,
+                   n_expert, n_embd, stride_x, r_ptr, ab_ptr, nw_ptr, y_ptr, h_ptr, xq_ptr,
+                   xd_ptr, xs_ptr, stride_r, eps, K: tl.constexpr, K_PAD: tl.constexpr,
                    T_PAD: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr,
                    BLOCK_E: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
                    SOFTMAX_ALL: tl.constexpr, NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
-                   SORT: tl.constexpr, RANK: tl.constexpr, GDC: tl.constexpr):  # fmt: skip
+                   SORT: tl.constexpr, RANK: tl.constexpr, GDC: tl.constexpr,
+                   NORM: tl.constexpr = False, HAS_ATTN_BIAS: tl.constexpr = False,
+                   BLOCK_N: tl.constexpr = 32):  # fmt: skip
     """route_from_router: program (tile, split) loads its BLOCK_E router rows' SPLIT columns
     in one load (on sm_90+ before waiting for the kernel that wrote x: a dependent launch),
     computes each token's partial logits from them with the same code (so a token's logits do
@@ -313,7 +317,13 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
     the last ticket loads every split's partials at once, sums them in split order, stores
     the logits, and selects and groups: by rank from registers (_rank_in_registers), else as
     _select_and_group_kernel does. Its only global round trips: the weights, x, the ticket,
-    the partials."""
+    the partials.
+
+    NORM (norm_and_route): x is the un-normed input a; each program computes the token's
+    RMSNorm as kernels/norms.py's _rms_norm_kernel does, h = a (+ ab) + r over the whole row
+    (BLOCK_N) for the statistic, again over its own columns for y = h / rms * nw, rounded to
+    y's dtype, which its GEMV reads; the programs of tile 0 store their columns of h, y and y
+    in 8 bits (act_quant.store_quantized)."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     rows = tile * BLOCK_E + tl.arange(0, BLOCK_E)
@@ -322,10 +332,34 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
     col_mask = cols < n_embd
     w = tl.load(w_ptr + rows[:, None].to(tl.int64) * n_embd + cols[None, :],
                 mask=row_mask[:, None] & col_mask[None, :], other=0.0).to(tl.float32)  # fmt: skip
-    if GDC:  # x and every write only after the kernel before (the norm) has ended
+    if NORM:
+        nw = tl.load(nw_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+        if HAS_ATTN_BIAS:
+            ab = tl.load(ab_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
+    if GDC:  # x and every write only after the kernel before has ended
         gdc_wait()
     for token in range(T):
-        xv = tl.load(x_ptr + token * stride_x + cols, mask=col_mask, other=0.0).to(tl.float32)
+        if NORM:
+            whole = tl.arange(0, BLOCK_N)
+            in_row = whole < n_embd
+            hw = tl.load(x_ptr + token * stride_x + whole, mask=in_row, other=0.0).to(tl.float32)
+            if HAS_ATTN_BIAS:
+                hw += tl.load(ab_ptr + whole, mask=in_row, other=0.0).to(tl.float32)
+            hw += tl.load(r_ptr + token * stride_r + whole, mask=in_row, other=0.0).to(tl.float32)
+            inv_rms = 1.0 / tl.sqrt(tl.sum(hw * hw, axis=0) / n_embd + eps)
+            h = tl.load(x_ptr + token * stride_x + cols, mask=col_mask, other=0.0).to(tl.float32)
+            if HAS_ATTN_BIAS:
+                h += ab
+            h += tl.load(r_ptr + token * stride_r + cols, mask=col_mask, other=0.0).to(tl.float32)
+            y = (h * inv_rms * nw).to(y_ptr.dtype.element_ty)
+            if tile == 0:
+                tl.store(h_ptr + token * n_embd + cols, h.to(h_ptr.dtype.element_ty), mask=col_mask)
+                tl.store(y_ptr + token * n_embd + cols, y, mask=col_mask)
+                store_quantized(y.to(tl.float32), token * n_embd + split * SPLIT,
+                                (token + 1) * n_embd, xq_ptr, xd_ptr, xs_ptr, SPLIT)  # fmt: skip
+            xv = y.to(tl.float32)
+        else:
+            xv = tl.load(x_ptr + token * stride_x + cols, mask=col_mask, other=0.0).to(tl.float32)
         tl.store(part_ptr + (split * T + token) * n_expert + rows, tl.sum(w * xv[None, :], axis=1),
                  mask=row_mask)  # fmt: skip
     tl.debug_barrier()
@@ -616,6 +650,65 @@ def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
     the float GEMV's, in another order; each token's are computed alone, the same bits at
     any T. selection and method: select_and_route's."""
     require()
+    _check_router(router, x, top_k, bias)
+    x = x if x.stride(1) == 1 else x.contiguous()
+    routing, logits = _launch_router(x, router, top_k, softmax_all, normalize, bias, method,
+                                     config or DEFAULT_ROUTER, selection, None)  # fmt: skip
+    return routing, logits
+
+
+@dataclass(frozen=True)
+class NormedAndRouted:
+    """norm_and_route's results: the norm's (y, h, y in 8 bits) and the router's."""
+
+    y: torch.Tensor
+    h: torch.Tensor
+    quantized: QuantizedActivation
+    routing: ExpertRouting
+    logits: torch.Tensor
+
+
+def norm_and_route(a: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
+                   eps: float, router, top_k: int, *, softmax_all: bool, normalize: bool,
+                   bias: torch.Tensor | None = None, attn_bias: torch.Tensor | None = None,
+                   config: RouterConfig | None = None,
+                   selection: str | None = None) -> NormedAndRouted:  # fmt: skip
+    """rms_norm_quantized(a, norm_weight, eps, residual, bias=attn_bias) and route_from_router
+    on its y, in the router's one launch (one launch a MoE layer fewer at decode): a [T,
+    n_embd], residual [T, n_embd] (h = a (+ attn_bias) + residual in residual's dtype, y in
+    a's), n_embd a multiple of 32. Every program of the router computes the norm's statistic
+    of the whole row itself; y, h and y's 8 bits are the norm kernel's values (its statistic
+    summed in another order: within a float32 rounding of it)."""
+    require()
+    _check_router(router, a, top_k, bias)
+    n_embd = a.shape[1]
+    if n_embd % 32:
+        raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {n_embd}")
+    if tuple(residual.shape) != tuple(a.shape) or tuple(norm_weight.shape) != (n_embd,):
+        raise UnsupportedTensor(
+            f"residual {tuple(residual.shape)} and norm weight {tuple(norm_weight.shape)} for "
+            f"an input of shape {tuple(a.shape)}"
+        )
+    if attn_bias is not None and tuple(attn_bias.shape) != (n_embd,):
+        raise UnsupportedTensor(f"bias of shape {tuple(attn_bias.shape)} for rows of {n_embd}")
+    cfg = config or DEFAULT_ROUTER
+    if cfg.looped:
+        raise UnsupportedTensor("the looped router kernel has no norm: use route_from_router")
+    a = a if a.stride(1) == 1 else a.contiguous()
+    residual = residual if residual.stride(1) == 1 else residual.contiguous()
+    n_tokens, device = a.shape[0], a.device
+    y = torch.empty(n_tokens, n_embd, dtype=a.dtype, device=device)
+    h = torch.empty(n_tokens, n_embd, dtype=residual.dtype, device=device)
+    quantized = empty_quantized(n_tokens, n_embd, device)
+    norm = (residual, attn_bias if attn_bias is not None else norm_weight, norm_weight, y, h,
+            quantized.words, quantized.scales, quantized.sums, residual.stride(0), float(eps),
+            attn_bias is not None)  # fmt: skip
+    routing, logits = _launch_router(a, router, top_k, softmax_all, normalize, bias, None, cfg,
+                                     selection, norm)  # fmt: skip
+    return NormedAndRouted(y, h, quantized, routing, logits)
+
+
+def _check_router(router, x: torch.Tensor, top_k: int, bias) -> None:
     if router.fmt.name not in ROUTER_FORMATS:
         raise UnsupportedTensor(
             f"a {router.fmt.name} router: route_from_router reads {', '.join(ROUTER_FORMATS)}; "
@@ -626,11 +719,14 @@ def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
         raise UnsupportedTensor(
             f"input of shape {tuple(x.shape)}: expected (T, {n_embd}) for this router"
         )
-    n_tokens = x.shape[0]
-    _check_logits_shape(n_tokens, n_expert, top_k, bias)
-    cfg = config or DEFAULT_ROUTER
-    x = x if x.stride(1) == 1 else x.contiguous()
-    device = x.device
+    _check_logits_shape(x.shape[0], n_expert, top_k, bias)
+
+
+def _launch_router(x, router, top_k, softmax_all, normalize, bias, method, cfg: RouterConfig,
+                   selection, norm) -> tuple[ExpertRouting, torch.Tensor]:  # fmt: skip
+    """The router's launch (norm: norm_and_route's tensors and flag, or None)."""
+    n_tokens, device = x.shape[0], x.device
+    n_expert, n_embd = router.n_out, router.n_in
     ids, weights, groups = _routing_buffers(n_tokens, n_expert, top_k, device)
     n_splits = triton.cdiv(n_embd, cfg.split)
     part = torch.empty(n_splits, n_tokens, n_expert, dtype=torch.float32, device=device)
@@ -646,11 +742,17 @@ def route_from_router(x: torch.Tensor, router, top_k: int, *, softmax_all: bool,
             *args, cfg.split, n_splits, BLOCK_E=cfg.block_e, CHUNK=cfg.chunk,
             num_warps=cfg.num_warps, **flags, **sizes,
         )  # fmt: skip
+        return ExpertRouting(ids, weights, n_expert, *groups), logits
+    gdc = cfg.pdl and has_dependent_launch(device)
+    del sizes["RANK_CHUNK"]
+    if norm is None:  # (the norm's pointers unused: x stands in for them)
+        norm_args, has_attn_bias = (x, x, x, x, x, x, x, x, 0, 0.0), False
     else:
-        gdc = cfg.pdl and has_dependent_launch(device)
-        del sizes["RANK_CHUNK"]
-        _router_kernel[grid](
-            *args, BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=n_splits, GDC=gdc,
-            num_warps=cfg.num_warps, **({"launch_pdl": True} if gdc else {}), **flags, **sizes,
-        )  # fmt: skip
+        norm_args, has_attn_bias = norm[:-1], norm[-1]
+    _router_kernel[grid](
+        *args, *norm_args, BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=n_splits, GDC=gdc,
+        NORM=norm is not None, HAS_ATTN_BIAS=has_attn_bias,
+        BLOCK_N=triton.next_power_of_2(n_embd), num_warps=cfg.num_warps,
+        **({"launch_pdl": True} if gdc else {}), **flags, **sizes,
+    )  # fmt: skip
     return ExpertRouting(ids, weights, n_expert, *groups), logits

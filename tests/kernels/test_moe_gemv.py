@@ -467,3 +467,37 @@ def test_mxfp4_code_words_decode_both_nibbles_of_every_byte(device):
         got = got.cpu().numpy().view(np.uint32)
         got_bytes = np.stack([(got >> (8 * b)) & 0xFF for b in range(4)], axis=1)
         assert np.array_equal(got_bytes, table[nibbles])
+
+
+@pytest.mark.parametrize(
+    ("tokens", "n_expert", "n_embd", "top_k", "attn_bias"),
+    [(1, 128, 2048, 8, False), (2, 32, 2880, 4, True)],  # qwen3moe; gpt-oss (both biases)
+)
+def test_norm_and_route_is_the_norm_then_the_router(tokens, n_expert, n_embd, top_k, attn_bias,
+                                                    device):  # fmt: skip
+    """norm_and_route: rms_norm_quantized's y, h and 8-bit y (its statistic summed in another
+    order: y within an f16 rounding, the codes within one) and route_from_router's routing
+    and logits on that y, from one launch."""
+    from kernels.moe_routing import norm_and_route
+    from kernels.norms import rms_norm_quantized
+
+    gen = torch.Generator().manual_seed(n_embd)
+    w = torch.randn(n_expert, n_embd, generator=gen) / n_embd**0.5
+    router = PackedWeight.from_gguf(w.numpy().view(np.uint8).reshape(-1), "F32",
+                                    (n_expert, n_embd), device=device)  # fmt: skip
+    a, residual = (torch.randn(tokens, n_embd, generator=gen).half().to(device) for _ in "ar")
+    norm_w = (torch.rand(n_embd, generator=gen) + 0.5).to(device)
+    ab = torch.randn(n_embd, generator=gen).to(device) if attn_bias else None
+    rb = torch.randn(n_expert, generator=gen).to(device) if attn_bias else None
+    kwargs = dict(softmax_all=not attn_bias, normalize=not attn_bias, bias=rb)
+    fused = norm_and_route(a, residual, norm_w, 1e-6, router, top_k, attn_bias=ab, **kwargs)
+    y, h, q = rms_norm_quantized(a, norm_w, 1e-6, residual, bias=ab)
+    routing, logits = route_from_router(y, router, top_k, **kwargs)
+    assert torch.equal(fused.h, h)
+    torch.testing.assert_close(fused.y, y, rtol=1e-3, atol=0)
+    assert (fused.quantized.words.view(torch.int8) - q.words.view(torch.int8)).abs().max() <= 1
+    torch.testing.assert_close(fused.quantized.scales, q.scales, rtol=1e-6, atol=0)
+    torch.testing.assert_close(fused.logits, logits, rtol=1e-5, atol=1e-5)
+    for name in ("ids", "order", "n_groups"):
+        assert torch.equal(getattr(fused.routing, name), getattr(routing, name)), name
+    torch.testing.assert_close(fused.routing.weights, routing.weights, rtol=1e-5, atol=1e-6)
