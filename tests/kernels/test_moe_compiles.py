@@ -1,6 +1,7 @@
 """The expert GEMV (every mode, the down rounding h itself) and the router (as norm_and_route
 launches it) compile for sm_90 (Hopper) without a GPU, without spills:
-benchmarks/kernels/moe_sass.py in a child process (this directory's conftest puts Triton in interpreter mode, which never compiles)."""
+benchmarks/kernels/moe_sass.py in a child process (this directory's conftest puts Triton in
+interpreter mode, which never compiles)."""
 
 from __future__ import annotations
 
