@@ -6,9 +6,10 @@ Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b M
 16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
 expert_down launches it without `quantized`), and the router's kernel for both models'
 routers as norm_and_route launches it, with Triton's bundled ptxas and cuobjdump. The cheap
-check before a device run: that every format and mode compiles, and what it costs in registers (programs an SM holds), spills,
-global loads (16-byte or narrower) and instructions, and the issue floor those instructions
-set (issue_floor_us: every program's instructions issued once at the H200's full rate).
+check before a device run: that every format and mode compiles, and what it costs in
+registers (programs an SM holds), spills, global loads (16-byte or narrower) and
+instructions, and the issue floor those instructions set (issue_floor_us: every program's
+instructions issued once at the H200's full rate).
 --sweep: the same for each launch shape of the benchmark's SWEEP at one token.
 """
 
