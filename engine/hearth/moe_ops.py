@@ -446,12 +446,13 @@ class KernelsMoeOps:
         the experts take the expert GEMV in one slice with x in 8 bits, the router is a float
         matrix and the norm would write its y in 8 bits (rms_norm_for's condition); else the
         norm, then moe_ffn_from_router."""
-        from kernels.moe_routing import MAX_PAIRS, ROUTER_FORMATS
+        from kernels.moe_routing import DEFAULT_ROUTER, MAX_PAIRS, ROUTER_FORMATS
 
         k, rows = rule.n_expert_used, a.shape[0]
         fmt = getattr(moe.router, "fmt", None)
         if (
             not self.FUSED_NORM_ROUTER
+            or DEFAULT_ROUTER.looped
             or a.dim() != 2
             or h is None
             or not isinstance(moe.experts, PackedExperts)
