@@ -36,7 +36,9 @@ first, by one of two methods (the same picks, slots and weights):
 From x and the router matrix, `route_from_router` computes the logits too, in the same
 launch: programs of router rows and column splits store partial logits, and the program that
 takes the last ticket (kernels/tickets.py) sums them in split order and selects and groups
-(a decode step's router GEMV and routing: one launch, not two).
+(a decode step's router GEMV and routing: one launch, not two), by rank from registers. From
+the FFN norm's input, `norm_and_route` computes the RMSNorm (and its 8-bit output for the
+experts) in that launch too.
 """
 
 from __future__ import annotations
