@@ -494,10 +494,12 @@ def test_norm_and_route_is_the_norm_then_the_router(tokens, n_expert, n_embd, to
     y, h, q = rms_norm_quantized(a, norm_w, 1e-6, residual, bias=ab)
     routing, logits = route_from_router(y, router, top_k, **kwargs)
     assert torch.equal(fused.h, h)
+    # (on a GPU the statistic's float32 sum may move a value of y by an f16 rounding step: its
+    # group's scale by as much, the logits by a weight times it)
     torch.testing.assert_close(fused.y, y, rtol=1e-3, atol=0)
     assert (fused.quantized.words.view(torch.int8) - q.words.view(torch.int8)).abs().max() <= 1
-    torch.testing.assert_close(fused.quantized.scales, q.scales, rtol=1e-6, atol=0)
-    torch.testing.assert_close(fused.logits, logits, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fused.quantized.scales, q.scales, rtol=1e-3, atol=0)
+    torch.testing.assert_close(fused.logits, logits, rtol=1e-5, atol=1e-4)
     for name in ("ids", "order", "n_groups"):
         assert torch.equal(getattr(fused.routing, name), getattr(routing, name)), name
     torch.testing.assert_close(fused.routing.weights, routing.weights, rtol=1e-5, atol=1e-6)
