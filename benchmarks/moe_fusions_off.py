@@ -1,6 +1,7 @@
-"""benchmarks/hearth_speed.py with the two MoE decode fusions of docs/kernels-moe.md undone, for
+"""benchmarks/hearth_speed.py with the MoE decode fusions of docs/kernels-moe.md undone, for
 an A/B on one GPU in one device call:
 
+- the FFN norm as a launch of its own, in place of norm_and_route;
 - the router's GEMV as a launch of its own (KernelsOps.matmul), then select_and_route, in
   place of route_from_router;
 - h quantized by a launch of its own (quantize_activation), then the expert down reading it in
@@ -8,7 +9,7 @@ an A/B on one GPU in one device call:
 
     python -m benchmarks.moe_fusions_off MODEL.gguf [hearth_speed arguments]
 
-The engine then launches what it did before both (two launches a MoE layer more); every other
+The engine then launches what it did before them (three launches a MoE layer more); every other
 kernel is this checkout's.
 """
 
@@ -22,6 +23,7 @@ def undo_fusions() -> None:
     import kernels.moe_gemv
     from engine.hearth.ops import KernelsOps, TorchOps
 
+    KernelsOps.FUSED_NORM_ROUTER = False
     KernelsOps.moe_ffn_from_router = TorchOps.moe_ffn_from_router
     down = kernels.moe_gemv.expert_down
 

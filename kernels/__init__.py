@@ -44,6 +44,10 @@ Mixture of experts (kernels/moe_routing.py, kernels/moe_gemv.py; docs/kernels-mo
     routing, logits = route_from_router(x, router, k, softmax_all=..., normalize=..., bias=None)
         the same from x [T, n_embd] and the router (a PackedWeight, F32/F16/BF16): the
         router's GEMV in that launch too
+    r = norm_and_route(a, residual, norm_w, eps, router, k, softmax_all=..., normalize=...,
+                       bias=None, attn_bias=None)
+        rms_norm_quantized(a, norm_w, eps, residual, bias=attn_bias) and route_from_router on
+        its y in the router's launch: r.y, r.h, r.quantized, r.routing, r.logits
     h = expert_gate_up(x, gate, up, routing, SILU | SWIGLU_OAI)   x [T, n_in] -> [T, k, n_ff]
     y = expert_down(h, down, routing)          [T, k, n_ff] -> [T, n_out], slots summed with
         their routing weights; expert_rows(x, w, routing) -> [T, k, n_out] (no activation)
@@ -144,6 +148,7 @@ _LAZY = {
     "route_experts": "kernels.moe_routing",
     "select_and_route": "kernels.moe_routing",
     "route_from_router": "kernels.moe_routing",
+    "norm_and_route": "kernels.moe_routing",
 }
 
 __all__ = ["KernelsUnavailable", "UnsupportedTensor", "available", "require", *_LAZY]

@@ -4,11 +4,12 @@
 
 Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
 16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
-expert_down launches it without `quantized`), and route_from_router's kernel for both models'
-routers, with Triton's bundled ptxas and cuobjdump. The cheap check before a device run: that
-every format and mode compiles, and what it costs in registers (programs an SM holds), spills,
-global loads (16-byte or narrower) and instructions, and the issue floor those instructions
-set (issue_floor_us: every program's instructions issued once at the H200's full rate).
+expert_down launches it without `quantized`), and the router's kernel for both models'
+routers as norm_and_route launches it, with Triton's bundled ptxas and cuobjdump. The cheap
+check before a device run: that every format and mode compiles, and what it costs in
+registers (programs an SM holds), spills, global loads (16-byte or narrower) and
+instructions, and the issue floor those instructions set (issue_floor_us: every program's
+instructions issued once at the H200's full rate).
 --sweep: the same for each launch shape of the benchmark's SWEEP at one token.
 """
 
@@ -124,16 +125,23 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
 
 def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bias: bool,
                         softmax_all: bool):  # fmt: skip
-    """route_from_router's kernel as it launches for this router (F32, x in f16)."""
+    """The router's kernel as norm_and_route launches it for this router (F32, the input,
+    residual and y in f16; with gpt-oss's attention output bias where the router has a bias):
+    the decode step's."""
     from kernels import moe_routing
 
     cfg = moe_routing.RouterConfig()
+    sizes = moe_routing._select_sizes(tokens, n_expert, top_k, None)
+    del sizes["RANK_CHUNK"]  # (the looped kernel's)
     consts = dict(
-        BLOCK_E=cfg.block_e, CHUNK=cfg.chunk, SOFTMAX_ALL=softmax_all, NORMALIZE=softmax_all,
-        HAS_BIAS=bias, **moe_routing._select_sizes(tokens, n_expert, top_k, None),
+        BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=triton.cdiv(n_embd, cfg.split), GDC=True,
+        SOFTMAX_ALL=softmax_all, NORMALIZE=softmax_all, HAS_BIAS=bias, NORM=True,
+        HAS_ATTN_BIAS=bias, BLOCK_N=triton.next_power_of_2(n_embd), **sizes,
     )  # fmt: skip
     types = {"x_ptr": "*fp16", "w_ptr": "*fp32", "bias_ptr": "*fp32", "part_ptr": "*fp32",
-             "logits_ptr": "*fp32", "weights_ptr": "*fp32"}  # fmt: skip
+             "logits_ptr": "*fp32", "weights_ptr": "*fp32", "r_ptr": "*fp16", "ab_ptr": "*fp32",
+             "nw_ptr": "*fp32", "y_ptr": "*fp16", "h_ptr": "*fp16", "xd_ptr": "*fp32",
+             "eps": "fp32"}  # fmt: skip
     fn = moe_routing._router_kernel
     signature = {
         a: "constexpr" if a in consts else types.get(a, "*i32" if a.endswith("_ptr") else "i32")
@@ -180,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
         for tokens in (1, 16):
             kernel = compile_router_sm90(n_expert, n_embd, top_k, tokens, bias, softmax_all)
             regs, stack, n_all = usage(kernel)
-            print(f"{name:26} F32   {tokens:2} tokens: route_from_router, {regs:3} regs, "
+            print(f"{name:26} F32   {tokens:2} tokens: norm_and_route, {regs:3} regs, "
                   f"stack {stack:3}, {n_all:5} instructions", flush=True)  # fmt: skip
     if args.sweep:
         from benchmarks.kernels.moe import SWEEP

@@ -418,10 +418,17 @@ class Transformer:
             a = self._attention(layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)
             # the attention output's bias in the norm's launch, where no norm comes between
             bias = layer.bo if layer.post_attn_norm is None else None
-            x, h, shared = ops.rms_norm_for(
-                _ffn_readers(layer), a, layer.ffn_norm, cfg.rms_eps, residual=h, bias=bias
-            )
-            f = self._feed_forward(layer, x, shared)
+            if layer.moe is None:
+                x, h, shared = ops.rms_norm_for(
+                    _ffn_readers(layer), a, layer.ffn_norm, cfg.rms_eps, residual=h, bias=bias
+                )
+                f = self._dense_feed_forward(layer, x, shared)
+            else:  # the norm and the routed experts, the norm in the router's launch if it can
+                f, x, h, shared = ops.norm_and_moe_ffn(
+                    _ffn_readers(layer), a, h, layer.ffn_norm, cfg.rms_eps, layer.moe, cfg.moe,
+                    bias=bias,
+                )  # fmt: skip
+                f = self._with_shared_expert(layer, x, shared, f)
             last = i + 1 == len(self.layers)
             following = self.layers[i + 1] if not last else None
             next_norm = self.output_norm if last else following.attn_norm
@@ -482,13 +489,9 @@ class Transformer:
             a = ops.rms_norm(_add_bias(a, layer.bo), layer.post_attn_norm, cfg.rms_eps)
         return a
 
-    def _feed_forward(self, layer: Layer, x: torch.Tensor, shared) -> torch.Tensor:
-        if layer.moe is None:
-            return self._dense_feed_forward(layer, x, shared)
-        cfg, ops, moe = self.config, self.ops, layer.moe
-        f = ops.moe_ffn_from_router(
-            x, moe.router, moe.experts, cfg.moe, moe.router_bias, quantized=shared
-        )
+    def _with_shared_expert(self, layer: Layer, x: torch.Tensor, shared, f: torch.Tensor):
+        """The routed experts' output f plus the layer's shared expert on x, where it has one."""
+        moe = layer.moe
         if layer.w_down is not None:  # the shared expert
             s = self._dense_feed_forward(layer, x, shared)
             if moe.shared_gate is not None:

@@ -37,6 +37,7 @@ experts and bmm).
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 
 import torch
@@ -207,6 +208,15 @@ class TorchMoeOps:
         """moe_ffn of the router's logits (router: the prepared [n_expert, n_embd] matrix)."""
         return self.moe_ffn(x, experts, self.matmul(x, router), rule, bias, quantized)
 
+    def norm_and_moe_ffn(self, readers: list, a: torch.Tensor, h: torch.Tensor, weight, eps: float,
+                         moe, rule, bias=None):  # fmt: skip
+        """(f, y, h, shared): rms_norm_for(readers, a, weight, eps, residual=h, bias=bias),
+        then moe_ffn_from_router on its y with the layer's MoeBlock `moe` (f: the routed
+        experts' output). KernelsOps takes the norm into the router's launch where it can."""
+        y, h, shared = self.rms_norm_for(readers, a, weight, eps, residual=h, bias=bias)
+        f = self.moe_ffn_from_router(y, moe.router, moe.experts, rule, moe.router_bias, shared)
+        return f, y, h, shared
+
     def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None,
                 quantized=None):  # fmt: skip
         """The routed experts' feed-forward (see the module docstring); `quantized`: x in 8
@@ -322,6 +332,9 @@ class KernelsMoeOps:
     # gpt-oss-20b 892 against 1,089), at 512 the GEMM (4.5x and 4.1x); the GEMM costs about a
     # fixed 0.85-1.0 ms a layer, the GEMV 9-14 us a token: they cross at 80-96 tokens.
     MOE_GEMM_MIN_TOKENS = 96
+    # norm_and_moe_ffn: the FFN norm in the router's launch (kernels.moe_routing.norm_and_route);
+    # HEARTH_FUSED_NORM_ROUTER=0 launches them apart, for one timed comparison
+    FUSED_NORM_ROUTER = os.environ.get("HEARTH_FUSED_NORM_ROUTER", "1") != "0"
 
     def prepare_experts(
         self,
@@ -428,6 +441,35 @@ class KernelsMoeOps:
             return routing
 
         return self._expert_gemv(x, experts, k, route, quantized)
+
+    def norm_and_moe_ffn(self, readers: list, a: torch.Tensor, h: torch.Tensor, weight, eps: float,
+                         moe, rule, bias=None):  # fmt: skip
+        """The FFN norm in the router's launch (norm_and_route: one launch a layer fewer) where
+        the experts take the expert GEMV in one slice with x in 8 bits, the router is a float
+        matrix and the norm would write its y in 8 bits (rms_norm_for's condition); else the
+        norm, then moe_ffn_from_router."""
+        from kernels.moe_routing import DEFAULT_ROUTER, MAX_PAIRS, ROUTER_FORMATS
+
+        k, rows = rule.n_expert_used, a.shape[0]
+        fmt = getattr(moe.router, "fmt", None)
+        if (
+            not self.FUSED_NORM_ROUTER
+            or DEFAULT_ROUTER.looped
+            or a.dim() != 2
+            or h is None
+            or not isinstance(moe.experts, PackedExperts)
+            or getattr(fmt, "name", None) not in ROUTER_FORMATS
+            or rows > min(self.MOE_GEMM_MIN_TOKENS, MAX_PAIRS // k)
+            or a.shape[1] % 32
+            or not self._integer_readers(rows, readers)
+        ):
+            return super().norm_and_moe_ffn(readers, a, h, weight, eps, moe, rule, bias)
+        r = self._k.norm_and_route(
+            a, h, weight, eps, moe.router, k, softmax_all=rule.gating == "softmax",
+            normalize=rule.normalize, bias=moe.router_bias, attn_bias=bias,
+        )  # fmt: skip
+        f = self._expert_gemv(r.y, moe.experts, k, lambda _rows: r.routing, r.quantized)
+        return f, r.y, r.h, r.quantized
 
     def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:
         """expert_gate_up and expert_down per slice of at most MAX_PAIRS (token, slot) pairs,

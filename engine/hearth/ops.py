@@ -29,6 +29,10 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
                                          the file's mapped blocks (engine/hearth/cpu_experts.py)
     y = ops.moe_ffn(x, e, logits, rule, bias)  the routed experts' feed-forward (below)
     y = ops.moe_ffn_from_router(x, router, e, rule, bias)   the same from the router matrix
+    f, y, h, s = ops.norm_and_moe_ffn(readers, a, h, weight, eps, moe, rule, bias)
+                                         rms_norm_for(..., residual=h, bias=bias), then
+                                         moe_ffn_from_router on y (KernelsOps: the norm in the
+                                         router's launch where it can)
 
 `moe_ffn` and the experts' preparation are engine/hearth/moe_ops.py (mixins of both classes).
 

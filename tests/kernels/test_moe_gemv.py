@@ -191,14 +191,15 @@ def test_mxfp4_block_layout_is_ggml_s():
     ],
 )
 @pytest.mark.parametrize("selection", ["rank", "argmax"])
+@pytest.mark.parametrize("looped", [False, True])
 def test_router_gemv_and_selection_in_one_launch(
-    fmt, tokens, n_expert, n_embd, top_k, gating, normalize, bias, selection, device
+    fmt, tokens, n_expert, n_embd, top_k, gating, normalize, bias, selection, looped, device
 ):
     """route_from_router: the float GEMV's logits (within float32 sums in another order)
     and, from them, the routing select_and_route gives for the GEMV's logits; a token's
     logits the same bits alone as among others."""
     from kernels.gemv import quant_matmul
-    from kernels.moe_routing import _TICKETS, select_and_route
+    from kernels.moe_routing import _TICKETS, RouterConfig, select_and_route
 
     gen = torch.Generator().manual_seed(tokens + n_expert)
     dtype = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[fmt]
@@ -209,7 +210,8 @@ def test_router_gemv_and_selection_in_one_launch(
     b = torch.randn(n_expert, generator=gen).to(device) if bias else None
     kwargs = dict(softmax_all=gating == "softmax", normalize=normalize, bias=b,
                   selection=selection)  # fmt: skip
-    routing, logits = route_from_router(x, router, top_k, **kwargs)
+    config = RouterConfig(looped=looped)
+    routing, logits = route_from_router(x, router, top_k, config=config, **kwargs)
     gemv = quant_matmul(x, router).float()
     torch.testing.assert_close(logits, gemv, rtol=1e-5, atol=1e-4)
     apart = select_and_route(gemv, top_k, **kwargs)
@@ -219,9 +221,37 @@ def test_router_gemv_and_selection_in_one_launch(
     for name in ("group_expert", "group_start", "group_count"):
         assert torch.equal(getattr(routing, name)[:n], getattr(apart, name)[:n]), name
     torch.testing.assert_close(routing.weights, apart.weights, rtol=1e-5, atol=1e-6)
-    _, alone = route_from_router(x[-1:], router, top_k, **kwargs)
+    _, alone = route_from_router(x[-1:], router, top_k, config=config, **kwargs)
     assert torch.equal(alone[0], logits[-1])
     assert not _TICKETS.get(torch.device(device), 1).any()  # left at zero for the next launch
+
+
+@pytest.mark.parametrize(("tokens", "n_expert", "top_k"), [(1, 128, 8), (2, 32, 4)])
+def test_router_ranks_ties_and_nan_from_registers(tokens, n_expert, top_k, device):
+    """route_from_router's rank from registers on tied logits (equal router rows give equal
+    logits: the lower id first) and a NaN one (ranked last): the picks, slots and groups
+    select_and_route's rank (reading the scores from memory) gives for the same logits."""
+    from kernels.moe_routing import select_and_route
+
+    n_embd = 256
+    gen = torch.Generator().manual_seed(tokens)
+    w = torch.randn(n_expert, n_embd, generator=gen) / n_embd**0.5
+    w[5:9] = w[2]  # experts 2 and 5-8 tie
+    w[3] = float("nan")
+    router = PackedWeight.from_gguf(w.numpy().view(np.uint8).reshape(-1), "F32",
+                                    (n_expert, n_embd), device=device)  # fmt: skip
+    x = torch.zeros(tokens, n_embd)
+    x[:, : n_embd // 2] = (w[2, : n_embd // 2] * 8).sign()  # expert 2's logit the largest
+    kwargs = dict(softmax_all=True, normalize=True, selection="rank")
+    routing, logits = route_from_router(x.to(device), router, top_k, **kwargs)
+    assert routing.ids[0, :4].cpu().tolist() == [2, 5, 6, 7] and 3 not in routing.ids
+    apart = select_and_route(logits, top_k, **kwargs)
+    for name in ("ids", "order", "n_groups"):
+        assert torch.equal(getattr(routing, name), getattr(apart, name)), name
+    n = int(apart.n_groups)
+    for name in ("group_expert", "group_start", "group_count"):
+        assert torch.equal(getattr(routing, name)[:n], getattr(apart, name)[:n]), name
+    torch.testing.assert_close(routing.weights, apart.weights, rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize("fmt", list(N_IN))
@@ -437,3 +467,39 @@ def test_mxfp4_code_words_decode_both_nibbles_of_every_byte(device):
         got = got.cpu().numpy().view(np.uint32)
         got_bytes = np.stack([(got >> (8 * b)) & 0xFF for b in range(4)], axis=1)
         assert np.array_equal(got_bytes, table[nibbles])
+
+
+@pytest.mark.parametrize(
+    ("tokens", "n_expert", "n_embd", "top_k", "attn_bias"),
+    [(1, 128, 2048, 8, False), (2, 32, 2880, 4, True)],  # qwen3moe; gpt-oss (both biases)
+)
+def test_norm_and_route_is_the_norm_then_the_router(tokens, n_expert, n_embd, top_k, attn_bias,
+                                                    device):  # fmt: skip
+    """norm_and_route: rms_norm_quantized's y, h and 8-bit y (its statistic summed in another
+    order: y within an f16 rounding, the codes within one) and route_from_router's routing
+    and logits on that y, from one launch."""
+    from kernels.moe_routing import norm_and_route
+    from kernels.norms import rms_norm_quantized
+
+    gen = torch.Generator().manual_seed(n_embd)
+    w = torch.randn(n_expert, n_embd, generator=gen) / n_embd**0.5
+    router = PackedWeight.from_gguf(w.numpy().view(np.uint8).reshape(-1), "F32",
+                                    (n_expert, n_embd), device=device)  # fmt: skip
+    a, residual = (torch.randn(tokens, n_embd, generator=gen).half().to(device) for _ in "ar")
+    norm_w = (torch.rand(n_embd, generator=gen) + 0.5).to(device)
+    ab = torch.randn(n_embd, generator=gen).to(device) if attn_bias else None
+    rb = torch.randn(n_expert, generator=gen).to(device) if attn_bias else None
+    kwargs = dict(softmax_all=not attn_bias, normalize=not attn_bias, bias=rb)
+    fused = norm_and_route(a, residual, norm_w, 1e-6, router, top_k, attn_bias=ab, **kwargs)
+    y, h, q = rms_norm_quantized(a, norm_w, 1e-6, residual, bias=ab)
+    routing, logits = route_from_router(y, router, top_k, **kwargs)
+    assert torch.equal(fused.h, h)
+    # (on a GPU the statistic's float32 sum may move a value of y by an f16 rounding step: its
+    # group's scale by as much, the logits by a weight times it)
+    torch.testing.assert_close(fused.y, y, rtol=1e-3, atol=0)
+    assert (fused.quantized.words.view(torch.int8) - q.words.view(torch.int8)).abs().max() <= 1
+    torch.testing.assert_close(fused.quantized.scales, q.scales, rtol=1e-3, atol=0)
+    torch.testing.assert_close(fused.logits, logits, rtol=1e-5, atol=1e-4)
+    for name in ("ids", "order", "n_groups"):
+        assert torch.equal(getattr(fused.routing, name), getattr(routing, name)), name
+    torch.testing.assert_close(fused.routing.weights, routing.weights, rtol=1e-5, atol=1e-6)

@@ -290,8 +290,14 @@ def test_the_down_projection_rounds_h_in_its_own_launch(arch, tmp_path):
     assert apart_launches - fused_launches == 2, (apart_launches, fused_launches)
 
 
+def _norm_apart(monkeypatch):
+    """KernelsOps taking the FFN norm in a launch of its own, then route_from_router."""
+    monkeypatch.setattr(KernelsOps, "FUSED_NORM_ROUTER", False)
+
+
 def _router_apart(monkeypatch):
-    """KernelsOps taking the router's GEMV (ops.matmul), then select_and_route."""
+    """KernelsOps taking the FFN norm, the router's GEMV (ops.matmul), then select_and_route."""
+    _norm_apart(monkeypatch)
     monkeypatch.setattr(KernelsOps, "moe_ffn_from_router", TorchOps.moe_ffn_from_router)
 
 
@@ -311,29 +317,40 @@ def _recorded_routing(monkeypatch) -> list:
 
 
 @pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
-def test_the_router_gemv_and_the_selection_take_one_launch(arch, tmp_path):
-    """A decode step with the router's GEMV inside the routing launch (route_from_router):
-    every layer picks the experts the GEMV-then-select_and_route path picks, the logits agree
-    to float32 sums in another order, and the step calls no matmul for the routers."""
+def test_the_norm_the_router_gemv_and_the_selection_take_one_launch(arch, tmp_path):
+    """A decode step with the FFN norm and the router's GEMV inside the routing launch
+    (norm_and_route) against one with the norm, the GEMV and select_and_route apart: every
+    layer picks the same experts, the logits agree to float32 sums in another order, and the
+    fused step calls no norm launch and no matmul for the routers."""
+    import kernels.norms
+
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=2))
     runs = {}
     for name, patch in (("fused", None), ("apart", _router_apart)):
         with pytest.MonkeyPatch.context() as monkeypatch:
             picks = _recorded_routing(monkeypatch)
-            matrices = []
+            matrices, norms = [], []
             matmul = KernelsOps.matmul
+            norm = kernels.norms.rms_norm_quantized
 
             def counted(self, x, w, *args, matrices=matrices, matmul=matmul):
                 matrices.append(getattr(getattr(w, "fmt", None), "name", None))
                 return matmul(self, x, w, *args)
 
+            def counted_norm(*args, norms=norms, norm=norm, **kwargs):
+                norms.append(1)
+                return norm(*args, **kwargs)
+
             monkeypatch.setattr(KernelsOps, "matmul", counted)
+            monkeypatch.setattr(kernels.norms, "rms_norm_quantized", counted_norm)
             logits, _ = _decode_step(path, patch)
-        runs[name] = logits, picks, matrices
-    (fused, fused_picks, fused_gemvs), (apart, apart_picks, apart_gemvs) = runs.values()
+        runs[name] = logits, picks, matrices, len(norms)
+    (fused, fused_picks, fused_gemvs, fused_norms), (apart, apart_picks, apart_gemvs,
+                                                     apart_norms) = runs.values()  # fmt: skip
     assert len(fused_picks) == len(apart_picks) > 0
     for a, b in zip(fused_picks, apart_picks, strict=True):
         assert torch.equal(a, b)
     np.testing.assert_allclose(fused, apart, rtol=1e-4, atol=1e-4 * np.abs(apart).max())
-    # the routers' GEMVs: 2 layers x 2 forwards (the prefill and the decode step)
+    # 2 layers x 2 forwards (the prefill and the decode step): the routers' GEMVs, the norms
     assert len(apart_gemvs) - len(fused_gemvs) == 4, (apart_gemvs, fused_gemvs)
+    assert apart_norms - fused_norms == 4, (apart_norms, fused_norms)
