@@ -37,13 +37,14 @@ a dot product), not the GEMV's 8-bit activations.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels.availability import require
+from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args
 from kernels.moe_gemv import SILU, _check, _glu
@@ -53,27 +54,43 @@ MAX_CHUNKS = 64  # the placing program reads every chunk's histogram: [MAX_CHUNK
 _SILU, _OAI = 0, 1  # the kernel's ACT, as moe_gemv._glu reads it
 
 
+# HEARTH_GROUPED_GEMM=pairs_as_m: the kernel with the pairs as the MMA's M side
+# (_pairs_as_m_kernel, its own default launch shapes), for measuring it against _grouped_kernel
+PAIRS_AS_M = "pairs_as_m"
+
+
+def _pairs_as_m() -> bool:
+    return os.environ.get("HEARTH_GROUPED_GEMM", "") == PAIRS_AS_M
+
+
 @dataclass(frozen=True)
 class GroupedConfig:
-    block_m: int = 64  # pairs a program (one expert's)
-    block_n: int = 64  # weight rows a program
-    # groups of 32 weights a K step: 2 keeps gate+up in registers (compiled for sm_90 by
-    # Triton 3.8: Q4_K gate+up at block_m 32, block_n 64 takes 158 registers a thread with 2,
-    # 244 with 4, and spills with 4 where the pipelining is off)
-    ng: int = 2
-    num_warps: int = 4
-    num_stages: int = 2
+    block_m: int = 64  # pairs a program (one expert's): the MMA's N side
+    block_n: int = 128  # weight rows a program: the MMA's M side
+    ng: int = 4  # groups of 32 weights a K step: two dots of K = 16 NG (a group's two runs)
+    num_warps: int = 8
+    num_stages: int = 3
 
 
 def default_config(n_pairs: int, n_expert: int) -> GroupedConfig:
-    """BLOCK_M: the power of two (16 to 64) at or above 1.5 times the pairs an expert gets on
+    """BLOCK_M: the power of two (16 to 128) at or above 1.5 times the pairs an expert gets on
     average, so that most experts fill one block: the weights' decoding (CUDA cores) is paid
     once a block, the padding only in tensor-core products. Qwen3-30B-A3B, 512 tokens top-8 of
-    128 (32 an expert): 64; gpt-oss-20b, 512 tokens top-4 of 32 (64): 64; 64 tokens of
-    Qwen3 (4): 16."""
+    128 (32 an expert): 64; gpt-oss-20b, 512 tokens top-4 of 32 (64): 128; 64 tokens of
+    Qwen3 (4): 16. BLOCK_N 128 weight rows (two warpgroups of wgmma's 64) up to 64 pairs,
+    64 rows with 128 pairs (the two accumulators at 64 registers a thread either way)."""
     per_expert = n_pairs / max(1, n_expert)
-    block_m = min(64, max(16, triton.next_power_of_2(math.ceil(1.5 * per_expert))))
-    return GroupedConfig(block_m=block_m)
+    largest = 64 if _pairs_as_m() else 128
+    return block_config(min(largest, max(16, triton.next_power_of_2(math.ceil(1.5 * per_expert)))))
+
+
+def block_config(block_m: int) -> GroupedConfig:
+    """default_config's launch shape for blocks of block_m pairs."""
+    if _pairs_as_m():
+        return GroupedConfig(block_m=block_m, block_n=64, ng=2, num_warps=4, num_stages=2)
+    if block_m <= 64:
+        return GroupedConfig(block_m=block_m, block_n=128, num_warps=8)
+    return GroupedConfig(block_m=block_m, block_n=64, num_warps=4)
 
 
 @dataclass(frozen=True)
@@ -176,6 +193,123 @@ def align_pairs(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int,
     )  # fmt: skip
 
 
+# f16 with bits 0x64XX is 1024 + XX exactly: a code byte becomes an f16 by a byte permute and
+# one exact f16 subtraction, never the int-to-float unit (kernels/nibbles.py's trick), then one
+# f16x2 FMA applies the run's scale and offset: 8 instructions for the 4 codes of a word.
+_CODE_WORD_F16_ASM = tl.constexpr("""
+{
+.reg .b32 magic;
+mov.b32 magic, 0x64006400;
+prmt.b32 $0, $2, 0x64646464, 0x4140;
+prmt.b32 $1, $2, 0x64646464, 0x4342;
+sub.f16x2 $0, $0, magic;
+sub.f16x2 $1, $1, magic;
+fma.rn.f16x2 $0, $0, $6, $10;
+fma.rn.f16x2 $1, $1, $6, $10;
+}
+""")
+# Operands: $0, $1 the four f16 weights (two f16x2 registers); $2..$5 the code word, $6..$9
+# the f16x2 scale and $10..$13 the offset, each repeated over the four weights (pack=4: one
+# register each, the same value: only the first is read).
+
+
+@triton.jit
+def _f16_pair(v):
+    """float32 v -> its f16 in both halves of an int32 word (an f16x2 operand)."""
+    bits = v.to(tl.float16).to(tl.int16, bitcast=True).to(tl.int32) & 0xFFFF
+    return bits | (bits << 16)
+
+
+@triton.jit
+def _weight_tile(u, s, c, ASM: tl.constexpr):
+    """Code words u [BN, NG, 4] (byte j of word w: code 4 w + j of the run) with run scale s
+    and offset c [BN, NG] float32 -> the runs' weights s u - c in f16 [BN, NG 16], s and -c
+    rounded to f16 and the product and sum rounded once (an FMA on the exact codes). ASM:
+    _CODE_WORD_F16_ASM on each word; otherwise the same in float32 (a byte code times an f16 is
+    exact in float32)."""
+    bn: tl.constexpr = u.shape[0]
+    ng: tl.constexpr = u.shape[1]
+    shape: tl.constexpr = [bn, ng, 4, 4]  # word, byte: code 4 w + j
+    if ASM:
+        words = tl.broadcast_to(u[:, :, :, None], shape)
+        s2 = tl.broadcast_to(_f16_pair(s)[:, :, None, None], shape)
+        c2 = tl.broadcast_to(_f16_pair(-c)[:, :, None, None], shape)
+        w = tl.inline_asm_elementwise(
+            _CODE_WORD_F16_ASM, "=r,=r,r,r,r,r,r,r,r,r,r,r,r,r", [words, s2, c2],
+            dtype=tl.float16, is_pure=True, pack=4,
+        )  # fmt: skip
+    else:
+        shifts = 8 * tl.arange(0, 4)[None, None, None, :]
+        codes = ((u[:, :, :, None] >> shifts) & 0xFF).to(tl.float32)  # [BN, NG, 4, 4]
+        s16 = s.to(tl.float16).to(tl.float32)[:, :, None, None]
+        c16 = (-c).to(tl.float16).to(tl.float32)[:, :, None, None]
+        w = (codes * s16 + c16).to(tl.float16)
+    return tl.reshape(w, [bn, ng * 16])
+
+
+@triton.jit
+def _grouped_kernel(
+    x_ptr, out_ptr, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
+    sorted_ptr, block_end_ptr, count_ptr, weights_ptr,
+    N, K, NB_A, NB_B, TOP_K, n_expert, alpha, limit,
+    FMT_A: tl.constexpr, FMT_B: tl.constexpr, GATE_UP: tl.constexpr, ACT: tl.constexpr,
+    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NG: tl.constexpr,
+    E_PAD: tl.constexpr, ASM: tl.constexpr,
+):  # fmt: skip
+    """See the module docstring. out: h [P, N] (GATE_UP) or the weighted rows [P, N] float32.
+    The weight rows are the MMA's M side (acc [BLOCK_N, BLOCK_M]: Hopper's wgmma takes M in
+    64s a warpgroup, and an expert's block of pairs is often fewer), the pairs its N side."""
+    tile = tl.program_id(0)
+    block = tl.program_id(1)
+    e = tl.arange(0, E_PAD)
+    ends = tl.load(block_end_ptr + e, mask=e < n_expert, other=2147483647)
+    expert = tl.sum((ends <= block).to(tl.int32), axis=0)
+    if expert < n_expert:
+        count = tl.load(count_ptr + expert)
+        first = tl.load(block_end_ptr + expert) - (count + BLOCK_M - 1) // BLOCK_M
+        m = (block - first) * BLOCK_M + tl.arange(0, BLOCK_M)
+        m_mask = m < count
+        pair = tl.load(sorted_ptr + block * BLOCK_M + tl.arange(0, BLOCK_M), mask=m_mask, other=0)
+        if GATE_UP:  # noqa: SIM108 (a static if)
+            x_row = (pair // TOP_K).to(tl.int64)
+        else:
+            x_row = pair.to(tl.int64)
+        rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
+        row_mask = rows < N
+        wrow = expert.to(tl.int64) * N + rows
+        acc_a = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
+        acc_b = tl.zeros((BLOCK_N, BLOCK_M), tl.float32)
+        for k0 in range(0, K // 32, NG):
+            ge = k0 + tl.arange(0, NG)
+            group_mask = ge < K // 32
+            u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, r_lo, r_hi = load_pairs(
+                a0, a1, a2, a3, a4, wrow, row_mask, ge, group_mask, NB_A, FMT_A, ASM
+            )
+            x_lo = tl.trans(_x_runs(x_ptr, x_row, m_mask, r_lo, K, NG))  # [NG 16, BM]
+            x_hi = tl.trans(_x_runs(x_ptr, x_row, m_mask, r_hi, K, NG))
+            acc_a = tl.dot(_weight_tile(u_lo, s_lo, c_lo, ASM), x_lo, acc_a)
+            acc_a = tl.dot(_weight_tile(u_hi, s_hi, c_hi, ASM), x_hi, acc_a)
+            if GATE_UP:
+                u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, rb_lo, rb_hi = load_pairs(
+                    b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB_B, FMT_B, ASM
+                )
+                if FMT_B != FMT_A:  # the runs come in another order: x gathered again
+                    x_lo = tl.trans(_x_runs(x_ptr, x_row, m_mask, rb_lo, K, NG))
+                    x_hi = tl.trans(_x_runs(x_ptr, x_row, m_mask, rb_hi, K, NG))
+                acc_b = tl.dot(_weight_tile(u_lo, s_lo, c_lo, ASM), x_lo, acc_b)
+                acc_b = tl.dot(_weight_tile(u_hi, s_hi, c_hi, ASM), x_hi, acc_b)
+        if HAS_BIAS:
+            acc_a += tl.load(bias_a_ptr + expert * N + rows, mask=row_mask, other=0.0)[:, None]
+            if GATE_UP:
+                acc_b += tl.load(bias_b_ptr + expert * N + rows, mask=row_mask, other=0.0)[:, None]
+        if GATE_UP:
+            y = _glu(acc_a, acc_b, alpha, limit, ACT)
+        else:
+            y = acc_a * tl.load(weights_ptr + pair, mask=m_mask, other=0.0).to(tl.float32)[None, :]
+        at = out_ptr + pair.to(tl.int64)[None, :] * N + rows[:, None]
+        tl.store(at, y.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & m_mask[None, :])
+
+
 @triton.jit
 def _f16_runs(u, s, c):
     """Code words u [BN, NG, 4] with run scale s and offset c [BN, NG] -> the runs' weights
@@ -204,7 +338,7 @@ def _dot_step(acc, x_lo, x_hi, u_lo, u_hi, s_lo, c_lo, s_hi, c_hi):
 
 
 @triton.jit
-def _grouped_kernel(
+def _pairs_as_m_kernel(
     x_ptr, out_ptr, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
     sorted_ptr, block_end_ptr, count_ptr, weights_ptr,
     N, K, NB_A, NB_B, TOP_K, n_expert, alpha, limit,
@@ -212,7 +346,8 @@ def _grouped_kernel(
     HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NG: tl.constexpr,
     E_PAD: tl.constexpr,
 ):  # fmt: skip
-    """See the module docstring. out: h [P, N] (GATE_UP) or the weighted rows [P, N] float32."""
+    """The pairs as the MMA's M (HEARTH_GROUPED_GEMM=pairs_as_m): out as _grouped_kernel's, the
+    runs dequantized in float32 and cast, one dot of K = NG 16 a run."""
     tile = tl.program_id(0)
     block = tl.program_id(1)
     e = tl.arange(0, E_PAD)
@@ -263,7 +398,7 @@ def _grouped_kernel(
 
 
 def _launch(x, out, a, b, aligned: AlignedPairs, act, config: GroupedConfig | None) -> None:
-    cfg = config or GroupedConfig(block_m=aligned.block_m)
+    cfg = config or block_config(aligned.block_m)
     if cfg.block_m != aligned.block_m:
         raise UnsupportedTensor(
             f"pairs aligned to blocks of {aligned.block_m} for a launch of {cfg.block_m}"
@@ -281,7 +416,9 @@ def _launch(x, out, a, b, aligned: AlignedPairs, act, config: GroupedConfig | No
     weights = aligned.weights if aligned.weights is not None else out
     fb = b.packed.fmt if b is not None else a.packed.fmt
     grid = (triton.cdiv(n_out, cfg.block_n), aligned.max_blocks)
-    _grouped_kernel[grid](
+    extra = {} if _pairs_as_m() else {"ASM": not interpret_mode()}
+    kernel = _pairs_as_m_kernel if _pairs_as_m() else _grouped_kernel
+    kernel[grid](
         x, out, *pa, *pb, bias_a, bias_b, aligned.sorted_pairs, aligned.block_end, aligned.count,
         weights, n_out, a.n_in, a.n_in // a.packed.fmt.block_size, a.n_in // fb.block_size,
         aligned.ids.shape[1], aligned.n_expert, float(act.alpha), float(act.limit),
@@ -289,7 +426,7 @@ def _launch(x, out, a, b, aligned: AlignedPairs, act, config: GroupedConfig | No
         ACT=_OAI if act.kind == "swiglu_oai" else _SILU, HAS_BIAS=has_bias,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NG=cfg.ng,
         E_PAD=max(16, triton.next_power_of_2(aligned.n_expert)), num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages,
+        num_stages=cfg.num_stages, **extra,
     )  # fmt: skip
 
 

@@ -153,7 +153,7 @@ def test_whole_feed_forward(device, tokens=11, top_k=2):
 
 
 def test_default_block_follows_the_pairs_per_expert():
-    assert default_config(512 * 4, 32).block_m == 64  # gpt-oss-20b, 512 tokens: 64 an expert
+    assert default_config(512 * 4, 32).block_m == 128  # gpt-oss-20b, 512 tokens: 64 an expert
     assert default_config(512 * 8, 128).block_m == 64  # Qwen3-30B-A3B, 512 tokens: 32
     assert default_config(256 * 8, 128).block_m == 32  # 16 an expert
     assert default_config(64 * 8, 128).block_m == 16
