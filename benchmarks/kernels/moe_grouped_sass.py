@@ -9,7 +9,7 @@ clamped SwiGLU) and down, as `_launch` compiles them at default_config's shape f
 ptxas and cuobjdump. HEARTH_GROUPED_GEMM=pairs_as_m: the same for the kernel with the pairs as
 the MMA's M side. Columns: wgmma (HGMMA), int-to-float conversions (I2F), float-to-f16 ones
 (F2F/F2FP), f16x2 FMAs (HFMA2), byte permutes (PRMT). --sweep: benchmarks/kernels/
-moe_prefill.py's SWEEP shapes, Q4_K gate+up and Q6_K down.
+moe_prefill.py's SWEEP shapes: Q4_K gate+up, Q6_K down, MXFP4 both.
 """
 
 from __future__ import annotations
@@ -84,7 +84,12 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.kernels.moe_prefill import SWEEP
 
         for cfg in SWEEP:
-            for fmt, gate_up in (("Q4_K", True), ("Q6_K", False)):
+            for fmt, gate_up in (
+                ("Q4_K", True),
+                ("Q6_K", False),
+                ("MXFP4", True),
+                ("MXFP4", False),
+            ):
                 print(line(fmt, gate_up, cfg), flush=True)
     return 0
 

@@ -2,7 +2,8 @@
 of MAX_PAIRS pairs (kernels/moe_gemv.py, what KernelsMoeOps ran a chunk through before), for a
 chunk of tokens at Qwen3-30B-A3B's and gpt-oss-20b's shapes.
 
-    python -m benchmarks.kernels.moe_prefill [--tokens 512,64] [--sweep] [--json PATH]
+    python -m benchmarks.kernels.moe_prefill [--tokens 512,64] [--sweep | --only-sweep]
+        [--json PATH]
 
 A row is one layer's routed experts for the chunk: routing (the pairs aligned to expert
 blocks; for the GEMV, each slice's grouping), gate+up with the activation, down with the
@@ -15,7 +16,7 @@ The experts' routing is random (router logits from a normal distribution), so ev
 picked about equally often. Every grouped row twice: the weight rows as the MMA's M side
 (_grouped_kernel, "grouped GEMM") and the pairs as M (HEARTH_GROUPED_GEMM=pairs_as_m,
 "pairs-as-M GEMM"), each at its own default_config. --sweep: _grouped_kernel's launch shapes
-in SWEEP at each case, gate+up and down timed apart.
+in SWEEP at each case, gate+up and down timed apart (--only-sweep: those rows alone).
 """
 
 from __future__ import annotations
@@ -110,7 +111,9 @@ def _bytes_per_expert(w: ExpertWeight) -> int:
     return sum(t.numel() * t.element_size() for t in w.packed.planes.values()) // w.n_expert
 
 
-def measure(case: Case, tokens: int, configs=None) -> list[dict]:
+def measure(case: Case, tokens: int, configs=None, defaults: bool = True) -> list[dict]:
+    """The case's rows: the sliced GEMV and both grouped kernels at their default_config
+    (defaults), then _grouped_kernel at each of `configs`."""
     gate, up, down, ids, weights, x = _setup(case, tokens)
     act = SWIGLU_OAI if case.oai else SILU
     pairs = ids.numel()
@@ -125,12 +128,17 @@ def measure(case: Case, tokens: int, configs=None) -> list[dict]:
             "case": case.name, "tokens": tokens, "path": path, "us": seconds * 1e6,
             "tflop_s": part_flops / seconds / 1e12, "gb_s": part_bytes / seconds / 1e9, **extra,
         })  # fmt: skip
+        _print_row(rows[-1])
 
-    gemv_out = _sliced_gemv(x, gate, up, down, act, ids, weights)
-    row("sliced GEMV", time_calls(lambda: _sliced_gemv(x, gate, up, down, act, ids, weights)),
-        flops)  # fmt: skip
-    scale = gemv_out.float().abs().max().item()
-    for kernel, path in (("", "grouped GEMM"), (gg.PAIRS_AS_M, "pairs-as-M GEMM")):
+    # down's input for the sweep: h of a few units, as gate+up makes it
+    h = torch.randn(pairs, case.n_ff, device=DEVICE).half()
+    if defaults:
+        gemv_out = _sliced_gemv(x, gate, up, down, act, ids, weights)
+        row("sliced GEMV", time_calls(lambda: _sliced_gemv(x, gate, up, down, act, ids, weights)),
+            flops)  # fmt: skip
+        scale = gemv_out.float().abs().max().item()
+    variants = (("", "grouped GEMM"), (gg.PAIRS_AS_M, "pairs-as-M GEMM")) if defaults else ()
+    for kernel, path in variants:
         os.environ["HEARTH_GROUPED_GEMM"] = kernel
         cfg = gg.default_config(pairs, case.n_expert)
         out = gg.grouped_moe(x, gate, up, down, act, ids, weights, config=cfg)
@@ -161,27 +169,30 @@ def measure(case: Case, tokens: int, configs=None) -> list[dict]:
     return rows
 
 
-def _table(rows: list[dict]) -> None:
-    print(f"{'case':<22} {'tokens':>6} {'path':<44} {'us':>9} {'TFLOP/s':>8} {'GB/s':>7}  notes")
-    base = {}
-    for r in rows:
-        key = (r["case"], r["tokens"])
-        if r["path"] == "sliced GEMV":
-            base[key] = r["us"]
-        notes = ""
-        if r["path"] in ("grouped GEMM", "pairs-as-M GEMM"):
-            notes = (f"{base[key] / r['us']:.2f}x the GEMV, max_diff {r['max_diff']:.2e}, "
-                     f"block_m {r['block_m']}")  # fmt: skip
-        tf = f"{r['tflop_s']:8.1f}" if r["tflop_s"] else " " * 8
-        gb = f"{r['gb_s']:7.0f}" if r["gb_s"] else " " * 7
-        print(f"{r['case']:<22} {r['tokens']:>6} {r['path']:<44} {r['us']:9.1f} {tf} {gb}  "
-              f"{notes}")  # fmt: skip
+HEADER = f"{'case':<22} {'tokens':>6} {'path':<44} {'us':>9} {'TFLOP/s':>8} {'GB/s':>7}  notes"
+_GEMV_US: dict[tuple[str, int], float] = {}  # (case, tokens): the sliced GEMV's time
+
+
+def _print_row(r: dict) -> None:
+    """One row as it is measured (a run cut short by its time limit keeps what it printed)."""
+    key = (r["case"], r["tokens"])
+    if r["path"] == "sliced GEMV":
+        _GEMV_US[key] = r["us"]
+    notes = ""
+    if r["path"] in ("grouped GEMM", "pairs-as-M GEMM"):
+        notes = (f"{_GEMV_US[key] / r['us']:.2f}x the GEMV, max_diff {r['max_diff']:.2e}, "
+                 f"block_m {r['block_m']}")  # fmt: skip
+    tf = f"{r['tflop_s']:8.1f}" if r["tflop_s"] else " " * 8
+    gb = f"{r['gb_s']:7.0f}" if r["gb_s"] else " " * 7
+    print(f"{r['case']:<22} {r['tokens']:>6} {r['path']:<44} {r['us']:9.1f} {tf} {gb}  {notes}",
+          flush=True)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", default="512,64", help="comma-separated chunk lengths")
     parser.add_argument("--sweep", action="store_true", help="also the launch shapes in SWEEP")
+    parser.add_argument("--only-sweep", action="store_true", help="SWEEP's rows alone")
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -189,14 +200,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(f"device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}, "
           f"triton {triton.__version__}")  # fmt: skip
+    print(HEADER, flush=True)
     rows = []
     for tokens in (int(t) for t in args.tokens.split(",")):
         for case in CASES:
-            rows += measure(case, tokens, SWEEP if args.sweep else None)
-    _table(rows)
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows, f, indent=1)
+            sweep = SWEEP if args.sweep or args.only_sweep else None
+            rows += measure(case, tokens, sweep, defaults=not args.only_sweep)
+            if args.json:
+                with open(args.json, "w") as f:
+                    json.dump(rows, f, indent=1)
     return 0
 
 
