@@ -58,6 +58,8 @@ CASES = [
     Case("qwen3-30b-a3b Q4_K_M", "Q4_K", "Q6_K", 128, 768, 2048, 8, "softmax"),
     Case("gpt-oss-20b MXFP4", "MXFP4", "MXFP4", 32, 2880, 2880, 4, "topk_softmax", oai=True),
 ]
+# the grouped kernels timed at their default_config: (HEARTH_GROUPED_GEMM, the row's path)
+VARIANTS = (("", "grouped GEMM"), (gg.PAIRS_AS_M, "pairs-as-M GEMM"))
 # _grouped_kernel's launch shapes: (block_m, block_n, ng, num_warps, num_stages)
 _SWEEP_SHAPES = (
     (64, 128, 4, 8, 3), (64, 128, 8, 8, 3), (64, 128, 4, 8, 4), (64, 64, 4, 4, 3),
@@ -137,8 +139,7 @@ def measure(case: Case, tokens: int, configs=None, defaults: bool = True) -> lis
         row("sliced GEMV", time_calls(lambda: _sliced_gemv(x, gate, up, down, act, ids, weights)),
             flops)  # fmt: skip
         scale = gemv_out.float().abs().max().item()
-    variants = (("", "grouped GEMM"), (gg.PAIRS_AS_M, "pairs-as-M GEMM")) if defaults else ()
-    for kernel, path in variants:
+    for kernel, path in VARIANTS if defaults else ():
         os.environ["HEARTH_GROUPED_GEMM"] = kernel
         cfg = gg.default_config(pairs, case.n_expert)
         out = gg.grouped_moe(x, gate, up, down, act, ids, weights, config=cfg)
