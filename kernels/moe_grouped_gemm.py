@@ -18,20 +18,32 @@ end at or before its block, and one past the last block returns at once. Padding
 never written: a program masks its rows past its expert's count.
 
 GEMM (one launch a projection). A program takes one block of BLOCK_M pairs of one expert and a
-tile of BLOCK_N weight rows, and walks K in steps of NG groups of 32 weights: moe_blocks.
-load_pairs reads the step's code words and run scales (the expert GEMV's block decoding), the
-runs are expanded here to f16 weights (s u - c, moe_blocks' run form), and each run's 16
-columns of x are gathered to match (a run's weights are consecutive in the row, the runs of a
-step in load_pairs' order, not the row's: the sum over K does not care). Gate and up are read
-by the same program (their own formats), and the bias and the activation applied before h is
-stored in f16. The down projection's program applies the bias and the pair's routing weight
-and stores the pair's row in float32; the k rows of a token are then summed in slot order in
-torch (a fixed order: the same bits on every run, as the expert GEMV gives; atomics across the
-programs of different experts would not).
+tile of BLOCK_N weight rows, the weight rows as the MMA's M side and the pairs as its N side
+(acc [BLOCK_N, BLOCK_M]: Hopper's wgmma takes M in 64s a warpgroup and N from 8 up, and an
+expert gets ~32-64 pairs of a 512-token chunk), and walks K in steps of NG groups of 32
+weights: moe_blocks.load_pairs reads the step's code words and run scales (the expert GEMV's
+block decoding), `_weight_tile` turns them into f16 weights s u - c (a byte permute puts each
+code under the f16 exponent of 1024, an exact f16x2 subtraction and one f16x2 FMA with the
+run's scale and offset: no int-to-float conversions; 8 instructions a word of 4 codes), which
+go to wgmma from registers, and each run's 16 columns of x are gathered to match as its
+shared-memory operand (a run's weights are consecutive in the row, the runs of a step in
+load_pairs' order, not the row's: the sum over K does not care). Two dots a step, K = 16 NG
+each (a group's low and high runs). Gate and up are read by the same program (their own
+formats), and the bias and the activation applied before h is stored in f16. The down
+projection's program applies the bias and the pair's routing weight and stores the pair's row
+in float32; the k rows of a token are then summed in slot order in torch (a fixed order: the
+same bits on every run, as the expert GEMV gives; atomics across the programs of different
+experts would not).
 
 Activations. x in f16 (f16 or f32 inputs are cast per tile; bf16 too, whose range f16 does not
 always hold). The error against float64 is that of f16 weights and activations (about 1e-3 of
-a dot product), not the GEMV's 8-bit activations.
+a dot product; the run scales and offsets rounded to f16 too), not the GEMV's 8-bit
+activations.
+
+Compiled for sm_90 (Triton 3.6; `python -m benchmarks.kernels.moe_grouped_sass`), every format
+at default_config's shapes takes 143-190 registers a thread at blocks of 64 pairs and no spills;
+Q4_K gate+up's loop 5.7 instructions a weight (the pairs-as-M kernel it replaced: 27, one
+int-to-float conversion a weight among them).
 """
 
 from __future__ import annotations
@@ -66,8 +78,12 @@ def _pairs_as_m() -> bool:
 @dataclass(frozen=True)
 class GroupedConfig:
     block_m: int = 64  # pairs a program (one expert's): the MMA's N side
-    block_n: int = 128  # weight rows a program: the MMA's M side
-    ng: int = 4  # groups of 32 weights a K step: two dots of K = 16 NG (a group's two runs)
+    block_n: int = 128  # weight rows a program: the MMA's M side, two warpgroups of 64
+    # groups of 32 weights a K step: two dots of K = 16 NG (a group's low and high runs). 2:
+    # ptxas keeps the wgmmas pipelined at blocks of 64 and 128 pairs in every format compiled
+    # (Q4_K, Q6_K, MXFP4; Triton 3.6); with 4, Q4_K gate+up and MXFP4's down get its C7515
+    # note (every wgmma waited for before the next)
+    ng: int = 2
     num_warps: int = 8
     num_stages: int = 3
 
@@ -77,20 +93,19 @@ def default_config(n_pairs: int, n_expert: int) -> GroupedConfig:
     average, so that most experts fill one block: the weights' decoding (CUDA cores) is paid
     once a block, the padding only in tensor-core products. Qwen3-30B-A3B, 512 tokens top-8 of
     128 (32 an expert): 64; gpt-oss-20b, 512 tokens top-4 of 32 (64): 128; 64 tokens of
-    Qwen3 (4): 16. BLOCK_N 128 weight rows (two warpgroups of wgmma's 64) up to 64 pairs,
-    64 rows with 128 pairs (the two accumulators at 64 registers a thread either way)."""
+    Qwen3 (4): 16."""
     per_expert = n_pairs / max(1, n_expert)
     largest = 64 if _pairs_as_m() else 128
     return block_config(min(largest, max(16, triton.next_power_of_2(math.ceil(1.5 * per_expert)))))
 
 
 def block_config(block_m: int) -> GroupedConfig:
-    """default_config's launch shape for blocks of block_m pairs."""
+    """default_config's launch shape for blocks of block_m pairs: 128 weight rows, 8 warps, K
+    steps of 2 groups (at 128 pairs the two float32 accumulators take 128 of Q4_K gate+up's
+    236 registers a thread, no spills)."""
     if _pairs_as_m():
         return GroupedConfig(block_m=block_m, block_n=64, ng=2, num_warps=4, num_stages=2)
-    if block_m <= 64:
-        return GroupedConfig(block_m=block_m, block_n=128, num_warps=8)
-    return GroupedConfig(block_m=block_m, block_n=64, num_warps=4)
+    return GroupedConfig(block_m=block_m)
 
 
 @dataclass(frozen=True)

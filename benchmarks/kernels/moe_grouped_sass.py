@@ -5,16 +5,21 @@ without a GPU: registers, stack (spills), instructions and what kind they are.
 
 Each format's gate+up (gate and up of one format, SiLU; MXFP4 with gpt-oss's biases and
 clamped SwiGLU) and down, as `_launch` compiles them at default_config's shape for blocks of
-64 and 128 pairs (Qwen3-30B-A3B's and gpt-oss-20b's 512-token chunks), with Triton's bundled
-ptxas and cuobjdump. HEARTH_GROUPED_GEMM=pairs_as_m: the same for the kernel with the pairs as
-the MMA's M side. Columns: wgmma (HGMMA), int-to-float conversions (I2F), float-to-f16 ones
-(F2F/F2FP), f16x2 FMAs (HFMA2), byte permutes (PRMT). --sweep: benchmarks/kernels/
+16, 64 and 128 pairs (a 96-token chunk of Qwen3-30B-A3B, the 512-token chunks of it and of
+gpt-oss-20b), with Triton's bundled ptxas and cuobjdump. HEARTH_GROUPED_GEMM=pairs_as_m: the
+same for the kernel with the pairs as the MMA's M side. Columns: wgmma (HGMMA), int-to-float
+conversions (I2F), float-to-f16 ones (F2F/F2FP), f16x2 FMAs (HFMA2), byte permutes (PRMT),
+cp.async copies (LDGSTS); where the f16 weights reach wgmma from (registers or shared memory)
+and whether ptxas serialized the wgmmas (its C7515 note). --sweep: benchmarks/kernels/
 moe_prefill.py's SWEEP shapes: Q4_K gate+up, Q6_K down, MXFP4 both.
 """
 
 from __future__ import annotations
 
 import re
+import subprocess
+import tempfile
+from pathlib import Path
 
 import triton
 from triton.backends.compiler import GPUTarget
@@ -54,6 +59,24 @@ def compile_sm90(fmt: str, gate_up: bool, cfg: gg.GroupedConfig, n_expert: int =
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
+PTXAS = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "ptxas"
+
+
+def wgmma_of(kernel) -> str:
+    """ "registers" or "shared" (where the f16 weights, wgmma's A operand, come from: a
+    {register list} or a shared-memory descriptor), then "pipelined" or "serialized" (ptxas's
+    C7515 note: every wgmma waited for before the next is issued)."""
+    ptx = kernel.asm["ptx"]
+    from_registers = re.search(r"wgmma\.mma_async\S*\.f16\.f16\s+\{[^}]*\},\s*\{", ptx)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "k.ptx"
+        path.write_text(ptx)
+        info = subprocess.run([str(PTXAS), "-arch=sm_90a", "-v", str(path), "-o", f"{path}.o"],
+                              capture_output=True, text=True, check=True).stderr  # fmt: skip
+    return (f"A from {'registers' if from_registers else 'shared'}, "
+            f"{'serialized' if 'C7515' in info else 'pipelined'}")  # fmt: skip
+
+
 KINDS = {"HGMMA": r"\bHGMMA\b", "HMMA": r"\bHMMA\b", "I2F": r"\bI2F", "F2F": r"\bF2FP?\b",
          "HFMA2": r"\bHFMA2\b", "PRMT": r"\bPRMT\b", "LDGSTS": r"\bLDGSTS\b"}  # fmt: skip
 
@@ -65,7 +88,7 @@ def line(fmt: str, gate_up: bool, cfg: gg.GroupedConfig) -> str:
     kinds = " ".join(f"{k} {len(re.findall(p, sass)):4}" for k, p in KINDS.items())
     shape = f"bm{cfg.block_m} bn{cfg.block_n} ng{cfg.ng} w{cfg.num_warps} s{cfg.num_stages}"
     return (f"{fmt:5} {'gate+up' if gate_up else 'down':7} {shape:26} {regs:3} regs, stack "
-            f"{stack:3}, {n_all:5} instructions; {kinds}")  # fmt: skip
+            f"{stack:3}, {n_all:5} instructions; {kinds}; {wgmma_of(kernel)}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -75,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true", help="also moe_prefill.py's SWEEP")
     parser.add_argument("--formats", default=",".join(FORMATS))
     args = parser.parse_args(argv)
-    for block_m in (64, 128):
+    for block_m in (16, 64, 128):
         cfg = gg.block_config(block_m)
         for fmt in args.formats.split(","):
             for gate_up in (True, False):
