@@ -143,9 +143,10 @@ def test_whole_feed_forward(device, tokens=11, top_k=2):
     ids = _ids(tokens, top_k, N_EXPERT, seed=20)
     weights = _weights(ids, 21)
     x = _x(tokens, 256, 22, scale=_unit_scale(dg))
+    cfg = GroupedConfig(block_m=16, block_n=64, ng=8, num_warps=4)
     out = grouped_moe(
         x.to(device), gate, up, down, SILU, torch.from_numpy(ids).to(device),
-        torch.from_numpy(weights).to(device), config=GroupedConfig(block_m=16, block_n=64, ng=8, num_warps=4),
+        torch.from_numpy(weights).to(device), config=cfg,
     )  # fmt: skip
     expected = ref.moe(x.numpy(), dg, du, dd, ids, weights)
     assert out.dtype == torch.float32
