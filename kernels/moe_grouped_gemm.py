@@ -210,22 +210,24 @@ def align_pairs(ids: torch.Tensor, weights: torch.Tensor | None, n_expert: int,
 
 # f16 with bits 0x64XX is 1024 + XX exactly: a code byte becomes an f16 by a byte permute and
 # one exact f16 subtraction, never the int-to-float unit (kernels/nibbles.py's trick), then one
-# f16x2 FMA applies the run's scale and offset: 8 instructions for the 4 codes of a word.
-_CODE_WORD_F16_ASM = tl.constexpr("""
+# f16x2 FMA applies the scale and offset, two weights at a time. Elementwise over two weights
+# (pack=2), each given as a word whose byte 0 is its code ($1, $2) and its run's scale ($3,
+# $4) and negated offset ($5, $6) as an f16 in both halves of a word, so that the result is
+# right whichever two weights Triton's layout puts in one call: prmt 0x0400 takes byte 0 of
+# each word to bytes 0 and 2, lop3 0xEA ((a & b) | c) sets the exponent bytes 1 and 3, and
+# prmt 0x7610 takes the first scale's low half and the second's high half.
+_CODE_PAIR_F16_ASM = tl.constexpr("""
 {
-.reg .b32 magic;
+.reg .b32 t, s, c, magic;
 mov.b32 magic, 0x64006400;
-prmt.b32 $0, $2, 0x64646464, 0x4140;
-prmt.b32 $1, $2, 0x64646464, 0x4342;
-sub.f16x2 $0, $0, magic;
-sub.f16x2 $1, $1, magic;
-fma.rn.f16x2 $0, $0, $6, $10;
-fma.rn.f16x2 $1, $1, $6, $10;
+prmt.b32 t, $1, $2, 0x0400;
+lop3.b32 t, t, 0x00FF00FF, 0x64006400, 0xEA;
+sub.f16x2 t, t, magic;
+prmt.b32 s, $3, $4, 0x7610;
+prmt.b32 c, $5, $6, 0x7610;
+fma.rn.f16x2 $0, t, s, c;
 }
 """)
-# Operands: $0, $1 the four f16 weights (two f16x2 registers); $2..$5 the code word, $6..$9
-# the f16x2 scale and $10..$13 the offset, each repeated over the four weights (pack=4: one
-# register each, the same value: only the first is read).
 
 
 @triton.jit
@@ -236,30 +238,55 @@ def _f16_pair(v):
 
 
 @triton.jit
-def _weight_tile(u, s, c, ASM: tl.constexpr):
-    """Code words u [BN, NG, 4] (byte j of word w: code 4 w + j of the run) with run scale s
-    and offset c [BN, NG] float32 -> the runs' weights s u - c in f16 [BN, NG 16], s and -c
-    rounded to f16 and the product and sum rounded once (an FMA on the exact codes). ASM:
-    _CODE_WORD_F16_ASM on each word; otherwise the same in float32 (a byte code times an f16 is
-    exact in float32)."""
-    bn: tl.constexpr = u.shape[0]
-    ng: tl.constexpr = u.shape[1]
-    shape: tl.constexpr = [bn, ng, 4, 4]  # word, byte: code 4 w + j
+def _byte_pair_f16(u, b: tl.constexpr, s, c, ASM: tl.constexpr):
+    """Bytes b and b + 1 of code words u [BN, NG, 4] -> their weights s u - c as f16
+    [BN, NG, 4, 2] (s, c [BN, NG] float32, rounded to f16, the FMA rounded once)."""
+    pair = tl.join(u >> (8 * b), u >> (8 * b + 8))  # each code in byte 0 of its word
     if ASM:
-        words = tl.broadcast_to(u[:, :, :, None], shape)
+        shape: tl.constexpr = pair.shape
         s2 = tl.broadcast_to(_f16_pair(s)[:, :, None, None], shape)
         c2 = tl.broadcast_to(_f16_pair(-c)[:, :, None, None], shape)
-        w = tl.inline_asm_elementwise(
-            _CODE_WORD_F16_ASM, "=r,=r,r,r,r,r,r,r,r,r,r,r,r,r", [words, s2, c2],
-            dtype=tl.float16, is_pure=True, pack=4,
+        return tl.inline_asm_elementwise(
+            _CODE_PAIR_F16_ASM, "=r,r,r,r,r,r,r", [pair, s2, c2], dtype=tl.float16,
+            is_pure=True, pack=2,
         )  # fmt: skip
     else:
-        shifts = 8 * tl.arange(0, 4)[None, None, None, :]
-        codes = ((u[:, :, :, None] >> shifts) & 0xFF).to(tl.float32)  # [BN, NG, 4, 4]
         s16 = s.to(tl.float16).to(tl.float32)[:, :, None, None]
         c16 = (-c).to(tl.float16).to(tl.float32)[:, :, None, None]
-        w = (codes * s16 + c16).to(tl.float16)
+        return ((pair & 0xFF).to(tl.float32) * s16 + c16).to(tl.float16)
+
+
+@triton.jit
+def _weight_tile(u, s, c, ASM: tl.constexpr):
+    """Code words u [BN, NG, 4] (byte j of word w: code 4 w + j of the run) with run scale s
+    and offset c [BN, NG] float32 -> the runs' weights s u - c in f16 [BN, NG 16], each run's
+    16 in MMA order: place p = b0 + 2 w + 8 b1 holds code 4 w + 2 b1 + b0 (_mma_order). In the
+    wgmma register operand's layout a thread holds places p, p + 1 and p + 8, p + 9 for one
+    p of 0, 2, 4, 6 by lane, so the bytes b0 and b1 of a word it expands are its own (the
+    joins below stay in its registers) and the lanes split the words."""
+    bn: tl.constexpr = u.shape[0]
+    ng: tl.constexpr = u.shape[1]
+    w = tl.join(_byte_pair_f16(u, 0, s, c, ASM), _byte_pair_f16(u, 2, s, c, ASM))
+    w = tl.permute(w, (0, 1, 4, 2, 3))  # [BN, NG, b1, word, b0]
     return tl.reshape(w, [bn, ng * 16])
+
+
+@triton.jit
+def _mma_order():
+    """[16]: the code in its run (4 w + 2 b1 + b0) that _weight_tile puts at each place."""
+    p = tl.arange(0, 16)
+    return 4 * ((p >> 1) & 3) + 2 * (p >> 3) + (p & 1)
+
+
+@triton.jit
+def _x_in_mma_order(x_ptr, x_row, row_mask, r, K, NG: tl.constexpr):
+    """x's columns of runs r [NG] (16 each) for rows x_row [BM], in _weight_tile's order ->
+    f16 [BM, NG 16]. Places 2i, 2i + 1 are consecutive columns (the hints let the compiler
+    load them as pairs)."""
+    cols = tl.reshape(r[:, None] * 16 + _mma_order()[None, :], [NG * 16])
+    cols = tl.max_contiguous(tl.multiple_of(cols, 2), 2)
+    mask = row_mask[:, None] & (cols < K)[None, :]
+    return tl.load(x_ptr + x_row[:, None] * K + cols[None, :], mask=mask, other=0.0).to(tl.float16)
 
 
 @triton.jit
@@ -300,8 +327,8 @@ def _grouped_kernel(
             u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, r_lo, r_hi = load_pairs(
                 a0, a1, a2, a3, a4, wrow, row_mask, ge, group_mask, NB_A, FMT_A, ASM
             )
-            x_lo = tl.trans(_x_runs(x_ptr, x_row, m_mask, r_lo, K, NG))  # [NG 16, BM]
-            x_hi = tl.trans(_x_runs(x_ptr, x_row, m_mask, r_hi, K, NG))
+            x_lo = tl.trans(_x_in_mma_order(x_ptr, x_row, m_mask, r_lo, K, NG))  # [NG 16, BM]
+            x_hi = tl.trans(_x_in_mma_order(x_ptr, x_row, m_mask, r_hi, K, NG))
             acc_a = tl.dot(_weight_tile(u_lo, s_lo, c_lo, ASM), x_lo, acc_a)
             acc_a = tl.dot(_weight_tile(u_hi, s_hi, c_hi, ASM), x_hi, acc_a)
             if GATE_UP:
@@ -309,8 +336,8 @@ def _grouped_kernel(
                     b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB_B, FMT_B, ASM
                 )
                 if FMT_B != FMT_A:  # the runs come in another order: x gathered again
-                    x_lo = tl.trans(_x_runs(x_ptr, x_row, m_mask, rb_lo, K, NG))
-                    x_hi = tl.trans(_x_runs(x_ptr, x_row, m_mask, rb_hi, K, NG))
+                    x_lo = tl.trans(_x_in_mma_order(x_ptr, x_row, m_mask, rb_lo, K, NG))
+                    x_hi = tl.trans(_x_in_mma_order(x_ptr, x_row, m_mask, rb_hi, K, NG))
                 acc_b = tl.dot(_weight_tile(u_lo, s_lo, c_lo, ASM), x_lo, acc_b)
                 acc_b = tl.dot(_weight_tile(u_hi, s_hi, c_hi, ASM), x_hi, acc_b)
         if HAS_BIAS:
