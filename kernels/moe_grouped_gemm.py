@@ -24,26 +24,28 @@ expert gets ~32-64 pairs of a 512-token chunk), and walks K in steps of NG group
 weights: moe_blocks.load_pairs reads the step's code words and run scales (the expert GEMV's
 block decoding), `_weight_tile` turns them into f16 weights s u - c (a byte permute puts each
 code under the f16 exponent of 1024, an exact f16x2 subtraction and one f16x2 FMA with the
-run's scale and offset: no int-to-float conversions; 8 instructions a word of 4 codes), which
-go to wgmma from registers, and each run's 16 columns of x are gathered to match as its
-shared-memory operand (a run's weights are consecutive in the row, the runs of a step in
-load_pairs' order, not the row's: the sum over K does not care). Two dots a step, K = 16 NG
-each (a group's low and high runs). Gate and up are read by the same program (their own
-formats), and the bias and the activation applied before h is stored in f16. The down
-projection's program applies the bias and the pair's routing weight and stores the pair's row
-in float32; the k rows of a token are then summed in slot order in torch (a fixed order: the
-same bits on every run, as the expert GEMV gives; atomics across the programs of different
-experts would not).
+run's scale and offset: no int-to-float conversions), and each run's 16 columns of x are
+gathered to match as the MMA's shared-memory operand: a run's weights in the order
+_weight_tile makes (_mma_order), the runs of a step in load_pairs' order, not the row's (the
+sum over K does not care). Two dots a step, K = 16 NG each (a group's low and high runs).
+Gate and up are read by the same program (their own formats), and the bias and the
+activation applied before h is stored in f16. The down projection's program applies the bias
+and the pair's routing weight and stores the pair's row in float32; the k rows of a token are
+then summed in slot order in torch (a fixed order: the same bits on every run, as the expert
+GEMV gives; atomics across the programs of different experts would not).
 
 Activations. x in f16 (f16 or f32 inputs are cast per tile; bf16 too, whose range f16 does not
 always hold). The error against float64 is that of f16 weights and activations (about 1e-3 of
 a dot product; the run scales and offsets rounded to f16 too), not the GEMV's 8-bit
 activations.
 
-Compiled for sm_90 (Triton 3.6; `python -m benchmarks.kernels.moe_grouped_sass`), every format
-at default_config's shapes takes 143-190 registers a thread at blocks of 64 pairs and no spills;
-Q4_K gate+up's loop 5.7 instructions a weight (the pairs-as-M kernel it replaced: 27, one
-int-to-float conversion a weight among them).
+Compiled for sm_90 (Triton 3.6; `python -m benchmarks.kernels.moe_grouped_sass`), no format
+spills at default_config's shapes; the loop takes 9.8 instructions a weight a thread for Q4_K
+gate+up (8.4 at K steps of 4 groups) and 11.9 for Q6_K down at blocks of 64 pairs, where the
+pairs-as-M kernel it replaces took 26.8 and 18.1 with an int-to-float conversion a weight
+among them (a quarter-rate instruction). Whether ptxas keeps the wgmmas pipelined (its C7515
+note otherwise) varies by format and shape: the sweep in benchmarks/kernels/moe_prefill.py
+measures the shapes.
 """
 
 from __future__ import annotations
@@ -79,10 +81,7 @@ def _pairs_as_m() -> bool:
 class GroupedConfig:
     block_m: int = 64  # pairs a program (one expert's): the MMA's N side
     block_n: int = 128  # weight rows a program: the MMA's M side, two warpgroups of 64
-    # groups of 32 weights a K step: two dots of K = 16 NG (a group's low and high runs). 2:
-    # ptxas keeps the wgmmas pipelined at blocks of 64 and 128 pairs in every format compiled
-    # (Q4_K, Q6_K, MXFP4; Triton 3.6); with 4, Q4_K gate+up and MXFP4's down get its C7515
-    # note (every wgmma waited for before the next)
+    # groups of 32 weights a K step: two dots of K = 16 NG (a group's low and high runs)
     ng: int = 2
     num_warps: int = 8
     num_stages: int = 3
@@ -100,12 +99,14 @@ def default_config(n_pairs: int, n_expert: int) -> GroupedConfig:
 
 
 def block_config(block_m: int) -> GroupedConfig:
-    """default_config's launch shape for blocks of block_m pairs: 128 weight rows, 8 warps, K
-    steps of 2 groups (at 128 pairs the two float32 accumulators take 128 of Q4_K gate+up's
-    236 registers a thread, no spills)."""
+    """default_config's launch shape for blocks of block_m pairs: 128 weight rows, 8 warps; K
+    steps of 4 groups up to 64 pairs, of 2 at 128 (the two float32 accumulators take 128 of
+    the 234-252 registers a thread there). Compiled for sm_90 by Triton 3.6, those are the
+    steps at which ptxas keeps the wgmmas pipelined in Qwen3-30B-A3B's Q4_K gate+up and Q6_K
+    down at 64 pairs and in gpt-oss-20b's MXFP4 gate+up at 128 (not its down at either)."""
     if _pairs_as_m():
         return GroupedConfig(block_m=block_m, block_n=64, ng=2, num_warps=4, num_stages=2)
-    return GroupedConfig(block_m=block_m)
+    return GroupedConfig(block_m=block_m, ng=4 if block_m <= 64 else 2)
 
 
 @dataclass(frozen=True)

@@ -62,7 +62,7 @@ CASES = [
 VARIANTS = (("", "grouped GEMM"), (gg.PAIRS_AS_M, "pairs-as-M GEMM"))
 # _grouped_kernel's launch shapes: (block_m, block_n, ng, num_warps, num_stages)
 _SWEEP_SHAPES = (
-    (64, 128, 2, 8, 3), (64, 128, 2, 8, 4), (64, 128, 4, 8, 3), (32, 128, 2, 8, 3),
+    (64, 128, 4, 8, 3), (64, 128, 2, 8, 3), (64, 128, 4, 8, 4), (32, 128, 4, 8, 3),
     (64, 64, 2, 4, 3), (128, 128, 2, 8, 3), (128, 64, 4, 4, 3), (128, 128, 4, 8, 3),
 )  # fmt: skip
 SWEEP = [
