@@ -1,18 +1,21 @@
 """Where a Hearth prefill chunk's time goes on the GPU: run-to-run spread, GPU-busy time against
 wall time (is the host the bottleneck?), and the kernels that take the device time.
 
-    python -m benchmarks.prefill_profile MODEL.gguf [--tokens 512] [--runs 12]
+    python -m benchmarks.prefill_profile MODEL.gguf [--tokens 512] [--runs 12] [--also-env K=V]
 
 Prints, for a chunk of `--tokens` random ids into an empty f16 cache (as hearth_speed's pp512):
 each run's wall time; the same with CUDA events (device time from the first launch to the
 last); the host's own launching time with the GPU held busy; then one run under
 torch.profiler, the kernels sorted by device time, the copies by shape, and the host-side
-operators sorted by their own CPU time.
+operators sorted by their own CPU time. --also-env NAME=VALUE: then the timed runs and the
+profiled run again with that environment variable set, in the same process (one load: a
+kernel variant that reads the variable at launch measured against the default).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -130,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model")
     parser.add_argument("--tokens", type=int, default=512)
     parser.add_argument("--runs", type=int, default=12)
+    parser.add_argument("--also-env", help="NAME=VALUE: the runs again with it set")
     args = parser.parse_args(argv)
     info = read_model_info(args.model)
     model = Transformer.load(model_config(info), GGUFTensors(args.model, info), select_ops(DEVICE))
@@ -138,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     host_cost(model, args.tokens)
     python_profile(model, args.tokens)
     profiled_run(model, args.tokens)
+    if args.also_env:
+        name, _, value = args.also_env.partition("=")
+        os.environ[name] = value
+        print(f"\nagain with {name}={value}:")
+        timed_runs(model, args.tokens, args.runs)
+        profiled_run(model, args.tokens)
     return 0
 
 

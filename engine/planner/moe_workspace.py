@@ -14,7 +14,7 @@ EXPERT_PAIRS_PER_LAUNCH = 256
 _EXPERT_MAX_RUNS = 128
 # the grouped GEMM's largest block of pairs (kernels/moe_grouped_gemm.py default_config) and
 # its counting tables' bound (MAX_CHUNKS chunks x the experts padded to a power of two, 256)
-GROUPED_BLOCK_M = 64
+GROUPED_BLOCK_M = 128
 _GROUPED_HISTOGRAM = 64 * 256
 
 

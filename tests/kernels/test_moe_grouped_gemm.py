@@ -27,7 +27,7 @@ from tests.kernels.test_moe_gemv import N_EXPERT, _experts, _x
 
 # x and the weights in f16 before the tensor cores' products: about 1e-3 of a dot product
 TOLERANCE = 4e-3
-SMALL = GroupedConfig(block_m=16, block_n=32, ng=4)
+SMALL = GroupedConfig(block_m=16, block_n=32, ng=4, num_warps=4)
 N_OUT = 40  # not whole tiles of rows
 N_IN = {"Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "Q8_0": 352, "MXFP4": 352, "Q5_0": 352}
 
@@ -143,9 +143,10 @@ def test_whole_feed_forward(device, tokens=11, top_k=2):
     ids = _ids(tokens, top_k, N_EXPERT, seed=20)
     weights = _weights(ids, 21)
     x = _x(tokens, 256, 22, scale=_unit_scale(dg))
+    cfg = GroupedConfig(block_m=16, block_n=64, ng=8, num_warps=4)
     out = grouped_moe(
         x.to(device), gate, up, down, SILU, torch.from_numpy(ids).to(device),
-        torch.from_numpy(weights).to(device), config=GroupedConfig(block_m=16, block_n=64, ng=8),
+        torch.from_numpy(weights).to(device), config=cfg,
     )  # fmt: skip
     expected = ref.moe(x.numpy(), dg, du, dd, ids, weights)
     assert out.dtype == torch.float32
@@ -153,7 +154,7 @@ def test_whole_feed_forward(device, tokens=11, top_k=2):
 
 
 def test_default_block_follows_the_pairs_per_expert():
-    assert default_config(512 * 4, 32).block_m == 64  # gpt-oss-20b, 512 tokens: 64 an expert
+    assert default_config(512 * 4, 32).block_m == 128  # gpt-oss-20b, 512 tokens: 64 an expert
     assert default_config(512 * 8, 128).block_m == 64  # Qwen3-30B-A3B, 512 tokens: 32
     assert default_config(256 * 8, 128).block_m == 32  # 16 an expert
     assert default_config(64 * 8, 128).block_m == 16

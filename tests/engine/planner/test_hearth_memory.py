@@ -311,7 +311,7 @@ def test_expert_splits(n_in, splits):
         # 512 rows (4,096 pairs): the grouped GEMM; the router's logits, their float32 copy and
         # softmax, int64 ids and float32 weights; the sorted pairs, padding and count tables;
         # h in f16, down's float32 row per pair, the sum over slots and the output
-        (512, 512 * 128 * (4 + 8) + 4096 * 12 + 4 * (4096 + 128 * 64 + 64 * 256 + 2 * 128)
+        (512, 512 * 128 * (4 + 8) + 4096 * 12 + 4 * (4096 + 128 * 128 + 64 * 256 + 2 * 128)
          + 4096 * 768 * 2 + 4096 * 2048 * 4 + 512 * 2048 * (4 + 4)),
     ],
 )  # fmt: skip
