@@ -180,6 +180,20 @@ def decode_tokens(
     return (time.perf_counter() - started) / n
 
 
+def chunk_forward(model: Transformer, cache, graphs: bool | None = None):
+    """forward(ids, positions, n_keys=) of a prefill chunk as the worker runs it: replayed
+    from CUDA graphs (engine/hearth/prefill_graph.py: a shape's first chunk eager, its second
+    captured), or eagerly with HEARTH_PREFILL_GRAPH=0 (the driver's switch, read here too so
+    that one GPU call measures both); `graphs` True or False overrides the switch."""
+    from engine.hearth.prefill_graph import PrefillGraphs, prefill_graphs_wanted
+
+    if graphs is None:
+        graphs = prefill_graphs_wanted()
+    if graphs and PrefillGraphs.can_capture(model, cache):
+        return PrefillGraphs(model, cache).forward
+    return lambda ids, positions, n_keys: model.forward(ids, positions, cache, n_keys=n_keys)
+
+
 def prefill_time(
     model: Transformer, n_tokens: int, runs: int = 5, warm: int = 8
 ) -> tuple[float, float, list[float]]:
@@ -190,6 +204,7 @@ def prefill_time(
     ms from the seventh on (benchmarks/prefill_profile.py); llama-bench too reports only runs
     after its warm-up."""
     cache = new_cache(model, "f16", n_tokens + 16)
+    forward = chunk_forward(model, cache)
     rng = np.random.default_rng(1)
     pre, first = [], []
     for _ in range(runs + warm):
@@ -197,7 +212,7 @@ def prefill_time(
         positions = torch.arange(n_tokens, device=DEVICE)
         sync()
         started = time.perf_counter()
-        logits = model.forward(ids, positions, cache, n_keys=n_tokens)
+        logits = forward(ids, positions, n_keys=n_tokens)
         sync()
         mid = time.perf_counter()
         int(torch.argmax(logits))

@@ -1,13 +1,19 @@
 """Where a Hearth prefill chunk's time goes on the GPU: run-to-run spread, GPU-busy time against
 wall time (is the host the bottleneck?), and the kernels that take the device time.
 
-    python -m benchmarks.prefill_profile MODEL.gguf [--tokens 512] [--runs 12]
+    python -m benchmarks.prefill_profile MODEL.gguf [--tokens 512] [--runs 12] [--both]
 
 Prints, for a chunk of `--tokens` random ids into an empty f16 cache (as hearth_speed's pp512):
 each run's wall time; the same with CUDA events (device time from the first launch to the
 last); the host's own launching time with the GPU held busy; then one run under
 torch.profiler, the kernels sorted by device time, the copies by shape, and the host-side
 operators sorted by their own CPU time.
+
+Chunks run as the worker runs them: replayed from CUDA graphs (engine/hearth/prefill_graph.py;
+every step below first runs its chunk twice, eagerly then captured, unmeasured), or eagerly
+with HEARTH_PREFILL_GRAPH=0. `--both`: the timed runs and the host's time eagerly, then from
+the graphs, in one process (old against new on the same load); the profiles then follow
+HEARTH_PREFILL_GRAPH.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import time
 import numpy as np
 import torch
 
-from benchmarks.hearth_speed import DEVICE, new_cache, sync
+from benchmarks.hearth_speed import DEVICE, chunk_forward, new_cache, sync
 from engine.gguf import read_model_info
 from engine.hearth.config import model_config
 from engine.hearth.forward import Transformer
@@ -28,8 +34,26 @@ from engine.hearth.ops import select_ops
 from engine.hearth.weights import GGUFTensors
 
 
-def timed_runs(model: Transformer, n_tokens: int, runs: int) -> None:
+def warm_chunk(model: Transformer, n_tokens: int, graphs: bool | None = None):
+    """forward(ids, positions) of an n_tokens chunk at position 0 into its own empty f16
+    cache, as the worker runs it, after two unmeasured chunks (the eager one that compiles,
+    the captured one)."""
     cache = new_cache(model, "f16", n_tokens + 16)
+    forward = chunk_forward(model, cache, graphs)
+
+    def chunk(ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        return forward(ids, positions, n_keys=n_tokens)
+
+    ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
+    positions = torch.arange(n_tokens, device=DEVICE)
+    for _ in range(2):
+        chunk(ids, positions)
+    sync()
+    return chunk
+
+
+def timed_runs(model: Transformer, n_tokens: int, runs: int, graphs: bool | None = None) -> None:
+    chunk = warm_chunk(model, n_tokens, graphs)
     rng = np.random.default_rng(1)
     walls, devices = [], []
     for _ in range(runs):
@@ -39,7 +63,7 @@ def timed_runs(model: Transformer, n_tokens: int, runs: int) -> None:
         sync()
         began = time.perf_counter()
         start.record()
-        model.forward(ids, positions, cache, n_keys=n_tokens)
+        chunk(ids, positions)
         end.record()
         launched = time.perf_counter()
         sync()
@@ -51,13 +75,17 @@ def timed_runs(model: Transformer, n_tokens: int, runs: int) -> None:
             f"{host * 1e3:7.1f} ms, device {dev * 1e3:7.1f} ms"
         )
     median = statistics.median(w for w, _ in walls[2:])
-    print(f"median wall after 2 warm runs: {median * 1e3:.1f} ms = {n_tokens / median:.0f} tok/s")
+    print(
+        f"median wall after 2 more warm runs: {median * 1e3:.1f} ms = {n_tokens / median:.0f} tok/s"
+    )
+    # the graphs' pool included (this chunk's graph is alive here)
+    print(f"GPU memory reserved by torch: {torch.cuda.memory_reserved() / 2**20:.0f} MiB")
 
 
-def host_cost(model: Transformer, n_tokens: int, runs: int = 4) -> None:
+def host_cost(model: Transformer, n_tokens: int, runs: int = 4, graphs: bool | None = None):
     """The host's own time to launch one chunk: the GPU is held by a sleeping kernel first,
     so no launch waits for it (up to the launch queue's depth, about a thousand)."""
-    cache = new_cache(model, "f16", n_tokens + 16)
+    chunk = warm_chunk(model, n_tokens, graphs)
     ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
     positions = torch.arange(n_tokens, device=DEVICE)
     times = []
@@ -65,7 +93,7 @@ def host_cost(model: Transformer, n_tokens: int, runs: int = 4) -> None:
         sync()
         torch.cuda._sleep(2_000_000_000)  # about a second of GPU clock cycles
         began = time.perf_counter()
-        model.forward(ids, positions, cache, n_keys=n_tokens)
+        chunk(ids, positions)
         times.append(time.perf_counter() - began)
         sync()
     print("host time to launch a chunk: " + ", ".join(f"{t * 1e3:.1f} ms" for t in times))
@@ -77,7 +105,7 @@ def python_profile(model: Transformer, n_tokens: int) -> None:
     import cProfile
     import pstats
 
-    cache = new_cache(model, "f16", n_tokens + 16)
+    chunk = warm_chunk(model, n_tokens)
     ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
     positions = torch.arange(n_tokens, device=DEVICE)
     profiler = cProfile.Profile()
@@ -85,7 +113,7 @@ def python_profile(model: Transformer, n_tokens: int) -> None:
         sync()
         torch.cuda._sleep(2_000_000_000)
         profiler.enable()
-        model.forward(ids, positions, cache, n_keys=n_tokens)
+        chunk(ids, positions)
         profiler.disable()
         sync()
     print("\nPython functions by own time, three chunks (cProfile):")
@@ -95,15 +123,13 @@ def python_profile(model: Transformer, n_tokens: int) -> None:
 def profiled_run(model: Transformer, n_tokens: int) -> None:
     from torch.profiler import ProfilerActivity, profile
 
-    cache = new_cache(model, "f16", n_tokens + 16)
+    chunk = warm_chunk(model, n_tokens)
     ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
     positions = torch.arange(n_tokens, device=DEVICE)
-    model.forward(ids, positions, cache, n_keys=n_tokens)
-    sync()
     with profile(
         activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True
     ) as prof:
-        model.forward(ids, positions, cache, n_keys=n_tokens)
+        chunk(ids, positions)
         sync()
     averages = prof.key_averages()
 
@@ -130,12 +156,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("model")
     parser.add_argument("--tokens", type=int, default=512)
     parser.add_argument("--runs", type=int, default=12)
+    parser.add_argument("--both", action="store_true", help="eager chunks, then graphs")
     args = parser.parse_args(argv)
     info = read_model_info(args.model)
     model = Transformer.load(model_config(info), GGUFTensors(args.model, info), select_ops(DEVICE))
     sync()
-    timed_runs(model, args.tokens, args.runs)
-    host_cost(model, args.tokens)
+    for graphs in (False, True) if args.both else (None,):
+        if graphs is not None:
+            print(f"\n== chunks {'replayed from CUDA graphs' if graphs else 'launched eagerly'}")
+        timed_runs(model, args.tokens, args.runs, graphs)
+        host_cost(model, args.tokens, graphs=graphs)
     python_profile(model, args.tokens)
     profiled_run(model, args.tokens)
     return 0

@@ -278,6 +278,7 @@ class HearthContext:
         )
         self._graph = None
         self._check_graphs: dict = {}  # checks of n tokens as CUDA graphs (check_graph.py)
+        self._prefill_graphs = None  # prefill chunks as CUDA graphs (prefill_graph.py)
         # plain greedy sampling: the graph may launch each next step before the host reads
         # this one's token (set by new_sampler; decode_graph.py says how)
         self.launch_ahead = False
@@ -287,6 +288,7 @@ class HearthContext:
     def close(self) -> None:
         self._graph = None
         self._check_graphs = {}
+        self._prefill_graphs = None
         self.cache = None
 
     def new_sampler(self, sampling: SamplingParams) -> HearthSampler:
@@ -356,18 +358,38 @@ class HearthContext:
         torch = self._torch
         self._check_room(len(tokens))
         device = self.model.hearth.device
-        forward = self.model.hearth.transformer.forward
         self._history_changes()
         logits = None
         with torch.inference_mode(), worker_ends_when_out_of_memory("the prompt"):
+            forward = self._prefill_forward()
             for start in range(0, len(tokens), self._chunk):
                 chunk = tokens[start : start + self._chunk]
                 end = self.n_past + len(chunk)
                 positions = torch.arange(self.n_past, end, device=device)
                 ids = torch.tensor(chunk, device=device)
-                logits = forward(ids, positions, self.cache, n_keys=end)
+                logits = forward(ids, positions, n_keys=end)
                 self.n_past = end
         return StepOutput(logits=logits)
+
+    def _prefill_forward(self):
+        """forward(ids, positions, n_keys=) of one prompt chunk: replayed from CUDA graphs
+        where decode steps are captured too and the model's chunks can be (prefill_graph.py),
+        else the forward pass launched eagerly."""
+        from engine.hearth.prefill_graph import PrefillGraphs, prefill_graphs_wanted
+
+        transformer = self.model.hearth.transformer
+        wanted = self._use_graph and prefill_graphs_wanted()
+        if (
+            wanted
+            and self._prefill_graphs is None
+            and PrefillGraphs.can_capture(transformer, self.cache)
+        ):
+            self._prefill_graphs = PrefillGraphs(transformer, self.cache)
+        if self._prefill_graphs is not None:
+            return self._prefill_graphs.forward
+        return lambda ids, positions, n_keys: transformer.forward(
+            ids, positions, self.cache, n_keys=n_keys
+        )
 
     def step(self, token: int) -> StepOutput:
         """One decode step: on a GPU a replay of the captured graph (over the whole cache,

@@ -128,6 +128,51 @@ def test_the_graph_replays_what_eager_decode_computes(arch, paged, tmp_path):
         assert greedy == int(torch.argmax(expected))
 
 
+@pytest.mark.parametrize(
+    "arch, kv",
+    [("llama", "plain"), ("llama", "f16"), ("llama", "q8/rot4"), ("llama", "kivi4/f16"),
+     ("qwen3moe", "plain"), ("gpt-oss-mxfp4-sinks-yarn-swa", "plain")],
+)  # fmt: skip
+def test_prefill_graphs_replay_what_eager_chunks_compute(arch, kv, tmp_path):
+    """A 100-token prompt chunked three times (past MOE_GEMM_MIN_TOKENS: the grouped GEMM and
+    its routing captured), then decode steps: the chunk of the first shape runs eagerly, the
+    second is captured and replayed, the third replayed; each chunk's logits and the decode
+    steps after them as on a cache prefilled eagerly (the replays wrote K and V alike).
+    Paged caches: f16, q8 keys with rot4 values, kivi4 keys."""
+    from engine.hearth.paged_cache import PagedCacheAdapter
+    from engine.hearth.prefill_graph import PrefillGraphs
+
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", test_forward.CASES[arch])
+    model, _ = load(path)
+    config = model.config
+    n_chunk, n_ctx = 100, 320
+    dims = dict(n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim,
+                n_ctx=n_ctx, device="cuda")  # fmt: skip
+
+    def cache():
+        if kv == "plain":
+            return TorchKVCache(**dims)
+        k_format, _, v_format = kv.partition("/")
+        return PagedCacheAdapter(**dims, k_format=k_format, v_format=v_format or k_format)
+
+    eager_cache, graph_cache = cache(), cache()
+    graphs = PrefillGraphs(model, graph_cache)
+    tokens = torch.randint(
+        0, config.n_vocab, (3 * n_chunk,), generator=torch.Generator().manual_seed(0)
+    )
+    for start in range(0, 3 * n_chunk, n_chunk):
+        ids = tokens[start : start + n_chunk].cuda()
+        positions = torch.arange(start, start + n_chunk, device="cuda")
+        expected = model.forward(ids, positions, eager_cache, n_keys=start + n_chunk)
+        got = graphs.forward(ids, positions, n_keys=start + n_chunk)
+        torch.testing.assert_close(got, expected, rtol=0, atol=2e-3)
+    assert len(graphs._graphs) == 1  # one shape: (100 tokens, the cache's 320 slots)
+    for pos in range(3 * n_chunk, 3 * n_chunk + 4):
+        expected = _eager_step(model, eager_cache, pos % config.n_vocab, pos)
+        got = _eager_step(model, graph_cache, pos % config.n_vocab, pos)
+        torch.testing.assert_close(got, expected, rtol=0, atol=2e-3)
+
+
 def test_launching_ahead_gives_the_same_greedy_reply(tmp_path):
     """Greedy decoding with each next step launched before the token is read: the same
     tokens and logits as plain eager greedy steps; a step that breaks the chain (another
