@@ -35,19 +35,18 @@ from engine.hearth.weights import GGUFTensors
 
 
 def warm_chunk(model: Transformer, n_tokens: int, graphs: bool | None = None):
-    """forward(ids, positions) of an n_tokens chunk at position 0 into its own empty f16
+    """chunk(ids): the logits of an n_tokens chunk at position 0 into its own empty f16
     cache, as the worker runs it, after two unmeasured chunks (the eager one that compiles,
     the captured one)."""
     cache = new_cache(model, "f16", n_tokens + 16)
     forward = chunk_forward(model, cache, graphs)
 
-    def chunk(ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        return forward(ids, positions, n_keys=n_tokens)
+    def chunk(ids: torch.Tensor) -> torch.Tensor:
+        return forward(ids, 0)
 
     ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
-    positions = torch.arange(n_tokens, device=DEVICE)
     for _ in range(2):
-        chunk(ids, positions)
+        chunk(ids)
     sync()
     return chunk
 
@@ -58,12 +57,11 @@ def timed_runs(model: Transformer, n_tokens: int, runs: int, graphs: bool | None
     walls, devices = [], []
     for _ in range(runs):
         ids = torch.tensor(rng.integers(0, model.config.n_vocab, n_tokens), device=DEVICE)
-        positions = torch.arange(n_tokens, device=DEVICE)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         sync()
         began = time.perf_counter()
         start.record()
-        chunk(ids, positions)
+        chunk(ids)
         end.record()
         launched = time.perf_counter()
         sync()
@@ -87,13 +85,12 @@ def host_cost(model: Transformer, n_tokens: int, runs: int = 4, graphs: bool | N
     so no launch waits for it (up to the launch queue's depth, about a thousand)."""
     chunk = warm_chunk(model, n_tokens, graphs)
     ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
-    positions = torch.arange(n_tokens, device=DEVICE)
     times = []
     for _ in range(runs):
         sync()
         torch.cuda._sleep(2_000_000_000)  # about a second of GPU clock cycles
         began = time.perf_counter()
-        chunk(ids, positions)
+        chunk(ids)
         times.append(time.perf_counter() - began)
         sync()
     print("host time to launch a chunk: " + ", ".join(f"{t * 1e3:.1f} ms" for t in times))
@@ -107,13 +104,12 @@ def python_profile(model: Transformer, n_tokens: int) -> None:
 
     chunk = warm_chunk(model, n_tokens)
     ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
-    positions = torch.arange(n_tokens, device=DEVICE)
     profiler = cProfile.Profile()
     for _ in range(3):
         sync()
         torch.cuda._sleep(2_000_000_000)
         profiler.enable()
-        chunk(ids, positions)
+        chunk(ids)
         profiler.disable()
         sync()
     print("\nPython functions by own time, three chunks (cProfile):")
@@ -125,11 +121,10 @@ def profiled_run(model: Transformer, n_tokens: int) -> None:
 
     chunk = warm_chunk(model, n_tokens)
     ids = torch.randint(0, model.config.n_vocab, (n_tokens,), device=DEVICE)
-    positions = torch.arange(n_tokens, device=DEVICE)
     with profile(
         activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA], record_shapes=True
     ) as prof:
-        chunk(ids, positions)
+        chunk(ids)
         sync()
     averages = prof.key_averages()
 

@@ -1,35 +1,43 @@
-"""Prefill chunks captured in CUDA graphs, one per (chunk length, key bucket), replayed when a
-chunk of that shape comes again.
+"""Prompt chunks replayed from CUDA graphs, one per (rows, key count), each captured the second
+time a chunk of its shape comes.
 
 A 512-token prefill chunk of a 48-layer MoE model is some 1,500 launches and a few hundred torch
 operators; launched one by one from Python they take the host 100-140 ms on the H200 machine
 against 69 ms of kernels (benchmarks/prefill_profile.py, session 17): the GPU waits on the host.
-Replayed from a graph, the chunk costs the host one launch.
+Replayed from a graph, the chunk costs the host a graph launch and three small copies.
 
     graphs = PrefillGraphs(model, cache)
-    logits = graphs.forward(ids, positions, n_keys=end)   # as model.forward: [vocab], a copy
+    logits = graphs.forward(ids, start)   # ids [T] at positions start..: the last one's [vocab]
 
-What a graph fixes: the chunk's length T (every operator's shape) and the slots its attention
-reads. The slots are rounded up to a multiple of KEY_STEP (at most the cache's n_ctx), so
-chunks whose last position falls in the same stretch share a graph: the mask hides every slot
-past a query's position (TorchKVCache.attend, PagedCacheAdapter.attend), so reading up to
-KEY_STEP - 1 more slots adds masked columns only, never a different answer. Token ids and
-positions are the graph's static inputs, copied in before each replay; the cache's tensors are
-the cache's own, so a replay writes K and V where an eager chunk would.
+What a graph fixes is every operator's shape: the chunk's rows and the slots its attention
+reads. So that chunks of other lengths and places share graphs:
+- rows: the T tokens are padded to the next power of two (at least MIN_ROWS), the padding rows
+  at the positions after the chunk's (start+T..), where they write K and V into slots no query
+  sees before the tokens of those positions overwrite them (a later chunk, or a decode step,
+  writes its rows before it attends: decode_graph.py's launch-ahead rests on the same rule);
+  the logits are the last real row's (`logit_rows`). Where the cache has no room for the
+  padding, or seals pages as they fill (kivi4 keys: a padding row would seal a page from rows
+  that are not the history; check_graph.capturable), the chunk keeps its T rows.
+- keys: the slots read are rounded up to a multiple of KEY_STEP (at most n_ctx): the mask hides
+  every slot past a query's position (TorchKVCache.attend, PagedCacheAdapter.attend), so the
+  slots read past the chunk are masked columns, never a different answer.
+A shape's first chunk runs the padded forward eagerly (it compiles the Triton kernels, builds
+the cuBLAS and cuDNN plans and makes the lazily made tables, so none of that lands in a
+capture); its second is captured, then replayed, and so are the later ones. A capture runs no
+kernel, so capturing writes nothing to the cache; the graph's inputs (token ids, positions,
+the last row) are static tensors filled before each replay, the cache's tensors its own.
 
-When: a shape's first chunk runs eagerly (it compiles the Triton kernels, builds cuBLAS and
-cuDNN plans and makes every lazily made table, so nothing of that lands in the capture), its
-second is captured and replayed, the later ones replayed. A capture does not run the kernels,
-so capturing writes nothing to the cache. At most MAX_GRAPHS are kept, the least recently
-used dropped first; they share one memory pool (they never replay at once), so the pool holds
-one chunk's buffers for the largest shape captured, beside what the eager chunks leave in
-torch's cache; chunks reading more than MAX_KEYS slots run eagerly, which bounds that pool to
-a chunk's matrices and a short attention (the memory plan does not count it apart yet). A
-capture that fails (an operator that reads a value back, say) leaves that shape eager for good.
+At most MAX_GRAPHS are kept, the least recently used dropped first. They share one memory pool
+(they never replay at once): it holds one chunk's buffers at the largest shape captured,
+beside what the eager chunks leave in torch's cache. Chunks reading more than MAX_KEYS slots
+run eagerly, unpadded, which bounds that pool to a chunk's matrices and a short attention (the
+memory plan, engine/planner/hearth_memory.py, does not count it apart yet). A capture that
+fails (an operator that reads a value back, say) leaves that shape eager for good.
 
-Which models and caches: those whose decode step is captured (decode_graph.can_capture's
-caches) and whose experts are all read in place on the device (experts in RAM read the routing
-back to the host; experts on the CPU run as host functions sized per chunk).
+Which models and caches (`can_capture`): those whose decode step is captured
+(decode_graph.can_capture's caches), on a GPU, with every layer's experts (if any) read in
+place on the device (experts in RAM read the routing back to the host; experts on the CPU run
+as host functions).
 """
 
 from __future__ import annotations
@@ -44,12 +52,12 @@ from engine.hearth.forward import Transformer
 
 ENV = "HEARTH_PREFILL_GRAPH"  # "0": every chunk launched eagerly (measurements, debugging)
 KEY_STEP = 512  # a graph's attention reads the slots up to a multiple of this, masked past
+MIN_ROWS = 16  # the fewest rows a chunk is padded to (a multiple of 16, as Triton specializes)
 # chunks reading more slots run eagerly: their attention's masks and gathered rows would stay
-# in the graphs' pool beside what torch's own cache keeps of the eager chunks (the memory plan,
-# engine/planner/hearth_memory.py, counts one prefill workspace), and their GPU time grows
-# with the slots while the host's stays
+# in the graphs' pool beside what torch's own cache keeps of the eager chunks, and their GPU
+# time grows with the slots while the host's stays
 MAX_KEYS = 4096
-MAX_GRAPHS = 16  # graphs kept: each holds ~1,500 nodes' parameters in host and device memory
+MAX_GRAPHS = 24  # graphs kept: each holds ~1,500 nodes' parameters in host and device memory
 
 
 def prefill_graphs_wanted() -> bool:
@@ -58,34 +66,58 @@ def prefill_graphs_wanted() -> bool:
 
 
 def keys_read(n_keys: int, n_ctx: int) -> int:
-    """The slots a chunk that attends n_keys slots reads when replayed from a graph (and when
-    run eagerly as its shape's first chunk): n_keys rounded up to KEY_STEP, at most n_ctx."""
+    """The slots a chunk that attends n_keys slots reads in its graph (and as its shape's
+    first, eager chunk): n_keys rounded up to KEY_STEP, at most n_ctx."""
     return min(n_ctx, -(-n_keys // KEY_STEP) * KEY_STEP)
 
 
+def rows_run(n_tokens: int, start: int, cache) -> int:
+    """The rows a chunk of n_tokens at `start` runs as: the next power of two (at least
+    MIN_ROWS) where the cache has room for the padding rows and takes them ahead of the
+    history, else n_tokens."""
+    rows = max(MIN_ROWS, 1 << (n_tokens - 1).bit_length())
+    # rows_checkable: how many rows from `start` may be written ahead of the history (to the
+    # cache's end; kivi4 keys: short of the slot that seals the page)
+    return rows if rows <= cache.rows_checkable(start) else n_tokens
+
+
+class _Inputs:
+    """A shape's static inputs: token ids and positions [rows], the last real row [1]."""
+
+    def __init__(self, rows: int, device: torch.device):
+        self.tokens = torch.zeros(rows, dtype=torch.long, device=device)
+        self.positions = torch.zeros(rows, dtype=torch.long, device=device)
+        self.last = torch.zeros(1, dtype=torch.long, device=device)
+
+    def fill(self, tokens: torch.Tensor, start: int) -> None:
+        """The chunk's ids (the padding rows keep the ids they had: any id will do), its
+        positions and those after it, and its last row."""
+        n = tokens.shape[0]
+        self.tokens[:n].copy_(tokens, non_blocking=True)
+        torch.arange(start, start + self.tokens.shape[0], out=self.positions)
+        self.last.fill_(n - 1)
+
+
 class _Captured:
-    def __init__(self, n_tokens: int, device: torch.device):
-        self.tokens = torch.zeros(n_tokens, dtype=torch.long, device=device)
-        self.positions = torch.zeros(n_tokens, dtype=torch.long, device=device)
+    def __init__(self, inputs: _Inputs):
+        self.inputs = inputs
         self.graph = torch.cuda.CUDAGraph()
         self.logits: torch.Tensor | None = None
 
 
 class PrefillGraphs:
     def __init__(self, model: Transformer, cache, *, max_graphs: int = MAX_GRAPHS):
-        if not self.can_capture(model, cache):
-            raise ValueError("this model or cache runs its prefill chunks eagerly")
         self.model, self.cache = model, cache
         self.max_graphs = max_graphs
         self._graphs: OrderedDict[tuple[int, int], _Captured] = OrderedDict()
         self._seen: set[tuple[int, int]] = set()  # shapes run eagerly once
         self._eager: set[tuple[int, int]] = set()  # shapes whose capture failed
-        self._pool = torch.cuda.graph_pool_handle()
+        self._pool = None
 
     @staticmethod
     def can_capture(model: Transformer, cache) -> bool:
         """A cache with fixed shapes (decode_graph.can_capture) on a GPU, and every layer's
-        experts (if any) on the device, read in place (ops.PackedExperts or the plain ones)."""
+        experts (if any) on the device, read in place."""
         from engine.hearth.expert_offload import ExpertsOnCpu, RamExperts
 
         if model.ops.device.type != "cuda" or not can_capture(cache):
@@ -95,33 +127,42 @@ class PrefillGraphs:
             for layer in model.layers
         )
 
-    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, *, n_keys: int):
-        """model.forward(tokens, positions, cache, n_keys=n_keys) for a prefill chunk (tokens
-        and positions [T] on the device): the last token's logits [vocab], the caller's own
-        (a copy of the graph's buffer where the chunk was replayed)."""
-        shape = (tokens.shape[0], keys_read(n_keys, self.cache.n_ctx))
+    def forward(self, tokens: torch.Tensor, start: int) -> torch.Tensor:
+        """The chunk `tokens` [T] (on the device) at positions start..start+T-1, its K and V
+        written into the cache: the last token's logits [vocab], the caller's own (as
+        model.forward(tokens, positions, cache, n_keys=start + T) gives them)."""
+        n_tokens = tokens.shape[0]
+        rows = rows_run(n_tokens, start, self.cache)
+        shape = (rows, keys_read(start + rows, self.cache.n_ctx))
         if shape[1] > MAX_KEYS:
-            return self.model.forward(tokens, positions, self.cache, n_keys=n_keys)
+            positions = torch.arange(start, start + n_tokens, device=tokens.device)
+            return self.model.forward(tokens, positions, self.cache, n_keys=start + n_tokens)
         captured = self._graphs.get(shape)
         if captured is None and shape in self._seen and shape not in self._eager:
             captured = self._capture(shape)
         if captured is None:
             self._seen.add(shape)
-            return self.model.forward(tokens, positions, self.cache, n_keys=shape[1])
+            inputs = _Inputs(rows, tokens.device)
+            inputs.fill(tokens, start)
+            return self._chunk(inputs, shape[1])
         self._graphs.move_to_end(shape)
-        captured.tokens.copy_(tokens, non_blocking=True)
-        captured.positions.copy_(positions, non_blocking=True)
+        captured.inputs.fill(tokens, start)
         captured.graph.replay()
         return captured.logits.clone()
 
+    def _chunk(self, inputs: _Inputs, n_keys: int) -> torch.Tensor:
+        return self.model.forward(
+            inputs.tokens, inputs.positions, self.cache, n_keys=n_keys, logit_rows=inputs.last
+        )[0]
+
     def _capture(self, shape: tuple[int, int]) -> _Captured | None:
-        n_tokens, n_keys = shape
-        captured = _Captured(n_tokens, self.model.ops.device)
+        rows, n_keys = shape
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        captured = _Captured(_Inputs(rows, self.model.ops.device))
         try:
             with torch.inference_mode(), torch.cuda.graph(captured.graph, pool=self._pool):
-                captured.logits = self.model.forward(
-                    captured.tokens, captured.positions, self.cache, n_keys=n_keys
-                )
+                captured.logits = self._chunk(captured.inputs, n_keys)
         except RuntimeError:
             self._eager.add(shape)
             return None

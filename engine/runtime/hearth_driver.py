@@ -364,19 +364,17 @@ class HearthContext:
             forward = self._prefill_forward()
             for start in range(0, len(tokens), self._chunk):
                 chunk = tokens[start : start + self._chunk]
-                end = self.n_past + len(chunk)
-                positions = torch.arange(self.n_past, end, device=device)
-                ids = torch.tensor(chunk, device=device)
-                logits = forward(ids, positions, n_keys=end)
-                self.n_past = end
+                logits = forward(torch.tensor(chunk, device=device), self.n_past)
+                self.n_past += len(chunk)
         return StepOutput(logits=logits)
 
     def _prefill_forward(self):
-        """forward(ids, positions, n_keys=) of one prompt chunk: replayed from CUDA graphs
-        where decode steps are captured too and the model's chunks can be (prefill_graph.py),
-        else the forward pass launched eagerly."""
+        """forward(ids, start) of one prompt chunk at positions start..: replayed from CUDA
+        graphs where decode steps are captured too and the model's chunks can be
+        (prefill_graph.py), else the forward pass launched eagerly."""
         from engine.hearth.prefill_graph import PrefillGraphs, prefill_graphs_wanted
 
+        torch = self._torch
         transformer = self.model.hearth.transformer
         wanted = self._use_graph and prefill_graphs_wanted()
         if (
@@ -387,9 +385,13 @@ class HearthContext:
             self._prefill_graphs = PrefillGraphs(transformer, self.cache)
         if self._prefill_graphs is not None:
             return self._prefill_graphs.forward
-        return lambda ids, positions, n_keys: transformer.forward(
-            ids, positions, self.cache, n_keys=n_keys
-        )
+
+        def forward(ids, start: int):
+            end = start + ids.shape[0]
+            positions = torch.arange(start, end, device=ids.device)
+            return transformer.forward(ids, positions, self.cache, n_keys=end)
+
+        return forward
 
     def step(self, token: int) -> StepOutput:
         """One decode step: on a GPU a replay of the captured graph (over the whole cache,
