@@ -4,10 +4,11 @@
 # Run from the repository root, on one H200, in the session's call environment (torch 2.11 +
 # Triton 3.6); the random model files at /tmp/models (show_env.sh's random_model); $1: the
 # output folder. About 2-3 minutes.
-#   tests.txt       the GPU tests: chunks replayed from graphs give the eager chunks' logits
-#                   and K/V (plain cache, paged f16, q8/rot4, kivi4; llama, qwen3moe through the
-#                   grouped GEMM, gpt-oss with sinks and SWA), decode after them unchanged; the
-#                   masked-slots test on the GPU; the decode graph tests beside them
+#   tests.txt       the GPU tests: chunks replayed from graphs (one captured, one replayed at
+#                   other positions, partial and padded) give the eager chunks' logits and K/V
+#                   (plain cache, paged f16, q8/rot4, kivi4; llama, qwen3moe through the grouped
+#                   GEMM, gpt-oss with sinks and SWA), decode after them unchanged; the padding
+#                   and key-rounding test on the GPU; the decode graph tests beside them
 #   qwen3.txt       Qwen3-30B-A3B Q4_K_M, pp512 chunk: eager then graphs (timed runs, host time,
 #                   memory reserved), then the profiles of the graph variant
 #   gpt-oss.txt     gpt-oss-20b MXFP4, the same
@@ -20,7 +21,7 @@ start=$(date +%s)
 since() { echo "$1 after $(( $(date +%s) - start )) s" | tee -a "$o/steps.txt"; }
 HEARTH_GPU_TESTS=1 timeout 150 python3 -m pytest -n 8 -q -p no:cacheprovider -rfE \
   tests/engine/hearth/test_gpu.py tests/engine/hearth/test_prefill_graph.py \
-  -k "prefill_graphs or masked_slots or graph_replays or launching_ahead" \
+  -k "prefill_graphs or chunks_as_a_graph or keys_read or graph_replays or launching_ahead" \
   >"$o/tests.txt" 2>&1
 since "tests (exit $?)"; tail -3 "$o/tests.txt" >>"$o/steps.txt"
 for m in qwen3:/tmp/models/qwen3-30b-a3b-random-q4_k_m.gguf \

@@ -32,7 +32,8 @@ At most MAX_GRAPHS are kept, the least recently used dropped first. They share o
 beside what the eager chunks leave in torch's cache. Chunks reading more than MAX_KEYS slots
 run eagerly, unpadded, which bounds that pool to a chunk's matrices and a short attention (the
 memory plan, engine/planner/hearth_memory.py, does not count it apart yet). A capture that
-fails (an operator that reads a value back, say) leaves that shape eager for good.
+fails (an operator that reads a value back, say) leaves that shape eager for good, the reason
+kept in `failures`.
 
 Which models and caches (`can_capture`): those whose decode step is captured
 (decode_graph.can_capture's caches), on a GPU, with every layer's experts (if any) read in
@@ -111,7 +112,7 @@ class PrefillGraphs:
         self.max_graphs = max_graphs
         self._graphs: OrderedDict[tuple[int, int], _Captured] = OrderedDict()
         self._seen: set[tuple[int, int]] = set()  # shapes run eagerly once
-        self._eager: set[tuple[int, int]] = set()  # shapes whose capture failed
+        self.failures: dict[tuple[int, int], str] = {}  # shapes whose capture failed: why
         self._pool = None
 
     @staticmethod
@@ -138,7 +139,7 @@ class PrefillGraphs:
             positions = torch.arange(start, start + n_tokens, device=tokens.device)
             return self.model.forward(tokens, positions, self.cache, n_keys=start + n_tokens)
         captured = self._graphs.get(shape)
-        if captured is None and shape in self._seen and shape not in self._eager:
+        if captured is None and shape in self._seen and shape not in self.failures:
             captured = self._capture(shape)
         if captured is None:
             self._seen.add(shape)
@@ -160,11 +161,14 @@ class PrefillGraphs:
         if self._pool is None:
             self._pool = torch.cuda.graph_pool_handle()
         captured = _Captured(_Inputs(rows, self.model.ops.device))
+        stream = torch.cuda.current_stream()
         try:
             with torch.inference_mode(), torch.cuda.graph(captured.graph, pool=self._pool):
                 captured.logits = self._chunk(captured.inputs, n_keys)
-        except RuntimeError:
-            self._eager.add(shape)
+        except RuntimeError as exc:
+            # a failed capture's end raises before torch.cuda.graph puts the stream back
+            torch.cuda.set_stream(stream)
+            self.failures[shape] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             return None
         self._graphs[shape] = captured
         while len(self._graphs) > self.max_graphs:

@@ -137,11 +137,11 @@ def test_prefill_graphs_replay_what_eager_chunks_compute(arch, kv, tmp_path):
     """A prompt of 100 + 100 + 90 tokens, each chunk run as 128 rows (past
     MOE_GEMM_MIN_TOKENS: the grouped GEMM and its routing captured): the first eagerly, the
     second captured and replayed, the third (partial: 38 padding rows) replayed from the same
-    graph; then decode steps, which overwrite the padding rows' slots. Each chunk's logits and
-    each step's as on a cache prefilled eagerly, chunk by chunk (to 1e-2: the GEMMs at 128 rows
-    where eagerly 100 or 90 may take other tiles and round f16 outputs otherwise; a padding row
-    or slot seen moves logits by ~1e-1). Paged caches: f16, q8 keys with rot4 values, kivi4
-    keys (whose padding stops short of a page's end)."""
+    graph at other positions; then decode steps, which overwrite the padding rows' slots. Each
+    chunk's logits and each step's as on a cache prefilled eagerly, chunk by chunk (to 1e-2:
+    the GEMMs at 128 rows where eagerly 100 or 90 may take other tiles and round f16 outputs
+    otherwise; a padding row or slot seen moves logits by ~1e-1). Paged caches: f16, q8 keys
+    with rot4 values, kivi4 keys (no padding across a page's end: three chunks of 100 rows)."""
     from engine.hearth.paged_cache import PagedCacheAdapter
     from engine.hearth.prefill_graph import PrefillGraphs
 
@@ -161,17 +161,17 @@ def test_prefill_graphs_replay_what_eager_chunks_compute(arch, kv, tmp_path):
     eager_cache, graph_cache = cache(), cache()
     graphs = PrefillGraphs(model, graph_cache)
     generator = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, config.n_vocab, (290,), generator=generator)
-    for start, end in ((0, 100), (100, 200), (200, 290)):
+    tokens = torch.randint(0, config.n_vocab, (300,), generator=generator)
+    kivi = kv == "kivi4/f16"  # unpadded: a third chunk of 100 rows replays the second's graph
+    last = 300 if kivi else 290
+    for start, end in ((0, 100), (100, 200), (200, last)):
         ids = tokens[start:end].cuda()
         positions = torch.arange(start, end, device="cuda")
         expected = model.forward(ids, positions, eager_cache, n_keys=end)
         got = graphs.forward(ids, start)
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
-    # kivi4: no padding across a page's end, so the second chunk alone is replayed
-    rows = 100 if kv == "kivi4/f16" else 128
-    assert set(graphs._graphs) == {(rows, n_ctx)}
-    for pos in range(290, 294):
+    assert set(graphs._graphs) == {(100 if kivi else 128, n_ctx)}, graphs.failures
+    for pos in range(last, last + 4):
         expected = _eager_step(model, eager_cache, pos % config.n_vocab, pos)
         got = _eager_step(model, graph_cache, pos % config.n_vocab, pos)
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
