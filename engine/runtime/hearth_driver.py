@@ -340,9 +340,12 @@ class HearthContext:
         self.decode(first)
         self.clear()
         if self._fixed_shapes:
-            for n in (17, 32):
+            # 17 rows as they are, eagerly (the row count Triton does not specialize as a
+            # multiple of 16: a chunk that prefill_graph.rows_run cannot pad), then 32 as the
+            # prompts will run (with prefill graphs: that shape's first, eager chunk)
+            for n, forward in ((17, self._eager_forward()), (32, None)):
                 if n <= self.info.n_ctx:
-                    self.decode(first * n)
+                    self._prompt(first * n, forward)
                     self.clear()
         if self._use_graph:
             with worker_ends_when_out_of_memory("capturing the decode step"):
@@ -355,13 +358,17 @@ class HearthContext:
     def decode(self, tokens: list[int]) -> StepOutput:
         """Run `tokens` after what is cached, in chunks of n_ubatch (the prefill); the output
         is the last token's logits."""
+        return self._prompt(tokens)
+
+    def _prompt(self, tokens: list[int], forward=None) -> StepOutput:
+        """`decode`, each chunk through forward(ids, start) (None: _prefill_forward's)."""
         torch = self._torch
         self._check_room(len(tokens))
         device = self.model.hearth.device
         self._history_changes()
         logits = None
         with torch.inference_mode(), worker_ends_when_out_of_memory("the prompt"):
-            forward = self._prefill_forward()
+            forward = forward or self._prefill_forward()
             for start in range(0, len(tokens), self._chunk):
                 chunk = tokens[start : start + self._chunk]
                 logits = forward(torch.tensor(chunk, device=device), self.n_past)
@@ -374,7 +381,6 @@ class HearthContext:
         (prefill_graph.py), else the forward pass launched eagerly."""
         from engine.hearth.prefill_graph import PrefillGraphs, prefill_graphs_wanted
 
-        torch = self._torch
         transformer = self.model.hearth.transformer
         wanted = self._use_graph and prefill_graphs_wanted()
         if (
@@ -385,6 +391,12 @@ class HearthContext:
             self._prefill_graphs = PrefillGraphs(transformer, self.cache)
         if self._prefill_graphs is not None:
             return self._prefill_graphs.forward
+        return self._eager_forward()
+
+    def _eager_forward(self):
+        """forward(ids, start) of one prompt chunk, launched eagerly."""
+        torch = self._torch
+        transformer = self.model.hearth.transformer
 
         def forward(ids, start: int):
             end = start + ids.shape[0]
