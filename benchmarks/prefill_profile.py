@@ -48,6 +48,9 @@ def warm_chunk(model: Transformer, n_tokens: int, graphs: bool | None = None):
     for _ in range(2):
         chunk(ids)
     sync()
+    graphs = getattr(forward, "__self__", None)  # the PrefillGraphs, where chunks replay
+    for shape, why in getattr(graphs, "failures", {}).items():
+        print(f"the chunk of {shape[0]} rows over {shape[1]} slots runs eagerly: {why}")
     return chunk
 
 
