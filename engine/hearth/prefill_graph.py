@@ -3,8 +3,9 @@ time a chunk of its shape comes.
 
 A 512-token prefill chunk of a 48-layer MoE model is some 1,500 launches and a few hundred torch
 operators; launched one by one from Python they take the host 100-140 ms on the H200 machine
-against 69 ms of kernels (benchmarks/prefill_profile.py, session 17): the GPU waits on the host.
-Replayed from a graph, the chunk costs the host a graph launch and three small copies.
+against 69 ms of kernels (docs/measurements/2026-11-29-s17-call-2/prefill-qwen3.txt): the GPU
+waits on the host. Replayed from a graph, the chunk costs the host a graph launch and three
+small copies.
 
     graphs = PrefillGraphs(model, cache)
     logits = graphs.forward(ids, start)   # ids [T] at positions start..: the last one's [vocab]
