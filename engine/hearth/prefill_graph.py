@@ -33,8 +33,10 @@ At most MAX_GRAPHS are kept, the least recently used dropped first. They share o
 beside what the eager chunks leave in torch's cache. Chunks reading more than MAX_KEYS slots
 run eagerly, unpadded, which bounds that pool to a chunk's matrices and a short attention (the
 memory plan, engine/planner/hearth_memory.py, does not count it apart yet). A capture that
-fails (an operator that reads a value back, say) leaves that shape eager for good, the reason
-kept in `failures`.
+fails is tried once more with SDPA held to its memory-efficient kernel (torch takes cuDNN's
+attention on the H200; whether cuDNN's captures is unmeasured; `attention_backends` says where
+that retry was taken and why); one that fails again (an operator that reads a value back, say)
+leaves that shape eager for good, the reasons kept in `failures`.
 
 Which models and caches (`can_capture`): those whose decode step is captured
 (decode_graph.can_capture's caches), on a GPU, with every layer's experts (if any) read in
@@ -114,6 +116,9 @@ class PrefillGraphs:
         self._graphs: OrderedDict[tuple[int, int], _Captured] = OrderedDict()
         self._seen: set[tuple[int, int]] = set()  # shapes run eagerly once
         self.failures: dict[tuple[int, int], str] = {}  # shapes whose capture failed: why
+        # shapes captured with SDPA's memory-efficient (or math) kernel, after the capture with
+        # torch's own choice (cuDNN's on the H200) failed: why that one failed
+        self.attention_backends: dict[tuple[int, int], str] = {}
         self._pool = None
 
     @staticmethod
@@ -157,20 +162,46 @@ class PrefillGraphs:
             inputs.tokens, inputs.positions, self.cache, n_keys=n_keys, logit_rows=inputs.last
         )[0]
 
-    def _capture(self, shape: tuple[int, int]) -> _Captured | None:
+    def _captured(self, shape: tuple[int, int], backends) -> tuple[_Captured | None, str]:
+        """The chunk of `shape` captured (SDPA limited to `backends`, None: torch's choice),
+        or None and why not."""
+        import contextlib
+
+        from torch.nn.attention import sdpa_kernel
+
         rows, n_keys = shape
-        if self._pool is None:
-            self._pool = torch.cuda.graph_pool_handle()
         captured = _Captured(_Inputs(rows, self.model.ops.device))
         stream = torch.cuda.current_stream()
+        limited = sdpa_kernel(backends) if backends else contextlib.nullcontext()
         try:
-            with torch.inference_mode(), torch.cuda.graph(captured.graph, pool=self._pool):
+            with (
+                limited,
+                torch.inference_mode(),
+                torch.cuda.graph(captured.graph, pool=self._pool),
+            ):
                 captured.logits = self._chunk(captured.inputs, n_keys)
         except RuntimeError as exc:
-            # a failed capture's end raises before torch.cuda.graph puts the stream back
+            # a failed capture's end raises before torch.cuda.graph puts the stream back, and
+            # before torch's allocator stops recording into the pool (torch 2.11,
+            # CUDAGraph::capture_end), which then refuses that pool to the next capture
             torch.cuda.set_stream(stream)
-            self.failures[shape] = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            return None
+            self._pool = torch.cuda.graph_pool_handle()
+            return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        return captured, ""
+
+    def _capture(self, shape: tuple[int, int]) -> _Captured | None:
+        if self._pool is None:
+            self._pool = torch.cuda.graph_pool_handle()
+        captured, why = self._captured(shape, None)
+        if captured is None:  # again without cuDNN's attention, should it be what failed
+            from torch.nn.attention import SDPBackend
+
+            backends = [SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+            captured, why_again = self._captured(shape, backends)
+            if captured is None:
+                self.failures[shape] = f"{why}; without cuDNN's attention: {why_again}"
+                return None
+            self.attention_backends[shape] = "efficient/math: " + why
         self._graphs[shape] = captured
         while len(self._graphs) > self.max_graphs:
             self._graphs.popitem(last=False)
