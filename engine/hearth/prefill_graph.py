@@ -46,6 +46,7 @@ as host functions).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import OrderedDict
 
@@ -119,6 +120,7 @@ class PrefillGraphs:
         # shapes captured with SDPA's memory-efficient (or math) kernel, after the capture with
         # torch's own choice (cuDNN's on the H200) failed: why that one failed
         self.attention_backends: dict[tuple[int, int], str] = {}
+        self._failed: list[torch.cuda.CUDAGraph] = []  # failed captures' graphs (_clean_up_failed)
         self._pool = None
 
     @staticmethod
@@ -165,8 +167,6 @@ class PrefillGraphs:
     def _captured(self, shape: tuple[int, int], backends) -> tuple[_Captured | None, str]:
         """The chunk of `shape` captured (SDPA limited to `backends`, None: torch's choice),
         or None and why not."""
-        import contextlib
-
         from torch.nn.attention import sdpa_kernel
 
         rows, n_keys = shape
@@ -181,13 +181,22 @@ class PrefillGraphs:
             ):
                 captured.logits = self._chunk(captured.inputs, n_keys)
         except RuntimeError as exc:
-            # a failed capture's end raises before torch.cuda.graph puts the stream back, and
-            # before torch's allocator stops recording into the pool (torch 2.11,
-            # CUDAGraph::capture_end), which then refuses that pool to the next capture
-            torch.cuda.set_stream(stream)
-            self._pool = torch.cuda.graph_pool_handle()
+            self._clean_up_failed(captured, stream)
             return None, str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return captured, ""
+
+    def _clean_up_failed(self, captured: _Captured, stream) -> None:
+        """After a failed capture: torch's CUDAGraph.capture_end raises at the failed
+        cudaStreamEndCapture before torch.cuda.graph puts the stream back, and before it ends
+        the caching allocator's recording into the pool (torch 2.11), which would refuse the
+        pool to the next capture and ask every later allocation whether it is captured. Both
+        are undone here (the recording as torch.cuda.use_mem_pool ends its own); the graph is
+        kept, since the allocators' recording filters refer to it."""
+        torch.cuda.set_stream(stream)
+        # (it raises where the failure came before the recording began, or after it ended)
+        with contextlib.suppress(RuntimeError):
+            torch._C._cuda_endAllocateToPool(torch.cuda.current_device(), self._pool)
+        self._failed.append(captured.graph)
 
     def _capture(self, shape: tuple[int, int]) -> _Captured | None:
         if self._pool is None:
