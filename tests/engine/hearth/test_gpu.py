@@ -177,6 +177,45 @@ def test_prefill_graphs_replay_what_eager_chunks_compute(arch, kv, tmp_path):
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
 
 
+def test_a_chunk_whose_capture_fails_runs_eagerly_and_other_shapes_still_replay(tmp_path):
+    """A chunk shape whose forward reads a value back to the host (as an operator that syncs
+    would) cannot be captured: its chunks run eagerly with their right logits, the reason is
+    kept, and a chunk of another shape is captured and replayed after it (the failed capture
+    left the stream and the graphs' pool as they were)."""
+    from engine.hearth.prefill_graph import PrefillGraphs
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", test_forward.CASES["llama"])
+    model, _ = load(path)
+    config = model.config
+    dims = dict(n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim,
+                n_ctx=128, device="cuda")  # fmt: skip
+    graph_cache, eager_cache = TorchKVCache(**dims), TorchKVCache(**dims)
+    graphs = PrefillGraphs(model, graph_cache)
+    ids = torch.arange(1, 33, device="cuda") % config.n_vocab
+    original = model.forward_embedded
+
+    def reading_back(h, *args, **kwargs):
+        if h.shape[0] == 32:
+            float(h.sum())  # a host read: no capture holds it
+        return original(h, *args, **kwargs)
+
+    model.forward_embedded = reading_back
+    try:
+        for _ in range(3):
+            got = graphs.forward(ids, 0)
+    finally:
+        del model.forward_embedded
+    assert (32, 128) in graphs.failures and not graphs._graphs
+    expected = model.forward(ids, torch.arange(32, device="cuda"), eager_cache, n_keys=32)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
+    for start in (32, 48, 64):  # 16 rows: eager, captured, replayed
+        got = graphs.forward(ids[:16], start)
+        positions = torch.arange(start, start + 16, device="cuda")
+        expected = model.forward(ids[:16], positions, eager_cache, n_keys=start + 16)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
+    assert set(graphs._graphs) == {(16, 128)}, graphs.failures
+
+
 def test_launching_ahead_gives_the_same_greedy_reply(tmp_path):
     """Greedy decoding with each next step launched before the token is read: the same
     tokens and logits as plain eager greedy steps; a step that breaks the chain (another
