@@ -51,6 +51,8 @@ def warm_chunk(model: Transformer, n_tokens: int, graphs: bool | None = None):
     graphs = getattr(forward, "__self__", None)  # the PrefillGraphs, where chunks replay
     for shape, why in getattr(graphs, "failures", {}).items():
         print(f"the chunk of {shape[0]} rows over {shape[1]} slots runs eagerly: {why}")
+    for shape, why in getattr(graphs, "attention_backends", {}).items():
+        print(f"the chunk of {shape[0]} rows over {shape[1]} slots captured with {why}")
     return chunk
 
 

@@ -30,5 +30,5 @@ for m in qwen3:/tmp/models/qwen3-30b-a3b-random-q4_k_m.gguf \
   name=${m%%:*}; file=${m#*:}
   timeout 150 python3 -m benchmarks.prefill_profile "$file" --both --runs 10 \
     >"$o/$name.txt" 2>&1
-  since "$name (exit $?)"; grep -E "^== |median wall|host time|runs eagerly" "$o/$name.txt" >>"$o/steps.txt"
+  since "$name (exit $?)"; grep -E "^== |median wall|host time|runs eagerly|captured with" "$o/$name.txt" >>"$o/steps.txt"
 done
