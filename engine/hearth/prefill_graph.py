@@ -12,13 +12,14 @@ small copies.
 
 What a graph fixes is every operator's shape: the chunk's rows and the slots its attention
 reads. So that chunks of other lengths and places share graphs:
-- rows: the T tokens are padded to the next power of two (at least MIN_ROWS), the padding rows
-  at the positions after the chunk's (start+T..), where they write K and V into slots no query
+- rows: the T tokens are padded to the next power of two (at least MIN_ROWS, at most the
+  prompt's chunk size: the memory plan counts a chunk's buffers at that many rows), the padding
+  rows at the positions after the chunk's (start+T..), where they write K and V into slots no query
   sees before the tokens of those positions overwrite them (a later chunk, or a decode step,
   writes its rows before it attends: decode_graph.py's launch-ahead rests on the same rule);
   the logits are the last real row's (`logit_rows`). Where the cache has no room for the
-  padding, or seals pages as they fill (kivi4 keys: a padding row would seal a page from rows
-  that are not the history; check_graph.capturable), the chunk keeps its T rows.
+  padding, or where a padding row would seal a page from rows that are not the history (kivi4
+  keys: the cache's rows_checkable), the chunk keeps its T rows.
 - keys: the slots read are rounded up to a multiple of KEY_STEP (at most n_ctx): the mask hides
   every slot past a query's position (TorchKVCache.attend, PagedCacheAdapter.attend), so the
   slots read past the chunk are masked columns, never a different answer.
@@ -76,11 +77,14 @@ def keys_read(n_keys: int, n_ctx: int) -> int:
     return min(n_ctx, -(-n_keys // KEY_STEP) * KEY_STEP)
 
 
-def rows_run(n_tokens: int, start: int, cache) -> int:
+def rows_run(n_tokens: int, start: int, cache, max_rows: int | None = None) -> int:
     """The rows a chunk of n_tokens at `start` runs as: the next power of two (at least
-    MIN_ROWS) where the cache has room for the padding rows and takes them ahead of the
+    MIN_ROWS, at most `max_rows`: the prompt's chunk size, whose buffers the memory plan
+    counts) where the cache has room for the padding rows and takes them ahead of the
     history, else n_tokens."""
     rows = max(MIN_ROWS, 1 << (n_tokens - 1).bit_length())
+    if max_rows is not None:
+        rows = max(n_tokens, min(rows, max_rows))
     # rows_checkable: how many rows from `start` may be written ahead of the history (to the
     # cache's end; kivi4 keys: short of the slot that seals the page)
     return rows if rows <= cache.rows_checkable(start) else n_tokens
@@ -111,9 +115,13 @@ class _Captured:
 
 
 class PrefillGraphs:
-    def __init__(self, model: Transformer, cache, *, max_graphs: int = MAX_GRAPHS):
+    def __init__(
+        self, model: Transformer, cache, *, max_rows: int | None = None,
+        max_graphs: int = MAX_GRAPHS,
+    ):  # fmt: skip
+        """`max_rows`: the prompt's chunk size (no chunk is padded past it; None: no bound)."""
         self.model, self.cache = model, cache
-        self.max_graphs = max_graphs
+        self.max_rows, self.max_graphs = max_rows, max_graphs
         self._graphs: OrderedDict[tuple[int, int], _Captured] = OrderedDict()
         self._seen: set[tuple[int, int]] = set()  # shapes run eagerly once
         self.failures: dict[tuple[int, int], str] = {}  # shapes whose capture failed: why
@@ -141,7 +149,7 @@ class PrefillGraphs:
         written into the cache: the last token's logits [vocab], the caller's own (as
         model.forward(tokens, positions, cache, n_keys=start + T) gives them)."""
         n_tokens = tokens.shape[0]
-        rows = rows_run(n_tokens, start, self.cache)
+        rows = rows_run(n_tokens, start, self.cache, self.max_rows)
         shape = (rows, keys_read(start + rows, self.cache.n_ctx))
         if shape[1] > MAX_KEYS:
             positions = torch.arange(start, start + n_tokens, device=tokens.device)

@@ -388,7 +388,7 @@ class HearthContext:
             and self._prefill_graphs is None
             and PrefillGraphs.can_capture(transformer, self.cache)
         ):
-            self._prefill_graphs = PrefillGraphs(transformer, self.cache)
+            self._prefill_graphs = PrefillGraphs(transformer, self.cache, max_rows=self._chunk)
         if self._prefill_graphs is not None:
             return self._prefill_graphs.forward
         return self._eager_forward()

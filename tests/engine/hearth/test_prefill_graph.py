@@ -74,6 +74,7 @@ def test_chunks_as_a_graph_runs_them_give_the_logits_and_cache_of_exact_ones(kv,
     # kivi4: rows 40..71 would seal the first page (slot 63) from padding rows
     assert rows_run(20, 40, padded.cache) == (20 if kivi else 32)
     assert rows_run(20, 60, padded.cache) == 20  # no room left for 32 rows
+    assert rows_run(20, 5, padded.cache, max_rows=24) == 24  # chunks of 24: padded to 24
     for start, end in ((0, 5), (5, 25)):
         ids = torch.tensor(TOKENS[start:end], device=DEVICE)
         positions = torch.arange(start, end, device=DEVICE)
