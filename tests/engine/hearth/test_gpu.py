@@ -137,11 +137,13 @@ def test_prefill_graphs_replay_what_eager_chunks_compute(arch, kv, tmp_path):
     """A prompt of 100 + 100 + 90 tokens, each chunk run as 128 rows (past
     MOE_GEMM_MIN_TOKENS: the grouped GEMM and its routing captured): the first eagerly, the
     second captured and replayed, the third (partial: 38 padding rows) replayed from the same
-    graph at other positions; then decode steps, which overwrite the padding rows' slots. Each
-    chunk's logits and each step's as on a cache prefilled eagerly, chunk by chunk (to 1e-2:
-    the GEMMs at 128 rows where eagerly 100 or 90 may take other tiles and round f16 outputs
-    otherwise; a padding row or slot seen moves logits by ~1e-1). Paged caches: f16, q8 keys
-    with rot4 values, kivi4 keys (no padding across a page's end: three chunks of 100 rows)."""
+    graph at other positions; then decode steps from the decode graph, which overwrite the
+    padding rows' slots. Each chunk's logits and each step's as on a cache prefilled and
+    decoded eagerly, chunk by chunk (to 1e-2: the GEMMs at 128 rows where eagerly 100 or 90
+    may take other tiles and round f16 outputs otherwise; a padding row or slot seen moves
+    logits by ~1e-1). Paged caches: f16, q8 keys with rot4 values, kivi4 keys (no padding
+    across a page's end: three chunks of 100 rows)."""
+    from engine.hearth.decode_graph import DecodeGraph
     from engine.hearth.paged_cache import PagedCacheAdapter
     from engine.hearth.prefill_graph import PrefillGraphs
 
@@ -171,9 +173,10 @@ def test_prefill_graphs_replay_what_eager_chunks_compute(arch, kv, tmp_path):
         got = graphs.forward(ids, start)
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
     assert set(graphs._graphs) == {(100 if kivi else 128, n_ctx)}, graphs.failures
+    step = DecodeGraph(model, graph_cache, position=last)  # the worker's decode after a prompt
     for pos in range(last, last + 4):
         expected = _eager_step(model, eager_cache, pos % config.n_vocab, pos)
-        got = _eager_step(model, graph_cache, pos % config.n_vocab, pos)
+        got, _ = step.step(pos % config.n_vocab, pos, launch_ahead=False)
         torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
 
 
