@@ -10,7 +10,9 @@ What it measures, each on the engine core (engine/hearth; token ids, no tokenize
 - copy: device-to-device copy rate (bytes read + written / time), the bandwidth ceiling;
 - load: the file's tensors onto the GPU (Transformer.load, synchronized); the CUDA context is
   made before the clock starts and reported apart;
-- pp512: 512 random tokens in one chunk into an empty cache;
+- pp512: 512 random tokens in one chunk into an empty cache, replayed from its CUDA graph after
+  the warm runs as the worker replays it (engine/hearth/prefill_graph.py; HEARTH_PREFILL_GRAPH=0:
+  launched eagerly);
 - ttft: the same 512 tokens, then the first token's id on the host;
 - tg128: 128 greedy decode steps from one token, each fed the last one's pick and read on the
   host (one wait a token), through the CUDA graphs as the worker runs them (each next step
@@ -180,6 +182,25 @@ def decode_tokens(
     return (time.perf_counter() - started) / n
 
 
+def chunk_forward(model: Transformer, cache, graphs: bool | None = None):
+    """forward(ids, start) of a prefill chunk at positions start.. as the worker runs it: replayed
+    from CUDA graphs (engine/hearth/prefill_graph.py: a shape's first chunk eager, its second
+    captured), or eagerly with HEARTH_PREFILL_GRAPH=0 (the driver's switch, read here too so
+    that one GPU call measures both); `graphs` True or False overrides the switch."""
+    from engine.hearth.prefill_graph import PrefillGraphs, prefill_graphs_wanted
+
+    if graphs is None:
+        graphs = prefill_graphs_wanted()
+    if graphs and PrefillGraphs.can_capture(model, cache):
+        return PrefillGraphs(model, cache).forward
+
+    def forward(ids: torch.Tensor, start: int) -> torch.Tensor:
+        positions = torch.arange(start, start + ids.shape[0], device=ids.device)
+        return model.forward(ids, positions, cache, n_keys=start + ids.shape[0])
+
+    return forward
+
+
 def prefill_time(
     model: Transformer, n_tokens: int, runs: int = 5, warm: int = 8
 ) -> tuple[float, float, list[float]]:
@@ -190,14 +211,14 @@ def prefill_time(
     ms from the seventh on (benchmarks/prefill_profile.py); llama-bench too reports only runs
     after its warm-up."""
     cache = new_cache(model, "f16", n_tokens + 16)
+    forward = chunk_forward(model, cache)
     rng = np.random.default_rng(1)
     pre, first = [], []
     for _ in range(runs + warm):
         ids = torch.tensor(rng.integers(0, model.config.n_vocab, n_tokens), device=DEVICE)
-        positions = torch.arange(n_tokens, device=DEVICE)
         sync()
         started = time.perf_counter()
-        logits = model.forward(ids, positions, cache, n_keys=n_tokens)
+        logits = forward(ids, 0)
         sync()
         mid = time.perf_counter()
         int(torch.argmax(logits))

@@ -21,9 +21,9 @@ scaled by sqrt(n_embd) for gemma3. Only the rows whose logits are asked for go t
 output matrix (a 262k-entry vocabulary makes that the largest matrix of a small model).
 
 Everything the step needs is a tensor argument (the embedded rows, positions) or preallocated
-(the cache), so on a GPU one decode step is captured in a CUDA graph (decode_graph.py);
-`n_keys` is the only Python number that varies, and a decode step passes the cache's full
-length to keep it fixed.
+(the cache), so on a GPU one decode step is captured in a CUDA graph (decode_graph.py), and so
+is a prompt chunk (prefill_graph.py); `n_keys` is the only Python number that varies, and a
+decode step passes the cache's full length to keep it fixed (a chunk, a rounded-up count).
 
 Fewer, larger launches for decode, where each kernel is a few microseconds: matrices that take
 the same input and share a block type are joined at load (Q, K and V; gate and up), so one GEMV

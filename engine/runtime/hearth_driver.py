@@ -278,6 +278,7 @@ class HearthContext:
         )
         self._graph = None
         self._check_graphs: dict = {}  # checks of n tokens as CUDA graphs (check_graph.py)
+        self._prefill_graphs = None  # prefill chunks as CUDA graphs (prefill_graph.py)
         # plain greedy sampling: the graph may launch each next step before the host reads
         # this one's token (set by new_sampler; decode_graph.py says how)
         self.launch_ahead = False
@@ -287,6 +288,7 @@ class HearthContext:
     def close(self) -> None:
         self._graph = None
         self._check_graphs = {}
+        self._prefill_graphs = None
         self.cache = None
 
     def new_sampler(self, sampling: SamplingParams) -> HearthSampler:
@@ -338,9 +340,12 @@ class HearthContext:
         self.decode(first)
         self.clear()
         if self._fixed_shapes:
-            for n in (17, 32):
+            # 17 rows as they are, eagerly (the row count Triton does not specialize as a
+            # multiple of 16: a chunk that prefill_graph.rows_run cannot pad), then 32 as the
+            # prompts will run (with prefill graphs: that shape's first, eager chunk)
+            for n, forward in ((17, self._eager_forward()), (32, None)):
                 if n <= self.info.n_ctx:
-                    self.decode(first * n)
+                    self._prompt(first * n, forward)
                     self.clear()
         if self._use_graph:
             with worker_ends_when_out_of_memory("capturing the decode step"):
@@ -353,21 +358,52 @@ class HearthContext:
     def decode(self, tokens: list[int]) -> StepOutput:
         """Run `tokens` after what is cached, in chunks of n_ubatch (the prefill); the output
         is the last token's logits."""
+        return self._prompt(tokens)
+
+    def _prompt(self, tokens: list[int], forward=None) -> StepOutput:
+        """`decode`, each chunk through forward(ids, start) (None: _prefill_forward's)."""
         torch = self._torch
         self._check_room(len(tokens))
         device = self.model.hearth.device
-        forward = self.model.hearth.transformer.forward
         self._history_changes()
         logits = None
         with torch.inference_mode(), worker_ends_when_out_of_memory("the prompt"):
+            forward = forward or self._prefill_forward()
             for start in range(0, len(tokens), self._chunk):
                 chunk = tokens[start : start + self._chunk]
-                end = self.n_past + len(chunk)
-                positions = torch.arange(self.n_past, end, device=device)
-                ids = torch.tensor(chunk, device=device)
-                logits = forward(ids, positions, self.cache, n_keys=end)
-                self.n_past = end
+                logits = forward(torch.tensor(chunk, device=device), self.n_past)
+                self.n_past += len(chunk)
         return StepOutput(logits=logits)
+
+    def _prefill_forward(self):
+        """forward(ids, start) of one prompt chunk at positions start..: replayed from CUDA
+        graphs where decode steps are captured too and the model's chunks can be
+        (prefill_graph.py), else the forward pass launched eagerly."""
+        from engine.hearth.prefill_graph import PrefillGraphs, prefill_graphs_wanted
+
+        transformer = self.model.hearth.transformer
+        wanted = self._use_graph and prefill_graphs_wanted()
+        if (
+            wanted
+            and self._prefill_graphs is None
+            and PrefillGraphs.can_capture(transformer, self.cache)
+        ):
+            self._prefill_graphs = PrefillGraphs(transformer, self.cache, max_rows=self._chunk)
+        if self._prefill_graphs is not None:
+            return self._prefill_graphs.forward
+        return self._eager_forward()
+
+    def _eager_forward(self):
+        """forward(ids, start) of one prompt chunk, launched eagerly."""
+        torch = self._torch
+        transformer = self.model.hearth.transformer
+
+        def forward(ids, start: int):
+            end = start + ids.shape[0]
+            positions = torch.arange(start, end, device=ids.device)
+            return transformer.forward(ids, positions, self.cache, n_keys=end)
+
+        return forward
 
     def step(self, token: int) -> StepOutput:
         """One decode step: on a GPU a replay of the captured graph (over the whole cache,

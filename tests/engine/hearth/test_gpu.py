@@ -128,6 +128,97 @@ def test_the_graph_replays_what_eager_decode_computes(arch, paged, tmp_path):
         assert greedy == int(torch.argmax(expected))
 
 
+@pytest.mark.parametrize(
+    "arch, kv",
+    [("llama", "plain"), ("llama", "f16"), ("llama", "q8/rot4"), ("llama", "kivi4/f16"),
+     ("qwen3moe", "plain"), ("gpt-oss-mxfp4-sinks-yarn-swa", "plain")],
+)  # fmt: skip
+def test_prefill_graphs_replay_what_eager_chunks_compute(arch, kv, tmp_path):
+    """A prompt of 100 + 100 + 90 tokens, each chunk run as 128 rows (past
+    MOE_GEMM_MIN_TOKENS: the grouped GEMM and its routing captured): the first eagerly, the
+    second captured and replayed, the third (partial: 38 padding rows) replayed from the same
+    graph at other positions; then decode steps from the decode graph, which overwrite the
+    padding rows' slots. Each chunk's logits and each step's as on a cache prefilled and
+    decoded eagerly, chunk by chunk (to 1e-2: the GEMMs at 128 rows where eagerly 100 or 90
+    may take other tiles and round f16 outputs otherwise; a padding row or slot seen moves
+    logits by ~1e-1). Paged caches: f16, q8 keys with rot4 values, kivi4 keys (no padding
+    across a page's end: three chunks of 100 rows)."""
+    from engine.hearth.decode_graph import DecodeGraph
+    from engine.hearth.paged_cache import PagedCacheAdapter
+    from engine.hearth.prefill_graph import PrefillGraphs
+
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", test_forward.CASES[arch])
+    model, _ = load(path)
+    config = model.config
+    n_ctx = 400
+    dims = dict(n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim,
+                n_ctx=n_ctx, device="cuda")  # fmt: skip
+
+    def cache():
+        if kv == "plain":
+            return TorchKVCache(**dims)
+        k_format, _, v_format = kv.partition("/")
+        return PagedCacheAdapter(**dims, k_format=k_format, v_format=v_format or k_format)
+
+    eager_cache, graph_cache = cache(), cache()
+    graphs = PrefillGraphs(model, graph_cache)
+    generator = torch.Generator().manual_seed(0)
+    tokens = torch.randint(0, config.n_vocab, (300,), generator=generator)
+    kivi = kv == "kivi4/f16"  # unpadded: a third chunk of 100 rows replays the second's graph
+    last = 300 if kivi else 290
+    for start, end in ((0, 100), (100, 200), (200, last)):
+        ids = tokens[start:end].cuda()
+        positions = torch.arange(start, end, device="cuda")
+        expected = model.forward(ids, positions, eager_cache, n_keys=end)
+        got = graphs.forward(ids, start)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
+    assert set(graphs._graphs) == {(100 if kivi else 128, n_ctx)}, graphs.failures
+    step = DecodeGraph(model, graph_cache, position=last)  # the worker's decode after a prompt
+    for pos in range(last, last + 4):
+        expected = _eager_step(model, eager_cache, pos % config.n_vocab, pos)
+        got, _ = step.step(pos % config.n_vocab, pos, launch_ahead=False)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
+
+
+def test_a_chunk_whose_capture_fails_runs_eagerly_and_other_shapes_still_replay(tmp_path):
+    """A chunk shape whose forward reads a value back to the host (as an operator that syncs
+    would) cannot be captured: its chunks run eagerly with their right logits, the reason is
+    kept, and a chunk of another shape is captured and replayed after it (the failed capture
+    left the stream and the graphs' pool as they were)."""
+    from engine.hearth.prefill_graph import PrefillGraphs
+
+    path = write_tiny_gguf(tmp_path / "llama.gguf", test_forward.CASES["llama"])
+    model, _ = load(path)
+    config = model.config
+    dims = dict(n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim,
+                n_ctx=128, device="cuda")  # fmt: skip
+    graph_cache, eager_cache = TorchKVCache(**dims), TorchKVCache(**dims)
+    graphs = PrefillGraphs(model, graph_cache)
+    ids = torch.arange(1, 33, device="cuda") % config.n_vocab
+    original = model.forward_embedded
+
+    def reading_back(h, *args, **kwargs):
+        if h.shape[0] == 32:
+            float(h.sum())  # a host read: no capture holds it
+        return original(h, *args, **kwargs)
+
+    model.forward_embedded = reading_back
+    try:
+        for _ in range(3):
+            got = graphs.forward(ids, 0)
+    finally:
+        del model.forward_embedded
+    assert (32, 128) in graphs.failures and not graphs._graphs
+    expected = model.forward(ids, torch.arange(32, device="cuda"), eager_cache, n_keys=32)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
+    for start in (32, 48, 64):  # 16 rows: eager, captured, replayed
+        got = graphs.forward(ids[:16], start)
+        positions = torch.arange(start, start + 16, device="cuda")
+        expected = model.forward(ids[:16], positions, eager_cache, n_keys=start + 16)
+        torch.testing.assert_close(got, expected, rtol=0, atol=1e-2)
+    assert set(graphs._graphs) == {(16, 128)}, graphs.failures
+
+
 def test_launching_ahead_gives_the_same_greedy_reply(tmp_path):
     """Greedy decoding with each next step launched before the token is read: the same
     tokens and logits as plain eager greedy steps; a step that breaks the chain (another
