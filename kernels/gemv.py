@@ -2,7 +2,8 @@
 
 Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x in 8 bits per
 32 values, quantized by a small launch of its own unless the caller passes it, dp4a against the
-packed codes, split-K reduced in the same launch); every other case dequantizes to floats
+packed codes, split-K reduced in the same launch; 2..16 rows all in one program,
+gemv_dp4a_rows.py, where the config says rows_in_program); every other case dequantizes to floats
 (gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
 `GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
 it."""

@@ -2,7 +2,7 @@
 # h17r (issue 38): the integer GEMV with a batch's 2-16 decode rows in one program
 # (kernels/gemv_dp4a_rows.py) against a program per row, beside the dequantizing MMA. Run from
 # the repository root, on one H200, in the session's call environment (torch 2.11 + Triton
-# 3.6); $1: the output folder. About 2 minutes.
+# 3.6); $1: the output folder. About 3-5 minutes (each step capped: 100, 120, 120, 60 s).
 #   tests.txt   the rows kernel on the GPU (its interpreter tests plus Llama-3-8B's attn_q and
 #               ffn_down at 2, 4, 7, 8, 16 rows against the program-per-row kernel), the
 #               integer GEMV's own tests and rows_alike, the batch's GPU tests (a captured
@@ -27,7 +27,7 @@ since "tests (exit $?)"; tail -3 "$o/tests.txt" >>"$o/steps.txt"
 timeout 120 python3 -m benchmarks.kernels.gemv_rows --rows 1,2,4,8,16 --json "$o/rows.json" \
   >"$o/rows.txt" 2>&1
 since "rows benchmark (exit $?)"
-timeout 90 python3 -m benchmarks.kernels.gemv_rows --rows 1,4,16 --sweep \
+timeout 120 python3 -m benchmarks.kernels.gemv_rows --rows 1,4,16 --sweep \
   --json "$o/sweep.json" >"$o/sweep.txt" 2>&1
 since "rows sweep (exit $?)"
 HEARTH_GEMV_ROWS_IN_PROGRAM=0 HEARTH_GPU_TESTS=1 timeout 60 python3 -m pytest -q \

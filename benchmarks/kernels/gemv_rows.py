@@ -49,10 +49,13 @@ PER_ROW, ROWS_GEMV, DMMA = "per-row GEMV", "rows GEMV", "dequant MMA"
 # a Llama-3-8B Q4_K_M layer as this table counts it: (shape, format, matrices)
 LAYER = [("attn_q/o", "Q4_K", 2), ("attn_k/v", "Q4_K", 2), ("ffn_gate/up", "Q4_K", 2),
          ("ffn_down", "Q6_K", 1)]  # fmt: skip
-# rows GEMV tiles beside default_rows_config's: weight rows, warps, super-blocks a step
+# rows GEMV tiles beside default_rows_config's: weight rows, warps, super-blocks a step. The
+# sm_90 SASS (gemv_rows_sass) has fewer instructions a weight for more weights a thread (one
+# warp, or 8-16 rows on two) at more registers (225-255: fewer programs an SM); which way
+# wins is what this sweep says
 SWEEP = [
     RowsConfig(block_n=bn, num_warps=nw, blocks_per_step=k)
-    for bn, nw, k in ((4, 2, 16), (8, 2, 16), (8, 4, 16), (4, 2, 8), (2, 2, 16))
+    for bn, nw, k in ((4, 2, 16), (4, 1, 16), (8, 2, 16), (8, 1, 16), (16, 2, 16), (4, 2, 8))
 ]
 
 
