@@ -45,8 +45,8 @@ MAX_ROWS = 16  # the most input rows a launch takes (the static loop's length at
 
 @dataclass(frozen=True)
 class RowsConfig:
-    block_n: int = 4  # weight rows a program
-    blocks_per_step: int = 16  # super-blocks a program (K split into such steps)
+    block_n: int = 8  # weight rows a program
+    blocks_per_step: int = 8  # super-blocks a program (K split into such steps)
     num_warps: int = 2
     rows_in_thread: bool = True  # gemv_common.load_words' RIT: a group's rows in one thread
     chained: bool = False  # a programmatic dependent launch on sm_90+ (gemv_dp4a's GDC)
@@ -180,43 +180,43 @@ def _q6_k_row(codes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: tl.cons
 
 
 @triton.jit
-def _row_into(y, r: tl.constexpr, codes, blk, group_mask, rows, xq_ptr, xd_ptr, xs_ptr, NB,
-              ASM: tl.constexpr, Q6: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
-    """y [ROWS, BN] with its row r set to input row r's products with the tile's weights."""
+def _row_out(r: tl.constexpr, codes, blk, group_mask, rows, row_mask, xq_ptr, xd_ptr, xs_ptr,
+             out_ptr, part_ptr, split, stride_ob, N, n_rows_x, NB, ASM: tl.constexpr,
+             Q6: tl.constexpr, RIT: tl.constexpr, SPLIT_K: tl.constexpr):  # fmt: skip
+    """Input row r's products with the tile's weights, stored as they come out of the sum over
+    the groups (no gathering of the rows into one tensor: that took a pass through shared
+    memory a row): to out, or with SPLIT_K as the float32 partial part[split, r, n]."""
     xq_row, xd_row, xs_row = xq_ptr + r * NB * 64, xd_ptr + r * NB * 8, xs_ptr + r * NB * 16
     if Q6:
         part = _q6_k_row(codes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM, RIT)
     else:
         part = _q4_k_row(codes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM, RIT)
-    b = tl.arange(0, y.shape[0])
-    return tl.where(b[:, None] == r, tl.sum(part, axis=1)[None, :], y)
+    y = tl.sum(part, axis=1)
+    if SPLIT_K:
+        tl.store(part_ptr + (split * n_rows_x + r) * N + rows, y, mask=row_mask)
+    else:
+        tl.store(out_ptr + r * stride_ob + rows, y.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
 @triton.jit
-def _finish(y, out_ptr, part_ptr, count_ptr, tile, split, rows, row_mask, n_rows_x, stride_ob,
-            N, n_splits, SPLIT_K: tl.constexpr):  # fmt: skip
-    """Write y [ROWS, BN] (input rows x weight rows) to out, in one launch also with split-K:
-    each program stores its float32 partial in part[split, b, n] and takes one ticket of its
-    weight tile; the last of the tile's n_splits programs adds the partials in split order,
-    writes out and resets the counter (as gemv_common.finish_rows, for every row at once)."""
-    b = tl.arange(0, y.shape[0])
+def _sum_splits(out_ptr, part_ptr, count_ptr, tile, rows, row_mask, n_rows_x, stride_ob, N,
+                n_splits, ROWS: tl.constexpr):  # fmt: skip
+    """After each row's partial is stored: take one ticket of the weight tile; the last of its
+    n_splits programs adds the partials part[split, b, n] in split order, writes out and
+    resets the counter (as gemv_common.finish_rows, for every row at once)."""
+    b = tl.arange(0, ROWS)
     mask = (b < n_rows_x)[:, None] & row_mask[None, :]
-    out = out_ptr + b[:, None] * stride_ob + rows[None, :]
-    if SPLIT_K:
+    tl.debug_barrier()
+    ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
+    if ticket == n_splits - 1:
         part = part_ptr + b[:, None] * N + rows[None, :]
         split_stride = n_rows_x * N
-        tl.store(part + split * split_stride, y, mask=mask)
-        tl.debug_barrier()
-        ticket = tl.atomic_add(count_ptr + tile, 1, sem="acq_rel", scope="gpu")
-        if ticket == n_splits - 1:
-            total = tl.zeros_like(y)
-            for j in range(0, n_splits):
-                total += tl.load(part + j * split_stride, mask=mask, other=0.0,
-                                 cache_modifier=".cg")  # fmt: skip
-            tl.store(out, total.to(out_ptr.dtype.element_ty), mask=mask)
-            tl.atomic_xchg(count_ptr + tile, 0)
-    else:
-        tl.store(out, y.to(out_ptr.dtype.element_ty), mask=mask)
+        total = tl.zeros((ROWS, rows.shape[0]), dtype=tl.float32)
+        for j in range(0, n_splits):
+            total += tl.load(part + j * split_stride, mask=mask, other=0.0, cache_modifier=".cg")
+        out = out_ptr + b[:, None] * stride_ob + rows[None, :]
+        tl.store(out, total.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.atomic_xchg(count_ptr + tile, 0)
 
 
 @triton.jit
@@ -248,27 +248,31 @@ def dp4a_rows_kernel(
         codes = _q6_k_codes(planes, blk)
     else:
         codes = _q4_k_codes(planes, blk)
-    y = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
     for r in tl.static_range(ROWS):
         # rows 0..ROWS/2 exist in every batch ROWS is picked for (ROWS/2 < n_rows_x <= ROWS)
         if r <= ROWS // 2:  # noqa: SIM114 (a static if; the elif's test is at run time)
-            y = _row_into(y, r, codes, blk, group_mask, rows, xq_ptr, xd_ptr, xs_ptr, NB, ASM,
-                          Q6, RIT)  # fmt: skip
+            _row_out(r, codes, blk, group_mask, rows, row_mask, xq_ptr, xd_ptr, xs_ptr,
+                     out_ptr, part_ptr, split, stride_ob, N, n_rows_x, NB, ASM, Q6, RIT,
+                     SPLIT_K)  # fmt: skip
         elif r < n_rows_x:
-            y = _row_into(y, r, codes, blk, group_mask, rows, xq_ptr, xd_ptr, xs_ptr, NB, ASM,
-                          Q6, RIT)  # fmt: skip
-    _finish(y, out_ptr, part_ptr, count_ptr, tile, split, rows, row_mask, n_rows_x, stride_ob, N,
-            n_splits, SPLIT_K)  # fmt: skip
+            _row_out(r, codes, blk, group_mask, rows, row_mask, xq_ptr, xd_ptr, xs_ptr,
+                     out_ptr, part_ptr, split, stride_ob, N, n_rows_x, NB, ASM, Q6, RIT,
+                     SPLIT_K)  # fmt: skip
+    if SPLIT_K:
+        _sum_splits(out_ptr, part_ptr, count_ptr, tile, rows, row_mask, n_rows_x, stride_ob, N,
+                    n_splits, ROWS)  # fmt: skip
 
 
 def default_rows_config(fmt: str, n_rows_x: int, n_out: int, n_in: int) -> RowsConfig:
     """The tile for n_rows_x rows of a format and shape, from the sm_90 SASS (Triton 3.6,
-    benchmarks/kernels/gemv_rows_sass.py), not yet timed: Q4_K 4 weight rows x 16 super-blocks
-    on 2 warps (8 rows take 225-254 registers); Q6_K 8 rows (148 registers; 0.81 instructions
-    a weight a row at 16 rows against 1.10 at 4 weight rows). benchmarks/kernels/gemv_rows.py
-    times these beside its SWEEP."""
-    if fmt == "Q6_K":
-        return RowsConfig(block_n=8)
+    benchmarks/kernels/gemv_rows_sass.py), not yet timed: 8 weight rows x 8 super-blocks on 2
+    warps, rows in the thread, for both formats and every row count (128-148 registers at 2-16
+    rows). Against 4 x 16 (the one-row kernel's tile, the same weights a thread) it issues the
+    same instructions a weight, but each row's sum over the groups stays within a warp: Q4_K
+    at 16 rows 33 barriers against 79 and 17 shared-memory stores against 96. Twice the
+    weights a thread (one warp, or 16 rows on two) issue 10-25% fewer instructions a weight
+    with 225-255 registers (fewer programs an SM). benchmarks/kernels/gemv_rows.py times this
+    tile beside its SWEEP."""
     return RowsConfig()
 
 

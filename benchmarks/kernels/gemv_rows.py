@@ -55,7 +55,7 @@ LAYER = [("attn_q/o", "Q4_K", 2), ("attn_k/v", "Q4_K", 2), ("ffn_gate/up", "Q4_K
 # wins is what this sweep says
 SWEEP = [
     RowsConfig(block_n=bn, num_warps=nw, blocks_per_step=k)
-    for bn, nw, k in ((4, 2, 16), (4, 1, 16), (8, 2, 16), (8, 1, 16), (16, 2, 16), (4, 2, 8))
+    for bn, nw, k in ((8, 2, 8), (4, 2, 16), (4, 1, 16), (8, 1, 8), (16, 2, 8), (16, 4, 8))
 ]
 
 

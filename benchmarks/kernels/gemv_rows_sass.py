@@ -5,8 +5,10 @@ default_rows_config's tile), in instructions a weight a thread, at 1, 2, 4, 8 an
 
     PYTHONPATH=/tmp/t36:$PWD python -m benchmarks.kernels.gemv_rows_sass
 
-Both are straight-line kernels at these shapes (one step a program), so the whole kernel's
-instruction count over a program's weights a thread is the cost a weight; the H200 issues about
+The rows kernel is straight-line (one step a program), so its whole instruction count over a
+program's weights a thread is the cost a weight; so is the one-row kernel's at 4096 inputs
+(one step), while at 14336 (Q6_K's K loop) its count holds the loop body once, about one
+step, and the figure is an estimate; the H200 issues about
 4.7 a Q4_K weight and 6.8 a Q6_K weight in the time it streams one at its copy rate
 (kernels/dequant_mma.py's docstring). Run it with the Triton the GPU has (3.6 on the H200).
 """
@@ -32,7 +34,7 @@ from kernels.gemv_dp4a_rows import default_rows_config, dp4a_rows_kernel, rows_p
 X_PTRS = {"xq_ptr": "*i32", "xd_ptr": "*fp32", "xs_ptr": "*i32", "out_ptr": "*fp16",
           "part_ptr": "*fp32", "count_ptr": "*i32"}  # fmt: skip
 PLANES = {"Q4_K": ("*fp16", "*fp16", "*i32", "*i32"), "Q6_K": ("*i32", "*i32", "*i32", "*fp16")}
-SHAPES = [("Q4_K", 4096, 4096), ("Q4_K", 14336, 4096), ("Q6_K", 4096, 4096)]
+SHAPES = [("Q4_K", 4096, 4096), ("Q6_K", 4096, 4096), ("Q6_K", 4096, 14336)]
 
 
 def _compile(fn, fmt, consts, ints, num_warps, num_stages):

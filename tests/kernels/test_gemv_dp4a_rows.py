@@ -35,7 +35,7 @@ def _rows_call(w, x, cfg, device):
 
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
 def test_matches_the_reference(fmt, device):
-    """3 rows (ROWS 4: the last row skipped), 6 weight rows (a ragged tile of 4), K in 2 steps
+    """3 rows (ROWS 4: the last row skipped), 6 weight rows (a ragged tile of 8), K in 2 steps
     of one super-block (split-K, summed by the last program of each tile)."""
     w, x, exact = _case(fmt, 6, 512, 3, device)
     y, counters = _rows_call(w, x, RowsConfig(blocks_per_step=1), device)
