@@ -265,14 +265,24 @@ def dp4a_rows_kernel(
 
 def default_rows_config(fmt: str, n_rows_x: int, n_out: int, n_in: int) -> RowsConfig:
     """The tile for n_rows_x rows of a format and shape, from the sm_90 SASS (Triton 3.6,
-    benchmarks/kernels/gemv_rows_sass.py), not yet timed: 8 weight rows x 8 super-blocks on 2
-    warps, rows in the thread, for both formats and every row count (128-148 registers at 2-16
-    rows). Against 4 x 16 (the one-row kernel's tile, the same weights a thread) it issues the
-    same instructions a weight, but each row's sum over the groups stays within a warp: Q4_K
-    at 16 rows 33 barriers against 79 and 17 shared-memory stores against 96. Twice the
-    weights a thread (one warp, or 16 rows on two) issue 10-25% fewer instructions a weight
-    with 225-255 registers (fewer programs an SM). benchmarks/kernels/gemv_rows.py times this
-    tile beside its SWEEP."""
+    benchmarks/kernels/gemv_rows_sass.py), not yet timed; 2 warps, rows in the thread, 1024
+    weights a thread (128-168 registers at 2-16 rows) in two shapes:
+
+    up to 4 rows of at most 16 super-blocks    4 weight rows x 16 super-blocks (the one-row
+                   kernel's tile): a 4096-wide row is one step, no split-K pass (at 2 and 4
+                   rows Q4_K 2.88 and 4.53 instructions a weight against 3.36 and 5.02 for
+                   8 x 8; Q6_K 2.84 and 4.54 against 3.36 and 4.81)
+    otherwise      8 x 8: at 4096 inputs the same instructions a weight and K in two parts,
+                   but each row's sum over the groups stays within a warp (Q4_K at 16 rows 33
+                   barriers against 79, 17 shared-memory stores against 96); at 14336 (56
+                   super-blocks, steps of 8 either way) Q6_K 3.35 a weight at 2 rows against
+                   4.59 for 4 x 8
+
+    Twice the weights a thread (one warp, or 16 rows on two) issue 10-25% fewer instructions a
+    weight with 225-255 registers (fewer programs an SM). benchmarks/kernels/gemv_rows.py
+    times these beside its SWEEP."""
+    if n_rows_x <= 4 and n_in <= 16 * 256:
+        return RowsConfig(block_n=4, blocks_per_step=16)
     return RowsConfig()
 
 

@@ -7,10 +7,10 @@ default_rows_config's tile), in instructions a weight a thread, at 1, 2, 4, 8 an
 
 The rows kernel is straight-line (one step a program), so its whole instruction count over a
 program's weights a thread is the cost a weight; so is the one-row kernel's at 4096 inputs
-(one step), while at 14336 (Q6_K's K loop) its count holds the loop body once, about one
-step, and the figure is an estimate; the H200 issues about
-4.7 a Q4_K weight and 6.8 a Q6_K weight in the time it streams one at its copy rate
-(kernels/dequant_mma.py's docstring). Run it with the Triton the GPU has (3.6 on the H200).
+(one step), and at 14336 (Q6_K's K loop) its loop body's over a step's weights. The H200
+issues about 4.7 instructions a Q4_K weight and 6.8 a Q6_K weight in the time it streams one
+at its copy rate (kernels/dequant_mma.py's docstring). Run it with the Triton the GPU has
+(3.6 on the H200).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from benchmarks.kernels.dequant_mma_sass import BIN
+from benchmarks.kernels.dequant_mma_sass import BIN, loop_opcodes
 from kernels.gemv import dp4a_plan, integer_config
 from kernels.gemv_common import whole_steps
 from kernels.gemv_dp4a import dp4a_gemv_kernel
@@ -49,8 +49,9 @@ def _compile(fn, fmt, consts, ints, num_warps, num_stages):
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def counts(kernel) -> tuple[int, int, collections.Counter]:
-    """(registers, spill-store bytes, opcode counts of the whole kernel)."""
+def counts(kernel, loop: bool = False) -> tuple[int, int, collections.Counter]:
+    """(registers, spill-store bytes, opcode counts of the whole kernel, or with `loop` of its
+    main loop's body)."""
     with tempfile.TemporaryDirectory() as tmp:
         ptx = Path(tmp) / "k.ptx"
         ptx.write_text(kernel.asm["ptx"])
@@ -60,7 +61,10 @@ def counts(kernel) -> tuple[int, int, collections.Counter]:
         sass = subprocess.run([str(BIN / "cuobjdump"), "-sass", str(cubin)],
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
     ops = collections.Counter()
-    for line in sass.splitlines():
+    if loop:
+        ops = loop_opcodes(sass)
+        ops.pop("NOP", None)
+    for line in sass.splitlines() if not loop else ():
         found = re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
         if found and found.group(1) != "NOP":
             ops[found.group(1)] += 1
@@ -78,7 +82,8 @@ def per_row_kernel(fmt, n_out, n_in):
     ints = {"N": n_out, "NB": n_in // 256, "n_rows_x": 1, "stride_ob": n_out,
             "blocks_per_split": plan.blocks_per_split, "n_splits": plan.splits}  # fmt: skip
     kernel = _compile(dp4a_gemv_kernel, fmt, consts, ints, cfg.num_warps, cfg.num_stages)
-    return cfg.block_n * cfg.blocks_per_tile * 256 / (32 * cfg.num_warps), counts(kernel)
+    weights = cfg.block_n * cfg.blocks_per_tile * 256 / (32 * cfg.num_warps)
+    return weights, counts(kernel, loop=not consts["ONE_STEP"])
 
 
 def rows_kernel(fmt, n_out, n_in, rows):
