@@ -2,7 +2,7 @@
 # h17r (issue 38): the integer GEMV with a batch's 2-16 decode rows in one program
 # (kernels/gemv_dp4a_rows.py) against a program per row, beside the dequantizing MMA. Run from
 # the repository root, on one H200, in the session's call environment (torch 2.11 + Triton
-# 3.6); $1: the output folder. About 3-5 minutes (each step capped: 100, 120, 120, 60 s).
+# 3.6); $1: the output folder. About 3 minutes (each step capped: 100, 120, 90 s).
 #   tests.txt   the rows kernel on the GPU (its interpreter tests plus Llama-3-8B's attn_q and
 #               ffn_down at 2, 4, 7, 8, 16 rows against the program-per-row kernel), the
 #               integer GEMV's own tests and rows_alike, the batch's GPU tests (a captured
@@ -12,12 +12,18 @@
 #               fraction of the copy rate; the layer lines and where the rows GEMV beats the MMA
 #   sweep.txt   the rows GEMV's tiles (SWEEP) at 4 and 16 rows: which default_rows_config
 #               should take
-#   engine.txt  the captured-decode-step GPU test again with a program per row forced
-#               (HEARTH_GEMV_ROWS_IN_PROGRAM=0, the engine's switch for this measurement)
+# The engine's switch back to a program per row, HEARTH_GEMV_ROWS_IN_PROGRAM=0, is for the
+# lead's serving measurement (benchmarks at 1/4/16/64 clients, old against new), not run here.
 set -uo pipefail
 o=${1:?usage: $0 OUTPUT_FOLDER}
 mkdir -p "$o"
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# the tests' reference is gguf's dequantizer: from the bundle's wheel where it is not installed
+if ! python3 -c "import gguf" 2>/dev/null; then
+  wheel=$(ls .gpu-bundle/wheels/gguf-*.whl .whl/gguf-*.whl 2>/dev/null | head -1)
+  [ -n "$wheel" ] && python3 -m pip install -q --no-index --no-deps --target /tmp/site "$wheel" \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/site"
+fi
 start=$(date +%s)
 since() { echo "$1 after $(( $(date +%s) - start )) s" | tee -a "$o/steps.txt"; }
 T="HEARTH_GPU_TESTS=1 timeout 100 python3 -m pytest -n 8 -q -p no:cacheprovider -rfE"
@@ -27,10 +33,6 @@ since "tests (exit $?)"; tail -3 "$o/tests.txt" >>"$o/steps.txt"
 timeout 120 python3 -m benchmarks.kernels.gemv_rows --rows 1,2,4,8,16 --json "$o/rows.json" \
   >"$o/rows.txt" 2>&1
 since "rows benchmark (exit $?)"
-timeout 120 python3 -m benchmarks.kernels.gemv_rows --rows 1,4,16 --sweep \
+timeout 90 python3 -m benchmarks.kernels.gemv_rows --rows 4,16 --sweep \
   --json "$o/sweep.json" >"$o/sweep.txt" 2>&1
 since "rows sweep (exit $?)"
-HEARTH_GEMV_ROWS_IN_PROGRAM=0 HEARTH_GPU_TESTS=1 timeout 60 python3 -m pytest -q \
-  -p no:cacheprovider -rfE tests/engine/hearth/test_gpu_batch.py -k captured_decode_step \
-  >"$o/engine.txt" 2>&1
-since "captured step, program per row (exit $?)"
