@@ -2,21 +2,22 @@
 
 gemv_dp4a's kernel takes one input row a program: at B rows a weight tile is read B times (all
 but the first from L2) and its codes unpacked and its scales decoded B times. Compiled for
-sm_90 (benchmarks/kernels/gemv_rows_sass.py) its one-row program issues 2.5 instructions a
-Q4_K weight a thread (4096x4096) against about 4.7 that the H200 issues in the time it streams a
-weight at its copy rate (decision 0022's follow-up), so B rows issue 2.5 B: 4 rows are 10, and
-bound by issue at about twice the copy time, as measured (a Llama-3-8B layer's seven matrices at
-4 rows 2.41x their time at one row, docs/measurements/2026-11-29-s16-call-4/mma/rows.txt).
+sm_90 (benchmarks/kernels/gemv_rows_sass.py) its one-row program issues 2.41 instructions a
+Q4_K weight a thread (4096x4096) against about 4.7 that the H200 issues in the time it streams
+a weight at its copy rate, so B rows issue 2.41 B: 4 rows are 9.6, bound by issue at about
+twice the copy time, as measured (a Llama-3-8B layer's seven matrices at 4 rows 2.41x their
+time at one row, docs/measurements/2026-11-29-s16-call-4/mma/rows.txt).
 
 Here a program takes BLOCK_N weight rows x one step of NBLK super-blocks (K split into whole
 steps; the splits added in the same launch, a ticket per weight tile) and every input row:
 the weights are loaded, their codes unpacked and their scales decoded once, then for each
 input row (a static loop over ROWS, the rows' power of two; the rows past the batch's skipped
-by a branch) x's words meet the same registers in dp4a. What a row costs is its dp4a, the
-adds of their sums, the per-sub-block floats and the sum over the tile's groups; what the tile
-costs once is everything else. The per-row arithmetic is gemv_dp4a's, in the same order, so
-a row of a one-step shape (a 4096-wide row: no split) gives the one-row kernel's bits where
-the sum over groups takes the same tree.
+by a branch) x's words meet the same registers in dp4a, each dp4a adding into the one before.
+What a row costs is its dp4a, the per-sub-block floats, the sum over the tile's groups and its
+store: Q4_K 4.56 instructions a weight at 4 rows, 13.8 at 16 (docs/decisions/
+2026-11-29-gemv-rows-in-one-program.md). The per-row arithmetic is gemv_dp4a's (the integer
+sums exact in any order, the floats in its order), so a row of a one-step shape (a 4096-wide
+row: no split) gives the one-row kernel's bits where the sum over groups takes the same tree.
 
 x in 8 bits as quantize_activation writes it ([B, K/4] words, [B, K/32] scales, [B, K/16]
 sums); the weights PackedWeight's planes as gemv_dp4a.plane_args gives them.
@@ -270,12 +271,12 @@ def default_rows_config(fmt: str, n_rows_x: int, n_out: int, n_in: int) -> RowsC
 
     up to 4 rows of at most 16 super-blocks    4 weight rows x 16 super-blocks (the one-row
                    kernel's tile): a 4096-wide row is one step, no split-K pass (at 2 and 4
-                   rows Q4_K 2.88 and 4.53 instructions a weight against 3.36 and 5.02 for
+                   rows Q4_K 2.88 and 4.56 instructions a weight against 3.36 and 5.02 for
                    8 x 8; Q6_K 2.84 and 4.54 against 3.36 and 4.81)
     otherwise      8 x 8: at 4096 inputs the same instructions a weight and K in two parts,
                    but each row's sum over the groups stays within a warp (Q4_K at 16 rows 33
                    barriers against 79, 17 shared-memory stores against 96); at 14336 (56
-                   super-blocks, steps of 8 either way) Q6_K 3.35 a weight at 2 rows against
+                   super-blocks, steps of 8 either way) Q6_K 3.36 a weight at 2 rows against
                    4.59 for 4 x 8
 
     Twice the weights a thread (one warp, or 16 rows on two) issue 10-25% fewer instructions a
