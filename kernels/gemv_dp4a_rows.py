@@ -35,7 +35,7 @@ from kernels.act_quant import QuantizedActivation, dp4a, quantize_activation, x_
 from kernels.gemv_common import whole_steps
 from kernels.gemv_dp4a import (
     LOW_NIBBLES,
-    _load,
+    load_planes,
     plane_args,
     q4_k_scales_from_words,
 )
@@ -241,7 +241,7 @@ def dp4a_rows_kernel(
     row_mask = (rows < N) | EVEN
     blk = split * NBLK + tl.arange(0, NBLK * PER) // PER
     group_mask = (blk < NB) | EVEN
-    planes = _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6, RIT)
+    planes = load_planes(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6, RIT)
     if GDC:
         gdc_launch_dependents()
         gdc_wait()
@@ -294,7 +294,7 @@ def rows_power(n_rows_x: int) -> int:
 
 def launch(w, x: torch.Tensor, xq: QuantizedActivation | None, out: torch.Tensor, counters,
            cfg: RowsConfig, native: bool) -> None:  # fmt: skip
-    """out [B, n_out] = x [B, K] @ W^T for 2 <= B <= MAX_ROWS (xq: x's 8-bit form, or None:
+    """out [B, n_out] = x [B, K] @ W^T for 1 <= B <= MAX_ROWS (xq: x's 8-bit form, or None:
     quantized here in a launch of its own); counters: at least one zeroed int32 a weight
     tile. native: the inline assembly runs (a GPU, not the interpreter)."""
     n_rows_x = x.shape[0]
