@@ -130,7 +130,8 @@ def summary(rows: list[dict]) -> None:
         return min(times, default=float("nan"))
 
     counts = sorted({r["rows"] for r in rows})
-    print("\na Llama-3-8B layer (q, o, k, v, gate, up Q4_K; down Q6_K), us and x one row")
+    print("\na Llama-3-8B layer (q, o, k, v, gate, up Q4_K; down Q6_K), us and x one row "
+          "(each path's best tile)")  # fmt: skip
     one = sum(n * best(s, f, 1, PER_ROW) for s, f, n in LAYER)
     for m in counts:
         per = {k: sum(n * best(s, f, m, k) for s, f, n in LAYER) for k in (PER_ROW, ROWS_GEMV,
