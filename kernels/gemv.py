@@ -2,7 +2,8 @@
 
 Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x in 8 bits per
 32 values, quantized by a small launch of its own unless the caller passes it, dp4a against the
-packed codes, split-K reduced in the same launch); every other case dequantizes to floats
+packed codes, split-K reduced in the same launch; 2..16 rows all in one program,
+gemv_dp4a_rows.py, where the config says rows_in_program); every other case dequantizes to floats
 (gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
 `GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
 it."""
@@ -16,11 +17,11 @@ from dataclasses import dataclass
 import torch
 import triton
 
-from kernels import gemv_blocks, gemv_dp4a, gemv_kquants
+from kernels import gemv_blocks, gemv_dp4a, gemv_dp4a_rows, gemv_kquants
 from kernels.act_quant import QuantizedActivation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
-from kernels.gemv_common import split_plan
+from kernels.gemv_common import split_plan, whole_steps
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
 
@@ -83,6 +84,10 @@ class GemvConfig:
     # for bit (speculative checking, engine/hearth/verify.py). Needs block_b == 1 (each row
     # its own program); without it the split plan counts every row's tiles.
     rows_alike: bool = False
+    # dp4a at 2..gemv_dp4a_rows.MAX_ROWS rows (and not rows_alike): every input row in one
+    # program (gemv_dp4a_rows.py: a weight tile loaded and unpacked once for all the rows),
+    # not a program per row; its tile is gemv_dp4a_rows.default_rows_config's
+    rows_in_program: bool = False
 
 
 # output rows from which default_config's Q4_K takes 8 rows a program (tall_rows): above the
@@ -111,7 +116,7 @@ def integer_config(fmt: str) -> GemvConfig:
     if fmt not in _DP4A:
         raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")
     step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", chained=True, early_next=True,
-                      num_warps=2, one_step=True)  # fmt: skip
+                      num_warps=2, one_step=True, rows_in_program=True)  # fmt: skip
     loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", chained=True, early_next=True)
     if fmt == "Q6_K":
         return dataclasses.replace(step, long_rows=dataclasses.replace(loop, blocks_per_tile=16))
@@ -222,16 +227,6 @@ def quant_matmul(
 _COUNTERS = TicketCounters(minimum=1 << 16)
 
 
-def whole_steps(n_blocks: int, most: int) -> int:
-    """Super-blocks a step for a row of n_blocks: the largest power of two up to `most` that
-    divides it (no step half empty: Llama-3-8B's 14336-wide rows, 56 super-blocks, go in 7
-    steps of 8, not 4 of 16 with the last half masked), unless that is under most / 2."""
-    step = most
-    while n_blocks % step and step > max(1, most // 2):
-        step //= 2
-    return step if n_blocks % step == 0 else most
-
-
 def dp4a_plan(cfg: GemvConfig, n_out: int, n_in: int, n_rows_x: int, n_sm: int, native: bool):
     """(the config that serves this shape, its _Plan): how _dp4a_matmul cuts the work."""
     n_blocks = n_in // 256
@@ -259,6 +254,10 @@ def _dp4a_matmul(
     x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig, quantized: QuantizedActivation | None
 ) -> torch.Tensor:
     n_rows_x = x2.shape[0]
+    if cfg.rows_in_program and not cfg.rows_alike and 2 <= n_rows_x <= gemv_dp4a_rows.MAX_ROWS:
+        rows_cfg = gemv_dp4a_rows.default_rows_config(w.fmt.name, n_rows_x, w.n_out, w.n_in)
+        return _dp4a_rows_matmul(x2, w, dataclasses.replace(rows_cfg, chained=cfg.chained),
+                                 quantized)  # fmt: skip
     cfg, plan = dp4a_plan(
         cfg, w.n_out, w.n_in, n_rows_x, _sm_count(x2.device), not interpret_mode()
     )
@@ -268,4 +267,17 @@ def _dp4a_matmul(
         part = torch.empty(plan.splits, n_rows_x, w.n_out, dtype=torch.float32, device=x2.device)
     counters = _COUNTERS.get(x2.device, triton.cdiv(w.n_out, cfg.block_n) * n_rows_x)
     gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg)
+    return out
+
+
+def _dp4a_rows_matmul(
+    x2: torch.Tensor,
+    w: PackedWeight,
+    cfg: gemv_dp4a_rows.RowsConfig,
+    quantized: QuantizedActivation | None,
+) -> torch.Tensor:
+    """The integer GEMV with every row of x2 in one program (gemv_dp4a_rows.py)."""
+    out = torch.empty(x2.shape[0], w.n_out, dtype=x2.dtype, device=x2.device)
+    counters = _COUNTERS.get(x2.device, triton.cdiv(w.n_out, cfg.block_n))
+    gemv_dp4a_rows.launch(w, x2, quantized, out, counters, cfg, not interpret_mode())
     return out

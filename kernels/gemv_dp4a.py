@@ -209,8 +209,8 @@ def _q6_k_mac(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: t
 
 
 @triton.jit
-def _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.constexpr,
-          RIT: tl.constexpr):  # fmt: skip
+def load_planes(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.constexpr,
+                RIT: tl.constexpr):  # fmt: skip
     """One step's weight planes, the format's six tensors."""
     if Q6:
         planes = _q6_k_load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, RIT)
@@ -249,8 +249,8 @@ def dp4a_gemv_kernel(
     tile, split, b, rows, row_mask, blk, group_mask = _step(
         0, steps_per_tile, n_splits, n_rows_x, blocks_per_split, N, NB, BLOCK_N, NBLK, PER, EVEN
     )
-    w0, w1, w2, w3, w4, w5 = _load(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6,
-                                   RIT)  # fmt: skip
+    w0, w1, w2, w3, w4, w5 = load_planes(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB,
+                                         Q6, RIT)  # fmt: skip
     if GDC:
         if EARLY_NEXT:
             gdc_launch_dependents()
@@ -276,9 +276,9 @@ def dp4a_gemv_kernel(
             acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row,
                        xs_row, ASM, Q6, RIT)  # fmt: skip
             # the next step's weights, none past the last step
-            u0, u1, u2, u3, u4, u5 = _load(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
-                                           group_mask_n & (s + 1 < n_steps), NB, Q6,
-                                           RIT)  # fmt: skip
+            u0, u1, u2, u3, u4, u5 = load_planes(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
+                                                 group_mask_n & (s + 1 < n_steps), NB, Q6,
+                                                 RIT)  # fmt: skip
             if (s + 1) % steps_per_tile == 0:  # the tile's last step
                 if GDC and not EARLY_NEXT:  # noqa: SIM102 (a static if around a runtime one)
                     if s + 1 == n_steps:
