@@ -58,11 +58,38 @@ def _kernel_table(run) -> dict[str, float]:
     return dict(table)
 
 
-def profile_checks(model_path: str, depth: int) -> dict:
+def _check_figures(ctx, transformer, token: int, depth: int, size: int, plain_gpu: float,
+                   plain_host: float) -> dict:  # fmt: skip
+    """One captured check of `size` copies of `token` at `depth`: its GPU and host time (in ms
+    and plain steps), its kernels' GPU time by name (run eagerly) and its logits."""
     import torch
 
     from engine.hearth.check_graph import CheckGraph
     from engine.hearth.verify import check_logits
+
+    graph = CheckGraph(transformer, ctx.cache, size, position=depth)
+    gpu = _graph_seconds(graph.graph.replay, ctx.synchronize)
+    hosts = []
+    for _ in range(20):
+        started = time.perf_counter()
+        logits, _ = graph.run([token] * size, depth)
+        hosts.append(time.perf_counter() - started)
+    logits = logits.clone()
+    host = statistics.median(hosts)
+
+    def check_eagerly():
+        with torch.inference_mode():
+            rows = check_logits(transformer, ctx.cache, [token] * size, depth, fixed_shapes=True)
+            torch.argmax(rows, dim=-1)
+
+    return {"gpu_ms": gpu * 1e3, "gpu_steps": gpu / plain_gpu, "host_ms": host * 1e3,
+            "host_steps": host / plain_host, "kernels_us": _kernel_table(check_eagerly),
+            "logits": logits}  # fmt: skip
+
+
+def profile_checks(model_path: str, depth: int, rows_per_program: tuple[int, ...]) -> dict:
+    import torch
+
     from engine.runtime import protocol as p
     from engine.runtime.hearth_driver import HearthModel
     from engine.runtime.speculative import trial
@@ -105,30 +132,26 @@ def profile_checks(model_path: str, depth: int) -> dict:
         print(f"plain step: gpu {plain_gpu * 1e3:.3f} ms, host {plain_host * 1e3:.3f} ms, "
               f"kernels {sum(plain_kernels.values()) / 1e3:.3f} ms "
               f"({len(plain_kernels)} names)", flush=True)  # fmt: skip
-        for size in SIZES:
-            graph = CheckGraph(transformer, cache, size, position=depth)
-            gpu = _graph_seconds(graph.graph.replay, ctx.synchronize)
-            hosts = []
-            for _ in range(20):
-                started = time.perf_counter()
-                graph.run([token] * size, depth)
-                hosts.append(time.perf_counter() - started)
-            host = statistics.median(hosts)
-
-            def check_eagerly(size=size):
-                with torch.inference_mode():
-                    logits = check_logits(transformer, cache, [token] * size, depth,
-                                          fixed_shapes=True)  # fmt: skip
-                    torch.argmax(logits, dim=-1)
-
-            kernels = _kernel_table(check_eagerly)
-            result["sizes"][size] = {"gpu_ms": gpu * 1e3, "host_ms": host * 1e3,
-                                     "kernels_us": kernels}  # fmt: skip
-            print(f"check of {size:>2}: gpu {gpu / plain_gpu:5.2f} steps ({gpu * 1e3:.3f} ms), "
-                  f"host {host / plain_host:5.2f} steps ({host * 1e3:.3f} ms), kernels "
-                  f"{sum(kernels.values()) / 1e3:.3f} ms", flush=True)  # fmt: skip
-            del graph
-        _print_kernels(plain_kernels, {s: r["kernels_us"] for s, r in result["sizes"].items()})
+        plain_logits = ctx.step(token).logits.clone()
+        ctx.forget_from(depth)
+        ops = loaded.hearth.ops
+        first: dict[int, torch.Tensor] = {}
+        for per_program in rows_per_program:
+            ops.check_rows = per_program  # the 32-weight-block GEMV's rows a program
+            sizes = result["sizes"][per_program] = {}
+            print(f"checks with {per_program} rows a program in their GEMVs:", flush=True)
+            for size in SIZES:
+                sizes[size] = _check_figures(ctx, transformer, token, depth, size, plain_gpu,
+                                             plain_host)  # fmt: skip
+                logits = sizes[size].pop("logits")
+                sizes[size]["row_0_is_the_step"] = torch.equal(logits[0], plain_logits)
+                sizes[size]["same_as_first"] = torch.equal(logits, first.setdefault(size, logits))
+                print(f"  check of {size:>2}: gpu {sizes[size]['gpu_steps']:5.2f} steps "
+                      f"({sizes[size]['gpu_ms']:.3f} ms), host {sizes[size]['host_steps']:5.2f} "
+                      f"steps ({sizes[size]['host_ms']:.3f} ms); row 0 = the step's bits: "
+                      f"{sizes[size]['row_0_is_the_step']}, = {rows_per_program[0]} a "
+                      f"program's: {sizes[size]['same_as_first']}", flush=True)  # fmt: skip
+            _print_kernels(plain_kernels, {n: f["kernels_us"] for n, f in sizes.items()})
         return result
     finally:
         ctx.close()
@@ -152,9 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="a GGUF the Hearth engine runs (the starter model)")
     parser.add_argument("--depth", type=int, default=512)
+    parser.add_argument("--rows-per-program", default="1,4",
+                        help="the check GEMV's rows a program to compare (GemvConfig)")  # fmt: skip
     parser.add_argument("--out", help="write the figures here (check-profile.json)")
     args = parser.parse_args(argv)
-    result = profile_checks(args.model, args.depth)
+    per_program = tuple(int(r) for r in args.rows_per_program.split(","))
+    result = profile_checks(args.model, args.depth, per_program)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "check-profile.json").write_text(json.dumps(result, indent=1))

@@ -46,8 +46,9 @@ def test_prompt_lookup_runs(starter, monkeypatch):
     try:
         assert note == "" and spec.drafter.name == "prompt_lookup"
         assert spec.length.max_length == 5
-        # checks of the last token and up to 5 drafts made ready at the load, not in a reply
-        assert prepared == [6]
+        # checks of the last token and the longest draft made ready at the load, not in a
+        # reply (on a GPU the drafts are 1 or 3 tokens: fixed_shape_lengths)
+        assert prepared == [max(spec.length.lengths or (5,)) + 1]
     finally:
         spec.close()
 
