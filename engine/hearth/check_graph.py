@@ -58,6 +58,7 @@ class CheckGraph:
         self._table = model.device_embedding()
         # the inputs as one copy: n token ids, then the first row's position
         self.host_inputs = torch.zeros(n + 1, dtype=torch.long, pin_memory=True)
+        self._host_view = self.host_inputs.numpy()  # filled in place: no tensor per check
         self.inputs = torch.zeros(n + 1, dtype=torch.long, device=device)
         self.inputs[n] = position
         self._rows = torch.arange(n, dtype=torch.long, device=device)
@@ -91,8 +92,10 @@ class CheckGraph:
         used = len(tokens)
         if not 0 < used <= self.n:
             raise ValueError(f"{used} tokens for a check graph of {self.n}")
-        padded = tokens + [tokens[-1]] * (self.n - used)
-        self.host_inputs.copy_(torch.tensor([*padded, position], dtype=torch.long))
+        host = self._host_view  # the last copy from it has ended: the last run synchronized
+        host[:used] = tokens
+        host[used : self.n] = tokens[-1]
+        host[self.n] = position
         self.inputs.copy_(self.host_inputs, non_blocking=True)
         self.graph.replay()
         self.done.record()
