@@ -166,7 +166,7 @@ for step in "$@"; do
       python3 -m pytest -q -rf -p no:cacheprovider tests/kernels/test_gemv_rows_alike.py \
         tests/kernels/test_kv_cache.py -k "rows_alike or splits_as_one" 2>&1 \
         | tee -a "$out/speculative-hearth-tests.log" || echo "SPECULATIVE KERNEL TESTS FAILED"
-      timeout 240 python3 benchmarks/speculative_gpu.py /tmp/starter/model.gguf --engine hearth \
+      timeout 240 python3 -m benchmarks.speculative_gpu /tmp/starter/model.gguf --engine hearth \
         --out "$out" 2>&1 | grep -v "^llama_\|^print_info\|^load" \
         | tee "$out/speculative-hearth.txt" || echo "SPECULATIVE HEARTH BENCHMARK FAILED" ;;
     starter-a) mkdir -p /tmp/starter && cp .starter-a/part /tmp/starter/part.a && echo "kept part a" ;;
@@ -201,7 +201,7 @@ for step in "$@"; do
       else
         spec_args=("$q4")
       fi
-      python3 benchmarks/speculative_gpu.py "${spec_args[@]}" --out "$out" 2>&1 \
+      python3 -m benchmarks.speculative_gpu "${spec_args[@]}" --out "$out" 2>&1 \
         | tee "$out/speculative-gpu$tag.txt" ;;
     rpc-show)  # half the layers on the GPU behind llama.cpp's RPC link (benchmarks/rpc_show.py)
       random_q4

@@ -3,7 +3,7 @@ on a model with real weights (tokens per second, drafts kept, same text), and wh
 tokens costs against one plain step, beside llama.cpp's own llama-bench for the same batches.
 
     source /tmp/llama/env.sh   # llama.cpp's CUDA build (benchmarks/gpu_run.sh makes it)
-    python3 benchmarks/speculative_gpu.py /tmp/starter/model.gguf --out DIR
+    python3 -m benchmarks.speculative_gpu /tmp/starter/model.gguf --out DIR
 
 `--cost-model 8B.gguf` adds the checking cost and the rewrite task on a model that is bound by
 memory bandwidth (`gpu_run.sh speculative` passes its random Llama-3-8B Q4_K_M; random weights

@@ -25,15 +25,19 @@ _BLOCK = 1024  # a multiple of 32: a program's values are whole groups of the qu
 
 
 @triton.jit
-def _swiglu_kernel(g_ptr, u_ptr, y_ptr, xq_ptr, xd_ptr, xs_ptr, n, QUANTIZE: tl.constexpr,
-                   LET_NEXT_START: tl.constexpr, BLOCK: tl.constexpr):  # fmt: skip
+def _swiglu_kernel(g_ptr, u_ptr, y_ptr, xq_ptr, xd_ptr, xs_ptr, n, row, stride_g, stride_u,
+                   QUANTIZE: tl.constexpr, LET_NEXT_START: tl.constexpr,
+                   BLOCK: tl.constexpr):  # fmt: skip
+    """y's n values in rows of `row`; gate's and up's rows stride_g and stride_u apart (views
+    into the joined gate/up product at several rows; `row` where contiguous)."""
     if LET_NEXT_START:  # as in kernels/norms.py
         gdc_launch_dependents()
     first = tl.program_id(0) * BLOCK
     offs = first + tl.arange(0, BLOCK)
     mask = offs < n
-    g = tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    u = tl.load(u_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    r, c = offs // row, offs % row
+    g = tl.load(g_ptr + r * stride_g + c, mask=mask, other=0.0).to(tl.float32)
+    u = tl.load(u_ptr + r * stride_u + c, mask=mask, other=0.0).to(tl.float32)
     y = (g * tl.sigmoid(g) * u).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + offs, y, mask=mask)
     if QUANTIZE:  # rows of whole 32s: a group never spans two rows of the flat values
@@ -60,8 +64,9 @@ def _launch(gate: torch.Tensor, up: torch.Tensor, *, quantize: bool):
         raise UnsupportedTensor(
             f"SwiGLU gate {tuple(gate.shape)} and up {tuple(up.shape)} differ in shape"
         )
-    gate, up = gate.contiguous(), up.contiguous()
-    y = torch.empty_like(gate)
+    shape = gate.shape
+    gate, up = _rows(gate), _rows(up)
+    y = torch.empty(gate.shape, dtype=gate.dtype, device=gate.device)
     n = gate.numel()
     quantized = None
     xq = xd = xs = y  # stand-ins for the 8-bit buffers when not quantizing (never touched)
@@ -78,8 +83,18 @@ def _launch(gate: torch.Tensor, up: torch.Tensor, *, quantize: bool):
             xd,
             xs,
             n,
+            gate.shape[-1],
+            gate.stride(0),
+            up.stride(0),
             QUANTIZE=quantize,
             BLOCK=_BLOCK,
             LET_NEXT_START=quantize and has_dependent_launch(gate.device),
         )
-    return y, quantized
+    return y.view(shape), quantized
+
+
+def _rows(t: torch.Tensor) -> torch.Tensor:
+    """t as [rows, K] with K's values side by side, rows any stride apart: the column slices
+    of the joined gate/up product at several rows stay views (no copy launch); else a copy."""
+    t2 = t.reshape(-1, t.shape[-1]) if t.dim() != 2 else t
+    return t2 if t2.stride(-1) == 1 or t2.shape[-1] == 1 else t2.contiguous()

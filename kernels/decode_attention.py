@@ -50,7 +50,7 @@ def decode_split_kernel(
     q_ptr, acc_ptr, m_ptr, l_ptr,
     block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,
-    qk_scale, stride_bt, n_splits, window,
+    qk_scale, stride_bt, stride_qt, n_splits, window,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
@@ -101,7 +101,10 @@ def decode_split_kernel(
     pages_per_split = tl.cdiv(end_page - first_page, n_splits)
     first = first_page + split * pages_per_split
     last = tl.minimum(first + pages_per_split, end_page)
-    q = tl.load(q_ptr + q_rows[:, None] * D + j[None, :], mask=group_mask[:, None], other=0.0)
+    # q's query tokens stride_qt apart (a speculative check's rows are views into the wider
+    # output of the RoPE launch), each token's heads side by side
+    q_at = (seq * T + token) * stride_qt + (head * G + gi % G) * D
+    q = tl.load(q_ptr + q_at[:, None] + j[None, :], mask=group_mask[:, None], other=0.0)
     q = q.to(tl.float32)
     if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
         q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)

@@ -80,6 +80,26 @@ def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     return q, planes.get("scale", q), planes.get("min", q)
 
 
+def _dense_rows(t: torch.Tensor) -> torch.Tensor:
+    """t [n, heads, D] with each row's heads side by side (rows may stand any stride apart, as
+    views into a wider product do: the kernels take the row stride); else a copy that is."""
+    heads, d = t.shape[1], t.shape[2]
+    dense = t.stride(2) == 1 and (heads == 1 or t.stride(1) == d)
+    return t if dense else t.contiguous()
+
+
+def _query_rows(q4: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(q [n_seqs, T, n_heads, D] with each query token's heads side by side, the stride
+    between query tokens): q4 itself where it is so (a speculative check's rows, views into
+    the RoPE launch's output), else a contiguous copy."""
+    n_seqs, n_tokens, n_heads, d = q4.shape
+    tokens_evenly = n_tokens == 1 or n_seqs == 1 or q4.stride(0) == n_tokens * q4.stride(1)
+    if q4.stride(3) == 1 and (n_heads == 1 or q4.stride(2) == d) and tokens_evenly:
+        return q4, q4.stride(1) if n_tokens > 1 else q4.stride(0)
+    q = q4.contiguous()
+    return q, n_heads * d
+
+
 @functools.cache
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
@@ -281,7 +301,7 @@ class PagedKVCache:
             )
         if shape[0] == 0:
             return
-        k, v = k.contiguous(), v.contiguous()
+        k, v = _dense_rows(k), _dense_rows(v)  # the kernel takes the row strides
         inv_freq = inv_freq_tensor(rope, self.device) if rope is not None else self._signs
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
@@ -448,19 +468,27 @@ class PagedKVCache:
                 f"{n_tokens} query tokens for a sequence of {min(lengths)} positions: "
                 "write their K and V first"
             )
-        q = q4.contiguous()
+        q, stride_qt = _query_rows(q4)
         group = n_heads // spec.n_kv_heads
-        if tables is None and n_seqs > 1:
+        # one sequence given once per query at its own positions (a speculative check): its
+        # block table read by every program (stride 0); lengths and open slots are read only
+        # without positions and for kivi4 keys, which keep their own copies per query
+        repeated = (
+            n_seqs > 1 and tables is None and positions is not None and not self.kivi
+            and len(set(seqs)) == 1
+        )  # fmt: skip
+        stride_bt = 0 if repeated else self.n_pages
+        if tables is None and n_seqs > 1 and not repeated:
             tables = torch.stack([self._tables[s] for s in seqs])
         table = tables if tables is not None else self._tables[seqs[0]]
         length_t = (
             torch.cat([self._length_tensors[s] for s in seqs])
-            if n_seqs > 1
+            if n_seqs > 1 and not repeated
             else self._length_tensors[seqs[0]]
         )
         slots = (
             torch.cat([self._slot_tensors[s] for s in seqs])
-            if n_seqs > 1
+            if n_seqs > 1 and not repeated
             else self._slot_tensors[seqs[0]]
         )
         kq, ks, km = _pointers(self._k[layer])
@@ -490,7 +518,7 @@ class PagedKVCache:
                 table, length_t,
                 positions.reshape(-1) if positions is not None else length_t, self._signs,
                 kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], slots,
-                qk_scale, self.n_pages, n_splits, window,
+                qk_scale, stride_bt, stride_qt, n_splits, window,
             )  # fmt: skip
 
         per_sm = self.tuning.programs_per_sm

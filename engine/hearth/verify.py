@@ -10,10 +10,10 @@ another kernel), so here every operation whose arithmetic depends on the row cou
 each row as a one-row call does:
 
 - the matrices: `ops.rows_as_one` (ops.py): on kernels/, the decode step's GEMV config with
-  `rows_alike` (kernels/gemv.py: each row its own program, the split plan of one row), and the
-  8-bit activations a one-row GEMV reads (each weight still read once for all rows: that is
-  the check's gain); on plain torch (the CPU, and types kernels/ does not pack), T one-row
-  products;
+  `rows_alike` (kernels/gemv.py: each row its own program, or several rows a program each
+  summed as its own, the split plan of one row), and the 8-bit activations a one-row GEMV
+  reads (each weight still read once for all rows: that is the check's gain); on plain torch
+  (the CPU, and types kernels/ does not pack), T one-row products;
 - attention: each row as a decode step at its position attends (`cache.attend_rows`), over
   the keys that step reads (the whole cache where steps have fixed shapes, else the filled
   part): the paged cache's decode kernel once for all rows, the sequence given once per row
@@ -93,7 +93,7 @@ def check_forward_embedded(
 
 
 def greedy_tokens(logits: torch.Tensor) -> list[int]:
-    """Each row's argmax, taken as a decode step takes it (torch.argmax of one row: the first
-    of equal maxima), read back in one copy."""
-    picks = torch.stack([torch.argmax(row) for row in logits])
-    return [int(t) for t in picks.tolist()]
+    """Each row's argmax, taken as a decode step takes it (the first of equal maxima: an
+    argmax does no arithmetic, so one launch over the rows picks what one a row picks), read
+    back in one copy."""
+    return [int(t) for t in torch.argmax(logits, dim=-1).tolist()]

@@ -143,6 +143,10 @@ class HearthBatchContext:
     def check(self, tokens: list[int], position: int) -> list[StepOutput]:
         raise EngineError(_THROUGH_THE_BATCH)
 
+    def prepare_checks(self, n_tokens: int) -> None:
+        """Nothing: a batched context never checks (speculation is off with parallel
+        requests)."""
+
     def new_sampler(self, sampling: p.SamplingParams) -> HearthSampler:
         from engine.runtime.hearth_driver import HearthSampler
 

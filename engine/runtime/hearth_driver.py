@@ -40,6 +40,9 @@ if TYPE_CHECKING:  # torch loads only when the Hearth engine is asked for
 
 DEVICE_ENV = "HEARTH_ENGINE_DEVICE"  # "cpu" runs the engine on the CPU (tests, development)
 GRAPH_ENV = "HEARTH_CUDA_GRAPH"  # "0": decode without the CUDA graph (measurements, debugging)
+# "0": a captured check per exact size, captured at its first use (inside a reply), as before
+# check_graph.bucket; for measuring the two against each other (benchmarks/speculative_gpu.py)
+CHECK_BUCKETS_ENV = "HEARTH_CHECK_BUCKETS"
 OUT_OF_MEMORY_EXIT = 3  # the worker's exit status after a GPU out-of-memory mid-generation
 
 
@@ -442,7 +445,7 @@ class HearthContext:
         self._history_changes()
         hearth = self.model.hearth
         with self._torch.inference_mode(), worker_ends_when_out_of_memory("checking drafts"):
-            graph = self._check_graph(len(tokens))
+            graph = self._check_graph(len(tokens), self.n_past)
             if graph is not None:
                 logits, greedy = graph.run(tokens, self.n_past)
             else:
@@ -456,17 +459,52 @@ class HearthContext:
             StepOutput(logits=row, greedy=pick) for row, pick in zip(logits, greedy, strict=True)
         ]
 
-    def _check_graph(self, n: int):
-        """The captured check of n tokens where decode steps are captured too (None: checks
-        run eagerly, as on the CPU or with kivi4 keys), captured on first use."""
-        from engine.hearth.check_graph import CheckGraph, capturable
+    def prepare_checks(self, n_tokens: int) -> None:
+        """Capture the check graphs that checks of up to n_tokens tokens replay (one per
+        check_graph.bucket size), now (at the load) rather than at a reply's first check of
+        each size. Capturing writes K and V past what is cached, which nothing reads."""
+        from engine.hearth.check_graph import bucket
+
+        if not self._checks_bucketed():
+            return
+        sizes = sorted({bucket(n) for n in range(1, n_tokens + 1)})
+        with (
+            self._torch.inference_mode(),
+            worker_ends_when_out_of_memory("capturing speculative checks"),
+        ):
+            for size in sizes:
+                if self.n_past + size <= self.info.n_ctx:
+                    self._captured_check(size, self.n_past)
+
+    def _checks_bucketed(self) -> bool:
+        from engine.hearth.check_graph import capturable
+
+        bucketed = os.environ.get(CHECK_BUCKETS_ENV) != "0"
+        return bucketed and self._use_graph and capturable(self.cache)
+
+    def _check_graph(self, n: int, position: int):
+        """The captured check that takes n tokens at `position` where decode steps are
+        captured too (None: the check runs eagerly, as on the CPU, with kivi4 keys, or where
+        the context has no room left for the padding rows of the next size up)."""
+        from engine.hearth.check_graph import bucket, capturable
 
         if not self._use_graph or not capturable(self.cache):
             return None
-        graph = self._check_graphs.get(n)
+        if not self._checks_bucketed():
+            return self._captured_check(n, position)  # one per size, as asked
+        size = bucket(n)
+        if position + size > self.info.n_ctx:
+            return None
+        return self._captured_check(size, position)
+
+    def _captured_check(self, size: int, position: int):
+        from engine.hearth.check_graph import CheckGraph
+
+        graph = self._check_graphs.get(size)
         if graph is None:
-            graph = CheckGraph(self.model.hearth.transformer, self.cache, n, position=self.n_past)
-            self._check_graphs[n] = graph
+            hearth = self.model.hearth
+            graph = CheckGraph(hearth.transformer, self.cache, size, position=position)
+            self._check_graphs[size] = graph
         return graph
 
     def _decode_eagerly(self, token: int):

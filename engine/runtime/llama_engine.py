@@ -93,6 +93,9 @@ class LlamaContext(llama.Context):
         self.decode_one(token)
         return LAST_ROW
 
+    def prepare_checks(self, n_tokens: int) -> None:
+        """Nothing: llama.cpp builds a check's graph at its decode (setup.py prices that)."""
+
     def check(self, tokens: list[int], position: int) -> list[StepOutput]:
         """One llama_decode of `tokens` at positions position.., with logits (or, sampling in
         the graph, a draw) at every row; the rows stay readable until the next decode."""

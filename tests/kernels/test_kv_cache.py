@@ -237,9 +237,27 @@ def test_one_sequence_given_per_query_with_splits_as_one_gives_each_lone_step_s_
     seq = cache.new_sequence()
     k, v = torch.randn(40, 2, 64, generator=gen), torch.randn(40, 2, 64, generator=gen)
     cache.write(0, seq, cache.grow(seq, 40), k.to(device), v.to(device))
-    q = torch.randn(3, 8, 64, generator=gen).to(device=device, dtype=torch.float16)
+    # the queries as the engine has them: 8 heads of each row of a wider RoPE output (Q|K|V)
+    qkv = torch.randn(3, 12, 64, generator=gen).to(device=device, dtype=torch.float16)
+    q = qkv[:, :8]
     positions = torch.tensor([37, 38, 39], device=device)
     rows = cache.attend(0, q, [seq] * 3, positions=positions, splits_as_one=True)
     for t in range(3):
-        alone = cache.attend(0, q[t : t + 1], [seq], positions=positions[t : t + 1])
+        alone = cache.attend(0, q[t : t + 1].clone(), [seq], positions=positions[t : t + 1])
         assert torch.equal(rows[t : t + 1], alone)
+
+
+def test_rows_of_a_wider_product_are_written_as_their_copies(device):
+    """K and V as views into the joined Q|K|V output at several rows (a speculative check)
+    are stored as their contiguous copies are: the write reads rows by their stride."""
+    gen = torch.Generator().manual_seed(12)
+    qkv = torch.randn(5, 6, 64, generator=gen).to(device=device, dtype=torch.float16)
+    k, v = qkv[:, 2:4], qkv[:, 4:6]
+    stored = []
+    for rows in ((k, v), (k.contiguous(), v.contiguous())):
+        cache = _cache("q8", "rot4", device, tokens=64)
+        seq = cache.new_sequence()
+        cache.write(0, seq, cache.grow(seq, 5), *rows)
+        stored.append(cache.gather(0, seq, 5))
+    for got, expected in zip(stored[0], stored[1], strict=True):
+        assert torch.equal(got, expected)

@@ -78,6 +78,16 @@ def test_swiglu(dtype, device):
     assert np.isfinite(y.float().cpu().numpy()).all()
 
 
+def test_swiglu_reads_the_columns_of_a_joined_product_in_place(device):
+    """gate and up as the two halves of one gate|up product at several rows (views, rows
+    2000 apart): the same bits as their contiguous copies."""
+    joined = (torch.randn(3, 2000, generator=torch.Generator().manual_seed(5)) * 4).to(device)
+    gate, up = joined[:, :1000], joined[:, 1000:]
+    y = swiglu(gate, up)
+    assert y.shape == (3, 1000)
+    assert torch.equal(y, swiglu(gate.contiguous(), up.contiguous()))
+
+
 def test_swiglu_shape_mismatch_is_named(device):
     with pytest.raises(UnsupportedTensor, match="differ in shape"):
         swiglu(torch.randn(2, 3).to(device), torch.randn(3, 2).to(device))

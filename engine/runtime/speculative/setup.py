@@ -230,6 +230,9 @@ def open_speculation(params: ModelParams, model, ctx) -> tuple[Speculation | Non
     # a check cost 1.33 steps on an 8B, 2.0 on the starter model), so checks keep to a few
     # sizes and are padded up to them. On a CPU every token checked costs arithmetic: no padding.
     lengths = fixed_shape_lengths(max_draft) if on_gpu else ()
+    # the checks' own preparation (the Hearth engine's CUDA graphs) at the load, so that no
+    # reply pays for it: the last token and the longest draft the loop will check
+    ctx.prepare_checks(max(lengths or (max_draft,)) + 1)
     return (
         Speculation(
             drafter=drafter,

@@ -38,12 +38,17 @@ def test_off_is_nothing_and_says_nothing(starter):
     assert open_speculation(params, model, ctx) == (None, "")
 
 
-def test_prompt_lookup_runs(starter):
+def test_prompt_lookup_runs(starter, monkeypatch):
     params, model, ctx = starter
+    prepared = []
+    monkeypatch.setattr(ctx, "prepare_checks", prepared.append)
     spec, note = open_speculation(_asking(params, method="prompt_lookup", max_draft=5), model, ctx)
     try:
         assert note == "" and spec.drafter.name == "prompt_lookup"
         assert spec.length.max_length == 5
+        # checks of the last token and the longest draft made ready at the load, not in a
+        # reply (on a GPU the drafts are 1 or 3 tokens: fixed_shape_lengths)
+        assert prepared == [max(spec.length.lengths or (5,)) + 1]
     finally:
         spec.close()
 
