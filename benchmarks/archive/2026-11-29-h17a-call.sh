@@ -9,6 +9,8 @@
 #                    format), RoPE, the KV cache and kivi4, the attention's step flags, the sm_90
 #                    compiles, the engine's GPU tests (graph capture, a check bit for bit against
 #                    decode steps)
+#   kernels.txt      benchmarks.kernels kv_write_rope: the one launch ("hearth") against RoPE's
+#                    launch then the write ("apart"), 1 and 4096 positions, Llama 3 8B's heads
 #   {qwen3,llama}-{apart,fused}.txt   hearth_speed --profile, old against new, back to back:
 #                    tg64 (graph), the eager step's kernel table (_rope_kernel 48x / 32x gone,
 #                    kv_write_kernel's time per launch), pp512
@@ -28,6 +30,9 @@ HEARTH_GPU_TESTS=1 timeout 100 python3 -m pytest -n 8 -q -p no:cacheprovider -rf
   tests/engine/hearth/test_verify.py tests/engine/hearth/test_paged_cache.py \
   >"$o/tests.txt" 2>&1
 since "tests (exit $?)"; grep -E "^FAILED|^ERROR|passed|failed" "$o/tests.txt" | tail -12 >>"$o/steps.txt"
+timeout 40 python3 -m benchmarks.kernels --ops kv_write_rope --pairs f16/f16,q8/rot4,kivi4/rot4 \
+  >"$o/kernels.txt" 2>&1
+since "kernel rows (exit $?)"; grep -E "kv_write_rope" "$o/kernels.txt" | head -12 >>"$o/steps.txt"
 for model in qwen3 llama; do
   m=$Q; [ "$model" = llama ] && m=$L
   [ -f "$m" ] || { echo "no $m" >>"$o/steps.txt"; continue; }
