@@ -13,6 +13,13 @@ waits on this one alone). With queries, K and V are rounded to f16 before they a
 as the engine's rows reach a plain write (f16, RoPE's output), so that a step stores the same
 codes either way.
 
+The queries are rotated here rather than by the attention's split kernel as it loads them: either
+way a step is three launches (this one, the split kernel, the reduce), but there each of a KV
+head's n_splits programs would redo its query heads' bias, norm and rotation, a prefill chunk's
+attention (torch's SDPA over the gathered pages) would still need the queries rotated by a launch
+of their own, and the split kernel's registers are sized for its page loop. Here a query head is
+one more program of a launch that runs anyway.
+
 kivi4 K is quantized a page at a time (kv_kivi.py): here its rows (and V's, beside V's own
 format) are only stored as f16, into the write's scratch (then kivi_seal_kernel and
 kivi_open_kernel run), or for a single row straight into the sequence's open page (then only
