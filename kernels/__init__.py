@@ -81,6 +81,10 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
         k, v: [n, n_kv_heads, head_dim]; with `rope`, RoPE is applied to k inside the write
         kernel (positions start..start+n-1), then rotate + quantize + store, one launch each.
         `start` may be a device tensor of n positions instead (no host sync: CUDA graphs).
+    q = cache.write(layer, seq, start, k, v, rope, q=q, biases=(bq, bk, bv), norms=QKNorms)
+        the same with a step's queries q [n, n_heads, head_dim]: biases (float32 or None
+        each) added, Q's and K's heads RMS-normed (Qwen3) and rotated, in the same launch;
+        returns the rotated q (kernels/kv_write.py)
     o = cache.attend(layer, q, seqs, scale=None, *, window=0, positions=None)
         q: [len(seqs), n_heads, head_dim], one query per sequence over all its positions
         (flash-decoding split + reduce, GQA aware) -> o: [len(seqs), n_heads, head_dim];

@@ -44,7 +44,7 @@ from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 from kernels.launch import runs_assembly
 from kernels.prefill_masks import chunk_mask
-from kernels.rope import inv_freq_tensor
+from kernels.rope import QKNorms, inv_freq_tensor
 from kernels.rope_tables import Rope
 
 
@@ -75,17 +75,24 @@ def _allocate(fmt: str, n_pages: int, spec: KVCacheSpec, device) -> dict[str, to
     }
 
 
+def write_warps(kv_heads: int, head_dim: int) -> int:
+    """Warps of a write program of kv_heads rows of head_dim (a query head's program is one row
+    too): a warp per 256 values, from 1 (RoPE's launch measured one program per head of one
+    warp fastest at decode, kernels/rope.py) to 4."""
+    return max(1, min(4, kv_heads * head_dim // 256))
+
+
+def _rows_of_heads(x: torch.Tensor) -> torch.Tensor:
+    """x [rows, heads, D] as the write kernel reads it: each row's heads contiguous (a view of
+    a wider product keeps its row stride), else a contiguous copy."""
+    if x.stride(2) == 1 and (x.shape[1] == 1 or x.stride(1) == x.shape[2]):
+        return x
+    return x.contiguous()
+
+
 def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     q = planes["q"]  # formats without a scale or min field pass q in its place (never read)
     return q, planes.get("scale", q), planes.get("min", q)
-
-
-def _dense_rows(t: torch.Tensor) -> torch.Tensor:
-    """t [n, heads, D] with each row's heads side by side (rows may stand any stride apart, as
-    views into a wider product do: the kernels take the row stride); else a copy that is."""
-    heads, d = t.shape[1], t.shape[2]
-    dense = t.stride(2) == 1 and (heads == 1 or t.stride(1) == d)
-    return t if dense else t.contiguous()
 
 
 def _query_rows(q4: torch.Tensor) -> tuple[torch.Tensor, int]:
@@ -279,12 +286,20 @@ class PagedKVCache:
 
     # --- kernels ---------------------------------------------------------------------------
     def write(
-        self, layer: int, seq: int, start: int | torch.Tensor, k, v, rope: Rope | None = None
-    ) -> None:
+        self, layer: int, seq: int, start: int | torch.Tensor, k, v, rope: Rope | None = None,
+        *, q: torch.Tensor | None = None, biases: tuple | None = None,
+        norms: QKNorms | None = None,
+    ) -> torch.Tensor | None:  # fmt: skip
         """Store k, v [n, n_kv_heads, head_dim] at positions start..start+n-1 (after grow); or,
         with `start` a device tensor of n integers, row i at position start[i] (read on the
         device: no host sync, a CUDA graph can replay it; rows past the grown pages are
-        dropped, not checked)."""
+        dropped, not checked). Rows may be strided views (the heads of a row contiguous).
+
+        `rope`: K rotated on its way in. `biases` (bq, bk, bv: float32 [heads * head_dim] or
+        None each) added first, `norms` each head's RMSNorm before the rotation (Qwen3's q_norm
+        and k_norm). `q` [n, n_heads, head_dim] (with `rope`): the queries of the same rows,
+        biased, normed and rotated in the same launch and returned, a new tensor in q's dtype
+        (RoPE's launch and the write's in one, kv_write.py); None without `q`."""
         spec = self.spec
         shape = (k.shape[0], spec.n_kv_heads, spec.head_dim)
         if tuple(k.shape) != shape or tuple(v.shape) != shape:
@@ -299,12 +314,10 @@ class PagedKVCache:
                 f"positions up to {start + shape[0]} written to a sequence of "
                 f"{self._lengths[seq]}: grow it first"
             )
+        q_out = self._query_out(q, shape, rope)
         if shape[0] == 0:
-            return
-        k, v = _dense_rows(k), _dense_rows(v)  # the kernel takes the row strides
-        inv_freq = inv_freq_tensor(rope, self.device) if rope is not None else self._signs
+            return q_out
         kq, ks, km = _pointers(self._k[layer])
-        vq, vs, vm = _pointers(self._v[layer])
         direct = self.kivi and shape[0] == 1
         scratch_len = shape[0] + spec.page_size
         if self.kivi:
@@ -316,22 +329,78 @@ class PagedKVCache:
             self._scratch = (layer, kq, start)
         first = 0 if positions is not None else start
         position_arg = positions.reshape(-1) if positions is not None else self._signs
-        kv_write_kernel[(shape[0],)](
-            k, v, self._tables[seq], first, position_arg, self.n_pages,
-            k.stride(0), v.stride(0), self._signs,
-            inv_freq, rope.mscale if rope is not None else 1.0,
-            kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], self._slots[seq],
-            scratch_len,
-            HKV=spec.n_kv_heads, HKV_PAD=triton.next_power_of_2(spec.n_kv_heads),
-            D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
-            K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
-            ROPE=rope is not None, N_ROT=rope.n_rot if rope is not None else 2,
-            NEOX=bool(rope is not None and rope.neox), POSITIONS=positions is not None,
-            KIVI_DIRECT=direct,
-            LAUNCH_DEPENDENTS=self.tuning.chains(self.device),
+        self._launch_write(
+            layer, q, q_out, k, v, self._tables[seq], first, position_arg, self.n_pages,
+            (kq, ks, km), self._slots[seq], scratch_len, rope, biases, norms,
+            positions is not None, direct,
         )  # fmt: skip
         if self.kivi:
             self._seal(layer, seq, first, position_arg, shape[0], kq, positions is not None)
+        return q_out
+
+    def _query_out(self, q, shape, rope) -> torch.Tensor | None:
+        """The tensor a write's rotated queries go to, in q's dtype (None without queries)."""
+        if q is None:
+            return None
+        if rope is None or q.dim() != 3 or q.shape[0] != shape[0] or q.shape[2] != shape[2]:
+            raise UnsupportedTensor(
+                f"queries of shape {tuple(q.shape)} with KV rows {shape}: need "
+                f"[{shape[0]}, n_heads, {shape[2]}] and a rope"
+            )
+        return torch.empty(q.shape, dtype=q.dtype, device=self.device)
+
+    def _launch_write(self, layer, q, q_out, k, v, tables, first, position_arg, table_pages,
+                      k_planes, slot, scratch_len, rope, biases, norms, on_device,
+                      direct) -> None:  # fmt: skip
+        """kv_write_kernel over k, v (and q) [rows, heads, D]: a program per query head and,
+        with queries, per KV head (side by side: a decode step's one row fills HQ + HKV
+        programs), else per row's KV heads (one program a row, as the rows are many)."""
+        spec = self.spec
+        k, v = _rows_of_heads(k), _rows_of_heads(v)
+        n_q = 0
+        if q is not None:
+            q = _rows_of_heads(q)
+            n_q = q.shape[1]
+        kv_heads = 1 if q is not None else triton.next_power_of_2(spec.n_kv_heads)
+        bq, bk, bv = biases if biases is not None else (None, None, None)
+        for bias, heads in ((bq, n_q), (bk, spec.n_kv_heads), (bv, spec.n_kv_heads)):
+            if bias is not None and (
+                bias.numel() != heads * spec.head_dim or bias.dtype != torch.float32
+            ):
+                raise UnsupportedTensor(
+                    f"a {bias.dtype} bias of {bias.numel()} values for {heads} heads of "
+                    f"{spec.head_dim}: need float32"
+                )
+        if norms is not None and rope is None:
+            raise UnsupportedTensor("head norms come before RoPE: pass the rope")
+        inv_freq = inv_freq_tensor(rope, self.device) if rope is not None else self._signs
+        vq, vs, vm = _pointers(self._v[layer])
+        spare = self._signs  # a pointer for the arguments a launch does not read
+        chain = self.tuning.chains(self.device)
+        grid = (k.shape[0], n_q + triton.cdiv(spec.n_kv_heads, kv_heads))
+        # the Q/K/V GEMV before a step's fused write lets its dependent start early (gemv.py's
+        # chained integer GEMV): this launch then waits in-kernel for it
+        after_prior = {"launch_pdl": True, "WAIT_PRIOR": True} if chain and n_q else {}
+        kv_write_kernel[grid](
+            q if q is not None else spare, q_out if q_out is not None else spare, k, v,
+            tables, first, position_arg, table_pages,
+            q.stride(0) if q is not None else 0, k.stride(0), v.stride(0),
+            bq if bq is not None else spare, bk if bk is not None else spare,
+            bv if bv is not None else spare,
+            norms.q_weight if norms is not None else spare,
+            norms.k_weight if norms is not None else spare,
+            norms.eps if norms is not None else 0.0,
+            self._signs, inv_freq, rope.mscale if rope is not None else 1.0,
+            *k_planes, vq, vs, vm, self._open[layer], self._open_page[layer], slot, scratch_len,
+            HQ=n_q, HKV=spec.n_kv_heads, KV_HEADS=kv_heads,
+            D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
+            K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
+            ROPE=rope is not None, N_ROT=rope.n_rot if rope is not None else 2,
+            NEOX=bool(rope is not None and rope.neox), POSITIONS=on_device,
+            Q_BIAS=bq is not None, K_BIAS=bk is not None, V_BIAS=bv is not None,
+            HAS_NORM=norms is not None, KIVI_DIRECT=direct, LAUNCH_DEPENDENTS=chain,
+            num_warps=write_warps(kv_heads, spec.head_dim), **after_prior,
+        )  # fmt: skip
 
     def write_rows(
         self, layer: int, seqs: list[int], positions: torch.Tensor, k, v, tables=None
@@ -356,24 +425,15 @@ class PagedKVCache:
             )
         if not seqs:
             return
-        k, v = k.contiguous(), v.contiguous()
         if tables is None:
             tables = torch.stack([self._tables[s] for s in seqs])
         rows = torch.arange(len(seqs), device=self.device, dtype=torch.int64)
         shifted = positions.reshape(-1).to(torch.int64)
         # a negative position stays outside every table (dropped), not inside the one before
         shifted = torch.where(shifted >= 0, shifted + rows * (self.n_pages * spec.page_size), -1)
-        kq, ks, km = _pointers(self._k[layer])
-        vq, vs, vm = _pointers(self._v[layer])
-        kv_write_kernel[(shape[0],)](
-            k, v, tables, 0, shifted, self.n_pages * len(seqs),
-            k.stride(0), v.stride(0), self._signs, self._signs, 1.0,
-            kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], 0, 0,
-            HKV=spec.n_kv_heads, HKV_PAD=triton.next_power_of_2(spec.n_kv_heads),
-            D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
-            K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
-            ROPE=False, N_ROT=2, NEOX=False, POSITIONS=True, KIVI_DIRECT=False,
-            LAUNCH_DEPENDENTS=self.tuning.chains(self.device),
+        self._launch_write(
+            layer, None, None, k, v, tables, 0, shifted, self.n_pages * len(seqs),
+            _pointers(self._k[layer]), 0, 0, None, None, None, True, False,
         )  # fmt: skip
 
     def _drop_scratch(self, layer: int, *, replaced_by_chunk: bool) -> None:

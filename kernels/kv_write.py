@@ -1,8 +1,24 @@
-"""The KV cache's write path: new K and V rows -> (RoPE on K) -> rotation for rot formats ->
-quantize -> store in their pages, one launch for K and V of all heads.
+"""The KV cache's write path: new K and V rows -> (bias, head norm, RoPE on K) -> rotation for
+rot formats -> quantize -> store in their pages; with a step's queries, Q's heads normed and
+rotated in the same launch.
 
-    k' = RoPE(k, pos)                          when a Rope is given
+    k' = RoPE(rms_norm(k + bk) * k_norm, pos)  bias, norm and RoPE where given
     stored = quantize(fmt, R k' if rot else k')  (kv_formats.py has the formats)
+    q' = RoPE(rms_norm(q + bq) * q_norm, pos)  into q_out (HQ > 0)
+
+Grid (rows, HQ + ceil(HKV / KV_HEADS)): a program per query head (HQ of them, none for a plain
+write) and per KV_HEADS key/value heads of a row. A decode step's one row is then HQ + HKV
+small programs side by side (RoPE's launch and the write's in one; the split kernel's launch
+waits on this one alone). With queries, K and V are rounded to f16 before they are quantized,
+as the engine's rows reach a plain write (f16, RoPE's output), so that a step stores the same
+codes either way.
+
+The queries are rotated here rather than by the attention's split kernel as it loads them: either
+way a step is three launches (this one, the split kernel, the reduce), but there each of a KV
+head's n_splits programs would redo its query heads' bias, norm and rotation, a prefill chunk's
+attention (torch's SDPA over the gathered pages) would still need the queries rotated by a launch
+of their own, and the split kernel's registers are sized for its page loop. Here a query head is
+one more program of a launch that runs anyway.
 
 kivi4 K is quantized a page at a time (kv_kivi.py): here its rows (and V's, beside V's own
 format) are only stored as f16, into the write's scratch (then kivi_seal_kernel and
@@ -16,68 +32,110 @@ import triton
 import triton.language as tl
 
 from kernels.kv_tiles import KIVI4, ROT2, ROT4, rotate_rows, store_rows
-from kernels.launch import gdc_launch_dependents
+from kernels.launch import gdc_launch_dependents, gdc_wait
 from kernels.rope import rope_rows
 
 
 @triton.jit
+def _store_query(q_ptr, q_out_ptr, t, head, pos, stride_qt, q_bias_ptr, q_norm_ptr, eps,
+                 inv_freq_ptr, mscale, HQ: tl.constexpr, D: tl.constexpr, N_ROT: tl.constexpr,
+                 NEOX: tl.constexpr, Q_BIAS: tl.constexpr, HAS_NORM: tl.constexpr):  # fmt: skip
+    """Query head `head` of row t (+ bias, normed) rotated into q_out [rows, HQ, D]."""
+    one = tl.arange(0, 1)
+    q = rope_rows(q_ptr + t * stride_qt + head * D + one * 0, one == 0, pos, inv_freq_ptr,
+                  mscale, q_bias_ptr + head * D + one * 0, q_norm_ptr, eps, D, N_ROT, NEOX,
+                  Q_BIAS, HAS_NORM)  # fmt: skip
+    j = tl.arange(0, D)[None, :]
+    tl.store(q_out_ptr + (t * HQ + head) * D + j, q.to(q_out_ptr.dtype.element_ty))
+
+
+@triton.jit
 def kv_write_kernel(
-    k_ptr, v_ptr, block_table_ptr, start, positions_ptr, table_pages, stride_kt, stride_vt,
-    signs_ptr, inv_freq_ptr, mscale,
+    q_ptr, q_out_ptr, k_ptr, v_ptr, block_table_ptr, start, positions_ptr, table_pages,
+    stride_qt, stride_kt, stride_vt, q_bias_ptr, k_bias_ptr, v_bias_ptr, q_norm_ptr, k_norm_ptr,
+    eps, signs_ptr, inv_freq_ptr, mscale,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, open_ptr, open_page_ptr, slot, scratch_len,
-    HKV: tl.constexpr, HKV_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr,
-    P: tl.constexpr, K_FMT: tl.constexpr, V_FMT: tl.constexpr,
+    HQ: tl.constexpr, HKV: tl.constexpr, KV_HEADS: tl.constexpr, D: tl.constexpr,
+    LOG2D: tl.constexpr, P: tl.constexpr, K_FMT: tl.constexpr, V_FMT: tl.constexpr,
     ROPE: tl.constexpr, N_ROT: tl.constexpr, NEOX: tl.constexpr, POSITIONS: tl.constexpr,
-    KIVI_DIRECT: tl.constexpr = False, LAUNCH_DEPENDENTS: tl.constexpr = False,
+    Q_BIAS: tl.constexpr = False, K_BIAS: tl.constexpr = False, V_BIAS: tl.constexpr = False,
+    HAS_NORM: tl.constexpr = False, KIVI_DIRECT: tl.constexpr = False,
+    LAUNCH_DEPENDENTS: tl.constexpr = False, WAIT_PRIOR: tl.constexpr = False,
 ):  # fmt: skip
     """Row t goes to position positions[t] (POSITIONS: read on the device, so a CUDA graph
     can replay the write at the next position) or start + t. A position past the block table
-    writes nothing rather than into another sequence's page. kivi4 K: kq_ptr is the scratch
-    [2, scratch_len, HKV, D] (K and V as written, row r at position first - first % P + r);
-    KIVI_DIRECT (one row): the open page [2, HKV, P, D] of `slot` instead. V is also stored
-    in its own format, as for any K format. LAUNCH_DEPENDENTS (Hopper; AttentionTuning.
-    chain_launches): the next launch may start now; the attention's split kernel, launched as a
-    dependent, waits in-kernel for this grid to finish before it reads anything."""
+    writes nothing rather than into another sequence's page. Rows of K, V (and Q) are
+    [HKV (HQ), D] at token strides stride_kt, stride_vt (stride_qt); biases float32 [heads, D]
+    (Q_BIAS, K_BIAS, V_BIAS), norms float32 [D] (HAS_NORM: Q's by q_norm, K's by k_norm,
+    before RoPE; ROPE rotates Q and K). kivi4 K: kq_ptr is the scratch [2, scratch_len, HKV, D]
+    (K and V as written, row r at position first - first % P + r); KIVI_DIRECT (one row): the
+    open page [2, HKV, P, D] of `slot` instead. V is also stored in its own format, as for any
+    K format. LAUNCH_DEPENDENTS (Hopper; AttentionTuning.chain_launches): the next launch may
+    start now; the attention's split kernel, launched as a dependent, waits in-kernel for this
+    grid to finish before it reads anything. WAIT_PRIOR: launched as the previous launch's
+    dependent (the Q/K/V GEMV's), so wait for its grid before reading anything."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
+    if WAIT_PRIOR:
+        gdc_wait()
     t = tl.program_id(0)
+    block = tl.program_id(1)
     pos = tl.load(positions_ptr + t).to(tl.int32) if POSITIONS else start + t
-    in_table = (pos >= 0) & (pos // P < table_pages)
-    page = tl.load(block_table_ptr + pos // P, mask=in_table, other=-1)
-    in_table = in_table & (page >= 0)  # -1: a page not grown
-    heads = tl.arange(0, HKV_PAD)
-    head_mask = (heads < HKV) & in_table
-    rows = (page * HKV + heads) * P + pos % P
-    j = tl.arange(0, D)
-    signs = tl.load(signs_ptr + j)
-    k_rows = k_ptr + t * stride_kt + heads * D
-    if ROPE:
-        k = rope_rows(k_rows, head_mask, pos, inv_freq_ptr, mscale, D, N_ROT, NEOX)
-    else:
-        k = tl.load(k_rows[:, None] + j[None, :], mask=head_mask[:, None], other=0.0)
-        k = k.to(tl.float32)
-    v_rows = v_ptr + t * stride_vt + heads[:, None] * D
-    v = tl.load(v_rows + j[None, :], mask=head_mask[:, None], other=0.0)
-    v = v.to(tl.float32)
-    if K_FMT == KIVI4:
-        if KIVI_DIRECT:
-            key_rows = ((slot * 2) * HKV + heads) * P + pos % P
-            value_rows = key_rows + HKV * P
-            mask = head_mask[:, None]
-            tl.store(open_ptr + key_rows[:, None] * D + j[None, :], k.to(tl.float16), mask=mask)
-            tl.store(open_ptr + value_rows[:, None] * D + j[None, :], v.to(tl.float16), mask=mask)
-            tl.store(open_page_ptr + slot, pos // P, mask=in_table)
+    if HQ > 0:  # noqa: SIM102 (compile-time first: a plain write compiles no query path)
+        if block < HQ:
+            _store_query(q_ptr, q_out_ptr, t, block, pos, stride_qt, q_bias_ptr, q_norm_ptr, eps,
+                         inv_freq_ptr, mscale, HQ, D, N_ROT, NEOX, Q_BIAS, HAS_NORM)  # fmt: skip
+    if block >= HQ:
+        in_table = (pos >= 0) & (pos // P < table_pages)
+        page = tl.load(block_table_ptr + pos // P, mask=in_table, other=-1)
+        in_table = in_table & (page >= 0)  # -1: a page not grown
+        heads = (block - HQ) * KV_HEADS + tl.arange(0, KV_HEADS)
+        head_mask = (heads < HKV) & in_table
+        rows = (page * HKV + heads) * P + pos % P
+        j = tl.arange(0, D)
+        signs = tl.load(signs_ptr + j)
+        k_rows = k_ptr + t * stride_kt + heads * D
+        if ROPE:
+            k = rope_rows(k_rows, head_mask, pos, inv_freq_ptr, mscale, k_bias_ptr + heads * D,
+                          k_norm_ptr, eps, D, N_ROT, NEOX, K_BIAS, HAS_NORM)  # fmt: skip
         else:
-            first = tl.load(positions_ptr).to(tl.int32) if POSITIONS else start
-            key_rows = (pos - first + first % P) * HKV + heads
-            value_rows = key_rows + scratch_len * HKV
-            mask = (heads < HKV)[:, None]
-            tl.store(kq_ptr + key_rows[:, None] * D + j[None, :], k.to(tl.float16), mask=mask)
-            tl.store(kq_ptr + value_rows[:, None] * D + j[None, :], v.to(tl.float16), mask=mask)
-    else:
-        if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
-            k = rotate_rows(k, signs, HKV_PAD, D, LOG2D)
-        store_rows(k, rows, head_mask, kq_ptr, ks_ptr, km_ptr, K_FMT, HKV_PAD, D)
-    if V_FMT == ROT4:
-        v = rotate_rows(v, signs, HKV_PAD, D, LOG2D)
-    store_rows(v, rows, head_mask, vq_ptr, vs_ptr, vm_ptr, V_FMT, HKV_PAD, D)
+            k = tl.load(k_rows[:, None] + j[None, :], mask=head_mask[:, None], other=0.0)
+            k = k.to(tl.float32)
+            if K_BIAS:
+                k += tl.load(k_bias_ptr + heads[:, None] * D + j[None, :],
+                             mask=head_mask[:, None], other=0.0)  # fmt: skip
+        v_rows = v_ptr + t * stride_vt + heads[:, None] * D
+        v = tl.load(v_rows + j[None, :], mask=head_mask[:, None], other=0.0)
+        v = v.to(tl.float32)
+        if V_BIAS:
+            v += tl.load(v_bias_ptr + heads[:, None] * D + j[None, :],
+                         mask=head_mask[:, None], other=0.0)  # fmt: skip
+        if HQ > 0:  # a step's rows: as f16, what the engine hands a plain write (see above)
+            k = k.to(tl.float16).to(tl.float32)
+            v = v.to(tl.float16).to(tl.float32)
+        if K_FMT == KIVI4:
+            if KIVI_DIRECT:
+                key_rows = ((slot * 2) * HKV + heads) * P + pos % P
+                value_rows = key_rows + HKV * P
+                mask = head_mask[:, None]
+                tl.store(open_ptr + key_rows[:, None] * D + j[None, :], k.to(tl.float16),
+                         mask=mask)  # fmt: skip
+                tl.store(open_ptr + value_rows[:, None] * D + j[None, :], v.to(tl.float16),
+                         mask=mask)  # fmt: skip
+                tl.store(open_page_ptr + slot, pos // P, mask=in_table)
+            else:
+                first = tl.load(positions_ptr).to(tl.int32) if POSITIONS else start
+                key_rows = (pos - first + first % P) * HKV + heads
+                value_rows = key_rows + scratch_len * HKV
+                mask = (heads < HKV)[:, None]
+                tl.store(kq_ptr + key_rows[:, None] * D + j[None, :], k.to(tl.float16),
+                         mask=mask)  # fmt: skip
+                tl.store(kq_ptr + value_rows[:, None] * D + j[None, :], v.to(tl.float16),
+                         mask=mask)  # fmt: skip
+        else:
+            if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
+                k = rotate_rows(k, signs, KV_HEADS, D, LOG2D)
+            store_rows(k, rows, head_mask, kq_ptr, ks_ptr, km_ptr, K_FMT, KV_HEADS, D)
+        if V_FMT == ROT4:
+            v = rotate_rows(v, signs, KV_HEADS, D, LOG2D)
+        store_rows(v, rows, head_mask, vq_ptr, vs_ptr, vm_ptr, V_FMT, KV_HEADS, D)

@@ -8,8 +8,9 @@
 `apply_rope` can also add a bias and RMS-norm each head first, in the same launch (the
 engine's Q, K and V out of one GEMV: gpt-oss's and Qwen2's biases, Qwen3's q_norm / k_norm,
 three to six launches a layer fewer at decode), and pass heads through unrotated (V's, for
-their bias). The angle is computed in float32, as ggml does. `rope_rows` is also used by the
-KV cache's write kernel, which applies RoPE to K on its way into the cache.
+their bias). The angle is computed in float32, as ggml does. `rope_rows` is the same arithmetic
+for the KV cache's write kernel (kv_write.py), which can take Q, K and V of a step in one launch:
+Q's heads normed and rotated, K's on their way into the cache.
 """
 
 from __future__ import annotations
@@ -61,15 +62,43 @@ def _rotation(pos, inv_freq_ptr, mscale, D: tl.constexpr, N_ROT: tl.constexpr,
 
 
 @triton.jit
-def rope_rows(row_ptrs, row_mask, pos, inv_freq_ptr, mscale,
-              D: tl.constexpr, N_ROT: tl.constexpr, NEOX: tl.constexpr):  # fmt: skip
-    """Rows [R, D] at row_ptrs [R] (element pointers), rotated for position `pos`, in f32."""
-    j = tl.arange(0, D)
+def norm_and_rotate(x, xp, cos, sin, w, wp, normed, eps, D: tl.constexpr,
+                    HAS_NORM: tl.constexpr):  # fmt: skip
+    """Rows x [R, D] and their partners' values xp (x gathered at `partner`), each row RMS-normed
+    by weights w (wp at the partners) where `normed` (HAS_NORM), then rotated: x cos + xp sin.
+    One body for RoPE's launch and the KV write's (kv_write.py), so that both give the same
+    bits for a head."""
+    if HAS_NORM:
+        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / D + eps)[:, None]
+        x = tl.where(normed, x * rstd * w, x)
+        xp = tl.where(normed, xp * rstd * wp, xp)
+    return x * cos + xp * sin
+
+
+@triton.jit
+def rope_rows(row_ptrs, row_mask, pos, inv_freq_ptr, mscale, bias_ptrs, norm_ptr, eps,
+              D: tl.constexpr, N_ROT: tl.constexpr, NEOX: tl.constexpr,
+              HAS_BIAS: tl.constexpr = False, HAS_NORM: tl.constexpr = False):  # fmt: skip
+    """Rows [R, D] at row_ptrs [R] (element pointers), each + its bias row at bias_ptrs [R]
+    (float32; HAS_BIAS), RMS-normed by the [D] weights at norm_ptr (HAS_NORM), rotated for
+    position `pos`, in f32: _rope_kernel's arithmetic for its heads (the KV write's fused
+    RoPE, kv_write.py)."""
+    j = tl.arange(0, D)[None, :]
     partner, cos, sin = _rotation(pos, inv_freq_ptr, mscale, D, N_ROT, NEOX)
+    partner = partner[None, :]
     mask = row_mask[:, None]
-    x = tl.load(row_ptrs[:, None] + j[None, :], mask=mask, other=0.0).to(tl.float32)
-    xp = tl.load(row_ptrs[:, None] + partner[None, :], mask=mask, other=0.0).to(tl.float32)
-    return x * cos[None, :] + xp * sin[None, :]
+    rows = row_ptrs[:, None]
+    x = tl.load(rows + j, mask=mask, other=0.0).to(tl.float32)
+    xp = tl.load(rows + partner, mask=mask, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        x += tl.load(bias_ptrs[:, None] + j, mask=mask, other=0.0)
+        xp += tl.load(bias_ptrs[:, None] + partner, mask=mask, other=0.0)
+    w = x  # no norm: unread
+    wp = x
+    if HAS_NORM:
+        w = tl.load(norm_ptr + j)
+        wp = tl.load(norm_ptr + partner)
+    return norm_and_rotate(x, xp, cos[None, :], sin[None, :], w, wp, mask, eps, D, HAS_NORM)
 
 
 @triton.jit
@@ -97,15 +126,14 @@ def _rope_kernel(x_ptr, out_ptr, pos_ptr, inv_freq_ptr, mscale, H, stride_xt, st
         at = bias_ptr + heads[:, None] * D
         x += tl.load(at + j, mask=mask, other=0.0)
         xp += tl.load(at + partner, mask=mask, other=0.0)
+    w = x  # no norm: unread
+    wp = x
     if HAS_NORM:
-        rstd = 1.0 / tl.sqrt(tl.sum(x * x, axis=1) / D + eps)[:, None]
         is_q = (heads < H_Q)[:, None]
         w = tl.where(is_q, tl.load(q_norm_ptr + j), tl.load(k_norm_ptr + j))
         wp = tl.where(is_q, tl.load(q_norm_ptr + partner), tl.load(k_norm_ptr + partner))
-        normed = (heads < H_ROT)[:, None]  # V's heads are not normed
-        x = tl.where(normed, x * rstd * w, x)
-        xp = tl.where(normed, xp * rstd * wp, xp)
-    y = x * cos + xp * sin
+    normed = (heads < H_ROT)[:, None]  # V's heads are not normed
+    y = norm_and_rotate(x, xp, cos, sin, w, wp, normed, eps, D, HAS_NORM)
     out = out_ptr + (t * H + heads)[:, None] * D
     tl.store(out + j, y.to(out_ptr.dtype.element_ty), mask=mask)
 

@@ -22,6 +22,7 @@ from triton.compiler import ASTSource
 
 from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
 from kernels.decode_launch import REDUCE_MAX_CHUNK, AttentionTuning
+from kernels.kv_cache import write_warps
 from kernels.kv_formats import K_ONLY_FORMATS, KV_FORMATS, kivi_group
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
@@ -43,7 +44,9 @@ POINTERS = {
     "signs_ptr": "*fp32", "sinks_ptr": "*fp32", "k_open_ptr": "*fp16", "open_ptr": "*fp16",
     "open_page_ptr": "*i32", "open_slots_ptr": "*i32", "out_ptr": "*fp16", "k_ptr": "*fp16",
     "v_ptr": "*fp16", "inv_freq_ptr": "*fp32", "qk_scale": "fp32", "mscale": "fp32",
-    "xq_ptr": "*i32", "xd_ptr": "*fp32", "xs_ptr": "*i32",
+    "xq_ptr": "*i32", "xd_ptr": "*fp32", "xs_ptr": "*i32", "q_out_ptr": "*fp16",
+    "q_bias_ptr": "*fp32", "k_bias_ptr": "*fp32", "v_bias_ptr": "*fp32", "q_norm_ptr": "*fp32",
+    "k_norm_ptr": "*fp32", "eps": "fp32",
 }  # fmt: skip
 ALL_PAIRS = [(k, v) for k in KV_FORMATS for v in KV_FORMATS if v not in K_ONLY_FORMATS]
 
@@ -97,15 +100,19 @@ def compile_reduce(v_rotated: bool, tuning: AttentionTuning | None = None, sinks
     return _compile(decode_reduce_kernel, consts, POINTERS, options)
 
 
-def compile_write(k_format: str, v_format: str):
-    """The KV write of one decode token (RoPE applied, positions on the device; kivi4 straight
-    into the open page)."""
+def compile_write(k_format: str, v_format: str, queries: bool = True):
+    """The KV write of one decode token (positions on the device; kivi4 straight into the open
+    page): with `queries`, as a step launches it, Q's and K's heads normed (Qwen3) and rotated
+    in it, chained after the Q/K/V GEMV; else a plain write of rows (a batch's rows)."""
     consts = dict(
-        HKV=HKV, HKV_PAD=triton.next_power_of_2(HKV), D=D, LOG2D=D.bit_length() - 1, P=PAGE,
-        K_FMT=FORMAT_CODES[k_format], V_FMT=FORMAT_CODES[v_format], ROPE=True, N_ROT=D,
-        NEOX=False, POSITIONS=True, KIVI_DIRECT=k_format == "kivi4", LAUNCH_DEPENDENTS=True,
+        HQ=HQ if queries else 0, HKV=HKV, KV_HEADS=1 if queries else triton.next_power_of_2(HKV),
+        D=D, LOG2D=D.bit_length() - 1, P=PAGE, K_FMT=FORMAT_CODES[k_format],
+        V_FMT=FORMAT_CODES[v_format], ROPE=queries, N_ROT=D, NEOX=False, POSITIONS=True,
+        Q_BIAS=False, K_BIAS=False, V_BIAS=False, HAS_NORM=queries,
+        KIVI_DIRECT=k_format == "kivi4", LAUNCH_DEPENDENTS=True, WAIT_PRIOR=queries,
     )  # fmt: skip
-    return _compile(kv_write_kernel, consts, _planes(k_format, v_format), {"num_warps": 4})
+    options = {"num_warps": write_warps(consts["KV_HEADS"], D)}
+    return _compile(kv_write_kernel, consts, _planes(k_format, v_format), options)
 
 
 def _usage(kernel) -> str:
@@ -120,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     jobs = [(f"split {k}/{v}", compile_split, (k, v)) for k, v in pairs]
     jobs += [(f"write {k}/{v}", compile_write, (k, v)) for k, v in pairs]
+    jobs += [(f"plain write {k}/{v}", compile_write, (k, v, False)) for k, v in pairs[:1]]
     jobs += [(f"reduce V {'rotated' if r else 'plain'}", compile_reduce, (r,)) for r in (0, 1)]
     jobs += [("reduce with sinks", compile_reduce, (0, None, True))]
     jobs += [("reduce in 8 bits too", compile_reduce, (1, None, False, True))]

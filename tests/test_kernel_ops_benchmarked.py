@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[1]
 # kernels' public functions (kernels/__init__.py), and the cache's ops the engine calls
 PUBLIC = {
     "quant_matmul", "quantize_activation", "rms_norm", "rms_norm_quantized", "swiglu",
-    "swiglu_quantized", "apply_rope", "dequantize", "kv_write", "decode_attention", "kv_gather",
+    "swiglu_quantized", "apply_rope", "dequantize", "kv_write", "kv_write_rope", "decode_attention",
+    "kv_gather",
 }  # fmt: skip
 
 

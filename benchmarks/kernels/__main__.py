@@ -54,7 +54,7 @@ def _measure(args, copy_bw: float) -> list:
                    ("apply_rope", elementwise.rope_rows)):  # fmt: skip
         if op in wanted or f"{op}_quantized" in wanted:
             jobs += [(fn, (rows, copy_bw)) for rows in elementwise.ROWS]
-    if "kv_write" in wanted:
+    if "kv_write" in wanted or "kv_write_rope" in wanted:
         jobs += [(attention.write_rows, (k, v, copy_bw)) for k, v in pairs]
     if "kv_gather" in wanted:
         jobs += [(attention.gather_rows, (k, v, copy_bw)) for k, v in pairs]

@@ -115,6 +115,37 @@ def write_rows(k_format: str, v_format: str, copy_bw: float) -> list[Row]:
         moved = 2 * kv.numel() * 2 + n * spec.bytes_per_token
         shape = f"{n} position" + ("s" if n > 1 else "")
         rows += timed_rows("kv_write", shape, fmt, "hearth", seconds, moved, copy_bw)
+        rows += _rope_write_rows(cache, seq, n, start, fmt, copy_bw)
+    return rows
+
+
+def _rope_write_rows(cache, seq, n, start, fmt, copy_bw) -> list[Row]:
+    """A step's Q, K and V (Qwen3's head norms on) rotated and written: in the write's one
+    launch (provider "hearth", what the engine runs) and as RoPE's launch then the write
+    ("apart", HEARTH_KV_WRITE_ROPE=0)."""
+    from kernels.rope import QKNorms, apply_rope
+    from kernels.rope_tables import Rope
+
+    rope = Rope.from_gguf_params(HEAD_DIM, HEAD_DIM, 1000000.0, layout="neox")
+    ones = torch.ones(HEAD_DIM, device="cuda")
+    norms = QKNorms(ones, ones, HEADS, 1e-6)
+    qkv = torch.randn(n, HEADS + 2 * KV_HEADS, HEAD_DIM, dtype=torch.float16, device="cuda")
+    q, k, v = qkv.split([HEADS, KV_HEADS, KV_HEADS], dim=1)
+    positions = torch.arange(start, start + n, device="cuda")
+
+    def fused():
+        cache.write(0, seq, positions, k, v, rope, q=q, norms=norms)
+
+    def apart():
+        rotated = apply_rope(qkv, positions, rope, norms=norms, n_rotated=HEADS + KV_HEADS)
+        cache.write(0, seq, positions, rotated[:, HEADS : HEADS + KV_HEADS], v)
+
+    moved = 2 * qkv.numel() + 2 * q.numel() + n * cache.spec.bytes_per_token
+    shape = f"{n} position" + ("s" if n > 1 else "") + f", Q {HEADS} heads"
+    rows = []
+    for provider, fn in (("hearth", fused), ("apart", apart)):
+        seconds = time_calls(fn)
+        rows += timed_rows("kv_write_rope", shape, fmt, provider, seconds, moved, copy_bw)
     return rows
 
 

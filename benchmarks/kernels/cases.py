@@ -61,6 +61,10 @@ OPS = [
     Op("kv_write", "kernels.kv_cache.PagedKVCache.write", "kernels.kv_formats.reference_roundtrip",
        "tests/kernels/test_kv_cache.py, tests/kernels/test_kv_kivi.py",
        "each K/V pair, 1 and 4096 positions"),
+    Op("kv_write_rope", "kernels.kv_cache.PagedKVCache.write (q=, rope=)",
+       "kernels.reference.rope", "tests/kernels/test_kv_write_rope.py",
+       "each K/V pair, 1 and 4096 positions of 32 Q + 8 K/V heads, head norms on; RoPE's own "
+       "launch then the write beside"),
     Op("decode_attention", "kernels.kv_cache.PagedKVCache.attend",
        "kernels.reference.decode_attention",
        "tests/kernels/test_kv_cache.py, test_kv_cache_positions.py, test_kv_kivi.py, "

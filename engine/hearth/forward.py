@@ -29,7 +29,8 @@ Fewer, larger launches for decode, where each kernel is a few microseconds: matr
 the same input and share a block type are joined at load (Q, K and V; gate and up), so one GEMV
 reads them all; each residual add is fused into the norm that follows it; RoPE turns Q and K in
 one launch, which also adds their biases (V's too where V is joined with them) and norms each
-head (Qwen3's q_norm and k_norm); a mixture of experts' norm writes x in 8 bits for the
+head (Qwen3's q_norm and k_norm), and where the cache writes with RoPE (kernels' paged cache)
+that launch is the K/V write's too; a mixture of experts' norm writes x in 8 bits for the
 expert GEMV in its own launch.
 
 A prefill chunk's layers all attend from the chunk's positions over the same slots, so its
@@ -446,32 +447,9 @@ class Transformer:
 
     def _attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope, masks):
         cfg, ops = self.config, self.ops
-        n_tokens, hd = x.shape[0], cfg.head_dim
+        n_tokens = x.shape[0]
         y = _project(ops, x, layer.attn_in, shared)
-        angles, table = rope
-        n_q, n_kv = cfg.n_head, cfg.n_head_kv
-        joined = _joined_heads(layer)
-        if joined:  # Q, K (and V) side by side in one output: bias, norms, RoPE in one launch
-            heads = y[joined].view(n_tokens, -1, hd)
-            norms = (layer.q_norm, layer.k_norm) if layer.q_norm is not None else None
-            qkv = ops.rope_heads(
-                heads, angles, table, n_q, n_kv, bias=layer.joined_bias, norms=norms,
-                eps=cfg.rms_eps,
-            )  # fmt: skip
-            q, k, v_heads = qkv[:, :n_q], qkv[:, n_q : n_q + n_kv], qkv[:, n_q + n_kv :]
-        else:
-            q = _add_bias(y["q"], layer.bq).view(n_tokens, cfg.n_head, hd)
-            k = _add_bias(y["k"], layer.bk).view(n_tokens, cfg.n_head_kv, hd)
-            if layer.q_norm is not None:
-                q = ops.rms_norm(q, layer.q_norm, cfg.rms_eps)
-                k = ops.rms_norm(k, layer.k_norm, cfg.rms_eps)
-            q = ops.rope(q, angles, table)
-            k = ops.rope(k, angles, table)
-        if joined == "qkv":
-            v = v_heads
-        else:
-            v = _add_bias(y["v"], layer.bv).view(n_tokens, cfg.n_head_kv, hd)
-        cache.write(i, positions, k, v)
+        q = self._rotate_and_write(layer, i, y, n_tokens, positions, cache, rope)
         window = cfg.swa_window if swa else 0
         options = {"scale": cfg.attn_scale, "window": window, "masks": masks}
         if layer.attn_sinks is not None:  # only then: a cache need not know sinks otherwise
@@ -488,6 +466,43 @@ class Transformer:
         if layer.post_attn_norm is not None:  # else the caller's norm adds the bias (bo)
             a = ops.rms_norm(_add_bias(a, layer.bo), layer.post_attn_norm, cfg.rms_eps)
         return a
+
+    def _rotate_and_write(self, layer, i, y, n_tokens, positions, cache, rope) -> torch.Tensor:
+        """Q, K and V out of the GEMV (y, by part): biases added, Q's and K's heads normed and
+        rotated, K and V written to the cache; returns the rotated queries. One launch where the
+        cache writes with RoPE (ops.write_rotating), else RoPE's launch (Q, K and V side by side
+        where one matrix made them) and the cache's write."""
+        cfg, ops = self.config, self.ops
+        angles, table = rope
+        n_q, n_kv, hd = cfg.n_head, cfg.n_head_kv, cfg.head_dim
+        norms = (layer.q_norm, layer.k_norm) if layer.q_norm is not None else None
+        if (layer.q_norm is None) == (layer.k_norm is None):
+            q = ops.write_rotating(
+                cache, i, angles, table, y["q"].view(n_tokens, n_q, hd),
+                y["k"].view(n_tokens, n_kv, hd), y["v"].view(n_tokens, n_kv, hd),
+                (layer.bq, layer.bk, layer.bv), norms, cfg.rms_eps,
+            )  # fmt: skip
+            if q is not None:
+                return q
+        joined = _joined_heads(layer)
+        if joined:  # Q, K (and V) side by side in one output: bias, norms, RoPE in one launch
+            heads = y[joined].view(n_tokens, -1, hd)
+            qkv = ops.rope_heads(
+                heads, angles, table, n_q, n_kv, bias=layer.joined_bias, norms=norms,
+                eps=cfg.rms_eps,
+            )  # fmt: skip
+            q, k, v_heads = qkv[:, :n_q], qkv[:, n_q : n_q + n_kv], qkv[:, n_q + n_kv :]
+        else:
+            q = _add_bias(y["q"], layer.bq).view(n_tokens, n_q, hd)
+            k = _add_bias(y["k"], layer.bk).view(n_tokens, n_kv, hd)
+            if layer.q_norm is not None:
+                q = ops.rms_norm(q, layer.q_norm, cfg.rms_eps)
+                k = ops.rms_norm(k, layer.k_norm, cfg.rms_eps)
+            q = ops.rope(q, angles, table)
+            k = ops.rope(k, angles, table)
+        v = v_heads if joined == "qkv" else _add_bias(y["v"], layer.bv).view(n_tokens, n_kv, hd)
+        cache.write(i, positions, k, v)
+        return q
 
     def _with_shared_expert(self, layer: Layer, x: torch.Tensor, shared, f: torch.Tensor):
         """The routed experts' output f plus the layer's shared expert on x, where it has one."""

@@ -19,6 +19,11 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     y, s = ops.gated_ffn_activation_for(readers, gate, up, kind)   the same, plus `s`
     r = ops.rope_positions(positions, table)      once per forward: what `rope` needs
     q = ops.rope(x, r, table)            x: [T, H, D]; "normal" pairs or "neox" halves
+    q = ops.write_rotating(cache, layer, r, table, q, k, v, biases, norms, eps)
+                                         Q, K, V [T, heads, D] out of the GEMV: biased, normed,
+                                         rotated, K and V written, in the cache's one launch;
+                                         the rotated q, or None where the cache has no such
+                                         launch (then rope_heads and cache.write)
     e = ops.prepare_experts(gate, up, down, activation, biases)   once per MoE layer, at load
     e = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots)
                                          the same kept in host memory, n_slots of them cached
@@ -190,6 +195,12 @@ class TorchOps(TorchMoeOps):
         qk = self.rope(torch.cat([q, k], dim=1), angles, table)
         return torch.cat([qk, rest], dim=1) if rest.shape[1] else qk
 
+    def write_rotating(self, cache, layer: int, angles, table: RopeTable, q, k, v, biases,
+                       norms, eps: float):  # fmt: skip
+        """Q, K and V [T, heads, D] as the GEMV made them, written and rotated by the cache in
+        one launch (KernelsOps, a cache with `write_rotating`): the rotated q; here None."""
+        return None
+
     def rope(self, x: torch.Tensor, angles, table: RopeTable):
         """Rotate x [T, H, D] by `angles` (from rope_positions)."""
         cos, sin = angles
@@ -247,6 +258,9 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         # read half the activation bytes; the residual stream and the logits stay float32
         self.activation_dtype = self._gemm_dtype
         self._ropes: dict[RopeTable, object] = {}
+        # RoPE (with the biases and head norms) in the KV cache's write launch where the cache
+        # has one (write_rotating); HEARTH_KV_WRITE_ROPE=0: RoPE's own launch, then the write
+        self.rope_in_kv_write = os.environ.get("HEARTH_KV_WRITE_ROPE", "1") != "0"
         # gemv's chained integer GEMV on sm_90+, gemv's default: a programmatic dependent
         # launch that starts while the kernel before it ends and loads its first weights before
         # it waits for x (docs/kernels.md); HEARTH_GEMV_CHAINED=0 turns it off
@@ -424,6 +438,20 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         return self._k.apply_rope(
             y, angles, self._rope_for(table), bias=bias, norms=qk_norms, n_rotated=n_q + n_k
         )
+
+    def write_rotating(self, cache, layer: int, angles, table: RopeTable, q, k, v, biases,
+                       norms, eps: float):  # fmt: skip
+        """kernels' KV write with RoPE (kernels/kv_write.py): the biases, Q's and K's head norms
+        and RoPE in the launch that stores K and V, a launch a layer fewer than rope_heads and
+        cache.write; `angles` are the positions (rope_positions). None where the cache has no
+        such write, or with HEARTH_KV_WRITE_ROPE=0 (the two launches, for measuring)."""
+        write = getattr(cache, "write_rotating", None)
+        if write is None or not self.rope_in_kv_write:
+            return None
+        from kernels.rope import QKNorms
+
+        qk_norms = None if norms is None else QKNorms(norms[0], norms[1], q.shape[1], eps)
+        return write(layer, angles, q, k, v, self._rope_for(table), biases=biases, norms=qk_norms)
 
     def _rope_for(self, table: RopeTable):
         rope = self._ropes.get(table)

@@ -9,11 +9,14 @@ current length (an earlier, longer history) are never seen until rewritten: `tru
 always possible and costs nothing (kivi4 keys: it reopens the page of the last kept position,
 one small launch a layer; kernels/kv_kivi.py).
 
-Keys arrive already rotated by RoPE (forward.py applies it), so the write kernel only rotates
-(Walsh-Hadamard, for the rot formats), quantizes and stores them. A decode step (one query) is
-kernels' flash-decoding attention, with Gemma 3's sliding window where the layer has one; a
-prefill chunk gathers the stored pages to f16 on the device and lets torch's SDPA attend, under
-the chunk's additive mask, made at its first layer and shared by the others.
+A step's Q, K and V reach `write_rotating` as the GEMV made them: its one launch adds their
+biases, norms and rotates Q's and K's heads by RoPE, rotates K and V (Walsh-Hadamard, for the rot
+formats), quantizes and stores them, and returns the rotated queries (kernels/kv_write.py).
+`write` takes keys rotated already (the forward pass's own RoPE launch, HEARTH_KV_WRITE_ROPE=0).
+A decode step (one query) is kernels' flash-decoding attention, with Gemma 3's sliding window
+where the layer has one; a prefill chunk gathers the stored pages to f16 on the device and lets
+torch's SDPA attend, under the chunk's additive mask, made at its first layer and shared by the
+others.
 """
 
 from __future__ import annotations
@@ -77,6 +80,17 @@ class PagedCacheAdapter:
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         positions = positions.to(self.cache.device)  # no copy where they already are
         self.cache.write(layer, self.seq, positions, k.to(torch.float16), v.to(torch.float16))
+
+    def write_rotating(self, layer: int, positions: torch.Tensor, q, k, v, rope, *, biases=None,
+                       norms=None) -> torch.Tensor:  # fmt: skip
+        """q, k, v [T, heads, head_dim] as the Q/K/V GEMV made them: biases (bq, bk, bv, each
+        float32 or None) added, Q's and K's heads normed (kernels.rope.QKNorms) and rotated
+        (a kernels.Rope), K and V stored, in one launch (kernels/kv_write.py); returns the
+        rotated queries in q's dtype."""
+        positions = positions.to(self.cache.device)
+        return self.cache.write(
+            layer, self.seq, positions, k, v, rope, q=q, biases=biases, norms=norms
+        )
 
     def attend_rows(self, layer, q, positions, n_keys: list[int], **options):
         """Each of q's T rows attended as a decode step at its position attends it (a

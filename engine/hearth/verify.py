@@ -19,7 +19,9 @@ each row as a one-row call does:
   part): the paged cache's decode kernel once for all rows, the sequence given once per row
   and each row's keys split as a lone step's; the plain cache row by row. The K/V of every
   row are written first and masked by position, as in decode;
-- norms, RoPE, activations and the embedding are row by row already.
+- norms, RoPE, activations and the embedding are row by row already; where the cache rotates
+  Q and K in its write (`write_rotating`), the check writes through that launch as a step does
+  (a program per head of each row, whatever the row count: kernels/kv_write.py).
 
 Mixtures of experts route each row through its own experts in kernels that group rows by
 expert, so the Hearth engine declares speculation for dense models only (hearth_driver.py).
@@ -50,6 +52,11 @@ class _RowByRowAttention:
 
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         self.cache.write(layer, positions, k, v)
+
+    @property
+    def write_rotating(self):
+        """The cache's write with RoPE (the launch a decode step takes), where it has one."""
+        return getattr(self.cache, "write_rotating", None)
 
     def attend(self, layer, q, positions, n_keys, **options):
         return self.cache.attend_rows(layer, q, positions, self.n_keys, **options)
