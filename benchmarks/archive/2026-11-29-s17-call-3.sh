@@ -35,13 +35,16 @@ L=/tmp/models/llama3-8b-random-q4_k_m.gguf
   random_model $L llama3-8b Q4_K_M ggml-vocab-llama-bpe.gguf ) >/tmp/logs/write.txt 2>&1 &
 writer=$!
 # 1. GPU tests
-HEARTH_GPU_TESTS=1 timeout 110 python3 -m pytest -n 16 -q -p no:cacheprovider -rfE \
+HEARTH_GPU_TESTS=1 timeout 130 python3 -m pytest -n 16 -q -p no:cacheprovider -rfE \
   tests/engine/hearth/test_gpu.py tests/engine/hearth/test_gpu_batch.py \
-  tests/engine/hearth/test_prefill_graph.py tests/kernels/test_moe_gemv_gpu.py \
-  tests/kernels/test_moe_compiles.py tests/kernels/test_moe_grouped_gemm_gpu.py \
-  tests/kernels/test_moe_grouped_gemm.py tests/kernels/test_gemv_dp4a_rows.py \
-  tests/kernels/test_gemv_rows_alike.py tests/kernels/test_moe_gemv.py \
-  tests/kernels/test_rope.py tests/kernels/test_rope_compiles.py EXTRA_TESTS_PLACEHOLDER \
+  tests/engine/hearth/test_prefill_graph.py tests/engine/hearth/test_verify.py \
+  tests/engine/hearth/test_check_graph.py tests/engine/hearth/test_paged_cache.py \
+  tests/kernels/test_moe_gemv_gpu.py tests/kernels/test_moe_compiles.py \
+  tests/kernels/test_moe_grouped_gemm_gpu.py tests/kernels/test_moe_grouped_gemm.py \
+  tests/kernels/test_gemv_dp4a_rows.py tests/kernels/test_gemv_rows_alike.py \
+  tests/kernels/test_moe_gemv.py tests/kernels/test_rope.py tests/kernels/test_rope_compiles.py \
+  tests/kernels/test_kv_write_rope.py tests/kernels/test_kv_cache.py tests/kernels/test_kv_kivi.py \
+  tests/kernels/test_kv_batch_rows.py tests/kernels/test_attention_compiles.py \
   >"$o/tests.txt" 2>&1
 echo "tests: exit $?" >>"$o/steps.txt"; grep -E "^FAILED|^ERROR|passed|failed" "$o/tests.txt" | tail -15 >>"$o/steps.txt"
 since tests
@@ -70,7 +73,13 @@ for m in qwen3:$Q gpt-oss:$G; do
   grep -E "^== |median wall|runs eagerly|captured with" "$o/prefill-${m%%:*}.txt" >>"$o/steps.txt"
 done
 # 5. the decode fusions off (old), Qwen3
-OLD_ENV_PLACEHOLDER
+HEARTH_ROUTER_LOOPED=1 HEARTH_FUSED_NORM_ROUTER=0 HEARTH_KV_WRITE_ROPE=0 timeout $(cap 50) \
+  python3 -m benchmarks.hearth_speed $Q --kv paged-f16 --depth 0 --tokens 64 --profile \
+  >"$o/qwen3-fusions-off.txt" 2>&1
+since "qwen3 decode fusions off (exit $?)"; grep -h "tg64\|replays alone" "$o/qwen3-fusions-off.txt" >>"$o/steps.txt"
+timeout $(cap 30) python3 -m benchmarks.kernels --ops kv_write_rope --pairs f16/f16,q8/rot4,kivi4/rot4 \
+  >"$o/kv-write-rope.txt" 2>&1
+since "kv_write_rope rows (exit $?)"
 # 6. experts in RAM
 mkdir -p "$o/offload"
 off() { local name=$1; shift
