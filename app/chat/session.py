@@ -194,6 +194,9 @@ class ChatSession(QObject):
         self._dirty = True
 
     def flush_partial(self) -> None:
+        if self.store.closed:  # the store went first (the app closing): no write can land now
+            self._timer.stop()
+            return
         if self._streaming_id is not None and self._dirty:
             self.store.update_partial(self._streaming_id, self._streaming_text)
             self._dirty = False

@@ -121,6 +121,7 @@ class ConversationStore:
 
     def __init__(self, conn: sqlite3.Connection):
         self._conn = conn
+        self.closed = False
 
     @classmethod
     def open(cls, path: str | Path) -> ConversationStore:
@@ -138,6 +139,7 @@ class ConversationStore:
 
     def close(self) -> None:
         self._conn.close()
+        self.closed = True
 
     @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:

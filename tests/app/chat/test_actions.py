@@ -283,3 +283,19 @@ def test_sidebar_double_click_rename_and_confirmed_delete(
     assert len(store.conversations()) == 1  # "No" keeps it
     chat.sidebar._confirm_delete(conversation_id, "Renamed in place")
     assert store.conversations() == [] and chat.model.rowCount() == 0
+
+
+def test_a_partial_reply_write_after_the_store_closed_stops_quietly(qtbot, tmp_path):
+    """The app closes its store while a reply may still be streaming: the session's timer for
+    partial writes must not raise into Qt's event loop (sqlite's closed database) but stop."""
+    from app.chat.session import ChatSession
+    from engine.chat.store import ConversationStore
+
+    store = ConversationStore.open(tmp_path / "chats.db")
+    session = ChatSession(store)
+    session.ensure_conversation("hello", {})
+    session.start_reply(None, "model", {})
+    session.reply_grew("half a rep")
+    store.close()
+    session.flush_partial()
+    assert not session._timer.isActive()

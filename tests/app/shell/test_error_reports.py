@@ -4,7 +4,7 @@ model once the engine is gone."""
 
 from __future__ import annotations
 
-import os
+import random
 
 import pytest
 
@@ -39,9 +39,14 @@ def _problem(path) -> str:
     "content, shown",
     [
         (b"this is not a model\n", "it begins with \u201cthis\u201d, not \u201cGGUF\u201d"),
-        (b"\x00\xff\x10\x80" + os.urandom(60), "it begins with the bytes 00 FF 10 80"),
+        # fixed bytes: every test process (pytest-xdist) must collect the same parameters
+        (
+            b"\x00\xff\x10\x80" + random.Random(0).randbytes(60),
+            "it begins with the bytes 00 FF 10 80",
+        ),
         (b"", "ends at byte 0"),
     ],
+    ids=["text", "binary", "empty"],
 )
 def test_the_bad_file_message_has_no_python_byte_strings(tmp_path, content, shown):
     bad = tmp_path / "bad.gguf"
