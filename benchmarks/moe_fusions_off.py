@@ -23,7 +23,7 @@ def undo_fusions() -> None:
     import kernels.moe_gemv
     from engine.hearth.ops import KernelsOps, TorchOps
 
-    KernelsOps.FUSED_NORM_ROUTER = False
+    KernelsOps.norm_and_moe_ffn = TorchOps.norm_and_moe_ffn
     KernelsOps.moe_ffn_from_router = TorchOps.moe_ffn_from_router
     down = kernels.moe_gemv.expert_down
 

@@ -41,17 +41,17 @@ activations.
 
 Compiled for sm_90 (Triton 3.6; `python -m benchmarks.kernels.moe_grouped_sass`), no format
 spills at default_config's shapes; the loop takes 9.8 instructions a weight a thread for Q4_K
-gate+up (8.4 at K steps of 4 groups) and 11.9 for Q6_K down at blocks of 64 pairs, where the
-pairs-as-M kernel it replaces took 26.8 and 18.1 with an int-to-float conversion a weight
-among them (a quarter-rate instruction). Whether ptxas keeps the wgmmas pipelined (its C7515
-note otherwise) varies by format and shape: the sweep in benchmarks/kernels/moe_prefill.py
-measures the shapes.
+gate+up (8.4 at K steps of 4 groups) and 11.9 for Q6_K down at blocks of 64 pairs; a kernel
+with the pairs as the MMA's M side took 26.8 and 18.1, with an int-to-float conversion (a
+quarter-rate instruction) a weight among them, and lost on an H200 at every size measured
+(docs/decisions/0021-moe-prefill-by-dequantized-bmm.md). Whether ptxas keeps the wgmmas
+pipelined (its C7515 note otherwise) varies by format and shape: the sweep in
+benchmarks/kernels/moe_prefill.py measures the shapes.
 """
 
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 
 import torch
@@ -66,15 +66,6 @@ from kernels.moe_gemv import SILU, _check, _glu
 CHUNK = 64  # pairs a routing program counts and places (more for long chunks: MAX_CHUNKS)
 MAX_CHUNKS = 64  # the placing program reads every chunk's histogram: [MAX_CHUNKS, E_PAD]
 _SILU, _OAI = 0, 1  # the kernel's ACT, as moe_gemv._glu reads it
-
-
-# HEARTH_GROUPED_GEMM=pairs_as_m: the kernel with the pairs as the MMA's M side
-# (_pairs_as_m_kernel, its own default launch shapes), for measuring it against _grouped_kernel
-PAIRS_AS_M = "pairs_as_m"
-
-
-def _pairs_as_m() -> bool:
-    return os.environ.get("HEARTH_GROUPED_GEMM", "") == PAIRS_AS_M
 
 
 @dataclass(frozen=True)
@@ -94,8 +85,7 @@ def default_config(n_pairs: int, n_expert: int) -> GroupedConfig:
     128 (32 an expert): 64; gpt-oss-20b, 512 tokens top-4 of 32 (64): 128; 64 tokens of
     Qwen3 (4): 16."""
     per_expert = n_pairs / max(1, n_expert)
-    largest = 64 if _pairs_as_m() else 128
-    return block_config(min(largest, max(16, triton.next_power_of_2(math.ceil(1.5 * per_expert)))))
+    return block_config(min(128, max(16, triton.next_power_of_2(math.ceil(1.5 * per_expert)))))
 
 
 def block_config(block_m: int) -> GroupedConfig:
@@ -104,8 +94,6 @@ def block_config(block_m: int) -> GroupedConfig:
     the 234-252 registers a thread there). Compiled for sm_90 by Triton 3.6, those are the
     steps at which ptxas keeps the wgmmas pipelined in Qwen3-30B-A3B's Q4_K gate+up and Q6_K
     down at 64 pairs and in gpt-oss-20b's MXFP4 gate+up at 128 (not its down at either)."""
-    if _pairs_as_m():
-        return GroupedConfig(block_m=block_m, block_n=64, ng=2, num_warps=4, num_stages=2)
     return GroupedConfig(block_m=block_m, ng=4 if block_m <= 64 else 2)
 
 
@@ -353,93 +341,6 @@ def _grouped_kernel(
         tl.store(at, y.to(out_ptr.dtype.element_ty), mask=row_mask[:, None] & m_mask[None, :])
 
 
-@triton.jit
-def _f16_runs(u, s, c):
-    """Code words u [BN, NG, 4] with run scale s and offset c [BN, NG] -> the runs' weights
-    s u - c as f16 [BN, NG 16] (byte j of word w: weight 4 w + j of the run)."""
-    shifts = 8 * tl.arange(0, 4)[None, None, None, :]
-    codes = ((u[:, :, :, None] >> shifts) & 0xFF).to(tl.float32)  # [BN, NG, 4, 4]
-    w = codes * s[:, :, None, None] - c[:, :, None, None]
-    return tl.reshape(w.to(tl.float16), [u.shape[0], u.shape[1] * 16])
-
-
-@triton.jit
-def _x_runs(x_ptr, x_row, row_mask, r, K, NG: tl.constexpr):
-    """x's columns of runs r [NG] (16 each) for rows x_row [BM] -> f16 [BM, NG 16]. Each run's
-    16 columns are consecutive and start at a multiple of 16 (the hints let the compiler load
-    them as vectors)."""
-    cols = tl.reshape(r[:, None] * 16 + tl.arange(0, 16)[None, :], [NG * 16])
-    cols = tl.max_contiguous(tl.multiple_of(cols, 16), 16)
-    mask = row_mask[:, None] & (cols < K)[None, :]
-    return tl.load(x_ptr + x_row[:, None] * K + cols[None, :], mask=mask, other=0.0).to(tl.float16)
-
-
-@triton.jit
-def _dot_step(acc, x_lo, x_hi, u_lo, u_hi, s_lo, c_lo, s_hi, c_hi):
-    acc = tl.dot(x_lo, tl.trans(_f16_runs(u_lo, s_lo, c_lo)), acc)
-    return tl.dot(x_hi, tl.trans(_f16_runs(u_hi, s_hi, c_hi)), acc)
-
-
-@triton.jit
-def _pairs_as_m_kernel(
-    x_ptr, out_ptr, a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
-    sorted_ptr, block_end_ptr, count_ptr, weights_ptr,
-    N, K, NB_A, NB_B, TOP_K, n_expert, alpha, limit,
-    FMT_A: tl.constexpr, FMT_B: tl.constexpr, GATE_UP: tl.constexpr, ACT: tl.constexpr,
-    HAS_BIAS: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NG: tl.constexpr,
-    E_PAD: tl.constexpr,
-):  # fmt: skip
-    """The pairs as the MMA's M (HEARTH_GROUPED_GEMM=pairs_as_m): out as _grouped_kernel's, the
-    runs dequantized in float32 and cast, one dot of K = NG 16 a run."""
-    tile = tl.program_id(0)
-    block = tl.program_id(1)
-    e = tl.arange(0, E_PAD)
-    ends = tl.load(block_end_ptr + e, mask=e < n_expert, other=2147483647)
-    expert = tl.sum((ends <= block).to(tl.int32), axis=0)
-    if expert < n_expert:
-        count = tl.load(count_ptr + expert)
-        first = tl.load(block_end_ptr + expert) - (count + BLOCK_M - 1) // BLOCK_M
-        m = (block - first) * BLOCK_M + tl.arange(0, BLOCK_M)
-        m_mask = m < count
-        pair = tl.load(sorted_ptr + block * BLOCK_M + tl.arange(0, BLOCK_M), mask=m_mask, other=0)
-        if GATE_UP:  # noqa: SIM108 (a static if)
-            x_row = (pair // TOP_K).to(tl.int64)
-        else:
-            x_row = pair.to(tl.int64)
-        rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
-        row_mask = rows < N
-        wrow = expert.to(tl.int64) * N + rows
-        acc_a = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-        acc_b = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-        for k0 in range(0, K // 32, NG):
-            ge = k0 + tl.arange(0, NG)
-            group_mask = ge < K // 32
-            u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, r_lo, r_hi = load_pairs(
-                a0, a1, a2, a3, a4, wrow, row_mask, ge, group_mask, NB_A, FMT_A
-            )
-            x_lo = _x_runs(x_ptr, x_row, m_mask, r_lo, K, NG)
-            x_hi = _x_runs(x_ptr, x_row, m_mask, r_hi, K, NG)
-            acc_a = _dot_step(acc_a, x_lo, x_hi, u_lo, u_hi, s_lo, c_lo, s_hi, c_hi)
-            if GATE_UP:
-                u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, rb_lo, rb_hi = load_pairs(
-                    b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB_B, FMT_B
-                )
-                if FMT_B != FMT_A:  # the runs come in another order: x gathered again
-                    x_lo = _x_runs(x_ptr, x_row, m_mask, rb_lo, K, NG)
-                    x_hi = _x_runs(x_ptr, x_row, m_mask, rb_hi, K, NG)
-                acc_b = _dot_step(acc_b, x_lo, x_hi, u_lo, u_hi, s_lo, c_lo, s_hi, c_hi)
-        if HAS_BIAS:
-            acc_a += tl.load(bias_a_ptr + expert * N + rows, mask=row_mask, other=0.0)[None, :]
-            if GATE_UP:
-                acc_b += tl.load(bias_b_ptr + expert * N + rows, mask=row_mask, other=0.0)[None, :]
-        if GATE_UP:
-            y = _glu(acc_a, acc_b, alpha, limit, ACT)
-        else:
-            y = acc_a * tl.load(weights_ptr + pair, mask=m_mask, other=0.0).to(tl.float32)[:, None]
-        at = out_ptr + pair.to(tl.int64)[:, None] * N + rows[None, :]
-        tl.store(at, y.to(out_ptr.dtype.element_ty), mask=m_mask[:, None] & row_mask[None, :])
-
-
 def _launch(x, out, a, b, aligned: AlignedPairs, act, config: GroupedConfig | None) -> None:
     cfg = config or block_config(aligned.block_m)
     if cfg.block_m != aligned.block_m:
@@ -459,9 +360,7 @@ def _launch(x, out, a, b, aligned: AlignedPairs, act, config: GroupedConfig | No
     weights = aligned.weights if aligned.weights is not None else out
     fb = b.packed.fmt if b is not None else a.packed.fmt
     grid = (triton.cdiv(n_out, cfg.block_n), aligned.max_blocks)
-    extra = {} if _pairs_as_m() else {"ASM": not interpret_mode()}
-    kernel = _pairs_as_m_kernel if _pairs_as_m() else _grouped_kernel
-    kernel[grid](
+    _grouped_kernel[grid](
         x, out, *pa, *pb, bias_a, bias_b, aligned.sorted_pairs, aligned.block_end, aligned.count,
         weights, n_out, a.n_in, a.n_in // a.packed.fmt.block_size, a.n_in // fb.block_size,
         aligned.ids.shape[1], aligned.n_expert, float(act.alpha), float(act.limit),
@@ -469,7 +368,7 @@ def _launch(x, out, a, b, aligned: AlignedPairs, act, config: GroupedConfig | No
         ACT=_OAI if act.kind == "swiglu_oai" else _SILU, HAS_BIAS=has_bias,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, NG=cfg.ng,
         E_PAD=max(16, triton.next_power_of_2(aligned.n_expert)), num_warps=cfg.num_warps,
-        num_stages=cfg.num_stages, **extra,
+        num_stages=cfg.num_stages, ASM=not interpret_mode(),
     )  # fmt: skip
 
 

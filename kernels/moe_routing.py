@@ -43,7 +43,6 @@ experts) in that launch too.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -390,65 +389,6 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
         tl.atomic_xchg(tickets_ptr, 0)
 
 
-@triton.jit
-def _router_looped_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, ids_ptr,
-                   weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr, T,
-                   n_expert, n_embd, stride_x, split_len, n_splits,
-                   K: tl.constexpr, K_PAD: tl.constexpr, T_PAD: tl.constexpr,
-                   E_PAD: tl.constexpr, P_PAD: tl.constexpr, BLOCK_E: tl.constexpr,
-                   CHUNK: tl.constexpr, SOFTMAX_ALL: tl.constexpr, NORMALIZE: tl.constexpr,
-                   HAS_BIAS: tl.constexpr, SORT: tl.constexpr, RANK: tl.constexpr,
-                   RANK_CHUNK: tl.constexpr):  # fmt: skip
-    """route_from_router: program (tile, split) computes the logits of BLOCK_E router rows
-    over split_len columns, each token's from the same code (so a token's logits do not depend
-    on T), and stores them in part [n_splits, T, n_expert]; the program that takes the last
-    ticket sums the splits in order, stores the logits and selects and groups as
-    _select_and_group_kernel does (the rank's other scores read back from the logits it
-    stored)."""
-    tile = tl.program_id(0)
-    split = tl.program_id(1)
-    rows = tile * BLOCK_E + tl.arange(0, BLOCK_E)
-    row_mask = rows < n_expert
-    c = tl.arange(0, CHUNK)
-    first = split * split_len
-    for token in range(T):
-        acc = tl.zeros((BLOCK_E, CHUNK), tl.float32)
-        for k0 in range(0, split_len, CHUNK):
-            cols = first + k0 + c
-            col_mask = (cols < n_embd) & (k0 + c < split_len)
-            w = tl.load(w_ptr + rows[:, None].to(tl.int64) * n_embd + cols[None, :],
-                        mask=row_mask[:, None] & col_mask[None, :], other=0.0)  # fmt: skip
-            xv = tl.load(x_ptr + token * stride_x + cols, mask=col_mask, other=0.0)
-            acc += w.to(tl.float32) * xv.to(tl.float32)[None, :]
-        tl.store(part_ptr + (split * T + token) * n_expert + rows, tl.sum(acc, axis=1),
-                 mask=row_mask)  # fmt: skip
-    tl.debug_barrier()
-    ticket = tl.atomic_add(tickets_ptr, 1, sem="acq_rel", scope="gpu")
-    if ticket == tl.num_programs(0) * n_splits - 1:
-        t = tl.arange(0, T_PAD)[:, None]
-        e = tl.arange(0, E_PAD)[None, :]
-        valid = (t < T) & (e < n_expert)
-        x = tl.zeros((T_PAD, E_PAD), tl.float32)
-        for s in range(0, n_splits):  # in split order: the same sums whatever ran first
-            x += tl.load(part_ptr + (s * T + t) * n_expert + e, mask=valid, other=0.0,
-                         cache_modifier=".cg")  # fmt: skip
-        tl.store(logits_ptr + t * n_expert + e, x, mask=valid)
-        if HAS_BIAS:
-            x += tl.load(bias_ptr + e, mask=e < n_expert, other=0.0)
-        x = tl.where(valid, x, float("-inf"))
-        if RANK:
-            tl.debug_barrier()  # the logits stored above are read back by every thread
-            _select_by_rank_and_group(x, logits_ptr, n_expert, bias_ptr, ids_ptr, weights_ptr,
-                                      order_ptr, expert_ptr, start_ptr, count_ptr, n_groups_ptr,
-                                      T, n_expert, K, T_PAD, E_PAD, RANK_CHUNK, SOFTMAX_ALL,
-                                      NORMALIZE, HAS_BIAS)  # fmt: skip
-        else:
-            _select_and_group(x, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr,
-                              count_ptr, n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD,
-                              P_PAD, SOFTMAX_ALL, NORMALIZE, SORT)  # fmt: skip
-        tl.atomic_xchg(tickets_ptr, 0)
-
-
 @dataclass(frozen=True)
 class ExpertRouting:
     """One step's routing, grouped by expert (module docstring). ids and weights are the
@@ -619,19 +559,15 @@ class RouterConfig:
     """route_from_router's tiles: rows of the router a program, columns a program (a power of
     two). Qwen3-30B-A3B's 128 x 2048 router: 32 x 4 programs; gpt-oss's 32 x 2880: 8 x 6.
     pdl: a dependent launch where the GPU has one (the weights loaded while the norm before
-    still runs). looped: the previous kernel (_router_looped_kernel: the columns in steps of
-    chunk, the partials summed and the ranks read back in runtime loops), kept for one timed
-    comparison (HEARTH_ROUTER_LOOPED=1 makes it the default)."""
+    still runs); without one (before sm_90, the interpreter) the same kernel launches plain."""
 
     block_e: int = 4
     split: int = 512
-    chunk: int = 256
     num_warps: int = 4
     pdl: bool = True
-    looped: bool = False
 
 
-DEFAULT_ROUTER = RouterConfig(looped=os.environ.get("HEARTH_ROUTER_LOOPED") == "1")
+DEFAULT_ROUTER = RouterConfig()
 
 
 # one counter a device, shared by the launches of a stream (each leaves it at zero)
@@ -694,8 +630,6 @@ def norm_and_route(a: torch.Tensor, residual: torch.Tensor, norm_weight: torch.T
     if attn_bias is not None and tuple(attn_bias.shape) != (n_embd,):
         raise UnsupportedTensor(f"bias of shape {tuple(attn_bias.shape)} for rows of {n_embd}")
     cfg = config or DEFAULT_ROUTER
-    if cfg.looped:
-        raise UnsupportedTensor("the looped router kernel has no norm: use route_from_router")
     a = a if a.stride(1) == 1 else a.contiguous()
     residual = residual if residual.stride(1) == 1 else residual.contiguous()
     n_tokens, device = a.shape[0], a.device
@@ -739,12 +673,6 @@ def _launch_router(x, router, top_k, softmax_all, normalize, bias, method, cfg: 
             x.stride(0))  # fmt: skip
     sizes = _select_sizes(n_tokens, n_expert, top_k, method, selection)
     flags = dict(SOFTMAX_ALL=softmax_all, NORMALIZE=normalize, HAS_BIAS=bias is not None)
-    if cfg.looped:
-        _router_looped_kernel[grid](
-            *args, cfg.split, n_splits, BLOCK_E=cfg.block_e, CHUNK=cfg.chunk,
-            num_warps=cfg.num_warps, **flags, **sizes,
-        )  # fmt: skip
-        return ExpertRouting(ids, weights, n_expert, *groups), logits
     gdc = cfg.pdl and has_dependent_launch(device)
     del sizes["RANK_CHUNK"]
     if norm is None:  # (the norm's pointers unused: x stands in for them)

@@ -5,9 +5,8 @@ without a GPU: registers, stack (spills), instructions and what kind they are.
 
 Each format's gate+up (gate and up of one format, SiLU; MXFP4 with gpt-oss's biases and
 clamped SwiGLU) and down, as `_launch` compiles them at default_config's shape for blocks of
-16, 64 and 128 pairs (a 96-token chunk of Qwen3-30B-A3B, the 512-token chunks of it and of
-gpt-oss-20b), with Triton's bundled ptxas and cuobjdump. HEARTH_GROUPED_GEMM=pairs_as_m: the
-same for the kernel with the pairs as the MMA's M side. Columns: wgmma (HGMMA), int-to-float
+16, 64 and 128 pairs (Qwen3-30B-A3B's chunks of 65-170 tokens, the 512-token chunks of it and
+of gpt-oss-20b), with Triton's bundled ptxas and cuobjdump. Columns: wgmma (HGMMA), int-to-float
 conversions (I2F), float-to-f16 ones (F2F/F2FP), f16x2 FMAs (HFMA2), byte permutes (PRMT),
 cp.async copies (LDGSTS); where the f16 weights reach wgmma from (registers or shared memory)
 and whether ptxas serialized the wgmmas (its C7515 note). --sweep: benchmarks/kernels/
@@ -34,16 +33,13 @@ FORMATS = ["Q4_K", "Q5_K", "Q6_K", "Q8_0", "MXFP4", "Q4_0", "Q4_1", "Q5_0", "Q5_
 
 def compile_sm90(fmt: str, gate_up: bool, cfg: gg.GroupedConfig, n_expert: int = 128):
     """The grouped kernel as _launch compiles it: x f16 (h for the down), out f16 / float32."""
-    pairs_as_m = gg._pairs_as_m()
-    fn = gg._pairs_as_m_kernel if pairs_as_m else gg._grouped_kernel
+    fn = gg._grouped_kernel
     bias = fmt == "MXFP4"
     consts = dict(
         FMT_A=FORMAT_CODES[fmt], FMT_B=FORMAT_CODES[fmt], GATE_UP=gate_up,
         ACT=gg._OAI if bias else gg._SILU, HAS_BIAS=bias, BLOCK_M=cfg.block_m,
-        BLOCK_N=cfg.block_n, NG=cfg.ng, E_PAD=triton.next_power_of_2(n_expert),
+        BLOCK_N=cfg.block_n, NG=cfg.ng, E_PAD=triton.next_power_of_2(n_expert), ASM=True,
     )  # fmt: skip
-    if not pairs_as_m:
-        consts["ASM"] = True
     types = {
         "x_ptr": "*fp16", "out_ptr": "*fp16" if gate_up else "*fp32", "bias_a_ptr": "*fp32",
         "bias_b_ptr": "*fp32", "sorted_ptr": "*i32", "block_end_ptr": "*i32",

@@ -13,17 +13,15 @@ padding of expert blocks is not work done); GB/s the stored blocks of the expert
 picks, each read once (the least any path reads); `max_diff` is the largest difference of
 the two paths' outputs over their largest value (the GEMV reads x in 8 bits, the GEMM in f16).
 The experts' routing is random (router logits from a normal distribution), so every expert is
-picked about equally often. Every grouped row twice: the weight rows as the MMA's M side
-(_grouped_kernel, "grouped GEMM") and the pairs as M (HEARTH_GROUPED_GEMM=pairs_as_m,
-"pairs-as-M GEMM"), each at its own default_config. --sweep: _grouped_kernel's launch shapes
-in SWEEP at each case, gate+up and down timed apart (--only-sweep: those rows alone).
+picked about equally often. The grouped GEMM at its default_config, gate+up and down also
+timed apart. --sweep: _grouped_kernel's launch shapes in SWEEP at each case (--only-sweep:
+those rows alone).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from dataclasses import dataclass
 
@@ -58,8 +56,6 @@ CASES = [
     Case("qwen3-30b-a3b Q4_K_M", "Q4_K", "Q6_K", 128, 768, 2048, 8, "softmax"),
     Case("gpt-oss-20b MXFP4", "MXFP4", "MXFP4", 32, 2880, 2880, 4, "topk_softmax", oai=True),
 ]
-# the grouped kernels timed at their default_config: (HEARTH_GROUPED_GEMM, the row's path)
-VARIANTS = (("", "grouped GEMM"), (gg.PAIRS_AS_M, "pairs-as-M GEMM"))
 # _grouped_kernel's launch shapes: (block_m, block_n, ng, num_warps, num_stages)
 _SWEEP_SHAPES = (
     (64, 128, 4, 8, 3), (64, 128, 2, 8, 3), (64, 128, 4, 8, 4), (32, 128, 4, 8, 3),
@@ -114,8 +110,8 @@ def _bytes_per_expert(w: ExpertWeight) -> int:
 
 
 def measure(case: Case, tokens: int, configs=None, defaults: bool = True) -> list[dict]:
-    """The case's rows: the sliced GEMV and both grouped kernels at their default_config
-    (defaults), then _grouped_kernel at each of `configs`."""
+    """The case's rows: the sliced GEMV and the grouped GEMM at its default_config (defaults),
+    then the grouped GEMM at each of `configs`."""
     gate, up, down, ids, weights, x = _setup(case, tokens)
     act = SWIGLU_OAI if case.oai else SILU
     pairs = ids.numel()
@@ -139,23 +135,22 @@ def measure(case: Case, tokens: int, configs=None, defaults: bool = True) -> lis
         row("sliced GEMV", time_calls(lambda: _sliced_gemv(x, gate, up, down, act, ids, weights)),
             flops)  # fmt: skip
         scale = gemv_out.float().abs().max().item()
-    for kernel, path in VARIANTS if defaults else ():
-        os.environ["HEARTH_GROUPED_GEMM"] = kernel
+    if defaults:
         cfg = gg.default_config(pairs, case.n_expert)
         out = gg.grouped_moe(x, gate, up, down, act, ids, weights, config=cfg)
         diff = (out.float() - gemv_out.float()).abs().max().item() / max(scale, 1e-30)
-        t = time_calls(lambda cfg=cfg: gg.grouped_moe(x, gate, up, down, act, ids, weights,
-                                                      config=cfg))  # fmt: skip
-        row(path, t, flops, gate_up_bytes + down_bytes, max_diff=diff, block_m=cfg.block_m)
+        t = time_calls(lambda: gg.grouped_moe(x, gate, up, down, act, ids, weights, config=cfg))
+        row("grouped GEMM", t, flops, gate_up_bytes + down_bytes, max_diff=diff,
+            block_m=cfg.block_m)  # fmt: skip
         aligned = gg.align_pairs(ids, weights, case.n_expert, cfg.block_m)
         h = gg.grouped_gate_up(x, gate, up, aligned, act, config=cfg)
-        row("  align", time_calls(lambda cfg=cfg: gg.align_pairs(ids, weights, case.n_expert,
-                                                                 cfg.block_m)), 0)  # fmt: skip
-        row("  gate+up", time_calls(lambda cfg=cfg, al=aligned: gg.grouped_gate_up(
-            x, gate, up, al, act, config=cfg)), 2 * flops // 3, gate_up_bytes)  # fmt: skip
-        row("  down", time_calls(lambda cfg=cfg, al=aligned, h=h: gg.grouped_down(
-            h, down, al, config=cfg)), flops // 3, down_bytes)  # fmt: skip
-    os.environ["HEARTH_GROUPED_GEMM"] = ""
+        row("  align", time_calls(lambda: gg.align_pairs(ids, weights, case.n_expert,
+                                                         cfg.block_m)), 0)  # fmt: skip
+        row("  gate+up", time_calls(lambda: gg.grouped_gate_up(x, gate, up, aligned, act,
+                                                               config=cfg)),
+            2 * flops // 3, gate_up_bytes)  # fmt: skip
+        row("  down", time_calls(lambda h=h: gg.grouped_down(h, down, aligned, config=cfg)),
+            flops // 3, down_bytes)  # fmt: skip
     for c in configs or []:
         try:
             al = gg.align_pairs(ids, weights, case.n_expert, c.block_m)
@@ -180,7 +175,7 @@ def _print_row(r: dict) -> None:
     if r["path"] == "sliced GEMV":
         _GEMV_US[key] = r["us"]
     notes = ""
-    if r["path"] in ("grouped GEMM", "pairs-as-M GEMM"):
+    if r["path"] == "grouped GEMM":
         notes = (f"{_GEMV_US[key] / r['us']:.2f}x the GEMV, max_diff {r['max_diff']:.2e}, "
                  f"block_m {r['block_m']}")  # fmt: skip
     tf = f"{r['tflop_s']:8.1f}" if r["tflop_s"] else " " * 8

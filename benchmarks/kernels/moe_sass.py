@@ -132,7 +132,7 @@ def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bia
 
     cfg = moe_routing.RouterConfig()
     sizes = moe_routing._select_sizes(tokens, n_expert, top_k, None)
-    del sizes["RANK_CHUNK"]  # (the looped kernel's)
+    del sizes["RANK_CHUNK"]  # (_select_and_group_kernel's)
     consts = dict(
         BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=triton.cdiv(n_embd, cfg.split), GDC=True,
         SOFTMAX_ALL=softmax_all, NORMALIZE=softmax_all, HAS_BIAS=bias, NORM=True,

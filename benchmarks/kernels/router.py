@@ -1,7 +1,6 @@
 """route_from_router (the router's GEMV, the top-k and the grouping in one launch) at the two
 MoE models' routers, 1 and 2 tokens, by kernel variant (kernels/moe_routing.RouterConfig):
 
-    looped   the previous kernel (columns in steps, partials and ranks read in runtime loops)
     one-load the slab in one load, the tail's loads unrolled, the ranks from registers; a
              plain launch
     pdl      one-load as a dependent launch (the default): its weights loaded while the norm
@@ -14,7 +13,9 @@ matrix (48 for Qwen3-30B-A3B, 24 for gpt-oss-20b, so that the matrices come from
 FFN norm (rms_norm_quantized, which lets a dependent launch in at its start) and the router
 on the norm's output. The figure: the replay's time a layer, and that less the norms alone
 (the same replay without the routers). The s16-call-4 profile of a Qwen3 decode step: the
-router 6.1 us a launch, the norm ~2 us.
+router 6.1 us a launch, the norm ~2 us. Session 17's call 3 (H200, Triton 3.6) against the
+kernel before (columns in steps, partials and ranks read in runtime loops, since deleted):
+docs/decisions/0019-moe-routing-and-launch.md.
 """
 
 from __future__ import annotations
@@ -35,7 +36,6 @@ ROUTERS = [
 ]
 TOKENS = (1, 2)
 VARIANTS = {
-    "looped": RouterConfig(looped=True),
     "one-load": RouterConfig(pdl=False),
     "pdl": RouterConfig(),
 }

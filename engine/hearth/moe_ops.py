@@ -37,7 +37,6 @@ experts and bmm).
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 
 import torch
@@ -327,14 +326,13 @@ class KernelsMoeOps:
     chunks of more pairs (see the module docstring)."""
 
     # moe_ffn: chunks of more tokens than this go through the grouped GEMM. Measured on an H200
-    # (benchmarks/kernels/moe_prefill.py, docs/measurements/2026-11-28-s14-call-2/prefill/): at
-    # 64 tokens the expert GEMV in slices is faster (Qwen3-30B-A3B 590 against 864 us a layer,
-    # gpt-oss-20b 892 against 1,089), at 512 the GEMM (4.5x and 4.1x); the GEMM costs about a
-    # fixed 0.85-1.0 ms a layer, the GEMV 9-14 us a token: they cross at 80-96 tokens.
-    MOE_GEMM_MIN_TOKENS = 96
-    # norm_and_moe_ffn: the FFN norm in the router's launch (kernels.moe_routing.norm_and_route);
-    # HEARTH_FUSED_NORM_ROUTER=0 launches them apart, for one timed comparison
-    FUSED_NORM_ROUTER = os.environ.get("HEARTH_FUSED_NORM_ROUTER", "1") != "0"
+    # (benchmarks/kernels/moe_prefill.py, session 17's call 3, docs/decisions/0021-moe-prefill-
+    # by-dequantized-bmm.md): at 64 tokens the grouped GEMM equals the expert GEMV in slices
+    # for Qwen3-30B-A3B (536 against 544 us a layer) and beats it for gpt-oss-20b (489 against
+    # 1,050), at 512 it is 5.6x and 7.7x; the GEMV costs 8.5-16 us a token, the GEMM ~0.5 ms a
+    # layer at 64 and grows slowly. A batch's decode step of up to 64 rows (batch_graph's
+    # buckets up to 64) stays on the GEMV.
+    MOE_GEMM_MIN_TOKENS = 64
 
     def prepare_experts(
         self,
@@ -448,14 +446,12 @@ class KernelsMoeOps:
         the experts take the expert GEMV in one slice with x in 8 bits, the router is a float
         matrix and the norm would write its y in 8 bits (rms_norm_for's condition); else the
         norm, then moe_ffn_from_router."""
-        from kernels.moe_routing import DEFAULT_ROUTER, MAX_PAIRS, ROUTER_FORMATS
+        from kernels.moe_routing import MAX_PAIRS, ROUTER_FORMATS
 
         k, rows = rule.n_expert_used, a.shape[0]
         fmt = getattr(moe.router, "fmt", None)
         if (
-            not self.FUSED_NORM_ROUTER
-            or DEFAULT_ROUTER.looped
-            or a.dim() != 2
+            a.dim() != 2
             or h is None
             or not isinstance(moe.experts, PackedExperts)
             or getattr(fmt, "name", None) not in ROUTER_FORMATS

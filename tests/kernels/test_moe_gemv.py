@@ -191,15 +191,14 @@ def test_mxfp4_block_layout_is_ggml_s():
     ],
 )
 @pytest.mark.parametrize("selection", ["rank", "argmax"])
-@pytest.mark.parametrize("looped", [False, True])
 def test_router_gemv_and_selection_in_one_launch(
-    fmt, tokens, n_expert, n_embd, top_k, gating, normalize, bias, selection, looped, device
+    fmt, tokens, n_expert, n_embd, top_k, gating, normalize, bias, selection, device
 ):
     """route_from_router: the float GEMV's logits (within float32 sums in another order)
     and, from them, the routing select_and_route gives for the GEMV's logits; a token's
     logits the same bits alone as among others."""
     from kernels.gemv import quant_matmul
-    from kernels.moe_routing import _TICKETS, RouterConfig, select_and_route
+    from kernels.moe_routing import _TICKETS, select_and_route
 
     gen = torch.Generator().manual_seed(tokens + n_expert)
     dtype = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[fmt]
@@ -210,8 +209,7 @@ def test_router_gemv_and_selection_in_one_launch(
     b = torch.randn(n_expert, generator=gen).to(device) if bias else None
     kwargs = dict(softmax_all=gating == "softmax", normalize=normalize, bias=b,
                   selection=selection)  # fmt: skip
-    config = RouterConfig(looped=looped)
-    routing, logits = route_from_router(x, router, top_k, config=config, **kwargs)
+    routing, logits = route_from_router(x, router, top_k, **kwargs)
     gemv = quant_matmul(x, router).float()
     torch.testing.assert_close(logits, gemv, rtol=1e-5, atol=1e-4)
     apart = select_and_route(gemv, top_k, **kwargs)
@@ -221,7 +219,7 @@ def test_router_gemv_and_selection_in_one_launch(
     for name in ("group_expert", "group_start", "group_count"):
         assert torch.equal(getattr(routing, name)[:n], getattr(apart, name)[:n]), name
     torch.testing.assert_close(routing.weights, apart.weights, rtol=1e-5, atol=1e-6)
-    _, alone = route_from_router(x[-1:], router, top_k, config=config, **kwargs)
+    _, alone = route_from_router(x[-1:], router, top_k, **kwargs)
     assert torch.equal(alone[0], logits[-1])
     assert not _TICKETS.get(torch.device(device), 1).any()  # left at zero for the next launch
 

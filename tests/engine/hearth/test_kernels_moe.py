@@ -109,11 +109,11 @@ def test_chunks_past_one_launch_are_split_by_tokens(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
 def test_chunks_past_the_threshold_take_the_grouped_gemm(arch, tmp_path, monkeypatch):
-    """Past MOE_GEMM_MIN_TOKENS tokens (made 4 here) a chunk goes through the grouped GEMM
-    (kernels/moe_grouped_gemm.py: f16 tiles, no 8-bit x), picked and given its experts as
-    select_experts does: within TorchOps' float32 products' tolerance, through moe_ffn and
-    moe_ffn_selected alike, and through moe_ffn_from_router (the router's GEMV, then the
-    GEMM: not route_from_router's expert GEMV)."""
+    """Past MOE_GEMM_MIN_TOKENS tokens (made 4 here; a chunk of 4 still takes the expert GEMV)
+    a chunk goes through the grouped GEMM (kernels/moe_grouped_gemm.py: f16 tiles, no 8-bit x),
+    picked and given its experts as select_experts does: within TorchOps' float32 products'
+    tolerance, through moe_ffn and moe_ffn_selected alike, and through moe_ffn_from_router
+    (the router's GEMV, then the GEMM: not route_from_router's expert GEMV)."""
     import kernels.moe_grouped_gemm
 
     config, torch_experts, kernel_experts = _layer_experts(tmp_path, arch)
@@ -126,6 +126,11 @@ def test_chunks_past_the_threshold_take_the_grouped_gemm(arch, tmp_path, monkeyp
         return grouped(x, *args, **kwargs)
 
     monkeypatch.setattr(kernels.moe_grouped_gemm, "grouped_moe", counted)
+    at_threshold, gemv_rows = KernelsOps("cpu"), []  # 4 tokens: the expert GEMV (not run)
+    monkeypatch.setattr(at_threshold, "MOE_GEMM_MIN_TOKENS", 4)
+    monkeypatch.setattr(at_threshold, "_expert_gemv", lambda x, *_: gemv_rows.append(len(x)) or x)
+    at_threshold.moe_ffn(x[:4], kernel_experts, logits[:4], config.moe)
+    assert gemv_rows == [4] and calls == []
     ops = KernelsOps("cpu")
     monkeypatch.setattr(ops, "MOE_GEMM_MIN_TOKENS", 4)
     expected = TorchOps("cpu").moe_ffn(x, torch_experts, logits, config.moe)
@@ -290,14 +295,9 @@ def test_the_down_projection_rounds_h_in_its_own_launch(arch, tmp_path):
     assert apart_launches - fused_launches == 2, (apart_launches, fused_launches)
 
 
-def _norm_apart(monkeypatch):
-    """KernelsOps taking the FFN norm in a launch of its own, then route_from_router."""
-    monkeypatch.setattr(KernelsOps, "FUSED_NORM_ROUTER", False)
-
-
 def _router_apart(monkeypatch):
     """KernelsOps taking the FFN norm, the router's GEMV (ops.matmul), then select_and_route."""
-    _norm_apart(monkeypatch)
+    monkeypatch.setattr(KernelsOps, "norm_and_moe_ffn", TorchOps.norm_and_moe_ffn)
     monkeypatch.setattr(KernelsOps, "moe_ffn_from_router", TorchOps.moe_ffn_from_router)
 
 
