@@ -383,7 +383,7 @@ def experts_in_ram_reasons(
     if picks:
         how = cpu_share_text(picks, moe.n_expert_used)
         if picks < moe.n_expert_used:
-            how += " (both pipes read one layer's experts at once: two copies in RAM)"
+            how += " (the CPU's copy and the GPU's pinned one: two copies in RAM)"
         moved = "read over PCIe"
         routing = ""
     elif experts[1]:
