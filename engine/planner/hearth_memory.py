@@ -75,9 +75,9 @@ benchmarks/hearth_memory.py has measured them; it prints each item beside its me
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable
-import dataclasses
 from dataclasses import dataclass
 
 from engine.gguf import ModelInfo, TensorInfo
