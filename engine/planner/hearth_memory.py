@@ -596,9 +596,10 @@ def prefill_graph_pool(profile: HearthProfile, config: HearthConfig, costs: Hear
     at once, so it holds one chunk's buffers at the largest shape captured (n_ubatch rows
     attending at most PREFILL_GRAPH_MAX_KEYS slots: prefill_workspace at that context) and
     each kept graph's output, its last row's float32 logits. None with experts in RAM (their
-    chunks run eagerly: PrefillGraphs.can_capture). Reasoned from the code, not yet measured
+    chunks run eagerly: PrefillGraphs.can_capture) or for a batch (engine/runtime/
+    hearth_batch.py runs its prompts eagerly). Reasoned from the code, not yet measured
     (benchmarks/hearth_memory.py's cards)."""
-    if config.ram_expert_layers:
+    if config.ram_expert_layers or config.n_parallel > 1:
         return 0
     keys = min(config.n_ctx, PREFILL_GRAPH_MAX_KEYS)
     chunk = prefill_workspace(profile, dataclasses.replace(config, n_ctx=keys), costs)
