@@ -39,9 +39,9 @@ GB = 1e9
 @dataclass(frozen=True)
 class OffloadCosts:
     """What only a device measures (benchmarks/moe_offload.py prints each beside its
-    prediction). The link and CPU rates are the H200 host's of 2026-11-29
-    (docs/measurements/2026-11-29-s16-call-1/offload: a PCIe 5.0 x16 card, 16 cores); a
-    desktop on PCIe 4.0 moves about half."""
+    prediction). The link and CPU rates are the H200 host's of 2026-11-29 (a PCIe 5.0 x16
+    card, 16 cores: docs/measurements/2026-11-29-s16-call-1/offload, session 17's calls 1 and
+    3 for the CPU's, docs/decisions/0020); a desktop on PCIe 4.0 moves about half."""
 
     # pinned host -> device copies: 55.0 and 55.4 GB/s measured (PCIe 5.0 x16)
     host_link_gbps: float = 55.0
