@@ -46,6 +46,9 @@ def test_the_hearth_run_counts_its_misses_and_predicts(tmp_path, one_thread):
     assert in_place["predicted_misses_per_token"] == 4  # all k = 2 of both layers
     assert "read in place" in _hearth_text(in_place)
     assert "failed: no" in _hearth_text({"ok": False, "error": "no"})
+    args.cpu_picks = 1  # the CPU takes all 2 of a token's picks or none
+    with pytest.raises(ValueError, match="all 2 of a token's picks or none"):
+        run_hearth(args)
 
 
 def test_the_plan_for_a_12_gib_card(tmp_path):

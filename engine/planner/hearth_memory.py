@@ -141,8 +141,8 @@ class HearthConfig:
     n_parallel: int = 1
     ram_expert_layers: int = 0  # MoE: the last N layers keep their experts in host memory
     expert_cache_slots: int = 0  # ... each with a device cache of this many experts
-    # ... or the CPU computes this many of each token's picks there (n_expert_used or more:
-    # all; between: the rest read in place by the GPU; expert_offload.ExpertsOnCpu)
+    # ... or the CPU computes every pick of a token there (n_expert_used; 0: none;
+    # expert_offload.ExpertsOnCpu)
     expert_cpu_picks: int = 0
 
     @property
@@ -168,7 +168,7 @@ class HearthItems:
     context: int
     host_weights: int
     host_process: int
-    host_experts: int = 0  # experts in RAM, pinned and ggml's copy (also in host_weights)
+    host_experts: int = 0  # experts in RAM, pinned or ggml's copy (also in host_weights)
     pinned_mapping: int = 0  # device memory the driver maps those pinned pages with
     prefill_graph_pool: int = 0  # the prefill graphs' own pool (prefill_graph_pool)
 
@@ -374,9 +374,7 @@ def pinned_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
     pinned, each plane (a weight's, as on the GPU) or float32 bias its own page-locked buffer
     of whole pages plus one page (engine/hearth/expert_offload.py pinned_copy). None where the
     CPU computes every pick."""
-    moe = profile.config.moe
-    k = moe.n_expert_used if moe is not None else 0
-    if not config.ram_expert_layers or (config.expert_cpu_picks and config.expert_cpu_picks >= k):
+    if not config.ram_expert_layers or config.expert_cpu_picks:
         return 0
     sizes = [
         size
@@ -389,10 +387,9 @@ def pinned_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
 
 def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
     """The experts kept in RAM: the last ram_expert_layers layers'. The pinned planes the GPU
-    reads (pinned_expert_bytes) and, where the CPU computes any picks (ggml), the file's
-    expert tensors once more: ggml's repacked copy of those it repacks, the mapped pages of
-    the others, which must stay in RAM to be read at its rate (engine/hearth/cpu_experts.py).
-    A split holds both."""
+    reads (pinned_expert_bytes) or, where the CPU computes every pick (ggml), the file's
+    expert tensors: ggml's repacked copy of those it repacks, the mapped pages of the others,
+    which must stay in RAM to be read at its rate (engine/hearth/cpu_experts.py)."""
     if not config.ram_expert_layers:
         return 0
     total = pinned_expert_bytes(profile, config)

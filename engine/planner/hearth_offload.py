@@ -66,17 +66,6 @@ class OffloadCosts:
     # pinned memory, the GIL): every pick on the CPU ran 58.8 tok/s, 17.0 ms a token, 14.26
     # ms beyond the GPU's 2.75 over 21 layers: 679 us a layer, 563 of them in ggml
     host_call_s: float = 276e-6
-    # a split layer (some picks on the CPU, the rest read in place) costs the CPU's part and
-    # then the in-place read, one after the other, and that read runs at this share of the
-    # copy rate: 4 of 8 picks on the CPU ran 46.6 tok/s, 890 us a layer, 477 of them the
-    # CPU's part (362 in ggml), so the other 4 picks (12.2 MB) took 413 us, 29.7 GB/s of the
-    # 55.2 copied (the graph waits on the host node before the layer's in-place kernels run;
-    # the halved rate is measured, not explained)
-    split_in_place_efficiency: float = 0.54
-    # what the host's memory delivers to both pipes together (the CPU's reads and the bus's
-    # come from the same DRAM): not measured; a server's 8-12 DDR5 channels give 300-450 GB/s
-    # nominal, a dual-channel desktop 60-90
-    host_memory_gbps: float = 150.0
     # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
     # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
     # a layer of launches from Python
@@ -84,10 +73,9 @@ class OffloadCosts:
     # per layer with a cache per token: reading the routing back, its copies' launches
     ram_layer_s: float = 40e-6
     calibrated: bool = False
-    # whether the planner may choose the CPU's placements (every pick on the CPU, or a split
-    # with the in-place read): the costs above predict session 17's three runs on the H200
-    # host within 10% (72.8 / 58.8 / 46.6 tok/s predicted for in place / every pick on the CPU
-    # / 4 of 8, 67.0 / 58.8 / 46.6 measured), pick the in-place read there, and every pick on
+    # whether the planner may choose every pick on the CPU: the costs above predict session
+    # 17's runs on the H200 host within 10% (72.8 / 58.8 tok/s predicted for in place / every
+    # pick on the CPU, 67.0 / 58.8 measured), pick the in-place read there, and every pick on
     # the CPU where the link is slow (a PCIe 4.0 x16 desktop at 25 GB/s): test_hearth_offload
     cpu_placements_measured: bool = True
 
@@ -168,14 +156,13 @@ def offload_speed(
     the misses cross the host link; with a cache, plus the eager step's and the routing's
     per-layer costs. The parts add up: a layer's experts are read after its router.
 
-    `cpu_picks` (read in place only): of each layer in RAM's k picks, that many are computed
-    by the CPU (ggml) and the GPU reads the others in place (cpu_ram_layer_seconds). k: all on
-    the CPU."""
+    `cpu_picks` k (no cache): every pick of a layer in RAM computed by the CPU (ggml,
+    cpu_layer_seconds), nothing crossing the link; 0: none."""
+    if cpu_picks not in (0, n_expert_used):
+        raise ValueError(f"{cpu_picks} of {n_expert_used} picks on the CPU: all or none")
     if cpu_picks and slots:
         raise ValueError("experts computed on the CPU take no device cache")
-    misses = misses_per_token(ram_layers, slots, n_expert, n_expert_used)
-    if cpu_picks:
-        misses = ram_layers * (n_expert_used - min(cpu_picks, n_expert_used))
+    misses = 0.0 if cpu_picks else misses_per_token(ram_layers, slots, n_expert, n_expert_used)
     link = misses * expert_bytes
     gpu = dense_bytes + all_expert_bytes * n_expert_used / n_expert + kv_bytes_read
     if slots:
@@ -185,7 +172,7 @@ def offload_speed(
         link_rate = costs.host_link_gbps * GB * costs.in_place_efficiency
         per_layer = 0.0
     if cpu_picks:
-        ram = ram_layers * cpu_ram_layer_seconds(cpu_picks, n_expert_used, expert_bytes, costs)
+        ram = ram_layers * cpu_layer_seconds(n_expert_used, expert_bytes, costs)
     else:
         ram = link / link_rate if ram_layers else 0.0
     seconds = (
@@ -194,23 +181,7 @@ def offload_speed(
     return OffloadSpeed(misses, link, gpu, 1.0 / seconds)
 
 
-def cpu_ram_layer_seconds(cpu_picks: int, k: int, expert_bytes: int,
-                          costs: OffloadCosts = OFFLOAD_COSTS) -> float:  # fmt: skip
-    """One layer in RAM a token with `cpu_picks` of its k picks on the CPU and the rest read in
-    place by the GPU: the CPU's part (its host call and its picks), then the in-place read,
-    one after the other and at the split's measured rate when both have picks (the two did
-    not overlap on the H200 host, docs/decisions/0020); at least what the host's DRAM, which
-    both read, takes for all k."""
-    m = min(cpu_picks, k)
-    cpu = m * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.host_call_s if m else 0.0
-    share = costs.split_in_place_efficiency if m else costs.in_place_efficiency
-    bus = (k - m) * expert_bytes / (costs.host_link_gbps * GB * share)
-    dram = k * expert_bytes / (costs.host_memory_gbps * GB)
-    return max(cpu + bus, dram)
-
-
-def best_cpu_picks(k: int, expert_bytes: int, costs: OffloadCosts = OFFLOAD_COSTS) -> int:
-    """The CPU's share of a layer's k picks that makes the layer fastest: 0 (all read in
-    place by the GPU) to k (all on the CPU), by the measured costs (cpu_ram_layer_seconds;
-    with the two parts one after the other a split is never faster than both ends)."""
-    return min(range(k + 1), key=lambda m: cpu_ram_layer_seconds(m, k, expert_bytes, costs))
+def cpu_layer_seconds(k: int, expert_bytes: int, costs: OffloadCosts = OFFLOAD_COSTS) -> float:
+    """One layer in RAM a token with its k picks computed by the CPU: the picks at ggml's rate
+    and the host call's fixed cost."""
+    return k * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.host_call_s

@@ -150,8 +150,8 @@ def experts_in_ram_text(
     cpu_picks: int = 0, n_expert_used: int = 0,
 ) -> str:  # fmt: skip
     """ "experts in RAM: N of M layers", with how the Hearth engine reads them (", S of E
-    experts per layer cached on the GPU", ", read by the GPU over PCIe", or who computes
-    which picks: cpu_share_text), or "" when no expert is in RAM."""
+    experts per layer cached on the GPU", ", read by the GPU over PCIe" or ", computed by the
+    CPU": cpu_share_text), or "" when no expert is in RAM."""
     if not n_ram:
         return ""
     text = f"experts in RAM: {n_ram} of {n_layers} layers"
@@ -164,15 +164,9 @@ def experts_in_ram_text(
 
 
 def cpu_share_text(cpu_picks: int, n_expert_used: int) -> str:
-    """Who computes a token's picks of a layer in RAM (no cache)."""
-    if not cpu_picks:
-        return "read by the GPU over PCIe"
-    if n_expert_used and cpu_picks < n_expert_used:
-        return (
-            f"{cpu_picks} of each token's {n_expert_used} experts computed by the CPU, the "
-            "rest read by the GPU over PCIe at the same time"
-        )
-    return "computed by the CPU"
+    """Who computes a token's picks of a layer in RAM (no cache): the GPU reading them in place
+    (cpu_picks 0) or the CPU (all n_expert_used of them)."""
+    return "computed by the CPU" if cpu_picks else "read by the GPU over PCIe"
 
 
 @dataclass(frozen=True)

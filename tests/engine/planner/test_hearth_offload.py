@@ -16,9 +16,8 @@ from engine.planner.hearth_memory import HearthConfig, HearthProfile, hearth_est
 from engine.planner.hearth_offload import (
     OFFLOAD_COSTS,
     OffloadCosts,
-    best_cpu_picks,
     choose_placement,
-    cpu_ram_layer_seconds,
+    cpu_layer_seconds,
     fewest_ram_layers,
     misses_per_token,
     offload_speed,
@@ -238,8 +237,8 @@ def test_the_faster_of_in_place_and_a_cache(
 @pytest.mark.parametrize(
     ("placement", "measured"),
     # session 17 call 3 on the H200 host (21 layers in RAM, link 55.2 GB/s, 15 threads):
-    # in place, every pick on the CPU, 4 of 8 picks on the CPU
-    [(0, 67.0), (8, 58.8), (4, 46.6)],
+    # in place, every pick on the CPU
+    [(0, 67.0), (8, 58.8)],
 )
 def test_the_costs_predict_the_measured_placements(synthetic_info, placement, measured):
     """docs/decisions/0020: within 15% of what the H200 host ran."""
@@ -275,7 +274,6 @@ def test_the_plan_puts_experts_on_the_cpu_where_it_is_faster(
 
     assert costs.cpu_placements_measured
     monkeypatch.setattr(hearth_plan, "OFFLOAD_COSTS", costs)
-    assert best_cpu_picks(8, qwen3_moe.expert_bytes, costs) == picks
     plan = plan_hearth(synthetic_info("qwen3-30b-a3b", "Q4_K_M"), h200(12))
     choice = plan.choice
     assert choice.expert_cpu_picks == picks and plan.settings.expert_cpu_picks == picks
@@ -285,45 +283,36 @@ def test_the_plan_puts_experts_on_the_cpu_where_it_is_faster(
         assert choice.experts_in_ram_text.endswith("computed by the CPU")
 
 
-def test_a_split_keeps_two_copies_in_host_memory(qwen3_moe):
-    """4 of 8 picks on the CPU: ggml's copy of the layers' experts beside the pinned one the
-    GPU reads; the GPU holds the same as read in place."""
+def test_experts_on_the_cpu_keep_ggmls_copy_in_host_memory_and_none_pinned(qwen3_moe):
+    """Every pick on the CPU: the layers' experts once in host memory (ggml's copy), none
+    pinned for the GPU; the GPU holds no more than read in place."""
     ram = 21
     in_place = hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=ram))
-    split = hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=ram, expert_cpu_picks=4))
+    on_cpu = hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=ram, expert_cpu_picks=8))
     file_bytes = sum(t.n_bytes for ts in qwen3_moe.layer_experts[-ram:] for t in ts)
-    assert split.host_experts == in_place.host_experts + file_bytes
-    assert split.gpu_total == in_place.gpu_total
+    assert on_cpu.host_experts == file_bytes < in_place.host_experts
+    assert on_cpu.gpu_total <= in_place.gpu_total
 
 
-@pytest.mark.parametrize(
-    ("picks", "seconds"),
-    [
-        # 8 picks of 3 MB: read in place at 55 x 0.85; on the CPU at 60.8 GB/s plus its call;
-        # split: the CPU's part, then the in-place read at 55 x 0.54
-        (0, 8 * 3e6 / 46.75e9),
-        (8, 8 * 3e6 / 60.8e9 + 276e-6),
-        (4, 4 * 3e6 / 60.8e9 + 276e-6 + 4 * 3e6 / 29.7e9),
-    ],
-)
-def test_a_split_layer_costs_both_parts_in_turn(picks, seconds):
-    assert cpu_ram_layer_seconds(picks, 8, 3_000_000) == pytest.approx(seconds)
-    # both parts read one DRAM: its rate bounds the layer however the picks are split
-    slow_memory = OffloadCosts(host_memory_gbps=20.0)
-    assert cpu_ram_layer_seconds(picks, 8, 3_000_000, slow_memory) >= 8 * 3e6 / 20e9
+def test_a_layer_on_the_cpu_costs_its_picks_and_its_call():
+    # 8 picks of 3 MB at 60.8 GB/s, plus ggml's and the host node's fixed 276 us
+    assert cpu_layer_seconds(8, 3_000_000) == pytest.approx(8 * 3e6 / 60.8e9 + 276e-6)
 
 
 def test_offload_speed_with_picks_on_the_cpu():
-    """The layers in RAM cost cpu_ram_layer_seconds each, and only the GPU's picks cross."""
+    """The layers in RAM cost cpu_layer_seconds each and nothing crosses the link; the CPU
+    takes every pick of a token or none."""
     common = dict(n_layer=4, n_expert=8, n_expert_used=2, expert_bytes=1_000_000,
                   dense_bytes=1_000_000_000, all_expert_bytes=4_000_000_000, kv_bytes_read=0,
                   ram_layers=2, slots=0, gpu_bandwidth_gbps=1000.0, costs=COSTS)  # fmt: skip
-    split = offload_speed(**common, cpu_picks=1)
-    assert split.misses_per_token == 2.0
-    layer = cpu_ram_layer_seconds(1, 2, 1_000_000, COSTS)
-    assert split.tokens_per_second == pytest.approx(1 / (0.002 + 2e9 / 500e9 + 2 * layer))
+    on_cpu = offload_speed(**common, cpu_picks=2)
+    assert on_cpu.misses_per_token == 0 and on_cpu.link_bytes_per_token == 0
+    layer = cpu_layer_seconds(2, 1_000_000, COSTS)
+    assert on_cpu.tokens_per_second == pytest.approx(1 / (0.002 + 2e9 / 500e9 + 2 * layer))
+    with pytest.raises(ValueError, match="all or none"):
+        offload_speed(**common, cpu_picks=1)
     with pytest.raises(ValueError, match="no device cache"):
-        offload_speed(**{**common, "slots": 4}, cpu_picks=1)
+        offload_speed(**{**common, "slots": 4}, cpu_picks=2)
 
 
 def test_the_model_page_plans_experts_in_ram_for_the_hearth_engine(synthetic_info):
