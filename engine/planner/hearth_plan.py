@@ -329,7 +329,6 @@ def choice_of(profile: HearthProfile, pair, n_ctx: int, experts=ON_GPU) -> Choic
         expert_cache_slots=experts[1],
         n_expert=moe.n_expert if moe is not None else 0,
         expert_cpu_picks=cpu_picks_of(experts),
-        n_expert_used=moe.n_expert_used if moe is not None else 0,
     )
 
 
@@ -373,7 +372,7 @@ def experts_in_ram_reasons(
     cache = experts[0] * experts[1] * profile.expert_bytes
     pinned = "ggml's copy" if picks else "pinned"
     if picks:
-        how = cpu_share_text(picks, moe.n_expert_used)
+        how = cpu_share_text(picks)
         moved = "read over PCIe"
         routing = ""
     elif experts[1]:
