@@ -122,8 +122,9 @@ class Engine:
         ram, slots, *picks = experts
         k = self.config.moe.n_expert_used if self.config.moe is not None else 0
         cpu = picks[0] if picks else 0
-        placement = ExpertPlacement(ram, slots, on_cpu=cpu > 0,
-                                    cpu_picks=cpu if 0 < cpu < k else None)  # fmt: skip
+        if cpu not in (0, k):
+            raise ValueError(f"{cpu} of {k} picks on the CPU: all ({k}) or none (0)")
+        placement = ExpertPlacement(ram, slots, on_cpu=cpu > 0)
         if self.config.moe is not None:
             placement.check(self.config.moe.n_expert, self.config.moe.n_expert_used)
         self.transformer = Transformer.load(self.config, self.tensors, self.ops, experts=placement)

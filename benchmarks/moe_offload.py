@@ -12,10 +12,7 @@ same free VRAM, with the planner's predictions beside both.
    (engine/planner/hearth_offload.py), each with its predicted speed; and llama.cpp's own
    plan (its --n-cpu-moe count and predicted speed). Beside them, at the in-place count of
    layers: those layers' experts computed by the CPU (ggml, --cpu-threads; a host node in
-   the decode graph: expert_offload.ExpertsOnCpu), and each split of --cpu-picks (that many
-   of a token's picks on the CPU, the rest read in place by the GPU at the same time); the
-   first split also at --fewer layers fewer (nearer llama.cpp's count: fails where it does
-   not fit).
+   the decode graph: expert_offload.ExpertsOnCpu; --skip-cpu leaves it out).
 3. For each, in a child process (its memory given back when it ends): the pinned
    host -> device copy rate; the model loaded with that placement; 64 prompt tokens and 16
    decode steps to warm up; then tg128: 128 decode steps, each fed a random token (as
@@ -48,7 +45,6 @@ from engine.planner.engine_choice import plan_engines
 from engine.planner.hearth_memory import HearthConfig, hearth_estimate
 from engine.planner.hearth_offload import (
     OFFLOAD_COSTS,
-    best_cpu_picks,
     choose_placement,
     fewest_ram_layers,
 )
@@ -153,10 +149,11 @@ def run_hearth(args) -> dict:
     info = read_model_info(args.model)
     config = model_config(info)
     k = config.moe.n_expert_used
+    if args.cpu_picks not in (0, k):
+        raise ValueError(f"--cpu-picks {args.cpu_picks}: all {k} of a token's picks or none")
     placement = ExpertPlacement(
-        args.ram_layers, args.slots, on_cpu=args.cpu_picks > 0, cpu_threads=args.cpu_threads,
-        cpu_picks=args.cpu_picks if 0 < args.cpu_picks < k else None,
-    )  # fmt: skip
+        args.ram_layers, args.slots, on_cpu=args.cpu_picks > 0, cpu_threads=args.cpu_threads
+    )
     ops = select_ops(device)
     tensors = GGUFTensors(args.model, info)
     started = time.perf_counter()
@@ -382,39 +379,26 @@ def show(args) -> int:
 
 
 def cpu_placements(args, plan: dict) -> list[dict]:
-    """At the planner's in-place count of layers: all picks on the CPU, then each split of
-    args.cpu_picks (the planner's best share first where none is given), the first split
-    also at args.fewer layers fewer; each with the planner's prediction."""
+    """At the planner's in-place count of layers: every pick on the CPU, with the planner's
+    prediction (none with args.skip_cpu)."""
     in_place = [p for p in plan["placements"] if not p["slots"]]
-    if not in_place or args.cpu_picks_list == "none":
+    if not in_place or args.skip_cpu:
         return []
-    info = read_model_info(args.model)
-    profile = hearth_profile(info)
+    profile = hearth_profile(read_model_info(args.model))
     k = profile.config.moe.n_expert_used
     n = in_place[0]["ram_layers"]
-    picks = [int(m) for m in args.cpu_picks_list.split(",") if m]
-    if not picks:
-        picks = [best_cpu_picks(k, profile.expert_bytes)]
-    found = [(n, k)] + [(n, m) for m in picks if 0 < m < k]
-    if args.fewer and len(found) > 1:
-        found.append((max(1, n - args.fewer), found[1][1]))
+    predicted = predicted_speed(
+        profile, ("f16", "f16"), plan["n_ctx"], (n, 0), args.gpu_gbps, cpu_picks=k
+    )
     return [
-        {"ram_layers": ram, "slots": 0, "cpu_picks": m, "k": k,
-         "predicted": predicted_speed(profile, ("f16", "f16"), plan["n_ctx"], (ram, 0),
-                                      args.gpu_gbps, cpu_picks=m).tokens_per_second}
-        for ram, m in found
+        {"ram_layers": n, "slots": 0, "cpu_picks": k, "k": k,
+         "predicted": predicted.tokens_per_second}
     ]  # fmt: skip
 
 
 def _placement_text(p: dict) -> str:
-    m = p.get("cpu_picks", 0)
-    if m:
-        how = (
-            "computed by the CPU (a host node)"
-            if m >= p.get("k", m)
-            else f"{m} of {p['k']} picks a token on the CPU, the rest read in place"
-        )
-        return f"experts of {p['ram_layers']} layers in RAM, {how}"
+    if p.get("cpu_picks", 0):
+        return f"experts of {p['ram_layers']} layers in RAM, computed by the CPU (a host node)"
     how = f"{p['slots']} cache slots each" if p["slots"] else "read in place"
     return f"experts of {p['ram_layers']} layers in RAM, {how}"
 
@@ -467,13 +451,12 @@ def main(argv: list[str] | None = None) -> int:
         "--cpu-picks",
         type=int,
         default=0,
-        help="hearth mode: picks a token the CPU computes (0: none)",
+        help="hearth mode: picks a token the CPU computes: all (the model's k) or none (0)",
     )
     parser.add_argument(
-        "--cpu-picks-list",
-        default="4,5",
-        help="show: the splits to run beside (comma-separated; empty: the "
-        "planner's best; 'none': no CPU placements)",
+        "--skip-cpu",
+        action="store_true",
+        help="show: leave the placement with every pick on the CPU out",
     )
     parser.add_argument(
         "--cpu-threads",
@@ -492,12 +475,6 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-cache",
         action="store_true",
         help="show: leave the planner's cached placement out (its steps run eagerly: slow)",
-    )
-    parser.add_argument(
-        "--fewer",
-        type=int,
-        default=2,
-        help="show: the first split also at this many layers fewer in RAM",
     )
     parser.add_argument("--device", default="cuda", help="hearth mode: cpu for a check")
     parser.add_argument("--hearth-timeout", type=float, default=150.0)

@@ -32,7 +32,7 @@ def one_thread():
 def test_the_hearth_run_counts_its_misses_and_predicts(tmp_path, one_thread):
     path = write_tiny_gguf(tmp_path / "moe.gguf", tiny_spec("qwen3moe", n_layer=2))
     args = argparse.Namespace(model=str(path), ram_layers=1, slots=3, ctx=32, gpu_gbps=100.0,
-                              device="cpu")  # fmt: skip
+                              device="cpu", cpu_picks=0, cpu_threads=1)  # fmt: skip
     got = run_hearth(args)
     assert got["ok"] and got["layers_cached"] == 1 and got["steps"] == 16
     assert got["misses_per_token"] > 0 and got["mib_copied_per_token"] > 0
@@ -46,6 +46,9 @@ def test_the_hearth_run_counts_its_misses_and_predicts(tmp_path, one_thread):
     assert in_place["predicted_misses_per_token"] == 4  # all k = 2 of both layers
     assert "read in place" in _hearth_text(in_place)
     assert "failed: no" in _hearth_text({"ok": False, "error": "no"})
+    args.cpu_picks = 1  # the CPU takes all 2 of a token's picks or none
+    with pytest.raises(ValueError, match="all 2 of a token's picks or none"):
+        run_hearth(args)
 
 
 def test_the_plan_for_a_12_gib_card(tmp_path):
@@ -55,13 +58,15 @@ def test_the_plan_for_a_12_gib_card(tmp_path):
     in_place, cached = plan["placements"]
     assert in_place["slots"] == 0 and 0 < in_place["ram_layers"] < 48
     assert cached["slots"] >= 8 and cached["ram_layers"] >= in_place["ram_layers"]
-    assert tuple(plan["chosen"]) in {(p["ram_layers"], p["slots"]) for p in (in_place, cached)}
+    # (layers, slots, CPU picks): at the H200 host's rates the in-place read beats the CPU's
+    assert tuple(plan["chosen"][:2]) in {(p["ram_layers"], p["slots"]) for p in (in_place, cached)}
+    assert plan["chosen"][2] == 0
     assert 0 < plan["llama_ncmoe"] < 48 and in_place["predicted"] > 0
 
 
 @pytest.mark.parametrize(
     ("n", "expected"),
-    [(19, [17, 19, 21, 25, 48]), (46, [44, 46, 48]), (1, [0, 1, 3, 7, 48])],
+    [(19, [15, 17, 19, 21, 48]), (46, [42, 44, 46, 48]), (1, [0, 1, 3, 48])],
 )
 def test_settings_around(n, expected):
     assert settings_around(n, 48) == expected

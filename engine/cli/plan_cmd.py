@@ -258,7 +258,7 @@ def print_plan(result: Plan, out: TextIO) -> None:
             if s.expert_cache_slots:
                 how = f"{s.expert_cache_slots} cached on the GPU per layer"
             elif s.expert_cpu_picks:
-                how = f"{s.expert_cpu_picks} of each token's picks computed by the CPU"
+                how = "every pick computed by the CPU"
             else:
                 how = "read in place over PCIe"
             out.write(f"  experts in RAM: the last {s.ram_expert_layers} layers', {how}\n")

@@ -1,7 +1,7 @@
 """A layer's routed experts computed on the CPU, from the GGUF's expert tensors as stored (the
-file's mapped bytes, nothing dequantized), by ggml's own CPU kernels: the half of
-docs/decisions/0020-experts-in-ram.md's hybrid step that reads system RAM at the CPU's memory
-bandwidth, as llama.cpp's --n-cpu-moe does.
+file's mapped bytes, nothing dequantized), by ggml's own CPU kernels: the placement of
+docs/decisions/0020-experts-in-ram.md that reads system RAM at the CPU's memory bandwidth, as
+llama.cpp's --n-cpu-moe does.
 
     cpu = GgmlCpu(n_threads=4)  # engine/hearth/ggml_cpu.py
     experts = CpuExperts(*gguf_experts(path, layer), activation="silu", cpu=cpu, repack=True)

@@ -52,15 +52,12 @@ class ExpertPlacement:
     (llama.cpp's --n-cpu-moe counts layers from the end the same way). `on_cpu`: those layers'
     experts are computed by the CPU from the file's mapped blocks instead (ExpertsOnCpu, as
     llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: the physical cores, less
-    one on a GPU); `cpu_picks` (1..k-1) splits each token's k picks of those layers: that many
-    computed by the CPU, the others read in place by the GPU at the same time (ExpertsOnCpu);
-    None: all k on the CPU."""
+    one on a GPU): every pick of a token in those layers."""
 
     ram_layers: int = 0
     cache_slots: int = 0
     on_cpu: bool = False
     cpu_threads: int | None = None
-    cpu_picks: int | None = None
 
     def in_ram(self, layer: int, n_layer: int) -> bool:
         return layer >= n_layer - self.ram_layers
@@ -72,13 +69,6 @@ class ExpertPlacement:
         if self.on_cpu and slots:
             raise ValueError(
                 f"experts computed on the CPU take no device cache ({slots} slots asked)"
-            )
-        if self.cpu_picks is not None and (
-            not self.on_cpu or not 0 < self.cpu_picks < n_expert_used
-        ):
-            raise ValueError(
-                f"{self.cpu_picks} of {n_expert_used} picks on the CPU: a split gives the CPU "
-                f"between 1 and {n_expert_used - 1} of them (on_cpu), or none is set"
             )
         if self.ram_layers and slots and not n_expert_used <= slots <= n_expert:
             raise ValueError(
@@ -328,36 +318,22 @@ class _HostCall:
 @dataclass
 class ExpertsOnCpu:
     """One layer's routed experts computed on the CPU by ggml's kernels over the file's mapped
-    blocks, or ggml's repacked copy of them (engine/hearth/cpu_experts.py), for the first
-    `cpu_picks` of each token's k picks (None: all of them); the other picks go to `gpu`, the
-    same experts in pinned host memory read in place by the GPU (ops.prepare_experts_in_ram
-    with no slots), so both pipes read one layer's experts at once
-    (docs/decisions/0020-experts-in-ram.md, "the hybrid step").
+    blocks, or ggml's repacked copy of them (engine/hearth/cpu_experts.py), every pick of each
+    token.
 
     A step of up to HOST_CALL_MAX_TOKENS tokens on a GPU reads nothing back to the host: it
-    copies x, the CPU's picks and their weights into pinned buffers (_HostCall), queues a host
+    copies x, the picks and their weights into pinned buffers (_HostCall), queues a host
     function (cuLaunchHostFunc) that runs ggml on them, and copies the sum back, all in the
     current stream, so a CUDA graph captures the step whole (the host function as a host
-    node). The GPU's picks run meanwhile on a side stream forked from the current one and
-    joined before the two sums are added. On the CPU the same buffers are filled and the
-    function called directly. A longer step (a prefill chunk) gives every pick to `gpu` where
-    there is one, else copies its inputs to the host and waits for ggml's sum."""
+    node). On the CPU the same buffers are filled and the function called directly. A longer
+    step (a prefill chunk) copies its inputs to the host and waits for ggml's sum."""
 
     experts: object  # cpu_experts.CpuExperts
-    gpu: object | None = None
-    cpu_picks: int | None = None
     _calls: dict = field(default_factory=dict, repr=False)
-    _side: object = field(default=None, repr=False)
 
     @property
     def n_expert(self) -> int:
         return self.experts.n_expert
-
-    def cpu_share(self, k: int) -> int:
-        """How many of a token's k picks the CPU computes."""
-        if self.gpu is None or self.cpu_picks is None:
-            return k
-        return max(0, min(k, self.cpu_picks))
 
     def host_time(self) -> tuple[int, float]:
         """(calls, seconds) of this layer's host functions so far."""
@@ -368,40 +344,11 @@ class ExpertsOnCpu:
         """What the host functions raised (a captured step cannot raise it itself)."""
         return [call.error for call in self._calls.values() if call.error is not None]
 
-    def run(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
-            gpu_ffn: Callable | None = None) -> torch.Tensor:  # fmt: skip
-        """The picked experts' weighted sum [T, n_embd] in x's dtype; `gpu_ffn` the ops'
-        moe_ffn_selected, for the picks `gpu` computes."""
-        n_tokens, k = ids.shape
-        if n_tokens > HOST_CALL_MAX_TOKENS:
-            if self.gpu is not None and gpu_ffn is not None:
-                return gpu_ffn(x, self.gpu, ids, weights)
+    def run(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """The picked experts' weighted sum [T, n_embd] in x's dtype."""
+        if ids.shape[0] > HOST_CALL_MAX_TOKENS:
             return self._run_waiting(x, ids, weights)
-        m = self.cpu_share(k) if gpu_ffn is not None else k
-        if m == 0:
-            return gpu_ffn(x, self.gpu, ids, weights)
-        on_gpu = x.device.type == "cuda"
-        if on_gpu and m < k:
-            return self._split_on_gpu(x, ids, weights, m, gpu_ffn)
-        cpu_out = self._queue_cpu(x, ids[:, :m], weights[:, :m])
-        if m == k:
-            return cpu_out.to(x.dtype)
-        gpu_out = gpu_ffn(x, self.gpu, ids[:, m:].contiguous(), weights[:, m:].contiguous())
-        return (cpu_out + gpu_out.float()).to(x.dtype)
-
-    def _split_on_gpu(self, x, ids, weights, m: int, gpu_ffn) -> torch.Tensor:
-        main = torch.cuda.current_stream(x.device)
-        if self._side is None:
-            self._side = torch.cuda.Stream(x.device)
-        side = self._side
-        side.wait_stream(main)  # the routing is done: both halves start from here
-        cpu_out = self._queue_cpu(x, ids[:, :m], weights[:, :m])  # its host node goes first
-        with torch.cuda.stream(side):
-            gpu_out = gpu_ffn(x, self.gpu, ids[:, m:].contiguous(), weights[:, m:].contiguous())
-        main.wait_stream(side)
-        if not torch.cuda.is_current_stream_capturing():
-            gpu_out.record_stream(main)  # made on the side stream, read on this one
-        return (cpu_out + gpu_out.float()).to(x.dtype)
+        return self._queue_cpu(x, ids, weights).to(x.dtype)
 
     def _queue_cpu(self, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
         """ggml's sum over (ids, weights) as float32 on x's device, queued in the current
@@ -430,12 +377,11 @@ class ExpertsOnCpu:
         return torch.from_numpy(out).to(device=x.device, dtype=x.dtype)
 
 
-def experts_on_cpu(gate, up, down, activation: str, biases, cpu, gpu=None,
-                   cpu_picks: int | None = None) -> ExpertsOnCpu:  # fmt: skip
+def experts_on_cpu(gate, up, down, activation: str, biases, cpu) -> ExpertsOnCpu:
     """ExpertsOnCpu over QuantExperts as mapped from the file (GGUFTensors.experts with no
     device: torch tensors over the mapping), biases [n_expert, N] or None, on `cpu` (a
     cpu_experts.GgmlCpu); the matrices ggml runs repacked are copied into its repack buffer,
-    the others read where they are mapped. `gpu` and `cpu_picks`: ExpertsOnCpu's split.
+    the others read where they are mapped.
     ValueError for experts not in host memory or a layout ggml refuses."""
     from engine.hearth.cpu_experts import CpuExperts, ExpertTensor
 
@@ -453,9 +399,7 @@ def experts_on_cpu(gate, up, down, activation: str, biases, cpu, gpu=None,
     # repacked as llama.cpp repacks its CPU weights: 1.6-1.7x faster than the mapped blocks at one
     # thread (docs/decisions/0020-experts-in-ram.md), for a copy of the repacked matrices
     return ExpertsOnCpu(
-        CpuExperts(*tensors, host_biases, activation=activation, cpu=cpu, repack=True),
-        gpu,
-        cpu_picks,
+        CpuExperts(*tensors, host_biases, activation=activation, cpu=cpu, repack=True)
     )
 
 

@@ -224,7 +224,7 @@ class Transformer:
             biases = (bias("gate"), bias("up"), bias("down"))
             if in_ram and experts.on_cpu:
                 routed = ops.prepare_experts_on_cpu(
-                    *parts, config.activation, biases, experts.cpu_threads, experts.cpu_picks
+                    *parts, config.activation, biases, experts.cpu_threads
                 )
             elif in_ram:
                 routed = ops.prepare_experts_in_ram(

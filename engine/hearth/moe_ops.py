@@ -154,21 +154,14 @@ class TorchMoeOps:
         activation: str,
         biases: tuple = (None, None, None),
         n_threads: int | None = None,
-        cpu_picks: int | None = None,
     ) -> ExpertsOnCpu:
         """One layer's experts computed by the CPU (ggml's kernels, n_threads of them; None:
         the physical cores, llama.cpp's default, less one on a GPU, whose stepping thread
         spins on a core of its own while the driver's thread runs ggml) from the blocks as
         mapped from the file, or ggml's repacked copy of those it runs repacked, for `moe_ffn`
         (expert_offload.ExpertsOnCpu). Every layer asking for the same thread count shares
-        one thread pool. `cpu_picks`: the CPU computes that many of each token's picks, and
-        the others are read in place by the device from a pinned copy of the experts
-        (prepare_experts_in_ram, no slots: a second copy of the layer in RAM)."""
-        gpu = None
-        if cpu_picks is not None:
-            gpu = self.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots=0)
-        cpu = self._ggml_cpu(n_threads)
-        return experts_on_cpu(gate, up, down, activation, biases, cpu, gpu, cpu_picks)
+        one thread pool."""
+        return experts_on_cpu(gate, up, down, activation, biases, self._ggml_cpu(n_threads))
 
     def _ggml_cpu(self, n_threads: int | None):
         from engine.hearth.ggml_cpu import GgmlCpu
@@ -231,7 +224,7 @@ class TorchMoeOps:
         if isinstance(experts, RamExperts):
             return experts.run(self.moe_ffn_selected, x, ids, weights)
         if isinstance(experts, ExpertsOnCpu):
-            return experts.run(x, ids, weights, self.moe_ffn_selected)
+            return experts.run(x, ids, weights)
         n_pairs = ids.numel()
         if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
             return self._moe_gathered(x, experts, ids, weights)

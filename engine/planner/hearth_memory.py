@@ -75,6 +75,7 @@ benchmarks/hearth_memory.py has measured them; it prints each item beside its me
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -140,8 +141,8 @@ class HearthConfig:
     n_parallel: int = 1
     ram_expert_layers: int = 0  # MoE: the last N layers keep their experts in host memory
     expert_cache_slots: int = 0  # ... each with a device cache of this many experts
-    # ... or the CPU computes this many of each token's picks there (n_expert_used or more:
-    # all; between: the rest read in place by the GPU; expert_offload.ExpertsOnCpu)
+    # ... or the CPU computes every pick of a token there (n_expert_used; 0: none;
+    # expert_offload.ExpertsOnCpu)
     expert_cpu_picks: int = 0
 
     @property
@@ -167,15 +168,19 @@ class HearthItems:
     context: int
     host_weights: int
     host_process: int
-    host_experts: int = 0  # experts in RAM, pinned and ggml's copy (also in host_weights)
+    host_experts: int = 0  # experts in RAM, pinned or ggml's copy (also in host_weights)
     pinned_mapping: int = 0  # device memory the driver maps those pinned pages with
+    prefill_graph_pool: int = 0  # the prefill graphs' own pool (prefill_graph_pool)
 
     @property
     def gpu_total(self) -> int:
         """The process's peak: the load's raw copies are freed (into torch's cache) before the
         cache is made, whose allocations and the workspaces' then reuse those blocks, so the
         two never add up: the larger of them counts, above the weights and the overhead."""
-        running = self.kv_reserved + self.decode_workspace + self.prefill_workspace
+        running = (
+            self.kv_reserved + self.decode_workspace + self.prefill_workspace
+            + self.prefill_graph_pool
+        )  # fmt: skip
         overhead = self.context + self.pinned_mapping
         return self.weights_reserved + max(self.load_transient, running) + overhead
 
@@ -369,9 +374,7 @@ def pinned_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
     pinned, each plane (a weight's, as on the GPU) or float32 bias its own page-locked buffer
     of whole pages plus one page (engine/hearth/expert_offload.py pinned_copy). None where the
     CPU computes every pick."""
-    moe = profile.config.moe
-    k = moe.n_expert_used if moe is not None else 0
-    if not config.ram_expert_layers or (config.expert_cpu_picks and config.expert_cpu_picks >= k):
+    if not config.ram_expert_layers or config.expert_cpu_picks:
         return 0
     sizes = [
         size
@@ -384,10 +387,9 @@ def pinned_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
 
 def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
     """The experts kept in RAM: the last ram_expert_layers layers'. The pinned planes the GPU
-    reads (pinned_expert_bytes) and, where the CPU computes any picks (ggml), the file's
-    expert tensors once more: ggml's repacked copy of those it repacks, the mapped pages of
-    the others, which must stay in RAM to be read at its rate (engine/hearth/cpu_experts.py).
-    A split holds both."""
+    reads (pinned_expert_bytes) or, where the CPU computes every pick (ggml), the file's
+    expert tensors: ggml's repacked copy of those it repacks, the mapped pages of the others,
+    which must stay in RAM to be read at its rate (engine/hearth/cpu_experts.py)."""
     if not config.ram_expert_layers:
         return 0
     total = pinned_expert_bytes(profile, config)
@@ -579,6 +581,29 @@ def prefill_workspace(profile: HearthProfile, config: HearthConfig, costs: Heart
     return activations + kept + transient + _logits_workspace(cfg)
 
 
+# engine/hearth/prefill_graph.py's bounds (the planner imports no torch; a test keeps them equal):
+# chunks reading more slots than this run eagerly, and at most this many graphs are kept
+PREFILL_GRAPH_MAX_KEYS = 4096
+PREFILL_GRAPH_MAX_GRAPHS = 24
+
+
+def prefill_graph_pool(profile: HearthProfile, config: HearthConfig, costs: HearthCosts) -> int:
+    """What the prefill CUDA graphs' private pool holds beside the eager chunks' workspace
+    (prefill_workspace, in torch's regular pool): the graphs share the pool and never replay
+    at once, so it holds one chunk's buffers at the largest shape captured (n_ubatch rows
+    attending at most PREFILL_GRAPH_MAX_KEYS slots: prefill_workspace at that context) and
+    each kept graph's output, its last row's float32 logits. None with experts in RAM (their
+    chunks run eagerly: PrefillGraphs.can_capture) or for a batch (engine/runtime/
+    hearth_batch.py runs its prompts eagerly). Reasoned from the code, not yet measured
+    (benchmarks/hearth_memory.py's cards)."""
+    if config.ram_expert_layers or config.n_parallel > 1:
+        return 0
+    keys = min(config.n_ctx, PREFILL_GRAPH_MAX_KEYS)
+    chunk = prefill_workspace(profile, dataclasses.replace(config, n_ctx=keys), costs)
+    logits = [profile.config.n_vocab * 4] * PREFILL_GRAPH_MAX_GRAPHS
+    return chunk + torch_reserved(logits)
+
+
 # -- the estimate ----------------------------------------------------------------------------------
 
 
@@ -597,6 +622,7 @@ def hearth_items(
         kv_reserved=torch_reserved(kv),
         decode_workspace=decode_workspace(profile.config, config, costs),
         prefill_workspace=prefill_workspace(profile, config, costs),
+        prefill_graph_pool=prefill_graph_pool(profile, config, costs),
         context=costs.context_bytes,
         host_weights=profile.embedding_bytes + HOST_ROWS_KEPT * profile.config.n_embd * 4 + in_ram,
         host_process=costs.host_process_bytes,
@@ -613,7 +639,7 @@ def hearth_estimate(
 ) -> MemoryEstimate:
     """The estimate in the planner's shape: everything on the first GPU, none on the others."""
     items = hearth_items(profile, config, costs)
-    workspace = items.decode_workspace + items.prefill_workspace
+    workspace = items.decode_workspace + items.prefill_workspace + items.prefill_graph_pool
     # the load's raw copies count only where they outgrow what reuses them (gpu_total)
     load_excess = max(0, items.load_transient - items.kv_reserved - workspace)
     overhead = items.context + items.pinned_mapping + load_excess

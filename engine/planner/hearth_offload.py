@@ -39,9 +39,9 @@ GB = 1e9
 @dataclass(frozen=True)
 class OffloadCosts:
     """What only a device measures (benchmarks/moe_offload.py prints each beside its
-    prediction). The link and CPU rates are the H200 host's of 2026-11-29
-    (docs/measurements/2026-11-29-s16-call-1/offload: a PCIe 5.0 x16 card, 16 cores); a
-    desktop on PCIe 4.0 moves about half."""
+    prediction). The link and CPU rates are the H200 host's of 2026-11-29 (a PCIe 5.0 x16
+    card, 16 cores: docs/measurements/2026-11-29-s16-call-1/offload, session 17's calls 1 and
+    3 for the CPU's, docs/decisions/0020); a desktop on PCIe 4.0 moves about half."""
 
     # pinned host -> device copies: 55.0 and 55.4 GB/s measured (PCIe 5.0 x16)
     host_link_gbps: float = 55.0
@@ -49,25 +49,23 @@ class OffloadCosts:
     # DECODE_OVERHEAD_S: the Qwen3-30B-A3B step all on an H200 ran 365.4 tok/s without
     # launching ahead (docs/measurements/2026-11-29-s16-call-1/qwen3.txt), 2.74 ms for 1.97 GB
     gpu_efficiency: float = 0.55
-    # kernels reading pinned host memory in place get this share of the copy rate: the same
-    # run with 21 layers read in place took 12.3 ms a token (81.2 tok/s), 9.6 ms more than
-    # the GPU's part, for 514 MB read in place: 53.6 GB/s of the 55.0 copied (rounded down)
-    in_place_efficiency: float = 0.93
-    # ggml's CPU experts (16 threads, Q4_K repacked as llama.cpp repacks it): bytes of picked
-    # experts read per second. llama-bench at --n-cpu-moe 18 and 48 (92.2 and 43.6 tok/s):
-    # 30 layers more on the CPU cost 12.1 ms a token, 0.40 ms a layer for its 8 picks (22.4
-    # MiB): 58 GB/s. Ours are the same kernels over the same layout
-    # (engine/hearth/cpu_experts.py); that they run as fast from a host node is unmeasured.
-    cpu_expert_gbps: float = 58.0
-    # per layer and token computed on the CPU: the step's copies to and from pinned memory,
-    # the host node's hand-off to a driver thread and back, the GIL and ggml's call
-    # (estimated: 11-88 us of ggml's own overhead measured on a loaded 2-core machine,
-    # benchmarks/cpu_experts.py; the host node's latency is unmeasured)
-    host_call_s: float = 60e-6
-    # what the host's memory delivers to both pipes together (the CPU's reads and the bus's
-    # come from the same DRAM): not measured; a server's 8-12 DDR5 channels give 300-450 GB/s
-    # nominal, a dual-channel desktop 60-90
-    host_memory_gbps: float = 150.0
+    # kernels reading pinned host memory in place get this share of the copy rate: 21 layers
+    # read in place (514 MB a token) took 12.3 ms a token beyond the GPU's 2.75 in session
+    # 16's run (docs/measurements/2026-11-29-s16-call-1: 53.7 GB/s, 0.98 of the copy rate)
+    # and 12.2 ms in session 17's (67.0 tok/s: 42.2 GB/s, 0.76); between the two runs
+    in_place_efficiency: float = 0.85
+    # ggml's CPU experts in the decode graph's host nodes (15 threads of the H200 host's 16
+    # cores, ggml's OpenMP team kept off the main thread; Q4_K repacked as llama.cpp repacks
+    # it), session 17 call 3 (docs/decisions/0020): ggml took 563 us a layer-token for 8
+    # picks and 362 for 4, so 50.3 us a pick (3.06 MB: 60.8 GB/s) and 160 us of its own fixed
+    # cost a call. The figures are this thread count's (the driver's default: the physical
+    # cores less one); a host with fewer cores computes slower
+    cpu_expert_gbps: float = 60.8
+    # per layer and token computed on the CPU, beside the picks: ggml's fixed 160 us and the
+    # host node's 116 us (its hand-off to a driver thread and back, the copies to and from
+    # pinned memory, the GIL): every pick on the CPU ran 58.8 tok/s, 17.0 ms a token, 14.26
+    # ms beyond the GPU's 2.75 over 21 layers: 679 us a layer, 563 of them in ggml
+    host_call_s: float = 276e-6
     # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
     # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
     # a layer of launches from Python
@@ -75,13 +73,11 @@ class OffloadCosts:
     # per layer with a cache per token: reading the routing back, its copies' launches
     ram_layer_s: float = 40e-6
     calibrated: bool = False
-    # whether the planner may choose the CPU's placements (every pick, or a split with the
-    # in-place read): only once a GPU host measures them faster than the in-place read. Their
-    # first run (docs/measurements/2026-11-29-s16-call-4/offload) gave 42.8 tok/s with every
-    # pick on the CPU and 19.2 split, against 66.5 read in place in the same run (ggml took
-    # 868 and 1,828 us a layer-token in the host nodes, against the ~400 llama.cpp's CPU
-    # takes): slower, for a reason not yet found
-    cpu_placements_measured: bool = False
+    # whether the planner may choose every pick on the CPU: the costs above predict session
+    # 17's runs on the H200 host within 10% (72.8 / 58.8 tok/s predicted for in place / every
+    # pick on the CPU, 67.0 / 58.8 measured), pick the in-place read there, and every pick on
+    # the CPU where the link is slow (a PCIe 4.0 x16 desktop at 25 GB/s): test_hearth_offload
+    cpu_placements_measured: bool = True
 
 
 OFFLOAD_COSTS = OffloadCosts()
@@ -160,14 +156,13 @@ def offload_speed(
     the misses cross the host link; with a cache, plus the eager step's and the routing's
     per-layer costs. The parts add up: a layer's experts are read after its router.
 
-    `cpu_picks` (read in place only): of each layer in RAM's k picks, that many are computed
-    by the CPU (ggml) while the GPU reads the others in place; the layer costs the slower of
-    the two, the CPU's with its host call (cpu_ram_layer_seconds). k: all on the CPU."""
+    `cpu_picks` k (no cache): every pick of a layer in RAM computed by the CPU (ggml,
+    cpu_layer_seconds), nothing crossing the link; 0: none."""
+    if cpu_picks not in (0, n_expert_used):
+        raise ValueError(f"{cpu_picks} of {n_expert_used} picks on the CPU: all or none")
     if cpu_picks and slots:
         raise ValueError("experts computed on the CPU take no device cache")
-    misses = misses_per_token(ram_layers, slots, n_expert, n_expert_used)
-    if cpu_picks:
-        misses = ram_layers * (n_expert_used - min(cpu_picks, n_expert_used))
+    misses = 0.0 if cpu_picks else misses_per_token(ram_layers, slots, n_expert, n_expert_used)
     link = misses * expert_bytes
     gpu = dense_bytes + all_expert_bytes * n_expert_used / n_expert + kv_bytes_read
     if slots:
@@ -177,7 +172,7 @@ def offload_speed(
         link_rate = costs.host_link_gbps * GB * costs.in_place_efficiency
         per_layer = 0.0
     if cpu_picks:
-        ram = ram_layers * cpu_ram_layer_seconds(cpu_picks, n_expert_used, expert_bytes, costs)
+        ram = ram_layers * cpu_layer_seconds(n_expert_used, expert_bytes, costs)
     else:
         ram = link / link_rate if ram_layers else 0.0
     seconds = (
@@ -186,21 +181,7 @@ def offload_speed(
     return OffloadSpeed(misses, link, gpu, 1.0 / seconds)
 
 
-def cpu_ram_layer_seconds(cpu_picks: int, k: int, expert_bytes: int,
-                          costs: OffloadCosts = OFFLOAD_COSTS) -> float:  # fmt: skip
-    """One layer in RAM a token with `cpu_picks` of its k picks on the CPU and the rest read in
-    place by the GPU at the same time: the slower of the two pipes (the CPU's with its host
-    call). Both read the same DRAM; on the H200 host their sum (about 100 GB/s) is within
-    its memory's rate, on a dual-channel desktop it is not (docs/decisions/0020)."""
-    m = min(cpu_picks, k)
-    cpu = m * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.host_call_s if m else 0.0
-    bus = (k - m) * expert_bytes / (costs.host_link_gbps * GB * costs.in_place_efficiency)
-    dram = k * expert_bytes / (costs.host_memory_gbps * GB)
-    return max(cpu, bus, dram)
-
-
-def best_cpu_picks(k: int, expert_bytes: int, costs: OffloadCosts = OFFLOAD_COSTS) -> int:
-    """The CPU's share of a layer's k picks that makes the layer fastest: 0 (all read in
-    place by the GPU) to k (all on the CPU), by the two measured rates (decision 0020:
-    m / k = R_cpu / (R_cpu + R_bus), rounded to the faster whole pick)."""
-    return min(range(k + 1), key=lambda m: cpu_ram_layer_seconds(m, k, expert_bytes, costs))
+def cpu_layer_seconds(k: int, expert_bytes: int, costs: OffloadCosts = OFFLOAD_COSTS) -> float:
+    """One layer in RAM a token with its k picks computed by the CPU: the picks at ggml's rate
+    and the host call's fixed cost."""
+    return k * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.host_call_s

@@ -9,14 +9,13 @@ The Hearth engine keeps the whole model on the first GPU (no layer split, no CPU
 search is over the context and the K/V pair only: memory grows with the context, so the longest
 context of each pair is a bisection. A mixture-of-experts model that does not fit may keep the
 last layers' experts in system RAM, read in place over the bus or behind a cache of experts on
-the GPU, or computed by the CPU (ggml, where its library is here), or split between the CPU
-and the GPU's in-place read (engine/planner/hearth_offload.py): then the longest context is the
-one the leanest placement fits (every layer's experts in RAM), and at that context the fastest
-(predicted) of the fewest layers read in place, the fewest layers with the most cache slots,
-and as many layers as read in place with their experts on the CPU or with the best split of
-each token's picks (where the host holds ggml's copy too); the plan predicts its decode
-speed. A placement is (layers in RAM, cache slots[, picks
-the CPU computes]). Only pairs whose quality was
+the GPU, or computed by the CPU (ggml, where its library is here;
+engine/planner/hearth_offload.py): then the longest context is the one the leanest placement
+fits (every layer's experts in RAM), and at that context the fastest (predicted) of the fewest
+layers read in place, the fewest layers with the most cache slots, and as many layers as read
+in place with their experts on the CPU (where the host holds ggml's copy instead); the plan
+predicts its decode speed. A placement is (layers in RAM, cache slots[, k: every pick computed
+by the CPU]). Only pairs whose quality was
 measured (engine_table) are picked; the Model page may still choose any pair the engine holds
 (engine/planner/manual.py plans that choice).
 """
@@ -45,7 +44,6 @@ from engine.planner.hearth_offload import (
     OFFLOAD_COSTS,
     OffloadCosts,
     OffloadSpeed,
-    best_cpu_picks,
     choose_placement,
     fewest_ram_layers,
     offload_speed,
@@ -214,8 +212,8 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
     """(context, placement) for one pair with experts in RAM: the longest context the leanest
     placement fits (every layer's experts read in place), and at that context the fastest of
     the fewest layers read in place, the fewest layers with the most cache slots and, where
-    ggml is here, as many layers computed by the CPU and split at the best share (module
-    docstring); None when not even the leanest placement fits `lo` tokens."""
+    ggml is here, as many layers computed by the CPU (module docstring); None when not even
+    the leanest placement fits `lo` tokens."""
     moe, n = profile.config.moe, profile.config.n_layer
     n_ctx = _longest(profile, search, pair, lo, target, (n, 0))
     if not n_ctx:
@@ -235,11 +233,10 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
     options += [cached] if cached is not None else []
     if OFFLOAD_COSTS.cpu_placements_measured and cpu_experts_available() and in_place is not None:
         # the GPU holds the same as read in place (the layers' experts are off it either way);
-        # host memory holds ggml's copy too, which more layers would only make larger
+        # host memory holds ggml's copy instead, which more layers would only make larger
         k = moe.n_expert_used
-        for picks in sorted({best_cpu_picks(k, profile.expert_bytes, OFFLOAD_COSTS), k} - {0}):
-            if fits_with(picks)(in_place, 0):
-                options.append((in_place, 0, picks))
+        if fits_with(k)(in_place, 0):
+            options.append((in_place, 0, k))
     if not options:  # cannot happen once the leanest fits; kept for safety
         return None
     bandwidth = search.request.gpus[0].bandwidth_gbps
@@ -285,8 +282,8 @@ def predicted_speed(
     cpu_picks: int = 0,
 ) -> OffloadSpeed:
     """The decode speed hearth_offload.offload_speed predicts for this placement (`cpu_picks`
-    of each layer in RAM's picks computed by the CPU), with the KV cache read at half the
-    context (a conversation's average)."""
+    k: every pick of a layer in RAM computed by the CPU; 0: none), with the KV cache read at
+    half the context (a conversation's average)."""
     info, moe = profile.info, profile.config.moe
     tied = info.tensor("output.weight") is None
     # every matrix but the experts and the embedding (one row a token), the output matrix once
@@ -332,7 +329,6 @@ def choice_of(profile: HearthProfile, pair, n_ctx: int, experts=ON_GPU) -> Choic
         expert_cache_slots=experts[1],
         n_expert=moe.n_expert if moe is not None else 0,
         expert_cpu_picks=cpu_picks_of(experts),
-        n_expert_used=moe.n_expert_used if moe is not None else 0,
     )
 
 
@@ -374,16 +370,9 @@ def experts_in_ram_reasons(
     )  # fmt: skip
     ram = host_expert_bytes(profile, config)
     cache = experts[0] * experts[1] * profile.expert_bytes
-    if not picks:
-        pinned = "pinned"
-    elif picks < moe.n_expert_used:
-        pinned = "the GPU's pinned copy and ggml's"
-    else:
-        pinned = "ggml's copy"
+    pinned = "ggml's copy" if picks else "pinned"
     if picks:
-        how = cpu_share_text(picks, moe.n_expert_used)
-        if picks < moe.n_expert_used:
-            how += " (both pipes read one layer's experts at once: two copies in RAM)"
+        how = cpu_share_text(picks)
         moved = "read over PCIe"
         routing = ""
     elif experts[1]:

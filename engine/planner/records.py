@@ -114,10 +114,9 @@ class Choice:
     # the Hearth engine with experts in RAM: experts each of those layers caches on the GPU
     expert_cache_slots: int = 0
     n_expert: int = 0  # experts per MoE layer (0: not said)
-    # ... or of each token's picks in those layers, how many the CPU computes (the rest read
-    # by the GPU over PCIe at the same time); n_expert_used or more: all of them
+    # ... or (no cache) every pick of a token there computed by the CPU: the model's
+    # n_expert_used (0: the GPU reads them in place)
     expert_cpu_picks: int = 0
-    n_expert_used: int = 0
 
     @property
     def offload_summary(self) -> str:
@@ -129,7 +128,7 @@ class Choice:
             of = f" of {self.n_expert}" if self.n_expert else ""
             text += f" ({self.expert_cache_slots}{of} cached on the GPU per layer)"
         elif self.n_cpu_expert_layers and self.engine == "hearth":
-            text += f" ({cpu_share_text(self.expert_cpu_picks, self.n_expert_used)})"
+            text += f" ({cpu_share_text(self.expert_cpu_picks)})"
         return text
 
     @property
@@ -141,17 +140,16 @@ class Choice:
             self.n_expert,
             hearth=self.engine == "hearth",
             cpu_picks=self.expert_cpu_picks,
-            n_expert_used=self.n_expert_used,
         )
 
 
 def experts_in_ram_text(
     n_ram: int, n_layers: int, slots: int = 0, n_expert: int = 0, *, hearth: bool = False,
-    cpu_picks: int = 0, n_expert_used: int = 0,
+    cpu_picks: int = 0,
 ) -> str:  # fmt: skip
     """ "experts in RAM: N of M layers", with how the Hearth engine reads them (", S of E
-    experts per layer cached on the GPU", ", read by the GPU over PCIe", or who computes
-    which picks: cpu_share_text), or "" when no expert is in RAM."""
+    experts per layer cached on the GPU", ", read by the GPU over PCIe" or ", computed by the
+    CPU": cpu_share_text), or "" when no expert is in RAM."""
     if not n_ram:
         return ""
     text = f"experts in RAM: {n_ram} of {n_layers} layers"
@@ -159,20 +157,14 @@ def experts_in_ram_text(
         of = f" of {n_expert}" if n_expert else ""
         text += f", {slots}{of} experts per layer cached on the GPU"
     elif hearth:
-        text += f", {cpu_share_text(cpu_picks, n_expert_used)}"
+        text += f", {cpu_share_text(cpu_picks)}"
     return text
 
 
-def cpu_share_text(cpu_picks: int, n_expert_used: int) -> str:
-    """Who computes a token's picks of a layer in RAM (no cache)."""
-    if not cpu_picks:
-        return "read by the GPU over PCIe"
-    if n_expert_used and cpu_picks < n_expert_used:
-        return (
-            f"{cpu_picks} of each token's {n_expert_used} experts computed by the CPU, the "
-            "rest read by the GPU over PCIe at the same time"
-        )
-    return "computed by the CPU"
+def cpu_share_text(cpu_picks: int) -> str:
+    """Who computes a token's picks of a layer in RAM (no cache): the GPU reading them in place
+    (cpu_picks 0) or the CPU (all of them)."""
+    return "computed by the CPU" if cpu_picks else "read by the GPU over PCIe"
 
 
 @dataclass(frozen=True)

@@ -59,7 +59,7 @@ class LoadSettings:
     # this many experts each (engine/hearth/expert_offload.py)
     ram_expert_layers: int = 0
     expert_cache_slots: int = 0
-    expert_cpu_picks: int = 0  # of a token's picks in those layers, how many the CPU computes
+    expert_cpu_picks: int = 0  # n_expert_used: the CPU computes every pick there; 0: none
 
     def model_params(self) -> ModelParams:
         return ModelParams(

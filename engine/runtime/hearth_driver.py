@@ -212,8 +212,8 @@ def _load_transformer(params: ModelParams) -> _Loaded:
     if config.moe is None:
         placement = ExpertPlacement()  # a dense model has no experts to keep in RAM
     else:
-        placement = expert_placement(params, config.moe.n_expert_used)
         try:
+            placement = expert_placement(params, config.moe.n_expert_used)
             placement.check(config.moe.n_expert, config.moe.n_expert_used)
         except ValueError as exc:
             raise EngineError(f"{exc}; plan the load again (Best fit).") from None
@@ -232,16 +232,18 @@ def _load_transformer(params: ModelParams) -> _Loaded:
 
 def expert_placement(params: ModelParams, n_expert_used: int):
     """The params' experts in RAM as expert_offload.ExpertPlacement: read in place or cached,
-    or with hearth_expert_cpu_picks that many of each token's picks computed by the CPU (all
-    of them from n_expert_used up; below, the rest read in place by the GPU meanwhile)."""
+    or computed by the CPU (hearth_expert_cpu_picks n_expert_used: every pick of a token; 0:
+    none; anything between is refused, as no placement divides a token's picks)."""
     from engine.hearth.expert_offload import ExpertPlacement
 
     picks = params.hearth_expert_cpu_picks
+    if picks not in (0, n_expert_used):
+        raise ValueError(
+            f"{picks} of {n_expert_used} picks on the CPU: the experts in RAM are computed "
+            f"by the CPU ({n_expert_used}) or read by the GPU (0)"
+        )
     return ExpertPlacement(
-        params.hearth_ram_expert_layers,
-        params.hearth_expert_cache_slots,
-        on_cpu=picks > 0,
-        cpu_picks=picks if 0 < picks < n_expert_used else None,
+        params.hearth_ram_expert_layers, params.hearth_expert_cache_slots, on_cpu=picks > 0
     )
 
 

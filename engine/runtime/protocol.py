@@ -104,8 +104,8 @@ class ModelParams:
     engine: str = "llama"
     # The Hearth engine's MoE experts in host memory (engine/hearth/expert_offload.py): the last
     # N layers keep their routed experts in RAM, each with a device cache of this many experts;
-    # or (cpu picks > 0, no cache) the CPU computes that many of each token's picks of those
-    # layers, the GPU reading the rest in place at the same time (all of them: k or more).
+    # or (cpu picks k, a token's n_expert_used; no cache) the CPU computes every pick of those
+    # layers (0: the GPU reads them; nothing between).
     hearth_ram_expert_layers: int = 0
     hearth_expert_cache_slots: int = 0
     hearth_expert_cpu_picks: int = 0

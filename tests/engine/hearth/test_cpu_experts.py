@@ -323,63 +323,21 @@ def test_experts_on_the_cpu_give_the_logits_of_experts_on_the_device(
     assert relative_error(got, expected) < bound
 
 
-@pytest.mark.parametrize("cpu_picks", [1, 3])
-def test_picks_split_between_the_cpu_and_the_device_give_the_logits_of_the_device(
-    tmp_path, cpu_picks
-):
-    """The last layer's 4 picks a token split: `cpu_picks` computed by ggml (Q4_0 experts:
-    x rounded to q8_0, as in the test above), the rest by the device from its pinned copy
-    read in place (here TorchOps over the host copy): the logits of every expert on the
-    device; the split layer holds both copies."""
-    from gguf import GGMLQuantizationType
-
-    from engine.hearth.expert_offload import ExpertPlacement, ExpertsOnCpu
-    from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
-
-    spec = tiny_spec("qwen3moe", expert_type=GGMLQuantizationType.Q4_0, n_expert_used=4)
-    path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", spec)
-    expected, _ = model_logits(path, ExpertPlacement())
-    all_cpu, _ = model_logits(path, ExpertPlacement(ram_layers=1, on_cpu=True, cpu_threads=1))
-    placement = ExpertPlacement(ram_layers=1, on_cpu=True, cpu_threads=1, cpu_picks=cpu_picks)
-    got, model = model_logits(path, placement)
-    experts = model.layers[1].moe.experts
-    assert isinstance(experts, ExpertsOnCpu) and experts.gpu is not None
-    assert experts.cpu_share(4) == cpu_picks and not model.routes_on_host
-    # fewer picks rounded by ggml: nearer the device's logits than all four on the CPU, not
-    # equal to them (the CPU's share is really ggml's)
-    assert relative_error(got, expected) < 1e-2
-    assert 0 < relative_error(got, expected) <= relative_error(all_cpu, expected) * 1.05
-    assert not experts.errors()
-
-
-def test_split_placements_are_checked():
-    from engine.hearth.expert_offload import ExpertPlacement
-
-    ExpertPlacement(ram_layers=2, on_cpu=True, cpu_picks=5).check(128, 8)
-    for bad in (ExpertPlacement(2, on_cpu=True, cpu_picks=8), ExpertPlacement(2, cpu_picks=3),
-                ExpertPlacement(2, on_cpu=True, cpu_picks=0)):  # fmt: skip
-        with pytest.raises(ValueError, match="picks on the CPU"):
-            bad.check(128, 8)
-
-
-def _torch_layer(path, cpu_picks=None):
-    """Layer 0 of an experts-only file on TorchOps: ExpertsOnCpu (split when cpu_picks)."""
+def _torch_layer(path):
+    """Layer 0 of an experts-only file on TorchOps: ExpertsOnCpu."""
     from engine.gguf import read_model_info
     from engine.hearth.ops import TorchOps
     from engine.hearth.weights import GGUFTensors
 
     tensors = GGUFTensors(str(path), read_model_info(path))
     parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
-    ops = TorchOps("cpu")
-    return ops, ops.prepare_experts_on_cpu(*parts, "silu", n_threads=1, cpu_picks=cpu_picks)
+    return TorchOps("cpu").prepare_experts_on_cpu(*parts, "silu", n_threads=1)
 
 
 def test_long_and_short_steps_of_cpu_experts_give_the_same_sums(q4k_layer_path):
     """A step of more than HOST_CALL_MAX_TOKENS tokens (a prefill chunk: the inputs read back,
     ggml waited for) and the same tokens one a step through the host function's buffers:
-    CpuExperts.run's sums of the same rows, bit for bit; the split layer's long steps go to
-    the device whole (its sums are the device's own), a short one adds the CPU's share of
-    the picks to the device's."""
+    CpuExperts.run's sums of the same rows, bit for bit."""
     import torch
 
     from engine.hearth.expert_offload import HOST_CALL_MAX_TOKENS
@@ -389,26 +347,17 @@ def test_long_and_short_steps_of_cpu_experts_give_the_same_sums(q4k_layer_path):
     x = torch.from_numpy(rng.standard_normal((n, QWEN3_LIKE.n_embd)).astype(np.float32) * 0.02)
     ids = torch.from_numpy(np.stack([rng.permutation(8)[:4] for _ in range(n)]))
     weights = torch.from_numpy(rng.random((n, 4)).astype(np.float32))
-    ops, layer = _torch_layer(q4k_layer_path)
+    layer = _torch_layer(q4k_layer_path)
     want = layer.experts.run(x.numpy(), ids.numpy(), weights.numpy())
-    long = layer.run(x, ids, weights, ops.moe_ffn_selected)
+    long = layer.run(x, ids, weights)
     np.testing.assert_array_equal(long.numpy(), want)
-    short = [layer.run(x[i : i + 1], ids[i : i + 1], weights[i : i + 1], ops.moe_ffn_selected)
-             for i in range(n)]  # fmt: skip
+    short = [layer.run(x[i : i + 1], ids[i : i + 1], weights[i : i + 1]) for i in range(n)]
     # one token a call: each CpuExperts.run's of that token (ggml's kernels for one row sum
     # in another order than for twenty: 4e-4 of 280 apart, so the many-row sums are not it)
     for i, row in enumerate(short):
         alone = layer.experts.run(x[i : i + 1].numpy(), ids[i : i + 1].numpy(),
                                   weights[i : i + 1].numpy())  # fmt: skip
         np.testing.assert_array_equal(row.numpy(), alone)
-    ops, split = _torch_layer(q4k_layer_path, cpu_picks=2)
-    device = ops.moe_ffn_selected(x, split.gpu, ids, weights)
-    np.testing.assert_array_equal(split.run(x, ids, weights, ops.moe_ffn_selected).numpy(),
-                                  device.numpy())  # fmt: skip
-    one = split.run(x[:1], ids[:1], weights[:1], ops.moe_ffn_selected)
-    cpu_half = split.experts.run(x[:1].numpy(), ids[:1, :2].numpy(), weights[:1, :2].numpy())
-    device_half = ops.moe_ffn_selected(x[:1], split.gpu, ids[:1, 2:], weights[:1, 2:])
-    np.testing.assert_allclose(one.numpy(), cpu_half + device_half.numpy(), rtol=0, atol=1e-6)
 
 
 def test_a_failing_host_function_leaves_nan_and_its_error(q4k_layer_path, monkeypatch):
@@ -416,15 +365,14 @@ def test_a_failing_host_function_leaves_nan_and_its_error(q4k_layer_path, monkey
     and the sum is NaN, which the logits then show."""
     import torch
 
-    ops, layer = _torch_layer(q4k_layer_path)
+    layer = _torch_layer(q4k_layer_path)
 
     def fails(*args):
         raise RuntimeError("ggml_backend_graph_compute failed (status 1)")
 
     monkeypatch.setattr(layer.experts, "run_at", fails)
     x = torch.full((1, QWEN3_LIKE.n_embd), 0.01)
-    out = layer.run(x, torch.tensor([[0, 1, 2, 3]]), torch.full((1, 4), 0.25),
-                    ops.moe_ffn_selected)  # fmt: skip
+    out = layer.run(x, torch.tensor([[0, 1, 2, 3]]), torch.full((1, 4), 0.25))
     assert torch.isnan(out).all()
     assert [str(e) for e in layer.errors()] == ["ggml_backend_graph_compute failed (status 1)"]
 

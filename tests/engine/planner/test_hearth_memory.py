@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from engine.gguf import TensorInfo
@@ -258,6 +260,7 @@ def test_no_allocator_slack_is_counted_beside_the_workspaces(llama):
     weights, the cache and the workspaces as torch reserves them, and the context."""
     items = hearth_items(llama, HearthConfig(262144, "q8", "rot4"))
     running = items.kv_reserved + items.decode_workspace + items.prefill_workspace
+    running += items.prefill_graph_pool
     assert items.gpu_total == items.weights_reserved + running + items.context
     assert hearth_estimate(llama, HearthConfig(262144, "q8", "rot4")).gpus[0].total == (
         items.gpu_total
@@ -404,3 +407,35 @@ def test_kivi4_keys_copy_the_gathered_rows_once_more(
     masks = windows * 2 * group * 512 * 576
     kept = 2 * scratch  # K's and V's, one layer's
     assert prefill("kivi4") - prefill("rot4") == one_kv + 2 * scratch + kept + masks
+
+
+def test_the_prefill_graphs_pool_holds_one_chunk_at_most_4096_slots(qwen3_moe):
+    """engine/hearth/prefill_graph.py: one chunk's buffers at n_ubatch rows attending at most
+    MAX_KEYS slots, and MAX_GRAPHS graphs' float32 logits row; none with experts in RAM or for
+    a batch (whose prompts run eagerly)."""
+    from engine.hearth import prefill_graph
+    from engine.planner.hearth_memory import (
+        HEARTH_COSTS,
+        PREFILL_GRAPH_MAX_GRAPHS,
+        PREFILL_GRAPH_MAX_KEYS,
+        prefill_graph_pool,
+        prefill_workspace,
+    )
+
+    assert PREFILL_GRAPH_MAX_KEYS == prefill_graph.MAX_KEYS
+    assert PREFILL_GRAPH_MAX_GRAPHS == prefill_graph.MAX_GRAPHS
+    # 24 rows of 151,936 float32 logits (608 KB each, small blocks): 14.6 MB in 2 MiB segments
+    logits = 7 * 2 * MIB
+    at_4k = prefill_workspace(qwen3_moe, HearthConfig(4096), HEARTH_COSTS)
+    for n_ctx in (4096, 32768):
+        items = hearth_items(qwen3_moe, HearthConfig(n_ctx))
+        assert items.prefill_graph_pool == at_4k + logits
+    short = HearthConfig(1024)
+    short_pool = prefill_workspace(qwen3_moe, short, HEARTH_COSTS) + logits
+    assert prefill_graph_pool(qwen3_moe, short, HEARTH_COSTS) == short_pool
+    assert hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=21)).prefill_graph_pool == 0
+    assert hearth_items(qwen3_moe, HearthConfig(4096, n_parallel=4)).prefill_graph_pool == 0
+    # it adds to the GPU's total beside the eager workspace
+    items = hearth_items(qwen3_moe, HearthConfig(32768))
+    without = dataclasses.replace(items, prefill_graph_pool=0)
+    assert items.gpu_total - without.gpu_total == items.prefill_graph_pool
