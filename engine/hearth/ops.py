@@ -284,10 +284,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         self.dequant_mma_rows = (
             measured if forced is None else kernels.dequant_mma.parse_rows(forced)
         )
-        # a speculative check's input rows a program of the 32-weight-block GEMV
-        # (GemvConfig.rows_per_program: weights read once for them, each row's bits its own);
-        # HEARTH_CHECK_ROWS_PER_PROGRAM=4 measures it against 1 (benchmarks/check_profile.py)
-        self.check_rows = int(os.environ.get("HEARTH_CHECK_ROWS_PER_PROGRAM", "1"))
 
     def prepare(self, w: QuantWeight):
         try:
@@ -397,9 +393,7 @@ class KernelsOps(KernelsMoeOps, TorchOps):
             return super().matmul(x, w)
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         if self.rows_as_one:  # every row as a decode step's GEMV computes it (TorchOps says why)
-            config = dataclasses.replace(
-                self._gemv_config(w, 1), rows_alike=True, rows_per_program=self.check_rows
-            )
+            config = dataclasses.replace(self._gemv_config(w, 1), rows_alike=True)
             return self._k.quant_matmul(x, w, config, quantized=shared)
         path = self._matmul_path(rows, w)
         if path == "gemv":
