@@ -2,8 +2,9 @@
 
 Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x in 8 bits per
 32 values, quantized by a small launch of its own unless the caller passes it, dp4a against the
-packed codes, split-K reduced in the same launch; 2..16 rows all in one program,
-gemv_dp4a_rows.py, where the config says rows_in_program); every other case dequantizes to floats
+packed codes, split-K reduced in the same launch; 2..4 rows all in one program,
+gemv_dp4a_rows.py, where the config says rows_in_program, 5..DP4A_MAX_ROWS a program a row);
+every other case dequantizes to floats
 (gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
 `GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
 it."""
@@ -84,9 +85,10 @@ class GemvConfig:
     # for bit (speculative checking, engine/hearth/verify.py). Needs block_b == 1 (each row
     # its own program); without it the split plan counts every row's tiles.
     rows_alike: bool = False
-    # dp4a at 2..gemv_dp4a_rows.MAX_ROWS rows (and not rows_alike): every input row in one
+    # dp4a at 2..gemv_dp4a_rows.MAX_ROWS (4) rows (and not rows_alike): every input row in one
     # program (gemv_dp4a_rows.py: a weight tile loaded and unpacked once for all the rows),
-    # not a program per row; its tile is gemv_dp4a_rows.default_rows_config's
+    # not a program per row; its tile is gemv_dp4a_rows.default_rows_config's. False: a
+    # program per row at every row count (what benchmarks/kernels/gemv_rows.py compares)
     rows_in_program: bool = False
 
 

@@ -267,10 +267,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         self.chained_gemv = has_griddepcontrol(self.device) and (
             os.environ.get("HEARTH_GEMV_CHAINED", "1") != "0"
         )
-        # the integer GEMV's 2-16 rows in one program (kernels/gemv_dp4a_rows.py);
-        # HEARTH_GEMV_ROWS_IN_PROGRAM=0 keeps a program per row, for the one GPU measurement
-        # of the engine old against new (benchmarks/archive/2026-11-29-h17r-call.sh)
-        self.gemv_rows_in_program = os.environ.get("HEARTH_GEMV_ROWS_IN_PROGRAM", "1") != "0"
         # the (format, rows) the dequantizing MMA takes: kernels.dequant_mma.ROWS_WON (from its
         # GPU sweep) on a GPU, none on the CPU (Triton's interpreter, where the dequantized
         # GEMM is the fast path), or HEARTH_DEQUANT_MMA_ROWS="Q4_K:9-64,Q6_K:9-64" to measure
@@ -320,8 +316,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         from kernels.gemv import default_config
 
         config = default_config(w.fmt.name, rows)
-        if config.path == "dp4a" and not self.gemv_rows_in_program:
-            config = dataclasses.replace(config, rows_in_program=False)
         if config.path == "dp4a" and config.chained and not self.chained_gemv:
             return dataclasses.replace(config, chained=False, early_next=False)
         return config
