@@ -87,7 +87,7 @@ def _check_figures(ctx, transformer, token: int, depth: int, size: int, plain_gp
             "logits": logits}  # fmt: skip
 
 
-def profile_checks(model_path: str, depth: int, rows_per_program: tuple[int, ...]) -> dict:
+def profile_checks(model_path: str, depth: int) -> dict:
     import torch
 
     from engine.runtime import protocol as p
@@ -134,24 +134,17 @@ def profile_checks(model_path: str, depth: int, rows_per_program: tuple[int, ...
               f"({len(plain_kernels)} names)", flush=True)  # fmt: skip
         plain_logits = ctx.step(token).logits.clone()
         ctx.forget_from(depth)
-        ops = loaded.hearth.ops
-        first: dict[int, torch.Tensor] = {}
-        for per_program in rows_per_program:
-            ops.check_rows = per_program  # the 32-weight-block GEMV's rows a program
-            sizes = result["sizes"][per_program] = {}
-            print(f"checks with {per_program} rows a program in their GEMVs:", flush=True)
-            for size in SIZES:
-                sizes[size] = _check_figures(ctx, transformer, token, depth, size, plain_gpu,
-                                             plain_host)  # fmt: skip
-                logits = sizes[size].pop("logits")
-                sizes[size]["row_0_is_the_step"] = torch.equal(logits[0], plain_logits)
-                sizes[size]["same_as_first"] = torch.equal(logits, first.setdefault(size, logits))
-                print(f"  check of {size:>2}: gpu {sizes[size]['gpu_steps']:5.2f} steps "
-                      f"({sizes[size]['gpu_ms']:.3f} ms), host {sizes[size]['host_steps']:5.2f} "
-                      f"steps ({sizes[size]['host_ms']:.3f} ms); row 0 = the step's bits: "
-                      f"{sizes[size]['row_0_is_the_step']}, = {rows_per_program[0]} a "
-                      f"program's: {sizes[size]['same_as_first']}", flush=True)  # fmt: skip
-            _print_kernels(plain_kernels, {n: f["kernels_us"] for n, f in sizes.items()})
+        sizes = result["sizes"]
+        for size in SIZES:
+            sizes[size] = _check_figures(ctx, transformer, token, depth, size, plain_gpu,
+                                         plain_host)  # fmt: skip
+            logits = sizes[size].pop("logits")
+            sizes[size]["row_0_is_the_step"] = torch.equal(logits[0], plain_logits)
+            print(f"check of {size:>2}: gpu {sizes[size]['gpu_steps']:5.2f} steps "
+                  f"({sizes[size]['gpu_ms']:.3f} ms), host {sizes[size]['host_steps']:5.2f} "
+                  f"steps ({sizes[size]['host_ms']:.3f} ms); row 0 = the step's bits: "
+                  f"{sizes[size]['row_0_is_the_step']}", flush=True)  # fmt: skip
+        _print_kernels(plain_kernels, {n: f["kernels_us"] for n, f in sizes.items()})
         return result
     finally:
         ctx.close()
@@ -175,12 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model", help="a GGUF the Hearth engine runs (the starter model)")
     parser.add_argument("--depth", type=int, default=512)
-    parser.add_argument("--rows-per-program", default="1,4",
-                        help="the check GEMV's rows a program to compare (GemvConfig)")  # fmt: skip
     parser.add_argument("--out", help="write the figures here (check-profile.json)")
     args = parser.parse_args(argv)
-    per_program = tuple(int(r) for r in args.rows_per_program.split(","))
-    result = profile_checks(args.model, args.depth, per_program)
+    result = profile_checks(args.model, args.depth)
     if args.out:
         Path(args.out).mkdir(parents=True, exist_ok=True)
         (Path(args.out) / "check-profile.json").write_text(json.dumps(result, indent=1))

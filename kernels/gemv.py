@@ -2,8 +2,9 @@
 
 Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x in 8 bits per
 32 values, quantized by a small launch of its own unless the caller passes it, dp4a against the
-packed codes, split-K reduced in the same launch; 2..16 rows all in one program,
-gemv_dp4a_rows.py, where the config says rows_in_program); every other case dequantizes to floats
+packed codes, split-K reduced in the same launch; 2..4 rows all in one program,
+gemv_dp4a_rows.py, where the config says rows_in_program, 5..DP4A_MAX_ROWS a program a row);
+every other case dequantizes to floats
 (gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
 `GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
 it."""
@@ -84,14 +85,11 @@ class GemvConfig:
     # for bit (speculative checking, engine/hearth/verify.py). Needs block_b == 1 (each row
     # its own program); without it the split plan counts every row's tiles.
     rows_alike: bool = False
-    # dp4a at 2..gemv_dp4a_rows.MAX_ROWS rows (and not rows_alike): every input row in one
+    # dp4a at 2..gemv_dp4a_rows.MAX_ROWS (4) rows (and not rows_alike): every input row in one
     # program (gemv_dp4a_rows.py: a weight tile loaded and unpacked once for all the rows),
-    # not a program per row; its tile is gemv_dp4a_rows.default_rows_config's
+    # not a program per row; its tile is gemv_dp4a_rows.default_rows_config's. False: a
+    # program per row at every row count (what benchmarks/kernels/gemv_rows.py compares)
     rows_in_program: bool = False
-    # rows_alike on ggml's 32-weight blocks (Q4_0 ... Q8_0): this many input rows a program
-    # (up to 4), each weight tile loaded and dequantized once for them, each row still summed
-    # as its one-row program sums it (gemv_blocks.block32_rows_kernel); other formats take 1
-    rows_per_program: int = 1
 
 
 # output rows from which default_config's Q4_K takes 8 rows a program (tall_rows): above the
@@ -193,12 +191,6 @@ def quant_matmul(
     cfg = config or default_config(fmt, n_rows_x)
     if cfg.rows_alike and cfg.block_b != 1:
         raise UnsupportedTensor("rows_alike needs block_b == 1: each input row its own program")
-    if cfg.rows_per_program != 1 and (
-        not cfg.rows_alike or launch is not gemv_blocks.launch_block32 or cfg.path != "float"
-    ):
-        cfg = dataclasses.replace(cfg, rows_per_program=1)
-    if not 1 <= cfg.rows_per_program <= 4:
-        raise UnsupportedTensor(f"{cfg.rows_per_program} rows a program: 1 to 4")
     if cfg.path == "dp4a":
         if fmt not in _DP4A:
             raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")
@@ -209,7 +201,7 @@ def quant_matmul(
             )
         return _dp4a_matmul(x2, w, cfg, quantized).reshape(*lead, w.n_out)
     n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
-    b_tiles = triton.cdiv(n_rows_x, cfg.block_b * cfg.rows_per_program)
+    b_tiles = triton.cdiv(n_rows_x, cfg.block_b)
     n_blocks = triton.cdiv(w.n_in, unit)
     planned_b_tiles = 1 if cfg.rows_alike else b_tiles
     per_split, splits = split_plan(

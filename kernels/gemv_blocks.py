@@ -18,16 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.gemv_common import (
-    block_step,
-    dequant_codes,
-    lanes,
-    mac,
-    mac_codes,
-    new_acc,
-    program_tile,
-    store_acc,
-)
+from kernels.gemv_common import block_step, lanes, mac, mac_codes, new_acc, program_tile, store_acc
 
 
 @triton.jit
@@ -81,92 +72,6 @@ def block32_kernel(
 
 
 @triton.jit
-def block32_rows_kernel(
-    x_ptr, out_ptr, d_ptr, m_ptr, qs_ptr, qh_ptr,
-    N, NB, n_rows_x, stride_xb, stride_ob, stride_split, blocks_per_split,
-    QS_BYTES: tl.constexpr, HAS_MIN: tl.constexpr, HAS_QH: tl.constexpr,
-    BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, EXACT_FMA: tl.constexpr,
-    ROWS: tl.constexpr,
-):  # fmt: skip
-    """block32_kernel's one-row program (BLOCK_B 1) for ROWS (2 to 4) input rows at once: each
-    step's weight tile is loaded and dequantized once, then every row's own accumulator takes
-    it by the operations a one-row program does on tiles of its shapes, and is summed and
-    stored as one row's: row r gets the one-row call's bits (GemvConfig.rows_alike) while the
-    weights are read once for ROWS rows and the grid is ROWS times smaller."""
-    x_ptr, out_ptr, n_left, rows, row_mask, zero_rows, first = program_tile(
-        x_ptr, out_ptr, stride_xb, stride_ob, n_rows_x, N, blocks_per_split, BLOCK_N, ROWS, EVEN
-    )
-    g = tl.arange(0, NBLK)
-    lane = lanes(QS_BYTES)
-    acc0 = new_acc(BLOCK_N, NBLK, QS_BYTES, 1)
-    acc1 = new_acc(BLOCK_N, NBLK, QS_BYTES, 1)
-    acc2 = new_acc(BLOCK_N, NBLK, QS_BYTES, 1)
-    acc3 = new_acc(BLOCK_N, NBLK, QS_BYTES, 1)
-    for t in range(0, blocks_per_split, NBLK):
-        blk, group_mask, mask2, row_blk = block_step(
-            first, t, g, NB, blocks_per_split, rows, row_mask, EVEN
-        )
-        qs = tl.load(
-            qs_ptr + (row_blk * QS_BYTES)[:, :, None, None] + lane[None, None, :, :],
-            mask=mask2[:, :, None, None],
-            other=0,
-        )
-        d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
-        codes = qs.to(tl.int32)
-        cols = (blk * 32)[:, None, None] + lane[None, :, :]
-        col_mask = group_mask[:, None, None] & (lane[None, :, :] < QS_BYTES)
-        if QS_BYTES == 32:
-            w = dequant_codes(codes ^ 128, d, 128.0 * d, EXACT_FMA)
-            acc0, acc1, acc2, acc3 = _mac_rows(acc0, acc1, acc2, acc3, w, x_ptr, cols, col_mask,
-                                               zero_rows, stride_xb, n_left, ROWS)  # fmt: skip
-        else:
-            u_lo = codes & 15
-            u_hi = codes >> 4
-            if HAS_QH:
-                qh = tl.load(qh_ptr + row_blk, mask=mask2, other=0)[:, :, None, None]
-                u_lo = u_lo | (((qh >> lane[None, None, :, :]) & 1) << 4)
-                u_hi = u_hi | (((qh >> (lane[None, None, :, :] + 16)) & 1) << 4)
-            if HAS_MIN:
-                offset = -tl.load(m_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
-            else:
-                offset = d * (16.0 if HAS_QH else 8.0)
-            w = dequant_codes(u_lo, d, offset, EXACT_FMA)
-            acc0, acc1, acc2, acc3 = _mac_rows(acc0, acc1, acc2, acc3, w, x_ptr, cols, col_mask,
-                                               zero_rows, stride_xb, n_left, ROWS)  # fmt: skip
-            w = dequant_codes(u_hi, d, offset, EXACT_FMA)
-            acc0, acc1, acc2, acc3 = _mac_rows(acc0, acc1, acc2, acc3, w, x_ptr, cols + 16,
-                                               col_mask, zero_rows, stride_xb, n_left,
-                                               ROWS)  # fmt: skip
-    store_acc(acc0, out_ptr, rows, row_mask, stride_ob, stride_split, 1, 1)
-    if ROWS > 1:
-        store_acc(acc1, out_ptr + stride_ob, rows, row_mask & (n_left > 1), stride_ob,
-                  stride_split, 1, 1)  # fmt: skip
-    if ROWS > 2:
-        store_acc(acc2, out_ptr + 2 * stride_ob, rows, row_mask & (n_left > 2), stride_ob,
-                  stride_split, 1, 1)  # fmt: skip
-    if ROWS > 3:
-        store_acc(acc3, out_ptr + 3 * stride_ob, rows, row_mask & (n_left > 3), stride_ob,
-                  stride_split, 1, 1)  # fmt: skip
-
-
-@triton.jit
-def _mac_rows(acc0, acc1, acc2, acc3, w, x_ptr, cols, col_mask, zero_rows, stride_xb, n_left,
-              ROWS: tl.constexpr):  # fmt: skip
-    """Each of the first ROWS accumulators += w * its row of x (rows past n_left read zeros)."""
-    acc0 = mac(acc0, w, x_ptr, cols, col_mask, zero_rows, stride_xb, 1, 1)
-    if ROWS > 1:
-        acc1 = mac(acc1, w, x_ptr + stride_xb, cols, col_mask & (n_left > 1), zero_rows,
-                   stride_xb, 1, 1)  # fmt: skip
-    if ROWS > 2:
-        acc2 = mac(acc2, w, x_ptr + 2 * stride_xb, cols, col_mask & (n_left > 2), zero_rows,
-                   stride_xb, 1, 1)  # fmt: skip
-    if ROWS > 3:
-        acc3 = mac(acc3, w, x_ptr + 3 * stride_xb, cols, col_mask & (n_left > 3), zero_rows,
-                   stride_xb, 1, 1)  # fmt: skip
-    return acc0, acc1, acc2, acc3
-
-
-@triton.jit
 def float_kernel(
     x_ptr, out_ptr, w_ptr,
     N, K, n_rows_x, stride_xb, stride_ob, stride_split, blocks_per_split,
@@ -193,19 +98,9 @@ def float_kernel(
 
 
 def launch_block32(w, x, out, grid, plan, cfg):
-    """Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0; with cfg.rows_per_program > 1, block32_rows_kernel."""
+    """Q4_0, Q4_1, Q5_0, Q5_1 and Q8_0."""
     p = w.planes
     q8 = w.fmt.name == "Q8_0"
-    if cfg.rows_per_program > 1:
-        block32_rows_kernel[grid](
-            x, out, p["d"], p.get("m", p["d"]), p["qs"].view(torch.uint8), p.get("qh", p["qs"]),
-            w.n_out, w.n_in // 32, x.shape[0], x.stride(0), out.stride(-2), plan.stride_split,
-            plan.blocks_per_split, QS_BYTES=32 if q8 else 16, HAS_MIN="m" in p,
-            HAS_QH="qh" in p, BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile, EVEN=plan.even,
-            EXACT_FMA=plan.exact_fma, ROWS=cfg.rows_per_program, num_warps=cfg.num_warps,
-            num_stages=cfg.num_stages,
-        )  # fmt: skip
-        return
     block32_kernel[grid](
         x, out, p["d"], p.get("m", p["d"]), p["qs"].view(torch.uint8), p.get("qh", p["qs"]),
         w.n_out, w.n_in // 32, x.shape[0], x.stride(0), out.stride(-2), plan.stride_split,

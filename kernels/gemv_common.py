@@ -42,20 +42,13 @@ def codes_to_float(u):
 def mac_codes(acc, u, s, c, x_ptr, cols, col_mask, zero_rows, stride_xb, n_rows_x,
               BLOCK_B: tl.constexpr, EXACT_FMA: tl.constexpr):  # fmt: skip
     """Accumulate (u * s - c) * x; u [BN, NG, GS/4, 4] codes, s and c [BN, NG] per group."""
-    w = dequant_codes(u, s, c, EXACT_FMA)
-    return mac(acc, w, x_ptr, cols, col_mask, zero_rows, stride_xb, n_rows_x, BLOCK_B)
-
-
-@triton.jit
-def dequant_codes(u, s, c, EXACT_FMA: tl.constexpr):
-    """The weights u * s - c of codes u [BN, NG, GS/4, 4], s and c [BN, NG] per group."""
     s4 = s[:, :, None, None]
     c4 = c[:, :, None, None]
     if EXACT_FMA:
         w = tl.fma(codes_to_float(u), s4, -TWO_23 * s4) - c4
     else:  # Triton's CPU interpreter rounds fma twice: subtract first there
         w = (codes_to_float(u) - TWO_23) * s4 - c4
-    return w
+    return mac(acc, w, x_ptr, cols, col_mask, zero_rows, stride_xb, n_rows_x, BLOCK_B)
 
 
 @triton.jit

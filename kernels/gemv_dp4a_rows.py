@@ -1,4 +1,4 @@
-"""The integer GEMV (gemv_dp4a.py) for a batch's 2..16 decode rows: every row in one program.
+"""The integer GEMV (gemv_dp4a.py) for a batch's 2..4 decode rows: every row in one program.
 
 gemv_dp4a's kernel takes one input row a program: at B rows a weight tile is read B times (all
 but the first from L2) and its codes unpacked and its scales decoded B times. Compiled for
@@ -15,9 +15,11 @@ input row (a static loop over ROWS, the rows' power of two; the rows past the ba
 by a branch) x's words meet the same registers in dp4a, each dp4a adding into the one before.
 What a row costs is its dp4a, the per-sub-block floats, the sum over the tile's groups and its
 store: Q4_K 4.56 instructions a weight at 4 rows, 13.8 at 16 (docs/decisions/
-2026-11-29-gemv-rows-in-one-program.md). The per-row arithmetic is gemv_dp4a's (the integer
-sums exact in any order, the floats in its order), so a row of a one-step shape (a 4096-wide
-row: no split) gives the one-row kernel's bits where the sum over groups takes the same tree.
+2026-11-29-gemv-rows-in-one-program.md). Timed on an H200 it won at 2-4 rows and lost at 8
+(to a program per row, and at 8-16 to the dequantizing MMA), so it takes at most 4 (MAX_ROWS).
+The per-row arithmetic is gemv_dp4a's (the integer sums exact in any order, the floats in its
+order), so a row of a one-step shape (a 4096-wide row: no split) gives the one-row kernel's
+bits where the sum over groups takes the same tree.
 
 x in 8 bits as quantize_activation writes it ([B, K/4] words, [B, K/32] scales, [B, K/16]
 sums); the weights PackedWeight's planes as gemv_dp4a.plane_args gives them.
@@ -41,7 +43,11 @@ from kernels.gemv_dp4a import (
 )
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 
-MAX_ROWS = 16  # the most input rows a launch takes (the static loop's length at most)
+# the most input rows a launch takes (the static loop's length at most): on an H200 a
+# Llama-3-8B layer's matrices took 75.0 us at 2 rows and 117.4 at 4 against 76.7 and 122.4 for
+# a program per row, and 237.2 at 8 against 221.9 (docs/decisions/2026-11-29-gemv-rows-in-one-
+# program.md); from 5 rows gemv's program per row takes them
+MAX_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -266,10 +272,11 @@ def dp4a_rows_kernel(
 
 def default_rows_config(fmt: str, n_rows_x: int, n_out: int, n_in: int) -> RowsConfig:
     """The tile for n_rows_x rows of a format and shape, from the sm_90 SASS (Triton 3.6,
-    benchmarks/kernels/gemv_rows_sass.py), not yet timed; 2 warps, rows in the thread, 1024
+    benchmarks/kernels/gemv_rows_sass.py), these tiles timed at 2-16 rows on an H200
+    (docs/decisions/2026-11-29-gemv-rows-in-one-program.md); 2 warps, rows in the thread, 1024
     weights a thread (128-168 registers at 2-16 rows) in two shapes:
 
-    up to 4 rows of at most 16 super-blocks    4 weight rows x 16 super-blocks (the one-row
+    rows of at most 16 super-blocks    4 weight rows x 16 super-blocks (the one-row
                    kernel's tile): a 4096-wide row is one step, no split-K pass (at 2 and 4
                    rows Q4_K 2.88 and 4.56 instructions a weight against 3.36 and 5.02 for
                    8 x 8; Q6_K 2.84 and 4.54 against 3.36 and 4.81)

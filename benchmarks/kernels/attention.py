@@ -122,7 +122,7 @@ def write_rows(k_format: str, v_format: str, copy_bw: float) -> list[Row]:
 def _rope_write_rows(cache, seq, n, start, fmt, copy_bw) -> list[Row]:
     """A step's Q, K and V (Qwen3's head norms on) rotated and written: in the write's one
     launch (provider "hearth", what the engine runs) and as RoPE's launch then the write
-    ("apart", HEARTH_KV_WRITE_ROPE=0)."""
+    ("apart", what the engine runs where a cache has no write with RoPE)."""
     from kernels.rope import QKNorms, apply_rope
     from kernels.rope_tables import Rope
 

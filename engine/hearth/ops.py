@@ -22,8 +22,9 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
     q = ops.write_rotating(cache, layer, r, table, q, k, v, biases, norms, eps)
                                          Q, K, V [T, heads, D] out of the GEMV: biased, normed,
                                          rotated, K and V written, in the cache's one launch;
-                                         the rotated q, or None where the cache has no such
-                                         launch (then rope_heads and cache.write)
+                                         the rotated q, or None for a prefill chunk and where
+                                         the cache has no such launch (then rope_heads and
+                                         cache.write)
     e = ops.prepare_experts(gate, up, down, activation, biases)   once per MoE layer, at load
     e = ops.prepare_experts_in_ram(gate, up, down, activation, biases, n_slots)
                                          the same kept in host memory, n_slots of them cached
@@ -258,9 +259,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         # read half the activation bytes; the residual stream and the logits stay float32
         self.activation_dtype = self._gemm_dtype
         self._ropes: dict[RopeTable, object] = {}
-        # RoPE (with the biases and head norms) in the KV cache's write launch where the cache
-        # has one (write_rotating); HEARTH_KV_WRITE_ROPE=0: RoPE's own launch, then the write
-        self.rope_in_kv_write = os.environ.get("HEARTH_KV_WRITE_ROPE", "1") != "0"
         # gemv's chained integer GEMV on sm_90+, gemv's default: a programmatic dependent
         # launch that starts while the kernel before it ends and loads its first weights before
         # it waits for x (docs/kernels.md); HEARTH_GEMV_CHAINED=0 turns it off
@@ -269,10 +267,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         self.chained_gemv = has_griddepcontrol(self.device) and (
             os.environ.get("HEARTH_GEMV_CHAINED", "1") != "0"
         )
-        # the integer GEMV's 2-16 rows in one program (kernels/gemv_dp4a_rows.py);
-        # HEARTH_GEMV_ROWS_IN_PROGRAM=0 keeps a program per row, for the one GPU measurement
-        # of the engine old against new (benchmarks/archive/2026-11-29-h17r-call.sh)
-        self.gemv_rows_in_program = os.environ.get("HEARTH_GEMV_ROWS_IN_PROGRAM", "1") != "0"
         # the (format, rows) the dequantizing MMA takes: kernels.dequant_mma.ROWS_WON (from its
         # GPU sweep) on a GPU, none on the CPU (Triton's interpreter, where the dequantized
         # GEMM is the fast path), or HEARTH_DEQUANT_MMA_ROWS="Q4_K:9-64,Q6_K:9-64" to measure
@@ -284,10 +278,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         self.dequant_mma_rows = (
             measured if forced is None else kernels.dequant_mma.parse_rows(forced)
         )
-        # a speculative check's input rows a program of the 32-weight-block GEMV
-        # (GemvConfig.rows_per_program: weights read once for them, each row's bits its own);
-        # HEARTH_CHECK_ROWS_PER_PROGRAM=4 measures it against 1 (benchmarks/check_profile.py)
-        self.check_rows = int(os.environ.get("HEARTH_CHECK_ROWS_PER_PROGRAM", "1"))
 
     def prepare(self, w: QuantWeight):
         try:
@@ -326,8 +316,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         from kernels.gemv import default_config
 
         config = default_config(w.fmt.name, rows)
-        if config.path == "dp4a" and not self.gemv_rows_in_program:
-            config = dataclasses.replace(config, rows_in_program=False)
         if config.path == "dp4a" and config.chained and not self.chained_gemv:
             return dataclasses.replace(config, chained=False, early_next=False)
         return config
@@ -397,9 +385,7 @@ class KernelsOps(KernelsMoeOps, TorchOps):
             return super().matmul(x, w)
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         if self.rows_as_one:  # every row as a decode step's GEMV computes it (TorchOps says why)
-            config = dataclasses.replace(
-                self._gemv_config(w, 1), rows_alike=True, rows_per_program=self.check_rows
-            )
+            config = dataclasses.replace(self._gemv_config(w, 1), rows_alike=True)
             return self._k.quant_matmul(x, w, config, quantized=shared)
         path = self._matmul_path(rows, w)
         if path == "gemv":
@@ -443,10 +429,15 @@ class KernelsOps(KernelsMoeOps, TorchOps):
                        norms, eps: float):  # fmt: skip
         """kernels' KV write with RoPE (kernels/kv_write.py): the biases, Q's and K's head norms
         and RoPE in the launch that stores K and V, a launch a layer fewer than rope_heads and
-        cache.write; `angles` are the positions (rope_positions). None where the cache has no
-        such write, or with HEARTH_KV_WRITE_ROPE=0 (the two launches, for measuring)."""
+        cache.write; `angles` are the positions (rope_positions). Taken for a decode step's
+        one row and a speculative check's rows (`rows_as_one`: each row written as its step
+        writes it); None for a prefill chunk and where the cache has no such write (the plain
+        cache, a batch's caches): then RoPE's own launch and the write. On an H200
+        (docs/decisions/2026-11-29-rope-in-the-kv-write.md) Qwen3's decode step spent 110.8 us
+        in its 48 writes against 164.8 in RoPE's launches and the plain writes, and 4096
+        positions took 201.8 us in the one launch against 137.5 in the two."""
         write = getattr(cache, "write_rotating", None)
-        if write is None or not self.rope_in_kv_write:
+        if write is None or (q.shape[0] > 1 and not self.rows_as_one):
             return None
         from kernels.rope import QKNorms
 

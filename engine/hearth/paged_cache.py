@@ -12,7 +12,7 @@ one small launch a layer; kernels/kv_kivi.py).
 A step's Q, K and V reach `write_rotating` as the GEMV made them: its one launch adds their
 biases, norms and rotates Q's and K's heads by RoPE, rotates K and V (Walsh-Hadamard, for the rot
 formats), quantizes and stores them, and returns the rotated queries (kernels/kv_write.py).
-`write` takes keys rotated already (the forward pass's own RoPE launch, HEARTH_KV_WRITE_ROPE=0).
+`write` takes keys rotated already (a prefill chunk's, after RoPE's own launch: faster there).
 A decode step (one query) is kernels' flash-decoding attention, with Gemma 3's sliding window
 where the layer has one; a prefill chunk gathers the stored pages to f16 on the device and lets
 torch's SDPA attend, under the chunk's additive mask, made at its first layer and shared by the

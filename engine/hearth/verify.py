@@ -10,10 +10,10 @@ another kernel), so here every operation whose arithmetic depends on the row cou
 each row as a one-row call does:
 
 - the matrices: `ops.rows_as_one` (ops.py): on kernels/, the decode step's GEMV config with
-  `rows_alike` (kernels/gemv.py: each row its own program, or several rows a program each
-  summed as its own, the split plan of one row), and the 8-bit activations a one-row GEMV
-  reads (each weight still read once for all rows: that is the check's gain); on plain torch
-  (the CPU, and types kernels/ does not pack), T one-row products;
+  `rows_alike` (kernels/gemv.py: each row its own program, the split plan of one row), and the
+  8-bit activations a one-row GEMV reads (each weight still read once for all rows: that is
+  the check's gain); on plain torch (the CPU, and types kernels/ does not pack), T one-row
+  products;
 - attention: each row as a decode step at its position attends (`cache.attend_rows`), over
   the keys that step reads (the whole cache where steps have fixed shapes, else the filled
   part): the paged cache's decode kernel once for all rows, the sequence given once per row

@@ -40,9 +40,6 @@ if TYPE_CHECKING:  # torch loads only when the Hearth engine is asked for
 
 DEVICE_ENV = "HEARTH_ENGINE_DEVICE"  # "cpu" runs the engine on the CPU (tests, development)
 GRAPH_ENV = "HEARTH_CUDA_GRAPH"  # "0": decode without the CUDA graph (measurements, debugging)
-# "0": a captured check per exact size, captured at its first use (inside a reply), as before
-# check_graph.bucket; for measuring the two against each other (benchmarks/speculative_gpu.py)
-CHECK_BUCKETS_ENV = "HEARTH_CHECK_BUCKETS"
 OUT_OF_MEMORY_EXIT = 3  # the worker's exit status after a GPU out-of-memory mid-generation
 
 
@@ -465,9 +462,9 @@ class HearthContext:
         """Capture the check graphs that checks of up to n_tokens tokens replay (one per
         check_graph.bucket size), now (at the load) rather than at a reply's first check of
         each size. Capturing writes K and V past what is cached, which nothing reads."""
-        from engine.hearth.check_graph import bucket
+        from engine.hearth.check_graph import bucket, capturable
 
-        if not self._checks_bucketed():
+        if not self._use_graph or not capturable(self.cache):
             return
         sizes = sorted({bucket(n) for n in range(1, n_tokens + 1)})
         with (
@@ -478,12 +475,6 @@ class HearthContext:
                 if self.n_past + size <= self.info.n_ctx:
                     self._captured_check(size, self.n_past)
 
-    def _checks_bucketed(self) -> bool:
-        from engine.hearth.check_graph import capturable
-
-        bucketed = os.environ.get(CHECK_BUCKETS_ENV) != "0"
-        return bucketed and self._use_graph and capturable(self.cache)
-
     def _check_graph(self, n: int, position: int):
         """The captured check that takes n tokens at `position` where decode steps are
         captured too (None: the check runs eagerly, as on the CPU, with kivi4 keys, or where
@@ -492,8 +483,6 @@ class HearthContext:
 
         if not self._use_graph or not capturable(self.cache):
             return None
-        if not self._checks_bucketed():
-            return self._captured_check(n, position)  # one per size, as asked
         size = bucket(n)
         if position + size > self.info.n_ctx:
             return None

@@ -1,6 +1,6 @@
 """The integer GEMV with every input row in one program (kernels/gemv_dp4a_rows.py) against
 numpy: x' @ W.T in float64, x' = reference.quantize_activation(x) (what it computes), and
-against the program-per-row kernel it replaces at 2..16 rows."""
+against the program-per-row kernel it replaces at 2..4 rows."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_matches_the_reference(fmt, device):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
-@pytest.mark.parametrize("rows", [2, 4, 7, 8, 16])
+@pytest.mark.parametrize("rows", [2, 3, 4])
 def test_llama_8b_shapes_match_the_program_per_row_kernel(fmt, rows, device):
     """Llama-3-8B's attn_q (one step) and ffn_down (split-K) at each ROWS the engine takes:
     the same products as a program per row, within the float32 sums' order."""
@@ -60,8 +60,8 @@ def test_llama_8b_shapes_match_the_program_per_row_kernel(fmt, rows, device):
 
 
 def test_quant_matmul_takes_it_from_two_rows(device, monkeypatch):
-    """default_config's integer path sends 2..MAX_ROWS rows here (one row and rows_alike keep
-    a program a row), with the per-row kernel's products."""
+    """default_config's integer path sends 2..MAX_ROWS (4) rows here (one row, 5 rows and
+    rows_alike keep a program a row), with the per-row kernel's products."""
     w, x, exact = _case("Q4_K", 8, 512, 3, device)
     launches = []
     rows_launch = gemv_dp4a_rows.launch
@@ -70,6 +70,7 @@ def test_quant_matmul_takes_it_from_two_rows(device, monkeypatch):
     y = gemv.quant_matmul(x.to(device), w, config).cpu()
     assert len(launches) == 1
     gemv.quant_matmul(x[:1].to(device), w, config)
+    gemv.quant_matmul(torch.randn(gemv_dp4a_rows.MAX_ROWS + 1, 512).to(device), w, config)
     gemv.quant_matmul(x.to(device), w, dataclasses.replace(config, rows_alike=True))
     per_row = gemv.quant_matmul(x.to(device), w, dataclasses.replace(config, rows_in_program=False))
     assert len(launches) == 1

@@ -23,18 +23,14 @@ def _weight(fmt, n_out, n_in, device):
 # path in one step; Q6_K's long rows: its K loop, cut by split_plan (8 s in the interpreter on
 # the CI machine: on a GPU only)
 @pytest.mark.parametrize(
-    ("fmt", "n_out", "n_in", "per_program"),
-    [("Q8_0", 24, 2048, 1), ("Q4_K", 8, 512, 1),
-     pytest.param("Q6_K", 4, 4352, 1, marks=pytest.mark.gpu),
-     # several rows a program (block32_rows_kernel), the last program's rows partly past x's
-     ("Q8_0", 24, 2048, 2), ("Q4_1", 24, 576, 4)],
-)  # fmt: skip
-def test_each_row_equals_its_one_row_call(fmt, n_out, n_in, per_program, device):
+    ("fmt", "n_out", "n_in"),
+    [("Q8_0", 24, 2048), ("Q4_K", 8, 512), pytest.param("Q6_K", 4, 4352, marks=pytest.mark.gpu)],
+)
+def test_each_row_equals_its_one_row_call(fmt, n_out, n_in, device):
     w = _weight(fmt, n_out, n_in, device)
     x = torch.randn(3, n_in, generator=torch.Generator().manual_seed(4)).to(device)
     one_row = default_config(fmt, 1)
-    alike = dataclasses.replace(one_row, rows_alike=True, rows_per_program=per_program)
-    rows = quant_matmul(x, w, alike)
+    rows = quant_matmul(x, w, dataclasses.replace(one_row, rows_alike=True))
     for t in range(3):
         assert torch.equal(rows[t : t + 1], quant_matmul(x[t : t + 1], w, one_row))
 

@@ -100,7 +100,7 @@ def test_queries_need_a_rope_and_biases_must_be_float32_of_the_heads(device):
 def test_one_launch_stores_the_codes_of_rope_s_launch_then_the_write(k_format, v_format, device):
     """Biases and head norms on: the queries and every stored code as apply_rope's launch and
     a plain write give them (the same bits in the interpreter, so a step and a speculative
-    check, or the engine with HEARTH_KV_WRITE_ROPE=0, agree); a GPU's compiled reductions may
+    check, or a cache without this write, agree); a GPU's compiled reductions may
     round the norms apart by an ulp."""
     from kernels.rope import apply_rope
 

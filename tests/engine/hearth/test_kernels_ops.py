@@ -237,3 +237,32 @@ def test_the_chained_gemv_is_the_default_config_where_the_device_chains_launches
     assert plain == dataclasses.replace(chained, chained=False, early_next=False)
     ops.chained_gemv = True
     assert ops._gemv_config(weight, 1) == chained
+
+
+def test_the_kv_write_rotates_a_step_s_and_a_check_s_rows_not_a_prefill_chunk_s():
+    """KernelsOps.write_rotating: RoPE in the cache's write for one row and for a check's rows
+    (`rows_as_one`); a prefill chunk's rows (None) take RoPE's own launch and the plain write,
+    measured faster there on an H200 (docs/decisions/2026-11-29-rope-in-the-kv-write.md)."""
+    from engine.hearth.rope import RopeTable
+    from engine.hearth.verify import rows_as_one
+
+    class Cache:
+        def __init__(self):
+            self.rows = []
+
+        def write_rotating(self, layer, positions, q, k, v, rope, *, biases=None, norms=None):
+            self.rows.append(q.shape[0])
+            return q
+
+    ops, cache = KernelsOps("cpu"), Cache()
+    table = RopeTable(torch.ones(4, dtype=torch.float64), 1.0, "neox", 8)
+
+    def write(n: int):
+        q, kv = torch.zeros(n, 2, 8), torch.zeros(n, 1, 8)
+        return ops.write_rotating(cache, 0, torch.arange(n), table, q, kv, kv, None, None, 1e-6)
+
+    assert write(1) is not None
+    assert write(3) is None
+    with rows_as_one(ops):
+        assert write(3) is not None
+    assert cache.rows == [1, 3]
