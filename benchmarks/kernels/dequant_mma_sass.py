@@ -83,9 +83,8 @@ def loop_opcodes(sass: str) -> collections.Counter:
     return ops
 
 
-def usage(kernel) -> tuple[int, int, collections.Counter, bool]:
-    """(registers, spill-store bytes, the main loop's opcode counts, whether ptxas serialized
-    the wgmmas: its C7515 note) of a compiled kernel."""
+def assemble(kernel) -> tuple[str, str]:
+    """(ptxas's -v report, the SASS listing) of a compiled kernel's PTX for sm_90a."""
     with tempfile.TemporaryDirectory() as tmp:
         ptx = Path(tmp) / "k.ptx"
         ptx.write_text(kernel.asm["ptx"])
@@ -94,6 +93,13 @@ def usage(kernel) -> tuple[int, int, collections.Counter, bool]:
         info = subprocess.run(command, capture_output=True, text=True, check=True).stderr
         sass = subprocess.run([str(BIN / "cuobjdump"), "-sass", str(cubin)],
                               capture_output=True, text=True, check=True).stdout  # fmt: skip
+    return info, sass
+
+
+def usage(kernel) -> tuple[int, int, collections.Counter, bool]:
+    """(registers, spill-store bytes, the main loop's opcode counts, whether ptxas serialized
+    the wgmmas: its C7515 note) of a compiled kernel."""
+    info, sass = assemble(kernel)
     regs = int(re.search(r"Used (\d+) registers", info).group(1))
     spills = int(re.search(r"(\d+) bytes spill stores", info).group(1))
     return regs, spills, loop_opcodes(sass), "C7515" in info

@@ -17,15 +17,12 @@ from __future__ import annotations
 
 import collections
 import re
-import subprocess
-import tempfile
-from pathlib import Path
 
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-from benchmarks.kernels.dequant_mma_sass import BIN, loop_opcodes
+from benchmarks.kernels.dequant_mma_sass import assemble, loop_opcodes
 from kernels.gemv import dp4a_plan, integer_config
 from kernels.gemv_common import whole_steps
 from kernels.gemv_dp4a import dp4a_gemv_kernel
@@ -52,14 +49,7 @@ def _compile(fn, fmt, consts, ints, num_warps, num_stages):
 def counts(kernel, loop: bool = False) -> tuple[int, int, collections.Counter]:
     """(registers, spill-store bytes, opcode counts of the whole kernel, or with `loop` of its
     main loop's body)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        ptx = Path(tmp) / "k.ptx"
-        ptx.write_text(kernel.asm["ptx"])
-        cubin = Path(tmp) / "k.cubin"
-        command = [str(BIN / "ptxas"), "-arch=sm_90a", "-v", str(ptx), "-o", str(cubin)]
-        info = subprocess.run(command, capture_output=True, text=True, check=True).stderr
-        sass = subprocess.run([str(BIN / "cuobjdump"), "-sass", str(cubin)],
-                              capture_output=True, text=True, check=True).stdout  # fmt: skip
+    info, sass = assemble(kernel)
     ops = collections.Counter()
     if loop:
         ops = loop_opcodes(sass)

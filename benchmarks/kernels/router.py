@@ -13,7 +13,7 @@ matrix (48 for Qwen3-30B-A3B, 24 for gpt-oss-20b, so that the matrices come from
 FFN norm (rms_norm_quantized, which lets a dependent launch in at its start) and the router
 on the norm's output. The figure: the replay's time a layer, and that less the norms alone
 (the same replay without the routers). The s16-call-4 profile of a Qwen3 decode step: the
-router 6.1 us a launch, the norm ~2 us. Session 17's call 3 (H200, Triton 3.6) against the
+router 6.1 us a launch, the norm ~2 us. The H200's figures (Triton 3.6) against the
 kernel before (columns in steps, partials and ranks read in runtime loops, since deleted):
 docs/decisions/0019-moe-routing-and-launch.md.
 """

@@ -318,10 +318,10 @@ class KernelsMoeOps:
     """KernelsOps' mixture-of-experts operations: the expert GEMV, and the grouped GEMM for
     chunks of more pairs (see the module docstring)."""
 
-    # moe_ffn: chunks of more tokens than this go through the grouped GEMM. Measured on an H200
-    # (benchmarks/kernels/moe_prefill.py, session 17's call 3, docs/decisions/0021-moe-prefill-
-    # by-dequantized-bmm.md): at 64 tokens the grouped GEMM equals the expert GEMV in slices
-    # for Qwen3-30B-A3B (536 against 544 us a layer) and beats it for gpt-oss-20b (489 against
+    # moe_ffn: chunks of more tokens than this go through the grouped GEMM. Measured on an
+    # H200 (benchmarks/kernels/moe_prefill.py; docs/decisions/2026-11-29-grouped-gemm-weights-
+    # as-m.md): at 64 tokens the grouped GEMM equals the expert GEMV in slices for
+    # Qwen3-30B-A3B (536 against 544 us a layer) and beats it for gpt-oss-20b (489 against
     # 1,050), at 512 it is 5.6x and 7.7x; the GEMV costs 8.5-16 us a token, the GEMM ~0.5 ms a
     # layer at 64 and grows slowly. A batch's decode step of up to 64 rows (batch_graph's
     # buckets up to 64) stays on the GEMV.

@@ -40,8 +40,9 @@ GB = 1e9
 class OffloadCosts:
     """What only a device measures (benchmarks/moe_offload.py prints each beside its
     prediction). The link and CPU rates are the H200 host's of 2026-11-29 (a PCIe 5.0 x16
-    card, 16 cores: docs/measurements/2026-11-29-s16-call-1/offload, session 17's calls 1 and
-    3 for the CPU's, docs/decisions/0020); a desktop on PCIe 4.0 moves about half."""
+    card, 16 cores: docs/measurements/2026-11-29-s16-call-1/offload; the CPU's from
+    docs/measurements/2026-11-29-s17-call-{1,3}/offload, docs/decisions/0020); a desktop on
+    PCIe 4.0 moves about half."""
 
     # pinned host -> device copies: 55.0 and 55.4 GB/s measured (PCIe 5.0 x16)
     host_link_gbps: float = 55.0
@@ -50,16 +51,16 @@ class OffloadCosts:
     # launching ahead (docs/measurements/2026-11-29-s16-call-1/qwen3.txt), 2.74 ms for 1.97 GB
     gpu_efficiency: float = 0.55
     # kernels reading pinned host memory in place get this share of the copy rate: 21 layers
-    # read in place (514 MB a token) took 12.3 ms a token beyond the GPU's 2.75 in session
-    # 16's run (docs/measurements/2026-11-29-s16-call-1: 53.7 GB/s, 0.98 of the copy rate)
-    # and 12.2 ms in session 17's (67.0 tok/s: 42.2 GB/s, 0.76); between the two runs
+    # read in place (514 MB a token) took 12.3 ms a token beyond the GPU's 2.75 in one run
+    # (docs/measurements/2026-11-29-s16-call-1: 53.7 GB/s, 0.98 of the copy rate) and 12.2 ms
+    # in another (s17-call-1: 67.0 tok/s, 42.2 GB/s, 0.76); between the two
     in_place_efficiency: float = 0.85
     # ggml's CPU experts in the decode graph's host nodes (15 threads of the H200 host's 16
     # cores, ggml's OpenMP team kept off the main thread; Q4_K repacked as llama.cpp repacks
-    # it), session 17 call 3 (docs/decisions/0020): ggml took 563 us a layer-token for 8
-    # picks and 362 for 4, so 50.3 us a pick (3.06 MB: 60.8 GB/s) and 160 us of its own fixed
-    # cost a call. The figures are this thread count's (the driver's default: the physical
-    # cores less one); a host with fewer cores computes slower
+    # it; docs/measurements/2026-11-29-s17-call-3/offload, decision 0020): ggml took 563 us
+    # a layer-token for 8 picks and 362 for 4, so 50.3 us a pick (3.06 MB: 60.8 GB/s) and
+    # 160 us of its own fixed cost a call. The figures are this thread count's (the
+    # driver's default: the physical cores less one); a host with fewer cores computes slower
     cpu_expert_gbps: float = 60.8
     # per layer and token computed on the CPU, beside the picks: ggml's fixed 160 us and the
     # host node's 116 us (its hand-off to a driver thread and back, the copies to and from

@@ -236,7 +236,8 @@ def test_the_faster_of_in_place_and_a_cache(
 
 @pytest.mark.parametrize(
     ("placement", "measured"),
-    # session 17 call 3 on the H200 host (21 layers in RAM, link 55.2 GB/s, 15 threads):
+    # docs/measurements/2026-11-29-s17-call-{1,3}/offload, the H200 host (21 layers in RAM,
+    # link 55.2 GB/s, 15 threads):
     # in place, every pick on the CPU
     [(0, 67.0), (8, 58.8)],
 )
