@@ -12,7 +12,7 @@ already grown.
 
 kivi4 keys are sealed a page at a time (kv_kivi.py): each sequence holds an open page of f16
 rows per layer (K and V), from `open_pages` slots made with the cache (a sequence takes one
-while it lives; their memory is `open_page_bytes`).
+while it lives; their memory is `open_page_bytes`; kv_open_pages.py keeps them).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from kernels.errors import UnsupportedTensor
 from kernels.grouped_attention import grouped_prefill_attention
 from kernels.kv_formats import GROUP, KVCacheSpec, kivi_group, rotation_signs
 from kernels.kv_gather import kv_gather_kernel
-from kernels.kv_kivi import kivi_open_kernel, kivi_reopen_kernel, kivi_seal_kernel
+from kernels.kv_open_pages import KiviOpenPages
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 from kernels.launch import runs_assembly
@@ -139,59 +139,27 @@ class PagedKVCache:
         self._next_seq = 0
         self.tuning = AttentionTuning()
         self.kivi = spec.k_format == "kivi4"
-        slots = open_pages if self.kivi else 0
-        shape = (slots, 2, spec.n_kv_heads, spec.page_size, spec.head_dim) if self.kivi else (1,)
-        self._open = [
-            torch.zeros(shape, dtype=torch.float16, device=device) for _ in range(spec.n_layers)
-        ]
-        # per layer and slot: the page of the sequence that the open page holds
-        self._open_page = [
-            torch.zeros(max(slots, 1), dtype=torch.int32, device=device)
-            for _ in range(spec.n_layers)
-        ]
-        self._free_slots = list(range(slots - 1, -1, -1))
-        self._slots: dict[int, int] = {}
-        self._slot_tensors: dict[int, torch.Tensor] = {}
-        # kivi4: the last multi-row write's K and V rows in f16 (kv_kivi.py), which that
-        # layer's attend_prefill appends as exact keys: (layer, rows, start). One for the
-        # whole cache, replaced by the next write of a chunk at any layer: the forward pass
-        # writes a layer's chunk and attends it before the next layer's, so one is alive at a
-        # time, not one per layer made amid a chunk's transient buffers and kept after them.
-        self._scratch: tuple[int, torch.Tensor, int | torch.Tensor] | None = None
-        # layers whose chunk's rows another layer's write replaced (attend_prefill refuses)
-        self._scratch_replaced: set[int] = set()
+        self._open_pages = KiviOpenPages(spec, self.device, open_pages)
 
     @property
     def open_page_bytes(self) -> int:
         """Memory of the kivi4 open pages, all slots and layers (0 for other K formats)."""
-        if not self.kivi:
-            return 0
-        return sum(t.numel() * t.element_size() for t in self._open)
+        return self._open_pages.bytes
 
     # --- sequences -------------------------------------------------------------------------
     def new_sequence(self) -> int:
-        if self.kivi and not self._free_slots:
-            raise UnsupportedTensor(
-                f"all {len(self._slots)} open pages of the kivi4 K cache are taken: free a "
-                "sequence, or make the cache with more open_pages"
-            )
         seq = self._next_seq
+        self._open_pages.take_slot(seq)  # raises, changing nothing, where none is free
         self._next_seq += 1
         self._pages[seq] = []
         self._lengths[seq] = 0
         # -1: no page; writes there are dropped (kv_write_kernel)
         self._tables[seq] = torch.full((self.n_pages,), -1, dtype=torch.int32, device=self.device)
         self._length_tensors[seq] = torch.zeros(1, dtype=torch.int32, device=self.device)
-        slot = self._free_slots.pop() if self.kivi else 0
-        self._slots[seq] = slot
-        self._slot_tensors[seq] = torch.full((1,), slot, dtype=torch.int32, device=self.device)
         return seq
 
     def free_sequence(self, seq: int) -> None:
-        if self.kivi:
-            self._free_slots.append(self._slots[seq])
-        self._slots.pop(seq)
-        self._slot_tensors.pop(seq)
+        self._open_pages.free_slot(seq)
         self._free.extend(reversed(self._pages.pop(seq)))
         for table in (self._lengths, self._tables, self._length_tensors):
             table.pop(seq)
@@ -272,17 +240,12 @@ class PagedKVCache:
         formats: nothing to do (attention masks by position)."""
         if not self.kivi or n == 0:
             return
-        spec = self.spec
-        pg = (n - 1) // spec.page_size
-        slot = self._slots[seq]
-        for layer in range(spec.n_layers):
-            kivi_reopen_kernel[(spec.n_kv_heads,)](
-                self._open[layer], self._open_page[layer], self._tables[seq], slot, pg,
-                *_pointers(self._k[layer]), *_pointers(self._v[layer]), self._signs,
-                HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
-                P=spec.page_size, G=kivi_group(spec.page_size), V_FMT=FORMAT_CODES[spec.v_format],
+        pg = (n - 1) // self.spec.page_size
+        for layer in range(self.spec.n_layers):
+            self._open_pages.reopen_page(
+                layer, seq, self._tables[seq], pg, _pointers(self._k[layer]),
+                _pointers(self._v[layer]), self._signs,
             )  # fmt: skip
-            self._open_page[layer][slot] = pg
 
     # --- kernels ---------------------------------------------------------------------------
     def write(
@@ -320,22 +283,21 @@ class PagedKVCache:
         kq, ks, km = _pointers(self._k[layer])
         direct = self.kivi and shape[0] == 1
         scratch_len = shape[0] + spec.page_size
-        if self.kivi:
-            self._drop_scratch(layer, replaced_by_chunk=not direct)
-        if self.kivi and not direct:  # K and V rows as f16 from the first one's page start
-            # zeros: the rows past the last are masked in attend_prefill, never NaN
-            kq = torch.zeros(2, scratch_len, *shape[1:], dtype=torch.float16,
-                             device=self.device)  # fmt: skip
-            self._scratch = (layer, kq, start)
+        if self.kivi:  # K and V rows as f16 from the first one's page start (n > 1)
+            scratch = self._open_pages.scratch_for_write(layer, start, shape)
+            kq = scratch if scratch is not None else kq
         first = 0 if positions is not None else start
         position_arg = positions.reshape(-1) if positions is not None else self._signs
         self._launch_write(
             layer, q, q_out, k, v, self._tables[seq], first, position_arg, self.n_pages,
-            (kq, ks, km), self._slots[seq], scratch_len, rope, biases, norms,
+            (kq, ks, km), self._open_pages.slots[seq], scratch_len, rope, biases, norms,
             positions is not None, direct,
         )  # fmt: skip
         if self.kivi:
-            self._seal(layer, seq, first, position_arg, shape[0], kq, positions is not None)
+            self._open_pages.seal(
+                layer, seq, self._tables[seq], self.n_pages, _pointers(self._k[layer]), first,
+                position_arg, shape[0], kq, positions is not None,
+            )  # fmt: skip
         return q_out
 
     def _query_out(self, q, shape, rope) -> torch.Tensor | None:
@@ -391,7 +353,7 @@ class PagedKVCache:
             norms.k_weight if norms is not None else spare,
             norms.eps if norms is not None else 0.0,
             self._signs, inv_freq, rope.mscale if rope is not None else 1.0,
-            *k_planes, vq, vs, vm, self._open[layer], self._open_page[layer], slot, scratch_len,
+            *k_planes, vq, vs, vm, *self._open_pages.of_layer(layer), slot, scratch_len,
             HQ=n_q, HKV=spec.n_kv_heads, KV_HEADS=kv_heads,
             D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
             K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
@@ -435,36 +397,6 @@ class PagedKVCache:
             layer, None, None, k, v, tables, 0, shifted, self.n_pages * len(seqs),
             _pointers(self._k[layer]), 0, 0, None, None, None, True, False,
         )  # fmt: skip
-
-    def _drop_scratch(self, layer: int, *, replaced_by_chunk: bool) -> None:
-        """Before a kivi4 write at `layer`: its own earlier rows are stale; another layer's
-        rows go when this write makes new ones (freed before those are made), and that layer
-        can no longer attend its chunk."""
-        self._scratch_replaced.discard(layer)
-        if self._scratch is None:
-            return
-        kept = self._scratch[0]
-        if kept == layer or replaced_by_chunk:
-            self._scratch = None
-            if kept != layer:
-                self._scratch_replaced.add(kept)
-
-    def _seal(self, layer, seq, first, position_arg, n, scratch, on_device) -> None:
-        """kivi4 K after the write kernel: the pages the write filled sealed, and (n > 1) its
-        last page's rows into the open page (kv_kivi.py)."""
-        spec = self.spec
-        common = {"HKV": spec.n_kv_heads, "D": spec.head_dim, "P": spec.page_size}
-        open_rows, open_page, slot = self._open[layer], self._open_page[layer], self._slots[seq]
-        kivi_seal_kernel[((n + spec.page_size - 2) // spec.page_size + 1, spec.n_kv_heads)](
-            scratch, open_rows, self._tables[seq], position_arg, first, n, self.n_pages, slot,
-            *_pointers(self._k[layer]), G=kivi_group(spec.page_size), POSITIONS=on_device,
-            SCRATCH=n > 1, **common,
-        )  # fmt: skip
-        if n > 1:
-            kivi_open_kernel[(spec.n_kv_heads,)](
-                scratch, scratch.shape[1], open_rows, open_page, position_arg, first, n, slot,
-                POSITIONS=on_device, **common,
-            )  # fmt: skip
 
     def attend(
         self,
@@ -547,9 +479,9 @@ class PagedKVCache:
             else self._length_tensors[seqs[0]]
         )
         slots = (
-            torch.cat([self._slot_tensors[s] for s in seqs])
+            torch.cat([self._open_pages.slot_tensors[s] for s in seqs])
             if n_seqs > 1 and not repeated
-            else self._slot_tensors[seqs[0]]
+            else self._open_pages.slot_tensors[seqs[0]]
         )
         kq, ks, km = _pointers(self._k[layer])
         vq, vs, vm = _pointers(self._v[layer])
@@ -577,7 +509,7 @@ class PagedKVCache:
             return (
                 table, length_t,
                 positions.reshape(-1) if positions is not None else length_t, self._signs,
-                kq, ks, km, vq, vs, vm, self._open[layer], self._open_page[layer], slots,
+                kq, ks, km, vq, vs, vm, *self._open_pages.of_layer(layer), slots,
                 qk_scale, stride_bt, stride_qt, n_splits, window,
             )  # fmt: skip
 
@@ -633,7 +565,8 @@ class PagedKVCache:
             out = torch.empty(shape, dtype=torch.float16, device=self.device)
             kv_gather_kernel[(pages, spec.n_kv_heads)](
                 self._tables[seq], out, *_pointers(planes), self._signs, n,
-                self._open[layer], self._open_page[layer], self._slots[seq], role, int(self.kivi),
+                *self._open_pages.of_layer(layer), self._open_pages.slots[seq], role,
+                int(self.kivi),
                 HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),
                 P=spec.page_size, FMT=FORMAT_CODES[fmt], KG=kivi_group(spec.page_size),
             )  # fmt: skip
@@ -665,7 +598,7 @@ class PagedKVCache:
         a later layer only gathers and attends. None: made for this call alone."""
         dtype = torch.float16 if q.is_cuda else torch.float32  # the CPU: tests only
         group = q.shape[1] // self.spec.n_kv_heads
-        scratch = self._layer_scratch(layer) if self.kivi else None
+        scratch = self._open_pages.layer_scratch(layer) if self.kivi else None
         mask = chunk_mask(masks, scratch, self.spec.page_size, positions, n_keys, window, group,
                           dtype)  # fmt: skip
         k, v = self.gather(layer, seq, n_keys)
@@ -675,19 +608,6 @@ class PagedKVCache:
             v = torch.cat([v, rows[1]])
         k, v = k.transpose(0, 1).to(dtype), v.transpose(0, 1).to(dtype)
         return grouped_prefill_attention(q, k, v, mask, scale)
-
-    def _layer_scratch(self, layer: int) -> tuple[torch.Tensor, int | torch.Tensor] | None:
-        """(rows, start) of kivi4's exact rows for `layer`'s last chunk, None where its last
-        write was one row (its page is the open one). Raises where another layer's chunk
-        replaced them: the chunk would attend its own pages as stored, not as written."""
-        if layer in self._scratch_replaced:
-            raise UnsupportedTensor(
-                f"layer {layer}'s chunk attended after another layer's chunk was written: "
-                "kivi4 keeps the exact rows of the last written chunk only"
-            )
-        if self._scratch is None or self._scratch[0] != layer:
-            return None
-        return self._scratch[1], self._scratch[2]
 
     def read_rows(self, layer: int, seq: int) -> tuple[np.ndarray, np.ndarray]:
         """K and V of seq as the cache would return them (dequantized, unrotated; float32
@@ -700,9 +620,9 @@ class PagedKVCache:
         if not self.kivi:
             k = dequantize_pages(self.spec.k_format, self._k[layer], pages, self.spec)
             return k[:n], v[:n]
-        slot = self._slots[seq]
-        open_rows = self._open[layer][slot]  # [2, heads, P, D]
-        open_page = int(self._open_page[layer][slot])
+        slot = self._open_pages.slots[seq]
+        open_rows = self._open_pages.rows[layer][slot]  # [2, heads, P, D]
+        open_page = int(self._open_pages.page_numbers[layer][slot])
         k = dequantize_kivi_pages(self._k[layer], pages, open_rows[0], open_page)
         if open_page < len(pages):  # the open page's values as written
             rows = open_rows[1].transpose(0, 1).float().cpu().numpy()

@@ -44,7 +44,7 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   additive f16, repeated for the query heads of a KV head, rows padded to 16 elements, the
   form SDPA's memory-efficient kernel reads without a copy; kernels/grouped_attention.py);
   kivi4 keys: the last written chunk's K and V rows in f16 (one for the cache, replaced by the
-  next layer's write: kernels/kv_cache.py `_scratch`); and
+  next layer's write: kernels/kv_open_pages.py `scratch`); and
   the larger of a layer's two transient peaks, which never overlap: the largest (joined)
   matrix dequantized to f16 for torch's GEMM (kernels/dequant.py's one pass for Q4_K and Q6_K:
   nothing beside the result) with its product; or the attention over the whole context (the
@@ -417,7 +417,7 @@ def gpu_cache_layout(type_k: str, type_v: str) -> CacheLayout:
 def kivi_scratch(cfg: ModelConfig, config: HearthConfig, rows: int) -> int:
     """kivi4 keys: the f16 K and V rows of a chunk of `rows` from its first page's start that
     its write goes through before they are sealed and its attention appends as exact keys
-    (kernels/kv_cache.py `_scratch`): one for the cache, kept until the next layer's write,
+    (kernels/kv_open_pages.py `scratch`): one for the cache, kept until the next layer's write,
     which frees it before making its own."""
     if config.type_k != "kivi4":
         return 0

@@ -91,7 +91,7 @@ def test_layers_share_one_mask_a_window_and_attend_as_before(
             k, v = cache.gather(layer, seq, 40)
             scratch_rows = 0
             if k_format == "kivi4":
-                scratch = cache._layer_scratch(layer)[0]
+                scratch = cache._open_pages.layer_scratch(layer)[0]
                 k, v = torch.cat([k, scratch[0]]), torch.cat([v, scratch[1]])
                 scratch_rows = scratch.shape[1]
             seen = boolean_seen(positions, 40, window, scratch_rows)
@@ -128,13 +128,14 @@ def test_kivi4_keeps_one_chunks_rows_for_the_cache(device):
     q = torch.randn(13, 4, 32, generator=torch.Generator().manual_seed(7)).to(device)
     write(0)
     write(1)
-    assert cache._scratch[0] == 1 and cache._layer_scratch(1) is not None
+    assert cache._open_pages.scratch[0] == 1 and cache._open_pages.layer_scratch(1) is not None
     with pytest.raises(UnsupportedTensor, match="layer 0's chunk"):
         cache.attend_prefill(0, q, seq, positions, 40)
     cache.attend_prefill(1, q, seq, positions, 40)
     row = torch.randn(2, 1, 2, 32).to(device)
     cache.grow(seq, 41)
     cache.write(0, seq, 40, row[0], row[1])  # layer 0's own write: it may attend again
-    assert cache._layer_scratch(1) is not None and cache._layer_scratch(0) is None
+    kept = cache._open_pages
+    assert kept.layer_scratch(1) is not None and kept.layer_scratch(0) is None
     cache.write(1, seq, 40, row[0], row[1])
-    assert cache._scratch is None
+    assert cache._open_pages.scratch is None
