@@ -32,7 +32,8 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
         kernels.dequant_torch.dequantize_mxfp4(raw, n_in): MXFP4 blocks as stored (ggml type
         39, gpt-oss's experts; no PackedWeight format) -> float32 [..., n_in].
 
-Mixture of experts (kernels/moe_routing.py, kernels/moe_gemv.py; docs/kernels-moe.md)
+Mixture of experts (kernels/moe_routing.py, kernels/moe_router.py, kernels/moe_gemv.py;
+docs/kernels-moe.md)
     w = ExpertWeight.from_gguf(raw, ggml_type, (n_expert, n_out, n_in), device, bias=None)
         an ffn_*_exps tensor as stored (Q4_K, Q5_K, Q6_K, Q8_0, MXFP4, Q4_0, Q4_1, Q5_0, Q5_1);
         bias [n_expert, n_out] or None
@@ -151,8 +152,8 @@ _LAZY = {
     "SWIGLU_OAI": "kernels.moe_gemv",
     "route_experts": "kernels.moe_routing",
     "select_and_route": "kernels.moe_routing",
-    "route_from_router": "kernels.moe_routing",
-    "norm_and_route": "kernels.moe_routing",
+    "route_from_router": "kernels.moe_router",
+    "norm_and_route": "kernels.moe_router",
 }
 
 __all__ = ["KernelsUnavailable", "UnsupportedTensor", "available", "require", *_LAZY]

@@ -128,10 +128,10 @@ def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bia
     """The router's kernel as norm_and_route launches it for this router (F32, the input,
     residual and y in f16; with gpt-oss's attention output bias where the router has a bias):
     the decode step's."""
-    from kernels import moe_routing
+    from kernels import moe_router, moe_routing
 
-    cfg = moe_routing.RouterConfig()
-    sizes = moe_routing._select_sizes(tokens, n_expert, top_k, None)
+    cfg = moe_router.RouterConfig()
+    sizes = moe_routing.select_sizes(tokens, n_expert, top_k, None)
     del sizes["RANK_CHUNK"]  # (_select_and_group_kernel's)
     consts = dict(
         BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=triton.cdiv(n_embd, cfg.split), GDC=True,
@@ -142,7 +142,7 @@ def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bia
              "logits_ptr": "*fp32", "weights_ptr": "*fp32", "r_ptr": "*fp16", "ab_ptr": "*fp32",
              "nw_ptr": "*fp32", "y_ptr": "*fp16", "h_ptr": "*fp16", "xd_ptr": "*fp32",
              "eps": "fp32"}  # fmt: skip
-    fn = moe_routing._router_kernel
+    fn = moe_router._router_kernel
     signature = {
         a: "constexpr" if a in consts else types.get(a, "*i32" if a.endswith("_ptr") else "i32")
         for a in fn.arg_names

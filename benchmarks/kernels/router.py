@@ -1,5 +1,5 @@
 """route_from_router (the router's GEMV, the top-k and the grouping in one launch) at the two
-MoE models' routers, 1 and 2 tokens, by kernel variant (kernels/moe_routing.RouterConfig):
+MoE models' routers, 1 and 2 tokens, by kernel variant (kernels/moe_router.RouterConfig):
 
     one-load the slab in one load, the tail's loads unrolled, the ranks from registers; a
              plain launch
@@ -25,7 +25,7 @@ import functools
 import torch
 
 from benchmarks.kernels.timing import cuda_banner, time_calls
-from kernels.moe_routing import RouterConfig, route_from_router
+from kernels.moe_router import RouterConfig, route_from_router
 from kernels.norms import rms_norm_quantized
 from kernels.packed_weight import PackedWeight
 

@@ -408,12 +408,12 @@ class KernelsMoeOps:
     def moe_ffn_from_router(self, x: torch.Tensor, router, experts, rule, bias=None,
                             quantized=None):  # fmt: skip
         """moe_ffn of the router's logits; where the experts take the expert GEMV and the
-        router is a float matrix (kernels.moe_routing.ROUTER_FORMATS: llama.cpp keeps
+        router is a float matrix (kernels.moe_router.ROUTER_FORMATS: llama.cpp keeps
         ffn_gate_inp unquantized), each slice's routing comes from route_from_router: the
         router's GEMV, the selection and the grouping in one launch. Else (other experts, another
         router format, or past MOE_GEMM_MIN_TOKENS tokens: the grouped GEMM's chunks) the GEMV,
         then moe_ffn."""
-        from kernels.moe_routing import ROUTER_FORMATS, route_from_router
+        from kernels.moe_router import ROUTER_FORMATS, route_from_router
 
         k = rule.n_expert_used
         fmt = getattr(router, "fmt", None)  # a kernels.PackedWeight's (TorchOps' has none)
@@ -439,7 +439,8 @@ class KernelsMoeOps:
         the experts take the expert GEMV in one slice with x in 8 bits, the router is a float
         matrix and the norm would write its y in 8 bits (rms_norm_for's condition); else the
         norm, then moe_ffn_from_router."""
-        from kernels.moe_routing import MAX_PAIRS, ROUTER_FORMATS
+        from kernels.moe_router import ROUTER_FORMATS
+        from kernels.moe_routing import MAX_PAIRS
 
         k, rows = rule.n_expert_used, a.shape[0]
         fmt = getattr(moe.router, "fmt", None)

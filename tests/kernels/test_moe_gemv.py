@@ -28,7 +28,8 @@ from kernels.moe_gemv import (
     expert_gate_up,
     expert_rows,
 )
-from kernels.moe_routing import route_experts, route_from_router
+from kernels.moe_router import route_from_router
+from kernels.moe_routing import route_experts
 from kernels.packed_weight import PackedWeight
 from kernels.reference import quantize_activation as reference_quantize
 from tests.kernels.conftest import relative_error
@@ -198,7 +199,8 @@ def test_router_gemv_and_selection_in_one_launch(
     and, from them, the routing select_and_route gives for the GEMV's logits; a token's
     logits the same bits alone as among others."""
     from kernels.gemv import quant_matmul
-    from kernels.moe_routing import _TICKETS, select_and_route
+    from kernels.moe_router import _TICKETS
+    from kernels.moe_routing import select_and_route
 
     gen = torch.Generator().manual_seed(tokens + n_expert)
     dtype = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}[fmt]
@@ -476,7 +478,7 @@ def test_norm_and_route_is_the_norm_then_the_router(tokens, n_expert, n_embd, to
     """norm_and_route: rms_norm_quantized's y, h and 8-bit y (its statistic summed in another
     order: y within an f16 rounding, the codes within one) and route_from_router's routing
     and logits on that y, from one launch."""
-    from kernels.moe_routing import norm_and_route
+    from kernels.moe_router import norm_and_route
     from kernels.norms import rms_norm_quantized
 
     gen = torch.Generator().manual_seed(n_embd)

@@ -160,7 +160,8 @@ def test_route_from_router_at_the_real_routers(model, tokens, selection):
     select_and_route's picks and groups (by either selection, the same as the other's), in one
     launch; replayed by a CUDA graph."""
     from kernels.gemv import quant_matmul
-    from kernels.moe_routing import route_from_router, select_and_route
+    from kernels.moe_router import route_from_router
+    from kernels.moe_routing import select_and_route
     from kernels.packed_weight import PackedWeight
 
     n_expert, n_embd, k = model["n_expert"], model["n_embd"], model["top_k"]
