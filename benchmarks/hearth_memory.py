@@ -76,7 +76,7 @@ from benchmarks.gpu_memory import device_used
 from engine.gguf import read_model_info
 from engine.hearth.allocator import ALLOC_CONF_NAMES, with_expandable_segments
 from engine.planner import DeviceBudget, PlanRequest, safety_margin
-from engine.planner.hearth_memory import HearthConfig, hearth_items, host_expert_bytes
+from engine.planner.hearth_memory import HearthConfig, hearth_items
 from engine.planner.hearth_plan import (
     ON_GPU,
     hearth_profile,
@@ -84,6 +84,7 @@ from engine.planner.hearth_plan import (
     longest_context_experts_in_ram,
     pair_problem,
 )
+from engine.planner.hearth_weights import host_expert_bytes
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 MIB = 1024**2

@@ -35,9 +35,7 @@ from engine.planner.explain import gib, usage_of
 from engine.planner.hearth_memory import (
     HEARTH_COSTS,
     HearthConfig,
-    HearthProfile,
     hearth_estimate,
-    host_expert_bytes,
     kv_bytes_per_token,
 )
 from engine.planner.hearth_offload import (
@@ -48,6 +46,7 @@ from engine.planner.hearth_offload import (
     fewest_ram_layers,
     offload_speed,
 )
+from engine.planner.hearth_weights import HearthProfile, host_expert_bytes
 from engine.planner.kv_cache import CTX_PAD, pad_to
 from engine.planner.memory import MemoryEstimate
 from engine.planner.records import (

@@ -11,14 +11,13 @@ from engine.planner.hearth_memory import (
     GIB,
     MIB,
     HearthConfig,
-    HearthProfile,
-    _matrix_allocations,
     hearth_estimate,
     hearth_items,
     kv_allocations,
     kv_bytes_per_token,
     torch_reserved,
 )
+from engine.planner.hearth_weights import HearthProfile, _matrix_allocations
 
 # Llama-3-8B: 32 layers, 8 KV heads of 128 values
 LAYERS, HEADS, D = 32, 8, 128
@@ -181,7 +180,7 @@ def test_a_short_context_peaks_at_the_gemm_not_the_attention(llama):
 
 
 def test_joined_matrices_and_the_prefill_gemm(llama, synthetic_info):
-    from engine.planner.hearth_memory import matrix_groups
+    from engine.planner.hearth_weights import matrix_groups
 
     groups = matrix_groups(synthetic_info("llama3-8b", "Q4_K_M"))
     first = [[t.name for t in g] for g in groups if g[0].name.startswith("blk.0.")]

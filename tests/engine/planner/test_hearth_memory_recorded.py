@@ -29,7 +29,6 @@ from engine.planner.hearth_memory import (
     HEARTH_COSTS,
     MIB,
     HearthConfig,
-    HearthProfile,
     _chunk_rows,
     _prefill_attention,
     _prefill_attention_buffers,
@@ -37,6 +36,7 @@ from engine.planner.hearth_memory import (
     hearth_items,
     prefill_masks,
 )
+from engine.planner.hearth_weights import HearthProfile
 
 
 def as_measured(profile: HearthProfile, config: HearthConfig) -> int:

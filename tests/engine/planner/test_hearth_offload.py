@@ -12,7 +12,7 @@ import pytest
 
 from engine.planner import DeviceBudget, Planner, PlanRequest, engine_table
 from engine.planner.engine_choice import plan_engines
-from engine.planner.hearth_memory import HearthConfig, HearthProfile, hearth_estimate, hearth_items
+from engine.planner.hearth_memory import HearthConfig, hearth_estimate, hearth_items
 from engine.planner.hearth_offload import (
     OFFLOAD_COSTS,
     OffloadCosts,
@@ -23,6 +23,7 @@ from engine.planner.hearth_offload import (
     offload_speed,
 )
 from engine.planner.hearth_plan import plan_hearth
+from engine.planner.hearth_weights import HearthProfile
 from engine.planner.manual import ManualChoice, plan_manual
 
 GIB = 1024**3
