@@ -105,7 +105,7 @@ class Engine:
     def __init__(self, path: str, device: str = "cuda", experts: tuple[int, ...] = ON_GPU):
         """`experts`: (layers whose experts stay in RAM, cache slots per such layer[, picks
         the CPU computes]), the placement handed to Transformer.load as the driver does
-        (hearth_driver.py _load_transformer)."""
+        (hearth_load.py load_transformer)."""
         import torch
 
         from engine.hearth.config import model_config

@@ -16,49 +16,27 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import replace
 
 from engine.enums import Engine
-from engine.hardware.cpu_probe import physical_cores
 from engine.hearth import torch_missing_reason
 from engine.llama import driver as llama
 from engine.llama.driver import ContextInfo, EngineError
 from engine.runtime import hearth_prewarm
 from engine.runtime.engine_api import Capabilities, StepOutput, vision_refusal
+from engine.runtime.hearth_load import (
+    HearthUnavailable,
+    LoadedTransformer,
+    load_transformer,
+    make_kv_cache,
+)
 from engine.runtime.kernel_compiles import CompileRecord, announced_warm_up, compile_key
 from engine.runtime.protocol import ModelParams, SamplingParams
 from engine.runtime.to_llama import model_settings
 from engine.runtime.torch_beside_llama import torch_import_problem
 
-if TYPE_CHECKING:  # torch loads only when the Hearth engine is asked for
-    from engine.gguf import ModelInfo
-    from engine.hearth.config import ModelConfig
-    from engine.hearth.forward import Transformer
-    from engine.hearth.ops import TorchOps
-    from engine.hearth.weights import GGUFTensors
-
-DEVICE_ENV = "HEARTH_ENGINE_DEVICE"  # "cpu" runs the engine on the CPU (tests, development)
 GRAPH_ENV = "HEARTH_CUDA_GRAPH"  # "0": decode without the CUDA graph (measurements, debugging)
 OUT_OF_MEMORY_EXIT = 3  # the worker's exit status after a GPU out-of-memory mid-generation
-
-
-class HearthUnavailable(Exception):
-    """The Hearth engine cannot run this model here; the message is one line saying why."""
-
-
-def choose_device() -> str:
-    forced = os.environ.get(DEVICE_ENV)
-    if forced:
-        return forced
-    import torch
-
-    if torch.cuda.is_available():
-        return "cuda"
-    raise HearthUnavailable(
-        "no CUDA or ROCm GPU visible to PyTorch, where llama.cpp is the faster engine "
-        f"(set {DEVICE_ENV}=cpu to run the Hearth engine on the CPU anyway)"
-    )
 
 
 class HearthModel:
@@ -78,7 +56,7 @@ class HearthModel:
         if reason:
             raise HearthUnavailable(reason)
         self.params = params
-        self.hearth = _load_transformer(params)
+        self.hearth = load_transformer(params)
         try:
             self.vocabulary = llama.Model(replace(model_settings(params), vocab_only=True))
         except EngineError:
@@ -169,81 +147,6 @@ class HearthModel:
             self.hearth = None
 
 
-@dataclass
-class _Loaded:
-    info: ModelInfo
-    config: ModelConfig
-    tensors: GGUFTensors
-    transformer: Transformer
-    device: str
-    ops: TorchOps
-
-
-def _load_transformer(params: ModelParams) -> _Loaded:
-    import torch
-
-    from engine.gguf import GGUFError, read_model_info
-    from engine.hearth.capabilities import moe_device_reason
-    from engine.hearth.config import UnsupportedModel, model_config
-    from engine.hearth.expert_offload import ExpertPlacement
-    from engine.hearth.forward import Transformer
-    from engine.hearth.ops import select_ops
-    from engine.hearth.weights import GGUFTensors
-
-    try:
-        info = read_model_info(params.path)
-        config = model_config(info)
-    except GGUFError as exc:
-        raise HearthUnavailable(f"the file's header could not be read: {exc}") from None
-    except UnsupportedModel as exc:
-        raise HearthUnavailable(str(exc)) from None
-    device = choose_device()
-    if reason := moe_device_reason(info, config, device):
-        raise HearthUnavailable(reason)
-    ops = select_ops(device)
-    unsupported = sorted({t.type_name for t in info.tensors if not ops.supports(t.ggml_type)})
-    if unsupported:
-        raise HearthUnavailable(f"tensor types {', '.join(unsupported)} are not supported yet")
-    if device == "cpu":
-        torch.set_num_threads(params.n_threads or physical_cores())
-    if config.moe is None:
-        placement = ExpertPlacement()  # a dense model has no experts to keep in RAM
-    else:
-        try:
-            placement = expert_placement(params, config.moe.n_expert_used)
-            placement.check(config.moe.n_expert, config.moe.n_expert_used)
-        except ValueError as exc:
-            raise EngineError(f"{exc}; plan the load again (Best fit).") from None
-    tensors = GGUFTensors(params.path, info)
-    try:
-        transformer = Transformer.load(config, tensors, ops, experts=placement)
-    except torch.OutOfMemoryError:
-        tensors.close()
-        raise EngineError(
-            f"Not enough GPU memory for the weights of {os.path.basename(params.path)} "
-            f"({info.weight_bytes / 2**30:.1f} GiB). Close other programs that use the GPU, "
-            "or load the model with the llama.cpp engine and fewer GPU layers."
-        ) from None
-    return _Loaded(info, config, tensors, transformer, device, ops)
-
-
-def expert_placement(params: ModelParams, n_expert_used: int):
-    """The params' experts in RAM as expert_offload.ExpertPlacement: read in place or cached,
-    or computed by the CPU (hearth_expert_cpu_picks n_expert_used: every pick of a token; 0:
-    none; anything between is refused, as no placement divides a token's picks)."""
-    from engine.hearth.expert_offload import ExpertPlacement
-
-    picks = params.hearth_expert_cpu_picks
-    if picks not in (0, n_expert_used):
-        raise ValueError(
-            f"{picks} of {n_expert_used} picks on the CPU: the experts in RAM are computed "
-            f"by the CPU ({n_expert_used}) or read by the GPU (0)"
-        )
-    return ExpertPlacement(
-        params.hearth_ram_expert_layers, params.hearth_expert_cache_slots, on_cpu=picks > 0
-    )
-
-
 class HearthContext:
     """A preallocated KV cache and the position where the next token goes."""
 
@@ -254,7 +157,7 @@ class HearthContext:
         hearth = model.hearth
         n_ctx = params.n_ctx or hearth.config.n_ctx_train
         try:
-            self.cache = _new_cache(hearth, params, n_ctx)
+            self.cache = make_kv_cache(hearth, params, n_ctx)
         except torch.OutOfMemoryError:
             raise EngineError(
                 f"Not enough GPU memory for a KV cache of {n_ctx} tokens. Try a shorter "
@@ -523,35 +426,13 @@ class HearthContext:
             )
 
 
-def _shape(hearth: _Loaded, kv_pair: str) -> str:
+def _shape(hearth: LoadedTransformer, kv_pair: str) -> str:
     """What Triton specializes the engine's kernels on, for kernel_compiles.py's key."""
     c = hearth.config
     types = ",".join(sorted({t.type_name for t in hearth.info.tensors}))
     dims = f"{c.n_embd} {c.n_head}/{c.n_head_kv}x{c.head_dim} ff {c.n_ff} vocab {c.n_vocab}"
     moe = f" moe {c.moe.n_expert}/{c.moe.n_expert_used}" if c.moe else ""
     return f"{c.architecture} {dims}{moe} {types} kv {kv_pair}"
-
-
-def _new_cache(hearth: _Loaded, params: ModelParams, n_ctx: int):
-    """The cache engine/hearth/cache_layout.py names for this pair on this device."""
-    from engine.hearth.cache_layout import CacheUnavailable, engine_cache_layout
-    from engine.hearth.caches import new_kv_cache
-
-    try:
-        layout = engine_cache_layout(
-            params.type_k, params.type_v, ops_name=hearth.ops.name, device=hearth.device
-        )
-    except CacheUnavailable as exc:
-        raise EngineError(str(exc)) from None
-    config = hearth.config
-    return new_kv_cache(
-        layout,
-        n_layer=config.n_layer,
-        n_head_kv=config.n_head_kv,
-        head_dim=config.head_dim,
-        n_ctx=n_ctx,
-        device=hearth.device,
-    )
 
 
 def _say(line: str) -> None:

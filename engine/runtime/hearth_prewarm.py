@@ -45,10 +45,11 @@ from engine.hearth import torch_missing_reason
 from engine.runtime.torch_beside_llama import torch_import_problem
 
 ENV = "HEARTH_PREWARM"  # "0": nothing is imported ahead (measuring the unwarmed load)
-DEVICE_ENV = "HEARTH_ENGINE_DEVICE"  # hearth_driver.DEVICE_ENV (not imported: it imports torch)
+DEVICE_ENV = "HEARTH_ENGINE_DEVICE"  # hearth_load.DEVICE_ENV (not imported: it imports torch)
 
 # What a Hearth load imports, heaviest first: torch, Triton, the decode path's kernels and the
-# engine's modules (engine/runtime/hearth_driver.py's _load_transformer and HearthContext).
+# engine's modules (engine/runtime/hearth_load.py's load_transformer and hearth_driver.py's
+# HearthContext).
 MODULES = (
     "torch",
     "torch.nn.functional",

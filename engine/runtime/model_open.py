@@ -49,7 +49,8 @@ def open_model(params: p.ModelParams) -> tuple[Model, str]:
         )
         print(f"hearth worker: {note}", flush=True)
         return LlamaModel(params), note
-    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
+    from engine.runtime.hearth_driver import HearthModel
+    from engine.runtime.hearth_load import HearthUnavailable
 
     try:
         return HearthModel(params), ""

@@ -141,7 +141,8 @@ class DraftModel:
 def _open_draft(params: ModelParams, engine: Engine) -> Model:
     """The draft on the main model's engine where it can run there, else on llama.cpp."""
     if engine == Engine.HEARTH:
-        from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
+        from engine.runtime.hearth_driver import HearthModel
+        from engine.runtime.hearth_load import HearthUnavailable
 
         try:
             return HearthModel(replace(params, engine=Engine.HEARTH))

@@ -157,14 +157,14 @@ def test_the_driver_loads_the_placement_its_params_name(on_cpu, qwen3moe):
     load (the worker's path: runtime/hearth_driver.py), and a cache too small for one token's
     experts is refused with what to do."""
     from engine.llama.driver import EngineError
-    from engine.runtime.hearth_driver import _load_transformer
+    from engine.runtime.hearth_load import load_transformer
     from engine.runtime.protocol import ModelParams
 
     def load(layers: int, slots: int, cpu_picks: int = 0):
         params = ModelParams(path=str(qwen3moe), engine="hearth", n_threads=1,
                              hearth_ram_expert_layers=layers, hearth_expert_cache_slots=slots,
                              hearth_expert_cpu_picks=cpu_picks)  # fmt: skip
-        loaded = _load_transformer(params)
+        loaded = load_transformer(params)
         loaded.tensors.close()
         return loaded.transformer
 

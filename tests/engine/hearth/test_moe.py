@@ -144,7 +144,8 @@ def test_yarn_keeps_fast_pairs_and_scales_slow_ones():
 
 def test_an_expert_type_without_a_dequantizer_falls_back_with_its_name(tmp_path, monkeypatch):
     from engine.runtime import protocol as p
-    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
+    from engine.runtime.hearth_driver import HearthModel
+    from engine.runtime.hearth_load import HearthUnavailable
     from tests.engine.hearth.tiny_models import QT, tiny_spec, write_tiny_gguf
 
     monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cpu")

@@ -19,7 +19,7 @@ import kernels.kv_cache
 from engine.hearth import caches
 from engine.hearth.capabilities import K_FORMATS, V_FORMATS, kv_format_problem
 from engine.planner.hearth_memory import HearthConfig, gpu_cache_layout, kv_allocations
-from engine.runtime import hearth_driver
+from engine.runtime import hearth_load
 from engine.runtime.protocol import ModelParams
 
 DIMS = SimpleNamespace(n_layer=2, n_head_kv=2, head_dim=64)
@@ -50,7 +50,7 @@ def _tensor_bytes(root) -> list[int]:
 
 @pytest.fixture
 def driver_cache(monkeypatch):
-    """The cache the driver's _new_cache asks for on a GPU with kernels/, made on the CPU."""
+    """The cache the driver's make_kv_cache asks for on a GPU with kernels/, made on the CPU."""
     monkeypatch.setattr(kernels.kv_cache, "require", lambda: None)  # allocation only
     asked = []
     real = caches.new_kv_cache
@@ -64,7 +64,7 @@ def driver_cache(monkeypatch):
 
     def make(type_k: str, type_v: str):
         params = ModelParams(path="m.gguf", n_ctx=N_CTX, type_k=type_k, type_v=type_v)
-        cache = hearth_driver._new_cache(loaded, params, N_CTX)
+        cache = hearth_load.make_kv_cache(loaded, params, N_CTX)
         return asked[-1], cache
 
     return make

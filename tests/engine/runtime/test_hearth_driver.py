@@ -140,7 +140,8 @@ def test_a_fallback_with_hearth_kv_formats_loads_with_llama_cpps_nearest(starter
 
 
 def test_unsupported_architecture_is_a_reason_not_a_crash(tmp_path, monkeypatch):
-    from engine.runtime.hearth_driver import HearthModel, HearthUnavailable
+    from engine.runtime.hearth_driver import HearthModel
+    from engine.runtime.hearth_load import HearthUnavailable
 
     monkeypatch.setenv("HEARTH_ENGINE_DEVICE", "cpu")
     path = write_tiny_gguf(tmp_path / "phi2.gguf", TinySpec(arch="phi2"))
@@ -150,9 +151,10 @@ def test_unsupported_architecture_is_a_reason_not_a_crash(tmp_path, monkeypatch)
 
 def test_missing_torch_is_a_reason(tmp_path, monkeypatch, starter):
     from engine.runtime import hearth_driver as driver
+    from engine.runtime.hearth_load import HearthUnavailable
 
     monkeypatch.setattr(driver, "torch_missing_reason", lambda: "PyTorch is not installed")
-    with pytest.raises(driver.HearthUnavailable, match="PyTorch is not installed"):
+    with pytest.raises(HearthUnavailable, match="PyTorch is not installed"):
         driver.HearthModel(p.ModelParams(path=starter, engine="hearth"))
 
 

@@ -11,7 +11,8 @@ pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels 
 from engine.enums import Engine
 from engine.runtime import protocol as p
 from engine.runtime.generation import Session
-from engine.runtime.hearth_driver import DEVICE_ENV, HearthModel
+from engine.runtime.hearth_driver import HearthModel
+from engine.runtime.hearth_load import DEVICE_ENV
 from engine.runtime.speculative.setup import open_speculation
 from tests.engine.runtime.speculative.test_decode_loop import (
     REWRITE,
