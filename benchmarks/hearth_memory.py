@@ -73,6 +73,18 @@ import time
 from pathlib import Path
 
 from benchmarks.gpu_memory import device_used
+from benchmarks.hearth_memory_engine import Engine, decode_graph
+from benchmarks.hearth_memory_report import (
+    GIB,
+    MIB,
+    allocator_slack,
+    error_fraction,
+    experts_text,
+    markdown,
+    measured_peak,
+    mib,
+    torch_peak,
+)
 from engine.gguf import read_model_info
 from engine.hearth.allocator import ALLOC_CONF_NAMES, with_expandable_segments
 from engine.planner import DeviceBudget, PlanRequest, safety_margin
@@ -87,8 +99,6 @@ from engine.planner.hearth_plan import (
 from engine.planner.hearth_weights import host_expert_bytes
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
-MIB = 1024**2
-GIB = 1024**3
 PAIRS = (("f16", "f16"), ("q8", "q8"), ("q8", "rot4"), ("rot4", "rot4"), ("rot2", "rot4"))
 CHUNK = 512
 DECODE_STEPS = 8
@@ -96,119 +106,6 @@ DECODE_STEPS = 8
 # sliding-window layers and tied embeddings
 SHAPES_MEASURED = ("llama3-8b", "mistral-7b", "gemma3-12b")
 HOG = str(Path(__file__).with_name("gpu_memory.py"))
-
-
-# -- the engine, loaded and driven the way the worker does ----------------------------------------
-
-
-class Engine:
-    def __init__(self, path: str, device: str = "cuda", experts: tuple[int, ...] = ON_GPU):
-        """`experts`: (layers whose experts stay in RAM, cache slots per such layer[, picks
-        the CPU computes]), the placement handed to Transformer.load as the driver does
-        (hearth_load.py load_transformer)."""
-        import torch
-
-        from engine.hearth.config import model_config
-        from engine.hearth.expert_offload import ExpertPlacement
-        from engine.hearth.forward import Transformer
-        from engine.hearth.ops import select_ops
-        from engine.hearth.weights import GGUFTensors
-
-        self.torch = torch
-        self.device = device
-        self.info = read_model_info(path)
-        self.config = model_config(self.info)
-        self.tensors = GGUFTensors(path, self.info)
-        self.ops = select_ops(device)
-        ram, slots, *picks = experts
-        k = self.config.moe.n_expert_used if self.config.moe is not None else 0
-        cpu = picks[0] if picks else 0
-        if cpu not in (0, k):
-            raise ValueError(f"{cpu} of {k} picks on the CPU: all ({k}) or none (0)")
-        placement = ExpertPlacement(ram, slots, on_cpu=cpu > 0)
-        if self.config.moe is not None:
-            placement.check(self.config.moe.n_expert, self.config.moe.n_expert_used)
-        self.transformer = Transformer.load(self.config, self.tensors, self.ops, experts=placement)
-        self.sync()
-
-    def sync(self) -> None:
-        if self.device.startswith("cuda"):
-            self.torch.cuda.synchronize()
-
-    def new_cache(self, n_ctx: int, type_k: str, type_v: str):
-        """The cache the driver builds for these types on this device (cache_layout.py)."""
-        from engine.hearth.cache_layout import engine_cache_layout
-        from engine.hearth.caches import new_kv_cache
-
-        cfg = self.config
-        layout = engine_cache_layout(type_k, type_v, ops_name=self.ops.name, device=self.device)
-        return new_kv_cache(layout, n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv,
-                            head_dim=cfg.head_dim, n_ctx=n_ctx, device=self.device)  # fmt: skip
-
-    def fill(self, cache, n: int) -> None:
-        """Random K and V rows at positions 0..n-1, through the write call the forward pass
-        makes (chunk by chunk, every layer: the order a prefill writes in)."""
-        torch, cfg = self.torch, self.config
-        gen = torch.Generator(device=self.device).manual_seed(0)
-        step = 4096
-        with torch.inference_mode():
-            for start in range(0, n, step):
-                rows = min(step, n - start)
-                positions = torch.arange(start, start + rows, device=self.device)
-                shape = (rows, cfg.n_head_kv, cfg.head_dim)
-                for layer in range(cfg.n_layer):
-                    k = torch.randn(shape, generator=gen, device=self.device, dtype=torch.float16)
-                    v = torch.randn(shape, generator=gen, device=self.device, dtype=torch.float16)
-                    cache.write(layer, positions, k, v)
-        self.sync()
-
-    def decode(self, cache, start: int, steps: int, graph=None) -> float:
-        """`steps` decode steps from position `start`, over the whole cache, as the worker
-        decodes on a GPU: the step captured in a CUDA graph where the engine has one
-        (engine/hearth/decode_graph.py; `graph`, or captured here), else one forward pass per
-        token. Tokens per second."""
-        torch = self.torch
-        graph = graph if graph is not None else _decode_graph(self, cache, start)
-        token = torch.tensor([1], device=self.device)
-        began = time.perf_counter()
-        with torch.inference_mode():
-            for i in range(steps):
-                if graph is not None:
-                    _, greedy = graph.step(int(token), start + i, launch_ahead=False)
-                    token = torch.tensor([greedy], device=self.device)
-                    continue
-                position = torch.tensor([start + i], device=self.device)
-                logits = self.transformer.forward(token, position, cache, n_keys=cache.n_ctx)
-                token = logits.argmax().view(1)
-        self.sync()
-        return steps / (time.perf_counter() - began)
-
-    def can_prefill(self, cache) -> bool:
-        """Whether a prefill chunk over this cache runs on the device (the paged cache's
-        prefill attention read its pages back through numpy before kernels' attend_prefill)."""
-        inner = getattr(cache, "cache", None)
-        return inner is None or hasattr(inner, "attend_prefill")
-
-    def prefill_chunk(self, cache, start: int, rows: int) -> None:
-        torch = self.torch
-        with torch.inference_mode():
-            positions = torch.arange(start, start + rows, device=self.device)
-            ids = torch.ones(rows, dtype=torch.long, device=self.device)
-            self.transformer.forward(ids, positions, cache, n_keys=start + rows)
-        self.sync()
-
-
-def _decode_graph(engine: Engine, cache, position: int):
-    """The decode step captured where the driver captures it: on a GPU, unless a step reads
-    its routing back to the host (experts in RAM behind a cache: Transformer.routes_on_host),
-    which the driver then runs eagerly."""
-    if not engine.device.startswith("cuda") or engine.transformer.routes_on_host:
-        return None
-    try:
-        from engine.hearth.decode_graph import DecodeGraph, can_capture
-    except ImportError:  # an engine without CUDA graphs yet
-        return None
-    return DecodeGraph(engine.transformer, cache, position=position) if can_capture(cache) else None
 
 
 # -- part 1: each item, predicted and measured ----------------------------------------------------
@@ -274,22 +171,18 @@ def _measure(engine: Engine, n_ctx: int, type_k: str, type_v: str, base: int) ->
     return out
 
 
-def _mib(n) -> str:
-    return "-" if n is None else f"{n / MIB:,.0f}"
-
-
 def _item_line(row: dict) -> str:
     p = row["predicted"]
     head = f"{row['n_ctx']:>7} K {row['type_k']:<4} V {row['type_v']:<4}"
     if not row["ok"]:
         return f"{head} FAILED: {row['error']}"
     return (
-        f"{head} MiB pred/meas: weights {_mib(p['weights'])}/{_mib(row['weights'])} "
-        f"(reserved {_mib(p['weights_reserved'])}/{_mib(row.get('weights_reserved'))}) "
-        f"kv {_mib(p['kv'])}/{_mib(row['kv'])} decode {_mib(p['decode_workspace'])}/"
-        f"{_mib(row['decode_workspace'])} prefill {_mib(p['prefill_workspace'])}/"
-        f"{_mib(row.get('prefill_workspace'))} context {_mib(p['context'])}/"
-        f"{_mib(row['context'])} total {_mib(p['gpu_total'])}/{_mib(row['used'])}"
+        f"{head} MiB pred/meas: weights {mib(p['weights'])}/{mib(row['weights'])} "
+        f"(reserved {mib(p['weights_reserved'])}/{mib(row.get('weights_reserved'))}) "
+        f"kv {mib(p['kv'])}/{mib(row['kv'])} decode {mib(p['decode_workspace'])}/"
+        f"{mib(row['decode_workspace'])} prefill {mib(p['prefill_workspace'])}/"
+        f"{mib(row.get('prefill_workspace'))} context {mib(p['context'])}/"
+        f"{mib(row['context'])} total {mib(p['gpu_total'])}/{mib(row['used'])}"
     )
 
 
@@ -409,7 +302,7 @@ def verify(args) -> int:
             out["prefill"] = engine.can_prefill(cache)
             filled = args.n_ctx - DECODE_STEPS - (CHUNK if out["prefill"] else 0)
             start = filled + (CHUNK if out["prefill"] else 0)
-            graph = _decode_graph(engine, cache, start)
+            graph = decode_graph(engine, cache, start)
             engine.fill(cache, filled)
             if out["prefill"]:  # the last 512-token chunk of a prefill, over the whole cache
                 engine.prefill_chunk(cache, filled, CHUNK)
@@ -429,55 +322,6 @@ def verify(args) -> int:
     return 0 if out["ok"] else 1
 
 
-def measured_peak(row: dict) -> int | None:
-    """The process's peak device memory for a load: NVML sampled through the run where it was
-    (the issue's measure), else torch's peak reserved plus the CUDA context; rows of an older
-    run (NVML read at the end only, after the prefill's buffers were returned) have neither."""
-    if row.get("nvml_peak"):
-        return row["nvml_peak"]
-    if row.get("peak_reserved") and row.get("context"):
-        return row["peak_reserved"] + row["context"]
-    return None
-
-
-def torch_peak(row: dict) -> int | None:
-    """torch's peak reserved plus the CUDA context, printed beside NVML's peak."""
-    if row.get("peak_reserved") and row.get("context"):
-        return row["peak_reserved"] + row["context"]
-    return None
-
-
-def allocator_slack(row: dict) -> int | None:
-    """torch's peak reserved less its peak allocation: the blocks its caching allocator held
-    beside the live peak (a buffer made and freed again and again that took a second
-    segment shows here as about its size)."""
-    if row.get("peak_reserved") and row.get("peak_allocated"):
-        return row["peak_reserved"] - row["peak_allocated"]
-    return None
-
-
-def error_fraction(predicted: int, measured: int) -> float:
-    """(predicted - measured) / measured: positive is memory the plan leaves idle."""
-    return (predicted - measured) / measured if measured > 0 else 0.0
-
-
-def within_tolerance(predicted: int, measured: int) -> bool:
-    """Issue 35's target: within max(3%, 128 MiB) of what NVML measured."""
-    return abs(predicted - measured) <= max(128 * MIB, 0.03 * measured)
-
-
-def experts_text(row: dict) -> str:
-    """Where a row's experts were: nothing for a load all on the GPU; else the layers whose
-    experts stayed in RAM, how the GPU reads them, and the pinned bytes."""
-    if not row.get("ram_layers"):
-        return ""
-    how = f"{row['slots']} cached per layer" if row["slots"] else "read in place"
-    return (
-        f"experts of the last {row['ram_layers']} of {row['n_layer']} layers in RAM "
-        f"({row['host_bytes'] / GIB:.1f} GiB), {how}"
-    )
-
-
 def _card_line(row: dict) -> str:
     pair = f"K {row['type_k']:<4} V {row['type_v']:<4}"
     head = f"{row['card_gib']:>4g} GiB {row.get('shape', ''):<12} {pair}"
@@ -491,11 +335,11 @@ def _card_line(row: dict) -> str:
     experts = f" ({experts_text(row)})" if row.get("ram_layers") else ""
     return (
         f"{head} planned {row['n_ctx']:>7} tokens{experts}, predicted "
-        f"{_mib(row['predicted_total'])} "
-        f"MiB, peak {_mib(peak)} MiB (NVML {_mib(row.get('nvml_peak'))}, torch reserved + "
-        f"context {_mib(torch_peak(row))}, beyond allocated {_mib(allocator_slack(row))}, "
-        f"NVML at the end {_mib(row.get('used'))}) of "
-        f"{_mib(row['free'])} free{error}: {verdict}"
+        f"{mib(row['predicted_total'])} "
+        f"MiB, peak {mib(peak)} MiB (NVML {mib(row.get('nvml_peak'))}, torch reserved + "
+        f"context {mib(torch_peak(row))}, beyond allocated {mib(allocator_slack(row))}, "
+        f"NVML at the end {mib(row.get('used'))}) of "
+        f"{mib(row['free'])} free{error}: {verdict}"
     )
 
 
@@ -536,97 +380,6 @@ def suggested_costs(item_rows: list[dict], model: str) -> dict:
     if growth:
         out["prefill_scores_materialized"] = statistics.mode(growth)
     return out
-
-
-# -- the report -----------------------------------------------------------------------------------
-
-
-def markdown(item_rows: list[dict], card_rows: list[dict]) -> str:
-    out = []
-    if item_rows:
-        out += [
-            "| context | K / V | weights MiB pred / meas | KV pred / meas | decode workspace "
-            "pred / meas | prefill workspace pred / meas | CUDA context pred / meas | "
-            "total pred / NVML | decode tok/s |",
-            "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for r in item_rows:
-            p = r["predicted"]
-            if not r["ok"]:
-                out.append(f"| {r['n_ctx']:,} | {r['type_k']} / {r['type_v']} | "
-                           f"failed: {r['error']} ||||||| ")  # fmt: skip
-                continue
-            out.append(
-                f"| {r['n_ctx']:,} | {r['type_k']} / {r['type_v']} | {_mib(p['weights'])} / "
-                f"{_mib(r['weights'])} | {_mib(p['kv'])} / {_mib(r['kv'])} | "
-                f"{_mib(p['decode_workspace'])} / {_mib(r['decode_workspace'])} | "
-                f"{_mib(p['prefill_workspace'])} / {_mib(r.get('prefill_workspace'))} | "
-                f"{_mib(p['context'])} / {_mib(r['context'])} | {_mib(p['gpu_total'])} / "
-                f"{_mib(r['used'])} | {r['decode_tok_s']:.1f} |"
-            )
-    if card_rows:
-        out += [
-            "",
-            "| card | shape | K / V | context planned | predicted MiB | measured peak MiB "
-            "(NVML) | error | within max(3%, 128 MiB) | torch peak reserved + context MiB | "
-            "torch reserved beyond allocated MiB | NVML at the end MiB | CUDA context MiB | "
-            "share of the card used | verified | decode tok/s |",
-            "| ---: | --- | --- | ---: | ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | "
-            "---: | --- | ---: |",
-        ]
-        for r in card_rows:
-            out.append(card_cells(r))
-        out += ["", summary(card_rows)]
-    return "\n".join(out)
-
-
-def card_cells(r: dict) -> str:
-    """One row of the memory table: judged against the measured peak (measured_peak)."""
-    head = f"| {r['card_gib']:g} GiB | {r.get('shape', '')} | {r['type_k']} / {r['type_v']} |"
-    if not r["n_ctx"]:
-        return f"{head} nothing fits ||||||||||||"
-    peak = measured_peak(r) if r.get("ok") else None
-    if peak:
-        error = error_fraction(r["predicted_total"], peak)
-        within = "yes" if within_tolerance(r["predicted_total"], peak) else "**no**"
-        figures = f"{_mib(peak)} | {100 * error:+.1f}% | {within} |"
-        share = f"{100 * peak / (r['card_gib'] * GIB):.1f}%"
-    else:
-        figures, share = f"{_mib(peak)} | - | - |", "-"
-    others = (
-        f"{_mib(torch_peak(r))} | {_mib(allocator_slack(r))} | {_mib(r.get('used'))} | "
-        f"{_mib(r.get('context'))} |"
-    )
-    steps = (
-        "512-token prefill chunk + 8 decode steps"
-        if r.get("prefill")
-        else "8 decode steps (no prefill chunk)"
-    )
-    ok = f"yes: {steps}" if r.get("ok") else f"no: {r.get('error', 'nothing fits')}"
-    speed = f"{r['decode_tok_s']:.1f}" if r.get("decode_tok_s") else "-"
-    experts = f" ({experts_text(r)})" if r.get("ram_layers") else ""
-    return (
-        f"{head} {r['n_ctx']:,}{experts} | {_mib(r.get('predicted_total'))} | {figures} {others} "
-        f"{share} | {ok} | {speed} |"
-    )
-
-
-def summary(card_rows: list[dict]) -> str:
-    """How many loads ran, how many were within the tolerance of their measured peak, the
-    error's range."""
-    ran = [r for r in card_rows if r.get("ok") and measured_peak(r)]
-    planned = [r for r in card_rows if r["n_ctx"]]
-    if not ran:
-        return f"{len(planned)} loads planned, none measured."
-    errors = [error_fraction(r["predicted_total"], measured_peak(r)) for r in ran]
-    within = sum(within_tolerance(r["predicted_total"], measured_peak(r)) for r in ran)
-    sampled = sum(bool(r.get("nvml_peak")) for r in ran)
-    return (
-        f"{len(ran)} of {len(planned)} planned loads ran and decoded; {within} of {len(ran)} "
-        f"within max(3%, 128 MiB) of their peak ({sampled} peaks sampled by NVML, the rest "
-        f"torch's peak reserved + the CUDA context); error {100 * min(errors):+.1f}% to "
-        f"{100 * max(errors):+.1f}%."
-    )
 
 
 def recheck(path: str, context: int) -> list[dict]:

@@ -1,12 +1,14 @@
-"""benchmarks/hearth_memory.py off the GPU: the engine driven on the CPU with a tiny model, and
-the report's table. The GPU run itself is the lead's device call (its raw output is kept in
-docs/measurements/)."""
+"""benchmarks/hearth_memory.py off the GPU: the engine driven on the CPU with a tiny model
+(hearth_memory_engine.py), and the report's table (hearth_memory_report.py). The GPU run
+itself is the lead's device call (its raw output is kept in docs/measurements/)."""
 
 from __future__ import annotations
 
 import pytest
 
-from benchmarks.hearth_memory import Engine, _pair, markdown
+from benchmarks.hearth_memory import _pair
+from benchmarks.hearth_memory_engine import Engine
+from benchmarks.hearth_memory_report import markdown
 from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
 
 torch = pytest.importorskip("torch")
@@ -96,7 +98,7 @@ def test_cards_plan_each_pair_and_verify_it(monkeypatch, tmp_path):
     assert 0 < rows[0]["n_ctx"] < rows[1]["n_ctx"] and len(verified) == 2
     for row in rows:
         assert row["predicted_total"] <= row["budget"] < 12 * 2**30
-    assert "yes: 512-token prefill chunk + 8 decode steps" in hm.markdown([], rows)
+    assert "yes: 512-token prefill chunk + 8 decode steps" in markdown([], rows)
 
 
 def test_the_measurements_give_back_the_costs_they_came_from(tmp_path):
@@ -131,7 +133,7 @@ def test_the_measurements_give_back_the_costs_they_came_from(tmp_path):
     ],
 )
 def test_error_and_tolerance(predicted, measured, error, within):
-    from benchmarks.hearth_memory import error_fraction, within_tolerance
+    from benchmarks.hearth_memory_report import error_fraction, within_tolerance
 
     assert error_fraction(predicted, measured) == pytest.approx(error, abs=1e-4)
     assert within_tolerance(predicted, measured) is within
@@ -196,7 +198,7 @@ def test_a_moe_model_that_fits_only_with_experts_in_ram_is_planned_so(monkeypatc
         assert row["n_ctx"] > 0 and "ram_layers" not in row
         assert "experts" not in hm._card_line(row)
     assert verified == [(r["ram_layers"], r["slots"]) for r in small] + [(0, 0)] * 3
-    table = hm.markdown([], rows)
+    table = markdown([], rows)
     first = small[0]
     assert (
         f"| 16 GiB | qwen3-30b-a3b | f16 / f16 | {first['n_ctx']:,} (experts of the last "
