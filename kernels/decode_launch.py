@@ -1,6 +1,7 @@
 """Launching the decode attention (decode_attention.py): its launch shape (AttentionTuning), how
-many programs an SM holds (so that the caller sizes its splits to one wave), and the two
-launches, the reduce overlapping the split kernel on Hopper.
+many programs an SM holds (so that the caller sizes its splits to one wave), the queries and
+the attention sinks as the kernels read them, and the two launches, the reduce overlapping the
+split kernel on Hopper.
 
 On Hopper the split kernel signals at its start that the next launch may begin, and the
 reduce, launched as its dependent, waits in-kernel until the split kernel's grid has finished
@@ -10,13 +11,14 @@ its end.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
 import triton
 
 from kernels.act_quant import QuantizedActivation
-from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
+from kernels.decode_attention import LOG2E, decode_reduce_kernel, decode_split_kernel
 from kernels.launch import has_dependent_launch, runs_assembly
 from kernels.occupancy import compiled_programs_per_sm, sm_limits
 
@@ -96,6 +98,36 @@ def fitting_programs(q: torch.Tensor, consts: dict, arguments: tuple) -> int:
         kernel = decode_split_kernel.warmup(q, *outputs, *arguments, grid=(1,), **consts)
         _FITS[key] = compiled_programs_per_sm(kernel, sm_limits(q.device))
     return _FITS[key]
+
+
+def query_rows(q4: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """(q [n_seqs, T, n_heads, D] with each query token's heads side by side, the stride
+    between query tokens): q4 itself where it is so (a speculative check's rows, views into
+    the RoPE launch's output), else a contiguous copy."""
+    n_seqs, n_tokens, n_heads, d = q4.shape
+    tokens_evenly = n_tokens == 1 or n_seqs == 1 or q4.stride(0) == n_tokens * q4.stride(1)
+    if q4.stride(3) == 1 and (n_heads == 1 or q4.stride(2) == d) and tokens_evenly:
+        return q4, q4.stride(1) if n_tokens > 1 else q4.stride(0)
+    q = q4.contiguous()
+    return q, n_heads * d
+
+
+# a layer's sinks times log2(e), made once a sinks tensor (a model's weights): a decode step's
+# launch a layer fewer, and nothing made while a CUDA graph is captured. Keyed by the tensor's
+# id, with a weak reference that tells a reused id from the tensor it was made for.
+_SINKS_LOG2: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
+
+
+def sinks_in_log2(sinks: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """sinks [n_heads] * log2(e) in float32 on `device` (the reduce works in base 2)."""
+    kept = _SINKS_LOG2.get(id(sinks))
+    if kept is not None and kept[0]() is sinks and kept[1].device == device:
+        return kept[1]
+    scaled = (sinks.reshape(-1).to(device=device, dtype=torch.float32) * LOG2E).contiguous()
+    if id(sinks) not in _SINKS_LOG2:  # dropped with the tensor (a model unloaded)
+        weakref.finalize(sinks, _SINKS_LOG2.pop, id(sinks), None)
+    _SINKS_LOG2[id(sinks)] = (weakref.ref(sinks), scaled)
+    return scaled
 
 
 def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int, spec,

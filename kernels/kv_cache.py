@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -34,6 +33,8 @@ from kernels.decode_launch import (
     AttentionTuning,
     fitting_programs,
     launch_decode,
+    query_rows,
+    sinks_in_log2,
 )
 from kernels.errors import UnsupportedTensor
 from kernels.grouped_attention import grouped_prefill_attention
@@ -93,18 +94,6 @@ def _rows_of_heads(x: torch.Tensor) -> torch.Tensor:
 def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
     q = planes["q"]  # formats without a scale or min field pass q in its place (never read)
     return q, planes.get("scale", q), planes.get("min", q)
-
-
-def _query_rows(q4: torch.Tensor) -> tuple[torch.Tensor, int]:
-    """(q [n_seqs, T, n_heads, D] with each query token's heads side by side, the stride
-    between query tokens): q4 itself where it is so (a speculative check's rows, views into
-    the RoPE launch's output), else a contiguous copy."""
-    n_seqs, n_tokens, n_heads, d = q4.shape
-    tokens_evenly = n_tokens == 1 or n_seqs == 1 or q4.stride(0) == n_tokens * q4.stride(1)
-    if q4.stride(3) == 1 and (n_heads == 1 or q4.stride(2) == d) and tokens_evenly:
-        return q4, q4.stride(1) if n_tokens > 1 else q4.stride(0)
-    q = q4.contiguous()
-    return q, n_heads * d
 
 
 @functools.cache
@@ -460,7 +449,7 @@ class PagedKVCache:
                 f"{n_tokens} query tokens for a sequence of {min(lengths)} positions: "
                 "write their K and V first"
             )
-        q, stride_qt = _query_rows(q4)
+        q, stride_qt = query_rows(q4)
         group = n_heads // spec.n_kv_heads
         # one sequence given once per query at its own positions (a speculative check): its
         # block table read by every program (stride 0); lengths and open slots are read only
@@ -522,7 +511,7 @@ class PagedKVCache:
         if sinks is not None:
             if sinks.numel() != n_heads:
                 raise UnsupportedTensor(f"{sinks.numel()} attention sinks for {n_heads} heads")
-            sinks = _sinks_in_log2(sinks, q.device)
+            sinks = sinks_in_log2(sinks, q.device)
         out = launch_decode(
             q,
             arguments(n_splits),
@@ -628,21 +617,3 @@ class PagedKVCache:
             rows = open_rows[1].transpose(0, 1).float().cpu().numpy()
             v[open_page * self.spec.page_size : (open_page + 1) * self.spec.page_size] = rows
         return k[:n], v[:n]
-
-
-# a layer's sinks times log2(e), made once a sinks tensor (a model's weights): a decode step's
-# launch a layer fewer, and nothing made while a CUDA graph is captured. Keyed by the tensor's
-# id, with a weak reference that tells a reused id from the tensor it was made for.
-_SINKS_LOG2: dict[int, tuple[weakref.ref, torch.Tensor]] = {}
-
-
-def _sinks_in_log2(sinks: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """sinks [n_heads] * log2(e) in float32 on `device` (the reduce works in base 2)."""
-    kept = _SINKS_LOG2.get(id(sinks))
-    if kept is not None and kept[0]() is sinks and kept[1].device == device:
-        return kept[1]
-    scaled = (sinks.reshape(-1).to(device=device, dtype=torch.float32) * LOG2E).contiguous()
-    if id(sinks) not in _SINKS_LOG2:  # dropped with the tensor (a model unloaded)
-        weakref.finalize(sinks, _SINKS_LOG2.pop, id(sinks), None)
-    _SINKS_LOG2[id(sinks)] = (weakref.ref(sinks), scaled)
-    return scaled
