@@ -1,5 +1,6 @@
-"""A paged KV cache on the GPU, in any K and V formats (kv_formats.py), with its write kernel
-(kv_write.py) and flash-decoding attention (decode_attention.py).
+"""A paged KV cache on the GPU, in any K and V formats (kv_formats.py; their planes:
+kv_planes.py), with its write kernel (kv_write.py) and flash-decoding attention
+(decode_attention.py, launched by decode_launch.py).
 
 Pages of `page_size` positions come from one pool shared by the sequences; a sequence's block
 table lists its pages in order. The cache keeps each sequence's block table and length on the
@@ -38,42 +39,16 @@ from kernels.decode_launch import (
 )
 from kernels.errors import UnsupportedTensor
 from kernels.grouped_attention import grouped_prefill_attention
-from kernels.kv_formats import GROUP, KVCacheSpec, kivi_group, rotation_signs
+from kernels.kv_formats import KVCacheSpec, kivi_group, rotation_signs
 from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_open_pages import KiviOpenPages
+from kernels.kv_planes import allocate_planes, plane_pointers
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 from kernels.launch import runs_assembly
 from kernels.prefill_masks import chunk_mask
 from kernels.rope import QKNorms, inv_freq_tensor
 from kernels.rope_tables import Rope
-
-
-def _allocate(fmt: str, n_pages: int, spec: KVCacheSpec, device) -> dict[str, torch.Tensor]:
-    rows = (n_pages, spec.n_kv_heads, spec.page_size)
-    d = spec.head_dim
-    if fmt == "f16":
-        return {"q": torch.zeros(*rows, d, dtype=torch.float16, device=device)}
-    if fmt == "q8":
-        return {
-            "q": torch.zeros(*rows, d, dtype=torch.int8, device=device),
-            "scale": torch.zeros(*rows, dtype=torch.float16, device=device),
-        }
-    if fmt == "kivi4":  # scale and min per group of positions and channel
-        groups = (*rows[:2], spec.page_size // kivi_group(spec.page_size), d)
-        return {
-            "q": torch.zeros(*rows, d // 2, dtype=torch.uint8, device=device),
-            "scale": torch.zeros(groups, dtype=torch.float16, device=device),
-            "min": torch.zeros(groups, dtype=torch.float16, device=device),
-        }
-    per_byte = 2 if fmt == "rot4" else 4
-    # each row's scales, then its mins, in one run (kv_tiles.load_scales_mins)
-    scales_mins = torch.zeros(*rows, 2, d // GROUP, dtype=torch.float16, device=device)
-    return {
-        "q": torch.zeros(*rows, d // per_byte, dtype=torch.uint8, device=device),
-        "scale": scales_mins[..., 0, :],
-        "min": scales_mins[..., 1, :],
-    }
 
 
 def write_warps(kv_heads: int, head_dim: int) -> int:
@@ -89,11 +64,6 @@ def _rows_of_heads(x: torch.Tensor) -> torch.Tensor:
     if x.stride(2) == 1 and (x.shape[1] == 1 or x.stride(1) == x.shape[2]):
         return x
     return x.contiguous()
-
-
-def _pointers(planes: dict[str, torch.Tensor]) -> tuple[torch.Tensor, ...]:
-    q = planes["q"]  # formats without a scale or min field pass q in its place (never read)
-    return q, planes.get("scale", q), planes.get("min", q)
 
 
 @functools.cache
@@ -112,10 +82,10 @@ class PagedKVCache:
         self.device = torch.device(device)
         self.n_pages = triton.cdiv(spec.max_tokens, spec.page_size)
         self._k = [
-            _allocate(spec.k_format, self.n_pages, spec, device) for _ in range(spec.n_layers)
+            allocate_planes(spec.k_format, self.n_pages, spec, device) for _ in range(spec.n_layers)
         ]
         self._v = [
-            _allocate(spec.v_format, self.n_pages, spec, device) for _ in range(spec.n_layers)
+            allocate_planes(spec.v_format, self.n_pages, spec, device) for _ in range(spec.n_layers)
         ]
         # the rotation's signs with its 1/sqrt(D) folded in (kv_tiles.rotate_rows)
         scaled = rotation_signs(spec.head_dim) / math.sqrt(spec.head_dim)
@@ -232,8 +202,8 @@ class PagedKVCache:
         pg = (n - 1) // self.spec.page_size
         for layer in range(self.spec.n_layers):
             self._open_pages.reopen_page(
-                layer, seq, self._tables[seq], pg, _pointers(self._k[layer]),
-                _pointers(self._v[layer]), self._signs,
+                layer, seq, self._tables[seq], pg, plane_pointers(self._k[layer]),
+                plane_pointers(self._v[layer]), self._signs,
             )  # fmt: skip
 
     # --- kernels ---------------------------------------------------------------------------
@@ -269,7 +239,7 @@ class PagedKVCache:
         q_out = self._query_out(q, shape, rope)
         if shape[0] == 0:
             return q_out
-        kq, ks, km = _pointers(self._k[layer])
+        kq, ks, km = plane_pointers(self._k[layer])
         direct = self.kivi and shape[0] == 1
         scratch_len = shape[0] + spec.page_size
         if self.kivi:  # K and V rows as f16 from the first one's page start (n > 1)
@@ -284,7 +254,7 @@ class PagedKVCache:
         )  # fmt: skip
         if self.kivi:
             self._open_pages.seal(
-                layer, seq, self._tables[seq], self.n_pages, _pointers(self._k[layer]), first,
+                layer, seq, self._tables[seq], self.n_pages, plane_pointers(self._k[layer]), first,
                 position_arg, shape[0], kq, positions is not None,
             )  # fmt: skip
         return q_out
@@ -325,7 +295,7 @@ class PagedKVCache:
         if norms is not None and rope is None:
             raise UnsupportedTensor("head norms come before RoPE: pass the rope")
         inv_freq = inv_freq_tensor(rope, self.device) if rope is not None else self._signs
-        vq, vs, vm = _pointers(self._v[layer])
+        vq, vs, vm = plane_pointers(self._v[layer])
         spare = self._signs  # a pointer for the arguments a launch does not read
         chain = self.tuning.chains(self.device)
         grid = (k.shape[0], n_q + triton.cdiv(spec.n_kv_heads, kv_heads))
@@ -384,7 +354,7 @@ class PagedKVCache:
         shifted = torch.where(shifted >= 0, shifted + rows * (self.n_pages * spec.page_size), -1)
         self._launch_write(
             layer, None, None, k, v, tables, 0, shifted, self.n_pages * len(seqs),
-            _pointers(self._k[layer]), 0, 0, None, None, None, True, False,
+            plane_pointers(self._k[layer]), 0, 0, None, None, None, True, False,
         )  # fmt: skip
 
     def attend(
@@ -472,8 +442,8 @@ class PagedKVCache:
             if n_seqs > 1 and not repeated
             else self._open_pages.slot_tensors[seqs[0]]
         )
-        kq, ks, km = _pointers(self._k[layer])
-        vq, vs, vm = _pointers(self._v[layer])
+        kq, ks, km = plane_pointers(self._k[layer])
+        vq, vs, vm = plane_pointers(self._v[layer])
         shared = {
             "HQ": n_heads,
             "G": group,
@@ -553,7 +523,7 @@ class PagedKVCache:
         for role, (fmt, planes) in enumerate(roles):
             out = torch.empty(shape, dtype=torch.float16, device=self.device)
             kv_gather_kernel[(pages, spec.n_kv_heads)](
-                self._tables[seq], out, *_pointers(planes), self._signs, n,
+                self._tables[seq], out, *plane_pointers(planes), self._signs, n,
                 *self._open_pages.of_layer(layer), self._open_pages.slots[seq], role,
                 int(self.kivi),
                 HKV=spec.n_kv_heads, D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)),

@@ -30,7 +30,7 @@ from kernels.kv_write import kv_write_kernel
 TARGET = GPUTarget("cuda", 90, 32)
 # Llama 3 8B: query heads, KV heads, head dim; the engine's page size
 HQ, HKV, D, PAGE = 32, 8, 128, 64
-# each format's q, scale and min planes (kv_cache._allocate; q in place of an absent plane)
+# each format's q, scale and min planes (kv_planes.allocate_planes; q in place of an absent plane)
 PLANES = {
     "f16": ("*fp16", "*fp16", "*fp16"),
     "q8": ("*i8", "*fp16", "*i8"),

@@ -32,7 +32,7 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   memory for each 4 KiB page, 2 MiB a GiB pinned (pinned_mapping).
 - KV cache: f16/f32 in a plain [layers, kv heads, n_ctx, head dim] tensor per K and V; any
   other pair in kernels' paged cache: pages of 64 positions, per layer and role one allocation
-  per field (kernels/kv_cache.py _allocate), bytes per row from kernels/kv_formats.py (scales
+  per field (kernels/kv_planes.py allocate_planes), bytes per row from kernels/kv_formats.py (scales
   and minimums included); kivi4 keys add each layer's open page.
 - decode workspace, kept by the CUDA graph's private pool (decode_graph.py): the activations
   of one token (a MoE layer's: moe_workspace.py), the plain cache's one-query attention (scores
@@ -247,7 +247,7 @@ def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
 
 
 def _planes(fmt: str, d: int) -> list[int]:
-    """Bytes per row of each field kernels/kv_cache.py allocates for a format."""
+    """Bytes per row of each field kernels/kv_planes.py allocates for a format."""
     if fmt == "f16":
         return [2 * d]
     if fmt == "q8":
@@ -257,7 +257,7 @@ def _planes(fmt: str, d: int) -> list[int]:
         planes = [d // 2, share, share]
         assert sum(planes) == bytes_per_row(fmt, d, PAGE)
         return planes
-    # codes; each row's scales and mins in one allocation (kernels/kv_cache.py interleaves them)
+    # codes; each row's scales and mins in one allocation (kernels/kv_planes.py interleaves them)
     planes = [d // (2 if fmt == "rot4" else 4), 4 * (d // 32)]
     assert sum(planes) == bytes_per_row(fmt, d)  # the format's own count, scales included
     return planes
