@@ -79,7 +79,7 @@ class PreferencesDialog(QDialog):
             self.text_size_box.addItem("The system's" if size == 0 else f"{size} pt", size)
         self.threads_box = QSpinBox()
         self.threads_box.setRange(0, MAX_THREADS)
-        self.threads_box.setSpecialValueText("One per physical core")
+        self.threads_box.setSpecialValueText("All physical cores but one")
         self.threads_box.setToolTip(
             f"CPU threads the engine computes with (this computer has {cpu_threads_available()} "
             "logical CPUs). Applies from the next load."

@@ -25,6 +25,7 @@ from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_
 from engine.benchmark.report import compare, format_table
 from engine.cli import numbers, speculative_bench_cmd
 from engine.enums import KV_TYPES
+from engine.hardware.cpu_probe import engine_threads
 from engine.hardware.speed_of_light import gauge_text
 from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
@@ -50,7 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flash-attn", default="on", choices=["on", "off"])
     parser.add_argument("--gpu-layers", type=numbers.gpu_layers, default=-1)
     parser.add_argument(
-        "--threads", type=numbers.int_in_range(0, 4096), default=0, help="0: physical cores"
+        "--threads",
+        type=numbers.int_in_range(0, 4096),
+        default=0,
+        help="0: the physical cores but one",
     )
     parser.add_argument(
         "--cpu-sampling", action="store_true", help="sample on the CPU, not inside the graph"
@@ -219,7 +223,7 @@ def llama_cpp_figures(binary: str, c: BenchConfig) -> dict:
         gpu_layers=999 if c.gpu_layers < 0 else c.gpu_layers,
         type_k=c.type_k,
         type_v=c.type_v,
-        threads=c.threads or None,
+        threads=c.threads or engine_threads(),  # what a llama.cpp load here computes with
     )
     pp = run_llama_bench(binary, c.model, prompt=c.prompt_tokens, **common)
     figures = {

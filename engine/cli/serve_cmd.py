@@ -113,7 +113,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads",
         type=numbers.threads,
         default=0,
-        help="CPU threads for llama.cpp (0: physical cores)",
+        help="CPU threads for llama.cpp (0: the physical cores but one)",
     )
     parser.add_argument(
         "--gpu-layers",

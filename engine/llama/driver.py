@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import llama_cpp.llama_cpp as C
 
 from engine.enums import KVType
-from engine.hardware.cpu_probe import physical_cores
+from engine.hardware.cpu_probe import engine_threads
 from engine.llama.params import ContextSettings, ModelSettings
 
 # The planner's types (engine.enums.KVType) as ggml types; f32 is here for measuring rounding
@@ -270,7 +270,7 @@ class Context:
         cp.n_ctx = params.n_ctx
         cp.n_batch = min(params.n_batch, params.n_ctx)
         cp.n_ubatch = min(params.n_ubatch, cp.n_batch)
-        threads = params.n_threads or physical_cores()
+        threads = params.n_threads or engine_threads()
         cp.n_threads = threads
         cp.n_threads_batch = threads
         cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
