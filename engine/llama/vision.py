@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import llama_cpp.llama_cpp as C
 import llama_cpp.mtmd_cpp as M
 
-from engine.hardware.cpu_probe import engine_threads
+from engine.hardware.cpu_probe import physical_cores
 from engine.llama.driver import Context, EngineError, Model
 from engine.llama.log import process_log
 
@@ -51,7 +51,7 @@ class Projector:
         params = M.mtmd_context_params_default()
         params.use_gpu = use_gpu
         params.print_timings = False
-        params.n_threads = n_threads or engine_threads()
+        params.n_threads = n_threads or physical_cores()
         params.warmup = True
         handle = M.mtmd_init_from_file(os.fsencode(path), model.handle, params)
         if not handle:
