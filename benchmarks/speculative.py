@@ -60,7 +60,12 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tasks", default=str(TASKS))
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--gpu-layers", type=int, default=-1)
-    parser.add_argument("--threads", type=int, default=0, help="0: physical cores")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        help="0: a prompt on the physical cores, a decode on all but one",
+    )
     parser.add_argument("--out", help="write the figures here as JSON")
     parser.add_argument("--engine", default="llama", choices=["llama", "hearth"],
                         help="the engine that decodes (hearth: no fallback)")  # fmt: skip

@@ -3,7 +3,9 @@ messages into transcript rows and back.
 
 A streaming reply is written to the store at most every PARTIAL_WRITE_MS while it grows (marked
 partial), and once more when it ends; so a crash of the app or the engine loses at most that much
-text, and what is kept is shown as incomplete when the conversation is opened again.
+text, and what is kept is shown as incomplete when the conversation is opened again. A write that
+fails (a full disk, the file taken away) is said through `save_failed`; the reply still streams
+and ends in the window, which must never wait on the store.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.chat.conversation_model import ROLE_ASSISTANT, ChatEntry, stop_reason_text
 from engine.chat.store import ConversationStore, MessageStats, StoredMessage, default_store_path
@@ -84,6 +86,8 @@ def footer_for(message: StoredMessage) -> str:
 
 class ChatSession(QObject):
     """The open conversation (None until the first message of a new chat is sent)."""
+
+    save_failed = Signal(str)  # a write of the streaming reply failed: why, in words
 
     def __init__(self, store: ConversationStore, parent: QObject | None = None):
         super().__init__(parent)
@@ -198,8 +202,8 @@ class ChatSession(QObject):
             self._timer.stop()
             return
         if self._streaming_id is not None and self._dirty:
-            self.store.update_partial(self._streaming_id, self._streaming_text)
             self._dirty = False
+            self._write(self.store.update_partial, self._streaming_id, self._streaming_text)
 
     def finish_reply(
         self,
@@ -211,19 +215,28 @@ class ChatSession(QObject):
     ) -> None:
         if self._streaming_id is None:
             return
-        self.store.finish_message(
-            self._streaming_id, text, stats=stats, stop_reason=stop_reason, failed=failed
-        )
+        message_id = self._streaming_id
         self._end()
+        self._write(
+            self.store.finish_message,
+            message_id, text, stats=stats, stop_reason=stop_reason, failed=failed,
+        )  # fmt: skip
 
     def interrupt_reply(self, text: str) -> None:
         """The engine died mid-reply: keep what came, marked partial."""
         if self._streaming_id is None:
             return
-        self.store.update_partial(self._streaming_id, text)
+        message_id = self._streaming_id
         self._end()
+        self._write(self.store.update_partial, message_id, text)
 
     def _end(self) -> None:
         self._timer.stop()
         self._streaming_id = None
         self._dirty = False
+
+    def _write(self, write, *args, **kwargs) -> None:
+        try:
+            write(*args, **kwargs)
+        except (sqlite3.Error, OSError) as exc:
+            self.save_failed.emit(f"The reply could not be written to the chats file: {exc}")

@@ -119,6 +119,9 @@ class ChatView(MessageActions, ReplyStreaming, ToolReplies, QWidget):
         self._bridge = bridge
         # Without a store (tests, a store that failed to open) chats live in memory only.
         self.session = ChatSession(store or ConversationStore.open(":memory:"), self)
+        self.session.save_failed.connect(
+            lambda why: self.notice.show_message(b.ERROR, "The reply was not saved", why)
+        )
         self.assistant_name = "Assistant"
         self._request_id: int | None = None
         self._reply_row: int | None = None

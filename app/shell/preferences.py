@@ -79,10 +79,11 @@ class PreferencesDialog(QDialog):
             self.text_size_box.addItem("The system's" if size == 0 else f"{size} pt", size)
         self.threads_box = QSpinBox()
         self.threads_box.setRange(0, MAX_THREADS)
-        self.threads_box.setSpecialValueText("One per physical core")
+        self.threads_box.setSpecialValueText("Automatic")
         self.threads_box.setToolTip(
             f"CPU threads the engine computes with (this computer has {cpu_threads_available()} "
-            "logical CPUs). Applies from the next load."
+            "logical CPUs). Automatic: a prompt on every physical core, a reply on all of them "
+            "but one, which is left to the window. Applies from the next load."
         )
         self.context_box = QComboBox()
         for n in CONTEXTS:

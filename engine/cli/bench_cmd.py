@@ -25,6 +25,7 @@ from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_
 from engine.benchmark.report import compare, format_table
 from engine.cli import numbers, speculative_bench_cmd
 from engine.enums import KV_TYPES
+from engine.hardware.cpu_probe import engine_threads
 from engine.hardware.speed_of_light import gauge_text
 from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
@@ -50,7 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--flash-attn", default="on", choices=["on", "off"])
     parser.add_argument("--gpu-layers", type=numbers.gpu_layers, default=-1)
     parser.add_argument(
-        "--threads", type=numbers.int_in_range(0, 4096), default=0, help="0: physical cores"
+        "--threads",
+        type=numbers.int_in_range(0, 4096),
+        default=0,
+        help="0: a prompt on the physical cores, a decode on all but one",
     )
     parser.add_argument(
         "--cpu-sampling", action="store_true", help="sample on the CPU, not inside the graph"
@@ -219,19 +223,25 @@ def llama_cpp_figures(binary: str, c: BenchConfig) -> dict:
         gpu_layers=999 if c.gpu_layers < 0 else c.gpu_layers,
         type_k=c.type_k,
         type_v=c.type_v,
-        threads=c.threads or None,
     )
-    pp = run_llama_bench(binary, c.model, prompt=c.prompt_tokens, **common)
+    # the threads a llama.cpp load here computes with: a prompt on the physical cores
+    # (llama-bench's default), one token a step on all of them but one
+    decode_threads = c.threads or engine_threads()
+    pp = run_llama_bench(
+        binary, c.model, prompt=c.prompt_tokens, threads=c.threads or None, **common
+    )
     figures = {
         "prefill_tok_s": pp.tokens_per_second,
         "prefill_s": c.prompt_tokens / pp.tokens_per_second,
     }
     for n in c.decode_lengths:
         figures[f"decode_{n}_tok_s"] = run_llama_bench(
-            binary, c.model, gen=n, **common
+            binary, c.model, gen=n, threads=decode_threads, **common
         ).tokens_per_second
     if c.depth:
-        deep = run_llama_bench(binary, c.model, gen=c.depth_decode, depth=c.depth, **common)
+        deep = run_llama_bench(
+            binary, c.model, gen=c.depth_decode, depth=c.depth, threads=decode_threads, **common
+        )
         figures["decode_at_depth_tok_s"] = deep.tokens_per_second
     loads = [
         measure_in_child(

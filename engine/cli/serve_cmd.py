@@ -113,7 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--threads",
         type=numbers.threads,
         default=0,
-        help="CPU threads for llama.cpp (0: physical cores)",
+        help="CPU threads for llama.cpp (0: a prompt on the physical cores, a decode on all "
+        "but one)",
     )
     parser.add_argument(
         "--gpu-layers",

@@ -127,12 +127,28 @@ def _identify(
 
 
 def physical_cores() -> int:
-    """The CPU's physical cores, the thread count llama.cpp and ggml's CPU kernels run best at
-    by default (hyperthreads add little to memory-bound work); the logical count where psutil
-    cannot tell."""
+    """The CPU's physical cores (hyperthreads add little to memory-bound work), what CPU thread
+    counts are sized from (engine_threads for llama.cpp); the logical count where psutil cannot
+    tell."""
     try:
         import psutil
 
         return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
     except ImportError:
         return max(1, os.cpu_count() or 1)
+
+
+def engine_threads() -> int:
+    """The CPU threads llama.cpp computes a step of one token with (a reply's decode) unless
+    told otherwise: the physical cores but one, which is left to the window and whatever else
+    the computer runs. A prompt's batches still take every physical core.
+
+    ggml's threads wait for each other after every operation of a step (about 900 a token for
+    the starter model) by spinning, not sleeping: when another thread takes one of their cores,
+    all of them wait at each operation until it is scheduled back. A step of one token is
+    little work between those waits, so with every core in the pool one other busy program (or
+    the window drawing the reply) is enough to stall it: on 2 cores beside one busy process,
+    the starter model decoded 2.4-4.1 tok/s on 2 threads and 27-40 on 1. A prompt's batch of
+    512 tokens does enough work between the waits to gain from the last core
+    (docs/decisions/2026-11-29-engine-threads.md)."""
+    return max(1, physical_cores() - 1)

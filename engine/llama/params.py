@@ -33,7 +33,7 @@ class ContextSettings:
     n_ctx: int = 4096
     n_batch: int = 2048
     n_ubatch: int = 512
-    n_threads: int = 0  # 0: the physical cores
+    n_threads: int = 0  # 0: a prompt on the physical cores, a decode on all but one
     flash_attn: str = "auto"  # "on", "off", "auto"
     type_k: str = "f16"
     type_v: str = "f16"

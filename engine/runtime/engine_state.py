@@ -67,7 +67,7 @@ class WorkerEngine:
         self._batched = None  # engine/runtime/batching.py's decoder, with n_parallel > 1
         self._embedder: llama.Context | None = None  # made at the first Embed
         self._prompts: PromptBuilder | None = None  # the loaded model's prompt builder
-        self._threads = 0  # the loaded context's CPU threads (0: physical cores)
+        self._threads = 0  # the loaded context's CPU threads (0: the engine's default)
         self._current_request: int | None = None  # the single-sequence path's generation
         self._weights: LoadedWeights | None = None  # how the loaded weights came to be there
         self._gauge: DecodeGauge | None = None  # each reply's speed-of-light bound

@@ -86,7 +86,7 @@ class ModelParams:
     type_v: str = "f16"
     n_batch: int = 2048
     n_ubatch: int = 512
-    n_threads: int = 0  # 0: number of physical cores
+    n_threads: int = 0  # 0: a prompt on the physical cores, a decode on all but one
     use_mmap: bool = True
     # What the planner decides beyond the basics (engine/planner/settings.py):
     tensor_split: tuple[float, ...] = ()  # share of the layers per GPU; empty: llama.cpp's split

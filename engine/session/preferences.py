@@ -36,7 +36,7 @@ def preferences_path() -> Path:
 class Preferences:
     theme: str = "system"
     text_size: int = 0  # points; 0: the system's
-    n_threads: int = 0  # CPU threads for the engine; 0: one per physical core
+    n_threads: int = 0  # CPU threads for the engine; 0: the engine's (cpu_probe.engine_threads)
     default_context: int = 0  # tokens a first load aims at; 0: the load policy's (8,192)
     start_server: bool = False  # start the API server once the first model has loaded
     # "Use all of my GPU": a first load fills the GPU with context up to the safety margin

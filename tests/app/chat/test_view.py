@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import time
 from dataclasses import replace
@@ -124,6 +125,30 @@ def test_a_failed_reply_is_marked_and_left_out_of_the_next_prompt(qtbot, bridge,
     qtbot.waitUntil(lambda: chat.model.entry(1).failed, timeout=WAIT_MS)
     assert "context is full" in chat.model.entry(1).footer
     assert chat.model.chat_messages() == [p.ChatMessage(role="user", content="hi")]
+
+
+def test_a_reply_the_store_cannot_write_still_ends_and_says_so(
+    qtbot, bridge, chat, tmp_path, monkeypatch
+):
+    """The store's writes run inside the reply's own events: one that raises (a full disk) must
+    not leave the reply open in the window, Send off, until a new chat."""
+    client = load_fake_model(qtbot, bridge, tmp_path / "m.gguf")
+    _type_and_press_enter(qtbot, chat, "hi")
+    request_id = client.commands[-1][1][0]
+
+    def disk_full(*_args, **_kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(chat.session.store, "update_partial", disk_full)
+    monkeypatch.setattr(chat.session.store, "finish_message", disk_full)
+    client.emit(p.TokenText(request_id=request_id, text="Hello"))
+    client.emit(done(request_id, n_generated=1))
+    qtbot.waitUntil(lambda: bridge.state == EngineState.IDLE, timeout=WAIT_MS)
+    assert not chat.generating and chat.send_button.isEnabled()
+    entry = chat.model.entry(1)
+    assert entry.text == "Hello" and not entry.streaming and "1 token" in entry.footer
+    assert chat.notice.isVisible() and chat.notice.title() == "The reply was not saved"
+    assert "disk is full" in chat.notice.text()
 
 
 def test_a_crash_mid_reply_ends_it_and_disables_send(qtbot, bridge, chat, tmp_path):

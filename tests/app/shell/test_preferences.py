@@ -41,7 +41,7 @@ def test_the_dialog_shows_and_returns_the_preferences(qtbot):
     dialog.fill_box.setChecked(False)
     assert not dialog.preferences().fill_gpu
     dialog.threads_box.setValue(0)
-    assert dialog.threads_box.text() == "One per physical core"
+    assert dialog.threads_box.text() == "Automatic"
     assert dialog.preferences().n_threads == 0
 
 
