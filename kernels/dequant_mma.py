@@ -77,12 +77,16 @@ from kernels.split_k import (
 FORMATS = ("Q4_K", "Q6_K")
 _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
-# The (format, rows) this kernel takes a batch's matmul at: the row counts at which the
-# H200 measured it faster than the dequantized GEMM and the integer GEMV at every Llama-3-8B
-# shape of the format (benchmarks/kernels/dequant_mma.py --rows 2,4,8,9,16,32,64,
-# docs/measurements/2026-11-29-s16-call-4/mma). Below 16 rows of Q4_K the integer GEMV still
-# wins attn_k/v (5.6 us against 7.3 at 9 rows); at 2-4 rows it wins every shape.
-ROWS_WON: dict[str, tuple[int, int]] = {"Q4_K": (16, 64), "Q6_K": (8, 64)}
+# The (format, rows) this kernel takes a batch's matmul at: the row counts from which the H200
+# measured a Llama-3-8B layer's matrices (q, k, v, o, gate, up, down) faster through it than
+# through the integer GEMV (benchmarks/kernels/gemv_rows.py, docs/measurements/2026-11-29-s17-
+# call-3/rows.txt; 9-64 rows: benchmarks/kernels/dequant_mma.py, .../2026-11-29-s16-call-4/mma).
+# At 8 rows Q4_K's layer takes 144.7 us against the per-row GEMV's 208.2 (down 35.5 against
+# 81.4, gate/up 34.4 against 42.7, q/o 12.9 against 15.3), though the GEMV still wins attn_k/v
+# (5.4 against 7.3); Q6_K's 168.5 against 223.1. A batch's decode step of 5-8 sequences replays
+# the graph of 8 rows (engine/hearth/batch_graph.py), so 8 is the row count that counts. At 2-4
+# rows the integer GEMV wins every shape.
+ROWS_WON: dict[str, tuple[int, int]] = {"Q4_K": (8, 64), "Q6_K": (8, 64)}
 
 
 def takes(fmt: str, rows: int, table: dict[str, tuple[int, int]] | None = None) -> bool:
