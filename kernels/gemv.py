@@ -3,7 +3,8 @@
 Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x in 8 bits per
 32 values, quantized by a small launch of its own unless the caller passes it, dp4a against the
 packed codes, split-K reduced in the same launch; 2..4 rows all in one program,
-gemv_dp4a_rows.py, where the config says rows_in_program, 5..DP4A_MAX_ROWS a program a row);
+gemv_dp4a_rows.py, where the config says rows_in_program and the shape is one it takes,
+else and at 5..DP4A_MAX_ROWS a program a row);
 every other case dequantizes to floats
 (gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
 `GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
@@ -85,9 +86,10 @@ class GemvConfig:
     # for bit (speculative checking, engine/hearth/verify.py). Needs block_b == 1 (each row
     # its own program); without it the split plan counts every row's tiles.
     rows_alike: bool = False
-    # dp4a at 2..gemv_dp4a_rows.MAX_ROWS (4) rows (and not rows_alike): every input row in one
-    # program (gemv_dp4a_rows.py: a weight tile loaded and unpacked once for all the rows),
-    # not a program per row; its tile is gemv_dp4a_rows.default_rows_config's. False: a
+    # dp4a at 2..gemv_dp4a_rows.MAX_ROWS (4) rows (and not rows_alike) of the matrices
+    # gemv_dp4a_rows.takes_shape names: every input row in one program (a weight tile loaded
+    # and unpacked once for all the rows), not a program per row; its tile is
+    # gemv_dp4a_rows.default_rows_config's. False: a
     # program per row at every row count (what benchmarks/kernels/gemv_rows.py compares)
     rows_in_program: bool = False
 
@@ -256,7 +258,12 @@ def _dp4a_matmul(
     x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig, quantized: QuantizedActivation | None
 ) -> torch.Tensor:
     n_rows_x = x2.shape[0]
-    if cfg.rows_in_program and not cfg.rows_alike and 2 <= n_rows_x <= gemv_dp4a_rows.MAX_ROWS:
+    if (
+        cfg.rows_in_program
+        and not cfg.rows_alike
+        and 2 <= n_rows_x <= gemv_dp4a_rows.MAX_ROWS
+        and gemv_dp4a_rows.takes_shape(w.fmt.name, w.n_out, w.n_in)
+    ):
         rows_cfg = gemv_dp4a_rows.default_rows_config(w.fmt.name, n_rows_x, w.n_out, w.n_in)
         return _dp4a_rows_matmul(x2, w, dataclasses.replace(rows_cfg, chained=cfg.chained),
                                  quantized)  # fmt: skip

@@ -16,7 +16,8 @@ by a branch) x's words meet the same registers in dp4a, each dp4a adding into th
 What a row costs is its dp4a, the per-sub-block floats, the sum over the tile's groups and its
 store: Q4_K 4.56 instructions a weight at 4 rows, 13.8 at 16 (docs/decisions/
 2026-11-29-gemv-rows-in-one-program.md). Timed on an H200 it won at 2-4 rows and lost at 8
-(to a program per row, and at 8-16 to the dequantizing MMA), so it takes at most 4 (MAX_ROWS).
+(to a program per row, and at 8-16 to the dequantizing MMA), so it takes at most 4 (MAX_ROWS),
+and only the shapes where it won (takes_shape).
 The per-row arithmetic is gemv_dp4a's (the integer sums exact in any order, the floats in its
 order), so a row of a one-step shape (a 4096-wide row: no split) gives the one-row kernel's
 bits where the sum over groups takes the same tree.
@@ -48,6 +49,14 @@ from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 # a program per row, and 237.2 at 8 against 221.9 (docs/decisions/2026-11-29-gemv-rows-in-one-
 # program.md); from 5 rows gemv's program per row takes them
 MAX_ROWS = 4
+# Which matrices it takes (takes_shape): on the H200 it lost, at 2-4 rows, every one-step Q6_K
+# shape (attn_q/o 11.2 / 19.0 us against 9.9 / 16.0 a program a row, gate/up 29.6 / 49.7
+# against 25.3 / 47.3) and Q4_K's attn_k/v at 4 rows (1024 weight rows: a quarter of the
+# programs, each doing every row's work in turn; 5.1 against 3.0), and won where rows run
+# longer than one step (ffn_down of both formats: Q4_K 18.5 / 24.1 against 23.7 / 44.5) and
+# Q4_K's matrices of 4096 rows or more (docs/measurements/2026-11-29-s17-call-3/rows.txt).
+ONE_STEP_K = 16 * 256  # weights of a row in one step (gemv.integer_config's 16 super-blocks)
+WIDE_FROM = 4096  # Q4_K's output rows from which it takes one-step matrices
 
 
 @dataclass(frozen=True)
@@ -268,6 +277,13 @@ def dp4a_rows_kernel(
     if SPLIT_K:
         _sum_splits(out_ptr, part_ptr, count_ptr, tile, rows, row_mask, n_rows_x, stride_ob, N,
                     n_splits, ROWS)  # fmt: skip
+
+
+def takes_shape(fmt: str, n_out: int, n_in: int) -> bool:
+    """Whether a matrix's 2..MAX_ROWS rows come here rather than to a program per row (the
+    figures at ONE_STEP_K): rows longer than one step, or Q4_K with WIDE_FROM output rows or
+    more. A Llama-3-8B Q4_K_M layer at 4 rows: 113.3 us against 117.4 with every matrix here."""
+    return n_in > ONE_STEP_K or (fmt == "Q4_K" and n_out >= WIDE_FROM)
 
 
 def default_rows_config(fmt: str, n_rows_x: int, n_out: int, n_in: int) -> RowsConfig:

@@ -3,9 +3,9 @@ dequantizing MMA, at Llama-3-8B's four shapes in Q4_K and Q6_K:
 
     per-row GEMV   kernels.gemv.quant_matmul, integer_config without rows_in_program: a
                    program per weight tile and input row (the kernel before gemv_dp4a_rows)
-    rows GEMV      the same config as the engine takes it: 2-4 rows (gemv_dp4a_rows.MAX_ROWS)
-                   in one program
-                   (kernels/gemv_dp4a_rows.py, default_rows_config's tile); with --sweep also
+    rows GEMV      2-4 rows (gemv_dp4a_rows.MAX_ROWS) in one program at default_rows_config's
+                   tile (kernels/gemv_dp4a_rows.py; the engine takes it for the shapes
+                   takes_shape names, a program a row for the others); with --sweep also
                    the tiles in SWEEP ("rows GEMV bn8 w2 k16" and the like)
     dequant MMA    kernels.dequant_mma.dequant_mma, default_config (x in f16), from 2 rows
 
@@ -89,8 +89,7 @@ def measure(name, fmt, n_out, n_in, row_counts, copy_rate, sweep) -> list[dict]:
         paths = [(PER_ROW, lambda x, w, xq: gemv.quant_matmul(x, w, old, quantized=xq), "")]
         if 1 < m <= gemv_dp4a_rows.MAX_ROWS:
             default = gemv_dp4a_rows.default_rows_config(fmt, m, n_out, n_in)
-            paths.append((ROWS_GEMV, lambda x, w, xq: gemv.quant_matmul(x, w, new, quantized=xq),
-                          _name(default)))  # fmt: skip
+            paths.append((ROWS_GEMV, _rows_gemv(default), _name(default)))
             for cfg in sweep:
                 if cfg != default:
                     paths.append((f"{ROWS_GEMV} {_name(cfg)}", _rows_gemv(cfg), _name(cfg)))

@@ -33,7 +33,6 @@ def test_rows_compare_like_with_like(monkeypatch):
         return 1e-3
 
     monkeypatch.setattr(bench, "time_calls", fake_time_calls)
-    monkeypatch.setattr(bench, "VARIANTS", bench.VARIANTS[:1])  # the default kernel's rows
     sweep = [GroupedConfig(block_m=16, block_n=32, ng=2)]
     rows = bench.measure(case, 5, sweep)
     paths = [r["path"] for r in rows]

@@ -47,9 +47,12 @@ def test_matches_the_reference(fmt, device):
 @pytest.mark.parametrize("fmt", ["Q4_K", "Q6_K"])
 @pytest.mark.parametrize("rows", [2, 3, 4])
 def test_llama_8b_shapes_match_the_program_per_row_kernel(fmt, rows, device):
-    """Llama-3-8B's attn_q (one step) and ffn_down (split-K) at each ROWS the engine takes:
-    the same products as a program per row, within the float32 sums' order."""
-    for n_out, n_in in ((4096, 4096), (4096, 14336)):
+    """Llama-3-8B's attn_q (one step) and ffn_down (split-K), where the engine takes it at
+    each ROWS (takes_shape): the same products as a program per row, within the float32 sums'
+    order."""
+    shapes = [s for s in ((4096, 4096), (4096, 14336)) if gemv_dp4a_rows.takes_shape(fmt, *s)]
+    assert shapes
+    for n_out, n_in in shapes:
         raw = reference.random_weight_bytes(fmt, n_out, n_in, seed=rows)
         w = PackedWeight.from_gguf(raw, fmt, (n_out, n_in), device=device)
         x = torch.randn(rows, n_in, device=device, dtype=torch.float16)
@@ -59,9 +62,28 @@ def test_llama_8b_shapes_match_the_program_per_row_kernel(fmt, rows, device):
         assert relative_error(new.cpu(), old.float().cpu()) < 2e-3
 
 
-def test_quant_matmul_takes_it_from_two_rows(device, monkeypatch):
-    """default_config's integer path sends 2..MAX_ROWS (4) rows here (one row, 5 rows and
-    rows_alike keep a program a row), with the per-row kernel's products."""
+@pytest.mark.parametrize(
+    ("fmt", "n_out", "n_in", "taken"),
+    [
+        ("Q4_K", 4096, 4096, True),  # attn_q/o: won at 2 and 4 rows
+        ("Q4_K", 14336, 4096, True),  # ffn_gate/up
+        ("Q4_K", 4096, 14336, True),  # ffn_down: rows past one step
+        ("Q4_K", 1024, 4096, False),  # attn_k/v: lost at 4 rows
+        ("Q6_K", 4096, 14336, True),  # ffn_down
+        ("Q6_K", 4096, 4096, False),  # Q6_K's one-step shapes lost at 2 and 4 rows
+        ("Q6_K", 14336, 4096, False),
+        ("Q6_K", 1024, 4096, False),
+    ],
+)
+def test_it_takes_the_shapes_it_won(fmt, n_out, n_in, taken):
+    assert gemv_dp4a_rows.takes_shape(fmt, n_out, n_in) is taken
+
+
+def test_quant_matmul_takes_it_from_two_rows_of_the_shapes_it_won(device, monkeypatch):
+    """default_config's integer path sends 2..MAX_ROWS (4) rows here for a shape takes_shape
+    names (one row, 5 rows, rows_alike and another shape keep a program a row), with the
+    per-row kernel's products."""
+    monkeypatch.setattr(gemv_dp4a_rows, "WIDE_FROM", 8)  # the 8-row test matrix counts as wide
     w, x, exact = _case("Q4_K", 8, 512, 3, device)
     launches = []
     rows_launch = gemv_dp4a_rows.launch
@@ -73,6 +95,8 @@ def test_quant_matmul_takes_it_from_two_rows(device, monkeypatch):
     gemv.quant_matmul(torch.randn(gemv_dp4a_rows.MAX_ROWS + 1, 512).to(device), w, config)
     gemv.quant_matmul(x.to(device), w, dataclasses.replace(config, rows_alike=True))
     per_row = gemv.quant_matmul(x.to(device), w, dataclasses.replace(config, rows_in_program=False))
+    narrow, _, _ = _case("Q6_K", 8, 512, 3, device)  # a one-step Q6_K matrix: a program a row
+    gemv.quant_matmul(x.to(device), narrow, gemv.default_config("Q6_K", 3))
     assert len(launches) == 1
     assert relative_error(y, exact) < EXACT
     assert relative_error(y, per_row.cpu()) < EXACT
