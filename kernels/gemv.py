@@ -23,7 +23,7 @@ from kernels import gemv_blocks, gemv_dp4a, gemv_dp4a_rows, gemv_kquants
 from kernels.act_quant import QuantizedActivation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
-from kernels.gemv_common import split_plan, whole_steps
+from kernels.gemv_common import INTEGER_STEP_BLOCKS, split_plan, whole_steps
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
 
@@ -119,8 +119,9 @@ def integer_config(fmt: str) -> GemvConfig:
     (`long_rows`): Q4_K in steps of 8 super-blocks, Q6_K of 16."""
     if fmt not in _DP4A:
         raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")
-    step = GemvConfig(4, 16, 1, num_stages=3, path="dp4a", chained=True, early_next=True,
-                      num_warps=2, one_step=True, rows_in_program=True)  # fmt: skip
+    step = GemvConfig(4, INTEGER_STEP_BLOCKS, 1, num_stages=3, path="dp4a", chained=True,
+                      early_next=True, num_warps=2, one_step=True,
+                      rows_in_program=True)  # fmt: skip
     loop = GemvConfig(4, 8, 1, num_stages=3, path="dp4a", chained=True, early_next=True)
     if fmt == "Q6_K":
         return dataclasses.replace(step, long_rows=dataclasses.replace(loop, blocks_per_tile=16))

@@ -28,6 +28,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+# super-blocks of 256 weights the integer GEMV's program reads in one step of K (gemv.
+# integer_config: a 4096-wide row at once); gemv_dp4a_rows.takes_shape counts longer rows
+INTEGER_STEP_BLOCKS = 16
+
 MAGIC = tl.constexpr(0x4B000000)  # the bits of 2.0**23 as float32
 TWO_23 = tl.constexpr(8388608.0)
 

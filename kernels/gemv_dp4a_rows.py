@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from kernels.act_quant import QuantizedActivation, dp4a, quantize_activation, x_words
-from kernels.gemv_common import whole_steps
+from kernels.gemv_common import INTEGER_STEP_BLOCKS, whole_steps
 from kernels.gemv_dp4a import (
     LOW_NIBBLES,
     load_planes,
@@ -55,7 +55,7 @@ MAX_ROWS = 4
 # programs, each doing every row's work in turn; 5.1 against 3.0), and won where rows run
 # longer than one step (ffn_down of both formats: Q4_K 18.5 / 24.1 against 23.7 / 44.5) and
 # Q4_K's matrices of 4096 rows or more (docs/measurements/2026-11-29-s17-call-3/rows.txt).
-ONE_STEP_K = 16 * 256  # weights of a row in one step (gemv.integer_config's 16 super-blocks)
+ONE_STEP_K = INTEGER_STEP_BLOCKS * 256  # weights of a row the per-row kernel reads in one step
 WIDE_FROM = 4096  # Q4_K's output rows from which it takes one-step matrices
 
 

@@ -25,7 +25,7 @@ from engine.benchmark.llama_bench import LlamaBenchError, find_llama_bench, run_
 from engine.benchmark.report import compare, format_table
 from engine.cli import numbers, speculative_bench_cmd
 from engine.enums import KV_TYPES
-from engine.hardware.cpu_probe import engine_threads
+from engine.hardware.cpu_probe import llama_threads
 from engine.hardware.speed_of_light import gauge_text
 from engine.llama.baseline_load import measure_in_child
 from engine.starter_model import starter_model_path
@@ -226,7 +226,7 @@ def llama_cpp_figures(binary: str, c: BenchConfig) -> dict:
     )
     # the threads a llama.cpp load here computes with: a prompt on the physical cores
     # (llama-bench's default), one token a step on all of them but one
-    decode_threads = c.threads or engine_threads()
+    decode_threads, _ = llama_threads(c.threads)
     pp = run_llama_bench(
         binary, c.model, prompt=c.prompt_tokens, threads=c.threads or None, **common
     )

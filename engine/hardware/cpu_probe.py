@@ -152,3 +152,10 @@ def engine_threads() -> int:
     512 tokens does enough work between the waits to gain from the last core
     (docs/decisions/2026-11-29-engine-threads.md)."""
     return max(1, physical_cores() - 1)
+
+
+def llama_threads(requested: int = 0) -> tuple[int, int]:
+    """llama.cpp's (n_threads, n_threads_batch): `requested` for both where the person set a
+    count (Preferences, --threads), else engine_threads() for a step of one token and every
+    physical core for a batch of tokens."""
+    return (requested, requested) if requested else (engine_threads(), physical_cores())

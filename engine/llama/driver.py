@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import llama_cpp.llama_cpp as C
 
 from engine.enums import KVType
-from engine.hardware.cpu_probe import engine_threads, physical_cores
+from engine.hardware.cpu_probe import llama_threads
 from engine.llama.params import ContextSettings, ModelSettings
 
 # The planner's types (engine.enums.KVType) as ggml types; f32 is here for measuring rounding
@@ -270,10 +270,7 @@ class Context:
         cp.n_ctx = params.n_ctx
         cp.n_batch = min(params.n_batch, params.n_ctx)
         cp.n_ubatch = min(params.n_ubatch, cp.n_batch)
-        # One token a step (a reply's decode) on all cores but one, a batch of tokens (a
-        # prompt) on all of them: engine_threads says why.
-        cp.n_threads = params.n_threads or engine_threads()
-        cp.n_threads_batch = params.n_threads or physical_cores()
+        cp.n_threads, cp.n_threads_batch = llama_threads(params.n_threads)
         cp.flash_attn_type = FLASH_ATTN[params.flash_attn]
         try:
             cp.type_k = KV_TYPES[params.type_k]

@@ -32,7 +32,7 @@ import numpy as np
 from llama_cpp import llama_cpp as _binding
 
 from engine.gguf import GGUFError, read_model_info
-from engine.hardware.cpu_probe import engine_threads, physical_cores
+from engine.hardware.cpu_probe import llama_threads
 from engine.llama.driver import Context, EngineError, Model, decode_failure
 from engine.llama.params import ContextSettings
 
@@ -129,8 +129,7 @@ class MtpContext:
         cp.n_ctx = settings.n_ctx
         cp.n_batch = min(settings.n_batch, settings.n_ctx)
         cp.n_ubatch = min(settings.n_ubatch, cp.n_batch)
-        cp.n_threads = settings.n_threads or engine_threads()  # as the main context's
-        cp.n_threads_batch = settings.n_threads or physical_cores()
+        cp.n_threads, cp.n_threads_batch = llama_threads(settings.n_threads)
         cp.no_perf = True
         if self._ggml is not None:
             cp.cb_eval = self._callback

@@ -21,8 +21,7 @@ def test_the_engine_leaves_a_core_to_the_rest_of_the_computer(monkeypatch, cores
 def test_a_context_decodes_on_all_cores_but_one_and_reads_prompts_on_all(
     starter_model, monkeypatch
 ):
-    monkeypatch.setattr(cpu_probe, "physical_cores", lambda: 4)  # engine_threads reads it
-    monkeypatch.setattr(llama, "physical_cores", lambda: 4)  # and the driver's own name for it
+    monkeypatch.setattr(cpu_probe, "physical_cores", lambda: 4)  # llama_threads reads it
     model = llama.Model(ModelSettings(path=str(starter_model), n_gpu_layers=0))
     ctx = None
     try:
