@@ -52,7 +52,6 @@ runs after it starts after it has finished, and the weights are not written by a
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import torch
@@ -112,7 +111,6 @@ class MoeGemvConfig:
     max_runs: int = 128  # runs of 16 weights a program reads of each row at most (one split)
     num_warps: int = 2
     pdl: bool = True  # a dependent launch where the GPU has one (sm_90+; module docstring)
-    max_registers: int = 0  # registers a thread at most (ptxas's maxnreg); 0: the compiler's
 
 
 def default_config(fmt: str, mode: int) -> MoeGemvConfig:
@@ -124,26 +122,9 @@ def default_config(fmt: str, mode: int) -> MoeGemvConfig:
     at 1 token, Qwen3-30B-A3B's down 1,024 programs of 4 warps x 920 instructions against
     4,096 of 2 x 760 (40% fewer issued), gpt-oss-20b's 2,160 of 4 x 1,088 against 8,640 of
     2 x 848 (35% fewer). Unmeasured: benchmarks/archive/2026-11-29-h16e-call.sh times it."""
-    cap = _REGISTER_CAPS.get(mode, 0)
     if mode == DOWN:
-        return MoeGemvConfig(block_n=16, num_warps=4, max_registers=cap)
-    warps = 4 if (mode == GATE_UP and fmt == "Q4_K") else 2
-    return MoeGemvConfig(num_warps=warps, max_registers=cap)
-
-
-def _register_caps(spec: str) -> dict[int, int]:
-    """HEARTH_MOE_MAXNREG="gate_up=80,down=64": a register cap per mode for the engine's
-    launches, while the device call that times it (benchmarks/archive/2026-11-29-s19-call-3.sh)
-    decides whether a cap becomes the default; unset: the compiler's choice."""
-    modes = {"rows": ROWS, "gate_up": GATE_UP, "down": DOWN}
-    caps = {}
-    for item in filter(None, (part.strip() for part in spec.split(","))):
-        name, _, value = item.partition("=")
-        caps[modes[name.strip()]] = int(value)
-    return caps
-
-
-_REGISTER_CAPS = _register_caps(os.environ.get("HEARTH_MOE_MAXNREG", ""))
+        return MoeGemvConfig(block_n=16, num_warps=4)
+    return MoeGemvConfig(num_warps=4 if (mode == GATE_UP and fmt == "Q4_K") else 2)
 
 
 @dataclass(frozen=True)
@@ -502,8 +483,6 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
     grid = (n_tiles, n_splits, routing.max_groups)
     gdc = cfg.pdl and has_dependent_launch(device)
     extra = {"launch_pdl": True} if gdc else {}
-    if cfg.max_registers and not interpret_mode():
-        extra["maxnreg"] = cfg.max_registers
     x_args = (x, x, x) if xq is None else (xq.words, xq.scales, xq.sums)
     _expert_kernel[grid](
         *x_args, out, part, counters, *pa, *pb, bias_a, bias_b,
