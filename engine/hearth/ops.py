@@ -93,6 +93,9 @@ class TorchOps(TorchMoeOps):
         self._experts: OrderedDict[tuple[int, int], torch.Tensor] = OrderedDict()
         self._experts_bytes = 0
         self._ggml_cpus: dict[int, object] = {}  # prepare_experts_on_cpu's thread pools
+        # each RoPE table's inverse frequencies on the device (the table keeps them on the
+        # CPU); copied at a table's first use, which is eager, never inside a graph's capture
+        self._inv_freqs: dict[RopeTable, torch.Tensor] = {}
 
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in DEQUANTIZABLE
@@ -179,7 +182,10 @@ class TorchOps(TorchMoeOps):
 
     def rope_positions(self, positions: torch.Tensor, table: RopeTable):
         """cos and sin [T, n_rot/2] of the positions' angles."""
-        return rope_angles(positions, table.inv_freq, table.attn_factor)
+        inv_freq = self._inv_freqs.get(table)
+        if inv_freq is None:
+            inv_freq = self._inv_freqs[table] = table.inv_freq.to(positions.device)
+        return rope_angles(positions, inv_freq, table.attn_factor)
 
     def rope_heads(self, y: torch.Tensor, angles, table: RopeTable, n_q: int, n_k: int, *,
                    bias=None, norms=None, eps: float = 0.0) -> torch.Tensor:  # fmt: skip

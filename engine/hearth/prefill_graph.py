@@ -205,6 +205,10 @@ class PrefillGraphs:
         with contextlib.suppress(RuntimeError):
             torch._C._cuda_endAllocateToPool(torch.cuda.current_device(), self._pool)
         self._failed.append(captured.graph)
+        # and the next capture records into a pool of its own: on an H200 with torch 2.11 the
+        # call above left the pool recording ("beginAllocateToPool: already recording to
+        # mempool_id" at the next capture), so every later shape ran eagerly
+        self._pool = torch.cuda.graph_pool_handle()
 
     def _capture(self, shape: tuple[int, int]) -> _Captured | None:
         if self._pool is None:
