@@ -296,7 +296,8 @@ def llama_server_command(args, port: int, slots: int) -> list[str]:
 def started_server(command: list[str], port: int, log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + START_TIMEOUT_S
+    started = time.monotonic()
+    deadline = started + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"{command[0]} exited ({proc.returncode}); see {log}")
@@ -304,6 +305,11 @@ def started_server(command: list[str], port: int, log: Path) -> subprocess.Popen
             with socket.create_connection(("127.0.0.1", port), timeout=1) as sock:
                 sock.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
                 if b" 200 " in sock.recv(200):
+                    print(
+                        f"{log.stem}: answering after "
+                        f"{time.monotonic() - started:.1f} s (load and warm-up)",
+                        flush=True,
+                    )
                     return proc
         except OSError:
             pass

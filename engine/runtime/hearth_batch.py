@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from engine.runtime.hearth_driver import HearthModel, HearthSampler
 
 
+# the row counts of the batch warm-up's prompts (HearthBatchContext.warm_up)
+WARM_UP_ROWS = (12, 16, 17, 23, 32, 47, 64, 95, 128, 191, 256, 383, 512)
+
+
 class HearthBatchContext:
     """The context of a Hearth model loaded for n_parallel > 1: the batch cache, whose
     sequences HearthBatchedDecoder opens and closes. It decodes nothing by itself."""
@@ -163,24 +167,57 @@ class HearthBatchContext:
         return -1
 
     def warm_up(self) -> None:
-        """One token, then (on a GPU) two short prompts and a decode step of several rows,
-        through a sequence opened and closed again: dequantization on the CPU, the kernels'
-        compilation on a GPU, before the first request."""
+        """One token, then (on a GPU) the steps a server's requests make, through sequences
+        opened and closed again, then the decode steps' graphs: dequantization on the CPU, the
+        kernels' compilation on a GPU, before the first request rather than inside one.
+
+        Triton compiles a kernel once per launch shape, and the kernels pick theirs by the
+        step's row count (RoPE's heads a program, the dequantizing MMA's block of rows) and
+        specialize a count that is a multiple of 16. So the prompts here climb a ladder of
+        row counts from 12 to the step's budget, about 1.5 apart, both kinds in each power of
+        two (WARM_UP_ROWS); then several prompts in one step (4, 8 and 16, the output matrix's
+        row counts) and a prompt beside a one-token row. On an H200 (session 19, 8B, 512-token
+        replies) the first 4 clients waited 0.95 s for their first token when the warm-up ran
+        prompts of 17 and 32 tokens alone, 0.59 s with the several-prompt steps added; what
+        still compiled after it then (Triton's cache) was RoPE's kernel and the MMA at row
+        counts it had not met, which the ladder is for (not measured on a GPU yet)."""
         from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
 
         bos = self.model.tokenize("", add_special=True)[:1] or [0]
-        lengths = [1] + ([17, 32] if self.model.hearth.device != "cpu" else [])
+        steps: list[list[int]] = [[1]]
+        if self.model.hearth.device != "cpu":
+            steps += [[n] for n in WARM_UP_ROWS]
+            steps += [[23] * 4, [24] * 4, [12] * 8, [6] * 16, [1, 17]]
         with worker_ends_when_out_of_memory("warming up"):
-            for n in lengths:
-                if n > self.n_ctx_per_sequence:
-                    continue
-                seq = self.cache.new_sequence()
-                self.cache.grow(seq, n)
-                self.forward([seq] * n, bos * n, list(range(n)), [n - 1])
-                self.cache.free_sequence(seq)
+            for lengths in steps:
+                if self._fits_one_step(lengths):
+                    self._warm_up_step(lengths, bos[0])
         if self._use_graphs and self._graphs is None:
             with worker_ends_when_out_of_memory("capturing the batch's decode steps"):
                 self._capture()
+
+    def _fits_one_step(self, lengths: list[int]) -> bool:
+        return (
+            len(lengths) <= self.n_parallel
+            and max(lengths) <= self.n_ctx_per_sequence
+            and sum(lengths) <= self.budget
+        )
+
+    def _warm_up_step(self, lengths: list[int], token: int) -> None:
+        """One step computing a prompt of each length, each in a sequence of its own, then
+        the sequences closed."""
+        seqs = [self.cache.new_sequence() for _ in lengths]
+        try:
+            rows, positions, last = [], [], []
+            for seq, n in zip(seqs, lengths, strict=True):
+                self.cache.grow(seq, n)
+                rows += [seq] * n
+                positions += range(n)
+                last.append(len(rows) - 1)
+            self.forward(rows, [token] * len(rows), positions, last)
+        finally:
+            for seq in seqs:
+                self.cache.free_sequence(seq)
 
     def _capture(self) -> None:
         """The decode step's graphs for every batch size up to n_parallel. One that cannot be

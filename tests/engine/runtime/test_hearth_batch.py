@@ -5,6 +5,8 @@ each decoded alone, a prompt joins in chunks while the others keep decoding, and
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels extra)")
@@ -239,3 +241,40 @@ def test_a_shared_system_prompt_is_computed_once_across_clients_and_turns(model)
     assert _texts(events)[5] == _alone(model, turn, 6)
     pool = decoder.ctx.cache.pool
     assert pool.free_pages == pool.n_pages  # only the index holds pages now: all can be taken
+
+
+def test_a_warm_up_step_of_several_prompts_gives_every_page_back(model):
+    """The GPU warm-up's steps (several prompts computed together, a prompt beside a one-token
+    row) run through the same forward as a server's steps and close their sequences: after
+    them every page and sequence is free, and which steps fit the context is decided by the
+    sequences, their share of the context and the step's token budget."""
+    decoder, _ = _decoder(model, n_parallel=4, n_ctx=512, n_ubatch=64)
+    ctx = decoder.ctx
+    pool = ctx.cache.pool
+    for lengths in ([15] * 4, [1, 17], [12] * 4):
+        assert ctx._fits_one_step(lengths)
+        ctx._warm_up_step(lengths, 1)
+        assert pool.free_pages == pool.n_pages
+    assert not ctx._fits_one_step([12] * 8)  # more prompts than sequences
+    assert not ctx._fits_one_step([23] * 4)  # 92 rows: past the step's 64
+    assert not ctx._fits_one_step([200])  # past a sequence's 128 positions
+    decoder.submit(_generate(0, PROMPTS[0]), 0.0, PROMPTS[0])  # and the batch still decodes
+    while decoder.busy:
+        decoder.step()
+    assert pool.free_pages == pool.n_pages
+
+
+def test_the_warm_up_ladder_meets_each_launch_shape_a_row_count_can_pick():
+    """The warm-up's prompt lengths: every interval between powers of two from 8 to 512 holds
+    one that is not a multiple of 16 and (from 16) one that is (Triton specializes the
+    count), and no two neighbours are more than 1.5 apart (the kernels' row-count thresholds,
+    such as RoPE's heads a program, fall anywhere)."""
+    from engine.runtime.hearth_batch import WARM_UP_ROWS
+
+    rows = sorted(WARM_UP_ROWS)
+    for low in (8, 16, 32, 64, 128, 256):
+        inside = [n for n in rows if low <= n < 2 * low]
+        assert any(n % 16 for n in inside), low
+        assert low < 16 or any(n % 16 == 0 for n in inside), low
+    assert all(b / a <= 1.5 for a, b in itertools.pairwise(rows))
+    assert rows[-1] == 512  # the default step budget (n_ubatch)
