@@ -48,7 +48,9 @@ recheck: a recorded run's table (--json) with today's model's predictions.
 items: one process loads the weights once through engine.hearth (Transformer.load with
 select_ops: kernels/ on the GPU), then for each context and K/V pair makes the cache, fills
 it (below), runs one 512-token prefill chunk at its end and 8 decode steps after it (in the
-CUDA graph, where the engine has one). Each item is printed beside its prediction: weights
+CUDA graph, where the engine has one); where the driver keeps prefill graphs, a chunk at
+position 0 first runs twice (eagerly, then captured), so that their pool is there beside the
+deep chunk as it is in a session. Each item is printed beside its prediction: weights
 (torch's allocated bytes), KV cache, decode and prefill workspace (torch's peak allocation
 above the cache), the CUDA context (NVML's used memory less torch's reserved), and the total
 (NVML's used memory of the process).
@@ -155,8 +157,11 @@ def _measure(engine: Engine, n_ctx: int, type_k: str, type_v: str, base: int) ->
     kv = torch.cuda.memory_allocated() - base
     prefill = engine.can_prefill(cache)
     filled = n_ctx - DECODE_STEPS - (CHUNK if prefill else 0)
-    engine.fill(cache, filled)
     out = {"kv": kv, "filled": filled}
+    graphs = engine.prefill_graphs(cache, CHUNK) if prefill and filled >= CHUNK else None
+    if graphs is not None:  # kept to the end: the driver keeps its graphs' pool as long
+        out["prefill_graph_pool"] = torch.cuda.memory_allocated() - base - kv
+    engine.fill(cache, filled)
     if prefill:  # one real prefill chunk at the end of the filled cache
         torch.cuda.reset_peak_memory_stats()
         engine.prefill_chunk(cache, filled, CHUNK)
@@ -167,7 +172,7 @@ def _measure(engine: Engine, n_ctx: int, type_k: str, type_v: str, base: int) ->
     out["decode_tok_s"] = engine.decode(cache, filled, DECODE_STEPS)
     out["decode_workspace"] = torch.cuda.max_memory_allocated() - base - kv
     out["decode_reserved_growth"] = torch.cuda.memory_reserved() - reserved
-    del cache
+    del graphs, cache
     return out
 
 
@@ -181,7 +186,8 @@ def _item_line(row: dict) -> str:
         f"(reserved {mib(p['weights_reserved'])}/{mib(row.get('weights_reserved'))}) "
         f"kv {mib(p['kv'])}/{mib(row['kv'])} decode {mib(p['decode_workspace'])}/"
         f"{mib(row['decode_workspace'])} prefill {mib(p['prefill_workspace'])}/"
-        f"{mib(row.get('prefill_workspace'))} context {mib(p['context'])}/"
+        f"{mib(row.get('prefill_workspace'))} graph pool {mib(p['prefill_graph_pool'])}/"
+        f"{mib(row.get('prefill_graph_pool'))} context {mib(p['context'])}/"
         f"{mib(row['context'])} total {mib(p['gpu_total'])}/{mib(row['used'])}"
     )
 
@@ -281,8 +287,10 @@ def verify(args) -> int:
     (engine/runtime/hearth_driver.py): load (the last args.ram_layers layers' experts in RAM,
     args.slots cached each, as the driver places them), make the cache, capture the decode step (the
     driver does at warm-up, before any prompt: the capture empties torch's cache, so a
-    prefill's buffers after it stay reserved, as they do in the worker), fill the cache, a
-    512-token prefill chunk at its end, 8 decode steps. One JSON line: NVML's used memory
+    prefill's buffers after it stay reserved, as they do in the worker), make the prefill
+    graphs' pool as a session's first prompts do (Engine.prefill_graphs: a 512-token chunk at
+    position 0, eagerly and then captured, where the driver keeps prefill graphs), fill the
+    cache, a 512-token prefill chunk at its end, 8 decode steps. One JSON line: NVML's used memory
     sampled through the run (its peak: what the issue's bound is judged against), torch's
     peak reserved and allocated, the CUDA context (NVML's used memory less torch's reserved
     at the end, synchronized: CUDA, cuBLAS and the Triton modules loaded by then) and NVML's
@@ -303,6 +311,9 @@ def verify(args) -> int:
             filled = args.n_ctx - DECODE_STEPS - (CHUNK if out["prefill"] else 0)
             start = filled + (CHUNK if out["prefill"] else 0)
             graph = decode_graph(engine, cache, start)
+            # a session's first prompts: the prefill graphs' pool, kept beside the deep chunk
+            graphs = engine.prefill_graphs(cache, CHUNK) if out["prefill"] else None
+            out["prefill_graphs"] = graphs is not None
             engine.fill(cache, filled)
             if out["prefill"]:  # the last 512-token chunk of a prefill, over the whole cache
                 engine.prefill_chunk(cache, filled, CHUNK)

@@ -100,6 +100,26 @@ class Engine:
         inner = getattr(cache, "cache", None)
         return inner is None or hasattr(inner, "attend_prefill")
 
+    def prefill_graphs(self, cache, rows: int):
+        """The prefill graphs the driver keeps for this cache (None where it keeps none), with
+        their pool made as a session's first prompt makes it: a chunk of `rows` at position 0
+        run twice, eagerly and then captured (a chunk shape is captured the second time it
+        runs). A later chunk deeper than the graphs' key bound runs eagerly beside that pool,
+        which is the peak the memory model predicts (prefill_graph_pool + prefill_workspace)."""
+        from engine.hearth.prefill_graph import PrefillGraphs
+
+        if not self.device.startswith("cuda") or not PrefillGraphs.can_capture(
+            self.transformer, cache
+        ):
+            return None
+        graphs = PrefillGraphs(self.transformer, cache, max_rows=rows)
+        ids = self.torch.ones(rows, dtype=self.torch.long, device=self.device)
+        with self.torch.inference_mode():
+            for _ in range(2):
+                graphs.forward(ids, 0)
+        self.sync()
+        return graphs
+
     def prefill_chunk(self, cache, start: int, rows: int) -> None:
         torch = self.torch
         with torch.inference_mode():
