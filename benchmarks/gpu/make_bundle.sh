@@ -30,3 +30,18 @@ tar -czf "$out/llama-cpp-python-src.tgz" -C "$tmp" "$(basename "$src")"
 # pure-Python packages the GPU machine's image does not have (the GPU tests' reference needs gguf)
 python3 -m pip download -q --no-deps -d "$out/wheels" gguf diskcache
 du -sh "$out"/* | sed 's/^/bundle: /'
+
+# .whl/: what `hearth serve` and the tests' conftest import there, as wheels for the device's
+# Python (3.12, x86_64), dependencies included; the device scripts install them with
+# `pip install --no-index --no-deps --target /tmp/site .whl/*.whl`. Two imports are not
+# declared where pip would follow them: fastapi 0.165 imports opentelemetry, and
+# importlib_metadata lazy_importer (session 19 lost two calls' tests and server to them).
+whl=${WHEELS_OUT:-.whl}
+mkdir -p "$whl"
+python3 -m pip download -q --only-binary :all: --python-version 3.12 --implementation cp \
+  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 -d "$whl" \
+  fastapi uvicorn sse-starlette keyring opentelemetry-api lazy-importer pygments markdown-it-py
+# keyring's Secret Service backend (cryptography: 4 MB) is not used there (the tests' keyring is
+# tests/keyring_stand_in.py), and the carried tree's limit is 64 MiB with .llama-pack beside it
+rm -f "$whl"/cryptography-*.whl "$whl"/cffi-*.whl "$whl"/pycparser-*.whl "$whl"/secretstorage-*.whl
+du -sh "$whl" | sed 's/^/server and test wheels: /'
