@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Prepared at the end of session 19 for the next session's first call (one H200, a fresh
+# machine; carry .gpu-bundle and .whl, both from `bash benchmarks/gpu/make_bundle.sh`). A fresh
+# checkout has no .llama-pack: llama.cpp is built here (about 280 s) and packed into $OUT for the
+# later calls, while the work that needs no llama.cpp runs on the GPU beside the build:
+#   1. every GPU test of the engine and the kernels, -v (session 19 call 5: 854 passed);
+#   2. the memory cards with the prefill graphs' pool made as a session makes it (the 8B
+#      f16/f16 row on 12 GiB was predicted 407 MiB above its peak in session 19 call 2);
+#   then, once built:
+#   3. serving at 1 4 8 16 64 clients with the batch warm-up's ladder of prompt lengths, on an
+#      empty Triton cache, and what compiled after the server answered (session 19 call 5:
+#      RoPE's kernel and the MMA still did; the 4-client TTFT 593 ms against 108);
+#   4. Qwen3-30B-A3B beside llama-bench with the step's profile.
+set -uo pipefail
+R=$OUT; o=/tmp/o1; mkdir -p "$o" /tmp/logs /tmp/models
+export PYTHONUNBUFFERED=1
+start=$(date +%s)
+DEADLINE=${DEADLINE_S:-565}
+left() { echo $(( DEADLINE - ($(date +%s) - start) )); }
+cap() { local l; l=$(( $(left) - ${2:-5} )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
+since() { echo "$1 after $(( $(date +%s) - start )) s" | tee -a "$o/steps.txt"; }
+finish() { cp /tmp/logs/hearth-*.log /tmp/logs/*server*.log "$o/" 2>/dev/null; tar czf "$R/all.tgz" -C /tmp o1; }
+trap finish EXIT
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .whl/*.whl .gpu-bundle/wheels/*.whl >"$o/pip.txt" 2>&1
+export PYTHONPATH="$PWD:/tmp/site"
+python3 -c "import fastapi, uvicorn, keyring, gguf, tests.conftest" 2>&1 | tail -1 | sed 's/^/imports: /' >>"$o/steps.txt"
+( bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/tmp/logs/build.txt 2>&1
+  echo "build exit $?" >>/tmp/logs/build.txt ) &
+builder=$!
+( for i in $(seq 60); do ls /tmp/llama/llama_cpp_python-*/vendor/llama.cpp/models/ggml-vocab-qwen2.gguf >/dev/null 2>&1 && break; sleep 1; done
+  v=$(ls -d /tmp/llama/llama_cpp_python-*)/vendor/llama.cpp/models
+  for spec in "llama3-8b Q4_K_M llama3-8b-random-q4_k_m ggml-vocab-llama-bpe.gguf" \
+              "qwen3-30b-a3b Q4_K_M qwen3-30b-a3b-random-q4_k_m ggml-vocab-qwen2.gguf"; do
+    set -- $spec; f=/tmp/models/$3.gguf
+    [ -f "$f" ] || { nice python3 -m benchmarks.hearth_speed --write-random $1 "$f.part" --quant $2 --vocab "$v/$4" && mv "$f.part" "$f" && sync; }
+  done ) >/tmp/logs/write.txt 2>&1 &
+writer=$!
+HEARTH_GPU_TESTS=1 timeout 200 python3 -m pytest -n 12 -v -p no:cacheprovider --timeout 120 -rfE \
+  tests/engine/hearth/test_gpu.py tests/engine/hearth/test_gpu_batch.py \
+  tests/engine/hearth/test_prefill_graph.py tests/engine/hearth/test_paged_cache.py \
+  tests/engine/hearth/test_verify.py tests/engine/hearth/test_check_graph.py tests/engine/hearth/test_upload.py \
+  tests/kernels/ >"$o/tests.txt" 2>&1
+echo "tests: exit $?" >>"$o/steps.txt"; grep -E "^(FAILED|ERROR)|passed|failed" "$o/tests.txt" | tail -20 >>"$o/steps.txt"
+grep -cE "PASSED" "$o/tests.txt" | sed 's/^/passed (by -v lines): /' >>"$o/steps.txt"
+since tests
+mkdir -p "$o/memory"
+timeout $(cap 90) python3 -m benchmarks.hearth_memory cards --cards 12 --shapes llama3-8b \
+  --kv f16/f16 kivi4/rot4 --budget-s 80 --out "$o/memory" >"$o/memory/log.txt" 2>&1
+since "memory (exit $?)"; tail -3 "$o/memory/log.txt" >>"$o/steps.txt"
+wait $builder; tail -2 /tmp/logs/build.txt >>"$o/steps.txt"; since built
+( bash benchmarks/gpu/pack_llama_build.sh "$R" >"$o/pack.txt" 2>&1 ) &
+wait $writer; tail -2 /tmp/logs/write.txt >>"$o/steps.txt"; since files
+source /tmp/llama/env.sh
+export PYTHONPATH="$PYTHONPATH:/tmp/site"
+L=/tmp/models/llama3-8b-random-q4_k_m.gguf
+Q=/tmp/models/qwen3-30b-a3b-random-q4_k_m.gguf
+rm -rf /tmp/tc-serve
+TRITON_CACHE_DIR=/tmp/tc-serve timeout $(cap 150) python3 benchmarks/server_concurrency.py $L \
+  --llama-server "$(command -v llama-server)" --hearth-engines hearth --clients 1 4 8 16 64 \
+  --max-tokens 512 --prompt-words 64 --ctx 1024 --rounds 1 --level-timeout 45 --logs /tmp/logs \
+  --json "$o/server.json" >"$o/server.txt" 2>&1
+since "serving (exit $?)"; grep -h "answering\|/ llama-server" "$o/server.txt" >>"$o/steps.txt"
+find /tmp/tc-serve -name "*.json" ! -name "__grp__*" -printf "%TH:%TM:%TS %f\n" | sort >"$o/compiled.txt"
+timeout $(cap 80) python3 -m benchmarks.hearth_speed $Q --llama-bench --kv paged-f16 --depth 0 \
+  --tokens 128 --profile --json "$o/qwen3.json" >"$o/qwen3.txt" 2>&1
+since "qwen3 (exit $?)"; grep -h "pp512\|tg128\|replays" "$o/qwen3.txt" >>"$o/steps.txt"
+wait; cat "$o/pack.txt" >>"$o/steps.txt"
+since end
