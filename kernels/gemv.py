@@ -5,7 +5,8 @@ Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x 
 packed codes, split-K reduced in the same launch; 2..4 rows all in one program,
 gemv_dp4a_rows.py, where the config says rows_in_program and the shape is one it takes,
 else and at 5..DP4A_MAX_ROWS a program a row);
-every other case dequantizes to floats
+Q8_0 up to DP4A_MAX_ROWS rows takes its own integer GEMV (gemv_q8_0.py) with
+HEARTH_Q8_0_DP4A=1 (until a device run decides); every other case dequantizes to floats
 (gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
 `GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
 it."""
@@ -14,12 +15,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import os
 from dataclasses import dataclass
 
 import torch
 import triton
 
-from kernels import gemv_blocks, gemv_dp4a, gemv_dp4a_rows, gemv_kquants
+from kernels import gemv_blocks, gemv_dp4a, gemv_dp4a_rows, gemv_kquants, gemv_q8_0
 from kernels.act_quant import QuantizedActivation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
@@ -49,6 +51,10 @@ _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # (an H200: docs/decisions/0022-batch-rows-by-dequantized-gemm.md).
 _DP4A = ("Q4_K", "Q6_K")
 DP4A_MAX_ROWS = 8
+# Q8_0 through its integer GEMV (gemv_q8_0.py) at up to DP4A_MAX_ROWS rows, while a device run
+# (benchmarks/kernels/gemv_q8_0.py, gpt-oss-20b's decode) decides whether it becomes the
+# default: HEARTH_Q8_0_DP4A=1 takes it, else the float path as before
+Q8_0_DP4A = os.environ.get("HEARTH_Q8_0_DP4A") == "1"
 
 
 @dataclass(frozen=True)
@@ -105,7 +111,14 @@ def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
     (docs/decisions/0003-gemv-tile-shapes.md)."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
         return integer_config(fmt)
+    if fmt == "Q8_0" and Q8_0_DP4A and n_rows_x <= DP4A_MAX_ROWS:
+        return Q8_0_INTEGER
     return float_config(fmt, n_rows_x)
+
+
+# the Q8_0 integer GEMV's config in GemvConfig's terms (gemv_q8_0.Q8Config's tile)
+Q8_0_INTEGER = GemvConfig(block_n=4, blocks_per_tile=64, block_b=1, num_warps=4, path="dp4a",
+                          chained=True)  # fmt: skip
 
 
 def integer_config(fmt: str) -> GemvConfig:
@@ -194,6 +207,15 @@ def quant_matmul(
     cfg = config or default_config(fmt, n_rows_x)
     if cfg.rows_alike and cfg.block_b != 1:
         raise UnsupportedTensor("rows_alike needs block_b == 1: each input row its own program")
+    if cfg.path == "dp4a" and fmt == "Q8_0":
+        if quantized is not None and quantized.shape != tuple(x2.shape):
+            raise UnsupportedTensor(
+                f"quantized activation of shape {quantized.shape} is not of this input "
+                f"{tuple(x2.shape)}: quantize the same x that is passed"
+            )
+        q8 = gemv_q8_0.Q8Config(cfg.block_n, cfg.blocks_per_tile, cfg.num_warps, cfg.chained)
+        out = gemv_q8_0.matmul(x2, w, q8, quantized, not interpret_mode())
+        return out.reshape(*lead, w.n_out)
     if cfg.path == "dp4a":
         if fmt not in _DP4A:
             raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")

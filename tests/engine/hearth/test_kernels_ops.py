@@ -100,6 +100,33 @@ def test_llama_on_the_kernels_matches_the_reference(tmp_path):
     np.testing.assert_allclose(got, expected, atol=2e-3 * max(1.0, np.abs(expected).max()))
 
 
+def test_llama_with_q8_0_through_the_integer_gemv_matches_the_reference(tmp_path, monkeypatch):
+    """HEARTH_Q8_0_DP4A: the Q8_0 matrices' single rows take the integer GEMV (gemv_q8_0.py),
+    x in 8 bits from the norms and the attention's reduce as for Q4_K; within 8-bit x's
+    error of the reference over the whole logits, as qwen3's Q4_K below."""
+    import kernels.gemv
+    import kernels.gemv_q8_0
+
+    monkeypatch.setattr(kernels.gemv, "Q8_0_DP4A", True)
+    calls = []
+    integer_gemv = kernels.gemv_q8_0.matmul
+
+    def counted(x, *args):
+        calls.append(x.shape[0])
+        return integer_gemv(x, *args)
+
+    monkeypatch.setattr(kernels.gemv_q8_0, "matmul", counted)
+    path = write_tiny_gguf(tmp_path / "llama.gguf", tiny_spec("llama", n_layer=1))
+    got, launches = _run(path, select_ops(DEVICE, kernels=True))
+    assert calls and set(calls) == {1}  # the single rows' Q8_0 matrices, every layer's
+    expected = _reference(path)
+    scale = max(1.0, np.abs(expected).max())
+    np.testing.assert_allclose(got[:4], expected[:4], atol=2e-3 * scale)  # the 4-row chunk
+    error = np.linalg.norm(got - expected) / np.linalg.norm(expected)
+    assert error < 3e-2
+    assert launches == 0  # every 8-bit x came from the kernel that produced it
+
+
 def test_qwen3_on_the_kernels_matches_the_reference(qwen3_path, qwen3_kernels_run):
     """qwen3's Q4_K matrices: the first chunk (4 rows) takes the dequantized matrix's product
     (_run), exact up to float32; single rows take the integer GEMV, inputs in 8 bits as
