@@ -3,14 +3,15 @@
 # machine; carry .gpu-bundle and .whl, both from `bash benchmarks/gpu/make_bundle.sh`). A fresh
 # checkout has no .llama-pack: llama.cpp is built here (about 280 s) and packed into $OUT for the
 # later calls, while the work that needs no llama.cpp runs on the GPU beside the build:
-#   1. every GPU test of the engine and the kernels, -v (session 19 call 5: 854 passed);
+#   1. the kernels' GPU tests, -v (session 19 call 5: 854 passed with the engine's);
 #   2. the memory cards with the prefill graphs' pool made as a session makes it (the 8B
 #      f16/f16 row on 12 GiB was predicted 407 MiB above its peak in session 19 call 2);
 #   then, once built:
-#   3. serving at 1 4 8 16 64 clients with the batch warm-up's ladder of prompt lengths, on an
+#   3. the engine's GPU tests (some load llama.cpp's vocabulary);
+#   4. serving at 1 4 8 16 64 clients with the batch warm-up's ladder of prompt lengths, on an
 #      empty Triton cache, and what compiled after the server answered (session 19 call 5:
-#      RoPE's kernel and the MMA still did; the 4-client TTFT 593 ms against 108);
-#   4. Qwen3-30B-A3B beside llama-bench with the step's profile.
+#      RoPE's kernel and the MMA still did; the 4-client TTFT 593 ms against 108).
+# Qwen3-30B-A3B beside llama-bench is in call 2 (its prefetch A/B).
 set -uo pipefail
 R=$OUT; o=/tmp/o1; mkdir -p "$o" /tmp/logs /tmp/models
 export PYTHONUNBUFFERED=1
@@ -36,14 +37,12 @@ builder=$!
     [ -f "$f" ] || { nice python3 -m benchmarks.hearth_speed --write-random $1 "$f.part" --quant $2 --vocab "$v/$4" && mv "$f.part" "$f" && sync; }
   done ) >/tmp/logs/write.txt 2>&1 &
 writer=$!
-HEARTH_GPU_TESTS=1 timeout 200 python3 -m pytest -n 12 -v -p no:cacheprovider --timeout 120 -rfE \
-  tests/engine/hearth/test_gpu.py tests/engine/hearth/test_gpu_batch.py \
-  tests/engine/hearth/test_prefill_graph.py tests/engine/hearth/test_paged_cache.py \
-  tests/engine/hearth/test_verify.py tests/engine/hearth/test_check_graph.py tests/engine/hearth/test_upload.py \
-  tests/kernels/ >"$o/tests.txt" 2>&1
-echo "tests: exit $?" >>"$o/steps.txt"; grep -E "^(FAILED|ERROR)|passed|failed" "$o/tests.txt" | tail -20 >>"$o/steps.txt"
-grep -cE "PASSED" "$o/tests.txt" | sed 's/^/passed (by -v lines): /' >>"$o/steps.txt"
-since tests
+# the kernels' GPU tests need no llama.cpp: beside the build
+HEARTH_GPU_TESTS=1 timeout 170 python3 -m pytest -n 8 -v -p no:cacheprovider --timeout 120 -rfE \
+  tests/kernels/ >"$o/tests-kernels.txt" 2>&1
+echo "kernel tests: exit $?" >>"$o/steps.txt"; grep -E "^(FAILED|ERROR)|passed|failed" "$o/tests-kernels.txt" | tail -20 >>"$o/steps.txt"
+grep -cE "PASSED" "$o/tests-kernels.txt" | sed 's/^/passed (by -v lines): /' >>"$o/steps.txt"
+since "kernel tests"
 mkdir -p "$o/memory"
 timeout $(cap 90) python3 -m benchmarks.hearth_memory cards --cards 12 --shapes llama3-8b \
   --kv f16/f16 kivi4/rot4 --budget-s 80 --out "$o/memory" >"$o/memory/log.txt" 2>&1
@@ -53,8 +52,15 @@ wait $builder; tail -2 /tmp/logs/build.txt >>"$o/steps.txt"; since built
 wait $writer; tail -2 /tmp/logs/write.txt >>"$o/steps.txt"; since files
 source /tmp/llama/env.sh
 export PYTHONPATH="$PYTHONPATH:/tmp/site"
+# the engine's GPU tests (some load llama.cpp's vocabulary): after the build
+HEARTH_GPU_TESTS=1 timeout 120 python3 -m pytest -n 12 -v -p no:cacheprovider --timeout 100 -rfE \
+  tests/engine/hearth/test_gpu.py tests/engine/hearth/test_gpu_batch.py \
+  tests/engine/hearth/test_prefill_graph.py tests/engine/hearth/test_paged_cache.py \
+  tests/engine/hearth/test_verify.py tests/engine/hearth/test_check_graph.py tests/engine/hearth/test_upload.py \
+  >"$o/tests-engine.txt" 2>&1
+echo "engine tests: exit $?" >>"$o/steps.txt"; grep -E "^(FAILED|ERROR)|passed|failed" "$o/tests-engine.txt" | tail -20 >>"$o/steps.txt"
+since "engine tests"
 L=/tmp/models/llama3-8b-random-q4_k_m.gguf
-Q=/tmp/models/qwen3-30b-a3b-random-q4_k_m.gguf
 rm -rf /tmp/tc-serve
 TRITON_CACHE_DIR=/tmp/tc-serve timeout $(cap 150) python3 benchmarks/server_concurrency.py $L \
   --llama-server "$(command -v llama-server)" --hearth-engines hearth --clients 1 4 8 16 64 \
@@ -62,8 +68,5 @@ TRITON_CACHE_DIR=/tmp/tc-serve timeout $(cap 150) python3 benchmarks/server_conc
   --json "$o/server.json" >"$o/server.txt" 2>&1
 since "serving (exit $?)"; grep -h "answering\|/ llama-server" "$o/server.txt" >>"$o/steps.txt"
 find /tmp/tc-serve -name "*.json" ! -name "__grp__*" -printf "%TH:%TM:%TS %f\n" | sort >"$o/compiled.txt"
-timeout $(cap 80) python3 -m benchmarks.hearth_speed $Q --llama-bench --kv paged-f16 --depth 0 \
-  --tokens 128 --profile --json "$o/qwen3.json" >"$o/qwen3.txt" 2>&1
-since "qwen3 (exit $?)"; grep -h "pp512\|tg128\|replays" "$o/qwen3.txt" >>"$o/steps.txt"
 wait; cat "$o/pack.txt" >>"$o/steps.txt"
 since end

@@ -46,8 +46,9 @@ HEARTH_Q8_0_DP4A=1 timeout $(cap 50) python3 -m benchmarks.hearth_speed $G --kv 
   --profile --json "$o/gpt-oss-q8.json" >"$o/gpt-oss-q8.txt" 2>&1
 since "gpt-oss Q8_0 integer (exit $?)"; grep -h "tg128\|replays\|block32\|q8_0" "$o/gpt-oss-q8.txt" >>"$o/steps.txt"
 for pf in 0 1; do
-  HEARTH_MOE_PREFETCH=$pf timeout $(cap 50) python3 -m benchmarks.hearth_speed $Q --kv paged-f16 --depth 0 \
-    --tokens 128 --profile --json "$o/qwen3-pf$pf.json" >"$o/qwen3-pf$pf.txt" 2>&1
+  bench=""; [ $pf = 0 ] && bench=--llama-bench  # llama.cpp's figure beside, once
+  HEARTH_MOE_PREFETCH=$pf timeout $(cap 60) python3 -m benchmarks.hearth_speed $Q $bench --kv paged-f16 \
+    --depth 0 --tokens 128 --profile --json "$o/qwen3-pf$pf.json" >"$o/qwen3-pf$pf.txt" 2>&1
   since "qwen3 prefetch=$pf (exit $?)"; grep -h "tg128\|replays\|_expert_kernel" "$o/qwen3-pf$pf.txt" >>"$o/steps.txt"
 done
 since end
