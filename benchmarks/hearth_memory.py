@@ -158,7 +158,7 @@ def _measure(engine: Engine, n_ctx: int, type_k: str, type_v: str, base: int) ->
     prefill = engine.can_prefill(cache)
     filled = n_ctx - DECODE_STEPS - (CHUNK if prefill else 0)
     out = {"kv": kv, "filled": filled}
-    graphs = engine.prefill_graphs(cache, CHUNK) if prefill and filled >= CHUNK else None
+    graphs = engine.prefill_graphs(cache, CHUNK) if prefill else None
     if graphs is not None:  # kept to the end: the driver keeps its graphs' pool as long
         out["prefill_graph_pool"] = torch.cuda.memory_allocated() - base - kv
     engine.fill(cache, filled)

@@ -39,24 +39,30 @@ ROUND_BITS = tl.constexpr(0x4B400000)  # its float32 bits
 
 
 @triton.jit
-def dp4a(a, b, c, ASM: tl.constexpr):
-    """c + sum over the 4 bytes i of a[i] (unsigned) * b[i] (signed); int32 tensors of one shape.
+def dp4a(a, b, c, ASM: tl.constexpr, SIGNED: tl.constexpr = False):
+    """c + sum over the 4 bytes i of a[i] * b[i] (signed); a's bytes unsigned, or signed with
+    SIGNED (Q8_0's codes); int32 tensors of one shape.
 
     ASM=False is the same sum in plain integer arithmetic, for Triton's CPU interpreter (inline
     assembly does not run there); the gpu-marked tests check that both agree."""
     if ASM:
+        if SIGNED:
+            return tl.inline_asm_elementwise(
+                "dp4a.s32.s32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, c], dtype=tl.int32,
+                is_pure=True, pack=1,
+            )  # fmt: skip
         return tl.inline_asm_elementwise(
-            "dp4a.u32.s32 $0, $1, $2, $3;",
-            "=r,r,r,r",
-            [a, b, c],
-            dtype=tl.int32,
-            is_pure=True,
-            pack=1,
-        )
+            "dp4a.u32.s32 $0, $1, $2, $3;", "=r,r,r,r", [a, b, c], dtype=tl.int32,
+            is_pure=True, pack=1,
+        )  # fmt: skip
     else:
         total = c
         for i in tl.static_range(4):
-            total += ((a >> (8 * i)) & 0xFF) * ((b << (24 - 8 * i)) >> 24)
+            if SIGNED:  # noqa: SIM108 (a static if; Triton has no constexpr ternary)
+                a_byte = (a << (24 - 8 * i)) >> 24
+            else:
+                a_byte = (a >> (8 * i)) & 0xFF
+            total += a_byte * ((b << (24 - 8 * i)) >> 24)
         return total
 
 

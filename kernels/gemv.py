@@ -116,7 +116,7 @@ def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
     return float_config(fmt, n_rows_x)
 
 
-# the Q8_0 integer GEMV's config in GemvConfig's terms (gemv_q8_0.Q8Config's tile)
+# the Q8_0 integer GEMV's tile (gemv_q8_0.py): 4 weight rows, K steps of 64 blocks, 4 warps
 Q8_0_INTEGER = GemvConfig(block_n=4, blocks_per_tile=64, block_b=1, num_warps=4, path="dp4a",
                           chained=True)  # fmt: skip
 
@@ -213,8 +213,7 @@ def quant_matmul(
                 f"quantized activation of shape {quantized.shape} is not of this input "
                 f"{tuple(x2.shape)}: quantize the same x that is passed"
             )
-        q8 = gemv_q8_0.Q8Config(cfg.block_n, cfg.blocks_per_tile, cfg.num_warps, cfg.chained)
-        out = gemv_q8_0.matmul(x2, w, q8, quantized, not interpret_mode())
+        out = gemv_q8_0.matmul(x2, w, cfg, quantized, not interpret_mode())
         return out.reshape(*lead, w.n_out)
     if cfg.path == "dp4a":
         if fmt not in _DP4A:

@@ -20,48 +20,17 @@ the bits of a one-row call, as speculative checks need) and walks K in steps of 
 the next step's codes and scales loaded at the end of each, and with GDC (a programmatic
 dependent launch, sm_90+) the first step's before the wait for x. x's words are loaded in the
 weights' layout (each thread the words its codes meet), not broadcast through shared memory;
-a block's eight dp4a are summed by tl.sum (its words in one or two threads: no shared memory,
-where a chain of dp4a through tl.split went through it).
+a block's eight dp4a are summed by tl.sum (its words in one or two threads: no shared memory).
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import torch
 import triton
 import triton.language as tl
 
-from kernels.act_quant import QuantizedActivation, quantize_activation
+from kernels.act_quant import QuantizedActivation, dp4a, quantize_activation
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
-
-
-@dataclass(frozen=True)
-class Q8Config:
-    block_n: int = 4  # weight rows a program
-    blocks_per_step: int = 64  # Q8_0 blocks (of 32 weights) a K step
-    num_warps: int = 4
-    chained: bool = True  # a programmatic dependent launch where the GPU has one
-
-
-@triton.jit
-def dp4a_signed(a, b, c, ASM: tl.constexpr):
-    """c + sum over the 4 bytes i of a[i] * b[i], both signed; int32 tensors of one shape.
-    ASM=False: the same sum in integer arithmetic, for Triton's CPU interpreter."""
-    if ASM:
-        return tl.inline_asm_elementwise(
-            "dp4a.s32.s32 $0, $1, $2, $3;",
-            "=r,r,r,r",
-            [a, b, c],
-            dtype=tl.int32,
-            is_pure=True,
-            pack=1,
-        )
-    else:
-        total = c
-        for i in tl.static_range(4):
-            total += ((a << (24 - 8 * i)) >> 24) * ((b << (24 - 8 * i)) >> 24)
-        return total
 
 
 @triton.jit
@@ -104,24 +73,25 @@ def q8_0_dp4a_kernel(
         x = tl.load(xq_row + (at * 8)[:, :, None] + w[None, None, :], mask=in_row[:, :, None],
                     other=0)  # fmt: skip
         dx = tl.load(xd_row + at, mask=in_row, other=0.0)
-        sums = tl.sum(dp4a_signed(q, x, tl.zeros_like(q), ASM), axis=2)
+        sums = tl.sum(dp4a(q, x, tl.zeros_like(q), ASM, SIGNED=True), axis=2)
         acc += (d * dx) * sums.to(tl.float32)
         q, d = _load_step(qs_ptr, d_ptr, rows, row_mask, blk + NBLK, NB)
     y = tl.sum(acc, axis=1)
     tl.store(out_ptr + b * stride_ob + rows, y.to(out_ptr.dtype.element_ty), mask=row_mask)
 
 
-def matmul(x: torch.Tensor, w, cfg: Q8Config, quantized: QuantizedActivation | None,
+def matmul(x: torch.Tensor, w, cfg, quantized: QuantizedActivation | None,
            native: bool) -> torch.Tensor:  # fmt: skip
-    """x [B, K] -> [B, n_out] in x's dtype, for a Q8_0 PackedWeight w (K whole blocks).
-    quantized: x in 8 bits already (shared with other matrices that read x), else quantized
-    here in a launch of its own. native: the inline assembly runs (a GPU)."""
+    """x [B, K] -> [B, n_out] in x's dtype, for a Q8_0 PackedWeight w (K whole blocks). cfg: a
+    gemv.GemvConfig (block_n weight rows a program, blocks_per_tile 32-blocks a K step,
+    num_warps, chained). quantized: x in 8 bits already (shared with other matrices that read
+    x), else quantized here in a launch of its own. native: the inline assembly runs (a GPU)."""
     n_rows_x = x.shape[0]
     nb = w.n_in // 32
     gdc = cfg.chained and has_dependent_launch(x.device)
     xq = quantized or quantize_activation(x, let_next_start=gdc)
     out = torch.empty(n_rows_x, w.n_out, dtype=x.dtype, device=x.device)
-    nblk = min(cfg.blocks_per_step, triton.next_power_of_2(nb))
+    nblk = min(cfg.blocks_per_tile, triton.next_power_of_2(nb))
     extra = {"launch_pdl": True} if gdc else {}
     q8_0_dp4a_kernel[(triton.cdiv(w.n_out, cfg.block_n), n_rows_x)](
         xq.words, xq.scales, out, w.planes["d"], w.planes["qs"].reshape(-1).view(torch.int32),

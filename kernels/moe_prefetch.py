@@ -19,6 +19,7 @@ with and without) decides; Triton's interpreter never prefetches (inline assembl
 
 from __future__ import annotations
 
+import functools
 import os
 
 import torch
@@ -96,10 +97,14 @@ def lines(block_n: int, row_bytes: int) -> int:
     return triton.next_power_of_2(triton.cdiv(block_n * row_bytes, LINE))
 
 
+@functools.cache
+def _sm_count(device: torch.device) -> int:
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
 def wave(device: torch.device, key: tuple) -> int:
     """Programs of the kernel shape `key` that the GPU holds at once (a guess until noted)."""
-    n_sm = torch.cuda.get_device_properties(device).multi_processor_count
-    return n_sm * _per_sm.get(key, _GUESS_PER_SM)
+    return _sm_count(device) * _per_sm.get(key, _GUESS_PER_SM)
 
 
 def note(device: torch.device, key: tuple, compiled) -> None:

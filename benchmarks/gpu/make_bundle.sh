@@ -35,7 +35,7 @@ du -sh "$out"/* | sed 's/^/bundle: /'
 # Python (3.12, x86_64), dependencies included; the device scripts install them with
 # `pip install --no-index --no-deps --target /tmp/site .whl/*.whl`. Two imports are not
 # declared where pip would follow them: fastapi 0.165 imports opentelemetry, and
-# importlib_metadata lazy_importer (session 19 lost two calls' tests and server to them).
+# importlib_metadata lazy_importer.
 whl=${WHEELS_OUT:-.whl}
 mkdir -p "$whl"
 python3 -m pip download -q --only-binary :all: --python-version 3.12 --implementation cp \

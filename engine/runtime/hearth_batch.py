@@ -176,11 +176,8 @@ class HearthBatchContext:
         specialize a count that is a multiple of 16. So the prompts here climb a ladder of
         row counts from 12 to the step's budget, about 1.5 apart, both kinds in each power of
         two (WARM_UP_ROWS); then several prompts in one step (4, 8 and 16, the output matrix's
-        row counts) and a prompt beside a one-token row. On an H200 (session 19, 8B, 512-token
-        replies) the first 4 clients waited 0.95 s for their first token when the warm-up ran
-        prompts of 17 and 32 tokens alone, 0.59 s with the several-prompt steps added; what
-        still compiled after it then (Triton's cache) was RoPE's kernel and the MMA at row
-        counts it had not met, which the ladder is for (not measured on a GPU yet)."""
+        row counts) and a prompt beside a one-token row (docs/server.md has the first
+        clients' waits with and without them)."""
         from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
 
         bos = self.model.tokenize("", add_special=True)[:1] or [0]

@@ -4,6 +4,8 @@ beside it, and quant_matmul's choice of it (HEARTH_Q8_0_DP4A)."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -38,7 +40,7 @@ def _case(n_out, n_in, rows, device, seed=0):
 )
 def test_matches_references(n_out, n_in, rows, blocks_per_step, device):
     w, x, exact, unrounded = _case(n_out, n_in, rows, device)
-    cfg = gemv_q8_0.Q8Config(blocks_per_step=blocks_per_step)
+    cfg = dataclasses.replace(gemv.Q8_0_INTEGER, blocks_per_tile=blocks_per_step)
     y = gemv_q8_0.matmul(x.to(device), w, cfg, None, not interpret_mode()).cpu()
     assert y.shape == (rows, n_out)
     assert relative_error(y, exact) < EXACT
@@ -51,7 +53,7 @@ def test_a_shared_8_bit_x_gives_the_same_bits_and_rows_are_alike(device):
     program per row: what a speculative check needs)."""
     w, x, _, _ = _case(12, 256, 3, device, seed=5)
     x = x.to(device)
-    cfg = gemv_q8_0.Q8Config(blocks_per_step=4)
+    cfg = dataclasses.replace(gemv.Q8_0_INTEGER, blocks_per_tile=4)
     native = not interpret_mode()
     inside = gemv_q8_0.matmul(x, w, cfg, None, native)
     shared = gemv_q8_0.matmul(x, w, cfg, quantize_activation(x), native)
