@@ -58,7 +58,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import moe_prefetch
 from kernels.act_quant import (
     QuantizedActivation,
     inverse_scale,
@@ -76,7 +75,6 @@ from kernels.moe_blocks import (
     plane_args,
     run_sums,
 )
-from kernels.moe_prefetch import prefetch_next_wave
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
@@ -224,8 +222,6 @@ def _expert_kernel(
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
     GDC: tl.constexpr = False,
-    pf_a0=None, pf_a1=None, pf_b0=None, pf_b1=None, rb_a0=0, rb_a1=0, rb_b0=0, rb_b1=0, wave=0,
-    PREFETCH: tl.constexpr = False, PF_LINES: tl.constexpr = 1,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
@@ -254,10 +250,6 @@ def _expert_kernel(
             ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
                 b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT, ASM
             )
-        if PREFETCH:  # the next wave's weights into L2 (kernels/moe_prefetch.py)
-            prefetch_next_wave(pf_a0, pf_a1, pf_b0, pf_b1, rb_a0, rb_a1, rb_b0, rb_b1,
-                               group_expert_ptr, n_groups, wave, N, BLOCK_N, MODE == 1,
-                               PF_LINES)  # fmt: skip
         if GDC:  # a dependent launch: x and every write only after the kernel before ends
             gdc_wait()
         w = tl.arange(0, 4)
@@ -492,17 +484,7 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
     gdc = cfg.pdl and has_dependent_launch(device)
     extra = {"launch_pdl": True} if gdc else {}
     x_args = (x, x, x) if xq is None else (xq.words, xq.scales, xq.sums)
-    prefetch, key = {}, None
-    if moe_prefetch.ENABLED and n_splits == 1 and not interpret_mode():
-        (pa0, ra0), (pa1, ra1) = moe_prefetch.code_planes(a.packed)
-        (pb0, rb0), (pb1, rb1) = moe_prefetch.code_planes((b or a).packed)
-        key = (a.fmt, mode, cfg, x.dtype, xq is None, n_out, n_in, pairs, tokens, has_bias)
-        prefetch = dict(
-            pf_a0=pa0, pf_a1=pa1, pf_b0=pb0, pf_b1=pb1, rb_a0=ra0, rb_a1=ra1, rb_b0=rb0,
-            rb_b1=rb1, wave=moe_prefetch.wave(device, key), PREFETCH=True,
-            PF_LINES=moe_prefetch.lines(cfg.block_n, ra0),
-        )  # fmt: skip
-    compiled = _expert_kernel[grid](
+    _expert_kernel[grid](
         *x_args, out, part, counters, *pa, *pb, bias_a, bias_b,
         routing.order, routing.group_expert, routing.group_start, routing.group_count,
         routing.n_groups, routing.ids, weights,
@@ -513,10 +495,8 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
-        num_warps=cfg.num_warps, **prefetch, **extra,
+        num_warps=cfg.num_warps, **extra,
     )  # fmt: skip
-    if key is not None:
-        moe_prefetch.note(device, key, compiled)
     return out
 
 

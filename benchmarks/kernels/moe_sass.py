@@ -3,9 +3,8 @@
     python -m benchmarks.kernels.moe_sass [--sweep]
 
 Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
-16 tokens; Qwen3's two at one token also with the next wave's L2 prefetch,
-kernels/moe_prefetch.py), compiled as the default MoeGemvConfig launches it (the down from
-float h, as expert_down launches it without `quantized`), and the router's kernel for both models'
+16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
+expert_down launches it without `quantized`), and the router's kernel for both models'
 routers as norm_and_route launches it, with Triton's bundled ptxas and cuobjdump. The cheap
 check before a device run: that every format and mode compiles, and what it costs in
 registers (programs an SM holds), spills, global loads (16-byte or narrower) and
@@ -94,10 +93,8 @@ POINTERS = {
 MODES = {"rows": moe_gemv.ROWS, "gate_up": moe_gemv.GATE_UP, "down": moe_gemv.DOWN}
 
 
-def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None = None,
-                 prefetch: bool = False):  # fmt: skip
-    """The kernel as expert_gate_up / expert_down / expert_rows launch it for this case
-    (prefetch: with the next wave's L2 prefetch, kernels/moe_prefetch.py, HEARTH_MOE_PREFETCH)."""
+def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None = None):
+    """The kernel as expert_gate_up / expert_down / expert_rows launch it for this case."""
     mode = MODES[case.kind]
     cfg = config or moe_gemv.default_config(case.fmt, mode)
     nr = moe_gemv._runs_per_split(case.n_in // 16, cfg.max_runs)
@@ -110,10 +107,8 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
-        PREFETCH=prefetch, PF_LINES=32 if prefetch else 1,
     )  # fmt: skip
     types = dict(POINTERS, alpha="fp32", limit="fp32")
-    types.update({f"pf_{p}": "*u8" for p in ("a0", "a1", "b0", "b1")})
     if consts["X_FLOAT"]:  # the down reads h (f16) and rounds it to 8 bits itself
         types["x_ptr"] = "*fp16"
     for i, t in enumerate(PLANES[case.fmt]):
@@ -163,14 +158,12 @@ ROUTERS = [  # name, n_expert, n_embd, top_k, bias, softmax over all experts
 ]
 
 
-def _line(case: Case, tokens: int, cfg: moe_gemv.MoeGemvConfig | None = None,
-          prefetch: bool = False) -> str:  # fmt: skip
+def _line(case: Case, tokens: int, cfg: moe_gemv.MoeGemvConfig | None = None) -> str:
     cfg = cfg or moe_gemv.default_config(case.fmt, MODES[case.kind])
-    kernel, nr, splits = compile_sm90(case, tokens, cfg, prefetch)
+    kernel, nr, splits = compile_sm90(case, tokens, cfg)
     regs, stack, n_all = usage(kernel)
     wide, narrow = global_loads(kernel)
-    name = case.name + (", prefetch" if prefetch else "")
-    line = (f"{name:26} {case.fmt:5} {tokens:2} tokens: {splits} split(s) of {nr} runs, "
+    line = (f"{case.name:26} {case.fmt:5} {tokens:2} tokens: {splits} split(s) of {nr} runs, "
             f"{regs:3} regs, stack {stack:3}, {n_all:5} instructions, LDG {wide:2} x 16 B + "
             f"{narrow:2} narrower")  # fmt: skip
     if tokens == 1:  # (more tokens: the pair loop runs more, groups past the count return)
@@ -191,8 +184,6 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         for tokens in (1, 16):
             print(_line(case, tokens), flush=True)
-    for case in CASES[:2]:  # Qwen3's gate+up and down with the next wave's prefetch
-        print(_line(case, 1, prefetch=True), flush=True)
     for name, n_expert, n_embd, top_k, bias, softmax_all in ROUTERS:
         for tokens in (1, 16):
             kernel = compile_router_sm90(n_expert, n_embd, top_k, tokens, bias, softmax_all)

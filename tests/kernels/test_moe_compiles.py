@@ -27,9 +27,7 @@ def test_expert_gemv_and_router_kernels_compile_for_sm90():
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if " regs, stack " in line]
-    # 6 expert GEMV cases (the downs from float h) and 2 routers, at 1 and 16 tokens, and
-    # Qwen3's gate+up and down at 1 token with the next wave's prefetch
-    assert len(lines) == 2 * (6 + 2) + 2, done.stdout
-    assert sum(", prefetch" in line for line in lines) == 2, done.stdout
+    # 6 expert GEMV cases (the downs from float h) and 2 routers, at 1 and 16 tokens
+    assert len(lines) == 2 * (6 + 2), done.stdout
     assert sum("norm_and_route" in line for line in lines) == 4, done.stdout
     assert all("stack   0," in line for line in lines), done.stdout  # no spills

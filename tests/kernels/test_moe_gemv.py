@@ -503,28 +503,3 @@ def test_norm_and_route_is_the_norm_then_the_router(tokens, n_expert, n_embd, to
     for name in ("ids", "order", "n_groups"):
         assert torch.equal(getattr(fused.routing, name), getattr(routing, name)), name
     torch.testing.assert_close(fused.routing.weights, routing.weights, rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize(
-    ("fmt", "planes"),
-    [("Q4_K", [("qs", 1024), None]), ("Q6_K", [("ql", 1024), ("qh", 512)]),
-     ("Q8_0", [("qs", 2048), ("d", 128)]), ("MXFP4", [("qs", 1024), None])],
-)  # fmt: skip
-def test_the_next_waves_prefetch_reads_each_formats_code_planes(fmt, planes):
-    """kernels/moe_prefetch.py brings in the two largest planes of a tile's rows (the codes),
-    a second one only where it spans an L2 line a row; LINES covers a tile of 4 rows."""
-    from kernels import moe_prefetch
-    from kernels.reference import random_weight_bytes
-
-    n_in = 2048
-    packed = PackedWeight.from_gguf(random_weight_bytes(fmt, 8, n_in), fmt, (8, n_in), "cpu")
-    got = moe_prefetch.code_planes(packed)
-    for (plane, row_bytes), want in zip(got, planes, strict=True):
-        if want is None:
-            assert row_bytes == 0
-            continue
-        name, expected = want
-        assert row_bytes == expected
-        assert plane.data_ptr() == packed.planes[name].data_ptr()
-        assert plane.dtype == torch.uint8
-    assert moe_prefetch.lines(4, planes[0][1]) * moe_prefetch.LINE >= 4 * planes[0][1]
