@@ -20,8 +20,9 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
     y = quant_matmul(x, w)        x: [..., n_in] f16/bf16/f32 -> y: [..., n_out], x's dtype.
         Best for a few rows (decode, draft verification); more rows work, slower per row
         than kernels.dequant and torch's GEMM (docs/decisions/0022-batch-rows-by-dequantized-
-        gemm.md). Q4_K and Q6_K at up to gemv.DP4A_MAX_ROWS rows round x to 8 bits per 32
-        values first and use integer dot products (as llama.cpp's CUDA and CPU builds do):
+        gemm.md). Q4_K and Q6_K at up to gemv.DP4A_MAX_ROWS rows, and Q8_0 at one, round x to
+        8 bits per 32 values first and use integer dot products (as llama.cpp's CUDA and CPU
+        builds do):
         0.3-0.9% relative error against float x; GemvConfig(path="float") avoids it (slower).
     xq = quantize_activation(x);  y = quant_matmul(x, w, quantized=xq)
         x's 8-bit form computed once and shared by the weights that read the same x (q/k/v,

@@ -5,8 +5,8 @@ Two paths: Q4_K and Q6_K at one input row take the integer one (gemv_dp4a.py: x 
 packed codes, split-K reduced in the same launch; 2..4 rows all in one program,
 gemv_dp4a_rows.py, where the config says rows_in_program and the shape is one it takes,
 else and at 5..DP4A_MAX_ROWS a program a row);
-Q8_0 up to DP4A_MAX_ROWS rows takes its own integer GEMV (gemv_q8_0.py) with
-HEARTH_Q8_0_DP4A=1 (until a device run decides); every other case dequantizes to floats
+Q8_0 at one input row takes its own integer GEMV (gemv_q8_0.py); every other case dequantizes
+to floats
 (gemv_kquants.py, gemv_blocks.py; one launch, plus one small sum when split-K is used).
 `GemvConfig(path="float")` forces the float path (float inputs unrounded) where a caller needs
 it."""
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import os
 from dataclasses import dataclass
 
 import torch
@@ -51,10 +50,11 @@ _X_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 # (an H200: docs/decisions/0022-batch-rows-by-dequantized-gemm.md).
 _DP4A = ("Q4_K", "Q6_K")
 DP4A_MAX_ROWS = 8
-# Q8_0 through its integer GEMV (gemv_q8_0.py) at up to DP4A_MAX_ROWS rows, while a device run
-# (benchmarks/kernels/gemv_q8_0.py, gpt-oss-20b's decode) decides whether it becomes the
-# default: HEARTH_Q8_0_DP4A=1 takes it, else the float path as before
-Q8_0_DP4A = os.environ.get("HEARTH_Q8_0_DP4A") == "1"
+# Q8_0 through its integer GEMV (gemv_q8_0.py) at one input row, where an H200 measured it
+# 1.7-2.1x the float tiles on gpt-oss-20b's three Q8_0 shapes and the decode step 1.79 ms
+# against 2.14 (docs/decisions/2026-11-29-q8_0-integer-gemv.md); at 2..DP4A_MAX_ROWS rows,
+# not measured (a program per row reads the matrix once per row), the float path as before
+Q8_0_INTEGER_MAX_ROWS = 1
 
 
 @dataclass(frozen=True)
@@ -106,18 +106,19 @@ TALL_ROWS = 8192
 
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
-    """The integer path (integer_config) for Q4_K and Q6_K at up to DP4A_MAX_ROWS rows, else
-    the float path (float_config). Tile shapes from the H100 runs
+    """The integer path (integer_config) for Q4_K and Q6_K at up to DP4A_MAX_ROWS rows and
+    Q8_0's (Q8_0_INTEGER) at one, else the float path (float_config). Tile shapes from the H100 runs
     (docs/decisions/0003-gemv-tile-shapes.md)."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
         return integer_config(fmt)
-    if fmt == "Q8_0" and Q8_0_DP4A and n_rows_x <= DP4A_MAX_ROWS:
+    if fmt == "Q8_0" and n_rows_x <= Q8_0_INTEGER_MAX_ROWS:
         return Q8_0_INTEGER
     return float_config(fmt, n_rows_x)
 
 
-# the Q8_0 integer GEMV's tile (gemv_q8_0.py): 4 weight rows, K steps of 64 blocks, 4 warps
-Q8_0_INTEGER = GemvConfig(block_n=4, blocks_per_tile=64, block_b=1, num_warps=4, path="dp4a",
+# the Q8_0 integer GEMV's tile (gemv_q8_0.py): 2 weight rows, K steps of 64 blocks, 2 warps,
+# the fastest of six on all three of gpt-oss-20b's Q8_0 shapes (the decision record's table)
+Q8_0_INTEGER = GemvConfig(block_n=2, blocks_per_tile=64, block_b=1, num_warps=2, path="dp4a",
                           chained=True)  # fmt: skip
 
 

@@ -8,12 +8,9 @@ like x's, so the integer sum of a block is exact and only the block's float term
 float path (gemv_blocks.block32_kernel) dequantizes every weight to a float and multiplies it
 with x in floats. gpt-oss-20b's attention and output matrices are Q8_0: their 49 launches took
 740 us of a 2.14 ms decode step on an H200, at 41% of the copy rate (docs/measurements/
-2026-11-29-s19-call-2/gpt-oss.txt), the step's second cost after the expert GEMV. Compiled for
-sm_90 (Triton 3.8, the default tile) the K loop issues 129 instructions a thread for 64
-weights (16 dp4a), 2.0 a weight, where the H200 issues about 8.7 in the time it streams a Q8_0
-weight at its copy rate: the loads, not the instructions, set its pace. Not measured on a GPU
-yet: kernels/gemv.py takes it for Q8_0 only with HEARTH_Q8_0_DP4A=1, and
-benchmarks/kernels/gemv_q8_0.py times it beside the float tiles.
+2026-11-29-s19-call-2/gpt-oss.txt), the step's second cost after the expert GEMV; through this
+GEMV, 429 us (docs/decisions/2026-11-29-q8_0-integer-gemv.md). kernels/gemv.py takes it for
+Q8_0 at one input row.
 
 A program takes BLOCK_N weight rows of one input row (a program per row: row b of a batch gives
 the bits of a one-row call, as speculative checks need) and walks K in steps of NBLK blocks,

@@ -12,6 +12,8 @@
 #      empty Triton cache, and what compiled after the server answered (session 19 call 5:
 #      RoPE's kernel and the MMA still did; the 4-client TTFT 593 ms against 108).
 # Qwen3-30B-A3B beside llama-bench is in call 2 (its prefetch A/B).
+# Run as session 20's first call, it lost everything but the build: pip refused the two copies
+# of diskcache's wheel (.whl and .gpu-bundle/wheels); the later calls install .whl alone.
 set -uo pipefail
 R=$OUT; o=/tmp/o1; mkdir -p "$o" /tmp/logs /tmp/models
 export PYTHONUNBUFFERED=1

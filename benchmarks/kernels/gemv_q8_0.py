@@ -1,5 +1,5 @@
-"""The float path's Q8_0 GEMV (gemv_blocks.block32_kernel) at gpt-oss-20b's Q8_0 matrices, one
-input row, over a few tile shapes: which one to make float_config's for Q8_0.
+"""Q8_0 GEMVs at gpt-oss-20b's Q8_0 matrices, one input row: the float path
+(gemv_blocks.block32_kernel) over a few tile shapes, then the integer GEMV over its own.
 
     python -m benchmarks.kernels.gemv_q8_0
 
@@ -10,7 +10,8 @@ rate. Each line: the tile (rows a program, 32-blocks a step, warps, stages), the
 call (matrices spread past the L2) and its fraction of the copy rate; the first line of each
 shape is float_config's tile. Then the integer GEMV (kernels/gemv_q8_0.py, x in 8 bits as the
 RMSNorm before it writes it) in each of INTEGER_TILES, checked against the float path within
-8-bit x's error: whether HEARTH_Q8_0_DP4A becomes the default, and in which tile.
+8-bit x's error (docs/decisions/2026-11-29-q8_0-integer-gemv.md: the integer GEMV won, in the
+2 x 64 x 2 tile).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ SHAPES = [("attn_qkv", 5120, 2880), ("attn_output", 2880, 4096), ("output", 2010
 # (rows a program, 32-blocks a step, warps, stages)
 TILES = [(4, 16, 4, 2), (2, 16, 2, 2), (4, 8, 2, 3), (8, 8, 4, 3), (16, 8, 4, 2), (4, 32, 4, 2),
          (2, 32, 4, 2), (1, 32, 1, 2), (8, 16, 8, 2)]  # fmt: skip
-# the integer GEMV's (rows a program, 32-blocks a step, warps); the first is Q8_0_INTEGER's
+# the integer GEMV's (rows a program, 32-blocks a step, warps); Q8_0_INTEGER's is (2, 64, 2)
 INTEGER_TILES = [(4, 64, 4), (4, 128, 4), (4, 32, 2), (8, 64, 4), (2, 64, 2), (8, 32, 4)]
 
 

@@ -1,6 +1,6 @@
 """The Q8_0 integer GEMV (kernels/gemv_q8_0.py) against numpy: x' @ W.T in float64 with x' the
 8-bit x it computes with (tight), x @ W.T (what 8-bit activations cost: loose), the float path
-beside it, and quant_matmul's choice of it (HEARTH_Q8_0_DP4A)."""
+beside it, and quant_matmul's choice of it at one row."""
 
 from __future__ import annotations
 
@@ -63,17 +63,14 @@ def test_a_shared_8_bit_x_gives_the_same_bits_and_rows_are_alike(device):
         torch.testing.assert_close(one[0], inside[b], rtol=0, atol=0)
 
 
-def test_quant_matmul_takes_it_for_q8_0_only_with_the_switch(device, monkeypatch):
-    """Off (the default until a device run decides): Q8_0 takes the float path. On: up to
-    DP4A_MAX_ROWS rows take the integer GEMV, with the float path's result within 8-bit x's
-    error, and more rows the float path still."""
-    assert gemv.default_config("Q8_0", 1).path == "float"
-    monkeypatch.setattr(gemv, "Q8_0_DP4A", True)
-    assert gemv.default_config("Q8_0", gemv.DP4A_MAX_ROWS) is gemv.Q8_0_INTEGER
-    assert gemv.default_config("Q8_0", gemv.DP4A_MAX_ROWS + 1).path == "float"
+def test_quant_matmul_takes_it_for_q8_0_at_one_row(device):
+    """One input row of a Q8_0 matrix takes the integer GEMV, within 8-bit x's error of the
+    float path's result; two rows and more, and other 32-blocks, the float path."""
+    assert gemv.default_config("Q8_0", 1) is gemv.Q8_0_INTEGER
+    assert gemv.default_config("Q8_0", 2).path == "float"
     assert gemv.default_config("Q4_0", 1).path == "float"
-    w, x, exact, _ = _case(9, 160, 2, device, seed=7)
+    w, x, exact, _ = _case(9, 160, 1, device, seed=7)
     y = quant_matmul(x.to(device), w).cpu()
     assert relative_error(y, exact) < EXACT
-    floats = quant_matmul(x.to(device), w, gemv.float_config("Q8_0", 2)).cpu()
+    floats = quant_matmul(x.to(device), w, gemv.float_config("Q8_0", 1)).cpu()
     assert relative_error(y, floats.numpy()) < ACTIVATION_ERROR

@@ -101,13 +101,14 @@ def test_llama_on_the_kernels_matches_the_reference(tmp_path):
 
 
 def test_llama_with_q8_0_through_the_integer_gemv_matches_the_reference(tmp_path, monkeypatch):
-    """HEARTH_Q8_0_DP4A: the Q8_0 matrices' single rows take the integer GEMV (gemv_q8_0.py),
-    x in 8 bits from the norms and the attention's reduce as for Q4_K; within 8-bit x's
-    error of the reference over the whole logits, as qwen3's Q4_K below."""
+    """The Q8_0 matrices' single rows take the integer GEMV (gemv_q8_0.py: their default, which
+    the conftest turns off for the other tests), x in 8 bits from the norms and the attention's
+    reduce as for Q4_K; within 8-bit x's error of the reference over the whole logits, as
+    qwen3's Q4_K below."""
     import kernels.gemv
     import kernels.gemv_q8_0
 
-    monkeypatch.setattr(kernels.gemv, "Q8_0_DP4A", True)
+    monkeypatch.setattr(kernels.gemv, "Q8_0_INTEGER_MAX_ROWS", 1)
     calls = []
     integer_gemv = kernels.gemv_q8_0.matmul
 
