@@ -41,16 +41,13 @@ down projection bias and routing weight per slot, slot by slot. The result is th
 whatever order the programs ran in, and the engine launches no combine of its own.
 
 Dependent launch (sm_90+, MoeGemvConfig.pdl, the default). The kernel is launched with
-launch_pdl, so that it may start while the kernel before it still runs, and lets the next
-kernel in once its dot products are done. The gate/up launches (expert_rows, expert_gate_up)
-follow the router, which lets them in as soon as its programs have started
-(moe_router.LET_EXPERTS_IN_EARLY): their programs are placed while the router computes and
-wait (griddepcontrol.wait) for it to finish before they read the routing, their weights, x or
-anything else. The down follows the gate/up: a program reads its routing entries and its
-weight tile, then waits for the gate/up to finish before it reads h or writes anything.
-Reading the routing before that wait is safe: the gate/up let the down in only after its own
-wait for the router, so the routing was complete before the down started; the weights are not
-written by any kernel.
+launch_pdl, so that it may start while the kernel before it still runs (the one that wrote x:
+the quantization of x before gate/up, and gate/up before down, which lets the next kernel in
+once its dot products are done): a program reads its routing entries and its weight tile,
+then waits (griddepcontrol.wait) for the kernel before to finish before it reads x (or h) or
+writes anything, and lets the next kernel in once its dot products are done. Reading the
+routing before the wait is safe because the routing's launch lets nothing in early: whatever
+runs after it starts after it has finished, and the weights are not written by any kernel.
 """
 
 from __future__ import annotations
@@ -234,8 +231,6 @@ def _expert_kernel(
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
-    if GDC and MODE != 2:  # gate/up: the router before may have let this launch in early
-        gdc_wait()
     # the group's entries are loaded with its count, not after it (one memory latency, not
     # two); those past n_groups are unwritten and go unused
     n_groups = tl.load(n_groups_ptr)
@@ -255,7 +250,7 @@ def _expert_kernel(
             ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
                 b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT, ASM
             )
-        if GDC and MODE == 2:  # the down: x (h) and every write after the gate/up ends
+        if GDC:  # a dependent launch: x and every write only after the kernel before ends
             gdc_wait()
         w = tl.arange(0, 4)
         zero_rows = (rows * 0)[:, None]  # x loaded in the weights' [BN, NG] layout

@@ -20,7 +20,7 @@ import triton.language as tl
 from kernels.act_quant import QuantizedActivation, empty_quantized, store_quantized
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
-from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
+from kernels.launch import gdc_wait, has_dependent_launch
 from kernels.moe_routing import (
     ExpertRouting,
     check_logits_shape,
@@ -43,7 +43,7 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
                    SOFTMAX_ALL: tl.constexpr, NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
                    SORT: tl.constexpr, RANK: tl.constexpr, GDC: tl.constexpr,
                    NORM: tl.constexpr = False, HAS_ATTN_BIAS: tl.constexpr = False,
-                   BLOCK_N: tl.constexpr = 32, LET_NEXT: tl.constexpr = False):  # fmt: skip
+                   BLOCK_N: tl.constexpr = 32):  # fmt: skip
     """route_from_router: program (tile, split) loads its BLOCK_E router rows' SPLIT columns
     in one load (on sm_90+ before waiting for the kernel that wrote x: a dependent launch),
     computes each token's partial logits from them with the same code (so a token's logits do
@@ -57,12 +57,7 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
     RMSNorm as kernels/norms.py's _rms_norm_kernel does, h = a (+ ab) + r over the whole row
     (BLOCK_N) for the statistic, again over its own columns for y = h / rms * nw, rounded to
     y's dtype, which its GEMV reads; the programs of tile 0 store their columns of h, y and y
-    in 8 bits (act_quant.store_quantized).
-
-    LET_NEXT (with GDC): the next launch may start once every program has passed its wait,
-    so that the expert GEMV's programs are placed and waiting when the routing is written;
-    whatever follows must read this launch's outputs only after its own wait (the expert
-    GEMV's gate/up launches do: moe_gemv.py)."""
+    in 8 bits (act_quant.store_quantized)."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     rows = tile * BLOCK_E + tl.arange(0, BLOCK_E)
@@ -77,8 +72,6 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
             ab = tl.load(ab_ptr + cols, mask=col_mask, other=0.0).to(tl.float32)
     if GDC:  # x and every write only after the kernel before has ended
         gdc_wait()
-        if LET_NEXT:  # the expert GEMV may start now: it reads the routing after its own wait
-            gdc_launch_dependents()
     for token in range(T):
         if NORM:
             whole = tl.arange(0, BLOCK_N)
@@ -148,8 +141,6 @@ class RouterConfig:
 
 
 DEFAULT_ROUTER = RouterConfig()
-# with a dependent launch, the router lets the launch after it start before it ends (LET_NEXT)
-LET_EXPERTS_IN_EARLY = True
 
 
 # one counter a device, shared by the launches of a stream (each leaves it at zero)
@@ -264,8 +255,7 @@ def _launch_router(x, router, top_k, softmax_all, normalize, bias, method, cfg: 
     _router_kernel[grid](
         *args, *norm_args, BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=n_splits, GDC=gdc,
         NORM=norm is not None, HAS_ATTN_BIAS=has_attn_bias,
-        BLOCK_N=triton.next_power_of_2(n_embd), LET_NEXT=gdc and LET_EXPERTS_IN_EARLY,
-        num_warps=cfg.num_warps,
+        BLOCK_N=triton.next_power_of_2(n_embd), num_warps=cfg.num_warps,
         **({"launch_pdl": True} if gdc else {}), **flags, **sizes,
     )  # fmt: skip
     return ExpertRouting(ids, weights, n_expert, *groups), logits

@@ -136,8 +136,7 @@ def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bia
     consts = dict(
         BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=triton.cdiv(n_embd, cfg.split), GDC=True,
         SOFTMAX_ALL=softmax_all, NORMALIZE=softmax_all, HAS_BIAS=bias, NORM=True,
-        HAS_ATTN_BIAS=bias, BLOCK_N=triton.next_power_of_2(n_embd),
-        LET_NEXT=moe_router.LET_EXPERTS_IN_EARLY, **sizes,
+        HAS_ATTN_BIAS=bias, BLOCK_N=triton.next_power_of_2(n_embd), **sizes,
     )  # fmt: skip
     types = {"x_ptr": "*fp16", "w_ptr": "*fp32", "bias_ptr": "*fp32", "part_ptr": "*fp32",
              "logits_ptr": "*fp32", "weights_ptr": "*fp32", "r_ptr": "*fp16", "ab_ptr": "*fp32",
