@@ -6,20 +6,9 @@
 # beside the build; then serving in the order (1, 4, 16 and 64 clients) on an empty
 # Triton cache, which session 20 ran only in parts (1-8 in call 3, 16 and 64 first after the
 # start in call 4, where both servers' 16-client TTFT differed from session 19's by 2-14x).
-set -uo pipefail
-R=$OUT; o=/tmp/o1; mkdir -p "$o" /tmp/logs /tmp/models
-export PYTHONUNBUFFERED=1
-start=$(date +%s)
+source benchmarks/gpu/call_prelude.sh o1
 DEADLINE=${DEADLINE_S:-565}
-left() { echo $(( DEADLINE - ($(date +%s) - start) )); }
-cap() { local l; l=$(( $(left) - ${2:-5} )); [ "$l" -lt "$1" ] && echo "$l" || echo "$1"; }
-since() { echo "$1 after $(( $(date +%s) - start )) s" | tee -a "$o/steps.txt"; }
-finish() { cp /tmp/logs/hearth-*.log /tmp/logs/*server*.log "$o/" 2>/dev/null; tar czf "$R/all.tgz" -C /tmp o1; }
-trap finish EXIT
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-  --target /tmp/site .whl/*.whl >"$o/pip.txt" 2>&1
-export PYTHONPATH="$PWD:/tmp/site"
-python3 -c "import fastapi, uvicorn, keyring, gguf, tests.conftest" 2>&1 | tail -1 | sed 's/^/imports: /' >>"$o/steps.txt"
+install_wheels
 ( bash benchmarks/gpu/build_llama_cuda.sh .gpu-bundle /tmp/llama >/tmp/logs/build.txt 2>&1
   echo "build exit $?" >>/tmp/logs/build.txt ) &
 builder=$!
@@ -41,7 +30,7 @@ wait $builder; tail -2 /tmp/logs/build.txt >>"$o/steps.txt"; since built
 ( bash benchmarks/gpu/pack_llama_build.sh "$R" >"$o/pack.txt" 2>&1 ) &
 wait $writer; tail -2 /tmp/logs/write.txt >>"$o/steps.txt"; since files
 source /tmp/llama/env.sh
-export PYTHONPATH="$PYTHONPATH:/tmp/site"
+export PYTHONPATH="$PWD:$PYTHONPATH:/tmp/site"
 L=/tmp/models/llama3-8b-random-q4_k_m.gguf
 rm -rf /tmp/tc-serve
 TRITON_CACHE_DIR=/tmp/tc-serve timeout $(cap 230) python3 benchmarks/server_concurrency.py $L \
