@@ -187,13 +187,14 @@ def test_a_quantized_input_of_another_shape_is_refused(device):
         quant_matmul(x, w, quantized=other)
 
 
-def test_the_float_path_ignores_a_quantized_input(device):
-    """Formats without an integer kernel (and 2..16 rows) read x itself, unrounded."""
-    raw = reference.random_weight_bytes("Q8_0", 8, 512, seed=9)
-    w = PackedWeight.from_gguf(raw, "Q8_0", (8, 512), device=device)
-    x = torch.randn(1, 512)
+@pytest.mark.parametrize(("fmt", "rows"), [("Q4_0", 1), ("Q8_0", 2)])
+def test_the_float_path_ignores_a_quantized_input(fmt, rows, device):
+    """Formats without an integer kernel, and Q8_0 past one row, read x itself, unrounded."""
+    raw = reference.random_weight_bytes(fmt, 8, 512, seed=9)
+    w = PackedWeight.from_gguf(raw, fmt, (8, 512), device=device)
+    x = torch.randn(rows, 512)
     y = quant_matmul(x.to(device), w, quantized=quantize_activation(x.to(device))).cpu()
-    assert relative_error(y, reference.gemv(x.numpy(), raw, "Q8_0", (8, 512))) < 1e-5
+    assert relative_error(y, reference.gemv(x.numpy(), raw, fmt, (8, 512))) < 1e-5
 
 
 def test_rows_that_are_not_whole_32s_are_refused(device):
