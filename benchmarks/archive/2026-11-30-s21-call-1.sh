@@ -5,7 +5,8 @@
 # (about 280 s) and packed into $OUT for the later calls, while the kernels' GPU tests run
 # beside the build; then serving in the issue's order (1, 4, 16 and 64 clients) on an empty
 # Triton cache, which session 20 ran only in parts (1-8 in call 3, 16 and 64 first after the
-# start in call 4, where both servers' 16-client TTFT differed from session 19's by 2-14x).
+# start in call 4, where both servers' 16-client TTFT differed from session 19's by 2-14x);
+# then, if time is left, Qwen3-30B-A3B through the worker (`hearth bench --engine both`).
 source benchmarks/gpu/call_prelude.sh o1
 DEADLINE=${DEADLINE_S:-565}
 install_wheels
@@ -39,5 +40,11 @@ TRITON_CACHE_DIR=/tmp/tc-serve timeout $(cap 230) python3 benchmarks/server_conc
   --json "$o/server.json" >"$o/server.txt" 2>&1
 since "serving (exit $?)"; grep -h "answering\|/ llama-server" "$o/server.txt" >>"$o/steps.txt"
 find /tmp/tc-serve -name "*.json" ! -name "__grp__*" -printf "%TH:%TM:%TS %f\n" | sort >"$o/compiled.txt"
+# a mixture of experts through the worker (Best fit picks the Hearth engine for one on sm_90
+# since session 20's figures; its speed so far only from benchmarks.hearth_speed, no worker)
+Q=/tmp/models/qwen3-30b-a3b-random-q4_k_m.gguf
+[ "$(left)" -gt 40 ] && { timeout $(cap 90) python3 -c "import sys; from engine.cli import main; sys.exit(main())" bench $Q --engine both --reps 1 \
+  --depth 0 --decode 128 --no-llama-bench >"$o/qwen3-worker.txt" 2>&1
+  since "qwen3 through the worker (exit $?)"; tail -8 "$o/qwen3-worker.txt" >>"$o/steps.txt"; }
 wait; cat "$o/pack.txt" >>"$o/steps.txt"
 since end
