@@ -107,8 +107,8 @@ TALL_ROWS = 8192
 
 def default_config(fmt: str, n_rows_x: int) -> GemvConfig:
     """The integer path (integer_config) for Q4_K and Q6_K at up to DP4A_MAX_ROWS rows and
-    Q8_0's (Q8_0_INTEGER) at one, else the float path (float_config). Tile shapes from the H100 runs
-    (docs/decisions/0003-gemv-tile-shapes.md)."""
+    Q8_0's (Q8_0_INTEGER) at up to Q8_0_INTEGER_MAX_ROWS, else the float path (float_config).
+    Tile shapes from the H100 runs (docs/decisions/0003-gemv-tile-shapes.md)."""
     if fmt in _DP4A and n_rows_x <= DP4A_MAX_ROWS:
         return integer_config(fmt)
     if fmt == "Q8_0" and n_rows_x <= Q8_0_INTEGER_MAX_ROWS:
@@ -208,23 +208,19 @@ def quant_matmul(
     cfg = config or default_config(fmt, n_rows_x)
     if cfg.rows_alike and cfg.block_b != 1:
         raise UnsupportedTensor("rows_alike needs block_b == 1: each input row its own program")
-    if cfg.path == "dp4a" and fmt == "Q8_0":
-        if quantized is not None and quantized.shape != tuple(x2.shape):
-            raise UnsupportedTensor(
-                f"quantized activation of shape {quantized.shape} is not of this input "
-                f"{tuple(x2.shape)}: quantize the same x that is passed"
-            )
-        out = gemv_q8_0.matmul(x2, w, cfg, quantized, not interpret_mode())
-        return out.reshape(*lead, w.n_out)
     if cfg.path == "dp4a":
-        if fmt not in _DP4A:
+        if fmt not in (*_DP4A, "Q8_0"):
             raise UnsupportedTensor(f"the dp4a GEMV path has no {fmt} kernel; use path='float'")
         if quantized is not None and quantized.shape != tuple(x2.shape):
             raise UnsupportedTensor(
                 f"quantized activation of shape {quantized.shape} is not of this input "
                 f"{tuple(x2.shape)}: quantize the same x that is passed"
             )
-        return _dp4a_matmul(x2, w, cfg, quantized).reshape(*lead, w.n_out)
+        if fmt == "Q8_0":
+            out = gemv_q8_0.matmul(x2, w, cfg, quantized, not interpret_mode())
+        else:
+            out = _dp4a_matmul(x2, w, cfg, quantized)
+        return out.reshape(*lead, w.n_out)
     n_row_tiles = triton.cdiv(w.n_out, cfg.block_n)
     b_tiles = triton.cdiv(n_rows_x, cfg.block_b)
     n_blocks = triton.cdiv(w.n_in, unit)

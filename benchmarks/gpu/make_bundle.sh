@@ -33,9 +33,9 @@ du -sh "$out"/* | sed 's/^/bundle: /'
 
 # .whl/: what `hearth serve` and the tests' conftest import there, as wheels for the device's
 # Python (3.12, x86_64), dependencies included; the device scripts install them with
-# `pip install --no-index --no-deps --target /tmp/site .whl/*.whl`. Two imports are not
-# declared where pip would follow them: fastapi 0.165 imports opentelemetry, and
-# importlib_metadata lazy_importer.
+# `pip install --no-index --no-deps --target /tmp/site .whl/*.whl` (.whl alone: pip refuses a
+# wheel named twice on one line). Two imports are not declared where pip would follow them:
+# fastapi 0.165 imports opentelemetry, and importlib_metadata lazy_importer.
 whl=${WHEELS_OUT:-.whl}
 mkdir -p "$whl"
 python3 -m pip download -q --only-binary :all: --python-version 3.12 --implementation cp \
@@ -44,4 +44,6 @@ python3 -m pip download -q --only-binary :all: --python-version 3.12 --implement
 # keyring's Secret Service backend (cryptography: 4 MB) is not used there (the tests' keyring is
 # tests/keyring_stand_in.py), and the carried tree's limit is 64 MiB with .llama-pack beside it
 rm -f "$whl"/cryptography-*.whl "$whl"/cffi-*.whl "$whl"/pycparser-*.whl "$whl"/secretstorage-*.whl
+# and the bundle's two, so that a call carrying .llama-pack and .whl (not .gpu-bundle) has them
+cp "$out"/wheels/gguf-*.whl "$out"/wheels/diskcache-*.whl "$whl"/
 du -sh "$whl" | sed 's/^/server and test wheels: /'
