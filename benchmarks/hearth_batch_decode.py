@@ -6,8 +6,12 @@ benchmarks/server_concurrency.py counts it) and the time to first token. What th
 (HTTP, streaming, the worker's pipe) is the difference from server_concurrency.py's rows.
 
     python3 -m benchmarks.hearth_batch_decode MODEL.gguf --clients 1 4 16 64 [--max-tokens 512]
+        [--one-at-a-time]
 
-Every level runs on a batch of max(--clients) sequences (a server's --parallel).
+Every level runs on a batch of max(--clients) sequences (a server's --parallel). With
+--one-at-a-time each level runs again with the decoder's steps one at a time (no step
+launched ahead of the last one's tokens: HearthBatchedDecoder.launch_ahead off), the row
+marked `one-at-a-time`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def prompts(n: int, length: int, n_vocab: int) -> list[list[int]]:
     return [[1 + (97 * i + 31 * j + i * j) % span for j in range(length)] for i in range(n)]
 
 
-def run_level(model: HearthModel, clients: int, args) -> str:
+def run_level(model: HearthModel, clients: int, args, launch_ahead: bool = True) -> str:
     """`clients` generations on a batch of max(--clients) sequences, as a server started with
     --parallel that many runs them."""
     slots = max(args.clients)
@@ -55,6 +59,7 @@ def run_level(model: HearthModel, clients: int, args) -> str:
             print(f"  request {event.request_id} failed: {event.message}", flush=True)
 
     decoder = HearthBatchedDecoder(model, ctx, slots, send)
+    decoder.launch_ahead = launch_ahead
     start = time.perf_counter()
     for rid, prompt in enumerate(prompts(clients, args.prompt_tokens, model.n_vocab)):
         command = p.Generate(request_id=rid, prompt_tokens=tuple(prompt), sampling=GREEDY,
@@ -76,7 +81,8 @@ def run_level(model: HearthModel, clients: int, args) -> str:
     total = sum(count.values())
     p50, p95 = 1000 * statistics.median(ttft), 1000 * ttft[int(0.95 * (len(ttft) - 1))]
     return (
-        f"hearth-batch  clients={clients:3d} aggregate {total / (end - start):8.1f} tok/s  "
+        f"hearth-batch{'' if launch_ahead else ' one-at-a-time'}  clients={clients:3d} "
+        f"aggregate {total / (end - start):8.1f} tok/s  "
         f"decode {after_first / decode_s:8.1f} tok/s  TTFT p50 {p50:7.1f} ms  p95 {p95:7.1f} ms  "
         f"({steps} steps, "
         f"{total} tokens, {len(first)}/{clients} replies)"
@@ -147,7 +153,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-tokens", type=int, default=64)
     parser.add_argument("--ctx", type=int, default=1024, help="context tokens per sequence")
     parser.add_argument(
-        "--profile", action="store_true", help="per level: forward vs host time, graph or eager"
+        "--profile",
+        action="store_true",
+        help="per level: forward vs host time, graph or eager (each forward waited for: "
+        "nothing launched ahead overlaps the host's work)",
+    )
+    parser.add_argument(
+        "--one-at-a-time",
+        action="store_true",
+        help="each level again with no step launched ahead, to compare",
     )
     args = parser.parse_args(argv)
     n_ctx = args.ctx * max(args.clients)
@@ -156,6 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for clients in args.clients:
             print(run_level(model, clients, args), flush=True)
+            if args.one_at_a_time:
+                print(run_level(model, clients, args, launch_ahead=False), flush=True)
     finally:
         model.close()
     return 0

@@ -66,6 +66,14 @@ def _rows_of_heads(x: torch.Tensor) -> torch.Tensor:
     return x.contiguous()
 
 
+def _to_device(dst: torch.Tensor, values: list[int]) -> None:
+    """Write host values into part of a block table without waiting for the device: a copy
+    that blocks would wait for every step launched before it (a batch launches its next
+    step before taking the last one's tokens, engine/runtime/hearth_batch.py). CUDA stages
+    the host values before the call returns."""
+    dst.copy_(torch.tensor(values, dtype=dst.dtype), non_blocking=True)
+
+
 @functools.cache
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
@@ -143,7 +151,7 @@ class PagedKVCache:
             )
         if needed > 0:
             new = [self._free.pop() for _ in range(needed)]
-            self._tables[seq][len(pages) : len(pages) + needed] = torch.tensor(new)
+            _to_device(self._tables[seq][len(pages) : len(pages) + needed], new)
             pages.extend(new)
         self._lengths[seq] = start + n
         self._length_tensors[seq].fill_(start + n)
@@ -162,7 +170,7 @@ class PagedKVCache:
             )
             table = self._tables[seq]
             if len(pages) > first:
-                table[first : len(pages)] = torch.tensor(pages[first:], dtype=torch.int32)
+                _to_device(table[first : len(pages)], pages[first:])
             if len(old) > len(pages):
                 table[len(pages) : len(old)] = -1
             self._pages[seq] = pages

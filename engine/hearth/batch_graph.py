@@ -113,13 +113,18 @@ class BatchGraphs:
         h = self.model.embed_on_device(self._table, bucket.tokens)
         return self.model.forward_embedded(h, bucket.positions, rows, n_keys=0, all_logits=True)
 
-    def step(self, seqs: list[int], tokens: list[int], positions: list[int]) -> torch.Tensor:
+    def step(self, seqs: list[int], tokens, positions: list[int]) -> torch.Tensor:
         """One decode row per sequence (each grown for its position first): the logits
-        [len(seqs), vocab], a static buffer valid until the next step."""
+        [len(seqs), vocab], a static buffer valid until the next step. `tokens`: a list, or
+        a tensor on the device (the spare rows then keep the tokens they had: any id will
+        do for them)."""
         n = len(seqs)
         bucket = self.buckets[bucket_for(n, tuple(self.buckets))]
         pad = bucket.size - n
-        bucket.tokens.copy_(torch.tensor(tokens + [0] * pad), non_blocking=True)
+        if isinstance(tokens, torch.Tensor):
+            bucket.tokens[:n].copy_(tokens)
+        else:
+            bucket.tokens.copy_(torch.tensor(tokens + [0] * pad), non_blocking=True)
         bucket.positions.copy_(torch.tensor(positions + [0] * pad), non_blocking=True)
         kernel = self.cache.cache
         own = [kernel.block_table(self.cache.kernel_sequence(s)) for s in seqs]

@@ -26,6 +26,15 @@ between the others' tokens instead of stalling them. Generations join and leave 
 steps. A step's matrices take the GEMV or the dequantized matrix's GEMM by the step's row
 count alone (KernelsOps._matmul_path), decode rows and prompt chunks alike.
 
+Steps launched ahead: while every running generation decodes greedily (no prompt to compute,
+no log-probabilities), a decode step is launched before the previous one's tokens reach the
+host, its input those tokens where the device left them (their argmax); the host then takes
+the previous step's tokens (their text, the stop checks, the next requests) while the device
+computes. So the host's share of a step no longer leaves the GPU idle. A generation that ends
+on a token its launched-ahead row was already decoding has that row's result discarded (its
+pages go back at once; the row's write lands in a page no one else holds before any later
+step's). The tokens are those of the steps one by one: the same argmax of the same logits.
+
 Memory: the pool holds n_parallel sequences of n_ctx / n_parallel positions each (what the
 planner budgets, engine/planner/hearth_memory.py), and a sequence stops at its share with
 "context_full", so a running generation does not run out of pages; if one ever does, that
@@ -117,9 +126,10 @@ class HearthBatchContext:
             n_outputs_max=n_parallel,
         )
 
-    def forward(self, seqs: list[int], tokens: list[int], positions: list[int], logit_rows):
+    def forward(self, seqs: list[int], tokens, positions: list[int], logit_rows):
         """One step's rows through the model (rows of a sequence together); the logits of
-        `logit_rows` [R, vocab]."""
+        `logit_rows` [R, vocab]. `tokens`: a list, or a tensor on the model's device (a step
+        launched ahead, whose input the device computed)."""
         torch = self._torch
         hearth = self.model.hearth
         device = hearth.device
@@ -129,11 +139,11 @@ class HearthBatchContext:
         rows = self.cache.rows(seqs, positions)
         with torch.inference_mode():
             return hearth.transformer.forward(
-                torch.tensor(tokens, device=device),
-                torch.tensor(positions, device=device),
+                tokens if isinstance(tokens, torch.Tensor) else _on_device(torch, tokens, device),
+                _on_device(torch, positions, device),
                 rows,
                 n_keys=0,
-                logit_rows=torch.tensor(logit_rows, device=device),
+                logit_rows=_on_device(torch, list(logit_rows), device),
             )
 
     # The Context seam: this context's requests go through HearthBatchedDecoder.
@@ -175,16 +185,19 @@ class HearthBatchContext:
         step's row count (RoPE's heads a program, the dequantizing MMA's block of rows) and
         specialize a count that is a multiple of 16. So the prompts here climb a ladder of
         row counts from 12 to the step's budget, about 1.5 apart, both kinds in each power of
-        two (WARM_UP_ROWS); then several prompts in one step (4, 8 and 16, the output matrix's
-        row counts) and a prompt beside a one-token row (docs/server.md has the first
-        clients' waits with and without them)."""
+        two (WARM_UP_ROWS); then several prompts in one step (4, 6, 8, 16, 23 and 47: the output
+        matrix's row counts: the rows GEMV's, a program a row's, and each block of rows the
+        dequantizing MMA takes, at and off a multiple of 16; the decode graphs have 32 and
+        64) and a prompt beside a one-token row (docs/server.md has the first clients' waits
+        with and without them)."""
         from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
 
         bos = self.model.tokenize("", add_special=True)[:1] or [0]
         steps: list[list[int]] = [[1]]
         if self.model.hearth.device != "cpu":
             steps += [[n] for n in WARM_UP_ROWS]
-            steps += [[23] * 4, [24] * 4, [12] * 8, [6] * 16, [1, 17]]
+            steps += [[23] * 4, [24] * 4, [12] * 6, [12] * 8, [6] * 16, [1] * 23, [1] * 47]
+            steps += [[1, 17]]
         with worker_ends_when_out_of_memory("warming up"):
             for lengths in steps:
                 if self._fits_one_step(lengths):
@@ -257,14 +270,38 @@ _THROUGH_THE_BATCH = (
 )
 
 
-@dataclass
+@dataclass(eq=False)
 class _Generation(BatchGeneration):
     seq: int | None = None  # its sequence in the batch cache, while it runs
     written: list[int] = field(default_factory=list)  # the tokens its sequence holds, in order
     n_cached: int = 0  # positions its sequence holds
+    # its newest position decodes a token still on the device (a step launched ahead): that
+    # token is not in `written` yet
+    input_on_device: bool = False
+
+
+@dataclass
+class _Launched:
+    """A decode step whose tokens the host has not taken: its rows' generations in row order,
+    their greedy tokens on the device, and the same on their way to the host (`ready` is
+    recorded after that copy; None on the CPU, where the step is done when launched)."""
+
+    gens: list[_Generation]
+    tokens: Any
+    host: Any
+    ready: Any
+
+    def wait(self) -> list[int]:
+        if self.ready is not None:
+            self.ready.synchronize()
+        return self.host.tolist()
 
 
 class HearthBatchedDecoder(BatchRequests[_Generation]):
+    # decode steps launched ahead of the last one's tokens (the module docstring); off, every
+    # step waits for its tokens: what benchmarks/hearth_batch_decode.py measures it against
+    launch_ahead = True
+
     def __init__(
         self, model: HearthModel, ctx: HearthBatchContext, n_parallel: int,
         send: Callable[[Any], None],
@@ -272,13 +309,17 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
         self.model, self.ctx, self._send = model, ctx, send
         self.n_parallel = n_parallel
         self.n_ctx_per_sequence = ctx.n_ctx_per_sequence
+        self._launched: _Launched | None = None
         super().__init__()
 
     def _new_generation(self, command: p.Generate, received_at: float, prompt: list[int]):
         return _Generation(command=command, received_at=received_at, prompt=prompt)
 
     def _n_cached(self, gen: _Generation) -> int:
-        return gen.n_cached
+        """Positions its sequence holds for the tokens the host has taken (a position grown
+        for a step launched ahead is not counted: the stop checks see what a step at a time
+        would)."""
+        return gen.n_cached - gen.input_on_device
 
     def _release(self, gen: _Generation) -> None:
         """The generation's pages go back to the pool at once."""
@@ -295,16 +336,29 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
         return sum(g.n_cached for g in self._running)
 
     def close(self) -> None:
+        self._launched = None
+        self.ctx.synchronize()  # no step still running on the graphs and pages given back
         self.stop_everything()
 
+    def fail_everything(self, message: str) -> None:
+        self._launched = None
+        super().fail_everything(message)
+
     def step(self) -> None:
-        """Admit what has a free sequence, run one forward pass over the planned rows, sample
-        every sequence whose logits came out."""
+        """Admit what has a free sequence; take the tokens of the step launched last time
+        (after launching the next one where it can go ahead); else run one forward pass over
+        the planned rows and sample every sequence whose logits came out."""
         from engine.hearth.page_pool import PagesExhausted
         from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
 
         self._honour_stops()
         self._admit()
+        launched, self._launched = self._launched, None
+        if launched is not None:
+            self._launched = self._launch_ahead(launched)
+            self._take_launched(launched)
+            if self._launched is not None:
+                return
         if not self._running:
             return
         by_key = {g.request_id: g for g in self._running}
@@ -342,9 +396,89 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
             logits = self.ctx.forward(seqs, tokens, positions, [row for _, row in sampled])
         for gen in stepped:  # their full pages, now written, for later prompts to share
             self.ctx.cache.publish(gen.seq, gen.written)
+        gens = [gen for gen, _ in sampled]
+        if self.launch_ahead and len(gens) == len(tokens) and all(map(_greedy_alone, gens)):
+            self._launched = self._launch(gens, logits)  # taken by the next step
+            return
         greedy = logits.argmax(dim=-1).tolist()  # one read for every plain-greedy sampler
         for i, (gen, _) in enumerate(sampled):
             self._sample(gen, logits[i], greedy[i])
+
+    # -- steps launched ahead -----------------------------------------------------------------
+
+    def _launch(self, gens: list[_Generation], logits) -> _Launched:
+        """The step whose `logits` (one row per generation) are being computed, left running:
+        its greedy tokens go to the host behind it."""
+        torch = self.ctx._torch
+        tokens = logits.argmax(dim=-1)
+        if tokens.device.type != "cuda":
+            return _Launched(gens, tokens, tokens, None)
+        host = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
+        host.copy_(tokens, non_blocking=True)
+        ready = torch.cuda.Event()
+        ready.record()
+        return _Launched(gens, tokens, host, ready)
+
+    def _launch_ahead(self, launched: _Launched) -> _Launched | None:
+        """The next decode step, launched before `launched`'s tokens reach the host, its input
+        those tokens on the device: for the generations that decode greedily and go on after
+        their next token whatever it is (a token can end one only by its text: that row's
+        result is then discarded). None where a prompt waits to be computed (a step with it
+        comes next) or no generation can go ahead."""
+        from engine.hearth.page_pool import PagesExhausted
+        from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
+
+        in_step = {id(g) for g in launched.gens}
+        if any(g.todo or id(g) not in in_step for g in self._running):
+            return None
+        running = {id(g) for g in self._running}
+        rows, gens, positions = [], [], []
+        for i, gen in enumerate(launched.gens):
+            if id(gen) not in running or not self._goes_on(gen):
+                continue
+            try:
+                start = self.ctx.cache.grow(gen.seq, 1)
+            except PagesExhausted:  # the next step a step at a time says so, for it alone
+                continue
+            gen.n_cached, gen.input_on_device = start + 1, True
+            rows.append(i)
+            gens.append(gen)
+            positions.append(start)
+        if not gens:
+            return None
+        tokens = launched.tokens
+        if len(rows) < len(launched.gens):
+            tokens = tokens[_on_device(self.ctx._torch, rows, tokens.device)]
+        with worker_ends_when_out_of_memory("decoding a batch"):
+            logits = self.ctx.forward(
+                [g.seq for g in gens], tokens, positions, list(range(len(gens)))
+            )
+        return self._launch(gens, logits)
+
+    def _goes_on(self, gen: _Generation) -> bool:
+        """Whether a greedy generation decodes another step after its next token, unless that
+        token's text ends it (the end of generation, a stop string)."""
+        return (
+            _greedy_alone(gen)
+            and gen.n_generated + 1 < gen.command.max_tokens
+            and gen.n_cached + 1 < self.n_ctx_per_sequence
+        )
+
+    def _take_launched(self, launched: _Launched) -> None:
+        """The launched step's tokens, each to its generation (unless it has ended meanwhile);
+        one whose next step already runs keeps its token in `written` instead of decoding it
+        again."""
+        running = {id(g) for g in self._running}
+        for gen, token in zip(launched.gens, launched.wait(), strict=True):
+            if id(gen) not in running:
+                continue
+            self._take_token(gen, gen.sampler.sample(StepOutput(greedy=token)))
+            if gen.input_on_device:
+                gen.input_on_device = False
+                if gen.seq is not None:  # still running: the launched-ahead step decodes it
+                    gen.next_token = None
+                    gen.written.append(token)
+                    self.ctx.cache.publish(gen.seq, gen.written)
 
     # -- the step's parts ---------------------------------------------------------------------
 
@@ -415,3 +549,14 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         values, ids = torch.topk(logprobs, n_top) if n_top > 0 else (logprobs[:0], logprobs[:0])
         return self._logprob_entry(logprobs, list(zip(ids.tolist(), values.tolist(), strict=True)))
+
+
+def _greedy_alone(gen: _Generation) -> bool:
+    """Its token is the logits' argmax and nothing more is wanted of them."""
+    return gen.sampler.plain_greedy and not gen.top_logprobs_wanted
+
+
+def _on_device(torch, values: list[int], device):
+    """A list as a tensor on `device`, without waiting there for the steps already launched
+    (a plain copy to a GPU waits for its stream)."""
+    return torch.tensor(values, dtype=torch.long).to(device, non_blocking=True)

@@ -3,9 +3,12 @@ of different lengths decoded together on kernels/ (the step's 20 rows through th
 matrices' GEMM, the rows written into their own pages in one launch, the batched decode
 attention, a prompt chunk beside decode rows) against each sequence decoded alone through the
 one-sequence paged cache; a shared prefix copied on write; a decode step replayed from its
-CUDA graph against the same step run eagerly."""
+CUDA graph against the same step run eagerly; the batch decoder's steps launched ahead on the
+graphs against its steps one at a time."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -238,3 +241,31 @@ def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, tmp_path):
     replayed = graphs.step(graph_seqs, tokens, positions).float().cpu()
     torch.testing.assert_close(replayed, eager, rtol=0, atol=1e-3)
     graphs.close()
+
+
+def test_steps_launched_ahead_on_the_graphs_give_the_tokens_of_steps_one_at_a_time(tmp_path):
+    """engine/runtime/hearth_batch.py on a GPU: each decode step replayed from its CUDA graph
+    before the last one's tokens reach the host, its input those tokens on the device. The
+    tiny model needs a real vocabulary for the worker's model (HEARTH_TEST_VOCAB: a GGUF with
+    one, e.g. llama.cpp's models/ggml-vocab-llama-bpe.gguf; else the starter model)."""
+    from engine.runtime import protocol as p
+    from engine.runtime.hearth_driver import HearthModel
+    from tests.engine.runtime.test_hearth_batch import (
+        PROMPTS,
+        assert_launched_ahead_equals_one_at_a_time,
+    )
+
+    vocab = os.environ.get("HEARTH_TEST_VOCAB")
+    if not vocab:
+        from engine.starter_model import starter_model_path
+
+        vocab = starter_model_path()
+        if vocab is None:
+            pytest.skip("no vocabulary: set HEARTH_TEST_VOCAB or install the starter model")
+    path = write_tiny_gguf(tmp_path / "tiny.gguf", tiny_spec("llama", n_layer=2), vocab_from=vocab)
+    model = HearthModel(p.ModelParams(path=str(path), engine="hearth", n_ctx=512))
+    try:
+        assert model.hearth.device.startswith("cuda")
+        assert_launched_ahead_equals_one_at_a_time(model, PROMPTS, max_tokens=12)
+    finally:
+        model.close()

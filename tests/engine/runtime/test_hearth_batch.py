@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels extra)")
 
 from engine.runtime import protocol as p
+from engine.runtime.batch_schedule import MIN_CHUNK
 from engine.runtime.batching import new_context
 from engine.runtime.hearth_batch import HearthBatchContext, HearthBatchedDecoder
 from engine.runtime.hearth_driver import HearthModel
@@ -77,7 +78,9 @@ def test_replies_decoded_together_equal_each_decoded_alone(model):
     while decoder.busy:
         decoder.step()
         steps += 1
-    assert steps == 6  # every prompt in the first step, then one token each per step
+    # every prompt in the first step, then one token each per step; each decode step is
+    # launched ahead of the last one's tokens, so one more call takes the last step's
+    assert steps == 7
     done = [e for e in events if isinstance(e, p.GenerationDone)]
     assert sorted(d.request_id for d in done) == [0, 1, 2, 3]
     assert all(d.stop_reason == "max_tokens" and d.stats.n_generated == 6 for d in done)
@@ -92,15 +95,17 @@ def test_a_long_prompt_joins_in_chunks_while_the_others_decode(model):
     decoder, events = _decoder(model, n_parallel=2, n_ubatch=8)
     decoder.submit(_generate(0, PROMPTS[0], max_tokens=20), 0.0, PROMPTS[0])
     decoder.step()  # its prompt, and its first token
-    long_prompt = [1, *range(100, 140)]  # 41 tokens: 6 steps at 7 a step beside one decoder
+    long_prompt = [1, *range(100, 140)]  # 41 tokens: several steps beside the one decoder
     decoder.submit(_generate(1, long_prompt, max_tokens=3), 0.0, long_prompt)
+    n_steps = -(-len(long_prompt) // max(decoder.ctx.budget - 1, MIN_CHUNK))
+    assert n_steps >= 3
     per_step = []
-    for _ in range(6):
+    for _ in range(n_steps):
         before = len([e for e in events if isinstance(e, p.TokenText) and e.request_id == 0])
         decoder.step()
         after = len([e for e in events if isinstance(e, p.TokenText) and e.request_id == 0])
         per_step.append(after - before)
-    assert per_step == [1] * 6  # request 0 never waited for the prompt
+    assert per_step == [1] * n_steps  # request 0 never waited for the prompt
     assert 1 in _texts(events)  # the prompt's last chunk sampled request 1's first token
     while decoder.busy:
         decoder.step()
@@ -123,6 +128,71 @@ def test_a_stopped_request_frees_its_pages_at_once_and_the_other_goes_on(model):
     while decoder.busy:
         decoder.step()
     assert pool.free_pages == pool.n_pages
+
+
+def test_a_reply_ending_on_a_stop_string_while_its_next_step_runs_ahead(model):
+    """Its launched-ahead row is discarded: its text ends where a step at a time ends it, its
+    pages go back, and the reply beside it is what it is alone."""
+    alone = _alone(model, PROMPTS[1], 12)
+    stop = alone[len(alone) // 2 : len(alone) // 2 + 3]
+    assert stop.strip() and alone.index(stop) > 0
+    decoder, events = _decoder(model, n_parallel=2)
+    command = p.Generate(request_id=0, prompt_tokens=tuple(PROMPTS[1]), sampling=GREEDY,
+                         max_tokens=12, ignore_eos=True, stop=(stop,))  # fmt: skip
+    decoder.submit(command, 0.0, PROMPTS[1])
+    decoder.submit(_generate(1, PROMPTS[0], max_tokens=12), 0.0, PROMPTS[0])
+    while decoder.busy:
+        decoder.step()
+    assert _done(events, 0).stop_reason == "stop_string"
+    assert _texts(events)[0] == alone[: alone.index(stop)]
+    assert _texts(events)[1] == _alone(model, PROMPTS[0], 12)
+    assert decoder.ctx.cache.pool.free_pages == decoder.ctx.cache.pool.n_pages
+
+
+def test_steps_launched_ahead_give_the_tokens_of_steps_one_at_a_time(model):
+    """The same four greedy requests with steps launched ahead and a step at a time: the same
+    replies."""
+    assert_launched_ahead_equals_one_at_a_time(model, PROMPTS, max_tokens=9)
+
+
+def assert_launched_ahead_equals_one_at_a_time(model, prompts, max_tokens: int) -> None:
+    """The replies with and without steps launched ahead, through the decoder on `model`'s
+    device (tests/engine/hearth/test_gpu_batch.py runs it on a GPU's CUDA graphs)."""
+
+    def run(launch_ahead: bool) -> tuple[dict[int, str], int]:
+        decoder, events = _decoder(model, n_parallel=len(prompts))
+        decoder.launch_ahead = launch_ahead
+        decoder.ctx.warm_up()  # on a GPU: the decode steps' CUDA graphs
+        for rid, prompt in enumerate(prompts):
+            decoder.submit(_generate(rid, prompt, max_tokens), 0.0, prompt)
+        launched_ahead = 0
+        while decoder.busy:
+            decoder.step()
+            launched_ahead += decoder._launched is not None
+        decoder.close()
+        return _texts(events), launched_ahead
+
+    ahead, n_ahead = run(launch_ahead=True)
+    one_at_a_time, n_one = run(launch_ahead=False)
+    assert n_ahead >= max_tokens - 3 and n_one == 0
+    assert len(ahead) == len(prompts) and ahead == one_at_a_time
+
+
+def test_a_sampled_reply_keeps_the_batch_to_a_step_at_a_time(model):
+    """A reply sampled from its logits (not their argmax) needs them on the host each step:
+    no step is launched ahead, so the last step's tokens are taken by the step itself."""
+    decoder, events = _decoder(model, n_parallel=2)
+    sampled = p.SamplingParams(temperature=0.8, seed=3)
+    decoder.submit(_generate(0, PROMPTS[0]), 0.0, PROMPTS[0])
+    decoder.submit(p.Generate(request_id=1, prompt_tokens=tuple(PROMPTS[2]), sampling=sampled,
+                              max_tokens=6, ignore_eos=True), 0.0, PROMPTS[2])  # fmt: skip
+    steps = 0
+    while decoder.busy:
+        decoder.step()
+        steps += 1
+    assert steps == 6
+    assert _texts(events)[0] == _alone(model, PROMPTS[0], 6)
+    assert _done(events, 1).stats.n_generated == 6
 
 
 def test_too_many_parallel_requests_are_refused_with_what_to_do(model):
