@@ -49,14 +49,15 @@ from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 # a program per row, and 237.2 at 8 against 221.9 (docs/decisions/2026-11-29-gemv-rows-in-one-
 # program.md); from 5 rows gemv's program per row takes them
 MAX_ROWS = 4
-# Which matrices it takes (takes_shape): on the H200 it lost, at 2-4 rows, every one-step Q6_K
-# shape (attn_q/o 11.2 / 19.0 us against 9.9 / 16.0 a program a row, gate/up 29.6 / 49.7
-# against 25.3 / 47.3) and Q4_K's attn_k/v at 4 rows (1024 weight rows: a quarter of the
-# programs, each doing every row's work in turn; 5.1 against 3.0), and won where rows run
-# longer than one step (ffn_down of both formats: Q4_K 18.5 / 24.1 against 23.7 / 44.5) and
-# Q4_K's matrices of 4096 rows or more (docs/measurements/2026-11-29-s17-call-3/rows.txt).
+# Which matrices it takes (takes_shape): on an H200, at 2-4 rows, rows longer than one step
+# (ffn_down of both formats: Q4_K 18.2 / 24.9 us against 23.8 / 43.8 a program a row, Q6_K
+# 26.9 / 36.5 against 31.7 / 52.7) and matrices of WIDE_FROM rows or more (Q4_K attn_q/o 5.8 /
+# 7.9 against 6.1 / 9.1, Q6_K 8.8 / 11.9 against 9.8 / 16.2 on one warp, gate/up Q6_K 22.3 /
+# 34.6 against 25.3 / 47.8); it lost on attn_k/v (1024 weight rows: a quarter of the programs,
+# each doing every row's work in turn; Q4_K 4.8 against 3.0 at 4 rows, Q6_K 6.0 against 4.5)
+# (docs/measurements/2026-11-29-s21-call-3/rows.txt).
 ONE_STEP_K = INTEGER_STEP_BLOCKS * 256  # weights of a row the per-row kernel reads in one step
-WIDE_FROM = 4096  # Q4_K's output rows from which it takes one-step matrices
+WIDE_FROM = 4096  # output rows from which it takes one-step matrices
 
 
 @dataclass(frozen=True)
@@ -281,33 +282,34 @@ def dp4a_rows_kernel(
 
 def takes_shape(fmt: str, n_out: int, n_in: int) -> bool:
     """Whether a matrix's 2..MAX_ROWS rows come here rather than to a program per row (the
-    figures at ONE_STEP_K): rows longer than one step, or Q4_K with WIDE_FROM output rows or
-    more. A Llama-3-8B Q4_K_M layer at 4 rows: 113.3 us against 117.4 with every matrix here."""
-    return n_in > ONE_STEP_K or (fmt == "Q4_K" and n_out >= WIDE_FROM)
+    figures at ONE_STEP_K): rows longer than one step, or WIDE_FROM output rows or more. A
+    Llama-3-8B Q4_K_M layer at 4 rows (q, o, k, v, gate, up Q4_K, down Q6_K): 101.9 us at
+    default_rows_config's tiles against 123.2 a program a row."""
+    return n_in > ONE_STEP_K or n_out >= WIDE_FROM
 
 
 def default_rows_config(fmt: str, n_rows_x: int, n_out: int, n_in: int) -> RowsConfig:
     """The tile for n_rows_x rows of a format and shape, from the sm_90 SASS (Triton 3.6,
-    benchmarks/kernels/gemv_rows_sass.py), these tiles timed at 2-16 rows on an H200
-    (docs/decisions/2026-11-29-gemv-rows-in-one-program.md); 2 warps, rows in the thread, 1024
-    weights a thread (128-168 registers at 2-16 rows) in two shapes:
+    benchmarks/kernels/gemv_rows_sass.py) and the tiles timed at 2 and 4 rows on an H200
+    (`python -m benchmarks.kernels.gemv_rows --rows 1,2,4 --sweep`,
+    docs/measurements/2026-11-29-s21-call-3/rows.txt); rows in the thread, 1024 weights a
+    thread at 2 warps:
 
     rows of at most 16 super-blocks    4 weight rows x 16 super-blocks (the one-row
                    kernel's tile): a 4096-wide row is one step, no split-K pass (at 2 and 4
                    rows Q4_K 2.88 and 4.56 instructions a weight against 3.36 and 5.02 for
                    8 x 8; Q6_K 2.84 and 4.54 against 3.36 and 4.81)
-    otherwise      8 x 8: at 4096 inputs the same instructions a weight and K in two parts,
-                   but each row's sum over the groups stays within a warp (Q4_K at 16 rows 33
-                   barriers against 79, 17 shared-memory stores against 96); at 14336 (56
-                   super-blocks, steps of 8 either way) Q6_K 3.36 a weight at 2 rows against
-                   4.59 for 4 x 8
+    otherwise      8 x 8: K in steps of 8, each row's sum over the groups within a warp
+                   (Q4_K at 16 rows 33 barriers against 79)
 
-    Twice the weights a thread (one warp, or 16 rows on two) issue 10-25% fewer instructions a
-    weight with 225-255 registers (fewer programs an SM). benchmarks/kernels/gemv_rows.py
-    times these beside its SWEEP."""
+    Q4_K on 2 warps (one warp: within 4% either way); Q6_K on one warp, twice the weights a
+    thread, whose longer unpacking then issues fewer instructions a weight: at 4 rows ffn_down
+    36.5 us against 53.4 on two, attn_q/o 11.9 against 20.8, gate/up 34.6 against 48.7 (2
+    rows: 26.9 / 8.8 / 22.3 against 33.1 / 13.3 / 30.1)."""
+    warps = 1 if fmt == "Q6_K" else 2
     if n_rows_x <= 4 and n_in <= 16 * 256:
-        return RowsConfig(block_n=4, blocks_per_step=16)
-    return RowsConfig()
+        return RowsConfig(block_n=4, blocks_per_step=16, num_warps=warps)
+    return RowsConfig(num_warps=warps)
 
 
 def rows_power(n_rows_x: int) -> int:
