@@ -11,6 +11,9 @@
 #   install_wheels    .whl's wheels (benchmarks/gpu/make_bundle.sh: the server's and the tests'
 #                     packages, gguf and diskcache among them) into /tmp/site, on PYTHONPATH
 #   llama_from_pack   llama.cpp from a carried .llama-pack (pack_llama_build.sh), then env.sh
+#   write_random SHAPE QUANT VOCAB FILE
+#                     a random-block GGUF of a shape (benchmarks.hearth_speed --write-random)
+#                     with the vocabulary of llama.cpp's models/VOCAB, unless FILE exists
 set -uo pipefail
 R=$OUT
 o=/tmp/${1:?usage: source call_prelude.sh NAME}
@@ -42,4 +45,12 @@ llama_from_pack() {
     || tail -20 /tmp/logs/build.txt >>"$o/steps.txt"
   source /tmp/llama/env.sh
   export PYTHONPATH="$PWD:$PYTHONPATH:/tmp/site"
+}
+
+write_random() {
+  local vocab
+  vocab=$(ls -d /tmp/llama/llama_cpp_python-*)/vendor/llama.cpp/models/$3
+  [ -f "$4" ] && return 0
+  python3 -m benchmarks.hearth_speed --write-random "$1" "$4.part" --quant "$2" --vocab "$vocab" \
+    >>"$o/write.txt" 2>&1 && mv "$4.part" "$4" && sync
 }
