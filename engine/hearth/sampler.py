@@ -9,14 +9,21 @@ protocol.py), following src/llama-sampler.cpp:
 - top-k keeps the k highest logits; top-p, on the softmax of what is left, keeps the most likely
   tokens until their sum first reaches p; min-p keeps tokens whose probability is at least
   min_p times the best one's; all three at temperature 1, since the temperature comes after them;
-- the draw is from softmax(logits / temperature), with a generator seeded by `seed` at every
-  reset (each reply starts from the seed, as llama.cpp's dist sampler does), or by a fresh random
-  seed when `seed` is LLAMA_DEFAULT_SEED.
+- the draw is from softmax(logits / temperature), each reply's draws from its `seed` (each
+  reply starts from the seed, as llama.cpp's dist sampler does), or from a fresh random seed
+  when `seed` is LLAMA_DEFAULT_SEED.
 
-The candidates are never shrunk: filtered-out tokens get -inf, so every step has the shape of
-the vocabulary and the work stays on the logits' device; only the chosen token id comes back.
-The random streams differ from llama.cpp's (std::mt19937 there), so a seeded reply is
-reproducible on this engine but not token-for-token equal to llama.cpp's.
+Every row of a batch is sampled at once (`sample_rows`: a batch decode step's rows, each with
+its own settings; TorchSampler is its one-row caller): the penalty, then the top-k candidates
+(the k most likely of each row, k the largest any row asks for; the whole vocabulary sorted
+only where a row turns top-k off), top-p and min-p as masks over them, and the draw as the
+argmax of the candidates' logits / temperature plus Gumbel noise, which picks a token with
+softmax's probabilities. The noise is a hash of (seed, draw number, token id) computed on the
+device, so a row's draw needs no generator object and no wait for the host: a batch can launch
+its next step with the tokens still on the device (engine/runtime/hearth_batch.py). The same
+seed gives the same reply on the one-sequence path and in a batch; the random streams differ
+from llama.cpp's (std::mt19937 there), so a seeded reply is reproducible on this engine but not
+token-for-token equal to llama.cpp's.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import math
 import random
 from collections import deque
+from dataclasses import dataclass
 from typing import Protocol
 
 import torch
@@ -44,12 +52,120 @@ class SamplingParams(Protocol):
     seed: int
 
 
+@dataclass(frozen=True)
+class RowDraw:
+    """One row's settings for `sample_rows`: the chain's, the tokens the repeat penalty looks
+    at (the last repeat_last_n generated), the reply's seed and this draw's number in it."""
+
+    temperature: float
+    top_k: int
+    top_p: float
+    min_p: float
+    repeat_penalty: float = 1.0
+    history: tuple[int, ...] = ()
+    seed: int = 0
+    draw: int = 0
+
+
+def sample_rows(logits: torch.Tensor, rows: list[RowDraw]) -> torch.Tensor:
+    """The token of each row of `logits` [R, vocab] by its settings, as a tensor [R] on the
+    logits' device (nothing waits for the device here)."""
+    x = _penalized(logits, rows)
+    greedy = x.argmax(dim=-1)
+    if all(r.temperature <= 0 for r in rows):
+        return greedy
+    vals, ids, keep = _candidates(x, rows)
+    device = logits.device
+    temperature = _on([max(r.temperature, 1e-6) for r in rows], device, torch.float32)
+    noise = _gumbel(_row_keys(rows, device), ids)
+    scores = (vals / temperature[:, None] + noise).masked_fill(~keep, -math.inf)
+    drawn = ids.gather(1, scores.argmax(dim=-1, keepdim=True))[:, 0]
+    is_greedy = _on([r.temperature <= 0 for r in rows], device, torch.bool)
+    return torch.where(is_greedy, greedy, drawn)
+
+
+def _penalized(logits: torch.Tensor, rows: list[RowDraw]) -> torch.Tensor:
+    """The logits in float32, each row's penalized tokens (llama.cpp's repeat penalty: l / p
+    if l > 0, else l * p) changed."""
+    x = logits.float()
+    rows_with = [(i, r) for i, r in enumerate(rows) if r.repeat_penalty != 1.0 and r.history]
+    if not rows_with:
+        return x
+    x = x.clone()
+    for i, r in rows_with:  # a few rows at most: the batch launches none of these ahead
+        ids = _on(sorted(set(r.history)), x.device, torch.int64)
+        picked = x[i, ids]
+        x[i, ids] = torch.where(picked <= 0, picked * r.repeat_penalty, picked / r.repeat_penalty)
+    return x
+
+
+def _candidates(x: torch.Tensor, rows: list[RowDraw]):
+    """(values, token ids, kept) [R, K]: each row's K most likely tokens, most likely first,
+    and the mask its top-k, top-p and min-p leave (all three at temperature 1, as llama.cpp's
+    chain applies them before the temperature)."""
+    n_vocab = x.shape[-1]
+    device = x.device
+    ks = [r.top_k if 0 < r.top_k < n_vocab else n_vocab for r in rows]
+    vals, ids = torch.topk(x, max(ks), dim=-1)
+    keep = (
+        torch.arange(vals.shape[-1], device=device)[None, :] < _on(ks, device, torch.int64)[:, None]
+    )
+    if any(0 < r.top_p < 1 for r in rows):
+        # keep a token while the better ones sum to less than p; the first always
+        p = _on([r.top_p if 0 < r.top_p < 1 else 2.0 for r in rows], device, torch.float32)
+        probs = torch.softmax(vals.masked_fill(~keep, -math.inf), dim=-1)
+        keep &= (torch.cumsum(probs, dim=-1) - probs) < p[:, None]
+    if any(r.min_p > 0 for r in rows):
+        floor = _on(
+            [math.log(r.min_p) if r.min_p > 0 else -math.inf for r in rows], device, torch.float32
+        )
+        keep &= vals >= vals[:, :1] + floor[:, None]
+    return vals, ids, keep
+
+
+def _on(values: list, device, dtype) -> torch.Tensor:
+    """Host values as a tensor on `device`, not waiting there for the work already queued (a
+    plain copy to a GPU waits for its stream; a batch's step launched ahead is in it)."""
+    return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
+
+
+_M32 = 0xFFFFFFFF
+
+
+def _mul32(x: torch.Tensor, c: int) -> torch.Tensor:
+    """(x * c) mod 2^32 for x in [0, 2^32), in int64 without overflow."""
+    return (x * (c & 0xFFFF) + ((x * (c >> 16)) & 0xFFFF) * 0x10000) & _M32
+
+
+def _mix(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash (lowbias32): every input bit moves about half the output bits."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def _row_keys(rows: list[RowDraw], device) -> torch.Tensor:
+    """Each row's key for its draw: its seed and draw number, hashed."""
+    seeds = _on([r.seed & _M32 for r in rows], device, torch.int64)
+    draws = _on([r.draw & _M32 for r in rows], device, torch.int64)
+    return _mix(_mix(seeds ^ 0x9E3779B9) ^ draws)
+
+
+def _gumbel(keys: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """Gumbel noise [R, K] for the candidates `ids` of rows with `keys`: -log(-log(u)), u
+    uniform in (0, 1) from the hash of (key, token id), 24 bits of it."""
+    h = _mix(keys[:, None] ^ _mul32(ids.to(torch.int64), 0x85EBCA6B))
+    u = ((h >> 8).to(torch.float32) + 0.5) / float(1 << 24)
+    return -torch.log(-torch.log(u))
+
+
 class TorchSampler:
     def __init__(self, params: SamplingParams, device: torch.device | str = "cpu"):
         self.params = params
         self.device = torch.device(device)
         self._history: deque[int] = deque(maxlen=max(params.repeat_last_n, 0) or None)
-        self._generator = torch.Generator(device=self.device)
         self.reset()
 
     @property
@@ -57,12 +173,12 @@ class TorchSampler:
         return self.params.repeat_penalty != 1.0 and self.params.repeat_last_n > 0
 
     def reset(self) -> None:
-        """A new reply: no penalty history, the generator back at the seed."""
+        """A new reply: no penalty history, the draws back at the seed's first."""
         self._history.clear()
         seed = self.params.seed & 0xFFFFFFFF
         if seed == DEFAULT_SEED:
             seed = random.SystemRandom().getrandbits(32)
-        self._generator.manual_seed(seed)
+        self._seed, self._draws = seed, 0
 
     @property
     def plain_greedy(self) -> bool:
@@ -74,32 +190,31 @@ class TorchSampler:
         if self.penalizes:
             self._history.append(token)
 
+    def next_draw(self) -> RowDraw:
+        """This reply's next draw for `sample_rows` (the draw number advances)."""
+        row = self._row(self._draws)
+        self._draws += 1
+        return row
+
+    def _row(self, draw: int) -> RowDraw:
+        sp = self.params
+        return RowDraw(
+            temperature=sp.temperature, top_k=sp.top_k, top_p=sp.top_p, min_p=sp.min_p,
+            repeat_penalty=sp.repeat_penalty if self.penalizes else 1.0,
+            history=tuple(self._history), seed=self._seed, draw=draw,
+        )  # fmt: skip
+
     def filtered_logits(self, logits: torch.Tensor) -> torch.Tensor:
         """The chain up to the draw: logits / temperature, -inf where a filter removed a token.
         With temperature <= 0, only the greedy token keeps its logit."""
-        sp = self.params
-        logits = logits.float().clone()
-        if self.penalizes and self._history:
-            ids = torch.tensor(sorted(set(self._history)), device=logits.device)
-            picked = logits[ids]
-            logits[ids] = torch.where(
-                picked <= 0, picked * sp.repeat_penalty, picked / sp.repeat_penalty
-            )
-        if sp.temperature <= 0:
-            best = torch.argmax(logits)
-            out = torch.full_like(logits, -math.inf)
-            out[best] = logits[best]
-            return out
-        keep = torch.ones_like(logits, dtype=torch.bool)
-        if 0 < sp.top_k < logits.numel():
-            keep = torch.zeros_like(keep)
-            keep[torch.topk(logits, sp.top_k).indices] = True
-        if 0 < sp.top_p < 1:
-            keep &= _top_p_mask(logits.masked_fill(~keep, -math.inf), sp.top_p)
-        if sp.min_p > 0:
-            best = logits.masked_fill(~keep, -math.inf).max()
-            keep &= logits >= best + math.log(sp.min_p)
-        return (logits / sp.temperature).masked_fill(~keep, -math.inf)
+        row = self._row(self._draws)
+        x = _penalized(logits[None], [row])
+        out = torch.full_like(x, -math.inf)
+        if row.temperature <= 0:
+            best = x.argmax(dim=-1, keepdim=True)
+            return out.scatter_(1, best, x.gather(1, best))[0]
+        vals, ids, keep = _candidates(x, [row])
+        return out.scatter_(1, ids, (vals / row.temperature).masked_fill(~keep, -math.inf))[0]
 
     def sample(self, logits: torch.Tensor, greedy: int | None = None) -> int:
         """Pick the next token from a row of logits and record it. `greedy`: the logits'
@@ -107,24 +222,8 @@ class TorchSampler:
         are greedy."""
         if self.params.temperature <= 0 and not (self.penalizes and self._history):
             token = int(greedy if greedy is not None else torch.argmax(logits))
+            self._draws += 1
         else:
-            filtered = self.filtered_logits(logits)
-            if self.params.temperature <= 0:
-                token = int(torch.argmax(filtered))
-            else:
-                probs = torch.softmax(filtered, dim=-1)
-                token = int(torch.multinomial(probs, 1, generator=self._generator))
+            token = int(sample_rows(logits[None], [self.next_draw()])[0])
         self.accept(token)
         return token
-
-
-def _top_p_mask(logits: torch.Tensor, p: float) -> torch.Tensor:
-    """Keep the most likely tokens until their probabilities first sum to at least p."""
-    probs = torch.softmax(logits, dim=-1)
-    sorted_probs, order = torch.sort(probs, descending=True, stable=True)
-    running = torch.cumsum(sorted_probs, dim=-1)
-    # keep a token while the better ones sum to less than p; the first always (min_keep = 1)
-    keep_sorted = torch.cat((running.new_zeros(1), running[:-1])) < p
-    keep = torch.zeros_like(keep_sorted)
-    keep[order] = keep_sorted
-    return keep

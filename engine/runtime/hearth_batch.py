@@ -397,20 +397,33 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
         for gen in stepped:  # their full pages, now written, for later prompts to share
             self.ctx.cache.publish(gen.seq, gen.written)
         gens = [gen for gen, _ in sampled]
-        if self.launch_ahead and len(gens) == len(tokens) and all(map(_greedy_alone, gens)):
+        if self.launch_ahead and len(gens) == len(tokens) and all(map(_drawn_alone, gens)):
             self._launched = self._launch(gens, logits)  # taken by the next step
             return
-        greedy = logits.argmax(dim=-1).tolist()  # one read for every plain-greedy sampler
-        for i, (gen, _) in enumerate(sampled):
-            self._sample(gen, logits[i], greedy[i])
+        entries = [
+            self._logprob_entry_of(logits[i], gen.command.top_logprobs)
+            if gen.top_logprobs_wanted else None
+            for i, gen in enumerate(gens)
+        ]  # fmt: skip
+        drawn = self._draw(gens, logits).tolist()  # one read for every row
+        for gen, token, entry in zip(gens, drawn, entries, strict=True):
+            gen.sampler.accept(token)
+            self._take_token(gen, token, entry)
 
     # -- steps launched ahead -----------------------------------------------------------------
 
+    def _draw(self, gens: list[_Generation], logits):
+        """Every generation's next token from its row of `logits`, drawn together on the
+        device by each one's settings (engine.hearth.sampler.sample_rows)."""
+        from engine.hearth.sampler import sample_rows
+
+        return sample_rows(logits, [gen.sampler.next_draw() for gen in gens])
+
     def _launch(self, gens: list[_Generation], logits) -> _Launched:
         """The step whose `logits` (one row per generation) are being computed, left running:
-        its greedy tokens go to the host behind it."""
+        its drawn tokens go to the host behind it."""
         torch = self.ctx._torch
-        tokens = logits.argmax(dim=-1)
+        tokens = self._draw(gens, logits)
         if tokens.device.type != "cuda":
             return _Launched(gens, tokens, tokens, None)
         host = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
@@ -456,10 +469,10 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
         return self._launch(gens, logits)
 
     def _goes_on(self, gen: _Generation) -> bool:
-        """Whether a greedy generation decodes another step after its next token, unless that
-        token's text ends it (the end of generation, a stop string)."""
+        """Whether a generation decodes another step after its next token, unless that token's
+        text ends it (the end of generation, a stop string)."""
         return (
-            _greedy_alone(gen)
+            _drawn_alone(gen)
             and gen.n_generated + 1 < gen.command.max_tokens
             and gen.n_cached + 1 < self.n_ctx_per_sequence
         )
@@ -472,7 +485,8 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
         for gen, token in zip(launched.gens, launched.wait(), strict=True):
             if id(gen) not in running:
                 continue
-            self._take_token(gen, gen.sampler.sample(StepOutput(greedy=token)))
+            gen.sampler.accept(token)
+            self._take_token(gen, token)
             if gen.input_on_device:
                 gen.input_on_device = False
                 if gen.seq is not None:  # still running: the launched-ahead step decodes it
@@ -537,12 +551,6 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
             gen.prefill_started = time.perf_counter()
             self._running.append(gen)
 
-    def _sample(self, gen: _Generation, logits, greedy: int) -> None:
-        entry = None
-        if gen.top_logprobs_wanted:
-            entry = self._logprob_entry_of(logits, gen.command.top_logprobs)
-        self._take_token(gen, gen.sampler.sample(StepOutput(logits=logits, greedy=greedy)), entry)
-
     def _logprob_entry_of(self, logits, n_top: int):
         """The log-probability entry maker for `logits`, before sampling changes them."""
         torch = self.ctx._torch
@@ -551,9 +559,10 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
         return self._logprob_entry(logprobs, list(zip(ids.tolist(), values.tolist(), strict=True)))
 
 
-def _greedy_alone(gen: _Generation) -> bool:
-    """Its token is the logits' argmax and nothing more is wanted of them."""
-    return gen.sampler.plain_greedy and not gen.top_logprobs_wanted
+def _drawn_alone(gen: _Generation) -> bool:
+    """Its token is drawn on the device from its logits alone (no repeat penalty, whose
+    tokens before it are on the host) and nothing more is wanted of them."""
+    return not gen.sampler.penalizes and not gen.top_logprobs_wanted
 
 
 def _on_device(torch, values: list[int], device):

@@ -481,5 +481,18 @@ class HearthSampler:
     def sample(self, out: StepOutput) -> int:
         return self._sampler.sample(out.logits, greedy=out.greedy)
 
+    # a batch's rows are drawn together (engine.hearth.sampler.sample_rows), then each taken
+
+    @property
+    def penalizes(self) -> bool:
+        """A repeat penalty: each draw needs the tokens before it on the host."""
+        return self._sampler.penalizes
+
+    def next_draw(self):
+        return self._sampler.next_draw()
+
+    def accept(self, token: int) -> None:
+        self._sampler.accept(token)
+
     def close(self) -> None:
         self._sampler = None

@@ -245,13 +245,15 @@ def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, tmp_path):
 
 def test_steps_launched_ahead_on_the_graphs_give_the_tokens_of_steps_one_at_a_time(tmp_path):
     """engine/runtime/hearth_batch.py on a GPU: each decode step replayed from its CUDA graph
-    before the last one's tokens reach the host, its input those tokens on the device. The
+    before the last one's tokens reach the host, its input those tokens on the device (greedy,
+    and drawn with seeds on the device). The
     tiny model needs a real vocabulary for the worker's model (HEARTH_TEST_VOCAB: a GGUF with
     one, e.g. llama.cpp's models/ggml-vocab-llama-bpe.gguf; else the starter model)."""
     from engine.runtime import protocol as p
     from engine.runtime.hearth_driver import HearthModel
     from tests.engine.runtime.test_hearth_batch import (
         PROMPTS,
+        SAMPLED,
         assert_launched_ahead_equals_one_at_a_time,
     )
 
@@ -267,5 +269,6 @@ def test_steps_launched_ahead_on_the_graphs_give_the_tokens_of_steps_one_at_a_ti
     try:
         assert model.hearth.device.startswith("cuda")
         assert_launched_ahead_equals_one_at_a_time(model, PROMPTS, max_tokens=12)
+        assert_launched_ahead_equals_one_at_a_time(model, PROMPTS, max_tokens=12, sampling=SAMPLED)
     finally:
         model.close()

@@ -103,3 +103,53 @@ def test_draws_follow_the_filtered_distribution():
     counts = np.bincount([sampler.sample(logits) for _ in range(3000)], minlength=3)
     assert counts[2] == 0  # cut by top-k
     assert counts[0] / counts[:2].sum() == pytest.approx(2 / 3, abs=0.03)
+
+
+def test_a_batch_of_rows_draws_what_each_row_draws_alone():
+    """sample_rows over rows of different settings (greedy, top-k, top-p, min-p, nothing)
+    gives each row the token its own TorchSampler draws with the same seed and draw number:
+    a reply is the same in a batch and alone."""
+    from engine.hearth.sampler import sample_rows
+
+    rng = np.random.default_rng(3)
+    settings = [
+        SamplingParams(temperature=0.0),
+        SamplingParams(seed=11, top_k=7, top_p=1.0, min_p=0.0, temperature=1.0),
+        SamplingParams(seed=12, top_k=0, top_p=0.5, min_p=0.0, temperature=0.8),
+        SamplingParams(seed=13, top_k=0, top_p=1.0, min_p=0.2, temperature=1.3),
+        SamplingParams(seed=14, top_k=0, top_p=1.0, min_p=0.0, temperature=0.5),
+    ]
+    for _ in range(20):
+        logits = torch.from_numpy(rng.normal(0, 3, (len(settings), VOCAB)).astype(np.float32))
+        alone = [TorchSampler(sp) for sp in settings]
+        together = [TorchSampler(sp) for sp in settings]
+        rows = [s.next_draw() for s in together]
+        got = sample_rows(logits, rows).tolist()
+        assert got == [s.sample(row) for s, row in zip(alone, logits, strict=True)]
+
+
+def test_every_draw_is_a_surviving_token_and_the_draws_follow_softmax():
+    """Over 4,000 seeds, one draw each: only tokens the chain keeps, at frequencies within a
+    few percent of softmax(logits / temperature) over them."""
+    from engine.hearth.sampler import RowDraw, sample_rows
+
+    logits = torch.tensor([2.0, 1.5, 1.0, 0.0, -5.0, 3.0])
+    rows = [RowDraw(temperature=0.7, top_k=4, top_p=1.0, min_p=0.0, seed=s) for s in range(4000)]
+    tokens = sample_rows(logits.expand(len(rows), -1), rows)
+    counts = torch.bincount(tokens, minlength=6).double() / len(rows)
+    assert counts[3] == 0 and counts[4] == 0  # cut by top-k 4
+    expected = torch.zeros(6, dtype=torch.float64)
+    kept = torch.tensor([0, 1, 2, 5])
+    expected[kept] = torch.softmax(logits[kept].double() / 0.7, dim=0)
+    assert torch.allclose(counts, expected, atol=0.025), (counts, expected)
+
+
+def test_the_draw_number_and_the_seed_each_change_the_draw():
+    from engine.hearth.sampler import RowDraw, sample_rows
+
+    logits = torch.zeros(1000).expand(64, -1)
+    by_draw = sample_rows(logits, [RowDraw(1.0, 0, 1.0, 0.0, seed=5, draw=d) for d in range(64)])
+    by_seed = sample_rows(logits, [RowDraw(1.0, 0, 1.0, 0.0, seed=s, draw=0) for s in range(64)])
+    again = sample_rows(logits, [RowDraw(1.0, 0, 1.0, 0.0, seed=5, draw=d) for d in range(64)])
+    assert len(set(by_draw.tolist())) > 50 and len(set(by_seed.tolist())) > 50
+    assert torch.equal(by_draw, again)

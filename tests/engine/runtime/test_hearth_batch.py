@@ -43,8 +43,8 @@ def _decoder(model, n_parallel=4, n_ctx=512, n_ubatch=512):
     return HearthBatchedDecoder(model, ctx, n_parallel, events.append), events
 
 
-def _generate(rid, prompt, max_tokens=6):
-    return p.Generate(request_id=rid, prompt_tokens=tuple(prompt), sampling=GREEDY,
+def _generate(rid, prompt, max_tokens=6, sampling=GREEDY):
+    return p.Generate(request_id=rid, prompt_tokens=tuple(prompt), sampling=sampling,
                       max_tokens=max_tokens, ignore_eos=True)  # fmt: skip
 
 
@@ -56,12 +56,12 @@ def _texts(events) -> dict[int, str]:
     return out
 
 
-def _alone(model, prompt, n) -> str:
-    """The one-sequence path (HearthContext): prefill, then greedy steps."""
+def _alone(model, prompt, n, sampling=GREEDY) -> str:
+    """The one-sequence path (HearthContext): prefill, then steps."""
     ctx = model.new_context(
         p.ModelParams(path=model.params.path, engine="hearth", n_ctx=64 * (1 + len(prompt) // 48))
     )
-    sampler = ctx.new_sampler(GREEDY)
+    sampler = ctx.new_sampler(sampling)
     out, data = ctx.decode(prompt), b""
     for _ in range(n):
         token = sampler.sample(out)
@@ -149,22 +149,43 @@ def test_a_reply_ending_on_a_stop_string_while_its_next_step_runs_ahead(model):
     assert decoder.ctx.cache.pool.free_pages == decoder.ctx.cache.pool.n_pages
 
 
-def test_steps_launched_ahead_give_the_tokens_of_steps_one_at_a_time(model):
-    """The same four greedy requests with steps launched ahead and a step at a time: the same
-    replies."""
-    assert_launched_ahead_equals_one_at_a_time(model, PROMPTS, max_tokens=9)
+SAMPLED = [p.SamplingParams(temperature=0.9, top_k=0, top_p=1.0, min_p=0.0, seed=s) for s in (4, 5)]
 
 
-def assert_launched_ahead_equals_one_at_a_time(model, prompts, max_tokens: int) -> None:
+@pytest.mark.parametrize("sampling", [[GREEDY], SAMPLED], ids=["greedy", "sampled"])
+def test_steps_launched_ahead_give_the_tokens_of_steps_one_at_a_time(model, sampling):
+    """The same four requests with steps launched ahead and a step at a time: the same
+    replies, greedy and drawn with seeds (each draw on the device, its token never on the
+    host before the next step starts)."""
+    assert_launched_ahead_equals_one_at_a_time(model, PROMPTS, max_tokens=9, sampling=sampling)
+
+
+def test_a_seeded_sampled_reply_is_the_same_in_a_batch_and_alone(model):
+    decoder, events = _decoder(model)
+    for rid, prompt in enumerate(PROMPTS[:2]):
+        decoder.submit(_generate(rid, prompt, 8, SAMPLED[rid]), 0.0, prompt)
+    while decoder.busy:
+        decoder.step()
+    texts = _texts(events)
+    for rid, prompt in enumerate(PROMPTS[:2]):
+        assert texts[rid] == _alone(model, prompt, 8, SAMPLED[rid])
+    assert texts[0] != _alone(model, PROMPTS[0], 8)  # drawn, not the greedy reply
+
+
+def assert_launched_ahead_equals_one_at_a_time(
+    model, prompts, max_tokens: int, sampling=(GREEDY,)
+) -> None:
     """The replies with and without steps launched ahead, through the decoder on `model`'s
-    device (tests/engine/hearth/test_gpu_batch.py runs it on a GPU's CUDA graphs)."""
+    device (tests/engine/hearth/test_gpu_batch.py runs it on a GPU's CUDA graphs); request i
+    samples by sampling[i % len(sampling)]."""
 
     def run(launch_ahead: bool) -> tuple[dict[int, str], int]:
         decoder, events = _decoder(model, n_parallel=len(prompts))
         decoder.launch_ahead = launch_ahead
         decoder.ctx.warm_up()  # on a GPU: the decode steps' CUDA graphs
         for rid, prompt in enumerate(prompts):
-            decoder.submit(_generate(rid, prompt, max_tokens), 0.0, prompt)
+            settings = sampling[rid % len(sampling)]
+            decoder.submit(_generate(rid, prompt, max_tokens, settings), 0.0, prompt)
         launched_ahead = 0
         while decoder.busy:
             decoder.step()
@@ -178,21 +199,20 @@ def assert_launched_ahead_equals_one_at_a_time(model, prompts, max_tokens: int) 
     assert len(ahead) == len(prompts) and ahead == one_at_a_time
 
 
-def test_a_sampled_reply_keeps_the_batch_to_a_step_at_a_time(model):
-    """A reply sampled from its logits (not their argmax) needs them on the host each step:
-    no step is launched ahead, so the last step's tokens are taken by the step itself."""
+def test_a_reply_with_a_repeat_penalty_keeps_the_batch_to_a_step_at_a_time(model):
+    """A repeat penalty needs each reply's tokens before its next draw on the host: no step is
+    launched ahead, so the last step's tokens are taken by the step itself."""
     decoder, events = _decoder(model, n_parallel=2)
-    sampled = p.SamplingParams(temperature=0.8, seed=3)
+    penalized = p.SamplingParams(temperature=0.0, repeat_penalty=1.5, repeat_last_n=16)
     decoder.submit(_generate(0, PROMPTS[0]), 0.0, PROMPTS[0])
-    decoder.submit(p.Generate(request_id=1, prompt_tokens=tuple(PROMPTS[2]), sampling=sampled,
-                              max_tokens=6, ignore_eos=True), 0.0, PROMPTS[2])  # fmt: skip
+    decoder.submit(_generate(1, PROMPTS[2], sampling=penalized), 0.0, PROMPTS[2])
     steps = 0
     while decoder.busy:
         decoder.step()
         steps += 1
     assert steps == 6
     assert _texts(events)[0] == _alone(model, PROMPTS[0], 6)
-    assert _done(events, 1).stats.n_generated == 6
+    assert _texts(events)[1] == _alone(model, PROMPTS[2], 6, penalized)
 
 
 def test_too_many_parallel_requests_are_refused_with_what_to_do(model):
