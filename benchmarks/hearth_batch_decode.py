@@ -62,7 +62,8 @@ def run_level(model: HearthModel, clients: int, args, launch_ahead: bool = True)
     decoder.launch_ahead = launch_ahead
     start = time.perf_counter()
     for rid, prompt in enumerate(prompts(clients, args.prompt_tokens, model.n_vocab)):
-        command = p.Generate(request_id=rid, prompt_tokens=tuple(prompt), sampling=GREEDY,
+        sampling = p.SamplingParams(temperature=args.temperature) if args.temperature else GREEDY
+        command = p.Generate(request_id=rid, prompt_tokens=tuple(prompt), sampling=sampling,
                              max_tokens=args.max_tokens, ignore_eos=True)  # fmt: skip
         decoder.submit(command, start, prompt)
     steps = 0
@@ -157,6 +158,13 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="per level: forward vs host time, graph or eager (each forward waited for: "
         "nothing launched ahead overlaps the host's work)",
+    )
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="sample at this temperature (Hearth's other defaults: top-k 40, top-p 0.95, "
+        "min-p 0.05); 0: greedy",
     )
     parser.add_argument(
         "--one-at-a-time",

@@ -7,8 +7,9 @@ Each server is started on 127.0.0.1 with as many parallel slots as the largest c
 the same context per slot: `hearth serve` once per engine in --hearth-engines (llama: llama.cpp's
 batching, the default; hearth: the Hearth engine's continuous batching on its own kernels), and
 llama.cpp's llama-server when given. Then, for each client count, that many clients stream a
-completion of exactly --max-tokens tokens at once (`ignore_eos`, greedy) after prompts of about
---prompt-words words, each prompt different from the others (no shared prefix to reuse). Per
+completion of exactly --max-tokens tokens at once (`ignore_eos`, greedy unless --temperature)
+after prompts of about --prompt-words words, each prompt different from the others (no shared
+prefix to reuse). Per
 client count it reports:
 
 - aggregate tok/s: all generated tokens over the wall time from the first request sent to the
@@ -197,7 +198,7 @@ async def run_level(
         {
             "prompt": prompt_for(i, args.prompt_words, run, args.shared_prefix_words),
             "max_tokens": args.max_tokens,
-            "temperature": 0,
+            "temperature": args.temperature,
             "stream": True,
             "ignore_eos": True,
             "stream_options": {"include_usage": True},
@@ -348,6 +349,13 @@ def main(argv: list[str] | None = None) -> int:
         "prompt of a round; prints the prompt tokens computed",
     )
     parser.add_argument("--ctx", type=int, default=1024, help="context tokens per slot")
+    parser.add_argument(
+        "--temperature",
+        type=float,
+        default=0.0,
+        help="the requests' temperature (0: greedy; above, each server's other sampling "
+        "defaults apply)",
+    )
     parser.add_argument("--gpu-layers", type=int, default=-1)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=0, help="CPU threads (0: the servers')")
