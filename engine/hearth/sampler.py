@@ -105,7 +105,8 @@ def _candidates(x: torch.Tensor, rows: list[RowDraw]):
     chain applies them before the temperature)."""
     n_vocab = x.shape[-1]
     device = x.device
-    ks = [r.top_k if 0 < r.top_k < n_vocab else n_vocab for r in rows]
+    # a greedy row takes its argmax elsewhere: one candidate, whatever its top-k
+    ks = [1 if r.temperature <= 0 else r.top_k if 0 < r.top_k < n_vocab else n_vocab for r in rows]
     vals, ids = torch.topk(x, max(ks), dim=-1)
     keep = (
         torch.arange(vals.shape[-1], device=device)[None, :] < _on(ks, device, torch.int64)[:, None]
