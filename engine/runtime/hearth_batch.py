@@ -26,14 +26,17 @@ between the others' tokens instead of stalling them. Generations join and leave 
 steps. A step's matrices take the GEMV or the dequantized matrix's GEMM by the step's row
 count alone (KernelsOps._matmul_path), decode rows and prompt chunks alike.
 
-Steps launched ahead: while every running generation decodes greedily (no prompt to compute,
-no log-probabilities), a decode step is launched before the previous one's tokens reach the
-host, its input those tokens where the device left them (their argmax); the host then takes
-the previous step's tokens (their text, the stop checks, the next requests) while the device
-computes. So the host's share of a step no longer leaves the GPU idle. A generation that ends
-on a token its launched-ahead row was already decoding has that row's result discarded (its
-pages go back at once; the row's write lands in a page no one else holds before any later
-step's). The tokens are those of the steps one by one: the same argmax of the same logits.
+Every row's token is drawn on the device, all rows at once, each by its own settings and seed
+(engine/hearth/sampler.py sample_rows). Steps launched ahead: while no prompt waits to be
+computed and no running generation needs its tokens on the host before its next draw (a
+repeat penalty) or wants log-probabilities, a decode step is launched before the previous
+one's tokens reach the host, its input those tokens where the device drew them; the host then
+takes the previous step's tokens (their text, the stop checks, the next requests) while the
+device computes. So the host's share of a step no longer leaves the GPU idle. A generation
+that ends on a token its launched-ahead row was already decoding has that row's result
+discarded (its pages go back at once; the row's write lands in a page no one else holds before
+any later step's). The tokens are those of the steps one by one: the same draws from the same
+logits.
 
 Memory: the pool holds n_parallel sequences of n_ctx / n_parallel positions each (what the
 planner budgets, engine/planner/hearth_memory.py), and a sequence stops at its share with
@@ -434,10 +437,10 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
 
     def _launch_ahead(self, launched: _Launched) -> _Launched | None:
         """The next decode step, launched before `launched`'s tokens reach the host, its input
-        those tokens on the device: for the generations that decode greedily and go on after
-        their next token whatever it is (a token can end one only by its text: that row's
-        result is then discarded). None where a prompt waits to be computed (a step with it
-        comes next) or no generation can go ahead."""
+        those tokens on the device: for the generations drawn on the device alone that go on
+        after their next token whatever it is (a token can end one only by its text: that
+        row's result is then discarded). None where a prompt waits to be computed (a step with
+        it comes next) or no generation can go ahead."""
         from engine.hearth.page_pool import PagesExhausted
         from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
 
