@@ -36,6 +36,8 @@ from typing import Protocol
 
 import torch
 
+from engine.hearth.host_values import on_device
+
 DEFAULT_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: a random seed per reply
 
 
@@ -76,11 +78,11 @@ def sample_rows(logits: torch.Tensor, rows: list[RowDraw]) -> torch.Tensor:
         return greedy
     vals, ids, keep = _candidates(x, rows)
     device = logits.device
-    temperature = _on([max(r.temperature, 1e-6) for r in rows], device, torch.float32)
+    temperature = on_device([max(r.temperature, 1e-6) for r in rows], device, torch.float32)
     noise = _gumbel(_row_keys(rows, device), ids)
     scores = (vals / temperature[:, None] + noise).masked_fill(~keep, -math.inf)
     drawn = ids.gather(1, scores.argmax(dim=-1, keepdim=True))[:, 0]
-    is_greedy = _on([r.temperature <= 0 for r in rows], device, torch.bool)
+    is_greedy = on_device([r.temperature <= 0 for r in rows], device, torch.bool)
     return torch.where(is_greedy, greedy, drawn)
 
 
@@ -93,7 +95,7 @@ def _penalized(logits: torch.Tensor, rows: list[RowDraw]) -> torch.Tensor:
         return x
     x = x.clone()
     for i, r in rows_with:  # a few rows at most: the batch launches none of these ahead
-        ids = _on(sorted(set(r.history)), x.device, torch.int64)
+        ids = on_device(sorted(set(r.history)), x.device)
         picked = x[i, ids]
         x[i, ids] = torch.where(picked <= 0, picked * r.repeat_penalty, picked / r.repeat_penalty)
     return x
@@ -108,26 +110,19 @@ def _candidates(x: torch.Tensor, rows: list[RowDraw]):
     # a greedy row takes its argmax elsewhere: one candidate, whatever its top-k
     ks = [1 if r.temperature <= 0 else r.top_k if 0 < r.top_k < n_vocab else n_vocab for r in rows]
     vals, ids = torch.topk(x, max(ks), dim=-1)
-    keep = (
-        torch.arange(vals.shape[-1], device=device)[None, :] < _on(ks, device, torch.int64)[:, None]
-    )
+    ranks = torch.arange(vals.shape[-1], device=device)
+    keep = ranks[None, :] < on_device(ks, device)[:, None]
     if any(0 < r.top_p < 1 for r in rows):
         # keep a token while the better ones sum to less than p; the first always
-        p = _on([r.top_p if 0 < r.top_p < 1 else 2.0 for r in rows], device, torch.float32)
+        p = on_device([r.top_p if 0 < r.top_p < 1 else 2.0 for r in rows], device, torch.float32)
         probs = torch.softmax(vals.masked_fill(~keep, -math.inf), dim=-1)
         keep &= (torch.cumsum(probs, dim=-1) - probs) < p[:, None]
     if any(r.min_p > 0 for r in rows):
-        floor = _on(
+        floor = on_device(
             [math.log(r.min_p) if r.min_p > 0 else -math.inf for r in rows], device, torch.float32
         )
         keep &= vals >= vals[:, :1] + floor[:, None]
     return vals, ids, keep
-
-
-def _on(values: list, device, dtype) -> torch.Tensor:
-    """Host values as a tensor on `device`, not waiting there for the work already queued (a
-    plain copy to a GPU waits for its stream; a batch's step launched ahead is in it)."""
-    return torch.tensor(values, dtype=dtype).to(device, non_blocking=True)
 
 
 _M32 = 0xFFFFFFFF
@@ -149,8 +144,8 @@ def _mix(x: torch.Tensor) -> torch.Tensor:
 
 def _row_keys(rows: list[RowDraw], device) -> torch.Tensor:
     """Each row's key for its draw: its seed and draw number, hashed."""
-    seeds = _on([r.seed & _M32 for r in rows], device, torch.int64)
-    draws = _on([r.draw & _M32 for r in rows], device, torch.int64)
+    seeds = on_device([r.seed & _M32 for r in rows], device)
+    draws = on_device([r.draw & _M32 for r in rows], device)
     return _mix(_mix(seeds ^ 0x9E3779B9) ^ draws)
 
 

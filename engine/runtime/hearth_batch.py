@@ -133,6 +133,8 @@ class HearthBatchContext:
         """One step's rows through the model (rows of a sequence together); the logits of
         `logit_rows` [R, vocab]. `tokens`: a list, or a tensor on the model's device (a step
         launched ahead, whose input the device computed)."""
+        from engine.hearth.host_values import on_device
+
         torch = self._torch
         hearth = self.model.hearth
         device = hearth.device
@@ -142,11 +144,11 @@ class HearthBatchContext:
         rows = self.cache.rows(seqs, positions)
         with torch.inference_mode():
             return hearth.transformer.forward(
-                tokens if isinstance(tokens, torch.Tensor) else _on_device(torch, tokens, device),
-                _on_device(torch, positions, device),
+                tokens if isinstance(tokens, torch.Tensor) else on_device(tokens, device),
+                on_device(positions, device),
                 rows,
                 n_keys=0,
-                logit_rows=_on_device(torch, list(logit_rows), device),
+                logit_rows=on_device(list(logit_rows), device),
             )
 
     # The Context seam: this context's requests go through HearthBatchedDecoder.
@@ -441,6 +443,7 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
         after their next token whatever it is (a token can end one only by its text: that
         row's result is then discarded). None where a prompt waits to be computed (a step with
         it comes next) or no generation can go ahead."""
+        from engine.hearth.host_values import on_device
         from engine.hearth.page_pool import PagesExhausted
         from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
 
@@ -464,7 +467,7 @@ class HearthBatchedDecoder(BatchRequests[_Generation]):
             return None
         tokens = launched.tokens
         if len(rows) < len(launched.gens):
-            tokens = tokens[_on_device(self.ctx._torch, rows, tokens.device)]
+            tokens = tokens[on_device(rows, tokens.device)]
         with worker_ends_when_out_of_memory("decoding a batch"):
             logits = self.ctx.forward(
                 [g.seq for g in gens], tokens, positions, list(range(len(gens)))
@@ -566,9 +569,3 @@ def _drawn_alone(gen: _Generation) -> bool:
     """Its token is drawn on the device from its logits alone (no repeat penalty, whose
     tokens before it are on the host) and nothing more is wanted of them."""
     return not gen.sampler.penalizes and not gen.top_logprobs_wanted
-
-
-def _on_device(torch, values: list[int], device):
-    """A list as a tensor on `device`, without waiting there for the steps already launched
-    (a plain copy to a GPU waits for its stream)."""
-    return torch.tensor(values, dtype=torch.long).to(device, non_blocking=True)
