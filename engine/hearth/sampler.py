@@ -158,9 +158,9 @@ def _gumbel(keys: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
 
 
 class TorchSampler:
-    def __init__(self, params: SamplingParams, device: torch.device | str = "cpu"):
+    def __init__(self, params: SamplingParams):
+        """Its draws happen on the device of the logits it is given (sample_rows)."""
         self.params = params
-        self.device = torch.device(device)
         self._history: deque[int] = deque(maxlen=max(params.repeat_last_n, 0) or None)
         self.reset()
 

@@ -466,7 +466,7 @@ class HearthSampler:
     def __init__(self, model: HearthModel, sampling: SamplingParams):
         from engine.hearth.sampler import TorchSampler
 
-        self._sampler = TorchSampler(sampling, model.hearth.device)
+        self._sampler = TorchSampler(sampling)
 
     in_graph = False  # it samples from the logits the step hands back
 
