@@ -104,6 +104,7 @@ class PagedKVCache:
         self._tables: dict[int, torch.Tensor] = {}
         self._length_tensors: dict[int, torch.Tensor] = {}
         self._next_seq = 0
+        self._views: set[int] = set()  # new_view's sequences
         self.tuning = AttentionTuning()
         self.kivi = spec.k_format == "kivi4"
         self._open_pages = KiviOpenPages(spec, self.device, open_pages)
@@ -125,7 +126,24 @@ class PagedKVCache:
         self._length_tensors[seq] = torch.zeros(1, dtype=torch.int32, device=self.device)
         return seq
 
+    def new_view(self) -> int:
+        """A sequence with no pages of its own, through which kernels read and write the pages
+        of the sequence `show` last gave it: its block table stays at one address whichever
+        sequence it shows (a CUDA graph's, replayed for each of a batch's prompts). `gather`
+        reads it to the table's end, a page not shown as zeros; a write past the shown pages
+        is dropped. Not for kivi4 keys (their open page is a sequence's own)."""
+        if self.kivi:
+            raise UnsupportedTensor("a kivi4 K cache has no views: its open pages are per sequence")
+        view = self.new_sequence()
+        self._views.add(view)
+        return view
+
+    def show(self, view: int, seq: int) -> None:
+        """The view's block table becomes seq's (a copy on the device, in stream order)."""
+        self._tables[view].copy_(self._tables[seq], non_blocking=True)
+
     def free_sequence(self, seq: int) -> None:
+        self._views.discard(seq)
         self._open_pages.free_slot(seq)
         self._free.extend(reversed(self._pages.pop(seq)))
         for table in (self._lengths, self._tables, self._length_tensors):
@@ -519,10 +537,11 @@ class PagedKVCache:
         """Positions 0..n-1 of seq as f16 rows [n, n_kv_heads, head_dim], K and V, dequantized
         and unrotated on the device (one launch each): what a prefill chunk attends to."""
         spec = self.spec
-        if not 0 < n <= len(self._pages[seq]) * spec.page_size:
+        held = self.n_pages if seq in self._views else len(self._pages[seq])
+        if not 0 < n <= held * spec.page_size:
             raise UnsupportedTensor(
                 f"{n} positions gathered from a sequence with room for "
-                f"{len(self._pages[seq]) * spec.page_size}: grow it first"
+                f"{held * spec.page_size}: grow it first"
             )
         pages = triton.cdiv(n, spec.page_size)
         shape = (n, spec.n_kv_heads, spec.head_dim)

@@ -4,7 +4,9 @@ chunk attends to (torch's SDPA over them, kv_cache.PagedKVCache.attend_prefill).
     row = dequantize(fmt, stored)              (kv_formats.py)
     row = R^T row = signs * (H row) / sqrt(D)  for the rotated formats (H symmetric)
 
-One program per (page of the sequence, KV head); rows come out as [positions, heads, D].
+One program per (page of the sequence, KV head); rows come out as [positions, heads, D]. A
+page the block table does not hold (-1: a view's table read past the sequence it shows,
+PagedKVCache.new_view) comes out as zeros: its positions are past every query's, masked.
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def kv_gather_kernel(
     rows of `role` (0 K, 1 V), the other pages as stored."""
     pg = tl.program_id(0)
     head = tl.program_id(1)
-    page = tl.load(block_table_ptr + pg)
+    held = tl.load(block_table_ptr + pg)
+    page = tl.maximum(held, 0)  # a page not held is read from page 0 and zeroed below
     j = tl.arange(0, D)
     if (use_open != 0) & (pg == tl.load(open_page_ptr + slot)):
         rows = load_open_tile(slot, role, head, open_ptr, HKV, P, D).to(tl.float32)
@@ -40,6 +43,7 @@ def kv_gather_kernel(
             rows = tile.to(tl.float32) * row_scale[:, None]
         if (FMT == ROT4) | (FMT == ROT2):  # stored rotated: rotate back (signs / sqrt(D))
             rows = fwht(rows, P, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
+    rows = tl.where(held >= 0, rows, 0.0)  # no page: zeros, whatever the load read
     position = pg * P + tl.arange(0, P)
     target = out_ptr + (position[:, None] * HKV + head) * D + j[None, :]
     tl.store(target, rows.to(tl.float16), mask=(position < n_rows)[:, None])

@@ -261,3 +261,41 @@ def test_rows_of_a_wider_product_are_written_as_their_copies(device):
         stored.append(cache.gather(0, seq, 5))
     for got, expected in zip(stored[0], stored[1], strict=True):
         assert torch.equal(got, expected)
+
+
+@pytest.mark.parametrize("fmt", ["f16", "rot4"])
+def test_a_view_reads_and_writes_the_sequence_it_shows(fmt, device):
+    """A view's table is one tensor whichever sequence it shows: gathered through it, the
+    shown sequence's rows and zeros past its pages (even where the pages left by another
+    sequence hold values); written through it, rows land in the shown sequence's pages and
+    those past them are dropped."""
+    gen = torch.Generator().manual_seed(3)
+    cache = _cache(fmt, fmt, device, heads=2, dim=32, page=16, tokens=128)
+    first, seq = cache.new_sequence(), cache.new_sequence()
+    for s, n in ((first, 40), (seq, 20)):
+        k, v = torch.randn(n, 2, 32, generator=gen), torch.randn(n, 2, 32, generator=gen)
+        cache.write(0, s, cache.grow(s, n), k.to(device), v.to(device))
+    view = cache.new_view()
+    table = cache.block_table(view)
+    cache.show(view, first)
+    cache.show(view, seq)
+    assert cache.block_table(view).data_ptr() == table.data_ptr()
+    k_seq, v_seq = cache.gather(0, seq, 20)
+    k_view, v_view = cache.gather(0, view, 64)  # 2 pages shown, 2 not
+    assert torch.equal(k_view[:20], k_seq) and torch.equal(v_view[:20], v_seq)
+    assert not k_view[32:].any() and not v_view[32:].any()
+
+    k_first, v_first = cache.gather(0, first, 40)
+    k, v = torch.randn(24, 2, 32, generator=gen), torch.randn(24, 2, 32, generator=gen)
+    positions = torch.arange(20, 44, device=device)  # 12 inside seq's second page, 12 past it
+    cache.write(0, view, positions, k.to(device), v.to(device))
+    k_after, _ = cache.gather(0, seq, 32)
+    assert torch.equal(k_after[:20], k_seq)
+    want = reference_roundtrip(fmt, k[:12].numpy())
+    assert relative_error(k_after[20:32].float().cpu(), want) < 1e-2
+    # the dropped rows went to no one's page
+    assert all(map(torch.equal, cache.gather(0, first, 40), (k_first, v_first)))
+    assert not cache.gather(0, view, 64)[0][32:].any()
+
+    with pytest.raises(UnsupportedTensor, match="kivi4"):
+        _cache("kivi4", "f16", device).new_view()
