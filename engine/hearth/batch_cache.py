@@ -81,7 +81,7 @@ class BatchCacheBase:
         return BatchRows(self, seqs, positions)
 
 
-def _groups(seqs: list[int]) -> list[tuple[int, int, int]]:
+def row_groups(seqs: list[int]) -> list[tuple[int, int, int]]:
     """(seq, first row, row past the last) of each run of one sequence's rows; a sequence
     whose rows are not one run is refused (its rows would attend in two halves)."""
     groups: list[tuple[int, int, int]] = []
@@ -106,7 +106,7 @@ class BatchRows:
             if not 0 <= pos < cache.length(seq):
                 raise ValueError(f"position {pos} of sequence {seq} before it was grown")
         self.cache, self.seqs, self.positions = cache, list(seqs), list(positions)
-        self.groups = _groups(self.seqs)
+        self.groups = row_groups(self.seqs)
         self._prepared = cache.prepare(self)
 
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):

@@ -13,7 +13,8 @@ What changes from step to step is copied into each bucket's static inputs before
 the tokens, the positions and the rows' block tables (kernels' own, stacked on the device).
 Everything the forward pass reads is then a tensor the graph already knows
 (kernels.PagedKVCache.write_rows and attend given `tables`). Only kernels' paged cache
-(KernelsBatchCache) is captured; a mixed step (a prompt chunk beside decode rows) runs eagerly.
+(KernelsBatchCache) is captured; a step with a prompt chunk in it runs as this step for its
+one-row sequences and the prefill graphs for each chunk (batch_chunks.py).
 """
 
 from __future__ import annotations

@@ -150,3 +150,30 @@ class PagedCacheAdapter:
             layer, q, self.seq, positions, n_keys, scale=scale, window=window, masks=masks
         )
         return out.to(q.dtype)
+
+
+class PagedSequenceView(PagedCacheAdapter):
+    """One sequence at a time of a batch's kernels.PagedKVCache, behind the same calls: a
+    view sequence (PagedKVCache.new_view) whose block table `show` fills with that sequence's,
+    so a CUDA graph captured through the view replays for any of the batch's prompts
+    (engine/hearth/batch_chunks.py). `n_ctx`: the positions a sequence of the batch may reach
+    (its share of the pool); the pool's pages are the batch cache's, never this view's."""
+
+    def __init__(self, cache, n_ctx: int):
+        self.cache, self.spec, self.n_ctx = cache, cache.spec, n_ctx
+        self.seq = cache.new_view()
+
+    @property
+    def nbytes(self) -> int:
+        return 0
+
+    def show(self, seq: int) -> None:
+        """Kernels launched through the view from now on (in stream order) read and write
+        kernel sequence seq's pages."""
+        self.cache.show(self.seq, seq)
+
+    def truncate(self, n: int) -> bool:
+        raise NotImplementedError("a view's sequence is truncated through its batch cache")
+
+    def close(self) -> None:
+        self.cache.free_sequence(self.seq)

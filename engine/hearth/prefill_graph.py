@@ -71,6 +71,17 @@ def prefill_graphs_wanted() -> bool:
     return os.environ.get(ENV) != "0"
 
 
+def experts_in_place(model: Transformer) -> bool:
+    """No layer's experts in RAM (whose routing is read back to the host) or computed by the
+    CPU (a host function per chunk): what a chunk's capture needs of a MoE model."""
+    from engine.hearth.expert_offload import ExpertsOnCpu, RamExperts
+
+    return not any(
+        layer.moe is not None and isinstance(layer.moe.experts, RamExperts | ExpertsOnCpu)
+        for layer in model.layers
+    )
+
+
 def keys_read(n_keys: int, n_ctx: int) -> int:
     """The slots a chunk that attends n_keys slots reads in its graph (and as its shape's
     first, eager chunk): n_keys rounded up to KEY_STEP, at most n_ctx."""
@@ -135,14 +146,7 @@ class PrefillGraphs:
     def can_capture(model: Transformer, cache) -> bool:
         """A cache with fixed shapes (decode_graph.can_capture) on a GPU, and every layer's
         experts (if any) on the device, read in place."""
-        from engine.hearth.expert_offload import ExpertsOnCpu, RamExperts
-
-        if model.ops.device.type != "cuda" or not can_capture(cache):
-            return False
-        return not any(
-            layer.moe is not None and isinstance(layer.moe.experts, RamExperts | ExpertsOnCpu)
-            for layer in model.layers
-        )
+        return model.ops.device.type == "cuda" and can_capture(cache) and experts_in_place(model)
 
     def forward(self, tokens: torch.Tensor, start: int) -> torch.Tensor:
         """The chunk `tokens` [T] (on the device) at positions start..start+T-1, its K and V

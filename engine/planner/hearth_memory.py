@@ -395,15 +395,16 @@ def prefill_graph_pool(profile: HearthProfile, config: HearthConfig, costs: Hear
     """What the prefill CUDA graphs' private pool holds beside the eager chunks' workspace
     (prefill_workspace, in torch's regular pool): the graphs share the pool and never replay
     at once, so it holds one chunk's buffers at the largest shape captured (n_ubatch rows
-    attending at most PREFILL_GRAPH_MAX_KEYS slots: prefill_workspace at that context) and
+    attending at most PREFILL_GRAPH_MAX_KEYS slots of one sequence: prefill_workspace at that
+    context; a batch's sequence holds n_ctx / n_parallel, engine/hearth/batch_chunks.py) and
     each kept graph's output, its last row's float32 logits. None with experts in RAM (their
-    chunks run eagerly: PrefillGraphs.can_capture) or for a batch (engine/runtime/
-    hearth_batch.py runs its prompts eagerly). Reasoned from the code, not yet measured
+    chunks run eagerly: PrefillGraphs.can_capture). Reasoned from the code, not yet measured
     (benchmarks/hearth_memory.py's cards)."""
-    if config.ram_expert_layers or config.n_parallel > 1:
+    if config.ram_expert_layers:
         return 0
-    keys = min(config.n_ctx, PREFILL_GRAPH_MAX_KEYS)
-    chunk = prefill_workspace(profile, dataclasses.replace(config, n_ctx=keys), costs)
+    keys = min(config.n_ctx // max(1, config.n_parallel), PREFILL_GRAPH_MAX_KEYS)
+    one_sequence = dataclasses.replace(config, n_ctx=keys, n_parallel=1)
+    chunk = prefill_workspace(profile, one_sequence, costs)
     logits = [profile.config.n_vocab * 4] * PREFILL_GRAPH_MAX_GRAPHS
     return chunk + torch_reserved(logits)
 

@@ -19,12 +19,16 @@ requests arrive before the first of them has computed the shared part: a prompt 
 page another running prompt is computing waits for it (a step or a few), then takes the pages
 that prompt published instead of computing them again; prompts that share nothing never wait.
 
-A step is one forward pass (engine/hearth/forward.py, unchanged) over the rows that
+A step is a forward pass (engine/hearth/forward.py) over the rows that
 batch_schedule.plan_step picks: one token for every decoding sequence, then chunks of the
 prompts that joined, within the per-step token budget, so a long new prompt is computed
 between the others' tokens instead of stalling them. Generations join and leave between
 steps. A step's matrices take the GEMV or the dequantized matrix's GEMM by the step's row
-count alone (KernelsOps._matmul_path), decode rows and prompt chunks alike.
+count alone (KernelsOps._matmul_path), decode rows and prompt chunks alike. On a GPU a step
+of decode rows alone replays the decode graphs (batch_graph.py), and a step with a prompt chunk
+in it runs as parts replayed from graphs too: its one-row sequences as a decode step, each
+chunk through the prefill graphs on a view of its sequence (batch_chunks.py); launched eagerly,
+such a step cost the host some 100-130 ms on an 8B model.
 
 Every row's token is drawn on the device, all rows at once, each by its own settings and seed
 (engine/hearth/sampler.py sample_rows). Steps launched ahead: while no prompt waits to be
@@ -67,6 +71,9 @@ if TYPE_CHECKING:
 
 # the row counts of the batch warm-up's prompts (HearthBatchContext.warm_up)
 WARM_UP_ROWS = (12, 16, 17, 23, 32, 47, 64, 95, 128, 191, 256, 383, 512)
+# the row counts a prompt chunk is padded to (prefill_graph.rows_run): the warm-up captures
+# each one's graph for a prompt's first chunk
+CHUNK_ROWS = (16, 32, 64, 128, 256, 512)
 
 
 class HearthBatchContext:
@@ -119,6 +126,8 @@ class HearthBatchContext:
         # decode-only steps replayed from CUDA graphs per batch size (batch_graph.py), made
         # by warm_up; HEARTH_CUDA_GRAPH=0 decodes eagerly
         self._graphs = None
+        # steps with a prompt chunk in it, run as parts replayed from graphs (batch_chunks.py)
+        self._chunks = None
         self._use_graphs = hearth.device.startswith("cuda") and os.environ.get(GRAPH_ENV) != "0"
         self.info = ContextInfo(
             n_ctx=n_ctx,
@@ -141,6 +150,8 @@ class HearthBatchContext:
         decode_only = len(set(seqs)) == len(seqs)
         if self._graphs is not None and decode_only and list(logit_rows) == list(range(len(seqs))):
             return self._graphs.step(seqs, tokens, positions)
+        if self._chunks is not None:
+            return self._chunks.forward(seqs, tokens, positions, logit_rows)
         rows = self.cache.rows(seqs, positions)
         with torch.inference_mode():
             return hearth.transformer.forward(
@@ -194,7 +205,9 @@ class HearthBatchContext:
         matrix's row counts: the rows GEMV's, a program a row's, and each block of rows the
         dequantizing MMA takes, at and off a multiple of 16; the decode graphs have 32 and
         64) and a prompt beside a one-token row (docs/server.md has the first clients' waits
-        with and without them)."""
+        with and without them). Then, with the graphs, a prompt of each row count a chunk is
+        padded to (CHUNK_ROWS), twice: the second captures that chunk's graph
+        (batch_chunks.py), so a prompt's first chunk replays one."""
         from engine.runtime.hearth_driver import worker_ends_when_out_of_memory
 
         bos = self.model.tokenize("", add_special=True)[:1] or [0]
@@ -210,6 +223,12 @@ class HearthBatchContext:
         if self._use_graphs and self._graphs is None:
             with worker_ends_when_out_of_memory("capturing the batch's decode steps"):
                 self._capture()
+        if self._chunks is not None:  # a prompt of each padded row count, twice: captured
+            with worker_ends_when_out_of_memory("capturing the batch's prompt chunks"):
+                for rows in CHUNK_ROWS:
+                    if self._fits_one_step([rows]):
+                        for _ in range(2):
+                            self._warm_up_step([rows - 1], bos[0])
 
     def _fits_one_step(self, lengths: list[int]) -> bool:
         return (
@@ -235,9 +254,11 @@ class HearthBatchContext:
                 self.cache.free_sequence(seq)
 
     def _capture(self) -> None:
-        """The decode step's graphs for every batch size up to n_parallel. One that cannot be
-        captured leaves the batch decoding eagerly, with a line saying why (slower, the same
-        tokens)."""
+        """The decode step's graphs for every batch size up to n_parallel, and the parts a step
+        with a prompt chunk runs as (batch_chunks.py). A decode step that cannot be captured
+        leaves the batch decoding eagerly, with a line saying why (slower, the same tokens); a
+        chunk shape whose capture fails runs eagerly (prefill_graph.py keeps why)."""
+        from engine.hearth.batch_chunks import BatchChunks
         from engine.hearth.batch_graph import BatchGraphs
 
         transformer = self.model.hearth.transformer
@@ -254,6 +275,12 @@ class HearthBatchContext:
                 flush=True,
             )
             self._use_graphs = False
+            return
+        if BatchChunks.can_capture(transformer, self.cache):
+            self._chunks = BatchChunks(
+                transformer, self.cache, self._graphs.step, self.n_ctx_per_sequence,
+                max_rows=self.budget,
+            )  # fmt: skip
 
     def synchronize(self) -> None:
         if self.model.hearth.device.startswith("cuda"):
@@ -263,6 +290,9 @@ class HearthBatchContext:
         return self.cache.nbytes if self.cache is not None else 0
 
     def close(self) -> None:
+        if self._chunks is not None:
+            self._chunks.close()
+            self._chunks = None
         if self._graphs is not None:
             self._graphs.close()
             self._graphs = None

@@ -225,3 +225,62 @@ def test_a_batch_through_the_dequantizing_mma_equals_the_dequantized_gemm(tmp_pa
     for got, expected in zip(logits[True], logits[False], strict=True):
         assert expected.std() > 0.1
         np.testing.assert_allclose(got, expected, atol=5e-3 * max(1.0, np.abs(expected).max()))
+
+
+def test_a_step_with_prompt_chunks_in_parts_equals_it_in_one_pass(model):
+    """batch_chunks.BatchChunks: a step of one decode row (a), a 17-token chunk (b, padded to
+    32 rows on a view of the cache, its attention over 64 slots, those past b's pages read as
+    zeros) and a 3-token chunk (c, padded to 16 rows, the padding in the rest of its page)
+    gives the logits one pass gives, and leaves each sequence's cache as one pass does: the
+    next step's logits agree, and so do the stored rows of every sequence (a's page sits
+    beside b's and c's in the pool, untouched by their padding). Each chunk is its shape's
+    first, run eagerly as its graph would be captured (no capture on the CPU)."""
+    from engine.hearth.batch_chunks import BatchChunks
+    from tests.engine.hearth.batch_steps import forward_rows
+
+    def started(cache):
+        a, b, c = (cache.new_sequence() for _ in range(3))
+        cache.grow(a, 5)
+        forward_rows(model, cache, [a] * 5, [3, 1, 4, 1, 5], list(range(5)), [4])
+        for seq, n in ((a, 1), (b, 17), (c, 3)):
+            cache.grow(seq, n)
+        return a, b, c
+
+    prompts = PROMPTS[1] + PROMPTS[2] + PROMPTS[1][:6] + PROMPTS[0]
+    seqs_of = lambda a, b, c: [a] + [b] * 17 + [c] * 3  # noqa: E731
+    positions = [5, *range(17), *range(3)]
+    tokens = [9, *prompts]
+    caches, got = [], []
+    for parts in (False, True):
+        cache = KernelsBatchCache(**_dims(model), n_pages=12, device="cpu", k_format="q8",
+                                  v_format="rot4", page_size=PAGE)  # fmt: skip
+        a, b, c = started(cache)
+        seqs = seqs_of(a, b, c)
+        if parts:
+
+            def decode_rows(s, t, p, cache=cache):  # the decode graphs' step, eagerly
+                return forward_rows(model, cache, s, t, p, list(range(len(s))))
+
+            chunks = BatchChunks(model, cache, decode_rows, 64, max_rows=64)
+            got.append(chunks.forward(seqs, tokens, positions, [0, 17, 20]))
+            with pytest.raises(ValueError, match="inside a prompt chunk"):
+                chunks.forward(seqs, tokens, positions, [3])
+            chunks.close()
+        else:
+            got.append(forward_rows(model, cache, seqs, tokens, positions, [0, 17, 20]))
+        for seq in (a, b, c):
+            cache.grow(seq, 1)
+        nxt = forward_rows(model, cache, [a, b, c], [2, 7, 1], [6, 17, 3], [0, 1, 2])
+        caches.append((cache, (a, b, c), nxt))
+    one, parts = got
+    assert one.std() > 0.1
+    scale = max(1.0, float(one.abs().max()))
+    np.testing.assert_allclose(parts.numpy(), one.numpy(), atol=2e-3 * scale)
+    np.testing.assert_allclose(caches[1][2].numpy(), caches[0][2].numpy(), atol=2e-3 * scale)
+    (cache_one, seqs_one, _), (cache_parts, seqs_parts, _) = caches
+    for s1, s2 in zip(seqs_one, seqs_parts, strict=True):
+        n = cache_one.length(s1)
+        k1, v1 = cache_one.cache.gather(0, cache_one.kernel_sequence(s1), n)
+        k2, v2 = cache_parts.cache.gather(0, cache_parts.kernel_sequence(s2), n)
+        torch.testing.assert_close(k2, k1, atol=2e-2, rtol=0)
+        torch.testing.assert_close(v2, v1, atol=2e-2, rtol=0)

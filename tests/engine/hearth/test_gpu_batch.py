@@ -272,3 +272,77 @@ def test_steps_launched_ahead_on_the_graphs_give_the_tokens_of_steps_one_at_a_ti
         assert_launched_ahead_equals_one_at_a_time(model, PROMPTS, max_tokens=12, sampling=SAMPLED)
     finally:
         model.close()
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+def test_a_step_with_prompt_chunks_replayed_in_parts_equals_the_eager_pass(
+    arch, tmp_path, float_gemv_alone
+):
+    """engine/hearth/batch_chunks.py on the GPU: a step of 3 decode rows, a 40-token chunk (64
+    rows padded) and a 9-token one (16 rows) run as the decode graphs' step and each chunk
+    replayed from its graph (each shape's first chunk, on sequences made for it, ran eagerly
+    before), against the same step in one eager pass on an identical cache: the step's
+    logits, and the next decode step's from what each left in the cache."""
+    from engine.hearth.batch_chunks import BatchChunks
+    from engine.hearth.batch_graph import BatchGraphs
+
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
+    info = read_model_info(path)
+    cfg = model_config(info)
+    model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
+    dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
+    decoding = [_prompt(i) for i in (3, 5, 8)]
+    chunks = [_prompt(13)[:40], _prompt(3)[:9]]  # of 41 and 11 tokens
+
+    def forward(cache, seqs, tokens, positions, logit_rows):
+        with torch.inference_mode():
+            return model.forward(
+                torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
+                cache.rows(seqs, positions), n_keys=0,
+                logit_rows=torch.tensor(logit_rows, device="cuda"),
+            )  # fmt: skip
+
+    def step_and_next(parts: bool):
+        cache = KernelsBatchCache(**dims, n_pages=96, device="cuda", k_format="f16",
+                                  v_format="f16", max_sequences=12)  # fmt: skip
+        seqs = [cache.new_sequence() for _ in range(5)]
+        for seq, prompt in zip(seqs[:3], decoding, strict=True):
+            cache.grow(seq, len(prompt))
+            forward(cache, [seq] * len(prompt), prompt, list(range(len(prompt))), [len(prompt) - 1])
+        row_seqs, tokens, positions = [], [], []
+        for seq, prompt in zip(seqs[:3], decoding, strict=True):
+            row_seqs.append(seq)
+            tokens.append(prompt[0])
+            positions.append(cache.grow(seq, 1))
+        for seq, chunk in zip(seqs[3:], chunks, strict=True):
+            cache.grow(seq, len(chunk))
+            row_seqs += [seq] * len(chunk)
+            tokens += chunk
+            positions += range(len(chunk))
+        logit_rows = [0, 1, 2, 3 + 40 - 1, 3 + 40 + 9 - 1]
+        assert len(tokens) == logit_rows[-1] + 1
+        if parts:
+            graphs = BatchGraphs(model, cache, max_rows=8)
+            split = BatchChunks(model, cache, graphs.step, 128, max_rows=64)
+            for chunk in chunks:  # each shape's first chunk: eager, on a sequence of its own
+                first = cache.new_sequence()
+                cache.grow(first, len(chunk))
+                with torch.inference_mode():
+                    split.forward([first] * len(chunk), chunk, list(range(len(chunk))),
+                                  [len(chunk) - 1])  # fmt: skip
+                cache.free_sequence(first)
+            with torch.inference_mode():
+                logits = split.forward(row_seqs, tokens, positions, logit_rows).float().cpu()
+            assert len(split.prefill._graphs) == 2, split.prefill.failures
+        else:
+            logits = forward(cache, row_seqs, tokens, positions, logit_rows).float().cpu()
+        next_positions = [cache.grow(seq, 1) for seq in seqs]
+        after = forward(cache, seqs, [7, 8, 9, 10, 11], next_positions, list(range(5)))
+        return logits, after.float().cpu()
+
+    eager, eager_next = step_and_next(parts=False)
+    parts, parts_next = step_and_next(parts=True)
+    scale = float(eager.abs().max())
+    assert eager.std() > 0.1
+    torch.testing.assert_close(parts, eager, rtol=0, atol=2e-2 * scale)
+    torch.testing.assert_close(parts_next, eager_next, rtol=0, atol=2e-2 * scale)

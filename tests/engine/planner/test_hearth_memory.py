@@ -410,8 +410,8 @@ def test_kivi4_keys_copy_the_gathered_rows_once_more(
 
 def test_the_prefill_graphs_pool_holds_one_chunk_at_most_4096_slots(qwen3_moe):
     """engine/hearth/prefill_graph.py: one chunk's buffers at n_ubatch rows attending at most
-    MAX_KEYS slots, and MAX_GRAPHS graphs' float32 logits row; none with experts in RAM or for
-    a batch (whose prompts run eagerly)."""
+    MAX_KEYS slots of one sequence (a batch's: n_ctx / n_parallel), and MAX_GRAPHS graphs'
+    float32 logits row; none with experts in RAM."""
     from engine.hearth import prefill_graph
     from engine.planner.hearth_memory import (
         HEARTH_COSTS,
@@ -433,7 +433,9 @@ def test_the_prefill_graphs_pool_holds_one_chunk_at_most_4096_slots(qwen3_moe):
     short_pool = prefill_workspace(qwen3_moe, short, HEARTH_COSTS) + logits
     assert prefill_graph_pool(qwen3_moe, short, HEARTH_COSTS) == short_pool
     assert hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=21)).prefill_graph_pool == 0
-    assert hearth_items(qwen3_moe, HearthConfig(4096, n_parallel=4)).prefill_graph_pool == 0
+    assert (
+        hearth_items(qwen3_moe, HearthConfig(4096, n_parallel=4)).prefill_graph_pool == short_pool
+    )
     # it adds to the GPU's total beside the eager workspace
     items = hearth_items(qwen3_moe, HearthConfig(32768))
     without = dataclasses.replace(items, prefill_graph_pool=0)
