@@ -3,7 +3,7 @@
 # experts served on the Hearth engine beside llama-server (Best fit serves MoE models on
 # llama.cpp for want of these figures: engine/planner/engine_figures.json has `serve` rows for
 # the dense 8B only), Qwen3-30B-A3B-shaped Q4_K_M, greedy, the order.
-source benchmarks/gpu/call_prelude.sh o3
+source benchmarks/gpu/call_prelude.sh o4
 install_wheels
 llama_from_pack
 since unpacked

@@ -3,7 +3,7 @@
 # through the worker on both engines, two repetitions (session 21 ran one on an empty Triton
 # cache: load 64.2 s against 3.4 s, first prefill 0.59x, decode 1.62x; the second load and
 # prefill say what a user meets after the first).
-source benchmarks/gpu/call_prelude.sh o2
+source benchmarks/gpu/call_prelude.sh o3
 install_wheels
 llama_from_pack
 since unpacked

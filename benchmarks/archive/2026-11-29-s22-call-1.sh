@@ -11,7 +11,7 @@
 #   2. `hearth serve` on llama.cpp at one client with 1 slot and with 64 (session 21: 128.4
 #      tok/s at 64 slots against llama-server's 247.2, level with it from 4 clients);
 #   3. the dense 8B's tg128 with its profile, beside llama-bench (issue 35's 75% of the bound).
-# Then the second call: benchmarks/archive/2026-11-30-s22-call-2.sh (Qwen3 through the worker).
+# (Run as session 22's first call; its second became call 2 here, Qwen3 through the worker call 3.)
 source benchmarks/gpu/call_prelude.sh o1
 install_wheels
 llama_from_pack
