@@ -1,18 +1,16 @@
 #!/usr/bin/env bash
-# Prepared at the end of session 21 (one H200; carry .llama-pack and .whl): a mixture of
-# experts served on the Hearth engine beside llama-server (Best fit serves MoE models on
-# llama.cpp for want of these figures: engine/planner/engine_figures.json has `serve` rows for
-# the dense 8B only), Qwen3-30B-A3B-shaped Q4_K_M, greedy, the issue's order.
+# Session 22's fourth call (one H200; carry .llama-pack and .whl): the batch's GPU tests with a
+# mixture-of-experts model (tiny qwen3moe) added: 20 sequences together against each alone,
+# a captured decode step against the eager one, a step with prompt chunks in parts against one
+# eager pass. Call 3 served Qwen3-30B-A3B on the Hearth engine; these say its batch computes
+# what each sequence alone does before Best fit is given those figures.
 source benchmarks/gpu/call_prelude.sh o4
 install_wheels
 llama_from_pack
 since unpacked
-Q=/tmp/models/qwen3-30b-a3b-random-q4_k_m.gguf
-write_random qwen3-30b-a3b Q4_K_M ggml-vocab-qwen2.gguf $Q
-since written
 export TRITON_CACHE_DIR=/tmp/tc
-timeout $(cap 480) python3 benchmarks/server_concurrency.py $Q --llama-server "$(command -v llama-server)" \
-  --hearth-engines hearth --clients 1 4 16 64 --max-tokens 512 --prompt-words 64 --ctx 1024 \
-  --rounds 1 --level-timeout 60 --logs /tmp/logs --json "$o/server-qwen3.json" >"$o/server-qwen3.txt" 2>&1
-since "serving qwen3 (exit $?)"; grep -h "answering\|/ llama-server\|clients" "$o/server-qwen3.txt" | tail -12 >>"$o/steps.txt"
+HEARTH_TEST_VOCAB="$(ls -d /tmp/llama/llama_cpp_python-*)/vendor/llama.cpp/models/ggml-vocab-llama-bpe.gguf" \
+  HEARTH_GPU_TESTS=1 timeout 240 python3 -m pytest -n 4 -v --tb=short -p no:cacheprovider --timeout 200 \
+  -rfE tests/engine/hearth/test_gpu_batch.py >"$o/tests.txt" 2>&1
+since "tests (exit $?)"; grep -E "^(FAILED|ERROR)| passed| failed" "$o/tests.txt" | tail -12 >>"$o/steps.txt"
 since end

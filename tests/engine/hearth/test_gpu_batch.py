@@ -31,6 +31,11 @@ if not torch.cuda.is_available():
 N_SEQS, STEPS = 20, 3  # token ids below stay inside the tiny models' 301-token vocabulary
 
 
+def _spec(arch: str):
+    """The tiny model of `arch` with heads the KV kernels take (32 to 256 wide)."""
+    return tiny_spec(arch, head_dim=32) if arch == "qwen3moe" else tiny_spec(arch)
+
+
 def _prompt(i: int) -> list[int]:
     return [(7 * i + 3 * j) % 300 + 1 for j in range(2 + 3 * i)]  # 2 to 59 tokens
 
@@ -46,11 +51,11 @@ def float_gemv_alone(monkeypatch):
     monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 0)
 
 
-@pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8")])
+@pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8"), ("qwen3moe", "f16")])
 def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_gemv_alone):
     """The 20-row step through the dequantized matrices' GEMM (KernelsOps._matmul_path past
     kernels.gemv.DP4A_MAX_ROWS rows) against each sequence alone on the one-row GEMV."""
-    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", _spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
     ops = KernelsOps("cuda")
@@ -192,7 +197,9 @@ def test_a_shared_prefix_on_the_gpu_is_computed_once_and_copied_on_write(tmp_pat
     assert close(forward([a], [42], [pos]), alone(prompt_a, [42]))
 
 
-@pytest.mark.parametrize(("n_rows", "arch"), [(5, "llama"), (20, "llama"), (20, "qwen3")])
+@pytest.mark.parametrize(
+    ("n_rows", "arch"), [(5, "llama"), (20, "llama"), (20, "qwen3"), (20, "qwen3moe")]
+)
 def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, tmp_path):
     """BatchGraphs (engine/hearth/batch_graph.py): a decode step of 5 rows (the integer GEMV,
     bucket 8) and of 20 (the dequantized matrices' GEMM, bucket 32; qwen3's Q4_K matrices take
@@ -201,7 +208,7 @@ def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, tmp_path):
     rows of the bucket's spare slots touch no sequence's pages."""
     from engine.hearth.batch_graph import BatchGraphs
 
-    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", _spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
     model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
@@ -274,7 +281,7 @@ def test_steps_launched_ahead_on_the_graphs_give_the_tokens_of_steps_one_at_a_ti
         model.close()
 
 
-@pytest.mark.parametrize("arch", ["llama", "qwen3"])
+@pytest.mark.parametrize("arch", ["llama", "qwen3", "qwen3moe"])
 def test_a_step_with_prompt_chunks_replayed_in_parts_equals_the_eager_pass(
     arch, tmp_path, float_gemv_alone
 ):
@@ -286,7 +293,7 @@ def test_a_step_with_prompt_chunks_replayed_in_parts_equals_the_eager_pass(
     from engine.hearth.batch_chunks import BatchChunks
     from engine.hearth.batch_graph import BatchGraphs
 
-    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch))
+    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", _spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
     model = Transformer.load(cfg, GGUFTensors(str(path), info), KernelsOps("cuda"))
