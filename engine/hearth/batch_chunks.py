@@ -1,10 +1,10 @@
 """A batch step with prompt chunks in it, run in parts that replay CUDA graphs.
 
 The batch's decode graphs (batch_graph.py) take one row per sequence. A step with a prompt
-chunk in it, launched operator by operator from Python, costs the host some 100-130 ms on an
-8B model whatever its rows (H200: benchmarks/hearth_batch_decode.py --profile, eager steps):
-a first token's wait at one client, and a stall of every reply being decoded when a client
-joins. So such a step runs in parts, each replayed:
+chunk in it, launched operator by operator from Python, took 104-151 ms on an 8B model for 64
+to 512 rows (H200, benchmarks/hearth_batch_decode.py --profile: docs/measurements/
+2026-11-28-s14-call-4/batch-profile.txt): a first token's wait at one client, and a stall of
+every reply being decoded when a client joins. So such a step runs in parts, each replayed:
 - its one-row sequences (the decode rows, and a prompt's last token computed alone) as one
   step of the decode graphs, `decode_rows`;
 - each prompt chunk through engine/hearth/prefill_graph.py's graphs (captured the second time
