@@ -157,6 +157,11 @@ class PagedKVCache:
         kernels read; a CUDA graph of a batch copies it into its static tables)."""
         return self._tables[seq]
 
+    def open_slot(self, seq: int) -> torch.Tensor:
+        """seq's open page slot on the device, [1] int32 (kivi4 keys; 0 for the others): what
+        a CUDA graph of a batch copies into its static slots."""
+        return self._open_pages.slot_tensors[seq]
+
     def grow(self, seq: int, n: int) -> int:
         """Reserve n more positions for seq; returns the first of them."""
         start = self._lengths[seq]
@@ -298,7 +303,7 @@ class PagedKVCache:
 
     def _launch_write(self, layer, q, q_out, k, v, tables, first, position_arg, table_pages,
                       k_planes, slot, scratch_len, rope, biases, norms, on_device,
-                      direct) -> None:  # fmt: skip
+                      direct, slot_per_row=False) -> None:  # fmt: skip
         """kv_write_kernel over k, v (and q) [rows, heads, D]: a program per query head and,
         with queries, per KV head (side by side: a decode step's one row fills HQ + HKV
         programs), else per row's KV heads (one program a row, as the rows are many)."""
@@ -346,25 +351,26 @@ class PagedKVCache:
             NEOX=bool(rope is not None and rope.neox), POSITIONS=on_device,
             Q_BIAS=bq is not None, K_BIAS=bk is not None, V_BIAS=bv is not None,
             HAS_NORM=norms is not None, KIVI_DIRECT=direct, LAUNCH_DEPENDENTS=chain,
-            num_warps=write_warps(kv_heads, spec.head_dim), **after_prior,
+            SLOT_PER_ROW=slot_per_row, num_warps=write_warps(kv_heads, spec.head_dim),
+            **after_prior,
         )  # fmt: skip
 
     def write_rows(
-        self, layer: int, seqs: list[int], positions: torch.Tensor, k, v, tables=None
-    ) -> None:
+        self, layer: int, seqs: list[int], positions: torch.Tensor, k, v, tables=None,
+        slots=None,
+    ) -> None:  # fmt: skip
         """Row i of k, v [n, n_kv_heads, head_dim] stored at position positions[i] (a device
         tensor) of sequence seqs[i]: a batch's decode step, every row in its own sequence's
         pages, in one launch. The write kernel is the one-sequence kernel given the rows'
         block tables side by side and each position moved into its row's table (table b's
         entries start at b * n_pages), so a row can reach only its own sequence's pages; a
-        position past the grown pages is dropped, as in `write`. Not for kivi4 keys, whose
-        open page belongs to one sequence a launch (`write` per sequence there). `tables`
-        [len(seqs), n_pages]: the block tables to write through in place of seqs' own (a CUDA
-        graph's static copy of a batch's tables)."""
+        position past the grown pages is dropped, as in `write`. kivi4 keys: each row into its
+        sequence's open page, then each page a row filled sealed (two launches). `tables`
+        [len(seqs), n_pages] and (kivi4) `slots` [len(seqs)] int32: the block tables and open
+        page slots to write through in place of seqs' own (a CUDA graph's static copies of a
+        batch's)."""
         spec = self.spec
         shape = (len(seqs), spec.n_kv_heads, spec.head_dim)
-        if self.kivi:
-            raise UnsupportedTensor("kivi4 keys are written one sequence at a time (write)")
         if tuple(k.shape) != shape or tuple(v.shape) != shape or positions.numel() != shape[0]:
             raise UnsupportedTensor(
                 f"KV rows of shapes {tuple(k.shape)} and {tuple(v.shape)} with "
@@ -378,10 +384,21 @@ class PagedKVCache:
         shifted = positions.reshape(-1).to(torch.int64)
         # a negative position stays outside every table (dropped), not inside the one before
         shifted = torch.where(shifted >= 0, shifted + rows * (self.n_pages * spec.page_size), -1)
+        table_pages = self.n_pages * len(seqs)
+        k_planes = plane_pointers(self._k[layer])
+        if not self.kivi:
+            self._launch_write(
+                layer, None, None, k, v, tables, 0, shifted, table_pages, k_planes, 0, 0, None,
+                None, None, True, False,
+            )  # fmt: skip
+            return
+        if slots is None:
+            slots = torch.cat([self._open_pages.slot_tensors[s] for s in seqs])
         self._launch_write(
-            layer, None, None, k, v, tables, 0, shifted, self.n_pages * len(seqs),
-            plane_pointers(self._k[layer]), 0, 0, None, None, None, True, False,
+            layer, None, None, k, v, tables, 0, shifted, table_pages, k_planes, slots, 0, None,
+            None, None, True, True, slot_per_row=True,
         )  # fmt: skip
+        self._open_pages.seal_rows(layer, tables, shifted, table_pages, k_planes, slots)
 
     def attend(
         self,
@@ -394,6 +411,7 @@ class PagedKVCache:
         positions: torch.Tensor | None = None,
         sinks: torch.Tensor | None = None,
         tables: torch.Tensor | None = None,
+        slots: torch.Tensor | None = None,
         splits_as_one: bool = False,
         quantized: QuantizedActivation | None = None,
     ):
@@ -408,7 +426,8 @@ class PagedKVCache:
         denominator.
 
         tables: [len(seqs), n_pages] block tables read in place of seqs' own, with `positions`
-        (a CUDA graph's static copy of a batch's tables; seqs then only size the launch).
+        (a CUDA graph's static copy of a batch's tables; seqs then only size the launch); slots
+        (kivi4 keys): [len(seqs)] int32 open page slots read in place of seqs' own, likewise.
 
         splits_as_one: every query's positions split as for a single sequence's one query, so
         each of several one-token queries (the same sequence given once per query, with its
@@ -463,11 +482,12 @@ class PagedKVCache:
             if n_seqs > 1 and not repeated
             else self._length_tensors[seqs[0]]
         )
-        slots = (
-            torch.cat([self._open_pages.slot_tensors[s] for s in seqs])
-            if n_seqs > 1 and not repeated
-            else self._open_pages.slot_tensors[seqs[0]]
-        )
+        if slots is None:
+            slots = (
+                torch.cat([self._open_pages.slot_tensors[s] for s in seqs])
+                if n_seqs > 1 and not repeated
+                else self._open_pages.slot_tensors[seqs[0]]
+            )
         kq, ks, km = plane_pointers(self._k[layer])
         vq, vs, vm = plane_pointers(self._v[layer])
         shared = {

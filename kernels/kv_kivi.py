@@ -61,21 +61,31 @@ def kivi_seal_kernel(
     scratch_ptr, open_ptr, block_table_ptr, positions_ptr, start, n_rows, table_pages, slot,
     q_ptr, scale_ptr, min_ptr,
     HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr, G: tl.constexpr,
-    POSITIONS: tl.constexpr, SCRATCH: tl.constexpr,
+    POSITIONS: tl.constexpr, SCRATCH: tl.constexpr, ROWS: tl.constexpr = False,
 ):  # fmt: skip
     """Grid (pages a write of n_rows can touch, HKV). SCRATCH: the write's rows come from the
-    scratch (its K half); else (n = 1) the open page already holds all."""
-    first = _first_position(positions_ptr, start, POSITIONS)
+    scratch (its K half); else (n = 1) the open page already holds all. ROWS: grid (rows, HKV)
+    after a batch's one-row writes (kv_write_kernel's SLOT_PER_ROW): row t at positions[t],
+    moved into its block table among the stacked ones, in the open page of slot[t] (`slot`
+    points to them); n_rows is 1."""
+    if ROWS:
+        row = tl.program_id(0)
+        first = tl.load(positions_ptr + row).to(tl.int32)
+        open_slot = tl.load(slot + row)
+        pg = first // P
+    else:
+        first = _first_position(positions_ptr, start, POSITIONS)
+        open_slot = slot
+        pg = first // P + tl.program_id(0)
     last = first + n_rows - 1
-    pg = first // P + tl.program_id(0)
     head = tl.program_id(1)
     page_end = pg * P + P - 1
-    if (page_end >= first) & (page_end <= last) & (pg < table_pages):
+    if (first >= 0) & (page_end >= first) & (page_end <= last) & (pg < table_pages):
         page = tl.load(block_table_ptr + pg)
         if page >= 0:  # -1: a page not grown, nothing written
             s = tl.arange(0, P)
             j = tl.arange(0, D)
-            keys = open_rows(open_ptr, slot, 0, head, HKV, P, D)
+            keys = open_rows(open_ptr, open_slot, 0, head, HKV, P, D)
             if SCRATCH:
                 base = first - first % P  # the scratch's row 0
                 scratch = scratch_ptr + ((pg * P - base + s) * HKV + head)[:, None] * D

@@ -71,6 +71,9 @@ class KiviOpenPages:
         slot = self._free_slots.pop() if self.kivi else 0
         self.slots[seq] = slot
         self.slot_tensors[seq] = torch.full((1,), slot, dtype=torch.int32, device=self.device)
+        if self.kivi:  # a slot freed by another sequence holds none of this one's pages
+            for numbers in self.page_numbers:
+                numbers[slot] = -1
 
     def free_slot(self, seq: int) -> None:
         if self.kivi:
@@ -136,6 +139,19 @@ class KiviOpenPages:
                 scratch, scratch.shape[1], open_rows, open_page, position_arg, first, n, slot,
                 POSITIONS=on_device, **common,
             )  # fmt: skip
+
+    def seal_rows(self, layer, tables, positions, table_pages, k_pointers, slots) -> None:
+        """kivi4 K after a batch's one-row writes (PagedKVCache.write_rows): each row's page
+        sealed where the row filled it, from the open page of its slot (slots [rows] int32 on
+        the device; positions moved into the stacked `tables`, as the write had them)."""
+        spec = self.spec
+        self._drop_scratch(layer, replaced_by_chunk=False)
+        open_rows = self.rows[layer]
+        kivi_seal_kernel[(positions.numel(), spec.n_kv_heads)](
+            open_rows, open_rows, tables, positions, 0, 1, table_pages, slots, *k_pointers,
+            HKV=spec.n_kv_heads, D=spec.head_dim, P=spec.page_size,
+            G=kivi_group(spec.page_size), POSITIONS=True, SCRATCH=False, ROWS=True,
+        )  # fmt: skip
 
     def layer_scratch(self, layer: int) -> tuple[torch.Tensor, int | torch.Tensor] | None:
         """(rows, start) of the exact rows of `layer`'s last chunk, None where its last write

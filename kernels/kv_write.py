@@ -61,6 +61,7 @@ def kv_write_kernel(
     Q_BIAS: tl.constexpr = False, K_BIAS: tl.constexpr = False, V_BIAS: tl.constexpr = False,
     HAS_NORM: tl.constexpr = False, KIVI_DIRECT: tl.constexpr = False,
     LAUNCH_DEPENDENTS: tl.constexpr = False, WAIT_PRIOR: tl.constexpr = False,
+    SLOT_PER_ROW: tl.constexpr = False,
 ):  # fmt: skip
     """Row t goes to position positions[t] (POSITIONS: read on the device, so a CUDA graph
     can replay the write at the next position) or start + t. A position past the block table
@@ -69,7 +70,10 @@ def kv_write_kernel(
     (Q_BIAS, K_BIAS, V_BIAS), norms float32 [D] (HAS_NORM: Q's by q_norm, K's by k_norm,
     before RoPE; ROPE rotates Q and K). kivi4 K: kq_ptr is the scratch [2, scratch_len, HKV, D]
     (K and V as written, row r at position first - first % P + r); KIVI_DIRECT (one row): the
-    open page [2, HKV, P, D] of `slot` instead. V is also stored in its own format, as for any
+    open page [2, HKV, P, D] of `slot` instead; SLOT_PER_ROW (KIVI_DIRECT for a batch's rows,
+    PagedKVCache.write_rows: row t's block table is the t-th of table_pages / rows pages and
+    its position moved into it): `slot` points to each row's slot. V is also stored in its own
+    format, as for any
     K format. LAUNCH_DEPENDENTS (Hopper; AttentionTuning.chain_launches): the next launch may
     start now; the attention's split kernel, launched as a dependent, waits in-kernel for this
     grid to finish before it reads anything. WAIT_PRIOR: launched as the previous launch's
@@ -115,14 +119,20 @@ def kv_write_kernel(
             v = v.to(tl.float16).to(tl.float32)
         if K_FMT == KIVI4:
             if KIVI_DIRECT:
-                key_rows = ((slot * 2) * HKV + heads) * P + pos % P
+                if SLOT_PER_ROW:
+                    row_slot = tl.load(slot + t)
+                    page_of_row = pos // P - t * (table_pages // tl.num_programs(0))
+                else:
+                    row_slot = slot
+                    page_of_row = pos // P
+                key_rows = ((row_slot * 2) * HKV + heads) * P + pos % P
                 value_rows = key_rows + HKV * P
                 mask = head_mask[:, None]
                 tl.store(open_ptr + key_rows[:, None] * D + j[None, :], k.to(tl.float16),
                          mask=mask)  # fmt: skip
                 tl.store(open_ptr + value_rows[:, None] * D + j[None, :], v.to(tl.float16),
                          mask=mask)  # fmt: skip
-                tl.store(open_page_ptr + slot, pos // P, mask=in_table)
+                tl.store(open_page_ptr + row_slot, page_of_row, mask=in_table)
             else:
                 first = tl.load(positions_ptr).to(tl.int32) if POSITIONS else start
                 key_rows = (pos - first + first % P) * HKV + heads

@@ -22,17 +22,21 @@ applies the pool's copies to the storage before returning); the storage is one o
 - `TorchBatchCache`: plain torch tensors of pages (the CPU path, tests). A sequence's rows are
   gathered from its pages and attended by TorchKVCache's own attention, so a batched step
   computes what the one-sequence path computes.
-- `KernelsBatchCache`: kernels.PagedKVCache on a GPU, any K/V format but kivi4 keys. A step's
-  rows are written in one launch (PagedKVCache.write_rows); the decoding rows attend in one
-  flash-decoding launch over their own block tables; a prompt chunk attends through the prefill
-  path over its sequence's gathered pages.
+- `KernelsBatchCache`: kernels.PagedKVCache on a GPU, any K/V format. A step's decode rows are
+  written in one launch (PagedKVCache.write_rows; kivi4 keys: each into its sequence's open
+  page, then the pages they filled sealed) and attend in one flash-decoding launch over their
+  own block tables; a prompt chunk attends through the prefill path over its sequence's
+  gathered pages (kivi4 keys: the chunk is written just before, so that the cache's one copy
+  of a chunk's exact rows is its own when it attends). A kivi4 sequence keeps an open page of
+  its own (a slot per sequence); one that starts from shared pages, or is cut back, reopens
+  the page of its last position.
 """
 
 from __future__ import annotations
 
 import torch
 
-from engine.hearth.cache_layout import PAGE_SIZE, CacheLayout, CacheUnavailable
+from engine.hearth.cache_layout import PAGE_SIZE, CacheLayout
 from engine.hearth.kv_cache import TorchKVCache, attention_with_sinks
 from engine.hearth.page_pool import MAX_SEQUENCES, PagePool
 
@@ -213,18 +217,16 @@ class KernelsBatchCache(BatchCacheBase):
     ):
         import kernels
 
-        if k_format == "kivi4":
-            raise CacheUnavailable(
-                "Several requests at once need a K cache other than kivi4 on the Hearth "
-                "engine (its open page is one sequence's). Choose rot4 or q8 for K, or "
-                "--parallel 1."
-            )
         super().__init__(n_pages, page_size, max_sequences)
         self.spec = kernels.KVCacheSpec(
             n_layers=n_layer, n_kv_heads=n_head_kv, head_dim=head_dim, k_format=k_format,
             v_format=v_format, page_size=page_size, max_tokens=n_pages * page_size,
         )  # fmt: skip
-        self.cache = kernels.PagedKVCache(self.spec, device=device, open_pages=1)
+        self.kivi = k_format == "kivi4"
+        # kivi4 keys: an open page per sequence (slots), the others none
+        self.cache = kernels.PagedKVCache(
+            self.spec, device=device, open_pages=max_sequences if self.kivi else 1
+        )
         self.device = self.cache.device
         self._kernel_seq: dict[int, int] = {}
 
@@ -238,6 +240,8 @@ class KernelsBatchCache(BatchCacheBase):
         seq = super().new_sequence(tokens, limit)
         self._kernel_seq[seq] = self.cache.new_sequence()
         self._assign(seq)
+        if self.kivi:  # started from shared pages: the last one's rows open for its writes
+            self.cache.reopen(self._kernel_seq[seq], self.length(seq))
         return seq
 
     def _assign(self, seq: int) -> None:
@@ -264,6 +268,7 @@ class KernelsBatchCache(BatchCacheBase):
     def truncate(self, seq: int, n: int) -> None:
         super().truncate(seq, n)
         self._assign(seq)
+        self.cache.reopen(self._kernel_seq[seq], n)  # (kivi4 keys; nothing for the others)
 
     def prepare(self, rows: BatchRows) -> dict:
         device = self.device
@@ -281,9 +286,17 @@ class KernelsBatchCache(BatchCacheBase):
 
     def write(self, rows, prepared, layer, positions, k, v) -> None:
         positions = positions.to(self.device)
-        self.cache.write_rows(
-            layer, prepared["row_seqs"], positions, k.to(torch.float16), v.to(torch.float16)
-        )
+        k, v = k.to(torch.float16), v.to(torch.float16)
+        if not self.kivi:
+            self.cache.write_rows(layer, prepared["row_seqs"], positions, k, v)
+            return
+        single = prepared["single"]
+        if single.numel():
+            self.cache.write_rows(
+                layer, prepared["single_seqs"], positions.index_select(0, single),
+                k.index_select(0, single), v.index_select(0, single),
+            )  # fmt: skip
+        prepared["chunk_rows"] = (layer, positions, k, v)  # written by `attend`, chunk by chunk
 
     def attend(self, rows, prepared, layer, q, positions, scale, window, sinks, masks=None):
         positions = positions.to(self.device)
@@ -300,6 +313,8 @@ class KernelsBatchCache(BatchCacheBase):
             )  # fmt: skip
             out.index_copy_(0, single, got.to(q.dtype))
         for kseq, a, b, n_keys in prepared["chunks"]:
+            if self.kivi:
+                self._write_chunk(prepared, layer, kseq, a, b)
             got = self.cache.attend_prefill(
                 layer, q[a:b], kseq, positions[a:b], n_keys, scale=scale, window=window,
                 masks=_sequence_masks(masks, kseq),
@@ -307,8 +322,20 @@ class KernelsBatchCache(BatchCacheBase):
             out[a:b] = got.to(q.dtype)
         return out
 
+    def _write_chunk(self, prepared, layer, kseq, a, b) -> None:
+        """kivi4 keys: rows a..b-1 of the step (one sequence's chunk) written, as `write` left
+        them for `attend`."""
+        written_at, positions, k, v = prepared["chunk_rows"]
+        if written_at != layer:
+            raise RuntimeError(f"layer {layer} attended before its K and V were written")
+        self.cache.write(layer, kseq, positions[a:b], k[a:b], v[a:b])
+
     def _attend_with_sinks(self, rows, prepared, layer, q, positions, scale, window, sinks):
         out = []
+        if self.kivi:
+            for seq, a, b in rows.groups:
+                if b - a > 1:
+                    self._write_chunk(prepared, layer, self._kernel_seq[seq], a, b)
         for seq, a, b in rows.groups:
             n = max(rows.positions[a:b]) + 1
             k, v = self.cache.gather(layer, self._kernel_seq[seq], n)

@@ -50,13 +50,15 @@ class BatchChunks:
     @staticmethod
     def can_capture(model, cache) -> bool:
         """kernels' paged cache on a GPU, no attention sinks (batch_graph.BatchGraphs), every
-        layer's experts on the device (prefill_graph.PrefillGraphs)."""
+        layer's experts on the device (prefill_graph.PrefillGraphs), and keys other than
+        kivi4 (whose open page a view cannot show: a kivi4 batch runs its chunks eagerly)."""
         from engine.hearth.batch_graph import BatchGraphs
 
         return (
             BatchGraphs.can_capture(model, cache)
             and model.ops.device.type == "cuda"
             and experts_in_place(model)
+            and not cache.kivi
         )
 
     def forward(self, seqs: list[int], tokens, positions: list[int], logit_rows) -> torch.Tensor:

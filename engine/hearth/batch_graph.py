@@ -10,7 +10,8 @@ smallest bucket of n or more, its spare rows pointed at a one-page scratch seque
     logits = graphs.step(seqs, tokens, positions)           # [len(seqs), vocab], static buffer
 
 What changes from step to step is copied into each bucket's static inputs before the replay:
-the tokens, the positions and the rows' block tables (kernels' own, stacked on the device).
+the tokens, the positions and the rows' block tables (kernels' own, stacked on the device),
+and with kivi4 keys their open page slots.
 Everything the forward pass reads is then a tensor the graph already knows
 (kernels.PagedKVCache.write_rows and attend given `tables`). Only kernels' paged cache
 (KernelsBatchCache) is captured; a step with a prompt chunk in it runs as this step for its
@@ -42,15 +43,16 @@ def buckets_up_to(max_rows: int) -> tuple[int, ...]:
 
 class _StaticRows:
     """The cache view a captured step writes and attends through: the bucket's static block
-    tables and positions, every row a decode row of its own."""
+    tables, open page slots (kivi4 keys) and positions, every row a decode row of its own."""
 
-    def __init__(self, cache: KernelsBatchCache, tables: torch.Tensor, stand_in: list[int]):
-        self.cache, self.tables, self.stand_in = cache, tables, stand_in
+    def __init__(self, cache: KernelsBatchCache, bucket: _Bucket, stand_in: list[int]):
+        self.cache, self.tables, self.slots = cache, bucket.tables, bucket.slots
+        self.stand_in = stand_in
 
     def write(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor):
         self.cache.cache.write_rows(
             layer, self.stand_in, positions, k.to(torch.float16), v.to(torch.float16),
-            tables=self.tables,
+            tables=self.tables, slots=self.slots,
         )  # fmt: skip
 
     def attend(
@@ -62,18 +64,22 @@ class _StaticRows:
             raise ValueError("attention sinks are attended eagerly (BatchGraphs.can_capture)")
         out = self.cache.cache.attend(
             layer, q.to(torch.float16), self.stand_in, scale=scale, window=window,
-            positions=positions, tables=self.tables,
+            positions=positions, tables=self.tables, slots=self.slots,
         )  # fmt: skip
         return out.to(q.dtype)
 
 
 class _Bucket:
-    def __init__(self, size: int, cache: KernelsBatchCache, scratch_table: torch.Tensor):
+    def __init__(
+        self, size: int, cache: KernelsBatchCache, scratch_table: torch.Tensor,
+        scratch_slot: torch.Tensor,
+    ):  # fmt: skip
         device = cache.device
         self.size = size
         self.tokens = torch.zeros(size, dtype=torch.long, device=device)
         self.positions = torch.zeros(size, dtype=torch.long, device=device)
         self.tables = scratch_table.repeat(size, 1)
+        self.slots = scratch_slot.repeat(size)
         self.graph: torch.cuda.CUDAGraph | None = None
         self.logits: torch.Tensor | None = None
 
@@ -89,7 +95,10 @@ class BatchGraphs:
         cache.grow(self.scratch, 1)
         self._stand_in = cache.kernel_sequence(self.scratch)
         scratch_table = cache.cache.block_table(self._stand_in).clone()[None]
-        self.buckets = {b: _Bucket(b, cache, scratch_table) for b in buckets_up_to(max_rows)}
+        scratch_slot = cache.cache.open_slot(self._stand_in)
+        self.buckets = {
+            b: _Bucket(b, cache, scratch_table, scratch_slot) for b in buckets_up_to(max_rows)
+        }
         device = cache.device
         pool = torch.cuda.graph_pool_handle()  # one pool: buckets never replay at once
         side = torch.cuda.Stream(device)
@@ -110,7 +119,7 @@ class BatchGraphs:
         return isinstance(cache, KernelsBatchCache) and not model.config.attn_sinks
 
     def _body(self, bucket: _Bucket) -> torch.Tensor:
-        rows = _StaticRows(self.cache, bucket.tables, [self._stand_in] * bucket.size)
+        rows = _StaticRows(self.cache, bucket, [self._stand_in] * bucket.size)
         h = self.model.embed_on_device(self._table, bucket.tokens)
         return self.model.forward_embedded(h, bucket.positions, rows, n_keys=0, all_logits=True)
 
@@ -128,9 +137,10 @@ class BatchGraphs:
             bucket.tokens.copy_(torch.tensor(tokens + [0] * pad), non_blocking=True)
         bucket.positions.copy_(torch.tensor(positions + [0] * pad), non_blocking=True)
         kernel = self.cache.cache
-        own = [kernel.block_table(self.cache.kernel_sequence(s)) for s in seqs]
-        spare = [kernel.block_table(self._stand_in)] * pad
-        torch.stack(own + spare, out=bucket.tables)
+        kernel_seqs = [self.cache.kernel_sequence(s) for s in seqs] + [self._stand_in] * pad
+        torch.stack([kernel.block_table(s) for s in kernel_seqs], out=bucket.tables)
+        if kernel.kivi:
+            torch.cat([kernel.open_slot(s) for s in kernel_seqs], out=bucket.slots)
         bucket.graph.replay()
         return bucket.logits[:n]
 

@@ -239,8 +239,9 @@ def kv_allocations(cfg: ModelConfig, config: HearthConfig) -> list[int]:
     sizes = []
     for fmt in (config.type_k, config.type_v):
         sizes += [rows * plane for plane in _planes(fmt, d)] * layers
-    if config.type_k == "kivi4":  # per layer: the sequence's open page (K and V rows in f16)
-        sizes += [2 * heads * PAGE * d * 2] * layers
+    if config.type_k == "kivi4":  # per layer: each sequence's open page (K and V rows in f16)
+        slots = 1 if config.n_parallel <= 1 else config.n_parallel + 1  # + the graphs' scratch
+        sizes += [slots * 2 * heads * PAGE * d * 2] * layers
     # the rotation's signs (float32; the rotation itself is a fast Walsh-Hadamard transform, no
     # matrix), and a block table over the whole pool per sequence
     return [*sizes, 4 * d, 8 * config.kv_pages * max(1, config.n_parallel)]

@@ -100,7 +100,8 @@ def auto_pairs(
 ) -> list[tuple[str, str]]:
     """The pairs Best fit may pick for this model: measured, good enough, held here, not among
     those its own KV check found to hurt it (`left_out`), and for several sequences at once
-    not kivi4 keys (their open page is one sequence's: engine/hearth/batch_cache.py)."""
+    not kivi4 keys: a batch takes them when asked (engine/hearth/batch_cache.py), but runs
+    their prompt chunks eagerly (engine/hearth/batch_chunks.py) and has no serving figure."""
     return [
         pair
         for pair in measured_kv_pairs(HEARTH)

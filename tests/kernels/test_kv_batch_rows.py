@@ -10,7 +10,6 @@ import pytest
 import torch
 
 from kernels import reference
-from kernels.errors import UnsupportedTensor
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec, reference_roundtrip
 from tests.kernels.conftest import relative_error
@@ -75,15 +74,6 @@ def test_a_row_past_its_pages_is_dropped_not_written_elsewhere(device):
         after_k, after_v = cache.read_rows(0, seq)
         np.testing.assert_array_equal(after_k, k)
         np.testing.assert_array_equal(after_v, v)
-
-
-def test_kivi_keys_are_refused(device):
-    spec = KVCacheSpec(1, HEADS, DIM, "kivi4", "rot4", page_size=PAGE, max_tokens=64)
-    cache = PagedKVCache(spec, device=device, open_pages=2)
-    seq = cache.new_sequence()
-    rows = torch.zeros(1, HEADS, DIM, device=device)
-    with pytest.raises(UnsupportedTensor, match="one sequence at a time"):
-        cache.write_rows(0, [seq], torch.zeros(1, device=device), rows, rows)
 
 
 def test_given_tables_stand_in_for_the_sequences_own(device):

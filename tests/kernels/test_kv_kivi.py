@@ -257,3 +257,63 @@ def test_llama3_8b_shape_at_4k_and_a_graph_replay():
             v_ref = _values(v_all[: p + 1].float(), "rot4", 64)
             expected = _expected(q[0].float().numpy(), k_ref, v_ref, p)
             assert relative_error(out[0].float().cpu(), expected) < 5e-3
+
+
+def test_a_batch_s_rows_written_together_equal_each_written_alone(device):
+    """PagedKVCache.write_rows on kivi4 keys (a batch's decode step: every row in its own
+    sequence's open page, then the pages those rows filled sealed): three sequences of 14, 15
+    and 31 positions (the next row of the second and third fills a page) stepped four times
+    together hold what they hold stepped one at a time with `write`, in their pages and open
+    pages; attention over them agrees; a row past its sequence's pages is dropped; a slot a
+    freed sequence leaves holds none of the next sequence's pages."""
+    lengths, steps = (14, 15, 31), 4
+    caches = [_cache(device, tokens=320), _cache(device, tokens=320)]
+    seqs = [[c.new_sequence() for _ in lengths] for c in caches]
+    data = [_rows(n + steps, seed=i) for i, n in enumerate(lengths)]
+    for cache, own in zip(caches, seqs, strict=True):
+        for seq, n, (k, v) in zip(own, lengths, data, strict=True):
+            cache.write(0, seq, cache.grow(seq, n), k[:n].to(device), v[:n].to(device))
+    alone, together = caches
+    for step in range(steps):
+        positions = [n + step for n in lengths]
+        for seq, pos, (k, v) in zip(seqs[0], positions, data, strict=True):
+            alone.write(0, seq, alone.grow(seq, 1), k[pos : pos + 1].to(device),
+                        v[pos : pos + 1].to(device))  # fmt: skip
+        for seq in seqs[1]:
+            together.grow(seq, 1)
+        k = torch.stack([k[pos] for pos, (k, _) in zip(positions, data, strict=True)])
+        v = torch.stack([v[pos] for pos, (_, v) in zip(positions, data, strict=True)])
+        together.write_rows(0, seqs[1], torch.tensor(positions, device=device), k.to(device),
+                            v.to(device))  # fmt: skip
+    q = torch.randn(3, 4, 32, generator=torch.Generator().manual_seed(9))
+    for s_alone, s_together, n in zip(seqs[0], seqs[1], lengths, strict=True):
+        want = alone.gather(0, s_alone, n + steps)
+        got = together.gather(0, s_together, n + steps)
+        assert all(map(torch.equal, got, want))
+    torch.testing.assert_close(
+        together.attend(0, q.to(device), seqs[1]), alone.attend(0, q.to(device), seqs[0]),
+        rtol=0, atol=1e-6,
+    )  # fmt: skip
+
+    before = together.gather(0, seqs[1][0], 18)
+    k, v = _rows(1, seed=7)
+    together.write_rows(0, seqs[1][:1], torch.tensor([40], device=device), k.to(device),
+                        v.to(device))  # fmt: skip
+    assert all(map(torch.equal, together.gather(0, seqs[1][0], 18), before))
+
+    # a sequence whose open page was page 0 leaves its slot; the next one takes that slot and
+    # the pages of the third (its first sealed), then reopens page 0: dequantized, not the
+    # slot's old rows
+    short = together.new_sequence()
+    k, v = _rows(10, seed=8)
+    together.write(0, short, together.grow(short, 10), k.to(device), v.to(device))
+    together.free_sequence(short)
+    fresh = together.new_sequence()
+    third = seqs[1][2]
+    together.assign(fresh, together.block_table(third)[:2].tolist(), 16)
+    together.reopen(fresh, 16)
+    k, v = data[2]
+    expected = _expected(q[0].numpy(), reference_kivi_pages(k.numpy()[:16], 16, n_sealed=1),
+                         reference_roundtrip("rot4", v.numpy()[:16]), 15)  # fmt: skip
+    got = together.attend(0, q[:1].to(device), [fresh], positions=torch.tensor([15], device=device))
+    assert relative_error(got[0].cpu(), expected) < ATTENTION_TOLERANCE

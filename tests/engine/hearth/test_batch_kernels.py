@@ -25,7 +25,6 @@ os.environ["TRITON_INTERPRET"] = "1"
 
 from engine.gguf import read_model_info  # noqa: E402
 from engine.hearth.batch_cache import KernelsBatchCache  # noqa: E402
-from engine.hearth.cache_layout import CacheUnavailable  # noqa: E402
 from engine.hearth.config import model_config  # noqa: E402
 from engine.hearth.forward import Transformer  # noqa: E402
 from engine.hearth.ops import TorchOps  # noqa: E402
@@ -61,23 +60,41 @@ def _alone(model, prompt, steps, k_format, v_format):
     return torch.stack(rows).numpy()
 
 
-@pytest.mark.parametrize(("k_format", "v_format"), [("q8", "rot4")])  # f16: test_kv_batch_rows
-def test_batched_decode_on_the_kernels_equals_each_sequence_alone(model, k_format, v_format):
+# kivi4 keys: prompts whose next decode row fills a page (15 and 31 tokens), so the batch's
+# one-launch writes seal pages too; the three prompts computed in one step write their chunks
+# one by one (the cache keeps one chunk's exact rows)
+PAGE_ENDS = [[(11 * i + j) % 300 + 1 for j in range(n)] for i, n in enumerate((14, 15, 31))]
+
+
+def _alone_cut_back(model, first, keep, then, k_format, v_format):
+    """One sequence: `first` computed, the cache cut back to `keep` positions (kivi4 keys
+    reopen the page there), then `then`: the last row's logits."""
+    cache = PagedCacheAdapter(**_dims(model), n_ctx=64, device="cpu", k_format=k_format,
+                              v_format=v_format, page_size=PAGE)  # fmt: skip
+    n = len(first)
+    model.forward(torch.tensor(first), torch.arange(n), cache, n_keys=n)
+    cache.truncate(keep)
+    positions = torch.arange(keep, keep + len(then))
+    return model.forward(torch.tensor(then), positions, cache, n_keys=keep + len(then)).numpy()
+
+
+@pytest.mark.parametrize(
+    ("k_format", "v_format", "prompts"),
+    [("q8", "rot4", PROMPTS), ("kivi4", "rot4", PAGE_ENDS)],  # f16: test_kv_batch_rows
+)
+def test_batched_decode_on_the_kernels_equals_each_sequence_alone(
+    model, k_format, v_format, prompts
+):
     cache = KernelsBatchCache(**_dims(model), n_pages=8, device="cpu", k_format=k_format,
                               v_format=v_format, page_size=PAGE)  # fmt: skip
-    seqs, got = decode_together(model, cache, PROMPTS, STEPS)
-    for i, (prompt, steps) in enumerate(zip(PROMPTS, STEPS, strict=True)):
+    seqs, got = decode_together(model, cache, prompts, STEPS)
+    for i, (prompt, steps) in enumerate(zip(prompts, STEPS, strict=True)):
         expected = _alone(model, prompt, steps, k_format, v_format)
         assert expected.std() > 0.1
         np.testing.assert_allclose(got[i], expected, atol=2e-3 * max(1.0, np.abs(expected).max()))
     cache.free_sequence(seqs[1])
-    assert cache.pool.free_pages == 8 - 2  # seqs 0 and 2 keep a page each
-
-
-def test_kivi_keys_cannot_batch(model):
-    with pytest.raises(CacheUnavailable, match="--parallel 1"):
-        KernelsBatchCache(**_dims(model), n_pages=4, device="cpu", k_format="kivi4",
-                          v_format="rot4")  # fmt: skip
+    kept = sum(-(-(len(prompts[i]) + len(STEPS[i])) // PAGE) for i in (0, 2))
+    assert cache.pool.free_pages == 8 - kept
 
 
 def _counted(ops, monkeypatch, name: str) -> list[int]:
@@ -111,12 +128,14 @@ def test_a_few_rows_take_the_integer_gemv_and_more_the_dequantized_gemm(tmp_path
     np.testing.assert_allclose(integer.numpy(), dense[:few].numpy(), atol=2e-2 * scale)
 
 
-def test_a_shared_prefix_on_the_kernels_is_copied_on_write(model):
+@pytest.mark.parametrize("k_format", ["q8", "kivi4"])
+def test_a_shared_prefix_on_the_kernels_is_copied_on_write(model, k_format):
     """b's prompt agrees with a's for 20 tokens: b takes a's first page by reference and its
     second (16 of whose 16 positions a wrote) in part; b's first write copies that page in the
     kernels' storage (PagedKVCache.copy_page) and its block table follows (assign). b equals b
-    alone, and a's K and V are unchanged by b."""
-    k_format, v_format = "q8", "rot4"
+    alone, and a's K and V are unchanged by b. kivi4 keys: b reopens the shared second page
+    (its 4-bit keys dequantized into b's open page) before its first write."""
+    v_format = "rot4"
     cache = KernelsBatchCache(**_dims(model), n_pages=8, device="cpu", k_format=k_format,
                               v_format=v_format, page_size=PAGE)  # fmt: skip
     prompt_a = [(7 * i + 3) % 500 for i in range(33)]
@@ -140,7 +159,10 @@ def test_a_shared_prefix_on_the_kernels_is_copied_on_write(model):
     pages_a, pages_b = cache.pool.pages(a), cache.pool.pages(b)
     assert pages_b[0] == pages_a[0] and pages_b[1] != pages_a[1]
     assert kernel.block_table(cache.kernel_sequence(b))[:2].tolist() == list(pages_b[:2])
-    expected = _alone(model, prompt_b, [], k_format, v_format)[0]
+    if k_format == "kivi4":  # a's sealed page read back, as b alone cut back to 20 reads it
+        expected = _alone_cut_back(model, prompt_a, 20, prompt_b[20:], k_format, v_format)
+    else:
+        expected = _alone(model, prompt_b, [], k_format, v_format)[0]
     np.testing.assert_allclose(got_b.numpy(), expected,
                                atol=2e-3 * max(1.0, np.abs(expected).max()))  # fmt: skip
     cache.free_sequence(b)

@@ -51,17 +51,29 @@ def float_gemv_alone(monkeypatch):
     monkeypatch.setattr(kernels.gemv, "DP4A_MAX_ROWS", 0)
 
 
-@pytest.mark.parametrize(("arch", "kv"), [("llama", "f16"), ("qwen3", "q8"), ("qwen3moe", "f16")])
+@pytest.mark.parametrize(
+    ("arch", "kv"),
+    [("llama", "f16"), ("qwen3", "q8"), ("qwen3moe", "f16"), ("llama", "kivi4/rot4")],
+)
 def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_gemv_alone):
     """The 20-row step through the dequantized matrices' GEMM (KernelsOps._matmul_path past
-    kernels.gemv.DP4A_MAX_ROWS rows) against each sequence alone on the one-row GEMV."""
+    kernels.gemv.DP4A_MAX_ROWS rows) against each sequence alone on the one-row GEMV. kivi4
+    keys: every row through the one-row GEMV on both sides (KernelsOps.rows_as_one), since a
+    sealed page's 4-bit codes are per channel over its 16 rows: two decode rows off by the
+    GEMM's ~1% moved every code of their page, and the step reading it (an H200, the GEMM's
+    rows: 2.9% against 0.1% for the sequences that sealed nothing; on the CPU through the
+    interpreter with the same products on both sides the batch equals each alone bit for bit)."""
     path = write_tiny_gguf(tmp_path / f"{arch}.gguf", _spec(arch))
     info = read_model_info(path)
     cfg = model_config(info)
     ops = KernelsOps("cuda")
     model = Transformer.load(cfg, GGUFTensors(str(path), info), ops)
+    ops.rows_as_one = "kivi4" in kv
     dims = dict(n_layer=cfg.n_layer, n_head_kv=cfg.n_head_kv, head_dim=cfg.head_dim)
-    cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format=kv, v_format=kv)
+    # kivi4 keys: pages of 16, so prompts and steps fill and seal pages
+    k_format, v_format = kv.split("/") if "/" in kv else (kv, kv)
+    kinds = dict(k_format=k_format, v_format=v_format, page_size=16 if "/" in kv else 64)
+    cache = KernelsBatchCache(**dims, n_pages=256, device="cuda", **kinds)
     seqs = [cache.new_sequence() for _ in range(N_SEQS)]
     steps = [[(11 * i + s) % 300 + 1 for s in range(STEPS)] for i in range(N_SEQS)]
 
@@ -86,7 +98,7 @@ def test_twenty_sequences_together_equal_each_alone(arch, kv, tmp_path, float_ge
             got[i].append(out[i])
     errors = []
     for i in range(N_SEQS):
-        alone = PagedCacheAdapter(**dims, n_ctx=128, device="cuda", k_format=kv, v_format=kv)
+        alone = PagedCacheAdapter(**dims, n_ctx=128, device="cuda", **kinds)
         prompt = _prompt(i)
         with torch.inference_mode():
             rows = [model.forward(torch.tensor(prompt, device="cuda"),
@@ -198,9 +210,11 @@ def test_a_shared_prefix_on_the_gpu_is_computed_once_and_copied_on_write(tmp_pat
 
 
 @pytest.mark.parametrize(
-    ("n_rows", "arch"), [(5, "llama"), (20, "llama"), (20, "qwen3"), (20, "qwen3moe")]
-)
-def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, tmp_path):
+    ("n_rows", "arch", "k_format"),
+    [(5, "llama", "f16"), (20, "llama", "f16"), (20, "qwen3", "f16"), (20, "qwen3moe", "f16"),
+     (20, "llama", "kivi4")],
+)  # fmt: skip
+def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, k_format, tmp_path):
     """BatchGraphs (engine/hearth/batch_graph.py): a decode step of 5 rows (the integer GEMV,
     bucket 8) and of 20 (the dequantized matrices' GEMM, bucket 32; qwen3's Q4_K matrices take
     the dequantizing MMA where HEARTH_DEQUANT_MMA_ROWS or its ROWS_WON says so) replayed from
@@ -216,8 +230,13 @@ def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, tmp_path):
     prompts = [_prompt(i) for i in range(n_rows)]
 
     def cache_with_prompts():
-        cache = KernelsBatchCache(**dims, n_pages=64, device="cuda", k_format="f16",
-                                  v_format="f16", max_sequences=n_rows + 1)  # fmt: skip
+        # kivi4 keys: pages of 16, so that some rows fill a page (sealed by the step) and the
+        # graph reads each row's open page slot from its static copy
+        page = 16 if k_format == "kivi4" else 64
+        cache = KernelsBatchCache(
+            **dims, n_pages=256, device="cuda", k_format=k_format, v_format="f16",
+            max_sequences=n_rows + 1, page_size=page,
+        )  # fmt: skip
         seqs = [cache.new_sequence() for _ in prompts]
         for seq, prompt in zip(seqs, prompts, strict=True):
             cache.grow(seq, len(prompt))
@@ -230,30 +249,33 @@ def test_a_captured_decode_step_equals_the_eager_one(n_rows, arch, tmp_path):
                 )  # fmt: skip
         return cache, seqs
 
-    tokens = [(11 * i + 5) % 300 + 1 for i in range(n_rows)]
-    positions = [len(p) for p in prompts]
     eager_cache, eager_seqs = cache_with_prompts()
-    for seq in eager_seqs:
-        eager_cache.grow(seq, 1)
-    with torch.inference_mode():
-        eager = model.forward(
-            torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
-            eager_cache.rows(eager_seqs, positions), n_keys=0,
-            logit_rows=torch.arange(n_rows, device="cuda"),
-        ).float().cpu()  # fmt: skip
     graph_cache, graph_seqs = cache_with_prompts()
     graphs = BatchGraphs(model, graph_cache, max_rows=32)
-    for seq in graph_seqs:
-        graph_cache.grow(seq, 1)
-    replayed = graphs.step(graph_seqs, tokens, positions).float().cpu()
-    torch.testing.assert_close(replayed, eager, rtol=0, atol=1e-3)
+    for step in range(2):  # the second reads what the first wrote (and sealed: kivi4 keys)
+        tokens = [(11 * i + 5 + step) % 300 + 1 for i in range(n_rows)]
+        positions = [len(p) + step for p in prompts]
+        for seq in eager_seqs:
+            eager_cache.grow(seq, 1)
+        with torch.inference_mode():
+            eager = model.forward(
+                torch.tensor(tokens, device="cuda"), torch.tensor(positions, device="cuda"),
+                eager_cache.rows(eager_seqs, positions), n_keys=0,
+                logit_rows=torch.arange(n_rows, device="cuda"),
+            ).float().cpu()  # fmt: skip
+        for seq in graph_seqs:
+            graph_cache.grow(seq, 1)
+        replayed = graphs.step(graph_seqs, tokens, positions).float().cpu()
+        torch.testing.assert_close(replayed, eager, rtol=0, atol=1e-3)
     graphs.close()
 
 
-def test_steps_launched_ahead_on_the_graphs_give_the_tokens_of_steps_one_at_a_time(tmp_path):
+@pytest.mark.parametrize("kv", ["f16/f16", "kivi4/rot4"])
+def test_steps_launched_ahead_on_the_graphs_give_the_tokens_of_steps_one_at_a_time(kv, tmp_path):
     """engine/runtime/hearth_batch.py on a GPU: each decode step replayed from its CUDA graph
     before the last one's tokens reach the host, its input those tokens on the device (greedy,
-    and drawn with seeds on the device). The
+    and drawn with seeds on the device); with kivi4 keys too (each row's open page slot in the
+    graph's static copy, the prompts' chunks eager). The
     tiny model needs a real vocabulary for the worker's model (HEARTH_TEST_VOCAB: a GGUF with
     one, e.g. llama.cpp's models/ggml-vocab-llama-bpe.gguf; else the starter model)."""
     from engine.runtime import protocol as p
@@ -272,7 +294,9 @@ def test_steps_launched_ahead_on_the_graphs_give_the_tokens_of_steps_one_at_a_ti
         if vocab is None:
             pytest.skip("no vocabulary: set HEARTH_TEST_VOCAB or install the starter model")
     path = write_tiny_gguf(tmp_path / "tiny.gguf", tiny_spec("llama", n_layer=2), vocab_from=vocab)
-    model = HearthModel(p.ModelParams(path=str(path), engine="hearth", n_ctx=512))
+    type_k, type_v = kv.split("/")
+    model = HearthModel(p.ModelParams(path=str(path), engine="hearth", n_ctx=512,
+                                      type_k=type_k, type_v=type_v))  # fmt: skip
     try:
         assert model.hearth.device.startswith("cuda")
         assert_launched_ahead_equals_one_at_a_time(model, PROMPTS, max_tokens=12)

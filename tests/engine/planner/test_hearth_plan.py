@@ -179,7 +179,8 @@ def test_the_plan_budgets_the_pages_of_n_sequences(synthetic_info):
 
 
 def test_several_sequences_are_never_planned_with_kivi4_keys(synthetic_info):
-    """kivi4 keys keep one open page per sequence; the batch cache refuses them."""
+    """Best fit leaves kivi4 keys out for several sequences (the batch takes them when asked,
+    but runs their prompt chunks eagerly and has no serving figure)."""
     from dataclasses import replace
 
     info = synthetic_info("llama3-8b", "Q4_K_M")

@@ -36,7 +36,8 @@ def model(starter_model, tmp_path_factory):
 
 def _decoder(model, n_parallel=4, n_ctx=512, n_ubatch=512):
     params = p.ModelParams(path=model.params.path, engine="hearth", n_ctx=n_ctx,
-                           n_parallel=n_parallel, n_ubatch=n_ubatch, n_threads=1)  # fmt: skip
+                           n_parallel=n_parallel, n_ubatch=n_ubatch, n_threads=1,
+                           type_k=model.params.type_k, type_v=model.params.type_v)  # fmt: skip
     ctx = new_context(model, params)
     assert isinstance(ctx, HearthBatchContext)
     events: list = []
