@@ -59,6 +59,9 @@ def test_kivi4_keys_add_each_layers_open_page(llama):
     open_page = 2 * HEADS * 64 * D * 2  # K and V rows of the newest page, f16
     per_row = (D // 2 + 4 * D // 32) * 2
     assert sum(sizes) == _rows(4096) * per_row * LAYERS + open_page * LAYERS + extras
+    # a batch of 4: an open page per sequence and one for the CUDA graphs' scratch sequence
+    batch = HearthConfig(4096, "kivi4", "rot4", n_parallel=4)
+    assert kv_allocations(llama.config, batch).count(5 * open_page) == LAYERS
 
 
 @pytest.mark.parametrize(("type_k", "type_v", "element"), [("f32", "f32", 4), ("f16", "f32", 4)])
