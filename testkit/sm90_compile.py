@@ -100,19 +100,24 @@ def compile_reduce(v_rotated: bool, tuning: AttentionTuning | None = None, sinks
     return _compile(decode_reduce_kernel, consts, POINTERS, options)
 
 
-def compile_write(k_format: str, v_format: str, queries: bool = True):
+def compile_write(k_format: str, v_format: str, queries: bool = True, slot_per_row=False):
     """The KV write of one decode token (positions on the device; kivi4 straight into the open
     page): with `queries`, as a step launches it, Q's and K's heads normed (Qwen3) and rotated
-    in it, chained after the Q/K/V GEMV; else a plain write of rows (a batch's rows)."""
+    in it, chained after the Q/K/V GEMV; else a plain write of rows (a batch's rows), with
+    `slot_per_row` each row into its own sequence's kivi4 open page (PagedKVCache.write_rows)."""
     consts = dict(
         HQ=HQ if queries else 0, HKV=HKV, KV_HEADS=1 if queries else triton.next_power_of_2(HKV),
         D=D, LOG2D=D.bit_length() - 1, P=PAGE, K_FMT=FORMAT_CODES[k_format],
         V_FMT=FORMAT_CODES[v_format], ROPE=queries, N_ROT=D, NEOX=False, POSITIONS=True,
         Q_BIAS=False, K_BIAS=False, V_BIAS=False, HAS_NORM=queries,
         KIVI_DIRECT=k_format == "kivi4", LAUNCH_DEPENDENTS=True, WAIT_PRIOR=queries,
+        SLOT_PER_ROW=slot_per_row,
     )  # fmt: skip
     options = {"num_warps": write_warps(consts["KV_HEADS"], D)}
-    return _compile(kv_write_kernel, consts, _planes(k_format, v_format), options)
+    types = _planes(k_format, v_format)
+    if slot_per_row:
+        types["slot"] = "*i32"
+    return _compile(kv_write_kernel, consts, types, options)
 
 
 def _usage(kernel) -> str:
@@ -128,6 +133,10 @@ def main(argv: list[str] | None = None) -> int:
     jobs = [(f"split {k}/{v}", compile_split, (k, v)) for k, v in pairs]
     jobs += [(f"write {k}/{v}", compile_write, (k, v)) for k, v in pairs]
     jobs += [(f"plain write {k}/{v}", compile_write, (k, v, False)) for k, v in pairs[:1]]
+    jobs += [
+        (f"batch write {k}/{v}", compile_write, (k, v, False, True))
+        for k, v in pairs if k == "kivi4"
+    ]  # fmt: skip
     jobs += [(f"reduce V {'rotated' if r else 'plain'}", compile_reduce, (r,)) for r in (0, 1)]
     jobs += [("reduce with sinks", compile_reduce, (0, None, True))]
     jobs += [("reduce in 8 bits too", compile_reduce, (1, None, False, True))]
