@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared at the end of session 22 (one H200; carry .llama-pack and .whl):
+# Prepared at the end of session 22, run in session 23 (one H200; carry .llama-pack and .whl):
 #   0. the batch's GPU tests, beside the Qwen3 file's writing: kivi4 keys in the batch landed
 #      in session 22 with its test of 20 sequences against each alone changed after the device
 #      time was spent (every row through the one-row GEMV on both sides: call 5 measured 2.9%
