@@ -24,6 +24,10 @@ unsigned value bytewise inside the word: compiled, by byte permutes from a 16-by
 and adds (`mxfp4_words`: 14 operations for 4 codes, no carries between bytes); so every
 format meets x in `dp4a`.
 
+The pieces both expert GEMV kernels (moe_gemv.py, moe_one_token.py) share are here too: x's
+runs rounded to 8 bits in registers (`runs_in_8_bits`), the sum over groups in a tree the
+source fixes (`sum_groups`) and the gated activations (`glu`).
+
 `load_pairs` reads weight rows `wrow` [BN] (rows of the [n_expert n_out, n_in] matrix) in
 groups of 32 weights: one 16-byte piece of codes a group, split into two runs (run r = weights
 16 r .. 16 r + 15 of the row), so that every byte of codes is loaded once.
@@ -35,7 +39,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.act_quant import dp4a
+from kernels.act_quant import dp4a, inverse_scale, rounded_words
 
 Q4_K = tl.constexpr(0)
 Q5_K = tl.constexpr(1)
@@ -267,6 +271,74 @@ def group_terms(dx_lo, sums_lo, dx_hi, sums_hi):
     """dx_lo sums_lo + dx_hi sums_hi: a group's two runs scaled by x's scales and added (before
     the sum over the groups: one cross-thread sum, not two), as one explicit fma (run_sums)."""
     return tl.fma(dx_lo, sums_lo, dx_hi * sums_hi)
+
+
+@triton.jit
+def glu(g, u, alpha, limit, ACT: tl.constexpr):
+    """The gated activation of gate g and up u: silu(g) u (ACT 0), or gpt-oss's
+    min(g, limit) sigmoid(alpha min(g, limit)) (clamp(u, -limit, limit) + 1) (ACT 1)."""
+    if ACT == 0:
+        return g / (1.0 + tl.exp(-g)) * u
+    else:
+        g = tl.minimum(g, limit)
+        u = tl.minimum(tl.maximum(u, -limit), limit)
+        return g / (1.0 + tl.exp(-alpha * g)) * (u + 1.0)
+
+
+@triton.jit
+def runs_in_8_bits(x_row, r_lo, r_hi, group_mask, NG: tl.constexpr, HALVES: tl.constexpr):
+    """Runs r_lo and r_hi [NG] (load_pairs' two runs of each group of weights) of the float
+    row at x_row (a pointer; or [NG, 1, 1, 1] pointers, each group's own row) in 8 bits, the
+    bits quantize_activation stores for them: (words [NG, 2, 4] int32, d [NG, 2] float32, the
+    sums of q [NG, 2] int32), [:, 0] for r_lo, [:, 1] for r_hi; group_mask [NG] (False: all 0).
+    Each value is read once. A run's scale is its group of 32's (runs 2a and 2a + 1): HALVES
+    (blocks of 32), r_hi = r_lo + 1 is the other half of r_lo's group; else (K-quants) the
+    other half of run r, r ^ 1, is the same run of the neighbouring group of weights (ge ^ 1:
+    one bit of the run's place in its super-block), so the maximum is taken over the two
+    neighbours (NG even: a split holds whole pairs)."""
+    runs = tl.join(r_lo, r_hi)  # [NG, 2]
+    values = tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :]  # word, byte
+    at = x_row + (runs * 16)[:, :, None, None] + values[None, None, :, :]
+    x = tl.load(at, mask=group_mask[:, None, None, None], other=0.0).to(tl.float32)
+    run_max = tl.max(tl.max(tl.abs(x), axis=3), axis=2)  # [NG, 2]
+    if HALVES:
+        amax = tl.broadcast_to(tl.max(run_max, axis=1)[:, None], (NG, 2))
+    else:
+        pairs = tl.max(tl.reshape(run_max, (NG // 2, 2, 2)), axis=1)  # [NG / 2, lo / hi]
+        amax = tl.reshape(tl.broadcast_to(pairs[:, None, :], (NG // 2, 2, 2)), (NG, 2))
+    words, sums = rounded_words(x, inverse_scale(amax)[:, :, None, None])
+    return words, amax * (1.0 / 127.0), sums
+
+
+@triton.jit
+def _halves_added(t, BN: tl.constexpr, WIDTH: tl.constexpr):
+    """[BN, WIDTH] -> [BN, WIDTH / 2]: columns 2i and 2i + 1 added."""
+    a, b = tl.split(tl.reshape(t, (BN, WIDTH // 2, 2)))
+    return a + b
+
+
+@triton.jit
+def sum_groups(t, BN: tl.constexpr, NG: tl.constexpr):
+    """[BN, NG] -> [BN]: the sum over the groups (NG a power of two, at most 128) in a tree the
+    source fixes: neighbours, then neighbouring pairs, and so on. tl.sum's order follows the
+    tile's layout, which Triton picks per kernel: the down that rounds h itself lays its tile
+    out otherwise than the down that reads h in 8 bits (sm_90, gpt-oss's MXFP4 down: threads
+    along the groups, against warps along them), and the two must give the same bits."""
+    if NG >= 128:
+        t = _halves_added(t, BN, 128)
+    if NG >= 64:
+        t = _halves_added(t, BN, 64)
+    if NG >= 32:
+        t = _halves_added(t, BN, 32)
+    if NG >= 16:
+        t = _halves_added(t, BN, 16)
+    if NG >= 8:
+        t = _halves_added(t, BN, 8)
+    if NG >= 4:
+        t = _halves_added(t, BN, 4)
+    if NG >= 2:
+        t = _halves_added(t, BN, 2)
+    return tl.reshape(t, (BN,))
 
 
 def plane_args(packed) -> tuple[torch.Tensor, ...]:

@@ -27,8 +27,12 @@ it replaces cost more. The error this adds is the dense path's (0.3-0.9% of a do
 against float x); against x rounded the same way the kernel is exact up to float32 sums. The
 down gives the same bits whichever way it reads h (rounded here, or by quantize_activation):
 its float steps are explicit fmas (moe_blocks.run_sums, group_terms) and its sum over the
-groups a tree the source fixes (_sum_groups), so that neither the compiler's contractions nor
+groups a tree the source fixes (sum_groups), so that neither the compiler's contractions nor
 the tile's layout, which differ between the two compiled kernels, change the bits.
+
+One token. A decode step of one sequence picks k distinct experts, one pair each: its down
+goes through moe_one_token.py (every slot's expert in one program, summed there, the same
+bits), where the row fits one split; gate/up stays here (the one-token form lost).
 
 Results. A program's partial for pair p (one split) goes straight to the output when nothing
 remains to add: one split, and per-pair rows (expert_rows, expert_gate_up: the bias and the
@@ -58,22 +62,21 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.act_quant import (
-    QuantizedActivation,
-    inverse_scale,
-    quantize_activation,
-    rounded_words,
-)
+from kernels import moe_one_token
+from kernels.act_quant import QuantizedActivation, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 from kernels.moe_blocks import (
     FORMAT_CODES,
     Q8_0,
+    glu,
     group_terms,
     load_pairs,
     plane_args,
     run_sums,
+    runs_in_8_bits,
+    sum_groups,
 )
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
@@ -111,6 +114,23 @@ class MoeGemvConfig:
     max_runs: int = 128  # runs of 16 weights a program reads of each row at most (one split)
     num_warps: int = 2
     pdl: bool = True  # a dependent launch where the GPU has one (sm_90+; module docstring)
+    # a one-token step's down through moe_one_token.py (block_n rows of each slot's expert a
+    # program), where its row fits one split; False: this module's kernel
+    one_token: bool = True
+
+
+def one_token_config() -> MoeGemvConfig:
+    """The launch shape of a one-token step's down (moe_one_token.py): 16 rows of each slot's
+    expert a program and 8 warps (Qwen3-30B-A3B: 128 programs, one an SM; measured best of
+    the shapes in docs/decisions/2026-11-29-one-token-expert-gemv.md)."""
+    return MoeGemvConfig(block_n=16, num_warps=8)
+
+
+def _one_token(routing: ExpertRouting, w: ExpertWeight, config: MoeGemvConfig | None) -> bool:
+    """Whether this down takes moe_one_token.py's kernel: one token, the whole row in one
+    split."""
+    cfg = config or MoeGemvConfig()
+    return cfg.one_token and routing.n_tokens == 1 and w.n_in // 16 <= cfg.max_runs
 
 
 def default_config(fmt: str, mode: int) -> MoeGemvConfig:
@@ -177,40 +197,6 @@ class ExpertWeight:
 
 
 @triton.jit
-def _glu(g, u, alpha, limit, ACT: tl.constexpr):
-    if ACT == 0:
-        return g / (1.0 + tl.exp(-g)) * u
-    else:
-        g = tl.minimum(g, limit)
-        u = tl.minimum(tl.maximum(u, -limit), limit)
-        return g / (1.0 + tl.exp(-alpha * g)) * (u + 1.0)
-
-
-@triton.jit
-def _runs_in_8_bits(x_row, r_lo, r_hi, group_mask, NG: tl.constexpr, HALVES: tl.constexpr):
-    """Runs r_lo and r_hi [NG] (load_pairs' two runs of each group of weights) of the float
-    row at x_row in 8 bits, the bits quantize_activation stores for them: (words [NG, 2, 4]
-    int32, d [NG, 2] float32, the sums of q [NG, 2] int32), [:, 0] for r_lo, [:, 1] for r_hi;
-    group_mask [NG] (False: all 0). Each value is read once. A run's scale is its group of
-    32's (runs 2a and 2a + 1): HALVES (blocks of 32), r_hi = r_lo + 1 is the other half of
-    r_lo's group; else (K-quants) the other half of run r, r ^ 1, is the same run of the
-    neighbouring group of weights (ge ^ 1: one bit of the run's place in its super-block), so
-    the maximum is taken over the two neighbours (NG even: a split holds whole pairs)."""
-    runs = tl.join(r_lo, r_hi)  # [NG, 2]
-    values = tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :]  # word, byte
-    at = x_row + (runs * 16)[:, :, None, None] + values[None, None, :, :]
-    x = tl.load(at, mask=group_mask[:, None, None, None], other=0.0).to(tl.float32)
-    run_max = tl.max(tl.max(tl.abs(x), axis=3), axis=2)  # [NG, 2]
-    if HALVES:
-        amax = tl.broadcast_to(tl.max(run_max, axis=1)[:, None], (NG, 2))
-    else:
-        pairs = tl.max(tl.reshape(run_max, (NG // 2, 2, 2)), axis=1)  # [NG / 2, lo / hi]
-        amax = tl.reshape(tl.broadcast_to(pairs[:, None, :], (NG // 2, 2, 2)), (NG, 2))
-    words, sums = rounded_words(x, inverse_scale(amax)[:, :, None, None])
-    return words, amax * (1.0 / 127.0), sums
-
-
-@triton.jit
 def _expert_kernel(
     x_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr,
     a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
@@ -264,7 +250,7 @@ def _expert_kernel(
                 x_row = pair
             x_row = x_row.to(tl.int64)
             if X_FLOAT:  # x itself: its runs in 8 bits here, as quantize_activation does it
-                words, d, sums = _runs_in_8_bits(
+                words, d, sums = runs_in_8_bits(
                     x_ptr + x_row * K, r_lo, r_hi, group_mask, NG, FMT >= Q8_0
                 )
                 # in the weights' [BN, NG] layout (Triton moves them there once a pair)
@@ -291,7 +277,7 @@ def _expert_kernel(
             ya_hi = run_sums(ua_hi, sa_hi, ca_hi, x_hi, xs_hi, ASM)
             ya = group_terms(dx_lo, ya_lo, dx_hi, ya_hi)
             if MODE == 2:  # noqa: SIM108 (a static if) the same bits however h is read
-                ya = _sum_groups(ya, BLOCK_N, NG)
+                ya = sum_groups(ya, BLOCK_N, NG)
             else:
                 ya = tl.sum(ya, axis=1)
             if MODE == 1:
@@ -309,7 +295,7 @@ def _expert_kernel(
                     if MODE == 1:
                         yb += tl.load(bias_b_ptr + expert * N + rows, mask=row_mask, other=0.0)
                 if MODE == 1:
-                    ya = _glu(ya, yb, alpha, limit, ACT)
+                    ya = glu(ya, yb, alpha, limit, ACT)
                 tl.store(out_ptr + pair * N + rows, ya.to(out_ptr.dtype.element_ty), mask=row_mask)
         if GDC:
             gdc_launch_dependents()
@@ -321,37 +307,6 @@ def _expert_kernel(
                              rows, row_mask, N, TOP_K, n_pairs, n_tokens, alpha, limit, N_SPLITS,
                              MODE, ACT, HAS_BIAS, P_PAD, T_PAD, K_PAD)  # fmt: skip
                 tl.atomic_xchg(count_ptr + tile, 0)
-
-
-@triton.jit
-def _halves_added(t, BN: tl.constexpr, WIDTH: tl.constexpr):
-    """[BN, WIDTH] -> [BN, WIDTH / 2]: columns 2i and 2i + 1 added."""
-    a, b = tl.split(tl.reshape(t, (BN, WIDTH // 2, 2)))
-    return a + b
-
-
-@triton.jit
-def _sum_groups(t, BN: tl.constexpr, NG: tl.constexpr):
-    """[BN, NG] -> [BN]: the sum over the groups (NG a power of two, at most 128) in a tree the
-    source fixes: neighbours, then neighbouring pairs, and so on. tl.sum's order follows the
-    tile's layout, which Triton picks per kernel: the down that rounds h itself lays its tile
-    out otherwise than the down that reads h in 8 bits (sm_90, gpt-oss's MXFP4 down: threads
-    along the groups, against warps along them), and the two must give the same bits."""
-    if NG >= 128:
-        t = _halves_added(t, BN, 128)
-    if NG >= 64:
-        t = _halves_added(t, BN, 64)
-    if NG >= 32:
-        t = _halves_added(t, BN, 32)
-    if NG >= 16:
-        t = _halves_added(t, BN, 16)
-    if NG >= 8:
-        t = _halves_added(t, BN, 8)
-    if NG >= 4:
-        t = _halves_added(t, BN, 4)
-    if NG >= 2:
-        t = _halves_added(t, BN, 2)
-    return tl.reshape(t, (BN,))
 
 
 @triton.jit
@@ -405,7 +360,7 @@ def _finish_tile(out_ptr, part_ptr, bias_a_ptr, bias_b_ptr, ids_ptr, weights_ptr
             yb = _split_sum(at + N_SPLITS * stride_split, mask, stride_split, N_SPLITS)
             if HAS_BIAS:
                 yb += tl.load(bias_b_ptr + expert * N + rows[None, :], mask=mask, other=0.0)
-            y = _glu(y, yb, alpha, limit, ACT)
+            y = glu(y, yb, alpha, limit, ACT)
         tl.store(out_ptr + pair * N + rows[None, :], y.to(out_ptr.dtype.element_ty), mask=mask)
 
 
@@ -549,4 +504,18 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
         h = h.reshape(-1, h.shape[-1])
     _check(h, w, routing, routing.n_pairs)
     hq = None if quantized is None else _x_in_8_bits(h, quantized, config)
+    if _one_token(routing, w, config):  # one token: moe_one_token.py's down
+        cfg = config or one_token_config()
+        gdc = cfg.pdl and has_dependent_launch(h.device)
+        return moe_one_token.launch_down(
+            h.contiguous(),
+            hq,
+            w,
+            routing,
+            FORMAT_CODES[w.fmt],
+            cfg.block_n,
+            cfg.num_warps,
+            not interpret_mode(),
+            gdc,
+        )
     return _launch(h.contiguous(), hq, w, None, routing, DOWN, SILU, config)

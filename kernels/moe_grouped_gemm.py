@@ -60,12 +60,12 @@ import triton.language as tl
 
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
-from kernels.moe_blocks import FORMAT_CODES, load_pairs, plane_args
-from kernels.moe_gemv import SILU, _check, _glu
+from kernels.moe_blocks import FORMAT_CODES, glu, load_pairs, plane_args
+from kernels.moe_gemv import SILU, _check
 
 CHUNK = 64  # pairs a routing program counts and places (more for long chunks: MAX_CHUNKS)
 MAX_CHUNKS = 64  # the placing program reads every chunk's histogram: [MAX_CHUNKS, E_PAD]
-_SILU, _OAI = 0, 1  # the kernel's ACT, as moe_gemv._glu reads it
+_SILU, _OAI = 0, 1  # the kernel's ACT, as moe_blocks.glu reads it
 
 
 @dataclass(frozen=True)
@@ -334,7 +334,7 @@ def _grouped_kernel(
             if GATE_UP:
                 acc_b += tl.load(bias_b_ptr + expert * N + rows, mask=row_mask, other=0.0)[:, None]
         if GATE_UP:
-            y = _glu(acc_a, acc_b, alpha, limit, ACT)
+            y = glu(acc_a, acc_b, alpha, limit, ACT)
         else:
             y = acc_a * tl.load(weights_ptr + pair, mask=m_mask, other=0.0).to(tl.float32)[None, :]
         at = out_ptr + pair.to(tl.int64)[None, :] * N + rows[:, None]

@@ -49,6 +49,7 @@ from kernels.moe_gemv import (
     expert_down,
     expert_gate_up,
     expert_rows,
+    one_token_config,
 )
 from kernels.moe_reference import random_expert_bytes
 from kernels.moe_routing import route_experts, select_and_route
@@ -136,7 +137,40 @@ SHORTLIST = {
 }  # fmt: skip
 
 
-def _default(case: Case) -> MoeGemvConfig:
+# --one-token: the one-token down's launch shapes (rows of each slot a program, warps) at one
+# token, beside the grouped kernel's default (sm_90 registers from moe_sass: the wide ones hold
+# one program an SM with all of its bytes in flight, the narrow ones several)
+ONE_TOKEN_SHAPES = [(16, 8), (8, 16), (8, 8), (4, 8)]
+
+
+def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
+    """At one token, each down that a one-token step serves: the grouped kernel (its default
+    shape, one_token off) against ONE_TOKEN_SHAPES, us and share of the copy rate."""
+    rows = []
+    for case in cases:
+        if case.kind != "down" or case.n_in // 16 > MoeGemvConfig().max_runs:
+            continue
+        grouped = dataclasses.replace(_default(case), one_token=False)
+        shapes = [MoeGemvConfig(rows, num_warps=w) for rows, w in ONE_TOKEN_SHAPES]
+        for config in (grouped, *shapes):
+            try:
+                row = measure(case, 1, copy_bw, config, baseline=False)
+            except Exception as error:  # a shape that fails to compile or run: go on
+                print(f"{case.name}, {config}: failed: {error!r}"[:300], flush=True)
+                continue
+            kernel = "one-token" if config.one_token else "grouped"
+            print(f"  ONE-TOKEN {case.name:24} {kernel:9} {config.block_n:2} rows "
+                  f"{config.num_warps} warps {row['us']:7.2f} us {row['of_copy']:6.1%}",
+                  flush=True)  # fmt: skip
+            rows.append(row)
+    return rows
+
+
+def _default(case: Case, tokens: int = 16) -> MoeGemvConfig:
+    """The launch shape a step of `tokens` takes for this case: at one token the down whose
+    row fits one split takes the one-token down's."""
+    if tokens == 1 and case.kind == "down" and case.n_in // 16 <= MoeGemvConfig().max_runs:
+        return one_token_config()
     return default_config(case.fmt, {"gate_up": GATE_UP, "down": DOWN, "rows": ROWS}[case.kind])
 
 
@@ -205,7 +239,7 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
         "experts_read": experts_read, "us": seconds * 1e6, "gb_s": moved / seconds / 1e9,
         "of_copy": moved / seconds / copy_bw, "torch_us": torch_s * 1e6,
         "bits_per_weight": copies[0][0].packed.fmt.bits_per_weight,
-        "config": dataclasses.asdict(config or _default(case)),
+        "config": dataclasses.asdict(config or _default(case, tokens)),
     }  # fmt: skip
 
 
@@ -433,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="the expert GEMV rows only: no routing, launch or step timings",
     )
+    parser.add_argument("--one-token", action="store_true",
+                        help="the one-token down's shapes against the grouped kernel at one "
+                        "token")  # fmt: skip
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -461,6 +498,9 @@ def main(argv: list[str] | None = None) -> int:
         main_cases = [c for c in cases if c.name in SHORTLIST]
         swept = _sweep(main_cases, tokens, sweep_tokens, copy_bw, rows, args.sweep_all)
     extras: dict = {}
+    if args.one_token:
+        print("\nOne token: the grouped down against the one-token down's shapes", flush=True)
+        extras["one_token"] = _one_token_sweep(cases, copy_bw)
     if not args.kernels_only:
         extras = _launch_timings(tokens, args.sweep)
     if args.json:

@@ -4,8 +4,9 @@
 
 Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
 16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
-expert_down launches it without `quantized`), and the router's kernel for both models'
-routers as norm_and_route launches it, with Triton's bundled ptxas and cuobjdump. The cheap
+expert_down launches it without `quantized`), the one-token down (moe_one_token.py) that a
+decode step of one sequence takes where a row fits one split, and the router's kernel for both
+models' routers as norm_and_route launches it, with Triton's bundled ptxas and cuobjdump. The cheap
 check before a device run: that every format and mode compiles, and what it costs in
 registers (programs an SM holds), spills, global loads (16-byte or narrower) and
 instructions, and the issue floor those instructions set (issue_floor_us: every program's
@@ -25,7 +26,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from benchmarks.kernels.moe import CASES, Case
-from kernels import moe_gemv
+from kernels import moe_gemv, moe_one_token
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 
@@ -123,6 +124,44 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options), nr, splits
 
 
+def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None):
+    """moe_one_token.py's down as a one-token step launches it for this case (h in float), or
+    None where the step takes the grouped kernel (gate/up, rows, a row in several splits)."""
+    if case.kind != "down" or case.n_in // 16 > moe_gemv.MoeGemvConfig().max_runs:
+        return None
+    cfg = cfg or moe_gemv.one_token_config()
+    consts = dict(
+        FMT=moe_gemv.FORMAT_CODES[case.fmt], HAS_BIAS=case.bias, X_FLOAT=True,
+        BLOCK_N=cfg.block_n, NG=triton.next_power_of_2(case.n_in // 32),
+        S=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
+    )  # fmt: skip
+    types = dict(POINTERS, x_ptr="*fp16", bias_ptr="*fp32")
+    for i, t in enumerate(PLANES[case.fmt]):
+        types[f"p{i}"] = t
+    fn = moe_one_token._one_token_down_kernel
+    signature = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
+    aligned = [i for i, a in enumerate(fn.arg_names) if signature[a][0] == "*" or a in "NK"]
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
+    options = {"num_warps": cfg.num_warps, "num_stages": 1}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def _one_token_line(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None) -> str | None:
+    kernel = compile_one_token_sm90(case, cfg)
+    if kernel is None:
+        return None
+    cfg = cfg or moe_gemv.one_token_config()
+    regs, stack, n_all = usage(kernel)
+    wide, narrow = global_loads(kernel)
+    programs = triton.cdiv(case.n_out, cfg.block_n)
+    floor = programs * cfg.num_warps * n_all / (SMS * ISSUE * GHZ * 1e3)
+    return (f"{case.name:26} {case.fmt:5}  1 token, one-token down: {regs:3} regs, "
+            f"stack {stack:3}, {n_all:5} instructions, LDG {wide:2} x 16 B + {narrow:2} "
+            f"narrower; {programs:5} programs x {cfg.num_warps} warps ({cfg.block_n} rows x "
+            f"{case.top_k} slots): issue floor {floor:5.1f} us")  # fmt: skip
+
+
 def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bias: bool,
                         softmax_all: bool):  # fmt: skip
     """The router's kernel as norm_and_route launches it for this router (F32, the input,
@@ -184,6 +223,9 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         for tokens in (1, 16):
             print(_line(case, tokens), flush=True)
+        one = _one_token_line(case)
+        if one:
+            print(one, flush=True)
     for name, n_expert, n_embd, top_k, bias, softmax_all in ROUTERS:
         for tokens in (1, 16):
             kernel = compile_router_sm90(n_expert, n_embd, top_k, tokens, bias, softmax_all)

@@ -1,5 +1,5 @@
-"""The expert GEMV (every mode, the down rounding h itself) and the router (as norm_and_route
-launches it) compile for sm_90 (Hopper) without a GPU, without spills:
+"""The expert GEMV (every mode, the down rounding h itself; the one-token down) and the
+router (as norm_and_route launches it) compile for sm_90 (Hopper) without a GPU, without spills:
 benchmarks/kernels/moe_sass.py in a child process (this directory's conftest puts Triton in
 interpreter mode, which never compiles)."""
 
@@ -27,7 +27,9 @@ def test_expert_gemv_and_router_kernels_compile_for_sm90():
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if " regs, stack " in line]
-    # 6 expert GEMV cases (the downs from float h) and 2 routers, at 1 and 16 tokens
-    assert len(lines) == 2 * (6 + 2), done.stdout
+    # 6 expert GEMV cases (the downs from float h) and 2 routers, at 1 and 16 tokens, and the
+    # one-token down for Qwen3-30B-A3B's
+    assert len(lines) == 2 * (6 + 2) + 1, done.stdout
+    assert sum("one-token down" in line for line in lines) == 1, done.stdout
     assert sum("norm_and_route" in line for line in lines) == 4, done.stdout
     assert all("stack   0," in line for line in lines), done.stdout  # no spills
