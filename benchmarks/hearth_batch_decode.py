@@ -23,7 +23,8 @@ import time
 
 from engine.runtime import protocol as p
 from engine.runtime.batching import new_context
-from engine.runtime.hearth_batch import HearthBatchContext, HearthBatchedDecoder
+from engine.runtime.hearth_batch import HearthBatchedDecoder
+from engine.runtime.hearth_batch_context import HearthBatchContext
 from engine.runtime.hearth_driver import HearthModel
 
 GREEDY = p.SamplingParams(temperature=0.0)

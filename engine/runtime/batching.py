@@ -26,7 +26,7 @@ def _hearth_batch(model: Model, params: ModelParams) -> bool:
 def new_context(model: Model, params: ModelParams) -> Context:
     """model.new_context(params); for the Hearth engine with n_parallel > 1, its batch cache."""
     if _hearth_batch(model, params):
-        from engine.runtime.hearth_batch import HearthBatchContext  # torch: Hearth loads only
+        from engine.runtime.hearth_batch_context import HearthBatchContext  # torch: Hearth only
 
         return HearthBatchContext(model, params)
     return model.new_context(params)

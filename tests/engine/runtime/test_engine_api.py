@@ -59,7 +59,7 @@ def test_the_llama_engine_offers_the_whole_seam(klass, protocol):
 
 def test_the_hearth_engine_offers_the_whole_seam():
     pytest.importorskip("torch")
-    from engine.runtime.hearth_batch import HearthBatchContext
+    from engine.runtime.hearth_batch_context import HearthBatchContext
     from engine.runtime.hearth_driver import HearthContext, HearthModel, HearthSampler
 
     for klass, protocol in (

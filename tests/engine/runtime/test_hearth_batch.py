@@ -14,7 +14,8 @@ pytest.importorskip("torch", reason="the Hearth engine needs torch (the kernels 
 from engine.runtime import protocol as p
 from engine.runtime.batch_schedule import MIN_CHUNK
 from engine.runtime.batching import new_context
-from engine.runtime.hearth_batch import HearthBatchContext, HearthBatchedDecoder
+from engine.runtime.hearth_batch import HearthBatchedDecoder
+from engine.runtime.hearth_batch_context import HearthBatchContext
 from engine.runtime.hearth_driver import HearthModel
 from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
 from tests.engine.runtime.conftest import EVENT_TIMEOUT, GREEDY, RunningEngine
@@ -360,7 +361,7 @@ def test_the_warm_up_ladder_meets_each_launch_shape_a_row_count_can_pick():
     one that is not a multiple of 16 and (from 16) one that is (Triton specializes the
     count), and no two neighbours are more than 1.5 apart (the kernels' row-count thresholds,
     such as RoPE's heads a program, fall anywhere)."""
-    from engine.runtime.hearth_batch import WARM_UP_ROWS
+    from engine.runtime.hearth_batch_context import WARM_UP_ROWS
 
     rows = sorted(WARM_UP_ROWS)
     for low in (8, 16, 32, 64, 128, 256):
