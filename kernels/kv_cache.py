@@ -11,6 +11,7 @@ launch argument depends on the length (attention's grid is sized for the capacit
 sliding window's span), so one captured decode step replays at every position of the pages
 already grown.
 
+The sequences' pages, lengths and block tables are kv_sequences.py's (the base class).
 kivi4 keys are sealed a page at a time (kv_kivi.py): each sequence holds an open page of f16
 rows per layer (K and V), from `open_pages` slots made with the cache (a sequence takes one
 while it lives; their memory is `open_page_bytes`; kv_open_pages.py keeps them).
@@ -20,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -43,6 +43,7 @@ from kernels.kv_formats import KVCacheSpec, kivi_group, rotation_signs
 from kernels.kv_gather import kv_gather_kernel
 from kernels.kv_open_pages import KiviOpenPages
 from kernels.kv_planes import allocate_planes, plane_pointers
+from kernels.kv_sequences import KVSequences
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 from kernels.launch import runs_assembly
@@ -66,14 +67,6 @@ def _rows_of_heads(x: torch.Tensor) -> torch.Tensor:
     return x.contiguous()
 
 
-def _to_device(dst: torch.Tensor, values: list[int]) -> None:
-    """Write host values into part of a block table without waiting for the device: a copy
-    that blocks would wait for every step launched before it (a batch launches its next
-    step before taking the last one's tokens, engine/runtime/hearth_batch.py). CUDA stages
-    the host values before the call returns."""
-    dst.copy_(torch.tensor(values, dtype=dst.dtype), non_blocking=True)
-
-
 @functools.cache
 def _sm_count(device: torch.device) -> int:
     if device.type == "cuda":
@@ -81,14 +74,17 @@ def _sm_count(device: torch.device) -> int:
     return 4
 
 
-class PagedKVCache:
+class PagedKVCache(KVSequences):
     def __init__(self, spec: KVCacheSpec, device: object = "cuda", open_pages: int = 8) -> None:
         """open_pages: how many sequences a kivi4 K cache holds at once (each keeps its open
         page in f16; unused by the other formats)."""
         require()
         self.spec = spec
-        self.device = torch.device(device)
-        self.n_pages = triton.cdiv(spec.max_tokens, spec.page_size)
+        device = torch.device(device)
+        n_pages = triton.cdiv(spec.max_tokens, spec.page_size)
+        kivi = spec.k_format == "kivi4"
+        super().__init__(n_pages, spec.page_size, device, KiviOpenPages(spec, device, open_pages),
+                         kivi)  # fmt: skip
         self._k = [
             allocate_planes(spec.k_format, self.n_pages, spec, device) for _ in range(spec.n_layers)
         ]
@@ -98,131 +94,24 @@ class PagedKVCache:
         # the rotation's signs with its 1/sqrt(D) folded in (kv_tiles.rotate_rows)
         scaled = rotation_signs(spec.head_dim) / math.sqrt(spec.head_dim)
         self._signs = torch.tensor(scaled, dtype=torch.float32, device=device)
-        self._free = list(range(self.n_pages - 1, -1, -1))
-        self._pages: dict[int, list[int]] = {}
-        self._lengths: dict[int, int] = {}
-        self._tables: dict[int, torch.Tensor] = {}
-        self._length_tensors: dict[int, torch.Tensor] = {}
-        self._next_seq = 0
-        self._views: set[int] = set()  # new_view's sequences
         self.tuning = AttentionTuning()
-        self.kivi = spec.k_format == "kivi4"
-        self._open_pages = KiviOpenPages(spec, self.device, open_pages)
 
     @property
     def open_page_bytes(self) -> int:
         """Memory of the kivi4 open pages, all slots and layers (0 for other K formats)."""
         return self._open_pages.bytes
 
-    # --- sequences -------------------------------------------------------------------------
-    def new_sequence(self) -> int:
-        seq = self._next_seq
-        self._open_pages.take_slot(seq)  # raises, changing nothing, where none is free
-        self._next_seq += 1
-        self._pages[seq] = []
-        self._lengths[seq] = 0
-        # -1: no page; writes there are dropped (kv_write_kernel)
-        self._tables[seq] = torch.full((self.n_pages,), -1, dtype=torch.int32, device=self.device)
-        self._length_tensors[seq] = torch.zeros(1, dtype=torch.int32, device=self.device)
-        return seq
-
-    def new_view(self) -> int:
-        """A sequence with no pages of its own, through which kernels read and write the pages
-        of the sequence `show` last gave it: its block table stays at one address whichever
-        sequence it shows (a CUDA graph's, replayed for each of a batch's prompts). `gather`
-        reads it to the table's end, a page not shown as zeros; a write past the shown pages
-        is dropped. Not for kivi4 keys (their open page is a sequence's own)."""
-        if self.kivi:
-            raise UnsupportedTensor("a kivi4 K cache has no views: its open pages are per sequence")
-        view = self.new_sequence()
-        self._views.add(view)
-        return view
-
-    def show(self, view: int, seq: int) -> None:
-        """The view's block table becomes seq's (a copy on the device, in stream order)."""
-        self._tables[view].copy_(self._tables[seq], non_blocking=True)
-
-    def free_sequence(self, seq: int) -> None:
-        self._views.discard(seq)
-        self._open_pages.free_slot(seq)
-        self._free.extend(reversed(self._pages.pop(seq)))
-        for table in (self._lengths, self._tables, self._length_tensors):
-            table.pop(seq)
-
-    def length(self, seq: int) -> int:
-        return self._lengths[seq]
-
-    def block_table(self, seq: int) -> torch.Tensor:
-        """seq's block table on the device, [n_pages] int32, -1 past its pages (what the
-        kernels read; a CUDA graph of a batch copies it into its static tables)."""
-        return self._tables[seq]
-
+    # --- pages of the sequences (kv_sequences.py), and what kivi4 keys add ----------------
     def open_slot(self, seq: int) -> torch.Tensor:
         """seq's open page slot on the device, [1] int32 (kivi4 keys; 0 for the others): what
         a CUDA graph of a batch copies into its static slots."""
         return self._open_pages.slot_tensors[seq]
-
-    def grow(self, seq: int, n: int) -> int:
-        """Reserve n more positions for seq; returns the first of them."""
-        start = self._lengths[seq]
-        pages = self._pages[seq]
-        needed = triton.cdiv(start + n, self.spec.page_size) - len(pages)
-        if needed > len(self._free):
-            raise UnsupportedTensor(
-                f"the KV cache is full: {needed} more pages of {self.spec.page_size} positions "
-                f"asked for, {len(self._free)} free; make max_tokens larger or free a sequence"
-            )
-        if needed > 0:
-            new = [self._free.pop() for _ in range(needed)]
-            _to_device(self._tables[seq][len(pages) : len(pages) + needed], new)
-            pages.extend(new)
-        self._lengths[seq] = start + n
-        self._length_tensors[seq].fill_(start + n)
-        return start
-
-    def assign(self, seq: int, pages: Sequence[int], n: int) -> None:
-        """Give seq exactly `pages` (in position order) and length n: for a caller that keeps
-        its own page accounting (engine/hearth/page_pool.py, where sequences share pages), so
-        a sequence driven this way never takes from or gives back to this cache's own free
-        list. Only the changed part of the block table is written."""
-        old, pages = self._pages[seq], list(pages)
-        if pages != old:
-            first = next(
-                (i for i, (a, b) in enumerate(zip(old, pages, strict=False)) if a != b),
-                min(len(old), len(pages)),
-            )
-            table = self._tables[seq]
-            if len(pages) > first:
-                _to_device(table[first : len(pages)], pages[first:])
-            if len(old) > len(pages):
-                table[len(pages) : len(old)] = -1
-            self._pages[seq] = pages
-        if self._lengths[seq] != n:
-            self._lengths[seq] = n
-            self._length_tensors[seq].fill_(n)
 
     def copy_page(self, src: int, dst: int) -> None:
         """Page src's K and V, every layer and plane, into page dst (a copy on write)."""
         for planes in (*self._k, *self._v):
             for plane in planes.values():
                 plane[dst].copy_(plane[src])
-
-    def truncate(self, seq: int, n: int) -> None:
-        """Keep seq's first n positions (a chat turn that edits history): the pages past them
-        go back to the pool, and the next `grow` continues at n."""
-        if not 0 <= n <= self._lengths[seq]:
-            raise UnsupportedTensor(
-                f"truncating a sequence of {self._lengths[seq]} positions to {n}: "
-                "keep between 0 and its length"
-            )
-        pages = self._pages[seq]
-        keep = triton.cdiv(n, self.spec.page_size)
-        self._free.extend(reversed(pages[keep:]))
-        del pages[keep:]
-        self._tables[seq][keep:] = -1
-        self._lengths[seq] = n
-        self._length_tensors[seq].fill_(n)
-        self.reopen(seq, n)
 
     def reopen(self, seq: int, n: int) -> None:
         """kivi4 K: after keeping seq's first n positions, the page of position n - 1 becomes
