@@ -332,10 +332,9 @@ class KernelsBatchCache(BatchCacheBase):
 
     def _attend_with_sinks(self, rows, prepared, layer, q, positions, scale, window, sinks):
         out = []
-        if self.kivi:
-            for seq, a, b in rows.groups:
-                if b - a > 1:
-                    self._write_chunk(prepared, layer, self._kernel_seq[seq], a, b)
+        if self.kivi:  # the chunks' rows first (`write` left them for `attend`)
+            for kseq, a, b, _ in prepared["chunks"]:
+                self._write_chunk(prepared, layer, kseq, a, b)
         for seq, a, b in rows.groups:
             n = max(rows.positions[a:b]) + 1
             k, v = self.cache.gather(layer, self._kernel_seq[seq], n)

@@ -97,6 +97,22 @@ def test_batched_decode_on_the_kernels_equals_each_sequence_alone(
     assert cache.pool.free_pages == 8 - kept
 
 
+def test_attention_sinks_with_kivi4_keys_in_the_batch_equal_each_sequence_alone(tmp_path):
+    """gpt-oss's attention sinks (the batch attends each sequence through gather and torch)
+    with kivi4 keys, whose prompt chunks are written just before they attend: prompts of 15
+    and 31 tokens whose decode rows seal pages, every one in the first step."""
+    path = write_tiny_gguf(tmp_path / "g.gguf", tiny_spec("gpt-oss", head_dim=32))
+    info = read_model_info(path)
+    sinks = Transformer.load(model_config(info), GGUFTensors(str(path), info), TorchOps("cpu"))
+    cache = KernelsBatchCache(**_dims(sinks), n_pages=8, device="cpu", k_format="kivi4",
+                              v_format="rot4", page_size=PAGE)  # fmt: skip
+    _, got = decode_together(sinks, cache, PAGE_ENDS, STEPS)
+    for i, (prompt, steps) in enumerate(zip(PAGE_ENDS, STEPS, strict=True)):
+        expected = _alone(sinks, prompt, steps, "kivi4", "rot4")
+        assert expected.std() > 0.1
+        np.testing.assert_allclose(got[i], expected, atol=2e-3 * max(1.0, np.abs(expected).max()))
+
+
 def _counted(ops, monkeypatch, name: str) -> list[int]:
     """The row counts of every call of ops._k.<name> from now on."""
     calls = []
