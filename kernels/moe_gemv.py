@@ -114,9 +114,6 @@ class MoeGemvConfig:
     max_runs: int = 128  # runs of 16 weights a program reads of each row at most (one split)
     num_warps: int = 2
     pdl: bool = True  # a dependent launch where the GPU has one (sm_90+; module docstring)
-    # a one-token step's down through moe_one_token.py (block_n rows of each slot's expert a
-    # program), where its row fits one split; False: this module's kernel
-    one_token: bool = True
 
 
 def one_token_config() -> MoeGemvConfig:
@@ -127,10 +124,9 @@ def one_token_config() -> MoeGemvConfig:
 
 
 def _one_token(routing: ExpertRouting, w: ExpertWeight, config: MoeGemvConfig | None) -> bool:
-    """Whether this down takes moe_one_token.py's kernel: one token, the whole row in one
+    """Whether this down can take moe_one_token.py's kernel: one token, the whole row in one
     split."""
-    cfg = config or MoeGemvConfig()
-    return cfg.one_token and routing.n_tokens == 1 and w.n_in // 16 <= cfg.max_runs
+    return routing.n_tokens == 1 and w.n_in // 16 <= (config or MoeGemvConfig()).max_runs
 
 
 def default_config(fmt: str, mode: int) -> MoeGemvConfig:
@@ -492,11 +488,16 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
 
 def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
                 quantized: QuantizedActivation | None = None,
-                config: MoeGemvConfig | None = None) -> torch.Tensor:  # fmt: skip
+                config: MoeGemvConfig | None = None,
+                one_token: bool = True) -> torch.Tensor:  # fmt: skip
     """h [T, k, n_in] (expert_gate_up's output) -> [T, n_out] in h's dtype: each pair's down
     projection (plus bias), weighted by its routing weight and summed over the k slots.
     One launch: each program rounds the part of h it reads to 8 bits itself (the bits
-    quantize_activation would store); quantized: h in 8 bits already, read as it is."""
+    quantize_activation would store); quantized: h in 8 bits already, read as it is.
+    A step of one token takes moe_one_token.py's down (config then its launch shape: by
+    default one_token_config) where the row fits one split, unless `one_token` is False: for
+    experts read in place from host memory, over the bus, where it lost to this module's
+    kernel (docs/decisions/2026-11-29-one-token-expert-gemv.md)."""
     require()
     if routing.weights is None:
         raise UnsupportedTensor("expert_down needs the routing weights: pass them to route_experts")
@@ -504,18 +505,10 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
         h = h.reshape(-1, h.shape[-1])
     _check(h, w, routing, routing.n_pairs)
     hq = None if quantized is None else _x_in_8_bits(h, quantized, config)
-    if _one_token(routing, w, config):  # one token: moe_one_token.py's down
+    if one_token and _one_token(routing, w, config):  # moe_one_token.py's down
         cfg = config or one_token_config()
         gdc = cfg.pdl and has_dependent_launch(h.device)
-        return moe_one_token.launch_down(
-            h.contiguous(),
-            hq,
-            w,
-            routing,
-            FORMAT_CODES[w.fmt],
-            cfg.block_n,
-            cfg.num_warps,
-            not interpret_mode(),
-            gdc,
-        )
+        return moe_one_token.launch_down(h.contiguous(), hq, w, routing, FORMAT_CODES[w.fmt],
+                                         cfg.block_n, cfg.num_warps, not interpret_mode(),
+                                         gdc)  # fmt: skip
     return _launch(h.contiguous(), hq, w, None, routing, DOWN, SILU, config)

@@ -174,7 +174,10 @@ def read_in_place(host, device: torch.device):
     a GPU to read over the bus; on the CPU the host experts themselves."""
     if device.type != "cuda":
         return host
-    return _with_tensors(host, lambda t, rows: device_view(t, device))
+    viewed = _with_tensors(host, lambda t, rows: device_view(t, device))
+    if hasattr(viewed, "in_host_memory"):  # the kernels' experts (moe_ops.PackedExperts)
+        viewed = dataclasses.replace(viewed, in_host_memory=True)
+    return viewed
 
 
 def in_host_memory(t: torch.Tensor, pin: bool) -> torch.Tensor:

@@ -18,7 +18,7 @@ from tests.kernels.test_moe_gemv import TOLERANCE, _experts, _routing, _x, _x8
 N_OUT = 70  # not whole tiles of rows
 ONE_TOKEN = one_token_config()  # the engine's launch shape
 # moe_gemv's kernel at one token (wide tiles in the interpreter, which pays per program)
-GROUPED = MoeGemvConfig(block_n=16 if interpret_mode() else 4, num_warps=4, one_token=False)
+GROUPED = MoeGemvConfig(block_n=16 if interpret_mode() else 4, num_warps=4)
 
 
 # (format, n_in, top_k): Qwen3-30B-A3B's down rows (768, top-8), k not a power of two (6:
@@ -36,7 +36,7 @@ def test_down_gives_the_grouped_kernels_bits(fmt, n_in, top_k, bias, device):
     routing, ids, weights = _routing(1, top_k, seed=22 + top_k, device=device)
     h = (_x(top_k, n_in, seed=23) * torch.linspace(0.05, 2, n_in)).reshape(1, top_k, n_in)
     one = expert_down(h.to(device), w, routing, config=ONE_TOKEN)
-    grouped = expert_down(h.to(device), w, routing, config=GROUPED)
+    grouped = expert_down(h.to(device), w, routing, config=GROUPED, one_token=False)
     assert one.shape == (1, N_OUT) and torch.equal(one, grouped)
     expected = ref.down(_x8(h.reshape(top_k, n_in)).reshape(1, top_k, -1), dense, ids, weights, b)
     assert relative_error(one.cpu(), expected) < TOLERANCE
@@ -54,8 +54,10 @@ def test_down_from_h_in_8_bits_gives_the_same_bits(dtype, device):
     assert fused.dtype == dtype and torch.equal(fused, apart) and fused.abs().max() > 0
 
 
-@pytest.mark.parametrize(("tokens", "taken"), [(1, True), (2, False)])
-def test_a_step_of_one_token_takes_it_by_default(tokens, taken, device, monkeypatch):
+@pytest.mark.parametrize(
+    ("tokens", "one_token", "taken"), [(1, True, True), (2, True, False), (1, False, False)]
+)
+def test_a_step_of_one_token_takes_it_by_default(tokens, one_token, taken, device, monkeypatch):
     from kernels import moe_one_token
 
     calls = []
@@ -66,7 +68,7 @@ def test_a_step_of_one_token_takes_it_by_default(tokens, taken, device, monkeypa
     w, dense, _ = _experts("Q6_K", N_OUT, 256, 27, device)
     routing, ids, weights = _routing(tokens, 4, seed=28, device=device)
     h = _x(tokens * 4, 256, seed=29).reshape(tokens, 4, 256)
-    out = expert_down(h.to(device), w, routing)
+    out = expert_down(h.to(device), w, routing, one_token=one_token)
     assert bool(calls) == taken
     expected = ref.down(_x8(h.reshape(-1, 256)).reshape(tokens, 4, -1), dense, ids, weights)
     assert relative_error(out.cpu(), expected) < TOLERANCE
