@@ -123,10 +123,16 @@ def one_token_config() -> MoeGemvConfig:
     return MoeGemvConfig(block_n=16, num_warps=8)
 
 
+# the most slots the one-token down takes (16 rows of 8 slots: its measured shape; a program
+# of more rows would spill)
+ONE_TOKEN_MAX_SLOTS = 8
+
+
 def _one_token(routing: ExpertRouting, w: ExpertWeight, config: MoeGemvConfig | None) -> bool:
-    """Whether this down can take moe_one_token.py's kernel: one token, the whole row in one
-    split."""
-    return routing.n_tokens == 1 and w.n_in // 16 <= (config or MoeGemvConfig()).max_runs
+    """Whether this down can take moe_one_token.py's kernel: one token, at most
+    ONE_TOKEN_MAX_SLOTS picks, the whole row in one split."""
+    fits = w.n_in // 16 <= (config or MoeGemvConfig()).max_runs
+    return routing.n_tokens == 1 and routing.top_k <= ONE_TOKEN_MAX_SLOTS and fits
 
 
 def default_config(fmt: str, mode: int) -> MoeGemvConfig:

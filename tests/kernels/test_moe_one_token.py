@@ -72,3 +72,18 @@ def test_a_step_of_one_token_takes_it_by_default(tokens, one_token, taken, devic
     assert bool(calls) == taken
     expected = ref.down(_x8(h.reshape(-1, 256)).reshape(tokens, 4, -1), dense, ids, weights)
     assert relative_error(out.cpu(), expected) < TOLERANCE
+
+
+@pytest.mark.parametrize(
+    ("tokens", "top_k", "n_in", "taken"),
+    [(1, 8, 768, True), (1, 16, 768, False), (1, 4, 2880, False), (3, 2, 768, False)],
+)
+def test_which_downs_it_takes(tokens, top_k, n_in, taken):
+    """One token, at most 8 picks (its measured shape), a row in one split (gpt-oss's 2880
+    inputs take three)."""
+    from types import SimpleNamespace
+
+    from kernels.moe_gemv import _one_token
+
+    routing = SimpleNamespace(n_tokens=tokens, top_k=top_k)
+    assert _one_token(routing, SimpleNamespace(n_in=n_in), None) == taken
