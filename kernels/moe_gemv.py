@@ -128,11 +128,12 @@ def one_token_config() -> MoeGemvConfig:
 ONE_TOKEN_MAX_SLOTS = 8
 
 
-def _one_token(routing: ExpertRouting, w: ExpertWeight, config: MoeGemvConfig | None) -> bool:
-    """Whether this down can take moe_one_token.py's kernel: one token, at most
-    ONE_TOKEN_MAX_SLOTS picks, the whole row in one split."""
-    fits = w.n_in // 16 <= (config or MoeGemvConfig()).max_runs
-    return routing.n_tokens == 1 and routing.top_k <= ONE_TOKEN_MAX_SLOTS and fits
+def takes_one_token(n_tokens: int, top_k: int, n_in: int,
+                    config: MoeGemvConfig | None = None) -> bool:  # fmt: skip
+    """Whether a down of this step can take moe_one_token.py's kernel: one token, at most
+    ONE_TOKEN_MAX_SLOTS picks, the whole row (n_in) in one split."""
+    fits = n_in // 16 <= (config or MoeGemvConfig()).max_runs
+    return n_tokens == 1 and top_k <= ONE_TOKEN_MAX_SLOTS and fits
 
 
 def default_config(fmt: str, mode: int) -> MoeGemvConfig:
@@ -158,6 +159,10 @@ class ExpertWeight:
     packed: PackedWeight
     n_expert: int
     bias: torch.Tensor | None = None
+    # its planes are device views of pinned host memory (the engine's experts read in place,
+    # over the bus): a one-token step's down then keeps this module's kernel, which was faster
+    # there than moe_one_token.py's (docs/decisions/2026-11-29-one-token-expert-gemv.md)
+    in_host_memory: bool = False
 
     @classmethod
     def from_gguf(cls, raw: object, ggml_type: object, shape: tuple[int, int, int],
@@ -501,9 +506,8 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
     One launch: each program rounds the part of h it reads to 8 bits itself (the bits
     quantize_activation would store); quantized: h in 8 bits already, read as it is.
     A step of one token takes moe_one_token.py's down (config then its launch shape: by
-    default one_token_config) where the row fits one split, unless `one_token` is False: for
-    experts read in place from host memory, over the bus, where it lost to this module's
-    kernel (docs/decisions/2026-11-29-one-token-expert-gemv.md)."""
+    default one_token_config) where takes_one_token says so and w is in device memory;
+    one_token=False keeps this module's kernel (for comparing the two)."""
     require()
     if routing.weights is None:
         raise UnsupportedTensor("expert_down needs the routing weights: pass them to route_experts")
@@ -511,7 +515,11 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
         h = h.reshape(-1, h.shape[-1])
     _check(h, w, routing, routing.n_pairs)
     hq = None if quantized is None else _x_in_8_bits(h, quantized, config)
-    if one_token and _one_token(routing, w, config):  # moe_one_token.py's down
+    if (  # moe_one_token.py's down
+        one_token
+        and not w.in_host_memory
+        and takes_one_token(routing.n_tokens, routing.top_k, w.n_in, config)
+    ):
         cfg = config or one_token_config()
         gdc = cfg.pdl and has_dependent_launch(h.device)
         return moe_one_token.launch_down(h.contiguous(), hq, w, routing, FORMAT_CODES[w.fmt],

@@ -50,6 +50,7 @@ from kernels.moe_gemv import (
     expert_gate_up,
     expert_rows,
     one_token_config,
+    takes_one_token,
 )
 from kernels.moe_reference import random_expert_bytes
 from kernels.moe_routing import route_experts, select_and_route
@@ -148,11 +149,10 @@ def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
     shape, one_token off) against ONE_TOKEN_SHAPES, us and share of the copy rate."""
     rows = []
     for case in cases:
-        if case.kind != "down" or case.n_in // 16 > MoeGemvConfig().max_runs:
+        if case.kind != "down" or not takes_one_token(1, case.top_k, case.n_in):
             continue
-        shapes = [MoeGemvConfig(rows, num_warps=w) for rows, w in ONE_TOKEN_SHAPES]
-        for config in (_default(case), *shapes):
-            one_token = any(config is shape for shape in shapes)
+        shapes = [(MoeGemvConfig(rows, num_warps=w), True) for rows, w in ONE_TOKEN_SHAPES]
+        for config, one_token in ((_default(case), False), *shapes):
             try:
                 row = measure(case, 1, copy_bw, config, baseline=False, one_token=one_token)
             except Exception as error:  # a shape that fails to compile or run: go on
@@ -169,7 +169,7 @@ def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
 def _default(case: Case, tokens: int = 16) -> MoeGemvConfig:
     """The launch shape a step of `tokens` takes for this case: at one token the down whose
     row fits one split takes the one-token down's."""
-    if tokens == 1 and case.kind == "down" and case.n_in // 16 <= MoeGemvConfig().max_runs:
+    if case.kind == "down" and takes_one_token(tokens, case.top_k, case.n_in):
         return one_token_config()
     return default_config(case.fmt, {"gate_up": GATE_UP, "down": DOWN, "rows": ROWS}[case.kind])
 

@@ -127,7 +127,7 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
 def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None):
     """moe_one_token.py's down as a one-token step launches it for this case (h in float), or
     None where the step takes the grouped kernel (gate/up, rows, a row in several splits)."""
-    if case.kind != "down" or case.n_in // 16 > moe_gemv.MoeGemvConfig().max_runs:
+    if case.kind != "down" or not moe_gemv.takes_one_token(1, case.top_k, case.n_in):
         return None
     cfg = cfg or moe_gemv.one_token_config()
     consts = dict(

@@ -175,8 +175,11 @@ def read_in_place(host, device: torch.device):
     if device.type != "cuda":
         return host
     viewed = _with_tensors(host, lambda t, rows: device_view(t, device))
-    if hasattr(viewed, "in_host_memory"):  # the kernels' experts (moe_ops.PackedExperts)
-        viewed = dataclasses.replace(viewed, in_host_memory=True)
+    if hasattr(viewed.gate, "packed"):  # the kernels' ExpertWeights: their kernel choice
+        parts = {name: getattr(viewed, name) for name in ("gate", "up", "down")}
+        viewed = dataclasses.replace(viewed, **{
+            name: dataclasses.replace(w, in_host_memory=True) for name, w in parts.items()
+        })  # fmt: skip
     return viewed
 
 

@@ -86,9 +86,6 @@ class PackedExperts:
     up: object
     down: object
     activation: object
-    # read in place from pinned host memory over the bus (expert_offload.read_in_place): a
-    # decode step's down then takes the grouped kernel, not the one-token one, which lost there
-    in_host_memory: bool = False
 
     @property
     def n_expert(self) -> int:
@@ -482,8 +479,7 @@ class KernelsMoeOps:
             h = expert_gate_up(
                 x[rows], experts.gate, experts.up, routing, experts.activation, quantized=whole
             )
-            one = not experts.in_host_memory
-            parts.append(expert_down(h, experts.down, routing, one_token=one))
+            parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):
@@ -506,8 +502,7 @@ class KernelsMoeOps:
             rows = slice(start, min(n_tokens, start + step))
             routing = route_experts(ids[rows], weights[rows], experts.n_expert)
             h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation)
-            one = not experts.in_host_memory
-            parts.append(expert_down(h, experts.down, routing, one_token=one))
+            parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def _moe_gemm(self, x: torch.Tensor, experts: PackedExperts, ids, weights) -> torch.Tensor:

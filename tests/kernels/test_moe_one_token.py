@@ -55,9 +55,17 @@ def test_down_from_h_in_8_bits_gives_the_same_bits(dtype, device):
 
 
 @pytest.mark.parametrize(
-    ("tokens", "one_token", "taken"), [(1, True, True), (2, True, False), (1, False, False)]
-)
-def test_a_step_of_one_token_takes_it_by_default(tokens, one_token, taken, device, monkeypatch):
+    ("tokens", "one_token", "in_host_memory", "taken"),
+    [(1, True, False, True), (2, True, False, False), (1, False, False, False),
+     (1, True, True, False)],
+)  # fmt: skip
+def test_a_step_of_one_token_takes_it_by_default(
+    tokens, one_token, in_host_memory, taken, device, monkeypatch
+):
+    """One token in device memory: the one-token down; more tokens, one_token=False, or
+    experts read over the bus (in_host_memory): the grouped kernel."""
+    import dataclasses
+
     from kernels import moe_one_token
 
     calls = []
@@ -66,6 +74,7 @@ def test_a_step_of_one_token_takes_it_by_default(tokens, one_token, taken, devic
         moe_one_token, "launch_down", lambda *a, **k: calls.append(1) or launch(*a, **k)
     )
     w, dense, _ = _experts("Q6_K", N_OUT, 256, 27, device)
+    w = dataclasses.replace(w, in_host_memory=in_host_memory)
     routing, ids, weights = _routing(tokens, 4, seed=28, device=device)
     h = _x(tokens * 4, 256, seed=29).reshape(tokens, 4, 256)
     out = expert_down(h.to(device), w, routing, one_token=one_token)
@@ -81,9 +90,6 @@ def test_a_step_of_one_token_takes_it_by_default(tokens, one_token, taken, devic
 def test_which_downs_it_takes(tokens, top_k, n_in, taken):
     """One token, at most 8 picks (its measured shape), a row in one split (gpt-oss's 2880
     inputs take three)."""
-    from types import SimpleNamespace
+    from kernels.moe_gemv import takes_one_token
 
-    from kernels.moe_gemv import _one_token
-
-    routing = SimpleNamespace(n_tokens=tokens, top_k=top_k)
-    assert _one_token(routing, SimpleNamespace(n_in=n_in), None) == taken
+    assert takes_one_token(tokens, top_k, n_in) == taken

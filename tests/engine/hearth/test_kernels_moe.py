@@ -89,24 +89,28 @@ def test_a_decode_step_s_down_takes_the_one_token_kernel_unless_read_over_the_bu
     in_host_memory, tmp_path, monkeypatch
 ):
     """One token: the down through kernels/moe_one_token.py, except for experts read in place
-    from host memory (expert_offload.read_in_place marks them), where the grouped kernel was
-    faster over the bus; the same sum either way."""
+    from host memory (expert_offload.read_in_place marks their ExpertWeights), where the
+    grouped kernel was faster over the bus; the same sum either way."""
     import dataclasses
 
     from kernels import moe_one_token
 
     config, _, experts = _layer_experts(tmp_path, "qwen3moe")
-    experts = dataclasses.replace(experts, in_host_memory=in_host_memory)
+
+    def placed(in_host: bool):
+        down = dataclasses.replace(experts.down, in_host_memory=in_host)
+        return dataclasses.replace(experts, down=down)
+
     x, logits = _routed(config, 1, seed=5)
     calls = []
     launch = moe_one_token.launch_down
     monkeypatch.setattr(
         moe_one_token, "launch_down", lambda *a, **k: calls.append(1) or launch(*a, **k)
     )
-    got = KernelsOps("cpu").moe_ffn(x, experts, logits, config.moe)
+    got = KernelsOps("cpu").moe_ffn(x, placed(in_host_memory), logits, config.moe)
     assert len(calls) == (0 if in_host_memory else 1)
-    other = dataclasses.replace(experts, in_host_memory=not in_host_memory)
-    torch.testing.assert_close(KernelsOps("cpu").moe_ffn(x, other, logits, config.moe), got)
+    other = KernelsOps("cpu").moe_ffn(x, placed(not in_host_memory), logits, config.moe)
+    torch.testing.assert_close(other, got)
 
 
 def test_chunks_past_one_launch_are_split_by_tokens(tmp_path, monkeypatch):
