@@ -174,13 +174,18 @@ def read_in_place(host, device: torch.device):
     a GPU to read over the bus; on the CPU the host experts themselves."""
     if device.type != "cuda":
         return host
-    viewed = _with_tensors(host, lambda t, rows: device_view(t, device))
-    if hasattr(viewed.gate, "packed"):  # the kernels' ExpertWeights: their kernel choice
-        parts = {name: getattr(viewed, name) for name in ("gate", "up", "down")}
-        viewed = dataclasses.replace(viewed, **{
-            name: dataclasses.replace(w, in_host_memory=True) for name, w in parts.items()
-        })  # fmt: skip
-    return viewed
+    return marked_in_host_memory(_with_tensors(host, lambda t, rows: device_view(t, device)))
+
+
+def marked_in_host_memory(experts):
+    """The kernels' prepared experts with each ExpertWeight marked as read over the bus
+    (kernels.ExpertWeight.in_host_memory: its kernel choice); torch's as they are."""
+    if not hasattr(experts.gate, "packed"):
+        return experts
+    parts = {name: getattr(experts, name) for name in ("gate", "up", "down")}
+    return dataclasses.replace(experts, **{
+        name: dataclasses.replace(w, in_host_memory=True) for name, w in parts.items()
+    })  # fmt: skip
 
 
 def in_host_memory(t: torch.Tensor, pin: bool) -> torch.Tensor:

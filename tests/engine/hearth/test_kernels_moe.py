@@ -113,6 +113,20 @@ def test_a_decode_step_s_down_takes_the_one_token_kernel_unless_read_over_the_bu
     torch.testing.assert_close(other, got)
 
 
+def test_experts_read_over_the_bus_are_marked_so(tmp_path):
+    """read_in_place marks the kernels' ExpertWeights (what expert_down reads to keep the
+    grouped down); torch's experts have no such choice and stay as they are."""
+    from engine.hearth.expert_offload import marked_in_host_memory
+
+    _, torch_experts, kernel_experts = _layer_experts(tmp_path, "qwen3moe")
+    marked = marked_in_host_memory(kernel_experts)
+    assert all(w.in_host_memory for w in (marked.gate, marked.up, marked.down))
+    assert (
+        not kernel_experts.down.in_host_memory and marked.down.packed is kernel_experts.down.packed
+    )
+    assert marked_in_host_memory(torch_experts) is torch_experts
+
+
 def test_chunks_past_one_launch_are_split_by_tokens(tmp_path, monkeypatch):
     """More (token, slot) pairs than one launch takes (MAX_PAIRS, made 2 here: 1 token of
     top-2) go through the kernels in slices of tokens: the same rows as in one launch."""
