@@ -25,8 +25,8 @@ and adds (`mxfp4_words`: 14 operations for 4 codes, no carries between bytes); s
 format meets x in `dp4a`.
 
 The pieces both expert GEMV kernels (moe_gemv.py, moe_one_token.py) share are here too: x's
-runs rounded to 8 bits in registers (`runs_in_8_bits`), the sum over groups in a tree the
-source fixes (`sum_groups`) and the gated activations (`glu`).
+runs rounded to 8 bits in registers (`runs_in_8_bits`) and the gated activations (`glu`); their
+sums over the groups go through tree_sums.tree_sum, in an order the source fixes.
 
 `load_pairs` reads weight rows `wrow` [BN] (rows of the [n_expert n_out, n_in] matrix) in
 groups of 32 weights: one 16-byte piece of codes a group, split into two runs (run r = weights
@@ -308,37 +308,6 @@ def runs_in_8_bits(x_row, r_lo, r_hi, group_mask, NG: tl.constexpr, HALVES: tl.c
         amax = tl.reshape(tl.broadcast_to(pairs[:, None, :], (NG // 2, 2, 2)), (NG, 2))
     words, sums = rounded_words(x, inverse_scale(amax)[:, :, None, None])
     return words, amax * (1.0 / 127.0), sums
-
-
-@triton.jit
-def _halves_added(t, BN: tl.constexpr, WIDTH: tl.constexpr):
-    """[BN, WIDTH] -> [BN, WIDTH / 2]: columns 2i and 2i + 1 added."""
-    a, b = tl.split(tl.reshape(t, (BN, WIDTH // 2, 2)))
-    return a + b
-
-
-@triton.jit
-def sum_groups(t, BN: tl.constexpr, NG: tl.constexpr):
-    """[BN, NG] -> [BN]: the sum over the groups (NG a power of two, at most 128) in a tree the
-    source fixes: neighbours, then neighbouring pairs, and so on. tl.sum's order follows the
-    tile's layout, which Triton picks per kernel: the down that rounds h itself lays its tile
-    out otherwise than the down that reads h in 8 bits (sm_90, gpt-oss's MXFP4 down: threads
-    along the groups, against warps along them), and the two must give the same bits."""
-    if NG >= 128:
-        t = _halves_added(t, BN, 128)
-    if NG >= 64:
-        t = _halves_added(t, BN, 64)
-    if NG >= 32:
-        t = _halves_added(t, BN, 32)
-    if NG >= 16:
-        t = _halves_added(t, BN, 16)
-    if NG >= 8:
-        t = _halves_added(t, BN, 8)
-    if NG >= 4:
-        t = _halves_added(t, BN, 4)
-    if NG >= 2:
-        t = _halves_added(t, BN, 2)
-    return tl.reshape(t, (BN,))
 
 
 def plane_args(packed) -> tuple[torch.Tensor, ...]:

@@ -27,7 +27,7 @@ it replaces cost more. The error this adds is the dense path's (0.3-0.9% of a do
 against float x); against x rounded the same way the kernel is exact up to float32 sums. The
 down gives the same bits whichever way it reads h (rounded here, or by quantize_activation):
 its float steps are explicit fmas (moe_blocks.run_sums, group_terms) and its sum over the
-groups a tree the source fixes (sum_groups), so that neither the compiler's contractions nor
+groups a tree the source fixes (tree_sums.tree_sum), so that neither the compiler's contractions nor
 the tile's layout, which differ between the two compiled kernels, change the bits.
 
 One token. A decode step of one sequence picks k distinct experts, one pair each: its down
@@ -76,11 +76,11 @@ from kernels.moe_blocks import (
     plane_args,
     run_sums,
     runs_in_8_bits,
-    sum_groups,
 )
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
+from kernels.tree_sums import tree_sum
 
 EXPERT_FORMATS = tuple(FORMAT_CODES)
 ROWS, GATE_UP, DOWN = 0, 1, 2  # the kernel's MODE
@@ -284,7 +284,7 @@ def _expert_kernel(
             ya_hi = run_sums(ua_hi, sa_hi, ca_hi, x_hi, xs_hi, ASM)
             ya = group_terms(dx_lo, ya_lo, dx_hi, ya_hi)
             if MODE == 2:  # noqa: SIM108 (a static if) the same bits however h is read
-                ya = sum_groups(ya, BLOCK_N, NG)
+                ya = tree_sum(ya, BLOCK_N, NG)
             else:
                 ya = tl.sum(ya, axis=1)
             if MODE == 1:

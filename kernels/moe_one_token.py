@@ -45,8 +45,8 @@ from kernels.moe_blocks import (
     plane_args,
     run_sums,
     runs_in_8_bits,
-    sum_groups,
 )
+from kernels.tree_sums import tree_sum
 
 
 @triton.jit
@@ -128,7 +128,7 @@ def _one_token_down_kernel(
         dx_lo, run_sums(u_lo, s_lo, c_lo, x_lo, xs_lo, ASM),
         dx_hi, run_sums(u_hi, s_hi, c_hi, x_hi, xs_hi, ASM),
     )  # fmt: skip
-    y = sum_groups(y, R, NG)  # the same tree as moe_gemv's down
+    y = tree_sum(y, R, NG)  # the same tree as moe_gemv's down
     if GDC:
         gdc_launch_dependents()
     if HAS_BIAS:
