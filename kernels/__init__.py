@@ -96,6 +96,10 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
         window > 0: a query at p sees only j with p - j < window (Gemma 3's local layers).
         The launch grid depends on the capacity (or window), never the length: a decode step
         captured once in a CUDA graph replays at every position already grown.
+    o = cache.attend(layer, q, [seq], positions=pos, step_row=StepRow(k, v, rope, biases))
+        a decode step's write and attention in one launch: q, k, v [1, heads, head_dim] as
+        the Q/K/V GEMV made them (K not kivi4, no head norms); the bits of `write` with q,
+        then `attend`
     o = cache.attend_prefill(layer, q, seq, positions, n_keys, scale=None, *, window=0,
                              masks=None)
         a prefill chunk q [T, n_heads, head_dim] over stored positions 0..n_keys-1: the pages
@@ -144,6 +148,7 @@ _LAZY = {
     "apply_rope": "kernels.rope",
     "KVCacheSpec": "kernels.kv_formats",
     "PagedKVCache": "kernels.kv_cache",
+    "StepRow": "kernels.kv_write",
     "AttentionTuning": "kernels.decode_launch",
     "ExpertWeight": "kernels.moe_gemv",
     "expert_rows": "kernels.moe_gemv",

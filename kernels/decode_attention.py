@@ -38,7 +38,9 @@ import triton.language as tl
 from kernels.act_quant import store_quantized
 from kernels.kv_kivi import kivi_page_scores, load_open_tile
 from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
+from kernels.kv_write import step_kv_rows, store_k_rows, store_v_rows
 from kernels.launch import gdc_launch_dependents, gdc_wait
+from kernels.rope import rope_rows
 
 LOG2E = 1.4426950408889634
 
@@ -51,12 +53,16 @@ def decode_split_kernel(
     block_table_ptr, lengths_ptr, positions_ptr, signs_ptr,
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,
     qk_scale, stride_bt, stride_qt, n_splits, window,
+    k_ptr, v_ptr, stride_kt, stride_vt, q_bias_ptr, k_bias_ptr, v_bias_ptr, inv_freq_ptr,
+    mscale, table_pages,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
     ASM: tl.constexpr = False, KG: tl.constexpr = 32,
     LAUNCH_DEPENDENTS: tl.constexpr = False, MASK_TAIL: tl.constexpr = False,
-    WAIT_PRIOR: tl.constexpr = False,
+    WAIT_PRIOR: tl.constexpr = False, WRITE: tl.constexpr = False, ROPE: tl.constexpr = False,
+    N_ROT: tl.constexpr = 2, NEOX: tl.constexpr = False, Q_BIAS: tl.constexpr = False,
+    K_BIAS: tl.constexpr = False, V_BIAS: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -74,7 +80,17 @@ def decode_split_kernel(
     not on every page. WAIT_PRIOR (AttentionTuning.chain_launches): launched as the previous
     launch's dependent (programmatic dependent launch), so wait for its grid before reading
     anything: whatever kernel wrote q or the newest K/V rows has finished. The launch and the
-    programs' placement on the SMs then overlap the kernel before."""
+    programs' placement on the SMs then overlap the kernel before.
+
+    WRITE (a decode step, T = 1, K not kivi4, no head norms): the step's own row is written
+    here, not by kv_write_kernel's launch before this one. q_ptr then holds the queries as the
+    Q/K/V GEMV made them, and each program biases and rotates its G query heads (ROPE, Q_BIAS:
+    kv_write's elementwise arithmetic, rounded to q's dtype as that launch stores them: the
+    same bits); the program whose split holds the newest page computes the KV head's K and V
+    row from k_ptr, v_ptr (step_kv_rows, as kv_write does) and stores it at the step's
+    position (table_pages: the block table's length; a position past it writes nothing), then
+    reads its pages, that row among them, after a barrier: it is the only program that reads
+    the page."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     if WAIT_PRIOR:
@@ -104,8 +120,26 @@ def decode_split_kernel(
     # q's query tokens stride_qt apart (a speculative check's rows are views into the wider
     # output of the RoPE launch), each token's heads side by side
     q_at = (seq * T + token) * stride_qt + (head * G + gi % G) * D
-    q = tl.load(q_ptr + q_at[:, None] + j[None, :], mask=group_mask[:, None], other=0.0)
-    q = q.to(tl.float32)
+    if WRITE:
+        if POSITIONS:
+            pos = tl.load(positions_ptr + seq).to(tl.int32)
+        else:
+            pos = tl.load(lengths_ptr + seq) - 1
+        q = rope_rows(q_ptr + q_at, group_mask, pos, inv_freq_ptr, mscale,
+                      q_bias_ptr + (head * G + gi % G) * D, inv_freq_ptr, 0.0, D, N_ROT, NEOX,
+                      Q_BIAS)  # fmt: skip
+        q = q.to(q_ptr.dtype.element_ty).to(tl.float32)
+        newest = pos // P
+        if (newest >= first) & (newest < last):
+            _write_step_row(seq, head, pos, block_table_ptr, stride_bt, table_pages, signs_ptr,
+                            k_ptr + seq * stride_kt, v_ptr + seq * stride_vt, k_bias_ptr,
+                            v_bias_ptr, inv_freq_ptr, mscale, kq_ptr, ks_ptr, km_ptr, vq_ptr,
+                            vs_ptr, vm_ptr, HKV, D, LOG2D, P, K_FMT, V_FMT, ROPE, N_ROT, NEOX,
+                            K_BIAS, V_BIAS)  # fmt: skip
+            tl.debug_barrier()  # the row stored before any thread reads its page
+    else:
+        q = tl.load(q_ptr + q_at[:, None] + j[None, :], mask=group_mask[:, None], other=0.0)
+        q = q.to(tl.float32)
     if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
         q = rotate_rows(q, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
     q = (q * qk_scale).to(tl.float16)
@@ -173,6 +207,28 @@ def decode_split_kernel(
         tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
     else:
         tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
+
+
+@triton.jit
+def _write_step_row(seq, head, pos, block_table_ptr, stride_bt, table_pages, signs_ptr, k_row,
+                    v_row, k_bias_ptr, v_bias_ptr, inv_freq_ptr, mscale, kq_ptr, ks_ptr,
+                    km_ptr, vq_ptr, vs_ptr, vm_ptr, HKV: tl.constexpr, D: tl.constexpr,
+                    LOG2D: tl.constexpr, P: tl.constexpr, K_FMT: tl.constexpr,
+                    V_FMT: tl.constexpr, ROPE: tl.constexpr, N_ROT: tl.constexpr,
+                    NEOX: tl.constexpr, K_BIAS: tl.constexpr, V_BIAS: tl.constexpr):  # fmt: skip
+    """KV head `head`'s K and V of a decode step (the rows at k_row, v_row, as the GEMV made
+    them) stored at position pos, as kv_write_kernel stores a step's row."""
+    heads = head + tl.arange(0, 1)
+    in_table = (pos >= 0) & (pos // P < table_pages)
+    page = tl.load(block_table_ptr + seq * stride_bt + pos // P, mask=in_table, other=-1)
+    head_mask = (heads < HKV) & in_table & (page >= 0)  # -1: a page not grown
+    rows = (page * HKV + heads) * P + pos % P
+    signs = tl.load(signs_ptr + tl.arange(0, D))
+    k, v = step_kv_rows(k_row + heads * D, v_row + heads * D, heads, head_mask, pos,
+                        inv_freq_ptr, mscale, k_bias_ptr, v_bias_ptr, inv_freq_ptr, 0.0, D,
+                        ROPE, N_ROT, NEOX, K_BIAS, V_BIAS, False, True)  # fmt: skip
+    store_k_rows(k, rows, head_mask, signs, kq_ptr, ks_ptr, km_ptr, K_FMT, 1, D, LOG2D)
+    store_v_rows(v, rows, head_mask, signs, vq_ptr, vs_ptr, vm_ptr, V_FMT, 1, D, LOG2D)
 
 
 @triton.jit

@@ -45,10 +45,10 @@ from kernels.kv_open_pages import KiviOpenPages
 from kernels.kv_planes import allocate_planes, plane_pointers
 from kernels.kv_sequences import KVSequences
 from kernels.kv_tiles import FORMAT_CODES
-from kernels.kv_write import kv_write_kernel
+from kernels.kv_write import StepRow, kv_write_kernel, rope_arguments
 from kernels.launch import runs_assembly
 from kernels.prefill_masks import chunk_mask
-from kernels.rope import QKNorms, inv_freq_tensor
+from kernels.rope import QKNorms
 from kernels.rope_tables import Rope
 
 
@@ -203,20 +203,12 @@ class PagedKVCache(KVSequences):
             q = _rows_of_heads(q)
             n_q = q.shape[1]
         kv_heads = 1 if q is not None else triton.next_power_of_2(spec.n_kv_heads)
-        bq, bk, bv = biases if biases is not None else (None, None, None)
-        for bias, heads in ((bq, n_q), (bk, spec.n_kv_heads), (bv, spec.n_kv_heads)):
-            if bias is not None and (
-                bias.numel() != heads * spec.head_dim or bias.dtype != torch.float32
-            ):
-                raise UnsupportedTensor(
-                    f"a {bias.dtype} bias of {bias.numel()} values for {heads} heads of "
-                    f"{spec.head_dim}: need float32"
-                )
-        if norms is not None and rope is None:
-            raise UnsupportedTensor("head norms come before RoPE: pass the rope")
-        inv_freq = inv_freq_tensor(rope, self.device) if rope is not None else self._signs
-        vq, vs, vm = plane_pointers(self._v[layer])
         spare = self._signs  # a pointer for the arguments a launch does not read
+        rope_args, rope_flags = rope_arguments(
+            n_q, spec.n_kv_heads, spec.head_dim, rope, biases, norms, self.device, spare
+        )
+        bq, bk, bv, q_norm, k_norm, eps, inv_freq, mscale = rope_args
+        vq, vs, vm = plane_pointers(self._v[layer])
         chain = self.tuning.chains(self.device)
         grid = (k.shape[0], n_q + triton.cdiv(spec.n_kv_heads, kv_heads))
         # the Q/K/V GEMV before a step's fused write lets its dependent start early (gemv.py's
@@ -226,20 +218,12 @@ class PagedKVCache(KVSequences):
             q if q is not None else spare, q_out if q_out is not None else spare, k, v,
             tables, first, position_arg, table_pages,
             q.stride(0) if q is not None else 0, k.stride(0), v.stride(0),
-            bq if bq is not None else spare, bk if bk is not None else spare,
-            bv if bv is not None else spare,
-            norms.q_weight if norms is not None else spare,
-            norms.k_weight if norms is not None else spare,
-            norms.eps if norms is not None else 0.0,
-            self._signs, inv_freq, rope.mscale if rope is not None else 1.0,
+            bq, bk, bv, q_norm, k_norm, eps, self._signs, inv_freq, mscale,
             *k_planes, vq, vs, vm, *self._open_pages.of_layer(layer), slot, scratch_len,
             HQ=n_q, HKV=spec.n_kv_heads, KV_HEADS=kv_heads,
             D=spec.head_dim, LOG2D=int(math.log2(spec.head_dim)), P=spec.page_size,
             K_FMT=FORMAT_CODES[spec.k_format], V_FMT=FORMAT_CODES[spec.v_format],
-            ROPE=rope is not None, N_ROT=rope.n_rot if rope is not None else 2,
-            NEOX=bool(rope is not None and rope.neox), POSITIONS=on_device,
-            Q_BIAS=bq is not None, K_BIAS=bk is not None, V_BIAS=bv is not None,
-            HAS_NORM=norms is not None, KIVI_DIRECT=direct, LAUNCH_DEPENDENTS=chain,
+            POSITIONS=on_device, **rope_flags, KIVI_DIRECT=direct, LAUNCH_DEPENDENTS=chain,
             SLOT_PER_ROW=slot_per_row, num_warps=write_warps(kv_heads, spec.head_dim),
             **after_prior,
         )  # fmt: skip
@@ -303,6 +287,7 @@ class PagedKVCache(KVSequences):
         slots: torch.Tensor | None = None,
         splits_as_one: bool = False,
         quantized: QuantizedActivation | None = None,
+        step_row: StepRow | None = None,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -325,7 +310,13 @@ class PagedKVCache(KVSequences):
 
         quantized: empty buffers (act_quant.empty_quantized) of [len(seqs) * T, n_heads *
         head_dim] that the launch also fills with the output in 8 bits, for the integer GEMV
-        that reads it (the attention output's matrix): no quantization launch of its own."""
+        that reads it (the attention output's matrix): no quantization launch of its own.
+
+        step_row (a decode step: one sequence, one query, `positions` given, K not kivi4): the
+        step's own K and V row (kv_write.StepRow), written by this launch as `write` with
+        queries writes it, and q the queries as the GEMV made them, biased and rotated here
+        too (decode_attention.py's WRITE): the KV write's launch folded into the attention's,
+        the same bits."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -354,6 +345,7 @@ class PagedKVCache(KVSequences):
                 "write their K and V first"
             )
         q, stride_qt = query_rows(q4)
+        write_args, write_flags = self._step_row_arguments(step_row, q, n_seqs, positions)
         group = n_heads // spec.n_kv_heads
         # one sequence given once per query at its own positions (a speculative check): its
         # block table read by every program (stride 0); lengths and open slots are read only
@@ -393,7 +385,7 @@ class PagedKVCache(KVSequences):
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
             ASM=runs_assembly(q.device), KG=kivi_group(spec.page_size),
             num_warps=warps, num_stages=self.tuning.num_stages,
-            MASK_TAIL=self.tuning.masks_tail(spec.k_format, spec.v_format),
+            MASK_TAIL=self.tuning.masks_tail(spec.k_format, spec.v_format), **write_flags,
         )  # fmt: skip
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
 
@@ -404,7 +396,7 @@ class PagedKVCache(KVSequences):
                 table, length_t,
                 positions.reshape(-1) if positions is not None else length_t, self._signs,
                 kq, ks, km, vq, vs, vm, *self._open_pages.of_layer(layer), slots,
-                qk_scale, stride_bt, stride_qt, n_splits, window,
+                qk_scale, stride_bt, stride_qt, n_splits, window, *write_args,
             )  # fmt: skip
 
         per_sm = self.tuning.programs_per_sm
@@ -429,6 +421,34 @@ class PagedKVCache(KVSequences):
             quantized,
         )
         return out.squeeze(1) if one_token else out
+
+    def _step_row_arguments(self, row: StepRow | None, q: torch.Tensor, n_seqs: int,
+                            positions: torch.Tensor | None) -> tuple[tuple, dict]:  # fmt: skip
+        """The split kernel's write arguments after `window` and its WRITE flags: for `row`
+        (attend's step_row), else placeholders and no write."""
+        spec, spare = self.spec, self._signs
+        if row is None:
+            return (spare, spare, 0, 0, spare, spare, spare, spare, 1.0, 0), {}
+        shape = (1, spec.n_kv_heads, spec.head_dim)
+        if n_seqs != 1 or q.shape[1] != 1 or positions is None or self.kivi:
+            raise UnsupportedTensor(
+                "a step's row is written by the attention for one sequence's one query at "
+                "device positions, K not kivi4 (whose pages seal after the write): use write"
+            )
+        if tuple(row.k.shape) != shape or tuple(row.v.shape) != shape:
+            raise UnsupportedTensor(
+                f"a step's K and V rows of shapes {tuple(row.k.shape)} and "
+                f"{tuple(row.v.shape)}: need {shape}"
+            )
+        k, v = _rows_of_heads(row.k), _rows_of_heads(row.v)
+        pointers, flags = rope_arguments(
+            q.shape[2], spec.n_kv_heads, spec.head_dim, row.rope, row.biases, None, self.device,
+            spare,
+        )  # fmt: skip
+        bq, bk, bv, _, _, _, inv_freq, mscale = pointers
+        del flags["HAS_NORM"]
+        arguments = (k, v, k.stride(0), v.stride(0), bq, bk, bv, inv_freq, mscale, self.n_pages)
+        return arguments, {"WRITE": True, **flags}
 
     def _split_count(
         self, n_seqs: int, n_tokens: int, window: int, per_sm: int = INTERPRETER_PROGRAMS_PER_SM

@@ -28,12 +28,17 @@ the seal kernel, at a page's last slot).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import torch
 import triton
 import triton.language as tl
 
+from kernels.errors import UnsupportedTensor
 from kernels.kv_tiles import KIVI4, ROT2, ROT4, rotate_rows, store_rows
 from kernels.launch import gdc_launch_dependents, gdc_wait
-from kernels.rope import rope_rows
+from kernels.rope import inv_freq_tensor, rope_rows
+from kernels.rope_tables import Rope
 
 
 @triton.jit
@@ -47,6 +52,50 @@ def _store_query(q_ptr, q_out_ptr, t, head, pos, stride_qt, q_bias_ptr, q_norm_p
                   Q_BIAS, HAS_NORM)  # fmt: skip
     j = tl.arange(0, D)[None, :]
     tl.store(q_out_ptr + (t * HQ + head) * D + j, q.to(q_out_ptr.dtype.element_ty))
+
+
+@triton.jit
+def step_kv_rows(k_rows, v_rows, heads, head_mask, pos, inv_freq_ptr, mscale, k_bias_ptr,
+                 v_bias_ptr, k_norm_ptr, eps, D: tl.constexpr, ROPE: tl.constexpr,
+                 N_ROT: tl.constexpr, NEOX: tl.constexpr, K_BIAS: tl.constexpr,
+                 V_BIAS: tl.constexpr, HAS_NORM: tl.constexpr, AS_F16: tl.constexpr):  # fmt: skip
+    """K and V of `heads` at row pointers k_rows, v_rows [R] as they are stored, float32 [R, D]:
+    biased, K's heads normed and rotated (ROPE), rounded to f16 first (AS_F16)."""
+    j = tl.arange(0, D)
+    mask = head_mask[:, None]
+    if ROPE:
+        k = rope_rows(k_rows, head_mask, pos, inv_freq_ptr, mscale, k_bias_ptr + heads * D,
+                      k_norm_ptr, eps, D, N_ROT, NEOX, K_BIAS, HAS_NORM)  # fmt: skip
+    else:
+        k = tl.load(k_rows[:, None] + j[None, :], mask=mask, other=0.0).to(tl.float32)
+        if K_BIAS:
+            k += tl.load(k_bias_ptr + heads[:, None] * D + j[None, :], mask=mask, other=0.0)
+    v = tl.load(v_rows[:, None] + j[None, :], mask=mask, other=0.0).to(tl.float32)
+    if V_BIAS:
+        v += tl.load(v_bias_ptr + heads[:, None] * D + j[None, :], mask=mask, other=0.0)
+    if AS_F16:
+        k = k.to(tl.float16).to(tl.float32)
+        v = v.to(tl.float16).to(tl.float32)
+    return k, v
+
+
+@triton.jit
+def store_k_rows(k, rows, head_mask, signs, kq_ptr, ks_ptr, km_ptr, K_FMT: tl.constexpr,
+                 R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):  # fmt: skip
+    """K rows [R, D] into slots `rows` of a K format other than kivi4 (rotated first for the
+    rot formats; signs: the rotation's signs / sqrt(D))."""
+    if (K_FMT == ROT4) | (K_FMT == ROT2):
+        k = rotate_rows(k, signs, R, D, LOG2D)
+    store_rows(k, rows, head_mask, kq_ptr, ks_ptr, km_ptr, K_FMT, R, D)
+
+
+@triton.jit
+def store_v_rows(v, rows, head_mask, signs, vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr,
+                 R: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr):  # fmt: skip
+    """V rows [R, D] into slots `rows` of its format (rotated first for rot4)."""
+    if V_FMT == ROT4:
+        v = rotate_rows(v, signs, R, D, LOG2D)
+    store_rows(v, rows, head_mask, vq_ptr, vs_ptr, vm_ptr, V_FMT, R, D)
 
 
 @triton.jit
@@ -73,11 +122,11 @@ def kv_write_kernel(
     open page [2, HKV, P, D] of `slot` instead; SLOT_PER_ROW (KIVI_DIRECT for a batch's rows,
     PagedKVCache.write_rows: row t's block table is the t-th of table_pages / rows pages and
     its position moved into it): `slot` points to each row's slot. V is also stored in its own
-    format, as for any
-    K format. LAUNCH_DEPENDENTS (Hopper; AttentionTuning.chain_launches): the next launch may
-    start now; the attention's split kernel, launched as a dependent, waits in-kernel for this
-    grid to finish before it reads anything. WAIT_PRIOR: launched as the previous launch's
-    dependent (the Q/K/V GEMV's), so wait for its grid before reading anything."""
+    format, as for any K format. LAUNCH_DEPENDENTS (Hopper; AttentionTuning.chain_launches):
+    the next launch may start now; the attention's split kernel, launched as a dependent,
+    waits in-kernel for this grid to finish before it reads anything. WAIT_PRIOR: launched as
+    the previous launch's dependent (the Q/K/V GEMV's), so wait for its grid before reading
+    anything."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     if WAIT_PRIOR:
@@ -96,28 +145,14 @@ def kv_write_kernel(
         heads = (block - HQ) * KV_HEADS + tl.arange(0, KV_HEADS)
         head_mask = (heads < HKV) & in_table
         rows = (page * HKV + heads) * P + pos % P
-        j = tl.arange(0, D)
-        signs = tl.load(signs_ptr + j)
-        k_rows = k_ptr + t * stride_kt + heads * D
-        if ROPE:
-            k = rope_rows(k_rows, head_mask, pos, inv_freq_ptr, mscale, k_bias_ptr + heads * D,
-                          k_norm_ptr, eps, D, N_ROT, NEOX, K_BIAS, HAS_NORM)  # fmt: skip
-        else:
-            k = tl.load(k_rows[:, None] + j[None, :], mask=head_mask[:, None], other=0.0)
-            k = k.to(tl.float32)
-            if K_BIAS:
-                k += tl.load(k_bias_ptr + heads[:, None] * D + j[None, :],
-                             mask=head_mask[:, None], other=0.0)  # fmt: skip
-        v_rows = v_ptr + t * stride_vt + heads[:, None] * D
-        v = tl.load(v_rows + j[None, :], mask=head_mask[:, None], other=0.0)
-        v = v.to(tl.float32)
-        if V_BIAS:
-            v += tl.load(v_bias_ptr + heads[:, None] * D + j[None, :],
-                         mask=head_mask[:, None], other=0.0)  # fmt: skip
-        if HQ > 0:  # a step's rows: as f16, what the engine hands a plain write (see above)
-            k = k.to(tl.float16).to(tl.float32)
-            v = v.to(tl.float16).to(tl.float32)
+        signs = tl.load(signs_ptr + tl.arange(0, D))
+        # a step's rows as f16, what the engine hands a plain write (the module docstring)
+        k, v = step_kv_rows(k_ptr + t * stride_kt + heads * D, v_ptr + t * stride_vt + heads * D,
+                            heads, head_mask, pos, inv_freq_ptr, mscale, k_bias_ptr, v_bias_ptr,
+                            k_norm_ptr, eps, D, ROPE, N_ROT, NEOX, K_BIAS, V_BIAS, HAS_NORM,
+                            HQ > 0)  # fmt: skip
         if K_FMT == KIVI4:
+            j = tl.arange(0, D)
             if KIVI_DIRECT:
                 if SLOT_PER_ROW:
                     row_slot = tl.load(slot + t)
@@ -143,9 +178,50 @@ def kv_write_kernel(
                 tl.store(kq_ptr + value_rows[:, None] * D + j[None, :], v.to(tl.float16),
                          mask=mask)  # fmt: skip
         else:
-            if (K_FMT == ROT4) | (K_FMT == ROT2):  # keys stored rotated
-                k = rotate_rows(k, signs, KV_HEADS, D, LOG2D)
-            store_rows(k, rows, head_mask, kq_ptr, ks_ptr, km_ptr, K_FMT, KV_HEADS, D)
-        if V_FMT == ROT4:
-            v = rotate_rows(v, signs, KV_HEADS, D, LOG2D)
-        store_rows(v, rows, head_mask, vq_ptr, vs_ptr, vm_ptr, V_FMT, KV_HEADS, D)
+            store_k_rows(k, rows, head_mask, signs, kq_ptr, ks_ptr, km_ptr, K_FMT, KV_HEADS, D,
+                         LOG2D)  # fmt: skip
+        store_v_rows(v, rows, head_mask, signs, vq_ptr, vs_ptr, vm_ptr, V_FMT, KV_HEADS, D, LOG2D)
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """A decode step's own K and V row, [1, n_kv_heads, head_dim] each as the Q/K/V GEMV made
+    them, for the attention's launch to write (PagedKVCache.attend(step_row=...)): biased
+    (`biases`: bq, bk, bv, float32 or None each) and K rotated by `rope`, as `write` with
+    queries stores them; the step's queries go to `attend` as the GEMV made them too, and are
+    biased and rotated there. No head norms: with them (Qwen3) the attention's launch lost to
+    the write's on an H200 (docs/decisions/2026-11-30-kv-write-in-the-attention.md)."""
+
+    k: torch.Tensor
+    v: torch.Tensor
+    rope: Rope
+    biases: tuple | None = None
+
+
+def rope_arguments(n_q: int, n_kv: int, head_dim: int, rope: Rope | None, biases, norms,
+                   device: torch.device, spare: torch.Tensor) -> tuple[tuple, dict]:  # fmt: skip
+    """The arguments a write with RoPE passes its kernel (kv_write_kernel, or the decode split
+    kernel's WRITE): (bq, bk, bv, q_norm, k_norm, eps, inv_freq, mscale) with `spare` for
+    those absent, and the compile-time flags; the biases checked (float32, a row of heads)."""
+    bq, bk, bv = biases if biases is not None else (None, None, None)
+    for bias, heads in ((bq, n_q), (bk, n_kv), (bv, n_kv)):
+        if bias is not None and (bias.numel() != heads * head_dim or bias.dtype != torch.float32):
+            raise UnsupportedTensor(
+                f"a {bias.dtype} bias of {bias.numel()} values for {heads} heads of "
+                f"{head_dim}: need float32"
+            )
+    if norms is not None and rope is None:
+        raise UnsupportedTensor("head norms come before RoPE: pass the rope")
+    inv_freq = inv_freq_tensor(rope, device) if rope is not None else spare
+    pointers = (
+        bq if bq is not None else spare, bk if bk is not None else spare,
+        bv if bv is not None else spare, norms.q_weight if norms is not None else spare,
+        norms.k_weight if norms is not None else spare, norms.eps if norms is not None else 0.0,
+        inv_freq, rope.mscale if rope is not None else 1.0,
+    )  # fmt: skip
+    flags = dict(
+        ROPE=rope is not None, N_ROT=rope.n_rot if rope is not None else 2,
+        NEOX=bool(rope is not None and rope.neox), Q_BIAS=bq is not None, K_BIAS=bk is not None,
+        V_BIAS=bv is not None, HAS_NORM=norms is not None,
+    )  # fmt: skip
+    return pointers, flags

@@ -5,7 +5,8 @@
 Each K/V pair (all the engine offers when none is named) as PagedKVCache launches it on a
 Hopper GPU at Llama 3 8B's shape (32 query heads on 8 KV heads of 128, pages of 64, one
 token, positions read on the device, chained launches): the split kernel with the default
-AttentionTuning, the reduce, and the KV write, compiled by Triton's bundled ptxas. Triton's
+AttentionTuning (and writing a step's row, for K other than kivi4), the reduce, and the KV
+write, compiled by Triton's bundled ptxas. Triton's
 interpreter (the CPU tests) never compiles, so a kernel that only the compiler rejects
 passes there; this is the cheap check before a device run, and CI's (tests/kernels/
 test_attention_compiles.py). Prints each kernel's warps and shared memory.
@@ -52,6 +53,9 @@ ALL_PAIRS = [(k, v) for k in KV_FORMATS for v in KV_FORMATS if v not in K_ONLY_F
 
 
 def _compile(fn, consts: dict, types: dict, options: dict):
+    # compile-time parameters left out take their defaults, as a launch gives them
+    defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
+    consts = {**defaults, **consts}
     signature = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
     # pointers as Triton's launch specializes them: 16-byte aligned (the min planes of rot4 and
     # rot2 are not: they start a row's scales past the scale plane)
@@ -72,9 +76,11 @@ def _planes(k_format: str, v_format: str) -> dict:
     return types
 
 
-def compile_split(k_format: str, v_format: str, tuning: AttentionTuning | None = None):
+def compile_split(k_format: str, v_format: str, tuning: AttentionTuning | None = None,
+                  write: bool = False):  # fmt: skip
     """The split kernel as PagedKVCache.attend launches it for one token (CUDA graph: positions
-    on the device) with chained launches on a Hopper GPU."""
+    on the device) with chained launches on a Hopper GPU; `write`: writing the step's row
+    itself (a step_row), Q and K rotated in it."""
     tuning = tuning or AttentionTuning()
     consts = dict(
         HQ=HQ, HKV=HKV, G=HQ // HKV, T=1, G_PAD=16, D=D, LOG2D=D.bit_length() - 1, P=PAGE,
@@ -82,6 +88,8 @@ def compile_split(k_format: str, v_format: str, tuning: AttentionTuning | None =
         KG=kivi_group(PAGE), LAUNCH_DEPENDENTS=tuning.overlap_reduce,
         MASK_TAIL=tuning.masks_tail(k_format, v_format), WAIT_PRIOR=tuning.chain_launches,
     )  # fmt: skip
+    if write:
+        consts.update(WRITE=True, ROPE=True, N_ROT=D, NEOX=False)
     options = {"num_warps": tuning.warps(k_format, v_format), "num_stages": tuning.num_stages}
     return _compile(decode_split_kernel, consts, _planes(k_format, v_format), options)
 
@@ -131,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [tuple(p.split("/")) for p in args.pairs] or ALL_PAIRS
     failed = 0
     jobs = [(f"split {k}/{v}", compile_split, (k, v)) for k, v in pairs]
+    jobs += [
+        (f"split writing {k}/{v}", compile_split, (k, v, None, True))
+        for k, v in pairs if k != "kivi4"
+    ]  # fmt: skip
     jobs += [(f"write {k}/{v}", compile_write, (k, v)) for k, v in pairs]
     jobs += [(f"plain write {k}/{v}", compile_write, (k, v, False)) for k, v in pairs[:1]]
     jobs += [
