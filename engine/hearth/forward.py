@@ -30,7 +30,8 @@ the same input and share a block type are joined at load (Q, K and V; gate and u
 reads them all; each residual add is fused into the norm that follows it; RoPE turns Q and K in
 one launch, which also adds their biases (V's too where V is joined with them) and norms each
 head (Qwen3's q_norm and k_norm), and where the cache writes with RoPE (kernels' paged cache)
-that launch is the K/V write's too; a mixture of experts' norm writes x in 8 bits for the
+that launch is the K/V write's too, or for a decode step the attention's own
+(engine/hearth/attention_block.py); a mixture of experts' norm writes x in 8 bits for the
 expert GEMV in its own launch.
 
 A prefill chunk's layers all attend from the chunk's positions over the same slots, so its
@@ -47,6 +48,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from engine.hearth.attention_block import attention, joined_heads, project
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
 from engine.hearth.expert_offload import ExpertPlacement, RamExperts
 from engine.hearth.host_dequant import dequantize
@@ -99,12 +101,12 @@ class Layer:
     @property
     def joined_bias(self) -> torch.Tensor | None:
         """Q's and K's biases end to end (and V's where it is joined with them: see
-        _joined_heads), for the one launch that adds them before RoPE; made once."""
+        attention_block.joined_heads), for the one launch that adds them before RoPE; made once."""
         if self.bq is None:
             return None
         cached = self.__dict__.get("_joined_bias")
         if cached is None:
-            with_v = _joined_heads(self) == "qkv"
+            with_v = joined_heads(self) == "qkv"
             parts = (self.bq, self.bk, self.bv) if with_v else (self.bq, self.bk)
             cached = self.__dict__["_joined_bias"] = torch.cat(parts).float().contiguous()
         return cached
@@ -416,7 +418,7 @@ class Transformer:
         for i, layer in enumerate(self.layers):
             swa = cfg.is_swa(i)
             rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
-            a = self._attention(layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)
+            a = attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)
             # the attention output's bias in the norm's launch, where no norm comes between
             bias = layer.bo if layer.post_attn_norm is None else None
             if layer.moe is None:
@@ -445,65 +447,6 @@ class Transformer:
             logits = torch.tanh(logits / cfg.final_softcap) * cfg.final_softcap
         return logits
 
-    def _attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope, masks):
-        cfg, ops = self.config, self.ops
-        n_tokens = x.shape[0]
-        y = _project(ops, x, layer.attn_in, shared)
-        q = self._rotate_and_write(layer, i, y, n_tokens, positions, cache, rope)
-        window = cfg.swa_window if swa else 0
-        options = {"scale": cfg.attn_scale, "window": window, "masks": masks}
-        if layer.attn_sinks is not None:  # only then: a cache need not know sinks otherwise
-            options["sinks"] = layer.attn_sinks
-        # a decode step's attention output in 8 bits from the attention's own launch, where
-        # the cache can write it and wo's GEMV reads it (no quantization launch before wo)
-        out8 = None
-        if getattr(cache, "fills_quantized", False):
-            out8 = ops.empty_shared([layer.wo], n_tokens)
-            if out8 is not None:
-                options["quantized"] = out8
-        a = cache.attend(i, q, positions, n_keys, **options)
-        a = ops.matmul(a.reshape(n_tokens, -1), layer.wo, out8)
-        if layer.post_attn_norm is not None:  # else the caller's norm adds the bias (bo)
-            a = ops.rms_norm(_add_bias(a, layer.bo), layer.post_attn_norm, cfg.rms_eps)
-        return a
-
-    def _rotate_and_write(self, layer, i, y, n_tokens, positions, cache, rope) -> torch.Tensor:
-        """Q, K and V out of the GEMV (y, by part): biases added, Q's and K's heads normed and
-        rotated, K and V written to the cache; returns the rotated queries. One launch where the
-        cache writes with RoPE (ops.write_rotating), else RoPE's launch (Q, K and V side by side
-        where one matrix made them) and the cache's write."""
-        cfg, ops = self.config, self.ops
-        angles, table = rope
-        n_q, n_kv, hd = cfg.n_head, cfg.n_head_kv, cfg.head_dim
-        norms = (layer.q_norm, layer.k_norm) if layer.q_norm is not None else None
-        if (layer.q_norm is None) == (layer.k_norm is None):
-            q = ops.write_rotating(
-                cache, i, angles, table, y["q"].view(n_tokens, n_q, hd),
-                y["k"].view(n_tokens, n_kv, hd), y["v"].view(n_tokens, n_kv, hd),
-                (layer.bq, layer.bk, layer.bv), norms, cfg.rms_eps,
-            )  # fmt: skip
-            if q is not None:
-                return q
-        joined = _joined_heads(layer)
-        if joined:  # Q, K (and V) side by side in one output: bias, norms, RoPE in one launch
-            heads = y[joined].view(n_tokens, -1, hd)
-            qkv = ops.rope_heads(
-                heads, angles, table, n_q, n_kv, bias=layer.joined_bias, norms=norms,
-                eps=cfg.rms_eps,
-            )  # fmt: skip
-            q, k, v_heads = qkv[:, :n_q], qkv[:, n_q : n_q + n_kv], qkv[:, n_q + n_kv :]
-        else:
-            q = _add_bias(y["q"], layer.bq).view(n_tokens, n_q, hd)
-            k = _add_bias(y["k"], layer.bk).view(n_tokens, n_kv, hd)
-            if layer.q_norm is not None:
-                q = ops.rms_norm(q, layer.q_norm, cfg.rms_eps)
-                k = ops.rms_norm(k, layer.k_norm, cfg.rms_eps)
-            q = ops.rope(q, angles, table)
-            k = ops.rope(k, angles, table)
-        v = v_heads if joined == "qkv" else _add_bias(y["v"], layer.bv).view(n_tokens, n_kv, hd)
-        cache.write(i, positions, k, v)
-        return q
-
     def _with_shared_expert(self, layer: Layer, x: torch.Tensor, shared, f: torch.Tensor):
         """The routed experts' output f plus the layer's shared expert on x, where it has one."""
         moe = layer.moe
@@ -516,7 +459,7 @@ class Transformer:
 
     def _dense_feed_forward(self, layer: Layer, x: torch.Tensor, shared) -> torch.Tensor:
         cfg, ops = self.config, self.ops
-        y = _project(ops, x, layer.ffn_in, shared)
+        y = project(ops, x, layer.ffn_in, shared)
         gated, shared_down = ops.gated_ffn_activation_for(
             [layer.w_down], y["gate"], y["up"], cfg.activation
         )
@@ -524,21 +467,6 @@ class Transformer:
         if layer.post_ffn_norm is not None:
             f = ops.rms_norm(f, layer.post_ffn_norm, cfg.rms_eps)
         return f
-
-
-def _joined_heads(layer: Layer) -> str:
-    """The heads one launch takes: "qkv" where Q, K and V come out of one matrix, "qk" where
-    Q and K do (V apart), else none. That launch adds their biases, norms Q's and K's heads
-    and rotates them (V's heads pass through it only for a bias: without one, V stays the
-    GEMV's output)."""
-    first = layer.attn_in[0]
-    if first.parts[:2] != ("q", "k") or (layer.q_norm is None) != (layer.k_norm is None):
-        return ""
-    if (layer.bq is None) != (layer.bk is None):
-        return ""
-    if first.parts == ("q", "k", "v") and layer.bv is not None and layer.bq is not None:
-        return "qkv"
-    return "qk" if layer.bv is None or first.parts == ("q", "k") else ""
 
 
 def _readers(projections: list[Projection]) -> list:
@@ -551,30 +479,3 @@ def _ffn_readers(layer: Layer) -> list:
     and up, and the routed experts (whose GEMV takes the input in 8 bits too)."""
     experts = [layer.moe.experts] if layer.moe is not None else []
     return _readers(layer.ffn_in) + experts
-
-
-def _project(ops: TorchOps, x: torch.Tensor, projections: list[Projection], shared) -> dict:
-    """Each part's output [T, size] (views into a joined product); "qk" too when Q and K are
-    the first two parts of one product. `shared`: what the matrices share of x (from the
-    ops' *_for call that made x)."""
-    out = {}
-    for p in projections:
-        y = ops.matmul(x, p.weight, shared)
-        if len(p.parts) == 1:
-            out[p.parts[0]] = y
-            continue
-        for name, part in zip(p.parts, y.split(p.sizes, dim=-1), strict=True):
-            out[name] = part
-        if p.parts[:2] == ("q", "k"):
-            out["qk"] = y[:, : p.sizes[0] + p.sizes[1]]
-        if p.parts == ("q", "k", "v"):
-            out["qkv"] = y
-    return out
-
-
-def _add_bias(y: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
-    """y + bias in y's own dtype, in place (y is a fresh product, or a part of one that nothing
-    else reads): one launch, the sum in float32 where the bias is and rounded once. `y + bias`
-    would promote an f16 y to the float32 bias's dtype, and everything after it with it (in
-    each later layer, Q, K, V and the attention output converted back and forth)."""
-    return y if bias is None else y.add_(bias)

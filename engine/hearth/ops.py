@@ -208,6 +208,13 @@ class TorchOps(TorchMoeOps):
         one launch (KernelsOps, a cache with `write_rotating`): the rotated q; here None."""
         return None
 
+    def write_and_attend(self, cache, layer: int, angles, table: RopeTable, q, k, v, biases,
+                         options: dict):  # fmt: skip
+        """A decode step's Q, K and V [1, heads, D] as the GEMV made them (no head norms):
+        written, rotated and attended in the attention's one launch (KernelsOps, a cache with
+        `attend_writing`), the attention's output; here None (write, then attend)."""
+        return None
+
     def rope(self, x: torch.Tensor, angles, table: RopeTable):
         """Rotate x [T, H, D] by `angles` (from rope_positions)."""
         cos, sin = angles
@@ -449,6 +456,19 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
         qk_norms = None if norms is None else QKNorms(norms[0], norms[1], q.shape[1], eps)
         return write(layer, angles, q, k, v, self._rope_for(table), biases=biases, norms=qk_norms)
+
+    def write_and_attend(self, cache, layer: int, angles, table: RopeTable, q, k, v, biases,
+                         options: dict):  # fmt: skip
+        """kernels' decode attention that writes the step's row itself (the cache's
+        `attend_writing`: kernels/decode_attention.py's WRITE): write_rotating's launch folded
+        into the attention's, the same bits, a launch a layer fewer. One row only (a
+        speculative check's rows go through write_rotating, each as a step writes it); None
+        where the cache has no such call or refuses (then write_rotating and attend)."""
+        attend = getattr(cache, "attend_writing", None)
+        if attend is None or q.shape[0] != 1:
+            return None
+        rope = self._rope_for(table)
+        return attend(layer, angles, q, k, v, rope, biases=biases, **options)
 
     def _rope_for(self, table: RopeTable):
         rope = self._ropes.get(table)

@@ -12,6 +12,8 @@ one small launch a layer; kernels/kv_kivi.py).
 A step's Q, K and V reach `write_rotating` as the GEMV made them: its one launch adds their
 biases, norms and rotates Q's and K's heads by RoPE, rotates K and V (Walsh-Hadamard, for the rot
 formats), quantizes and stores them, and returns the rotated queries (kernels/kv_write.py).
+A decode step takes `attend_writing` instead where it can: the same work inside the attention's
+own launch (kernels/decode_attention.py's WRITE), a launch a layer fewer.
 `write` takes keys rotated already (a prefill chunk's, after RoPE's own launch: faster there).
 A decode step (one query) is kernels' flash-decoding attention, with Gemma 3's sliding window
 where the layer has one; a prefill chunk gathers the stored pages to f16 on the device and lets
@@ -91,6 +93,27 @@ class PagedCacheAdapter:
         return self.cache.write(
             layer, self.seq, positions, k, v, rope, q=q, biases=biases, norms=norms
         )
+
+    def attend_writing(self, layer: int, positions: torch.Tensor, q, k, v, rope, *,
+                       biases=None, scale: float, window: int = 0, sinks=None, masks=None,
+                       quantized=None) -> torch.Tensor | None:  # fmt: skip
+        """A decode step's `write_rotating` (without head norms) and `attend` in one launch: q,
+        k, v [1, heads, head_dim] as the Q/K/V GEMV made them, K and V written and q rotated
+        by the attention's own launch (kernels' step_row), the same bits as the two calls; the
+        attention's output. None where it cannot (kivi4 keys, whose page seals between the
+        write and the attention; queries not in f16, which the two calls would round twice):
+        make the two calls."""
+        import kernels
+
+        if self.spec.k_format == "kivi4" or q.shape[0] != 1 or q.dtype != torch.float16:
+            return None
+        row = kernels.StepRow(k, v, rope, biases=biases)
+        out = self.cache.attend(
+            layer, q, [self.seq], scale=scale, window=window,
+            positions=positions.to(self.cache.device), sinks=sinks, quantized=quantized,
+            step_row=row,
+        )  # fmt: skip
+        return out
 
     def attend_rows(self, layer, q, positions, n_keys: list[int], **options):
         """Each of q's T rows attended as a decode step at its position attends it (a

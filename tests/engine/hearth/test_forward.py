@@ -93,12 +93,36 @@ def test_a_bias_keeps_the_activations_dtype():
     """An f16 product plus a float32 bias (gpt-oss's attention output bias) stays f16, the sum
     in float32 rounded once: a promoted float32 output would carry float32 through every later
     layer (and a conversion launch before and after each attention)."""
-    from engine.hearth.forward import _add_bias
+    from engine.hearth.attention_block import add_bias
 
     gen = torch.Generator().manual_seed(0)
     y = torch.randn(2, 64, generator=gen).half()
     bias = torch.randn(64, generator=gen)
     want = (y.float() + bias).half()
-    got = _add_bias(y.clone(), bias)
+    got = add_bias(y.clone(), bias)
     assert got.dtype == torch.float16 and torch.equal(got, want)
-    assert _add_bias(y, None) is y
+    assert add_bias(y, None) is y
+
+
+@pytest.mark.parametrize(
+    ("normed", "n_head", "n_head_kv", "writes"),
+    [
+        (False, 32, 8, True),  # Llama-3-8B: measured faster
+        (False, 24, 8, True),  # Llama-3.2-3B
+        (False, 64, 8, False),  # gpt-oss-20b: measured slower
+        (True, 32, 4, False),  # Qwen3-30B-A3B: measured slower
+        (True, 8, 4, False),  # head norms, whatever the group
+    ],
+)
+def test_which_steps_write_their_row_in_the_attention_launch(normed, n_head, n_head_kv, writes):
+    """attention_block.writes_in_attention: a step writes its K/V row in the attention's
+    launch where that was measured faster (no head norms, at most 4 query heads a KV head),
+    else through the write's own launch."""
+    from types import SimpleNamespace
+
+    from engine.hearth.attention_block import writes_in_attention
+
+    norm = torch.ones(4) if normed else None
+    layer = SimpleNamespace(q_norm=norm, k_norm=norm)
+    config = SimpleNamespace(n_head=n_head, n_head_kv=n_head_kv)
+    assert writes_in_attention(layer, config) is writes

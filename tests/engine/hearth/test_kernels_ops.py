@@ -294,3 +294,32 @@ def test_the_kv_write_rotates_a_step_s_and_a_check_s_rows_not_a_prefill_chunk_s(
     with rows_as_one(ops):
         assert write(3) is not None
     assert cache.rows == [1, 3]
+
+
+def test_a_decode_step_writes_and_attends_in_one_call_a_check_s_rows_do_not():
+    """KernelsOps.write_and_attend: one row goes to the cache's attend_writing (the write in
+    the attention's launch) with the attention's options; several rows (a speculative
+    check's, each written as write_rotating writes a step's) and a cache without that call
+    get None (the forward pass then writes, then attends)."""
+    from engine.hearth.rope import RopeTable
+
+    class Cache:
+        def __init__(self):
+            self.calls = []
+
+        def attend_writing(self, layer, positions, q, k, v, rope, **options):
+            self.calls.append((q.shape[0], options["biases"], options["scale"]))
+            return q
+
+    ops, cache = KernelsOps("cpu"), Cache()
+    table = RopeTable(torch.ones(4, dtype=torch.float64), 1.0, "neox", 8)
+
+    def step(n: int, on):
+        q, kv = torch.zeros(n, 2, 8), torch.zeros(n, 1, 8)
+        return ops.write_and_attend(on, 0, torch.arange(n), table, q, kv, kv, "biases",
+                                    {"scale": 0.5})  # fmt: skip
+
+    assert step(1, cache) is not None
+    assert step(3, cache) is None
+    assert step(1, object()) is None
+    assert cache.calls == [(1, "biases", 0.5)]

@@ -225,3 +225,48 @@ def test_a_chunked_prefill_gives_the_logits_of_a_mask_made_at_every_layer(
     assert windows == (2 if arch == "gemma3" else 1)
     assert counts == {"shared": 3 * windows, "each layer": 3 * n_layer}
     assert torch.equal(logits["shared"], logits["each layer"])
+
+
+@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "rot4")])
+def test_a_step_written_by_the_attention_gives_the_write_then_attend_bits(k_format, v_format):
+    """attend_writing (a decode step's write and attention in one launch) against
+    write_rotating then attend: the same output and stored rows, bit for bit, for f16
+    queries (a GPU's activations), with biases, steps across a page start."""
+    import kernels
+
+    gen = torch.Generator().manual_seed(3)
+    n_q, n_kv, d = 4, 2, 32
+    dims = dict(n_layer=1, n_head_kv=n_kv, head_dim=d, n_ctx=N_CTX)
+    caches = [PagedCacheAdapter(**dims, device=DEVICE, k_format=k_format, v_format=v_format)
+              for _ in range(2)]  # fmt: skip
+    prefix = torch.randn(2, 62, n_kv, d, generator=gen).half().to(DEVICE)
+    for cache in caches:
+        cache.write(0, torch.arange(62, device=DEVICE), prefix[0], prefix[1])
+    rope = kernels.Rope.from_gguf_params(d, d, 10000.0, layout="neox")
+    biases = tuple(torch.randn(h * d, generator=gen).to(DEVICE) for h in (n_q, n_kv, n_kv))
+    for position in (62, 63, 64):
+        heads = (torch.randn(1, n_q + 2 * n_kv, d, generator=gen) * 2).half().to(DEVICE)
+        q, k, v = heads[:, :n_q], heads[:, n_q : n_q + n_kv], heads[:, n_q + n_kv :]
+        at = torch.tensor([position], device=DEVICE)
+        rotated = caches[0].write_rotating(0, at, q, k, v, rope, biases=biases)
+        apart = caches[0].attend(0, rotated, at, N_CTX, scale=0.2)
+        together = caches[1].attend_writing(0, at, q, k, v, rope, biases=biases, scale=0.2)
+        torch.testing.assert_close(together, apart, rtol=0, atol=0)
+    stored = [cache.cache.read_rows(0, cache.seq) for cache in caches]
+    for apart, together in zip(*stored, strict=True):
+        np.testing.assert_array_equal(together, apart)
+
+
+def test_attend_writing_declines_kivi4_keys_and_queries_not_in_f16():
+    """Then the forward pass writes and attends in two calls: kivi4 pages seal between them,
+    and float32 queries would be rounded twice by the two calls (so not the same bits)."""
+    import kernels
+
+    dims = dict(n_layer=1, n_head_kv=2, head_dim=32, n_ctx=N_CTX)
+    rope = kernels.Rope.from_gguf_params(32, layout="neox")
+    at = torch.tensor([0], device=DEVICE)
+    q, kv = torch.zeros(1, 4, 32, device=DEVICE), torch.zeros(1, 2, 32, device=DEVICE)
+    kivi = PagedCacheAdapter(**dims, device=DEVICE, k_format="kivi4", v_format="f16")
+    assert kivi.attend_writing(0, at, q.half(), kv.half(), kv.half(), rope, scale=1.0) is None
+    plain = PagedCacheAdapter(**dims, device=DEVICE, k_format="f16", v_format="f16")
+    assert plain.attend_writing(0, at, q, kv, kv, rope, scale=1.0) is None
