@@ -120,11 +120,8 @@ def decode_split_kernel(
     # q's query tokens stride_qt apart (a speculative check's rows are views into the wider
     # output of the RoPE launch), each token's heads side by side
     q_at = (seq * T + token) * stride_qt + (head * G + gi % G) * D
-    if WRITE:
-        if POSITIONS:
-            pos = tl.load(positions_ptr + seq).to(tl.int32)
-        else:
-            pos = tl.load(lengths_ptr + seq) - 1
+    if WRITE:  # (the caller passes the step's position on the device: POSITIONS)
+        pos = tl.load(positions_ptr + seq).to(tl.int32)
         q = rope_rows(q_ptr + q_at, group_mask, pos, inv_freq_ptr, mscale,
                       q_bias_ptr + (head * G + gi % G) * D, inv_freq_ptr, 0.0, D, N_ROT, NEOX,
                       Q_BIAS)  # fmt: skip
