@@ -7,6 +7,12 @@ MoE models' routers, 1 and 2 tokens, by kernel variant (kernels/moe_router.Route
              before it still runs
 
     python -m benchmarks.kernels.router
+    python -m benchmarks.kernels.router --sweep    # norm_and_route's tiles, a Qwen3 decode step
+
+The sweep times the launch a decode step makes (norm_and_route: the FFN norm, its residual
+add, the router's GEMV, the top-k and the grouping in one launch), 48 Qwen3-30B-A3B layers in
+a graph, one token, by RouterConfig: rows of the router a program (block_e), columns a
+program (split), warps; every program loads the whole row for the norm's statistic anyway.
 
 A graph replays one layer after another as a decode step has them, each with its own router
 matrix (48 for Qwen3-30B-A3B, 24 for gpt-oss-20b, so that the matrices come from HBM): the
@@ -61,9 +67,43 @@ def _layers(a, residual, norm, routers, k: int, kwargs: dict,
             route_from_router(y, router, k, config=config, **kwargs)
 
 
-def main() -> int:
+# norm_and_route's tiles at Qwen3-30B-A3B's 128 x 2048 router: (block_e, split, warps)
+SWEEP = [(4, 512, 4), (1, 2048, 4), (2, 1024, 4), (2, 2048, 4), (8, 256, 4), (4, 512, 2),
+         (1, 2048, 2), (4, 2048, 4), (8, 512, 4)]  # fmt: skip
+
+
+def sweep() -> None:
+    """The decode step's norm_and_route by tile (SWEEP), us a layer and the picks."""
+    from kernels.moe_router import norm_and_route
+
+    name, n_expert, n_embd, k, _, softmax_all, layers = ROUTERS[0]
+    routers = _routers(n_expert, n_embd, layers)
+    norm = torch.rand(n_embd, device="cuda") + 0.5
+    a = torch.randn(1, n_embd, device="cuda").half()
+    residual = torch.randn(1, n_embd, device="cuda").half()
+    kwargs = dict(softmax_all=softmax_all, normalize=softmax_all)
+
+    def step(config: RouterConfig) -> None:
+        for router in routers:
+            norm_and_route(a, residual, norm, 1e-6, router, k, config=config, **kwargs)
+
+    for block_e, split, warps in SWEEP:
+        config = RouterConfig(block_e=block_e, split=split, num_warps=warps)
+        us = time_calls(functools.partial(step, config), repeats=50) / layers * 1e6
+        routed = norm_and_route(a, residual, norm, 1e-6, routers[0], k, config=config, **kwargs)
+        picks = routed.routing.ids.tolist()
+        print(f"{name} norm_and_route 1 token, {block_e} rows x {split} columns a program, "
+              f"{warps} warps: {us:5.2f} us a layer, picks {picks}", flush=True)  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    import sys
+
     if not cuda_banner():
         return 1
+    if "--sweep" in (argv if argv is not None else sys.argv[1:]):
+        sweep()
+        return 0
     for name, n_expert, n_embd, k, has_bias, softmax_all, layers in ROUTERS:
         routers = _routers(n_expert, n_embd, layers)
         bias = torch.randn(n_expert, device="cuda") if has_bias else None
