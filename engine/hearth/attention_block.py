@@ -2,6 +2,9 @@
 out of the joined GEMV, their K/V rows written (biases, head norms and RoPE in the write's
 launch where the cache has one), the attention over the cache, then wo.
 
+`layer` below is forward.py's Layer (its Q/K/V projections, biases, head norms), read by
+attribute: this module does not import forward.py, which imports it.
+
 A decode step on kernels' paged cache writes its row inside the attention's own launch
 (`ops.write_and_attend`: kernels/decode_attention.py's WRITE), a launch a layer fewer, where
 `writes_in_attention` allows it; otherwise `_rotate_and_write` writes (one launch with RoPE, or
@@ -16,11 +19,10 @@ import torch
 
 if TYPE_CHECKING:
     from engine.hearth.config import ModelConfig
-    from engine.hearth.forward import Layer, Projection
     from engine.hearth.ops import TorchOps
 
 
-def attention(model, layer: Layer, i: int, x, shared, positions, cache, n_keys: int, swa: bool,
+def attention(model, layer, i: int, x, shared, positions, cache, n_keys: int, swa: bool,
               rope, masks: dict) -> torch.Tensor:  # fmt: skip
     """Layer i's attention block on x [T, n_embd] (the normed input; `shared`: what its
     matrices share of it): Q, K and V, their K/V rows written, the attention over the cache,
@@ -106,7 +108,7 @@ def _rotate_and_write(model, layer, i, y, n_tokens, positions, cache, rope) -> t
 WRITE_IN_ATTENTION_MAX_GROUP = 4
 
 
-def writes_in_attention(layer: Layer, config: ModelConfig) -> bool:
+def writes_in_attention(layer, config: ModelConfig) -> bool:
     """Whether a decode step writes its K/V row in the attention's launch: where that was
     measured faster than the write's own launch before it (H200, graph replays of a step,
     docs/decisions/2026-11-30-kv-write-in-the-attention.md): no head norms and at most
@@ -119,7 +121,7 @@ def writes_in_attention(layer: Layer, config: ModelConfig) -> bool:
     return config.n_head <= WRITE_IN_ATTENTION_MAX_GROUP * config.n_head_kv
 
 
-def joined_heads(layer: Layer) -> str:
+def joined_heads(layer) -> str:
     """The heads one launch takes: "qkv" where Q, K and V come out of one matrix, "qk" where
     Q and K do (V apart), else none. That launch adds their biases, norms Q's and K's heads
     and rotates them (V's heads pass through it only for a bias: without one, V stays the
@@ -134,10 +136,10 @@ def joined_heads(layer: Layer) -> str:
     return "qk" if layer.bv is None or first.parts == ("q", "k") else ""
 
 
-def project(ops: TorchOps, x: torch.Tensor, projections: list[Projection], shared) -> dict:
-    """Each part's output [T, size] (views into a joined product); "qk" too when Q and K are
-    the first two parts of one product. `shared`: what the matrices share of x (from the
-    ops' *_for call that made x)."""
+def project(ops: TorchOps, x: torch.Tensor, projections: list, shared) -> dict:
+    """Each part's output [T, size] (views into a joined product) of `projections` (forward.py's
+    Projection: a matrix and its parts); "qk" too when Q and K are the first two parts of one
+    product. `shared`: what the matrices share of x (from the ops' *_for call that made x)."""
     out = {}
     for p in projections:
         y = ops.matmul(x, p.weight, shared)
