@@ -21,6 +21,7 @@ from engine.llama import driver as llama
 from engine.llama.batch import pooled_outputs
 from engine.llama.params import ContextSettings
 from engine.llama.sampler import GrammarTooSlow
+from engine.runtime import hearth_prewarm
 from engine.runtime import protocol as p
 from engine.runtime.batching import batch_decoder, new_context
 from engine.runtime.decode_gauge import DecodeGauge, bandwidth_where_it_runs
@@ -162,6 +163,9 @@ class WorkerEngine:
         self._close_batched()
         session, self._session = self._session, None
         self._state = EngineState.LOADING
+        # no Hearth import starts beside llama.cpp's work (hearth_prewarm.py: the GIL); a
+        # Hearth load resumes and waits for them (hearth_driver.py)
+        hearth_prewarm.pause()
         if session is not None and same_weights(session.model.params, params, self._weights):
             session.close_context()
             model, weights = session.model, self._weights
@@ -210,6 +214,7 @@ class WorkerEngine:
                     handle.close()
             self._weights = None
             self._state = EngineState.NO_MODEL
+            hearth_prewarm.resume()
             self._send(
                 p.LoadFailed(path=params.path, message=str(exc), details=self._log.take_errors())
             )
@@ -353,6 +358,7 @@ class WorkerEngine:
         if session is not None:
             session.close()
         self._state = EngineState.NO_MODEL
+        hearth_prewarm.resume()
         if not quiet:
             self._send(p.Unloaded())
 

@@ -29,6 +29,20 @@ reports it as it always has (or falls back to llama.cpp with the reason).
 
     start(log=print)    # after Ready; imports nothing where the Hearth engine cannot run
     wait()              # before a Hearth load: the warm-up finished (or failed), if one began
+    pause(); resume()   # around a llama.cpp model: no import starts while it is loaded
+
+While a llama.cpp model is loaded the warm-up starts no further import (`pause`, from the
+worker's load; `resume` at unload, and `wait` resumes it). The imports run Python bytecode
+holding the GIL, and a decode loop takes the GIL back after every llama.cpp call: beside a busy
+Python thread it waits up to the interpreter's switch interval (5 ms) each time. Measured on
+the 2-core development machine (benchmarks/gil_beside_decode.py, SmolLM2-135M, one llama.cpp
+thread): 54-60 tok/s alone, 31-32 beside a thread running Python
+(docs/measurements/2026-11-30-s24-gil-beside-decode-cpu.txt). On an H200
+llama.cpp decoded Llama-3-8B in a fresh worker at 89.8 tok/s against llama-bench's 273
+(docs/measurements/2026-11-30-s24-call-6/): its three 1.5 s loads put its decode inside the
+warm-up's 3.4-5.5 s of imports, where Qwen3-30B-A3B's 3.6 s loads put it after them (282 tok/s);
+that this was the cause there is inferred from the timing, not measured apart. A module already
+being imported when a load arrives still finishes (an import cannot be stopped).
 """
 
 from __future__ import annotations
@@ -125,6 +139,7 @@ def import_engine(
     if problem:
         raise RuntimeError(problem)
     for name in modules:
+        _while_paused()
         importer(name)
     if not os.environ.get(DEVICE_ENV):
         import torch
@@ -146,6 +161,8 @@ class Prewarm:
     ):
         self._warm, self._log, self._clock, self._reason = warm, log, clock, reason
         self._done = threading.Event()
+        self._go = threading.Event()  # cleared while a llama.cpp model is loaded (`pause`)
+        self._go.set()
         self.skipped: str | None = None  # why nothing was warmed here
         self.seconds: float | None = None  # the warm-up's duration, once it finished
         self.error: str | None = None  # why it failed, if it did
@@ -182,8 +199,21 @@ class Prewarm:
                 f"again and says why it cannot run): {self.error}"
             )
 
+    def pause(self) -> None:
+        """No import starts until `resume` (or `wait`): one in progress finishes."""
+        self._go.clear()
+
+    def resume(self) -> None:
+        self._go.set()
+
+    def wait_unpaused(self) -> None:
+        """Block while paused (the warm-up's thread, between imports)."""
+        self._go.wait()
+
     def wait(self) -> float:
-        """Block until the warm-up has finished; the seconds this call waited."""
+        """Block until the warm-up has finished (resuming it if paused); the seconds this call
+        waited."""
+        self.resume()
         if self._done.is_set():
             return 0.0
         started = self._clock()
@@ -218,3 +248,20 @@ def wait() -> None:
     """Before a Hearth load: let a warm-up in progress finish (no-op without one)."""
     if _current is not None:
         _current.wait()
+
+
+def pause() -> None:
+    """A llama.cpp model is being loaded: start no further import (the module docstring)."""
+    if _current is not None:
+        _current.pause()
+
+
+def resume() -> None:
+    """No llama.cpp model is loaded any more: the warm-up may go on."""
+    if _current is not None:
+        _current.resume()
+
+
+def _while_paused() -> None:
+    if _current is not None:
+        _current.wait_unpaused()

@@ -121,3 +121,65 @@ def test_every_module_named_exists():
 
     missing = [name for name in hearth_prewarm.MODULES if importlib.util.find_spec(name) is None]
     assert missing == []
+
+
+def test_a_paused_warm_up_starts_no_import_until_resumed(monkeypatch):
+    """pause (a llama.cpp model loaded) holds the warm-up between modules: the module being
+    imported finishes, the next waits; resume lets it go on, and so does a Hearth load's wait."""
+    monkeypatch.setattr(hearth_prewarm, "torch_import_problem", lambda: None)
+    monkeypatch.setenv(hearth_prewarm.DEVICE_ENV, "cpu")  # no cuInit here
+    imported, first_in, first_go = [], threading.Event(), threading.Event()
+    at_gate, gates = threading.Event(), []
+    gate = hearth_prewarm._while_paused
+
+    def counted_gate() -> None:  # the check before each module; the second is "second"'s
+        gates.append(1)
+        if len(gates) == 2:
+            at_gate.set()
+        gate()
+
+    monkeypatch.setattr(hearth_prewarm, "_while_paused", counted_gate)
+
+    def importer(name: str) -> None:
+        if name == "first":
+            first_in.set()
+            first_go.wait()  # a load arrives while this module is being imported
+        imported.append(name)
+
+    prewarm = hearth_prewarm.start(
+        lambda line: None,
+        warm=lambda: hearth_prewarm.import_engine(("first", "second", "third"), importer),
+        reason=lambda: None,
+    )
+    first_in.wait()
+    hearth_prewarm.pause()
+    first_go.set()
+    # "first" finishes; "second" waits at its gate for the resume (a Hearth load's wait)
+    at_gate.wait()
+    assert imported == ["first"] and not prewarm._go.is_set() and not prewarm._done.is_set()
+    hearth_prewarm.wait()
+    assert imported == ["first", "second", "third"] and prewarm.error is None
+
+
+def test_the_worker_pauses_the_warm_up_for_a_load_and_resumes_it_when_no_model_is_left(
+    monkeypatch, tmp_path
+):
+    """WorkerEngine.load pauses the warm-up (llama.cpp's work must not share the GIL with the
+    imports), a failed load and an unload resume it."""
+    pytest.importorskip("llama_cpp")
+    from engine.runtime import protocol as p
+    from engine.runtime.engine_state import WorkerEngine
+    from engine.runtime.worker import FaultInjection
+
+    calls = []
+    monkeypatch.setattr(hearth_prewarm, "pause", lambda: calls.append("pause"))
+    monkeypatch.setattr(hearth_prewarm, "resume", lambda: calls.append("resume"))
+    sent = []
+    engine = WorkerEngine(sent.append, flush=lambda: None, faults=FaultInjection(""))
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"not a gguf file at all")
+    engine.load(p.ModelParams(path=str(bad)))
+    assert isinstance(sent[-1], p.LoadFailed)
+    assert calls == ["pause", "resume"]
+    engine.unload()
+    assert calls == ["pause", "resume", "resume"]
