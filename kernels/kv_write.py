@@ -13,12 +13,14 @@ waits on this one alone). With queries, K and V are rounded to f16 before they a
 as the engine's rows reach a plain write (f16, RoPE's output), so that a step stores the same
 codes either way.
 
-The queries are rotated here rather than by the attention's split kernel as it loads them: either
-way a step is three launches (this one, the split kernel, the reduce), but there each of a KV
-head's n_splits programs would redo its query heads' bias, norm and rotation, a prefill chunk's
-attention (torch's SDPA over the gathered pages) would still need the queries rotated by a launch
-of their own, and the split kernel's registers are sized for its page loop. Here a query head is
-one more program of a launch that runs anyway.
+A decode step can instead have the attention's split kernel do this launch's work
+(decode_attention.py's WRITE, `StepRow`, with `step_kv_rows`, `store_k_rows` and `store_v_rows`
+below: the same bits): each of a KV head's programs then biases and rotates its query heads,
+and the one that reads the newest page writes the row. That won where a group is small and has
+no head norms (Llama-3-8B) and lost elsewhere (Qwen3-30B-A3B, gpt-oss-20b;
+docs/decisions/2026-11-30-kv-write-in-the-attention.md), so those steps, a speculative check's
+rows and a prefill chunk's (whose attention, torch's SDPA over the gathered pages, needs the
+queries rotated first) keep this launch.
 
 kivi4 K is quantized a page at a time (kv_kivi.py): here its rows (and V's, beside V's own
 format) are only stored as f16, into the write's scratch (then kivi_seal_kernel and
