@@ -38,7 +38,7 @@ import triton.language as tl
 from kernels.act_quant import store_quantized
 from kernels.kv_kivi import kivi_page_scores, load_open_tile
 from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
-from kernels.kv_write import step_kv_rows, store_k_rows, store_v_rows
+from kernels.kv_write import step_kv_rows, step_slots, store_k_rows, store_v_rows
 from kernels.launch import gdc_launch_dependents, gdc_wait
 from kernels.rope import rope_rows
 
@@ -216,10 +216,8 @@ def _write_step_row(seq, head, pos, block_table_ptr, stride_bt, table_pages, sig
     """KV head `head`'s K and V of a decode step (the rows at k_row, v_row, as the GEMV made
     them) stored at position pos, as kv_write_kernel stores a step's row."""
     heads = head + tl.arange(0, 1)
-    in_table = (pos >= 0) & (pos // P < table_pages)
-    page = tl.load(block_table_ptr + seq * stride_bt + pos // P, mask=in_table, other=-1)
-    head_mask = (heads < HKV) & in_table & (page >= 0)  # -1: a page not grown
-    rows = (page * HKV + heads) * P + pos % P
+    rows, head_mask, _ = step_slots(block_table_ptr + seq * stride_bt, pos, table_pages, heads,
+                                    HKV, P)  # fmt: skip
     signs = tl.load(signs_ptr + tl.arange(0, D))
     k, v = step_kv_rows(k_row + heads * D, v_row + heads * D, heads, head_mask, pos,
                         inv_freq_ptr, mscale, k_bias_ptr, v_bias_ptr, inv_freq_ptr, 0.0, D,

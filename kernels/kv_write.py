@@ -57,6 +57,18 @@ def _store_query(q_ptr, q_out_ptr, t, head, pos, stride_qt, q_bias_ptr, q_norm_p
 
 
 @triton.jit
+def step_slots(table_ptr, pos, table_pages, heads, HKV: tl.constexpr, P: tl.constexpr):
+    """(the cache rows of `heads` at position pos, which of them to store, whether pos has a
+    page): through the block table at table_ptr of table_pages pages; a position past it, or
+    on a page not grown (-1), stores nothing."""
+    in_table = (pos >= 0) & (pos // P < table_pages)
+    page = tl.load(table_ptr + pos // P, mask=in_table, other=-1)
+    in_table = in_table & (page >= 0)
+    rows = (page * HKV + heads) * P + pos % P
+    return rows, (heads < HKV) & in_table, in_table
+
+
+@triton.jit
 def step_kv_rows(k_rows, v_rows, heads, head_mask, pos, inv_freq_ptr, mscale, k_bias_ptr,
                  v_bias_ptr, k_norm_ptr, eps, D: tl.constexpr, ROPE: tl.constexpr,
                  N_ROT: tl.constexpr, NEOX: tl.constexpr, K_BIAS: tl.constexpr,
@@ -141,12 +153,8 @@ def kv_write_kernel(
             _store_query(q_ptr, q_out_ptr, t, block, pos, stride_qt, q_bias_ptr, q_norm_ptr, eps,
                          inv_freq_ptr, mscale, HQ, D, N_ROT, NEOX, Q_BIAS, HAS_NORM)  # fmt: skip
     if block >= HQ:
-        in_table = (pos >= 0) & (pos // P < table_pages)
-        page = tl.load(block_table_ptr + pos // P, mask=in_table, other=-1)
-        in_table = in_table & (page >= 0)  # -1: a page not grown
         heads = (block - HQ) * KV_HEADS + tl.arange(0, KV_HEADS)
-        head_mask = (heads < HKV) & in_table
-        rows = (page * HKV + heads) * P + pos % P
+        rows, head_mask, in_table = step_slots(block_table_ptr, pos, table_pages, heads, HKV, P)
         signs = tl.load(signs_ptr + tl.arange(0, D))
         # a step's rows as f16, what the engine hands a plain write (the module docstring)
         k, v = step_kv_rows(k_ptr + t * stride_kt + heads * D, v_ptr + t * stride_vt + heads * D,

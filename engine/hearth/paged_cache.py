@@ -108,12 +108,11 @@ class PagedCacheAdapter:
         if self.spec.k_format == "kivi4" or q.shape[0] != 1 or q.dtype != torch.float16:
             return None
         row = kernels.StepRow(k, v, rope, biases=biases)
-        out = self.cache.attend(
+        return self.cache.attend(
             layer, q, [self.seq], scale=scale, window=window,
             positions=positions.to(self.cache.device), sinks=sinks, quantized=quantized,
             step_row=row,
         )  # fmt: skip
-        return out
 
     def attend_rows(self, layer, q, positions, n_keys: list[int], **options):
         """Each of q's T rows attended as a decode step at its position attends it (a
