@@ -99,6 +99,18 @@ def _stats_values(s: MessageStats) -> tuple:
     )  # fmt: skip
 
 
+def _path(messages: list[StoredMessage], leaf_id: int | None) -> list[StoredMessage]:
+    """The messages from the first to `leaf_id`, in order (none without a leaf)."""
+    by_id = {m.id: m for m in messages}
+    path: list[StoredMessage] = []
+    current = by_id.get(leaf_id) if leaf_id is not None else None
+    while current is not None:
+        path.append(current)
+        current = by_id.get(current.parent_id) if current.parent_id is not None else None
+    path.reverse()
+    return path
+
+
 def _message(row: tuple) -> StoredMessage:
     return StoredMessage(
         id=row[0],
@@ -388,24 +400,18 @@ class ConversationStore:
         """The messages from the first to `leaf_id` (default: the active leaf), in order."""
         if leaf_id is None:
             leaf_id = self.conversation(conversation_id).active_leaf_id
-        by_id = {m.id: m for m in self.messages(conversation_id)}
-        path: list[StoredMessage] = []
-        current = by_id.get(leaf_id) if leaf_id is not None else None
-        while current is not None:
-            path.append(current)
-            current = by_id.get(current.parent_id) if current.parent_id is not None else None
-        path.reverse()
-        return path
+        return _path(self.messages(conversation_id), leaf_id)
 
     def branch_with_versions(self, conversation_id: int) -> list[tuple[StoredMessage, int, int]]:
         """The shown branch, each message with (which version, of how many) among its siblings;
-        one query, for opening long conversations quickly."""
+        the conversation's messages read once, for opening long conversations quickly."""
+        leaf_id = self.conversation(conversation_id).active_leaf_id
         messages = self.messages(conversation_id)
         children: dict[int | None, list[int]] = {}
         for m in messages:
             children.setdefault(m.parent_id, []).append(m.id)
         out = []
-        for m in self.branch(conversation_id):
+        for m in _path(messages, leaf_id):
             siblings = children[m.parent_id]
             out.append((m, siblings.index(m.id) + 1, len(siblings)))
         return out

@@ -186,18 +186,21 @@ def test_a_crash_mid_reply_leaves_the_partial_reply_on_disk_and_marked(tmp_path)
 
 
 def test_a_thousand_message_conversation_opens_quickly(store):
+    """Opening it reads the conversation and its messages once each, not a query a message
+    (counted, not timed: a clock on a shared CI machine measures the machine)."""
     chat = store.create_conversation("long")
     parent = None
     for i in range(1000):
         parent = store.add_message(
             chat.id, "user" if i % 2 == 0 else "assistant", f"message {i}", parent_id=parent
         )
-    started = time.perf_counter()
+    statements = []
+    store._conn.set_trace_callback(statements.append)
     shown = store.branch_with_versions(chat.id)
-    elapsed = time.perf_counter() - started
+    store._conn.set_trace_callback(None)
     assert len(shown) == 1000 and shown[-1][0].content == "message 999"
     assert all((which, count) == (1, 1) for _m, which, count in shown)
-    assert elapsed < 0.5, elapsed
+    assert len(statements) <= 2, statements
 
 
 def test_versions_are_counted_among_siblings(store):
