@@ -136,7 +136,7 @@ def takes_one_token(n_tokens: int, top_k: int, n_in: int,
     return n_tokens == 1 and top_k <= ONE_TOKEN_MAX_SLOTS and fits
 
 
-def default_config(fmt: str, mode: int) -> MoeGemvConfig:
+def default_config(fmt: str, mode: int, one_token: bool = False) -> MoeGemvConfig:
     """The launch shape of each mode (docs/kernels-moe.md): whole rows up to 2048 wide, a
     dependent launch. gate/up and rows: 4 rows a program (measured best on an H200); 4 warps
     for Q4_K gate+up (Qwen3-30B-A3B's shape, 1 token: 9.7 us against 10.7 with 2), else 2.
@@ -144,9 +144,11 @@ def default_config(fmt: str, mode: int) -> MoeGemvConfig:
     itself, and 16 rows share one rounding where 4 rows paid it four times over: sm_90 SASS
     at 1 token, Qwen3-30B-A3B's down 1,024 programs of 4 warps x 920 instructions against
     4,096 of 2 x 760 (40% fewer issued), gpt-oss-20b's 2,160 of 4 x 1,088 against 8,640 of
-    2 x 848 (35% fewer). Unmeasured: benchmarks/archive/2026-11-29-h16e-call.sh times it."""
+    2 x 848 (35% fewer). A one-token step's down reading its experts from the ids (one_token;
+    its registers 72 where the grouping's reads took 114-122): 8 rows and 2 warps, gpt-oss's
+    13.8 us against 15.3 at 16 x 4 (H200, docs/kernels-moe.md)."""
     if mode == DOWN:
-        return MoeGemvConfig(block_n=16, num_warps=4)
+        return MoeGemvConfig(8, num_warps=2) if one_token else MoeGemvConfig(16, num_warps=4)
     return MoeGemvConfig(num_warps=4 if (mode == GATE_UP and fmt == "Q4_K") else 2)
 
 
@@ -214,22 +216,30 @@ def _expert_kernel(
     X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
-    GDC: tl.constexpr = False,
+    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
     part: float32 [channels, N_SPLITS, n_pairs, N] (channel 1: up, for GATE_UP); SPLIT: the
     partials go through part and the tickets (several splits, or DOWN), else each program
-    writes its pairs' results itself."""
+    writes its pairs' results itself. ONE_TOKEN: a step of one token, whose k slots pick k
+    distinct experts: group g is slot g, its expert read from the routing's ids and its one
+    pair g, so no grouping entry is read and x's loads need not wait for a pair's."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
-    # the group's entries are loaded with its count, not after it (one memory latency, not
-    # two); those past n_groups are unwritten and go unused
-    n_groups = tl.load(n_groups_ptr)
-    expert = tl.load(group_expert_ptr + g)
-    first = tl.load(group_start_ptr + g)
-    count = tl.load(group_count_ptr + g)
+    if ONE_TOKEN:
+        n_groups = TOP_K
+        expert = tl.load(ids_ptr + g)
+        first = 0
+        count = 1
+    else:
+        # the group's entries are loaded with its count, not after it (one memory latency,
+        # not two); those past n_groups are unwritten and go unused
+        n_groups = tl.load(n_groups_ptr)
+        expert = tl.load(group_expert_ptr + g)
+        first = tl.load(group_start_ptr + g)
+        count = tl.load(group_count_ptr + g)
     if g < n_groups:
         rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
         row_mask = rows < N
@@ -250,7 +260,10 @@ def _expert_kernel(
         mask2 = group_mask[None, :] & (zero_rows == 0)
         mask3 = mask2[:, :, None]
         for j in range(count):
-            pair = tl.load(order_ptr + first + j)
+            if ONE_TOKEN:  # noqa: SIM108 (a static if)
+                pair = g
+            else:
+                pair = tl.load(order_ptr + first + j)
             if X_PER_TOKEN:  # noqa: SIM108 (a static if)
                 x_row = pair // TOP_K
             else:
@@ -413,9 +426,13 @@ def _check(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, rows_wanted
 
 
 def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouting, mode: int,
-            act: GluActivation, config: MoeGemvConfig | None) -> torch.Tensor:  # fmt: skip
-    """xq: x in 8 bits, or None: the kernel quantizes x (contiguous rows) itself."""
-    cfg = config or default_config(a.fmt, mode)
+            act: GluActivation, config: MoeGemvConfig | None,
+            one_token: bool = True) -> torch.Tensor:  # fmt: skip
+    """xq: x in 8 bits, or None: the kernel quantizes x (contiguous rows) itself. one_token:
+    a step of one token reads its slots' experts from the routing's ids (the kernel's
+    ONE_TOKEN); False reads the grouping as a step of several tokens does."""
+    one_token = one_token and routing.n_tokens == 1
+    cfg = config or default_config(a.fmt, mode, one_token)
     n_out, n_in = a.n_out, a.n_in
     nr = _runs_per_split(n_in // 16, cfg.max_runs)
     n_splits = triton.cdiv(n_in // 16, nr)
@@ -457,30 +474,33 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
-        num_warps=cfg.num_warps, **extra,
+        ONE_TOKEN=one_token, num_warps=cfg.num_warps, **extra,
     )  # fmt: skip
     return out
 
 
 def expert_rows(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
                 quantized: QuantizedActivation | None = None,
-                config: MoeGemvConfig | None = None) -> torch.Tensor:  # fmt: skip
+                config: MoeGemvConfig | None = None,
+                one_token: bool = True) -> torch.Tensor:  # fmt: skip
     """x [T, n_in] -> [T, k, n_out] in x's dtype: each pair's expert applied to its token
-    (plus the expert's bias). quantized: x's 8-bit form, shared with other calls on x."""
+    (plus the expert's bias). quantized: x's 8-bit form, shared with other calls on x.
+    one_token=False: a step of one token reads the grouping as others do (for comparing)."""
     require()
     _check(x, w, routing, routing.n_tokens)
     xq = _x_in_8_bits(x, quantized, config)
-    out = _launch(x, xq, w, None, routing, ROWS, SILU, config)
+    out = _launch(x, xq, w, None, routing, ROWS, SILU, config, one_token)
     return out.reshape(routing.n_tokens, routing.top_k, w.n_out)
 
 
 def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
                    routing: ExpertRouting, activation: GluActivation = SILU, *,
                    quantized: QuantizedActivation | None = None,
-                   config: MoeGemvConfig | None = None) -> torch.Tensor:  # fmt: skip
+                   config: MoeGemvConfig | None = None,
+                   one_token: bool = True) -> torch.Tensor:  # fmt: skip
     """x [T, n_in] -> h [T, k, n_ff] = act(gate, up) of each pair, in x's dtype; one launch
     when gate and up share a block format (each program reads both tiles), else two
-    expert_rows launches and the activation in torch."""
+    expert_rows launches and the activation in torch. one_token: as expert_rows'."""
     require()
     _check(x, gate, routing, routing.n_tokens)
     if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
@@ -490,24 +510,26 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
         )
     xq = _x_in_8_bits(x, quantized, config)
     if gate.fmt != up.fmt:
-        g = expert_rows(x, gate, routing, quantized=xq, config=config).float()
-        u = expert_rows(x, up, routing, quantized=xq, config=config).float()
-        return activation.apply(g, u).to(x.dtype)
-    out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config)
+        g = expert_rows(x, gate, routing, quantized=xq, config=config, one_token=one_token)
+        u = expert_rows(x, up, routing, quantized=xq, config=config, one_token=one_token)
+        return activation.apply(g.float(), u.float()).to(x.dtype)
+    out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config, one_token)
     return out.reshape(routing.n_tokens, routing.top_k, gate.n_out)
 
 
 def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
                 quantized: QuantizedActivation | None = None,
                 config: MoeGemvConfig | None = None,
-                one_token: bool = True) -> torch.Tensor:  # fmt: skip
+                one_token: bool = True, slots_kernel: bool = True) -> torch.Tensor:  # fmt: skip
     """h [T, k, n_in] (expert_gate_up's output) -> [T, n_out] in h's dtype: each pair's down
     projection (plus bias), weighted by its routing weight and summed over the k slots.
     One launch: each program rounds the part of h it reads to 8 bits itself (the bits
     quantize_activation would store); quantized: h in 8 bits already, read as it is.
     A step of one token takes moe_one_token.py's down (config then its launch shape: by
-    default one_token_config) where takes_one_token says so and w is in device memory;
-    one_token=False keeps this module's kernel (for comparing the two)."""
+    default one_token_config) where takes_one_token says so and w is in device memory, else
+    this module's kernel reading its experts from the ids; slots_kernel=False keeps this
+    module's kernel, one_token=False this module's kernel reading the grouping (for
+    comparing)."""
     require()
     if routing.weights is None:
         raise UnsupportedTensor("expert_down needs the routing weights: pass them to route_experts")
@@ -517,6 +539,7 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
     hq = None if quantized is None else _x_in_8_bits(h, quantized, config)
     if (  # moe_one_token.py's down
         one_token
+        and slots_kernel
         and not w.in_host_memory
         and takes_one_token(routing.n_tokens, routing.top_k, w.n_in, config)
     ):
@@ -525,4 +548,4 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
         return moe_one_token.launch_down(h.contiguous(), hq, w, routing, FORMAT_CODES[w.fmt],
                                          cfg.block_n, cfg.num_warps, not interpret_mode(),
                                          gdc)  # fmt: skip
-    return _launch(h.contiguous(), hq, w, None, routing, DOWN, SILU, config)
+    return _launch(h.contiguous(), hq, w, None, routing, DOWN, SILU, config, one_token)

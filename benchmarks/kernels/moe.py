@@ -138,30 +138,44 @@ SHORTLIST = {
 }  # fmt: skip
 
 
-# --one-token: the one-token down's launch shapes (rows of each slot a program, warps) at one
-# token, beside the grouped kernel's default (sm_90 registers from moe_sass: the wide ones hold
-# one program an SM with all of its bytes in flight, the narrow ones several)
-ONE_TOKEN_SHAPES = [(16, 8), (8, 16), (8, 8), (4, 8)]
+# --one-token: each case at one token, the kernel reading the grouping at its default shape
+# against (label, rows, warps):
+#   "slots": the down's one-token kernel (moe_one_token.py; the wide shapes hold one program an
+#            SM with all of its bytes in flight, the narrow ones several), where a row fits one
+#            split;
+#   "ids":   moe_gemv's kernel reading each slot's expert from the routing's ids (ONE_TOKEN: 70
+#            registers for Qwen3's gate/up at 4 rows x 4 warps where the grouping's reads take
+#            95, 72 for its down at 16 x 4 against 122).
+ONE_TOKEN_SHAPES = {
+    "down": [("slots", 16, 8), ("slots", 8, 8), ("ids", 16, 4), ("ids", 8, 4), ("ids", 8, 2),
+             ("ids", 4, 2), ("ids", 16, 8), ("ids", 32, 8)],
+    "gate_up": [("ids", 4, 4), ("ids", 2, 2), ("ids", 2, 1), ("ids", 4, 2), ("ids", 2, 4),
+                ("ids", 1, 1), ("ids", 1, 2)],
+}  # fmt: skip
 
 
 def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
-    """At one token, each down that a one-token step serves: the grouped kernel (its default
-    shape, one_token off) against ONE_TOKEN_SHAPES, us and share of the copy rate."""
+    """At one token, each gate/up and down: ONE_TOKEN_SHAPES against the kernel reading the
+    grouping (its default shape), us and share of the copy rate."""
     rows = []
     for case in cases:
-        if case.kind != "down" or not takes_one_token(1, case.top_k, case.n_in):
-            continue
-        shapes = [(MoeGemvConfig(rows, num_warps=w), True) for rows, w in ONE_TOKEN_SHAPES]
-        for config, one_token in ((_default(case), False), *shapes):
+        shapes = ONE_TOKEN_SHAPES.get(case.kind, [])
+        if case.kind == "down" and not takes_one_token(1, case.top_k, case.n_in):
+            shapes = [shape for shape in shapes if shape[0] != "slots"]
+        variants = [("grouped", default_config(case.fmt, DOWN if case.kind == "down" else GATE_UP))]
+        variants += [(label, MoeGemvConfig(r, num_warps=w)) for label, r, w in shapes]
+        for label, config in variants:
             try:
-                row = measure(case, 1, copy_bw, config, baseline=False, one_token=one_token)
+                row = measure(case, 1, copy_bw, config, baseline=False,
+                              one_token=label != "grouped",
+                              slots_kernel=label == "slots")  # fmt: skip
             except Exception as error:  # a shape that fails to compile or run: go on
                 print(f"{case.name}, {config}: failed: {error!r}"[:300], flush=True)
                 continue
-            kernel = "one-token" if one_token else "grouped"
-            print(f"  ONE-TOKEN {case.name:24} {kernel:9} {config.block_n:2} rows "
+            print(f"  ONE-TOKEN {case.name:24} {label:7} {config.block_n:2} rows "
                   f"{config.num_warps} warps {row['us']:7.2f} us {row['of_copy']:6.1%}",
                   flush=True)  # fmt: skip
+            row["kernel"] = label
             rows.append(row)
     return rows
 
@@ -171,7 +185,8 @@ def _default(case: Case, tokens: int = 16) -> MoeGemvConfig:
     row fits one split takes the one-token down's."""
     if case.kind == "down" and takes_one_token(tokens, case.top_k, case.n_in):
         return one_token_config()
-    return default_config(case.fmt, {"gate_up": GATE_UP, "down": DOWN, "rows": ROWS}[case.kind])
+    mode = {"gate_up": GATE_UP, "down": DOWN, "rows": ROWS}[case.kind]
+    return default_config(case.fmt, mode, tokens == 1)
 
 
 def best_configs(swept: list[dict]) -> dict[tuple[str, int], dict]:
@@ -196,7 +211,8 @@ def _copies(case: Case) -> list[list[ExpertWeight]]:
 
 
 def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | None = None,
-            baseline: bool = True, one_token: bool = True) -> dict:  # fmt: skip
+            baseline: bool = True, one_token: bool = True,
+            slots_kernel: bool = True) -> dict:  # fmt: skip
     matrices = 2 if case.kind == "gate_up" else 1
     copies = _copies(case)
     n_copies = len(copies)
@@ -214,11 +230,15 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
         w = copies[i % n_copies]
         if case.kind == "gate_up":
             act = SWIGLU_OAI if case.fmt == "MXFP4" else SILU
-            expert_gate_up(x, w[0], w[1], routings[i], act, quantized=xq, config=config)
+            expert_gate_up(
+                x, w[0], w[1], routings[i], act, quantized=xq, config=config, one_token=one_token
+            )
         elif case.kind == "down":  # as the engine runs it: h in float, rounded inside
-            expert_down(h, w[0], routings[i], config=config, one_token=one_token)
+            expert_down(
+                h, w[0], routings[i], config=config, one_token=one_token, slots_kernel=slots_kernel
+            )
         else:
-            expert_rows(x, w[0], routings[i], quantized=xq, config=config)
+            expert_rows(x, w[0], routings[i], quantized=xq, config=config, one_token=one_token)
 
     def run() -> None:
         for i in range(ROUTINGS):
@@ -502,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\nOne token: the grouped down against the one-token down's shapes", flush=True)
         extras["one_token"] = _one_token_sweep(cases, copy_bw)
     if not args.kernels_only:
-        extras = _launch_timings(tokens, args.sweep)
+        extras |= _launch_timings(tokens, args.sweep)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "copy_gb_s": copy_bw / 1e9, "moe": rows,

@@ -97,7 +97,7 @@ MODES = {"rows": moe_gemv.ROWS, "gate_up": moe_gemv.GATE_UP, "down": moe_gemv.DO
 def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None = None):
     """The kernel as expert_gate_up / expert_down / expert_rows launch it for this case."""
     mode = MODES[case.kind]
-    cfg = config or moe_gemv.default_config(case.fmt, mode)
+    cfg = config or moe_gemv.default_config(case.fmt, mode, tokens == 1)
     nr = moe_gemv._runs_per_split(case.n_in // 16, cfg.max_runs)
     splits = triton.cdiv(case.n_in // 16, nr)
     consts = dict(
@@ -107,7 +107,7 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         SPLIT=splits > 1 or mode == moe_gemv.DOWN, N_SPLITS=splits, BLOCK_N=cfg.block_n,
         NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
-        K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
+        K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl, ONE_TOKEN=tokens == 1,
     )  # fmt: skip
     types = dict(POINTERS, alpha="fp32", limit="fp32")
     if consts["X_FLOAT"]:  # the down reads h (f16) and rounds it to 8 bits itself
@@ -198,7 +198,7 @@ ROUTERS = [  # name, n_expert, n_embd, top_k, bias, softmax over all experts
 
 
 def _line(case: Case, tokens: int, cfg: moe_gemv.MoeGemvConfig | None = None) -> str:
-    cfg = cfg or moe_gemv.default_config(case.fmt, MODES[case.kind])
+    cfg = cfg or moe_gemv.default_config(case.fmt, MODES[case.kind], tokens == 1)
     kernel, nr, splits = compile_sm90(case, tokens, cfg)
     regs, stack, n_all = usage(kernel)
     wide, narrow = global_loads(kernel)

@@ -327,6 +327,47 @@ def test_down_sums_the_slots_with_their_weights(fmt, tokens, top_k, bias, device
     assert relative_error(out.cpu(), expected) < TOLERANCE
 
 
+# a step of one token: each slot's expert read from the routing's ids (ONE_TOKEN) against the
+# grouping read as several tokens do: gate/up (Q4_K whole rows; MXFP4 split, biased, clamped),
+# rows, and downs that take this kernel at one token (experts read in place from host memory;
+# gpt-oss's rows wider than one split)
+_ONE_TOKEN = [
+    ("gate_up", "Q4_K", 512, WIDE, 8, False),
+    ("gate_up", "MXFP4", 256, SPLIT, 4, True),
+    ("rows", "Q8_0", 352, SPLIT, 2, False),
+    ("down_in_host_memory", "Q6_K", 768, WIDE, 8, False),
+    ("down", "MXFP4", 2880, MoeGemvConfig(block_n=8, num_warps=4), 4, True),
+]
+
+
+@pytest.mark.parametrize(("kind", "fmt", "n_in", "config", "top_k", "bias"), _ONE_TOKEN)
+def test_one_token_reads_its_experts_from_the_ids_with_the_same_bits(
+    kind, fmt, n_in, config, top_k, bias, device
+):
+    import dataclasses
+
+    a, dense_a, bias_a = _experts(fmt, N_OUT, n_in, 20, device, bias=bias)
+    routing, ids, weights = _routing(1, top_k, seed=21, device=device)
+    x = _x(top_k if kind.startswith("down") else 1, n_in, seed=22, scale=0.2)
+    if kind == "gate_up":
+        b, dense_b, bias_b = _experts(fmt, N_OUT, n_in, 23, device, bias=bias)
+        act = SWIGLU_OAI if fmt == "MXFP4" else GluActivation()
+        run = functools.partial(expert_gate_up, x.to(device), a, b, routing, act, config=config)
+        expected = ref.gate_up(_x8(x), dense_a, dense_b, ids, act.kind, bias_a, bias_b)
+    elif kind == "rows":
+        run = functools.partial(expert_rows, x.to(device), a, routing, config=config)
+        expected = ref.expert_rows(_x8(x), dense_a, ids, bias_a)
+    else:
+        if kind == "down_in_host_memory":
+            a = dataclasses.replace(a, in_host_memory=True)
+        h = x.reshape(1, top_k, n_in).to(device)
+        run = functools.partial(expert_down, h, a, routing, config=config)
+        expected = ref.down(_x8(x).reshape(1, top_k, -1), dense_a, ids, weights, bias_a)
+    from_ids, grouped = run(), run(one_token=False)
+    assert torch.equal(from_ids, grouped)
+    assert relative_error(from_ids.cpu(), expected) < TOLERANCE
+
+
 # Qwen3-30B-A3B's down rows (768: three K-quant super-blocks, one split of 64 runs with 16
 # masked), blocks of 32 in several splits (352: 11 blocks), a K-quant super-block split; and
 # gpt-oss's (2880: three splits of 64 runs, the last partly masked), with biases and top-4
