@@ -30,9 +30,13 @@ its float steps are explicit fmas (moe_blocks.run_sums, group_terms) and its sum
 groups a tree the source fixes (tree_sums.tree_sum), so that neither the compiler's contractions nor
 the tile's layout, which differ between the two compiled kernels, change the bits.
 
-One token. A decode step of one sequence picks k distinct experts, one pair each: its down
-goes through moe_one_token.py (every slot's expert in one program, summed there, the same
-bits), where the row fits one split; gate/up stays here (the one-token form lost).
+One token. A decode step of one sequence picks k distinct experts, one pair each: group g is
+then slot g, and the kernel (ONE_TOKEN) reads its expert from the routing's ids, its pair
+being g, where a step of several tokens reads the grouping (the group's expert, first pair
+and count, then each pair before its x): the same bits, two dependent loads fewer before x,
+and 70-72 registers where those reads took 95-122 (more programs an SM). Its down goes through
+moe_one_token.py (every slot's expert in one program, summed there, the same bits) where the
+row fits one split and the experts are in device memory.
 
 Results. A program's partial for pair p (one split) goes straight to the output when nothing
 remains to add: one split, and per-pair rows (expert_rows, expert_gate_up: the bias and the
