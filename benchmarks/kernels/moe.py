@@ -145,10 +145,13 @@ SHORTLIST = {
 #            split;
 #   "ids":   moe_gemv's kernel reading each slot's expert from the routing's ids (ONE_TOKEN: 70
 #            registers for Qwen3's gate/up at 4 rows x 4 warps where the grouping's reads take
-#            95, 72 for its down at 16 x 4 against 122).
+#            95, 72 for its down at 16 x 4 against 122);
+#   "slots-8", "ids-8": the same downs reading h in 8 bits, quantized before the timed calls
+#            (what a down costs when it no longer rounds h itself).
 ONE_TOKEN_SHAPES = {
     "down": [("slots", 16, 8), ("slots", 8, 8), ("ids", 16, 4), ("ids", 8, 4), ("ids", 8, 2),
-             ("ids", 4, 2), ("ids", 16, 8), ("ids", 32, 8)],
+             ("ids", 4, 2), ("slots-8", 16, 8), ("slots-8", 8, 8), ("slots-8", 8, 4),
+             ("slots-8", 4, 4), ("ids-8", 8, 2), ("ids-8", 4, 2), ("ids-8", 16, 4)],
     "gate_up": [("ids", 4, 4), ("ids", 2, 2), ("ids", 2, 1), ("ids", 4, 2), ("ids", 2, 4),
                 ("ids", 1, 1), ("ids", 1, 2)],
 }  # fmt: skip
@@ -161,14 +164,15 @@ def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
     for case in cases:
         shapes = ONE_TOKEN_SHAPES.get(case.kind, [])
         if case.kind == "down" and not takes_one_token(1, case.top_k, case.n_in):
-            shapes = [shape for shape in shapes if shape[0] != "slots"]
+            shapes = [shape for shape in shapes if not shape[0].startswith("slots")]
         variants = [("grouped", default_config(case.fmt, DOWN if case.kind == "down" else GATE_UP))]
         variants += [(label, MoeGemvConfig(r, num_warps=w)) for label, r, w in shapes]
         for label, config in variants:
             try:
                 row = measure(case, 1, copy_bw, config, baseline=False,
                               one_token=label != "grouped",
-                              slots_kernel=label == "slots")  # fmt: skip
+                              slots_kernel=label.startswith("slots"),
+                              h_in_8_bits=label.endswith("-8"))  # fmt: skip
             except Exception as error:  # a shape that fails to compile or run: go on
                 print(f"{case.name}, {config}: failed: {error!r}"[:300], flush=True)
                 continue
@@ -211,8 +215,8 @@ def _copies(case: Case) -> list[list[ExpertWeight]]:
 
 
 def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | None = None,
-            baseline: bool = True, one_token: bool = True,
-            slots_kernel: bool = True) -> dict:  # fmt: skip
+            baseline: bool = True, one_token: bool = True, slots_kernel: bool = True,
+            h_in_8_bits: bool = False) -> dict:  # fmt: skip
     matrices = 2 if case.kind == "gate_up" else 1
     copies = _copies(case)
     n_copies = len(copies)

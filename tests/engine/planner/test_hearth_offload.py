@@ -332,8 +332,10 @@ def test_the_model_page_plans_experts_in_ram_for_the_hearth_engine(synthetic_inf
 
 
 def _offload_figures(hearth: float, llama: dict[int, float]) -> dict:
-    """The figures file plus experts-in-RAM rows at 12 GiB free (a test's own)."""
+    """The figures file with a test's own experts-in-RAM rows at 12 GiB free in place of its
+    measured ones."""
     data = copy.deepcopy(engine_table._figures())
+    data["decode"] = [row for row in data["decode"] if not row.get("experts_in_ram")]
     model = "qwen3-30b-a3b Q4_K_M, 12 GiB free"
     rows = [("hearth", hearth, "22 layers, 9 slots")]
     rows += [("llama", speed, f"--n-cpu-moe {n}") for n, speed in llama.items()]
@@ -346,13 +348,27 @@ def _offload_figures(hearth: float, llama: dict[int, float]) -> dict:
     return data
 
 
-def test_best_fit_keeps_llama_cpp_until_experts_in_ram_are_measured(synthetic_info):
+def test_best_fit_keeps_llama_cpp_until_experts_in_ram_are_measured(synthetic_info, monkeypatch):
+    data = copy.deepcopy(engine_table._figures())
+    data["decode"] = [row for row in data["decode"] if not row.get("experts_in_ram")]
+    monkeypatch.setattr(engine_table, "_figures", lambda: data)
     info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
     plan = plan_engines(Planner([info]), h200(12))
     assert plan.choice.engine == "llama" and plan.choice.n_cpu_expert_layers > 0
     note = plan.notes[0]
     assert "experts in RAM (against --n-cpu-moe) has not been measured" in note
     assert "Predicted, not measured" in note and "on llama.cpp" in note
+
+
+def test_the_measured_experts_in_ram_keep_llama_cpp_and_say_why(synthetic_info):
+    """The figures file's experts-in-RAM rows (an H200 with 12 GiB free, one run): the Hearth
+    engine reading 21 layers' experts in place at 80.9 tok/s against llama.cpp's fastest
+    --n-cpu-moe setting (18: 98.6 tok/s), so Best fit keeps llama.cpp and names the ratio."""
+    verdict = engine_table.speed_verdict("cuda sm_90", moe=True, experts_in_ram=True)
+    assert verdict.ratio == pytest.approx(80.9 / 98.6)
+    plan = plan_engines(Planner([synthetic_info("qwen3-30b-a3b", "Q4_K_M")]), h200(12))
+    assert plan.choice.engine == "llama" and plan.choice.n_cpu_expert_layers > 0
+    assert "at 0.82x" in plan.notes[0]
 
 
 @pytest.mark.parametrize(
