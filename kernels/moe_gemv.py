@@ -149,10 +149,13 @@ def default_config(fmt: str, mode: int, one_token: bool = False) -> MoeGemvConfi
     at 1 token, Qwen3-30B-A3B's down 1,024 programs of 4 warps x 920 instructions against
     4,096 of 2 x 760 (40% fewer issued), gpt-oss-20b's 2,160 of 4 x 1,088 against 8,640 of
     2 x 848 (35% fewer). A one-token step's down reading its experts from the ids (one_token;
-    its registers 72 where the grouping's reads took 114-122): 8 rows and 2 warps, gpt-oss's
-    13.8 us against 15.3 at 16 x 4 (H200, docs/kernels-moe.md)."""
+    its registers 72 where the grouping's reads took 114-122): MXFP4 at 8 rows and 2 warps,
+    gpt-oss's 13.8 us against 15.3 at 16 x 4 (H200, docs/kernels-moe.md); others at 4 x 2,
+    Qwen3-30B-A3B's 9.4-9.7 us against 9.8-9.9 at 8 x 2, where its Q6_K spills 8 bytes."""
     if mode == DOWN:
-        return MoeGemvConfig(8, num_warps=2) if one_token else MoeGemvConfig(16, num_warps=4)
+        if one_token:
+            return MoeGemvConfig(8 if fmt == "MXFP4" else 4, num_warps=2)
+        return MoeGemvConfig(16, num_warps=4)
     return MoeGemvConfig(num_warps=4 if (mode == GATE_UP and fmt == "Q4_K") else 2)
 
 

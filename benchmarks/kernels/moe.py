@@ -149,11 +149,9 @@ SHORTLIST = {
 #   "slots-8", "ids-8": the same downs reading h in 8 bits, quantized before the timed calls
 #            (what a down costs when it no longer rounds h itself).
 ONE_TOKEN_SHAPES = {
-    "down": [("slots", 16, 8), ("slots", 8, 8), ("ids", 16, 4), ("ids", 8, 4), ("ids", 8, 2),
-             ("ids", 4, 2), ("slots-8", 16, 8), ("slots-8", 8, 8), ("slots-8", 8, 4),
-             ("slots-8", 4, 4), ("ids-8", 8, 2), ("ids-8", 4, 2), ("ids-8", 16, 4)],
-    "gate_up": [("ids", 4, 4), ("ids", 2, 2), ("ids", 2, 1), ("ids", 4, 2), ("ids", 2, 4),
-                ("ids", 1, 1), ("ids", 1, 2)],
+    "down": [("slots", 16, 8), ("slots", 16, 16), ("slots", 8, 8), ("ids", 16, 4), ("ids", 8, 2),
+             ("ids", 4, 2), ("slots-8", 16, 8), ("ids-8", 8, 2)],
+    "gate_up": [("ids", 4, 4), ("ids", 4, 2), ("ids", 2, 2), ("ids", 2, 1)],
 }  # fmt: skip
 
 
