@@ -37,12 +37,12 @@ holding the GIL, and a decode loop takes the GIL back after every llama.cpp call
 Python thread it waits up to the interpreter's switch interval (5 ms) each time. Measured on
 the 2-core development machine (benchmarks/gil_beside_decode.py, SmolLM2-135M, one llama.cpp
 thread): 54-60 tok/s alone, 31-32 beside a thread running Python
-(docs/measurements/2026-11-30-s24-gil-beside-decode-cpu.txt). On an H200
-llama.cpp decoded Llama-3-8B in a fresh worker at 89.8 tok/s against llama-bench's 273
-(docs/measurements/2026-11-30-s24-call-6/): its three 1.5 s loads put its decode inside the
-warm-up's 3.4-5.5 s of imports, where Qwen3-30B-A3B's 3.6 s loads put it after them (282 tok/s);
-that this was the cause there is inferred from the timing, not measured apart. A module already
-being imported when a load arrives still finishes (an import cannot be stopped).
+(docs/measurements/2026-11-30-s24-gil-beside-decode-cpu.txt). On an H200 the imports did
+not measurably slow llama.cpp's decode of Llama-3-8B in a fresh worker (270.4 tok/s with the
+warm-up left running beside it, 267.9-269.9 paused, llama-bench 272.7:
+docs/measurements/2026-11-30-s25-call-1/): its 16 cores leave the imports little to take. A
+module already being imported when a load arrives still finishes (an import cannot be
+stopped).
 """
 
 from __future__ import annotations
