@@ -40,9 +40,9 @@ thread): 54-60 tok/s alone, 31-32 beside a thread running Python
 (docs/measurements/2026-11-30-s24-gil-beside-decode-cpu.txt). On an H200 the imports did
 not measurably slow llama.cpp's decode of Llama-3-8B in a fresh worker (270.4 tok/s with the
 warm-up left running beside it, 267.9-269.9 paused, llama-bench 272.7:
-docs/measurements/2026-11-30-s25-call-1/): its 16 cores leave the imports little to take. A
-module already being imported when a load arrives still finishes (an import cannot be
-stopped).
+docs/measurements/2026-11-30-s25-call-1/; why the 2-core machine's halving does not show
+there is not known). A module already being imported when a load arrives still finishes (an
+import cannot be stopped).
 """
 
 from __future__ import annotations
