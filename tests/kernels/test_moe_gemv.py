@@ -330,13 +330,13 @@ def test_down_sums_the_slots_with_their_weights(fmt, tokens, top_k, bias, device
 # a step of one token: each slot's expert read from the routing's ids (ONE_TOKEN) against the
 # grouping read as several tokens do: gate/up (Q4_K whole rows; MXFP4 split, biased, clamped),
 # rows, and downs that take this kernel at one token (experts read in place from host memory;
-# gpt-oss's rows wider than one split)
+# rows wider than one split, as gpt-oss's)
 _ONE_TOKEN = [
     ("gate_up", "Q4_K", 512, WIDE, 8, False),
     ("gate_up", "MXFP4", 256, SPLIT, 4, True),
     ("rows", "Q8_0", 352, SPLIT, 2, False),
     ("down_in_host_memory", "Q6_K", 768, WIDE, 8, False),
-    ("down", "MXFP4", 2880, MoeGemvConfig(block_n=8, num_warps=4), 4, True),
+    ("down", "MXFP4", 352, SPLIT, 4, True),
 ]
 
 
