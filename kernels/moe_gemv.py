@@ -438,7 +438,8 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
     """xq: x in 8 bits, or None: the kernel quantizes x (contiguous rows) itself. one_token:
     a step of one token reads its slots' experts from the routing's ids (the kernel's
     ONE_TOKEN); False reads the grouping as a step of several tokens does."""
-    one_token = one_token and routing.n_tokens == 1
+    # (top_k <= n_expert: the grid's group axis, max_groups, then holds every slot)
+    one_token = one_token and routing.n_tokens == 1 and routing.top_k <= routing.n_expert
     cfg = config or default_config(a.fmt, mode, one_token)
     n_out, n_in = a.n_out, a.n_in
     nr = _runs_per_split(n_in // 16, cfg.max_runs)
