@@ -490,8 +490,9 @@ def main(argv: list[str] | None = None) -> int:
         help="the expert GEMV rows only: no routing, launch or step timings",
     )
     parser.add_argument("--one-token", action="store_true",
-                        help="the one-token down's shapes against the grouped kernel at one "
-                        "token")  # fmt: skip
+                        help="at one token, gate/up and down from the routing's ids and the "
+                        "one-token down (ONE_TOKEN_SHAPES) against the grouping "
+                        "read")  # fmt: skip
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
