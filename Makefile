@@ -18,7 +18,7 @@ test: env-test
 	$(BIN)/ruff check app engine kernels tests installers benchmarks testkit
 	$(BIN)/ruff format --check app engine kernels tests installers benchmarks testkit
 	$(BIN)/lint-imports
-	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -n auto --dist loadfile
+	QT_QPA_PLATFORM=offscreen $(BIN)/python -m pytest -n auto --dist loadfile --durations=25
 
 # The Vulkan build in its own environment, on Mesa's software device (Debian: glslc,
 # libvulkan-dev, mesa-vulkan-drivers), checked against the CPU build's greedy output.
