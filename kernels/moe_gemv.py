@@ -238,7 +238,6 @@ def _expert_kernel(
     if ONE_TOKEN:
         n_groups = TOP_K
         expert = tl.load(ids_ptr + g)
-        first = 0
         count = 1
     else:
         # the group's entries are loaded with its count, not after it (one memory latency,
@@ -434,7 +433,7 @@ def _check(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, rows_wanted
 
 def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouting, mode: int,
             act: GluActivation, config: MoeGemvConfig | None,
-            one_token: bool = True) -> torch.Tensor:  # fmt: skip
+            one_token: bool) -> torch.Tensor:  # fmt: skip
     """xq: x in 8 bits, or None: the kernel quantizes x (contiguous rows) itself. one_token:
     a step of one token reads its slots' experts from the routing's ids (the kernel's
     ONE_TOKEN); False reads the grouping as a step of several tokens does."""

@@ -163,7 +163,9 @@ def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
         shapes = ONE_TOKEN_SHAPES.get(case.kind, [])
         if case.kind == "down" and not takes_one_token(1, case.top_k, case.n_in):
             shapes = [shape for shape in shapes if not shape[0].startswith("slots")]
-        variants = [("grouped", default_config(case.fmt, DOWN if case.kind == "down" else GATE_UP))]
+        if not shapes:  # the rows cases: no one-token shapes to compare
+            continue
+        variants = [("grouped", _default(case))]  # the shape a step of several tokens takes
         variants += [(label, MoeGemvConfig(r, num_warps=w)) for label, r, w in shapes]
         for label, config in variants:
             try:

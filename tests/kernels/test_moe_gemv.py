@@ -5,6 +5,7 @@ down projection's routing-weighted sum; and the grouping of pairs by expert."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -344,8 +345,6 @@ _ONE_TOKEN = [
 def test_one_token_reads_its_experts_from_the_ids_with_the_same_bits(
     kind, fmt, n_in, config, top_k, bias, device
 ):
-    import dataclasses
-
     a, dense_a, bias_a = _experts(fmt, N_OUT, n_in, 20, device, bias=bias)
     routing, ids, weights = _routing(1, top_k, seed=21, device=device)
     x = _x(top_k if kind.startswith("down") else 1, n_in, seed=22, scale=0.2)
