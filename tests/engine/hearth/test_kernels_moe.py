@@ -306,9 +306,14 @@ def _down_of_8_bit_h(monkeypatch):
     monkeypatch.setattr(kernels.moe_gemv, "expert_down", apart)
 
 
-def _decode_step(path, patch=None) -> tuple[np.ndarray, int]:
-    """A 3-token prefill, then one decode step of a tiny model on KernelsOps: (the step's
-    logits, the quantization launches the step took), with `patch(monkeypatch)` applied."""
+def _decode_step(path, patch=None) -> dict:
+    """A 3-token prefill, then one decode step of a tiny model on KernelsOps, with
+    `patch(monkeypatch)` applied: the step's logits ("logits"), the quantization launches the
+    step took ("launches"), and over both forwards the expert ids of every expert_gate_up
+    launch ("picks"), the matrices through KernelsOps.matmul ("matrices") and the launches of
+    the 8-bit norm ("norms"). The counting passes every call on as it is: the same bits as
+    without it."""
+    import kernels.norms
     from engine.hearth.forward import Transformer
     from engine.hearth.kv_cache import TorchKVCache
 
@@ -317,31 +322,29 @@ def _decode_step(path, patch=None) -> tuple[np.ndarray, int]:
     with pytest.MonkeyPatch.context() as monkeypatch:
         if patch is not None:
             patch(monkeypatch)
+        picks = _recorded_routing(monkeypatch)
+        matrices, norms = [], []
+        matmul = KernelsOps.matmul
+        norm = kernels.norms.rms_norm_quantized
+
+        def counted(self, x, w, *args):
+            matrices.append(getattr(getattr(w, "fmt", None), "name", None))
+            return matmul(self, x, w, *args)
+
+        def counted_norm(*args, **kwargs):
+            norms.append(1)
+            return norm(*args, **kwargs)
+
+        monkeypatch.setattr(KernelsOps, "matmul", counted)
+        monkeypatch.setattr(kernels.norms, "rms_norm_quantized", counted_norm)
         model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps("cpu"))
         dims = dict(n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim)
         cache = TorchKVCache(**dims, n_ctx=8, dtype=torch.float32)
         model.forward(torch.tensor([5, 17, 300]), torch.arange(3), cache, n_keys=3)
-        counted = _CountedQuantization(monkeypatch)
+        quantizations = _CountedQuantization(monkeypatch)
         logits = model.forward(torch.tensor([42]), torch.tensor([3]), cache, n_keys=8)
-    return logits.numpy(), counted.calls
-
-
-@pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
-def test_the_down_projection_rounds_h_in_its_own_launch(arch, tmp_path):
-    """A decode step with the expert down rounding h to 8 bits in its own programs gives the
-    logits of h quantized by a launch of its own, bit for bit, with one quantization launch
-    fewer a layer (Q4_0 experts for qwen3moe, MXFP4 with biases for gpt-oss)."""
-    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=2))
-    fused, fused_launches = _decode_step(path)
-    apart, apart_launches = _decode_step(path, _down_of_8_bit_h)
-    np.testing.assert_array_equal(fused, apart)
-    assert apart_launches - fused_launches == 2, (apart_launches, fused_launches)
-
-
-def _router_apart(monkeypatch):
-    """KernelsOps taking the FFN norm, the router's GEMV (ops.matmul), then select_and_route."""
-    monkeypatch.setattr(KernelsOps, "norm_and_moe_ffn", TorchOps.norm_and_moe_ffn)
-    monkeypatch.setattr(KernelsOps, "moe_ffn_from_router", TorchOps.moe_ffn_from_router)
+    return dict(logits=logits.numpy(), launches=quantizations.calls, picks=picks,
+                matrices=matrices, norms=len(norms))  # fmt: skip
 
 
 def _recorded_routing(monkeypatch) -> list:
@@ -359,41 +362,54 @@ def _recorded_routing(monkeypatch) -> list:
     return seen
 
 
+@pytest.fixture(scope="module")
+def fused_step(tmp_path_factory):
+    """arch -> (its tiny 2-layer model's file, _decode_step of it as KernelsOps runs it): one
+    interpreter run an architecture, shared by the tests below that compare it with a step
+    of one part of it taken apart (gpt-oss's step took 50 s in the interpreter, per test)."""
+    runs = {}
+
+    def run(arch: str):
+        if arch not in runs:
+            path = tmp_path_factory.mktemp(arch) / f"{arch}.gguf"
+            write_tiny_gguf(path, tiny_spec(arch, n_layer=2))
+            runs[arch] = path, _decode_step(path)
+        return runs[arch]
+
+    return run
+
+
 @pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
-def test_the_norm_the_router_gemv_and_the_selection_take_one_launch(arch, tmp_path):
+def test_the_down_projection_rounds_h_in_its_own_launch(arch, fused_step):
+    """A decode step with the expert down rounding h to 8 bits in its own programs gives the
+    logits of h quantized by a launch of its own, bit for bit, with one quantization launch
+    fewer a layer (Q4_0 experts for qwen3moe, MXFP4 with biases for gpt-oss)."""
+    path, fused = fused_step(arch)
+    apart = _decode_step(path, _down_of_8_bit_h)
+    np.testing.assert_array_equal(fused["logits"], apart["logits"])
+    assert apart["launches"] - fused["launches"] == 2, (apart["launches"], fused["launches"])
+
+
+def _router_apart(monkeypatch):
+    """KernelsOps taking the FFN norm, the router's GEMV (ops.matmul), then select_and_route."""
+    monkeypatch.setattr(KernelsOps, "norm_and_moe_ffn", TorchOps.norm_and_moe_ffn)
+    monkeypatch.setattr(KernelsOps, "moe_ffn_from_router", TorchOps.moe_ffn_from_router)
+
+
+@pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
+def test_the_norm_the_router_gemv_and_the_selection_take_one_launch(arch, fused_step):
     """A decode step with the FFN norm and the router's GEMV inside the routing launch
     (norm_and_route) against one with the norm, the GEMV and select_and_route apart: every
     layer picks the same experts, the logits agree to float32 sums in another order, and the
     fused step calls no norm launch and no matmul for the routers."""
-    import kernels.norms
-
-    path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=2))
-    runs = {}
-    for name, patch in (("fused", None), ("apart", _router_apart)):
-        with pytest.MonkeyPatch.context() as monkeypatch:
-            picks = _recorded_routing(monkeypatch)
-            matrices, norms = [], []
-            matmul = KernelsOps.matmul
-            norm = kernels.norms.rms_norm_quantized
-
-            def counted(self, x, w, *args, matrices=matrices, matmul=matmul):
-                matrices.append(getattr(getattr(w, "fmt", None), "name", None))
-                return matmul(self, x, w, *args)
-
-            def counted_norm(*args, norms=norms, norm=norm, **kwargs):
-                norms.append(1)
-                return norm(*args, **kwargs)
-
-            monkeypatch.setattr(KernelsOps, "matmul", counted)
-            monkeypatch.setattr(kernels.norms, "rms_norm_quantized", counted_norm)
-            logits, _ = _decode_step(path, patch)
-        runs[name] = logits, picks, matrices, len(norms)
-    (fused, fused_picks, fused_gemvs, fused_norms), (apart, apart_picks, apart_gemvs,
-                                                     apart_norms) = runs.values()  # fmt: skip
-    assert len(fused_picks) == len(apart_picks) > 0
-    for a, b in zip(fused_picks, apart_picks, strict=True):
+    path, fused = fused_step(arch)
+    apart = _decode_step(path, _router_apart)
+    assert len(fused["picks"]) == len(apart["picks"]) > 0
+    for a, b in zip(fused["picks"], apart["picks"], strict=True):
         assert torch.equal(a, b)
-    np.testing.assert_allclose(fused, apart, rtol=1e-4, atol=1e-4 * np.abs(apart).max())
+    scale = np.abs(apart["logits"]).max()
+    np.testing.assert_allclose(fused["logits"], apart["logits"], rtol=1e-4, atol=1e-4 * scale)
     # 2 layers x 2 forwards (the prefill and the decode step): the routers' GEMVs, the norms
+    fused_gemvs, apart_gemvs = fused["matrices"], apart["matrices"]
     assert len(apart_gemvs) - len(fused_gemvs) == 4, (apart_gemvs, fused_gemvs)
-    assert apart_norms - fused_norms == 4, (apart_norms, fused_norms)
+    assert apart["norms"] - fused["norms"] == 4, (apart["norms"], fused["norms"])
