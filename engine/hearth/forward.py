@@ -319,6 +319,7 @@ class Transformer:
             # the last copies have landed (or a failure stops the readers); the pinned
             # slots go back
             tensors.finish_uploads()
+        ops.finish_load()
         return model
 
     @property

@@ -100,6 +100,10 @@ class TorchOps(TorchMoeOps):
     def supports(self, ggml_type: int) -> bool:
         return ggml_type in DEQUANTIZABLE
 
+    def finish_load(self) -> None:
+        """The weights are on the device: whatever the operations still set up before their
+        first launch is done when this returns (nothing, here)."""
+
     def prepare(self, w: QuantWeight) -> PreparedWeight:
         if not self.supports(w.ggml_type):
             raise ValueError(f"{w.name}: ggml type {w.type_name} is not supported")
@@ -264,6 +268,10 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
         kernels.require()
         self._k = kernels
+        if self.device.type == "cuda":  # Triton's one-time setup, while the weights load
+            from kernels.compiler_warmup import warm_compiler_in_background
+
+            warm_compiler_in_background()
         # the GEMM's operand type for prefill: f16 on the tensor cores; the CPU (Triton's
         # interpreter, for the tests) keeps float32
         self._gemm_dtype = torch.float16 if self.device.type == "cuda" else torch.float32
@@ -291,6 +299,15 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         self.dequant_mma_rows = (
             measured if forced is None else kernels.dequant_mma.parse_rows(forced)
         )
+
+    def finish_load(self) -> None:
+        """Wait for Triton's one-time setup started with these operations (kernels/
+        compiler_warmup.py), if it is still running: the load then ends ready to launch, and
+        the first token does not compute Triton's cache key a second time beside it."""
+        if self.device.type == "cuda":
+            from kernels.compiler_warmup import wait_for_warmup
+
+            wait_for_warmup()
 
     def prepare(self, w: QuantWeight):
         try:

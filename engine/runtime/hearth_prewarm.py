@@ -13,11 +13,13 @@ then, on a daemon thread, wherever the Hearth engine could run:
   makes first (torch_beside_llama.py), since a build with its own static C++ runtime ends the
   process that imports torch after it.
 
-The warm-up imports modules and initializes the CUDA driver (`torch.cuda.is_available()`:
-cuInit, no context). It makes no CUDA context: that would take 0.3 s off a Hearth load but
-hold about 600 MiB of GPU memory (621 MiB on the H100) from Ready on, memory the GUI's plan
-reads as used and the Hearth memory model counts again as the context, and that a person who
-then loads llama.cpp never gets back.
+The warm-up imports modules, initializes the CUDA driver (`torch.cuda.is_available()`:
+cuInit, no context) and does Triton's once-per-process setup before a first kernel
+(kernels/compiler_warmup.py: the hash of its installation, 0.4 s on the H200 host). It
+makes no CUDA context: that would take 0.3 s off a Hearth load but hold about 600 MiB of GPU
+memory (621 MiB on the H100) from Ready on, memory the GUI's plan reads as used and the Hearth
+memory model counts again as the context, and that a person who then loads llama.cpp never
+gets back.
 
 Threads: Python takes a lock per module, so a module both threads import is imported once;
 what it does not make safe is one thread using a module that the other is half-way through
@@ -145,6 +147,10 @@ def import_engine(
         import torch
 
         torch.cuda.is_available()  # cuInit: the driver, not a context
+        _while_paused()
+        from kernels.compiler_warmup import warm_compiler
+
+        warm_compiler()  # Triton's cache key and compile-time imports: no context either
 
 
 class Prewarm:
