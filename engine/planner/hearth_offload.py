@@ -31,53 +31,51 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.planner.backends import DECODE_OVERHEAD_S
-
 GB = 1e9
 
 
 @dataclass(frozen=True)
 class OffloadCosts:
     """What only a device measures (benchmarks/moe_offload.py prints each beside its
-    prediction). The link and CPU rates are the H200 host's of 2026-11-29 (a PCIe 5.0 x16
-    card, 16 cores: docs/measurements/2026-11-29-s16-call-1/offload; the CPU's from
-    docs/measurements/2026-11-29-s17-call-{1,3}/offload, docs/decisions/0020); a desktop on
-    PCIe 4.0 moves about half."""
+    prediction). The rates are the H200 host's (a PCIe 5.0 x16 card, 16 cores under KVM),
+    fitted to sessions 25 and 26's runs (below); a desktop on PCIe 4.0 moves about half."""
 
     # pinned host -> device copies: 55.0 and 55.4 GB/s measured (PCIe 5.0 x16)
     host_link_gbps: float = 55.0
-    # the share of the GPU's nominal bandwidth a MoE decode step reads at, beside the fixed
-    # DECODE_OVERHEAD_S: the Qwen3-30B-A3B step all on an H200 ran 365.4 tok/s without
-    # launching ahead (docs/measurements/2026-11-29-s16-call-1/qwen3.txt), 2.74 ms for 1.97 GB
-    gpu_efficiency: float = 0.55
-    # kernels reading pinned host memory in place get this share of the copy rate: 21 layers
-    # read in place (514 MB a token) took 12.3 ms a token beyond the GPU's 2.75 in one run
-    # (docs/measurements/2026-11-29-s16-call-1: 53.7 GB/s, 0.98 of the copy rate) and 12.2 ms
-    # in another (s17-call-1: 67.0 tok/s, 42.2 GB/s, 0.76); between the two
-    in_place_efficiency: float = 0.85
-    # ggml's CPU experts in the decode graph's host nodes (15 threads of the H200 host's 16
-    # cores, ggml's OpenMP team kept off the main thread; Q4_K repacked as llama.cpp repacks
-    # it; docs/measurements/2026-11-29-s17-call-3/offload, decision 0020): ggml took 563 us
-    # a layer-token for 8 picks and 362 for 4, so 50.3 us a pick (3.06 MB: 60.8 GB/s) and
-    # 160 us of its own fixed cost a call. The figures are this thread count's (the
-    # driver's default: the physical cores less one); a host with fewer cores computes slower
-    cpu_expert_gbps: float = 60.8
-    # per layer and token computed on the CPU, beside the picks: ggml's fixed 160 us and the
-    # host node's 116 us (its hand-off to a driver thread and back, the copies to and from
-    # pinned memory, the GIL): every pick on the CPU ran 58.8 tok/s, 17.0 ms a token, 14.26
-    # ms beyond the GPU's 2.75 over 21 layers: 679 us a layer, 563 of them in ggml
-    host_call_s: float = 276e-6
+    # a Hearth MoE decode step's fixed cost (its launches, about ten a layer, each waiting on
+    # the one before) and the share of the GPU's nominal bandwidth its bytes are read at: the
+    # Qwen3-30B-A3B step all on an H200 takes 1.922 ms for 1.97 GB (session 25,
+    # docs/measurements/2026-11-30-s25-call-3): 1.0 ms fixed and 0.92 ms at 0.445 of 4.8 TB/s.
+    # One step fits both only together; the split between them is an estimate
+    step_overhead_s: float = 1.0e-3
+    gpu_efficiency: float = 0.445
+    # kernels reading pinned host memory in place get this share of the copy rate: 21 layers'
+    # experts read in place (514 MB a token) ran 84.4 tok/s at a 55.4 GB/s copy rate, 11.85 ms a
+    # token of which 9.93 beyond the GPU's step: 51.8 GB/s, 0.93 of the copy rate
+    # (docs/measurements/2026-11-30-s25-call-5/offload.txt)
+    in_place_efficiency: float = 0.93
+    # ggml's CPU experts (15 threads of the H200 host's 16 cores, ggml's OpenMP team kept off
+    # the main thread; Q4_K repacked as llama.cpp repacks it; decision 0020): called directly,
+    # 52 us a pick (3.06 MB: 58.9 GB/s) and 59 us a call (111 us for 1 pick, 475 for 8:
+    # docs/measurements/2026-11-30-s26-call-1/probe.txt). The figures are this thread count's
+    # (the driver's default: the physical cores less one); fewer cores compute slower
+    cpu_expert_gbps: float = 58.9
+    # per layer and token computed on the CPU, beside the picks: ggml's fixed cost and the host
+    # node's (its hand-off to a driver thread and back, the copies to and from pinned memory,
+    # the GIL; 88-126 us more than a direct call in call 1's graphs): every pick of 21 layers on
+    # the CPU ran 74.7 tok/s, 13.39 ms a token, 11.47 beyond the GPU's step: 546 us a layer, 416
+    # of them the 8 picks (s25 call 5)
+    host_call_s: float = 130e-6
     # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
     # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
     # a layer of launches from Python
     eager_layer_s: float = 1.1e-3
     # per layer with a cache per token: reading the routing back, its copies' launches
     ram_layer_s: float = 40e-6
-    calibrated: bool = False
     # whether the planner may choose every pick on the CPU: the costs above predict session
-    # 17's runs on the H200 host within 10% (72.8 / 58.8 tok/s predicted for in place / every
-    # pick on the CPU, 67.0 / 58.8 measured), pick the in-place read there, and every pick on
-    # the CPU where the link is slow (a PCIe 4.0 x16 desktop at 25 GB/s): test_hearth_offload
+    # 25's runs on the H200 host (84.4 / 74.7 tok/s read in place / every pick on the CPU),
+    # pick the in-place read there, and every pick on the CPU where the link is slow (a PCIe
+    # 4.0 x16 desktop at 25 GB/s): test_hearth_offload
     cpu_placements_measured: bool = True
 
 
@@ -177,7 +175,10 @@ def offload_speed(
     else:
         ram = link / link_rate if ram_layers else 0.0
     seconds = (
-        DECODE_OVERHEAD_S + gpu / (gpu_bandwidth_gbps * GB * costs.gpu_efficiency) + ram + per_layer
+        costs.step_overhead_s
+        + gpu / (gpu_bandwidth_gbps * GB * costs.gpu_efficiency)
+        + ram
+        + per_layer
     )
     return OffloadSpeed(misses, link, gpu, 1.0 / seconds)
 
