@@ -1,9 +1,9 @@
-"""Prepared in session 26, not run yet (no device time was left). Session 26's sixth probe: do
-in-place reads of write-combined pinned memory (not snooped by
-the CPU's caches) go on while ggml computes, where cacheable pinned memory's stall (probes 2-4)?
-The in-place sum (4 picks' bytes) alone and beside ggml's host nodes (4 picks, 15 threads), over
-registered cacheable pages (pinned_copy, today) and over cuMemHostAlloc's write-combined pages.
-Each result is written to OUT as soon as it is measured.
+"""Prepared in session 26, not run yet (no device time was left). Session 26's sixth probe:
+do in-place reads of write-combined pinned memory (not snooped by the CPU's caches) go on while
+ggml computes, where cacheable pinned memory's stall (probes 2-4)? The in-place sum (4 picks'
+bytes) alone and beside ggml's host nodes (4 picks, 15 threads), over registered cacheable pages
+(pinned_copy, today) and over cuMemHostAlloc's write-combined pages. Each result is written to
+OUT as soon as it is measured.
 
     python benchmarks/archive/2026-11-30-s26-probe6.py OUT.json
 """
