@@ -39,12 +39,13 @@ _lock = threading.Lock()
 
 def warm_compiler() -> None:
     """Triton's cache key and its compile-time imports, now, on this thread. A module that
-    this Triton lacks is skipped (the first compile does without it too)."""
+    this Triton lacks, or that fails to import here (the NVIDIA backend's on another vendor's
+    GPU), is skipped: the first compile does without it too, or meets the failure itself."""
     from triton.runtime.cache import triton_key
 
     triton_key()
     for name in MODULES:
-        with contextlib.suppress(ImportError):
+        with contextlib.suppress(Exception):
             importlib.import_module(name)
 
 

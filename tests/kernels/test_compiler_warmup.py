@@ -64,3 +64,18 @@ def test_waiting_returns_once_the_warm_up_has_ended(monkeypatch):
     release.set()
     thread.join(timeout=10)
     assert seen == [[1]]
+
+
+def test_a_module_that_fails_to_import_is_skipped(monkeypatch):
+    """The NVIDIA backend's modules on another vendor's GPU, say: the rest still imported."""
+    imported = []
+
+    def fake_import(name):
+        if name == "bad.backend":
+            raise RuntimeError("no CUDA driver here")
+        imported.append(name)
+
+    monkeypatch.setattr(compiler_warmup, "MODULES", ("bad.backend", "good.module"))
+    monkeypatch.setattr(compiler_warmup.importlib, "import_module", fake_import)
+    compiler_warmup.warm_compiler()
+    assert imported == ["good.module"]
