@@ -59,12 +59,17 @@ def warm_compiler_in_background() -> threading.Thread:
         return _started
 
 
+# the longest a load waits for the warm-up (it takes about a second): a warm-up stuck on a
+# file or an import never holds a load; the first compile then does the work itself
+WAIT_S = 30.0
+
+
 def wait_for_warmup() -> None:
-    """Return once the background warm-up, if one was started, has ended."""
+    """Return once the background warm-up, if one was started, has ended (or WAIT_S)."""
     with _lock:
         started = _started
     if started is not None:
-        started.join()
+        started.join(timeout=WAIT_S)
 
 
 def _quietly() -> None:
