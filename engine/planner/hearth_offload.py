@@ -38,14 +38,14 @@ GB = 1e9
 class OffloadCosts:
     """What only a device measures (benchmarks/moe_offload.py prints each beside its
     prediction). The rates are the H200 host's (a PCIe 5.0 x16 card, 16 cores under KVM),
-    fitted to sessions 25 and 26's runs (below); a desktop on PCIe 4.0 moves about half."""
+    fitted to the runs named below; a desktop on PCIe 4.0 moves about half."""
 
     # pinned host -> device copies: 55.0 and 55.4 GB/s measured (PCIe 5.0 x16)
     host_link_gbps: float = 55.0
     # a Hearth MoE decode step's fixed cost (its launches, about ten a layer, each waiting on
     # the one before) and the share of the GPU's nominal bandwidth its bytes are read at: the
-    # Qwen3-30B-A3B step all on an H200 takes 1.922 ms for 1.97 GB (session 25,
-    # docs/measurements/2026-11-30-s25-call-3): 1.0 ms fixed and 0.92 ms at 0.445 of 4.8 TB/s.
+    # Qwen3-30B-A3B step all on an H200 takes 1.922 ms for 1.97 GB
+    # (docs/measurements/2026-11-30-s25-call-3): 1.0 ms fixed and 0.92 ms at 0.445 of 4.8 TB/s.
     # One step fits both only together; the split between them is an estimate
     step_overhead_s: float = 1.0e-3
     gpu_efficiency: float = 0.445
@@ -62,9 +62,9 @@ class OffloadCosts:
     cpu_expert_gbps: float = 58.9
     # per layer and token computed on the CPU, beside the picks: ggml's fixed cost and the host
     # node's (its hand-off to a driver thread and back, the copies to and from pinned memory,
-    # the GIL; 88-126 us more than a direct call in call 1's graphs): every pick of 21 layers on
+    # the GIL; 88-126 us more than a direct call in the probe's graphs): every pick of 21 layers on
     # the CPU ran 74.7 tok/s, 13.39 ms a token, 11.47 beyond the GPU's step: 546 us a layer, 416
-    # of them the 8 picks (s25 call 5)
+    # of them the 8 picks (docs/measurements/2026-11-30-s25-call-5/offload.txt)
     host_call_s: float = 130e-6
     # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
     # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
@@ -72,8 +72,8 @@ class OffloadCosts:
     eager_layer_s: float = 1.1e-3
     # per layer with a cache per token: reading the routing back, its copies' launches
     ram_layer_s: float = 40e-6
-    # whether the planner may choose every pick on the CPU: the costs above predict session
-    # 25's runs on the H200 host (84.4 / 74.7 tok/s read in place / every pick on the CPU),
+    # whether the planner may choose every pick on the CPU: the costs above predict the H200
+    # host's runs (84.4 / 74.7 tok/s read in place / every pick on the CPU),
     # pick the in-place read there, and every pick on the CPU where the link is slow (a PCIe
     # 4.0 x16 desktop at 25 GB/s): test_hearth_offload
     cpu_placements_measured: bool = True
