@@ -149,11 +149,12 @@ def run_hearth(args) -> dict:
     info = read_model_info(args.model)
     config = model_config(info)
     k = config.moe.n_expert_used
-    if args.cpu_picks not in (0, k):
-        raise ValueError(f"--cpu-picks {args.cpu_picks}: all {k} of a token's picks or none")
+    if not 0 <= args.cpu_picks <= k:
+        raise ValueError(f"--cpu-picks {args.cpu_picks}: 0 to {k} of a token's picks")
     placement = ExpertPlacement(
-        args.ram_layers, args.slots, on_cpu=args.cpu_picks > 0, cpu_threads=args.cpu_threads
-    )
+        args.ram_layers, args.slots, on_cpu=args.cpu_picks == k, cpu_threads=args.cpu_threads,
+        split_picks=args.cpu_picks if 0 < args.cpu_picks < k else 0,
+    )  # fmt: skip
     ops = select_ops(device)
     tensors = GGUFTensors(args.model, info)
     started = time.perf_counter()
@@ -199,12 +200,14 @@ def run_hearth(args) -> dict:
         steps(n_prompt, n_warm)  # warm-up: the decode kernels' first launches
         before = offload_stats(model.layers)
         host_before = host_time(model.layers)
+        split_before = split_step_count(model.layers)
         switches_before = voluntary_switches()
         seconds = steps(n_prompt + n_warm, n_steps)
         switches = voluntary_switches() - switches_before
         after = offload_stats(model.layers)
         host_after = host_time(model.layers)
         host_calls, host_seconds = host_after[0] - host_before[0], host_after[1] - host_before[1]
+        split_steps = split_step_count(model.layers) - split_before
     per_token = {k: (after[k] - before[k]) / n_steps for k in ("hits", "misses", "bytes_copied")}
     profile = hearth_profile(info)
     costs = dataclasses.replace(OFFLOAD_COSTS, host_link_gbps=link)
@@ -228,6 +231,8 @@ def run_hearth(args) -> dict:
         # ggml's time inside the host functions, per call (a layer's share of a token)
         "host_us_per_layer_token": host_seconds / host_calls * 1e6 if host_calls else 0.0,
         "host_calls_per_token": host_calls / n_steps,
+        # a split's pauses (graph pieces' host steps), per token: one a layer in RAM
+        "split_steps_per_token": split_steps / n_steps,
         # the process's threads' sleeps (futex waits among them) over the timed steps, per
         # token; and its threads at the end: ggml's OpenMP teams show in both
         "voluntary_switches_per_token": switches / n_steps,
@@ -247,6 +252,14 @@ def run_hearth(args) -> dict:
         "peak_allocated": torch.cuda.max_memory_allocated() if gpu else 0,
         "reserved": torch.cuda.memory_reserved() if gpu else 0,
     }
+
+
+def split_step_count(layers) -> int:
+    """The host steps the layers' split experts (staged_experts.StagedExperts) have run."""
+    from engine.hearth.staged_experts import StagedExperts
+
+    found = [layer.moe.experts for layer in layers if layer.moe is not None]
+    return sum(e.steps for e in found if isinstance(e, StagedExperts))
 
 
 def voluntary_switches() -> int:
@@ -379,25 +392,33 @@ def show(args) -> int:
 
 
 def cpu_placements(args, plan: dict) -> list[dict]:
-    """At the planner's in-place count of layers: every pick on the CPU, with the planner's
-    prediction (none with args.skip_cpu)."""
+    """At the planner's in-place count of layers: every pick on the CPU (not with
+    args.skip_cpu) and the splits args.split_picks names, each with the planner's prediction."""
     in_place = [p for p in plan["placements"] if not p["slots"]]
-    if not in_place or args.skip_cpu:
+    if not in_place:
         return []
     profile = hearth_profile(read_model_info(args.model))
     k = profile.config.moe.n_expert_used
     n = in_place[0]["ram_layers"]
-    predicted = predicted_speed(
-        profile, ("f16", "f16"), plan["n_ctx"], (n, 0), args.gpu_gbps, cpu_picks=k
-    )
-    return [
-        {"ram_layers": n, "slots": 0, "cpu_picks": k, "k": k,
-         "predicted": predicted.tokens_per_second}
-    ]  # fmt: skip
+    picks = ([] if args.skip_cpu else [k]) + list(args.split_picks)
+    rows = []
+    for c in picks:
+        predicted = predicted_speed(
+            profile, ("f16", "f16"), plan["n_ctx"], (n, 0), args.gpu_gbps, cpu_picks=c
+        )
+        rows.append({"ram_layers": n, "slots": 0, "cpu_picks": c, "k": k,
+                     "predicted": predicted.tokens_per_second})  # fmt: skip
+    return rows
 
 
 def _placement_text(p: dict) -> str:
-    if p.get("cpu_picks", 0):
+    picks = p.get("cpu_picks", 0)
+    if picks and picks < p.get("k", picks):
+        return (
+            f"experts of {p['ram_layers']} layers in RAM, {picks} of {p['k']} picks a token by "
+            "the CPU beside the copy engine's of the others"
+        )
+    if picks:
         return f"experts of {p['ram_layers']} layers in RAM, computed by the CPU (a host node)"
     how = f"{p['slots']} cache slots each" if p["slots"] else "read in place"
     return f"experts of {p['ram_layers']} layers in RAM, {how}"
@@ -426,6 +447,11 @@ def _hearth_text(r: dict) -> str:
 def _host_text(r: dict) -> str:
     if not r.get("cpu_picks"):
         return ""
+    if r["cpu_picks"] < r["k"]:
+        return (
+            f"; {r['split_steps_per_token']:.1f} pauses a token (graph pieces' host steps); "
+            f"copied over the bus at {r['bus_gbps_if_in_place']:.1f} GB/s over the run"
+        )
     text = (
         f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "
         f"({r['host_calls_per_token']:.0f} calls a token, {r['cpu_threads']} threads); "
@@ -451,7 +477,15 @@ def main(argv: list[str] | None = None) -> int:
         "--cpu-picks",
         type=int,
         default=0,
-        help="hearth mode: picks a token the CPU computes: all (the model's k) or none (0)",
+        help="hearth mode: picks a token the CPU computes: all (the model's k), none (0), or "
+        "between (a split: the others copied to the GPU)",
+    )
+    parser.add_argument(
+        "--split-picks",
+        type=lambda text: [int(c) for c in text.split(",") if c],
+        default=[],
+        help="show: also run these splits (picks a token by the CPU while the others are "
+        "copied to the GPU), e.g. 2,3,4",
     )
     parser.add_argument(
         "--skip-cpu",

@@ -46,8 +46,14 @@ def test_the_hearth_run_counts_its_misses_and_predicts(tmp_path, one_thread):
     assert in_place["predicted_misses_per_token"] == 4  # all k = 2 of both layers
     assert "read in place" in _hearth_text(in_place)
     assert "failed: no" in _hearth_text({"ok": False, "error": "no"})
-    args.cpu_picks = 1  # the CPU takes all 2 of a token's picks or none
-    with pytest.raises(ValueError, match="all 2 of a token's picks or none"):
+    args.cpu_picks = 1  # a split: one of a token's 2 picks by the CPU, the other copied over
+    split = run_hearth(args)
+    assert split["ok"] and split["cpu_picks"] == 1 and split["misses_per_token"] == 0
+    assert split["split_steps_per_token"] == 2  # both layers in RAM pause once a decode step
+    assert split["predicted_misses_per_token"] == 2  # the GPU's one pick of both layers
+    assert "1 of 2 picks a token by the CPU" in _hearth_text(split)
+    args.cpu_picks = 3
+    with pytest.raises(ValueError, match="0 to 2 of a token's picks"):
         run_hearth(args)
 
 

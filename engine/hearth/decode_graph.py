@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import torch
 
+from engine.hearth import graph_pieces
 from engine.hearth.expert_offload import ExpertsOnCpu, free_main_thread_openmp
 from engine.hearth.forward import Transformer
 from engine.hearth.kv_cache import TorchKVCache
@@ -55,7 +56,7 @@ class _Slot:
         self.position = torch.zeros(1, dtype=torch.long, device=device)
         self.host_greedy = torch.zeros(1, dtype=torch.long, pin_memory=True)
         self.done = torch.cuda.Event()
-        self.graph: torch.cuda.CUDAGraph | None = None
+        self.pieces: list[graph_pieces.Piece] = []  # one graph, or several with host steps
         self.logits: torch.Tensor | None = None
 
 
@@ -83,9 +84,10 @@ class DecodeGraph:
                 self._body(*self._slots)
         torch.cuda.current_stream(device).wait_stream(side)
         for slot, other in (self._slots, self._slots[::-1]):
-            slot.graph = torch.cuda.CUDAGraph()
-            with torch.inference_mode(), torch.cuda.graph(slot.graph):
-                slot.logits = self._body(slot, other)
+            with torch.inference_mode():
+                slot.pieces, slot.logits = graph_pieces.capture(
+                    lambda slot=slot, other=other: self._body(slot, other), device
+                )
         self._last = self._slots[1]  # the slot launched last
         self._ahead: _InFlight | None = None
         # layers whose experts ggml computes in the step's host nodes, on the driver's thread
@@ -108,7 +110,7 @@ class DecodeGraph:
     def _launch(self, slot: _Slot) -> None:
         if self._host_nodes:
             free_main_thread_openmp()  # (expert_offload: why)
-        slot.graph.replay()
+        graph_pieces.replay(slot.pieces, self.model.ops.device)
         slot.done.record()
         self._last = slot
 
@@ -148,7 +150,7 @@ class DecodeGraph:
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(n):
-            slot.graph.replay()
+            graph_pieces.replay(slot.pieces, self.model.ops.device)
         end.record()
         end.synchronize()
         self._ahead = None

@@ -52,12 +52,15 @@ class ExpertPlacement:
     (llama.cpp's --n-cpu-moe counts layers from the end the same way). `on_cpu`: those layers'
     experts are computed by the CPU from the file's mapped blocks instead (ExpertsOnCpu, as
     llama.cpp's --n-cpu-moe does), with `cpu_threads` threads (None: the physical cores, less
-    one on a GPU): every pick of a token in those layers."""
+    one on a GPU): every pick of a token in those layers. `split_picks` c (0 < c < k): a
+    one-token step's first c picks by the CPU and the others copied to the GPU
+    (engine/hearth/staged_experts.py)."""
 
     ram_layers: int = 0
     cache_slots: int = 0
     on_cpu: bool = False
     cpu_threads: int | None = None
+    split_picks: int = 0
 
     def in_ram(self, layer: int, n_layer: int) -> bool:
         return layer >= n_layer - self.ram_layers
@@ -65,7 +68,12 @@ class ExpertPlacement:
     def check(self, n_expert: int, n_expert_used: int) -> None:
         """A cache must hold one token's experts at least (0 slots: read in place), and the
         CPU computing a layer's experts needs no cache: ValueError otherwise."""
-        slots = self.cache_slots
+        slots, split = self.cache_slots, self.split_picks
+        if split and (self.on_cpu or slots or not 0 < split < n_expert_used):
+            raise ValueError(
+                f"{split} of {n_expert_used} picks a token on the CPU, the others copied: "
+                f"between 1 and {n_expert_used - 1}, with no cache and not every pick on the CPU"
+            )
         if self.on_cpu and slots:
             raise ValueError(
                 f"experts computed on the CPU take no device cache ({slots} slots asked)"

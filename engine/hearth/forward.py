@@ -228,6 +228,11 @@ class Transformer:
                 routed = ops.prepare_experts_on_cpu(
                     *parts, config.activation, biases, experts.cpu_threads
                 )
+            elif in_ram and experts.split_picks:
+                routed = ops.prepare_experts_staged(
+                    *parts, config.activation, biases, config.moe.n_expert_used,
+                    experts.split_picks, experts.cpu_threads,
+                )  # fmt: skip
             elif in_ram:
                 routed = ops.prepare_experts_in_ram(
                     *parts, config.activation, biases, experts.cache_slots

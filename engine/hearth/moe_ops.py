@@ -54,6 +54,7 @@ from engine.hearth.expert_offload import (
 )
 from engine.hearth.host_dequant import dequantize
 from engine.hearth.routing import select_experts
+from engine.hearth.staged_experts import StagedExperts, StagingArea, expert_sizes, whole_experts
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
 
@@ -163,6 +164,40 @@ class TorchMoeOps:
         one thread pool."""
         return experts_on_cpu(gate, up, down, activation, biases, self._ggml_cpu(n_threads))
 
+    def prepare_experts_staged(
+        self,
+        gate: QuantExperts,
+        up: QuantExperts,
+        down: QuantExperts,
+        activation: str,
+        biases: tuple,
+        n_expert_used: int,
+        cpu_picks: int,
+        n_threads: int | None = None,
+    ) -> StagedExperts:
+        """One layer's experts in host memory with a one-token step's picks split: the first
+        `cpu_picks` of the n_expert_used by ggml (n_threads as prepare_experts_on_cpu), the
+        others copied to device slots shared by every such layer (engine/hearth/
+        staged_experts.py); other steps read them in place."""
+        if not 0 < cpu_picks < n_expert_used:
+            raise ValueError(
+                f"{cpu_picks} of {n_expert_used} picks on the CPU: a split needs between 1 and "
+                f"{n_expert_used - 1}"
+            )
+        host = self._host_experts(gate, up, down, activation, biases)
+        sizes = expert_sizes(host)
+        n_slots = n_expert_used - cpu_picks
+        area = self._staging.get((sizes, n_slots))
+        if area is None:
+            area = self._staging[(sizes, n_slots)] = StagingArea(sizes, n_slots, self.device)
+        cpu = experts_on_cpu(gate, up, down, activation, biases, self._ggml_cpu(n_threads))
+        slots = area.slot_experts(host)
+        whole = whole_experts(host, area, pin=self.device.type == "cuda")
+        return StagedExperts(
+            read_in_place(host, self.device), slots, whole, area, cpu.experts, cpu_picks,
+            self._forget_slots(slots),
+        )  # fmt: skip
+
     def _ggml_cpu(self, n_threads: int | None):
         from engine.hearth.ggml_cpu import GgmlCpu
 
@@ -225,6 +260,8 @@ class TorchMoeOps:
             return experts.run(self.moe_ffn_selected, x, ids, weights)
         if isinstance(experts, ExpertsOnCpu):
             return experts.run(x, ids, weights)
+        if isinstance(experts, StagedExperts):
+            return experts.run(self.moe_ffn_selected, x, ids, weights)
         n_pairs = ids.numel()
         if n_pairs <= self.MOE_GATHER_MAX_PAIRS and self.device.type != "cpu":
             return self._moe_gathered(x, experts, ids, weights)
@@ -389,7 +426,7 @@ class KernelsMoeOps:
         check). `quantized`: x in 8 bits from the norm's launch (rms_norm_for with the experts
         among its readers), used where the step is one slice: a quantization launch fewer."""
         n_tokens, k = x.shape[0], rule.n_expert_used
-        if isinstance(experts, (ExpertWeights, RamExperts, ExpertsOnCpu)):
+        if isinstance(experts, (ExpertWeights, RamExperts, ExpertsOnCpu, StagedExperts)):
             return super().moe_ffn(x, experts, logits, rule, bias)  # picks, then _selected
         if n_tokens > self.MOE_GEMM_MIN_TOKENS:
             logits = logits.float() if bias is None else logits.float() + bias
@@ -487,7 +524,7 @@ class KernelsMoeOps:
         memory through their device slots, or computed on the CPU, as TorchOps does; the rest
         through route_experts and the expert GEMV, or past MOE_GEMM_MIN_TOKENS tokens the
         grouped GEMM."""
-        if isinstance(experts, (ExpertWeights, RamExperts, ExpertsOnCpu)):
+        if isinstance(experts, (ExpertWeights, RamExperts, ExpertsOnCpu, StagedExperts)):
             return super().moe_ffn_selected(x, experts, ids, weights)
         if ids.shape[0] > self.MOE_GEMM_MIN_TOKENS:
             return self._moe_gemm(x, experts, ids, weights)

@@ -65,6 +65,7 @@ from engine.hearth.expert_offload import ExpertsOnCpu, RamExperts
 from engine.hearth.host_dequant import DEQUANTIZABLE, dequantize
 from engine.hearth.moe_ops import KernelsMoeOps, PackedExperts, TorchMoeOps, swiglu_oai
 from engine.hearth.rope import RopeTable, rope_angles
+from engine.hearth.staged_experts import StagedExperts
 from engine.hearth.weights import QuantWeight
 
 
@@ -93,6 +94,7 @@ class TorchOps(TorchMoeOps):
         self._experts: OrderedDict[tuple[int, int], torch.Tensor] = OrderedDict()
         self._experts_bytes = 0
         self._ggml_cpus: dict[int, object] = {}  # prepare_experts_on_cpu's thread pools
+        self._staging: dict[tuple, object] = {}  # prepare_experts_staged's slots, by layout
         # each RoPE table's inverse frequencies on the device (the table keeps them on the
         # CPU); copied at a table's first use, which is eager, never inside a graph's capture
         self._inv_freqs: dict[RopeTable, torch.Tensor] = {}
@@ -359,7 +361,7 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         def in_8_bits(w) -> bool:
             if isinstance(w, RamExperts):  # through their device slots, x as it is
                 return False
-            if isinstance(w, ExpertsOnCpu):  # ggml's kernels take x as it is, on the host
+            if isinstance(w, ExpertsOnCpu | StagedExperts):  # x as it is: ggml's, the slots'
                 return False
             if isinstance(w, PackedExperts):  # the expert GEMV, for a step of one launch
                 return rows <= self.MOE_X_8BIT_MAX_ROWS

@@ -66,6 +66,14 @@ class OffloadCosts:
     # the CPU ran 74.7 tok/s, 13.39 ms a token, 11.47 beyond the GPU's step: 546 us a layer, 416
     # of them the 8 picks (docs/measurements/2026-11-30-s25-call-5/offload.txt)
     host_call_s: float = 130e-6
+    # a token's picks split (engine/hearth/staged_experts.py): ggml's fixed cost called
+    # directly on the stepping thread (59 us: the probe above), and the pause a layer in RAM
+    # costs beside the copies and ggml (the step waited for, the host's Python, the slots laid
+    # out, the graph's next piece launched): not yet measured in the engine, an estimate
+    direct_call_s: float = 59e-6
+    split_pause_s: float = 60e-6
+    # whether the planner may choose a split: not until the engine's split has been measured
+    split_placements_measured: bool = False
     # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
     # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
     # a layer of launches from Python
@@ -156,12 +164,17 @@ def offload_speed(
     per-layer costs. The parts add up: a layer's experts are read after its router.
 
     `cpu_picks` k (no cache): every pick of a layer in RAM computed by the CPU (ggml,
-    cpu_layer_seconds), nothing crossing the link; 0: none."""
-    if cpu_picks not in (0, n_expert_used):
-        raise ValueError(f"{cpu_picks} of {n_expert_used} picks on the CPU: all or none")
+    cpu_layer_seconds), nothing crossing the link; 0: none; between (a split): the other
+    picks copied over the link while ggml computes these, split_layer_seconds a layer."""
+    if not 0 <= cpu_picks <= n_expert_used:
+        raise ValueError(f"{cpu_picks} of {n_expert_used} picks on the CPU")
     if cpu_picks and slots:
         raise ValueError("experts computed on the CPU take no device cache")
-    misses = 0.0 if cpu_picks else misses_per_token(ram_layers, slots, n_expert, n_expert_used)
+    split = 0 < cpu_picks < n_expert_used
+    if split:
+        misses = float(ram_layers * (n_expert_used - cpu_picks))
+    else:
+        misses = 0.0 if cpu_picks else misses_per_token(ram_layers, slots, n_expert, n_expert_used)
     link = misses * expert_bytes
     gpu = dense_bytes + all_expert_bytes * n_expert_used / n_expert + kv_bytes_read
     if slots:
@@ -170,7 +183,9 @@ def offload_speed(
     else:
         link_rate = costs.host_link_gbps * GB * costs.in_place_efficiency
         per_layer = 0.0
-    if cpu_picks:
+    if split:
+        ram = ram_layers * split_layer_seconds(n_expert_used, cpu_picks, expert_bytes, costs)
+    elif cpu_picks:
         ram = ram_layers * cpu_layer_seconds(n_expert_used, expert_bytes, costs)
     else:
         ram = link / link_rate if ram_layers else 0.0
@@ -187,3 +202,13 @@ def cpu_layer_seconds(k: int, expert_bytes: int, costs: OffloadCosts = OFFLOAD_C
     """One layer in RAM a token with its k picks computed by the CPU: the picks at ggml's rate
     and the host call's fixed cost."""
     return k * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.host_call_s
+
+
+def split_layer_seconds(k: int, cpu_picks: int, expert_bytes: int,
+                        costs: OffloadCosts = OFFLOAD_COSTS) -> float:  # fmt: skip
+    """One layer in RAM a token with its picks split: the k - c copies over the link (one copy
+    an expert, at the copy rate) beside ggml's c picks called directly, whichever is longer,
+    and the pause."""
+    copies = (k - cpu_picks) * expert_bytes / (costs.host_link_gbps * GB)
+    cpu = cpu_picks * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.direct_call_s
+    return max(copies, cpu) + costs.split_pause_s

@@ -105,18 +105,22 @@ def load_transformer(params: ModelParams) -> LoadedTransformer:
 
 def expert_placement(params: ModelParams, n_expert_used: int):
     """The params' experts in RAM as expert_offload.ExpertPlacement: read in place or cached,
-    or computed by the CPU (hearth_expert_cpu_picks n_expert_used: every pick of a token; 0:
-    none; anything between is refused, as no placement divides a token's picks)."""
+    computed by the CPU (hearth_expert_cpu_picks n_expert_used: every pick of a token; 0:
+    none), or split (between: a one-token step's first that many picks by the CPU while the
+    others are copied to the GPU, engine/hearth/staged_experts.py)."""
     from engine.hearth.expert_offload import ExpertPlacement
 
     picks = params.hearth_expert_cpu_picks
-    if picks not in (0, n_expert_used):
+    if not 0 <= picks <= n_expert_used:
         raise ValueError(
-            f"{picks} of {n_expert_used} picks on the CPU: the experts in RAM are computed "
-            f"by the CPU ({n_expert_used}) or read by the GPU (0)"
+            f"{picks} of {n_expert_used} picks on the CPU: between 0 (the GPU reads them) and "
+            f"{n_expert_used} (the CPU computes them all)"
         )
     return ExpertPlacement(
-        params.hearth_ram_expert_layers, params.hearth_expert_cache_slots, on_cpu=picks > 0
+        params.hearth_ram_expert_layers,
+        params.hearth_expert_cache_slots,
+        on_cpu=picks == n_expert_used,
+        split_picks=picks if 0 < picks < n_expert_used else 0,
     )
 
 

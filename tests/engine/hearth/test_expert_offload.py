@@ -19,6 +19,7 @@ from engine.hearth.expert_offload import (
     offload_stats,
 )
 from engine.hearth.ops import TorchOps
+from engine.hearth.staged_experts import StagedExperts
 from engine.hearth.weights import GGUFTensors
 from tests.engine.hearth.tiny_models import placement_logits, tiny_spec, write_tiny_gguf
 
@@ -175,10 +176,14 @@ def test_the_driver_loads_the_placement_its_params_name(on_cpu, qwen3moe):
     assert not in_place.routes_on_host
     with pytest.raises(EngineError, match=r"needs 0 .* or between 2 .*Best fit"):
         load(1, 1)
-    # the CPU computing all of a token's 2 picks; none divides them with the GPU
+    # the CPU computing all of a token's 2 picks, or one of them (the other copied over)
     all_cpu = load(1, 0, cpu_picks=2).layers[1].moe.experts
     assert isinstance(all_cpu, ExpertsOnCpu)
-    with pytest.raises(EngineError, match=r"1 of 2 picks on the CPU.*Best fit"):
-        load(1, 0, cpu_picks=1)
+    split = load(1, 0, cpu_picks=1)
+    assert isinstance(split.layers[1].moe.experts, StagedExperts) and not split.routes_on_host
+    with pytest.raises(EngineError, match=r"3 of 2 picks on the CPU.*Best fit"):
+        load(1, 0, cpu_picks=3)
     with pytest.raises(EngineError, match="take no device cache"):
         load(1, 3, cpu_picks=2)
+    with pytest.raises(EngineError, match="with no cache"):
+        load(1, 3, cpu_picks=1)

@@ -407,6 +407,63 @@ def test_experts_on_the_cpu_run_as_host_nodes_of_the_decode_graph(tmp_path):
     assert relative(graphs["cpu"], rows["cpu"][6:]) < 1e-3
 
 
+def test_a_split_runs_as_graph_pieces_with_host_steps_between(tmp_path):
+    """A tiny qwen3moe (4 picks of 8 experts, Q4_0) with its last two layers' experts in RAM,
+    split 1 of 4 picks a step to ggml and 3 copied into the GPU's slots (staged_experts.py):
+    the eager steps and the decode graph's replays (pieces cut at each layer in RAM, the host
+    steps between) give the logits of the experts all on the GPU within ggml's rounding of
+    x, the replays those of the eager steps, and one host step a layer a replay."""
+    from gguf import GGMLQuantizationType
+
+    from engine.hearth.decode_graph import DecodeGraph
+    from engine.hearth.expert_offload import ExpertPlacement
+    from engine.hearth.staged_experts import StagedExperts
+    from tests.engine.hearth.tiny_models import tiny_spec
+
+    spec = tiny_spec("qwen3moe", expert_type=GGMLQuantizationType.Q4_0, n_expert_used=4)
+    path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", spec)
+    info = read_model_info(path)
+    config = model_config(info)
+    tokens = test_forward.TOKENS
+    rows, graphs = {}, {}
+    placements = {
+        "gpu": ExpertPlacement(),
+        "split": ExpertPlacement(2, split_picks=1, cpu_threads=2),
+    }
+    for name, placement in placements.items():
+        tensors = GGUFTensors(str(path), info)
+        model = Transformer.load(config, tensors, KernelsOps("cuda"), experts=placement)
+        cache = TorchKVCache(n_layer=config.n_layer, n_head_kv=config.n_head_kv,
+                             head_dim=config.head_dim, n_ctx=test_forward.N_CTX,
+                             dtype=torch.float16, device="cuda")  # fmt: skip
+        prompt = torch.tensor(tokens[:6], device="cuda")
+        out = [model.forward(prompt, torch.arange(6, device="cuda"), cache, n_keys=6,
+                             all_logits=True)]  # fmt: skip
+        for pos in range(6, len(tokens)):
+            out.append(_eager_step(model, cache, tokens[pos], pos)[None])
+        rows[name] = torch.cat(out).float().cpu()
+        graph = DecodeGraph(model, cache, position=6)
+        staged = [layer.moe.experts for layer in model.layers if layer.moe is not None]
+        staged = [e for e in staged if isinstance(e, StagedExperts)]
+        before = [e.steps for e in staged]
+        graphs[name] = torch.stack(
+            [graph.step(tokens[pos], pos, launch_ahead=False)[0].float().cpu().clone()
+             for pos in range(6, len(tokens))]
+        )  # fmt: skip
+        if name == "split":
+            assert len(staged) == 2 and not model.routes_on_host
+            assert len(graph._slots[0].pieces) == 3  # cut at each of the 2 layers in RAM
+            replays = len(tokens) - 6
+            assert [e.steps - b for e, b in zip(staged, before, strict=True)] == [replays] * 2
+
+    def relative(a, b):
+        return float((a - b).norm() / b.norm())
+
+    assert relative(rows["split"], rows["gpu"]) < 2e-2
+    assert relative(graphs["split"], graphs["gpu"]) < 2e-2
+    assert relative(graphs["split"], rows["split"][6:]) < 1e-3
+
+
 def test_a_pinned_copy_is_read_in_place_by_the_gpu():
     """expert_offload.pinned_copy (page-locked, registered with the driver) and device_view (a
     CUDA tensor over those pages): torch's kernels on the GPU read the host's bytes, and a write

@@ -21,6 +21,7 @@ from engine.planner.hearth_offload import (
     fewest_ram_layers,
     misses_per_token,
     offload_speed,
+    split_layer_seconds,
 )
 from engine.planner.hearth_plan import plan_hearth
 from engine.planner.hearth_weights import HearthProfile
@@ -301,9 +302,16 @@ def test_a_layer_on_the_cpu_costs_its_picks_and_its_call():
     assert cpu_layer_seconds(8, 3_000_000) == pytest.approx(8 * 3e6 / 58.9e9 + 130e-6)
 
 
+def test_a_split_layer_costs_the_longer_of_its_copies_and_ggml_and_its_pause():
+    # 5 copies of 3 MB at 55 GB/s (273 us) beside 3 picks at 58.9 GB/s and a 59 us call (212 us)
+    assert split_layer_seconds(8, 3, 3_000_000) == pytest.approx(5 * 3e6 / 55e9 + 60e-6)
+    # 1 copy (55 us) beside 7 picks (356 + 59 us)
+    assert split_layer_seconds(8, 7, 3_000_000) == pytest.approx(7 * 3e6 / 58.9e9 + 119e-6)
+
+
 def test_offload_speed_with_picks_on_the_cpu():
-    """The layers in RAM cost cpu_layer_seconds each and nothing crosses the link; the CPU
-    takes every pick of a token or none."""
+    """The layers in RAM cost cpu_layer_seconds each and nothing crosses the link; a split
+    (1 of 2 picks) costs split_layer_seconds a layer, its other pick crossing the link."""
     common = dict(n_layer=4, n_expert=8, n_expert_used=2, expert_bytes=1_000_000,
                   dense_bytes=1_000_000_000, all_expert_bytes=4_000_000_000, kv_bytes_read=0,
                   ram_layers=2, slots=0, gpu_bandwidth_gbps=1000.0, costs=COSTS)  # fmt: skip
@@ -311,8 +319,12 @@ def test_offload_speed_with_picks_on_the_cpu():
     assert on_cpu.misses_per_token == 0 and on_cpu.link_bytes_per_token == 0
     layer = cpu_layer_seconds(2, 1_000_000, COSTS)
     assert on_cpu.tokens_per_second == pytest.approx(1 / (0.002 + 2e9 / 500e9 + 2 * layer))
-    with pytest.raises(ValueError, match="all or none"):
-        offload_speed(**common, cpu_picks=1)
+    split = offload_speed(**common, cpu_picks=1)
+    assert split.misses_per_token == 2 and split.link_bytes_per_token == 2_000_000
+    layer = split_layer_seconds(2, 1, 1_000_000, COSTS)
+    assert split.tokens_per_second == pytest.approx(1 / (0.002 + 2e9 / 500e9 + 2 * layer))
+    with pytest.raises(ValueError, match="3 of 2 picks"):
+        offload_speed(**common, cpu_picks=3)
     with pytest.raises(ValueError, match="no device cache"):
         offload_speed(**{**common, "slots": 4}, cpu_picks=2)
 

@@ -1,0 +1,212 @@
+"""Experts in system RAM, a token's picks split: the copy engine brings some to the GPU while
+ggml computes the others on the CPU.
+
+Reading a layer's picks in place over the bus is held by the link (about 510 us a layer of 8
+Qwen3-30B-A3B picks on the H200's host), and the CPU placement by ggml (about 475 us). Both at
+once in one step did not help: the GPU's in-place reads stall while ggml computes, whatever the
+pages. Copies by the copy engine do go on beside ggml, in large requests
+(docs/decisions/2026-11-30-experts-split-between-cpu-and-bus.md). So a decode step of one
+token, for each layer in RAM:
+
+    GPU   ... router -> ids, weights, x to pinned host buffers | pause (graph_pieces.cut)
+    host  ids read; the last k - c picks copied, one copy each, into the device slots
+          (cuMemcpyHtoDAsync on the step's stream); ggml computes the first c picks meanwhile;
+          its sum copied to the device after the copies
+    GPU   the slots laid out tensor by tensor (kernels/expert_unpack.py), the expert GEMV over
+          them with the picks' weights, plus ggml's sum ...
+
+In host memory each expert's tensors lie side by side (`whole`), so a pick is one 3 MB copy
+(twelve copies of its planes ran at about 60% of the link). The slots are shared by every
+layer in RAM (StagingArea): layers run one after another, and each layer's host step runs
+only once the GPU has finished the one before. Steps of more than one token (prefill chunks,
+batches, a speculative check) and steps inside a graph captured whole read every pick in
+place (`in_place`), as that placement does. So host memory holds the layer three times:
+in the GEMV's planes (read in place), side by side (copied), and ggml's repacked copy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from engine.hearth.expert_offload import (
+    _driver,
+    _with_tensors,
+    expert_rows,
+    pinned_copy,
+)
+from engine.hearth.graph_pieces import can_cut, cut
+
+ROW_ALIGN = 16  # bytes: each tensor's start in a staged row
+PLANE_ALIGN = 256  # bytes: each tensor's slots in the planes buffer
+
+
+def expert_sizes(host) -> tuple[int, ...]:
+    """Bytes one expert takes in each of the prepared experts' tensors (expert_rows order)."""
+    return tuple(rows * t.stride(0) * t.element_size() for t, rows in expert_rows(host))
+
+
+def _aligned_offsets(sizes, scale: int, align: int) -> tuple[list[int], int]:
+    offsets, at = [], 0
+    for size in sizes:
+        offsets.append(at)
+        at += -(-size * scale // align) * align
+    return offsets, at
+
+
+class StagingArea:
+    """Device slots for n_slots experts of one layout, shared by the layers in RAM that have it:
+    `staged` [n_slots, row] bytes (where the copies land, an expert a row) and `planes` (every
+    tensor's slots, where the unpack puts them and the GEMV reads them)."""
+
+    def __init__(self, sizes: tuple[int, ...], n_slots: int, device: torch.device):
+        from kernels.expert_unpack import UnpackTable
+
+        self.sizes, self.n_slots, self.device = sizes, n_slots, device
+        self.src_offsets, self.row = _aligned_offsets(sizes, 1, ROW_ALIGN)
+        dst, total = _aligned_offsets(sizes, n_slots, PLANE_ALIGN)
+        self.staged = torch.zeros(n_slots, self.row, dtype=torch.uint8, device=device)
+        self.planes = torch.zeros(total, dtype=torch.uint8, device=device)
+        self.table = UnpackTable.of(sizes, self.src_offsets, dst, device)
+
+    @property
+    def nbytes(self) -> int:
+        return self.staged.numel() + self.planes.numel()
+
+    def slot_experts(self, host):
+        """`host`'s prepared experts as n_slots experts over the planes buffer."""
+        views = {}
+        for (t, rows), size, dst in zip(
+            expert_rows(host), self.sizes, self.table.dst_offsets, strict=True
+        ):
+            region = self.planes[dst : dst + self.n_slots * size]
+            views[id(t)] = region.view(t.dtype).view(self.n_slots * rows, *t.shape[1:])
+        return _with_tensors(host, lambda t, rows: views[id(t)])
+
+    def unpack(self, n: int) -> None:
+        """The first n staged experts into the planes: one launch on a GPU."""
+        if self.device.type == "cuda":
+            from kernels.expert_unpack import unpack_slots
+
+            unpack_slots(self.staged, self.planes, self.table, n)
+        else:
+            from kernels.expert_unpack import unpack_slots_torch
+
+            unpack_slots_torch(self.staged, self.planes, self.table, n)
+
+    def copy_in(self, whole: torch.Tensor, experts: np.ndarray) -> None:
+        """Experts (host ids) of `whole` [n_expert, row] into slots 0.. in the current stream:
+        on a GPU one asynchronous copy an expert by the copy engine (whole is pinned)."""
+        row = self.row
+        if self.device.type != "cuda":
+            for slot, expert in enumerate(experts):
+                self.staged[slot].copy_(whole[int(expert)])
+            return
+        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
+        copy = _copy_function()
+        dst, src = self.staged.data_ptr(), whole.data_ptr()
+        for slot, expert in enumerate(experts):
+            status = copy(dst + slot * row, src + int(expert) * row, row, stream)
+            if status != 0:
+                raise RuntimeError(f"copying an expert to the GPU failed (CUDA error {status})")
+
+
+def _copy_function():
+    copy = _driver().cuMemcpyHtoDAsync_v2
+    # CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+    copy.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    copy.restype = ctypes.c_int
+    return copy
+
+
+def whole_experts(host, area: StagingArea, pin: bool) -> torch.Tensor:
+    """`host`'s experts with each one's tensors side by side: [n_expert, area.row] bytes, in
+    pinned memory for a GPU's copies."""
+    tensors = expert_rows(host)
+    n_expert = host.n_expert
+    whole = torch.zeros(n_expert, area.row, dtype=torch.uint8)
+    for (t, _rows), size, at in zip(tensors, area.sizes, area.src_offsets, strict=True):
+        whole[:, at : at + size] = t.contiguous().view(torch.uint8).reshape(n_expert, size)
+    return pinned_copy(whole) if pin else whole
+
+
+@dataclass
+class _Mailbox:
+    """One step's host buffers (pinned on a GPU) and the device's copy of ggml's sum."""
+
+    x: torch.Tensor  # [1, n_embd] float32
+    ids: torch.Tensor  # [1, k] int32
+    weights: torch.Tensor  # [1, k] float32
+    out: torch.Tensor  # [1, n_embd] float32, ggml's sum
+    on_device: torch.Tensor  # [1, n_embd] float32, the same on the step's device
+    slot_ids: torch.Tensor  # [1, k - c]: 0.., the GPU's picks in their slots
+
+    @classmethod
+    def make(cls, n_embd: int, k: int, c: int, device: torch.device) -> _Mailbox:
+        pin = device.type == "cuda"
+
+        def host(width: int, dtype: torch.dtype) -> torch.Tensor:
+            return torch.zeros(1, width, dtype=dtype, pin_memory=pin)
+
+        slot_ids = torch.arange(k - c, dtype=torch.int64, device=device).view(1, -1)
+        on_device = torch.zeros(1, n_embd, dtype=torch.float32, device=device)
+        return cls(host(n_embd, torch.float32), host(k, torch.int32), host(k, torch.float32),
+                   host(n_embd, torch.float32), on_device, slot_ids)  # fmt: skip
+
+
+@dataclass(eq=False)
+class StagedExperts:
+    """One layer's routed experts in host memory, a one-token step's first `cpu_picks` picks
+    by ggml and the others copied into `area`'s slots (module docstring). in_place: the
+    prepared experts read over the bus (every other step); slots: the same experts' layout
+    over area's slots; cpu: ggml's experts (cpu_experts.CpuExperts)."""
+
+    in_place: object
+    slots: object
+    whole: torch.Tensor
+    area: StagingArea
+    cpu: object
+    cpu_picks: int
+    # called with the slots just rewritten (TorchOps forgets what it dequantized from them)
+    rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
+    steps: int = 0
+    _box: _Mailbox | None = field(default=None, repr=False)
+
+    @property
+    def n_expert(self) -> int:
+        return self.in_place.n_expert
+
+    def run(self, moe_ffn_selected, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
+        """The picked experts' weighted sum [T, n_embd] in x's dtype; `moe_ffn_selected` is the
+        ops' own, for experts on the device."""
+        n_tokens, k = ids.shape
+        c = self.cpu_picks
+        if n_tokens != 1 or not can_cut(x.device) or not 0 < c < k:
+            return moe_ffn_selected(x, self.in_place, ids, weights)
+        if self._box is None:  # made at the first (eager) step, before any capture
+            self._box = _Mailbox.make(x.shape[1], k, c, x.device)
+        box = self._box
+        box.x.copy_(x.float(), non_blocking=True)
+        box.ids.copy_(ids.to(torch.int32), non_blocking=True)
+        box.weights.copy_(weights.float(), non_blocking=True)
+        cut(self._host_step, x.device)
+        self.area.unpack(k - c)
+        on_gpu = moe_ffn_selected(x, self.slots, box.slot_ids, weights[:, c:].contiguous())
+        return (on_gpu.float() + box.on_device).to(x.dtype)
+
+    def _host_step(self) -> None:
+        """The GPU's picks copied in, ggml over the CPU's, its sum copied after them."""
+        box, c = self._box, self.cpu_picks
+        ids = box.ids.numpy()[0]
+        if ids.min() < 0 or ids.max() >= self.n_expert:  # a copy reads host memory by id
+            raise RuntimeError(f"expert ids {ids.tolist()} outside 0..{self.n_expert - 1}")
+        self.area.copy_in(self.whole, ids[c:])
+        self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),
+                        box.out.data_ptr())  # fmt: skip
+        box.on_device.copy_(box.out, non_blocking=True)
+        self.rewritten(list(range(len(ids) - c)))
+        self.steps += 1

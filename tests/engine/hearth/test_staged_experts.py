@@ -1,0 +1,151 @@
+"""Experts in RAM with a token's picks split (engine/hearth/staged_experts.py): the first picks
+by ggml, the others copied into device slots (here: CPU memory) and run by the ops' expert
+path; the slots' layout (side by side in host memory, tensor by tensor in the slots) and the
+step's pause (engine/hearth/graph_pieces.py, run eagerly). Tolerances as
+tests/engine/hearth/test_cpu_experts.py's: ggml rounds x to its weights' partner format."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from engine.hearth import graph_pieces
+from engine.hearth.expert_offload import ExpertPlacement
+from engine.hearth.staged_experts import StagedExperts, StagingArea, whole_experts
+from testkit.synthetic_moe import write_experts_gguf
+from tests.engine.hearth.test_cpu_experts import (
+    QWEN3_LIKE,
+    TOKENS,
+    model_logits,
+    relative_error,
+)
+
+
+@pytest.mark.parametrize(("expert_type", "bound"), [("F16", 5e-4), ("Q4_0", 1e-2)])
+def test_a_split_gives_the_logits_of_experts_on_the_device(tmp_path, expert_type, bound):
+    """The last layer's experts split: each decode step's first pick by ggml, its second
+    copied into a slot, summed; the 6-token prefill reads every pick in place. The logits of
+    the model with every expert on the device within ggml's rounding of x, one host step a
+    decode step and none for the prefill."""
+    from gguf import GGMLQuantizationType
+
+    from tests.engine.hearth.tiny_models import tiny_spec, write_tiny_gguf
+
+    spec = tiny_spec("qwen3moe", expert_type=GGMLQuantizationType[expert_type])
+    assert spec.n_expert_used == 2
+    path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", spec)
+    expected, _ = model_logits(path, ExpertPlacement())
+    got, model = model_logits(path, ExpertPlacement(ram_layers=1, cpu_threads=1, split_picks=1))
+    staged = model.layers[1].moe.experts
+    assert isinstance(staged, StagedExperts) and staged.cpu_picks == 1
+    assert not isinstance(model.layers[0].moe.experts, StagedExperts)
+    assert not model.routes_on_host
+    assert staged.steps == len(TOKENS) - 6
+    assert relative_error(got, expected) < bound
+    # without ggml's share the same steps are far off: the CPU's pick is in the sum
+    staged.cpu.run_at = lambda n, k, x, ids, weights, out: None
+    staged._box.out.zero_()
+    dropped, _ = model_logits_with(path, model)
+    assert relative_error(dropped[6:], expected[6:]) > 10 * bound
+
+
+def model_logits_with(path, model):
+    """placement_logits' steps again on an already loaded model."""
+    from engine.hearth.kv_cache import TorchKVCache
+
+    config = model.config
+    cache = TorchKVCache(n_layer=config.n_layer, n_head_kv=config.n_head_kv,
+                         head_dim=config.head_dim, n_ctx=16)  # fmt: skip
+    rows = [model.forward(torch.tensor(TOKENS[:6]), torch.arange(6), cache, n_keys=6,
+                          all_logits=True)]  # fmt: skip
+    for pos in range(6, len(TOKENS)):
+        step = model.forward(torch.tensor([TOKENS[pos]]), torch.tensor([pos]), cache, n_keys=16)
+        rows.append(step[None])
+    return torch.cat(rows).numpy(), model
+
+
+def test_kernels_ops_split_a_tokens_picks_between_ggml_and_the_copied_slots(tmp_path):
+    """KernelsOps (Triton's interpreter here; the unpack by torch on the CPU) with a layer
+    split 1 of 4 picks to the CPU: a decode step's sum is ggml's for the first pick plus the
+    expert GEMV's over the other three's slots, from the same router logits, and those slots
+    hold exactly the picked experts' planes."""
+    from engine.gguf import read_model_info
+    from engine.hearth.config import MoeConfig
+    from engine.hearth.ops import KernelsOps
+    from engine.hearth.routing import select_experts
+    from engine.hearth.weights import GGUFTensors
+
+    shape = replace(QWEN3_LIKE, n_embd=64, n_ff_exp=64)
+    path = write_experts_gguf(tmp_path / "q4_0.gguf", shape, 1,
+                              {"gate": "Q4_0", "up": "Q4_0", "down": "Q4_0"})  # fmt: skip
+    tensors = GGUFTensors(str(path), read_model_info(path))
+    parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
+    rule = MoeConfig(n_expert=8, n_expert_used=4, n_ff_exp=shape.n_ff_exp,
+                     gating="softmax", normalize=True)  # fmt: skip
+    rng = np.random.default_rng(5)
+    x = torch.from_numpy(rng.standard_normal((1, shape.n_embd)).astype(np.float32) * 0.02)
+    logits = torch.from_numpy(rng.standard_normal((1, 8)).astype(np.float32))
+    ops = KernelsOps("cpu")
+    staged = ops.prepare_experts_staged(*parts, "silu", (None, None, None), 4, cpu_picks=1,
+                                        n_threads=1)  # fmt: skip
+    got = ops.moe_ffn(x, staged, logits, rule).numpy()
+    ids, weights = select_experts(logits, 4, gating="softmax", normalize=True)
+    on_cpu = staged.cpu.run(x.numpy(), ids[:, :1].numpy(), weights[:, :1].numpy())
+    rest = ops.moe_ffn_selected(x, staged.in_place, ids[:, 1:].contiguous(),
+                                weights[:, 1:].contiguous())  # fmt: skip
+    np.testing.assert_allclose(got, rest.float().numpy() + on_cpu, rtol=1e-5, atol=1e-7)
+    assert staged.steps == 1
+    for slot, expert in enumerate(ids[0, 1:].tolist()):
+        for name, plane in staged.slots.gate.packed.planes.items():
+            n_out = staged.slots.gate.n_out
+            host = staged.in_place.gate.packed.planes[name]
+            assert torch.equal(plane[slot * n_out : (slot + 1) * n_out],
+                               host[expert * n_out : (expert + 1) * n_out])  # fmt: skip
+
+
+def test_the_staging_area_lays_out_what_it_copied(tmp_path):
+    """Experts side by side in host memory (whole_experts), copied into slots and unpacked:
+    each slot's tensors are the host expert's, for every tensor of the layout."""
+    from engine.gguf import read_model_info
+    from engine.hearth.ops import TorchOps
+    from engine.hearth.weights import GGUFTensors
+
+    shape = replace(QWEN3_LIKE, n_embd=64, n_ff_exp=64)
+    path = write_experts_gguf(tmp_path / "e.gguf", shape, 1,
+                              {"gate": "Q4_0", "up": "Q4_0", "down": "Q8_0"})  # fmt: skip
+    tensors = GGUFTensors(str(path), read_model_info(path))
+    parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
+    ops = TorchOps("cpu")
+    host = ops._host_experts(*parts, "silu", (None, None, None))
+    from engine.hearth.staged_experts import expert_sizes
+
+    area = StagingArea(expert_sizes(host), 3, torch.device("cpu"))
+    whole = whole_experts(host, area, pin=False)
+    slots = area.slot_experts(host)
+    area.copy_in(whole, np.array([7, 0, 4]))
+    area.unpack(3)
+    for name in ("gate", "up", "down"):
+        got, want = getattr(slots, name).data, getattr(host, name).data
+        assert got.shape[0] == 3
+        for slot, expert in enumerate((7, 0, 4)):
+            assert torch.equal(got[slot], want[expert])
+
+
+def test_a_cut_runs_its_host_step_in_place_when_nothing_is_captured():
+    """Eagerly (no capture: the CPU, or a GPU step before its graph is made) the pause is the
+    host step itself, run at once."""
+    ran = []
+    assert graph_pieces.can_cut(torch.device("cpu"))
+    graph_pieces.cut(lambda: ran.append(1), torch.device("cpu"))
+    assert ran == [1]
+
+
+def test_a_split_asks_for_a_share_of_the_picks():
+    with pytest.raises(ValueError, match="between 1 and 7"):
+        ExpertPlacement(ram_layers=2, split_picks=8).check(128, 8)
+    with pytest.raises(ValueError, match="no cache"):
+        ExpertPlacement(ram_layers=2, split_picks=3, cache_slots=16).check(128, 8)
+    ExpertPlacement(ram_layers=2, split_picks=3).check(128, 8)
