@@ -201,6 +201,7 @@ def run_hearth(args) -> dict:
         before = offload_stats(model.layers)
         host_before = host_time(model.layers)
         split_before = split_step_count(model.layers)
+        parts_before = split_parts(model.layers, graph)
         switches_before = voluntary_switches()
         seconds = steps(n_prompt + n_warm, n_steps)
         switches = voluntary_switches() - switches_before
@@ -208,6 +209,7 @@ def run_hearth(args) -> dict:
         host_after = host_time(model.layers)
         host_calls, host_seconds = host_after[0] - host_before[0], host_after[1] - host_before[1]
         split_steps = split_step_count(model.layers) - split_before
+        parts = {k: v - parts_before[k] for k, v in split_parts(model.layers, graph).items()}
     per_token = {k: (after[k] - before[k]) / n_steps for k in ("hits", "misses", "bytes_copied")}
     profile = hearth_profile(info)
     costs = dataclasses.replace(OFFLOAD_COSTS, host_link_gbps=link)
@@ -233,6 +235,11 @@ def run_hearth(args) -> dict:
         "host_calls_per_token": host_calls / n_steps,
         # a split's pauses (graph pieces' host steps), per token: one a layer in RAM
         "split_steps_per_token": split_steps / n_steps,
+        # a split's pause in parts, us a layer in RAM: the host's wait for the piece, issuing
+        # the copies, ggml, the whole host step
+        **{
+            f"split_{k}_us": v / split_steps * 1e6 if split_steps else 0.0 for k, v in parts.items()
+        },
         # the process's threads' sleeps (futex waits among them) over the timed steps, per
         # token; and its threads at the end: ggml's OpenMP teams show in both
         "voluntary_switches_per_token": switches / n_steps,
@@ -251,6 +258,22 @@ def run_hearth(args) -> dict:
         "bus_gbps_if_in_place": predicted.link_bytes_per_token * n_steps / seconds / 1e9,
         "peak_allocated": torch.cuda.max_memory_allocated() if gpu else 0,
         "reserved": torch.cuda.memory_reserved() if gpu else 0,
+    }
+
+
+def split_parts(layers, graph) -> dict[str, float]:
+    """Seconds so far of the split experts' pauses in parts (split_step_count's layers and the
+    decode graph's waits)."""
+    from engine.hearth.staged_experts import StagedExperts
+
+    found = [layer.moe.experts for layer in layers if layer.moe is not None]
+    staged = [e for e in found if isinstance(e, StagedExperts)]
+    waited = graph.waits.seconds if graph is not None else 0.0
+    return {
+        "wait": waited,
+        "copy": sum(e.copy_s for e in staged),
+        "ggml": sum(e.ggml_s for e in staged),
+        "host": sum(e.host_s for e in staged),
     }
 
 
@@ -449,8 +472,10 @@ def _host_text(r: dict) -> str:
         return ""
     if r["cpu_picks"] < r["k"]:
         return (
-            f"; {r['split_steps_per_token']:.1f} pauses a token (graph pieces' host steps); "
-            f"copied over the bus at {r['bus_gbps_if_in_place']:.1f} GB/s over the run"
+            f"; {r['split_steps_per_token']:.1f} pauses a token (graph pieces' host steps), "
+            f"us each: waiting for the piece {r['split_wait_us']:.0f}, issuing the copies "
+            f"{r['split_copy_us']:.0f}, ggml {r['split_ggml_us']:.0f}, the host step "
+            f"{r['split_host_us']:.0f}"
         )
     text = (
         f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "

@@ -89,6 +89,7 @@ class DecodeGraph:
                     lambda slot=slot, other=other: self._body(slot, other), device
                 )
         self._last = self._slots[1]  # the slot launched last
+        self.waits = graph_pieces.Waits()  # the host's waits between pieces, for measurements
         self._ahead: _InFlight | None = None
         # layers whose experts ggml computes in the step's host nodes, on the driver's thread
         self._host_nodes = any(
@@ -110,7 +111,7 @@ class DecodeGraph:
     def _launch(self, slot: _Slot) -> None:
         if self._host_nodes:
             free_main_thread_openmp()  # (expert_offload: why)
-        graph_pieces.replay(slot.pieces, self.model.ops.device)
+        graph_pieces.replay(slot.pieces, self.model.ops.device, self.waits)
         slot.done.record()
         self._last = slot
 

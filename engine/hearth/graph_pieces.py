@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -105,11 +106,23 @@ def capture(
     return pieces, result
 
 
-def replay(pieces: list[Piece], device: torch.device) -> None:
+@dataclass
+class Waits:
+    """The host's waits for pieces before their host steps: how many, how long (seconds)."""
+
+    count: int = 0
+    seconds: float = 0.0
+
+
+def replay(pieces: list[Piece], device: torch.device, waits: Waits | None = None) -> None:
     """Each piece in order, its host step after it once the stream has done it. The last piece
     is left running: the caller waits for it as for any graph."""
     for piece in pieces:
         piece.graph.replay()
         if piece.host_step is not None:
+            started = time.perf_counter()
             torch.cuda.current_stream(device).synchronize()
+            if waits is not None:
+                waits.count += 1
+                waits.seconds += time.perf_counter() - started
             piece.host_step()

@@ -484,7 +484,7 @@ class KernelsMoeOps:
         if (
             a.dim() != 2
             or h is None
-            or not isinstance(moe.experts, PackedExperts)
+            or not isinstance(moe.experts, PackedExperts | StagedExperts)
             or getattr(fmt, "name", None) not in ROUTER_FORMATS
             or rows > min(self.MOE_GEMM_MIN_TOKENS, MAX_PAIRS // k)
             or a.shape[1] % 32
@@ -495,7 +495,11 @@ class KernelsMoeOps:
             a, h, weight, eps, moe.router, k, softmax_all=rule.gating == "softmax",
             normalize=rule.normalize, bias=moe.router_bias, attn_bias=bias,
         )  # fmt: skip
-        f = self._expert_gemv(r.y, moe.experts, k, lambda _rows: r.routing, r.quantized)
+        if isinstance(moe.experts, StagedExperts):  # its routing, the slots' GEMV on y
+            ids, weights = r.routing.ids, r.routing.weights
+            f = moe.experts.run(self.moe_ffn_selected, r.y, ids, weights)
+        else:
+            f = self._expert_gemv(r.y, moe.experts, k, lambda _rows: r.routing, r.quantized)
         return f, r.y, r.h, r.quantized
 
     def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:

@@ -361,9 +361,9 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         def in_8_bits(w) -> bool:
             if isinstance(w, RamExperts):  # through their device slots, x as it is
                 return False
-            if isinstance(w, ExpertsOnCpu | StagedExperts):  # x as it is: ggml's, the slots'
+            if isinstance(w, ExpertsOnCpu):  # ggml's kernels take x as it is, on the host
                 return False
-            if isinstance(w, PackedExperts):  # the expert GEMV, for a step of one launch
+            if isinstance(w, PackedExperts | StagedExperts):  # the expert GEMV, one launch
                 return rows <= self.MOE_X_8BIT_MAX_ROWS
             if isinstance(w, PreparedWeight):
                 return False

@@ -27,6 +27,7 @@ in the GEMV's planes (read in place), side by side (copied), and ggml's repacked
 from __future__ import annotations
 
 import ctypes
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -173,7 +174,12 @@ class StagedExperts:
     cpu_picks: int
     # called with the slots just rewritten (TorchOps forgets what it dequantized from them)
     rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
+    # the host steps run, and their time in parts (for measurements): issuing the copies,
+    # ggml, the whole step
     steps: int = 0
+    copy_s: float = 0.0
+    ggml_s: float = 0.0
+    host_s: float = 0.0
     _box: _Mailbox | None = field(default=None, repr=False)
 
     @property
@@ -200,13 +206,20 @@ class StagedExperts:
 
     def _host_step(self) -> None:
         """The GPU's picks copied in, ggml over the CPU's, its sum copied after them."""
+        started = time.perf_counter()
         box, c = self._box, self.cpu_picks
         ids = box.ids.numpy()[0]
         if ids.min() < 0 or ids.max() >= self.n_expert:  # a copy reads host memory by id
             raise RuntimeError(f"expert ids {ids.tolist()} outside 0..{self.n_expert - 1}")
         self.area.copy_in(self.whole, ids[c:])
+        copied = time.perf_counter()
         self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),
                         box.out.data_ptr())  # fmt: skip
+        computed = time.perf_counter()
         box.on_device.copy_(box.out, non_blocking=True)
         self.rewritten(list(range(len(ids) - c)))
         self.steps += 1
+        done = time.perf_counter()
+        self.copy_s += copied - started
+        self.ggml_s += computed - copied
+        self.host_s += done - started

@@ -149,3 +149,41 @@ def test_a_split_asks_for_a_share_of_the_picks():
     with pytest.raises(ValueError, match="no cache"):
         ExpertPlacement(ram_layers=2, split_picks=3, cache_slots=16).check(128, 8)
     ExpertPlacement(ram_layers=2, split_picks=3).check(128, 8)
+
+
+def test_kernels_ops_route_a_staged_layer_in_the_norms_launch(tmp_path):
+    """KernelsOps.norm_and_moe_ffn takes the FFN norm and the router in one launch for staged
+    experts as for experts on the device (the routing's ids and weights handed to the split):
+    the same norm outputs, and the experts' sum within ggml's rounding of x for its one pick
+    of four (Q8_0 experts: about 0.5% of that pick's share)."""
+    from engine.gguf import read_model_info
+    from engine.gguf.ggml_types import GGML_TYPES_BY_NAME
+    from engine.hearth.config import MoeConfig
+    from engine.hearth.forward import MoeBlock
+    from engine.hearth.ops import KernelsOps
+    from engine.hearth.weights import GGUFTensors, QuantWeight
+
+    shape = replace(QWEN3_LIKE, n_embd=64, n_ff_exp=64)
+    path = write_experts_gguf(tmp_path / "q8.gguf", shape, 1,
+                              {"gate": "Q8_0", "up": "Q8_0", "down": "Q8_0"})  # fmt: skip
+    tensors = GGUFTensors(str(path), read_model_info(path))
+    parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
+    rule = MoeConfig(n_expert=8, n_expert_used=4, n_ff_exp=shape.n_ff_exp,
+                     gating="softmax", normalize=True)  # fmt: skip
+    rng = np.random.default_rng(7)
+    router = torch.from_numpy(rng.standard_normal((8, shape.n_embd)).astype(np.float32))
+    ops = KernelsOps("cpu")
+    prepared = ops.prepare(QuantWeight("r", GGML_TYPES_BY_NAME["F32"].id, 8, 64, router))
+    a = torch.from_numpy(rng.standard_normal((1, 64)).astype(np.float32)).to(ops.dtype)
+    h = torch.from_numpy(rng.standard_normal((1, 64)).astype(np.float32)).to(ops.dtype)
+    norm = torch.ones(64, dtype=torch.float32)
+    staged = ops.prepare_experts_staged(*parts, "silu", (None, None, None), 4, cpu_picks=1,
+                                        n_threads=1)  # fmt: skip
+    outputs = {}
+    for name, experts in (("device", ops.prepare_experts(*parts, "silu")), ("staged", staged)):
+        moe = MoeBlock(router=prepared, experts=experts)
+        outputs[name] = ops.norm_and_moe_ffn([experts], a, h, norm, 1e-6, moe, rule)
+    (f_dev, y_dev, h_dev, _), (f_st, y_st, h_st, _) = outputs["device"], outputs["staged"]
+    assert torch.equal(y_dev, y_st) and torch.equal(h_dev, h_st)
+    assert staged.steps == 1  # the split ran: ggml's pick, the slots' three
+    assert relative_error(f_st.float().numpy(), f_dev.float().numpy()) < 1e-2
