@@ -235,8 +235,8 @@ def run_hearth(args) -> dict:
         "host_calls_per_token": host_calls / n_steps,
         # a split's pauses (graph pieces' host steps), per token: one a layer in RAM
         "split_steps_per_token": split_steps / n_steps,
-        # a split's pause in parts, us a layer in RAM: the host's wait for the piece, issuing
-        # the copies, ggml, the whole host step
+        # a split's pause in parts, us a layer in RAM: the host's wait for the piece, handing
+        # the copies to the copier thread, ggml, the wait for their issue, the whole host step
         **{
             f"split_{k}_us": v / split_steps * 1e6 if split_steps else 0.0 for k, v in parts.items()
         },
@@ -273,6 +273,7 @@ def split_parts(layers, graph) -> dict[str, float]:
         "wait": waited,
         "copy": sum(e.copy_s for e in staged),
         "ggml": sum(e.ggml_s for e in staged),
+        "issue_wait": sum(e.issue_wait_s for e in staged),
         "host": sum(e.host_s for e in staged),
     }
 
@@ -473,9 +474,9 @@ def _host_text(r: dict) -> str:
     if r["cpu_picks"] < r["k"]:
         return (
             f"; {r['split_steps_per_token']:.1f} pauses a token (graph pieces' host steps), "
-            f"us each: waiting for the piece {r['split_wait_us']:.0f}, issuing the copies "
-            f"{r['split_copy_us']:.0f}, ggml {r['split_ggml_us']:.0f}, the host step "
-            f"{r['split_host_us']:.0f}"
+            f"us each: waiting for the piece {r['split_wait_us']:.0f}, handing the copies over "
+            f"{r['split_copy_us']:.0f}, ggml {r['split_ggml_us']:.0f}, waiting for their issue "
+            f"{r['split_issue_wait_us']:.0f}, the host step {r['split_host_us']:.0f}"
         )
     text = (
         f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "

@@ -497,10 +497,29 @@ class KernelsMoeOps:
         )  # fmt: skip
         if isinstance(moe.experts, StagedExperts):  # its routing, the slots' GEMV on y
             ids, weights = r.routing.ids, r.routing.weights
-            f = moe.experts.run(self.moe_ffn_selected, r.y, ids, weights)
+
+            def slots_ffn(x, slots, slot_ids, slot_weights):
+                routing = self._slot_routing(slot_ids, slot_weights)
+                return self._expert_gemv(x, slots, k, lambda _rows: routing, r.quantized)
+
+            f = moe.experts.run(self.moe_ffn_selected, r.y, ids, weights, slots_ffn)
         else:
             f = self._expert_gemv(r.y, moe.experts, k, lambda _rows: r.routing, r.quantized)
         return f, r.y, r.h, r.quantized
+
+    def _slot_routing(self, slot_ids: torch.Tensor, slot_weights: torch.Tensor):
+        """The routing of a split's slots (staged_experts: pick c + j in slot j, the same ids
+        every step): grouped once, by route_experts at the first (eager) step, and thereafter
+        the same grouping with this step's weights, no launch."""
+        import dataclasses as dc
+
+        from kernels.moe_routing import route_experts
+
+        key = (slot_ids.data_ptr(), slot_ids.shape[1])
+        made = self._slot_routings.get(key)
+        if made is None:
+            made = self._slot_routings[key] = route_experts(slot_ids, None, slot_ids.shape[1])
+        return dc.replace(made, weights=slot_weights)
 
     def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:
         """expert_gate_up and expert_down per slice of at most MAX_PAIRS (token, slot) pairs,

@@ -27,6 +27,9 @@ in the GEMV's planes (read in place), side by side (copied), and ggml's repacked
 from __future__ import annotations
 
 import ctypes
+import functools
+import queue
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -73,6 +76,7 @@ class StagingArea:
         self.staged = torch.zeros(n_slots, self.row, dtype=torch.uint8, device=device)
         self.planes = torch.zeros(total, dtype=torch.uint8, device=device)
         self.table = UnpackTable.of(sizes, self.src_offsets, dst, device)
+        self._copier: _Copier | None = None
 
     @property
     def nbytes(self) -> int:
@@ -100,22 +104,75 @@ class StagingArea:
             unpack_slots_torch(self.staged, self.planes, self.table, n)
 
     def copy_in(self, whole: torch.Tensor, experts: np.ndarray) -> None:
-        """Experts (host ids) of `whole` [n_expert, row] into slots 0.. in the current stream:
-        on a GPU one asynchronous copy an expert by the copy engine (whole is pinned)."""
-        row = self.row
+        """Experts (host ids) of `whole` [n_expert, row] into slots 0.. in the current stream,
+        issued on the area's copier thread while the caller goes on (ggml: a copy takes the
+        driver 12-15 us to issue, ggml's start would wait for them all); `copies_issued`
+        waits until they are in the stream. On the CPU, copied at once."""
         if self.device.type != "cuda":
             for slot, expert in enumerate(experts):
                 self.staged[slot].copy_(whole[int(expert)])
             return
-        stream = ctypes.c_void_p(torch.cuda.current_stream(self.device).cuda_stream)
-        copy = _copy_function()
-        dst, src = self.staged.data_ptr(), whole.data_ptr()
+        stream = torch.cuda.current_stream(self.device).cuda_stream
+        if self._copier is None:
+            self._copier = _Copier(lambda: torch.cuda.set_device(self.device))
+        self._copier.submit(self._issue, whole.data_ptr(), [int(e) for e in experts], stream)
+
+    def copies_issued(self) -> None:
+        """Wait until copy_in's copies are in the stream (raises what issuing them raised)."""
+        if self._copier is not None:
+            self._copier.wait()
+
+    def _issue(self, src: int, experts: list[int], stream: int) -> None:
+        copy, row, dst = _copy_function(), self.row, self.staged.data_ptr()
         for slot, expert in enumerate(experts):
-            status = copy(dst + slot * row, src + int(expert) * row, row, stream)
+            status = copy(dst + slot * row, src + expert * row, row, ctypes.c_void_p(stream))
             if status != 0:
                 raise RuntimeError(f"copying an expert to the GPU failed (CUDA error {status})")
 
 
+class _Copier:
+    """A daemon thread running one job at a time for the stepping thread, after `bind` (on a
+    GPU: the device's context made current on the thread: a thread's CUDA calls need one).
+    ctypes releases the GIL in a call, so copies are issued while the stepping thread is
+    inside ggml. What a job raises is raised by the next wait()."""
+
+    def __init__(self, bind):
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._done = threading.Event()
+        self._done.set()
+        self._error: BaseException | None = None
+        threading.Thread(target=self._loop, args=(bind,), name="hearth-expert-copies",
+                         daemon=True).start()  # fmt: skip
+
+    def _loop(self, bind) -> None:
+        try:
+            bind()
+            broken = None
+        except BaseException as exc:  # every job then fails with it
+            broken = exc
+        while True:
+            fn, args = self._jobs.get()
+            try:
+                if broken is not None:
+                    raise broken
+                fn(*args)
+            except BaseException as exc:  # handed to the stepping thread by wait()
+                self._error = exc
+            self._done.set()
+
+    def submit(self, fn, *args) -> None:
+        self.wait()
+        self._done.clear()
+        self._jobs.put((fn, args))
+
+    def wait(self) -> None:
+        self._done.wait()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+
+@functools.cache
 def _copy_function():
     copy = _driver().cuMemcpyHtoDAsync_v2
     # CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
@@ -139,24 +196,28 @@ def whole_experts(host, area: StagingArea, pin: bool) -> torch.Tensor:
 class _Mailbox:
     """One step's host buffers (pinned on a GPU) and the device's copy of ggml's sum."""
 
-    x: torch.Tensor  # [1, n_embd] float32
+    x_raw: torch.Tensor  # [1, n_embd] in x's dtype: the step's copy of x, as it is
+    x: torch.Tensor  # [1, n_embd] float32: what ggml reads
     ids: torch.Tensor  # [1, k] int32
     weights: torch.Tensor  # [1, k] float32
     out: torch.Tensor  # [1, n_embd] float32, ggml's sum
-    on_device: torch.Tensor  # [1, n_embd] float32, the same on the step's device
+    out_raw: torch.Tensor  # [1, n_embd] the same in x's dtype
+    on_device: torch.Tensor  # [1, n_embd] in x's dtype, on the step's device
     slot_ids: torch.Tensor  # [1, k - c]: 0.., the GPU's picks in their slots
 
     @classmethod
-    def make(cls, n_embd: int, k: int, c: int, device: torch.device) -> _Mailbox:
+    def make(cls, x: torch.Tensor, k: int, c: int) -> _Mailbox:
+        n_embd, device = x.shape[1], x.device
         pin = device.type == "cuda"
 
         def host(width: int, dtype: torch.dtype) -> torch.Tensor:
             return torch.zeros(1, width, dtype=dtype, pin_memory=pin)
 
-        slot_ids = torch.arange(k - c, dtype=torch.int64, device=device).view(1, -1)
-        on_device = torch.zeros(1, n_embd, dtype=torch.float32, device=device)
-        return cls(host(n_embd, torch.float32), host(k, torch.int32), host(k, torch.float32),
-                   host(n_embd, torch.float32), on_device, slot_ids)  # fmt: skip
+        slot_ids = torch.arange(k - c, dtype=torch.int32, device=device).view(1, -1)
+        on_device = torch.zeros(1, n_embd, dtype=x.dtype, device=device)
+        return cls(host(n_embd, x.dtype), host(n_embd, torch.float32), host(k, torch.int32),
+                   host(k, torch.float32), host(n_embd, torch.float32), host(n_embd, x.dtype),
+                   on_device, slot_ids)  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -174,11 +235,12 @@ class StagedExperts:
     cpu_picks: int
     # called with the slots just rewritten (TorchOps forgets what it dequantized from them)
     rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
-    # the host steps run, and their time in parts (for measurements): issuing the copies,
-    # ggml, the whole step
+    # the host steps run, and their time in parts (for measurements): handing the copies to
+    # the copier, ggml, waiting for the copier after it, the whole step
     steps: int = 0
     copy_s: float = 0.0
     ggml_s: float = 0.0
+    issue_wait_s: float = 0.0
     host_s: float = 0.0
     _box: _Mailbox | None = field(default=None, repr=False)
 
@@ -186,23 +248,26 @@ class StagedExperts:
     def n_expert(self) -> int:
         return self.in_place.n_expert
 
-    def run(self, moe_ffn_selected, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
-        """The picked experts' weighted sum [T, n_embd] in x's dtype; `moe_ffn_selected` is the
-        ops' own, for experts on the device."""
+    def run(self, moe_ffn_selected, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor,
+            slots_ffn=None):  # fmt: skip
+        """The picked experts' weighted sum [T, n_embd] in x's dtype. `moe_ffn_selected`: the
+        ops' own, for experts on the device (x, experts, ids, weights); `slots_ffn`: the same
+        for the slots, where the ops have a faster one (KernelsOps: the slots' fixed grouping
+        and the norm's 8-bit x)."""
         n_tokens, k = ids.shape
         c = self.cpu_picks
         if n_tokens != 1 or not can_cut(x.device) or not 0 < c < k:
             return moe_ffn_selected(x, self.in_place, ids, weights)
         if self._box is None:  # made at the first (eager) step, before any capture
-            self._box = _Mailbox.make(x.shape[1], k, c, x.device)
+            self._box = _Mailbox.make(x, k, c)
         box = self._box
-        box.x.copy_(x.float(), non_blocking=True)
-        box.ids.copy_(ids.to(torch.int32), non_blocking=True)
-        box.weights.copy_(weights.float(), non_blocking=True)
+        box.x_raw.copy_(x, non_blocking=True)  # as they are: no conversion on the device
+        box.ids.copy_(ids, non_blocking=True)
+        box.weights.copy_(weights, non_blocking=True)
         cut(self._host_step, x.device)
         self.area.unpack(k - c)
-        on_gpu = moe_ffn_selected(x, self.slots, box.slot_ids, weights[:, c:].contiguous())
-        return (on_gpu.float() + box.on_device).to(x.dtype)
+        on_gpu = (slots_ffn or moe_ffn_selected)(x, self.slots, box.slot_ids, weights[:, c:])
+        return on_gpu + box.on_device
 
     def _host_step(self) -> None:
         """The GPU's picks copied in, ggml over the CPU's, its sum copied after them."""
@@ -213,13 +278,18 @@ class StagedExperts:
             raise RuntimeError(f"expert ids {ids.tolist()} outside 0..{self.n_expert - 1}")
         self.area.copy_in(self.whole, ids[c:])
         copied = time.perf_counter()
+        box.x.copy_(box.x_raw)
         self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),
                         box.out.data_ptr())  # fmt: skip
         computed = time.perf_counter()
-        box.on_device.copy_(box.out, non_blocking=True)
+        self.area.copies_issued()
+        issued = time.perf_counter()
+        box.out_raw.copy_(box.out)
+        box.on_device.copy_(box.out_raw, non_blocking=True)
         self.rewritten(list(range(len(ids) - c)))
         self.steps += 1
         done = time.perf_counter()
         self.copy_s += copied - started
         self.ggml_s += computed - copied
+        self.issue_wait_s += issued - computed
         self.host_s += done - started

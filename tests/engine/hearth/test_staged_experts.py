@@ -187,3 +187,29 @@ def test_kernels_ops_route_a_staged_layer_in_the_norms_launch(tmp_path):
     assert torch.equal(y_dev, y_st) and torch.equal(h_dev, h_st)
     assert staged.steps == 1  # the split ran: ggml's pick, the slots' three
     assert relative_error(f_st.float().numpy(), f_dev.float().numpy()) < 1e-2
+
+
+def test_the_copier_runs_jobs_in_turn_and_hands_back_their_errors():
+    """staged_experts._Copier: jobs run one at a time on its thread; what one raises comes
+    back from the next wait(), and so does a failed bind (every job then fails, none hangs)."""
+    from engine.hearth.staged_experts import _Copier
+
+    done = []
+    copier = _Copier(lambda: None)
+    for i in range(3):
+        copier.submit(done.append, i)
+    copier.wait()
+    assert done == [0, 1, 2]
+    copier.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        copier.wait()
+    copier.wait()  # handed back once
+
+    def no_device():
+        raise RuntimeError("no context")
+
+    broken = _Copier(no_device)
+    broken.submit(done.append, 9)
+    with pytest.raises(RuntimeError, match="no context"):
+        broken.wait()
+    assert done == [0, 1, 2]
