@@ -113,8 +113,10 @@ class StagingArea:
                 self.staged[slot].copy_(whole[int(expert)])
             return
         stream = torch.cuda.current_stream(self.device).cuda_stream
-        if self._copier is None:
-            self._copier = _Copier(lambda: torch.cuda.set_device(self.device))
+        if self._copier is None:  # the device's number as this thread has it ("cuda": current)
+            index = self.device.index
+            index = torch.cuda.current_device() if index is None else index
+            self._copier = _Copier(lambda: torch.cuda.set_device(index))
         self._copier.submit(self._issue, whole.data_ptr(), [int(e) for e in experts], stream)
 
     def copies_issued(self) -> None:
