@@ -64,9 +64,10 @@ def test_the_plan_for_a_12_gib_card(tmp_path):
     in_place, cached = plan["placements"]
     assert in_place["slots"] == 0 and 0 < in_place["ram_layers"] < 48
     assert cached["slots"] >= 8 and cached["ram_layers"] >= in_place["ram_layers"]
-    # (layers, slots, CPU picks): at the H200 host's rates the in-place read beats the CPU's
-    assert tuple(plan["chosen"][:2]) in {(p["ram_layers"], p["slots"]) for p in (in_place, cached)}
-    assert plan["chosen"][2] == 0
+    # (layers, slots, CPU picks): at the H200 host's rates a split of 3 picks by the CPU beats
+    # both the in-place read and every pick on the CPU, at the in-place count of layers
+    assert tuple(plan["chosen"][:2]) == (in_place["ram_layers"], 0)
+    assert plan["chosen"][2] == 3
     assert 0 < plan["llama_ncmoe"] < 48 and in_place["predicted"] > 0
 
 

@@ -66,14 +66,20 @@ class OffloadCosts:
     # the CPU ran 74.7 tok/s, 13.39 ms a token, 11.47 beyond the GPU's step: 546 us a layer, 416
     # of them the 8 picks (docs/measurements/2026-11-30-s25-call-5/offload.txt)
     host_call_s: float = 130e-6
-    # a token's picks split (engine/hearth/staged_experts.py): ggml's fixed cost called
-    # directly on the stepping thread (59 us: the probe above), and the pause a layer in RAM
-    # costs beside the copies and ggml (the step waited for, the host's Python, the slots laid
-    # out, the graph's next piece launched): not yet measured in the engine, an estimate
+    # a token's picks split (engine/hearth/staged_experts.py): ggml called directly on the
+    # stepping thread, 59 us a call (the probe above), its picks 1.11x slower beside the copies
+    # (289 against 260 us for 4 picks: the same probe); and the pause a layer in RAM costs
+    # beyond the longer of the two (the graph piece's own GPU work, the host's Python, the
+    # copies' late start): 21 layers split 3 of 8 ran 99.9 tok/s, 10.01 ms a token where the
+    # rest of this model gives 8.99 ms with no pause: 49 us more a layer than a 60 us guess
+    # (docs/measurements/2026-11-30-s27-call-6); a host whose ggml ran slower fits 141 us
+    # (call 8)
     direct_call_s: float = 59e-6
-    split_pause_s: float = 60e-6
-    # whether the planner may choose a split: not until the engine's split has been measured
-    split_placements_measured: bool = False
+    cpu_beside_copies: float = 1.11
+    split_pause_s: float = 109e-6
+    # whether the planner may choose a split: measured faster than reading in place on the
+    # H200's hosts (99.9 / 92.5 against 83.8 / 82.3 tok/s, calls 6 and 8)
+    split_placements_measured: bool = True
     # per layer per token without the CUDA graph (a cache's steps run eagerly): eager decode
     # ran 26.6-28.8 tok/s for a 32-layer model on the H100 (docs/performance.md), about 1.1 ms
     # a layer of launches from Python
@@ -207,8 +213,9 @@ def cpu_layer_seconds(k: int, expert_bytes: int, costs: OffloadCosts = OFFLOAD_C
 def split_layer_seconds(k: int, cpu_picks: int, expert_bytes: int,
                         costs: OffloadCosts = OFFLOAD_COSTS) -> float:  # fmt: skip
     """One layer in RAM a token with its picks split: the k - c copies over the link (one copy
-    an expert, at the copy rate) beside ggml's c picks called directly, whichever is longer,
-    and the pause."""
+    an expert, at the copy rate) beside ggml's c picks called directly (slower beside the
+    copies), whichever is longer, and the pause."""
     copies = (k - cpu_picks) * expert_bytes / (costs.host_link_gbps * GB)
-    cpu = cpu_picks * expert_bytes / (costs.cpu_expert_gbps * GB) + costs.direct_call_s
+    picks = cpu_picks * expert_bytes / (costs.cpu_expert_gbps * GB) * costs.cpu_beside_copies
+    cpu = picks + costs.direct_call_s
     return max(copies, cpu) + costs.split_pause_s

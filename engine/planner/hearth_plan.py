@@ -237,6 +237,10 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
         k = moe.n_expert_used
         if fits_with(k)(in_place, 0):
             options.append((in_place, 0, k))
+        # a split: the same layers, a few MiB of slots more on the GPU, and in host memory the
+        # pinned planes, the experts side by side and ggml's copy
+        if OFFLOAD_COSTS.split_placements_measured:
+            options += [(in_place, 0, c) for c in range(1, k) if fits_with(c)(in_place, 0)]
     if not options:  # cannot happen once the leanest fits; kept for safety
         return None
     bandwidth = search.request.gpus[0].bandwidth_gbps
@@ -329,6 +333,7 @@ def choice_of(profile: HearthProfile, pair, n_ctx: int, experts=ON_GPU) -> Choic
         expert_cache_slots=experts[1],
         n_expert=moe.n_expert if moe is not None else 0,
         expert_cpu_picks=cpu_picks_of(experts),
+        n_expert_used=moe.n_expert_used if moe is not None else 0,
     )
 
 
@@ -370,10 +375,11 @@ def experts_in_ram_reasons(
     )  # fmt: skip
     ram = host_expert_bytes(profile, config)
     cache = experts[0] * experts[1] * profile.expert_bytes
-    pinned = "ggml's copy" if picks else "pinned"
+    split = 0 < picks < moe.n_expert_used
+    pinned = "pinned, twice, and ggml's copy" if split else "ggml's copy" if picks else "pinned"
     if picks:
-        how = cpu_share_text(picks)
-        moved = "read over PCIe"
+        how = cpu_share_text(picks, moe.n_expert_used)
+        moved = "copied over PCIe" if split else "read over PCIe"
         routing = ""
     elif experts[1]:
         how = (

@@ -179,7 +179,7 @@ def weight_allocations(profile: HearthProfile, config: HearthConfig) -> list[int
             removed.update(_matrix_allocations(t))  # as HearthProfile.of counted it
             caches += [s for s in _cache_allocations(t, config.expert_cache_slots) if s]
     kept = Counter(profile.weight_allocations) - removed
-    return list(kept.elements()) + caches
+    return list(kept.elements()) + caches + split_staging(profile, config)
 
 
 def _ram_expert_layers(profile: HearthProfile, config: HearthConfig) -> list:
@@ -187,27 +187,60 @@ def _ram_expert_layers(profile: HearthProfile, config: HearthConfig) -> list:
     return profile.layer_experts[max(0, n - config.ram_expert_layers) :]
 
 
+def split_picks(profile: HearthProfile, config: HearthConfig) -> int:
+    """c where a token's picks of a layer in RAM are split (0 < c < k: c by the CPU, the others
+    copied to the GPU: engine/hearth/staged_experts.py), else 0."""
+    moe = profile.config.moe
+    picks = config.expert_cpu_picks
+    return picks if moe is not None and 0 < picks < moe.n_expert_used else 0
+
+
+def _expert_row(ts) -> int:
+    """One expert's bytes of a layer's expert tensors, side by side (a split's row)."""
+    n_expert = max(1, ts[0].shape[-1]) if ts else 1
+    return sum(
+        (4 * t.n_elements if t.name.endswith(".bias") else t.n_bytes) // n_expert for t in ts
+    )
+
+
+def split_staging(profile: HearthProfile, config: HearthConfig) -> list[int]:
+    """A split's device slots (k - c experts of the largest layer in RAM, as copied and as
+    laid out tensor by tensor), one area for every such layer; [] without a split."""
+    c = split_picks(profile, config)
+    if not c or not config.ram_expert_layers:
+        return []
+    slots = profile.config.moe.n_expert_used - c
+    row = max(_expert_row(ts) for ts in _ram_expert_layers(profile, config))
+    return [slots * row, slots * row]
+
+
 def pinned_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
     """The experts in RAM that the GPU reads any picks of (in place, or through a cache):
     pinned, each plane (a weight's, as on the GPU) or float32 bias its own page-locked buffer
     of whole pages plus one page (engine/hearth/expert_offload.py pinned_copy). None where the
-    CPU computes every pick."""
-    if not config.ram_expert_layers or config.expert_cpu_picks:
+    CPU computes every pick; with a split, also each layer's experts side by side, one buffer."""
+    picks = config.expert_cpu_picks
+    if not config.ram_expert_layers or (picks and not split_picks(profile, config)):
         return 0
+    layers = _ram_expert_layers(profile, config)
     sizes = [
         size
-        for ts in _ram_expert_layers(profile, config)
+        for ts in layers
         for t in ts
         for size in ([4 * t.n_elements] if t.name.endswith(".bias") else _matrix_allocations(t))
     ]
+    if picks:
+        sizes += [_expert_row(ts) * ts[0].shape[-1] for ts in layers if ts]
     return sum(-(-size // _PAGE) * _PAGE + _PAGE for size in sizes if size)
 
 
 def host_expert_bytes(profile: HearthProfile, config: HearthConfig) -> int:
     """The experts kept in RAM: the last ram_expert_layers layers'. The pinned planes the GPU
-    reads (pinned_expert_bytes) or, where the CPU computes every pick (ggml), the file's
+    reads (pinned_expert_bytes) and, where the CPU computes any pick (ggml), the file's
     expert tensors: ggml's repacked copy of those it repacks, the mapped pages of the others,
-    which must stay in RAM to be read at its rate (engine/hearth/cpu_experts.py)."""
+    which must stay in RAM to be read at its rate (engine/hearth/cpu_experts.py). A split
+    keeps all three: the planes (read in place by prefill chunks), the experts side by side
+    (copied) and ggml's."""
     if not config.ram_expert_layers:
         return 0
     total = pinned_expert_bytes(profile, config)

@@ -114,9 +114,10 @@ class Choice:
     # the Hearth engine with experts in RAM: experts each of those layers caches on the GPU
     expert_cache_slots: int = 0
     n_expert: int = 0  # experts per MoE layer (0: not said)
-    # ... or (no cache) every pick of a token there computed by the CPU: the model's
-    # n_expert_used (0: the GPU reads them in place)
+    # ... or (no cache) picks of a token there computed by the CPU: the model's n_expert_used
+    # (every pick), fewer (a split: the others copied to the GPU), 0 (the GPU reads them in place)
     expert_cpu_picks: int = 0
+    n_expert_used: int = 0  # picks a token per MoE layer (0: not said)
 
     @property
     def offload_summary(self) -> str:
@@ -128,7 +129,7 @@ class Choice:
             of = f" of {self.n_expert}" if self.n_expert else ""
             text += f" ({self.expert_cache_slots}{of} cached on the GPU per layer)"
         elif self.n_cpu_expert_layers and self.engine == "hearth":
-            text += f" ({cpu_share_text(self.expert_cpu_picks)})"
+            text += f" ({cpu_share_text(self.expert_cpu_picks, self.n_expert_used)})"
         return text
 
     @property
@@ -140,12 +141,13 @@ class Choice:
             self.n_expert,
             hearth=self.engine == "hearth",
             cpu_picks=self.expert_cpu_picks,
+            n_expert_used=self.n_expert_used,
         )
 
 
 def experts_in_ram_text(
     n_ram: int, n_layers: int, slots: int = 0, n_expert: int = 0, *, hearth: bool = False,
-    cpu_picks: int = 0,
+    cpu_picks: int = 0, n_expert_used: int = 0,
 ) -> str:  # fmt: skip
     """ "experts in RAM: N of M layers", with how the Hearth engine reads them (", S of E
     experts per layer cached on the GPU", ", read by the GPU over PCIe" or ", computed by the
@@ -157,13 +159,19 @@ def experts_in_ram_text(
         of = f" of {n_expert}" if n_expert else ""
         text += f", {slots}{of} experts per layer cached on the GPU"
     elif hearth:
-        text += f", {cpu_share_text(cpu_picks)}"
+        text += f", {cpu_share_text(cpu_picks, n_expert_used)}"
     return text
 
 
-def cpu_share_text(cpu_picks: int) -> str:
+def cpu_share_text(cpu_picks: int, n_expert_used: int = 0) -> str:
     """Who computes a token's picks of a layer in RAM (no cache): the GPU reading them in place
-    (cpu_picks 0) or the CPU (all of them)."""
+    (cpu_picks 0), the CPU (all of them), or a split (some of the n_expert_used by the CPU, the
+    others copied to the GPU)."""
+    if 0 < cpu_picks < n_expert_used:
+        return (
+            f"{cpu_picks} of a token's {n_expert_used} picks computed by the CPU, the others "
+            "copied to the GPU"
+        )
     return "computed by the CPU" if cpu_picks else "read by the GPU over PCIe"
 
 

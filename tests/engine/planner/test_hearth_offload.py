@@ -257,10 +257,19 @@ def test_the_costs_predict_the_measured_placements(synthetic_info, ram, placemen
 @pytest.mark.parametrize(
     ("costs", "picks"),
     [
-        # the H200 host's rates (PCIe 5.0 x16): the in-place read, the faster there
-        (OFFLOAD_COSTS, 0),
-        # a PCIe 4.0 x16 desktop's link: every pick on the CPU
-        (dataclasses.replace(OFFLOAD_COSTS, host_link_gbps=25.0), 8),
+        # the H200 host's rates (PCIe 5.0 x16): a split of 3 picks by the CPU (388 us a layer
+        # against 479 read in place, 546 every pick on the CPU)
+        (OFFLOAD_COSTS, 3),
+        # without the split measured, the in-place read
+        (dataclasses.replace(OFFLOAD_COSTS, split_placements_measured=False), 0),
+        # a PCIe 4.0 x16 desktop's link: a split of 5 (477 us; every pick on the CPU 546)
+        (dataclasses.replace(OFFLOAD_COSTS, host_link_gbps=25.0), 5),
+        (
+            dataclasses.replace(
+                OFFLOAD_COSTS, host_link_gbps=25.0, split_placements_measured=False
+            ),
+            8,
+        ),
         # a CPU far slower than the bus: everything read in place
         (dataclasses.replace(OFFLOAD_COSTS, cpu_expert_gbps=2.0), 0),
         # a link far slower than the CPU: every pick on the CPU
@@ -284,6 +293,11 @@ def test_the_plan_puts_experts_on_the_cpu_where_it_is_faster(
     assert choice.expert_cache_slots == 0 and choice.n_cpu_expert_layers > 0
     if picks == 8:
         assert choice.experts_in_ram_text.endswith("computed by the CPU")
+    if 0 < picks < 8:
+        assert choice.experts_in_ram_text.endswith(
+            f"{picks} of a token's 8 picks computed by the CPU, the others copied to the GPU"
+        )
+        assert any("copied over PCIe" in r for r in plan.reasons)
 
 
 def test_experts_on_the_cpu_keep_ggmls_copy_in_host_memory_and_none_pinned(qwen3_moe):
@@ -297,16 +311,36 @@ def test_experts_on_the_cpu_keep_ggmls_copy_in_host_memory_and_none_pinned(qwen3
     assert on_cpu.gpu_total <= in_place.gpu_total
 
 
+def test_a_split_keeps_three_copies_in_host_memory_and_its_slots_on_the_gpu(qwen3_moe):
+    """A split of 3 of 8 picks: host memory holds the pinned planes (read in place by prefill
+    chunks), the experts side by side (pinned, copied a pick at a time) and ggml's copy; the
+    GPU the in-place placement's weights and 2 x 5 experts' slots more (of the largest layer
+    in RAM: Q4_K_M gives half the downs Q6_K), and the driver's
+    mapping of twice the pinned pages."""
+    ram = 21
+    in_place = hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=ram))
+    split = hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=ram, expert_cpu_picks=3))
+    file_bytes = sum(t.n_bytes for ts in qwen3_moe.layer_experts[-ram:] for t in ts)
+    assert split.host_experts == pytest.approx(2 * in_place.host_experts + file_bytes, rel=1e-3)
+    largest = max(sum(t.n_bytes for t in ts) for ts in qwen3_moe.layer_experts[-ram:])
+    expert = largest / qwen3_moe.config.moe.n_expert  # the slots hold the largest layer's
+    slots = split.weights - in_place.weights
+    assert slots == pytest.approx(2 * 5 * expert, rel=0.01)
+    assert split.pinned_mapping == pytest.approx(2 * in_place.pinned_mapping, rel=1e-3)
+
+
 def test_a_layer_on_the_cpu_costs_its_picks_and_its_call():
     # 8 picks of 3 MB at 58.9 GB/s, plus ggml's and the host node's fixed 130 us
     assert cpu_layer_seconds(8, 3_000_000) == pytest.approx(8 * 3e6 / 58.9e9 + 130e-6)
 
 
 def test_a_split_layer_costs_the_longer_of_its_copies_and_ggml_and_its_pause():
-    # 5 copies of 3 MB at 55 GB/s (273 us) beside 3 picks at 58.9 GB/s and a 59 us call (212 us)
-    assert split_layer_seconds(8, 3, 3_000_000) == pytest.approx(5 * 3e6 / 55e9 + 60e-6)
-    # 1 copy (55 us) beside 7 picks (356 + 59 us)
-    assert split_layer_seconds(8, 7, 3_000_000) == pytest.approx(7 * 3e6 / 58.9e9 + 119e-6)
+    # 5 copies of 3 MB at 55 GB/s (273 us) beside 3 picks at 58.9 GB/s, 1.11x slower, and a
+    # 59 us call (229 us); then the 109 us pause
+    assert split_layer_seconds(8, 3, 3_000_000) == pytest.approx(5 * 3e6 / 55e9 + 109e-6)
+    # 1 copy (55 us) beside 7 picks (396 + 59 us)
+    want = 7 * 3e6 / 58.9e9 * 1.11 + 59e-6 + 109e-6
+    assert split_layer_seconds(8, 7, 3_000_000) == pytest.approx(want)
 
 
 def test_offload_speed_with_picks_on_the_cpu():
