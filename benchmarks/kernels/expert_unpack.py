@@ -39,10 +39,12 @@ def main() -> int:
         staged = torch.randint(0, 255, (n_slots, row), dtype=torch.uint8, device="cuda")
         planes = torch.zeros(total, dtype=torch.uint8, device="cuda")
         moved = 2 * n_slots * row
+        args = (staged, planes, table, n_slots)
         for name, fn in (("unpack_slots", unpack_slots), ("torch copies", unpack_slots_torch)):
-            seconds = time_calls(lambda fn=fn: fn(staged, planes, table, n_slots), repeats=50)
+            seconds = time_calls(lambda fn=fn, args=args: fn(*args), repeats=50)
+            share = moved / seconds / rate
             print(f"{n_slots} slots ({n_slots * row / 2**20:.1f} MiB) {name:<13} "
-                  f"{seconds * 1e6:6.1f} us  {moved / seconds / rate:6.1%} of the copy rate")  # fmt: skip
+                  f"{seconds * 1e6:6.1f} us  {share:6.1%} of the copy rate")  # fmt: skip
         expected = torch.zeros_like(planes)
         unpack_slots_torch(staged, expected, table, n_slots)
         unpack_slots(staged, planes, table, n_slots)
