@@ -106,9 +106,12 @@ class OffloadSpeed:
 
 def fewest_ram_layers(fits: Callable[[int, int], bool], n_layer: int, min_slots: int) -> int | None:
     """The fewest layers (1..n_layer) whose experts in RAM, with min_slots each, fit; None when
-    not even all of them do. Memory falls as layers move to RAM, so a bisection finds it."""
+    no count does. GPU memory falls as layers move to RAM and host memory grows, so the counts
+    that fit are a run: where all of them fit the GPU's side alone binds and a bisection finds
+    the fewest; where all do not (host memory too small for every layer's experts), the run
+    ends before n_layer and a walk up from 1 finds its start."""
     if not fits(n_layer, min_slots):
-        return None
+        return next((n for n in range(1, n_layer) if fits(n, min_slots)), None)
     lo, hi = 1, n_layer
     while lo < hi:
         mid = (lo + hi) // 2

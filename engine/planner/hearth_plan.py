@@ -210,12 +210,21 @@ def _with_experts_in_ram(profile: HearthProfile, search: Search, lo: int, target
 
 def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
     """(context, placement) for one pair with experts in RAM: the longest context the leanest
-    placement fits (every layer's experts read in place), and at that context the fastest of
+    placement fits (every layer's experts read in place, or as many as host memory holds), and
+    at that context the fastest of
     the fewest layers read in place, the fewest layers with the most cache slots and, where
     ggml is here, as many layers computed by the CPU (module docstring); None when not even
     the leanest placement fits `lo` tokens."""
     moe, n = profile.config.moe, profile.config.n_layer
-    n_ctx = _longest(profile, search, pair, lo, target, (n, 0))
+    # the leanest placement on the GPU: every layer's experts in RAM, or as many as host memory
+    # holds (it grows as they move; a context's KV is all on the GPU)
+    host = search.request.host_budget_bytes
+    leanest = next(
+        (r for r in range(n, 0, -1)
+         if host is None or _estimate(profile, search, pair, lo, (r, 0)).host.total <= host),
+        0,
+    )  # fmt: skip
+    n_ctx = _longest(profile, search, pair, lo, target, (leanest, 0)) if leanest else 0
     if not n_ctx:
         return None
 

@@ -438,3 +438,26 @@ def test_best_fit_picks_the_faster_by_measured_figures(
     assert words in plan.notes[0]
     # the verdict with every expert on the GPU is untouched by these rows
     assert engine_table.speed_verdict("cuda sm_90", moe=True).ratio == all_on_gpu
+
+
+def test_a_split_is_chosen_only_where_host_memory_holds_its_three_copies(
+    synthetic_info, cpu_experts
+):
+    """The split keeps a layer's experts three times in RAM (about 7 GiB each for 21 of
+    Qwen3-30B-A3B's layers: 23.7 GiB of host memory in all against 9.4 in place): with 16 GiB
+    it does not fit and the plan takes one copy (in place, or every pick on the CPU); with 100
+    GiB it takes the split."""
+    info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
+    roomy = plan_hearth(info, h200(12)).choice
+    assert roomy.expert_cpu_picks == 3
+    tight = plan_hearth(info, h200(12, host_budget_bytes=16 * GIB)).choice
+    assert tight.n_cpu_expert_layers == roomy.n_cpu_expert_layers
+    assert tight.expert_cpu_picks in (0, 8) and tight.expert_cache_slots == 0
+
+
+def test_host_memory_too_small_for_every_layers_experts_still_plans_the_layers_it_holds():
+    """fewest_ram_layers with host memory binding: the counts that fit are a run that ends
+    before every layer (here 10..30 of 48); the fewest is its start, not None."""
+    assert fewest_ram_layers(lambda n, slots: 10 <= n <= 30, 48, 0) == 10
+    assert fewest_ram_layers(lambda n, slots: n >= 10, 48, 0) == 10  # the bisection's case
+    assert fewest_ram_layers(lambda n, slots: False, 48, 0) is None
