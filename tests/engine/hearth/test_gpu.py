@@ -353,6 +353,35 @@ def test_experts_in_ram_give_the_logits_of_experts_on_the_gpu(ram_layers, slots,
     torch.testing.assert_close(rows["ram"], rows["gpu"], rtol=0, atol=4e-3)
 
 
+def _eager_and_graph_logits(path, placement, before_graph=None):
+    """A tiny model's logits on the GPU with its experts placed by `placement`: a 6-token
+    prefill and eager decode steps, then the same decode steps through a DecodeGraph's
+    replays; (eager rows, replayed rows, the model, the graph). before_graph(model), if
+    given, runs between the two and its result comes back as the graph's companion."""
+    from engine.hearth.decode_graph import DecodeGraph
+
+    info = read_model_info(path)
+    config = model_config(info)
+    tokens = test_forward.TOKENS
+    model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps("cuda"),
+                             experts=placement)  # fmt: skip
+    cache = TorchKVCache(n_layer=config.n_layer, n_head_kv=config.n_head_kv,
+                         head_dim=config.head_dim, n_ctx=test_forward.N_CTX,
+                         dtype=torch.float16, device="cuda")  # fmt: skip
+    prompt = torch.tensor(tokens[:6], device="cuda")
+    out = [model.forward(prompt, torch.arange(6, device="cuda"), cache, n_keys=6,
+                         all_logits=True)]  # fmt: skip
+    for pos in range(6, len(tokens)):
+        out.append(_eager_step(model, cache, tokens[pos], pos)[None])
+    graph = DecodeGraph(model, cache, position=6)
+    seen = before_graph(model) if before_graph is not None else None
+    replayed = torch.stack(
+        [graph.step(tokens[pos], pos, launch_ahead=False)[0].float().cpu().clone()
+         for pos in range(6, len(tokens))]
+    )  # fmt: skip
+    return torch.cat(out).float().cpu(), replayed, model, graph, seen
+
+
 def test_experts_on_the_cpu_run_as_host_nodes_of_the_decode_graph(tmp_path):
     """A tiny qwen3moe (4 picks of 8 experts, Q4_0) with its last layer's experts computed by
     ggml on the CPU: the eager steps (the host function queued with cuLaunchHostFunc) and
@@ -362,37 +391,18 @@ def test_experts_on_the_cpu_run_as_host_nodes_of_the_decode_graph(tmp_path):
     function failed."""
     from gguf import GGMLQuantizationType
 
-    from engine.hearth.decode_graph import DecodeGraph
     from engine.hearth.expert_offload import ExpertPlacement, ExpertsOnCpu
     from tests.engine.hearth.tiny_models import tiny_spec
 
     spec = tiny_spec("qwen3moe", expert_type=GGMLQuantizationType.Q4_0, n_expert_used=4)
     path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", spec)
-    info = read_model_info(path)
-    config = model_config(info)
-    tokens = test_forward.TOKENS
     rows, graphs = {}, {}
     placements = {
         "gpu": ExpertPlacement(),
         "cpu": ExpertPlacement(1, on_cpu=True, cpu_threads=2),
     }
     for name, placement in placements.items():
-        tensors = GGUFTensors(str(path), info)
-        model = Transformer.load(config, tensors, KernelsOps("cuda"), experts=placement)
-        cache = TorchKVCache(n_layer=config.n_layer, n_head_kv=config.n_head_kv,
-                             head_dim=config.head_dim, n_ctx=test_forward.N_CTX,
-                             dtype=torch.float16, device="cuda")  # fmt: skip
-        prompt = torch.tensor(tokens[:6], device="cuda")
-        out = [model.forward(prompt, torch.arange(6, device="cuda"), cache, n_keys=6,
-                             all_logits=True)]  # fmt: skip
-        for pos in range(6, len(tokens)):
-            out.append(_eager_step(model, cache, tokens[pos], pos)[None])
-        rows[name] = torch.cat(out).float().cpu()
-        graph = DecodeGraph(model, cache, position=6)
-        graphs[name] = torch.stack(
-            [graph.step(tokens[pos], pos, launch_ahead=False)[0].float().cpu().clone()
-             for pos in range(6, len(tokens))]
-        )  # fmt: skip
+        rows[name], graphs[name], model, _, _ = _eager_and_graph_logits(path, placement)
         if name == "cpu":
             experts = model.layers[-1].moe.experts
             assert isinstance(experts, ExpertsOnCpu) and not model.routes_on_host
@@ -415,46 +425,27 @@ def test_a_split_runs_as_graph_pieces_with_host_steps_between(tmp_path):
     x, the replays those of the eager steps, and one host step a layer a replay."""
     from gguf import GGMLQuantizationType
 
-    from engine.hearth.decode_graph import DecodeGraph
     from engine.hearth.expert_offload import ExpertPlacement
     from engine.hearth.staged_experts import StagedExperts
     from tests.engine.hearth.tiny_models import tiny_spec
 
     spec = tiny_spec("qwen3moe", expert_type=GGMLQuantizationType.Q4_0, n_expert_used=4)
     path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", spec)
-    info = read_model_info(path)
-    config = model_config(info)
-    tokens = test_forward.TOKENS
+    replays = len(test_forward.TOKENS) - 6
     rows, graphs = {}, {}
-    placements = {
-        "gpu": ExpertPlacement(),
-        "split": ExpertPlacement(2, split_picks=1, cpu_threads=2),
-    }
-    for name, placement in placements.items():
-        tensors = GGUFTensors(str(path), info)
-        model = Transformer.load(config, tensors, KernelsOps("cuda"), experts=placement)
-        cache = TorchKVCache(n_layer=config.n_layer, n_head_kv=config.n_head_kv,
-                             head_dim=config.head_dim, n_ctx=test_forward.N_CTX,
-                             dtype=torch.float16, device="cuda")  # fmt: skip
-        prompt = torch.tensor(tokens[:6], device="cuda")
-        out = [model.forward(prompt, torch.arange(6, device="cuda"), cache, n_keys=6,
-                             all_logits=True)]  # fmt: skip
-        for pos in range(6, len(tokens)):
-            out.append(_eager_step(model, cache, tokens[pos], pos)[None])
-        rows[name] = torch.cat(out).float().cpu()
-        graph = DecodeGraph(model, cache, position=6)
-        staged = [layer.moe.experts for layer in model.layers if layer.moe is not None]
-        staged = [e for e in staged if isinstance(e, StagedExperts)]
-        before = [e.steps for e in staged]
-        graphs[name] = torch.stack(
-            [graph.step(tokens[pos], pos, launch_ahead=False)[0].float().cpu().clone()
-             for pos in range(6, len(tokens))]
-        )  # fmt: skip
-        if name == "split":
-            assert len(staged) == 2 and not model.routes_on_host
-            assert len(graph._slots[0].pieces) == 3  # cut at each of the 2 layers in RAM
-            replays = len(tokens) - 6
-            assert [e.steps - b for e, b in zip(staged, before, strict=True)] == [replays] * 2
+
+    def staged(model):
+        found = [layer.moe.experts for layer in model.layers if layer.moe is not None]
+        return [(e, e.steps) for e in found if isinstance(e, StagedExperts)]
+
+    rows["gpu"], graphs["gpu"], _, _, _ = _eager_and_graph_logits(path, ExpertPlacement())
+    split = ExpertPlacement(2, split_picks=1, cpu_threads=2)
+    rows["split"], graphs["split"], model, graph, before = _eager_and_graph_logits(
+        path, split, staged
+    )
+    assert len(before) == 2 and not model.routes_on_host
+    assert len(graph._slots[0].pieces) == 3  # cut at each of the 2 layers in RAM
+    assert [e.steps - steps for e, steps in before] == [replays] * 2
 
     def relative(a, b):
         return float((a - b).norm() / b.norm())

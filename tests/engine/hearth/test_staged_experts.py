@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from engine.hearth import graph_pieces
+from engine.hearth.cpu_experts import CpuExperts
 from engine.hearth.expert_offload import ExpertPlacement
 from engine.hearth.staged_experts import StagedExperts, StagingArea, whole_experts
 from testkit.synthetic_moe import write_experts_gguf
@@ -46,25 +47,27 @@ def test_a_split_gives_the_logits_of_experts_on_the_device(tmp_path, expert_type
     assert staged.steps == len(TOKENS) - 6
     assert relative_error(got, expected) < bound
     # without ggml's share the same steps are far off: the CPU's pick is in the sum
-    staged.cpu.run_at = lambda n, k, x, ids, weights, out: None
-    staged._box.out.zero_()
-    dropped, _ = model_logits_with(path, model)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(CpuExperts, "run_at", lambda self, n, k, x, ids, weights, out: None)
+        dropped, _ = model_logits(path, ExpertPlacement(ram_layers=1, cpu_threads=1,
+                                                        split_picks=1))  # fmt: skip
     assert relative_error(dropped[6:], expected[6:]) > 10 * bound
 
 
-def model_logits_with(path, model):
-    """placement_logits' steps again on an already loaded model."""
-    from engine.hearth.kv_cache import TorchKVCache
+def _experts_layer(tmp_path, types: dict):
+    """One layer of 8 experts, 64 x 64 (the interpreter's GEMV is slow at larger shapes), 4
+    picks a token: the file's expert tensors and the routing rule."""
+    from engine.gguf import read_model_info
+    from engine.hearth.config import MoeConfig
+    from engine.hearth.weights import GGUFTensors
 
-    config = model.config
-    cache = TorchKVCache(n_layer=config.n_layer, n_head_kv=config.n_head_kv,
-                         head_dim=config.head_dim, n_ctx=16)  # fmt: skip
-    rows = [model.forward(torch.tensor(TOKENS[:6]), torch.arange(6), cache, n_keys=6,
-                          all_logits=True)]  # fmt: skip
-    for pos in range(6, len(TOKENS)):
-        step = model.forward(torch.tensor([TOKENS[pos]]), torch.tensor([pos]), cache, n_keys=16)
-        rows.append(step[None])
-    return torch.cat(rows).numpy(), model
+    shape = replace(QWEN3_LIKE, n_embd=64, n_ff_exp=64)
+    path = write_experts_gguf(tmp_path / "experts.gguf", shape, 1, types)
+    tensors = GGUFTensors(str(path), read_model_info(path))
+    parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
+    rule = MoeConfig(n_expert=8, n_expert_used=4, n_ff_exp=shape.n_ff_exp,
+                     gating="softmax", normalize=True)  # fmt: skip
+    return parts, rule
 
 
 def test_kernels_ops_split_a_tokens_picks_between_ggml_and_the_copied_slots(tmp_path):
@@ -72,21 +75,12 @@ def test_kernels_ops_split_a_tokens_picks_between_ggml_and_the_copied_slots(tmp_
     split 1 of 4 picks to the CPU: a decode step's sum is ggml's for the first pick plus the
     expert GEMV's over the other three's slots, from the same router logits, and those slots
     hold exactly the picked experts' planes."""
-    from engine.gguf import read_model_info
-    from engine.hearth.config import MoeConfig
     from engine.hearth.ops import KernelsOps
     from engine.hearth.routing import select_experts
-    from engine.hearth.weights import GGUFTensors
 
-    shape = replace(QWEN3_LIKE, n_embd=64, n_ff_exp=64)
-    path = write_experts_gguf(tmp_path / "q4_0.gguf", shape, 1,
-                              {"gate": "Q4_0", "up": "Q4_0", "down": "Q4_0"})  # fmt: skip
-    tensors = GGUFTensors(str(path), read_model_info(path))
-    parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
-    rule = MoeConfig(n_expert=8, n_expert_used=4, n_ff_exp=shape.n_ff_exp,
-                     gating="softmax", normalize=True)  # fmt: skip
+    parts, rule = _experts_layer(tmp_path, {"gate": "Q4_0", "up": "Q4_0", "down": "Q4_0"})
     rng = np.random.default_rng(5)
-    x = torch.from_numpy(rng.standard_normal((1, shape.n_embd)).astype(np.float32) * 0.02)
+    x = torch.from_numpy(rng.standard_normal((1, 64)).astype(np.float32) * 0.02)
     logits = torch.from_numpy(rng.standard_normal((1, 8)).astype(np.float32))
     ops = KernelsOps("cpu")
     staged = ops.prepare_experts_staged(*parts, "silu", (None, None, None), 4, cpu_picks=1,
@@ -156,22 +150,14 @@ def test_kernels_ops_route_a_staged_layer_in_the_norms_launch(tmp_path):
     experts as for experts on the device (the routing's ids and weights handed to the split):
     the same norm outputs, and the experts' sum within ggml's rounding of x for its one pick
     of four (Q8_0 experts: about 0.5% of that pick's share)."""
-    from engine.gguf import read_model_info
     from engine.gguf.ggml_types import GGML_TYPES_BY_NAME
-    from engine.hearth.config import MoeConfig
     from engine.hearth.forward import MoeBlock
     from engine.hearth.ops import KernelsOps
-    from engine.hearth.weights import GGUFTensors, QuantWeight
+    from engine.hearth.weights import QuantWeight
 
-    shape = replace(QWEN3_LIKE, n_embd=64, n_ff_exp=64)
-    path = write_experts_gguf(tmp_path / "q8.gguf", shape, 1,
-                              {"gate": "Q8_0", "up": "Q8_0", "down": "Q8_0"})  # fmt: skip
-    tensors = GGUFTensors(str(path), read_model_info(path))
-    parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
-    rule = MoeConfig(n_expert=8, n_expert_used=4, n_ff_exp=shape.n_ff_exp,
-                     gating="softmax", normalize=True)  # fmt: skip
+    parts, rule = _experts_layer(tmp_path, {"gate": "Q8_0", "up": "Q8_0", "down": "Q8_0"})
     rng = np.random.default_rng(7)
-    router = torch.from_numpy(rng.standard_normal((8, shape.n_embd)).astype(np.float32))
+    router = torch.from_numpy(rng.standard_normal((8, 64)).astype(np.float32))
     ops = KernelsOps("cpu")
     prepared = ops.prepare(QuantWeight("r", GGML_TYPES_BY_NAME["F32"].id, 8, 64, router))
     a = torch.from_numpy(rng.standard_normal((1, 64)).astype(np.float32)).to(ops.dtype)
