@@ -10,8 +10,8 @@ token, for each layer in RAM:
 
     GPU   ... router -> ids, weights, x to pinned host buffers | pause (graph_pieces.cut)
     host  ids read; the last k - c picks copied, one copy each, into the device slots
-          (cuMemcpyHtoDAsync on the step's stream); ggml computes the first c picks meanwhile;
-          its sum copied to the device after the copies
+          (cuMemcpyHtoDAsync into the step's stream, issued by a copier thread); ggml computes
+          the first c picks meanwhile; its sum copied to the device after the copies
     GPU   the slots laid out tensor by tensor (kernels/expert_unpack.py), the expert GEMV over
           them with the picks' weights, plus ggml's sum ...
 
