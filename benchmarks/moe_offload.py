@@ -12,13 +12,16 @@ same free VRAM, with the planner's predictions beside both.
    (engine/planner/hearth_offload.py), each with its predicted speed; and llama.cpp's own
    plan (its --n-cpu-moe count and predicted speed). Beside them, at the in-place count of
    layers: those layers' experts computed by the CPU (ggml, --cpu-threads; a host node in
-   the decode graph: expert_offload.ExpertsOnCpu; --skip-cpu leaves it out).
+   the decode graph: expert_offload.ExpertsOnCpu; --skip-cpu leaves it out), and the splits
+   --split-picks names (c of a token's picks by ggml, the others copied to the GPU:
+   engine/hearth/staged_experts.py; the decode graph in pieces, each pause timed in parts).
 3. For each, in a child process (its memory given back when it ends): the pinned
    host -> device copy rate; the model loaded with that placement; 64 prompt tokens and 16
    decode steps to warm up; then tg128: 128 decode steps, each fed a random token (as
    llama-bench's tg does: a greedy loop over random weights settles on one token and would
    make every expert a cache hit) and its logits read on the host: through the decode
-   step's CUDA graph where the placement allows it (in place), eagerly with a cache.
+   step's CUDA graph where the placement allows it (in place, on the CPU, split), eagerly
+   with a cache.
    Tokens/s, cache hits and misses per token, bytes copied per token, and the planner's
    prediction at the measured copy rate.
 4. llama-bench tg128 (-fa 1, -ngl 99, --threads) at several --n-cpu-moe settings around the
