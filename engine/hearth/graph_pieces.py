@@ -96,11 +96,11 @@ def capture(
         try:
             result = fn()
         except BaseException:
-            _capturing.recorder = None
             with contextlib.suppress(RuntimeError):  # end it, or the stream stays captured
                 recorder.graph.capture_end()
             raise
-        _capturing.recorder = None
+        finally:
+            _capturing.recorder = None
         pieces = recorder.finish()
     torch.cuda.current_stream(device).wait_stream(stream)
     return pieces, result

@@ -508,17 +508,17 @@ class KernelsMoeOps:
         return f, r.y, r.h, r.quantized
 
     def _slot_routing(self, slot_ids: torch.Tensor, slot_weights: torch.Tensor):
-        """The routing of a split's slots (staged_experts: pick c + j in slot j, the same ids
-        every step): grouped once, by route_experts at the first (eager) step, and thereafter
-        the same grouping with this step's weights, no launch."""
+        """The routing of a split's slots (staged_experts: pick c + j in slot j, ids 0..n-1 at
+        every step and layer): grouped once per slot count, by route_experts at the first
+        (eager) step, and thereafter that grouping with this step's weights, no launch."""
         import dataclasses as dc
 
         from kernels.moe_routing import route_experts
 
-        key = (slot_ids.data_ptr(), slot_ids.shape[1])
-        made = self._slot_routings.get(key)
+        n = slot_ids.shape[1]
+        made = self._slot_routings.get(n)
         if made is None:
-            made = self._slot_routings[key] = route_experts(slot_ids, None, slot_ids.shape[1])
+            made = self._slot_routings[n] = route_experts(slot_ids, None, n)
         return dc.replace(made, weights=slot_weights)
 
     def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:

@@ -95,7 +95,6 @@ class TorchOps(TorchMoeOps):
         self._experts_bytes = 0
         self._ggml_cpus: dict[int, object] = {}  # prepare_experts_on_cpu's thread pools
         self._staging: dict[tuple, object] = {}  # prepare_experts_staged's slots, by layout
-        self._slot_routings: dict[tuple, object] = {}  # their grouping (KernelsOps)
         # each RoPE table's inverse frequencies on the device (the table keeps them on the
         # CPU); copied at a table's first use, which is eager, never inside a graph's capture
         self._inv_freqs: dict[RopeTable, torch.Tensor] = {}
@@ -271,6 +270,7 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
         kernels.require()
         self._k = kernels
+        self._slot_routings: dict[int, object] = {}  # a split's slots' grouping, by slot count
         if self.device.type == "cuda":  # Triton's one-time setup, while the weights load
             from kernels.compiler_warmup import warm_compiler_in_background
 

@@ -217,13 +217,9 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
     the leanest placement fits `lo` tokens."""
     moe, n = profile.config.moe, profile.config.n_layer
     # the leanest placement on the GPU: every layer's experts in RAM, or as many as host memory
-    # holds (it grows as they move; a context's KV is all on the GPU)
-    host = search.request.host_budget_bytes
-    leanest = next(
-        (r for r in range(n, 0, -1)
-         if host is None or _estimate(profile, search, pair, lo, (r, 0)).host.total <= host),
-        0,
-    )  # fmt: skip
+    # holds (it grows as they move; a context's KV is all on the GPU). Up to that many layers
+    # host memory holds, so there the GPU alone decides and the searches below can bisect.
+    leanest = _most_layers_ram_holds(profile, search, pair, lo, n)
     n_ctx = _longest(profile, search, pair, lo, target, (leanest, 0)) if leanest else 0
     if not n_ctx:
         return None
@@ -236,9 +232,9 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
         return fits
 
     fits = fits_with(0)
-    in_place = fewest_ram_layers(fits, n, 0)
+    in_place = fewest_ram_layers(fits, leanest, 0)
     options = [(in_place, 0)] if in_place is not None else []
-    cached = choose_placement(fits, n, moe.n_expert, moe.n_expert_used)
+    cached = choose_placement(fits, leanest, moe.n_expert, moe.n_expert_used)
     options += [cached] if cached is not None else []
     if OFFLOAD_COSTS.cpu_placements_measured and cpu_experts_available() and in_place is not None:
         # the GPU holds the same as read in place (the layers' experts are off it either way);
@@ -247,13 +243,39 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
         if fits_with(k)(in_place, 0):
             options.append((in_place, 0, k))
         # a split: the same layers, a few MiB of slots more on the GPU, and in host memory the
-        # pinned planes, the experts side by side and ggml's copy
+        # pinned planes, the experts side by side and ggml's copy; the fastest split that fits
+        # (predicting is arithmetic, fitting an estimate: the splits tried fastest first)
         if OFFLOAD_COSTS.split_placements_measured:
-            options += [(in_place, 0, c) for c in range(1, k) if fits_with(c)(in_place, 0)]
+            bandwidth = search.request.gpus[0].bandwidth_gbps
+            by_speed = sorted(range(1, k), key=lambda c: -predicted_speed(
+                profile, pair, n_ctx, (in_place, 0), bandwidth, cpu_picks=c
+            ).tokens_per_second)  # fmt: skip
+            split = next((c for c in by_speed if fits_with(c)(in_place, 0)), None)
+            options += [(in_place, 0, split)] if split is not None else []
     if not options:  # cannot happen once the leanest fits; kept for safety
         return None
     bandwidth = search.request.gpus[0].bandwidth_gbps
     return n_ctx, faster_placement(profile, pair, n_ctx, options, bandwidth)
+
+
+def _most_layers_ram_holds(profile, search: Search, pair, n_ctx: int, n: int) -> int:
+    """The most layers (0..n) whose experts, read in place, host memory holds (all n without a
+    host budget): host memory grows with each layer moved, so a bisection finds it."""
+    host = search.request.host_budget_bytes
+
+    def holds(layers: int) -> bool:
+        return (
+            host is None or _estimate(profile, search, pair, n_ctx, (layers, 0)).host.total <= host
+        )
+
+    lo, hi = 0, n
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if holds(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 def longest_context_experts_in_ram(
