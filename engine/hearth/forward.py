@@ -43,6 +43,7 @@ per-layer mask to build, convert or free (kernels/grouped_attention.py).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -222,23 +223,25 @@ class Transformer:
             def bias(kind: str):
                 return tensors.optional_float_tensor(f"{p}ffn_{kind}_exps.bias")
 
-            parts = (matrices("gate"), matrices("up"), matrices("down"))
             biases = (bias("gate"), bias("up"), bias("down"))
-            if in_ram and experts.on_cpu:
-                routed = ops.prepare_experts_on_cpu(
-                    *parts, config.activation, biases, experts.cpu_threads
-                )
-            elif in_ram and experts.split_picks:
-                routed = ops.prepare_experts_staged(
-                    *parts, config.activation, biases, config.moe.n_expert_used,
-                    experts.split_picks, experts.cpu_threads,
-                )  # fmt: skip
-            elif in_ram:
-                routed = ops.prepare_experts_in_ram(
-                    *parts, config.activation, biases, experts.cache_slots
-                )
+            if not in_ram:  # each read once the one before is packed: one file copy at a time
+                readers = [functools.partial(matrices, kind) for kind in ("gate", "up", "down")]
+                routed = ops.prepare_experts(*readers, config.activation, biases)
             else:
-                routed = ops.prepare_experts(*parts, config.activation, biases)
+                parts = (matrices("gate"), matrices("up"), matrices("down"))
+                if experts.on_cpu:
+                    routed = ops.prepare_experts_on_cpu(
+                        *parts, config.activation, biases, experts.cpu_threads
+                    )
+                elif experts.split_picks:
+                    routed = ops.prepare_experts_staged(
+                        *parts, config.activation, biases, config.moe.n_expert_used,
+                        experts.split_picks, experts.cpu_threads,
+                    )  # fmt: skip
+                else:
+                    routed = ops.prepare_experts_in_ram(
+                        *parts, config.activation, biases, experts.cache_slots
+                    )
             router = tensors.matrix(p + "ffn_gate_inp.weight", device)
             # ids are a top-k over the router's rows, and the expert GEMV reads expert `id`'s
             # blocks unchecked: one row per expert keeps every id inside the tensors

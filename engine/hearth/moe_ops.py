@@ -37,6 +37,7 @@ experts and bmm).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -101,6 +102,14 @@ def swiglu_oai(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     return g * torch.sigmoid(SWIGLU_OAI_ALPHA * g) * (u + 1)
 
 
+# an expert tensor as stored, or a function reading it (onto the device) when it is needed
+ExpertsSource = QuantExperts | Callable[[], QuantExperts]
+
+
+def _read(source: ExpertsSource) -> QuantExperts:
+    return source() if callable(source) else source
+
+
 class TorchMoeOps:
     """TorchOps' mixture-of-experts operations (see the module docstring); the class using it
     provides device, supports, gated_ffn_activation, the CPU's dequantized-expert cache
@@ -115,14 +124,16 @@ class TorchMoeOps:
 
     def prepare_experts(
         self,
-        gate: QuantExperts,
-        up: QuantExperts,
-        down: QuantExperts,
+        gate: ExpertsSource,
+        up: ExpertsSource,
+        down: ExpertsSource,
         activation: str,
         biases: tuple = (None, None, None),
     ) -> ExpertWeights:
         """One layer's experts on the device (blocks as stored), for `moe_ffn`; `biases` for
-        gate, up and down, [n_expert, N] float32 or None."""
+        gate, up and down, [n_expert, N] float32 or None. Each of gate, up and down is a
+        QuantExperts, or a function reading one (ExpertsSource)."""
+        gate, up, down = (_read(w) for w in (gate, up, down))
         for w in (gate, up, down):
             if not self.supports(w.ggml_type):
                 raise ValueError(f"{w.name}: ggml type {w.type_name} is not supported")
@@ -366,9 +377,9 @@ class KernelsMoeOps:
 
     def prepare_experts(
         self,
-        gate: QuantExperts,
-        up: QuantExperts,
-        down: QuantExperts,
+        gate: ExpertsSource,
+        up: ExpertsSource,
+        down: ExpertsSource,
         activation: str,
         biases: tuple[torch.Tensor | None, torch.Tensor | None, torch.Tensor | None] = (
             None,
@@ -377,28 +388,36 @@ class KernelsMoeOps:
         ),
     ) -> PackedExperts:
         """The layer's experts as kernels.ExpertWeight on the device, once, at load (the blocks
-        split into the GEMV's planes: the same bytes; the file's copy is dropped after). A block
+        split into the GEMV's planes: the same bytes; the file's copy is dropped after). Given
+        functions reading them (ExpertsSource), each tensor is read once the one before it is
+        in planes, so the device holds one file copy at a time, not three. A block
         type or row length the expert GEMV does not read is refused (ValueError, with the
         kernels' reason): capabilities.model_unsupported_reason refuses such files first."""
         return self._pack_experts(gate, up, down, activation, biases, self.device)
 
     def _pack_experts(self, gate, up, down, activation, biases, device) -> PackedExperts:
-        from kernels.moe_gemv import ExpertWeight, GluActivation
+        from kernels.moe_gemv import GluActivation
 
         if activation not in ("silu", "swiglu_oai"):
             raise ValueError(f"experts with activation {activation!r} have no expert GEMV")
-        made = []
-        for w, bias in zip((gate, up, down), biases, strict=True):
-            try:
-                made.append(
-                    ExpertWeight.from_gguf(
-                        w.data, w.ggml_type, (w.n_expert, w.rows, w.cols), device, bias=bias
-                    )
-                )
-            except self._k.UnsupportedTensor as exc:
-                raise ValueError(f"{w.name} ({w.type_name}): {exc}") from None
+        # each read in _pack_one's frame: its file copy dropped before the next is read
+        made = [
+            self._pack_one(source, bias, device)
+            for source, bias in zip((gate, up, down), biases, strict=True)
+        ]
         act = GluActivation(activation, SWIGLU_OAI_ALPHA, SWIGLU_OAI_LIMIT)
         return PackedExperts(*made, act)
+
+    def _pack_one(self, source: ExpertsSource, bias, device):
+        from kernels.moe_gemv import ExpertWeight
+
+        w = _read(source)
+        try:
+            return ExpertWeight.from_gguf(
+                w.data, w.ggml_type, (w.n_expert, w.rows, w.cols), device, bias=bias
+            )
+        except self._k.UnsupportedTensor as exc:
+            raise ValueError(f"{w.name} ({w.type_name}): {exc}") from None
 
     def _host_experts(self, gate, up, down, activation, biases) -> PackedExperts:
         """The experts in the expert GEMV's planes, in host memory (pinned for a GPU)."""

@@ -125,16 +125,8 @@ class HearthProfile:
             values = n_out * group[0].shape[0]
             if group[0].layer is not None and len(group[0].shape) == 2 and values > largest:
                 largest, largest_type = values, group[0].ggml_type
-        # a MoE layer's three expert tensors are all read onto the GPU before their planes are
-        # made (forward.Transformer.load: the arguments of one prepare_experts)
-        for layer in range(info.n_layer or 0):
-            raws = [
-                t.n_bytes
-                for kind in ("gate", "up", "down")
-                if (t := info.tensor(f"blk.{layer}.ffn_{kind}_exps.weight")) is not None
-            ]
-            if sum(raws) > sum(transient):
-                transient = raws
+        # a MoE layer's expert tensors are each a group of their own: read onto the GPU one at
+        # a time, each made into planes before the next is read (moe_ops.prepare_experts)
         on_gpu = _gpu_tensors(info)
         sizes += [4 * t.n_elements for t in on_gpu if len(t.shape) < 2]  # float32 vectors
         embedding = info.tensor(_EMBEDDING)

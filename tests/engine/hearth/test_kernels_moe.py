@@ -207,6 +207,42 @@ def test_an_expert_type_without_a_gemv_is_refused_at_load(tmp_path):
         KernelsOps("cpu").prepare_experts(f16, torch_experts.up, torch_experts.down, "silu")
 
 
+def test_expert_tensors_given_as_readers_are_read_one_at_a_time(tmp_path):
+    """Readers in place of the tensors (what a load passes): each tensor is read only once
+    the one before it is in planes and its file copy dropped, so the device holds one file
+    copy at a time; the planes are those the tensors themselves give."""
+    import gc
+    import weakref
+
+    config, _, resident = _layer_experts(tmp_path, "qwen3moe")
+    info = read_model_info(tmp_path / "qwen3moe.gguf")
+    tensors = GGUFTensors(str(tmp_path / "qwen3moe.gguf"), info)
+    read, alive_at_read = [], []
+
+    def reader(kind):
+        def read_one():
+            gc.collect()
+            alive_at_read.append([kind for kind, ref in read if ref() is not None])
+            w = tensors.experts(f"blk.0.ffn_{kind}_exps.weight", "cpu")
+            data = w.data.clone()  # a copy of its own, as an upload to the device makes
+            w = QuantExperts(w.name, w.ggml_type, w.n_expert, w.rows, w.cols, data)
+            read.append((kind, weakref.ref(data)))
+            return w
+
+        return read_one
+
+    packed = KernelsOps("cpu").prepare_experts(
+        *(reader(k) for k in ("gate", "up", "down")), config.activation
+    )
+    assert [kind for kind, _ in read] == ["gate", "up", "down"]
+    assert alive_at_read == [[], [], []]
+    for name in ("gate", "up", "down"):
+        ours, theirs = getattr(packed, name).packed.planes, getattr(resident, name).packed.planes
+        assert ours.keys() == theirs.keys()
+        for plane in ours:
+            assert torch.equal(ours[plane], theirs[plane]), (name, plane)
+
+
 @pytest.mark.slow
 def test_kernels_forward_of_a_moe_model_matches_the_reference(tmp_path, monkeypatch):
     """A whole tiny qwen3moe (prefill chunks and decode steps) on KernelsOps: the dense
