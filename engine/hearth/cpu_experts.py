@@ -59,6 +59,7 @@ from engine.hearth.ggml_cpu import (
     ggml,
     repack_buffer_type,
 )
+from engine.hearth.host_pages import prefer_huge_pages
 
 # Block types ggml's CPU multiplies (ggml-cpu.c type_traits_cpu: a vec_dot for each) that the
 # tests check against kernels/moe_reference.py (whose dequantizer, gguf's, reads these): the
@@ -234,16 +235,17 @@ class CpuExperts:
         device, buffer_type = found
         lib = ggml()
         tensor = lib.new_tensor_3d(self._context, w.ggml_type, w.n_in, w.n_out, w.n_expert)
-        buffer = lib.backend_buft_alloc_buffer(
-            buffer_type, lib.backend_buft_get_alloc_size(buffer_type, tensor)
-        )
+        size = lib.backend_buft_get_alloc_size(buffer_type, tensor)
+        buffer = lib.backend_buft_alloc_buffer(buffer_type, size)
         if not buffer:
             return None
-        status = lib.backend_tensor_alloc(buffer, tensor, lib.backend_buffer_get_base(buffer))
+        base = lib.backend_buffer_get_base(buffer)
+        status = lib.backend_tensor_alloc(buffer, tensor, base)
         if status != 0 or not self._runs_repacked(device, tensor, w):
             lib.backend_buffer_free(buffer)  # the tensor stays unused in the context
             return None
         self._buffers.append(buffer)
+        prefer_huge_pages(base, size)  # before the repack's writes make its pages
         lib.backend_tensor_set(tensor, w.address, 0, w.nbytes)
         return tensor
 

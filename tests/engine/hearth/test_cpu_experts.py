@@ -234,6 +234,39 @@ def q4k_layer(q4k_layer_path):
     return gguf_experts(q4k_layer_path, 0)
 
 
+def test_each_repacked_buffer_is_asked_for_huge_pages_before_it_is_filled(
+    q4k_layer, cpu, monkeypatch
+):
+    """The range asked for holds the repacked tensor's bytes, and is asked for before the
+    repack writes them (the pages are made at the first write)."""
+    from engine.hearth import cpu_experts
+    from engine.hearth.ggml_cpu import ggml
+
+    lib, asked, written = ggml(), [], []
+    set_tensor = lib.backend_tensor_set
+
+    def ask(address, nbytes):
+        asked.append((address, nbytes, len(written)))
+
+    def write(tensor, *args):
+        written.append(tensor)
+        set_tensor(tensor, *args)
+
+    monkeypatch.setattr(cpu_experts, "prefer_huge_pages", ask)
+    monkeypatch.setattr(lib, "backend_tensor_set", write)
+    gate, up, down, biases = q4k_layer
+    layer = CpuExperts(gate, up, down, biases, activation="silu", cpu=cpu, repack=True)
+    repacked = [t for t, r in zip(layer._weights, layer.repacked, strict=True) if r]
+    assert repacked and len(asked) == len(repacked) == len(written)
+    for n, (tensor, (address, nbytes, writes_before)) in enumerate(
+        zip(repacked, asked, strict=True)
+    ):
+        data = lib.get_data(tensor)
+        assert address <= data and data + lib.nbytes(tensor) <= address + nbytes
+        assert writes_before == n  # this tensor's bytes not yet written
+    layer.close()
+
+
 def test_a_format_without_a_cpu_path_is_refused(q4k_layer, cpu):
     gate, up, down, biases = q4k_layer
     iq4 = replace(gate, ggml_type=GGML_TYPES_BY_NAME["IQ4_XS"].id, name="blk.0.ffn_gate_exps")
