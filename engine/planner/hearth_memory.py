@@ -17,9 +17,9 @@ kv_cache.py, paged_cache.py; kernels/kv_cache.py):
   `output.weight` uses that one copy as its output matrix.
 - experts (a mixture-of-experts model): every expert of every layer on the GPU, as the file
   stores them, split into the expert GEMV's planes (kernels.ExpertWeight: one [n_expert n_out,
-  n_in] PackedWeight per tensor, the same bytes); expert biases float32. A layer's three raw
-  tensors are read onto the GPU first, then split, so loading briefly holds one layer's experts
-  twice (the load transient, kept in torch's cache afterwards).
+  n_in] PackedWeight per tensor, the same bytes); expert biases float32. Each raw tensor is
+  read onto the GPU, then split, before the next is read, so loading briefly holds one expert
+  tensor twice (the load transient, kept in torch's cache afterwards).
   No expert is ever dequantized whole: a chunk of up to EXPERT_PAIRS_PER_LAUNCH (token,
   expert) pairs goes through the expert GEMV, a longer one (a prefill chunk) through the
   grouped GEMM, which decodes tiles in registers; so experts set no prefill GEMM's size.

@@ -15,7 +15,7 @@ then, on a daemon thread, wherever the Hearth engine could run:
 
 The warm-up imports modules, initializes the CUDA driver (`torch.cuda.is_available()`:
 cuInit, no context) and does Triton's once-per-process setup before a first kernel
-(kernels/compiler_warmup.py: the hash of its installation, 0.4 s on the H200 host). It
+(kernels/compiler_warmup.py: the cache key of its installation, kept between processes). It
 makes no CUDA context: that would take 0.3 s off a Hearth load but hold about 600 MiB of GPU
 memory (621 MiB on the H100) from Ready on, memory the GUI's plan reads as used and the Hearth
 memory model counts again as the context, and that a person who then loads llama.cpp never
