@@ -36,6 +36,11 @@ from dataclasses import dataclass
 import torch
 
 CHUNK_BYTES = 8 * 2**20
+# the plan's first bytes handed to the kernel's read-ahead (posix_fadvise WILLNEED) as the
+# uploader starts: the disk reads them while the readers wait for their first pinned slots,
+# whose allocation makes the process's CUDA context (0.3-0.4 s on the H200 host, about 0.5 GB
+# of a cold disk's reads); a warm page cache answers at once
+ADVISE_BYTES = 512 * 2**20
 N_READERS = max(2, min(8, (os.cpu_count() or 2) // 2))  # page-cache copies: ~3 GB/s a thread
 N_SLOTS = 2 * N_READERS  # a slot being filled by each reader, and as many filled and waiting
 
@@ -85,6 +90,11 @@ class FileUploader:
         self.reads_aside = 0  # ranges read outside the plan (a loader whose plan was off)
         for offset, n_bytes in plan or []:
             self._add_range(offset, n_bytes)
+        self.advice: threading.Thread | None = None
+        if plan:
+            self.advice = threading.Thread(target=_advise, args=(path, list(plan), ADVISE_BYTES),
+                                           name="hearth-upload-advice", daemon=True)  # fmt: skip
+            self.advice.start()
         self._readers = [
             threading.Thread(target=self._reader, name=f"hearth-upload-{i}", daemon=True)
             for i in range(max(1, n_readers))
@@ -234,3 +244,26 @@ def _read_into(fd: int, view: memoryview, offset: int) -> int:
             break
         got += n
     return got
+
+
+def _advise(path: str, ranges: list[tuple[int, int]], budget: int) -> None:
+    """Ask the kernel to read the first `budget` bytes of `ranges`, in order, into the page
+    cache now (on its own descriptor: the uploader may close its own meanwhile). Where the
+    system has no such advice, or refuses it, the readers read as they would anyway."""
+    if not hasattr(os, "posix_fadvise"):
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        for offset, n_bytes in ranges:
+            if budget <= 0:
+                break
+            take = min(n_bytes, budget)
+            os.posix_fadvise(fd, offset, take, os.POSIX_FADV_WILLNEED)
+            budget -= take
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -131,3 +131,39 @@ def test_an_empty_planned_range_takes_nothing_from_the_next_one(data_file):
     path, data = data_file
     plan = [(0, 0), (100, 5000), (9000, 0), (9000, 3000)]
     assert _read_planned(path, data, plan, plan, n_readers=2) == 0
+
+
+def test_the_plans_first_bytes_are_handed_to_the_kernels_read_ahead_at_once(data_file, monkeypatch):
+    """Before any read: the plan's ranges in order, up to the budget (the last one cut), each
+    a WILLNEED advice on the file; the bytes still arrive exactly."""
+    import os
+
+    from engine.hearth import upload
+
+    if not hasattr(os, "posix_fadvise"):
+        pytest.skip("no posix_fadvise here")
+    advised = []
+    real = os.posix_fadvise
+
+    def record(fd, offset, n_bytes, advice):
+        advised.append((offset, n_bytes, advice, os.fstat(fd).st_size))
+        real(fd, offset, n_bytes, advice)
+
+    monkeypatch.setattr(os, "posix_fadvise", record)
+    monkeypatch.setattr(upload, "ADVISE_BYTES", 10_000)
+    path, data = data_file
+    plan = [(50_000, 4_000), (0, 5_000), (200_000, 8_000), (100, 10)]
+    with FileUploader(str(path), "cpu", plan=plan) as uploader:
+        uploader.advice.join(timeout=10)
+        assert advised == [(50_000, 4_000, os.POSIX_FADV_WILLNEED, data.size),
+                           (0, 5_000, os.POSIX_FADV_WILLNEED, data.size),
+                           (200_000, 1_000, os.POSIX_FADV_WILLNEED, data.size)]  # fmt: skip
+        for offset, n_bytes in plan:
+            got = uploader.read(offset, n_bytes).numpy()
+            np.testing.assert_array_equal(got, data[offset : offset + n_bytes])
+
+
+def test_without_a_plan_nothing_is_advised(data_file):
+    path, _ = data_file
+    with FileUploader(str(path), "cpu") as uploader:
+        assert uploader.advice is None
