@@ -1,29 +1,28 @@
 """Triton's once-per-process setup, done on a background thread before the first kernel needs it.
 
-The first kernel a process launches makes Triton hash its own installation (`triton_key`:
-libtriton's shared library and the compiler's, backends' and language's sources, the key of its
-on-disk cache) and import the modules compiling and loading a kernel needs. Nothing in that
-depends on a model or a kernel, but it ran on the first token after a load: 0.42 s of the
-first token's 0.96 s on the H200 host for Llama-3-8B, with the kernels already in the disk
-cache (docs/measurements/2026-11-30-s26-call-6/first-token.txt). Started when the kernels'
-operations are made for a GPU (engine/hearth/ops.py's KernelsOps), it runs while the weights
-load, which waits on the disk and the copies, and the load waits for what is left of it at
-its end (KernelsOps.finish_load): were the first compile to start while this thread still
-hashed, it would compute the same key again beside it rather than wait for it.
+The first kernel a process launches needs Triton's cache key (`triton_key`: a hash of
+libtriton's shared library, 0.5 GB, and of the compiler's, backends' and language's sources,
+the key of its on-disk cache) and the modules compiling and loading a kernel import. Nothing in
+that depends on a model or a kernel: hashed on the first token after a load it took 0.42 s of
+that token's 0.96 s on the H200 host for Llama-3-8B, with the kernels already in the disk cache
+(docs/measurements/2026-11-30-s26-call-6/first-token.txt). Started when the kernels' operations
+are made for a GPU (engine/hearth/ops.py's KernelsOps), this runs while the weights load, which
+waits on the disk and the copies, and the load waits for what is left of it at its end
+(KernelsOps.finish_load): were the first compile to start while this thread still hashed, it
+would compute the same key again beside it rather than wait for it.
 
-The key depends only on Triton's installation, yet each process hashed it anew, reading
-libtriton's 0.5 GB (from the disk, after a cold start, beside the model's weights). So the key
-is kept in Triton's cache folder beside a stamp of the files it hashes (each one's path, size,
-modification time and inode: a stat of about 30 files, a millisecond), and a process whose
-stamp matches takes the kept key: Triton's `triton_key` is replaced by one returning it. A
-changed or reinstalled Triton changes the stamp, and the key is hashed and kept again. Where the
-folder cannot be read or written, or this Triton keeps its key elsewhere, the key is hashed as
-Triton does.
+The key depends only on Triton's installation, so it is kept between processes: in Triton's
+cache folder, beside a stamp of the files it hashes (each one's path, size, modification time
+and inode: a stat of about 30 files, a millisecond). A process whose stamp matches takes the
+kept key (no 0.5 GB read, which after a cold start went to the disk beside the weights'), and
+Triton's `triton_key` is replaced by one returning it. A changed or reinstalled Triton changes
+the stamp, and the key is hashed and kept again. Where the folder cannot be read or written,
+or this Triton keeps its key elsewhere, the key is hashed as Triton does.
 
-The hashing runs in hashlib with the GIL released (1 MiB reads at a time); the imports take
-module locks as any import does, so a kernel launched meanwhile on another thread waits for a
-module being imported rather than seeing it half made. `triton_key` is cached per process:
-called again by the first compile, it returns the key at once.
+Hashing runs in hashlib with the GIL released (1 MiB reads at a time); the imports take module
+locks as any import does, so a kernel launched meanwhile on another thread waits for a module
+being imported rather than seeing it half made. Either way the key is then cached in the
+process: the first compile's call returns it at once.
 """
 
 from __future__ import annotations
