@@ -530,15 +530,13 @@ class KernelsMoeOps:
         """The routing of a split's slots (staged_experts: pick c + j in slot j, ids 0..n-1 at
         every step and layer): grouped once per slot count, by route_experts at the first
         (eager) step, and thereafter that grouping with this step's weights, no launch."""
-        import dataclasses as dc
-
         from kernels.moe_routing import route_experts
 
         n = slot_ids.shape[1]
         made = self._slot_routings.get(n)
         if made is None:
             made = self._slot_routings[n] = route_experts(slot_ids, None, n)
-        return dc.replace(made, weights=slot_weights)
+        return dataclasses.replace(made, weights=slot_weights)
 
     def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:
         """expert_gate_up and expert_down per slice of at most MAX_PAIRS (token, slot) pairs,

@@ -232,6 +232,7 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
         return fits
 
     fits = fits_with(0)
+    bandwidth = search.request.gpus[0].bandwidth_gbps
     in_place = fewest_ram_layers(fits, leanest, 0)
     options = [(in_place, 0)] if in_place is not None else []
     cached = choose_placement(fits, leanest, moe.n_expert, moe.n_expert_used)
@@ -246,7 +247,6 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
         # pinned planes, the experts side by side and ggml's copy; the fastest split that fits
         # (predicting is arithmetic, fitting an estimate: the splits tried fastest first)
         if OFFLOAD_COSTS.split_placements_measured:
-            bandwidth = search.request.gpus[0].bandwidth_gbps
             by_speed = sorted(range(1, k), key=lambda c: -predicted_speed(
                 profile, pair, n_ctx, (in_place, 0), bandwidth, cpu_picks=c
             ).tokens_per_second)  # fmt: skip
@@ -254,7 +254,6 @@ def _in_ram(profile: HearthProfile, search: Search, pair, lo: int, target: int):
             options += [(in_place, 0, split)] if split is not None else []
     if not options:  # cannot happen once the leanest fits; kept for safety
         return None
-    bandwidth = search.request.gpus[0].bandwidth_gbps
     return n_ctx, faster_placement(profile, pair, n_ctx, options, bandwidth)
 
 
