@@ -70,7 +70,6 @@ from kernels import moe_one_token
 from kernels.act_quant import QuantizedActivation, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
-from kernels.l2_prefetch import expert_planes, no_planes, prefetch_expert
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 from kernels.moe_blocks import (
     FORMAT_CODES,
@@ -88,6 +87,9 @@ from kernels.tickets import TicketCounters
 from kernels.tree_sums import tree_sum
 
 EXPERT_FORMATS = tuple(FORMAT_CODES)
+# a one-token gate/up lets the down launch as soon as its programs have their weights: an A/B
+# switch for a device call
+EARLY_NEXT = False
 ROWS, GATE_UP, DOWN = 0, 1, 2  # the kernel's MODE
 _SILU, _OAI = 0, 1  # its ACT
 
@@ -218,14 +220,13 @@ def _expert_kernel(
     x_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr,
     a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
     order_ptr, group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, ids_ptr,
-    weights_ptr, pf0, pf1, pf2, pf3, pf4, pfb0, pfb1, pfb2, pfb3, pfb4,
+    weights_ptr,
     N, K, NB, TOP_K, n_pairs, n_tokens, alpha, limit,
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
-    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False, PREFETCH: tl.constexpr = False,
-    WARPS: tl.constexpr = 1,
+    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False, EARLY_NEXT: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
@@ -233,10 +234,7 @@ def _expert_kernel(
     partials go through part and the tickets (several splits, or DOWN), else each program
     writes its pairs' results itself. ONE_TOKEN: a step of one token, whose k slots pick k
     distinct experts: group g is slot g, its expert read from the routing's ids and its one
-    pair g, so no grouping entry is read and x's loads need not wait for a pair's.
-    PREFETCH (ONE_TOKEN): pf0..pf4 are the next launch's expert tensor's planes, pfb0..pfb4
-    their bytes an expert; program (tile, g) asks L2 for piece `tile` of slot g's expert of
-    it (kernels/l2_prefetch.py), once its own weights are on the way."""
+    pair g, so no grouping entry is read and x's loads need not wait for a pair's."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
@@ -264,10 +262,9 @@ def _expert_kernel(
             ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
                 b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT, ASM
             )
-        if PREFETCH:
-            prefetch_expert(pf0, pf1, pf2, pf3, pf4, pfb0, pfb1, pfb2, pfb3, pfb4, expert, tile,
-                            tl.num_programs(0), WARPS, ASM)  # fmt: skip
         if GDC:  # a dependent launch: x and every write only after the kernel before ends
+            if EARLY_NEXT:
+                gdc_launch_dependents()
             gdc_wait()
         w = tl.arange(0, 4)
         zero_rows = (rows * 0)[:, None]  # x loaded in the weights' [BN, NG] layout
@@ -331,7 +328,7 @@ def _expert_kernel(
                 if MODE == 1:
                     ya = glu(ya, yb, alpha, limit, ACT)
                 tl.store(out_ptr + pair * N + rows, ya.to(out_ptr.dtype.element_ty), mask=row_mask)
-        if GDC:
+        if GDC and not EARLY_NEXT:
             gdc_launch_dependents()
         if SPLIT:
             tl.debug_barrier()
@@ -440,13 +437,11 @@ def _check(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, rows_wanted
 
 
 def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouting, mode: int,
-            act: GluActivation, config: MoeGemvConfig | None, one_token: bool,
-            prefetch: ExpertWeight | None = None) -> torch.Tensor:  # fmt: skip
+            act: GluActivation, config: MoeGemvConfig | None,
+            one_token: bool) -> torch.Tensor:  # fmt: skip
     """xq: x in 8 bits, or None: the kernel quantizes x (contiguous rows) itself. one_token:
     a step of one token reads its slots' experts from the routing's ids (the kernel's
-    ONE_TOKEN); False reads the grouping as a step of several tokens does. prefetch: an
-    expert tensor in device memory whose picked experts a one-token launch asks L2 for (the
-    kernel's PREFETCH), or None."""
+    ONE_TOKEN); False reads the grouping as a step of several tokens does."""
     # (top_k <= n_expert: the grid's group axis, max_groups, then holds every slot)
     one_token = one_token and routing.n_tokens == 1 and routing.top_k <= routing.n_expert
     cfg = config or default_config(a.fmt, mode, one_token)
@@ -480,12 +475,10 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
     gdc = cfg.pdl and has_dependent_launch(device)
     extra = {"launch_pdl": True} if gdc else {}
     x_args = (x, x, x) if xq is None else (xq.words, xq.scales, xq.sums)
-    asks = prefetch is not None and one_token and not prefetch.in_host_memory
-    pf = expert_planes(prefetch.packed, prefetch.n_expert) if asks else no_planes(out)
     _expert_kernel[grid](
         *x_args, out, part, counters, *pa, *pb, bias_a, bias_b,
         routing.order, routing.group_expert, routing.group_start, routing.group_count,
-        routing.n_groups, routing.ids, weights, *pf,
+        routing.n_groups, routing.ids, weights,
         n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens,
         float(act.alpha), float(act.limit),
         FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
@@ -493,8 +486,8 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
-        ONE_TOKEN=one_token, PREFETCH=asks, WARPS=cfg.num_warps, num_warps=cfg.num_warps,
-        **extra,
+        ONE_TOKEN=one_token, num_warps=cfg.num_warps,
+        EARLY_NEXT=EARLY_NEXT and one_token and mode == GATE_UP, **extra,
     )  # fmt: skip
     return out
 
@@ -516,13 +509,11 @@ def expert_rows(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
 def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
                    routing: ExpertRouting, activation: GluActivation = SILU, *,
                    quantized: QuantizedActivation | None = None,
-                   config: MoeGemvConfig | None = None, one_token: bool = True,
-                   prefetch: ExpertWeight | None = None) -> torch.Tensor:  # fmt: skip
+                   config: MoeGemvConfig | None = None,
+                   one_token: bool = True) -> torch.Tensor:  # fmt: skip
     """x [T, n_in] -> h [T, k, n_ff] = act(gate, up) of each pair, in x's dtype; one launch
     when gate and up share a block format (each program reads both tiles), else two
-    expert_rows launches and the activation in torch. one_token: as expert_rows'.
-    prefetch: the down's experts (in device memory), which a one-token launch asks L2 for
-    while it computes, so that the down finds its picked experts there."""
+    expert_rows launches and the activation in torch. one_token: as expert_rows'."""
     require()
     _check(x, gate, routing, routing.n_tokens)
     if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
@@ -535,7 +526,7 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
         g = expert_rows(x, gate, routing, quantized=xq, config=config, one_token=one_token)
         u = expert_rows(x, up, routing, quantized=xq, config=config, one_token=one_token)
         return activation.apply(g.float(), u.float()).to(x.dtype)
-    out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config, one_token, prefetch)
+    out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config, one_token)
     return out.reshape(routing.n_tokens, routing.top_k, gate.n_out)
 
 

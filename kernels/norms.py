@@ -31,27 +31,35 @@ from kernels.act_quant import (
 )
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
-from kernels.launch import gdc_launch_dependents, has_dependent_launch
+from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
+
+# the norm launched as the kernel before's dependent (its weights read before the wait): an A/B
+# switch for a device call
+DEPENDENT_LAUNCH = False
 
 
 @triton.jit
 def _rms_norm_kernel(x_ptr, r_ptr, b_ptr, w_ptr, y_ptr, h_ptr, xq_ptr, xd_ptr, xs_ptr, N, eps,
                      stride_x, stride_r, HAS_RESIDUAL: tl.constexpr, HAS_BIAS: tl.constexpr,
                      QUANTIZE: tl.constexpr, LET_NEXT_START: tl.constexpr,
-                     BLOCK: tl.constexpr):  # fmt: skip
+                     BLOCK: tl.constexpr, WAIT_PRIOR: tl.constexpr = False):  # fmt: skip
     if LET_NEXT_START:  # see the module docstring
         gdc_launch_dependents()
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
     mask = cols < N
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    if HAS_BIAS:
+        bias = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    if WAIT_PRIOR:  # a dependent launch: the weights above are read before the kernel before ends
+        gdc_wait()
     h = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
-        h += tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        h += bias
     if HAS_RESIDUAL:
         h += tl.load(r_ptr + row * stride_r + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(h_ptr + row * N + cols, h.to(h_ptr.dtype.element_ty), mask=mask)
     inv_rms = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / N + eps)
-    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     y = (h * inv_rms * w).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + row * N + cols, y, mask=mask)
     if QUANTIZE:  # y as stored (masked columns are 0), in this row's part of the buffers
@@ -109,11 +117,13 @@ def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None):
     xq, xd, xs = (quantized.words, quantized.scales, quantized.sums) if quantize else (y, y, y)
     if x2.shape[0]:
         block = triton.next_power_of_2(n)
+        dependent = DEPENDENT_LAUNCH and has_dependent_launch(x.device)
         _rms_norm_kernel[(x2.shape[0],)](
             x2, r2, weight if bias is None else bias, weight, y, h, xq, xd, xs, n, eps,
             x2.stride(0), r2.stride(0), HAS_RESIDUAL=has_residual, HAS_BIAS=bias is not None,
             QUANTIZE=quantize, BLOCK=max(block, 32),
             LET_NEXT_START=quantize and has_dependent_launch(x.device),
-            num_warps=min(16, max(1, block // 256)),
+            num_warps=min(16, max(1, block // 256)), WAIT_PRIOR=dependent,
+            **({"launch_pdl": True} if dependent else {}),
         )  # fmt: skip
     return y.reshape(x.shape), h.reshape(x.shape) if has_residual else None, quantized

@@ -1,19 +1,17 @@
-"""Where a decode step's time goes inside its CUDA graph: the kernels of graph replays as
-CUPTI timestamps them (torch.profiler), one replay's kernels in launch order with their start,
-end and the gap or overlap against the kernel before, and per kernel name the time it ran and
-the time the GPU ran nothing after it.
+"""Variants of a decode step's launches A/B'd in one process, and where the step's time goes
+inside its CUDA graph (a torch.profiler trace of graph replays: CUPTI's kernel timestamps, read
+by 2026-11-30-s29-trace-layers.py).
 
     python3 benchmarks/archive/2026-11-30-s29-step-ab.py MODEL.gguf OUT_DIR --variants main ...
 
 Variants (VARIANTS) are set up in turn in one process, each with a fresh cache and graph: tg128
-tok/s and graph replay ms each round, and in the first round the timeline of its replays.
+tok/s and graph replay ms each round, and in the first round a trace of 4 replays.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from collections import defaultdict
 
 import torch
 
@@ -26,7 +24,9 @@ from engine.hearth.ops import select_ops
 from engine.hearth.weights import GGUFTensors
 
 
-def kernels_of_replays(graph, n: int, trace: str) -> list[dict]:
+def trace_replays(graph, n: int, trace: str) -> None:
+    """n graph replays under torch.profiler (CUPTI's kernel timestamps), as a Chrome trace:
+    2026-11-30-s29-trace-layers.py reads it."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -34,115 +34,44 @@ def kernels_of_replays(graph, n: int, trace: str) -> list[dict]:
             graph.step(1, 5 + i, launch_ahead=False)
         sync()
     prof.export_chrome_trace(trace)
-    events = [
-        {"name": e.name, "start": e.time_range.start, "end": e.time_range.end}
-        for e in prof.events()
-        if e.device_type.name == "CUDA" and "Memcpy" not in e.name and "Memset" not in e.name
-    ]
-    return sorted(events, key=lambda e: e["start"])
 
 
-def split_replays(events: list[dict], n: int) -> list[list[dict]]:
-    """The events cut at the n - 1 largest gaps (between replays the host waits)."""
-    gaps = sorted(range(1, len(events)), key=lambda i: events[i - 1]["end"] - events[i]["start"])
-    cuts = sorted(gaps[: n - 1])
-    return [events[a:b] for a, b in zip([0, *cuts], [*cuts, len(events)], strict=True)]
-
-
-def summary(replay: list[dict]) -> dict:
-    run, idle, count = defaultdict(float), defaultdict(float), defaultdict(int)
-    rows = []
-    for i, e in enumerate(replay):
-        short = e["name"][:60]
-        run[short] += e["end"] - e["start"]
-        count[short] += 1
-        gap = e["start"] - replay[i - 1]["end"] if i else 0.0
-        if i:
-            idle[replay[i - 1]["name"][:60]] += max(gap, 0.0)
-        rows.append([short, round(e["start"] - replay[0]["start"], 2),
-                     round(e["end"] - e["start"], 2), round(gap, 2)])  # fmt: skip
-    span = replay[-1]["end"] - replay[0]["start"]
-    busy = sum(e["end"] - e["start"] for e in replay)
-    return {
-        "span_us": round(span, 1),
-        "kernel_us_sum": round(busy, 1),
-        "idle_us": round(sum(idle.values()), 1),
-        "by_kernel": {
-            k: {"n": count[k], "run_us": round(run[k], 1), "idle_after_us": round(idle[k], 1)}
-            for k in sorted(run, key=lambda k: -run[k])
-        },
-        "rows": rows,
-    }
-
-
-VARIANTS = {}  # name -> a function that sets the variant up (the A/B below)
-
-
-def variant(name):
-    def register(setup):
-        VARIANTS[name] = setup
-        return setup
-
-    return register
-
-
-@variant("main")
-def _main_as_is():
-    pass
-
-
-@variant("no-down-prefetch")
-def _gate_up_without_prefetch():
+def _flags(norm: bool = False, gate_up: bool = False, down: bool = False) -> None:
     import kernels.moe_gemv as moe_gemv
+    import kernels.moe_one_token as moe_one_token
+    import kernels.norms as norms
 
-    plain = (
-        moe_gemv.expert_gate_up.__wrapped__
-        if hasattr(moe_gemv.expert_gate_up, "__wrapped__")
-        else moe_gemv.expert_gate_up
-    )
-
-    def gate_up(*args, prefetch=None, **kwargs):
-        return plain(*args, **kwargs)
-
-    gate_up.__wrapped__ = plain
-    moe_gemv.expert_gate_up = gate_up
+    norms.DEPENDENT_LAUNCH = norm
+    moe_gemv.EARLY_NEXT = gate_up
+    moe_one_token.EARLY_NEXT = down
 
 
-def _restore():
-    import kernels.moe_gemv as moe_gemv
-
-    if hasattr(moe_gemv.expert_gate_up, "__wrapped__"):
-        moe_gemv.expert_gate_up = moe_gemv.expert_gate_up.__wrapped__
+VARIANTS = {
+    "main": _flags,
+    # the norm a dependent launch, its weights read before the wait
+    "norm-dependent": lambda: _flags(norm=True),
+    # and the one-token gate/up letting the down launch once its programs have their weights
+    "norm-gate-up-early": lambda: _flags(norm=True, gate_up=True),
+    # and the one-token down letting the norm launch likewise
+    "norm-both-early": lambda: _flags(norm=True, gate_up=True, down=True),
+}
 
 
 def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
-    _restore()
     VARIANTS[name]()
     cache = new_cache(model, args.kv, args.slots)
     graph = DecodeGraph(model, cache, position=0)
-    decode_tokens(model, cache, 1, 0, 8, graph)
+    picks, token = [], 1
+    for i in range(32):  # greedy picks from position 0: the same in every variant
+        _, token = graph.step(token, i, launch_ahead=True)
+        picks.append(token)
+    graph.forget_ahead()
     tok_s = 1 / decode_tokens(model, cache, 1, 0, 128, graph)
     replay_ms = graph.replay_seconds() * 1e3
-    row = {
-        "variant": name,
-        "round": round_,
-        "tok_s": round(tok_s, 1),
-        "replay_ms": round(replay_ms, 4),
-    }
+    row = {"variant": name, "round": round_, "tok_s": round(tok_s, 1),
+           "replay_ms": round(replay_ms, 4), "picks": picks}  # fmt: skip
     if round_ == 0:
-        events = kernels_of_replays(graph, args.replays, f"{out_dir}/{name}.trace.json")
-        sums = [summary(r) for r in split_replays(events, args.replays)]
-        best = min(sums, key=lambda s: s["span_us"])
-        with open(f"{out_dir}/{name}.timeline.json", "w") as f:
-            json.dump({"spans_us": [s["span_us"] for s in sums], **best}, f, indent=1)
-        row["span_us"] = best["span_us"]
-        row["idle_us"] = best["idle_us"]
-        print(f"{name}: spans {[s['span_us'] for s in sums]} us; kernels summed "
-              f"{best['kernel_us_sum']} us, idle {best['idle_us']} us")  # fmt: skip
-        for k, v in list(best["by_kernel"].items())[:16]:
-            print(
-                f"  {k:60s} {v['n']:4d} run {v['run_us']:8.1f} idle after {v['idle_after_us']:7.1f}"
-            )
+        trace_replays(graph, args.replays, f"{out_dir}/{name}.trace.json")
     del graph, cache
     torch.cuda.empty_cache()
     print(json.dumps(row), flush=True)
@@ -170,7 +99,8 @@ def main() -> None:
     for name in args.variants:
         mine = [r for r in rows if r["variant"] == name]
         tok_s, replay = [r["tok_s"] for r in mine], [r["replay_ms"] for r in mine]
-        print(f"{name:20s} tok/s {tok_s}  replay ms {replay}")
+        same = all(r["picks"] == rows[0]["picks"] for r in mine)
+        print(f"{name:20s} tok/s {tok_s}  replay ms {replay}  picks as main's first: {same}")
 
 
 if __name__ == "__main__":

@@ -553,11 +553,9 @@ class KernelsMoeOps:
         for start in range(0, n_tokens, step):
             rows = slice(start, min(n_tokens, start + step))
             routing = route(rows)
-            # a one-token launch asks L2 for the down's picked experts while it computes
             h = expert_gate_up(
-                x[rows], experts.gate, experts.up, routing, experts.activation, quantized=whole,
-                prefetch=experts.down,
-            )  # fmt: skip
+                x[rows], experts.gate, experts.up, routing, experts.activation, quantized=whole
+            )
             parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 

@@ -367,19 +367,6 @@ def test_one_token_reads_its_experts_from_the_ids_with_the_same_bits(
     assert relative_error(from_ids.cpu(), expected) < TOLERANCE
 
 
-def test_one_token_gate_up_asking_l2_for_the_down_gives_the_same_bits(device):
-    """The gate/up's programs ask L2 for the down's picked experts (the kernel's PREFETCH; in
-    the interpreter only the pieces are computed): its output is the launch's without it."""
-    gate, _, _ = _experts("Q4_K", N_OUT, 512, 30, device)
-    up, _, _ = _experts("Q4_K", N_OUT, 512, 31, device)
-    down, _, _ = _experts("Q6_K", 512, 256, 32, device)
-    routing, _, _ = _routing(1, 4, seed=33, device=device)
-    x = _x(1, 512, seed=34, scale=0.2).to(device)
-    plain = expert_gate_up(x, gate, up, routing, config=WIDE)
-    asking = expert_gate_up(x, gate, up, routing, config=WIDE, prefetch=down)
-    assert torch.equal(plain, asking)
-
-
 # Qwen3-30B-A3B's down rows (768: three K-quant super-blocks, one split of 64 runs with 16
 # masked), blocks of 32 in several splits (352: 11 blocks), a K-quant super-block split; and
 # gpt-oss's (2880: three splits of 64 runs, the last partly masked), with biases and top-4
