@@ -87,9 +87,6 @@ from kernels.tickets import TicketCounters
 from kernels.tree_sums import tree_sum
 
 EXPERT_FORMATS = tuple(FORMAT_CODES)
-# a one-token gate/up lets the down launch as soon as its programs have their weights: an A/B
-# switch for a device call
-EARLY_NEXT = False
 ROWS, GATE_UP, DOWN = 0, 1, 2  # the kernel's MODE
 _SILU, _OAI = 0, 1  # its ACT
 
@@ -226,7 +223,7 @@ def _expert_kernel(
     X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
-    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False, EARLY_NEXT: tl.constexpr = False,
+    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
@@ -263,8 +260,6 @@ def _expert_kernel(
                 b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT, ASM
             )
         if GDC:  # a dependent launch: x and every write only after the kernel before ends
-            if EARLY_NEXT:
-                gdc_launch_dependents()
             gdc_wait()
         w = tl.arange(0, 4)
         zero_rows = (rows * 0)[:, None]  # x loaded in the weights' [BN, NG] layout
@@ -328,7 +323,7 @@ def _expert_kernel(
                 if MODE == 1:
                     ya = glu(ya, yb, alpha, limit, ACT)
                 tl.store(out_ptr + pair * N + rows, ya.to(out_ptr.dtype.element_ty), mask=row_mask)
-        if GDC and not EARLY_NEXT:
+        if GDC:
             gdc_launch_dependents()
         if SPLIT:
             tl.debug_barrier()
@@ -486,8 +481,7 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
-        ONE_TOKEN=one_token, num_warps=cfg.num_warps,
-        EARLY_NEXT=EARLY_NEXT and one_token and mode == GATE_UP, **extra,
+        ONE_TOKEN=one_token, num_warps=cfg.num_warps, **extra,
     )  # fmt: skip
     return out
 

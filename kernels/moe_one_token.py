@@ -48,10 +48,6 @@ from kernels.moe_blocks import (
 )
 from kernels.tree_sums import tree_sum
 
-# the down lets the next launch start as soon as its programs have their weights: an A/B switch
-# for a device call
-EARLY_NEXT = False
-
 
 @triton.jit
 def _slot_rows(t, S: tl.constexpr, BN: tl.constexpr, NG: tl.constexpr):
@@ -78,7 +74,6 @@ def _one_token_down_kernel(
     N, K, NB, TOP_K,
     FMT: tl.constexpr, HAS_BIAS: tl.constexpr, X_FLOAT: tl.constexpr, BLOCK_N: tl.constexpr,
     NG: tl.constexpr, S: tl.constexpr, ASM: tl.constexpr, GDC: tl.constexpr = False,
-    EARLY_NEXT: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. X_FLOAT: h [k, K] in float (rounded here); else h's 8-bit
     words [k, K / 4] with xd, xs its scales and sums. out [1, N]. NG: groups of 32 weights a
@@ -98,8 +93,6 @@ def _one_token_down_kernel(
     )
     weight = tl.load(weights_ptr + slot, mask=slot_mask, other=0.0).to(tl.float32)
     if GDC:  # a dependent launch: h and every write only after the kernel before ends
-        if EARLY_NEXT:
-            gdc_launch_dependents()
         gdc_wait()
     if X_FLOAT:  # each slot's row of h in 8 bits, all S rows' groups at once
         m = tl.arange(0, S * NG)
@@ -136,7 +129,7 @@ def _one_token_down_kernel(
         dx_hi, run_sums(u_hi, s_hi, c_hi, x_hi, xs_hi, ASM),
     )  # fmt: skip
     y = tree_sum(y, R, NG)  # the same tree as moe_gemv's down
-    if GDC and not EARLY_NEXT:
+    if GDC:
         gdc_launch_dependents()
     if HAS_BIAS:
         y += tl.load(bias_ptr + expert * N + rows, mask=row_mask, other=0.0)
@@ -164,6 +157,6 @@ def launch_down(h: torch.Tensor, hq, w, routing, fmt_code: int, block_n: int, nu
         n_out, n_in, n_in // w.packed.fmt.block_size, routing.top_k,
         FMT=fmt_code, HAS_BIAS=w.bias is not None, X_FLOAT=hq is None, BLOCK_N=block_n,
         NG=triton.next_power_of_2(n_in // 32), S=triton.next_power_of_2(routing.top_k),
-        ASM=asm, GDC=gdc, num_warps=num_warps, EARLY_NEXT=EARLY_NEXT, **extra,
+        ASM=asm, GDC=gdc, num_warps=num_warps, **extra,
     )  # fmt: skip
     return out

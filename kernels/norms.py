@@ -16,6 +16,11 @@ would give, without its launch (one of ~130 small launches in an 8B decode step)
 it also lets the integer GEMV chained after it (a programmatic dependent launch,
 kernels/launch.py) start at once: such a GEMV reads nothing of ours before its wait; any other
 next kernel starts as usual.
+
+On sm_90+ the norm is itself launched as the kernel before's dependent: it reads its weight
+(and bias) before `gdc_wait`, so its launch and that read overlap the kernel that writes x
+(Qwen3-30B-A3B's decode step on an H200: 1.917 -> 1.819 ms; Llama-3-8B's the same,
+docs/decisions/2026-11-30-decode-step-launch-edges.md).
 """
 
 from __future__ import annotations
@@ -32,10 +37,6 @@ from kernels.act_quant import (
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
-
-# the norm launched as the kernel before's dependent (its weights read before the wait): an A/B
-# switch for a device call
-DEPENDENT_LAUNCH = False
 
 
 @triton.jit
@@ -117,7 +118,7 @@ def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None):
     xq, xd, xs = (quantized.words, quantized.scales, quantized.sums) if quantize else (y, y, y)
     if x2.shape[0]:
         block = triton.next_power_of_2(n)
-        dependent = DEPENDENT_LAUNCH and has_dependent_launch(x.device)
+        dependent = has_dependent_launch(x.device)
         _rms_norm_kernel[(x2.shape[0],)](
             x2, r2, weight if bias is None else bias, weight, y, h, xq, xd, xs, n, eps,
             x2.stride(0), r2.stride(0), HAS_RESIDUAL=has_residual, HAS_BIAS=bias is not None,

@@ -108,7 +108,6 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl, ONE_TOKEN=tokens == 1,
-        EARLY_NEXT=moe_gemv.EARLY_NEXT and tokens == 1 and mode == moe_gemv.GATE_UP,
     )  # fmt: skip
     types = dict(POINTERS, alpha="fp32", limit="fp32")
     if consts["X_FLOAT"]:  # the down reads h (f16) and rounds it to 8 bits itself
@@ -135,7 +134,6 @@ def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None
         FMT=moe_gemv.FORMAT_CODES[case.fmt], HAS_BIAS=case.bias, X_FLOAT=True,
         BLOCK_N=cfg.block_n, NG=triton.next_power_of_2(case.n_in // 32),
         S=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
-        EARLY_NEXT=moe_one_token.EARLY_NEXT,
     )  # fmt: skip
     types = dict(POINTERS, x_ptr="*fp16", bias_ptr="*fp32")
     for i, t in enumerate(PLANES[case.fmt]):
