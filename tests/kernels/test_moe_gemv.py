@@ -543,3 +543,63 @@ def test_norm_and_route_is_the_norm_then_the_router(tokens, n_expert, n_embd, to
     for name in ("ids", "order", "n_groups"):
         assert torch.equal(getattr(fused.routing, name), getattr(routing, name)), name
     torch.testing.assert_close(fused.routing.weights, routing.weights, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("router_bias", [False, True])
+def test_gate_up_selecting_from_the_routers_partials_gives_the_same_bits(router_bias, device):
+    """norm_and_route(select_later=True) leaves a one-token step's logits in partials; the
+    gate/up selects from them (each program its slot's expert, one program storing the logits
+    and the routing), and the one-token down reads that routing after its wait: the routing,
+    logits, h and the down's output are the bits of the router's own selection."""
+    from kernels.moe_router import norm_and_route
+
+    n_expert, n_embd, top_k, n_ff = 16, 256, 4, 256
+    gen = torch.Generator().manual_seed(41)
+    w = torch.randn(n_expert, n_embd, generator=gen) / n_embd**0.5
+    router = PackedWeight.from_gguf(w.numpy().view(np.uint8).reshape(-1), "F32",
+                                    (n_expert, n_embd), device=device)  # fmt: skip
+    a, residual = (torch.randn(1, n_embd, generator=gen).half().to(device) for _ in "ar")
+    norm_w = (torch.rand(n_embd, generator=gen) + 0.5).to(device)
+    rb = torch.randn(n_expert, generator=gen).to(device) if router_bias else None
+    raw = {name: ref.random_expert_bytes(fmt, n_expert, n_out, n_in, seed)
+           for name, fmt, n_out, n_in, seed in (("gate", "Q4_K", n_ff, n_embd, 42),
+                                                ("up", "Q4_K", n_ff, n_embd, 43),
+                                                ("down", "Q6_K", n_embd, n_ff, 44))}  # fmt: skip
+    gate, up, down = (
+        ExpertWeight.from_gguf(raw[name], fmt, (n_expert, n_out, n_in), device=device)
+        for name, fmt, n_out, n_in in (("gate", "Q4_K", n_ff, n_embd), ("up", "Q4_K", n_ff, n_embd),
+                                       ("down", "Q6_K", n_embd, n_ff))
+    )  # fmt: skip
+    results = []
+    for later in (False, True):
+        r = norm_and_route(a, residual, norm_w, 1e-6, router, top_k, softmax_all=True,
+                           normalize=True, bias=rb, select_later=later)  # fmt: skip
+        assert (r.routing.partials is not None) == later
+        hidden = expert_gate_up(r.y, gate, up, r.routing, quantized=r.quantized, config=WIDE)
+        out = expert_down(hidden, down, r.routing, config=WIDE)
+        results.append((r.routing, r.logits, hidden, out))
+    (routing, logits, hidden, out), (routing_l, logits_l, hidden_l, out_l) = results
+    for name in ("ids", "weights", "order", "group_expert", "group_start", "group_count",
+                 "n_groups"):  # fmt: skip
+        mine, theirs = getattr(routing_l, name), getattr(routing, name)
+        if name.startswith("group_"):  # entries past n_groups are left unwritten
+            mine, theirs = mine[: int(routing.n_groups)], theirs[: int(routing.n_groups)]
+        assert torch.equal(mine, theirs), name
+    assert torch.equal(logits_l, logits)
+    assert torch.equal(hidden_l, hidden)
+    assert torch.equal(out_l, out)
+
+
+def test_a_routing_left_in_partials_is_refused_where_no_gate_up_selects(device):
+    """Only a one-token gate/up of one format selects: expert_rows says what to run first."""
+    from kernels.moe_router import norm_and_route
+
+    w = torch.randn(8, 256) / 16
+    router = PackedWeight.from_gguf(w.numpy().view(np.uint8).reshape(-1), "F32", (8, 256),
+                                    device=device)  # fmt: skip
+    a = torch.randn(1, 256).half().to(device)
+    r = norm_and_route(a, torch.zeros_like(a), torch.ones(256, device=device), 1e-6, router, 2,
+                       softmax_all=True, normalize=True, select_later=True)  # fmt: skip
+    rows, _, _ = _experts("Q4_K", N_OUT, 256 * 2, 50, device)
+    with pytest.raises(UnsupportedTensor, match="gate/up"):
+        expert_rows(torch.randn(1, 512).to(device), rows, r.routing)
