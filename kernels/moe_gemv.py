@@ -81,7 +81,6 @@ from kernels.moe_blocks import (
     run_sums,
     runs_in_8_bits,
 )
-from kernels.moe_router import select_from_partials
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
@@ -218,16 +217,13 @@ def _expert_kernel(
     x_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr,
     a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
     order_ptr, group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, ids_ptr,
-    weights_ptr, rpart_ptr, rbias_ptr, rlogits_ptr, n_expert,
+    weights_ptr,
     N, K, NB, TOP_K, n_pairs, n_tokens, alpha, limit,
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
-    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False, SELECT: tl.constexpr = False,
-    R_K: tl.constexpr = 1, R_E_PAD: tl.constexpr = 16, R_SPLITS: tl.constexpr = 1,
-    R_SOFTMAX_ALL: tl.constexpr = False, R_NORMALIZE: tl.constexpr = False,
-    R_HAS_BIAS: tl.constexpr = False,
+    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
@@ -235,33 +231,13 @@ def _expert_kernel(
     partials go through part and the tickets (several splits, or DOWN), else each program
     writes its pairs' results itself. ONE_TOKEN: a step of one token, whose k slots pick k
     distinct experts: group g is slot g, its expert read from the routing's ids and its one
-    pair g, so no grouping entry is read and x's loads need not wait for a pair's.
-    SELECT (ONE_TOKEN, the step's first expert launch): the routing is the router's partial
-    logits (rpart, its bias rbias: moe_routing.RouterPartials); each program waits for the
-    router, selects from them (moe_router.select_from_partials) and takes slot g's expert, and
-    program (0, 0, 0) stores the logits (rlogits) and the routing for the launches after."""
+    pair g, so no grouping entry is read and x's loads need not wait for a pair's."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
     if ONE_TOKEN:
         n_groups = TOP_K
-        if SELECT:
-            if GDC:  # the router's partials only once it has ended
-                gdc_wait()
-            if (tile == 0) & (split == 0) & (g == 0):
-                expert = select_from_partials(
-                    rpart_ptr, rbias_ptr, rlogits_ptr, ids_ptr, weights_ptr, order_ptr,
-                    group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, n_expert,
-                    g, True, R_K, R_E_PAD, R_SPLITS, R_SOFTMAX_ALL, R_NORMALIZE, R_HAS_BIAS,
-                )  # fmt: skip
-            else:
-                expert = select_from_partials(
-                    rpart_ptr, rbias_ptr, rlogits_ptr, ids_ptr, weights_ptr, order_ptr,
-                    group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, n_expert,
-                    g, False, R_K, R_E_PAD, R_SPLITS, R_SOFTMAX_ALL, R_NORMALIZE, R_HAS_BIAS,
-                )  # fmt: skip
-        else:
-            expert = tl.load(ids_ptr + g)
+        expert = tl.load(ids_ptr + g)
         count = 1
     else:
         # the group's entries are loaded with its count, not after it (one memory latency,
@@ -283,7 +259,7 @@ def _expert_kernel(
             ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
                 b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT, ASM
             )
-        if GDC and not SELECT:  # a dependent launch: x and writes only after the one before
+        if GDC:  # a dependent launch: x and every write only after the kernel before ends
             gdc_wait()
         w = tl.arange(0, 4)
         zero_rows = (rows * 0)[:, None]  # x loaded in the weights' [BN, NG] layout
@@ -494,11 +470,10 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
     gdc = cfg.pdl and has_dependent_launch(device)
     extra = {"launch_pdl": True} if gdc else {}
     x_args = (x, x, x) if xq is None else (xq.words, xq.scales, xq.sums)
-    select, r_args, r_flags = _selection_arguments(routing, mode, one_token, out)
     _expert_kernel[grid](
         *x_args, out, part, counters, *pa, *pb, bias_a, bias_b,
         routing.order, routing.group_expert, routing.group_start, routing.group_count,
-        routing.n_groups, routing.ids, weights, *r_args, routing.n_expert,
+        routing.n_groups, routing.ids, weights,
         n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens,
         float(act.alpha), float(act.limit),
         FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
@@ -506,30 +481,9 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
-        ONE_TOKEN=one_token, num_warps=cfg.num_warps, SELECT=select, **r_flags, **extra,
+        ONE_TOKEN=one_token, num_warps=cfg.num_warps, **extra,
     )  # fmt: skip
     return out
-
-
-def _selection_arguments(routing: ExpertRouting, mode: int, one_token: bool,
-                         spare: torch.Tensor) -> tuple[bool, tuple, dict]:  # fmt: skip
-    """(SELECT, the kernel's rpart, rbias and rlogits, its R_ constexprs) for a routing whose
-    selection is left to this launch (routing.partials), else (False, placeholders, {})."""
-    partials = routing.partials
-    if partials is None:
-        return False, (spare, spare, spare), {}
-    if not one_token or mode != GATE_UP:
-        raise UnsupportedTensor(
-            "a routing left in the router's partials is selected by a one-token step's gate/up "
-            "launch: run expert_gate_up (one launch: gate and up of one format) first"
-        )
-    bias = partials.bias if partials.bias is not None else partials.logits
-    flags = dict(
-        R_K=routing.top_k, R_E_PAD=max(16, triton.next_power_of_2(routing.n_expert)),
-        R_SPLITS=partials.n_splits, R_SOFTMAX_ALL=partials.softmax_all,
-        R_NORMALIZE=partials.normalize, R_HAS_BIAS=partials.bias is not None,
-    )  # fmt: skip
-    return True, (partials.part, bias, partials.logits), flags
 
 
 def expert_rows(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,

@@ -74,14 +74,10 @@ def _one_token_down_kernel(
     N, K, NB, TOP_K,
     FMT: tl.constexpr, HAS_BIAS: tl.constexpr, X_FLOAT: tl.constexpr, BLOCK_N: tl.constexpr,
     NG: tl.constexpr, S: tl.constexpr, ASM: tl.constexpr, GDC: tl.constexpr = False,
-    IDS_AFTER_WAIT: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. X_FLOAT: h [k, K] in float (rounded here); else h's 8-bit
     words [k, K / 4] with xd, xs its scales and sums. out [1, N]. NG: groups of 32 weights a
-    row (K / 32, padded to a power of two); S: k padded to a power of two. IDS_AFTER_WAIT:
-    the routing was written by the gate/up before it (its selection from the router's
-    partials), so the ids, the routing weights and the experts' weights are read after the
-    wait."""
+    row (K / 32, padded to a power of two); S: k padded to a power of two."""
     R: tl.constexpr = S * BLOCK_N
     tile = tl.program_id(0)
     r = tl.arange(0, R)
@@ -89,8 +85,6 @@ def _one_token_down_kernel(
     rows = tile * BLOCK_N + r % BLOCK_N
     slot_mask = slot < TOP_K
     row_mask = (rows < N) & slot_mask
-    if GDC and IDS_AFTER_WAIT:
-        gdc_wait()
     expert = tl.load(ids_ptr + slot, mask=slot_mask, other=0).to(tl.int64)
     ge = tl.arange(0, NG)
     group_mask = ge < K // 32
@@ -98,7 +92,7 @@ def _one_token_down_kernel(
         p0, p1, p2, p3, p4, expert * N + rows, row_mask, ge, group_mask, NB, FMT, ASM
     )
     weight = tl.load(weights_ptr + slot, mask=slot_mask, other=0.0).to(tl.float32)
-    if GDC and not IDS_AFTER_WAIT:  # a dependent launch: h and writes only after the one before
+    if GDC:  # a dependent launch: h and every write only after the kernel before ends
         gdc_wait()
     if X_FLOAT:  # each slot's row of h in 8 bits, all S rows' groups at once
         m = tl.arange(0, S * NG)
@@ -152,8 +146,7 @@ def launch_down(h: torch.Tensor, hq, w, routing, fmt_code: int, block_n: int, nu
                 asm: bool, gdc: bool) -> torch.Tensor:  # fmt: skip
     """One launch of the down for a step of one token (moe_gemv.expert_down chooses, and
     checks the shapes): h [k, n_in] -> [1, n_out]; w its ExpertWeight; hq: h in 8 bits, or
-    None (rounded here). A routing the gate/up selected (routing.partials) is read after the
-    wait."""
+    None (rounded here)."""
     n_out, n_in = w.n_out, w.n_in
     out = torch.empty(1, n_out, dtype=h.dtype, device=h.device)
     bias = w.bias if w.bias is not None else out
@@ -164,7 +157,6 @@ def launch_down(h: torch.Tensor, hq, w, routing, fmt_code: int, block_n: int, nu
         n_out, n_in, n_in // w.packed.fmt.block_size, routing.top_k,
         FMT=fmt_code, HAS_BIAS=w.bias is not None, X_FLOAT=hq is None, BLOCK_N=block_n,
         NG=triton.next_power_of_2(n_in // 32), S=triton.next_power_of_2(routing.top_k),
-        ASM=asm, GDC=gdc, IDS_AFTER_WAIT=routing.partials is not None, num_warps=num_warps,
-        **extra,
+        ASM=asm, GDC=gdc, num_warps=num_warps, **extra,
     )  # fmt: skip
     return out

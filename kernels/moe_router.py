@@ -20,10 +20,9 @@ import triton.language as tl
 from kernels.act_quant import QuantizedActivation, empty_quantized, store_quantized
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
-from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
+from kernels.launch import gdc_wait, has_dependent_launch
 from kernels.moe_routing import (
     ExpertRouting,
-    RouterPartials,
     check_logits_shape,
     rank_in_registers,
     routing_buffers,
@@ -44,7 +43,7 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
                    SOFTMAX_ALL: tl.constexpr, NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
                    SORT: tl.constexpr, RANK: tl.constexpr, GDC: tl.constexpr,
                    NORM: tl.constexpr = False, HAS_ATTN_BIAS: tl.constexpr = False,
-                   BLOCK_N: tl.constexpr = 32, SELECT_LATER: tl.constexpr = False):  # fmt: skip
+                   BLOCK_N: tl.constexpr = 32):  # fmt: skip
     """route_from_router: program (tile, split) loads its BLOCK_E router rows' SPLIT columns
     in one load (on sm_90+ before waiting for the kernel that wrote x: a dependent launch),
     computes each token's partial logits from them with the same code (so a token's logits do
@@ -58,13 +57,7 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
     RMSNorm as kernels/norms.py's _rms_norm_kernel does, h = a (+ ab) + r over the whole row
     (BLOCK_N) for the statistic, again over its own columns for y = h / rms * nw, rounded to
     y's dtype, which its GEMV reads; the programs of tile 0 store their columns of h, y and y
-    in 8 bits (act_quant.store_quantized).
-
-    SELECT_LATER (a one-token step whose gate/up selects: select_from_partials): the launch
-    stores the partials and ends, no ticket; on sm_90+ it lets the gate/up launch at once (that
-    reads nothing of this launch's before its wait)."""
-    if GDC and SELECT_LATER:
-        gdc_launch_dependents()
+    in 8 bits (act_quant.store_quantized)."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     rows = tile * BLOCK_E + tl.arange(0, BLOCK_E)
@@ -103,27 +96,9 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
             xv = tl.load(x_ptr + token * stride_x + cols, mask=col_mask, other=0.0).to(tl.float32)
         tl.store(part_ptr + (split * T + token) * n_expert + rows, tl.sum(w * xv[None, :], axis=1),
                  mask=row_mask)  # fmt: skip
-    if not SELECT_LATER:
-        _select_by_the_last_program(part_ptr, logits_ptr, tickets_ptr, bias_ptr, ids_ptr,
-                                    weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
-                                    n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD, P_PAD,
-                                    N_SPLITS, SOFTMAX_ALL, NORMALIZE, HAS_BIAS, SORT,
-                                    RANK)  # fmt: skip
-
-
-@triton.jit
-def _select_by_the_last_program(part_ptr, logits_ptr, tickets_ptr, bias_ptr, ids_ptr,
-                                weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
-                                n_groups_ptr, T, n_expert, K: tl.constexpr, K_PAD: tl.constexpr,
-                                T_PAD: tl.constexpr, E_PAD: tl.constexpr, P_PAD: tl.constexpr,
-                                N_SPLITS: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
-                                NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr,
-                                SORT: tl.constexpr, RANK: tl.constexpr):  # fmt: skip
-    """_router_kernel's end: the program that takes the last ticket sums the partials, stores
-    the logits, selects and groups."""
     tl.debug_barrier()
     ticket = tl.atomic_add(tickets_ptr, 1, sem="acq_rel", scope="gpu")
-    if ticket == tl.num_programs(0) * tl.num_programs(1) - 1:
+    if ticket == tl.num_programs(0) * N_SPLITS - 1:
         t = tl.arange(0, T_PAD)[:, None]
         e = tl.arange(0, E_PAD)[None, :]
         valid = (t < T) & (e < n_expert)
@@ -145,35 +120,6 @@ def _select_by_the_last_program(part_ptr, logits_ptr, tickets_ptr, bias_ptr, ids
                               count_ptr, n_groups_ptr, T, n_expert, K, K_PAD, T_PAD, E_PAD,
                               P_PAD, SOFTMAX_ALL, NORMALIZE, SORT)  # fmt: skip
         tl.atomic_xchg(tickets_ptr, 0)
-
-
-@triton.jit
-def select_from_partials(part_ptr, bias_ptr, logits_ptr, ids_ptr, weights_ptr, order_ptr,
-                         expert_ptr, start_ptr, count_ptr, n_groups_ptr, n_expert, slot,
-                         STORE: tl.constexpr, K: tl.constexpr, E_PAD: tl.constexpr,
-                         N_SPLITS: tl.constexpr, SOFTMAX_ALL: tl.constexpr,
-                         NORMALIZE: tl.constexpr, HAS_BIAS: tl.constexpr):  # fmt: skip
-    """A one-token step's selection from the router's partial logits (_router_kernel's
-    SELECT_LATER), in the launch that reads the picked experts: the partials summed in split
-    order and ranked as _select_by_the_last_program does (the same sums and ranks); returns the
-    expert in `slot`. STORE: this program also stores the logits and the routing
-    (take_ranked: ids, weights, grouping) for the launches after it."""
-    e = tl.arange(0, E_PAD)[None, :]
-    valid = e < n_expert
-    x = tl.zeros((1, E_PAD), tl.float32)
-    for s in tl.static_range(N_SPLITS):
-        x += tl.load(part_ptr + s * n_expert + e, mask=valid, other=0.0, cache_modifier=".cg")
-    if STORE:
-        tl.store(logits_ptr + e, x, mask=valid)
-    if HAS_BIAS:
-        x += tl.load(bias_ptr + e, mask=valid, other=0.0)
-    x = tl.where(valid, x, float("-inf"))
-    x = tl.where(x == x, x, float("-inf"))  # a NaN score ranks as -inf
-    rank = rank_in_registers(x, E_PAD)
-    if STORE:
-        take_ranked(x, rank, ids_ptr, weights_ptr, order_ptr, expert_ptr, start_ptr, count_ptr,
-                    n_groups_ptr, 1, n_expert, K, 1, E_PAD, SOFTMAX_ALL, NORMALIZE)  # fmt: skip
-    return tl.sum(tl.where(rank == slot, e, 0))
 
 
 # the router matrices route_from_router reads; a quantized router takes the GEMV, then
@@ -236,19 +182,14 @@ class NormedAndRouted:
 def norm_and_route(a: torch.Tensor, residual: torch.Tensor, norm_weight: torch.Tensor,
                    eps: float, router, top_k: int, *, softmax_all: bool, normalize: bool,
                    bias: torch.Tensor | None = None, attn_bias: torch.Tensor | None = None,
-                   config: RouterConfig | None = None, selection: str | None = None,
-                   select_later: bool = False) -> NormedAndRouted:  # fmt: skip
+                   config: RouterConfig | None = None,
+                   selection: str | None = None) -> NormedAndRouted:  # fmt: skip
     """rms_norm_quantized(a, norm_weight, eps, residual, bias=attn_bias) and route_from_router
     on its y, in the router's one launch (one launch a MoE layer fewer at decode): a [T,
     n_embd], residual [T, n_embd] (h = a (+ attn_bias) + residual in residual's dtype, y in
     a's), n_embd a multiple of 32. Every program of the router computes the norm's statistic
     of the whole row itself; y, h and y's 8 bits are the norm kernel's values (its statistic
-    summed in another order: within a float32 rounding of it).
-
-    select_later (one token, a selection by rank: can_select_later): the launch leaves the
-    logits in partials and selects nothing; the routing it returns is written by the first
-    expert launch that reads it (moe_gemv's expert_gate_up at one token), which selects from
-    them itself: the router's ticket and last program off the step's path."""
+    summed in another order: within a float32 rounding of it)."""
     require()
     _check_router(router, a, top_k, bias)
     n_embd = a.shape[1]
@@ -271,15 +212,9 @@ def norm_and_route(a: torch.Tensor, residual: torch.Tensor, norm_weight: torch.T
     norm = (residual, attn_bias if attn_bias is not None else norm_weight, norm_weight, y, h,
             quantized.words, quantized.scales, quantized.sums, residual.stride(0), float(eps),
             attn_bias is not None)  # fmt: skip
-    later = select_later and can_select_later(n_tokens, router.n_out, top_k, selection)
     routing, logits = _launch_router(a, router, top_k, softmax_all, normalize, bias, None, cfg,
-                                     selection, norm, later)  # fmt: skip
+                                     selection, norm)  # fmt: skip
     return NormedAndRouted(y, h, quantized, routing, logits)
-
-
-def can_select_later(n_tokens: int, n_expert: int, top_k: int, selection: str | None = None):
-    """Whether norm_and_route's select_later applies: one token, selected by rank."""
-    return n_tokens == 1 and select_sizes(1, n_expert, top_k, None, selection)["RANK"]
 
 
 def _check_router(router, x: torch.Tensor, top_k: int, bias) -> None:
@@ -297,10 +232,8 @@ def _check_router(router, x: torch.Tensor, top_k: int, bias) -> None:
 
 
 def _launch_router(x, router, top_k, softmax_all, normalize, bias, method, cfg: RouterConfig,
-                   selection, norm, select_later: bool = False
-                   ) -> tuple[ExpertRouting, torch.Tensor]:  # fmt: skip
-    """The router's launch (norm: norm_and_route's tensors and flag, or None; select_later:
-    its partials left for the gate/up, RouterPartials)."""
+                   selection, norm) -> tuple[ExpertRouting, torch.Tensor]:  # fmt: skip
+    """The router's launch (norm: norm_and_route's tensors and flag, or None)."""
     n_tokens, device = x.shape[0], x.device
     n_expert, n_embd = router.n_out, router.n_in
     ids, weights, groups = routing_buffers(n_tokens, n_expert, top_k, device)
@@ -323,9 +256,6 @@ def _launch_router(x, router, top_k, softmax_all, normalize, bias, method, cfg: 
         *args, *norm_args, BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=n_splits, GDC=gdc,
         NORM=norm is not None, HAS_ATTN_BIAS=has_attn_bias,
         BLOCK_N=triton.next_power_of_2(n_embd), num_warps=cfg.num_warps,
-        SELECT_LATER=select_later, **({"launch_pdl": True} if gdc else {}), **flags, **sizes,
+        **({"launch_pdl": True} if gdc else {}), **flags, **sizes,
     )  # fmt: skip
-    partials = None
-    if select_later:
-        partials = RouterPartials(part, bias, logits, softmax_all, normalize)
-    return ExpertRouting(ids, weights, n_expert, *groups, partials=partials), logits
+    return ExpertRouting(ids, weights, n_expert, *groups), logits

@@ -294,29 +294,9 @@ def _select_and_group_kernel(logits_ptr, bias_ptr, ids_ptr, weights_ptr, order_p
 
 
 @dataclass(frozen=True)
-class RouterPartials:
-    """A one-token step's router logits not yet summed nor selected from (moe_router's
-    norm_and_route with select_later): part [n_splits, 1, n_expert] float32, the router's
-    bias or None, the buffer for the logits, and the selection's rule. The gate/up launch that
-    reads them (moe_gemv's SELECT) selects, and fills the ExpertRouting's buffers."""
-
-    part: torch.Tensor
-    bias: torch.Tensor | None
-    logits: torch.Tensor
-    softmax_all: bool
-    normalize: bool
-
-    @property
-    def n_splits(self) -> int:
-        return self.part.shape[0]
-
-
-@dataclass(frozen=True)
 class ExpertRouting:
     """One step's routing, grouped by expert (module docstring). ids and weights are the
-    caller's [T, k] tensors (contiguous); the rest are int32 on the same device. partials:
-    where not None, none of them is written yet: the step's first expert launch selects from
-    these partial logits and writes them (a one-token step, moe_gemv's SELECT)."""
+    caller's [T, k] tensors (contiguous); the rest are int32 on the same device."""
 
     ids: torch.Tensor
     weights: torch.Tensor | None
@@ -326,7 +306,6 @@ class ExpertRouting:
     group_start: torch.Tensor
     group_count: torch.Tensor
     n_groups: torch.Tensor
-    partials: RouterPartials | None = None
 
     @property
     def n_tokens(self) -> int:

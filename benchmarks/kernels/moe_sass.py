@@ -26,7 +26,6 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from benchmarks.kernels.moe import CASES, Case
-from engine.hearth import moe_ops
 from kernels import moe_gemv, moe_one_token
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
@@ -91,7 +90,6 @@ POINTERS = {
     "part_ptr": "*fp32", "count_ptr": "*i32", "bias_a_ptr": "*fp32", "bias_b_ptr": "*fp32",
     "order_ptr": "*i32", "group_expert_ptr": "*i32", "group_start_ptr": "*i32",
     "group_count_ptr": "*i32", "n_groups_ptr": "*i32", "ids_ptr": "*i64", "weights_ptr": "*fp32",
-    "rpart_ptr": "*fp32", "rbias_ptr": "*fp32", "rlogits_ptr": "*fp32",
 }  # fmt: skip
 MODES = {"rows": moe_gemv.ROWS, "gate_up": moe_gemv.GATE_UP, "down": moe_gemv.DOWN}
 
@@ -110,7 +108,6 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl, ONE_TOKEN=tokens == 1,
-        **_selection_consts(case, tokens == 1 and mode == moe_gemv.GATE_UP),
     )  # fmt: skip
     types = dict(POINTERS, alpha="fp32", limit="fp32")
     if consts["X_FLOAT"]:  # the down reads h (f16) and rounds it to 8 bits itself
@@ -127,17 +124,6 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options), nr, splits
 
 
-def _selection_consts(case: Case, first_of_one_token: bool) -> dict:
-    """The expert kernel's SELECT constexprs as a one-token step's gate/up has them where the
-    engine leaves the selection to it (engine/hearth/moe_ops._gate_up_selects): Qwen3-30B-A3B's
-    128 experts' router in 4 splits of 512 columns, softmax over all of them."""
-    select = first_of_one_token and case.fmt != "MXFP4" and moe_ops.SELECTS_IN_GATE_UP
-    if not select:
-        return {"SELECT": False}
-    return dict(SELECT=True, R_K=case.top_k, R_E_PAD=128, R_SPLITS=4, R_SOFTMAX_ALL=True,
-                R_NORMALIZE=True, R_HAS_BIAS=False)  # fmt: skip
-
-
 def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None):
     """moe_one_token.py's down as a one-token step launches it for this case (h in float), or
     None where the step takes the grouped kernel (gate/up, rows, a row in several splits)."""
@@ -148,7 +134,6 @@ def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None
         FMT=moe_gemv.FORMAT_CODES[case.fmt], HAS_BIAS=case.bias, X_FLOAT=True,
         BLOCK_N=cfg.block_n, NG=triton.next_power_of_2(case.n_in // 32),
         S=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
-        IDS_AFTER_WAIT=moe_ops.SELECTS_IN_GATE_UP,
     )  # fmt: skip
     types = dict(POINTERS, x_ptr="*fp16", bias_ptr="*fp32")
     for i, t in enumerate(PLANES[case.fmt]):
@@ -191,7 +176,6 @@ def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bia
         BLOCK_E=cfg.block_e, SPLIT=cfg.split, N_SPLITS=triton.cdiv(n_embd, cfg.split), GDC=True,
         SOFTMAX_ALL=softmax_all, NORMALIZE=softmax_all, HAS_BIAS=bias, NORM=True,
         HAS_ATTN_BIAS=bias, BLOCK_N=triton.next_power_of_2(n_embd), **sizes,
-        SELECT_LATER=tokens == 1 and sizes["RANK"] and moe_ops.SELECTS_IN_GATE_UP,
     )  # fmt: skip
     types = {"x_ptr": "*fp16", "w_ptr": "*fp32", "bias_ptr": "*fp32", "part_ptr": "*fp32",
              "logits_ptr": "*fp32", "weights_ptr": "*fp32", "r_ptr": "*fp16", "ab_ptr": "*fp32",

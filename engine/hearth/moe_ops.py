@@ -94,27 +94,6 @@ class PackedExperts:
         return self.gate.n_expert
 
 
-# a one-token step's gate/up selects its experts from the router's partial logits: an A/B
-# switch for a device call
-SELECTS_IN_GATE_UP = True
-
-
-def _gate_up_selects(experts, n_tokens: int, top_k: int) -> bool:
-    """Whether a step's routing may be left to its gate/up (norm_and_route's select_later):
-    one token, experts in device memory whose gate and up share a format (one launch, the
-    step's first) and whose down takes the one-token kernel (it reads the routing after its
-    wait)."""
-    from kernels.moe_gemv import takes_one_token
-
-    return (
-        n_tokens == 1
-        and isinstance(experts, PackedExperts)
-        and experts.gate.fmt == experts.up.fmt
-        and not experts.down.in_host_memory
-        and takes_one_token(1, top_k, experts.down.n_in)
-    )
-
-
 def swiglu_oai(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
     """gpt-oss's clamped SwiGLU (ggml_swiglu_oai): g * sigmoid(alpha g) * (u + 1), with
     g = min(gate, limit) and u = clamp(up, -limit, limit)."""
@@ -534,7 +513,6 @@ class KernelsMoeOps:
         r = self._k.norm_and_route(
             a, h, weight, eps, moe.router, k, softmax_all=rule.gating == "softmax",
             normalize=rule.normalize, bias=moe.router_bias, attn_bias=bias,
-            select_later=SELECTS_IN_GATE_UP and _gate_up_selects(moe.experts, rows, k),
         )  # fmt: skip
         if isinstance(moe.experts, StagedExperts):  # its routing, the slots' GEMV on y
             ids, weights = r.routing.ids, r.routing.weights
