@@ -15,7 +15,7 @@ import json
 
 import torch
 
-from benchmarks.hearth_speed import DEVICE, decode_tokens, new_cache, sync
+from benchmarks.hearth_speed import DEVICE, decode_tokens, fill_randomly, new_cache, sync
 from engine.gguf import read_model_info
 from engine.hearth.config import model_config
 from engine.hearth.decode_graph import DecodeGraph
@@ -24,54 +24,44 @@ from engine.hearth.ops import select_ops
 from engine.hearth.weights import GGUFTensors
 
 
-def trace_replays(graph, n: int, trace: str) -> None:
+def trace_replays(graph, depth: int, n: int, trace: str) -> None:
     """n graph replays under torch.profiler (CUPTI's kernel timestamps), as a Chrome trace:
     2026-11-30-s29-trace-layers.py reads it."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for i in range(n):
-            graph.step(1, 5 + i, launch_ahead=False)
+            graph.step(1, depth + 5 + i, launch_ahead=False)
         sync()
     prof.export_chrome_trace(trace)
 
 
-def _flags(norm: bool = False, gate_up: bool = False, down: bool = False) -> None:
-    import kernels.moe_gemv as moe_gemv
-    import kernels.moe_one_token as moe_one_token
-    import kernels.norms as norms
-
-    norms.DEPENDENT_LAUNCH = norm
-    moe_gemv.EARLY_NEXT = gate_up
-    moe_one_token.EARLY_NEXT = down
+def _main_as_is() -> None:
+    pass
 
 
-VARIANTS = {
-    "main": _flags,
-    # the norm a dependent launch, its weights read before the wait
-    "norm-dependent": lambda: _flags(norm=True),
-    # and the one-token gate/up letting the down launch once its programs have their weights
-    "norm-gate-up-early": lambda: _flags(norm=True, gate_up=True),
-    # and the one-token down letting the norm launch likewise
-    "norm-both-early": lambda: _flags(norm=True, gate_up=True, down=True),
-}
+# (call 2's variants, set by module switches since deleted: "norm-dependent", "norm-gate-up-early",
+# "norm-both-early"; commit ce56313)
+VARIANTS = {"main": _main_as_is}
 
 
 def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
     VARIANTS[name]()
     cache = new_cache(model, args.kv, args.slots)
-    graph = DecodeGraph(model, cache, position=0)
+    if args.depth:
+        fill_randomly(model, cache, args.depth)
+    graph = DecodeGraph(model, cache, position=args.depth)
     picks, token = [], 1
-    for i in range(32):  # greedy picks from position 0: the same in every variant
-        _, token = graph.step(token, i, launch_ahead=True)
+    for i in range(32):  # greedy picks from the depth: the same in every variant
+        _, token = graph.step(token, args.depth + i, launch_ahead=True)
         picks.append(token)
     graph.forget_ahead()
-    tok_s = 1 / decode_tokens(model, cache, 1, 0, 128, graph)
+    tok_s = 1 / decode_tokens(model, cache, 1, args.depth, 128, graph)
     replay_ms = graph.replay_seconds() * 1e3
     row = {"variant": name, "round": round_, "tok_s": round(tok_s, 1),
            "replay_ms": round(replay_ms, 4), "picks": picks}  # fmt: skip
     if round_ == 0:
-        trace_replays(graph, args.replays, f"{out_dir}/{name}.trace.json")
+        trace_replays(graph, args.depth, args.replays, f"{out_dir}/{name}.trace.json")
     del graph, cache
     torch.cuda.empty_cache()
     print(json.dumps(row), flush=True)
@@ -86,6 +76,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--kv", default="paged-f16")
     parser.add_argument("--slots", type=int, default=256)
+    parser.add_argument("--depth", type=int, default=0, help="positions filled before the steps")
     parser.add_argument("--replays", type=int, default=4)
     args = parser.parse_args()
     info = read_model_info(args.model)
