@@ -37,6 +37,7 @@ import triton
 import triton.language as tl
 
 from kernels.kv_tiles import ROT4, _round_codes, fwht, load_tile
+from kernels.launch import gdc_launch_dependents, gdc_wait
 from kernels.nibbles import rot4_codes_f16
 
 
@@ -62,12 +63,18 @@ def kivi_seal_kernel(
     q_ptr, scale_ptr, min_ptr,
     HKV: tl.constexpr, D: tl.constexpr, P: tl.constexpr, G: tl.constexpr,
     POSITIONS: tl.constexpr, SCRATCH: tl.constexpr, ROWS: tl.constexpr = False,
+    GDC: tl.constexpr = False,
 ):  # fmt: skip
     """Grid (pages a write of n_rows can touch, HKV). SCRATCH: the write's rows come from the
     scratch (its K half); else (n = 1) the open page already holds all. ROWS: grid (rows, HKV)
     after a batch's one-row writes (kv_write_kernel's SLOT_PER_ROW): row t at positions[t],
     moved into its block table among the stacked ones, in the open page of slot[t] (`slot`
-    points to them); n_rows is 1."""
+    points to them); n_rows is 1. GDC (sm_90+, a dependent launch): the launch after it (the
+    attention, which waits for this one to end) may start at once, and this one reads the
+    write's rows only after the write has ended."""
+    if GDC:
+        gdc_launch_dependents()
+        gdc_wait()
     if ROWS:
         row = tl.program_id(0)
         first = tl.load(positions_ptr + row).to(tl.int32)

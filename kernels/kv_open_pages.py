@@ -18,6 +18,10 @@ from kernels.errors import UnsupportedTensor
 from kernels.kv_formats import KVCacheSpec, kivi_group
 from kernels.kv_kivi import kivi_open_kernel, kivi_reopen_kernel, kivi_seal_kernel
 from kernels.kv_tiles import FORMAT_CODES
+from kernels.launch import has_dependent_launch
+
+# the seal a dependent launch: an A/B switch for a device call
+SEAL_AS_DEPENDENT = True
 
 
 class KiviOpenPages:
@@ -132,7 +136,7 @@ class KiviOpenPages:
         kivi_seal_kernel[((n + spec.page_size - 2) // spec.page_size + 1, spec.n_kv_heads)](
             scratch, open_rows, table, position_arg, first, n, table_pages, slot,
             *k_pointers, G=kivi_group(spec.page_size), POSITIONS=on_device,
-            SCRATCH=n > 1, **common,
+            SCRATCH=n > 1, **common, **self._dependent(),
         )  # fmt: skip
         if n > 1:
             kivi_open_kernel[(spec.n_kv_heads,)](
@@ -151,7 +155,15 @@ class KiviOpenPages:
             open_rows, open_rows, tables, positions, 0, 1, table_pages, slots, *k_pointers,
             HKV=spec.n_kv_heads, D=spec.head_dim, P=spec.page_size,
             G=kivi_group(spec.page_size), POSITIONS=True, SCRATCH=False, ROWS=True,
+            **self._dependent(),
         )  # fmt: skip
+
+    def _dependent(self) -> dict:
+        """The seal's launch as the write's dependent where the GPU has one (its GDC): a
+        step's seal, nothing to do on 63 of 64 steps, then costs no launch gap of its own."""
+        if not (SEAL_AS_DEPENDENT and has_dependent_launch(self.device)):
+            return {}
+        return {"GDC": True, "launch_pdl": True}
 
     def layer_scratch(self, layer: int) -> tuple[torch.Tensor, int | torch.Tensor] | None:
         """(rows, start) of the exact rows of `layer`'s last chunk, None where its last write

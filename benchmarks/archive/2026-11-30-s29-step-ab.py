@@ -11,6 +11,7 @@ tok/s and graph replay ms each round, and in the first round a trace of 4 replay
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import torch
@@ -36,18 +37,64 @@ def trace_replays(graph, depth: int, n: int, trace: str) -> None:
     prof.export_chrome_trace(trace)
 
 
-def _main_as_is() -> None:
-    pass
+def _tuned(**fields):
+    """A variant that sets the paged cache's AttentionTuning fields (kernels/decode_launch.py)."""
+
+    def setup(cache) -> None:
+        kernel_cache = cache.cache
+        kernel_cache.tuning = dataclasses.replace(kernel_cache.tuning, **fields)
+
+    return setup
 
 
 # (call 2's variants, set by module switches since deleted: "norm-dependent", "norm-gate-up-early",
 # "norm-both-early"; commit ce56313)
-VARIANTS = {"main": _main_as_is}
+def _seal_plain(cache) -> None:
+    import kernels.kv_open_pages as kv_open_pages
+
+    kv_open_pages.SEAL_AS_DEPENDENT = False
+
+
+def _seal_dependent() -> None:
+    import kernels.kv_open_pages as kv_open_pages
+
+    kv_open_pages.SEAL_AS_DEPENDENT = True
+
+
+VARIANTS = {
+    "main": lambda cache: None,
+    # kivi4 keys' seal launched plainly (not as the write's dependent)
+    "seal-plain": _seal_plain,
+    # the attention's splits: programs an SM (its default: as many as fit)
+    "per-sm-1": _tuned(programs_per_sm=1),
+    "per-sm-2": _tuned(programs_per_sm=2),
+    "per-sm-4": _tuned(programs_per_sm=4),
+    "reduce-8-warps": _tuned(reduce_warps=8),
+}
+
+
+def split_counts(cache) -> dict:
+    """The split count the cache's attention takes at one sequence (as kv_cache.attend sizes
+    it), for the record."""
+    from kernels import kv_cache
+
+    kernel_cache = cache.cache
+    seen = {}
+    count = kernel_cache._split_count
+
+    def recording(n_seqs, n_tokens, window, per_sm=kv_cache.INTERPRETER_PROGRAMS_PER_SM):
+        seen[(n_seqs, n_tokens, window, per_sm)] = count(n_seqs, n_tokens, window, per_sm)
+        return seen[(n_seqs, n_tokens, window, per_sm)]
+
+    kernel_cache._split_count = recording
+    return seen
 
 
 def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
-    VARIANTS[name]()
     cache = new_cache(model, args.kv, args.slots)
+    _seal_dependent()
+    VARIANTS[name](cache)
+    splits = split_counts(cache)
     if args.depth:
         fill_randomly(model, cache, args.depth)
     graph = DecodeGraph(model, cache, position=args.depth)
@@ -59,7 +106,8 @@ def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
     tok_s = 1 / decode_tokens(model, cache, 1, args.depth, 128, graph)
     replay_ms = graph.replay_seconds() * 1e3
     row = {"variant": name, "round": round_, "tok_s": round(tok_s, 1),
-           "replay_ms": round(replay_ms, 4), "picks": picks}  # fmt: skip
+           "replay_ms": round(replay_ms, 4), "picks": picks,
+           "splits": sorted({v for v in splits.values()})}  # fmt: skip
     if round_ == 0:
         trace_replays(graph, args.depth, args.replays, f"{out_dir}/{name}.trace.json")
     del graph, cache
