@@ -47,24 +47,11 @@ def _tuned(**fields):
     return setup
 
 
-# (call 2's variants, set by module switches since deleted: "norm-dependent", "norm-gate-up-early",
-# "norm-both-early"; commit ce56313)
-def _seal_plain(cache) -> None:
-    import kernels.kv_open_pages as kv_open_pages
-
-    kv_open_pages.SEAL_AS_DEPENDENT = False
-
-
-def _seal_dependent() -> None:
-    import kernels.kv_open_pages as kv_open_pages
-
-    kv_open_pages.SEAL_AS_DEPENDENT = True
-
-
+# (variants since deleted, set by module switches: call 2's "norm-dependent",
+# "norm-gate-up-early" and "norm-both-early", commit ce56313; call 4's "seal-plain", commit
+# 35e44b2)
 VARIANTS = {
     "main": lambda cache: None,
-    # kivi4 keys' seal launched plainly (not as the write's dependent)
-    "seal-plain": _seal_plain,
     # the attention's splits: programs an SM (its default: as many as fit)
     "per-sm-1": _tuned(programs_per_sm=1),
     "per-sm-2": _tuned(programs_per_sm=2),
@@ -92,7 +79,6 @@ def split_counts(cache) -> dict:
 
 def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
     cache = new_cache(model, args.kv, args.slots)
-    _seal_dependent()
     VARIANTS[name](cache)
     splits = split_counts(cache)
     if args.depth:
