@@ -39,7 +39,6 @@ from kernels.act_quant import store_quantized
 from kernels.kv_kivi import kivi_page_scores, load_open_tile
 from kernels.kv_tiles import KIVI4, Q8, ROT2, ROT4, fwht, load_rot4_halves, load_tile, rotate_rows
 from kernels.kv_write import step_kv_rows, step_slots, store_k_rows, store_v_rows
-from kernels.l2_prefetch import prefetch_weight_piece
 from kernels.launch import gdc_launch_dependents, gdc_wait
 from kernels.rope import rope_rows
 
@@ -55,7 +54,7 @@ def decode_split_kernel(
     kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, open_slots_ptr,
     qk_scale, stride_bt, stride_qt, n_splits, window,
     k_ptr, v_ptr, stride_kt, stride_vt, q_bias_ptr, k_bias_ptr, v_bias_ptr, inv_freq_ptr,
-    mscale, table_pages, nw0, nw1, nw2, nw3, nw4, nwb0, nwb1, nwb2, nwb3, nwb4,
+    mscale, table_pages,
     HQ: tl.constexpr, HKV: tl.constexpr, G: tl.constexpr, T: tl.constexpr,
     G_PAD: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
     K_FMT: tl.constexpr, V_FMT: tl.constexpr, POSITIONS: tl.constexpr,
@@ -63,8 +62,7 @@ def decode_split_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr = False, MASK_TAIL: tl.constexpr = False,
     WAIT_PRIOR: tl.constexpr = False, WRITE: tl.constexpr = False, ROPE: tl.constexpr = False,
     N_ROT: tl.constexpr = 2, NEOX: tl.constexpr = False, Q_BIAS: tl.constexpr = False,
-    K_BIAS: tl.constexpr = False, V_BIAS: tl.constexpr = False, NEXT_W: tl.constexpr = False,
-    WARPS: tl.constexpr = 4,
+    K_BIAS: tl.constexpr = False, V_BIAS: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -92,11 +90,7 @@ def decode_split_kernel(
     row from k_ptr, v_ptr (step_kv_rows, as kv_write does) and stores it at the step's
     position (table_pages: the block table's length; a position past it writes nothing), then
     reads its pages, that row among them, after a barrier: it is the only program that reads
-    the page.
-
-    NEXT_W: nw0..nw4 are the planes of the matrix read after the attention (its output
-    projection) and nwb0..nwb4 their bytes; each program, its pages read, asks L2 for its
-    piece of them (kernels/l2_prefetch.py; WARPS: the program's warps)."""
+    the page."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     if WAIT_PRIOR:
@@ -210,10 +204,6 @@ def decode_split_kernel(
         tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
     else:
         tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
-    if NEXT_W:
-        piece = (seq * HKV + head) * n_splits + split
-        prefetch_weight_piece(nw0, nw1, nw2, nw3, nw4, nwb0, nwb1, nwb2, nwb3, nwb4, piece,
-                              tl.num_programs(0) * HKV * n_splits, WARPS, ASM)  # fmt: skip
 
 
 @triton.jit

@@ -46,16 +46,10 @@ from kernels.kv_planes import allocate_planes, plane_pointers
 from kernels.kv_sequences import KVSequences
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import StepRow, kv_write_kernel, rope_arguments
-from kernels.l2_prefetch import weight_planes
 from kernels.launch import runs_assembly
-from kernels.packed_weight import PackedWeight
 from kernels.prefill_masks import chunk_mask
 from kernels.rope import QKNorms
 from kernels.rope_tables import Rope
-
-# a decode step's attention asks L2 for the output projection's weights: an A/B switch for a
-# device call
-PREFETCH_NEXT_WEIGHT = True
 
 
 def write_warps(kv_heads: int, head_dim: int) -> int:
@@ -294,7 +288,6 @@ class PagedKVCache(KVSequences):
         splits_as_one: bool = False,
         quantized: QuantizedActivation | None = None,
         step_row: StepRow | None = None,
-        next_weight: PackedWeight | None = None,
     ):
         """q [len(seqs), n_heads, head_dim]: one query per sequence over all its positions; or
         q [len(seqs), T, n_heads, head_dim]: queries for each sequence's last T positions (draft
@@ -323,11 +316,7 @@ class PagedKVCache(KVSequences):
         step's own K and V row (kv_write.StepRow), written by this launch as `write` with
         queries writes it, and q the queries as the GEMV made them, biased and rotated here
         too (decode_attention.py's WRITE): the KV write's launch folded into the attention's,
-        the same bits.
-
-        next_weight: the matrix read after the attention (its output projection), which each
-        program asks L2 for a piece of once its pages are read (decode_attention.py's NEXT_W),
-        or None."""
+        the same bits."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -391,15 +380,12 @@ class PagedKVCache(KVSequences):
             "LOG2D": int(math.log2(d)),
         }
         warps = self.tuning.warps(spec.k_format, spec.v_format)
-        asks = PREFETCH_NEXT_WEIGHT and next_weight is not None and hasattr(next_weight, "planes")
-        next_planes = weight_planes(next_weight if asks else None, self._signs)
         consts = dict(
             HKV=spec.n_kv_heads, P=spec.page_size, K_FMT=FORMAT_CODES[spec.k_format],
             V_FMT=FORMAT_CODES[spec.v_format], POSITIONS=positions is not None, **shared,
             ASM=runs_assembly(q.device), KG=kivi_group(spec.page_size),
             num_warps=warps, num_stages=self.tuning.num_stages,
             MASK_TAIL=self.tuning.masks_tail(spec.k_format, spec.v_format), **write_flags,
-            NEXT_W=asks, WARPS=warps,
         )  # fmt: skip
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
 
@@ -410,7 +396,7 @@ class PagedKVCache(KVSequences):
                 table, length_t,
                 positions.reshape(-1) if positions is not None else length_t, self._signs,
                 kq, ks, km, vq, vs, vm, *self._open_pages.of_layer(layer), slots,
-                qk_scale, stride_bt, stride_qt, n_splits, window, *write_args, *next_planes,
+                qk_scale, stride_bt, stride_qt, n_splits, window, *write_args,
             )  # fmt: skip
 
         per_sm = self.tuning.programs_per_sm

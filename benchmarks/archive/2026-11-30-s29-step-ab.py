@@ -50,16 +50,8 @@ def _tuned(**fields):
 # (variants since deleted, set by module switches: call 2's "norm-dependent",
 # "norm-gate-up-early" and "norm-both-early", commit ce56313; call 4's "seal-plain", commit
 # 35e44b2)
-def _switches(wo_prefetch: bool = True) -> None:
-    import kernels.kv_cache as kv_cache
-
-    kv_cache.PREFETCH_NEXT_WEIGHT = wo_prefetch
-
-
 VARIANTS = {
     "main": lambda cache: None,
-    # the attention's programs not asking L2 for wo's weights
-    "no-wo-prefetch": lambda cache: _switches(wo_prefetch=False),
     # the attention's splits: programs an SM (its default: as many as fit)
     "per-sm-1": _tuned(programs_per_sm=1),
     "per-sm-2": _tuned(programs_per_sm=2),
@@ -87,7 +79,6 @@ def split_counts(cache) -> dict:
 
 def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
     cache = new_cache(model, args.kv, args.slots)
-    _switches()
     VARIANTS[name](cache)
     splits = split_counts(cache)
     if args.depth:

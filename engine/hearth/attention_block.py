@@ -41,8 +41,6 @@ def attention(model, layer, i: int, x, shared, positions, cache, n_keys: int, sw
         out8 = ops.empty_shared([layer.wo], n_tokens)
         if out8 is not None:
             options["quantized"] = out8
-            # its programs ask L2 for wo's weights once their pages are read
-            options["next_weight"] = layer.wo
     a = _write_and_attend(model, layer, i, y, cache, rope, options) if n_tokens == 1 else None
     if a is None:
         q = _rotate_and_write(model, layer, i, y, n_tokens, positions, cache, rope)

@@ -96,7 +96,7 @@ class PagedCacheAdapter:
 
     def attend_writing(self, layer: int, positions: torch.Tensor, q, k, v, rope, *,
                        biases=None, scale: float, window: int = 0, sinks=None, masks=None,
-                       quantized=None, next_weight=None) -> torch.Tensor | None:  # fmt: skip
+                       quantized=None) -> torch.Tensor | None:  # fmt: skip
         """A decode step's `write_rotating` (without head norms) and `attend` in one launch: q,
         k, v [1, heads, head_dim] as the Q/K/V GEMV made them, K and V written and q rotated
         by the attention's own launch (kernels' step_row), the same bits as the two calls; the
@@ -111,7 +111,7 @@ class PagedCacheAdapter:
         return self.cache.attend(
             layer, q, [self.seq], scale=scale, window=window,
             positions=positions.to(self.cache.device), sinks=sinks, quantized=quantized,
-            step_row=row, next_weight=next_weight,
+            step_row=row,
         )  # fmt: skip
 
     def attend_rows(self, layer, q, positions, n_keys: list[int], **options):
@@ -140,7 +140,7 @@ class PagedCacheAdapter:
 
     def attend(
         self, layer, q, positions, n_keys, *, scale: float, window: int = 0, sinks=None,
-        masks: dict | None = None, quantized=None, next_weight=None,
+        masks: dict | None = None, quantized=None,
     ):  # fmt: skip
         """q [T, n_heads, head_dim] at `positions` [T]. One token: the decode kernel over the
         whole reserved cache (n_keys unused: the grid is the capacity's), gpt-oss's attention
@@ -148,13 +148,12 @@ class PagedCacheAdapter:
         in 8 bits written there by the same launch; more: the prefill path over positions
         0..n_keys-1, with the chunk's mask made once in `masks` (the forward pass's, one
         chunk's) and shared by its layers (kernels' attend_prefill), where with sinks the stored
-        rows are gathered to f16 and attended in torch (kv_cache.attention_with_sinks).
-        next_weight (one token): the matrix after the attention, asked of L2 by its programs."""
+        rows are gathered to f16 and attended in torch (kv_cache.attention_with_sinks)."""
         positions = positions.to(self.cache.device)
         if q.shape[0] == 1:
             out = self.cache.attend(
                 layer, q.to(torch.float16), [self.seq], scale=scale, window=window,
-                positions=positions, sinks=sinks, quantized=quantized, next_weight=next_weight,
+                positions=positions, sinks=sinks, quantized=quantized,
             )  # fmt: skip
             return out.to(q.dtype)
         if quantized is not None:

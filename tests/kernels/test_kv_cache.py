@@ -299,22 +299,3 @@ def test_a_view_reads_and_writes_the_sequence_it_shows(fmt, device):
 
     with pytest.raises(UnsupportedTensor, match="kivi4"):
         _cache("kivi4", "f16", device).new_view()
-
-
-@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("kivi4", "rot4")])
-def test_asking_l2_for_the_next_matrix_changes_no_bit(k_format, v_format, device):
-    """next_weight: each attention program asks L2 for a piece of the output projection's
-    planes once its pages are read (in the interpreter only the pieces are computed): the
-    output is the launch's without it."""
-    from kernels import moe_reference as ref
-    from kernels.packed_weight import PackedWeight
-
-    gen = torch.Generator().manual_seed(9)
-    cache = _cache(k_format, v_format, device, page=64, tokens=512)
-    seq = cache.new_sequence()
-    k, v = torch.randn(150, 2, 64, generator=gen), torch.randn(150, 2, 64, generator=gen)
-    cache.write(0, seq, cache.grow(seq, 150), k.to(device), v.to(device))
-    wo = PackedWeight.from_gguf(ref.random_expert_bytes("Q4_K", 1, 64, 256, 3), "Q4_K",
-                                (64, 256), device=device)  # fmt: skip
-    q = torch.randn(1, 4, 64, generator=gen).to(device)
-    assert torch.equal(cache.attend(0, q, [seq], next_weight=wo), cache.attend(0, q, [seq]))
