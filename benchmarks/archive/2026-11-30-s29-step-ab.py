@@ -49,7 +49,7 @@ def _tuned(**fields):
 
 # (variants since deleted, set by module switches: call 2's "norm-dependent",
 # "norm-gate-up-early" and "norm-both-early", commit ce56313; call 4's "seal-plain", commit
-# 35e44b2)
+# 35e44b2; call 5's "no-wo-prefetch", commit 74f29fa)
 VARIANTS = {
     "main": lambda cache: None,
     # the attention's splits: programs an SM (its default: as many as fit)
