@@ -19,24 +19,19 @@ from kernels.act_quant import (
 )
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
-from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
+from kernels.launch import gdc_launch_dependents, has_dependent_launch
 
-# SwiGLU a dependent launch of the kernel before it: an A/B switch for a device call
-DEPENDENT_LAUNCH = True
 _BLOCK = 1024  # a multiple of 32: a program's values are whole groups of the quantization
 
 
 @triton.jit
 def _swiglu_kernel(g_ptr, u_ptr, y_ptr, xq_ptr, xd_ptr, xs_ptr, n, row, stride_g, stride_u,
                    QUANTIZE: tl.constexpr, LET_NEXT_START: tl.constexpr,
-                   BLOCK: tl.constexpr, WAIT_PRIOR: tl.constexpr = False):  # fmt: skip
+                   BLOCK: tl.constexpr):  # fmt: skip
     """y's n values in rows of `row`; gate's and up's rows stride_g and stride_u apart (views
-    into the joined gate/up product at several rows; `row` where contiguous). WAIT_PRIOR: a
-    dependent launch, reading gate and up only once the kernel before has ended."""
+    into the joined gate/up product at several rows; `row` where contiguous)."""
     if LET_NEXT_START:  # as in kernels/norms.py
         gdc_launch_dependents()
-    if WAIT_PRIOR:
-        gdc_wait()
     first = tl.program_id(0) * BLOCK
     offs = first + tl.arange(0, BLOCK)
     mask = offs < n
@@ -79,7 +74,6 @@ def _launch(gate: torch.Tensor, up: torch.Tensor, *, quantize: bool):
         k = gate.shape[-1]
         quantized = empty_quantized(n // k if k else 0, k, gate.device)
         xq, xd, xs = quantized.words, quantized.scales, quantized.sums
-    dependent = DEPENDENT_LAUNCH and has_dependent_launch(gate.device)
     if n:
         _swiglu_kernel[(triton.cdiv(n, _BLOCK),)](
             gate,
@@ -95,8 +89,6 @@ def _launch(gate: torch.Tensor, up: torch.Tensor, *, quantize: bool):
             QUANTIZE=quantize,
             BLOCK=_BLOCK,
             LET_NEXT_START=quantize and has_dependent_launch(gate.device),
-            WAIT_PRIOR=dependent,
-            **({"launch_pdl": True} if dependent else {}),
         )
     return y.view(shape), quantized
 

@@ -49,23 +49,9 @@ def _tuned(**fields):
 
 # (variants since deleted, set by module switches: call 2's "norm-dependent",
 # "norm-gate-up-early" and "norm-both-early", commit ce56313; call 4's "seal-plain", commit
-# 35e44b2; call 5's "no-wo-prefetch", commit 74f29fa)
-def _swiglu_plain(cache) -> None:
-    import kernels.activations as activations
-
-    activations.DEPENDENT_LAUNCH = False
-
-
-def _defaults() -> None:
-    import kernels.activations as activations
-
-    activations.DEPENDENT_LAUNCH = True
-
-
+# 35e44b2; call 5's "no-wo-prefetch", commit 74f29fa; call 8's "swiglu-plain", commit e3cb0c1)
 VARIANTS = {
     "main": lambda cache: None,
-    # SwiGLU launched after the gate/up GEMV has ended (not as its dependent)
-    "swiglu-plain": _swiglu_plain,
     # the attention's splits: programs an SM (its default: as many as fit)
     "per-sm-1": _tuned(programs_per_sm=1),
     "per-sm-2": _tuned(programs_per_sm=2),
@@ -93,7 +79,6 @@ def split_counts(cache) -> dict:
 
 def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
     cache = new_cache(model, args.kv, args.slots)
-    _defaults()
     VARIANTS[name](cache)
     splits = split_counts(cache)
     if args.depth:
