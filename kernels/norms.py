@@ -82,18 +82,15 @@ def rms_norm_quantized(
     *,
     out_dtype: torch.dtype | None = None,
     bias: torch.Tensor | None = None,
-    dependent: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor | None, QuantizedActivation]:
     """(y, x (+ bias) + residual or None, y in 8 bits as [rows, N] for `quant_matmul(y, w,
-    quantized=...)`), one launch. y in out_dtype (default x's); N a multiple of 32.
-    dependent=False: launched after the kernel before ends, not as its dependent."""
+    quantized=...)`), one launch. y in out_dtype (default x's); N a multiple of 32."""
     if x.shape[-1] % 32:
         raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {x.shape[-1]}")
-    return _launch(x, weight, eps, residual, out_dtype or x.dtype, quantize=True, bias=bias,
-                   dependent=dependent)  # fmt: skip
+    return _launch(x, weight, eps, residual, out_dtype or x.dtype, quantize=True, bias=bias)
 
 
-def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None, dependent=True):
+def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None):
     require()
     n = x.shape[-1]
     if weight.shape != (n,):
@@ -121,7 +118,7 @@ def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None, d
     xq, xd, xs = (quantized.words, quantized.scales, quantized.sums) if quantize else (y, y, y)
     if x2.shape[0]:
         block = triton.next_power_of_2(n)
-        dependent = dependent and has_dependent_launch(x.device)
+        dependent = has_dependent_launch(x.device)
         _rms_norm_kernel[(x2.shape[0],)](
             x2, r2, weight if bias is None else bias, weight, y, h, xq, xd, xs, n, eps,
             x2.stride(0), r2.stride(0), HAS_RESIDUAL=has_residual, HAS_BIAS=bias is not None,

@@ -50,19 +50,8 @@ def _tuned(**fields):
 # (variants since deleted, set by module switches: call 2's "norm-dependent",
 # "norm-gate-up-early" and "norm-both-early", commit ce56313; call 4's "seal-plain", commit
 # 35e44b2; call 5's "no-wo-prefetch", commit 74f29fa; call 8's "swiglu-plain", commit e3cb0c1)
-def _ffn_norm(dependent: bool):
-    def setup(cache) -> None:
-        import engine.hearth.forward as forward
-
-        forward.FFN_NORM_DEPENDENT = dependent
-
-    return setup
-
-
 VARIANTS = {
-    "main": _ffn_norm(False),
-    # a dense layer's FFN norm as the wo GEMV's dependent launch too (session 29's calls 2-8)
-    "ffn-norm-dependent": _ffn_norm(True),
+    "main": lambda cache: None,
     # the attention's splits: programs an SM (its default: as many as fit)
     "per-sm-1": _tuned(programs_per_sm=1),
     "per-sm-2": _tuned(programs_per_sm=2),

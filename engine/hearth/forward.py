@@ -59,9 +59,6 @@ from engine.hearth.ops import PreparedWeight, TorchOps
 from engine.hearth.rope import RopeTable, inverse_frequencies
 from engine.hearth.weights import GGUFTensors, QuantWeight
 
-# a dense layer's FFN norm as the wo GEMV's dependent launch: an A/B switch for a device call
-FFN_NORM_DEPENDENT = False
-
 
 @dataclass
 class Projection:
@@ -435,13 +432,7 @@ class Transformer:
             bias = layer.bo if layer.post_attn_norm is None else None
             if layer.moe is None:
                 x, h, shared = ops.rms_norm_for(
-                    _ffn_readers(layer),
-                    a,
-                    layer.ffn_norm,
-                    cfg.rms_eps,
-                    residual=h,
-                    bias=bias,
-                    dependent=FFN_NORM_DEPENDENT,
+                    _ffn_readers(layer), a, layer.ffn_norm, cfg.rms_eps, residual=h, bias=bias
                 )
                 f = self._dense_feed_forward(layer, x, shared)
             else:  # the norm and the routed experts, the norm in the router's launch if it can

@@ -169,11 +169,11 @@ class TorchOps(TorchMoeOps):
         return self.rms_norm(h, weight, eps), h
 
     def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None,
-                     bias=None, dependent: bool = True):  # fmt: skip
+                     bias=None):  # fmt: skip
         """(y, h, shared): rms_norm(x) (after x + bias when a bias is given, and h = x +
         residual when a residual is; h None otherwise) in `dtype` (default x's), and what the
         matmuls `readers` of y will share (shared_input; KernelsOps makes it in the same
-        launch). dependent: KernelsOps' launch may start while the kernel before runs."""
+        launch)."""
         if residual is None:
             y, h = self.rms_norm(x if bias is None else x + bias, weight, eps), None
         else:
@@ -375,14 +375,13 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         return sum(in_8_bits(w) for w in weights)
 
     def rms_norm_for(self, readers: list, x, weight, eps: float, residual=None, dtype=None,
-                     bias=None, dependent: bool = True):  # fmt: skip
+                     bias=None):  # fmt: skip
         """The norm writes y in 8 bits too, in the same launch, when an integer GEMV reads y
         (even one: the quantization launch it would make is saved); a bias is added in it."""
         rows = x.reshape(-1, x.shape[-1]).shape[0]
         if not self._integer_readers(rows, readers):
             return super().rms_norm_for(readers, x, weight, eps, residual, dtype, bias)
-        return self._k.rms_norm_quantized(x, weight, eps, residual, out_dtype=dtype, bias=bias,
-                                          dependent=dependent)  # fmt: skip
+        return self._k.rms_norm_quantized(x, weight, eps, residual, out_dtype=dtype, bias=bias)
 
     def gated_ffn_activation_for(self, readers: list, gate, up, kind: str):
         """SwiGLU writes its output in 8 bits too, in the same launch, for an integer GEMV."""
