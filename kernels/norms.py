@@ -123,7 +123,7 @@ def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None):
             x2, r2, weight if bias is None else bias, weight, y, h, xq, xd, xs, n, eps,
             x2.stride(0), r2.stride(0), HAS_RESIDUAL=has_residual, HAS_BIAS=bias is not None,
             QUANTIZE=quantize, BLOCK=max(block, 32),
-            LET_NEXT_START=quantize and has_dependent_launch(x.device),
+            LET_NEXT_START=quantize and dependent,
             num_warps=min(16, max(1, block // 256)), WAIT_PRIOR=dependent,
             **({"launch_pdl": True} if dependent else {}),
         )  # fmt: skip
