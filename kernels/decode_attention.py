@@ -25,9 +25,11 @@ the positions a query no longer sees and moves the first page read, so a windowe
 about `window` positions whatever the length.
 
 kivi4 keys (kv_kivi.py): the pages before the sequence's open page are sealed and read as
-codes, dequantized with each channel's scale and min; the open page (the newest, read by the
-split whose run holds it, after its loop) from its f16 rows, keys and values (its values
-rotated after the product when V is rot4, whose other pages are summed rotated).
+codes, dequantized with each channel's scale and min; the open page (the newest) from its f16
+rows, keys and values (its values rotated after the product when V is rot4, whose other pages
+are summed rotated), by the last split alone: the other splits share the sealed pages, so the
+program that reads the open page reads no sealed page beside it (sharing them, it was the
+grid's last to finish: docs/decisions/2026-11-30-kivi4-key-reads.md).
 """
 
 from __future__ import annotations
@@ -114,9 +116,23 @@ def decode_split_kernel(
     first_page = tl.where(window > 0, tl.maximum(lowest - window + 1, 0) // P, 0)
     # pages before this one every query row sees whole (MASK_TAIL); a window masks them all
     whole_end = tl.where(window > 0, 0, (lowest + 1) // P)
-    pages_per_split = tl.cdiv(end_page - first_page, n_splits)
-    first = first_page + split * pages_per_split
-    last = tl.minimum(first + pages_per_split, end_page)
+    if K_FMT == KIVI4:
+        slot = tl.load(open_slots_ptr + seq)
+        open_page = tl.load(open_page_ptr + slot)
+        # the open page (its f16 rows: more work than a sealed page) is the last split's
+        # alone and the others share the sealed pages, so that no program reads both
+        apart = n_splits > 1
+        sealed_end = tl.minimum(end_page, open_page)
+        pages_per_split = tl.cdiv(sealed_end - first_page, tl.where(apart, n_splits - 1, 1))
+        first = first_page + split * pages_per_split
+        last = tl.where(apart, tl.minimum(first + pages_per_split, sealed_end), end_page)
+        own = apart & (split == n_splits - 1)
+        first = tl.where(own, open_page, first)
+        last = tl.where(own, end_page, last)
+    else:
+        pages_per_split = tl.cdiv(end_page - first_page, n_splits)
+        first = first_page + split * pages_per_split
+        last = tl.minimum(first + pages_per_split, end_page)
     # q's query tokens stride_qt apart (a speculative check's rows are views into the wider
     # output of the RoPE launch), each token's heads side by side
     q_at = (seq * T + token) * stride_qt + (head * G + gi % G) * D
@@ -153,8 +169,6 @@ def decode_split_kernel(
         acc_odd = tl.zeros((G_PAD, 1), tl.float32)  # unused
     loop_end = last
     if K_FMT == KIVI4:  # sealed pages in the loop, the open page after it
-        slot = tl.load(open_slots_ptr + seq)
-        open_page = tl.load(open_page_ptr + slot)
         loop_end = tl.minimum(last, open_page)
     for pg in range(first, loop_end):
         page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown

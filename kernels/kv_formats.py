@@ -7,7 +7,8 @@
     rot2   (K only) the same with 2 bits, q in 0..3.                                3 bits/value
     kivi4  (K only) KIVI's key format: no rotation; per channel over a group of 32 positions
            (of a page; the page when pages are of 16): q = round((k - mn) / s) in 0..15,
-           s = (max - mn) / 15 and mn per (group, head, channel) as f16.    5 bits/value
+           s = (max - mn) / 15 and mn per (group, head, channel) as f16,        5 bits/value
+           stored even channels first, then odd (kivi_channel_order: the key tile's halves).
            A page is quantized only once its last position is written (it is "sealed"); until
            then its rows stay f16, K and V, in the sequence's open page (kv_kivi.py).
 
@@ -21,8 +22,9 @@ as they are; for V it sums rotated rows and rotates the result back once (R^T = 
 Why kivi4: keys have a few channels far larger than the rest (and RoPE pairs them), so one
 range per token (rot4's groups, even rotated) spends most codes on those channels; one range
 per channel over a page of positions fits each channel's own spread (KIVI, Liu et al. 2024).
-Its codes multiply the query exactly: q.k = sum_d (q_d s_d) c_d + sum_d q_d mn_d, so attention
-scales the query once per page and reads the codes as they are.
+Attention dequantizes a sealed page's codes as two halves, the even and the odd channels
+(kv_kivi.kivi_page_scores): with the scales and mins stored in that order, each half's scale
+row is one contiguous run, loaded as the f16 pairs that its multiply-adds take.
 
 K and V formats are independent (e.g. K q8 with V rot4). This module needs numpy only: the
 engine's KV-quality tool uses `reference_roundtrip` to see what a format does to a cache.
@@ -39,6 +41,12 @@ from kernels.errors import UnsupportedTensor
 KV_FORMATS = ("f16", "q8", "rot4", "rot2", "kivi4")
 K_ONLY_FORMATS = ("rot2", "kivi4")
 KIVI_GROUP = 32  # positions per kivi4 scale group: measured against 64 and 16 (hearth-engine.md)
+
+
+def kivi_channel_order(head_dim: int) -> np.ndarray:
+    """The channel each stored scale and min of a kivi4 group holds: the even channels, then
+    the odd ones. `stored[..., kivi_channel_order(D).argsort()]` is the channels in order."""
+    return np.concatenate([np.arange(0, head_dim, 2), np.arange(1, head_dim, 2)])
 
 
 def kivi_group(page_size: int) -> int:

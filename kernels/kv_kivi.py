@@ -8,7 +8,8 @@ f16: K and V): the page of its last written position, "being filled or just fill
 rows stay there exact, and attention reads that page's keys and values from it (KIVI's
 residual, for K and V: keeping V's newest rows exact as well took SmolLM2's KL from 0.0068 to
 0.0040, docs/hearth-engine.md); every earlier key page is sealed: codes [P, D/2] (two 4-bit
-codes a byte, dims 2i and 2i+1 as rot4), scale and min [D] f16 per (page, head). V is stored
+codes a byte, dims 2i and 2i+1 as rot4), scale and min [P/G, D] f16 per (page, head): one
+row per group of G positions, even channels first (stored_channel). V is stored
 in its own format as always (rot4, q8, f16), row by row; the open page only adds an exact copy
 (unrotated) of the newest rows.
 
@@ -47,6 +48,13 @@ def _first_position(positions_ptr, start, POSITIONS: tl.constexpr):
         return tl.load(positions_ptr).to(tl.int32)
     else:
         return start
+
+
+@triton.jit
+def stored_channel(channel, D: tl.constexpr):
+    """Where a sealed page's scale and min rows keep a channel's value: the even channels
+    first, then the odd ones (kv_formats.kivi_channel_order)."""
+    return (channel % 2) * (D // 2) + channel // 2
 
 
 @triton.jit
@@ -114,8 +122,9 @@ def kivi_seal_kernel(
             row0 = (page * HKV + head) * P
             tl.store(q_ptr + (row0 + s)[:, None] * (D // 2) + i[None, :], even | (odd << 4))
             groups = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D
-            tl.store(scale_ptr + groups + j[None, :], scale)
-            tl.store(min_ptr + groups + j[None, :], lo)
+            stored = stored_channel(j, D)[None, :]
+            tl.store(scale_ptr + groups + stored, scale)
+            tl.store(min_ptr + groups + stored, lo)
 
 
 @triton.jit
@@ -178,9 +187,9 @@ def load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV: tl.constexpr, P: 
     i = tl.arange(0, D // 2)
     b = tl.load(q_ptr + (row0 + tl.arange(0, P))[:, None] * (D // 2) + i[None, :])
     groups = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D
-    j = tl.arange(0, D)
-    scale = tl.load(scale_ptr + groups + j[None, :]).to(tl.float32)[:, None, :]
-    lo = tl.load(min_ptr + groups + j[None, :]).to(tl.float32)[:, None, :]
+    stored = stored_channel(tl.arange(0, D), D)[None, :]
+    scale = tl.load(scale_ptr + groups + stored).to(tl.float32)[:, None, :]
+    lo = tl.load(min_ptr + groups + stored).to(tl.float32)[:, None, :]
     codes = tl.reshape(tl.join(b & 15, b >> 4), (P // G, G, D)).to(tl.float32)
     return tl.reshape(codes * scale + lo, (P, D))
 
@@ -193,9 +202,11 @@ def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
     its even and odd dims: the codes dequantized in f16 by one multiply-add each with their
     group's and channel's scale and min (c * s + mn, as rot4's halves but with the scale of
     a channel over G positions, not of a group of a row), then two dots. The page's scale and
-    min rows [P/G, D] are loaded whole (16-byte runs), cut into even and odd channels and
-    broadcast over their G positions, so the key tiles stay 2-D (reshaped from [P/G, G, D/2]
-    they cost 8 barriers a page step under Triton 3.6: docs/decisions/0011-attention-flat-tiles.md).
+    min rows are stored even channels first (stored_channel), so each half's [P/G, D/2] is a
+    run of its own, and broadcast over their G positions, so the key tiles stay 2-D (reshaped
+    from [P/G, G, D/2] they cost 8 barriers a page step under Triton 3.6:
+    docs/decisions/0011-attention-flat-tiles.md). Interleaved, each pair of f16 scales the
+    multiply-adds take cost two byte permutes (docs/decisions/2026-11-30-kivi4-key-reads.md).
 
     (Scaling the query per page instead, q.k = sum_d (q_d s_d) c_d + sum_d q_d mn_d, saves
     those multiply-adds but moved the scaled query into the dot's layout at every page:
@@ -204,12 +215,12 @@ def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
     i = tl.arange(0, D // 2)
     b = tl.load(q_ptr + (row0 + tl.arange(0, P))[:, None] * (D // 2) + i[None, :])
     c_even, c_odd = rot4_codes_f16(b, ASM)
-    groups = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D
-    j = tl.arange(0, D)
-    s_even, s_odd = tl.split(tl.reshape(tl.load(scale_ptr + groups + j[None, :]),
-                                        (P // G, D // 2, 2)))  # fmt: skip
-    m_even, m_odd = tl.split(tl.reshape(tl.load(min_ptr + groups + j[None, :]),
-                                        (P // G, D // 2, 2)))  # fmt: skip
+    # each group's even channels, then its odd ones (stored_channel): one run per half
+    even = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D + i[None, :]
+    s_even = tl.load(scale_ptr + even)
+    s_odd = tl.load(scale_ptr + even + D // 2)
+    m_even = tl.load(min_ptr + even)
+    m_odd = tl.load(min_ptr + even + D // 2)
     k_even = tl.fma(c_even, _over_positions(s_even, P, G, D), _over_positions(m_even, P, G, D))
     k_odd = tl.fma(c_odd, _over_positions(s_odd, P, G, D), _over_positions(m_odd, P, G, D))
     return tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))

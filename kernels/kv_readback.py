@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from kernels.kv_formats import GROUP, KVCacheSpec, reference_dequantize
+from kernels.kv_formats import GROUP, KVCacheSpec, kivi_channel_order, reference_dequantize
 
 
 def _unpack(codes: np.ndarray, bits: int) -> np.ndarray:
@@ -48,11 +48,12 @@ def dequantize_kivi_pages(
             rows = open_rows.float().cpu().numpy()
         else:
             codes = _unpack(planes["q"][page].cpu().numpy(), 4)  # [heads, P, D]
-            scale = planes["scale"][page].cpu().numpy()  # [heads, P / G, D]
+            channels = kivi_channel_order(codes.shape[-1]).argsort()  # stored even, then odd
+            scale = planes["scale"][page].cpu().numpy()[..., channels]  # [heads, P / G, D]
             heads, groups, dim = scale.shape
             codes = codes.reshape(heads, groups, -1, dim)
             fields = {"q": codes, "scale": scale[:, :, None], "min": None}
-            fields["min"] = planes["min"][page].cpu().numpy()[:, :, None]
+            fields["min"] = planes["min"][page].cpu().numpy()[..., channels][:, :, None]
             rows = reference_dequantize("kivi4", fields).reshape(heads, -1, dim)
         out.append(rows.transpose(1, 0, 2))
     return np.concatenate(out)

@@ -9,7 +9,8 @@ Per layer and per role (K or V) the cache holds pages [n_pages, n_kv_heads, page
           interleaved: each row's D/32 scales, then its D/32 mins (one 16-byte run a row at
           D = 128), so that a page's scales and mins load as 16-byte copies past L1
     rot2  q [.., D/4] uint8 (byte i: dims 4i..4i+3 at bits 0, 2, 4, 6), scale, min as rot4
-    kivi4 q as rot4, scale and min [n_pages, n_kv_heads, D] f16 (per page and channel), and
+    kivi4 q as rot4, scale and min [n_pages, n_kv_heads, P/G, D] f16 (per group of positions
+          and channel, even channels first: kv_kivi.stored_channel), and
           an open page per sequence (kv_kivi.py)
 A row is addressed by its index (page * n_kv_heads + head) * page_size + slot.
 """
