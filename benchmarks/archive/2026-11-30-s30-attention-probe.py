@@ -33,7 +33,9 @@ def tuning_of(label: str, base):
     changes = {}
     for part in label.split(","):
         name, value = part.split("=")
-        if name == "open_apart":  # a module switch, not a tuning field
+        # a module switch of call 3's tree (kernels.kv_cache.OPEN_APART: the kivi4 open page
+        # shared with sealed pages when 0), since removed: setting it now changes nothing
+        if name == "open_apart":
             kv_cache.OPEN_APART = bool(int(value))
             continue
         changes[FIELDS[name]] = int(value)

@@ -16,40 +16,18 @@ import subprocess
 from pathlib import Path
 
 import triton
-from triton.backends.compiler import GPUTarget
-from triton.compiler import ASTSource
 
-from kernels.decode_attention import decode_split_kernel
-from kernels.kv_tiles import FORMAT_CODES
+import testkit.sm90_compile as sm90
+from kernels.decode_launch import AttentionTuning
 
 CUOBJDUMP = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-POINTERS = {
-    "q_ptr": "*fp16", "acc_ptr": "*fp32", "m_ptr": "*fp32", "l_ptr": "*fp32",
-    "block_table_ptr": "*i32", "lengths_ptr": "*i32", "positions_ptr": "*i64",
-    "signs_ptr": "*fp32", "kq_ptr": "*u8", "ks_ptr": "*fp16", "km_ptr": "*fp16",
-    "vq_ptr": "*u8", "vs_ptr": "*fp16", "vm_ptr": "*fp16", "k_open_ptr": "*fp16",
-    "open_page_ptr": "*i32", "open_slots_ptr": "*i32", "qk_scale": "fp32", "mscale": "fp32",
-    "k_ptr": "*fp16", "v_ptr": "*fp16", "q_bias_ptr": "*fp16", "k_bias_ptr": "*fp16",
-    "v_bias_ptr": "*fp16", "inv_freq_ptr": "*fp32",
-}  # fmt: skip
 
 
 def compile_split(k_fmt: str, v_fmt: str, group: int, warps: int, stages: int, mask_tail: bool):
-    consts = dict(
-        HQ=32, HKV=32 // group, G=group, T=1, G_PAD=16, D=128, LOG2D=7, P=64,
-        K_FMT=FORMAT_CODES[k_fmt], V_FMT=FORMAT_CODES[v_fmt], POSITIONS=True, ASM=True, KG=32,
-        LAUNCH_DEPENDENTS=True, MASK_TAIL=mask_tail, WAIT_PRIOR=True, WRITE=False, ROPE=False,
-        N_ROT=2, NEOX=False, Q_BIAS=False, K_BIAS=False, V_BIAS=False,
-    )  # fmt: skip
-    fn = decode_split_kernel
-    signature = {a: "constexpr" if a in consts else POINTERS.get(a, "i32") for a in fn.arg_names}
-    # pointers and the query and table strides as a launch passes them: divisible by 16
-    aligned = [i for i, a in enumerate(fn.arg_names)
-               if signature[a].startswith("*") or a in ("stride_qt", "stride_bt")]  # fmt: skip
-    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
-    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
-    return triton.compile(src, target=GPUTarget("cuda", 90, 32),
-                          options={"num_warps": warps, "num_stages": stages})  # fmt: skip
+    """testkit.sm90_compile's split kernel (Llama 3 8B's launch) with G query heads a KV head."""
+    sm90.HKV = sm90.HQ // group
+    tuning = AttentionTuning(num_warps=warps, num_stages=stages, mask_tail=mask_tail)
+    return sm90.compile_split(k_fmt, v_fmt, tuning)
 
 
 def main() -> None:

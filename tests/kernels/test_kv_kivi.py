@@ -14,7 +14,9 @@ from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import (
     KVCacheSpec,
     bytes_per_row,
+    kivi_channel_order,
     reference_kivi_pages,
+    reference_quantize,
     reference_roundtrip,
 )
 from tests.kernels.conftest import relative_error
@@ -58,6 +60,22 @@ def _write_in_pieces(cache, layer, seq, k, v, pieces, device):
         cache.write(layer, seq, cache.grow(seq, n), k[start : start + n].to(device),
                     v[start : start + n].to(device))  # fmt: skip
         start += n
+
+
+def test_a_sealed_pages_scales_are_stored_even_channels_first(device):
+    """The seal's scale and min rows hold the even channels, then the odd ones (the order the
+    attention's key halves take them in): channel c of group g at stored_channel(c)."""
+    cache = _cache(device, dim=32, page=16)
+    seq = cache.new_sequence()
+    k, v = _rows(20, dim=32, seed=4)  # page 0 sealed, page 1 open
+    cache.write(0, seq, cache.grow(seq, 20), k.to(device), v.to(device))
+    page = cache._pages[seq][0]
+    order = kivi_channel_order(32)
+    assert list(order[:3]) == [0, 2, 4] and list(order[16:19]) == [1, 3, 5]
+    fields = reference_quantize("kivi4", k[:16].numpy())  # one group of 16 positions
+    for name in ("scale", "min"):
+        stored = cache._k[0][name][page].float().cpu().numpy()  # [heads, groups, D]
+        np.testing.assert_array_equal(stored[:, 0], fields[name][0].astype(np.float32)[:, order])
 
 
 @pytest.mark.parametrize(
