@@ -64,7 +64,7 @@ def decode_split_kernel(
     LAUNCH_DEPENDENTS: tl.constexpr = False, MASK_TAIL: tl.constexpr = False,
     WAIT_PRIOR: tl.constexpr = False, WRITE: tl.constexpr = False, ROPE: tl.constexpr = False,
     N_ROT: tl.constexpr = 2, NEOX: tl.constexpr = False, Q_BIAS: tl.constexpr = False,
-    K_BIAS: tl.constexpr = False, V_BIAS: tl.constexpr = False, SUB: tl.constexpr = 1,
+    K_BIAS: tl.constexpr = False, V_BIAS: tl.constexpr = False,
 ):  # fmt: skip
     """Tile rows r = t * G + g: query token t and query head g of this KV head's group;
     G_PAD >= T * G. Token t sits at positions[seq, t] (POSITIONS) or else at the sequence's
@@ -170,19 +170,17 @@ def decode_split_kernel(
     loop_end = last
     if K_FMT == KIVI4:  # sealed pages in the loop, the open page after it
         loop_end = tl.minimum(last, open_page)
-    BN: tl.constexpr = P // SUB  # positions a step of the loop: a page, or a part of one
-    for step in range(first * SUB, loop_end * SUB):
-        pg = step // SUB
+    for pg in range(first, loop_end):
         page = tl.maximum(tl.load(block_table_ptr + seq * stride_bt + pg), 0)  # -1: not grown
-        row0 = (page * HKV + head) * P + (step % SUB) * BN
+        row0 = (page * HKV + head) * P
         if K_FMT == ROT4:
-            k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, BN, D, ASM)
+            k_even, k_odd = load_rot4_halves(row0, kq_ptr, ks_ptr, km_ptr, P, D, ASM)
             s = tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
         elif K_FMT == KIVI4:
-            s = kivi_page_scores(q_even, q_odd, page, head, (step % SUB) * BN, kq_ptr, ks_ptr,
-                                 km_ptr, HKV, P, BN, D, KG, ASM)  # fmt: skip
+            s = kivi_page_scores(q_even, q_odd, page, head, kq_ptr, ks_ptr, km_ptr, HKV, P, D, KG,
+                                 ASM)  # fmt: skip
         else:
-            k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, BN, D, True, ASM)
+            k, k_scale = load_tile(row0, kq_ptr, ks_ptr, km_ptr, K_FMT, P, D, True, ASM)
             s = tl.dot(q, tl.trans(k))
             if K_FMT == Q8:
                 s = s * k_scale[None, :]
@@ -192,14 +190,14 @@ def decode_split_kernel(
         else:
             whole = False
         m_i, l_i, acc, acc_odd = _accumulate_page(
-            s, step * BN, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
-            V_FMT, BN, D, ASM, whole,
+            s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
+            V_FMT, P, D, ASM, whole,
         )  # fmt: skip
     # a compile-time branch around a run-time one: Triton cannot join them with `and`
     if K_FMT == KIVI4:  # noqa: SIM102
         if (open_page >= first) & (open_page < last):  # the open page, K and V exact
             s = tl.dot(q, tl.trans(load_open_tile(slot, 0, head, k_open_ptr, HKV, P, D)))
-            m_i, l_i, p, alpha = _softmax_step(s, open_page * P, position, window, m_i, l_i, P)
+            m_i, l_i, p, alpha = _softmax_step(s, open_page, position, window, m_i, l_i, P)
             v = load_open_tile(slot, 1, head, k_open_ptr, HKV, P, D)
             if V_FMT == ROT4:  # acc holds rotated rows: rotate this page's share to match
                 share = tl.dot(p.to(tl.float16), v)
@@ -243,11 +241,11 @@ def _write_step_row(seq, head, pos, block_table_ptr, stride_bt, table_pages, sig
 
 
 @triton.jit
-def _softmax_step(s, token0, position, window, m_i, l_i, BN: tl.constexpr, whole=False):
-    """Scores s [rows, BN] of positions token0 .. token0 + BN - 1 into the online softmax: (m,
-    l, p, alpha). whole: every row sees all of them (no mask needed)."""
+def _softmax_step(s, pg, position, window, m_i, l_i, P: tl.constexpr, whole=False):
+    """Scores s [rows, P] of page pg into the online softmax: (m, l, p, alpha). whole: every
+    row sees the whole page (no mask needed)."""
     if not whole:
-        tokens = token0 + tl.arange(0, BN)
+        tokens = pg * P + tl.arange(0, P)
         behind = position[:, None] - tokens[None, :]
         visible = (behind >= 0) & ((window <= 0) | (behind < window))
         s = tl.where(visible, s, float("-inf"))
@@ -261,12 +259,11 @@ def _softmax_step(s, token0, position, window, m_i, l_i, BN: tl.constexpr, whole
 
 
 @triton.jit
-def _accumulate_page(s, token0, row0, position, window, m_i, l_i, acc, acc_odd,
+def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
                      vq_ptr, vs_ptr, vm_ptr, V_FMT: tl.constexpr, P: tl.constexpr,
                      D: tl.constexpr, ASM: tl.constexpr, whole=False):  # fmt: skip
-    """Scores s [rows, P] of the P positions from token0 (their V rows from row0) into the
-    online softmax."""
-    m_i, l_i, p, alpha = _softmax_step(s, token0, position, window, m_i, l_i, P, whole)
+    """Scores s [rows, P] of page pg (its V rows from row0) into the online softmax."""
+    m_i, l_i, p, alpha = _softmax_step(s, pg, position, window, m_i, l_i, P, whole)
     if V_FMT == ROT4:
         v_even, v_odd = load_rot4_halves(row0, vq_ptr, vs_ptr, vm_ptr, P, D, ASM, AT_LOAD=True)
         p16 = p.to(tl.float16)

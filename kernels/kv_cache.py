@@ -74,11 +74,6 @@ def _sm_count(device: torch.device) -> int:
     return 4
 
 
-# loop steps a page in the split kernel (decode_attention's SUB): a device A/B's switch, 2 to
-# read pages of 64 as two steps of 32 (168 registers a thread, 6 programs an SM, compiled)
-STEPS_A_PAGE = 1
-
-
 class PagedKVCache(KVSequences):
     def __init__(self, spec: KVCacheSpec, device: object = "cuda", open_pages: int = 8) -> None:
         """open_pages: how many sequences a kivi4 K cache holds at once (each keeps its open
@@ -391,7 +386,6 @@ class PagedKVCache(KVSequences):
             ASM=runs_assembly(q.device), KG=kivi_group(spec.page_size),
             num_warps=warps, num_stages=self.tuning.num_stages,
             MASK_TAIL=self.tuning.masks_tail(spec.k_format, spec.v_format), **write_flags,
-            SUB=STEPS_A_PAGE if spec.page_size // STEPS_A_PAGE >= 32 else 1,
         )  # fmt: skip
         qk_scale = (scale if scale is not None else 1.0 / math.sqrt(d)) * LOG2E
 

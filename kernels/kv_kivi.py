@@ -195,9 +195,9 @@ def load_kivi_tile(page, head, q_ptr, scale_ptr, min_ptr, HKV: tl.constexpr, P: 
 
 
 @triton.jit
-def kivi_page_scores(q_even, q_odd, page, head, offset, q_ptr, scale_ptr, min_ptr,
-                     HKV: tl.constexpr, P: tl.constexpr, BN: tl.constexpr, D: tl.constexpr,
-                     G: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
+def kivi_page_scores(q_even, q_odd, page, head, q_ptr, scale_ptr, min_ptr,
+                     HKV: tl.constexpr, P: tl.constexpr, D: tl.constexpr, G: tl.constexpr,
+                     ASM: tl.constexpr):  # fmt: skip
     """Scores [rows, P] of queries against a sealed page, the query (f16, already scaled) as
     its even and odd dims: the codes dequantized in f16 by one multiply-add each with their
     group's and channel's scale and min (c * s + mn, as rot4's halves but with the scale of
@@ -211,19 +211,18 @@ def kivi_page_scores(q_even, q_odd, page, head, offset, q_ptr, scale_ptr, min_pt
     (Scaling the query per page instead, q.k = sum_d (q_d s_d) c_d + sum_d q_d mn_d, saves
     those multiply-adds but moved the scaled query into the dot's layout at every page:
     docs/decisions/0011-attention-flat-tiles.md.)"""
-    row0 = (page * HKV + head) * P + offset
+    row0 = (page * HKV + head) * P
     i = tl.arange(0, D // 2)
-    b = tl.load(q_ptr + (row0 + tl.arange(0, BN))[:, None] * (D // 2) + i[None, :])
+    b = tl.load(q_ptr + (row0 + tl.arange(0, P))[:, None] * (D // 2) + i[None, :])
     c_even, c_odd = rot4_codes_f16(b, ASM)
     # each group's even channels, then its odd ones (stored_channel): one run per half
-    groups = (page * HKV + head) * (P // G) + offset // G + tl.arange(0, BN // G)
-    even = groups[:, None] * D + i[None, :]
+    even = ((page * HKV + head) * (P // G) + tl.arange(0, P // G))[:, None] * D + i[None, :]
     s_even = tl.load(scale_ptr + even)
     s_odd = tl.load(scale_ptr + even + D // 2)
     m_even = tl.load(min_ptr + even)
     m_odd = tl.load(min_ptr + even + D // 2)
-    k_even = tl.fma(c_even, _over_positions(s_even, BN, G, D), _over_positions(m_even, BN, G, D))
-    k_odd = tl.fma(c_odd, _over_positions(s_odd, BN, G, D), _over_positions(m_odd, BN, G, D))
+    k_even = tl.fma(c_even, _over_positions(s_even, P, G, D), _over_positions(m_even, P, G, D))
+    k_odd = tl.fma(c_odd, _over_positions(s_odd, P, G, D), _over_positions(m_odd, P, G, D))
     return tl.dot(q_odd, tl.trans(k_odd), tl.dot(q_even, tl.trans(k_even)))
 
 

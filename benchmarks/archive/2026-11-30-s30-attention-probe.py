@@ -28,7 +28,6 @@ def tuning_of(label: str, base):
     import kernels.kv_cache as kv_cache
 
     kv_cache.OPEN_APART = True
-    kv_cache.STEPS_A_PAGE = 1
     if label == "default":
         return base
     changes = {}
@@ -36,9 +35,6 @@ def tuning_of(label: str, base):
         name, value = part.split("=")
         # a module switch of call 3's tree (kernels.kv_cache.OPEN_APART: the kivi4 open page
         # shared with sealed pages when 0), since removed: setting it now changes nothing
-        if name == "sub":  # kernels.kv_cache.STEPS_A_PAGE (the lead commit's switch)
-            kv_cache.STEPS_A_PAGE = int(value)
-            continue
         if name == "open_apart":
             kv_cache.OPEN_APART = bool(int(value))
             continue
