@@ -28,8 +28,9 @@ kivi4 keys (kv_kivi.py): the pages before the sequence's open page are sealed an
 codes, dequantized with each channel's scale and min; the open page (the newest) from its f16
 rows, keys and values (its values rotated after the product when V is rot4, whose other pages
 are summed rotated), by the last split alone: the other splits share the sealed pages, so the
-program that reads the open page reads no sealed page beside it (sharing them, it was the
-grid's last to finish: docs/decisions/2026-11-30-kivi4-key-reads.md).
+program that reads the open page reads no sealed page beside it (with the open page in a run
+of sealed ones, one layer at 32k took 1.3-2.0 us longer on an H200:
+docs/decisions/2026-11-30-kivi4-key-reads.md).
 """
 
 from __future__ import annotations
