@@ -43,12 +43,13 @@ def dequantize_kivi_pages(
     through the reference (scale and min per group of positions) and page number open_page
     from the open rows [heads, P, D]."""
     out = []
+    # the stored scales and mins (even channels, then odd) back in channel order
+    channels = kivi_channel_order(planes["scale"].shape[-1]).argsort()
     for i, page in enumerate(pages):
         if i == open_page:
             rows = open_rows.float().cpu().numpy()
         else:
             codes = _unpack(planes["q"][page].cpu().numpy(), 4)  # [heads, P, D]
-            channels = kivi_channel_order(codes.shape[-1]).argsort()  # stored even, then odd
             scale = planes["scale"][page].cpu().numpy()[..., channels]  # [heads, P / G, D]
             heads, groups, dim = scale.shape
             codes = codes.reshape(heads, groups, -1, dim)
