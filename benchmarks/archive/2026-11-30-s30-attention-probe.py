@@ -68,12 +68,15 @@ def main() -> None:
     parser.add_argument("--pair", default="kivi4/rot4")
     parser.add_argument("--context", type=int, default=32768)
     parser.add_argument("--tunings", nargs="*", default=["default"])
+    parser.add_argument("--page-size", type=int, default=64)
     parser.add_argument("--ncu", action="store_true")
     args = parser.parse_args()
     attention_bench.KV_HEADS = args.kv_heads
     attention_bench.HEADS = args.heads
     k_format, v_format = args.pair.split("/")
-    cache, seq, layers = attention_bench.filled_cache(k_format, v_format, args.context)
+    cache, seq, layers = attention_bench.filled_cache(
+        k_format, v_format, args.context, args.page_size
+    )
     q = torch.randn(1, args.heads, 128, dtype=torch.float16, device="cuda")
     base = cache.tuning
     if args.ncu:
@@ -82,7 +85,8 @@ def main() -> None:
             cache.attend(0, q, [seq])
         torch.cuda.synchronize()
         return
-    print(f"{args.pair} {args.kv_heads} KV heads, {args.context} positions, {layers} layers")
+    print(f"{args.pair} {args.kv_heads} KV heads, {args.context} positions, {layers} layers, "
+          f"pages of {args.page_size}")  # fmt: skip
     for label in args.tunings:
         cache.tuning = tuning_of(label, base)
 
