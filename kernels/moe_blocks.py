@@ -286,8 +286,7 @@ def glu(g, u, alpha, limit, ACT: tl.constexpr):
 
 
 @triton.jit
-def runs_in_8_bits(x_row, r_lo, r_hi, group_mask, NG: tl.constexpr, HALVES: tl.constexpr,
-                   CACHE: tl.constexpr):  # fmt: skip
+def runs_in_8_bits(x_row, r_lo, r_hi, group_mask, NG: tl.constexpr, HALVES: tl.constexpr):
     """Runs r_lo and r_hi [NG] (load_pairs' two runs of each group of weights) of the float
     row at x_row (a pointer; or [NG, 1, 1, 1] pointers, each group's own row) in 8 bits, the
     bits quantize_activation stores for them: (words [NG, 2, 4] int32, d [NG, 2] float32, the
@@ -296,13 +295,11 @@ def runs_in_8_bits(x_row, r_lo, r_hi, group_mask, NG: tl.constexpr, HALVES: tl.c
     (blocks of 32), r_hi = r_lo + 1 is the other half of r_lo's group; else (K-quants) the
     other half of run r, r ^ 1, is the same run of the neighbouring group of weights (ge ^ 1:
     one bit of the run's place in its super-block), so the maximum is taken over the two
-    neighbours (NG even: a split holds whole pairs). CACHE: the loads' cache modifier ("": through
-    L1; ".cg": past it, for a row that other programs of the launch wrote)."""
+    neighbours (NG even: a split holds whole pairs)."""
     runs = tl.join(r_lo, r_hi)  # [NG, 2]
     values = tl.arange(0, 4)[:, None] * 4 + tl.arange(0, 4)[None, :]  # word, byte
     at = x_row + (runs * 16)[:, :, None, None] + values[None, None, :, :]
-    x = tl.load(at, mask=group_mask[:, None, None, None], other=0.0, cache_modifier=CACHE)
-    x = x.to(tl.float32)
+    x = tl.load(at, mask=group_mask[:, None, None, None], other=0.0).to(tl.float32)
     run_max = tl.max(tl.max(tl.abs(x), axis=3), axis=2)  # [NG, 2]
     if HALVES:
         amax = tl.broadcast_to(tl.max(run_max, axis=1)[:, None], (NG, 2))

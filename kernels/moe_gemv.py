@@ -66,7 +66,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import moe_one_token, moe_one_token_ffn
+from kernels import moe_one_token
 from kernels.act_quant import QuantizedActivation, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
@@ -277,7 +277,7 @@ def _expert_kernel(
             x_row = x_row.to(tl.int64)
             if X_FLOAT:  # x itself: its runs in 8 bits here, as quantize_activation does it
                 words, d, sums = runs_in_8_bits(
-                    x_ptr + x_row * K, r_lo, r_hi, group_mask, NG, FMT >= Q8_0, ""
+                    x_ptr + x_row * K, r_lo, r_hi, group_mask, NG, FMT >= Q8_0
                 )
                 # in the weights' [BN, NG] layout (Triton moves them there once a pair)
                 x_lo, x_hi = tl.split(tl.permute(words, (0, 2, 1)))
@@ -556,50 +556,3 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
                                          cfg.block_n, cfg.num_warps, not interpret_mode(),
                                          gdc)  # fmt: skip
     return _launch(h.contiguous(), hq, w, None, routing, DOWN, SILU, config, one_token)
-
-
-# a one-token step's gate/up and down in one launch where takes_one_launch allows it
-# (moe_one_token_ffn.py); False: the two launches (for comparing)
-ONE_LAUNCH = True
-
-
-def takes_one_launch(gate: ExpertWeight, up: ExpertWeight, down: ExpertWeight,
-                     routing: ExpertRouting, activation: GluActivation) -> bool:  # fmt: skip
-    """Whether a step's routed experts can take moe_one_token_ffn.py's single launch: one
-    token, at most ONE_TOKEN_MAX_SLOTS picks, gate and up of one format, no biases, every
-    matrix in device memory, and each row whole in one split (n_embd and n_ff up to
-    max_runs runs of 16)."""
-    weights = (gate, up, down)
-    return (
-        ONE_LAUNCH
-        and routing.n_tokens == 1
-        and routing.weights is not None
-        and routing.top_k <= min(ONE_TOKEN_MAX_SLOTS, routing.n_expert)
-        and gate.fmt == up.fmt
-        and activation.kind in ("silu", "swiglu_oai")
-        and all(w.bias is None and not w.in_host_memory for w in weights)
-        and (down.n_in, down.n_out) == (gate.n_out, gate.n_in)
-        and all(w.n_in // 16 <= MoeGemvConfig().max_runs and w.n_in % 32 == 0 for w in weights)
-    )
-
-
-def expert_ffn(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight, down: ExpertWeight,
-               routing: ExpertRouting, activation: GluActivation = SILU, *,
-               quantized: QuantizedActivation | None = None,
-               shape: moe_one_token_ffn.FfnShape | None = None) -> torch.Tensor:  # fmt: skip
-    """x [T, n_embd] -> [T, n_embd]: expert_down(expert_gate_up(x)), the routed experts'
-    feed-forward. A step of one token takes one launch (moe_one_token_ffn.py, of `shape`'s
-    tiles: the same bits) where takes_one_launch says so; else the two launches."""
-    require()
-    if not takes_one_launch(gate, up, down, routing, activation):
-        h = expert_gate_up(x, gate, up, routing, activation, quantized=quantized)
-        return expert_down(h, down, routing)
-    _check(x, gate, routing, routing.n_tokens)
-    xq = _x_in_8_bits(x, quantized)
-    act = _OAI if activation.kind == "swiglu_oai" else _SILU
-    return moe_one_token_ffn.launch_ffn(
-        xq, x.dtype, gate, up, down, routing, (FORMAT_CODES[gate.fmt], FORMAT_CODES[down.fmt]),
-        act, activation.alpha, activation.limit, not interpret_mode(),
-        MoeGemvConfig().pdl and has_dependent_launch(x.device),
-        shape or moe_one_token_ffn.FfnShape(),
-    )  # fmt: skip

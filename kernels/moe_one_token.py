@@ -102,7 +102,7 @@ def _one_token_down_kernel(
         m_mask = ((m % NG) < K // 32) & (m_slot < TOP_K)
         x_rows = x_ptr + m_slot.to(tl.int64) * K
         words, d, sums = runs_in_8_bits(
-            x_rows[:, None, None, None], m_lo, m_hi, m_mask, S * NG, FMT >= Q8_0, ""
+            x_rows[:, None, None, None], m_lo, m_hi, m_mask, S * NG, FMT >= Q8_0
         )
         w_lo, w_hi = tl.split(tl.permute(words, (0, 2, 1)))  # [S NG, 4] each
         x_lo = _slot_words(w_lo, S, BLOCK_N, NG)

@@ -50,21 +50,8 @@ def _tuned(**fields):
 # (variants since deleted, set by module switches: call 2's "norm-dependent",
 # "norm-gate-up-early" and "norm-both-early", commit ce56313; call 4's "seal-plain", commit
 # 35e44b2; call 5's "no-wo-prefetch", commit 74f29fa; call 8's "swiglu-plain", commit e3cb0c1)
-def _one_launch(on: bool):
-    """A variant with a one-token step's routed experts in one launch or in two
-    (kernels.moe_gemv.ONE_LAUNCH)."""
-
-    def setup(cache) -> None:
-        from kernels import moe_gemv
-
-        moe_gemv.ONE_LAUNCH = on
-
-    return setup
-
-
 VARIANTS = {
-    "main": _one_launch(True),
-    "two-launches": _one_launch(False),
+    "main": lambda cache: None,
     # the attention's splits: programs an SM (its default: as many as fit)
     "per-sm-1": _tuned(programs_per_sm=1),
     "per-sm-2": _tuned(programs_per_sm=2),

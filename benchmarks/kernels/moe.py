@@ -36,7 +36,6 @@ import triton
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, copy_bandwidth, time_calls
 from engine.hearth.routing import select_experts
-from kernels import moe_gemv
 from kernels.act_quant import quantize_activation
 from kernels.moe_gemv import (
     DOWN,
@@ -48,13 +47,11 @@ from kernels.moe_gemv import (
     MoeGemvConfig,
     default_config,
     expert_down,
-    expert_ffn,
     expert_gate_up,
     expert_rows,
     one_token_config,
     takes_one_token,
 )
-from kernels.moe_one_token_ffn import FfnShape
 from kernels.moe_reference import random_expert_bytes
 from kernels.moe_routing import route_experts, select_and_route
 from kernels.packed_weight import PackedWeight
@@ -348,52 +345,6 @@ def step_us(tokens: int, config: MoeGemvConfig | None) -> float:
     return time_calls(run) / ROUTINGS * 1e6
 
 
-# --one-launch: the one-token FFN's launch shapes (moe_one_token_ffn.FfnShape: gate/up rows a
-# tile, output rows a down tile, warps), the default first
-ONE_LAUNCH_SHAPES = [FfnShape(), FfnShape(count_each=True), FfnShape(probe=1), FfnShape(probe=2),
-                     FfnShape(4, 32, 4), FfnShape(8, 16, 4)]  # fmt: skip
-
-
-def ffn_us(shape: FfnShape | None) -> float:
-    """A Qwen3-30B-A3B layer's routed experts at one token, x in 8 bits and the routing made:
-    gate/up and down in one launch of `shape` (moe_one_token_ffn.py), or None: the two
-    launches; 8 routings a replay over the weight copies."""
-    gate_case, down_case = CASES[0], CASES[1]
-    gate_up, down = _copies(gate_case), _copies(down_case)
-    picks = _routings(gate_case, 1, seed=1)
-    weights = torch.rand(1, gate_case.top_k, device=DEVICE)
-    routings = [
-        route_experts(torch.from_numpy(p).to(DEVICE), weights, gate_case.n_expert) for p in picks
-    ]
-    x = torch.randn(1, gate_case.n_in, dtype=torch.float16, device=DEVICE) * 0.1
-    xq = quantize_activation(x)
-    moe_gemv.ONE_LAUNCH = shape is not None
-
-    def run() -> None:
-        for i in range(ROUTINGS):
-            gu, d = gate_up[i % len(gate_up)], down[i % len(down)][0]
-            expert_ffn(x, gu[0], gu[1], d, routings[i], quantized=xq, shape=shape)
-
-    try:
-        return time_calls(run) / ROUTINGS * 1e6
-    finally:
-        moe_gemv.ONE_LAUNCH = True
-
-
-def _one_launch_rows() -> list[dict]:
-    rows = []
-    for shape in [None, *ONE_LAUNCH_SHAPES]:
-        label = "two launches" if shape is None else f"one launch {shape}"
-        try:
-            us = ffn_us(shape)
-        except Exception as error:  # report it and go on to the next shape
-            print(f"  {label}: failed: {error!r}"[:300], flush=True)
-            continue
-        print(f"  {label}: {us:.2f} us", flush=True)
-        rows.append({"shape": None if shape is None else dataclasses.asdict(shape), "us": us})
-    return rows
-
-
 _MXFP4_VALUES = (0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12)
 
 
@@ -544,9 +495,6 @@ def main(argv: list[str] | None = None) -> int:
                         help="at one token, gate/up and down from the routing's ids and the "
                         "one-token down (ONE_TOKEN_SHAPES) against the grouping "
                         "read")  # fmt: skip
-    parser.add_argument("--one-launch", action="store_true",
-                        help="at one token, Qwen3-30B-A3B's gate/up and down in one launch "
-                        "(ONE_LAUNCH_SHAPES) against the two launches")  # fmt: skip
     parser.add_argument("--json", help="write every figure here")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
@@ -578,9 +526,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.one_token:
         print("\nOne token: the grouped down against the one-token down's shapes", flush=True)
         extras["one_token"] = _one_token_sweep(cases, copy_bw)
-    if args.one_launch:
-        print("\nOne token, Qwen3-30B-A3B's routed experts: one launch against two", flush=True)
-        extras["one_launch"] = _one_launch_rows()
     if not args.kernels_only:
         extras |= _launch_timings(tokens, args.sweep)
     if args.json:

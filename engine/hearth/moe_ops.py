@@ -23,8 +23,7 @@ GEMV (kernels/moe_*, docs/kernels-moe.md): the experts uploaded once as kernels.
 the experts picked and each step's pairs grouped by expert on the device in one launch
 (kernels.moe_routing.select_and_route; through `moe_ffn_from_router`, with the router's own
 GEMV in that launch: route_from_router), gate and up in one launch with the activation, down
-(h rounded to 8 bits in its own programs) with the routing-weighted sum over the slots (a step
-of one token: gate/up and down in one launch, kernels/moe_one_token_ffn.py); nothing
+(h rounded to 8 bits in its own programs) with the routing-weighted sum over the slots; nothing
 is read back, so a decode step is captured whole; rows of more (token, slot) pairs than one
 launch takes (kernels.moe_routing.MAX_PAIRS, 256), a prefill chunk, go through the same kernels
 in slices of tokens. A chunk of more than MOE_GEMM_MIN_TOKENS tokens (a prefill chunk) goes
@@ -439,8 +438,8 @@ class KernelsMoeOps:
 
     def moe_ffn(self, x: torch.Tensor, experts, logits: torch.Tensor, rule, bias=None,
                 quantized=None):  # fmt: skip
-        """The expert GEMV (see the module docstring): select_and_route and expert_ffn (gate/up
-        and down) per slice of at most MAX_PAIRS (token, slot) pairs; past
+        """The expert GEMV (see the module docstring): select_and_route, expert_gate_up and
+        expert_down per slice of at most MAX_PAIRS (token, slot) pairs; past
         MOE_GEMM_MIN_TOKENS tokens, select_experts and the grouped GEMM. The ids come from a
         top-k over the router's n_expert logits, so each is in range (the kernels do not
         check). `quantized`: x in 8 bits from the norm's launch (rms_norm_for with the experts
@@ -540,10 +539,10 @@ class KernelsMoeOps:
         return dataclasses.replace(made, weights=slot_weights)
 
     def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:
-        """expert_ffn (gate/up and down; a step of one token in one launch) per slice of at
-        most MAX_PAIRS (token, slot) pairs, route(rows) giving each slice's ExpertRouting;
-        `quantized` (x in 8 bits) used where the step is one slice."""
-        from kernels.moe_gemv import expert_ffn
+        """expert_gate_up and expert_down per slice of at most MAX_PAIRS (token, slot) pairs,
+        route(rows) giving each slice's ExpertRouting; `quantized` (x in 8 bits) used where
+        the step is one slice."""
+        from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS
 
         x = x.contiguous()
@@ -553,10 +552,11 @@ class KernelsMoeOps:
         parts = []
         for start in range(0, n_tokens, step):
             rows = slice(start, min(n_tokens, start + step))
-            e = experts
-            ffn = expert_ffn(x[rows], e.gate, e.up, e.down, route(rows), e.activation,
-                             quantized=whole)  # fmt: skip
-            parts.append(ffn)
+            routing = route(rows)
+            h = expert_gate_up(
+                x[rows], experts.gate, experts.up, routing, experts.activation, quantized=whole
+            )
+            parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):

@@ -85,16 +85,15 @@ def test_kernel_moe_ffn_matches_torch(arch, n_tokens, tmp_path):
 
 
 @pytest.mark.parametrize("in_host_memory", [False, True])
-def test_a_decode_step_s_experts_take_one_launch_unless_read_over_the_bus(
+def test_a_decode_step_s_down_takes_the_one_token_kernel_unless_read_over_the_bus(
     in_host_memory, tmp_path, monkeypatch
 ):
-    """One token: gate/up and down in one launch (kernels/moe_one_token_ffn.py), except for
-    experts read in place from host memory (expert_offload.read_in_place marks their
-    ExpertWeights), where the grouped kernel was faster over the bus; the same sum either
-    way."""
+    """One token: the down through kernels/moe_one_token.py, except for experts read in place
+    from host memory (expert_offload.read_in_place marks their ExpertWeights), where the
+    grouped kernel was faster over the bus; the same sum either way."""
     import dataclasses
 
-    from kernels import moe_one_token_ffn
+    from kernels import moe_one_token
 
     config, _, experts = _layer_experts(tmp_path, "qwen3moe")
 
@@ -104,9 +103,9 @@ def test_a_decode_step_s_experts_take_one_launch_unless_read_over_the_bus(
 
     x, logits = _routed(config, 1, seed=5)
     calls = []
-    launch = moe_one_token_ffn.launch_ffn
+    launch = moe_one_token.launch_down
     monkeypatch.setattr(
-        moe_one_token_ffn, "launch_ffn", lambda *a, **k: calls.append(1) or launch(*a, **k)
+        moe_one_token, "launch_down", lambda *a, **k: calls.append(1) or launch(*a, **k)
     )
     got = KernelsOps("cpu").moe_ffn(x, placed(in_host_memory), logits, config.moe)
     assert len(calls) == (0 if in_host_memory else 1)
@@ -330,12 +329,10 @@ class _CountedQuantization:
 
 
 def _down_of_8_bit_h(monkeypatch):
-    """expert_down as it was before it rounded h itself: h quantized by a launch of its own
-    (gate/up and down in two launches)."""
+    """expert_down as it was before it rounded h itself: h quantized by a launch of its own."""
     import kernels.act_quant
     import kernels.moe_gemv
 
-    monkeypatch.setattr(kernels.moe_gemv, "ONE_LAUNCH", False)
     down = kernels.moe_gemv.expert_down
 
     def apart(h, w, routing, **kwargs):
@@ -420,10 +417,9 @@ def fused_step(tmp_path_factory):
 
 @pytest.mark.parametrize("arch", ["qwen3moe", "gpt-oss"])
 def test_the_down_projection_rounds_h_in_its_own_launch(arch, fused_step):
-    """A decode step with the expert down rounding h to 8 bits in its own programs (qwen3moe's
-    in the one launch with gate/up) gives the logits of h quantized by a launch of its own, bit
-    for bit, with one quantization launch fewer a layer (Q4_0 experts for qwen3moe, MXFP4 with
-    biases for gpt-oss)."""
+    """A decode step with the expert down rounding h to 8 bits in its own programs gives the
+    logits of h quantized by a launch of its own, bit for bit, with one quantization launch
+    fewer a layer (Q4_0 experts for qwen3moe, MXFP4 with biases for gpt-oss)."""
     path, fused = fused_step(arch)
     apart = _decode_step(path, _down_of_8_bit_h)
     np.testing.assert_array_equal(fused["logits"], apart["logits"])
