@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 31's second device call (one H200; carry .llama-pack and .whl): a one-token step's
+# Session 31's second device call (one H200; carry .llama-pack and .whl; the tree of commit
+# fa80206 before call 3's two changes, docs/measurements/2026-11-30-s31-call-2/README.md): a one-token step's
 # routed experts in one launch (kernels/moe_one_token_ffn.py). The kernel rows (Qwen3-30B-A3B's
 # gate+up and down at one token, then the one launch's shapes against the two launches,
 # `benchmarks.kernels.moe --one-launch`), the GPU tests of the expert kernels, then the engine's

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 31's third device call (one H200; carry .whl): the one-token FFN's kernel rows again
+# Session 31's third device call (one H200; carry .whl; the tree of commit fa80206): the one-token FFN's kernel rows again
 # after call 2's compile failure of the two launches (runs_in_8_bits' cache modifier as a
 # default), with diagnostic shapes (moe_one_token_ffn.FfnShape's count_each: `done` counted
 # per gate/up tile as in call 2, else once a program; probe 1: the gate/up tiles alone, probe
