@@ -27,9 +27,16 @@ import pytest
 from engine.gguf.ggml_types import GGML_TYPES_BY_NAME
 from engine.hearth.cpu_experts import CpuExperts, ExpertTensor, gguf_experts
 from engine.hearth.ggml_cpu import GgmlCpu, GgmlUnavailable, _Ggml
+from kernels.availability import interpret_mode
 from kernels.moe_reference import dequantize_experts, moe
 from testkit.synthetic_gguf import SHAPES
 from testkit.synthetic_moe import write_experts_gguf
+
+# KernelsOps on the CPU runs its kernels in Triton's interpreter, which a GPU host's test run
+# does not use (tests/conftest.py sets it only without an NVIDIA GPU): those tests run in CI
+ON_THE_CPU_ONLY = pytest.mark.skipif(
+    not interpret_mode(), reason="KernelsOps on the CPU needs Triton's interpreter"
+)
 
 QWEN3_LIKE = replace(SHAPES["qwen3-30b-a3b"], n_expert=8, n_embd=512, n_ff_exp=256)
 GPT_OSS_LIKE = replace(SHAPES["gpt-oss-20b"], n_expert=8, n_embd=288, n_ff_exp=160)
@@ -417,6 +424,7 @@ def test_experts_on_the_cpu_take_no_cache():
         ExpertPlacement(ram_layers=1, cache_slots=4, on_cpu=True).check(8, 2)
 
 
+@ON_THE_CPU_ONLY
 def test_kernels_ops_hand_experts_on_the_cpu_to_them(q4k_layer_path):
     """KernelsOps' moe_ffn (Triton's interpreter here) gives experts on the CPU to the CPU,
     as TorchOps does: the same sums from the same router logits, and those of CpuExperts

@@ -18,6 +18,7 @@ from engine.hearth.expert_offload import ExpertPlacement
 from engine.hearth.staged_experts import StagedExperts, StagingArea, whole_experts
 from testkit.synthetic_moe import write_experts_gguf
 from tests.engine.hearth.test_cpu_experts import (
+    ON_THE_CPU_ONLY,
     QWEN3_LIKE,
     TOKENS,
     model_logits,
@@ -70,6 +71,7 @@ def _experts_layer(tmp_path, types: dict):
     return parts, rule
 
 
+@ON_THE_CPU_ONLY
 def test_kernels_ops_split_a_tokens_picks_between_ggml_and_the_copied_slots(tmp_path):
     """KernelsOps (Triton's interpreter here; the unpack by torch on the CPU) with a layer
     split 1 of 4 picks to the CPU: a decode step's sum is ggml's for the first pick plus the
@@ -145,6 +147,7 @@ def test_a_split_asks_for_a_share_of_the_picks():
     ExpertPlacement(ram_layers=2, split_picks=3).check(128, 8)
 
 
+@ON_THE_CPU_ONLY
 def test_kernels_ops_route_a_staged_layer_in_the_norms_launch(tmp_path):
     """KernelsOps.norm_and_moe_ffn takes the FFN norm and the router in one launch for staged
     experts as for experts on the device (the routing's ids and weights handed to the split):
