@@ -277,7 +277,6 @@ def split_parts(layers, graph) -> dict[str, float]:
     waited = graph.waits.seconds if graph is not None else 0.0
     return {
         "wait": waited,
-        "copy": sum(e.copy_s for e in staged),
         "ggml": sum(e.ggml_s for e in staged),
         "issue_wait": sum(e.issue_wait_s for e in staged),
         "host": sum(e.host_s for e in staged),
@@ -383,6 +382,8 @@ def show(args) -> int:
             placements = plan["placements"] + cpu_placements(args, plan)
             if args.skip_cache:
                 placements = [p for p in placements if not p["slots"]]
+            if args.skip_in_place:
+                placements = [p for p in placements if p["slots"] or p.get("cpu_picks")]
             plan["placements"] = placements
         else:
             runs.append({"ok": False, "error": plan["hearth_reason"]})
@@ -401,7 +402,7 @@ def show(args) -> int:
                 print(_hearth_text(runs[-1]), flush=True)
             print(f"planner, llama.cpp: --n-cpu-moe {base}, predicted "
                   f"{plan.get('llama_predicted') or 0:.1f} tok/s", flush=True)  # fmt: skip
-            for n in settings_around(base, n_layer):
+            for n in settings_around(base, n_layer) if args.ncmoe is None else args.ncmoe:
                 row = {**llama_bench(args.model, n, args.threads, args.llama_timeout),
                        "round": round_}  # fmt: skip
                 rows.append(row)
@@ -503,9 +504,9 @@ def _host_text(r: dict) -> str:
     if r["cpu_picks"] < r["k"]:
         return (
             f"; {r['split_steps_per_token']:.1f} pauses a token (graph pieces' host steps), "
-            f"us each: waiting for the piece {r['split_wait_us']:.0f}, handing the copies over "
-            f"{r['split_copy_us']:.0f}, ggml {r['split_ggml_us']:.0f}, waiting for their issue "
-            f"{r['split_issue_wait_us']:.0f}, the host step {r['split_host_us']:.0f}"
+            f"us each: waiting for the piece (by the copier, which reads the picks) "
+            f"{r['split_wait_us']:.0f}, ggml {r['split_ggml_us']:.0f}, waiting for the copies' "
+            f"issue {r['split_issue_wait_us']:.0f}, the host step {r['split_host_us']:.0f}"
         )
     text = (
         f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "
@@ -564,6 +565,18 @@ def main(argv: list[str] | None = None) -> int:
         "--skip-cache",
         action="store_true",
         help="show: leave the planner's cached placement out (its steps run eagerly: slow)",
+    )
+    parser.add_argument(
+        "--skip-in-place",
+        action="store_true",
+        help="show: leave the placement reading every pick in place over the bus out",
+    )
+    parser.add_argument(
+        "--ncmoe",
+        type=lambda text: [int(n) for n in text.split(",") if n],
+        default=None,
+        help="show: llama-bench's --n-cpu-moe settings, e.g. 18,20 (default: around the "
+        "planner's; empty: llama-bench not run)",
     )
     parser.add_argument("--device", default="cuda", help="hearth mode: cpu for a check")
     parser.add_argument(

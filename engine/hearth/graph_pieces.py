@@ -9,6 +9,10 @@ That code calls `cut(host_step, device)` where the step must pause:
 - inside `capture(fn, device)`, cut ends the graph being captured and starts the next, and
   host_step is kept to run between the two at every replay.
 
+`cut(host_step, device, wait)` brings its own wait for the stream: a host step whose first
+work needs only the device to be done (issuing copies) has a thread of its own wait for it and
+start that work at once, rather than after the stepping thread wakes and gets to it.
+
     pieces, result = capture(lambda: model_step(...), device)   # result: fn's, as captured
     replay(pieces, device)   # each piece, waited for and followed by its host step
 
@@ -37,6 +41,7 @@ _capturing = threading.local()  # .recorder: the _Recorder of this thread's capt
 class Piece:
     graph: torch.cuda.CUDAGraph
     host_step: Callable[[], None] | None  # run after the graph, once its stream is waited for
+    wait: Callable[[], None] | None = None  # waits for the stream, where not synchronize()
 
 
 class _Recorder:
@@ -50,9 +55,9 @@ class _Recorder:
         graph.capture_begin(pool=self.pool)
         return graph
 
-    def cut(self, host_step: Callable[[], None]) -> None:
+    def cut(self, host_step: Callable[[], None], wait: Callable[[], None] | None) -> None:
         self.graph.capture_end()
-        self.pieces.append(Piece(self.graph, host_step))
+        self.pieces.append(Piece(self.graph, host_step, wait))
         self.graph = self._begin()
 
     def finish(self) -> list[Piece]:
@@ -69,17 +74,28 @@ def can_cut(device: torch.device) -> bool:
     return not torch.cuda.is_current_stream_capturing()
 
 
-def cut(host_step: Callable[[], None], device: torch.device) -> None:
-    """Pause the step here for host_step (the module docstring)."""
+def cut(
+    host_step: Callable[[], None],
+    device: torch.device,
+    wait: Callable[[], None] | None = None,
+) -> None:
+    """Pause the step here for host_step (the module docstring). `wait`: called instead of
+    synchronizing the device's current stream, and returns once that stream is done."""
     recorder = getattr(_capturing, "recorder", None)
     if recorder is not None:
-        recorder.cut(host_step)
+        recorder.cut(host_step, wait)
         return
-    if device.type == "cuda":
-        if torch.cuda.is_current_stream_capturing():
-            raise RuntimeError("a graph captured whole cannot pause for host work (can_cut)")
-        torch.cuda.current_stream(device).synchronize()
+    if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        raise RuntimeError("a graph captured whole cannot pause for host work (can_cut)")
+    _wait(device, wait)
     host_step()
+
+
+def _wait(device: torch.device, wait: Callable[[], None] | None) -> None:
+    if wait is not None:
+        wait()
+    elif device.type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
 
 
 def capture(
@@ -121,7 +137,7 @@ def replay(pieces: list[Piece], device: torch.device, waits: Waits | None = None
         piece.graph.replay()
         if piece.host_step is not None:
             started = time.perf_counter()
-            torch.cuda.current_stream(device).synchronize()
+            _wait(device, piece.wait)
             if waits is not None:
                 waits.count += 1
                 waits.seconds += time.perf_counter() - started

@@ -9,9 +9,10 @@ pages. Copies by the copy engine do go on beside ggml, in large requests
 token, for each layer in RAM:
 
     GPU   ... router -> ids, weights, x to pinned host buffers | pause (graph_pieces.cut)
-    host  ids read; the last k - c picks copied, one copy each, into the device slots
-          (cuMemcpyHtoDAsync into the step's stream, issued by a copier thread); ggml computes
-          the first c picks meanwhile; its sum copied to the device after the copies
+    host  a copier thread waits for the GPU, reads the ids and copies the last k - c picks,
+          one copy each, into the device slots (cuMemcpyHtoDAsync into the step's stream);
+          once it has the ids, ggml computes the first c picks on the stepping thread; its
+          sum copied to the device after the copies
     GPU   the slots laid out tensor by tensor (kernels/expert_unpack.py), the expert GEMV over
           them with the picks' weights, plus ggml's sum ...
 
@@ -76,6 +77,7 @@ class StagingArea:
         self.planes = torch.zeros(total, dtype=torch.uint8, device=device)
         self.table = UnpackTable.of(sizes, self.src_offsets, dst, device)
         self._copier: _Copier | None = None
+        self._ready = threading.Event()  # copy_in_when_done's: the copier has the picks
 
     @property
     def nbytes(self) -> int:
@@ -104,27 +106,65 @@ class StagingArea:
 
     def copy_in(self, whole: torch.Tensor, experts: list[int]) -> None:
         """Experts (host ids) of `whole` [n_expert, row] into slots 0.. in the current stream,
-        issued on the area's copier thread while the caller goes on (ggml: a copy takes the
-        driver 12-15 us to issue, ggml's start would wait for them all); `copies_issued`
-        waits until they are in the stream. On the CPU, copied at once."""
-        if self.device.type != "cuda":
-            for slot, expert in enumerate(experts):
-                self.staged[slot].copy_(whole[int(expert)])
-            return
-        stream = torch.cuda.current_stream(self.device).cuda_stream
-        if self._copier is None:  # the device's number as this thread has it ("cuda": current)
-            index = self.device.index
-            index = torch.cuda.current_device() if index is None else index
-            self._copier = _Copier(lambda: torch.cuda.set_device(index))
-        self._copier.submit(self._issue, whole.data_ptr(), experts, stream)
+        at once."""
+        self._issue(whole, experts, self._stream())
+
+    def copy_in_when_done(self, whole: torch.Tensor, picks: Callable[[], list[int]]) -> None:
+        """The current stream's work waited for and copy_in's copies issued after it, both on
+        the area's copier thread: once the stream is done, `picks()` (called there) names the
+        experts, from what the stream wrote. Returns once picks() has, so the stream is done;
+        raises what the wait or picks() raised. The copies go on being issued beside the
+        caller (a copy takes the driver 12-15 us to issue); `copies_issued` waits for them."""
+        stream = self._stream()
+        if self._copier is None:
+            self._copier = _Copier(self._bind_thread())
+        ready, failed = self._ready, []
+
+        def job() -> None:
+            try:
+                if stream is not None:
+                    _synchronize(stream)
+                experts = picks()
+            except BaseException as exc:
+                failed.append(exc)
+                return
+            finally:
+                ready.set()
+            self._issue(whole, experts, stream)
+
+        ready.clear()
+        self._copier.submit(job)
+        ready.wait()
+        if failed:
+            raise failed[0]
 
     def copies_issued(self) -> None:
-        """Wait until copy_in's copies are in the stream (raises what issuing them raised)."""
+        """Wait until copy_in_when_done's copies are in the stream (raises what issuing them
+        raised)."""
         if self._copier is not None:
             self._copier.wait()
 
-    def _issue(self, src: int, experts: list[int], stream: int) -> None:
-        copy, row, dst = _copy_function(), self.row, self.staged.data_ptr()
+    def _stream(self) -> int | None:
+        """The device's current stream (its CUstream handle); None on the CPU."""
+        if self.device.type != "cuda":
+            return None
+        return torch.cuda.current_stream(self.device).cuda_stream
+
+    def _bind_thread(self) -> Callable[[], None]:
+        """What makes the device current on the copier thread (a thread's CUDA calls need its
+        context); nothing on the CPU."""
+        if self.device.type != "cuda":
+            return lambda: None
+        index = self.device.index  # the number as this thread has it ("cuda": the current)
+        index = torch.cuda.current_device() if index is None else index
+        return lambda: torch.cuda.set_device(index)
+
+    def _issue(self, whole: torch.Tensor, experts: list[int], stream: int | None) -> None:
+        if stream is None:
+            for slot, expert in enumerate(experts):
+                self.staged[slot].copy_(whole[int(expert)])
+            return
+        copy, row, dst, src = _copy_function(), self.row, self.staged.data_ptr(), whole.data_ptr()
         for slot, expert in enumerate(experts):
             status = copy(dst + slot * row, src + expert * row, row, ctypes.c_void_p(stream))
             if status != 0:
@@ -182,6 +222,23 @@ def _copy_function():
     return copy
 
 
+def _synchronize(stream: int) -> None:
+    """Wait for the stream's work (cuStreamSynchronize; ctypes lets the GIL go meanwhile)."""
+    status = _synchronize_function()(ctypes.c_void_p(stream))
+    if status != 0:
+        raise RuntimeError(f"the GPU's step before the experts' copies failed (CUDA error "
+                           f"{status})")  # fmt: skip
+
+
+@functools.cache
+def _synchronize_function():
+    synchronize = _driver().cuStreamSynchronize
+    # CUresult cuStreamSynchronize(CUstream stream)
+    synchronize.argtypes = [ctypes.c_void_p]
+    synchronize.restype = ctypes.c_int
+    return synchronize
+
+
 def whole_experts(host, area: StagingArea, pin: bool) -> torch.Tensor:
     """`host`'s experts with each one's tensors side by side: [n_expert, area.row] bytes, in
     pinned memory for a GPU's copies."""
@@ -236,10 +293,9 @@ class StagedExperts:
     cpu_picks: int
     # called with the slots just rewritten (TorchOps forgets what it dequantized from them)
     rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
-    # the host steps run, and their time in parts (for measurements): handing the copies to
-    # the copier, ggml, waiting for the copier after it, the whole step
+    # the host steps run, and their time in parts (for measurements): ggml, waiting for the
+    # copier after it, the whole step
     steps: int = 0
-    copy_s: float = 0.0
     ggml_s: float = 0.0
     issue_wait_s: float = 0.0
     host_s: float = 0.0
@@ -267,20 +323,29 @@ class StagedExperts:
         box.x_raw.copy_(x, non_blocking=True)  # as they are: no conversion on the device
         box.ids.copy_(ids, non_blocking=True)
         box.weights.copy_(weights, non_blocking=True)
-        cut(self._host_step, x.device)
+        cut(self._host_step, x.device, self._wait_and_copy)
         self.area.unpack(k - c)
         on_gpu = (slots_ffn or moe_ffn_selected)(x, self.slots, box.slot_ids, weights[:, c:])
         return on_gpu + box.on_device
 
+    def _wait_and_copy(self) -> None:
+        """The pause's wait for the device: the copier thread waits, reads the picks and
+        starts the GPU's copies (StagingArea.copy_in_when_done)."""
+        self.area.copy_in_when_done(self.whole, self._gpu_picks)
+
+    def _gpu_picks(self) -> list[int]:
+        """On the copier thread, the device done: the step's picks checked (a copy and ggml
+        read host memory by id), the GPU's share returned."""
+        ids = self._box.ids.numpy()[0].tolist()  # a list: min and max of 8 faster than numpy's
+        if min(ids) < 0 or max(ids) >= self.n_expert:
+            raise RuntimeError(f"expert ids {ids} outside 0..{self.n_expert - 1}")
+        return ids[self.cpu_picks :]
+
     def _host_step(self) -> None:
-        """The GPU's picks copied in, ggml over the CPU's, its sum copied after them."""
+        """ggml over the CPU's picks while the copier issues the GPU's, its sum copied to the
+        device after them."""
         started = time.perf_counter()
         box, c = self._box, self.cpu_picks
-        ids = box.ids.numpy()[0].tolist()  # a list: min and max of 8 faster than numpy's
-        if min(ids) < 0 or max(ids) >= self.n_expert:  # a copy reads host memory by id
-            raise RuntimeError(f"expert ids {ids} outside 0..{self.n_expert - 1}")
-        self.area.copy_in(self.whole, ids[c:])
-        copied = time.perf_counter()
         box.x.copy_(box.x_raw)
         self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),
                         box.out.data_ptr())  # fmt: skip
@@ -292,7 +357,6 @@ class StagedExperts:
         self.rewritten(self._all_slots)
         self.steps += 1
         done = time.perf_counter()
-        self.copy_s += copied - started
-        self.ggml_s += computed - copied
+        self.ggml_s += computed - started
         self.issue_wait_s += issued - computed
         self.host_s += done - started

@@ -202,3 +202,76 @@ def test_the_copier_runs_jobs_in_turn_and_hands_back_their_errors():
     with pytest.raises(RuntimeError, match="no context"):
         broken.wait()
     assert done == [0, 1, 2]
+
+
+def test_a_cut_with_its_own_wait_calls_it_before_the_host_step():
+    """A cut that brings its own wait for the device (the copier's, for staged experts) has it
+    called in place of the stream's synchronize, then the host step."""
+    ran = []
+    graph_pieces.cut(lambda: ran.append("step"), torch.device("cpu"), lambda: ran.append("wait"))
+    assert ran == ["wait", "step"]
+
+
+def _area_and_whole(tmp_path):
+    from engine.gguf import read_model_info
+    from engine.hearth.ops import TorchOps
+    from engine.hearth.staged_experts import expert_sizes
+    from engine.hearth.weights import GGUFTensors
+
+    shape = replace(QWEN3_LIKE, n_embd=64, n_ff_exp=64)
+    path = write_experts_gguf(tmp_path / "e.gguf", shape, 1,
+                              {"gate": "Q4_0", "up": "Q4_0", "down": "Q8_0"})  # fmt: skip
+    tensors = GGUFTensors(str(path), read_model_info(path))
+    parts = [tensors.experts(f"blk.0.ffn_{r}_exps.weight") for r in ("gate", "up", "down")]
+    host = TorchOps("cpu")._host_experts(*parts, "silu", (None, None, None))
+    area = StagingArea(expert_sizes(host), 3, torch.device("cpu"))
+    return area, whole_experts(host, area, pin=False)
+
+
+def test_the_copier_copies_the_picks_it_is_given_after_its_wait(tmp_path):
+    """copy_in_when_done: the copier thread asks for the picks (once the device is done) and
+    copies them into slots 0.. beside the caller, who may read what picks() read once the call
+    returns; copies_issued then has every copy in place. Twice, as a step's layers do."""
+    area, whole = _area_and_whole(tmp_path)
+    for experts in ([7, 0, 4], [2, 5]):
+        read = []
+        area.copy_in_when_done(whole, lambda e=experts, r=read: r.append(e) or e)
+        assert read == [experts]
+        area.copies_issued()
+        for slot, expert in enumerate(experts):
+            assert torch.equal(area.staged[slot], whole[expert])
+
+
+def test_what_the_copier_meets_is_raised_to_the_stepping_thread(tmp_path):
+    """Picks outside the layer (or a failed wait) raise in the caller, and nothing is copied;
+    the copier goes on serving the next step."""
+    area, whole = _area_and_whole(tmp_path)
+    before = area.staged.clone()
+
+    def bad_picks():
+        raise RuntimeError("expert ids [0, 99] outside 0..7")
+
+    with pytest.raises(RuntimeError, match="outside"):
+        area.copy_in_when_done(whole, bad_picks)
+    area.copies_issued()
+    assert torch.equal(area.staged, before)
+    area.copy_in_when_done(whole, lambda: [3])
+    area.copies_issued()
+    assert torch.equal(area.staged[0], whole[3])
+
+
+def test_a_step_with_picks_outside_the_layer_stops_before_ggml_reads_them(tmp_path):
+    """The ids the router wrote are checked on the copier before ggml or a copy reads host
+    memory by them: the step raises what was wrong, and ggml is never called."""
+    from engine.hearth.staged_experts import _Mailbox
+
+    area, whole = _area_and_whole(tmp_path)
+    called = []
+    cpu = type("Cpu", (), {"run_at": lambda self, *a: called.append(a)})()
+    staged = StagedExperts(in_place=type("E", (), {"n_expert": 8})(), slots=None, whole=whole,
+                           area=area, cpu=cpu, cpu_picks=1)  # fmt: skip
+    staged._box = _Mailbox.make(torch.zeros(1, 64), 4, 1)
+    staged._box.ids.copy_(torch.tensor([[1, 2, 8, 3]], dtype=torch.int32))
+    with pytest.raises(RuntimeError, match=r"expert ids \[1, 2, 8, 3\] outside 0..7"):
+        graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._wait_and_copy)
+    assert called == []
