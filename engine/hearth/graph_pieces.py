@@ -9,9 +9,10 @@ That code calls `cut(host_step, device)` where the step must pause:
 - inside `capture(fn, device)`, cut ends the graph being captured and starts the next, and
   host_step is kept to run between the two at every replay.
 
-`cut(host_step, device, wait)` brings its own wait for the stream: a host step whose first
-work needs only the device to be done (issuing copies) has a thread of its own wait for it and
-start that work at once, rather than after the stepping thread wakes and gets to it.
+`cut(host_step, device, before_wait)` also starts work before the host waits: a host step
+with work that needs only the device to be done (issuing copies) hands it to a thread that
+waits for the device itself, so it starts the moment the device is done, beside the stepping
+thread's own work rather than after it.
 
     pieces, result = capture(lambda: model_step(...), device)   # result: fn's, as captured
     replay(pieces, device)   # each piece, waited for and followed by its host step
@@ -41,7 +42,7 @@ _capturing = threading.local()  # .recorder: the _Recorder of this thread's capt
 class Piece:
     graph: torch.cuda.CUDAGraph
     host_step: Callable[[], None] | None  # run after the graph, once its stream is waited for
-    wait: Callable[[], None] | None = None  # waits for the stream, where not synchronize()
+    before_wait: Callable[[], None] | None = None  # run before the host waits for the graph
 
 
 class _Recorder:
@@ -55,9 +56,9 @@ class _Recorder:
         graph.capture_begin(pool=self.pool)
         return graph
 
-    def cut(self, host_step: Callable[[], None], wait: Callable[[], None] | None) -> None:
+    def cut(self, host_step: Callable[[], None], before_wait: Callable[[], None] | None) -> None:
         self.graph.capture_end()
-        self.pieces.append(Piece(self.graph, host_step, wait))
+        self.pieces.append(Piece(self.graph, host_step, before_wait))
         self.graph = self._begin()
 
     def finish(self) -> list[Piece]:
@@ -77,25 +78,21 @@ def can_cut(device: torch.device) -> bool:
 def cut(
     host_step: Callable[[], None],
     device: torch.device,
-    wait: Callable[[], None] | None = None,
+    before_wait: Callable[[], None] | None = None,
 ) -> None:
-    """Pause the step here for host_step (the module docstring). `wait`: called instead of
-    synchronizing the device's current stream, and returns once that stream is done."""
+    """Pause the step here for host_step (the module docstring); before_wait, if any, runs
+    before the host waits for the device's current stream."""
     recorder = getattr(_capturing, "recorder", None)
     if recorder is not None:
-        recorder.cut(host_step, wait)
+        recorder.cut(host_step, before_wait)
         return
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         raise RuntimeError("a graph captured whole cannot pause for host work (can_cut)")
-    _wait(device, wait)
-    host_step()
-
-
-def _wait(device: torch.device, wait: Callable[[], None] | None) -> None:
-    if wait is not None:
-        wait()
-    elif device.type == "cuda":
+    if before_wait is not None:
+        before_wait()
+    if device.type == "cuda":
         torch.cuda.current_stream(device).synchronize()
+    host_step()
 
 
 def capture(
@@ -136,8 +133,10 @@ def replay(pieces: list[Piece], device: torch.device, waits: Waits | None = None
     for piece in pieces:
         piece.graph.replay()
         if piece.host_step is not None:
+            if piece.before_wait is not None:
+                piece.before_wait()
             started = time.perf_counter()
-            _wait(device, piece.wait)
+            torch.cuda.current_stream(device).synchronize()
             if waits is not None:
                 waits.count += 1
                 waits.seconds += time.perf_counter() - started

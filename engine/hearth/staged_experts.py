@@ -9,19 +9,25 @@ pages. Copies by the copy engine do go on beside ggml, in large requests
 token, for each layer in RAM:
 
     GPU   ... router -> ids, weights, x to pinned host buffers | pause (graph_pieces.cut)
-    host  a copier thread waits for the GPU, reads the ids and copies the last k - c picks,
-          one copy each, into the device slots (cuMemcpyHtoDAsync into the step's stream);
-          once it has the ids, ggml computes the first c picks on the stepping thread; its
-          sum copied to the device after the copies
+    host  a copier thread, waiting for the GPU beside the stepping thread, reads the ids and
+          copies the last k - c picks, one copy each, into the device slots
+          (cuMemcpyHtoDAsync into the step's stream); ggml computes the first c picks on the
+          stepping thread meanwhile; its sum copied to the device after the copies
     GPU   the slots laid out tensor by tensor (kernels/expert_unpack.py), the expert GEMV over
           them with the picks' weights, plus ggml's sum ...
 
 In host memory each expert's tensors lie side by side (`whole`), so a pick is one 3 MB copy
 (twelve copies of its planes ran at about 60% of the link). The slots are shared by every
 layer in RAM (StagingArea): layers run one after another, and each layer's host step runs
-only once the GPU has finished the one before. Steps of more than one token (prefill chunks,
-batches, a speculative check) and steps inside a graph captured whole read every pick in
-place (`in_place`), as that placement does. So host memory holds the layer three times:
+only once the GPU has finished the one before. Either half of the pause can be the longer
+(5 of Qwen3-30B-A3B's 8 picks copy in about 270 us at an H200 host's 55 GB/s; ggml's 3 took
+230 us on one host, 320-360 on another), so both threads wait for the GPU themselves and
+each starts its half at once: neither hands the other its start (the copier handed the
+picks by the stepping thread started late; the stepping thread woken by the copier waited
+170-250 us a pause against 120, docs/decisions/2026-11-30-experts-copier-waits.md).
+
+Steps of more than one token (prefill chunks, batches, a speculative check) and steps inside a
+graph captured whole read every pick in place (`in_place`), as that placement does. So host memory holds the layer three times:
 in the GEMV's planes (read in place), side by side (copied), and ggml's repacked copy.
 """
 
@@ -77,7 +83,6 @@ class StagingArea:
         self.planes = torch.zeros(total, dtype=torch.uint8, device=device)
         self.table = UnpackTable.of(sizes, self.src_offsets, dst, device)
         self._copier: _Copier | None = None
-        self._ready = threading.Event()  # copy_in_when_done's: the copier has the picks
 
     @property
     def nbytes(self) -> int:
@@ -110,33 +115,21 @@ class StagingArea:
         self._issue(whole, experts, self._stream())
 
     def copy_in_when_done(self, whole: torch.Tensor, picks: Callable[[], list[int]]) -> None:
-        """The current stream's work waited for and copy_in's copies issued after it, both on
-        the area's copier thread: once the stream is done, `picks()` (called there) names the
-        experts, from what the stream wrote. Returns once picks() has, so the stream is done;
-        raises what the wait or picks() raised. The copies go on being issued beside the
-        caller (a copy takes the driver 12-15 us to issue); `copies_issued` waits for them."""
+        """copy_in for a step still running on the device, on the area's copier thread: it
+        waits for the current stream, asks `picks()` for the experts (it may read what the
+        stream wrote) and issues their copies (the driver takes 12-15 us a copy), while the
+        caller goes on. `copies_issued` waits for them and raises what the wait, picks() or a
+        copy raised."""
         stream = self._stream()
         if self._copier is None:
             self._copier = _Copier(self._bind_thread())
-        ready, failed = self._ready, []
 
         def job() -> None:
-            try:
-                if stream is not None:
-                    _synchronize(stream)
-                experts = picks()
-            except BaseException as exc:
-                failed.append(exc)
-                return
-            finally:
-                ready.set()
-            self._issue(whole, experts, stream)
+            if stream is not None:
+                _synchronize(stream)
+            self._issue(whole, picks(), stream)
 
-        ready.clear()
         self._copier.submit(job)
-        ready.wait()
-        if failed:
-            raise failed[0]
 
     def copies_issued(self) -> None:
         """Wait until copy_in_when_done's copies are in the stream (raises what issuing them
@@ -323,29 +316,37 @@ class StagedExperts:
         box.x_raw.copy_(x, non_blocking=True)  # as they are: no conversion on the device
         box.ids.copy_(ids, non_blocking=True)
         box.weights.copy_(weights, non_blocking=True)
-        cut(self._host_step, x.device, self._wait_and_copy)
+        cut(self._host_step, x.device, self._start_copies)
         self.area.unpack(k - c)
         on_gpu = (slots_ffn or moe_ffn_selected)(x, self.slots, box.slot_ids, weights[:, c:])
         return on_gpu + box.on_device
 
-    def _wait_and_copy(self) -> None:
-        """The pause's wait for the device: the copier thread waits, reads the picks and
-        starts the GPU's copies (StagingArea.copy_in_when_done)."""
+    def _start_copies(self) -> None:
+        """Before the pause's wait: the copier waits for the GPU too, then reads the picks and
+        issues the GPU's copies (StagingArea.copy_in_when_done)."""
         self.area.copy_in_when_done(self.whole, self._gpu_picks)
 
-    def _gpu_picks(self) -> list[int]:
-        """On the copier thread, the device done: the step's picks checked (a copy and ggml
-        read host memory by id), the GPU's share returned."""
+    def _picks(self) -> list[int]:
+        """The step's picks (host ids), checked: a copy and ggml read host memory by them."""
         ids = self._box.ids.numpy()[0].tolist()  # a list: min and max of 8 faster than numpy's
         if min(ids) < 0 or max(ids) >= self.n_expert:
             raise RuntimeError(f"expert ids {ids} outside 0..{self.n_expert - 1}")
-        return ids[self.cpu_picks :]
+        return ids
+
+    def _gpu_picks(self) -> list[int]:
+        """On the copier thread: the GPU's share of the picks; none where they are outside
+        the layer (the stepping thread's own check raises for them)."""
+        try:
+            return self._picks()[self.cpu_picks :]
+        except RuntimeError:
+            return []
 
     def _host_step(self) -> None:
         """ggml over the CPU's picks while the copier issues the GPU's, its sum copied to the
         device after them."""
         started = time.perf_counter()
         box, c = self._box, self.cpu_picks
+        self._picks()
         box.x.copy_(box.x_raw)
         self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),
                         box.out.data_ptr())  # fmt: skip

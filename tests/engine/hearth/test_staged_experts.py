@@ -204,12 +204,13 @@ def test_the_copier_runs_jobs_in_turn_and_hands_back_their_errors():
     assert done == [0, 1, 2]
 
 
-def test_a_cut_with_its_own_wait_calls_it_before_the_host_step():
-    """A cut that brings its own wait for the device (the copier's, for staged experts) has it
-    called in place of the stream's synchronize, then the host step."""
+def test_a_cut_starts_its_before_wait_work_then_runs_the_host_step():
+    """A cut with work to start before the host waits for the device (the copier's, for
+    staged experts) starts it first, then runs the host step."""
     ran = []
-    graph_pieces.cut(lambda: ran.append("step"), torch.device("cpu"), lambda: ran.append("wait"))
-    assert ran == ["wait", "step"]
+    graph_pieces.cut(lambda: ran.append("step"), torch.device("cpu"),
+                     lambda: ran.append("before"))  # fmt: skip
+    assert ran == ["before", "step"]
 
 
 def _area_and_whole(tmp_path):
@@ -228,44 +229,46 @@ def _area_and_whole(tmp_path):
     return area, whole_experts(host, area, pin=False)
 
 
-def test_the_copier_copies_the_picks_it_is_given_after_its_wait(tmp_path):
+def test_the_copier_copies_the_picks_it_reads_after_its_wait(tmp_path):
     """copy_in_when_done: the copier thread asks for the picks (once the device is done) and
-    copies them into slots 0.. beside the caller, who may read what picks() read once the call
-    returns; copies_issued then has every copy in place. Twice, as a step's layers do."""
+    copies them into slots 0.. beside the caller; copies_issued then has every copy in place.
+    Twice, as a step's layers do."""
     area, whole = _area_and_whole(tmp_path)
     for experts in ([7, 0, 4], [2, 5]):
         read = []
         area.copy_in_when_done(whole, lambda e=experts, r=read: r.append(e) or e)
-        assert read == [experts]
         area.copies_issued()
+        assert read == [experts]
         for slot, expert in enumerate(experts):
             assert torch.equal(area.staged[slot], whole[expert])
 
 
 def test_what_the_copier_meets_is_raised_to_the_stepping_thread(tmp_path):
-    """Picks outside the layer (or a failed wait) raise in the caller, and nothing is copied;
-    the copier goes on serving the next step."""
+    """A failure on the copier thread (its wait, the picks, a copy) is raised by the caller's
+    copies_issued, nothing is copied, and the copier goes on serving the next step."""
     area, whole = _area_and_whole(tmp_path)
     before = area.staged.clone()
 
-    def bad_picks():
-        raise RuntimeError("expert ids [0, 99] outside 0..7")
+    def failing_picks():
+        raise RuntimeError("the GPU's step before the experts' copies failed (CUDA error 700)")
 
-    with pytest.raises(RuntimeError, match="outside"):
-        area.copy_in_when_done(whole, bad_picks)
-    area.copies_issued()
+    area.copy_in_when_done(whole, failing_picks)
+    with pytest.raises(RuntimeError, match="CUDA error 700"):
+        area.copies_issued()
     assert torch.equal(area.staged, before)
     area.copy_in_when_done(whole, lambda: [3])
     area.copies_issued()
     assert torch.equal(area.staged[0], whole[3])
 
 
-def test_a_step_with_picks_outside_the_layer_stops_before_ggml_reads_them(tmp_path):
-    """The ids the router wrote are checked on the copier before ggml or a copy reads host
-    memory by them: the step raises what was wrong, and ggml is never called."""
+def test_a_step_with_picks_outside_the_layer_stops_before_ggml_or_a_copy_reads_them(tmp_path):
+    """The ids the router wrote are checked before ggml or a copy reads host memory by them:
+    the step raises what was wrong, ggml is never called, nothing is copied, and the next
+    step with good ids runs."""
     from engine.hearth.staged_experts import _Mailbox
 
     area, whole = _area_and_whole(tmp_path)
+    before = area.staged.clone()
     called = []
     cpu = type("Cpu", (), {"run_at": lambda self, *a: called.append(a)})()
     staged = StagedExperts(in_place=type("E", (), {"n_expert": 8})(), slots=None, whole=whole,
@@ -273,5 +276,11 @@ def test_a_step_with_picks_outside_the_layer_stops_before_ggml_reads_them(tmp_pa
     staged._box = _Mailbox.make(torch.zeros(1, 64), 4, 1)
     staged._box.ids.copy_(torch.tensor([[1, 2, 8, 3]], dtype=torch.int32))
     with pytest.raises(RuntimeError, match=r"expert ids \[1, 2, 8, 3\] outside 0..7"):
-        graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._wait_and_copy)
+        graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
     assert called == []
+    area.copies_issued()
+    assert torch.equal(area.staged, before)
+    staged._box.ids.copy_(torch.tensor([[1, 2, 7, 3]], dtype=torch.int32))
+    graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
+    assert len(called) == 1
+    assert [torch.equal(area.staged[s], whole[e]) for s, e in enumerate((2, 7, 3))] == [True] * 3
