@@ -69,37 +69,20 @@ def _slot_value(y, s, S: tl.constexpr, BN: tl.constexpr):
 
 
 @triton.jit
-def _one_token_down_kernel(
-    x_ptr, xd_ptr, xs_ptr, out_ptr, p0, p1, p2, p3, p4, bias_ptr, ids_ptr, weights_ptr,
-    N, K, NB, TOP_K,
-    FMT: tl.constexpr, HAS_BIAS: tl.constexpr, X_FLOAT: tl.constexpr, BLOCK_N: tl.constexpr,
-    NG: tl.constexpr, S: tl.constexpr, ASM: tl.constexpr, GDC: tl.constexpr = False,
-):  # fmt: skip
-    """See the module docstring. X_FLOAT: h [k, K] in float (rounded here); else h's 8-bit
-    words [k, K / 4] with xd, xs its scales and sums. out [1, N]. NG: groups of 32 weights a
-    row (K / 32, padded to a power of two); S: k padded to a power of two."""
+def _chunk_sums(x_ptr, xd_ptr, xs_ptr, u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, r_lo, r_hi,
+                group_mask, slot, row_mask, K, TOP_K, FMT: tl.constexpr, X_FLOAT: tl.constexpr,
+                BLOCK_N: tl.constexpr, NG: tl.constexpr, S: tl.constexpr,
+                ASM: tl.constexpr):  # fmt: skip
+    """One chunk of NG groups (load_pairs' tiles of them, rows of every slot; group_mask
+    [NG]: those in the row) against h -> [R], its sums (tree_sum over the chunk's groups)."""
     R: tl.constexpr = S * BLOCK_N
-    tile = tl.program_id(0)
-    r = tl.arange(0, R)
-    slot = r // BLOCK_N  # rows of slot s: s BLOCK_N ..
-    rows = tile * BLOCK_N + r % BLOCK_N
-    slot_mask = slot < TOP_K
-    row_mask = (rows < N) & slot_mask
-    expert = tl.load(ids_ptr + slot, mask=slot_mask, other=0).to(tl.int64)
-    ge = tl.arange(0, NG)
-    group_mask = ge < K // 32
-    u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, r_lo, r_hi = load_pairs(
-        p0, p1, p2, p3, p4, expert * N + rows, row_mask, ge, group_mask, NB, FMT, ASM
-    )
-    weight = tl.load(weights_ptr + slot, mask=slot_mask, other=0.0).to(tl.float32)
-    if GDC:  # a dependent launch: h and every write only after the kernel before ends
-        gdc_wait()
     if X_FLOAT:  # each slot's row of h in 8 bits, all S rows' groups at once
         m = tl.arange(0, S * NG)
         m_slot = m // NG
         m_lo = tl.reshape(tl.broadcast_to(r_lo[None, :], (S, NG)), (S * NG,))
         m_hi = tl.reshape(tl.broadcast_to(r_hi[None, :], (S, NG)), (S * NG,))
-        m_mask = ((m % NG) < K // 32) & (m_slot < TOP_K)
+        m_group = tl.reshape(tl.broadcast_to(group_mask[None, :], (S, NG)), (S * NG,))
+        m_mask = m_group & (m_slot < TOP_K)
         x_rows = x_ptr + m_slot.to(tl.int64) * K
         words, d, sums = runs_in_8_bits(
             x_rows[:, None, None, None], m_lo, m_hi, m_mask, S * NG, FMT >= Q8_0
@@ -128,7 +111,51 @@ def _one_token_down_kernel(
         dx_lo, run_sums(u_lo, s_lo, c_lo, x_lo, xs_lo, ASM),
         dx_hi, run_sums(u_hi, s_hi, c_hi, x_hi, xs_hi, ASM),
     )  # fmt: skip
-    y = tree_sum(y, R, NG)  # the same tree as moe_gemv's down
+    return tree_sum(y, R, NG)
+
+
+@triton.jit
+def _one_token_down_kernel(
+    x_ptr, xd_ptr, xs_ptr, out_ptr, p0, p1, p2, p3, p4, bias_ptr, ids_ptr, weights_ptr,
+    N, K, NB, TOP_K,
+    FMT: tl.constexpr, HAS_BIAS: tl.constexpr, X_FLOAT: tl.constexpr, BLOCK_N: tl.constexpr,
+    NG: tl.constexpr, S: tl.constexpr, ASM: tl.constexpr, GDC: tl.constexpr = False,
+    NG_REST: tl.constexpr = 0,
+):  # fmt: skip
+    """See the module docstring. X_FLOAT: h [k, K] in float (rounded here); else h's 8-bit
+    words [k, K / 4] with xd, xs its scales and sums. out [1, N]. NG: groups of 32 weights a
+    row in the first chunk (a power of two); NG_REST: the groups after them, padded to a power
+    of two (0: none), a chunk of their own (Qwen3's 24 groups: 16 and 8, none masked); S: k
+    padded to a power of two."""
+    R: tl.constexpr = S * BLOCK_N
+    tile = tl.program_id(0)
+    r = tl.arange(0, R)
+    slot = r // BLOCK_N  # rows of slot s: s BLOCK_N ..
+    rows = tile * BLOCK_N + r % BLOCK_N
+    slot_mask = slot < TOP_K
+    row_mask = (rows < N) & slot_mask
+    expert = tl.load(ids_ptr + slot, mask=slot_mask, other=0).to(tl.int64)
+    wrow = expert * N + rows
+    ge = tl.arange(0, NG)
+    ga = ge < K // 32
+    ua_lo, ua_hi, sa_lo, ca_lo, sa_hi, ca_hi, ra_lo, ra_hi = load_pairs(
+        p0, p1, p2, p3, p4, wrow, row_mask, ge, ga, NB, FMT, ASM
+    )
+    if NG_REST > 0:  # the rest of the row's groups: loaded before the wait as the first are
+        ge_rest = NG + tl.arange(0, NG_REST)
+        gb = ge_rest < K // 32
+        ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, rb_lo, rb_hi = load_pairs(
+            p0, p1, p2, p3, p4, wrow, row_mask, ge_rest, gb, NB, FMT, ASM
+        )
+    weight = tl.load(weights_ptr + slot, mask=slot_mask, other=0.0).to(tl.float32)
+    if GDC:  # a dependent launch: h and every write only after the kernel before ends
+        gdc_wait()
+    y = _chunk_sums(x_ptr, xd_ptr, xs_ptr, ua_lo, ua_hi, sa_lo, ca_lo, sa_hi, ca_hi, ra_lo, ra_hi,
+                    ga, slot, row_mask, K, TOP_K, FMT, X_FLOAT, BLOCK_N, NG, S, ASM)  # fmt: skip
+    if NG_REST > 0:  # the tree's last level: the first chunk's sum and the rest's
+        y += _chunk_sums(x_ptr, xd_ptr, xs_ptr, ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, rb_lo,
+                         rb_hi, gb, slot, row_mask, K, TOP_K, FMT, X_FLOAT, BLOCK_N, NG_REST, S,
+                         ASM)  # fmt: skip
     if GDC:
         gdc_launch_dependents()
     if HAS_BIAS:
@@ -140,6 +167,18 @@ def _one_token_down_kernel(
         total = tl.fma(_slot_value(y, s, S, BLOCK_N), _slot_value(w, s, S, BLOCK_N), total)
     out_rows = tile * BLOCK_N + tl.arange(0, BLOCK_N)
     tl.store(out_ptr + out_rows, total.to(out_ptr.dtype.element_ty), mask=out_rows < N)
+
+
+def first_chunk(groups: int) -> int:
+    """The first chunk's groups of 32 weights: the largest power of two in the row."""
+    return 1 << (groups.bit_length() - 1)
+
+
+def rest_chunk(groups: int) -> int:
+    """The rest's groups padded to a power of two, 0 where the first chunk takes the row
+    (its tree with the first chunk's is the tree over the row padded to a power of two)."""
+    rest = groups - first_chunk(groups)
+    return triton.next_power_of_2(rest) if rest else 0
 
 
 def launch_down(h: torch.Tensor, hq, w, routing, fmt_code: int, block_n: int, num_warps: int,
@@ -156,7 +195,8 @@ def launch_down(h: torch.Tensor, hq, w, routing, fmt_code: int, block_n: int, nu
         *x_args, out, *plane_args(w.packed), bias, routing.ids, routing.weights,
         n_out, n_in, n_in // w.packed.fmt.block_size, routing.top_k,
         FMT=fmt_code, HAS_BIAS=w.bias is not None, X_FLOAT=hq is None, BLOCK_N=block_n,
-        NG=triton.next_power_of_2(n_in // 32), S=triton.next_power_of_2(routing.top_k),
+        NG=first_chunk(n_in // 32), NG_REST=rest_chunk(n_in // 32),
+        S=triton.next_power_of_2(routing.top_k),
         ASM=asm, GDC=gdc, num_warps=num_warps, **extra,
     )  # fmt: skip
     return out

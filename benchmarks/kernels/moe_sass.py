@@ -132,7 +132,8 @@ def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None
     cfg = cfg or moe_gemv.one_token_config()
     consts = dict(
         FMT=moe_gemv.FORMAT_CODES[case.fmt], HAS_BIAS=case.bias, X_FLOAT=True,
-        BLOCK_N=cfg.block_n, NG=triton.next_power_of_2(case.n_in // 32),
+        BLOCK_N=cfg.block_n, NG=moe_one_token.first_chunk(case.n_in // 32),
+        NG_REST=moe_one_token.rest_chunk(case.n_in // 32),
         S=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
     )  # fmt: skip
     types = dict(POINTERS, x_ptr="*fp16", bias_ptr="*fp32")
