@@ -262,6 +262,7 @@ def run_hearth(args) -> dict:
         "predicted_misses_per_token": predicted.misses_per_token,
         # read in place, every picked expert of a layer in RAM crosses the bus: its rate then
         "bus_gbps_if_in_place": predicted.link_bytes_per_token * n_steps / seconds / 1e9,
+        "anon_huge_gib": anon_huge_pages() / GIB,
         "peak_allocated": torch.cuda.max_memory_allocated() if gpu else 0,
         "reserved": torch.cuda.memory_reserved() if gpu else 0,
     }
@@ -281,6 +282,19 @@ def split_parts(layers, graph) -> dict[str, float]:
         "issue_wait": sum(e.issue_wait_s for e in staged),
         "host": sum(e.host_s for e in staged),
     }
+
+
+def anon_huge_pages() -> int:
+    """Bytes of this process's anonymous memory on transparent huge pages (ggml's repacked
+    experts, host_pages.py), from /proc/self/smaps_rollup; 0 where there is none to read."""
+    try:
+        text = Path("/proc/self/smaps_rollup").read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def split_step_count(layers) -> int:
@@ -506,7 +520,8 @@ def _host_text(r: dict) -> str:
             f"; {r['split_steps_per_token']:.1f} pauses a token (graph pieces' host steps), "
             f"us each: waiting for the piece (by the copier, which reads the picks) "
             f"{r['split_wait_us']:.0f}, ggml {r['split_ggml_us']:.0f}, waiting for the copies' "
-            f"issue {r['split_issue_wait_us']:.0f}, the host step {r['split_host_us']:.0f}"
+            f"issue {r['split_issue_wait_us']:.0f}, the host step {r['split_host_us']:.0f}; "
+            f"{r['anon_huge_gib']:.2f} GiB on huge pages"
         )
     text = (
         f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "

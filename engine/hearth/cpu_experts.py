@@ -59,7 +59,7 @@ from engine.hearth.ggml_cpu import (
     ggml,
     repack_buffer_type,
 )
-from engine.hearth.host_pages import prefer_huge_pages
+from engine.hearth.host_pages import collapse_to_huge_pages, prefer_huge_pages
 
 # Block types ggml's CPU multiplies (ggml-cpu.c type_traits_cpu: a vec_dot for each) that the
 # tests check against kernels/moe_reference.py (whose dequantizer, gguf's, reads these): the
@@ -247,6 +247,7 @@ class CpuExperts:
         self._buffers.append(buffer)
         prefer_huge_pages(base, size)  # before the repack's writes make its pages
         lib.backend_tensor_set(tensor, w.address, 0, w.nbytes)
+        collapse_to_huge_pages(base, size)  # those the writes did not get (host_pages.py)
         return tensor
 
     @staticmethod

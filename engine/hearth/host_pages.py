@@ -6,8 +6,11 @@ every page boundary; on 2 MiB pages neither happens. Linux gives a process huge 
 anonymous memory where the system's setting is `always`, or `madvise` (common, and the H200
 hosts') and the range asked for them with madvise(MADV_HUGEPAGE): ggml's own buffers do not
 ask (ggml_aligned_malloc), so the repacked experts' buffers are asked for here, before anything
-is written into them (the pages are made at the first write). Where the kernel has no huge
-page free, the range keeps small pages: nothing fails.
+is written into them (the pages are made at the first write). Where the kernel had no huge
+page free at that write (memory fragmented by earlier loads, pinned copies, the page cache),
+the range is collapsed onto huge pages once written (MADV_COLLAPSE, Linux 6.1+: the kernel
+compacts memory for them then); where that fails too, the range keeps small pages and nothing
+fails.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import sys
 
 HUGE_PAGE = 2 * 1024 * 1024
 MADV_HUGEPAGE = 14  # <sys/mman.h> on Linux
+MADV_COLLAPSE = 25  # Linux 6.1+
 
 
 def huge_page_span(address: int, nbytes: int) -> tuple[int, int] | None:
@@ -48,3 +52,14 @@ def prefer_huge_pages(address: int, nbytes: int) -> bool:
     if span is None or madvise is None:
         return False
     return madvise(span[0], span[1], MADV_HUGEPAGE) == 0
+
+
+def collapse_to_huge_pages(address: int, nbytes: int) -> bool:
+    """Put the written range's whole 2 MiB pages on huge pages now (madvise MADV_COLLAPSE),
+    where the first writes did not get them; True if the kernel did. False on kernels before
+    6.1, where no huge page could be made for part of it, or for a range with none inside."""
+    span = huge_page_span(address, nbytes)
+    madvise = _madvise()
+    if span is None or madvise is None:
+        return False
+    return madvise(span[0], span[1], MADV_COLLAPSE) == 0

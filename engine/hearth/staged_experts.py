@@ -27,8 +27,9 @@ picks by the stepping thread started late; the stepping thread woken by the copi
 170-250 us a pause against 120, docs/decisions/2026-11-30-experts-copier-waits.md).
 
 Steps of more than one token (prefill chunks, batches, a speculative check) and steps inside a
-graph captured whole read every pick in place (`in_place`), as that placement does. So host memory holds the layer three times:
-in the GEMV's planes (read in place), side by side (copied), and ggml's repacked copy.
+graph captured whole read every pick in place (`in_place`), as that placement does. So host
+memory holds the layer three times: in the GEMV's planes (read in place), side by side
+(copied), and ggml's repacked copy.
 """
 
 from __future__ import annotations

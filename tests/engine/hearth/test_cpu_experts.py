@@ -241,25 +241,30 @@ def q4k_layer(q4k_layer_path):
     return gguf_experts(q4k_layer_path, 0)
 
 
-def test_each_repacked_buffer_is_asked_for_huge_pages_before_it_is_filled(
+def test_each_repacked_buffer_is_asked_for_huge_pages_before_it_is_filled_and_collapsed_after(
     q4k_layer, cpu, monkeypatch
 ):
     """The range asked for holds the repacked tensor's bytes, and is asked for before the
-    repack writes them (the pages are made at the first write)."""
+    repack writes them (the pages are made at the first write); the same range is collapsed
+    onto huge pages after them (for the pages those writes did not get huge)."""
     from engine.hearth import cpu_experts
     from engine.hearth.ggml_cpu import ggml
 
-    lib, asked, written = ggml(), [], []
+    lib, asked, written, collapsed = ggml(), [], [], []
     set_tensor = lib.backend_tensor_set
 
     def ask(address, nbytes):
         asked.append((address, nbytes, len(written)))
+
+    def collapse(address, nbytes):
+        collapsed.append((address, nbytes, len(written)))
 
     def write(tensor, *args):
         written.append(tensor)
         set_tensor(tensor, *args)
 
     monkeypatch.setattr(cpu_experts, "prefer_huge_pages", ask)
+    monkeypatch.setattr(cpu_experts, "collapse_to_huge_pages", collapse)
     monkeypatch.setattr(lib, "backend_tensor_set", write)
     gate, up, down, biases = q4k_layer
     layer = CpuExperts(gate, up, down, biases, activation="silu", cpu=cpu, repack=True)
@@ -271,6 +276,8 @@ def test_each_repacked_buffer_is_asked_for_huge_pages_before_it_is_filled(
         data = lib.get_data(tensor)
         assert address <= data and data + lib.nbytes(tensor) <= address + nbytes
         assert writes_before == n  # this tensor's bytes not yet written
+    # the same ranges collapsed onto huge pages once each is written
+    assert collapsed == [(address, nbytes, n + 1) for n, (address, nbytes, _) in enumerate(asked)]
     layer.close()
 
 

@@ -9,7 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from engine.hearth.host_pages import HUGE_PAGE, huge_page_span, prefer_huge_pages
+from engine.hearth.host_pages import (
+    HUGE_PAGE,
+    collapse_to_huge_pages,
+    huge_page_span,
+    prefer_huge_pages,
+)
 
 MIB = 1024 * 1024
 
@@ -76,3 +81,29 @@ def test_a_buffer_asked_for_huge_pages_becomes_eligible_for_them():
 
 def test_a_range_without_a_whole_huge_page_is_left_alone():
     assert not prefer_huge_pages(HUGE_PAGE + 64, HUGE_PAGE - 128)
+    assert not collapse_to_huge_pages(HUGE_PAGE + 64, HUGE_PAGE - 128)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="madvise is Linux's here")
+def test_a_written_range_on_small_pages_is_collapsed_onto_huge_ones():
+    """A range written on small pages (never asked for huge ones) is on huge pages once the
+    kernel takes the collapse; a kernel before 6.1 refuses it (EINVAL), and one with no huge
+    page to give says so (EAGAIN, ENOMEM): each is a False, nothing raised."""
+    import errno
+
+    if _thp_setting() == "never":
+        pytest.skip("transparent huge pages are off here")
+    region = mmap.mmap(-1, 8 * MIB, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    region.write(b"\x01" * (8 * MIB))  # small pages: the range was not asked for huge ones
+    start, length = huge_page_span(address, 8 * MIB)
+    if _thp_setting() == "madvise":
+        assert _smaps_entry(start).get("AnonHugePages", "0 kB") == "0 kB"
+    collapsed = collapse_to_huge_pages(address, 8 * MIB)
+    if collapsed:
+        huge_kb = int(_smaps_entry(start)["AnonHugePages"].split()[0])
+        assert huge_kb >= length // 1024
+        assert region[:4] == b"\x01" * 4 and region[-4:] == b"\x01" * 4
+    else:
+        assert ctypes.get_errno() in (errno.EINVAL, errno.EAGAIN, errno.ENOMEM)
+    region.close()
