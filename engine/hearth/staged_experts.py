@@ -110,17 +110,12 @@ class StagingArea:
 
             unpack_slots_torch(self.staged, self.planes, self.table, n)
 
-    def copy_in(self, whole: torch.Tensor, experts: list[int]) -> None:
-        """Experts (host ids) of `whole` [n_expert, row] into slots 0.. in the current stream,
-        at once."""
-        self._issue(whole, experts, self._stream())
-
     def copy_in_when_done(self, whole: torch.Tensor, picks: Callable[[], list[int]]) -> None:
-        """copy_in for a step still running on the device, on the area's copier thread: it
-        waits for the current stream, asks `picks()` for the experts (it may read what the
-        stream wrote) and issues their copies (the driver takes 12-15 us a copy), while the
-        caller goes on. `copies_issued` waits for them and raises what the wait, picks() or a
-        copy raised."""
+        """Experts (host ids) of `whole` [n_expert, row] into slots 0.. in the current stream,
+        after the work queued there, on the area's copier thread: it waits for the stream,
+        asks `picks()` for the experts (it may read what the stream wrote) and issues their
+        copies (the driver takes 12-15 us a copy), while the caller goes on. `copies_issued`
+        waits for them and raises what the wait, picks() or a copy raised."""
         stream = self._stream()
         if self._copier is None:
             self._copier = _Copier(self._bind_thread())

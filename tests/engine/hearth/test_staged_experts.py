@@ -121,7 +121,8 @@ def test_the_staging_area_lays_out_what_it_copied(tmp_path):
     area = StagingArea(expert_sizes(host), 3, torch.device("cpu"))
     whole = whole_experts(host, area, pin=False)
     slots = area.slot_experts(host)
-    area.copy_in(whole, [7, 0, 4])
+    area.copy_in_when_done(whole, lambda: [7, 0, 4])
+    area.copies_issued()
     area.unpack(3)
     for name in ("gate", "up", "down"):
         got, want = getattr(slots, name).data, getattr(host, name).data
