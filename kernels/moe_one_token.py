@@ -21,9 +21,8 @@ this form lost to the grouped kernel at every shape and is not kept).
 A row of groups of 32 that are not a power of two is loaded and summed in two chunks that are
 (first_chunk, rest_chunk: Qwen3's 24 groups as 16 and 8), both loaded before the wait: the
 tree over the row padded to a power of two is the two chunks' trees and one add, so the bits
-are the padded row's, without its masked groups (sm_90: 212 registers and 1,696 instructions
-against 254 and 1,992; on an H200 the down ran 9.2-9.5 us against 9.6-10.2 and the Qwen3 step
-552.3-553.3 tok/s against 546.2-546.5, docs/measurements/2026-11-30-s32-call-1/).
+are the padded row's, without loading or summing its masked groups (fewer registers and
+instructions, a faster down: docs/kernels-moe.md has the figures).
 
 h comes in float ([k, n_in]); each slot's row is rounded to 8 bits in the program
 (moe_blocks.runs_in_8_bits over S n_groups groups at once: the bits quantize_activation would

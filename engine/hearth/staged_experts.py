@@ -22,9 +22,8 @@ layer in RAM (StagingArea): layers run one after another, and each layer's host 
 only once the GPU has finished the one before. Either half of the pause can be the longer
 (5 of Qwen3-30B-A3B's 8 picks copy in about 270 us at an H200 host's 55 GB/s; ggml's 3 took
 230 us on one host, 320-360 on another), so both threads wait for the GPU themselves and
-each starts its half at once: neither hands the other its start (the copier handed the
-picks by the stepping thread started late; the stepping thread woken by the copier waited
-170-250 us a pause against 120, docs/decisions/2026-11-30-experts-copier-waits.md).
+each starts its half at once, neither waiting to be woken by the other (a thread woken by
+another starts late: docs/decisions/2026-11-30-experts-copier-waits.md).
 
 Steps of more than one token (prefill chunks, batches, a speculative check) and steps inside a
 graph captured whole read every pick in place (`in_place`), as that placement does. So host
