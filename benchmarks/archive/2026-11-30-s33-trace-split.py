@@ -153,8 +153,10 @@ def analyse(evs: list[dict]) -> None:
         vals = [r[k] for r in rows if k in r]
         if vals:
             q = statistics.quantiles(vals, n=4) if len(vals) > 3 else [min(vals)] * 3
-            print(f"  {k:18s} n {len(vals):4d} median {statistics.median(vals):8.1f}  "
-                  f"q1 {q[0]:8.1f} q3 {q[2]:8.1f} min {min(vals):8.1f} max {max(vals):8.1f}")
+            print(
+                f"  {k:18s} n {len(vals):4d} median {statistics.median(vals):8.1f}  "
+                f"q1 {q[0]:8.1f} q3 {q[2]:8.1f} min {min(vals):8.1f} max {max(vals):8.1f}"
+            )
     mid = [r for r in rows if "kernels_after" in r]
     if mid:
         r = mid[len(mid) // 2]
