@@ -186,6 +186,14 @@ def main() -> None:
 
     model, graph, rng, config = load(args)
     mark_ggml(model)
+    with torch.inference_mode():
+        trace(args, graph, rng, config)
+
+
+def trace(args, graph, rng, config) -> None:
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
     position = 64
     for _ in range(24):  # warm
         graph.step(rng.randrange(config.n_vocab), position, launch_ahead=False)
