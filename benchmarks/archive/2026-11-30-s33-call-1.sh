@@ -12,7 +12,7 @@ write_random qwen3-30b-a3b Q4_K_M ggml-vocab-qwen2.gguf $Q
 since written
 export TRITON_CACHE_DIR=/tmp/tc
 T=benchmarks/archive/2026-11-30-s33-trace-split.py
-for c in 3 2 4; do
+for c in 3 4; do
   mkdir -p $o/split-$c
   timeout $(cap 120 10) python3 $T $Q $o/split-$c --cpu-picks $c >$o/split-$c.txt 2>&1
   since "split $c (exit $?)"

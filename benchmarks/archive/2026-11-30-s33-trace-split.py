@@ -182,7 +182,6 @@ def main() -> None:
         analyse(events(args.analyse))
         return
     import torch
-    from torch.profiler import ProfilerActivity, profile
 
     model, graph, rng, config = load(args)
     mark_ggml(model)
