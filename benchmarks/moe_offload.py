@@ -241,8 +241,9 @@ def run_hearth(args) -> dict:
         "host_calls_per_token": host_calls / n_steps,
         # a split's pauses (graph pieces' host steps), per token: one a layer in RAM
         "split_steps_per_token": split_steps / n_steps,
-        # a split's pause in parts, us a layer in RAM: the host's wait for the piece, handing
-        # the copies to the copier thread, ggml, the wait for their issue, the whole host step
+        # a split's pause in parts, us a layer in RAM: the stepping thread's wait for the
+        # piece, its ggml, its wait for the copier after that, its whole host step; the
+        # copier's time from its wait to the copies issued, and launching the next piece
         **{
             f"split_{k}_us": v / split_steps * 1e6 if split_steps else 0.0 for k, v in parts.items()
         },
@@ -276,11 +277,14 @@ def split_parts(layers, graph) -> dict[str, float]:
     found = [layer.moe.experts for layer in layers if layer.moe is not None]
     staged = [e for e in found if isinstance(e, StagedExperts)]
     waited = graph.waits.seconds if graph is not None else 0.0
+    areas = {id(e.area): e.area for e in staged}.values()
     return {
         "wait": waited,
         "ggml": sum(e.ggml_s for e in staged),
         "issue_wait": sum(e.issue_wait_s for e in staged),
         "host": sum(e.host_s for e in staged),
+        "copier_issue": sum(a.issue_s for a in areas),
+        "copier_launch": sum(a.launch_s for a in areas),
     }
 
 
@@ -518,9 +522,11 @@ def _host_text(r: dict) -> str:
     if r["cpu_picks"] < r["k"]:
         return (
             f"; {r['split_steps_per_token']:.1f} pauses a token (graph pieces' host steps), "
-            f"us each: waiting for the piece (by the copier, which reads the picks) "
-            f"{r['split_wait_us']:.0f}, ggml {r['split_ggml_us']:.0f}, waiting for the copies' "
-            f"issue {r['split_issue_wait_us']:.0f}, the host step {r['split_host_us']:.0f}; "
+            f"us each: waiting for the piece {r['split_wait_us']:.0f}, ggml "
+            f"{r['split_ggml_us']:.0f}, waiting for the copier after it "
+            f"{r['split_issue_wait_us']:.0f}, the host step {r['split_host_us']:.0f}; the "
+            f"copier: from its wait to the copies issued {r['split_copier_issue_us']:.0f}, "
+            f"launching the next piece {r['split_copier_launch_us']:.0f}; "
             f"{r['anon_huge_gib']:.2f} GiB on huge pages"
         )
     text = (

@@ -7,10 +7,7 @@ every thread) and prints, for each pause, the times of its events from the end o
 device-to-host copy that ends the piece before it (the GPU done with the router):
 
     wake       the stepping thread's stream wait returns
-    cp_wake    the copier thread's cuStreamSynchronize returns
-    cp_issue   the copier's first cuMemcpyHtoDAsync call .. its last call's end
     h2d        the experts' copies on the GPU, first start .. last end
-    ggml       the stepping thread's ggml (a record_function span)
     launch     the next piece's cudaGraphLaunch call
     gpu        each kernel of the next piece up to the next pause's device-to-host copy
 
@@ -60,22 +57,20 @@ def load(args):
     return model, graph, rng, config
 
 
-def mark_ggml(model) -> None:
-    """Each split layer's host step inside a record_function span named hearth_ggml."""
-    import torch
-
+def host_parts(model) -> str:
+    """The split layers' host steps so far, us each: ggml, the step, the copier's issue and
+    launch (where this tree has them)."""
     from engine.hearth.staged_experts import StagedExperts
 
-    for layer in model.layers:
-        e = getattr(layer.moe, "experts", None) if layer.moe is not None else None
-        if isinstance(e, StagedExperts):
-            step = e._host_step
-
-            def wrapped(step=step):
-                with torch.profiler.record_function("hearth_ggml"):
-                    step()
-
-            e._host_step = wrapped
+    found = [layer.moe.experts for layer in model.layers if layer.moe is not None]
+    staged = [e for e in found if isinstance(e, StagedExperts)]
+    n = sum(e.steps for e in staged) or 1
+    area = staged[0].area
+    text = (f"host steps {n}: ggml {sum(e.ggml_s for e in staged) / n * 1e6:.1f} us, "
+            f"host step {sum(e.host_s for e in staged) / n * 1e6:.1f} us")  # fmt: skip
+    if hasattr(area, "issue_s"):
+        text += f", copier issue {area.issue_s / n * 1e6:.1f}, launch {area.launch_s / n * 1e6:.1f}"
+    return text
 
 
 def events(path: str) -> list[dict]:
@@ -184,9 +179,9 @@ def main() -> None:
     import torch
 
     model, graph, rng, config = load(args)
-    mark_ggml(model)
     with torch.inference_mode():
         trace(args, graph, rng, config)
+    print(host_parts(model))
 
 
 def trace(args, graph, rng, config) -> None:

@@ -5,21 +5,28 @@ on: a layer whose experts live in host memory copies the token's picked experts 
 and computes others with ggml, and only the step's own router says which (staged_experts.py).
 That code calls `cut(host_step, device)` where the step must pause:
 
-- run eagerly (no capture), cut waits for the device's current stream and runs host_step;
+- run eagerly (no capture), cut waits for the device's work so far and runs host_step;
 - inside `capture(fn, device)`, cut ends the graph being captured and starts the next, and
   host_step is kept to run between the two at every replay.
 
 `cut(host_step, device, before_wait)` also starts work before the host waits: a host step
-with work that needs only the device to be done (issuing copies) hands it to a thread that
-waits for the device itself, so it starts the moment the device is done, beside the stepping
-thread's own work rather than after it.
+with work that needs only the device's work before the cut (issuing copies) hands it to a
+thread, so it starts the moment the device is done, beside the stepping thread's own work
+rather than after it. before_wait gets a `Handoff`: `wait()` waits for the device's work
+before the cut (an event recorded there, so work queued after the cut is not waited for) and
+`launch_next()` queues the piece after the cut. Whoever calls launch_next queues its own
+device work first (the copies), and host_step returns only once launch_next has been called:
+the next piece is then queued before the host step ends, while the stepping thread still
+computes, and a piece that needs the host step's result waits for it on the device
+(kernels/host_published.py). Without before_wait, the stepping thread launches the next piece
+after the host step.
 
     pieces, result = capture(lambda: model_step(...), device)   # result: fn's, as captured
     replay(pieces, device)   # each piece, waited for and followed by its host step
 
 The pieces share one memory pool and always replay in the order captured, so a tensor made in
 one piece and read in the next keeps its memory (CUDA graphs' rule for graphs sharing a pool).
-Between pieces the host waits for the stream (a few microseconds) and runs Python: a cut
+Between pieces the host waits for the device (a few microseconds) and runs Python: a cut
 belongs where the host has work worth that (hundreds of microseconds a layer in RAM), not in a
 step that runs on the GPU alone. A graph captured whole (torch.cuda.graph, as the prefill's
 and the batch's are) cannot be cut: `can_cut` says so, and the callers take another path there.
@@ -28,21 +35,38 @@ and the batch's are) cannot be cut: `can_cut` says so, and the callers take anot
 from __future__ import annotations
 
 import contextlib
+import functools
+import itertools
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 _capturing = threading.local()  # .recorder: the _Recorder of this thread's capture, if any
 
 
+class Handoff:
+    """What a cut's before_wait gets (the module docstring): wait() for the device's work
+    before the cut, launch_next() to queue the piece after it (eagerly: nothing to queue)."""
+
+    def __init__(self, wait: Callable[[], None], launch: Callable[[], None]):
+        self.wait = wait
+        self._launch = launch
+        self.launched = threading.Event()
+
+    def launch_next(self) -> None:
+        self._launch()
+        self.launched.set()
+
+
 @dataclass(frozen=True)
 class Piece:
     graph: torch.cuda.CUDAGraph
-    host_step: Callable[[], None] | None  # run after the graph, once its stream is waited for
-    before_wait: Callable[[], None] | None = None  # run before the host waits for the graph
+    host_step: Callable[[], None] | None  # run after the graph, once the device has done it
+    before_wait: Callable[[Handoff], None] | None = None  # run before the host waits for it
+    ended: torch.cuda.Event = field(default_factory=torch.cuda.Event)  # recorded after it
 
 
 class _Recorder:
@@ -56,7 +80,8 @@ class _Recorder:
         graph.capture_begin(pool=self.pool)
         return graph
 
-    def cut(self, host_step: Callable[[], None], before_wait: Callable[[], None] | None) -> None:
+    def cut(self, host_step: Callable[[], None], before_wait: Callable[[Handoff], None] | None
+            ) -> None:  # fmt: skip
         self.graph.capture_end()
         self.pieces.append(Piece(self.graph, host_step, before_wait))
         self.graph = self._begin()
@@ -78,20 +103,24 @@ def can_cut(device: torch.device) -> bool:
 def cut(
     host_step: Callable[[], None],
     device: torch.device,
-    before_wait: Callable[[], None] | None = None,
+    before_wait: Callable[[Handoff], None] | None = None,
 ) -> None:
     """Pause the step here for host_step (the module docstring); before_wait, if any, runs
-    before the host waits for the device's current stream."""
+    before the host waits for the device's work so far."""
     recorder = getattr(_capturing, "recorder", None)
     if recorder is not None:
         recorder.cut(host_step, before_wait)
         return
     if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
         raise RuntimeError("a graph captured whole cannot pause for host work (can_cut)")
-    if before_wait is not None:
-        before_wait()
+    wait = lambda: None  # noqa: E731 (the CPU: nothing runs behind the host's back)
     if device.type == "cuda":
-        torch.cuda.current_stream(device).synchronize()
+        reached = torch.cuda.Event()
+        reached.record(torch.cuda.current_stream(device))
+        wait = reached.synchronize
+    if before_wait is not None:
+        before_wait(Handoff(wait, lambda: None))  # the code after the cut is the next piece
+    wait()
     host_step()
 
 
@@ -128,16 +157,29 @@ class Waits:
 
 
 def replay(pieces: list[Piece], device: torch.device, waits: Waits | None = None) -> None:
-    """Each piece in order, its host step after it once the stream has done it. The last piece
-    is left running: the caller waits for it as for any graph."""
-    for piece in pieces:
-        piece.graph.replay()
-        if piece.host_step is not None:
-            if piece.before_wait is not None:
-                piece.before_wait()
-            started = time.perf_counter()
-            torch.cuda.current_stream(device).synchronize()
-            if waits is not None:
-                waits.count += 1
-                waits.seconds += time.perf_counter() - started
-            piece.host_step()
+    """Each piece in order, its host step after it once the device has done it; a piece after
+    a before_wait launched by whoever that handed it to (the module docstring). Returns once
+    the last piece is queued, leaving it running: the caller waits for it as for any graph."""
+    stream = torch.cuda.current_stream(device)
+
+    def launch(piece: Piece) -> None:
+        with torch.cuda.stream(stream):  # the caller's stream, on whichever thread launches
+            piece.graph.replay()
+            piece.ended.record(stream)
+
+    launch(pieces[0])
+    for piece, following in itertools.pairwise(pieces):
+        handoff = None
+        if piece.before_wait is not None:
+            handoff = Handoff(piece.ended.synchronize, functools.partial(launch, following))
+            piece.before_wait(handoff)
+        started = time.perf_counter()
+        piece.ended.synchronize()
+        if waits is not None:
+            waits.count += 1
+            waits.seconds += time.perf_counter() - started
+        piece.host_step()
+        if handoff is None:
+            launch(following)
+        elif not handoff.launched.is_set():
+            raise RuntimeError("a host step returned before the piece after it was launched")

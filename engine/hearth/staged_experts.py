@@ -9,12 +9,18 @@ pages. Copies by the copy engine do go on beside ggml, in large requests
 token, for each layer in RAM:
 
     GPU   ... router -> ids, weights, x to pinned host buffers | pause (graph_pieces.cut)
-    host  a copier thread, waiting for the GPU beside the stepping thread, reads the ids and
+    host  a copier thread, waiting for the GPU beside the stepping thread, reads the ids,
           copies the last k - c picks, one copy each, into the device slots
-          (cuMemcpyHtoDAsync into the step's stream); ggml computes the first c picks on the
-          stepping thread meanwhile; its sum copied to the device after the copies
+          (cuMemcpyHtoDAsync into the step's stream) and launches the step's next piece;
+          ggml computes the first c picks on the stepping thread meanwhile, writes their sum
+          to pinned memory and raises a flag there
     GPU   the slots laid out tensor by tensor (kernels/expert_unpack.py), the expert GEMV over
-          them with the picks' weights, plus ggml's sum ...
+          them with the picks' weights, plus ggml's sum once its flag is up
+          (kernels/host_published.py) ...
+
+So the next piece is queued while ggml computes, and its launch (40-70 us of the driver's
+time on an H200 host) is off the step's path: the GPU goes on the moment the copies are in and
+waits for ggml's sum only where it adds it.
 
 In host memory each expert's tensors lie side by side (`whole`), so a pick is one 3 MB copy
 (twelve copies of its planes ran at about 60% of the link). The slots are shared by every
@@ -49,7 +55,7 @@ from engine.hearth.expert_offload import (
     expert_rows,
     pinned_copy,
 )
-from engine.hearth.graph_pieces import can_cut, cut
+from engine.hearth.graph_pieces import Handoff, can_cut, cut
 
 ROW_ALIGN = 16  # bytes: each tensor's start in a staged row
 PLANE_ALIGN = 256  # bytes: each tensor's slots in the planes buffer
@@ -83,6 +89,10 @@ class StagingArea:
         self.planes = torch.zeros(total, dtype=torch.uint8, device=device)
         self.table = UnpackTable.of(sizes, self.src_offsets, dst, device)
         self._copier: _Copier | None = None
+        # the copier's time (for measurements): from the device's wait to the copies issued,
+        # and launching the next piece
+        self.issue_s = 0.0
+        self.launch_s = 0.0
 
     @property
     def nbytes(self) -> int:
@@ -109,26 +119,32 @@ class StagingArea:
 
             unpack_slots_torch(self.staged, self.planes, self.table, n)
 
-    def copy_in_when_done(self, whole: torch.Tensor, picks: Callable[[], list[int]]) -> None:
+    def copy_in_when_done(self, whole: torch.Tensor, picks: Callable[[], list[int]],
+                          handoff: Handoff) -> None:  # fmt: skip
         """Experts (host ids) of `whole` [n_expert, row] into slots 0.. in the current stream,
-        after the work queued there, on the area's copier thread: it waits for the stream,
-        asks `picks()` for the experts (it may read what the stream wrote) and issues their
-        copies (the driver takes 12-15 us a copy), while the caller goes on. `copies_issued`
-        waits for them and raises what the wait, picks() or a copy raised."""
+        on the area's copier thread: it waits for the device's work before the pause
+        (handoff.wait), asks `picks()` for the experts (it may read what that work wrote),
+        issues their copies (the driver takes 12-15 us a copy) and launches the step's next
+        piece (handoff.launch_next), while the caller goes on. `copies_issued` waits for all
+        that and raises what the wait, picks(), a copy or the launch raised."""
         stream = self._stream()
         if self._copier is None:
             self._copier = _Copier(self._bind_thread())
 
         def job() -> None:
-            if stream is not None:
-                _synchronize(stream)
+            handoff.wait()
+            woke = time.perf_counter()
             self._issue(whole, picks(), stream)
+            issued = time.perf_counter()
+            handoff.launch_next()
+            self.issue_s += issued - woke
+            self.launch_s += time.perf_counter() - issued
 
         self._copier.submit(job)
 
     def copies_issued(self) -> None:
-        """Wait until copy_in_when_done's copies are in the stream (raises what issuing them
-        raised)."""
+        """Wait until copy_in_when_done's copies and launch are in the stream (raises what
+        they raised)."""
         if self._copier is not None:
             self._copier.wait()
 
@@ -210,23 +226,6 @@ def _copy_function():
     return copy
 
 
-def _synchronize(stream: int) -> None:
-    """Wait for the stream's work (cuStreamSynchronize; ctypes lets the GIL go meanwhile)."""
-    status = _synchronize_function()(ctypes.c_void_p(stream))
-    if status != 0:
-        raise RuntimeError(f"the GPU's step before the experts' copies failed (CUDA error "
-                           f"{status})")  # fmt: skip
-
-
-@functools.cache
-def _synchronize_function():
-    synchronize = _driver().cuStreamSynchronize
-    # CUresult cuStreamSynchronize(CUstream stream)
-    synchronize.argtypes = [ctypes.c_void_p]
-    synchronize.restype = ctypes.c_int
-    return synchronize
-
-
 def whole_experts(host, area: StagingArea, pin: bool) -> torch.Tensor:
     """`host`'s experts with each one's tensors side by side: [n_expert, area.row] bytes, in
     pinned memory for a GPU's copies."""
@@ -246,10 +245,14 @@ class _Mailbox:
     x: torch.Tensor  # [1, n_embd] float32: what ggml reads
     ids: torch.Tensor  # [1, k] int32
     weights: torch.Tensor  # [1, k] float32
-    out: torch.Tensor  # [1, n_embd] float32, ggml's sum
-    out_raw: torch.Tensor  # [1, n_embd] the same in x's dtype
-    on_device: torch.Tensor  # [1, n_embd] in x's dtype, on the step's device
+    out: torch.Tensor  # [1, n_embd] float32, ggml's sum, read by the device where it is
+    flag: torch.Tensor  # [1] int32: 1 once `out` is written (kernels/host_published.py)
     slot_ids: torch.Tensor  # [1, k - c]: 0.., the GPU's picks in their slots
+
+    @property
+    def raised(self):
+        """The flag as the host writes it: a numpy view (a store, not a torch call)."""
+        return self.flag.numpy()
 
     @classmethod
     def make(cls, x: torch.Tensor, k: int, c: int) -> _Mailbox:
@@ -260,10 +263,9 @@ class _Mailbox:
             return torch.zeros(1, width, dtype=dtype, pin_memory=pin)
 
         slot_ids = torch.arange(k - c, dtype=torch.int32, device=device).view(1, -1)
-        on_device = torch.zeros(1, n_embd, dtype=x.dtype, device=device)
         return cls(host(n_embd, x.dtype), host(n_embd, torch.float32), host(k, torch.int32),
-                   host(k, torch.float32), host(n_embd, torch.float32), host(n_embd, x.dtype),
-                   on_device, slot_ids)  # fmt: skip
+                   host(k, torch.float32), host(n_embd, torch.float32),
+                   host(1, torch.int32).view(1), slot_ids)  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -314,12 +316,18 @@ class StagedExperts:
         cut(self._host_step, x.device, self._start_copies)
         self.area.unpack(k - c)
         on_gpu = (slots_ffn or moe_ffn_selected)(x, self.slots, box.slot_ids, weights[:, c:])
-        return on_gpu + box.on_device
+        if x.device.type == "cuda":
+            from kernels.host_published import add_published
 
-    def _start_copies(self) -> None:
-        """Before the pause's wait: the copier waits for the GPU too, then reads the picks and
-        issues the GPU's copies (StagingArea.copy_in_when_done)."""
-        self.area.copy_in_when_done(self.whole, self._gpu_picks)
+            return add_published(on_gpu, box.out, box.flag)
+        from kernels.host_published import add_published_torch
+
+        return add_published_torch(on_gpu, box.out, box.flag)
+
+    def _start_copies(self, handoff: Handoff) -> None:
+        """Before the pause's wait: the copier waits for the GPU too, then reads the picks,
+        issues the GPU's copies and launches the next piece (StagingArea.copy_in_when_done)."""
+        self.area.copy_in_when_done(self.whole, self._gpu_picks, handoff)
 
     def _picks(self) -> list[int]:
         """The step's picks (host ids), checked: a copy and ggml read host memory by them."""
@@ -337,19 +345,30 @@ class StagedExperts:
             return []
 
     def _host_step(self) -> None:
-        """ggml over the CPU's picks while the copier issues the GPU's, its sum copied to the
-        device after them."""
+        """ggml over the CPU's picks while the copier issues the GPU's, its sum published to
+        the device (written, then the flag raised: always, so that a piece launched never waits
+        for it in vain)."""
+        from kernels.host_published import TIMED_OUT
+
         started = time.perf_counter()
         box, c = self._box, self.cpu_picks
-        self._picks()
-        box.x.copy_(box.x_raw)
-        self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),
-                        box.out.data_ptr())  # fmt: skip
+        flag = box.raised
+        if flag[0] == TIMED_OUT:
+            raise RuntimeError(
+                "the GPU stopped waiting for the CPU's share of the experts (several seconds "
+                "without it): the tokens since are wrong; reload the model"
+            )
+        flag[0] = 0  # the device lowered it too, after its last read
+        try:
+            self._picks()
+            box.x.copy_(box.x_raw)
+            self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),
+                            box.out.data_ptr())  # fmt: skip
+        finally:
+            flag[0] = 1
         computed = time.perf_counter()
         self.area.copies_issued()
         issued = time.perf_counter()
-        box.out_raw.copy_(box.out)
-        box.on_device.copy_(box.out_raw, non_blocking=True)
         self.rewritten(self._all_slots)
         self.steps += 1
         done = time.perf_counter()

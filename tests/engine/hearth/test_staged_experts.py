@@ -121,7 +121,7 @@ def test_the_staging_area_lays_out_what_it_copied(tmp_path):
     area = StagingArea(expert_sizes(host), 3, torch.device("cpu"))
     whole = whole_experts(host, area, pin=False)
     slots = area.slot_experts(host)
-    area.copy_in_when_done(whole, lambda: [7, 0, 4])
+    area.copy_in_when_done(whole, lambda: [7, 0, 4], _eager_handoff())
     area.copies_issued()
     area.unpack(3)
     for name in ("gate", "up", "down"):
@@ -207,11 +207,21 @@ def test_the_copier_runs_jobs_in_turn_and_hands_back_their_errors():
 
 def test_a_cut_starts_its_before_wait_work_then_runs_the_host_step():
     """A cut with work to start before the host waits for the device (the copier's, for
-    staged experts) starts it first, then runs the host step."""
+    staged experts) starts it first, handing it what to wait for and what to launch after
+    (eagerly nothing: the code after the cut is the next piece), then runs the host step."""
     ran = []
-    graph_pieces.cut(lambda: ran.append("step"), torch.device("cpu"),
-                     lambda: ran.append("before"))  # fmt: skip
-    assert ran == ["before", "step"]
+
+    def before(handoff):
+        handoff.wait()
+        handoff.launch_next()
+        ran.append(("before", handoff.launched.is_set()))
+
+    graph_pieces.cut(lambda: ran.append("step"), torch.device("cpu"), before)
+    assert ran == [("before", True), "step"]
+
+
+def _eager_handoff():
+    return graph_pieces.Handoff(lambda: None, lambda: None)
 
 
 def _area_and_whole(tmp_path):
@@ -237,9 +247,11 @@ def test_the_copier_copies_the_picks_it_reads_after_its_wait(tmp_path):
     area, whole = _area_and_whole(tmp_path)
     for experts in ([7, 0, 4], [2, 5]):
         read = []
-        area.copy_in_when_done(whole, lambda e=experts, r=read: r.append(e) or e)
+        handoff = graph_pieces.Handoff(lambda r=read: r.append("waited"),
+                                       lambda r=read: r.append("launched"))  # fmt: skip
+        area.copy_in_when_done(whole, lambda e=experts, r=read: r.append(e) or e, handoff)
         area.copies_issued()
-        assert read == [experts]
+        assert read == ["waited", experts, "launched"]
         for slot, expert in enumerate(experts):
             assert torch.equal(area.staged[slot], whole[expert])
 
@@ -253,11 +265,11 @@ def test_what_the_copier_meets_is_raised_to_the_stepping_thread(tmp_path):
     def failing_picks():
         raise RuntimeError("the GPU's step before the experts' copies failed (CUDA error 700)")
 
-    area.copy_in_when_done(whole, failing_picks)
+    area.copy_in_when_done(whole, failing_picks, _eager_handoff())
     with pytest.raises(RuntimeError, match="CUDA error 700"):
         area.copies_issued()
     assert torch.equal(area.staged, before)
-    area.copy_in_when_done(whole, lambda: [3])
+    area.copy_in_when_done(whole, lambda: [3], _eager_handoff())
     area.copies_issued()
     assert torch.equal(area.staged[0], whole[3])
 
