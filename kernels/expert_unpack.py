@@ -74,20 +74,21 @@ class UnpackTable:
 
 
 def unpack_slots(staged: torch.Tensor, planes: torch.Tensor, table: UnpackTable,
-                 n_slots: int) -> None:  # fmt: skip
+                 n_slots: int, splits: int = SPLITS) -> None:  # fmt: skip
     """The first n_slots rows of staged [slots, E] uint8 laid out into planes (uint8, one
-    buffer holding every tensor's slots): see the module docstring. One launch."""
+    buffer holding every tensor's slots): see the module docstring. One launch, `splits`
+    programs a slot's tensor."""
     require()
     _check(staged, planes, table, n_slots)
     if n_slots == 0:
         return
     dtype = torch.int32 if table.word == 4 else torch.uint8
     row_words = staged.shape[1] // table.word
-    grid = (n_slots, len(table.sizes), SPLITS)
+    grid = (n_slots, len(table.sizes), splits)
     t = table.device_table
     _unpack_kernel[grid](
         staged.view(dtype), planes.view(dtype), t[0], t[1], t[2], row_words,
-        SPLITS=SPLITS, BLOCK=1024, num_warps=4,
+        SPLITS=splits, BLOCK=1024, num_warps=4,
     )  # fmt: skip
 
 
