@@ -28,7 +28,7 @@ import triton.language as tl
 
 from kernels.availability import require
 
-SPLITS = 8  # programs a slot's tensor: a Qwen3-30B-A3B expert's 12 planes x 8 slots x 8
+SPLITS = 64  # programs a slot's tensor: a small plane's end at once, a big one's share is small
 
 
 @triton.jit
