@@ -353,13 +353,14 @@ class StagedExperts:
         started = time.perf_counter()
         box, c = self._box, self.cpu_picks
         flag = box.raised
-        if flag[0] == TIMED_OUT:
-            raise RuntimeError(
-                "the GPU stopped waiting for the CPU's share of the experts (several seconds "
-                "without it): the tokens since are wrong; reload the model"
-            )
+        timed_out = flag[0] == TIMED_OUT
         flag[0] = 0  # the device lowered it too, after its last read
         try:
+            if timed_out:
+                raise RuntimeError(
+                    "the GPU stopped waiting for the CPU's share of the experts (several "
+                    "seconds without it): the tokens since are wrong; reload the model"
+                )
             self._picks()
             box.x.copy_(box.x_raw)
             self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),

@@ -297,3 +297,56 @@ def test_a_step_with_picks_outside_the_layer_stops_before_ggml_or_a_copy_reads_t
     graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
     assert len(called) == 1
     assert [torch.equal(area.staged[s], whole[e]) for s, e in enumerate((2, 7, 3))] == [True] * 3
+
+
+def _failing_staged(tmp_path, run_at):
+    from engine.hearth.staged_experts import _Mailbox
+
+    area, whole = _area_and_whole(tmp_path)
+    cpu = type("Cpu", (), {"run_at": run_at})()
+    staged = StagedExperts(in_place=type("E", (), {"n_expert": 8})(), slots=None, whole=whole,
+                           area=area, cpu=cpu, cpu_picks=1)  # fmt: skip
+    staged._box = _Mailbox.make(torch.zeros(1, 64), 4, 1)
+    staged._box.ids.copy_(torch.tensor([[1, 2, 7, 3]], dtype=torch.int32))
+    return staged
+
+
+def test_a_host_step_that_fails_still_raises_the_flag(tmp_path):
+    """The next piece may be queued before ggml ends and waits on the device for the flag: a
+    host step that fails (here ggml) raises the flag all the same, then raises its error; ggml
+    writes its sum before the flag goes up when it succeeds."""
+
+    def broken(self, *args):
+        raise RuntimeError("ggml_backend_graph_compute failed (status 1)")
+
+    staged = _failing_staged(tmp_path, broken)
+    with pytest.raises(RuntimeError, match="status 1"):
+        graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
+    assert staged._box.raised[0] == 1
+    staged.area.copies_issued()
+
+    seen = []
+
+    def writes(self, n, k, x, ids, weights, out):
+        seen.append(int(staged._box.raised[0]))  # down while ggml computes
+        staged._box.out.fill_(2.0)
+
+    staged.cpu.run_at = writes.__get__(staged.cpu)
+    graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
+    assert seen == [0] and staged._box.raised[0] == 1
+    assert torch.equal(staged._box.out, torch.full((1, 64), 2.0))
+
+
+def test_a_device_that_stopped_waiting_is_reported_at_the_next_step(tmp_path):
+    """A flag the device left at TIMED_OUT (it waited seconds for ggml's sum and added what
+    was there) makes the next host step fail with what happened and what to do, before ggml
+    runs, the flag raised for the piece already queued."""
+    from kernels.host_published import TIMED_OUT
+
+    called = []
+    staged = _failing_staged(tmp_path, lambda self, *a: called.append(a))
+    staged._box.raised[0] = TIMED_OUT
+    with pytest.raises(RuntimeError, match=r"stopped waiting.*reload the model"):
+        graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
+    assert called == [] and staged._box.raised[0] == 1
+    staged.area.copies_issued()
