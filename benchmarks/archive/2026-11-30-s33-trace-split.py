@@ -12,6 +12,10 @@ device-to-host copy that ends the piece before it (the GPU done with the router)
     gpu        each kernel of the next piece up to the next pause's device-to-host copy
 
     python3 benchmarks/archive/2026-11-30-s33-trace-split.py MODEL OUT_DIR [--steps 4]
+    python3 benchmarks/archive/2026-11-30-s33-trace-split.py - - --analyse TRACE.json.gz
+
+A tree where the copier launches the next piece (both threads waiting on events) is read by
+analyse_event_waits instead.
 """
 
 from __future__ import annotations
@@ -163,6 +167,55 @@ def analyse(evs: list[dict]) -> None:
             print(f"  kernel {n:40s} start {ts:8.1f} ran {dur:6.1f}")
 
 
+def analyse_event_waits(evs: list[dict]) -> None:
+    """The same pauses where both threads wait on each piece's event (the copier launching
+    the next piece): the stepping thread is the one that waits most often; us from the router's
+    copy to the host, medians over the pauses with at least three expert copies."""
+    kernels = sorted((e for e in evs if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    copies = sorted((e for e in evs if e.get("cat") == "gpu_memcpy"), key=lambda e: e["ts"])
+    runtime = sorted((e for e in evs if e.get("cat") == "cuda_runtime"), key=lambda e: e["ts"])
+    waits = [e for e in runtime if e["name"] == "cudaEventSynchronize"]
+    stepping = max({e["tid"] for e in waits}, key=lambda t: sum(e["tid"] == t for e in waits))
+    d2h = [c for c in copies if "DtoH" in c["name"]]
+    big = [c for c in copies if "HtoD" in c["name"] and c["args"].get("bytes", 0) > 1 << 20]
+    copier_waits = [e for e in waits if e["tid"] != stepping]
+    copier_launches = [
+        e for e in runtime if e["name"] == "cudaGraphLaunch" and e["tid"] != stepping
+    ]
+    rows = []
+    for s in (e for e in waits if e["tid"] == stepping):
+        before = [c for c in d2h if end(c) <= end(s) + 1]
+        after = [c for c in d2h if c["ts"] > end(s)]
+        if not before or not after:
+            continue
+        t0, t1 = end(before[-1]), end(after[0])
+        cp = [c for c in big if t0 <= c["ts"] <= t1]
+        if len(cp) < 3:
+            continue
+        row = {"wake": end(s) - t0, "h2d0": cp[0]["ts"] - t0, "h2d1": end(cp[-1]) - t0,
+               "next_d2h": t1 - t0}  # fmt: skip
+        woke = [e for e in copier_waits if t0 - 5 <= end(e) <= t1]
+        if woke:
+            row["cp_wake"] = end(woke[0]) - t0
+        launched = [e for e in copier_launches if t0 <= e["ts"] <= t1]
+        if launched:
+            row["launch0"], row["launch1"] = launched[0]["ts"] - t0, end(launched[0]) - t0
+        for k in (k for k in kernels if end(cp[-1]) - 1 <= k["ts"] <= t1):
+            for key, part in (("unpack", "unpack"), ("add", "add_published")):
+                if part in k["name"]:
+                    row[f"{key}0"], row[f"{key}1"] = k["ts"] - t0, end(k) - t0
+            if "router" in k["name"]:
+                row["router1"] = end(k) - t0
+        rows.append(row)
+    print(f"{len(rows)} pauses (the copier launching the next piece)")
+    for key in ("wake", "cp_wake", "h2d0", "h2d1", "launch0", "launch1", "unpack0", "unpack1",
+                "add0", "add1", "router1", "next_d2h"):  # fmt: skip
+        got = [r[key] for r in rows if key in r]
+        if got:
+            print(f"  {key:10s} n {len(got):3d} median {statistics.median(got):7.1f} "
+                  f"min {min(got):7.1f} max {max(got):7.1f}")  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("model")
@@ -174,7 +227,9 @@ def main() -> None:
     parser.add_argument("--analyse", help="only read this trace")
     args = parser.parse_args()
     if args.analyse:
-        analyse(events(args.analyse))
+        found = events(args.analyse)
+        stream_waits = any(e.get("name") == "cudaStreamSynchronize" for e in found)
+        (analyse if stream_waits else analyse_event_waits)(found)
         return
     import torch
 
@@ -204,7 +259,9 @@ def trace(args, graph, rng, config) -> None:
         torch.cuda.synchronize()
     path = f"{args.out}/split.trace.json"
     prof.export_chrome_trace(path)
-    analyse(events(path))
+    found = events(path)
+    stream_waits = any(e.get("name") == "cudaStreamSynchronize" for e in found)
+    (analyse if stream_waits else analyse_event_waits)(found)
 
 
 if __name__ == "__main__":
