@@ -184,7 +184,7 @@ def run_hearth(args) -> dict:
         if gpu and not model.routes_on_host:  # in place: the decode step as the worker runs it
             from engine.hearth.decode_graph import DecodeGraph
 
-            graph = DecodeGraph(model, cache, position=n_prompt)
+            graph = DecodeGraph(model, cache, position=n_prompt, tune_split=not args.untuned_split)
 
         def steps(start: int, n: int) -> float:
             sync()
@@ -231,6 +231,10 @@ def run_hearth(args) -> dict:
         "tg128_tok_s": n_steps / seconds,
         "steps": n_steps,
         "cuda_graph": graph is not None,
+        # the split's share as the decode graph chose it here, and its timings
+        # (engine/hearth/split_tuning.py)
+        "split_tuning": graph.split_tuning.text() if graph and graph.split_tuning else "",
+        "split_chosen": split_chosen(graph),
         "ram_layers": args.ram_layers,
         "slots": args.slots,
         "cpu_picks": args.cpu_picks,
@@ -269,6 +273,12 @@ def run_hearth(args) -> dict:
     }
 
 
+def split_chosen(graph) -> list[int]:
+    """[cpu picks, early copies] the decode graph chose for a split; [] for no split."""
+    tuning = graph.split_tuning if graph is not None else None
+    return [tuning.chosen.cpu_picks, tuning.chosen.early_copies] if tuning else []
+
+
 def split_parts(layers, graph) -> dict[str, float]:
     """Seconds so far of the split experts' pauses in parts (split_step_count's layers and the
     decode graph's waits)."""
@@ -280,6 +290,7 @@ def split_parts(layers, graph) -> dict[str, float]:
     areas = {id(e.area): e.area for e in staged}.values()
     return {
         "wait": waited,
+        "early": sum(e.early_s for e in staged),
         "ggml": sum(e.ggml_s for e in staged),
         "issue_wait": sum(e.issue_wait_s for e in staged),
         "host": sum(e.host_s for e in staged),
@@ -345,6 +356,8 @@ def hearth_in_child(args, placement: dict, n_ctx: int) -> dict:
            "--cpu-picks", str(placement.get("cpu_picks", 0)),
            "--cpu-threads", str(args.cpu_threads),
            "--ctx", str(n_ctx), "--gpu-gbps", str(args.gpu_gbps)]  # fmt: skip
+    if args.untuned_split:
+        cmd.append("--untuned-split")
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.hearth_timeout)
     except subprocess.TimeoutExpired:
@@ -522,12 +535,13 @@ def _host_text(r: dict) -> str:
     if r["cpu_picks"] < r["k"]:
         return (
             f"; {r['split_steps_per_token']:.1f} pauses a token (graph pieces' host steps), "
-            f"us each: waiting for the piece {r['split_wait_us']:.0f}, ggml "
+            f"us each: waiting for the piece {r['split_wait_us']:.0f}, early copies "
+            f"{r['split_early_us']:.0f}, ggml "
             f"{r['split_ggml_us']:.0f}, waiting for the copier after it "
             f"{r['split_issue_wait_us']:.0f}, the host step {r['split_host_us']:.0f}; the "
             f"copier: from its wait to the copies issued {r['split_copier_issue_us']:.0f}, "
             f"launching the next piece {r['split_copier_launch_us']:.0f}; "
-            f"{r['anon_huge_gib']:.2f} GiB on huge pages"
+            f"{r['anon_huge_gib']:.2f} GiB on huge pages; {r['split_tuning']}"
         )
     text = (
         f"; ggml in the host functions {r['host_us_per_layer_token']:.0f} us a layer-token "
@@ -598,6 +612,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="show: llama-bench's --n-cpu-moe settings, e.g. 18,20 (default: around the "
         "planner's; empty: llama-bench not run)",
+    )
+    parser.add_argument(
+        "--untuned-split",
+        action="store_true",
+        help="a split keeps the planned share of the picks, where the decode graph would time "
+        "the shares around it and keep the fastest (engine/hearth/split_tuning.py)",
     )
     parser.add_argument("--device", default="cuda", help="hearth mode: cpu for a check")
     parser.add_argument(

@@ -22,6 +22,10 @@ The embedding table is on the device (the tied output matrix itself where the mo
 else a copy of its blocks as stored: 282 MB for Llama-3-8B's Q4_K table), so that a step's input
 can come from the previous step; the prefill on a GPU reads its rows from the same table.
 
+A model with experts in RAM split between ggml and the GPU (staged_experts.py) pauses the
+step at each such layer; how it shares a token's picks is chosen here, before the capture, by
+timing the step's replays at a few shares (split_tuning.py: a second or two at load).
+
 The cache must be one whose decode step can be captured (`can_capture`): fixed shapes at every
 step and positions read from the device, never from the host. Warming up and capturing write K
 and V at `position`: slots a later step overwrites before any query can see them.
@@ -29,6 +33,8 @@ and V at `position`: slots a later step overwrites before any query can see them
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from dataclasses import dataclass
 
 import torch
@@ -37,6 +43,10 @@ from engine.hearth import graph_pieces
 from engine.hearth.expert_offload import ExpertsOnCpu, free_main_thread_openmp
 from engine.hearth.forward import Transformer
 from engine.hearth.kv_cache import TorchKVCache
+from engine.hearth.split_tuning import SplitSetting, SplitTuning, tune
+from engine.hearth.staged_experts import StagedExperts
+
+STEPS_TIMED = 4  # a split setting's replays a turn while tuning (about 10 ms each)
 
 
 def can_capture(cache) -> bool:
@@ -68,7 +78,9 @@ class _InFlight:
 
 
 class DecodeGraph:
-    def __init__(self, model: Transformer, cache, *, position: int):
+    def __init__(self, model: Transformer, cache, *, position: int, tune_split: bool = True):
+        """tune_split: choose a split's share by timing (split_tuning); False keeps the
+        planned one (for measurements beside it)."""
         if not can_capture(cache):
             raise ValueError(f"{type(cache).__name__} cannot be captured in a CUDA graph")
         device = model.ops.device
@@ -77,17 +89,19 @@ class DecodeGraph:
         self._slots = (_Slot(device), _Slot(device))
         for slot in self._slots:
             slot.position.fill_(position)
-        side = torch.cuda.Stream(device)
-        side.wait_stream(torch.cuda.current_stream(device))
-        with torch.cuda.stream(side), torch.inference_mode():
-            for _ in range(2):  # compiles every Triton kernel before the capture
-                self._body(*self._slots)
-        torch.cuda.current_stream(device).wait_stream(side)
+        # layers whose experts in RAM are split between ggml and copies: their share is
+        # chosen by timing this step on this machine (split_tuning)
+        self._staged = [
+            layer.moe.experts
+            for layer in model.layers
+            if layer.moe is not None and isinstance(layer.moe.experts, StagedExperts)
+        ]
+        self.split_tuning: SplitTuning | None = None
+        if self._staged and tune_split:
+            self.split_tuning = self._tune_split(model.config.moe.n_expert_used)
+        self._warm_up()
         for slot, other in (self._slots, self._slots[::-1]):
-            with torch.inference_mode():
-                slot.pieces, slot.logits = graph_pieces.capture(
-                    lambda slot=slot, other=other: self._body(slot, other), device
-                )
+            slot.pieces, slot.logits = self._capture(slot, other)
         self._last = self._slots[1]  # the slot launched last
         self.waits = graph_pieces.Waits()  # the host's waits between pieces, for measurements
         self._ahead: _InFlight | None = None
@@ -96,6 +110,52 @@ class DecodeGraph:
             layer.moe is not None and isinstance(layer.moe.experts, ExpertsOnCpu)
             for layer in model.layers
         )
+
+    def _warm_up(self) -> None:
+        """The step run eagerly twice: every Triton kernel compiled before a capture."""
+        device = self.model.ops.device
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side), torch.inference_mode():
+            for _ in range(2):
+                self._body(*self._slots)
+        torch.cuda.current_stream(device).wait_stream(side)
+
+    def _capture(self, slot: _Slot, other: _Slot):
+        with torch.inference_mode():
+            return graph_pieces.capture(lambda: self._body(slot, other), self.model.ops.device)
+
+    def _tune_split(self, k: int) -> SplitTuning:
+        """The split layers' share of the picks (and who issues the first copy) that steps
+        fastest here: each share's step captured once, replayed STEPS_TIMED times a turn in
+        split_tuning.tune's rounds, the captures dropped after."""
+        began = time.perf_counter()
+        device = self.model.ops.device
+        first = self._staged[0]
+        planned = SplitSetting(first.cpu_picks, first.early_copies)
+        captured: dict[int, list[graph_pieces.Piece]] = {}
+
+        def step_seconds(setting: SplitSetting) -> float:
+            self._apply(setting)
+            pieces = captured.get(setting.cpu_picks)
+            if pieces is None:
+                self._warm_up()  # this share's host buffers made, its kernels compiled
+                pieces = captured[setting.cpu_picks] = self._capture(*self._slots)[0]
+            torch.cuda.synchronize(device)
+            started = time.perf_counter()
+            for _ in range(STEPS_TIMED):
+                graph_pieces.replay(pieces, device)
+            torch.cuda.synchronize(device)
+            return (time.perf_counter() - started) / STEPS_TIMED
+
+        tuning = tune(planned, k, first.area.n_slots, step_seconds)
+        self._apply(tuning.chosen)
+        captured.clear()  # the graphs, and their memory, before the decode graph's own
+        return dataclasses.replace(tuning, took_s=time.perf_counter() - began)
+
+    def _apply(self, setting: SplitSetting) -> None:
+        for experts in self._staged:
+            experts.cpu_picks, experts.early_copies = setting.cpu_picks, setting.early_copies
 
     def _body(self, slot: _Slot, other: _Slot) -> torch.Tensor:
         h = self.model.embed_on_device(self._table, slot.token)

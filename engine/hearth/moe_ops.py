@@ -55,6 +55,7 @@ from engine.hearth.expert_offload import (
 )
 from engine.hearth.host_dequant import dequantize
 from engine.hearth.routing import select_experts
+from engine.hearth.split_tuning import staging_slots
 from engine.hearth.staged_experts import StagedExperts, StagingArea, expert_sizes, whole_experts
 from engine.hearth.weights import QuantExperts, QuantWeight
 from kernels.dequant_torch import MXFP4_TYPE, dequantize_mxfp4
@@ -189,7 +190,8 @@ class TorchMoeOps:
         """One layer's experts in host memory with a one-token step's picks split: the first
         `cpu_picks` of the n_expert_used by ggml (n_threads as prepare_experts_on_cpu), the
         others copied to device slots shared by every such layer (engine/hearth/
-        staged_experts.py); other steps read them in place."""
+        staged_experts.py; room for the shares split_tuning tries around cpu_picks); other
+        steps read them in place."""
         if not 0 < cpu_picks < n_expert_used:
             raise ValueError(
                 f"{cpu_picks} of {n_expert_used} picks on the CPU: a split needs between 1 and "
@@ -197,7 +199,7 @@ class TorchMoeOps:
             )
         host = self._host_experts(gate, up, down, activation, biases)
         sizes = expert_sizes(host)
-        n_slots = n_expert_used - cpu_picks
+        n_slots = staging_slots(n_expert_used, cpu_picks)
         area = self._staging.get((sizes, n_slots))
         if area is None:
             area = self._staging[(sizes, n_slots)] = StagingArea(sizes, n_slots, self.device)
@@ -518,7 +520,7 @@ class KernelsMoeOps:
             ids, weights = r.routing.ids, r.routing.weights
 
             def slots_ffn(x, slots, slot_ids, slot_weights):
-                routing = self._slot_routing(slot_ids, slot_weights)
+                routing = self._slot_routing(slot_ids, slot_weights, slots.n_expert)
                 return self._expert_gemv(x, slots, k, lambda _rows: routing, r.quantized)
 
             f = moe.experts.run(self.moe_ffn_selected, r.y, ids, weights, slots_ffn)
@@ -526,16 +528,17 @@ class KernelsMoeOps:
             f = self._expert_gemv(r.y, moe.experts, k, lambda _rows: r.routing, r.quantized)
         return f, r.y, r.h, r.quantized
 
-    def _slot_routing(self, slot_ids: torch.Tensor, slot_weights: torch.Tensor):
+    def _slot_routing(self, slot_ids: torch.Tensor, slot_weights: torch.Tensor, n_slots: int):
         """The routing of a split's slots (staged_experts: pick c + j in slot j, ids 0..n-1 at
-        every step and layer): grouped once per slot count, by route_experts at the first
-        (eager) step, and thereafter that grouping with this step's weights, no launch."""
+        every step and layer, of the area's n_slots): grouped once per pick count, by
+        route_experts at the first (eager) step, and thereafter that grouping with this step's
+        weights, no launch."""
         from kernels.moe_routing import route_experts
 
         n = slot_ids.shape[1]
-        made = self._slot_routings.get(n)
+        made = self._slot_routings.get((n, n_slots))
         if made is None:
-            made = self._slot_routings[n] = route_experts(slot_ids, None, n)
+            made = self._slot_routings[(n, n_slots)] = route_experts(slot_ids, None, n_slots)
         return dataclasses.replace(made, weights=slot_weights)
 
     def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:

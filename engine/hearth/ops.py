@@ -270,7 +270,9 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
         kernels.require()
         self._k = kernels
-        self._slot_routings: dict[int, object] = {}  # a split's slots' grouping, by slot count
+        self._slot_routings: dict[
+            tuple[int, int], object
+        ] = {}  # a split's slots, by (picks, slots)
         if self.device.type == "cuda":  # Triton's one-time setup, while the weights load
             from kernels.compiler_warmup import warm_compiler_in_background
 

@@ -8,12 +8,14 @@ pages. Copies by the copy engine do go on beside ggml, in large requests
 (docs/decisions/2026-11-30-experts-split-between-cpu-and-bus.md). So a decode step of one
 token, for each layer in RAM:
 
-    GPU   ... router -> ids, weights, x to pinned host buffers | pause (graph_pieces.cut)
+    GPU   ... router -> x, ids, weights into pinned host buffers (kernels/step_to_host.py)
+          | pause (graph_pieces.cut)
     host  a copier thread, waiting for the GPU beside the stepping thread, reads the ids,
           copies the last k - c picks, one copy each, into the device slots
           (cuMemcpyHtoDAsync into the step's stream) and launches the step's next piece;
           ggml computes the first c picks on the stepping thread meanwhile, writes their sum
-          to pinned memory and raises a flag there
+          to pinned memory and raises a flag there (with `early_copies`, the stepping thread
+          first issues the first of the copies itself, and the copier launches after it)
     GPU   the slots laid out tensor by tensor (kernels/expert_unpack.py), the expert GEMV over
           them with the picks' weights, plus ggml's sum once its flag is up
           (kernels/host_published.py) ...
@@ -29,7 +31,8 @@ only once the GPU has finished the one before. Either half of the pause can be t
 (5 of Qwen3-30B-A3B's 8 picks copy in about 270 us at an H200 host's 55 GB/s; ggml's 3 took
 230 us on one host, 320-360 on another), so both threads wait for the GPU themselves and
 each starts its half at once, neither waiting to be woken by the other (a thread woken by
-another starts late: docs/decisions/2026-11-30-experts-copier-waits.md).
+another starts late: docs/decisions/2026-11-30-experts-copier-waits.md). c and early_copies
+are chosen on the machine by timing the decode step (engine/hearth/split_tuning.py).
 
 Steps of more than one token (prefill chunks, batches, a speculative check) and steps inside a
 graph captured whole read every pick in place (`in_place`), as that placement does. So host
@@ -59,6 +62,7 @@ from engine.hearth.graph_pieces import Handoff, can_cut, cut
 
 ROW_ALIGN = 16  # bytes: each tensor's start in a staged row
 PLANE_ALIGN = 256  # bytes: each tensor's slots in the planes buffer
+EARLY_COPIES_TIMEOUT_S = 60.0  # the copier's wait for the stepping thread's copies, at most
 
 
 def expert_sizes(host) -> tuple[int, ...]:
@@ -89,6 +93,9 @@ class StagingArea:
         self.planes = torch.zeros(total, dtype=torch.uint8, device=device)
         self.table = UnpackTable.of(sizes, self.src_offsets, dst, device)
         self._copier: _Copier | None = None
+        self._early_issued = threading.Event()  # the stepping thread's copies are issued
+        self._early_issued.set()
+        self._early_stream: int | None = None
         # the copier's time (for measurements): from the device's wait to the copies issued,
         # and launching the next piece
         self.issue_s = 0.0
@@ -120,27 +127,54 @@ class StagingArea:
             unpack_slots_torch(self.staged, self.planes, self.table, n)
 
     def copy_in_when_done(self, whole: torch.Tensor, picks: Callable[[], list[int]],
-                          handoff: Handoff) -> None:  # fmt: skip
+                          handoff: Handoff, early: int = 0) -> None:  # fmt: skip
         """Experts (host ids) of `whole` [n_expert, row] into slots 0.. in the current stream,
         on the area's copier thread: it waits for the device's work before the pause
         (handoff.wait), asks `picks()` for the experts (it may read what that work wrote),
         issues their copies (the driver takes 12-15 us a copy) and launches the step's next
         piece (handoff.launch_next), while the caller goes on. `copies_issued` waits for all
-        that and raises what the wait, picks(), a copy or the launch raised."""
+        that and raises what the wait, picks(), a copy or the launch raised.
+
+        early: the first that many picks are the stepping thread's to copy (copy_early, once
+        it too has seen the device's work): the copier copies the others into the slots after
+        them and launches the next piece only once the stepping thread's copies are in the
+        stream (the piece reads every slot)."""
         stream = self._stream()
+        self._early_stream = stream
         if self._copier is None:
             self._copier = _Copier(self._bind_thread())
+        if early:
+            self._early_issued.clear()
 
         def job() -> None:
             handoff.wait()
             woke = time.perf_counter()
-            self._issue(whole, picks(), stream)
+            self._issue(whole, picks()[early:], stream, first_slot=early)
             issued = time.perf_counter()
+            if not self._early_issued.wait(EARLY_COPIES_TIMEOUT_S):
+                raise RuntimeError(
+                    "the stepping thread never issued its expert copies: the step is lost; "
+                    "reload the model"
+                )
             handoff.launch_next()
             self.issue_s += issued - woke
             self.launch_s += time.perf_counter() - issued
 
         self._copier.submit(job)
+
+    def copy_early(self, whole: torch.Tensor, experts: list[int]) -> None:
+        """On the stepping thread, after copy_in_when_done(..., early=len(experts)) and the
+        device's wait: those experts into slots 0.. in the same stream. The copier's launch
+        waits for this call, so it always lets the copier go on, even when a copy fails."""
+        try:
+            self._issue(whole, experts, self._early_stream)
+        finally:
+            self._early_issued.set()
+
+    def release_early(self) -> None:
+        """Let the copier launch without the stepping thread's copies (a host step that
+        failed before copy_early): the piece then reads stale slots, and the step raises."""
+        self._early_issued.set()
 
     def copies_issued(self) -> None:
         """Wait until copy_in_when_done's copies and launch are in the stream (raises what
@@ -163,13 +197,14 @@ class StagingArea:
         index = torch.cuda.current_device() if index is None else index
         return lambda: torch.cuda.set_device(index)
 
-    def _issue(self, whole: torch.Tensor, experts: list[int], stream: int | None) -> None:
+    def _issue(self, whole: torch.Tensor, experts: list[int], stream: int | None,
+               first_slot: int = 0) -> None:  # fmt: skip
         if stream is None:
-            for slot, expert in enumerate(experts):
+            for slot, expert in enumerate(experts, first_slot):
                 self.staged[slot].copy_(whole[int(expert)])
             return
         copy, row, dst, src = _copy_function(), self.row, self.staged.data_ptr(), whole.data_ptr()
-        for slot, expert in enumerate(experts):
+        for slot, expert in enumerate(experts, first_slot):
             status = copy(dst + slot * row, src + expert * row, row, ctypes.c_void_p(stream))
             if status != 0:
                 raise RuntimeError(f"copying an expert to the GPU failed (CUDA error {status})")
@@ -241,7 +276,6 @@ def whole_experts(host, area: StagingArea, pin: bool) -> torch.Tensor:
 class _Mailbox:
     """One step's host buffers (pinned on a GPU) and the device's copy of ggml's sum."""
 
-    x_raw: torch.Tensor  # [1, n_embd] in x's dtype: the step's copy of x, as it is
     x: torch.Tensor  # [1, n_embd] float32: what ggml reads
     ids: torch.Tensor  # [1, k] int32
     weights: torch.Tensor  # [1, k] float32
@@ -263,9 +297,9 @@ class _Mailbox:
             return torch.zeros(1, width, dtype=dtype, pin_memory=pin)
 
         slot_ids = torch.arange(k - c, dtype=torch.int32, device=device).view(1, -1)
-        return cls(host(n_embd, x.dtype), host(n_embd, torch.float32), host(k, torch.int32),
-                   host(k, torch.float32), host(n_embd, torch.float32),
-                   host(1, torch.int32).view(1), slot_ids)  # fmt: skip
+        return cls(host(n_embd, torch.float32), host(k, torch.int32), host(k, torch.float32),
+                   host(n_embd, torch.float32), host(1, torch.int32).view(1),
+                   slot_ids)  # fmt: skip
 
 
 @dataclass(eq=False)
@@ -273,7 +307,13 @@ class StagedExperts:
     """One layer's routed experts in host memory, a one-token step's first `cpu_picks` picks
     by ggml and the others copied into `area`'s slots (module docstring). in_place: the
     prepared experts read over the bus (every other step); slots: the same experts' layout
-    over area's slots; cpu: ggml's experts (cpu_experts.CpuExperts)."""
+    over area's slots; cpu: ggml's experts (cpu_experts.CpuExperts).
+
+    cpu_picks may change between captures (engine/hearth/split_tuning.py tries several on
+    this machine): each capture, or eager step, keeps the share it was made with, its own
+    host buffers and its slots (area has room for the most). early_copies (of the GPU's
+    picks, copied by the stepping thread before ggml rather than by the copier) is read at
+    every step."""
 
     in_place: object
     slots: object
@@ -283,14 +323,15 @@ class StagedExperts:
     cpu_picks: int
     # called with the slots just rewritten (TorchOps forgets what it dequantized from them)
     rewritten: Callable[[list[int]], None] = field(default=lambda slots: None, repr=False)
-    # the host steps run, and their time in parts (for measurements): ggml, waiting for the
-    # copier after it, the whole step
+    early_copies: int = 0
+    # the host steps run, and their time in parts (for measurements): the stepping thread's
+    # early copies, ggml, waiting for the copier after it, the whole step
     steps: int = 0
+    early_s: float = 0.0
     ggml_s: float = 0.0
     issue_wait_s: float = 0.0
     host_s: float = 0.0
-    _box: _Mailbox | None = field(default=None, repr=False)
-    _all_slots: list[int] = field(default_factory=list, repr=False)
+    _boxes: dict[int, _Mailbox] = field(default_factory=dict, repr=False)
 
     @property
     def n_expert(self) -> int:
@@ -306,14 +347,15 @@ class StagedExperts:
         c = self.cpu_picks
         if n_tokens != 1 or not can_cut(x.device):
             return moe_ffn_selected(x, self.in_place, ids, weights)
-        if self._box is None:  # made at the first (eager) step, before any capture
-            self._box = _Mailbox.make(x, k, c)
-            self._all_slots = list(range(k - c))
-        box = self._box
-        box.x_raw.copy_(x, non_blocking=True)  # as they are: no conversion on the device
-        box.ids.copy_(ids, non_blocking=True)
-        box.weights.copy_(weights, non_blocking=True)
-        cut(self._host_step, x.device, self._start_copies)
+        if not 0 < c < k or k - c > self.area.n_slots:
+            raise ValueError(f"{c} of {k} picks on the CPU: {self.area.n_slots} slots at most")
+        box = self._boxes.get(c)
+        if box is None:  # made at the first (eager) step of a share, before any capture
+            with torch.inference_mode(False):  # the host step writes it, in the mode or not
+                box = self._boxes[c] = _Mailbox.make(x, k, c)
+        self._publish(box, x, ids, weights)
+        cut(functools.partial(self._host_step, c), x.device,
+            functools.partial(self._start_copies, c))  # fmt: skip
         self.area.unpack(k - c)
         on_gpu = (slots_ffn or moe_ffn_selected)(x, self.slots, box.slot_ids, weights[:, c:])
         if x.device.type == "cuda":
@@ -324,55 +366,83 @@ class StagedExperts:
 
         return add_published_torch(on_gpu, box.out, box.flag)
 
-    def _start_copies(self, handoff: Handoff) -> None:
-        """Before the pause's wait: the copier waits for the GPU too, then reads the picks,
-        issues the GPU's copies and launches the next piece (StagingArea.copy_in_when_done)."""
-        self.area.copy_in_when_done(self.whole, self._gpu_picks, handoff)
+    @staticmethod
+    def _publish(box: _Mailbox, x: torch.Tensor, ids: torch.Tensor, weights: torch.Tensor):
+        """x (as float32), ids and weights into the host's buffers before the pause: on a
+        GPU one launch writing them over the bus (kernels/step_to_host.py)."""
+        args = (x.contiguous(), ids.contiguous(), weights.contiguous(), box.x, box.ids,
+                box.weights)  # fmt: skip
+        if x.device.type == "cuda":
+            from kernels.step_to_host import write_to_host
 
-    def _picks(self) -> list[int]:
+            write_to_host(*args)
+        else:
+            from kernels.step_to_host import write_to_host_torch
+
+            write_to_host_torch(*args)
+
+    def _start_copies(self, c: int, handoff: Handoff) -> None:
+        """Before the pause's wait: the copier waits for the GPU too, then reads the picks,
+        issues the GPU's copies (but the stepping thread's early ones) and launches the next
+        piece (StagingArea.copy_in_when_done)."""
+        early = self._early(c)
+        self.area.copy_in_when_done(self.whole, functools.partial(self._gpu_picks, c), handoff,
+                                    early)  # fmt: skip
+
+    def _early(self, c: int) -> int:
+        k = self._boxes[c].ids.shape[1]
+        return min(self.early_copies, k - c)
+
+    def _picks(self, c: int) -> list[int]:
         """The step's picks (host ids), checked: a copy and ggml read host memory by them."""
-        ids = self._box.ids.numpy()[0].tolist()  # a list: min and max of 8 faster than numpy's
+        ids = self._boxes[c].ids.numpy()[0].tolist()  # a list: min and max of 8 beat numpy's
         if min(ids) < 0 or max(ids) >= self.n_expert:
             raise RuntimeError(f"expert ids {ids} outside 0..{self.n_expert - 1}")
         return ids
 
-    def _gpu_picks(self) -> list[int]:
+    def _gpu_picks(self, c: int) -> list[int]:
         """On the copier thread: the GPU's share of the picks; none where they are outside
         the layer (the stepping thread's own check raises for them)."""
         try:
-            return self._picks()[self.cpu_picks :]
+            return self._picks(c)[c:]
         except RuntimeError:
             return []
 
-    def _host_step(self) -> None:
-        """ggml over the CPU's picks while the copier issues the GPU's, its sum published to
-        the device (written, then the flag raised: always, so that a piece launched never waits
-        for it in vain)."""
+    def _host_step(self, c: int) -> None:
+        """The stepping thread's early copies, then ggml over the CPU's picks while the copier
+        issues the others, its sum published to the device (written, then the flag raised:
+        always, so that a piece launched never waits for it in vain)."""
         from kernels.host_published import TIMED_OUT
 
         started = time.perf_counter()
-        box, c = self._box, self.cpu_picks
+        box, early = self._boxes[c], self._early(c)
         flag = box.raised
         timed_out = flag[0] == TIMED_OUT
         flag[0] = 0  # the device lowered it too, after its last read
+        copied = started
         try:
             if timed_out:
                 raise RuntimeError(
                     "the GPU stopped waiting for the CPU's share of the experts (several "
                     "seconds without it): the tokens since are wrong; reload the model"
                 )
-            self._picks()
-            box.x.copy_(box.x_raw)
+            picks = self._picks(c)
+            if early:
+                self.area.copy_early(self.whole, picks[c : c + early])
+            copied = time.perf_counter()
             self.cpu.run_at(1, c, box.x.data_ptr(), box.ids.data_ptr(), box.weights.data_ptr(),
                             box.out.data_ptr())  # fmt: skip
         finally:
+            if early:
+                self.area.release_early()
             flag[0] = 1
         computed = time.perf_counter()
         self.area.copies_issued()
         issued = time.perf_counter()
-        self.rewritten(self._all_slots)
+        self.rewritten(list(range(box.slot_ids.shape[1])))
         self.steps += 1
         done = time.perf_counter()
-        self.ggml_s += computed - started
+        self.early_s += copied - started
+        self.ggml_s += computed - copied
         self.issue_wait_s += issued - computed
         self.host_s += done - started

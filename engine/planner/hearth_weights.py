@@ -13,6 +13,7 @@ from typing import Protocol
 from engine.gguf import ModelInfo, TensorInfo
 from engine.gguf.ggml_types import GGML_TYPES
 from engine.hearth.config import ModelConfig, model_config
+from engine.hearth.split_tuning import staging_slots
 from kernels.ggml_formats import FORMATS
 
 
@@ -196,12 +197,13 @@ def _expert_row(ts) -> int:
 
 
 def split_staging(profile: HearthProfile, config: HearthConfig) -> list[int]:
-    """A split's device slots (k - c experts of the largest layer in RAM, as copied and as
-    laid out tensor by tensor), one area for every such layer; [] without a split."""
+    """A split's device slots (experts of the largest layer in RAM, as copied and as laid out
+    tensor by tensor: as many as the shares the decode graph tries need, k - c + 1 where c >
+    1, engine/hearth/split_tuning.py), one area for every such layer; [] without a split."""
     c = split_picks(profile, config)
     if not c or not config.ram_expert_layers:
         return []
-    slots = profile.config.moe.n_expert_used - c
+    slots = staging_slots(profile.config.moe.n_expert_used, c)
     row = max(_expert_row(ts) for ts in _ram_expert_layers(profile, config))
     return [slots * row, slots * row]
 

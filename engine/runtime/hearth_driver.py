@@ -417,6 +417,8 @@ class HearthContext:
         from engine.hearth.decode_graph import DecodeGraph
 
         self._graph = DecodeGraph(self.model.hearth.transformer, self.cache, position=self.n_past)
+        if self._graph.split_tuning is not None:
+            _say(self._graph.split_tuning.text())
 
     def _check_room(self, n: int) -> None:
         if self.n_past + n > self.info.n_ctx:

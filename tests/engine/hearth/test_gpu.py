@@ -353,11 +353,13 @@ def test_experts_in_ram_give_the_logits_of_experts_on_the_gpu(ram_layers, slots,
     torch.testing.assert_close(rows["ram"], rows["gpu"], rtol=0, atol=4e-3)
 
 
-def _eager_and_graph_logits(path, placement, before_graph=None):
+def _eager_and_graph_logits(path, placement, before_graph=None, tune_split=False):
     """A tiny model's logits on the GPU with its experts placed by `placement`: a 6-token
     prefill and eager decode steps, then the same decode steps through a DecodeGraph's
     replays; (eager rows, replayed rows, the model, the graph). before_graph(model), if
-    given, runs between the two and its result comes back as the graph's companion."""
+    given, runs between the two and its result comes back as the graph's companion.
+    tune_split: the graph times a split's shares and keeps the fastest (else the eager
+    steps' share, for replays that match them)."""
     from engine.hearth.decode_graph import DecodeGraph
 
     info = read_model_info(path)
@@ -373,7 +375,7 @@ def _eager_and_graph_logits(path, placement, before_graph=None):
                          all_logits=True)]  # fmt: skip
     for pos in range(6, len(tokens)):
         out.append(_eager_step(model, cache, tokens[pos], pos)[None])
-    graph = DecodeGraph(model, cache, position=6)
+    graph = DecodeGraph(model, cache, position=6, tune_split=tune_split)
     seen = before_graph(model) if before_graph is not None else None
     replayed = torch.stack(
         [graph.step(tokens[pos], pos, launch_ahead=False)[0].float().cpu().clone()
@@ -453,6 +455,37 @@ def test_a_split_runs_as_graph_pieces_with_host_steps_between(tmp_path):
     assert relative(rows["split"], rows["gpu"]) < 2e-2
     assert relative(graphs["split"], graphs["gpu"]) < 2e-2
     assert relative(graphs["split"], rows["split"][6:]) < 1e-3
+
+
+def test_the_decode_graph_times_a_splits_shares_and_keeps_the_fastest(tmp_path):
+    """A tiny qwen3moe (4 picks of 8 experts, Q4_0), its last two layers' experts split 2 of 4
+    as planned: the decode graph times 1, 2 and 3 picks by ggml, the first copy by either
+    thread, in turn (split_tuning.ROUNDS each), sets the fastest on both layers, and its
+    replays give the logits of the experts all on the GPU within ggml's rounding."""
+    from gguf import GGMLQuantizationType
+
+    from engine.hearth.expert_offload import ExpertPlacement
+    from engine.hearth.split_tuning import ROUNDS, SplitSetting
+    from engine.hearth.staged_experts import StagedExperts
+    from tests.engine.hearth.tiny_models import tiny_spec
+
+    spec = tiny_spec("qwen3moe", expert_type=GGMLQuantizationType.Q4_0, n_expert_used=4)
+    path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", spec)
+    _, on_gpu, _, _, _ = _eager_and_graph_logits(path, ExpertPlacement())
+    split = ExpertPlacement(2, split_picks=2, cpu_threads=2)
+    _, replayed, model, graph, _ = _eager_and_graph_logits(path, split, tune_split=True)
+    tuning = graph.split_tuning
+    assert sorted(tuning.seconds) == [SplitSetting(c, e) for c in (1, 2, 3) for e in (0, 1)]
+    assert all(len(t) == ROUNDS and min(t) > 0 for t in tuning.seconds.values())
+    assert tuning.planned == SplitSetting(2) and tuning.chosen in tuning.seconds
+    assert tuning.took_s > 0 and "tuned in" in tuning.text()
+    staged = [layer.moe.experts for layer in model.layers
+              if isinstance(getattr(layer.moe, "experts", None), StagedExperts)]  # fmt: skip
+    assert len(staged) == 2
+    assert {(e.cpu_picks, e.early_copies) for e in staged} == {
+        (tuning.chosen.cpu_picks, tuning.chosen.early_copies)
+    }
+    assert float((replayed - on_gpu).norm() / on_gpu.norm()) < 2e-2
 
 
 def test_a_pinned_copy_is_read_in_place_by_the_gpu():

@@ -6,6 +6,7 @@ tests/engine/hearth/test_cpu_experts.py's: ggml rounds x to its weights' partner
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import numpy as np
@@ -53,6 +54,95 @@ def test_a_split_gives_the_logits_of_experts_on_the_device(tmp_path, expert_type
         dropped, _ = model_logits(path, ExpertPlacement(ram_layers=1, cpu_threads=1,
                                                         split_picks=1))  # fmt: skip
     assert relative_error(dropped[6:], expected[6:]) > 10 * bound
+
+
+def test_a_splits_share_can_change_between_steps(tmp_path):
+    """The decode graph tries shares around the planned one (split_tuning): a model split 2
+    of 4 picks has slots for 3, and steps at 1, 2 and 3 picks by ggml, the first copy by the
+    copier or by the stepping thread, each give the logits of experts on the device, every
+    share with its own host buffers."""
+    from gguf import GGMLQuantizationType
+
+    from tests.engine.hearth.tiny_models import placement_logits, tiny_spec, write_tiny_gguf
+
+    spec = tiny_spec("qwen3moe", expert_type=GGMLQuantizationType.F16, n_expert_used=4)
+    path = write_tiny_gguf(tmp_path / "qwen3moe.gguf", spec)
+    expected, _ = model_logits(path, ExpertPlacement())
+    settings = iter([(1, 0), (2, 1), (3, 1), (3, 0)])
+    applied = []
+
+    def share(model, position):
+        c, early = next(settings)
+        staged = model.layers[1].moe.experts
+        staged.cpu_picks, staged.early_copies = c, early
+        applied.append((c, early, staged.steps))
+
+    got, model = placement_logits(
+        path, ExpertPlacement(ram_layers=1, cpu_threads=1, split_picks=2), TOKENS, 6, share
+    )
+    staged = model.layers[1].moe.experts
+    assert staged.area.n_slots == 3
+    assert [steps for _, _, steps in applied] == [0, 1, 2, 3] and staged.steps == 4
+    assert sorted(staged._boxes) == [1, 2, 3]
+    assert relative_error(got, expected) < 5e-4
+
+
+def test_the_stepping_thread_copies_its_early_picks_before_the_copier_launches(tmp_path):
+    """early_copies 1: the stepping thread copies the GPU's first pick into slot 0 in its host
+    step, the copier the others into slots 1..; the copier launches the next piece only once
+    the stepping thread's copy is issued, and ggml runs after it."""
+    from engine.hearth.staged_experts import _Mailbox
+
+    area, whole = _area_and_whole(tmp_path)
+    order = []
+    cpu = type("Cpu", (), {"run_at": lambda self, *a: order.append("ggml")})()
+    staged = StagedExperts(in_place=type("E", (), {"n_expert": 8})(), slots=None, whole=whole,
+                           area=area, cpu=cpu, cpu_picks=1, early_copies=1)  # fmt: skip
+    staged._boxes[1] = _Mailbox.make(torch.zeros(1, 64), 4, 1)
+    staged._boxes[1].ids.copy_(torch.tensor([[1, 6, 0, 5]], dtype=torch.int32))
+    issue = area._issue
+
+    def logged(whole, experts, stream, first_slot=0):
+        order.append(("copy", first_slot, list(experts)))
+        issue(whole, experts, stream, first_slot)
+
+    area._issue = logged
+    handoffs = []
+
+    def start(handoff):
+        launched = graph_pieces.Handoff(handoff.wait, lambda: order.append("launch"))
+        handoffs.append(launched)
+        staged._start_copies(1, launched)
+
+    graph_pieces.cut(functools.partial(staged._host_step, 1), torch.device("cpu"), start)
+    assert order.index(("copy", 0, [6])) < order.index("launch")
+    assert order.index(("copy", 0, [6])) < order.index("ggml")
+    assert ("copy", 1, [0, 5]) in order and handoffs[0].launched.is_set()
+    for slot, expert in enumerate((6, 0, 5)):
+        assert torch.equal(area.staged[slot], whole[expert])
+
+
+def test_a_host_step_that_fails_before_its_early_copies_lets_the_copier_launch(tmp_path):
+    """Ids outside the layer stop the stepping thread before its early copy: the copier is
+    released all the same (it launches, nothing copied), and the step raises what was
+    wrong."""
+    from engine.hearth.staged_experts import _Mailbox
+
+    area, whole = _area_and_whole(tmp_path)
+    cpu = type("Cpu", (), {"run_at": lambda self, *a: None})()
+    staged = StagedExperts(in_place=type("E", (), {"n_expert": 8})(), slots=None, whole=whole,
+                           area=area, cpu=cpu, cpu_picks=1, early_copies=1)  # fmt: skip
+    staged._boxes[1] = _Mailbox.make(torch.zeros(1, 64), 4, 1)
+    staged._boxes[1].ids.copy_(torch.tensor([[1, 9, 0, 5]], dtype=torch.int32))
+    launched = []
+
+    def start(handoff):
+        staged._start_copies(1, graph_pieces.Handoff(handoff.wait, lambda: launched.append(1)))
+
+    with pytest.raises(RuntimeError, match=r"outside 0\.\.7"):
+        graph_pieces.cut(functools.partial(staged._host_step, 1), torch.device("cpu"), start)
+    area.copies_issued()
+    assert launched == [1]
 
 
 def _experts_layer(tmp_path, types: dict):
@@ -149,11 +239,13 @@ def test_a_split_asks_for_a_share_of_the_picks():
 
 
 @ON_THE_CPU_ONLY
-def test_kernels_ops_route_a_staged_layer_in_the_norms_launch(tmp_path):
+@pytest.mark.parametrize("cpu_picks", [1, 2])
+def test_kernels_ops_route_a_staged_layer_in_the_norms_launch(tmp_path, cpu_picks):
     """KernelsOps.norm_and_moe_ffn takes the FFN norm and the router in one launch for staged
     experts as for experts on the device (the routing's ids and weights handed to the split):
-    the same norm outputs, and the experts' sum within ggml's rounding of x for its one pick
-    of four (Q8_0 experts: about 0.5% of that pick's share)."""
+    the same norm outputs, and the experts' sum within ggml's rounding of x for its picks
+    of four (Q8_0 experts: about 0.5% of those picks' share). At 2 of 4 the area has a slot
+    more than the step fills (for the share of 1 that the decode graph may try)."""
     from engine.gguf.ggml_types import GGML_TYPES_BY_NAME
     from engine.hearth.forward import MoeBlock
     from engine.hearth.ops import KernelsOps
@@ -167,15 +259,16 @@ def test_kernels_ops_route_a_staged_layer_in_the_norms_launch(tmp_path):
     a = torch.from_numpy(rng.standard_normal((1, 64)).astype(np.float32)).to(ops.dtype)
     h = torch.from_numpy(rng.standard_normal((1, 64)).astype(np.float32)).to(ops.dtype)
     norm = torch.ones(64, dtype=torch.float32)
-    staged = ops.prepare_experts_staged(*parts, "silu", (None, None, None), 4, cpu_picks=1,
-                                        n_threads=1)  # fmt: skip
+    staged = ops.prepare_experts_staged(*parts, "silu", (None, None, None), 4,
+                                        cpu_picks=cpu_picks, n_threads=1)  # fmt: skip
+    assert staged.area.n_slots == 3
     outputs = {}
     for name, experts in (("device", ops.prepare_experts(*parts, "silu")), ("staged", staged)):
         moe = MoeBlock(router=prepared, experts=experts)
         outputs[name] = ops.norm_and_moe_ffn([experts], a, h, norm, 1e-6, moe, rule)
     (f_dev, y_dev, h_dev, _), (f_st, y_st, h_st, _) = outputs["device"], outputs["staged"]
     assert torch.equal(y_dev, y_st) and torch.equal(h_dev, h_st)
-    assert staged.steps == 1  # the split ran: ggml's pick, the slots' three
+    assert staged.steps == 1  # the split ran: ggml's picks, the slots' others
     assert relative_error(f_st.float().numpy(), f_dev.float().numpy()) < 1e-2
 
 
@@ -286,17 +379,23 @@ def test_a_step_with_picks_outside_the_layer_stops_before_ggml_or_a_copy_reads_t
     cpu = type("Cpu", (), {"run_at": lambda self, *a: called.append(a)})()
     staged = StagedExperts(in_place=type("E", (), {"n_expert": 8})(), slots=None, whole=whole,
                            area=area, cpu=cpu, cpu_picks=1)  # fmt: skip
-    staged._box = _Mailbox.make(torch.zeros(1, 64), 4, 1)
-    staged._box.ids.copy_(torch.tensor([[1, 2, 8, 3]], dtype=torch.int32))
+    staged._boxes[1] = _Mailbox.make(torch.zeros(1, 64), 4, 1)
+    staged._boxes[1].ids.copy_(torch.tensor([[1, 2, 8, 3]], dtype=torch.int32))
     with pytest.raises(RuntimeError, match=r"expert ids \[1, 2, 8, 3\] outside 0..7"):
-        graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
+        _pause(staged)
     assert called == []
     area.copies_issued()
     assert torch.equal(area.staged, before)
-    staged._box.ids.copy_(torch.tensor([[1, 2, 7, 3]], dtype=torch.int32))
-    graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
+    staged._boxes[1].ids.copy_(torch.tensor([[1, 2, 7, 3]], dtype=torch.int32))
+    _pause(staged)
     assert len(called) == 1
     assert [torch.equal(area.staged[s], whole[e]) for s, e in enumerate((2, 7, 3))] == [True] * 3
+
+
+def _pause(staged, c: int = 1) -> None:
+    """A split's pause as a step on the CPU makes it (graph_pieces.cut, eagerly)."""
+    graph_pieces.cut(functools.partial(staged._host_step, c), torch.device("cpu"),
+                     functools.partial(staged._start_copies, c))  # fmt: skip
 
 
 def _failing_staged(tmp_path, run_at):
@@ -306,8 +405,8 @@ def _failing_staged(tmp_path, run_at):
     cpu = type("Cpu", (), {"run_at": run_at})()
     staged = StagedExperts(in_place=type("E", (), {"n_expert": 8})(), slots=None, whole=whole,
                            area=area, cpu=cpu, cpu_picks=1)  # fmt: skip
-    staged._box = _Mailbox.make(torch.zeros(1, 64), 4, 1)
-    staged._box.ids.copy_(torch.tensor([[1, 2, 7, 3]], dtype=torch.int32))
+    staged._boxes[1] = _Mailbox.make(torch.zeros(1, 64), 4, 1)
+    staged._boxes[1].ids.copy_(torch.tensor([[1, 2, 7, 3]], dtype=torch.int32))
     return staged
 
 
@@ -321,20 +420,20 @@ def test_a_host_step_that_fails_still_raises_the_flag(tmp_path):
 
     staged = _failing_staged(tmp_path, broken)
     with pytest.raises(RuntimeError, match="status 1"):
-        graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
-    assert staged._box.raised[0] == 1
+        _pause(staged)
+    assert staged._boxes[1].raised[0] == 1
     staged.area.copies_issued()
 
     seen = []
 
     def writes(self, n, k, x, ids, weights, out):
-        seen.append(int(staged._box.raised[0]))  # down while ggml computes
-        staged._box.out.fill_(2.0)
+        seen.append(int(staged._boxes[1].raised[0]))  # down while ggml computes
+        staged._boxes[1].out.fill_(2.0)
 
     staged.cpu.run_at = writes.__get__(staged.cpu)
-    graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
-    assert seen == [0] and staged._box.raised[0] == 1
-    assert torch.equal(staged._box.out, torch.full((1, 64), 2.0))
+    _pause(staged)
+    assert seen == [0] and staged._boxes[1].raised[0] == 1
+    assert torch.equal(staged._boxes[1].out, torch.full((1, 64), 2.0))
 
 
 def test_a_device_that_stopped_waiting_is_reported_at_the_next_step(tmp_path):
@@ -345,8 +444,8 @@ def test_a_device_that_stopped_waiting_is_reported_at_the_next_step(tmp_path):
 
     called = []
     staged = _failing_staged(tmp_path, lambda self, *a: called.append(a))
-    staged._box.raised[0] = TIMED_OUT
+    staged._boxes[1].raised[0] = TIMED_OUT
     with pytest.raises(RuntimeError, match=r"stopped waiting.*reload the model"):
-        graph_pieces.cut(staged._host_step, torch.device("cpu"), staged._start_copies)
-    assert called == [] and staged._box.raised[0] == 1
+        _pause(staged)
+    assert called == [] and staged._boxes[1].raised[0] == 1
     staged.area.copies_issued()

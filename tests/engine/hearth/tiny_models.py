@@ -208,10 +208,11 @@ def write_tiny_gguf(
     return path
 
 
-def placement_logits(path, placement, tokens: list[int], prefill: int):
+def placement_logits(path, placement, tokens: list[int], prefill: int, before_step=None):
     """Every position's logits of the model at `path` on TorchOps (the CPU) with its experts
     placed by `placement` (expert_offload.ExpertPlacement): a prefill of the first `prefill`
-    tokens, then one decode step a token; and the model (for its counters and layers)."""
+    tokens, then one decode step a token, before_step(model, position) called before each;
+    and the model (for its counters and layers)."""
     import torch
 
     from engine.gguf import read_model_info
@@ -232,6 +233,8 @@ def placement_logits(path, placement, tokens: list[int], prefill: int):
     rows = [model.forward(torch.tensor(tokens[:prefill]), torch.arange(prefill), cache,
                           n_keys=prefill, all_logits=True)]  # fmt: skip
     for pos in range(prefill, len(tokens)):
+        if before_step is not None:
+            before_step(model, pos)
         step = model.forward(torch.tensor([tokens[pos]]), torch.tensor([pos]), cache, n_keys=n_ctx)
         rows.append(step[None])
     return torch.cat(rows).numpy(), model
