@@ -24,7 +24,8 @@ can come from the previous step; the prefill on a GPU reads its rows from the sa
 
 A model with experts in RAM split between ggml and the GPU (staged_experts.py) pauses the
 step at each such layer; how it shares a token's picks is chosen here, before the capture, by
-timing the step's replays at a few shares (split_tuning.py: a second or two at load).
+timing the step's replays at a few shares (split_tuning.py: 2.5-6 s at a load, longer
+where a share's kernels compile first).
 
 The cache must be one whose decode step can be captured (`can_capture`): fixed shapes at every
 step and positions read from the device, never from the host. Warming up and capturing write K

@@ -270,9 +270,8 @@ class KernelsOps(KernelsMoeOps, TorchOps):
 
         kernels.require()
         self._k = kernels
-        self._slot_routings: dict[
-            tuple[int, int], object
-        ] = {}  # a split's slots, by (picks, slots)
+        # a split's slots' grouping, by (picks, slots): KernelsMoeOps._slot_routing
+        self._slot_routings: dict[tuple[int, int], object] = {}
         if self.device.type == "cuda":  # Triton's one-time setup, while the weights load
             from kernels.compiler_warmup import warm_compiler_in_background
 
