@@ -11,13 +11,19 @@ For each token t, with e = ids[t, j] (the same sum as engine/hearth/moe_ops.py's
 
     y[t] = sum_j weights[t, j] (Wdown[e] act(Wgate[e] x[t] + bg[e], Wup[e] x[t] + bu[e]) + bd[e])
 
-The graph is llama.cpp's own (src/llama-graph.cpp, build_moe_ffn): ggml_mul_mat_id for gate,
-up and down over the [n_in, n_out, n_expert] tensors, ggml_add_id for gpt-oss's expert
-biases, ggml_swiglu_split (silu(g) u) or ggml_swiglu_oai, the routing weights multiplied in and
-the k slots summed. ggml's CPU mul_mat rounds its input to the weights' dot-product partner
-format first (q8_K for k-quants, q8_0 for MXFP4 and the legacy quants), exactly as llama.cpp
-does: the results match llama.cpp's CPU experts, and differ from a float reference by that
-rounding (tests/engine/hearth/test_cpu_experts.py bounds it).
+The graph is llama.cpp's (src/llama-graph.cpp, build_moe_ffn) up to the down's k slots:
+ggml_mul_mat_id over the [n_in, n_out, n_expert] tensors, gate and up as one repacked
+[n_in, 2 n_ff, n_expert] tensor and ggml_swiglu over its halves where they allow it (silu, no
+biases, one block type: llama.cpp's gate_up_exps form), else each with ggml_add_id for
+gpt-oss's expert biases and ggml_swiglu_split (silu(g) u) or ggml_swiglu_oai. numpy then
+weights the slots and sums them (one np.matmul): every node of a graph is a barrier of ggml's
+threads, and this form has 3 where llama.cpp's has 4 + k (15 us less a call of 3-5 picks at 15
+threads, docs/decisions/2026-11-30-ggml-experts-in-three-nodes.md).
+
+ggml's CPU mul_mat rounds its input to the weights' dot-product partner format first (q8_K
+for k-quants, q8_0 for MXFP4 and the legacy quants), exactly as llama.cpp does: the results
+match llama.cpp's CPU experts, and differ from a float reference by that rounding
+(tests/engine/hearth/test_cpu_experts.py bounds it).
 
 ggml is reached through its public C API only (engine/hearth/ggml_cpu.py binds it); no field
 of a ggml tensor is read or written from Python. A weight tensor's data pointer is set the way
@@ -36,7 +42,9 @@ blocks, unaligned data, shapes that do not chain, expert ids out of range.
 Costs: a layer keeps one ggml context with its weight tensors; one graph per token count is
 built at its first use and kept (GRAPHS_KEPT, least recently used dropped), so a call is the
 inputs' copies, one ggml_backend_graph_compute on the calling thread's OpenMP team (kept by
-libgomp for that thread's next call: engine/hearth/ggml_cpu.py), and the output's copy. ctypes
+libgomp for that thread's next call: engine/hearth/ggml_cpu.py), the weighted sum and the
+output's copy. Merging gate and up needs both side by side once, at construction (a
+transient array of their bytes before the repack copies them). ctypes
 releases the GIL for the compute, so another Python thread (the GPU's) runs meanwhile.
 """
 
@@ -169,14 +177,33 @@ def gguf_experts(path: str | os.PathLike[str], layer: int):
 
 @dataclass
 class _Graph:
-    """One token count's graph and its context: where to write the inputs, read the output."""
+    """One token count's graph and its context: where to write x and ids; the routing
+    weights, the down's k slots (over ggml's memory) and their weighted sum, as numpy arrays."""
 
     context: int
     graph: int
     x: int
     ids: int
-    weights: int
-    out: int
+    weights: np.ndarray  # [T, 1, k] float32
+    slots: np.ndarray  # [T, k, n_embd] float32, ggml's output
+    total: np.ndarray  # [T, 1, n_embd] float32
+    weights_at: int
+    total_at: int
+
+    @classmethod
+    def of(cls, context: int, graph: int, x: int, ids: int, slots: int, n_tokens: int, k: int,
+           n_embd: int) -> _Graph:  # fmt: skip
+        floats = (ctypes.c_float * (n_tokens * k * n_embd)).from_address(slots)
+        weights = np.zeros((n_tokens, 1, k), np.float32)
+        total = np.zeros((n_tokens, 1, n_embd), np.float32)
+        return cls(context, graph, x, ids, weights,
+                   np.frombuffer(floats, np.float32).reshape(n_tokens, k, n_embd), total,
+                   weights.ctypes.data, total.ctypes.data)  # fmt: skip
+
+
+def _host_bytes(w: ExpertTensor) -> np.ndarray:
+    """w's bytes as a uint8 array over its memory (w.owner keeps it alive)."""
+    return np.ctypeslib.as_array((ctypes.c_uint8 * w.nbytes).from_address(w.address))
 
 
 class CpuExperts:
@@ -217,13 +244,41 @@ class CpuExperts:
         self._finalizer = weakref.finalize(
             self, _free_layer, lib, self._context, self._buffers, self._graphs
         )
-        repacked = [self._repacked(w) if repack else None for w in self.tensors]
-        self.repacked = tuple(t is not None for t in repacked)
+        # gate and up as one repacked tensor (module docstring), or None: each its own
+        self._gate_up = self._merged_gate_up() if repack and self._merges_gate_up() else None
+        own = (down,) if self._gate_up is not None else self.tensors
+        repacked = {id(w): self._repacked(w) if repack else None for w in own}
+        self.repacked = tuple(
+            repacked[id(w)] is not None if id(w) in repacked else True for w in self.tensors
+        )
+        # gate, up, down as the graph reads them (gate and up None where merged)
         self._weights = [
-            t or self._mapped(w.ggml_type, (w.n_in, w.n_out, w.n_expert), w.address, w.nbytes)
-            for t, w in zip(repacked, self.tensors, strict=True)
+            None
+            if id(w) not in repacked
+            else repacked[id(w)]
+            or self._mapped(w.ggml_type, (w.n_in, w.n_out, w.n_expert), w.address, w.nbytes)
+            for w in self.tensors
         ]
         self._bias_tensors = [self._mapped_bias(b) for b in self.biases]
+
+    def _merges_gate_up(self) -> bool:
+        """Whether gate and up can be one tensor under ggml_swiglu: silu, no biases, one type."""
+        gate, up, _ = self.tensors
+        no_biases = self.biases[0] is None and self.biases[1] is None
+        return self.activation == "silu" and no_biases and gate.ggml_type == up.ggml_type
+
+    def _merged_gate_up(self) -> int | None:
+        """Each expert's gate rows then its up rows as one [n_embd, 2 n_ff, n_expert] tensor
+        in a repack buffer; None where the repack has no layout for it (each then its own)."""
+        gate, up, _ = self.tensors
+        both = np.empty((self.n_expert, 2, gate.expert_nbytes), np.uint8)
+        both[:, 0] = _host_bytes(gate).reshape(self.n_expert, -1)
+        both[:, 1] = _host_bytes(up).reshape(self.n_expert, -1)
+        merged = ExpertTensor.of_array(
+            f"{gate.name} + {up.name}", gate.ggml_type, (self.n_expert, 2 * self.n_ff, self.n_embd),
+            both,
+        )  # fmt: skip
+        return self._repacked(merged)
 
     def _repacked(self, w: ExpertTensor) -> int | None:
         """`w` set into a buffer of ggml's repack type, if ggml's CPU device would run this
@@ -317,15 +372,16 @@ class CpuExperts:
     def run_at(self, n_tokens: int, k: int, x: int, ids: int, weights: int, out: int) -> None:
         """`run` over buffers at host addresses, unchecked: x float32 [n_tokens, n_embd], ids
         int32 and weights float32 [n_tokens, k], out float32 [n_tokens, n_embd] (written).
-        What a CUDA host function calls (expert_offload.ExpertsOnCpu): no numpy, no CUDA; the
-        ids must be in range (a top-k over the router's n_expert rows is)."""
+        What a CUDA host function calls (expert_offload.ExpertsOnCpu): no CUDA; the ids must be
+        in range (a top-k over the router's n_expert rows is)."""
         with self.cpu.lock:  # the graph's buffers are the layer's: one call at a time
             graph = self._graph(n_tokens, k)
             ctypes.memmove(graph.x, x, n_tokens * self.n_embd * 4)
             ctypes.memmove(graph.ids, ids, n_tokens * k * 4)
-            ctypes.memmove(graph.weights, weights, n_tokens * k * 4)
+            ctypes.memmove(graph.weights_at, weights, n_tokens * k * 4)
             self.cpu.compute(graph.graph)
-            ctypes.memmove(out, graph.out, n_tokens * self.n_embd * 4)
+            np.matmul(graph.weights, graph.slots, out=graph.total)  # weighted, summed
+            ctypes.memmove(out, graph.total_at, n_tokens * self.n_embd * 4)
 
     def _graph(self, n_tokens: int, k: int) -> _Graph:
         key = (n_tokens, k)
@@ -345,8 +401,8 @@ class CpuExperts:
         experts each, in a context that holds every intermediate (no_alloc off)."""
         lib = ggml()
         n_embd, n_ff = self.n_embd, self.n_ff
-        floats = n_tokens * (n_embd + 2 * k + 5 * n_ff * k + 3 * n_embd * k + k * n_embd)
-        n_tensors = 2 * k + 16
+        floats = n_tokens * (n_embd + k + 5 * n_ff * k + 2 * n_embd * k)
+        n_tensors = 12
         size = floats * 4 + n_tensors * (lib.tensor_overhead() + 64) + lib.graph_overhead()
         ctx = lib.init(InitParams(size + (1 << 16), None, False))
         if not ctx:
@@ -359,43 +415,35 @@ class CpuExperts:
 
     def _build_in(self, ctx: int, n_tokens: int, k: int) -> _Graph:
         lib = ggml()
-        n_embd = self.n_embd
         gate_w, up_w, down_w = self._weights
         bias_g, bias_u, bias_d = self._bias_tensors
-        x = lib.new_tensor_3d(ctx, GGML_TYPE_F32, n_embd, 1, n_tokens)
+        x = lib.new_tensor_3d(ctx, GGML_TYPE_F32, self.n_embd, 1, n_tokens)
         ids = lib.new_tensor_2d(ctx, GGML_TYPE_I32, k, n_tokens)
-        weights = lib.new_tensor_3d(ctx, GGML_TYPE_F32, 1, k, n_tokens)
-        gate = lib.mul_mat_id(ctx, gate_w, x, ids)  # [n_ff, k, T]
-        up = lib.mul_mat_id(ctx, up_w, x, ids)
-        if bias_g is not None:
-            gate = lib.add_id(ctx, gate, bias_g, ids)
-        if bias_u is not None:
-            up = lib.add_id(ctx, up, bias_u, ids)
-        if self.activation == "silu":
-            h = lib.swiglu_split(ctx, gate, up)
+        if self._gate_up is not None:
+            h = lib.swiglu(ctx, lib.mul_mat_id(ctx, self._gate_up, x, ids))  # [n_ff, k, T]
         else:
-            h = lib.swiglu_oai(ctx, gate, up, self.alpha, self.limit)
+            gate = lib.mul_mat_id(ctx, gate_w, x, ids)  # [n_ff, k, T]
+            up = lib.mul_mat_id(ctx, up_w, x, ids)
+            if bias_g is not None:
+                gate = lib.add_id(ctx, gate, bias_g, ids)
+            if bias_u is not None:
+                up = lib.add_id(ctx, up, bias_u, ids)
+            if self.activation == "silu":
+                h = lib.swiglu_split(ctx, gate, up)
+            else:
+                h = lib.swiglu_oai(ctx, gate, up, self.alpha, self.limit)
         y = lib.mul_mat_id(ctx, down_w, h, ids)  # [n_embd, k, T]
         if bias_d is not None:
             y = lib.add_id(ctx, y, bias_d, ids)
-        y = lib.mul(ctx, y, weights)
-        row, slot_stride = n_embd * 4, n_embd * k * 4
-
-        def slot(j):
-            return lib.view_2d(ctx, y, n_embd, n_tokens, slot_stride, j * row)
-
-        out = slot(0)
-        for j in range(1, k):
-            out = lib.add(ctx, out, slot(j))
-        if not lib.is_contiguous(out):
-            out = lib.cont(ctx, out)
         graph = lib.new_graph(ctx)
-        lib.build_forward_expand(graph, out)
-        for name, t in (("x", x), ("ids", ids), ("weights", weights), ("out", out)):
+        lib.build_forward_expand(graph, y)
+        for name, t in (("x", x), ("ids", ids), ("slots", y)):
             if not t or not lib.get_data(t):
                 raise RuntimeError(f"ggml left the graph's {name} without memory")
-        return _Graph(ctx, graph, lib.get_data(x), lib.get_data(ids), lib.get_data(weights),
-                      lib.get_data(out))  # fmt: skip
+        if not lib.is_contiguous(y):
+            raise RuntimeError("ggml made the down's slots non-contiguous")
+        return _Graph.of(ctx, graph, lib.get_data(x), lib.get_data(ids), lib.get_data(y),
+                         n_tokens, k, self.n_embd)  # fmt: skip
 
     def close(self) -> None:
         """Free the layer's ggml contexts and buffers now (garbage collection does it too)."""

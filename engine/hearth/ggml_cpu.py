@@ -65,6 +65,7 @@ _BASE = {
     "ggml_mul_mat_id": (_p, [_p, _p, _p, _p]),
     "ggml_add_id": (_p, [_p, _p, _p, _p]),  # ctx, a, b, ids: a[i0,i1,i2] + b[i0, ids[i1,i2]]
     "ggml_swiglu_split": (_p, [_p, _p, _p]),  # ctx, a, b: silu(a) * b
+    "ggml_swiglu": (_p, [_p, _p]),  # ctx, a: silu(a's first half of ne0) * its second half
     "ggml_swiglu_oai": (_p, [_p, _p, _p, ctypes.c_float, ctypes.c_float]),  # + alpha, limit
     "ggml_mul": (_p, [_p, _p, _p]),
     "ggml_add": (_p, [_p, _p, _p]),

@@ -44,6 +44,9 @@ class DecodeFigure:
     # settings may be listed, the fastest is the one compared
     experts_in_ram: bool = False
     setting: str = ""  # e.g. "--n-cpu-moe 24", or the Hearth engine's "22 layers, 9 slots"
+    # what has replaced the code this figure measured (shown faster in turn); kept for the
+    # record, left out of the verdicts, which speak for the engine as it is
+    superseded: str = ""
 
 
 @dataclass(frozen=True)
@@ -136,18 +139,19 @@ def speed_verdict(
     device_class_name: str, moe: bool = False, experts_in_ram: bool = False, clients: int = 1
 ) -> SpeedVerdict:
     """Hearth against llama.cpp on this device class: f16 caches, the same model, every depth
-    both engines were measured at; the worst ratio decides. `moe`: from mixture-of-experts
-    models' figures only (their experts run other kernels than a dense model's matrices), else
-    from dense models' only. `experts_in_ram`: from figures with the experts in system RAM
-    only (the Hearth engine's cache of experts against llama.cpp's fastest --n-cpu-moe
-    setting at the same free VRAM). `clients` above 1 (a server's parallel requests): from the
-    serving figures at every client count both were measured at up to `clients` (_serving)."""
+    both engines were measured at (superseded figures left out); the worst ratio decides.
+    `moe`: from mixture-of-experts models' figures only (their experts run other kernels than
+    a dense model's matrices), else from dense models' only. `experts_in_ram`: from figures
+    with the experts in system RAM only (the Hearth engine's placement against llama.cpp's
+    fastest --n-cpu-moe setting at the same free VRAM). `clients` above 1 (a server's parallel
+    requests): from the serving figures at every client count both were measured at up to
+    `clients` (_serving)."""
     if clients > 1:
         return _serving(device_class_name, moe, clients)
     figures = tuple(
         f
         for f in decode_figures(device_class_name)
-        if f.moe == moe and f.experts_in_ram == experts_in_ram
+        if f.moe == moe and f.experts_in_ram == experts_in_ram and not f.superseded
     )
 
     def f16(engine: str) -> dict[tuple[str, int], DecodeFigure]:

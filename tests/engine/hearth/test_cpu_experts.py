@@ -135,10 +135,32 @@ def test_repacked_experts_give_the_same_sums(tmp_path, cpu, shape, types, activa
     plain = CpuExperts(*layer, activation=activation, cpu=cpu)
     repacked = CpuExperts(*layer, activation=activation, cpu=cpu, repack=True)
     assert plain.repacked == (False, False, False)
+    assert plain._gate_up is None
+    if repacked._gate_up is not None:  # merged only where ggml_swiglu computes the same
+        assert types[0] == types[1] and activation == "silu" and not biases
     got = repacked.run(x, ids, weights)
     assert relative_error(got, plain.run(x, ids, weights)) < 1e-5
     want = reference(*layer, x, ids, weights, activation)
     assert relative_error(got, want) < TOLERANCE["q8_K"]
+
+
+def test_gate_and_up_merged_give_the_bits_of_each_apart(tmp_path, cpu, monkeypatch):
+    """Gate and up as one repacked tensor under ggml_swiglu: the same row dot products and
+    activation as two tensors under ggml_swiglu_split, so the same bits, one token or many."""
+    types = {"gate": "Q4_K", "up": "Q4_K", "down": "Q6_K"}
+    layer = gguf_experts(layer_file(tmp_path, QWEN3_LIKE, types, False), 1)
+    merged = CpuExperts(*layer, activation="silu", cpu=cpu, repack=True)
+    if merged._gate_up is None:
+        pytest.skip("ggml's CPU has no repacked layout for Q4_K here")
+    assert merged.repacked[:2] == (True, True) and merged._weights[:2] == [None, None]
+    monkeypatch.setattr(CpuExperts, "_merges_gate_up", lambda self: False)
+    apart = CpuExperts(*layer, activation="silu", cpu=cpu, repack=True)
+    assert apart._gate_up is None and apart.repacked[:2] == (True, True)
+    rng = np.random.default_rng(4)
+    for n_tokens in (1, 5):
+        x = (rng.standard_normal((n_tokens, QWEN3_LIKE.n_embd)) * INPUT_SCALE).astype(np.float32)
+        ids, weights = routing(n_tokens, QWEN3_LIKE.n_expert, 4, seed=n_tokens)
+        np.testing.assert_array_equal(merged.run(x, ids, weights), apart.run(x, ids, weights))
 
 
 def test_another_layer_of_the_file_gives_another_answer(tmp_path, cpu):
@@ -268,7 +290,9 @@ def test_each_repacked_buffer_is_asked_for_huge_pages_before_it_is_filled_and_co
     monkeypatch.setattr(lib, "backend_tensor_set", write)
     gate, up, down, biases = q4k_layer
     layer = CpuExperts(gate, up, down, biases, activation="silu", cpu=cpu, repack=True)
-    repacked = [t for t, r in zip(layer._weights, layer.repacked, strict=True) if r]
+    # gate and up as one tensor (where merged), then each other matrix ggml runs repacked
+    own = [t for t, r in zip(layer._weights, layer.repacked, strict=True) if r and t is not None]
+    repacked = [t for t in (layer._gate_up, *own) if t is not None]
     assert repacked and len(asked) == len(repacked) == len(written)
     for n, (tensor, (address, nbytes, writes_before)) in enumerate(
         zip(repacked, asked, strict=True)

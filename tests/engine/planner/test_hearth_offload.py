@@ -407,16 +407,33 @@ def test_best_fit_keeps_llama_cpp_until_experts_in_ram_are_measured(synthetic_in
     assert "Predicted, not measured" in note and "on llama.cpp" in note
 
 
-def test_the_measured_experts_in_ram_keep_llama_cpp_and_say_why(synthetic_info):
-    """The figures file's experts-in-RAM rows (an H200 with 12 GiB free, two runs on one
-    machine): the Hearth engine's split (3 of 8 picks by the CPU) at 98.6 and 99.3 tok/s,
-    llama.cpp's fastest --n-cpu-moe setting at 82.2 (20) and 107.6 (18); the worse run
-    decides, so Best fit keeps llama.cpp and names the ratio."""
+def test_the_measured_experts_in_ram_choose_the_hearth_engine_and_say_by_how_much(synthetic_info):
+    """The figures file's experts-in-RAM rows (H200s with 12 GiB free): of the code as it is,
+    one run, the Hearth engine's split at 114.3 tok/s (the median of three) against
+    llama.cpp's fastest --n-cpu-moe setting at 91.6 (18); the runs of code since replaced
+    (down to 0.92x) are kept in the file and left out, so Best fit takes the Hearth engine."""
     verdict = engine_table.speed_verdict("cuda sm_90", moe=True, experts_in_ram=True)
-    assert verdict.ratio == pytest.approx(99.3 / 107.6)
+    assert verdict.ratio == pytest.approx(114.3 / 91.6)
+    kept = [f for f in engine_table.decode_figures("cuda sm_90") if f.experts_in_ram]
+    assert any(f.superseded and f.engine == "hearth" for f in kept)
     plan = plan_engines(Planner([synthetic_info("qwen3-30b-a3b", "Q4_K_M")]), h200(12))
-    assert plan.choice.engine == "llama" and plan.choice.n_cpu_expert_layers > 0
-    assert "at 0.92x" in plan.notes[0]
+    assert plan.choice.engine == "hearth" and plan.choice.n_cpu_expert_layers > 0
+    assert "at least 1.25x" in plan.notes[0]
+
+
+def test_a_superseded_figure_is_left_out_of_the_verdict(synthetic_info, monkeypatch):
+    """A slower run of code since replaced does not decide; the same run not superseded does."""
+    data = _offload_figures(75.0, {20: 60.0})
+    old = dict(data["decode"][-2], model="qwen3-30b-a3b Q4_K_M, 12 GiB free (an old run)")
+    data["decode"] += [
+        dict(old, tokens_per_second=50.0, superseded="the test's newer code"),
+        dict(old, engine="llama", tokens_per_second=60.0, setting="--n-cpu-moe 20"),
+    ]
+    monkeypatch.setattr(engine_table, "_figures", lambda: data)
+    assert engine_table.speed_verdict("cuda sm_90", moe=True, experts_in_ram=True).ratio == 1.25
+    data["decode"][-2]["superseded"] = ""
+    verdict = engine_table.speed_verdict("cuda sm_90", moe=True, experts_in_ram=True)
+    assert verdict.ratio == pytest.approx(50.0 / 60.0)
 
 
 @pytest.mark.parametrize(
