@@ -64,6 +64,8 @@ def plan_engines(
                                   f"model on these devices{speed}.")  # fmt: skip
     if not hearth.fits or hearth.choice is None or llama.choice is None:
         return _with_note(llama, "Engine: llama.cpp (the Hearth engine does not fit it here).")
+    if in_ram and llama.choice.n_cpu_expert_layers == 0:
+        return _experts_in_ram_against_none(hearth, llama)
     if not verdict.hearth_faster:
         longer = hearth.choice.n_ctx > llama.choice.n_ctx
         extra = (
@@ -91,6 +93,31 @@ def plan_engines(
             f"tokens here against llama.cpp's {llama.choice.n_ctx:,}.",
         )
     return _with_note(hearth, f"Engine: {Engine.HEARTH.display_name}: {verdict.text}.")
+
+
+def _experts_in_ram_against_none(hearth: Plan, llama: Plan) -> Plan:
+    """The Hearth engine's plan keeps experts in RAM where llama.cpp's holds every expert on
+    the GPU (the Hearth engine's runtime takes more of the card): the measured experts-in-RAM
+    figures compare the two engines both with experts in RAM, so they do not say which is
+    faster here. The planner's predictions decide, and llama.cpp keeps ties and unknowns."""
+    layers = hearth.choice.n_cpu_expert_layers
+    ours, theirs = hearth.tokens_per_second, llama.tokens_per_second
+    why = (
+        f"llama.cpp holds every expert on the GPU here, where the Hearth engine would keep "
+        f"{layers} layer{'s' if layers != 1 else ''}' experts in RAM"
+    )
+    if ours is not None and theirs is not None and ours > theirs:
+        return _with_note(
+            hearth,
+            f"Engine: {Engine.HEARTH.display_name}: {why}, and it is still predicted faster "
+            f"({ours:.0f} tokens/s against {theirs:.0f}; predicted, not measured).",
+        )
+    predicted = (
+        f" (predicted {ours:.0f} tokens/s against {theirs:.0f})"
+        if ours is not None and theirs is not None
+        else ""
+    )
+    return _with_note(llama, f"Engine: llama.cpp: {why}{predicted}.")
 
 
 def _predictions(hearth: Plan, llama: Plan) -> str:
