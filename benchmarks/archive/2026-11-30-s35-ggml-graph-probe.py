@@ -13,6 +13,9 @@ it (x, ids and weights in, the sum out):
 
     python benchmarks/archive/2026-11-30-s35-ggml-graph-probe.py OUT.json [THREADS]
 
+It ran on commit 97e04e5 and reads that tree's CpuExperts internals (its _Graph, its bindings
+of ggml_mul, ggml_add, ggml_view_2d and ggml_cont): check that commit out to run it again.
+
 Experts of 4 Qwen3-30B-A3B layers (benchmarks.cpu_experts' file, random blocks); 20 "layers" a
 step cycle through them, each with its own random picks.
 """

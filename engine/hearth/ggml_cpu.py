@@ -67,11 +67,6 @@ _BASE = {
     "ggml_swiglu_split": (_p, [_p, _p, _p]),  # ctx, a, b: silu(a) * b
     "ggml_swiglu": (_p, [_p, _p]),  # ctx, a: silu(a's first half of ne0) * its second half
     "ggml_swiglu_oai": (_p, [_p, _p, _p, ctypes.c_float, ctypes.c_float]),  # + alpha, limit
-    "ggml_mul": (_p, [_p, _p, _p]),
-    "ggml_add": (_p, [_p, _p, _p]),
-    "ggml_cont": (_p, [_p, _p]),
-    # ctx, a, ne0, ne1, nb1, offset
-    "ggml_view_2d": (_p, [_p, _p, _i64, _i64, ctypes.c_size_t, ctypes.c_size_t]),
     "ggml_new_graph": (_p, [_p]),
     "ggml_build_forward_expand": (None, [_p, _p]),
     # ggml_backend_buffer_t ggml_backend_cpu_buffer_from_ptr(void * ptr, size_t size)
