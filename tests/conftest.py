@@ -10,6 +10,9 @@
 - `gpu` marker: such tests run only where an NVIDIA GPU and a GPU build of llama.cpp are present
   (HEARTH_GPU_TESTS=1 forces them on, =0 off). The check imports llama_cpp in a child process,
   so a broken driver cannot crash the test session and the GUI tests' process never loads it.
+- Every test starts with torch's global random generator seeded from its own name (where torch
+  is imported): a test drawing inputs without a generator of its own draws the same ones in
+  any order and on any xdist worker, so what it checks does not depend on the tests run before.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import zlib
 
 import pytest
 
@@ -49,6 +53,15 @@ _GPU_PROBE = (
     "import sys; from engine.llama.devices import local_gpu_offload; "
     "sys.exit(0 if local_gpu_offload() else 3)"
 )
+
+
+@pytest.fixture(autouse=True)
+def _seeded_torch(request: pytest.FixtureRequest) -> None:
+    """torch's global generator seeded from the test's name (the module docstring); nothing
+    where torch is not imported (the GUI's tests do not load it)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(zlib.crc32(request.node.nodeid.encode()))
 
 
 @functools.cache

@@ -66,14 +66,15 @@ def test_write_then_attend_matches_reference(k_format, v_format, device):
 
 def test_several_sequences_of_different_lengths(device):
     cache = _cache("rot4", "rot4", device, heads=1, dim=32, page=16)
+    gen = torch.Generator().manual_seed(45)
     rows = {}
     for n in (1, 16, 45):
         seq = cache.new_sequence()
-        k, v = torch.randn(n, 1, 32), torch.randn(n, 1, 32)
+        k, v = torch.randn(n, 1, 32, generator=gen), torch.randn(n, 1, 32, generator=gen)
         cache.write(0, seq, cache.grow(seq, n), k.to(device), v.to(device))
         rows[seq] = (k, v)
     seqs = list(rows)
-    q = torch.randn(len(seqs), 3, 32)
+    q = torch.randn(len(seqs), 3, 32, generator=gen)
     out = cache.attend(0, q.to(device), seqs)
     for i, seq in enumerate(seqs):
         k, v = rows[seq]
@@ -114,7 +115,8 @@ def test_rope_fused_into_the_write(layout, device):
     cache = _cache("f16", "f16", device)
     seq = cache.new_sequence()
     cache.grow(seq, 3)
-    k, v = torch.randn(5, 2, 64), torch.randn(5, 2, 64)
+    gen = torch.Generator().manual_seed(5)
+    k, v = torch.randn(5, 2, 64, generator=gen), torch.randn(5, 2, 64, generator=gen)
     cache.write(0, seq, cache.grow(seq, 5), k.to(device), v.to(device), rope=rope)
     k_back, _ = cache.read_rows(0, seq)
     rotated = reference.rope(k.numpy(), np.arange(3, 8), rope.inv_freq, 64, rope.neox)
@@ -155,10 +157,11 @@ def _llama3_8b_cache(k_format, v_format, n_rows):
     spec = KVCacheSpec(1, 8, 128, k_format, v_format, page_size=64, max_tokens=4096)
     cache = PagedKVCache(spec, device="cuda")
     seq = cache.new_sequence()
-    k = torch.randn(n_rows, 8, 128, dtype=torch.float16)
-    v = torch.randn(n_rows, 8, 128, dtype=torch.float16)
+    gen = torch.Generator().manual_seed(n_rows)
+    k = torch.randn(n_rows, 8, 128, dtype=torch.float16, generator=gen)
+    v = torch.randn(n_rows, 8, 128, dtype=torch.float16, generator=gen)
     cache.write(0, seq, cache.grow(seq, n_rows), k.cuda(), v.cuda())
-    q = torch.randn(1, 32, 128, dtype=torch.float16)
+    q = torch.randn(1, 32, 128, dtype=torch.float16, generator=gen)
     expected = reference.decode_attention(
         q[0].float().numpy(), reference_roundtrip(k_format, k.float().numpy()),
         reference_roundtrip(v_format, v.float().numpy()), 128**-0.5,
@@ -188,9 +191,10 @@ def test_many_splits_are_reduced_in_chunks(device, monkeypatch):
     monkeypatch.setattr(decode_launch, "REDUCE_MAX_CHUNK", 16)
     cache = _cache("f16", "f16", device, heads=1, dim=32, page=16, tokens=544)
     seq = cache.new_sequence()
-    k, v = torch.randn(530, 1, 32), torch.randn(530, 1, 32)
+    gen = torch.Generator().manual_seed(530)
+    k, v = torch.randn(530, 1, 32, generator=gen), torch.randn(530, 1, 32, generator=gen)
     cache.write(0, seq, cache.grow(seq, 530), k.to(device), v.to(device))
-    q = torch.randn(1, 2, 32)
+    q = torch.randn(1, 2, 32, generator=gen)
     out = cache.attend(0, q.to(device), [seq])  # 34 pages, one split each
     expected = reference.decode_attention(q[0].numpy(), k.numpy(), v.numpy(), 32**-0.5)
     assert relative_error(out[0].cpu(), expected) < ATTENTION_TOLERANCE
@@ -211,9 +215,10 @@ def test_several_query_tokens_see_up_to_their_own_position(k_format, v_format, t
     cache = _cache(k_format, v_format, device, heads=2, dim=32, page=16)
     cache.tuning = tuning
     seq = cache.new_sequence()
-    k, v = torch.randn(33, 2, 32), torch.randn(33, 2, 32)
+    gen = torch.Generator().manual_seed(33)
+    k, v = torch.randn(33, 2, 32, generator=gen), torch.randn(33, 2, 32, generator=gen)
     cache.write(0, seq, cache.grow(seq, 33), k.to(device), v.to(device))
-    q = torch.randn(1, 5, 6, 32)  # 5 tokens x 3 query heads per KV head = 15 rows
+    q = torch.randn(1, 5, 6, 32, generator=gen)  # 5 tokens x 3 query heads per KV head
     out = cache.attend(0, q.to(device), [seq])
     assert out.shape == q.shape
     k_ref = reference_roundtrip(k_format, k.numpy())
