@@ -29,7 +29,7 @@ from engine.gguf import GGUFError
 from engine.planner import DeviceBudget, Plan, Planner, PlanRequest, safety_margin
 from engine.planner.engine_choice import ENGINES, engine_name, plan_engines
 from engine.planner.fill_gpu import fill_request
-from engine.planner.records import PREFERENCES
+from engine.planner.records import PREFERENCES, cpu_share_text
 from engine.planner.remote import plan_with_helpers
 from engine.session.load_policy import MIN_CONTEXT, same_model, sibling_files
 from engine.untrusted_text import printable_line
@@ -257,10 +257,9 @@ def print_plan(result: Plan, out: TextIO) -> None:
         if s.ram_expert_layers:
             if s.expert_cache_slots:
                 how = f"{s.expert_cache_slots} cached on the GPU per layer"
-            elif s.expert_cpu_picks:
-                how = "every pick computed by the CPU"
-            else:
-                how = "read in place over PCIe"
+            else:  # every pick by the CPU, a split with the copy engine, or read in place
+                used = result.choice.n_expert_used if result.choice is not None else 0
+                how = cpu_share_text(s.expert_cpu_picks, used)
             out.write(f"  experts in RAM: the last {s.ram_expert_layers} layers', {how}\n")
         for pattern, buft in s.tensor_buft_overrides:
             out.write(f"  override: {pattern} -> {buft}\n")

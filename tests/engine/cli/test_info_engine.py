@@ -28,3 +28,29 @@ def test_the_hearth_lines_say_whether_it_runs_here_and_what_best_fit_picks(tmp_p
     assert not can_run and "compute capability 7.5" in lines[0]
     lines, can_run = hearth_lines(info, machine(cpu(32)))
     assert not can_run and "no GPU" in lines[0]
+
+
+def test_the_plans_load_line_says_who_computes_the_experts_in_ram(tmp_path):
+    """`hearth plan` on a 12 GiB sm_90 card for a Qwen3-30B-A3B shape: the Hearth engine with
+    experts in RAM split between the CPU and the copy engine, said alike in the plan's first
+    line and in its load line."""
+    import io
+
+    from engine.cli.plan_cmd import print_plan
+    from engine.gguf import read_model_info
+    from engine.planner import DeviceBudget, Planner, PlanRequest
+    from engine.planner.engine_choice import plan_engines
+    from testkit.synthetic_gguf import SHAPES, write_sparse_gguf
+
+    path = write_sparse_gguf(tmp_path / "q.gguf", SHAPES["qwen3-30b-a3b"], "Q4_K_M")
+    gpu = DeviceBudget("gpu0", "H200", "cuda", 12 * 2**30, 4800.0, "9.0")
+    request = PlanRequest(gpus=(gpu,), target_ctx=4096, host_budget_bytes=100 * 2**30)
+    plan = plan_engines(Planner([read_model_info(path)]), request)
+    assert plan.choice.engine == "hearth" and 0 < plan.choice.expert_cpu_picks < 8
+    out = io.StringIO()
+    print_plan(plan, out)
+    split = f"{plan.choice.expert_cpu_picks} of a token's 8 picks computed by the CPU"
+    load_line = out.getvalue().split("\nload with:", 1)[1]
+    assert f"experts in RAM: the last {plan.choice.n_cpu_expert_layers} layers', {split}" in (
+        load_line
+    )
