@@ -67,16 +67,20 @@ class OffloadCosts:
     # of them the 8 picks (docs/measurements/2026-11-30-s25-call-5/offload.txt)
     host_call_s: float = 130e-6
     # a token's picks split (engine/hearth/staged_experts.py): ggml called directly on the
-    # stepping thread, 59 us a call (the probe above), its picks 1.11x slower beside the copies
-    # (289 against 260 us for 4 picks: the same probe); and the pause a layer in RAM costs
-    # beyond the longer of the two (the graph piece's own GPU work, the host's Python, the
-    # copies' late start): 21 layers split 3 of 8 ran 99.9 tok/s, 10.01 ms a token where the
-    # rest of this model gives 8.99 ms with no pause: 49 us more a layer than a 60 us guess
-    # (docs/measurements/2026-11-30-s27-call-6); a host whose ggml ran slower fits 141 us
-    # (call 8)
-    direct_call_s: float = 59e-6
+    # stepping thread, its picks 1.11x slower beside the copies (289 against 260 us for 4
+    # picks: the probe above). Its fixed cost a call: 59 us there with llama.cpp's graph, 15 us
+    # less in three nodes (176.2 against 161.3 us at 4 picks, 145.2 against 126.3 at 3:
+    # docs/decisions/2026-11-30-ggml-experts-in-three-nodes.md). The pause a layer in RAM costs
+    # beyond the longer of the two halves (the graph piece's own GPU work, the host's Python,
+    # the copies' start) fitted to the code as it is: 20 layers of Qwen3-30B-A3B in RAM on a
+    # 12 GiB card, 4 of 8 picks by ggml (the share the load's tuning chose in every run), ran
+    # 114.3, 115.1 and 115.9 tok/s on two hosts (docs/measurements/2026-11-30-s35-call-{2,3,4}):
+    # 64 us. The same costs predict 201 tok/s for 9 layers on a 16 GiB card (measured 193.1)
+    # and 105 for gpt-oss-20b's 12 on an 8 GiB card (measured 90.9: ggml reads MXFP4 at about
+    # 0.7 of its Q4_K rate, which one rate for every format does not say)
+    direct_call_s: float = 44e-6
     cpu_beside_copies: float = 1.11
-    split_pause_s: float = 109e-6
+    split_pause_s: float = 64e-6
     # whether the planner may choose a split: measured faster than reading in place on the
     # H200's hosts (99.9 / 92.5 against 83.8 / 82.3 tok/s, calls 6 and 8)
     split_placements_measured: bool = True
