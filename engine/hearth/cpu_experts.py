@@ -187,6 +187,7 @@ class _Graph:
     weights: np.ndarray  # [T, 1, k] float32
     slots: np.ndarray  # [T, k, n_embd] float32, ggml's output
     total: np.ndarray  # [T, 1, n_embd] float32
+    # weights' and total's addresses, kept: ndarray.ctypes.data costs a microsecond a call
     weights_at: int
     total_at: int
 
@@ -246,19 +247,20 @@ class CpuExperts:
         )
         # gate and up as one repacked tensor (module docstring), or None: each its own
         self._gate_up = self._merged_gate_up() if repack and self._merges_gate_up() else None
-        own = (down,) if self._gate_up is not None else self.tensors
-        repacked = {id(w): self._repacked(w) if repack else None for w in own}
-        self.repacked = tuple(
-            repacked[id(w)] is not None if id(w) in repacked else True for w in self.tensors
-        )
-        # gate, up, down as the graph reads them (gate and up None where merged)
-        self._weights = [
-            None
-            if id(w) not in repacked
-            else repacked[id(w)]
-            or self._mapped(w.ggml_type, (w.n_in, w.n_out, w.n_expert), w.address, w.nbytes)
-            for w in self.tensors
-        ]
+        # gate, up, down as the graph reads them: None where in _gate_up, else repacked or
+        # mapped
+        self._weights: list[int | None] = []
+        repacked = []
+        for w in self.tensors:
+            if self._gate_up is not None and w is not down:
+                self._weights.append(None)
+                repacked.append(True)
+                continue
+            tensor = self._repacked(w) if repack else None
+            repacked.append(tensor is not None)
+            shape = (w.n_in, w.n_out, w.n_expert)
+            self._weights.append(tensor or self._mapped(w.ggml_type, shape, w.address, w.nbytes))
+        self.repacked = tuple(repacked)
         self._bias_tensors = [self._mapped_bias(b) for b in self.biases]
 
     def _merges_gate_up(self) -> bool:

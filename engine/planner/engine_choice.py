@@ -102,21 +102,17 @@ def _experts_in_ram_against_none(hearth: Plan, llama: Plan) -> Plan:
     faster here. The planner's predictions decide, and llama.cpp keeps ties and unknowns."""
     layers = hearth.choice.n_cpu_expert_layers
     ours, theirs = hearth.tokens_per_second, llama.tokens_per_second
+    known = ours is not None and theirs is not None
     why = (
         f"llama.cpp holds every expert on the GPU here, where the Hearth engine would keep "
         f"{layers} layer{'s' if layers != 1 else ''}' experts in RAM"
     )
-    if ours is not None and theirs is not None and ours > theirs:
+    predicted = f" (predicted {ours:.0f} tokens/s against {theirs:.0f})" if known else ""
+    if known and ours > theirs:
         return _with_note(
-            hearth,
-            f"Engine: {Engine.HEARTH.display_name}: {why}, and it is still predicted faster "
-            f"({ours:.0f} tokens/s against {theirs:.0f}; predicted, not measured).",
-        )
-    predicted = (
-        f" (predicted {ours:.0f} tokens/s against {theirs:.0f})"
-        if ours is not None and theirs is not None
-        else ""
-    )
+            hearth, f"Engine: {Engine.HEARTH.display_name}: {why}, and it is still predicted "
+                    f"faster{predicted}.",
+        )  # fmt: skip
     return _with_note(llama, f"Engine: llama.cpp: {why}{predicted}.")
 
 
