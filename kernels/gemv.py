@@ -286,6 +286,15 @@ def _dp4a_matmul(
         rows_cfg = gemv_dp4a_rows.default_rows_config(w.fmt.name, n_rows_x, w.n_out, w.n_in)
         return _dp4a_rows_matmul(x2, w, dataclasses.replace(rows_cfg, chained=cfg.chained),
                                  quantized)  # fmt: skip
+    cfg, plan, out, part, counters = dp4a_buffers(x2, w, cfg)
+    gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg)
+    return out
+
+
+def dp4a_buffers(x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig):
+    """(config, _Plan, out, split-K partials, tickets) of the integer GEMV's one launch (a
+    program a row) for x2 [B, n_in]: _dp4a_matmul's, and kernels/router_beside_wo.py's."""
+    n_rows_x = x2.shape[0]
     cfg, plan = dp4a_plan(
         cfg, w.n_out, w.n_in, n_rows_x, _sm_count(x2.device), not interpret_mode()
     )
@@ -294,8 +303,7 @@ def _dp4a_matmul(
     if plan.splits > 1:
         part = torch.empty(plan.splits, n_rows_x, w.n_out, dtype=torch.float32, device=x2.device)
     counters = _COUNTERS.get(x2.device, triton.cdiv(w.n_out, cfg.block_n) * n_rows_x)
-    gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg)
-    return out
+    return cfg, plan, out, part, counters
 
 
 def _dp4a_rows_matmul(

@@ -241,8 +241,25 @@ def dp4a_gemv_kernel(
     """The planes p0..p3: Q4_K d, dmin (f16), scales, qs (int32 words); Q6_K ql, qh, scales
     (int32 words), d (f16). x: quantize_activation's words, scales and sums. steps_per_tile =
     cdiv(blocks_per_split, NBLK), an argument so that Triton's specialization of 1 folds the
-    divisions by it away. The flags: module docstring. (A step's six plane tensors are kept as
-    six names, not a tuple, so the loop carries them as plain values.)"""
+    divisions by it away. The flags: module docstring."""
+    gemv_program(xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3, N, NB,
+                 n_rows_x, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
+                 BLOCK_N, NBLK, EVEN, SPLIT_K, Q6, ONE_STEP, GDC, EARLY_NEXT, ASM,
+                 RIT)  # fmt: skip
+
+
+@triton.jit
+def gemv_program(
+    xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3,
+    N, NB, n_rows_x, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
+    BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
+    Q6: tl.constexpr, ONE_STEP: tl.constexpr, GDC: tl.constexpr, EARLY_NEXT: tl.constexpr,
+    ASM: tl.constexpr, RIT: tl.constexpr,
+):  # fmt: skip
+    """dp4a_gemv_kernel's program (programs 0..n_tiles - 1 of a launch of at least n_tiles:
+    kernels/router_beside_wo.py's launch adds programs of its own after them). (A step's six
+    plane tensors are kept as six names, not a tuple, so the loop carries them as plain
+    values.)"""
     PER: tl.constexpr = 2 if Q6 else 4  # groups per super-block (Q6_K halves, Q4_K chunks)
     NG: tl.constexpr = NBLK * PER
     n_steps = tl.cdiv(n_tiles - tl.program_id(0), tl.num_programs(0)) * steps_per_tile
@@ -307,17 +324,27 @@ def plane_args(w) -> tuple[torch.Tensor, ...]:
 def launch(w, x, xq, out, part, count, plan, cfg) -> None:
     """One launch over every tile of plan (split-K) for x [B, K] (xq: x's 8-bit form or None:
     quantized here, in a launch of its own)."""
+    n_tiles, args, flags = launch_args(w, x, xq, out, part, count, plan, cfg)
+    dp4a_gemv_kernel[(n_tiles,)](*args, **flags)
+
+
+def launch_args(w, x, xq, out, part, count, plan, cfg) -> tuple[int, tuple, dict]:
+    """launch's (programs, arguments, flags) for dp4a_gemv_kernel, or gemv_program in a
+    kernel of more programs (kernels/router_beside_wo.py)."""
     n_tiles = triton.cdiv(w.n_out, cfg.block_n) * x.shape[0] * plan.splits
     gdc = cfg.chained and has_dependent_launch(x.device)
     xq = xq or quantize_activation(x, let_next_start=gdc)
     extra = {"launch_pdl": True} if gdc else {}
-    dp4a_gemv_kernel[(n_tiles,)](
+    args = (
         xq.words, xq.scales, xq.sums, out, part, count, *plane_args(w),
         w.n_out, w.n_in // 256, x.shape[0], out.stride(0), plan.blocks_per_split,
         plan.splits, n_tiles, triton.cdiv(plan.blocks_per_split, cfg.blocks_per_tile),
+    )  # fmt: skip
+    flags = dict(
         BLOCK_N=cfg.block_n, NBLK=cfg.blocks_per_tile, EVEN=plan.even,
         SPLIT_K=plan.splits > 1, Q6=w.fmt.name == "Q6_K",
         ONE_STEP=plan.blocks_per_split <= cfg.blocks_per_tile, GDC=gdc,
         EARLY_NEXT=cfg.early_next, ASM=plan.native, RIT=cfg.rows_in_thread,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages, **extra,
     )  # fmt: skip
+    return n_tiles, args, flags

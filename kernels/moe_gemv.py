@@ -81,6 +81,7 @@ from kernels.moe_blocks import (
     run_sums,
     runs_in_8_bits,
 )
+from kernels.moe_one_token_rule import ONE_SPLIT_RUNS, ONE_TOKEN_MAX_SLOTS
 from kernels.moe_routing import ExpertRouting
 from kernels.packed_weight import PackedWeight
 from kernels.tickets import TicketCounters
@@ -115,7 +116,7 @@ SWIGLU_OAI = GluActivation("swiglu_oai")
 @dataclass(frozen=True)
 class MoeGemvConfig:
     block_n: int = 4  # weight rows a program
-    max_runs: int = 128  # runs of 16 weights a program reads of each row at most (one split)
+    max_runs: int = ONE_SPLIT_RUNS  # runs of 16 weights a program reads of a row (one split)
     num_warps: int = 2
     pdl: bool = True  # a dependent launch where the GPU has one (sm_90+; module docstring)
 
@@ -125,11 +126,6 @@ def one_token_config() -> MoeGemvConfig:
     expert a program and 8 warps (Qwen3-30B-A3B: 128 programs, one an SM; measured best of
     the shapes in docs/decisions/2026-11-29-one-token-expert-gemv.md)."""
     return MoeGemvConfig(block_n=16, num_warps=8)
-
-
-# the most slots the one-token down takes (16 rows of 8 slots: its measured shape; a program
-# of more rows would spill)
-ONE_TOKEN_MAX_SLOTS = 8
 
 
 def takes_one_token(n_tokens: int, top_k: int, n_in: int,

@@ -21,6 +21,7 @@ from kernels.act_quant import QuantizedActivation, empty_quantized, store_quanti
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
 from kernels.launch import gdc_wait, has_dependent_launch
+from kernels.moe_one_token_rule import ROUTER_FORMATS
 from kernels.moe_routing import (
     ExpertRouting,
     check_logits_shape,
@@ -122,9 +123,8 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
         tl.atomic_xchg(tickets_ptr, 0)
 
 
-# the router matrices route_from_router reads; a quantized router takes the GEMV, then
-# select_and_route (no GGUF that llama.cpp quantizes has one: it keeps ffn_gate_inp as is)
-ROUTER_FORMATS = ("F32", "F16", "BF16")
+# the router matrices route_from_router reads (ROUTER_FORMATS); a quantized router takes the
+# GEMV, then select_and_route (no GGUF that llama.cpp quantizes has one)
 
 
 @dataclass(frozen=True)

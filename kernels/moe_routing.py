@@ -307,6 +307,13 @@ class ExpertRouting:
     group_count: torch.Tensor
     n_groups: torch.Tensor
 
+    @classmethod
+    def one_token(cls, ids: torch.Tensor, weights: torch.Tensor, n_expert: int) -> ExpertRouting:
+        """A one-token step's picks ids [1, k] and weights [1, k], for the kernels that read
+        only those (moe_gemv's ONE_TOKEN gate/up, moe_one_token.py's down): no grouping
+        launch; the grouping's tables are ids itself, which those kernels never read."""
+        return cls(ids, weights, n_expert, ids, ids, ids, ids, ids)
+
     @property
     def n_tokens(self) -> int:
         return self.ids.shape[0]

@@ -25,6 +25,8 @@ docs/decisions/2026-11-30-decode-step-launch-edges.md).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
@@ -37,14 +39,19 @@ from kernels.act_quant import (
 from kernels.availability import require
 from kernels.errors import UnsupportedTensor
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
+from kernels.moe_picks import weights_of_picks
 
 
 @triton.jit
 def _rms_norm_kernel(x_ptr, r_ptr, b_ptr, w_ptr, y_ptr, h_ptr, xq_ptr, xd_ptr, xs_ptr, N, eps,
                      stride_x, stride_r, HAS_RESIDUAL: tl.constexpr, HAS_BIAS: tl.constexpr,
                      QUANTIZE: tl.constexpr, LET_NEXT_START: tl.constexpr,
-                     BLOCK: tl.constexpr, WAIT_PRIOR: tl.constexpr = False):  # fmt: skip
-    if LET_NEXT_START:  # see the module docstring
+                     BLOCK: tl.constexpr, WAIT_PRIOR: tl.constexpr = False, z_ptr=None,
+                     top_ptr=None, weights_ptr=None, n_expert=0, ROUTE: tl.constexpr = False,
+                     K: tl.constexpr = 1, K_PAD: tl.constexpr = 1, E_PAD: tl.constexpr = 1,
+                     SOFTMAX_ALL: tl.constexpr = True,
+                     NORMALIZE: tl.constexpr = True):  # fmt: skip
+    if LET_NEXT_START and not ROUTE:  # see the module docstring
         gdc_launch_dependents()
     row = tl.program_id(0)
     cols = tl.arange(0, BLOCK)
@@ -54,6 +61,8 @@ def _rms_norm_kernel(x_ptr, r_ptr, b_ptr, w_ptr, y_ptr, h_ptr, xq_ptr, xd_ptr, x
         bias = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
     if WAIT_PRIOR:  # a dependent launch: the weights above are read before the kernel before ends
         gdc_wait()
+    if LET_NEXT_START and ROUTE:  # the next reads the kernel before's picks early
+        gdc_launch_dependents()
     h = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=0.0).to(tl.float32)
     if HAS_BIAS:
         h += bias
@@ -61,6 +70,9 @@ def _rms_norm_kernel(x_ptr, r_ptr, b_ptr, w_ptr, y_ptr, h_ptr, xq_ptr, xd_ptr, x
         h += tl.load(r_ptr + row * stride_r + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(h_ptr + row * N + cols, h.to(h_ptr.dtype.element_ty), mask=mask)
     inv_rms = 1.0 / tl.sqrt(tl.sum(h * h, axis=0) / N + eps)
+    if ROUTE:  # one row: the routing weights of the picks from the logits inv_rms z
+        weights_of_picks(z_ptr, top_ptr, weights_ptr, inv_rms, n_expert, K, K_PAD, E_PAD,
+                         SOFTMAX_ALL, NORMALIZE)  # fmt: skip
     y = (h * inv_rms * w).to(y_ptr.dtype.element_ty)
     tl.store(y_ptr + row * N + cols, y, mask=mask)
     if QUANTIZE:  # y as stored (masked columns are 0), in this row's part of the buffers
@@ -82,15 +94,48 @@ def rms_norm_quantized(
     *,
     out_dtype: torch.dtype | None = None,
     bias: torch.Tensor | None = None,
+    route: RouteWeights | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor | None, QuantizedActivation]:
     """(y, x (+ bias) + residual or None, y in 8 bits as [rows, N] for `quant_matmul(y, w,
-    quantized=...)`), one launch. y in out_dtype (default x's); N a multiple of 32."""
+    quantized=...)`), one launch. y in out_dtype (default x's); N a multiple of 32.
+
+    route (one row): a MoE layer's picks made beside wo (kernels/router_beside_wo.py), whose
+    routing weights the launch computes from their scores and its 1/rms into route.weights.
+    The next kernel is then let in after this one's wait, not at its start: it reads the picks
+    before its own wait, which is safe once the kernel before this one (which wrote them) has
+    ended."""
     if x.shape[-1] % 32:
         raise UnsupportedTensor(f"8-bit activations need rows of whole 32s, not {x.shape[-1]}")
-    return _launch(x, weight, eps, residual, out_dtype or x.dtype, quantize=True, bias=bias)
+    return _launch(x, weight, eps, residual, out_dtype or x.dtype, quantize=True, bias=bias,
+                   route=route)  # fmt: skip
 
 
-def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None):
+@dataclass(frozen=True)
+class RouteWeights:
+    """The scores z [n_expert] float32 (logits = z / rms) and those of the k picks, top [1, k]
+    float32 (moe_picks.pick_top_k's), and weights [1, k] float32 to fill; softmax_all and
+    normalize as select_and_route's."""
+
+    scores: torch.Tensor
+    top: torch.Tensor
+    weights: torch.Tensor
+    softmax_all: bool = True
+    normalize: bool = True
+
+
+def _route_args(route: RouteWeights | None, rows: int) -> dict:
+    if route is None:
+        return {}
+    k, n_expert = route.top.shape[-1], route.scores.numel()
+    if rows != 1 or tuple(route.weights.shape) != tuple(route.top.shape):
+        raise UnsupportedTensor(f"routing weights for {rows} rows: the launch routes one")
+    return dict(z_ptr=route.scores, top_ptr=route.top, weights_ptr=route.weights,
+                n_expert=n_expert, ROUTE=True, K=k, K_PAD=triton.next_power_of_2(k),
+                E_PAD=triton.next_power_of_2(n_expert), SOFTMAX_ALL=route.softmax_all,
+                NORMALIZE=route.normalize)  # fmt: skip
+
+
+def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None, route=None):
     require()
     n = x.shape[-1]
     if weight.shape != (n,):
@@ -116,6 +161,7 @@ def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None):
     quantized = empty_quantized(x2.shape[0], n, x.device) if quantize else None
     # without quantizing, y stands in for the 8-bit buffers (never touched)
     xq, xd, xs = (quantized.words, quantized.scales, quantized.sums) if quantize else (y, y, y)
+    routing = _route_args(route, x2.shape[0])
     if x2.shape[0]:
         block = triton.next_power_of_2(n)
         dependent = has_dependent_launch(x.device)
@@ -125,6 +171,7 @@ def _launch(x, weight, eps, residual, out_dtype, *, quantize: bool, bias=None):
             QUANTIZE=quantize, BLOCK=max(block, 32),
             LET_NEXT_START=quantize and dependent,
             num_warps=min(16, max(1, block // 256)), WAIT_PRIOR=dependent,
+            **routing,
             **({"launch_pdl": True} if dependent else {}),
         )  # fmt: skip
     return y.reshape(x.shape), h.reshape(x.shape) if has_residual else None, quantized
