@@ -27,6 +27,17 @@ def attention(model, layer, i: int, x, shared, positions, cache, n_keys: int, sw
     """Layer i's attention block on x [T, n_embd] (the normed input; `shared`: what its
     matrices share of it): Q, K and V, their K/V rows written, the attention over the cache,
     wo (and Gemma 3's post-attention norm). `rope`: (angles, table) of the layer's RoPE."""
+    a, out8 = attend(model, layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)
+    a = model.ops.matmul(a, layer.wo, out8)
+    if layer.post_attn_norm is not None:  # else the caller's norm adds the bias (bo)
+        a = model.ops.rms_norm(add_bias(a, layer.bo), layer.post_attn_norm, model.config.rms_eps)
+    return a
+
+
+def attend(model, layer, i: int, x, shared, positions, cache, n_keys: int, swa: bool, rope,
+           masks: dict) -> tuple[torch.Tensor, object | None]:  # fmt: skip
+    """`attention` up to wo: (the attention's output [T, n_head head_dim], its 8-bit form for
+    wo's GEMV or None)."""
     cfg, ops = model.config, model.ops
     n_tokens = x.shape[0]
     y = project(ops, x, layer.attn_in, shared)
@@ -45,10 +56,7 @@ def attention(model, layer, i: int, x, shared, positions, cache, n_keys: int, sw
     if a is None:
         q = _rotate_and_write(model, layer, i, y, n_tokens, positions, cache, rope)
         a = cache.attend(i, q, positions, n_keys, **options)
-    a = ops.matmul(a.reshape(n_tokens, -1), layer.wo, out8)
-    if layer.post_attn_norm is not None:  # else the caller's norm adds the bias (bo)
-        a = ops.rms_norm(add_bias(a, layer.bo), layer.post_attn_norm, cfg.rms_eps)
-    return a
+    return a.reshape(n_tokens, -1), out8
 
 
 def _write_and_attend(model, layer, i, y, cache, rope, options) -> torch.Tensor | None:

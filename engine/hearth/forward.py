@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from engine.hearth.attention_block import attention, joined_heads, project
+from engine.hearth.attention_block import attend, attention, joined_heads, project
 from engine.hearth.config import HOST_ROWS_KEPT, ModelConfig
 from engine.hearth.expert_offload import ExpertPlacement, RamExperts
 from engine.hearth.host_dequant import dequantize
@@ -78,6 +78,9 @@ class MoeBlock:
     experts: ExpertWeights  # or ops.PackedExperts, or expert_offload.RamExperts (in RAM)
     router_bias: torch.Tensor | None = None  # [n_expert]
     shared_gate: torch.Tensor | None = None  # [n_embd]: sigmoid(x . g) scales the shared expert
+    # the router folded with the FFN norm's weight and wo (kernels/router_beside_wo.py): a
+    # one-token step computes its scores in wo's launch; None where the layer routes otherwise
+    folded: object | None = None
 
 
 @dataclass
@@ -299,6 +302,8 @@ class Transformer:
                         else None,
                     )
                 )
+                if moe is not None:
+                    layers[-1].moe.folded = ops.fold_router(layers[-1], moe)
             # The embedding is kept as mapped from the file: the CPU path dequantizes the rows it
             # reads; on a GPU, device_embedding() puts its blocks there once (the decode graph and
             # the prefill read their rows on the device). A tied output matrix is the same tensor.
@@ -427,7 +432,17 @@ class Transformer:
         for i, layer in enumerate(self.layers):
             swa = cfg.is_swa(i)
             rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
-            a = attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)
+            # a one-token step's router scores in wo's launch, where the layer folded its router
+            beside = layer.moe.folded if layer.moe is not None and x.shape[0] == 1 else None
+            scores = None
+            if beside is not None and ops.scores_beside_wo:
+                pre, out8 = attend(self, layer, i, x, shared, positions, cache, n_keys, swa, rope,
+                                   masks)  # fmt: skip
+                a, scores = ops.matmul_and_scores(
+                    pre, layer.wo, out8, beside, h, cfg.moe.n_expert_used
+                )
+            else:
+                a = attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)
             # the attention output's bias in the norm's launch, where no norm comes between
             bias = layer.bo if layer.post_attn_norm is None else None
             if layer.moe is None:
@@ -438,7 +453,7 @@ class Transformer:
             else:  # the norm and the routed experts, the norm in the router's launch if it can
                 f, x, h, shared = ops.norm_and_moe_ffn(
                     _ffn_readers(layer), a, h, layer.ffn_norm, cfg.rms_eps, layer.moe, cfg.moe,
-                    bias=bias,
+                    bias=bias, scores=scores,
                 )  # fmt: skip
                 f = self._with_shared_expert(layer, x, shared, f)
             last = i + 1 == len(self.layers)

@@ -248,11 +248,25 @@ class TorchMoeOps:
         """moe_ffn of the router's logits (router: the prepared [n_expert, n_embd] matrix)."""
         return self.moe_ffn(x, experts, self.matmul(x, router), rule, bias, quantized)
 
+    # a one-token step of a layer with a folded router computes its scores beside wo
+    # (KernelsOps; kernels/router_beside_wo.py); False: from the norm's output, as every step
+    # (benchmarks compare the two)
+    scores_beside_wo = True
+
+    def fold_router(self, layer, rule) -> object | None:
+        """The layer's router folded for scores beside its output projection (KernelsOps,
+        where kernels/moe_one_token_rule.py lets the layer), else None: plain torch routes
+        from the norm's output."""
+        return None
+
     def norm_and_moe_ffn(self, readers: list, a: torch.Tensor, h: torch.Tensor, weight, eps: float,
-                         moe, rule, bias=None):  # fmt: skip
+                         moe, rule, bias=None, scores=None):  # fmt: skip
         """(f, y, h, shared): rms_norm_for(readers, a, weight, eps, residual=h, bias=bias),
         then moe_ffn_from_router on its y with the layer's MoeBlock `moe` (f: the routed
-        experts' output). KernelsOps takes the norm into the router's launch where it can."""
+        experts' output). KernelsOps takes the norm into the router's launch where it can, or
+        with `scores` (from matmul_and_scores) routes the experts by them."""
+        if scores is not None:
+            raise ValueError("routing by scores beside wo is KernelsOps' (fold_router)")
         y, h, shared = self.rms_norm_for(readers, a, weight, eps, residual=h, bias=bias)
         f = self.moe_ffn_from_router(y, moe.router, moe.experts, rule, moe.router_bias, shared)
         return f, y, h, shared
@@ -491,15 +505,60 @@ class KernelsMoeOps:
 
         return self._expert_gemv(x, experts, k, route, quantized)
 
+    def fold_router(self, layer, rule):
+        """kernels.router_beside_wo.FoldedRouter of a layer whose one-token step can route
+        beside wo (kernels/moe_one_token_rule.py's rule, wo on the integer GEMV, the folded
+        values within float16), else None. Made on the device from wo dequantized (float32,
+        dropped after)."""
+        from kernels.dequant import dequantize
+        from kernels.moe_one_token_rule import routes_beside_wo
+        from kernels.router_beside_wo import fold_router
+
+        moe, experts = layer.moe, layer.moe.experts
+        if not isinstance(experts, PackedExperts):
+            return None
+        parts = (experts.gate, experts.up, experts.down)
+        takes = routes_beside_wo(
+            wo_format=getattr(getattr(layer.wo, "fmt", None), "name", ""),
+            router_format=getattr(getattr(moe.router, "fmt", None), "name", ""),
+            n_expert_used=rule.n_expert_used, n_ff_exp=experts.down.n_in,
+            router_bias=moe.router_bias is not None,
+            expert_bias=any(w.bias is not None for w in parts),
+            norm_after_attention=layer.post_attn_norm is not None,
+            experts_on_device=not any(w.in_host_memory for w in parts),
+        )  # fmt: skip
+        if not takes or self._gemv_config(layer.wo, 1).path != "dp4a":
+            return None
+        router = moe.router.planes["w"].reshape(moe.router.n_out, moe.router.n_in)
+        try:
+            return fold_router(router, layer.ffn_norm, dequantize(layer.wo, torch.float32),
+                               layer.bo)  # fmt: skip
+        except self._k.UnsupportedTensor:  # past float16: the router's launch as before
+            return None
+
+    def matmul_and_scores(self, x: torch.Tensor, w, shared, folded, residual: torch.Tensor,
+                          top_k: int):  # fmt: skip
+        """(x @ w.T, the router's scores and top_k picks: kernels.router_beside_wo.ScoresBeside)
+        of one row in wo's one launch (kernels.router_beside_wo.wo_and_scores): `folded` from
+        fold_router, `residual` the stream wo's output is added to, `shared` x's 8-bit form or
+        None."""
+        from kernels.router_beside_wo import wo_and_scores
+
+        config = self._gemv_config(w, 1)
+        return wo_and_scores(x, w, folded, residual, top_k, config, quantized=shared)
+
     def norm_and_moe_ffn(self, readers: list, a: torch.Tensor, h: torch.Tensor, weight, eps: float,
-                         moe, rule, bias=None):  # fmt: skip
+                         moe, rule, bias=None, scores=None):  # fmt: skip
         """The FFN norm in the router's launch (norm_and_route: one launch a layer fewer) where
         the experts take the expert GEMV in one slice with x in 8 bits, the router is a float
         matrix and the norm would write its y in 8 bits (rms_norm_for's condition); else the
-        norm, then moe_ffn_from_router."""
+        norm, then moe_ffn_from_router. With `scores` (matmul_and_scores' picks, one token):
+        _moe_ffn_beside."""
         from kernels.moe_router import ROUTER_FORMATS
         from kernels.moe_routing import MAX_PAIRS
 
+        if scores is not None:
+            return self._moe_ffn_beside(a, h, weight, eps, moe, rule, bias, scores)
         k, rows = rule.n_expert_used, a.shape[0]
         fmt = getattr(moe.router, "fmt", None)
         if (
@@ -527,6 +586,22 @@ class KernelsMoeOps:
         else:
             f = self._expert_gemv(r.y, moe.experts, k, lambda _rows: r.routing, r.quantized)
         return f, r.y, r.h, r.quantized
+
+    def _moe_ffn_beside(self, a, h, weight, eps: float, moe, rule, bias, picked):
+        """norm_and_moe_ffn of one token whose picks came beside wo (matmul_and_scores): the
+        norm computing their routing weights in its launch, then the expert GEMV's one-token
+        kernels on those picks (no router launch, no grouping launch)."""
+        from kernels.moe_routing import ExpertRouting
+        from kernels.norms import RouteWeights
+
+        weights = torch.empty(picked.ids.shape, dtype=torch.float32, device=a.device)
+        route = RouteWeights(picked.scores, picked.top, weights,
+                             softmax_all=rule.gating == "softmax",
+                             normalize=rule.normalize)  # fmt: skip
+        y, h, q = self._k.rms_norm_quantized(a, weight, eps, h, bias=bias, route=route)
+        routing = ExpertRouting.one_token(picked.ids, weights, moe.experts.n_expert)
+        f = self._expert_gemv(y, moe.experts, rule.n_expert_used, lambda _rows: routing, q)
+        return f, y, h, q
 
     def _slot_routing(self, slot_ids: torch.Tensor, slot_weights: torch.Tensor, n_slots: int):
         """The routing of a split's slots (staged_experts: pick c + j in slot j, ids 0..n-1 at

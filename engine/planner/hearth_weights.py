@@ -15,6 +15,7 @@ from engine.gguf.ggml_types import GGML_TYPES
 from engine.hearth.config import ModelConfig, model_config
 from engine.hearth.split_tuning import staging_slots
 from kernels.ggml_formats import FORMATS
+from kernels.moe_one_token_rule import folded_bytes, routes_beside_wo
 
 
 class HearthConfig(Protocol):
@@ -94,6 +95,10 @@ class HearthProfile:
     # per layer, its routed experts' tensors (weights and biases; empty for a dense layer)
     layer_experts: tuple[tuple[TensorInfo, ...], ...] = ()
     largest_matrix_type: int = FORMATS["Q4_K"].ggml_type  # its ggml type
+    # per layer, the allocations of its router folded for a one-token step's routing beside
+    # wo (kernels/router_beside_wo.py) while its experts are on the GPU; empty where it keeps
+    # the router's launch (and for a dense layer)
+    layer_folded: tuple[tuple[int, ...], ...] = ()
 
     @property
     def expert_bytes(self) -> int:
@@ -130,6 +135,8 @@ class HearthProfile:
         # a time, each made into planes before the next is read (moe_ops.prepare_experts)
         on_gpu = _gpu_tensors(info)
         sizes += [4 * t.n_elements for t in on_gpu if len(t.shape) < 2]  # float32 vectors
+        folded = tuple(_folded_router(info, config, i) for i in range(info.n_layer or 0))
+        sizes += [size for layer in folded for size in layer]
         embedding = info.tensor(_EMBEDDING)
         return cls(
             info=info,
@@ -141,7 +148,27 @@ class HearthProfile:
             values_on_gpu=sum(t.n_elements for t in on_gpu),
             layer_experts=tuple(_expert_tensors(info, i) for i in range(info.n_layer or 0)),
             largest_matrix_type=largest_type,
+            layer_folded=folded,
         )
+
+
+def _folded_router(info: ModelInfo, config: ModelConfig, layer: int) -> tuple[int, ...]:
+    """Layer `layer`'s folded router allocations where kernels/moe_one_token_rule.py lets it
+    route beside wo with its experts on the GPU (the engine folds it then, at load), else ()."""
+    moe = config.moe
+    p = f"blk.{layer}."
+    wo, router = info.tensor(p + "attn_output.weight"), info.tensor(p + "ffn_gate_inp.weight")
+    if moe is None or wo is None or router is None:
+        return ()
+    takes = routes_beside_wo(
+        wo_format=GGML_TYPES[wo.ggml_type].name, router_format=GGML_TYPES[router.ggml_type].name,
+        n_expert_used=moe.n_expert_used, n_ff_exp=moe.n_ff_exp,
+        router_bias=info.tensor(p + "ffn_gate_inp.bias") is not None,
+        expert_bias=any(t.name.endswith(".bias") for t in _expert_tensors(info, layer)),
+        norm_after_attention=config.post_norms, experts_on_device=True,
+    )  # fmt: skip
+    n_in = wo.shape[0]  # GGUF's ne[0]: the row length
+    return tuple(folded_bytes(moe.n_expert, config.n_embd, n_in)) if takes else ()
 
 
 def _expert_tensors(info: ModelInfo, layer: int) -> tuple[TensorInfo, ...]:
@@ -168,6 +195,8 @@ def weight_allocations(profile: HearthProfile, config: HearthConfig) -> list[int
     removed: Counter[int] = Counter()
     caches: list[int] = []
     for layer in ram:
+        if layer < len(profile.layer_folded):  # its router not folded: its experts are in RAM
+            removed.update(profile.layer_folded[layer])
         for t in profile.layer_experts[layer]:
             removed.update(_matrix_allocations(t))  # as HearthProfile.of counted it
             caches += [s for s in _cache_allocations(t, config.expert_cache_slots) if s]

@@ -449,3 +449,54 @@ def test_the_norm_the_router_gemv_and_the_selection_take_one_launch(arch, fused_
     fused_gemvs, apart_gemvs = fused["matrices"], apart["matrices"]
     assert len(apart_gemvs) - len(fused_gemvs) == 4, (apart_gemvs, fused_gemvs)
     assert apart["norms"] - fused["norms"] == 4, (apart["norms"], fused["norms"])
+
+
+def _router_launch(monkeypatch):
+    """KernelsOps routing a one-token step from the norm's output (norm_and_route), not beside
+    wo."""
+    monkeypatch.setattr(KernelsOps, "scores_beside_wo", False)
+
+
+@pytest.mark.slow
+def test_a_one_token_step_routes_beside_wo(tmp_path, monkeypatch):
+    """qwen3moe with Q4_K attention matrices (the integer GEMV's wo): at load the layer folds
+    its router; the decode step computes the scores and picks in wo's launch, the norm their
+    weights, and it picks what norm_and_route picks, its logits within the float16 folding's
+    rounding of that step's; the prefill (3 tokens) routes as before."""
+    from gguf import GGMLQuantizationType as QT
+
+    spec = tiny_spec(
+        "qwen3moe", n_layer=1, n_embd=256, head_dim=64, matrix_type=QT.Q4_K, wo_type=QT.Q4_K
+    )
+    path = write_tiny_gguf(tmp_path / "q.gguf", spec)
+    calls = []
+    scores = KernelsOps.matmul_and_scores
+
+    def counted(self, *args):
+        calls.append(1)
+        return scores(self, *args)
+
+    monkeypatch.setattr(KernelsOps, "matmul_and_scores", counted)
+    beside = _decode_step(path)
+    assert len(calls) == 1  # the decode step's one layer
+    apart = _decode_step(path, _router_launch)
+    assert len(calls) == 1 and len(beside["picks"]) == len(apart["picks"]) == 2
+    for a, b in zip(beside["picks"], apart["picks"], strict=True):
+        assert torch.equal(a.cpu(), b.cpu())
+    scale = np.abs(apart["logits"]).max()
+    np.testing.assert_allclose(beside["logits"], apart["logits"], rtol=0, atol=2e-3 * scale)
+    assert not np.array_equal(beside["logits"], apart["logits"])  # another path was taken
+
+
+def test_layers_that_cannot_route_beside_wo_keep_the_router(tmp_path):
+    """The tiny qwen3moe's F16 wo has no integer GEMV to compute scores beside, and
+    gpt-oss's router has a bias: neither folds; TorchOps never does."""
+    from engine.hearth.forward import Transformer
+
+    for arch in ("qwen3moe", "gpt-oss"):
+        path = write_tiny_gguf(tmp_path / f"{arch}.gguf", tiny_spec(arch, n_layer=1))
+        info = read_model_info(path)
+        config = model_config(info)
+        for ops in (KernelsOps("cpu"), TorchOps("cpu")):
+            model = Transformer.load(config, GGUFTensors(str(path), info), ops)
+            assert model.layers[0].moe.folded is None, (arch, ops.name)

@@ -53,6 +53,7 @@ class TinySpec:
     n_ff: int = 512
     n_vocab: int = 301
     matrix_type: QT = QT.Q8_0
+    wo_type: QT = QT.F16  # the attention's output projection
     tied: bool = True
     biases: bool = False
     qk_norm: bool = False
@@ -178,7 +179,7 @@ def write_tiny_gguf(
         matrix(p + "attn_q.weight", q, e)
         matrix(p + "attn_k.weight", kv, e)
         matrix(p + "attn_v.weight", kv, e, QT.Q8_0)
-        matrix(p + "attn_output.weight", e, q, QT.F16)
+        matrix(p + "attn_output.weight", e, q, spec.wo_type)
         if spec.biases:
             vector(p + "attn_q.bias", q, around=0.0)
             vector(p + "attn_k.bias", kv, around=0.0)

@@ -278,7 +278,10 @@ def qwen3_moe(synthetic_info):
 def test_every_expert_is_on_the_gpu_and_none_is_a_prefill_gemm(qwen3_moe, synthetic_info):
     info = synthetic_info("qwen3-30b-a3b", "Q4_K_M")
     items = hearth_items(qwen3_moe, HearthConfig(32768))
-    assert items.weights == info.weight_bytes  # 17.28 GiB: the experts' planes, byte for byte
+    # 17.28 GiB: the experts' planes, byte for byte, and each layer's router folded with its
+    # FFN norm and wo (routing beside wo: 128 x (2048 + 4096) float16 and 128 float32)
+    folded = 48 * (128 * 6144 * 2 + 128 * 4)
+    assert items.weights == info.weight_bytes + folded
     # the largest dequantized matrix is Q, K and V joined, not an expert tensor
     assert qwen3_moe.largest_matrix == (4096 + 512 + 512) * 2048
     # the largest raw copy while loading: the Q6_K output matrix (151936 x 2048, 243 MiB); an

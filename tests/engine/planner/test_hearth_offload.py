@@ -111,7 +111,8 @@ def qwen3_moe(synthetic_info):
 
 def test_experts_in_ram_leave_the_gpu_for_pinned_host_memory(qwen3_moe):
     """10 layers in RAM with 8 slots each: the GPU's weights fall by those layers' experts
-    less their caches (8 of 128 experts' rows); host memory gains the layers' experts."""
+    less their caches (8 of 128 experts' rows) and by their folded routers (a layer in RAM
+    keeps the router's launch); host memory gains the layers' experts."""
     per_layer = [sum(t.n_bytes for t in ts) for ts in qwen3_moe.layer_experts]
     assert len(per_layer) == 48 and min(per_layer) > 300 * 2**20
     on_gpu = hearth_items(qwen3_moe, HearthConfig(4096))
@@ -122,11 +123,14 @@ def test_experts_in_ram_leave_the_gpu_for_pinned_host_memory(qwen3_moe):
     planes = in_ram.host_experts - ten
     assert 0 < planes <= 10 * 3 * 4 * 2 * 4096
     assert in_ram.host_weights - on_gpu.host_weights == in_ram.host_experts
-    assert on_gpu.weights - in_ram.weights == pytest.approx(ten * (1 - 8 / 128), rel=1e-3)
-    # a cache of every expert is the layer itself
+    folded = 10 * (128 * 6144 * 2 + 128 * 4)
+    assert sum(map(sum, qwen3_moe.layer_folded[-10:])) == folded
+    expected = ten * (1 - 8 / 128) + folded
+    assert on_gpu.weights - in_ram.weights == pytest.approx(expected, rel=1e-3)
+    # a cache of every expert is the layer itself (its router not folded)
     full = hearth_items(qwen3_moe, HearthConfig(4096, ram_expert_layers=48,
                                                 expert_cache_slots=128))  # fmt: skip
-    assert full.weights == on_gpu.weights
+    assert full.weights == on_gpu.weights - 48 * (128 * 6144 * 2 + 128 * 4)
     assert qwen3_moe.expert_bytes == max(per_layer) // 128
 
 
