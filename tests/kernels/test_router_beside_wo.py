@@ -18,7 +18,7 @@ from kernels.moe_picks import pick_top_k
 from kernels.moe_routing import select_and_route
 from kernels.norms import RouteWeights, rms_norm_quantized
 from kernels.packed_weight import PackedWeight
-from kernels.router_beside_wo import fold_router, wo_and_scores
+from kernels.router_beside_wo import fold_router, router_scores, wo_and_scores
 
 EPS = 1e-6
 
@@ -57,40 +57,47 @@ def test_a_fold_past_float16_is_refused():
 
 @pytest.mark.parametrize(("fmt", "bias"), [("Q4_K", False), ("Q6_K", True)])
 def test_scores_are_the_routers_logits_up_to_the_norm(fmt, bias, device):
-    """The projection's output is the integer GEMV's, bit for bit; the scores times the
-    norm's 1/rms are the router's logits on the norm's output (float64, from the
-    projection's own output), within the float16 folding's rounding; the top-k agree."""
-    n_embd, n_in, n_expert, k = 256, 512, 16, 4
+    """router_scores' parts, then wo_and_scores: the projection's output is the integer
+    GEMV's, bit for bit; the scores are the offset plus the parts; times the norm's 1/rms they
+    are the router's logits on the norm's output (float64, from the projection's own output),
+    within the float16 folding's rounding; the picks are the top k, in order."""
+    n_embd, n_in, n_expert, k = 256, 2048 + 512, 16, 4  # a's groups in 3 splits, the last short
     wo, _, router, norm_w, bo, a, residual = _case(fmt, n_embd, n_in, n_expert, 3, device, bias)
     wo_dense = wo.dequantize().to(device, torch.float32)
     folded = fold_router(router.to(device), norm_w.to(device), wo_dense,
                          None if bo is None else bo.to(device))  # fmt: skip
     config = gemv.default_config(fmt, 1)
     q = quantize_activation(a.to(device))
-    out, picked = wo_and_scores(a.to(device), wo, folded, residual.to(device), k, config,
-                                quantized=q)  # fmt: skip
-    z = picked.scores
+    parts = router_scores(q, folded, residual.to(device))
+    assert parts.shape == (1 + 3, n_expert)
+    out, picked = wo_and_scores(a.to(device), wo, q, parts, folded.offset, k, config)
     assert torch.equal(out, gemv.quant_matmul(a.to(device), wo, config, quantized=q))
+    z = picked.scores.cpu().double()
+    expected_z = folded.offset.cpu().double() + parts.cpu().double().sum(0)
+    torch.testing.assert_close(z, expected_z, rtol=1e-6, atol=1e-5)
     h = residual.double() + out.cpu().double() + (0 if bo is None else bo.double())
     inv_rms = 1 / torch.sqrt((h * h).mean() + EPS)
     logits = (router.double() @ (h * inv_rms * norm_w.double()).T).reshape(-1)
-    got = z.cpu().double() * inv_rms
-    assert (got - logits).abs().max() < 2e-3 * logits.abs().max()
+    assert ((z * inv_rms) - logits).abs().max() < 2e-3 * logits.abs().max()
     top = logits.argsort(descending=True)
     margin = logits[top[k - 1]] - logits[top[k]]
-    assert margin > 1e-2, "pick another seed: the test needs no near-tie at the k-th"
+    assert margin > 1e-2 * logits.abs().max(), "pick another seed: a near-tie at the k-th"
     assert picked.ids.cpu().reshape(-1).tolist() == top[:k].tolist()  # in slot order
+    assert torch.equal(picked.top.cpu(), picked.scores.cpu()[picked.ids.cpu().long()])
 
 
 def test_scores_take_one_row_of_the_integer_path(device):
     wo, wo_dense, router, norm_w, _, a, residual = _case("Q4_K", 256, 512, 8, 5, device, False)
-    folded = fold_router(router, norm_w, wo_dense.float())
+    folded = fold_router(router.to(device), norm_w.to(device), wo_dense.float().to(device))
+    q = quantize_activation(a.to(device))
+    parts = router_scores(q, folded, residual.to(device))
     with pytest.raises(UnsupportedTensor, match="one row"):
-        wo_and_scores(a.repeat(2, 1).to(device), wo, folded, residual.to(device), 2,
+        wo_and_scores(a.repeat(2, 1).to(device), wo, None, parts, folded.offset, 2,
                       gemv.default_config("Q4_K", 2))  # fmt: skip
-    with pytest.raises(UnsupportedTensor, match="folded for"):
-        wo_and_scores(a.to(device), wo, folded, residual[:, :128].to(device), 2,
-                      gemv.default_config("Q4_K", 1))  # fmt: skip
+    with pytest.raises(UnsupportedTensor, match="residual of 128"):
+        router_scores(q, folded, residual[:, :128].to(device))
+    with pytest.raises(UnsupportedTensor, match="top-9"):
+        wo_and_scores(a.to(device), wo, q, parts, folded.offset, 9, gemv.default_config("Q4_K", 1))
 
 
 @triton.jit
