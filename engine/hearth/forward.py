@@ -79,7 +79,8 @@ class MoeBlock:
     router_bias: torch.Tensor | None = None  # [n_expert]
     shared_gate: torch.Tensor | None = None  # [n_embd]: sigmoid(x . g) scales the shared expert
     # the router folded with the FFN norm's weight and wo (kernels/router_beside_wo.py): a
-    # one-token step computes its scores in wo's launch; None where the layer routes otherwise
+    # one-token step computes its scores before wo and picks its experts in wo's launch; None
+    # where the layer routes otherwise
     folded: object | None = None
 
 
@@ -432,14 +433,15 @@ class Transformer:
         for i, layer in enumerate(self.layers):
             swa = cfg.is_swa(i)
             rope = (angles_swa, self.rope_swa) if swa else (angles, self.rope)
-            # a one-token step's router scores in wo's launch, where the layer folded its router
-            beside = layer.moe.folded if layer.moe is not None and x.shape[0] == 1 else None
+            # a one-token step's router scores between the attention and wo, its picks in wo's
+            # launch, where the layer folded its router
+            folded = layer.moe.folded if layer.moe is not None and x.shape[0] == 1 else None
             scores = None
-            if beside is not None and ops.scores_beside_wo:
+            if folded is not None and ops.scores_beside_wo:
                 pre, out8 = attend(self, layer, i, x, shared, positions, cache, n_keys, swa, rope,
                                    masks)  # fmt: skip
                 a, scores = ops.matmul_and_scores(
-                    pre, layer.wo, out8, beside, h, cfg.moe.n_expert_used
+                    pre, layer.wo, out8, folded, h, cfg.moe.n_expert_used
                 )
             else:
                 a = attention(self, layer, i, x, shared, positions, cache, n_keys, swa, rope, masks)

@@ -248,15 +248,15 @@ class TorchMoeOps:
         """moe_ffn of the router's logits (router: the prepared [n_expert, n_embd] matrix)."""
         return self.moe_ffn(x, experts, self.matmul(x, router), rule, bias, quantized)
 
-    # a one-token step of a layer with a folded router computes its scores beside wo
-    # (KernelsOps; kernels/router_beside_wo.py); False: from the norm's output, as every step
-    # (benchmarks compare the two)
+    # a one-token step of a layer with a folded router computes its scores before wo and picks
+    # its experts beside wo (KernelsOps; kernels/router_beside_wo.py); False: from the norm's
+    # output, as every step (benchmarks compare the two)
     scores_beside_wo = True
 
     def fold_router(self, layer, rule) -> object | None:
-        """The layer's router folded for scores beside its output projection (KernelsOps,
-        where kernels/moe_one_token_rule.py lets the layer), else None: plain torch routes
-        from the norm's output."""
+        """The layer's router folded for scores before its output projection and picks beside
+        it (KernelsOps, where kernels/moe_one_token_rule.py lets the layer), else None: plain
+        torch routes from the norm's output."""
         return None
 
     def norm_and_moe_ffn(self, readers: list, a: torch.Tensor, h: torch.Tensor, weight, eps: float,
@@ -539,13 +539,17 @@ class KernelsMoeOps:
     def matmul_and_scores(self, x: torch.Tensor, w, shared, folded, residual: torch.Tensor,
                           top_k: int):  # fmt: skip
         """(x @ w.T, the router's scores and top_k picks: kernels.router_beside_wo.ScoresBeside)
-        of one row in wo's one launch (kernels.router_beside_wo.wo_and_scores): `folded` from
-        fold_router, `residual` the stream wo's output is added to, `shared` x's 8-bit form or
-        None."""
-        from kernels.router_beside_wo import wo_and_scores
+        of one row: the router's partial scores in a launch of their own (router_scores, from
+        `shared`, x's 8-bit form the attention wrote, or x quantized here), then wo's GEMV
+        and the picks in one launch (wo_and_scores). `folded` from fold_router, `residual`
+        the stream wo's output is added to."""
+        from kernels.router_beside_wo import router_scores, wo_and_scores
 
+        if shared is None:  # a cache whose attention writes no 8-bit output
+            shared = self._k.quantize_activation(x)
+        parts = router_scores(shared, folded, residual)
         config = self._gemv_config(w, 1)
-        return wo_and_scores(x, w, folded, residual, top_k, config, quantized=shared)
+        return wo_and_scores(x, w, shared, parts, folded.offset, top_k, config)
 
     def norm_and_moe_ffn(self, readers: list, a: torch.Tensor, h: torch.Tensor, weight, eps: float,
                          moe, rule, bias=None, scores=None):  # fmt: skip

@@ -35,10 +35,18 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
                                          the file's mapped blocks (engine/hearth/cpu_experts.py)
     y = ops.moe_ffn(x, e, logits, rule, bias)  the routed experts' feed-forward (below)
     y = ops.moe_ffn_from_router(x, router, e, rule, bias)   the same from the router matrix
-    f, y, h, s = ops.norm_and_moe_ffn(readers, a, h, weight, eps, moe, rule, bias)
+    f, y, h, s = ops.norm_and_moe_ffn(readers, a, h, weight, eps, moe, rule, bias, scores)
                                          rms_norm_for(..., residual=h, bias=bias), then
                                          moe_ffn_from_router on y (KernelsOps: the norm in the
-                                         router's launch where it can)
+                                         router's launch where it can; with `scores`, the
+                                         picks made beside wo, their weights in the norm's)
+    folded = ops.fold_router(layer, rule)   once per MoE layer, at load: the router folded
+                                         with the FFN norm and wo (KernelsOps, where the layer
+                                         can route a one-token step so), else None
+    a, scores = ops.matmul_and_scores(x, wo, shared, folded, h, k)
+                                         a one-token step's wo and its layer's top-k picks:
+                                         the router's scores in a launch before wo's, the
+                                         picks in wo's (kernels/router_beside_wo.py)
 
 `moe_ffn` and the experts' preparation are engine/hearth/moe_ops.py (mixins of both classes).
 

@@ -342,7 +342,7 @@ def _down_of_8_bit_h(monkeypatch):
     monkeypatch.setattr(kernels.moe_gemv, "expert_down", apart)
 
 
-def _decode_step(path, patch=None) -> dict:
+def _decode_step(path, patch=None, paged: bool = False) -> dict:
     """A 3-token prefill, then one decode step of a tiny model on KernelsOps, with
     `patch(monkeypatch)` applied: the step's logits ("logits"), the quantization launches the
     step took ("launches"), and over both forwards the expert ids of every expert_gate_up
@@ -375,10 +375,17 @@ def _decode_step(path, patch=None) -> dict:
         monkeypatch.setattr(kernels.norms, "rms_norm_quantized", counted_norm)
         model = Transformer.load(config, GGUFTensors(str(path), info), KernelsOps("cpu"))
         dims = dict(n_layer=config.n_layer, n_head_kv=config.n_head_kv, head_dim=config.head_dim)
-        cache = TorchKVCache(**dims, n_ctx=8, dtype=torch.float32)
+        if paged:  # the decode kernels' cache, whose attention writes wo's input in 8 bits
+            from engine.hearth.cache_layout import cache_layout
+            from engine.hearth.caches import new_kv_cache
+
+            layout = cache_layout("f16", "f16", kernels_on_gpu=True)
+            cache = new_kv_cache(layout, **dims, n_ctx=16, device="cpu")
+        else:
+            cache = TorchKVCache(**dims, n_ctx=8, dtype=torch.float32)
         model.forward(torch.tensor([5, 17, 300]), torch.arange(3), cache, n_keys=3)
         quantizations = _CountedQuantization(monkeypatch)
-        logits = model.forward(torch.tensor([42]), torch.tensor([3]), cache, n_keys=8)
+        logits = model.forward(torch.tensor([42]), torch.tensor([3]), cache, n_keys=cache.n_ctx)
     return dict(logits=logits.numpy(), launches=quantizations.calls, picks=picks,
                 matrices=matrices, norms=len(norms))  # fmt: skip
 
@@ -459,10 +466,12 @@ def _router_launch(monkeypatch):
 
 @pytest.mark.slow
 def test_a_one_token_step_routes_beside_wo(tmp_path, monkeypatch):
-    """qwen3moe with Q4_K attention matrices (the integer GEMV's wo): at load the layer folds
-    its router; the decode step computes the scores and picks in wo's launch, the norm their
-    weights, and it picks what norm_and_route picks, its logits within the float16 folding's
-    rounding of that step's; the prefill (3 tokens) routes as before."""
+    """qwen3moe with Q4_K attention matrices (the integer GEMV's wo), on the paged cache (its
+    attention writes wo's input in 8 bits) and on the plain one (quantized for the scores): at
+    load the layer folds its router; the decode step computes the scores before wo, the picks
+    in wo's launch and their weights in the norm's, and it picks what norm_and_route picks,
+    its logits within the float16 folding's rounding of that step's; the prefill (3 tokens)
+    routes as before."""
     from gguf import GGMLQuantizationType as QT
 
     spec = tiny_spec(
@@ -477,15 +486,17 @@ def test_a_one_token_step_routes_beside_wo(tmp_path, monkeypatch):
         return scores(self, *args)
 
     monkeypatch.setattr(KernelsOps, "matmul_and_scores", counted)
-    beside = _decode_step(path)
-    assert len(calls) == 1  # the decode step's one layer
-    apart = _decode_step(path, _router_launch)
-    assert len(calls) == 1 and len(beside["picks"]) == len(apart["picks"]) == 2
-    for a, b in zip(beside["picks"], apart["picks"], strict=True):
-        assert torch.equal(a.cpu(), b.cpu())
-    scale = np.abs(apart["logits"]).max()
-    np.testing.assert_allclose(beside["logits"], apart["logits"], rtol=0, atol=2e-3 * scale)
-    assert not np.array_equal(beside["logits"], apart["logits"])  # another path was taken
+    for paged in (True, False):
+        calls.clear()
+        beside = _decode_step(path, paged=paged)
+        assert len(calls) == 1  # the decode step's one layer
+        apart = _decode_step(path, _router_launch, paged=paged)
+        assert len(calls) == 1 and len(beside["picks"]) == len(apart["picks"]) == 2
+        for a, b in zip(beside["picks"], apart["picks"], strict=True):
+            assert torch.equal(a.cpu(), b.cpu())
+        scale = np.abs(apart["logits"]).max()
+        np.testing.assert_allclose(beside["logits"], apart["logits"], rtol=0, atol=2e-3 * scale)
+        assert not np.array_equal(beside["logits"], apart["logits"])  # another path was taken
 
 
 def test_layers_that_cannot_route_beside_wo_keep_the_router(tmp_path):
