@@ -8,6 +8,14 @@ MoE models' routers, 1 and 2 tokens, by kernel variant (kernels/moe_router.Route
 
     python -m benchmarks.kernels.router
     python -m benchmarks.kernels.router --sweep    # norm_and_route's tiles, a Qwen3 decode step
+    python -m benchmarks.kernels.router --beside   # routing chosen before the FFN norm
+
+--beside times, for Qwen3-30B-A3B's 48 layers in a graph (each its own wo, router and folded
+rows, one token), what a decode step launches from wo's input to the experts' picks and
+weights: wo's GEMV and norm_and_route, against router_scores, wo_and_scores and the FFN norm
+computing the weights (kernels/router_beside_wo.py), and whether both pick the same experts.
+The session that added it had no device time left to run it; the step's own A/B is
+benchmarks/archive/2026-12-01-s37-beside-ab.py (docs/decisions/2026-12-01-routing-beside-wo.md).
 
 The sweep times the launch a decode step makes (norm_and_route: the FFN norm, its residual
 add, the router's GEMV, the top-k and the grouping in one launch), 48 Qwen3-30B-A3B layers in
@@ -96,13 +104,74 @@ def sweep() -> None:
               f"{warps} warps: {us:5.2f} us a layer, picks {picks}", flush=True)  # fmt: skip
 
 
+def beside() -> None:
+    """wo and the router's launch against the scores, wo's picks and the norm's weights, us a
+    layer (module docstring)."""
+    from kernels import reference
+    from kernels.act_quant import quantize_activation
+    from kernels.dequant import dequantize
+    from kernels.gemv import default_config, quant_matmul
+    from kernels.moe_router import norm_and_route
+    from kernels.norms import RouteWeights
+    from kernels.router_beside_wo import fold_router, router_scores, wo_and_scores
+
+    name, n_expert, n_embd, k, _, softmax_all, layers = ROUTERS[0]
+    n_in = 4096  # Qwen3-30B-A3B's 32 heads of 128
+    routers = _routers(n_expert, n_embd, layers)
+    norm = torch.rand(n_embd, device="cuda") + 0.5
+    wos, folds = [], []
+    for i, router in enumerate(routers):
+        raw = reference.random_weight_bytes("Q4_K", n_embd, n_in, seed=i)
+        wo = PackedWeight.from_gguf(raw, "Q4_K", (n_embd, n_in), device="cuda")
+        dense = router.planes["w"].reshape(n_expert, n_embd)
+        wos.append(wo)
+        folds.append(fold_router(dense, norm, dequantize(wo, torch.float32)))
+    a = torch.randn(1, n_in, device="cuda").half()
+    residual = torch.randn(1, n_embd, device="cuda")
+    q = quantize_activation(a)
+    config = default_config("Q4_K", 1)
+    kwargs = dict(softmax_all=softmax_all, normalize=softmax_all)
+
+    def router_launch() -> list:
+        picks = []
+        for wo, router in zip(wos, routers, strict=True):
+            out = quant_matmul(a, wo, config, quantized=q)
+            picks.append(norm_and_route(out, residual, norm, 1e-6, router, k, **kwargs).routing)
+        return picks
+
+    def chosen_before() -> list:
+        picks = []
+        for wo, folded in zip(wos, folds, strict=True):
+            parts = router_scores(q, folded, residual)
+            out, picked = wo_and_scores(a, wo, q, parts, folded.offset, k, config)
+            weights = torch.empty(1, k, dtype=torch.float32, device="cuda")
+            route = RouteWeights(picked.scores, picked.top, weights, **kwargs)
+            rms_norm_quantized(out, norm, 1e-6, residual, route=route)
+            picks.append(picked)
+        return picks
+
+    launch_us = time_calls(router_launch, repeats=50) / layers * 1e6
+    before_us = time_calls(chosen_before, repeats=50) / layers * 1e6
+    same = all(
+        torch.equal(r.ids.int(), p.ids)
+        for r, p in zip(router_launch(), chosen_before(), strict=True)
+    )  # fmt: skip
+    print(f"{name} 1 token, us a layer from wo's input to the picks and weights: wo and the "
+          f"router's launch {launch_us:5.2f}, chosen before the norm {before_us:5.2f} "
+          f"({'same picks' if same else 'PICKS DIFFER'})", flush=True)  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     import sys
 
     if not cuda_banner():
         return 1
-    if "--sweep" in (argv if argv is not None else sys.argv[1:]):
+    args = argv if argv is not None else sys.argv[1:]
+    if "--sweep" in args:
         sweep()
+        return 0
+    if "--beside" in args:
+        beside()
         return 0
     for name, n_expert, n_embd, k, has_bias, softmax_all, layers in ROUTERS:
         routers = _routers(n_expert, n_embd, layers)
