@@ -55,6 +55,13 @@ docs/kernels-moe.md)
         their routing weights; expert_rows(x, w, routing) -> [T, k, n_out] (no activation)
         x in 8 bits per 32 values (as the dense integer GEMV); quantized= shares it;
         expert_down rounds h itself unless given quantized=
+    kernels.router_beside_wo (imported from there): a one-token step's routing chosen before
+        the FFN norm. folded = fold_router(router, norm_w, wo_dense, bo) at load; then
+        parts = router_scores(a8, folded, residual) and
+        out, picked = wo_and_scores(a, wo, a8, parts, folded.offset, k, config): wo's output
+        and the top-k (picked.ids) in wo's launch; rms_norm_quantized(..., route=
+        RouteWeights(picked.scores, picked.top, weights)) fills their routing weights, and
+        ExpertRouting.one_token(picked.ids, weights, n_expert) feeds the one-token kernels
 
 Elementwise (kernels/norms.py, kernels/activations.py, kernels/rope.py)
     y = rms_norm(x, weight, eps)                      y = x / rms(x) * weight
