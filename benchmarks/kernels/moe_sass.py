@@ -5,8 +5,9 @@
 Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
 16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
 expert_down launches it without `quantized`), the one-token down (moe_one_token.py) that a
-decode step of one sequence takes where a row fits one split, and the router's kernel for both
-models' routers as norm_and_route launches it, with Triton's bundled ptxas and cuobjdump. The cheap
+decode step of one sequence takes where a row fits one split, the router's kernel for both
+models' routers as norm_and_route launches it, and Qwen3-30B-A3B's routing chosen before the
+FFN norm (router_scores, wo_and_scores), with Triton's bundled ptxas and cuobjdump. The cheap
 check before a device run: that every format and mode compiles, and what it costs in
 registers (programs an SM holds), spills, global loads (16-byte or narrower) and
 instructions, and the issue floor those instructions set (issue_floor_us: every program's
@@ -192,6 +193,40 @@ def compile_router_sm90(n_expert: int, n_embd: int, top_k: int, tokens: int, bia
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
+def compile_beside_sm90(n_expert: int = 128, n_embd: int = 2048, n_in: int = 4096,
+                        top_k: int = 8) -> dict:  # fmt: skip
+    """The two launches of a one-token step's routing chosen before the FFN norm
+    (kernels/router_beside_wo.py) as the engine launches them at Qwen3-30B-A3B's shape: the
+    scores (router_scores) and wo's Q4_K GEMV with the picking program (wo_and_scores)."""
+    from kernels import router_beside_wo as beside
+
+    def compiled(fn, types: dict, consts: dict, warps: int, stages: int = 1):
+        signature = {
+            a: "constexpr" if a in consts
+            else types.get(a, "*fp32" if a.endswith("_ptr") else "i32")
+            for a in fn.arg_names
+        }  # fmt: skip
+        src = ASTSource(fn, signature, constexprs=consts)
+        options = {"num_warps": warps, "num_stages": stages}
+        return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+    scores = compiled(
+        beside._scores_kernel, {"rows_ptr": "*fp16", "xq_ptr": "*i32"},
+        dict(BLOCK_E=beside.SCORES_ROWS, SPLIT=beside.SPLIT_COLUMNS, GDC=True), 2,
+    )  # fmt: skip
+    ints = ("xq_ptr", "xs_ptr", "count_ptr", "p2", "p3", "ids_ptr")
+    wo = compiled(
+        beside._wo_and_picks_kernel,
+        {**{a: "*i32" for a in ints}, "p0": "*fp16", "p1": "*fp16"},
+        dict(BLOCK_N=4, NBLK=16, EVEN=True, SPLIT_K=False, Q6=False, ONE_STEP=True, GDC=True,
+             EARLY_NEXT=True, ASM=True, RIT=True,
+             P_PAD=triton.next_power_of_2(triton.cdiv(n_embd + n_in, beside.SPLIT_COLUMNS)),
+             K=top_k, E_PAD=triton.next_power_of_2(n_expert)),
+        2, 3,
+    )  # fmt: skip
+    return {"router_scores": scores, "wo_and_picks": wo}
+
+
 ROUTERS = [  # name, n_expert, n_embd, top_k, bias, softmax over all experts
     ("qwen3-30b-a3b router", 128, 2048, 8, False, True),
     ("gpt-oss-20b router", 32, 2880, 4, True, False),
@@ -233,6 +268,10 @@ def main(argv: list[str] | None = None) -> int:
             regs, stack, n_all = usage(kernel)
             print(f"{name:26} F32   {tokens:2} tokens: norm_and_route, {regs:3} regs, "
                   f"stack {stack:3}, {n_all:5} instructions", flush=True)  # fmt: skip
+    for launch, kernel in compile_beside_sm90().items():
+        regs, stack, n_all = usage(kernel)
+        print(f"{'qwen3-30b-a3b router':26} F16    1 token : {launch}, {regs:3} regs, "
+              f"stack {stack:3}, {n_all:5} instructions", flush=True)  # fmt: skip
     if args.sweep:
         from benchmarks.kernels.moe import SWEEP
 

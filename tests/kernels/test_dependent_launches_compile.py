@@ -1,6 +1,7 @@
 """The RMSNorm and kivi4's seal as dependent launches (sm_90+: kernels/norms.py's WAIT_PRIOR,
 kernels/kv_kivi.py's GDC) compile for sm_90 without a GPU, with the norm's weight read before
-its wait and the seal's trigger and wait before any read: their PTX, in a child process (this
+its wait (its trigger after it where it computes routing weights) and the seal's trigger and
+wait before any read: their PTX, in a child process (this
 directory's conftest puts Triton in interpreter mode, which never compiles)."""
 
 from __future__ import annotations
@@ -33,15 +34,16 @@ CHILD = textwrap.dedent(
         target = GPUTarget("cuda", 90, 32)
         return triton.compile(src, target=target, options={"num_warps": warps}).asm["ptx"]
 
-    norm = ptx(
-        _rms_norm_kernel,
-        {"x_ptr": "*fp16", "r_ptr": "*fp16", "b_ptr": "*fp32", "w_ptr": "*fp32",
-         "y_ptr": "*fp16", "h_ptr": "*fp16", "xq_ptr": "*i32", "xd_ptr": "*fp32",
-         "xs_ptr": "*i32", "eps": "fp32"},
-        {"HAS_RESIDUAL": True, "HAS_BIAS": False, "QUANTIZE": True, "LET_NEXT_START": True,
-         "BLOCK": 2048, "WAIT_PRIOR": True},
-        8,
-    )
+    norm_types = {"x_ptr": "*fp16", "r_ptr": "*fp16", "b_ptr": "*fp32", "w_ptr": "*fp32",
+                  "y_ptr": "*fp16", "h_ptr": "*fp16", "xq_ptr": "*i32", "xd_ptr": "*fp32",
+                  "xs_ptr": "*i32", "eps": "fp32", "z_ptr": "*fp32", "top_ptr": "*fp32",
+                  "weights_ptr": "*fp32"}
+    norm_consts = {"HAS_RESIDUAL": True, "HAS_BIAS": False, "QUANTIZE": True,
+                   "LET_NEXT_START": True, "BLOCK": 2048, "WAIT_PRIOR": True, "ROUTE": False,
+                   "K": 8, "K_PAD": 8, "E_PAD": 128, "SOFTMAX_ALL": True, "NORMALIZE": True}
+    norm = ptx(_rms_norm_kernel, norm_types, norm_consts, 8)
+    # with the routing weights of picks made beside wo (kernels/router_beside_wo.py)
+    routed = ptx(_rms_norm_kernel, norm_types, {**norm_consts, "ROUTE": True}, 8)
     seal = ptx(
         kivi_seal_kernel,
         {"scratch_ptr": "*fp16", "open_ptr": "*fp16", "block_table_ptr": "*i32",
@@ -51,7 +53,7 @@ CHILD = textwrap.dedent(
          "ROWS": False, "GDC": True},
         4,
     )
-    print(json.dumps({"norm": norm, "seal": seal}))
+    print(json.dumps({"norm": norm, "routed": routed, "seal": seal}))
     """
 )
 
@@ -71,6 +73,11 @@ def test_the_norm_and_the_seal_compile_as_dependent_launches_for_sm90():
     assert norm.index("griddepcontrol.launch_dependents") < wait
     assert norm.index("ld.global") < wait, "the norm's weight is read before its wait"
     assert norm.count("griddepcontrol.wait") == 1
+    # routing: the next kernel (the expert gate/up, which reads the picks before its own wait)
+    # is let in only after the norm's wait, when wo's launch that wrote them has ended
+    routed = ptx["routed"]
+    assert routed.index("griddepcontrol.wait") < routed.index("griddepcontrol.launch_dependents")
+    assert routed.count("griddepcontrol.launch_dependents") == 1
     wait = seal.index("griddepcontrol.wait")
     assert seal.index("griddepcontrol.launch_dependents") < wait
     assert "ld.global" not in seal[:wait], "the seal reads nothing before its wait"
