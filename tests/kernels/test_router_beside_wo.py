@@ -137,3 +137,22 @@ def test_picks_and_weights_are_select_and_routes(k, softmax_all, normalize, ties
     routing = select_and_route(logits, k, softmax_all=softmax_all, normalize=normalize)
     assert torch.equal(ids.cpu(), routing.ids.cpu().to(torch.int32))
     torch.testing.assert_close(weights.cpu(), routing.weights.cpu(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_picks_on_scores_full_of_ties(seed, device):
+    """Scores of a few distinct values (most of them tied, -0.0 beside 0.0, a NaN or two):
+    pick_top_k takes the larger first and the lower id first on a tie, as a stable sort of
+    the scores (a NaN as -inf) does."""
+    gen = torch.Generator().manual_seed(seed)
+    n_expert, k = 128, 8
+    z = torch.randint(-2, 3, (n_expert,), generator=gen).float() * 0.5
+    z[torch.randint(0, n_expert, (3,), generator=gen)] = -0.0
+    z[torch.randint(0, n_expert, (seed % 3,), generator=gen)] = float("nan")
+    ids = torch.empty(1, k, dtype=torch.int32, device=device)
+    top = torch.empty(1, k, dtype=torch.float32, device=device)
+    _pick_kernel[(1,)](z.to(device), ids, top, n_expert, K=k, E_PAD=n_expert)
+    ranked = torch.where(z.isnan(), float("-inf"), z)
+    expected = torch.sort(-ranked, stable=True).indices[:k]
+    assert ids.cpu().reshape(-1).tolist() == expected.tolist()
+    assert torch.equal(top.cpu().reshape(-1), ranked[expected])
