@@ -1,10 +1,10 @@
-"""Which MoE layers a decode step of one token routes beside the output projection
-(kernels/router_beside_wo.py, kernels/moe_ranked.py), and what that costs in device memory:
-torch-free, so that the planner (engine/planner/hearth_weights.py) and the engine decide from
-the same facts.
+"""Which MoE layers a decode step of one token routes before the FFN norm (the router folded
+with the norm and wo: kernels/router_beside_wo.py, kernels/moe_picks.py), and what that costs
+in device memory: torch-free, so that the planner (engine/planner/hearth_weights.py) and the
+engine decide from the same facts.
 
-A layer takes it where its one-token kernels can rank the scores themselves and the scores
-are the logits up to the norm's positive factor:
+A layer takes it where the scores are the router's logits up to the norm's positive factor and
+the one-token expert kernels can read the picks:
     - the output projection in a format of the integer GEMV (WO_FORMATS) and no norm between
       it and the FFN norm (Gemma's post-attention norm);
     - a float router (ROUTER_FORMATS) without a bias (a bias added to the logits is not
@@ -16,7 +16,8 @@ are the logits up to the norm's positive factor:
 
 from __future__ import annotations
 
-# the router matrices llama.cpp keeps unquantized (ffn_gate_inp), which the fused router reads
+# the router matrices llama.cpp keeps unquantized (ffn_gate_inp), which the fused router
+# (kernels/moe_router.py) reads; a quantized one takes the GEMV, then select_and_route
 ROUTER_FORMATS = ("F32", "F16", "BF16")
 # the output projection's formats with an integer GEMV (gemv_dp4a.py) to compute scores beside
 WO_FORMATS = ("Q4_K", "Q6_K")
@@ -30,8 +31,7 @@ ONE_SPLIT_RUNS = 128
 def routes_beside_wo(*, wo_format: str, router_format: str, n_expert_used: int,
                      n_ff_exp: int, router_bias: bool, expert_bias: bool,
                      norm_after_attention: bool, experts_on_device: bool) -> bool:  # fmt: skip
-    """Whether a MoE layer's one-token step routes beside its output projection (module
-    docstring)."""
+    """Whether a MoE layer's one-token step routes before its FFN norm (module docstring)."""
     return (
         wo_format in WO_FORMATS
         and router_format in ROUTER_FORMATS

@@ -123,10 +123,6 @@ def _router_kernel(x_ptr, w_ptr, bias_ptr, part_ptr, logits_ptr, tickets_ptr, id
         tl.atomic_xchg(tickets_ptr, 0)
 
 
-# the router matrices route_from_router reads (ROUTER_FORMATS); a quantized router takes the
-# GEMV, then select_and_route (no GGUF that llama.cpp quantizes has one)
-
-
 @dataclass(frozen=True)
 class RouterConfig:
     """route_from_router's tiles: rows of the router a program, columns a program (a power of

@@ -48,7 +48,8 @@ The forward pass (engine/hearth/forward.py) calls only these operations:
                                          the router's scores in a launch before wo's, the
                                          picks in wo's (kernels/router_beside_wo.py)
 
-`moe_ffn` and the experts' preparation are engine/hearth/moe_ops.py (mixins of both classes).
+`moe_ffn` and the experts' preparation are engine/hearth/moe_ops.py (mixins of both classes);
+KernelsOps' routing before the FFN norm is engine/hearth/moe_before_norm.py.
 
 `select_ops(device)` picks `KernelsOps` (kernels/, Triton) on a GPU where kernels/ can run: the
 blocks stay as stored in VRAM and are dequantized in registers by the GEMV. Elsewhere it picks

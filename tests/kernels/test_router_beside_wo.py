@@ -1,7 +1,7 @@
-"""Routing chosen beside the output projection (kernels/router_beside_wo.py, kernels/moe_picks.py):
-the folded rows against float64, the scores and picks against the router's logits on the
-norm's output, the projection's own output unchanged, and the picks and the norm's routing
-weights against select_and_route's."""
+"""Routing chosen before the FFN norm (kernels/router_beside_wo.py, kernels/moe_picks.py): the
+folded rows against float64, the scores and picks against the router's logits on the norm's
+output, the projection's own output unchanged, and the picks and the norm's routing weights
+against select_and_route's."""
 
 from __future__ import annotations
 
