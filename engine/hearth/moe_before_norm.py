@@ -11,22 +11,20 @@ import torch
 
 
 class RoutingBeforeNorm:
-    """fold_router at load; matmul_and_scores and _moe_ffn_beside a step (engine/hearth/ops.py
-    lists them)."""
+    """_fold at load (KernelsMoeOps.fold_router's); matmul_and_scores and _moe_ffn_beside a
+    step (engine/hearth/ops.py lists them)."""
 
-    def fold_router(self, layer, rule):
-        """kernels.router_beside_wo.FoldedRouter of a layer whose one-token step can route
-        beside wo (kernels/moe_one_token_rule.py's rule, wo on the integer GEMV, the folded
-        values within float16), else None. Made on the device from wo dequantized (float32,
-        dropped after)."""
-        from engine.hearth.moe_ops import PackedExperts  # (it imports this module)
+    def _fold(self, layer, rule):
+        """kernels.router_beside_wo.FoldedRouter of a layer whose experts are the expert
+        GEMV's (moe_ops.PackedExperts: KernelsMoeOps.fold_router checks) and whose one-token
+        step can route before its FFN norm (kernels/moe_one_token_rule.py's rule, wo on the
+        integer GEMV, the folded values within float16), else None. Made on the device from wo
+        dequantized (float32, dropped after)."""
         from kernels.dequant import dequantize
         from kernels.moe_one_token_rule import routes_beside_wo
         from kernels.router_beside_wo import fold_router
 
         moe, experts = layer.moe, layer.moe.experts
-        if not isinstance(experts, PackedExperts):
-            return None
         parts = (experts.gate, experts.up, experts.down)
         takes = routes_beside_wo(
             wo_format=getattr(getattr(layer.wo, "fmt", None), "name", ""),

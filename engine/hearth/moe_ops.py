@@ -506,6 +506,13 @@ class KernelsMoeOps(RoutingBeforeNorm):
 
         return self._expert_gemv(x, experts, k, route, quantized)
 
+    def fold_router(self, layer, rule):
+        """The layer's router folded for routing before its FFN norm where its experts are in
+        the expert GEMV's planes and the layer can (moe_before_norm's _fold), else None."""
+        if not isinstance(layer.moe.experts, PackedExperts):
+            return None
+        return self._fold(layer, rule)
+
     def norm_and_moe_ffn(self, readers: list, a: torch.Tensor, h: torch.Tensor, weight, eps: float,
                          moe, rule, bias=None, scores=None):  # fmt: skip
         """The FFN norm in the router's launch (norm_and_route: one launch a layer fewer) where
