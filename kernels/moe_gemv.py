@@ -70,7 +70,6 @@ from kernels import moe_one_token
 from kernels.act_quant import QuantizedActivation, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
-from kernels.l2_prefetch import ALIGN, L2Spans, l2_spans, prefetch_share, share_bytes
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 from kernels.moe_blocks import (
     FORMAT_CODES,
@@ -214,14 +213,13 @@ def _expert_kernel(
     x_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr,
     a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
     order_ptr, group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, ids_ptr,
-    weights_ptr, f0, f1, f2, f3, f_span0, f_span1, f_span2, f_span3, f_chunk0, f_chunk1,
-    f_chunk2, f_chunk3,
+    weights_ptr,
     N, K, NB, TOP_K, n_pairs, n_tokens, alpha, limit,
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
-    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False, PREFETCH: tl.constexpr = False,
+    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
@@ -229,11 +227,7 @@ def _expert_kernel(
     partials go through part and the tickets (several splits, or DOWN), else each program
     writes its pairs' results itself. ONE_TOKEN: a step of one token, whose k slots pick k
     distinct experts: group g is slot g, its expert read from the routing's ids and its one
-    pair g, so no grouping entry is read and x's loads need not wait for a pair's.
-    PREFETCH (ONE_TOKEN): f0..f3 the next kernel's expert planes (bytes), f_span0..3 the bytes
-    of one expert in each (0: none), f_chunk0..3 a tile's share of them; each program brings
-    its tile's share of its slot's expert in each plane into L2 (kernels/l2_prefetch.py: the
-    down's weights, read from L2 when it starts)."""
+    pair g, so no grouping entry is read and x's loads need not wait for a pair's."""
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
@@ -261,12 +255,6 @@ def _expert_kernel(
             ub_lo, ub_hi, sb_lo, cb_lo, sb_hi, cb_hi, _, _ = load_pairs(
                 b0, b1, b2, b3, b4, wrow, row_mask, ge, group_mask, NB, FMT, ASM
             )
-        if PREFETCH:
-            e = expert.to(tl.int64)
-            prefetch_share(f0 + e * f_span0, f_span0, f_chunk0, tile, ASM)
-            prefetch_share(f1 + e * f_span1, f_span1, f_chunk1, tile, ASM)
-            prefetch_share(f2 + e * f_span2, f_span2, f_chunk2, tile, ASM)
-            prefetch_share(f3 + e * f_span3, f_span3, f_chunk3, tile, ASM)
         if GDC:  # a dependent launch: x and every write only after the kernel before ends
             gdc_wait()
         w = tl.arange(0, 4)
@@ -439,47 +427,12 @@ def _check(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, rows_wanted
         raise UnsupportedTensor(f"input dtype {x.dtype}: use float16, bfloat16 or float32")
 
 
-def down_prefetch_planes(down: ExpertWeight, routing: ExpertRouting, n_tiles: int):
-    """(4 byte views, 4 byte counts of one expert, 4 shares of them a tile) of the down's
-    planes for a gate/up launch of n_tiles row tiles to bring into L2 (the kernel's PREFETCH),
-    or None: where the down of this routing is moe_one_token.py's (one token, experts in
-    device memory), whose programs start only as the gate/up's leave the SMs and then wait for
-    their weights (docs/kernels-moe.md). A plane whose expert spans are not 16-byte aligned
-    (the prefetch's rule) is left out (count 0)."""
-    if down.in_host_memory or not takes_one_token(routing.n_tokens, routing.top_k, down.n_in):
-        return None
-    # the four largest (Q5_K's fifth, d, is 0.4% of its bytes)
-    planes = sorted(down.packed.planes.values(), key=lambda p: -p.numel() * p.element_size())[:4]
-    views, spans = [], []
-    for plane in planes:
-        span = plane.numel() * plane.element_size() // down.n_expert
-        aligned = span % ALIGN == 0 and plane.data_ptr() % ALIGN == 0
-        views.append(plane.view(torch.uint8))
-        spans.append(span if aligned else 0)
-    views += views[:1] * (4 - len(views))
-    spans += [0] * (4 - len(spans))
-    return tuple(views), tuple(spans), tuple(share_bytes(s, n_tiles) for s in spans)
-
-
-def down_spans_after(down: ExpertWeight, tensors: list[torch.Tensor]) -> L2Spans | None:
-    """The tensors (the weights the launches after a one-token down read: the next layer's
-    attention projections) as L2Spans for moe_one_token.py's down of the default shape, whose
-    programs leave DRAM idle once their own weights (brought into L2 by the gate/up before
-    them: `then`) are in; None where that down does not run (experts in host memory, a row
-    in several splits)."""
-    if down.in_host_memory or not takes_one_token(1, 1, down.n_in):
-        return None
-    return l2_spans(tensors, moe_one_token.programs(down.n_out, one_token_config().block_n))
-
-
 def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouting, mode: int,
-            act: GluActivation, config: MoeGemvConfig | None, one_token: bool,
-            then: ExpertWeight | None = None) -> torch.Tensor:  # fmt: skip
+            act: GluActivation, config: MoeGemvConfig | None,
+            one_token: bool) -> torch.Tensor:  # fmt: skip
     """xq: x in 8 bits, or None: the kernel quantizes x (contiguous rows) itself. one_token:
     a step of one token reads its slots' experts from the routing's ids (the kernel's
-    ONE_TOKEN); False reads the grouping as a step of several tokens does. then: the experts
-    the next launch reads (a gate/up's down), brought into L2 by this one's programs where
-    down_prefetch_planes gives their planes."""
+    ONE_TOKEN); False reads the grouping as a step of several tokens does."""
     # (top_k <= n_expert: the grid's group axis, max_groups, then holds every slot)
     one_token = one_token and routing.n_tokens == 1 and routing.top_k <= routing.n_expert
     cfg = config or default_config(a.fmt, mode, one_token)
@@ -513,23 +466,18 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
     gdc = cfg.pdl and has_dependent_launch(device)
     extra = {"launch_pdl": True} if gdc else {}
     x_args = (x, x, x) if xq is None else (xq.words, xq.scales, xq.sums)
-    asm = not interpret_mode()
-    prefetch = None
-    if then is not None and one_token and asm:
-        prefetch = down_prefetch_planes(then, routing, n_tiles)
-    f_planes, f_spans, f_chunks = prefetch or ((out,) * 4, (0,) * 4, (0,) * 4)
     _expert_kernel[grid](
         *x_args, out, part, counters, *pa, *pb, bias_a, bias_b,
         routing.order, routing.group_expert, routing.group_start, routing.group_count,
-        routing.n_groups, routing.ids, weights, *f_planes, *f_spans, *f_chunks,
+        routing.n_groups, routing.ids, weights,
         n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens,
         float(act.alpha), float(act.limit),
         FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
         HAS_BIAS=has_bias, X_PER_TOKEN=mode != DOWN, X_FLOAT=xq is None, SPLIT=split,
         N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
-        K_PAD=triton.next_power_of_2(top_k), ASM=asm, GDC=gdc,
-        ONE_TOKEN=one_token, PREFETCH=prefetch is not None, num_warps=cfg.num_warps, **extra,
+        K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
+        ONE_TOKEN=one_token, num_warps=cfg.num_warps, **extra,
     )  # fmt: skip
     return out
 
@@ -551,13 +499,11 @@ def expert_rows(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
 def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
                    routing: ExpertRouting, activation: GluActivation = SILU, *,
                    quantized: QuantizedActivation | None = None,
-                   config: MoeGemvConfig | None = None, one_token: bool = True,
-                   then: ExpertWeight | None = None) -> torch.Tensor:  # fmt: skip
+                   config: MoeGemvConfig | None = None,
+                   one_token: bool = True) -> torch.Tensor:  # fmt: skip
     """x [T, n_in] -> h [T, k, n_ff] = act(gate, up) of each pair, in x's dtype; one launch
     when gate and up share a block format (each program reads both tiles), else two
-    expert_rows launches and the activation in torch. one_token: as expert_rows'. then: the
-    down that expert_down will launch next, whose picked experts this launch brings into L2
-    where it is moe_one_token.py's (down_prefetch_planes)."""
+    expert_rows launches and the activation in torch. one_token: as expert_rows'."""
     require()
     _check(x, gate, routing, routing.n_tokens)
     if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
@@ -570,15 +516,14 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
         g = expert_rows(x, gate, routing, quantized=xq, config=config, one_token=one_token)
         u = expert_rows(x, up, routing, quantized=xq, config=config, one_token=one_token)
         return activation.apply(g.float(), u.float()).to(x.dtype)
-    out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config, one_token, then)
+    out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config, one_token)
     return out.reshape(routing.n_tokens, routing.top_k, gate.n_out)
 
 
 def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
                 quantized: QuantizedActivation | None = None,
-                config: MoeGemvConfig | None = None, one_token: bool = True,
-                slots_kernel: bool = True,
-                after: L2Spans | None = None) -> torch.Tensor:  # fmt: skip
+                config: MoeGemvConfig | None = None,
+                one_token: bool = True, slots_kernel: bool = True) -> torch.Tensor:  # fmt: skip
     """h [T, k, n_in] (expert_gate_up's output) -> [T, n_out] in h's dtype: each pair's down
     projection (plus bias), weighted by its routing weight and summed over the k slots.
     One launch: each program rounds the part of h it reads to 8 bits itself (the bits
@@ -587,8 +532,7 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
     default one_token_config) where takes_one_token says so and w is in device memory, else
     this module's kernel reading its experts from the ids; slots_kernel=False keeps this
     module's kernel, one_token=False this module's kernel reading the grouping (for
-    comparing). after: weights of the launches after this one (down_spans_after's), which
-    moe_one_token.py's programs bring into L2; the other kernels ignore it."""
+    comparing)."""
     require()
     if routing.weights is None:
         raise UnsupportedTensor("expert_down needs the routing weights: pass them to route_experts")
@@ -606,5 +550,5 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
         gdc = cfg.pdl and has_dependent_launch(h.device)
         return moe_one_token.launch_down(h.contiguous(), hq, w, routing, FORMAT_CODES[w.fmt],
                                          cfg.block_n, cfg.num_warps, not interpret_mode(),
-                                         gdc, after)  # fmt: skip
+                                         gdc)  # fmt: skip
     return _launch(h.contiguous(), hq, w, None, routing, DOWN, SILU, config, one_token)

@@ -43,7 +43,6 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.l2_prefetch import L2Spans, no_spans, prefetch_spans
 from kernels.launch import gdc_launch_dependents, gdc_wait
 from kernels.moe_blocks import (
     Q8_0,
@@ -124,18 +123,16 @@ def _chunk_sums(x_ptr, xd_ptr, xs_ptr, u_lo, u_hi, s_lo, c_lo, s_hi, c_hi, r_lo,
 @triton.jit
 def _one_token_down_kernel(
     x_ptr, xd_ptr, xs_ptr, out_ptr, p0, p1, p2, p3, p4, bias_ptr, ids_ptr, weights_ptr,
-    f0, f1, f2, f3, n0, n1, n2, n3, c0, c1, c2, c3, N, K, NB, TOP_K,
+    N, K, NB, TOP_K,
     FMT: tl.constexpr, HAS_BIAS: tl.constexpr, X_FLOAT: tl.constexpr, BLOCK_N: tl.constexpr,
     NG: tl.constexpr, S: tl.constexpr, ASM: tl.constexpr, GDC: tl.constexpr = False,
-    NG_REST: tl.constexpr = 0, PREFETCH: tl.constexpr = False,
+    NG_REST: tl.constexpr = 0,
 ):  # fmt: skip
     """See the module docstring. X_FLOAT: h [k, K] in float (rounded here); else h's 8-bit
     words [k, K / 4] with xd, xs its scales and sums. out [1, N]. NG: groups of 32 weights a
     row in the first chunk (a power of two); NG_REST: the groups after them, padded to a power
     of two (0: none), a chunk of their own (Qwen3's 24 groups: 16 and 8, none masked); S: k
-    padded to a power of two. PREFETCH: f0..c3 an L2Spans' arguments (the weights of the
-    launches after this one) that the programs bring into L2, each its share, once their
-    own weights' loads are issued (kernels/l2_prefetch.py)."""
+    padded to a power of two."""
     R: tl.constexpr = S * BLOCK_N
     tile = tl.program_id(0)
     r = tl.arange(0, R)
@@ -157,8 +154,6 @@ def _one_token_down_kernel(
             p0, p1, p2, p3, p4, wrow, row_mask, ge_rest, gb, NB, FMT, ASM
         )
     weight = tl.load(weights_ptr + slot, mask=slot_mask, other=0.0).to(tl.float32)
-    if PREFETCH:
-        prefetch_spans(f0, f1, f2, f3, n0, n1, n2, n3, c0, c1, c2, c3, tile, ASM)
     if GDC:  # a dependent launch: h and every write only after the kernel before ends
         gdc_wait()
     y = _chunk_sums(x_ptr, xd_ptr, xs_ptr, ua_lo, ua_hi, sa_lo, ca_lo, sa_hi, ca_hi, ra_lo, ra_hi,
@@ -193,32 +188,21 @@ def rest_chunk(groups: int) -> int:
 
 
 def launch_down(h: torch.Tensor, hq, w, routing, fmt_code: int, block_n: int, num_warps: int,
-                asm: bool, gdc: bool, after: L2Spans | None = None) -> torch.Tensor:  # fmt: skip
+                asm: bool, gdc: bool) -> torch.Tensor:  # fmt: skip
     """One launch of the down for a step of one token (moe_gemv.expert_down chooses, and
     checks the shapes): h [k, n_in] -> [1, n_out]; w its ExpertWeight; hq: h in 8 bits, or
-    None (rounded here). after: weights that the launches after this one read, for its
-    programs to bring into L2 (cut for this launch's programs: `programs`)."""
+    None (rounded here)."""
     n_out, n_in = w.n_out, w.n_in
     out = torch.empty(1, n_out, dtype=h.dtype, device=h.device)
     bias = w.bias if w.bias is not None else out
     x_args = (h, h, h) if hq is None else (hq.words, hq.scales, hq.sums)
     extra = {"launch_pdl": True} if gdc else {}
-    grid = programs(n_out, block_n)
-    prefetch = after is not None and asm
-    if prefetch and after.n_programs != grid:
-        raise ValueError(f"L2 spans cut for {after.n_programs} programs, the launch has {grid}")
-    l2 = after.args() if prefetch else no_spans(out)
-    _one_token_down_kernel[(grid,)](
-        *x_args, out, *plane_args(w.packed), bias, routing.ids, routing.weights, *l2,
+    _one_token_down_kernel[(triton.cdiv(n_out, block_n),)](
+        *x_args, out, *plane_args(w.packed), bias, routing.ids, routing.weights,
         n_out, n_in, n_in // w.packed.fmt.block_size, routing.top_k,
         FMT=fmt_code, HAS_BIAS=w.bias is not None, X_FLOAT=hq is None, BLOCK_N=block_n,
         NG=first_chunk(n_in // 32), NG_REST=rest_chunk(n_in // 32),
         S=triton.next_power_of_2(routing.top_k),
-        ASM=asm, GDC=gdc, PREFETCH=prefetch, num_warps=num_warps, **extra,
+        ASM=asm, GDC=gdc, num_warps=num_warps, **extra,
     )  # fmt: skip
     return out
-
-
-def programs(n_out: int, block_n: int) -> int:
-    """The down's grid: a program a tile of block_n output rows."""
-    return triton.cdiv(n_out, block_n)

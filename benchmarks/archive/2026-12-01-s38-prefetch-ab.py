@@ -1,5 +1,5 @@
 """A MoE decode step with the expert weights brought into L2 ahead of the kernels that read
-them (kernels/l2_prefetch.py, the default) against without, in one process (session 29's
+them (kernels/l2_prefetch.py at commit 4c5a794, deleted after it lost) against without, in one process (session 29's
 step A/B: graph replays of a step, a trace of 4 replays in the first round):
 
     python benchmarks/archive/2026-12-01-s38-prefetch-ab.py MODEL OUTDIR \

@@ -95,10 +95,8 @@ POINTERS = {
 MODES = {"rows": moe_gemv.ROWS, "gate_up": moe_gemv.GATE_UP, "down": moe_gemv.DOWN}
 
 
-def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None = None,
-                 prefetch: bool = False):  # fmt: skip
-    """The kernel as expert_gate_up / expert_down / expert_rows launch it for this case;
-    prefetch: a one-token gate/up bringing the down's experts into L2 (`then`)."""
+def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None = None):
+    """The kernel as expert_gate_up / expert_down / expert_rows launch it for this case."""
     mode = MODES[case.kind]
     cfg = config or moe_gemv.default_config(case.fmt, mode, tokens == 1)
     nr = moe_gemv._runs_per_split(case.n_in // 16, cfg.max_runs)
@@ -111,10 +109,8 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl, ONE_TOKEN=tokens == 1,
-        PREFETCH=prefetch,
     )  # fmt: skip
     types = dict(POINTERS, alpha="fp32", limit="fp32")
-    types.update({f"f{i}": "*u8" for i in range(4)})
     if consts["X_FLOAT"]:  # the down reads h (f16) and rounds it to 8 bits itself
         types["x_ptr"] = "*fp16"
     for i, t in enumerate(PLANES[case.fmt]):
@@ -129,11 +125,9 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options), nr, splits
 
 
-def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None,
-                           prefetch: bool = False):  # fmt: skip
+def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None):
     """moe_one_token.py's down as a one-token step launches it for this case (h in float), or
-    None where the step takes the grouped kernel (gate/up, rows, a row in several splits);
-    prefetch: bringing the next launches' weights into L2 (`after`)."""
+    None where the step takes the grouped kernel (gate/up, rows, a row in several splits)."""
     if case.kind != "down" or not moe_gemv.takes_one_token(1, case.top_k, case.n_in):
         return None
     cfg = cfg or moe_gemv.one_token_config()
@@ -141,10 +135,9 @@ def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None
         FMT=moe_gemv.FORMAT_CODES[case.fmt], HAS_BIAS=case.bias, X_FLOAT=True,
         BLOCK_N=cfg.block_n, NG=moe_one_token.first_chunk(case.n_in // 32),
         NG_REST=moe_one_token.rest_chunk(case.n_in // 32),
-        S=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl, PREFETCH=prefetch,
+        S=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl,
     )  # fmt: skip
     types = dict(POINTERS, x_ptr="*fp16", bias_ptr="*fp32")
-    types.update({f"f{i}": "*u8" for i in range(4)})
     for i, t in enumerate(PLANES[case.fmt]):
         types[f"p{i}"] = t
     fn = moe_one_token._one_token_down_kernel
@@ -156,18 +149,12 @@ def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
-def _one_token_line(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None,
-                    prefetch: bool = False) -> str | None:  # fmt: skip
-    kernel = compile_one_token_sm90(case, cfg, prefetch)
+def _one_token_line(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None) -> str | None:
+    kernel = compile_one_token_sm90(case, cfg)
     if kernel is None:
         return None
     cfg = cfg or moe_gemv.one_token_config()
     regs, stack, n_all = usage(kernel)
-    if prefetch:
-        bulk = len(re.findall(r"UBLKPF|BLKPF", _sass(kernel)[1]))
-        return (f"{case.name:26} {case.fmt:5}  1 token, one-token down bringing the next "
-                f"weights into L2: {regs:3} regs, stack {stack:3}, {n_all:5} instructions, "
-                f"{bulk} bulk prefetches")  # fmt: skip
     wide, narrow = global_loads(kernel)
     programs = triton.cdiv(case.n_out, cfg.block_n)
     floor = programs * cfg.num_warps * n_all / (SMS * ISSUE * GHZ * 1e3)
@@ -246,18 +233,11 @@ ROUTERS = [  # name, n_expert, n_embd, top_k, bias, softmax over all experts
 ]
 
 
-def _line(case: Case, tokens: int, cfg: moe_gemv.MoeGemvConfig | None = None,
-          prefetch: bool = False) -> str:  # fmt: skip
+def _line(case: Case, tokens: int, cfg: moe_gemv.MoeGemvConfig | None = None) -> str:
     cfg = cfg or moe_gemv.default_config(case.fmt, MODES[case.kind], tokens == 1)
-    kernel, nr, splits = compile_sm90(case, tokens, cfg, prefetch)
+    kernel, nr, splits = compile_sm90(case, tokens, cfg)
     regs, stack, n_all = usage(kernel)
     wide, narrow = global_loads(kernel)
-    if prefetch:
-        bulk = len(re.findall(r"UBLKPF|BLKPF", _sass(kernel)[1]))
-        return (
-            f"{case.name:26} {case.fmt:5}  1 token, the down brought into L2: {regs:3} "
-            f"regs, stack {stack:3}, {n_all:5} instructions, {bulk} bulk prefetches"
-        )
     line = (f"{case.name:26} {case.fmt:5} {tokens:2} tokens: {splits} split(s) of {nr} runs, "
             f"{regs:3} regs, stack {stack:3}, {n_all:5} instructions, LDG {wide:2} x 16 B + "
             f"{narrow:2} narrower")  # fmt: skip
@@ -279,12 +259,9 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         for tokens in (1, 16):
             print(_line(case, tokens), flush=True)
-        if case.kind == "gate_up":
-            print(_line(case, 1, prefetch=True), flush=True)
         one = _one_token_line(case)
         if one:
             print(one, flush=True)
-            print(_one_token_line(case, prefetch=True), flush=True)
     for name, n_expert, n_embd, top_k, bias, softmax_all in ROUTERS:
         for tokens in (1, 16):
             kernel = compile_router_sm90(n_expert, n_embd, top_k, tokens, bias, softmax_all)

@@ -44,7 +44,6 @@ per-layer mask to build, convert or free (kernels/grouped_attention.py).
 from __future__ import annotations
 
 import functools
-import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -83,9 +82,6 @@ class MoeBlock:
     # one-token step computes its scores before wo and picks its experts in wo's launch; None
     # where the layer routes otherwise
     folded: object | None = None
-    # the next layer's attention weights, for a one-token step's expert down to bring into L2
-    # (ops.weights_after_experts, kernels/l2_prefetch.py); None: nothing brought in
-    l2_after: object | None = None
 
 
 @dataclass
@@ -309,11 +305,6 @@ class Transformer:
                 )
                 if moe is not None:
                     layers[-1].moe.folded = ops.fold_router(layers[-1], moe)
-            for layer, following in itertools.pairwise(layers):
-                if layer.moe is not None:
-                    layer.moe.l2_after = ops.weights_after_experts(
-                        layer.moe.experts, [p.weight for p in following.attn_in]
-                    )
             # The embedding is kept as mapped from the file: the CPU path dequantizes the rows it
             # reads; on a GPU, device_embedding() puts its blocks there once (the decode graph and
             # the prefill read their rows on the device). A tied output matrix is the same tensor.

@@ -72,6 +72,5 @@ class RoutingBeforeNorm:
                              normalize=rule.normalize)  # fmt: skip
         y, h, q = self._k.rms_norm_quantized(a, weight, eps, h, bias=bias, route=route)
         routing = ExpertRouting.one_token(picked.ids, weights, moe.experts.n_expert)
-        f = self._expert_gemv(y, moe.experts, rule.n_expert_used, lambda _rows: routing, q,
-                              moe.l2_after)  # fmt: skip
+        f = self._expert_gemv(y, moe.experts, rule.n_expert_used, lambda _rows: routing, q)
         return f, y, h, q

@@ -254,11 +254,6 @@ class TorchMoeOps:
     # output, as every step (benchmarks compare the two)
     scores_beside_wo = True
 
-    def weights_after_experts(self, experts, weights: list) -> object | None:
-        """What a one-token step's expert down brings into L2 for the launches after it
-        (kernels/l2_prefetch.py): KernelsOps' only; here nothing."""
-        return None
-
     def fold_router(self, layer, rule) -> object | None:
         """The layer's router folded for scores before its output projection and picks beside
         it (KernelsOps, where kernels/moe_one_token_rule.py lets the layer), else None: plain
@@ -511,19 +506,6 @@ class KernelsMoeOps(RoutingBeforeNorm):
 
         return self._expert_gemv(x, experts, k, route, quantized)
 
-    def weights_after_experts(self, experts, weights: list):
-        """kernels.l2_prefetch.L2Spans of the planes of `weights` (the next layer's attention
-        projections) for the one-token down of `experts` to bring into L2 while its own
-        arithmetic runs (moe_gemv.down_spans_after), or None: experts in RAM or not the
-        expert GEMV's, or no weight of the kernels' own layout."""
-        if not isinstance(experts, PackedExperts):
-            return None
-        from kernels.moe_gemv import down_spans_after
-
-        planes = [p for w in weights if isinstance(w, self._k.PackedWeight)
-                  for p in w.planes.values()]  # fmt: skip
-        return down_spans_after(experts.down, planes) if planes else None
-
     def fold_router(self, layer, rule):
         """The layer's router folded for routing before its FFN norm where its experts are in
         the expert GEMV's planes and the layer can (moe_before_norm's _fold), else None."""
@@ -568,8 +550,7 @@ class KernelsMoeOps(RoutingBeforeNorm):
 
             f = moe.experts.run(self.moe_ffn_selected, r.y, ids, weights, slots_ffn)
         else:
-            f = self._expert_gemv(r.y, moe.experts, k, lambda _rows: r.routing, r.quantized,
-                                  moe.l2_after)  # fmt: skip
+            f = self._expert_gemv(r.y, moe.experts, k, lambda _rows: r.routing, r.quantized)
         return f, r.y, r.h, r.quantized
 
     def _slot_routing(self, slot_ids: torch.Tensor, slot_weights: torch.Tensor, n_slots: int):
@@ -585,13 +566,10 @@ class KernelsMoeOps(RoutingBeforeNorm):
             made = self._slot_routings[(n, n_slots)] = route_experts(slot_ids, None, n_slots)
         return dataclasses.replace(made, weights=slot_weights)
 
-    def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized,
-                     after=None) -> torch.Tensor:  # fmt: skip
+    def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:
         """expert_gate_up and expert_down per slice of at most MAX_PAIRS (token, slot) pairs,
         route(rows) giving each slice's ExpertRouting; `quantized` (x in 8 bits) used where
-        the step is one slice. The gate/up brings the down's picked experts into L2, and the
-        down `after` (MoeBlock.l2_after: the next layer's attention weights), where the down
-        is a one-token step's (kernels/l2_prefetch.py)."""
+        the step is one slice."""
         from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS
 
@@ -603,9 +581,10 @@ class KernelsMoeOps(RoutingBeforeNorm):
         for start in range(0, n_tokens, step):
             rows = slice(start, min(n_tokens, start + step))
             routing = route(rows)
-            h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation,
-                               quantized=whole, then=experts.down)  # fmt: skip
-            parts.append(expert_down(h, experts.down, routing, after=after))
+            h = expert_gate_up(
+                x[rows], experts.gate, experts.up, routing, experts.activation, quantized=whole
+            )
+            parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):

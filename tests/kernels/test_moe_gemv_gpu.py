@@ -85,8 +85,6 @@ def test_qwen3_moe_ffn(tokens):
     dense_up = ref.dequantize_experts(up_raw, "Q4_K", gate_shape, ids)
     expected_h = ref.gate_up(_x8(x), dense_gate, dense_up, ids)
     assert relative_error(h.float().cpu(), expected_h) < TOLERANCE
-    # the gate/up bringing the down's picked experts into L2 (one token): the same bits
-    assert torch.equal(expert_gate_up(x, gate, up, routing, then=down), h)
     out = expert_down(h, down, routing)
     dense_down = ref.dequantize_experts(down_raw, "Q6_K", down_shape, ids)
     h8 = _x8(h.reshape(-1, QWEN3["n_ff"])).reshape(tokens, QWEN3["top_k"], -1)
