@@ -29,7 +29,7 @@ import triton.language as tl
 
 from kernels.errors import UnsupportedTensor
 from kernels.gemv_common import load_groups, load_runs, load_words
-from kernels.launch import gdc_launch_dependents, has_dependent_launch
+from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 
 # the name engine/hearth/ops.py asks for; kernels/launch.py has the one check
 has_griddepcontrol = has_dependent_launch
@@ -160,12 +160,15 @@ def x_words(xq_row, xd_row, xs_row, base, group_mask, rows, RIT: tl.constexpr = 
 
 @triton.jit
 def quantize_kernel(x_ptr, xq_ptr, xd_ptr, xs_ptr, n_groups, stride_xb, GROUPS: tl.constexpr,
-                    LET_NEXT_START: tl.constexpr):  # fmt: skip
+                    LET_NEXT_START: tl.constexpr, WAIT_PRIOR: tl.constexpr = False):  # fmt: skip
     """x [B, K] -> words xq [B, K/4] int32, d xd [B, K/32] f32, sums xs [B, K/16] int32.
     LET_NEXT_START (sm_90+): a GEMV launched after it with launch_pdl may start at once (it
-    streams its weights and waits for these words with griddepcontrol.wait)."""
+    streams its weights and waits for these words with griddepcontrol.wait). WAIT_PRIOR:
+    launched as the kernel before's dependent (launch_pdl), so x only after its grid ends."""
     if LET_NEXT_START:
         gdc_launch_dependents()
+    if WAIT_PRIOR:
+        gdc_wait()
     b = tl.program_id(1)
     g = tl.program_id(0) * GROUPS + tl.arange(0, GROUPS)
     word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
@@ -192,12 +195,15 @@ class QuantizedActivation:
         return self.words.shape[0], self.words.shape[1] * 4
 
 
-def quantize_activation(x: torch.Tensor, *, let_next_start: bool = False) -> QuantizedActivation:
+def quantize_activation(x: torch.Tensor, *, let_next_start: bool = False,
+                        after_prior: bool = False) -> QuantizedActivation:  # fmt: skip
     """x [..., K] (K a multiple of 32, f16/bf16/f32) in 8 bits, one small launch. Quantize once
     and pass the result to every quant_matmul that reads the same x (`quantized=`): the q, k
     and v projections, or gate and up, then pay one launch instead of three or two.
     let_next_start: the next kernel, if a chained launch, may start before this one ends (the
-    integer GEMV's; only on sm_90+, ignored elsewhere)."""
+    integer GEMV's; only on sm_90+, ignored elsewhere). after_prior: launched as the kernel
+    before's dependent (sm_90+), which lets it start when that kernel lets its dependents in.
+    """
     x = x.reshape(-1, x.shape[-1])
     if x.stride(-1) != 1:
         x = x.contiguous()
@@ -207,9 +213,12 @@ def quantize_activation(x: torch.Tensor, *, let_next_start: bool = False) -> Qua
     n_groups = k // 32
     out = empty_quantized(n_rows, k, x.device)
     groups = 16
+    chained = has_dependent_launch(x.device)
+    wait = after_prior and chained
     quantize_kernel[(triton.cdiv(n_groups, groups), n_rows)](
         x, out.words, out.scales, out.sums, n_groups, x.stride(0), GROUPS=groups,
-        LET_NEXT_START=let_next_start and has_dependent_launch(x.device), num_warps=2,
+        LET_NEXT_START=let_next_start and chained, WAIT_PRIOR=wait, num_warps=2,
+        **({"launch_pdl": True} if wait else {}),
     )  # fmt: skip
     return out
 

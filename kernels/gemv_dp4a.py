@@ -112,7 +112,16 @@ def _q4_k_load(d_ptr, dmin_ptr, scales_ptr, qs_ptr, rows, row_mask, blk, group_m
         s2 = load_groups(scales_ptr, row_blk * 3, blk * 3 + 2, row_mask, group_mask, RIT)
         return qs, d, dmin, s0, s1, s2
     mask2 = row_mask[:, None] & group_mask[None, :]
-    row_blk = rows[:, None] * NB + blk[None, :]
+    return q4_k_load_at(d_ptr, dmin_ptr, scales_ptr, qs_ptr, rows[:, None] * NB + blk[None, :],
+                        mask2)  # fmt: skip
+
+
+@triton.jit
+def q4_k_load_at(d_ptr, dmin_ptr, scales_ptr, qs_ptr, row_blk, mask2):
+    """_q4_k_load's planes of super-blocks row_blk [BN, G] (row * NB + block; chunk g % 4 of
+    each), masked by mask2 [BN, G]: for callers whose groups come from several rows."""
+    chunk = tl.arange(0, row_blk.shape[1]) % 4
+    word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
     qs = tl.load(qs_ptr + (row_blk * 32 + chunk[None, :] * 8)[:, :, None, None] + word,
                  mask=mask2[:, :, None, None], other=0)  # fmt: skip
     d = tl.load(d_ptr + row_blk, mask=mask2, other=0.0).to(tl.float32)
@@ -163,8 +172,17 @@ def _q6_k_load(ql_ptr, qh_ptr, sc_words_ptr, d_ptr, rows, row_mask, blk, group_m
                           group_mask, RIT)  # fmt: skip
         return ql_a, ql_b, qh, d, sw0, sw1
     mask2 = row_mask[:, None] & group_mask[None, :]
+    return q6_k_load_at(ql_ptr, qh_ptr, sc_words_ptr, d_ptr, rows[:, None] * NB + blk[None, :],
+                        mask2)  # fmt: skip
+
+
+@triton.jit
+def q6_k_load_at(ql_ptr, qh_ptr, sc_words_ptr, d_ptr, row_blk, mask2):
+    """_q6_k_load's planes of super-blocks row_blk [BN, G] (row * NB + block; half g % 2 of
+    each), masked by mask2 [BN, G]: for callers whose groups come from several rows."""
+    half = tl.arange(0, row_blk.shape[1]) % 2
+    word = tl.arange(0, 2)[:, None] * 4 + tl.arange(0, 4)[None, :]
     mask4 = mask2[:, :, None, None]
-    row_blk = rows[:, None] * NB + blk[None, :]
     ql_words = (row_blk * 32 + half[None, :] * 16)[:, :, None, None] + word
     ql_a = tl.load(ql_ptr + ql_words, mask=mask4, other=0)
     ql_b = tl.load(ql_ptr + ql_words + 8, mask=mask4, other=0)
@@ -220,7 +238,7 @@ def load_planes(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.cons
 
 
 @triton.jit
-def _mac(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: tl.constexpr,
+def mac_step(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: tl.constexpr,
          Q6: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
     """acc += one step of the format's integer dot products, scaled."""
     if Q6:
@@ -275,7 +293,7 @@ def gemv_program(
     acc = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
     if ONE_STEP:
         xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
-        acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row, xs_row,
+        acc = mac_step(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row, xs_row,
                    ASM, Q6, RIT)  # fmt: skip
         if GDC and not EARLY_NEXT:
             gdc_launch_dependents()
@@ -290,7 +308,7 @@ def gemv_program(
             )  # fmt: skip
             xq_row, xd_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8
             xs_row = xs_ptr + b * NB * 16
-            acc = _mac(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row,
+            acc = mac_step(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row,
                        xs_row, ASM, Q6, RIT)  # fmt: skip
             # the next step's weights, none past the last step
             u0, u1, u2, u3, u4, u5 = load_planes(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,

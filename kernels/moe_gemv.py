@@ -66,7 +66,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels import moe_one_token
+from kernels import moe_down_dp4a, moe_one_token
 from kernels.act_quant import QuantizedActivation, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
@@ -126,6 +126,12 @@ def one_token_config() -> MoeGemvConfig:
     expert a program and 8 warps (Qwen3-30B-A3B: 128 programs, one an SM; measured best of
     the shapes in docs/decisions/2026-11-29-one-token-expert-gemv.md)."""
     return MoeGemvConfig(block_n=16, num_warps=8)
+
+
+def dense_down_config() -> MoeGemvConfig:
+    """The launch shape of a one-token step's down through moe_down_dp4a.py: 4 output rows
+    (each over the k experts' rows) and 4 warps a program (Qwen3-30B-A3B: 512 programs)."""
+    return MoeGemvConfig(block_n=4, num_warps=4)
 
 
 def takes_one_token(n_tokens: int, top_k: int, n_in: int,
@@ -522,17 +528,19 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
 
 def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
                 quantized: QuantizedActivation | None = None,
-                config: MoeGemvConfig | None = None,
-                one_token: bool = True, slots_kernel: bool = True) -> torch.Tensor:  # fmt: skip
+                config: MoeGemvConfig | None = None, one_token: bool = True,
+                slots_kernel: bool = True, dense: bool = True) -> torch.Tensor:  # fmt: skip
     """h [T, k, n_in] (expert_gate_up's output) -> [T, n_out] in h's dtype: each pair's down
     projection (plus bias), weighted by its routing weight and summed over the k slots.
     One launch: each program rounds the part of h it reads to 8 bits itself (the bits
     quantize_activation would store); quantized: h in 8 bits already, read as it is.
-    A step of one token takes moe_one_token.py's down (config then its launch shape: by
-    default one_token_config) where takes_one_token says so and w is in device memory, else
-    this module's kernel reading its experts from the ids; slots_kernel=False keeps this
-    module's kernel, one_token=False this module's kernel reading the grouping (for
-    comparing)."""
+    A step of one token takes, where w is in device memory: moe_down_dp4a.py's down (one
+    integer GEMV over the k experts' rows, h rounded by quantize_activation's launch; config
+    then its launch shape, by default dense_down_config) where its formats and shapes allow
+    and w has no bias, else moe_one_token.py's down (by default one_token_config) where
+    takes_one_token says so, else this module's kernel reading its experts from the ids.
+    dense=False skips the first, slots_kernel=False both, one_token=False reads the grouping
+    (for comparing)."""
     require()
     if routing.weights is None:
         raise UnsupportedTensor("expert_down needs the routing weights: pass them to route_experts")
@@ -540,12 +548,15 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
         h = h.reshape(-1, h.shape[-1])
     _check(h, w, routing, routing.n_pairs)
     hq = None if quantized is None else _x_in_8_bits(h, quantized, config)
-    if (  # moe_one_token.py's down
-        one_token
-        and slots_kernel
-        and not w.in_host_memory
-        and takes_one_token(routing.n_tokens, routing.top_k, w.n_in, config)
-    ):
+    slots = one_token and slots_kernel and not w.in_host_memory and routing.n_tokens == 1
+    if slots and dense and w.bias is None and moe_down_dp4a.takes(w.fmt, w.n_in, routing.top_k):
+        cfg = config or dense_down_config()
+        gdc = cfg.pdl and has_dependent_launch(h.device)
+        if hq is None:  # a dependent launch of its own, which lets the down in at once
+            hq = quantize_activation(h, let_next_start=gdc, after_prior=gdc)
+        return moe_down_dp4a.launch_down(hq, w, routing, h.dtype, cfg.block_n, cfg.num_warps,
+                                         not interpret_mode(), gdc)  # fmt: skip
+    if slots and takes_one_token(routing.n_tokens, routing.top_k, w.n_in, config):
         cfg = config or one_token_config()
         gdc = cfg.pdl and has_dependent_launch(h.device)
         return moe_one_token.launch_down(h.contiguous(), hq, w, routing, FORMAT_CODES[w.fmt],

@@ -36,6 +36,7 @@ import triton
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, copy_bandwidth, time_calls
 from engine.hearth.routing import select_experts
+from kernels import moe_down_dp4a
 from kernels.act_quant import quantize_activation
 from kernels.moe_gemv import (
     DOWN,
@@ -147,10 +148,13 @@ SHORTLIST = {
 #            registers for Qwen3's gate/up at 4 rows x 4 warps where the grouping's reads take
 #            95, 72 for its down at 16 x 4 against 122);
 #   "slots-8", "ids-8": the same downs reading h in 8 bits, quantized before the timed calls
-#            (what a down costs when it no longer rounds h itself).
+#            (what a down costs when it no longer rounds h itself);
+#   "dense": moe_down_dp4a.py's down (expert_down's default for Q4_K and Q6_K: one integer
+#            GEMV over the k experts' rows, h rounded by its own launch, which is timed).
 ONE_TOKEN_SHAPES = {
     "down": [("slots", 16, 8), ("slots", 16, 16), ("slots", 8, 8), ("ids", 16, 4), ("ids", 8, 2),
-             ("ids", 4, 2), ("slots-8", 16, 8), ("ids-8", 8, 2)],
+             ("ids", 4, 2), ("slots-8", 16, 8), ("ids-8", 8, 2), ("dense", 4, 4),
+             ("dense", 2, 2), ("dense", 8, 4)],
     "gate_up": [("ids", 4, 4), ("ids", 4, 2), ("ids", 2, 2), ("ids", 2, 1)],
 }  # fmt: skip
 
@@ -163,6 +167,8 @@ def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
         shapes = ONE_TOKEN_SHAPES.get(case.kind, [])
         if case.kind == "down" and not takes_one_token(1, case.top_k, case.n_in):
             shapes = [shape for shape in shapes if not shape[0].startswith("slots")]
+        if case.kind == "down" and not moe_down_dp4a.takes(case.fmt, case.n_in, case.top_k):
+            shapes = [shape for shape in shapes if shape[0] != "dense"]
         if not shapes:  # the rows cases: no one-token shapes to compare
             continue
         variants = [("grouped", _default(case))]  # the shape a step of several tokens takes
@@ -171,8 +177,9 @@ def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
             try:
                 row = measure(case, 1, copy_bw, config, baseline=False,
                               one_token=label != "grouped",
-                              slots_kernel=label.startswith("slots"),
-                              h_in_8_bits=label.endswith("-8"))  # fmt: skip
+                              slots_kernel=label.startswith(("slots", "dense")),
+                              h_in_8_bits=label.endswith("-8"),
+                              dense=label == "dense")  # fmt: skip
             except Exception as error:  # a shape that fails to compile or run: go on
                 print(f"{case.name}, {config}: failed: {error!r}"[:300], flush=True)
                 continue
@@ -216,7 +223,7 @@ def _copies(case: Case) -> list[list[ExpertWeight]]:
 
 def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | None = None,
             baseline: bool = True, one_token: bool = True, slots_kernel: bool = True,
-            h_in_8_bits: bool = False) -> dict:  # fmt: skip
+            h_in_8_bits: bool = False, dense: bool = True) -> dict:  # fmt: skip
     matrices = 2 if case.kind == "gate_up" else 1
     copies = _copies(case)
     n_copies = len(copies)
@@ -229,6 +236,7 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
     x = torch.randn(n_x, case.n_in, dtype=torch.float16, device=DEVICE) * 0.1
     xq = quantize_activation(x)
     h = x.reshape(tokens, case.top_k, case.n_in) if case.kind == "down" else x
+    hq = xq if h_in_8_bits else None  # x is h's rows: its 8-bit form is h's
 
     def call(i: int) -> None:
         w = copies[i % n_copies]
@@ -238,9 +246,8 @@ def measure(case: Case, tokens: int, copy_bw: float, config: MoeGemvConfig | Non
                 x, w[0], w[1], routings[i], act, quantized=xq, config=config, one_token=one_token
             )
         elif case.kind == "down":  # as the engine runs it: h in float, rounded inside
-            expert_down(
-                h, w[0], routings[i], config=config, one_token=one_token, slots_kernel=slots_kernel
-            )
+            expert_down(h, w[0], routings[i], quantized=hq, config=config, one_token=one_token,
+                        slots_kernel=slots_kernel, dense=dense)  # fmt: skip
         else:
             expert_rows(x, w[0], routings[i], quantized=xq, config=config, one_token=one_token)
 

@@ -4,8 +4,9 @@
 
 Each launch benchmarks/kernels/moe.py times (Qwen3-30B-A3B Q4_K_M, gpt-oss-20b MXFP4; one and
 16 tokens), compiled as the default MoeGemvConfig launches it (the down from float h, as
-expert_down launches it without `quantized`), the one-token down (moe_one_token.py) that a
-decode step of one sequence takes where a row fits one split, the router's kernel for both
+expert_down launches it without `quantized`), the one-token downs (moe_down_dp4a.py's for
+Q4_K and Q6_K, moe_one_token.py's where a row fits one split) that a decode step of one
+sequence takes, the router's kernel for both
 models' routers as norm_and_route launches it, and Qwen3-30B-A3B's routing chosen before the
 FFN norm (router_scores, wo_and_scores), with Triton's bundled ptxas and cuobjdump. The cheap
 check before a device run: that every format and mode compiles, and what it costs in
@@ -149,6 +150,44 @@ def compile_one_token_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None
     return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
 
 
+def compile_dense_down_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None):
+    """moe_down_dp4a.py's down as a one-token step launches it for this case (h in 8 bits),
+    or None where it does not take the case."""
+    from kernels import moe_down_dp4a
+
+    if case.kind != "down" or not moe_down_dp4a.takes(case.fmt, case.n_in, case.top_k):
+        return None
+    cfg = cfg or moe_gemv.dense_down_config()
+    first, rest = moe_down_dp4a.split_blocks(case.top_k * case.n_in // 256)
+    q6 = case.fmt == "Q6_K"
+    consts = dict(BLOCK_N=cfg.block_n, NBLK=first, NBLK_REST=rest, Q6=q6, GDC=cfg.pdl, ASM=True)
+    planes = ["*i32", "*i32", "*i32", "*fp16"] if q6 else ["*fp16", "*fp16", "*i32", "*i32"]
+    types = dict(POINTERS, xq_ptr="*i32")
+    types.update({f"p{i}": t for i, t in enumerate(planes)})
+    fn = moe_down_dp4a._down_kernel
+    signature = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
+    aligned = [i for i, a in enumerate(fn.arg_names) if signature[a][0] == "*" or a == "N"]
+    attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
+    src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
+    options = {"num_warps": cfg.num_warps, "num_stages": 1}
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=options)
+
+
+def _dense_down_line(case: Case) -> str | None:
+    kernel = compile_dense_down_sm90(case)
+    if kernel is None:
+        return None
+    cfg = moe_gemv.dense_down_config()
+    regs, stack, n_all = usage(kernel)
+    programs = triton.cdiv(case.n_out, cfg.block_n)
+    floor = programs * cfg.num_warps * n_all / (SMS * ISSUE * GHZ * 1e3)
+    return (
+        f"{case.name:26} {case.fmt:5}  1 token, dense down: {regs:3} regs, stack "
+        f"{stack:3}, {n_all:5} instructions; {programs:5} programs x {cfg.num_warps} warps "
+        f"({cfg.block_n} rows x {case.top_k} slots): issue floor {floor:5.1f} us"
+    )
+
+
 def _one_token_line(case: Case, cfg: moe_gemv.MoeGemvConfig | None = None) -> str | None:
     kernel = compile_one_token_sm90(case, cfg)
     if kernel is None:
@@ -262,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         one = _one_token_line(case)
         if one:
             print(one, flush=True)
+        dense = _dense_down_line(case)
+        if dense:
+            print(dense, flush=True)
     for name, n_expert, n_embd, top_k, bias, softmax_all in ROUTERS:
         for tokens in (1, 16):
             kernel = compile_router_sm90(n_expert, n_embd, top_k, tokens, bias, softmax_all)

@@ -1,7 +1,8 @@
 """The one-token expert down (kernels/moe_one_token.py): a decode step's k experts in one
 program, summed there, against kernels/moe_reference.py (float64) and against moe_gemv.py's
 grouped kernel (the same bits), k a power of two and not, rows not whole tiles, biases,
-every format, h in float and in 8 bits."""
+every format, h in float and in 8 bits (`dense=False`: Q4_K and Q6_K otherwise take
+moe_down_dp4a.py's down); and which down expert_down takes."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def test_down_gives_the_grouped_kernels_bits(fmt, n_in, top_k, bias, device):
     w, dense, b = _experts(fmt, N_OUT, n_in, 21, device, bias=bias)
     routing, ids, weights = _routing(1, top_k, seed=22 + top_k, device=device)
     h = (_x(top_k, n_in, seed=23) * torch.linspace(0.05, 2, n_in)).reshape(1, top_k, n_in)
-    one = expert_down(h.to(device), w, routing, config=ONE_TOKEN)
+    one = expert_down(h.to(device), w, routing, config=ONE_TOKEN, dense=False)
     grouped = expert_down(h.to(device), w, routing, config=GROUPED, one_token=False)
     assert one.shape == (1, N_OUT) and torch.equal(one, grouped)
     expected = ref.down(_x8(h.reshape(top_k, n_in)).reshape(1, top_k, -1), dense, ids, weights, b)
@@ -48,37 +49,43 @@ def test_down_from_h_in_8_bits_gives_the_same_bits(dtype, device):
     w, _, _ = _experts("Q6_K", N_OUT, 768, 24, device)
     routing, _, _ = _routing(1, 8, seed=25, device=device)
     h = (_x(8, 768, seed=26) * 2).to(dtype).reshape(1, 8, 768).to(device)
-    fused = expert_down(h, w, routing, config=ONE_TOKEN)
+    fused = expert_down(h, w, routing, config=ONE_TOKEN, dense=False)
     hq = quantize_activation(h.reshape(8, 768))
-    apart = expert_down(h, w, routing, quantized=hq, config=ONE_TOKEN)
+    apart = expert_down(h, w, routing, quantized=hq, config=ONE_TOKEN, dense=False)
     assert fused.dtype == dtype and torch.equal(fused, apart) and fused.abs().max() > 0
 
 
 @pytest.mark.parametrize(
-    ("tokens", "one_token", "in_host_memory", "taken"),
-    [(1, True, False, True), (2, True, False, False), (1, False, False, False),
-     (1, True, True, False)],
+    ("fmt", "tokens", "one_token", "in_host_memory", "taken"),
+    [("Q6_K", 1, True, False, "dense"), ("Q4_K", 1, True, False, "dense"),
+     ("Q5_K", 1, True, False, "slots"), ("Q6_K", 2, True, False, "grouped"),
+     ("Q6_K", 1, False, False, "grouped"), ("Q6_K", 1, True, True, "grouped")],
 )  # fmt: skip
-def test_a_step_of_one_token_takes_it_by_default(
-    tokens, one_token, in_host_memory, taken, device, monkeypatch
+def test_which_kernel_a_down_takes_by_default(
+    fmt, tokens, one_token, in_host_memory, taken, device, monkeypatch
 ):
-    """One token in device memory: the one-token down; more tokens, one_token=False, or
-    experts read over the bus (in_host_memory): the grouped kernel."""
+    """One token in device memory: moe_down_dp4a.py's down for the integer GEMV's formats,
+    else the one-token down; more tokens, one_token=False, or experts read over the bus
+    (in_host_memory): the grouped kernel."""
     import dataclasses
 
-    from kernels import moe_one_token
+    from kernels import moe_down_dp4a, moe_one_token
 
     calls = []
-    launch = moe_one_token.launch_down
-    monkeypatch.setattr(
-        moe_one_token, "launch_down", lambda *a, **k: calls.append(1) or launch(*a, **k)
-    )
-    w, dense, _ = _experts("Q6_K", N_OUT, 256, 27, device)
+    for name, module in (("dense", moe_down_dp4a), ("slots", moe_one_token)):
+        launch = module.launch_down
+
+        def recording(*a, _launch=launch, _name=name, **k):
+            calls.append(_name)
+            return _launch(*a, **k)
+
+        monkeypatch.setattr(module, "launch_down", recording)
+    w, dense, _ = _experts(fmt, N_OUT, 256, 27, device)
     w = dataclasses.replace(w, in_host_memory=in_host_memory)
     routing, ids, weights = _routing(tokens, 4, seed=28, device=device)
     h = _x(tokens * 4, 256, seed=29).reshape(tokens, 4, 256)
     out = expert_down(h.to(device), w, routing, one_token=one_token)
-    assert bool(calls) == taken
+    assert calls == ([] if taken == "grouped" else [taken])
     expected = ref.down(_x8(h.reshape(-1, 256)).reshape(tokens, 4, -1), dense, ids, weights)
     assert relative_error(out.cpu(), expected) < TOLERANCE
 
