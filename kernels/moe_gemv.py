@@ -119,6 +119,8 @@ class MoeGemvConfig:
     max_runs: int = ONE_SPLIT_RUNS  # runs of 16 weights a program reads of a row (one split)
     num_warps: int = 2
     pdl: bool = True  # a dependent launch where the GPU has one (sm_90+; module docstring)
+    # the next launch let in as each program starts, not once its dot products are done
+    early_next: bool = False
 
 
 def one_token_config() -> MoeGemvConfig:
@@ -225,7 +227,7 @@ def _expert_kernel(
     X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
-    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False,
+    GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False, EARLY_NEXT: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
@@ -233,7 +235,10 @@ def _expert_kernel(
     partials go through part and the tickets (several splits, or DOWN), else each program
     writes its pairs' results itself. ONE_TOKEN: a step of one token, whose k slots pick k
     distinct experts: group g is slot g, its expert read from the routing's ids and its one
-    pair g, so no grouping entry is read and x's loads need not wait for a pair's."""
+    pair g, so no grouping entry is read and x's loads need not wait for a pair's.
+    EARLY_NEXT: the next launch let in at the program's start (MoeGemvConfig.early_next)."""
+    if GDC and EARLY_NEXT:
+        gdc_launch_dependents()
     tile = tl.program_id(0)
     split = tl.program_id(1)
     g = tl.program_id(2)
@@ -325,7 +330,7 @@ def _expert_kernel(
                 if MODE == 1:
                     ya = glu(ya, yb, alpha, limit, ACT)
                 tl.store(out_ptr + pair * N + rows, ya.to(out_ptr.dtype.element_ty), mask=row_mask)
-        if GDC:
+        if GDC and not EARLY_NEXT:
             gdc_launch_dependents()
         if SPLIT:
             tl.debug_barrier()
@@ -483,7 +488,7 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
-        ONE_TOKEN=one_token, num_warps=cfg.num_warps, **extra,
+        ONE_TOKEN=one_token, EARLY_NEXT=cfg.early_next, num_warps=cfg.num_warps, **extra,
     )  # fmt: skip
     return out
 

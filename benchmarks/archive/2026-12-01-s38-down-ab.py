@@ -19,6 +19,9 @@ Once moe_down_dp4a.py's down became expert_down's default (two chunks of super-b
 launch a dependent one), main is that down at dense_down_config and:
 slots       expert_down(dense=False): moe_one_token.py's down, the step as before
 d-RxW       main's down at R output rows x W warps a program
+early       main with the one-token gate/up letting the next launch in as each program
+            starts (MoeGemvConfig.early_next), so that h's rounding and the down's programs
+            start beside the gate/up's last ones
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ def _variant(rows: int, warps: int):
 
     def setup(cache) -> None:
         moe_gemv.expert_down = down if rows else _down
+        moe_gemv.default_config = _default_config
 
     return setup
 
@@ -86,6 +90,25 @@ def _configured(rows: int, warps: int, dense: bool = True):
     return setup
 
 
+_default_config = moe_gemv.default_config
+
+
+def _early(on: bool):
+    def config(fmt, mode, one_token=False):
+        made = _default_config(fmt, mode, one_token)
+        if on and one_token and mode == moe_gemv.GATE_UP:
+            made = moe_gemv.MoeGemvConfig(made.block_n, made.max_runs, made.num_warps,
+                                          made.pdl, early_next=True)  # fmt: skip
+        return made
+
+    def setup(cache) -> None:
+        moe_gemv.expert_down = _down
+        moe_gemv.default_config = config
+
+    return setup
+
+
+step_ab.VARIANTS["early"] = _early(True)
 step_ab.VARIANTS["slots"] = _configured(0, 0, dense=False)
 for rows, warps in ((2, 2), (4, 2), (8, 4), (8, 8)):
     step_ab.VARIANTS[f"d-{rows}x{warps}"] = _configured(rows, warps)
