@@ -60,6 +60,7 @@ runs after it starts after it has finished, and the weights are not written by a
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -134,6 +135,18 @@ def dense_down_config() -> MoeGemvConfig:
     """The launch shape of a one-token step's down through moe_down_dp4a.py: 4 output rows
     (each over the k experts' rows) and 4 warps a program (Qwen3-30B-A3B: 512 programs)."""
     return MoeGemvConfig(block_n=4, num_warps=4)
+
+
+def takes_dense_down(w: ExpertWeight, routing: ExpertRouting) -> bool:
+    """Whether expert_down takes moe_down_dp4a.py's down for this step by default: one token,
+    experts in device memory without biases, the integer GEMV's formats and whole
+    super-blocks."""
+    return (
+        routing.n_tokens == 1
+        and not w.in_host_memory
+        and w.bias is None
+        and moe_down_dp4a.takes(w.fmt, w.n_in, routing.top_k)
+    )
 
 
 def takes_one_token(n_tokens: int, top_k: int, n_in: int,
@@ -510,11 +523,15 @@ def expert_rows(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
 def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
                    routing: ExpertRouting, activation: GluActivation = SILU, *,
                    quantized: QuantizedActivation | None = None,
-                   config: MoeGemvConfig | None = None,
-                   one_token: bool = True) -> torch.Tensor:  # fmt: skip
+                   config: MoeGemvConfig | None = None, one_token: bool = True,
+                   then: ExpertWeight | None = None) -> torch.Tensor:  # fmt: skip
     """x [T, n_in] -> h [T, k, n_ff] = act(gate, up) of each pair, in x's dtype; one launch
     when gate and up share a block format (each program reads both tiles), else two
-    expert_rows launches and the activation in torch. one_token: as expert_rows'."""
+    expert_rows launches and the activation in torch. one_token: as expert_rows'. then: the
+    down that the next launches compute; where it is moe_down_dp4a.py's (takes_dense_down),
+    whose small programs can start beside this launch's last ones, the default shape lets
+    the next launch in as each program starts (early_next: 2.2% of Qwen3-30B-A3B's step on
+    an H200, where it cost moe_one_token.py's down 7%: docs/kernels-moe.md)."""
     require()
     _check(x, gate, routing, routing.n_tokens)
     if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
@@ -523,6 +540,8 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
             f"{(up.n_expert, up.n_out, up.n_in)} differ in shape"
         )
     xq = _x_in_8_bits(x, quantized, config)
+    if config is None and then is not None and one_token and takes_dense_down(then, routing):
+        config = dataclasses.replace(default_config(gate.fmt, GATE_UP, True), early_next=True)
     if gate.fmt != up.fmt:
         g = expert_rows(x, gate, routing, quantized=xq, config=config, one_token=one_token)
         u = expert_rows(x, up, routing, quantized=xq, config=config, one_token=one_token)
@@ -554,7 +573,7 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
     _check(h, w, routing, routing.n_pairs)
     hq = None if quantized is None else _x_in_8_bits(h, quantized, config)
     slots = one_token and slots_kernel and not w.in_host_memory and routing.n_tokens == 1
-    if slots and dense and w.bias is None and moe_down_dp4a.takes(w.fmt, w.n_in, routing.top_k):
+    if slots and dense and takes_dense_down(w, routing):
         cfg = config or dense_down_config()
         gdc = cfg.pdl and has_dependent_launch(h.device)
         if hq is None:  # a dependent launch of its own, which lets the down in at once

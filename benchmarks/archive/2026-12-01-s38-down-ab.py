@@ -17,11 +17,19 @@ noq-RxW     for timing only: dense-RxW reading one 8-bit h made at the first cal
 
 Once moe_down_dp4a.py's down became expert_down's default (two chunks of super-blocks, h's
 launch a dependent one), main is that down at dense_down_config and:
-slots       expert_down(dense=False): moe_one_token.py's down, the step as before
+slots       expert_down(dense=False): moe_one_token.py's down, the step as before (since
+            call 7 with late's gate/up)
 d-RxW       main's down at R output rows x W warps a program
 early       main with the one-token gate/up letting the next launch in as each program
             starts (MoeGemvConfig.early_next), so that h's rounding and the down's programs
             start beside the gate/up's last ones
+
+Once early_next became expert_gate_up's default before that down (`then`), main is that and:
+late        expert_gate_up without `then`: the gate/up letting the next launch in once its
+            dot products are done (call 6's main)
+
+Every variant's setup first puts back the three functions the others replace (call 6's
+"slots" row did not: it ran with early's gate/up).
 """
 
 from __future__ import annotations
@@ -39,6 +47,14 @@ from kernels import moe_down_dp4a, moe_gemv  # noqa: E402
 from kernels.act_quant import quantize_activation  # noqa: E402
 
 _down = moe_gemv.expert_down
+_gate_up = moe_gemv.expert_gate_up
+_default_config = moe_gemv.default_config
+
+
+def _restore() -> None:
+    moe_gemv.expert_down = _down
+    moe_gemv.expert_gate_up = _gate_up
+    moe_gemv.default_config = _default_config
 
 
 def _variant(rows: int, warps: int):
@@ -50,8 +66,8 @@ def _variant(rows: int, warps: int):
         return _down(h, w, routing, **kwargs)
 
     def setup(cache) -> None:
+        _restore()
         moe_gemv.expert_down = down if rows else _down
-        moe_gemv.default_config = _default_config
 
     return setup
 
@@ -73,9 +89,19 @@ def _dense(rows: int, warps: int, chained: bool = False, free: bool = False):
         return _down(h, w, routing, **kwargs)
 
     def setup(cache) -> None:
+        _restore()
         moe_gemv.expert_down = down
 
     return setup
+
+
+def _late(cache) -> None:
+    _restore()
+
+    def gate_up(*args, then=None, **kwargs):
+        return _gate_up(*args, **kwargs)
+
+    moe_gemv.expert_gate_up = gate_up
 
 
 def _configured(rows: int, warps: int, dense: bool = True):
@@ -85,12 +111,13 @@ def _configured(rows: int, warps: int, dense: bool = True):
         return _down(h, w, routing, dense=dense, **kwargs)
 
     def setup(cache) -> None:
+        if dense:
+            _restore()
+        else:  # the step before: the gate/up lets the down in once its products are done
+            _late(cache)
         moe_gemv.expert_down = down
 
     return setup
-
-
-_default_config = moe_gemv.default_config
 
 
 def _early(on: bool):
@@ -102,12 +129,13 @@ def _early(on: bool):
         return made
 
     def setup(cache) -> None:
-        moe_gemv.expert_down = _down
+        _restore()
         moe_gemv.default_config = config
 
     return setup
 
 
+step_ab.VARIANTS["late"] = _late
 step_ab.VARIANTS["early"] = _early(True)
 step_ab.VARIANTS["slots"] = _configured(0, 0, dense=False)
 for rows, warps in ((2, 2), (4, 2), (8, 4), (8, 8)):

@@ -581,9 +581,8 @@ class KernelsMoeOps(RoutingBeforeNorm):
         for start in range(0, n_tokens, step):
             rows = slice(start, min(n_tokens, start + step))
             routing = route(rows)
-            h = expert_gate_up(
-                x[rows], experts.gate, experts.up, routing, experts.activation, quantized=whole
-            )
+            h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation,
+                               quantized=whole, then=experts.down)  # fmt: skip
             parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 

@@ -47,3 +47,31 @@ def test_down_over_the_experts_rows(fmt, n_in, top_k, block_n, num_warps, device
 )  # fmt: skip
 def test_which_downs_it_takes(fmt, n_in, top_k, taken):
     assert takes(fmt, n_in, top_k) is taken
+
+
+@pytest.mark.parametrize(
+    ("down_fmt", "tokens", "early"),
+    [("Q4_K", 1, True), ("Q5_K", 1, False), (None, 1, False), ("Q4_K", 2, False)],
+)
+def test_the_gate_up_lets_this_down_in_as_it_starts(down_fmt, tokens, early, device, monkeypatch):
+    """expert_gate_up(then=down): where that down is this module's (takes_dense_down), the
+    gate/up's default shape lets the next launch in at its programs' start (early_next); before
+    moe_one_token.py's down, or without `then`, once its dot products are done."""
+    from kernels import moe_gemv
+
+    seen = []
+    launch = moe_gemv._launch
+
+    def recording(*args):
+        seen.append(args[7])  # the config
+        return launch(*args)
+
+    monkeypatch.setattr(moe_gemv, "_launch", recording)
+    # (only the launch's shape is looked at: the down's rows need not be the gate/up's)
+    gate, _, _ = _experts("Q4_K", 16, 256, 41, device)
+    up, _, _ = _experts("Q4_K", 16, 256, 42, device)
+    down = _experts(down_fmt, 16, 256, 43, device)[0] if down_fmt else None
+    routing, _, _ = _routing(tokens, 2, seed=44, device=device)
+    x = _x(tokens, 256, seed=45, scale=0.1).to(device)
+    moe_gemv.expert_gate_up(x, gate, up, routing, then=down)
+    assert len(seen) == 1 and (seen[0] is not None and seen[0].early_next) == early

@@ -261,6 +261,48 @@ def test_kernels_forward_of_a_moe_model_matches_the_reference(tmp_path, monkeypa
     assert error < 3e-2, error
 
 
+@pytest.mark.slow
+def test_a_decode_step_s_down_over_the_experts_rows_matches_the_reference(tmp_path):
+    """qwen3moe with Q4_K experts of whole super-blocks (n_ff_exp 256): a decode step's down
+    goes through kernels/moe_down_dp4a.py (one integer GEMV over the picked experts' rows); its
+    logits are the one-token slots down's up to the order of the sums, with the same picks,
+    and within the 8-bit activations' few percent of engine/hearth/reference.py's."""
+    from gguf import GGMLQuantizationType as QT
+
+    from engine.hearth.reference import reference_logits
+    from kernels import moe_down_dp4a, moe_gemv
+
+    spec = tiny_spec("qwen3moe", n_layer=1, n_embd=256, head_dim=64, matrix_type=QT.Q4_K,
+                     n_ff_exp=256, expert_type=QT.Q4_K)  # fmt: skip
+    path = write_tiny_gguf(tmp_path / "q.gguf", spec)
+    calls = []
+    launch = moe_down_dp4a.launch_down
+    down = moe_gemv.expert_down
+
+    def counted(monkeypatch):
+        monkeypatch.setattr(
+            moe_down_dp4a, "launch_down", lambda *a, **k: calls.append(1) or launch(*a, **k)
+        )
+
+    def slots(monkeypatch):
+        counted(monkeypatch)
+        monkeypatch.setattr(moe_gemv, "expert_down", lambda *a, **k: down(*a, dense=False, **k))
+
+    dense = _decode_step(path, counted)
+    assert len(calls) == 1  # the decode step's one layer; the prefill's 3 tokens go grouped
+    apart = _decode_step(path, slots)
+    assert len(calls) == 1
+    for a, b in zip(dense["picks"], apart["picks"], strict=True):
+        assert torch.equal(a, b)
+    scale = np.abs(apart["logits"]).max()
+    np.testing.assert_allclose(dense["logits"], apart["logits"], rtol=0, atol=2e-3 * scale)
+    info = read_model_info(path)
+    expected = reference_logits(model_config(info), GGUFTensors(str(path), info),
+                                [5, 17, 300, 42])[-1]  # fmt: skip
+    got = dense["logits"].reshape(-1)
+    assert np.linalg.norm(got - expected) / np.linalg.norm(expected) < 3e-2
+
+
 def test_experts_in_ram_are_the_gemvs_planes_and_copy_by_rows(tmp_path):
     """KernelsOps with the layer's experts in host memory and 3 slots: the host experts are
     the expert GEMV's own planes (the same bytes as prepared on the device), the slots start

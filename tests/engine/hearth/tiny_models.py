@@ -144,9 +144,9 @@ def write_tiny_gguf(
             scales = np.full(blocks.shape[:-1], 0.01, dtype=np.float16)
             blocks[..., :2] = scales[..., None].view(np.uint8)
             writer.add_tensor(name, blocks.reshape(*shape[:-1], -1), raw_dtype=qtype)
-        elif qtype in _KQUANT_BLOCK:
-            assert not n, "random k-quant blocks are written for 2-D matrices only"
-            writer.add_tensor(name, _random_kquant(rng, rows, cols, qtype), raw_dtype=qtype)
+        elif qtype in _KQUANT_BLOCK:  # random blocks (gguf cannot quantize to them)
+            blocks = [_random_kquant(rng, rows, cols, qtype) for _ in range(max(n, 1))]
+            writer.add_tensor(name, np.stack(blocks) if n else blocks[0], raw_dtype=qtype)
         elif qtype == QT.F16:
             writer.add_tensor(name, values.astype(np.float16))
         elif qtype == QT.F32:
