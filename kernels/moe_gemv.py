@@ -34,9 +34,12 @@ One token. A decode step of one sequence picks k distinct experts, one pair each
 then slot g, and the kernel (ONE_TOKEN) reads its expert from the routing's ids, its pair
 being g, where a step of several tokens reads the grouping (the group's expert, first pair
 and count, then each pair before its x): the same bits, two dependent loads fewer before x,
-and 70-72 registers where those reads took 95-122 (more programs an SM). Its down goes through
-moe_one_token.py (every slot's expert in one program, summed there, the same bits) where the
-row fits one split and the experts are in device memory.
+and 70-72 registers where those reads took 95-122 (more programs an SM). Its down, where the
+experts are in device memory, goes through moe_down_dp4a.py (one integer GEMV over the k
+experts' rows side by side, h rounded by a launch of its own) for Q4_K and Q6_K experts of
+whole super-blocks without biases, and that gate/up lets it in as each program starts
+(`then`); else through moe_one_token.py (every slot's expert in one program, summed there,
+the same bits) where the row fits one split.
 
 Results. A program's partial for pair p (one split) goes straight to the output when nothing
 remains to add: one split, and per-pair rows (expert_rows, expert_gate_up: the bias and the

@@ -30,7 +30,9 @@ store), then its words are laid out along the slot's BLOCK_N rows. Or h's 8-bit 
 caller's QuantizedActivation.
 
 Only a whole row in one split (n_in up to 2048 weights; gpt-oss's 2880 goes through
-moe_gemv.py) and T = 1 come here: moe_gemv.expert_down chooses.
+moe_gemv.py) and T = 1 come here, and not Q4_K or Q6_K experts of whole super-blocks without
+biases, which take moe_down_dp4a.py's down (faster: docs/decisions/
+2026-12-01-one-token-down-over-the-experts-rows.md): moe_gemv.expert_down chooses.
 
 Dependent launch (sm_90+): a program reads the routing (ids, weights) and its weights, then
 waits for the kernel before it (griddepcontrol.wait) before it reads h, and lets the next
