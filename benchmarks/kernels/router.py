@@ -152,13 +152,15 @@ def beside() -> None:
 
     launch_us = time_calls(router_launch, repeats=50) / layers * 1e6
     before_us = time_calls(chosen_before, repeats=50) / layers * 1e6
-    same = all(
+    # random inputs: a layer whose 8th and 9th logits nearly tie may pick otherwise, the
+    # two paths summing in other orders (the engine's own check: the record's diagnose runs)
+    same = sum(
         torch.equal(r.ids.int(), p.ids)
         for r, p in zip(router_launch(), chosen_before(), strict=True)
     )  # fmt: skip
     print(f"{name} 1 token, us a layer from wo's input to the picks and weights: wo and the "
           f"router's launch {launch_us:5.2f}, chosen before the norm {before_us:5.2f} "
-          f"({'same picks' if same else 'PICKS DIFFER'})", flush=True)  # fmt: skip
+          f"(the same picks in {same} of {layers} layers)", flush=True)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
