@@ -18,6 +18,7 @@ instructions issued once at the H200's full rate).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import subprocess
@@ -110,6 +111,7 @@ def compile_sm90(case: Case, tokens: int, config: moe_gemv.MoeGemvConfig | None 
         NG=nr // 2,
         P_PAD=triton.next_power_of_2(tokens * case.top_k), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(case.top_k), ASM=True, GDC=cfg.pdl, ONE_TOKEN=tokens == 1,
+        EARLY_NEXT=cfg.early_next,
     )  # fmt: skip
     types = dict(POINTERS, alpha="fp32", limit="fp32")
     if consts["X_FLOAT"]:  # the down reads h (f16) and rounds it to 8 bits itself
@@ -298,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     for case in CASES:
         for tokens in (1, 16):
             print(_line(case, tokens), flush=True)
+        if case.kind == "gate_up":  # before moe_down_dp4a.py's down: the next launch let in early
+            early = dataclasses.replace(moe_gemv.default_config(case.fmt, moe_gemv.GATE_UP, True),
+                                        early_next=True)  # fmt: skip
+            print(_line(case, 1, early) + ", early_next", flush=True)
         one = _one_token_line(case)
         if one:
             print(one, flush=True)

@@ -28,9 +28,11 @@ def test_expert_gemv_and_router_kernels_compile_for_sm90():
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     lines = [line for line in done.stdout.splitlines() if " regs, stack " in line]
-    # 6 expert GEMV cases (the downs from float h) and 2 routers, at 1 and 16 tokens, the two
-    # one-token downs for Qwen3-30B-A3B's, and its routing chosen before the norm (2 launches)
-    assert len(lines) == 2 * (6 + 2) + 2 + 2, done.stdout
+    # 6 expert GEMV cases (the downs from float h) and 2 routers, at 1 and 16 tokens, the 2
+    # gate/ups letting the next launch in early, the two one-token downs for Qwen3-30B-A3B's,
+    # and its routing chosen before the norm (2 launches)
+    assert len(lines) == 2 * (6 + 2) + 2 + 2 + 2, done.stdout
+    assert sum(line.endswith("early_next") for line in lines) == 2, done.stdout
     assert sum("dense down" in line for line in lines) == 1, done.stdout
     assert sum("one-token down" in line for line in lines) == 1, done.stdout
     assert sum("norm_and_route" in line for line in lines) == 4, done.stdout
