@@ -16,8 +16,11 @@ tiles, and many small programs an SM where moe_one_token.py holds one of 8 warps
 its groups' sums.
 
 Q4_K and Q6_K (the integer GEMV's formats), n_ff a multiple of 256 (whole super-blocks).
-Dependent launch (sm_90+): a program loads its ids, weights and the routing weights, then
-waits for the kernel before it (the quantization of h) before it reads h.
+Dependent launch (sm_90+): a program loads its ids and its weights, then waits for the kernel
+before it (the quantization of h) before it reads h and the routing weights. The ids come
+from wo's launch, which had ended before the gate/up was let in; the routing weights from the
+FFN norm, which a gate/up that lets this launch in at its start (early_next) may not have
+waited for yet.
 """
 
 from __future__ import annotations
@@ -33,11 +36,10 @@ FORMATS = ("Q4_K", "Q6_K")
 
 
 @triton.jit
-def _chunk(p0, p1, p2, p3, ids_ptr, weights_ptr, rows, row_mask, N, NB, TOP_K,
-           FIRST: tl.constexpr, NBLK: tl.constexpr, Q6: tl.constexpr):  # fmt: skip
+def _chunk(p0, p1, p2, p3, ids_ptr, rows, row_mask, N, NB, TOP_K, FIRST: tl.constexpr,
+           NBLK: tl.constexpr, Q6: tl.constexpr):  # fmt: skip
     """Virtual super-blocks FIRST .. FIRST + NBLK of the rows (those past TOP_K NB masked
-    off): (their planes, the virtual super-block of each group and its mask, each group's
-    routing weight)."""
+    off): (their planes, the virtual super-block of each group and its mask)."""
     PER: tl.constexpr = 2 if Q6 else 4  # groups a super-block (Q6_K halves, Q4_K chunks)
     blk = FIRST + tl.arange(0, NBLK * PER) // PER
     group_mask = blk < TOP_K * NB
@@ -49,15 +51,16 @@ def _chunk(p0, p1, p2, p3, ids_ptr, weights_ptr, rows, row_mask, N, NB, TOP_K,
         planes = q6_k_load_at(p0, p1, p2, p3, row_blk, mask2)
     else:
         planes = q4_k_load_at(p0, p1, p2, p3, row_blk, mask2)
-    scale = tl.load(weights_ptr + slot, mask=group_mask, other=0.0)
-    return planes, blk, group_mask, scale
+    return planes, blk, group_mask
 
 
 @triton.jit
-def _chunk_sum(planes, blk, group_mask, scale, rows, xq_ptr, xd_ptr, xs_ptr, Q6: tl.constexpr,
-               ASM: tl.constexpr):  # fmt: skip
+def _chunk_sum(planes, blk, group_mask, weights_ptr, NB, rows, xq_ptr, xd_ptr, xs_ptr,
+               Q6: tl.constexpr, ASM: tl.constexpr):  # fmt: skip
     """The rows' dot products over a chunk's super-blocks, each group weighted by its slot's
-    routing weight: [BLOCK_N]."""
+    routing weight (read here, after the wait: the norm two launches back wrote them, and
+    with the gate/up's early start this launch may begin before that norm ends): [BLOCK_N]."""
+    scale = tl.load(weights_ptr + blk // NB, mask=group_mask, other=0.0)
     acc = tl.zeros((rows.shape[0], blk.shape[0]), dtype=tl.float32)
     acc = mac_step(acc, planes, blk, group_mask, rows, xq_ptr, xd_ptr, xs_ptr, ASM, Q6, False)
     return tl.sum(acc * scale[None, :], axis=1)
@@ -75,19 +78,18 @@ def _down_kernel(
     the [n_expert N, NB 256] matrix."""
     rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
     row_mask = rows < N
-    planes, blk, group_mask, scale = _chunk(p0, p1, p2, p3, ids_ptr, weights_ptr, rows,
-                                            row_mask, N, NB, TOP_K, 0, NBLK, Q6)  # fmt: skip
+    planes, blk, group_mask = _chunk(p0, p1, p2, p3, ids_ptr, rows, row_mask, N, NB, TOP_K, 0,
+                                     NBLK, Q6)  # fmt: skip
     if NBLK_REST > 0:
-        planes_r, blk_r, group_mask_r, scale_r = _chunk(
-            p0, p1, p2, p3, ids_ptr, weights_ptr, rows, row_mask, N, NB, TOP_K, NBLK,
-            NBLK_REST, Q6,
-        )  # fmt: skip
+        planes_r, blk_r, group_mask_r = _chunk(p0, p1, p2, p3, ids_ptr, rows, row_mask, N, NB,
+                                               TOP_K, NBLK, NBLK_REST, Q6)  # fmt: skip
     if GDC:
         gdc_wait()
-    y = _chunk_sum(planes, blk, group_mask, scale, rows, xq_ptr, xd_ptr, xs_ptr, Q6, ASM)
+    y = _chunk_sum(planes, blk, group_mask, weights_ptr, NB, rows, xq_ptr, xd_ptr, xs_ptr, Q6,
+                   ASM)  # fmt: skip
     if NBLK_REST > 0:
-        y += _chunk_sum(planes_r, blk_r, group_mask_r, scale_r, rows, xq_ptr, xd_ptr, xs_ptr,
-                        Q6, ASM)  # fmt: skip
+        y += _chunk_sum(planes_r, blk_r, group_mask_r, weights_ptr, NB, rows, xq_ptr, xd_ptr,
+                        xs_ptr, Q6, ASM)  # fmt: skip
     if GDC:
         gdc_launch_dependents()
     tl.store(out_ptr + rows, y.to(out_ptr.dtype.element_ty), mask=row_mask)
