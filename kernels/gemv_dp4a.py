@@ -239,7 +239,7 @@ def load_planes(p0, p1, p2, p3, rows, row_mask, blk, group_mask, NB, Q6: tl.cons
 
 @triton.jit
 def mac_step(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: tl.constexpr,
-         Q6: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
+             Q6: tl.constexpr, RIT: tl.constexpr):  # fmt: skip
     """acc += one step of the format's integer dot products, scaled."""
     if Q6:
         acc = _q6_k_mac(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM, RIT)
@@ -293,8 +293,8 @@ def gemv_program(
     acc = tl.zeros((BLOCK_N, NG), dtype=tl.float32)
     if ONE_STEP:
         xq_row, xd_row, xs_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8, xs_ptr + b * NB * 16
-        acc = mac_step(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row, xs_row,
-                   ASM, Q6, RIT)  # fmt: skip
+        acc = mac_step(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row,
+                       xs_row, ASM, Q6, RIT)  # fmt: skip
         if GDC and not EARLY_NEXT:
             gdc_launch_dependents()
         finish_rows(tl.sum(acc, axis=1), out_ptr, part_ptr, count_ptr, tile, split, b, rows,
@@ -308,8 +308,8 @@ def gemv_program(
             )  # fmt: skip
             xq_row, xd_row = xq_ptr + b * NB * 64, xd_ptr + b * NB * 8
             xs_row = xs_ptr + b * NB * 16
-            acc = mac_step(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row, xd_row,
-                       xs_row, ASM, Q6, RIT)  # fmt: skip
+            acc = mac_step(acc, (w0, w1, w2, w3, w4, w5), blk, group_mask, rows, xq_row,
+                           xd_row, xs_row, ASM, Q6, RIT)  # fmt: skip
             # the next step's weights, none past the last step
             u0, u1, u2, u3, u4, u5 = load_planes(p0, p1, p2, p3, rows_n, row_mask_n, blk_n,
                                                  group_mask_n & (s + 1 < n_steps), NB, Q6,

@@ -532,9 +532,9 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
     when gate and up share a block format (each program reads both tiles), else two
     expert_rows launches and the activation in torch. one_token: as expert_rows'. then: the
     down that the next launches compute; where it is moe_down_dp4a.py's (takes_dense_down),
-    whose small programs can start beside this launch's last ones, the default shape lets
-    the next launch in as each program starts (early_next: 2.2% of Qwen3-30B-A3B's step on
-    an H200, where it cost moe_one_token.py's down 7%: docs/kernels-moe.md)."""
+    whose small programs can start beside this launch's last ones, the one launch's default
+    shape lets the next launch in as each program starts (early_next: 2.2% of Qwen3-30B-A3B's
+    step on an H200, where it cost moe_one_token.py's down 7%: docs/kernels-moe.md)."""
     require()
     _check(x, gate, routing, routing.n_tokens)
     if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
@@ -543,12 +543,12 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
             f"{(up.n_expert, up.n_out, up.n_in)} differ in shape"
         )
     xq = _x_in_8_bits(x, quantized, config)
-    if config is None and then is not None and one_token and takes_dense_down(then, routing):
-        config = dataclasses.replace(default_config(gate.fmt, GATE_UP, True), early_next=True)
     if gate.fmt != up.fmt:
         g = expert_rows(x, gate, routing, quantized=xq, config=config, one_token=one_token)
         u = expert_rows(x, up, routing, quantized=xq, config=config, one_token=one_token)
         return activation.apply(g.float(), u.float()).to(x.dtype)
+    if config is None and then is not None and one_token and takes_dense_down(then, routing):
+        config = dataclasses.replace(default_config(gate.fmt, GATE_UP, True), early_next=True)
     out = _launch(x, xq, gate, up, routing, GATE_UP, activation, config, one_token)
     return out.reshape(routing.n_tokens, routing.top_k, gate.n_out)
 
