@@ -13,8 +13,10 @@ MoE models' routers, 1 and 2 tokens, by kernel variant (kernels/moe_router.Route
 --beside times, for Qwen3-30B-A3B's 48 layers in a graph (each its own wo, router and folded
 rows, one token), what a decode step launches from wo's input to the experts' picks and
 weights: wo's GEMV and norm_and_route, against router_scores, wo_and_scores and the FFN norm
-computing the weights (kernels/router_beside_wo.py), and whether both pick the same experts.
-The session that added it had no device time left to run it; the step's own A/B is
+computing the weights (kernels/router_beside_wo.py), and in how many layers both pick the
+same experts (on random inputs a near-tie of the 8th and 9th logits may pick otherwise: the
+engine's own check is the record's). Its first run: docs/measurements/2026-12-01-s38-call-1/
+router.txt (H200, 6.28 us a layer against 8.48); the step's own A/B is
 benchmarks/archive/2026-12-01-s37-beside-ab.py (docs/decisions/2026-12-01-routing-beside-wo.md).
 
 The sweep times the launch a decode step makes (norm_and_route: the FFN norm, its residual
