@@ -9,9 +9,9 @@ is read once for all of them, dequantized in registers, never written out.
         s = (q . k) * scale * log2(e)             (q rotated first when K is rotated)
         online softmax: m' = max(m, max s); l = l 2^(m-m') + sum 2^(s-m'); acc likewise
         acc += 2^(s-m') @ v                       (q8: per-row scales folded into s and p)
-    phase 2, grid (sequences x tokens, query heads):
-        out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i;
-        when V is stored rotated, out = R^T out (a Walsh-Hadamard transform, in the same program).
+        when V is stored rotated, acc = R^T acc   (a Walsh-Hadamard transform, once a program)
+    phase 2, grid (sequences x tokens, query heads, D / 32):
+        out = sum_i 2^(m_i-M) acc_i / sum_i 2^(m_i-M) l_i, 32 of a head's D values a program.
 
 Splitting the sequence over programs keeps the GPU full at batch 1 (8 KV heads would be 8
 programs otherwise): Tri Dao's flash-decoding, FlashInfer's split-K decode.
@@ -26,8 +26,8 @@ about `window` positions whatever the length.
 
 kivi4 keys (kv_kivi.py): the pages before the sequence's open page are sealed and read as
 codes, dequantized with each channel's scale and min; the open page (the newest) from its f16
-rows, keys and values (its values rotated after the product when V is rot4, whose other pages
-are summed rotated), by the last split alone: the other splits share the sealed pages, so the
+rows, keys and values (added after the sealed pages' sum is rotated back when V is rot4), by
+the last split alone: the other splits share the sealed pages, so the
 program that reads the open page reads no sealed page beside it (with the open page in a run
 of sealed ones, one layer at 32k took 1.3-2.0 us longer on an H200:
 docs/decisions/2026-11-30-kivi4-key-reads.md).
@@ -194,31 +194,24 @@ def decode_split_kernel(
             s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
             V_FMT, P, D, ASM, whole,
         )  # fmt: skip
+    if V_FMT == ROT4:  # the rows back from the rotated space here, R^T acc = signs * (H acc),
+        # so that the reduce is a plain weighted sum that splits the head's D values apart
+        out = tl.reshape(tl.join(acc, acc_odd), (G_PAD, D))
+        out = fwht(out, G_PAD, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
+    else:
+        out = acc
     # a compile-time branch around a run-time one: Triton cannot join them with `and`
     if K_FMT == KIVI4:  # noqa: SIM102
         if (open_page >= first) & (open_page < last):  # the open page, K and V exact
             s = tl.dot(q, tl.trans(load_open_tile(slot, 0, head, k_open_ptr, HKV, P, D)))
             m_i, l_i, p, alpha = _softmax_step(s, open_page, position, window, m_i, l_i, P)
             v = load_open_tile(slot, 1, head, k_open_ptr, HKV, P, D)
-            if V_FMT == ROT4:  # acc holds rotated rows: rotate this page's share to match
-                share = tl.dot(p.to(tl.float16), v)
-                share = rotate_rows(share, tl.load(signs_ptr + j), G_PAD, D, LOG2D)
-                share_even, share_odd = tl.split(tl.reshape(share, (G_PAD, D // 2, 2)))
-                acc = acc * alpha[:, None] + share_even
-                acc_odd = acc_odd * alpha[:, None] + share_odd
-            else:
-                acc = acc * alpha[:, None] + tl.dot(p.to(tl.float16), v)
+            out = out * alpha[:, None] + tl.dot(p.to(tl.float16), v)
 
     part = q_rows * n_splits + split
     tl.store(m_ptr + part, m_i, mask=group_mask)
     tl.store(l_ptr + part, l_i, mask=group_mask)
-    if V_FMT == ROT4:
-        half = tl.arange(0, D // 2)
-        rows = acc_ptr + part[:, None] * D
-        tl.store(rows + 2 * half[None, :], acc, mask=group_mask[:, None])
-        tl.store(rows + 2 * half[None, :] + 1, acc_odd, mask=group_mask[:, None])
-    else:
-        tl.store(acc_ptr + part[:, None] * D + j[None, :], acc, mask=group_mask[:, None])
+    tl.store(acc_ptr + part[:, None] * D + j[None, :], out, mask=group_mask[:, None])
 
 
 @triton.jit
@@ -280,18 +273,17 @@ def _accumulate_page(s, pg, row0, position, window, m_i, l_i, acc, acc_odd,
 
 @triton.jit
 def decode_reduce_kernel(
-    acc_ptr, m_ptr, l_ptr, out_ptr, signs_ptr, sinks_ptr, xq_ptr, xd_ptr, xs_ptr, n_splits,
-    HQ: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, CHUNK: tl.constexpr,
-    V_ROTATED: tl.constexpr, HAS_SINKS: tl.constexpr = False, WAIT_PRIMARY: tl.constexpr = False,
+    acc_ptr, m_ptr, l_ptr, out_ptr, sinks_ptr, xq_ptr, xd_ptr, xs_ptr, n_splits,
+    HQ: tl.constexpr, D: tl.constexpr, DC: tl.constexpr, CHUNK: tl.constexpr,
+    HAS_SINKS: tl.constexpr = False, WAIT_PRIMARY: tl.constexpr = False,
     LAUNCH_NEXT: tl.constexpr = False, QUANTIZE: tl.constexpr = False,
 ):  # fmt: skip
-    """One program per (sequence, query head), merging CHUNK splits per step as one tile, with
-    the online softmax's rescaling across steps: the loads of a step (m, l and the partial
-    rows) do not wait on one another, so with every split in one step (the caller's CHUNK)
-    the reduce is one round trip to memory (a loop over single splits is a chain of dependent
-    loads; a first pass for the maximum and a second for the sums, two round trips a step).
-    For V stored rotated, the output is rotated back here, R^T y = signs * (H y) / sqrt(D)
-    (signs_ptr holds signs / sqrt(D)), not by the caller in two more launches. HAS_SINKS
+    """Grid (sequences x tokens, query heads, D // DC): a program merges DC of a query head's D
+    values over its splits, CHUNK splits a step as one tile, with the online softmax's
+    rescaling across steps: the loads of a step (m, l and the partial rows) do not wait on
+    one another, so with every split in one step (the caller's CHUNK) the reduce is one round
+    trip to memory. The partial rows are plain (the split kernel rotated rot4 V's back), so
+    the head's D values merge apart, in D // DC programs that load at once. HAS_SINKS
     (gpt-oss): sinks_ptr holds one logit per query head, already times log2(e), that joins
     every softmax's denominator and no numerator (llama.cpp's soft_max with sinks). WAIT_PRIMARY:
     launched before the split kernel has finished (programmatic dependent launch), so first
@@ -299,19 +291,19 @@ def decode_reduce_kernel(
     on the stream start now (if it was launched as a dependent, it waits for this grid
     in-kernel: the split kernel's WAIT_PRIOR). QUANTIZE: also write the output in 8 bits
     (act_quant.store_quantized into xq/xd/xs, a QuantizedActivation of [rows, HQ * D]) for the
-    integer GEMV of the attention output (wo): a program holds one head's D values, whole
-    groups of 32 (D a multiple of 32), so no quantization launch of its own is needed."""
+    integer GEMV of the attention output (wo): a program holds DC values, whole groups of 32
+    (DC a multiple of 32), so no quantization launch of its own is needed."""
     if LAUNCH_NEXT:
         gdc_launch_dependents()
     if WAIT_PRIMARY:
         gdc_wait()
     row = tl.program_id(0) * HQ + tl.program_id(1)
     split = tl.arange(0, CHUNK)
-    j = tl.arange(0, D)
+    j = tl.program_id(2) * DC + tl.arange(0, DC)
     base = row * n_splits
     m_run = float("-inf")
     total = 0.0
-    out = tl.zeros((D,), tl.float32)
+    out = tl.zeros((DC,), tl.float32)
     for first in range(0, n_splits, CHUNK):
         mask = first + split < n_splits
         part = base + first + split
@@ -333,15 +325,11 @@ def decode_reduce_kernel(
         rescale = tl.exp2(m_run - m_new)
         total = total * rescale + tl.exp2(sink - m_new)
         out = out * rescale
-    out = out / total
-    if V_ROTATED:
-        out = tl.reshape(fwht(tl.reshape(out, (1, D)), 1, D, LOG2D), (D,))
-        out = out * tl.load(signs_ptr + j)
-    stored = out.to(out_ptr.dtype.element_ty)
+    stored = (out / total).to(out_ptr.dtype.element_ty)
     tl.store(out_ptr + row * D + j, stored)
     if QUANTIZE:  # the values as stored (the GEMV would quantize those), this row's buffers
-        first = tl.program_id(1) * D
         k = HQ * D
         seq_row = tl.program_id(0)
-        store_quantized(stored.to(tl.float32), first, k, xq_ptr + seq_row * (k // 4),
-                        xd_ptr + seq_row * (k // 32), xs_ptr + seq_row * (k // 16), D)  # fmt: skip
+        store_quantized(stored.to(tl.float32), tl.program_id(1) * D + tl.program_id(2) * DC, k,
+                        xq_ptr + seq_row * (k // 4), xd_ptr + seq_row * (k // 32),
+                        xs_ptr + seq_row * (k // 16), DC)  # fmt: skip

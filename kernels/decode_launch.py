@@ -31,8 +31,10 @@ FASTEST_WARPS = {("rot4", "rot4"): 2, ("kivi4", "rot4"): 2}
 MASK_TAIL_PAIRS = {("rot4", "rot4")}
 INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's interpreter
 # splits the reduce reads in one step: all of them up to this many, so that its loads of m, l
-# and the partial rows go out at once (a [128, D] f32 tile is 64 registers a thread at 8 warps)
-REDUCE_MAX_CHUNK = 128
+# and the partial rows go out at once (a [256, 32] f32 tile is 64 registers a thread at 4 warps)
+REDUCE_MAX_CHUNK = 256
+# a head's D values a reduce program merges (whole groups of 32 for the 8-bit output)
+REDUCE_D_CHUNK = 32
 
 
 @dataclass
@@ -63,8 +65,7 @@ class AttentionTuning:
     # LAUNCH_DEPENDENTS), so the split kernel's launch and its programs' placement overlap the
     # kernel before instead of following its end (docs/decisions/0014-attention-chained-launch.md)
     chain_launches: bool = True
-    # warps a reduce program (0: 8 when it merges 64 splits or more a step, else 4)
-    reduce_warps: int = 4
+    reduce_warps: int = 4  # warps a reduce program (0: 4)
 
     def masks_tail(self, k_format: str, v_format: str) -> bool:
         """Whether the split kernel masks positions only where needed (mask_tail)."""
@@ -152,14 +153,13 @@ def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int
         q, acc, m, l_sum, *arguments, LAUNCH_DEPENDENTS=overlap, **after_prior, **consts,
     )  # fmt: skip
     chunk = min(REDUCE_MAX_CHUNK, triton.next_power_of_2(n_splits))
+    d_chunk = min(REDUCE_D_CHUNK, d)
     dependent = {"launch_pdl": True} if overlap else {}
-    decode_reduce_kernel[(n_seqs * n_tokens, n_heads)](
-        acc, m, l_sum, out, signs, signs if sinks is None else sinks,
+    decode_reduce_kernel[(n_seqs * n_tokens, n_heads, d // d_chunk)](
+        acc, m, l_sum, out, signs if sinks is None else sinks,
         *(m, m, m) if quantized is None else (quantized.words, quantized.scales, quantized.sums),
-        n_splits, HQ=n_heads, D=d, LOG2D=int(d).bit_length() - 1, CHUNK=chunk,
-        V_ROTATED=spec.v_format == "rot4", HAS_SINKS=sinks is not None, WAIT_PRIMARY=overlap,
-        QUANTIZE=quantized is not None,
-        LAUNCH_NEXT=chain, num_warps=tuning.reduce_warps or (8 if chunk >= 64 else 4),
-        **dependent,
+        n_splits, HQ=n_heads, D=d, DC=d_chunk, CHUNK=chunk, HAS_SINKS=sinks is not None,
+        WAIT_PRIMARY=overlap, QUANTIZE=quantized is not None, LAUNCH_NEXT=chain,
+        num_warps=tuning.reduce_warps or 4, **dependent,
     )  # fmt: skip
     return out

@@ -22,7 +22,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
-from kernels.decode_launch import REDUCE_MAX_CHUNK, AttentionTuning
+from kernels.decode_launch import REDUCE_D_CHUNK, REDUCE_MAX_CHUNK, AttentionTuning
 from kernels.kv_cache import write_warps
 from kernels.kv_formats import K_ONLY_FORMATS, KV_FORMATS, kivi_group
 from kernels.kv_tiles import FORMAT_CODES
@@ -94,17 +94,16 @@ def compile_split(k_format: str, v_format: str, tuning: AttentionTuning | None =
     return _compile(decode_split_kernel, consts, _planes(k_format, v_format), options)
 
 
-def compile_reduce(v_rotated: bool, tuning: AttentionTuning | None = None, sinks: bool = False,
+def compile_reduce(tuning: AttentionTuning | None = None, sinks: bool = False,
                    quantize: bool = False):  # fmt: skip
     """The reduce as launch_decode launches it after the split kernel (overlapped, chained);
     `sinks`: with gpt-oss's attention sinks; `quantize`: writing its output in 8 bits too."""
     tuning = tuning or AttentionTuning()
     consts = dict(
-        HQ=HQ, D=D, LOG2D=D.bit_length() - 1, CHUNK=REDUCE_MAX_CHUNK, V_ROTATED=v_rotated,
-        HAS_SINKS=sinks, WAIT_PRIMARY=tuning.overlap_reduce, LAUNCH_NEXT=tuning.chain_launches,
-        QUANTIZE=quantize,
+        HQ=HQ, D=D, DC=REDUCE_D_CHUNK, CHUNK=REDUCE_MAX_CHUNK, HAS_SINKS=sinks,
+        WAIT_PRIMARY=tuning.overlap_reduce, LAUNCH_NEXT=tuning.chain_launches, QUANTIZE=quantize,
     )  # fmt: skip
-    options = {"num_warps": tuning.reduce_warps or 8}
+    options = {"num_warps": tuning.reduce_warps or 4}
     return _compile(decode_reduce_kernel, consts, POINTERS, options)
 
 
@@ -149,9 +148,9 @@ def main(argv: list[str] | None = None) -> int:
         (f"batch write {k}/{v}", compile_write, (k, v, False, True))
         for k, v in pairs if k == "kivi4"
     ]  # fmt: skip
-    jobs += [(f"reduce V {'rotated' if r else 'plain'}", compile_reduce, (r,)) for r in (0, 1)]
-    jobs += [("reduce with sinks", compile_reduce, (0, None, True))]
-    jobs += [("reduce in 8 bits too", compile_reduce, (1, None, False, True))]
+    jobs += [("reduce", compile_reduce, ())]
+    jobs += [("reduce with sinks", compile_reduce, (None, True))]
+    jobs += [("reduce in 8 bits too", compile_reduce, (None, False, True))]
     for name, build, build_args in jobs:
         start = time.perf_counter()
         try:
