@@ -27,10 +27,9 @@ about `window` positions whatever the length.
 kivi4 keys (kv_kivi.py): the pages before the sequence's open page are sealed and read as
 codes, dequantized with each channel's scale and min; the open page (the newest) from its f16
 rows, keys and values (added after the sealed pages' sum is rotated back when V is rot4), by
-the last split alone: the other splits share the sealed pages, so the
-program that reads the open page reads no sealed page beside it (with the open page in a run
-of sealed ones, one layer at 32k took 1.3-2.0 us longer on an H200:
-docs/decisions/2026-11-30-kivi4-key-reads.md).
+the last split alone: the other splits share the sealed pages, so the program that reads the
+open page reads no sealed page beside it (with the open page in a run of sealed ones, one
+layer at 32k took 1.3-2.0 us longer on an H200: docs/decisions/2026-11-30-kivi4-key-reads.md).
 """
 
 from __future__ import annotations
@@ -194,8 +193,10 @@ def decode_split_kernel(
             s, pg, row0, position, window, m_i, l_i, acc, acc_odd, vq_ptr, vs_ptr, vm_ptr,
             V_FMT, P, D, ASM, whole,
         )  # fmt: skip
-    if V_FMT == ROT4:  # the rows back from the rotated space here, R^T acc = signs * (H acc),
-        # so that the reduce is a plain weighted sum that splits the head's D values apart
+    if V_FMT == ROT4:  # the rows back from the rotated space, R^T acc = signs * (H acc)
+        # (signs_ptr holds signs / sqrt(D)), so that the reduce is a plain weighted sum that
+        # merges a head's D values apart; the halves joined first, not transformed apart
+        # (docs/decisions/2026-12-01-attention-reduce-by-d-chunks.md)
         out = tl.reshape(tl.join(acc, acc_odd), (G_PAD, D))
         out = fwht(out, G_PAD, D, LOG2D) * tl.load(signs_ptr + j)[None, :]
     else:
