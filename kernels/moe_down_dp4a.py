@@ -103,10 +103,10 @@ def split_blocks(n: int) -> tuple[int, int]:
     return first, triton.next_power_of_2(rest) if rest else 0
 
 
-def takes(fmt: str, n_in: int, top_k: int) -> bool:
+def takes(fmt: str, n_in: int) -> bool:
     """Whether this kernel serves a down of these experts: the integer GEMV's formats, whole
-    super-blocks a row."""
-    return fmt in FORMATS and n_in % 256 == 0 and top_k * n_in % 32 == 0
+    super-blocks a row (so h's k rows are whole groups of 32 for quantize_activation)."""
+    return fmt in FORMATS and n_in % 256 == 0
 
 
 def launch_down(hq, w, routing, out_dtype: torch.dtype, block_n: int, num_warps: int, asm: bool,

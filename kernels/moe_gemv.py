@@ -148,7 +148,7 @@ def takes_dense_down(w: ExpertWeight, routing: ExpertRouting) -> bool:
         routing.n_tokens == 1
         and not w.in_host_memory
         and w.bias is None
-        and moe_down_dp4a.takes(w.fmt, w.n_in, routing.top_k)
+        and moe_down_dp4a.takes(w.fmt, w.n_in)
     )
 
 

@@ -77,7 +77,7 @@ _stale: list = []
 
 def _dense(rows: int, warps: int, chained: bool = False, free: bool = False):
     def down(h, w, routing, **kwargs):
-        if routing.n_tokens == 1 and moe_down_dp4a.takes(w.fmt, w.n_in, routing.top_k):
+        if routing.n_tokens == 1 and moe_down_dp4a.takes(w.fmt, w.n_in):
             if free and _stale:
                 hq = _stale[0]
             else:

@@ -167,7 +167,7 @@ def _one_token_sweep(cases: list[Case], copy_bw: float) -> list[dict]:
         shapes = ONE_TOKEN_SHAPES.get(case.kind, [])
         if case.kind == "down" and not takes_one_token(1, case.top_k, case.n_in):
             shapes = [shape for shape in shapes if not shape[0].startswith("slots")]
-        if case.kind == "down" and not moe_down_dp4a.takes(case.fmt, case.n_in, case.top_k):
+        if case.kind == "down" and not moe_down_dp4a.takes(case.fmt, case.n_in):
             shapes = [shape for shape in shapes if shape[0] != "dense"]
         if not shapes:  # the rows cases: no one-token shapes to compare
             continue

@@ -157,7 +157,7 @@ def compile_dense_down_sm90(case: Case, cfg: moe_gemv.MoeGemvConfig | None = Non
     or None where it does not take the case."""
     from kernels import moe_down_dp4a
 
-    if case.kind != "down" or not moe_down_dp4a.takes(case.fmt, case.n_in, case.top_k):
+    if case.kind != "down" or not moe_down_dp4a.takes(case.fmt, case.n_in):
         return None
     cfg = cfg or moe_gemv.dense_down_config()
     first, rest = moe_down_dp4a.split_blocks(case.top_k * case.n_in // 256)
