@@ -35,6 +35,11 @@ INTERPRETER_PROGRAMS_PER_SM = 4  # no compiled kernel to size from in Triton's i
 REDUCE_MAX_CHUNK = 256
 # a head's D values a reduce program merges (whole groups of 32 for the 8-bit output)
 REDUCE_D_CHUNK = 32
+# values of a reduce program's [splits, D chunk] tile a thread holds (AttentionTuning.reduce_warps
+# 0): at 32k on an H200, 2 warps for Llama-3-8B's 128 x 32 tile were 1.4% of the step faster
+# than 4, and 4 warps for Qwen3-30B-A3B's 256 x 32 were as fast as 2
+# (docs/decisions/2026-12-01-attention-reduce-by-d-chunks.md)
+REDUCE_VALUES_A_THREAD = 64
 
 
 @dataclass
@@ -65,7 +70,7 @@ class AttentionTuning:
     # LAUNCH_DEPENDENTS), so the split kernel's launch and its programs' placement overlap the
     # kernel before instead of following its end (docs/decisions/0014-attention-chained-launch.md)
     chain_launches: bool = True
-    reduce_warps: int = 4  # warps a reduce program (0: 4)
+    reduce_warps: int = 0  # warps a reduce program (0: by its tile, reduce_warps_for)
 
     def masks_tail(self, k_format: str, v_format: str) -> bool:
         """Whether the split kernel masks positions only where needed (mask_tail)."""
@@ -82,6 +87,12 @@ class AttentionTuning:
     def warps(self, k_format: str, v_format: str) -> int:
         """Warps a program for this K/V pair: num_warps, or when 0 the measured fastest."""
         return self.num_warps or FASTEST_WARPS.get((k_format, v_format), 4)
+
+
+def reduce_warps_for(chunk: int, d_chunk: int) -> int:
+    """Warps of a reduce program whose tile is [chunk splits, d_chunk values]: as many as hold
+    REDUCE_VALUES_A_THREAD values a thread, 2 to 8."""
+    return min(8, max(2, chunk * d_chunk // (32 * REDUCE_VALUES_A_THREAD)))
 
 
 _FITS: dict[tuple, int] = {}  # programs per SM, per launch shape and device
@@ -160,6 +171,6 @@ def launch_decode(q: torch.Tensor, arguments: tuple, consts: dict, n_splits: int
         *(m, m, m) if quantized is None else (quantized.words, quantized.scales, quantized.sums),
         n_splits, HQ=n_heads, D=d, DC=d_chunk, CHUNK=chunk, HAS_SINKS=sinks is not None,
         WAIT_PRIMARY=overlap, QUANTIZE=quantized is not None, LAUNCH_NEXT=chain,
-        num_warps=tuning.reduce_warps or 4, **dependent,
+        num_warps=tuning.reduce_warps or reduce_warps_for(chunk, d_chunk), **dependent,
     )  # fmt: skip
     return out

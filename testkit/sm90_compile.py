@@ -22,7 +22,12 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
 from kernels.decode_attention import decode_reduce_kernel, decode_split_kernel
-from kernels.decode_launch import REDUCE_D_CHUNK, REDUCE_MAX_CHUNK, AttentionTuning
+from kernels.decode_launch import (
+    REDUCE_D_CHUNK,
+    REDUCE_MAX_CHUNK,
+    AttentionTuning,
+    reduce_warps_for,
+)
 from kernels.kv_cache import write_warps
 from kernels.kv_formats import K_ONLY_FORMATS, KV_FORMATS, kivi_group
 from kernels.kv_tiles import FORMAT_CODES
@@ -103,7 +108,9 @@ def compile_reduce(tuning: AttentionTuning | None = None, sinks: bool = False,
         HQ=HQ, D=D, DC=REDUCE_D_CHUNK, CHUNK=REDUCE_MAX_CHUNK, HAS_SINKS=sinks,
         WAIT_PRIMARY=tuning.overlap_reduce, LAUNCH_NEXT=tuning.chain_launches, QUANTIZE=quantize,
     )  # fmt: skip
-    options = {"num_warps": tuning.reduce_warps or 4}
+    options = {
+        "num_warps": tuning.reduce_warps or reduce_warps_for(REDUCE_MAX_CHUNK, REDUCE_D_CHUNK)
+    }
     return _compile(decode_reduce_kernel, consts, POINTERS, options)
 
 

@@ -57,6 +57,10 @@ VARIANTS = {
     "per-sm-2": _tuned(programs_per_sm=2),
     "per-sm-4": _tuned(programs_per_sm=4),
     "reduce-8-warps": _tuned(reduce_warps=8),
+    "reduce-2-warps": _tuned(reduce_warps=2),
+    # the split kernel's pipeline stages (its default: 5)
+    "stages-4": _tuned(num_stages=4),
+    "stages-6": _tuned(num_stages=6),
 }
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from kernels import decode_launch
@@ -16,6 +17,19 @@ def test_warps_follow_the_format_pair_unless_given():
     assert tuning.warps("kivi4", "rot4") == 2
     assert tuning.warps("q8", "q8") == 4
     assert AttentionTuning(num_warps=8).warps("rot4", "rot4") == 8
+
+
+@pytest.mark.parametrize(
+    ("chunk", "d_chunk", "warps"),
+    [
+        (256, 32, 4),  # Qwen3-30B-A3B at 32k: 132 splits a head
+        (128, 32, 2),  # Llama-3-8B at 32k: 66
+        (4, 32, 2),  # a small cache: never fewer than 2
+        (256, 128, 8),  # never more than 8
+    ],
+)
+def test_the_reduce_takes_warps_by_its_tile(chunk, d_chunk, warps):
+    assert decode_launch.reduce_warps_for(chunk, d_chunk) == warps
 
 
 def test_without_a_compiled_kernel_the_split_count_uses_a_fixed_count(monkeypatch):
