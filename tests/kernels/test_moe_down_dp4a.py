@@ -75,3 +75,55 @@ def test_the_gate_up_lets_this_down_in_as_it_starts(down_fmt, tokens, early, dev
     x = _x(tokens, 256, seed=45, scale=0.1).to(device)
     moe_gemv.expert_gate_up(x, gate, up, routing, then=down)
     assert len(seen) == 1 and (seen[0] is not None and seen[0].early_next) == early
+
+
+def test_the_gate_up_rounds_h_for_this_down_in_its_own_launch(device, monkeypatch):
+    """expert_ffn of one token: the gate/up's last program of each group of 32 of h writes the
+    group in 8 bits (moe_gemv.rounds_h), so the down reads the bits quantize_activation(h)
+    would give and no rounding launch comes between: the same output as expert_gate_up then
+    expert_down, bit for bit, and the reference's within the kernels' tolerance."""
+    from kernels import moe_gemv
+
+    gate, g_dense, _ = _experts("Q4_K", 256, 256, 51, device)
+    up, u_dense, _ = _experts("Q4_K", 256, 256, 52, device)
+    down, d_dense, _ = _experts("Q4_K", N_OUT, 256, 53, device)
+    _, ids, weights = _routing(1, 3, seed=54, device=device)
+    routing = ExpertRouting.one_token(
+        torch.from_numpy(ids).to(device), torch.from_numpy(weights).to(device), N_EXPERT
+    )
+    x = _x(1, 256, seed=55).to(device)
+    assert moe_gemv.rounds_h(gate, up, down, routing)
+    rounded = []
+    launch = moe_gemv.expert_down
+
+    def recording(h, w, r, **kwargs):
+        rounded.append(kwargs.get("quantized"))
+        return launch(h, w, r, **kwargs)
+
+    monkeypatch.setattr(moe_gemv, "expert_down", recording)
+    out = moe_gemv.expert_ffn(x, gate, up, down, routing)
+    h = moe_gemv.expert_gate_up(x, gate, up, routing)
+    assert rounded[0] is not None
+    hq = quantize_activation(h.reshape(routing.n_pairs, -1))
+    for name in ("words", "scales", "sums"):
+        assert torch.equal(getattr(rounded[0], name), getattr(hq, name)), name
+    assert int(moe_gemv._ROUND_COUNTERS.get(out.device, 1).abs().sum()) == 0
+    assert torch.equal(out, launch(h, down, routing))
+    h_ref = ref.gate_up(_x8(x.cpu()), g_dense, u_dense, ids)
+    expected = ref.down(_x8(torch.from_numpy(h_ref).float()).reshape(1, 3, -1), d_dense, ids,
+                        weights)  # fmt: skip
+    assert relative_error(out.cpu(), expected) < TOLERANCE
+
+
+@pytest.mark.parametrize(
+    ("tokens", "down_fmt", "n_ff"),
+    [(2, "Q4_K", 256), (1, "Q5_K", 256), (1, "Q4_K", 240)],
+)
+def test_h_is_rounded_by_its_own_launch_elsewhere(tokens, down_fmt, n_ff, device):
+    """Two tokens, a down of another kernel (Q5_K), h's rows not whole groups of 32."""
+    from kernels import moe_gemv
+
+    gate, _, _ = _experts("Q4_K", n_ff, 256, 61, device)
+    down, _, _ = _experts(down_fmt, 16, 256, 63, device)
+    routing, _, _ = _routing(tokens, 2, seed=64, device=device)
+    assert not moe_gemv.rounds_h(gate, gate, down, routing)
