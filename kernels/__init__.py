@@ -27,9 +27,6 @@ Weights (kernels/packed_weight.py, kernels/gemv.py)
     xq = quantize_activation(x);  y = quant_matmul(x, w, quantized=xq)
         x's 8-bit form computed once and shared by the weights that read the same x (q/k/v,
         gate/up): one launch per x instead of one per weight.
-    y, yq = gated_matmul(x, w_gate_up, quantized=xq)   (or None where it does not apply)
-        one row through gate and up joined ([gate; up]): swiglu_quantized's y and yq, from
-        the GEMV's own launch (Q4_K, Q6_K; kernels/gemv.py says which shapes).
     w.dequantize() -> f32 [n_out, n_in] through the host (gguf's numpy dequantizers; checks)
     w16 = kernels.dequant.dequantize(w, torch.float16)   on w's device, for prefill's GEMM
         (Q4_K and Q6_K by a one-pass kernel on a GPU, the other formats in torch).
@@ -148,7 +145,6 @@ from kernels.errors import UnsupportedTensor
 _LAZY = {
     "PackedWeight": "kernels.packed_weight",
     "quant_matmul": "kernels.gemv",
-    "gated_matmul": "kernels.gemv",
     "quantize_activation": "kernels.act_quant",
     "empty_quantized": "kernels.act_quant",
     "rms_norm": "kernels.norms",

@@ -21,7 +21,7 @@ import torch
 import triton
 
 from kernels import gemv_blocks, gemv_dp4a, gemv_dp4a_rows, gemv_kquants, gemv_q8_0
-from kernels.act_quant import QuantizedActivation, empty_quantized
+from kernels.act_quant import QuantizedActivation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.gemv_common import INTEGER_STEP_BLOCKS, split_plan, whole_steps
@@ -289,51 +289,6 @@ def _dp4a_matmul(
     cfg, plan, out, part, counters = dp4a_buffers(x2, w, cfg)
     gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg)
     return out
-
-
-# one ticket per group of 32 of a gated product's output (gated_matmul), apart from the split
-# tickets: its launch's tiles take none of those, but a buffer each keeps the two plain
-_GLU_COUNTERS = TicketCounters(minimum=1 << 12)
-
-
-def gated_matmul(
-    x: torch.Tensor,
-    w: PackedWeight,
-    config: GemvConfig | None = None,
-    *,
-    quantized: QuantizedActivation | None = None,
-) -> tuple[torch.Tensor, QuantizedActivation] | None:
-    """(silu(x @ gate.T) * (x @ up.T), the same in 8 bits) for w the joined matrix [gate; up]
-    (n_ff rows each) and one row x [1, n_in]: one launch of the integer GEMV, whose program
-    that completes a group of 32 computes it (gemv_dp4a's GLU: the bits of
-    kernels.swiglu_quantized over the product), where the down's GEMV reads it in 8 bits.
-    None where that launch does not take the shape (not Q4_K or Q6_K, more than one row, a row
-    that is not one step of the config, n_ff not whole groups of 32 and tiles): the caller then
-    launches quant_matmul and swiglu_quantized."""
-    require()
-    cfg = config or default_config(w.fmt.name, 1)
-    n_ff = w.n_out // 2
-    if (
-        cfg.path != "dp4a"
-        or w.fmt.name not in _DP4A
-        or x.shape[-1] != w.n_in
-        or x.reshape(-1, w.n_in).shape[0] != 1
-        or x.dtype not in _X_DTYPES
-        or w.n_out % 2
-        or n_ff % 32
-        or (quantized is not None and quantized.shape != (1, w.n_in))
-    ):
-        return None
-    x2 = x.reshape(1, w.n_in).contiguous()
-    cfg, plan, out, part, counters = dp4a_buffers(x2, w, cfg)
-    one_step = plan.blocks_per_split <= cfg.blocks_per_tile
-    if plan.splits > 1 or not one_step or 32 % cfg.block_n or n_ff % cfg.block_n:
-        return None
-    y = torch.empty(1, n_ff, dtype=x.dtype, device=x.device)
-    yq = empty_quantized(1, n_ff, x.device)
-    glu_counters = _GLU_COUNTERS.get(x.device, n_ff // 32)
-    gemv_dp4a.launch(w, x2, quantized, out, part, counters, plan, cfg, (y, yq, glu_counters))
-    return y.reshape(*x.shape[:-1], n_ff), yq
 
 
 def dp4a_buffers(x2: torch.Tensor, w: PackedWeight, cfg: GemvConfig):

@@ -47,7 +47,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.act_quant import dp4a, quantize_activation, store_quantized, x_words
+from kernels.act_quant import dp4a, quantize_activation, x_words
 from kernels.gemv_common import finish_rows, load_groups, load_words
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
 
@@ -252,53 +252,18 @@ def mac_step(acc, planes, blk, group_mask, rows, xq_row, xd_row, xs_row, ASM: tl
 def dp4a_gemv_kernel(
     xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3,
     N, NB, n_rows_x, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
-    y_ptr, yq_ptr, yd_ptr, ys_ptr, glu_count_ptr,
     BLOCK_N: tl.constexpr, NBLK: tl.constexpr, EVEN: tl.constexpr, SPLIT_K: tl.constexpr,
     Q6: tl.constexpr, ONE_STEP: tl.constexpr, GDC: tl.constexpr, EARLY_NEXT: tl.constexpr,
-    ASM: tl.constexpr, RIT: tl.constexpr = False, GLU: tl.constexpr = False,
+    ASM: tl.constexpr, RIT: tl.constexpr = False,
 ):  # fmt: skip
     """The planes p0..p3: Q4_K d, dmin (f16), scales, qs (int32 words); Q6_K ql, qh, scales
     (int32 words), d (f16). x: quantize_activation's words, scales and sums. steps_per_tile =
     cdiv(blocks_per_split, NBLK), an argument so that Triton's specialization of 1 folds the
-    divisions by it away. The flags: module docstring. GLU (ONE_STEP without SPLIT_K): the
-    matrix is gate and up joined (N / 2 rows each), and y = silu(gate) up is written too, with
-    its 8-bit form (y, yq/yd/ys; _swiglu_by_groups)."""
+    divisions by it away. The flags: module docstring."""
     gemv_program(xq_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr, p0, p1, p2, p3, N, NB,
                  n_rows_x, stride_ob, blocks_per_split, n_splits, n_tiles, steps_per_tile,
                  BLOCK_N, NBLK, EVEN, SPLIT_K, Q6, ONE_STEP, GDC, EARLY_NEXT, ASM,
                  RIT)  # fmt: skip
-    if GLU:
-        _swiglu_by_groups(out_ptr, y_ptr, yq_ptr, yd_ptr, ys_ptr, glu_count_ptr, N // 2,
-                          n_rows_x, stride_ob, BLOCK_N)  # fmt: skip
-
-
-@triton.jit
-def _swiglu_by_groups(out_ptr, y_ptr, yq_ptr, yd_ptr, ys_ptr, count_ptr, n_ff, n_rows_x,
-                      stride_ob, BLOCK_N: tl.constexpr):  # fmt: skip
-    """After a one-step program stored its tile (BLOCK_N rows of gate or of up, input row b):
-    it takes a ticket from the counter of its group of 32 (of input row b), and the program
-    that draws the last of the group's 2 * 32 / BLOCK_N (gate's tiles and up's all stored)
-    computes y = silu(gate) up over the group's 32 values from out, rounded to y's dtype, and
-    stores y and its 8-bit form as kernels/activations.py's swiglu_quantized does (the same
-    arithmetic, so the same bits), then sets the counter back to zero. This replaces SwiGLU's
-    launch between the gate/up GEMV and the down's. (Ordering as gemv_common.finish_rows': a
-    barrier, an acq_rel atomic, reads past L1.)"""
-    t = tl.program_id(0)  # one step, one split: t = row tile * n_rows_x + b
-    b = t % n_rows_x
-    group = (t // n_rows_x * BLOCK_N) % n_ff // 32
-    counter = count_ptr + b * (n_ff // 32) + group
-    tl.debug_barrier()
-    ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-    if ticket == 2 * (32 // BLOCK_N) - 1:
-        j = group * 32 + tl.arange(0, 32)
-        row = out_ptr + b * stride_ob
-        g = tl.load(row + j, cache_modifier=".cg").to(tl.float32)
-        u = tl.load(row + n_ff + j, cache_modifier=".cg").to(tl.float32)
-        y = (g * tl.sigmoid(g) * u).to(y_ptr.dtype.element_ty)
-        tl.store(y_ptr + b * n_ff + j, y)
-        store_quantized(y.to(tl.float32), group * 32, n_ff, yq_ptr + b * (n_ff // 4),
-                        yd_ptr + b * (n_ff // 32), ys_ptr + b * (n_ff // 16), 32)  # fmt: skip
-        tl.atomic_xchg(counter, 0)
 
 
 @triton.jit
@@ -374,17 +339,11 @@ def plane_args(w) -> tuple[torch.Tensor, ...]:
     return p["d"], p["dmin"], words(p["scales"]), words(p["qs"])
 
 
-def launch(w, x, xq, out, part, count, plan, cfg, glu=None) -> None:
+def launch(w, x, xq, out, part, count, plan, cfg) -> None:
     """One launch over every tile of plan (split-K) for x [B, K] (xq: x's 8-bit form or None:
-    quantized here, in a launch of its own). glu: (y, y's QuantizedActivation, counters) where
-    w is gate and up joined and the launch writes y = silu(gate) up too (the kernel's GLU)."""
+    quantized here, in a launch of its own)."""
     n_tiles, args, flags = launch_args(w, x, xq, out, part, count, plan, cfg)
-    if glu is None:
-        glu_args = (out, out, out, out, count)
-    else:
-        y, yq, glu_count = glu
-        glu_args = (y, yq.words, yq.scales, yq.sums, glu_count)
-    dp4a_gemv_kernel[(n_tiles,)](*args, *glu_args, GLU=glu is not None, **flags)
+    dp4a_gemv_kernel[(n_tiles,)](*args, **flags)
 
 
 def launch_args(w, x, xq, out, part, count, plan, cfg) -> tuple[int, tuple, dict]:

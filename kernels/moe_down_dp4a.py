@@ -12,15 +12,15 @@ to an expert's row). Each program takes BLOCK_N output rows and all k NB super-b
 them, as two chunks of powers of two (Qwen3-30B-A3B's 24 as 16 and 8, none masked), both
 loaded before the wait: every weight load in flight at once, as the dense GEMV's one-step
 tiles, and many small programs an SM where moe_one_token.py holds one of 8 warps. h comes in
-8 bits from the gate/up's own launch (moe_gemv.expert_ffn) or from quantize_activation (k n_ff
-a multiple of 32); each slot's routing weight scales its groups' sums.
+8 bits from quantize_activation (k n_ff a multiple of 32); each slot's routing weight scales
+its groups' sums.
 
 Q4_K and Q6_K (the integer GEMV's formats), n_ff a multiple of 256 (whole super-blocks).
 Dependent launch (sm_90+): a program loads its ids and its weights, then waits for the kernel
-before it (the gate/up, or the quantization of h) before it reads h and the routing weights.
-The ids come from wo's launch, which had ended before the gate/up was let in; the routing
-weights from the FFN norm, which a gate/up that lets this launch in at its start (early_next)
-may not have waited for yet.
+before it (the quantization of h) before it reads h and the routing weights. The ids come
+from wo's launch, which had ended before the gate/up was let in; the routing weights from the
+FFN norm, which a gate/up that lets this launch in at its start (early_next) may not have
+waited for yet.
 """
 
 from __future__ import annotations

@@ -36,10 +36,9 @@ being g, where a step of several tokens reads the grouping (the group's expert, 
 and count, then each pair before its x): the same bits, two dependent loads fewer before x,
 and 70-72 registers where those reads took 95-122 (more programs an SM). Its down, where the
 experts are in device memory, goes through moe_down_dp4a.py (one integer GEMV over the k
-experts' rows side by side, h in 8 bits) for Q4_K and Q6_K experts of whole super-blocks
-without biases, and that gate/up lets it in as each program starts (`then`) and, through
-expert_ffn, rounds h itself (ROUND_H: the last of a group of 32's programs rounds the group);
-else through moe_one_token.py (every slot's expert in one program, summed there,
+experts' rows side by side, h rounded by a launch of its own) for Q4_K and Q6_K experts of
+whole super-blocks without biases, and that gate/up lets it in as each program starts
+(`then`); else through moe_one_token.py (every slot's expert in one program, summed there,
 the same bits) where the row fits one split.
 
 Results. A program's partial for pair p (one split) goes straight to the output when nothing
@@ -72,12 +71,7 @@ import triton
 import triton.language as tl
 
 from kernels import moe_down_dp4a, moe_one_token
-from kernels.act_quant import (
-    QuantizedActivation,
-    empty_quantized,
-    quantize_activation,
-    store_quantized,
-)
+from kernels.act_quant import QuantizedActivation, quantize_activation
 from kernels.availability import interpret_mode, require
 from kernels.errors import UnsupportedTensor
 from kernels.launch import gdc_launch_dependents, gdc_wait, has_dependent_launch
@@ -243,14 +237,13 @@ def _expert_kernel(
     x_ptr, xd_ptr, xs_ptr, out_ptr, part_ptr, count_ptr,
     a0, a1, a2, a3, a4, b0, b1, b2, b3, b4, bias_a_ptr, bias_b_ptr,
     order_ptr, group_expert_ptr, group_start_ptr, group_count_ptr, n_groups_ptr, ids_ptr,
-    weights_ptr, hq_ptr, hd_ptr, hs_ptr,
+    weights_ptr,
     N, K, NB, TOP_K, n_pairs, n_tokens, alpha, limit,
     FMT: tl.constexpr, MODE: tl.constexpr, ACT: tl.constexpr, HAS_BIAS: tl.constexpr,
     X_PER_TOKEN: tl.constexpr, X_FLOAT: tl.constexpr, SPLIT: tl.constexpr, N_SPLITS: tl.constexpr,
     BLOCK_N: tl.constexpr, NG: tl.constexpr,
     P_PAD: tl.constexpr, T_PAD: tl.constexpr, K_PAD: tl.constexpr, ASM: tl.constexpr,
     GDC: tl.constexpr = False, ONE_TOKEN: tl.constexpr = False, EARLY_NEXT: tl.constexpr = False,
-    ROUND_H: tl.constexpr = False,
 ):  # fmt: skip
     """See the module docstring. x: X_FLOAT, the float rows [.., K] (quantized here);
     else x's int8 words, with xd and xs its scales and sums (quantize_activation's buffers).
@@ -259,9 +252,7 @@ def _expert_kernel(
     writes its pairs' results itself. ONE_TOKEN: a step of one token, whose k slots pick k
     distinct experts: group g is slot g, its expert read from the routing's ids and its one
     pair g, so no grouping entry is read and x's loads need not wait for a pair's.
-    EARLY_NEXT: the next launch let in at the program's start (MoeGemvConfig.early_next).
-    ROUND_H (GATE_UP, ONE_TOKEN, not SPLIT): h also in 8 bits, hq/hd/hs the buffers of
-    quantize_activation(h) for h [TOP_K, N] (_round_by_groups; count_ptr its counters)."""
+    EARLY_NEXT: the next launch let in at the program's start (MoeGemvConfig.early_next)."""
     if GDC and EARLY_NEXT:
         gdc_launch_dependents()
     tile = tl.program_id(0)
@@ -355,9 +346,6 @@ def _expert_kernel(
                 if MODE == 1:
                     ya = glu(ya, yb, alpha, limit, ACT)
                 tl.store(out_ptr + pair * N + rows, ya.to(out_ptr.dtype.element_ty), mask=row_mask)
-                if ROUND_H:
-                    _round_by_groups(out_ptr, hq_ptr, hd_ptr, hs_ptr, count_ptr, pair, tile, N,
-                                     TOP_K, BLOCK_N)  # fmt: skip
         if GDC and not EARLY_NEXT:
             gdc_launch_dependents()
         if SPLIT:
@@ -368,27 +356,6 @@ def _expert_kernel(
                              rows, row_mask, N, TOP_K, n_pairs, n_tokens, alpha, limit, N_SPLITS,
                              MODE, ACT, HAS_BIAS, P_PAD, T_PAD, K_PAD)  # fmt: skip
                 tl.atomic_xchg(count_ptr + tile, 0)
-
-
-@triton.jit
-def _round_by_groups(h_ptr, hq_ptr, hd_ptr, hs_ptr, count_ptr, pair, tile, N, TOP_K,
-                     BLOCK_N: tl.constexpr):  # fmt: skip
-    """h in 8 bits without a launch of its own: after storing its BLOCK_N rows of pair's h,
-    the program takes a ticket from the counter of their group of 32, and the program that
-    draws the group's last (32 / BLOCK_N) reads the group back and stores its 8-bit form as
-    quantize_activation(h) does for h [TOP_K, N] (act_quant.store_quantized: the same bits),
-    then sets the counter back to zero. (Ordering as _finish_tile's: a barrier, an acq_rel
-    atomic, reads past L1.)"""
-    group = tile * BLOCK_N // 32
-    counter = count_ptr + pair * (N // 32) + group
-    tl.debug_barrier()
-    ticket = tl.atomic_add(counter, 1, sem="acq_rel", scope="gpu")
-    if ticket == 32 // BLOCK_N - 1:
-        first = pair * N + group * 32
-        h = tl.load(h_ptr + first + tl.arange(0, 32), cache_modifier=".cg").to(tl.float32)
-        # h's TOP_K rows of N (whole 32s) lie in the buffers as one row of TOP_K N values
-        store_quantized(h, first, TOP_K * N, hq_ptr, hd_ptr, hs_ptr, 32)
-        tl.atomic_xchg(counter, 0)
 
 
 @triton.jit
@@ -448,8 +415,6 @@ def _finish_tile(out_ptr, part_ptr, bias_a_ptr, bias_b_ptr, ids_ptr, weights_ptr
 
 # one counter per row tile, shared by the launches of a stream (each leaves them at zero)
 _COUNTERS = TicketCounters(minimum=4096)
-# one per group of 32 of h, for a gate/up that rounds h itself (ROUND_H)
-_ROUND_COUNTERS = TicketCounters(minimum=1024)
 
 
 def _runs_per_split(n_runs: int, max_runs: int) -> int:
@@ -490,12 +455,11 @@ def _check(x: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, rows_wanted
 
 
 def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouting, mode: int,
-            act: GluActivation, config: MoeGemvConfig | None, one_token: bool,
-            rounded: QuantizedActivation | None = None) -> torch.Tensor:  # fmt: skip
+            act: GluActivation, config: MoeGemvConfig | None,
+            one_token: bool) -> torch.Tensor:  # fmt: skip
     """xq: x in 8 bits, or None: the kernel quantizes x (contiguous rows) itself. one_token:
     a step of one token reads its slots' experts from the routing's ids (the kernel's
-    ONE_TOKEN); False reads the grouping as a step of several tokens does. rounded (GATE_UP of
-    one token, one split, rounds_h): buffers that the launch fills with h in 8 bits."""
+    ONE_TOKEN); False reads the grouping as a step of several tokens does."""
     # (top_k <= n_expert: the grid's group axis, max_groups, then holds every slot)
     one_token = one_token and routing.n_tokens == 1 and routing.top_k <= routing.n_expert
     cfg = config or default_config(a.fmt, mode, one_token)
@@ -515,10 +479,6 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
     if split:
         part = torch.empty(channels, n_splits, pairs, n_out, dtype=torch.float32, device=device)
     counters = _COUNTERS.get(device, n_tiles)
-    if rounded is not None:
-        if split or not one_token or mode != GATE_UP:
-            raise UnsupportedTensor("h is rounded in the gate/up of one token and one split only")
-        counters = _ROUND_COUNTERS.get(device, pairs * n_out // 32)
     pa = plane_args(a.packed)
     pb = plane_args(b.packed) if b is not None else pa
     has_bias = a.bias is not None or (b is not None and b.bias is not None)
@@ -537,7 +497,6 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         *x_args, out, part, counters, *pa, *pb, bias_a, bias_b,
         routing.order, routing.group_expert, routing.group_start, routing.group_count,
         routing.n_groups, routing.ids, weights,
-        *(out, out, out) if rounded is None else (rounded.words, rounded.scales, rounded.sums),
         n_out, n_in, n_in // a.packed.fmt.block_size, top_k, pairs, tokens,
         float(act.alpha), float(act.limit),
         FMT=FORMAT_CODES[a.fmt], MODE=mode, ACT=_OAI if act.kind == "swiglu_oai" else _SILU,
@@ -545,8 +504,7 @@ def _launch(x, xq, a: ExpertWeight, b: ExpertWeight | None, routing: ExpertRouti
         N_SPLITS=n_splits, BLOCK_N=cfg.block_n, NG=nr // 2,
         P_PAD=triton.next_power_of_2(pairs), T_PAD=triton.next_power_of_2(tokens),
         K_PAD=triton.next_power_of_2(top_k), ASM=not interpret_mode(), GDC=gdc,
-        ONE_TOKEN=one_token, EARLY_NEXT=cfg.early_next, ROUND_H=rounded is not None,
-        num_warps=cfg.num_warps, **extra,
+        ONE_TOKEN=one_token, EARLY_NEXT=cfg.early_next, num_warps=cfg.num_warps, **extra,
     )  # fmt: skip
     return out
 
@@ -578,7 +536,12 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
     shape lets the next launch in as each program starts (early_next: 2.2% of Qwen3-30B-A3B's
     step on an H200, where it cost moe_one_token.py's down 7%: docs/kernels-moe.md)."""
     require()
-    _check_gate_up(x, gate, up, routing)
+    _check(x, gate, routing, routing.n_tokens)
+    if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
+        raise UnsupportedTensor(
+            f"gate experts {(gate.n_expert, gate.n_out, gate.n_in)} and up experts "
+            f"{(up.n_expert, up.n_out, up.n_in)} differ in shape"
+        )
     xq = _x_in_8_bits(x, quantized, config)
     if gate.fmt != up.fmt:
         g = expert_rows(x, gate, routing, quantized=xq, config=config, one_token=one_token)
@@ -590,53 +553,6 @@ def expert_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
     return out.reshape(routing.n_tokens, routing.top_k, gate.n_out)
 
 
-def _check_gate_up(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight,
-                   routing: ExpertRouting) -> None:  # fmt: skip
-    _check(x, gate, routing, routing.n_tokens)
-    if (up.n_expert, up.n_out, up.n_in) != (gate.n_expert, gate.n_out, gate.n_in):
-        raise UnsupportedTensor(
-            f"gate experts {(gate.n_expert, gate.n_out, gate.n_in)} and up experts "
-            f"{(up.n_expert, up.n_out, up.n_in)} differ in shape"
-        )
-
-
-def rounds_h(gate: ExpertWeight, up: ExpertWeight, down: ExpertWeight,
-             routing: ExpertRouting) -> bool:  # fmt: skip
-    """Whether expert_ffn's gate/up writes h in 8 bits itself for the down: one token whose
-    down is moe_down_dp4a.py's (takes_dense_down), gate and up of one format in one launch of
-    one split a row, h's rows whole groups of 32 and of the launch's row tiles."""
-    cfg = default_config(gate.fmt, GATE_UP, True)
-    return (
-        routing.n_tokens == 1
-        and routing.top_k <= routing.n_expert
-        and gate.fmt == up.fmt
-        and takes_dense_down(down, routing)
-        and gate.n_in // 16 <= cfg.max_runs
-        and gate.n_out % 32 == 0
-        and 32 % cfg.block_n == 0
-    )
-
-
-def expert_ffn(x: torch.Tensor, gate: ExpertWeight, up: ExpertWeight, down: ExpertWeight,
-               routing: ExpertRouting, activation: GluActivation = SILU, *,
-               quantized: QuantizedActivation | None = None) -> torch.Tensor:  # fmt: skip
-    """The routed experts' feed-forward of x [T, n_in]: expert_gate_up, then expert_down
-    ([T, n_out] in x's dtype). Where rounds_h, the gate/up's launch also writes h in 8 bits,
-    the bits quantize_activation(h) gives (its last program of each group of 32 rounds the
-    group: _round_by_groups), and the down reads them: the rounding launch between the two
-    is saved."""
-    if not rounds_h(gate, up, down, routing):
-        h = expert_gate_up(x, gate, up, routing, activation, quantized=quantized, then=down)
-        return expert_down(h, down, routing)
-    require()
-    _check_gate_up(x, gate, up, routing)
-    xq = _x_in_8_bits(x, quantized)
-    config = dataclasses.replace(default_config(gate.fmt, GATE_UP, True), early_next=True)
-    hq = empty_quantized(routing.n_pairs, gate.n_out, x.device)
-    h = _launch(x, xq, gate, up, routing, GATE_UP, activation, config, True, rounded=hq)
-    return expert_down(h, down, routing, quantized=hq)
-
-
 def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
                 quantized: QuantizedActivation | None = None,
                 config: MoeGemvConfig | None = None, one_token: bool = True,
@@ -646,8 +562,7 @@ def expert_down(h: torch.Tensor, w: ExpertWeight, routing: ExpertRouting, *,
     One launch: each program rounds the part of h it reads to 8 bits itself (the bits
     quantize_activation would store); quantized: h in 8 bits already, read as it is.
     A step of one token takes, where w is in device memory: moe_down_dp4a.py's down (one
-    integer GEMV over the k experts' rows, h rounded by quantize_activation's launch unless
-    given (expert_ffn gives the gate/up's); config
+    integer GEMV over the k experts' rows, h rounded by quantize_activation's launch; config
     then its launch shape, by default dense_down_config) where its formats and shapes allow
     and w has no bias, else moe_one_token.py's down (by default one_token_config) where
     takes_one_token says so, else this module's kernel reading its experts from the ids.

@@ -16,10 +16,8 @@ import json
 
 import torch
 
-import kernels.moe_gemv as moe_gemv
 from benchmarks.hearth_speed import DEVICE, decode_tokens, fill_randomly, new_cache, sync
 from engine.gguf import read_model_info
-from engine.hearth import ops as hearth_ops
 from engine.hearth.config import model_config
 from engine.hearth.decode_graph import DecodeGraph
 from engine.hearth.forward import Transformer
@@ -49,24 +47,8 @@ def _tuned(**fields):
     return setup
 
 
-def _launches(swiglu_apart: bool = False, h_apart: bool = False):
-    """A variant that puts back launches the step saves: SwiGLU's after a dense gate/up GEMV
-    (KernelsOps.gated_product_for off) and h's rounding before a MoE one-token down
-    (kernels.moe_gemv.rounds_h off). measure_variant sets both back first for every variant."""
-
-    def setup(cache) -> None:
-        hearth_ops.KernelsOps.gated_product_for = (
-            hearth_ops.TorchOps.gated_product_for if swiglu_apart else _MAIN["gated"]
-        )
-        moe_gemv.rounds_h = (lambda *args: False) if h_apart else _MAIN["rounds_h"]
-
-    return setup
-
-
-_MAIN = {"gated": hearth_ops.KernelsOps.gated_product_for, "rounds_h": moe_gemv.rounds_h}
-
-
-# (variants since deleted, set by module switches: call 2's "norm-dependent",
+# (variants since deleted, set by module switches: session 40's call 2 "swiglu-apart",
+# "h-apart" and "apart", commit eb82c7e; call 2's "norm-dependent",
 # "norm-gate-up-early" and "norm-both-early", commit ce56313; call 4's "seal-plain", commit
 # 35e44b2; call 5's "no-wo-prefetch", commit 74f29fa; call 8's "swiglu-plain", commit e3cb0c1)
 VARIANTS = {
@@ -78,10 +60,6 @@ VARIANTS = {
     "reduce-8-warps": _tuned(reduce_warps=8),
     "reduce-2-warps": _tuned(reduce_warps=2),
     "reduce-4-warps": _tuned(reduce_warps=4),
-    # the launches main saves, put back: SwiGLU's (dense), h's rounding (MoE), both
-    "swiglu-apart": _launches(swiglu_apart=True),
-    "h-apart": _launches(h_apart=True),
-    "apart": _launches(swiglu_apart=True, h_apart=True),
     # the split kernel's pipeline stages (its default: 5)
     "stages-4": _tuned(num_stages=4),
     "stages-6": _tuned(num_stages=6),
@@ -107,7 +85,6 @@ def split_counts(cache) -> dict:
 
 def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
     cache = new_cache(model, args.kv, args.slots)
-    _launches()(cache)
     VARIANTS[name](cache)
     splits = split_counts(cache)
     if args.depth:

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Run at commit eb82c7e, whose step A/B had the "apart" variant; the fusions were reverted after.)
 # Session 40's second device call (one H200; carry .llama-pack and .whl): the GPU tests of the
 # gate/up GEMV writing SwiGLU (dense) and h in 8 bits (MoE) in its own launch; then the
 # engine's step with those launches put back ("apart") against main, alternately in one

@@ -29,8 +29,7 @@ from kernels.gemv_dp4a import dp4a_gemv_kernel
 from kernels.gemv_dp4a_rows import default_rows_config, dp4a_rows_kernel, rows_power
 
 X_PTRS = {"xq_ptr": "*i32", "xd_ptr": "*fp32", "xs_ptr": "*i32", "out_ptr": "*fp16",
-          "part_ptr": "*fp32", "count_ptr": "*i32", "y_ptr": "*fp16", "yq_ptr": "*i32",
-          "yd_ptr": "*fp32", "ys_ptr": "*i32", "glu_count_ptr": "*i32"}  # fmt: skip
+          "part_ptr": "*fp32", "count_ptr": "*i32"}  # fmt: skip
 PLANES = {"Q4_K": ("*fp16", "*fp16", "*i32", "*i32"), "Q6_K": ("*i32", "*i32", "*i32", "*fp16")}
 SHAPES = [("Q4_K", 4096, 4096), ("Q6_K", 4096, 4096), ("Q6_K", 4096, 14336)]
 
@@ -69,8 +68,7 @@ def per_row_kernel(fmt, n_out, n_in):
     consts = {"BLOCK_N": cfg.block_n, "NBLK": cfg.blocks_per_tile, "EVEN": plan.even,
               "SPLIT_K": plan.splits > 1, "Q6": fmt == "Q6_K",
               "ONE_STEP": plan.blocks_per_split <= cfg.blocks_per_tile, "GDC": True,
-              "EARLY_NEXT": True, "ASM": True, "RIT": cfg.rows_in_thread,
-              "GLU": False}  # fmt: skip
+              "EARLY_NEXT": True, "ASM": True, "RIT": cfg.rows_in_thread}  # fmt: skip
     ints = {"N": n_out, "NB": n_in // 256, "n_rows_x": 1, "stride_ob": n_out,
             "blocks_per_split": plan.blocks_per_split, "n_splits": plan.splits}  # fmt: skip
     kernel = _compile(dp4a_gemv_kernel, fmt, consts, ints, cfg.num_warps, cfg.num_stages)

@@ -485,14 +485,10 @@ class Transformer:
 
     def _dense_feed_forward(self, layer: Layer, x: torch.Tensor, shared) -> torch.Tensor:
         cfg, ops = self.config, self.ops
-        joined = layer.ffn_in[0] if len(layer.ffn_in) == 1 else None
-        fused = None
-        if joined is not None and joined.parts == ("gate", "up"):
-            fused = ops.gated_product_for([layer.w_down], x, joined.weight, shared, cfg.activation)
-        if fused is None:
-            y = project(ops, x, layer.ffn_in, shared)
-            fused = ops.gated_ffn_activation_for([layer.w_down], y["gate"], y["up"], cfg.activation)
-        gated, shared_down = fused
+        y = project(ops, x, layer.ffn_in, shared)
+        gated, shared_down = ops.gated_ffn_activation_for(
+            [layer.w_down], y["gate"], y["up"], cfg.activation
+        )
         f = ops.matmul(gated, layer.w_down, shared_down)
         if layer.post_ffn_norm is not None:
             f = ops.rms_norm(f, layer.post_ffn_norm, cfg.rms_eps)

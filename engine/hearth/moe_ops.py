@@ -567,10 +567,10 @@ class KernelsMoeOps(RoutingBeforeNorm):
         return dataclasses.replace(made, weights=slot_weights)
 
     def _expert_gemv(self, x: torch.Tensor, experts, k: int, route, quantized) -> torch.Tensor:
-        """expert_ffn (the gate/up and the down) per slice of at most MAX_PAIRS (token, slot)
-        pairs, route(rows) giving each slice's ExpertRouting; `quantized` (x in 8 bits) used
-        where the step is one slice."""
-        from kernels.moe_gemv import expert_ffn
+        """expert_gate_up and expert_down per slice of at most MAX_PAIRS (token, slot) pairs,
+        route(rows) giving each slice's ExpertRouting; `quantized` (x in 8 bits) used where
+        the step is one slice."""
+        from kernels.moe_gemv import expert_down, expert_gate_up
         from kernels.moe_routing import MAX_PAIRS
 
         x = x.contiguous()
@@ -581,8 +581,9 @@ class KernelsMoeOps(RoutingBeforeNorm):
         for start in range(0, n_tokens, step):
             rows = slice(start, min(n_tokens, start + step))
             routing = route(rows)
-            parts.append(expert_ffn(x[rows], experts.gate, experts.up, experts.down, routing,
-                                    experts.activation, quantized=whole))  # fmt: skip
+            h = expert_gate_up(x[rows], experts.gate, experts.up, routing, experts.activation,
+                               quantized=whole, then=experts.down)  # fmt: skip
+            parts.append(expert_down(h, experts.down, routing))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def moe_ffn_selected(self, x: torch.Tensor, experts, ids: torch.Tensor, weights: torch.Tensor):

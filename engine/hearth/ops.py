@@ -195,12 +195,6 @@ class TorchOps(TorchMoeOps):
         y = self.gated_ffn_activation(gate, up, kind)
         return y, self.shared_input(y, readers)
 
-    def gated_product_for(self, readers: list, x, gate_up, shared, kind: str):
-        """gated_ffn_activation_for over x's product with gate_up (gate and up joined into one
-        matrix), from one launch where the operations have one (KernelsOps); None here: the
-        caller multiplies and applies the activation."""
-        return None
-
     def rope_positions(self, positions: torch.Tensor, table: RopeTable):
         """cos and sin [T, n_rot/2] of the positions' angles."""
         inv_freq = self._inv_freqs.get(table)
@@ -405,23 +399,6 @@ class KernelsOps(KernelsMoeOps, TorchOps):
         if kind != "silu" or not self._integer_readers(rows, readers):
             return super().gated_ffn_activation_for(readers, gate, up, kind)
         return self._k.swiglu_quantized(gate, up)
-
-    def gated_product_for(self, readers: list, x, gate_up, shared, kind: str):
-        """(SwiGLU of x's gate/up product, its 8-bit form) from the integer GEMV's own launch
-        (kernels.gated_matmul) for one row whose down reads it in 8 bits: SwiGLU's launch
-        between the two GEMVs saved. None elsewhere, or where that launch does not take
-        gate_up's shape."""
-        rows = x.reshape(-1, x.shape[-1]).shape[0]
-        if (
-            kind != "silu"
-            or rows != 1
-            or self.rows_as_one
-            or isinstance(gate_up, PreparedWeight)
-            or self._matmul_path(rows, gate_up) != "gemv"
-            or not self._integer_readers(rows, readers)
-        ):
-            return None
-        return self._k.gated_matmul(x, gate_up, self._gemv_config(gate_up, rows), quantized=shared)
 
     def _matmul_path(self, rows: int, w) -> str:
         """How `rows` rows of x meet the PackedWeight w: "gemv" for one row, and for the few

@@ -151,56 +151,17 @@ class _UnfusedOps(KernelsOps):
 
     rms_norm_for = TorchOps.rms_norm_for
     gated_ffn_activation_for = TorchOps.gated_ffn_activation_for
-    gated_product_for = TorchOps.gated_product_for
     empty_shared = TorchOps.empty_shared
 
 
 def test_fused_quantization_gives_the_same_logits_in_fewer_launches(qwen3_path, qwen3_kernels_run):
     fused, n_fused = qwen3_kernels_run
     unfused, n_unfused = _run(qwen3_path, _UnfusedOps(DEVICE))
-    # the same 8-bit codes reach the same GEMVs: the same logits, bit for bit (SwiGLU from
-    # the gate/up GEMV's launch included)
+    # the same 8-bit codes reach the same GEMVs: the same logits, bit for bit
     np.testing.assert_array_equal(fused, unfused)
     # qwen3's Q/K norms and RoPE sit between its GEMVs; per decode step and layer only the
     # attention output's quantization is left (and none for the output matrix)
     assert n_fused < n_unfused / 2, (n_fused, n_unfused)
-
-
-def test_a_decode_step_s_swiglu_comes_from_the_gate_up_gemv(qwen3_path, monkeypatch):
-    """One row's dense FFN whose down reads 8 bits (qwen3's Q8_0 down through its integer
-    GEMV here): kernels.gated_matmul writes SwiGLU and its 8-bit form in the joined gate/up
-    GEMV's launch, in every layer of the 1-row chunk and the decode step, with the same
-    logits, bit for bit, as the product followed by swiglu_quantized."""
-    import kernels.activations
-    import kernels.gemv
-
-    monkeypatch.setattr(kernels.gemv, "Q8_0_INTEGER_MAX_ROWS", 1)
-    fused, apart = [], []
-    gated_matmul = kernels.gemv.gated_matmul
-    swiglu_quantized = kernels.activations.swiglu_quantized
-
-    def counted(x, *args, **kwargs):
-        made = gated_matmul(x, *args, **kwargs)
-        fused.append(made is not None)
-        return made
-
-    def counted_apart(gate, up):
-        apart.append(gate.shape[0])
-        return swiglu_quantized(gate, up)
-
-    monkeypatch.setattr(kernels.gemv, "gated_matmul", counted)
-    monkeypatch.setattr(kernels.activations, "swiglu_quantized", counted_apart)
-    in_one, _ = _run(qwen3_path, select_ops(DEVICE, kernels=True))
-    n_layer = model_config(read_model_info(qwen3_path)).n_layer
-    assert fused == [True] * n_layer * 2
-    assert apart == []  # the 3- and 4-row chunks take the float activation (no 8-bit reader)
-
-    class ApartOps(KernelsOps):
-        gated_product_for = TorchOps.gated_product_for
-
-    in_two, _ = _run(qwen3_path, ApartOps(DEVICE))
-    assert apart == [1] * n_layer * 2
-    np.testing.assert_array_equal(in_one, in_two)
 
 
 def test_weights_stay_packed_as_stored(tmp_path):
