@@ -105,7 +105,7 @@ KV cache (kernels/kv_cache.py; formats in kernels/kv_formats.py)
         captured once in a CUDA graph replays at every position already grown.
     o = cache.attend(layer, q, [seq], positions=pos, step_row=StepRow(k, v, rope, biases))
         a decode step's write and attention in one launch: q, k, v [1, heads, head_dim] as
-        the Q/K/V GEMV made them (K not kivi4, no head norms); the bits of `write` with q,
+        the Q/K/V GEMV made them (no head norms); the bits of `write` with q,
         then `attend`
     o = cache.attend_prefill(layer, q, seq, positions, n_keys, scale=None, *, window=0,
                              masks=None)

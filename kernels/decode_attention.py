@@ -84,7 +84,7 @@ def decode_split_kernel(
     anything: whatever kernel wrote q or the newest K/V rows has finished. The launch and the
     programs' placement on the SMs then overlap the kernel before.
 
-    WRITE (a decode step, T = 1, K not kivi4, no head norms): the step's own row is written
+    WRITE (a decode step, T = 1, no head norms): the step's own row is written
     here, not by kv_write_kernel's launch before this one. q_ptr then holds the queries as the
     Q/K/V GEMV made them, and each program biases and rotates its G query heads (ROPE, Q_BIAS:
     kv_write's elementwise arithmetic, rounded to q's dtype as that launch stores them: the
@@ -92,7 +92,9 @@ def decode_split_kernel(
     row from k_ptr, v_ptr (step_kv_rows, as kv_write does) and stores it at the step's
     position (table_pages: the block table's length; a position past it writes nothing), then
     reads its pages, that row among them, after a barrier: it is the only program that reads
-    the page."""
+    the page. kivi4 K: the newest page is the open one (end_page - 1, not read from
+    open_page_ptr, which this launch sets), its f16 rows read by the last split, which writes
+    the row; the caller seals the page after the attention (PagedKVCache.attend)."""
     if LAUNCH_DEPENDENTS:
         gdc_launch_dependents()
     if WAIT_PRIOR:
@@ -116,9 +118,15 @@ def decode_split_kernel(
     first_page = tl.where(window > 0, tl.maximum(lowest - window + 1, 0) // P, 0)
     # pages before this one every query row sees whole (MASK_TAIL); a window masks them all
     whole_end = tl.where(window > 0, 0, (lowest + 1) // P)
+    slot = 0
     if K_FMT == KIVI4:
         slot = tl.load(open_slots_ptr + seq)
-        open_page = tl.load(open_page_ptr + slot)
+        # the step's row, written below, is in the newest page: the open one (a compile-time
+        # branch: Triton builds both sides of a conditional expression)
+        if WRITE:  # noqa: SIM108
+            open_page = end_page - 1
+        else:
+            open_page = tl.load(open_page_ptr + slot)
         # the open page (its f16 rows: more work than a sealed page) is the last split's
         # alone and the others share the sealed pages, so that no program reads both
         apart = n_splits > 1
@@ -147,8 +155,8 @@ def decode_split_kernel(
             _write_step_row(seq, head, pos, block_table_ptr, stride_bt, table_pages, signs_ptr,
                             k_ptr + seq * stride_kt, v_ptr + seq * stride_vt, k_bias_ptr,
                             v_bias_ptr, inv_freq_ptr, mscale, kq_ptr, ks_ptr, km_ptr, vq_ptr,
-                            vs_ptr, vm_ptr, HKV, D, LOG2D, P, K_FMT, V_FMT, ROPE, N_ROT, NEOX,
-                            K_BIAS, V_BIAS)  # fmt: skip
+                            vs_ptr, vm_ptr, k_open_ptr, open_page_ptr, slot, HKV, D, LOG2D, P,
+                            K_FMT, V_FMT, ROPE, N_ROT, NEOX, K_BIAS, V_BIAS)  # fmt: skip
             tl.debug_barrier()  # the row stored before any thread reads its page
     else:
         q = tl.load(q_ptr + q_at[:, None] + j[None, :], mask=group_mask[:, None], other=0.0)
@@ -218,20 +226,32 @@ def decode_split_kernel(
 @triton.jit
 def _write_step_row(seq, head, pos, block_table_ptr, stride_bt, table_pages, signs_ptr, k_row,
                     v_row, k_bias_ptr, v_bias_ptr, inv_freq_ptr, mscale, kq_ptr, ks_ptr,
-                    km_ptr, vq_ptr, vs_ptr, vm_ptr, HKV: tl.constexpr, D: tl.constexpr,
-                    LOG2D: tl.constexpr, P: tl.constexpr, K_FMT: tl.constexpr,
-                    V_FMT: tl.constexpr, ROPE: tl.constexpr, N_ROT: tl.constexpr,
-                    NEOX: tl.constexpr, K_BIAS: tl.constexpr, V_BIAS: tl.constexpr):  # fmt: skip
+                    km_ptr, vq_ptr, vs_ptr, vm_ptr, open_ptr, open_page_ptr, slot,
+                    HKV: tl.constexpr, D: tl.constexpr, LOG2D: tl.constexpr, P: tl.constexpr,
+                    K_FMT: tl.constexpr, V_FMT: tl.constexpr, ROPE: tl.constexpr,
+                    N_ROT: tl.constexpr, NEOX: tl.constexpr, K_BIAS: tl.constexpr,
+                    V_BIAS: tl.constexpr):  # fmt: skip
     """KV head `head`'s K and V of a decode step (the rows at k_row, v_row, as the GEMV made
-    them) stored at position pos, as kv_write_kernel stores a step's row."""
+    them) stored at position pos, as kv_write_kernel stores a step's row; kivi4 K: K and V as
+    f16 into the sequence's open page (slot `slot`, its page number set), as its direct
+    write does, V in its own format too (the page seals after the attention)."""
     heads = head + tl.arange(0, 1)
-    rows, head_mask, _ = step_slots(block_table_ptr + seq * stride_bt, pos, table_pages, heads,
-                                    HKV, P)  # fmt: skip
+    rows, head_mask, in_table = step_slots(block_table_ptr + seq * stride_bt, pos, table_pages,
+                                           heads, HKV, P)  # fmt: skip
     signs = tl.load(signs_ptr + tl.arange(0, D))
     k, v = step_kv_rows(k_row + heads * D, v_row + heads * D, heads, head_mask, pos,
                         inv_freq_ptr, mscale, k_bias_ptr, v_bias_ptr, inv_freq_ptr, 0.0, D,
                         ROPE, N_ROT, NEOX, K_BIAS, V_BIAS, False, True)  # fmt: skip
-    store_k_rows(k, rows, head_mask, signs, kq_ptr, ks_ptr, km_ptr, K_FMT, 1, D, LOG2D)
+    if K_FMT == KIVI4:
+        j = tl.arange(0, D)
+        key_rows = ((slot * 2) * HKV + heads) * P + pos % P
+        mask = head_mask[:, None]
+        tl.store(open_ptr + key_rows[:, None] * D + j[None, :], k.to(tl.float16), mask=mask)
+        tl.store(open_ptr + (key_rows + HKV * P)[:, None] * D + j[None, :], v.to(tl.float16),
+                 mask=mask)  # fmt: skip
+        tl.store(open_page_ptr + slot, pos // P, mask=in_table)
+    else:
+        store_k_rows(k, rows, head_mask, signs, kq_ptr, ks_ptr, km_ptr, K_FMT, 1, D, LOG2D)
     store_v_rows(v, rows, head_mask, signs, vq_ptr, vs_ptr, vm_ptr, V_FMT, 1, D, LOG2D)
 
 

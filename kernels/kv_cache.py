@@ -312,11 +312,13 @@ class PagedKVCache(KVSequences):
         head_dim] that the launch also fills with the output in 8 bits, for the integer GEMV
         that reads it (the attention output's matrix): no quantization launch of its own.
 
-        step_row (a decode step: one sequence, one query, `positions` given, K not kivi4): the
-        step's own K and V row (kv_write.StepRow), written by this launch as `write` with
-        queries writes it, and q the queries as the GEMV made them, biased and rotated here
-        too (decode_attention.py's WRITE): the KV write's launch folded into the attention's,
-        the same bits."""
+        step_row (a decode step: one sequence, one query, `positions` given): the step's own K
+        and V row (kv_write.StepRow), written by this launch as `write` with queries writes
+        it, and q the queries as the GEMV made them, biased and rotated here too
+        (decode_attention.py's WRITE): the KV write's launch folded into the attention's, the
+        same bits. kivi4 keys: the row goes into the open page, which seals (at its last slot)
+        after the attention, where `write` seals it before: the step reads the page from its
+        exact rows either way."""
         spec = self.spec
         one_token = q.dim() == 3
         q4 = q.unsqueeze(1) if one_token else q
@@ -346,6 +348,8 @@ class PagedKVCache(KVSequences):
             )
         q, stride_qt = query_rows(q4)
         write_args, write_flags = self._step_row_arguments(step_row, q, n_seqs, positions)
+        if step_row is not None and self.kivi:  # the layer's earlier exact rows are stale
+            self._open_pages.scratch_for_write(layer, positions, (1, spec.n_kv_heads, d))
         group = n_heads // spec.n_kv_heads
         # one sequence given once per query at its own positions (a speculative check): its
         # block table read by every program (stride 0); lengths and open slots are read only
@@ -420,6 +424,11 @@ class PagedKVCache(KVSequences):
             sinks,
             quantized,
         )
+        if step_row is not None and self.kivi:  # the row's page sealed if the row filled it
+            self._open_pages.seal(
+                layer, seqs[0], table, self.n_pages, (kq, ks, km), 0, positions.reshape(-1), 1,
+                kq, True,
+            )  # fmt: skip
         return out.squeeze(1) if one_token else out
 
     def _step_row_arguments(self, row: StepRow | None, q: torch.Tensor, n_seqs: int,
@@ -430,10 +439,10 @@ class PagedKVCache(KVSequences):
         if row is None:
             return (spare, spare, 0, 0, spare, spare, spare, spare, 1.0, 0), {}
         shape = (1, spec.n_kv_heads, spec.head_dim)
-        if n_seqs != 1 or q.shape[1] != 1 or positions is None or self.kivi:
+        if n_seqs != 1 or q.shape[1] != 1 or positions is None:
             raise UnsupportedTensor(
                 "a step's row is written by the attention for one sequence's one query at "
-                "device positions, K not kivi4 (whose pages seal after the write): use write"
+                "device positions: use write"
             )
         if tuple(row.k.shape) != shape or tuple(row.v.shape) != shape:
             raise UnsupportedTensor(

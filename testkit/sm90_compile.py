@@ -145,10 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     pairs = [tuple(p.split("/")) for p in args.pairs] or ALL_PAIRS
     failed = 0
     jobs = [(f"split {k}/{v}", compile_split, (k, v)) for k, v in pairs]
-    jobs += [
-        (f"split writing {k}/{v}", compile_split, (k, v, None, True))
-        for k, v in pairs if k != "kivi4"
-    ]  # fmt: skip
+    jobs += [(f"split writing {k}/{v}", compile_split, (k, v, None, True)) for k, v in pairs]
     jobs += [(f"write {k}/{v}", compile_write, (k, v)) for k, v in pairs]
     jobs += [(f"plain write {k}/{v}", compile_write, (k, v, False)) for k, v in pairs[:1]]
     jobs += [

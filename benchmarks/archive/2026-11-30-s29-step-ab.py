@@ -18,6 +18,7 @@ import torch
 
 from benchmarks.hearth_speed import DEVICE, decode_tokens, fill_randomly, new_cache, sync
 from engine.gguf import read_model_info
+from engine.hearth import attention_block
 from engine.hearth.config import model_config
 from engine.hearth.decode_graph import DecodeGraph
 from engine.hearth.forward import Transformer
@@ -47,6 +48,22 @@ def _tuned(**fields):
     return setup
 
 
+def _write_apart(apart: bool):
+    """A variant with a decode step's K/V row written by the KV write's own launch, not the
+    attention's (attention_block.writes_in_attention off); measure_variant sets it back on
+    (the engine's rule) first for every variant."""
+
+    def setup(cache) -> None:
+        attention_block.writes_in_attention = (
+            (lambda layer, config: False) if apart else _WRITES_IN_ATTENTION
+        )
+
+    return setup
+
+
+_WRITES_IN_ATTENTION = attention_block.writes_in_attention
+
+
 # (variants since deleted, set by module switches: session 40's call 2 "swiglu-apart",
 # "h-apart" and "apart", commit eb82c7e; call 2's "norm-dependent",
 # "norm-gate-up-early" and "norm-both-early", commit ce56313; call 4's "seal-plain", commit
@@ -63,6 +80,10 @@ VARIANTS = {
     # the split kernel's pipeline stages (its default: 5)
     "stages-4": _tuned(num_stages=4),
     "stages-6": _tuned(num_stages=6),
+    # the split kernel's warps (kivi4/rot4's default: 2, FASTEST_WARPS)
+    "write-apart": _write_apart(True),
+    "split-4-warps": _tuned(num_warps=4),
+    "split-4-warps-stages-3": _tuned(num_warps=4, num_stages=3),
 }
 
 
@@ -85,6 +106,7 @@ def split_counts(cache) -> dict:
 
 def measure_variant(model, args, name: str, out_dir: str, round_: int) -> dict:
     cache = new_cache(model, args.kv, args.slots)
+    _write_apart(False)(cache)
     VARIANTS[name](cache)
     splits = split_counts(cache)
     if args.depth:

@@ -100,12 +100,11 @@ class PagedCacheAdapter:
         """A decode step's `write_rotating` (without head norms) and `attend` in one launch: q,
         k, v [1, heads, head_dim] as the Q/K/V GEMV made them, K and V written and q rotated
         by the attention's own launch (kernels' step_row), the same bits as the two calls; the
-        attention's output. None where it cannot (kivi4 keys, whose page seals between the
-        write and the attention; queries not in f16, which the two calls would round twice):
-        make the two calls."""
+        attention's output. None where it cannot (queries not in f16, which the two calls
+        would round twice): make the two calls."""
         import kernels
 
-        if self.spec.k_format == "kivi4" or q.shape[0] != 1 or q.dtype != torch.float16:
+        if q.shape[0] != 1 or q.dtype != torch.float16:
             return None
         row = kernels.StepRow(k, v, rope, biases=biases)
         return self.cache.attend(

@@ -46,6 +46,7 @@ def _two_caches(spec, prefix, device):
         ("f16", "f16", "normal", 32, False, 0),  # Llama
         ("q8", "rot4", "normal", 32, True, 0),  # gpt-oss, Qwen2: biases
         ("rot4", "rot4", "neox", 16, True, 20),  # partial rotary, a sliding window
+        ("kivi4", "rot4", "normal", 32, False, 0),  # the open page, sealed at 31, opened at 32
     ],
 )
 def test_the_step_written_by_the_attention_gives_the_two_launches_bits(
@@ -86,14 +87,15 @@ def test_the_step_written_by_the_attention_gives_the_two_launches_bits(
         np.testing.assert_array_equal(together, apart)
 
 
-def test_a_step_row_needs_one_query_at_device_positions_and_keys_that_are_not_kivi4(device):
+def test_a_step_row_needs_one_query_at_device_positions(device):
     rope = Rope.from_gguf_params(D, layout="neox")
     row = StepRow(torch.zeros(1, N_KV, D), torch.zeros(1, N_KV, D), rope)
-    q = torch.zeros(1, N_Q, D)
-    for k_format, positions in (("kivi4", torch.tensor([0], device=device)), ("f16", None)):
-        spec = KVCacheSpec(1, N_KV, D, k_format, "f16", page_size=PAGE, max_tokens=PAGE)
-        cache = PagedKVCache(spec, device=device)
-        seq = cache.new_sequence()
-        cache.grow(seq, 1)
-        with pytest.raises(UnsupportedTensor, match="K not kivi4"):
-            cache.attend(0, q.to(device), [seq], positions=positions, step_row=row)
+    spec = KVCacheSpec(1, N_KV, D, "f16", "f16", page_size=PAGE, max_tokens=PAGE)
+    cache = PagedKVCache(spec, device=device)
+    seq = cache.new_sequence()
+    cache.grow(seq, 2)
+    with pytest.raises(UnsupportedTensor, match="device positions"):
+        cache.attend(0, torch.zeros(1, N_Q, D).to(device), [seq], step_row=row)
+    with pytest.raises(UnsupportedTensor, match="one query"):
+        cache.attend(0, torch.zeros(1, 2, N_Q, D).to(device), [seq],
+                     positions=torch.tensor([0, 1], device=device), step_row=row)  # fmt: skip

@@ -227,11 +227,14 @@ def test_a_chunked_prefill_gives_the_logits_of_a_mask_made_at_every_layer(
     assert torch.equal(logits["shared"], logits["each layer"])
 
 
-@pytest.mark.parametrize(("k_format", "v_format"), [("f16", "f16"), ("q8", "rot4")])
+@pytest.mark.parametrize(
+    ("k_format", "v_format"), [("f16", "f16"), ("q8", "rot4"), ("kivi4", "rot4")]
+)
 def test_a_step_written_by_the_attention_gives_the_write_then_attend_bits(k_format, v_format):
     """attend_writing (a decode step's write and attention in one launch) against
     write_rotating then attend: the same output and stored rows, bit for bit, for f16
-    queries (a GPU's activations), with biases, steps across a page start."""
+    queries (a GPU's activations), with biases, steps across a page start (kivi4: the page
+    sealed at 63, the next opened at 64)."""
     import kernels
 
     gen = torch.Generator().manual_seed(3)
@@ -257,16 +260,14 @@ def test_a_step_written_by_the_attention_gives_the_write_then_attend_bits(k_form
         np.testing.assert_array_equal(together, apart)
 
 
-def test_attend_writing_declines_kivi4_keys_and_queries_not_in_f16():
-    """Then the forward pass writes and attends in two calls: kivi4 pages seal between them,
-    and float32 queries would be rounded twice by the two calls (so not the same bits)."""
+def test_attend_writing_declines_queries_not_in_f16():
+    """Then the forward pass writes and attends in two calls: float32 queries would be rounded
+    twice by the two calls (so not the same bits)."""
     import kernels
 
     dims = dict(n_layer=1, n_head_kv=2, head_dim=32, n_ctx=N_CTX)
     rope = kernels.Rope.from_gguf_params(32, layout="neox")
     at = torch.tensor([0], device=DEVICE)
     q, kv = torch.zeros(1, 4, 32, device=DEVICE), torch.zeros(1, 2, 32, device=DEVICE)
-    kivi = PagedCacheAdapter(**dims, device=DEVICE, k_format="kivi4", v_format="f16")
-    assert kivi.attend_writing(0, at, q.half(), kv.half(), kv.half(), rope, scale=1.0) is None
     plain = PagedCacheAdapter(**dims, device=DEVICE, k_format="f16", v_format="f16")
     assert plain.attend_writing(0, at, q, kv, kv, rope, scale=1.0) is None
