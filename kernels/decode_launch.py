@@ -36,7 +36,7 @@ REDUCE_MAX_CHUNK = 256
 # a head's D values a reduce program merges (whole groups of 32 for the 8-bit output)
 REDUCE_D_CHUNK = 32
 # values of a reduce program's [splits, D chunk] tile a thread holds (AttentionTuning.reduce_warps
-# 0): at 32k on an H200, 2 warps for Llama-3-8B's 128 x 32 tile were 1.4% of the step faster
+# 0): at 32k on an H200, 2 warps for Llama-3-8B's 128 x 32 tile made the step 1.4-1.9% faster
 # than 4, and 4 warps for Qwen3-30B-A3B's 256 x 32 were as fast as 2
 # (docs/decisions/2026-12-01-attention-reduce-by-d-chunks.md)
 REDUCE_VALUES_A_THREAD = 64

@@ -348,7 +348,13 @@ class PagedKVCache(KVSequences):
             )
         q, stride_qt = query_rows(q4)
         write_args, write_flags = self._step_row_arguments(step_row, q, n_seqs, positions)
-        if step_row is not None and self.kivi:  # the layer's earlier exact rows are stale
+        if step_row is not None and self.kivi:
+            if tables is not None or slots is not None:  # the seal reads the sequence's own
+                raise UnsupportedTensor(
+                    "a step's row with kivi4 keys is written for the sequence's own block "
+                    "table and open page: pass neither tables nor slots"
+                )
+            # the layer's earlier exact rows are stale
             self._open_pages.scratch_for_write(layer, positions, (1, spec.n_kv_heads, d))
         group = n_heads // spec.n_kv_heads
         # one sequence given once per query at its own positions (a speculative check): its

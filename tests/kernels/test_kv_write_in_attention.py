@@ -99,3 +99,19 @@ def test_a_step_row_needs_one_query_at_device_positions(device):
     with pytest.raises(UnsupportedTensor, match="one query"):
         cache.attend(0, torch.zeros(1, 2, N_Q, D).to(device), [seq],
                      positions=torch.tensor([0, 1], device=device), step_row=row)  # fmt: skip
+
+
+def test_a_kivi4_step_row_is_for_the_sequence_s_own_table_and_open_page(device):
+    """The page is sealed after the attention from the sequence's own open page: a table or
+    slots of a graph's copies would write one page and seal another."""
+    rope = Rope.from_gguf_params(D, layout="neox")
+    row = StepRow(torch.zeros(1, N_KV, D).to(device), torch.zeros(1, N_KV, D).to(device), rope)
+    spec = KVCacheSpec(1, N_KV, D, "kivi4", "rot4", page_size=PAGE, max_tokens=PAGE)
+    cache = PagedKVCache(spec, device=device)
+    seq = cache.new_sequence()
+    cache.grow(seq, 1)
+    slots = torch.zeros(1, dtype=torch.int32, device=device)
+    with pytest.raises(UnsupportedTensor, match="neither tables nor slots"):
+        cache.attend(0, torch.zeros(1, N_Q, D).to(device), [seq],
+                     positions=torch.tensor([0], device=device), step_row=row,
+                     slots=slots)  # fmt: skip
