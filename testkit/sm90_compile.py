@@ -57,20 +57,28 @@ POINTERS = {
 ALL_PAIRS = [(k, v) for k in KV_FORMATS for v in KV_FORMATS if v not in K_ONLY_FORMATS]
 
 
-def _compile(fn, consts: dict, types: dict, options: dict):
+def _compile(fn, consts: dict, types: dict, options: dict, unaligned: tuple = ()):
     # compile-time parameters left out take their defaults, as a launch gives them
     defaults = {p.name: p.default for p in fn.params if p.is_constexpr and p.has_default}
     consts = {**defaults, **consts}
     signature = {a: "constexpr" if a in consts else types.get(a, "i32") for a in fn.arg_names}
-    # pointers as Triton's launch specializes them: 16-byte aligned (the min planes of rot4 and
-    # rot2 are not: they start a row's scales past the scale plane)
+    # pointers as Triton's launch specializes them: 16-byte aligned but those in `unaligned`
     aligned = [
-        i for i, a in enumerate(fn.arg_names)
-        if signature[a][0] == "*" and a not in ("km_ptr", "vm_ptr")
-    ]  # fmt: skip
+        i for i, a in enumerate(fn.arg_names) if signature[a][0] == "*" and a not in unaligned
+    ]
     attrs = {(i,): [["tt.divisibility", 16]] for i in aligned}
     src = ASTSource(fn, signature, constexprs=consts, attrs=attrs)
     return triton.compile(src, target=TARGET, options=options)
+
+
+def _unaligned_mins(k_format: str, v_format: str) -> tuple:
+    """The min planes Triton's launch does not see 16-byte aligned: rot4's and rot2's, which
+    start 8 bytes into a row's run of scales and mins (kv_planes.allocate_planes); kivi4's is
+    a tensor of its own and q8 and f16 pass their aligned q plane in its place."""
+    return tuple(
+        f"{role}m_ptr" for role, fmt in (("k", k_format), ("v", v_format))
+        if fmt in ("rot4", "rot2")
+    )  # fmt: skip
 
 
 def _planes(k_format: str, v_format: str) -> dict:
@@ -96,7 +104,8 @@ def compile_split(k_format: str, v_format: str, tuning: AttentionTuning | None =
     if write:
         consts.update(WRITE=True, ROPE=True, N_ROT=D, NEOX=False)
     options = {"num_warps": tuning.warps(k_format, v_format), "num_stages": tuning.num_stages}
-    return _compile(decode_split_kernel, consts, _planes(k_format, v_format), options)
+    unaligned = _unaligned_mins(k_format, v_format)
+    return _compile(decode_split_kernel, consts, _planes(k_format, v_format), options, unaligned)
 
 
 def compile_reduce(tuning: AttentionTuning | None = None, sinks: bool = False,
@@ -131,7 +140,7 @@ def compile_write(k_format: str, v_format: str, queries: bool = True, slot_per_r
     types = _planes(k_format, v_format)
     if slot_per_row:
         types["slot"] = "*i32"
-    return _compile(kv_write_kernel, consts, types, options)
+    return _compile(kv_write_kernel, consts, types, options, _unaligned_mins(k_format, v_format))
 
 
 def _usage(kernel) -> str:
