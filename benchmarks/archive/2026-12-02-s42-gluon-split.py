@@ -166,7 +166,7 @@ def _copy_page(page, live, head, stage, kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, 
 def split_transposed_kernel(q_ptr, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, table_ptr, n_pages,
                             pages_per_split, m_ptr, l_ptr, acc_ptr, HKV: gl.constexpr,
                             G: gl.constexpr, D: gl.constexpr, P: gl.constexpr,
-                            KG: gl.constexpr):  # fmt: skip
+                            KG: gl.constexpr, WARP_PARTS: gl.constexpr = False):  # fmt: skip
     T: gl.constexpr = P // W
     gl.static_assert(T == 16)
     head = gl.program_id(0)
@@ -175,11 +175,9 @@ def split_transposed_kernel(q_ptr, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, table
     first = split * pages_per_split
     last = gl.minimum(first + pages_per_split, n_pages)
     # q^T, already scaled by qk_scale * log2(e): [W, D/2, G] even and odd dims (B operand)
+    # (loaded first, converted after the first pages' copies are out)
     wq, gq, jq = _index3(W, G, D, Q_ROWS)
     q = gl.load(q_ptr + (head * G + gq) * D + jq + wq * 0)  # [W, G, D]
-    q_even, q_odd = gl.split(gl.reshape(q, [W, G, D // 2, 2]))
-    q_even = gl.convert_layout(gl.permute(q_even, (0, 2, 1)), OP_B)
-    q_odd = gl.convert_layout(gl.permute(q_odd, (0, 2, 1)), OP_B)
 
     # where each copy reads within a page
     wk, tk, jk = _index3(W, T, D // 4, K_COPY)
@@ -205,12 +203,15 @@ def split_transposed_kernel(q_ptr, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, table
 
     # copies past the split's pages read its last again (an empty split: the table's last)
     end = gl.minimum(gl.maximum(last - 1, first), n_pages - 1)
+    ahead = gl.load(table_ptr + gl.minimum(first + STAGES - 1, end))
     for st in gl.static_range(STAGES - 1):
         page = gl.load(table_ptr + gl.minimum(first + st, end))
         _copy_page(page, first + st < last, head, st, kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf,
                    k_at, ks_at, v_at, vs_at, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, HKV, D, P,
                    KG)  # fmt: skip
-    ahead = gl.load(table_ptr + gl.minimum(first + STAGES - 1, end))
+    q_even, q_odd = gl.split(gl.reshape(q, [W, G, D // 2, 2]))
+    q_even = gl.convert_layout(gl.permute(q_even, (0, 2, 1)), OP_B)
+    q_odd = gl.convert_layout(gl.permute(q_odd, (0, 2, 1)), OP_B)
     for pg in range(first, last):
         it = pg - first
         _copy_page(ahead, pg + STAGES - 1 < last, head, (it + STAGES - 1) % STAGES, kbuf,
@@ -251,23 +252,42 @@ def split_transposed_kernel(q_ptr, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, table
         gl.thread_barrier()  # this stage and the V tiles read before they are written again
     cp.wait_group(0)
 
-    # the warps' softmaxes merged
-    m_all = gl.max(m_i, axis=0)
-    m_safe = gl.where(m_all == float("-inf"), 0.0, m_all)
-    weight = gl.exp2(m_i - gl.expand_dims(m_safe, 0))
-    l_all = gl.sum(l_i * weight, axis=0)
-    w3 = gl.expand_dims(weight, 1)
-    out_even = gl.sum(acc_even * w3, axis=0)  # [D/2, G]
-    out_odd = gl.sum(acc_odd * w3, axis=0)
-    part = head * n_splits + split
-    g1 = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(1, MMA)))
-    gl.store(m_ptr + part * G + g1, m_all)
-    gl.store(l_ptr + part * G + g1, l_all)
-    out = gl.reshape(gl.permute(gl.join(out_even, out_odd), (1, 0, 2)), [G, D])
-    out = gl.convert_layout(out, OUT_ROWS)
-    g2 = gl.expand_dims(gl.arange(0, G, layout=gl.SliceLayout(1, OUT_ROWS)), 1)
-    j2 = gl.expand_dims(gl.arange(0, D, layout=gl.SliceLayout(0, OUT_ROWS)), 0)
-    gl.store(acc_ptr + (part * G + g2) * D + j2, out)
+    if WARP_PARTS:  # each warp's softmax a part of its own, for the reduce to merge
+        part = (head * n_splits + split) * W
+        wm = gl.arange(0, W, layout=gl.SliceLayout(1, gl.SliceLayout(1, MMA)))
+        gm = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(1, MMA)))
+        rows = (part + gl.expand_dims(wm, 1)) * G + gl.expand_dims(gm, 0)
+        gl.store(m_ptr + rows, m_i)
+        gl.store(l_ptr + rows, l_i)
+        both = gl.join(acc_even, acc_odd)  # [W, D/2, G, 2]: dims 2i and 2i + 1 side by side
+        wa, ia, ga = _index3(W, D // 2, G, gl.SliceLayout(3, both.type.layout))
+        at = ((part + wa) * G + ga) * D + 2 * ia
+        pair = gl.arange(
+            0, 2, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, both.type.layout)))
+        )
+        gl.store(
+            acc_ptr
+            + gl.expand_dims(at, 3)
+            + gl.expand_dims(gl.expand_dims(gl.expand_dims(pair, 0), 1), 2),
+            both,
+        )
+    else:  # the warps' softmaxes merged
+        m_all = gl.max(m_i, axis=0)
+        m_safe = gl.where(m_all == float("-inf"), 0.0, m_all)
+        weight = gl.exp2(m_i - gl.expand_dims(m_safe, 0))
+        l_all = gl.sum(l_i * weight, axis=0)
+        w3 = gl.expand_dims(weight, 1)
+        out_even = gl.sum(acc_even * w3, axis=0)  # [D/2, G]
+        out_odd = gl.sum(acc_odd * w3, axis=0)
+        part = head * n_splits + split
+        g1 = gl.arange(0, G, layout=gl.SliceLayout(0, gl.SliceLayout(1, MMA)))
+        gl.store(m_ptr + part * G + g1, m_all)
+        gl.store(l_ptr + part * G + g1, l_all)
+        out = gl.reshape(gl.permute(gl.join(out_even, out_odd), (1, 0, 2)), [G, D])
+        out = gl.convert_layout(out, OUT_ROWS)
+        g2 = gl.expand_dims(gl.arange(0, G, layout=gl.SliceLayout(1, OUT_ROWS)), 1)
+        j2 = gl.expand_dims(gl.arange(0, D, layout=gl.SliceLayout(0, OUT_ROWS)), 0)
+        gl.store(acc_ptr + (part * G + g2) * D + j2, out)
 
 
 LAUNCHED: list = []  # the last launch's compiled kernel (its registers and shared memory)
@@ -333,6 +353,7 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=32768)
     parser.add_argument("--splits", type=int, default=132)
     parser.add_argument("--ncu", action="store_true")
+    parser.add_argument("--warp-parts", action="store_true", help="a part a warp, unmerged")
     args = parser.parse_args()
     group = args.heads // args.kv_heads
     cache, seq, layers = cache_at(args.kv_heads, args.capacity, args.depth)
@@ -341,11 +362,12 @@ def main() -> None:
     q_scaled = (q[0].float() / math.sqrt(128) * 1.4426950408889634).half()
     splits = args.splits
     per = triton.cdiv(n_sealed, splits)
+    parts = splits * (W.value if args.warp_parts else 1)
     outs = [
         (
-            torch.empty(args.kv_heads, splits, group, device="cuda"),
-            torch.empty(args.kv_heads, splits, group, device="cuda"),
-            torch.empty(args.kv_heads, splits, group, 128, device="cuda"),
+            torch.empty(args.kv_heads, parts, group, device="cuda"),
+            torch.empty(args.kv_heads, parts, group, device="cuda"),
+            torch.empty(args.kv_heads, parts, group, 128, device="cuda"),
         )
         for _ in range(layers)
     ]
@@ -358,6 +380,7 @@ def main() -> None:
             LAUNCHED[:] = [split_transposed_kernel[(args.kv_heads, splits)](
                 q_scaled, kp["q"], kp["scale"], kp["min"], vp["q"], vp["scale"], table,
                 n_sealed, per, m, total, acc, HKV=args.kv_heads, G=group, D=128, P=64, KG=32,
+                WARP_PARTS=args.warp_parts,
                 num_warps=W,
             )]  # fmt: skip
 
@@ -392,7 +415,7 @@ def main() -> None:
     cache.tuning = dataclasses.replace(cache.tuning, chain_launches=False, overlap_reduce=False)
     plain = kernel_times(run_engine)
     print(f"depth {args.depth}, {args.kv_heads} KV heads, {layers} layers, {splits} splits of "
-          f"{per} pages")  # fmt: skip
+          f"{per} pages, {parts} parts a head")  # fmt: skip
     print(f"gluon split alone: layer {gluon_us:.2f} us, kernel "
           f"{times.get('split_transposed_kernel', 0.0):.2f} us")  # fmt: skip
     print(f"engine split + reduce: layer {engine_us:.2f} us, split kernel "
