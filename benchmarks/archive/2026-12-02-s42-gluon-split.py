@@ -34,6 +34,7 @@ from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
 from benchmarks.kernels.timing import L2_DEFEAT_BYTES, captured_graph, time_calls
+from kernels import kv_formats
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
 from kernels.nibbles import _ROT4_ASM
@@ -78,6 +79,27 @@ PLAIN4 = gl.constexpr(gl.SwizzledSharedLayout(vec=1, per_phase=1, max_phase=1, o
 # key words: rows of 64 bytes, each 16-byte chunk XORed by the row pair, so that ldmatrix's 8
 # rows of a matrix fall in distinct banks
 K_SMEM = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=2, max_phase=4, order=[2, 1, 0]))
+# a butterfly stage of the Hadamard transform across lanes: (x + partner, partner - x) by the
+# lane's bit, the partner's value by a shuffle (the rows of an MMA tile are lane // 4)
+_LANE_BUTTERFLY = [
+    gl.constexpr(f"""
+{{
+.reg .b32 lane, bit;
+.reg .f32 other;
+.reg .pred hi;
+shfl.sync.bfly.b32 other, $1, {4 << k}, 0x1f, 0xffffffff;
+mov.u32 lane, %laneid;
+and.b32 bit, lane, {4 << k};
+setp.ne.u32 hi, bit, 0;
+@hi sub.f32 $0, other, $1;
+@!hi add.f32 $0, $1, other;
+}}
+""")
+    for k in range(3)
+]
+_BUTTERFLY_0 = _LANE_BUTTERFLY[0]
+_BUTTERFLY_1 = _LANE_BUTTERFLY[1]
+_BUTTERFLY_2 = _LANE_BUTTERFLY[2]
 V_SMEM = gl.constexpr(gl.SwizzledSharedLayout(vec=8, per_phase=1, max_phase=8, order=[2, 1, 0]))
 _PAIR_ASM = gl.constexpr("""
 {
@@ -140,6 +162,41 @@ def _key_codes(words, D: gl.constexpr):
 
 
 @gluon.jit
+def _in_thread_stage(x, BIT: gl.constexpr, G: gl.constexpr, H: gl.constexpr):
+    """A butterfly stage over bit BIT (3, 4 or 5) of dims i of x [W, H, G] in MMA's layout,
+    where that bit is a register's."""
+    y = gl.reshape(x, [W, H >> (BIT + 1), 2, 1 << BIT, G])
+    a, b = gl.split(gl.permute(y, (0, 1, 3, 4, 2)))
+    y = gl.permute(gl.join(a + b, a - b), (0, 1, 4, 2, 3))
+    return gl.convert_layout(gl.reshape(y, [W, H, G]), MMA, assert_trivial=True)
+
+
+@gluon.jit
+def _rotate_back(even, odd, signs_ptr, G: gl.constexpr, D: gl.constexpr):
+    """R^T of acc^T's rows: H_D, then signs / sqrt(D) (signs_ptr); D's bit 0 is even/odd, bits
+    1-3 the lanes' (i bits 0-2), bits 4-6 registers'."""
+    even, odd = even + odd, even - odd
+    even = gl.inline_asm_elementwise(_BUTTERFLY_0, "=f,f", [even], dtype=gl.float32,
+                                     is_pure=True, pack=1)  # fmt: skip
+    odd = gl.inline_asm_elementwise(_BUTTERFLY_0, "=f,f", [odd], dtype=gl.float32,
+                                    is_pure=True, pack=1)  # fmt: skip
+    even = gl.inline_asm_elementwise(_BUTTERFLY_1, "=f,f", [even], dtype=gl.float32,
+                                     is_pure=True, pack=1)  # fmt: skip
+    odd = gl.inline_asm_elementwise(_BUTTERFLY_1, "=f,f", [odd], dtype=gl.float32,
+                                    is_pure=True, pack=1)  # fmt: skip
+    even = gl.inline_asm_elementwise(_BUTTERFLY_2, "=f,f", [even], dtype=gl.float32,
+                                     is_pure=True, pack=1)  # fmt: skip
+    odd = gl.inline_asm_elementwise(_BUTTERFLY_2, "=f,f", [odd], dtype=gl.float32,
+                                    is_pure=True, pack=1)  # fmt: skip
+    for bit in gl.static_range(3, 6):
+        even = _in_thread_stage(even, bit, G, D // 2)
+        odd = _in_thread_stage(odd, bit, G, D // 2)
+    w, i, g = _index3(W, D // 2, G, MMA)
+    at = signs_ptr + 2 * i + w * 0 + g * 0
+    return even * gl.load(at), odd * gl.load(at + 1)
+
+
+@gluon.jit
 def _copy_page(page, live, head, stage, kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, k_at, ks_at, v_at,
                vs_at, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, HKV: gl.constexpr, D: gl.constexpr,
                P: gl.constexpr, KG: gl.constexpr):  # fmt: skip
@@ -164,9 +221,10 @@ def _copy_page(page, live, head, stage, kbuf, ksbuf, kmbuf, vbuf, vsbuf, vmbuf, 
 
 @gluon.jit
 def split_transposed_kernel(q_ptr, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, table_ptr, n_pages,
-                            pages_per_split, m_ptr, l_ptr, acc_ptr, HKV: gl.constexpr,
+                            pages_per_split, m_ptr, l_ptr, acc_ptr, signs_ptr, HKV: gl.constexpr,
                             G: gl.constexpr, D: gl.constexpr, P: gl.constexpr,
-                            KG: gl.constexpr, WARP_PARTS: gl.constexpr = False):  # fmt: skip
+                            KG: gl.constexpr, WARP_PARTS: gl.constexpr = False,
+                            ROTATE: gl.constexpr = False):  # fmt: skip
     T: gl.constexpr = P // W
     gl.static_assert(T == 16)
     head = gl.program_id(0)
@@ -259,6 +317,8 @@ def split_transposed_kernel(q_ptr, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, table
         rows = (part + gl.expand_dims(wm, 1)) * G + gl.expand_dims(gm, 0)
         gl.store(m_ptr + rows, m_i)
         gl.store(l_ptr + rows, l_i)
+        if ROTATE:  # V's rows back from the rotated space
+            acc_even, acc_odd = _rotate_back(acc_even, acc_odd, signs_ptr, G, D)
         both = gl.join(acc_even, acc_odd)  # [W, D/2, G, 2]: dims 2i and 2i + 1 side by side
         wa, ia, ga = _index3(W, D // 2, G, gl.SliceLayout(3, both.type.layout))
         at = ((part + wa) * G + ga) * D + 2 * ia
@@ -354,6 +414,7 @@ def main() -> None:
     parser.add_argument("--splits", type=int, default=132)
     parser.add_argument("--ncu", action="store_true")
     parser.add_argument("--warp-parts", action="store_true", help="a part a warp, unmerged")
+    parser.add_argument("--rotate", action="store_true", help="(with --warp-parts) V's back")
     args = parser.parse_args()
     group = args.heads // args.kv_heads
     cache, seq, layers = cache_at(args.kv_heads, args.capacity, args.depth)
@@ -372,6 +433,7 @@ def main() -> None:
         for _ in range(layers)
     ]
     table = cache.block_table(seq)
+    hadamard = torch.tensor(kv_formats.hadamard(128), dtype=torch.float32, device="cuda")
 
     def run_gluon() -> None:
         for layer in range(layers):
@@ -379,8 +441,8 @@ def main() -> None:
             m, total, acc = outs[layer]
             LAUNCHED[:] = [split_transposed_kernel[(args.kv_heads, splits)](
                 q_scaled, kp["q"], kp["scale"], kp["min"], vp["q"], vp["scale"], table,
-                n_sealed, per, m, total, acc, HKV=args.kv_heads, G=group, D=128, P=64, KG=32,
-                WARP_PARTS=args.warp_parts,
+                n_sealed, per, m, total, acc, cache._signs, HKV=args.kv_heads, G=group, D=128, P=64,
+                KG=32, WARP_PARTS=args.warp_parts, ROTATE=args.rotate,
                 num_warps=W,
             )]  # fmt: skip
 
@@ -399,6 +461,8 @@ def main() -> None:
         got = merged(*outs[layer])
         for h, (_, l_ref, acc_ref) in enumerate(want):
             ref = acc_ref / l_ref[:, None]
+            if args.rotate:  # R^T: H, then signs / sqrt(D), as the engine's split kernel does
+                ref = (ref @ hadamard) * cache._signs[None, :]
             err = ((got[h] - ref).norm() / ref.norm()).item()
             print(f"layer {layer} head {h}: relative error {err:.2e}")
     gluon_us = time_calls(run_gluon, repeats=30) / layers * 1e6
