@@ -40,6 +40,8 @@ from kernels.kv_formats import KVCacheSpec
 from kernels.nibbles import _ROT4_ASM
 
 W = gl.constexpr(4)  # warps a program, each 16 positions of a page
+# the block's barrier: thread_barrier in Triton 3.6's Gluon, barrier in 3.8's
+_barrier = gl.thread_barrier if hasattr(gl, "thread_barrier") else gl.barrier
 MMA = gl.constexpr(
     gl.NVMMADistributedLayout(version=[2, 0], warps_per_cta=[W, 1, 1], instr_shape=[1, 16, 8])
 )
@@ -277,7 +279,7 @@ def split_transposed_kernel(q_ptr, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, table
                    km_ptr, vq_ptr, vs_ptr, HKV, D, P, KG)  # fmt: skip
         ahead = gl.load(table_ptr + gl.minimum(pg + STAGES, end))
         cp.wait_group(STAGES - 1)
-        gl.thread_barrier()
+        _barrier()
         stage = it % STAGES
 
         c_even, c_odd = _key_codes(kbuf.index(stage).load(K_WORDS), D)
@@ -300,14 +302,14 @@ def split_transposed_kernel(q_ptr, kq_ptr, ks_ptr, km_ptr, vq_ptr, vs_ptr, table
         vmn = gl.expand_dims(vmbuf.index(stage).load(gl.SliceLayout(3, V4)), 3)
         v_even_smem.store(gl.reshape(v_even * vsc + vmn, [W, T, D // 2]))
         v_odd_smem.store(gl.reshape(v_odd * vsc + vmn, [W, T, D // 2]))
-        gl.thread_barrier()
+        _barrier()
         vt_even = v_even_smem.permute((0, 2, 1)).load(OP_A)  # V^T [W, D/2, 16]
         vt_odd = v_odd_smem.permute((0, 2, 1)).load(OP_A)
         pt = gl.convert_layout(p.to(gl.float16), OP_B)  # p^T as [W, K 16, N G]
         scale = gl.expand_dims(alpha, 1)
         acc_even = mma_v2(vt_even, pt, acc_even * scale)
         acc_odd = mma_v2(vt_odd, pt, acc_odd * scale)
-        gl.thread_barrier()  # this stage and the V tiles read before they are written again
+        _barrier()  # this stage and the V tiles read before they are written again
     cp.wait_group(0)
 
     if WARP_PARTS:  # each warp's softmax a part of its own, for the reduce to merge
