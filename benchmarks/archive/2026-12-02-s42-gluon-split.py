@@ -11,12 +11,15 @@ queries are the MMA's N (m16n8k16: no padded rows), and 4 warps each own 16 posi
 page with their own online softmax and their own [D, queries] accumulator, merged once after
 the loop. The queries stay in registers as the B operand; the key bytes are read straight
 into the A operand's layout; each warp's V tile goes through shared memory to come back
-transposed as the A operand of acc^T += V^T p^T. The next page's bytes, scales and mins are
-loaded while this one is computed (one page ahead, in registers).
+transposed as the A operand of acc^T += V^T p^T. Each page's bytes, scales and mins come
+through cp.async, 3 pages in flight. --warp-parts writes each warp's softmax as a part of its
+own (the reduce merges 4 times the parts) instead of merging the warps in the kernel;
+--rotate (with it) rotates each part's rows back from V's rotated space, as the engine's split
+kernel does.
 
 What it leaves out (the engine's kernel has them): the open page, the position mask (a decode
-query sees every sealed page whole without a window), V's rotation back, the K/V write. It
-writes each split's m, l and acc (rotated V space) for the check against torch.
+query sees every sealed page whole without a window), the K/V write. It writes m, l and acc
+for the check against torch (the parts merged there).
 """
 
 from __future__ import annotations
@@ -24,7 +27,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import statistics
 
 import torch
 import triton
@@ -33,7 +35,7 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.ampere import async_copy as cp
 from triton.experimental.gluon.language.nvidia.ampere import mma_v2
 
-from benchmarks.kernels.timing import L2_DEFEAT_BYTES, captured_graph, time_calls
+from benchmarks.kernels.timing import L2_DEFEAT_BYTES, kernel_durations, time_calls
 from kernels import kv_formats
 from kernels.kv_cache import PagedKVCache
 from kernels.kv_formats import KVCacheSpec
@@ -475,11 +477,11 @@ def main() -> None:
 
     run_engine()
     engine_us = time_calls(run_engine, repeats=30) / layers * 1e6
-    times = kernel_times(run_gluon) | kernel_times(run_engine)
+    times = kernel_durations(run_gluon) | kernel_durations(run_engine)
     # the engine's kernels launched plainly, so that the profiler's split time is its own (a
     # dependent launch's includes its wait for the launch before)
     cache.tuning = dataclasses.replace(cache.tuning, chain_launches=False, overlap_reduce=False)
-    plain = kernel_times(run_engine)
+    plain = kernel_durations(run_engine)
     print(f"depth {args.depth}, {args.kv_heads} KV heads, {layers} layers, {splits} splits of "
           f"{per} pages, {parts} parts a head")  # fmt: skip
     print(f"gluon split alone: layer {gluon_us:.2f} us, kernel "
@@ -489,23 +491,6 @@ def main() -> None:
           f"{times.get('decode_reduce_kernel', 0.0):.2f} us")  # fmt: skip
     print(f"engine launched plainly: split kernel {plain.get('decode_split_kernel', 0.0):.2f} "
           f"us, reduce {plain.get('decode_reduce_kernel', 0.0):.2f} us")  # fmt: skip
-
-
-def kernel_times(run, replays: int = 20) -> dict[str, float]:
-    from torch.profiler import ProfilerActivity, profile
-
-    graph = captured_graph(run)
-    graph.replay()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            graph.replay()
-        torch.cuda.synchronize()
-    per: dict[str, list[float]] = {}
-    for event in prof.events():
-        if event.device_type.name == "CUDA":
-            per.setdefault(event.name.split("(")[0][:40], []).append(event.device_time)
-    return {name: statistics.median(times) for name, times in per.items()}
 
 
 if __name__ == "__main__":

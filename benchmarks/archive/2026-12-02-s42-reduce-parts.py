@@ -10,12 +10,11 @@ replays, as they do after the split kernel that writes them."""
 from __future__ import annotations
 
 import argparse
-import statistics
 
 import torch
 import triton
 
-from benchmarks.kernels.timing import captured_graph
+from benchmarks.kernels.timing import kernel_durations
 from kernels.decode_attention import decode_reduce_kernel
 from kernels.decode_launch import REDUCE_D_CHUNK, REDUCE_MAX_CHUNK, reduce_warps_for
 
@@ -43,23 +42,14 @@ def main() -> None:
         print(f"{n} parts a row: reduce {kernel_us(run):.2f} us (a step of {chunk})")
 
 
-def kernel_us(run, launches: int = 16, replays: int = 20) -> float:
-    """The profiler's median duration of the kernel, launched 16 times a graph replay."""
-    from torch.profiler import ProfilerActivity, profile
+def kernel_us(run, launches: int = 16) -> float:
+    """The profiler's median duration of the reduce, launched 16 times a graph replay."""
 
     def many() -> None:
         for _ in range(launches):
             run()
 
-    graph = captured_graph(many)
-    graph.replay()
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        for _ in range(replays):
-            graph.replay()
-        torch.cuda.synchronize()
-    times = [e.device_time for e in prof.events() if e.name.startswith("decode_reduce")]
-    return statistics.median(times)
+    return kernel_durations(many)["decode_reduce_kernel"]
 
 
 if __name__ == "__main__":

@@ -53,6 +53,26 @@ def captured_graph(fn) -> torch.cuda.CUDAGraph:
     return captured
 
 
+def kernel_durations(fn, replays: int = 20) -> dict[str, float]:
+    """Median device microseconds of each kernel fn launches, by kernel name: fn captured in a
+    CUDA graph and replayed under the profiler (a dependent launch's duration includes its
+    wait for the launch before it)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    graph = captured_graph(fn)
+    graph.replay()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(replays):
+            graph.replay()
+        torch.cuda.synchronize()
+    times: dict[str, list[float]] = {}
+    for event in prof.events():
+        if event.device_type.name == "CUDA":
+            times.setdefault(event.name.split("(")[0], []).append(event.device_time)
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def cuda_banner() -> bool:
     """Print the line a GPU benchmark's output starts with (the device, torch and triton), or,
     without a CUDA device, say so on stderr and return False."""
