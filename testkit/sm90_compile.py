@@ -29,7 +29,8 @@ from kernels.decode_launch import (
     reduce_warps_for,
 )
 from kernels.kv_cache import write_warps
-from kernels.kv_formats import K_ONLY_FORMATS, KV_FORMATS, kivi_group
+from kernels.kv_formats import K_ONLY_FORMATS, KV_FORMATS, KVCacheSpec, kivi_group
+from kernels.kv_planes import allocate_planes, plane_pointers
 from kernels.kv_tiles import FORMAT_CODES
 from kernels.kv_write import kv_write_kernel
 
@@ -72,13 +73,15 @@ def _compile(fn, consts: dict, types: dict, options: dict, unaligned: tuple = ()
 
 
 def _unaligned_mins(k_format: str, v_format: str) -> tuple:
-    """The min planes Triton's launch does not see 16-byte aligned: rot4's and rot2's, which
-    start 8 bytes into a row's run of scales and mins (kv_planes.allocate_planes); kivi4's is
-    a tensor of its own and q8 and f16 pass their aligned q plane in its place."""
-    return tuple(
-        f"{role}m_ptr" for role, fmt in (("k", k_format), ("v", v_format))
-        if fmt in ("rot4", "rot2")
-    )  # fmt: skip
+    """The min planes Triton's launch does not see 16-byte aligned, as the cache allocates them
+    (kv_planes: rot4's and rot2's start 8 bytes into a row's run of scales and mins)."""
+    unaligned = []
+    for role, fmt in (("k", k_format), ("v", v_format)):
+        spec = KVCacheSpec(1, 1, D, k_format, v_format, max_tokens=PAGE)
+        low = plane_pointers(allocate_planes(fmt, 1, spec, "cpu"))[2]
+        if low.data_ptr() % 16:
+            unaligned.append(f"{role}m_ptr")
+    return tuple(unaligned)
 
 
 def _planes(k_format: str, v_format: str) -> dict:
